@@ -28,6 +28,7 @@ from ridgeline.cli_engine import (
     decode_context_flag,
     engine_flag,
     engine_version_flag,
+    lora_settings,
     pool_switches,
 )
 from ridgeline.cli_load import (
@@ -303,10 +304,23 @@ def cmd_decode(args: argparse.Namespace) -> Any:
         reports, not_run = run_each(names, on, card_id)
         return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
     dep = _decode_deployment(args)
-    return _drafter_caution(args, _placed_once(
+    return _drafter_caution(args, _lora_caution(args, _placed_once(
         args, dep, decode_report(dep, args.batch, args.context, load_profile(args),
                                  args.enforce_eager, _engine_pool_settings(args, dep),
-                                 _max_model_len(args, dep, args.context), spec)))
+                                 _max_model_len(args, dep, args.context), spec))))
+
+
+def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
+    """``report`` with the one line --enable-lora adds: its pool holds the adapters' slots,
+    its step times leave their matmuls out (vllm_lora.lora_step_caution)."""
+    lora = lora_settings(args)
+    if lora is None:
+        return report
+    from dataclasses import replace
+
+    from ridgeline.vllm_lora import lora_step_caution
+
+    return replace(report, cautions=(*report.cautions, lora_step_caution(lora)))
 
 
 def _spec_decode(args: argparse.Namespace) -> Any:
@@ -320,6 +334,16 @@ def _spec_decode(args: argparse.Namespace) -> Any:
     model = load_model(args) if args.spec_method in MTP_METHODS else None  # its MTP layers
     return SpecDecode(args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                       spec_method(args, model))
+
+
+def _lora_step_note(args: argparse.Namespace) -> str:
+    """prefill's line for --enable-lora (vllm_lora.lora_step_caution), or ""."""
+    lora = lora_settings(args)
+    if lora is None:
+        return ""
+    from ridgeline.vllm_lora import lora_step_caution
+
+    return lora_step_caution(lora)
 
 
 def _drafter_caution(args: argparse.Namespace, report: Any) -> Any:
@@ -422,6 +446,7 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
         "prefix_caching", "swa_full_tokens_ratio", "backend")}
     given |= {name: True for name in ("language_model_only", "enable_multimodal",
                                       "warm_compile_cache") if getattr(args, name, False)}
+    given["lora"] = lora_settings(args)  # vLLM --enable-lora: its slots' buffers
     return {name: value for name, value in given.items() if value is not None}
 
 
@@ -505,7 +530,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
         notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None),
-                                    trim,
+                                    trim, _lora_step_note(a),
                                     track_record_caution(placed, "prefill", profile), (
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "

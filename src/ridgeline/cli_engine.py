@@ -85,11 +85,46 @@ def pool_switches(g: Any, prefix_help: str) -> None:
     switches, TensorRT-LLM's backend, SGLang's window ratio and its multimodal switch."""
     _prefix_caching(g, prefix_help)
     _vllm_memory_switches(g)
+    lora_flags(g)
     _trtllm_backend(g)
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
                    "(default 0.8); lower holds more long conversations")
     sglang_multimodal(g)
+
+
+def lora_flags(g: Any) -> None:
+    """vLLM's multi-LoRA flags, as vllm serve spells them: the slots whose buffers the pool
+    loses (vllm_lora.py); --max-cpu-loras and --lora-modules are read and ignored
+    (launch_flags.json: host memory, and the adapters' names)."""
+    g.add_argument("--enable-lora", action="store_true",
+                   help="vLLM v0.12+: serve LoRA adapters; every linear layer (and Llama's "
+                   "embedding and lm_head) keeps --max-loras slots at --max-lora-rank, "
+                   "taken from the pool (SGLang's and TensorRT-LLM's are not modelled)")
+    g.add_argument("--max-loras", type=_how_many("max_loras"), metavar="N",
+                   help="vLLM --enable-lora: adapters one batch may mix, each a GPU slot "
+                   "(default 1)")
+    g.add_argument("--max-lora-rank", type=_how_many("max_lora_rank"), metavar="R",
+                   help="vLLM --enable-lora: the rank every slot is sized at: 1, 8, 16 "
+                   "(default), 32, 64, 128, 256, 320 or 512")
+    g.add_argument("--fully-sharded-loras", action="store_true",
+                   help="vLLM --enable-lora: shard the A of column-parallel and the B of "
+                   "row-parallel layers over tensor parallelism too")
+    g.add_argument("--lora-dtype", choices=["auto", "float16", "bfloat16"],
+                   help="vLLM --enable-lora: the slots' dtype (auto: the model's; 2 bytes "
+                   "either way)")
+
+
+def lora_settings(args: argparse.Namespace) -> Any:
+    """The LoRASettings --enable-lora and its flags give, or None without --enable-lora (as
+    vllm serve drops --max-loras and the rest without it)."""
+    if not getattr(args, "enable_lora", False):
+        return None
+    from ridgeline.vllm_lora import LoRASettings
+
+    return LoRASettings(max_loras=args.max_loras, max_lora_rank=args.max_lora_rank,
+                        fully_sharded_loras=args.fully_sharded_loras,
+                        lora_dtype=args.lora_dtype or "auto")
 
 
 def sglang_multimodal(g: Any) -> None:

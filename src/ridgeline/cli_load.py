@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from ridgeline.cli_engine import lora_settings
 from ridgeline.cli_offload import host_offload, rope_launch
 from ridgeline.errors import InputError
 from ridgeline.units import GIB, plural
@@ -488,4 +489,5 @@ def engine_settings(args: argparse.Namespace) -> Any:
         max_total_tokens=getattr(args, "max_total_tokens", None),
         max_mamba_cache_size=getattr(args, "max_mamba_cache_size", None),
         mamba_ssm_dtype=getattr(args, "mamba_ssm_dtype", None),
-        max_cudagraph_capture_size=getattr(args, "max_cudagraph_capture_size", None))
+        max_cudagraph_capture_size=getattr(args, "max_cudagraph_capture_size", None),
+        lora=lora_settings(args))

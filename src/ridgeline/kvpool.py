@@ -83,6 +83,9 @@ class KVPool:
     # vLLM on a part the runtime lists as several devices (an MI250's two GCDs): the devices
     # whose own pools, one tensor-parallel rank each, this one adds up (across_devices)
     runtime_devices: int = 1
+    # vLLM --enable-lora: the adapters' stacked A and B buffers, loaded with the weights and
+    # taken before the cache (vllm_lora.py)
+    lora_bytes: float = 0.0
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -104,7 +107,8 @@ class KVPool:
             moe_workspace_bytes=self.moe_workspace_bytes * n,
             set_pool_bytes=self.set_pool_bytes * n,
             state_request_bytes=self.state_request_bytes * n,
-            drafter_weight_bytes=self.drafter_weight_bytes * n, runtime_devices=n)
+            drafter_weight_bytes=self.drafter_weight_bytes * n, lora_bytes=self.lora_bytes * n,
+            runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:
@@ -127,8 +131,8 @@ class KVPool:
         """The reserved memory less everything taken before the cache; negative when the
         weights and the profiling pass already overflow it."""
         budget = self.total_bytes * self.reserved_fraction
-        return budget - self.weight_bytes - self.activation_bytes - self.non_torch_bytes \
-            - self.cuda_graph_bytes - self.seat_buffer_bytes
+        return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
+            - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes
 
     @property
     def pool_bytes(self) -> float:

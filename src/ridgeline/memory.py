@@ -55,6 +55,7 @@ from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
 from ridgeline.units import GIB
+from ridgeline.vllm_lora import LoRASettings, check_lora, lora_bytes
 from ridgeline.vllm_memory import parse_version
 from ridgeline.vllm_pool import vllm_deployment, vllm_pool
 
@@ -122,6 +123,9 @@ class EngineSettings:
     mamba_ssm_dtype: str | None = None
     # vLLM --max-cudagraph-capture-size, SGLang --cuda-graph-max-bs: the largest batch captured
     max_cudagraph_capture_size: int | None = None
+    # vLLM --enable-lora: its adapters' slots (--max-loras, --max-lora-rank, …), whose
+    # buffers the pool loses (vllm_lora.py); None: LoRA off
+    lora: LoRASettings | None = None
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -227,6 +231,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          + (" (--kv-cache-memory-bytes sets vLLM's pool)" if engine == "vllm"
                             else ""))
     check_sizing_flags(dep, s)
+    if s.lora is not None:
+        check_lora(dep, s.lora, s.engine_version)
     drafted = False  # max_running_requests SGLang's default with a drafter, no flag
     headroom = 0  # the tokens SGLang allocates past its profile for a drafter
     if engine == "sglang":  # a drafter sets max_running_requests before anything reads it
@@ -310,6 +316,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         weight_bytes += n * draft_weights
         pool = vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
                          stage)
+        if s.lora is not None:  # loaded with the weights, before the profile
+            pool = replace(pool, lora_bytes=lora_bytes(run, s.lora, stage))
         if draft_kv:
             pool = with_mtp_cache(pool, draft_kv)
         return replace(pool, drafter_weight_bytes=draft_weights).across_devices(n)

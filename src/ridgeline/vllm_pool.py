@@ -348,7 +348,7 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, True,
         settings.max_cudagraph_capture_size, pool.profile_tokens,
         graph_query_len(settings, acc.version), graph_multiple(dep, settings, acc, pool.runner))
-    taken = (pool.weight_bytes + pool.activation_bytes + pool.non_torch_bytes
+    taken = (pool.weight_bytes + pool.lora_bytes + pool.activation_bytes + pool.non_torch_bytes
              + pool.seat_buffer_bytes) / n + graphs
     taken += set_pool_margin_bytes()
     total = pool.total_bytes / n

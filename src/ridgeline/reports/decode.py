@@ -510,6 +510,7 @@ def describe_settings(settings: EngineSettings, engine: str,
               for name in ("kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
                            "mamba_ssm_dtype", "max_cudagraph_capture_size")
               if (value := getattr(settings, name)) is not None]
+    given += [] if settings.lora is None else [f"LoRA {settings.lora.describe()}"]
     rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":
         return ", ".join(given + rules)

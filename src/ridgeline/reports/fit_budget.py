@@ -41,8 +41,10 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     else:
         rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)]
                  ] if not p.set_pool_bytes else []
-        rows += [["− weights", gib(p.weight_bytes)],
-                 [f"− {peak_label(p)}", gib(p.activation_bytes)],
+        rows += [["− weights", gib(p.weight_bytes)]]
+        if p.lora_bytes and s.lora is not None:  # vLLM --enable-lora, loaded with the weights
+            rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
+        rows += [[f"− {peak_label(p)}", gib(p.activation_bytes)],
                  ["− non-torch (HIP context, RCCL)" if amd else
                   "− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
                  [f"− {graphs}" + ("" if p.cuda_graph_bytes or p.accounting is None

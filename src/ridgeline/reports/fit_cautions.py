@@ -19,6 +19,7 @@ from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_hybrid import cache_mode
+from ridgeline.vllm_lora import lora_graph_caution
 from ridgeline.vllm_memory import past_modelled
 from ridgeline.vllm_mla_block import mla_block_size
 
@@ -127,6 +128,8 @@ def fit_cautions(r: FitReport) -> list[str]:
                    f"at batch {r.batch_label()} they stay bandwidth-bound")
     if r.verdict == CLEARS_RIDGE:
         out += [c for c in (kv_bound_caution(r),) if c]
+    if p.lora_bytes and p.cuda_graph_bytes:  # vLLM --enable-lora
+        out.append(lora_graph_caution())
     return out
 
 

@@ -67,7 +67,12 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                           "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
                           # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
-                          "seat_buffers": p.seat_buffer_bytes},
+                          "seat_buffers": p.seat_buffer_bytes,
+                          "lora_adapters": p.lora_bytes},  # vLLM --enable-lora's slots
+        "lora": None if r.settings.lora is None else {
+            "max_loras": r.settings.lora.slots, "max_lora_rank": r.settings.lora.rank,
+            "fully_sharded_loras": r.settings.lora.fully_sharded_loras,
+            "bytes_per_gpu": p.lora_bytes},
         "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
         # vLLM --kv-cache-memory-bytes: the pool as set, the room the card leaves it, and
         # (unset) the values vLLM's start-up log advises

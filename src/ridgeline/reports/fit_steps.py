@@ -28,6 +28,7 @@ from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_graphs import capture_cap, capture_sizes
+from ridgeline.vllm_lora import lora_modules
 from ridgeline.vllm_pool import (
     graph_multiple,
     graph_query_len,
@@ -74,7 +75,9 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  "live in the 1 − mem_fraction_static SGLang holds back)"
                  + (" + drafter headroom" if pool.headroom_bytes else "")
                  if pool.engine == "sglang"
-                 else "total × reserved fraction − weights − activations − non-torch − graphs"
+                 else "total × reserved fraction − weights"
+                 + (" − LoRA adapters" if pool.lora_bytes else "")
+                 + " − activations − non-torch − graphs"
                  + (" − sampler state" if pool.seat_buffer_bytes else ""),
                  q("static pool" if static else "pool", pool.pool_bytes / GIB, "GiB"),
                  q("total", pool.total_bytes / GIB, "GiB",
@@ -82,6 +85,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
                  q(f"weights {per_gpu(pool)}", pool.weight_bytes / GIB, "GiB",
                    weights_note(dep, pool)),
+                 *([q("LoRA adapters", pool.lora_bytes / GIB, "GiB", lora_note(dep, pool, s))]
+                   if pool.lora_bytes else []),
                  *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
                  *([q("max_num_seqs", pool.max_num_seqs, "", note)]
                    if pool.engine == "vllm" and (note := vllm_seats_note(dep, s)) else ()),
@@ -408,3 +413,16 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
                         *(q(lv.name, lv.conversations, plural(lv.conversations, "conversation"))
                           for lv in r.levers)))
     return tuple(out)
+
+
+def lora_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
+    """Where the LoRA line comes from: each adapted module's buffers on one GPU, and vLLM's
+    rule for them (vllm_lora.py)."""
+    if s.lora is None:
+        return ""
+    run = vllm_deployment(dep)
+    parts = ", ".join(f"{m.name} {m.count:,} × {m.bytes_each / 2**20:,.2f} MiB"
+                      for m in lora_modules(run, s.lora, pool.stage))
+    return (f"--enable-lora, {s.lora.describe()}: max_loras × rank × (input + output) per "
+            f"slice of each adapted module, 2 bytes an element, allocated at load with the "
+            f"weights (vllm/lora/layers create_lora_weights, from v0.12): {parts}")

@@ -228,7 +228,7 @@ def _overflow(p: KVPool) -> str:
     """Which of what comes before the cache overflow the memory reserved: the weights and the
     profiling pass, or, after them, the CUDA graphs and the sampler's seats."""
     budget = p.total_bytes * p.reserved_fraction
-    first = p.weight_bytes + p.activation_bytes + p.non_torch_bytes
+    first = p.weight_bytes + p.lora_bytes + p.activation_bytes + p.non_torch_bytes
     if first > budget:
         return f"the weights and the profiling pass alone overflow the {budget / GIB:,.1f} GiB " \
                "it reserves"
