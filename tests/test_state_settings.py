@@ -24,9 +24,11 @@ from ridgeline.cost import Seq, decode_batch, mean_decode_context, served_footpr
 from ridgeline.engines import profile_for
 from ridgeline.floors import decode_floor
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT
+from ridgeline.measurements import Measurement, parse_row
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.observe import read_source
 from ridgeline.plan import plan
+from ridgeline.predict import deployment_for, predict
 from ridgeline.reports.decode import describe_settings
 from ridgeline.reports.observe import observe_report
 from ridgeline.serving_load import Load, Slo
@@ -207,3 +209,68 @@ def test_decodes_settings_text_names_the_ssm_dtype_it_sized_the_pool_with(
         assert held["batch"] == max_batch(dep.with_state_settings(None, dtype), 30_000,
                                           EngineSettings(mamba_ssm_dtype=dtype))
     assert given["batch"] >= default["batch"]
+
+
+# -- validate: a vLLM row's state at the release it ran --------------------------------------
+
+def nemotron_row(notes: str) -> Measurement:
+    """Nemotron-H decoding 8 sequences at 4,000 tokens on two H200s under vLLM."""
+    return parse_row({"id": "n1", "model": NEMOTRON_H, "weights_dtype": "bf16",
+                      "kv_dtype": "bf16", "gpu": "h200", "num_gpus": "2", "tp": "2",
+                      "batch": "8", "input_len": "3500", "output_len": "1000",
+                      "context_len": "4500", "metric": "decode_tok_s_per_user",
+                      "value": "40", "unit": "tok/s", "engine": "vllm", "source": "x",
+                      "notes": notes})
+
+
+def test_a_vllm_rows_state_is_priced_at_the_release_its_notes_name() -> None:
+    """v0.19.0 kept Nemotron-H's SSM state in fp16, v0.20.0 in fp32: the older release's row
+    reads half the state bytes a step, so it is priced faster; a row naming no release is
+    priced at the newest modelled, v0.20's rule."""
+    old, new, plain = (nemotron_row(n) for n in (f"engine: vLLM v{OLD_VLLM}",
+                                                  "engine: vLLM v0.20.0", ""))
+    assert deployment_for(old).state_engine_version == OLD_VLLM
+    assert served_footprint(deployment_for(old), 1).state_bytes \
+        < served_footprint(deployment_for(new), 1).state_bytes
+    priced = [predict(r).predicted for r in (old, new, plain)]
+    assert None not in priced
+    assert priced[0] > priced[1] == priced[2]  # tok/s: fewer state bytes, a shorter step
+
+
+@pytest.mark.parametrize("notes", ["engine: vLLM v1.2.0",  # no release ridgeline knows of
+                                   "engine: vLLM version not stated, 10.03 s a run"])
+def test_a_vllm_row_naming_a_release_no_rule_covers_is_priced_not_refused(notes: str) -> None:
+    """A version check_engine_version refuses (a later major, a number the notes' reader took
+    for one) leaves the state at the engine's defaults, as a row naming none: validate had
+    refused the row for it, 'vLLM 10.03 is no release ridgeline knows of'."""
+    named, plain = nemotron_row(notes), nemotron_row("")
+    assert named.engine_version() is not None
+    assert deployment_for(named) == deployment_for(plain)
+    assert predict(named).predicted == predict(plain).predicted is not None
+
+
+def test_plans_own_cautions_read_no_state_so_take_no_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan_cautions builds a candidate's deployment without --engine-version: what it says of
+    Nemotron-H on two MI300Xs at a batch of 512 (past the profile's fitted batches there) is
+    the same where that deployment keeps v0.19.0's fp16 state."""
+    import ridgeline.plan_cautions as plan_cautions
+
+    model = resolve_model(NEMOTRON_H)
+    c = Candidate("mi300x", 2, 1, "fp8", "fp8", 64, 512, 0.01, 0.1, 1.0, 1, None, True, "",
+                  (0.9, 1.1))
+    slo, profile = Slo(0.5, 0.05), profile_for("vllm")
+    default = plan_cautions.candidate_cautions(c, "vllm", profile, slo, model)
+    assert any("batch 512" in why for why in default)
+    monkeypatch.setattr(plan_cautions, "candidate_deployment",
+                        lambda m, cand, engine: candidate_deployment(m, cand, engine, OLD_VLLM))
+    assert plan_cautions.candidate_cautions(c, "vllm", profile, slo, model) == default
+
+
+def test_the_notes_version_is_read_within_the_sentence_engine_opens() -> None:
+    """eager.csv's vLLM #45709 row says 'engine: vLLM version not stated in the text read.'
+    and gives its TPOT (10.03 ms) in a later sentence: no version, where the reader had taken
+    the TPOT for vLLM 10.03; a version in that sentence is still read."""
+    assert nemotron_row("engine: vLLM version not stated in the text read. value = "
+                        "1000 / tpot_ms (10.03 ms)").engine_version() is None
+    assert nemotron_row("engine: vLLM v0.10.2 (V1). 10.03 ms").engine_version() == "0.10.2"

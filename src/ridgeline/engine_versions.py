@@ -32,6 +32,21 @@ def check_engine_version(engine: str, version: str) -> None:
         parse_version(version)
 
 
+def modelled_version(engine: str, version: str | None) -> str | None:
+    """``version`` where ridgeline models it (``check_engine_version`` takes it), else None:
+    the engine's defaults, as a run that names no version is priced. A measurement's notes may
+    name a release no rule here covers (a vLLM 1.x, a number misread as one); what follows the
+    version (a hybrid's state dtype) is then priced as the row's engine without one, not
+    refused."""
+    if version is None:
+        return None
+    try:
+        check_engine_version(engine, version)
+    except InputError:
+        return None
+    return version
+
+
 def check_version_kind(engine: str, version: str) -> None:
     """llama.cpp takes a build (b9400), vLLM and SGLang a version (0.11), others neither."""
     build = llamacpp_build(version) is not None

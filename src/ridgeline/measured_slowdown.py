@@ -28,6 +28,7 @@ def moe_caution(model: ModelSpec, c: Candidate, engine: str) -> str:
     MXFP4 MoE on CDNA3 (predict.cdna3_moe_caution), or ""."""
     from ridgeline.predict import cdna3_moe_caution
 
+    # no version: the caution reads the card and the experts' format, never the state dtype
     return cdna3_moe_caution(candidate_deployment(model, c, engine))
 
 

@@ -179,8 +179,9 @@ class Measurement:
 
     def engine_version(self) -> str | None:
         """The engine version the notes name after 'engine:' ('vLLM v0.10.2 (V1)' → '0.10.2'),
-        with ' V0' when the row ran vLLM's V0 engine."""
-        match = re.search(r"engine:[^|;]*?v?(\d+\.\d+(?:\.\d+)?)", self.notes)
+        with ' V0' when the row ran vLLM's V0 engine. The version is read within the sentence
+        'engine:' opens ('engine: vLLM version not stated. value = 1000 / 10.03 ms' names none)."""
+        match = re.search(r"engine:[^|;.]*?v?(\d+\.\d+(?:\.\d+)?)", self.notes)
         if not match:
             return None
         v0 = re.search(r"\bV0\b", self.notes) is not None

@@ -82,7 +82,7 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
 
     acc = resolve_accelerator(c.accelerator)
     devices = engine_devices(engine, acc)  # vLLM's TP counts an MI250's dies
-    dep = candidate_deployment(model, c, engine)
+    dep = candidate_deployment(model, c, engine)  # no version: nothing here reads the state
     return tuple(why for why in (cross_node_caution(c.engine_tp(engine), acc, engine,
                                                     devices=devices),
                                  prompt_share_caution(c, profile, slo, engine),
@@ -100,6 +100,7 @@ def data_parallel_winner_cautions(c: Candidate | None, engine: str,
     from ridgeline.data_parallel import data_parallel_cautions
     from ridgeline.sim.data_parallel import dispatch_label
 
+    # no version: these sentences read the layout, never the state dtype
     return data_parallel_cautions(candidate_deployment(model, c, engine), False,
                                   dispatch_label(engine))
 
@@ -130,6 +131,7 @@ def mla_unchunked_caution(win: Candidate | None, engine: str, load: Load,
     chunked them, ran prompts the engine would not: what to say; "" elsewhere."""
     from ridgeline.chunked_prefill import trtllm_mla_unchunked
 
+    # no version: TensorRT-LLM takes none (with_state_settings keeps vLLM's alone)
     if win is None or engine != "trtllm" or not win.max_model_len \
             or not trtllm_mla_unchunked(candidate_deployment(model, win, engine)):
         return ""

@@ -30,6 +30,7 @@ from ridgeline.context_length import served_positions
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
+from ridgeline.engine_versions import modelled_version
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
@@ -122,10 +123,12 @@ def deployment_for(row: Measurement) -> Deployment:
         flash = not engine.startswith("llama.cpp")
     dep = Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
                            flash_attention=flash, offload=row.offload())
-    # the state's dtype as the run kept it (an SGLang run's --mamba-ssm-dtype); a vLLM row's
-    # version is not passed: an old release ridgeline does not model would refuse here
+    # the state's dtype as the run kept it: a vLLM row's release (Nemotron-H's SSM state fp16
+    # before v0.20, fp32 from it), where ridgeline models it (modelled_version; else the
+    # defaults, as a row naming none), and an SGLang run's --mamba-ssm-dtype
+    version = modelled_version(engine, row.engine_version()) if engine == "vllm" else None
     ssm = row.mamba_ssm_dtype() if engine == "sglang" else None
-    return dep.with_state_settings(None, ssm) if ssm else dep
+    return dep.with_state_settings(version, ssm) if version or ssm else dep
 
 
 @lru_cache(maxsize=4096)

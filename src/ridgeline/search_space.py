@@ -94,7 +94,7 @@ def _engine_runs(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engi
     """Whether ``engine`` runs these weights and this cache on ``acc`` at all: a one-GPU
     replica of them builds (``Deployment.build`` refuses a format the engine's kernels do not
     run on the card; what a layout refuses, its own)."""
-    try:
+    try:  # no --engine-version: whether it builds reads no state dtype (plan sizes at it)
         replica_deployment(model, acc, 1, 1, weights, kv, engine=engine)
     except InputError:
         return False
