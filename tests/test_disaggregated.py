@@ -153,9 +153,11 @@ def test_a_split_prints_each_pools_launch_at_its_knobs(deepseek_split: tuple[Any
 
 
 def test_a_trtllm_splits_pool_commands_come_with_the_yaml_they_name() -> None:
-    """trtllm-serve keeps an fp8 KV cache only through its YAML (kv_cache_config): a split's
-    pool commands name that file, so the plan prints it (and the FP8 checkpoint the command's
-    MODEL must be) beside them, in text and in --json."""
+    """trtllm-serve keeps an fp8 KV cache only through its YAML (kv_cache_config), and a
+    split's pools hand prompts over through its cache_transceiver_config: each pool's command
+    names its own file (the context servers' without the overlap scheduler), the disaggregated
+    server's disagg_config.yaml lists every replica, and the plan prints the files (and the
+    FP8 checkpoint the commands' MODEL must be) beside them, in text and in --json."""
     from types import SimpleNamespace
     from typing import cast
 
@@ -164,17 +166,34 @@ def test_a_trtllm_splits_pool_commands_come_with_the_yaml_they_name() -> None:
     from ridgeline.reports.plan_commands import PlanCommands
     from ridgeline.reports.plan_lists import PlanLists
     from ridgeline.reports.trtllm_command import trtllm_launch
+    from ridgeline.yaml_subset import parse_yaml
 
     model = resolve_model("llama-3.1-70b")
     split = Candidate("h100-sxm", 4, 1, "fp8", "fp8", None, 64, 0.02, 0.3, 1.0, 3, 2.0, False,
                       "", (1.0, 1.0), disaggregated="1P2D", prefill_replicas=1,
                       max_model_len=32768, pool_knobs=((None, None), (64, None)))
-    result = cast(PlanResult, SimpleNamespace(engine="trtllm", engine_version=None))
+    result = cast(PlanResult, SimpleNamespace(engine="trtllm", engine_version=None, load=LONG))
     launch = PlanCommands(model, "meta-llama/Llama-3.1-70B", result, 32768)
     commands, extra = launch.pool_launch(split)
-    named = trtllm_launch("meta-llama/Llama-3.1-70B", split.pool(False), 32768, model)
-    assert named.config_name and all(named.config_name in c for c in commands.values())
-    assert f"in {named.config_name}:" in extra and named.note in extra
-    assert any("dtype: fp8" in line for line in extra)
+    files = {name: parse_yaml(text, name) for name, text in launch.pool_files(split).items()}
+    named = {role: commands[role].split("--extra_llm_api_options ")[1].split()[0]
+             for role in ("prefill", "decode")}
+    ctx, gen = files[named["prefill"]], files[named["decode"]]
+    assert named["prefill"] != named["decode"]
+    assert ctx["disable_overlap_scheduler"] is True and "disable_overlap_scheduler" not in gen
+    for config in (ctx, gen):  # the buffer holds the longest prompt, as the docs advise
+        assert config["cache_transceiver_config"]["max_tokens_in_buffer"] \
+            == LONG.longest_prompt(32768)
+        assert config["kv_cache_config"]["dtype"] == "fp8"
+    servers = files[commands["router"].split("-c ")[1]]
+    assert servers["context_servers"]["num_instances"] == split.prefill_replicas
+    assert len(servers["generation_servers"]["urls"]) == split.replicas - split.prefill_replicas
+    for role, key in (("prefill", "context_servers"), ("decode", "generation_servers")):
+        assert all(f"--port {url.split(':')[1]}" in commands[role] for url in servers[key]["urls"])
+    # the same flags as a single pool's replica, the file apart
+    single = trtllm_launch("meta-llama/Llama-3.1-70B", split.pool(True), 32768, model)
+    assert commands["prefill"].startswith(single.command.split(" --extra_llm_api_options")[0])
+    assert single.note in extra
     lines = PlanLists(model, result).pool_lines(split, launch.pool_launch)
+    assert f"  router: {commands['router']}" in lines
     assert [line.strip() for line in lines[len(commands):]] == [e.strip() for e in extra]

@@ -73,7 +73,8 @@ def test_each_harmless_flag_is_read_with_its_value_before_model(
     a switch takes none; the numbers are the stripped line's."""
     engine = ("--engine", record.engines[0]) if record.engine_only else ()  # its owner's
     for flag in record.flags:
-        given = _given(flag, record.takes_value)
+        given = [flag, json.dumps(dict((k, v[0]) for k, v in record.json_values))] \
+            if record.json_values else _given(flag, record.takes_value)
         code, out, err = run_cli(capsys, DECODE[0], *given, *DECODE[1:], *engine, "--json")
         assert code == 0, err
         assert out == run_cli(capsys, *DECODE, *engine, "--json")[1]

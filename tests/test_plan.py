@@ -210,6 +210,9 @@ def test_disaggregated_pools_are_simulated_and_meet_the_slo() -> None:
         assert ("--max-num-seqs" in command) == bool(seqs)
         assert ("--max-num-batched-tokens" in command) == bool(budget)
         assert all(f" {v} " in command + " " for v in (seqs, budget) if v)
+    # and the router that ties the pools into one deployment, the same in --json
+    router = rows[report.lists.label(split)]["router_command"]
+    assert router and f"  router: {router}" in text
 
 
 def test_a_decode_pool_receives_the_prompt_cached() -> None:

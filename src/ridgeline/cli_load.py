@@ -172,6 +172,11 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     problem = deployment_problem(dep, getattr(args, "engine_version", None))
     if problem:
         raise InputError(problem)
+    from ridgeline.launch_flags import connector_problem
+
+    problem = connector_problem(args, model, engine)
+    if problem:
+        raise InputError(problem)
     from ridgeline.cpu_offload import cpu_offload_from_args, host_memory_problem, runner_problem
 
     cpu = cpu_offload_from_args(args, engine, ranks)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
 from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
-from ridgeline.model import Layer
+from ridgeline.model import Layer, ModelSpec
 
 KERNEL_BLOCK_ALIGNMENT = 16  # attention blocks grow for Mamba pages in steps of 16 tokens
 PAD_TO_LARGEST = 1.5  # group by the largest type when it has under 1.5× the smallest's layers
@@ -96,6 +96,13 @@ def _layer_kind(layer: Layer) -> tuple[str, int] | None:
     if layer.mixer in (LINEAR, MAMBA):
         return ("state", 0)
     return None
+
+
+def cache_kinds(model: ModelSpec) -> set[tuple[str, int]]:
+    """The cache types a model's layers form groups by (``_layer_kind``): more than one is
+    the hybrid vLLM's hybrid KV cache manager keeps apart (full attention beside windows or
+    recurrent state)."""
+    return {kind for layer in model.layers if (kind := _layer_kind(layer)) is not None}
 
 
 def stage_group_layers(dep: Deployment, per_group: int, start: int, count: int) -> int:

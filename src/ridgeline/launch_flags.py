@@ -12,6 +12,7 @@ engines' documentation as sources).
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -40,6 +41,9 @@ class LaunchFlag:
     say_why: bool = False  # the note gives its reason (it changes what this command leaves out)
     # engines whose setting it is: read (its dest set, cli_load.engine_settings), not noted
     read_by: tuple[str, ...] = ()
+    # a JSON object's keys and the values ignored; any other value refused for other_values
+    json_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    other_values: str = ""
 
     @property
     def checks_engine(self) -> bool:
@@ -58,7 +62,9 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                             ignored, bool(r.get("v1_only", False)), bool(r.get("several", False)),
                             tuple(sorted(r.get("refused_values", {}).items())),
                             bool(r.get("engine_only", False)), bool(r.get("say_why", False)),
-                            tuple(r.get("read_by", ())))
+                            tuple(r.get("read_by", ())),
+                            tuple((k, tuple(v)) for k, v in r.get("json_values", {}).items()),
+                            r.get("other_values", ""))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -69,8 +75,20 @@ def refusal(record: LaunchFlag, given: str, value: Any = None) -> str | None:
     (--load-format bitsandbytes); None where it is read and ignored."""
     if not record.modelled_away:
         return f"{given} is not modelled: {record.why}"
+    if record.json_values and not _json_matches(record.json_values, value):
+        return f"{given} {value} is not modelled: {record.other_values}"
     why = dict(record.refused_values).get(str(value).lower())
     return f"{given} {value} is not modelled: {why}" if why else None
+
+
+def _json_matches(wanted: tuple[tuple[str, tuple[str, ...]], ...], value: Any) -> bool:
+    """Whether ``value`` is a JSON object whose every ``wanted`` key has one of its values:
+    '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' for kv_connector NixlConnector."""
+    try:
+        found = json.loads(str(value))
+    except ValueError:
+        return False
+    return isinstance(found, dict) and all(found.get(k) in ok for k, ok in wanted)
 
 
 class _Ignored(argparse.Action):
@@ -217,3 +235,22 @@ def _on_v0(args: argparse.Namespace) -> bool:
     from ridgeline.vllm_memory import vllm_accounting
 
     return bool(vllm_accounting(version).engine == "V0")
+
+
+def connector_problem(args: argparse.Namespace, model: Any, engine: str | None) -> str:
+    """Why vLLM's --kv-transfer-config (NixlConnector, ignored for the rest) is refused for
+    ``model``: a hybrid (full attention beside sliding windows or recurrent state), whose
+    hybrid KV cache manager vLLM turns off when a connector is set, unless the release knows
+    the connector supports it (vllm/config/vllm.py: "Turning off hybrid kv cache manager
+    because `--kv-transfer-config` is set"; later releases ask
+    KVConnectorFactory.supports_hma_config first), which changes the pool; "" otherwise."""
+    from ridgeline.kvgroups import cache_kinds
+
+    given = [text for text, record in getattr(args, "launch_flags_ignored", None) or []
+             if "--kv-transfer-config" in record.flags]
+    if not given or (engine or "vllm") != "vllm" or len(cache_kinds(model)) < 2:
+        return ""
+    return (f"{given[0].split()[0]} is not modelled for {model.name}: with a KV connector vLLM "
+            "may turn its hybrid KV cache manager off (by release and connector), which "
+            "changes the pool of a model with sliding-window or recurrent layers beside full "
+            "attention")

@@ -137,12 +137,15 @@ class PlanReport:
         return data
 
     def _split_row(self, c: Candidate) -> dict[str, Any]:
-        """A split's row, with each pool's launch command at its knobs (``pool_commands``)."""
-        launch = self.launch.pool_trtllm(c)  # the YAML trtllm-serve's pool commands name
-        return {**self._row(c), "pool_commands": self.launch.pool_commands(c) or None,
-                **({"pool_config_files": {launch.config_name: launch.config_text}
-                    if launch.config else None, "pool_command_note": launch.note or None}
-                   if launch is not None else {})}
+        """A split's row, with each pool's launch command at its knobs (``pool_commands``),
+        the router in front of them and the files they name (TensorRT-LLM's YAML)."""
+        launch = self.launch
+        row = {**self._row(c), "pool_commands": launch.pool_commands(c) or None,
+               "router_command": launch.router_command(c) or None}
+        if self.result.engine == "trtllm":
+            row |= {"pool_config_files": launch.pool_files(c) or None,
+                    "pool_command_note": launch.pool_note(c) or None}
+        return row
 
     @property
     def lists(self) -> PlanLists:
@@ -247,8 +250,8 @@ class PlanReport:
                              + f" (simulated: {pct(r.slo.percentile)} TTFT "
                              f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {tpot_ms(c.sim_tpot_s)}; "
                              "KV hand-off over a 400 Gb/s link, where the engines can pass each "
-                             "prompt's KV cache from node to node: vLLM's disaggregated-prefill "
-                             "KV connectors)"
+                             "prompt's KV cache from node to node: the KV connector and "
+                             "router printed under it)"
                              + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
                 lines += ["  " + line for line in self.lists.pool_lines(
                     c, self.launch.pool_launch)]

@@ -1,7 +1,8 @@
 """The commands `ridgeline plan` prints beside its answer: the winner's launch command (over
 several nodes, one a node: launch_commands.py's), the YAML its trtllm-serve command names or
 why there is no command (trtllm_command.py's), the `ridgeline simulate` command that reruns
-a candidate's check, and a split's launch command for each pool at its own knobs.
+a candidate's check, and a split's launch command for each pool at its own knobs, with the
+router in front of them (split_launch.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.reports.launch_commands import command_line, node_commands
-from ridgeline.reports.trtllm_command import TrtllmLaunch, trtllm_launch
+from ridgeline.reports.split_launch import (
+    host_note,
+    pool_command,
+    role_config,
+    router_command,
+    router_config,
+)
+from ridgeline.reports.trtllm_command import TrtllmLaunch, trtllm_launch, yaml_text
 from ridgeline.serving_load import Load, Slo
 
 
@@ -142,41 +150,78 @@ class PlanCommands:
 
     def pool_commands(self, c: Candidate) -> dict[str, str]:
         """An xPyD split's launch command for a replica of each pool, "prefill" and "decode",
-        each at the knobs its check held with (``Candidate.pool``); {} for a single pool or
-        where the engine has no command for it. The KV connector that hands each prompt's
-        cache from pool to pool is the engines' own configuration, not written here."""
+        each at the knobs its check held with (``Candidate.pool``) and with the engine's KV
+        hand-off settings for its role (split_launch.pool_command: vLLM's NixlConnector,
+        SGLang's --disaggregation-mode, TensorRT-LLM's cache_transceiver_config in the YAML
+        it names); {} for a single pool or where the engine has no command for it."""
         if not c.disaggregated:
             return {}
         r = self.result
         out = {}
         for name, pool in (("prefill", c.pool(True)), ("decode", c.pool(False))):
-            command = command_line(r.engine, self.model_id, pool, c.max_model_len or self.max_len,
-                                   r.engine_version, model=self.model)
+            count = pool.replicas
+            if r.engine == "trtllm":
+                command = self._pool_trtllm(c, name).command
+            else:
+                command = command_line(r.engine, self.model_id, pool,
+                                       c.max_model_len or self.max_len, r.engine_version,
+                                       model=self.model)
             if command:
-                out[name] = command
+                out[name] = pool_command(r.engine, name, command, count)
         return out
 
-    def pool_trtllm(self, c: Candidate) -> TrtllmLaunch | None:
-        """The trtllm-serve launch of an xPyD split's pools where it names a YAML or needs a
-        note (an fp8 KV cache's kv_cache_config, an FP8 checkpoint), else None: the two
-        pools differ in their flags only (their knobs), so both name the same file."""
+    def router_command(self, c: Candidate) -> str:
+        """The router that ties a split's pools together (split_launch.router_command), or ""
+        where the pools have no commands."""
+        if not self.pool_commands(c):
+            return ""
+        return router_command(self.result.engine, c.prefill_replicas,
+                              c.replicas - c.prefill_replicas)
+
+    def _pool_trtllm(self, c: Candidate, role: str) -> TrtllmLaunch:
+        """trtllm-serve's launch of a split's ``role`` pool: its YAML with the role's
+        cache_transceiver_config (its buffer the load's longest prompt), in the role's file."""
+        max_len = c.max_model_len or self.max_len
+        name, extra = role_config("trtllm", role,
+                                  self.result.load.longest_prompt(max_len) or max_len)
+        return trtllm_launch(self.model_id, c.pool(role == "prefill"), max_len, self.model,
+                             extra, name)
+
+    def pool_files(self, c: Candidate) -> dict[str, str]:
+        """The files a split's commands name, {name: text}: TensorRT-LLM's YAML for each pool
+        and the disaggregated server's disagg_config.yaml; {} for another engine."""
+        if not c.disaggregated or self.result.engine != "trtllm" or not self.pool_commands(c):
+            return {}
+        files = {}
+        for role in ("prefill", "decode"):
+            launch = self._pool_trtllm(c, role)
+            files[launch.config_name] = launch.config_text
+        name, config = router_config("trtllm", c.prefill_replicas,
+                                     c.replicas - c.prefill_replicas)
+        files[name] = yaml_text(config)
+        return files
+
+    def pool_note(self, c: Candidate) -> str:
+        """What the MODEL of a split's trtllm-serve commands must be (an FP8 checkpoint of a
+        16-bit model), or ""."""
         if not c.disaggregated or self.result.engine != "trtllm":
-            return None
-        launch = trtllm_launch(self.model_id, c.pool(False), c.max_model_len or self.max_len,
-                               self.model)
-        return launch if launch.command and (launch.config or launch.note) else None
+            return ""
+        return self._pool_trtllm(c, "decode").note
 
     def pool_launch(self, c: Candidate) -> tuple[dict[str, str], list[str]]:
-        """A split's pool commands (``pool_commands``) and the lines to print under them:
-        the YAML file its trtllm-serve commands name and what their MODEL must be, which the
-        commands do not reproduce the pools without."""
-        launch = self.pool_trtllm(c)
-        extra = [] if launch is None else [
-            *([f"in {launch.config_name}:", *(f"  {line}" for line in
-                                              launch.config_text.splitlines())]
-              if launch.config else []),
-            *([launch.note] if launch.note else [])]
-        return self.pool_commands(c), extra
+        """A split's pool commands (``pool_commands``), then its "router", and the lines to
+        print under them: the files they name (TensorRT-LLM's YAML), what their MODEL must
+        be, and what the host placeholders and the router are."""
+        commands = self.pool_commands(c)
+        if not commands:
+            return {}, []
+        router = self.router_command(c)
+        notes = [self.pool_note(c), host_note(self.result.engine, c.prefill_replicas,
+                                              c.replicas - c.prefill_replicas)]
+        extra = [*(line for name, text in self.pool_files(c).items()
+                   for line in (f"in {name}:", *(f"  {t}" for t in text.splitlines()))),
+                 *(note for note in notes if note)]
+        return {**commands, **({"router": router} if router else {})}, extra
 
     def check_command(self, c: Candidate) -> str:
         """The simulate command that reruns ``c``'s check, or ""."""

@@ -217,17 +217,19 @@ class PlanLists:
             top = "the unverified cheapest" if r.winner_unverified else "the winner"
             lines.append(f"  the {c.disaggregated} split costs less than {top} "
                          f"(${c.cost_per_hour:,.2f}/h against ${win.cost_per_hour:,.2f}/h) where "
-                         "the engines can hand each prompt's KV cache from node to node (vLLM's "
-                         f"disaggregated-prefill KV connectors); {top} needs none")
+                         "the engines can hand each prompt's KV cache from node to node (the KV "
+                         f"connector and router printed under it); {top} needs none")
         return lines
 
     def pool_lines(self, c: Candidate, pool_commands: PoolCommands) -> list[str]:
         """Under a split ``c``, each pool's replicas and its launch command, at the knobs its
-        check held with (``PlanCommands.pool_launch``), and what the commands need beside
-        them (trtllm-serve's YAML file); none without commands."""
+        check held with (``PlanCommands.pool_launch``), the router in front of them, and what
+        the commands need beside them (trtllm-serve's YAML files, the hosts they name); none
+        without commands."""
         commands, extra = pool_commands(c) if pool_commands else ({}, [])
         count = {"prefill": c.prefill_replicas, "decode": c.replicas - c.prefill_replicas}
-        return [f"  {name} pool, {count[name]} {plural(count[name], 'replica')}: {command}"
+        return [f"  router: {command}" if name == "router" else
+                f"  {name} pool, {count[name]} {plural(count[name], 'replica')}: {command}"
                 for name, command in commands.items()] \
             + [f"    {line}" for line in extra if commands]
 

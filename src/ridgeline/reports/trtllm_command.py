@@ -41,7 +41,12 @@ class TrtllmLaunch:
     @property
     def config_text(self) -> str:
         """The YAML file's text, block style, as trtllm-serve's yaml.safe_load reads it."""
-        return "".join(_yaml_lines(self.config, 0))
+        return yaml_text(self.config)
+
+
+def yaml_text(settings: dict[str, Any]) -> str:
+    """Settings as a block-style YAML file's text."""
+    return "".join(_yaml_lines(settings, 0))
 
 
 def _yaml_lines(settings: dict[str, Any], depth: int) -> list[str]:
@@ -49,6 +54,9 @@ def _yaml_lines(settings: dict[str, Any], depth: int) -> list[str]:
     for key, value in settings.items():
         if isinstance(value, dict):
             lines += [f"{'  ' * depth}{key}:\n", *_yaml_lines(value, depth + 1)]
+        elif isinstance(value, list):  # a list of strings, each quoted (host:port)
+            lines += [f"{'  ' * depth}{key}:\n",
+                      *(f'{"  " * (depth + 1)}- "{item}"\n' for item in value)]
         else:  # a switch as YAML writes it (ridgeline's reader takes true, not True)
             text = str(value).lower() if isinstance(value, bool) else value
             lines.append(f"{'  ' * depth}{key}: {text}\n")
@@ -63,7 +71,8 @@ def quantized_beforehand(c: Candidate, model: ModelSpec | None = None) -> bool:
 
 
 def trtllm_launch(model_id: str, c: Candidate, max_len: int,
-                  model: ModelSpec | None = None) -> TrtllmLaunch:
+                  model: ModelSpec | None = None, extra: dict[str, Any] | None = None,
+                  config_name: str = "") -> TrtllmLaunch:
     """trtllm-serve's command for ``c`` with the settings ridgeline priced: its backend, TP,
     PP and EP, seats (max_batch_size), step tokens (max_num_tokens), max_seq_len and the
     memory fraction (engines.json trtllm's defaults where the plan left them); an fp8 KV cache
@@ -72,7 +81,8 @@ def trtllm_launch(model_id: str, c: Candidate, max_len: int,
     prompts longer than max_num_tokens: plan_checks.verify). fp8 weights of a 16-bit
     ``model_id`` name an FP8 checkpoint of it in MODEL's place, which ``note`` says;
     data-parallel attention (enable_attention_dp, which ridgeline does not model for
-    TensorRT-LLM: data_parallel.py) gets no command."""
+    TensorRT-LLM: data_parallel.py) gets no command. ``extra``: settings a split's pool adds
+    to the YAML (its cache_transceiver_config), in the file ``config_name``."""
     d = engine_defaults(ENGINE)
     cli = d["cli"]
     if c.data_parallel > 1:
@@ -102,9 +112,10 @@ def trtllm_launch(model_id: str, c: Candidate, max_len: int,
     if c.enable_chunked_prefill:  # an LLM API option; the YAML key runs on every release, its
         # --enable_chunked_prefill flag only on newer trtllm-serve (commands/serve.py @ 00209af1)
         config["enable_chunked_prefill"] = True
+    config.update(extra or {})
     if not config:
         return TrtllmLaunch(" ".join(parts), note=note)
-    name = str(cli["config_file"])
+    name = config_name or str(cli["config_file"])
     return TrtllmLaunch(" ".join([*parts, cli["config"], name]), name, config, note)
 
 

@@ -1,0 +1,140 @@
+"""A split's pools launched as one disaggregated deployment: each pool's command carries its
+engine's KV hand-off and role (vLLM's NixlConnector, SGLang's --disaggregation-mode, TensorRT-
+LLM's cache_transceiver_config: test_disaggregated), the router names every replica at the
+port its pool listens on, and a pool's command pasted into fit or simulate is read, not
+refused (TensorRT-LLM's transfer buffer apart, which ridgeline does not price)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from ridgeline.candidate import Candidate
+from ridgeline.catalog import resolve_model
+from ridgeline.datafiles import engine_defaults
+from ridgeline.plan import PlanResult
+from ridgeline.reports.launch_commands import command_line
+from ridgeline.reports.plan_commands import PlanCommands
+from ridgeline.serving_load import Load
+from tests.conftest import run_cli
+
+LOAD = Load(2.0, "2000", "200")
+MODEL_ID = "llama-3.1-8b"  # printed as MODEL, so ridgeline reads the command back by name
+
+
+def _split(prefill: int = 1, decode: int = 2) -> Candidate:
+    return Candidate("h100-sxm", 1, 1, "bf16", "bf16", None, 64, 0.02, 0.3, 1.0,
+                     prefill + decode, 2.0, False, "", (1.0, 1.0),
+                     disaggregated=f"{prefill}P{decode}D", prefill_replicas=prefill,
+                     max_model_len=16384, pool_knobs=((None, None), (64, None)))
+
+
+def _launch(engine: str) -> PlanCommands:
+    result = cast(PlanResult, SimpleNamespace(engine=engine, engine_version=None, load=LOAD))
+    return PlanCommands(resolve_model(MODEL_ID), MODEL_ID, result, 16384)
+
+
+def _flag(command: str, flag: str) -> list[str]:
+    """The words after ``flag`` up to the next flag, as a shell splits ``command``."""
+    words = shlex.split(command)
+    at = words.index(flag) + 1
+    end = next((i for i in range(at, len(words)) if words[i].startswith("--")), len(words))
+    return words[at:end]
+
+
+def _pasted(engine: str, command: str) -> list[str]:
+    """A pool's command as pasted after `ridgeline fit`: without the environment it sets and
+    the engine's launch words (``vllm serve``, SGLang's through --model-path), MODEL first."""
+    words = shlex.split(command)
+    while re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        words.pop(0)
+    return words[len(engine_defaults(engine)["cli"]["launch"].split()):]
+
+
+def test_vllms_pools_carry_the_nixl_connector_and_the_router_names_each_replica() -> None:
+    commands, _ = _launch("vllm").pool_launch(_split(2, 3))
+    for role in ("prefill", "decode"):
+        config = json.loads(_flag(commands[role], "--kv-transfer-config")[0])
+        assert config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        # the NIXL side channel's address, on a node apart from its peer (default localhost)
+        env = shlex.split(commands[role])[0]
+        assert env.startswith("VLLM_NIXL_SIDE_CHANNEL_HOST=") and role.upper() in env
+    router = commands["router"]
+    assert _flag(router, "--prefiller-hosts") == ["PREFILL_HOST_1", "PREFILL_HOST_2"]
+    assert _flag(router, "--decoder-hosts") == ["DECODE_HOST_1", "DECODE_HOST_2", "DECODE_HOST_3"]
+    assert set(_flag(router, "--prefiller-ports")) == set(_flag(commands["prefill"], "--port"))
+    assert set(_flag(router, "--decoder-ports")) == set(_flag(commands["decode"], "--port"))
+
+
+def test_sglangs_pools_carry_their_mode_and_backend_and_the_router_their_urls() -> None:
+    commands, extra = _launch("sglang").pool_launch(_split(1, 2))
+    for role in ("prefill", "decode"):
+        assert _flag(commands[role], "--disaggregation-mode") == [role]
+        assert _flag(commands[role], "--disaggregation-transfer-backend") == ["mooncake"]
+        assert _flag(commands[role], "--host") == ["0.0.0.0"]  # SGLang binds 127.0.0.1
+    router = shlex.split(commands["router"])
+    assert router[:3] == ["python", "-m", "sglang_router.launch_router"]
+    assert "--pd-disaggregation" in router
+    port = {role: _flag(commands[role], "--port")[0] for role in ("prefill", "decode")}
+    assert _flag(commands["router"], "--prefill") == [f"http://PREFILL_HOST:{port['prefill']}"]
+    assert router.count("--decode") == 2
+    assert f"http://DECODE_HOST_2:{port['decode']}" in router
+    # the placeholders, said once: the decode pool's command names each replica's own
+    assert _flag(commands["decode"], "--host") == ["0.0.0.0"]
+    assert any("PREFILL_HOST and DECODE_HOST_i (i = 1 … 2)" in line for line in extra)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_a_pasted_pool_command_is_read_by_fit_and_simulate(
+        capsys: pytest.CaptureFixture[str], engine: str, role: str) -> None:
+    """The pool's own flags (its port, the connector and role) change neither its memory
+    nor its steps: fit and simulate note them and answer as for the command without them."""
+    command = _launch(engine).pool_commands(_split())[role]
+    pasted = _pasted(engine, command)
+    plain = _pasted(engine, command_line(engine, MODEL_ID, _split().pool(role == "prefill"),
+                                         16384, model=resolve_model(MODEL_ID)))
+    where = ("--gpu", "h100", "--engine", engine, "--json")
+    code, out, err = run_cli(capsys, "fit", *pasted, *where)
+    assert code == 0, err
+    assert out == run_cli(capsys, "fit", *plain, *where)[1]
+    assert "note: ignored" in err and ("--kv-transfer-config" in err or
+                                       f"--disaggregation-mode {role}" in err)
+    load = ("--rate", "1", "--num-requests", "12", "--input-len", "500", "--output-len", "20")
+    code, out, err = run_cli(capsys, "simulate", *pasted, *where, *load)
+    assert code == 0, err
+    assert out == run_cli(capsys, "simulate", *plain, *where, *load)[1]
+
+
+def test_another_connector_or_a_hybrid_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """LMCache's connector keeps a cache tier of its own; gpt-oss's sliding-window layers lose
+    vLLM's hybrid KV cache manager to a connector: neither is priced, so both are refused."""
+    lmcache = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})
+    nixl = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+    for argv in (("fit", MODEL_ID, "--gpu", "h100", "--kv-transfer-config", lmcache),
+                 ("fit", "gpt-oss-120b", "--gpu", "h100", "--kv-transfer-config", nixl)):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1
+        assert "--kv-transfer-config" in err and "not modelled" in err
+
+
+def test_a_pasted_trtllm_pool_names_the_transfer_buffer_it_does_not_price(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: Any) -> None:
+    """TensorRT-LLM sets its KV transfer buffer aside before it sizes the KV cache: the pool's
+    command, its YAML beside it, is refused naming that key, not read as a whole server."""
+    launch = _launch("trtllm")
+    commands, _ = launch.pool_launch(_split())
+    for name, text in launch.pool_files(_split()).items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "fit", *_pasted("trtllm", commands["decode"]),
+                             "--gpu", "h100", "--engine", "trtllm")
+    assert code == 2 and not out
+    assert "cache_transceiver_config in gen_extra_llm_api_options.yaml" in err
+    assert "transfer buffer" in err
