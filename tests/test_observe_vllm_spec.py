@@ -258,14 +258,20 @@ def test_an_ngram_drafters_token_is_its_verify_step_over_the_tokens_of_all_its_s
     """--spec-tokens 3: the verify step's acceptance is the drafted steps' (1 + accepted ÷
     drafts, 2.2), but a token's time is that step over the tokens a request's step kept over
     all its steps, (60,400 − 400 first) ÷ (60,000 − 24,000 accepted) = 1.67, as the measured
-    ITL is: the 20,000 drafts came in 36,000 steps."""
+    ITL is: the 20,000 drafts came in 36,000 steps, so the verify step carries the drafts of
+    20,000 ÷ 36,000 of its rows, not every row's."""
     text = NGRAM_METRICS.read_text()
     kept = kept_over_window(text)
     generated = rise(text, "vllm:generation_tokens_total") - rise(text, f"{TTFT}_count")
-    every = generated / (generated - rise(text, SPEC_ACCEPTED_TOKENS[0]))
+    steps = generated - rise(text, SPEC_ACCEPTED_TOKENS[0])
+    every = generated / steps
     drafted = observe_json(capsys, str(NGRAM_METRICS), *L8, "--spec-tokens", "3")
     spec = SpecDecode(3, acceptance_for_tokens(3, kept), SPEC_DRAFT_COST)
-    verify = spec_step(l8_vllm(), spec, RUNNING, 4000, profile_for("vllm"))
+    drafts = rise(text, SPEC_DRAFTS[0])
+    verify = spec_step(l8_vllm(), spec, RUNNING, 4000, profile_for("vllm"), drafts / steps,
+                       rise(text, "vllm:spec_decode_num_draft_tokens_total") / drafts)
+    assert drafted["speculative"]["drafted_share"] == pytest.approx(drafts / steps)
+    assert drafted["speculative"]["verify_tokens"] == verify.verify_tokens < RUNNING * (3 + 1)
     assert every == pytest.approx(tokens_per_itl_reading(text)) and every < kept
     assert drafted["speculative"]["spec_acceptance"] == pytest.approx(spec.acceptance)
     assert drafted["tokens_per_step"] == pytest.approx(every)

@@ -133,8 +133,8 @@ def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
     its drafter's cost --spec-draft-cost, decode's default SPEC_DRAFT_COST where not given),
     as decode --spec-tokens prices it; None without the flags or the source's acceptance
     length (the step then priced as plain decoding, which the report's notes say). An
-    acceptance length past what the drafts can keep is refused: the flags are not the
-    server's."""
+    acceptance length past what the drafts can keep, or draft tokens a draft past the draft
+    length, is refused: the flags are not the server's."""
     from ridgeline.cli_spec import spec_method
     from ridgeline.spec_decode import SpecDecode
 
@@ -146,6 +146,11 @@ def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
                          f"{args.spec_tokens} draft{'s keep' if args.spec_tokens > 1 else ' keeps'} "
                          f"1 to {args.spec_tokens + 1} (the bonus token and each draft "
                          "accepted): give the server's own draft length")
+    each = obs.spec_drafts_per_draft
+    if each is not None and each > args.spec_tokens:
+        raise InputError(f"{obs.source} reads {each:,.2f} draft tokens a draft, and "
+                         f"--spec-tokens {args.spec_tokens} drafts at most {args.spec_tokens}: "
+                         "give the server's own draft length")
     return SpecDecode.observed(args.spec_tokens, tokens, args.spec_draft_cost,
                                spec_method(args, model))
 
@@ -315,7 +320,9 @@ def register(sub: Any) -> None:
         "drafts) or its log's SpecDecoding lines, the drafter's passes at --spec-draft-cost; "
         "a token's time that step over the tokens a request's step keeps over all its decode "
         "steps, drafted or not, where vLLM's generation and accepted tokens give them, else "
-        "over the acceptance length, with a caution; without one, priced without drafts)")
+        "over the acceptance length, with a caution; the verify step carrying the drafts "
+        "only the share of rows that drafted proposed, where vLLM's drafts and draft tokens "
+        "count them; without one, priced without drafts)")
     spec_flags(drafter, pricing=False)  # the acceptance is the source's, not a flag's
     draft_cost_flag(drafter)
     _output(p)

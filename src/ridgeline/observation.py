@@ -63,6 +63,15 @@ class Observation:
     # None where the source gives only an acceptance length (SGLang's gauge, an older bench
     # result), which counts the drafted steps alone
     spec_tokens_per_request_step: float | None = None
+    # the share of a request's decode steps that drafted (vLLM's drafts over the decode steps
+    # its generation and accepted tokens leave, at most 1), the draft tokens a drafting step
+    # proposed on average (its draft tokens over its drafts: below the drafter's length where
+    # an n-gram match ran short, or near max_model_len), and which counts gave them; None
+    # where the source gives no counts (SGLang, an older bench result, a log), a verify step
+    # then priced as if every row drafted its whole draft
+    spec_drafted_share: float | None = None
+    spec_drafts_per_draft: float | None = None
+    spec_drafted_source: str | None = None
     # the draft tokens vLLM's drafter proposed over the window (the increase of
     # vllm:spec_decode_num_draft_tokens_total, or its log's "Drafted: N tokens" summed; a single
     # scrape's since start): above 0, a drafter serves. None where the source has no drafter's

@@ -18,7 +18,7 @@ from ridgeline.observation import (
     Observation,
     checked,
 )
-from ridgeline.spec_decode import FEWER_STEPS, tokens_per_request_step
+from ridgeline.spec_decode import FEWER_STEPS, drafted_rows, tokens_per_request_step
 
 # vllm bench serve's names; SGLang's bench_serving names end-to-end e2e_latency_ms
 _BENCH_KEYS = {"ttft": ("ttft_ms",), "itl": ("itl_ms",), "tpot": ("tpot_ms",),
@@ -277,7 +277,9 @@ def _read_request_steps(data: dict[str, Any], obs: Observation, source: str,
     requests, 60,000 accepted: 1.89 a step). TPOT, per token over every step, is set against
     that; an older result without the fields keeps the acceptance length (a caution says so).
     Fewer steps than spec_decode_num_drafts past FEWER_STEPS (other traffic on the server
-    while the run ran, or failed requests) leave it unread, with a note."""
+    while the run ran, or failed requests) leave it unread, with a note; else the drafts over
+    the steps, and spec_decode_draft_tokens over the drafts, give the verify step's rows
+    (spec_decode.drafted_rows)."""
     fields = [_bench_field(data, key, source, MAX_COUNT, what) for key, what in (
         ("spec_decode_accepted_tokens", "tokens"), ("total_output_tokens", "tokens"),
         ("completed", "requests"))]
@@ -300,6 +302,17 @@ def _read_request_steps(data: dict[str, Any], obs: Observation, source: str,
                          "steps are not read")
         return
     obs.spec_tokens_per_request_step = min(per_step, kept)
+    if drafts:  # the verify step's rows: the share that drafted, the drafts each proposed
+        draft_tokens = _bench_field(data, "spec_decode_draft_tokens", source, MAX_COUNT,
+                                    "tokens")
+        try:
+            obs.spec_drafted_share, obs.spec_drafts_per_draft = drafted_rows(
+                steps, drafts, draft_tokens)
+            obs.spec_drafted_source = ("spec_decode_num_drafts ÷ the run's decode steps "
+                                       "(output less first less accepted tokens)")
+        except ValueError as exc:
+            obs.notes.append(f"{exc}, so the verify step is priced as if every row drafted "
+                             "its whole draft")
     obs.notes.append(f"a drafter: {obs.spec_tokens_per_request_step:,.2f} tokens a request's "
                      f"decode step over all its steps ({produced:,.0f} output tokens less "
                      f"{done:,.0f} first, over those less the {accepted:,.0f} accepted), "

@@ -111,7 +111,7 @@ from ridgeline.observe_window import (
     window_rate,
 )
 from ridgeline.prometheus import MAX_UNIX_S, Histogram, Scrape
-from ridgeline.spec_decode import FEWER_STEPS, tokens_per_request_step
+from ridgeline.spec_decode import FEWER_STEPS, drafted_rows, tokens_per_request_step
 
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
@@ -386,7 +386,7 @@ def _read_vllm_drafts(scrapes: list[Scrape], obs: Observation, timed: bool,
     generated = count(GENERATION_TOKENS)
     ttft = histograms.get("ttft")
     _read_request_steps(obs, generated, accepted, drafts, None if ttft is None
-                        else ttft[1].count, span)
+                        else ttft[1].count, span, drafted)
     itl = obs.latency_ms.get("itl")
     if itl and obs.engine_family == "vllm":
         measured, how = _tokens_per_itl_reading(generated, histograms)
@@ -417,7 +417,8 @@ def _read_vllm_drafts(scrapes: list[Scrape], obs: Observation, timed: bool,
 
 
 def _read_request_steps(obs: Observation, generated: float | None, accepted: float,
-                        drafts: float, first: float | None, span: str) -> None:
+                        drafts: float, first: float | None, span: str,
+                        draft_tokens: float | None = None) -> None:
     """The tokens a request's decode step kept over all its steps, drafted or not
     (spec_decode.tokens_per_request_step): vLLM's generation tokens, less a first token for
     each TTFT reading, over those less the accepted drafts. vLLM adds every output's new
@@ -428,7 +429,8 @@ def _read_request_steps(obs: Observation, generated: float | None, accepted: flo
     many). Left unset, with a note, where the counters leave fewer steps than drafts (past
     FEWER_STEPS: not one server's) or none; where they leave a few fewer (a request that
     stopped inside accepted drafts, which vLLM trims from its output but counts accepted),
-    every step drafted: the acceptance length."""
+    every step drafted: the acceptance length. The share of the steps that drafted, and the
+    draft tokens a drafting step proposed, price the verify step (spec_decode.drafted_rows)."""
     if generated is None:
         obs.notes.append(f"no {GENERATION_TOKENS[0]} {span}: the steps that drafted nothing "
                          "are not counted, and a token's time is divided by the acceptance "
@@ -449,6 +451,9 @@ def _read_request_steps(obs: Observation, generated: float | None, accepted: flo
         return
     kept = 1 + accepted / drafts
     obs.spec_tokens_per_request_step = min(per_step, kept)
+    _read_drafted_rows(obs, steps, drafts, draft_tokens,
+                       f"{SPEC_DRAFTS[0]} ÷ the decode steps {span} (generation less "
+                       "first less accepted tokens)")
     whose = (f"less the {first:,.0f} first tokens of its TTFT readings" if first is not None
              else "each request's first token counted as a step (no TTFT histogram)")
     obs.notes.append(f"a drafter: {obs.spec_tokens_per_request_step:,.2f} tokens a request's "
@@ -458,6 +463,21 @@ def _read_request_steps(obs: Observation, generated: float | None, accepted: flo
                      f"{steps:,.0f} steps drafted ({min(1.0, drafts / steps):.0%}), the rest "
                      "proposing none (an n-gram drafter without a match, a request near "
                      "max_model_len) and keeping 1 token")
+
+
+def _read_drafted_rows(obs: Observation, steps: float, drafts: float,
+                       draft_tokens: float | None, source: str) -> None:
+    """The share of the decode steps that drafted and the draft tokens a drafting step
+    proposed (spec_decode.drafted_rows), with the counts they came from (``source``); left
+    unset, with a note, where the draft tokens are fewer than the drafts."""
+    try:
+        obs.spec_drafted_share, obs.spec_drafts_per_draft = drafted_rows(steps, drafts,
+                                                                         draft_tokens)
+    except ValueError as exc:
+        obs.notes.append(f"{exc}: not one server's counters, so the verify step is priced as "
+                         "if every row drafted its whole draft")
+        return
+    obs.spec_drafted_source = source
 
 
 def _tokens_per_itl_reading(generated: float | None,

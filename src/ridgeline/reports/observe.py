@@ -176,8 +176,12 @@ class ObserveReport(ObserveVerdict):
                     + (f"; a {self.predicted_step_ms or 0.0:,.1f} ms step keeping "
                        f"{self.tokens_per_step:,.2f} tokens a request over "
                        f"{self.tokens_per_step_over}: {drafted.spec.label()}, the acceptance "
-                       "read off the source's acceptance length" if drafted is not None
-                       else "") + ")")
+                       "read off the source's acceptance length"
+                       + (f"; {drafted.drafted_share:.0%} of the rows drafting, "
+                          f"{drafted.drafts_each or drafted.spec.drafts:,.2f} draft tokens "
+                          f"each: {drafted.verify_tokens:,} tokens a verify step"
+                          if drafted.partial else "")
+                       if drafted is not None else "") + ")")
             implied = self.rate_itl_ms
             apart = self.not_comparable
             below = " (the caution below)" if self.misdescribed else ""

@@ -46,7 +46,19 @@ def verify_step(report: ObserveReport) -> Step:
                 q("predicted ITL", report.predicted_itl_ms or 0.0, "ms",
                   f"{report.profile.engine} profile"),
                 q("verify step", drafted.step_s * 1e3, "ms",
-                  "the target over each row's drafts + 1 tokens, then the drafter's passes"),
+                  "the target over each row's drafts + 1 tokens, then the drafter's passes"
+                  if not drafted.partial else "the target over each row's fed token and the "
+                  "drafts it proposed, then the drafter's passes (a model drafter's for every "
+                  "row, an n-gram's for the drafting rows)"),
+                q("verify tokens", drafted.verify_tokens, "",
+                  "the rows × (1 + drafted share × draft tokens a drafted row), rounded "
+                  "(verify_row_tokens)"),
+                q("drafted share", drafted.drafted_share, "",
+                  report.obs.spec_drafted_source or "none counted: every row priced drafting"),
+                q("draft tokens a drafted row",
+                  spec.drafts if drafted.drafts_each is None else drafted.drafts_each, "",
+                  "the source's draft tokens over its drafts" if drafted.drafts_each is not None
+                  else "the drafter's flags: every draft whole"),
                 *([q("prompt work a step", work, "ms",
                      "the step without drafts less its decodes alone")] if work else []),
                 q("tokens per step", report.tokens_per_step, "",

@@ -19,7 +19,7 @@ from ridgeline.chunked_prefill import (
 )
 from ridgeline.cost import Seq, decode_batch, step_cost, step_time_s
 from ridgeline.reports.observe_pool import ObservedPool
-from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
+from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step, verify_row_tokens
 from ridgeline.stages import micro_batch
 
 # batch ÷ ITL and the generation rate count the same tokens: apart by more than this, one of
@@ -70,9 +70,13 @@ class ObservedLatency(ObservedPool):
     @property
     def decode_tokens_per_step(self) -> int:
         """The step budget the batch's decodes take: a token a request, or with drafts priced
-        its fed token and each draft (a verify step of 40 requests and 3 drafts: 160)."""
-        drafted = self.spec_step
-        return round(self.batch or 0.0) * (1 if drafted is None else drafted.spec.drafts + 1)
+        its fed token and each draft it proposed (a verify step of 40 requests and 3 drafts:
+        160; half of them drafting: 100, verify_row_tokens)."""
+        drafted, rows = self.spec_step, round(self.batch or 0.0)
+        if drafted is None or not rows:
+            return rows
+        return sum(verify_row_tokens(rows, drafted.spec.drafts, drafted.drafted_share,
+                                     drafted.drafts_each))
 
     @property
     def chunk_context(self) -> int:
@@ -163,12 +167,16 @@ class ObservedLatency(ObservedPool):
     def spec_step(self) -> SpecStep | None:
         """The verify step of the observed batch at the context (spec_step: one micro-batch,
         the target over each row's drafts + 1 tokens, then the drafter's passes), where the
-        drafter and its acceptance are known; None elsewhere."""
+        drafter and its acceptance are known; None elsewhere. Where the source counts the
+        steps that drafted (Observation.spec_drafted_share, spec_drafts_per_draft: vLLM's
+        counters, a bench's), the target runs only the tokens the rows carried: half the rows
+        drafting 3 of 40, 100 tokens, not 160."""
         b = self.batch
         if self.spec is None or b is None or b < 0.5 or not self.fits:
             return None
+        o = self.obs
         return spec_step(self.deployment, self.spec, max(1, round(b)), self.context,
-                         self.profile)
+                         self.profile, o.spec_drafted_share or 1.0, o.spec_drafts_per_draft)
 
     @property
     def tokens_per_step(self) -> float:
