@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "vllm_hybrid", "vllm_lora", "vllm_mla_block", "vllm_mxfp4", "vllm_v0_chunking", "sglang_memory",
       "sglang_hybrid", "trtllm_memory", "engine_spec", "sizing_flags", "quantization_gates")),
     ("Step cost", "a deployment and a batch to a step's time: the one model every figure uses",
-     ("data_parallel", "decode_context", "launches", "offload", "cpu_offload*", "cost",
+     ("data_parallel", "decode_context", "launches", "offload", "cpu_offload*", "lora_step", "cost",
       "llamacpp_batching", "floors", "raw_fit")),
     ("Engine memory", "what each engine leaves for the KV cache, the capacity it holds, and the "
      "engine's limits the simulator and the speculative step read from it",

@@ -142,14 +142,14 @@ def test_a_moe_model_with_lora_exits_2(capsys: pytest.CaptureFixture[str]) -> No
     assert "--enable-lora with MixtralForCausalLM is not modelled" in err
 
 
-def test_decode_sizes_the_same_pool_and_cautions_the_step(capsys: pytest.CaptureFixture[str]
+def test_decode_sizes_the_same_pool_and_says_what_the_step_assumes(capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
     base = ("decode", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "8192")
     _, plain, _ = run(capsys, *base)
     code, out, _ = run(capsys, *base, "--enable-lora", "--max-loras", "8", "--max-lora-rank",
                        "128")
     assert code == 0
-    assert "adapters' matmuls (rank 128" in out
+    assert "shrink and expand, rank 128)" in out
     seqs = [int(line.split("runs at most ")[1].split()[0].replace(",", ""))
             for line in (plain, out) for line in line.splitlines() if "runs at most" in line]
     assert seqs[1] < seqs[0]
@@ -176,7 +176,7 @@ def test_a_vllm_config_files_lora_keys_are_read_as_the_flags(
     assert from_file == from_flags
 
 
-def test_simulate_serves_from_the_smaller_pool_and_cautions_the_step(
+def test_simulate_serves_from_the_smaller_pool_with_the_adapters_in_each_step(
         capsys: pytest.CaptureFixture[str]) -> None:
     base = ("simulate", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8192",
             "--rate", "2", "--num-requests", "20", "--json")
@@ -185,5 +185,8 @@ def test_simulate_serves_from_the_smaller_pool_and_cautions_the_step(
                        "64")
     assert code == 0
     with_lora, without = json.loads(out), json.loads(plain)
-    assert any("adapters' matmuls (rank 64" in c for c in with_lora["cautions"])
+    assert any("shrink and expand, rank 64)" in c for c in with_lora["cautions"])
     assert with_lora["settings"]["num_blocks"] < without["settings"]["num_blocks"]
+    # the adapters' matmuls are in every step: prompts and tokens come out later
+    assert with_lora["tpot_s"]["mean"] > without["tpot_s"]["mean"]
+    assert with_lora["ttft_s"]["mean"] > without["ttft_s"]["mean"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli_types import _engine_name, _how_many, _positive_float, _typed
+from ridgeline.cli_types import _count, _engine_name, _how_many, _positive_float, _typed
 from ridgeline.errors import InputError
+from ridgeline.units import COUNT_EXAMPLES
 
 # what --engine lists, after its default (the engines' names engine_id reads)
 ENGINE_NAMES = "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …"
@@ -113,18 +114,27 @@ def lora_flags(g: Any) -> None:
     g.add_argument("--lora-dtype", choices=["auto", "float16", "bfloat16"],
                    help="vLLM --enable-lora: the slots' dtype (auto: the model's; 2 bytes "
                    "either way)")
+    g.add_argument("--active-loras", type=_count("active_loras", COUNT_EXAMPLES), metavar="N",
+                   help="ridgeline's, with --enable-lora: the distinct adapters a step's batch "
+                   "mixes at most, whose A and B the step reads (default: every request its "
+                   "own, up to --max-loras; 1: one adapter shared by all; 0: the base model "
+                   "alone, whose steps vLLM runs without the adapters' kernels)")
 
 
 def lora_settings(args: argparse.Namespace) -> Any:
     """The LoRASettings --enable-lora and its flags give, or None without --enable-lora (as
     vllm serve drops --max-loras and the rest without it)."""
     if not getattr(args, "enable_lora", False):
+        if getattr(args, "active_loras", None) is not None:
+            raise InputError("--active-loras says how many adapters a step mixes: it needs "
+                             "--enable-lora")
         return None
     from ridgeline.vllm_lora import LoRASettings
 
     return LoRASettings(max_loras=args.max_loras, max_lora_rank=args.max_lora_rank,
                         fully_sharded_loras=args.fully_sharded_loras,
-                        lora_dtype=args.lora_dtype or "auto")
+                        lora_dtype=args.lora_dtype or "auto",
+                        active_loras=getattr(args, "active_loras", None))
 
 
 def sglang_multimodal(g: Any) -> None:

@@ -33,6 +33,7 @@ from ridgeline.kvcache import (
 )
 from ridgeline.launches import deployment_matmuls, moe_layers
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
+from ridgeline.lora_step import LORA_OP, lora_step_work
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import (
@@ -307,6 +308,7 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
             t = count * exchange_time_s(message, dcp, dep.accelerator, dep.devices_per_gpu)
             link[DCP_EXCHANGE] = link.get(DCP_EXCHANGE, 0.0) + t
     rows = shape.sequences  # one logits row per sequence
+    work.extend(lora_step_work(dep, tokens, rows))  # vLLM --enable-lora: the adapters' matmuls
     head_category = LM_HEAD if not model.tie_word_embeddings else EMBEDDING
     head_bytes = _category_bytes(dep, head_category)
     # SGLang's DP attention splits the LM head over every GPU, each its share of all the
@@ -487,6 +489,10 @@ def op_slowdown(dep: Deployment, op: str) -> float:
     base = op.split(" (")[0]
     if base == "attention":  # QKᵀ and PV multiply the cache: at its rate, not the weights'
         return dep.attention_slowdown
+    if base == LORA_OP:  # punica's kernels take fp16/bf16 inputs and adapters, whatever the
+        # base weights' format (lora_shrink asserts it)
+        return dep.peak_at(dep.compute_dtype) / dep.peak_at(dep.accelerator.first_supported(
+            ("bf16", "fp16")))
     category = (EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD) if base == "lm head" \
         else OP_CATEGORIES.get(base)
     return dict(dep.matmul_slowdowns).get(category, 1.0) if category else 1.0
@@ -520,8 +526,8 @@ class StepRates:
         if dep.dequantizes:
             self.flops_per_s *= profile.dequant_compute
         self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)
-        slowdowns = {op: op_slowdown(dep, op)
-                     for op in (*OP_CATEGORIES, "lm head", "attention")}
+        slowdowns = {op: op_slowdown(dep, op) for op in (
+            *OP_CATEGORIES, "lm head", "attention", *((LORA_OP,) if dep.lora else ()))}
         self.op_flops_per_s = {op: self.flops_per_s / factor
                                for op, factor in slowdowns.items() if factor != 1.0}
         unpack = profile.kquant_ops_per_weight

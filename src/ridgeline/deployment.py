@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ridgeline.cpu_offload import CpuOffload
 from ridgeline.engine_platforms import (
@@ -33,6 +34,9 @@ from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEA
 from ridgeline.served_model import llamacpp_attention, served_dtype
 from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import plural
+
+if TYPE_CHECKING:
+    from ridgeline.vllm_lora import LoRASettings
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
@@ -80,6 +84,8 @@ class Deployment:
     # v0.20, fp32 from it), SGLang's --mamba-ssm-dtype; None: the engine's defaults
     state_engine_version: str | None = None
     mamba_ssm_dtype: str | None = None
+    # vLLM --enable-lora: the adapters whose matmuls each step runs (lora_step.py); None: off
+    lora: LoRASettings | None = None
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
@@ -241,7 +247,7 @@ class Deployment:
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
                      self.data_parallel_size, self.cpu_offload,
                      self.decode_context_parallel_size, self.state_engine_version,
-                     self.mamba_ssm_dtype))
+                     self.mamba_ssm_dtype, self.lora))
 
     def with_state_settings(self, engine_version: str | None,
                             mamba_ssm_dtype: str | None) -> Deployment:
@@ -253,6 +259,13 @@ class Deployment:
         return replace(self,
                        state_engine_version=engine_version if self.engine == "vllm" else None,
                        mamba_ssm_dtype=mamba_ssm_dtype if self.engine == "sglang" else None)
+
+    def with_lora(self, lora: LoRASettings | None) -> Deployment:
+        """This deployment with vLLM's --enable-lora adapters, whose matmuls every step runs
+        (lora_step.py) as the pool holds their slots (EngineSettings.lora, from the same
+        flags); None leaves it as it is, so a deployment without LoRA keeps its identity and
+        step-cost cache entries."""
+        return self if lora is None else replace(self, lora=lora)
 
     @property
     def num_gpus(self) -> int:

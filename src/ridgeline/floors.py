@@ -28,7 +28,7 @@ from ridgeline.cost import (
 )
 from ridgeline.cpu_offload import hbm_spared_bytes
 from ridgeline.deployment import Deployment
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.kvcache import KVFootprint
 from ridgeline.layouts import FULL
 from ridgeline.llamacpp_batching import (
@@ -37,6 +37,7 @@ from ridgeline.llamacpp_batching import (
     pipeline_span,
     pipelined_stages,
 )
+from ridgeline.lora_step import LORA_OP
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import placed_layers
 from ridgeline.parallel import busiest_rank_experts, ep_rank_experts
@@ -83,10 +84,13 @@ class Work:
     # the HBM reads the host's share spares: None, all of it (llama.cpp's host layers are read
     # by the CPU or copied over); --cpu-offload-gb: the offloaded share of the weights read
     hbm_spared_bytes: float | None = None
+    # vLLM --enable-lora's part: the active adapters' A and B, the shrink's input and buffer,
+    # the output the expand adds into (lora_step.py)
+    lora_bytes: float = 0.0
 
     @property
     def bytes(self) -> float:
-        return self.weight_bytes + self.kv_bytes + self.other_bytes
+        return self.weight_bytes + self.kv_bytes + self.other_bytes + self.lora_bytes
 
     @property
     def gpu_bytes(self) -> float:
@@ -138,8 +142,18 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     # of the layers' weights the step reads (an MoE's touched experts), the offloaded share
     spared = hbm_spared_bytes(dep, weights - head_bytes - experts, experts) \
         if dep.cpu_offload else None
-    return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded, paced, host,
-                link, host_s, experts, spared)
+    lora = sum(op.bytes for op in cost.ops if op.name == LORA_OP) * tp
+    return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded - lora, paced,
+                host, link, host_s, experts, spared, lora)
+
+
+def _lora_quantity(work: Work, name: str = "LoRA adapters") -> list[Quantity]:
+    """The --explain line for the LoRA adapters' bytes, where they run."""
+    if not work.lora_bytes:
+        return []
+    return [q(name, work.lora_bytes / GB, "GB",
+              "the active adapters' A and B, punica's shrink input and buffer and the output "
+              "its expand adds into (lora_step.py)")]
 
 
 def head_params(dep: Deployment) -> float:
@@ -180,6 +194,7 @@ class DecodeFloor(_Floor):
     weight_bytes_read: float
     kv_bytes_read: float
     activation_bytes: float
+    lora_bytes: float = 0.0  # --enable-lora's part (Work.lora_bytes)
 
     @property
     def step_time_s(self) -> float:
@@ -195,7 +210,8 @@ class DecodeFloor(_Floor):
 
     @property
     def intensity_flop_per_byte(self) -> float:
-        return self.flops / (self.weight_bytes_read + self.kv_bytes_read + self.activation_bytes)
+        return self.flops / (self.weight_bytes_read + self.kv_bytes_read + self.activation_bytes
+                             + self.lora_bytes)
 
 
 def floor_time_s(dep: Deployment, batch: list[Seq]) -> float:
@@ -224,12 +240,14 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
         _weight_step(dep, work, batch) if ranks == 1 else _rank_weight_step(dep, work, batch),
         _kv_step(dep, work, footprint, batch),
         step("memory time", "(weights + KV + activations" + (
+             " + LoRA adapters" if work.lora_bytes else "") + (
              " − what the host reads or copies" if work.host_bytes or work.link_bytes else "")
              + ") ÷ bandwidth",
              q("memory time", memory_s * 1e3, "ms"), q("bytes", work.gpu_bytes / GB, "GB"),
              q("of which activations", work.other_bytes / GB, "GB",
                "each layer's inputs and outputs, attention's queries and outputs, the "
                "logits"),
+             *_lora_quantity(work, "of which LoRA adapters"),
              *([q("host's share", (work.host_bytes + work.link_bytes
                                    if work.hbm_spared_bytes is None else work.hbm_spared_bytes)
                   / GB, "GB",
@@ -269,7 +287,8 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              q("batch", batch), q("step", step_s * 1e3, "ms")),
     )
     return DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
-                       work.other_bytes, compute_time_s=compute_s, memory_time_s=memory_s,
+                       work.other_bytes, work.lora_bytes, compute_time_s=compute_s,
+                       memory_time_s=memory_s,
                        fit=fit, steps=steps, host_time_s=work.host_time_s,
                        host_bound=work.host_bound)
 
@@ -345,14 +364,16 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q("LM head params", head_params(dep) / 1e9, "B params",
                "on each prompt's last token"), q("prompts", batch),
              q("attention and the rest", (work.flops - matmuls - head) / 1e12, "TFLOP",
-               "causal QKᵀ and PV over the prompt, the router, the recurrent state")),
-        step("bytes", "weights read once + KV written and read back + activations",
+               "causal QKᵀ and PV over the prompt, the router, the recurrent state"
+               + (", the LoRA adapters' shrink and expand" if work.lora_bytes else ""))),
+        step("bytes", "weights read once + KV written and read back + activations"
+             + (" + LoRA adapters" if work.lora_bytes else ""),
              q("bytes", work.bytes / GB, "GB"),
              q("weights read", work.weight_bytes / GB, "GB", _weights_read_source(dep, work)),
              q("KV traffic", work.kv_bytes / GB, "GB", "each token's K and V written, then "
                "read by the queries after it"),
              q("activations", work.other_bytes / GB, "GB", "each layer's inputs and outputs, "
-               "attention's queries and outputs, the logits")),
+               "attention's queries and outputs, the logits"), *_lora_quantity(work)),
         step("weight intensity", "FLOPs ÷ weight bytes read",
              q("intensity", work.flops / work.weight_bytes, "FLOP/byte"),
              q("FLOPs", work.flops / 1e12, "TFLOP"),

@@ -25,6 +25,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.layouts import DENSE, FULL, SLIDING
 from ridgeline.stages import Stage
+from ridgeline.units import plural
 from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
 
 
@@ -42,6 +43,10 @@ class LoRASettings:
     max_lora_rank: int | None = None  # every slot is sized at it
     fully_sharded_loras: bool = False
     lora_dtype: str = "auto"  # auto, float16 or bfloat16: 2 bytes an element either way
+    # ridgeline's, not vLLM's: the distinct adapters a step's batch mixes at most (None: every
+    # request may bring its own, so min(batch, max_loras)); 1: one adapter shared by all; 0:
+    # the base model alone, whose steps skip the kernels (lora_step.py)
+    active_loras: int | None = None
 
     def __post_init__(self) -> None:
         data = lora_data()
@@ -51,6 +56,9 @@ class LoRASettings:
         if self.max_lora_rank is not None and self.max_lora_rank not in ranks:
             raise InputError(f"--max-lora-rank {self.max_lora_rank} is not one vLLM takes: "
                              f"{', '.join(map(str, ranks))} (vllm/config/lora.py MaxLoRARanks)")
+        if self.active_loras is not None and not 0 <= self.active_loras <= self.slots:
+            raise InputError(f"--active-loras must be between 0 and --max-loras ({self.slots}: "
+                             f"the adapters a batch can mix), got {self.active_loras}")
         if self.lora_dtype not in data["dtypes"]:
             raise InputError(f"--lora-dtype must be one of {', '.join(data['dtypes'])}, "
                              f"got {self.lora_dtype!r}")
@@ -68,14 +76,44 @@ class LoRASettings:
         return f"{self.slots} × rank {self.rank}" + (", fully sharded"
                                                      if self.fully_sharded_loras else "")
 
+    def active(self, sequences: int) -> int:
+        """The adapters a step of ``sequences`` requests reads: one per request, at most
+        max_loras (the slots a batch can mix) and --active-loras where given."""
+        most = self.slots if self.active_loras is None else self.active_loras
+        return min(sequences, self.slots, most)
+
 
 @dataclass(frozen=True)
 class LoRAModule:
-    """One kind of adapted module on a GPU: how many there are, and each one's buffers."""
+    """One kind of adapted module on a GPU: how many there are, and one adapter's A and B
+    there: A is ``slices`` × (``a_rank`` × ``input_width``), B is ``output_width`` (the
+    slices' outputs summed) × ``b_rank``, ``slots`` of each in the buffers. The step reads
+    these shapes (lora_step.py); the pool, their bytes."""
 
     name: str
     count: int
-    bytes_each: float
+    slots: int
+    slices: int
+    input_width: int
+    a_rank: int  # the rank one GPU's A holds (--fully-sharded-loras: column-parallel ÷ TP)
+    output_width: int
+    b_rank: int
+    element_bytes: int
+
+    @property
+    def a_elements(self) -> int:
+        """One adapter's A on this GPU, every slice."""
+        return self.slices * self.a_rank * self.input_width
+
+    @property
+    def b_elements(self) -> int:
+        """One adapter's B on this GPU, every slice."""
+        return self.output_width * self.b_rank
+
+    @property
+    def bytes_each(self) -> float:
+        """The module's buffers: ``slots`` adapters' A and B."""
+        return float(self.slots * self.element_bytes * (self.a_elements + self.b_elements))
 
     @property
     def total_bytes(self) -> float:
@@ -148,23 +186,26 @@ def lora_modules(dep: Deployment, lora: LoRASettings, stage: Stage | None = None
     kv_heads = 1 if tp >= att.num_kv_heads else att.num_kv_heads // tp  # QKVParallelLinear
     kv_out = kv_heads * (att.head_dim + att.v_head_dim)
 
-    def column(slices: int, out: int) -> float:  # A whole input, B the partition's output
-        return slots * element * ((r // tp if sharded else r) * h * slices + out * r)
+    def column(name: str, slices: int, out: int) -> LoRAModule:
+        # A whole input, B the partition's output
+        return LoRAModule(name, layers, slots, slices, h, r // tp if sharded else r, out, r,
+                          element)
 
-    def row(inp: int) -> float:  # A the partition's input, B whole output
-        return slots * element * (r * inp + (h // tp if sharded else h) * r)
+    def row(name: str, inp: int) -> LoRAModule:  # A the partition's input, B whole output
+        return LoRAModule(name, layers, slots, 1, inp, r, h // tp if sharded else h, r, element)
 
     layers = m.num_layers if stage is None else stage.layers
-    found = [LoRAModule("qkv_proj", layers, column(3, q_out + kv_out)),
-             LoRAModule("o_proj", layers, row(att.num_heads * att.v_head_dim // tp)),
-             LoRAModule("gate_up_proj", layers, column(2, 2 * (inter // tp))),
-             LoRAModule("down_proj", layers, row(inter // tp))]
-    table = slots * element * r * (m.vocab_size + h)  # A and B, whole on every GPU
+    found = [column("qkv_proj", 3, q_out + kv_out),
+             row("o_proj", att.num_heads * att.v_head_dim // tp),
+             column("gate_up_proj", 2, 2 * (inter // tp)),
+             row("down_proj", inter // tp)]
+    # the tables, A and B whole on every GPU: the embedding's A (vocab × rank) looked up by
+    # token, the lm_head's A (rank × hidden) and B (vocab × rank)
     embedding = lora_data()["architectures"].get(m.architecture, [])
     if "embed_tokens" in embedding and (stage is None or stage.first):
-        found.append(LoRAModule("embed_tokens", 1, table))
+        found.append(LoRAModule("embed_tokens", 1, slots, 1, m.vocab_size, r, h, r, element))
     if "lm_head" in embedding and (stage is None or stage.last):
-        found.append(LoRAModule("lm_head", 1, table))
+        found.append(LoRAModule("lm_head", 1, slots, 1, h, r, m.vocab_size, r, element))
     return tuple(found)
 
 
@@ -174,12 +215,29 @@ def lora_bytes(dep: Deployment, lora: LoRASettings, stage: Stage | None = None) 
 
 
 def lora_step_caution(lora: LoRASettings) -> str:
-    """The one line decode, prefill and simulate print under --enable-lora: the adapters'
-    matmuls are not in the step time they give."""
-    r = lora.rank
-    return (f"--enable-lora: the adapters' matmuls (rank {r}: ≈ 2·{r}·(in + out) FLOPs a "
-            "token per adapted module, and the active adapters' A and B bytes read per module "
-            "each step) are not in these step times; the pool holds their buffers")
+    """The one line decode, prefill and simulate print under --enable-lora: what their step
+    times assume of the adapters' matmuls (lora_step.py), and what they leave out."""
+    n = lora.active_loras
+    if n == 0:
+        return ("--enable-lora with --active-loras 0: no request names an adapter, so vLLM "
+                "skips the adapters' kernels in every step (no_lora_flag_cpu) and the step "
+                "times are the base model's; the pool still holds the slots")
+    active = f"at most {n} {plural(n, 'adapter')} a step (--active-loras)" if n else \
+        f"every request its own adapter, min(batch, {lora.slots}) a step (--active-loras N: fewer)"
+    return (f"--enable-lora: the adapters' matmuls (punica's shrink and expand, rank "
+            f"{lora.rank}) are in the step as 'lora adapters', {active}, at the step's "
+            "efficiencies (no measured efficiency of their own); their 2 kernel launches a "
+            "module are not in the profile's per-layer cost, fitted without LoRA. "
+            + lora_measured_note())
+
+
+def lora_measured_note() -> str:
+    """What vLLM's own benchmark lost to LoRA (engines.json vllm.lora.measured), against which
+    the priced part reads as a lower bound: the bytes and FLOPs, not the launches."""
+    m = vllm_data()["lora"]["measured"]
+    return (f"vLLM's own benchmark lost {m['throughput_loss']:.0%} of its throughput to LoRA "
+            f"({m['setup'].split(': ')[0]}; {m['source'].split(' ')[0]}), several times "
+            "what this part prices: read it as a lower bound")
 
 
 def lora_graph_caution() -> str:

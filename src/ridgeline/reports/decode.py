@@ -238,6 +238,7 @@ class DecodeReport:
                 + (f", then host {f.host_time_s * 1e3:,.2f} ms" if f.host_time_s else "") + ")",
                 f"  reads      {f.weight_bytes_read / GB:,.1f} GB of weights"
                 + self._ep_read_note(f) + f" + {f.kv_bytes_read / GB:,.2f} GB of KV cache"
+                + (f" + {f.lora_bytes / GB:,.2f} GB of LoRA adapters" if f.lora_bytes else "")
                 + (" on each data-parallel rank" if self.deployment.data_parallel_size > 1
                    else ""),
             ]

@@ -1,0 +1,75 @@
+"""The adapters' matmuls in a step under vLLM --enable-lora: the "lora adapters" part of the
+step cost (cost.step_terms), from the per-GPU shapes vllm_lora.lora_modules gives.
+
+vLLM runs each adapted module's base matmul, then punica's two Triton kernels on the same
+input (vllm/lora/punica_wrapper/punica_gpu.py add_lora_linear): lora_shrink multiplies each
+token's x by its adapter's A of every slice into a float32 buffer (in → rank), lora_expand
+the buffer by B and adds it into the base output (rank → out). Per token and module that is
+2 FLOPs per element of one adapter's A and B on the GPU, 2·r·(slices × in + out): Llama-3.1-8B's
+qkv_proj at rank 64, TP1, 2·64·(3 × 4,096 + 6,144) = 2.36 MFLOP. Each kernel gives every
+slot its own thread blocks, which exit where no token of the step maps to it
+(lora_shrink_op.py), so a step reads the A and B of the adapters its requests use: with every
+request its own, min(batch, max_loras). The embedding's A is looked up by token (F.embedding
+over lora_a_stacked_2d, vocal_parallel_embedding.py), only B expanded; the lm_head's run on
+the logits rows, as the base head does.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ridgeline.deployment import Deployment
+from ridgeline.vllm_lora import LoRAModule, lora_modules
+
+LORA_OP = "lora adapters"  # the step's part (cost.py), as --explain names it
+INPUT_BYTES = 2  # x and the base output: fp16 or bf16 (lora_shrink asserts either)
+BUFFER_BYTES = 4  # the shrink's buffer: float32 (punica_gpu.py, triton-lang/triton#1387)
+# the buffer is zeroed (lora_shrink_op.py output_tensor.zero_()), written by the shrink and
+# read by the expand
+BUFFER_PASSES = 3
+# the expand reads the base output and writes it back (add_inputs=True: kernel_utils.py
+# do_expand_kernel loads the tile, adds, stores)
+OUTPUT_PASSES = 2
+
+
+def lora_step_work(dep: Deployment, tokens: int, rows: int
+                   ) -> tuple[tuple[str, float, float, int], ...]:
+    """(LORA_OP, FLOPs, bytes, modules) per kind of adapted module on one GPU for a step of
+    ``tokens`` tokens in ``rows`` requests (the lm_head's columns): the active adapters' A
+    and B (``LoRASettings.active``), the input the shrink reads, its buffer, the output the
+    expand adds into. () without --enable-lora, or where no request names an adapter
+    (--active-loras 0): vLLM then skips the kernels (lora_kernel_metadata.py no_lora_flag_cpu,
+    checked inside lora_shrink and lora_expand)."""
+    lora = dep.lora
+    if lora is None:
+        return ()
+    active = lora.active(rows)
+    if not active:
+        return ()
+    return tuple((LORA_OP, *module_work(m, active, rows if m.name == "lm_head" else tokens),
+                  m.count) for m in _modules(dep))
+
+
+@lru_cache(maxsize=256)
+def _modules(dep: Deployment) -> tuple[LoRAModule, ...]:
+    """lora_modules of the deployment's own settings, once a deployment (the step's hot path)."""
+    assert dep.lora is not None
+    return lora_modules(dep, dep.lora)
+
+
+def module_work(m: LoRAModule, active: int, columns: int) -> tuple[float, float]:
+    """One module's FLOPs and bytes over ``columns`` tokens with ``active`` adapters: the
+    embedding's A looked up by row, not read whole, and not multiplied."""
+    e = m.element_bytes
+    if m.name == "embed_tokens":
+        weights = active * m.b_elements * e + columns * m.a_rank * e  # B; the A rows looked up
+        flops = 2.0 * columns * m.b_elements
+        shrink_in = 0.0  # the looked-up rows are the expand's input
+    else:
+        weights = active * (m.a_elements + m.b_elements) * e
+        flops = 2.0 * columns * (m.a_elements + m.b_elements)
+        # x read once: its slices, one grid, re-read it from the L2 (a lower bound)
+        shrink_in = m.input_width * INPUT_BYTES
+    buffer = BUFFER_PASSES * m.slices * m.a_rank * BUFFER_BYTES if shrink_in else 0.0
+    out = OUTPUT_PASSES * m.output_width * INPUT_BYTES
+    return flops, weights + columns * (shrink_in + buffer + out)
