@@ -28,6 +28,7 @@ from ridgeline.cli_engine import (
     decode_context_flag,
     engine_flag,
     engine_version_flag,
+    eplb_settings,
     lora_settings,
     pool_switches,
 )
@@ -304,10 +305,10 @@ def cmd_decode(args: argparse.Namespace) -> Any:
         reports, not_run = run_each(names, on, card_id)
         return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
     dep = _decode_deployment(args)
-    return _drafter_caution(args, _lora_caution(args, _placed_once(
+    return _drafter_caution(args, _eplb_caution(args, _lora_caution(args, _placed_once(
         args, dep, decode_report(dep, args.batch, args.context, load_profile(args),
                                  args.enforce_eager, _engine_pool_settings(args, dep),
-                                 _max_model_len(args, dep, args.context), spec))))
+                                 _max_model_len(args, dep, args.context), spec)))))
 
 
 def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
@@ -321,6 +322,27 @@ def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
     from ridgeline.vllm_lora import lora_step_caution
 
     return replace(report, cautions=(*report.cautions, lora_step_caution(lora)))
+
+
+def _eplb_caution(args: argparse.Namespace, report: Any) -> Any:
+    """``report`` with the line --enable-eplb adds: its pool holds the redundant experts, its
+    step times price no rebalancing (vllm_eplb.eplb_step_caution)."""
+    note = _eplb_step_note(args)
+    if not note:
+        return report
+    from dataclasses import replace
+
+    return replace(report, cautions=(*report.cautions, note))
+
+
+def _eplb_step_note(args: argparse.Namespace) -> str:
+    """decode's and prefill's line for --enable-eplb, or ""."""
+    eplb = eplb_settings(args)
+    if eplb is None:
+        return ""
+    from ridgeline.vllm_eplb import eplb_step_caution
+
+    return eplb_step_caution(eplb)
 
 
 def _spec_decode(args: argparse.Namespace) -> Any:
@@ -447,6 +469,7 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
     given |= {name: True for name in ("language_model_only", "enable_multimodal",
                                       "warm_compile_cache") if getattr(args, name, False)}
     given["lora"] = lora_settings(args)  # vLLM --enable-lora: its slots' buffers
+    given["eplb"] = eplb_settings(args)  # vLLM --enable-eplb: its redundant experts
     return {name: value for name, value in given.items() if value is not None}
 
 
@@ -530,7 +553,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
         notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None),
-                                    trim, _lora_step_note(a),
+                                    trim, _lora_step_note(a), _eplb_step_note(a),
                                     track_record_caution(placed, "prefill", profile), (
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "

@@ -87,6 +87,7 @@ def pool_switches(g: Any, prefix_help: str) -> None:
     _prefix_caching(g, prefix_help)
     _vllm_memory_switches(g)
     lora_flags(g)
+    eplb_flags(g)
     _trtllm_backend(g)
     g.add_argument("--swa-full-tokens-ratio", type=_positive_float("swa_full_tokens_ratio"),
                    metavar="R", help="SGLang hybrid-SWA models: window pool ÷ full pool "
@@ -119,6 +120,39 @@ def lora_flags(g: Any) -> None:
                    "mixes at most, whose A and B the step reads (default: every request its "
                    "own, up to --max-loras; 1: one adapter shared by all; 0: the base model "
                    "alone, whose steps vLLM runs without the adapters' kernels)")
+
+
+def eplb_flags(g: Any) -> None:
+    """vLLM's expert load balancing, as vllm serve spells it: --enable-eplb, and the redundant
+    experts of --eplb-config (v0.10.2+; --eplb-config.num_redundant_experts N the same) or of
+    the older --num-redundant-experts (v0.10.0-v0.11), whose weights the pool loses
+    (vllm_eplb.py)."""
+    g.add_argument("--enable-eplb", action="store_true",
+                   help="vLLM with --enable-expert-parallel: balance the experts over the "
+                   "ranks, keeping the redundant experts --eplb-config names on them; their "
+                   "weights come out of the pool (the balancing itself is not priced)")
+    g.add_argument("--eplb-config", metavar="JSON",
+                   help="vLLM --enable-eplb: its EPLBConfig as a JSON object; "
+                   "num_redundant_experts N (default 0) adds N ÷ the expert-parallel ranks "
+                   "experts to every GPU's MoE layers, (experts + N) divisible by the ranks")
+    g.add_argument("--eplb-config.num_redundant_experts", dest="eplb_redundant_dotted",
+                   metavar="N", type=_count("num_redundant_experts", COUNT_EXAMPLES),
+                   help="vLLM --enable-eplb: --eplb-config's num_redundant_experts, dotted")
+    g.add_argument("--num-redundant-experts", dest="num_redundant_experts", metavar="N",
+                   type=_count("num_redundant_experts", COUNT_EXAMPLES),
+                   help="vLLM v0.10.0-v0.11 --enable-eplb: the redundant experts, before "
+                   "--eplb-config (removed in v0.12: name --engine-version 0.11)")
+
+
+def eplb_settings(args: argparse.Namespace) -> Any:
+    """The EPLBSettings --enable-eplb and its flags give, or None without --enable-eplb (where
+    vLLM refuses a redundant expert: vllm_eplb.eplb_settings_from)."""
+    from ridgeline.vllm_eplb import eplb_settings_from
+
+    return eplb_settings_from(getattr(args, "enable_eplb", False),
+                              getattr(args, "eplb_config", None),
+                              getattr(args, "num_redundant_experts", None),
+                              getattr(args, "eplb_redundant_dotted", None))
 
 
 def lora_settings(args: argparse.Namespace) -> Any:

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from ridgeline.cli_engine import lora_settings
+from ridgeline.cli_engine import eplb_settings, lora_settings
 from ridgeline.cli_offload import host_offload, rope_launch
 from ridgeline.errors import InputError
 from ridgeline.units import GIB, plural
@@ -503,4 +503,4 @@ def engine_settings(args: argparse.Namespace) -> Any:
         max_mamba_cache_size=getattr(args, "max_mamba_cache_size", None),
         mamba_ssm_dtype=getattr(args, "mamba_ssm_dtype", None),
         max_cudagraph_capture_size=getattr(args, "max_cudagraph_capture_size", None),
-        lora=lora_settings(args))
+        lora=lora_settings(args), eplb=eplb_settings(args))

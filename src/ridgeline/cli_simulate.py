@@ -270,6 +270,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.sim.data_parallel import dispatch_label
     from ridgeline.sim.overload import backing_up, saturated_req_s
     from ridgeline.track_record import track_record_caution
+    from ridgeline.vllm_eplb import eplb_step_caution
     from ridgeline.vllm_lora import lora_step_caution
 
     # a run whose requests backed up, its own readings not calling it overloaded: the most
@@ -305,7 +306,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     v0 = v0_scheduling_caution(engine, args.engine_version)
     dispatched = dispatch_label(engine) if dep.data_parallel_size > 1 else ""
     pool = kv_pool(dep, settings)
-    lora = (lora_step_caution(settings.lora),) if settings.lora is not None else ()
+    lora: tuple[str, ...] = (lora_step_caution(settings.lora),) \
+        if settings.lora is not None else ()
+    lora += (eplb_step_caution(settings.eplb),) if settings.eplb is not None else ()
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  *lora,
                                  v0, *version_cautions(settings, pool),

@@ -86,6 +86,9 @@ class KVPool:
     # vLLM --enable-lora: the adapters' stacked A and B buffers, loaded with the weights and
     # taken before the cache (vllm_lora.py)
     lora_bytes: float = 0.0
+    # vLLM --enable-eplb: of weight_bytes, what the redundant experts add past the
+    # checkpoint's share (vllm_eplb.py); in weight_bytes, as vLLM counts them
+    redundant_expert_bytes: float = 0.0
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -108,7 +111,7 @@ class KVPool:
             set_pool_bytes=self.set_pool_bytes * n,
             state_request_bytes=self.state_request_bytes * n,
             drafter_weight_bytes=self.drafter_weight_bytes * n, lora_bytes=self.lora_bytes * n,
-            runtime_devices=n)
+            redundant_expert_bytes=self.redundant_expert_bytes * n, runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:

@@ -55,6 +55,7 @@ from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
 from ridgeline.units import GIB
+from ridgeline.vllm_eplb import EPLBSettings, check_eplb
 from ridgeline.vllm_lora import LoRASettings, check_lora, lora_bytes
 from ridgeline.vllm_memory import parse_version
 from ridgeline.vllm_pool import vllm_deployment, vllm_pool
@@ -126,6 +127,9 @@ class EngineSettings:
     # vLLM --enable-lora: its adapters' slots (--max-loras, --max-lora-rank, …), whose
     # buffers the pool loses (vllm_lora.py); None: LoRA off
     lora: LoRASettings | None = None
+    # vLLM --enable-eplb: its redundant experts (--eplb-config), whole experts every
+    # expert-parallel rank loads with the weights (vllm_eplb.py); None: EPLB off
+    eplb: EPLBSettings | None = None
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -233,6 +237,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     check_sizing_flags(dep, s)
     if s.lora is not None:
         check_lora(dep, s.lora, s.engine_version)
+    if s.eplb is not None:
+        check_eplb(dep, s.eplb, s.engine_version)
+    redundant = 0 if s.eplb is None else s.eplb.num_redundant_experts
     drafted = False  # max_running_requests SGLang's default with a drafter, no flag
     headroom = 0  # the tokens SGLang allocates past its profile for a drafter
     if engine == "sglang":  # a drafter sets max_running_requests before anything reads it
@@ -262,32 +269,46 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                      for device in devices)
     if dep.pipeline_parallel_size > 1:
         # --cpu-offload-gb: each stage's GPUs keep min(asked, their own layers) in host memory
-        return tuple(_stage_pool(dep, s, total, stage_weight_bytes(dep, stage, vision)
-                                 + ep_extra_bytes(dep, stage.expert_share)
-                                 - stage_offloaded_bytes_per_gpu(dep, stage), stage,
-                                 headroom_tokens=headroom)
-                     for stage in pipeline_stages(dep))
+        return tuple(_with_replicas(dep, _stage_pool(
+            dep, s, total, stage_weight_bytes(dep, stage, vision)
+            + ep_extra_bytes(dep, stage.expert_share, redundant)
+            - stage_offloaded_bytes_per_gpu(dep, stage), stage, headroom_tokens=headroom),
+            redundant, stage.expert_share) for stage in pipeline_stages(dep))
     if dep.data_parallel_size > 1:  # each rank sizes its own pool, under its own share
         from ridgeline.data_parallel import rank_settings
 
         s = rank_settings(dep, s, drafted)
     # each data-parallel rank loads its own vision tower
-    return (_stage_pool(dep, s, total, (on_gpus + vision * dep.data_parallel_size)
-                        / dep.num_gpus + ep_extra_bytes(dep), None, headroom_tokens=headroom),)
+    return (_with_replicas(dep, _stage_pool(
+        dep, s, total, (on_gpus + vision * dep.data_parallel_size) / dep.num_gpus
+        + ep_extra_bytes(dep, redundant_experts=redundant), None, headroom_tokens=headroom),
+        redundant),)
 
 
-def ep_extra_bytes(dep: Deployment, share: float = 1.0) -> float:
+def ep_extra_bytes(dep: Deployment, share: float = 1.0, redundant_experts: int = 0) -> float:
     """What the busiest expert-parallel rank holds beyond an even share of the experts: whole
-    experts, ⌈E ÷ R⌉ of them (Mixtral's 8 over 16 GPUs: an eighth each on eight, not a
-    sixteenth); of a pipeline stage, its MoE layers' ``share``. With data-parallel attention
-    the experts spread over every rank's GPUs. vLLM's ranks on an MI250 are its dies: each
-    holds its ⌈E ÷ R⌉ over R dies, a card its two dies' (engine_expert_ranks)."""
+    experts, ⌈(E + N) ÷ R⌉ of them (Mixtral's 8 over 16 GPUs: an eighth each on eight, not a
+    sixteenth), N the redundant copies vLLM's --enable-eplb adds (DeepSeek-V3's 256 + 32 over
+    8: 36 each, 4 past its share: vllm_eplb.py); of a pipeline stage, its MoE layers'
+    ``share``. With data-parallel attention the experts spread over every rank's GPUs. vLLM's
+    ranks on an MI250 are its dies: each holds its ⌈(E + N) ÷ R⌉ over R dies, a card its two
+    dies' (engine_expert_ranks)."""
     moe, ranks, devices = dep.model.moe, dep.engine_expert_ranks, dep.devices_per_gpu
     if moe is None or not dep.expert_parallel or ranks < 2:
         return 0.0
     experts = dep.bytes_by_category.get(EXPERTS, 0.0) * share / dep.pipeline_parallel_size
-    return devices * experts * (ep_rank_experts(moe.num_experts, ranks) / moe.num_experts
-                                - 1 / ranks)
+    held = ep_rank_experts(moe.num_experts + redundant_experts, ranks)
+    return devices * experts * (held / moe.num_experts - 1 / ranks)
+
+
+def _with_replicas(dep: Deployment, pool: KVPool, redundant_experts: int,
+                   share: float = 1.0) -> KVPool:
+    """``pool`` naming, of its weights, what --enable-eplb's redundant experts add (fit's
+    weights line): ep_extra_bytes with them less without."""
+    if not redundant_experts:
+        return pool
+    extra = ep_extra_bytes(dep, share, redundant_experts) - ep_extra_bytes(dep, share)
+    return replace(pool, redundant_expert_bytes=extra)
 
 
 PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)

@@ -512,6 +512,7 @@ def describe_settings(settings: EngineSettings, engine: str,
                            "mamba_ssm_dtype", "max_cudagraph_capture_size")
               if (value := getattr(settings, name)) is not None]
     given += [] if settings.lora is None else [f"LoRA {settings.lora.describe()}"]
+    given += [] if settings.eplb is None else [settings.eplb.describe()]
     rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":
         return ", ".join(given + rules)

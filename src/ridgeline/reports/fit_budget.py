@@ -41,7 +41,9 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     else:
         rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)]
                  ] if not p.set_pool_bytes else []
-        rows += [["− weights", gib(p.weight_bytes)]]
+        rows += [["− weights" + (f" ({gib(p.redundant_expert_bytes)} of it: "
+                                  f"{s.eplb.describe()})" if p.redundant_expert_bytes
+                                  and s.eplb is not None else ""), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # vLLM --enable-lora, loaded with the weights
             rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
         rows += [[f"− {peak_label(p)}", gib(p.activation_bytes)],

@@ -18,6 +18,7 @@ from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
 from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB, MIB
+from ridgeline.vllm_eplb import eplb_step_caution
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_lora import lora_graph_caution
 from ridgeline.vllm_memory import past_modelled
@@ -130,6 +131,8 @@ def fit_cautions(r: FitReport) -> list[str]:
         out += [c for c in (kv_bound_caution(r),) if c]
     if p.lora_bytes and p.cuda_graph_bytes:  # vLLM --enable-lora
         out.append(lora_graph_caution())
+    if r.settings.eplb is not None:  # vLLM --enable-eplb: its balance is not priced
+        out.append(eplb_step_caution(r.settings.eplb))
     return out
 
 

@@ -12,6 +12,7 @@ from ridgeline.reports.fit_state import state_pool_dict
 from ridgeline.reports.fit_terms import is_llamacpp
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
 from ridgeline.units import GIB
+from ridgeline.vllm_eplb import eplb_json
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -73,6 +74,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             "max_loras": r.settings.lora.slots, "max_lora_rank": r.settings.lora.rank,
             "fully_sharded_loras": r.settings.lora.fully_sharded_loras,
             "bytes_per_gpu": p.lora_bytes},
+        # vLLM --enable-eplb: its redundant experts, whose bytes are among the weights'
+        "eplb": eplb_json(r.deployment, r.settings.eplb, p.redundant_expert_bytes),
         "slot_cache_bytes_per_gpu": p.slot_cache_bytes,
         # vLLM --kv-cache-memory-bytes: the pool as set, the room the card leaves it, and
         # (unset) the values vLLM's start-up log advises

@@ -30,6 +30,7 @@ from ridgeline.quantization_gates import deployment_problem
 from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
 from ridgeline.units import GIB
+from ridgeline.vllm_eplb import eplb_layout_problem
 from ridgeline.vllm_memory import vllm_accounting
 from ridgeline.vllm_pool import set_pool_margin_bytes
 from ridgeline.vllm_v0_chunking import v0_runs_whole
@@ -185,6 +186,8 @@ def levers(r: FitReport) -> list[Lever]:
         if dcp_layout_problem(dep.model, dep.engine, dep.engine_tensor_parallel_size,
                               dep.decode_context_parallel_size):
             continue  # a lever's new TP that -dcp no longer divides
+        if settings.eplb is not None and eplb_layout_problem(dep, settings.eplb):
+            continue  # a lever's new EP size the redundant experts no longer divide
         try:
             pool = kv_pool(dep, replace(settings, max_model_len=context))
         except InputError:  # -dcp the release refuses (with an fp8 MLA cache before 0.25),

@@ -27,6 +27,7 @@ from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
+from ridgeline.vllm_eplb import replicas_note
 from ridgeline.vllm_graphs import capture_cap, capture_sizes
 from ridgeline.vllm_lora import lora_modules
 from ridgeline.vllm_pool import (
@@ -85,6 +86,9 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  q("reserved fraction", pool.reserved_fraction, "", _fraction_note(dep, pool, s)),
                  q(f"weights {per_gpu(pool)}", pool.weight_bytes / GIB, "GiB",
                    weights_note(dep, pool)),
+                 *([q("of them redundant experts", pool.redundant_expert_bytes / GIB, "GiB",
+                      replicas_note(dep, s.eplb))]
+                   if pool.redundant_expert_bytes and s.eplb is not None else []),
                  *([q("LoRA adapters", pool.lora_bytes / GIB, "GiB", lora_note(dep, pool, s))]
                    if pool.lora_bytes else []),
                  *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),

@@ -29,6 +29,9 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
     if pool.drafter_weight_bytes > 0:
         share += (f" + {pool.drafter_weight_bytes / GIB:,.2f} GiB of the drafter's weights "
                   "(the engine loads them beside the model)")
+    if pool.redundant_expert_bytes > 0:
+        share += (f" + {pool.redundant_expert_bytes / GIB:,.2f} GiB of redundant experts "
+                  "(vLLM --enable-eplb loads them with the weights)")
     padding = mxfp4_padding_bytes(dep, pool.stage, _version(pool)) \
         if pool.engine == "vllm" else 0.0
     if padding:
@@ -41,7 +44,8 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
         return (f"{share} + {padding / GIB:,.2f} GiB: vLLM's Hopper kernels hold the MXFP4 "
                 "experts' scales swizzled and padded, their biases in fp32"
                 + (", and the loaded scales beside them (until v0.25)" if kept else ""))
-    if vision > 0 or pool.drafter_weight_bytes > 0 or pool.stage is not None:
+    if vision > 0 or pool.drafter_weight_bytes > 0 or pool.redundant_expert_bytes > 0 \
+            or pool.stage is not None:
         return share
     if pool.split_device is not None:  # llama.cpp -sm layer: the binding GPU's own layers
         return (f"{pool.weight_bytes / GIB:,.2f} GiB of {dep.weights.label} weights on "
@@ -82,15 +86,17 @@ def _version(pool: KVPool) -> str | None:
 def vision_bytes_in_pool(dep: Deployment, pool: KVPool) -> float:
     """The vision tower's bytes per GPU among the pool's weights (0 where the engine leaves it
     out: llama.cpp, vLLM --language-model-only): what they hold past the checkpoint's share,
-    less vLLM's MXFP4 padding and a drafter's weights (pool.drafter_weight_bytes)."""
+    less vLLM's MXFP4 padding, a drafter's weights (pool.drafter_weight_bytes) and
+    --enable-eplb's redundant experts (pool.redundant_expert_bytes)."""
     from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 
     if is_llamacpp(pool):
         return 0.0
     extra = pool.weight_bytes - checkpoint_share_bytes(dep, pool) - pool.drafter_weight_bytes \
+        - pool.redundant_expert_bytes \
         - (mxfp4_padding_bytes(dep, pool.stage, _version(pool)) if pool.engine == "vllm"
            else 0.0)
-    return max(0.0, extra)
+    return extra if extra > 1e-9 * pool.weight_bytes else 0.0  # not float rounding
 
 
 def checkpoint_share_bytes(dep: Deployment, pool: KVPool) -> float:

@@ -1,0 +1,208 @@
+"""vLLM's expert parallelism load balancer (--enable-eplb): the redundant experts every
+expert-parallel rank holds, which the KV pool loses (engines.json vllm.eplb holds each rule
+with its source).
+
+Under --enable-expert-parallel each MoE layer's E experts are dealt whole over the R ranks of
+the expert-parallel group (TP × DP). EPLB adds N redundant copies of the busiest ones: the
+layer then has E + N physical experts, (E + N) ÷ R a rank, and vLLM insists the division is
+exact. The copies are loaded with the weights, so each GPU holds, past its E ÷ R share,
+
+    N ÷ R × one expert's bytes × MoE layers
+
+DeepSeek-V3 (256 experts, 58 MoE layers, fp8-block) on EP8 with 32 redundant: 36 experts a
+GPU instead of 32, 4 × 58 × 42.0 MiB = 9.52 GiB. The bytes themselves are ``ep_extra_bytes``'s
+(memory.py), the one formula for whole experts on a rank; this module reads the flags and says
+what vLLM refuses. The rebalancing (which replica serves which token, and the weights vLLM
+moves every step_interval steps) is not priced: the step keeps ridgeline's stated busiest-rank
+factor, for want of a source for what EPLB makes of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
+from ridgeline.parallel import EP_IMBALANCE, ep_rank_experts
+from ridgeline.vllm_memory import parse_version, vllm_data
+
+CONFIG_FLAG = "--eplb-config"
+LEGACY_FLAG = "--num-redundant-experts"  # vLLM v0.10.0-v0.11 (deprecated in v0.10.2)
+
+
+def eplb_data() -> dict[str, Any]:
+    """engines.json vllm.eplb: vLLM's refusals in its words, its keys and releases."""
+    data: dict[str, Any] = vllm_data()["eplb"]
+    return data
+
+
+@dataclass(frozen=True)
+class EPLBSettings:
+    """vllm serve's --enable-eplb with its redundant experts, and the flag that gave them
+    (--eplb-config, or --num-redundant-experts before v0.12)."""
+
+    num_redundant_experts: int = 0
+    spelling: str = CONFIG_FLAG
+
+    def __post_init__(self) -> None:
+        if self.num_redundant_experts < 0:
+            raise InputError(f"num_redundant_experts must be 0 or more, got "
+                             f"{self.num_redundant_experts} (vLLM's EPLBConfig: ge=0)")
+
+    def describe(self) -> str:
+        """'32 redundant experts, EPLB', as fit's weights line names them."""
+        n = self.num_redundant_experts
+        return f"{n:,} redundant {'expert' if n == 1 else 'experts'}, EPLB"
+
+
+def parse_eplb_config(text: str) -> int | None:
+    """The num_redundant_experts of vllm serve's --eplb-config JSON object (None unset); its
+    other keys (window, interval, logging, async, policy, communicator) are read and left
+    alone: they change no memory ridgeline sizes. '{"num_redundant_experts": 32}' → 32."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError:
+        raise InputError(f"{CONFIG_FLAG} takes a JSON object, as vllm serve does "
+                         f"('{{\"num_redundant_experts\": 32}}'), got {text!r}") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{CONFIG_FLAG} takes a JSON object, got {text!r}")
+    keys = eplb_data()["config_keys"]
+    unknown = sorted(set(config) - set(keys))
+    if unknown:
+        raise InputError(f"{CONFIG_FLAG}: {', '.join(unknown)} is not one of vLLM's EPLBConfig "
+                         f"fields ({', '.join(keys)})")
+    count = config.get("num_redundant_experts")
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InputError(f"{CONFIG_FLAG}: num_redundant_experts must be an integer, 0 or more "
+                         f"(vLLM's EPLBConfig: ge=0), got {count!r}")
+    return count
+
+
+def physical_experts(dep: Deployment, eplb: EPLBSettings) -> int:
+    """Each MoE layer's experts with the redundant ones: vLLM's global_num_experts, E + N."""
+    moe = dep.model.moe
+    return (moe.num_experts if moe else 0) + eplb.num_redundant_experts
+
+
+def local_experts(dep: Deployment, eplb: EPLBSettings) -> int:
+    """The experts one expert-parallel rank holds a MoE layer: (E + N) ÷ R (exact, as vLLM
+    checks: check_eplb). DeepSeek-V3 on EP8 with 32 redundant: 288 ÷ 8 = 36."""
+    return ep_rank_experts(physical_experts(dep, eplb), dep.engine_expert_ranks)
+
+
+def check_eplb(dep: Deployment, eplb: EPLBSettings, version: str | None) -> None:
+    """InputError where vLLM (or its release) does not start with ``eplb``: the layout's
+    refusals (eplb_layout_problem), then a spelling its release lacks."""
+    problem = eplb_layout_problem(dep, eplb) or _release_problem(eplb, version)
+    if problem:
+        raise InputError(problem)
+
+
+def eplb_layout_problem(dep: Deployment, eplb: EPLBSettings) -> str:
+    """Why vLLM refuses ``eplb`` on ``dep``, or "": another engine, a model without experts,
+    no --enable-expert-parallel or a single rank (vLLM's words), a total of experts the ranks
+    do not divide (vLLM's assert; fit's levers skip a layout that meets it)."""
+    data = eplb_data()
+    if dep.engine != "vllm":
+        return f"--enable-eplb is modelled for vLLM; {dep.engine}'s expert load balancing is not"
+    moe = dep.model.moe
+    if moe is None:
+        return f"--enable-eplb balances a MoE's experts: {dep.model.name} has none"
+    if not dep.expert_parallel:
+        return (f"--enable-eplb: vLLM refuses it without --enable-expert-parallel "
+                f"({data['needs_expert_parallel']!r})")
+    ranks = dep.engine_expert_ranks
+    if ranks < 2:
+        said = data["needs_ranks"].format(tp=ranks // dep.data_parallel_size,
+                                          dp=dep.data_parallel_size)
+        return f"--enable-eplb on one GPU: vLLM refuses it ({said!r})"
+    total = physical_experts(dep, eplb)
+    if total % ranks:
+        said = data["even_refusal"].format(physical=total, ranks=ranks)
+        fewest = (-total) % ranks
+        return (f"--enable-eplb with {eplb.num_redundant_experts} redundant experts: vLLM "
+                f"refuses {moe.num_experts} + {eplb.num_redundant_experts} experts over {ranks} "
+                f"ranks ({said!r}); {eplb.num_redundant_experts + fewest} would divide")
+    return ""
+
+
+def _release_problem(eplb: EPLBSettings, version: str | None) -> str:
+    """Why vLLM ``version`` (None: the newest modelled) lacks ``eplb``'s flags, or ""."""
+    data = eplb_data()
+    legacy = eplb.spelling == LEGACY_FLAG
+    if version is None:
+        return (f"{LEGACY_FLAG} is vLLM's spelling before v{data['legacy_until']} (deprecated "
+                f"for {CONFIG_FLAG} in v{data['config_since']}): write {CONFIG_FLAG} "
+                f"'{{\"num_redundant_experts\": {eplb.num_redundant_experts}}}', or name the "
+                "--engine-version that takes it") if legacy else ""
+    v = parse_version(version)
+    if v < parse_version(data["since"]):
+        return (f"vLLM {version}: --enable-eplb is read from v{data['since']} (PR #18343, June "
+                "2025); name a later --engine-version")
+    if legacy and v >= parse_version(data["legacy_until"]):
+        return (f"vLLM {version} has no {LEGACY_FLAG} ('will be removed in "
+                f"v{data['legacy_until']}'): write {CONFIG_FLAG} "
+                f"'{{\"num_redundant_experts\": {eplb.num_redundant_experts}}}'")
+    if not legacy and eplb.spelling == CONFIG_FLAG and v < parse_version(data["config_since"]):
+        return (f"vLLM {version} has no {CONFIG_FLAG} (PR #20562, v{data['config_since']}): "
+                f"its spelling is {LEGACY_FLAG} N")
+    return ""
+
+
+def eplb_settings_from(enabled: bool, config_text: str | None, legacy: int | None,
+                       dotted: int | None) -> EPLBSettings | None:
+    """The EPLBSettings vllm serve's flags give: None without --enable-eplb, where vLLM
+    refuses a redundant expert (its words) and an --eplb-config alone changes nothing."""
+    given = [(flag, count) for flag, count in (
+        (CONFIG_FLAG, None if config_text is None else parse_eplb_config(config_text)),
+        (CONFIG_FLAG, dotted), (LEGACY_FLAG, legacy)) if count is not None]
+    if len(given) > 1:
+        raise InputError(f"the redundant experts are given {len(given)} ways "
+                         f"({', '.join(sorted({flag for flag, _ in given}))}): give one")
+    flag, count = given[0] if given else (CONFIG_FLAG, 0)
+    if not enabled:
+        if count:
+            said = eplb_data()["needs_eplb"].format(count=count)
+            raise InputError(f"{flag} without --enable-eplb: vLLM refuses it ({said!r})")
+        return None
+    return EPLBSettings(count, flag)
+
+
+def eplb_json(dep: Deployment, eplb: EPLBSettings | None, extra_bytes: float
+              ) -> dict[str, Any] | None:
+    """fit --json's record of --enable-eplb: the counts, and ``extra_bytes`` (the pool's
+    redundant_expert_bytes, inside its weights) per GPU; None without EPLB."""
+    if eplb is None:
+        return None
+    return {"num_redundant_experts": eplb.num_redundant_experts,
+            "physical_experts": physical_experts(dep, eplb),
+            "expert_parallel_ranks": dep.engine_expert_ranks,
+            "experts_per_rank": local_experts(dep, eplb),
+            "redundant_expert_bytes_per_gpu": extra_bytes}
+
+
+def replicas_note(dep: Deployment, eplb: EPLBSettings) -> str:
+    """Where fit's redundant-experts line comes from: the experts a rank holds with and
+    without them, and vLLM's rule."""
+    moe = dep.model.moe
+    ranks, n = dep.engine_expert_ranks, eplb.num_redundant_experts
+    return (f"{eplb.spelling} num_redundant_experts {n:,}: each MoE layer's "
+            f"{moe.num_experts if moe else 0:,} + {n:,} = {physical_experts(dep, eplb):,} "
+            f"physical experts over {ranks} expert-parallel ranks, "
+            f"{local_experts(dep, eplb):,} a rank instead of "
+            f"{ep_rank_experts(moe.num_experts if moe else 0, ranks):,}, loaded with the "
+            "weights (vLLM's global_num_experts = num_experts + num_redundant_experts, "
+            "local = global ÷ EP size: fused_moe/layer.py)")
+
+
+def eplb_step_caution(eplb: EPLBSettings) -> str:
+    """The line a priced step carries under --enable-eplb: its memory is sized, its balance
+    is not (no source ties the replicas to the busiest rank's load)."""
+    return (f"--enable-eplb ({eplb.describe()}): their weights are sized, but each step is "
+            f"priced as without EPLB (the busiest expert-parallel rank at ridgeline's stated "
+            f"{EP_IMBALANCE:g} × the mean tokens); neither the replicas' reads nor vLLM's "
+            "rearrangement every step_interval steps is priced")

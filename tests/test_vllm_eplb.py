@@ -1,0 +1,167 @@
+"""vLLM's --enable-eplb: the redundant experts every expert-parallel rank loads with the
+weights, which the KV pool loses, named in fit's weights line, --explain and --json; vLLM's
+refusals in its words; the step priced as without EPLB, as its caution says (vllm_eplb.py;
+engines.json vllm.eplb)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cli import main
+from ridgeline.datafiles import load_data
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.quantization import EXPERTS
+from ridgeline.vllm_eplb import EPLBSettings, local_experts, parse_eplb_config
+
+DSV3 = ("deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--enable-expert-parallel",
+        "--max-model-len", "32768")
+EPLB_32 = ("--enable-eplb", "--eplb-config", '{"num_redundant_experts": 32}')
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def fit_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run(capsys, "fit", *argv, "--json")
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def dsv3_expert_bytes_per_moe_layers() -> float:
+    """One routed expert's bytes in every MoE layer of DeepSeek-V3's checkpoint, from its
+    config.json: gate, up and down projections of hidden × moe_intermediate fp8 weights, one
+    byte each, with one fp32 scale per weight_block_size block; layers past the first
+    first_k_dense_replace dense ones."""
+    config = load_data("models/deepseek-ai--DeepSeek-V3.json")
+    h, inter = config["hidden_size"], config["moe_intermediate_size"]
+    rows, cols = config["quantization_config"]["weight_block_size"]
+    elements = 3 * h * inter  # gate_proj, up_proj, down_proj
+    scales = 3 * (h // rows) * (inter // cols)  # [out / 128, in / 128] fp32 each
+    moe_layers = config["num_hidden_layers"] - config["first_k_dense_replace"]
+    return (elements * 1 + scales * 4) * moe_layers
+
+
+def test_deepseek_v3_ep8_with_32_redundant_experts_holds_4_more_experts_a_layer_per_gpu(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain = fit_json(capsys, *DSV3)
+    eplb = fit_json(capsys, *DSV3, *EPLB_32)
+    grown = eplb["taken_bytes_per_gpu"]["weights"] - plain["taken_bytes_per_gpu"]["weights"]
+    four = 32 // 8 * dsv3_expert_bytes_per_moe_layers()
+    assert grown == pytest.approx(four, rel=1e-5)
+    assert round(grown / 2**30, 2) == 9.52  # the docstring's worked number
+    assert eplb["eplb"]["redundant_expert_bytes_per_gpu"] == pytest.approx(grown)
+    assert (eplb["eplb"]["physical_experts"], eplb["eplb"]["experts_per_rank"]) == (288, 36)
+
+
+def test_the_pool_loses_exactly_what_the_redundant_experts_add(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain = fit_json(capsys, *DSV3)
+    eplb = fit_json(capsys, *DSV3, *EPLB_32)
+    lost = plain["pool_bytes_per_gpu"] - eplb["pool_bytes_per_gpu"]
+    assert lost == pytest.approx(eplb["eplb"]["redundant_expert_bytes_per_gpu"], rel=1e-9)
+    assert eplb["conversations"] < plain["conversations"]
+
+
+def test_fit_names_the_redundant_experts_in_its_weights_line_and_explain(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "fit", *DSV3, *EPLB_32, "--explain")
+    assert code == 0
+    weights = next(line for line in out.splitlines() if line.startswith("− weights"))
+    assert "32 redundant experts, EPLB" in weights
+    assert "256 + 32 = 288 physical experts over 8 expert-parallel ranks, 36 a rank" in out
+    assert "vision tower" not in out  # the replicas are not read as a tower
+
+
+def test_eplb_without_redundant_experts_leaves_the_weights_and_says_the_step_is_unpriced(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain = fit_json(capsys, *DSV3)
+    eplb = fit_json(capsys, *DSV3, "--enable-eplb")
+    assert eplb["taken_bytes_per_gpu"]["weights"] == plain["taken_bytes_per_gpu"]["weights"]
+    assert any("priced as without EPLB" in c for c in eplb["cautions"])
+
+
+def test_decode_prices_the_same_step_with_eplb_and_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("decode", *DSV3, "--batch", "64", "--json")
+    code, out, _ = run(capsys, *args)
+    code_eplb, out_eplb, _ = run(capsys, *args, *EPLB_32)
+    assert code == code_eplb == 0
+    plain, eplb = json.loads(out), json.loads(out_eplb)
+    assert eplb["points"][0]["step_time_s"] == plain["points"][0]["step_time_s"]
+    assert any("--enable-eplb" in c for c in eplb["cautions"])
+
+
+def test_a_total_the_ranks_do_not_divide_is_refused_in_vllms_words(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "fit", *DSV3, "--enable-eplb", "--eplb-config",
+                       '{"num_redundant_experts": 30}')
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "Got 286 experts and 8 EP ranks" in err and "32 would divide" in err
+
+
+def test_eplb_without_expert_parallelism_is_refused_in_vllms_words(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                       *EPLB_32)
+    assert code == 2 and "enable_expert_parallel must be True to use EPLB." in err
+
+
+def test_redundant_experts_without_eplb_are_refused_in_vllms_words(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "fit", *DSV3, "--eplb-config", '{"num_redundant_experts": 32}')
+    assert code == 2 and "but EPLB is not enabled" in err
+
+
+@pytest.mark.parametrize("config", ['{"num_redundant_experts": -1}', '{"window": 10}',
+                                    "[32]", "num_redundant_experts=32"])
+def test_an_eplb_config_vllm_would_not_take_exits_2(capsys: pytest.CaptureFixture[str],
+                                                    config: str) -> None:
+    code, _, err = run(capsys, "fit", *DSV3, "--enable-eplb", "--eplb-config", config)
+    assert code == 2 and err.startswith("ridgeline: error: --eplb-config")
+
+
+def test_the_older_spelling_is_read_where_its_release_has_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    old = ("--enable-eplb", "--num-redundant-experts", "32", "--engine-version", "0.11")
+    legacy = fit_json(capsys, *DSV3, *old)
+    current = fit_json(capsys, *DSV3, *EPLB_32, "--engine-version", "0.11")
+    assert legacy["taken_bytes_per_gpu"]["weights"] == current["taken_bytes_per_gpu"]["weights"]
+    code, _, err = run(capsys, "fit", *DSV3, "--enable-eplb", "--num-redundant-experts", "32")
+    assert code == 2 and "--eplb-config '{\"num_redundant_experts\": 32}'" in err
+    code, _, err = run(capsys, "fit", *DSV3, *EPLB_32, "--engine-version", "0.10.1")
+    assert code == 2 and "no --eplb-config" in err
+
+
+def test_a_lever_whose_ranks_the_redundant_experts_do_not_divide_is_left_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # 128 + 2 experts divide over 2 GPUs, not over the 4 of the more-GPUs lever
+    code, out, err = run(capsys, "fit", "qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2",
+                         "--enable-expert-parallel", "--enable-eplb", "--eplb-config",
+                         '{"num_redundant_experts": 2}', "--target-concurrency", "512")
+    assert code == 0, err
+    assert "4 GPUs" not in out
+
+
+def test_data_parallel_ranks_share_the_redundant_experts_over_every_gpu() -> None:
+    model, acc = resolve_model("qwen3-30b-a3b"), resolve_accelerator("h100-sxm")
+    dep = Deployment.build(model, acc, num_gpus=1, engine="vllm", expert_parallel=True,
+                           data_parallel_size=4)
+    eplb = EPLBSettings(8)
+    plain, balanced = kv_pool(dep), kv_pool(dep, EngineSettings(eplb=eplb))
+    moe = model.moe
+    assert moe is not None and local_experts(dep, eplb) == (moe.num_experts + 8) // 4
+    expert_bytes = dep.bytes_by_category[EXPERTS] / moe.num_experts  # every MoE layer's
+    assert balanced.weight_bytes - plain.weight_bytes == pytest.approx(8 / 4 * expert_bytes)
+
+
+def test_parse_eplb_config_reads_only_the_redundant_experts() -> None:
+    assert parse_eplb_config('{"window_size": 1000, "num_redundant_experts": 32}') == 32
+    assert parse_eplb_config('{"use_async": true}') is None
