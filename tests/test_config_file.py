@@ -185,8 +185,8 @@ def test_a_key_fit_reads_but_decode_does_not_is_refused_naming_the_file_and_key(
 
 
 @pytest.mark.parametrize(("text", "flags", "said"), [
-    ('compilation-config: {"level": 3}\n', ("--compilation-config", '{"level": 3}'),
-     "compilation-config is not modelled"),
+    ("max-seq-len-to-capture: 8192\n", ("--max-seq-len-to-capture", "8192"),
+     "max-seq-len-to-capture is not modelled"),
     ("load_format: bitsandbytes\n", ("--load-format", "bitsandbytes"),
      "load_format bitsandbytes is not modelled"),
     ("swap-space: 4\n", ("--swap-space", "4"), "swap-space is not modelled"),

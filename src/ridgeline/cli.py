@@ -411,6 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:  # names before MODEL that run into it
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2
+    from ridgeline.vllm_compilation import dotted_argv
+
+    argv = dotted_argv(argv)  # vllm serve's -cc.KEY=VALUE, -O3 (vllm_compilation)
     args, extra = parser.parse_known_args(_ep_with_size(_join_negative_values(argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -429,6 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "engine", None) is not None:
             args.engine_asked = args.engine  # a comparison picks each card's llama.cpp build
             args.engine = llamacpp_builds_for(args, args.engine)
+        from ridgeline.vllm_compilation import apply_compilation
+
+        apply_compilation(args)  # vLLM's compilation config, as the engine settings it sets
         if getattr(args, "plot", None):
             from ridgeline.plots import check_target
 

@@ -470,6 +470,8 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
                                       "warm_compile_cache") if getattr(args, name, False)}
     given["lora"] = lora_settings(args)  # vLLM --enable-lora: its slots' buffers
     given["eplb"] = eplb_settings(args)  # vLLM --enable-eplb: its redundant experts
+    given |= {name: getattr(args, name, None)  # vLLM's compilation config (vllm_compilation)
+              for name in ("cudagraph_capture_sizes", "cudagraph_mode", "torch_compile")}
     return {name: value for name, value in given.items() if value is not None}
 
 

@@ -40,6 +40,27 @@ def sizing_flags(g: Any) -> None:
                    "min(2 × max_num_seqs, 512); from v0.13 min(2 × max_num_seqs × (1 + the drafts), "
                    "512)), its graphs' memory; SGLang --cuda-graph-max-bs "
                    "(default by card and TP), 2 MiB a batch of its v0.5.3+ default reserve")
+    compilation_flags(g)
+
+
+def compilation_flags(g: Any) -> None:
+    """vLLM's compilation config under its spellings (vllm_compilation.py), which fit,
+    simulate, decode and prefill read: the captured sizes, the CUDA-graph mode, torch.compile."""
+    from ridgeline.vllm_compilation import ConfigPart
+
+    g.add_argument("--compilation-config", "--compilation_config", "-cc", "-O",
+                   "--optimization-level", dest="compilation_config", action=ConfigPart,
+                   metavar="JSON", help="vLLM: its compilation config ('{\"cudagraph_mode\": "
+                   "\"FULL_DECODE_ONLY\"}', or -cc.KEY=VALUE), or -O0 … -O3 (v0.12+): the "
+                   "CUDA-graph sizes (cudagraph_capture_sizes, max_cudagraph_capture_size), "
+                   "cudagraph_mode (NONE: eager steps, as --enforce-eager) and mode (0: no "
+                   "torch.compile); pass_config and custom_ops are ignored, other keys refused")
+    g.add_argument("--cudagraph-capture-sizes", nargs="+", type=_how_many("CUDA-graph size"),
+                   metavar="N", help="vLLM v0.11.1+: the batch sizes captured in CUDA graphs, "
+                   "their count the graphs' memory")
+    g.add_argument("--cuda-graph-sizes", nargs="+", type=_how_many("CUDA-graph size"),
+                   metavar="N", help="vLLM: --cudagraph-capture-sizes' older spelling (before "
+                   "v0.11.1 one value N is the sizes 1, 2, 4, 8, 16, … N)")
 
 
 def async_scheduling_switch(g: Any) -> None:

@@ -503,4 +503,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         max_mamba_cache_size=getattr(args, "max_mamba_cache_size", None),
         mamba_ssm_dtype=getattr(args, "mamba_ssm_dtype", None),
         max_cudagraph_capture_size=getattr(args, "max_cudagraph_capture_size", None),
+        cudagraph_capture_sizes=getattr(args, "cudagraph_capture_sizes", None),
+        cudagraph_mode=getattr(args, "cudagraph_mode", None),
+        torch_compile=getattr(args, "torch_compile", None),
         lora=lora_settings(args), eplb=eplb_settings(args))

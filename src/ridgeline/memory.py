@@ -71,6 +71,8 @@ def device_memory_note(acc: Accelerator) -> str:
 
 
 MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")  # SGLang's --mamba-ssm-dtype, 0.5.9
+# vLLM's CUDAGraphMode names (engines.json vllm.compilation_config.modes)
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,13 @@ class EngineSettings:
     mamba_ssm_dtype: str | None = None
     # vLLM --max-cudagraph-capture-size, SGLang --cuda-graph-max-bs: the largest batch captured
     max_cudagraph_capture_size: int | None = None
+    # vLLM's compilation config (vllm_compilation.py): the sizes listed (cudagraph_capture_sizes,
+    # --cudagraph-capture-sizes; None: vLLM's own list), the CUDA-graph mode (None: the default
+    # FULL_AND_PIECEWISE; NONE comes with enforce_eager), and whether torch.compile runs
+    # (None: as enforce_eager implies; True: cudagraph_mode NONE kept it; False: mode 0)
+    cudagraph_capture_sizes: tuple[int, ...] | None = None
+    cudagraph_mode: str | None = None
+    torch_compile: bool | None = None
     # vLLM --enable-lora: its adapters' slots (--max-loras, --max-lora-rank, …), whose
     # buffers the pool loses (vllm_lora.py); None: LoRA off
     lora: LoRASettings | None = None
@@ -141,6 +150,17 @@ class EngineSettings:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"{name} must be at least 1, got {value}")
+        if self.cudagraph_capture_sizes is not None and (
+                not self.cudagraph_capture_sizes or min(self.cudagraph_capture_sizes) < 1):
+            raise InputError(f"cudagraph_capture_sizes must list sizes of at least 1, got "
+                             f"{list(self.cudagraph_capture_sizes)}")
+        if self.cudagraph_mode is not None and self.cudagraph_mode not in CUDAGRAPH_MODES:
+            raise InputError(f"cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)}, "
+                             f"got {self.cudagraph_mode!r}")
+        if self.cudagraph_mode == "NONE" and not self.enforce_eager:
+            raise InputError("cudagraph_mode NONE runs every step eager: give it with "
+                             "enforce_eager (and torch_compile to keep torch.compile), the one "
+                             "switch the step cost reads")
         if self.usage not in ("serve", "offline"):
             raise InputError(f"usage must be serve or offline, got {self.usage!r}")
         if self.engine_version is not None and llamacpp_build(self.engine_version) is None:
@@ -157,6 +177,14 @@ class EngineSettings:
             raise InputError(f"mamba_ssm_dtype must be one of {', '.join(MAMBA_SSM_DTYPES)}, "
                              f"got {self.mamba_ssm_dtype!r}")
 
+    @property
+    def cold_compile(self) -> bool:
+        """Whether vLLM's torch.compile runs cold at start-up (Model Runner V2 profiles it):
+        not under --enforce-eager or -cc.mode=0, nor with the compile cache found
+        (--warm-compile-cache); -cc.cudagraph_mode=NONE alone keeps it."""
+        compiles = self.torch_compile if self.torch_compile is not None \
+            else not self.enforce_eager
+        return compiles and not self.warm_compile_cache
 
 
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,

@@ -33,6 +33,10 @@ def check_sizing_flags(dep: Deployment, s: EngineSettings) -> None:
         if s.mamba_ssm_dtype not in choices:
             raise InputError(f"SGLang {s.engine_version}'s --mamba-ssm-dtype takes "
                              f"{' or '.join(choices)} (float16 from 0.5.9)")
+    if engine != "vllm" and (s.cudagraph_capture_sizes is not None or s.cudagraph_mode
+                             is not None or s.torch_compile is not None):
+        raise InputError(f"the compilation config (--compilation-config, "
+                         f"--cudagraph-capture-sizes) is vLLM's; {engine} has no such setting")
     if s.max_cudagraph_capture_size is None:
         return
     if engine == "vllm":
@@ -40,8 +44,8 @@ def check_sizing_flags(dep: Deployment, s: EngineSettings) -> None:
         version = s.engine_version
         if version is not None and parse_version(version) < parse_version(rule["from"]):
             raise InputError(f"--max-cudagraph-capture-size came in vLLM v{rule['from']} "
-                             f"(PR #26016); vLLM {version} has none (its --cuda-graph-sizes "
-                             "is not modelled)")
+                             f"(PR #26016); vLLM {version} has none (its --cuda-graph-sizes N "
+                             "captures 1, 2, 4, 8, 16, … N)")
     elif engine == "sglang":
         since = str(sglang_data()["cuda_graph_max_bs_flag"]["since"])
         if s.engine_version is not None \

@@ -99,21 +99,50 @@ def spec_rounded_sizes(sizes: list[int], cap: int, multiple: int,
                      "to start; raise --max-cudagraph-capture-size or draft fewer tokens")
 
 
+def listed_sizes(asked: tuple[int, ...], max_num_batched_tokens: int | None = None
+                 ) -> list[int]:
+    """The sizes a compilation config lists (cudagraph_capture_sizes), as vLLM keeps them:
+    once each, none past max_num_batched_tokens, sorted (vllm/config/vllm.py
+    _set_cudagraph_sizes; engines.json vllm.compilation_config.sizes_source); InputError
+    where none is left."""
+    kept = sorted({size for size in asked
+                   if not max_num_batched_tokens or size <= max_num_batched_tokens})
+    if not kept:
+        raise InputError(f"every listed CUDA-graph size ({', '.join(map(str, asked))}) is past "
+                         f"max_num_batched_tokens {max_num_batched_tokens:,}, so vLLM captures "
+                         "no graph: list a smaller size, or run --enforce-eager")
+    return kept
+
+
 def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
                   max_num_batched_tokens: int | None = None, query_len: int = 1,
-                  multiple: int = 1, version: str | None = None) -> int:
+                  multiple: int = 1, version: str | None = None,
+                  asked: tuple[int, ...] | None = None, mode: str | None = None) -> int:
     """How many CUDA-graph batch sizes V1 captures: capture_size_list to ``capture_cap`` —
-    51 sizes at the default cap of 512, 19 at a cap of 128 (67 every 8 before v0.11.1) — then,
-    drafting, rounded to ``multiple`` (spec_rounded_sizes; ``version`` for its refusal)."""
-    cap = capture_cap(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len)
-    return len(spec_rounded_sizes(capture_size_list(cap), cap, multiple, version))
+    51 sizes at the default cap of 512, 19 at a cap of 128 (67 every 8 before v0.11.1) — or
+    the sizes the compilation config lists (``asked``, listed_sizes: [1, 2, 4, 8] is 4); then,
+    drafting, rounded to ``multiple`` (spec_rounded_sizes; ``version`` for its refusal). Under
+    cudagraph_mode FULL_DECODE_ONLY (``mode``) only the decode sizes, from one request's
+    decode tokens to max_num_seqs of them (cudagraph_dispatcher.py): 35 of the 51 at 256 seats."""
+    if asked:
+        sizes = listed_sizes(asked, max_num_batched_tokens)
+        cap = sizes[-1]
+    else:
+        cap = capture_cap(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len)
+        sizes = capture_size_list(cap)
+    kept = spec_rounded_sizes(sizes, cap, multiple, version)
+    if mode == "FULL_DECODE_ONLY":
+        decode = max(query_len, multiple)  # a decode step's tokens a request
+        kept = [size for size in kept if decode <= size <= decode * max_num_seqs]
+    return len(kept)
 
 
 def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
                      enforce_eager: bool, stage: Stage | None = None,
                      counted: bool = False, max_capture_size: int | None = None,
                      max_num_batched_tokens: int | None = None, query_len: int = 1,
-                     multiple: int = 1) -> float:
+                     multiple: int = 1, asked: tuple[int, ...] | None = None,
+                     mode: str | None = None) -> float:
     """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
     stage × captured sizes (capture_sizes, to --max-cudagraph-capture-size where given, at
     most the token budget, the default cap scaled by ``query_len``: capture_query_len, and
@@ -123,11 +152,15 @@ def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
     model's: piecewise only) are captured inside the target's, from _dummy_run's
     drafter.dummy_run, in the same pool, so vLLM's measured estimate holds them
     (gpu_model_runner.py profile_cudagraph_memory, v0.24); no per-layer figure for them was
-    logged, and this estimate counts the target's layers alone."""
-    if enforce_eager or not (acc.graphs_in_budget or counted):
+    logged, and this estimate counts the target's layers alone. A compilation config's listed
+    sizes (``asked``) and CUDA-graph ``mode`` count as capture_sizes counts them; the per-size
+    figure was logged under the default FULL_AND_PIECEWISE, so PIECEWISE, FULL and
+    FULL_DECODE_ONLY, which hold fewer graphs a size, are counted at most at it
+    (engines.json vllm.compilation_config.captured_graphs_source)."""
+    if enforce_eager or mode == "NONE" or not (acc.graphs_in_budget or counted):
         return 0.0
     layers = dep.model.num_layers if stage is None else stage.layers
     per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
     sizes = capture_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len,
-                          multiple, acc.version)
+                          multiple, acc.version, asked, mode)
     return layers * sizes * per

@@ -244,7 +244,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
                               s.kv_cache_memory_bytes is not None, s.max_cudagraph_capture_size,
                               tokens, graph_query_len(s, acc.version),
-                              graph_multiple(dep, s, acc, runner))
+                              graph_multiple(dep, s, acc, runner), s.cudagraph_capture_sizes,
+                              s.cudagraph_mode)
     if s.warm_compile_cache and runner != "MRV2":
         raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
                          f"{dep.model.name} on its {runner} runner, whose profile ridgeline "
@@ -261,7 +262,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
             graphs = 0.0
         if acc.mrv2_state_counted and last:
             state = mrv2_state_bytes(dep, seqs, tokens)
-        if not (s.warm_compile_cache or s.enforce_eager):
+        if s.cold_compile:  # not under --enforce-eager or -cc.mode=0, nor a warm cache
             compile_peak = compile_transient_bytes()
     # the tower runs first, its outputs kept; a fused-MoE workspace kept from the first MoE
     # layer on is still held while the sampler runs
@@ -326,8 +327,9 @@ def graph_multiple(dep: Deployment, s: EngineSettings, acc: VLLMAccounting, runn
                    ) -> int:
     """The multiple vLLM ``acc.version``'s ``runner`` rounds its captured sizes to for the
     drafter ``s`` gives (spec_capture_multiple): 1 + its drafts from v0.11.1, else 1 (and
-    under --enforce-eager, which captures nothing)."""
-    if s.enforce_eager:
+    under --enforce-eager, which captures nothing, and under cudagraph_mode PIECEWISE, whose
+    decode graphs are not FULL: vLLM rounds only for those)."""
+    if s.enforce_eager or s.cudagraph_mode in ("NONE", "PIECEWISE"):
         return 1
     return spec_capture_multiple(s.drafter.tokens if s.drafter is not None else 0, acc.version,
                                  runner, dep.tensor_parallel_size)
@@ -347,7 +349,8 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
     graphs = pool.cuda_graph_bytes / n or cuda_graph_bytes(
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, True,
         settings.max_cudagraph_capture_size, pool.profile_tokens,
-        graph_query_len(settings, acc.version), graph_multiple(dep, settings, acc, pool.runner))
+        graph_query_len(settings, acc.version), graph_multiple(dep, settings, acc, pool.runner),
+        settings.cudagraph_capture_sizes, settings.cudagraph_mode)
     taken = (pool.weight_bytes + pool.lora_bytes + pool.activation_bytes + pool.non_torch_bytes
              + pool.seat_buffer_bytes) / n + graphs
     taken += set_pool_margin_bytes()

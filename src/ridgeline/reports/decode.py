@@ -513,6 +513,12 @@ def describe_settings(settings: EngineSettings, engine: str,
               if (value := getattr(settings, name)) is not None]
     given += [] if settings.lora is None else [f"LoRA {settings.lora.describe()}"]
     given += [] if settings.eplb is None else [settings.eplb.describe()]
+    # vLLM's compilation config (vllm_compilation.py), in its own keys
+    given += [f"{name} {value}" for name, value in (
+        ("cudagraph_capture_sizes", list(settings.cudagraph_capture_sizes or []) or None),
+        ("cudagraph_mode", settings.cudagraph_mode),
+        ("compilation mode", None if settings.torch_compile is None else
+         "VLLM_COMPILE" if settings.torch_compile else "NONE")) if value is not None]
     rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":
         return ", ".join(given + rules)

@@ -28,7 +28,7 @@ from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_eplb import replicas_note
-from ridgeline.vllm_graphs import capture_cap, capture_sizes
+from ridgeline.vllm_graphs import capture_cap, capture_sizes, listed_sizes
 from ridgeline.vllm_lora import lora_modules
 from ridgeline.vllm_pool import (
     graph_multiple,
@@ -196,7 +196,8 @@ def _captured(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
     """How many batch sizes vLLM captures for this pool's seats, drafts and token budget."""
     version = pool.accounting.version if pool.accounting else None
     return capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens,
-                         _query_len(pool, s), _multiple(dep, pool, s), version)
+                         _query_len(pool, s), _multiple(dep, pool, s), version,
+                         s.cudagraph_capture_sizes, s.cudagraph_mode)
 
 
 def _query_len(pool: KVPool, s: EngineSettings) -> int:
@@ -220,6 +221,22 @@ def _capture_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
     multiple = _multiple(dep, pool, s)
     rounded = (f", each rounded up to a multiple of {multiple} (vLLM v0.11.1+ under "
                "speculative decoding)") if multiple > 1 else ""
+    mode = (f"cudagraph_mode {s.cudagraph_mode}"
+            + (", the decode sizes alone" if s.cudagraph_mode == "FULL_DECODE_ONLY" else "")
+            + ", counted at the default FULL_AND_PIECEWISE's figure a size"
+            if s.cudagraph_mode else "")
+    if s.cudagraph_capture_sizes:
+        listed = listed_sizes(s.cudagraph_capture_sizes, pool.profile_tokens)
+        return (f" (the compilation config's cudagraph_capture_sizes: {len(listed)} sizes to "
+                f"{listed[-1]:,}{rounded}" + (f"; {mode})" if mode else ")"))
+    cap = _capture_note_cap(pool, s, query, rounded)
+    if not mode:
+        return cap
+    return f" ({cap[2:-1]}; {mode})" if cap else f" ({mode})"
+
+
+def _capture_note_cap(pool: KVPool, s: EngineSettings, query: int, rounded: str) -> str:
+    """What caps vLLM's own list of captured sizes, in words, or "" (_capture_note)."""
     cap = capture_cap(pool.max_num_seqs, s.max_cudagraph_capture_size, query_len=query)
     if pool.profile_tokens < cap:
         return f" (to the token budget, max_num_batched_tokens {pool.profile_tokens:,}{rounded})"
