@@ -213,6 +213,9 @@ def test_disaggregated_pools_are_simulated_and_meet_the_slo() -> None:
     # and the router that ties the pools into one deployment, the same in --json
     router = rows[report.lists.label(split)]["router_command"]
     assert router and f"  router: {router}" in text
+    # and what its host placeholders stand for, the text's line under them
+    note = rows[report.lists.label(split)]["router_note"]
+    assert note and "PREFILL_HOST" in note and f"    {note}\n" in text + "\n"
 
 
 def test_a_decode_pool_receives_the_prompt_cached() -> None:

@@ -138,3 +138,31 @@ def test_a_pasted_trtllm_pool_names_the_transfer_buffer_it_does_not_price(
     assert code == 2 and not out
     assert "cache_transceiver_config in gen_extra_llm_api_options.yaml" in err
     assert "transfer buffer" in err
+
+
+@pytest.mark.parametrize("engine, model_id, cautioned", [
+    ("vllm", "gpt-oss-20b", True),  # sliding windows beside full attention: a hybrid
+    ("vllm", MODEL_ID, False),  # one cache kind
+    ("sglang", "gpt-oss-20b", False),  # no NixlConnector in its commands
+])
+def test_a_vllm_split_of_a_hybrid_says_its_commands_are_not_the_pools_priced(
+        engine: str, model_id: str, cautioned: bool) -> None:
+    """The pools' commands carry vLLM's NixlConnector, which fit refuses for a hybrid (test
+    above: vLLM may turn its hybrid KV cache manager off): the split's own cautions, which the
+    plan prints on its line and in --json, say so, where the pasted command cannot be read."""
+    from dataclasses import replace
+
+    from ridgeline.engines import profile_for
+    from ridgeline.plan_cautions import candidate_cautions
+    from ridgeline.serving_load import Slo
+
+    model = resolve_model(model_id)
+    split = replace(_split(), weights="as stored")
+    said = candidate_cautions(split, engine, profile_for(engine), Slo(1.0, 0.05), model)
+    assert any("NixlConnector" in why for why in said) == cautioned
+    single = replace(split, disaggregated="", prefill_replicas=0)
+    assert not any("NixlConnector" in why for why in candidate_cautions(
+        single, engine, profile_for(engine), Slo(1.0, 0.05), model))
+    if cautioned:  # the command it names is the one fit refuses
+        command = _launch(engine).pool_commands(_split())["decode"]
+        assert "--kv-transfer-config" in command

@@ -165,3 +165,21 @@ def test_data_parallel_ranks_share_the_redundant_experts_over_every_gpu() -> Non
 def test_parse_eplb_config_reads_only_the_redundant_experts() -> None:
     assert parse_eplb_config('{"window_size": 1000, "num_redundant_experts": 32}') == 32
     assert parse_eplb_config('{"use_async": true}') is None
+
+
+@pytest.mark.parametrize("extra", [
+    ["--enable-eplb", "--eplb-config", '{"num_redundant_experts": 32}'],
+    ["--enable-eplb", "--eplb-config.num_redundant_experts", "32"],
+    ["--compilation-config", '{"cudagraph_capture_sizes": [1, 2, 4, 8]}'],
+    ["-O3"]])
+def test_fits_engine_comparison_refuses_one_engines_settings_as_with_every_other(
+        capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
+    """fit --engine vllm,sglang sizes each engine at its defaults: vLLM's EPLB and compilation
+    config are one engine's settings, refused in one line as --gpu-memory-utilization is, not
+    dropped from one column (the compilation config was read against 'vllm,sglang' as one
+    unknown engine)."""
+    code, out, err = run(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                         "--engine", "vllm,sglang", "--enable-expert-parallel", *extra)
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and "one engine's settings" in err
+    assert extra[0].removesuffix("3") in err  # -O3 is named as its flag, -O

@@ -135,6 +135,31 @@ def test_lora_where_its_rule_is_not_known_exits_2(capsys: pytest.CaptureFixture[
     assert said in err
 
 
+def test_an_engine_comparison_refuses_lora_rather_than_dropping_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fit --engine vllm,sglang compares the engines at their defaults: --enable-lora (vLLM's
+    alone, refused for SGLang) is one engine's setting, named in one line, not priced away."""
+    code, out, err = run(capsys, *LLAMA_8B, "--engine", "vllm,sglang", "--enable-lora",
+                         "--max-loras", "4")
+    assert code == 2 and not out
+    assert "--enable-lora, --max-loras name one engine's settings" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [
+    ("decode", "llama-3.1-8b", "--gpu", "h100-sxm", "--batch", "8", "--context", "4096"),
+    ("prefill", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-len", "4096")])
+def test_llama_cpp_decode_and_prefill_refuse_lora_as_fit_does(
+        capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    """decode and prefill give llama.cpp a slot per sequence, no pool sized with the adapters:
+    --enable-lora is refused in one line, as fit refuses it, not printed as the pool's."""
+    code, _, fit_err = run(capsys, *LLAMA_8B, "--engine", "llama.cpp", "--enable-lora")
+    assert code == 2 and "not modelled for llama.cpp" in fit_err
+    code, out, err = run(capsys, *command, "--engine", "llama.cpp", "--enable-lora")
+    assert code == 2 and not out
+    assert err.strip() == fit_err.strip()
+
+
 def test_a_moe_model_with_lora_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "fit", "mixtral-8x7b", "--gpu", "h100-sxm", "--num-gpus", "2",
                        "--max-model-len", "8192", "--enable-lora")

@@ -428,6 +428,10 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         "usage", "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
         "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
+    if switches.get("lora") is not None:  # as fit refuses it: llama.cpp's slots reach no pool
+        from ridgeline.vllm_lora import check_lora
+
+        check_lora(dep, switches["lora"], version)
     if not given:
         # an MTP drafter's layer and cache are the pool's too (drafter_memory.py), as fit holds
         # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter; and

@@ -171,7 +171,11 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "enable_multimodal",
                 "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",
                 "data_parallel_size", "enable_dp_attention", "max_mamba_cache_size",
-                "mamba_ssm_dtype", "max_cudagraph_capture_size")
+                "mamba_ssm_dtype", "max_cudagraph_capture_size",
+                # vLLM --enable-lora and its slots: one engine's (SGLang's, TRT-LLM's refused)
+                "enable_lora", "max_loras", "max_lora_rank", "fully_sharded_loras", "lora_dtype",
+                # vLLM --enable-eplb and its redundant experts: one engine's
+                "enable_eplb", "eplb_config", "eplb_redundant_dotted", "num_redundant_experts")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -180,6 +184,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     from ridgeline.reports.fit_comparison import FitComparison
 
     flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target",
+            "eplb_redundant_dotted": "--eplb-config.num_redundant_experts",
             "prefix_caching": "--enable-prefix-caching" if args.prefix_caching
             else "--no-prefix-caching"}
     knobs = [flag.get(k, f"--{k.replace('_', '-')}") for k in ENGINE_KNOBS

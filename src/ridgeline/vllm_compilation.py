@@ -264,11 +264,15 @@ def apply_compilation(args: argparse.Namespace) -> None:
     from ridgeline.engines import engine_id
 
     asked = getattr(args, "engine", None) or "vllm"
-    for engine in (asked if isinstance(asked, list) else [asked]):
-        if engine_id(engine) != "vllm":
-            given = parts[0][0] if parts else ("--cudagraph-capture-sizes" if sizes
-                                               else "--cuda-graph-sizes")
-            raise InputError(f"{given} is vLLM's; {engine_id(engine)} has no such flag")
+    engines = asked if isinstance(asked, list) else str(asked).split(",")
+    given = parts[0][0] if parts else ("--cudagraph-capture-sizes" if sizes
+                                       else "--cuda-graph-sizes")
+    if len(engines) > 1:  # fit's comparison (--engine vllm,sglang) runs each at its defaults
+        raise InputError(f"{given} names one engine's settings; compare engines at their "
+                         "defaults, or give one --engine")
+    for engine in engines:
+        if engine_id(engine.strip()) != "vllm":
+            raise InputError(f"{given} is vLLM's; {engine_id(engine.strip())} has no such flag")
     found = compilation_asked(parts, sizes, old, getattr(args, "engine_version", None),
                               bool(getattr(args, "enforce_eager", False)))
     if found.max_cudagraph_capture_size is not None:

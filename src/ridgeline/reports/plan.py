@@ -21,6 +21,7 @@ from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.reports.launch_commands import multi_node_note
 from ridgeline.reports.plan_commands import PlanCommands
 from ridgeline.reports.plan_lists import PlanLists, pct, tpot_ms, usd
+from ridgeline.reports.split_launch import host_note
 from ridgeline.units import ordinal, plural
 
 # --json's names for Candidate.rate_limits (req/s; null: no limit)
@@ -140,8 +141,12 @@ class PlanReport:
         """A split's row, with each pool's launch command at its knobs (``pool_commands``),
         the router in front of them and the files they name (TensorRT-LLM's YAML)."""
         launch = self.launch
+        router = launch.router_command(c)
         row = {**self._row(c), "pool_commands": launch.pool_commands(c) or None,
-               "router_command": launch.router_command(c) or None}
+               "router_command": router or None,
+               # what the commands' host placeholders and the router are, as the text says
+               "router_note": host_note(self.result.engine, c.prefill_replicas,
+                                        c.replicas - c.prefill_replicas) if router else None}
         if self.result.engine == "trtllm":
             row |= {"pool_config_files": launch.pool_files(c) or None,
                     "pool_command_note": launch.pool_note(c) or None}
