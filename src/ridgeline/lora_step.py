@@ -11,7 +11,10 @@ slot its own thread blocks, which exit where no token of the step maps to it
 (lora_shrink_op.py), so a step reads the A and B of the adapters its requests use: with every
 request its own, min(batch, max_loras). The embedding's A is looked up by token (F.embedding
 over lora_a_stacked_2d, vocal_parallel_embedding.py), only B expanded; the lm_head's run on
-the logits rows, as the base head does.
+the logits rows, as the base head does. A MoE layer's experts run theirs on every (token,
+chosen expert) pair, tokens × top_k columns, sorted by adapter then expert (fused_moe.py
+moe_lora_align_block_size), so each active adapter reads the A and B of the experts its
+share of the tokens touches: moe.py's expected count for tokens ÷ active adapters.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ridgeline.deployment import Deployment
+from ridgeline.moe import expected_experts_touched
 from ridgeline.vllm_lora import LoRAModule, lora_modules
 
 LORA_OP = "lora adapters"  # the step's part (cost.py), as --explain names it
@@ -46,8 +50,21 @@ def lora_step_work(dep: Deployment, tokens: int, rows: int
     active = lora.active(rows)
     if not active:
         return ()
-    return tuple((LORA_OP, *module_work(m, active, rows if m.name == "lm_head" else tokens),
-                  m.count) for m in _modules(dep))
+    return tuple((LORA_OP, *_work(dep, m, active, tokens, rows), m.count)
+                 for m in _modules(dep))
+
+
+def _work(dep: Deployment, m: LoRAModule, active: int, tokens: int, rows: int
+          ) -> tuple[float, float]:
+    """``module_work`` on the module's columns: the logits rows for the lm_head, tokens ×
+    top_k for a MoE layer's experts (with the experts each adapter's tokens touch), the
+    step's tokens elsewhere."""
+    if m.experts == 1:
+        return module_work(m, active, rows if m.name == "lm_head" else tokens)
+    moe = dep.model.moe
+    assert moe is not None
+    touched = expected_experts_touched(m.experts, moe.experts_per_token, tokens / active)
+    return module_work(m, active, tokens * moe.experts_per_token, touched)
 
 
 @lru_cache(maxsize=256)
@@ -57,16 +74,18 @@ def _modules(dep: Deployment) -> tuple[LoRAModule, ...]:
     return lora_modules(dep, dep.lora)
 
 
-def module_work(m: LoRAModule, active: int, columns: int) -> tuple[float, float]:
-    """One module's FLOPs and bytes over ``columns`` tokens with ``active`` adapters: the
+def module_work(m: LoRAModule, active: int, columns: int, experts_read: float = 1.0
+                ) -> tuple[float, float]:
+    """One module's FLOPs and bytes over ``columns`` tokens (a MoE layer's: routed pairs)
+    with ``active`` adapters, each reading ``experts_read`` experts' A and B: the
     embedding's A looked up by row, not read whole, and not multiplied."""
     e = m.element_bytes
     if m.name == "embed_tokens":
-        weights = active * m.b_elements * e + columns * m.a_rank * e  # B; the A rows looked up
+        weights = float(active * m.b_elements * e + columns * m.a_rank * e)  # B; A rows looked up
         flops = 2.0 * columns * m.b_elements
         shrink_in = 0.0  # the looked-up rows are the expand's input
     else:
-        weights = active * (m.a_elements + m.b_elements) * e
+        weights = active * experts_read * (m.a_elements + m.b_elements) * e
         flops = 2.0 * columns * (m.a_elements + m.b_elements)
         # x read once: its slices, one grid, re-read it from the L2 (a lower bound)
         shrink_in = m.input_width * INPUT_BYTES

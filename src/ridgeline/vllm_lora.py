@@ -14,6 +14,10 @@ input width i and output width o (its packed slices' outputs summed), in rank r,
 (--fully-sharded-loras: the column-parallel A's rank ÷ t, the row-parallel B's output ÷ t),
 and the embedding's and lm_head's max_loras × r × (vocab + hidden) each, not sharded.
 Llama-3.1-8B at max_loras 4, rank 64, TP1: 32 layers × 40 MiB + 2 × 64.6 MiB = 1,409 MiB.
+A MoE layer's experts hold the column and row shapes once an expert (w13: 2 slices of the
+expert's intermediate ÷ t; w2), all E on every GPU (vLLM refuses expert parallel), and its
+router, a replicated linear, max_loras × r × (hidden + E): Qwen3-30B-A3B at 4 × rank 32, TP1,
+48 layers × 128 experts × 4 × 32 × (2 × 2,048 + 2 × 768 + 768 + 2,048) × 2 B = 12.4 GiB.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
-from ridgeline.layouts import DENSE, FULL, SLIDING
+from ridgeline.layouts import DENSE, FULL, MOE, SLIDING
 from ridgeline.stages import Stage
 from ridgeline.units import plural
 from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
@@ -87,8 +91,9 @@ class LoRASettings:
 class LoRAModule:
     """One kind of adapted module on a GPU: how many there are, and one adapter's A and B
     there: A is ``slices`` × (``a_rank`` × ``input_width``), B is ``output_width`` (the
-    slices' outputs summed) × ``b_rank``, ``slots`` of each in the buffers. The step reads
-    these shapes (lora_step.py); the pool, their bytes."""
+    slices' outputs summed) × ``b_rank``, ``slots`` of each in the buffers, and a MoE
+    layer's ``experts`` of each (FusedMoEWithLoRA's local-expert axis; 1 elsewhere). The
+    step reads these shapes (lora_step.py); the pool, their bytes."""
 
     name: str
     count: int
@@ -99,21 +104,23 @@ class LoRAModule:
     output_width: int
     b_rank: int
     element_bytes: int
+    experts: int = 1  # the experts each slot holds an A and B for (all E: no EP with LoRA)
 
     @property
     def a_elements(self) -> int:
-        """One adapter's A on this GPU, every slice."""
+        """One adapter's A on this GPU, every slice (of one expert)."""
         return self.slices * self.a_rank * self.input_width
 
     @property
     def b_elements(self) -> int:
-        """One adapter's B on this GPU, every slice."""
+        """One adapter's B on this GPU, every slice (of one expert)."""
         return self.output_width * self.b_rank
 
     @property
     def bytes_each(self) -> float:
-        """The module's buffers: ``slots`` adapters' A and B."""
-        return float(self.slots * self.element_bytes * (self.a_elements + self.b_elements))
+        """The module's buffers: ``slots`` adapters' A and B, for each of its experts."""
+        return float(self.slots * self.experts * self.element_bytes
+                     * (self.a_elements + self.b_elements))
 
     @property
     def total_bytes(self) -> float:
@@ -123,8 +130,10 @@ class LoRAModule:
 def lora_problem(dep: Deployment, lora: LoRASettings, version: str | None) -> str:
     """Why ``dep`` with ``lora`` is not sized here ("" where it is): an engine other than
     vLLM, vLLM before the extra vocabulary went (v0.12) or on V0, a model class whose LoRA
-    modules are not in engines.json (MoE experts, MLA, tied embeddings among them), a vocab
-    past the lm_head's limit, or --fully-sharded-loras with a rank TP does not divide."""
+    modules are not in engines.json or not yet in that release, MLA, shared experts,
+    expert parallel (vLLM asserts against it), a tied lm_head the class makes the embedding
+    itself, a vocab past the lm_head's limit, or --fully-sharded-loras with a rank TP does
+    not divide."""
     data = lora_data()
     if dep.engine != "vllm":
         return (f"--enable-lora is not modelled for {dep.engine}: its adapters' buffers take "
@@ -137,21 +146,26 @@ def lora_problem(dep: Deployment, lora: LoRASettings, version: str | None) -> st
     m = dep.model
     arch = m.architecture
     known = data["architectures"]
+    since = data["architectures_from"].get(arch)
     why = ""
     if arch not in known:
         why = f"its class's LoRA modules are not sized here (sized: {', '.join(known)})"
-    elif m.moe is not None:
-        why = "its experts' LoRA buffers (FusedMoEWithLoRA) are not sized here"
+    elif since and parse_version(acc.version) < parse_version(since):
+        why = (f"its class lists no embedding_modules before v{since} (PR #29816 added "
+               "embed_tokens and lm_head), a layout not sized here")
     elif m.attention is None or m.attention.mla is not None:
         why = "only grouped-query attention's qkv_proj and o_proj are sized here"
+    elif any(layer.mixer not in (FULL, SLIDING) for layer in m.layers):
+        why = "only attention layers are sized here"
+    elif m.moe is not None:
+        why = _moe_problem(dep, arch in data["routers"])
     elif any(layer.ffn != DENSE for layer in m.layers) or m.dense_mlp is None \
             or not m.dense_mlp.gated:
         why = "only a gated dense MLP's gate_up_proj and down_proj are sized here"
-    elif any(layer.mixer not in (FULL, SLIDING) for layer in m.layers):
-        why = "only attention layers are sized here"
-    elif m.tie_word_embeddings and known[arch]:
-        why = ("its lm_head is the embedding's table (tie_word_embeddings), whose LoRA "
-               "wrapping is not sized here")
+    if not why and m.tie_word_embeddings and known[arch] \
+            and arch not in data["tied_lm_head_kept"]:
+        why = ("its lm_head is the embedding module itself when tied (tie_word_embeddings), "
+               "whose LoRA wrapping is not sized here")
     if why:
         return f"--enable-lora with {arch} is not modelled: {why}"
     if "lm_head" in known[arch] and m.vocab_size > int(data["max_vocab_lm_head"]):
@@ -161,6 +175,23 @@ def lora_problem(dep: Deployment, lora: LoRASettings, version: str | None) -> st
     if lora.fully_sharded_loras and lora.rank % tp:
         return (f"--fully-sharded-loras shards the rank over --tensor-parallel-size {tp}, which "
                 f"does not divide --max-lora-rank {lora.rank}: vLLM fails at load")
+    return ""
+
+
+def _moe_problem(dep: Deployment, routed: bool) -> str:
+    """Why a MoE model's adapters are not sized ("" where they are): a class whose router is
+    not known, shared experts or dense layers beside the MoE ones, or expert parallel."""
+    moe = dep.model.moe
+    assert moe is not None
+    if not routed:
+        return "its experts' LoRA buffers (FusedMoEWithLoRA or FusedMoE3DWithLoRA) are not sized here"
+    if moe.num_shared_experts:
+        return "its shared experts' LoRA modules are not sized here"
+    if any(layer.ffn != MOE for layer in dep.model.layers):
+        return "dense MLP layers beside the MoE layers are not sized here"
+    if dep.expert_parallel:
+        return ("vLLM asserts 'EP support for Fused MoE LoRA is not implemented yet' "
+                "(FusedMoEWithLoRA): drop --enable-expert-parallel")
     return ""
 
 
@@ -175,33 +206,45 @@ def lora_modules(dep: Deployment, lora: LoRASettings, stage: Stage | None = None
                  ) -> tuple[LoRAModule, ...]:
     """Each kind of adapted module on one GPU of ``dep`` (of a pipeline ``stage``: its own
     layers, the embedding on the first, the lm_head on the last), with its buffers' bytes:
-    A (rank × input) and B (output × rank) per slice, max_loras of each."""
-    m, att, mlp = dep.model, dep.model.attention, dep.model.dense_mlp
-    assert att is not None and mlp is not None  # lora_problem refused the others
+    A (rank × input) and B (output × rank) per slice, max_loras of each, per expert in a
+    MoE layer."""
+    m, att = dep.model, dep.model.attention
+    assert att is not None  # lora_problem refused the others
+    data = lora_data()
     tp, r, slots = dep.tensor_parallel_size, lora.rank, lora.slots
-    element = int(lora_data()["dtype_bytes"])
+    element = int(data["dtype_bytes"])
     sharded = lora.fully_sharded_loras
-    h, inter = m.hidden_size, mlp.intermediate_size
+    h = m.hidden_size
+    single = data["single_slice"].get(m.architecture, [])  # packed on disk: one slice
     q_out = att.num_heads * att.head_dim // tp
     kv_heads = 1 if tp >= att.num_kv_heads else att.num_kv_heads // tp  # QKVParallelLinear
     kv_out = kv_heads * (att.head_dim + att.v_head_dim)
 
-    def column(name: str, slices: int, out: int) -> LoRAModule:
+    def column(name: str, slices: int, out: int, experts: int = 1) -> LoRAModule:
         # A whole input, B the partition's output
-        return LoRAModule(name, layers, slots, slices, h, r // tp if sharded else r, out, r,
-                          element)
+        return LoRAModule(name, layers, slots, 1 if name in single else slices, h,
+                          r // tp if sharded else r, out, r, element, experts)
 
-    def row(name: str, inp: int) -> LoRAModule:  # A the partition's input, B whole output
-        return LoRAModule(name, layers, slots, 1, inp, r, h // tp if sharded else h, r, element)
+    def row(name: str, inp: int, experts: int = 1) -> LoRAModule:
+        # A the partition's input, B whole output
+        return LoRAModule(name, layers, slots, 1, inp, r, h // tp if sharded else h, r,
+                          element, experts)
 
     layers = m.num_layers if stage is None else stage.layers
     found = [column("qkv_proj", 3, q_out + kv_out),
-             row("o_proj", att.num_heads * att.v_head_dim // tp),
-             column("gate_up_proj", 2, 2 * (inter // tp)),
-             row("down_proj", inter // tp)]
+             row("o_proj", att.num_heads * att.v_head_dim // tp)]
+    if m.moe is None:
+        assert m.dense_mlp is not None
+        inter = m.dense_mlp.intermediate_size // tp
+        found += [column("gate_up_proj", 2, 2 * inter), row("down_proj", inter)]
+    else:  # every layer MoE (lora_problem): the router, then the experts' w13 and w2
+        e, inter = m.moe.num_experts, m.moe.expert_intermediate_size // tp
+        found += [LoRAModule(data["routers"][m.architecture], layers, slots, 1, h, r, e, r,
+                             element),  # replicated: A and B whole on every GPU
+                  column("experts.w13", 2, 2 * inter, e), row("experts.w2", inter, e)]
     # the tables, A and B whole on every GPU: the embedding's A (vocab × rank) looked up by
     # token, the lm_head's A (rank × hidden) and B (vocab × rank)
-    embedding = lora_data()["architectures"].get(m.architecture, [])
+    embedding = data["architectures"].get(m.architecture, [])
     if "embed_tokens" in embedding and (stage is None or stage.first):
         found.append(LoRAModule("embed_tokens", 1, slots, 1, m.vocab_size, r, h, r, element))
     if "lm_head" in embedding and (stage is None or stage.last):

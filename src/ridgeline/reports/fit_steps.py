@@ -445,5 +445,6 @@ def lora_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
     parts = ", ".join(f"{m.name} {m.count:,} × {m.bytes_each / 2**20:,.2f} MiB"
                       for m in lora_modules(run, s.lora, pool.stage))
     return (f"--enable-lora, {s.lora.describe()}: max_loras × rank × (input + output) per "
-            f"slice of each adapted module, 2 bytes an element, allocated at load with the "
+            f"slice of each adapted module (and per expert of a MoE layer's), 2 bytes an "
+            f"element, allocated at load with the "
             f"weights (vllm/lora/layers create_lora_weights, from v0.12): {parts}")
