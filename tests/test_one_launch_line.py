@@ -95,12 +95,13 @@ def test_language_model_only_moves_decodes_pool_as_it_moves_fits(
         capsys: pytest.CaptureFixture[str]) -> None:
     line = ("gemma-3-27b", "--gpu", "h100", "--max-model-len", "8192")
     counts = []
-    for switch in ((), ("--language-model-only",)):
+    for switch in ((), ("--language-model-only",), ("--limit-mm-per-prompt", '{"image":0}')):
         fit = _json(capsys, "fit", *line, *switch)["conversations"]
         assert _seats(capsys, "decode", *line, "--batch", "8", "--context", "8192",
                       *switch) == fit
         counts.append(fit)
     assert counts[1] > counts[0]  # no vision tower profiled
+    assert counts[2] == counts[1]  # every modality at 0: vLLM's --language-model-only
 
 
 def test_trtllm_backend_sizes_decodes_pool_as_fits(capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,6 +30,7 @@ from ridgeline.cli_engine import (
     engine_version_flag,
     eplb_settings,
     lora_settings,
+    mm_limits,
     pool_switches,
 )
 from ridgeline.cli_load import (
@@ -476,6 +477,7 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
     given["eplb"] = eplb_settings(args)  # vLLM --enable-eplb: its redundant experts
     given |= {name: getattr(args, name, None)  # vLLM's compilation config (vllm_compilation)
               for name in ("cudagraph_capture_sizes", "cudagraph_mode", "torch_compile")}
+    given["mm_limits"] = mm_limits(args)  # vLLM --limit-mm-per-prompt: the tower's images
     return {name: value for name, value in given.items() if value is not None}
 
 

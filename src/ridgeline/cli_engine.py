@@ -95,10 +95,33 @@ def _vllm_memory_switches(g: Any) -> None:
     async_scheduling_switch(g)
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM: a multimodal checkpoint without its vision tower")
+    mm_limit_flags(g)
     g.add_argument("--warm-compile-cache", action="store_true",
                    help="vLLM v0.25.1+ (Model Runner V2): torch.compile's cache from an earlier "
                    "start is found, so the profile carries no cold compile (about 1 GiB more "
                    "pool); default: a first start, as in a fresh container")
+
+
+def mm_limit_flags(g: Any) -> None:
+    """vLLM's --limit-mm-per-prompt in its three spellings (vllm_mm_limits.py): the JSON
+    object, the older 'image=2,video=0', and one dotted flag a modality."""
+    g.add_argument("--limit-mm-per-prompt", dest="limit_mm_per_prompt", metavar="JSON",
+                   help="vLLM: images (videos) one prompt may carry, '{\"image\":2,\"video\":0}' "
+                   "or image=2,video=0: the tower is profiled on no more than max_num_seqs × "
+                   "that many images; every modality at 0 serves the model text-only, as "
+                   "--language-model-only")
+    for modality in ("image", "video", "audio"):
+        g.add_argument(f"--limit-mm-per-prompt.{modality}", dest=f"limit_mm_{modality}",
+                       metavar="N", help=f"vLLM: --limit-mm-per-prompt's {modality} count, dotted")
+
+
+def mm_limits(args: argparse.Namespace) -> Any:
+    """The MMLimits --limit-mm-per-prompt and its dotted spellings give, or None."""
+    from ridgeline.vllm_mm_limits import parse_limits
+
+    return parse_limits(getattr(args, "limit_mm_per_prompt", None),
+                        {m: getattr(args, f"limit_mm_{m}", None)
+                         for m in ("image", "video", "audio")})
 
 
 def pool_switches(g: Any, prefix_help: str) -> None:

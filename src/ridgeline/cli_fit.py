@@ -175,7 +175,9 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 # vLLM --enable-lora and its slots: one engine's (SGLang's, TRT-LLM's refused)
                 "enable_lora", "max_loras", "max_lora_rank", "fully_sharded_loras", "lora_dtype",
                 # vLLM --enable-eplb and its redundant experts: one engine's
-                "enable_eplb", "eplb_config", "eplb_redundant_dotted", "num_redundant_experts")
+                "enable_eplb", "eplb_config", "eplb_redundant_dotted", "num_redundant_experts",
+                # vLLM --limit-mm-per-prompt: one engine's
+                "limit_mm_per_prompt", "limit_mm_image", "limit_mm_video", "limit_mm_audio")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:
@@ -185,6 +187,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
 
     flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target",
             "eplb_redundant_dotted": "--eplb-config.num_redundant_experts",
+            **{f"limit_mm_{m}": f"--limit-mm-per-prompt.{m}" for m in ("image", "video", "audio")},
             "prefix_caching": "--enable-prefix-caching" if args.prefix_caching
             else "--no-prefix-caching"}
     knobs = [flag.get(k, f"--{k.replace('_', '-')}") for k in ENGINE_KNOBS

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from ridgeline.cli_engine import eplb_settings, lora_settings
+from ridgeline.cli_engine import eplb_settings, lora_settings, mm_limits
 from ridgeline.cli_offload import host_offload, rope_launch
 from ridgeline.errors import InputError
 from ridgeline.units import GIB, plural
@@ -493,6 +493,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
         draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
         language_model_only=getattr(args, "language_model_only", False),
+        mm_limits=mm_limits(args),
         enable_multimodal=getattr(args, "enable_multimodal", False),
         flash_attn=getattr(args, "flash_attn", None) != "off",
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),

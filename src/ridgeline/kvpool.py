@@ -49,6 +49,10 @@ class KVPool:
     encoder_bytes: float = 0.0  # vLLM: the vision tower's profiled peak (encoder_profile)
     encoder_held_bytes: float = 0.0  # … its outputs, held through the text pass and sampler
     encoder_images: int = 0  # … the dummy images it ran
+    # … the images one prompt may carry, which (× seats) cap them; the --limit-mm-per-prompt
+    # image count that set it (None: not given, vLLM's 999)
+    encoder_images_per_prompt: int = 0
+    image_limit: int | None = None
     # buffers kept for every seat from start-up: TensorRT-LLM's engine backend (its runtime
     # and decoder), vLLM's Model Runner V2 (its sampler state, counted from v0.27)
     seat_buffer_bytes: float = 0.0

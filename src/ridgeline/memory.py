@@ -58,6 +58,7 @@ from ridgeline.units import GIB
 from ridgeline.vllm_eplb import EPLBSettings, check_eplb
 from ridgeline.vllm_lora import LoRASettings, check_lora, lora_bytes
 from ridgeline.vllm_memory import parse_version
+from ridgeline.vllm_mm_limits import MMLimits, serves_text_only
 from ridgeline.vllm_pool import vllm_deployment, vllm_pool
 
 
@@ -110,6 +111,9 @@ class EngineSettings:
     # pool holds one it can read: draft_model_memory.py), and SGLang's reserve for it
     drafter: EngineSpec | None = None
     language_model_only: bool = False  # vLLM --language-model-only: no vision tower loaded
+    # vLLM --limit-mm-per-prompt: images (videos) a prompt may carry, which cap the tower's
+    # profiled images; every modality at 0 is --language-model-only (vllm_mm_limits.py)
+    mm_limits: MMLimits | None = None
     # SGLang --enable-multimodal: Gemma-3 and Llama-4 are served text-only without it
     # (Llama-4 then without its vision tower)
     enable_multimodal: bool = False
@@ -227,6 +231,10 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     total = total_bytes or device_memory_bytes(dep.accelerator)
     if s.language_model_only and engine != "vllm":
         raise InputError(f"--language-model-only is vLLM's; {engine} has no such setting")
+    if s.mm_limits is not None and engine != "vllm":
+        raise InputError(f"--limit-mm-per-prompt is vLLM's; {engine} has no such setting")
+    if s.mm_limits is not None and serves_text_only(dep.model, s.mm_limits):
+        s = replace(s, language_model_only=True)  # vLLM's own meaning of every modality at 0
     if s.enable_multimodal and engine != "sglang":
         raise InputError(f"--enable-multimodal is SGLang's; {engine} has no such setting")
     if s.swa_full_tokens_ratio is not None and engine != "sglang":

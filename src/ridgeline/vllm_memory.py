@@ -272,12 +272,15 @@ def moe_workspace_bytes(dep: Deployment, tokens: int, version: str) -> float:
     return held
 
 
-def encoder_profile(dep: Deployment, budget_tokens: int) -> tuple[float, float, int]:
+def encoder_profile(dep: Deployment, budget_tokens: int, max_num_seqs: int = 0,
+                    images_per_prompt: int = 0) -> tuple[float, float, int]:
     """The vision tower's part of V1's profiling pass: it runs first, on as many dummy images
     as the encoder budget holds (max(max_num_batched_tokens, tokens an image) ÷ tokens an
-    image: 32 Gemma-3 images at 8,192), and its outputs stay held through the text pass and
-    the sampler (vllm/v1/worker/gpu_model_runner.py profile_run, encoder_cache["tmp"];
-    v1/core/encoder_cache_manager.py compute_encoder_budget; read in the v0.13-v0.33 wheels).
+    image: 32 Gemma-3 images at 8,192) — no more than ``max_num_seqs`` × ``images_per_prompt``
+    (vllm_mm_limits.images_per_prompt) where seats are given, at least one — and its outputs
+    stay held through the text pass and the sampler (vllm/v1/worker/gpu_model_runner.py
+    profile_run, encoder_cache["tmp"]; v1/core/encoder_cache_manager.py
+    compute_encoder_budget; MultiModalBudget.get_max_items; read in the v0.13-v0.33 wheels).
     Returns the tower's peak — an image's patches × 2 B × (2 × intermediate ÷ TP + 3 × hidden),
     its MLP's two products beside three hidden-size tensors, attention by a memory-efficient
     kernel with no score matrix (Gemma-3: 0.79 GB at 8 images) — the outputs held (tokens ×
@@ -290,6 +293,8 @@ def encoder_profile(dep: Deployment, budget_tokens: int) -> tuple[float, float, 
     if item is None:
         return 0.0, 0.0, 0
     images = max(budget_tokens, item.tokens) // item.tokens
+    if max_num_seqs > 0:  # the decoder's cap: every seat a prompt of its most images
+        images = max(1, min(images, max_num_seqs * max(1, images_per_prompt)))
     per_patch = ACTIVATION_BYTES * (2 * item.intermediate_size / dep.tensor_parallel_size
                                     + 3 * item.hidden_size)
     held = images * item.tokens * dep.model.hidden_size * ACTIVATION_BYTES

@@ -42,6 +42,7 @@ from ridgeline.vllm_memory import (
     vllm_accounting,
 )
 from ridgeline.vllm_mla_block import mla_block_size
+from ridgeline.vllm_mm_limits import images_per_prompt
 from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 from ridgeline.vllm_v0_chunking import V0_CHUNKED_ABOVE, v0_runs_whole, v0_whole_reason
 
@@ -234,8 +235,12 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     forward = tokens * activation_bytes_per_token(dep)
     # only the last pipeline stage samples (and so profiles the sampler)
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
-    encoder, held, images = encoder_profile(dep, tokens) if acc.engine == "V1" \
-        and not s.language_model_only and (stage is None or stage.first) else (0.0, 0.0, 0)
+    item = dep.model.vision_item  # the decoder caps the images: seats × images a prompt
+    per_prompt = images_per_prompt(s.mm_limits, s.max_model_len or served_positions(
+        dep.model, "vllm") or 0, item.tokens) if item is not None else 0
+    encoder, held, images = encoder_profile(dep, tokens, seqs, per_prompt) \
+        if acc.engine == "V1" and not s.language_model_only and (stage is None or stage.first) \
+        else (0.0, 0.0, 0)
     method, algorithm = (s.drafter.method, s.drafter.algorithm) if s.drafter is not None \
         else ("", "")
     runner, compile_peak, state = model_runner(dep, acc, method, algorithm), 0.0, 0.0
@@ -299,7 +304,10 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                   graphs, 1.0, kv_bytes_per_token, block, seqs, tokens, groups, forward, sampler,
                   acc, in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
                   windows_in_full=windows_in_full, stage=stage, encoder_bytes=encoder,
-                  encoder_held_bytes=held, encoder_images=images, seat_buffer_bytes=state,
+                  encoder_held_bytes=held, encoder_images=images,
+                  encoder_images_per_prompt=per_prompt if images else 0,
+                  image_limit=s.mm_limits.count("image") if s.mm_limits else None,
+                  seat_buffer_bytes=state,
                   runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace,
                   set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
 

@@ -501,6 +501,8 @@ def describe_settings(settings: EngineSettings, engine: str,
         f"prefix caching {'on' if settings.prefix_caching else 'off'}"]
     given += [name for name in ("language_model_only", "enable_multimodal", "warm_compile_cache")
               if getattr(settings, name)]
+    given += [f"limit_mm_per_prompt {settings.mm_limits.describe()}"] \
+        if settings.mm_limits is not None else []
     given += [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
               for name in ("swa_full_tokens_ratio", "backend")
               if (value := getattr(settings, name)) is not None]

@@ -101,9 +101,11 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
 
 
 def peak_label(p: KVPool) -> str:
+    limit = "" if p.image_limit is None else f", --limit-mm-per-prompt image={p.image_limit}"
     if p.encoder_images and p.encoder_bytes >= p.activation_bytes:
-        return f"vision tower profile ({p.encoder_images} dummy images)"
-    held = " + images held" if p.encoder_held_bytes else ""
+        return f"vision tower profile ({p.encoder_images} dummy images{limit})"
+    held = (f" + {p.encoder_images} images held ({limit[2:]})" if limit else " + images held") \
+        if p.encoder_held_bytes else ""
     if p.engine_buffers and p.activation_bytes > p.forward_bytes:
         return f"engine activations (the lm_head's output for {p.max_num_seqs:,} seats)"
     if p.accounting is not None and p.moe_workspace_bytes + p.sampler_bytes \

@@ -206,7 +206,7 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
     return [forward, *cold, *workspace, sampler,
             q("vision tower", p.encoder_bytes / GIB, "GiB",
               f"{p.encoder_images} dummy images (max(max_num_batched_tokens, {item.tokens}) ÷ "
-              f"{item.tokens} tokens an image) × {item.patches:,} patches × 2 B × (2 × "
+              f"{item.tokens} tokens an image{_image_cap(p)}) × {item.patches:,} patches × 2 B × (2 × "
               f"intermediate {item.intermediate_size:,} ÷ TP + 3 × hidden {item.hidden_size:,})"
               "; run first"),
             q("images held", p.encoder_held_bytes / GIB, "GiB",
@@ -215,3 +215,14 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
             q("activation peak", p.activation_bytes / GIB, "GiB",
               "max(vision tower, images held + the larger of forward and "
               + ("the MoE workspace + " if workspace else "") + "sampler)")]
+
+
+def _image_cap(p: KVPool) -> str:
+    """The decoder's cap on the tower's dummy images, as the vision line says it: ', at most
+    8 seats × 1 a prompt (--limit-mm-per-prompt image=1)'; "" where it does not bind."""
+    per = p.encoder_images_per_prompt
+    if not per or p.encoder_images < p.max_num_seqs * per:
+        return ""
+    why = f" (--limit-mm-per-prompt image={p.image_limit})" \
+        if p.image_limit is not None and p.image_limit <= per else " (max_model_len's)"
+    return f", at most {p.max_num_seqs:,} seats × {per:,} a prompt{why}"

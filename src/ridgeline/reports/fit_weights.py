@@ -24,7 +24,8 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
     vision = vision_bytes_in_pool(dep, pool)
     if vision > 0:
         share += (f" + {vision / GIB:,.2f} GiB of vision tower ("
-                  + ("--language-model-only leaves it out" if pool.engine == "vllm"
+                  + ("--language-model-only, or --limit-mm-per-prompt at 0 for every "
+                     "modality, leaves it out" if pool.engine == "vllm"
                      else "the engine loads it") + ")")
     if pool.drafter_weight_bytes > 0:
         share += (f" + {pool.drafter_weight_bytes / GIB:,.2f} GiB of the drafter's weights "
