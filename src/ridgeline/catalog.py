@@ -48,7 +48,9 @@ def resolve_name(name: str, table: Mapping[str, str], what: str, listing: str = 
     if len(matches) > 1:
         raise InputError(f"{what} {shorten(name)!r} is ambiguous: it could be {', '.join(matches[:8])}")
     close = difflib.get_close_matches(key, list(table), n=5, cutoff=0.5)
-    suggestions = sorted({table[c] for c in close})
+    # difflib ranks them best first; keep that order, each id once ("llama-3.1-8bb" names
+    # llama-3.1-8b first, not the alphabetically earlier llama-3-8b)
+    suggestions = list(dict.fromkeys(table[c] for c in close))
     if suggestions:
         raise InputError(f"unknown {what} {shorten(name)!r}; closest: {', '.join(suggestions)}")
     if listing:

@@ -9,7 +9,7 @@ from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit_state import fixed_state_size, state_per_request_bytes, state_pool_note
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
-from ridgeline.units import GIB
+from ridgeline.units import GIB, plural
 
 
 def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
@@ -52,9 +52,10 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                  [f"− {graphs}" + ("" if p.cuda_graph_bytes or p.accounting is None
                                    else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
         if p.seat_buffer_bytes:
-            rows.append([f"− runtime buffers and decoder ({p.max_num_seqs:,} seats × vocab)"
+            seats = f"{p.max_num_seqs:,} {plural(p.max_num_seqs, 'seat')} × vocab"
+            rows.append([f"− runtime buffers and decoder ({seats})"
                          if p.engine_buffers else
-                         f"− sampler state ({p.max_num_seqs:,} seats × vocab)",
+                         f"− sampler state ({seats})",
                          gib(p.seat_buffer_bytes)])
     if p.free_fraction_of_rest != 1.0:
         rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])

@@ -78,7 +78,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
                  f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
                  f"{1 + (p.blocks - admission) // decoding:,} at once")
     lines += ["", f"{held}{pool_ranks_note(d, p, r.context)}; one conversation of "
-              f"{r.context:,} tokens takes "
+              f"{r.context:,} {plural(r.context, 'token')} takes "
               f"{r.per_conversation_bytes / GIB:,.3f} GiB {per_gpu(p)}{slot}{gated}",
               f"batch the engine can run: min({r.conversations:,} "
               f"{plural(r.conversations, 'conversation')}, "

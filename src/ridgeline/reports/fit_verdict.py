@@ -39,7 +39,8 @@ def verdict_line(r: FitReport) -> str:
     d, p = r.deployment, r.pool
     verdict = r.verdict.upper() if r.verdict == DOES_NOT_FIT else r.verdict
     headline = (f"{verdict}: {r.conversations:,} "
-                f"{plural(r.conversations, 'conversation')} of {r.context:,} tokens")
+                f"{plural(r.conversations, 'conversation')} of {r.context:,} "
+                f"{plural(r.context, 'token')}")
     slots = r.verdict != DOES_NOT_FIT and is_llamacpp(p) and r.batch < r.conversations
     if slots:  # the slots bind: lead with what the printed llama-server command runs
         headline = (f"{r.verdict}: the memory holds {r.conversations:,} conversations of "

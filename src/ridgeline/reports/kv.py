@@ -22,7 +22,7 @@ from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SL
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype
 from ridgeline.render import table
-from ridgeline.units import GB, GIB, fmt_binary_bytes
+from ridgeline.units import GB, GIB, fmt_binary_bytes, plural
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,8 @@ class KVReport:
     def text_lines(self) -> list[str]:
         f = self.footprint
         state = f", {self.state_dtypes.label()}" if self.state_dtypes else ""
-        lines = [f"{self.model}, {self.kv_dtype} cache{state}, {self.context:,} tokens of "
+        tokens = plural(self.context, "token")
+        lines = [f"{self.model}, {self.kv_dtype} cache{state}, {self.context:,} {tokens} of "
                  "context", ""]
         rows = [[r.kind, str(r.layers), fmt_binary_bytes(r.bytes_per_token),
                  f"{r.tokens_kept:,}" if r.kind not in ("linear attention", "Mamba") else "state",
@@ -217,7 +218,7 @@ class KVReport:
                              f"{self.bytes_per_sequence / 1e9:,.1f} GB, the memory beside the "
                              f"weights holds {self.budget_bytes / 1e9:,.1f} GB: short by "
                              f"{(self.shortfall_bytes or 0.0) / 1e9:,.1f} GB")
-            lines.append(f"conversations of {self.context:,} tokens that fit: "
+            lines.append(f"conversations of {self.context:,} {tokens} that fit: "
                          f"{self.conversations:,}"
                          + (f" ({self.ranks} data-parallel ranks of "
                             f"{(self.conversations or 0) // self.ranks:,}, each in its own "

@@ -118,7 +118,8 @@ class UtilizationReport:
                    f"its {'vllm serve ' if self.engine == 'vllm' else ''}defaults, started at "
                    f"{length} {self.context:,}")
         return (f"{self.engine_label}'s KV pool for {self.model} ({started}, this context) "
-                f"holds {n:,} {plural(n, 'conversation')} of {self.context:,} tokens"
+                f"holds {n:,} {plural(n, 'conversation')} of {self.context:,} "
+                f"{plural(self.context or 0, 'token')}"
                 + (f": {self.refusal}" if self.refusal else ""))
 
     def _read_line(self) -> str:
