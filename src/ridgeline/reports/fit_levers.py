@@ -167,6 +167,7 @@ def levers(r: FitReport) -> list[Lever]:
                         r.context, replace(s, max_num_seqs=r.conversations)))
     if r.pool.engine_buffers:
         options += _seats_lever(r)
+    options += _more_seats_lever(r)
     if d.engine == "vllm" and not r.pool.set_pool_bytes:
         options += _budget_levers(r)
     options += _dcp_lever(r)
@@ -501,6 +502,34 @@ def _longest_context_lever(r: FitReport) -> list[tuple[str, Deployment, int, Eng
 
 
 SHORTEST_CONTEXT_SHARE = 16  # a context lever shorter than 1/16 of the ask is not offered
+
+
+def _more_seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """Where the seats, not the pool, cap the batch (--max-num-seqs 1 beside a pool of 55
+    conversations): as many seats as the conversations that then fit, in the engine's own
+    flag (utilization.seats_flag); more seats can take memory (vLLM's sampler rows and
+    graph sizes, TensorRT-LLM's engine buffers), so the count is settled against the pool
+    they leave. llama-server's slots have their own lever."""
+    from ridgeline.reports.utilization import seats_flag
+
+    if is_llamacpp(r.pool) or r.batch >= r.conversations \
+            or r.batch < engine_seat_limit(r.pool, r.deployment):
+        return []
+    seats = r.conversations
+    for _ in range(4):  # more seats may leave fewer conversations: settle the count
+        s = replace(r.settings, max_num_seqs=seats, max_model_len=r.context)
+        try:
+            held = held_conversations(kv_pool(r.deployment, s), r.deployment, r.context)
+        except InputError:  # more seats than the engine starts with (vLLM: past its step's
+            return []  # tokens, max_num_batched_tokens): no lever in that flag alone
+        if held >= seats or held <= r.batch:
+            break
+        seats = held
+    if seats <= r.batch:
+        return []
+    flag = seats_flag(r.deployment.engine).split("/")[0]
+    return [(f"{flag} {seats:,}", r.deployment, r.context,
+             replace(r.settings, max_num_seqs=seats))]
 
 
 def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
