@@ -54,3 +54,18 @@ def test_fit_with_one_seat_says_seat(capsys: pytest.CaptureFixture[str]) -> None
     assert "batch the engine can run: min(" in out and "max_num_seqs 1) = 1" in out
     many = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192")
     assert re.search(r"\([\d,]+ seats × vocab\)", many)
+
+
+def test_kv_shows_a_short_sequences_cache_in_a_unit_that_is_not_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One token of Llama-3.1-8B's cache is 128 KiB (--json's bytes_per_sequence), where three
+    places of GB read 0.000; a long sequence keeps the article's GB (GiB) to three places."""
+    import ridgeline.units as units
+
+    one = json.loads(run(capsys, "kv", "llama-3.1-8b", "--context", "1", "--json"))
+    out = run(capsys, "kv", "llama-3.1-8b", "--context", "1")
+    size = one["bytes_per_sequence"]
+    assert f"per sequence at 1: {units.fmt_decimal_bytes(size)} " \
+           f"({units.fmt_binary_bytes(size)})" in out and "0.000 GB" not in out
+    long = run(capsys, "kv", "llama-3.1-70b", "--context", "131072")
+    assert "per sequence at 131,072: 42.950 GB (40.000 GiB)" in long

@@ -22,7 +22,7 @@ from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SL
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype
 from ridgeline.render import table
-from ridgeline.units import GB, GIB, fmt_binary_bytes, plural
+from ridgeline.units import GB, GIB, fmt_binary_bytes, fmt_decimal_bytes, plural
 
 
 @dataclass(frozen=True)
@@ -195,14 +195,12 @@ class KVReport:
                         if f.bytes_per_token_naive != f.bytes_per_token_growing else ""))
         n = self.rank_gpus
         over = "a data-parallel rank's " if self.ranks > 1 else ""
-        lines.append(f"per sequence at {self.context:,}: {self.bytes_per_sequence / GB:,.3f} GB "
-                     f"({self.bytes_per_sequence / GIB:,.3f} GiB)"
+        lines.append(f"per sequence at {self.context:,}: {_sequence_bytes(self.bytes_per_sequence)}"
                      + (f" over {over}{n} GPUs" if n > 1 else "")
                      + (f", incl. KV-head replication ×{self.replication:g}"
                         if self.replication != 1 else ""))
         if n > 1:  # the total is every GPU's share added up, copies included: say one GPU's
-            lines.append(f"  {self.bytes_per_sequence / n / GB:,.3f} GB "
-                         f"({self.bytes_per_sequence / n / GIB:,.3f} GiB) on each GPU"
+            lines.append(f"  {_sequence_bytes(self.bytes_per_sequence / n)} on each GPU"
                          + (f"; ×{self.replication:g}: KV heads (an MLA latent: all of it) "
                             "copied where tensor parallelism outnumbers them"
                             + (" (the recurrent state shards: once)"
@@ -321,3 +319,12 @@ def kv_report(
                     served_context_caution(spec, context, engine),
                     now, dtypes if states_step else None, spec.architecture_caution, ranks,
                     rank_gpus)
+
+
+def _sequence_bytes(n_bytes: float) -> str:
+    """A sequence's cache in GB and GiB to three places, as the article prints it (42.950 GB
+    (40.000 GiB) at 131,072 tokens); below a megabyte, where three places read 0.000, in the
+    unit that shows it (one token of Llama-3.1-8B: 131 kB (128 KiB))."""
+    if n_bytes >= 1e6:
+        return f"{n_bytes / GB:,.3f} GB ({n_bytes / GIB:,.3f} GiB)"
+    return f"{fmt_decimal_bytes(n_bytes)} ({fmt_binary_bytes(n_bytes)})"
