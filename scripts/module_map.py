@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "deployment", "stages", "parallel")),
     ("Engine rules", "what each engine does, release by release, as data and small rules",
      ("engine_versions", "engine_windows", "kvgroups", "kvpool", "vllm_memory", "vllm_graphs",
-      "vllm_hybrid", "vllm_compilation", "vllm_eplb", "vllm_lora", "vllm_mm_limits",
+      "graph_batches", "vllm_hybrid", "vllm_compilation", "vllm_eplb", "vllm_lora", "vllm_mm_limits",
       "vllm_mla_block", "vllm_mxfp4",
       "vllm_v0_chunking", "sglang_memory", "sglang_hybrid", "trtllm_memory", "engine_spec",
       "sizing_flags", "quantization_gates")),

@@ -175,6 +175,11 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
 
         check_lora(dep, lora, getattr(args, "engine_version", None))
     dep = dep.with_lora(lora)
+    # the decode graphs the engine captures under the flags (--enforce-eager, vLLM's capture
+    # sizes and seats, SGLang's --cuda-graph-max-bs): graph_batches.settings_capture
+    from ridgeline.graph_batches import with_cuda_graphs
+
+    dep = with_cuda_graphs(dep, args)
     from ridgeline.quantization_gates import deployment_problem
 
     problem = deployment_problem(dep, getattr(args, "engine_version", None))

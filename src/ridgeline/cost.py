@@ -24,6 +24,7 @@ from ridgeline.decode_context import dcp_exchange_bytes
 from ridgeline.deployment import Deployment
 from ridgeline.engines import MATVEC_TOKENS, EngineProfile, moe_prompt_expert_slowdown
 from ridgeline.errors import InputError
+from ridgeline.graph_batches import graph_tokens
 from ridgeline.kvcache import (
     LLAMACPP_STATE_BYTES,
     KVFootprint,
@@ -362,8 +363,8 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
     shape = batch_shape(dep, batch)
     if verify:
         shape = shape._replace(verify=True)
-    terms = step_terms(dep, shape)
-    prompt = terms.tokens > terms.sequences and not verify  # a verify batch is graphed
+    ungraphed, priced = graph_mode(dep, shape, profile)
+    terms = step_terms(dep, priced)
     rate = StepRates(dep, profile, experts_prompt(shape))
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
@@ -385,22 +386,43 @@ def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = ID
         acc[1] += nbytes * count
         acc[2] += time_s * count
     out += [OpCost(name, f, b, t, "host") for name, (f, b, t) in host.items()]
-    overhead = profile.overhead_s(terms.layers, prompt, terms.matmuls, terms.moe_layers)
+    overhead = profile.overhead_s(terms.layers, ungraphed, terms.matmuls, terms.moe_layers)
     if overhead > 0:
         out.append(OpCost("overhead", 0.0, 0.0, overhead, "overhead"))
-    return StepCost(tuple(out), terms.tokens, terms.sequences)
+    return StepCost(tuple(out), shape.tokens, terms.sequences)
+
+
+def graph_mode(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL
+               ) -> tuple[bool, BatchShape]:
+    """Whether a step runs without CUDA graphs, and so pays the profile's ungraphed
+    (prefill) cost per layer, and the shape its work is priced at. This is the one place a
+    step's overhead mode is decided. A step with prompt tokens runs ungraphed. A decode or
+    speculative verify step replays its engine's captured graph at the next captured size
+    (graph_batches.graph_tokens), its padding rows priced as more tokens through the weight
+    matmuls while attention keeps the real rows' loads. A step above the largest size runs
+    ungraphed and unpadded. On vLLM's defaults a decode of 33 is priced as 40 rows of matmuls,
+    graphed, and a decode of 600 as 600 rows, ungraphed. The floor (``IDEAL``) is no engine's:
+    it pads nothing."""
+    if shape.tokens > shape.sequences and not shape.verify:
+        return True, shape
+    if profile.engine == IDEAL.engine:
+        return False, shape
+    run = graph_tokens(dep, shape.tokens, shape.sequences)
+    if run is None:
+        return True, shape
+    return False, shape._replace(tokens=run) if run > shape.tokens else shape
 
 
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
-    terms = step_terms(dep, shape)
-    prompt = terms.tokens > terms.sequences and not shape.verify  # a verify batch is graphed
+    ungraphed, priced = graph_mode(dep, shape, profile)
+    terms = step_terms(dep, priced)
     rate = StepRates(dep, profile, experts_prompt(shape))
     total = sum(count * rate.op_time_s(name, flops, nbytes, _columns(terms, name))
                 for name, flops, nbytes, count in terms.work)
     total += sum(t for _, t in terms.link)
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
-    return total + profile.overhead_s(terms.layers, prompt, terms.matmuls, terms.moe_layers)
+    return total + profile.overhead_s(terms.layers, ungraphed, terms.matmuls, terms.moe_layers)
 
 
 def _columns(terms: StepTerms, op: str) -> int:

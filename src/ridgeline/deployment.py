@@ -36,6 +36,7 @@ from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import plural
 
 if TYPE_CHECKING:
+    from ridgeline.graph_batches import GraphCapture
     from ridgeline.vllm_lora import LoRASettings
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
@@ -86,6 +87,9 @@ class Deployment:
     mamba_ssm_dtype: str | None = None
     # vLLM --enable-lora: the adapters whose matmuls each step runs (lora_step.py); None: off
     lora: LoRASettings | None = None
+    # the decode batches the engine replays from captured CUDA graphs, as its settings give
+    # them (graph_batches.with_cuda_graphs); None: the engine's defaults (default_capture)
+    cuda_graphs: GraphCapture | None = None
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
@@ -247,7 +251,7 @@ class Deployment:
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
                      self.data_parallel_size, self.cpu_offload,
                      self.decode_context_parallel_size, self.state_engine_version,
-                     self.mamba_ssm_dtype, self.lora))
+                     self.mamba_ssm_dtype, self.lora, self.cuda_graphs))
 
     def with_state_settings(self, engine_version: str | None,
                             mamba_ssm_dtype: str | None) -> Deployment:

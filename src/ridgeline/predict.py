@@ -33,6 +33,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import modelled_version
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
+from ridgeline.graph_batches import with_cuda_graphs
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
@@ -128,7 +129,11 @@ def deployment_for(row: Measurement) -> Deployment:
     # defaults, as a row naming none), and an SGLang run's --mamba-ssm-dtype
     version = modelled_version(engine, row.engine_version()) if engine == "vllm" else None
     ssm = row.mamba_ssm_dtype() if engine == "sglang" else None
-    return dep.with_state_settings(version, ssm) if version or ssm else dep
+    dep = dep.with_state_settings(version, ssm) if version or ssm else dep
+    # the decode graphs the run captured: none where it ran eager, else its engine's sizes
+    # under the seats and capture size its notes state (graph_batches.py)
+    return with_cuda_graphs(dep, replace(kv_row_settings(row), max_cudagraph_capture_size=(
+        row.setting_count("max_cudagraph_capture_size", "cuda_graph_max_bs"))))
 
 
 @lru_cache(maxsize=4096)

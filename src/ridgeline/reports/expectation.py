@@ -18,6 +18,8 @@ from ridgeline.cost import (
     SCORE_BYTES_PER_PAIR,
     Seq,
     StepCost,
+    batch_shape,
+    graph_mode,
     score_bytes,
     step_cost,
 )
@@ -192,13 +194,16 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
     by = {kind: sum(op.time_s for op in cost.ops if op.bound == kind)
           for kind in ("compute", "memory", "link", "overhead", "host")}
     prefill = cost.tokens > cost.sequences
+    ungraphed = graph_mode(dep, batch_shape(dep, batch), profile)[0]  # as step_cost decided
     src = f"{profile.engine} profile"
     overhead = step("engine overhead", overhead_formula(profile)
-                    + (" (a step with prompt tokens: no CUDA graph)" if prefill else ""),
+                    + (" (a step with prompt tokens: no CUDA graph)" if prefill else
+                       " (a decode above the engine's largest captured CUDA-graph batch: no "
+                       "CUDA graph)" if ungraphed else ""),
                     q("overhead", by["overhead"] * 1e3, "ms"),
                     overhead_q("per step", profile.step_overhead_s, src),
                     q("layers", dep.model.num_layers, "", "config.json num_hidden_layers"),
-                    overhead_q("per layer", profile.per_layer_s(prefill), src),
+                    overhead_q("per layer", profile.per_layer_s(ungraphed), src),
                     *matmul_qs(profile, dep), *moe_layer_qs(profile, dep))
     total = step("expected step", "Σ operators max(FLOPs ÷ (peak × compute share), bytes ÷ "
                  "(bandwidth × bandwidth share)) + collectives + overhead",

@@ -21,6 +21,7 @@ from ridgeline.cost import (
     attention_rates,
     attention_windows,
     decode_kv_tokens,
+    graph_mode,
     layer_kinds,
     rank_shape,
     shape_of,
@@ -68,6 +69,8 @@ class StepTimer:
         # (a rank's tokens, every rank's, experts priced as a prompt step's)
         self._by_gathered: dict[tuple[int, int, bool], float] = {}
         self._by_queries: dict[int, float] = {}  # -dcp's exchange by its query tokens
+        # (tokens, rows, graphed) -> (ungraphed, tokens its matmuls run): cost.graph_mode's
+        self._modes: dict[tuple[int, int, bool | None], tuple[bool, int]] = {}
         self._rates = attention_rates(dep)
         self.windows = attention_windows(dep)
         self.full_attention = all(w is None for w in self.windows)
@@ -106,16 +109,35 @@ class StepTimer:
                 t for name, t in terms.link if name == DCP_EXCHANGE)
         return t
 
+    def _mode(self, tokens: int, rows: int, graphed: bool | None) -> tuple[bool, int]:
+        """Whether the step runs without CUDA graphs, and the tokens its weight matmuls run
+        (padded up to a captured size): cost.graph_mode's decision, remembered. graphed
+        False: a prompt step's overhead, unpadded; True: a speculative verify batch."""
+        key = (tokens, rows, graphed)
+        mode = self._modes.get(key)
+        if mode is None:
+            if graphed is False:
+                mode = (True, tokens)
+            else:
+                ungraphed, priced = graph_mode(self.dep, BatchShape(
+                    tokens, rows, (), verify=bool(graphed)), self.profile)
+                mode = (ungraphed, priced.tokens)
+            self._modes[key] = mode
+        return mode
+
     def _context_free(self, tokens: int, rows: int, graphed: bool | None = None,
                       all_tokens: int = 0, any_rank_prompt: bool = False) -> float:
         """Everything but attention: per-token and per-row work, overheads, state. graphed:
         a decode step's overhead (CUDA graphs) or a prompt step's; by default, whether every
-        row has one token. all_tokens: with data-parallel attention, every rank's tokens,
-        which the gathered layers and the exchange run on (0: ``tokens``); any_rank_prompt:
-        some rank's include prompt tokens, the experts priced as a prompt step's
-        (cost.experts_prompt), the overhead still this rank's own."""
+        row has one token, and a decode above the engine's largest captured batch runs
+        ungraphed, one below it padded (``_mode``). all_tokens: with data-parallel attention,
+        every rank's tokens, which the gathered layers and the exchange run on (0:
+        ``tokens``); any_rank_prompt: some rank's include prompt tokens, the experts priced as
+        a prompt step's (cost.experts_prompt), the overhead still this rank's own."""
         prompt = tokens > rows if graphed is None else not graphed
         experts = (prompt or (any_rank_prompt and not graphed)) and self._prompt_priced
+        real = tokens
+        ungraphed, tokens = self._mode(tokens, rows, graphed)
         if all_tokens and all_tokens != tokens:
             fixed = self._by_gathered.get((tokens, all_tokens, experts))
             if fixed is None:
@@ -128,8 +150,8 @@ class StepTimer:
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
         # a verify batch's every token is a decode query; a prompt chunk's row gathers one
-        head += self.dcp_exchange_s(tokens if graphed else rows)
-        total = fixed + head + self._overhead[prompt]
+        head += self.dcp_exchange_s(real if graphed else rows)
+        total = fixed + head + self._overhead[ungraphed]
         if self._states:
             p, w = self._p, self._w
             shape = BatchShape(tokens, rows, ())
@@ -145,9 +167,9 @@ class StepTimer:
         if self._exact:
             return shape_time_s(self.dep, shape._replace(verify=True) if graphed else shape,
                                 self.profile)
-        tokens = shape.tokens
-        total = self._context_free(tokens, shape.sequences, graphed, shape.all_tokens,
+        total = self._context_free(shape.tokens, shape.sequences, graphed, shape.all_tokens,
                                    shape.any_rank_prompt)
+        tokens = self._mode(shape.tokens, shape.sequences, graphed)[1]  # padding's queries
         p, w = self._pa, self._w
         if self._attention:
             loads = {a.window_tokens: a for a in shape.attention}
@@ -166,7 +188,8 @@ class StepTimer:
             base = self._decode_base[decodes] = self._context_free(decodes, decodes)
         keys = float(decode_context + decodes)
         load = AttentionLoad(None, keys, 0.0, decode_kv_tokens(keys, decodes))
-        flops, nbytes = attention_flops_bytes(self._rates, load, decodes)
+        flops, nbytes = attention_flops_bytes(self._rates, load,
+                                              self._mode(decodes, decodes, None)[1])
         return base + self._attention_layers * max(flops / self._pa, nbytes / self._w)
 
     def rows_time_s(self, decodes: list[int], chunks: Sequence[Seq]) -> float:

@@ -1,0 +1,152 @@
+"""Which decode steps a serving engine replays from a captured CUDA graph, and at what batch.
+
+The engines capture decode graphs at a list of batch sizes up to a largest. A decode step
+whose batch falls between two sizes runs as the next one up: its padding rows go through
+every weight matmul and elementwise pass, while attention reads only the real rows' caches.
+A step above the largest size runs with no graph, launching its kernels one by one as a
+prompt step does, so it pays the profile's ungraphed (prefill) cost per layer.
+
+- vLLM V1 (vllm/v1/cudagraph_dispatcher.py ``dispatch``, commit ae2e8e62cea0): a step of
+  more than max_cudagraph_capture_size tokens gets ``CUDAGraphMode.NONE`` and an unpadded
+  ``BatchDescriptor(num_tokens)``, so it gets no piecewise graphs either. At or below the
+  cap, ``_bs_to_padded_graph_size`` rounds the step up to the next captured size, and the
+  runner feeds the model ``input_ids[:num_input_tokens]``, marked "# Padded"
+  (v1/worker/gpu_model_runner.py ``_preprocess``, commit 000fc94b754f). vLLM dispatches on
+  a step's tokens. The sizes come from vllm_graphs.capture_size_list up to capture_cap.
+- SGLang (srt/model_executor/cuda_graph_runner.py ``can_run``): a decode batch runs its
+  graph when ``batch_size <= max_bs`` (only an exact captured size under
+  --disable-cuda-graph-padding). Otherwise ModelRunner runs the decode without a graph.
+  ``replay_prepare`` pads the batch with ``bisect`` to the next captured size. The default
+  sizes are server_args ``_generate_cuda_graph_batch_sizes``: [1, 2, 4, 8, 12], every 8 to
+  256, every 16 to 496, then every 32 to --cuda-graph-max-bs, which by default is the
+  memory tier's value (sglang_memory_defaults). SGLang dispatches on the batch's sequences.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+
+TOKENS, SEQUENCES = "tokens", "sequences"  # what an engine's graph sizes count
+
+
+@dataclass(frozen=True)
+class GraphCapture:
+    """The decode batch sizes an engine captured (ascending; () for no graphs at all: vLLM's
+    --enforce-eager, SGLang's --disable-cuda-graph), whether it pads a batch up to the next
+    size (False: only an exact size replays a graph), and what those sizes count."""
+
+    sizes: tuple[int, ...]
+    pads: bool = True
+    unit: str = TOKENS
+
+    def run_as(self, n: int) -> int | None:
+        """The captured size a step of ``n`` runs as, or None where it runs with no graph:
+        n above the largest size, or between two sizes when the engine does not pad. With
+        vLLM's default sizes (8, 16, … 248, 256, 272, … 512), 33 runs as 40 and 513 as None."""
+        i = bisect_left(self.sizes, n)
+        if i == len(self.sizes) or (self.sizes[i] != n and not self.pads):
+            return None
+        return self.sizes[i]
+
+
+NO_GRAPHS = GraphCapture(())
+
+
+def sglang_capture_sizes(max_bs: int) -> tuple[int, ...]:
+    """SGLang's default decode graph sizes up to --cuda-graph-max-bs (server_args
+    _generate_cuda_graph_batch_sizes, no drafter, padding on): 1, 2, 4, 8, 12, every 8 from
+    16 to 256, every 16 from 272 to 496, every 32 from 512, all of them at most ``max_bs``.
+    At 256 that gives 36 sizes."""
+    sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16),
+             *range(512, max_bs + 1, 32)]
+    kept = sorted({s for s in sizes if s <= max_bs})
+    return tuple(kept) if kept else (max_bs,)
+
+
+def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None = None,
+                 max_num_batched_tokens: int | None = None,
+                 asked: tuple[int, ...] | None = None) -> GraphCapture:
+    """vLLM V1's decode graphs: the sizes a compilation config lists (``asked``), or else
+    capture_size_list up to capture_cap. The cap is --max-cudagraph-capture-size, or
+    min(2 × max_num_seqs, 512) with max_num_seqs defaulting to 256, and never more than
+    max_num_batched_tokens. Every default of max_num_seqs (256, or 1,024 on cards of 70 GiB
+    or more) and of the token budget (2,048, 8,192) gives a cap of 512."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_graphs import capture_cap, capture_size_list, listed_sizes
+
+    if asked:
+        return GraphCapture(tuple(listed_sizes(asked, max_num_batched_tokens)))
+    seqs = max_num_seqs or int(engine_defaults("vllm")["max_num_seqs"])
+    cap = capture_cap(seqs, max_capture_size, max_num_batched_tokens)
+    return GraphCapture(tuple(capture_size_list(cap)))
+
+
+def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None) -> GraphCapture:
+    """SGLang's decode graphs on ``dep``: sglang_capture_sizes up to --cuda-graph-max-bs, or
+    else up to the memory tier's value for the card and the TP size (256 on an 80 GiB card
+    below TP 4, 512 from TP 4 up)."""
+    from ridgeline.hardware import device_memory_bytes
+    from ridgeline.sglang_memory import sglang_gpu_mem_bytes, sglang_memory_defaults
+
+    if cuda_graph_max_bs is None:
+        memory, _ = sglang_gpu_mem_bytes(dep.accelerator, device_memory_bytes(dep.accelerator))
+        cuda_graph_max_bs = sglang_memory_defaults(memory, dep.expert_ranks,
+                                                   dep.pipeline_parallel_size).cuda_graph_max_bs
+    return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs), unit=SEQUENCES)
+
+
+def settings_capture(dep: Deployment, settings: Any) -> GraphCapture | None:
+    """The decode graphs that engine settings (memory.EngineSettings, or anything with its
+    field names) give ``dep``'s engine: NO_GRAPHS under enforce_eager, vLLM's and SGLang's
+    sizes as set, and None for an engine whose sizes ridgeline does not model (there every
+    decode step is priced as graphed and unpadded, as before)."""
+    if getattr(settings, "enforce_eager", False):
+        return NO_GRAPHS
+    cap = getattr(settings, "max_cudagraph_capture_size", None)
+    if dep.engine == "vllm":
+        return vllm_capture(getattr(settings, "max_num_seqs", None), cap,
+                            getattr(settings, "max_num_batched_tokens", None),
+                            getattr(settings, "cudagraph_capture_sizes", None))
+    if dep.engine == "sglang":
+        return sglang_capture(dep, cap)
+    return None
+
+
+@lru_cache(maxsize=256)
+def default_capture(dep: Deployment) -> GraphCapture | None:
+    """The graphs ``dep``'s engine captures when no settings are given: vLLM's (a cap of
+    512), SGLang's (its memory tier's), or None for the other engines."""
+    return settings_capture(dep, None)
+
+
+def with_cuda_graphs(dep: Deployment, settings: Any) -> Deployment:
+    """``dep`` with the decode graphs its engine captures under ``settings``
+    (settings_capture: --enforce-eager, vLLM's capture sizes and seats, SGLang's
+    --cuda-graph-max-bs), so the step cost prices a decode above the largest size without
+    graphs and pads one between sizes. Settings that give only the engine's defaults return
+    ``dep`` itself, so it keeps its identity and its step-cost cache entries."""
+    capture = settings_capture(dep, settings)
+    if capture is None or capture == default_capture(dep):
+        return dep
+    return replace(dep, cuda_graphs=capture)
+
+
+def graph_tokens(dep: Deployment, tokens: int, sequences: int) -> int | None:
+    """The tokens a decode (or speculative verify) step's weight matmuls run under
+    ``dep``'s captured graphs (Deployment.cuda_graphs, or else default_capture). That is the
+    padded batch times each row's tokens, or None where the step runs with no graph. On
+    vLLM's defaults, 33 decodes run as 40 tokens and 600 run ungraphed. Where no capture is
+    modelled the step keeps its ``tokens``."""
+    capture = dep.cuda_graphs if dep.cuda_graphs is not None else default_capture(dep)
+    if capture is None:
+        return tokens
+    if capture.unit == TOKENS:
+        return capture.run_as(tokens)
+    size = capture.run_as(sequences)
+    return None if size is None else size * (tokens // sequences)

@@ -1,0 +1,112 @@
+"""A decode step above the engine's largest captured CUDA-graph batch runs without graphs;
+one between captured sizes runs padded up to the next (graph_batches.py, cost.graph_mode)."""
+
+from __future__ import annotations
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.cost import IDEAL, batch_shape, decode_batch, shape_time_s, step_cost
+from ridgeline.engines import profile_for
+from ridgeline.graph_batches import (
+    NO_GRAPHS,
+    default_capture,
+    sglang_capture_sizes,
+    vllm_capture,
+    with_cuda_graphs,
+)
+from ridgeline.hardware import device_memory_bytes
+from ridgeline.launches import deployment_matmuls, moe_layers
+from ridgeline.memory import EngineSettings
+from ridgeline.sglang_memory import sglang_gpu_mem_bytes, sglang_memory_defaults
+from ridgeline.sim.timer import StepTimer
+
+CONTEXT = 1000
+
+
+def dep(engine: str = "vllm") -> Deployment:
+    return Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16",
+                            None, engine=engine)
+
+
+def overhead(d: Deployment, batch: int, engine: str = "vllm") -> float:
+    cost = step_cost(d, decode_batch(batch, CONTEXT), profile_for(engine))
+    return next(op.time_s for op in cost.ops if op.name == "overhead")
+
+
+def op(d: Deployment, batch: int, name: str, profile: object = None) -> tuple[float, float]:
+    cost = step_cost(d, decode_batch(batch, CONTEXT), profile or profile_for(d.engine))
+    found = next(o for o in cost.ops if o.name == name)
+    return found.flops, found.bytes
+
+
+def expected_overhead(d: Deployment, ungraphed: bool, engine: str = "vllm") -> float:
+    return profile_for(engine).overhead_s(d.model.num_layers, ungraphed, deployment_matmuls(d),
+                                          moe_layers(d.model))
+
+
+def test_vllm_decode_above_its_largest_captured_batch_pays_the_ungraphed_overhead() -> None:
+    d = dep()
+    cap = vllm_capture().sizes[-1]  # min(2 x 256, 512)
+    assert overhead(d, cap) == expected_overhead(d, ungraphed=False)
+    assert overhead(d, cap + 1) == expected_overhead(d, ungraphed=True)
+    assert overhead(d, cap + 1) > overhead(d, cap)
+
+
+def test_a_vllm_decode_between_captured_sizes_runs_the_padded_batchs_matmuls() -> None:
+    d = dep()
+    padded = vllm_capture().run_as(33)
+    assert padded == 40
+    assert op(d, 33, "mlp") == op(d, padded, "mlp")
+    assert op(d, 33, "attention projections") == op(d, padded, "attention projections")
+    # attention reads only the real rows' caches; the LM head computes only their logits
+    assert op(d, 33, "attention")[1] < op(d, padded, "attention")[1]
+    assert op(d, 33, "lm head") != op(d, padded, "lm head")
+    # a size that is captured is not padded
+    assert op(d, 32, "mlp") != op(d, 40, "mlp")
+
+
+def test_the_floor_pads_nothing() -> None:
+    d = dep()
+    assert op(d, 33, "mlp", IDEAL) != op(d, 40, "mlp", IDEAL)
+
+
+def test_sglang_above_cuda_graph_max_bs_runs_ungraphed() -> None:
+    d = with_cuda_graphs(dep("sglang"), EngineSettings(max_cudagraph_capture_size=64))
+    assert overhead(d, 64, "sglang") == expected_overhead(d, False, "sglang")
+    assert overhead(d, 65, "sglang") == expected_overhead(d, True, "sglang")
+    # SGLang pads 33 to its next captured size, 40 (1, 2, 4, 8, 12, 16, 24, 32, 40, ...)
+    assert op(d, 33, "mlp") == op(d, 40, "mlp")
+
+
+def test_sglang_default_cap_is_its_memory_tiers_cuda_graph_max_bs() -> None:
+    d = dep("sglang")
+    memory, _ = sglang_gpu_mem_bytes(d.accelerator, device_memory_bytes(d.accelerator))
+    tier = sglang_memory_defaults(memory, 1).cuda_graph_max_bs
+    capture = default_capture(d)
+    assert capture is not None and capture.sizes == sglang_capture_sizes(tier)
+    assert overhead(d, tier, "sglang") < overhead(d, tier + 1, "sglang")
+
+
+def test_enforce_eager_captures_nothing_and_pads_nothing() -> None:
+    d = with_cuda_graphs(dep(), EngineSettings(enforce_eager=True))
+    assert d.cuda_graphs == NO_GRAPHS
+    eager = profile_for("vllm").without_cuda_graphs()
+    a = step_cost(d, decode_batch(33, CONTEXT), eager)
+    b = step_cost(d, decode_batch(40, CONTEXT), eager)
+    assert next(o for o in a.ops if o.name == "mlp") != next(o for o in b.ops if o.name == "mlp")
+
+
+def test_default_settings_keep_the_deployments_identity() -> None:
+    d = dep()
+    assert with_cuda_graphs(d, EngineSettings()) is d
+    assert with_cuda_graphs(dep("llama.cpp-cuda"), EngineSettings()).cuda_graphs is None
+
+
+def test_the_simulators_timer_decides_as_the_step_cost_does() -> None:
+    for d in (dep(), with_cuda_graphs(dep("sglang"), EngineSettings(max_cudagraph_capture_size=64))):
+        profile = profile_for(d.engine)
+        timer = StepTimer(d, profile)
+        for batch in (33, 64, 65, 512, 513, 600):
+            shape = batch_shape(d, decode_batch(batch, CONTEXT))
+            want = shape_time_s(d, shape, profile)
+            assert abs(timer.time_s(shape) - want) <= 1e-12 * want
+            assert abs(timer.decode_time_s(batch, batch * CONTEXT) - want) <= 1e-9 * want
