@@ -189,9 +189,8 @@ def test_a_key_fit_reads_but_decode_does_not_is_refused_naming_the_file_and_key(
      "max-seq-len-to-capture is not modelled"),
     ("load_format: bitsandbytes\n", ("--load-format", "bitsandbytes"),
      "load_format bitsandbytes is not modelled"),
-    ("swap-space: 4\n", ("--swap-space", "4"), "swap-space is not modelled"),
-    ("enable-chunked-prefill: false\n", ("--no-enable-chunked-prefill",),
-     "enable-chunked-prefill: false is not modelled")])
+    ("disable-custom-all-reduce: true\n", ("--disable-custom-all-reduce",),
+     "disable-custom-all-reduce is not modelled")])
 def test_a_not_modelled_key_in_a_vllm_config_is_refused_naming_the_file_and_key(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str,
         flags: tuple[str, ...], said: str) -> None:

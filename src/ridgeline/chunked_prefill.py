@@ -176,10 +176,18 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
     if dep.engine == "vllm":
         from ridgeline.vllm_memory import vllm_accounting
         from ridgeline.vllm_pool import v0_budget_source, vllm_batch_defaults
+        from ridgeline.vllm_v0_chunking import v1_honours_off
 
-        if vllm_accounting(settings.engine_version).engine == "V0":
+        acc = vllm_accounting(settings.engine_version)
+        if acc.engine == "V0":
             return tokens, v0_budget_source(dep, settings, tokens)
         usage = settings.usage
+        if settings.no_chunked_prefill and v1_honours_off(acc):
+            ours = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]
+            return tokens, (f"vLLM {acc.version}'s default max_num_batched_tokens with "
+                            f"--no-enable-chunked-prefill: max(max_model_len, {ours:,}, its "
+                            f"default on {dep.accelerator.id}), capped at max_num_seqs × "
+                            "max_model_len, as a prompt runs whole")
         other = "serve" if usage == "offline" else "offline"
         theirs = vllm_batch_defaults(dep, other)["max_num_batched_tokens"]
         ours = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]

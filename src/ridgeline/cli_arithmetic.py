@@ -424,6 +424,9 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     asynchronous = not getattr(args, "no_async_scheduling", False)
     if not asynchronous and dep.engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {dep.engine} has no such setting")
+    if getattr(args, "no_enable_chunked_prefill", False) and dep.engine != "vllm":
+        raise InputError(f"--no-enable-chunked-prefill is vLLM's; {dep.engine} has no such "
+                         "setting")
     given = [f"--{name.replace('_', '-')}" for name in (
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
         "usage", "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
@@ -473,6 +476,8 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
         "prefix_caching", "swa_full_tokens_ratio", "backend")}
     given |= {name: True for name in ("language_model_only", "enable_multimodal",
                                       "warm_compile_cache") if getattr(args, name, False)}
+    if getattr(args, "no_enable_chunked_prefill", False):  # vLLM: each prompt whole
+        given["no_chunked_prefill"] = True
     given["lora"] = lora_settings(args)  # vLLM --enable-lora: its slots' buffers
     given["eplb"] = eplb_settings(args)  # vLLM --enable-eplb: its redundant experts
     given |= {name: getattr(args, name, None)  # vLLM's compilation config (vllm_compilation)

@@ -93,6 +93,13 @@ def _prefix_caching(g: Any, help_text: str) -> None:
 def _vllm_memory_switches(g: Any) -> None:
     """vLLM switches that change what its pool holds (fit and simulate)."""
     async_scheduling_switch(g)
+    g.add_argument("--no-enable-chunked-prefill", dest="no_enable_chunked_prefill",
+                   action="store_true",
+                   help="vLLM: run each prompt whole in one step (V0; V1 from 0.12, earlier "
+                   "V1 turns it back on): an unset --max-num-batched-tokens becomes "
+                   "max(max-model-len, its default), so the profile's activations grow and "
+                   "the pool shrinks; a budget below --max-model-len is refused, as vLLM "
+                   "refuses to start")
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM: a multimodal checkpoint without its vision tower")
     mm_limit_flags(g)
@@ -316,6 +323,8 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
                         "to price")
     if getattr(args, "async_scheduling", False):
         problems.extend(async_scheduling_problem(engine, args.engine_version))
+    if getattr(args, "no_enable_chunked_prefill", False) and engine != "vllm":
+        problems.append(f"--no-enable-chunked-prefill is vLLM's; {engine} has no such flag")
     if problems:
         raise InputError("; ".join(problems))
 

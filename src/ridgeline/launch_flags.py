@@ -181,8 +181,9 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
     a flag a config file gave, to its file and key (cli_config_file.with_config_file), which
     the refusal names for the flag."""
     given = getattr(args, "launch_flags_ignored", None) or []
+    kept = _chunking_kept(args)
     if not given:
-        return ""
+        return f"ignored {kept}" if kept else ""
     from ridgeline.engines import engine_id
 
     asked = getattr(args, "engine", None) or "vllm"
@@ -196,13 +197,27 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
         refused = engine_refusal(record, (from_file or {}).get(flag, flag), engines, v0)
         if refused:
             raise InputError(refused)
-    if not given:
-        return ""
     plain = [text for text, record in given if not record.says_why]
     parts = ([f"{', '.join(plain)} ({'it changes' if len(plain) == 1 else 'they change'} "
               "neither memory nor speed)"] if plain else []) + \
-        [f"{text} ({record.why})" for text, record in given if record.says_why]
-    return "ignored " + "; ".join(parts)
+        [f"{text} ({record.why})" for text, record in given if record.says_why] + \
+        ([kept] if kept else [])
+    return "ignored " + "; ".join(parts) if parts else ""
+
+
+def _chunking_kept(args: argparse.Namespace) -> str:
+    """What to say of vLLM's --no-enable-chunked-prefill, read by fit, decode, prefill and
+    simulate, where the release asked turns chunked prefill back on (V1 before 0.12:
+    vllm_v0_chunking.chunking_kept_note), or "" (another engine refuses it; a comparison of
+    engines refuses one engine's setting: cli_fit.ENGINE_KNOBS)."""
+    asked = getattr(args, "engine", None) or "vllm"
+    if not getattr(args, "no_enable_chunked_prefill", False) or not isinstance(asked, str) \
+            or asked != "vllm":
+        return ""
+    from ridgeline.vllm_memory import vllm_accounting
+    from ridgeline.vllm_v0_chunking import chunking_kept_note
+
+    return chunking_kept_note(vllm_accounting(getattr(args, "engine_version", None)))
 
 
 def engine_refusal(record: LaunchFlag, given: str, engines: list[str],

@@ -98,6 +98,10 @@ class EngineSettings:
     # TensorRT-LLM's LLM API enable_chunked_prefill (off by default): a context runs in chunks
     # of what max_num_tokens leaves, as vLLM V1 and SGLang always run one (chunked_prefill.py)
     enable_chunked_prefill: bool = False
+    # vLLM --no-enable-chunked-prefill: each prompt runs whole, so an unset budget is at least
+    # max_model_len and a smaller one is refused (V0 always; V1 from 0.12, which before turned
+    # it back on: vllm_v0_chunking.v1_honours_off)
+    no_chunked_prefill: bool = False
     # vLLM: None is its default (on; for a model with recurrent state, off before v0.28)
     prefix_caching: bool | None = None
     # a drafter configured (--spec-tokens): vLLM's V0 engine then leaves chunked prefill off

@@ -44,7 +44,12 @@ from ridgeline.vllm_memory import (
 from ridgeline.vllm_mla_block import mla_block_size
 from ridgeline.vllm_mm_limits import images_per_prompt
 from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
-from ridgeline.vllm_v0_chunking import V0_CHUNKED_ABOVE, v0_runs_whole, v0_whole_reason
+from ridgeline.vllm_v0_chunking import (
+    V0_CHUNKED_ABOVE,
+    v0_runs_whole,
+    v0_whole_reason,
+    whole_budget_refusal,
+)
 
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings
@@ -146,8 +151,10 @@ def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccountin
     v0.9, V1 from v0.11.1: --max-num-seqs 1 --max-model-len 4096 on an H100 profiles 4,096
     tokens, not 8,192); from v0.10.1 a default max_num_seqs is lowered to a smaller token
     budget (--max-num-batched-tokens 512 on an H100: 512 seats, not 1,024). InputError where
-    vLLM refuses to start: a budget below the seats, or (V0 without chunked prefill) below
-    max_model_len."""
+    vLLM refuses to start: a budget below the seats, or (V0 without chunked prefill, or
+    --no-enable-chunked-prefill where honoured) below max_model_len. With that flag V1's
+    default budget is max(max_model_len, the card's default) before the cap (engines.json
+    vllm.chunked_prefill_off): Llama-3.1-8B at 32K on an H100, 32,768, not 8,192."""
     length = s.max_model_len or served_positions(dep.model, "vllm") or 0
     if acc.engine == "V0":  # a whole max_model_len prompt over 256 seqs; chunks past 32K
         seqs = s.max_num_seqs or 256
@@ -163,9 +170,14 @@ def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccountin
     else:
         defaults = vllm_batch_defaults(dep, s.usage)
         seqs = s.max_num_seqs or defaults["max_num_seqs"]
+        whole = v0_runs_whole(dep, s, acc, length)  # --no-enable-chunked-prefill, honoured
+        default = max(length, defaults["max_num_batched_tokens"]) if whole \
+            else defaults["max_num_batched_tokens"]
         tokens = s.max_num_batched_tokens or budget_cap(
-            defaults["max_num_batched_tokens"], seqs, length,
-            parse_version(acc.version) >= V1_BUDGET_CAPPED_FROM)
+            default, seqs, length, parse_version(acc.version) >= V1_BUDGET_CAPPED_FROM)
+        if whole and tokens < length:
+            raise InputError(f"{whole_budget_refusal(tokens, length)} (vLLM {acc.version} "
+                             "refuses to start with --no-enable-chunked-prefill)")
         if seats_clamped(s, acc, defaults["max_num_seqs"]):
             seqs = tokens
     if tokens < seqs:  # vLLM's SchedulerConfig refuses this at start-up

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ridgeline.datafiles import engine_defaults
 from ridgeline.layouts import LINEAR, MAMBA, SLIDING
 from ridgeline.vllm_memory import VLLMAccounting, parse_version
 
@@ -99,18 +100,52 @@ def v0_keeps_window(model_type: str, version: tuple[int, ...]) -> bool:
 
 def v0_runs_whole(dep: Deployment, s: EngineSettings, acc: VLLMAccounting,
                   max_model_len: int) -> bool:
-    """Whether vLLM ``acc`` runs a prompt whole, chunked prefill off: its V0 engine at 32K
-    tokens of context or fewer, or past them where it exempts the launch (``v0_exemption``),
-    so that its token budget must hold max_model_len."""
+    """Whether vLLM ``acc`` runs a prompt whole, chunked prefill off: --no-enable-chunked-
+    prefill where the release honours it (``v1_honours_off``; V0 always), else its V0 engine
+    at 32K tokens of context or fewer, or past them where it exempts the launch
+    (``v0_exemption``), so that its token budget must hold max_model_len."""
+    if s.no_chunked_prefill and v1_honours_off(acc):
+        return True
     if acc.engine != "V0":
         return False
     return max_model_len <= V0_CHUNKED_ABOVE or bool(v0_exemption(dep, s, acc.version))
 
 
+def v1_honours_off(acc: VLLMAccounting) -> bool:
+    """Whether vLLM ``acc`` keeps --no-enable-chunked-prefill off: its V0 engine always (an
+    explicit False skips ``use_long_context``), V1 from 0.12 (engines.json
+    vllm.chunked_prefill_off; before, V1 set it back on for a generative model)."""
+    if acc.engine == "V0":
+        return True
+    since = engine_defaults("vllm")["chunked_prefill_off"]["v1_honoured_from"]
+    return parse_version(acc.version) >= parse_version(since)
+
+
+def chunking_kept_note(acc: VLLMAccounting) -> str:
+    """Why --no-enable-chunked-prefill changes nothing on vLLM ``acc`` (V1 before 0.12, which
+    turned chunked prefill back on for a generative model), or "" where it is honoured."""
+    if v1_honours_off(acc):
+        return ""
+    since = engine_defaults("vllm")["chunked_prefill_off"]["v1_honoured_from"]
+    return (f"--no-enable-chunked-prefill (vLLM {acc.version}'s V1 engine turns chunked prefill "
+            f"back on for a generative model, as every V1 release before {since} did: sized and "
+            "scheduled in chunks)")
+
+
+def whole_budget_refusal(tokens: int, length: int) -> str:
+    """vLLM's start-up refusal of a token budget below max_model_len with chunked prefill off
+    (SchedulerConfig.verify_max_model_len), in its words."""
+    return str(engine_defaults("vllm")["chunked_prefill_off"]["refusal"]).format(
+        tokens=tokens, length=length)
+
+
 def v0_whole_reason(dep: Deployment, s: EngineSettings, acc: VLLMAccounting,
                     max_model_len: int) -> str:
     """Why V0 runs this launch's prompts whole, as a clause after "whole on its V0 engine":
-    "up to 32K tokens of context", else the exemption past them."""
+    "with --no-enable-chunked-prefill", "up to 32K tokens of context", else the exemption
+    past them."""
+    if s.no_chunked_prefill:
+        return "with --no-enable-chunked-prefill"
     if max_model_len <= V0_CHUNKED_ABOVE:
         return "up to 32K tokens of context"
     return "past 32K tokens of context too, chunked prefill left off " + \

@@ -441,8 +441,8 @@ def _budget_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
         out.append((f"--gpu-memory-utilization {FULLER_BUDGET:g}", r.deployment, r.context,
                     replace(s, gpu_memory_utilization=FULLER_BUDGET)))
     if r.pool.profile_tokens > SMALLER_PROFILE_TOKENS and not v0_runs_whole(
-            r.deployment, s, vllm_accounting(s.engine_version), r.context):  # V0 would refuse a budget below
-        # the context it runs whole
+            r.deployment, s, vllm_accounting(s.engine_version), r.context):  # vLLM would refuse a budget
+        # below the context it runs whole (V0's, or --no-enable-chunked-prefill)
         out.append((f"--max-num-batched-tokens {SMALLER_PROFILE_TOKENS}", r.deployment, r.context,
                     replace(s, max_num_batched_tokens=SMALLER_PROFILE_TOKENS)))
     return out

@@ -779,6 +779,9 @@ def _policy(c: SimConfig) -> str:
         return f"prefill first, no mixed chunk, running outputs held {held} (SGLang)"
     if c.prefill_first:
         return "prefill first, no mixed chunk (SGLang)"
+    if not c.chunked_prefill:  # vLLM --no-enable-chunked-prefill (sim.config.runs_whole_asked)
+        return ("one token budget, decodes first, each prompt whole (no chunked prefill), "
+                "preempt the newest (vLLM V1)")
     return "one token budget, decodes first, preempt the newest (vLLM V1)"
 
 

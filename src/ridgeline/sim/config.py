@@ -242,12 +242,29 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang",
                      cache_on_schedule=dep.engine == "vllm",
                      lru_free_queue=v1_free_queue(dep.engine, s.engine_version),
-                     chunked_prefill=chunks_prefill(dep, s.enable_chunked_prefill),
+                     chunked_prefill=chunks_prefill(dep, s.enable_chunked_prefill)
+                     and not runs_whole_asked(dep, s),
                      positions_capped=dep.engine == "vllm",
                      long_prefill_token_threshold=threshold, long_prefill_alone=alone,
                      async_scheduling=overlapped_scheduling(
                          dep.engine, s, dep.pipeline_parallel_size, spec_tokens, spec_method),
                      **gate)  # type: ignore[arg-type]
+
+
+def runs_whole_asked(dep: Deployment, s: object) -> bool:
+    """Whether vLLM runs each prompt whole because the launch said --no-enable-chunked-prefill
+    and the release honours it (vllm_v0_chunking.v1_honours_off): its scheduler then admits a
+    waiting prompt only while the step's budget left holds it whole, and stops there
+    (vllm/v1/core/sched/scheduler.py: 'if not self.scheduler_config.enable_chunked_prefill
+    and num_new_tokens > token_budget: break'), as the simulator runs TensorRT-LLM's contexts
+    (SimConfig.chunked_prefill False). V0's own whole prompts, unasked, keep V1's scheduling,
+    which simulate says it uses for V0 (engine_scheduling.v0_scheduling_caution)."""
+    if dep.engine != "vllm" or not getattr(s, "no_chunked_prefill", False):
+        return False
+    from ridgeline.vllm_memory import vllm_accounting
+    from ridgeline.vllm_v0_chunking import v1_honours_off
+
+    return v1_honours_off(vllm_accounting(getattr(s, "engine_version", None)))
 
 
 def llamacpp_context(dep: Deployment, settings: object | None = None) -> tuple[int, str]:
