@@ -125,7 +125,7 @@ def test_a_rank_vllm_does_not_take_exits_2_with_vllms_list(capsys: pytest.Captur
 
 
 @pytest.mark.parametrize("extra, said", [
-    (("--engine", "sglang"), "not modelled for sglang"),
+    (("--engine", "trtllm"), "not modelled for trtllm"),
     (("--engine-version", "0.11"), "from vLLM v0.12.0"),
 ])
 def test_lora_where_its_rule_is_not_known_exits_2(capsys: pytest.CaptureFixture[str],

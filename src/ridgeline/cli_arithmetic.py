@@ -313,16 +313,16 @@ def cmd_decode(args: argparse.Namespace) -> Any:
 
 
 def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
-    """``report`` with the one line --enable-lora adds: its pool holds the adapters' slots,
-    its step times leave their matmuls out (vllm_lora.lora_step_caution)."""
+    """``report`` with the one line --enable-lora adds: what its step times take of the
+    adapters' matmuls (lora_slots.step_caution)."""
     lora = lora_settings(args)
     if lora is None:
         return report
     from dataclasses import replace
 
-    from ridgeline.vllm_lora import lora_step_caution
+    from ridgeline.lora_slots import step_caution
 
-    return replace(report, cautions=(*report.cautions, lora_step_caution(lora)))
+    return replace(report, cautions=(*report.cautions, step_caution(lora)))
 
 
 def _eplb_caution(args: argparse.Namespace, report: Any) -> Any:
@@ -360,13 +360,13 @@ def _spec_decode(args: argparse.Namespace) -> Any:
 
 
 def _lora_step_note(args: argparse.Namespace) -> str:
-    """prefill's line for --enable-lora (vllm_lora.lora_step_caution), or ""."""
+    """prefill's line for --enable-lora (lora_slots.step_caution), or ""."""
     lora = lora_settings(args)
     if lora is None:
         return ""
-    from ridgeline.vllm_lora import lora_step_caution
+    from ridgeline.lora_slots import step_caution
 
-    return lora_step_caution(lora)
+    return step_caution(lora)
 
 
 def _drafter_caution(args: argparse.Namespace, report: Any) -> Any:
@@ -433,9 +433,9 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
     if switches.get("lora") is not None:  # as fit refuses it: llama.cpp's slots reach no pool
-        from ridgeline.vllm_lora import check_lora
+        from ridgeline.lora_slots import check_engine_lora
 
-        check_lora(dep, switches["lora"], version)
+        check_engine_lora(dep, switches["lora"], version)
     if not given:
         # an MTP drafter's layer and cache are the pool's too (drafter_memory.py), as fit holds
         # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter; and
@@ -478,7 +478,7 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
                                       "warm_compile_cache") if getattr(args, name, False)}
     if getattr(args, "no_enable_chunked_prefill", False):  # vLLM: each prompt whole
         given["no_chunked_prefill"] = True
-    given["lora"] = lora_settings(args)  # vLLM --enable-lora: its slots' buffers
+    given["lora"] = lora_settings(args)  # --enable-lora (vLLM's or SGLang's): its slots
     given["eplb"] = eplb_settings(args)  # vLLM --enable-eplb: its redundant experts
     given |= {name: getattr(args, name, None)  # vLLM's compilation config (vllm_compilation)
               for name in ("cudagraph_capture_sizes", "cudagraph_mode", "torch_compile")}

@@ -147,19 +147,31 @@ def pool_switches(g: Any, prefix_help: str) -> None:
 
 
 def lora_flags(g: Any) -> None:
-    """vLLM's multi-LoRA flags, as vllm serve spells them: the slots whose buffers the pool
-    loses (vllm_lora.py); --max-cpu-loras and --lora-modules are read and ignored
-    (launch_flags.json: host memory, and the adapters' names)."""
+    """vLLM's and SGLang's multi-LoRA flags, as vllm serve and sglang.launch_server spell
+    them: the slots whose buffers the pool loses (vllm_lora.py, sglang_lora.py); vLLM's
+    --max-cpu-loras and --lora-modules and SGLang's --max-loaded-loras, --lora-backend and
+    --lora-eviction-policy are read and ignored (launch_flags.json)."""
     g.add_argument("--enable-lora", action="store_true",
-                   help="vLLM v0.12+: serve LoRA adapters; every linear layer (and Llama's "
-                   "embedding and lm_head) keeps --max-loras slots at --max-lora-rank, "
-                   "taken from the pool (SGLang's and TensorRT-LLM's are not modelled)")
+                   help="vLLM v0.12+ and SGLang 0.5+: serve LoRA adapters; every adapted layer "
+                   "keeps --max-loras (SGLang: --max-loras-per-batch) slots at --max-lora-rank, "
+                   "taken from the pool (TensorRT-LLM's is not modelled)")
     g.add_argument("--max-loras", type=_how_many("max_loras"), metavar="N",
                    help="vLLM --enable-lora: adapters one batch may mix, each a GPU slot "
                    "(default 1)")
     g.add_argument("--max-lora-rank", type=_how_many("max_lora_rank"), metavar="R",
-                   help="vLLM --enable-lora: the rank every slot is sized at: 1, 8, 16 "
-                   "(default), 32, 64, 128, 256, 320 or 512")
+                   help="--enable-lora: the rank every slot is sized at; vLLM: 1, 8, 16 "
+                   "(default), 32, 64, 128, 256, 320 or 512; SGLang: any, needed (it reads "
+                   "the largest from the --lora-paths adapters, which ridgeline does not)")
+    g.add_argument("--lora-paths", nargs="+", metavar="NAME=PATH",
+                   help="SGLang: the adapters loaded at start (counted, not read); turns "
+                   "--enable-lora on, as SGLang does")
+    g.add_argument("--max-loras-per-batch", type=_how_many("max_loras_per_batch"),
+                   metavar="N", help="SGLang --enable-lora: adapters one batch may mix, each "
+                   "a GPU slot (default 8)")
+    g.add_argument("--lora-target-modules", nargs="+", metavar="MODULE",
+                   help="SGLang --enable-lora: the modules adapted (q_proj … down_proj, "
+                   "qkv_proj, gate_up_proj, embed_tokens, lm_head, or all); default: the "
+                   "adapters', sized as the attention and MLP linears")
     g.add_argument("--fully-sharded-loras", action="store_true",
                    help="vLLM --enable-lora: shard the A of column-parallel and the B of "
                    "row-parallel layers over tensor parallelism too")
@@ -206,20 +218,60 @@ def eplb_settings(args: argparse.Namespace) -> Any:
                               getattr(args, "eplb_redundant_dotted", None))
 
 
+SGLANG_LORA_FLAGS = {"lora_paths": "--lora-paths", "max_loras_per_batch": "--max-loras-per-batch",
+                     "lora_target_modules": "--lora-target-modules"}
+VLLM_LORA_FLAGS = {"max_loras": "--max-loras", "fully_sharded_loras": "--fully-sharded-loras",
+                   "lora_dtype": "--lora-dtype"}
+
+
 def lora_settings(args: argparse.Namespace) -> Any:
-    """The LoRASettings --enable-lora and its flags give, or None without --enable-lora (as
-    vllm serve drops --max-loras and the rest without it)."""
-    if not getattr(args, "enable_lora", False):
+    """The LoRA settings --enable-lora and its flags give: SGLang's (sglang_lora.py) where
+    the engine is SGLang or its own flags are given, --lora-paths turning LoRA on as SGLang
+    does; vLLM's (vllm_lora.py) otherwise. None without LoRA (as vllm serve drops --max-loras
+    and the rest without it)."""
+    sglang_given = [flag for dest, flag in SGLANG_LORA_FLAGS.items() if getattr(args, dest, None)]
+    named = _one_engine(args)
+    if sglang_given and named not in (None, "sglang"):
+        raise InputError(f"{', '.join(sglang_given)}: SGLang's; {named} has no such setting"
+                         + (" (vLLM's are --enable-lora, --max-loras and --max-lora-rank)"
+                            if named == "vllm" else ""))
+    sglang = named == "sglang" or bool(sglang_given)
+    if not (getattr(args, "enable_lora", False) or getattr(args, "lora_paths", None)):
         if getattr(args, "active_loras", None) is not None:
             raise InputError("--active-loras says how many adapters a step mixes: it needs "
                              "--enable-lora")
         return None
+    if sglang:
+        vllm_given = [flag for dest, flag in VLLM_LORA_FLAGS.items()
+                      if getattr(args, dest, None)]
+        if vllm_given:
+            raise InputError(f"{', '.join(vllm_given)}: vLLM's; SGLang's LoRA flags are "
+                             "--max-loras-per-batch, --max-lora-rank and --lora-target-modules")
+        from ridgeline.sglang_lora import SGLangLoRASettings
+
+        return SGLangLoRASettings(
+            max_loras_per_batch=getattr(args, "max_loras_per_batch", None),
+            max_lora_rank=args.max_lora_rank,
+            lora_target_modules=tuple(getattr(args, "lora_target_modules", None) or ()),
+            lora_paths=len(getattr(args, "lora_paths", None) or ()),
+            active_loras=getattr(args, "active_loras", None))
     from ridgeline.vllm_lora import LoRASettings
 
     return LoRASettings(max_loras=args.max_loras, max_lora_rank=args.max_lora_rank,
                         fully_sharded_loras=args.fully_sharded_loras,
                         lora_dtype=args.lora_dtype or "auto",
                         active_loras=getattr(args, "active_loras", None))
+
+
+def _one_engine(args: argparse.Namespace) -> str | None:
+    """The engine --engine names, where it names one (several: each refuses the other's
+    settings; none: vLLM's flags are read as vLLM's)."""
+    asked = getattr(args, "engine", None)
+    if not isinstance(asked, str) or "," in asked:
+        return None
+    from ridgeline.engines import engine_id
+
+    return engine_id(asked)
 
 
 def sglang_multimodal(g: Any) -> None:

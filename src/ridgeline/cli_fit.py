@@ -173,8 +173,9 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",
                 "data_parallel_size", "enable_dp_attention", "max_mamba_cache_size",
                 "mamba_ssm_dtype", "max_cudagraph_capture_size",
-                # vLLM --enable-lora and its slots: one engine's (SGLang's, TRT-LLM's refused)
+                # --enable-lora and its slots: one engine's (vLLM's or SGLang's; TRT-LLM's refused)
                 "enable_lora", "max_loras", "max_lora_rank", "fully_sharded_loras", "lora_dtype",
+                "lora_paths", "max_loras_per_batch", "lora_target_modules",
                 # vLLM --enable-eplb and its redundant experts: one engine's
                 "enable_eplb", "eplb_config", "eplb_redundant_dotted", "num_redundant_experts",
                 # vLLM --limit-mm-per-prompt: one engine's

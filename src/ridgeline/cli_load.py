@@ -167,13 +167,13 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     # the settings a hybrid's state dtype follows, so the step reads it as the pool sizes it
     dep = dep.with_state_settings(getattr(args, "engine_version", None),
                                   getattr(args, "mamba_ssm_dtype", None))
-    # vLLM --enable-lora: the adapters' matmuls in every step, as the pool holds their slots;
-    # refused where they are not modelled (any engine but vLLM's; its pool checks the same)
+    # --enable-lora (vLLM's or SGLang's): the adapters' matmuls in every step, as the pool
+    # holds their slots; refused where they are not modelled (its pool checks the same)
     lora = lora_settings(args)
     if lora is not None:
-        from ridgeline.vllm_lora import check_lora
+        from ridgeline.lora_slots import check_engine_lora
 
-        check_lora(dep, lora, getattr(args, "engine_version", None))
+        check_engine_lora(dep, lora, getattr(args, "engine_version", None))
     dep = dep.with_lora(lora)
     # the decode graphs the engine captures under the flags (--enforce-eager, vLLM's capture
     # sizes and seats, SGLang's --cuda-graph-max-bs): graph_batches.settings_capture

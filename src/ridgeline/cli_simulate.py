@@ -249,6 +249,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.data_parallel import data_parallel_cautions
     from ridgeline.decode_context import dcp_caution
     from ridgeline.engine_scheduling import v0_scheduling_caution
+    from ridgeline.lora_slots import step_caution as lora_step_caution
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import cross_node_caution
     from ridgeline.predict import (
@@ -271,7 +272,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.sim.overload import backing_up, saturated_req_s
     from ridgeline.track_record import track_record_caution
     from ridgeline.vllm_eplb import eplb_step_caution
-    from ridgeline.vllm_lora import lora_step_caution
 
     # a run whose requests backed up, its own readings not calling it overloaded: the most
     # the engine serves of these requests, its batch full, tells a filling batch from one

@@ -37,7 +37,7 @@ from ridgeline.units import plural
 
 if TYPE_CHECKING:
     from ridgeline.graph_batches import GraphCapture
-    from ridgeline.vllm_lora import LoRASettings
+    from ridgeline.lora_slots import AnyLoRA
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
@@ -85,8 +85,9 @@ class Deployment:
     # v0.20, fp32 from it), SGLang's --mamba-ssm-dtype; None: the engine's defaults
     state_engine_version: str | None = None
     mamba_ssm_dtype: str | None = None
-    # vLLM --enable-lora: the adapters whose matmuls each step runs (lora_step.py); None: off
-    lora: LoRASettings | None = None
+    # --enable-lora (vLLM's or SGLang's): the adapters whose matmuls each step runs
+    # (lora_step.py); None: off
+    lora: AnyLoRA | None = None
     # the decode batches the engine replays from captured CUDA graphs, as its settings give
     # them (graph_batches.with_cuda_graphs); None: the engine's defaults (default_capture)
     cuda_graphs: GraphCapture | None = None
@@ -264,8 +265,8 @@ class Deployment:
                        state_engine_version=engine_version if self.engine == "vllm" else None,
                        mamba_ssm_dtype=mamba_ssm_dtype if self.engine == "sglang" else None)
 
-    def with_lora(self, lora: LoRASettings | None) -> Deployment:
-        """This deployment with vLLM's --enable-lora adapters, whose matmuls every step runs
+    def with_lora(self, lora: AnyLoRA | None) -> Deployment:
+        """This deployment with vLLM's or SGLang's LoRA adapters, whose matmuls every step runs
         (lora_step.py) as the pool holds their slots (EngineSettings.lora, from the same
         flags); None leaves it as it is, so a deployment without LoRA keeps its identity and
         step-cost cache entries."""

@@ -1,5 +1,5 @@
-"""The adapters' matmuls in a step under vLLM --enable-lora: the "lora adapters" part of the
-step cost (cost.step_terms), from the per-GPU shapes vllm_lora.lora_modules gives.
+"""The adapters' matmuls in a step under vLLM's or SGLang's LoRA: the "lora adapters" part of
+the step cost (cost.step_terms), from the per-GPU shapes lora_slots.engine_lora_modules gives.
 
 vLLM runs each adapted module's base matmul, then punica's two Triton kernels on the same
 input (vllm/lora/punica_wrapper/punica_gpu.py add_lora_linear): lora_shrink multiplies each
@@ -14,7 +14,11 @@ over lora_a_stacked_2d, vocal_parallel_embedding.py), only B expanded; the lm_he
 the logits rows, as the base head does. A MoE layer's experts run theirs on every (token,
 chosen expert) pair, tokens × top_k columns, sorted by adapter then expert (fused_moe.py
 moe_lora_align_block_size), so each active adapter reads the A and B of the experts its
-share of the tokens touches: moe.py's expected count for tokens ÷ active adapters.
+share of the tokens touches: moe.py's expected count for tokens ÷ active adapters. SGLang
+runs the same A and B per module (its triton sgemm_lora_a and sgemm_lora_b, or the csgmv
+backend over chunks of one adapter's tokens), its shrink's buffer in the input's dtype,
+written once and read once (engines.json sglang.lora step_source): only the buffer's bytes
+differ.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ridgeline.deployment import Deployment
+from ridgeline.lora_shapes import LoRAModule
+from ridgeline.lora_slots import engine_lora_modules
 from ridgeline.moe import expected_experts_touched
-from ridgeline.vllm_lora import LoRAModule, lora_modules
+from ridgeline.sglang_lora import sglang_lora_data
 
 LORA_OP = "lora adapters"  # the step's part (cost.py), as --explain names it
 INPUT_BYTES = 2  # x and the base output: fp16 or bf16 (lora_shrink asserts either)
@@ -58,27 +64,41 @@ def _work(dep: Deployment, m: LoRAModule, active: int, tokens: int, rows: int
           ) -> tuple[float, float]:
     """``module_work`` on the module's columns: the logits rows for the lm_head, tokens ×
     top_k for a MoE layer's experts (with the experts each adapter's tokens touch), the
-    step's tokens elsewhere."""
+    step's tokens elsewhere; the shrink's buffer as the engine keeps it (lora_buffer)."""
+    buffer_bytes, buffer_passes = lora_buffer(dep.engine)
     if m.experts == 1:
-        return module_work(m, active, rows if m.name == "lm_head" else tokens)
+        return module_work(m, active, rows if m.name == "lm_head" else tokens,
+                           buffer_bytes=buffer_bytes, buffer_passes=buffer_passes)
     moe = dep.model.moe
     assert moe is not None
     touched = expected_experts_touched(m.experts, moe.experts_per_token, tokens / active)
-    return module_work(m, active, tokens * moe.experts_per_token, touched)
+    return module_work(m, active, tokens * moe.experts_per_token, touched,
+                       buffer_bytes=buffer_bytes, buffer_passes=buffer_passes)
 
 
 @lru_cache(maxsize=256)
 def _modules(dep: Deployment) -> tuple[LoRAModule, ...]:
-    """lora_modules of the deployment's own settings, once a deployment (the step's hot path)."""
+    """The modules of the deployment's own settings, once a deployment (the step's hot path)."""
     assert dep.lora is not None
-    return lora_modules(dep, dep.lora)
+    return engine_lora_modules(dep, dep.lora)
 
 
-def module_work(m: LoRAModule, active: int, columns: int, experts_read: float = 1.0
+def lora_buffer(engine: str) -> tuple[int, int]:
+    """The shrink's buffer between A and B: bytes an element and passes over it (vLLM's
+    punica: float32, zeroed, written, read; SGLang's: the input's dtype, written, read)."""
+    if engine == "sglang":
+        data = sglang_lora_data()
+        return int(data["buffer_bytes"]), int(data["buffer_passes"])
+    return BUFFER_BYTES, BUFFER_PASSES
+
+
+def module_work(m: LoRAModule, active: int, columns: int, experts_read: float = 1.0,
+                buffer_bytes: int = BUFFER_BYTES, buffer_passes: int = BUFFER_PASSES
                 ) -> tuple[float, float]:
     """One module's FLOPs and bytes over ``columns`` tokens (a MoE layer's: routed pairs)
-    with ``active`` adapters, each reading ``experts_read`` experts' A and B: the
-    embedding's A looked up by row, not read whole, and not multiplied."""
+    with ``active`` adapters, each reading ``experts_read`` experts' A and B, the shrink's
+    buffer ``buffer_passes`` passes of ``buffer_bytes`` an element: the embedding's A looked
+    up by row, not read whole, and not multiplied."""
     e = m.element_bytes
     if m.name == "embed_tokens":
         weights = float(active * m.b_elements * e + columns * m.a_rank * e)  # B; A rows looked up
@@ -89,6 +109,6 @@ def module_work(m: LoRAModule, active: int, columns: int, experts_read: float = 
         flops = 2.0 * columns * (m.a_elements + m.b_elements)
         # x read once: its slices, one grid, re-read it from the L2 (a lower bound)
         shrink_in = m.input_width * INPUT_BYTES
-    buffer = BUFFER_PASSES * m.slices * m.a_rank * BUFFER_BYTES if shrink_in else 0.0
+    buffer = buffer_passes * m.slices * m.a_rank * buffer_bytes if shrink_in else 0.0
     out = OUTPUT_PASSES * m.output_width * INPUT_BYTES
     return flops, weights + columns * (shrink_in + buffer + out)

@@ -46,9 +46,11 @@ from ridgeline.kvpool import KVPool as KVPool
 from ridgeline.llamacpp_pool import llamacpp_pool
 from ridgeline.llamacpp_split import SplitDevice, split_devices
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
+from ridgeline.lora_slots import AnyLoRA, check_engine_lora
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
+from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_bytes
 from ridgeline.sglang_memory import sglang_drafter_headroom_tokens, sglang_loads_tower
 from ridgeline.sglang_pool import sglang_pool, sglang_settings
 from ridgeline.sizing_flags import check_sizing_flags
@@ -56,7 +58,7 @@ from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import EPLBSettings, check_eplb
-from ridgeline.vllm_lora import LoRASettings, check_lora, lora_bytes
+from ridgeline.vllm_lora import lora_bytes
 from ridgeline.vllm_memory import parse_version
 from ridgeline.vllm_mm_limits import MMLimits, serves_text_only
 from ridgeline.vllm_pool import vllm_deployment, vllm_pool
@@ -141,9 +143,10 @@ class EngineSettings:
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     cudagraph_mode: str | None = None
     torch_compile: bool | None = None
-    # vLLM --enable-lora: its adapters' slots (--max-loras, --max-lora-rank, …), whose
-    # buffers the pool loses (vllm_lora.py); None: LoRA off
-    lora: LoRASettings | None = None
+    # --enable-lora: vLLM's adapters' slots (--max-loras, --max-lora-rank, …: vllm_lora.py)
+    # or SGLang's (--max-loras-per-batch, --lora-paths, …: sglang_lora.py), whose buffers the
+    # pool loses; None: LoRA off
+    lora: AnyLoRA | None = None
     # vLLM --enable-eplb: its redundant experts (--eplb-config), whole experts every
     # expert-parallel rank loads with the weights (vllm_eplb.py); None: EPLB off
     eplb: EPLBSettings | None = None
@@ -276,7 +279,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                             else ""))
     check_sizing_flags(dep, s)
     if s.lora is not None:
-        check_lora(dep, s.lora, s.engine_version)
+        check_engine_lora(dep, s.lora, s.engine_version)
     if s.eplb is not None:
         check_eplb(dep, s.eplb, s.engine_version)
     redundant = 0 if s.eplb is None else s.eplb.num_redundant_experts
@@ -377,7 +380,8 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
         weight_bytes += n * draft_weights
         pool = vllm_pool(run, s, total_bytes / n, weight_bytes / n, kv_bytes_per_token * share,
                          stage)
-        if s.lora is not None:  # loaded with the weights, before the profile
+        if s.lora is not None and not isinstance(s.lora, SGLangLoRASettings):
+            # loaded with the weights, before the profile
             pool = replace(pool, lora_bytes=lora_bytes(run, s.lora, stage))
         if draft_kv:
             pool = with_mtp_cache(pool, draft_kv)
@@ -391,9 +395,10 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     if engine.startswith("llama.cpp") or engine not in ("sglang", "trtllm"):
         return llamacpp_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token,
                              device, cells)
-    if engine == "sglang":
+    if engine == "sglang":  # its LoRA slots, allocated before it sizes the pool
+        lora = sglang_lora_bytes(dep, s.lora) if isinstance(s.lora, SGLangLoRASettings) else 0.0
         return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage,
-                           headroom_tokens)
+                           headroom_tokens, lora)
     pool = trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
     return replace(pool, drafter_kv_bytes_per_token=draft_kv,
                    drafter_weight_bytes=draft_weights) if draft_kv or draft_weights else pool

@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 
 def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
                 kv_bytes_per_token: float, stage: Stage | None,
-                headroom_tokens: int = 0) -> KVPool:
+                headroom_tokens: int = 0, lora_bytes: float = 0.0) -> KVPool:
     """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
-    weights, in pages of page_size tokens, and a drafter's ``headroom_tokens`` past it
+    weights − its LoRA slots (``lora_bytes``: sglang_lora.py, built before the pool is
+    sized), in pages of page_size tokens, and a drafter's ``headroom_tokens`` past it
     (sglang_drafter_headroom_tokens; not sized here beside a state pool or windows); a
     hybrid's state pool carved out first (sglang_state_pool), then max_running_requests from
     the tokens left (sglang_own_requests)."""
@@ -49,7 +50,7 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
                   s.block_size or int(d["page_size"]), 1, tokens,
                   windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
-                  token_cap=s.max_total_tokens or 0)
+                  token_cap=s.max_total_tokens or 0, lora_bytes=lora_bytes)
     pool = sglang_state_pool(dep, pool, s)
     if headroom_tokens and not pool.state_request_bytes and not pool.windows_apart:
         pool = replace(pool, headroom_tokens=headroom_tokens)

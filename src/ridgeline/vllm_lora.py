@@ -28,6 +28,12 @@ from typing import Any
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.layouts import DENSE, FULL, MOE, SLIDING
+from ridgeline.lora_shapes import (
+    LoRAModule,
+    embedding_lora_module,
+    linear_lora_modules,
+    lm_head_lora_module,
+)
 from ridgeline.stages import Stage
 from ridgeline.units import plural
 from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
@@ -87,46 +93,6 @@ class LoRASettings:
         return min(sequences, self.slots, most)
 
 
-@dataclass(frozen=True)
-class LoRAModule:
-    """One kind of adapted module on a GPU: how many there are, and one adapter's A and B
-    there: A is ``slices`` × (``a_rank`` × ``input_width``), B is ``output_width`` (the
-    slices' outputs summed) × ``b_rank``, ``slots`` of each in the buffers, and a MoE
-    layer's ``experts`` of each (FusedMoEWithLoRA's local-expert axis; 1 elsewhere). The
-    step reads these shapes (lora_step.py); the pool, their bytes."""
-
-    name: str
-    count: int
-    slots: int
-    slices: int
-    input_width: int
-    a_rank: int  # the rank one GPU's A holds (--fully-sharded-loras: column-parallel ÷ TP)
-    output_width: int
-    b_rank: int
-    element_bytes: int
-    experts: int = 1  # the experts each slot holds an A and B for (all E: no EP with LoRA)
-
-    @property
-    def a_elements(self) -> int:
-        """One adapter's A on this GPU, every slice (of one expert)."""
-        return self.slices * self.a_rank * self.input_width
-
-    @property
-    def b_elements(self) -> int:
-        """One adapter's B on this GPU, every slice (of one expert)."""
-        return self.output_width * self.b_rank
-
-    @property
-    def bytes_each(self) -> float:
-        """The module's buffers: ``slots`` adapters' A and B, for each of its experts."""
-        return float(self.slots * self.experts * self.element_bytes
-                     * (self.a_elements + self.b_elements))
-
-    @property
-    def total_bytes(self) -> float:
-        return self.count * self.bytes_each
-
-
 def lora_problem(dep: Deployment, lora: LoRASettings, version: str | None) -> str:
     """Why ``dep`` with ``lora`` is not sized here ("" where it is): an engine other than
     vLLM, vLLM before the extra vocabulary went (v0.12) or on V0, a model class whose LoRA
@@ -137,7 +103,8 @@ def lora_problem(dep: Deployment, lora: LoRASettings, version: str | None) -> st
     data = lora_data()
     if dep.engine != "vllm":
         return (f"--enable-lora is not modelled for {dep.engine}: its adapters' buffers take "
-                "memory and their matmuls time in every step (vLLM's are: --engine vllm)")
+                "memory and their matmuls time in every step (vLLM's and SGLang's are: "
+                "--engine vllm or sglang)")
     acc = vllm_accounting(version)
     if acc.engine == "V0" or parse_version(acc.version) < parse_version(data["from"]):
         return (f"--enable-lora is modelled from vLLM v{data['from']}: earlier releases add "
@@ -207,48 +174,22 @@ def lora_modules(dep: Deployment, lora: LoRASettings, stage: Stage | None = None
     """Each kind of adapted module on one GPU of ``dep`` (of a pipeline ``stage``: its own
     layers, the embedding on the first, the lm_head on the last), with its buffers' bytes:
     A (rank × input) and B (output × rank) per slice, max_loras of each, per expert in a
-    MoE layer."""
-    m, att = dep.model, dep.model.attention
-    assert att is not None  # lora_problem refused the others
+    MoE layer (lora_shapes.py)."""
+    m, r, slots = dep.model, lora.rank, lora.slots
     data = lora_data()
-    tp, r, slots = dep.tensor_parallel_size, lora.rank, lora.slots
     element = int(data["dtype_bytes"])
-    sharded = lora.fully_sharded_loras
-    h = m.hidden_size
-    single = data["single_slice"].get(m.architecture, [])  # packed on disk: one slice
-    q_out = att.num_heads * att.head_dim // tp
-    kv_heads = 1 if tp >= att.num_kv_heads else att.num_kv_heads // tp  # QKVParallelLinear
-    kv_out = kv_heads * (att.head_dim + att.v_head_dim)
-
-    def column(name: str, slices: int, out: int, experts: int = 1) -> LoRAModule:
-        # A whole input, B the partition's output
-        return LoRAModule(name, layers, slots, 1 if name in single else slices, h,
-                          r // tp if sharded else r, out, r, element, experts)
-
-    def row(name: str, inp: int, experts: int = 1) -> LoRAModule:
-        # A the partition's input, B whole output
-        return LoRAModule(name, layers, slots, 1, inp, r, h // tp if sharded else h, r,
-                          element, experts)
-
     layers = m.num_layers if stage is None else stage.layers
-    found = [column("qkv_proj", 3, q_out + kv_out),
-             row("o_proj", att.num_heads * att.v_head_dim // tp)]
-    if m.moe is None:
-        assert m.dense_mlp is not None
-        inter = m.dense_mlp.intermediate_size // tp
-        found += [column("gate_up_proj", 2, 2 * inter), row("down_proj", inter)]
-    else:  # every layer MoE (lora_problem): the router, then the experts' w13 and w2
-        e, inter = m.moe.num_experts, m.moe.expert_intermediate_size // tp
-        found += [LoRAModule(data["routers"][m.architecture], layers, slots, 1, h, r, e, r,
-                             element),  # replicated: A and B whole on every GPU
-                  column("experts.w13", 2, 2 * inter, e), row("experts.w2", inter, e)]
+    found = list(linear_lora_modules(
+        dep, layers, slots, r, element, lora.fully_sharded_loras,
+        single_slice=data["single_slice"].get(m.architecture, ()),  # packed on disk: one slice
+        router=data["routers"].get(m.architecture)))
     # the tables, A and B whole on every GPU: the embedding's A (vocab × rank) looked up by
     # token, the lm_head's A (rank × hidden) and B (vocab × rank)
     embedding = data["architectures"].get(m.architecture, [])
     if "embed_tokens" in embedding and (stage is None or stage.first):
-        found.append(LoRAModule("embed_tokens", 1, slots, 1, m.vocab_size, r, h, r, element))
+        found.append(embedding_lora_module(m, slots, r, element))
     if "lm_head" in embedding and (stage is None or stage.last):
-        found.append(LoRAModule("lm_head", 1, slots, 1, h, r, m.vocab_size, r, element))
+        found.append(lm_head_lora_module(m, slots, r, element))
     return tuple(found)
 
 

@@ -34,8 +34,10 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     elif p.engine == "sglang":  # its activations and graphs live in what it holds back
         rows += [[f"reserved (x {p.reserved_fraction:g}; activations, {graphs} in the rest)",
                   gib(p.total_bytes * p.reserved_fraction)],
-                 ["− weights", gib(p.weight_bytes)],
-                 [("− HIP context and TP communicators (RCCL)" if amd else
+                 ["− weights", gib(p.weight_bytes)]]
+        if p.lora_bytes and s.lora is not None:  # SGLang's LoRA slots, before the pool
+            rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
+        rows += [[("− HIP context and TP communicators (RCCL)" if amd else
                    "− CUDA context and TP communicators") + " (x the fraction)",
                   gib(p.non_torch_bytes)]]
     else:

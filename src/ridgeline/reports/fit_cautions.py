@@ -15,6 +15,7 @@ from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import drafter_seats_note, running_slots
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
+from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_targets_caution
 from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB, MIB
@@ -131,6 +132,8 @@ def fit_cautions(r: FitReport) -> list[str]:
         out += [c for c in (kv_bound_caution(r),) if c]
     if p.lora_bytes and p.cuda_graph_bytes:  # vLLM --enable-lora
         out.append(lora_graph_caution())
+    if isinstance(r.settings.lora, SGLangLoRASettings) and p.lora_bytes:
+        out += [c for c in (sglang_lora_targets_caution(r.settings.lora),) if c]
     if r.settings.eplb is not None:  # vLLM --enable-eplb: its balance is not priced
         out.append(eplb_step_caution(r.settings.eplb))
     return out

@@ -11,6 +11,7 @@ from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
 from ridgeline.reports.fit_terms import is_llamacpp
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
+from ridgeline.sglang_lora import SGLangLoRASettings
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_json
 
@@ -73,6 +74,10 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "lora": None if r.settings.lora is None else {
             "max_loras": r.settings.lora.slots, "max_lora_rank": r.settings.lora.rank,
             "fully_sharded_loras": r.settings.lora.fully_sharded_loras,
+            # SGLang's: the modules sized, and whether the adapters' files would name them
+            **({"target_modules": sorted(r.settings.lora.targets),
+                "target_modules_inferred": r.settings.lora.targets_inferred}
+               if isinstance(r.settings.lora, SGLangLoRASettings) else {}),
             "bytes_per_gpu": p.lora_bytes},
         # vLLM --enable-eplb: its redundant experts, whose bytes are among the weights'
         "eplb": eplb_json(r.deployment, r.settings.eplb, p.redundant_expert_bytes),

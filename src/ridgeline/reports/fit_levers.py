@@ -23,6 +23,7 @@ from ridgeline.engine_versions import llamacpp_build
 from ridgeline.errors import InputError
 from ridgeline.hardware import engine_devices
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
+from ridgeline.lora_slots import engine_lora_problem
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan
@@ -189,6 +190,9 @@ def levers(r: FitReport) -> list[Lever]:
             continue  # a lever's new TP that -dcp no longer divides
         if settings.eplb is not None and eplb_layout_problem(dep, settings.eplb):
             continue  # a lever's new EP size the redundant experts no longer divide
+        if settings.lora is not None and engine_lora_problem(dep, settings.lora,
+                                                             settings.engine_version):
+            continue  # a lever's layout whose LoRA slots are not sized (SGLang's tables at TP2)
         try:
             pool = kv_pool(dep, replace(settings, max_model_len=context))
         except InputError:  # -dcp the release refuses (with an fp8 MLA cache before 0.25),

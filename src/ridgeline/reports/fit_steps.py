@@ -13,6 +13,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Step, q, step
 from ridgeline.layouts import LINEAR, MAMBA
+from ridgeline.lora_slots import engine_lora_modules
 from ridgeline.memory import EngineSettings, KVPool, device_memory_note, stage_pools
 from ridgeline.reports.fit_budget_steps import (
     accounting_quantity,
@@ -25,11 +26,11 @@ from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT
 from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
+from ridgeline.sglang_lora import SGLangLoRASettings
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_eplb import replicas_note
 from ridgeline.vllm_graphs import capture_cap, capture_sizes, listed_sizes
-from ridgeline.vllm_lora import lora_modules
 from ridgeline.vllm_pool import (
     graph_multiple,
     graph_query_len,
@@ -72,7 +73,9 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  "(total × reserved fraction − weights − activations − non-torch "
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
                  + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
-                 "total × reserved fraction − weights − non-torch (activations and CUDA graphs "
+                 "total × reserved fraction − weights"
+                 + (" − LoRA adapters" if pool.lora_bytes else "")
+                 + " − non-torch (activations and CUDA graphs "
                  "live in the 1 − mem_fraction_static SGLang holds back)"
                  + (" + drafter headroom" if pool.headroom_bytes else "")
                  if pool.engine == "sglang"
@@ -437,13 +440,19 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
 
 
 def lora_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
-    """Where the LoRA line comes from: each adapted module's buffers on one GPU, and vLLM's
-    rule for them (vllm_lora.py)."""
+    """Where the LoRA line comes from: each adapted module's buffers on one GPU, and the
+    engine's rule for them (vllm_lora.py, sglang_lora.py)."""
     if s.lora is None:
         return ""
-    run = vllm_deployment(dep)
+    run = vllm_deployment(dep) if dep.engine == "vllm" else dep
     parts = ", ".join(f"{m.name} {m.count:,} × {m.bytes_each / 2**20:,.2f} MiB"
-                      for m in lora_modules(run, s.lora, pool.stage))
+                      for m in engine_lora_modules(run, s.lora, pool.stage))
+    if isinstance(s.lora, SGLangLoRASettings):
+        return (f"--enable-lora, {s.lora.describe()}: max_loras_per_batch × rank × (input + "
+                "output) per slice of each targeted module, every layer, 2 bytes an element, "
+                "allocated before SGLang sizes its pool (lora/mem_pool.py LoRAMemoryPool)"
+                + (", the targets the adapters' (sized as the linear layers)"
+                   if s.lora.targets_inferred else "") + f": {parts}")
     return (f"--enable-lora, {s.lora.describe()}: max_loras × rank × (input + output) per "
             f"slice of each adapted module (and per expert of a MoE layer's), 2 bytes an "
             f"element, allocated at load with the "
