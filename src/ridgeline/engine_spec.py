@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.errors import InputError
+from ridgeline.flag_json import json_object
 
 FLAG = "--speculative-config"
 # SpeculativeConfig keys read: the method, the draft length, the drafter named and the GPUs
@@ -72,14 +73,7 @@ def vllm_speculative_config(text: str) -> EngineSpec:
     name, a draft model from any other ``model``, and with no ``model`` the checkpoint's own
     MTP layers (SpeculativeConfig.__post_init__); ``method_inferred`` says so, but for model
     "[ngram]", which vLLM 0.8 to 0.9.x's engine oracle read as ngram."""
-    try:
-        config = json.loads(text)
-    except ValueError:
-        raise InputError(f"{FLAG} takes a JSON object, as vllm serve does "
-                         f"('{{\"method\": \"eagle\", \"num_speculative_tokens\": 3}}'); "
-                         f"got {text!r}") from None
-    if not isinstance(config, dict):
-        raise InputError(f"{FLAG} takes a JSON object of SpeculativeConfig's keys; got {text!r}")
+    config = json_object(text, FLAG, '{"method": "eagle", "num_speculative_tokens": 3}')
     unread = [key for key in config if key not in VLLM_KEYS_READ]
     if unread:
         raise InputError(f"{FLAG}'s {unread[0]!r} is not modelled: ridgeline reads "

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.errors import InputError
+from ridgeline.flag_json import json_object
 from ridgeline.vllm_memory import parse_version, vllm_data
 
 # the spellings a launch line gives the compilation config under (the parser's, cli_engine.py)
@@ -171,14 +172,7 @@ def _part(spelling: str, value: str) -> dict[str, Any]:
         for key in reversed(keys[1:]):
             read = {key: read}
         return {keys[0]: read}
-    try:
-        found = json.loads(value)
-    except ValueError:
-        found = None
-    if not isinstance(found, dict):
-        raise InputError(f"{spelling} takes a JSON object ('{{\"cudagraph_mode\": "
-                         f"\"FULL_DECODE_ONLY\"}}'), got {value!r}")
-    return found
+    return json_object(value, spelling, '{"cudagraph_mode": "FULL_DECODE_ONLY"}')
 
 
 def _check_pass_config(passes: Any) -> None:

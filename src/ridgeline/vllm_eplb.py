@@ -19,12 +19,12 @@ factor, for want of a source for what EPLB makes of it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
+from ridgeline.flag_json import json_object
 from ridgeline.parallel import EP_IMBALANCE, ep_rank_experts
 from ridgeline.vllm_memory import parse_version, vllm_data
 
@@ -61,13 +61,7 @@ def parse_eplb_config(text: str) -> int | None:
     """The num_redundant_experts of vllm serve's --eplb-config JSON object (None unset); its
     other keys (window, interval, logging, async, policy, communicator) are read and left
     alone: they change no memory ridgeline sizes. '{"num_redundant_experts": 32}' → 32."""
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError:
-        raise InputError(f"{CONFIG_FLAG} takes a JSON object, as vllm serve does "
-                         f"('{{\"num_redundant_experts\": 32}}'), got {text!r}") from None
-    if not isinstance(config, dict):
-        raise InputError(f"{CONFIG_FLAG} takes a JSON object, got {text!r}")
+    config = json_object(text, CONFIG_FLAG, '{"num_redundant_experts": 32}')
     keys = eplb_data()["config_keys"]
     unknown = sorted(set(config) - set(keys))
     if unknown:

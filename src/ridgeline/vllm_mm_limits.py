@@ -17,11 +17,11 @@ or {"count": N}), the older 'image=2,video=0', and one dotted flag a modality
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.errors import InputError
+from ridgeline.flag_json import json_object
 from ridgeline.model import ModelSpec
 from ridgeline.vllm_memory import vllm_data
 
@@ -82,13 +82,7 @@ def parse_limits(text: str | None, dotted: dict[str, Any] | None = None) -> MMLi
     if text is not None:
         stripped = text.strip()
         if stripped.startswith("{"):
-            try:
-                given = json.loads(stripped)
-            except json.JSONDecodeError:
-                raise InputError(f"{FLAG} takes a JSON object, as vllm serve does "
-                                 f"('{{\"image\": 2, \"video\": 0}}'), got {text!r}") from None
-            if not isinstance(given, dict):
-                raise InputError(f"{FLAG} takes a JSON object, got {text!r}")
+            given = json_object(stripped, FLAG, '{"image": 2, "video": 0}')
         else:
             for part in filter(None, (p.strip() for p in stripped.split(","))):
                 key, sep, value = part.partition("=")
