@@ -24,6 +24,7 @@ from ridgeline.cli_engine import (
     ENGINE_NAMES,
     MEMORY_RULES,
     async_scheduling_problem,
+    cache_transceiver,
     checked_engine_version,
     decode_context_flag,
     engine_flag,
@@ -483,6 +484,7 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
     given |= {name: getattr(args, name, None)  # vLLM's compilation config (vllm_compilation)
               for name in ("cudagraph_capture_sizes", "cudagraph_mode", "torch_compile")}
     given["mm_limits"] = mm_limits(args)  # vLLM --limit-mm-per-prompt: the tower's images
+    given["cache_transceiver"] = cache_transceiver(args)  # TRT-LLM: its KV transfer buffers
     return {name: value for name, value in given.items() if value is not None}
 
 

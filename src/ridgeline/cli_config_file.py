@@ -66,14 +66,7 @@ TRTLLM_KEYS = frozenset({
     "perf_metrics_max_requests", "iter_stats_max_iterations", "request_stats_max_iterations",
     "num_postprocess_workers", "postprocess_tokenizer_dir", "gpus_per_node", "max_beam_width",
     "context_parallel_size", "moe_config", "build_config", "use_cuda_graph",
-    "cuda_graph_batch_sizes"})
-# a split pool's KV hand-off (plan prints it for TensorRT-LLM's disaggregated serving): its
-# transfer buffer is set aside before the KV cache is sized (tensorrt_llm/_torch/pyexecutor
-# _util.py, CacheTransBufferManager.pre_alloc_buffer_size: max_tokens_in_buffer tokens of KV,
-# or TRTLLM_KVCACHE_TRANSFER_BUFFER_SIZE, 512 MB by default, per docs features/disagg-serving)
-CACHE_TRANSCEIVER = ("TensorRT-LLM sets its KV transfer buffer (max_tokens_in_buffer tokens of "
-                     "KV cache) aside before it sizes the KV cache, which ridgeline does not "
-                     "price")
+    "cuda_graph_batch_sizes", "cache_transceiver_config"})
 # flags cli.main reads as MODEL before parsing (SGLang's --model-path, vllm's --model)
 MOVED_FLAGS = ("--model", "--model-path")
 
@@ -254,8 +247,8 @@ def trtllm_tokens(settings: dict[str, Any], name: str, command: str,
                 add(key, "--disable-overlap-scheduler")
         elif key == "speculative_config" and isinstance(value, dict):
             _spec_tokens(value, add, refuse)
-        elif key == "cache_transceiver_config":
-            raise refuse(key, CACHE_TRANSCEIVER)
+        elif key == "cache_transceiver_config" and isinstance(value, dict):
+            add(key, "--cache-transceiver-config", json.dumps(value))  # its transfer buffers
         elif key in ("enable_chunked_prefill", "disable_overlap_scheduler"):
             raise InputError(f"{key} in {name} takes true or false, got "
                              f"{'null' if value is None else repr(value)}")

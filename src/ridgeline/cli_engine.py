@@ -305,6 +305,21 @@ def _trtllm_backend(g: Any) -> None:
                    help="TensorRT-LLM (trtllm-serve --backend): pytorch (default from v1.0) or "
                    "tensorrt, the prebuilt engine (default before v1.0), whose runtime and "
                    "decoder keep vocabulary-sized buffers for every max_batch_size seat")
+    g.add_argument("--cache-transceiver-config", dest="cache_transceiver_config",
+                   metavar="JSON", help="TensorRT-LLM (cache_transceiver_config in "
+                   "--extra_llm_api_options): a disaggregated pool's KV hand-off, as "
+                   "'{\"backend\": \"DEFAULT\", \"max_tokens_in_buffer\": 8192}'; its send and "
+                   "receive buffers come out of the KV cache's memory")
+
+
+def cache_transceiver(args: argparse.Namespace) -> Any:
+    """The CacheTransceiver --cache-transceiver-config gives (trtllm_transceiver), or None."""
+    text = getattr(args, "cache_transceiver_config", None)
+    if text is None:
+        return None
+    from ridgeline.trtllm_transceiver import parse_transceiver
+
+    return parse_transceiver(text)
 
 
 # what fit, decode and prefill take from --engine-version: the release's pool sizing

@@ -179,7 +179,9 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 # vLLM --enable-eplb and its redundant experts: one engine's
                 "enable_eplb", "eplb_config", "eplb_redundant_dotted", "num_redundant_experts",
                 # vLLM --limit-mm-per-prompt: one engine's
-                "limit_mm_per_prompt", "limit_mm_image", "limit_mm_video", "limit_mm_audio")
+                "limit_mm_per_prompt", "limit_mm_image", "limit_mm_video", "limit_mm_audio",
+                # TensorRT-LLM cache_transceiver_config: one engine's
+                "cache_transceiver_config")
 
 
 def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: list[str]) -> Any:

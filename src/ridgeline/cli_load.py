@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from ridgeline.cli_engine import eplb_settings, lora_settings, mm_limits
+from ridgeline.cli_engine import cache_transceiver, eplb_settings, lora_settings, mm_limits
 from ridgeline.cli_offload import host_offload, rope_launch
 from ridgeline.errors import InputError
 from ridgeline.units import GIB, plural
@@ -513,4 +513,5 @@ def engine_settings(args: argparse.Namespace) -> Any:
         cudagraph_capture_sizes=getattr(args, "cudagraph_capture_sizes", None),
         cudagraph_mode=getattr(args, "cudagraph_mode", None),
         torch_compile=getattr(args, "torch_compile", None),
-        lora=lora_settings(args), eplb=eplb_settings(args))
+        lora=lora_settings(args), eplb=eplb_settings(args),
+        cache_transceiver=cache_transceiver(args))

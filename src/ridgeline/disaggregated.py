@@ -27,6 +27,7 @@ from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
+from ridgeline.trtllm_transceiver import CacheTransceiver, split_transceiver
 
 DISAGGREGATED_CHECKS = 2  # cheapest xPyD candidates checked by simulating both pools
 
@@ -75,13 +76,21 @@ def chained_percentile_s(parts: Sequence[Sequence[float]], percentile: float) ->
     return ordered[rank]
 
 
+def pool_transceiver(dep: Deployment, load: Load, max_len: int) -> CacheTransceiver | None:
+    """The KV hand-off a pool of ``dep``'s engine is launched with, whose buffers its pool
+    loses: TensorRT-LLM's cache_transceiver_config at the load's longest prompt, as plan prints
+    it (split_launch.role_config); None for an engine whose connector ridgeline leaves out."""
+    return split_transceiver(dep.engine, load.longest_prompt(max_len) or max_len)
+
+
 Knobs = tuple[int | None, int | None]  # (max_num_seqs, max_num_batched_tokens); None: default
 
 
 def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str | None
                  ) -> list[tuple[Knobs, SimConfig]]:
     """Each engine-knob setting a pool is tried at (``ENGINE_KNOBS``, the single-pool
-    search's), with the simulated engine it launches; one that does not start at ``max_len``,
+    search's, with its KV hand-off: ``pool_transceiver``), with the simulated engine it
+    launches; one that does not start at ``max_len``,
     launches the same engine as one before it, or cuts prompts a whole-context engine
     (TensorRT-LLM) would refuse, left out. Fewer seats also free memory for the KV pool
     (vLLM's CUDA graphs and sampler are sized by max_num_seqs): DeepSeek-V3 on 4 x B200 holds
@@ -89,7 +98,8 @@ def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str 
     out: list[tuple[Knobs, SimConfig]] = []
     for seqs, budget in ENGINE_KNOBS:
         settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
-                                  engine_version=engine_version)
+                                  engine_version=engine_version,
+                                  cache_transceiver=pool_transceiver(dep, load, max_len))
         try:  # an old vLLM refuses a token budget under --max-model-len without chunking
             if not starts_at(dep, settings, max_len):
                 continue
@@ -221,8 +231,9 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             dep = split.with_state_settings(engine_version, None)  # its state as its pool's
             settings = EngineSettings(engine_version=engine_version)
             max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
-            cap = max_batch(dep, isl + osl, replace(settings, max_model_len=max_len)) \
-                if max_len else 0
+            cap = max_batch(dep, isl + osl, replace(
+                settings, max_model_len=max_len,
+                cache_transceiver=pool_transceiver(dep, load, max_len))) if max_len else 0
             if cap < 1:
                 continue
             prefill_s = step_time_s(dep, [Seq(isl, 0)], profile)

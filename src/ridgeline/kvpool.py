@@ -93,6 +93,11 @@ class KVPool:
     # vLLM --enable-eplb: of weight_bytes, what the redundant experts add past the
     # checkpoint's share (vllm_eplb.py); in weight_bytes, as vLLM counts them
     redundant_expert_bytes: float = 0.0
+    # TensorRT-LLM cache_transceiver_config: the KV transfer buffers (trtllm_transceiver.py),
+    # in the PyTorch backend's profiled peak (before its fraction), or, on the TensorRT engine
+    # backend, taken from what the fraction leaves (``transfer_after_fraction``)
+    transfer_buffer_bytes: float = 0.0
+    transfer_after_fraction: bool = False
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -115,7 +120,8 @@ class KVPool:
             set_pool_bytes=self.set_pool_bytes * n,
             state_request_bytes=self.state_request_bytes * n,
             drafter_weight_bytes=self.drafter_weight_bytes * n, lora_bytes=self.lora_bytes * n,
-            redundant_expert_bytes=self.redundant_expert_bytes * n, runtime_devices=n)
+            redundant_expert_bytes=self.redundant_expert_bytes * n,
+            transfer_buffer_bytes=self.transfer_buffer_bytes * n, runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:
@@ -138,8 +144,16 @@ class KVPool:
         """The reserved memory less everything taken before the cache; negative when the
         weights and the profiling pass already overflow it."""
         budget = self.total_bytes * self.reserved_fraction
+        before = 0.0 if self.transfer_after_fraction else self.transfer_buffer_bytes
         return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
-            - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes
+            - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before
+
+    @property
+    def fraction_left_bytes(self) -> float:
+        """What the fraction (TensorRT-LLM's) leaves the cache, less the transfer buffers
+        where they come after it; never negative."""
+        after = self.transfer_buffer_bytes if self.transfer_after_fraction else 0.0
+        return max(0.0, self.rest_bytes * self.free_fraction_of_rest - after)
 
     @property
     def pool_bytes(self) -> float:
@@ -148,7 +162,7 @@ class KVPool:
         rather than serve."""
         if self.set_pool_bytes:
             return 0.0 if self.overflow_bytes else self.set_pool_bytes
-        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest) + self.headroom_bytes
+        left = self.fraction_left_bytes + self.headroom_bytes
         # SGLang's hybrid: the static pool its state pool is carved from; the cap binds on the
         # KV cache beside it (state_kv_bytes)
         return min(left, self.capped_bytes) if self.token_cap and not self.state_request_bytes \
@@ -171,7 +185,7 @@ class KVPool:
     def capped(self) -> bool:
         """Whether the token cap, not the memory, sized the pool (SGLang's hybrid: the KV
         cache beside its state pool)."""
-        left = max(0.0, self.rest_bytes * self.free_fraction_of_rest) + self.headroom_bytes
+        left = self.fraction_left_bytes + self.headroom_bytes
         if self.state_request_bytes:
             left = max(0.0, left - self.slot_cache_bytes)
         return bool(self.token_cap) and self.capped_bytes < left

@@ -56,6 +56,7 @@ from ridgeline.sglang_pool import sglang_pool, sglang_settings
 from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
+from ridgeline.trtllm_transceiver import CacheTransceiver
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import EPLBSettings, check_eplb
 from ridgeline.vllm_lora import lora_bytes
@@ -125,6 +126,9 @@ class EngineSettings:
     enable_multimodal: bool = False
     warm_compile_cache: bool = False  # vLLM: torch.compile's cache from an earlier start found
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
+    # TensorRT-LLM cache_transceiver_config (a disaggregated pool's KV hand-off): its
+    # transfer buffers come out of the KV cache's memory (trtllm_transceiver.py)
+    cache_transceiver: CacheTransceiver | None = None
     # vLLM --kv-cache-memory-bytes: the pool per GPU, set; no profile check, no utilization
     kv_cache_memory_bytes: int | None = None
     # SGLang --max-total-tokens, TensorRT-LLM kv_cache_config.max_tokens: a cap on the pool's
@@ -294,6 +298,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                                                       s.max_num_seqs, s.engine_version)
     if s.backend is not None and engine != "trtllm":
         raise InputError(f"--backend is TensorRT-LLM's; {engine} has no such setting")
+    if s.cache_transceiver is not None and engine != "trtllm":
+        raise InputError(f"--cache-transceiver-config is TensorRT-LLM's (cache_transceiver_config "
+                         f"in its YAML); {engine} has no such setting")
     if s.prefix_caching is not None and engine not in ("vllm", "sglang", "trtllm"):
         flag = "--enable-prefix-caching" if s.prefix_caching else "--no-prefix-caching"
         raise InputError(f"{flag} is vLLM's and SGLang's (TensorRT-LLM's "

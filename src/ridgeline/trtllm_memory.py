@@ -23,6 +23,7 @@ from ridgeline.errors import InputError
 from ridgeline.kvpool import KVPool
 from ridgeline.model import ModelSpec
 from ridgeline.stages import Stage
+from ridgeline.trtllm_transceiver import transfer_buffer_bytes
 from ridgeline.vllm_memory import activation_bytes_per_token
 
 if TYPE_CHECKING:
@@ -84,7 +85,9 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                 non_torch: float, kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
     """TensorRT-LLM: kv_cache_free_gpu_mem_fraction of the memory free once the weights, the
     CUDA context, the profiled forward pass and (the engine backend) its per-seat buffers are
-    in place, in blocks of tokens_per_block."""
+    in place, in blocks of tokens_per_block; a disaggregated pool's KV transfer buffers
+    (cache_transceiver_config: trtllm_transceiver.py) before the fraction on the PyTorch
+    backend, after it on the engine backend."""
     d = engine_defaults("trtllm")
     block = s.block_size
     if block is not None and (block < 2 or block & (block - 1)):  # docs/source/features/kvcache.md
@@ -94,15 +97,19 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
     forward = tokens * activation_bytes_per_token(dep)
     peak, buffers = forward, 0.0
-    if (s.backend or default_backend()) == "tensorrt":
+    engine_backend = (s.backend or default_backend()) == "tensorrt"
+    block = s.block_size or int(d["tokens_per_block"])
+    context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
+    transfer = 0.0 if s.cache_transceiver is None else \
+        transfer_buffer_bytes(s.cache_transceiver, kv_bytes_per_token, block, context)
+    if engine_backend:
         last = stage is None or stage.last  # the decoder and the lm_head: the last stage's
         if last:
             peak = max(forward, lm_head_output_bytes(dep.model, seqs, dep.tensor_parallel_size))
-        context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
         buffers = engine_buffer_bytes(dep.model, seqs, context, decoder=last)
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
     return KVPool("trtllm", total_bytes, 1.0, weight_bytes, peak, non_torch, 0.0, free_rest,
-                  kv_bytes_per_token,
-                  s.block_size or int(d["tokens_per_block"]), seqs, tokens, forward_bytes=forward,
+                  kv_bytes_per_token, block, seqs, tokens, forward_bytes=forward,
                   stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0,
-                  windows_apart=has_windows(dep))  # windows counted whole (engine_windows.py)
+                  windows_apart=has_windows(dep),  # windows counted whole (engine_windows.py)
+                  transfer_buffer_bytes=transfer, transfer_after_fraction=engine_backend)

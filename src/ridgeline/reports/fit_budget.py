@@ -11,6 +11,8 @@ from ridgeline.reports.fit_state import fixed_state_size, state_per_request_byte
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
 from ridgeline.units import GIB, plural
 
+TRANSFER_ROW = "KV transfer buffer (cache_transceiver_config)"
+
 
 def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                 vendor: str | None = None) -> list[list[str]]:
@@ -59,8 +61,15 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                          if p.engine_buffers else
                          f"− sampler state ({seats})",
                          gib(p.seat_buffer_bytes)])
+    transfer = [f"− {TRANSFER_ROW}" + (f" ({s.cache_transceiver.describe()})"
+                                      if s.cache_transceiver is not None else ""),
+                gib(p.transfer_buffer_bytes)] if p.transfer_buffer_bytes else []
+    if transfer and not p.transfer_after_fraction:  # in the PyTorch backend's profiled peak
+        rows.append(transfer)
     if p.free_fraction_of_rest != 1.0:
         rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
+    if transfer and p.transfer_after_fraction:  # the engine backend's extraCostMemory
+        rows.append(transfer)
     if p.set_pool_bytes:  # the pool as set; what is left is only the room it must fit
         rows.append(["= room on the card", gib(p.rest_bytes)])
         rows.append(["KV pool (--kv-cache-memory-bytes)", f"{gib(p.set_pool_bytes)} {per}"
@@ -95,7 +104,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                      "SGLang v0.4.3.post3-v0.5.6.post2)", gib(p.headroom_bytes)])
     if p.capped:  # --max-total-tokens, below what the memory leaves
         rows.append([f"= KV pool, capped at {cap_flag(p)} {p.token_cap:,} (memory leaves "
-                     f"{gib(max(0.0, p.rest_bytes * p.free_fraction_of_rest))})",
+                     f"{gib(p.fraction_left_bytes)})",
                      f"{gib(p.pool_bytes)} {per}"])
         return rows
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",

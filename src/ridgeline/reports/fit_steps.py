@@ -72,7 +72,12 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
             step(f"static pool {per_gpu(pool)}" if static else f"KV pool {per_gpu(pool)}",
                  "(total × reserved fraction − weights − activations − non-torch "
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
-                 + ") × free fraction of the rest" if pool.free_fraction_of_rest != 1 else
+                 + (" − KV transfer buffer" if pool.transfer_buffer_bytes
+                    and not pool.transfer_after_fraction else "")
+                 + ") × free fraction of the rest"
+                 + (" − KV transfer buffer" if pool.transfer_buffer_bytes
+                    and pool.transfer_after_fraction else "")
+                 if pool.free_fraction_of_rest != 1 else
                  "total × reserved fraction − weights"
                  + (" − LoRA adapters" if pool.lora_bytes else "")
                  + " − non-torch (activations and CUDA graphs "
@@ -121,6 +126,11 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                       f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "
                       f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
                    if pool.seat_buffer_bytes and not pool.engine_buffers else []),
+                 *([q("KV transfer buffer", pool.transfer_buffer_bytes / GIB, "GiB",
+                      "cache_transceiver_config: send + receive buffers, each (max_tokens_in_"
+                      "buffer up to max_seq_len + one block) × KV bytes per token, or 512 MiB "
+                      "without it (CacheTransBufferManager)")]
+                   if pool.transfer_buffer_bytes else []),
                  *([q("drafter headroom", pool.headroom_bytes / GIB, "GiB",
                       f"{pool.headroom_tokens:,} tokens × KV bytes per token: SGLang "
                       "v0.4.3.post3-v0.5.6.post2 allocates max_running_requests × (the drafts "

@@ -19,6 +19,7 @@ import shlex
 from typing import Any
 
 from ridgeline.datafiles import engine_defaults
+from ridgeline.trtllm_transceiver import split_transceiver
 
 HOSTS = {"prefill": "PREFILL_HOST", "decode": "DECODE_HOST"}  # a replica's node address
 ROLES = ("prefill", "decode")
@@ -100,12 +101,15 @@ def router_config(engine: str, prefill_replicas: int, decode_replicas: int
 def role_config(engine: str, role: str, longest_prompt: int) -> tuple[str, dict[str, Any]]:
     """The YAML file a TensorRT-LLM pool's servers read and the settings the role adds to it
     (cache_transceiver_config, its buffer as long as the load's longest prompt, as the docs
-    advise; the context servers without the overlap scheduler), or ("", {})."""
+    advise, in whole blocks, as the transceiver requires: trtllm_transceiver.split_transceiver,
+    which the plan sized the pools with; the context servers without the overlap scheduler),
+    or ("", {})."""
     d = split_settings(engine)
-    if "role_config" not in d:
+    transceiver = split_transceiver(engine, longest_prompt)
+    if "role_config" not in d or transceiver is None:
         return "", {}
     config = {k: dict(v) if isinstance(v, dict) else v for k, v in d["role_config"][role].items()}
-    config["cache_transceiver_config"][d["buffer_key"]] = longest_prompt
+    config["cache_transceiver_config"][d["buffer_key"]] = transceiver.max_tokens_in_buffer
     return str(d["config_files"][role]), config
 
 
