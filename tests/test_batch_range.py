@@ -144,7 +144,7 @@ def test_the_error_at_the_edge_needs_rows_enough_to_take_a_median_of() -> None:
 
 def test_the_shipped_profiles_record_what_their_fitted_rows_show() -> None:
     """Each bundled profile's record is its fitted rows', priced by itself as the fit priced
-    them. The serving profile's Instinct rows stop at batch 16 (the README's "all at batch 16
+    them. The serving profile's Instinct rows stop at batch 16 (docs/plan.md's "all at batch 16
     or less") with one row there, too few to record its error; its NVIDIA datacenter rows
     reach the batch TensorRT-LLM's 128/128 throughputs naming none are priced at, the pool's
     2,048, and read about right there."""
@@ -159,7 +159,7 @@ def test_the_shipped_profiles_record_what_their_fitted_rows_show() -> None:
     serving = profile_for("vllm")
     edge = serving.fitted_max_batch["amd-instinct"]
     instinct = [r for r in (by_id[i] for i in serving.fitted_ids) if r.gpu == MI300X.id]
-    assert edge == max(r.batch or 1 for r in instinct) == 16  # README: "batch 16 or less"
+    assert edge == max(r.batch or 1 for r in instinct) == 16  # docs/plan.md: "batch 16 or less"
     assert sum(1 for r in instinct if 2 * (r.batch or 1) >= edge) < MIN_EDGE_ROWS
     assert "amd-instinct" not in serving.max_batch_optimism
     datacenter = [r for r in (by_id[i] for i in serving.fitted_ids) if r.gpu == H100.id]

@@ -576,7 +576,7 @@ def test_a_layers_tensors_add_up_to_its_bytes_on_a_gpu(model: str, gpu: str, gpu
 
 
 def test_llama_8b_at_4_gib_on_a_4090_moves_4_06_gib_and_adds_136_ms_a_decode_step() -> None:
-    """The README's figures: nine layers and the tenth's qkv, o and gate_up hold under 4 GiB,
+    """docs/answers.md's figures: nine layers and the tenth's qkv, o and gate_up hold under 4 GiB,
     so its 112 MiB down_proj moves whole; 4.06 GiB read at the 4090's 32 GB/s each step."""
     dep = _dep()
     tensors = layer_rank_tensors(dep, dep.model.layers[0])

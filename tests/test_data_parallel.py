@@ -64,7 +64,7 @@ def test_deepseek_v3_dp8_weights_per_gpu_are_all_but_the_experts_and_an_eighth_o
     rank = kv_pool(dp8, SETTINGS).weight_bytes
     assert rank == pytest.approx(dp8.weight_bytes - dp8.expert_bytes + dp8.expert_bytes / 8)
     assert rank / GIB == pytest.approx(93.92, abs=0.01)
-    assert dp8.bytes_by_category[ATTENTION] / 1e9 == pytest.approx(11.4, abs=0.05)  # README
+    assert dp8.bytes_by_category[ATTENTION] / 1e9 == pytest.approx(11.4, abs=0.05)  # docs/fit.md
     assert kv_pool(tp8, SETTINGS).weight_bytes / GIB == pytest.approx(79.29, abs=0.01)
 
 

@@ -132,7 +132,7 @@ def test_vllms_capture_cap_grows_with_drafts_on_0_13_and_not_on_0_12() -> None:
     assert capture_query_len(3) == 4  # the newest modelled
     # 32 seats drafting 3: min(2 × 32 × 4, 512) = 256, not 64
     assert capture_cap(32, query_len=4) == 4 * capture_cap(32)
-    # the README's worked number: 1, 2, 4, every 8 below 256 and 256 itself, not 1, 2, 4 and
+    # docs/simulate.md's worked number: 1, 2, 4, every 8 below 256 and 256 itself, not 1, 2, 4 and
     # every 8 to 64
     assert (capture_sizes(32, query_len=4), capture_sizes(32)) == (35, 11)
     # 256 seats reach 512 either way; a given cap and the token budget still bound it

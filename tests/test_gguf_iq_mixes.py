@@ -130,7 +130,7 @@ def test_deepseek_r1_at_a_low_bit_mix_sits_between_its_block_floor_and_unsloths_
     assert floor < size < published
     assert size > 0.85 * published
     if mix == "iq2_xxs":
-        assert f"{size / 1e9:.1f} GB" == "173.6 GB"  # the README's figure
+        assert f"{size / 1e9:.1f} GB" == "173.6 GB"  # docs/fit.md's figure
 
 
 def test_kimi_k2_at_iq2_xxs_weighs_about_its_bf16_times_2_over_16_bits() -> None:

@@ -196,7 +196,7 @@ def test_the_prefill_floor_has_the_stages_the_ubatches_keep_busy(capsys: pytest.
 
 def test_the_pipelining_prs_own_rows_score_as_documented() -> None:
     """validation/pipeline.csv: one A100 within 12 %, eight within 7 % at one and two
-    ubatches, and 32 % too fast at four (the README's figures)."""
+    ubatches, and 32 % too fast at four (docs/answers.md's figures)."""
     from pathlib import Path
 
     from ridgeline.measurements import read_measurements as read

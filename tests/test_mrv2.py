@@ -167,7 +167,7 @@ def test_fit_json_names_the_runner_an_eagle3_pipeline_falls_back_to(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-8B at PP2 on 0.27.1 with an EAGLE-3 head named by method eagle3 is sized on
     V1's accounting, 82 conversations of 8,192 tokens; named by method eagle, on MRV2's, 81
-    (the README's figures); at 0.32 eagle3 stays on MRV2."""
+    (docs/simulate.md's figures); at 0.32 eagle3 stays on MRV2."""
     argv = ["fit", "llama-3.1-8b", "--gpu", "h100", "-pp", "2", "--max-model-len", "8192",
             "--json", "--speculative-config"]
     head = ', "model": "llama-3.2-1b", "num_speculative_tokens": 3}'

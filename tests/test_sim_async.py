@@ -130,7 +130,7 @@ def test_a_finished_requests_blocks_come_free_a_step_later() -> None:
 
 
 def test_async_scheduling_lengthens_queueing_under_load_but_not_tpot() -> None:
-    """At 8 req/s on one H100 (the README's example, shorter) the lag adds about a decode
+    """At 8 req/s on one H100 (docs/simulate.md's example, shorter) the lag adds about a decode
     step to mean TTFT and queueing; a step's work, and so TPOT, is unchanged."""
     w = Workload(400, "lognormal:1000,0.8", "lognormal:250,0.8", rate=8.0, seed=0)
     sync = Simulator(DEP, PROFILE, config(False)).run(iter(w))

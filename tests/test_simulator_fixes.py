@@ -114,7 +114,7 @@ def test_llamacpp_offered_a_seventh_more_than_it_serves_is_overloaded(
 
 
 @pytest.mark.parametrize("argv", [
-    ["--rate", "8", "--num-requests", "2000", *LOGNORMAL],  # the README's example
+    ["--rate", "8", "--num-requests", "2000", *LOGNORMAL],  # docs/simulate.md's example
     ["--rate", "8", "--num-requests", "2000", *LOGNORMAL, "--seed", "5"],
     ["--rate", "8", "--num-requests", "2000", *LOGNORMAL, "--arrival", "gamma",
      "--burstiness", "0.3"],

@@ -79,7 +79,7 @@ class Run:
         scheduling (``lag``) on a busy engine the batch about to run was formed as the last
         step began: a request that came during that step is held and joins at the next
         step's end, one step later than the synchronous loop takes it (an idle engine forms
-        its batch at once). The README's 8 req/s example: about one decode step more TTFT."""
+        its batch at once). docs/simulate.md's 8 req/s example: about one decode step more TTFT."""
         sim, pending = self.sim, self.pending
         busy = self.busy()
         held, self.held = self.held, []
