@@ -4,7 +4,7 @@ one between captured sizes runs padded up to the next (graph_batches.py, cost.gr
 from __future__ import annotations
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.cost import IDEAL, batch_shape, decode_batch, shape_time_s, step_cost
+from ridgeline.cost import IDEAL, Seq, batch_shape, decode_batch, shape_time_s, step_cost
 from ridgeline.engines import profile_for
 from ridgeline.graph_batches import (
     NO_GRAPHS,
@@ -110,3 +110,40 @@ def test_the_simulators_timer_decides_as_the_step_cost_does() -> None:
             want = shape_time_s(d, shape, profile)
             assert abs(timer.time_s(shape) - want) <= 1e-12 * want
             assert abs(timer.decode_time_s(batch, batch * CONTEXT) - want) <= 1e-9 * want
+
+
+def test_a_vllm_drafters_verify_steps_count_toward_the_capture_cap() -> None:
+    """vLLM from 0.13 caps its graphs at min(2 × max_num_seqs × (1 + drafts), 512)
+    (vllm_graphs.capture_cap, as the pool's graph memory counts it): with 16 seats and three
+    drafts a verify step of 9 requests × 4 tokens (36) replays a graph; on 0.12 the cap is
+    2 × 16 = 32 and it runs without one."""
+    from types import SimpleNamespace
+
+    from ridgeline.vllm_graphs import capture_cap, capture_query_len
+
+    verify = [Seq(4, CONTEXT)] * 9
+    profile = profile_for("vllm")
+    for version in (None, "0.12.0"):
+        settings = SimpleNamespace(max_num_seqs=16, spec_tokens=3, engine_version=version)
+        d = with_cuda_graphs(dep(), settings)
+        cap = capture_cap(16, query_len=capture_query_len(3, version))
+        cost = step_cost(d, verify, profile, verify=True)
+        spent = next(o.time_s for o in cost.ops if o.name == "overhead")
+        assert spent == expected_overhead(d, ungraphed=cap < 36)
+    assert capture_cap(16, query_len=capture_query_len(3, None)) >= 36 > 32
+
+
+def test_simulates_deployment_reads_the_drafts_of_a_speculative_config() -> None:
+    """simulate and observe build their deployment before --speculative-config is read into
+    --spec-tokens: the drafts still reach vLLM's capture cap, as --spec-tokens 3 does."""
+    from ridgeline.cli import build_parser
+    from ridgeline.cli_load import asked_drafts, load_deployment
+
+    head = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--max-num-seqs", "16", "--rate", "1"]
+    config = build_parser().parse_args(
+        [*head, "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'])
+    tokens = build_parser().parse_args([*head, "--spec-tokens", "3", "--spec-method", "ngram"])
+    assert asked_drafts(config) == asked_drafts(tokens) == 3
+    from_config, from_tokens = load_deployment(config), load_deployment(tokens)
+    assert from_config.cuda_graphs == from_tokens.cuda_graphs
+    assert from_config.cuda_graphs is not None and from_config.cuda_graphs.sizes[-1] >= 36

@@ -179,7 +179,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     # sizes and seats, SGLang's --cuda-graph-max-bs): graph_batches.settings_capture
     from ridgeline.graph_batches import with_cuda_graphs
 
-    dep = with_cuda_graphs(dep, args)
+    dep = with_cuda_graphs(dep, args, asked_drafts(args) if dep.engine == "vllm" else None)
     from ridgeline.quantization_gates import deployment_problem
 
     problem = deployment_problem(dep, getattr(args, "engine_version", None))
@@ -448,6 +448,23 @@ def drafter(args: argparse.Namespace) -> Any:
                       getattr(args, "spec_draft_tp", 0) or 0,
                       getattr(args, "spec_algorithm", "") or "",
                       bool(getattr(args, "spec_method_inferred", False)))
+
+
+def asked_drafts(args: argparse.Namespace) -> int:
+    """The drafts a request's step verifies as the flags ask for them, whether or not
+    cli_spec.spec_args has read vLLM's --speculative-config (--speculative-model) into
+    --spec-tokens yet (simulate and observe build the deployment first); 0 without a
+    drafter. vLLM's default CUDA-graph cap counts them (graph_batches.settings_capture)."""
+    from ridgeline.engine_spec import vllm_speculative_config, vllm_speculative_model
+
+    if getattr(args, "spec_tokens", 0):  # given, or read already
+        return int(args.spec_tokens)
+    if getattr(args, "speculative_config", None) is not None:
+        return vllm_speculative_config(args.speculative_config).tokens
+    if getattr(args, "speculative_model", None) is not None:
+        return vllm_speculative_model(args.speculative_model,
+                                      getattr(args, "num_speculative_tokens", None)).tokens
+    return 0
 
 
 def asked_drafter_words(args: argparse.Namespace) -> tuple[str, str]:

@@ -71,10 +71,11 @@ def sglang_capture_sizes(max_bs: int) -> tuple[int, ...]:
 
 def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None = None,
                  max_num_batched_tokens: int | None = None,
-                 asked: tuple[int, ...] | None = None) -> GraphCapture:
+                 asked: tuple[int, ...] | None = None, query_len: int = 1) -> GraphCapture:
     """vLLM V1's decode graphs: the sizes a compilation config lists (``asked``), or else
     capture_size_list up to capture_cap. The cap is --max-cudagraph-capture-size, or
-    min(2 × max_num_seqs, 512) with max_num_seqs defaulting to 256, and never more than
+    min(2 × max_num_seqs × ``query_len``, 512) with max_num_seqs defaulting to 256 and
+    query_len 1 + the drafts from v0.13 (vllm_graphs.capture_query_len), and never more than
     max_num_batched_tokens. Every default of max_num_seqs (256, or 1,024 on cards of 70 GiB
     or more) and of the token budget (2,048, 8,192) gives a cap of 512."""
     from ridgeline.datafiles import engine_defaults
@@ -83,7 +84,7 @@ def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None =
     if asked:
         return GraphCapture(tuple(listed_sizes(asked, max_num_batched_tokens)))
     seqs = max_num_seqs or int(engine_defaults("vllm")["max_num_seqs"])
-    cap = capture_cap(seqs, max_capture_size, max_num_batched_tokens)
+    cap = capture_cap(seqs, max_capture_size, max_num_batched_tokens, query_len)
     return GraphCapture(tuple(capture_size_list(cap)))
 
 
@@ -101,18 +102,27 @@ def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None) -> Gra
     return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs), unit=SEQUENCES)
 
 
-def settings_capture(dep: Deployment, settings: Any) -> GraphCapture | None:
+def settings_capture(dep: Deployment, settings: Any, drafts: int | None = None
+                     ) -> GraphCapture | None:
     """The decode graphs that engine settings (memory.EngineSettings, or anything with its
     field names) give ``dep``'s engine: NO_GRAPHS under enforce_eager, vLLM's and SGLang's
     sizes as set, and None for an engine whose sizes ridgeline does not model (there every
-    decode step is priced as graphed and unpadded, as before)."""
+    decode step is priced as graphed and unpadded, as before). ``drafts``: the drafter's
+    length where the settings do not carry it yet (None: their spec_tokens or drafter)."""
     if getattr(settings, "enforce_eager", False):
         return NO_GRAPHS
     cap = getattr(settings, "max_cudagraph_capture_size", None)
     if dep.engine == "vllm":
+        from ridgeline.vllm_graphs import capture_query_len
+
+        # a drafter's verify step runs 1 + its drafts a request, which vLLM's cap counts
+        if drafts is None:
+            drafter = getattr(settings, "drafter", None)
+            drafts = getattr(settings, "spec_tokens", 0) or (drafter.tokens if drafter else 0)
         return vllm_capture(getattr(settings, "max_num_seqs", None), cap,
                             getattr(settings, "max_num_batched_tokens", None),
-                            getattr(settings, "cudagraph_capture_sizes", None))
+                            getattr(settings, "cudagraph_capture_sizes", None),
+                            capture_query_len(drafts, getattr(settings, "engine_version", None)))
     if dep.engine == "sglang":
         return sglang_capture(dep, cap)
     return None
@@ -125,13 +135,14 @@ def default_capture(dep: Deployment) -> GraphCapture | None:
     return settings_capture(dep, None)
 
 
-def with_cuda_graphs(dep: Deployment, settings: Any) -> Deployment:
+def with_cuda_graphs(dep: Deployment, settings: Any, drafts: int | None = None) -> Deployment:
     """``dep`` with the decode graphs its engine captures under ``settings``
     (settings_capture: --enforce-eager, vLLM's capture sizes and seats, SGLang's
     --cuda-graph-max-bs), so the step cost prices a decode above the largest size without
     graphs and pads one between sizes. Settings that give only the engine's defaults return
-    ``dep`` itself, so it keeps its identity and its step-cost cache entries."""
-    capture = settings_capture(dep, settings)
+    ``dep`` itself, so it keeps its identity and its step-cost cache entries. ``drafts``:
+    as settings_capture takes it."""
+    capture = settings_capture(dep, settings, drafts)
     if capture is None or capture == default_capture(dep):
         return dep
     return replace(dep, cuda_graphs=capture)
