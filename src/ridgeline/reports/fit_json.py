@@ -70,10 +70,11 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                           "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
                           # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
                           "seat_buffers": p.seat_buffer_bytes,
-                          "lora_adapters": p.lora_bytes,  # vLLM --enable-lora's slots
+                          "lora_adapters": p.lora_bytes,  # the LoRA slots (vLLM, SGLang)
                           # TRT-LLM cache_transceiver_config's send and receive buffers
                           "kv_transfer_buffer": p.transfer_buffer_bytes},
         "lora": None if r.settings.lora is None else {
+            # one set of keys for both engines (SGLang: --max-loras-per-batch as max_loras)
             "max_loras": r.settings.lora.slots, "max_lora_rank": r.settings.lora.rank,
             "fully_sharded_loras": r.settings.lora.fully_sharded_loras,
             # SGLang's: the modules sized, and whether the adapters' files would name them
