@@ -129,7 +129,7 @@ def test_without_max_tokens_in_buffer_the_default_512_mib_buffers_are_taken(
     ('{"backend": "NIXL", "max_tokens_in_buffer": 2000}', "not a multiple of tokens_per_block"),
     ('{"backend": "NIXL", "transceiver_runtime": "PYTHON"}', "transceiver_runtime"),
     ('{"backend": "NIXL", "kv_cache_bounce_size_mb": 64}', "kv_cache_bounce_size_mb"),
-    ("backend: NIXL", "JSON mapping"),
+    ("backend: NIXL", "takes a JSON object"),
 ])
 def test_a_transceiver_ridgeline_cannot_price_is_refused_in_one_line(
         capsys: pytest.CaptureFixture[str], value: str, named: str) -> None:

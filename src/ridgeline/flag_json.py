@@ -1,5 +1,6 @@
 """A launch flag's JSON object, as vllm serve reads one (--speculative-config, --eplb-config,
---limit-mm-per-prompt, --compilation-config): the one reader, so every such flag refuses text
+--limit-mm-per-prompt, --compilation-config; TensorRT-LLM's --cache-transceiver-config, the
+YAML's mapping): the one reader, so every such flag refuses text
 that is not an object in the same one line, with an example of what it takes."""
 
 from __future__ import annotations

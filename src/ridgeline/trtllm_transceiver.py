@@ -15,13 +15,13 @@ numbers and their sources are data (engines.json trtllm.cache_transceiver).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
+from ridgeline.flag_json import json_object
 
 FLAG = "--cache-transceiver-config"
 
@@ -50,14 +50,7 @@ def parse_transceiver(text: str) -> CacheTransceiver | None:
     it; None where ``backend`` is null, which turns the transceiver off. A field that
     changes the memory and that ridgeline does not price is refused by name."""
     d = transceiver_data()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise InputError(f"{FLAG} takes a JSON mapping, as cache_transceiver_config in the "
-                         f"YAML; got {text!r}") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{FLAG} takes a JSON mapping (backend, max_tokens_in_buffer); "
-                         f"got {text!r}")
+    value = json_object(text, FLAG, '{"backend": "UCX", "max_tokens_in_buffer": 8192}')
     for field, given in value.items():
         if field in ("backend", "max_tokens_in_buffer") or field in d["ignored_fields"]:
             continue
