@@ -435,6 +435,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ridgeline.vllm_compilation import apply_compilation
 
         apply_compilation(args)  # vLLM's compilation config, as the engine settings it sets
+        from ridgeline.cli_engine import apply_cuda_graph_bs
+
+        apply_cuda_graph_bs(args)  # SGLang's --cuda-graph-bs, the same settings' sizes
         if getattr(args, "plot", None):
             from ridgeline.plots import check_target
 

@@ -45,7 +45,8 @@ def sizing_flags(g: Any) -> None:
 
 def compilation_flags(g: Any) -> None:
     """vLLM's compilation config under its spellings (vllm_compilation.py), which fit,
-    simulate, decode and prefill read: the captured sizes, the CUDA-graph mode, torch.compile."""
+    simulate, decode and prefill read: the captured sizes, the CUDA-graph mode, torch.compile;
+    and SGLang's list of captured sizes, --cuda-graph-bs (apply_cuda_graph_bs)."""
     from ridgeline.vllm_compilation import ConfigPart
 
     g.add_argument("--compilation-config", "--compilation_config", "-cc", "-O",
@@ -61,6 +62,47 @@ def compilation_flags(g: Any) -> None:
     g.add_argument("--cuda-graph-sizes", nargs="+", type=_how_many("CUDA-graph size"),
                    metavar="N", help="vLLM: --cudagraph-capture-sizes' older spelling (before "
                    "v0.11.1 one value N is the sizes 1, 2, 4, 8, 16, … N)")
+    g.add_argument("--cuda-graph-bs", nargs="+", type=_how_many("CUDA-graph batch size"),
+                   metavar="N", help="SGLang: the decode batch sizes captured in CUDA graphs "
+                   "(a larger batch runs without one, a smaller one padded to the next size); "
+                   "its largest is --cuda-graph-max-bs, which its default reserve counts")
+
+
+def apply_cuda_graph_bs(args: argparse.Namespace) -> None:
+    """SGLang's --cuda-graph-bs onto the engine settings' captured sizes
+    (cudagraph_capture_sizes, the field vLLM's list fills; SGLang's count sequences), sorted
+    once each. From 0.5.3 SGLang takes the list's largest as cuda_graph_max_bs whatever
+    --cuda-graph-max-bs says (engines.json sglang.cuda_graph_bs_flag); before, a disagreeing
+    --cuda-graph-max-bs is refused. Refused under any engine but SGLang."""
+    asked = getattr(args, "cuda_graph_bs", None)
+    if not asked:
+        return
+    from ridgeline.engines import engine_id
+    from ridgeline.sglang_memory import sglang_data, sglang_release
+
+    engine = getattr(args, "engine", None) or "vllm"
+    engines = engine if isinstance(engine, list) else str(engine).split(",")
+    if len(engines) > 1:
+        raise InputError("--cuda-graph-bs names one engine's settings; compare engines at "
+                         "their defaults, or give one --engine")
+    name = engine_id(engines[0].strip())
+    if name == "vllm":
+        raise InputError("--cuda-graph-bs is SGLang's; vLLM lists its captured sizes with "
+                         "--cudagraph-capture-sizes (or the compilation config's "
+                         "cudagraph_capture_sizes)")
+    if name != "sglang":
+        raise InputError(f"--cuda-graph-bs is SGLang's; {name} has no such flag")
+    sizes = tuple(sorted(set(asked)))
+    rule = sglang_data()["cuda_graph_bs_flag"]
+    given = getattr(args, "max_cudagraph_capture_size", None)
+    version = getattr(args, "engine_version", None)
+    if given is not None and given != sizes[-1] and version is not None \
+            and sglang_release(version) < sglang_release(rule["largest_wins_from"]):
+        raise InputError(f"--cuda-graph-max-bs {given} and --cuda-graph-bs (largest "
+                         f"{sizes[-1]}) disagree, which SGLang {version} is not modelled "
+                         f"for (from {rule['largest_wins_from']} the list's largest wins): "
+                         "give one")
+    args.cudagraph_capture_sizes = sizes
 
 
 def async_scheduling_switch(g: Any) -> None:

@@ -19,7 +19,9 @@ prompt step does, so it pays the profile's ungraphed (prefill) cost per layer.
   ``replay_prepare`` pads the batch with ``bisect`` to the next captured size. The default
   sizes are server_args ``_generate_cuda_graph_batch_sizes``: [1, 2, 4, 8, 12], every 8 to
   256, every 16 to 496, then every 32 to --cuda-graph-max-bs, which by default is the
-  memory tier's value (sglang_memory_defaults). SGLang dispatches on the batch's sequences.
+  memory tier's value (sglang_memory_defaults). --cuda-graph-bs lists the sizes instead, and
+  from 0.5.3 server_args makes its largest cuda_graph_max_bs (engines.json
+  sglang.cuda_graph_bs_flag). SGLang dispatches on the batch's sequences.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def settings_capture(dep: Deployment, settings: Any, drafts: int | None = None
                      ) -> GraphCapture | None:
     """The decode graphs that engine settings (memory.EngineSettings, or anything with its
     field names) give ``dep``'s engine: NO_GRAPHS under enforce_eager, vLLM's and SGLang's
-    sizes as set, and None for an engine whose sizes ridgeline does not model (there every
+    sizes as set (cudagraph_capture_sizes: vLLM's list in tokens, SGLang's --cuda-graph-bs
+    in sequences), and None for an engine whose sizes ridgeline does not model (there every
     decode step is priced as graphed and unpadded, as before). ``drafts``: the drafter's
     length where the settings do not carry it yet (None: their spec_tokens or drafter)."""
     if getattr(settings, "enforce_eager", False):
@@ -124,6 +127,9 @@ def settings_capture(dep: Deployment, settings: Any, drafts: int | None = None
                             getattr(settings, "cudagraph_capture_sizes", None),
                             capture_query_len(drafts, getattr(settings, "engine_version", None)))
     if dep.engine == "sglang":
+        listed = getattr(settings, "cudagraph_capture_sizes", None)
+        if listed:  # --cuda-graph-bs: the sizes themselves, its largest the cap (0.5.3+)
+            return GraphCapture(tuple(sorted(set(listed))), unit=SEQUENCES)
         return sglang_capture(dep, cap)
     return None
 

@@ -76,14 +76,25 @@ def sglang_rule(dep: Deployment, s: EngineSettings,
                 total_bytes: float) -> tuple[SGLangMemoryDefaults, SGLangVisionCut]:
     """SGLang's default rule for ``dep`` (on nvidia-smi's memory where known, else
     ``total_bytes``; its --tp-size every GPU of a stage, data-parallel attention's ranks
-    included, their --dp-size, --cuda-graph-max-bs where given, and the drafter's reserve) and
+    included, their --dp-size, --cuda-graph-max-bs or --cuda-graph-bs's largest where given,
+    and the drafter's reserve) and
     its cut for a vision tower: the pool and --explain both read them here."""
     memory, _ = sglang_gpu_mem_bytes(dep.accelerator, total_bytes)
     rule = sglang_memory_defaults(memory, dep.expert_ranks, dep.pipeline_parallel_size,
                                   s.max_num_batched_tokens, s.engine_version,
-                                  dep.data_parallel_size, s.max_cudagraph_capture_size,
+                                  dep.data_parallel_size, sglang_graph_max_bs(s),
                                   s.drafter.method if s.drafter is not None else "")
     return rule, sglang_vision_cut(dep.model, s.engine_version, s.enable_multimodal)
+
+
+def sglang_graph_max_bs(s: EngineSettings) -> int | None:
+    """The cuda_graph_max_bs SGLang's default reserve counts: the largest of --cuda-graph-bs
+    where given (server_args sets cuda_graph_max_bs = max(cuda_graph_bs) from 0.5.3, over
+    --cuda-graph-max-bs; the reserve before 0.5.3 reads neither), else --cuda-graph-max-bs,
+    else None (the memory tier's). --cuda-graph-bs 1 2 4 8 reserves 8 × 2 MiB."""
+    if s.cudagraph_capture_sizes:
+        return max(s.cudagraph_capture_sizes)
+    return s.max_cudagraph_capture_size
 
 
 def sglang_own_requests(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:

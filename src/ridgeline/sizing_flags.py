@@ -2,8 +2,9 @@
 SGLang's --max-mamba-cache-size and --mamba-ssm-dtype (a hybrid's state pool,
 sglang_hybrid.py), and the largest CUDA-graph batch, vLLM's --max-cudagraph-capture-size (its
 graphs' memory, vllm_graphs.cuda_graph_bytes) and SGLang's --cuda-graph-max-bs (its default
-reserve, sglang_memory.sglang_memory_defaults). Each refused, in one line, where the engine,
-its release or the model has no use for it; the releases are engines.json's."""
+reserve, sglang_memory.sglang_memory_defaults; --cuda-graph-bs's largest where listed). Each
+refused, in one line, where the engine, its release or the model has no use for it; the
+releases are engines.json's."""
 
 from __future__ import annotations
 
@@ -33,10 +34,12 @@ def check_sizing_flags(dep: Deployment, s: EngineSettings) -> None:
         if s.mamba_ssm_dtype not in choices:
             raise InputError(f"SGLang {s.engine_version}'s --mamba-ssm-dtype takes "
                              f"{' or '.join(choices)} (float16 from 0.5.9)")
-    if engine != "vllm" and (s.cudagraph_capture_sizes is not None or s.cudagraph_mode
-                             is not None or s.torch_compile is not None):
+    if engine != "vllm" and (s.cudagraph_mode is not None or s.torch_compile is not None
+                             or (s.cudagraph_capture_sizes is not None and engine != "sglang")):
         raise InputError(f"the compilation config (--compilation-config, "
-                         f"--cudagraph-capture-sizes) is vLLM's; {engine} has no such setting")
+                         f"--cudagraph-capture-sizes) is vLLM's; {engine} has no such setting"
+                         + (" (SGLang lists its sizes with --cuda-graph-bs)"
+                            if s.cudagraph_capture_sizes is not None else ""))
     if s.max_cudagraph_capture_size is None:
         return
     if engine == "vllm":

@@ -517,7 +517,8 @@ def describe_settings(settings: EngineSettings, engine: str,
     given += [] if settings.eplb is None else [settings.eplb.describe()]
     # vLLM's compilation config (vllm_compilation.py), in its own keys
     given += [f"{name} {value}" for name, value in (
-        ("cudagraph_capture_sizes", list(settings.cudagraph_capture_sizes or []) or None),
+        ("cuda_graph_bs" if engine == "sglang" else "cudagraph_capture_sizes",  # --cuda-graph-bs
+         list(settings.cudagraph_capture_sizes or []) or None),
         ("cudagraph_mode", settings.cudagraph_mode),
         ("compilation mode", None if settings.torch_compile is None else
          "VLLM_COMPILE" if settings.torch_compile else "NONE")) if value is not None]

@@ -307,9 +307,10 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
                 f"reserved) ÷ {memory / 2**20:,.0f} MiB = {rule.mem_fraction_static}, for a "
                 f"prefill chunk of {rule.chunked_prefill_size:,} tokens, CUDA graphs to batch "
                 f"{rule.cuda_graph_max_bs}"
-                + ("" if not s.max_cudagraph_capture_size else " (--cuda-graph-max-bs)"
-                   if rule.era == RESERVED_MIB else " (--cuda-graph-max-bs, which this "
-                   "release's tier reserve does not read)")
+                + ("" if not (s.max_cudagraph_capture_size or s.cudagraph_capture_sizes)
+                   else f" ({_graph_flag(s)})" if rule.era == RESERVED_MIB
+                   else f" ({_graph_flag(s)}, which this release's tier reserve does not "
+                   "read)")
                 + f" and {ranks} GPU{'s' if ranks > 1 else ''} (its "
                 "--tp-size × --pp-size)"
                 + (f", {rule.dp_attention_mib:,.0f} MiB of it for data-parallel attention over "
@@ -467,3 +468,9 @@ def lora_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
             f"slice of each adapted module (and per expert of a MoE layer's), 2 bytes an "
             f"element, allocated at load with the "
             f"weights (vllm/lora/layers create_lora_weights, from v0.12): {parts}")
+
+
+def _graph_flag(s: EngineSettings) -> str:
+    """The flag that set SGLang's largest CUDA-graph batch: --cuda-graph-bs's largest (0.5.3+
+    takes it over --cuda-graph-max-bs), else --cuda-graph-max-bs."""
+    return "--cuda-graph-bs's largest" if s.cudagraph_capture_sizes else "--cuda-graph-max-bs"
