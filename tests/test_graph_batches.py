@@ -147,3 +147,56 @@ def test_simulates_deployment_reads_the_drafts_of_a_speculative_config() -> None
     from_config, from_tokens = load_deployment(config), load_deployment(tokens)
     assert from_config.cuda_graphs == from_tokens.cuda_graphs
     assert from_config.cuda_graphs is not None and from_config.cuda_graphs.sizes[-1] >= 36
+
+
+def test_a_vllm_verify_step_pads_to_the_sizes_vllm_rounds_for_its_drafter() -> None:
+    """vLLM rounds each captured size up to a multiple of 1 + num_speculative_tokens
+    (adjust_cudagraph_sizes_for_spec_decode, v0.11.1+ on the V1 runner), and a step pads to
+    that list. Three drafts, 5 requests verify 5 × 4 = 20 tokens. By hand: the default list
+    1, 2, 4, 8, 16, 24, … rounds to 4, 8, 16, 24, …, so 20 runs as 24, as it did unrounded
+    (every 8 is already a multiple of 4). With cudagraph_capture_sizes [6, 18, 22, 30]: 6→8,
+    18→20, 22→24, 30→32 (past the largest, 30: dropped), so vLLM keeps [8, 20, 24] and 20
+    runs as 20, not the 22 the unrounded list gives. Two drafts, 5 requests verify 15
+    tokens: 16 rounds to 18, so 15 runs as 18, not 16."""
+    from types import SimpleNamespace
+
+    from ridgeline.graph_batches import graph_tokens
+    from ridgeline.vllm_graphs import spec_capture_multiple
+
+    def capture(drafts: int, asked: tuple[int, ...] | None = None) -> Deployment:
+        settings = SimpleNamespace(spec_tokens=drafts, engine_version="0.24.0",
+                                   cudagraph_capture_sizes=asked)
+        return with_cuda_graphs(dep(), settings)
+
+    listed = (6, 18, 22, 30)
+    assert spec_capture_multiple(3, "0.24.0") == 4
+    assert graph_tokens(capture(3), 20, 5) == 24
+    assert graph_tokens(capture(3, listed), 20, 5) == 20
+    assert vllm_capture(asked=listed).run_as(20) == 22  # the same list, no drafter
+    assert graph_tokens(capture(2), 15, 5) == 18
+    assert vllm_capture().run_as(15) == 16
+
+
+def test_vllms_graph_memory_counts_the_sizes_a_verify_step_pads_to() -> None:
+    """One list (vllm_graphs.captured_sizes) gives both: the pool's graph estimate on v0.24
+    (its layers × sizes × the per-size figure) counts exactly the rounded sizes that
+    graph_batches pads a step to: with three drafts and [6, 18, 22, 30] listed, 3; with the
+    default cap of 512, 49 of 51."""
+    from ridgeline.engine_spec import EngineSpec
+    from ridgeline.memory import kv_pool
+    from ridgeline.units import MIB
+    from ridgeline.vllm_memory import vllm_data
+
+    d = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                         num_gpus=1, engine="vllm")
+    per_size_bytes = d.model.num_layers * float(
+        vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
+    for asked in ((6, 18, 22, 30), None):
+        settings = EngineSettings(max_model_len=4096, engine_version="0.24.0",
+                                  drafter=EngineSpec(3, "eagle"),
+                                  cudagraph_capture_sizes=asked)
+        graphs = with_cuda_graphs(d, settings).cuda_graphs
+        assert graphs is not None and all(size % 4 == 0 for size in graphs.sizes)
+        counted = kv_pool(d, settings).cuda_graph_bytes / per_size_bytes
+        assert round(counted) == len(graphs.sizes)
+        assert abs(counted - len(graphs.sizes)) < 1e-9

@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.cli_engine import cache_transceiver, eplb_settings, lora_settings, mm_limits
 from ridgeline.cli_offload import host_offload, rope_launch
 from ridgeline.errors import InputError
 from ridgeline.units import GIB, plural
+
+if TYPE_CHECKING:
+    from ridgeline.engine_spec import EngineSpec
 
 
 def load_model(args: argparse.Namespace) -> Any:
@@ -179,7 +182,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     # sizes and seats, SGLang's --cuda-graph-max-bs): graph_batches.settings_capture
     from ridgeline.graph_batches import with_cuda_graphs
 
-    dep = with_cuda_graphs(dep, args, asked_drafts(args) if dep.engine == "vllm" else None)
+    dep = with_cuda_graphs(dep, args, asked_drafter(args) if dep.engine == "vllm" else None)
     from ridgeline.quantization_gates import deployment_problem
 
     problem = deployment_problem(dep, getattr(args, "engine_version", None))
@@ -450,21 +453,29 @@ def drafter(args: argparse.Namespace) -> Any:
                       bool(getattr(args, "spec_method_inferred", False)))
 
 
-def asked_drafts(args: argparse.Namespace) -> int:
-    """The drafts a request's step verifies as the flags ask for them, whether or not
-    cli_spec.spec_args has read vLLM's --speculative-config (--speculative-model) into
-    --spec-tokens yet (simulate and observe build the deployment first); 0 without a
-    drafter. vLLM's default CUDA-graph cap counts them (graph_batches.settings_capture)."""
-    from ridgeline.engine_spec import vllm_speculative_config, vllm_speculative_model
+def asked_drafter(args: argparse.Namespace) -> EngineSpec | None:
+    """The drafter the flags ask for, whether or not cli_spec.spec_args has read vLLM's
+    --speculative-config (--speculative-model) into --spec-tokens yet (simulate and observe
+    build the deployment first): its drafts and method (--spec-method, default eagle); None
+    without one. vLLM's default CUDA-graph cap counts the drafts, and its V1 runner rounds
+    each captured size to 1 + them (graph_batches.settings_capture)."""
+    from ridgeline.engine_spec import EngineSpec, vllm_speculative_config, vllm_speculative_model
 
     if getattr(args, "spec_tokens", 0):  # given, or read already
-        return int(args.spec_tokens)
+        return EngineSpec(int(args.spec_tokens), getattr(args, "spec_method", None) or "eagle")
     if getattr(args, "speculative_config", None) is not None:
-        return vllm_speculative_config(args.speculative_config).tokens
+        return vllm_speculative_config(args.speculative_config)
     if getattr(args, "speculative_model", None) is not None:
         return vllm_speculative_model(args.speculative_model,
-                                      getattr(args, "num_speculative_tokens", None)).tokens
-    return 0
+                                      getattr(args, "num_speculative_tokens", None))
+    return None
+
+
+def asked_drafts(args: argparse.Namespace) -> int:
+    """The drafts a request's step verifies as the flags ask for them (asked_drafter); 0
+    without a drafter."""
+    drafter = asked_drafter(args)
+    return drafter.tokens if drafter is not None else 0
 
 
 def asked_drafter_words(args: argparse.Namespace) -> tuple[str, str]:

@@ -12,7 +12,8 @@ prompt step does, so it pays the profile's ungraphed (prefill) cost per layer.
   cap, ``_bs_to_padded_graph_size`` rounds the step up to the next captured size, and the
   runner feeds the model ``input_ids[:num_input_tokens]``, marked "# Padded"
   (v1/worker/gpu_model_runner.py ``_preprocess``, commit 000fc94b754f). vLLM dispatches on
-  a step's tokens. The sizes come from vllm_graphs.capture_size_list up to capture_cap.
+  a step's tokens. The sizes are vllm_graphs.captured_sizes, the list its graph memory
+  counts: under a drafter rounded to multiples of 1 + the drafts (from v0.11.1, V1 runner).
 - SGLang (srt/model_executor/cuda_graph_runner.py ``can_run``): a decode batch runs its
   graph when ``batch_size <= max_bs`` (only an exact captured size under
   --disable-cuda-graph-padding). Otherwise ModelRunner runs the decode without a graph.
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
+    from ridgeline.engine_spec import EngineSpec
 
 TOKENS, SEQUENCES = "tokens", "sequences"  # what an engine's graph sizes count
 
@@ -73,21 +75,24 @@ def sglang_capture_sizes(max_bs: int) -> tuple[int, ...]:
 
 def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None = None,
                  max_num_batched_tokens: int | None = None,
-                 asked: tuple[int, ...] | None = None, query_len: int = 1) -> GraphCapture:
-    """vLLM V1's decode graphs: the sizes a compilation config lists (``asked``), or else
-    capture_size_list up to capture_cap. The cap is --max-cudagraph-capture-size, or
-    min(2 × max_num_seqs × ``query_len``, 512) with max_num_seqs defaulting to 256 and
-    query_len 1 + the drafts from v0.13 (vllm_graphs.capture_query_len), and never more than
-    max_num_batched_tokens. Every default of max_num_seqs (256, or 1,024 on cards of 70 GiB
-    or more) and of the token budget (2,048, 8,192) gives a cap of 512."""
+                 asked: tuple[int, ...] | None = None, query_len: int = 1,
+                 multiple: int = 1, version: str | None = None,
+                 mode: str | None = None) -> GraphCapture:
+    """vLLM V1's decode graphs: vllm_graphs.captured_sizes, the one list its graph memory
+    counts too. That is the sizes a compilation config lists (``asked``), or else
+    capture_size_list up to capture_cap: --max-cudagraph-capture-size, or min(2 ×
+    max_num_seqs × ``query_len``, 512) with max_num_seqs defaulting to 256 and query_len
+    1 + the drafts from v0.13 (capture_query_len), never more than max_num_batched_tokens.
+    Drafting, each size is rounded up to ``multiple`` (spec_capture_multiple: 1 + the drafts
+    from v0.11.1 on the V1 runner), as vLLM's adjust_cudagraph_sizes_for_spec_decode does;
+    ``mode`` FULL_DECODE_ONLY keeps only the decode sizes. Every default of max_num_seqs and
+    of the token budget gives a cap of 512."""
     from ridgeline.datafiles import engine_defaults
-    from ridgeline.vllm_graphs import capture_cap, capture_size_list, listed_sizes
+    from ridgeline.vllm_graphs import captured_sizes
 
-    if asked:
-        return GraphCapture(tuple(listed_sizes(asked, max_num_batched_tokens)))
     seqs = max_num_seqs or int(engine_defaults("vllm")["max_num_seqs"])
-    cap = capture_cap(seqs, max_capture_size, max_num_batched_tokens, query_len)
-    return GraphCapture(tuple(capture_size_list(cap)))
+    return GraphCapture(tuple(captured_sizes(seqs, max_capture_size, max_num_batched_tokens,
+                                             query_len, multiple, version, asked, mode)))
 
 
 def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None) -> GraphCapture:
@@ -104,28 +109,38 @@ def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None) -> Gra
     return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs), unit=SEQUENCES)
 
 
-def settings_capture(dep: Deployment, settings: Any, drafts: int | None = None
+def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None = None
                      ) -> GraphCapture | None:
     """The decode graphs that engine settings (memory.EngineSettings, or anything with its
     field names) give ``dep``'s engine: NO_GRAPHS under enforce_eager, vLLM's and SGLang's
     sizes as set (cudagraph_capture_sizes: vLLM's list in tokens, SGLang's --cuda-graph-bs
     in sequences), and None for an engine whose sizes ridgeline does not model (there every
-    decode step is priced as graphed and unpadded, as before). ``drafts``: the drafter's
-    length where the settings do not carry it yet (None: their spec_tokens or drafter)."""
+    decode step is priced as graphed and unpadded, as before). ``drafter``: the drafter where
+    the settings do not carry it yet (None: their drafter, or spec_tokens and spec_method)."""
     if getattr(settings, "enforce_eager", False):
         return NO_GRAPHS
     cap = getattr(settings, "max_cudagraph_capture_size", None)
     if dep.engine == "vllm":
-        from ridgeline.vllm_graphs import capture_query_len
+        from ridgeline.vllm_graphs import capture_query_len, spec_capture_multiple
+        from ridgeline.vllm_memory import model_runner, vllm_accounting
 
-        # a drafter's verify step runs 1 + its drafts a request, which vLLM's cap counts
-        if drafts is None:
-            drafter = getattr(settings, "drafter", None)
-            drafts = getattr(settings, "spec_tokens", 0) or (drafter.tokens if drafter else 0)
+        # a drafter's verify step runs 1 + its drafts a request, which vLLM's cap counts and,
+        # on the V1 runner, each captured size is rounded up to a multiple of
+        drafter = drafter or getattr(settings, "drafter", None)
+        drafts = drafter.tokens if drafter else getattr(settings, "spec_tokens", 0) or 0
+        version = getattr(settings, "engine_version", None)
+        mode = getattr(settings, "cudagraph_mode", None)
+        multiple = 1
+        if drafts:
+            acc = vllm_accounting(version)
+            method = drafter.method if drafter else getattr(settings, "spec_method", None)
+            runner = model_runner(dep, acc, method or "", drafter.algorithm if drafter else "")
+            multiple = spec_capture_multiple(drafts, acc.version, runner,
+                                             dep.tensor_parallel_size, mode)
         return vllm_capture(getattr(settings, "max_num_seqs", None), cap,
                             getattr(settings, "max_num_batched_tokens", None),
                             getattr(settings, "cudagraph_capture_sizes", None),
-                            capture_query_len(drafts, getattr(settings, "engine_version", None)))
+                            capture_query_len(drafts, version), multiple, version, mode)
     if dep.engine == "sglang":
         listed = getattr(settings, "cudagraph_capture_sizes", None)
         if listed:  # --cuda-graph-bs: the sizes themselves, its largest the cap (0.5.3+)
@@ -141,14 +156,15 @@ def default_capture(dep: Deployment) -> GraphCapture | None:
     return settings_capture(dep, None)
 
 
-def with_cuda_graphs(dep: Deployment, settings: Any, drafts: int | None = None) -> Deployment:
+def with_cuda_graphs(dep: Deployment, settings: Any, drafter: EngineSpec | None = None
+                     ) -> Deployment:
     """``dep`` with the decode graphs its engine captures under ``settings``
     (settings_capture: --enforce-eager, vLLM's capture sizes and seats, SGLang's
     --cuda-graph-max-bs), so the step cost prices a decode above the largest size without
     graphs and pads one between sizes. Settings that give only the engine's defaults return
-    ``dep`` itself, so it keeps its identity and its step-cost cache entries. ``drafts``:
+    ``dep`` itself, so it keeps its identity and its step-cost cache entries. ``drafter``:
     as settings_capture takes it."""
-    capture = settings_capture(dep, settings, drafts)
+    capture = settings_capture(dep, settings, drafter)
     if capture is None or capture == default_capture(dep):
         return dep
     return replace(dep, cuda_graphs=capture)

@@ -50,17 +50,18 @@ def capture_size_list(cap: int) -> list[int]:
 
 
 def spec_capture_multiple(spec_tokens: int, version: str | None = None, runner: str = "V1",
-                          tensor_parallel_size: int = 1) -> int:
+                          tensor_parallel_size: int = 1, mode: str | None = None) -> int:
     """The multiple vLLM ``version`` rounds each captured size up to under speculative
     decoding (engines.json vllm.spec_decode_capture_rounding): 1 + num_speculative_tokens from
     v0.11.1 on the V1 runner (Model Runner V2 from v0.25 does not round); v0.11.1 alone takes
     the tensor-parallel size where larger and refuses a pair where the larger is no
-    multiple of the smaller (two drafts at TP2: 3 and 2). 1 (no rounding) without drafts or
-    before v0.11.1."""
+    multiple of the smaller (two drafts at TP2: 3 and 2). 1 (no rounding) without drafts,
+    before v0.11.1, or under cudagraph_mode (``mode``) NONE or PIECEWISE: vLLM rounds only
+    where its decode graphs are FULL (engines.json, the rule's source)."""
     rule = vllm_data()["spec_decode_capture_rounding"]
     asked = version or str(vllm_data()["default_version"])
     v = parse_version(asked)
-    if not spec_tokens or v < parse_version(rule["from"]) \
+    if not spec_tokens or v < parse_version(rule["from"]) or mode in ("NONE", "PIECEWISE") \
             or (runner == "MRV2" and v >= parse_version(rule["mrv2_rounds_until"])):
         return 1
     query = 1 + spec_tokens
@@ -114,16 +115,18 @@ def listed_sizes(asked: tuple[int, ...], max_num_batched_tokens: int | None = No
     return kept
 
 
-def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
-                  max_num_batched_tokens: int | None = None, query_len: int = 1,
-                  multiple: int = 1, version: str | None = None,
-                  asked: tuple[int, ...] | None = None, mode: str | None = None) -> int:
-    """How many CUDA-graph batch sizes V1 captures: capture_size_list to ``capture_cap`` —
-    51 sizes at the default cap of 512, 19 at a cap of 128 (67 every 8 before v0.11.1) — or
-    the sizes the compilation config lists (``asked``, listed_sizes: [1, 2, 4, 8] is 4); then,
-    drafting, rounded to ``multiple`` (spec_rounded_sizes; ``version`` for its refusal). Under
-    cudagraph_mode FULL_DECODE_ONLY (``mode``) only the decode sizes, from one request's
-    decode tokens to max_num_seqs of them (cudagraph_dispatcher.py): 35 of the 51 at 256 seats."""
+def captured_sizes(max_num_seqs: int, max_capture_size: int | None = None,
+                   max_num_batched_tokens: int | None = None, query_len: int = 1,
+                   multiple: int = 1, version: str | None = None,
+                   asked: tuple[int, ...] | None = None, mode: str | None = None) -> list[int]:
+    """The CUDA-graph batch sizes V1 captures, ascending: capture_size_list to
+    ``capture_cap`` (51 sizes at the default cap of 512, 19 at a cap of 128; 67 every 8
+    before v0.11.1) or the sizes the compilation config lists (``asked``, listed_sizes);
+    then, drafting, rounded to ``multiple`` (spec_rounded_sizes; ``version`` for its
+    refusal). Under cudagraph_mode FULL_DECODE_ONLY (``mode``) only the decode sizes, from
+    one request's decode tokens to max_num_seqs of them (cudagraph_dispatcher.py). The graph
+    memory (capture_sizes) counts this list and a decode step pads to it
+    (graph_batches.vllm_capture): three drafts at 256 seats keep 4, 8, 16, … 512."""
     if asked:
         sizes = listed_sizes(asked, max_num_batched_tokens)
         cap = sizes[-1]
@@ -134,7 +137,18 @@ def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
     if mode == "FULL_DECODE_ONLY":
         decode = max(query_len, multiple)  # a decode step's tokens a request
         kept = [size for size in kept if decode <= size <= decode * max_num_seqs]
-    return len(kept)
+    return kept
+
+
+def capture_sizes(max_num_seqs: int, max_capture_size: int | None = None,
+                  max_num_batched_tokens: int | None = None, query_len: int = 1,
+                  multiple: int = 1, version: str | None = None,
+                  asked: tuple[int, ...] | None = None, mode: str | None = None) -> int:
+    """How many CUDA-graph batch sizes V1 captures: the length of captured_sizes — 51 at the
+    default cap of 512, 19 at a cap of 128, 4 for a listed [1, 2, 4, 8], 35 of the 51 under
+    FULL_DECODE_ONLY at 256 seats."""
+    return len(captured_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens,
+                              query_len, multiple, version, asked, mode))
 
 
 def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,

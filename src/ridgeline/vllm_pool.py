@@ -349,10 +349,10 @@ def graph_multiple(dep: Deployment, s: EngineSettings, acc: VLLMAccounting, runn
     drafter ``s`` gives (spec_capture_multiple): 1 + its drafts from v0.11.1, else 1 (and
     under --enforce-eager, which captures nothing, and under cudagraph_mode PIECEWISE, whose
     decode graphs are not FULL: vLLM rounds only for those)."""
-    if s.enforce_eager or s.cudagraph_mode in ("NONE", "PIECEWISE"):
+    if s.enforce_eager:
         return 1
     return spec_capture_multiple(s.drafter.tokens if s.drafter is not None else 0, acc.version,
-                                 runner, dep.tensor_parallel_size)
+                                 runner, dep.tensor_parallel_size, s.cudagraph_mode)
 
 
 def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
