@@ -228,12 +228,13 @@ def lora_flags(g: Any) -> None:
 
 
 def eplb_flags(g: Any) -> None:
-    """vLLM's expert load balancing, as vllm serve spells it: --enable-eplb, and the redundant
-    experts of --eplb-config (v0.10.2+; --eplb-config.num_redundant_experts N the same) or of
-    the older --num-redundant-experts (v0.10.0-v0.11), whose weights the pool loses
-    (vllm_eplb.py)."""
+    """vLLM's and SGLang's expert load balancing, as each spells it: --enable-eplb, and the
+    redundant experts of vLLM's --eplb-config (v0.10.2+; --eplb-config.num_redundant_experts N
+    the same) or older --num-redundant-experts (v0.10.0-v0.11), or of SGLang's
+    --ep-num-redundant-experts, whose weights the pool loses (vllm_eplb.py, sglang_eplb.py)."""
     g.add_argument("--enable-eplb", action="store_true",
-                   help="vLLM with --enable-expert-parallel: balance the experts over the "
+                   help="vLLM with --enable-expert-parallel, SGLang with --ep-size > 1: "
+                   "balance the experts over the "
                    "ranks, keeping the redundant experts --eplb-config names on them; their "
                    "weights come out of the pool (the balancing itself is not priced)")
     g.add_argument("--eplb-config", metavar="JSON",
@@ -247,6 +248,11 @@ def eplb_flags(g: Any) -> None:
                    type=_count("num_redundant_experts", COUNT_EXAMPLES),
                    help="vLLM v0.10.0-v0.11 --enable-eplb: the redundant experts, before "
                    "--eplb-config (removed in v0.12: name --engine-version 0.11)")
+    g.add_argument("--ep-num-redundant-experts", dest="ep_num_redundant_experts", metavar="N",
+                   type=_count("ep_num_redundant_experts", COUNT_EXAMPLES),
+                   help="SGLang with --ep-size > 1: N redundant experts, (experts + N) ÷ "
+                   "--ep-size on every GPU's MoE layers, loaded with or without --enable-eplb "
+                   "(sglang_eplb.py)")
 
 
 def eplb_settings(args: argparse.Namespace) -> Any:
@@ -257,7 +263,9 @@ def eplb_settings(args: argparse.Namespace) -> Any:
     return eplb_settings_from(getattr(args, "enable_eplb", False),
                               getattr(args, "eplb_config", None),
                               getattr(args, "num_redundant_experts", None),
-                              getattr(args, "eplb_redundant_dotted", None))
+                              getattr(args, "eplb_redundant_dotted", None),
+                              getattr(args, "ep_num_redundant_experts", None),
+                              getattr(args, "engine", None))
 
 
 SGLANG_LORA_FLAGS = {"lora_paths": "--lora-paths", "max_loras_per_batch": "--max-loras-per-batch",

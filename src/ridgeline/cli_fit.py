@@ -176,8 +176,9 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 # --enable-lora and its slots: one engine's (vLLM's or SGLang's; TRT-LLM's refused)
                 "enable_lora", "max_loras", "max_lora_rank", "fully_sharded_loras", "lora_dtype",
                 "lora_paths", "max_loras_per_batch", "lora_target_modules",
-                # vLLM --enable-eplb and its redundant experts: one engine's
+                # --enable-eplb and its redundant experts (vLLM's or SGLang's): one engine's
                 "enable_eplb", "eplb_config", "eplb_redundant_dotted", "num_redundant_experts",
+                "ep_num_redundant_experts",
                 # vLLM --limit-mm-per-prompt: one engine's
                 "limit_mm_per_prompt", "limit_mm_image", "limit_mm_video", "limit_mm_audio",
                 # TensorRT-LLM cache_transceiver_config: one engine's

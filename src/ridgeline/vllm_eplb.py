@@ -12,7 +12,8 @@ exact. The copies are loaded with the weights, so each GPU holds, past its E ÷ 
 DeepSeek-V3 (256 experts, 58 MoE layers, fp8-block) on EP8 with 32 redundant: 36 experts a
 GPU instead of 32, 4 × 58 × 42.0 MiB = 9.52 GiB. The bytes themselves are ``ep_extra_bytes``'s
 (memory.py), the one formula for whole experts on a rank; this module reads the flags and says
-what vLLM refuses. The rebalancing (which replica serves which token, and the weights vLLM
+what vLLM refuses; SGLang's --ep-num-redundant-experts is read into the same EPLBSettings
+(sglang_eplb.py). The rebalancing (which replica serves which token, and the weights vLLM
 moves every step_interval steps) is not priced: the step keeps ridgeline's stated busiest-rank
 factor, for want of a source for what EPLB makes of it.
 """
@@ -26,6 +27,12 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.flag_json import json_object
 from ridgeline.parallel import EP_IMBALANCE, ep_rank_experts
+from ridgeline.sglang_eplb import FLAG as SGLANG_FLAG
+from ridgeline.sglang_eplb import (
+    sglang_layout_problem,
+    sglang_replicas_source,
+    sglang_unpriced_moves,
+)
 from ridgeline.vllm_memory import parse_version, vllm_data
 
 CONFIG_FLAG = "--eplb-config"
@@ -40,11 +47,14 @@ def eplb_data() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class EPLBSettings:
-    """vllm serve's --enable-eplb with its redundant experts, and the flag that gave them
-    (--eplb-config, or --num-redundant-experts before v0.12)."""
+    """--enable-eplb with its redundant experts, and the flag that gave them: vLLM's
+    --eplb-config (--num-redundant-experts before v0.12) or SGLang's
+    --ep-num-redundant-experts, whose replicas SGLang loads without --enable-eplb too
+    (``enabled`` False: sglang_eplb.py)."""
 
     num_redundant_experts: int = 0
     spelling: str = CONFIG_FLAG
+    enabled: bool = True
 
     def __post_init__(self) -> None:
         if self.num_redundant_experts < 0:
@@ -54,7 +64,8 @@ class EPLBSettings:
     def describe(self) -> str:
         """'32 redundant experts, EPLB', as fit's weights line names them."""
         n = self.num_redundant_experts
-        return f"{n:,} redundant {'expert' if n == 1 else 'experts'}, EPLB"
+        return (f"{n:,} redundant {'expert' if n == 1 else 'experts'}, "
+                + ("EPLB" if self.enabled else "no --enable-eplb"))
 
 
 def parse_eplb_config(text: str) -> int | None:
@@ -91,18 +102,28 @@ def local_experts(dep: Deployment, eplb: EPLBSettings) -> int:
 def check_eplb(dep: Deployment, eplb: EPLBSettings, version: str | None) -> None:
     """InputError where vLLM (or its release) does not start with ``eplb``: the layout's
     refusals (eplb_layout_problem), then a spelling its release lacks."""
-    problem = eplb_layout_problem(dep, eplb) or _release_problem(eplb, version)
+    problem = eplb_layout_problem(dep, eplb) or (
+        _release_problem(eplb, version) if dep.engine == "vllm" else "")
     if problem:
         raise InputError(problem)
 
 
 def eplb_layout_problem(dep: Deployment, eplb: EPLBSettings) -> str:
-    """Why vLLM refuses ``eplb`` on ``dep``, or "": another engine, a model without experts,
-    no --enable-expert-parallel or a single rank (vLLM's words), a total of experts the ranks
-    do not divide (vLLM's assert; fit's levers skip a layout that meets it)."""
-    data = eplb_data()
+    """Why vLLM refuses ``eplb`` on ``dep``, or "": another engine (SGLang's own asserts:
+    sglang_eplb.py), the other's spelling, a model without experts, no
+    --enable-expert-parallel or a single rank (vLLM's words), a total of experts the ranks do
+    not divide (vLLM's assert; fit's levers skip a layout that meets it)."""
+    if dep.engine == "sglang":  # its own asserts, through the same settings
+        return sglang_layout_problem(dep, eplb.num_redundant_experts, eplb.enabled,
+                                     eplb.spelling)
     if dep.engine != "vllm":
-        return f"--enable-eplb is modelled for vLLM; {dep.engine}'s expert load balancing is not"
+        asked = "--enable-eplb" if eplb.enabled else eplb.spelling
+        return (f"{asked} is modelled for vLLM and SGLang; {dep.engine}'s expert load "
+                "balancing is not")
+    if eplb.spelling == SGLANG_FLAG:
+        return (f"{SGLANG_FLAG} is SGLang's; vLLM's redundant experts are {CONFIG_FLAG} "
+                f"'{{\"num_redundant_experts\": {eplb.num_redundant_experts}}}'")
+    data = eplb_data()
     moe = dep.model.moe
     if moe is None:
         return f"--enable-eplb balances a MoE's experts: {dep.model.name} has none"
@@ -148,16 +169,21 @@ def _release_problem(eplb: EPLBSettings, version: str | None) -> str:
 
 
 def eplb_settings_from(enabled: bool, config_text: str | None, legacy: int | None,
-                       dotted: int | None) -> EPLBSettings | None:
-    """The EPLBSettings vllm serve's flags give: None without --enable-eplb, where vLLM
-    refuses a redundant expert (its words) and an --eplb-config alone changes nothing."""
+                       dotted: int | None, sglang: int | None = None,
+                       engine: str | None = None) -> EPLBSettings | None:
+    """The EPLBSettings vllm serve's or SGLang's flags give: None without --enable-eplb, where
+    vLLM refuses a redundant expert (its words) and an --eplb-config alone changes nothing;
+    SGLang's --ep-num-redundant-experts N alone still loads N replicas (sglang_eplb.py)."""
     given = [(flag, count) for flag, count in (
         (CONFIG_FLAG, None if config_text is None else parse_eplb_config(config_text)),
-        (CONFIG_FLAG, dotted), (LEGACY_FLAG, legacy)) if count is not None]
+        (CONFIG_FLAG, dotted), (LEGACY_FLAG, legacy), (SGLANG_FLAG, sglang))
+        if count is not None]
     if len(given) > 1:
         raise InputError(f"the redundant experts are given {len(given)} ways "
                          f"({', '.join(sorted({flag for flag, _ in given}))}): give one")
-    flag, count = given[0] if given else (CONFIG_FLAG, 0)
+    flag, count = given[0] if given else (SGLANG_FLAG if engine == "sglang" else CONFIG_FLAG, 0)
+    if flag == SGLANG_FLAG and not enabled:  # SGLang builds the replicas all the same
+        return EPLBSettings(count, flag, enabled=False) if count else None
     if not enabled:
         if count:
             said = eplb_data()["needs_eplb"].format(count=count)
@@ -184,19 +210,28 @@ def replicas_note(dep: Deployment, eplb: EPLBSettings) -> str:
     without them, and vLLM's rule."""
     moe = dep.model.moe
     ranks, n = dep.engine_expert_ranks, eplb.num_redundant_experts
-    return (f"{eplb.spelling} num_redundant_experts {n:,}: each MoE layer's "
+    if dep.engine == "sglang":
+        source = sglang_replicas_source()
+    else:
+        source = ("vLLM's global_num_experts = num_experts + num_redundant_experts, "
+                  "local = global ÷ EP size: fused_moe/layer.py")
+    name = eplb.spelling if eplb.spelling == SGLANG_FLAG else \
+        f"{eplb.spelling} num_redundant_experts"
+    return (f"{name} {n:,}: each MoE layer's "
             f"{moe.num_experts if moe else 0:,} + {n:,} = {physical_experts(dep, eplb):,} "
             f"physical experts over {ranks} expert-parallel ranks, "
             f"{local_experts(dep, eplb):,} a rank instead of "
             f"{ep_rank_experts(moe.num_experts if moe else 0, ranks):,}, loaded with the "
-            "weights (vLLM's global_num_experts = num_experts + num_redundant_experts, "
-            "local = global ÷ EP size: fused_moe/layer.py)")
+            f"weights ({source})")
 
 
 def eplb_step_caution(eplb: EPLBSettings) -> str:
     """The line a priced step carries under --enable-eplb: its memory is sized, its balance
     is not (no source ties the replicas to the busiest rank's load)."""
-    return (f"--enable-eplb ({eplb.describe()}): their weights are sized, but each step is "
-            f"priced as without EPLB (the busiest expert-parallel rank at ridgeline's stated "
-            f"{EP_IMBALANCE:g} × the mean tokens); neither the replicas' reads nor vLLM's "
-            "rearrangement every step_interval steps is priced")
+    unpriced = sglang_unpriced_moves(eplb.enabled) if eplb.spelling == SGLANG_FLAG else (
+        "neither the replicas' reads nor vLLM's rearrangement every step_interval steps is "
+        "priced")
+    return (f"{'--enable-eplb' if eplb.enabled else SGLANG_FLAG} ({eplb.describe()}): their "
+            f"weights are sized, but each step is priced as without EPLB (the busiest "
+            f"expert-parallel rank at ridgeline's stated {EP_IMBALANCE:g} × the mean tokens); "
+            f"{unpriced}")

@@ -5,6 +5,8 @@ fit_budget_steps.py's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit_state import fixed_state_size, state_per_request_bytes, state_pool_note
@@ -36,7 +38,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     elif p.engine == "sglang":  # its activations and graphs live in what it holds back
         rows += [[f"reserved (x {p.reserved_fraction:g}; activations, {graphs} in the rest)",
                   gib(p.total_bytes * p.reserved_fraction)],
-                 ["− weights", gib(p.weight_bytes)]]
+                 [weights_label(p, s, gib), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # SGLang's LoRA slots, before the pool
             rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
         rows += [[("− HIP context and TP communicators (RCCL)" if amd else
@@ -45,9 +47,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     else:
         rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)]
                  ] if not p.set_pool_bytes else []
-        rows += [["− weights" + (f" ({gib(p.redundant_expert_bytes)} of it: "
-                                  f"{s.eplb.describe()})" if p.redundant_expert_bytes
-                                  and s.eplb is not None else ""), gib(p.weight_bytes)]]
+        rows += [[weights_label(p, s, gib), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # vLLM --enable-lora, loaded with the weights
             rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
         rows += [[f"− {peak_label(p)}", gib(p.activation_bytes)],
@@ -110,6 +110,14 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} {per}"])
     return rows
+
+
+def weights_label(p: KVPool, s: EngineSettings, gib: Callable[[float], str]) -> str:
+    """The weights row, naming what --enable-eplb's (vLLM's or SGLang's) redundant experts
+    add of it: '− weights (9.52 GiB of it: 32 redundant experts, EPLB)'."""
+    if not p.redundant_expert_bytes or s.eplb is None:
+        return "− weights"
+    return f"− weights ({gib(p.redundant_expert_bytes)} of it: {s.eplb.describe()})"
 
 
 def peak_label(p: KVPool) -> str:

@@ -32,7 +32,8 @@ def weights_note(dep: Deployment, pool: KVPool) -> str:
                   "(the engine loads them beside the model)")
     if pool.redundant_expert_bytes > 0:
         share += (f" + {pool.redundant_expert_bytes / GIB:,.2f} GiB of redundant experts "
-                  "(vLLM --enable-eplb loads them with the weights)")
+                  f"({'SGLang' if pool.engine == 'sglang' else 'vLLM'} loads them with the "
+                  "weights)")
     padding = mxfp4_padding_bytes(dep, pool.stage, _version(pool)) \
         if pool.engine == "vllm" else 0.0
     if padding:
