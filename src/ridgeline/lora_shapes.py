@@ -65,6 +65,15 @@ class LoRAModule:
         return self.count * self.bytes_each
 
 
+def active_words(active_loras: int | None, slots: int) -> str:
+    """How many adapters a step's LoRA part reads, as both engines' cautions say it: the
+    --active-loras given, else every request its own adapter up to the slots."""
+    if active_loras:
+        return (f"at most {active_loras} adapter{'' if active_loras == 1 else 's'} a step "
+                "(--active-loras)")
+    return f"every request its own adapter, min(batch, {slots}) a step (--active-loras N: fewer)"
+
+
 def linear_lora_modules(dep: Deployment, layers: int, slots: int, rank: int,
                         element_bytes: int, fully_sharded: bool = False,
                         single_slice: Collection[str] = (), router: str | None = None

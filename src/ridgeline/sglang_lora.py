@@ -22,12 +22,12 @@ from ridgeline.errors import InputError
 from ridgeline.layouts import DENSE, FULL
 from ridgeline.lora_shapes import (
     LoRAModule,
+    active_words,
     embedding_lora_module,
     linear_lora_modules,
     lm_head_lora_module,
 )
 from ridgeline.sglang_memory import sglang_data, sglang_release
-from ridgeline.units import plural
 
 ALL = "all"  # --lora-target-modules all: every module SGLang can adapt
 
@@ -199,9 +199,7 @@ def sglang_lora_step_caution(lora: SGLangLoRASettings) -> str:
         return ("SGLang LoRA with --active-loras 0: no request names an adapter, so its LoRA "
                 "kernels do not run and the step times are the base model's; the pool still "
                 "holds the slots")
-    active = f"at most {n} {plural(n, 'adapter')} a step (--active-loras)" if n else \
-        (f"every request its own adapter, min(batch, {lora.slots}) a step "
-         "(--active-loras N: fewer)")
+    active = active_words(n, lora.slots)
     return (f"SGLang LoRA: the adapters' matmuls (its LoRA A and B kernels, csgmv or "
             f"triton, rank {lora.rank}) are in the step as 'lora adapters', {active}, at the "
             "step's efficiencies (no measured efficiency of their own); their kernel launches "

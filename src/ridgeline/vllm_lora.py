@@ -30,12 +30,12 @@ from ridgeline.errors import InputError
 from ridgeline.layouts import DENSE, FULL, MOE, SLIDING
 from ridgeline.lora_shapes import (
     LoRAModule,
+    active_words,
     embedding_lora_module,
     linear_lora_modules,
     lm_head_lora_module,
 )
 from ridgeline.stages import Stage
-from ridgeline.units import plural
 from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
 
 
@@ -162,13 +162,6 @@ def _moe_problem(dep: Deployment, routed: bool) -> str:
     return ""
 
 
-def check_lora(dep: Deployment, lora: LoRASettings, version: str | None) -> None:
-    """An InputError carrying ``lora_problem`` where there is one."""
-    problem = lora_problem(dep, lora, version)
-    if problem:
-        raise InputError(problem)
-
-
 def lora_modules(dep: Deployment, lora: LoRASettings, stage: Stage | None = None
                  ) -> tuple[LoRAModule, ...]:
     """Each kind of adapted module on one GPU of ``dep`` (of a pipeline ``stage``: its own
@@ -206,8 +199,7 @@ def lora_step_caution(lora: LoRASettings) -> str:
         return ("--enable-lora with --active-loras 0: no request names an adapter, so vLLM "
                 "skips the adapters' kernels in every step (no_lora_flag_cpu) and the step "
                 "times are the base model's; the pool still holds the slots")
-    active = f"at most {n} {plural(n, 'adapter')} a step (--active-loras)" if n else \
-        f"every request its own adapter, min(batch, {lora.slots}) a step (--active-loras N: fewer)"
+    active = active_words(n, lora.slots)
     return (f"--enable-lora: the adapters' matmuls (punica's shrink and expand, rank "
             f"{lora.rank}) are in the step as 'lora adapters', {active}, at the step's "
             "efficiencies (no measured efficiency of their own); their 2 kernel launches a "
