@@ -165,3 +165,67 @@ def test_a_vllm_split_of_a_hybrid_says_its_commands_are_not_the_pools_priced(
     if cautioned:  # the command it names is the one fit refuses
         command = _launch(engine).pool_commands(_split())["decode"]
         assert "--kv-transfer-config" in command
+
+
+# The release before each engine's first with the printed hand-off, and that release
+# (engines.json <engine>.cli.disaggregated.since: vLLM's NixlConnector, SGLang's
+# --disaggregation-mode with --disaggregation-transfer-backend).
+BOUNDARY = [("vllm", "0.8.5", "0.9.0"), ("sglang", "0.4.5.post3", "0.4.6")]
+
+
+def _versioned(engine: str, version: str | None) -> PlanCommands:
+    result = cast(PlanResult, SimpleNamespace(engine=engine, engine_version=version, load=LOAD))
+    return PlanCommands(resolve_model(MODEL_ID), MODEL_ID, result, 16384)
+
+
+@pytest.mark.parametrize("engine, before, since", BOUNDARY)
+def test_a_split_before_the_hand_off_came_gets_one_line_and_no_commands(
+        engine: str, before: str, since: str) -> None:
+    """A release before the one whose hand-off the commands print gets no pool commands and
+    no router, only the line that says which release it needs; that release itself gets each
+    pool's command with the hand-off and the router."""
+    assert since == engine_defaults(engine)["cli"]["disaggregated"]["since"]
+    commands, extra = _versioned(engine, before).pool_launch(_split())
+    assert commands == {} and len(extra) == 1
+    assert f" {before} cannot launch this split" in extra[0] and f"came in v{since}" in extra[0]
+    commands = _versioned(engine, since).pool_launch(_split())[0]
+    flag = engine_defaults(engine)["cli"]["disaggregated"]["connector"][0]
+    assert set(commands) == {"prefill", "decode", "router"}
+    assert all(flag in commands[role] for role in ("prefill", "decode"))
+    assert _versioned(engine, since).split_problem() == ""
+
+
+def test_vllms_v0_engine_gets_no_nixl_commands() -> None:
+    """NixlConnector is a V1 connector: a release that runs V0 (VLLM_USE_V1=0) gets the line,
+    the same release on V1 the commands."""
+    launch = _versioned("vllm", "0.9.0 V0")
+    assert launch.pool_launch(_split())[0] == {}
+    assert "V1" in launch.split_problem()
+    assert _versioned("vllm", "0.9.0 V1").pool_launch(_split())[0]
+
+
+@pytest.mark.parametrize("engine, before, since", BOUNDARY)
+def test_the_plans_text_and_json_say_the_same_of_a_split_it_cannot_launch(
+        engine: str, before: str, since: str) -> None:
+    """A split the named release cannot launch: --json has no commands and the text's line
+    as launch_problem; the release it needs has the commands in both and no problem."""
+    from dataclasses import replace
+
+    from ridgeline.reports.plan import PlanReport
+    from ridgeline.serving_load import Slo
+
+    split = replace(_split(), verified=True, sim_ttft_s=0.3, sim_tpot_s=0.02)
+    for version in (before, since):
+        result = PlanResult(LOAD, Slo(1.0, 0.05), (), (), (split,), (), 0, 200.0, "", engine,
+                            (), version)
+        report = PlanReport(resolve_model(MODEL_ID), MODEL_ID, result, 16384)
+        text = "\n".join(report.text_lines())
+        row = report.to_dict()["disaggregated"][0]
+        if version == before:
+            assert row["pool_commands"] is None and row["router_command"] is None
+            assert f"no launch: {row['launch_problem']}" in text
+            assert "prefill pool," not in text and "router:" not in text
+        else:
+            assert row["launch_problem"] is None and "no launch" not in text
+            assert all(command in text for command in row["pool_commands"].values())
+            assert row["router_command"] in text

@@ -67,15 +67,42 @@ def expert_parallel_problem(engine: str, version: str | None) -> str:
     SGLang's --enable-ep-moe in 0.4.0.post1 (PR #2371) (engines.json cli.ep_since)."""
     cli = engine_defaults(engine).get("cli", {})
     since = cli.get("ep_since")
-    if version is None or since is None:
-        return ""
-    order = sglang_release if engine == "sglang" else parse_version  # 0.4.0 < 0.4.0.post1
-    if order(version) >= order(since):
+    if not _before(engine, version, since):
         return ""
     flag = cli.get("ep_switch", {}).get("flag", cli["ep"])
-    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
-    return (f"{name} {version} has no expert parallelism: {flag} came in v{since} "
+    return (f"{_name(engine)} {version} has no expert parallelism: {flag} came in v{since} "
             "(leave --enable-expert-parallel out, or name a later --engine-version)")
+
+
+def split_launch_problem(engine: str, version: str | None) -> str:
+    """Why ``engine`` at ``version`` cannot run a split's printed launch, or "" (no version:
+    the newest modelled; an engine without the check): vLLM's NixlConnector and its proxy came
+    in v0.9.0 (PR #17751) and only the V1 engine drives it, SGLang's --disaggregation-mode with
+    --disaggregation-transfer-backend in v0.4.6 (PRs #4654, #5477) (engines.json
+    cli.disaggregated.since). The split is still priced; its commands are not printed."""
+    d = engine_defaults(engine).get("cli", {}).get("disaggregated", {})
+    since = d.get("since")
+    if _before(engine, version, since):
+        return (f"{_name(engine)} {version} cannot launch this split: {d['since_what']} came "
+                f"in v{since} (name a later --engine-version for its commands)")
+    if engine == "vllm" and version is not None and vllm_accounting(version).engine == "V0":
+        return (f"vLLM {version} cannot launch this split: NixlConnector is a V1 engine "
+                "connector, and VLLM_USE_V1=0 runs V0 (drop V0 for its commands)")
+    return ""
+
+
+def _before(engine: str, version: str | None, since: str | None) -> bool:
+    """Whether ``version`` is a release before ``since`` (SGLang's order: 0.4.0 <
+    0.4.0.post1); False where either is None."""
+    if version is None or since is None:
+        return False
+    order = sglang_release if engine == "sglang" else parse_version
+    return order(version) < order(since)
+
+
+def _name(engine: str) -> str:
+    """The engine as its project spells it: vLLM, SGLang."""
+    return {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
 
 
 def speculative_problem(engine: str, version: str | None, draft_method: str,
@@ -86,7 +113,7 @@ def speculative_problem(engine: str, version: str | None, draft_method: str,
     v0.4.3.post1, EAGLE3 in v0.4.4.post2, STANDALONE (draft-model) in v0.5.2, NGRAM in v0.5.3
     (engines.json sglang.speculative_algorithms); an earlier release refuses the flag."""
     since = sglang_algorithm_from(draft_method, algorithm) if engine == "sglang" else None
-    if version is None or since is None or sglang_release(version) >= sglang_release(since):
+    if not _before(engine, version, since):
         return ""
     name = sglang_data()["speculative_algorithms"][
         sglang_algorithm_key(draft_method, algorithm)]["algorithm"]

@@ -146,7 +146,9 @@ class PlanReport:
                "router_command": router or None,
                # what the commands' host placeholders and the router are, as the text says
                "router_note": host_note(self.result.engine, c.prefill_replicas,
-                                        c.replicas - c.prefill_replicas) if router else None}
+                                        c.replicas - c.prefill_replicas) if router else None,
+               # why the named --engine-version gets no commands, the text's "no launch" line
+               "launch_problem": launch.split_problem() or None}
         if self.result.engine == "trtllm":
             row |= {"pool_config_files": launch.pool_files(c) or None,
                     "pool_command_note": launch.pool_note(c) or None}
@@ -255,8 +257,7 @@ class PlanReport:
                              + f" (simulated: {pct(r.slo.percentile)} TTFT "
                              f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {tpot_ms(c.sim_tpot_s)}; "
                              "KV hand-off over a 400 Gb/s link, where the engines can pass each "
-                             "prompt's KV cache from node to node: the KV connector and "
-                             "router printed under it)"
+                             f"prompt's KV cache from node to node: {self.lists.handoff_where()})"
                              + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
                 lines += ["  " + line for line in self.lists.pool_lines(
                     c, self.launch.pool_launch)]

@@ -13,6 +13,7 @@ from typing import Any
 
 from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_versions import split_launch_problem
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.reports.launch_commands import command_line, node_commands
@@ -153,8 +154,9 @@ class PlanCommands:
         each at the knobs its check held with (``Candidate.pool``) and with the engine's KV
         hand-off settings for its role (split_launch.pool_command: vLLM's NixlConnector,
         SGLang's --disaggregation-mode, TensorRT-LLM's cache_transceiver_config in the YAML
-        it names); {} for a single pool or where the engine has no command for it."""
-        if not c.disaggregated:
+        it names); {} for a single pool, where the engine has no command for it, or where
+        the named release cannot run them (``split_problem``)."""
+        if not c.disaggregated or self.split_problem():
             return {}
         r = self.result
         out = {}
@@ -169,6 +171,12 @@ class PlanCommands:
             if command:
                 out[name] = pool_command(r.engine, name, command, count)
         return out
+
+    def split_problem(self) -> str:
+        """Why the plan's --engine-version cannot run a split's launch (vLLM before the
+        NixlConnector, SGLang before --disaggregation-mode: engine_versions.split_launch_problem),
+        or ""; the one line printed, and given in --json, in place of its commands."""
+        return split_launch_problem(self.result.engine, self.result.engine_version)
 
     def router_command(self, c: Candidate) -> str:
         """The router that ties a split's pools together (split_launch.router_command), or ""
@@ -211,10 +219,12 @@ class PlanCommands:
     def pool_launch(self, c: Candidate) -> tuple[dict[str, str], list[str]]:
         """A split's pool commands (``pool_commands``), then its "router", and the lines to
         print under them: the files they name (TensorRT-LLM's YAML), what their MODEL must
-        be, and what the host placeholders and the router are."""
+        be, and what the host placeholders and the router are; for a release that cannot run
+        them, no commands and the line that says so (``split_problem``)."""
         commands = self.pool_commands(c)
         if not commands:
-            return {}, []
+            problem = self.split_problem() if c.disaggregated else ""
+            return {}, [f"no launch: {problem}"] if problem else []
         router = self.router_command(c)
         notes = [self.pool_note(c), host_note(self.result.engine, c.prefill_replicas,
                                               c.replicas - c.prefill_replicas)]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ridgeline.candidate import Candidate, weights_name
 from ridgeline.cost import mean_decode_context
+from ridgeline.engine_versions import split_launch_problem
 from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
@@ -217,9 +218,16 @@ class PlanLists:
             top = "the unverified cheapest" if r.winner_unverified else "the winner"
             lines.append(f"  the {c.disaggregated} split costs less than {top} "
                          f"(${c.cost_per_hour:,.2f}/h against ${win.cost_per_hour:,.2f}/h) where "
-                         "the engines can hand each prompt's KV cache from node to node (the KV "
-                         f"connector and router printed under it); {top} needs none")
+                         "the engines can hand each prompt's KV cache from node to node "
+                         f"({self.handoff_where()}); {top} needs none")
         return lines
+
+    def handoff_where(self) -> str:
+        """Where a split's KV hand-off is said: the connector and router printed under it, or,
+        for a release that has neither (``split_launch_problem``), the line saying so."""
+        if split_launch_problem(self.result.engine, self.result.engine_version):
+            return "not at this --engine-version, as said under it"
+        return "the KV connector and router printed under it"
 
     def pool_lines(self, c: Candidate, pool_commands: PoolCommands) -> list[str]:
         """Under a split ``c``, each pool's replicas and its launch command, at the knobs its
@@ -231,7 +239,7 @@ class PlanLists:
         return [f"  router: {command}" if name == "router" else
                 f"  {name} pool, {count[name]} {plural(count[name], 'replica')}: {command}"
                 for name, command in commands.items()] \
-            + [f"    {line}" for line in extra if commands]
+            + [("    " if commands else "  ") + line for line in extra]
 
     def pareto_lines(self) -> list[str]:
         """The Pareto frontier of tokens per GPU against tokens per user, decode at the load's
