@@ -174,7 +174,7 @@ def _replica(tp: int, pp: int = 1, ep: bool = False) -> Candidate:
 def test_vllms_launch_of_one_command_a_node_is_printed_only_from_the_release_that_has_it(
         ) -> None:
     since = engine_defaults("vllm")["cli"]["multi_node"]["since"]
-    major, minor = parse_version(since)
+    major, minor = parse_version(since)[:2]
     before = f"{major}.{minor - 1}"
     c = _replica(8, 2)
     assert c.replica_nodes == 2

@@ -237,3 +237,70 @@ def test_decode_and_prefill_read_no_async_scheduling_as_fit_sizes_the_pool_with_
     assert "before vLLM 0.14" in refused(capsys, *DECODE, "--async-scheduling",
                                          "--engine-version", "0.11")
     assert "vLLM's" in refused(capsys, *DECODE, "--no-async-scheduling", "--engine", "sglang")
+
+
+# each removed flag (data/removed_flags.json) with the last release that still took it and a
+# command that reads it: fit notes the ignored ones, simulate reads vLLM's older drafter
+REMOVED = {record_flag: record for record in load_data("removed_flags.json")["vllm"]
+           for record_flag in record["flags"]}
+LAST_WITH = {"--swap-space": "0.17.1", "--disable-log-requests": "0.11.2",
+             "--eplb-window-size": "0.11.2", "--eplb-step-interval": "0.11.2",
+             "--eplb-log-balancedness": "0.11.2", "--speculative-model": "0.8.2",
+             "--num-speculative-tokens": "0.8.2"}
+DRAFTER = ("--speculative-model", "[ngram]", "--num-speculative-tokens", "3")
+
+
+def _removed_argv(flag: str, alone: bool = False) -> tuple[str, ...]:
+    """A command reading ``flag``; a drafter's flag with its pair, unless ``alone``."""
+    if flag in DRAFTER:
+        return (*SIM, *(DRAFTER[DRAFTER.index(flag):][:2] if alone else DRAFTER))
+    record = next(r for r in launch_flags() if flag in r.flags)
+    return ("fit", "llama-3.1-8b", "--gpu", "h100", *_given(flag, record.takes_value))
+
+
+def test_every_removed_flag_is_one_ridgeline_reads_with_its_release_before() -> None:
+    read = {f for r in launch_flags() for f in r.flags} | DRAFTER_FLAGS
+    assert set(REMOVED) == set(LAST_WITH) and set(REMOVED) <= read
+    for record in REMOVED.values():
+        assert record["replacement"] and record["pr"] in record["source"], record
+
+
+@pytest.mark.parametrize("flag", sorted(LAST_WITH))
+def test_a_removed_flag_is_refused_from_the_release_that_removed_it(
+        capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """vllm serve of the release named refuses the flag: so does ridgeline, in one line naming
+    the flag, that release and the change that removed it; the release before reads it."""
+    removed_in = REMOVED[flag]["removed_in"]
+    asked = removed_in.removesuffix(".0")  # '0.18' is 0.18.0
+    err = refused(capsys, *_removed_argv(flag, alone=True), "--engine-version", asked)
+    assert f"vLLM {asked} has no {flag}: it was removed in v{removed_in}" in err
+    assert REMOVED[flag]["pr"] in err and "earlier --engine-version" in err
+    code, _, err = run_cli(capsys, *_removed_argv(flag), "--engine-version", LAST_WITH[flag])
+    assert code == 0 and "removed" not in err
+
+
+@pytest.mark.parametrize("flag", ["--swap-space", "--disable-log-requests",
+                                  "--speculative-model"])
+def test_a_removed_flag_is_read_as_before_where_no_release_is_named(
+        capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """No --engine-version: the pasted line is taken to come from a release that had it."""
+    code, _, err = run_cli(capsys, *_removed_argv(flag))
+    assert code == 0 and "removed" not in err
+
+
+def test_a_removed_flag_from_a_config_file_names_the_file_and_key(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "v.yaml"
+    path.write_text("swap-space: 4\n")
+    err = refused(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine-version", "0.18",
+                  "--config", str(path))
+    assert "no --swap-space (" in err and "v.yaml: swap-space" in err
+
+
+def test_another_engines_release_does_not_refuse_a_vllm_removal(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang 0.5.3 is past vLLM's 0.12.0 by number, not by release: --disable-log-requests,
+    SGLang's too, is read and noted."""
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang",
+                           "--engine-version", "0.5.3", "--disable-log-requests")
+    assert code == 0 and "ignored --disable-log-requests" in err

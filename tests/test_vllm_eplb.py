@@ -140,6 +140,17 @@ def test_the_older_spelling_is_read_where_its_release_has_it(
     assert code == 2 and "no --eplb-config" in err
 
 
+@pytest.mark.parametrize("version", ["0.12", "0.12.0"])
+def test_the_older_spelling_is_refused_from_the_release_that_removed_it(
+        capsys: pytest.CaptureFixture[str], version: str) -> None:
+    """'0.12' is 0.12.0, the release PR #29324 removed --num-redundant-experts from."""
+    until = load_data("engines.json")["vllm"]["eplb"]["legacy_until"]
+    code, _, err = run(capsys, "fit", *DSV3, "--enable-eplb", "--num-redundant-experts", "32",
+                       "--engine-version", version)
+    assert code == 2 and f"vLLM {version} has no --num-redundant-experts" in err
+    assert f"will be removed in v{until}" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_lever_whose_ranks_the_redundant_experts_do_not_divide_is_left_out(
         capsys: pytest.CaptureFixture[str]) -> None:
     # 128 + 2 experts divide over 2 GPUs, not over the 4 of the more-GPUs lever

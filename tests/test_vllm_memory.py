@@ -24,7 +24,8 @@ def dep(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None,
 
 def test_versions_parse_and_pick_their_era() -> None:
     assert parse_version("v0.6.4.post1") == (0, 6, 4)
-    assert parse_version("0.10") == (0, 10)
+    assert parse_version("0.10") == (0, 10, 0)  # the part left out read as 0
+    assert parse_version("0.12") >= parse_version("0.12.0")  # '0.12' has reached 0.12.0
     assert parse_version("v0.10.1.1") == (0, 10, 1, 1)  # a real release
     assert vllm_accounting("0.2.4").non_torch_gib == 0  # before PR #2031: torch only
     assert vllm_accounting("0.2.5").non_torch_gib > 0

@@ -220,8 +220,7 @@ def same_release(given: str, stated: str) -> bool:
     from ridgeline.vllm_memory import engine_named, parse_version
 
     def release(text: str) -> tuple[tuple[int, ...], str]:
-        numbers = parse_version(text)
-        return numbers + (0,) * (3 - len(numbers)), engine_named(text)
+        return parse_version(text), engine_named(text)
 
     (given_numbers, given_word), (stated_numbers, stated_word) = release(given), release(stated)
     return given_numbers == stated_numbers and (

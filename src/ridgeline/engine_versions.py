@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import re
+from functools import cache
+from typing import Any
 
-from ridgeline.datafiles import engine_defaults
+from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.errors import InputError
 from ridgeline.sglang_memory import (
     sglang_algorithm_from,
@@ -61,16 +63,54 @@ def check_version_kind(engine: str, version: str) -> None:
                          "version (e.g. 0.11)")
 
 
+def release_reached(version: str, release: str) -> bool:
+    """Whether --engine-version ``version`` is ``release`` or later ('0.18' is 0.18.0:
+    vllm_memory.parse_version reads the parts left out as 0)."""
+    return parse_version(version) >= parse_version(release)
+
+
+@cache
+def _removed_flags(engine: str) -> dict[str, dict[str, Any]]:
+    """data/removed_flags.json's records of ``engine``, by each spelling."""
+    records = load_data("removed_flags.json").get(engine, [])
+    return {flag: record for record in records for flag in record["flags"]}
+
+
+def removed_flags(engine: str) -> tuple[str, ...]:
+    """The spellings some release of ``engine`` removed (data/removed_flags.json)."""
+    return tuple(_removed_flags(engine))
+
+
+def removed_flag_problem(engine: str, version: str | None, flag: str,
+                         given: str = "") -> str:
+    """Why ``engine`` at ``version`` refuses ``flag`` (named ``given`` where a config file's
+    key gave it), or "": vLLM 0.18.0 removed --swap-space (PR #36216), 0.12.0
+    --disable-log-requests and the EPLB flags beside --eplb-config, 0.8.3 --speculative-model
+    (data/removed_flags.json). No version, or one that is no version of the engine's (refused
+    where the version is checked): "", the flag read as the releases that had it read it."""
+    record = _removed_flags(engine).get(flag)
+    if version is None or record is None:
+        return ""
+    try:
+        if release_before(engine, version, record["removed_in"]):
+            return ""
+    except InputError:
+        return ""
+    said = f" ({given})" if given and given != flag else ""
+    return (f"{engine_name(engine)} {version} has no {flag}{said}: it was removed in v{record['removed_in']} "
+            f"({record['pr']}); {record['replacement']}, or name an earlier --engine-version")
+
+
 def expert_parallel_problem(engine: str, version: str | None) -> str:
     """Why ``engine`` at ``version`` cannot run a model's experts expert-parallel, or "" (no
     version: the newest modelled): vLLM's --enable-expert-parallel came in 0.8 (PR #14305),
     SGLang's --enable-ep-moe in 0.4.0.post1 (PR #2371) (engines.json cli.ep_since)."""
     cli = engine_defaults(engine).get("cli", {})
     since = cli.get("ep_since")
-    if not _before(engine, version, since):
+    if not release_before(engine, version, since):
         return ""
     flag = cli.get("ep_switch", {}).get("flag", cli["ep"])
-    return (f"{_name(engine)} {version} has no expert parallelism: {flag} came in v{since} "
+    return (f"{engine_name(engine)} {version} has no expert parallelism: {flag} came in v{since} "
             "(leave --enable-expert-parallel out, or name a later --engine-version)")
 
 
@@ -82,8 +122,8 @@ def split_launch_problem(engine: str, version: str | None) -> str:
     cli.disaggregated.since). The split is still priced; its commands are not printed."""
     d = engine_defaults(engine).get("cli", {}).get("disaggregated", {})
     since = d.get("since")
-    if _before(engine, version, since):
-        return (f"{_name(engine)} {version} cannot launch this split: {d['since_what']} came "
+    if release_before(engine, version, since):
+        return (f"{engine_name(engine)} {version} cannot launch this split: {d['since_what']} came "
                 f"in v{since} (name a later --engine-version for its commands)")
     if engine == "vllm" and version is not None and vllm_accounting(version).engine == "V0":
         return (f"vLLM {version} cannot launch this split: NixlConnector is a V1 engine "
@@ -91,16 +131,17 @@ def split_launch_problem(engine: str, version: str | None) -> str:
     return ""
 
 
-def _before(engine: str, version: str | None, since: str | None) -> bool:
+def release_before(engine: str, version: str | None, since: str | None) -> bool:
     """Whether ``version`` is a release before ``since`` (SGLang's order: 0.4.0 <
     0.4.0.post1); False where either is None."""
     if version is None or since is None:
         return False
-    order = sglang_release if engine == "sglang" else parse_version
-    return order(version) < order(since)
+    if engine == "sglang":
+        return sglang_release(version) < sglang_release(since)
+    return not release_reached(version, since)
 
 
-def _name(engine: str) -> str:
+def engine_name(engine: str) -> str:
     """The engine as its project spells it: vLLM, SGLang."""
     return {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
 
@@ -113,7 +154,7 @@ def speculative_problem(engine: str, version: str | None, draft_method: str,
     v0.4.3.post1, EAGLE3 in v0.4.4.post2, STANDALONE (draft-model) in v0.5.2, NGRAM in v0.5.3
     (engines.json sglang.speculative_algorithms); an earlier release refuses the flag."""
     since = sglang_algorithm_from(draft_method, algorithm) if engine == "sglang" else None
-    if not _before(engine, version, since):
+    if not release_before(engine, version, since):
         return ""
     name = sglang_data()["speculative_algorithms"][
         sglang_algorithm_key(draft_method, algorithm)]["algorithm"]

@@ -177,24 +177,25 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
     InputError where one changes nothing only on vLLM's V1 engine (--enable-chunked-prefill)
     and the run is on its V0 engine or on another engine (``engine_refusal``); nothing of a
     flag the engine reads as its setting (``read_by``: TensorRT-LLM's --enable_chunked_prefill,
-    cli_load.chunked_prefill_asked). ``from_file``:
+    cli_load.chunked_prefill_asked); an InputError for a flag the vLLM release --engine-version
+    names has removed (--swap-space from 0.18.0: data/removed_flags.json). ``from_file``:
     a flag a config file gave, to its file and key (cli_config_file.with_config_file), which
     the refusal names for the flag."""
+    _refuse_removed_own(args, from_file or {})
     given = getattr(args, "launch_flags_ignored", None) or []
     kept = _chunking_kept(args)
     if not given:
         return f"ignored {kept}" if kept else ""
-    from ridgeline.engines import engine_id
-
-    asked = getattr(args, "engine", None) or "vllm"
-    engines = [engine_id(e) for e in (asked if isinstance(asked, list) else [asked])]
+    engines = _engines(args)
     given = [(text, record) for text, record in given  # read as a setting: nothing to say
              if not set(engines) <= set(record.read_by)]
     for text, record in given:
         flag = text.split()[0]
         v0 = args.engine_version if record.v1_only and "vllm" in engines and _on_v0(args) \
             else None
-        refused = engine_refusal(record, (from_file or {}).get(flag, flag), engines, v0)
+        named = (from_file or {}).get(flag, flag)
+        refused = engine_refusal(record, named, engines, v0) or _removed(args, engines, flag,
+                                                                          named)
         if refused:
             raise InputError(refused)
     plain = [text for text, record in given if not record.says_why]
@@ -235,6 +236,42 @@ def engine_refusal(record: LaunchFlag, given: str, engines: list[str],
         return (f"{given} is not modelled on vLLM's V0 engine (--engine-version {v0_version}): "
                 "there it decides whether a prompt runs whole; from 0.8 V1 always chunks")
     return None
+
+
+def _engines(args: argparse.Namespace) -> list[str]:
+    """The engines --engine names (vLLM where none is; a comparison's list, or its
+    comma-separated names, each)."""
+    from ridgeline.engines import engine_id
+
+    asked = getattr(args, "engine", None) or "vllm"
+    return [engine_id(str(e).strip()) for e in (asked if isinstance(asked, list)
+                                                else str(asked).split(","))]
+
+
+def _refuse_removed_own(args: argparse.Namespace, from_file: dict[str, str]) -> None:
+    """InputError for a removed vLLM flag the command reads as its own, as decode, simulate
+    and fit read --speculative-model and --num-speculative-tokens (cli_spec.py), where the
+    release --engine-version names has removed it (0.8.3, PR #15466): refused before any of
+    them is read, as vllm serve of that release refuses it at once."""
+    from ridgeline.engine_versions import removed_flags
+
+    for flag in removed_flags("vllm"):
+        if getattr(args, flag.lstrip("-").replace("-", "_"), None) is not None \
+                and getattr(args, "engine_version", None):
+            refused = _removed(args, _engines(args), flag, from_file.get(flag, flag))
+            if refused:
+                raise InputError(refused)
+
+
+def _removed(args: argparse.Namespace, engines: list[str], flag: str, named: str) -> str:
+    """Why the vLLM release --engine-version names refuses ``flag``, one it removed
+    (--swap-space from 0.18.0: engine_versions.removed_flag_problem), or ""; without
+    --engine-version the flag is read as before."""
+    if "vllm" not in engines:
+        return ""
+    from ridgeline.engine_versions import removed_flag_problem
+
+    return removed_flag_problem("vllm", getattr(args, "engine_version", None), flag, named)
 
 
 def _owners(engines: tuple[str, ...]) -> str:

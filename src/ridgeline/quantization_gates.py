@@ -11,10 +11,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
+from ridgeline.engine_versions import release_before
 from ridgeline.quantization import EXPERTS
-from ridgeline.sglang_memory import sglang_release
 from ridgeline.tensor_parallel import tensor_parallel_problem
-from ridgeline.vllm_memory import parse_version
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -26,16 +25,6 @@ ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 @lru_cache(maxsize=1)
 def _rows() -> dict[str, dict[str, Any]]:
     return {row["method"]: row for row in load_data("formats.json")["engine_methods"]}
-
-
-def _release(engine: str, version: str) -> tuple[int, ...]:
-    """A version's order: SGLang's counts its .post releases (0.5.4.post1 < 0.5.4.post2)."""
-    return sglang_release(version) if engine == "sglang" else parse_version(version)
-
-
-def _before(engine: str, version: str | None, since: str | None) -> bool:
-    """Whether ``version`` (None: the newest modelled, which has everything) predates ``since``."""
-    return bool(version and since) and _release(engine, str(version)) < _release(engine, str(since))
 
 
 def deployment_problem(dep: Deployment, version: str | None = None) -> str:
@@ -69,17 +58,17 @@ def bnb_problem(dep: Deployment, version: str | None = None) -> str:
     row, name = _rows()["bitsandbytes"], ENGINE_NAMES[engine]
     asked = f"{name} {version}"
     gap = row["absent"].get(engine)
-    if version and gap and _release(engine, gap[0]) <= _release(engine, version) \
-            < _release(engine, gap[1]):
+    if version and gap and not release_before(engine, version, gap[0]) \
+            and release_before(engine, version, gap[1]):
         return (f"{asked} has no bitsandbytes method (its QUANTIZATION_METHODS dropped the one "
                 f"it borrowed from vLLM in v{gap[0]}; its own came in v{gap[1]}): name another "
                 "--engine-version, or another format")
     since = row["since"].get(engine)
-    if _before(engine, version, since):
+    if release_before(engine, version, since):
         return (f"{asked} has no bitsandbytes: it came in v{since} (PR #4776); name a later "
                 "--engine-version, or another format")
     multi = row["multi_gpu_since"].get(engine)
-    if dep.rank_gpus > 1 and _before(engine, version, multi):
+    if dep.rank_gpus > 1 and release_before(engine, version, multi):
         return (f"{asked} runs bitsandbytes weights on one GPU only ('BitAndBytes quantization "
                 f"with TP or PP is not supported yet'); tensor and pipeline parallelism came in "
                 f"v{multi} (PR #8434): run it on one GPU, or name a later --engine-version")
@@ -96,7 +85,7 @@ def bnb_problem(dep: Deployment, version: str | None = None) -> str:
     if spec.moe is None or experts not in bnb:
         return ""
     moe_since = row["moe_since"].get(engine)
-    if _before(engine, version, moe_since):
+    if release_before(engine, version, moe_since):
         return (f"{asked} has no bitsandbytes MoE method, so {spec.name}'s experts would not "
                 f"be quantized: BitsAndBytesMoEMethod came in v{moe_since}; name a later "
                 "--engine-version, or another format")
@@ -112,7 +101,7 @@ def experts_int8_problem(dep: Deployment, version: str | None = None) -> str:
     if dep.weights.label != "experts_int8" or dep.engine != "vllm":
         return ""
     since = _rows()["experts_int8"]["since"]["vllm"]
-    if not _before("vllm", version, since):
+    if not release_before("vllm", version, since):
         return ""
     return (f"vLLM {version} has no experts_int8: ExpertsInt8Config came in v{since} (PR #7415); "
             "name a later --engine-version, or another format")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.deployment import Deployment
+from ridgeline.engine_versions import release_reached
 from ridgeline.errors import InputError
 from ridgeline.flag_json import json_object
 from ridgeline.parallel import EP_IMBALANCE, ep_rank_experts
@@ -158,7 +159,7 @@ def _release_problem(eplb: EPLBSettings, version: str | None) -> str:
     if v < parse_version(data["since"]):
         return (f"vLLM {version}: --enable-eplb is read from v{data['since']} (PR #18343, June "
                 "2025); name a later --engine-version")
-    if legacy and v >= parse_version(data["legacy_until"]):
+    if legacy and release_reached(version, data["legacy_until"]):  # '0.12' is 0.12.0
         return (f"vLLM {version} has no {LEGACY_FLAG} ('will be removed in "
                 f"v{data['legacy_until']}'): write {CONFIG_FLAG} "
                 f"'{{\"num_redundant_experts\": {eplb.num_redundant_experts}}}'")
