@@ -23,6 +23,21 @@ prompt step does, so it pays the profile's ungraphed (prefill) cost per layer.
   memory tier's value (sglang_memory_defaults). --cuda-graph-bs lists the sizes instead, and
   from 0.5.3 server_args makes its largest cuda_graph_max_bs (engines.json
   sglang.cuda_graph_bs_flag). SGLang dispatches on the batch's sequences.
+
+A speculative verify step pads as a decode does, by the same rule (graph_tokens):
+- vLLM V1 counts its tokens, batch × (1 + drafts): execute_model hands
+  ``scheduler_output.total_num_scheduled_tokens`` (the drafts included) to
+  ``_determine_batch_execution_and_padding``, whose dispatcher returns the padded
+  ``batch_desc.num_tokens`` that ``_preprocess`` feeds the model (v1/worker/gpu_model_runner.py,
+  commit 000fc94b754f); Model Runner V2 maps the step's tokens to the next captured size the
+  same way (v1/worker/gpu/cudagraph_utils.py CudaGraphManager.get_cudagraph_runtime_mode and
+  get_cudagraph_sizes, commit 00383f8c782b). 13 requests drafting 3 verify 52 tokens and run
+  as 56.
+- SGLang counts sequences: under EAGLE the runner captures TARGET_VERIFY graphs of
+  ``bs × speculative_num_draft_tokens`` tokens (CudaGraphRunner.__init__ num_tokens_per_bs,
+  capture_one_batch_size), and ``replay_prepare`` pads ``raw_bs`` with ``bisect_left`` to the
+  next captured batch (srt/model_executor/cuda_graph_runner.py, commit 0021673cd18b). With a
+  drafter its default sizes are another list (sglang_capture_sizes ``drafting``).
 """
 
 from __future__ import annotations
@@ -62,13 +77,20 @@ class GraphCapture:
 NO_GRAPHS = GraphCapture(())
 
 
-def sglang_capture_sizes(max_bs: int) -> tuple[int, ...]:
+def sglang_capture_sizes(max_bs: int, drafting: bool = False) -> tuple[int, ...]:
     """SGLang's default decode graph sizes up to --cuda-graph-max-bs (server_args
-    _generate_cuda_graph_batch_sizes, no drafter, padding on): 1, 2, 4, 8, 12, every 8 from
-    16 to 256, every 16 from 272 to 496, every 32 from 512, all of them at most ``max_bs``.
-    At 256 that gives 36 sizes."""
-    sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16),
-             *range(512, max_bs + 1, 32)]
+    _generate_cuda_graph_batch_sizes, padding on): 1, 2, 4, 8, 12, every 8 from 16 to 256,
+    every 16 from 272 to 496, every 32 from 512; ``drafting`` (any --speculative-algorithm,
+    "less padding for smaller batch sizes"): 1 to 8, every 2 from 10 to 32, every 4 from 40
+    to 64, every 8 from 72 to 256, every 16 from 272. All of them at most ``max_bs``. At 256
+    that gives 36 sizes, or 51 drafting (the older runner's get_batch_sizes_to_capture,
+    cuda_graph_runner.py commit 0021673cd18b, had its own drafting list too)."""
+    if drafting:
+        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8),
+                 *range(272, max_bs + 1, 16)]
+    else:
+        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16),
+                 *range(512, max_bs + 1, 32)]
     kept = sorted({s for s in sizes if s <= max_bs})
     return tuple(kept) if kept else (max_bs,)
 
@@ -95,10 +117,11 @@ def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None =
                                              query_len, multiple, version, asked, mode)))
 
 
-def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None) -> GraphCapture:
+def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None,
+                   drafting: bool = False) -> GraphCapture:
     """SGLang's decode graphs on ``dep``: sglang_capture_sizes up to --cuda-graph-max-bs, or
     else up to the memory tier's value for the card and the TP size (256 on an 80 GiB card
-    below TP 4, 512 from TP 4 up)."""
+    below TP 4, 512 from TP 4 up); ``drafting``: the list SGLang captures under a drafter."""
     from ridgeline.hardware import device_memory_bytes
     from ridgeline.sglang_memory import sglang_gpu_mem_bytes, sglang_memory_defaults
 
@@ -106,7 +129,7 @@ def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None) -> Gra
         memory, _ = sglang_gpu_mem_bytes(dep.accelerator, device_memory_bytes(dep.accelerator))
         cuda_graph_max_bs = sglang_memory_defaults(memory, dep.expert_ranks,
                                                    dep.pipeline_parallel_size).cuda_graph_max_bs
-    return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs), unit=SEQUENCES)
+    return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs, drafting), unit=SEQUENCES)
 
 
 def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None = None
@@ -120,14 +143,14 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
     if getattr(settings, "enforce_eager", False):
         return NO_GRAPHS
     cap = getattr(settings, "max_cudagraph_capture_size", None)
+    drafter = drafter or getattr(settings, "drafter", None)
+    drafts = drafter.tokens if drafter else getattr(settings, "spec_tokens", 0) or 0
     if dep.engine == "vllm":
         from ridgeline.vllm_graphs import capture_query_len, spec_capture_multiple
         from ridgeline.vllm_memory import model_runner, vllm_accounting
 
         # a drafter's verify step runs 1 + its drafts a request, which vLLM's cap counts and,
         # on the V1 runner, each captured size is rounded up to a multiple of
-        drafter = drafter or getattr(settings, "drafter", None)
-        drafts = drafter.tokens if drafter else getattr(settings, "spec_tokens", 0) or 0
         version = getattr(settings, "engine_version", None)
         mode = getattr(settings, "cudagraph_mode", None)
         multiple = 1
@@ -145,7 +168,10 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
         listed = getattr(settings, "cudagraph_capture_sizes", None)
         if listed:  # --cuda-graph-bs: the sizes themselves, its largest the cap (0.5.3+)
             return GraphCapture(tuple(sorted(set(listed))), unit=SEQUENCES)
-        return sglang_capture(dep, cap)
+        # a drafter SGLang's own flags name (--speculative-algorithm) counts before
+        # cli_spec.spec_args has read it into --spec-tokens (simulate builds first)
+        drafting = bool(drafts) or getattr(settings, "speculative_algorithm", None) is not None
+        return sglang_capture(dep, cap, drafting=drafting)
     return None
 
 
@@ -170,13 +196,20 @@ def with_cuda_graphs(dep: Deployment, settings: Any, drafter: EngineSpec | None 
     return replace(dep, cuda_graphs=capture)
 
 
+def captured(dep: Deployment) -> GraphCapture | None:
+    """The decode graphs ``dep``'s engine captured: Deployment.cuda_graphs where the settings
+    set them (with_cuda_graphs), else the engine's defaults (default_capture); None for an
+    engine whose sizes ridgeline does not model."""
+    return dep.cuda_graphs if dep.cuda_graphs is not None else default_capture(dep)
+
+
 def graph_tokens(dep: Deployment, tokens: int, sequences: int) -> int | None:
     """The tokens a decode (or speculative verify) step's weight matmuls run under
     ``dep``'s captured graphs (Deployment.cuda_graphs, or else default_capture). That is the
     padded batch times each row's tokens, or None where the step runs with no graph. On
     vLLM's defaults, 33 decodes run as 40 tokens and 600 run ungraphed. Where no capture is
     modelled the step keeps its ``tokens``."""
-    capture = dep.cuda_graphs if dep.cuda_graphs is not None else default_capture(dep)
+    capture = captured(dep)
     if capture is None:
         return tokens
     if capture.unit == TOKENS:

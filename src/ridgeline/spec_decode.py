@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ridgeline.cost import Seq, batch_shape, decode_batch
+from ridgeline.cost import Seq, batch_shape, decode_batch, graph_mode
 from ridgeline.sim.config import (
     SPEC_METHODS,
     acceptance_for_tokens,
@@ -147,6 +147,12 @@ class SpecStep:
     verify_tokens: int = 0
     drafted_share: float = 1.0
     drafts_each: float | None = None
+    # the target's pass as the step cost priced it (cost.graph_mode): its tokens and sequences
+    # (one micro-batch's, the busiest data-parallel rank's), and the tokens its matmuls ran,
+    # padded to the engine's next captured CUDA-graph size; None where it ran ungraphed (0:
+    # a SpecStep built elsewhere, not priced here)
+    verify_shape: tuple[int, int] = (0, 0)
+    verify_graph_tokens: int | None = 0
 
     @property
     def partial(self) -> bool:
@@ -174,6 +180,7 @@ class SpecStep:
                 "verify_s": self.verify_s, "step_s": self.step_s,
                 "verify_tokens": self.verify_tokens, "drafted_share": self.drafted_share,
                 "drafts_each": s.drafts if self.drafts_each is None else self.drafts_each,
+                "verify_graph_tokens": self.verify_graph_tokens,
                 "per_user_tok_s": self.per_user_tok_s, "aggregate_tok_s": self.aggregate_tok_s,
                 "speedup": self.speedup}
 
@@ -182,7 +189,8 @@ def spec_step(dep: Deployment, spec: SpecDecode, batch: int, context: int,
               profile: EngineProfile, drafted_share: float = 1.0,
               drafts_each: float | None = None) -> SpecStep:
     """The verify step of ``batch`` sequences at ``context``, priced as the simulator prices
-    it: the target over each row's K + 1 tokens (a CUDA-graphed decode), then the drafter's
+    it: the target over each row's K + 1 tokens (a CUDA-graphed decode, padded to the
+    engine's next captured size as a decode is: graph_batches.graph_tokens), then the drafter's
     pass over them and its K − 1 one-token passes, a step past the cache (a pipeline: one
     stage's micro-batch, as decode's own expectation). Where only ``drafted_share`` of the
     rows drafted, ``drafts_each`` tokens on average, the target runs the tokens the rows carry
@@ -197,6 +205,8 @@ def spec_step(dep: Deployment, spec: SpecDecode, batch: int, context: int,
     row_tokens = verify_row_tokens(rows, spec.drafts, drafted_share, drafts_each)
     rows_k = batch_shape(dep, [Seq(n, context) for n in row_tokens])
     verify = timer.time_s(rows_k, True)
+    # the padding the timer priced, from the one place a step's graph is decided
+    ungraphed, priced = graph_mode(dep, rows_k._replace(verify=True), profile)
     drafting = rows if spec.method != "ngram" else sum(n > 1 for n in row_tokens)
     drafted = one = 0.0
     if drafting:
@@ -209,4 +219,5 @@ def spec_step(dep: Deployment, spec: SpecDecode, batch: int, context: int,
     step = spec_step_s(verify, one, spec.drafts, spec.draft_cost, drafted) if drafting \
         else verify
     return SpecStep(spec, batch, context, verify, step, plain, sum(row_tokens),
-                    drafted_share, drafts_each)
+                    drafted_share, drafts_each, (rows_k.tokens, rows_k.sequences),
+                    None if ungraphed else priced.tokens)

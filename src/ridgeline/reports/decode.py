@@ -35,6 +35,7 @@ from ridgeline.reports.expectation import (
     fit_dict,
     no_expectation,
 )
+from ridgeline.reports.graph_explain import graph_step
 from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
@@ -111,7 +112,19 @@ class DecodeReport:
             q("batch 1", base.aggregate_tok_s, "tok/s",
               f"one sequence at the same {f.context:,}-token context: 1 ÷ "
               f"{base.step_time_s * 1e3:,.4g} ms")),)
-        return f.steps + gain + (e.steps if self.engine_runs(f) else ())
+        if not self.engine_runs(f):
+            return f.steps + gain
+        return f.steps + gain + e.steps + self._verify_graph_steps(f)
+
+    def _verify_graph_steps(self, f: DecodeFloor) -> tuple[Step, ...]:
+        """With --spec-tokens, the verify step's CUDA graph where it ran padded or ungraphed
+        (graph_explain.graph_step, as the step cost priced it: SpecStep.verify_graph_tokens)."""
+        if not self.spec:
+            return ()
+        s = self._spec_at(f)
+        tokens, sequences = s.verify_shape
+        return graph_step(self.deployment, tokens, sequences, s.verify_graph_tokens,
+                          "verify step's CUDA graph")
 
     def engine_runs(self, f: DecodeFloor) -> bool:
         """Whether the engine can run this point: it fits, and the KV pool seats the batch."""

@@ -28,7 +28,9 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
+from ridgeline.graph_batches import captured
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
+from ridgeline.reports.graph_explain import graph_step
 from ridgeline.reports.profile_story import (
     matmul_qs,
     moe_layer_qs,
@@ -194,10 +196,15 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
     by = {kind: sum(op.time_s for op in cost.ops if op.bound == kind)
           for kind in ("compute", "memory", "link", "overhead", "host")}
     prefill = cost.tokens > cost.sequences
-    ungraphed = graph_mode(dep, batch_shape(dep, batch), profile)[0]  # as step_cost decided
+    shape = batch_shape(dep, batch)
+    ungraphed, priced = graph_mode(dep, shape, profile)  # as step_cost decided
+    graph = () if prefill else graph_step(dep, shape.tokens, shape.sequences,
+                                          None if ungraphed else priced.tokens)
     src = f"{profile.engine} profile"
     overhead = step("engine overhead", overhead_formula(profile)
                     + (" (a step with prompt tokens: no CUDA graph)" if prefill else
+                       " (a decode with no CUDA graph captured)" if ungraphed and not
+                       getattr(captured(dep), "sizes", True) else
                        " (a decode above the engine's largest captured CUDA-graph batch: no "
                        "CUDA graph)" if ungraphed else ""),
                     q("overhead", by["overhead"] * 1e3, "ms"),
@@ -214,7 +221,7 @@ def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile
                  q("collectives", by["link"] * 1e3, "ms"),
                  q("overhead", by["overhead"] * 1e3, "ms"),
                  *([q("host operators", by["host"] * 1e3, "ms", "below")] if by["host"] else []))
-    steps = (overhead, total, *_host_step(dep, cost))
+    steps = (*graph, overhead, total, *_host_step(dep, cost))
     if dep.flash_attention or dep.model.attention is None:
         return steps
     scores = step("attention scores", "written and read back without flash attention: per "
