@@ -10,9 +10,20 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
-from ridgeline.cost import IDEAL, Seq, StepCost, decode_batch, op_slowdown, step_cost
+from ridgeline.cost import (
+    IDEAL,
+    Seq,
+    StepCost,
+    batch_shape,
+    decode_batch,
+    op_slowdown,
+    shape_time_s,
+    step_cost,
+)
 from ridgeline.engines import profile_for
-from ridgeline.lora_step import LORA_OP
+from ridgeline.launches import deployment_matmuls
+from ridgeline.lora_step import LORA_OP, lora_launches
+from ridgeline.sim.timer import StepTimer
 from ridgeline.vllm_lora import LoRAModule, LoRASettings, lora_modules
 
 FOUR_RANK_64 = LoRASettings(max_loras=4, max_lora_rank=64)
@@ -107,11 +118,68 @@ def test_decode_is_slower_by_exactly_the_lora_part_at_the_floor() -> None:
     # memory-bound at decode: its bytes at the H100's rated bandwidth
     assert time_s == pytest.approx(nbytes / resolve_accelerator("h100-sxm")
                                    .memory_bandwidth_bytes_per_s, rel=1e-9)
-    # and in the engine's expectation too, at its bandwidth share, not its overhead
+    # in the engine's expectation, the part at its bandwidth share, and its kernels in the
+    # overhead at the profile's cost per weight matmul
     profile = profile_for("vllm")
     engine = step_cost(llama_8b().with_lora(FOUR_RANK_64), batch, profile)
     base = step_cost(llama_8b(), batch, profile)
-    assert engine.time_s - base.time_s == pytest.approx(lora_part(engine)[2], rel=1e-9)
+    launches_s = lora_launches(llama_8b().with_lora(FOUR_RANK_64)) * profile.matmul_overhead_s
+    assert engine.time_s - base.time_s == pytest.approx(lora_part(engine)[2] + launches_s,
+                                                        rel=1e-9)
+    assert overhead_s(engine) - overhead_s(base) == pytest.approx(launches_s, rel=1e-9)
+
+
+def overhead_s(cost: StepCost) -> float:
+    return sum(op.time_s for op in cost.ops if op.name == "overhead")
+
+
+def test_llama_8b_launches_a_shrink_and_an_expand_a_module_259_a_step() -> None:
+    """Each adapted linear is one shrink and one expand whatever its slices (a grid axis);
+    the embedding's A is looked up, so one expand: from the shapes, every layer's four
+    linears twice, the lm_head twice, the embedding once."""
+    plain, lora = llama_8b(), llama_8b().with_lora(FOUR_RANK_64)
+    modules = lora_modules(lora, FOUR_RANK_64)
+    linears = [m for m in modules if m.name not in ("embed_tokens", "lm_head")]
+    assert {m.count for m in linears} == {plain.model.num_layers}
+    want = 2 * sum(m.count for m in linears) + 2 + 1  # the lm_head's, the embedding's expand
+    assert lora_launches(lora) == want == plain.model.num_layers * 4 * 2 + 3 == 259
+    assert deployment_matmuls(lora) - deployment_matmuls(plain) == want
+    assert lora_launches(plain) == 0
+
+
+def test_llama_8b_decode_at_batch_1_is_3_7_ms_later_under_vllms_launch_cost() -> None:
+    """The 259 kernels at vLLM's 14.4 µs a weight matmul, graphed as the decode is: the
+    priced part itself is a fraction of that at batch 1 (rank 8, one adapter)."""
+    profile = profile_for("vllm")
+    one = LoRASettings(max_loras=1, max_lora_rank=8)
+    batch = decode_batch(1, 1024)
+    base = step_cost(llama_8b(), batch, profile)
+    lora = step_cost(llama_8b().with_lora(one), batch, profile)
+    launches_s = lora_launches(llama_8b().with_lora(one)) * profile.matmul_overhead_s
+    assert launches_s == pytest.approx(3.7e-3, rel=0.01)
+    assert lora.time_s - base.time_s == pytest.approx(launches_s + lora_part(lora)[2], rel=1e-9)
+    assert lora_part(lora)[2] < launches_s / 50
+
+
+def test_active_loras_0_launches_no_kernels_as_vllm_skips_them() -> None:
+    none = LoRASettings(max_loras=4, max_lora_rank=64, active_loras=0)
+    assert lora_launches(llama_8b().with_lora(none)) == 0
+    assert deployment_matmuls(llama_8b().with_lora(none)) == deployment_matmuls(llama_8b())
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 300])
+def test_the_simulators_timer_prices_the_adapters_of_the_steps_own_rows(rows: int) -> None:
+    """StepTimer equals shape_time_s under LoRA: the adapters read (min(rows, slots)) and the
+    lm_head's columns are the step's rows, not the one row its per-token terms assume."""
+    profile = profile_for("vllm")
+    for lora in (FOUR_RANK_64, LoRASettings(max_loras=4, max_lora_rank=64, active_loras=2)):
+        dep = llama_8b().with_lora(lora)
+        shape = batch_shape(dep, decode_batch(rows, 1024))
+        timer = StepTimer(dep, profile)
+        assert timer.time_s(shape) == pytest.approx(shape_time_s(dep, shape, profile),
+                                                    rel=1e-12)
+        assert timer.decode_time_s(rows, rows * 1024) == pytest.approx(
+            shape_time_s(dep, shape, profile), rel=1e-12)
 
 
 def test_fp8_weights_leave_the_adapters_at_bf16s_rate() -> None:
@@ -184,7 +252,7 @@ def test_active_loras_without_enable_lora_exits_2(capsys: pytest.CaptureFixture[
     assert "needs --enable-lora" in err
 
 
-def test_prefill_is_later_by_the_lora_part_of_its_one_step(
+def test_prefill_is_later_by_the_lora_part_of_its_one_step_and_its_launches(
         capsys: pytest.CaptureFixture[str]) -> None:
     base = ("prefill", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-len", "2048", "--json")
     code, plain, _ = run(capsys, *base)
@@ -192,8 +260,10 @@ def test_prefill_is_later_by_the_lora_part_of_its_one_step(
                      "64")
     assert code == 0
     times = [json.loads(text)["expected"]["time_s"] for text in (plain, lora)]
-    step = step_cost(llama_8b().with_lora(FOUR_RANK_64), [Seq(2048, 0)], profile_for("vllm"))
-    assert times[1] - times[0] == pytest.approx(lora_part(step)[2], rel=1e-6)
+    profile = profile_for("vllm")
+    step = step_cost(llama_8b().with_lora(FOUR_RANK_64), [Seq(2048, 0)], profile)
+    launches_s = lora_launches(llama_8b().with_lora(FOUR_RANK_64)) * profile.matmul_overhead_s
+    assert times[1] - times[0] == pytest.approx(lora_part(step)[2] + launches_s, rel=1e-6)
     assert any("'lora adapters'" in c for c in json.loads(lora)["cautions"])
 
 

@@ -16,7 +16,7 @@ from ridgeline.cost import IDEAL, StepCost, decode_batch, step_cost
 from ridgeline.datafiles import load_data
 from ridgeline.engines import profile_for
 from ridgeline.lora_slots import engine_lora_problem
-from ridgeline.lora_step import LORA_OP
+from ridgeline.lora_step import LORA_OP, lora_launches
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_bytes, sglang_lora_modules
 from ridgeline.vllm_lora import LoRASettings, lora_modules
@@ -180,9 +180,16 @@ def test_decode_is_slower_by_exactly_the_lora_part_at_the_floor() -> None:
     # memory-bound at decode: its bytes at the H100's rated bandwidth
     assert time_s == pytest.approx(nbytes / resolve_accelerator("h100-sxm")
                                    .memory_bandwidth_bytes_per_s, rel=1e-9)
-    engine = step_cost(llama_8b().with_lora(EIGHT_RANK_64), batch, profile_for("sglang"))
-    base = step_cost(llama_8b(), batch, profile_for("sglang"))
-    assert engine.time_s - base.time_s == pytest.approx(decode_lora_part(engine)[1], rel=1e-9)
+    # the engine's: the part at its shares, and a shrink and an expand a module (sgemm_lora_a,
+    # then the B kernel) at its cost per weight matmul, as vLLM's
+    profile = profile_for("sglang")
+    engine = step_cost(llama_8b().with_lora(EIGHT_RANK_64), batch, profile)
+    base = step_cost(llama_8b(), batch, profile)
+    launches = lora_launches(llama_8b().with_lora(EIGHT_RANK_64))
+    modules = sglang_lora_modules(llama_8b(), EIGHT_RANK_64)
+    assert launches == 2 * sum(m.count for m in modules) > 0
+    assert engine.time_s - base.time_s == pytest.approx(
+        decode_lora_part(engine)[1] + launches * profile.matmul_overhead_s, rel=1e-9)
 
 
 def test_the_step_reads_vllms_bytes_but_for_the_shrinks_bf16_buffer() -> None:

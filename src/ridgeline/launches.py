@@ -20,6 +20,7 @@ from functools import cache
 
 from ridgeline.deployment import Deployment
 from ridgeline.layouts import ATTENTION_MIXERS, DENSE, LINEAR, MAMBA, MOE
+from ridgeline.lora_step import lora_launches
 from ridgeline.model import Layer, ModelSpec
 
 # Attention: qkv_proj (QKVParallelLinear, Q, K and V in one) and o_proj.
@@ -126,5 +127,7 @@ def fuses_shared_expert(dep: Deployment) -> bool:
 
 
 def deployment_matmuls(dep: Deployment) -> int:
-    """The weight matmuls one forward pass launches as this deployment's engine writes it."""
-    return step_matmuls(dep.model, fuses_shared_expert(dep))
+    """The weight matmuls one forward pass launches as this deployment's engine writes it,
+    with its LoRA adapters' shrink and expand kernels where it serves them
+    (lora_step.lora_launches): Llama-3.1-8B 128, 387 under --enable-lora."""
+    return step_matmuls(dep.model, fuses_shared_expert(dep)) + lora_launches(dep)

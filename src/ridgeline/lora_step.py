@@ -19,6 +19,13 @@ runs the same A and B per module (its triton sgemm_lora_a and sgemm_lora_b, or t
 backend over chunks of one adapter's tokens), its shrink's buffer in the input's dtype,
 written once and read once (engines.json sglang.lora step_source): only the buffer's bytes
 differ.
+
+Each adapted module also launches its kernels: two weight matmuls, the A's and the B's, one
+launch each whatever its slices (Q, K and V, or gate and up, are an axis of the one grid),
+priced as the base model's matmuls are, at the profile's cost per weight matmul
+(``lora_launches``; launches.deployment_matmuls adds them): Llama-3.1-8B's 32 layers × 4
+modules × 2, the lm_head's 2 and the embedding's one expand, 259 a step, 3.7 ms at vLLM's
+14.4 µs. vLLM captures them in its decode CUDA graphs, as it does the base matmuls.
 """
 
 from __future__ import annotations
@@ -40,6 +47,15 @@ BUFFER_PASSES = 3
 # the expand reads the base output and writes it back (add_inputs=True: kernel_utils.py
 # do_expand_kernel loads the tile, adds, stores)
 OUTPUT_PASSES = 2
+# an adapted module's kernels: vLLM's lora_shrink and lora_expand (punica_gpu.py
+# add_lora_linear), each one launch with the slices a grid axis (lora_shrink_op.py,
+# lora_expand_op.py: grid (tiles, NUM_SLICES, active LoRAs)); a MoE layer's experts, their
+# fused_moe_lora shrink and expand (fused_moe_lora_op.py); SGLang's sgemm_lora_a then
+# qkv_lora_b, gate_up_lora_b or sgemm_lora_b (triton), or csgmv's chunked shrink then expand.
+# The shrink's zero-fill of its buffer goes uncounted, as the base matmuls' norms do: the
+# profile's cost per matmul was fitted with them
+LORA_MATMULS = 2
+EMBEDDING_MATMULS = 1  # the embedding's A is looked up (F.embedding), only its B expanded
 
 
 def lora_step_work(dep: Deployment, tokens: int, rows: int
@@ -74,6 +90,18 @@ def _work(dep: Deployment, m: LoRAModule, active: int, tokens: int, rows: int
     touched = expected_experts_touched(m.experts, moe.experts_per_token, tokens / active)
     return module_work(m, active, tokens * moe.experts_per_token, touched,
                        buffer_bytes=buffer_bytes, buffer_passes=buffer_passes)
+
+
+def lora_launches(dep: Deployment) -> int:
+    """The LoRA matmul kernels a forward pass launches on one GPU where a request names an
+    adapter: ``LORA_MATMULS`` per adapted module (the embedding's ``EMBEDDING_MATMULS``) over
+    every layer. 0 without --enable-lora or with --active-loras 0 (no_lora_flag_cpu: vLLM
+    launches none). Llama-3.1-8B: 32 × 4 × 2 + 2 + 1 = 259."""
+    lora = dep.lora
+    if lora is None or not lora.active(1):
+        return 0
+    return sum(m.count * (EMBEDDING_MATMULS if m.name == "embed_tokens" else LORA_MATMULS)
+               for m in _modules(dep))
 
 
 @lru_cache(maxsize=256)

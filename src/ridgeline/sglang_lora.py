@@ -202,5 +202,6 @@ def sglang_lora_step_caution(lora: SGLangLoRASettings) -> str:
     active = active_words(n, lora.slots)
     return (f"SGLang LoRA: the adapters' matmuls (its LoRA A and B kernels, csgmv or "
             f"triton, rank {lora.rank}) are in the step as 'lora adapters', {active}, at the "
-            "step's efficiencies (no measured efficiency of their own); their kernel launches "
-            "are not in the profile's per-layer cost, fitted without LoRA")
+            "step's efficiencies (no measured efficiency of their own), and their 2 kernels a "
+            "module in the step's overhead at the profile's cost per weight matmul, fitted "
+            "without LoRA")

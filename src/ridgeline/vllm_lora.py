@@ -202,18 +202,19 @@ def lora_step_caution(lora: LoRASettings) -> str:
     active = active_words(n, lora.slots)
     return (f"--enable-lora: the adapters' matmuls (punica's shrink and expand, rank "
             f"{lora.rank}) are in the step as 'lora adapters', {active}, at the step's "
-            "efficiencies (no measured efficiency of their own); their 2 kernel launches a "
-            "module are not in the profile's per-layer cost, fitted without LoRA. "
-            + lora_measured_note())
+            "efficiencies (no measured efficiency of their own), and their 2 kernels a module "
+            "in the step's overhead at the profile's cost per weight matmul, fitted without "
+            "LoRA. " + lora_measured_note())
 
 
 def lora_measured_note() -> str:
     """What vLLM's own benchmark lost to LoRA (engines.json vllm.lora.measured), against which
-    the priced part reads as a lower bound: the bytes and FLOPs, not the launches."""
+    the priced part and its launches read as a lower bound at that benchmark's large batches
+    (simulated at its lengths on an A100: 8 % of output throughput, not 34 %)."""
     m = vllm_data()["lora"]["measured"]
     return (f"vLLM's own benchmark lost {m['throughput_loss']:.0%} of its throughput to LoRA "
             f"({m['setup'].split(': ')[0]}; {m['source'].split(' ')[0]}), several times "
-            "what this part prices: read it as a lower bound")
+            "what these steps price at its batch sizes: read them as a lower bound there")
 
 
 def lora_graph_caution() -> str:

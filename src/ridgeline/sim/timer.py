@@ -39,9 +39,10 @@ class StepTimer:
     """shape_time_s of one deployment and engine, for a simulator's millions of steps.
 
     A step's weight matmuls, elementwise work and collectives depend on its token count
-    alone, and the LM head on its sequence count alone: both are computed once per count
-    from step_terms and remembered. Only attention and recurrent state read the batch's
-    contexts; they are evaluated on every call. Equal to shape_time_s (tested).
+    alone (under LoRA its rows too: ``_adapter_rows``), and the LM head on its sequence
+    count alone: both are computed once per count from step_terms and remembered. Only
+    attention and recurrent state read the batch's contexts; they are evaluated on every
+    call. Equal to shape_time_s (tested).
     """
 
     def __init__(self, dep: Deployment, profile: EngineProfile = IDEAL) -> None:
@@ -63,11 +64,11 @@ class StepTimer:
         self._attention = [(layer.window_tokens, n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]
         self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
-        # (tokens, experts priced as a prompt step's: cost.experts_prompt)
-        self._by_tokens: dict[tuple[int, bool], float] = {}
+        # (tokens, experts priced as a prompt step's: cost.experts_prompt, adapter rows)
+        self._by_tokens: dict[tuple[int, bool, int], float] = {}
         self._by_rows: dict[int, float] = {}
-        # (a rank's tokens, every rank's, experts priced as a prompt step's)
-        self._by_gathered: dict[tuple[int, int, bool], float] = {}
+        # (a rank's tokens, every rank's, experts priced as a prompt step's, adapter rows)
+        self._by_gathered: dict[tuple[int, int, bool, int], float] = {}
         self._by_queries: dict[int, float] = {}  # -dcp's exchange by its query tokens
         # (tokens, rows, graphed) -> (ungraphed, tokens its matmuls run): cost.graph_mode's
         self._modes: dict[tuple[int, int, bool | None], tuple[bool, int]] = {}
@@ -109,6 +110,13 @@ class StepTimer:
                 t for name, t in terms.link if name == DCP_EXCHANGE)
         return t
 
+    def _adapter_rows(self, rows: int) -> int:
+        """The rows a step's per-token terms are priced at: 1, but the step's own where a
+        request names a LoRA adapter, whose part reads the adapters of min(rows, slots) and
+        runs the lm_head's on the logits rows (lora_step.lora_step_work)."""
+        lora = self.dep.lora
+        return rows if lora is not None and lora.active(rows) else 1
+
     def _mode(self, tokens: int, rows: int, graphed: bool | None) -> tuple[bool, int]:
         """Whether the step runs without CUDA graphs, and the tokens its weight matmuls run
         (padded up to a captured size): cost.graph_mode's decision, remembered. graphed
@@ -138,14 +146,15 @@ class StepTimer:
         experts = (prompt or (any_rank_prompt and not graphed)) and self._prompt_priced
         real = tokens
         ungraphed, tokens = self._mode(tokens, rows, graphed)
+        adapters = self._adapter_rows(rows)
         if all_tokens and all_tokens != tokens:
-            fixed = self._by_gathered.get((tokens, all_tokens, experts))
+            fixed = self._by_gathered.get((tokens, all_tokens, experts, adapters))
             if fixed is None:
-                fixed = self._by_gathered[(tokens, all_tokens, experts)] = self._terms_time(
-                    tokens, 1, False, all_tokens, experts)
-        elif (fixed := self._by_tokens.get((tokens, experts))) is None:
-            fixed = self._by_tokens[(tokens, experts)] = self._terms_time(
-                tokens, 1, per_row=False, prompt=experts)
+                fixed = self._by_gathered[(tokens, all_tokens, experts, adapters)] = \
+                    self._terms_time(tokens, adapters, False, all_tokens, experts)
+        elif (fixed := self._by_tokens.get((tokens, experts, adapters))) is None:
+            fixed = self._by_tokens[(tokens, experts, adapters)] = self._terms_time(
+                tokens, adapters, per_row=False, prompt=experts)
         head = self._by_rows.get(rows)
         if head is None:
             head = self._by_rows[rows] = self._terms_time(1, rows, per_row=True)
