@@ -15,6 +15,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli_spec import SPEC_DRAFT_COST
 from ridgeline.engine_metrics import SPEC_ACCEPTED_TOKENS, SPEC_COUNTERS, SPEC_DRAFTS
 from ridgeline.engines import profile_for
+from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.observe import read_source
 from ridgeline.prometheus import split_scrapes
@@ -169,6 +170,22 @@ def test_the_logs_spec_lines_are_weighted_by_their_drafts(
         acceptance_for_tokens(3, obs.spec_tokens_per_step))
     assert report["predicted_itl_ms"] == pytest.approx(report["predicted_step_ms"]
                                                        / obs.spec_tokens_per_decode_step)
+
+
+def test_a_spec_lines_negative_accepted_count_is_refused_by_its_line_and_field(
+        tmp_path: Path) -> None:
+    """A SpecDecoding line's numbers are read with their sign so that a negative one is
+    refused naming its line and field, as a negative Drafted is: 'Accepted: -10 tokens'
+    beside 'Drafted: 300 tokens' is no drafter's count, not a weight to average by."""
+    stats = next(line for line in SPEC_LOG.read_text().splitlines() if "Avg prompt" in line)
+    spec = ("INFO 11-29 12:00:01 [loggers.py:1] SpecDecoding metrics: Mean acceptance length: "
+            "2.00, Accepted: {} tokens, Drafted: 300 tokens\n")
+    path = tmp_path / "negative.log"
+    path.write_text(stats + "\n" + spec.format(-10))
+    with pytest.raises(InputError, match=r"negative\.log, line 2: Accepted is -10"):
+        read_source(str(path))
+    path.write_text(stats + "\n" + spec.format(150))  # the same line, counted: read
+    assert read_source(str(path)).spec_tokens_per_step == pytest.approx(2.0)
 
 
 def test_an_older_spec_line_says_a_drafter_serves_but_not_what_it_keeps(tmp_path: Path) -> None:

@@ -687,6 +687,30 @@ def test_a_plan_met_only_by_unpriced_cards_says_no_priced_deployment(
     assert "NO PRICED DEPLOYMENT within the limits" in out and "feasible but unpriced" in out
 
 
+def test_an_unpriced_answer_lists_its_single_pools_before_the_splits_and_names_them(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gaudi 3 has no catalog price: one card meets the SLO alone, and 1P1D pools of two
+    held as well. The one-card replica (the answer) comes first, right under NO PRICED
+    DEPLOYMENT, and the two-card split pools are introduced as splits, not listed under
+    the headline as if they were it."""
+    import json
+
+    from ridgeline.cli import main
+
+    args = ["plan", "llama-3.1-8b", "--slo-ttft-ms", "500", "--slo-tpot-ms", "40", "--rate", "2",
+            "--gpus", "gaudi3", "--workers", "1"]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "unpriced" and data["unpriced"] and data["held_splits"]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("NO PRICED DEPLOYMENT within the limits meets this SLO.")
+    assert lines[at + 1].startswith("feasible but unpriced (pass --price GPU=USD): ")
+    assert data["unpriced"][0]["label"] in lines[at + 1]
+    split = lines.index("split prefill and decode pools also held:")
+    assert split > at + 1 and lines[split + 1].startswith("  1P1D pools of ")
+
+
 def test_pareto_points_name_the_kv_format_their_figures_assume() -> None:
     result = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1)
     kv = {c.kv for c in result.candidates}

@@ -10,18 +10,21 @@ from dataclasses import replace
 import pytest
 
 from ridgeline.candidate import Candidate, replica_deployment
+from ridgeline.capacity import start_trim_caution
 from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
 from ridgeline.datafiles import engine_defaults
 from ridgeline.disaggregated import disaggregated_candidates
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import cross_node_caution, node_size
 from ridgeline.plan import PlanResult, plan
 from ridgeline.plan_cautions import (
     PROMPT_SHARE_UNCERTAINTY,
     borrowed_compute_group,
     candidate_cautions,
+    launch_trim_caution,
     mla_unchunked_caution,
     prompt_share_caution,
 )
@@ -282,3 +285,24 @@ def test_the_mla_caution_says_no_prompt_reaches_past_a_budget_the_samples_stay_u
     longer = Load(0.5, "12000", "100")  # the samples past the budget: their longest said
     assert f"reach 12,000 tokens, past max_num_tokens {budget:,}" in mla_unchunked_caution(
         win, "trtllm", longer, v3)
+
+
+def test_a_trtllm_replica_whose_pool_is_shorter_than_its_max_seq_len_says_it_trims_it() -> None:
+    """Llama-3.1-70B in fp8 on one H100 under trtllm: the launch line's --max_seq_len 131,072
+    is reduced to the tokens the pool holds, as simulate says it; `fit` calls that pool too
+    short for one 131,072-token conversation, so plan's winner and runners-up must say so."""
+    c = _candidate("h100", 1, max_model_len=131072)
+    dep = replica_deployment(LLAMA_70B, H100, 1, 1, "fp8", "bf16", engine="trtllm")
+    settings = EngineSettings(max_model_len=131072)
+    pool_tokens = kv_pool(dep, settings).tokens
+    assert pool_tokens < 131072  # the pool is short of one max_seq_len sequence
+    caution = launch_trim_caution(c, "trtllm", LLAMA_70B)
+    assert caution == start_trim_caution(dep, settings, 131072)
+    assert f"reducing it to the {pool_tokens:,} tokens" in caution
+    profile = profile_for("trtllm")
+    slo = Slo(ttft_s=2.0, tpot_s=0.05)
+    assert caution in candidate_cautions(c, "trtllm", profile, slo, LLAMA_70B)
+    # vLLM refuses to start there instead (launch_length keeps its line short of the pool)
+    assert launch_trim_caution(c, "vllm", LLAMA_70B) == ""
+    # a pool that holds the whole context trims nothing
+    assert launch_trim_caution(replace(c, tp=4), "trtllm", LLAMA_70B) == ""

@@ -204,3 +204,31 @@ def test_prefills_heading_counts_its_prompts_in_words_that_agree(
     assert code == 0, err
     noun = "prompt" if batch == 1 else "prompts"
     assert f"prefill floor, {batch} x 2,000-token {noun}:" in out
+
+
+def test_a_fit_trtllm_trims_to_its_pool_says_the_engine_starts_as_simulate_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B in fp8 on one H100 under trtllm holds no 131,072-token conversation,
+    but TensorRT-LLM starts, reducing max_seq_len to its pool (capacity.start_trim_caution,
+    which simulate prints and plan's launch line relies on): fit's headline says so, with
+    the context called the engine's default where fit defaulted it, and as given where not."""
+    from dataclasses import replace
+
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.capacity import start_trim_caution
+    from ridgeline.memory import EngineSettings
+
+    argv = ["fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--engine", "trtllm"]
+    code, out, _ = run_cli(capsys, *argv)
+    head = next(x for x in out.splitlines() if x.startswith("DOES NOT FIT"))
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"),
+                           weights="fp8", engine="trtllm")
+    trim = start_trim_caution(dep, EngineSettings(), None)
+    assert code == 0 and "its default, the model's context" in trim
+    assert head.endswith(f"; {trim}")
+    code, out, _ = run_cli(capsys, *argv, "--max-model-len", "65536")
+    given = start_trim_caution(dep, replace(EngineSettings(), max_model_len=65536), 65536)
+    assert "(as given)" in given and out.splitlines()[0].endswith(f"; {given}")
+    # vLLM refuses to start there instead, and says that, not a trim
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8")
+    assert "vLLM refuses to start" in out and "reducing it" not in out

@@ -251,7 +251,9 @@ def _read_spec_lines(text: str, source: str, obs: Observation,
         if accepted is None or tokens is None:
             raise InputError(f"{where}: a SpecDecoding line with a mean acceptance length but "
                              "no 'Accepted: N tokens, Drafted: M tokens' to weigh it by")
-        if float(accepted["n"]) > tokens:
+        kept_tokens = checked(float(accepted["n"]), where, "Accepted", 0.0, MAX_COUNT,
+                              COUNTER_RANGE)  # its sign read, as Drafted's is
+        if kept_tokens > tokens:
             raise InputError(f"{where}: Accepted: {accepted['n']} tokens past Drafted: "
                              f"{tokens:,.0f} tokens; a drafter accepts only tokens it drafted")
         means.append((kept, tokens))

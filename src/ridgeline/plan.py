@@ -247,7 +247,8 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     unpriced_best = tuple(_best_per_gpu(unpriced))
     split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                       c.cost_per_hour or 0.0, c.gpus)))
-    own = tuple((c, why) for c, why in ((c, candidate_cautions(c, engine, profile, slo, model))
+    own = tuple((c, why) for c, why in ((c, candidate_cautions(c, engine, profile, slo,
+                                                                   model, engine_version))
                                         for c in (*candidates, *unpriced_best, *split_sorted))
                 if why)
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and

@@ -72,12 +72,14 @@ def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo, engine:
 
 
 def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
-                       slo: Slo, model: ModelSpec) -> tuple[str, ...]:
+                       slo: Slo, model: ModelSpec,
+                       engine_version: str | None = None) -> tuple[str, ...]:
     """What to say of ``c``'s deployment itself: TP across nodes (parallel.cross_node_caution,
     as fit, decode, prefill and simulate say it), a TTFT within the borrowed compute share's
     uncertainty of the SLO (``prompt_share_caution``), a decode batch past the largest the
-    profile was fitted on for its card group (EngineProfile.batch_range_caution), and the
-    step-cost model's record on its card (track_record_caution, as simulate says it)."""
+    profile was fitted on for its card group (EngineProfile.batch_range_caution), the
+    step-cost model's record on its card (track_record_caution, as simulate says it), and a
+    launch length the engine trims to its pool (``launch_trim_caution``)."""
     from ridgeline.track_record import track_record_caution
 
     acc = resolve_accelerator(c.accelerator)
@@ -89,7 +91,31 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
                                  profile.batch_range_caution(acc, c.batch),
                                  track_record_caution(dep, "prefill", profile),
                                  track_record_caution(dep, "decode", profile),
-                                 split_connector_caution(c, engine, model)) if why)
+                                 split_connector_caution(c, engine, model),
+                                 launch_trim_caution(c, engine, model, engine_version)) if why)
+
+
+def launch_trim_caution(c: Candidate, engine: str, model: ModelSpec,
+                        engine_version: str | None = None) -> str:
+    """Where ``c``'s launch line starts SGLang or TensorRT-LLM at a context (--context-length,
+    --max_seq_len: ``c.max_model_len``) longer than its KV pool holds, what the engine trims a
+    request to (capacity.start_trim_caution, as simulate, decode and prefill say it); "" for
+    vLLM, which refuses to start there instead, and for a split's pools. DeepSeek-V3 on 4 x
+    B200 under SGLang at chunked_prefill_size 2048: context_len 163,840, capped at the
+    141,088 tokens its pool holds."""
+    from dataclasses import replace
+
+    from ridgeline.capacity import start_trim_caution
+    from ridgeline.memory import EngineSettings
+
+    if engine not in ("sglang", "trtllm") or c.disaggregated or not c.max_model_len:
+        return ""
+    settings = EngineSettings(max_num_seqs=c.max_num_seqs,
+                              max_num_batched_tokens=c.max_num_batched_tokens,
+                              engine_version=engine_version)
+    dep = candidate_deployment(model, c, engine, engine_version)
+    return start_trim_caution(dep, replace(settings, max_model_len=c.max_model_len),
+                              c.max_model_len)
 
 
 def split_connector_caution(c: Candidate, engine: str, model: ModelSpec) -> str:

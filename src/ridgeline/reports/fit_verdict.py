@@ -3,9 +3,11 @@ it, with the one line that says why."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import admission_gate, context_refusal
+from ridgeline.capacity import admission_gate, context_refusal, start_trim_caution
+from ridgeline.context_length import served_positions
 from ridgeline.memory import KVPool
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import (
@@ -108,6 +110,8 @@ def verdict_line(r: FitReport) -> str:
                             + ("max_num_batched_tokens)" if p.in_flight_batches == 1 else
                                f"{p.in_flight_batches} × max_num_batched_tokens in flight)")
                             if windows else ")"))
+        elif _start_trim(r):
+            headline += f"; {_start_trim(r)}"
         elif r.never_admitted:
             headline += (f" (vLLM {p.accounting.version if p.accounting else ''} starts, "
                          f"but its admission gate charges a {r.context:,}-token prompt "
@@ -217,6 +221,18 @@ def memory_bound_floor(r: FitReport) -> DecodeFloor | None:
         return None
     floor = pipelined_floor(r.deployment, r.batch, r.context)
     return floor if floor.bound == "memory bandwidth" else None
+
+
+def _start_trim(r: FitReport) -> str:
+    """Where SGLang or TensorRT-LLM starts at the context asked (its default where it is the
+    model's) with a pool too short for one such sequence, what it trims a request to
+    (capacity.start_trim_caution, as simulate and plan say it); else "". Llama-3.1-70B in fp8
+    on one H100 under trtllm: max_seq_len 131,072 reduced to the pool's 27,776 tokens."""
+    d = r.deployment
+    if d.engine not in ("sglang", "trtllm"):
+        return ""
+    given = None if r.context == served_positions(d.model, d.engine) else r.context
+    return start_trim_caution(d, replace(r.settings, max_model_len=given), given)
 
 
 def _against(r: FitReport) -> str:

@@ -250,6 +250,12 @@ class PlanReport:
                      if r.unpriced else "NO SINGLE-POOL DEPLOYMENT within the limits meets "
                      "this SLO; split prefill and decode pools do:" if splits
                      else "NO DEPLOYMENT within the limits meets this SLO."]
+            if r.unpriced:  # the single pools first, and the splits said to be splits
+                lines.append("feasible but unpriced (pass --price GPU=USD): "
+                             + ", ".join(self.lists.label(c) for c in r.unpriced))
+                lines += self.lists.caution_lines(r.unpriced)
+                if splits:
+                    lines.append("split prefill and decode pools also held:")
             for c in splits:
                 lines.append(f"  {self.lists.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, "
                              + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
@@ -263,10 +269,6 @@ class PlanReport:
                     c, self.launch.pool_launch)]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
-            if r.unpriced:
-                lines.append("feasible but unpriced (pass --price GPU=USD): "
-                             + ", ".join(self.lists.label(c) for c in r.unpriced))
-                lines += self.lists.caution_lines(r.unpriced)
             return lines
         priced, priced_tok_s = self._priced()
         per_m = win.cost_per_million_tokens(priced_tok_s)
