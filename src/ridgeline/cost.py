@@ -34,6 +34,7 @@ from ridgeline.kvcache import (
 )
 from ridgeline.launches import deployment_matmuls, moe_layers
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA, MOE, NONE
+from ridgeline.lora_collectives import LORA_COLLECTIVES, lora_collective_time_s
 from ridgeline.lora_step import LORA_OP, lora_step_work
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.moe import expected_experts_touched
@@ -310,6 +311,9 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
             link[DCP_EXCHANGE] = link.get(DCP_EXCHANGE, 0.0) + t
     rows = shape.sequences  # one logits row per sequence
     work.extend(lora_step_work(dep, tokens, rows))  # vLLM --enable-lora: the adapters' matmuls
+    lora_link = lora_collective_time_s(dep, tokens)  # --fully-sharded-loras under TP
+    if lora_link:
+        link[LORA_COLLECTIVES] = lora_link
     head_category = LM_HEAD if not model.tie_word_embeddings else EMBEDDING
     head_bytes = _category_bytes(dep, head_category)
     # SGLang's DP attention splits the LM head over every GPU, each its share of all the

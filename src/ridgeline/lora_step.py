@@ -26,6 +26,8 @@ priced as the base model's matmuls are, at the profile's cost per weight matmul
 (``lora_launches``; launches.deployment_matmuls adds them): Llama-3.1-8B's 32 layers × 4
 modules × 2, the lm_head's 2 and the embedding's one expand, 259 a step, 3.7 ms at vLLM's
 14.4 µs. vLLM captures them in its decode CUDA graphs, as it does the base matmuls.
+Under --fully-sharded-loras and TP each adapted linear also gathers or all-reduces the
+shrink's buffer: the step's "lora collectives", on the link (lora_collectives.py).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def lora_step_work(dep: Deployment, tokens: int, rows: int
     if not active:
         return ()
     return tuple((LORA_OP, *_work(dep, m, active, tokens, rows), m.count)
-                 for m in _modules(dep))
+                 for m in step_modules(dep))
 
 
 def _work(dep: Deployment, m: LoRAModule, active: int, tokens: int, rows: int
@@ -101,11 +103,11 @@ def lora_launches(dep: Deployment) -> int:
     if lora is None or not lora.active(1):
         return 0
     return sum(m.count * (EMBEDDING_MATMULS if m.name == "embed_tokens" else LORA_MATMULS)
-               for m in _modules(dep))
+               for m in step_modules(dep))
 
 
 @lru_cache(maxsize=256)
-def _modules(dep: Deployment) -> tuple[LoRAModule, ...]:
+def step_modules(dep: Deployment) -> tuple[LoRAModule, ...]:
     """The modules of the deployment's own settings, once a deployment (the step's hot path)."""
     assert dep.lora is not None
     return engine_lora_modules(dep, dep.lora)

@@ -99,8 +99,12 @@ def interconnect_bytes_per_s(acc: Accelerator, peers: int | None = None) -> floa
     return total * min(peers, links) / links
 
 
-def _ring(message_bytes: float, ranks: int, latency_s: float, bytes_per_s: float) -> float:
-    return RING_LAUNCH_S + 2 * (ranks - 1) * (latency_s + message_bytes / (ranks * bytes_per_s))
+def _ring(message_bytes: float, ranks: int, latency_s: float, bytes_per_s: float,
+          passes: int = 2) -> float:
+    """A ring collective: the launch, then ``passes`` × (n−1) steps of bytes/n (an
+    all-reduce's reduce-scatter and all-gather: 2; an all-gather alone: 1)."""
+    return RING_LAUNCH_S + passes * (ranks - 1) * (latency_s
+                                                   + message_bytes / (ranks * bytes_per_s))
 
 
 def _shots(message_bytes: float, ranks: int, bytes_per_s: float) -> float:
@@ -120,18 +124,38 @@ def all_reduce_time_s(message_bytes: float, ranks: int, acc: Accelerator,
     each node, then one across the nodes over the inter-node network (the slower leg sets
     the price of cross-node TP).
     """
+    return _hierarchical(message_bytes, ranks, acc, devices, passes=2, shots=True)
+
+
+def all_gather_time_s(message_bytes: float, ranks: int, acc: Accelerator,
+                      devices: int = 1) -> float:
+    """All-gather over ``ranks`` into ``message_bytes``, the gathered tensor (each rank
+    brings bytes/n): NCCL's ring, the all-gather half of a ring all-reduce, n−1 steps of
+    bytes/n after the launch, t0 + (n−1)·(α + bytes/(n·β)). vLLM sends its all-gathers
+    through NCCL (DeviceCommunicatorBase.all_gather: torch.distributed.all_gather_into_tensor);
+    the shot kernels are its all-reduce's alone. Two H100s over NVLink, a decode's 8 KB:
+    8 µs + (3 µs + 8e3/(2·450e9)) ≈ 11 µs. Beyond one node, a ring in each node then one
+    across them, as all_reduce_time_s; ``devices`` as there."""
+    return _hierarchical(message_bytes, ranks, acc, devices, passes=1, shots=False)
+
+
+def _hierarchical(message_bytes: float, ranks: int, acc: Accelerator, devices: int,
+                  passes: int, shots: bool) -> float:
+    """A ring inside each node over its cards' reach (``shots``: the one-shot kernels where
+    cheaper, on a low-latency fabric), then one across the nodes over the inter-node network;
+    ``passes`` rings of n−1 steps (all-reduce 2, all-gather 1)."""
     if ranks <= 1 or message_bytes <= 0:
         return 0.0
     cards = -(-ranks // devices)
     local_cards = min(cards, node_size(acc))
     local = min(ranks, local_cards * devices)
     reach = rank_link_bytes_per_s(acc, local_cards, devices)
-    t = _ring(message_bytes, local, link_latency_s(acc), reach)
-    if local > 1 and (acc.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS):
+    t = _ring(message_bytes, local, link_latency_s(acc), reach, passes)
+    if shots and local > 1 and (acc.link_kind or "").lower().startswith(LOW_LATENCY_FABRICS):
         t = min(t, _shots(message_bytes, local, reach))
     nodes = -(-cards // local_cards)
     if nodes > 1:
-        t += _ring(message_bytes, nodes, INTER_NODE_LATENCY_S, INTER_NODE_BYTES_PER_S)
+        t += _ring(message_bytes, nodes, INTER_NODE_LATENCY_S, INTER_NODE_BYTES_PER_S, passes)
     return t
 
 

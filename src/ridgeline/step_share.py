@@ -19,7 +19,7 @@ OP_GROUPS = {
     "attention": ("attention",),
     "weights": ("attention projections", "mlp", "experts", "shared experts", "router",
                 "linear attention", "mamba", "lm head"),
-    "communication": ("tp all-reduce", "pipeline send"),
+    "communication": ("tp all-reduce", "pipeline send", "lora collectives"),
 }
 
 

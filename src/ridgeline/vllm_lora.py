@@ -195,16 +195,25 @@ def lora_step_caution(lora: LoRASettings) -> str:
     """The one line decode, prefill and simulate print under --enable-lora: what their step
     times assume of the adapters' matmuls (lora_step.py), and what they leave out."""
     n = lora.active_loras
+    # --fully-sharded-loras: each adapted linear's gather or reduction of the shrink's buffer
+    # under TP (lora_collectives.py), outside the kernels' no-LoRA check
+    sharded = (" --fully-sharded-loras adds a collective a module under tensor parallelism "
+               "(the shrink's buffer gathered or all-reduced), in the step as 'lora "
+               "collectives'." if lora.fully_sharded_loras else "")
     if n == 0:
         return ("--enable-lora with --active-loras 0: no request names an adapter, so vLLM "
                 "skips the adapters' kernels in every step (no_lora_flag_cpu) and the step "
-                "times are the base model's; the pool still holds the slots")
+                "times are the base model's"
+                + (" but for --fully-sharded-loras's collectives, which still run under "
+                   "tensor parallelism (outside that check), priced as 'lora collectives'"
+                   if lora.fully_sharded_loras else "")
+                + "; the pool still holds the slots")
     active = active_words(n, lora.slots)
     return (f"--enable-lora: the adapters' matmuls (punica's shrink and expand, rank "
             f"{lora.rank}) are in the step as 'lora adapters', {active}, at the step's "
             "efficiencies (no measured efficiency of their own), and their 2 kernels a module "
             "in the step's overhead at the profile's cost per weight matmul, fitted without "
-            "LoRA. " + lora_measured_note())
+            f"LoRA.{sharded} " + lora_measured_note())
 
 
 def lora_measured_note() -> str:
