@@ -264,3 +264,25 @@ def test_a_batch_of_one_under_pipeline_parallelism_is_not_said_to_split(
     (many,) = [c for c in run_json(capsys, *base, "--batch", "1,6")["cautions"]
                if c.startswith("pipeline parallel")]
     assert "up to 3 micro-batches of ⌈batch ÷ 3⌉" in many
+
+
+@pytest.mark.parametrize("argv", [
+    ["decode", "falcon-7b", "--gpu", "h100", "--batch", "1,8", "--context", "4096"],
+    ["decode", "falcon-7b", "--gpu", "h100,b200", "--batch", "1", "--context", "4096"],
+    ["prefill", "falcon-7b", "--gpu", "h100,b200", "--prompt-len", "4096"],
+])
+def test_a_context_past_the_models_positions_is_called_too_long_not_an_empty_pool(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Falcon-7B's 2,048 positions: vLLM refuses a 4,096-token max_model_len outright, though
+    its pool holds hundreds of such conversations; the table's cell names the length, not a
+    pool that holds none."""
+    held = run_json(capsys, "fit", "falcon-7b", "--gpu", "h100", "--max-model-len", "2048")
+    assert held["conversations"] > 8  # the pool is far from empty
+    report = run_json(capsys, *argv)
+    cards = report.get("accelerators") or [report]
+    rows = [p for c in cards for p in c.get("points", [c])]
+    reasons = {row["expected_none_reason"] for row in rows}
+    assert len(reasons) == 1 and "past falcon-7b's 2,048 positions" in reasons.pop()
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "too long" in out
+    assert "pool holds 0" not in out and "pool too small" not in out

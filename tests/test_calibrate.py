@@ -246,6 +246,20 @@ def test_llama_cpp_rows_run_without_flash_attention_unless_their_notes_say_so() 
     assert ratio[False] < ratio[True] < 1.0
 
 
+def test_a_llama_cpp_row_with_a_quantized_v_cache_ran_with_flash_attention() -> None:
+    """llama.cpp starts a q8_0 V cache with flash attention alone, so a row that names no -fa
+    ran with it on: predicted as such, not refused as a start-up llama.cpp would refuse."""
+    from dataclasses import replace
+
+    from ridgeline.predict import deployment_for
+
+    xd = next(r for r in read_measurements(MEASUREMENTS).rows
+              if r.id == "XD-RTX409024GB-8B-F16-pp4096")
+    q8 = replace(xd, kv_dtype="q8_0", notes="llama-bench, build 6918")
+    assert deployment_for(q8).flash_attention and deployment_for(q8).kv.id == "q8_0"
+    assert (predict(q8).predicted or 0) > 0
+    assert predict(replace(q8, notes="llama-bench -fa 0")).predicted is None
+
 def test_validate_explain_shows_what_each_prediction_assumed(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wanted = ("XD-RTX409024GB-8B-F16-pp4096", "KV-vllm2031-A100x4-L2-70B-tp4-blocks")

@@ -489,6 +489,21 @@ def test_gpu_memory_gib_picks_another_configuration_of_a_catalog_part(
     assert data["pool_bytes_per_gpu"] + 16 * 2**30 * (0.75 - 2 / 3) < full["pool_bytes_per_gpu"]
 
 
+def test_memory_gib_refusal_calls_the_budget_what_kv_counts_it_as(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """kv --memory-gib 10 is the cache's budget alone: no weights come out of it, so the
+    conversations are 10 GiB over one sequence's cache. The refusal of it with --num-gpus
+    says the same, not that the weights share it."""
+    code, out, err = run(capsys, "kv", "llama-3.1-8b", "--memory-gib", "10", "--context", "4096",
+                         "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["budget_bytes"] == 10 * 2**30 and "for the cache alone" in report["budget"]
+    assert report["conversations_that_fit"] == 10 * 2**30 // report["bytes_per_sequence"]
+    code, _, err = run(capsys, "kv", "llama-3.1-8b", "--memory-gib", "10", "--context", "4096",
+                       "--num-gpus", "2")
+    assert code == 2 and "for the cache alone" in err and "weights" not in err
+
 def test_fit_compares_engines_at_their_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     """gpt-oss-120b at 32K on 2 x H100: SGLang's window pool at 0.8 of its full pool holds
     fewer long conversations than vLLM, which keeps each window to 128 tokens."""

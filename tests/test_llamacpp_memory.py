@@ -4,6 +4,7 @@ graph allocator reserves, checked against the buffer sizes llama.cpp logs."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, logits_bytes
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
+from ridgeline.precision import kv_dtype
 from ridgeline.reports.fit import fit_report
 from ridgeline.units import MIB
 
@@ -116,10 +118,39 @@ def test_fit_prints_the_llama_server_command_for_what_fits(
     assert "--kv-unified (" in out  # the defaults need no more flags
     # settings that changed the sizing are repeated in the command, so it starts what was sized
     assert main(["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
-                 "--weights", "q4_k_m", "--max-model-len", "32000", "--kv-dtype", "q8_0",
+                 "--weights", "q4_k_m", "--max-model-len", "32000", "--kv-dtype", "bf16",
                  "--flash-attn", "off", "--ubatch-size", "4096"]) == 0
     out = capsys.readouterr().out
-    assert "--kv-unified -b 4096 -ub 4096 -fa off -ctk q8_0 -ctv q8_0 (" in out
+    assert "--kv-unified -b 4096 -ub 4096 -fa off -ctk bf16 -ctv bf16 (" in out
+
+
+@pytest.mark.parametrize("command", [["fit", "--max-model-len", "32000"],
+                                     ["decode", "--batch", "1", "--context", "4096"],
+                                     ["prefill", "--prompt-len", "4096"]])
+def test_a_quantized_v_cache_without_flash_attention_is_refused_as_llama_cpp_refuses_it(
+        capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """llama_init_from_model returns no context for -ctv q8_0 with -fa off ('quantized V cache
+    requires flash_attn to be enabled'): no pool, no speed, no launch line that fails."""
+    base = [command[0], "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+            "--weights", "q4_k_m", *command[1:]]
+    for kv in ("q8_0", "q4_0"):
+        assert main([*base, "--kv-dtype", kv, "--flash-attn", "off"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "requires flash_attn to be enabled" in err
+        assert main([*base, "--kv-dtype", kv]) == 0  # -fa auto turns it on
+        capsys.readouterr()
+    assert main([*base, "--kv-dtype", "f16", "--flash-attn", "off"]) == 0
+
+
+def test_with_flash_attention_off_the_q8_0_cache_lever_turns_it_on() -> None:
+    """The smaller-cache lever of a -fa off fit is a launch that starts: -fa on with it, and
+    the cells its smaller compute buffer leaves as well."""
+    dep = _dep("llama-3.1-8b", "rtx-4090", "q4_k_m")
+    off = fit_report(replace(dep, flash_attention=False), 32000, EngineSettings(flash_attn=False))
+    (lever,) = [lv for lv in off.levers if "q8_0" in lv.name]
+    assert "-fa on -ctk q8_0 -ctv q8_0" in lever.name
+    on_q8 = fit_report(replace(dep, kv=kv_dtype("q8_0")), 32000, EngineSettings())
+    assert lever.conversations == on_q8.conversations > off.conversations
 
 
 def test_flash_attn_is_refused_for_engines_without_the_switch(

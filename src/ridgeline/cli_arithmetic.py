@@ -239,8 +239,8 @@ def cmd_kv(args: argparse.Namespace) -> Any:
         raise InputError(f"--memory-gib is the budget itself; {', '.join(given)} would size "
                          "another: give one")
     if args.memory_gib is not None and args.num_gpus != 1:
-        raise InputError("--memory-gib is the whole budget for the cache and weights, over "
-                         "every GPU: drop --num-gpus, or give --gpu to split a card's memory")
+        raise InputError("--memory-gib is the whole budget for the cache alone, over every "
+                         "GPU: drop --num-gpus, or give --gpu to split a card's memory")
     if args.memory_gib is None and not given and args.num_gpus != 1:
         raise InputError("--num-gpus splits an accelerator's memory: give --gpu")
     if args.data_parallel_size is not None and not given:

@@ -10,6 +10,7 @@ from ridgeline.cpu_offload import CpuOffload
 from ridgeline.engine_platforms import (
     engine_platform_problem,
     kv_platform_problem,
+    quantized_v_problem,
     weights_platform_problem,
 )
 from ridgeline.errors import InputError
@@ -198,7 +199,8 @@ class Deployment:
             raise InputError(fmt_problem)
         cache = kv_dtype(kv_name)
         # only a named engine keeps its own cache formats (TensorRT-LLM's is always named)
-        kv_problem = kv_platform_problem(cache, accelerator, engine) if named else ""
+        kv_problem = (kv_platform_problem(cache, accelerator, engine)
+                      or quantized_v_problem(cache, engine, flash_attention)) if named else ""
         if kv_problem:
             raise InputError(kv_problem)
         if engine.startswith("llama.cpp"):

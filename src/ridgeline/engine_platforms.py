@@ -170,3 +170,21 @@ def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -
         return (f"TensorRT-LLM keeps an NVFP4 KV cache on Blackwell only, not on "
                 f"{accelerator.id} ({accelerator.family}); try --kv-dtype fp8")
     return ""
+
+
+# -ctk/-ctv types llama.cpp reads without flash attention: its non-flash path multiplies the
+# scores by a transposed V, which it cannot keep quantized
+LLAMACPP_PLAIN_KV = ("fp16", "bf16", "fp32")
+
+
+def quantized_v_problem(cache: KVDtype, engine: str, flash_attention: bool) -> str:
+    """Why llama.cpp stops at start-up on this KV cache with flash attention off, or "": a
+    quantized V cache (-ctv q8_0, q4_0) needs it. llama_init_from_model (src/llama-context.cpp)
+    returns no context, logging 'quantized V cache requires flash_attn to be enabled' (older
+    builds: 'V cache quantization requires flash_attn'); -fa auto turns it on instead."""
+    if not engine.startswith("llama.cpp") or flash_attention or cache.id in LLAMACPP_PLAIN_KV:
+        return ""
+    return (f"llama.cpp keeps no {cache.id} V cache with flash attention off: it stops at "
+            "start-up with 'quantized V cache requires flash_attn to be enabled' "
+            "(src/llama-context.cpp); drop --flash-attn off (auto turns it on) or give "
+            "--kv-dtype f16")

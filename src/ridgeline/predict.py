@@ -30,6 +30,7 @@ from ridgeline.context_length import served_positions
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
+from ridgeline.engine_platforms import LLAMACPP_PLAIN_KV
 from ridgeline.engine_versions import modelled_version
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
@@ -40,6 +41,7 @@ from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.offload import offload_caution
+from ridgeline.precision import kv_dtype
 from ridgeline.quantization import EXPERTS
 from ridgeline.raw_fit import raw_fit
 from ridgeline.units import GIB
@@ -120,8 +122,10 @@ def deployment_for(row: Measurement) -> Deployment:
         kv = "fp16" if engine.startswith("llama.cpp") else None
     pp = row.num_gpus // row.tp
     flash = row.flash_attention()
-    if flash is None:  # llama-bench's -fa was off unless asked for, through the builds here
-        flash = not engine.startswith("llama.cpp")
+    if flash is None:  # llama-bench's -fa was off unless asked for, through the builds here,
+        # and on where it ran a quantized V cache, which starts with flash attention alone
+        flash = not engine.startswith("llama.cpp") or (
+            kv is not None and kv_dtype(kv).id not in LLAMACPP_PLAIN_KV)
     dep = Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
                            flash_attention=flash, offload=row.offload())
     # the state's dtype as the run kept it: a vLLM row's release (Nemotron-H's SSM state fp16

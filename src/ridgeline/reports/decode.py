@@ -140,7 +140,10 @@ class DecodeReport:
             return "does not fit"
         seat = self._seat(f.context)
         if seat.held == 0:
-            return "won't start" if seat.start_refused else "pool holds 0"
+            # a context the engine refuses outright (past the model's positions or the
+            # --max-model-len given) says so, not that an empty pool stops it
+            return ("won't start" if seat.start_refused else "too long" if seat.refusal
+                    else "pool holds 0")
         return f"runs ≤ {seat.held:,}"
 
     def none_reason(self, f: DecodeFloor) -> str:

@@ -118,9 +118,14 @@ def levers(r: FitReport) -> list[Lever]:
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
         "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool)})")
     smaller_kv = replace(d, kv=kv_dtype(small_kv[0]))
+    kv_settings = s
+    if gguf and not s.flash_attn:  # a quantized V cache needs flash attention on to start
+        small_kv = (small_kv[0], "q8_0 KV cache (-fa on -ctk q8_0 -ctv q8_0)")
+        smaller_kv = replace(smaller_kv, flash_attention=True)
+        kv_settings = replace(s, flash_attn=True)
     if d.kv.bytes_per_element > smaller_kv.kv.bytes_per_element and not \
             tensor_split_build_problem(smaller_kv, _llamacpp_build(s)):
-        options.append((small_kv[1], smaller_kv, r.context, s))
+        options.append((small_kv[1], smaller_kv, r.context, kv_settings))
     doubled = d.tensor_parallel_size * 2
     if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
                                            and not d.accelerator.link_kind):

@@ -146,8 +146,10 @@ class PrefillReport:
         """A table's word for a prompt the engine does not run."""
         if not self.floor.fit.fits:
             return "does not fit"
-        return "won't start" if self.seat is not None and self.seat.start_refused else \
-            "pool too small"
+        if self.seat is not None and self.seat.start_refused:
+            return "won't start"
+        # a prompt past what the engine admits (the model's positions, --max-model-len)
+        return "too long" if self.seat is not None and self.seat.refusal else "pool too small"
 
     @property
     def none_code(self) -> str:
