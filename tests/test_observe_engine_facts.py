@@ -20,6 +20,7 @@ from ridgeline.observe import from_log, from_scrapes, read_source
 from ridgeline.prometheus import split_scrapes
 from ridgeline.reports.observe import observe_report
 from ridgeline.reports.observe_wall import NEITHER
+from tests.conftest import run_cli
 from tests.test_observe_dp import gauges, scrape, vllm_8b
 
 
@@ -222,6 +223,49 @@ def test_a_logged_token_pool_is_not_read_for_a_model_of_several_groups() -> None
     obs = from_log(startup + STATS, "vllm.log")
     report = observe_report(obs, h100("gemma-3-27b"), profile_for("vllm"), 4096)
     assert report.engine_pool is None and LOG_POOL_UNREAD in obs.notes
+
+
+def test_a_start_up_pool_of_0_tokens_is_refused_naming_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """'GPU KV cache size: 0 tokens' (V1) or '# GPU blocks: 0' (V0) is an engine with no room
+    for a token, which vLLM stops at start-up; beside stats lines, and with no start-up that
+    sized a pool, the log is refused with one line naming it (exit 2), as a negative count
+    is, rather than the 0 dropped and the pool modelled as if nothing were said."""
+    for startup in ("INFO 11-20 09:58:41 [kv_cache_utils.py:1229] GPU KV cache size: 0 tokens\n",
+                    "INFO 09-11 17:18:02 executor_base.py:111] # GPU blocks: 0, # CPU blocks: "
+                    "2048\n"):
+        path = tmp_path / "zero.log"
+        path.write_text(startup + STATS)
+        with pytest.raises(InputError, match=r"zero\.log, line 1: .* 0 tokens"):
+            read_source(str(path))
+        code, out, err = run_cli(capsys, "observe", str(path), "--model", "llama-3.1-8b",
+                                 "--gpu", "h100")
+        assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+        assert "line 1" in err and "cannot serve" in err
+
+
+def test_a_0_token_start_before_a_restart_that_sized_a_pool_is_cautioned_and_left_out() -> None:
+    """A failed start (0 tokens) and a restart that sized 423,408 tokens, appended to one log:
+    the restart's pool is read, the failed start named in a caution, not taken as the smallest."""
+    startup = ("INFO 11-20 09:50:00 [kv_cache_utils.py:1229] GPU KV cache size: 0 tokens\n"
+               "INFO 11-20 09:58:41 [kv_cache_utils.py:1229] GPU KV cache size: 423,408 tokens\n")
+    obs = from_log(startup + STATS, "vllm.log")
+    assert obs.pool_tokens == 423_408
+    assert any(n.startswith("caution: line 1, 'GPU KV cache size: 0 tokens'")
+               for n in obs.notes)
+
+
+def test_stats_lines_whose_times_go_backwards_get_a_caution_naming_the_first_step() -> None:
+    """Lines at :00, :20, then :10 and :05: the first step back is line 3's, after line 2's;
+    named once. In time order, or over the year's turn (12-31 to 01-01), no caution."""
+    obs = from_log(line(0) + line(20) + line(10) + line(5), "vllm.log")
+    cautions = [n for n in obs.notes if "go backwards" in n]
+    assert len(cautions) == 1
+    assert "at line 3 (11-20 10:00:10, after line 2's 11-20 10:00:20)" in cautions[0]
+    assert not any("go backwards" in n for n in from_log(line(0) + line(10), "v.log").notes)
+    turn = line(59).replace("11-20", "12-31").replace("10:00", "23:59") + line(0).replace(
+        "11-20", "01-01")
+    assert not any("go backwards" in n for n in from_log(turn, "v.log").notes)
 
 
 # -- F7, F8, F10: vllm bench serve results ----------------------------------------------

@@ -286,6 +286,29 @@ def test_page_writes_only_html_and_never_over_a_file_it_did_not_write(
     assert main(args) == 0 and main(args) == 0  # its own page, rewritten
 
 
+def test_page_json_prints_the_pages_data_and_writes_html_only_where_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`page --json` wrote roofline.html into the working folder, unasked: it prints the data
+    the HTML embeds (under 'page') and writes nothing; with -o it writes that file too, the
+    same data in it; without --json the page still goes to roofline.html."""
+    monkeypatch.chdir(tmp_path)
+    args = ["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1"]
+    assert main([*args, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert list(tmp_path.iterdir()) == [] and printed["wrote"] is None
+    assert printed["deployments"] == len(printed["page"]["combos"]) == 6
+    assert main([*args, "--json", "-o", "mine.html"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    html = (tmp_path / "mine.html").read_text()
+    embedded = json.loads(html.split("const PAGE = ", 1)[1].split(";\n", 1)[0])
+    assert written["wrote"] == "mine.html" and embedded == written["page"] == printed["page"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.html"]
+    assert main(args) == 0
+    assert "wrote roofline.html" in capsys.readouterr().out
+    assert (tmp_path / "roofline.html").read_text() == html
+
+
 def test_a_llama_cpp_page_offers_llama_cpps_own_formats(tmp_path: Path) -> None:
     """Its defaults are GGUF weights and llama.cpp's cache types (it has no fp8 cache)."""
     out = tmp_path / "p.html"

@@ -300,3 +300,24 @@ def test_shared_prefixes_are_not_said_to_be_cached_with_prefix_caching_off(
     line = next(x for x in off.splitlines() if x.startswith("shared prefixes:"))
     assert code == 0 and "prefix-cache hits 0 blocks" in off
     assert "can find" not in line and "prefix caching is off" in line
+
+
+def test_a_windows_goodput_and_the_runs_rates_each_name_their_span_in_json(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With --window goodput is per second of the window's arrivals, the request rate per
+    second of the whole run (the fill and the drain in it): 3 req/s with every request good
+    reads a goodput above the request rate. Each says its span and its seconds, which
+    divide its count back to it, as the text's lines do."""
+    argv = ["llama-3.1-8b", "--gpu", "h100", "--rate", "3", "--num-requests", "300",
+            "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100"]
+    out = _simulate(capsys, *argv, "--window", "20,80")
+    assert out["goodput_req_s"] > out["request_rate_req_s"]  # the two spans differ
+    assert (out["rates_over"], out["goodput_over"]) == ("simulated_time", "window_arrivals")
+    assert out["rates_over_s"] == out["duration_s"] > out["goodput_over_s"] > 0
+    assert out["request_rate_req_s"] == pytest.approx(out["completed"] / out["rates_over_s"])
+    assert out["goodput_req_s"] == pytest.approx(out["good_requests"] / out["goodput_over_s"])
+    code, text, _ = run_cli(capsys, "simulate", *argv, "--window", "20,80")
+    assert code == 0 and f"over the window's {out['goodput_over_s']:,.6g} s of arrivals" in text
+    whole = _simulate(capsys, *argv)  # no window: both over the simulated time
+    assert whole["goodput_over"] == whole["rates_over"] == "simulated_time"
+    assert whole["goodput_over_s"] == whole["rates_over_s"] == whole["duration_s"]

@@ -49,7 +49,7 @@ def _same_file(output: str, name: str) -> bool:
 
 @dataclass(frozen=True)
 class WroteFile:
-    path: str
+    path: str | None  # None: nothing written (`page --json` without -o prints its data)
     what: str
     steps: tuple[Any, ...] = ()
     facts: tuple[tuple[str, Any], ...] = ()  # what --json adds: counts, the opening view

@@ -28,7 +28,11 @@ def cmd_page(args: argparse.Namespace) -> Any:
 
     if args.model is not None and not args.model.strip():
         raise InputError("model name is empty (leave MODEL out for the three default models)")
-    _check_page_output(args.output)
+    # --json prints the page's data; the HTML is written where -o asks, or unasked without
+    # --json (its default name): a JSON answer leaves no file behind that nobody asked for
+    output = args.output if args.output is not None or args.json else DEFAULT_OUTPUT
+    if output is not None:
+        _check_page_output(output)
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     for m in models:  # an unknown name said as itself, not as "no combination computes"
         resolve_model(m, fetchable=False)
@@ -61,21 +65,25 @@ def cmd_page(args: argparse.Namespace) -> Any:
         raise InputError(f"does not fit: none of the {len(data['combos'])} deployments holds "
                          "one conversation at any of the page's contexts (more or larger "
                          "GPUs, or a smaller weight format)")
-    try:
-        Path(args.output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write {args.output}: {exc}") from None
+    if output is not None:
+        try:
+            Path(output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {output}: {exc}") from None
     left = data["left_out"]
     idle = len(data["combos"]) - len(running)
-    return WroteFile(args.output, f"{len(data['combos'])} deployments"
+    return WroteFile(output, f"{len(data['combos'])} deployments"
                      + (f" ({idle} of them hold no conversation at any context)" if idle else "")
-                     + ", batch and context sliders; open it in any browser (offline)"
+                     + (", batch and context sliders; open it in any browser (offline)"
+                        if output is not None else ": the page's data under 'page', no HTML "
+                        "written (-o FILE.html writes it)")
                      + (f"; {len(left)} picker combination{'s' if len(left) > 1 else ''} "
                         f"cannot run (the page says why; the first, "
                         f"{next(iter(left)).replace('|', ' ')}: {next(iter(left.values()))})"
                         if left else ""), opening_steps(data),
                      (("deployments", len(data["combos"])), ("holding_none", idle),
-                      ("left_out", len(left)), *opening_facts(data)))
+                      ("left_out", len(left)), *opening_facts(data),
+                      ("page", data)))  # what the HTML embeds as PAGE, every number on it
 
 
 def _check_page_output(output: str) -> None:
@@ -101,6 +109,9 @@ def _check_page_output(output: str) -> None:
                          "overwriting it (remove it or choose another name)")
 
 
+DEFAULT_OUTPUT = "roofline.html"  # the page written where no -o names one, without --json
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
     p.add_argument("model", nargs="?", metavar="MODEL",
@@ -120,8 +131,9 @@ def register(sub: Any) -> None:
                    "(default vllm)")
     p.add_argument("--profile", metavar="FILE",
                    help="engine profiles from `ridgeline calibrate` (default: the bundled ones)")
-    p.add_argument("-o", "--output", default="roofline.html",
-                   help="the HTML file to write (default roofline.html)")
+    p.add_argument("-o", "--output",
+                   help=f"the HTML file to write (default {DEFAULT_OUTPUT}; with --json none "
+                   "unless given: --json prints the page's data)")
     _output(p)
     p.set_defaults(handler=cmd_page)
 

@@ -116,12 +116,14 @@ def from_log(text: str, source: str) -> Observation:
     hits: list[float] = []
     deferred = 0.0  # the most waiting requests one line deferred
     lines: list[tuple[str | None, float | None]] = []  # each stats line's engine and time
+    numbers: list[int] = []  # each stats line's line number
     v0 = False
     line, counted_to = 1, 0  # the line each match starts on, counted on from the last
     for match in STATS_LINE.finditer(text):
         lines.append(_log_engine_and_time(text, match))
         line += text.count("\n", counted_to, match.start())
         counted_to = match.start()
+        numbers.append(line)
         where = f"{source}, line {line}"
 
         def number(group: str, field: str, m: re.Match[str] = match) -> float:
@@ -202,6 +204,7 @@ def from_log(text: str, source: str) -> Observation:
     obs.prompt_tok_s = statistics.fmean(prompt)
     obs.generation_tok_s = statistics.fmean(gen)
     obs.notes.append(f"{len(lines)} periodic stats lines")
+    _backwards_time(text, obs, lines, numbers)
     _read_startup_pool(text, source, obs)
     _read_launch(text, source, obs)
     _read_spec_lines(text, source, obs, generated_tok_s)
@@ -342,20 +345,26 @@ def _read_startup_pool(text: str, source: str, obs: Observation) -> None:
     """Each engine's pool from its start-up lines, the smallest where several engines (or
     restarts) logged one: V1's "GPU KV cache size" in tokens; else V0's block count ×
     the block size its "Maximum concurrency" line implies (27,000 blocks at 52.73× of 8,192
-    tokens: 16 a block, 432,000 tokens). Left unset where neither is logged."""
-    sizes = [checked(float(m[1].replace(",", "")), source, "GPU KV cache size", 0.0,
-                     MAX_TOKENS, f"a number of tokens, 0 to {MAX_TOKENS:g}")
-             for m in _KV_CACHE_TOKENS.finditer(text)]
+    tokens: 16 a block, 432,000 tokens). Left unset where neither is logged. A line sizing 0
+    tokens is a start-up that failed there (_zero_pool), refused or cautioned, not read."""
+    zeros: list[tuple[int, str]] = []  # each line that sized a pool of 0 tokens, and its words
+    sizes = []
+    for m in _KV_CACHE_TOKENS.finditer(text):
+        sizes.append(checked(float(m[1].replace(",", "")), source, "GPU KV cache size", 0.0,
+                             MAX_TOKENS, f"a number of tokens, 0 to {MAX_TOKENS:g}"))
+        if not sizes[-1]:
+            zeros.append((text.count("\n", 0, m.start()) + 1, m[0]))
     what = "'GPU KV cache size'"
     if not sizes:
         for m in _GPU_BLOCKS.finditer(text):
+            blocks = float(m[1])
+            if not blocks:
+                zeros.append((text.count("\n", 0, m.start()) + 1, m[0]))
+                continue
             after = _MAX_CONCURRENCY.search(text, m.end())
             if after is None:
                 continue
-            blocks = float(m[1])
             length, times = float(after[1].replace(",", "")), float(after[2])
-            if not blocks:
-                continue
             size = times * length / blocks
             slack = 0.005 * length / blocks  # the concurrency is printed to 0.01
             if round(size) >= 1 and slack < 0.5 and abs(size - round(size)) <= slack + 1e-9:
@@ -363,12 +372,36 @@ def _read_startup_pool(text: str, source: str, obs: Observation) -> None:
                                      0.0, MAX_TOKENS, f"a number of tokens, 0 to {MAX_TOKENS:g}"))
         what = "'# GPU blocks' × the block size its 'Maximum concurrency' line implies"
     sizes = [v for v in sizes if v > 0]
+    if zeros:
+        _zero_pool(source, obs, zeros, served=bool(sizes))
     if not sizes:
         return
     obs.pool_tokens = min(sizes)
     obs.notes.append(f"the pool: {obs.pool_tokens:,.0f} tokens an engine, from the start-up "
                      f"log's {what}" + (f" (the smallest of {len(sizes)} lines)"
                                         if len(sizes) > 1 else ""))
+
+
+def _zero_pool(source: str, obs: Observation, zeros: list[tuple[int, str]],
+               served: bool) -> None:
+    """A start-up line sizing a KV cache of 0 tokens ('GPU KV cache size: 0 tokens', '# GPU
+    blocks: 0'): an engine with no block to hold a token cannot serve a request, and vLLM
+    stops its start-up there (V0's raise_if_cache_size_invalid, vllm/worker/worker.py: "No
+    available memory for the cache blocks"; V1 refuses before it logs a size,
+    kv_cache_utils.check_enough_kv_cache_memory). Where no start-up line sized a pool above
+    0, the log's stats lines cannot be that engine's: refused, naming the first such line,
+    as any impossible reading in a log is. Where another did (a restart after the failed
+    start, the log appended), a caution names it and its 0 is left out of the pool."""
+    first, shown = zeros[0]
+    if not served:
+        raise InputError(f"{source}, line {first}: {shown!r} sizes a KV cache of 0 tokens; an "
+                         "engine with no room for a token cannot serve, and vLLM stops its "
+                         "start-up there, yet this log has stats lines: a launch that failed, "
+                         "joined to another's log? Keep the lines of the launch that served")
+    obs.notes.append(f"caution: line {first}, {shown!r}, sizes a KV cache of 0 tokens, which "
+                     "no engine serves from (vLLM stops its start-up there): read as a start "
+                     "that failed before a restart, and left out of the pool"
+                     + (f" ({len(zeros)} such lines)" if len(zeros) > 1 else ""))
 
 
 def _log_engine_and_time(text: str, match: re.Match[str]) -> tuple[str | None, float | None]:
@@ -382,6 +415,36 @@ def _log_engine_and_time(text: str, match: re.Match[str]) -> tuple[str | None, f
         month, day, hour, minute, second = (int(g) for g in stamp.groups())
         at = (((month * 31 + day) * 24 + hour) * 60 + minute) * 60.0 + second
     return (engine[1] if engine else None), at
+
+
+def _backwards_time(text: str, obs: Observation,
+                    lines: list[tuple[str | None, float | None]], numbers: list[int]) -> None:
+    """A caution where the stats lines' times go backwards, naming the first such step: one
+    server logs its lines in time order (each interval's, every engine's, from the one
+    frontend process: vllm/v1/metrics/loggers.py), so a line stamped before the one above it
+    is another run's, or another server's, in the same file (logs joined, or sharing it), and
+    the means over the lines mix them. The year is not logged: December's lines followed by
+    January's are the year turning, not a step back."""
+    last: tuple[int, float] | None = None  # the last stamped line: its number and time
+    for (_, at), number in zip(lines, numbers, strict=True):
+        if at is None:
+            continue
+        if last is not None and at < last[1]:
+            was, now = (_stamp(text, n) for n in (last[0], number))
+            if not (was.startswith("12-") and now.startswith("01-")):  # the year turned
+                obs.notes.append(f"caution: the stats lines' times go backwards at line "
+                                 f"{number} ({now}, after line {last[0]}'s {was}): not one "
+                                 "server's log in time order (logs joined, or several servers "
+                                 "writing one file?); the means are over every line, whichever "
+                                 "run wrote it")
+                return
+        last = (number, at)
+
+
+def _stamp(text: str, number: int) -> str:
+    """The month-day and time a log line's stamp reads ('11-20 10:00:00')."""
+    stamp = _LOG_TIME.search(text.split("\n")[number - 1])
+    return stamp[0] if stamp else "?"
 
 
 def _per_engine_rounds(obs: Observation, lines: list[tuple[str | None, float | None]],

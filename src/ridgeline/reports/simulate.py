@@ -379,10 +379,16 @@ class SimulateReport:
             "queue_s": r.percentiles("queue"),
             "request_rate_req_s": r.request_rate_req_s, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
+            # the span the three rates above are over, as the text's "over the whole run":
+            # the simulated time (duration_s), the fill and the drain included, a --window or not
+            "rates_over": "simulated_time", "rates_over_s": r.duration_s,
             "goodput_req_s": r.goodput_req_s if self._has_slo else None,
-            # goodput's denominator: the window's span of arrivals, or the simulated time
+            # goodput's denominator: the window's span of arrivals, or the simulated time; a
+            # window's is another span than the rates', and its goodput may pass their
+            # request rate (the drain's slow finishes are outside it)
             "goodput_over": None if not self._has_slo else
             "window_arrivals" if self.has_window else "simulated_time",
+            "goodput_over_s": None if not self._has_slo else self._goodput_span_s,
             "at_percentile": None if self.percentile is None else {
                 "percentile": self.percentile, "ttft_s": r.latency_s_at("ttft", self.percentile),
                 "tpot_s": r.latency_s_at("tpot", self.percentile),
@@ -403,6 +409,8 @@ class SimulateReport:
                 "held_back": r.rec.client.behind},
             "overloaded": None if (o := self.overloaded) is None else {
                 "offered_req_s": o.offered_req_s, "served_req_s": o.served_req_s,
+                # offered: the arrivals over their span, first to last; served: the rates'
+                "offered_over": "arrivals", "served_over": "simulated_time",
                 "waiting_at_last_arrival": o.waiting, "reading": o.reading, "grew": o.grew,
                 "saturated_req_s": o.saturated_req_s, **self._backlog_dict(),
                 **self._growth_dict(o)},
@@ -579,6 +587,16 @@ class SimulateReport:
     @property
     def _has_slo(self) -> bool:
         return self.slo_ttft_s is not None or self.slo_tpot_s is not None
+
+    @property
+    def _goodput_span_s(self) -> float:
+        """The seconds goodput is per: the window's span of arrivals (measured_window_s), or
+        the simulated time without a window."""
+        r = self.result
+        if not self.has_window:
+            return r.duration_s
+        low, high = r.rec.measured_window_s
+        return high - low
 
     @property
     def has_window(self) -> bool:
