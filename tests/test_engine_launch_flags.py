@@ -281,3 +281,18 @@ def test_plan_searches_no_expert_parallel_layout_on_a_release_without_it(
     count, out = expert_parallel(before)
     assert count == 0 and not any(flag in out for flag in flags)
     assert expert_parallel(first)[0] > 0
+
+
+def test_a_tensor_split_aborts_on_a_cache_other_than_q8_0_or_q4_0(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #27116: -sm tensor asserts at start-up on an iq4_nl (q4_1, q5_0, q5_1) cache on
+    every build; q4_0 splits, and by layer q5_1 starts."""
+    vulkan = tuple("llama.cpp-vulkan" if a == "llama.cpp-cuda" else a for a in TENSOR)
+    for kv in ("q4_1", "q5_0", "q5_1", "iq4_nl"):
+        err = refused(capsys, *vulkan, "--kv-dtype", kv)
+        assert "SPLIT_AXIS_UNKNOWN" in err and "-sm layer" in err
+    code, out, _ = run_cli(capsys, *vulkan, "--kv-dtype", "q4_0")
+    assert code == 0 and "-ctk q4_0 -ctv q4_0 -sm tensor" in out
+    by_layer = [a for a in vulkan if a not in ("--split-mode", "tensor")]
+    code, out, _ = run_cli(capsys, *by_layer, "--kv-dtype", "q5_1")
+    assert code == 0 and "-ctk q5_1 -ctv q5_1" in out

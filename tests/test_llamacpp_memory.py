@@ -385,3 +385,38 @@ def test_recurrent_state_is_f32_in_llama_cpp() -> None:
     assert slot_cache_bytes(model, 2.0, 1, 512) == elements * 4 * layers
     assert state_bytes_per_sequence(model, next(
         layer for layer in model.layers if layer.mixer == MAMBA)) < elements * 4
+
+
+def test_a_q5_1_cache_holds_more_conversations_than_q8_0_and_fewer_than_q4_0() -> None:
+    """24 bytes per 32 elements sits between q8_0's 34 and q4_0's 18; iq4_nl's 18 holds what
+    q4_0 holds."""
+    spec, card = resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090")
+
+    def held(kv: str) -> int:
+        dep = Deployment.build(spec, card, "q4_k_m", kv, engine="llama.cpp-vulkan")
+        return fit_report(dep, 32000, EngineSettings()).conversations
+
+    assert held("q8_0") < held("q5_1") < held("q5_0") < held("q4_1") < held("q4_0") \
+        == held("iq4_nl")
+
+
+def test_another_engine_refuses_a_q5_1_cache_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm",
+                 "--max-model-len", "8k", "--kv-dtype", "q5_1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "vllm has no q5_1 KV cache" in err
+
+
+@pytest.mark.parametrize("kv", ["q4_1", "q5_0", "q5_1", "iq4_nl"])
+def test_a_new_quantized_v_cache_without_flash_attention_is_refused(
+        capsys: pytest.CaptureFixture[str], kv: str) -> None:
+    """llama.cpp checks ggml_is_quantized(type_v), so -ctv q5_1 with -fa off stops as q8_0
+    does; Vulkan's flash attention reads all four, so -fa auto starts."""
+    base = ["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-vulkan",
+            "--weights", "q4_k_m", "--max-model-len", "32000", "--kv-dtype", kv]
+    assert main([*base, "--flash-attn", "off"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "requires flash_attn to be enabled" in err
+    assert main(base) == 0
+    assert f"-ctk {kv} -ctv {kv}" in capsys.readouterr().out

@@ -144,3 +144,55 @@ def test_nvfp4_runs_at_fp4_on_blackwell_and_weight_only_at_bf16_below_it(gpu: st
     assert Deployment.build(spec, acc, "nvfp4").compute_dtype == dtype
     assert Deployment.build(spec, acc, "nvfp4-w4a16").compute_dtype == (
         "bf16" if dtype == "fp4" else dtype)
+
+
+# ggml/src/ggml-common.h: 32 elements a block in an fp16 scale (2 B), an fp16 min (2 B) where
+# the type has one, q5's 4 B of fifth bits and 16 B of 4-bit values
+GGML_KV_BLOCK_BYTES = {"q4_1": 2 + 2 + 16, "q5_0": 2 + 4 + 16, "q5_1": 2 + 2 + 4 + 16,
+                       "iq4_nl": 2 + 16}
+
+
+@pytest.mark.parametrize(("kv", "block_bytes"), GGML_KV_BLOCK_BYTES.items())
+def test_llama_cpp_kv_types_cost_their_ggml_block_per_32_elements(kv: str,
+                                                                  block_bytes: int) -> None:
+    """Llama-3.1-8B keeps 32 layers × K and V × 8 KV heads × 128 elements a token: at q5_1's
+    24 bytes per 32 elements, 48 KiB, which the pool holds and a decode step reads."""
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.cost import attention_rates
+    from ridgeline.kvcache import kv_footprint
+    from ridgeline.units import KIB
+
+    spec = resolve_model("llama-3.1-8b")
+    dep = Deployment.build(spec, resolve_accelerator("rtx-4090"), "q4_k_m", kv,
+                           engine="llama.cpp-vulkan")
+    att = spec.attention
+    assert att is not None
+    per_token = spec.num_layers * 2 * att.num_kv_heads * att.head_dim * block_bytes / 32
+    assert kv_footprint(dep.model, 1, dep.kv.bytes_per_element).bytes_per_token_growing \
+        == per_token
+    assert attention_rates(dep)[2] * spec.num_layers == per_token  # a step's KV read per token
+    assert kv != "q5_1" or per_token == 48 * KIB
+
+
+def test_llama_cpp_cuda_has_flash_attention_for_q4_0_and_q8_0_caches_only() -> None:
+    """ggml-cuda/fattn.cu (HIP builds it for ROCm) reads f16, q4_0 and q8_0 K/V pairs unless
+    built with GGML_CUDA_FA_ALL_QUANTS, and iq4_nl in no build: attention goes to the CPU,
+    where -fa auto stops at start-up. Metal reads q4_1, q5_0 and q5_1, not iq4_nl; Vulkan all."""
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.errors import InputError
+
+    model = resolve_model("llama-3.1-8b")
+    for engine, gpu in (("llama.cpp-cuda", "rtx-4090"), ("llama.cpp-rocm", "mi300x")):
+        for kv in GGML_KV_BLOCK_BYTES:
+            words = "in any build" if kv == "iq4_nl" else "GGML_CUDA_FA_ALL_QUANTS=ON"
+            with pytest.raises(InputError, match=f"{engine} .*{kv} caches .*{words}.*start-up"):
+                Deployment.build(model, resolve_accelerator(gpu), "q4_k_m", kv, engine=engine)
+    mac = resolve_accelerator("apple-m2-ultra-76c")
+    for kv in ("q4_1", "q5_0", "q5_1"):
+        assert Deployment.build(model, mac, "q4_k_m", kv, engine="llama.cpp-metal").kv.id == kv
+    with pytest.raises(InputError, match=re.escape("llama.cpp-metal has no flash-attention "
+                                                   "kernel for iq4_nl")):
+        Deployment.build(model, mac, "q4_k_m", "iq4_nl", engine="llama.cpp-metal")
+    card = resolve_accelerator("rtx-4090")
+    assert Deployment.build(model, card, "q4_k_m", "iq4_nl",
+                            engine="llama.cpp-vulkan").kv.id == "iq4_nl"

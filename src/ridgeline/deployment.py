@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ridgeline.cpu_offload import CpuOffload
 from ridgeline.engine_platforms import (
     engine_platform_problem,
+    flash_attention_kv_problem,
     kv_platform_problem,
     quantized_v_problem,
     weights_platform_problem,
@@ -17,7 +18,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, engine_devices
 from ridgeline.kvcache import kv_replication
 from ridgeline.llamacpp_rope import RopeLaunch
-from ridgeline.llamacpp_tensor import tensor_split_problem
+from ridgeline.llamacpp_tensor import tensor_split_kv_problem, tensor_split_problem
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.offload import HostOffload, check_host_memory
 from ridgeline.params import count_params, layer_params, rank_params
@@ -200,7 +201,10 @@ class Deployment:
         cache = kv_dtype(kv_name)
         # only a named engine keeps its own cache formats (TensorRT-LLM's is always named)
         kv_problem = (kv_platform_problem(cache, accelerator, engine)
-                      or quantized_v_problem(cache, engine, flash_attention)) if named else ""
+                      or quantized_v_problem(cache, engine, flash_attention)
+                      or flash_attention_kv_problem(cache, engine)
+                      or (tensor_split_kv_problem(cache) if split_mode == "tensor" else "")
+                      ) if named else ""
         if kv_problem:
             raise InputError(kv_problem)
         if engine.startswith("llama.cpp"):

@@ -158,7 +158,8 @@ def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -
     only some engines cache in (formats.json's ``engines``: q8_0 is llama.cpp's), then
     TensorRT-LLM's fp8 cache, from compute capability 8.9, and its NVFP4 cache, Blackwell only."""
     if not cache.cached_by(engine):
-        takes = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
+        takes = ", ".join(k for k, d in kv_dtypes().items()
+                          if d.cached_by(engine) and d.read_by_flash_attention_of(engine))
         return f"{engine} has no {cache.id} KV cache; it caches in {takes}"
     if engine == "trtllm" and cache.id.startswith("fp8") \
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
@@ -179,12 +180,40 @@ LLAMACPP_PLAIN_KV = ("fp16", "bf16", "fp32")
 
 def quantized_v_problem(cache: KVDtype, engine: str, flash_attention: bool) -> str:
     """Why llama.cpp stops at start-up on this KV cache with flash attention off, or "": a
-    quantized V cache (-ctv q8_0, q4_0) needs it. llama_init_from_model (src/llama-context.cpp)
-    returns no context, logging 'quantized V cache requires flash_attn to be enabled' (older
-    builds: 'V cache quantization requires flash_attn'); -fa auto turns it on instead."""
+    quantized V cache (-ctv q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) needs it.
+    llama_init_from_model (src/llama-context.cpp) returns no context, logging 'quantized V
+    cache requires flash_attn to be enabled' (older builds: 'V cache quantization requires
+    flash_attn'); -fa auto turns it on instead."""
     if not engine.startswith("llama.cpp") or flash_attention or cache.id in LLAMACPP_PLAIN_KV:
         return ""
     return (f"llama.cpp keeps no {cache.id} V cache with flash attention off: it stops at "
             "start-up with 'quantized V cache requires flash_attn to be enabled' "
             "(src/llama-context.cpp); drop --flash-attn off (auto turns it on) or give "
             "--kv-dtype f16")
+
+
+# llama.cpp's CUDA build, which HIP compiles for ROCm too (ggml/src/ggml-cuda/fattn.cu)
+LLAMACPP_CUDA_FILE = ("llama.cpp-cuda", "llama.cpp-rocm")
+
+
+def flash_attention_kv_problem(cache: KVDtype, engine: str) -> str:
+    """Why llama.cpp runs no flash attention on this cache on this backend, or "" (formats.json's
+    ``flash_attention_engines``). CUDA's kernels read f16, q4_0 and q8_0 K/V pairs unless built
+    with GGML_CUDA_FA_ALL_QUANTS (off by default; iq4_nl in no build), so the op goes to the
+    CPU: -fa auto then turns flash attention off and a quantized V cache stops start-up
+    (src/llama-context.cpp), and -fa on runs attention on the CPU, which is not priced here."""
+    if not engine.startswith("llama.cpp") or cache.read_by_flash_attention_of(engine):
+        return ""
+    read = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine)
+                     and k not in LLAMACPP_PLAIN_KV and d.read_by_flash_attention_of(engine))
+    if engine not in LLAMACPP_CUDA_FILE:
+        return (f"{engine} has no flash-attention kernel for {cache.id} caches, which llama.cpp "
+                f"needs for a quantized V cache; its flash attention reads {read}: give "
+                f"--kv-dtype {read.split(', ')[0]}")
+    builds = ("in any build" if cache.id == "iq4_nl"
+              else "unless built with -DGGML_CUDA_FA_ALL_QUANTS=ON (off by default)")
+    return (f"{engine} has no flash-attention kernel for {cache.id} caches {builds} "
+            f"(ggml-cuda/fattn.cu reads f16, {read}), so llama.cpp puts attention on the CPU: "
+            "-fa auto turns flash attention off and stops at start-up ('quantized V cache was "
+            "requested, but this requires Flash Attention'), -fa on runs attention on the CPU, "
+            f"which ridgeline does not price; give --kv-dtype {read.replace(', ', ' or ')}")

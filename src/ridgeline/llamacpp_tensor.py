@@ -4,7 +4,8 @@ launched.
 Every build that has the mode stops at start-up with flash attention off ("SPLIT_MODE_TENSOR
 requires flash_attn to be enabled"; -fa auto turns it on) and for an architecture on its
 denylist (src/llama-arch.cpp ``llm_arch_supports_sm_tensor``); builds before PR #23792 also
-refuse a quantized KV cache. Its --fit does not place a tensor split, so the mode is launched
+refuse a quantized KV cache, and every build aborts on one other than q8_0 or q4_0 (issue
+#27116). Its --fit does not place a tensor split, so the mode is launched
 with -fit off and a -c of its own (docs/multi-gpu.md). engines.json ``tensor_split`` holds the
 builds, the denylist and their sources.
 """
@@ -18,6 +19,7 @@ from ridgeline.datafiles import engine_defaults
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
     from ridgeline.model import ModelSpec
+    from ridgeline.precision import KVDtype
 
 UNQUANTIZED_KV = ("fp16", "bf16", "fp32")  # -ctk/-ctv f16, bf16, f32
 
@@ -47,6 +49,19 @@ def tensor_split_problem(model: ModelSpec, flash_attention: bool) -> str:
                 "implemented for architecture' (src/llama-arch.cpp); split by layer "
                 "(-sm layer, the default)")
     return ""
+
+
+def tensor_split_kv_problem(cache: KVDtype) -> str:
+    """Why every llama.cpp build stops at start-up on this KV cache split by tensor, or "": the
+    split tracks q8_0 and q4_0 caches and asserts on q4_1, q5_0, q5_1 and iq4_nl ('GGML_ASSERT(
+    ret.axis != GGML_BACKEND_SPLIT_AXIS_UNKNOWN)', issue #27116)."""
+    splits = tensor_split_data()["quantized_kv_types"]
+    if cache.id in UNQUANTIZED_KV or cache.id in splits:
+        return ""
+    return (f"llama.cpp's -sm tensor splits a {' or '.join(splits)} KV cache, not a {cache.id} "
+            "one: it aborts at start-up with 'GGML_ASSERT(ret.axis != "
+            "GGML_BACKEND_SPLIT_AXIS_UNKNOWN) failed' (issue #27116); give --kv-dtype "
+            f"{' or '.join(splits)}, or split by layer (-sm layer)")
 
 
 def tensor_split_build_problem(dep: Deployment, build: int | None) -> str:

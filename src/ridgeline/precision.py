@@ -54,9 +54,16 @@ class KVDtype:
     bytes_per_element: float
     source: str
     engines: tuple[str, ...] = ()  # the engines that cache in it (a prefix: "llama.cpp"); (): all
+    # the engines whose flash attention reads it (llama.cpp-metal, …); (): every one caching it
+    flash_attention_engines: tuple[str, ...] = ()
 
     def cached_by(self, engine: str) -> bool:
         return not self.engines or any(engine.startswith(e) for e in self.engines)
+
+    def read_by_flash_attention_of(self, engine: str) -> bool:
+        """Whether ``engine``'s flash-attention kernels read this cache (llama.cpp's CUDA
+        build has them for q4_0 and q8_0, not q5_1: ggml-cuda/fattn.cu)."""
+        return not self.flash_attention_engines or engine in self.flash_attention_engines
 
 
 @lru_cache(maxsize=1)
@@ -75,7 +82,8 @@ def weight_formats() -> dict[str, WeightFormat]:
 def kv_dtypes() -> dict[str, KVDtype]:
     return {
         row["id"]: KVDtype(row["id"], float(row["bytes_per_element"]), row["source"],
-                           tuple(row.get("engines", ())))
+                           tuple(row.get("engines", ())),
+                           tuple(row.get("flash_attention_engines", ())))
         for row in load_data("formats.json")["kv"]
     }
 
