@@ -384,9 +384,13 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                               "max(FLOPs at the step dtype's pace ÷ peak, bytes ÷ bandwidth)")
              + (" + host time" if work.host_bytes or dep.cpu_offload else ""),
              q("time", (max(compute_s, memory_s) + work.host_time_s) * 1e3, "ms"),
-             *([] if work.paced_flops == work.flops else
+             *([q("FLOPs", work.flops / 1e12, "TFLOP", "the step above")]
+               if work.paced_flops == work.flops else
                [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
                   f"matmuls at {dep.matmuls_label}: each kept wider counted × its slowdown")]),
+             # the bytes the GPUs' memory moves: the step above's, less what the host serves
+             q("bytes", work.gpu_bytes / GB, "GB", "the step above" if work.gpu_bytes ==
+               work.bytes else "the step above's, less the bytes the host serves"),
              q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
                f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
                + f": {dep.accelerator.source_of('peak_flops')}"
@@ -402,6 +406,15 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                f"{tp} x {dep.accelerator.id}: "  # as the peak is counted
                + dep.accelerator.source_of("memory_bandwidth_bytes_per_s")
                + ("; one stage at a time" if stages > 1 else ""))),
+    )
+    time_s = max(compute_s, memory_s) + work.host_time_s
+    steps += (
+        step("throughput", "prompts × prompt length ÷ prefill time",
+             q("throughput", batch * prompt_len / time_s, "tok/s"), q("prompts", batch),
+             q("prompt length", prompt_len, "tokens"), q("time", time_s * 1e3, "ms")),
+        step("intensity over all bytes", "FLOPs ÷ bytes",
+             q("intensity", work.flops / work.bytes, "FLOP/byte"),
+             q("FLOPs", work.flops / 1e12, "TFLOP"), q("bytes", work.bytes / GB, "GB")),
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes,
                         compute_time_s=compute_s, memory_time_s=memory_s, fit=fit,

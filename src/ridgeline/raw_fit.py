@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from ridgeline.cost import served_footprint
 from ridgeline.deployment import Deployment
+from ridgeline.explain import Step, q, step
 from ridgeline.hardware import device_memory_bytes
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
 from ridgeline.units import GB, plural
@@ -97,6 +98,21 @@ class FitCheck:
     @property
     def shortfall_bytes(self) -> float:
         return max(0.0, self.needed_bytes - self.capacity_bytes)
+
+    def explain_step(self) -> Step:
+        """The headline's sum as a step: weights and KV cache against the raw capacity (the
+        busiest rank's, under data-parallel attention)."""
+        where = self.rank.label(aside=False).strip() if self.rank else ""
+        return step("memory check", "weights + KV cache, "
+                    + ("at most the capacity: it fits" if self.fits else
+                       "more than the capacity: it does not fit"),
+                    q("weights and KV cache", self.needed_bytes / GB, "GB"),
+                    q("weights", self.weight_bytes / GB, "GB", where),
+                    q("KV cache", self.kv_bytes / GB, "GB",
+                      f"×{self.kv_replication:g}: copied over the tensor-parallel ranks"
+                      if self.kv_replication > 1 else ""),
+                    q("capacity", self.capacity_bytes / GB, "GB",
+                      "raw: the GPUs' memory, before engine overheads"))
 
     def headline(self) -> str:
         if self.fits:

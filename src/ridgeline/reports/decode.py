@@ -32,6 +32,7 @@ from ridgeline.reports.expectation import (
     Expectation,
     context_caution,
     deployment_line,
+    expected_speed_steps,
     fit_dict,
     no_expectation,
 )
@@ -98,7 +99,7 @@ class DecodeReport:
         """One point's working: its floor, its gain over batch 1 at the same context, and the
         engine's expectation where the engine runs it."""
         if not f.fit.fits:  # the step's arithmetic, without the speeds it would give
-            return tuple(s for s in f.steps if s.result.unit != "tok/s") + (
+            return tuple(s for s in f.steps if s.result.unit != "tok/s") + (f.fit.explain_step(),) + (
                 () if f.batch == 1 else (step(
                     "gain over batch 1", "batch × batch 1's step ÷ this step, at the same "
                     "context (the output's ratio; neither runs as a speed)",
@@ -113,8 +114,9 @@ class DecodeReport:
               f"one sequence at the same {f.context:,}-token context: 1 ÷ "
               f"{base.step_time_s * 1e3:,.4g} ms")),)
         if not self.engine_runs(f):
-            return f.steps + gain
-        return f.steps + gain + e.steps + self._verify_graph_steps(f)
+            return f.steps + gain + (f.fit.explain_step(),)
+        return f.steps + gain + (f.fit.explain_step(),) + e.steps + expected_speed_steps(e, f.batch) \
+            + self._verify_graph_steps(f)
 
     def _verify_graph_steps(self, f: DecodeFloor) -> tuple[Step, ...]:
         """With --spec-tokens, the verify step's CUDA graph where it ran padded or ungraphed

@@ -110,11 +110,10 @@ class Expectation:
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
         cost = step_cost(dep, batch, profile)
         t = cost.time_s
-        fast, slow = profile.band_s(t)
-        low = min(t, max(fast, floor_time_s(dep, batch)))  # its fast edge never beats the floor
+        low, slow, band = band_edges(profile, t, floor_time_s(dep, batch))
         return cls(profile.engine, t, low, slow, profile.source,
-                   _expectation_steps(dep, batch, profile, cost), profile.compute_fitted,
-                   profile.calibration_caution(dep.accelerator))
+                   (*_expectation_steps(dep, batch, profile, cost), *band),
+                   profile.compute_fitted, profile.calibration_caution(dep.accelerator))
 
     @classmethod
     def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
@@ -144,9 +143,8 @@ class Expectation:
                        else "llama.cpp default (-ub)"),
                      q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
         floor = prefill_floor(dep, prompt, batch, ubatch).time_s
-        fast, slow = profile.band_s(t)
-        low = min(t, max(fast, floor))
-        return cls(profile.engine, t, low, slow, profile.source, (*head, total),
+        low, slow, band = band_edges(profile, t, floor)
+        return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
                    profile.compute_fitted, profile.calibration_caution(dep.accelerator),
                    ubatches)
 
@@ -178,15 +176,55 @@ class Expectation:
                      q("steps", len(steps), "",
                        f"⌈{batch} x {prompt:,} ÷ {tokens:,}⌉" if chunked else
                        f"⌈{batch} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"))
-        fast, slow = profile.band_s(t)
-        low = min(t, max(fast, prefill_floor(dep, prompt, batch).time_s))
-        return cls(profile.engine, t, low, slow, profile.source, (*head, total),
+        low, slow, band = band_edges(profile, t, prefill_floor(dep, prompt, batch).time_s)
+        return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
                    profile.compute_fitted, profile.calibration_caution(dep.accelerator),
                    len(steps))
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
                 "high_s": self.high_s, "profile": self.source}
+
+
+def band_edges(profile: EngineProfile, time_s: float, floor_s: float
+               ) -> tuple[float, float, tuple[Step, ...]]:
+    """The band around an expected time, its fast and slow edges and the two steps that give
+    them: the profile's fit saw measured ÷ predicted rates from band_low to band_high
+    (EngineProfile.band_s), so the time runs time ÷ band_high .. time ÷ band_low, the fast
+    edge held between the floor (no engine beats it) and the expectation itself. The vllm
+    profile's 0.8 .. 1.25 (its defaults) puts a 10 ms step at 8–12.5 ms."""
+    fast, slow = profile.band_s(time_s)
+    low = min(time_s, max(fast, floor_s))
+    src = f"{profile.engine} profile: measured ÷ predicted rates in its fit"
+    edge = ("max(expected ÷ fastest rate, floor), at most expected: no engine beats the floor"
+            if fast < floor_s or fast > time_s else "expected ÷ fastest rate")
+    return low, slow, (
+        step("band, fast edge", edge, q("fast edge", low * 1e3, "ms"),
+             q("expected", time_s * 1e3, "ms"),
+             q("fastest rate", profile.band_high, "", f"{src}, its band_high"),
+             *([q("floor", floor_s * 1e3, "ms")] if fast < floor_s else [])),
+        step("band, slow edge", "expected ÷ slowest rate", q("slow edge", slow * 1e3, "ms"),
+             q("expected", time_s * 1e3, "ms"),
+             q("slowest rate", profile.band_low, "", f"{src}, its band_low")))
+
+
+def expected_speed_steps(e: Expectation, batch: int) -> tuple[Step, ...]:
+    """The speeds the decode output prints beside an expected step: each user one token a
+    step, the batch ``batch`` tokens a step (a 10 ms step at batch 8: 100 and 800 tok/s)."""
+    return (step("expected per-user speed", "1 ÷ expected step",
+                 q("per user", 1 / e.time_s, "tok/s"), q("expected", e.time_s * 1e3, "ms")),
+            step("expected aggregate speed", "batch ÷ expected step",
+                 q("aggregate", batch / e.time_s, "tok/s"), q("batch", batch),
+                 q("expected", e.time_s * 1e3, "ms")))
+
+
+def expected_prompt_speed_step(e: Expectation, prompts: int, prompt_len: int) -> Step:
+    """The prompt tokens a second the prefill output prints beside an expected TTFT: every
+    prompt's tokens over the time to the first token (4,096 tokens in 0.1 s: 40,960 tok/s)."""
+    return step("expected prompt throughput", "prompts × prompt length ÷ expected TTFT",
+                q("prompt throughput", prompts * prompt_len / e.time_s, "tok/s"),
+                q("prompts", prompts), q("prompt length", prompt_len, "tokens"),
+                q("expected", e.time_s * 1e3, "ms"))
 
 
 def _expectation_steps(dep: Deployment, batch: list[Seq], profile: EngineProfile,
@@ -273,6 +311,7 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
     which ``fit_rank`` names (raw_fit.batch_fit)."""
     rank = f.fit.rank
     return {"fits": f.fit.fits, "weight_bytes": f.fit.weight_bytes, "kv_bytes": f.fit.kv_bytes,
+            "needed_bytes": f.fit.needed_bytes,  # the text's "N GB of weights and KV cache"
             "capacity_bytes": f.fit.capacity_bytes, "shortfall_bytes": f.fit.shortfall_bytes,
             **({"fit_rank": {"data_parallel_ranks": rank.ranks, "sequences": rank.sequences,
                              "gpus": rank.gpus}} if rank else {})}

@@ -11,6 +11,7 @@ from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
 from ridgeline.reports.fit_terms import is_llamacpp
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
+from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_json
@@ -57,6 +58,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "conversations": r.conversations,
         "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
         "batch_to_ridge": r.ridge_batch, "verdict": r.verdict,
+        # the text's "(the ridge N)": the first whole batch at or past batch_to_ridge
+        "first_whole_batch_to_ridge": first_whole_batch(r.ridge_batch),
         "stage_batch": r.stage_batch,  # under pipeline parallelism: a micro-batch
         "expert_batch_to_ridge": r.expert_ridge_batch if r.deployment.model.moe else None,
         "shortfall_bytes_per_gpu": None if refusal else r.shortfall_bytes,  # no memory

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import context_refusal, past_trained_context, refuses_to_start
+from ridgeline.capacity import (
+    admission_gate,
+    context_refusal,
+    past_trained_context,
+    refuses_to_start,
+)
 from ridgeline.decode_context import dcp_log_line
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
@@ -355,6 +360,20 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                     q("bytes per page", pool.page_bytes / 2**20, "MiB",
                       f"{pool.block_size} tokens × KV bytes per token {per_gpu(pool)}"),
                     q("page size", pool.block_size), q("context", context, "tokens"))
+    gate = None if past_trained_context(dep, context) else admission_gate(pool, context)
+    if gate is not None:  # vLLM v0.19+: the prompt being admitted needs its windows' room free
+        admission, decoding = gate
+        return step("conversations", "min(floor(pool blocks ÷ blocks a decoding conversation "
+                    "holds), 1 + floor((pool blocks − blocks to admit a prompt) ÷ blocks a "
+                    "decoding conversation holds)): only the prompt being admitted needs its "
+                    "windows' prefill room free (none where the pool is short of it)",
+                    q("conversations", n), q("pool blocks", pool.blocks, "",
+                                             f"{per_gpu(pool)}: the pool in blocks, as below"),
+                    q("blocks a decoding conversation holds", decoding, "",
+                      f"{context} tokens, {dep.kv.id}, across vLLM's {pool.groups.count} "
+                      "KV-cache groups" if pool.groups else ""),
+                    q("blocks to admit a prompt", admission, "", "its windows' prefill room "
+                      "kept"))
     return step("conversations", f"none: {context_refusal(dep, context)}"
                 if past_trained_context(dep, context) else
                 "min(cells ÷ context, (cells' bytes + slots × per slot) ÷ "
@@ -363,11 +382,19 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                 "floor((pool − the slots' window and recurrent cache) ÷ bytes per conversation)"
                 if pool.slot_cache_bytes else
                 "floor(pool ÷ bytes per conversation)", q("conversations", n),
+                # the operand the formula names first: the pool step's result
+                q("pool", pool.pool_bytes / GIB, "GiB", f"{per_gpu(pool)}, the step above"),
                 *([q("slots' window and recurrent cache", pool.slot_cache_bytes / GIB, "GiB",
                      f"sized for {pool.max_num_seqs} slots (-np)")] if pool.slot_cache_bytes
                   else []),
                 *([q("per slot", pool.slot_bytes_each / GIB, "GiB", "what one more slot adds: "
-                     "its window (or context) cells and its state")] if pool.slot_bytes_each
+                     "its window (or context) cells and its state"),
+                   # the min's other operands: the cells below, and what they take
+                   q("cells", pool.tokens, "", "the pool's, below"),
+                   q("context", context, "tokens"),
+                   q("cells' bytes", pool.tokens * pool.kv_bytes_per_token / GIB, "GiB",
+                     "cells × KV bytes per token"),
+                   q("slots", pool.max_num_seqs, "", "-np")] if pool.slot_bytes_each
                   else []),
                 q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
                   + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
@@ -412,6 +439,13 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
                 f"floor(pool ÷ bytes per {unit[:-1]})", q(unit, p.blocks),
                 q("pool", p.pool_bytes / GIB, "GiB"), *slots, per_block)]
     dcp = r.deployment.decode_context_parallel_size
+    if dcp == 1 and not is_llamacpp(p) and not p.state_request_bytes \
+            and p.logged_tokens(r.context) == p.blocks * p.block_size:
+        # the text's "holds N tokens in B blocks": where it is the plain product (vLLM's
+        # several KV-cache groups log concurrency × max_model_len instead, said on their line)
+        out.append(step("tokens the pool holds", "blocks × block size",
+                        q("tokens", p.logged_tokens(r.context)), q("blocks", p.blocks),
+                        q("block size", p.block_size, "tokens")))
     if dcp > 1:
         logged = dcp_log_line(p, dcp)
         out.append(step("tokens the pool holds, dealt over the DCP ranks",

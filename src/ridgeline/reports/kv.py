@@ -22,7 +22,7 @@ from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SL
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype
 from ridgeline.render import table
-from ridgeline.units import GB, GIB, fmt_binary_bytes, fmt_decimal_bytes, plural
+from ridgeline.units import GB, GIB, KIB, fmt_binary_bytes, fmt_decimal_bytes, plural
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,8 @@ class KVReport:
             "state_bytes_per_sequence": f.state_bytes,
             "state_dtypes": None if self.state_dtypes is None else vars(self.state_dtypes),
             "bytes_per_sequence": self.bytes_per_sequence,
+            # one GPU's share, as the text gives it (a data-parallel rank's GPUs)
+            "bytes_per_sequence_per_gpu": self.bytes_per_sequence / self.rank_gpus,
             "tp_replication": self.replication,
             "layer_kinds": [vars(r) for r in self.rows],
             # what the cache has left (0 when the weights alone overflow), and by how much
@@ -278,6 +280,7 @@ def kv_report(
                           q("KV heads", att.num_kv_heads, "", "num_key_value_heads"),
                           q("head_dim", att.head_dim, "", "config.json"),
                           q("bytes per element", kv.bytes_per_element, "B", kv.source)))
+    steps += [st for r in rows if r.bytes_per_token for st in _row_steps(r, per_layer)]
     windowed = [r for r in rows if r.bytes_per_token
                 and r.kind in (_NAMES[SLIDING], _NAMES[CHUNKED])]
     states = sum(r.bytes_at_context for r in rows if not r.bytes_per_token)
@@ -286,8 +289,9 @@ def kv_report(
     steps.append(step("bytes per sequence",
                       "(per layer × (full layers × context + window layers × their window)) × "
                       "TP copies + recurrent states",
-                      q("per sequence", footprint.stored_bytes(replication) / GB, "GB"),
-                      q("per layer", per_layer, "B", "per token, the step above"),
+                      q("per sequence", footprint.stored_bytes(replication) / GB, "GB",
+                        _in_gib(footprint.stored_bytes(replication))),
+                      q("per layer", per_layer, "B", "per token, the first step"),
                       q("full-attention layers", spec.count(mixer=FULL)),
                       q("context", context, "tokens"),
                       *(q(f"{r.kind} layers", r.layers, "", f"each keeps {r.tokens_kept:,} "
@@ -297,20 +301,28 @@ def kv_report(
                       q("recurrent states", states / GB, "GB", "fixed per sequence, sharded "
                         "over the ranks, not copied" + (f"; {dtypes.label()}" if states_step
                                                         else ""))))
+    per_sequence = footprint.stored_bytes(replication)
+    if rank_gpus > 1:  # the text's one GPU's share, copies included
+        steps.append(step("per sequence on each GPU", "per sequence ÷ GPUs",
+                          q("on each GPU", per_sequence / rank_gpus / GB, "GB",
+                            _in_gib(per_sequence / rank_gpus)),
+                          q("per sequence", per_sequence / GB, "GB", "the step above"),
+                          q("GPUs", rank_gpus, "", "a data-parallel rank's" if ranks > 1
+                            else "")))
     if budget_bytes is not None:
-        per_sequence = footprint.stored_bytes(replication)
+        sequence = q("bytes per sequence", per_sequence / GB, "GB", "the step above")
         if ranks == 1:
             steps.append(step("conversations that fit", "floor(budget ÷ bytes per sequence)",
                               q("conversations", conversations_that_fit(
                                   budget_bytes, per_sequence)),
-                              q("budget", budget_bytes / GB, "GB", budget_label)))
+                              q("budget", budget_bytes / GB, "GB", budget_label), sequence))
         else:
             steps.append(step("conversations that fit", "ranks × floor(budget ÷ ranks ÷ bytes "
                               "per sequence): each data-parallel rank holds its own",
                               q("conversations", rank_conversations(
                                   budget_bytes, per_sequence, ranks)),
                               q("ranks", ranks),
-                              q("budget", budget_bytes / GB, "GB", budget_label)))
+                              q("budget", budget_bytes / GB, "GB", budget_label), sequence))
     # the next token grows every layer whose cache has not yet filled its window
     now = sum(per_layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS
               and cached_tokens(layer, context + 1) > cached_tokens(layer, context))
@@ -319,6 +331,25 @@ def kv_report(
                     served_context_caution(spec, context, engine),
                     now, dtypes if states_step else None, spec.architecture_caution, ranks,
                     rank_gpus)
+
+
+def _row_steps(r: LayerKindRow, per_layer: float) -> tuple[Step, Step]:
+    """A table row's per-token and per-sequence figures, in the table's binary units: its
+    layers' bytes a token, and those over the tokens its layers keep (Llama-3.1-70B's 80
+    full-attention layers at 4,096 B: 320 KiB a token, 9.766 GiB at 32,000 tokens)."""
+    return (step(f"{r.kind}: per token", "per layer × layers",
+                 q("per token", r.bytes_per_token / KIB, "KiB"),
+                 q("per layer", per_layer, "B"), q("layers", r.layers)),
+            step(f"{r.kind}: per sequence", "per token × tokens kept",
+                 q("per sequence", r.bytes_at_context / GIB, "GiB"),
+                 q("per token", r.bytes_per_token / KIB, "KiB"),
+                 q("tokens kept", r.tokens_kept, "tokens", "the context, or the layers' window "
+                   "where shorter")))
+
+
+def _in_gib(n_bytes: float) -> str:
+    """The same bytes in GiB, as the text prints them beside GB."""
+    return f"{n_bytes / GIB:,.4g} GiB (÷ 2^30)"
 
 
 def _sequence_bytes(n_bytes: float) -> str:

@@ -8,11 +8,18 @@ from typing import Any
 
 from ridgeline.catalog import ModelEntry, model_entries
 from ridgeline.explain import Step, q, step
-from ridgeline.kvcache import KVFootprint, kv_footprint
-from ridgeline.layouts import NONE, WINDOW_MIXERS
+from ridgeline.kvcache import KVFootprint, attention_kv_bytes_per_token, kv_footprint
+from ridgeline.layouts import ATTENTION_MIXERS, NONE, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 from ridgeline.params import ParamCount, count_params
-from ridgeline.precision import kv_dtype, weight_bytes, weight_bytes_at, weight_plan
+from ridgeline.precision import (
+    WeightPlan,
+    kv_dtype,
+    weight_bytes,
+    weight_bytes_at,
+    weight_bytes_by_category,
+    weight_plan,
+)
 from ridgeline.quantization import ROUTED
 from ridgeline.render import table
 from ridgeline.reports.kv import StateDtypes, served_state, state_step
@@ -179,10 +186,10 @@ def model_report(spec: ModelSpec) -> ModelReport:
     params = count_params(spec)
     entry = next((e for e in model_entries() if e.id == spec.name), None)
     weight_gb: dict[str, float] = {}
-    if spec.stored_formats:
-        weight_gb["as stored"] = weight_bytes(spec, weight_plan(spec)) / GB
-    for fmt in COMMON_FORMATS:
-        weight_gb[fmt] = weight_bytes(spec, weight_plan(spec, fmt)) / GB
+    plans = {"as stored": weight_plan(spec)} if spec.stored_formats else {}
+    plans.update({fmt: weight_plan(spec, fmt) for fmt in COMMON_FORMATS})
+    for label, plan in plans.items():
+        weight_gb[label] = weight_bytes(spec, plan) / GB
     at = {bpp: weight_bytes_at(params.total, bpp) for bpp in BYTES_PER_PARAM}
     for bpp, nbytes in at.items():
         weight_gb[f"{bpp:g} B/param (all)"] = nbytes / GB
@@ -197,6 +204,7 @@ def model_report(spec: ModelSpec) -> ModelReport:
                   params.by_category.items() if n]
     steps = [step("total parameters", "Σ over categories (embedding, attention, MLP, experts, …)",
                   q("total", params.total / 1e9, "B params"), *categories)]
+    steps += [_format_step(spec, label, plan) for label, plan in plans.items()]
     for bpp, nbytes in at.items():
         steps.append(step(f"weights at {bpp:g} B/param", "total parameters × bytes per parameter",
                           q("weights", nbytes / GB, "GB"),
@@ -211,23 +219,66 @@ def model_report(spec: ModelSpec) -> ModelReport:
                             "their weights (and biases)"),
                           q("k/E", spec.moe.routed_fraction, "", "num_experts_per_tok / experts")))
     att = spec.attention
-    if att and not att.mla:
-        steps.append(step("KV bytes per token", "2 (K,V) × KV heads × head_dim × full layers × bytes",
-                          q("KV per token", kv_bf16.bytes_per_token_growing, "B"),
-                          q("KV heads", att.num_kv_heads, "", "num_key_value_heads"),
-                          q("head_dim", att.head_dim, "", "head_dim or hidden/heads"),
-                          q("full-attention layers", spec.count(mixer="full")),
-                          q("bytes per element", 2, "B", "bf16")))
-    elif att and att.mla:
-        steps.append(step("KV bytes per token", "(kv_lora_rank + qk_rope_head_dim) × layers × bytes",
-                          q("KV per token", kv_bf16.bytes_per_token_growing, "B"),
-                          q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
-                          q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
-                          q("layers", spec.count(mixer="full"))))
+    for name, kv in (("bf16", kv_bf16), ("fp8", kv_fp8)):  # the two the output prints
+        element = q("bytes per element", kv_dtype(name).bytes_per_element, "B", name)
+        if att and not att.mla:
+            steps.append(step(f"KV bytes per token ({name})",
+                              "2 (K,V) × KV heads × head_dim × full layers × bytes",
+                              q("KV per token", kv.bytes_per_token_growing, "B"),
+                              q("KV heads", att.num_kv_heads, "", "num_key_value_heads"),
+                              q("head_dim", att.head_dim, "", "head_dim or hidden/heads"),
+                              q("full-attention layers", spec.count(mixer="full")), element))
+        elif att and att.mla:
+            steps.append(step(f"KV bytes per token ({name})",
+                              "(kv_lora_rank + qk_rope_head_dim) × layers × bytes",
+                              q("KV per token", kv.bytes_per_token_growing, "B"),
+                              q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
+                              q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
+                              q("layers", spec.count(mixer="full")), element))
+    if spec.moe:  # the line under the parameters
+        steps.append(step("active parameters without the input embedding",
+                          "active − embedding (a lookup, not a matmul)",
+                          q("active", (params.active - params.embedding) / 1e9, "B params"),
+                          q("active", params.active / 1e9, "B params"),
+                          q("embedding", params.embedding / 1e9, "B params", "config.json")))
+    steps += _window_steps(spec, kv_bf16, windowed, longest)
     states = state_step(served, dtypes)
     steps += [states] if states else []
     return ModelReport(spec, params, entry, weight_gb, kv_bf16, kv_fp8, tuple(steps),
                        windowed, dtypes if states else None)
+
+
+def _window_steps(spec: ModelSpec, kv: KVFootprint, windowed_bytes: float,
+                  longest: int) -> list[Step]:
+    """The windowed model's two extra KV figures: every attention layer counted as full (the
+    naive figure), and the windowed layers' cache once their windows are full (Gemma-3-27B:
+    52 layers × 8 KiB × 1,024 tokens = 416 MiB)."""
+    if kv.bytes_per_token_naive == kv.bytes_per_token_growing and not windowed_bytes:
+        return []
+    per_layer = attention_kv_bytes_per_token(spec, kv_dtype("bf16").bytes_per_element)
+    attention = sum(1 for layer in spec.layers if layer.mixer in ATTENTION_MIXERS)
+    layers = [layer for layer in spec.layers if layer.mixer in WINDOW_MIXERS]
+    windows = Counter(min(layer.window_tokens or longest, longest) for layer in layers)
+    return [step("naive all-layers KV per token", "per layer × attention layers (windowed "
+                 "counted as full)", q("naive", kv.bytes_per_token_naive / 2**10, "KiB"),
+                 q("per layer", per_layer, "B", "bf16"), q("attention layers", attention)),
+            *([step("windowed layers' cache, windows full", "Σ windowed layers × per layer × "
+                    "their window", q("windowed", windowed_bytes / 2**20, "MiB"),
+                    q("per layer", per_layer, "B", "bf16"),
+                    *(q(f"layers of a {w:,}-token window", n) for w, n in windows.items()))]
+              if windowed_bytes else [])]
+
+
+def _format_step(spec: ModelSpec, label: str, plan: WeightPlan) -> Step:
+    """One row of the weights table: each category's parameters at its format's bytes per
+    weight, summed (a "linear" format leaves embeddings, lm_head and norms as stored)."""
+    params = count_params(spec).by_category
+    by = weight_bytes_by_category(spec, plan)
+    return step(f"weights in {label}", "Σ over categories of params × that category's "
+                "bytes per weight", q("weights", sum(by.values()) / GB, "GB"),
+                *(q(c, by[c] / GB, "GB", f"{params[c]:,} params × "
+                    f"{plan.format_of(c).bytes_per_weight:.6g} B ({plan.format_of(c).id})")
+                  for c in by if params.get(c)))
 
 
 @dataclass(frozen=True)

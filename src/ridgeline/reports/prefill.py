@@ -17,7 +17,7 @@ from ridgeline.chunked_prefill import (
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.decode_context import dcp_caution
 from ridgeline.deployment import Deployment
-from ridgeline.explain import Step
+from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages
@@ -29,6 +29,7 @@ from ridgeline.reports.expectation import (
     Expectation,
     context_caution,
     deployment_line,
+    expected_prompt_speed_step,
     fit_dict,
     no_expectation,
 )
@@ -196,7 +197,11 @@ class PrefillReport:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        return self.floor.steps + (self.expected.steps if self.runs else ())
+        f, dep = self.floor, self.deployment
+        # the ridge the intensity line sets it against: the dense weights' dtype's
+        return f.steps + (_ridge_step(dep), f.fit.explain_step()) \
+            + ((*self.expected.steps, expected_prompt_speed_step(
+            self.expected, f.batch, f.prompt_len)) if self.runs else ())
 
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
@@ -209,6 +214,8 @@ class PrefillReport:
                 "prompt_tok_s": f.tokens_per_s if f.fit.fits else None,
                 "engine_runs": self.runs,  # false: prompt_tok_s is the floor's arithmetic only
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
+                # the ridge the text's intensity line sets the prompt against
+                "ridge_flop_per_byte": self.deployment.dense_ridge_flop_per_byte,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
                 "expected": {**self.expected.to_dict(), "prompt_tok_s": f.batch * f.prompt_len
@@ -259,6 +266,20 @@ class PrefillReport:
                 f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
                 f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
                 f"tok/s  [{e.source}]"]
+
+
+def _ridge_step(dep: Deployment) -> Step:
+    """The ridge the intensity line sets the prompt against: the dense weights' matmul dtype's
+    peak ÷ the bandwidth, both the tensor-parallel group's as the prefill time counts them (the
+    same ratio as one card's: Deployment.dense_ridge_flop_per_byte)."""
+    acc, tp, dtype = dep.accelerator, dep.tensor_parallel_size, dep.dense_compute_dtype
+    bandwidth = acc.memory_bandwidth_bytes_per_s * tp
+    return step("ridge point", f"peak {dtype} ÷ bandwidth (the dense weights' matmul dtype)",
+                q("ridge", acc.peak(dtype) * tp / bandwidth, "FLOP/byte"),
+                q(f"peak {dtype}", acc.peak(dtype) * tp / 1e12, "TFLOP/s",
+                  f"{tp} x {acc.id}: {acc.source_of('peak_flops')}"),
+                q("bandwidth", bandwidth / 1e12, "TB/s",
+                  f"{tp} x {acc.id}: {acc.source_of('memory_bandwidth_bytes_per_s')}"))
 
 
 @dataclass(frozen=True)

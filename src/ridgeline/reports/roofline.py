@@ -324,13 +324,9 @@ def roofline_report(
                             "when B tokens each route to k"),
                           q("bytes per expert weight", expert_bpw, "B")))
     if intensity is not None:
-        point = operating_point("the intensity you gave", intensity, acc, compute_dtype, None)
-        points.append(point)
-        steps.append(step("attainable FLOP/s", "min(peak, intensity × bandwidth)",
-                          q("attainable", point.attainable_flops_per_s / 1e12, "TFLOP/s"),
-                          q("intensity", intensity, "FLOP/byte", "--intensity"),
-                          q("peak", point.peak_flops_per_s / 1e12, "TFLOP/s"),
-                          q("bandwidth", acc.memory_bandwidth_bytes_per_s / 1e12, "TB/s")))
+        points.append(operating_point("the intensity you gave", intensity, acc, compute_dtype,
+                                      None))
+    steps += [s for p in points for s in _point_steps(p, acc, intensity)]
     overflow = ""
     if dep is not None and not (fits := device_fit(dep)).fits:
         overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "
@@ -340,6 +336,23 @@ def roofline_report(
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
                           dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
                           caution, dep.num_gpus if dep else num_gpus)
+
+
+def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None
+                 ) -> tuple[Step, Step]:
+    """A table row's TFLOP/s and share of peak: the roofline at the row's intensity, under
+    its matmuls' own peak (decode attention at 8 FLOP/byte on an H100: 8 × 3.35 TB/s = 26.8
+    TFLOP/s, 2.7% of 989.4)."""
+    source = "--intensity" if p.name == "the intensity you gave" and given is not None \
+        else "the row's intensity above"
+    peak = q(f"peak {p.dtype}", p.peak_flops_per_s / 1e12, "TFLOP/s")
+    return (step(f"{p.name}: attainable FLOP/s", "min(peak, intensity × bandwidth)",
+                 q("attainable", p.attainable_flops_per_s / 1e12, "TFLOP/s"),
+                 q("intensity", p.intensity, "FLOP/byte", source), peak,
+                 q("bandwidth", acc.memory_bandwidth_bytes_per_s / 1e12, "TB/s")),
+            step(f"{p.name}: share of peak", "attainable ÷ peak",
+                 q("of peak", p.fraction_of_peak * 100, "%"),
+                 q("attainable", p.attainable_flops_per_s / 1e12, "TFLOP/s"), peak))
 
 
 def whole_batch(batch: float) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from ridgeline.deployment import Deployment
 from ridgeline.engine_metrics import running_metric
 from ridgeline.errors import InputError
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import expected_experts_touched
 from ridgeline.parallel import cross_node_caution
@@ -97,6 +97,9 @@ class UtilizationReport:
         return {"accelerator": self.accelerator.id, "running": self.running,
                 "stage_batch": self.stage_batch,
                 "ridge_flop_per_byte": self.ridge,
+                # the text's "ridge batch of N": the first whole batch at or past it
+                "ridge_batch": first_whole_batch(batch_for_intensity(self.ridge,
+                                                                     self.bytes_per_weight)),
                 "fraction_of_arithmetic": None if over else self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
@@ -213,6 +216,7 @@ def utilization_report(
     from ridgeline.capacity import (
         SERVING_ENGINES,
         context_refusal,
+        conversation_bytes,
         held_conversations,
         pool_at_context_note,
         refuses_to_start,
@@ -222,6 +226,7 @@ def utilization_report(
     if engine is None:
         engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
     limit, refusal = None, ""
+    pool_operands: tuple[Quantity, ...] = ()
     if dep is not None and context is not None:  # the engine's pool at its defaults
         dep = replace(dep, engine=engine)
         pool = kv_pool(dep, EngineSettings(max_model_len=context))
@@ -235,6 +240,10 @@ def utilization_report(
             "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
             else "")
         limit = held_conversations(pool, dep, context)
+        pool_operands = (q("pool", pool.pool_bytes / GIB, "GiB", "per GPU, at the engine's "
+                           "defaults"),
+                         q("per conversation", conversation_bytes(pool, dep, context) / GIB,
+                           "GiB", f"{context:,} tokens, {dep.kv.id}"))
         if limit == 0:  # the engine runs no conversation this long: no batch to read
             why = refusal or f"one {context:,}-token conversation is more than its pool"
             raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
@@ -255,7 +264,11 @@ def utilization_report(
                     f"{running_metric(engine)})"),
                   *([q("micro-batch", per_stage, "", f"one in each of {stages} pipeline "
                        "stages")] if stages > 1 else []),
-                  q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),)
+                  q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),
+             step("ridge batch", "⌈ridge × bytes per weight ÷ 2⌉: the first whole batch at or "
+                  "past it", q("batch", first_whole_batch(batch_for_intensity(
+                      ridge, bytes_per_weight))),
+                  q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")))
     experts = ""
     expert_figures: dict[str, float] | None = None
     if dep is not None and dep.model.moe is not None:
@@ -282,7 +295,15 @@ def utilization_report(
                        q("experts touched", touched, f"of {moe.num_experts}",
                          "1 − (1 − k/E)^B of them, expected"),
                        q("bytes per weight", dep.bytes_per_weight_split[1], "B"),
-                       q("ridge", expert_ridge, "FLOP/byte")),)
+                       q("ridge", expert_ridge, "FLOP/byte")),
+                  step("tokens each touched expert sees", "batch × picks ÷ experts touched",
+                       q("tokens each", each), q("batch", per_stage),
+                       q("picks", moe.experts_per_token), q("experts touched", touched)),
+                  step("the routed experts' ridge batch", "(ridge × bytes per weight ÷ 2) ÷ "
+                       "(k/E): each expert sees k/E of the batch",
+                       q("batch", expert_batch), q("ridge", expert_ridge, "FLOP/byte"),
+                       q("bytes per weight", dep.bytes_per_weight_split[1], "B"),
+                       q("k/E", moe.routed_fraction, "", "num_experts_per_tok ÷ experts")))
     whole = None
     if limit is not None and not refusal and limit < running:  # the pool cannot run it: no
         steps = steps[:1]  # share to work out for it (the ridge alone), as the text gives none
@@ -301,7 +322,7 @@ def utilization_report(
     if limit is not None and context is not None and engine in SERVING_ENGINES:
         steps += (step("conversations the pool holds", "the engine's KV pool at its defaults ÷ "
                        "one conversation's cache (`ridgeline fit` for the breakdown)",
-                       q("conversations", limit),
+                       q("conversations", limit), *pool_operands,
                        q("max_model_len", context, "tokens", pool_at_context_note(engine))),)
     tp = dep.tensor_parallel_size if dep is not None else tensor_parallel_size
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,

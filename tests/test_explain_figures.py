@@ -1,0 +1,221 @@
+"""--explain repeats every figure: each step's result follows from its own operands, and the
+figures the text and --json print are steps' results (the promise of explain.py: "one
+division you can repeat"). Every check recomputes a step from the inputs the step itself
+lists, then holds the result to the command's own --json figure."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tests.conftest import run_cli
+
+GIB = 2**30
+
+
+def explained(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, dict]:
+    """The command's --json and its steps by label, with each step's inputs by name."""
+    code, out, err = run_cli(capsys, *argv, "--json", "--explain")
+    assert code == 0, err
+    data = json.loads(out)
+    steps = {s["label"]: s for s in data["explain"]}
+    return data, steps
+
+
+def ins(step: dict) -> dict[str, float]:
+    return {i["name"]: i["value"] for i in step["inputs"]}
+
+
+def res(step: dict) -> float:
+    return float(step["result"]["value"])
+
+
+def test_decode_explains_the_expected_speeds_and_band_it_prints(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The tok/s columns use the expectation, not the floor: 1 ÷ expected step per user,
+    batch ÷ expected step in all, and the band the profile's rates put round it."""
+    data, steps = explained(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "32",
+                            "--context", "4096")
+    e = data["points"][0]["expected"]
+    user, total = steps["expected per-user speed"], steps["expected aggregate speed"]
+    assert res(user) == pytest.approx(1e3 / ins(user)["expected"]) \
+        == pytest.approx(e["per_user_tok_s"])
+    assert res(total) == pytest.approx(ins(total)["batch"] * 1e3 / ins(total)["expected"]) \
+        == pytest.approx(e["aggregate_tok_s"])
+    fast, slow = steps["band, fast edge"], steps["band, slow edge"]
+    assert res(slow) == pytest.approx(ins(slow)["expected"] / ins(slow)["slowest rate"]) \
+        == pytest.approx(e["high_s"] * 1e3)
+    assert res(fast) == pytest.approx(ins(fast)["expected"] / ins(fast)["fastest rate"]) \
+        == pytest.approx(e["low_s"] * 1e3)
+    check = steps["memory check"]
+    assert res(check) == pytest.approx(ins(check)["weights"] + ins(check)["KV cache"])
+    assert res(check) * 1e9 == pytest.approx(data["points"][0]["needed_bytes"])
+    assert ins(check)["capacity"] * 1e9 == pytest.approx(data["points"][0]["capacity_bytes"])
+
+
+def test_prefill_time_names_the_flops_and_bytes_it_divides(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The TTFT floor is max(FLOPs ÷ peak, bytes ÷ bandwidth) from the step's own operands;
+    the throughput, the all-bytes intensity and the ridge the text prints are steps too."""
+    data, steps = explained(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100",
+                            "--prompt-len", "4096")
+    t = ins(steps["prefill time"])
+    assert res(steps["prefill time"]) == pytest.approx(max(  # TFLOP ÷ TFLOP/s, GB ÷ TB/s
+        t["FLOPs"] / t["peak bf16"] * 1e3, t["bytes"] / t["bandwidth"]))
+    assert res(steps["prefill time"]) == pytest.approx(data["time_s"] * 1e3)
+    tp = ins(steps["throughput"])
+    assert res(steps["throughput"]) == pytest.approx(
+        tp["prompts"] * tp["prompt length"] / tp["time"] * 1e3) \
+        == pytest.approx(data["prompt_tok_s"])
+    i = ins(steps["intensity over all bytes"])
+    assert res(steps["intensity over all bytes"]) == pytest.approx(i["FLOPs"] / i["bytes"] * 1e3) \
+        == pytest.approx(data["intensity_flop_per_byte"])
+    ridge = ins(steps["ridge point"])
+    assert res(steps["ridge point"]) == pytest.approx(ridge["peak bf16"] / ridge["bandwidth"]) \
+        == pytest.approx(data["ridge_flop_per_byte"])
+    speed = ins(steps["expected prompt throughput"])
+    assert res(steps["expected prompt throughput"]) == pytest.approx(
+        speed["prompts"] * speed["prompt length"] / speed["expected"] * 1e3) \
+        == pytest.approx(data["expected"]["prompt_tok_s"])
+
+
+def test_every_row_of_the_model_weights_table_is_a_sum_over_its_categories(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3: each format's size is its categories' bytes summed, as the table prints
+    it; the MLA cache per token names its bytes per element, at bf16 and at fp8."""
+    data, steps = explained(capsys, "model", "deepseek-v3")
+    for label, gb in data["weight_gb"].items():
+        if "B/param" in label:
+            continue
+        step = steps[f"weights in {label}"]
+        assert res(step) == pytest.approx(sum(ins(step).values())) == pytest.approx(gb)
+    for dtype, key in (("bf16", "kv_bytes_per_token_bf16"), ("fp8", "kv_bytes_per_token_fp8")):
+        kv = ins(steps[f"KV bytes per token ({dtype})"])
+        assert res(steps[f"KV bytes per token ({dtype})"]) == pytest.approx(
+            (kv["kv_lora_rank"] + kv["qk_rope_head_dim"]) * kv["layers"]
+            * kv["bytes per element"]) == pytest.approx(data[key])
+    active = ins(steps["active parameters without the input embedding"])
+    assert res(steps["active parameters without the input embedding"]) * 1e9 == pytest.approx(
+        (active["active"] - active["embedding"]) * 1e9) \
+        == pytest.approx(data["params_active_without_embedding"])
+
+
+def test_a_windowed_models_naive_and_windowed_kv_are_steps(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "model", "gemma-3-27b")
+    naive = ins(steps["naive all-layers KV per token"])
+    assert res(steps["naive all-layers KV per token"]) * 2**10 == pytest.approx(
+        naive["per layer"] * naive["attention layers"]) \
+        == pytest.approx(data["kv_bytes_per_token_bf16_naive"])
+    w = steps["windowed layers' cache, windows full"]
+    per_layer = ins(w)["per layer"]
+    windows = {i["name"]: i["value"] for i in w["inputs"] if i["name"].startswith("layers of")}
+    total = sum(per_layer * n * float(name.split()[3].split("-")[0].replace(",", ""))
+                for name, n in windows.items())
+    assert res(w) * 2**20 == pytest.approx(total) \
+        == pytest.approx(data["kv_windowed_bytes_per_sequence_max_bf16"])
+
+
+def test_kv_explains_its_table_rows_and_each_gpus_share(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "kv", "llama-3.1-70b", "--context", "32k", "--gpu", "h100",
+                            "-tp", "2")
+    row = data["layer_kinds"][0]
+    per_token = steps[f"{row['kind']}: per token"]
+    assert res(per_token) * 2**10 == pytest.approx(
+        ins(per_token)["per layer"] * ins(per_token)["layers"]) \
+        == pytest.approx(row["bytes_per_token"])
+    per_seq = steps[f"{row['kind']}: per sequence"]
+    assert res(per_seq) * GIB == pytest.approx(
+        ins(per_seq)["per token"] * 2**10 * ins(per_seq)["tokens kept"]) \
+        == pytest.approx(row["bytes_at_context"])
+    gpu = ins(steps["per sequence on each GPU"])
+    assert res(steps["per sequence on each GPU"]) == pytest.approx(
+        gpu["per sequence"] / gpu["GPUs"]) \
+        == pytest.approx(data["bytes_per_sequence_per_gpu"] / 1e9)
+    fit = ins(steps["conversations that fit"])
+    assert res(steps["conversations that fit"]) == math.floor(
+        fit["budget"] / fit["bytes per sequence"]) == data["conversations_that_fit"]
+
+
+def test_roofline_explains_every_rows_rate_and_share_of_peak(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "roofline", "--gpu", "h100", "--intensity", "100")
+    for point in data["points"]:
+        rate = steps[f"{point['name']}: attainable FLOP/s"]
+        r = ins(rate)
+        peak = next(v for k, v in r.items() if k.startswith("peak"))
+        assert res(rate) == pytest.approx(min(peak, r["intensity"] * r["bandwidth"])) \
+            == pytest.approx(point["attainable_flops_per_s"] / 1e12)
+        share = steps[f"{point['name']}: share of peak"]
+        assert res(share) == pytest.approx(100 * ins(share)["attainable"] / peak) \
+            == pytest.approx(100 * point["fraction_of_peak"])
+
+
+def test_fit_conversations_and_tokens_follow_from_the_pool_they_name(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                            "--max-model-len", "32768")
+    c = ins(steps["conversations"])
+    assert res(steps["conversations"]) == math.floor(c["pool"] / c["per conversation"]) \
+        == data["conversations"]
+    assert c["pool"] * GIB == pytest.approx(data["pool_bytes_per_gpu"])
+    assert res(steps["ridge batch"]) == data["first_whole_batch_to_ridge"]
+    t = ins(steps["tokens the pool holds"])
+    assert res(steps["tokens the pool holds"]) == t["blocks"] * t["block size"] == data["tokens"]
+
+
+def test_utilization_names_the_pool_behind_its_conversations_and_the_ridge_batch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "utilization", "--gpu", "h100", "--model", "llama-3.1-8b",
+                            "--running", "64")
+    c = ins(steps["conversations the pool holds"])
+    assert res(steps["conversations the pool holds"]) == math.floor(
+        c["pool"] / c["per conversation"]) == data["kv_batch_limit"]
+    r = ins(steps["ridge batch"])
+    assert res(steps["ridge batch"]) == math.ceil(r["ridge"] * r["bytes per weight"] / 2) \
+        == data["ridge_batch"]
+
+
+def test_moe_explains_every_column_of_every_row(capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "moe", "gpt-oss-120b", "--gpu", "h100", "--batch", "1,32")
+    for row in data["rows"]:
+        b = row["batch"]
+        article = ins(steps[f"batch {b}: B·k/E"])
+        assert res(steps[f"batch {b}: B·k/E"]) == pytest.approx(
+            article["B"] * article["k"] / article["E"]) \
+            == pytest.approx(row["article_tokens_per_expert"])
+        i = ins(steps[f"batch {b}: FLOP/byte of experts read"])
+        assert res(steps[f"batch {b}: FLOP/byte of experts read"]) == pytest.approx(
+            2 * i["B"] * i["k"] / (i["experts touched"] * i["bytes per expert weight"])) \
+            == pytest.approx(row["intensity_flop_per_byte"])
+        w = ins(steps[f"batch {b}: weights read per step"])
+        assert res(steps[f"batch {b}: weights read per step"]) == pytest.approx(
+            w["dense weights"] + w["routed experts"] * w["share touched"] + w["TP copies"]) \
+            == pytest.approx(row["weight_bytes_read"] / 1e9)
+
+
+def test_a_windowed_pools_conversations_name_the_admission_gate_that_caps_them(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B at TP2 on L40S: vLLM's pool holds more blocks than 8 decoding conversations
+    take, but the prompt being admitted needs its windows' room free: the step says so, with
+    the blocks it divides, and gives the JSON's count."""
+    data, steps = explained(capsys, "fit", "gemma-3-27b", "--gpu", "l40s", "-tp", "2",
+                            "--max-model-len", "32768")
+    c = ins(steps["conversations"])
+    blocks, decoding = c["pool blocks"], c["blocks a decoding conversation holds"]
+    gated = min(blocks // decoding, 1 + (blocks - c["blocks to admit a prompt"]) // decoding)
+    assert res(steps["conversations"]) == gated == data["conversations"] < blocks // decoding
+
+
+def test_llama_cpp_conversations_list_every_operand_of_their_min(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "fit", "gemma-3-27b", "--gpu", "rtx-5090", "--engine",
+                            "llama.cpp", "--weights", "q4_k_m", "--max-model-len", "8192")
+    c = ins(steps["conversations"])
+    assert res(steps["conversations"]) == min(
+        c["cells"] // c["context"],
+        (c["cells' bytes"] + c["slots"] * c["per slot"]) // (c["per conversation"] + c["per slot"])
+    ) == data["conversations"]
