@@ -260,6 +260,7 @@ def test_a_llama_cpp_row_with_a_quantized_v_cache_ran_with_flash_attention() -> 
     assert (predict(q8).predicted or 0) > 0
     assert predict(replace(q8, notes="llama-bench -fa 0")).predicted is None
 
+
 def test_validate_explain_shows_what_each_prediction_assumed(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wanted = ("XD-RTX409024GB-8B-F16-pp4096", "KV-vllm2031-A100x4-L2-70B-tp4-blocks")

@@ -219,3 +219,22 @@ def test_llama_cpp_conversations_list_every_operand_of_their_min(
         c["cells"] // c["context"],
         (c["cells' bytes"] + c["slots"] * c["per slot"]) // (c["per conversation"] + c["per slot"])
     ) == data["conversations"]
+
+
+def test_the_band_edges_docstring_figures_are_the_default_bands_not_the_vllm_profiles() -> None:
+    """band_edges' docstring: a profile's default band (EngineProfile, 0.8 .. 1.25) puts a
+    10 ms step at 8–12.5 ms; the bundled vllm profile has its own fitted band, so its edges
+    are its band_s, not those (the docstring had called 0.8 .. 1.25 the vllm profile's)."""
+    from ridgeline.cost import IDEAL
+    from ridgeline.engines import EngineProfile, profile_for
+    from ridgeline.reports.expectation import band_edges
+
+    default = EngineProfile.__dataclass_fields__
+    assert (default["band_low"].default, default["band_high"].default) == (
+        IDEAL.band_low, IDEAL.band_high)
+    low, high, _ = band_edges(IDEAL, 0.010, 0.0)
+    assert (low * 1e3, high * 1e3) == (pytest.approx(8.0), pytest.approx(12.5))
+    vllm = profile_for("vllm")
+    low, high, _ = band_edges(vllm, 0.010, 0.0)
+    assert (low, high) == pytest.approx(vllm.band_s(0.010))
+    assert (round(vllm.band_low, 3), round(vllm.band_high, 3)) != (0.8, 1.25)

@@ -110,8 +110,8 @@ def verdict_line(r: FitReport) -> str:
                             + ("max_num_batched_tokens)" if p.in_flight_batches == 1 else
                                f"{p.in_flight_batches} × max_num_batched_tokens in flight)")
                             if windows else ")"))
-        elif _start_trim(r):
-            headline += f"; {_start_trim(r)}"
+        elif trim := _start_trim(r):
+            headline += f"; {trim}"
         elif r.never_admitted:
             headline += (f" (vLLM {p.accounting.version if p.accounting else ''} starts, "
                          f"but its admission gate charges a {r.context:,}-token prompt "
