@@ -448,3 +448,86 @@ def test_a_category_mixing_tensor_types_is_cautioned(tmp_path: Path,
     code, _, err = run_cli(capsys, "model", str(mixed))
     assert code == 0 and err.count("caution:") == 1 and "mix types" in err
     assert gguf_size_caution(llama_8b_q4_k_m(tmp_path / "plain.gguf")) == ""
+
+
+def _small_llama(path: Path, keys: dict[str, Any] | None = None,
+                 tensors: list[tuple[str, tuple[int, ...], str]] | None = None) -> Path:
+    """A two-block llama of 256-wide embeddings, 4 heads of 64 and 2 KV heads; ``keys``
+    replace or add ``llama.*`` metadata (an (item type, values) tuple writes an array),
+    ``tensors`` are added to its own."""
+    hidden, vocab, layers = 256, 512, 2
+    own: list[tuple[str, tuple[int, ...], str]] = [
+        ("token_embd.weight", (hidden, vocab), "Q8_0"), ("output.weight", (hidden, vocab), "Q8_0")]
+    for i in range(layers):
+        own += [(f"blk.{i}.attn_q.weight", (hidden, 4 * 64), "Q8_0"),
+                (f"blk.{i}.attn_k.weight", (hidden, 2 * 64), "Q8_0"),
+                (f"blk.{i}.attn_v.weight", (hidden, 2 * 64), "Q8_0"),
+                (f"blk.{i}.ffn_up.weight", (hidden, 1024), "Q8_0")]
+    fields: dict[str, Any] = dict(block_count=layers, context_length=4096,
+                                  embedding_length=hidden, feed_forward_length=1024,
+                                  attention__head_count=4, attention__head_count_kv=2)
+    fields.update(keys or {})
+    metadata = [("general.architecture", STRING, "llama")]
+    for key, value in fields.items():
+        kind = ARRAY if isinstance(value, tuple) else UINT32
+        metadata.append((f"llama.{key.replace('__', '.')}", kind, value))
+    metadata.append(("tokenizer.ggml.tokens", ARRAY, (STRING, ["x"] * vocab)))
+    return write_gguf(path, metadata, own + (tensors or []))
+
+
+def test_a_per_layer_array_must_have_one_value_a_block(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's get_key_or_arr refuses a head_count(_kv) or feed_forward_length array whose
+    length is not block_count; one of the right length and one value reads as that value."""
+    spec = spec_from_gguf(_small_llama(tmp_path / "ok.gguf",
+                                       {"attention__head_count_kv": (UINT32, [2, 2])}))
+    assert spec.attention is not None and spec.attention.num_kv_heads == 2
+    for key, values in (("attention__head_count_kv", [2]), ("attention__head_count", [4] * 3),
+                        ("feed_forward_length", [])):
+        path = _small_llama(tmp_path / f"{key}-{len(values)}.gguf", {key: (UINT32, values)})
+        err = _refusal(capsys, path)
+        dotted = key.replace("__", ".")
+        assert f"llama.{dotted} has {len(values)} per-layer value" in err
+        assert "block_count is 2" in err and path.stem in err
+
+
+def test_an_array_where_llama_cpp_reads_one_number_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _small_llama(tmp_path / "m.gguf", {"context_length": (UINT32, [4096, 4096])})
+    assert "llama.context_length is an array of 2" in _refusal(capsys, path)
+
+
+def test_counts_past_llama_cpps_bounds_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """block_count past LLAMA_MAX_LAYERS, expert_count past LLAMA_MAX_EXPERTS, and an
+    expert_used_count load_hparams asserts against."""
+    cases = [({"block_count": 100_000}, "block_count 100,000 is past llama.cpp's 512"),
+             ({"expert_count": 4096, "expert_used_count": 8}, "expert_count 4,096 is past"),
+             ({"expert_count": 8, "expert_used_count": 9}, "expert_used_count is 9 of 8"),
+             ({"expert_count": 8}, "expert_used_count is 0 of 8"),
+             ({"expert_used_count": 2}, "expert_used_count is 2 but")]
+    for i, (keys, words) in enumerate(cases):
+        assert words in _refusal(capsys, _small_llama(tmp_path / f"{i}.gguf", keys))
+
+
+def test_tensor_infos_llama_cpp_refuses_are_refused_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A type id no ggml type has, a row not a whole number of blocks, a block past
+    block_count, a name listed twice, and shapes that contradict the heads or the width."""
+    monkeypatch.setitem(TYPE_IDS, "TYPE_250", 250)
+    cases = [
+        (("blk.0.ffn_gate.weight", (256, 1024), "TYPE_250"), "has ggml type 250"),
+        (("blk.0.ffn_gate.weight", (250, 1024), "Q8_0"), "rows of 250 are no whole number"),
+        (("blk.2.ffn_gate.weight", (256, 1024), "Q8_0"), "of block 2, past block_count 2"),
+        (("blk.1.ffn_up.weight", (256, 1024), "Q8_0"), "is listed twice"),
+    ]
+    for i, (tensor, words) in enumerate(cases):
+        path = _small_llama(tmp_path / f"t{i}.gguf", tensors=[tensor])
+        err = _refusal(capsys, path)
+        assert words in err and repr(tensor[0]) in err and path.stem in err
+    wide_kv = _small_llama(tmp_path / "kv.gguf", {"attention__head_count_kv": 4})
+    assert "'blk.0.attn_k.weight' is 256 × 128, not 256 × 256" in _refusal(capsys, wide_kv)
+    narrow = _small_llama(tmp_path / "e.gguf", {"embedding_length": 128})
+    assert "'token_embd.weight' has rows of 256, not embedding_length 128" in \
+        _refusal(capsys, narrow)

@@ -401,12 +401,15 @@ def llamacpp_builds_for(args: argparse.Namespace, asked: Any) -> Any:
     return built if isinstance(asked, list) else built[0]
 
 
-def flash_attention(args: argparse.Namespace, engine: str) -> bool:
-    """--flash-attn, llama.cpp's switch: on unless turned off; refused for other engines."""
+def flash_attention(args: argparse.Namespace, engine: str) -> bool | None:
+    """--flash-attn, llama.cpp's switch: on, off, or None for auto, its default, which
+    Deployment.build resolves as llama.cpp does; refused for other engines (always on)."""
     flag = getattr(args, "flash_attn", None)
     if flag and not engine.startswith("llama.cpp"):
         raise InputError(f"--flash-attn is llama.cpp's switch; {engine} has no such flag")
-    return bool(flag != "off")
+    if not engine.startswith("llama.cpp"):
+        return True
+    return None if flag in (None, "auto") else flag == "on"
 
 
 def pipeline_size(args: argparse.Namespace, engine: str | None) -> int:

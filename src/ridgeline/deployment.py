@@ -10,6 +10,7 @@ from ridgeline.cpu_offload import CpuOffload
 from ridgeline.engine_platforms import (
     engine_platform_problem,
     flash_attention_kv_problem,
+    flash_attention_unsupported,
     kv_platform_problem,
     quantized_v_problem,
     weights_platform_problem,
@@ -105,7 +106,8 @@ class Deployment:
     def build(
         cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
         kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
-        engine: str | None = None, expert_parallel: bool = False, flash_attention: bool = True,
+        engine: str | None = None, expert_parallel: bool = False,
+        flash_attention: bool | None = True,
         offload: HostOffload | None = None, split_mode: str | None = None,
         data_parallel_size: int = 1, decode_context_parallel_size: int = 1,
     ) -> Deployment:
@@ -122,9 +124,22 @@ class Deployment:
         (vLLM's --data-parallel-size; data_parallel.py checks what each engine accepts).
         ``decode_context_parallel_size``: vLLM's -dcp, refused where no release runs it
         (decode_context.py; the release's own limits are checked with its version).
+        ``flash_attention``: llama.cpp's -fa; None is its default, auto, on where the
+        backend has a kernel for the model's heads (engine_platforms.auto_flash_attention;
+        -sm tensor turns auto on, llama_init_from_model), else off. On (or -sm tensor's auto)
+        where it has none is refused: the op would run on the CPU, which is not priced.
         """
         named = engine is not None
         engine = engine or "vllm"
+        no_kernel = flash_attention_unsupported(model, engine) if named else ""
+        if flash_attention is None:  # -fa auto
+            flash_attention = not no_kernel or split_mode == "tensor"
+        if flash_attention and no_kernel:
+            words = ("-sm tensor turns -fa auto on, and flash attention" if split_mode == "tensor"
+                     else "-fa on")
+            raise InputError(f"{no_kernel}; {words} would put attention on the CPU, which "
+                             "ridgeline does not price: give --flash-attn auto or off"
+                             + (" with -sm layer" if split_mode == "tensor" else ""))
         if split_mode is not None and split_mode not in LLAMACPP_SPLIT_MODES:
             raise InputError(f"split mode is one of {', '.join(LLAMACPP_SPLIT_MODES)}, got "
                              f"{split_mode!r}")
@@ -201,7 +216,7 @@ class Deployment:
         cache = kv_dtype(kv_name)
         # only a named engine keeps its own cache formats (TensorRT-LLM's is always named)
         kv_problem = (kv_platform_problem(cache, accelerator, engine)
-                      or quantized_v_problem(cache, engine, flash_attention)
+                      or quantized_v_problem(cache, engine, flash_attention, no_kernel)
                       or flash_attention_kv_problem(cache, engine)
                       or (tensor_split_kv_problem(cache) if split_mode == "tensor" else "")
                       ) if named else ""

@@ -10,6 +10,7 @@ keep. The families each refusal names cite the engine's own support tables.
 from __future__ import annotations
 
 from ridgeline.hardware import Accelerator
+from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype, WeightPlan, kv_dtypes, weight_formats
 
 # the vendors each engine's GPU backend runs on (vLLM and SGLang: CUDA, ROCm, TPU, XPU)
@@ -178,14 +179,21 @@ def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -
 LLAMACPP_PLAIN_KV = ("fp16", "bf16", "fp32")
 
 
-def quantized_v_problem(cache: KVDtype, engine: str, flash_attention: bool) -> str:
+def quantized_v_problem(cache: KVDtype, engine: str, flash_attention: bool,
+                        auto_off: str = "") -> str:
     """Why llama.cpp stops at start-up on this KV cache with flash attention off, or "": a
     quantized V cache (-ctv q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) needs it.
     llama_init_from_model (src/llama-context.cpp) returns no context, logging 'quantized V
     cache requires flash_attn to be enabled' (older builds: 'V cache quantization requires
-    flash_attn'); -fa auto turns it on instead."""
+    flash_attn'); -fa auto turns it on where the backend runs it, and ``auto_off`` says why
+    the backend cannot (flash_attention_unsupported), so that auto turns it off."""
     if not engine.startswith("llama.cpp") or flash_attention or cache.id in LLAMACPP_PLAIN_KV:
         return ""
+    if auto_off:
+        return (f"llama.cpp keeps no {cache.id} V cache without flash attention, which this "
+                f"model cannot run here (-fa auto turns it off): {auto_off}; it stops at "
+                "start-up ('quantized V cache was requested, but this requires Flash "
+                "Attention', src/llama-context.cpp): give --kv-dtype f16")
     return (f"llama.cpp keeps no {cache.id} V cache with flash attention off: it stops at "
             "start-up with 'quantized V cache requires flash_attn to be enabled' "
             "(src/llama-context.cpp); drop --flash-attn off (auto turns it on) or give "
@@ -194,6 +202,58 @@ def quantized_v_problem(cache: KVDtype, engine: str, flash_attention: bool) -> s
 
 # llama.cpp's CUDA build, which HIP compiles for ROCm too (ggml/src/ggml-cuda/fattn.cu)
 LLAMACPP_CUDA_FILE = ("llama.cpp-cuda", "llama.cpp-rocm")
+
+# The K head sizes (Q·K width) the CUDA/HIP flash-attention kernels take, each with the V
+# width and the multiple of query heads per KV head it needs (1: any):
+# ggml_cuda_get_best_fattn_kernel (ggml/src/ggml-cuda/fattn.cu, ggml-org/llama.cpp at
+# 00a2d60) returns BEST_FATTN_KERNEL_NONE for any other; 192 (K 192, V 128) wants the GQA
+# path with a ratio divisible by 8, 320 (V 256) one divisible by 32; 576 is MLA's latent
+# (512) and RoPE (64) parts, read with V the latent. ggml-cuda.cu's supports_op asks
+# ggml_cuda_flash_attn_ext_supported, which is that function's answer != NONE.
+CUDA_FLASH_ATTENTION_HEADS: dict[int, tuple[int, int]] = {
+    **{d: (d, 1) for d in (40, 64, 72, 80, 96, 112, 128, 256, 512)},
+    192: (128, 8), 320: (256, 32), 576: (512, 1)}
+
+
+def llamacpp_attention_heads(model: ModelSpec) -> tuple[int, int, int] | None:
+    """(K width, V width, query heads per KV head) of the attention llama.cpp hands its
+    flash-attention op, or None for a model with no softmax attention (Mamba): MLA as
+    llama.cpp runs it, every head reading the one cached latent (kv_lora_rank + the RoPE
+    part; V the latent), else the model's own head sizes and GQA group."""
+    att = model.attention
+    if att is None:
+        return None
+    if att.mla is not None:
+        latent = att.mla.kv_lora_rank
+        return latent + att.mla.qk_rope_head_dim, latent, att.num_heads
+    return att.head_dim, att.v_head_dim, att.group_size
+
+
+def flash_attention_unsupported(model: ModelSpec, engine: str) -> str:
+    """Why the engine's backend has no flash-attention kernel for this model's heads, or "".
+    Established for llama.cpp's CUDA/ROCm build (CUDA_FLASH_ATTENTION_HEADS); Metal and
+    Vulkan, whose kernel lists differ between builds, are taken as running it."""
+    heads = llamacpp_attention_heads(model) if engine in LLAMACPP_CUDA_FILE else None
+    if heads is None:
+        return ""
+    k, v, group = heads
+    need = CUDA_FLASH_ATTENTION_HEADS.get(k)
+    if need is not None and v == need[0] and group % need[1] == 0:
+        return ""
+    takes = ", ".join(str(d) for d in CUDA_FLASH_ATTENTION_HEADS if d not in (192, 320, 576))
+    return (f"{engine}'s flash-attention kernels (ggml-cuda/fattn.cu) have none for "
+            f"{model.name}'s attention heads (K {k}, V {v}, a GQA group of {group}): "
+            f"they take K = V of {takes}, K 192 with V 128 and K 320 with V 256 at a GQA "
+            "group divisible by 8 and 32, and MLA's 576/512")
+
+
+def auto_flash_attention(model: ModelSpec, engine: str) -> bool:
+    """What llama.cpp's -fa auto (its default) resolves to: llama_context reserves a graph
+    with flash attention, and where a layer's FLASH_ATTN_EXT lands on another device than the
+    layer (the backend's supports_op refused it, so the scheduler put it on the CPU) it logs
+    'Flash Attention was auto, set to disabled' and runs without (src/llama-context.cpp,
+    'resolve automatic Flash Attention use'); else 'set to enabled'. Other engines: on."""
+    return not engine.startswith("llama.cpp") or not flash_attention_unsupported(model, engine)
 
 
 def flash_attention_kv_problem(cache: KVDtype, engine: str) -> str:

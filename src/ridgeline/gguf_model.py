@@ -23,7 +23,7 @@ from typing import Any
 from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
-from ridgeline.gguf_reader import GgufHeader, TensorInfo, read_gguf_header
+from ridgeline.gguf_reader import GgufHeader, SkippedArray, TensorInfo, read_gguf_header
 from ridgeline.model import ModelSpec
 from ridgeline.precision import weight_formats
 from ridgeline.quantization import (
@@ -38,6 +38,7 @@ from ridgeline.quantization import (
     ROUTER,
     SHARED_EXPERTS,
 )
+from ridgeline.units import plural
 
 # general.architecture -> (HF model_type, architectures[0]); llama.cpp converts Mistral and
 # Mixtral to "llama" (a llama with expert_count is read as Mixtral)
@@ -112,6 +113,16 @@ def whole_gguf(path: Path) -> tuple[GgufHeader, str]:
     return replace(headers[0], tensors=tensors), match["stem"]
 
 
+# llama.cpp's bounds (src/llama-hparams.h): get_key_or_arr refuses a per-layer key of a model
+# past LLAMA_MAX_LAYERS blocks ("n > N_MAX"), and load_hparams asserts expert_count ≤
+# LLAMA_MAX_EXPERTS (512 since Qwen3-Next; 160, then 256, before)
+LLAMA_MAX_LAYERS = 512
+LLAMA_MAX_EXPERTS = 512
+# the keys llama_model::load_hparams reads with get_key_or_arr(..., hparams.n_layer): a
+# number for every layer, or an array of exactly block_count (src/llama-model.cpp)
+PER_LAYER_KEYS = ("feed_forward_length", "attention.head_count", "attention.head_count_kv")
+
+
 class _Meta:
     """The ``{arch}.`` keys of one header, read as whole numbers or refused by name."""
 
@@ -121,13 +132,30 @@ class _Meta:
     def get(self, key: str) -> Any:
         return self.m.get(f"{self.arch}.{key}")
 
+    def per_layer(self, key: str, value: tuple[Any, ...] | SkippedArray) -> Any:
+        """A per-layer array's one value: llama.cpp's get_key_or_arr throws "key %s has wrong
+        array length; expected %u, got %u" where its length is not block_count
+        (src/llama-model-loader.cpp), and a model whose layers differ is not modelled."""
+        length = value.length if isinstance(value, SkippedArray) else len(value)
+        if key not in PER_LAYER_KEYS:
+            raise InputError(f"{self.name}: {self.arch}.{key} is an array of {length:,}, where "
+                             "llama.cpp reads one number")
+        layers = self.int_("block_count")
+        if length != layers:
+            raise InputError(f"{self.name}: {self.arch}.{key} has {length:,} per-layer "
+                             f"{plural(length, 'value')} "
+                             f"but {self.arch}.block_count is {layers:,}: llama.cpp refuses "
+                             "the file ('wrong array length')")
+        assert isinstance(value, tuple)  # a skipped array is past any block_count allowed
+        if len(set(value)) != 1:
+            raise InputError(f"{self.name}: {self.arch}.{key} differs between layers "
+                             f"({shorten(repr(value[:8]))}…), which ridgeline does not model")
+        return value[0]
+
     def int_(self, key: str, default: int | None = None) -> int:
         value = self.get(key)
-        if isinstance(value, tuple):  # per-layer (head_count_kv): one value for all, or refused
-            if len(set(value)) != 1:
-                raise InputError(f"{self.name}: {self.arch}.{key} differs between layers "
-                                 f"({shorten(repr(value[:8]))}…), which ridgeline does not model")
-            value = value[0]
+        if isinstance(value, (tuple, SkippedArray)):  # per-layer (head_count_kv)
+            value = self.per_layer(key, value)
         if value is None:
             if default is None:
                 raise InputError(f"{self.name}: the GGUF has no {self.arch}.{key}")
@@ -135,6 +163,9 @@ class _Meta:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InputError(f"{self.name}: {self.arch}.{key} must be a whole number, got "
                              f"{shorten(repr(value))}")
+        if key == "block_count" and value > LLAMA_MAX_LAYERS:
+            raise InputError(f"{self.name}: {self.arch}.block_count {value:,} is past llama.cpp's "
+                             f"{LLAMA_MAX_LAYERS} layers (LLAMA_MAX_LAYERS): the file is corrupt")
         return value
 
 
@@ -172,7 +203,7 @@ def gguf_config(header: GgufHeader, name: str) -> dict[str, Any]:
     config["sliding_window"] = window or None
     if arch in ("qwen2", "qwen3", "qwen3moe"):
         config["use_sliding_window"] = False
-    experts = m.int_("expert_count", 0)
+    experts = _experts(m)
     if arch == "llama" and experts:
         config.update(model_type="mixtral", architectures=["MixtralForCausalLM"])
     if experts:
@@ -185,7 +216,73 @@ def gguf_config(header: GgufHeader, name: str) -> dict[str, Any]:
                       attention_bias=True)
     if arch == "deepseek2":
         config.update(_deepseek_fields(m, names))
+    check_tensors(header, config, name, m.int_("attention.value_length", config["head_dim"]))
     return config
+
+
+def _experts(m: _Meta) -> int:
+    """expert_count, checked as llama_model::load_hparams asserts (src/llama-model.cpp):
+    at most LLAMA_MAX_EXPERTS, expert_used_count at most expert_count and above 0 with
+    experts, 0 without (a GGML_ASSERT there: the process aborts)."""
+    experts = m.int_("expert_count", 0)
+    used = m.int_("expert_used_count", 0)
+    if experts > LLAMA_MAX_EXPERTS:
+        raise InputError(f"{m.name}: {m.arch}.expert_count {experts:,} is past llama.cpp's "
+                         f"{LLAMA_MAX_EXPERTS} (LLAMA_MAX_EXPERTS)")
+    if experts and not 0 < used <= experts:
+        raise InputError(f"{m.name}: {m.arch}.expert_used_count is {used:,} of "
+                         f"{experts:,} experts; llama.cpp needs 1 to expert_count")
+    if not experts and used:
+        raise InputError(f"{m.name}: {m.arch}.expert_used_count is {used:,} but the GGUF states "
+                         "no expert_count; llama.cpp needs both or neither")
+    return experts
+
+
+def check_tensors(header: GgufHeader, config: Mapping[str, Any], name: str,
+                  value_dim: int) -> None:
+    """The tensor infos' own consistency, as llama.cpp refuses a file that breaks it:
+    gguf_init_from_file (ggml/src/gguf.cpp) refuses a duplicate name, a type id that is no
+    ggml type ("has invalid ggml type %d"), and a row (ne[0]) not a whole number of the
+    type's blocks; llama_model_loader refuses a tensor of a block past block_count ("wrong
+    number of tensors") and one whose shape is not the one hparams give ("tensor '%s' has
+    wrong shape; expected …"): token_embd/output rows of embedding_length, and attn_q/attn_k/
+    attn_v of embedding_length × heads × head size, which ridgeline's sizes rest on."""
+    types = ggml_types()
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    heads, kv_heads, head_dim = (config["num_attention_heads"], config["num_key_value_heads"],
+                                 config["head_dim"])
+    shapes = {"token_embd.weight": hidden, "output.weight": hidden}
+    seen: set[str] = set()
+    for t in header.tensors:
+        label = f"{name}: tensor {shorten(t.name)!r}"
+        if t.name in seen:
+            raise InputError(f"{label} is listed twice; llama.cpp refuses the file")
+        seen.add(t.name)
+        kind = types.get(t.ggml_type)
+        if kind is None:
+            raise InputError(f"{label} has ggml type {t.ggml_type}, not one ridgeline knows "
+                             "(data/ggml_types.json): a newer or forked llama.cpp's, or a "
+                             "corrupt header")
+        if t.dims and t.dims[0] % kind.block_elements:
+            raise InputError(f"{label} rows of {t.dims[0]:,} are no whole number of {kind.name} "
+                             f"blocks of {kind.block_elements}; llama.cpp refuses the file")
+        if t.name.startswith("blk."):
+            block = t.name.split(".")[1]
+            if block.isdigit() and int(block) >= layers:
+                raise InputError(f"{label} is of block {int(block)}, past block_count "
+                                 f"{layers}; llama.cpp refuses the file")
+        expected = shapes.get(t.name)
+        if expected is not None and t.dims and t.dims[0] != expected:
+            raise InputError(f"{label} has rows of {t.dims[0]:,}, not embedding_length "
+                             f"{expected:,}: the file is not the model its metadata states")
+        part = t.name.split(".")[2] if t.name.count(".") == 3 else ""
+        width = {"attn_q": heads * head_dim, "attn_k": kv_heads * head_dim,
+                 "attn_v": kv_heads * value_dim}.get(part)
+        if (width and t.name.endswith(".weight") and config["model_type"] not in
+                ("deepseek_v2", "deepseek_v3") and t.dims[:2] != (hidden, width)):
+            raise InputError(f"{label} is {' × '.join(map(str, t.dims))}, not {hidden:,} × "
+                             f"{width:,} (embedding_length × heads × head size): the file is "
+                             "not the model its metadata states")
 
 
 def _deepseek_fields(m: _Meta, names: set[str]) -> dict[str, Any]:

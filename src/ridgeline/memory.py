@@ -214,6 +214,14 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         pool.rest_bytes))
 
 
+def resolved_flash_attention(dep: Deployment, s: EngineSettings) -> EngineSettings:
+    """``s`` with llama.cpp's -fa as the deployment resolved it: auto (the settings' on)
+    turned off where the backend has no kernel for the model's heads (Deployment.build)."""
+    if dep.engine.startswith("llama.cpp") and s.flash_attn and not dep.flash_attention:
+        return replace(s, flash_attn=False)
+    return s
+
+
 def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                 total_bytes: float | None = None) -> tuple[KVPool, ...]:
     """The pool each pipeline stage of a serving engine sizes, first to last; of llama.cpp's
@@ -221,6 +229,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     without a pipeline."""
     engine = dep.engine
     s = vllm_draft_settings(engine, settings or EngineSettings())  # 0.9.x: a draft model on V0
+    s = resolved_flash_attention(dep, s)
     if engine.startswith("torch-"):
         raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
                          "engine: it has no KV pool or scheduler to size (use vllm, sglang, "

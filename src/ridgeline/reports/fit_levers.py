@@ -18,7 +18,7 @@ from ridgeline.capacity import (
 from ridgeline.data_parallel import layout_label
 from ridgeline.decode_context import dcp_layout_problem, dcp_release_problem
 from ridgeline.deployment import Deployment
-from ridgeline.engine_platforms import weights_platform_problem
+from ridgeline.engine_platforms import flash_attention_unsupported, weights_platform_problem
 from ridgeline.engine_versions import llamacpp_build
 from ridgeline.errors import InputError
 from ridgeline.hardware import engine_devices
@@ -119,7 +119,11 @@ def levers(r: FitReport) -> list[Lever]:
         "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool)})")
     smaller_kv = replace(d, kv=kv_dtype(small_kv[0]))
     kv_settings = s
-    if gguf and not s.flash_attn:  # a quantized V cache needs flash attention on to start
+    # flash attention can be turned on only where the backend has a kernel for the heads
+    fa_runs = gguf and not flash_attention_unsupported(d.model, d.engine)
+    if gguf and not s.flash_attn and not fa_runs:  # f16 is the only cache that starts
+        smaller_kv = d
+    elif gguf and not s.flash_attn:  # a quantized V cache needs flash attention on to start
         small_kv = (small_kv[0], "q8_0 KV cache (-fa on -ctk q8_0 -ctv q8_0)")
         smaller_kv = replace(smaller_kv, flash_attention=True)
         kv_settings = replace(s, flash_attn=True)
@@ -166,7 +170,7 @@ def levers(r: FitReport) -> list[Lever]:
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
     options += _smaller_weights_lever(d, r.context, s, gguf)
-    if gguf and not s.flash_attn:
+    if fa_runs and not s.flash_attn:
         options.append(("flash attention (-fa on)", d, r.context, replace(s, flash_attn=True)))
     if gguf and r.conversations > r.pool.max_num_seqs:
         options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
