@@ -238,3 +238,194 @@ def test_the_band_edges_docstring_figures_are_the_default_bands_not_the_vllm_pro
     low, high, _ = band_edges(vllm, 0.010, 0.0)
     assert (low, high) == pytest.approx(vllm.band_s(0.010))
     assert (round(vllm.band_low, 3), round(vllm.band_high, 3)) != (0.8, 1.25)
+
+
+def test_fit_explains_vllms_start_up_advice_from_its_own_terms(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The --kv-cache-memory-bytes advice: the card (× gpu_memory_utilization, for the first)
+    less what is taken and the 150 MiB margin, each as the JSON's bytes."""
+    data, steps = explained(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                            "--max-model-len", "32768")
+    advice = data["vllm_advice"]
+    fits = ins(steps["start-up advice, fits the memory requested"])
+    assert res(steps["start-up advice, fits the memory requested"]) == pytest.approx(
+        fits["memory per card"] * fits["gpu_memory_utilization"]
+        - (fits["taken"] + fits["margin"])) \
+        == pytest.approx(advice["kv_cache_memory_bytes_requested"] / GIB)
+    fill = ins(steps["start-up advice, fills the card"])
+    assert res(steps["start-up advice, fills the card"]) == pytest.approx(
+        fill["memory per card"] - (fill["taken"] + fill["margin"])) \
+        == pytest.approx(advice["kv_cache_memory_bytes_device"] / GIB)
+    assert fits["gpu_memory_utilization"] == data["reserved_fraction"]
+
+
+@pytest.mark.parametrize("model", ["gemma-3-27b", "qwen3-next-80b-a3b"])
+def test_vllms_logged_concurrency_and_tokens_for_several_groups_are_steps(
+        capsys: pytest.CaptureFixture[str], model: str) -> None:
+    """Windowed (Gemma-3) and hybrid (Qwen3-Next) pools: vLLM logs blocks ÷ the blocks one
+    max_model_len request holds as its maximum concurrency, and that × max_model_len as its
+    tokens (v0.24+), the text's "holds N tokens as vLLM logs them"."""
+    data, steps = explained(capsys, "fit", model, "--gpu", "h200", "-tp", "4",
+                            "--max-model-len", "32768")
+    c = ins(steps["vLLM's maximum concurrency"])
+    assert res(steps["vLLM's maximum concurrency"]) == pytest.approx(
+        c["pool blocks"] / c["blocks one request holds"]) \
+        == pytest.approx(data["vllm_max_concurrency"])
+    t = ins(steps["tokens vLLM logs"])
+    assert res(steps["tokens vLLM logs"]) == math.floor(
+        t["maximum concurrency"] * t["max_model_len"]) == data["tokens"]
+
+
+def test_llama_cpp_placement_line_is_the_host_weights_and_cache_steps(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-ngl 40 of Llama-3.1-70B on an RTX 4090: the host's weights (its layers' and what lies
+    outside them), the growing cache's share there and its bytes at -c, as the JSON's."""
+    data, steps = explained(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine",
+                            "llama.cpp", "--max-model-len", "16384", "-ngl", "40")
+    off = data["offload"]
+    w = ins(steps["weights in host memory"])
+    assert res(steps["weights in host memory"]) == pytest.approx(
+        w["layers on the host"] + w["outside the layers"]) \
+        == pytest.approx(off["host_weight_bytes"] / GIB)
+    s = ins(steps["growing KV cache in host memory"])
+    assert res(steps["growing KV cache in host memory"]) == pytest.approx(
+        1 - s["share on the GPU"]) == pytest.approx(off["host_kv_share"])
+    c = ins(steps["its cache in host memory"])
+    assert res(steps["its cache in host memory"]) * GIB == pytest.approx(
+        c["bytes per cell"] * 2**10 * c["cells"] * c["share in host memory"]) \
+        == pytest.approx(off["host_cache_bytes"])
+
+
+def test_decode_explains_its_share_of_batch_1_and_the_sequences_the_pool_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "decode", "gpt-oss-120b", "--gpu", "h200", "--batch", "16",
+                            "--context", "4096", "--engine", "sglang")
+    share = ins(steps["per-user speed as a share of batch 1's"])
+    assert res(steps["per-user speed as a share of batch 1's"]) == pytest.approx(
+        share["per user"] / share["batch 1"]) \
+        == pytest.approx(data["points"][0]["per_user_vs_batch_1"])
+    (seats,) = data["engine_max_batch"]
+    runs = steps["sequences the engine runs at 4,096 tokens"]
+    assert res(runs) == min(ins(runs)["pool holds"], ins(runs)["max_running_requests"]) \
+        == seats["batch"] == min(seats["pool_holds"], seats["seat_limit"])
+
+
+def test_moe_header_figures_are_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b on an H100: the article's B × factor, its 16-bit reckoning, the batch the
+    touched experts reach the ridge at (the bisection's, its intensity recomputed from the
+    operands listed) and the weights that stay in memory, each the JSON's figure."""
+    data, steps = explained(capsys, "moe", "gpt-oss-120b", "--gpu", "h100", "--batch", "32")
+    f = ins(steps["article's intensity per token of batch"])
+    assert res(steps["article's intensity per token of batch"]) == pytest.approx(
+        2 * f["k/E"] / f["bytes per expert weight"]) \
+        == pytest.approx(data["article_intensity_per_batch"])
+    ridge16 = ins(steps["16-bit ridge point"])
+    peak = next(v for k, v in ridge16.items() if k.startswith("peak"))
+    assert res(steps["16-bit ridge point"]) == pytest.approx(
+        peak / ridge16["memory bandwidth"]) \
+        == pytest.approx(data["article_bf16_ridge_flop_per_byte"])
+    b16 = ins(steps["article's batch to the 16-bit ridge"])
+    assert res(steps["article's batch to the 16-bit ridge"]) == pytest.approx(
+        b16["16-bit ridge"] * b16["bytes per expert weight"] / 2 / b16["k/E"]) \
+        == pytest.approx(data["article_bf16_batch_to_ridge"])
+    touched = steps["batch to the ridge with the experts touched"]
+    t = ins(touched)
+
+    def intensity(b: float) -> float:
+        experts = t["E"] * (1 - (1 - t["k"] / t["E"]) ** b)
+        return 2 * b * t["k"] / (experts * t["bytes per expert weight"])
+
+    batch = res(touched)
+    assert intensity(batch) == pytest.approx(t["intensity at that batch"])
+    assert intensity(batch) >= t["ridge"]
+    assert intensity(batch * (1 - 1e-6)) < t["ridge"]
+    assert batch == pytest.approx(data["better_batch_to_ridge"])
+    w = steps["weights in memory"]
+    assert res(w) == pytest.approx(sum(ins(w).values())) \
+        == pytest.approx(data["weight_bytes_total"] / 1e9)
+    e = steps["of which routed experts"]
+    assert res(e) == pytest.approx(sum(ins(e).values())) \
+        == pytest.approx(data["expert_bytes"] / 1e9)
+
+
+def test_roofline_notes_figures_are_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 in fp8 on 8 MI300X: the notes' "batch × 1.88", the attention's bf16 ridge
+    and the MoE rows' batch to ridge."""
+    data, steps = explained(capsys, "roofline", "--gpu", "mi300x", "--model", "deepseek-v3",
+                            "--weights", "fp8", "--batch", "64", "-tp", "8")
+    p = ins(steps["intensity per token sharing a read"])
+    assert res(steps["intensity per token sharing a read"]) == pytest.approx(
+        2 / p["bytes per weight"]) == pytest.approx(data["intensity_per_token_flop_per_byte"])
+    att = ins(steps["decode attention's ridge (bf16)"])
+    assert res(steps["decode attention's ridge (bf16)"]) == pytest.approx(
+        att["peak bf16 (dense)"] / att["memory bandwidth"]) \
+        == pytest.approx(data["attention_ridge_flop_per_byte"])
+    m = ins(steps["MoE rows' batch to ridge"])
+    whole = math.ceil(m["ridge"] * m["bytes per expert weight"] / 2 / m["k/E"])
+    assert res(steps["MoE rows' batch to ridge"]) == whole
+    for point in data["points"]:
+        if point["name"].startswith("MoE"):
+            assert point["whole_batch_to_ridge"] == whole
+
+
+def test_kv_state_row_is_the_state_steps_figure_in_the_tables_unit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "kv", "qwen3-next-80b-a3b", "--context", "64k", "--gpu",
+                            "h100", "-tp", "2")
+    (row,) = [r for r in data["layer_kinds"] if not r["bytes_per_token"]]
+    state = steps["recurrent states per sequence"]
+    i = ins(state)
+    per_layer = i["conv elements"] * i["conv bytes"] + i["SSM elements"] * i["SSM bytes"]
+    assert state["result"]["unit"] == "MiB"  # as the table prints the row: 37.69 MiB
+    assert res(state) * 2**20 == pytest.approx(i["linear attention layers"] * per_layer) \
+        == pytest.approx(row["bytes_at_context"])
+
+
+def test_simulate_explains_its_output_token_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2",
+                            "--num-requests", "200")
+    r = ins(steps["output token rate"])
+    assert res(steps["output token rate"]) == pytest.approx(
+        r["output tokens"] / r["simulated time"]) == pytest.approx(data["output_tok_s"])
+    assert r["output tokens"] == data["output_tokens"]
+    g = ins(steps["output token rate per GPU"])
+    assert res(steps["output token rate per GPU"]) == pytest.approx(
+        g["output tokens per second"] / g["GPUs"]) == pytest.approx(data["output_tok_s_per_gpu"])
+
+
+def test_amdahls_explanation_is_steps_like_every_commands(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """P from the step's times, the new step time, the end-to-end speedup, the ceiling and
+    the part speedup a target needs: each recomputed from its operands, as the JSON gives it."""
+    data, steps = explained(capsys, "amdahl", "--model", "llama-3.1-8b", "--gpu", "h100",
+                            "--batch", "32", "--context", "8000", "--speedup", "2",
+                            "--target", "1.5")
+    share = ins(steps["the part's share"])
+    times = [float(v) for k, v in share.items() if k != "KV pool"]
+    assert times[0] / times[1] == pytest.approx(data["source"]["fraction"], rel=1e-4)
+    assert res(steps["the part's share"]) == data["source"]["fraction"]
+    new = ins(steps["new step time"])
+    assert res(steps["new step time"]) == pytest.approx((1 - new["P"]) + new["P"] / new["S"]) \
+        == pytest.approx(data["end_to_end_speedup"]["new_time_fraction"])
+    gain = ins(steps["end-to-end speedup"])
+    assert res(steps["end-to-end speedup"]) == pytest.approx(1 / gain["new step time"]) \
+        == pytest.approx(data["end_to_end_speedup"]["end_to_end_speedup"])
+    c = ins(steps["ceiling"])
+    assert res(steps["ceiling"]) == pytest.approx(1 / (1 - c["P"])) \
+        == pytest.approx(data["speedup_ceiling"]["ceiling_speedup"])
+    s = ins(steps["part speedup for the target"])
+    assert res(steps["part speedup for the target"]) == pytest.approx(
+        s["P"] / (1 / s["G"] - (1 - s["P"]))) \
+        == pytest.approx(data["required_part_speedup"]["required_part_speedup"])
+
+
+def test_a_batch_that_does_not_fit_gives_its_share_of_batch_1_as_the_steps_ratio(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The article's batch 32 that overflows an H100: "each user at 77% of batch 1's speed"
+    is batch 1's step ÷ this one, no speed printed for a batch that cannot run."""
+    data, steps = explained(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--weights",
+                            "fp8", "--kv-dtype", "bf16", "--batch", "32", "--context", "2000")
+    share = ins(steps["per-user speed as a share of batch 1's"])
+    assert res(steps["per-user speed as a share of batch 1's"]) == pytest.approx(
+        share["batch 1's step"] / share["step"]) \
+        == pytest.approx(data["points"][0]["per_user_vs_batch_1"])

@@ -101,3 +101,16 @@ def test_the_q8_0_lever_is_not_offered_where_flash_attention_cannot_run(
     assert code == 0
     levers = out.split("levers:")[1]
     assert "q8_0" not in levers and "-fa on" not in levers
+
+
+def test_fits_flash_attention_lever_under_fa_off_gains_where_the_heads_have_a_kernel(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Under -fa off, the lever turns flash attention on in the deployment as well as the
+    settings: its smaller compute buffer holds more than -fa off's (the lever had vanished
+    when only the settings turned it on, the deployment's off winning)."""
+    off = _fit(capsys, "llama-3.1-8b", "rtx-4090", "--flash-attn", "off",
+               "--max-model-len", "32000")
+    on = _fit(capsys, "llama-3.1-8b", "rtx-4090", "--flash-attn", "on",
+              "--max-model-len", "32000")
+    lever = [x for x in off["levers"] if x["name"] == "flash attention (-fa on)"]
+    assert lever and lever[0]["conversations"] == on["conversations"] > off["conversations"]

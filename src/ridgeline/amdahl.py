@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ridgeline.errors import InputError
+from ridgeline.explain import Step, q, step
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,33 @@ class FractionSource:
                 f"batch {self.batch}, context {self.context:,}, "
                 f"step_cost with the {self.engine} profile{fixed}")
 
+    def explain_steps(self) -> tuple[Step, ...]:
+        """P as --explain gives it: as given, or the part's time ÷ the step's (step_cost),
+        with the engine's fixed costs' share of that step the text names."""
+        if self.part_time_s is None or self.step_time_s is None:
+            return (step("the part's share", "as given", q("P", self.fraction, "", "--fraction")),)
+        from ridgeline.capacity import SERVING_ENGINES, pool_at_context_note
+
+        part = " + ".join(self.ops)
+        part = f"({part})" if len(self.ops) > 1 else part
+        pool = (q("KV pool", f"batch {self.batch:,} at context {self.context:,}", "",
+                  f"checked against {self.engine}'s KV pool: "
+                  + pool_at_context_note(self.engine)),) if self.engine in SERVING_ENGINES \
+            else ()
+        # a digit more in the times than in P (shown to 4), so that their division gives P as
+        # shown: the times as text to 5 significant digits (the JSON's source has them whole)
+        out = [step("the part's share", f"P = time in {part} ÷ decode step time (step_cost)",
+                    q("P", self.fraction), q(f"time in {part}", f"{self.part_time_s * 1e3:.5g}",
+                                             "ms"),
+                    q("decode step time", f"{self.step_time_s * 1e3:.5g}", "ms"), *pool)]
+        if self.overhead_time_s and self.step_time_s:
+            out.append(step("the engine's fixed costs' share", "fixed costs (per step, layer "
+                            "and weight matmul: in no operator group) ÷ decode step time",
+                            q("share", self.overhead_time_s / self.step_time_s),
+                            q("fixed costs", self.overhead_time_s * 1e3, "ms"),
+                            q("decode step time", self.step_time_s * 1e3, "ms")))
+        return tuple(out)
+
     def explain_lines(self) -> list[str]:
         if self.part_time_s is None or self.step_time_s is None:
             return [f"P = {self.fraction:g}, as given"]
@@ -77,6 +105,15 @@ class EndToEndSpeedup:
     new_time_fraction: float  # (1 - P) + P / S, of the old step time
     end_to_end_speedup: float
 
+    def explain_steps(self) -> tuple[Step, ...]:
+        p, s = self.fraction, self.part_speedup
+        return (step("new step time", "(1 − P) + P ÷ S, of the old step time",
+                     q("new step time", self.new_time_fraction, "of the old"),
+                     q("P", p, "", "the part's share"), q("S", s, "x", "--speedup")),
+                step("end-to-end speedup", "1 ÷ new step time",
+                     q("end to end", self.end_to_end_speedup, "x"),
+                     q("new step time", self.new_time_fraction, "of the old")))
+
     def explain_lines(self) -> list[str]:
         p, s = self.fraction, self.part_speedup
         return [
@@ -93,6 +130,14 @@ class SpeedupCeiling:
 
     fraction: float
     ceiling_speedup: float  # inf when fraction == 1
+
+    def explain_steps(self) -> tuple[Step, ...]:
+        p = self.fraction
+        if math.isinf(self.ceiling_speedup):
+            return (step("ceiling", "1 ÷ (1 − P): the part is the whole step, so making it "
+                         "free has no limit", q("ceiling", "unbounded"), q("P", p)),)
+        return (step("ceiling", "1 ÷ (1 − P) (the part takes no time at all)",
+                     q("ceiling", self.ceiling_speedup, "x"), q("P", p)),)
 
     def explain_lines(self) -> list[str]:
         p = self.fraction
@@ -117,6 +162,19 @@ class RequiredPartSpeedup:
     possible: bool
     required_part_speedup: float | None  # None when no finite S reaches the target
     verdict: str
+
+    def explain_steps(self) -> tuple[Step, ...]:
+        p, g = self.fraction, self.target_speedup
+        target = q("G", g, "x", "--target")
+        if not self.possible or self.required_part_speedup is None:
+            ceiling = q("ceiling", "unbounded") if math.isinf(self.ceiling_speedup) \
+                else q("ceiling", self.ceiling_speedup, "x", "1 ÷ (1 − P)")
+            return (step("part speedup for the target", "none where G ≥ the ceiling 1 ÷ (1 − P)"
+                         " (or the part takes no time)", q("S", "none", "", self.verdict),
+                         q("P", p), target, ceiling),)
+        return (step("part speedup for the target", "S = P ÷ (1/G − (1 − P)) (Amdahl solved "
+                     "for S)", q("S", self.required_part_speedup, "x", self.verdict),
+                     q("P", p), target),)
 
     def explain_lines(self) -> list[str]:
         p, g = self.fraction, self.target_speedup

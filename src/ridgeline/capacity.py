@@ -292,10 +292,16 @@ def longest_holding(holds: Callable[[int], bool], low: int, high: int) -> int:
 def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:
     """Sequences of ``context`` tokens the engine runs at once: the pool, then its seat limit
     (no ``settings``: vLLM's offline LLM class's defaults, a batch run's)."""
+    return max(0, min(max_batch_terms(dep, context, settings)))
+
+
+def max_batch_terms(dep: Deployment, context: int, settings: EngineSettings | None = None
+                    ) -> tuple[int, int]:
+    """max_batch's two terms: the engine's seat limit, and the conversations its pool holds."""
     s = settings or EngineSettings(max_model_len=context, usage="offline")
     pool = kv_pool(dep, s)
-    return max(0, min(engine_seat_limit(pool, dep),
-                      held_conversations(pool, dep, context, s.max_model_len or context)))
+    return (engine_seat_limit(pool, dep),
+            held_conversations(pool, dep, context, s.max_model_len or context))
 
 
 def engine_seat_limit(pool: KVPool, dep: Deployment) -> int:
@@ -419,6 +425,9 @@ class EngineSeats:
     none_reason: str = ""  # else, why the pool holds none (no_sequence_reason)
     longest: int = 0  # where the start-up check fails: the longest max_model_len that starts
     seat_limited: bool = False  # ``held`` is the engine's seat limit (max_num_seqs), not its pool's
+    # a serving engine that runs some: held = min(seat_limit, pool_held), max_batch's terms
+    seat_limit: int | None = None
+    pool_held: int | None = None
 
     @property
     def start_refused(self) -> bool:
@@ -461,11 +470,13 @@ def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
     if context > length:  # a request past max_model_len is rejected, whatever the pool
         return EngineSeats(context, 0, length, defaulted, context_refusal(dep, context) or (
             f"{dep.engine} admits no sequence past its --max-model-len {length:,}"))
-    held = max_batch(dep, context, s)
+    seat_limit, pool_held = max_batch_terms(dep, context, s)
+    held = max(0, min(seat_limit, pool_held))
     if held:
         # the pool holds more than run: max_num_seqs (the seats), not memory, caps the batch
-        limited = held_conversations(kv_pool(dep, s), dep, context, length) > held
-        return EngineSeats(context, held, length, defaulted, seat_limited=limited)
+        limited = pool_held > held
+        return EngineSeats(context, held, length, defaulted, seat_limited=limited,
+                           seat_limit=seat_limit, pool_held=pool_held)
     refusal = context_refusal(dep, length)
     check = None if refusal or length <= context else start_check(dep, s)
     return EngineSeats(context, 0, length, defaulted, refusal,

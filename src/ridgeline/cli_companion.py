@@ -105,7 +105,9 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
         need = required_part_speedup(fraction, args.target)
         results.append(named(need))
         lines.append(f"  for {args.target:g}x end to end: {need.verdict}")
-    return LinesReport(tuple(results), tuple(lines), tuple(notes))
+    # amdahl's working as Step objects, like every other command's (its --json explain too)
+    steps = tuple(st for _, result in results for st in result.explain_steps())
+    return LinesReport(tuple(results), tuple(lines), tuple(notes), steps)
 
 
 def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list[str]]:

@@ -85,8 +85,13 @@ def host_cache_bytes(dep: Deployment, cells: int, engine_version: str | None = N
     if dep.offload is None:
         return 0.0
     growing = llamacpp_cache_on_gpu(dep)[0]
-    per_token = token_bytes(dep, None, engine_version) + mtp_cache_bytes_per_token(dep)
-    return per_token * cells * (1.0 - growing)
+    return growing_cache_bytes_per_token(dep, engine_version) * cells * (1.0 - growing)
+
+
+def growing_cache_bytes_per_token(dep: Deployment, engine_version: str | None = None) -> float:
+    """The growing cache's bytes per cell, every layer's that keeps one (the MTP blocks'
+    too), wherever the layer lives."""
+    return token_bytes(dep, None, engine_version) + mtp_cache_bytes_per_token(dep)
 
 
 def check_host_memory_for(dep: Deployment, cells: int) -> None:

@@ -202,11 +202,12 @@ def output_on_host(dep: Deployment) -> bool:
 
 
 @lru_cache(maxsize=256)
-def host_weight_bytes(dep: Deployment) -> float:
-    """Bytes of weights in host memory: the host's layers, host experts, the output layer
-    when it stays there, and (with any offload) the token embeddings."""
+def host_weight_parts(dep: Deployment) -> tuple[float, float]:
+    """Bytes of weights in host memory in two parts: the host's layers (and host experts), and
+    what lies outside the layers there — the output layer and final norm when the output
+    stays on the host, and (with any offload, untied) the token embeddings."""
     if dep.offload is None:
-        return 0.0
+        return 0.0, 0.0
     host = layers = 0.0
     for layer, where, count in placed_layers(dep):
         for category, n in layer_params(dep.model, layer).items():
@@ -216,9 +217,16 @@ def host_weight_bytes(dep: Deployment) -> float:
                 host += nbytes
     outside = dep.weight_bytes - layers  # embeddings, output layer, final norm
     if output_on_host(dep):
-        return host + outside
+        return host, outside
     tied = dep.model.tie_word_embeddings  # a tied output layer is the embedding table
-    return host + (0.0 if tied else dep.bytes_by_category[EMBEDDING])
+    return host, (0.0 if tied else dep.bytes_by_category[EMBEDDING])
+
+
+def host_weight_bytes(dep: Deployment) -> float:
+    """Bytes of weights in host memory: the host's layers, host experts, the output layer
+    when it stays there, and (with any offload) the token embeddings."""
+    layers, outside = host_weight_parts(dep)
+    return layers + outside
 
 
 def check_host_memory(dep: Deployment, cache_bytes: float = 0.0, cells: int = 0) -> None:

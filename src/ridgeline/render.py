@@ -33,19 +33,25 @@ def render(report: Report, as_json: bool = False, explain: bool = False,
         if input_cautions and isinstance(data, dict):
             data["cautions"] = [*input_cautions, *(data.get("cautions") or [])]
         if explain:
-            own = getattr(report, "explain_lines", None)
+            own = _own_explain(report)
             data["explain"] = own() if own else _step_dicts(report)
         return json.dumps(_clean(data), indent=2)
     lines = report.text_lines()
     if explain:
         lines.append("")
         lines.append("How each number was computed:")
-        own = getattr(report, "explain_lines", None)
+        own = _own_explain(report)
         detail = own() if own else _step_lines(report)
         lines.extend("  " + line for line in detail)
         if not detail:  # a listing or a file written: no arithmetic of its own to show
             lines.append("  no worked steps for this output: each figure above says where it comes from")
     return "\n".join(lines)
+
+
+def _own_explain(report: Report) -> Any:
+    """A report's own explanation (free text: evalstats, prefix) where it has no Step objects;
+    None where it has steps, which render as every command's do."""
+    return None if getattr(report, "steps", ()) else getattr(report, "explain_lines", None)
 
 
 def _groups(report: Report) -> tuple[tuple[str, tuple[Step, ...]], ...]:

@@ -107,13 +107,21 @@ def require_positive(value: float, what: str) -> float:
     return value
 
 
-def fmt_binary_bytes(n_bytes: float) -> str:
-    """Binary bytes for display: 36864 -> '36 KiB'."""
+def binary_unit(n_bytes: float) -> tuple[str, float]:
+    """The binary unit fmt_binary_bytes shows ``n_bytes`` in, and its factor: 36864 -> KiB."""
     for unit, factor in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if abs(n_bytes) >= factor:
-            value = n_bytes / factor
-            return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.4g} {unit}"
-    return f"{n_bytes:.0f} B"
+            return unit, float(factor)
+    return "B", 1.0
+
+
+def fmt_binary_bytes(n_bytes: float) -> str:
+    """Binary bytes for display: 36864 -> '36 KiB'."""
+    unit, factor = binary_unit(n_bytes)
+    if unit == "B":
+        return f"{n_bytes:.0f} B"
+    value = n_bytes / factor
+    return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.4g} {unit}"
 
 
 def fmt_decimal_bytes(n_bytes: float) -> str:

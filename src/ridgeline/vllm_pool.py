@@ -10,7 +10,7 @@ KV groups are ``kvgroups.py``'s.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ridgeline.context_length import served_positions
@@ -355,8 +355,29 @@ def graph_multiple(dep: Deployment, s: EngineSettings, acc: VLLMAccounting, runn
                                  runner, dep.tensor_parallel_size, s.cudagraph_mode)
 
 
-def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
-                     ) -> tuple[float, float] | None:
+@dataclass(frozen=True)
+class PoolAdvice:
+    """The terms of vLLM's start-up advice, per device: the card's memory, the fraction
+    requested, and what is taken before the pool (weights, LoRA, the profiled peak, non-torch
+    memory, seat buffers and the CUDA graphs, then the 150 MiB margin)."""
+
+    total_bytes: float
+    reserved_fraction: float
+    taken_bytes: float  # weights + LoRA + activations + non-torch + seat buffers + graphs
+    margin_bytes: float
+
+    @property
+    def fit_requested_bytes(self) -> float:
+        return max(0.0, self.total_bytes * self.reserved_fraction
+                   - (self.taken_bytes + self.margin_bytes))
+
+    @property
+    def fill_device_bytes(self) -> float:
+        return max(0.0, self.total_bytes - (self.taken_bytes + self.margin_bytes))
+
+
+def vllm_pool_advice_terms(dep: Deployment, pool: KVPool, settings: EngineSettings
+                           ) -> PoolAdvice | None:
     """The --kv-cache-memory-bytes vLLM's V1 worker advises at start-up when the flag is
     unset: to fit the requested memory (total × gpu_memory_utilization), and to fill the card;
     each less the weights, the profiled peak, non-torch memory, the CUDA graphs and a 150 MiB
@@ -373,9 +394,16 @@ def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
         settings.cudagraph_capture_sizes, settings.cudagraph_mode)
     taken = (pool.weight_bytes + pool.lora_bytes + pool.activation_bytes + pool.non_torch_bytes
              + pool.seat_buffer_bytes) / n + graphs
-    taken += set_pool_margin_bytes()
-    total = pool.total_bytes / n
-    return (max(0.0, total * pool.reserved_fraction - taken), max(0.0, total - taken))
+    return PoolAdvice(pool.total_bytes / n, pool.reserved_fraction, taken,
+                      set_pool_margin_bytes())
+
+
+def vllm_pool_advice(dep: Deployment, pool: KVPool, settings: EngineSettings
+                     ) -> tuple[float, float] | None:
+    """vLLM's start-up advice (vllm_pool_advice_terms) as (fits the memory requested, fills
+    the card), bytes per device."""
+    terms = vllm_pool_advice_terms(dep, pool, settings)
+    return None if terms is None else (terms.fit_requested_bytes, terms.fill_device_bytes)
 
 
 def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: bool | None

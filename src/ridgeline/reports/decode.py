@@ -98,15 +98,25 @@ class DecodeReport:
                      ) -> tuple[Step, ...]:
         """One point's working: its floor, its gain over batch 1 at the same context, and the
         engine's expectation where the engine runs it."""
+        share = step("per-user speed as a share of batch 1's", "per-user speed ÷ batch 1's, at the same "
+                     "context (the floor's)", q("share", f.per_user_tok_s / base.per_user_tok_s),
+                     q("per user", f.per_user_tok_s, "tok/s", f"batch {f.batch:,}"),
+                     q("batch 1", base.per_user_tok_s, "tok/s"))
+        seats = self._seat_steps(f)
         if not f.fit.fits:  # the step's arithmetic, without the speeds it would give
+            share = step("per-user speed as a share of batch 1's", "batch 1's step ÷ this step, "
+                         "at the same context (the per-user speeds' ratio; neither runs as a "
+                         "speed)", q("share", f.per_user_tok_s / base.per_user_tok_s),
+                         q("batch 1's step", base.step_time_s * 1e3, "ms"),
+                         q("step", f.step_time_s * 1e3, "ms"))
             return tuple(s for s in f.steps if s.result.unit != "tok/s") + (f.fit.explain_step(),) + (
-                () if f.batch == 1 else (step(
+                () if f.batch == 1 else (share, step(
                     "gain over batch 1", "batch × batch 1's step ÷ this step, at the same "
                     "context (the output's ratio; neither runs as a speed)",
                     q("gain", f.aggregate_tok_s / base.aggregate_tok_s, "x"),
                     q("batch", f.batch), q("batch 1's step", base.step_time_s * 1e3, "ms"),
-                    q("step", f.step_time_s * 1e3, "ms")),))
-        gain = () if f.batch == 1 else (step(
+                    q("step", f.step_time_s * 1e3, "ms")))) + seats
+        gain = (share,) if f.batch == 1 else (share, step(
             "gain over batch 1", "aggregate ÷ batch 1's aggregate, at the same context",
             q("gain", f.aggregate_tok_s / base.aggregate_tok_s, "x"),
             q("aggregate", f.aggregate_tok_s, "tok/s", f"batch {f.batch:,}"),
@@ -114,9 +124,22 @@ class DecodeReport:
               f"one sequence at the same {f.context:,}-token context: 1 ÷ "
               f"{base.step_time_s * 1e3:,.4g} ms")),)
         if not self.engine_runs(f):
-            return f.steps + gain + (f.fit.explain_step(),)
+            return f.steps + gain + (f.fit.explain_step(),) + seats
         return f.steps + gain + (f.fit.explain_step(),) + e.steps + expected_speed_steps(e, f.batch) \
-            + self._verify_graph_steps(f)
+            + self._verify_graph_steps(f) + seats
+
+    def _seat_steps(self, f: DecodeFloor) -> tuple[Step, ...]:
+        """The sequences the engine's pool runs at this point's context, as the text's "runs
+        at most N sequences" line gives them: min(the pool's conversations, the seats)."""
+        seat = next((s for s in self.seats if s.context == f.context), None)
+        if seat is None or not seat.held or seat.seat_limit is None or seat.pool_held is None:
+            return ()
+        return (step(f"sequences the engine runs at {f.context:,} tokens",
+                     f"min(conversations its KV pool holds, {self._seats_knob()})",
+                     q("sequences", seat.held),
+                     q("pool holds", seat.pool_held, "", f"started at max_model_len "
+                       f"{seat.max_model_len:,}" if seat.max_model_len else ""),
+                     q(self._seats_knob(), seat.seat_limit)),)
 
     def _verify_graph_steps(self, f: DecodeFloor) -> tuple[Step, ...]:
         """With --spec-tokens, the verify step's CUDA graph where it ran padded or ungraphed
@@ -215,6 +238,8 @@ class DecodeReport:
                 "points": points,
                 "engine_max_batch": [{"context": s.context, "batch": s.held,
                                       "max_model_len": s.max_model_len,
+                                      # batch = min(pool_holds, seat_limit) where it runs
+                                      "pool_holds": s.pool_held, "seat_limit": s.seat_limit,
                                       "settings": self.pool_settings
                                       or default_pool_settings(self.expected[0].engine),
                                       **({"reason": self._none_clause(s)} if s.held == 0

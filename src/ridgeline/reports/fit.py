@@ -44,7 +44,7 @@ from ridgeline.reports.fit_verdict import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDG
 from ridgeline.roofline import expert_ridge_batch, first_whole_batch, ridge_step
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import plural
-from ridgeline.vllm_pool import vllm_pool_advice
+from ridgeline.vllm_pool import PoolAdvice, vllm_pool_advice_terms
 
 
 @dataclass(frozen=True)
@@ -193,9 +193,15 @@ class FitReport:
         """vLLM's start-up advice for --kv-cache-memory-bytes (requested memory, whole card);
         None where vLLM would not get as far as printing it (it logs the advice after
         capturing CUDA graphs, so not where it refuses to start or cannot load)."""
+        terms = self.advice_terms
+        return None if terms is None else (terms.fit_requested_bytes, terms.fill_device_bytes)
+
+    @property
+    def advice_terms(self) -> PoolAdvice | None:
+        """The terms behind ``advice`` (the card, the fraction requested, what is taken)."""
         if self.refused_start or self.pool.rest_bytes <= 0 or self.conversations == 0:
             return None
-        return vllm_pool_advice(self.deployment, self.pool, self.settings)
+        return vllm_pool_advice_terms(self.deployment, self.pool, self.settings)
 
     @property
     def launch_cells(self) -> int:

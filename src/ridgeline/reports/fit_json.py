@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.capacity import context_refusal
 from ridgeline.cpu_offload import cpu_offload_json
-from ridgeline.reports.fit_offload import host_bytes
+from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
 from ridgeline.reports.fit_terms import is_llamacpp
@@ -67,7 +67,10 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "per_conversation_bytes_per_gpu": r.per_conversation_bytes,
         "offload": None if r.deployment.offload is None else {
             "placement": r.deployment.offload.describe(r.deployment.model),
-            "host_weight_bytes": host_bytes(r.deployment)},
+            "host_weight_bytes": host_bytes(r.deployment),
+            # the growing KV cache's share in host memory, and its bytes at llama-server -c
+            "host_kv_share": host_kv_share(r.deployment),
+            "host_cache_bytes": host_cache(r)},
         **cpu_offload_json(r.deployment),
         "taken_bytes_per_gpu": {"weights": p.weight_bytes, "activations": p.activation_bytes,
                           "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,

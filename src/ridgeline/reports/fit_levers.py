@@ -171,7 +171,8 @@ def levers(r: FitReport) -> list[Lever]:
                     s))
     options += _smaller_weights_lever(d, r.context, s, gguf)
     if fa_runs and not s.flash_attn:
-        options.append(("flash attention (-fa on)", d, r.context, replace(s, flash_attn=True)))
+        options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context,
+                        replace(s, flash_attn=True)))
     if gguf and r.conversations > r.pool.max_num_seqs:
         options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
                         r.context, replace(s, max_num_seqs=r.conversations)))

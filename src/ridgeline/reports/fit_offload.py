@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ridgeline.deployment import Deployment
+from ridgeline.explain import Step, q, step
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:
@@ -19,6 +20,55 @@ def host_bytes(d: Deployment) -> float:
     from ridgeline.offload import host_weight_bytes
 
     return host_weight_bytes(d)
+
+
+def host_kv_share(d: Deployment) -> float | None:
+    """The growing KV cache's share in host memory (its layers' on the host); None without
+    an offload."""
+    if d.offload is None:
+        return None
+    from ridgeline.llamacpp_pool import llamacpp_cache_on_gpu
+
+    return 1 - llamacpp_cache_on_gpu(d)[0]
+
+
+def host_cache(r: FitReport) -> float:
+    """That share's bytes at the cells llama-server is started with (-c)."""
+    from ridgeline.llamacpp_pool import host_cache_bytes
+
+    return host_cache_bytes(r.deployment, r.launch_cells)
+
+
+def offload_steps(r: FitReport) -> tuple[Step, ...]:
+    """The placement line's figures: the weights that stay in host memory, the growing KV
+    cache's share there, and that share's bytes at the cells the fit starts with."""
+    d = r.deployment
+    if d.offload is None:
+        return ()
+    from ridgeline.llamacpp_pool import growing_cache_bytes_per_token, llamacpp_cache_on_gpu
+    from ridgeline.offload import host_weight_parts
+
+    layers, outside = host_weight_parts(d)
+    share = host_kv_share(d) or 0.0
+    out = [step("weights in host memory", "the host's layers' weights (and its experts') + "
+                "what lies outside the layers there",
+                q("host weights", host_bytes(d) / GIB, "GiB", d.offload.describe(d.model)),
+                q("layers on the host", layers / GIB, "GiB"),
+                q("outside the layers", outside / GIB, "GiB", "the token embeddings (untied), "
+                  "and the output layer and final norm where -ngl leaves it on the host")),
+           step("growing KV cache in host memory", "1 − its share on the GPU (a layer's cache "
+                "lives with the layer)", q("share in host memory", share),
+                q("share on the GPU", llamacpp_cache_on_gpu(d)[0], "", "the full layers' (and MTP blocks') "
+                  "caches on the GPU ÷ all of them"))]
+    cache = host_cache(r)
+    if cache:
+        out.append(step("its cache in host memory", "bytes per cell × cells × share in "
+                        "host memory", q("host cache", cache / GIB, "GiB"),
+                        q("bytes per cell", growing_cache_bytes_per_token(d) / 2**10, "KiB",
+                          "every layer's that keeps a growing cache"),
+                        q("cells", r.launch_cells, "", "llama-server -c"),
+                        q("share in host memory", share)))
+    return tuple(out)
 
 
 def offload_flags(d: Deployment) -> str:

@@ -26,6 +26,7 @@ from ridgeline.reports.fit_budget_steps import (
     peak_quantities,
     window_rule,
 )
+from ridgeline.reports.fit_offload import offload_steps
 from ridgeline.reports.fit_state import running_step, state_pool_note, state_shortfall_step
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT
@@ -446,6 +447,7 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
         out.append(step("tokens the pool holds", "blocks × block size",
                         q("tokens", p.logged_tokens(r.context)), q("blocks", p.blocks),
                         q("block size", p.block_size, "tokens")))
+    out += logged_steps(r)
     if dcp > 1:
         logged = dcp_log_line(p, dcp)
         out.append(step("tokens the pool holds, dealt over the DCP ranks",
@@ -470,6 +472,8 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
                         q("start-up", r.start_bytes / GIB, "GiB"),
                         q("share of the rest", p.free_fraction_of_rest),
                         q("rest after weights and profiling", p.rest_bytes / GIB, "GiB")))
+    out += advice_steps(r)
+    out += offload_steps(r)
     if is_llamacpp(p) and r.batch:
         placed = r.deployment.offload is not None and bool(r.deployment.offload.fit_cells)
         out.append(step("llama-server -c", "the cells --fit placed for" if placed else
@@ -482,6 +486,53 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
                         *(q(lv.name, lv.conversations, plural(lv.conversations, "conversation"))
                           for lv in r.levers)))
     return tuple(out)
+
+
+def logged_steps(r: FitReport) -> tuple[Step, ...]:
+    """vLLM's 'Maximum concurrency' and the tokens it logs for a pool of several KV-cache
+    groups (or windowed or state groups), as the text's "holds N tokens as vLLM logs them"
+    prints them: blocks ÷ the blocks one max_model_len request holds, then (v0.24+) that
+    concurrency × max_model_len."""
+    p = r.pool
+    g = p.groups
+    if g is None or not (g.count > 1 or g.windows or g.states):
+        return ()
+    concurrency = p.concurrency(r.context)
+    out = [step("vLLM's maximum concurrency", "pool blocks ÷ blocks one max_model_len request "
+                "holds (vLLM's start-up check's count" + (", window groups at their window "
+                                                          "plus a prefill's room" if g.windows
+                                                          else "") + ")",
+                q("maximum concurrency", concurrency, "x"), q("pool blocks", p.blocks),
+                q("blocks one request holds", p.request_blocks(r.context)))]
+    logged = p.logged_tokens(r.context)
+    if logged != p.tokens:  # v0.24+: the log's tokens are concurrency × max_model_len
+        out.append(step("tokens vLLM logs", "floor(maximum concurrency × max_model_len) "
+                        "(vLLM v0.24+ 'GPU KV cache size')", q("tokens", logged),
+                        q("maximum concurrency", concurrency, "x"),
+                        q("max_model_len", r.context, "tokens")))
+    return tuple(out)
+
+
+def advice_steps(r: FitReport) -> tuple[Step, ...]:
+    """vLLM's start-up advice for --kv-cache-memory-bytes (vllm_pool.PoolAdvice): the card's
+    memory (× the fraction requested, for the first) less what is taken and the margin."""
+    terms, advice = r.advice_terms, r.advice
+    if terms is None or advice is None:
+        return ()
+    device = "card" if r.pool.runtime_devices == 1 else "die"
+    taken = q("taken", terms.taken_bytes / GIB, "GiB",
+              f"(weights + LoRA + activations + non-torch + seat buffers) per {device} "
+              "+ CUDA graphs, the budget above")
+    margin = q("margin", terms.margin_bytes / GIB, "GiB",
+               "redundancy_buffer_memory, engines.json vllm.set_pool")
+    return (step("start-up advice, fits the memory requested",
+                 "total × gpu_memory_utilization − (taken + margin)",
+                 q("--kv-cache-memory-bytes", advice[0] / GIB, "GiB", f"{int(advice[0])} bytes"),
+                 q(f"memory per {device}", terms.total_bytes / GIB, "GiB"),
+                 q("gpu_memory_utilization", terms.reserved_fraction), taken, margin),
+            step(f"start-up advice, fills the {device}", "total − (taken + margin)",
+                 q("--kv-cache-memory-bytes", advice[1] / GIB, "GiB", f"{int(advice[1])} bytes"),
+                 q(f"memory per {device}", terms.total_bytes / GIB, "GiB"), taken, margin))
 
 
 def lora_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:

@@ -22,7 +22,15 @@ from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SL
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype
 from ridgeline.render import table
-from ridgeline.units import GB, GIB, KIB, fmt_binary_bytes, fmt_decimal_bytes, plural
+from ridgeline.units import (
+    GB,
+    GIB,
+    KIB,
+    binary_unit,
+    fmt_binary_bytes,
+    fmt_decimal_bytes,
+    plural,
+)
 
 
 @dataclass(frozen=True)
@@ -93,9 +101,10 @@ def state_step(spec: ModelSpec, dtypes: StateDtypes) -> Step | None:
                    q("SSM elements", ssm, "a layer", ssm_rule)]
     if not inputs:
         return None
+    unit, factor = binary_unit(total)  # the unit the tables print it in (37.69 MiB)
     return step("recurrent states per sequence",
                 "layers × (conv elements × conv bytes + SSM elements × SSM bytes)",
-                q("states", total / GB, "GB"), *inputs,
+                q("states", total / factor, unit, f"{total / GB:.4g} GB"), *inputs,
                 q("conv bytes", conv_bytes, "B", dtypes.conv),
                 q("SSM bytes", ssm_bytes, "B", f"{dtypes.ssm}: {dtypes.rule}"))
 

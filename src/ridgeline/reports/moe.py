@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.deployment import Deployment
@@ -10,6 +10,7 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import weight_bytes_read
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched, routed_fraction
+from ridgeline.quantization import ROUTED
 from ridgeline.raw_fit import device_fit
 from ridgeline.render import table
 from ridgeline.roofline import (
@@ -55,12 +56,19 @@ class MoEReport:
     article_bf16_batch_to_ridge: float | None = None
     article_bf16_ridge: float = 0.0  # the 16-bit ridge that batch is reckoned against
 
+    @property
+    def article_intensity_per_batch(self) -> float:
+        """The article's rule's factor: intensity over all experts ≈ B × this (2 × k/E ÷ bytes
+        per expert weight; gpt-oss-120b's 0.53 B mxfp4 experts: 0.118)."""
+        return 2 * self.routed_fraction / self.expert_bytes_per_weight
+
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
         data["ridge_flop_per_byte"] = data.pop("ridge")
         data["article_bf16_ridge_flop_per_byte"] = data.pop("article_bf16_ridge")
         data["rows"] = [dict(vars(r)) for r in self.rows]
         data["weights_fit"] = not self.fit
+        data["article_intensity_per_batch"] = self.article_intensity_per_batch
         return data
 
     def text_lines(self) -> list[str]:
@@ -70,7 +78,7 @@ class MoEReport:
             f"token (k/E = {self.routed_fraction:.4f}), {self.shared_experts} shared",
             f"  the article's rule: intensity over all experts ≈ B × k/E × 2 ÷ "
             f"{self.expert_bytes_per_weight:.2f} B per expert weight = B × "
-            f"{2 * self.routed_fraction / self.expert_bytes_per_weight:.3f}"
+            f"{self.article_intensity_per_batch:.3f}"
             f"; reaching the {self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
             f"{self.article_batch_to_ridge:,.0f}",
             *([f"  (the article reckons at 2-byte experts on the 16-bit ridge, here "
@@ -137,15 +145,55 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
     overflow = "" if fits.fits else (
         f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {dep.accelerator.id}): the "
         "figures below are arithmetic only")
-    return MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
-                     moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
-                     dep.weight_bytes, dep.expert_bytes, bpw, rows, tuple(r.batch for r in rows),
-                     steps,
-                     overflow,
-                     None if bpw == 2.0 else expert_ridge_batch(
-                         dep.accelerator, sixteen, 2.0, moe.routed_fraction),
-                     ridge_point(dep.accelerator.peak(sixteen),
-                                 dep.accelerator.memory_bandwidth_bytes_per_s))
+    report = MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
+                       moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
+                       dep.weight_bytes, dep.expert_bytes, bpw, rows,
+                       tuple(r.batch for r in rows), steps, overflow,
+                       None if bpw == 2.0 else expert_ridge_batch(
+                           dep.accelerator, sixteen, 2.0, moe.routed_fraction),
+                       ridge_point(dep.accelerator.peak(sixteen),
+                                   dep.accelerator.memory_bandwidth_bytes_per_s))
+    return replace(report, steps=steps + _header_steps(dep, report, sixteen))
+
+
+def _header_steps(dep: Deployment, r: MoEReport, sixteen: str) -> tuple[Step, ...]:
+    """The header's and footer's figures: the article's factor, its 16-bit reckoning, the
+    batch the touched experts reach the ridge at, and the weights that stay in memory."""
+    moe = dep.model.moe
+    assert moe is not None  # moe_report refuses a dense model first
+    out = [step("article's intensity per token of batch", "2 × k/E ÷ bytes per expert weight "
+                "(the article's rule: intensity over all experts ≈ B × this)",
+                q("factor", r.article_intensity_per_batch, "FLOP/byte per token"),
+                q("k/E", r.routed_fraction), q("bytes per expert weight",
+                                               r.expert_bytes_per_weight, "B"))]
+    if r.article_bf16_batch_to_ridge is not None:
+        out += [replace(ridge_step(dep.accelerator, sixteen), label="16-bit ridge point"),
+                step("article's batch to the 16-bit ridge", "(16-bit ridge × 2 B ÷ 2) ÷ (k/E): "
+                     "the article's reckoning at 2-byte experts",
+                     q("batch", r.article_bf16_batch_to_ridge),
+                     q("16-bit ridge", r.article_bf16_ridge, "FLOP/byte"),
+                     q("bytes per expert weight", 2.0, "B", "the article's bf16"),
+                     q("k/E", r.routed_fraction))]
+    if r.better_batch_to_ridge != float("inf"):
+        b = r.better_batch_to_ridge
+        out.append(step("batch to the ridge with the experts touched", "the smallest B with "
+                        "2 × B × k ÷ (E × (1 − (1 − k/E)^B) × bytes per expert weight) ≥ ridge "
+                        "(bisection; the intensity rises with B)", q("batch", b),
+                        q("ridge", r.ridge, "FLOP/byte"), q("k", moe.experts_per_token),
+                        q("E", moe.num_experts),
+                        q("bytes per expert weight", r.expert_bytes_per_weight, "B"),
+                        q("intensity at that batch", expert_intensity(b, dep.model,  # type: ignore[arg-type]
+                                                                      r.expert_bytes_per_weight),
+                          "FLOP/byte")))
+    routed = [c for c in dep.bytes_by_category if c in ROUTED]
+    out += [step("weights in memory", "Σ every category's bytes (all stay: the router can "
+                 "send the next token to any expert)",
+                 q("weights", r.weight_bytes_total / GB, "GB"),
+                 *(q(c, v / GB, "GB") for c, v in dep.bytes_by_category.items() if v)),
+            step("of which routed experts", "Σ the routed experts' categories",
+                 q("experts", r.expert_bytes / GB, "GB"),
+                 *(q(c, dep.bytes_by_category[c] / GB, "GB") for c in routed))]
+    return tuple(out)
 
 
 def _row_steps(dep: Deployment, r: MoERow, touched_too: bool) -> tuple[Step, ...]:

@@ -44,6 +44,10 @@ class RooflineReport:
     fit: str = ""  # where --model's weights overflow the card: the DOES NOT FIT line
     caution: str = ""  # --model with a prompt past its trained context
     num_gpus: int = 1  # --model's deployment: the fit line counts them all; the ridge is each's
+    intensity_per_token: float = 0.0  # 2 FLOP ÷ bytes per weight: the notes' "batch × N"
+    # the ridges the notes quote where attention's, or the experts', matmuls run at another dtype
+    attention_ridge: float | None = None
+    expert_ridge: float | None = None
 
     @property
     def ridge(self) -> float:
@@ -76,6 +80,9 @@ class RooflineReport:
                         "whole_batch_to_ridge": None if p.batch_to_ridge is None
                         else first_whole_batch(p.batch_to_ridge)} for p in self.points],
             "weights_fit": not self.fit,
+            "intensity_per_token_flop_per_byte": self.intensity_per_token,
+            "attention_ridge_flop_per_byte": self.attention_ridge,
+            "expert_ridge_flop_per_byte": self.expert_ridge,
             "cautions": [self.caution] if self.caution else [],
         }
 
@@ -149,9 +156,15 @@ class RooflineComparison:
                   for r in self.reports if r.fit)]
 
 
+def intensity_per_token(bytes_per_weight: float) -> float:
+    """FLOP per byte each token sharing a read of the weights adds: 2 FLOP ÷ bytes per weight
+    (1.88 at DeepSeek-V3's 1.06-byte fp8 weights with their scales)."""
+    return 2.0 / bytes_per_weight
+
+
 def _times_tokens(what: str, bytes_per_weight: float) -> str:
     """How the weight intensity relates to the tokens sharing a read, at these bytes."""
-    ratio = 2.0 / bytes_per_weight
+    ratio = intensity_per_token(bytes_per_weight)
     if abs(ratio - 1.0) < 1e-9:
         return f"{what} itself, at 2-byte weights"
     return f"{what} × {ratio:.3g}, at {bytes_per_weight:.3g}-byte weights"
@@ -238,6 +251,12 @@ def roofline_report(
         kv_bytes = dep.kv.bytes_per_element
     to_ridge = batch_for_intensity(ridge, bytes_per_weight)
     w = weight_intensity(batch, bytes_per_weight)
+    per_token = intensity_per_token(bytes_per_weight)
+    notes_steps = [step("intensity per token sharing a read", "2 FLOP ÷ bytes per weight (the "
+                        "notes' \"the batch × N\", \"the prompt length × N\")",
+                        q("per token", per_token, "FLOP/byte"),
+                        q("bytes per weight", bytes_per_weight, "B"))]
+    expert_ridge_at: float | None = None
     dense = "dense weight matrices" if moe else "weight matrices"
     points = [operating_point(
         f"{dense} (decode)", w, acc, compute_dtype, to_ridge,
@@ -270,6 +289,8 @@ def roofline_report(
     att_ridge = ridge_point(acc.peak(att_dtype), acc.memory_bandwidth_bytes_per_s)
     if att_dtype != compute_dtype:  # QKᵀ and PV multiply the cache, at its rate
         att_note += f"; its matmuls at {att_dtype} (the cache's), ridge {att_ridge:,.0f}"
+        notes_steps.append(replace(ridge_step(acc, att_dtype),
+                                   label=f"decode attention's ridge ({att_dtype})"))
     points.append(operating_point(
         "decode attention", att_i, acc, att_dtype, None,
         att_note + (" ('-': past the ridge at every batch)" if att_i >= att_ridge
@@ -304,14 +325,24 @@ def roofline_report(
         e_i = expert_intensity(batch, dep.model, expert_bpw)
         article = article_tokens_per_expert(batch, moe.experts_per_token, moe.num_experts)
         expert_ridge = expert_ridge_batch(acc, expert_dtype, expert_bpw, moe.routed_fraction)
+        expert_ridge_at = ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s)
         points.append(operating_point(
             "MoE expert layers", e_i, acc, expert_dtype, expert_ridge,
             f"B × k tokens over the experts they touch (the article's B × k/E = {article:,.2f} "
             "tokens per expert counts every expert as read), at "
             f"{expert_bpw:.2f} bytes per weight; batch to ridge = ridge batch ÷ (k/E)"
-            + (f"; their matmuls at {expert_dtype}, ridge "
-               f"{ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s):,.0f}"
+            + (f"; their matmuls at {expert_dtype}, ridge {expert_ridge_at:,.0f}"
                if expert_dtype != compute_dtype else "")))
+        if expert_dtype != compute_dtype:
+            notes_steps.append(replace(ridge_step(acc, expert_dtype),
+                                       label=f"MoE experts' ridge ({expert_dtype})"))
+        notes_steps.append(step(
+            "MoE rows' batch to ridge", "⌈(ridge × bytes per expert weight ÷ 2) ÷ (k/E)⌉: "
+            "the ridge batch ÷ (k/E), each expert seeing k/E of the batch",
+            q("batch", first_whole_batch(expert_ridge)),
+            q("ridge", expert_ridge_at, "FLOP/byte", f"the experts' matmuls at {expert_dtype}"),
+            q("bytes per expert weight", expert_bpw, "B"), q("k/E", moe.routed_fraction),
+            q("(ridge × bytes per expert weight ÷ 2) ÷ (k/E)", f"{expert_ridge:,.2f}")))
         points.append(operating_point(
             "MoE experts (prefill)", expert_intensity(prompt_len, dep.model, expert_bpw), acc,
             expert_dtype, expert_ridge, "the prompt's tokens spread over the experts: each "
@@ -327,6 +358,7 @@ def roofline_report(
         points.append(operating_point("the intensity you gave", intensity, acc, compute_dtype,
                                       None))
     steps += [s for p in points for s in _point_steps(p, acc, intensity)]
+    steps += notes_steps
     overflow = ""
     if dep is not None and not (fits := device_fit(dep)).fits:
         overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "
@@ -335,7 +367,9 @@ def roofline_report(
         if dep is not None else ""
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
                           dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
-                          caution, dep.num_gpus if dep else num_gpus)
+                          caution, dep.num_gpus if dep else num_gpus, per_token,
+                          att_ridge if att_dtype != compute_dtype else None,
+                          expert_ridge_at if expert_dtype != compute_dtype else None)
 
 
 def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None

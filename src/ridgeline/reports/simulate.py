@@ -379,6 +379,7 @@ class SimulateReport:
             "queue_s": r.percentiles("queue"),
             "request_rate_req_s": r.request_rate_req_s, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
+            "output_tokens": r.rec.output_tokens,  # output_tok_s's count, over the run
             # the span the three rates above are over, as the text's "over the whole run":
             # the simulated time (duration_s), the fill and the drain included, a --window or not
             "rates_over": "simulated_time", "rates_over_s": r.duration_s,
@@ -700,6 +701,14 @@ class SimulateReport:
             step("request rate", "completed requests ÷ simulated time",
                  q("request rate", r.request_rate_req_s, "req/s"), q("completed", r.completed),
                  q("simulated time", r.duration_s, "s", "first arrival to last finish")),
+            step("output token rate", "output tokens ÷ simulated time",
+                 q("output tokens per second", r.output_tok_s, "tok/s"),
+                 q("output tokens", r.rec.output_tokens, "", "every token the run generated"),
+                 q("simulated time", r.duration_s, "s", "first arrival to last finish")),
+            step("output token rate per GPU", "output tokens per second ÷ GPUs",
+                 q("per GPU", r.output_tok_s / d.num_gpus, "tok/s"),
+                 q("output tokens per second", r.output_tok_s, "tok/s"),
+                 q("GPUs", d.num_gpus)),
         ]
         if self.has_window and (self.slo_ttft_s is not None or self.slo_tpot_s is not None):
             low, high = r.rec.measured_window_s
