@@ -435,7 +435,13 @@ def test_simulate_explains_percentiles_goodput_and_the_step_time_model(
     data = json.loads(capsys.readouterr().out)
     steps = {s["label"]: s for s in data["explain"]}
     assert set(steps) == {"TTFT percentiles", "TPOT percentiles", "request rate", "goodput",
-                          "step time"}
+                          "step time", "output token rate", "output token rate per GPU"}
+    rate = steps["output token rate"]
+    tokens, span = (q["value"] for q in rate["inputs"])
+    assert rate["result"]["value"] == pytest.approx(tokens / span) \
+        == pytest.approx(data["output_tok_s"])
+    assert steps["output token rate per GPU"]["result"]["value"] == pytest.approx(
+        data["output_tok_s_per_gpu"])
     assert steps["TTFT percentiles"]["result"]["value"] == pytest.approx(
         data["ttft_s"]["p50"] * 1e3)
     assert steps["TPOT percentiles"]["result"]["value"] == pytest.approx(
