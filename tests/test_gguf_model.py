@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from ridgeline.catalog import resolve_model
 from ridgeline.deployment import Deployment
+from ridgeline.engine_platforms import flash_attention_unsupported
 from ridgeline.errors import InputError
 from ridgeline.gguf_model import (
     format_for,
@@ -23,6 +25,7 @@ from ridgeline.gguf_model import (
 )
 from ridgeline.gguf_reader import KEEP_ARRAY_ITEMS, SkippedArray, TensorInfo, read_gguf_header
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.kvcache import attention_kv_bytes_per_token
 from ridgeline.params import count_params
 from ridgeline.precision import weight_bytes, weight_formats, weight_plan
 from tests.conftest import run_cli
@@ -531,3 +534,52 @@ def test_tensor_infos_llama_cpp_refuses_are_refused_by_name(
     narrow = _small_llama(tmp_path / "e.gguf", {"embedding_length": 128})
     assert "'token_embd.weight' has rows of 256, not embedding_length 128" in \
         _refusal(capsys, narrow)
+
+
+# DeepSeek-V3's keys as convert_hf_to_gguf.py wrote them before llama.cpp's MLA cache
+# (ggml-org/llama.cpp#12801): key_length/value_length the heads' own 192/128, head_count_kv
+# the config's 128, no key_length_mla/value_length_mla
+DEEPSEEK_V3 = next(case[2] for case in ARCHITECTURE_CASES if case[1] == "deepseek2")
+DEEPSEEK_V3_LEGACY = {**DEEPSEEK_V3, "attention__head_count_kv": 128,
+                      "attention__key_length": 192, "attention__value_length": 128}
+for _key in ("attention__key_length_mla", "attention__value_length_mla"):
+    del DEEPSEEK_V3_LEGACY[_key]
+
+
+def _deepseek(path: Path, keys: dict[str, int], blocks: tuple[str, ...] = ()) -> Path:
+    tensors = [("token_embd.weight", (7168, 129280), "Q8_0"),
+               ("output.weight", (7168, 129280), "Q8_0"),
+               *((f"blk.0.{name}.weight", (512, 4096), "Q8_0") for name in blocks)]
+    return write_gguf(path, [("general.architecture", STRING, "deepseek2"),
+                             *_arch_keys("deepseek2", **keys)], tensors)
+
+
+def test_a_deepseek_gguf_from_before_the_mla_cache_caches_every_head(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp takes MLA only where key_length_mla and value_length_mla are written; an
+    older file runs each head's K (192) and V (128) into the cache, as many bytes a token
+    as 128 heads × 320 dims, not the 576-wide latent, with the same MLA weights; and
+    CUDA's kernels have no K 192 / V 128 head at a GQA group of 1, so -fa auto turns off."""
+    new = spec_from_gguf(_deepseek(tmp_path / "new.gguf", DEEPSEEK_V3))
+    old = spec_from_gguf(_deepseek(tmp_path / "old.gguf", DEEPSEEK_V3_LEGACY, ("attn_kv_b",)))
+    assert new.attention is not None and old.attention is not None
+    assert new.attention.cached_latent is not None and old.attention.cached_latent is None
+    assert old.attention.mla == replace(new.attention.mla, latent_cached=False)
+    assert count_params(old).total == count_params(new).total
+    assert attention_kv_bytes_per_token(new, 2) == (512 + 64) * 2
+    assert attention_kv_bytes_per_token(old, 2) == 128 * (192 + 128) * 2
+    assert not flash_attention_unsupported(new, "llama.cpp-cuda")
+    assert "K 192, V 128, a GQA group of 1" in flash_attention_unsupported(old, "llama.cpp-cuda")
+    code, out, _ = run_cli(capsys, "model", str(tmp_path / "old.gguf"))
+    assert code == 0 and "each head's K and V cached" in out
+
+
+def test_deepseek_attention_tensors_that_do_not_match_the_keys_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's loader wants attn_kv_b without key_length_mla, attn_k_b/attn_v_b with it:
+    an MLA-split file of the first MLA PR (#11446) without the keys, or a keyed file with
+    only the unsplit tensor, stops at load."""
+    early = _deepseek(tmp_path / "early.gguf", DEEPSEEK_V3_LEGACY, ("attn_k_b", "attn_v_b"))
+    assert "missing tensor 'blk.0.attn_kv_b.weight'" in _refusal(capsys, early)
+    keyed = _deepseek(tmp_path / "keyed.gguf", DEEPSEEK_V3, ("attn_kv_b",))
+    assert "missing tensor 'blk.0.attn_k_b.weight'" in _refusal(capsys, keyed)

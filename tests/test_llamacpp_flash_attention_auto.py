@@ -65,6 +65,9 @@ def test_auto_is_off_where_cuda_has_no_kernel_for_the_heads(
     auto = _fit(capsys, model, "rtx-4090")
     off = _fit(capsys, model, "rtx-4090", "--flash-attn", "off")
     assert auto["flash_attn"] is False
+    assert auto.pop("flash_attn_auto_off") == flash_attention_unsupported(
+        spec_from_hf_config(HEAD_192, name=Path(model).stem), "llama.cpp-cuda")
+    assert off.pop("flash_attn_auto_off") is None  # given, not resolved
     assert auto == off
     err = _refusal(capsys, "fit", model, "--gpu", "rtx-4090", *FIT, "--flash-attn", "on")
     assert "-fa on would put attention on the CPU" in err
@@ -114,3 +117,24 @@ def test_fits_flash_attention_lever_under_fa_off_gains_where_the_heads_have_a_ke
               "--max-model-len", "32000")
     lever = [x for x in off["levers"] if x["name"] == "flash attention (-fa on)"]
     assert lever and lever[0]["conversations"] == on["conversations"] > off["conversations"]
+
+
+def test_fit_says_why_auto_turned_flash_attention_off(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The launch line's -fa off comes with the reason where auto resolved it (the kernel
+    list's words, as the refusal of -fa on gives them); not where --flash-attn off was given,
+    and not for Llama-3.1-8B, where auto resolves on."""
+    model = _config(tmp_path)
+
+    def said(name: str, *flags: str) -> list[str]:
+        code, out, err = run_cli(capsys, "fit", name, "--gpu", "rtx-4090", *FIT, *flags)
+        assert code == 0, err
+        return [line for line in out.splitlines() if "-fa auto turns" in line]
+
+    auto = said(model)
+    assert len(auto) == 1 and "K 192, V 192" in auto[0]
+    reason = _fit(capsys, model, "rtx-4090")["flash_attn_auto_off"]
+    assert auto[0].endswith(reason)
+    assert said(model, "--flash-attn", "off") == []
+    assert said("llama-3.1-8b") == []
+    assert _fit(capsys, "llama-3.1-8b", "rtx-4090")["flash_attn_auto_off"] is None

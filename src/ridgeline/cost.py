@@ -691,8 +691,9 @@ def attention_rates(dep: Deployment) -> tuple[float, float, float, float, float]
     kv_token *= dep.kv_replication / tp
     per_pair = att.num_heads * 2 * (att.head_dim + att.v_head_dim)
     decode_per_pair = per_pair
-    if att.mla:
-        decode_per_pair = att.num_heads * 2 * (2 * att.mla.kv_lora_rank + att.mla.qk_rope_head_dim)
+    latent = att.cached_latent  # absorbed MLA: every head reads the latent twice (K, V)
+    if latent:
+        decode_per_pair = att.num_heads * 2 * (2 * latent.kv_lora_rank + latent.qk_rope_head_dim)
     queries = 2 * att.num_heads * att.head_dim * ACTIVATION_BYTES
     scores = 0.0 if dep.flash_attention else att.num_heads * SCORE_BYTES_PER_PAIR
     return decode_per_pair / tp, per_pair / tp, kv_token, queries / tp, scores / tp

@@ -94,6 +94,10 @@ class Deployment:
     # the decode batches the engine replays from captured CUDA graphs, as its settings give
     # them (graph_batches.with_cuda_graphs); None: the engine's defaults (default_capture)
     cuda_graphs: GraphCapture | None = None
+    # why llama.cpp's -fa auto (its default) resolved to off for this model on this backend
+    # (engine_platforms.flash_attention_unsupported's words); "" where it resolved on, or
+    # where -fa was given
+    flash_attention_auto_off: str = ""
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
@@ -128,12 +132,15 @@ class Deployment:
         backend has a kernel for the model's heads (engine_platforms.auto_flash_attention;
         -sm tensor turns auto on, llama_init_from_model), else off. On (or -sm tensor's auto)
         where it has none is refused: the op would run on the CPU, which is not priced.
+        Where auto resolves off, ``flash_attention_auto_off`` keeps why (fit says it).
         """
         named = engine is not None
         engine = engine or "vllm"
         no_kernel = flash_attention_unsupported(model, engine) if named else ""
+        auto_off = ""
         if flash_attention is None:  # -fa auto
             flash_attention = not no_kernel or split_mode == "tensor"
+            auto_off = "" if flash_attention else no_kernel
         if flash_attention and no_kernel:
             words = ("-sm tensor turns -fa auto on, and flash attention" if split_mode == "tensor"
                      else "-fa on")
@@ -226,7 +233,7 @@ class Deployment:
             model = llamacpp_attention(model)
         dep = cls(model, accelerator, plan, cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
-                  engine, flash_attention)
+                  engine, flash_attention, flash_attention_auto_off=auto_off)
         if data_parallel_size != 1:
             from ridgeline.data_parallel import data_parallel_problem
 

@@ -223,9 +223,9 @@ def llamacpp_attention_heads(model: ModelSpec) -> tuple[int, int, int] | None:
     att = model.attention
     if att is None:
         return None
-    if att.mla is not None:
-        latent = att.mla.kv_lora_rank
-        return latent + att.mla.qk_rope_head_dim, latent, att.num_heads
+    mla = att.cached_latent
+    if mla is not None:
+        return mla.kv_lora_rank + mla.qk_rope_head_dim, mla.kv_lora_rank, att.num_heads
     return att.head_dim, att.v_head_dim, att.group_size
 
 

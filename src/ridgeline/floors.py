@@ -526,8 +526,9 @@ def _kv_per_token_source(dep: Deployment) -> str:
     layers = dep.model.count(mixer=FULL)
     element = f"{dep.kv.bytes_per_element:g} B ({dep.kv.id})"
     copies = (f" × {dep.kv_replication:g} TP copies" if dep.kv_replication > 1 else "")
-    if att.mla:
-        return (f"({att.mla.kv_lora_rank} + {att.mla.qk_rope_head_dim}) latent × {layers} "
+    latent = att.cached_latent
+    if latent:
+        return (f"({latent.kv_lora_rank} + {latent.qk_rope_head_dim}) latent × {layers} "
                 f"full-attention layers × {element}{copies}")
     dims = (f"2 (K and V) × {att.num_kv_heads} KV heads × {att.head_dim} dims"
             if att.head_dim == att.v_head_dim else

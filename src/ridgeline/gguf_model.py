@@ -82,7 +82,23 @@ def spec_from_gguf(path: Path) -> ModelSpec:
     which must lie beside the one given."""
     header, name = whole_gguf(path)
     spec = spec_from_hf_config(gguf_config(header, name), name=name)
+    att = spec.attention
+    if att is not None and att.mla is not None and not mla_cache_keys(header):
+        spec = replace(spec, attention=replace(att, mla=replace(att.mla, latent_cached=False)))
     return replace(spec, stored_formats=tuple(sorted(gguf_stored_formats(header, name).items())))
+
+
+def mla_cache_keys(header: GgufHeader) -> bool:
+    """Whether a deepseek2 GGUF states the heads' widths as key_length_mla/value_length_mla,
+    which converters write since llama.cpp's MLA cache (ggml-org/llama.cpp#12801). Current
+    llama.cpp reads both as optional (llama_model_deepseek2::load_arch_hparams) and takes MLA
+    only where both are non-zero (llama_hparams::is_mla): a file without them loads as the
+    PR promised, 'legacy non-MLA GGUF files can still be loaded and used as normal, but they
+    won't benefit from the reduced KV-cache size MLA gives', each head's K (key_length,
+    qk_nope + qk_rope) and V (value_length) cached (models/deepseek2.cpp's non-MLA branch)."""
+    arch = header.metadata.get("general.architecture")
+    return all(header.metadata.get(f"{arch}.attention.{key}")
+               for key in ("key_length_mla", "value_length_mla"))
 
 
 def whole_gguf(path: Path) -> tuple[GgufHeader, str]:
@@ -215,7 +231,7 @@ def gguf_config(header: GgufHeader, name: str) -> dict[str, Any]:
         config.update(intermediate_size=m.int_("expert_feed_forward_length"),
                       attention_bias=True)
     if arch == "deepseek2":
-        config.update(_deepseek_fields(m, names))
+        config.update(_deepseek_fields(m, names, mla_cache_keys(header)))
     check_tensors(header, config, name, m.int_("attention.value_length", config["head_dim"]))
     return config
 
@@ -285,9 +301,21 @@ def check_tensors(header: GgufHeader, config: Mapping[str, Any], name: str,
                              "not the model its metadata states")
 
 
-def _deepseek_fields(m: _Meta, names: set[str]) -> dict[str, Any]:
+def _deepseek_fields(m: _Meta, names: set[str], mla: bool) -> dict[str, Any]:
     """MLA and the shared experts. Converters since llama.cpp's MLA cache write the heads'
-    own widths as key_length_mla / value_length_mla (key_length is then the latent's)."""
+    own widths as key_length_mla / value_length_mla (key_length is then the latent's); a file
+    without them (``mla`` False) states them as key_length / value_length and is run with
+    each head's K and V cached (mla_cache_keys). llama.cpp's loader then wants each block's
+    unsplit attn_kv_b, with the keys attn_k_b and attn_v_b (llama_model_deepseek2::
+    load_arch_tensors), so a file with the wrong ones stops at load ('missing tensor')."""
+    want, other = ("attn_k_b", "attn_kv_b") if mla else ("attn_kv_b", "attn_k_b")
+    if any(f".{other}." in n for n in names) and not any(f".{want}." in n for n in names):
+        missing = next(n for n in sorted(names) if f".{other}." in n).replace(other, want)
+        state = "states" if mla else "lacks"
+        raise InputError(f"{m.name}: the GGUF {state} {m.arch}.attention.key_length_mla but has "
+                         f"{other}, not {want}: llama.cpp stops at load with \"missing tensor "
+                         f"'{missing}'\"" + ("" if mla else " (a file from before its MLA "
+                                              "cache's converter: convert it again)"))
     rope = m.int_("rope.dimension_count")
     key = m.int_("attention.key_length_mla", 0) or m.int_("attention.key_length")
     # DeepSeek-V3's sigmoid gate (expert_gating_func 2) and its e_score_correction_bias

@@ -22,8 +22,9 @@ def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -
     att = spec.attention
     if att is None:
         return 0.0
-    if att.mla:
-        return (att.mla.kv_lora_rank + att.mla.qk_rope_head_dim) * kv_bytes_per_element
+    latent = att.cached_latent
+    if latent:
+        return (latent.kv_lora_rank + latent.qk_rope_head_dim) * kv_bytes_per_element
     k = att.num_kv_heads * att.head_dim
     v = att.num_kv_heads * att.v_head_dim
     return (k + v) * kv_bytes_per_element
@@ -144,7 +145,7 @@ def kv_replication(spec: ModelSpec, tensor_parallel_size: int) -> float:
     att = spec.attention
     if att is None or tensor_parallel_size == 1:
         return 1.0
-    if att.mla:
+    if att.cached_latent:
         return float(tensor_parallel_size)
     per_rank = max(1, att.num_kv_heads // tensor_parallel_size)
     return per_rank * tensor_parallel_size / att.num_kv_heads

@@ -25,6 +25,10 @@ class MLA:
     qk_nope_head_dim: int
     qk_rope_head_dim: int
     v_head_dim: int
+    # False: the weights are MLA's but each head's decompressed K (qk_nope + qk_rope) and V
+    # are cached, as llama.cpp runs a DeepSeek GGUF written without key_length_mla (before
+    # its MLA cache, ggml-org/llama.cpp#12801; gguf_model._deepseek_fields)
+    latent_cached: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,15 @@ class Attention:
     qk_norm_per_head: bool = False
 
     @property
+    def cached_latent(self) -> MLA | None:
+        """The MLA whose one latent per token is what the cache holds; None where each KV
+        head's K and V are cached (no MLA, or MLA cached per head: MLA.latent_cached)."""
+        return self.mla if self.mla is not None and self.mla.latent_cached else None
+
+    @property
     def group_size(self) -> int:
         """Query heads per KV head (GQA group); MLA: every head reads the one latent."""
-        return self.num_heads if self.mla else self.num_heads // self.num_kv_heads
+        return self.num_heads if self.cached_latent else self.num_heads // self.num_kv_heads
 
     @property
     def kind(self) -> str:

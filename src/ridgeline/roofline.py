@@ -68,8 +68,8 @@ def decode_attention_intensity(spec: ModelSpec, kv_bytes_per_element: float,
     if att is None:
         return 0.0
     replication = kv_replication(spec, tensor_parallel_size)
-    if att.mla:
-        m = att.mla
+    m = att.cached_latent
+    if m:
         flops = att.num_heads * 2 * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
         return flops / ((m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes_per_element
                         * replication)

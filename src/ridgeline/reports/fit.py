@@ -209,6 +209,14 @@ class FitReport:
         o = self.deployment.offload
         return o.fit_cells if o is not None and o.fit_cells else max(1, self.batch) * self.context
 
+    @property
+    def flash_attention_auto_off(self) -> str:
+        """Why llama.cpp's -fa auto resolved to off (Deployment.build kept the words of
+        engine_platforms.flash_attention_unsupported), or "": where it resolved on, or where
+        --flash-attn off was given."""
+        d = self.deployment
+        return "" if d.flash_attention else d.flash_attention_auto_off
+
     def text_lines(self) -> list[str]:
         return fit_text_lines(self)
 

@@ -116,6 +116,9 @@ def fit_text_lines(r: FitReport) -> list[str]:
                      f"the cache; {r.batch} {plural(r.batch, 'conversation')} of "
                      f"{r.context:,} tokens "
                      f"{'fits' if r.batch == 1 else 'fit'} at once)")
+    if r.flash_attention_auto_off:
+        lines.append(f"-fa off: llama.cpp's -fa auto turns flash attention off here ('Flash "
+                     f"Attention was auto, set to disabled'): {r.flash_attention_auto_off}")
     lines += [f"caution: {c}" for c in r.cautions]
     if r.levers:
         lines += ["", "levers:"]

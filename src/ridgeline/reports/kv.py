@@ -271,17 +271,25 @@ def kv_report(
             continue
         kept = cached_tokens(layers[0], context)
         label = name
-        if spec.attention and spec.attention.mla:
+        if spec.attention and spec.attention.cached_latent:
             label = "MLA latent"
         rows.append(LayerKindRow(label, len(layers), per_layer * len(layers), kept,
                                  per_layer * len(layers) * kept))
     att = spec.attention
     steps: list[Step] = []
-    if att and att.mla:
+    if att and att.mla and att.cached_latent:
         steps.append(step("KV bytes per token per layer", "(kv_lora_rank + qk_rope_head_dim) × bytes",
                           q("per layer", per_layer, "B"),
                           q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
                           q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
+                          q("bytes per element", kv.bytes_per_element, "B", kv.source)))
+    elif att and att.v_head_dim != att.head_dim:  # DeepSeek's heads cached whole: K 192, V 128
+        steps.append(step("KV bytes per token per layer",
+                          "KV heads × (K head_dim + V head_dim) × bytes",
+                          q("per layer", per_layer, "B"),
+                          q("KV heads", att.num_kv_heads, "", "num_key_value_heads"),
+                          q("K head_dim", att.head_dim, "", "config.json"),
+                          q("V head_dim", att.v_head_dim, "", "config.json"),
                           q("bytes per element", kv.bytes_per_element, "B", kv.source)))
     elif att:
         steps.append(step("KV bytes per token per layer", "2 (K,V) × KV heads × head_dim × bytes",

@@ -113,7 +113,9 @@ class ModelReport:
                 geometry = (f"MLA: {att.num_heads} heads, kv_lora_rank {m.kv_lora_rank}, "
                             f"qk_rope_head_dim {m.qk_rope_head_dim}, qk_nope_head_dim "
                             f"{m.qk_nope_head_dim}, v_head_dim {m.v_head_dim}, q_lora_rank "
-                            f"{m.q_lora_rank}")
+                            f"{m.q_lora_rank}"
+                            + ("" if m.latent_cached else "; each head's K and V cached, as "
+                               "llama.cpp runs a GGUF without key_length_mla"))
             lines.append(f"  attention      {geometry}")
         if s.linear_attention:
             la = s.linear_attention
@@ -221,7 +223,7 @@ def model_report(spec: ModelSpec) -> ModelReport:
     att = spec.attention
     for name, kv in (("bf16", kv_bf16), ("fp8", kv_fp8)):  # the two the output prints
         element = q("bytes per element", kv_dtype(name).bytes_per_element, "B", name)
-        if att and not att.mla:
+        if att and not att.cached_latent:
             steps.append(step(f"KV bytes per token ({name})",
                               "2 (K,V) × KV heads × head_dim × full layers × bytes",
                               q("KV per token", kv.bytes_per_token_growing, "B"),

@@ -178,8 +178,8 @@ def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
     copies = (q("KV replication", dep.kv_replication, "x",
                 f"TP{dep.engine_tensor_parallel_size}{dep.dies_note}: each rank reads its copy "
                 "of the cache for its share of the heads"),) if replicated else ()
-    if att.mla:
-        m = att.mla
+    m = att.cached_latent
+    if m:
         return step("decode attention intensity (MLA, absorbed)",
                     "heads × 2 × (2 × kv_lora_rank + qk_rope_head_dim) ÷ ((kv_lora_rank + "
                     "qk_rope_head_dim) × KV bytes per element"
