@@ -429,3 +429,65 @@ def test_a_batch_that_does_not_fit_gives_its_share_of_batch_1_as_the_steps_ratio
     assert res(steps["per-user speed as a share of batch 1's"]) == pytest.approx(
         share["batch 1's step"] / share["step"]) \
         == pytest.approx(data["points"][0]["per_user_vs_batch_1"])
+
+
+def test_llama_cpp_cache_step_names_the_overflow_when_the_weights_exceed_the_card(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B in q8_0 with every layer on one RTX 4090: total − weights − runtime −
+    buffer is negative, so the step says max(0, …) and lists that negative figure, by which
+    the card is overrun; fit's headline for it is 'does not fit', and its pool is the 0."""
+    data, steps = explained(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine",
+                            "llama.cpp", "--weights", "q8_0", "--max-model-len", "16384",
+                            "-ngl", "99")
+    kv = steps["KV cache per GPU"]
+    k = ins(kv)
+    left = k["total"] - k["weights per GPU"] - k["runtime context"] - k["compute buffer"]
+    assert left < 0 and k["what is left"] == pytest.approx(left)
+    assert kv["formula"].startswith("max(0, ")
+    shown = next(i["source"] for i in kv["inputs"] if i["name"] == "what is left")
+    assert f"exceed the memory by {-left:,.2f} GiB" in shown
+    assert res(kv) == max(0.0, left) == data["pool_bytes_per_gpu"] / GIB
+    assert data["conversations"] == 0 and data["shortfall_bytes_per_gpu"] > -left * GIB
+    _, text, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "rtx-4090", "--engine",
+                            "llama.cpp", "--weights", "q8_0", "--max-model-len", "16384",
+                            "-ngl", "99")
+    assert text.startswith("DOES NOT FIT")
+
+
+def test_llama_cpp_cache_step_that_fits_lists_no_overflow(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data, steps = explained(capsys, "fit", "gemma-3-27b", "--gpu", "rtx-5090", "--engine",
+                            "llama.cpp", "--weights", "q4_k_m", "--max-model-len", "8192")
+    kv = steps["KV cache per GPU"]
+    k = ins(kv)
+    assert "what is left" not in k and not kv["formula"].startswith("max(")
+    assert res(kv) == pytest.approx(
+        k["total"] - k["weights per GPU"] - k["runtime context"] - k["compute buffer"]) \
+        == pytest.approx(data["pool_bytes_per_gpu"] / GIB)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_fits_reserved_row_is_a_step_from_its_own_operands(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    """The budget's "reserved (x 0.92) 72.85 GiB": total × the reserved fraction (vLLM's
+    gpu_memory_utilization, SGLang's mem_fraction_static), as the JSON's reserved bytes."""
+    data, steps = explained(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                            "--max-model-len", "32768")
+    r = ins(steps["reserved per GPU"])
+    assert res(steps["reserved per GPU"]) == pytest.approx(
+        r["total"] * r["reserved fraction"]) \
+        == pytest.approx(data["reserved_bytes_per_gpu"] / GIB)
+    assert r["reserved fraction"] == data["reserved_fraction"]
+    assert r["total"] * GIB == pytest.approx(data["memory_bytes_per_gpu"])
+
+
+def test_llama_cpp_and_a_set_pool_print_no_reserved_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Neither prints a reserved row (llama.cpp reserves no fraction; --kv-cache-memory-bytes
+    ignores it), so neither explains one."""
+    _, steps = explained(capsys, "fit", "gemma-3-27b", "--gpu", "rtx-5090", "--engine",
+                         "llama.cpp", "--weights", "q4_k_m", "--max-model-len", "8192")
+    assert "reserved per GPU" not in steps
+    _, steps = explained(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                         "32768", "--kv-cache-memory-bytes", "20G")
+    assert "reserved per GPU" not in steps

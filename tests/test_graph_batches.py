@@ -3,6 +3,8 @@ one between captured sizes runs padded up to the next (graph_batches.py, cost.gr
 
 from __future__ import annotations
 
+import pytest
+
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cost import IDEAL, Seq, batch_shape, decode_batch, shape_time_s, step_cost
 from ridgeline.engines import profile_for
@@ -200,3 +202,45 @@ def test_vllms_graph_memory_counts_the_sizes_a_verify_step_pads_to() -> None:
         counted = kv_pool(d, settings).cuda_graph_bytes / per_size_bytes
         assert round(counted) == len(graphs.sizes)
         assert abs(counted - len(graphs.sizes)) < 1e-9
+
+
+def test_sglang_after_0_5_9_captures_a_cuda_graph_max_bs_its_list_skips() -> None:
+    """--cuda-graph-max-bs 300 (not on SGLang's list: … 272, 288, 304): from PR #21005 (after
+    0.5.9) the cap gets its own graph, so a batch of 289 to 300 pads to 300 instead of running
+    ungraphed; 0.5.9 keeps the bare list, whose largest size, 288, is the last graphed batch.
+    A cap on the list (256) captures the same sizes either way."""
+    from types import SimpleNamespace
+
+    sglang = dep("sglang")
+    for cap, drafting in ((300, False), (100, False), (100, True)):
+        old = sglang_capture_sizes(cap, drafting, version="0.5.9")
+        new = sglang_capture_sizes(cap, drafting, version="0.5.10")
+        assert cap not in old and new == (*old, cap)
+        assert sglang_capture_sizes(cap, drafting) == new  # no version: the newest releases
+    for version, runs_as in (("0.5.9", None), ("0.5.10", 300), (None, 300)):
+        capture = with_cuda_graphs(sglang, SimpleNamespace(
+            max_cudagraph_capture_size=300, engine_version=version)).cuda_graphs
+        assert capture is not None
+        assert capture.run_as(300) == capture.run_as(289) == runs_as
+        assert capture.run_as(288) == 288
+    assert sglang_capture_sizes(256, version="0.5.9") == sglang_capture_sizes(256)
+
+
+def test_decodes_engine_version_reaches_sglangs_capture_sizes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`decode --engine sglang --cuda-graph-max-bs 100 --batch 99`: the newest releases pad
+    the batch to the cap's own graph; --engine-version 0.5.9 prices it with no graph (its
+    largest size is 96), as sglang_capture_sizes gives them."""
+    from tests.conftest import run_cli
+
+    def graph_line(*version: str) -> str:
+        code, out, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                                 "sglang", "--batch", "99", "--context", "2048",
+                                 "--cuda-graph-max-bs", "100", "--explain", *version)
+        assert code == 0, err
+        return next(line for line in out.splitlines() if "CUDA graph:" in line)
+
+    assert sglang_capture_sizes(100)[-2:] == (96, 100)
+    assert "runs as SGLang's captured CUDA-graph batch 100" in graph_line()
+    assert "above SGLang's largest captured CUDA-graph batch 96" in graph_line(
+        "--engine-version", "0.5.9")

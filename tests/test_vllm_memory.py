@@ -262,7 +262,8 @@ def test_explain_names_custom_all_reduce_only_where_it_was_counted() -> None:
     def note(gpu: str, version: str) -> str:
         report = fit_report(dep("llama-3.1-70b", gpu, n=4), 8192,
                             EngineSettings(engine_version=version))
-        return next(q.source for q in report.steps[0].inputs if q.name == "non-torch")
+        return next(q.source for s in report.steps for q in s.inputs
+                    if q.name == "non-torch")
 
     assert "all-reduce" in note("h100", "0.10.2")  # NVLink: 0.15 + 0.4 GiB
     assert "all-reduce" not in note("l40s", "0.10.2")  # PCIe: no custom all-reduce buffers

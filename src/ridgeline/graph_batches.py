@@ -20,7 +20,8 @@ prompt step does, so it pays the profile's ungraphed (prefill) cost per layer.
   ``replay_prepare`` pads the batch with ``bisect`` to the next captured size. The default
   sizes are server_args ``_generate_cuda_graph_batch_sizes``: [1, 2, 4, 8, 12], every 8 to
   256, every 16 to 496, then every 32 to --cuda-graph-max-bs, which by default is the
-  memory tier's value (sglang_memory_defaults). --cuda-graph-bs lists the sizes instead, and
+  memory tier's value (sglang_memory_defaults), and after 0.5.9 that cap itself
+  (sglang_capture_sizes). --cuda-graph-bs lists the sizes instead, and
   from 0.5.3 server_args makes its largest cuda_graph_max_bs (engines.json
   sglang.cuda_graph_bs_flag). SGLang dispatches on the batch's sequences.
 
@@ -77,22 +78,42 @@ class GraphCapture:
 NO_GRAPHS = GraphCapture(())
 
 
-def sglang_capture_sizes(max_bs: int, drafting: bool = False) -> tuple[int, ...]:
+def sglang_capture_sizes(max_bs: int, drafting: bool = False,
+                         version: str | None = None) -> tuple[int, ...]:
     """SGLang's default decode graph sizes up to --cuda-graph-max-bs (server_args
     _generate_cuda_graph_batch_sizes, padding on): 1, 2, 4, 8, 12, every 8 from 16 to 256,
     every 16 from 272 to 496, every 32 from 512; ``drafting`` (any --speculative-algorithm,
     "less padding for smaller batch sizes"): 1 to 8, every 2 from 10 to 32, every 4 from 40
     to 64, every 8 from 72 to 256, every 16 from 272. All of them at most ``max_bs``. At 256
     that gives 36 sizes, or 51 drafting (the older runner's get_batch_sizes_to_capture,
-    cuda_graph_runner.py commit 0021673cd18b, had its own drafting list too)."""
+    cuda_graph_runner.py commit 0021673cd18b, had its own drafting list too).
+
+    After 0.5.9 ``max_bs`` itself is captured too where the list skips it (at 300: … 272,
+    288, 300, where batches 289 to 300 had run with no graph): PR #21005 (Fix
+    cuda graph max bs capture upper bound, commit 9191b02eda0e, merged 2026-03-31, after 0.5.9
+    and six days before v0.5.10's tag; whether that tag holds it was not read) appends it,
+    "if max_bs not in capture_bs", as arg_groups/cuda_graph_hook.py
+    generate_decode_cuda_graph_batch_sizes still does on main (commit 019667ad6ff5).
+    ``version`` (SGLang's, from --engine-version): 0.5.9 and before keep the bare list; None
+    follows the newest releases."""
     if drafting:
         sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8),
                  *range(272, max_bs + 1, 16)]
     else:
         sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16),
                  *range(512, max_bs + 1, 32)]
-    kept = sorted({s for s in sizes if s <= max_bs})
-    return tuple(kept) if kept else (max_bs,)
+    kept = {s for s in sizes if s <= max_bs}
+    if version is None or captures_max_bs(version):
+        kept.add(max_bs)
+    return tuple(sorted(kept)) if kept else (max_bs,)
+
+
+def captures_max_bs(version: str) -> bool:
+    """Whether SGLang ``version`` adds --cuda-graph-max-bs to its own default sizes: the
+    releases after 0.5.9 (sglang_capture_sizes, PR #21005)."""
+    from ridgeline.engine_versions import release_before
+
+    return not release_before("sglang", version, "0.5.10")  # a 0.5.9.post: the 0.5.9 line
 
 
 def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None = None,
@@ -118,7 +139,7 @@ def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None =
 
 
 def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None,
-                   drafting: bool = False) -> GraphCapture:
+                   drafting: bool = False, version: str | None = None) -> GraphCapture:
     """SGLang's decode graphs on ``dep``: sglang_capture_sizes up to --cuda-graph-max-bs, or
     else up to the memory tier's value for the card and the TP size (256 on an 80 GiB card
     below TP 4, 512 from TP 4 up); ``drafting``: the list SGLang captures under a drafter."""
@@ -129,7 +150,8 @@ def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None,
         memory, _ = sglang_gpu_mem_bytes(dep.accelerator, device_memory_bytes(dep.accelerator))
         cuda_graph_max_bs = sglang_memory_defaults(memory, dep.expert_ranks,
                                                    dep.pipeline_parallel_size).cuda_graph_max_bs
-    return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs, drafting), unit=SEQUENCES)
+    return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs, drafting, version),
+                        unit=SEQUENCES)
 
 
 def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None = None
@@ -171,7 +193,8 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
         # a drafter SGLang's own flags name (--speculative-algorithm) counts before
         # cli_spec.spec_args has read it into --spec-tokens (simulate builds first)
         drafting = bool(drafts) or getattr(settings, "speculative_algorithm", None) is not None
-        return sglang_capture(dep, cap, drafting=drafting)
+        return sglang_capture(dep, cap, drafting=drafting,
+                              version=getattr(settings, "engine_version", None))
     return None
 
 

@@ -140,10 +140,16 @@ class KVPool:
         return self.weight_bytes > self.total_bytes
 
     @property
+    def reserved_bytes(self) -> float:
+        """The memory the engine lets itself use: the card's total × its reserved fraction
+        (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static; 1 for llama.cpp)."""
+        return self.total_bytes * self.reserved_fraction
+
+    @property
     def rest_bytes(self) -> float:
         """The reserved memory less everything taken before the cache; negative when the
         weights and the profiling pass already overflow it."""
-        budget = self.total_bytes * self.reserved_fraction
+        budget = self.reserved_bytes
         before = 0.0 if self.transfer_after_fraction else self.transfer_buffer_bytes
         return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
             - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before

@@ -35,6 +35,7 @@ from ridgeline.reports.fit_steps import (
     conversations_step,
     held_steps,
     pool_step,
+    reserved_steps,
     stage_steps,
     start_steps,
     state_pool_steps,
@@ -275,6 +276,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     ranks = dep.data_parallel_size
     steps = (
         *stage_steps(dep, s, pool),
+        *reserved_steps(dep, pool, s),
         pool_step(dep, pool, s),
         *state_pool_steps(dep, pool, s),
         conversations_step(dep, pool, s, context, n // ranks, per_seq),

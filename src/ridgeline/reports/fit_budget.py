@@ -37,7 +37,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                   gib(p.activation_bytes)]]
     elif p.engine == "sglang":  # its activations and graphs live in what it holds back
         rows += [[f"reserved (x {p.reserved_fraction:g}; activations, {graphs} in the rest)",
-                  gib(p.total_bytes * p.reserved_fraction)],
+                  gib(p.reserved_bytes)],
                  [weights_label(p, s, gib), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # SGLang's LoRA slots, before the pool
             rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
@@ -45,7 +45,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                    "− CUDA context and TP communicators") + " (x the fraction)",
                   gib(p.non_torch_bytes)]]
     else:
-        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.total_bytes * p.reserved_fraction)]
+        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.reserved_bytes)]
                  ] if not p.set_pool_bytes else []
         rows += [[weights_label(p, s, gib), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # vLLM --enable-lora, loaded with the weights

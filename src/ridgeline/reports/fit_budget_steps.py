@@ -113,9 +113,18 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
                     f"gate, up and their product: 3 × n_ubatch {n_ubatch} × n_ff × 4 B"),
                   scores_q,
                   q("mask", cells * mask_per_cell / GIB, "GiB", mask_note)]
+    formula = "total − weights − runtime context − compute buffer"
+    # what is left is negative where the weights, the runtime and the buffer already overflow
+    # the card: the cache then gets nothing (KVPool.fraction_left_bytes), and fit does not fit
+    left = p.rest_bytes
+    over = [] if left >= 0 else [
+        q("what is left", left / GIB, "GiB",
+          f"{formula}: the weights, runtime context and compute buffer already exceed the "
+          f"memory by {-left / GIB:,.2f} GiB, so the KV cache gets 0")]
     return step(
-        "KV cache per GPU", "total − weights − runtime context − compute buffer",
-        q("KV cache", p.pool_bytes / GIB, "GiB"),
+        "KV cache per GPU", formula if left >= 0 else f"max(0, {formula})",
+        q("KV cache", p.pool_bytes / GIB, "GiB",
+          "" if left >= 0 else "none: what is left is negative"),
         q("total", p.total_bytes / GIB, "GiB",
           device_memory_note(dep.accelerator)),
         q("weights per GPU", p.weight_bytes / GIB, "GiB", weights_note(dep, p)),
@@ -129,7 +138,8 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
              "GPU of the split")),
         accounting_quantity(p) if s.engine_version is None else
         q("accounting", f"{p.engine} build {s.engine_version}", "",
-          str(engine_defaults(p.engine).get("memory_rule", ""))))
+          str(engine_defaults(p.engine).get("memory_rule", ""))),
+        *over)
 
 
 def window_rule(dep: Deployment, s: EngineSettings) -> str:

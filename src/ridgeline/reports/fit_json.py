@@ -40,7 +40,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             "describe": p.stage.describe()},
         "engine": p.engine, "context": r.context,
         "memory_bytes_per_gpu": p.total_bytes, "reserved_fraction": p.reserved_fraction,
-        "reserved_bytes_per_gpu": p.total_bytes * p.reserved_fraction,
+        "reserved_bytes_per_gpu": p.reserved_bytes,
         # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
         "free_fraction_of_rest": p.free_fraction_of_rest,
         # vLLM's "Available KV cache memory": negative where nothing is left

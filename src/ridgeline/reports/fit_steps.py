@@ -69,6 +69,19 @@ def stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step,
                  q("blocks by stage", ", ".join(f"{p.blocks:,}" for p in pools))),)
 
 
+def reserved_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[Step, ...]:
+    """The budget's "reserved (x fraction)" row: the memory the engine lets itself use, which
+    the pool step then takes its terms from; none for llama.cpp (it reserves no fraction) or
+    a pool --kv-cache-memory-bytes sets (the fraction is ignored there), which print no row."""
+    if is_llamacpp(pool) or pool.set_pool_bytes:
+        return ()
+    return (step(f"reserved {per_gpu(pool)}", "total × reserved fraction",
+                 q("reserved", pool.reserved_bytes / GIB, "GiB"),
+                 q("total", pool.total_bytes / GIB, "GiB", device_memory_note(dep.accelerator)),
+                 q("reserved fraction", pool.reserved_fraction, "",
+                   _fraction_note(dep, pool, s))),)
+
+
 def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     """The KV pool per GPU: llama.cpp's, one --kv-cache-memory-bytes sets, or what the
     engine's reserved fraction leaves after the weights, the profiled peak and the rest."""
