@@ -583,3 +583,24 @@ def test_deepseek_attention_tensors_that_do_not_match_the_keys_are_refused(
     assert "missing tensor 'blk.0.attn_kv_b.weight'" in _refusal(capsys, early)
     keyed = _deepseek(tmp_path / "keyed.gguf", DEEPSEEK_V3, ("attn_kv_b",))
     assert "missing tensor 'blk.0.attn_k_b.weight'" in _refusal(capsys, keyed)
+
+
+def test_a_deepseek_gguf_cached_per_head_explains_its_kv_and_attention_as_heads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file from before the MLA cache caches each head's K (192) and V (128): model
+    --explain's KV step names both widths and its operands give its result, and roofline's
+    decode attention note says GQA group, as its step computes, not the latent."""
+    path = _deepseek(tmp_path / "old.gguf", DEEPSEEK_V3_LEGACY, ("attn_kv_b",))
+    spec = spec_from_gguf(path)
+    assert spec.attention is not None
+    per_head = spec.attention.num_kv_heads * (spec.attention.head_dim
+                                              + spec.attention.v_head_dim)
+    code, out, _ = run_cli(capsys, "model", str(path), "--explain")
+    assert code == 0
+    layers = spec.count(mixer="full")
+    assert f"KV per token = {per_head * layers * 2:,} B" in out
+    assert f"K head_dim = {spec.attention.head_dim}" in out
+    assert f"V head_dim = {spec.attention.v_head_dim}" in out
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "h200", "--model", str(path))
+    assert code == 0
+    assert "decode attention: GQA group 1;" in out and "the one latent" not in out

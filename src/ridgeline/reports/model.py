@@ -223,7 +223,16 @@ def model_report(spec: ModelSpec) -> ModelReport:
     att = spec.attention
     for name, kv in (("bf16", kv_bf16), ("fp8", kv_fp8)):  # the two the output prints
         element = q("bytes per element", kv_dtype(name).bytes_per_element, "B", name)
-        if att and not att.cached_latent:
+        if att and not att.cached_latent and att.v_head_dim != att.head_dim:
+            # DeepSeek's heads cached whole (a GGUF without key_length_mla): K 192, V 128
+            steps.append(step(f"KV bytes per token ({name})",
+                              "KV heads × (K head_dim + V head_dim) × full layers × bytes",
+                              q("KV per token", kv.bytes_per_token_growing, "B"),
+                              q("KV heads", att.num_kv_heads, "", "num_key_value_heads"),
+                              q("K head_dim", att.head_dim, "", "config.json"),
+                              q("V head_dim", att.v_head_dim, "", "config.json"),
+                              q("full-attention layers", spec.count(mixer="full")), element))
+        elif att and not att.cached_latent:
             steps.append(step(f"KV bytes per token ({name})",
                               "2 (K,V) × KV heads × head_dim × full layers × bytes",
                               q("KV per token", kv.bytes_per_token_growing, "B"),

@@ -276,13 +276,13 @@ def roofline_report(
     else:
         att_i = decode_attention_intensity(dep.model, kv_bytes, dep.engine_tensor_parallel_size)
         att = dep.model.attention
-        att_note = ("MLA: every head reads the one latent" if att.mla
+        att_note = ("MLA: every head reads the one latent" if att.cached_latent
                     else f"GQA group {att.group_size}") + "; each user's cache is private, " \
             "so batching never moves it"
         if dep.kv_replication > 1:
             att_note += (f"; at TP{dep.engine_tensor_parallel_size}{dep.dies_note} each rank "
                          "reads "
-                         + ("the whole latent" if att.mla else "a copied KV head")
+                         + ("the whole latent" if att.cached_latent else "a copied KV head")
                          + f" for its share of the heads (÷ {dep.kv_replication:g})")
         att_step = _attention_step(dep, att_i, kv_bytes)
     att_dtype = (attention_dtype or compute_dtype) if dep is None else dep.attention_compute_dtype
