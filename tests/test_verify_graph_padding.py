@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -53,19 +54,23 @@ def verify_ops(d: Deployment, batch: int, drafts: int, name: str) -> tuple[float
     return op.flops, op.bytes
 
 
+def _five_requests_verifying(drafts: int) -> tuple[Any, Any, Any]:
+    """A vLLM deployment capturing the drafter-rounded sizes, and the verify step of 5
+    requests drafting ``drafts`` priced on it and on the same list unrounded."""
+    spec, profile = SpecDecode(drafts, 0.7, 0.05), profile_for("vllm")
+    rounded = drafting(drafts)
+    return (rounded, spec_step(rounded, spec, 5, CONTEXT, profile),
+            spec_step(unrounded(rounded), spec, 5, CONTEXT, profile))
+
+
 def test_a_vllm_verify_step_is_priced_at_the_drafter_rounded_size_when_rounding_moves_it() -> None:
     """Two drafts: 5 requests verify 15 tokens. The rounded list (multiples of 3: 3, 6, 9,
     18, …) runs them as 18; the unrounded one (…, 8, 16) as 16. The verify step's matmuls
     are priced at the rounded size's rows, so it costs more than on the unrounded list."""
-    spec = SpecDecode(2, 0.7, 0.05)
-    profile = profile_for("vllm")
-    rounded = drafting(2)
-    plain = unrounded(rounded)
-    on_rounded = spec_step(rounded, spec, 5, CONTEXT, profile)
-    on_plain = spec_step(plain, spec, 5, CONTEXT, profile)
+    rounded, on_rounded, on_plain = _five_requests_verifying(2)
     assert on_rounded.verify_tokens == on_plain.verify_tokens == 5 * 3
     assert on_rounded.verify_graph_tokens == graph_tokens(rounded, 15, 5)
-    assert on_plain.verify_graph_tokens == graph_tokens(plain, 15, 5)
+    assert on_plain.verify_graph_tokens == graph_tokens(unrounded(rounded), 15, 5)
     assert on_rounded.verify_graph_tokens != on_plain.verify_graph_tokens
     assert on_rounded.verify_graph_tokens % 3 == 0 and on_rounded.verify_graph_tokens > 15
     # the MLP of the 15-token verify reads the rows of the size it pads to
@@ -78,12 +83,7 @@ def test_a_vllm_verify_step_is_priced_at_the_drafter_rounded_size_when_rounding_
 def test_a_vllm_verify_step_costs_the_same_where_rounding_keeps_its_size() -> None:
     """Three drafts: 5 requests verify 20 tokens, which both lists run as 24 (every 8 is a
     multiple of 4), so the verify step costs the same either way."""
-    spec = SpecDecode(3, 0.7, 0.05)
-    profile = profile_for("vllm")
-    rounded = drafting(3)
-    plain = unrounded(rounded)
-    on_rounded = spec_step(rounded, spec, 5, CONTEXT, profile)
-    on_plain = spec_step(plain, spec, 5, CONTEXT, profile)
+    _, on_rounded, on_plain = _five_requests_verifying(3)
     assert on_rounded.verify_graph_tokens == on_plain.verify_graph_tokens \
         == vllm_capture().run_as(20)
     assert on_rounded.verify_graph_tokens > on_rounded.verify_tokens == 20
