@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import replace
 from pathlib import Path
@@ -604,3 +605,27 @@ def test_a_deepseek_gguf_cached_per_head_explains_its_kv_and_attention_as_heads(
     code, out, _ = run_cli(capsys, "roofline", "--gpu", "h200", "--model", str(path))
     assert code == 0
     assert "decode attention: GQA group 1;" in out and "the one latent" not in out
+
+
+def test_vllm_and_sglang_cache_an_old_deepseek_gguf_as_the_latent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only llama.cpp caches a file from before its MLA cache per head: vLLM and SGLang run
+    DeepSeek's MLA whatever file the weights came from, so their pool holds the one latent a
+    token for the old file as for the new; llama.cpp's holds each head's K and V."""
+    new = _deepseek(tmp_path / "new.gguf", DEEPSEEK_V3)
+    old = _deepseek(tmp_path / "old.gguf", DEEPSEEK_V3_LEGACY, ("attn_kv_b",))
+
+    def per_conversation(path: Path, engine: str) -> float:
+        code, out, _ = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "8",
+                               "--max-model-len", "32768", "--engine", engine, "--json")
+        assert code == 0
+        return float(json.loads(out)["per_conversation_bytes_per_gpu"])
+
+    for engine in ("vllm", "sglang"):
+        assert per_conversation(old, engine) == per_conversation(new, engine)
+    spec = spec_from_gguf(old)
+    assert spec.attention is not None and spec.attention.mla is not None
+    heads = spec.attention.head_dim + spec.attention.v_head_dim
+    latent = spec.attention.mla.kv_lora_rank + spec.attention.mla.qk_rope_head_dim
+    assert per_conversation(old, "llama.cpp") == pytest.approx(
+        per_conversation(new, "llama.cpp") * spec.attention.num_kv_heads * heads / latent)

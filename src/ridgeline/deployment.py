@@ -34,7 +34,7 @@ from ridgeline.precision import (
     weight_plan,
 )
 from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTED, ROUTER
-from ridgeline.served_model import llamacpp_attention, served_dtype
+from ridgeline.served_model import latent_attention, llamacpp_attention, served_dtype
 from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import plural
 
@@ -231,6 +231,8 @@ class Deployment:
             raise InputError(kv_problem)
         if engine.startswith("llama.cpp"):
             model = llamacpp_attention(model)
+        elif named:  # kv, roofline and moe keep the GGUF's own (llama.cpp's) cache
+            model = latent_attention(model)
         dep = cls(model, accelerator, plan, cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                   engine, flash_attention, flash_attention_auto_off=auto_off)

@@ -28,6 +28,18 @@ def llamacpp_attention(model: ModelSpec) -> ModelSpec:
     return windows_as_full(model)
 
 
+def latent_attention(model: ModelSpec) -> ModelSpec:
+    """The model as vLLM or SGLang runs a DeepSeek GGUF that llama.cpp would cache per head
+    (one written before llama.cpp's MLA cache, gguf_model.mla_cache_keys): their DeepSeek
+    model classes run MLA whatever the weights' file and cache the one latent a token (vLLM
+    loads such a GGUF's attn_kv_b into deepseek_v2.py's MLA attention, vllm-project/vllm#13167,
+    whose DeepSeek-R1 GGUFs predate the MLA cache keys). Any other model as it is."""
+    att = model.attention
+    if att is None or att.mla is None or att.mla.latent_cached:
+        return model
+    return replace(model, attention=replace(att, mla=replace(att.mla, latent_cached=True)))
+
+
 def windows_as_full(model: ModelSpec) -> ModelSpec:
     """The model with its sliding-window and chunked layers cached, and attended, as full
     attention (an engine that does not keep windows apart)."""
