@@ -52,8 +52,11 @@ def _value(kind: int, value: Any) -> bytes:
 
 def write_gguf(path: Path, metadata: list[tuple[str, int, Any]],
                tensors: list[tuple[str, tuple[int, ...], str]], version: int = 3) -> Path:
-    """A GGUF header as docs/gguf.md lays it out; no tensor data follows (the reader reads
-    none)."""
+    """A GGUF as docs/gguf.md lays it out: the header, padded to its general.alignment (32
+    where it states none), then each tensor's data at its padded offset.
+    The data is left a hole (the file is extended, never written), so an 8B model's file
+    takes the header's bytes on disk."""
+    alignment = next((v for k, _, v in metadata if k == "general.alignment"), 32)
     out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata))
     for key, kind, value in metadata:
         out += _string(key) + struct.pack("<I", kind) + _value(kind, value)
@@ -61,8 +64,13 @@ def write_gguf(path: Path, metadata: list[tuple[str, int, Any]],
     for name, dims, kind in tensors:
         out += _string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
         out += struct.pack("<IQ", TYPE_IDS[kind], offset)
-        offset += 32
-    path.write_bytes(out)
+        info = TensorInfo(name, dims, TYPE_IDS[kind], offset)
+        size = tensor_bytes(info) if info.ggml_type in ggml_types() else 0  # no size: refused
+        offset += size + -size % alignment
+    with path.open("wb") as f:
+        f.write(out)
+        if tensors:
+            f.truncate(len(out) + -len(out) % alignment + offset)
     return path
 
 
@@ -103,9 +111,10 @@ def llama_8b_q4_k_m(path: Path, retype: dict[str, str] | None = None) -> Path:
 
 
 def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
-                  part: slice = slice(None)) -> Path:
+                  part: slice = slice(None), alignment: int = 32) -> Path:
     """Qwen3-30B-A3B's shapes, Q8_0 throughout but F32 norms and router; ``extra`` keys and
-    only the ``part`` of the tensors, for a split file's first part."""
+    only the ``part`` of the tensors, for a split file's first part; general.alignment
+    ``alignment``."""
     hidden, layers, experts, expert_ffn, vocab = 2048, 48, 128, 768, 151936
     q_dim, kv_dim = 32 * 128, 4 * 128
     tensors: list[tuple[str, tuple[int, ...], str]] = [
@@ -125,7 +134,7 @@ def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
                     (f"blk.{i}.ffn_up_exps.weight", (hidden, expert_ffn, experts), "Q8_0"),
                     (f"blk.{i}.ffn_down_exps.weight", (expert_ffn, hidden, experts), "Q8_0")]
     metadata = [("general.architecture", STRING, "qwen3moe"),
-                ("general.alignment", UINT32, 32),
+                ("general.alignment", UINT32, alignment),
                 *_arch_keys("qwen3moe", block_count=layers, context_length=40960,
                             embedding_length=hidden, feed_forward_length=6144,
                             attention__head_count=32, attention__head_count_kv=4,
@@ -210,6 +219,12 @@ def test_the_cli_reads_a_gguf(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0 and "Llama-3.1-8B-Q4_K_M" in out and "q6_k" in out
 
 
+def _header_bytes(path: Path) -> bytes:
+    """The file's bytes up to its tensor data (a GGUF's data here is a hole of gigabytes)."""
+    with path.open("rb") as f:
+        return f.read(read_gguf_header(path).data_offset_bytes)
+
+
 def _refusal(capsys: pytest.CaptureFixture[str], path: Path) -> str:
     code, out, err = run_cli(capsys, "model", str(path))
     assert code == 2 and not out and len(err.strip().splitlines()) == 1
@@ -218,7 +233,7 @@ def _refusal(capsys: pytest.CaptureFixture[str], path: Path) -> str:
 
 def test_bad_gguf_files_are_refused_in_one_line(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    good = llama_8b_q4_k_m(tmp_path / "good.gguf").read_bytes()
+    good = _header_bytes(llama_8b_q4_k_m(tmp_path / "good.gguf"))
     (tmp_path / "json.gguf").write_bytes(b'{"model_type": "llama"}')
     assert "not a GGUF file" in _refusal(capsys, tmp_path / "json.gguf")
     (tmp_path / "empty.gguf").write_bytes(b"")
@@ -380,6 +395,63 @@ def test_a_split_gguf_missing_a_part_is_refused(tmp_path: Path,
     assert "one of 2 parts of a split GGUF" in _refusal(capsys, renamed)
 
 
+def _cut_at(path: Path, size: int) -> tuple[str, int]:
+    """Cut ``path`` to ``size`` bytes; the first tensor whose data then runs past the end and
+    the bytes the tensors need, from the header read back."""
+    header = read_gguf_header(path)
+    ends = [(header.data_offset_bytes + t.offset_bytes + tensor_bytes(t), t.name)
+            for t in header.tensors]
+    with path.open("r+b") as f:
+        f.truncate(size)
+    return next(name for end, name in ends if end > size), max(end for end, _ in ends)
+
+
+def test_a_gguf_cut_short_of_its_tensor_data_is_refused_naming_the_tensor(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unfinished download keeps its header whole, so only the tensors' offsets show it:
+    llama.cpp stops at the first tensor past the end ("data is not within the file bounds"),
+    and so does ridgeline, in one line with the file's bytes and the bytes it needs; the
+    same file whole loads."""
+    path = llama_8b_q4_k_m(tmp_path / "Llama-3.1-8B-Q4_K_M.gguf")
+    assert run_cli(capsys, "model", str(path))[0] == 0
+    size = path.stat().st_size // 2
+    first, needed = _cut_at(path, size)
+    err = _refusal(capsys, path)
+    assert f"'{first}' is the first past the end" in err and first.startswith("blk.")
+    assert f"{size:,} bytes and its tensors need {needed:,}" in err
+    assert "truncated" in err and "Traceback" not in err and err.count("caution") == 0
+
+
+def test_a_split_gguf_part_is_checked_against_its_own_size(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each part's offsets count from its own data section: both parts whole load, and the
+    second cut by one byte is refused by its own name and its last tensor."""
+    first, second = _split_qwen(tmp_path)
+    assert spec_from_gguf(first).name == "Qwen3-30B-A3B-Q8_0"
+    last = read_gguf_header(second).tensors[-1].name
+    cut, _ = _cut_at(second, second.stat().st_size - 1)
+    err = _refusal(capsys, first)
+    assert cut == last and second.name in err and f"'{last}'" in err
+
+
+def test_the_tensor_data_starts_at_the_header_padded_to_the_alignment(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With general.alignment 4096 the data starts at the next multiple of 4096 past the
+    header, so a file one byte short of its last tensor is refused, though the header plus
+    the tensors' bytes, unpadded, would still fit; an alignment no power of 2 is refused, as
+    gguf_init_from_file refuses it."""
+    path = qwen3_30b_a3b(tmp_path / "aligned.gguf", alignment=4096)
+    header = read_gguf_header(path)
+    plain = read_gguf_header(qwen3_30b_a3b(tmp_path / "plain.gguf"))  # the same header, at 32
+    assert header.data_offset_bytes % 4096 == 0
+    assert plain.data_offset_bytes % 32 == 0 and plain.data_offset_bytes != header.data_offset_bytes
+    assert spec_from_gguf(path).name == "aligned"
+    cut, _ = _cut_at(path, path.stat().st_size - 1)
+    assert f"'{cut}' is the first past the end" in _refusal(capsys, path)
+    odd = qwen3_30b_a3b(tmp_path / "odd.gguf", alignment=48)
+    assert "general.alignment 48 is not a power of 2" in _refusal(capsys, odd)
+
+
 def _retyped(path: Path, type_of: Any) -> Path:
     """Llama-3.1-8B's tensors with each matrix's ggml type given by ``type_of(name)``."""
     header = read_gguf_header(llama_8b_q4_k_m(path))
@@ -419,9 +491,8 @@ def test_a_pure_block_type_is_that_block_not_a_file_type() -> None:
 
 def test_a_split_part_numbered_past_its_count_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    whole = llama_8b_q4_k_m(tmp_path / "whole.gguf").read_bytes()
     for name in ("m-00001-of-00000.gguf", "m-00003-of-00002.gguf"):
-        (tmp_path / name).write_bytes(whole)
+        llama_8b_q4_k_m(tmp_path / name)
         assert "no part of a split GGUF" in _refusal(capsys, tmp_path / name)
 
 

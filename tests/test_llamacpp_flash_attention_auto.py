@@ -1,7 +1,8 @@
 """llama.cpp's -fa auto, its default, resolved as llama_context resolves it: on where the
 backend has a flash-attention kernel for the model's heads, off (with -fa off's compute buffer,
 and no quantized V cache) where it has none. CUDA/ROCm's kernels (ggml-cuda/fattn.cu) take
-K = V of 64, 128 or 256, DeepSeek's MLA 576/512, but not a plain 192-wide head (Nemotron-4's)."""
+K = V of 64, 128 or 256, DeepSeek's MLA 576/512, but not a plain 192-wide head (Nemotron-4's);
+Vulkan's shaders any K and V widths that are multiples of 8."""
 
 from __future__ import annotations
 
@@ -138,3 +139,34 @@ def test_fit_says_why_auto_turned_flash_attention_off(
     assert said(model, "--flash-attn", "off") == []
     assert said("llama-3.1-8b") == []
     assert _fit(capsys, "llama-3.1-8b", "rtx-4090")["flash_attn_auto_off"] is None
+
+
+# a 26-layer model with 100-wide heads, a width no multiple of 8
+HEAD_100 = {**HEAD_192, "hidden_size": 3200, "num_hidden_layers": 26, "num_attention_heads": 32,
+            "num_key_value_heads": 32, "head_dim": 100}
+VULKAN = ("--engine", "llama.cpp-vulkan", "--weights", "q4_k_m", "--max-model-len", "8k")
+
+
+def test_vulkan_runs_heads_that_are_multiples_of_8_and_no_others(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """ggml-vulkan's supports_op takes any K and V width that is a multiple of 8: Llama's
+    128, DeepSeek-V3's MLA 576/512 and the 192-wide heads CUDA has no kernel for run, so auto
+    stays on; 100-wide heads do not, so auto resolves off and -fa on is refused."""
+    head_192 = spec_from_hf_config(HEAD_192, name="head-192")
+    for model in (resolve_model("llama-3.1-8b"), resolve_model("deepseek-v3"), head_192):
+        assert auto_flash_attention(model, "llama.cpp-vulkan"), model.name
+    assert not auto_flash_attention(head_192, "llama.cpp-cuda")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(HEAD_100))
+    head_100 = spec_from_hf_config(HEAD_100, name=path.stem)
+    why = flash_attention_unsupported(head_100, "llama.cpp-vulkan")
+    assert "K 100, V 100" in why and "multiples of 8" in why
+    code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "rtx-4090", *VULKAN, "--json")
+    assert code == 0, err
+    auto = json.loads(out)
+    assert auto["flash_attn"] is False and auto["flash_attn_auto_off"] == why
+    code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "rtx-4090", *VULKAN,
+                             "--json")
+    assert code == 0 and json.loads(out)["flash_attn"] is True
+    err = _refusal(capsys, "fit", str(path), "--gpu", "rtx-4090", *VULKAN, "--flash-attn", "on")
+    assert why in err and "-fa on would put attention on the CPU" in err

@@ -215,6 +215,16 @@ CUDA_FLASH_ATTENTION_HEADS: dict[int, tuple[int, int]] = {
     192: (128, 8), 320: (256, 32), 576: (512, 1)}
 
 
+# llama.cpp's Vulkan build takes FLASH_ATTN_EXT for any K and V head size that is a
+# multiple of 8, MLA's 576/512 and K 192 / V 128 included, and refuses the rest:
+# ggml_backend_vk_device_supports_op (ggml/src/ggml-vulkan/ggml-vulkan.cpp, ggml-org/llama.cpp
+# at 000651c: "(HSK % 8) != 0 || (HSV % 8) != 0" returns false), so since ggml-org/llama.cpp
+# #15537 (2025-08-24, "vulkan: Support FA with any multiple of 8 head sizes"). The same
+# function also wants subgroup shuffle and vote from a device without NVIDIA's coopmat2, a
+# driver's property ridgeline does not model (taken as present).
+VULKAN_FLASH_ATTENTION_HEAD_MULTIPLE = 8
+
+
 def llamacpp_attention_heads(model: ModelSpec) -> tuple[int, int, int] | None:
     """(K width, V width, query heads per KV head) of the attention llama.cpp hands its
     flash-attention op, or None for a model with no softmax attention (Mamba): MLA as
@@ -231,8 +241,11 @@ def llamacpp_attention_heads(model: ModelSpec) -> tuple[int, int, int] | None:
 
 def flash_attention_unsupported(model: ModelSpec, engine: str) -> str:
     """Why the engine's backend has no flash-attention kernel for this model's heads, or "".
-    Established for llama.cpp's CUDA/ROCm build (CUDA_FLASH_ATTENTION_HEADS); Metal and
-    Vulkan, whose kernel lists differ between builds, are taken as running it."""
+    Established for llama.cpp's CUDA/ROCm build (CUDA_FLASH_ATTENTION_HEADS) and its Vulkan
+    build (VULKAN_FLASH_ATTENTION_HEAD_MULTIPLE); Metal, whose list of (K, V) head sizes has
+    changed from build to build through 2026, is taken as running it."""
+    if engine == "llama.cpp-vulkan":
+        return _vulkan_flash_attention_unsupported(model, engine)
     heads = llamacpp_attention_heads(model) if engine in LLAMACPP_CUDA_FILE else None
     if heads is None:
         return ""
@@ -245,6 +258,19 @@ def flash_attention_unsupported(model: ModelSpec, engine: str) -> str:
             f"{model.name}'s attention heads (K {k}, V {v}, a GQA group of {group}): "
             f"they take K = V of {takes}, K 192 with V 128 and K 320 with V 256 at a GQA "
             "group divisible by 8 and 32, and MLA's 576/512")
+
+
+def _vulkan_flash_attention_unsupported(model: ModelSpec, engine: str) -> str:
+    heads = llamacpp_attention_heads(model)
+    if heads is None:
+        return ""
+    k, v, _ = heads
+    step = VULKAN_FLASH_ATTENTION_HEAD_MULTIPLE
+    if k % step == 0 and v % step == 0:
+        return ""
+    return (f"{engine}'s flash-attention shaders (ggml-vulkan.cpp) have none for "
+            f"{model.name}'s attention heads (K {k}, V {v}): they take K and V head sizes "
+            f"that are multiples of {step}")
 
 
 def auto_flash_attention(model: ModelSpec, engine: str) -> bool:

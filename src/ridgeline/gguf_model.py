@@ -104,10 +104,11 @@ def mla_cache_keys(header: GgufHeader) -> bool:
 def whole_gguf(path: Path) -> tuple[GgufHeader, str]:
     """The header of a GGUF, its metadata and every part's tensors, and the model's name. A
     part of a split file is refused in one line where a sibling part is missing: one part's
-    tensors alone would leave whole weight categories uncounted."""
+    tensors alone would leave whole weight categories uncounted. Each file's tensors must lie
+    within it (check_tensor_data); the merged header keeps the first part's sizes."""
     match = SPLIT_PART.match(path.name)
     if match is None:
-        header = read_gguf_header(path)
+        header = check_tensor_data(read_gguf_header(path), path.name)
         count = header.metadata.get("split.count", 1)
         if isinstance(count, int) and count > 1:
             raise InputError(f"{path.name} is one of {count} parts of a split GGUF, but its name "
@@ -124,9 +125,28 @@ def whole_gguf(path: Path) -> tuple[GgufHeader, str]:
     if missing:
         raise InputError(f"{path.name} is part of a {count}-part GGUF, and {missing[0]} is not "
                          "beside it: every part's tensor list is needed to size the weights")
-    headers = [read_gguf_header(p) for p in parts]
+    headers = [check_tensor_data(read_gguf_header(p), p.name) for p in parts]
     tensors = tuple(t for h in headers for t in h.tensors)
     return replace(headers[0], tensors=tensors), match["stem"]
+
+
+def check_tensor_data(header: GgufHeader, file_name: str) -> GgufHeader:
+    """``header`` as read, where every tensor's data lies within its file; a cut-short file
+    (an unfinished download) refused in one line, as llama.cpp's loader refuses it: each
+    tensor's data_offset + offset + bytes must not pass the file's size ("tensor '%s' data is
+    not within the file bounds, model is corrupted or incomplete", llama_tensor_weight in
+    src/llama-model-loader.h). A split GGUF's tensors are checked against their own part."""
+    types = ggml_types()  # a type it lacks is refused by name in check_tensors
+    ends = [(header.data_offset_bytes + t.offset_bytes + tensor_bytes(t), t)
+            for t in header.tensors if t.ggml_type in types]
+    past = next((t for end, t in ends if end > header.file_bytes), None)
+    if past is None:
+        return header
+    needed = max(end for end, _ in ends)
+    raise InputError(f"{file_name} is truncated: it is {header.file_bytes:,} bytes and its "
+                     f"tensors need {needed:,}; "
+                     f"tensor {shorten(past.name)!r} is the first past the end, so llama.cpp "
+                     "refuses it ('data is not within the file bounds'): download it again")
 
 
 # llama.cpp's bounds (src/llama-hparams.h): get_key_or_arr refuses a per-layer key of a model

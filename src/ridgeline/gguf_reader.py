@@ -8,10 +8,16 @@ uint64 dims, uint32 ggml_type and uint64 offset, all little-endian. Version 2 an
 this layout; version 1 counted in uint32 and is refused. An array past ``KEEP_ARRAY_ITEMS``
 (tokenizer.ggml.tokens: 128,256 strings for Llama 3) is stepped over and kept as its length
 only. Counts past the limits below are refused before anything is allocated for them.
+
+The tensor data follows the header from the next multiple of general.alignment (32 where
+unset): gguf_init_from_file seeks to GGML_PAD(tell, alignment) before it, where the file has
+tensors, and refuses an alignment that is no power of 2 (ggml/src/gguf.cpp). Each tensor's
+offset counts from there.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +36,7 @@ MAX_ARRAY_ITEMS = 2**32
 MAX_DIMS = 8  # ggml's GGML_MAX_DIMS is 4
 KEEP_ARRAY_ITEMS = 4096  # longer arrays are skipped, their length kept
 MAX_NESTING = 8  # arrays of arrays (the spec allows them; no converter writes one)
+DEFAULT_ALIGNMENT = 32  # ggml's GGUF_DEFAULT_ALIGNMENT, where general.alignment is unset
 
 # value type id -> struct format of its scalar (docs/gguf.md gguf_metadata_value_type)
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -62,9 +69,14 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class GgufHeader:
+    """One file's header. ``data_offset_bytes`` is where its tensor data starts (the header's
+    end padded to the alignment) and ``file_bytes`` the file's size, so each tensor's data
+    spans data_offset_bytes + offset_bytes onward and must end by file_bytes."""
     version: int
     metadata: dict[str, Any]
     tensors: tuple[TensorInfo, ...]
+    data_offset_bytes: int = 0
+    file_bytes: int = 0
 
     def array_length(self, key: str) -> int | None:
         """The length of a metadata array (kept or skipped); None where the key is no array."""
@@ -113,7 +125,19 @@ class _Reader:
             key = self.string()
             metadata[key] = self.value(self.scalar("<I"), key, 0)
         tensors = tuple(self.tensor() for _ in range(tensor_count))
-        return GgufHeader(version, metadata, tensors)
+        alignment = self.alignment(metadata)
+        end = self.f.tell()
+        if tensors:
+            end += -end % alignment  # GGML_PAD(end, alignment)
+        return GgufHeader(version, metadata, tensors, end, os.fstat(self.f.fileno()).st_size)
+
+    def alignment(self, metadata: dict[str, Any]) -> int:
+        value = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0 \
+                or value & (value - 1):
+            raise InputError(f"{self.origin}: general.alignment {value!r} is not a power of 2; "
+                             "llama.cpp refuses the file")
+        return value
 
     def read(self, size: int) -> bytes:
         data = self.f.read(size)
