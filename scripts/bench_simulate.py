@@ -124,7 +124,7 @@ MARKS = {"": ".", "queue": "Q", "flows": "F", "stopped_early": "S", "capacity": 
 def overload(requests: int, seeds: int) -> None:
     """The verdict, with and without the readings beyond the run's own counts, at each rate,
     arrival process and seed (seeds left to right)."""
-    from ridgeline.reports.simulate import overload_rates
+    from ridgeline.reports.simulate_overload import overload_rates
     from ridgeline.sim.overload import backing_up, saturated_req_s
 
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")

@@ -25,9 +25,9 @@ from pathlib import Path
 
 # Every module of the simulator package, timer included; ``__init__`` stays Python (it holds
 # the staleness check).
-MODULES = ("blocks", "config", "data_parallel", "decodes", "fast_path", "lanes", "metrics",
-           "overload", "pipeline", "request", "run", "scheduler", "simulator", "timer",
-           "token_ratio", "workload")
+MODULES = ("blocks", "config", "data_parallel", "decodes", "fast_path", "histogram", "lanes",
+           "metrics", "overload", "pipeline", "request", "run", "scheduler", "simulator",
+           "time_series", "timer", "token_ratio", "workload")
 GROUP = "ridgeline.sim.native"  # the shared library: ridgeline/sim/native__mypyc.*.so
 STAMP = "native.json"
 

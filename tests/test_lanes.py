@@ -10,9 +10,10 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
 from ridgeline.sim.config import sim_config
+from ridgeline.sim.histogram import Histogram
 from ridgeline.sim.lanes import closed_loop_shares, lane_requests, pipeline_lane, run_lanes
-from ridgeline.sim.metrics import Histogram, TimeSeries, summed_series
 from ridgeline.sim.simulator import Simulator
+from ridgeline.sim.time_series import TimeSeries, summed_series
 from ridgeline.sim.workload import Workload
 from tests.conftest import run_cli
 

@@ -14,7 +14,7 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import profile_for
-from ridgeline.reports.simulate import overload_rates
+from ridgeline.reports.simulate_overload import overload_rates
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult
 from ridgeline.sim.overload import (

@@ -180,7 +180,7 @@ def _overloaded(early: float, late: float) -> SimpleNamespace:
 
 
 def test_backlog_evidence_reads_no_ratio_to_a_mean_that_rounds_to_nothing() -> None:
-    from ridgeline.reports.simulate import SHORT_QUEUE_S, backlog_evidence
+    from ridgeline.reports.simulate_overload import SHORT_QUEUE_S, backlog_evidence
 
     near_zero = backlog_evidence(_overloaded(0.008, 7.4))  # type: ignore[arg-type]
     assert "×" not in near_zero and "0.0 s" not in near_zero

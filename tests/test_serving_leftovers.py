@@ -173,7 +173,7 @@ def test_simulates_json_gives_no_acceptance_without_a_drafter_and_one_row_a_time
 
 
 def test_a_second_reading_at_one_instant_replaces_the_first() -> None:
-    from ridgeline.sim.metrics import TimeSeries
+    from ridgeline.sim.time_series import TimeSeries
 
     series = TimeSeries()
     series.add(0.5, 1, 0, 0.1, 0)

@@ -18,7 +18,7 @@ from ridgeline.engine_scheduling import overlapped_scheduling
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, check_overlap_flag
-from ridgeline.reports.simulate import overlap_clause
+from ridgeline.reports.simulate_engine import overlap_clause
 from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator

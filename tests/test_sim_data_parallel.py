@@ -24,7 +24,7 @@ from ridgeline.cost import (
 )
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
-from ridgeline.reports.simulate import all_ranks
+from ridgeline.reports.simulate_engine import all_ranks
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.data_parallel import DataParallelSimulator, dispatch_method, rank_config
 from ridgeline.sim.pipeline import run_replica

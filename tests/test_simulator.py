@@ -19,7 +19,7 @@ from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.decodes import DecodeSet
-from ridgeline.sim.metrics import Histogram
+from ridgeline.sim.histogram import Histogram
 from ridgeline.sim.request import FINISHED, Request
 from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
 from ridgeline.sim.simulator import Simulator

@@ -138,7 +138,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         check_host_memory_for(dep, config.num_blocks * config.block_size)
     if refusal:
         from ridgeline.capacity import context_refusal
-        from ridgeline.reports.simulate import pool_levers
+        from ridgeline.reports.simulate_cautions import pool_levers
 
         pool_too_small = not context_refusal(dep, config.max_model_len) \
             and too_small_pool(dep, settings)  # no length rescues it: say what would
@@ -260,13 +260,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         gguf_caution,
     )
     from ridgeline.reports.expectation import context_caution
-    from ridgeline.reports.simulate import (
+    from ridgeline.reports.simulate_cautions import (
         full_cache_caution,
-        overload_rates,
         version_cautions,
         warmup_caution,
         whole_context_caution,
     )
+    from ridgeline.reports.simulate_overload import overload_rates
     from ridgeline.serving_load import tail_caution
     from ridgeline.sim.data_parallel import dispatch_label
     from ridgeline.sim.overload import backing_up, saturated_req_s

@@ -4,33 +4,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from ridgeline.candidate import ENGINE_KNOB_NAMES
-from ridgeline.chunked_prefill import over_budget_caution
 from ridgeline.cpu_offload import cpu_offload_json, cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
-from ridgeline.sim.config import SimConfig, tokens_per_step
-from ridgeline.sim.metrics import (
-    FLOWS_CUT,
-    OVERLOAD_BACKLOG,
-    QUEUE_CUT,
-    STEADY_LIFETIMES,
-    ClientWaits,
-    SimResult,
+from ridgeline.reports.simulate_engine import _engine_line, _policy, _ranks_together, all_ranks
+from ridgeline.reports.simulate_overload import (
+    Overload,
+    _why_stopped,
+    backlog_evidence,
+    burst_line,
+    gauges_at,
+    growth_evidence,
+    overload_rates,
 )
-from ridgeline.sim.overload import (
-    BURST_READ,
-    CAPACITY_READ,
-    STOPPED_READ,
-    Burst,
-    burst,
-    growth,
-    overload_reading,
-)
+from ridgeline.sim.config import SimConfig
+from ridgeline.sim.metrics import ClientWaits, SimResult
+from ridgeline.sim.overload import BURST_READ, burst, growth
 from ridgeline.units import plural
 
 
@@ -74,158 +67,7 @@ def _share(n: int, total: int) -> str:
     return "<0.1%" if pct < 0.1 else ">99.9%" if pct > 99.9 else f"{pct:.1f}%"
 
 
-MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 FEW_IN_WINDOW = 30  # a --window with fewer completed requests is cautioned
-
-
-class Overload(NamedTuple):
-    """Where the engine fell behind its arrivals (``overload_rates``)."""
-
-    offered_req_s: float
-    served_req_s: float
-    waiting: int  # when the last request arrived
-    reading: str  # which reading (sim.overload.overload_reading)
-    grew: str  # "queue", or "batch" where the running batch took the excess on
-    saturated_req_s: float | None  # the most it serves, its batch full, where that was read
-
-
-def overload_rates(r: SimResult, requests: int,
-                   saturated_req_s: float | None = None) -> Overload | None:
-    """Offered req/s, req/s the engine served, requests still waiting when the last arrived,
-    and the reading, where the engine fell behind the arrivals (``overload_reading``: a queue
-    beyond the noise of the arrivals' count, or fewer leaving than arriving past the batch's
-    filling, however slight the overload: llama.cpp at 1.05 req/s offered, 0.92 served; an
-    offered rate past ``saturated_req_s``, the most it serves with its batch full; a burst's
-    long queue); else None. A burst that ends before the batch has filled is read by its
-    queue alone. A run cut short offers the requests that had arrived by its end. What grew
-    is the queue where 20 or more waited when the last arrived (or the reading is of a queue),
-    else the running batch, whose steps slow as it grows."""
-    if r.rec.stopped_early:
-        requests = round(r.rec.arrivals.total)
-    first, last = r.rec.arrived_s
-    span = last - first
-    if not (math.isfinite(span) and span > 0 and requests > 1):
-        return None
-    reading = overload_reading(r.rec, saturated_req_s)
-    if not reading:
-        return None
-    waiting = r.rec.waiting_at_arrival
-    grew = "queue" if waiting >= OVERLOAD_BACKLOG or reading in (
-        STOPPED_READ, QUEUE_CUT, BURST_READ) else "batch"
-    # what it serves: its completions over the run, busy throughout (the requests started by
-    # the last arrival, over the arrivals' span, counted the batch's first filling as service:
-    # 171 req/s "taken on" at 1,000 offered, where 44 complete)
-    return Overload((requests - 1) / span, r.request_rate_req_s, waiting, reading, grew,
-                    saturated_req_s if reading == CAPACITY_READ else None)
-
-
-def gauges_at(r: SimResult, t: float) -> tuple[int, int]:
-    """The running and waiting requests at time t, as the (thinned) time series last read
-    them."""
-    before = [p for p in r.rec.series.points if p[0] <= t]
-    return (before[-1][1], before[-1][2]) if before else (0, 0)
-
-
-def growth_evidence(r: SimResult) -> str:
-    """How the requests in the engine grew over the second half of the arrivals, and the
-    running batch with them, as a clause ("" where the arrivals span no time)."""
-    g = growth(r.rec)
-    if g is None:
-        return ""
-    running_from, _ = gauges_at(r, g.start_s)
-    running_to, _ = gauges_at(r, g.end_s)
-    return (f"over the second half of the arrivals ({g.start_s:,.1f}–{g.end_s:,.1f} s), "
-            f"{g.arrived:,.0f} arrived and the requests in the engine grew by {g.grown:,.0f} "
-            f"(a least-squares line), its running batch from {running_from:,} to "
-            f"{running_to:,}")
-
-
-def burst_line(r: SimResult, b: Burst) -> str:
-    """The OVERLOADED line of a burst that outran the engine (``sim.overload.burst``)."""
-    service = r.rec.mean_service_s
-    cleared = min(b.cleared_s, r.duration_s)
-    done = r.rec.departures.count_to(cleared) - r.rec.departures.count_to(b.at_s)
-    return (f"OVERLOADED by a burst: when the request arriving at {b.at_s:,.1f} s came, "
-            f"{b.waiting:,} of the {b.arrived:,.0f} arrived by then were waiting to start, and "
-            f"that queue took until {cleared:,.0f} s to clear, {(cleared - b.at_s) / service:,.0f} "
-            f"times a request's mean service time ({service:,.1f} s), the engine working "
-            f"through it at about {done / (cleared - b.at_s):,.2f} req/s: the arrivals came faster "
-            "than it serves while the burst lasted, and the latencies above are mostly that "
-            "queue's wait: spread the burst out, or add replicas (`ridgeline plan` sizes them)")
-
-
-SHORT_QUEUE_S = 0.05  # a mean queueing under this prints as 0.0 s: no ratio is read to it
-
-
-def backlog_evidence(r: SimResult) -> str:
-    """How the queue grew, as a clause: of the requests arriving past the batch's filling,
-    how many had left by the last arrival, and how much longer the later ones queued than
-    the earlier; "" where the backlog test did not read it (a run too short)."""
-    behind = r.rec.falls_behind()
-    if behind is None:
-        return ""
-    arrived, left, _ = behind
-    start, last = r.rec.steady_s
-    text = (f"once the batch had filled ({start:,.1f}–{last:,.1f} s, to the last arrival), "
-            f"{arrived:,} requests arrived and {left:,} left the engine, "
-            f"{arrived - left:,} fewer")
-    trend = r.rec.queue_trend(start, last)
-    if trend is not None and trend[1] > trend[0]:
-        early, late = trend
-        text += (f"; those arriving in the second half of that time queued a mean {late:,.1f} s"
-                 + (f", {late / early:,.1f}× the {early:,.1f} s of those in the first"
-                    if early >= SHORT_QUEUE_S else
-                    f", where those in the first queued under {SHORT_QUEUE_S:g} s"))
-    return text
-
-
-def _why_stopped(r: SimResult) -> str:
-    """Which reading cut the run short (``Recorder.hopelessly_behind``), as a clause."""
-    rec = r.rec
-    if rec.stop_reading == FLOWS_CUT:
-        return ("once the batch had filled, fewer than half as many requests left the engine as "
-                "arrived, so the rest of the run would only lengthen the queue")
-    return (f"when the last of its {round(rec.arrivals.total):,} requests arrived, "
-            f"{rec.waiting_at_arrival:,} were still waiting to start, so the rest of the run "
-            "would only work through that queue")
-
-
-def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = False) -> str:
-    """What would let the engine start where its pool is too small for any length worth
-    serving (``sim.config.too_small_pool``): `fit`'s levers at ``context`` (a second GPU,
-    smaller weights, a larger memory fraction, a smaller profiling budget, a set pool …),
-    each with the conversations it holds, as a clause; where none holds one, a pointer to
-    `ridgeline fit`, or nothing where the refusal it follows has one (``pointed``)."""
-    from dataclasses import replace
-
-    from ridgeline.errors import InputError
-    from ridgeline.reports.fit import fit_report
-
-    pointer = "" if pointed else " (see `ridgeline fit`)"
-    try:
-        found = fit_report(dep, context, replace(settings, max_model_len=context), 1).levers
-    except InputError:
-        return pointer
-    if not found:
-        return pointer
-    named = "; ".join(f"{lv.name}, {lv.conversations:,}" for lv in found)
-    return (f"; what would, in conversations of {context:,} tokens: {named} (`ridgeline fit "
-            f"--max-model-len {context}` shows the budget)")
-
-
-def version_cautions(settings: Any, pool: Any) -> list[str]:
-    """What `fit` cautions of the engine version asked: a vLLM release newer than the newest
-    whose memory accounting was checked (``vllm_memory.past_modelled``), an SGLang version
-    newer than the newest whose defaults were read (``sglang_memory.past_checked``)."""
-    from ridgeline.sglang_memory import past_checked
-    from ridgeline.vllm_memory import past_modelled
-
-    out = []
-    if pool.accounting is not None and past_modelled(pool.accounting):
-        out.append(past_modelled(pool.accounting))
-    if pool.engine == "sglang" and past_checked(settings.engine_version):
-        out.append(past_checked(settings.engine_version))
-    return out
 
 
 def _none_because(seconds: float) -> str | None:
@@ -234,58 +76,6 @@ def _none_because(seconds: float) -> str | None:
     if math.isinf(seconds):
         return "never"
     return "none" if math.isnan(seconds) else None
-
-
-def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None,
-                   sent_span_s: float | None = None) -> str:
-    """What to say of a run whose arrivals end before the batch has settled, or "" (and for
-    a closed loop, ``span_s`` None, which holds its batch from the start). ``sent_span_s``:
-    a capped open loop's, the span its requests were sent over, the cap's client-side waits
-    stretching it past the arrivals' ``span_s``; the batch fills and drains over that one
-    (200 requests come within 0.2 s under --max-concurrency 4 are sent over about 40 s)."""
-    sent = span_s if sent_span_s is None or span_s is None else max(span_s, sent_span_s)
-    if span_s is None or sent is None or not mean_e2e_s > 0 \
-            or sent >= STEADY_LIFETIMES * mean_e2e_s:
-        return ""
-    more = ""
-    if rate and math.isfinite(rate) and rate * 10 * mean_e2e_s <= MOST_SUGGESTED:
-        more = (f"; --num-requests {math.ceil(rate * 10 * mean_e2e_s):,} spans about ten (if "
-                "each longer run asks for more still, the rate is more than the engine serves)")
-    spread = f"the arrivals span {span_s:,.1f} s" if sent == span_s else (
-        f"the requests were sent over {sent:,.1f} s (they came over {span_s:,.1f} s, the cap "
-        "holding some back for a seat)")
-    return (f"{spread}, under {STEADY_LIFETIMES} request lifetimes "
-            f"(mean end-to-end {mean_e2e_s:,.1f} s): much of the run is the batch filling up "
-            f"and draining, so the latencies read lighter than the steady state{more}")
-
-
-def full_cache_caution(engine: str, preemptions: int) -> str:
-    """What to say where llama.cpp's cache ran out mid-run, or "". llama-server does not
-    preempt: with no free cells it clears idle slots' cached prompts, halves its batch down
-    to one token, then fails every request in the batch ("Context size has been exceeded",
-    tools/server/server-context.cpp); the simulator recomputes them as vLLM would."""
-    if not engine.startswith("llama.cpp") or not preemptions:
-        return ""
-    return (f"llama-server does not preempt: where its cache (-c cells) ran out here it would "
-            f"halve its batch down to one token and then fail the requests in it with "
-            f"\"Context size has been exceeded\"; here {preemptions:,} "
-            f"{plural(preemptions, 'preemption')} recomputed them as vLLM would, so these "
-            "latencies are of requests llama-server would have answered with errors: give "
-            "-c room for every slot's longest request (--max-model-len, which sizes -c as "
-            "--max-model-len × slots) or fewer slots (--parallel)")
-
-
-def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = False) -> str:
-    """What to say where prompts outran the step's whole token budget of an engine that runs
-    contexts whole (TensorRT-LLM, enable_chunked_prefill off by default), or "" (``asked``:
-    enable_chunked_prefill was given and the engine turned it off again, so only a larger
-    budget runs them: chunked_prefill.mla_unchunked_caution)."""
-    if config.chunked_prefill or not over_budget:
-        return ""
-    return over_budget_caution(over_budget, config.max_num_batched_tokens,
-                               "give --max-num-tokens past the longest prompt" if asked else
-                               "give --enable_chunked_prefill to run them so, or "
-                               "--max-num-tokens past the longest prompt", turned_off=asked)
 
 
 @dataclass(frozen=True)
@@ -769,75 +559,9 @@ def _ms_q(name: str, seconds: float) -> Quantity:
     return q(name, "-" if math.isnan(seconds) else seconds * 1e3, "ms")
 
 
-def all_ranks(rank: SimConfig, ranks: int) -> tuple[int, int, int]:
-    """A data-parallel deployment's KV blocks, seats and token budget, every rank's together,
-    each of the ``ranks`` holding ``rank``'s own: DeepSeek-V3 at 32K on vLLM DP8 over 8 H200s,
-    28,740 blocks and max_num_seqs 1024 a rank, 229,920 blocks and 8,192 seats in all."""
-    return (rank.num_blocks * ranks, rank.max_num_seqs * ranks,
-            rank.max_num_batched_tokens * ranks)
-
-
-def _ranks_together(rank: SimConfig, ranks: int, engine: str) -> str:
-    """The engine line's sum over the data-parallel ranks (``all_ranks``), in the engine's
-    own names."""
-    blocks, seqs, budget = all_ranks(rank, ranks)
-    seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
-    return (f"the {ranks} ranks together: {blocks:,} KV blocks, {seats} {seqs}, {tokens} "
-            f"{budget:,}")
-
-
 def _running_metric(engine: str) -> str:
     """The engine's own gauge of the running batch, as `observe` reads it, or ""."""
     from ridgeline.engine_metrics import running_metric
 
     name = running_metric(engine)
     return f" ({name})" if name else ""
-
-
-def _policy(c: SimConfig) -> str:
-    """How the simulated engine admits and schedules, as its own docs name it."""
-    if c.reserve_full:
-        return "GUARANTEED_NO_EVICT" + (", chunked prefill (enable_chunked_prefill)"
-                                        if c.chunked_prefill else
-                                        ", contexts whole (no chunked prefill)") \
-            + " (TensorRT-LLM)"
-    if c.prefill_first and c.token_ratio:
-        held = "whole (ignore_eos)" if c.ignore_eos else "× new_token_ratio"
-        return f"prefill first, no mixed chunk, running outputs held {held} (SGLang)"
-    if c.prefill_first:
-        return "prefill first, no mixed chunk (SGLang)"
-    if not c.chunked_prefill:  # vLLM --no-enable-chunked-prefill (sim.config.runs_whole_asked)
-        return ("one token budget, decodes first, each prompt whole (no chunked prefill), "
-                "preempt the newest (vLLM V1)")
-    return "one token budget, decodes first, preempt the newest (vLLM V1)"
-
-
-def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
-    """The simulated engine's limits, in the engine's own terms (llama-server: slots, -b, -ub),
-    its speculative decoding where it drafts, and its overlapped scheduling where on
-    (``overlapped``: vLLM's async scheduling, SGLang's and TensorRT-LLM's overlap scheduler)."""
-    spec = (f"; speculative decoding: {c.spec_tokens} draft {plural(c.spec_tokens, 'token')} a "
-            f"step, each accepted with chance {c.spec_acceptance:g}, so a step streams "
-            f"{tokens_per_step(c.spec_tokens, c.spec_acceptance):.2f} tokens on average (TPOT "
-            "counts them all; ITL is per streamed chunk)") if c.spec_tokens else ""
-    if c.ubatch_tokens:
-        return (f"engine: {c.num_blocks:,} KV cells, {c.max_num_seqs} slots (-np), batch "
-                f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub)"
-                + spec)
-    cap = (f", long_prefill_token_threshold {c.long_prefill_token_threshold:,}"
-           + ("" if c.long_prefill_alone else " (not for a request alone)")
-           ) if c.long_prefill_token_threshold else ""
-    seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])  # its own names
-    return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, {seats} "
-            f"{c.max_num_seqs}, {tokens} {c.max_num_batched_tokens:,}{cap}; "
-            f"{_policy(c)}" + spec + overlap_clause(engine, overlapped))
-
-
-def overlap_clause(engine: str, overlapped: bool) -> str:
-    """The engine line's word on overlapped scheduling, in the engine's own name, or ""."""
-    if not overlapped:
-        return ""
-    name = "overlap scheduler" if engine in ("sglang", "trtllm") else "async scheduling"
-    return (f"; {name} on: the next batch is formed while one runs, so an arrival or a freed "
-            "seat waits a step")
-

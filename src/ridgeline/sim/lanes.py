@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from ridgeline.sim.config import SimConfig
-from ridgeline.sim.metrics import SimResult, summed_series
+from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.request import Request
+from ridgeline.sim.time_series import summed_series
 
 
 def pipeline_lane(config: SimConfig, pp: int) -> SimConfig:

@@ -9,8 +9,8 @@ Definitions (one place, used by every report):
   as `vllm bench serve` times it: one ITL per chunk, a preemption's stall one long gap). A
   step streams a request's tokens as one chunk, so with speculative decoding (several tokens
   a step) ITL exceeds TPOT; without it a request's gaps sum to its finish − first token.
-Every distribution is kept in a log histogram with 0.23%-wide bins, so memory stays flat
-however many requests run; percentiles are good to that width.
+Every distribution is kept in a log histogram with 0.23%-wide bins (sim/histogram.py), so
+memory stays flat however many requests run; percentiles are good to that width.
 - End-to-end: finish − arrival.
 - Throughput: requests and output tokens per second of simulated time; per GPU ÷ GPUs.
 - Goodput: completed requests per second that met every SLO given.
@@ -18,182 +18,14 @@ however many requests run; percentiles are good to that width.
 
 from __future__ import annotations
 
-import bisect
 import math
-from dataclasses import dataclass, field
 
 from ridgeline.engines import EngineProfile
+from ridgeline.sim.histogram import Histogram, _bin
 from ridgeline.sim.request import Request
+from ridgeline.sim.time_series import TimeSeries
 
 KEEP_UP_SLACK = 0.03  # a steady window's arrivals may outnumber the finishes in it by this
-_BINS_PER_DECADE = 1000
-_LOW = 1e-7  # seconds
-
-
-_LOG_LOW = math.log10(_LOW)
-
-
-def _bin(value: float) -> int:
-    return int((math.log10(value) - _LOG_LOW) * _BINS_PER_DECADE) if value > _LOW else 0
-
-
-def bin_top(index: int) -> float:
-    """The upper edge of a histogram bin: the least value of the next."""
-    return _LOW * 10 ** ((index + 1) / _BINS_PER_DECADE)
-
-
-class Histogram:
-    """Log-binned weighted samples: percentiles within a bin width (0.23%), and never
-    outside the smallest and largest sample seen (all equal samples: that value)."""
-
-    def __init__(self) -> None:
-        self.counts: dict[int, float] = {}
-        self.total = 0.0
-        self.sum = 0.0
-        self.low = math.inf
-        self.high = -math.inf
-
-    def add(self, value: float, weight: float = 1.0) -> None:
-        # comparisons for min/max: a few adds per request and step, the simulator's most
-        # frequent call (calling _bin rather than writing it out costs 0.4 % of a run)
-        index = _bin(value)
-        counts = self.counts
-        counts[index] = counts.get(index, 0.0) + weight
-        self.total += weight
-        self.sum += value * weight
-        if value < self.low:
-            self.low = value
-        if value > self.high:
-            self.high = value
-
-    def add_each(self, values: list[float]) -> None:
-        """Each of ``values`` at weight 1, in order: what as many ``add`` calls leave, a run
-        of equal values binned once (a pipeline's micro-batch streams its rows' tokens
-        together, most a gap equal to the others')."""
-        counts, total, summed, low, high = self.counts, self.total, self.sum, self.low, self.high
-        last, index = math.nan, 0
-        for value in values:
-            if value != last:  # (NaN is never equal: binned each time)
-                index, last = _bin(value), value
-            counts[index] = counts.get(index, 0.0) + 1.0
-            total += 1.0
-            summed += value  # value × 1.0, exactly
-            if value < low:
-                low = value
-            if value > high:
-                high = value
-        self.total, self.sum, self.low, self.high = total, summed, low, high
-
-    def add_line(self, first: float, last: float, n: int, weight: float = 1.0) -> None:
-        """n samples evenly spaced from first to last (first ≤ last), each of ``weight``:
-        one update per bin they cross, not per sample (the simulator's fast path)."""
-        if n < 1:
-            return
-        lo = _bin(first)
-        hi = _bin(last)
-        self.total += n * weight
-        self.sum += (first + last) / 2 * n * weight
-        self.low = min(self.low, first)
-        self.high = max(self.high, last)
-        counts = self.counts
-        if lo == hi:
-            counts[lo] = counts.get(lo, 0.0) + n * weight
-            return
-        step = (last - first) / (n - 1)
-        placed = 0
-        for index in range(lo, hi):  # samples below the next bin's lower edge
-            edge = bin_top(index)
-            below = min(n, max(placed, math.ceil((edge - first) / step)))
-            if below > placed:
-                counts[index] = counts.get(index, 0.0) + (below - placed) * weight
-                placed = below
-        counts[hi] = counts.get(hi, 0.0) + (n - placed) * weight
-
-    def percentile(self, q: float) -> float:
-        if not self.total:
-            return math.nan
-        target = q / 100 * self.total
-        seen = 0.0
-        for index in sorted(self.counts):
-            seen += self.counts[index]
-            if seen >= target:
-                centre = _LOW * 10 ** ((index + 0.5) / _BINS_PER_DECADE)
-                return min(max(centre, self.low), self.high)
-        return math.nan
-
-    def count_to(self, value: float) -> float:
-        """The samples at or below ``value``, to its bin (0.23%): the bin holding it counts
-        whole."""
-        top = _bin(value)
-        return sum(count for index, count in self.counts.items() if index <= top)
-
-    @property
-    def mean(self) -> float:
-        return self.sum / self.total if self.total else math.nan
-
-    def absorb(self, other: Histogram) -> None:
-        """Add another histogram's samples to this one."""
-        for index, count in other.counts.items():
-            self.counts[index] = self.counts.get(index, 0.0) + count
-        self.total += other.total
-        self.sum += other.sum
-        self.low = min(self.low, other.low)
-        self.high = max(self.high, other.high)
-
-
-@dataclass
-class TimeSeries:
-    """Running batch, waiting queue, KV usage and preemptions, thinned to ≤ ``limit`` points."""
-
-    limit: int = 2000
-    every_s: float = 0.0
-    points: list[tuple[float, int, int, float, int]] = field(default_factory=list)
-
-    def add(self, t: float, running: int, waiting: int, usage: float, preemptions: int) -> None:
-        """A reading at ``t``; a second at the same instant (a step's start read after the
-        arrivals due then, beside the last step's end) replaces the first: one row a time,
-        the state that holds from it."""
-        if self.points and t == self.points[-1][0]:
-            self.points[-1] = (t, running, waiting, usage, preemptions)
-            return
-        if self.points and t - self.points[-1][0] < self.every_s:
-            return
-        self.points.append((t, running, waiting, usage, preemptions))
-        if len(self.points) >= self.limit:  # halve the resolution, keep memory flat
-            self.points = self.points[::2]
-            self.every_s = max(self.every_s * 2, (self.points[-1][0] - self.points[0][0])
-                               / self.limit)
-
-    def preempted_between(self, start_s: float, end_s: float) -> int:
-        """Preemptions from the sample at or before ``start_s`` to the one at or before
-        ``end_s`` (to the thinned samples' times)."""
-        def count_at(t: float) -> int:
-            i = bisect.bisect_right(self.points, t, key=lambda p: p[0])
-            return self.points[i - 1][4] if i else 0
-        return count_at(end_s) - count_at(start_s)
-
-
-def summed_series(series: list[TimeSeries]) -> TimeSeries:
-    """Engines running side by side as one: at each sampled time the running, waiting and
-    preempted counts summed and the KV usage averaged, each engine's last sample standing
-    until its next (none before its first)."""
-    times = sorted({p[0] for s in series for p in s.points})
-    merged = TimeSeries()
-    cursors = [0] * len(series)
-    for t in times:
-        running = waiting = preempted = 0
-        usage = 0.0
-        for i, s in enumerate(series):
-            while cursors[i] + 1 < len(s.points) and s.points[cursors[i] + 1][0] <= t:
-                cursors[i] += 1
-            if s.points and s.points[cursors[i]][0] <= t:
-                _, n, w, u, p = s.points[cursors[i]]
-                running, waiting, usage, preempted = running + n, waiting + w, usage + u, \
-                    preempted + p
-        merged.add(t, running, waiting, usage / len(series), preempted)
-    return merged
-
-
 STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
 # overload without a window (Recorder.falls_behind): of the arrivals past the batch's filling
 # (this many mean service times), the share more arriving than leaving …

@@ -26,15 +26,14 @@ from itertools import islice
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.sim.config import SimConfig
+from ridgeline.sim.histogram import Histogram, bin_top
 from ridgeline.sim.metrics import (
     FLOWS_CUT,
     OVERLOAD_BACKLOG,
     OVERLOAD_DEVIATIONS,
     QUEUE_CUT,
-    Histogram,
     Recorder,
     beyond_noise,
-    bin_top,
 )
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.request import Request

@@ -1,0 +1,110 @@
+"""`ridgeline simulate`'s cautions: what makes a run's latencies read other than a steady
+engine's (arrivals that end before the batch settles, llama.cpp's cache running out, prompts
+past a whole-context engine's token budget, an engine version past what was checked), and,
+where the pool is too small to start, `fit`'s levers that would let it.
+
+cli_simulate gathers the cautions into the report's list with the other modules' own (a
+context past the model's, a cross-node split, …); ``pool_levers`` ends its refusal to start."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ridgeline.chunked_prefill import over_budget_caution
+from ridgeline.deployment import Deployment
+from ridgeline.sim.config import SimConfig
+from ridgeline.sim.metrics import STEADY_LIFETIMES
+from ridgeline.units import plural
+
+MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
+
+
+def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = False) -> str:
+    """What would let the engine start where its pool is too small for any length worth
+    serving (``sim.config.too_small_pool``): `fit`'s levers at ``context`` (a second GPU,
+    smaller weights, a larger memory fraction, a smaller profiling budget, a set pool …),
+    each with the conversations it holds, as a clause; where none holds one, a pointer to
+    `ridgeline fit`, or nothing where the refusal it follows has one (``pointed``)."""
+    from dataclasses import replace
+
+    from ridgeline.errors import InputError
+    from ridgeline.reports.fit import fit_report
+
+    pointer = "" if pointed else " (see `ridgeline fit`)"
+    try:
+        found = fit_report(dep, context, replace(settings, max_model_len=context), 1).levers
+    except InputError:
+        return pointer
+    if not found:
+        return pointer
+    named = "; ".join(f"{lv.name}, {lv.conversations:,}" for lv in found)
+    return (f"; what would, in conversations of {context:,} tokens: {named} (`ridgeline fit "
+            f"--max-model-len {context}` shows the budget)")
+
+
+def version_cautions(settings: Any, pool: Any) -> list[str]:
+    """What `fit` cautions of the engine version asked: a vLLM release newer than the newest
+    whose memory accounting was checked (``vllm_memory.past_modelled``), an SGLang version
+    newer than the newest whose defaults were read (``sglang_memory.past_checked``)."""
+    from ridgeline.sglang_memory import past_checked
+    from ridgeline.vllm_memory import past_modelled
+
+    out = []
+    if pool.accounting is not None and past_modelled(pool.accounting):
+        out.append(past_modelled(pool.accounting))
+    if pool.engine == "sglang" and past_checked(settings.engine_version):
+        out.append(past_checked(settings.engine_version))
+    return out
+
+
+def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None,
+                   sent_span_s: float | None = None) -> str:
+    """What to say of a run whose arrivals end before the batch has settled, or "" (and for
+    a closed loop, ``span_s`` None, which holds its batch from the start). ``sent_span_s``:
+    a capped open loop's, the span its requests were sent over, the cap's client-side waits
+    stretching it past the arrivals' ``span_s``; the batch fills and drains over that one
+    (200 requests come within 0.2 s under --max-concurrency 4 are sent over about 40 s)."""
+    sent = span_s if sent_span_s is None or span_s is None else max(span_s, sent_span_s)
+    if span_s is None or sent is None or not mean_e2e_s > 0 \
+            or sent >= STEADY_LIFETIMES * mean_e2e_s:
+        return ""
+    more = ""
+    if rate and math.isfinite(rate) and rate * 10 * mean_e2e_s <= MOST_SUGGESTED:
+        more = (f"; --num-requests {math.ceil(rate * 10 * mean_e2e_s):,} spans about ten (if "
+                "each longer run asks for more still, the rate is more than the engine serves)")
+    spread = f"the arrivals span {span_s:,.1f} s" if sent == span_s else (
+        f"the requests were sent over {sent:,.1f} s (they came over {span_s:,.1f} s, the cap "
+        "holding some back for a seat)")
+    return (f"{spread}, under {STEADY_LIFETIMES} request lifetimes "
+            f"(mean end-to-end {mean_e2e_s:,.1f} s): much of the run is the batch filling up "
+            f"and draining, so the latencies read lighter than the steady state{more}")
+
+
+def full_cache_caution(engine: str, preemptions: int) -> str:
+    """What to say where llama.cpp's cache ran out mid-run, or "". llama-server does not
+    preempt: with no free cells it clears idle slots' cached prompts, halves its batch down
+    to one token, then fails every request in the batch ("Context size has been exceeded",
+    tools/server/server-context.cpp); the simulator recomputes them as vLLM would."""
+    if not engine.startswith("llama.cpp") or not preemptions:
+        return ""
+    return (f"llama-server does not preempt: where its cache (-c cells) ran out here it would "
+            f"halve its batch down to one token and then fail the requests in it with "
+            f"\"Context size has been exceeded\"; here {preemptions:,} "
+            f"{plural(preemptions, 'preemption')} recomputed them as vLLM would, so these "
+            "latencies are of requests llama-server would have answered with errors: give "
+            "-c room for every slot's longest request (--max-model-len, which sizes -c as "
+            "--max-model-len × slots) or fewer slots (--parallel)")
+
+
+def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = False) -> str:
+    """What to say where prompts outran the step's whole token budget of an engine that runs
+    contexts whole (TensorRT-LLM, enable_chunked_prefill off by default), or "" (``asked``:
+    enable_chunked_prefill was given and the engine turned it off again, so only a larger
+    budget runs them: chunked_prefill.mla_unchunked_caution)."""
+    if config.chunked_prefill or not over_budget:
+        return ""
+    return over_budget_caution(over_budget, config.max_num_batched_tokens,
+                               "give --max-num-tokens past the longest prompt" if asked else
+                               "give --enable_chunked_prefill to run them so, or "
+                               "--max-num-tokens past the longest prompt", turned_off=asked)

@@ -1,0 +1,133 @@
+"""`ridgeline simulate`'s words for an engine that fell behind its arrivals: the rates offered
+and served (``overload_rates``), and the evidence its OVERLOADED and STOPPED EARLY lines give —
+the backlog past the batch's filling, the running batch's growth, a burst's queue.
+
+The readings themselves are the simulator's (sim/overload.py, the Recorder's); this module
+words them for the text and --json."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from ridgeline.sim.metrics import FLOWS_CUT, OVERLOAD_BACKLOG, QUEUE_CUT, SimResult
+from ridgeline.sim.overload import (
+    BURST_READ,
+    CAPACITY_READ,
+    STOPPED_READ,
+    Burst,
+    growth,
+    overload_reading,
+)
+
+
+class Overload(NamedTuple):
+    """Where the engine fell behind its arrivals (``overload_rates``)."""
+
+    offered_req_s: float
+    served_req_s: float
+    waiting: int  # when the last request arrived
+    reading: str  # which reading (sim.overload.overload_reading)
+    grew: str  # "queue", or "batch" where the running batch took the excess on
+    saturated_req_s: float | None  # the most it serves, its batch full, where that was read
+
+
+def overload_rates(r: SimResult, requests: int,
+                   saturated_req_s: float | None = None) -> Overload | None:
+    """Offered req/s, req/s the engine served, requests still waiting when the last arrived,
+    and the reading, where the engine fell behind the arrivals (``overload_reading``: a queue
+    beyond the noise of the arrivals' count, or fewer leaving than arriving past the batch's
+    filling, however slight the overload: llama.cpp at 1.05 req/s offered, 0.92 served; an
+    offered rate past ``saturated_req_s``, the most it serves with its batch full; a burst's
+    long queue); else None. A burst that ends before the batch has filled is read by its
+    queue alone. A run cut short offers the requests that had arrived by its end. What grew
+    is the queue where 20 or more waited when the last arrived (or the reading is of a queue),
+    else the running batch, whose steps slow as it grows."""
+    if r.rec.stopped_early:
+        requests = round(r.rec.arrivals.total)
+    first, last = r.rec.arrived_s
+    span = last - first
+    if not (math.isfinite(span) and span > 0 and requests > 1):
+        return None
+    reading = overload_reading(r.rec, saturated_req_s)
+    if not reading:
+        return None
+    waiting = r.rec.waiting_at_arrival
+    grew = "queue" if waiting >= OVERLOAD_BACKLOG or reading in (
+        STOPPED_READ, QUEUE_CUT, BURST_READ) else "batch"
+    # what it serves: its completions over the run, busy throughout (the requests started by
+    # the last arrival, over the arrivals' span, counted the batch's first filling as service:
+    # 171 req/s "taken on" at 1,000 offered, where 44 complete)
+    return Overload((requests - 1) / span, r.request_rate_req_s, waiting, reading, grew,
+                    saturated_req_s if reading == CAPACITY_READ else None)
+
+
+def gauges_at(r: SimResult, t: float) -> tuple[int, int]:
+    """The running and waiting requests at time t, as the (thinned) time series last read
+    them."""
+    before = [p for p in r.rec.series.points if p[0] <= t]
+    return (before[-1][1], before[-1][2]) if before else (0, 0)
+
+
+def growth_evidence(r: SimResult) -> str:
+    """How the requests in the engine grew over the second half of the arrivals, and the
+    running batch with them, as a clause ("" where the arrivals span no time)."""
+    g = growth(r.rec)
+    if g is None:
+        return ""
+    running_from, _ = gauges_at(r, g.start_s)
+    running_to, _ = gauges_at(r, g.end_s)
+    return (f"over the second half of the arrivals ({g.start_s:,.1f}–{g.end_s:,.1f} s), "
+            f"{g.arrived:,.0f} arrived and the requests in the engine grew by {g.grown:,.0f} "
+            f"(a least-squares line), its running batch from {running_from:,} to "
+            f"{running_to:,}")
+
+
+def burst_line(r: SimResult, b: Burst) -> str:
+    """The OVERLOADED line of a burst that outran the engine (``sim.overload.burst``)."""
+    service = r.rec.mean_service_s
+    cleared = min(b.cleared_s, r.duration_s)
+    done = r.rec.departures.count_to(cleared) - r.rec.departures.count_to(b.at_s)
+    return (f"OVERLOADED by a burst: when the request arriving at {b.at_s:,.1f} s came, "
+            f"{b.waiting:,} of the {b.arrived:,.0f} arrived by then were waiting to start, and "
+            f"that queue took until {cleared:,.0f} s to clear, {(cleared - b.at_s) / service:,.0f} "
+            f"times a request's mean service time ({service:,.1f} s), the engine working "
+            f"through it at about {done / (cleared - b.at_s):,.2f} req/s: the arrivals came faster "
+            "than it serves while the burst lasted, and the latencies above are mostly that "
+            "queue's wait: spread the burst out, or add replicas (`ridgeline plan` sizes them)")
+
+
+SHORT_QUEUE_S = 0.05  # a mean queueing under this prints as 0.0 s: no ratio is read to it
+
+
+def backlog_evidence(r: SimResult) -> str:
+    """How the queue grew, as a clause: of the requests arriving past the batch's filling,
+    how many had left by the last arrival, and how much longer the later ones queued than
+    the earlier; "" where the backlog test did not read it (a run too short)."""
+    behind = r.rec.falls_behind()
+    if behind is None:
+        return ""
+    arrived, left, _ = behind
+    start, last = r.rec.steady_s
+    text = (f"once the batch had filled ({start:,.1f}–{last:,.1f} s, to the last arrival), "
+            f"{arrived:,} requests arrived and {left:,} left the engine, "
+            f"{arrived - left:,} fewer")
+    trend = r.rec.queue_trend(start, last)
+    if trend is not None and trend[1] > trend[0]:
+        early, late = trend
+        text += (f"; those arriving in the second half of that time queued a mean {late:,.1f} s"
+                 + (f", {late / early:,.1f}× the {early:,.1f} s of those in the first"
+                    if early >= SHORT_QUEUE_S else
+                    f", where those in the first queued under {SHORT_QUEUE_S:g} s"))
+    return text
+
+
+def _why_stopped(r: SimResult) -> str:
+    """Which reading cut the run short (``Recorder.hopelessly_behind``), as a clause."""
+    rec = r.rec
+    if rec.stop_reading == FLOWS_CUT:
+        return ("once the batch had filled, fewer than half as many requests left the engine as "
+                "arrived, so the rest of the run would only lengthen the queue")
+    return (f"when the last of its {round(rec.arrivals.total):,} requests arrived, "
+            f"{rec.waiting_at_arrival:,} were still waiting to start, so the rest of the run "
+            "would only work through that queue")
