@@ -4,7 +4,7 @@ graph allocator reserves, checked against the buffer sizes llama.cpp logs."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.capacity import conversations
+from ridgeline.capacity import conversations, held_conversations
 from ridgeline.catalog import all_model_ids
 from ridgeline.cli import main
 from ridgeline.config_reader import spec_from_hf_config
@@ -101,7 +101,7 @@ def test_llamacpp_defaults_to_four_slots_an_f16_cache_and_flash_attention() -> N
 def test_without_flash_attention_long_contexts_lose_cells_to_the_scores() -> None:
     dep = _dep("llama-3.1-8b", "rtx-4090", "q4_k_m")
     on = fit_report(dep, 32000, EngineSettings())
-    off = fit_report(dep, 32000, EngineSettings(flash_attn=False))
+    off = fit_report(replace(dep, flash_attention=False), 32000, EngineSettings())
     assert off.pool.tokens < on.pool.tokens and off.conversations < on.conversations
     assert any("flash attention" in lv.name and lv.conversations == on.conversations
                for lv in off.levers)
@@ -146,11 +146,27 @@ def test_with_flash_attention_off_the_q8_0_cache_lever_turns_it_on() -> None:
     """The smaller-cache lever of a -fa off fit is a launch that starts: -fa on with it, and
     the cells its smaller compute buffer leaves as well."""
     dep = _dep("llama-3.1-8b", "rtx-4090", "q4_k_m")
-    off = fit_report(replace(dep, flash_attention=False), 32000, EngineSettings(flash_attn=False))
+    off = fit_report(replace(dep, flash_attention=False), 32000, EngineSettings())
     (lever,) = [lv for lv in off.levers if "q8_0" in lv.name]
     assert "-fa on -ctk q8_0 -ctv q8_0" in lever.name
     on_q8 = fit_report(replace(dep, kv=kv_dtype("q8_0")), 32000, EngineSettings())
     assert lever.conversations == on_q8.conversations > off.conversations
+
+
+def test_the_fa_on_levers_pool_is_sized_with_the_deployments_flash_attention() -> None:
+    """-fa lives in the Deployment alone (EngineSettings carries no copy to disagree with it):
+    a -fa off fit's buffer holds the scores, and its '-fa on' lever is the pool of the same
+    launch with flash attention on, whose buffer stays at the logits."""
+    assert "flash_attn" not in {f.name for f in fields(EngineSettings)}
+    dep = _dep("llama-3.1-8b", "rtx-4090", "q4_k_m")
+    off = fit_report(replace(dep, flash_attention=False), 32000, EngineSettings())
+    assert off.pool.activation_bytes == compute_buffer_bytes(dep.model, 512, off.pool.tokens,
+                                                             False, 4)
+    on_dep = replace(dep, flash_attention=True)
+    on = kv_pool(on_dep, EngineSettings(max_model_len=32000))
+    assert on.activation_bytes == compute_buffer_bytes(dep.model, 512, on.tokens, True, 4)
+    (lever,) = [lv for lv in off.levers if lv.name == "flash attention (-fa on)"]
+    assert lever.conversations == held_conversations(on, on_dep, 32000) > off.conversations
 
 
 def test_flash_attn_is_refused_for_engines_without_the_switch(
@@ -198,9 +214,9 @@ def test_what_llamacpp_allocates_never_exceeds_the_device(
     except InputError as refused:  # an fp8 checkpoint: llama.cpp runs a GGUF made from it
         assert re.search(r"not (a )?GGUF tensor types?", str(refused))
         dep = Deployment.build(spec, acc, "q8_0", engine=engine)
-    pool = kv_pool(dep, EngineSettings(max_model_len=context, max_num_seqs=slots,
-                                       flash_attn=flash))
-    report = fit_report(dep, context, EngineSettings(max_num_seqs=slots, flash_attn=flash))
+    dep = replace(dep, flash_attention=flash)
+    pool = kv_pool(dep, EngineSettings(max_model_len=context, max_num_seqs=slots))
+    report = fit_report(dep, context, EngineSettings(max_num_seqs=slots))
     if pool.tokens:
         used = (pool.weight_bytes + pool.non_torch_bytes + pool.activation_bytes
                 + pool.slot_cache_bytes + pool.tokens * pool.kv_bytes_per_token)

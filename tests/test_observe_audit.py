@@ -248,18 +248,23 @@ def test_fit_budget_rows_name_rocms_runtime_on_amd_and_stay_as_they_were_elsewhe
                                engine=engine)
         settings = EngineSettings(max_model_len=8192)
         pool = kv_pool(dep, settings)
-        amd = [label for label, _ in budget_rows(pool, settings, dep.model, vendor="amd")]
-        plain = budget_rows(pool, settings, dep.model)
-        assert plain == budget_rows(pool, settings, dep.model, vendor="nvidia")
+        fa = dep.flash_attention
+        amd = [label for label, _ in budget_rows(pool, settings, dep.model, vendor="amd",
+                                                 flash_attention=fa)]
+        plain = budget_rows(pool, settings, dep.model, flash_attention=fa)
+        assert plain == budget_rows(pool, settings, dep.model, vendor="nvidia",
+                                    flash_attention=fa)
         assert not any("CUDA" in label or "NCCL" in label for label in amd)
         assert any("HIP graphs" in label for label in amd)
         assert any("CUDA graphs" in label for label, _ in plain)
         # the figures are the same: only the names change
         assert [value for _, value in plain] == [value for _, value in
-                                                budget_rows(pool, settings, dep.model, "amd")]
+                                                budget_rows(pool, settings, dep.model, "amd",
+                                                                    flash_attention=fa)]
+    vllm_8b = llama_8b("mi300x")
     assert "− non-torch (HIP context, RCCL)" in [label for label, _ in budget_rows(
-        kv_pool(llama_8b("mi300x"), EngineSettings(max_model_len=8192)), EngineSettings(),
-        vendor="amd")]
+        kv_pool(vllm_8b, EngineSettings(max_model_len=8192)), EngineSettings(),
+        vendor="amd", flash_attention=vllm_8b.flash_attention)]
     rocm = llama_8b("mi300x", "llama.cpp-rocm")
     settings = EngineSettings(max_model_len=8192)
     step = llamacpp_pool_step(rocm, kv_pool(rocm, settings), settings)

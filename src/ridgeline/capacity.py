@@ -273,7 +273,7 @@ def decode_pool_settings(dep: Deployment, context: int) -> EngineSettings:
 def _one_slot(dep: Deployment, context: int, settings: EngineSettings | None) -> EngineSettings:
     """llama.cpp given one slot of ``context`` cells (-np 1, -c context), at the build
     ``settings`` names (--engine-version; default the newest modelled)."""
-    return EngineSettings(max_model_len=context, max_num_seqs=1, flash_attn=dep.flash_attention,
+    return EngineSettings(max_model_len=context, max_num_seqs=1,
                           engine_version=settings.engine_version if settings else None)
 
 

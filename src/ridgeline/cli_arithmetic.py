@@ -523,8 +523,7 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     no_fit_ctx(args)
-    settings = EngineSettings(flash_attn=dep.flash_attention,
-                              engine_version=_engine_version(args, dep),
+    settings = EngineSettings(engine_version=_engine_version(args, dep),
                               speculative_decoding=_drafts(args))
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
@@ -553,8 +552,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
         dep = load_deployment(a)
         no_fit_ctx(a)
-        placed = fitted(a, dep, EngineSettings(flash_attn=dep.flash_attention,
-                                               max_num_batched_tokens=a.ubatch_size,
+        placed = fitted(a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size,
                                                engine_version=_engine_version(a, dep)),
                         max(a.prompt_len), a.batch)
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):

@@ -532,7 +532,6 @@ def engine_settings(args: argparse.Namespace) -> Any:
         language_model_only=getattr(args, "language_model_only", False),
         mm_limits=mm_limits(args),
         enable_multimodal=getattr(args, "enable_multimodal", False),
-        flash_attn=getattr(args, "flash_attn", None) != "off",
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
         backend=getattr(args, "backend", None),
         warm_compile_cache=getattr(args, "warm_compile_cache", False),

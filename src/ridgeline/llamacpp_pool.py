@@ -140,10 +140,11 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     free = total_bytes - weight_bytes - non_torch - fixed
     outputs = llamacpp_outputs(seats, s.engine_version)
     window = window_mask_cells(dep, device, seats, n_ubatch, s.max_model_len)
-    most = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, s.flash_attn, outputs,
+    flash = dep.flash_attention  # -fa as Deployment.build resolved it (auto: per backend)
+    most = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, flash, outputs,
                           output, copies, input_copies=inputs, window_cells=window)
     cells = most if cells is None else cells
-    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, s.flash_attn, outputs, output,
+    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, flash, outputs, output,
                                    copies, input_copies=inputs, window_cells=window)
     # no growing layer on the GPU, its cache on the host: the cells stand for its blocks; of a
     # split GPU whose growing layers are on the others, the most it would allow (no fewer than

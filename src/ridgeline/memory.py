@@ -92,7 +92,6 @@ class EngineSettings:
     usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)
     # vLLM/SGLang: whose memory rules, as 0.11; llama.cpp: its build, as b9400 (default: newest)
     engine_version: str | None = None
-    flash_attn: bool = True  # llama.cpp -fa (default auto: on where the backend supports it)
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
     async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
     overlap_schedule: bool = True  # SGLang (default since v0.4.0): off is --disable-overlap-schedule
@@ -214,14 +213,6 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         pool.rest_bytes))
 
 
-def resolved_flash_attention(dep: Deployment, s: EngineSettings) -> EngineSettings:
-    """``s`` with llama.cpp's -fa as the deployment resolved it: auto (the settings' on)
-    turned off where the backend has no kernel for the model's heads (Deployment.build)."""
-    if dep.engine.startswith("llama.cpp") and s.flash_attn and not dep.flash_attention:
-        return replace(s, flash_attn=False)
-    return s
-
-
 def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                 total_bytes: float | None = None) -> tuple[KVPool, ...]:
     """The pool each pipeline stage of a serving engine sizes, first to last; of llama.cpp's
@@ -229,7 +220,6 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     without a pipeline."""
     engine = dep.engine
     s = vllm_draft_settings(engine, settings or EngineSettings())  # 0.9.x: a draft model on V0
-    s = resolved_flash_attention(dep, s)
     if engine.startswith("torch-"):
         raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
                          "engine: it has no KV pool or scheduler to size (use vllm, sglang, "

@@ -462,7 +462,7 @@ def kv_row_settings(row: Measurement) -> EngineSettings:
         max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=block,
         enforce_eager=ran_eager(row),
         prefix_caching=row.prefix_caching() if row.engine == "vllm" else None,
-        engine_version=version, flash_attn=row.flash_attention() is not False,
+        engine_version=version,
         mamba_ssm_dtype=row.mamba_ssm_dtype() if row.engine == "sglang" else None,
         backend=row.trtllm_backend() if row.engine == "trtllm" else None,
         warm_compile_cache=row.engine == "vllm" and row.warm_compile_cache())

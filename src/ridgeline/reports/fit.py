@@ -25,7 +25,7 @@ from ridgeline.capacity import (
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.memory import EngineSettings, KVPool, kv_pool, resolved_flash_attention
+from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.reports.fit_cautions import fit_cautions
 from ridgeline.reports.fit_json import fit_dict
 from ridgeline.reports.fit_levers import Lever, levers
@@ -261,8 +261,8 @@ def slots_for_target(dep: Deployment, settings: EngineSettings,
 
 def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                target: int | None = None) -> FitReport:
-    s = slots_for_target(dep, replace(resolved_flash_attention(dep, settings),
-                                      max_model_len=settings.max_model_len or context), target)
+    s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
+                         target)
     pool = kv_pool(dep, s)
     per_seq = conversation_bytes(pool, dep, context)
     n = held_conversations(pool, dep, context)

@@ -17,10 +17,11 @@ TRANSFER_ROW = "KV transfer buffer (cache_transceiver_config)"
 
 
 def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
-                vendor: str | None = None) -> list[list[str]]:
+                vendor: str | None = None, *, flash_attention: bool) -> list[list[str]]:
     """Memory per GPU, then each thing the engine takes before the cache, in its order
     (``model``: whose SGLang state pool, where SGLang set it by the model; ``vendor``: the
-    card's, whose runtime names the rows: ROCm's HIP context, RCCL and HIP graphs on AMD)."""
+    card's, whose runtime names the rows: ROCm's HIP context, RCCL and HIP graphs on AMD;
+    ``flash_attention``: the deployment's llama.cpp -fa, which names its compute buffer)."""
     def gib(value: float) -> str:
         return f"{value / GIB:,.2f} GiB"
 
@@ -30,7 +31,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
 
     rows = [[f"memory {per}", gib(p.total_bytes)]]
     if is_llamacpp(p):
-        attention = "flash attention" if s.flash_attn else "no flash attention"
+        attention = "flash attention" if flash_attention else "no flash attention"
         rows += [["− weights", gib(p.weight_bytes)],
                  ["− GPU runtime context", gib(p.non_torch_bytes)],
                  [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",

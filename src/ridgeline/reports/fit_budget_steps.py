@@ -77,20 +77,20 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
     inputs = 1 if device is None else device.input_copies  # 4 on a pipelined split
     window = window_mask_cells(dep, device, p.max_num_seqs, n_ubatch, s.max_model_len)
     fixed, peak, scores_per_cell, mask_per_cell = buffer_terms(
-        model, n_ubatch, s.flash_attn, outputs, output, copies, input_copies=inputs,
+        model, n_ubatch, dep.flash_attention, outputs, output, copies, input_copies=inputs,
         window_cells=window)
     received = (f" + {inputs} copies × n_ubatch {n_ubatch} × hidden {model.hidden_size:,} × 4 B "
                 "received (a pipelined split keeps 4 of each input)" if inputs > 1 else "")
     window_note = (f" + {inputs} × window mask {window:,} cells × n_ubatch {n_ubatch} × "
-                   f"{2 if s.flash_attn else 4} B" if window else "")
+                   f"{2 if dep.flash_attention else 4} B" if window else "")
     cells = p.context_cells  # the -c its buffer is sized at (of a split, the binding GPU's)
     scores = cells * scores_per_cell
     heads = model.attention.num_heads if model.attention else 0
     scores_q = q("scores", scores / GIB, "GiB",
-                 "flash attention: none materialised" if s.flash_attn else
+                 "flash attention: none materialised" if dep.flash_attention else
                  "none: no layer on this GPU reads the -c cells" if not copies else
                  f"{cells:,} cells × n_ubatch {n_ubatch} × {heads} heads × 4 B")
-    mask_dtype = f"{2 if s.flash_attn else 4} B"
+    mask_dtype = f"{2 if dep.flash_attention else 4} B"
     mask_note = (f"{cells:,} cells × n_ubatch {n_ubatch} × {mask_dtype}" if copies == 1 else
                  "none: no layer on this GPU reads the -c cells" if not copies else
                  f"{copies} copies × {cells:,} cells × n_ubatch {n_ubatch} × {mask_dtype} "

@@ -118,18 +118,16 @@ def levers(r: FitReport) -> list[Lever]:
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
         "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool)})")
     smaller_kv = replace(d, kv=kv_dtype(small_kv[0]))
-    kv_settings = s
     # flash attention can be turned on only where the backend has a kernel for the heads
     fa_runs = gguf and not flash_attention_unsupported(d.model, d.engine)
-    if gguf and not s.flash_attn and not fa_runs:  # f16 is the only cache that starts
+    if gguf and not d.flash_attention and not fa_runs:  # f16 is the only cache that starts
         smaller_kv = d
-    elif gguf and not s.flash_attn:  # a quantized V cache needs flash attention on to start
+    elif gguf and not d.flash_attention:  # a quantized V cache needs flash attention to start
         small_kv = (small_kv[0], "q8_0 KV cache (-fa on -ctk q8_0 -ctv q8_0)")
         smaller_kv = replace(smaller_kv, flash_attention=True)
-        kv_settings = replace(s, flash_attn=True)
     if d.kv.bytes_per_element > smaller_kv.kv.bytes_per_element and not \
             tensor_split_build_problem(smaller_kv, _llamacpp_build(s)):
-        options.append((small_kv[1], smaller_kv, r.context, kv_settings))
+        options.append((small_kv[1], smaller_kv, r.context, s))
     doubled = d.tensor_parallel_size * 2
     if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
                                            and not d.accelerator.link_kind):
@@ -170,9 +168,8 @@ def levers(r: FitReport) -> list[Lever]:
     options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
                     s))
     options += _smaller_weights_lever(d, r.context, s, gguf)
-    if fa_runs and not s.flash_attn:
-        options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context,
-                        replace(s, flash_attn=True)))
+    if fa_runs and not d.flash_attention:
+        options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context, s))
     if gguf and r.conversations > r.pool.max_num_seqs:
         options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
                         r.context, replace(s, max_num_seqs=r.conversations)))

@@ -48,7 +48,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
              f"{d.model.name} on {d.gpus_label}, {engine}, weights "
              f"{d.weights.label}, KV {d.kv.id}{cpu_offload_note(d)}",
              *offload_lines(d, r.launch_cells), *_stage_lines(p, d), ""]
-    lines += table(budget_rows(p, r.settings, d.model, vendor=d.accelerator.vendor), ["", ""])[1:]
+    lines += table(budget_rows(p, r.settings, d.model, vendor=d.accelerator.vendor,
+                               flash_attention=d.flash_attention), ["", ""])[1:]
     held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} blocks of " \
         f"{p.block_size}"
     if is_llamacpp(p):
@@ -103,7 +104,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
             # -b rises with a -ub past it
             (f" -b {ub}" if ub and ub > llamacpp_n_batch() else "")
             + (f" -ub {ub}" if ub else ""),
-            "" if r.settings.flash_attn else " -fa off",
+            "" if d.flash_attention else " -fa off",
             "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
             # llama-server's default split is by layer; a tensor split must be asked, and its
             # --fit turned off (it does not place one)
