@@ -125,3 +125,15 @@ def test_fits_engine_comparison_refuses_sglangs_redundant_experts_as_one_engines
                          "--engine", "vllm,sglang", "--ep-num-redundant-experts", "32")
     assert code == 2 and not out
     assert "one engine's settings" in err and "--ep-num-redundant-experts" in err
+
+
+def test_sglang_prices_the_busiest_rank_lighter_only_where_enable_eplb_places_the_replicas(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("prefill", *EP8, "--prompt-len", "4096", "--json")
+    times = {}
+    for name, extra in (("plain", ()), ("eplb", EPLB_32),
+                        ("replicas", ("--ep-num-redundant-experts", "32"))):
+        code, out, err = run(capsys, *args, *extra)
+        assert code == 0, err
+        times[name] = json.loads(out)["time_s"]
+    assert times["eplb"] < times["plain"] == times["replicas"]

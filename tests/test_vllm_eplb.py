@@ -1,7 +1,8 @@
 """vLLM's --enable-eplb: the redundant experts every expert-parallel rank loads with the
 weights, which the KV pool loses, named in fit's weights line, --explain and --json; vLLM's
-refusals in its words; the step priced as without EPLB, as its caution says (vllm_eplb.py;
-engines.json vllm.eplb)."""
+refusals in its words; with redundant experts the busiest expert-parallel rank priced as EPLB
+leaves it (parallel.ep_imbalance), as its caution says (vllm_eplb.py; engines.json
+vllm.eplb)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
+from ridgeline.cost import Seq, step_cost, step_time_s
 from ridgeline.datafiles import load_data
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.parallel import EP_IMBALANCE_EPLB, ep_imbalance
 from ridgeline.quantization import EXPERTS
 from ridgeline.vllm_eplb import EPLBSettings, local_experts, parse_eplb_config
 
@@ -88,14 +91,64 @@ def test_eplb_without_redundant_experts_leaves_the_weights_and_says_the_step_is_
     assert any("priced as without EPLB" in c for c in eplb["cautions"])
 
 
-def test_decode_prices_the_same_step_with_eplb_and_says_so(
+def dsv3_ep8() -> Deployment:
+    """DeepSeek-V3 on 8 H200s, its experts whole and spread over the 8 (vLLM's EP8)."""
+    return Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"), None,
+                            None, 8, expert_parallel=True)
+
+
+def experts_op(cost: Any) -> Any:
+    return next(op for op in cost.ops if op.name == "experts")
+
+
+def test_redundant_experts_under_eplb_shrink_the_busiest_ranks_expert_matmuls_by_the_data_ratio(
+        ) -> None:
+    plain = dsv3_ep8()
+    balanced = plain.with_eplb(True, 32)
+    prompt = [Seq(8192)]  # an 8,192-token prompt, where the expert matmuls bind
+    costs = {d: step_cost(d, prompt) for d in (plain, balanced)}
+    ops = {d: experts_op(c) for d, c in costs.items()}
+    assert ops[balanced].flops / ops[plain].flops == pytest.approx(
+        ep_imbalance(True) / ep_imbalance(False))
+    assert ops[balanced].flops < ops[plain].flops
+    assert round(ep_imbalance(True) / ep_imbalance(False), 2) == 0.92  # the docstrings' figure
+    assert ops[balanced].bytes == ops[plain].bytes  # which experts a rank reads: unchanged
+    assert step_time_s(balanced, prompt) < step_time_s(plain, prompt)
+
+
+def test_eplb_balances_only_with_replicas_to_place_over_expert_parallel_ranks() -> None:
+    plain = dsv3_ep8()
+    assert plain.with_eplb(True, 32).eplb_balanced
+    assert plain.with_eplb(True, 0) == plain  # EPLB only reorders: the stated factor
+    assert plain.with_eplb(False, 32) == plain  # SGLang's replicas without --enable-eplb
+    sliced = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"), None,
+                              None, 8)
+    assert sliced.with_eplb(True, 32) == sliced  # experts sliced, no busiest rank
+
+
+def test_prefill_prices_the_busiest_rank_lighter_with_eplb_and_says_by_how_much(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("prefill", *DSV3, "--prompt-len", "4096", "--json")
+    outs = [run(capsys, *args, *extra) for extra in ((), EPLB_32, ("--enable-eplb",))]
+    assert all(code == 0 for code, _, _ in outs)
+    plain, eplb, reordered = (json.loads(out) for _, out, _ in outs)
+    assert eplb["time_s"] < plain["time_s"] == reordered["time_s"]
+    said = f"busiest expert-parallel rank at {EP_IMBALANCE_EPLB:g} × the mean routed tokens"
+    assert any(said in c for c in eplb["cautions"])
+    assert any("priced as without EPLB" in c for c in reordered["cautions"])
+
+
+def test_decode_where_the_expert_reads_bind_keeps_its_step_with_eplb_and_says_so(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ("decode", *DSV3, "--batch", "64", "--json")
     code, out, _ = run(capsys, *args)
     code_eplb, out_eplb, _ = run(capsys, *args, *EPLB_32)
     assert code == code_eplb == 0
-    plain, eplb = json.loads(out), json.loads(out_eplb)
-    assert eplb["points"][0]["step_time_s"] == plain["points"][0]["step_time_s"]
+    plain, eplb = json.loads(out)["points"][0], json.loads(out_eplb)
+    point = eplb["points"][0]
+    assert point["flops"] < plain["flops"]  # the busiest rank's expert matmuls shrink ...
+    assert plain["bound"] == point["bound"] == "memory bandwidth"  # ... but reads bind
+    assert point["step_time_s"] == plain["step_time_s"]
     assert any("--enable-eplb" in c for c in eplb["cautions"])
 
 

@@ -47,9 +47,9 @@ from ridgeline.offload import (
     placed_layers,
 )
 from ridgeline.parallel import (
-    EP_IMBALANCE,
     all_reduce_time_s,
     busiest_rank_experts,
+    ep_imbalance,
     exchange_time_s,
     pipeline_hops,
     send_time_s,
@@ -642,7 +642,7 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
         # all-to-all kernels only with data parallelism, priced in step_terms)
         ranks = dep.engine_expert_ranks  # vLLM's EP ranks are an MI250's dies
         ep = dep.expert_parallel and ranks > 1
-        skew = EP_IMBALANCE if ep else 1.0
+        skew = ep_imbalance(dep.eplb_balanced) if ep else 1.0  # less under EPLB's replicas
         read = busiest_rank_experts(moe.num_experts, ranks, touched) * ranks / moe.num_experts \
             if ep else touched / moe.num_experts
         linear("experts", EXPERTS, moe.routed_fraction * skew, read, EXPERT_BIAS)

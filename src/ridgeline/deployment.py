@@ -98,6 +98,9 @@ class Deployment:
     # (engine_platforms.flash_attention_unsupported's words); "" where it resolved on, or
     # where -fa was given
     flash_attention_auto_off: str = ""
+    # --enable-eplb with redundant experts (vLLM's or SGLang's) under expert parallelism: the
+    # busiest rank's routed tokens at parallel.EP_IMBALANCE_EPLB × the mean, not EP_IMBALANCE
+    eplb_balanced: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
@@ -282,7 +285,7 @@ class Deployment:
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
                      self.data_parallel_size, self.cpu_offload,
                      self.decode_context_parallel_size, self.state_engine_version,
-                     self.mamba_ssm_dtype, self.lora, self.cuda_graphs))
+                     self.mamba_ssm_dtype, self.lora, self.cuda_graphs, self.eplb_balanced))
 
     def with_state_settings(self, engine_version: str | None,
                             mamba_ssm_dtype: str | None) -> Deployment:
@@ -301,6 +304,16 @@ class Deployment:
         flags); None leaves it as it is, so a deployment without LoRA keeps its identity and
         step-cost cache entries."""
         return self if lora is None else replace(self, lora=lora)
+
+    def with_eplb(self, enabled: bool, redundant_experts: int) -> Deployment:
+        """This deployment with --enable-eplb and its redundant experts: balanced (the busiest
+        expert-parallel rank priced at parallel.EP_IMBALANCE_EPLB) where EPLB is on with
+        replicas to place and the experts are spread over more than one rank; as it is
+        otherwise (EPLB without replicas only reorders the experts, for which no source gives
+        a figure; SGLang's replicas without --enable-eplb are never moved)."""
+        balanced = enabled and redundant_experts > 0 and self.expert_parallel \
+            and self.engine_expert_ranks > 1
+        return replace(self, eplb_balanced=True) if balanced else self
 
     @property
     def num_gpus(self) -> int:

@@ -39,7 +39,27 @@ DEFAULT_NODE_SIZE = 8
 LOW_LATENCY_ALL_REDUCE_S = 8e-6
 LOW_LATENCY_FABRICS = ("nvlink", "infinity-fabric")
 MESH_FABRICS = ("infinity-fabric",)  # point-to-point links, one a peer, not switched
-EP_IMBALANCE = 1.2  # busiest expert-parallel rank's tokens over the mean: a stated factor
+# The busiest expert-parallel rank's routed tokens over the mean, which every rank waits for.
+# Without a load balancer: a stated factor, no source measuring the 2-8 ranks of one node;
+# TensorRT-LLM measured far worse at 32 (DeepSeek-R1 on 32 GB200s, decode, a translation set:
+# (max − mean) ÷ mean by rank 1.564, averaged over layers and iterations, its Table 1,
+# docs/source/blogs/tech_blog/blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md), and SGLang
+# finds the imbalance growing with the ranks (lmsys.org/blog/2025-05-05-large-scale-ep).
+EP_IMBALANCE = 1.2
+# With redundant experts a load balancer places (TensorRT-LLM's; vLLM's and SGLang's
+# --enable-eplb run DeepSeek's EPLB to the same end): the same TensorRT-LLM run with 32
+# redundant experts placed from its own statistics (288 slots, 9 a rank on EP32) measured
+# (max − mean) ÷ mean 0.109 (0.115 with 8 a rank on EP36), against 1.564 without. Its
+# placement was fitted to the traffic it then served: a best case.
+EPLB_IMBALANCE_RATIO = 0.109
+EP_IMBALANCE_EPLB = 1 + EPLB_IMBALANCE_RATIO
+
+
+def ep_imbalance(balanced: bool) -> float:
+    """The busiest expert-parallel rank's routed tokens over the mean: EP_IMBALANCE_EPLB
+    where EPLB places redundant experts (``balanced``), else the stated EP_IMBALANCE; 1.109
+    against 1.2, so a step's expert matmuls on that rank shrink by 1.109 ÷ 1.2 = 0.92."""
+    return EP_IMBALANCE_EPLB if balanced else EP_IMBALANCE
 
 
 def node_size(acc: Accelerator) -> int:

@@ -13,9 +13,13 @@ DeepSeek-V3 (256 experts, 58 MoE layers, fp8-block) on EP8 with 32 redundant: 36
 GPU instead of 32, 4 × 58 × 42.0 MiB = 9.52 GiB. The bytes themselves are ``ep_extra_bytes``'s
 (memory.py), the one formula for whole experts on a rank; this module reads the flags and says
 what vLLM refuses; SGLang's --ep-num-redundant-experts is read into the same EPLBSettings
-(sglang_eplb.py). The rebalancing (which replica serves which token, and the weights vLLM
-moves every step_interval steps) is not priced: the step keeps ridgeline's stated busiest-rank
-factor, for want of a source for what EPLB makes of it.
+(sglang_eplb.py). What the balance buys is priced in the step: with redundant experts the
+busiest expert-parallel rank runs 1.109 × the mean routed tokens instead of the stated 1.2
+(parallel.ep_imbalance, from TensorRT-LLM's EP32 measurement of DeepSeek-R1), so the expert
+matmuls on it shrink by 1.109 ÷ 1.2 = 0.92 (their reads, which replica a rank reads, do not
+change). What it costs is not: the weights vLLM moves between ranks every step_interval steps
+(SGLang every eplb_rebalance_num_iterations), and EPLB without redundant experts, which only
+reorders them, keeps the stated factor for want of a figure.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import release_reached
 from ridgeline.errors import InputError
 from ridgeline.flag_json import json_object
-from ridgeline.parallel import EP_IMBALANCE, ep_rank_experts
+from ridgeline.parallel import EP_IMBALANCE, EP_IMBALANCE_EPLB, ep_rank_experts
 from ridgeline.sglang_eplb import FLAG as SGLANG_FLAG
 from ridgeline.sglang_eplb import (
     sglang_layout_problem,
@@ -227,12 +231,23 @@ def replicas_note(dep: Deployment, eplb: EPLBSettings) -> str:
 
 
 def eplb_step_caution(eplb: EPLBSettings) -> str:
-    """The line a priced step carries under --enable-eplb: its memory is sized, its balance
-    is not (no source ties the replicas to the busiest rank's load)."""
+    """The line a priced step carries under --enable-eplb: its memory is sized; with redundant
+    experts to place, its busiest expert-parallel rank is priced as EPLB leaves it
+    (parallel.ep_imbalance: 1.109 × the mean routed tokens, not the stated 1.2); without
+    them, or SGLang's replicas without --enable-eplb, as without EPLB. The weights it moves
+    are not priced either way."""
     unpriced = sglang_unpriced_moves(eplb.enabled) if eplb.spelling == SGLANG_FLAG else (
-        "neither the replicas' reads nor vLLM's rearrangement every step_interval steps is "
-        "priced")
-    return (f"{'--enable-eplb' if eplb.enabled else SGLANG_FLAG} ({eplb.describe()}): their "
-            f"weights are sized, but each step is priced as without EPLB (the busiest "
-            f"expert-parallel rank at ridgeline's stated {EP_IMBALANCE:g} × the mean tokens); "
-            f"{unpriced}")
+        "neither the replicas' reads nor vLLM's rearrangement every step_interval steps (the "
+        "expert weights it moves between ranks) is priced")
+    name = f"{'--enable-eplb' if eplb.enabled else SGLANG_FLAG} ({eplb.describe()})"
+    if eplb.enabled and eplb.num_redundant_experts:
+        return (f"{name}: their weights are sized, and each step prices the busiest "
+                f"expert-parallel rank at {EP_IMBALANCE_EPLB:g} × the mean routed tokens "
+                f"instead of ridgeline's stated {EP_IMBALANCE:g} (TensorRT-LLM's DeepSeek-R1 on "
+                f"EP32 with 32 redundant experts placed from the traffic it served: a best "
+                f"case); {unpriced}")
+    why = ("without redundant experts EPLB only reorders the experts, for which no source "
+           "gives a figure" if eplb.enabled else "no balancer places the replicas")
+    return (f"{name}: their weights are sized, but each step is priced as without EPLB (the "
+            f"busiest expert-parallel rank at ridgeline's stated {EP_IMBALANCE:g} × the mean "
+            f"tokens: {why}); {unpriced}")
