@@ -101,10 +101,23 @@ def test_decode_and_simulate_agree_on_whether_vllm_serve_starts(
 
 def test_a_single_h100_running_llama_8b_still_gets_its_speed_at_the_default_length(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """An 8B model leaves room for a 131,072-token sequence on one H100: nothing changes."""
+    """An 8B model leaves room for a 131,072-token sequence on one H100: nothing changes. The
+    speed is 1 ÷ vLLM's priced step at batch 1 and decode's context (125.8 tok/s), the same
+    answer as under a short --max-model-len."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.cost import decode_batch, step_cost
+    from ridgeline.engines import profile_for
+
     point = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100")["points"][0]
-    assert point["expected"]["per_user_tok_s"] == pytest.approx(125.8, abs=0.05)
+    short = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                     "8192")["points"][0]
     assert "expected_none_reason" not in point
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           engine="vllm")
+    step_s = step_cost(dep, decode_batch(1, point["context"]), profile_for("vllm")).time_s
+    assert point["expected"]["time_s"] == pytest.approx(step_s, rel=1e-12)
+    assert point["expected"]["per_user_tok_s"] == pytest.approx(1 / step_s, rel=1e-12)
+    assert point["expected"] == short["expected"]
 
 
 def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(

@@ -97,16 +97,22 @@ def test_fewer_seats_leave_a_pool_more_kv_cache() -> None:
     """vLLM sizes its CUDA graphs and sampler by max_num_seqs: DeepSeek-V3 on 4 x B200 starts
     with 33,760 tokens of KV pool at the default 1,024 seats, 54,624 at 64 (pool_configs)."""
     from ridgeline.candidate import replica_deployment
-    from ridgeline.disaggregated import pool_configs
+    from ridgeline.disaggregated import pool_configs, pool_transceiver
     from ridgeline.hardware import resolve_accelerator
+    from ridgeline.memory import EngineSettings, kv_pool
 
     dep = replica_deployment(resolve_model("deepseek-v3"), resolve_accelerator("b200"), 4, 1,
                              "as stored", "bf16")
     configs = dict(pool_configs(dep, LONG, 33536, None))
     tokens = {k: c.num_blocks * c.block_size for k, c in configs.items()}
-    assert tokens[(None, None)] == pytest.approx(33_760, rel=0.02)
-    assert tokens[(64, None)] == pytest.approx(54_624, rel=0.02)
-    assert set(configs) <= set(ENGINE_KNOBS)
+    assert set(configs) <= set(ENGINE_KNOBS) and {(None, None), (64, None)} <= set(configs)
+    for (seqs, budget), config in configs.items():  # the pool kv_pool sizes at those knobs
+        pool = kv_pool(dep, EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
+                                           max_model_len=33536,
+                                           cache_transceiver=pool_transceiver(dep, LONG, 33536)))
+        assert tokens[seqs, budget] == pool.tokens
+        assert config.max_num_seqs == pool.max_num_seqs == (seqs or pool.max_num_seqs)
+    assert (tokens[(None, None)], tokens[(64, None)]) == (33_760, 54_624)  # the docstring's
 
 
 def test_each_pool_launches_at_the_knobs_that_hold_it_on_the_fewest_gpus(

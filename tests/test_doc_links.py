@@ -51,8 +51,13 @@ def test_every_relative_link_resolves(page: Path) -> None:
     assert not broken, f"{page.name}: {broken}"
 
 
-def test_a_heading_id_is_what_github_makes() -> None:
+def test_a_heading_id_is_what_github_makes(tmp_path: Path) -> None:
     """'## Capacity planning: `ridgeline plan`' → capacity-planning-ridgeline-plan; a second
-    heading of the same words takes -1."""
+    heading of the same words takes -1, a third -2; a '#' line inside a code fence is no
+    heading."""
     page = ROOT / "docs" / "plan.md"
     assert "capacity-planning-ridgeline-plan" in heading_ids(page)
+    made = tmp_path / "p.md"
+    made.write_text("# Fit: `ridgeline fit`\n## Notes\n```\n# not a heading\n```\n"
+                    "### Notes\n## Notes\n", "utf-8")
+    assert heading_ids(made) == {"fit-ridgeline-fit", "notes", "notes-1", "notes-2"}

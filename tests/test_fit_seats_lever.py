@@ -43,11 +43,39 @@ def test_no_seats_lever_past_what_the_engine_starts_with(
     """--target-concurrency searches contexts down to a few tokens, where the default 1,024
     seats cap a pool of tens of thousands of conversations; vLLM refuses more seats than its
     step's tokens (max_num_batched_tokens 8,192), so no lever offers them, and fit answers
-    (it had stopped on that refusal: 'must be at least --max-num-seqs (47,142)')."""
+    (it had stopped on that refusal: 'must be at least --max-num-seqs (47,142)'). At 16
+    tokens the pool holds more than 8,192 conversations: no seats lever; at 256 it holds
+    fewer, and the lever offers them, within the budget."""
     assert main(["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
                  "--target-concurrency", "32", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["conversations"] >= 32
-    for lever in report["levers"]:
-        if lever["name"].startswith("--max-num-seqs"):
-            assert int(lever["name"].split()[-1].replace(",", "")) <= 8192
+    assert json.loads(capsys.readouterr().out)["conversations"] >= 32
+    budget = 8192  # vLLM's default max_num_batched_tokens on an H100
+    found = {}
+    for context in (16, 256):
+        assert main(["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
+                     "--max-model-len", str(context), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["batch"] == report["max_num_seqs"] < report["conversations"]
+        found[context] = report["conversations"], [
+            int(lever["name"].split()[-1].replace(",", "")) for lever in report["levers"]
+            if lever["name"].startswith("--max-num-seqs")]
+    assert found[16][0] > budget and found[16][1] == []
+    held, (seats,) = found[256]
+    assert held < budget and seats <= held
+
+
+def test_more_seats_than_the_smaller_budget_lever_leave_it_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-num-seqs 9,000 under --max-num-batched-tokens 65,536 is a vLLM start-up; the
+    smaller-step lever (--max-num-batched-tokens 2,048) would hold fewer tokens than those
+    seats, which vLLM refuses, so fit leaves the lever out (it had refused the whole command,
+    blaming a 2,048-token budget the user never gave). At 2,048 seats the lever stays."""
+    from ridgeline.reports.fit_levers import SMALLER_PROFILE_TOKENS
+
+    smaller = f"--max-num-batched-tokens {SMALLER_PROFILE_TOKENS}"
+    for seats in (9000, SMALLER_PROFILE_TOKENS):
+        report = fit_json(capsys, "--max-num-batched-tokens", "65536", "--max-num-seqs",
+                          str(seats))
+        assert report["max_num_seqs"] == seats
+        offered = any(v["name"] == smaller for v in report["levers"])
+        assert offered is (seats <= SMALLER_PROFILE_TOKENS)

@@ -14,7 +14,15 @@ from unittest import mock
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.cost import Seq, StepCost, batch_shape, decode_batch, shape_time_s, step_cost
+from ridgeline.cost import (
+    Seq,
+    StepCost,
+    StepRates,
+    batch_shape,
+    decode_batch,
+    shape_time_s,
+    step_cost,
+)
 from ridgeline.engines import moe_prompt_expert_slowdown, profile_for
 from ridgeline.sim.timer import StepTimer
 
@@ -39,10 +47,22 @@ def priced(dep: Deployment, batch: list[Seq]) -> tuple[StepCost, StepCost]:
 
 
 def test_vllms_experts_reach_an_eighth_of_peak_on_prompt_steps() -> None:
-    """The serving profile's compute share, 0.556 of peak, over the fitted 4.8: 0.12."""
-    assert VLLM.compute_efficiency / moe_prompt_expert_slowdown("vllm") \
-        == pytest.approx(0.12, abs=0.005)
+    """The serving profile's compute share, 0.556 of peak, over the fitted 4.8: 0.12. Read
+    off the step's rates: the routed experts' FLOPs over their time on a prompt step, against
+    the H100's peak; on a decode step, and for every other operator, the share itself."""
+    dep = build("qwen3-30b-a3b")
+    peak, flops = dep.peak_at(dep.compute_dtype), 1e12
+    share = VLLM.compute_for(dep.accelerator)
+    prompt, decode = StepRates(dep, VLLM, prompt=True), StepRates(dep, VLLM)
+    reached = flops / prompt.compute_s("experts", flops, 1) / peak
+    assert reached == pytest.approx(share / moe_prompt_expert_slowdown("vllm"), rel=1e-12)
+    assert reached == pytest.approx(0.12, abs=0.005)
+    assert flops / decode.compute_s("experts", flops, 1) / peak == pytest.approx(share)
+    assert prompt.compute_s("mlp", flops, 1) == decode.compute_s("mlp", flops, 1)
     assert moe_prompt_expert_slowdown("sglang") == moe_prompt_expert_slowdown("trtllm") == 1.0
+    sglang = profile_for("sglang")
+    assert StepRates(dep, sglang, prompt=True).compute_s("experts", flops, 1) \
+        == StepRates(dep, sglang).compute_s("experts", flops, 1)
 
 
 def test_a_moe_prompt_steps_experts_cost_the_slowdown_times_their_arithmetic() -> None:

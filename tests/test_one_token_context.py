@@ -59,13 +59,23 @@ def test_fit_with_one_seat_says_seat(capsys: pytest.CaptureFixture[str]) -> None
 def test_kv_shows_a_short_sequences_cache_in_a_unit_that_is_not_zero(
         capsys: pytest.CaptureFixture[str]) -> None:
     """One token of Llama-3.1-8B's cache is 128 KiB (--json's bytes_per_sequence), where three
-    places of GB read 0.000; a long sequence keeps the article's GB (GiB) to three places."""
+    places of GB read 0.000; a long sequence keeps the article's GB (GiB) to three places.
+    Either is layers × K and V × KV heads × head_dim × 2 bytes (bf16) a token, from the
+    config: Llama-3.1-70B's 131,072 tokens are 42.950 GB (40.000 GiB)."""
     import ridgeline.units as units
+    from ridgeline import resolve_model
+
+    def per_token(name: str) -> int:
+        spec = resolve_model(name)
+        assert spec.attention is not None
+        return spec.num_layers * 2 * spec.attention.num_kv_heads * spec.attention.head_dim * 2
 
     one = json.loads(run(capsys, "kv", "llama-3.1-8b", "--context", "1", "--json"))
     out = run(capsys, "kv", "llama-3.1-8b", "--context", "1")
     size = one["bytes_per_sequence"]
+    assert size == per_token("llama-3.1-8b") == 128 * 1024
     assert f"per sequence at 1: {units.fmt_decimal_bytes(size)} " \
            f"({units.fmt_binary_bytes(size)})" in out and "0.000 GB" not in out
     long = run(capsys, "kv", "llama-3.1-70b", "--context", "131072")
-    assert "per sequence at 131,072: 42.950 GB (40.000 GiB)" in long
+    size = 131072 * per_token("llama-3.1-70b")
+    assert f"per sequence at 131,072: {size / 1e9:.3f} GB ({size / 2**30:.3f} GiB)" in long

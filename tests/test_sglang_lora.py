@@ -130,7 +130,18 @@ def test_fit_prints_the_lora_line_explain_and_json_carry_it(
     assert "SGLang adapts the modules its adapters name" in out
     _, out, _ = run(capsys, *FIT, *flags, "--explain")
     assert "− weights − LoRA adapters − non-torch" in out
-    assert "qkv_proj 32 × 18.00 MiB" in out
+    config = llama_config()
+    h, inter, layers = config["hidden_size"], config["intermediate_size"], \
+        config["num_hidden_layers"]
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    d, slots, rank = h // heads, 8, 64
+    per_layer = {  # A (slots, stacked × rank, input) + B (slots, output, rank), 2 bytes each
+        "qkv_proj": 3 * rank * h + (heads + 2 * kv) * d * rank,
+        "o_proj": rank * heads * d + h * rank,
+        "gate_up_proj": 2 * rank * h + 2 * inter * rank,
+        "down_proj": rank * inter + h * rank}
+    for name, elements in per_layer.items():
+        assert f"{name} {layers} × {slots * elements * 2 / 2**20:.2f} MiB" in out
     _, out, _ = run(capsys, *FIT, *flags, "--json")
     data = json.loads(out)
     assert data["taken_bytes_per_gpu"]["lora_adapters"] == pytest.approx(expected * 2**30)
@@ -258,6 +269,12 @@ def test_simulate_serves_from_the_smaller_pool_with_the_adapters_in_each_step(
     assert code == 0
     with_lora, without = json.loads(out), json.loads(plain)
     assert any(c.startswith("SGLang LoRA:") for c in with_lora["cautions"])
+    # the pool simulate serves from is kv_pool's, less the adapters' buffers
+    one = SGLangLoRASettings(max_lora_rank=64, lora_paths=1)
+    for run_json, lora in ((with_lora, one), (without, None)):
+        pool = kv_pool(llama_8b(), EngineSettings(max_model_len=8192, lora=lora))
+        assert run_json["settings"]["num_blocks"] * run_json["settings"]["block_size"] \
+            == pool.tokens
     assert with_lora["settings"]["num_blocks"] < without["settings"]["num_blocks"]
     assert with_lora["tpot_s"]["mean"] > without["tpot_s"]["mean"]
 

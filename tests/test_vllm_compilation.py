@@ -86,9 +86,12 @@ def test_cuda_graph_sizes_of_one_value_before_v0_11_1_is_its_every_8_list() -> N
 
 
 def test_full_decode_only_counts_the_decode_sizes_alone() -> None:
-    """256 seats: vLLM's list runs to 512 (51 sizes); full decode graphs only to 256 (35)."""
-    assert capture_sizes(256) == 51
-    assert capture_sizes(256, mode="FULL_DECODE_ONLY") == 35
+    """256 seats: vLLM's list runs to 512 (51 sizes); full decode graphs only to 256 (35).
+    The list: 1, 2, 4, every 8 below 256, every 16 from 256 to min(2 × seats, 512)."""
+    listed = [1, 2, 4, *range(8, 256, 8), *range(256, min(2 * 256, 512) + 1, 16)]
+    assert capture_sizes(256) == len(listed) == 51
+    assert capture_sizes(256, mode="FULL_DECODE_ONLY") == len(
+        [size for size in listed if size <= 256]) == 35
 
 
 def test_a_max_size_that_disagrees_with_the_list_is_refused_as_vllm_refuses_it(
@@ -125,8 +128,12 @@ def test_cudagraph_mode_none_alone_keeps_the_cold_compile(
     none = fitted(capsys, "-cc.cudagraph_mode=NONE")
     assert graphs(none) == 0
     assert none["profile"]["compile_bytes"] == compile_transient_bytes()
+    assert eager["profile"]["compile_bytes"] == 0
+    # the profile's other terms alike: the pool is smaller by the cold compile, exactly
+    assert {k: v for k, v in none["profile"].items() if k != "compile_bytes"} == {
+        k: v for k, v in eager["profile"].items() if k != "compile_bytes"}
     assert eager["pool_bytes_per_gpu"] - none["pool_bytes_per_gpu"] == pytest.approx(
-        compile_transient_bytes(), rel=0.02)
+        compile_transient_bytes(), rel=1e-12)
     assert expected_step_s(capsys, "-cc.cudagraph_mode=NONE") == expected_step_s(
         capsys, "--enforce-eager")
 

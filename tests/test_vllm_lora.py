@@ -212,6 +212,12 @@ def test_simulate_serves_from_the_smaller_pool_with_the_adapters_in_each_step(
     assert code == 0
     with_lora, without = json.loads(out), json.loads(plain)
     assert any("shrink and expand, rank 64)" in c for c in with_lora["cautions"])
+    # the pool simulate serves from is kv_pool's, less the adapters' slots
+    for run_json, lora in ((with_lora, LoRASettings(max_loras=4, max_lora_rank=64)),
+                           (without, None)):
+        pool = kv_pool(llama_8b(), EngineSettings(max_model_len=8192, lora=lora))
+        assert run_json["settings"]["num_blocks"] * run_json["settings"]["block_size"] \
+            == pool.tokens
     assert with_lora["settings"]["num_blocks"] < without["settings"]["num_blocks"]
     # the adapters' matmuls are in every step: prompts and tokens come out later
     assert with_lora["tpot_s"]["mean"] > without["tpot_s"]["mean"]

@@ -452,8 +452,10 @@ def _budget_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
         out.append((f"--gpu-memory-utilization {FULLER_BUDGET:g}", r.deployment, r.context,
                     replace(s, gpu_memory_utilization=FULLER_BUDGET)))
     if r.pool.profile_tokens > SMALLER_PROFILE_TOKENS and not v0_runs_whole(
-            r.deployment, s, vllm_accounting(s.engine_version), r.context):  # vLLM would refuse a budget
-        # below the context it runs whole (V0's, or --no-enable-chunked-prefill)
+            r.deployment, s, vllm_accounting(s.engine_version), r.context) \
+            and (s.max_num_seqs or 0) <= SMALLER_PROFILE_TOKENS:  # vLLM would refuse a budget
+        # below the context it runs whole (V0's, or --no-enable-chunked-prefill), or below
+        # the --max-num-seqs given (SchedulerConfig: max_num_batched_tokens >= max_num_seqs)
         out.append((f"--max-num-batched-tokens {SMALLER_PROFILE_TOKENS}", r.deployment, r.context,
                     replace(s, max_num_batched_tokens=SMALLER_PROFILE_TOKENS)))
     return out
