@@ -193,6 +193,22 @@ def test_the_older_spelling_is_read_where_its_release_has_it(
     assert code == 2 and "no --eplb-config" in err
 
 
+def test_eplb_is_read_from_the_first_release_that_shipped_it_and_refused_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """engines.json vllm.eplb.since is v0.9.2, whose documentation holds PR #18343's
+    vllm/distributed/eplb (and so its flags); the patch release before it is refused."""
+    since = load_data("engines.json")["vllm"]["eplb"]["since"]
+    major, minor, patch = (int(part) for part in since.split("."))
+    assert patch > 0  # the release before is the same minor's previous patch
+    before = f"{major}.{minor}.{patch - 1}"
+    legacy = ("--enable-eplb", "--num-redundant-experts", "32")
+    accepted = fit_json(capsys, *DSV3, *legacy, "--engine-version", since)
+    routed = load_data("models/deepseek-ai--DeepSeek-V3.json")["n_routed_experts"]
+    assert accepted["eplb"]["physical_experts"] == routed + 32
+    code, _, err = run(capsys, "fit", *DSV3, *legacy, "--engine-version", before)
+    assert code == 2 and f"vLLM {before}: --enable-eplb is read from v{since}" in err
+
+
 @pytest.mark.parametrize("version", ["0.12", "0.12.0"])
 def test_the_older_spelling_is_refused_from_the_release_that_removed_it(
         capsys: pytest.CaptureFixture[str], version: str) -> None:

@@ -230,7 +230,7 @@ def lora_flags(g: Any) -> None:
 def eplb_flags(g: Any) -> None:
     """vLLM's and SGLang's expert load balancing, as each spells it: --enable-eplb, and the
     redundant experts of vLLM's --eplb-config (v0.10.2+; --eplb-config.num_redundant_experts N
-    the same) or older --num-redundant-experts (v0.10.0-v0.11), or of SGLang's
+    the same) or older --num-redundant-experts (v0.9.2-v0.11), or of SGLang's
     --ep-num-redundant-experts, whose weights the pool loses (vllm_eplb.py, sglang_eplb.py)."""
     g.add_argument("--enable-eplb", action="store_true",
                    help="vLLM with --enable-expert-parallel, SGLang with --ep-size > 1: "
@@ -246,7 +246,7 @@ def eplb_flags(g: Any) -> None:
                    help="vLLM --enable-eplb: --eplb-config's num_redundant_experts, dotted")
     g.add_argument("--num-redundant-experts", dest="num_redundant_experts", metavar="N",
                    type=_count("num_redundant_experts", COUNT_EXAMPLES),
-                   help="vLLM v0.10.0-v0.11 --enable-eplb: the redundant experts, before "
+                   help="vLLM v0.9.2-v0.11 --enable-eplb: the redundant experts, before "
                    "--eplb-config (removed in v0.12: name --engine-version 0.11)")
     g.add_argument("--ep-num-redundant-experts", dest="ep_num_redundant_experts", metavar="N",
                    type=_count("ep_num_redundant_experts", COUNT_EXAMPLES),

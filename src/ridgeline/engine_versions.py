@@ -118,7 +118,7 @@ def split_launch_problem(engine: str, version: str | None) -> str:
     """Why ``engine`` at ``version`` cannot run a split's printed launch, or "" (no version:
     the newest modelled; an engine without the check): vLLM's NixlConnector and its proxy came
     in v0.9.0 (PR #17751) and only the V1 engine drives it, SGLang's --disaggregation-mode with
-    --disaggregation-transfer-backend in v0.4.6 (PRs #4654, #5477) (engines.json
+    --disaggregation-transfer-backend in v0.4.6 (PRs #4654, #5328) (engines.json
     cli.disaggregated.since). The split is still priced; its commands are not printed."""
     d = engine_defaults(engine).get("cli", {}).get("disaggregated", {})
     since = d.get("since")

@@ -41,7 +41,7 @@ from ridgeline.sglang_eplb import (
 from ridgeline.vllm_memory import parse_version, vllm_data
 
 CONFIG_FLAG = "--eplb-config"
-LEGACY_FLAG = "--num-redundant-experts"  # vLLM v0.10.0-v0.11 (deprecated in v0.10.2)
+LEGACY_FLAG = "--num-redundant-experts"  # vLLM v0.9.2-v0.11 (deprecated in v0.10.2)
 
 
 def eplb_data() -> dict[str, Any]:
