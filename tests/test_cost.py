@@ -82,6 +82,40 @@ def test_the_busiest_expert_parallel_rank() -> None:
     assert ep_rank_experts(60, 8) == 8
 
 
+def test_the_busiest_rank_under_eplb_reads_the_replicas_its_tokens_reach() -> None:
+    """With N replicas a rank holds (E + N) ÷ R experts: all read once every expert is
+    touched; at one token about as many as without replicas, each token's expert served by
+    one of its copies; with none, busiest_rank_experts exactly."""
+    from ridgeline.moe import expected_experts_touched
+    from ridgeline.parallel import (
+        busiest_rank_experts,
+        busiest_rank_physical_experts,
+        ep_rank_experts,
+        replica_touch_probability,
+    )
+
+    assert busiest_rank_physical_experts(256, 32, 8, 256) == ep_rank_experts(256 + 32, 8) == 36
+    assert busiest_rank_physical_experts(256, 32, 8, 0) == 0
+    for touched in (8.0, 100.0, 250.0):
+        assert busiest_rank_physical_experts(256, 0, 8, touched) == \
+            busiest_rank_experts(256, 8, touched)
+    one = expected_experts_touched(256, 8, 1)  # a DeepSeek-V3 token: 8 of 256
+    with_replicas = busiest_rank_physical_experts(256, 32, 8, one)
+    assert with_replicas == pytest.approx(busiest_rank_experts(256, 8, one), rel=0.01)
+    assert round(with_replicas, 3) == 2.548  # the docstring's worked number
+    reads = [busiest_rank_physical_experts(256, 32, 8, t) for t in (8, 64, 128, 200, 255)]
+    assert reads == sorted(reads) and reads[-1] < 36
+    # more touched, more of the replicas read past what the logical experts alone would give
+    assert reads[3] - busiest_rank_experts(256, 8, 200) > reads[0] - busiest_rank_experts(256, 8, 8)
+    # a replica of an expert with c copies sees 1 ÷ c of its tokens: untouched (1 − p)^(1/c)
+    assert replica_touch_probability(0.3, 1) == pytest.approx(0.3)
+    assert replica_touch_probability(0.75, 2) == pytest.approx(0.5)
+    assert round(replica_touch_probability(1 / 32, 2), 4) == 0.0157
+    # replica slots the ranks cannot share evenly (62 + 2 over 8: 4 slots, on 4 ranks): the
+    # ranks still hold 8 each, all read once every expert is touched
+    assert busiest_rank_physical_experts(62, 2, 8, 62) == 8
+
+
 def test_pipeline_stages_pay_a_hand_off() -> None:
     cost = step_cost(dep("llama-3.1-70b", "a100", n=4, pp=4), decode_batch(1, 100))
     assert any(op.name == "pipeline send" for op in cost.ops)

@@ -75,7 +75,7 @@ def test_sglang_fit_names_the_replicas_in_its_weights_line_explain_and_caution(
     assert "256 + 32 = 288 physical experts over 8 expert-parallel ranks, 36 a rank" in out
     assert "SGLang loads them with the weights" in out
     every = sglang_eplb_data()["rebalance_num_iterations"]  # said to be unpriced
-    assert f"eplb_rebalance_num_iterations ({every:,}) steps is priced" in out
+    assert f"eplb_rebalance_num_iterations ({every:,}) steps is not priced" in out
 
 
 def test_sglang_loads_the_replicas_without_enable_eplb_too(
@@ -88,7 +88,7 @@ def test_sglang_loads_the_replicas_without_enable_eplb_too(
             == balanced["taken_bytes_per_gpu"]["weights"])
     code, out, _ = run(capsys, "fit", *EP8, "--ep-num-redundant-experts", "32")
     assert code == 0 and "32 redundant experts, no --enable-eplb" in out
-    assert "SGLang never moves them" in out and "rebalancing every" not in out
+    assert "SGLang routes no token to the replicas" in out and "rebalancing every" not in out
 
 
 def test_eplb_at_ep_size_1_is_refused_in_sglangs_words(
@@ -137,3 +137,23 @@ def test_sglang_prices_the_busiest_rank_lighter_only_where_enable_eplb_places_th
         assert code == 0, err
         times[name] = json.loads(out)["time_s"]
     assert times["eplb"] < times["plain"] == times["replicas"]
+
+
+def test_sglang_under_enable_eplb_reads_every_replica_a_rank_holds_once_every_expert_is_touched(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An 8,192-token prompt touches all 256 experts: under --enable-eplb each of the 8 GPUs
+    reads its (256 + 32) ÷ 8 = 36, 4 experts' bytes in every MoE layer more than without
+    replicas (from config.json); without --enable-eplb no token reaches them."""
+    args = ("prefill", *EP8, "--prompt-len", "8192", "--json")
+    moved = {}
+    for name, extra in (("plain", ()), ("eplb", EPLB_32),
+                        ("replicas", ("--ep-num-redundant-experts", "32"))):
+        code, out, err = run(capsys, *args, *extra)
+        assert code == 0, err
+        report = json.loads(out)
+        assert report["prompt_steps"] == 1
+        moved[name] = report["bytes_moved"]
+    more = (32 + 256) // 8 - 256 // 8
+    assert moved["eplb"] - moved["plain"] == pytest.approx(
+        8 * more * dsv3_expert_bytes_per_moe_layers(), rel=1e-5)
+    assert moved["replicas"] == moved["plain"]

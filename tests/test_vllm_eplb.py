@@ -1,7 +1,8 @@
 """vLLM's --enable-eplb: the redundant experts every expert-parallel rank loads with the
 weights, which the KV pool loses, named in fit's weights line, --explain and --json; vLLM's
 refusals in its words; with redundant experts the busiest expert-parallel rank priced as EPLB
-leaves it (parallel.ep_imbalance), as its caution says (vllm_eplb.py; engines.json
+leaves it (parallel.ep_imbalance), reading the replicas it holds that the step's tokens reach
+(parallel.busiest_rank_physical_experts), as its caution says (vllm_eplb.py; engines.json
 vllm.eplb)."""
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
-from ridgeline.cost import Seq, step_cost, step_time_s
+from ridgeline.cost import Seq, decode_batch, step_cost, step_time_s
 from ridgeline.datafiles import load_data
-from ridgeline.memory import EngineSettings, kv_pool
-from ridgeline.parallel import EP_IMBALANCE_EPLB, ep_imbalance
+from ridgeline.memory import EngineSettings, ep_extra_bytes, kv_pool
+from ridgeline.moe import expected_experts_touched
+from ridgeline.parallel import (
+    EP_IMBALANCE_EPLB,
+    busiest_rank_experts,
+    busiest_rank_physical_experts,
+    ep_imbalance,
+    ep_rank_experts,
+)
 from ridgeline.quantization import EXPERTS
 from ridgeline.vllm_eplb import EPLBSettings, local_experts, parse_eplb_config
 
@@ -112,8 +120,42 @@ def test_redundant_experts_under_eplb_shrink_the_busiest_ranks_expert_matmuls_by
         ep_imbalance(True) / ep_imbalance(False))
     assert ops[balanced].flops < ops[plain].flops
     assert round(ep_imbalance(True) / ep_imbalance(False), 2) == 0.92  # the docstrings' figure
-    assert ops[balanced].bytes == ops[plain].bytes  # which experts a rank reads: unchanged
     assert step_time_s(balanced, prompt) < step_time_s(plain, prompt)
+
+
+def test_where_every_expert_is_touched_the_busiest_rank_reads_all_its_replicas() -> None:
+    plain = dsv3_ep8()
+    balanced = plain.with_eplb(True, 32)
+    prompt = [Seq(8192)]  # 8,192 tokens × 8 routed: every one of the 256 experts touched
+    moe = plain.model.moe
+    assert moe is not None
+    assert expected_experts_touched(moe.num_experts, moe.experts_per_token, 8192) == 256
+    ops = {d: experts_op(step_cost(d, prompt)) for d in (plain, balanced)}
+    held = local_experts(plain, EPLBSettings(32))  # (256 + 32) ÷ 8
+    assert ops[balanced].bytes / ops[plain].bytes == pytest.approx(
+        held / ep_rank_experts(moe.num_experts, 8))
+    assert held == 36 and ops[balanced].bytes / ops[plain].bytes == pytest.approx(1.125)
+    # the 4 more experts a rank reads are the replicas the pool holds, one expert's bytes in
+    # every MoE layer each, from config.json
+    more = ops[balanced].bytes - ops[plain].bytes
+    assert more == pytest.approx(ep_extra_bytes(plain, 1.0, 32) - ep_extra_bytes(plain),
+                                 rel=1e-9)
+    assert more == pytest.approx((held - 32) * dsv3_expert_bytes_per_moe_layers(), rel=1e-5)
+
+
+def test_at_one_token_the_replicas_change_the_busiest_ranks_read_little() -> None:
+    plain = dsv3_ep8()
+    balanced = plain.with_eplb(True, 32)
+    one = decode_batch(1, 1000)
+    moe = plain.model.moe
+    assert moe is not None
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, 1)
+    ops = {d: experts_op(step_cost(d, one)) for d in (plain, balanced)}
+    ratio = ops[balanced].bytes / ops[plain].bytes
+    assert ratio == pytest.approx(busiest_rank_physical_experts(moe.num_experts, 32, 8, touched)
+                                  / busiest_rank_experts(moe.num_experts, 8, touched))
+    assert 1.0 < ratio < 1.01  # 2.548 experts on the busiest rank against 2.544
+    assert step_time_s(balanced, one) == pytest.approx(step_time_s(plain, one), rel=0.01)
 
 
 def test_eplb_balances_only_with_replicas_to_place_over_expert_parallel_ranks() -> None:
@@ -138,7 +180,7 @@ def test_prefill_prices_the_busiest_rank_lighter_with_eplb_and_says_by_how_much(
     assert any("priced as without EPLB" in c for c in reordered["cautions"])
 
 
-def test_decode_where_the_expert_reads_bind_keeps_its_step_with_eplb_and_says_so(
+def test_decode_where_the_expert_reads_bind_pays_for_the_replicas_eplb_reads_and_says_so(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ("decode", *DSV3, "--batch", "64", "--json")
     code, out, _ = run(capsys, *args)
@@ -147,9 +189,23 @@ def test_decode_where_the_expert_reads_bind_keeps_its_step_with_eplb_and_says_so
     plain, eplb = json.loads(out)["points"][0], json.loads(out_eplb)
     point = eplb["points"][0]
     assert point["flops"] < plain["flops"]  # the busiest rank's expert matmuls shrink ...
-    assert plain["bound"] == point["bound"] == "memory bandwidth"  # ... but reads bind
-    assert point["step_time_s"] == plain["step_time_s"]
-    assert any("--enable-eplb" in c for c in eplb["cautions"])
+    assert plain["bound"] == point["bound"] == "memory bandwidth"  # ... but reads bind,
+    assert point["weight_bytes_read"] > plain["weight_bytes_read"]  # and it reads replicas
+    assert point["step_time_s"] > plain["step_time_s"]
+    assert any("--enable-eplb" in c and "reading the replicas it holds" in c
+               for c in eplb["cautions"])
+
+
+def test_decode_explain_names_the_busiest_ranks_physical_experts_under_eplb(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "decode", *DSV3, "--batch", "1", *EPLB_32, "--explain")
+    assert code == 0
+    moe = resolve_model("deepseek-v3").moe
+    assert moe is not None
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, 1)
+    most = busiest_rank_physical_experts(moe.num_experts, 32, 8, touched)
+    assert (f"each holding (256 + 32 redundant under EPLB) ÷ 8, {most:,.2f} of its 36 "
+            f"experts read" in out)
 
 
 def test_a_total_the_ranks_do_not_divide_is_refused_in_vllms_words(

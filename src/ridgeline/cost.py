@@ -48,7 +48,7 @@ from ridgeline.offload import (
 )
 from ridgeline.parallel import (
     all_reduce_time_s,
-    busiest_rank_experts,
+    busiest_rank_physical_experts,
     ep_imbalance,
     exchange_time_s,
     pipeline_hops,
@@ -639,11 +639,14 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
         # expert parallelism: the busiest rank holds more than its share of the tokens, and
         # reads more than its share of the experts a step touches (each rank whole experts;
         # under TP + EP the MoE output is all-reduced as under TP, no all-to-all: vLLM runs
-        # all-to-all kernels only with data parallelism, priced in step_terms)
+        # all-to-all kernels only with data parallelism, priced in step_terms); under EPLB
+        # it also reads the replicas it holds that the step's tokens reach, (E + N) ÷ R
+        # experts where every one is touched
         ranks = dep.engine_expert_ranks  # vLLM's EP ranks are an MI250's dies
         ep = dep.expert_parallel and ranks > 1
         skew = ep_imbalance(dep.eplb_balanced) if ep else 1.0  # less under EPLB's replicas
-        read = busiest_rank_experts(moe.num_experts, ranks, touched) * ranks / moe.num_experts \
+        read = busiest_rank_physical_experts(moe.num_experts, dep.eplb_redundant_experts,
+                                             ranks, touched) * ranks / moe.num_experts \
             if ep else touched / moe.num_experts
         linear("experts", EXPERTS, moe.routed_fraction * skew, read, EXPERT_BIAS)
         linear("shared experts", SHARED_EXPERTS)

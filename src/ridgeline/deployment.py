@@ -98,9 +98,10 @@ class Deployment:
     # (engine_platforms.flash_attention_unsupported's words); "" where it resolved on, or
     # where -fa was given
     flash_attention_auto_off: str = ""
-    # --enable-eplb with redundant experts (vLLM's or SGLang's) under expert parallelism: the
-    # busiest rank's routed tokens at parallel.EP_IMBALANCE_EPLB × the mean, not EP_IMBALANCE
-    eplb_balanced: bool = False
+    # the redundant experts --enable-eplb places (vLLM's or SGLang's) under expert parallelism,
+    # 0 without: the busiest rank's routed tokens at parallel.EP_IMBALANCE_EPLB × the mean, not
+    # EP_IMBALANCE, and its reads of (E + N) ÷ R physical experts (cost._token_ops)
+    eplb_redundant_experts: int = 0
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
@@ -285,7 +286,8 @@ class Deployment:
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
                      self.data_parallel_size, self.cpu_offload,
                      self.decode_context_parallel_size, self.state_engine_version,
-                     self.mamba_ssm_dtype, self.lora, self.cuda_graphs, self.eplb_balanced))
+                     self.mamba_ssm_dtype, self.lora, self.cuda_graphs,
+                     self.eplb_redundant_experts))
 
     def with_state_settings(self, engine_version: str | None,
                             mamba_ssm_dtype: str | None) -> Deployment:
@@ -307,13 +309,20 @@ class Deployment:
 
     def with_eplb(self, enabled: bool, redundant_experts: int) -> Deployment:
         """This deployment with --enable-eplb and its redundant experts: balanced (the busiest
-        expert-parallel rank priced at parallel.EP_IMBALANCE_EPLB) where EPLB is on with
-        replicas to place and the experts are spread over more than one rank; as it is
-        otherwise (EPLB without replicas only reorders the experts, for which no source gives
-        a figure; SGLang's replicas without --enable-eplb are never moved)."""
+        expert-parallel rank priced at parallel.EP_IMBALANCE_EPLB, reading its share of the
+        replicas: parallel.busiest_rank_physical_experts) where EPLB is on with replicas to
+        place and the experts are spread over more than one rank; as it is otherwise (EPLB
+        without replicas only reorders the experts, for which no source gives a figure;
+        SGLang's replicas without --enable-eplb take no token: sglang_eplb.py)."""
         balanced = enabled and redundant_experts > 0 and self.expert_parallel \
             and self.engine_expert_ranks > 1
-        return replace(self, eplb_balanced=True) if balanced else self
+        return replace(self, eplb_redundant_experts=redundant_experts) if balanced else self
+
+    @property
+    def eplb_balanced(self) -> bool:
+        """Whether EPLB places redundant experts over this deployment's expert-parallel ranks
+        (with_eplb)."""
+        return self.eplb_redundant_experts > 0
 
     @property
     def num_gpus(self) -> int:

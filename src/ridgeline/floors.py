@@ -40,7 +40,7 @@ from ridgeline.llamacpp_batching import (
 from ridgeline.lora_step import LORA_OP
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import placed_layers
-from ridgeline.parallel import busiest_rank_experts, ep_rank_experts
+from ridgeline.parallel import busiest_rank_physical_experts, ep_rank_experts
 from ridgeline.params import count_params, layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER, ROUTED
 from ridgeline.raw_fit import FitCheck, batch_fit
@@ -453,10 +453,15 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
     if dep.expert_parallel and ranks > 1:
         # the step waits on the rank that touched most of its experts, as cost prices it: the
         # share is that rank's read, as if every rank read as much (not touched ÷ E)
-        most = busiest_rank_experts(moe.num_experts, ranks, touched)
+        # (under EPLB of its (E + N) ÷ R physical experts, the replicas with them)
+        redundant = dep.eplb_redundant_experts
+        most = busiest_rank_physical_experts(moe.num_experts, redundant, ranks, touched)
+        held = ep_rank_experts(moe.num_experts + redundant, ranks)
+        physical = (f"each holding ({moe.num_experts} + {redundant} redundant under EPLB) "
+                    f"÷ {ranks}, " if redundant else "")
         busiest = (f"; under expert parallelism the step waits on the busiest of {ranks} "
-                   f"ranks, {most:,.2f} of its {ep_rank_experts(moe.num_experts, ranks)} "
-                   f"experts read: {most:,.2f} × {ranks} ÷ {moe.num_experts}")
+                   f"ranks, {physical}{most:,.2f} of its {held} experts read: {most:,.2f} × "
+                   f"{ranks} ÷ {moe.num_experts}")
     return step("weight bytes read", "params every token reads × their bytes per weight + "
                 "routed expert params × share touched × theirs" + "".join(kept), result,
                 q("params every token reads", dense / 1e9, "B params",

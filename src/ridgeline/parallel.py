@@ -11,6 +11,9 @@ t = 8 µs + 2·(n−1)/n · bytes / β, whichever is faster.
 
 from __future__ import annotations
 
+import itertools
+import math
+
 from ridgeline.hardware import Accelerator
 
 # Per-step latency of a collective, by link kind. NVLink, Infinity Fabric and ICI are
@@ -251,3 +254,74 @@ def busiest_rank_experts(num_experts: int, ranks: int, touched: float) -> float:
         term *= (held - k) / (k + 1) * p / (1 - p)
     return expected
 
+
+def replica_touch_probability(touched_fraction: float, copies: int) -> float:
+    """The chance a step touches one of a logical expert's ``copies`` physical replicas, when
+    it touches the logical expert with probability ``touched_fraction``: each of its tokens
+    goes to one replica, which (vLLM's EPLB: a uniform random pick, torch.rand_like ×
+    logical_replica_count in FusedMoE.select_experts of v0.10-era layer.py; since then the
+    token's flattened position modulo the replica count, eplb_map_to_physical in
+    fused_moe/router/base_router.py) sends each replica 1 ÷ c of the expert's tokens. Thinning
+    a Poisson count by 1 ÷ c leaves a replica untouched with (1 − p)^(1/c): 1 − (1 − p)^(1/c).
+    A DeepSeek-V3 token's 8 of 256 experts (p = 1/32) on one of 2 replicas: 0.0157, half p."""
+    p = min(1.0, max(0.0, touched_fraction))
+    return 1.0 - float((1.0 - p) ** (1.0 / copies))
+
+
+def _binomial_pmf(n: int, p: float) -> list[float]:
+    """P(X = k) for k = 0..n of X ~ Binomial(n, p)."""
+    if p >= 1.0:
+        return [0.0] * n + [1.0]
+    pmf, term = [], (1 - p) ** n
+    for k in range(n + 1):  # term: P(X = k), by the ratio of successive terms
+        pmf.append(term)
+        term *= (n - k) / (k + 1) * p / (1 - p)
+    return pmf
+
+
+def _sum_pmf(a: list[float], b: list[float]) -> list[float]:
+    """The distribution of X + Y, X and Y independent with pmfs ``a`` and ``b``."""
+    out = [0.0] * (len(a) + len(b) - 1)
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            out[i + j] += x * y
+    return out
+
+
+def busiest_rank_physical_experts(num_experts: int, redundant: int, ranks: int,
+                                  touched: float) -> float:
+    """The physical experts the busiest of ``ranks`` expert-parallel ranks reads in a step,
+    expected, when EPLB holds ``redundant`` replicas beside the ``num_experts`` logical ones
+    ((E + N) ÷ R a rank, vllm_eplb.py) and a step touches ``touched`` logical experts. Under
+    ridgeline's even routing, DeepSeek's EPLB (replicate_experts: each replica to the expert
+    with the most load per copy) gives N experts a second copy (past N = E, each expert
+    c = ⌊(E + N) ÷ E⌋ copies and (E + N) mod E of them c + 1) and packs every rank to the
+    same load (balanced_packing), so a rank holds its share of the fewer- and of the
+    more-copied experts' slots, those the ranks cannot share evenly one each on the first
+    ranks; a replica is touched with
+    replica_touch_probability, the rank's read is the sum of the two binomials, and the step
+    waits for the rank that read most, E[max over ranks] = Σₖ (1 − Πᵣ Fᵣ(k)), as
+    busiest_rank_experts without replicas (which this is for N = 0). Every expert touched: all
+    (E + N) ÷ R, DeepSeek-V3 on EP8 with 32 redundant 36 where busiest_rank_experts gives 32;
+    one token's 8 of 256 experts: 28 one-copy and 8 replica slots a rank, still 1 expected a
+    rank, 2.548 on the busiest against 2.544 without replicas."""
+    if redundant <= 0:
+        return busiest_rank_experts(num_experts, ranks, touched)
+    physical = num_experts + redundant
+    held = ep_rank_experts(physical, ranks)
+    p = min(1.0, max(0.0, touched / num_experts))
+    if p in (0.0, 1.0):
+        return held * p
+    copies, more = divmod(physical, num_experts)  # ``more`` experts carry copies + 1
+    crowded = more * (copies + 1)  # their slots, dealt as evenly as the ranks allow
+    few, extra_ranks = divmod(crowded, ranks)
+    cdfs: list[tuple[list[float], int]] = []
+    for slots, count in ((few, ranks - extra_ranks), (few + 1, extra_ranks)):
+        if count == 0:
+            continue
+        slots = min(slots, held)
+        pmf = _sum_pmf(_binomial_pmf(held - slots, replica_touch_probability(p, copies)),
+                       _binomial_pmf(slots, replica_touch_probability(p, copies + 1)))
+        cdfs.append((list(itertools.accumulate(pmf)), count))
+    return sum(1 - math.prod(min(1.0, cdf[k]) ** count for cdf, count in cdfs)
+               for k in range(held))

@@ -58,12 +58,20 @@ def sglang_layout_problem(dep: Deployment, redundant_experts: int, enabled: bool
 
 def sglang_unpriced_moves(enabled: bool) -> str:
     """What of SGLang's balancing the step leaves unpriced: its rebalancing every
-    eplb_rebalance_num_iterations (1,000) passes under --enable-eplb, nothing without it."""
+    eplb_rebalance_num_iterations (1,000) passes under --enable-eplb (the replicas' reads
+    are priced: parallel.busiest_rank_physical_experts); without it, the layout its replicas
+    leave. Without --enable-eplb (or --init-expert-location) ep_dispatch_algorithm stays
+    unset, so select_experts maps no logical expert to a replica (topk.py: only with an
+    ExpertLocationDispatchInfo) and expert i is physical i; the trivial layout makes physical
+    i a copy of i mod E (ExpertLocationMetadata.init_trivial), so the replicas, on the last
+    ranks, take no token, and the first ranks hold (E + N) ÷ R experts that do."""
     if not enabled:
-        return "the replicas' reads are not priced (without --enable-eplb SGLang never moves them)"
+        return ("without --enable-eplb SGLang routes no token to the replicas, whose trivial "
+                "layout leaves the first ranks (experts + N) ÷ ranks experts that take tokens "
+                "each, more than their share: not priced")
     every = sglang_eplb_data()["rebalance_num_iterations"]
-    return (f"neither the replicas' reads nor SGLang's rebalancing every "
-            f"eplb_rebalance_num_iterations ({every:,}) steps is priced")
+    return (f"SGLang's rebalancing every eplb_rebalance_num_iterations ({every:,}) steps is "
+            f"not priced")
 
 
 def sglang_replicas_source() -> str:

@@ -16,8 +16,12 @@ what vLLM refuses; SGLang's --ep-num-redundant-experts is read into the same EPL
 (sglang_eplb.py). What the balance buys is priced in the step: with redundant experts the
 busiest expert-parallel rank runs 1.109 × the mean routed tokens instead of the stated 1.2
 (parallel.ep_imbalance, from TensorRT-LLM's EP32 measurement of DeepSeek-R1), so the expert
-matmuls on it shrink by 1.109 ÷ 1.2 = 0.92 (their reads, which replica a rank reads, do not
-change). What it costs is not: the weights vLLM moves between ranks every step_interval steps
+matmuls on it shrink by 1.109 ÷ 1.2 = 0.92. What the replicas cost a step is priced too: the
+busiest rank reads the physical experts it holds that the step's tokens reach, each token's
+expert served by one of its replicas (parallel.busiest_rank_physical_experts), so once every
+expert is touched it reads (E + N) ÷ R experts' weights, DeepSeek-V3's 36 instead of 32, 12.5 %
+more expert bytes a step, and at one token about as many as without replicas. What the
+balancing costs is not: the weights vLLM moves between ranks every step_interval steps
 (SGLang every eplb_rebalance_num_iterations), and EPLB without redundant experts, which only
 reorders them, keeps the stated factor for want of a figure.
 """
@@ -233,19 +237,22 @@ def replicas_note(dep: Deployment, eplb: EPLBSettings) -> str:
 def eplb_step_caution(eplb: EPLBSettings) -> str:
     """The line a priced step carries under --enable-eplb: its memory is sized; with redundant
     experts to place, its busiest expert-parallel rank is priced as EPLB leaves it
-    (parallel.ep_imbalance: 1.109 × the mean routed tokens, not the stated 1.2); without
-    them, or SGLang's replicas without --enable-eplb, as without EPLB. The weights it moves
-    are not priced either way."""
+    (parallel.ep_imbalance: 1.109 × the mean routed tokens, not the stated 1.2), reading the
+    replicas it holds that the step's tokens reach (parallel.busiest_rank_physical_experts);
+    without them, or SGLang's replicas without --enable-eplb, as without EPLB. The weights it
+    moves are not priced either way."""
     unpriced = sglang_unpriced_moves(eplb.enabled) if eplb.spelling == SGLANG_FLAG else (
-        "neither the replicas' reads nor vLLM's rearrangement every step_interval steps (the "
-        "expert weights it moves between ranks) is priced")
+        "vLLM's rearrangement every step_interval steps (the expert weights it moves between "
+        "ranks) is not priced")
     name = f"{'--enable-eplb' if eplb.enabled else SGLANG_FLAG} ({eplb.describe()})"
     if eplb.enabled and eplb.num_redundant_experts:
         return (f"{name}: their weights are sized, and each step prices the busiest "
                 f"expert-parallel rank at {EP_IMBALANCE_EPLB:g} × the mean routed tokens "
                 f"instead of ridgeline's stated {EP_IMBALANCE:g} (TensorRT-LLM's DeepSeek-R1 on "
                 f"EP32 with 32 redundant experts placed from the traffic it served: a best "
-                f"case); {unpriced}")
+                f"case), reading the replicas it holds that the step's tokens reach (all its "
+                f"(experts + {eplb.num_redundant_experts:,}) ÷ ranks once every expert is "
+                f"touched); {unpriced}")
     why = ("without redundant experts EPLB only reorders the experts, for which no source "
            "gives a figure" if eplb.enabled else "no balancer places the replicas")
     return (f"{name}: their weights are sized, but each step is priced as without EPLB (the "
