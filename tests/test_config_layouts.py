@@ -429,3 +429,31 @@ def test_a_pattern_with_its_window_set_to_null_windows_nothing(model_type: str) 
     Gemma 3 config saying so was refused as having no sliding_window."""
     spec = spec_of({**COHERE2, "model_type": model_type, "sliding_window": None})
     assert set(kinds(spec)) == {"full"}
+
+
+# -- architectures is a list of class names -------------------------------------------
+
+@pytest.mark.parametrize("classes", ["LlamaForCausalLM", [5], {"a": 1}, 7])
+def test_architectures_that_are_not_a_list_of_names_are_refused(
+        classes: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = copy.deepcopy(load_data("models/meta-llama--Llama-3.2-1B.json"))
+    assert spec_of(config).architecture == config["architectures"][0]  # the list form reads
+    with pytest.raises(InputError, match="architectures must be a list of class names"):
+        spec_of({**config, "architectures": classes})
+    with pytest.raises(InputError, match="architectures must be a list of class names"):
+        spec_of({"model_type": "llava", "text_config": {**config, "architectures": classes}})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "architectures": classes}))
+    code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h100", "--max-model-len", "4096")
+    assert code == 2 and not out and "architectures must be a list" in err
+
+
+def test_an_encoder_named_by_a_bare_string_is_refused_not_read_as_a_decoder() -> None:
+    """{"architectures": "BertForMaskedLM"} without model_type was read as a nameless decoder;
+    the list form is refused as an encoder, and the string form is now refused too."""
+    bert = {"hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 12,
+            "intermediate_size": 3072, "vocab_size": 30522, "max_position_embeddings": 512}
+    with pytest.raises(InputError, match="is an encoder"):
+        spec_of({**bert, "architectures": ["BertForMaskedLM"]})
+    with pytest.raises(InputError, match="architectures must be a list"):
+        spec_of({**bert, "architectures": "BertForMaskedLM"})

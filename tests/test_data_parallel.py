@@ -400,3 +400,21 @@ def test_sglang_state_slots_under_dp_attention_are_each_ranks() -> None:
     assert fit_report(dep, 4000, replace(s, max_num_seqs=least), target=30).conversations >= 30
     assert fit_report(dep, 4000, replace(s, max_num_seqs=least - 1), target=30) \
         .conversations < 30
+
+
+def test_dense_dp2_explain_says_each_rank_keeps_the_whole_model_not_routed_experts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B under vLLM --data-parallel-size 2: each GPU holds a whole copy (the pool's
+    weights equal the checkpoint's), so --explain's weights step must not speak of routed
+    experts split over the ranks, which a dense model has none of."""
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("l4"), None, None,
+                           1, 1, "vllm", False, data_parallel_size=2)
+    assert kv_pool(dep, EngineSettings(max_model_len=8192)).weight_bytes == \
+        pytest.approx(dep.weight_bytes)
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "l4",
+                           "--data-parallel-size", "2", "--max-model-len", "8192", "--explain")
+    assert code == 0
+    step = next(line for line in out.splitlines() if "weights per GPU =" in line)
+    assert f"{dep.weight_bytes / GIB:.2f} GiB" in step
+    assert "routed experts (those split" not in step
+    assert "each data-parallel rank's own copy" in step

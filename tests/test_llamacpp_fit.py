@@ -479,3 +479,27 @@ def test_llama_server_serves_no_conversation_past_the_trained_context(
     # the two launches that lift n_ctx_train: the GGUF's length rewritten, or YaRN (PR #28030)
     assert f"--override-kv llama.context_length=int:{2 * trained}" in err
     assert "--rope-scaling yarn --rope-scale F" in err
+
+
+@pytest.mark.parametrize(("model", "gpu", "context"), [
+    ("llama-3.1-70b", "h100", 8192),  # placed for one 8,192-cell -c: halving keeps one
+    ("llama-3.1-8b", "l4", 60000),  # placed again at half: two fit, as the lever says
+])
+def test_the_half_context_lever_is_what_fit_says_at_that_context(
+        capsys: pytest.CaptureFixture[str], model: str, gpu: str, context: int) -> None:
+    """Under the default --fit a run at L is placed for -c L × the slots that fit whole (at
+    least one); the half-context lever is that run at L/2, placed for its own -c, not the
+    first placement's -c holding two half-length conversations a run at L/2 never starts
+    with (Llama-3.1-70B on an H100 said 2, where `fit --max-model-len 4096` holds 1)."""
+    argv = ("fit", model, "--gpu", gpu, "--engine", "llama.cpp", "--json")
+    code, out, _ = run_cli(capsys, *argv, "--max-model-len", str(context))
+    assert code == 0
+    report = json.loads(out)
+    code, out, _ = run_cli(capsys, *argv, "--max-model-len", str(context // 2))
+    assert code == 0
+    halved = json.loads(out)["conversations"]
+    for lever in report["levers"]:
+        if lever["name"].startswith("half the context"):
+            assert lever["conversations"] == halved
+    assert any(lv["name"].startswith("half the context") for lv in report["levers"]) \
+        == (halved > report["conversations"])  # a lever only where it gains

@@ -310,6 +310,20 @@ def test_levers_stay_on_what_the_hardware_runs() -> None:
     assert not any("GPUs" in lv.name for lv in mac.levers)
 
 
+def test_no_fp8_cache_lever_where_the_engine_refuses_that_cache_on_the_card() -> None:
+    """TensorRT-LLM keeps no fp8 KV cache on Ampere (an A100): the lever would be a layout
+    `--kv-dtype fp8` refuses; on an H100 the same lever is offered, and holds more."""
+    with pytest.raises(InputError, match=r"no fp8 KV cache before compute capability 8\.9"):
+        dep("llama-3.1-8b", "a100-sxm-40gb", engine="trtllm", kv="fp8")
+    ampere = fit_report(dep("llama-3.1-8b", "a100-sxm-40gb", engine="trtllm"), 32768,
+                        EngineSettings(), target=8)
+    assert ampere.levers and not any("fp8 KV cache" in lv.name for lv in ampere.levers)
+    hopper = fit_report(dep("llama-3.1-8b", "h100", engine="trtllm"), 32768, EngineSettings(),
+                        target=8)
+    fp8 = next(lv for lv in hopper.levers if lv.name.startswith("fp8 KV cache"))
+    assert fp8.conversations > hopper.conversations
+
+
 def test_explain_carries_the_blocks_the_shortfall_and_each_lever() -> None:
     report = fit_report(dep("gemma-3-27b", "rtx-4090", weights="awq-int4"), 32768,
                         EngineSettings(), target=1)

@@ -126,3 +126,20 @@ def test_window_layers_are_counted_growing_alike_in_fit_and_simulate(model: str)
     assert pool.tokens > 0 and conversations(pool, dep, 8192) == pool.tokens // 8192
     config = sim_config(dep, settings)
     assert config.num_blocks * config.block_size == pool.tokens
+
+
+def test_explain_credits_the_free_fraction_flag_not_the_reserved_fraction(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TRT-LLM reserves the whole card (1.0) and applies kv_cache_free_gpu_mem_fraction to
+    what the weights and activations leave: --explain's reserved fraction is not the flag's,
+    and its free fraction is."""
+    dep = trt("llama-3.1-8b", "h100", None, None)
+    pool = kv_pool(dep, EngineSettings(max_model_len=8192, gpu_memory_utilization=0.5))
+    assert pool.reserved_fraction == 1.0 and pool.free_fraction_of_rest == 0.5
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm",
+                           "--max-model-len", "8192",
+                           "--kv_cache_free_gpu_memory_fraction", "0.5", "--explain")
+    assert code == 0
+    reserved = [line for line in out.splitlines() if "reserved fraction = 1 " in line]
+    assert reserved and all("[the flag]" not in line for line in reserved)
+    assert any("free fraction of the rest = 0.5" in line for line in out.splitlines())

@@ -42,6 +42,13 @@ class ConfigFields:
                 if kind is not None and not isinstance(kind, str):
                     raise InputError(f"{name}: model_type must be a string, got "
                                      f"{shorten(repr(kind))}")
+            for classes in (config.get("architectures"), merged.get("architectures")):
+                # a list of class names, as transformers writes it: a bare string would be
+                # read as no architecture, and an encoder named by it not refused
+                if classes is not None and not (isinstance(classes, list) and all(
+                        isinstance(c, str) for c in classes)):
+                    raise InputError(f"{name}: architectures must be a list of class names "
+                                     f"(\"LlamaForCausalLM\"), got {shorten(repr(classes))}")
         self.model_type = str(self.c.get("model_type") or "")
         if decoder:  # a vision tower's config is an encoder's, read as one
             refuse_non_decoders(name, self.c, self.model_type,

@@ -18,7 +18,11 @@ from ridgeline.capacity import (
 from ridgeline.data_parallel import layout_label
 from ridgeline.decode_context import dcp_layout_problem, dcp_release_problem
 from ridgeline.deployment import Deployment
-from ridgeline.engine_platforms import flash_attention_unsupported, weights_platform_problem
+from ridgeline.engine_platforms import (
+    flash_attention_unsupported,
+    kv_platform_problem,
+    weights_platform_problem,
+)
 from ridgeline.engine_versions import llamacpp_build
 from ridgeline.errors import InputError
 from ridgeline.hardware import engine_devices
@@ -126,7 +130,8 @@ def levers(r: FitReport) -> list[Lever]:
         small_kv = (small_kv[0], "q8_0 KV cache (-fa on -ctk q8_0 -ctv q8_0)")
         smaller_kv = replace(smaller_kv, flash_attention=True)
     if d.kv.bytes_per_element > smaller_kv.kv.bytes_per_element and not \
-            tensor_split_build_problem(smaller_kv, _llamacpp_build(s)):
+            tensor_split_build_problem(smaller_kv, _llamacpp_build(s)) and not \
+            kv_platform_problem(smaller_kv.kv, d.accelerator, d.engine):  # refused there
         options.append((small_kv[1], smaller_kv, r.context, s))
     doubled = d.tensor_parallel_size * 2
     if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
@@ -165,8 +170,10 @@ def levers(r: FitReport) -> list[Lever]:
             d.pipeline_parallel_size * d.tensor_parallel_size // node))
         options.append((f"the same {d.num_gpus} GPUs as {_split_words(split)}", split,
                         r.context, s))
-    options.append((f"half the context ({r.context // 2:,} tokens)", d, max(1, r.context // 2),
-                    s))
+    half = max(1, r.context // 2)
+    halved = _placed_for_context(r, half)
+    if halved is not None:
+        options.append((f"half the context ({r.context // 2:,} tokens)", halved, half, s))
     options += _smaller_weights_lever(d, r.context, s, gguf)
     if fa_runs and not d.flash_attention:
         options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context, s))
@@ -215,6 +222,28 @@ def levers(r: FitReport) -> list[Lever]:
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
+
+
+def _placed_for_context(r: FitReport, context: int) -> Deployment | None:
+    """The deployment as it would run at ``context``: as it is, or, where llama.cpp's --fit
+    placed it for this context's -c, placed again for the shorter one's, as `fit
+    --max-model-len` places it (cli_offload.launch_fitted: -c = the context × the slots whose
+    conversations fit with every layer on the GPU, at least one, or × the target). Keeping
+    the first -c would hold two half-length conversations a run at that length never starts
+    with. None where --fit finds no placement."""
+    d = r.deployment
+    if d.offload is None or not d.offload.chosen_by_fit:
+        return d
+    from ridgeline.llamacpp_fit import fit_placement
+    from ridgeline.sim.config import llamacpp_context
+
+    whole = replace(d, offload=None)
+    settings = replace(r.settings, max_model_len=context)
+    try:
+        sequences = max(r.target or 1, llamacpp_context(whole, settings)[0] // context)
+        return fit_placement(whole, settings, context, sequences, d.offload)
+    except InputError:
+        return None
 
 
 def _draft_tp_follows(d: Deployment, dep: Deployment, s: EngineSettings) -> EngineSettings:

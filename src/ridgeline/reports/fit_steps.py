@@ -305,9 +305,13 @@ def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
 
 
 def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
-    """Where the reserved fraction came from: the flag, or the engine's default (SGLang's
+    """Where the reserved fraction came from: the flag, or the engine's default (TRT-LLM's
+    always the whole card, its flag the free fraction of what is left; SGLang's
     derived from the card as nvidia-smi shows it, with its reserve and the ranks the pool
     was sized with, and any cut for a vision tower)."""
+    if pool.engine == "trtllm":  # it takes the whole card; its fraction is of the rest
+        return ("trtllm: the whole card; the flag sets the free fraction of the rest"
+                if s.gpu_memory_utilization is not None else "trtllm default")
     if pool.engine != "sglang":
         return "the flag" if s.gpu_memory_utilization is not None else f"{pool.engine} default"
     from ridgeline.sglang_memory import RESERVED_MIB, TP_TABLE, sglang_gpu_mem_bytes

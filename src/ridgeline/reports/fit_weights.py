@@ -64,6 +64,9 @@ def _kept_whole_note(dep: Deployment, pool: KVPool) -> str:
     with data-parallel attention, what each rank keeps a copy of."""
     tp = dep.tensor_parallel_size
     if dep.data_parallel_size > 1:
+        if dep.model.moe is None:  # nothing is split over the ranks: each is a replica
+            return (", all of it from each data-parallel rank's own copy of the model (a "
+                    "dense model has no routed experts to spread over the ranks)")
         copies = dep.tp_copies_bytes / dep.num_gpus
         return (f", {copies / GIB:,.2f} GiB of it copies each data-parallel rank keeps of all "
                 f"but the routed experts (those split over all {dep.expert_ranks} GPUs)")
