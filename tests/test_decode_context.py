@@ -11,7 +11,7 @@ import pytest
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import DCP_EXCHANGE, attention_rates, decode_batch, step_terms
 from ridgeline.cost import batch_shape as shape_of_batch
-from ridgeline.decode_context import dcp_log_line
+from ridgeline.decode_context import DCP_FROM, GQA_FROM, dcp_log_line, release_name
 from ridgeline.deployment import Deployment
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings, kv_pool
@@ -164,3 +164,25 @@ def test_dcp_on_an_mi250x_counts_vllms_ranks_its_dies() -> None:
     with pytest.raises(InputError, match="does not divide --tensor-parallel-size 8"):
         Deployment.build(model, mi250x, "awq-int4", num_gpus=4, engine="vllm",
                          decode_context_parallel_size=16)
+
+
+@pytest.mark.parametrize(("first", "argv"), [
+    (DCP_FROM, ("fit", "deepseek-v3", "--gpu", "h200", "--tensor-parallel-size", "8",
+                "-dcp", "8", "--max-model-len", "32768")),
+    (GQA_FROM, ("fit", "qwen3-235b-a22b", "--gpu", "h200", "--tensor-parallel-size", "8",
+                "-dcp", "2", "--max-model-len", "40960")),
+])
+def test_dcp_is_read_from_the_first_release_that_shipped_it_and_refused_before(
+        capsys: pytest.CaptureFixture[str], first: tuple[int, ...],
+        argv: tuple[str, ...]) -> None:
+    """MLA's -dcp from v0.10.2 (PR #23734 in its highlights), GQA's from v0.11.1 (PR #24864,
+    merged after v0.11.0 was out): the first release prices it, the patch before refuses it."""
+    major, minor, patch = first
+    assert patch > 0  # the release before is the same minor's previous patch
+    since, before = release_name(first), f"{major}.{minor}.{patch - 1}"
+    code, out, err = run_cli(capsys, *argv, "--engine-version", since, "--json")
+    assert code == 0, err
+    assert json.loads(out)["decode_context_parallel_size"] == int(argv[argv.index("-dcp") + 1])
+    code, out, err = run_cli(capsys, *argv, "--engine-version", before)
+    assert code == 2 and out == ""
+    assert f"came in vLLM v{since}" in err and f"vLLM {before} " in err

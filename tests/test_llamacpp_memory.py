@@ -16,11 +16,13 @@ from ridgeline.capacity import conversations, held_conversations
 from ridgeline.catalog import all_model_ids
 from ridgeline.cli import main
 from ridgeline.config_reader import spec_from_hf_config
+from ridgeline.datafiles import load_data
 from ridgeline.engine_platforms import NO_VULKAN_FAMILIES
 from ridgeline.errors import InputError
 from ridgeline.hardware import catalog
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_memory import cells_that_fit, compute_buffer_bytes, logits_bytes
+from ridgeline.llamacpp_pool import llamacpp_outputs
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.precision import kv_dtype
@@ -436,3 +438,13 @@ def test_a_new_quantized_v_cache_without_flash_attention_is_refused(
     assert err.count("\n") == 1 and "requires flash_attn to be enabled" in err
     assert main(base) == 0
     assert f"-ctk {kv} -ctv {kv}" in capsys.readouterr().out
+
+
+def test_one_logits_row_a_slot_from_the_build_that_merged_pr_23861() -> None:
+    """engines.json llama.cpp.outputs_per_slot_since_build is b9460, the release of PR
+    #23861's commit: from it the server reserves one logits row per slot, before it every
+    ubatch token's (None)."""
+    since = int(load_data("engines.json")["llama.cpp"]["outputs_per_slot_since_build"])
+    assert llamacpp_outputs(4, f"b{since}") == 4
+    assert llamacpp_outputs(4, f"b{since - 1}") is None
+    assert llamacpp_outputs(4, None) == 4  # the newest build, by default

@@ -319,3 +319,19 @@ def test_fits_engine_comparison_refuses_one_engines_settings_as_with_every_other
     assert code == 2 and not out
     assert err.count("\n") == 1 and "one engine's settings" in err
     assert extra[0].removesuffix("3") in err  # -O3 is named as its flag, -O
+
+
+def test_eplb_config_is_read_from_the_release_that_added_it_and_refused_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """engines.json vllm.eplb.config_since is v0.10.2, whose highlights name PR #20562 and
+    whose docs hold EPLBConfig (v0.10.1.1's ParallelConfig has none); the patch before it
+    is refused with the older spelling named."""
+    since = load_data("engines.json")["vllm"]["eplb"]["config_since"]
+    major, minor, patch = (int(part) for part in since.split("."))
+    assert patch > 0  # the release before is the same minor's previous patch
+    before = f"{major}.{minor}.{patch - 1}"
+    accepted = fit_json(capsys, *DSV3, *EPLB_32, "--engine-version", since)
+    routed = load_data("models/deepseek-ai--DeepSeek-V3.json")["n_routed_experts"]
+    assert accepted["eplb"]["physical_experts"] == routed + 32
+    code, _, err = run(capsys, "fit", *DSV3, *EPLB_32, "--engine-version", before)
+    assert code == 2 and f"vLLM {before} has no --eplb-config (PR #20562, v{since})" in err

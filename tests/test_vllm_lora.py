@@ -222,3 +222,17 @@ def test_simulate_serves_from_the_smaller_pool_with_the_adapters_in_each_step(
     # the adapters' matmuls are in every step: prompts and tokens come out later
     assert with_lora["tpot_s"]["mean"] > without["tpot_s"]["mean"]
     assert with_lora["ttft_s"]["mean"] > without["ttft_s"]["mean"]
+
+
+def test_lora_is_sized_from_the_release_without_the_extra_vocab_and_refused_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """engines.json vllm.lora: v0.12.0 is the first release without lora_extra_vocab_size
+    (PRs #28382, #28545); v0.11.2, the newest release read that still has it, is refused."""
+    data = load_data("engines.json")["vllm"]["lora"]
+    since, before = data["from"], data["last_without"]
+    code, out, err = run(capsys, *LLAMA_8B, "--enable-lora", "--engine-version", since, "--json")
+    assert code == 0, err
+    assert json.loads(out)["taken_bytes_per_gpu"]["lora_adapters"] > 0
+    code, out, err = run(capsys, *LLAMA_8B, "--enable-lora", "--engine-version", before)
+    assert code == 2 and out == ""
+    assert f"from vLLM v{since}" in err and len(err.strip().splitlines()) == 1

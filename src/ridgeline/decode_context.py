@@ -39,9 +39,17 @@ if TYPE_CHECKING:
     from ridgeline.kvpool import KVPool
     from ridgeline.model import ModelSpec
 
-DCP_FROM = (0, 10, 2)  # PR #23734: FlashMLA, FlashAttention MLA, CUTLASS MLA
+# PR #23734 (FlashMLA, FlashAttention MLA, CUTLASS MLA): v0.10.2's highlights list 'Support
+# Decode Context Parallel (DCP) for MLA (#23734)' (code index id 66898794207); the 0.10.1.1
+# sdist has no flag
+DCP_FROM = (0, 10, 2)
 TRITON_MLA_FROM = (0, 11)  # Triton MLA returns the LSE (the MLA kernel off Hopper and B200)
-GQA_FROM = (0, 11, 1)  # PR #24864: FlashAttention, FlashInfer
+# GQA: PR #24864 (FlashAttention) was merged on 2025-10-14 (commit ea97940d; listed in vLLM's
+# weekly summary of 2025-10-17, code index id 8307325905), after v0.11.0 was out (released
+# 2025-10-02, its highlights in code index id 66898794207 do not name it; coreweave/ml-containers
+# PR #109 ships 0.11.0 on 2025-10-09), so v0.11.1 is the first release with it; PR #25438 added
+# FlashInfer on top of it (docs.vllm.ai v0.11.2 flashinfer.py has its BatchDCPPrefillWrapper)
+GQA_FROM = (0, 11, 1)
 FLASHINFER_MLA_FROM = (0, 15)  # vllm_mla_block.py: B200's MLA kernel for DeepSeek and Kimi
 FLASHINFER_MLA_LSE_FROM = (0, 25)  # … returns the LSE
 FP8_MLA_FROM = (0, 25)  # 0.10.2–0.24.x: "DCP not support fp8 kvcache now."
@@ -97,7 +105,8 @@ def dcp_release_problem(dep: Deployment, version: str, engine: str) -> str:
         return ""
     v = parse_version(version)
     if v < DCP_FROM:
-        return f"{FLAG} came in vLLM v0.10.2 (PR #23734); vLLM {version} has no such flag"
+        return (f"{FLAG} came in vLLM v{release_name(DCP_FROM)} (PR #23734); vLLM {version} has "
+                "no such flag")
     if engine == "V0":
         return (f"{FLAG} is vLLM's V1 engine's (v0.10.2, PR #23734); the V0 engine asked "
                 "(VLLM_USE_V1=0) has no DCP")
@@ -105,8 +114,8 @@ def dcp_release_problem(dep: Deployment, version: str, engine: str) -> str:
     assert att is not None  # dcp_layout_problem refused a model without attention
     if not att.mla:
         if v < GQA_FROM:
-            return (f"{FLAG} for GQA (no MLA) came in vLLM v0.11.1 (PR #24864, FlashAttention); "
-                    f"vLLM {version} shards only an MLA cache")
+            return (f"{FLAG} for GQA (no MLA) came in vLLM v{release_name(GQA_FROM)} (PR #24864, "
+                    f"FlashAttention); vLLM {version} shards only an MLA cache")
         if acc.vendor != "nvidia":
             return (f"{FLAG} for GQA needs vLLM's FlashAttention or FlashInfer backend, whose "
                     f"decode returns the softmax LSE DCP merges by; {acc.id}'s backends do not")
@@ -125,6 +134,11 @@ def dcp_release_problem(dep: Deployment, version: str, engine: str) -> str:
         return (f"{FLAG} with an fp8 MLA cache: vLLM {version} asserts \"DCP not support fp8 "
                 "kvcache now.\" (lifted in v0.25.0); use --kv-dtype auto")
     return ""
+
+
+def release_name(release: tuple[int, ...]) -> str:
+    """A release tuple as vLLM names it: (0, 11, 1) is "0.11.1"."""
+    return ".".join(str(part) for part in release)
 
 
 def fast_mla_kernel(acc: Accelerator) -> bool:

@@ -31,7 +31,7 @@ or window layers) holds no -c mask. Four copies on each GPU is what unsloth meas
 receives, the embeddings from the host or the previous GPU's last layer
 (``incoming_hidden_bytes``: 64 MiB a GPU for Llama-3.1-70B at n_ubatch 512).
 
-llama-server builds since PR #23861 (merged 2026-06-01, about b9470) reserve logits for one
+llama-server builds since PR #23861 (merged 2026-06-01, first in release b9460) reserve logits for one
 row per slot (n_outputs_max), not every ubatch token (issue #23527), and since PR #23764 the
 flash-attention mask is f16. The buffer is then one layer's peak: the FFN's three n_ubatch ×
 n_ff f32 products (gate, up, their product; for MoE, the picked experts' plus their gathered
