@@ -407,12 +407,12 @@ def test_python_dash_m_runs_the_cli() -> None:
 
 def test_an_internal_error_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import ridgeline.cli_arithmetic as arithmetic
+    import ridgeline.cli_catalog as catalog
 
     def broken(args: object) -> None:
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(arithmetic, "cmd_model", broken)
+    monkeypatch.setattr(catalog, "cmd_model", broken)
     monkeypatch.delenv("RIDGELINE_DEBUG", raising=False)
     assert main(["model", "llama-3.1-8b"]) == 1
     err = capsys.readouterr().err

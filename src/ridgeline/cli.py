@@ -315,19 +315,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
     from ridgeline import (
-        cli_arithmetic,
+        cli_catalog,
         cli_data,
+        cli_decode,
         cli_fit,
+        cli_kv,
         cli_measure,
         cli_observe,
         cli_page,
         cli_plan,
+        cli_prefill,
+        cli_roofline,
         cli_simulate,
+        cli_utilization,
     )
     from ridgeline.cli_companion import add_companion_commands
 
-    for module in (cli_arithmetic, cli_fit, cli_simulate, cli_plan, cli_observe, cli_page,
-                   cli_measure, cli_data):
+    # the order `ridgeline --help` lists the commands in
+    for module in (cli_catalog, cli_roofline, cli_kv, cli_decode, cli_prefill, cli_utilization,
+                   cli_fit, cli_simulate, cli_plan, cli_observe, cli_page, cli_measure, cli_data):
         module.register(sub)
 
     add_companion_commands(sub, _output, _typed)

@@ -1,0 +1,155 @@
+"""CLI: decode — a decode step's floor and expected time, tok/s per user and in total,
+for one deployment or several cards side by side, with the cautions its switches add
+(--enable-lora, --enable-eplb, a drafter, -ngl auto)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import _deployment_flags, _engine, _output, data_parallel_flags
+from ridgeline.cli_engine import lora_settings
+from ridgeline.cli_load import (
+    accelerator_names,
+    card_id,
+    load_deployment,
+    load_model,
+    load_profile,
+    one_card,
+)
+from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
+from ridgeline.cli_pool import (
+    _drafts,
+    _eager,
+    _engine_pool_settings,
+    _engine_version,
+    _eplb_step_note,
+    _max_model_len,
+    _pool_flags,
+)
+from ridgeline.cli_spec import spec_args, spec_flags
+from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS, MAX_BATCH, _count_list
+from ridgeline.errors import InputError
+from ridgeline.side_by_side import run_each
+from ridgeline.units import COUNT_EXAMPLES
+
+
+def cmd_decode(args: argparse.Namespace) -> Any:
+
+    from ridgeline.reports.decode import DecodeComparison, decode_report
+
+    spec = _spec_decode(args)
+    names = accelerator_names(args)
+    if len(names) > 1:  # the same decode on several cards, side by side
+        if args.plot:
+            raise InputError("--plot draws one deployment; give one --gpu")
+
+        def on(name: str) -> Any:
+            card = one_card(args, name)
+            one = _decode_deployment(card)
+            return _placed_once(args, one, decode_report(
+                one, args.batch, args.context, load_profile(card), args.enforce_eager,
+                _engine_pool_settings(args, one), _max_model_len(args, one, args.context),
+                spec))
+
+        reports, not_run = run_each(names, on, card_id)
+        return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
+    dep = _decode_deployment(args)
+    return _drafter_caution(args, _eplb_caution(args, _lora_caution(args, _placed_once(
+        args, dep, decode_report(dep, args.batch, args.context, load_profile(args),
+                                 args.enforce_eager, _engine_pool_settings(args, dep),
+                                 _max_model_len(args, dep, args.context), spec)))))
+
+
+def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
+    """``report`` with the one line --enable-lora adds: what its step times take of the
+    adapters' matmuls (lora_slots.step_caution)."""
+    lora = lora_settings(args)
+    if lora is None:
+        return report
+    from dataclasses import replace
+
+    from ridgeline.lora_slots import step_caution
+
+    return replace(report, cautions=(*report.cautions, step_caution(lora)))
+
+
+def _eplb_caution(args: argparse.Namespace, report: Any) -> Any:
+    """``report`` with the line --enable-eplb adds: its pool holds the redundant experts, its
+    step times price no rebalancing (vllm_eplb.eplb_step_caution)."""
+    note = _eplb_step_note(args)
+    if not note:
+        return report
+    from dataclasses import replace
+
+    return replace(report, cautions=(*report.cautions, note))
+
+
+def _spec_decode(args: argparse.Namespace) -> Any:
+    """The speculative decoding --spec-tokens asks for (simulate's flags), or None."""
+    spec_args(args)
+    if not args.spec_tokens:
+        return None
+    from ridgeline.cli_spec import MTP_METHODS, spec_method
+    from ridgeline.spec_decode import SpecDecode
+
+    model = load_model(args) if args.spec_method in MTP_METHODS else None  # its MTP layers
+    return SpecDecode(args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
+                      spec_method(args, model))
+
+
+def _drafter_caution(args: argparse.Namespace, report: Any) -> Any:
+    """``report``, once priced, after fit's caution where the pool leaves the drafter out
+    (cli_spec.spec_drafter): said last, so that a refusal stays one line."""
+    if args.spec_tokens:
+        from ridgeline.cli_spec import spec_drafter
+        from ridgeline.engines import engine_id
+
+        spec_drafter(args, load_model(args), [engine_id(args.engine)])
+    return report
+
+
+def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:
+    """The report, with a caution where -ngl auto placed one deployment for several points."""
+    if dep.offload is None or not dep.offload.chosen_by_fit or (
+            len(args.batch) == 1 and len(args.context) == 1):
+        return report
+    from dataclasses import replace
+
+    note = (f"-ngl auto placed the weights once, for the largest point asked (batch "
+            f"{max(args.batch):,} at {max(args.context):,} tokens); a smaller point alone "
+            "would keep more of them on the GPU")
+    return replace(report, cautions=(*report.cautions, note))
+
+
+def _decode_deployment(args: argparse.Namespace) -> Any:
+    """The deployment decode prices; with -ngl auto, placed for its largest batch × context."""
+    from dataclasses import replace
+
+    from ridgeline.engines import engine_id
+    from ridgeline.memory import EngineSettings
+
+    dep = replace(load_deployment(args), engine=engine_id(args.engine))
+    no_fit_ctx(args)
+    settings = EngineSettings(engine_version=_engine_version(args, dep),
+                              speculative_decoding=_drafts(args))
+    return fitted(args, dep, settings, max(args.context), max(args.batch))
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
+    _deployment_flags(p, several=True)
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES), default=[1],
+                   help="one batch or a list: 1,8,32,128,296")
+    p.add_argument("--context", type=_count_list("context length"),
+                   default=[DEFAULT_CONTEXT_TOKENS], help="tokens already cached per sequence; "
+                   f"one or a list (default {DEFAULT_CONTEXT_TOKENS})")
+    _engine(p)
+    _offload(p)
+    _eager(p)
+    _pool_flags(p)
+    data_parallel_flags(p)
+    spec_flags(p.add_argument_group("speculative decoding (as simulate prices it)"))
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_decode)

@@ -1,0 +1,94 @@
+"""CLI: kv — a model's KV-cache bytes by layer kind, and the conversations of a context
+that fit in a budget given or in what a deployment's weights leave on its cards."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import _formats, _gpu, _model, _output, data_parallel_flags
+from ridgeline.cli_load import build_deployment, default_engine, load_accelerator, load_model
+from ridgeline.cli_types import MAX_MEMORY_GIB, _positive_count, _positive_float
+from ridgeline.errors import InputError
+
+
+def cmd_kv(args: argparse.Namespace) -> Any:
+    from ridgeline.kvcache import kv_replication
+    from ridgeline.precision import kv_dtype
+    from ridgeline.raw_fit import device_fit
+    from ridgeline.reports.kv import kv_report
+    from ridgeline.served_model import served_dtype
+    from ridgeline.units import GIB
+
+    model = load_model(args)
+    kv = kv_dtype(args.kv_dtype or served_dtype(model))
+    budget, label, replication = None, "", 1.0
+    dep: Any = None
+    given = [flag for flag, value in (("--gpu", args.gpu), ("--gpu-file", args.gpu_file),
+                                      ("--peak-tflops", args.peak_tflops))
+             if value is not None]
+    if args.memory_gib is not None and given:
+        raise InputError(f"--memory-gib is the budget itself; {', '.join(given)} would size "
+                         "another: give one")
+    if args.memory_gib is not None and args.num_gpus != 1:
+        raise InputError("--memory-gib is the whole budget for the cache alone, over every "
+                         "GPU: drop --num-gpus, or give --gpu to split a card's memory")
+    if args.memory_gib is None and not given and args.num_gpus != 1:
+        raise InputError("--num-gpus splits an accelerator's memory: give --gpu")
+    if args.data_parallel_size is not None and not given:
+        raise InputError("--data-parallel-size splits accelerators' memory into ranks: give "
+                         "--gpu")
+    if args.memory_gib is not None:
+        budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given, for the cache alone"
+    else:
+        # where the card's own engine is llama.cpp (Apple silicon, Vega 20, MI100, RDNA2), the
+        # memory is counted as it runs there, as decode and fit count it: its input embedding
+        # on the host, windows only for the architectures it keeps them for
+        engine = default_engine(args)
+        acc = load_accelerator(args)
+        dep = None if acc is None else build_deployment(
+            args, model, acc, engine if engine.startswith("llama.cpp") else None)
+        if dep is not None:
+            model = dep.model
+            # the weights on the GPUs against the memory the engine finds, as decode and fit
+            room = device_fit(dep)
+            budget = room.kv_room_bytes
+            label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
+                     f"GB as the runtime reports it) − {room.weight_bytes / 1e9:,.1f} GB of "
+                     f"weights ({dep.weights.label}"
+                     + (f", as {dep.engine} holds them" if engine.startswith("llama.cpp")
+                        else "")
+                     + (f": {dep.weight_bytes / 1e9:,.1f} GB, and "
+                        f"{dep.tp_copies_bytes / 1e9:,.1f} GB more: "
+                        + ("each data-parallel rank's own copy of all but the experts, and "
+                           "what every tensor-parallel rank keeps whole"
+                           if dep.data_parallel_size > 1 else
+                           "the copies of what every tensor-parallel rank keeps whole")
+                        if dep.tp_copies_bytes >= 0.05e9  # shown as 0.1 GB or more
+                        else "") + ")"
+                     + (f"; a serving engine also loads the {room.vision_bytes / 1e9:,.2f} GB "
+                        "vision tower, left out here" if room.vision_bytes else ""))
+            # a conversation's cache is copied over its own rank's GPUs only, each of an
+            # MI250's dies a rank under vLLM (as the weights' copies above count them)
+            replication = kv_replication(model, dep.num_gpus // dep.data_parallel_size
+                                         * dep.devices_per_gpu)
+            kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
+    engine = "vllm" if args.memory_gib is not None else default_engine(args)
+    return kv_report(model, args.context, kv, budget, label, replication, engine,
+                     ranks=1 if dep is None else dep.data_parallel_size,
+                     rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("kv", help="KV-cache bytes by layer kind and conversations that fit")
+    _model(p)
+    p.add_argument("--context", type=_positive_count("context length"), required=True,
+                   help="tokens each conversation holds (128k, 4096, …)")
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB", most=MAX_MEMORY_GIB),
+                   help="a KV budget in GiB (instead of --gpu)")
+    _gpu(p, required=False)
+    data_parallel_flags(p, sglang=False, expert_parallel=False)
+    _formats(p)
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_kv)

@@ -1,0 +1,147 @@
+"""CLI: prefill — a prompt's floor (TTFT), its expected time and intensity, and whether
+the engine's pool seats it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import (
+    _deployment_flags,
+    _engine,
+    _output,
+    data_parallel_flags,
+    refuse_data_parallel,
+)
+from ridgeline.cli_engine import lora_settings
+from ridgeline.cli_load import (
+    accelerator_names,
+    card_id,
+    chunked_prefill_asked,
+    load_deployment,
+    load_profile,
+    one_card,
+)
+from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
+from ridgeline.cli_pool import (
+    _eager,
+    _engine_pool_settings,
+    _engine_version,
+    _eplb_step_note,
+    _max_model_len,
+    _pool_flags,
+)
+from ridgeline.cli_types import MAX_BATCH, _count_list, _how_many, _positive_count
+from ridgeline.errors import InputError
+from ridgeline.side_by_side import run_each
+
+# why prefill refuses a data-parallel layout (decode, fit, kv and simulate take one)
+PREFILL_DP = ("its floor splits no prompt over the ranks yet; fit, decode, kv and simulate "
+              "model data-parallel attention")
+
+
+def cmd_prefill(args: argparse.Namespace) -> Any:
+    from ridgeline.capacity import engine_seats
+    from ridgeline.floors import prefill_floor
+    from ridgeline.reports.expectation import Expectation
+    from ridgeline.reports.prefill import (
+        PrefillComparison,
+        PrefillReport,
+        PrefillSeries,
+        engine_runs,
+    )
+
+    refuse_data_parallel(args, "prefill", PREFILL_DP)
+
+    def one(a: argparse.Namespace) -> list[PrefillReport]:
+        from dataclasses import replace
+
+        from ridgeline.capacity import start_trim_caution
+        from ridgeline.chunked_prefill import step_budget
+        from ridgeline.memory import EngineSettings
+        from ridgeline.predict import shared_profile_caution
+        from ridgeline.reports.decode import describe_settings
+        from ridgeline.track_record import track_record_caution
+
+        dep = load_deployment(a)
+        no_fit_ctx(a)
+        placed = fitted(a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size,
+                                               engine_version=_engine_version(a, dep)),
+                        max(a.prompt_len), a.batch)
+        if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
+            raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
+                             "in one pass")
+        profile = load_profile(a)
+        pool_settings = _engine_pool_settings(a, placed)
+        length = _max_model_len(a, placed, a.prompt_len, "--prompt-len")
+        once = placed.offload is not None and placed.offload.chosen_by_fit \
+            and len(a.prompt_len) > 1
+        trim = start_trim_caution(placed, pool_settings or EngineSettings(),
+                                  length)
+        notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None),
+                                    trim, _lora_step_note(a), _eplb_step_note(a),
+                                    track_record_caution(placed, "prefill", profile), (
+            f"-ngl auto placed the weights once, for the longest prompt asked "
+            f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
+            "the GPU") if once else "")))
+        # a serving engine's prompt runs in steps of its token budget (vLLM V1 chunks by
+        # default), the budget its pool is sized with (at the --max-model-len it is started
+        # with, as engine_seats sizes it): the flag, else the engine's default
+        budget = None if placed.engine.startswith("llama.cpp") else step_budget(
+            placed, replace(pool_settings or EngineSettings(), max_model_len=length))
+        chunked = chunked_prefill_asked(a)  # TensorRT-LLM's enable_chunked_prefill
+        # the pool's settings in decode's words (its JSON's engine_max_batch[].settings)
+        described = describe_settings(pool_settings or EngineSettings(), placed.engine,
+                                      length) if pool_settings or length else ""
+
+        def report(n: int) -> PrefillReport:
+            floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
+            seat = engine_seats(placed, n, a.enforce_eager, pool_settings, length)
+            # the steps are priced where the engine runs the prompts (a prompt past every
+            # pool would be millions of steps, for an expectation nobody is shown)
+            expected = Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size,
+                                              budget if engine_runs(floor, seat) else None,
+                                              chunked)
+            return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget,
+                                 pool_settings.usage if pool_settings else "serve",
+                                 a.engine_version, described, chunked)
+
+        return [report(n) for n in a.prompt_len]
+
+    names = accelerator_names(args)
+    if len(names) > 1:  # the same prompts on several cards, side by side
+        ran, not_run = run_each(names, lambda name: one(one_card(args, name)), card_id)
+        return PrefillComparison(tuple(r for reports in ran for r in reports), not_run)
+    reports = one(args)
+    return reports[0] if len(reports) == 1 else PrefillSeries(tuple(reports))
+
+
+def _lora_step_note(args: argparse.Namespace) -> str:
+    """prefill's line for --enable-lora (lora_slots.step_caution), or ""."""
+    lora = lora_settings(args)
+    if lora is None:
+        return ""
+    from ridgeline.lora_slots import step_caution
+
+    return step_caution(lora)
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
+    _deployment_flags(p, several=True)
+    p.add_argument("--prompt-len", type=_count_list("prompt length"), required=True,
+                   help="tokens in each prompt; one or a list: 1000,8000,32000")
+    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), default=1,
+                   help="prompts prefilled together (default 1)")
+    _engine(p)
+    p.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N",
+                   type=_positive_count("ubatch size"),
+                   help="llama.cpp: tokens per ubatch (default 512); each re-reads the weights, "
+                   "and with partial offload copies the host's over the link")
+    _offload(p)
+    _eager(p)
+    _pool_flags(p)
+    data_parallel_flags(p, refused="not read by prefill: " + PREFILL_DP)  # refused by name
+    _output(p)
+    p.set_defaults(handler=cmd_prefill)

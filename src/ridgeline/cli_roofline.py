@@ -1,0 +1,175 @@
+"""CLI: roofline and moe — the ridge point and where each part of a step sits against it;
+what routing to a few experts does to the bytes a step reads and the batch that reaches
+the ridge."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ridgeline.cli import _formats, _gpu, _model, _output
+from ridgeline.cli_load import (
+    accelerator_names,
+    card_id,
+    load_accelerator,
+    load_deployment,
+    named_weights,
+    one_card,
+)
+from ridgeline.cli_types import (
+    MAX_BATCH,
+    _count_list,
+    _how_many,
+    _not_empty,
+    _positive_count,
+    _positive_float,
+)
+from ridgeline.errors import InputError
+from ridgeline.side_by_side import run_each
+from ridgeline.units import COUNT_EXAMPLES
+
+ROOFLINE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")  # its --compute-dtype
+
+
+# --compute-dtype's weights where no --weights names them: tf32 multiplies fp32 weights
+_WEIGHTS_AT = {"tf32": "fp32"}
+
+
+def _element_bytes(args: argparse.Namespace) -> tuple[float, float, str]:
+    """Bytes per weight and per KV element named without a model, and where the weights'
+    came from. --weights names them; else --compute-dtype's own (an fp8 step is W8A8: it
+    reads 1-byte weights, so an H100's fp8 ridge of 591 FLOP/byte is reached at batch
+    591 × 1 ÷ 2 = 296, as bf16's 295 is at 2-byte weights); else 2 (bf16). KV: 2."""
+    from ridgeline.precision import is_stored_format, kv_dtype, weight_format
+
+    weights = named_weights(args)
+    if (weights and is_stored_format(weights)) or args.kv_dtype == "auto":
+        raise InputError("'as stored' and 'auto' formats need --model (the checkpoint's formats)")
+    kvb = kv_dtype(args.kv_dtype).bytes_per_element if args.kv_dtype else 2.0
+    if weights:
+        return weight_format(weights).bytes_per_weight, kvb, ""
+    dtype = getattr(args, "compute_dtype", None)
+    if dtype is None:
+        return 2.0, kvb, ""
+    fmt = weight_format(_WEIGHTS_AT.get(dtype, dtype))
+    return fmt.bytes_per_weight, kvb, (
+        f"{fmt.id} weights, {fmt.bytes_per_weight:g} B each, as a step whose matmuls run at "
+        f"--compute-dtype {dtype} reads them (--weights names others)")
+
+
+def _matmul_dtype(args: argparse.Namespace, acc: Any) -> str:
+    """The matmul dtype a weight format named without a model runs at on this accelerator
+    (fp8 weights on an H100: fp8), as a deployment of it would; bf16 when none is named."""
+    from ridgeline.precision import weight_format
+
+    weights = named_weights(args)
+    if not weights:
+        return "bf16"
+    return str(acc.first_supported(weight_format(weights).compute_dtypes))
+
+
+def cmd_roofline(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.roofline import roofline_report
+
+    names = accelerator_names(args)
+    if len(names) > 1:
+        from ridgeline.reports.roofline import RooflineComparison
+
+        reports, not_run = run_each(names, lambda name: cmd_roofline(one_card(args, name)),
+                                    card_id)
+        return RooflineComparison(tuple(reports), not_run)
+    acc = load_accelerator(args)
+    dep = load_deployment(args) if args.model else None
+    bpw, kvb, weights_from = (2.0, 2.0, "") if dep else _element_bytes(args)
+    try:
+        dtype = args.compute_dtype or (dep.dense_compute_dtype if dep
+                                       else _matmul_dtype(args, acc))
+        experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
+        return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb,
+                               args.intensity, experts, args.num_gpus,
+                               None if dep else _attention_dtype(args, acc), weights_from)
+    except InputError as exc:  # a rate the card lacks: name the flags that pick its own
+        fixes = _rate_fixes(args, acc, dep)
+        if not fixes:
+            raise
+        raise InputError(f"{exc}{fixes}") from None
+
+
+def _attention_dtype(args: argparse.Namespace, acc: Any) -> str:
+    """Without a model, the dtype decode attention multiplies the cache at: the cache's
+    (bf16 by default), whatever the weights' matmuls run at (fp8 weights, bf16 cache: bf16)."""
+    from ridgeline.deployment import cache_matmul_dtypes
+    from ridgeline.precision import kv_dtype
+
+    kv_id = kv_dtype(args.kv_dtype).id if args.kv_dtype else "bf16"
+    return str(acc.first_supported(cache_matmul_dtypes(kv_id)))
+
+
+def _rate_fixes(args: argparse.Namespace, acc: Any, dep: Any) -> str:
+    """For a card without a rate roofline's rows need (an fp32-only --gpu-file): the flags
+    that pick rates it has, as a clause to the refusal; "" where it has them. Decode
+    attention multiplies the cache at the cache's dtype, whatever --compute-dtype says."""
+    from ridgeline.deployment import cache_matmul_dtypes
+    from ridgeline.precision import kv_dtype
+
+    def runs(dtypes: tuple[str, ...]) -> bool:
+        try:
+            acc.first_supported(dtypes)
+        except InputError:
+            return False
+        return True
+
+    fixes = []
+    try:
+        matmul = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
+    except InputError:
+        matmul = None
+    rates = [d for d in ROOFLINE_DTYPES if d in acc.peak_flops]
+    if (matmul is None or not runs((matmul,))) and rates:
+        fixes.append(f"--compute-dtype {' or '.join(rates)}")
+    kv_id = dep.kv.id if dep else (kv_dtype(args.kv_dtype).id if args.kv_dtype else "bf16")
+    fits = [k for k in ("bf16", "fp16", "fp8", "fp32") if runs(cache_matmul_dtypes(k))]
+    if not runs(cache_matmul_dtypes(kv_id)) and fits:
+        fixes.append(f"--kv-dtype {' or '.join(fits)} (decode attention multiplies the cache "
+                     f"at its own dtype, {kv_id} here, whatever --compute-dtype says)")
+    return f"; give {' and '.join(fixes)}" if fixes else ""
+
+
+def cmd_moe(args: argparse.Namespace) -> Any:
+    from ridgeline.reports.moe import moe_report
+
+    if not args.gpu and not args.gpu_file and not args.peak_tflops:
+        args.gpu = "h100-sxm"  # the article's card
+    return moe_report(load_deployment(args), args.batch)
+
+
+def register(sub: Any) -> None:
+
+    p = sub.add_parser("roofline", help="ridge point and where each part of a step sits")
+    _gpu(p, several=True)
+    p.add_argument("--compute-dtype", choices=ROOFLINE_DTYPES,
+                   help="the peak the ridge divides (default: the weights' matmul dtype)")
+    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), default=1,
+                   help="decode batch: tokens sharing each read of the weights (default 1)")
+    p.add_argument("--prompt-len", type=_positive_count("prompt length"), default=4000,
+                   help="prefill prompt tokens (default 4000)")
+    # 1e-3 to 1e9 FLOP/byte: an fp32 vector add's 1/12 to a million-token prefill's, wide;
+    # 1e308 had printed a 400-digit row
+    p.add_argument("--intensity", type=_positive_float("intensity", 1e-3, 1e9),
+                   help="also show the attainable FLOP/s at this many FLOP per byte")
+    p.add_argument("--model", type=_not_empty("model name"),
+                   help="place this model's attention and experts on the roofline")
+    p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
+    _formats(p)
+    _output(p)
+    p.set_defaults(handler=cmd_roofline)
+
+    p = sub.add_parser("moe", help="routed fraction, experts touched, bytes a step reads")
+    _model(p)
+    _gpu(p, required=False)
+    _formats(p)
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES),
+                   help="tokens in the decode step: one or a list, 1,16,64, the table's rows "
+                   "(default: 1, 8, 32, 128, 512, 2048)")
+    _output(p, plot=True)
+    p.set_defaults(handler=cmd_moe)
