@@ -297,7 +297,10 @@ def test_decode_explain_repeats_from_its_printed_inputs(
     ["qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2", "--batch", "1"],
     # under EPLB the busiest rank's read counts the replicas it holds, past E ÷ R
     ["deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--batch", "64", "--enable-eplb",
-     "--eplb-config", '{"num_redundant_experts": 32}']])
+     "--eplb-config", '{"num_redundant_experts": 32}'],
+    # SGLang's replicas without --enable-eplb: the first ranks serve 36 experts each
+    ["deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--batch", "64", "--engine", "sglang",
+     "--ep-num-redundant-experts", "32"]])
 def test_an_expert_parallel_share_touched_repeats_from_the_busiest_rank_it_names(
         capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     """Under expert parallelism the step waits on the busiest rank, so the share of the routed

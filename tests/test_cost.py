@@ -116,6 +116,105 @@ def test_the_busiest_rank_under_eplb_reads_the_replicas_its_tokens_reach() -> No
     assert busiest_rank_physical_experts(62, 2, 8, 62) == 8
 
 
+def sglang_trivial_layout_served(num_experts: int, redundant: int, ranks: int) -> list[int]:
+    """Each rank's experts that take tokens, walked slot by slot as SGLang lays them out
+    without --enable-eplb: physical slot s holds logical s mod E (init_trivial) on rank
+    s ÷ ((E + N) ÷ R); logical i runs as physical i, so only slots below E serve."""
+    per_rank = (num_experts + redundant) // ranks
+    served = [0] * ranks
+    for slot in range(num_experts + redundant):
+        logical = slot % num_experts
+        if slot == logical:  # the one slot its tokens reach
+            served[slot // per_rank] += 1
+    return served
+
+
+def test_sglangs_replicas_without_eplb_leave_the_first_ranks_more_experts_to_serve() -> None:
+    """SGLang's trivial layout without --enable-eplb: the replicas sit on the last ranks and
+    take no token, the first ranks serve (E + N) ÷ R experts each, so the busiest carries
+    that many E-ths of the tokens (over the mean's 1 ÷ R) and reads the ones touched."""
+    import itertools
+
+    from ridgeline.moe import expected_experts_touched
+    from ridgeline.parallel import (
+        busiest_rank_experts,
+        busiest_rank_routed_experts,
+        trivial_layout_imbalance,
+        trivial_layout_routed_experts,
+    )
+
+    for e, n, r in ((256, 32, 8), (128, 16, 8), (64, 64, 4), (8, 4, 4), (160, 0, 8)):
+        walked = sglang_trivial_layout_served(e, n, r)
+        assert list(trivial_layout_routed_experts(e, n, r)) == walked
+        assert sum(walked) == e  # every logical expert served once
+        assert trivial_layout_imbalance(e, n, r) == pytest.approx(max(walked) * r / e)
+        assert busiest_rank_routed_experts(e, n, r, e) == max(walked)  # all touched
+        assert busiest_rank_routed_experts(e, n, r, 0) == 0
+    assert trivial_layout_imbalance(256, 32, 8) == pytest.approx((256 + 32) / 256)  # 1.125
+    for touched in (8.0, 100.0):  # no replica: busiest_rank_experts exactly
+        assert busiest_rank_routed_experts(256, 0, 8, touched) == \
+            busiest_rank_experts(256, 8, touched)
+    # E[max over ranks] of independent touches, enumerated over all 2^8 touch patterns of a
+    # small layout (8 + 4 over 4 ranks: 3, 3, 2 and 0 served)
+    served, p = sglang_trivial_layout_served(8, 4, 4), 3 / 8
+    exact = 0.0
+    for pattern in itertools.product((0, 1), repeat=8):
+        weight = p ** sum(pattern) * (1 - p) ** (8 - sum(pattern))
+        first = 0
+        most = 0
+        for count in served:
+            most = max(most, sum(pattern[first:first + count]))
+            first += count
+        exact += weight * most
+    assert busiest_rank_routed_experts(8, 4, 4, 3) == pytest.approx(exact, rel=1e-12)
+    one = expected_experts_touched(256, 8, 1)  # a DeepSeek-V3 token
+    busiest = busiest_rank_routed_experts(256, 32, 8, one)
+    assert busiest > busiest_rank_experts(256, 8, one)  # 36-expert ranks read more
+    assert round(busiest, 2) == 2.66  # the docstring's worked number
+    reads = [busiest_rank_routed_experts(256, 32, 8, t) for t in (8, 64, 128, 200, 255)]
+    assert reads == sorted(reads) and reads[-1] < 36
+
+
+def test_sglangs_unrouted_replicas_price_the_busiest_ranks_tokens_and_reads() -> None:
+    """An 8,192-token prompt touches every expert: SGLang's replicas without --enable-eplb
+    make the busiest EP8 rank's expert matmuls (E + N) ÷ E of plain EP's and its reads the
+    36 experts it serves, as many as under --enable-eplb; a vLLM deployment is left alone
+    (vLLM refuses the replicas without EPLB)."""
+    from ridgeline.moe import expected_experts_touched
+    from ridgeline.parallel import (
+        busiest_rank_experts,
+        busiest_rank_routed_experts,
+        trivial_layout_imbalance,
+        trivial_layout_routed_experts,
+    )
+
+    def experts(d: Deployment, batch: list[Seq]) -> tuple[float, float]:
+        op = next(o for o in step_cost(d, batch).ops if o.name == "experts")
+        return op.flops, op.bytes
+
+    plain = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"), None,
+                             None, 8, expert_parallel=True, engine="sglang")
+    idle = plain.with_eplb(False, 32)
+    assert idle.unrouted_redundant_experts == 32 and not idle.eplb_balanced
+    assert idle != plain and hash(idle) != hash(plain)  # its own step-cost cache entry
+    vllm = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"), None,
+                            None, 8, expert_parallel=True)
+    assert vllm.with_eplb(False, 32) == vllm
+    prompt = [Seq(8192)]
+    (flops_plain, bytes_plain), (flops_idle, bytes_idle) = (experts(d, prompt)
+                                                            for d in (plain, idle))
+    assert flops_idle / flops_plain == pytest.approx(trivial_layout_imbalance(256, 32, 8))
+    served = max(trivial_layout_routed_experts(256, 32, 8))
+    assert bytes_idle / bytes_plain == pytest.approx(served / (256 // 8))
+    assert bytes_idle == pytest.approx(experts(plain.with_eplb(True, 32), prompt)[1])
+    one = decode_batch(1, 100)  # one token: the reads by the formula, the matmuls by 1.125
+    touched = expected_experts_touched(256, 8, 1)
+    (f1, b1), (f2, b2) = experts(plain, one), experts(idle, one)
+    assert b2 / b1 == pytest.approx(busiest_rank_routed_experts(256, 32, 8, touched)
+                                    / busiest_rank_experts(256, 8, touched))
+    assert f2 / f1 == pytest.approx(trivial_layout_imbalance(256, 32, 8))
+
+
 def test_pipeline_stages_pay_a_hand_off() -> None:
     cost = step_cost(dep("llama-3.1-70b", "a100", n=4, pp=4), decode_batch(1, 100))
     assert any(op.name == "pipeline send" for op in cost.ops)

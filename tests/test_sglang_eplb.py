@@ -12,6 +12,7 @@ import pytest
 
 from ridgeline.cli import main
 from ridgeline.sglang_eplb import sglang_eplb_data
+from tests.test_cost import sglang_trivial_layout_served
 from tests.test_vllm_eplb import dsv3_expert_bytes_per_moe_layers
 
 DSV3 = ("deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--engine", "sglang",
@@ -88,7 +89,8 @@ def test_sglang_loads_the_replicas_without_enable_eplb_too(
             == balanced["taken_bytes_per_gpu"]["weights"])
     code, out, _ = run(capsys, "fit", *EP8, "--ep-num-redundant-experts", "32")
     assert code == 0 and "32 redundant experts, no --enable-eplb" in out
-    assert "SGLang routes no token to the replicas" in out and "rebalancing every" not in out
+    assert "SGLang routes no token to the 32 replicas" in out and "rebalancing every" not in out
+    assert "serving (experts + 32) ÷ ranks experts" in out  # priced, as the layout leaves it
 
 
 def test_eplb_at_ep_size_1_is_refused_in_sglangs_words(
@@ -127,8 +129,11 @@ def test_fits_engine_comparison_refuses_sglangs_redundant_experts_as_one_engines
     assert "one engine's settings" in err and "--ep-num-redundant-experts" in err
 
 
-def test_sglang_prices_the_busiest_rank_lighter_only_where_enable_eplb_places_the_replicas(
+def test_sglang_prices_the_busiest_rank_lighter_under_enable_eplb_and_heavier_without_it(
         capsys: pytest.CaptureFixture[str]) -> None:
+    """--enable-eplb places the replicas and lightens the busiest rank; the replicas alone
+    take no token and leave the first ranks (256 + 32) ÷ 8 = 36 experts to serve, 1.125 × the
+    mean's tokens and reads (parallel.trivial_layout_imbalance), so the prompt is slower."""
     args = ("prefill", *EP8, "--prompt-len", "4096", "--json")
     times = {}
     for name, extra in (("plain", ()), ("eplb", EPLB_32),
@@ -136,14 +141,16 @@ def test_sglang_prices_the_busiest_rank_lighter_only_where_enable_eplb_places_th
         code, out, err = run(capsys, *args, *extra)
         assert code == 0, err
         times[name] = json.loads(out)["time_s"]
-    assert times["eplb"] < times["plain"] == times["replicas"]
+    assert times["eplb"] < times["plain"] < times["replicas"]
 
 
 def test_sglang_under_enable_eplb_reads_every_replica_a_rank_holds_once_every_expert_is_touched(
         capsys: pytest.CaptureFixture[str]) -> None:
     """An 8,192-token prompt touches all 256 experts: under --enable-eplb each of the 8 GPUs
     reads its (256 + 32) ÷ 8 = 36, 4 experts' bytes in every MoE layer more than without
-    replicas (from config.json); without --enable-eplb no token reaches them."""
+    replicas (from config.json); without --enable-eplb no token reaches them, but the first
+    ranks serve as many experts, so the busiest reads as much (the layout walked slot by
+    slot: tests.test_cost.sglang_trivial_layout_served)."""
     args = ("prefill", *EP8, "--prompt-len", "8192", "--json")
     moved = {}
     for name, extra in (("plain", ()), ("eplb", EPLB_32),
@@ -156,4 +163,6 @@ def test_sglang_under_enable_eplb_reads_every_replica_a_rank_holds_once_every_ex
     more = (32 + 256) // 8 - 256 // 8
     assert moved["eplb"] - moved["plain"] == pytest.approx(
         8 * more * dsv3_expert_bytes_per_moe_layers(), rel=1e-5)
-    assert moved["replicas"] == moved["plain"]
+    served = max(sglang_trivial_layout_served(256, 32, 8))  # the first ranks' 36
+    assert moved["replicas"] - moved["plain"] == pytest.approx(
+        8 * (served - 256 // 8) * dsv3_expert_bytes_per_moe_layers(), rel=1e-5)

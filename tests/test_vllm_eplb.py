@@ -162,7 +162,7 @@ def test_eplb_balances_only_with_replicas_to_place_over_expert_parallel_ranks() 
     plain = dsv3_ep8()
     assert plain.with_eplb(True, 32).eplb_balanced
     assert plain.with_eplb(True, 0) == plain  # EPLB only reorders: the stated factor
-    assert plain.with_eplb(False, 32) == plain  # SGLang's replicas without --enable-eplb
+    assert plain.with_eplb(False, 32) == plain  # vLLM refuses replicas without EPLB
     sliced = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"), None,
                               None, 8)
     assert sliced.with_eplb(True, 32) == sliced  # experts sliced, no busiest rank

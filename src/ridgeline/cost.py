@@ -49,10 +49,12 @@ from ridgeline.offload import (
 from ridgeline.parallel import (
     all_reduce_time_s,
     busiest_rank_physical_experts,
+    busiest_rank_routed_experts,
     ep_imbalance,
     exchange_time_s,
     pipeline_hops,
     send_time_s,
+    trivial_layout_imbalance,
 )
 from ridgeline.params import layer_params
 from ridgeline.quantization import (
@@ -641,13 +643,20 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
         # under TP + EP the MoE output is all-reduced as under TP, no all-to-all: vLLM runs
         # all-to-all kernels only with data parallelism, priced in step_terms); under EPLB
         # it also reads the replicas it holds that the step's tokens reach, (E + N) ÷ R
-        # experts where every one is touched
+        # experts where every one is touched; SGLang's replicas without --enable-eplb take
+        # no token, and the first ranks serve (E + N) ÷ R experts each: their share of the
+        # tokens and of the reads, × (E + N) ÷ E on top of the stated skew
         ranks = dep.engine_expert_ranks  # vLLM's EP ranks are an MI250's dies
         ep = dep.expert_parallel and ranks > 1
+        idle = dep.unrouted_redundant_experts
         skew = ep_imbalance(dep.eplb_balanced) if ep else 1.0  # less under EPLB's replicas
-        read = busiest_rank_physical_experts(moe.num_experts, dep.eplb_redundant_experts,
-                                             ranks, touched) * ranks / moe.num_experts \
-            if ep else touched / moe.num_experts
+        if ep and idle:
+            skew *= trivial_layout_imbalance(moe.num_experts, idle, ranks)
+            busiest = busiest_rank_routed_experts(moe.num_experts, idle, ranks, touched)
+        elif ep:
+            busiest = busiest_rank_physical_experts(moe.num_experts,
+                                                    dep.eplb_redundant_experts, ranks, touched)
+        read = busiest * ranks / moe.num_experts if ep else touched / moe.num_experts
         linear("experts", EXPERTS, moe.routed_fraction * skew, read, EXPERT_BIAS)
         linear("shared experts", SHARED_EXPERTS)
     else:

@@ -102,6 +102,11 @@ class Deployment:
     # 0 without: the busiest rank's routed tokens at parallel.EP_IMBALANCE_EPLB × the mean, not
     # EP_IMBALANCE, and its reads of (E + N) ÷ R physical experts (cost._token_ops)
     eplb_redundant_experts: int = 0
+    # SGLang's --ep-num-redundant-experts without --enable-eplb under expert parallelism: its
+    # trivial layout keeps the replicas on the last ranks, where no token reaches them, and
+    # leaves the first ranks (E + N) ÷ R experts that take tokens (parallel
+    # .trivial_layout_routed_experts; priced in cost._token_ops); 0 otherwise
+    unrouted_redundant_experts: int = 0
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
@@ -287,7 +292,7 @@ class Deployment:
                      self.data_parallel_size, self.cpu_offload,
                      self.decode_context_parallel_size, self.state_engine_version,
                      self.mamba_ssm_dtype, self.lora, self.cuda_graphs,
-                     self.eplb_redundant_experts))
+                     self.eplb_redundant_experts, self.unrouted_redundant_experts))
 
     def with_state_settings(self, engine_version: str | None,
                             mamba_ssm_dtype: str | None) -> Deployment:
@@ -311,12 +316,17 @@ class Deployment:
         """This deployment with --enable-eplb and its redundant experts: balanced (the busiest
         expert-parallel rank priced at parallel.EP_IMBALANCE_EPLB, reading its share of the
         replicas: parallel.busiest_rank_physical_experts) where EPLB is on with replicas to
-        place and the experts are spread over more than one rank; as it is otherwise (EPLB
-        without replicas only reorders the experts, for which no source gives a figure;
-        SGLang's replicas without --enable-eplb take no token: sglang_eplb.py)."""
-        balanced = enabled and redundant_experts > 0 and self.expert_parallel \
-            and self.engine_expert_ranks > 1
-        return replace(self, eplb_redundant_experts=redundant_experts) if balanced else self
+        place and the experts are spread over more than one rank; SGLang's replicas without
+        --enable-eplb, which take no token and leave the first ranks more experts that do,
+        as unrouted_redundant_experts (parallel.trivial_layout_routed_experts; only SGLang
+        runs them, vLLM refuses them); as it is otherwise (EPLB without replicas only
+        reorders the experts, for which no source gives a figure)."""
+        spread = redundant_experts > 0 and self.expert_parallel and self.engine_expert_ranks > 1
+        if spread and enabled:
+            return replace(self, eplb_redundant_experts=redundant_experts)
+        if spread and self.engine == "sglang":
+            return replace(self, unrouted_redundant_experts=redundant_experts)
+        return self
 
     @property
     def eplb_balanced(self) -> bool:

@@ -40,7 +40,12 @@ from ridgeline.llamacpp_batching import (
 from ridgeline.lora_step import LORA_OP
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import placed_layers
-from ridgeline.parallel import busiest_rank_physical_experts, ep_rank_experts
+from ridgeline.parallel import (
+    busiest_rank_physical_experts,
+    busiest_rank_routed_experts,
+    ep_rank_experts,
+    trivial_layout_routed_experts,
+)
 from ridgeline.params import count_params, layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER, ROUTED
 from ridgeline.raw_fit import FitCheck, batch_fit
@@ -454,11 +459,19 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
         # the step waits on the rank that touched most of its experts, as cost prices it: the
         # share is that rank's read, as if every rank read as much (not touched ÷ E)
         # (under EPLB of its (E + N) ÷ R physical experts, the replicas with them)
-        redundant = dep.eplb_redundant_experts
-        most = busiest_rank_physical_experts(moe.num_experts, redundant, ranks, touched)
-        held = ep_rank_experts(moe.num_experts + redundant, ranks)
-        physical = (f"each holding ({moe.num_experts} + {redundant} redundant under EPLB) "
-                    f"÷ {ranks}, " if redundant else "")
+        # (SGLang's replicas without --enable-eplb: of the experts its rank serves, the
+        # replicas on the last ranks taking no token)
+        redundant, idle = dep.eplb_redundant_experts, dep.unrouted_redundant_experts
+        if idle:
+            most = busiest_rank_routed_experts(moe.num_experts, idle, ranks, touched)
+            held = max(trivial_layout_routed_experts(moe.num_experts, idle, ranks))
+            physical = (f"each holding ({moe.num_experts} + {idle} redundant) ÷ {ranks}, no "
+                        "token reaching the replicas (the last ranks') without --enable-eplb, ")
+        else:
+            most = busiest_rank_physical_experts(moe.num_experts, redundant, ranks, touched)
+            held = ep_rank_experts(moe.num_experts + redundant, ranks)
+            physical = (f"each holding ({moe.num_experts} + {redundant} redundant under EPLB) "
+                        f"÷ {ranks}, " if redundant else "")
         busiest = (f"; under expert parallelism the step waits on the busiest of {ranks} "
                    f"ranks, {physical}{most:,.2f} of its {held} experts read: {most:,.2f} × "
                    f"{ranks} ÷ {moe.num_experts}")

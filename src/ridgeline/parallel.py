@@ -11,6 +11,7 @@ t = 8 µs + 2·(n−1)/n · bytes / β, whichever is faster.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 
@@ -325,3 +326,50 @@ def busiest_rank_physical_experts(num_experts: int, redundant: int, ranks: int,
         cdfs.append((list(itertools.accumulate(pmf)), count))
     return sum(1 - math.prod(min(1.0, cdf[k]) ** count for cdf, count in cdfs)
                for k in range(held))
+
+
+def trivial_layout_routed_experts(num_experts: int, redundant: int, ranks: int
+                                  ) -> tuple[int, ...]:
+    """Each expert-parallel rank's experts that take tokens when SGLang holds ``redundant``
+    replicas without --enable-eplb. Its trivial layout puts physical slot s on rank
+    s ÷ L (L = (E + N) ÷ R a rank, _compute_gpu_id_of_physical_expert) holding logical
+    expert s mod E (ExpertLocationMetadata.init_trivial), and with no dispatch algorithm
+    (ep_dispatch_algorithm stays None without --enable-eplb or an --init-expert-location)
+    select_experts leaves logical i as physical i, so only a rank's slots below E take
+    tokens: min(L, E − r·L), at least 0. DeepSeek-V3 on EP8 with 32 redundant: 36 on ranks
+    0-6 and 4 on rank 7, whose 32 replicas take none."""
+    held = ep_rank_experts(num_experts + redundant, ranks)
+    return tuple(min(held, max(0, num_experts - rank * held)) for rank in range(ranks))
+
+
+def trivial_layout_imbalance(num_experts: int, redundant: int, ranks: int) -> float:
+    """The busiest expert-parallel rank's routed tokens over the mean that SGLang's trivial
+    layout alone leaves under even routing (trivial_layout_routed_experts): the rank that
+    serves most experts takes that many E-ths of the tokens, the mean rank 1 ÷ R of them,
+    max × R ÷ E. DeepSeek-V3 on EP8 with 32 redundant: 36 × 8 ÷ 256 = 1.125, (E + N) ÷ E
+    wherever (E + N) ÷ R ≤ E; 1 with no replica and R dividing E."""
+    return max(trivial_layout_routed_experts(num_experts, redundant, ranks)) \
+        * ranks / num_experts
+
+
+def busiest_rank_routed_experts(num_experts: int, redundant: int, ranks: int,
+                                touched: float) -> float:
+    """The experts the busiest expert-parallel rank reads in a step, expected, under SGLang's
+    trivial layout without --enable-eplb (trivial_layout_routed_experts: rank r serves aᵣ
+    experts, its replicas none), when a step touches ``touched`` of the E logical experts:
+    each touched alike and apart (probability touched ÷ E), rank r reads Binomial(aᵣ, p),
+    and the step waits for the rank that read most, E[max] = Σₖ (1 − Πᵣ Fᵣ(k)), as
+    busiest_rank_experts (which this is for N = 0). Every expert touched: the 36 a
+    DeepSeek-V3 EP8 rank with 32 redundant serves, not 32; one token's 8 of 256: 2.66 on
+    the busiest against 2.544 without replicas, 7 of its ranks serving 36 where plain EP's 8
+    hold 32 (a simulation of uniform routing: 2.67)."""
+    if redundant <= 0:
+        return busiest_rank_experts(num_experts, ranks, touched)
+    served = trivial_layout_routed_experts(num_experts, redundant, ranks)
+    p = min(1.0, max(0.0, touched / num_experts))
+    if p in (0.0, 1.0):
+        return max(served) * p
+    cdfs = [(list(itertools.accumulate(_binomial_pmf(count, p))), ranks_serving)
+            for count, ranks_serving in collections.Counter(served).items()]
+    return sum(1 - math.prod(min(1.0, cdf[min(k, len(cdf) - 1)]) ** n for cdf, n in cdfs)
+               for k in range(max(served)))

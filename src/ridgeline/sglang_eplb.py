@@ -8,6 +8,12 @@ replicas are loaded with the weights whether or not --enable-eplb moves them, so
 loses them either way. DeepSeek-V3 on --tp 8 --ep-size 8 with 32 redundant: 36 experts a GPU
 instead of 32, the same 9.52 GiB vLLM's EPLB adds (memory.ep_extra_bytes, the one formula).
 SGLang refuses --enable-eplb at ep_size 1 with a bare assert; ridgeline says so in one line.
+
+Without --enable-eplb SGLang sends no token to the replicas (sglang_unrouted_caution): its
+trivial layout deals physical slot s, a copy of expert s mod E, to rank s ÷ ((E + N) ÷ R),
+so the replicas sit on the last ranks and the first ranks serve (E + N) ÷ R experts each, 36
+of DeepSeek-V3's 256 on EP8 with 32 redundant where 32 is the mean. The step prices that
+rank: 1.125 × the tokens, and the reads of the 36 it serves.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ridgeline.deployment import Deployment
+from ridgeline.parallel import EP_IMBALANCE
 from ridgeline.sglang_memory import sglang_data
 
 FLAG = "--ep-num-redundant-experts"
@@ -59,19 +66,33 @@ def sglang_layout_problem(dep: Deployment, redundant_experts: int, enabled: bool
 def sglang_unpriced_moves(enabled: bool) -> str:
     """What of SGLang's balancing the step leaves unpriced: its rebalancing every
     eplb_rebalance_num_iterations (1,000) passes under --enable-eplb (the replicas' reads
-    are priced: parallel.busiest_rank_physical_experts); without it, the layout its replicas
-    leave. Without --enable-eplb (or --init-expert-location) ep_dispatch_algorithm stays
-    unset, so select_experts maps no logical expert to a replica (topk.py: only with an
-    ExpertLocationDispatchInfo) and expert i is physical i; the trivial layout makes physical
-    i a copy of i mod E (ExpertLocationMetadata.init_trivial), so the replicas, on the last
-    ranks, take no token, and the first ranks hold (E + N) ÷ R experts that do."""
+    are priced: parallel.busiest_rank_physical_experts); without it nothing moves, and the
+    layout its replicas leave is priced (sglang_unrouted_caution), so ""."""
     if not enabled:
-        return ("without --enable-eplb SGLang routes no token to the replicas, whose trivial "
-                "layout leaves the first ranks (experts + N) ÷ ranks experts that take tokens "
-                "each, more than their share: not priced")
+        return ""
     every = sglang_eplb_data()["rebalance_num_iterations"]
     return (f"SGLang's rebalancing every eplb_rebalance_num_iterations ({every:,}) steps is "
             f"not priced")
+
+
+def sglang_unrouted_caution(redundant_experts: int) -> str:
+    """How a step prices SGLang's replicas without --enable-eplb. Without --enable-eplb (or
+    an --init-expert-location) ep_dispatch_algorithm stays unset, so
+    ExpertLocationDispatchInfo.init_new returns None and select_experts maps no logical
+    expert to a replica (topk_ids_logical_to_physical returns the ids it is given): expert
+    i runs as physical i. The trivial layout makes physical i a copy of i mod E
+    (ExpertLocationMetadata.init_trivial) and deals the slots in order, so the replicas, on
+    the last ranks, take no token, and the first ranks serve (E + N) ÷ R experts each:
+    their share of the tokens, (E + N) ÷ E × the mean on top of the stated skew
+    (parallel.trivial_layout_imbalance), and of the reads
+    (parallel.busiest_rank_routed_experts). engines.json sglang.eplb.without_eplb_source
+    names each source."""
+    n = f"{redundant_experts:,}"
+    return (f"without --enable-eplb SGLang routes no token to the {n} replicas, which its "
+            f"trivial layout keeps on the last ranks, so each step prices the busiest "
+            f"expert-parallel rank serving (experts + {n}) ÷ ranks experts: ridgeline's stated "
+            f"{EP_IMBALANCE:g} × (experts + {n}) ÷ experts the mean routed tokens, reading "
+            f"the experts it serves that the step touches (all of them once every expert is)")
 
 
 def sglang_replicas_source() -> str:

@@ -23,7 +23,9 @@ expert is touched it reads (E + N) ÷ R experts' weights, DeepSeek-V3's 36 inste
 more expert bytes a step, and at one token about as many as without replicas. What the
 balancing costs is not: the weights vLLM moves between ranks every step_interval steps
 (SGLang every eplb_rebalance_num_iterations), and EPLB without redundant experts, which only
-reorders them, keeps the stated factor for want of a figure.
+reorders them, keeps the stated factor for want of a figure. SGLang's replicas without
+--enable-eplb take no token; the first ranks then serve (E + N) ÷ R experts each, priced as
+that layout leaves them (sglang_eplb.sglang_unrouted_caution).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ridgeline.sglang_eplb import (
     sglang_layout_problem,
     sglang_replicas_source,
     sglang_unpriced_moves,
+    sglang_unrouted_caution,
 )
 from ridgeline.vllm_memory import parse_version, vllm_data
 
@@ -239,8 +242,9 @@ def eplb_step_caution(eplb: EPLBSettings) -> str:
     experts to place, its busiest expert-parallel rank is priced as EPLB leaves it
     (parallel.ep_imbalance: 1.109 × the mean routed tokens, not the stated 1.2), reading the
     replicas it holds that the step's tokens reach (parallel.busiest_rank_physical_experts);
-    without them, or SGLang's replicas without --enable-eplb, as without EPLB. The weights it
-    moves are not priced either way."""
+    SGLang's replicas without --enable-eplb as their layout leaves the first ranks
+    (sglang_eplb.sglang_unrouted_caution); without redundant experts as without EPLB. The
+    weights EPLB moves are not priced."""
     unpriced = sglang_unpriced_moves(eplb.enabled) if eplb.spelling == SGLANG_FLAG else (
         "vLLM's rearrangement every step_interval steps (the expert weights it moves between "
         "ranks) is not priced")
@@ -253,8 +257,10 @@ def eplb_step_caution(eplb: EPLBSettings) -> str:
                 f"case), reading the replicas it holds that the step's tokens reach (all its "
                 f"(experts + {eplb.num_redundant_experts:,}) ÷ ranks once every expert is "
                 f"touched); {unpriced}")
-    why = ("without redundant experts EPLB only reorders the experts, for which no source "
-           "gives a figure" if eplb.enabled else "no balancer places the replicas")
+    if eplb.spelling == SGLANG_FLAG and eplb.num_redundant_experts:
+        return (f"{name}: their weights are sized; "
+                f"{sglang_unrouted_caution(eplb.num_redundant_experts)}")
     return (f"{name}: their weights are sized, but each step is priced as without EPLB (the "
             f"busiest expert-parallel rank at ridgeline's stated {EP_IMBALANCE:g} × the mean "
-            f"tokens: {why}); {unpriced}")
+            f"tokens: without redundant experts EPLB only reorders the experts, for which no "
+            f"source gives a figure); {unpriced}")
