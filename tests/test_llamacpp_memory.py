@@ -440,6 +440,44 @@ def test_a_new_quantized_v_cache_without_flash_attention_is_refused(
     assert f"-ctk {kv} -ctv {kv}" in capsys.readouterr().out
 
 
+# The quantized -ctk/-ctv types each backend's FLASH_ATTN_EXT takes in the newest build, read
+# upstream (ggml-org/llama.cpp): ggml-cuda/fattn.cu ggml_cuda_fattn_kv_type_supported (00a2d60)
+# takes q4_1, q5_0 and q5_1 only when built with GGML_CUDA_FA_ALL_QUANTS (off by default) and
+# iq4_nl never, and HIP builds that file for ROCm; ggml-metal.metal instantiates
+# kernel_flash_attn_ext_{q4_0,q4_1,q5_0,q5_1,q8_0}_* and no iq4_nl; ggml-vulkan.cpp's fa_kv_ok
+# (000651c) lists the five and takes IQ4_NL again from b10165 (PR #24585, 2026-07-28).
+FLASH_ATTENTION_QUANTS = {
+    "llama.cpp-cuda": ("rtx-4090", {"q8_0", "q4_0"}),
+    "llama.cpp-rocm": ("mi300x", {"q8_0", "q4_0"}),
+    "llama.cpp-metal": ("apple-m2-ultra-76c", {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}),
+    "llama.cpp-vulkan": ("rtx-4090", {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"}),
+}
+
+
+@pytest.mark.parametrize("engine", FLASH_ATTENTION_QUANTS)
+def test_each_backend_takes_the_quantized_caches_its_flash_attention_reads(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    """A quantized V cache needs flash attention; where the backend's supports_op refuses the
+    type, -fa auto turns it off and llama.cpp stops at start-up, so fit refuses in one line.
+    Every quantized type formats.json gives llama.cpp is checked; f16 starts everywhere."""
+    gpu, reads = FLASH_ATTENTION_QUANTS[engine]
+    quantized = [row["id"] for row in load_data("formats.json")["kv"]
+                 if row.get("engines") == ["llama.cpp"]]
+    assert reads <= set(quantized)
+    base = ["fit", "llama-3.1-8b", "--gpu", gpu, "--engine", engine, "--weights", "q4_k_m",
+            "--max-model-len", "32000", "--kv-dtype"]
+    assert main([*base, "f16"]) == 0  # llama.cpp's default cache, which needs no flash attention
+    capsys.readouterr()
+    for kv in quantized:
+        code = main([*base, kv])
+        out, err = capsys.readouterr()
+        if kv in reads:
+            assert code == 0 and f"-ctk {kv} -ctv {kv}" in out, (engine, kv, err)
+        else:
+            assert code == 2 and err.count("\n") == 1, (engine, kv, err)
+            assert f"{engine} has no flash-attention kernel for {kv} caches" in err
+
+
 def test_one_logits_row_a_slot_from_the_build_that_merged_pr_23861() -> None:
     """engines.json llama.cpp.outputs_per_slot_since_build is b9460, the release of PR
     #23861's commit: from it the server reserves one logits row per slot, before it every
