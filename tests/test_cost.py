@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -80,6 +83,38 @@ def test_the_busiest_expert_parallel_rank() -> None:
     assert 1.2 < busiest_rank_experts(128, 8, 64) / 8 < 1.4  # half touched: 10.8 of 8
     assert ep_rank_experts(8, 16) == 1 and ep_rank_experts(128, 8) == 16
     assert ep_rank_experts(60, 8) == 8
+
+
+def _exact_busiest(held: int, p: Fraction, ranks: int) -> float:
+    """E[max of ``ranks`` Binomial(held, p)] = Σₖ (1 − F(k)^R), in exact fractions."""
+    cdf, expected = Fraction(0), Fraction(0)
+    for k in range(held):
+        cdf += math.comb(held, k) * p**k * (1 - p) ** (held - k)
+        expected += 1 - cdf**ranks
+    return float(expected)
+
+
+def test_the_busiest_rank_of_many_experts_nearly_all_touched_is_not_all_it_holds() -> None:
+    """Where (1 − p)^held underflows (512 experts on 2 ranks, 95 % of them touched: 0.05^256,
+    under 1e-308) the busiest rank still reads its binomial's maximum, not all 256 it holds;
+    so with as many replicas as experts (512 + 512 over 2, each replica touched with
+    1 − (1 − 0.96)^(1/2) = 0.8), not all 512."""
+    from ridgeline.parallel import (
+        busiest_rank_experts,
+        busiest_rank_physical_experts,
+        replica_touch_probability,
+    )
+
+    p = Fraction(19, 20)
+    expected = _exact_busiest(256, p, 2)
+    assert busiest_rank_experts(512, 2, float(p) * 512) == pytest.approx(expected, rel=1e-9)
+    assert expected < 250  # 245.2 of the 256 it holds
+    p = Fraction(24, 25)
+    assert replica_touch_probability(float(p), 2) == pytest.approx(0.8)
+    expected = _exact_busiest(512, Fraction(4, 5), 2)
+    assert busiest_rank_physical_experts(512, 512, 2, float(p) * 512) == pytest.approx(
+        expected, rel=1e-9)
+    assert expected < 420  # of the 512 it holds
 
 
 def test_the_busiest_rank_under_eplb_reads_the_replicas_its_tokens_reach() -> None:

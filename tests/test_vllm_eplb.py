@@ -24,6 +24,7 @@ from ridgeline.parallel import (
     busiest_rank_physical_experts,
     ep_imbalance,
     ep_rank_experts,
+    physical_experts_touched,
 )
 from ridgeline.quantization import EXPERTS
 from ridgeline.vllm_eplb import EPLBSettings, local_experts, parse_eplb_config
@@ -178,6 +179,33 @@ def test_prefill_prices_the_busiest_rank_lighter_with_eplb_and_says_by_how_much(
     said = f"busiest expert-parallel rank at {EP_IMBALANCE_EPLB:g} × the mean routed tokens"
     assert any(said in c for c in eplb["cautions"])
     assert any("priced as without EPLB" in c for c in reordered["cautions"])
+
+
+def test_decodes_read_in_all_counts_the_replicas_its_tokens_reach(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """At batch 64 (222.4 of 256 experts touched) the 8 GPUs read, between them, the copies
+    of each expert the tokens reach: the 224 one-copy experts touched with p, the 32 doubled
+    ones' 64 replicas with 1 − (1 − p)^(1/2) each (physical_experts_touched), one expert's
+    bytes in every MoE layer each from config.json; still under the busiest rank's read × 8."""
+    args = ("decode", *DSV3, "--batch", "64", "--json")
+    points = []
+    for extra in ((), EPLB_32):
+        code, out, err = run(capsys, *args, *extra)
+        assert code == 0, err
+        points.append(json.loads(out)["points"][0])
+    plain, eplb = points
+    moe = resolve_model("deepseek-v3").moe
+    assert moe is not None
+    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, 64)
+    p = touched / moe.num_experts
+    physical = (moe.num_experts - 32) * p + 2 * 32 * (1 - (1 - p) ** 0.5)
+    assert physical == pytest.approx(physical_experts_touched(moe.num_experts, 32, touched))
+    assert round(touched, 1) == 222.4 and round(physical, 1) == 235.5  # the docstring's
+    more = eplb["weight_bytes_read_in_all"] - plain["weight_bytes_read_in_all"]
+    assert more == pytest.approx((physical - touched) * dsv3_expert_bytes_per_moe_layers(),
+                                 rel=1e-5)
+    assert plain["weight_bytes_read_in_all"] < eplb["weight_bytes_read_in_all"] \
+        < eplb["weight_bytes_read"]
 
 
 def test_decode_where_the_expert_reads_bind_pays_for_the_replicas_eplb_reads_and_says_so(

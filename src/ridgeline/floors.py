@@ -44,6 +44,7 @@ from ridgeline.parallel import (
     busiest_rank_physical_experts,
     busiest_rank_routed_experts,
     ep_rank_experts,
+    physical_experts_touched,
     trivial_layout_routed_experts,
 )
 from ridgeline.params import count_params, layer_params
@@ -56,12 +57,15 @@ _WEIGHT_OPS = tuple(op for op in WEIGHT_OPS if op != "lm head")  # its logits ar
 
 
 def experts_fraction_read(dep: Deployment, tokens: float) -> float:
-    """Share of the routed experts' bytes a step over ``tokens`` tokens reads."""
+    """Share of the routed experts' bytes a step over ``tokens`` tokens reads, over all the
+    GPUs: under EPLB with redundant experts, of the physical experts they reach (more than
+    the logical experts touched where two copies of one are: physical_experts_touched)."""
     moe = dep.model.moe
     if moe is None:
         return 1.0
     touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
-    return touched / moe.num_experts
+    return physical_experts_touched(moe.num_experts, dep.eplb_redundant_experts,
+                                    touched) / moe.num_experts
 
 
 def weight_bytes_read(dep: Deployment, tokens: float) -> float:

@@ -242,18 +242,16 @@ def busiest_rank_experts(num_experts: int, ranks: int, touched: float) -> float:
     """The experts the busiest of ``ranks`` expert-parallel ranks reads in a step, expected,
     when a step touches ``touched`` of ``num_experts``: each rank holds up to ⌈E ÷ R⌉, each
     touched alike and apart (probability touched ÷ E), and the step waits for the rank that
-    touched most, E[max of R binomials] = Σₖ (1 − F(k)^R). One token's 8 of 128 experts on 8
-    ranks: 1 a rank on average, 2.5 on the busiest."""
+    touched most, E[max of R binomials] = Σₖ (1 − F(k)^R) (F from _binomial_pmf, which does not
+    underflow where nearly all are touched). One token's 8 of 128 experts on 8 ranks: 1 a rank
+    on average, 2.5 on the busiest."""
     held = ep_rank_experts(num_experts, ranks)
     p = min(1.0, max(0.0, touched / num_experts))
     if p in (0.0, 1.0):
         return held * p
-    expected, cdf, term = 0.0, 0.0, (1 - p) ** held
-    for k in range(held):  # term: P(X = k); cdf: P(X ≤ k)
-        cdf += term
-        expected += 1 - min(1.0, cdf) ** min(ranks, num_experts)  # ranks that hold any
-        term *= (held - k) / (k + 1) * p / (1 - p)
-    return expected
+    holding = min(ranks, num_experts)  # ranks that hold any
+    return sum(1 - min(1.0, cdf) ** holding
+               for cdf in itertools.accumulate(_binomial_pmf(held, p)[:held]))
 
 
 def replica_touch_probability(touched_fraction: float, copies: int) -> float:
@@ -269,23 +267,68 @@ def replica_touch_probability(touched_fraction: float, copies: int) -> float:
     return 1.0 - float((1.0 - p) ** (1.0 / copies))
 
 
+def physical_experts_touched(num_experts: int, redundant: int, touched: float) -> float:
+    """The physical experts a step reads over all the expert-parallel ranks, expected, when it
+    touches ``touched`` of ``num_experts`` logical experts and EPLB holds ``redundant``
+    replicas beside them, dealt as busiest_rank_physical_experts deals them (N experts with a
+    second copy under even load; past N = E, c or c + 1 copies each): each copy of an expert
+    with c copies touched with replica_touch_probability, so more than ``touched`` where a
+    step's tokens reach two copies of one expert; ``touched`` itself without replicas, all
+    E + N once every expert is touched. DeepSeek-V3 at batch 64 (222.4 of 256 touched) with
+    32 replicas: 235.5."""
+    if redundant <= 0:
+        return touched
+    p = min(1.0, max(0.0, touched / num_experts))
+    copies, more = divmod(num_experts + redundant, num_experts)  # ``more`` carry copies + 1
+    return ((num_experts - more) * copies * replica_touch_probability(p, copies)
+            + more * (copies + 1) * replica_touch_probability(p, copies + 1))
+
+
+# A binomial term below this is taken as 0: far under any figure printed, and the sum of two
+# binomials skips their empty tails (a rank of 384 experts: under half the work)
+NEGLIGIBLE_PROBABILITY = 1e-18
+
+
 def _binomial_pmf(n: int, p: float) -> list[float]:
-    """P(X = k) for k = 0..n of X ~ Binomial(n, p)."""
+    """P(X = k) for k = 0..n of X ~ Binomial(n, p): the term at the mode from its logarithm,
+    the rest by the ratio of successive terms outward from it, stopping where they fall under
+    NEGLIGIBLE_PROBABILITY (0 past there), the whole scaled to sum to 1 (else the peak's
+    rounding would enter every 1 − F(k) past the tail). Starting from (1 − p)^n instead would
+    start at 0 where that underflows (under 1e-308: 256 experts a rank at p = 0.95), leaving
+    every term 0 and the busiest rank at all it holds."""
+    if p <= 0.0:
+        return [1.0] + [0.0] * n
     if p >= 1.0:
         return [0.0] * n + [1.0]
-    pmf, term = [], (1 - p) ** n
-    for k in range(n + 1):  # term: P(X = k), by the ratio of successive terms
-        pmf.append(term)
-        term *= (n - k) / (k + 1) * p / (1 - p)
-    return pmf
+    q = 1.0 - p
+    mode = min(n, int((n + 1) * p))
+    pmf = [0.0] * (n + 1)
+    peak = math.exp(math.lgamma(n + 1) - math.lgamma(mode + 1) - math.lgamma(n - mode + 1)
+                    + mode * math.log(p) + (n - mode) * math.log1p(-p))
+    pmf[mode] = peak
+    term, k = peak, mode
+    while k < n and term >= NEGLIGIBLE_PROBABILITY:  # up: P(k + 1) = P(k) (n − k) p ÷ (k + 1) q
+        term *= (n - k) / (k + 1) * p / q
+        k += 1
+        pmf[k] = term if term >= NEGLIGIBLE_PROBABILITY else 0.0
+    term, k = peak, mode
+    while k > 0 and term >= NEGLIGIBLE_PROBABILITY:  # down: P(k − 1) = P(k) k q ÷ (n − k + 1) p
+        term *= k / (n - k + 1) * q / p
+        k -= 1
+        pmf[k] = term if term >= NEGLIGIBLE_PROBABILITY else 0.0
+    total = math.fsum(pmf)
+    return [t / total for t in pmf]
 
 
 def _sum_pmf(a: list[float], b: list[float]) -> list[float]:
-    """The distribution of X + Y, X and Y independent with pmfs ``a`` and ``b``."""
+    """The distribution of X + Y, X and Y independent with pmfs ``a`` and ``b`` (their zero
+    terms skipped)."""
     out = [0.0] * (len(a) + len(b) - 1)
+    kept = [(j, y) for j, y in enumerate(b) if y]
     for i, x in enumerate(a):
-        for j, y in enumerate(b):
-            out[i + j] += x * y
+        if x:
+            for j, y in kept:
+                out[i + j] += x * y
     return out
 
 

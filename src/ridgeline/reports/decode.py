@@ -342,7 +342,9 @@ class DecodeReport:
         """Under expert parallelism (one data-parallel rank), the weight bytes all the GPUs
         read in a step: the floor prices the busiest rank's read × the ranks (they step
         together), more than they read between them (DeepSeek-V3 at batch 64 on 8 H200s:
-        644.4 GB priced, 593.5 GB read); None where the two are the same."""
+        644.4 GB priced, 593.5 GB read; with 32 redundant experts under EPLB 688.6 GB and
+        626.8 GB, the replicas the tokens reach read too: floors.experts_fraction_read); None
+        where the two are the same."""
         dep = self.deployment
         if dep.model.moe is None or not dep.expert_parallel or dep.engine_expert_ranks == 1 \
                 or dep.data_parallel_size > 1:
