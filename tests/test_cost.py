@@ -20,7 +20,7 @@ from ridgeline.cost import (
 )
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
-from ridgeline.parallel import ep_imbalance
+from ridgeline.expert_ranks import ep_imbalance
 
 
 def dep(model: str = "llama-3.1-8b", gpu: str = "h100", n: int = 1, pp: int = 1,
@@ -75,7 +75,7 @@ def test_the_busiest_expert_parallel_rank() -> None:
     """E[max of R binomials]: 8 of 128 experts touched on 8 ranks, 1 a rank and 2.5 on the
     busiest; every expert touched, all 16; Mixtral's 8 over 16 GPUs, one whole expert each
     on eight."""
-    from ridgeline.parallel import busiest_rank_experts, ep_rank_experts
+    from ridgeline.expert_ranks import busiest_rank_experts, ep_rank_experts
 
     assert busiest_rank_experts(128, 8, 8) == pytest.approx(2.51, abs=0.01)
     assert busiest_rank_experts(128, 8, 128) == 16
@@ -99,11 +99,11 @@ def test_the_busiest_rank_of_many_experts_nearly_all_touched_is_not_all_it_holds
     under 1e-308) the busiest rank still reads its binomial's maximum, not all 256 it holds;
     so with as many replicas as experts (512 + 512 over 2, each replica touched with
     1 − (1 − 0.96)^(1/2) = 0.8), not all 512."""
-    from ridgeline.parallel import (
-        busiest_rank_experts,
-        busiest_rank_physical_experts,
-        replica_touch_probability,
-    )
+    from ridgeline.expert_ranks import (
+    busiest_rank_experts,
+    busiest_rank_physical_experts,
+    replica_touch_probability,
+)
 
     p = Fraction(19, 20)
     expected = _exact_busiest(256, p, 2)
@@ -121,13 +121,13 @@ def test_the_busiest_rank_under_eplb_reads_the_replicas_its_tokens_reach() -> No
     """With N replicas a rank holds (E + N) ÷ R experts: all read once every expert is
     touched; at one token about as many as without replicas, each token's expert served by
     one of its copies; with none, busiest_rank_experts exactly."""
-    from ridgeline.moe import expected_experts_touched
-    from ridgeline.parallel import (
+    from ridgeline.expert_ranks import (
         busiest_rank_experts,
         busiest_rank_physical_experts,
         ep_rank_experts,
         replica_touch_probability,
     )
+    from ridgeline.moe import expected_experts_touched
 
     assert busiest_rank_physical_experts(256, 32, 8, 256) == ep_rank_experts(256 + 32, 8) == 36
     assert busiest_rank_physical_experts(256, 32, 8, 0) == 0
@@ -170,13 +170,13 @@ def test_sglangs_replicas_without_eplb_leave_the_first_ranks_more_experts_to_ser
     that many E-ths of the tokens (over the mean's 1 ÷ R) and reads the ones touched."""
     import itertools
 
-    from ridgeline.moe import expected_experts_touched
-    from ridgeline.parallel import (
+    from ridgeline.expert_ranks import (
         busiest_rank_experts,
         busiest_rank_routed_experts,
         trivial_layout_imbalance,
         trivial_layout_routed_experts,
     )
+    from ridgeline.moe import expected_experts_touched
 
     for e, n, r in ((256, 32, 8), (128, 16, 8), (64, 64, 4), (8, 4, 4), (160, 0, 8)):
         walked = sglang_trivial_layout_served(e, n, r)
@@ -215,13 +215,13 @@ def test_sglangs_unrouted_replicas_price_the_busiest_ranks_tokens_and_reads() ->
     make the busiest EP8 rank's expert matmuls (E + N) ÷ E of plain EP's and its reads the
     36 experts it serves, as many as under --enable-eplb; a vLLM deployment is left alone
     (vLLM refuses the replicas without EPLB)."""
-    from ridgeline.moe import expected_experts_touched
-    from ridgeline.parallel import (
+    from ridgeline.expert_ranks import (
         busiest_rank_experts,
         busiest_rank_routed_experts,
         trivial_layout_imbalance,
         trivial_layout_routed_experts,
     )
+    from ridgeline.moe import expected_experts_touched
 
     def experts(d: Deployment, batch: list[Seq]) -> tuple[float, float]:
         op = next(o for o in step_cost(d, batch).ops if o.name == "experts")

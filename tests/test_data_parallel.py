@@ -13,10 +13,11 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.capacity import engine_seat_limit, held_conversations, max_batch
 from ridgeline.cost import DP_EXCHANGE, decode_batch, step_cost
 from ridgeline.data_parallel import table_copies_bytes
+from ridgeline.expert_ranks import busiest_rank_experts
 from ridgeline.floors import decode_floor
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.moe import expected_experts_touched
-from ridgeline.parallel import busiest_rank_experts, exchange_time_s
+from ridgeline.parallel import exchange_time_s
 from ridgeline.quantization import (
     ATTENTION,
     EMBEDDING,

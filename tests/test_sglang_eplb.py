@@ -133,7 +133,7 @@ def test_sglang_prices_the_busiest_rank_lighter_under_enable_eplb_and_heavier_wi
         capsys: pytest.CaptureFixture[str]) -> None:
     """--enable-eplb places the replicas and lightens the busiest rank; the replicas alone
     take no token and leave the first ranks (256 + 32) ÷ 8 = 36 experts to serve, 1.125 × the
-    mean's tokens and reads (parallel.trivial_layout_imbalance), so the prompt is slower."""
+    mean's tokens and reads (expert_ranks.trivial_layout_imbalance), so the prompt is slower."""
     args = ("prefill", *EP8, "--prompt-len", "4096", "--json")
     times = {}
     for name, extra in (("plain", ()), ("eplb", EPLB_32),

@@ -1,8 +1,8 @@
 """vLLM's --enable-eplb: the redundant experts every expert-parallel rank loads with the
 weights, which the KV pool loses, named in fit's weights line, --explain and --json; vLLM's
 refusals in its words; with redundant experts the busiest expert-parallel rank priced as EPLB
-leaves it (parallel.ep_imbalance), reading the replicas it holds that the step's tokens reach
-(parallel.busiest_rank_physical_experts), as its caution says (vllm_eplb.py; engines.json
+leaves it (expert_ranks.ep_imbalance), reading the replicas it holds that the step's tokens reach
+(expert_ranks.busiest_rank_physical_experts), as its caution says (vllm_eplb.py; engines.json
 vllm.eplb)."""
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.cost import Seq, decode_batch, step_cost, step_time_s
 from ridgeline.datafiles import load_data
-from ridgeline.memory import EngineSettings, ep_extra_bytes, kv_pool
-from ridgeline.moe import expected_experts_touched
-from ridgeline.parallel import (
+from ridgeline.expert_ranks import (
     EP_IMBALANCE_EPLB,
     busiest_rank_experts,
     busiest_rank_physical_experts,
@@ -26,6 +24,8 @@ from ridgeline.parallel import (
     ep_rank_experts,
     physical_experts_touched,
 )
+from ridgeline.memory import EngineSettings, ep_extra_bytes, kv_pool
+from ridgeline.moe import expected_experts_touched
 from ridgeline.quantization import EXPERTS
 from ridgeline.vllm_eplb import EPLBSettings, local_experts, parse_eplb_config
 

@@ -179,7 +179,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
         check_engine_lora(dep, lora, getattr(args, "engine_version", None))
     dep = dep.with_lora(lora)
     # --enable-eplb with redundant experts: the busiest expert-parallel rank as EPLB leaves
-    # it (parallel.ep_imbalance); its replicas and refusals are the pool's (memory.py)
+    # it (expert_ranks.ep_imbalance); its replicas and refusals are the pool's (memory.py)
     eplb = eplb_settings(args)
     if eplb is not None:
         dep = dep.with_eplb(eplb.enabled, eplb.num_redundant_experts)

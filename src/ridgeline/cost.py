@@ -24,6 +24,12 @@ from ridgeline.decode_context import dcp_exchange_bytes
 from ridgeline.deployment import Deployment
 from ridgeline.engines import MATVEC_TOKENS, EngineProfile, moe_prompt_expert_slowdown
 from ridgeline.errors import InputError
+from ridgeline.expert_ranks import (
+    busiest_rank_physical_experts,
+    busiest_rank_routed_experts,
+    ep_imbalance,
+    trivial_layout_imbalance,
+)
 from ridgeline.graph_batches import graph_tokens
 from ridgeline.kvcache import (
     LLAMACPP_STATE_BYTES,
@@ -46,16 +52,7 @@ from ridgeline.offload import (
     output_on_host,
     placed_layers,
 )
-from ridgeline.parallel import (
-    all_reduce_time_s,
-    busiest_rank_physical_experts,
-    busiest_rank_routed_experts,
-    ep_imbalance,
-    exchange_time_s,
-    pipeline_hops,
-    send_time_s,
-    trivial_layout_imbalance,
-)
+from ridgeline.parallel import all_reduce_time_s, exchange_time_s, pipeline_hops, send_time_s
 from ridgeline.params import layer_params
 from ridgeline.quantization import (
     ATTENTION,

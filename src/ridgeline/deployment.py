@@ -99,7 +99,7 @@ class Deployment:
     # where -fa was given
     flash_attention_auto_off: str = ""
     # the redundant experts --enable-eplb places (vLLM's or SGLang's) under expert parallelism,
-    # 0 without: the busiest rank's routed tokens at parallel.EP_IMBALANCE_EPLB × the mean, not
+    # 0 without: the busiest rank's routed tokens at expert_ranks.EP_IMBALANCE_EPLB × the mean, not
     # EP_IMBALANCE, and its reads of (E + N) ÷ R physical experts (cost._token_ops)
     eplb_redundant_experts: int = 0
     # SGLang's --ep-num-redundant-experts without --enable-eplb under expert parallelism: its
@@ -314,11 +314,11 @@ class Deployment:
 
     def with_eplb(self, enabled: bool, redundant_experts: int) -> Deployment:
         """This deployment with --enable-eplb and its redundant experts: balanced (the busiest
-        expert-parallel rank priced at parallel.EP_IMBALANCE_EPLB, reading its share of the
-        replicas: parallel.busiest_rank_physical_experts) where EPLB is on with replicas to
+        expert-parallel rank priced at expert_ranks.EP_IMBALANCE_EPLB, reading its share of the
+        replicas: expert_ranks.busiest_rank_physical_experts) where EPLB is on with replicas to
         place and the experts are spread over more than one rank; SGLang's replicas without
         --enable-eplb, which take no token and leave the first ranks more experts that do,
-        as unrouted_redundant_experts (parallel.trivial_layout_routed_experts; only SGLang
+        as unrouted_redundant_experts (expert_ranks.trivial_layout_routed_experts; only SGLang
         runs them, vLLM refuses them); as it is otherwise (EPLB without replicas only
         reorders the experts, for which no source gives a figure)."""
         spread = redundant_experts > 0 and self.expert_parallel and self.engine_expert_ranks > 1

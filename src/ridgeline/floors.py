@@ -28,6 +28,13 @@ from ridgeline.cost import (
 )
 from ridgeline.cpu_offload import hbm_spared_bytes
 from ridgeline.deployment import Deployment
+from ridgeline.expert_ranks import (
+    busiest_rank_physical_experts,
+    busiest_rank_routed_experts,
+    ep_rank_experts,
+    physical_experts_touched,
+    trivial_layout_routed_experts,
+)
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.kvcache import KVFootprint
 from ridgeline.layouts import FULL
@@ -40,13 +47,6 @@ from ridgeline.llamacpp_batching import (
 from ridgeline.lora_step import LORA_OP
 from ridgeline.moe import expected_experts_touched
 from ridgeline.offload import placed_layers
-from ridgeline.parallel import (
-    busiest_rank_physical_experts,
-    busiest_rank_routed_experts,
-    ep_rank_experts,
-    physical_experts_touched,
-    trivial_layout_routed_experts,
-)
 from ridgeline.params import count_params, layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER, ROUTED
 from ridgeline.raw_fit import FitCheck, batch_fit

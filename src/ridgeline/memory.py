@@ -37,6 +37,7 @@ from ridgeline.engine_versions import (
 )
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
 from ridgeline.errors import InputError
+from ridgeline.expert_ranks import ep_rank_experts
 from ridgeline.hardware import Accelerator, device_memory_bytes
 from ridgeline.kvcache import kv_footprint
 
@@ -48,7 +49,6 @@ from ridgeline.llamacpp_split import SplitDevice, split_devices
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.lora_slots import AnyLoRA, check_engine_lora
 from ridgeline.offload import gpu_weight_bytes
-from ridgeline.parallel import ep_rank_experts
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_bytes
 from ridgeline.sglang_memory import sglang_drafter_headroom_tokens, sglang_loads_tower

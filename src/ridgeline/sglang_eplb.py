@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ridgeline.deployment import Deployment
-from ridgeline.parallel import EP_IMBALANCE
+from ridgeline.expert_ranks import EP_IMBALANCE
 from ridgeline.sglang_memory import sglang_data
 
 FLAG = "--ep-num-redundant-experts"
@@ -66,7 +66,7 @@ def sglang_layout_problem(dep: Deployment, redundant_experts: int, enabled: bool
 def sglang_unpriced_moves(enabled: bool) -> str:
     """What of SGLang's balancing the step leaves unpriced: its rebalancing every
     eplb_rebalance_num_iterations (1,000) passes under --enable-eplb (the replicas' reads
-    are priced: parallel.busiest_rank_physical_experts); without it nothing moves, and the
+    are priced: expert_ranks.busiest_rank_physical_experts); without it nothing moves, and the
     layout its replicas leave is priced (sglang_unrouted_caution), so ""."""
     if not enabled:
         return ""
@@ -84,8 +84,8 @@ def sglang_unrouted_caution(redundant_experts: int) -> str:
     (ExpertLocationMetadata.init_trivial) and deals the slots in order, so the replicas, on
     the last ranks, take no token, and the first ranks serve (E + N) ÷ R experts each:
     their share of the tokens, (E + N) ÷ E × the mean on top of the stated skew
-    (parallel.trivial_layout_imbalance), and of the reads
-    (parallel.busiest_rank_routed_experts). engines.json sglang.eplb.without_eplb_source
+    (expert_ranks.trivial_layout_imbalance), and of the reads
+    (expert_ranks.busiest_rank_routed_experts). engines.json sglang.eplb.without_eplb_source
     names each source."""
     n = f"{redundant_experts:,}"
     return (f"without --enable-eplb SGLang routes no token to the {n} replicas, which its "

@@ -15,10 +15,10 @@ GPU instead of 32, 4 × 58 × 42.0 MiB = 9.52 GiB. The bytes themselves are ``ep
 what vLLM refuses; SGLang's --ep-num-redundant-experts is read into the same EPLBSettings
 (sglang_eplb.py). What the balance buys is priced in the step: with redundant experts the
 busiest expert-parallel rank runs 1.109 × the mean routed tokens instead of the stated 1.2
-(parallel.ep_imbalance, from TensorRT-LLM's EP32 measurement of DeepSeek-R1), so the expert
+(expert_ranks.ep_imbalance, from TensorRT-LLM's EP32 measurement of DeepSeek-R1), so the expert
 matmuls on it shrink by 1.109 ÷ 1.2 = 0.92. What the replicas cost a step is priced too: the
 busiest rank reads the physical experts it holds that the step's tokens reach, each token's
-expert served by one of its replicas (parallel.busiest_rank_physical_experts), so once every
+expert served by one of its replicas (expert_ranks.busiest_rank_physical_experts), so once every
 expert is touched it reads (E + N) ÷ R experts' weights, DeepSeek-V3's 36 instead of 32, 12.5 %
 more expert bytes a step, and at one token about as many as without replicas. What the
 balancing costs is not: the weights vLLM moves between ranks every step_interval steps
@@ -36,8 +36,8 @@ from typing import Any
 from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import release_reached
 from ridgeline.errors import InputError
+from ridgeline.expert_ranks import EP_IMBALANCE, EP_IMBALANCE_EPLB, ep_rank_experts
 from ridgeline.flag_json import json_object
-from ridgeline.parallel import EP_IMBALANCE, EP_IMBALANCE_EPLB, ep_rank_experts
 from ridgeline.sglang_eplb import FLAG as SGLANG_FLAG
 from ridgeline.sglang_eplb import (
     sglang_layout_problem,
@@ -240,8 +240,8 @@ def replicas_note(dep: Deployment, eplb: EPLBSettings) -> str:
 def eplb_step_caution(eplb: EPLBSettings) -> str:
     """The line a priced step carries under --enable-eplb: its memory is sized; with redundant
     experts to place, its busiest expert-parallel rank is priced as EPLB leaves it
-    (parallel.ep_imbalance: 1.109 × the mean routed tokens, not the stated 1.2), reading the
-    replicas it holds that the step's tokens reach (parallel.busiest_rank_physical_experts);
+    (expert_ranks.ep_imbalance: 1.109 × the mean routed tokens, not the stated 1.2), reading the
+    replicas it holds that the step's tokens reach (expert_ranks.busiest_rank_physical_experts);
     SGLang's replicas without --enable-eplb as their layout leaves the first ranks
     (sglang_eplb.sglang_unrouted_caution); without redundant experts as without EPLB. The
     weights EPLB moves are not priced."""

@@ -16,7 +16,10 @@ _LOW = 1e-7  # seconds
 _LOG_LOW = math.log10(_LOW)
 
 
-def _bin(value: float) -> int:
+def bin_index(value: float) -> int:
+    """The histogram bin a value falls in (bins equal in log10, from _LOW; 0 below it): the
+    recorder compares a request's TTFT and TPOT with the SLO's by bin, as the histogram
+    counts them."""
     return int((math.log10(value) - _LOG_LOW) * _BINS_PER_DECADE) if value > _LOW else 0
 
 
@@ -38,8 +41,8 @@ class Histogram:
 
     def add(self, value: float, weight: float = 1.0) -> None:
         # comparisons for min/max: a few adds per request and step, the simulator's most
-        # frequent call (calling _bin rather than writing it out costs 0.4 % of a run)
-        index = _bin(value)
+        # frequent call (calling bin_index rather than writing it out costs 0.4 % of a run)
+        index = bin_index(value)
         counts = self.counts
         counts[index] = counts.get(index, 0.0) + weight
         self.total += weight
@@ -57,7 +60,7 @@ class Histogram:
         last, index = math.nan, 0
         for value in values:
             if value != last:  # (NaN is never equal: binned each time)
-                index, last = _bin(value), value
+                index, last = bin_index(value), value
             counts[index] = counts.get(index, 0.0) + 1.0
             total += 1.0
             summed += value  # value × 1.0, exactly
@@ -72,8 +75,8 @@ class Histogram:
         one update per bin they cross, not per sample (the simulator's fast path)."""
         if n < 1:
             return
-        lo = _bin(first)
-        hi = _bin(last)
+        lo = bin_index(first)
+        hi = bin_index(last)
         self.total += n * weight
         self.sum += (first + last) / 2 * n * weight
         self.low = min(self.low, first)
@@ -107,7 +110,7 @@ class Histogram:
     def count_to(self, value: float) -> float:
         """The samples at or below ``value``, to its bin (0.23%): the bin holding it counts
         whole."""
-        top = _bin(value)
+        top = bin_index(value)
         return sum(count for index, count in self.counts.items() if index <= top)
 
     @property

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from ridgeline.engines import EngineProfile
-from ridgeline.sim.histogram import Histogram, _bin
+from ridgeline.sim.histogram import Histogram, bin_index
 from ridgeline.sim.request import Request
 from ridgeline.sim.time_series import TimeSeries
 
@@ -225,9 +225,9 @@ class Recorder:
         """A windowed request's latencies against the SLO, by histogram bin (a latency in the
         SLO's own bin may read as either): ``missed`` once more than ``stop_past`` passed."""
         slo_ttft, slo_tpot = self.slo
-        if slo_ttft is not None and _bin(ttft) > _bin(slo_ttft):
+        if slo_ttft is not None and bin_index(ttft) > bin_index(slo_ttft):
             self.ttft_misses += 1
-        if slo_tpot is not None and not math.isnan(tpot) and _bin(tpot) > _bin(slo_tpot):
+        if slo_tpot is not None and not math.isnan(tpot) and bin_index(tpot) > bin_index(slo_tpot):
             self.tpot_misses += 1
         self.missed = max(self.ttft_misses, self.tpot_misses) > (self.stop_past or 0)
 
