@@ -372,7 +372,8 @@ BAD = [
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--gpu-memory-gib", "inf"],
      "must be positive and finite, got inf"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "4k", "--engine-version", "b0",
-      "--engine", "llama.cpp-cuda"], "not a llama.cpp build: 'b0' (expected e.g. b9400)"),
+      "--engine", "llama.cpp-cuda"],
+     "--engine-version b0: not a llama.cpp build (expected a build, as b9400)"),
 ]
 
 

@@ -168,6 +168,56 @@ def test_a_vllm_config_files_model_gives_way_to_the_positional_one(
     assert alone["model"] == "qwen3-8b"
 
 
+@pytest.mark.parametrize("line", [FIT, ("fit", "--model-path", "llama-3.1-8b", *FIT[2:])])
+def test_a_vllm_config_files_other_model_beside_model_is_said_to_be_ignored(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, line: tuple[str, ...]) -> None:
+    """model: in the file beside another model on the command line (MODEL, or SGLang's
+    --model-path) gives way to it, and the run says so (a caution on stderr, kept in the
+    JSON's cautions), naming the file and both models; the same model in both, or none on
+    the command line, calls for no caution."""
+    other = yaml_file(tmp_path, "model: qwen3-8b\nmax-model-len: 8192\n", "m.yaml")
+    code, out, err = run_cli(capsys, *line, "--config", other)
+    assert code == 0, err
+    assert json.loads(out)["model"] == "llama-3.1-8b"
+    cautions = [c for c in json.loads(out)["cautions"] if "m.yaml" in c]
+    assert len(cautions) == 1 and "qwen3-8b" in cautions[0] and "llama-3.1-8b" in cautions[0]
+    assert f"ridgeline: caution: {cautions[0]}" in err
+    same = yaml_file(tmp_path, "model: llama-3.1-8b\nmax-model-len: 8192\n", "s.yaml")
+    for argv in ((*FIT, "--config", same), ("fit", "--gpu", "h100", "--json", "--config", other)):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 0 and "caution" not in err and "m.yaml" not in out + err
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("max-model-len: [1, 2]\n", "max-model-len in x.yaml takes one value, got a list of 2"),
+    ("max-model-len: null\n", "max-model-len in x.yaml is null"),
+    ("gpu-memory-utilization: ~\n", "gpu-memory-utilization in x.yaml is null"),
+    ("enforce-eager: [1]\n", "enforce-eager in x.yaml takes true or false, got a list of 1"),
+    ("model: [qwen3-8b, llama-3.1-8b]\n", "model in x.yaml takes one value")])
+def test_a_vllm_config_value_the_flag_cannot_take_is_refused_naming_the_file_and_key(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, said: str) -> None:
+    """A list where the flag takes one value (or none: a switch) would be the flag and each
+    item ('unrecognized arguments: 2'), and null the text 'None' ("got 'None'"), neither
+    naming the file or the key: each is refused in one line that names both."""
+    path = yaml_file(tmp_path, text, "x.yaml")
+    argv = ("fit", "--gpu", "h100", "--config", path) if text.startswith("model") \
+        else (*FIT, "--config", path)
+    err = refusal(capsys, *argv)
+    assert said.replace("x.yaml", path) in err
+    assert "unrecognized" not in err and "'None'" not in err
+
+
+def test_a_list_for_a_flag_of_several_values_stays_a_list(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--cudagraph-capture-sizes and --served-model-name take several values: a list is
+    theirs, read as the command line's values."""
+    path = yaml_file(tmp_path, "max-model-len: 8192\ncudagraph-capture-sizes: [1, 2, 4]\n"
+                     "served-model-name: [a, b]\n")
+    assert answer(capsys, *FIT, "--config", path) == answer(
+        capsys, *FIT, "--max-model-len", "8192", "--cudagraph-capture-sizes", "1", "2", "4",
+        "--served-model-name", "a", "b")
+
+
 def test_an_unknown_key_in_a_vllm_config_is_refused_as_an_unknown_flag(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = yaml_file(tmp_path, "no-such-setting: 3\n")

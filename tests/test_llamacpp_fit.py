@@ -503,3 +503,36 @@ def test_the_half_context_lever_is_what_fit_says_at_that_context(
             assert lever["conversations"] == halved
     assert any(lv["name"].startswith("half the context") for lv in report["levers"]) \
         == (halved > report["conversations"])  # a lever only where it gains
+
+
+@pytest.mark.parametrize(("model", "gpu", "context"), [
+    # 4 slots fit whole; 50 slots' window and state caches make --fit move one MoE layer's
+    # experts to the host, which the lever priced on the 4-slot placement said nothing of
+    ("qwen3-next-80b-a3b", "mi300x", 32768),
+    ("llama-3.1-8b", "l4", 8192),  # -np 7: --fit moves 1.38 GiB the lever named nowhere
+])
+def test_the_slots_lever_is_what_fit_says_with_that_many_slots(
+        capsys: pytest.CaptureFixture[str], model: str, gpu: str, context: int) -> None:
+    """The "N slots (-np N --kv-unified)" lever is the run `fit … -np N` describes: under
+    the default --fit that run is placed again for its own -c and slots, so the lever's
+    conversations and batch are that run's (Qwen3-Next-80B on an MI300X at 32K said 51
+    conversations, where -np 50 holds 50), and it names the weights --fit moves to the
+    host where it moves more than the report's own placement."""
+    argv = ("fit", model, "--gpu", gpu, "--engine", "llama.cpp", "--max-model-len",
+            str(context), "--json")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    report = json.loads(out)
+    slots = [lv for lv in report["levers"] if " slots (-np " in lv["name"]]
+    assert len(slots) == 1
+    n = int(slots[0]["name"].split()[0])
+    code, out, _ = run_cli(capsys, *argv, "-np", str(n))
+    assert code == 0
+    pulled = json.loads(out)
+    assert (slots[0]["conversations"], slots[0]["batch"]) == (pulled["conversations"],
+                                                             pulled["batch"])
+    code, text, _ = run_cli(capsys, *argv[:-1], "-np", str(n))
+    assert code == 0
+    assert ("GiB of weights on the host" in slots[0]["name"]) == (
+        text.splitlines()[2].startswith("llama.cpp's --fit:")
+        and "of weights and" in text.splitlines()[2])

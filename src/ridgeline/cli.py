@@ -17,7 +17,7 @@ from ridgeline.cli_config_file import (
     with_config_file,
 )
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizing_flags
-from ridgeline.cli_load import default_engine, llamacpp_builds_for
+from ridgeline.cli_load import _say_caution, default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_writing_over_input
 from ridgeline.cli_spellings import NUM_GPUS_FLAGS, refuse_two_gpu_counts, refuse_two_spellings
@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2
     try:  # an engine's --config YAML, as its flags (cli_config_file)
-        argv, from_file = with_config_file(argv, parser)
+        argv, from_file, file_cautions = with_config_file(argv, parser)
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
     argv, moved = _model_path_as_model(argv)
@@ -432,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        for caution in file_cautions:  # said before the report, kept for its JSON
+            _say_caution(args, caution)
         if getattr(args, "engine_by_accelerator", False) and args.engine is None:
             args.engine = default_engine(args)  # the first card's; one_card gives each its own
             args.engine_defaulted = True

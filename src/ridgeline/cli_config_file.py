@@ -72,15 +72,16 @@ MOVED_FLAGS = ("--model", "--model-path")
 
 
 def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
-                     ) -> tuple[list[str], dict[str, str]]:
+                     ) -> tuple[list[str], dict[str, str], list[str]]:
     """``argv`` with its --config / --extra_llm_api_options FILE replaced by the flags the
-    file's settings are, as the chosen engine reads them (this module's docstring); and each
+    file's settings are, as the chosen engine reads them (this module's docstring); each
     launch flag the file gave, to the file and key that gave it ("x.yaml:
-    enable-chunked-prefill"), for a refusal only the parsed command can make (launch_note)."""
+    enable-chunked-prefill"), for a refusal only the parsed command can make (launch_note);
+    and the cautions the file calls for (a model the command line's MODEL overrides)."""
     argv = list(argv)
     at = [i for i, token in enumerate(argv) if token.split("=", 1)[0] in CONFIG_FLAGS]
     if not at or not argv or argv[0].startswith("-"):
-        return argv, {}
+        return argv, {}, []
     if len(at) > 1:
         raise InputError("one config file at a time: --config (or --extra_llm_api_options) "
                          "is given more than once")
@@ -102,18 +103,36 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
     name = shorten(path)
     if engine == "trtllm":
         tokens, dests = trtllm_tokens(settings, name, command, options, rest)
-        return _dropping(rest, dests, options) + tokens, {}  # the file wins
+        return _dropping(rest, dests, options) + tokens, {}, []  # the file wins
     model_given = len(rest) > 1 and not rest[1].startswith("-")
     head = 2 if model_given else 1
-    if model_given:  # vllm serve's positional model overrides the file's (ServeSubcommand.cmd:
-        settings = {k: v for k, v in settings.items() if k != "model"}  # model = model_tag)
+    cautions = []
+    line_model = rest[1] if model_given else _moved_model(rest)
+    if line_model is not None:  # vllm serve's positional model overrides the file's
+        # (ServeSubcommand.cmd: model = model_tag), as a --model after the file's does:
+        ignored = settings.get("model")  # said where they differ
+        if ignored is not None and str(ignored) != line_model:
+            cautions.append(f"{name} gives model {ignored}, which the command line's "
+                            f"{line_model} overrides, as vllm serve's does: pricing "
+                            f"{line_model}, not {ignored}")
+        settings = {k: v for k, v in settings.items() if k != "model"}
     if options:  # a command the parser knows: a key it takes no flag for is named here
         _check_vllm_keys(settings, name, command, options)
         refuse_two_keys(settings, name, {k: vllm_tokens({k: v}, options)
                                          for k, v in settings.items()}, options)
     found = (_launch_flag(key, value, name, options) for key, value in settings.items())
     given = {tokens[0]: label for _, tokens, label in filter(None, found)}
-    return rest[:head] + vllm_tokens(settings, options) + rest[head:], given  # cli wins
+    return rest[:head] + vllm_tokens(settings, options) + rest[head:], given, cautions  # cli wins
+
+
+def _moved_model(argv: Sequence[str]) -> str | None:
+    """The model a --model or --model-path flag on the command line names (cli.main reads it
+    as MODEL), or None."""
+    for i, token in enumerate(argv):
+        flag, eq, value = token.partition("=")
+        if flag in MOVED_FLAGS:
+            return value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return None
 
 
 def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
@@ -123,6 +142,8 @@ def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
     says the file looks like TensorRT-LLM's and --engine trtllm reads it."""
     for key, value in settings.items():
         flag = "--" + key.replace("_", "-")
+        if flag in options or flag in MOVED_FLAGS:
+            _check_value(key, value, name, options.get(flag))
         _refuse_not_modelled(key, value, name, options)
         if flag in options or flag in MOVED_FLAGS or value is False or value == []:
             continue  # false and [] add no flag (vllm_tokens), as in vLLM
@@ -132,6 +153,29 @@ def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
                              "trtllm to read it as TensorRT-LLM's options")
         raise InputError(f"{key} in {name}: `ridgeline {command}` takes no {flag} (see "
                          f"`ridgeline {command} --help`)")
+
+
+def _check_value(key: str, value: Any, name: str, action: argparse.Action | None) -> None:
+    """Refuse, by file and key, a value vLLM's load_config_file would turn into flags the
+    parser then refuses without naming the file: null (it would pass the text 'None'), and a
+    list (each item a value after the flag) where the flag takes a single value or none (a
+    switch: true or false). ``action``: the flag's (None: the model, which cli.main moves)."""
+    if value is None:
+        raise InputError(f"{key} in {name} is null: give it a value, or leave the key out "
+                         "for the default")
+    if not isinstance(value, list) or not value:
+        return  # [] adds no flag (vllm_tokens)
+    nargs = action.nargs if action is not None else None
+    if getattr(getattr(action, "record", None), "several", False):
+        return  # a launch flag of several values (--served-model-name a b): several_values
+    if nargs in ("+", "*", argparse.REMAINDER) or (
+            isinstance(nargs, int) and nargs == len(value)) or (
+            nargs in (None, "?") and len(value) == 1):
+        return
+    want = ("true or false" if nargs == 0 else f"{nargs} values" if isinstance(nargs, int)
+            else "one value")
+    raise InputError(f"{key} in {name} takes {want}, got a list of {len(value)}: "
+                     f"{json.dumps(value)}")
 
 
 def _refuse_not_modelled(key: str, value: Any, name: str,

@@ -399,7 +399,9 @@ def engine_version_flag(g: Any, rules: str, v0: bool = False) -> None:
     """--engine-version, whose help says what the command takes from the release (``rules``:
     "memory rules to follow") and, with ``v0``, how to name vLLM's V0 engine (fit, simulate,
     decode and prefill)."""
-    g.add_argument("--engine-version", metavar="V",
+    from ridgeline.engine_versions import release_text
+
+    g.add_argument("--engine-version", metavar="V", type=release_text,
                    help=f"engine version whose {rules}: vLLM 0.1 ... 0.32"
                    + (" (add V0 for VLLM_USE_V1=0, up to 0.10)" if v0 else "") + ", SGLang 0.3 ... 0.5.9, "
                    "llama.cpp a build (b9400); default: the newest modelled")
@@ -414,8 +416,8 @@ def checked_engine_version(version: str | None, engine: str) -> str | None:
     from ridgeline.engine_versions import check_engine_version
     from ridgeline.memory import EngineSettings
 
+    check_engine_version(engine, version)  # what the engine takes (check_version_kind)
     EngineSettings(engine_version=version)  # its spelling, as fit's settings read it
-    check_engine_version(engine, version)
     return str(version)
 
 

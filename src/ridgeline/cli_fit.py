@@ -34,6 +34,7 @@ from ridgeline.cli_offload import (
     _offload,
     _split_mode,
     auto_layers,
+    fit_host,
     fitted_context,
     launch_fitted,
     no_fit_ctx,
@@ -122,7 +123,8 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
     dep = launch_fitted(args, dep, settings, args.target_concurrency, check_host=False,
                         priced=False)  # the -c and -ngl simulate runs
-    report = fit_report(dep, args.max_model_len, settings, args.target_concurrency)
+    report = fit_report(dep, args.max_model_len, settings, args.target_concurrency,
+                        **fit_host(args, dep))
     check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
     return replace(report, searched=defaulted) if defaulted else report
 
@@ -149,7 +151,8 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         slots = slots_for_target(dep, vllm_draft_settings(engine, settings),
                                  args.target_concurrency)
         dep = launch_fitted(args, dep, slots, args.target_concurrency, priced=False)
-        return fit_report(dep, args.max_model_len, slots, args.target_concurrency)
+        return fit_report(dep, args.max_model_len, slots, args.target_concurrency,
+                          **fit_host(args, dep))
 
     reports, not_run = run_each(cards, on, card_id)
     return FitComparison(tuple(reports), by="accelerator", not_run=not_run)
@@ -212,6 +215,8 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
         dep = build_deployment(args, model, acc, engine)
         if args.max_model_len is not None and engine.startswith("llama.cpp"):
             dep = launch_fitted(args, dep, settings, args.target_concurrency, priced=False)
+            return fit_report(dep, args.max_model_len, settings, args.target_concurrency,
+                              **fit_host(args, dep))
         return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
 
     reports, not_run = run_each(engines, at_defaults)

@@ -150,7 +150,10 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     --num-gpus × --pipeline-parallel-size cards, the formats, llama.cpp's knobs; the
     data-parallel ranks and expert parallelism where the command takes them."""
     from ridgeline.deployment import Deployment
+    from ridgeline.engine_versions import check_version_kind
 
+    if engine is not None and getattr(args, "engine_version", None) is not None:
+        check_version_kind(engine, args.engine_version)  # before any rule reads it
     pp = pipeline_size(args, engine)
     gpus, ranks = data_parallel_layout(args, model, engine)
     ep = expert_parallel_asked(args, gpus * ranks,

@@ -388,6 +388,17 @@ def no_fit_ctx(args: argparse.Namespace) -> None:
                          "simulate without --max-model-len); here the context is given")
 
 
+def fit_host(args: argparse.Namespace, dep: Any) -> dict[str, Any]:
+    """fit_report's ``fit_host`` and ``fit_margin_bytes``: the host llama.cpp's --fit moves
+    weights to and its margin, where --fit places ``dep`` (-ngl auto, or the build's
+    default), so a lever's run is placed again as `fit` places that run; else none."""
+    if not auto_layers(args, dep.engine):
+        return {}
+    margin = getattr(args, "fit_target_mib", None)
+    return {"fit_host": _host_template(args, dep),
+            "fit_margin_bytes": None if margin is None else margin * MIB}
+
+
 def _host_template(args: argparse.Namespace, dep: Any) -> Any:
     """The host the flags describe, for --fit to place weights on."""
     from ridgeline.offload import HostOffload, every_layer_ngl

@@ -104,6 +104,7 @@ def cmd_plan(args: argparse.Namespace) -> Any:
 
 
 def register(sub: Any) -> None:
+    from ridgeline.engine_versions import release_text
 
     p = sub.add_parser("plan", help="the cheapest deployment that meets an SLO for a load",
                        epilog="Exit status: 0 with a deployment to run: the winner (the "
@@ -153,7 +154,7 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", choices=PLAN_ENGINES, default="vllm",
                    help="the serving engine whose memory rules size each replica's pool "
                    "(default vllm)")
-    p.add_argument("--engine-version", metavar="V",
+    p.add_argument("--engine-version", metavar="V", type=release_text,
                    help="that engine's version whose memory accounting sizes the pools (vLLM, "
                    "SGLang; default: newest)")
     p.add_argument("--profile", metavar="FILE",

@@ -50,17 +50,36 @@ def modelled_version(engine: str, version: str | None) -> str | None:
 
 
 def check_version_kind(engine: str, version: str) -> None:
-    """llama.cpp takes a build (b9400), vLLM and SGLang a version (0.11), others neither."""
+    """llama.cpp takes a build (b9400), vLLM and SGLang a release (0.11), others neither: one
+    line of the same shape for every engine, naming what was given and what the engine
+    takes, before any rule reads the version (SGLang's CUDA-graph sizes read it before its
+    pool does)."""
     build = llamacpp_build(version) is not None
     if engine.startswith("llama.cpp"):
         if not build:
-            raise InputError(f"--engine-version {version}: llama.cpp's is a build, as b9400")
-    elif engine not in ("vllm", "sglang"):
+            raise InputError(f"--engine-version {version}: not a llama.cpp build (expected a "
+                             "build, as b9400)")
+        return
+    if engine not in ("vllm", "sglang"):
         raise InputError(f"--engine-version models vLLM's and SGLang's versions and llama.cpp's "
                          f"builds; {engine} has none")
-    elif build:
-        raise InputError(f"--engine-version {version}: a llama.cpp build, not a {engine} "
-                         "version (e.g. 0.11)")
+    expected = "(expected a release, as 0.11 or v0.6.4)"
+    if build:
+        raise InputError(f"--engine-version {version}: a llama.cpp build, not a version of "
+                         f"{engine_name(engine)} {expected}")
+    try:
+        parse_version(version)
+    except InputError:
+        raise InputError(f"--engine-version {version}: not a version of {engine_name(engine)} "
+                         f"{expected}") from None
+
+
+def release_text(text: str) -> str:
+    """--engine-version as ridgeline keeps and prints it: stripped, and a release's leading v
+    dropped ('v0.11.0' → '0.11.0', as vllm_accounting already labelled vLLM's), for every
+    engine alike; a llama.cpp build ('b9400') and anything else as given."""
+    text = text.strip()
+    return text[1:] if re.match(r"[vV]\d+\.", text) else text
 
 
 def release_reached(version: str, release: str) -> bool:

@@ -111,7 +111,9 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                          f"is {data['newest_checked']}; later 0.x releases follow its rules)")
     eras = [e for e in data["memory_versions"] if parse_version(e["from"]) <= wanted]
     if not eras:
-        raise InputError(f"vLLM {asked} is older than any version ridgeline models")
+        raise InputError(f"vLLM {asked} is older than any version ridgeline models (its "
+                         f"memory accounting is read from {data['memory_versions'][0]['from']} "
+                         "on)")
     era = eras[-1]
     engine = "V0" if re.search(r"\bV0\b", asked) else str(era["engine"])
     if engine == "V0" and wanted >= V0_REMOVED_IN:

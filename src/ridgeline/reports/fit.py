@@ -26,6 +26,7 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
+from ridgeline.offload import HostOffload
 from ridgeline.reports.fit_cautions import fit_cautions
 from ridgeline.reports.fit_json import fit_dict
 from ridgeline.reports.fit_levers import Lever, levers
@@ -61,6 +62,11 @@ class FitReport:
     levers: tuple[Lever, ...]
     steps: tuple[Step, ...]
     searched: str = ""  # what longest_context found, when it chose the context
+    # llama.cpp's --fit, where it places this deployment (-ngl auto, or the build's default):
+    # the host it moves weights to and its --fit-target margin (None: the default), so a
+    # lever's run (more slots, a shorter context) is placed again as `fit` places that run
+    fit_host: HostOffload | None = None
+    fit_margin_bytes: float | None = None
 
     @property
     def batch(self) -> int:
@@ -260,7 +266,11 @@ def slots_for_target(dep: Deployment, settings: EngineSettings,
 
 
 def fit_report(dep: Deployment, context: int, settings: EngineSettings,
-               target: int | None = None) -> FitReport:
+               target: int | None = None, fit_host: HostOffload | None = None,
+               fit_margin_bytes: float | None = None) -> FitReport:
+    """The report for ``dep`` at ``context``; ``fit_host`` (and ``fit_margin_bytes``) where
+    llama.cpp's --fit places the deployment (cli_offload.fit_host), which its levers' runs
+    are placed by again."""
     s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
                          target)
     pool = kv_pool(dep, s)
@@ -291,6 +301,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
                f"{dep.weights.label}; all but the input embedding"),
              q("ridge × bytes per weight ÷ 2", f"{ridge_batch:,.2f}")),
     )
-    report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps)
+    report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps,
+                       fit_host=fit_host, fit_margin_bytes=fit_margin_bytes)
     report = replace(report, levers=tuple(levers(report)))
     return replace(report, steps=(*steps, *held_steps(report)))

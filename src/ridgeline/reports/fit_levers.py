@@ -29,6 +29,7 @@ from ridgeline.hardware import engine_devices
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.lora_slots import engine_lora_problem
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.offload import host_weight_bytes
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan
 from ridgeline.quantization_gates import deployment_problem
@@ -173,13 +174,17 @@ def levers(r: FitReport) -> list[Lever]:
     half = max(1, r.context // 2)
     halved = _placed_for_context(r, half)
     if halved is not None:
-        options.append((f"half the context ({r.context // 2:,} tokens)", halved, half, s))
+        options.append((f"half the context ({r.context // 2:,} tokens"
+                        f"{_moved_words(d, halved)})", halved, half, s))
     options += _smaller_weights_lever(d, r.context, s, gguf)
     if fa_runs and not d.flash_attention:
         options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context, s))
     if gguf and r.conversations > r.pool.max_num_seqs:
-        options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified)", d,
-                        r.context, replace(s, max_num_seqs=r.conversations)))
+        slots = replace(s, max_num_seqs=r.conversations)
+        placed = _placed_for_context(r, r.context, slots)
+        if placed is not None:  # --fit places -np N's slots' caches as a run with it does
+            options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified"
+                            f"{_moved_words(d, placed)})", placed, r.context, slots))
     if r.pool.engine_buffers:
         options += _seats_lever(r)
     options += _more_seats_lever(r)
@@ -224,26 +229,45 @@ def levers(r: FitReport) -> list[Lever]:
     return levers
 
 
-def _placed_for_context(r: FitReport, context: int) -> Deployment | None:
-    """The deployment as it would run at ``context``: as it is, or, where llama.cpp's --fit
-    placed it for this context's -c, placed again for the shorter one's, as `fit
-    --max-model-len` places it (cli_offload.launch_fitted: -c = the context × the slots whose
-    conversations fit with every layer on the GPU, at least one, or × the target). Keeping
-    the first -c would hold two half-length conversations a run at that length never starts
-    with. None where --fit finds no placement."""
+def _placed_for_context(r: FitReport, context: int,
+                        settings: EngineSettings | None = None) -> Deployment | None:
+    """The deployment as it would run at ``context`` with ``settings`` (default: the
+    report's; the slots lever's more -np): as it is, or, where llama.cpp's --fit places it
+    (it placed this one, or the report's ``fit_host`` says --fit is on), placed again for
+    that run's -c, as `fit --max-model-len … -np …` places it (cli_offload.launch_fitted:
+    -c = the context × the slots whose conversations fit with every layer on the GPU, at
+    least one, or × the target). Keeping the first placement would hold two half-length
+    conversations a run at that length never starts with, or price 50 slots' window and
+    state caches on weights --fit then moves to the host. None where --fit finds no
+    placement."""
     d = r.deployment
-    if d.offload is None or not d.offload.chosen_by_fit:
+    fitted = d.offload is not None and d.offload.chosen_by_fit
+    template = d.offload if fitted else r.fit_host
+    if template is None:
         return d
     from ridgeline.llamacpp_fit import fit_placement
     from ridgeline.sim.config import llamacpp_context
 
     whole = replace(d, offload=None)
-    settings = replace(r.settings, max_model_len=context)
+    settings = replace(settings or r.settings, max_model_len=context)
     try:
         sequences = max(r.target or 1, llamacpp_context(whole, settings)[0] // context)
-        return fit_placement(whole, settings, context, sequences, d.offload)
+        return fit_placement(whole, settings, context, sequences, template,
+                             r.fit_margin_bytes)
     except InputError:
         return None
+
+
+def _moved_words(d: Deployment, placed: Deployment) -> str:
+    """What a lever's run placed again by --fit (``_placed_for_context``) keeps on the host,
+    where more than the report's own placement: "; --fit keeps 3.58 GiB of weights on the
+    host"; else ""."""
+    def host(dep: Deployment) -> float:
+        return host_weight_bytes(dep) if dep.offload is not None else 0.0
+
+    more = host(placed)
+    return f"; --fit keeps {more / GIB:,.2f} GiB of weights on the host" \
+        if more > host(d) else ""
 
 
 def _draft_tp_follows(d: Deployment, dep: Deployment, s: EngineSettings) -> EngineSettings:
