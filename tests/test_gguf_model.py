@@ -111,10 +111,11 @@ def llama_8b_q4_k_m(path: Path, retype: dict[str, str] | None = None) -> Path:
 
 
 def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
-                  part: slice = slice(None), alignment: int = 32) -> Path:
+                  part: slice = slice(None), alignment: int = 32,
+                  alignment_type: int = UINT32) -> Path:
     """Qwen3-30B-A3B's shapes, Q8_0 throughout but F32 norms and router; ``extra`` keys and
     only the ``part`` of the tensors, for a split file's first part; general.alignment
-    ``alignment``."""
+    ``alignment``, stored as ``alignment_type``."""
     hidden, layers, experts, expert_ffn, vocab = 2048, 48, 128, 768, 151936
     q_dim, kv_dim = 32 * 128, 4 * 128
     tensors: list[tuple[str, tuple[int, ...], str]] = [
@@ -134,7 +135,7 @@ def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
                     (f"blk.{i}.ffn_up_exps.weight", (hidden, expert_ffn, experts), "Q8_0"),
                     (f"blk.{i}.ffn_down_exps.weight", (expert_ffn, hidden, experts), "Q8_0")]
     metadata = [("general.architecture", STRING, "qwen3moe"),
-                ("general.alignment", UINT32, alignment),
+                ("general.alignment", alignment_type, alignment),
                 *_arch_keys("qwen3moe", block_count=layers, context_length=40960,
                             embedding_length=hidden, feed_forward_length=6144,
                             attention__head_count=32, attention__head_count_kv=4,
@@ -450,6 +451,8 @@ def test_the_tensor_data_starts_at_the_header_padded_to_the_alignment(
     assert f"'{cut}' is the first past the end" in _refusal(capsys, path)
     odd = qwen3_30b_a3b(tmp_path / "odd.gguf", alignment=48)
     assert "general.alignment 48 is not a power of 2" in _refusal(capsys, odd)
+    wide = qwen3_30b_a3b(tmp_path / "wide.gguf", alignment=32, alignment_type=UINT64)
+    assert f"general.alignment is of GGUF type {UINT64}, not uint32" in _refusal(capsys, wide)
 
 
 def _retyped(path: Path, type_of: Any) -> Path:

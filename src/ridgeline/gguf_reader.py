@@ -37,6 +37,10 @@ MAX_DIMS = 8  # ggml's GGML_MAX_DIMS is 4
 KEEP_ARRAY_ITEMS = 4096  # longer arrays are skipped, their length kept
 MAX_NESTING = 8  # arrays of arrays (the spec allows them; no converter writes one)
 DEFAULT_ALIGNMENT = 32  # ggml's GGUF_DEFAULT_ALIGNMENT, where general.alignment is unset
+# ggml/src/gguf.cpp reads the key as a uint32 (gguf_get_val_u32, which aborts on another type;
+# later builds refuse the file first: "key 'general.alignment' must be of type u32")
+ALIGNMENT_KEY = "general.alignment"
+UINT32_TYPE = 4  # gguf_metadata_value_type UINT32 (docs/gguf.md)
 
 # value type id -> struct format of its scalar (docs/gguf.md gguf_metadata_value_type)
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -123,7 +127,11 @@ class _Reader:
         metadata: dict[str, Any] = {}
         for _ in range(key_count):
             key = self.string()
-            metadata[key] = self.value(self.scalar("<I"), key, 0)
+            kind = self.scalar("<I")
+            if key == ALIGNMENT_KEY and kind != UINT32_TYPE:
+                raise InputError(f"{self.origin}: {ALIGNMENT_KEY} is of GGUF type {kind}, not "
+                                 f"uint32 ({UINT32_TYPE}); llama.cpp refuses the file")
+            metadata[key] = self.value(kind, key, 0)
         tensors = tuple(self.tensor() for _ in range(tensor_count))
         alignment = self.alignment(metadata)
         end = self.f.tell()
@@ -132,10 +140,10 @@ class _Reader:
         return GgufHeader(version, metadata, tensors, end, os.fstat(self.f.fileno()).st_size)
 
     def alignment(self, metadata: dict[str, Any]) -> int:
-        value = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        value = metadata.get(ALIGNMENT_KEY, DEFAULT_ALIGNMENT)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0 \
                 or value & (value - 1):
-            raise InputError(f"{self.origin}: general.alignment {value!r} is not a power of 2; "
+            raise InputError(f"{self.origin}: {ALIGNMENT_KEY} {value!r} is not a power of 2; "
                              "llama.cpp refuses the file")
         return value
 
