@@ -363,3 +363,89 @@ def test_eplb_config_is_read_from_the_release_that_added_it_and_refused_before(
     assert accepted["eplb"]["physical_experts"] == routed + 32
     code, _, err = run(capsys, "fit", *DSV3, *EPLB_32, "--engine-version", before)
     assert code == 2 and f"vLLM {before} has no --eplb-config (PR #20562, v{since})" in err
+
+
+# --enable-eplb with expert weights whose MoE quantization method vLLM runs no EPLB for
+# (engines.json vllm.eplb.quantization_support; vllm_eplb_weights.py)
+
+QWEN3_MOE = ("qwen3-30b-a3b", "--gpu", "h100", "--num-gpus", "2", "--enable-expert-parallel",
+             "--max-model-len", "8192", "--enable-eplb")
+GPT_OSS = ("gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2", "--enable-expert-parallel",
+           "--max-model-len", "8192", "--enable-eplb")
+
+
+def _support(method: str) -> dict[str, Any]:
+    rows = load_data("engines.json")["vllm"]["eplb"]["quantization_support"]["methods"]
+    row: dict[str, Any] = next(r for r in rows if r["method"] == method)
+    return row
+
+
+def _next_minor(version: str) -> str:
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return f"{major}.{minor + 1}.0"
+
+
+def _spelled(version: str) -> tuple[str, ...]:
+    """The redundant-experts flag (none) the release reads: --num-redundant-experts 0 before
+    --eplb-config came (vllm.eplb.config_since), nothing after."""
+    since = load_data("engines.json")["vllm"]["eplb"]["config_since"]
+    old = tuple(int(p) for p in version.split(".")) < tuple(int(p) for p in since.split("."))
+    return ("--num-redundant-experts", "0", "--engine-version", version) if old else \
+        ("--engine-version", version)
+
+
+@pytest.mark.parametrize(("model", "method"), [(QWEN3_MOE, "unquantized"), (GPT_OSS, "mxfp4")])
+def test_experts_vllm_refused_through_a_release_are_refused_there_and_taken_after(
+        capsys: pytest.CaptureFixture[str], model: tuple[str, ...], method: str) -> None:
+    """bf16 experts (UnquantizedFusedMoEMethod) were refused in v0.9.2, gpt-oss's mxfp4 ones
+    (Mxfp4MoEMethod) in v0.10.1: refused there in one line naming the method, taken in the
+    next minor release (the first that takes them is not pinned, so the later ones are)."""
+    through = _support(method)["refused_through"]
+    code, _, err = run(capsys, "fit", *model, *_spelled(through))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"vLLM {through} refuses it" in err and f"{method}'s" in err
+    assert f"a release after v{through} takes it" in err
+    taken = fit_json(capsys, *model, *_spelled(_next_minor(through)))
+    assert taken["eplb"]["physical_experts"] > 0
+
+
+@pytest.mark.parametrize("weights", ["awq-int4", "gptq-int4"])
+def test_int4_experts_no_release_takes_are_refused_at_the_newest_and_the_first(
+        capsys: pytest.CaptureFixture[str], weights: str) -> None:
+    """AWQ and GPTQ experts: no release read takes them under EPLB (from null, refused through
+    the newest modelled), so the newest (no --engine-version) and v0.9.2 both refuse."""
+    method = next(r["method"] for r in
+                  load_data("engines.json")["vllm"]["eplb"]["quantization_support"]["methods"]
+                  if weights.split("-")[0] in r.get("quantization", [r["method"]]))
+    assert _support(method)["from"] is None and _support(method)["refused_through"] == "newest"
+    newest = load_data("engines.json")["vllm"]["newest_checked"]
+    first = load_data("engines.json")["vllm"]["eplb"]["since"]
+    for release, extra in ((newest, ()), (first, _spelled(first))):
+        code, _, err = run(capsys, "fit", *QWEN3_MOE, "--weights", weights, *extra)
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        assert f"vLLM {release} refuses it for qwen3-30b-a3b's {weights} experts" in err
+        assert "no vLLM release modelled takes it" in err
+    plain = fit_json(capsys, *QWEN3_MOE[:-1], "--weights", weights)  # without EPLB: sized
+    assert plain["conversations"] > 0
+
+
+def test_experts_taken_from_their_first_release_run_under_eplb_there(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fp8 experts (DeepSeek-V3's Fp8MoEMethod) are taken from the release EPLB came in, and
+    bf16 ones at the newest release."""
+    since = _support("fp8")["from"]
+    assert since == load_data("engines.json")["vllm"]["eplb"]["since"]
+    dsv3 = fit_json(capsys, *DSV3, "--enable-eplb", *_spelled(since))
+    assert dsv3["eplb"]["experts_per_rank"] == 256 // 8
+    assert fit_json(capsys, *QWEN3_MOE)["eplb"]["physical_experts"] > 0
+
+
+def test_fit_offers_no_smaller_weights_vllm_refuses_under_eplb(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3's fit offers awq-int4 weights as a lever without EPLB; under
+    --enable-eplb, whose AWQ experts vLLM refuses, the lever is gone and the others stay."""
+    plain = [lever["name"] for lever in fit_json(capsys, *DSV3)["levers"]]
+    eplb = [lever["name"] for lever in fit_json(capsys, *DSV3, *EPLB_32)["levers"]]
+    awq = [name for name in plain if name.startswith("awq-int4 weights")]
+    assert awq and not any(name.startswith("awq-int4 weights") for name in eplb)
+    assert any(name.startswith("fp8 KV cache") for name in eplb)

@@ -45,6 +45,7 @@ from ridgeline.sglang_eplb import (
     sglang_unpriced_moves,
     sglang_unrouted_caution,
 )
+from ridgeline.vllm_eplb_weights import eplb_weights_problem
 from ridgeline.vllm_memory import parse_version, vllm_data
 
 CONFIG_FLAG = "--eplb-config"
@@ -113,9 +114,11 @@ def local_experts(dep: Deployment, eplb: EPLBSettings) -> int:
 
 def check_eplb(dep: Deployment, eplb: EPLBSettings, version: str | None) -> None:
     """InputError where vLLM (or its release) does not start with ``eplb``: the layout's
-    refusals (eplb_layout_problem), then a spelling its release lacks."""
+    refusals (eplb_layout_problem), then a spelling its release lacks, then expert weights
+    whose quantization method the release runs no EPLB for (vllm_eplb_weights.py)."""
     problem = eplb_layout_problem(dep, eplb) or (
-        _release_problem(eplb, version) if dep.engine == "vllm" else "")
+        _release_problem(eplb, version) or eplb_weights_problem(dep, version)
+        if dep.engine == "vllm" else "")
     if problem:
         raise InputError(problem)
 

@@ -37,6 +37,7 @@ from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_layout_problem
+from ridgeline.vllm_eplb_weights import eplb_weights_problem
 from ridgeline.vllm_memory import vllm_accounting
 from ridgeline.vllm_pool import set_pool_margin_bytes
 from ridgeline.vllm_v0_chunking import v0_runs_whole
@@ -209,6 +210,8 @@ def levers(r: FitReport) -> list[Lever]:
             continue  # a lever's new TP that -dcp no longer divides
         if settings.eplb is not None and eplb_layout_problem(dep, settings.eplb):
             continue  # a lever's new EP size the redundant experts no longer divide
+        if settings.eplb is not None and eplb_weights_problem(dep, settings.engine_version):
+            continue  # a lever's weights whose MoE method the release runs no EPLB for
         if settings.lora is not None and engine_lora_problem(dep, settings.lora,
                                                              settings.engine_version):
             continue  # a lever's layout whose LoRA slots are not sized (SGLang's tables at TP2)
