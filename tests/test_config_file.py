@@ -188,6 +188,25 @@ def test_a_vllm_config_files_other_model_beside_model_is_said_to_be_ignored(
         assert code == 0 and "caution" not in err and "m.yaml" not in out + err
 
 
+@pytest.mark.parametrize("key", ["model-path", "model_path", "model"])
+@pytest.mark.parametrize("line", [FIT, ("fit", "--model-path", "llama-3.1-8b", *FIT[2:])])
+def test_a_config_files_model_path_gives_way_to_the_command_lines_model(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str,
+        line: tuple[str, ...]) -> None:
+    """SGLang's model-path (either spelling) in the file, beside a model on the command line,
+    gives way to it as model: does (the command line's flags come after the file's), with the
+    same caution, not "the model is given twice"; a one-item list reads as its item."""
+    other = yaml_file(tmp_path, f"{key}: qwen3-8b\nmax-model-len: 8192\n", "p.yaml")
+    code, out, err = run_cli(capsys, *line, "--config", other)
+    assert code == 0, err
+    assert json.loads(out)["model"] == "llama-3.1-8b"
+    cautions = [c for c in json.loads(out)["cautions"] if "p.yaml" in c]
+    assert len(cautions) == 1 and f"gives {key} qwen3-8b" in cautions[0]
+    same = yaml_file(tmp_path, f"{key}: [llama-3.1-8b]\nmax-model-len: 8192\n", "s.yaml")
+    code, out, err = run_cli(capsys, *line, "--config", same)
+    assert code == 0 and "caution" not in err, err
+
+
 @pytest.mark.parametrize(("text", "said"), [
     ("max-model-len: [1, 2]\n", "max-model-len in x.yaml takes one value, got a list of 2"),
     ("max-model-len: null\n", "max-model-len in x.yaml is null"),

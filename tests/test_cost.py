@@ -546,3 +546,23 @@ def test_a_routed_layer_pays_the_profiles_cost_per_moe_layer() -> None:
     dense = dep()
     assert step_cost(dense, batch, routed).time_s == pytest.approx(
         step_cost(dense, batch, plain).time_s)
+
+
+def test_a_rank_serving_every_expert_takes_no_more_than_all_the_tokens() -> None:
+    """SGLang's trivial layout with so many replicas that the first rank serves every expert
+    (Mixtral's 8 + 8 on 2 ranks: 8 and 0) sends that rank all the routed tokens, R × the
+    mean, never the stated skew on top of them (1.2 × 2 = 2.4 of the mean would be more tokens
+    than the step has); with 6 replicas (7 and 1) the capped share is the same."""
+    from ridgeline.expert_ranks import trivial_layout_imbalance
+
+    def flops(d: Deployment) -> float:
+        return next(o for o in step_cost(d, [Seq(4096)]).ops if o.name == "experts").flops
+
+    plain = Deployment.build(resolve_model("mixtral-8x7b"), resolve_accelerator("h100"), None,
+                             None, 2, expert_parallel=True, engine="sglang")
+    ranks = plain.engine_expert_ranks
+    for redundant in (8, 6):
+        assert ep_imbalance(False) * trivial_layout_imbalance(8, redundant, ranks) > ranks
+        idle = plain.with_eplb(False, redundant)
+        # plain EP's busiest rank runs the stated skew × the mean; this one all the tokens
+        assert flops(idle) / flops(plain) == pytest.approx(ranks / ep_imbalance(False))

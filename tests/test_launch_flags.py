@@ -66,6 +66,16 @@ def test_sglangs_model_path_is_the_model(capsys: pytest.CaptureFixture[str],
     assert "the model is given twice" in err and "llama-3.1-8b" in err
 
 
+@pytest.mark.parametrize("second", [("--model-path", "llama-3.1-8b"), ("--model=llama-3.1-8b",)])
+def test_two_model_flags_name_both_models_not_a_flag_as_model(
+        capsys: pytest.CaptureFixture[str], second: tuple[str, ...]) -> None:
+    """--model X with a second --model or --model-path Y: one line naming X and Y, not the
+    second flag as if it were MODEL ("and --model-path as MODEL")."""
+    err = refused(capsys, "fit", "--model", "deepseek-v3", *second, "--gpu", "h200")
+    assert "the model is given twice: deepseek-v3 and llama-3.1-8b" in err
+    assert "as MODEL" not in err
+
+
 @pytest.mark.parametrize("record", IGNORED, ids=lambda r: r.flags[0])
 def test_each_harmless_flag_is_read_with_its_value_before_model(
         capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:

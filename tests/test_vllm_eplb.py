@@ -449,3 +449,14 @@ def test_fit_offers_no_smaller_weights_vllm_refuses_under_eplb(
     awq = [name for name in plain if name.startswith("awq-int4 weights")]
     assert awq and not any(name.startswith("awq-int4 weights") for name in eplb)
     assert any(name.startswith("fp8 KV cache") for name in eplb)
+
+
+def test_a_patch_of_the_newest_release_known_to_refuse_is_refused_too(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """v0.10.1.1, a patch of v0.10.1 (the newest release known to refuse gpt-oss's mxfp4
+    experts under EPLB), is refused as v0.10.1 is: a fourth part adds no MoE method's EPLB."""
+    through = _support("mxfp4")["refused_through"]
+    patch = f"{through}.1"
+    code, _, err = run(capsys, "fit", *GPT_OSS, *_spelled(patch))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"vLLM {patch} refuses it" in err and "mxfp4's" in err

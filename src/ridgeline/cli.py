@@ -425,6 +425,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         owner = commands.choices.get(getattr(args, "command", None) or "", parser)
         if moved and getattr(args, "model", None) is not None:
+            flag, eq, again = extra[0].partition("=")
+            if flag in MOVED_FLAGS:  # a second --model or --model-path, not a MODEL
+                again = again if eq else (extra[1] if len(extra) > 1 else "")
+                owner.error(f"the model is given twice: {args.model} and {again} by "
+                            f"--model-path (or --model) and {flag}; give it once")
             owner.error(f"the model is given twice: {args.model} by --model-path (or --model) "
                         f"and {extra[0]} as MODEL; give it once")
         owner.error(f"unrecognized arguments: {' '.join(extra)}")

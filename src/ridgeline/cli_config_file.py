@@ -109,13 +109,16 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
     cautions = []
     line_model = rest[1] if model_given else _moved_model(rest)
     if line_model is not None:  # vllm serve's positional model overrides the file's
-        # (ServeSubcommand.cmd: model = model_tag), as a --model after the file's does:
-        ignored = settings.get("model")  # said where they differ
-        if ignored is not None and str(ignored) != line_model:
-            cautions.append(f"{name} gives model {ignored}, which the command line's "
-                            f"{line_model} overrides, as vllm serve's does: pricing "
-                            f"{line_model}, not {ignored}")
-        settings = {k: v for k, v in settings.items() if k != "model"}
+        # (ServeSubcommand.cmd: model = model_tag), as a --model after the file's does, and
+        # SGLang's --model-path the file's model-path (the command line's flags come last)
+        for key in _model_keys(settings):  # said where they differ
+            ignored = settings.pop(key)
+            if isinstance(ignored, list) and len(ignored) == 1:
+                ignored = ignored[0]  # the one value a list of one gives the flag
+            if ignored is not None and str(ignored) != line_model:
+                cautions.append(f"{name} gives {key} {ignored}, which the command line's "
+                                f"{line_model} overrides, as the engine's does: pricing "
+                                f"{line_model}, not {ignored}")
     if options:  # a command the parser knows: a key it takes no flag for is named here
         _check_vllm_keys(settings, name, command, options)
         refuse_two_keys(settings, name, {k: vllm_tokens({k: v}, options)
@@ -123,6 +126,12 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
     found = (_launch_flag(key, value, name, options) for key, value in settings.items())
     given = {tokens[0]: label for _, tokens, label in filter(None, found)}
     return rest[:head] + vllm_tokens(settings, options) + rest[head:], given, cautions  # cli wins
+
+
+def _model_keys(settings: dict[str, Any]) -> list[str]:
+    """The file's keys that name the model: model, model-path or model_path (the flags cli.main
+    reads as MODEL)."""
+    return [key for key in settings if "--" + key.replace("_", "-") in MOVED_FLAGS]
 
 
 def _moved_model(argv: Sequence[str]) -> str | None:

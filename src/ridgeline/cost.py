@@ -648,7 +648,9 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
         idle = dep.unrouted_redundant_experts
         skew = ep_imbalance(dep.eplb_balanced) if ep else 1.0  # less under EPLB's replicas
         if ep and idle:
-            skew *= trivial_layout_imbalance(moe.num_experts, idle, ranks)
+            # at most all the tokens, R × the mean: one rank serving every expert (E + N ≥
+            # E·R, Mixtral's 8 + 8 on 2 ranks) takes them all, with no skew left to state
+            skew = min(ranks, skew * trivial_layout_imbalance(moe.num_experts, idle, ranks))
             busiest = busiest_rank_routed_experts(moe.num_experts, idle, ranks, touched)
         elif ep:
             busiest = busiest_rank_physical_experts(moe.num_experts,

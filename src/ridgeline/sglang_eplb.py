@@ -83,15 +83,16 @@ def sglang_unrouted_caution(redundant_experts: int) -> str:
     i runs as physical i. The trivial layout makes physical i a copy of i mod E
     (ExpertLocationMetadata.init_trivial) and deals the slots in order, so the replicas, on
     the last ranks, take no token, and the first ranks serve (E + N) ÷ R experts each:
-    their share of the tokens, (E + N) ÷ E × the mean on top of the stated skew
-    (expert_ranks.trivial_layout_imbalance), and of the reads
+    their share of the tokens, (E + N) ÷ E × the mean on top of the stated skew, at most
+    all of them, R × the mean (expert_ranks.trivial_layout_imbalance), and of the reads
     (expert_ranks.busiest_rank_routed_experts). engines.json sglang.eplb.without_eplb_source
     names each source."""
     n = f"{redundant_experts:,}"
     return (f"without --enable-eplb SGLang routes no token to the {n} replicas, which its "
             f"trivial layout keeps on the last ranks, so each step prices the busiest "
             f"expert-parallel rank serving (experts + {n}) ÷ ranks experts: ridgeline's stated "
-            f"{EP_IMBALANCE:g} × (experts + {n}) ÷ experts the mean routed tokens, reading "
+            f"{EP_IMBALANCE:g} × (experts + {n}) ÷ experts the mean routed tokens (at most "
+            f"all of them, ranks × the mean), reading "
             f"the experts it serves that the step touches (all of them once every expert is)")
 
 

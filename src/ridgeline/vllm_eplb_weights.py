@@ -51,8 +51,10 @@ class EPLBMethodSupport:
             return False
         if self.refused_through == EVERY_RELEASE:
             return True
+        # a fourth part is a patch of the release it extends (v0.10.1.1 of v0.10.1: fixes,
+        # no new MoE method support), refused as that release is
         return self.refused_through is not None \
-            and parse_version(version) <= parse_version(self.refused_through)
+            and parse_version(version)[:3] <= parse_version(self.refused_through)[:3]
 
 
 @lru_cache(maxsize=1)
