@@ -206,3 +206,25 @@ def test_prefix_says_trtllm_may_reuse_a_partial_block(
 def test_prefix_refuses_llamacpp(capsys: pytest.CaptureFixture[str]) -> None:
     assert "llama-server" in refused(capsys, "prefix", "--tokens-a", A, "--tokens-b", B,
                                      "--engine", "llama.cpp")
+
+
+@pytest.mark.parametrize(("engine", "block"), [("vllm", "7"), ("vllm", "2048"),
+                                               ("trtllm", "12"), ("trtllm", "1")])
+def test_prefix_refuses_a_block_the_engine_refuses_as_simulate_does(
+        capsys: pytest.CaptureFixture[str], engine: str, block: str) -> None:
+    """vLLM takes only its BlockSize choices and TensorRT-LLM powers of two past 1 (each pool
+    refuses the rest); prefix had matched in such a block (vLLM 7: 14 tokens reused), a cache
+    no engine starts with. The one message is the pool's own."""
+    sim = refused(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                  "--rate", "2", "--num-requests", "4", "--max-model-len", "8192",
+                  "--block-size", block)
+    assert refused(capsys, "prefix", "--tokens-a", A, "--tokens-b", B, "--engine", engine,
+                   "--block-size", block) == sim
+
+
+def test_prefix_keeps_sglangs_any_page_size_and_an_engines_valid_block(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert reuse(capsys, "--engine", "sglang", "--page-size", "7")["prefix_reuse"][
+        "block_size"] == 7
+    assert reuse(capsys, "--engine", "trtllm", "--block-size", "8")["prefix_reuse"][
+        "tokens_reused"] == 32  # 36 common of B's 38: 4 whole blocks of 8

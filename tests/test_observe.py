@@ -1191,3 +1191,27 @@ def test_observe_says_its_share_is_the_weight_matrices_as_utilization_does(
         text = "\n".join(report.text_lines())
         assert f"of the arithmetic you are billed for{billed_scope(moe)}" in text
     assert billed_scope(False) != billed_scope(True)
+
+
+def test_a_scrape_without_an_itl_histogram_is_not_told_it_is_a_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The SGLang fixture's timed scrapes carry no ITL histogram, so no decode row can be read
+    from them; the note had said "which /metrics scrapes carry and a log does not" of a
+    metrics file, naming neither what was missing nor the source it was. A log keeps its
+    wording."""
+    out = tmp_path / "rows.csv"
+    source = FIXTURES / "sglang_metrics.txt"
+    assert "inter_token_latency" not in source.read_text()
+    assert main(["observe", str(source), "--model", "qwen3-8b", "--gpu", "h100",
+                 "--emit-measurements", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "metrics" and "mean" not in data["latency_ms"].get("itl", {})
+    (note,) = [n for n in data["notes"] if n.startswith("--emit-measurements wrote nothing")]
+    assert "a log does not" not in note
+    assert "the source gives none: no ITL histogram that grew between its scrapes" in note
+    assert not out.exists()
+    assert main(["observe", str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100", "--emit-measurements", str(out), "--json"]) == 0
+    (note,) = [n for n in json.loads(capsys.readouterr().out)["notes"]
+               if n.startswith("--emit-measurements wrote nothing")]
+    assert "which /metrics scrapes carry and a log does not" in note

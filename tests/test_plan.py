@@ -599,6 +599,25 @@ def test_simulate_cautions_a_percentile_its_requests_cannot_carry(
     assert "too few" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("requests", "percentile"), [(100, 90), (50, 80), (200, 95)])
+def test_exactly_ten_past_the_percentile_rest_it_without_a_caution(
+        requests: int, percentile: float, capsys: pytest.CaptureFixture[str]) -> None:
+    """TAIL_REQUESTS (10) past the percentile are the fewest that rest it, as tail_requests
+    counts them: 100 × (1 − 0.9) is 9.999… in floating point, so 100 requests at p90 had been
+    cautioned as too few, the caution asking for 101 where tail_requests asks 100."""
+    from ridgeline.serving_load import TAIL_REQUESTS, tail_caution, tail_requests
+
+    assert tail_requests(percentile) == requests
+    assert requests * (1 - percentile / 100) != TAIL_REQUESTS  # the float the caution read
+    assert tail_caution(requests, percentile, "held", "{n}") == ""
+    fewer = tail_caution(requests - 1, percentile, "held", "at least {n}")
+    assert fewer.endswith(f"(at least {requests})")
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--num-requests",
+                 str(requests), "--input-len", "500", "--output-len", "50", "--percentile",
+                 f"{percentile:g}", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cautions"] == []
+
+
 def test_prompts_with_one_output_token_are_sized_by_prefill() -> None:
     """Classification-style load: no TPOT to keep; a 10,000-token prompt needs more than one
     step's token budget, and one H100 still takes 1 req/s."""

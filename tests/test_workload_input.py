@@ -217,3 +217,24 @@ def test_a_fixed_length_reads_as_the_other_counts_do() -> None:
     assert length_sampler("2K", "input length")(rng) == 2048
     with pytest.raises(InputError, match="'2x' is not a length"):
         length_sampler("2x", "input length")
+
+
+def test_a_trace_slower_than_the_rate_floor_is_refused_as_that_rate_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plan takes a trace's mean rate as its load: two requests 10^9 s apart are 10^-9 req/s,
+    which --rate refuses (under MIN_RATE); the trace had been planned, at $8 billion per
+    million tokens (the GPU's hour over almost no output)."""
+    from ridgeline.serving_load import Load
+    from ridgeline.sim.workload import MIN_RATE
+
+    span_s = 1e9
+    assert 1 / span_s < MIN_RATE
+    trace = tmp_path / "t.csv"
+    trace.write_text(HEADER + f"0,500,100\n{span_s:g},500,100\n")
+    with pytest.raises(InputError, match=r"t\.csv: 2 requests over 1,000,000,000 s are 1e-09"):
+        Load.from_trace(str(trace))
+    assert main(["plan", "llama-3.1-8b", "--trace", str(trace), "--slo-ttft-ms", "500",
+                 "--slo-tpot-ms", "50", "--gpus", "h100", "--workers", "1"]) == 2
+    assert "under the 1e-06 req/s" in capsys.readouterr().err
+    (tmp_path / "ok.csv").write_text(HEADER + "0,500,100\n10,500,100\n")  # 0.1 req/s: kept
+    assert Load.from_trace(str(tmp_path / "ok.csv")).rate_req_s == pytest.approx(0.1)

@@ -299,6 +299,13 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
         raise InputError("give --tokens-a and --tokens-b (token ids), or --text-a/--text-b")
     engine = engine_id(args.engine)
     default = engine_block_size(engine)  # refuses an engine without a block prefix cache
+    if args.block_size:  # a size the engine refuses to start with matches nothing
+        from ridgeline.trtllm_memory import tokens_per_block_problem
+        from ridgeline.vllm_pool import vllm_block_size_problem
+
+        rule = {"vllm": vllm_block_size_problem, "trtllm": tokens_per_block_problem}.get(engine)
+        if rule and rule(args.block_size):
+            raise InputError(rule(args.block_size))
     setting = BLOCK_SETTINGS[engine]
     unit = "page" if setting == "page_size" else "block"
     r = prefix_reuse(a, b, args.block_size or default)

@@ -113,9 +113,7 @@ def cmd_observe(args: argparse.Namespace) -> Any:
                                  if report.drafted else
                                  mixed_step_note(report, written=False)
                                  if report.mixed_row and _itl_histogram(report) else
-                                 "one needs a mean inter-token latency and a running batch "
-                                 "over the same window, which /metrics scrapes carry and a "
-                                 "log does not") + ")")
+                                 _missing_for_a_row(report)) + ")")
             return report
         try:
             with open(args.emit_measurements, "w", encoding="utf-8", newline="") as handle:
@@ -153,6 +151,21 @@ def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
                          "give the server's own draft length")
     return SpecDecode.observed(args.spec_tokens, tokens, args.spec_draft_cost,
                                spec_method(args, model))
+
+
+def _missing_for_a_row(report: Any) -> str:
+    """Why a source wrote no row where nothing else stopped it: a row needs a mean
+    inter-token latency and a running batch over one window. A log's stats lines carry no
+    latency; a scrape or a bench may lack either (SGLang's scrapes without an ITL histogram,
+    a histogram that did not grow between the scrapes, a running gauge at 0)."""
+    if report.obs.kind == "log":
+        return ("one needs a mean inter-token latency and a running batch over the same "
+                "window, which /metrics scrapes carry and a log does not")
+    if not _itl_histogram(report):
+        return ("one needs a mean inter-token latency over the window, and the source "
+                "gives none" + (": no ITL histogram that grew between its scrapes"
+                                if report.obs.kind == "metrics" else ""))
+    return "one needs a running batch over the window, and the source shows none running"
 
 
 def _itl_histogram(report: Any) -> bool:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from ridgeline.errors import InputError
 from ridgeline.sim.metrics import STEADY_LIFETIMES
 from ridgeline.sim.request import Request
-from ridgeline.sim.workload import Workload, length_sampler, read_trace
+from ridgeline.sim.workload import MIN_RATE, Workload, length_sampler, read_trace
 
 # At least this many requests per checked replica: some 1,200 arrive in the window, so the
 # keep-up test's two Poisson deviations (2/√n) come to 6 % — a queue growing that fast is
@@ -57,7 +57,12 @@ class Load:
         span = rows[-1][0] - rows[0][0]
         if len(rows) < 2 or span <= 0:
             raise InputError(f"{path}: a trace needs at least two requests at different times")
-        load = cls((len(rows) - 1) / span, path, path, seed, rows)
+        rate = (len(rows) - 1) / span
+        if rate < MIN_RATE:  # as --rate refuses it: the sizing would price a near-idle card
+            raise InputError(f"{path}: {len(rows):,} requests over {span:,.0f} s are "
+                             f"{rate:.3g} req/s, under the {MIN_RATE:g} req/s a load may have (the "
+                             "floor --rate keeps)")
+        load = cls(rate, path, path, seed, rows)
         mean_in, mean_out = load.means()
         return replace(load, input_len=f"{path} (mean {mean_in:,.0f})",
                        output_len=f"mean {mean_out:,.0f}", trace_path=path)
@@ -186,13 +191,16 @@ def tail_caution(requests: int, percentile: float, held: str, more: str) -> str:
     """What to say of ``requests`` with fewer than TAIL_REQUESTS past ``percentile``, or "":
     there the percentile is nearly the slowest request's latency. ``more`` says how to get
     enough, formatted with ``n``, the fewest that would do."""
-    tail = requests * (1 - percentile / 100)
+    # rounded as tail_requests rounds: 100 × (1 − 0.9) is 9.999…, and 100 requests hold the
+    # 10 past p90 that rest it (the caution had fired, asking for 101)
+    tail = round(requests * (1 - percentile / 100), 6)
     if tail >= TAIL_REQUESTS:
         return ""
     past = f"{tail:,.1f}" if tail >= 1 else f"{tail:.2g}"
     return (f"{held} {requests:,} requests: {past} of them lie past p{percentile:g}, too "
             f"few to rest that percentile on, nearly the slowest one's latency ("
-            + more.format(n=math.ceil(TAIL_REQUESTS / (1 - percentile / 100))) + ")")
+            + more.format(n=math.ceil(round(TAIL_REQUESTS / (1 - percentile / 100), 6)))
+            + ")")
 
 
 def _inward(low: float, high: float) -> tuple[float, float]:

@@ -90,9 +90,8 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     backend, after it on the engine backend."""
     d = engine_defaults("trtllm")
     block = s.block_size
-    if block is not None and (block < 2 or block & (block - 1)):  # docs/source/features/kvcache.md
-        raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two greater than "
-                         f"1; got {block}")
+    if block is not None and tokens_per_block_problem(block):
+        raise InputError(tokens_per_block_problem(block))
     seqs = s.max_num_seqs or int(d["max_batch_size"])
     tokens = s.max_num_batched_tokens or int(d["max_num_tokens"])
     forward = tokens * activation_bytes_per_token(dep)
@@ -113,3 +112,12 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0,
                   windows_apart=has_windows(dep),  # windows counted whole (engine_windows.py)
                   transfer_buffer_bytes=transfer, transfer_after_fraction=engine_backend)
+
+
+def tokens_per_block_problem(block: int) -> str:
+    """Why TensorRT-LLM refuses ``block`` as its tokens_per_block (a power of two greater than
+    1: docs/source/features/kvcache.md), or "" where it takes it: the pool and prefix
+    matching share the rule."""
+    if block >= 2 and not block & (block - 1):
+        return ""
+    return f"TensorRT-LLM's tokens_per_block must be a power of two greater than 1; got {block}"

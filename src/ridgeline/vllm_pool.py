@@ -235,9 +235,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         raise InputError(problem)
     seqs, tokens = vllm_scheduler_budget(dep, s, acc)
     block = s.block_size
-    if block is not None and block not in VLLM_BLOCK_SIZES:
-        raise InputError(f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; "
-                         f"got {block}")
+    if block is not None and vllm_block_size_problem(block):
+        raise InputError(vllm_block_size_problem(block))
     fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
     if s.kv_cache_memory_bytes is not None:
         if acc.engine == "V0" or parse_version(acc.version) < SET_POOL_FROM:
@@ -412,3 +411,12 @@ def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: boo
     mamba_cache_mode "align" (three for Mamba-2 from v0.32), else one — "all" mode, a state
     per block, is not modelled."""
     return state_blocks(dep.model, prefix_caching, acc.version, acc.linear_state_blocks)
+
+
+def vllm_block_size_problem(block: int) -> str:
+    """Why vLLM refuses ``block`` as its --block-size (one of CacheConfig's BlockSize
+    choices, VLLM_BLOCK_SIZES), or "" where it takes it: the pool and prefix matching share
+    the rule."""
+    if block in VLLM_BLOCK_SIZES:
+        return ""
+    return f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; got {block}"
