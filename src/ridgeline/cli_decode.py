@@ -19,13 +19,13 @@ from ridgeline.cli_load import (
 )
 from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
 from ridgeline.cli_pool import (
-    _drafts,
-    _eager,
-    _engine_pool_settings,
-    _engine_version,
-    _eplb_step_note,
-    _max_model_len,
-    _pool_flags,
+    add_eager_flag,
+    add_pool_flags,
+    drafts_asked,
+    engine_pool_settings,
+    eplb_step_note,
+    pool_engine_version,
+    pool_max_model_len,
 )
 from ridgeline.cli_spec import spec_args, spec_flags
 from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS, MAX_BATCH, _count_list
@@ -49,7 +49,7 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             one = _decode_deployment(card)
             return _placed_once(args, one, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
-                _engine_pool_settings(args, one), _max_model_len(args, one, args.context),
+                engine_pool_settings(args, one), pool_max_model_len(args, one, args.context),
                 spec))
 
         reports, not_run = run_each(names, on, card_id)
@@ -57,8 +57,8 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     dep = _decode_deployment(args)
     return _drafter_caution(args, _eplb_caution(args, _lora_caution(args, _placed_once(
         args, dep, decode_report(dep, args.batch, args.context, load_profile(args),
-                                 args.enforce_eager, _engine_pool_settings(args, dep),
-                                 _max_model_len(args, dep, args.context), spec)))))
+                                 args.enforce_eager, engine_pool_settings(args, dep),
+                                 pool_max_model_len(args, dep, args.context), spec)))))
 
 
 def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
@@ -77,7 +77,7 @@ def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
 def _eplb_caution(args: argparse.Namespace, report: Any) -> Any:
     """``report`` with the line --enable-eplb adds: its pool holds the redundant experts, its
     step times price no rebalancing (vllm_eplb.eplb_step_caution)."""
-    note = _eplb_step_note(args)
+    note = eplb_step_note(args)
     if not note:
         return report
     from dataclasses import replace
@@ -131,8 +131,8 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     no_fit_ctx(args)
-    settings = EngineSettings(engine_version=_engine_version(args, dep),
-                              speculative_decoding=_drafts(args))
+    settings = EngineSettings(engine_version=pool_engine_version(args, dep),
+                              speculative_decoding=drafts_asked(args))
     return fitted(args, dep, settings, max(args.context), max(args.batch))
 
 
@@ -147,8 +147,8 @@ def register(sub: Any) -> None:
                    f"one or a list (default {DEFAULT_CONTEXT_TOKENS})")
     _engine(p)
     _offload(p)
-    _eager(p)
-    _pool_flags(p)
+    add_eager_flag(p)
+    add_pool_flags(p)
     data_parallel_flags(p)
     spec_flags(p.add_argument_group("speculative decoding (as simulate prices it)"))
     _output(p, plot=True)

@@ -24,8 +24,8 @@ from ridgeline.cli_load import drafter, drafts_with_mtp
 from ridgeline.errors import InputError
 
 
-def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
-                   flag: str = "--context") -> int | None:
+def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
+                       flag: str = "--context") -> int | None:
     """--max-model-len where given, no shorter than the longest context asked (the engine
     admits no longer request); refused for llama.cpp, whose context is -c, a slot's each."""
     from ridgeline.capacity import SERVING_ENGINES
@@ -45,7 +45,7 @@ def _max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
     return int(length)
 
 
-def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
+def engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     """decode's pool settings where any was given (None: the engine's defaults, vLLM's as vllm
     serve sets them, as fit, simulate and plan size it); refused for llama.cpp, which decode
     gives a slot per sequence, but for --engine-version, whose rules (a release's, a build's)
@@ -59,8 +59,8 @@ def _engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
 def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     from ridgeline.memory import EngineSettings
 
-    version = _engine_version(args, dep)
-    spec = _drafts(args)
+    version = pool_engine_version(args, dep)
+    spec = drafts_asked(args)
     if getattr(args, "async_scheduling", False):  # vLLM's default from 0.14, as fit reads it
         problem = async_scheduling_problem(dep.engine, version)
         if problem:
@@ -131,20 +131,20 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {name: value for name, value in given.items() if value is not None}
 
 
-def _drafts(args: argparse.Namespace) -> bool:
+def drafts_asked(args: argparse.Namespace) -> bool:
     """Whether a drafter is configured (decode's --spec-tokens; prefill has none), as
     simulate's settings say it: vLLM's V0 engine then leaves chunked prefill off past 32K
     tokens of context, so its pool is profiled at a whole max_model_len (vllm_v0_chunking)."""
     return bool(getattr(args, "spec_tokens", 0))
 
 
-def _engine_version(args: argparse.Namespace, dep: Any) -> str | None:
+def pool_engine_version(args: argparse.Namespace, dep: Any) -> str | None:
     """--engine-version, checked against ``dep.engine`` before anything is priced, with fit's
     one-line errors (its spelling as EngineSettings reads it, then the engine's own check)."""
     return checked_engine_version(getattr(args, "engine_version", None), dep.engine)
 
 
-def _eplb_step_note(args: argparse.Namespace) -> str:
+def eplb_step_note(args: argparse.Namespace) -> str:
     """decode's and prefill's line for --enable-eplb, or ""."""
     eplb = eplb_settings(args)
     if eplb is None:
@@ -154,7 +154,7 @@ def _eplb_step_note(args: argparse.Namespace) -> str:
     return eplb_step_caution(eplb)
 
 
-def _pool_flags(p: Any) -> None:
+def add_pool_flags(p: Any) -> None:
     """decode's and prefill's serving-engine pool settings (the seats a context gets)."""
     g = p.add_argument_group("serving engine's pool (the engine's own names; default: the "
                              "engine's defaults, vLLM's as vllm serve sets them)")
@@ -174,7 +174,7 @@ def _pool_flags(p: Any) -> None:
                   "request")
 
 
-def _eager(p: Any) -> None:
+def add_eager_flag(p: Any) -> None:
     """decode's and prefill's --enforce-eager (SGLang's --disable-cuda-graph)."""
     p.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager",
                    action="store_true", help="without CUDA graphs (vLLM --enforce-eager, SGLang "

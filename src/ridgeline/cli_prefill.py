@@ -24,12 +24,12 @@ from ridgeline.cli_load import (
 )
 from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
 from ridgeline.cli_pool import (
-    _eager,
-    _engine_pool_settings,
-    _engine_version,
-    _eplb_step_note,
-    _max_model_len,
-    _pool_flags,
+    add_eager_flag,
+    add_pool_flags,
+    engine_pool_settings,
+    eplb_step_note,
+    pool_engine_version,
+    pool_max_model_len,
 )
 from ridgeline.cli_types import MAX_BATCH, _count_list, _how_many, _positive_count
 from ridgeline.errors import InputError
@@ -66,20 +66,20 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         dep = load_deployment(a)
         no_fit_ctx(a)
         placed = fitted(a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size,
-                                               engine_version=_engine_version(a, dep)),
+                                               engine_version=pool_engine_version(a, dep)),
                         max(a.prompt_len), a.batch)
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
                              "in one pass")
         profile = load_profile(a)
-        pool_settings = _engine_pool_settings(a, placed)
-        length = _max_model_len(a, placed, a.prompt_len, "--prompt-len")
+        pool_settings = engine_pool_settings(a, placed)
+        length = pool_max_model_len(a, placed, a.prompt_len, "--prompt-len")
         once = placed.offload is not None and placed.offload.chosen_by_fit \
             and len(a.prompt_len) > 1
         trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
         notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None),
-                                    trim, _lora_step_note(a), _eplb_step_note(a),
+                                    trim, _lora_step_note(a), eplb_step_note(a),
                                     track_record_caution(placed, "prefill", profile), (
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
@@ -140,8 +140,8 @@ def register(sub: Any) -> None:
                    help="llama.cpp: tokens per ubatch (default 512); each re-reads the weights, "
                    "and with partial offload copies the host's over the link")
     _offload(p)
-    _eager(p)
-    _pool_flags(p)
+    add_eager_flag(p)
+    add_pool_flags(p)
     data_parallel_flags(p, refused="not read by prefill: " + PREFILL_DP)  # refused by name
     _output(p)
     p.set_defaults(handler=cmd_prefill)
