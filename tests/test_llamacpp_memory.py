@@ -478,6 +478,35 @@ def test_each_backend_takes_the_quantized_caches_its_flash_attention_reads(
             assert f"{engine} has no flash-attention kernel for {kv} caches" in err
 
 
+def test_vulkan_builds_without_the_iq4_nl_kernel_refuse_its_cache(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """formats.json's iq4_nl row names the Vulkan builds whose fa_kv_ok leaves IQ4_NL out
+    (flash_attention_missing_builds): --engine-version inside the span stops at start-up as
+    CUDA does (-fa auto off, quantized V cache), in one line naming the build that puts it
+    back; the builds on either side, and the newest by default, start; q8_0 starts inside."""
+    row = next(r for r in load_data("formats.json")["kv"] if r["id"] == "iq4_nl")
+    first, last = row["flash_attention_missing_builds"]["llama.cpp-vulkan"]
+    base = ["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-vulkan",
+            "--weights", "q4_k_m", "--max-model-len", "32000"]
+    for build in (first, (first + last) // 2, last):
+        for fa in ([], ["--flash-attn", "on"]):
+            assert main([*base, "--kv-dtype", "iq4_nl", "--engine-version", f"b{build}",
+                         *fa]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and f"b{last + 1} puts it back" in err, err
+        assert main([*base, "--kv-dtype", "q8_0", "--engine-version", f"b{build}"]) == 0
+        capsys.readouterr()
+    for version in ([], ["--engine-version", f"b{first - 1}"],
+                    ["--engine-version", f"b{last + 1}"]):
+        assert main([*base, "--kv-dtype", "iq4_nl", *version]) == 0
+        assert "-ctk iq4_nl -ctv iq4_nl" in capsys.readouterr().out
+    # the span is Vulkan's: CUDA's flash attention reads no iq4_nl cache in any build
+    cache = kv_dtype("iq4_nl")
+    assert not cache.read_by_flash_attention_of("llama.cpp-cuda", first - 1)
+    assert cache.read_by_flash_attention_of("llama.cpp-vulkan", first - 1)
+    assert not cache.read_by_flash_attention_of("llama.cpp-vulkan", last)
+
+
 def test_one_logits_row_a_slot_from_the_build_that_merged_pr_23861() -> None:
     """engines.json llama.cpp.outputs_per_slot_since_build is b9460, the release of PR
     #23861's commit: from it the server reserves one logits row per slot, before it every

@@ -115,7 +115,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         from ridgeline.llamacpp_fit import context_story
 
         context, dep = fitted_context(args, dep, settings)
-        return replace(fit_report(dep, context, settings, None),
+        return replace(fit_report(dep, context, settings, None, **fit_host(args, dep)),
                        searched=context_story(dep, context))
     if args.max_model_len is None:
         return longest_context(dep, settings, args.target_concurrency)

@@ -282,16 +282,27 @@ def auto_flash_attention(model: ModelSpec, engine: str) -> bool:
     return not engine.startswith("llama.cpp") or not flash_attention_unsupported(model, engine)
 
 
-def flash_attention_kv_problem(cache: KVDtype, engine: str) -> str:
-    """Why llama.cpp runs no flash attention on this cache on this backend, or "" (formats.json's
-    ``flash_attention_engines``). CUDA's kernels read f16, q4_0 and q8_0 K/V pairs unless built
-    with GGML_CUDA_FA_ALL_QUANTS (off by default; iq4_nl in no build), so the op goes to the
-    CPU: -fa auto then turns flash attention off and a quantized V cache stops start-up
-    (src/llama-context.cpp), and -fa on runs attention on the CPU, which is not priced here."""
-    if not engine.startswith("llama.cpp") or cache.read_by_flash_attention_of(engine):
+def flash_attention_kv_problem(cache: KVDtype, engine: str, build: int | None = None) -> str:
+    """Why llama.cpp build ``build`` (None: the newest modelled) runs no flash attention on
+    this cache on this backend, or "" (formats.json's ``flash_attention_engines`` and
+    ``flash_attention_missing_builds``). CUDA's kernels read f16, q4_0 and q8_0 K/V pairs
+    unless built with GGML_CUDA_FA_ALL_QUANTS (off by default; iq4_nl in no build), Vulkan's
+    no iq4_nl in b9106-b10164, so the op goes to the CPU: -fa auto then turns flash attention
+    off and a quantized V cache stops start-up (src/llama-context.cpp), and -fa on runs
+    attention on the CPU, which is not priced here."""
+    if not engine.startswith("llama.cpp") or cache.read_by_flash_attention_of(engine, build):
         return ""
     read = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine)
-                     and k not in LLAMACPP_PLAIN_KV and d.read_by_flash_attention_of(engine))
+                     and k not in LLAMACPP_PLAIN_KV and d.read_by_flash_attention_of(engine, build))
+    span = cache.flash_attention_missing_span(engine, build)
+    if span is not None:  # a kernel the newest build has, missing from this one's
+        first, last = span
+        return (f"llama.cpp b{build}'s {engine} has no flash-attention kernel for {cache.id} "
+                f"caches (builds b{first}-b{last} leave it out; b{last + 1} puts it back), so "
+                "-fa auto turns flash attention off and llama-server stops at start-up "
+                "('quantized V cache was requested, but this requires Flash Attention'), and "
+                "-fa on runs attention on the CPU, which ridgeline does not price; give "
+                f"--kv-dtype {read.split(', ')[0]} or a build from b{last + 1}")
     if engine not in LLAMACPP_CUDA_FILE:
         return (f"{engine} has no flash-attention kernel for {cache.id} caches, which llama.cpp "
                 f"needs for a quantized V cache; its flash attention reads {read}: give "

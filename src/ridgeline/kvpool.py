@@ -98,6 +98,11 @@ class KVPool:
     # backend, taken from what the fraction leaves (``transfer_after_fraction``)
     transfer_buffer_bytes: float = 0.0
     transfer_after_fraction: bool = False
+    # llama.cpp under --fit, where it moved weights to the host: the memory it leaves free on
+    # the device (--fit-target, default 1024 MiB), taken before the cache like a buffer, so
+    # the cells the pool holds are those a run at this placement allocates without --fit
+    # moving another layer (llamacpp_fit.fit_pool)
+    fit_free_bytes: float = 0.0
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -121,7 +126,8 @@ class KVPool:
             state_request_bytes=self.state_request_bytes * n,
             drafter_weight_bytes=self.drafter_weight_bytes * n, lora_bytes=self.lora_bytes * n,
             redundant_expert_bytes=self.redundant_expert_bytes * n,
-            transfer_buffer_bytes=self.transfer_buffer_bytes * n, runtime_devices=n)
+            transfer_buffer_bytes=self.transfer_buffer_bytes * n,
+            fit_free_bytes=self.fit_free_bytes * n, runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:
@@ -152,7 +158,8 @@ class KVPool:
         budget = self.reserved_bytes
         before = 0.0 if self.transfer_after_fraction else self.transfer_buffer_bytes
         return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
-            - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before
+            - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before \
+            - self.fit_free_bytes
 
     @property
     def fraction_left_bytes(self) -> float:

@@ -20,6 +20,11 @@ The fit also tries to keep a third or two thirds of one more layer's experts on 
 "partial layer"); ridgeline leaves that layer's experts on the host, so the placement is at
 most one layer's experts more pessimistic than llama.cpp's.
 
+Where it moved weights, a run at that placement leaves the margin free, not cached: a longer
+-c there makes --fit move another layer (common/fit.cpp: each device's target is its free
+memory less the margin, and a layer stays only while the projected use is within it), so
+`fit` sizes that run's pool with the margin as a buffer of its own (``fit_pool``).
+
 Over several GPUs the fit also writes -ts, filling the devices back to front with whole layers
 (src/llama.cpp, llama_params_fit_impl, step 3; it refuses a -ts the user set). ridgeline
 prices the -ngl it finds under the default split's per-GPU counts
@@ -40,6 +45,7 @@ from ridgeline.units import MIB
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
+    from ridgeline.kvpool import KVPool
     from ridgeline.memory import EngineSettings
     from ridgeline.offload import HostOffload
 
@@ -103,16 +109,37 @@ def default_fit_target_bytes() -> float:
     return float(fit_constants()["target_mib"]) * MIB
 
 
+def fit_pool(dep: Deployment, settings: EngineSettings,
+             margin_bytes: float | None = None) -> KVPool:
+    """llama.cpp's pool on each GPU with ``margin_bytes`` (--fit-target; None: its default
+    1024 MiB) left free, as --fit judges a placement: the memory the card reports, less the
+    margin as a buffer of its own (KVPool.fit_free_bytes), the compute buffer sized at the
+    cells the rest holds. llama-3.1-8b on an rtx-4090 at -ngl 16 with --fit-target 16000:
+    15.62 GiB left free, and room for at least the 4,096 cells --fit placed for, one cell
+    past it being what moves another layer."""
+    from ridgeline.memory import kv_pool
+
+    margin = default_fit_target_bytes() if margin_bytes is None else margin_bytes
+    total = device_memory_bytes(dep.accelerator)
+    pool = kv_pool(dep, settings, total_bytes=total - margin)
+    return replace(pool, total_bytes=total, fit_free_bytes=margin)
+
+
+def placed_by_fit(dep: Deployment) -> bool:
+    """Whether llama.cpp's --fit placed ``dep`` (moved weights to the host for its -c): its
+    pool then leaves --fit-target free (``fit_pool``), since a longer -c or more slots make
+    --fit move another layer rather than fill the margin."""
+    return dep.offload is not None and dep.offload.chosen_by_fit
+
+
 def holds(dep: Deployment, settings: EngineSettings, context: int, sequences: int,
           margin_bytes: float) -> bool:
     """Whether ``sequences`` conversations of ``context`` cells fit with ``margin_bytes`` free."""
     from ridgeline.capacity import conversations
-    from ridgeline.memory import kv_pool
 
-    total = device_memory_bytes(dep.accelerator) - margin_bytes
-    if total <= 0:
+    if device_memory_bytes(dep.accelerator) - margin_bytes <= 0:
         return False
-    pool = kv_pool(dep, replace(settings, max_model_len=context), total_bytes=total)
+    pool = fit_pool(dep, replace(settings, max_model_len=context), margin_bytes)
     return pool.rest_bytes >= 0 and conversations(pool, dep, context) >= sequences
 
 

@@ -28,6 +28,7 @@ from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_bytes, vllm_draft_settings, with_mtp_cache
+from ridgeline.engine_platforms import flash_attention_kv_problem
 from ridgeline.engine_spec import EngineSpec
 from ridgeline.engine_versions import (
     check_version_kind,
@@ -226,7 +227,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          "trtllm or llama.cpp-…)")
     if s.engine_version is not None:
         check_version_kind(engine, s.engine_version)
-        problem = tensor_split_build_problem(dep, llamacpp_build(s.engine_version))
+        build = llamacpp_build(s.engine_version) if engine.startswith("llama.cpp") else None
+        problem = tensor_split_build_problem(dep, build) \
+            or flash_attention_kv_problem(dep.kv, engine, build)
         if problem:
             raise InputError(problem)
         problem = expert_parallel_problem(engine, s.engine_version) \

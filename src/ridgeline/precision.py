@@ -56,14 +56,28 @@ class KVDtype:
     engines: tuple[str, ...] = ()  # the engines that cache in it (a prefix: "llama.cpp"); (): all
     # the engines whose flash attention reads it (llama.cpp-metal, …); (): every one caching it
     flash_attention_engines: tuple[str, ...] = ()
+    # (engine, first build, last build): llama.cpp builds of one of those engines that lack
+    # the kernel all the same (Vulkan's iq4_nl, b9106-b10164)
+    flash_attention_missing_builds: tuple[tuple[str, int, int], ...] = ()
 
     def cached_by(self, engine: str) -> bool:
         return not self.engines or any(engine.startswith(e) for e in self.engines)
 
-    def read_by_flash_attention_of(self, engine: str) -> bool:
-        """Whether ``engine``'s flash-attention kernels read this cache (llama.cpp's CUDA
-        build has them for q4_0 and q8_0, not q5_1: ggml-cuda/fattn.cu)."""
+    def read_by_flash_attention_of(self, engine: str, build: int | None = None) -> bool:
+        """Whether ``engine``'s flash-attention kernels read this cache at llama.cpp build
+        ``build`` (None: the newest modelled): llama.cpp's CUDA build has them for q4_0 and
+        q8_0, not q5_1 (ggml-cuda/fattn.cu); Vulkan's for iq4_nl except in b9106-b10164."""
+        if self.flash_attention_missing_span(engine, build) is not None:
+            return False
         return not self.flash_attention_engines or engine in self.flash_attention_engines
+
+    def flash_attention_missing_span(self, engine: str, build: int | None) -> tuple[int, int] | None:
+        """The span of builds (first, last) of ``engine`` that ``build`` falls in and whose
+        flash attention reads no such cache, or None."""
+        for e, first, last in self.flash_attention_missing_builds:
+            if e == engine and build is not None and first <= build <= last:
+                return first, last
+        return None
 
 
 @lru_cache(maxsize=1)
@@ -83,7 +97,9 @@ def kv_dtypes() -> dict[str, KVDtype]:
     return {
         row["id"]: KVDtype(row["id"], float(row["bytes_per_element"]), row["source"],
                            tuple(row.get("engines", ())),
-                           tuple(row.get("flash_attention_engines", ())))
+                           tuple(row.get("flash_attention_engines", ())),
+                           tuple((engine, int(first), int(last)) for engine, (first, last)
+                                 in row.get("flash_attention_missing_builds", {}).items()))
         for row in load_data("formats.json")["kv"]
     }
 

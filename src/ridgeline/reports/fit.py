@@ -25,6 +25,7 @@ from ridgeline.capacity import (
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
+from ridgeline.llamacpp_fit import fit_pool, placed_by_fit
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.offload import HostOffload
 from ridgeline.reports.fit_cautions import fit_cautions
@@ -273,7 +274,9 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     are placed by again."""
     s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
                          target)
-    pool = kv_pool(dep, s)
+    # where --fit moved weights to the host, the pool leaves its --fit-target free: a longer
+    # -c there moves another layer, so the cells past it are no run's
+    pool = fit_pool(dep, s, fit_margin_bytes) if placed_by_fit(dep) else kv_pool(dep, s)
     per_seq = conversation_bytes(pool, dep, context)
     n = held_conversations(pool, dep, context)
     acc = dep.accelerator

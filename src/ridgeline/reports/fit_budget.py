@@ -11,7 +11,7 @@ from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit_state import fixed_state_size, state_per_request_bytes, state_pool_note
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
-from ridgeline.units import GIB, plural
+from ridgeline.units import GIB, MIB, plural
 
 TRANSFER_ROW = "KV transfer buffer (cache_transceiver_config)"
 
@@ -36,6 +36,8 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                  ["− GPU runtime context", gib(p.non_torch_bytes)],
                  [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
                   gib(p.activation_bytes)]]
+        if p.fit_free_bytes:  # --fit moved weights to keep it free: no cell of the cache
+            rows.append([f"− left free by --fit ({fit_target_words(p)})", gib(p.fit_free_bytes)])
     elif p.engine == "sglang":  # its activations and graphs live in what it holds back
         rows += [[f"reserved (x {p.reserved_fraction:g}; activations, {graphs} in the rest)",
                   gib(p.reserved_bytes)],
@@ -111,6 +113,11 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
     rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} {per}"])
     return rows
+
+
+def fit_target_words(p: KVPool) -> str:
+    """The margin llama.cpp's --fit left free, as its flag: '--fit-target 16,000 MiB'."""
+    return f"--fit-target {p.fit_free_bytes / MIB:,.0f} MiB"
 
 
 def weights_label(p: KVPool, s: EngineSettings, gib: Callable[[float], str]) -> str:

@@ -12,6 +12,7 @@ from ridgeline.layouts import DENSE, MOE
 from ridgeline.llamacpp_memory import buffer_terms
 from ridgeline.llamacpp_pool import llamacpp_outputs, window_mask_cells
 from ridgeline.memory import EngineSettings, KVPool, device_memory_note
+from ridgeline.reports.fit_budget import fit_target_words
 from ridgeline.reports.fit_weights import weights_note
 from ridgeline.units import GIB
 
@@ -114,6 +115,12 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
                   scores_q,
                   q("mask", cells * mask_per_cell / GIB, "GiB", mask_note)]
     formula = "total − weights − runtime context − compute buffer"
+    margin = [q("left free by --fit", p.fit_free_bytes / GIB, "GiB",
+                f"{fit_target_words(p)}: --fit moved weights to the host to keep it free, "
+                "so a longer -c there moves another layer rather than fill it "
+                "(common/fit.cpp)")] if p.fit_free_bytes else []
+    if margin:
+        formula += " − left free by --fit"
     # what is left is negative where the weights, the runtime and the buffer already overflow
     # the card: the cache then gets nothing (KVPool.fraction_left_bytes), and fit does not fit
     left = p.rest_bytes
@@ -132,7 +139,7 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
           "HIP (ROCm) context, libraries" if dep.engine == "llama.cpp-rocm"
           else "Vulkan context, libraries" if dep.accelerator.vendor == "amd"
           else "CUDA/Metal context, libraries"),
-        *buffer,
+        *buffer, *margin,
         q("cells", cells, "", "the most whose KV and compute buffer share what is left"
           + ("" if device is None else " on the GPU that binds: -c is one number for every "
              "GPU of the split")),

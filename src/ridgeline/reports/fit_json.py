@@ -78,7 +78,11 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                           "seat_buffers": p.seat_buffer_bytes,
                           "lora_adapters": p.lora_bytes,  # the LoRA slots (vLLM, SGLang)
                           # TRT-LLM cache_transceiver_config's send and receive buffers
-                          "kv_transfer_buffer": p.transfer_buffer_bytes},
+                          "kv_transfer_buffer": p.transfer_buffer_bytes,
+                          # llama.cpp's --fit, where it moved weights: the --fit-target it
+                          # leaves free, taken before the cache (absent elsewhere)
+                          **({"left_free_by_fit": p.fit_free_bytes} if p.fit_free_bytes
+                             else {})},
         "lora": None if r.settings.lora is None else {
             # one set of keys for both engines (SGLang: --max-loras-per-batch as max_loras)
             "max_loras": r.settings.lora.slots, "max_lora_rank": r.settings.lora.rank,
