@@ -461,9 +461,10 @@ def test_llama_cpp_cache_step_that_fits_lists_no_overflow(
     kv = steps["KV cache per GPU"]
     k = ins(kv)
     assert "what is left" not in k and not kv["formula"].startswith("max(")
+    assert k["left free by --fit"] == pytest.approx(1.0)  # the default --fit-target, 1,024 MiB
     assert res(kv) == pytest.approx(
-        k["total"] - k["weights per GPU"] - k["runtime context"] - k["compute buffer"]) \
-        == pytest.approx(data["pool_bytes_per_gpu"] / GIB)
+        k["total"] - k["weights per GPU"] - k["runtime context"] - k["compute buffer"]
+        - k["left free by --fit"]) == pytest.approx(data["pool_bytes_per_gpu"] / GIB)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

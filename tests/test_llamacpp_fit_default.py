@@ -1,7 +1,7 @@
 """llama.cpp's placement with no -ngl follows the build: from b7437 llama-server starts with
 --fit on and -ngl auto (PR #16653), so a model too big for the card is placed as -ngl auto
 places it; an older build keeps every layer on the GPU. A model that fits is answered as
-before, whatever the build."""
+before, whatever the build, less the margin --fit keeps free."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 import pytest
 
 from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default, fit_on_for
+from ridgeline.units import MIB
 from tests.conftest import run_cli
 
 BIG = ("llama-3.1-70b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda")
@@ -100,13 +101,37 @@ def test_the_printed_command_is_the_one_placed(capsys: pytest.CaptureFixture[str
 ])
 def test_a_model_that_fits_is_answered_as_with_every_layer_on_the_gpu(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
-    """The answer is the whole model's; only a lever that asks for more slots may differ,
-    naming the weights --fit would move for them (a run with every layer pinned moves none)."""
-    code, default, _ = run_cli(capsys, *argv)
+    """The answer is the whole model's, less the margin --fit keeps free (`fit` prices it:
+    --fit-target 0 keeps none); only a lever that asks for more slots may differ, naming the
+    weights --fit would move for them (a run with every layer pinned moves none)."""
+    margin = ("--fit-target", "0") if argv[0] == "fit" else ()
+    code, default, _ = run_cli(capsys, *argv, *margin)
     assert code == 0
     code, every_layer, _ = run_cli(capsys, *argv, "-ngl", "all")
     assert code == 0
     assert re.sub(r"; --fit keeps [\d.,]+ GiB of weights on the host", "", default) == every_layer
+
+
+@pytest.mark.parametrize("flags", [("--max-model-len", "8192"), ("--target-concurrency", "4")])
+def test_a_model_that_fits_keeps_the_fit_target_free(
+        capsys: pytest.CaptureFixture[str], flags: tuple[str, ...]) -> None:
+    """Under --fit a whole model's pool leaves the margin free: a longer -c or more slots make
+    --fit move weights to the host rather than fill it (common/fit.cpp), so `fit` had offered
+    9 conversations of 8K on an RTX 4090 where its own 9-slot lever moved 1.79 GiB of weights.
+    The cache is the every-layer run's less the margin, to within the compute buffer's cells."""
+    argv = ("fit", *SMALL, *flags, "--json")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    default = json.loads(out)
+    code, out, _ = run_cli(capsys, *argv, "-ngl", "all")
+    assert code == 0
+    every_layer = json.loads(out)
+    margin = default["taken_bytes_per_gpu"]["left_free_by_fit"]
+    assert margin == 1024 * MIB and "left_free_by_fit" not in every_layer["taken_bytes_per_gpu"]
+    assert default["pool_bytes_per_gpu"] == pytest.approx(
+        every_layer["pool_bytes_per_gpu"] - margin, rel=0.01)
+    assert default["llama_server_c"] <= default["tokens"] < every_layer["tokens"]
+    assert default["conversations"] <= every_layer["conversations"]
 
 
 def test_a_step_needs_the_hosts_bandwidth_before_the_default_fit_is_priced(

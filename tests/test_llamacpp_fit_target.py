@@ -113,12 +113,13 @@ def test_the_half_context_lever_is_the_run_fit_prints_at_that_context(
 
 def test_a_placement_not_chosen_by_fit_keeps_the_whole_card(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """-ngl N (no --fit) and a model --fit leaves whole allocate no margin: their JSON names
-    none, and the pool is the card less weights, runtime and buffer."""
-    for flags in (["-ngl", "20", "--host-bandwidth-gbs", "80"], []):
-        d = fit_json(capsys, "--max-model-len", "8192", *flags)
-        assert "left_free_by_fit" not in d["taken_bytes_per_gpu"]
-        assert d["memory_bytes_per_gpu"] == device_memory_bytes(resolve_accelerator("rtx-4090"))
+    """-ngl N stops --fit, so no margin is kept: its JSON names none, and the pool is the card
+    less weights, runtime and buffer; a model --fit leaves whole keeps the margin free."""
+    d = fit_json(capsys, "--max-model-len", "8192", "-ngl", "20", "--host-bandwidth-gbs", "80")
+    assert "left_free_by_fit" not in d["taken_bytes_per_gpu"]
+    assert d["memory_bytes_per_gpu"] == device_memory_bytes(resolve_accelerator("rtx-4090"))
+    d = fit_json(capsys, "--max-model-len", "8192")
+    assert d["offload"] is None and d["taken_bytes_per_gpu"]["left_free_by_fit"] == 1024 * MIB
 
 
 def test_fit_pool_is_the_pool_of_the_card_less_the_margin() -> None:

@@ -118,7 +118,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         return replace(fit_report(dep, context, settings, None, **fit_host(args, dep)),
                        searched=context_story(dep, context))
     if args.max_model_len is None:
-        return longest_context(dep, settings, args.target_concurrency)
+        return longest_context(dep, settings, args.target_concurrency, **fit_host(args, dep))
     no_fit_ctx(args)
     settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
     dep = launch_fitted(args, dep, settings, args.target_concurrency, check_host=False,

@@ -98,10 +98,10 @@ class KVPool:
     # backend, taken from what the fraction leaves (``transfer_after_fraction``)
     transfer_buffer_bytes: float = 0.0
     transfer_after_fraction: bool = False
-    # llama.cpp under --fit, where it moved weights to the host: the memory it leaves free on
-    # the device (--fit-target, default 1024 MiB), taken before the cache like a buffer, so
-    # the cells the pool holds are those a run at this placement allocates without --fit
-    # moving another layer (llamacpp_fit.fit_pool)
+    # llama.cpp under --fit: the memory it leaves free on the device (--fit-target, default
+    # 1024 MiB), taken before the cache like a buffer, so the cells the pool holds are those a
+    # run at this placement allocates without --fit moving a layer (another one) to the host
+    # (llamacpp_fit.fit_pool)
     fit_free_bytes: float = 0.0
 
     def across_devices(self, n: int) -> KVPool:

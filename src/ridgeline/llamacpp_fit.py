@@ -20,10 +20,11 @@ The fit also tries to keep a third or two thirds of one more layer's experts on 
 "partial layer"); ridgeline leaves that layer's experts on the host, so the placement is at
 most one layer's experts more pessimistic than llama.cpp's.
 
-Where it moved weights, a run at that placement leaves the margin free, not cached: a longer
--c there makes --fit move another layer (common/fit.cpp: each device's target is its free
-memory less the margin, and a layer stays only while the projected use is within it), so
-`fit` sizes that run's pool with the margin as a buffer of its own (``fit_pool``).
+A run under --fit leaves the margin free, not cached, whether or not --fit moved weights: a
+longer -c or more slots there make --fit move a layer (another one) to the host
+(common/fit.cpp: each device's target is its free memory less the margin, and a layer stays
+only while the projected use is within it), so `fit` sizes that run's pool with the margin as
+a buffer of its own (``fit_pool``).
 
 Over several GPUs the fit also writes -ts, filling the devices back to front with whole layers
 (src/llama.cpp, llama_params_fit_impl, step 3; it refuses a -ts the user set). ridgeline
@@ -123,6 +124,19 @@ def fit_pool(dep: Deployment, settings: EngineSettings,
     total = device_memory_bytes(dep.accelerator)
     pool = kv_pool(dep, settings, total_bytes=total - margin)
     return replace(pool, total_bytes=total, fit_free_bytes=margin)
+
+
+def run_pool(dep: Deployment, settings: EngineSettings, fit_on: bool,
+             margin_bytes: float | None = None) -> KVPool:
+    """The pool a run of ``dep`` allocates: under --fit (``fit_on``, or a placement --fit
+    chose) the card less its margin (``fit_pool``), whether or not --fit moved weights, since
+    more cells there make --fit move a layer rather than fill the margin; else the whole card
+    (-ngl given: --fit stops, and no margin is kept)."""
+    from ridgeline.memory import kv_pool
+
+    if fit_on or placed_by_fit(dep):
+        return fit_pool(dep, settings, margin_bytes)
+    return kv_pool(dep, settings)
 
 
 def placed_by_fit(dep: Deployment) -> bool:

@@ -25,8 +25,8 @@ from ridgeline.capacity import (
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.llamacpp_fit import fit_pool, placed_by_fit
-from ridgeline.memory import EngineSettings, KVPool, kv_pool
+from ridgeline.llamacpp_fit import run_pool
+from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.offload import HostOffload
 from ridgeline.reports.fit_cautions import fit_cautions
 from ridgeline.reports.fit_json import fit_dict
@@ -232,22 +232,28 @@ class FitReport:
 SHORTEST_CONTEXT = 1024  # where a failed search reports: a short conversation
 
 
-def longest_context(dep: Deployment, settings: EngineSettings, target: int) -> FitReport:
+def longest_context(dep: Deployment, settings: EngineSettings, target: int,
+                    fit_host: HostOffload | None = None,
+                    fit_margin_bytes: float | None = None) -> FitReport:
     """The fit at the longest context at which ``target`` conversations still fit at once
     (bisection: the pool shrinks, or stays, as conversations grow), up to the model's
     max_position_embeddings; where none does, the fit at a short conversation says by how
-    much it falls short."""
+    much it falls short. Under llama.cpp's --fit (``fit_host``) the search keeps every layer
+    on the GPU and its margin free, as a run at the context found is not moved."""
     limit = served_context(dep)[0] or 1 << 20
 
+    def report_at(context: int) -> FitReport:
+        return fit_report(dep, context, settings, target, fit_host, fit_margin_bytes)
+
     def holds(context: int) -> bool:
-        return fit_report(dep, context, settings, target).conversations >= target
+        return report_at(context).conversations >= target
 
     if not holds(1):
-        short = fit_report(dep, min(SHORTEST_CONTEXT, limit), settings, target)
+        short = report_at(min(SHORTEST_CONTEXT, limit))
         return replace(short, searched=f"no context holds {target:,} conversations at once; "
                        f"at {short.context:,} tokens:")
     low = longest_holding(holds, 1, limit)
-    report = fit_report(dep, low, settings, target)
+    report = report_at(low)
     cap = "" if low != limit else " (the model's limit)" if served_context(dep)[0] \
         else " (as far as the search goes: the config states no context length)"
     return replace(report, searched=f"longest context at which {target:,} "
@@ -274,9 +280,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     are placed by again."""
     s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
                          target)
-    # where --fit moved weights to the host, the pool leaves its --fit-target free: a longer
-    # -c there moves another layer, so the cells past it are no run's
-    pool = fit_pool(dep, s, fit_margin_bytes) if placed_by_fit(dep) else kv_pool(dep, s)
+    pool = run_pool(dep, s, fit_host is not None, fit_margin_bytes)
     per_seq = conversation_bytes(pool, dep, context)
     n = held_conversations(pool, dep, context)
     acc = dep.accelerator

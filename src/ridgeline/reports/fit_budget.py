@@ -36,7 +36,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                  ["− GPU runtime context", gib(p.non_torch_bytes)],
                  [f"− compute buffer (n_ubatch {p.profile_tokens:,}; {attention})",
                   gib(p.activation_bytes)]]
-        if p.fit_free_bytes:  # --fit moved weights to keep it free: no cell of the cache
+        if p.fit_free_bytes:  # --fit keeps it free, moving weights rather than fill it
             rows.append([f"− left free by --fit ({fit_target_words(p)})", gib(p.fit_free_bytes)])
     elif p.engine == "sglang":  # its activations and graphs live in what it holds back
         rows += [[f"reserved (x {p.reserved_fraction:g}; activations, {graphs} in the rest)",

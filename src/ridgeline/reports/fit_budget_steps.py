@@ -116,9 +116,10 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
                   q("mask", cells * mask_per_cell / GIB, "GiB", mask_note)]
     formula = "total − weights − runtime context − compute buffer"
     margin = [q("left free by --fit", p.fit_free_bytes / GIB, "GiB",
-                f"{fit_target_words(p)}: --fit moved weights to the host to keep it free, "
-                "so a longer -c there moves another layer rather than fill it "
-                "(common/fit.cpp)")] if p.fit_free_bytes else []
+                f"{fit_target_words(p)}: --fit keeps it free, so a longer -c or more slots "
+                "make it move (more) weights to the host rather than fill it (common/fit.cpp: "
+                "each device's target is its free memory less the margin)")] \
+        if p.fit_free_bytes else []
     if margin:
         formula += " − left free by --fit"
     # what is left is negative where the weights, the runtime and the buffer already overflow

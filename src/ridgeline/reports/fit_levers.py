@@ -26,6 +26,7 @@ from ridgeline.engine_platforms import (
 from ridgeline.engine_versions import llamacpp_build
 from ridgeline.errors import InputError
 from ridgeline.hardware import engine_devices
+from ridgeline.llamacpp_fit import run_pool
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.lora_slots import engine_lora_problem
 from ridgeline.memory import EngineSettings, kv_pool
@@ -216,7 +217,8 @@ def levers(r: FitReport) -> list[Lever]:
                                                              settings.engine_version):
             continue  # a lever's layout whose LoRA slots are not sized (SGLang's tables at TP2)
         try:
-            pool = kv_pool(dep, replace(settings, max_model_len=context))
+            pool = run_pool(dep, replace(settings, max_model_len=context),
+                            r.fit_host is not None, r.fit_margin_bytes)
         except InputError:  # -dcp the release refuses (with an fp8 MLA cache before 0.25),
             # or more data-parallel ranks than SGLang's server-wide --max-running-requests or
             # --max-mamba-cache-size has requests for (rank_settings): no way out, and no
@@ -456,8 +458,9 @@ def gpus_needed(r: FitReport) -> str:
             break
         more = replace(d, tensor_parallel_size=tp, pipeline_parallel_size=pp)
         try:
-            pool = kv_pool(more, replace(_draft_tp_follows(d, more, r.settings),
-                                         max_model_len=r.context))
+            pool = run_pool(more, replace(_draft_tp_follows(d, more, r.settings),
+                                          max_model_len=r.context),
+                            r.fit_host is not None, r.fit_margin_bytes)
             held = held_conversations(pool, more, r.context)
         except InputError:  # a split the engine or the model refuses
             continue

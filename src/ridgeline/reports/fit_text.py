@@ -53,7 +53,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
     held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} blocks of " \
         f"{p.block_size}"
     if is_llamacpp(p):
-        past = "; past it --fit moves more weights to the host" if p.fit_free_bytes else ""
+        more = "more " if d.offload is not None else ""
+        past = f"; past it --fit moves {more}weights to the host" if p.fit_free_bytes else ""
         held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,}{past})"
         if p.slot_cache_bytes:
             held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
