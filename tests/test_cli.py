@@ -355,7 +355,7 @@ BAD = [
     (["kv", "llama-3.1-8b", "--memory-gib", "10", "--context", "4096", "--num-gpus", "2"],
      "--memory-gib is the whole budget"),
     (["measure", "-o", "rows.csv", "--gpu-id", "Bad ID!!", "--device", "cpu"],
-     "gpu id 'Bad ID!!': use letters, digits"),
+     "--gpu-id 'Bad ID!!': use letters, digits"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "-1"], "batch must be positive, got '-1'"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "9" * 5000], "(5,002 chars)"),
     (["decode", "llama-3.1-8b", "--gpu", "a100", "--engine", "trtllm", "--kv-dtype", "fp8"],
@@ -1213,7 +1213,7 @@ def test_user_files_are_read_with_a_bound_and_their_lines_named(
     record = json.loads(run(capsys, "hardware", "h200", "--json")[1])
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     first.write_text(json.dumps({**record, "id": "lab-card"}))
-    second.write_text(json.dumps({**record, "id": "Lab Card"}))
+    second.write_text(json.dumps({**record, "id": "LAB-card"}))
     rtx = tmp_path / "rtx.json"
     rtx.write_text(json.dumps({**record, "id": "rtx-6000"}))
     for argv, said in (
@@ -1221,7 +1221,7 @@ def test_user_files_are_read_with_a_bound_and_their_lines_named(
             (["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace)],
              "line 3: arrival time must be seconds from 0 to 1e+11"),
             (["validate", str(MEASUREMENTS), "--gpu-file", str(first), "--gpu-file",
-              str(second)], "both hold the id 'Lab Card'"),
+              str(second)], "both hold the id 'LAB-card'"),
             (["validate", str(MEASUREMENTS), "--gpu-file", str(rtx)],
              "is the catalog's rtx-6000-ada")):
         code, _, err = run(capsys, *argv)

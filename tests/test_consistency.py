@@ -464,3 +464,19 @@ def test_explain_counts_the_cards_behind_its_peak_as_behind_its_bandwidth(
                          for i in peaks)
     assert {i["name"] for i in inputs} == {"bandwidth", "peak bf16"}
     assert all(i["source"].startswith("4 x h100-sxm") for i in inputs), inputs
+
+
+def test_simulate_runs_a_llama_cpp_layer_split_as_one_batch_as_decode_times_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's layer split passes the whole batch from GPU to GPU (stages.micro_batches
+    is 1): Mixtral-8x7B on 8 RTX 4090s with its 4 slots full decodes a batch of 4, at
+    decode's expected step (85.8 ms), not as 8 pipeline lanes each running one sequence at
+    batch 1's step (36.1 ms) — which read the TPOT 2.4x too fast, under the floor."""
+    flags = ["mixtral-8x7b", "--gpu", "rtx-4090", "--num-gpus", "8", "--engine", "llama.cpp"]
+    sim = run_json(capsys, "simulate", *flags, "--concurrency", "4", "--input-len", "256",
+                   "--output-len", "64", "--num-requests", "8", "--max-model-len", "2048")
+    assert sim["running_batch"]["max"] == 4
+    four = run_json(capsys, "decode", *flags, "--batch", "4", "--context", "288")["points"][0]
+    one = run_json(capsys, "decode", *flags, "--batch", "1", "--context", "288")["points"][0]
+    assert sim["tpot_s"]["mean"] == pytest.approx(four["expected"]["time_s"], rel=0.02)
+    assert sim["tpot_s"]["mean"] > four["step_time_s"] > one["expected"]["time_s"]

@@ -286,8 +286,8 @@ def test_a_grid_the_device_cannot_hold_is_refused_before_it_allocates(
     for argv, message in (
             (["--contexts", "1000000000000", "--skip-probes"], "nothing in the grid fits"),
             (["--device", "gpu0"], "unknown device 'gpu0'"),
-            (["--gpu-id", ""], "gpu id is empty"),
-            (["--gpu-id", "H200"], "--gpu-id H200 is the catalog's h200-sxm"),
+            (["--gpu-id", ""], "--gpu-id is empty"),
+            (["--gpu-id", "H200"], "--gpu-id 'H200' is the catalog's h200-sxm"),
             (["--rated-gpu", "h2000"], "unknown accelerator")):
         refused(["measure", "--model", config, *argv, "-o", str(rows)], message, capsys)
     from ridgeline.config_reader import spec_from_hf_config

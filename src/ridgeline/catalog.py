@@ -143,6 +143,21 @@ def hub_id(name: str) -> str | None:
     return None
 
 
+def catalog_model_id(name: str) -> str | None:
+    """The catalog entry ``name`` resolves to as resolve_model resolves it (an alias, a Hugging
+    Face id or a variant's: 'meta-llama/Llama-3.1-8B-Instruct' -> 'llama-3.1-8b'), or None
+    for a file, a folder or a name the catalog does not know (nothing is read)."""
+    if not name or not name.strip():
+        return None
+    path = Path(name).expanduser()
+    if name.strip().lower().endswith((".gguf", ".json")) or _on_disk(path) or _special(path):
+        return None
+    try:
+        return resolve_name(name, _model_names(), "model")
+    except InputError:
+        return None
+
+
 def model_entry(model_id: str) -> ModelEntry:
     for entry in model_entries():
         if entry.id == model_id:

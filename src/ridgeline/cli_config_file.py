@@ -111,11 +111,11 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
     if line_model is not None:  # vllm serve's positional model overrides the file's
         # (ServeSubcommand.cmd: model = model_tag), as a --model after the file's does, and
         # SGLang's --model-path the file's model-path (the command line's flags come last)
-        for key in _model_keys(settings):  # said where they differ
+        for key in _model_keys(settings):  # said where they name different models
             ignored = settings.pop(key)
             if isinstance(ignored, list) and len(ignored) == 1:
                 ignored = ignored[0]  # the one value a list of one gives the flag
-            if ignored is not None and str(ignored) != line_model:
+            if ignored is not None and not _same_model(str(ignored), line_model):
                 cautions.append(f"{name} gives {key} {ignored}, which the command line's "
                                 f"{line_model} overrides, as the engine's does: pricing "
                                 f"{line_model}, not {ignored}")
@@ -126,6 +126,28 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
     found = (_launch_flag(key, value, name, options) for key, value in settings.items())
     given = {tokens[0]: label for _, tokens, label in filter(None, found)}
     return rest[:head] + vllm_tokens(settings, options) + rest[head:], given, cautions  # cli wins
+
+
+def _same_model(file_model: str, line_model: str) -> bool:
+    """Whether the file's model and the command line's are one: the same words, names of one
+    catalog entry (llama-3.1-70b, meta-llama/Llama-3.1-70B-Instruct: a variant, its config.json
+    the entry's but for token ids), or a base and its tune bundled as two entries with one
+    architecture (llama-3.1-8b, meta-llama/Llama-3.1-8B-Instruct). Two models that only share an
+    architecture (llama-3.1-70b and llama-3.3-70b, deepseek-v3 and deepseek-r1) stay two."""
+    from dataclasses import replace
+
+    from ridgeline.catalog import catalog_model, catalog_model_id, model_entry
+
+    if file_model == line_model:
+        return True
+    ids = catalog_model_id(file_model), catalog_model_id(line_model)
+    if None in ids:
+        return False
+    if ids[0] == ids[1]:
+        return True
+    hf = sorted(model_entry(str(i)).hf_id for i in ids)  # the base sorts before its tune
+    return hf[1].startswith(hf[0] + "-") and \
+        replace(catalog_model(str(ids[0])), name="") == replace(catalog_model(str(ids[1])), name="")
 
 
 def _model_keys(settings: dict[str, Any]) -> list[str]:

@@ -20,13 +20,15 @@ FEW_ROWS = 12
 def _register_gpu_files(args: argparse.Namespace) -> dict[str, str]:
     """Register each --gpu-file's record; its path by the record's id."""
     from ridgeline.catalog import normalise
-    from ridgeline.hardware import load_accelerator_file, register
+    from ridgeline.errors import shorten
+    from ridgeline.hardware import check_record_id, load_accelerator_file, register
 
     seen: dict[str, str] = {}
     records: dict[str, str] = {}
     for path in args.gpu_file or []:
         record = load_accelerator_file(path)
-        key = normalise(record.id)  # 'Lab Card' and 'lab-card' name one record
+        check_record_id(record.id, f"--gpu-file {shorten(path)}: record id")  # measure's rule
+        key = normalise(record.id)  # 'LAB-card' and 'lab-card' name one record
         if key in seen:
             raise InputError(f"--gpu-file {path} and {seen[key]} both hold the id "
                              f"{record.id!r}: rows naming it would take one of them")

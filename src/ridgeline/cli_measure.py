@@ -4,7 +4,6 @@ measurement rows (and a record of the device) that validate and calibrate read."
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -17,21 +16,11 @@ from ridgeline.cli_types import (
     _positive_float,
     _typed,
 )
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError
 from ridgeline.units import COUNT_EXAMPLES
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def _device_id(text: str) -> str:
-    """A measured device's id: one word a measurements row can name (h200-run1)."""
-    if not text.strip():
-        raise InputError("gpu id is empty")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
-        raise InputError(f"gpu id {shorten(text)!r}: use letters, digits, '-', '_' and '.' "
-                         "(at most 64), as an accelerator id is written (h200-run1)")
-    return text
 
 
 def _torch_device(text: str) -> str:
@@ -59,13 +48,10 @@ def cmd_measure(args: argparse.Namespace) -> Any:
 
     # what can be refused before minutes of measuring: the model, and whether it is built
     check_buildable(resolve_model(args.model, fetchable=False), args.fp8)
-    if args.gpu_id:
-        from ridgeline.hardware import catalog_id_named
+    if args.gpu_id is not None:  # the rule a --gpu-file record's id meets (check_record_id)
+        from ridgeline.hardware import check_record_id
 
-        taken = catalog_id_named(args.gpu_id)
-        if taken:
-            raise InputError(f"--gpu-id {args.gpu_id} is the catalog's {taken}: the measured "
-                             f"record needs an id of its own (e.g. my-{taken})")
+        check_record_id(args.gpu_id, "--gpu-id")
     if args.rated_gpu:
         from ridgeline.hardware import resolve_accelerator
 
@@ -157,7 +143,7 @@ def register(sub: Any) -> None:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
                    help="the model's weights, activations and cache (default float32 on a CPU, "
                    "bfloat16 on a GPU)")
-    p.add_argument("--gpu-id", type=_typed(_device_id),
+    p.add_argument("--gpu-id",
                    help="id for the measured device in the rows (letters, digits, - _ .)")
     p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
                    help="device memory to record (default: what CUDA or Metal reports, or "

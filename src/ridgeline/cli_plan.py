@@ -121,8 +121,9 @@ def register(sub: Any) -> None:
                       help="requests/s, with --input-len and --output-len (Poisson arrivals, "
                       "as vllm bench serve's --request-rate)")
     load.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
-                      help="a recorded load (CSV/JSONL as in simulate, Azure layout too): its "
-                      "rate and lengths, replayed round-robin across replicas")
+                      help="a recorded load (CSV/JSONL as in simulate, Azure layout too; dates "
+                      "without an offset are UTC): its rate and lengths, replayed round-robin "
+                      "across replicas; its arrivals must span at least 1 s")
     p.add_argument("--input-len", type=_not_empty("--input-len"),
                    help="prompt tokens, as in simulate (1000 by default here; "
                    "512, lognormal:median,sigma, …)")

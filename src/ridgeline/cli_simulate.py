@@ -527,7 +527,8 @@ def register(sub: Any) -> None:
                    help="the synthetic load's draw (default 0): the same seed, the same requests")
     w.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),
                    help="replay CSV/JSONL (arrival_s, prompt_tokens, output_tokens; or Azure's "
-                   "TIMESTAMP, ContextTokens, GeneratedTokens)")
+                   "TIMESTAMP, ContextTokens, GeneratedTokens); an arrival is seconds or an "
+                   "ISO date, UTC unless it gives an offset")
     w.add_argument("--percentile", type=_typed(_percentile),
                    metavar="P", help="also read the latencies at this percentile (in percent), "
                    "a request the engine rejected counting as a miss, as plan reads its checks")

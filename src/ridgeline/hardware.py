@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -324,14 +325,33 @@ def _names() -> dict[str, str]:
 _USER: dict[str, Accelerator] = {}
 
 
-def register(acc: Accelerator) -> None:
-    """Make a user's accelerator (``--gpu-file``, ``ridgeline measure``) resolvable by id; an
-    id the catalog already answers to would silently re-card every row that names it."""
-    taken = catalog_id_named(acc.id)
+# A user's accelerator id, as a measurements row names it: one word of letters, digits, '-',
+# '_' and '.', as the catalog writes its own (h200-sxm, rtx-6000-ada), at most 64 characters.
+RECORD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_record_id(ident: str, what: str = "accelerator record id") -> str:
+    """``ident`` if it may name a user's accelerator (``measure --gpu-id``, a ``--gpu-file``
+    record that rows name): one word (RECORD_ID) and none the catalog answers to, which would
+    silently re-card every row that names the catalog's card. ``what`` names it in the
+    one-line refusal ("--gpu-id")."""
+    if not ident.strip():
+        raise InputError(f"{what} is empty")
+    if not RECORD_ID.fullmatch(ident):
+        raise InputError(f"{what} {shorten(ident)!r}: use letters, digits, '-', '_' and '.' "
+                         "(at most 64, the first a letter or digit), as an accelerator id is "
+                         "written (h200-run1)")
+    taken = catalog_id_named(ident)
     if taken:
-        raise InputError(f"accelerator record id {acc.id!r} is the catalog's {taken}: rows "
-                         "naming it would take this record; give the record an id of its own")
-    _USER[normalise(acc.id)] = acc
+        raise InputError(f"{what} {ident!r} is the catalog's {taken}: rows naming it would "
+                         f"take this record; give it an id of its own (e.g. my-{taken})")
+    return ident
+
+
+def register(acc: Accelerator, what: str = "accelerator record id") -> None:
+    """Make a user's accelerator (``--gpu-file``, ``ridgeline measure``) resolvable by id,
+    once check_record_id has passed it (``what`` names the id in its refusal)."""
+    _USER[normalise(check_record_id(acc.id, what))] = acc
 
 
 def catalog_id_named(name: str) -> str | None:

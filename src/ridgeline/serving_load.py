@@ -32,6 +32,11 @@ MAX_TAIL_REQUESTS = 20_000
 # 400 requests, 69 ms over 4,000, where it serves 18 req/s).
 STEADY_SPANS = 10
 WARMUP_SPANS = 2
+# A trace's rate is its requests per second: one whose arrivals span less than a second holds
+# no second of them, a burst whose "rate" is its clock's resolution (3 requests stamped 1 ns
+# apart read as 1e9 req/s, planned at ten million GPUs). `simulate --trace` replays such a
+# burst as recorded (it needs no rate, and cautions the span); the plan refuses it.
+MIN_TRACE_SPAN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,11 +57,17 @@ class Load:
 
     @classmethod
     def from_trace(cls, path: str, seed: int = 0) -> Load:
-        """A recorded load: its mean rate and lengths for sizing, its requests for checking."""
+        """A recorded load: its mean rate and lengths for sizing, its requests for checking.
+        Its arrivals must span MIN_TRACE_SPAN_S or more: a shorter burst has no rate."""
         rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(path))
         span = rows[-1][0] - rows[0][0]
         if len(rows) < 2 or span <= 0:
             raise InputError(f"{path}: a trace needs at least two requests at different times")
+        if span < MIN_TRACE_SPAN_S:
+            raise InputError(f"{path}: {len(rows):,} requests arrive within {span:.3g} s, a "
+                             f"burst with no rate to plan for (a trace must span at least "
+                             f"{MIN_TRACE_SPAN_S:g} s); `ridgeline simulate --trace` replays it, "
+                             "or plan for --rate")
         rate = (len(rows) - 1) / span
         if rate < MIN_RATE:  # as --rate refuses it: the sizing would price a near-idle card
             raise InputError(f"{path}: {len(rows):,} requests over {span:,.0f} s are "

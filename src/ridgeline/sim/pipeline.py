@@ -52,6 +52,7 @@ from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import RUNNING, Request
 from ridgeline.sim.scheduler import Scheduled
 from ridgeline.sim.simulator import Simulator
+from ridgeline.stages import micro_batches
 
 
 def one_pool(engine: str, version: str | None = None) -> bool:
@@ -210,8 +211,11 @@ def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
     on its own count: fewer than the replica's). Data-parallel attention: its ranks, each
     with ``config``'s pool and seats, stepping together (sim/data_parallel.py). max_in_flight:
     an open loop capped at that many in flight (vllm bench serve's --max-concurrency beside a
-    --request-rate or a trace's times), refused over pipeline lanes."""
-    pp = dep.pipeline_parallel_size
+    --request-rate or a trace's times), refused over pipeline lanes. llama.cpp's layer split
+    (its stages: --num-gpus) runs no lanes: the whole batch passes from GPU to GPU
+    (stages.micro_batches), so 4 slots on 8 GPUs are one batch of 4, not 8 lanes of one
+    sequence each at batch 1's step time."""
+    pp = micro_batches(dep)
     if dep.data_parallel_size > 1:  # each rank its own pool, the ranks stepping together
         from ridgeline.sim.data_parallel import DataParallelSimulator
 

@@ -8,8 +8,9 @@ Length specs: ``512`` (fixed), ``uniform:128,1024``, ``normal:512,128``,
 Arrivals: ``poisson`` (exponential gaps), ``gamma`` (gaps of shape ``burstiness``, as
 ``vllm bench serve --burstiness``: below 1 burstier than Poisson, above 1 steadier; the gaps'
 coefficient of variation is 1/√burstiness), ``constant``.
-Traces: CSV or JSONL with arrival seconds, prompt tokens, output tokens; the Azure LLM
-inference trace layout (TIMESTAMP, ContextTokens, GeneratedTokens) is read as is.
+Traces: CSV or JSONL with arrival seconds (or ISO dates, UTC where they carry no offset),
+prompt tokens, output tokens; the Azure LLM inference trace layout (TIMESTAMP, ContextTokens,
+GeneratedTokens) is read as is.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ridgeline.errors import InputError, shorten
@@ -275,8 +276,9 @@ def read_trace(path: str) -> list[Request]:
     """Requests from a CSV or JSONL trace, arrival times relative to the first, numbered in
     arrival order (rows at one instant in the file's: an export's ids replay as they were).
 
-    Each row needs a finite arrival time ≥ 0 (seconds, or a date) and whole token counts from
-    1 to MAX_LENGTH_TOKENS; a row that has not is refused, naming its line.
+    Each row needs a finite arrival time ≥ 0 (seconds, or an ISO date: UTC unless it gives an
+    offset) and whole token counts from 1 to MAX_LENGTH_TOKENS; a row that has not is
+    refused, naming its line.
     """
     file = Path(path).expanduser()
     try:
@@ -370,10 +372,14 @@ def _column(row: dict[str, object], names: tuple[str, ...], path: str) -> str:
 def _iso_date(text: str) -> datetime:
     """An ISO date as Python 3.10's fromisoformat reads it: 'T' between date and time, the
     fraction cut or padded to 6 digits (Azure's traces write 7, or 2), a 'Z' as +00:00; an
-    offset kept ("2023-11-16 18:15:46.68+00:00" had been cut at 26 characters, mid-offset)."""
+    offset kept ("2023-11-16 18:15:46.68+00:00" had been cut at 26 characters, mid-offset).
+    A date without an offset is UTC, not the machine's local time: a replay must not change
+    with TZ (a naive 01:30 and a 03:30 on 2023-03-12 were 1 h apart in New York, 2 h in UTC,
+    and a naive stamp beside a 'Z' one moved by the machine's offset)."""
     text = re.sub(r"\.(\d+)", lambda m: "." + (m.group(1) + "00000")[:6],
                   text.replace(" ", "T", 1), count=1)
-    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    date = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    return date if date.tzinfo is not None else date.replace(tzinfo=timezone.utc)
 
 
 def _seconds(value: object) -> float:
