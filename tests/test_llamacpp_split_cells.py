@@ -5,6 +5,7 @@ GGML_SCHED_MAX_COPIES); a GPU holding none of those layers holds none."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -224,3 +225,32 @@ def test_decode_and_simulate_run_what_fit_holds(capsys: pytest.CaptureFixture[st
     code, out, err = run_cli(capsys, "simulate", *base, "--max-model-len", "8k",
                              "--concurrency", "4", "--num-requests", "20")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("kv", ["fp16", "q8_0"])
+def test_a_hybrids_conversations_are_what_that_many_slots_run(
+        capsys: pytest.CaptureFixture[str], kv: str) -> None:
+    """A cell given up frees its KV and its row of the mask, 4 copies × n_ubatch × 2 B on a
+    pipelined split, more than Qwen3-Next's KV cell: leaving the mask out had read q8_0 as
+    holding fewer conversations than fp16 (27 < 36). The count the default 4 slots report is
+    the most slots a run keeps whole: -np that many runs with every weight on the GPUs, one
+    more makes --fit move weights."""
+    base = ("fit", "qwen3-next-80b-a3b", "--gpu", "rtx-4090", "--num-gpus", "8", "--engine",
+            "llama.cpp", "--max-model-len", "2048", "--json")
+
+    def run(*flags: str) -> dict:
+        code, out, err = run_cli(capsys, *base, "--kv-dtype", kv, *flags)
+        assert code == 0, err
+        return dict(json.loads(out))
+
+    held = run()["conversations"]
+    assert run("-np", str(held))["offload"] is None
+    assert run("-np", str(held + 1))["offload"] is not None
+    if kv == "q8_0":
+        assert held >= run_fp16(capsys, base)
+
+
+def run_fp16(capsys: pytest.CaptureFixture[str], base: tuple[str, ...]) -> int:
+    code, out, err = run_cli(capsys, *base, "--kv-dtype", "fp16")
+    assert code == 0, err
+    return int(json.loads(out)["conversations"])

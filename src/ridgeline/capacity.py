@@ -69,11 +69,11 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
             held = min(held, pool.state_slots)
         if pool.slot_bytes_each:
             # llama.cpp: each conversation needs a slot, and each slot its window and state
-            # cache: at most what the cache holds with one slot per conversation (-np N)
-            cache = pool.tokens * pool.kv_bytes_per_token \
-                + pool.max_num_seqs * pool.slot_bytes_each
-            held = min(held, int(cache // (context * pool.kv_bytes_per_token
-                                           + pool.slot_bytes_each)))
+            # cache: at most what the cache holds with one slot per conversation (-np N); a
+            # cell given up frees its KV and its row of the compute buffer's mask
+            cell = pool.kv_bytes_per_token + pool.buffer_bytes_per_cell
+            cache = pool.tokens * cell + pool.max_num_seqs * pool.slot_bytes_each
+            held = min(held, int(cache // (context * cell + pool.slot_bytes_each)))
         return held
     per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share \
         + pool.drafter_kv_bytes_per_token * context

@@ -37,6 +37,9 @@ class KVPool:
     accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
     slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
     slot_bytes_each: float = 0.0  # of those, what one more slot adds (its window and state)
+    # llama.cpp: what one more cell of -c adds to the compute buffer (its mask, and scores
+    # where they are the larger part: llamacpp_memory.buffer_bytes_per_cell)
+    buffer_bytes_per_cell: float = 0.0
     host_cells: int = 0  # llama.cpp with every growing layer on the host (or, of a layer
     # split, on other GPUs): the -c cells the GPU's compute buffer (its mask grows with -c)
     # still leaves room for
@@ -119,6 +122,7 @@ class KVPool:
             kv_bytes_per_token=self.kv_bytes_per_token * n, groups=groups,
             forward_bytes=self.forward_bytes * n, sampler_bytes=self.sampler_bytes * n,
             slot_cache_bytes=self.slot_cache_bytes * n, slot_bytes_each=self.slot_bytes_each * n,
+            buffer_bytes_per_cell=self.buffer_bytes_per_cell * n,
             encoder_bytes=self.encoder_bytes * n, encoder_held_bytes=self.encoder_held_bytes * n,
             seat_buffer_bytes=self.seat_buffer_bytes * n, compile_bytes=self.compile_bytes * n,
             moe_workspace_bytes=self.moe_workspace_bytes * n,

@@ -156,6 +156,20 @@ def compute_buffer_bytes(model: ModelSpec, n_ubatch: int, cells: int, flash_attn
     return fixed + max(peak, cells * scores) + cells * mask
 
 
+def buffer_bytes_per_cell(model: ModelSpec, n_ubatch: int, cells: int, flash_attn: bool,
+                          outputs: int | None = None, holds_output: bool = True,
+                          mask_copies: int = 1, *, input_copies: int = 1,
+                          window_cells: int = 0) -> float:
+    """What one more cell adds to the compute buffer at ``cells`` cells (buffer_terms): its
+    mask row (× the split's copies), and its scores where they, not the FFN products, are the
+    larger part. A pipelined split's 4 mask copies × n_ubatch 512 × 2 B are 4 KiB a cell,
+    more than the KV cell of a hybrid whose few attention layers share the GPU."""
+    _, peak, scores, mask = buffer_terms(model, n_ubatch, flash_attn, outputs, holds_output,
+                                         mask_copies, input_copies=input_copies,
+                                         window_cells=window_cells)
+    return mask + (scores if cells * scores > peak else 0.0)
+
+
 MAX_CELLS = 1 << 30  # a bound for -c where no GPU memory grows with it
 
 

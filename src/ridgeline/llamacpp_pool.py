@@ -17,6 +17,7 @@ from ridgeline.gguf_blocks import gguf_block_count, mtp_cache_blocks, mtp_kv_byt
 from ridgeline.kvpool import KVPool
 from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
 from ridgeline.llamacpp_memory import (
+    buffer_bytes_per_cell,
     cells_that_fit,
     compute_buffer_bytes,
     slot_cache_bytes,
@@ -146,6 +147,8 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     cells = most if cells is None else cells
     compute = compute_buffer_bytes(dep.model, n_ubatch, cells, flash, outputs, output,
                                    copies, input_copies=inputs, window_cells=window)
+    per_cell = buffer_bytes_per_cell(dep.model, n_ubatch, cells, flash, outputs, output,
+                                     copies, input_copies=inputs, window_cells=window)
     # no growing layer on the GPU, its cache on the host: the cells stand for its blocks; of a
     # split GPU whose growing layers are on the others, the most it would allow (no fewer than
     # the binding GPU's unless it cannot start)
@@ -154,6 +157,6 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     return KVPool(dep.engine, total_bytes, 1.0, weight_bytes, compute, non_torch, 0.0, 1.0,
                   kv_bytes_per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
-                  slot_bytes_each=each, windows_apart=True,
+                  slot_bytes_each=each, buffer_bytes_per_cell=per_cell, windows_apart=True,
                   host_cells=most if elsewhere else cells if on_host else 0,
                   split_device=device, context_cells=cells)
