@@ -2,6 +2,13 @@
 """Cross-validated accuracy of the step-cost model (a benchmark, not a test).
 
     python scripts/crossval.py            # prints the tables, writes docs/accuracy.md
+    python scripts/crossval.py --engine llama.cpp-cuda --rows out.json   # one engine's folds
+
+With --engine, only the folds that hold out that engine's rows run, and only its rows are
+scored: a change to one engine's profile is measured without refitting every engine (its fits
+see the same training rows as the full run's, so its figures are the full run's for that
+engine). That run prints its tables and leaves docs/accuracy.md alone; --rows writes each
+scored row's signed error (predicted ÷ measured − 1), by held-out group, as JSON.
 
 Rows: validation/measurements.csv, validation/lowbatch.csv, validation/rocm.csv and
 validation/cuda.csv, fitted as scripts/fit_profiles.py fits them (the serving engines together);
@@ -15,6 +22,8 @@ validation/kvlogs.csv's engine start-up logs) come from the memory model and nee
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import statistics
 import sys
@@ -24,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ridgeline.calibrate import SERVING_ENGINES, fit_engine
-from ridgeline.engines import EngineProfile
+from ridgeline.engines import EngineProfile, engine_id
 from ridgeline.measurements import KV_METRICS, Measurement, performance_rows, read_measurements
 from ridgeline.predict import Prediction, predict, row_engine
 from ridgeline.reports.validation import figure
@@ -65,9 +74,15 @@ def fold(args: tuple[list[Measurement], list[Measurement]]) -> list[Prediction]:
 
 
 def cross_validate(rows: Sequence[Measurement],
-                   key: Callable[[Measurement], str]) -> list[Prediction]:
-    groups = sorted({key(r) for r in rows})
-    jobs = [([r for r in rows if key(r) != g], [r for r in rows if key(r) == g]) for g in groups]
+                   key: Callable[[Measurement], str],
+                   engine: str | None = None,
+                   only: Sequence[str] | None = None) -> list[Prediction]:
+    """Each group held out in turn (``engine``: only that engine's rows scored, and only the
+    groups that hold some run; ``only``: only these groups held out)."""
+    scored = [r for r in rows if engine is None or row_engine(r) == engine]
+    groups = sorted({key(r) for r in scored if not only or key(r) in only})
+    jobs = [([r for r in rows if key(r) != g], [r for r in scored if key(r) == g])
+            for g in groups]
     with ProcessPoolExecutor(max_workers=2) as pool:
         return [p for result in pool.map(fold, jobs) for p in result]
 
@@ -108,9 +123,26 @@ def _targets(preds: Sequence[Prediction], rows: dict[str, Measurement],
     return out
 
 
-def main() -> int:
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", help="run only the folds of this engine's rows, score "
+                        "only them, and leave docs/accuracy.md alone")
+    parser.add_argument("--rows", help="write each scored row's signed error to this JSON file")
+    parser.add_argument("--by", choices=("accelerator", "source"), action="append",
+                        help="the leave-one-out kinds to run (default: both)")
+    parser.add_argument("--hold-out", action="append", metavar="GROUP",
+                        help="hold out only this accelerator or source (repeatable): a partial run")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _arguments(argv)
+    engine = engine_id(args.engine) if args.engine else None
     files = {csv.name: list(read_measurements(csv).rows) for csv in CSVS}
     rows = [r for file_rows in files.values() for r in file_rows]
+    if engine is not None:
+        files = {name: [r for r in file_rows if row_engine(r) == engine]
+                 for name, file_rows in files.items()}
     by_id = {r.id: r for r in rows}
     file_of = {r.id: name for name, file_rows in files.items() for r in file_rows}
     kv = [predict(r) for r in rows if r.metric in KV_METRICS]
@@ -121,9 +153,16 @@ def main() -> int:
              "cross-validated: the rows scored were not used to fit the profile that "
              "predicted them.", ""]
     worst: list[tuple[float, str, str]] = []
+    scored: dict[str, list[dict[str, object]]] = {}
+    kinds = args.by or ["accelerator", "source"]
     for name, key in (("accelerator", lambda r: r.gpu), ("source", lambda r: r.source_key)):
-        perf = cross_validate(performance_rows(rows), key)
-        preds = perf + kv
+        if name not in kinds:
+            continue
+        perf = cross_validate(performance_rows(rows), key, engine, args.hold_out)
+        preds = perf + [p for p in kv if engine is None or row_engine(by_id[p.id]) == engine]
+        scored[name] = [{"id": p.id, "source": by_id[p.id].source_key, "gpu": by_id[p.id].gpu,
+                         "metric": by_id[p.id].metric, "file": file_of[p.id],
+                         "error": p.error, "reason": p.reason} for p in perf]
         missing = [p for p in preds if p.predicted is None]
         lines += [f"## Leave one {name} out", ""]
         lines += [*table(preds, by_id, lambda r: r.metric, "metric"), ""]
@@ -145,8 +184,11 @@ def main() -> int:
               "| row | predicted vs measured |", "|---|---|"]
     lines += [f"| {i} | {v} |" for _, i, v in worst]
     text = "\n".join(lines) + "\n"
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(text, encoding="utf-8")
+    if args.rows:
+        Path(args.rows).write_text(json.dumps(scored, indent=1), encoding="utf-8")
+    if engine is None and args.by is None and args.hold_out is None:
+        OUT.parent.mkdir(exist_ok=True)
+        OUT.write_text(text, encoding="utf-8")
     print(text)
     return 0
 
