@@ -10,8 +10,12 @@ import re
 
 import pytest
 
-from ridgeline.llamacpp_fit import fit_default_since_build, fit_on_by_default, fit_on_for
-from ridgeline.units import MIB
+from ridgeline.llamacpp_fit import (
+    default_fit_target_bytes,
+    fit_default_since_build,
+    fit_on_by_default,
+    fit_on_for,
+)
 from tests.conftest import run_cli
 
 BIG = ("llama-3.1-70b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda")
@@ -31,11 +35,12 @@ def test_an_engine_version_as_typed_is_read_by_one_check() -> None:
     assert not fit_on_for(f"b{since - 1}") and not fit_on_for("0.11")  # 0.11 names no build
 
 
-# Deployments --fit places: a dense model with no slot whole (one slot's -c); two slots whole
-# on two cards, where --fit's 1 GiB margin moves a layer; an MoE's experts; -c 0 shrunk
+# Deployments --fit places: a dense model with no slot whole (one slot's -c); one slot of 16K
+# on two cards, where --fit's 1 GiB margin moves a layer (at 8K one slot fits whole with the
+# margin free, and a second is not made room for by moving one); an MoE's experts
 PLACED = [
     (*BIG, "--max-model-len", "8192"),
-    (*BIG, "--num-gpus", "2", "--max-model-len", "8192"),
+    (*BIG, "--num-gpus", "2", "--max-model-len", "16384"),
     ("qwen3-30b-a3b", "--gpu", "rtx-3060", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda",
      "--max-model-len", "4096"),
 ]
@@ -127,7 +132,8 @@ def test_a_model_that_fits_keeps_the_fit_target_free(
     assert code == 0
     every_layer = json.loads(out)
     margin = default["taken_bytes_per_gpu"]["left_free_by_fit"]
-    assert margin == 1024 * MIB and "left_free_by_fit" not in every_layer["taken_bytes_per_gpu"]
+    assert margin == default_fit_target_bytes()
+    assert "left_free_by_fit" not in every_layer["taken_bytes_per_gpu"]
     assert default["pool_bytes_per_gpu"] == pytest.approx(
         every_layer["pool_bytes_per_gpu"] - margin, rel=0.01)
     assert default["llama_server_c"] <= default["tokens"] < every_layer["tokens"]

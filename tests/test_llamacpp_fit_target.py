@@ -13,7 +13,7 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.hardware import device_memory_bytes
-from ridgeline.llamacpp_fit import fit_placement, fit_pool
+from ridgeline.llamacpp_fit import default_fit_target_bytes, fit_placement, fit_pool
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.offload import HostOffload
 from ridgeline.reports.fit import fit_report
@@ -103,12 +103,17 @@ def test_the_half_context_lever_is_the_run_fit_prints_at_that_context(
     """A lever is priced as `fit` prices its run: at half the context under the same
     --fit-target, as many conversations as `fit --max-model-len` half prints, not the
     margin's worth of cells read as cache."""
-    d = fit_json(capsys, "--fit-target", "16000")
-    half = next(lv for lv in d["levers"] if lv["name"].startswith("half the context"))
-    rerun = fit_json(capsys, "--fit-target", "16000", "--max-model-len",
-                     str(d["context"] // 2))
-    assert half["conversations"] == rerun["conversations"]
-    assert half["batch"] == rerun["batch"]
+    for target in ("8000", "16000"):
+        d = fit_json(capsys, "--fit-target", target)
+        rerun = fit_json(capsys, "--fit-target", target, "--max-model-len",
+                         str(d["context"] // 2))
+        half = [lv for lv in d["levers"] if lv["name"].startswith("half the context")]
+        assert (rerun["conversations"] > d["conversations"]) == (target == "8000")
+        if rerun["conversations"] > d["conversations"]:
+            assert [(lv["conversations"], lv["batch"]) for lv in half] == \
+                [(rerun["conversations"], rerun["batch"])]
+        else:  # at 16000 MiB no layer-kept slot fits: -c 2048 holds the one it did at 4096
+            assert half == []
 
 
 def test_a_placement_not_chosen_by_fit_keeps_the_whole_card(
@@ -119,7 +124,7 @@ def test_a_placement_not_chosen_by_fit_keeps_the_whole_card(
     assert "left_free_by_fit" not in d["taken_bytes_per_gpu"]
     assert d["memory_bytes_per_gpu"] == device_memory_bytes(resolve_accelerator("rtx-4090"))
     d = fit_json(capsys, "--max-model-len", "8192")
-    assert d["offload"] is None and d["taken_bytes_per_gpu"]["left_free_by_fit"] == 1024 * MIB
+    assert d["offload"] is None and d["taken_bytes_per_gpu"]["left_free_by_fit"] == default_fit_target_bytes()
 
 
 def test_fit_pool_is_the_pool_of_the_card_less_the_margin() -> None:
@@ -132,3 +137,57 @@ def test_fit_pool_is_the_pool_of_the_card_less_the_margin() -> None:
     assert pool.total_bytes == device_memory_bytes(dep.accelerator)
     assert (pool.tokens, pool.activation_bytes) == (less.tokens, less.activation_bytes)
     assert pool.rest_bytes == pytest.approx(less.rest_bytes)
+
+
+@pytest.mark.parametrize("target_mib", [0, 4096, 16000])
+def test_the_printed_command_carries_a_margin_other_than_the_default(
+        capsys: pytest.CaptureFixture[str], target_mib: int) -> None:
+    """The -c `fit` prints is sized for the --fit-target it was given: started without it,
+    llama-server's --fit keeps its default 1024 MiB free instead, and at --fit-target 0 the
+    printed -c 74240 is past the 66,340 cells that margin leaves, so --fit would move weights
+    to the host. The command names the margin; at the default it needs no flag."""
+    argv = (*REPRO, "--fit-target", str(target_mib))
+    _code, out, _ = run_cli(capsys, *argv)
+    command = out.split("start it with:")[1].splitlines()[0]
+    assert f" --fit-target {target_mib} " in command + " "
+    _code, out, _ = run_cli(capsys, *REPRO)
+    assert "--fit-target" not in out.split("start it with:")[1].splitlines()[0]
+
+
+def test_one_memory_says_fit_has_nowhere_to_move_weights(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """On Apple's unified memory --fit keeps the margin free but cannot move a weight off the
+    GPU (fit_placement refuses it), so the cells line does not promise it: a -c past them
+    is the error -ngl auto gives, not a placement."""
+    argv = ("fit", "llama-3.1-8b", "--gpu", "apple-m2-ultra-76c", "--engine", "llama.cpp-metal")
+    code, out, _ = run_cli(capsys, *argv, "--max-model-len", "8192", "--fit-target", "120000")
+    assert code == 0
+    cells = next(line for line in out.splitlines() if line.startswith("holds "))
+    assert "moves weights" not in cells and "nowhere to move weights" in cells
+    cells_held = int(cells.split()[1].replace(",", ""))
+    code, _out, err = run_cli(capsys, *argv, "--max-model-len", str(cells_held + 1),
+                              "--target-concurrency", "1", "--fit-target", "120000",
+                              "-ngl", "auto")
+    assert code == 2 and "nowhere to move weights" in err
+
+
+@pytest.mark.parametrize("slots", ["9", "16"])
+def test_more_slots_than_fit_share_the_cells_that_keep_every_layer(
+        capsys: pytest.CaptureFixture[str], slots: str) -> None:
+    """-np past the conversations that fit: -c is the context × those that fit with every
+    layer on the GPU and the margin free (cli_offload.launch_fitted), the other slots sharing
+    its cells, so --fit moves no weight. Counting them on the whole card had started
+    llama-3.1-8b's 8K slots on an RTX 4090 at -c 9 × 8192, which --fit makes room for by
+    moving weights to the host."""
+    argv = ("--max-model-len", "8192")
+    four = fit_json(capsys, *argv)
+    d = fit_json(capsys, *argv, "-np", slots)
+    assert d["offload"] is None
+    assert d["llama_server_c"] == four["conversations"] * 8192 <= d["tokens"]
+    code, out, err = run_cli(capsys, "simulate", *REPRO[1:], *argv, "-np", slots,
+                             "--host-bandwidth-gbs", "60", "--concurrency", "1",
+                             "--num-requests", "2", "--input-len", "100", "--output-len", "10",
+                             "--json")
+    assert code == 0, err
+    sim = json.loads(out)["settings"]  # simulate starts the run fit prints
+    assert (sim["offload"], sim["num_blocks"]) == (None, d["llama_server_c"])

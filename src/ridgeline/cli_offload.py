@@ -315,7 +315,8 @@ def launch_fitted(args: argparse.Namespace, dep: Any, settings: Any,
     if auto_layers(args, dep.engine):
         from ridgeline.sim.config import llamacpp_context
 
-        sequences = max(sequences, llamacpp_context(dep, settings)[0] // length)
+        sequences = max(sequences, llamacpp_context(dep, settings, True,
+                                                    margin_bytes(args))[0] // length)
     return fitted(args, dep, settings, length, sequences, check_host, priced)
 
 
@@ -377,7 +378,7 @@ def fit_launch(args: argparse.Namespace, dep: Any,
     if placed.offload is None:
         return None
     return (placed.offload.fit_cells, placed,
-            f"{llamacpp_context(dep, settings)[1]}, placed by --fit")
+            f"{llamacpp_context(dep, settings, True, margin_bytes(args))[1]}, placed by --fit")
 
 
 def no_fit_ctx(args: argparse.Namespace) -> None:
@@ -397,6 +398,12 @@ def fit_host(args: argparse.Namespace, dep: Any) -> dict[str, Any]:
     margin = getattr(args, "fit_target_mib", None)
     return {"fit_host": _host_template(args, dep),
             "fit_margin_bytes": None if margin is None else margin * MIB}
+
+
+def margin_bytes(args: argparse.Namespace) -> float | None:
+    """--fit-target in bytes, or None for its default."""
+    margin = getattr(args, "fit_target_mib", None)
+    return None if margin is None else margin * MIB
 
 
 def _host_template(args: argparse.Namespace, dep: Any) -> Any:

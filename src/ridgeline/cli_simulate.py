@@ -34,6 +34,7 @@ from ridgeline.cli_offload import (
     _offload,
     auto_layers,
     fit_launch,
+    margin_bytes,
 )
 from ridgeline.cli_spec import spec_args, spec_drafter, spec_flags, spec_method
 from ridgeline.cli_types import (
@@ -124,7 +125,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     # for (--max-model-len × slots), else its -c 0, the trained context
     cells = None if not engine.startswith("llama.cpp") else (
         (settings.max_model_len, "--fit") if story else (placed[0], placed[2]) if placed
-        else llamacpp_context(dep, settings))
+        else llamacpp_context(dep, settings, auto_layers(args, engine),
+                              margin_bytes(args)))
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=cells[0] if cells else None,
                         spec_method=spec_method(args, model),

@@ -79,8 +79,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                           "lora_adapters": p.lora_bytes,  # the LoRA slots (vLLM, SGLang)
                           # TRT-LLM cache_transceiver_config's send and receive buffers
                           "kv_transfer_buffer": p.transfer_buffer_bytes,
-                          # llama.cpp's --fit, where it moved weights: the --fit-target it
-                          # leaves free, taken before the cache (absent elsewhere)
+                          # llama.cpp under --fit, whether or not it moved weights: the
+                          # --fit-target it leaves free, taken before the cache (absent
+                          # elsewhere, and at --fit-target 0)
                           **({"left_free_by_fit": p.fit_free_bytes} if p.fit_free_bytes
                              else {})},
         "lora": None if r.settings.lora is None else {

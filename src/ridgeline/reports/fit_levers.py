@@ -256,7 +256,8 @@ def _placed_for_context(r: FitReport, context: int,
     whole = replace(d, offload=None)
     settings = replace(settings or r.settings, max_model_len=context)
     try:
-        sequences = max(r.target or 1, llamacpp_context(whole, settings)[0] // context)
+        sequences = max(r.target or 1, llamacpp_context(whole, settings, True,
+                                                        r.fit_margin_bytes)[0] // context)
         return fit_placement(whole, settings, context, sequences, template,
                              r.fit_margin_bytes)
     except InputError:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.units import GIB
+from ridgeline.units import GIB, MIB
 
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings
@@ -82,6 +82,18 @@ def offload_flags(d: Deployment) -> str:
     return (f" -ngl {o.gpu_layers}" + (" --cpu-moe" if every else
                                        f" --n-cpu-moe {o.cpu_expert_layers}"
                                        if o.cpu_expert_layers else ""))
+
+
+def fit_target_flag(r: FitReport) -> str:
+    """llama-server's --fit-target where --fit places the run (``r.fit_host``) and the margin
+    `fit` sized it for is not the default: started without it, --fit keeps 1024 MiB free
+    instead, and a -c sized for a smaller margin makes it move weights to the host."""
+    from ridgeline.llamacpp_fit import default_fit_target_bytes
+
+    margin = r.fit_margin_bytes
+    if r.fit_host is None or margin is None or margin == default_fit_target_bytes():
+        return ""
+    return f" --fit-target {round(margin / MIB)}"
 
 
 def offload_lines(d: Deployment, cells: int) -> list[str]:

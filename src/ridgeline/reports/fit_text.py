@@ -14,7 +14,7 @@ from ridgeline.memory import KVPool
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import budget_rows
 from ridgeline.reports.fit_levers import gpus_needed
-from ridgeline.reports.fit_offload import offload_flags, offload_lines
+from ridgeline.reports.fit_offload import fit_target_flag, offload_flags, offload_lines
 from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
 from ridgeline.reports.fit_state import (
     drafter_seats_note,
@@ -54,7 +54,11 @@ def fit_text_lines(r: FitReport) -> list[str]:
         f"{p.block_size}"
     if is_llamacpp(p):
         more = "more " if d.offload is not None else ""
-        past = f"; past it --fit moves {more}weights to the host" if p.fit_free_bytes else ""
+        # one memory (Apple's, a GB10's): --fit has nowhere to move weights (fit_placement)
+        one = d.accelerator.vendor == "apple" or d.accelerator.form == "soc"
+        past = "" if not p.fit_free_bytes else \
+            "; past it --fit fails: GPU and CPU share one memory, so it has nowhere to move " \
+            "weights" if one else f"; past it --fit moves {more}weights to the host"
         held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,}{past})"
         if p.slot_cache_bytes:
             held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
@@ -113,6 +117,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
             " " + tensor_split_launch() if d.num_gpus > 1 and d.pipeline_parallel_size == 1
             else "",
             offload_flags(d),
+            fit_target_flag(r),
             d.rope.flags() if d.rope is not None else ""))
         lines.append(f"start it with: llama-server -c {r.launch_cells} "
                      f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "

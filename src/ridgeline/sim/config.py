@@ -267,19 +267,24 @@ def runs_whole_asked(dep: Deployment, s: object) -> bool:
     return v1_honours_off(vllm_accounting(getattr(s, "engine_version", None)))
 
 
-def llamacpp_context(dep: Deployment, settings: object | None = None) -> tuple[int, str]:
+def llamacpp_context(dep: Deployment, settings: object | None = None, fit_on: bool = False,
+                     fit_margin_bytes: float | None = None) -> tuple[int, str]:
     """llama-server's -c, the cells of its unified cache, where --fit does not choose it: for
     --max-model-len L, L × slots, or L × the conversations of L that fit where fewer do (as
     `fit` starts it: L 8192 and 4 slots are -c 32768 -np 4 --kv-unified; Qwen2.5-32B Q4_K_M
     on an RTX 4090, 2 conversations, -c 16384); else its default -c 0, the model's trained
     context (131,072 cells for Llama-3.1-8B). It allocates that many cells, and no more.
+    Under --fit (``fit_on``) the conversations that fit are counted with its --fit-target
+    (``fit_margin_bytes``; None: the default) left free, as `fit` counts them: past them --fit
+    moves weights to the host rather than fill the margin (llamacpp_fit.run_pool).
     Returns (cells, how they were chosen)."""
     from ridgeline.capacity import conversations
-    from ridgeline.memory import EngineSettings, kv_pool
+    from ridgeline.llamacpp_fit import run_pool
+    from ridgeline.memory import EngineSettings
 
     s = settings if isinstance(settings, EngineSettings) else EngineSettings()
     if s.max_model_len:
-        pool = kv_pool(dep, s)
+        pool = run_pool(dep, s, fit_on, fit_margin_bytes)
         slots = pool.max_num_seqs
         held = max(1, min(slots, conversations(pool, dep, s.max_model_len)))
         how = f"{slots} {'slot' if slots == 1 else 'slots'}" if held == slots else \
