@@ -13,10 +13,11 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.config import SimConfig
-from ridgeline.sim.pipeline import PipelineSimulator, lane_config, one_pool, run_replica
+from ridgeline.sim.pipeline import PipelineSimulator, lane_config, run_replica
 from ridgeline.sim.request import RUNNING, Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
+from ridgeline.vllm_memory import one_pool
 
 MODEL, H100 = resolve_model("llama-3.1-8b"), resolve_accelerator("h100")
 PP1 = Deployment.build(MODEL, H100, "bf16")

@@ -161,6 +161,25 @@ def serving_prefill_time_s(dep: Deployment, profile: EngineProfile, steps: list[
     return sum(step_time_s(dep, s, profile) for s in steps)
 
 
+def pipelined_steps_s(trips_s: list[float], stages: int) -> float:
+    """vLLM V1 under pipeline parallelism: when a prompt's steps (each a trip through every
+    stage) are all done. V1 advances a chunk's computed tokens as it is scheduled, "allowing
+    us to schedule the prefill request again immediately in the next scheduling step"
+    (vllm/v1/core/sched/scheduler.py _update_after_schedule), so the next chunk is sent as
+    soon as the batch queue has room (at most ``stages`` in flight), each trip split evenly
+    over the stages and entering one once it is free, as sim/pipeline.PipelineSimulator runs
+    it. Two equal chunks of trip T over 2 stages: 1.5 T, not 2 T; one stage: the sum."""
+    free = [0.0] * stages  # when each stage finishes its last chunk
+    ends: list[float] = []
+    for i, trip in enumerate(trips_s):
+        t = ends[i - stages] if i >= stages else 0.0  # sent once the queue has room
+        for k in range(stages):
+            t = max(t, free[k]) + trip / stages
+            free[k] = t
+        ends.append(t)
+    return ends[-1] if ends else 0.0
+
+
 def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
     """The serving engine's token budget a step under ``settings``, as its pool is profiled
     at it (``KVPool.profile_tokens``), and where it comes from: the flag given, or the

@@ -95,7 +95,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                                       length) if pool_settings or length else ""
 
         def report(n: int) -> PrefillReport:
-            floor = prefill_floor(placed, n, a.batch, a.ubatch_size)
+            floor = prefill_floor(placed, n, a.batch, a.ubatch_size,
+                                  budget[0] if budget else None)
             seat = engine_seats(placed, n, a.enforce_eager, pool_settings, length)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)

@@ -68,9 +68,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         too_small_pool,
     )
     from ridgeline.sim.data_parallel import rank_config
-    from ridgeline.sim.pipeline import lane_config, one_pool, run_replica
+    from ridgeline.sim.pipeline import lane_config, run_replica
     from ridgeline.sim.workload import Workload, read_trace
     from ridgeline.units import plural
+    from ridgeline.vllm_memory import one_pool
 
     if args.gpu and "," in args.gpu:
         raise InputError("simulate runs one deployment: give one --gpu (decode, prefill and "

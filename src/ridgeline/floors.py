@@ -325,14 +325,24 @@ class PrefillFloor(_Floor):
         return self.flops / self.weight_bytes_read
 
 
-def busy_stages(dep: Deployment, tokens: int, ubatch: int | None = None) -> float:
+def busy_stages(dep: Deployment, tokens: int, ubatch: int | None = None,
+                chunk_tokens: int | None = None) -> float:
     """The pipeline stages a prompt keeps busy on average: where llama.cpp pipelines its
     layer split (llamacpp_batching.pipelined_stages) the ubatches of one llama_decode call (k
     of them) over pp stages, pp·k ÷ (k + pp − 1); one ubatch, one stage, or a split llama.cpp
-    does not pipeline (-ngl short of every block, --n-cpu-moe) passes them one at a time."""
-    # vLLM, SGLang, TensorRT-LLM: a micro-batch passes the stages one after another (a
-    # request's next chunk waits for its last to leave the pipeline); the other requests'
+    does not pipeline (-ngl short of every block, --n-cpu-moe) passes them one at a time.
+    vLLM V1 sends a prompt's next chunk (``chunk_tokens``, its step budget) while the last is
+    in the pipeline (chunked_prefill.pipelined_steps_s): k chunks, the same pp·k ÷ (k + pp − 1)."""
+    # SGLang, TensorRT-LLM (and vLLM V0): a micro-batch passes the stages one after another
+    # (a request's next chunk waits for its last to leave the pipeline); the other requests'
     # batches in flight raise throughput, not this prompt's TTFT
+    pp = dep.pipeline_parallel_size
+    if chunk_tokens and pp > 1 and tokens > chunk_tokens:
+        from ridgeline.vllm_memory import one_pool  # the simulator's rule for it
+
+        if one_pool(dep.engine, dep.state_engine_version):
+            k = tokens / chunk_tokens  # a short last chunk counts for its share
+            return k / pipeline_span(k, 1.0, pp)
     stages = pipelined_stages(dep)
     if stages <= 1:
         return 1.0
@@ -342,7 +352,7 @@ def busy_stages(dep: Deployment, tokens: int, ubatch: int | None = None) -> floa
 
 
 def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
-                  ubatch: int | None = None) -> PrefillFloor:
+                  ubatch: int | None = None, chunk_tokens: int | None = None) -> PrefillFloor:
     """Prefill ``batch`` prompts of ``prompt_len`` tokens in one pass: the TTFT floor. Over
     a layer split llama.cpp pipelines (``busy_stages``) the ubatches (``ubatch`` tokens,
     llama.cpp's -ub) of one 2,048-token call are pipelined, a stage apart: with k of them
@@ -352,7 +362,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     require_positive(batch, "batch")
     footprint = served_footprint(dep, prompt_len)  # states as the step reads them
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
-    stages = busy_stages(dep, prompt_len * batch, ubatch)
+    stages = busy_stages(dep, prompt_len * batch, ubatch, chunk_tokens)
     # the stages' arithmetic overlaps; their reads do not lower the floor: the first ubatch
     # alone passes every stage's weights one stage after another (and each further ubatch
     # reads them again), so the weights once at one stage's bandwidth stay a lower bound
@@ -405,8 +415,9 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                + f": {dep.accelerator.source_of('peak_flops')}"
                + (f"; {dep.peak_note}" if dep.peak_note else "")
                + (f"; the peak counted × {stages:.2g} of {pp} pipeline stages busy on "
-                  "average: the ubatches of a call pipelined over them"
-                  if pipelined_stages(dep) > 1
+                  "average: " + ("the ubatches of a call" if pipelined_stages(dep) > 1
+                                 else "vLLM V1's chunks of the prompt") + " pipelined over them"
+                  if pipelined_stages(dep) > 1 or stages > 1
                   else f"; its {pp} stages one after another, as llama.cpp runs a layer split "
                   "short of every block and the output on the GPUs, or with --n-cpu-moe"
                   if pp > 1 and dep.engine.startswith("llama.cpp")

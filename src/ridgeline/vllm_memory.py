@@ -141,6 +141,16 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("mrv2_graphs_in_budget", False)))
 
 
+def one_pool(engine: str, version: str | None = None) -> bool:
+    """Whether a pipeline-parallel replica of ``engine`` schedules its micro-batches from one
+    scheduler and pool, as vLLM V1 does (any version whose engine is V1; the default), so a
+    prompt's next chunk enters the pipeline while its last is in it; V0, SGLang and
+    TensorRT-LLM are simulated as lanes (sim/pipeline.py), a request's chunks in turn."""
+    if engine != "vllm":
+        return False
+    return not version or vllm_accounting(version).engine != "V0"
+
+
 def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "",
                  draft_algorithm: str = "") -> str:
     """The GPU model runner ``acc``'s release gives this model by default: "MRV2" (Model

@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ridgeline.chunked_prefill import chunks_prefill, prefill_steps, serving_prefill_time_s
+from ridgeline.chunked_prefill import (
+    chunks_prefill,
+    pipelined_steps_s,
+    prefill_steps,
+    serving_prefill_time_s,
+)
 from ridgeline.context_length import (
     served_context_caution,
     served_positions,
@@ -22,6 +27,7 @@ from ridgeline.cost import (
     graph_mode,
     score_bytes,
     step_cost,
+    step_time_s,
 )
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
@@ -162,7 +168,12 @@ class Expectation:
         steps = prefill_steps(prompt, batch, tokens, chunked)
         if len(steps) == 1:
             return cls.of(dep, steps[0], profile)
-        t = serving_prefill_time_s(dep, profile, steps)
+        from ridgeline.vllm_memory import one_pool  # the simulator's rule for it
+
+        stages = dep.pipeline_parallel_size if one_pool(dep.engine, dep.state_engine_version) \
+            else 1  # vLLM V1 sends a prompt's next chunk while its last is in the pipeline
+        t = serving_prefill_time_s(dep, profile, steps) if stages == 1 else \
+            pipelined_steps_s([step_time_s(dep, s, profile) for s in steps], stages)
         head = tuple(replace(st, label=f"first step: {st.label}") for st in
                      _expectation_steps(dep, steps[0], profile,
                                         step_cost(dep, steps[0], profile)))
@@ -170,13 +181,17 @@ class Expectation:
                      "Σ over the steps of step_cost(the step's prompt tokens): each step "
                      "re-reads the weights" + (", and a prompt's later chunk attends to the "
                                                "cache its earlier chunks filled"
-                                               if chunked else ""),
+                                               if chunked else "")
+                     + (f"; vLLM V1 sends each step into the {stages}-stage pipeline as soon "
+                        f"as it has room, so they overlap (up to {stages} in flight, each a "
+                        "stage behind the last)" if stages > 1 else ""),
                      q("expected", t * 1e3, "ms"),
                      q("token budget", tokens, "tokens a step", source),
                      q("steps", len(steps), "",
                        f"⌈{batch} x {prompt:,} ÷ {tokens:,}⌉" if chunked else
                        f"⌈{batch} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"))
-        low, slow, band = band_edges(profile, t, prefill_floor(dep, prompt, batch).time_s)
+        low, slow, band = band_edges(profile, t, prefill_floor(dep, prompt, batch,
+                                                              chunk_tokens=tokens).time_s)
         return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
                    profile.compute_fitted, profile.calibration_caution(dep.accelerator),
                    len(steps))

@@ -20,6 +20,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ridgeline.cost import Seq, batch_shape
+from ridgeline.llamacpp_batching import pipelined_s
 from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Recorder
 from ridgeline.sim.request import Request
@@ -153,7 +154,9 @@ class FastPath:
             for w in keys:  # a one-token prompt reads its context + 1 keys, window-capped
                 keys[w] += sum(c + 1 if w is None else min(c + 1, w) for c in ones)
             dt = self.timer.keys_time_s(count + len(ones), keys, prefills)
-        dt += sum(self.timer.time_s(batch_shape(self.dep, part)) for part in later)
+        if later:  # llama.cpp's further ubatches, pipelined as Simulator.passes_s runs them
+            dt = pipelined_s([dt] + [self.timer.time_s(batch_shape(self.dep, part))
+                                     for part in later], sim.ubatch_stages)
         sim.now_s += dt
         sim.steps += 1
         self.g = g = g + 1

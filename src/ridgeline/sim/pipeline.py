@@ -53,19 +53,7 @@ from ridgeline.sim.request import RUNNING, Request
 from ridgeline.sim.scheduler import Scheduled
 from ridgeline.sim.simulator import Simulator
 from ridgeline.stages import micro_batches
-
-
-def one_pool(engine: str, version: str | None = None) -> bool:
-    """Whether a pipeline-parallel replica of ``engine`` schedules its micro-batches from one
-    scheduler and pool, as vLLM V1 does (any version whose engine is V1; the default); V0,
-    SGLang and TensorRT-LLM are simulated as lanes."""
-    if engine != "vllm":
-        return False
-    if not version:
-        return True
-    from ridgeline.vllm_memory import vllm_accounting
-
-    return vllm_accounting(version).engine != "V0"
+from ridgeline.vllm_memory import one_pool
 
 
 def lane_config(config: SimConfig, pp: int, engine: str, version: str | None = None) -> SimConfig:

@@ -15,6 +15,7 @@ from ridgeline.cost import Seq, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
+from ridgeline.llamacpp_batching import pipelined_s, pipelined_stages
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.config import (
     SimConfig,
@@ -67,6 +68,9 @@ class Simulator:
         self.retiring: list[Request] = []
         self.timer = StepTimer(dep, profile)
         self.drafter = drafter_timer(dep, profile, self.timer)
+        # llama.cpp: the stages a step's ubatches (one llama_decode call) overlap over, as
+        # prefill prices them (llamacpp_batching.pipelined_s); 1 runs them in turn
+        self.ubatch_stages = pipelined_stages(dep) if config.ubatch_tokens else 1
         self.fast = FastPath(self)  # the running decodes as sums (sim/fast_path.py)
         self.scheduler.sync = self.fast.sync
         self.scheduler.leaving = self.fast.leaving
@@ -254,11 +258,12 @@ class Simulator:
     def passes_s(self, seqs: list[Seq], graphed: bool | None = None,
                  timer: StepTimer | None = None) -> float:
         """A batch's time on ``timer`` (None: the target's): one pass, or for llama.cpp one
-        per ubatch."""
+        per ubatch, pipelined over a layer split's stages where llama.cpp pipelines it."""
         parts = split_ubatches(seqs, self.config.ubatch_tokens) if self.config.ubatch_tokens \
             else [seqs]
         timer = timer or self.timer
-        return sum(timer.time_s(batch_shape(self.dep, part), graphed) for part in parts)
+        return pipelined_s([timer.time_s(batch_shape(self.dep, part), graphed)
+                            for part in parts], self.ubatch_stages)
 
     def _time(self, batch: list[Scheduled]) -> float:
         """The step's time, and with speculative decoding its drafter's: one pass over the
