@@ -395,9 +395,7 @@ def fit_host(args: argparse.Namespace, dep: Any) -> dict[str, Any]:
     default), so a lever's run is placed again as `fit` places that run; else none."""
     if not auto_layers(args, dep.engine):
         return {}
-    margin = getattr(args, "fit_target_mib", None)
-    return {"fit_host": _host_template(args, dep),
-            "fit_margin_bytes": None if margin is None else margin * MIB}
+    return {"fit_host": _host_template(args, dep), "fit_margin_bytes": margin_bytes(args)}
 
 
 def margin_bytes(args: argparse.Namespace) -> float | None:
