@@ -152,6 +152,12 @@ class Accelerator:
         return hash(self.id)
 
     @property
+    def one_memory(self) -> bool:
+        """Whether the GPU and the CPU share one memory (a Mac, a Strix Halo or GB10 box): no
+        host memory apart to offload weights to."""
+        return self.vendor == "apple" or self.form == "soc"
+
+    @property
     def memory_gib(self) -> float:
         return self.memory_bytes / GIB
 

@@ -185,7 +185,7 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
     whole = replace(dep, offload=None)
     if holds(whole, settings, context, sequences, margin):
         return whole
-    if acc.vendor == "apple" or acc.form == "soc":
+    if acc.one_memory:
         raise FitFailed(f"does not fit: {dep.model.name} and {sequences * context:,} cells "
                          f"of cache overflow {acc.id}, whose GPU and CPU share one memory, so "
                          "llama.cpp's --fit has nowhere to move weights")

@@ -91,7 +91,7 @@ class HostOffload:
         if self.cpu_expert_layers and model.moe is None:
             raise InputError(f"--n-cpu-moe keeps routed experts on the host; {model.name} has "
                              "none")
-        if accelerator.vendor == "apple" or accelerator.form == "soc":
+        if accelerator.one_memory:
             raise InputError(f"{accelerator.id}'s GPU and CPU share one memory: there is no "
                              "host memory to offload to (every layer is already in it)")
 

@@ -196,8 +196,8 @@ def levers(r: FitReport) -> list[Lever]:
     options += _state_slots_lever(r)
     options += _pool_flag_levers(r)
     options += _longest_context_lever(r)
-    if gguf and d.offload is None and d.tensor_parallel_size == 1 and not (
-            d.accelerator.vendor == "apple" or d.accelerator.form == "soc"):
+    if gguf and d.offload is None and d.tensor_parallel_size == 1 \
+            and not d.accelerator.one_memory:
         options += _offload_lever(r)
     if d.cpu_offload is not None:  # vLLM's --cpu-offload-gb: more of it, where none is held
         from ridgeline.reports.fit_offload import cpu_offload_lever

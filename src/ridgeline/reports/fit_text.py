@@ -54,11 +54,11 @@ def fit_text_lines(r: FitReport) -> list[str]:
         f"{p.block_size}"
     if is_llamacpp(p):
         more = "more " if d.offload is not None else ""
-        # one memory (Apple's, a GB10's): --fit has nowhere to move weights (fit_placement)
-        one = d.accelerator.vendor == "apple" or d.accelerator.form == "soc"
+        # one memory (a Mac's, a GB10's): --fit has nowhere to move weights (fit_placement)
         past = "" if not p.fit_free_bytes else \
             "; past it --fit fails: GPU and CPU share one memory, so it has nowhere to move " \
-            "weights" if one else f"; past it --fit moves {more}weights to the host"
+            "weights" if d.accelerator.one_memory else \
+            f"; past it --fit moves {more}weights to the host"
         held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,}{past})"
         if p.slot_cache_bytes:
             held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
