@@ -1149,7 +1149,8 @@ def test_decode_says_llamacpps_batch_needs_a_slot_per_sequence(
     assert code == 0 and "given a slot each (-np; llama-server's default runs 4)" in out
     data = json.loads(run(capsys, "decode", *argv, "--context", "2000", "--json")[1])
     (pool,) = data["engine_max_batch"]
-    assert pool["settings"] == "one slot per sequence (-np)" and pool["batch"] > 4
+    assert pool["settings"] == "one slot per sequence (-np), --fit-target 1,024 MiB left free"
+    assert pool["batch"] > 4
     fit = json.loads(run(capsys, "fit", *argv, "--max-model-len", "2000", "--json")[1])
     assert fit["batch"] == 4
 

@@ -106,15 +106,40 @@ def test_the_printed_command_is_the_one_placed(capsys: pytest.CaptureFixture[str
 ])
 def test_a_model_that_fits_is_answered_as_with_every_layer_on_the_gpu(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
-    """The answer is the whole model's, less the margin --fit keeps free (`fit` prices it:
-    --fit-target 0 keeps none); only a lever that asks for more slots may differ, naming the
-    weights --fit would move for them (a run with every layer pinned moves none)."""
-    margin = ("--fit-target", "0") if argv[0] == "fit" else ()
+    """The answer is the whole model's, less the margin --fit keeps free (fit, decode and
+    prefill size the pool so: --fit-target 0 keeps none, and says so); only a lever that asks
+    for more slots may differ, naming the weights --fit would move for them (a run with every
+    layer pinned moves none)."""
+    margin = ("--fit-target", "0") if argv[0] != "simulate" else ()
     code, default, _ = run_cli(capsys, *argv, *margin)
     assert code == 0
     code, every_layer, _ = run_cli(capsys, *argv, "-ngl", "all")
     assert code == 0
-    assert re.sub(r"; --fit keeps [\d.,]+ GiB of weights on the host", "", default) == every_layer
+    assert re.sub(r"; --fit keeps [\d.,]+ GiB of weights on the host|, --fit-target 0 MiB left "
+                  "free", "", default) == every_layer
+
+
+@pytest.mark.parametrize("command", ["decode", "prefill"])
+def test_decode_and_prefill_leave_the_fit_target_free_as_fit_does(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """A slot per sequence, in the memory --fit leaves: llama-3.1-8b bf16 on an RTX 4090 at
+    8K holds as many conversations as `fit` counts, fewer than with every layer pinned (-ngl
+    all keeps no margin), and fewer again under a larger --fit-target."""
+    card = ("llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda")
+    length = ("--context" if command == "decode" else "--prompt-len", "8192")
+
+    def batch(*flags: str) -> int:
+        code, out, _ = run_cli(capsys, command, *card, *length, *flags, "--json")
+        assert code == 0
+        report = json.loads(out)
+        return int(report["engine_max_batch"][0]["batch"] if command == "decode"
+                   else report["engine_max_batch"])
+
+    code, out, _ = run_cli(capsys, "fit", *card, "--max-model-len", "8192", "--json")
+    assert code == 0
+    held = json.loads(out)["conversations"]
+    assert batch() == held < batch("-ngl", "all")
+    assert batch("--fit-target", "4000") < held
 
 
 @pytest.mark.parametrize("flags", [("--max-model-len", "8192"), ("--target-concurrency", "4")])
@@ -205,3 +230,38 @@ def test_an_engine_comparison_runs_llama_cpp_at_its_builds_default(
     assert rows["vllm"]["conversations"] == 0  # vLLM keeps every weight on the GPU
     assert rows["llama.cpp-cuda"]["conversations"] >= 1
     assert "--fit" in rows["llama.cpp-cuda"]["offload"]["placement"]
+
+
+# the build's default --fit moves one MoE layer's experts here (`fit --max-model-len 4096`)
+SET_ASIDE = ("qwen3-30b-a3b", "--gpu", "rtx-5090", "--weights", "q8_0", "--engine",
+             "llama.cpp-cuda")
+
+
+@pytest.mark.parametrize("argv", [
+    ("decode", *SET_ASIDE, "--context", "4096", "--json"),
+    ("prefill", *SET_ASIDE, "--prompt-len", "4096", "--json"),
+    ("simulate", *SET_ASIDE, "--max-model-len", "4096", "--concurrency", "2", "--num-requests",
+     "6", "--json"),
+])
+def test_a_default_fit_set_aside_is_priced_with_every_layer_and_says_so(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """Where the build's default --fit would move weights and no --host-bandwidth-gbs prices
+    them, the answer is -ngl all's, its pool the whole card (simulate's -c too: it had sized
+    -c by --fit's margin and priced the run with every layer), and one caution names what
+    --fit would move, the weights `fit` places on the host."""
+    code, out, _ = run_cli(capsys, "fit", *SET_ASIDE, "--max-model-len", "4096", "--json")
+    assert code == 0
+    moved = json.loads(out)["offload"]["host_weight_bytes"] / 2**30
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    default = json.loads(out)
+    code, out, _ = run_cli(capsys, *argv, "-ngl", "all")
+    assert code == 0
+    every_layer = json.loads(out)
+    said, kept = default.pop("cautions"), every_layer.pop("cautions")
+    (extra,) = [c for c in said if c not in kept]
+    assert f"would move {moved:,.2f} GiB of weights to the host" in extra
+    assert "-ngl all" in extra and "--host-bandwidth-gbs" in extra
+    assert default == every_layer
+    code, out, _ = run_cli(capsys, *argv, "--host-bandwidth-gbs", "60")
+    assert code == 0 and not any("-ngl all" in c for c in json.loads(out)["cautions"])

@@ -205,7 +205,8 @@ def test_utilization_on_llama_cpp_says_slots_as_decode_does_not_max_model_len(
     code, out, _ = run_cli(capsys, "utilization", "--model", "llama-3.1-8b", *deployment,
                            "--running", "4", "--context", "8K")
     assert code == 0 and "max_model_len" not in out
-    assert "one slot (-np) of 8,192 tokens per conversation, this context" in out
+    assert ("one slot (-np) of 8,192 tokens per conversation, --fit-target 1,024 MiB left free,"
+            " this context") in out
     _, decoded, _ = run_cli(capsys, "decode", "llama-3.1-8b", *deployment, "--context", "8K",
                             "--json")
     held = json.loads(decoded)["engine_max_batch"][0]["batch"]

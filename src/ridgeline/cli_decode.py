@@ -17,7 +17,7 @@ from ridgeline.cli_load import (
     load_profile,
     one_card,
 )
-from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
+from ridgeline.cli_offload import FitRun, _offload, fit_settings, fitted_run, no_fit_ctx
 from ridgeline.cli_pool import (
     add_eager_flag,
     add_pool_flags,
@@ -46,18 +46,21 @@ def cmd_decode(args: argparse.Namespace) -> Any:
 
         def on(name: str) -> Any:
             card = one_card(args, name)
-            one = _decode_deployment(card)
-            return _placed_once(args, one, decode_report(
+            run = _decode_deployment(card)
+            one = run.deployment
+            return _placed_once(args, run, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
-                engine_pool_settings(args, one), pool_max_model_len(args, one, args.context),
-                spec))
+                fit_settings(engine_pool_settings(args, one), run),
+                pool_max_model_len(args, one, args.context), spec))
 
         reports, not_run = run_each(names, on, card_id)
         return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
-    dep = _decode_deployment(args)
+    run = _decode_deployment(args)
+    dep = run.deployment
     return _drafter_caution(args, _eplb_caution(args, _lora_caution(args, _placed_once(
-        args, dep, decode_report(dep, args.batch, args.context, load_profile(args),
-                                 args.enforce_eager, engine_pool_settings(args, dep),
+        args, run, decode_report(dep, args.batch, args.context, load_profile(args),
+                                 args.enforce_eager,
+                                 fit_settings(engine_pool_settings(args, dep), run),
                                  pool_max_model_len(args, dep, args.context), spec)))))
 
 
@@ -109,21 +112,24 @@ def _drafter_caution(args: argparse.Namespace, report: Any) -> Any:
     return report
 
 
-def _placed_once(args: argparse.Namespace, dep: Any, report: Any) -> Any:
-    """The report, with a caution where -ngl auto placed one deployment for several points."""
-    if dep.offload is None or not dep.offload.chosen_by_fit or (
-            len(args.batch) == 1 and len(args.context) == 1):
-        return report
+def _placed_once(args: argparse.Namespace, run: FitRun, report: Any) -> Any:
+    """The report, with a caution where -ngl auto placed one deployment for several points,
+    or where the build's default --fit was set aside for -ngl all (FitRun.caution)."""
     from dataclasses import replace
 
-    note = (f"-ngl auto placed the weights once, for the largest point asked (batch "
-            f"{max(args.batch):,} at {max(args.context):,} tokens); a smaller point alone "
-            "would keep more of them on the GPU")
-    return replace(report, cautions=(*report.cautions, note))
+    dep = run.deployment
+    notes = [run.caution()]
+    if dep.offload is not None and dep.offload.chosen_by_fit and (
+            len(args.batch) > 1 or len(args.context) > 1):
+        notes.append(f"-ngl auto placed the weights once, for the largest point asked (batch "
+                     f"{max(args.batch):,} at {max(args.context):,} tokens); a smaller point "
+                     "alone would keep more of them on the GPU")
+    return replace(report, cautions=(*report.cautions, *filter(None, notes)))
 
 
-def _decode_deployment(args: argparse.Namespace) -> Any:
-    """The deployment decode prices; with -ngl auto, placed for its largest batch × context."""
+def _decode_deployment(args: argparse.Namespace) -> FitRun:
+    """The deployment decode prices; with -ngl auto (or a build's default --fit), placed for
+    its largest batch × context, with the margin --fit keeps free (cli_offload.fitted_run)."""
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
@@ -133,7 +139,7 @@ def _decode_deployment(args: argparse.Namespace) -> Any:
     no_fit_ctx(args)
     settings = EngineSettings(engine_version=pool_engine_version(args, dep),
                               speculative_decoding=drafts_asked(args))
-    return fitted(args, dep, settings, max(args.context), max(args.batch))
+    return fitted_run(args, dep, settings, max(args.context), max(args.batch))
 
 
 def register(sub: Any) -> None:

@@ -6,6 +6,7 @@ the host's memory and link) and --fit's (-ngl auto, --fit-target, --fit-ctx) —
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.cli_types import (
@@ -277,27 +278,86 @@ def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
     unless ``check_host`` is False (fit checks it at the -c it prints). The build's default
     keeps ``dep`` whole where --fit finds no placement, or where it moves weights to the host
     and a ``priced`` step needs the host's bandwidth, not given (``default_kept``)."""
+    return fitted_run(args, dep, settings, context, sequences, check_host, priced).deployment
+
+
+@dataclass(frozen=True)
+class FitRun:
+    """A run placed as ``fitted`` places it, for ``sequences`` × ``context`` cells."""
+
+    deployment: Any
+    context: int
+    sequences: int
+    # the memory --fit keeps free in this run (--fit-target, or its default), which its pool
+    # leaves uncached (llamacpp_fit.run_pool); None where --fit does not place it (-ngl or an
+    # -ot rule given, a build before it, -sm tensor, or the build's default set aside)
+    margin_bytes: float | None = None
+    # the placement the build's default --fit would pick, set aside (``default_kept``): it
+    # moves weights to the host, and no --host-bandwidth-gbs prices them
+    set_aside: Any = None
+
+    def caution(self) -> str:
+        """What the answer leaves out where the build's default --fit was set aside: the run
+        priced is -ngl all's, where llama-server's default would move weights; "" else."""
+        if self.set_aside is None:
+            return ""
+        from ridgeline.llamacpp_fit import default_fit_target_bytes
+        from ridgeline.offload import host_weight_bytes
+        from ridgeline.units import plural
+
+        margin = default_fit_target_bytes() if self.margin_bytes is None else self.margin_bytes
+        return (f"priced with every layer on the GPU (-ngl all, which stops --fit): "
+                f"llama-server's default --fit keeps {margin / MIB:,.0f} MiB free and would "
+                f"move {host_weight_bytes(self.set_aside) / GIB:,.2f} GiB of weights to the "
+                f"host for {self.sequences:,} {plural(self.sequences, 'sequence')} of "
+                f"{self.context:,} tokens; --host-bandwidth-gbs GB/s prices that")
+
+
+def fitted_run(args: argparse.Namespace, dep: Any, settings: Any, context: int,
+               sequences: int, check_host: bool = True, priced: bool = True) -> FitRun:
+    """``fitted``'s deployment, the margin --fit keeps free in that run, and the placement
+    the build's default --fit would pick where it was set aside (``FitRun``)."""
     from ridgeline.llamacpp_pool import check_host_memory_for
 
     if not auto_layers(args, dep.engine):
         if check_host:
             check_host_memory_for(dep, context * sequences)
-        return dep
-    from ridgeline.llamacpp_fit import FitFailed, fit_placement
+        return FitRun(dep, context, sequences)
+    from ridgeline.llamacpp_fit import (
+        FitFailed,
+        default_fit_target_bytes,
+        fit_placement,
+        holds,
+    )
 
-    margin = getattr(args, "fit_target_mib", None)
+    margin = margin_bytes(args)
     try:
         placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
-                               None if margin is None else margin * MIB)
+                               margin)
     except FitFailed:
         if auto_layers(args):
             raise
         placed = None
     if placed is None or default_kept(args, placed, priced):
-        return fitted(_no_fit(args), dep, settings, context, sequences, check_host, priced)
+        kept = fitted_run(_no_fit(args), dep, settings, context, sequences, check_host, priced)
+        # where -ngl all holds no sequence either, the answer is "does not fit", with its hint
+        return replace(kept, set_aside=placed) if placed is not None \
+            and holds(kept.deployment, settings, context, 1, 0.0) else kept
     if check_host:
         check_host_memory_for(placed, context * sequences)
-    return placed
+    return FitRun(placed, context, sequences,
+                  default_fit_target_bytes() if margin is None else margin)
+
+
+def fit_settings(settings: Any, run: FitRun) -> Any:
+    """``settings`` (None: the engine's defaults) for a ``run`` --fit places, with the margin
+    it keeps free, so its pool is sized as `fit` sizes it; as they are where --fit does not
+    place it."""
+    if run.margin_bytes is None:
+        return settings
+    from ridgeline.memory import EngineSettings
+
+    return replace(settings or EngineSettings(), fit_target_bytes=run.margin_bytes)
 
 
 def launch_fitted(args: argparse.Namespace, dep: Any, settings: Any,
@@ -310,6 +370,14 @@ def launch_fitted(args: argparse.Namespace, dep: Any, settings: Any,
     fit still run, sharing its cells, and no weight leaves the GPU to make room for them.
     The one sizing rule for -ngl auto typed and for the build's default --fit: `fit` prints
     this -c and -ngl, and `simulate` runs them."""
+    return launch_fitted_run(args, dep, settings, target, check_host, priced).deployment
+
+
+def launch_fitted_run(args: argparse.Namespace, dep: Any, settings: Any,
+                      target: int | None = None, check_host: bool = True,
+                      priced: bool = True) -> FitRun:
+    """``launch_fitted``'s run (``fitted_run``): its deployment, --fit's margin, and the
+    placement the build's default would pick where it was set aside."""
     length = settings.max_model_len
     sequences = target or 1
     if auto_layers(args, dep.engine):
@@ -317,7 +385,16 @@ def launch_fitted(args: argparse.Namespace, dep: Any, settings: Any,
 
         sequences = max(sequences, llamacpp_context(dep, settings, True,
                                                     margin_bytes(args))[0] // length)
-    return fitted(args, dep, settings, length, sequences, check_host, priced)
+    return fitted_run(args, dep, settings, length, sequences, check_host, priced)
+
+
+def set_aside_caution(args: argparse.Namespace, dep: Any, settings: Any) -> str:
+    """simulate's word where the build's default --fit was set aside at --max-model-len L for
+    every layer on the GPU (FitRun.caution), as decode and prefill say it; "" elsewhere (-c 0
+    under --fit shrinks the context before it moves a weight)."""
+    if not settings.max_model_len or auto_layers(args) or not auto_layers(args, dep.engine):
+        return ""
+    return launch_fitted_run(args, dep, settings, check_host=False).caution()
 
 
 def default_kept(args: argparse.Namespace, placed: Any, priced: bool) -> bool:

@@ -22,7 +22,7 @@ from ridgeline.cli_load import (
     load_profile,
     one_card,
 )
-from ridgeline.cli_offload import _offload, fitted, no_fit_ctx
+from ridgeline.cli_offload import _offload, fit_settings, fitted_run, no_fit_ctx
 from ridgeline.cli_pool import (
     add_eager_flag,
     add_pool_flags,
@@ -65,21 +65,23 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
         dep = load_deployment(a)
         no_fit_ctx(a)
-        placed = fitted(a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size,
-                                               engine_version=pool_engine_version(a, dep)),
-                        max(a.prompt_len), a.batch)
+        run = fitted_run(
+            a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size,
+                                   engine_version=pool_engine_version(a, dep)),
+            max(a.prompt_len), a.batch)
+        placed = run.deployment
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
                              "in one pass")
         profile = load_profile(a)
-        pool_settings = engine_pool_settings(a, placed)
+        pool_settings = fit_settings(engine_pool_settings(a, placed), run)
         length = pool_max_model_len(a, placed, a.prompt_len, "--prompt-len")
         once = placed.offload is not None and placed.offload.chosen_by_fit \
             and len(a.prompt_len) > 1
         trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
         notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None),
-                                    trim, _lora_step_note(a), eplb_step_note(a),
+                                    trim, _lora_step_note(a), eplb_step_note(a), run.caution(),
                                     track_record_caution(placed, "prefill", profile), (
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "

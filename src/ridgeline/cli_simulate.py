@@ -35,6 +35,7 @@ from ridgeline.cli_offload import (
     auto_layers,
     fit_launch,
     margin_bytes,
+    set_aside_caution,
 )
 from ridgeline.cli_spec import spec_args, spec_drafter, spec_flags, spec_method
 from ridgeline.cli_types import (
@@ -122,12 +123,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         story = context_story(dep, context)
     elif placed:  # the -c of the slots that fit, --fit placing the weights for it
         dep = placed[1]
+    set_aside = "" if placed else set_aside_caution(args, dep, settings)
     # llama-server allocates -c cells and no more: the context --fit chose, else the one asked
     # for (--max-model-len × slots), else its -c 0, the trained context
     cells = None if not engine.startswith("llama.cpp") else (
         (settings.max_model_len, "--fit") if story else (placed[0], placed[2]) if placed
-        else llamacpp_context(dep, settings, auto_layers(args, engine),
-                              margin_bytes(args)))
+        else llamacpp_context(dep, settings, auto_layers(args, engine) and not set_aside,
+                              margin_bytes(args)))  # set aside: -ngl all's, the whole card
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=cells[0] if cells else None,
                         spec_method=spec_method(args, model),
@@ -313,7 +315,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         if settings.lora is not None else ()
     lora += (eplb_step_caution(settings.eplb),) if settings.eplb is not None else ()
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
-                                 *lora,
+                                 set_aside, *lora,
                                  v0, *version_cautions(settings, pool),
                                  full_cache_caution(engine, result.preemptions),
                                  whole_context_caution(config, result.rec.over_budget_prompts,

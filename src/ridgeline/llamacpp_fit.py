@@ -139,6 +139,22 @@ def run_pool(dep: Deployment, settings: EngineSettings, fit_on: bool,
     return kv_pool(dep, settings)
 
 
+def whole_fit_margin(dep: Deployment, settings: EngineSettings, context: int,
+                     sequences: int = 1) -> float | None:
+    """The margin llama-server's default --fit keeps free with every layer of ``dep`` on the
+    GPU, for ``sequences`` × ``context`` cells: its default --fit-target, where the build
+    ``settings`` names starts with --fit on (b7437 on), splits by layer (-sm tensor starts
+    with it off), is given no placement, and keeps every layer on the GPU (``holds``); None
+    where it is off or would move weights, whose run is then priced as -ngl all's. What
+    decode's pool reads where no flag says how llama-server was started (the page,
+    utilization)."""
+    if not dep.engine.startswith("llama.cpp") or dep.offload is not None \
+            or dep.tensor_parallel_size > 1 or not fit_on_for(settings.engine_version):
+        return None
+    margin = default_fit_target_bytes()
+    return margin if holds(dep, settings, context, sequences, margin) else None
+
+
 def placed_by_fit(dep: Deployment) -> bool:
     """Whether llama.cpp's --fit placed ``dep`` (moved weights to the host for its -c): its
     pool then leaves --fit-target free (``fit_pool``), since a longer -c or more slots make

@@ -154,6 +154,10 @@ class EngineSettings:
     # vLLM --enable-eplb: its redundant experts (--eplb-config), whole experts every
     # expert-parallel rank loads with the weights (vllm_eplb.py); None: EPLB off
     eplb: EPLBSettings | None = None
+    # llama.cpp under --fit (-ngl auto, or a build's default from b7437): the memory it keeps
+    # free on each GPU (--fit-target), which more cells would not fill, since --fit moves a
+    # layer to the host rather (llamacpp_fit.run_pool); None: --fit off (-ngl given)
+    fit_target_bytes: float | None = None
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -183,6 +187,8 @@ class EngineSettings:
                 raise InputError(f"not a llama.cpp build: {self.engine_version!r} (expected "
                                  "e.g. b9400)")
             parse_version(self.engine_version)
+        if self.fit_target_bytes is not None and self.fit_target_bytes < 0:
+            raise InputError(f"fit_target_bytes must be at least 0, got {self.fit_target_bytes}")
         r = self.swa_full_tokens_ratio
         if r is not None and not 0 < r <= 1:
             raise InputError(f"swa_full_tokens_ratio must be in (0, 1], got {r}")

@@ -14,7 +14,7 @@ from typing import Any
 from ridgeline.capacity import (
     SERVING_ENGINES,
     conversation_bytes,
-    decode_pool_settings,
+    decode_pool,
     held_conversations,
     pool_at_context_note,
 )
@@ -27,7 +27,6 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
-from ridgeline.memory import kv_pool
 from ridgeline.plots import html_page
 from ridgeline.precision import kv_dtype
 from ridgeline.roofline import (
@@ -75,7 +74,7 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         "kv_gib": [], "conversations": [],
     }
     for c in CONTEXTS:
-        pool = kv_pool(dep, decode_pool_settings(dep, c))
+        pool = decode_pool(dep, c)
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
         held = held_conversations(pool, dep, c)
@@ -175,7 +174,7 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
     """The conversations the opening view's pool holds, as a division its inputs reproduce:
     the pool per GPU ÷ one conversation's cache on a GPU, rounded down (Llama-3.1-8B on an
     H100 at 2,048 tokens: 54.64 GiB ÷ 0.25 GiB = 218)."""
-    pool = kv_pool(dep, decode_pool_settings(dep, context))
+    pool = decode_pool(dep, context)
     per_conversation = conversation_bytes(pool, dep, context)
     division = int(pool.kv_cache_bytes // per_conversation) if per_conversation else 0
     blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0

@@ -41,7 +41,7 @@ from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
-from ridgeline.units import GB, plural, usd_per_million_tokens
+from ridgeline.units import GB, MIB, plural, usd_per_million_tokens
 
 
 def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
@@ -240,8 +240,8 @@ class DecodeReport:
                                       "max_model_len": s.max_model_len,
                                       # batch = min(pool_holds, seat_limit) where it runs
                                       "pool_holds": s.pool_held, "seat_limit": s.seat_limit,
-                                      "settings": self.pool_settings
-                                      or default_pool_settings(self.expected[0].engine),
+                                      "settings": json_pool_settings(
+                                          self.expected[0].engine, self.pool_settings),
                                       **({"reason": self._none_clause(s)} if s.held == 0
                                          else {})}
                                      for s in self.seats if s.held is not None],
@@ -567,6 +567,9 @@ def describe_settings(settings: EngineSettings, engine: str,
         ("cudagraph_mode", settings.cudagraph_mode),
         ("compilation mode", None if settings.torch_compile is None else
          "VLLM_COMPILE" if settings.torch_compile else "NONE")) if value is not None]
+    # llama.cpp's --fit: the margin it keeps free, which its pool leaves uncached
+    given += [] if settings.fit_target_bytes is None else [
+        f"--fit-target {settings.fit_target_bytes / MIB:,.0f} MiB left free"]
     rules = [version_rules(engine, settings.engine_version)] if settings.engine_version else []
     if engine != "vllm":
         return ", ".join(given + rules)
@@ -672,6 +675,15 @@ def default_pool_settings(engine: str) -> str:
     if engine == "vllm":
         return "serve defaults"
     return "one slot per sequence (-np)" if engine.startswith("llama.cpp") else "defaults"
+
+
+def json_pool_settings(engine: str, described: str) -> str:
+    """decode's and prefill's --json ``settings``: those ``described`` (describe_settings),
+    else the engine's defaults; llama.cpp's one slot per sequence said either way, as the
+    text's "given a slot each" says it."""
+    if engine.startswith("llama.cpp"):
+        return ", ".join(filter(None, (default_pool_settings(engine), described)))
+    return described or default_pool_settings(engine)
 
 
 def _dollars_per_million(dep: Deployment, tok_s: float) -> str:

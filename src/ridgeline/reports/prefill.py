@@ -23,7 +23,7 @@ from ridgeline.gguf_blocks import gguf_block_count
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages
 from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
-from ridgeline.reports.decode import default_pool_settings
+from ridgeline.reports.decode import json_pool_settings
 from ridgeline.reports.expectation import (
     ByCard,
     Expectation,
@@ -230,8 +230,8 @@ class PrefillReport:
                 "engine_max_batch": self.pool_batch,
                 "max_model_len": None if self.seat is None else self.seat.max_model_len,
                 # as decode's engine_max_batch[].settings: the version's rules named there too
-                "settings": None if self.seat is None else self.pool_settings
-                or default_pool_settings(self.expected.engine),
+                "settings": None if self.seat is None else json_pool_settings(
+                    self.expected.engine, self.pool_settings),
                 "engine_version": self.engine_version,
                 "cautions": self.cautions, **fit_dict(f)}
 

@@ -25,7 +25,7 @@ from ridgeline.roofline import (
     ridge_step,
 )
 from ridgeline.stages import micro_batches, split_batch
-from ridgeline.units import GIB, plural
+from ridgeline.units import GIB, MIB, plural
 
 # the first line's share is the weight matrices' (the article's metric), not the whole step's
 WEIGHTS_SHARE_LABEL = "the weight matrices' share of the arithmetic in use"
@@ -61,6 +61,7 @@ class UtilizationReport:
     expert_figures: Mapping[str, float] | None = None
     node_caution: str = ""  # tensor parallelism past one node (parallel.cross_node_caution)
     engine: str = "vllm"  # whose pool, seats flag and running gauge the text names
+    fit_free_bytes: float = 0.0  # llama.cpp under --fit: the margin its pool leaves free
 
     @property
     def engine_label(self) -> str:
@@ -117,6 +118,8 @@ class UtilizationReport:
                                                                           "max_model_len")
         # llama.cpp has no max_model_len: it gives each conversation a slot (-np), as decode does
         started = (f"one slot (-np) of {self.context:,} tokens per conversation"
+                   + (f", --fit-target {self.fit_free_bytes / MIB:,.0f} MiB left free"
+                      if self.fit_free_bytes else "")
                    if self.engine.startswith("llama.cpp") else
                    f"its {'vllm serve ' if self.engine == 'vllm' else ''}defaults, started at "
                    f"{length} {self.context:,}")
@@ -217,19 +220,18 @@ def utilization_report(
         SERVING_ENGINES,
         context_refusal,
         conversation_bytes,
+        decode_pool,
         held_conversations,
         pool_at_context_note,
         refuses_to_start,
     )
-    from ridgeline.memory import EngineSettings, kv_pool
-
     if engine is None:
         engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
-    limit, refusal = None, ""
+    limit, refusal, fit_free = None, "", 0.0
     pool_operands: tuple[Quantity, ...] = ()
     if dep is not None and context is not None:  # the engine's pool at its defaults
         dep = replace(dep, engine=engine)
-        pool = kv_pool(dep, EngineSettings(max_model_len=context))
+        pool = decode_pool(dep, context)  # decode's: llama.cpp a slot each, under --fit
         if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
             raise InputError(f"does not fit: {dep.model.name}'s weights "
                              f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
@@ -240,6 +242,7 @@ def utilization_report(
             "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
             else "")
         limit = held_conversations(pool, dep, context)
+        fit_free = pool.fit_free_bytes
         pool_operands = (q("pool", pool.pool_bytes / GIB, "GiB", "per GPU, at the engine's "
                            "defaults"),
                          q("per conversation", conversation_bytes(pool, dep, context) / GIB,
@@ -330,4 +333,5 @@ def utilization_report(
                              context_caution(dep, context) if dep and context
                              and not context_refusal(dep, context) else "", experts, refusal,
                              stages, whole, expert_figures,
-                             cross_node_caution(tp, acc, dep.engine if dep else engine), engine)
+                             cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
+                             fit_free)
