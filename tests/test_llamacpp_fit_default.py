@@ -265,3 +265,15 @@ def test_a_default_fit_set_aside_is_priced_with_every_layer_and_says_so(
     assert default == every_layer
     code, out, _ = run_cli(capsys, *argv, "--host-bandwidth-gbs", "60")
     assert code == 0 and not any("-ngl all" in c for c in json.loads(out)["cautions"])
+
+
+@pytest.mark.parametrize(("flags", "moves"), [
+    (("--fit-target", "0"), True), ((), True), (("-ngl", "all"), False)])
+def test_the_cells_past_the_pool_move_weights_only_under_fit(
+        capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], moves: bool) -> None:
+    """Under --fit a longer -c moves weights to the host, whatever its margin (--fit-target 0
+    keeps none, and had lost the words); -ngl all stops --fit, so nothing moves."""
+    code, out, _ = run_cli(capsys, "fit", *SMALL, "--max-model-len", "8192", *flags)
+    assert code == 0
+    (held,) = [line for line in out.splitlines() if line.startswith("holds ")]
+    assert ("past it --fit moves weights to the host" in held) is moves

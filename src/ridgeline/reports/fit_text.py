@@ -9,6 +9,7 @@ from ridgeline.capacity import admission_gate, past_trained_context
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.llamacpp_batching import llamacpp_n_batch
+from ridgeline.llamacpp_fit import placed_by_fit
 from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
 from ridgeline.render import table
@@ -55,7 +56,9 @@ def fit_text_lines(r: FitReport) -> list[str]:
     if is_llamacpp(p):
         more = "more " if d.offload is not None else ""
         # one memory (a Mac's, a GB10's): --fit has nowhere to move weights (fit_placement)
-        past = "" if not p.fit_free_bytes else \
+        # under --fit (its margin may be 0): more cells make it move weights
+        fit_on = r.fit_host is not None or placed_by_fit(d)
+        past = "" if not fit_on else \
             "; past it --fit fails: GPU and CPU share one memory, so it has nowhere to move " \
             "weights" if d.accelerator.one_memory else \
             f"; past it --fit moves {more}weights to the host"
