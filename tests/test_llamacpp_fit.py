@@ -148,9 +148,18 @@ def test_minus_one_is_auto(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_all_is_the_whole_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """With no -ngl and no --host-bandwidth-gbs the build's default --fit is set aside: the
+    answer is -ngl all's, "does not fit", and a caution names the weights --fit would move
+    and the flag that prices them, in place of -ngl all's shorter hint (the answer had been
+    -ngl all's alone)."""
     _, default, _ = run_cli(capsys, *AUTO_70B)
     _, every, _ = run_cli(capsys, *AUTO_70B, "-ngl", "all")
-    assert "DOES NOT FIT" in every and every == default
+    (said,) = [line for line in default.splitlines() if line not in every.splitlines()]
+    (hint,) = [line for line in every.splitlines() if line not in default.splitlines()]
+    assert "DOES NOT FIT" in every and "would move" in said and "--host-bandwidth-gbs" in said
+    assert "would keep layers in host memory" in hint
+    assert [line for line in default.splitlines() if line != said] \
+        == [line for line in every.splitlines() if line != hint]
 
 
 @pytest.mark.parametrize("ngl", ["all", "auto", "20"])
@@ -451,7 +460,7 @@ def test_decode_and_simulate_name_the_fit_where_it_could_keep_layers_on_the_host
 
     model = "llama-3.1-70b" if hinted else "llama-3.1-405b"  # neither fits its card
     _, out, _ = run_cli(capsys, "decode", model, "--gpu", gpu, "--engine", "llama.cpp")
-    assert ("default --fit (since b7437, Dec 2025) would keep layers" in out) is hinted
+    assert ("llama-server's default --fit" in out and "--host-bandwidth-gbs" in out) is hinted
     code, _, err = run_cli(capsys, "simulate", model, "--gpu", gpu, "--engine", "llama.cpp",
                            "--rate", "1", "--num-requests", "10")
     assert code == 2 and "its weights alone" in err  # as fit says it

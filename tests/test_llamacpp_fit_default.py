@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
+from ridgeline.capacity import engine_holds
+from ridgeline.catalog import resolve_model
+from ridgeline.deployment import Deployment
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.llamacpp_fit import (
     default_fit_target_bytes,
     fit_default_since_build,
     fit_on_by_default,
     fit_on_for,
+    whole_fit_margin,
 )
+from ridgeline.memory import EngineSettings
 from tests.conftest import run_cli
 
 BIG = ("llama-3.1-70b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine", "llama.cpp-cuda")
@@ -277,3 +284,79 @@ def test_the_cells_past_the_pool_move_weights_only_under_fit(
     assert code == 0
     (held,) = [line for line in out.splitlines() if line.startswith("holds ")]
     assert ("past it --fit moves weights to the host" in held) is moves
+
+
+def test_a_set_aside_caution_names_the_fit_target_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The caution's margin is the --fit-target typed, not the default: --fit-target 4000
+    keeps 4,000 MiB free and moves more weights (3.89 GiB, as `fit` places them) than the
+    default 1,024 MiB (0.91 GiB); the caution had said "keeps 1,024 MiB free" either way."""
+    target = ("--fit-target", "4000")
+    code, out, _ = run_cli(capsys, "fit", *SET_ASIDE, "--max-model-len", "4096", *target,
+                           "--json")
+    assert code == 0
+    moved = json.loads(out)["offload"]["host_weight_bytes"] / 2**30
+    code, out, _ = run_cli(capsys, "decode", *SET_ASIDE, "--context", "4096", *target, "--json")
+    assert code == 0
+    (said,) = [c for c in json.loads(out)["cautions"] if "-ngl all" in c]
+    assert "keeping 4,000 MiB free (--fit-target)" in said and "1,024" not in said
+    assert f"would move {moved:,.2f} GiB of weights to the host" in said
+
+
+def test_a_side_by_side_decode_names_the_card_whose_fit_was_set_aside(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """decode --gpu A,B lists every card's cautions once, below the table: the set-aside
+    caution names its card (the RTX 5090, whose default --fit moves experts at 4K), not the
+    H100 beside it, which holds the whole model."""
+    code, out, _ = run_cli(capsys, "decode", "qwen3-30b-a3b", "--gpu", "rtx-5090,h100-sxm",
+                           "--weights", "q8_0", "--engine", "llama.cpp-cuda", "--context",
+                           "4096")
+    assert code == 0
+    (said,) = [line for line in out.splitlines() if "-ngl all" in line]
+    assert "1 x rtx-5090" in said and "h100" not in said
+
+
+def test_where_no_layer_placement_holds_a_sequence_the_caution_still_names_fits_move(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-3.1-8b bf16 on an RTX 4080 at 32K: -ngl all holds no sequence, so decode and
+    prefill answer "does not fit", which alone read as if llama-server would refuse to start;
+    its default --fit starts it with 4.23 GiB of weights on the host (as `fit` places them),
+    and the caution says so and asks for the host's bandwidth."""
+    card = ("llama-3.1-8b", "--gpu", "rtx-4080", "--engine", "llama.cpp-cuda")
+    code, out, _ = run_cli(capsys, "fit", *card, "--max-model-len", "32768", "--json")
+    assert code == 0
+    moved = json.loads(out)["offload"]["host_weight_bytes"] / 2**30
+    for argv in (("decode", *card, "--context", "32768"),
+                 ("prefill", *card, "--prompt-len", "32768")):
+        code, out, _ = run_cli(capsys, *argv)
+        assert code == 0 and "does not fit" in out
+        (said,) = [line for line in out.splitlines() if "-ngl all" in line]
+        assert f"would move {moved:,.2f} GiB of weights to the host" in said
+        assert "--host-bandwidth-gbs" in said
+
+
+def _card(gpu: str, num_gpus: int = 1, split_mode: str | None = None) -> Deployment:
+    return Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator(gpu), None, None,
+                            num_gpus, engine="llama.cpp-cuda" if gpu.startswith("rtx")
+                            else "llama.cpp-metal", split_mode=split_mode)
+
+
+def test_decodes_slot_pool_leaves_the_default_margin_where_fit_keeps_every_layer() -> None:
+    """llama-3.1-8b bf16 on an RTX 4090 at 8,192 tokens: 8 sequences under the default
+    --fit's 1,024 MiB, 9 with -ngl all (capacity._slot_pool's worked numbers). The margin is
+    the default's where --fit starts on and keeps every layer (llamacpp_fit.whole_fit_margin):
+    on 2 cards split by layer, and on a Mac within its margin; none before b7437, under -sm
+    tensor (it starts with --fit off), or past what the margin leaves (-ngl all's answer)."""
+    one = EngineSettings(max_model_len=8192, max_num_seqs=1)
+    card = _card("rtx-4090")
+    margin = default_fit_target_bytes()
+    assert whole_fit_margin(card, one, 8192) == margin
+    assert engine_holds(card, 8192, settings=replace(one, fit_target_bytes=margin)) == 8
+    assert engine_holds(card, 8192, settings=one) == 9
+    assert whole_fit_margin(_card("rtx-4090", 2), one, 8192) == margin
+    assert whole_fit_margin(card, replace(one, engine_version=BEFORE_FIT), 8192) is None
+    assert whole_fit_margin(_card("rtx-4090", 2, "tensor"), one, 8192) is None
+    assert whole_fit_margin(card, one, 8192, sequences=9) is None
+    mac = _card("apple-m4-max-32c")  # 69,266 cells with the margin free, 77,394 without
+    assert whole_fit_margin(mac, one, 65536) == margin
+    assert whole_fit_margin(mac, one, 72000) is None

@@ -335,6 +335,18 @@ def test_a_llama_cpp_page_runs_the_batches_decode_prices(
     assert combo["conversations"][ci] == decoded["engine_max_batch"][0]["batch"]
 
 
+def test_a_llama_cpp_page_explains_the_margin_its_pool_leaves_free(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The opening view's pool (Llama-3.1-8B q4_k_m on a 4090 at 2,048 tokens) is decode's,
+    less the 1,024 MiB llama-server's default --fit keeps free: --explain names that margin,
+    as decode's pool line and `fit`'s breakdown do (it had divided the smaller pool unsaid)."""
+    assert main(["page", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
+                 "--counts", "1", "-o", str(tmp_path / "p.html"), "--json", "--explain"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    step = next(s for s in data["explain"] if s["label"].startswith("conversations of"))
+    assert "less the 1,024 MiB its default --fit keeps free (--fit-target)" in step["formula"]
+
+
 def test_validate_plot_says_how_many_rows_it_leaves_out_for_their_units(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The chart draws tok/s against tok/s; the published file's TTFTs, per-GPU throughputs

@@ -207,7 +207,7 @@ def fit_by_default(args: argparse.Namespace, engine: str | None) -> bool:
 
 def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> Any:
     """The weights' split between the GPU and host memory the offload flags ask for, or None
-    (every weight on the GPU, and for -ngl auto until ``fitted`` places them)."""
+    (every weight on the GPU, and for -ngl auto until ``fitted_run`` places them)."""
     from ridgeline.offload import HostOffload, every_layer_ngl
 
     ngl, experts = getattr(args, "gpu_layers", None), getattr(args, "n_cpu_moe", None)
@@ -270,20 +270,9 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
                        ram * GIB if ram else None)
 
 
-def fitted(args: argparse.Namespace, dep: Any, settings: Any, context: int,
-           sequences: int, check_host: bool = True, priced: bool = True) -> Any:
-    """``dep`` placed as llama.cpp's --fit places it for ``sequences`` × ``context`` cells,
-    where -ngl auto or the build's default asks for that, else as it is; either way a host
-    share (weights and the host layers' cache) that overflows --host-memory-gib is refused,
-    unless ``check_host`` is False (fit checks it at the -c it prints). The build's default
-    keeps ``dep`` whole where --fit finds no placement, or where it moves weights to the host
-    and a ``priced`` step needs the host's bandwidth, not given (``default_kept``)."""
-    return fitted_run(args, dep, settings, context, sequences, check_host, priced).deployment
-
-
 @dataclass(frozen=True)
 class FitRun:
-    """A run placed as ``fitted`` places it, for ``sequences`` × ``context`` cells."""
+    """A run placed as ``fitted_run`` places it, for ``sequences`` × ``context`` cells."""
 
     deployment: Any
     context: int
@@ -295,19 +284,23 @@ class FitRun:
     # the placement the build's default --fit would pick, set aside (``default_kept``): it
     # moves weights to the host, and no --host-bandwidth-gbs prices them
     set_aside: Any = None
+    # the memory that set-aside placement keeps free (--fit-target, or its default)
+    set_aside_margin_bytes: float = 0.0
 
     def caution(self) -> str:
         """What the answer leaves out where the build's default --fit was set aside: the run
-        priced is -ngl all's, where llama-server's default would move weights; "" else."""
+        answered for is -ngl all's (priced, or "does not fit" where it holds no sequence),
+        where llama-server's default would move weights; "" else."""
         if self.set_aside is None:
             return ""
-        from ridgeline.llamacpp_fit import default_fit_target_bytes
+        from ridgeline.llamacpp_fit import SET_ASIDE_LEAD
         from ridgeline.offload import host_weight_bytes
         from ridgeline.units import plural
 
-        margin = default_fit_target_bytes() if self.margin_bytes is None else self.margin_bytes
-        return (f"priced with every layer on the GPU (-ngl all, which stops --fit): "
-                f"llama-server's default --fit keeps {margin / MIB:,.0f} MiB free and would "
+        # the card named: a side-by-side decode gives each card's cautions in one list
+        return (f"{SET_ASIDE_LEAD} ({self.deployment.gpus_label}; -ngl "
+                f"all, which stops --fit): llama-server's default --fit, keeping "
+                f"{self.set_aside_margin_bytes / MIB:,.0f} MiB free (--fit-target), would "
                 f"move {host_weight_bytes(self.set_aside) / GIB:,.2f} GiB of weights to the "
                 f"host for {self.sequences:,} {plural(self.sequences, 'sequence')} of "
                 f"{self.context:,} tokens; --host-bandwidth-gbs GB/s prices that")
@@ -315,38 +308,40 @@ class FitRun:
 
 def fitted_run(args: argparse.Namespace, dep: Any, settings: Any, context: int,
                sequences: int, check_host: bool = True, priced: bool = True) -> FitRun:
-    """``fitted``'s deployment, the margin --fit keeps free in that run, and the placement
-    the build's default --fit would pick where it was set aside (``FitRun``)."""
+    """``dep`` placed as llama.cpp's --fit places it for ``sequences`` × ``context`` cells,
+    where -ngl auto or the build's default asks for that, else as it is; either way a host
+    share (weights and the host layers' cache) that overflows --host-memory-gib is refused,
+    unless ``check_host`` is False (fit checks it at the -c it prints). The build's default
+    keeps ``dep`` whole where --fit finds no placement, or where it moves weights to the host
+    and a ``priced`` step needs the host's bandwidth, not given (``default_kept``). With the
+    margin --fit keeps free in that run, and the placement the build's default --fit would
+    pick where it was set aside (``FitRun``)."""
     from ridgeline.llamacpp_pool import check_host_memory_for
 
     if not auto_layers(args, dep.engine):
         if check_host:
             check_host_memory_for(dep, context * sequences)
         return FitRun(dep, context, sequences)
-    from ridgeline.llamacpp_fit import (
-        FitFailed,
-        default_fit_target_bytes,
-        fit_placement,
-        holds,
-    )
+    from ridgeline.llamacpp_fit import FitFailed, default_fit_target_bytes, fit_placement
 
-    margin = margin_bytes(args)
+    given = margin_bytes(args)
+    margin = default_fit_target_bytes() if given is None else given
     try:
         placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
-                               margin)
+                               given)
     except FitFailed:
         if auto_layers(args):
             raise
         placed = None
     if placed is None or default_kept(args, placed, priced):
         kept = fitted_run(_no_fit(args), dep, settings, context, sequences, check_host, priced)
-        # where -ngl all holds no sequence either, the answer is "does not fit", with its hint
-        return replace(kept, set_aside=placed) if placed is not None \
-            and holds(kept.deployment, settings, context, 1, 0.0) else kept
+        # where -ngl all holds no sequence either, the answer is "does not fit", and the
+        # caution says what --fit would have run instead
+        return kept if placed is None else replace(kept, set_aside=placed,
+                                                   set_aside_margin_bytes=margin)
     if check_host:
         check_host_memory_for(placed, context * sequences)
-    return FitRun(placed, context, sequences,
-                  default_fit_target_bytes() if margin is None else margin)
+    return FitRun(placed, context, sequences, margin)
 
 
 def fit_settings(settings: Any, run: FitRun) -> Any:
@@ -364,7 +359,7 @@ def launch_fitted(args: argparse.Namespace, dep: Any, settings: Any,
                   target: int | None = None, check_host: bool = True,
                   priced: bool = True) -> Any:
     """``dep`` at --max-model-len L (``settings.max_model_len``) placed for the -c llama-server
-    is started with, as ``fitted`` places it: L × the slots whose conversations fit with every
+    is started with, as ``fitted_run`` places it: L × the slots whose conversations fit with every
     layer on the GPU, at least one (sim/config.llamacpp_context), or L × ``target`` where
     more. -c is one cache the -np slots share (--kv-unified), so the slots past those that
     fit still run, sharing its cells, and no weight leaves the GPU to make room for them.

@@ -101,6 +101,11 @@ def fit_hint(version: str | None) -> str:
             "its --fit (-ngl auto --host-bandwidth-gbs GB/s), or -ngl N here")
 
 
+# how the caution begins where the build's default --fit was set aside for -ngl all
+# (cli_offload.FitRun.caution): the reports then drop their shorter hint (no_expectation)
+SET_ASIDE_LEAD = "answered with every layer on the GPU"
+
+
 class FitFailed(InputError):
     """--fit finds no placement: the GPU cannot hold even what stays on it."""
 

@@ -35,7 +35,7 @@ from ridgeline.roofline import (
     ridge_point,
     weight_intensity,
 )
-from ridgeline.units import GIB, plural
+from ridgeline.units import GIB, MIB, plural
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CONTEXTS = (512, 2048, 8192, 32768, 131072)
@@ -182,6 +182,8 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
         f"conversations of {context:,} tokens the pool holds",
         f"⌊the {dep.engine} KV pool per GPU, "
         + ("given one slot (-np) of this context per conversation, as decode gives it"
+           + (f", less the {pool.fit_free_bytes / MIB:,.0f} MiB its default --fit keeps free "
+              "(--fit-target)" if pool.fit_free_bytes else "")
            if dep.engine.startswith("llama.cpp") else "started at max_model_len = this context")
         + ", ÷ one conversation's cache on a GPU⌋ (`ridgeline fit` for the pool's breakdown)",
         q("conversations", held),

@@ -291,7 +291,8 @@ class DecodeReport:
                            "batch 1's output, each user at "
                            f"{f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1's speed "
                            "(the steps' ratio)"] if f.batch > 1 else []),
-                        *no_expectation(self.deployment, e.engine), *self._pool_lines()]
+                        *no_expectation(self.deployment, e.engine, self.cautions),
+                        *self._pool_lines()]
             lines += [
                 f"  per user   {f.per_user_tok_s:,.1f} tok/s "
                 f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1"

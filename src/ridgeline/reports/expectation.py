@@ -4,6 +4,7 @@ side-by-side of several cards."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -67,13 +68,15 @@ _FIT_HINT = ("  llama-server's default --fit (since b7437, Dec 2025) would keep 
              "memory instead: --host-bandwidth-gbs GB/s prices that")
 
 
-def no_expectation(dep: Deployment, engine: str) -> list[str]:
+def no_expectation(dep: Deployment, engine: str, cautions: Sequence[str] = ()) -> list[str]:
     """The line for a deployment that does not fit, and for llama.cpp on one discrete GPU
-    what its --fit would do instead."""
-    from ridgeline.llamacpp_fit import fit_could_offload
+    what its --fit would do instead, unless one of the report's ``cautions`` says it with
+    the weights it would move (SET_ASIDE_LEAD)."""
+    from ridgeline.llamacpp_fit import SET_ASIDE_LEAD, fit_could_offload
 
     lines = [_NO_EXPECTATION.format(engine=engine)]
-    if dep.num_gpus == 1 and fit_could_offload(dep, engine):
+    if dep.num_gpus == 1 and fit_could_offload(dep, engine) \
+            and not any(c.startswith(SET_ASIDE_LEAD) for c in cautions):
         lines.append(_FIT_HINT)
     return lines
 

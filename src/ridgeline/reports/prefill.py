@@ -259,7 +259,7 @@ class PrefillReport:
         lines += [f"note: {self.ubatch_note}"] if self.ubatch_note else []
         lines += [f"caution: {c}" for c in self.cautions]
         if not f.fit.fits:
-            return [*lines, *no_expectation(self.deployment, e.engine)]
+            return [*lines, *no_expectation(self.deployment, e.engine, self.cautions)]
         if not self.runs:
             return [*lines, f"expected on {e.engine}: nothing: {self.none_reason}"]
         return [*lines,
