@@ -360,3 +360,33 @@ def test_decodes_slot_pool_leaves_the_default_margin_where_fit_keeps_every_layer
     mac = _card("apple-m4-max-32c")  # 69,266 cells with the margin free, 77,394 without
     assert whole_fit_margin(mac, one, 65536) == margin
     assert whole_fit_margin(mac, one, 72000) is None
+
+
+# the 1,024 MiB margin leaves no room for 90,000 cells here; the whole memory does
+UNPLACED = ("qwen3-next-80b-a3b", "--gpu", "apple-m4-pro-20c", "--engine", "llama.cpp-metal",
+            "--weights", "q4_k_m")
+
+
+def test_where_the_default_fit_finds_no_placement_llama_server_loads_every_layer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-server ignores --fit's failure and loads the model as given (common/common.cpp
+    ignores common_fit_params' result): on one memory, where --fit cannot move a weight, every
+    layer, with no margin kept. `fit` had said "does not fit" (0 conversations) where decode,
+    prefill and simulate ran one sequence, each without a word; now all answer -ngl all's one
+    conversation, and say why."""
+    code, out, _ = run_cli(capsys, "fit", *UNPLACED, "--max-model-len", "90000", "--json")
+    assert code == 0
+    default = json.loads(out)
+    code, out, _ = run_cli(capsys, "fit", *UNPLACED, "--max-model-len", "90000", "--json",
+                           "-ngl", "all")
+    assert code == 0
+    assert default["conversations"] == json.loads(out)["conversations"] == 1
+    (said,) = [c for c in default["cautions"] if "finds no placement" in c]
+    assert "loads" not in said and "starts as given, every layer on the GPU" in said
+    for argv in (("decode", *UNPLACED, "--context", "90000", "--json"),
+                 ("simulate", *UNPLACED, "--max-model-len", "90000", "--concurrency", "1",
+                  "--num-requests", "2", "--json")):
+        code, out, _ = run_cli(capsys, *argv)
+        assert code == 0 and said in json.loads(out)["cautions"]
+    code, out, _ = run_cli(capsys, "decode", *UNPLACED, "--context", "90000", "--json")
+    assert json.loads(out)["engine_max_batch"][0]["batch"] == 1

@@ -36,7 +36,7 @@ from ridgeline.cli_offload import (
     auto_layers,
     fit_host,
     fitted_context,
-    launch_fitted,
+    launch_fitted_run,
     no_fit_ctx,
 )
 from ridgeline.cli_spec import spec_drafter, spec_flags
@@ -121,19 +121,34 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         return longest_context(dep, settings, args.target_concurrency, **fit_host(args, dep))
     no_fit_ctx(args)
     settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
-    dep = launch_fitted(args, dep, settings, args.target_concurrency, check_host=False,
-                        priced=False)  # the -c and -ngl simulate runs
-    report = fit_report(dep, args.max_model_len, settings, args.target_concurrency,
-                        **fit_host(args, dep))
-    check_host_memory_for(dep, report.launch_cells)  # the -c it tells llama-server to take
+    report = _launched_report(args, dep, settings, check_host=False)  # simulate's -c and -ngl
+    check_host_memory_for(report.deployment, report.launch_cells)  # the -c llama-server takes
     return replace(report, searched=defaulted) if defaulted else report
+
+
+def _launched_report(args: argparse.Namespace, dep: Any, settings: Any,
+                     check_host: bool = True) -> Any:
+    """fit's report at --max-model-len for the run llama-server is started with: placed by
+    --fit where it places it (cli_offload.launch_fitted_run), its margin kept free; where the
+    build's default --fit finds no placement, llama-server loads every layer as given and
+    keeps no margin, and the report says so."""
+    from dataclasses import replace
+
+    from ridgeline.reports.fit import fit_report
+
+    run = launch_fitted_run(args, dep, settings, args.target_concurrency,
+                            check_host=check_host, priced=False)
+    host = {} if run.unplaced else fit_host(args, run.deployment)
+    report = fit_report(run.deployment, args.max_model_len, settings,
+                        args.target_concurrency, **host)
+    return replace(report, fit_note=run.caution()) if run.unplaced else report
 
 
 def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str],
                           engines: list[str]) -> Any:
     from ridgeline.drafter_memory import vllm_draft_settings
     from ridgeline.engines import engine_id
-    from ridgeline.reports.fit import fit_report, slots_for_target
+    from ridgeline.reports.fit import slots_for_target
     from ridgeline.reports.fit_comparison import FitComparison
 
     if len(engines) > 1:
@@ -150,9 +165,7 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
         dep = build_deployment(args, model, acc, engine)
         slots = slots_for_target(dep, vllm_draft_settings(engine, settings),
                                  args.target_concurrency)
-        dep = launch_fitted(args, dep, slots, args.target_concurrency, priced=False)
-        return fit_report(dep, args.max_model_len, slots, args.target_concurrency,
-                          **fit_host(args, dep))
+        return _launched_report(args, dep, slots)
 
     reports, not_run = run_each(cards, on, card_id)
     return FitComparison(tuple(reports), by="accelerator", not_run=not_run)
@@ -214,9 +227,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     def at_defaults(engine: str) -> Any:  # llama.cpp: placed by its --fit where the build is
         dep = build_deployment(args, model, acc, engine)
         if args.max_model_len is not None and engine.startswith("llama.cpp"):
-            dep = launch_fitted(args, dep, settings, args.target_concurrency, priced=False)
-            return fit_report(dep, args.max_model_len, settings, args.target_concurrency,
-                              **fit_host(args, dep))
+            return _launched_report(args, dep, settings)
         return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
 
     reports, not_run = run_each(engines, at_defaults)

@@ -286,11 +286,19 @@ class FitRun:
     set_aside: Any = None
     # the memory that set-aside placement keeps free (--fit-target, or its default)
     set_aside_margin_bytes: float = 0.0
+    # why the build's default --fit found no placement (FitFailed's words): llama-server only
+    # warns, and loads the model as given (common/common.cpp ignores common_fit_params'
+    # result), every layer on the GPU, with no margin kept
+    unplaced: str = ""
 
     def caution(self) -> str:
         """What the answer leaves out where the build's default --fit was set aside: the run
         answered for is -ngl all's (priced, or "does not fit" where it holds no sequence),
         where llama-server's default would move weights; "" else."""
+        if self.unplaced:
+            return (f"llama.cpp's --fit finds no placement ({self.unplaced.removeprefix('does not fit: ')}): "
+                    "llama-server warns and starts as given, every layer on the GPU and no "
+                    "--fit-target kept free, as answered here (-ngl all)")
         if self.set_aside is None:
             return ""
         from ridgeline.llamacpp_fit import SET_ASIDE_LEAD
@@ -329,16 +337,16 @@ def fitted_run(args: argparse.Namespace, dep: Any, settings: Any, context: int,
     try:
         placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
                                given)
-    except FitFailed:
+    except FitFailed as failed:
         if auto_layers(args):
             raise
-        placed = None
-    if placed is None or default_kept(args, placed, priced):
+        kept = fitted_run(_no_fit(args), dep, settings, context, sequences, check_host, priced)
+        return replace(kept, unplaced=str(failed))
+    if default_kept(args, placed, priced):
         kept = fitted_run(_no_fit(args), dep, settings, context, sequences, check_host, priced)
         # where -ngl all holds no sequence either, the answer is "does not fit", and the
         # caution says what --fit would have run instead
-        return kept if placed is None else replace(kept, set_aside=placed,
-                                                   set_aside_margin_bytes=margin)
+        return replace(kept, set_aside=placed, set_aside_margin_bytes=margin)
     if check_host:
         check_host_memory_for(placed, context * sequences)
     return FitRun(placed, context, sequences, margin)

@@ -208,7 +208,8 @@ def fit_placement(dep: Deployment, settings: EngineSettings, context: int, seque
         return whole
     if acc.one_memory:
         raise FitFailed(f"does not fit: {dep.model.name} and {sequences * context:,} cells "
-                         f"of cache overflow {acc.id}, whose GPU and CPU share one memory, so "
+                         f"of cache, with {margin / MIB:,.0f} MiB left free (--fit-target), "
+                         f"overflow {acc.id}, whose GPU and CPU share one memory, so "
                          "llama.cpp's --fit has nowhere to move weights")
     from ridgeline.offload import every_layer_ngl
 

@@ -68,6 +68,9 @@ class FitReport:
     # lever's run (more slots, a shorter context) is placed again as `fit` places that run
     fit_host: HostOffload | None = None
     fit_margin_bytes: float | None = None
+    # where the build's default --fit found no placement: what llama-server does instead
+    # (cli_offload.FitRun.caution), said among the cautions
+    fit_note: str = ""
 
     @property
     def batch(self) -> int:

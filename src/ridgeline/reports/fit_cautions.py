@@ -37,7 +37,7 @@ def fit_cautions(r: FitReport) -> list[str]:
     from ridgeline.reports.expectation import context_caution
 
     d = r.deployment
-    out = [c for c in (context_caution(d, r.context), d.model.architecture_caution,
+    out = [c for c in (r.fit_note, context_caution(d, r.context), d.model.architecture_caution,
                        cpu_offload_caution(d),
                        cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine,
                                           d.data_parallel_size),

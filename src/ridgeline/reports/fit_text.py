@@ -59,8 +59,9 @@ def fit_text_lines(r: FitReport) -> list[str]:
         # under --fit (its margin may be 0): more cells make it move weights
         fit_on = r.fit_host is not None or placed_by_fit(d)
         past = "" if not fit_on else \
-            "; past it --fit fails: GPU and CPU share one memory, so it has nowhere to move " \
-            "weights" if d.accelerator.one_memory else \
+            "; past it --fit fails, GPU and CPU sharing one memory, so it has nowhere to " \
+            "move weights, and llama-server loads every layer into the margin" \
+            if d.accelerator.one_memory else \
             f"; past it --fit moves {more}weights to the host"
         held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,}{past})"
         if p.slot_cache_bytes:
