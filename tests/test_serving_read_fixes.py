@@ -66,6 +66,18 @@ def test_utilization_past_a_llama_cpp_pool_says_what_llama_server_does_not_preem
     assert "expect preemption" in vllm  # vLLM's own behaviour stays said
 
 
+def test_utilization_past_a_trtllm_pool_says_it_queues_rather_than_preempts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM's GUARANTEED_NO_EVICT starts a request only with its whole output's blocks
+    free, so it never preempts (as simulate counts it: preemptions 0); it had read "expect
+    preemption" as vLLM's does."""
+    trt = _ok(capsys, "utilization", "--model", "llama-3.1-8b", "--gpu", "h100", "--engine",
+              "trtllm", "--running", "4000", "--context", "8K").splitlines()[0]
+    assert trt.startswith("DOES NOT RUN AT ONCE")
+    assert "expect preemption" not in trt and "does not preempt" in trt
+    assert "wait in its queue" in trt
+
+
 # -- 3: a card with only an fp32 rate names the flag that runs it -----------------------------
 def test_roofline_on_an_fp32_only_card_names_the_kv_dtype_that_runs_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -232,3 +232,17 @@ def test_a_fit_trtllm_trims_to_its_pool_says_the_engine_starts_as_simulate_does(
     # vLLM refuses to start there instead, and says that, not a trim
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8")
     assert "vLLM refuses to start" in out and "reducing it" not in out
+
+
+def test_trtllms_shortfall_names_the_memory_and_the_pool_apart(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM's pool is 0.9 of the memory left: Llama-3.1-70B on 4 x H100 at 32K, 64
+    wanted, 16 held (40.7 GiB, 2.5 GiB each): the pool is short by 160 − 40.7 = 119.3 GiB, the
+    memory by that ÷ 0.9 = 132.6 GiB; the headline had called the 132.6 the pool's."""
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
+                           "--engine", "trtllm", "--max-model-len", "32K",
+                           "--target-concurrency", "64")
+    head = out.splitlines()[0]
+    assert code == 0
+    assert head.endswith("the memory is short by 132.6 GiB per GPU (the pool, 0.9 of what is "
+                         "left, by 119.3 GiB)")

@@ -34,8 +34,20 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
         return pool.kv_bytes_per_token * context
     if pool.host_cells:  # -ngl left every growing layer, and its cache, on the host
         return 0.0
-    return sequence_bytes_per_gpu(dep, context) * pool.kv_share \
+    per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share \
         + pool.drafter_kv_bytes_per_token * context
+    return per_seq * reserved_blocks(pool, context) * pool.block_size / context \
+        if reserved_blocks(pool, context) else per_seq
+
+
+def reserved_blocks(pool: KVPool, context: int) -> int:
+    """TensorRT-LLM's blocks for one request of ``context`` tokens (prompt + max_new_tokens):
+    GUARANTEED_NO_EVICT reserves them whole, ceil(context ÷ tokens_per_block)
+    (KVCacheManager::getRemainingBlocksToCompletion; 8,335 tokens: 261 blocks of 32, not
+    260.47); 0 for the other engines, whose conversations are counted otherwise."""
+    if pool.engine != "trtllm" or pool.block_size <= 1 or context <= 0:
+        return 0
+    return -(-context // pool.block_size)
 
 
 def admission_gate(pool: KVPool, context: int) -> tuple[int, int] | None:
@@ -75,8 +87,7 @@ def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
             cache = pool.tokens * cell + pool.max_num_seqs * pool.slot_bytes_each
             held = min(held, int(cache // (context * cell + pool.slot_bytes_each)))
         return held
-    per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share \
-        + pool.drafter_kv_bytes_per_token * context
+    per_seq = conversation_bytes(pool, dep, context)
     return int(pool.kv_cache_bytes // per_seq) if per_seq else 0
 
 

@@ -12,6 +12,7 @@ from ridgeline.capacity import (
     context_refusal,
     past_trained_context,
     refuses_to_start,
+    reserved_blocks,
 )
 from ridgeline.decode_context import dcp_log_line
 from ridgeline.deployment import Deployment
@@ -415,6 +416,9 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                    q("slots", pool.max_num_seqs, "", "-np")] if pool.slot_bytes_each
                   else []),
                 q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
+                  + (f"; {reserved_blocks(pool, context):,} whole blocks of {pool.block_size}, "
+                     "as GUARANTEED_NO_EVICT reserves them" if reserved_blocks(pool, context)
+                     else "")
                   + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
                      f" MiB across vLLM's {pool.groups.count} KV-cache groups"
                      + state_blocks_note(pool) if pool.groups and pool.groups.count > 1 else "")

@@ -100,8 +100,15 @@ def verdict_line(r: FitReport) -> str:
                          f"{r.most_running_requests:,} holds them, a state slot each"))
     elif r.verdict == DOES_NOT_FIT:
         short = r.shortfall_bytes / GIB
-        headline += (f"{_against(r)}; the pool is short by "
-                     f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB {per_gpu(p)}")
+        share = p.free_fraction_of_rest
+        if 0 < share < 1:  # TensorRT-LLM's pool takes a share of what is left: memory ≠ pool
+            headline += (f"{_against(r)}; the memory is short by "
+                         f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB {per_gpu(p)}"
+                         + (f" (the pool, {share:g} of what is left, by "
+                            f"{short * share:,.1f} GiB)" if p.rest_bytes >= 0 else ""))
+        else:
+            headline += (f"{_against(r)}; the pool is short by "
+                         f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB {per_gpu(p)}")
         if r.refused_start and r.start_blocks is not None and p.rest_bytes >= 0:
             windows = p.groups is not None and bool(p.groups.windows)
             headline += (f" (vLLM refuses to start: one {r.context:,}-token request "

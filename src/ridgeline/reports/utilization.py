@@ -135,11 +135,16 @@ class UtilizationReport:
 
     def _over_pool_outcome(self, held: int) -> str:
         """What the engine does with more conversations than its pool holds: vLLM preempts
-        (SGLang retracts); llama-server has no preemption: -c is cut into -np
-        slots of -c ÷ -np tokens, a request past the slots waits in its queue for one to
-        free, and a conversation that fills its slot stops there (tools/server: with
-        --context-shift it drops its oldest tokens instead)."""
+        (SGLang retracts); TensorRT-LLM's default policy never does, queueing instead;
+        llama-server has no preemption: -c is cut into -np slots of -c ÷ -np tokens, a request
+        past the slots waits in its queue for one to free, and a conversation that fills its
+        slot stops there (tools/server: with --context-shift it drops its oldest tokens
+        instead)."""
         shorter = "the real contexts are shorter (give --context nearer theirs)"
+        if self.engine == "trtllm":
+            return ("TensorRT-LLM does not preempt (GUARANTEED_NO_EVICT): a request starts only "
+                    "with its whole output's blocks free, so those past the pool wait in its "
+                    f"queue; or {shorter}")
         if not self.engine.startswith("llama.cpp"):
             return f"expect preemption, or {shorter}"
         return (f"llama-server does not preempt: at most {held:,} {plural(held, 'slot')} of "

@@ -131,10 +131,13 @@ class Scheduler:
         return len(self.running) + self.seats_held
 
     def reservation(self, r: Request) -> int:
-        """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too."""
+        """Under reserve_full, the blocks of r's whole life, its last verify step's drafts too:
+        TensorRT-LLM reserves ceil((prompt + max_new_tokens) ÷ tokens_per_block)
+        (KVCacheManager::getRemainingBlocksToCompletion), the never-fed last token's slot
+        included."""
         if not self.config.reserve_full:
             return 0
-        return self.pool.blocks_for(r.max_cached_tokens + self.config.spec_tokens)
+        return self.pool.blocks_for(r.max_cached_tokens + 1 + self.config.spec_tokens)
 
     def fits_reservation(self, r: Request) -> bool:
         """Under reserve_full, whether r's whole life fits beside the running requests'."""
