@@ -1516,3 +1516,12 @@ def test_engine_free_arithmetic_takes_a_format_no_kernel_of_the_card_runs(
     capsys.readouterr()
     assert main(["decode", "qwen3.6-35b-a3b", "--gpu", "mi300x"]) == 2  # vLLM's, named
     assert "NVFP4 kernels are NVIDIA's" in capsys.readouterr().err
+
+
+def test_a_memory_fraction_past_one_names_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """A share of memory past 1 is refused as the flag's, as a negative one is (it had been
+    "memory fraction must be in (0, 1]", naming no flag, from the settings' own check)."""
+    flag = "--gpu-memory-utilization"
+    code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", flag, "1.5")
+    assert code == 2 and not out and err.count("\n") == 1
+    assert f"argument {flag}: memory fraction must be between 0 and 1, got 1.5" in err

@@ -89,7 +89,7 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", "--kv_cache_free_gpu_memory_fraction",
                    "--free_gpu_memory_fraction", "--kv_cache_free_gpu_mem_fraction",
-                   dest="gpu_memory_utilization", type=_positive_float("memory fraction"),
+                   dest="gpu_memory_utilization", type=_positive_float("memory fraction", most=1.0),
                    metavar="F", help="memory share: vLLM of the card, SGLang static, TRT-LLM "
                    "of what is free (trtllm-serve's --kv_cache_free_gpu_memory_fraction, "
                    "trtllm-bench's --kv_cache_free_gpu_mem_fraction)")
