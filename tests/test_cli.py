@@ -1525,3 +1525,16 @@ def test_a_memory_fraction_past_one_names_its_flag(capsys: pytest.CaptureFixture
     code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", flag, "1.5")
     assert code == 2 and not out and err.count("\n") == 1
     assert f"argument {flag}: memory fraction must be between 0 and 1, got 1.5" in err
+
+
+def test_the_model_list_starts_each_word_column_under_its_heading(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`ridgeline model` lists ids, Hugging Face ids and kinds as words: each column starts
+    under its heading (they had been right-aligned under left-aligned headings)."""
+    code, out, _ = run(capsys, "model")
+    assert code == 0
+    lines = out.splitlines()
+    header, rows = lines[0], [line for line in lines[1:] if "/" in line]
+    hf, kind = header.index("Hugging Face id"), header.index("kind")
+    for line in rows:
+        assert line[hf - 1] == " " and line[hf] != " " and line[kind] != " "

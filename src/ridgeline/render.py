@@ -79,12 +79,12 @@ def _step_dicts(report: Report) -> list[dict[str, Any]]:
     return [{"point": heading, **asdict(s)} for heading, steps in groups for s in steps]
 
 
-def table(rows: list[list[str]], header: list[str]) -> list[str]:
-    """Left-aligned first column, right-aligned others."""
+def table(rows: list[list[str]], header: list[str], left: int = 1) -> list[str]:
+    """The first ``left`` columns (words) left-aligned, the others (figures) right-aligned."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
     def fmt(row: list[str]) -> str:
-        cells = [str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i])
+        cells = [str(c).ljust(widths[i]) if i < left else str(c).rjust(widths[i])
                  for i, c in enumerate(row)]
         return "  ".join(cells).rstrip()
 

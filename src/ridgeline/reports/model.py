@@ -311,7 +311,7 @@ class ModelList:
                  e.card_total_params + (f" ({e.card_active_params} active)"
                                         if e.card_active_params else "")]
                 for e, s in zip(self.entries, self.specs)]
-        return [*table(rows, ["id", "Hugging Face id", "kind", "parameters (card)"]), "",
+        return [*table(rows, ["id", "Hugging Face id", "kind", "parameters (card)"], left=3), "",
                 f"{len(rows)} bundled models; `ridgeline model ID` shows one, and any other "
                 "config.json is read from a path or, with --fetch, from the Hub."]
 
