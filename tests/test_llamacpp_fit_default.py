@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -156,13 +157,7 @@ def test_a_model_that_fits_keeps_the_fit_target_free(
     --fit move weights to the host rather than fill it (common/fit.cpp), so `fit` had offered
     9 conversations of 8K on an RTX 4090 where its own 9-slot lever moved 1.79 GiB of weights.
     The cache is the every-layer run's less the margin, to within the compute buffer's cells."""
-    argv = ("fit", *SMALL, *flags, "--json")
-    code, out, _ = run_cli(capsys, *argv)
-    assert code == 0
-    default = json.loads(out)
-    code, out, _ = run_cli(capsys, *argv, "-ngl", "all")
-    assert code == 0
-    every_layer = json.loads(out)
+    default, every_layer = _default_and_every_layer(capsys, ("fit", *SMALL, *flags, "--json"))
     margin = default["taken_bytes_per_gpu"]["left_free_by_fit"]
     assert margin == default_fit_target_bytes()
     assert "left_free_by_fit" not in every_layer["taken_bytes_per_gpu"]
@@ -259,12 +254,7 @@ def test_a_default_fit_set_aside_is_priced_with_every_layer_and_says_so(
     code, out, _ = run_cli(capsys, "fit", *SET_ASIDE, "--max-model-len", "4096", "--json")
     assert code == 0
     moved = json.loads(out)["offload"]["host_weight_bytes"] / 2**30
-    code, out, _ = run_cli(capsys, *argv)
-    assert code == 0
-    default = json.loads(out)
-    code, out, _ = run_cli(capsys, *argv, "-ngl", "all")
-    assert code == 0
-    every_layer = json.loads(out)
+    default, every_layer = _default_and_every_layer(capsys, argv)
     said, kept = default.pop("cautions"), every_layer.pop("cautions")
     (extra,) = [c for c in said if c not in kept]
     assert f"would move {moved:,.2f} GiB of weights to the host" in extra
@@ -390,3 +380,14 @@ def test_where_the_default_fit_finds_no_placement_llama_server_loads_every_layer
         assert code == 0 and said in json.loads(out)["cautions"]
     code, out, _ = run_cli(capsys, "decode", *UNPLACED, "--context", "90000", "--json")
     assert json.loads(out)["engine_max_batch"][0]["batch"] == 1
+
+
+def _default_and_every_layer(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+                             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``argv``'s --json answer under the build's default placement, and with -ngl all."""
+    answers = []
+    for extra in ((), ("-ngl", "all")):
+        code, out, _ = run_cli(capsys, *argv, *extra)
+        assert code == 0
+        answers.append(json.loads(out))
+    return answers[0], answers[1]
