@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint
+from ridgeline.load_peak import load_peak_reason
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.units import GIB, plural
 
@@ -102,7 +103,11 @@ def refuses_to_start(pool: KVPool, dep: Deployment, max_model_len: int) -> bool:
     max_total_num_tokens − 1), asserting only that something is left). TensorRT-LLM starts
     too, with a block, trimming max_seq_len to what its pool holds (KVCacheManager: 'maxAttention
     Window and maxSequenceLen are too large for at least one sequence to fit in kvCache. They
-    are reduced to …'; fail_fast_on_attention_window_too_large is off by default)."""
+    are reduced to …'; fail_fast_on_attention_window_too_large is off by default). Any
+    engine fails first where the 16-bit weights it loads before quantizing are more than the
+    memory it loads into (``KVPool.load_overflow``, load_peak.py)."""
+    if pool.load_overflow:
+        return True
     if pool.groups is not None:
         return pool.concurrency(max_model_len) < 1
     if pool.engine == "sglang":
@@ -117,6 +122,8 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
     one …": weights larger than the card, the pool --kv-cache-memory-bytes set overrunning the
     card, no pool left beside the weights, SGLang's state pool, SGLang capping a request at its
     pool, a vLLM pool short of one sequence, or a refusal to start."""
+    if pool.load_overflow:  # the 16-bit checkpoint quantized on load: the load runs out first
+        return load_peak_reason(pool, dep, pool.accounting.version if pool.accounting else None)
     if pool.weights_overflow:
         return (f"its weights alone ({pool.weight_bytes / GIB:,.2f} GiB per GPU) are more than "
                 f"the card's {pool.total_bytes / GIB:,.2f} GiB, so {dep.engine} could not load "

@@ -106,6 +106,10 @@ class KVPool:
     # run at this placement allocates without --fit moving a layer (another one) to the host
     # (llamacpp_fit.fit_pool)
     fit_free_bytes: float = 0.0
+    # vLLM, SGLang serving a 16-bit checkpoint quantized on load where the engine builds the
+    # layers at 16 bits and quantizes after loading (load_peak.py): the weights this GPU
+    # holds at start-up, before they shrink to weight_bytes (0: loaded as served)
+    load_peak_bytes: float = 0.0
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -131,7 +135,8 @@ class KVPool:
             drafter_weight_bytes=self.drafter_weight_bytes * n, lora_bytes=self.lora_bytes * n,
             redundant_expert_bytes=self.redundant_expert_bytes * n,
             transfer_buffer_bytes=self.transfer_buffer_bytes * n,
-            fit_free_bytes=self.fit_free_bytes * n, runtime_devices=n)
+            fit_free_bytes=self.fit_free_bytes * n, load_peak_bytes=self.load_peak_bytes * n,
+            runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:
@@ -148,6 +153,23 @@ class KVPool:
     def weights_overflow(self) -> bool:
         """The weights alone take more than the card holds: the engine could not load them."""
         return self.weight_bytes > self.total_bytes
+
+    @property
+    def load_budget_bytes(self) -> float:
+        """The memory the engine loads its weights into: vLLM's gpu_memory_utilization × the
+        card (what it is told it may use); SGLang's card less what its CUDA context and
+        distributed start-up took before the load (mem_fraction_static sizes the pool after
+        the load and does not bound it). 80 GB H100: vLLM 0.92 × 79.18 = 72.85 GiB."""
+        if self.engine == "sglang" and self.reserved_fraction:
+            return self.total_bytes - self.non_torch_bytes / self.reserved_fraction
+        return self.reserved_bytes
+
+    @property
+    def load_overflow(self) -> bool:
+        """The 16-bit weights a checkpoint quantized on load holds at start-up
+        (``load_peak_bytes``) are more than the memory the engine loads into: it runs out of
+        memory loading them, whatever the served weights leave."""
+        return self.load_peak_bytes > self.load_budget_bytes
 
     @property
     def reserved_bytes(self) -> float:

@@ -48,6 +48,7 @@ from ridgeline.kvpool import KVPool as KVPool
 from ridgeline.llamacpp_pool import llamacpp_pool
 from ridgeline.llamacpp_split import SplitDevice, split_devices
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
+from ridgeline.load_peak import load_peak_bytes
 from ridgeline.lora_slots import AnyLoRA, check_engine_lora
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.quantization import EXPERTS
@@ -327,20 +328,27 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                      for device in devices)
     if dep.pipeline_parallel_size > 1:
         # --cpu-offload-gb: each stage's GPUs keep min(asked, their own layers) in host memory
-        return tuple(_with_replicas(dep, _stage_pool(
+        return tuple(_with_load_peak(dep, s, _with_replicas(dep, _stage_pool(
             dep, s, total, stage_weight_bytes(dep, stage, vision)
             + ep_extra_bytes(dep, stage.expert_share, redundant)
             - stage_offloaded_bytes_per_gpu(dep, stage), stage, headroom_tokens=headroom),
-            redundant, stage.expert_share) for stage in pipeline_stages(dep))
+            redundant, stage.expert_share)) for stage in pipeline_stages(dep))
     if dep.data_parallel_size > 1:  # each rank sizes its own pool, under its own share
         from ridgeline.data_parallel import rank_settings
 
         s = rank_settings(dep, s, drafted)
     # each data-parallel rank loads its own vision tower
-    return (_with_replicas(dep, _stage_pool(
+    return (_with_load_peak(dep, s, _with_replicas(dep, _stage_pool(
         dep, s, total, (on_gpus + vision * dep.data_parallel_size) / dep.num_gpus
         + ep_extra_bytes(dep, redundant_experts=redundant), None, headroom_tokens=headroom),
-        redundant),)
+        redundant)),)
+
+
+def _with_load_peak(dep: Deployment, s: EngineSettings, pool: KVPool) -> KVPool:
+    """``pool`` with the weights its GPU holds at start-up where the engine loads a 16-bit
+    checkpoint before quantizing it (load_peak.load_peak_bytes)."""
+    peak = load_peak_bytes(dep, s.engine_version, pool.weight_bytes, pool.stage)
+    return replace(pool, load_peak_bytes=peak) if peak else pool
 
 
 def ep_extra_bytes(dep: Deployment, share: float = 1.0, redundant_experts: int = 0) -> float:

@@ -54,6 +54,7 @@ from ridgeline.plan_cautions import (
     chunked_prefill_note,
     data_parallel_winner_cautions,
     mla_unchunked_caution,
+    streamed_load_note,
 )
 from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
 from ridgeline.precision import weight_plan
@@ -262,7 +263,9 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
                       tuple(_pareto(model, feasible, load, engine, profile, engine_version)),
                       len(jobs), mean_out, miss,
                       engine, cautions, engine_version, measured, own,
-                      tuple(n for n in (chunked_prefill_note(win, engine, load),) if n))
+                      tuple(n for n in (chunked_prefill_note(win, engine, load),
+                                        streamed_load_note(win, engine, model, engine_version))
+                            if n))
 
 
 def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,

@@ -118,6 +118,39 @@ def launch_trim_caution(c: Candidate, engine: str, model: ModelSpec,
                               c.max_model_len)
 
 
+def streamed_load_note(c: Candidate | None, engine: str, model: ModelSpec,
+                       engine_version: str | None = None) -> str:
+    """Where the winner ``c``, planned for the newest release (no --engine-version), serves
+    a 16-bit checkpoint with --quantization METHOD that loads only because that release
+    quantizes each weight as it loads (vLLM from 0.16 for fp8: load_peak.py), the release
+    its launch line needs: an earlier one loads the 16-bit weights whole first and runs out
+    of memory. Llama-3.1-70B
+    in fp8 on one H100: 131.4 GiB at 16 bits against vLLM's 72.8 GiB. "" where the 16-bit
+    weights fit too, or no such method serves it."""
+    from ridgeline.load_peak import online_method, sixteen_bit_bytes, streams_from
+    from ridgeline.memory import EngineSettings, kv_pool
+    from ridgeline.units import GIB
+
+    if c is None or c.disaggregated or engine_version is not None:  # a release named
+        return ""
+    dep = candidate_deployment(model, c, engine)
+    method = online_method(dep)
+    if method is None or not streams_from(method, engine):
+        return ""
+    since = streams_from(method, engine)
+    pool = kv_pool(dep, EngineSettings(max_num_seqs=c.max_num_seqs,
+                                       max_num_batched_tokens=c.max_num_batched_tokens))
+    peak = sixteen_bit_bytes(dep, pool.weight_bytes, pool.stage)
+    if peak <= pool.load_budget_bytes:
+        return ""
+    name = ENGINE_NAMES.get(engine, engine)
+    return (f"the launch's --quantization {method.method} loads only on {name} {since} or later, "
+            f"which quantizes each weight as it loads; an earlier release loads "
+            f"{model.name}'s 16-bit weights first ({peak / GIB:,.1f} GiB per GPU, more than "
+            f"the {pool.load_budget_bytes / GIB:,.1f} GiB it loads into) and runs out of "
+            "memory: give --engine-version to plan for an earlier one")
+
+
 def split_connector_caution(c: Candidate, engine: str, model: ModelSpec) -> str:
     """A vLLM split of a hybrid (full attention beside sliding windows or recurrent state):
     its pool commands carry the NixlConnector (split_launch), with which vLLM may turn the

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.capacity import context_refusal
 from ridgeline.cpu_offload import cpu_offload_json
+from ridgeline.load_peak import load_peak_reason
 from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
@@ -64,6 +65,12 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "expert_batch_to_ridge": r.expert_ridge_batch if r.deployment.model.moe else None,
         "shortfall_bytes_per_gpu": None if refusal else r.shortfall_bytes,  # no memory
         "refusal": refusal or None,  # rescues a length the engine refuses
+        # a 16-bit checkpoint quantized on load by an engine that loads it whole first: the
+        # weights a GPU holds at start-up (None: loaded as served) and, where they overrun
+        # the memory it loads into, why it fails (load_peak.py)
+        "load_peak_bytes_per_gpu": p.load_peak_bytes or None,
+        "load_refusal": load_peak_reason(p, r.deployment, r.settings.engine_version)
+        if p.load_overflow else None,
         "per_conversation_bytes_per_gpu": r.per_conversation_bytes,
         "offload": None if r.deployment.offload is None else {
             "placement": r.deployment.offload.describe(r.deployment.model),

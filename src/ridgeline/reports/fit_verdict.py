@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ridgeline.capacity import admission_gate, context_refusal, start_trim_caution
 from ridgeline.context_length import served_positions
+from ridgeline.load_peak import load_peak_reason
 from ridgeline.memory import KVPool
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import (
@@ -53,6 +54,8 @@ def verdict_line(r: FitReport) -> str:
         headline = f"DOES NOT FIT: not even one conversation of {r.context:,} tokens fits"
     if r.verdict == DOES_NOT_FIT and context_refusal(d, r.context):
         headline = f"DOES NOT FIT: {context_refusal(d, r.context)}"
+    elif r.verdict == DOES_NOT_FIT and p.load_overflow:
+        headline = f"DOES NOT FIT: {load_peak_reason(p, d, r.settings.engine_version)}"
     elif r.verdict == DOES_NOT_FIT and state_overrun(p):
         headline = f"DOES NOT FIT: {state_overrun_reason(r)}"
     elif r.verdict == DOES_NOT_FIT and p.state_request_bytes and p.max_num_seqs < 1 \

@@ -316,8 +316,11 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
     where = f"{dep.num_gpus} x {dep.accelerator.id}"
     from ridgeline.llamacpp_fit import fit_could_offload, fit_hint
 
+    pool = kv_pool(dep, s)
+    if pool.load_overflow:  # the 16-bit checkpoint quantized on load overruns the load
+        return f"does not fit on {where}: " + no_sequence_reason(
+            pool, dep, config.max_model_len) + " (see `ridgeline fit`)"
     if config.num_blocks < 1:
-        pool = kv_pool(dep, s)
 
         hint = "; " + fit_hint(s.engine_version) if fit_could_offload(dep) else ""
         if pool.weights_overflow or pool.overflow_bytes or pool.state_request_bytes:

@@ -1,0 +1,140 @@
+"""A 16-bit checkpoint served with --quantization fp8 loads at 16 bits first where the engine
+quantizes after loading (SGLang; vLLM before 0.16): fit refuses what cannot load, plan does
+not pick it, and a pre-quantized checkpoint or a release that streams is unaffected."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.deployment import Deployment
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.load_peak import load_peak_bytes, loads_16bit_first, sixteen_bit_bytes
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.units import GIB
+from tests.conftest import run_cli
+
+
+def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def fit(capsys: pytest.CaptureFixture[str], model: str, gpu: str, *extra: str) -> dict[str, Any]:
+    return answer(capsys, "fit", model, "--gpu", gpu, "--max-model-len", "4096", *extra)
+
+
+def served(model: str, gpu: str, weights: str | None, gpus: int, engine: str) -> Deployment:
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, None, gpus,
+                            1, engine)
+
+
+def test_llama3_70b_served_fp8_holds_131_gib_of_bf16_on_one_gpu_at_start_up() -> None:
+    dep = served("llama-3.1-70b", "h100", "fp8", 1, "sglang")
+    pool = kv_pool(dep, EngineSettings(max_model_len=4096))
+    # every linear weight back at 2 bytes: the whole 16-bit checkpoint on one GPU
+    assert sixteen_bit_bytes(dep, pool.weight_bytes) == pytest.approx(
+        served("llama-3.1-70b", "h100", None, 1, "sglang").weight_bytes)
+    assert pool.load_peak_bytes / GIB == pytest.approx(131.4, abs=0.1)
+    assert pool.weight_bytes / GIB == pytest.approx(67.7, abs=0.1)  # what it serves
+    # split over 2 GPUs, each loads its tensor-parallel half
+    two = kv_pool(served("llama-3.1-70b", "h100", "fp8", 2, "sglang"),
+                  EngineSettings(max_model_len=4096))
+    assert two.load_peak_bytes == pytest.approx(pool.load_peak_bytes / 2, rel=0.02)
+
+
+def test_sglang_refuses_70b_bf16_quantized_to_fp8_on_one_h100(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    report = fit(capsys, "llama-3.1-70b", "h100", "--weights", "fp8", "--engine", "sglang")
+    assert report["verdict"] == "does not fit" and report["conversations"] == 0
+    why = report["load_refusal"]
+    assert why.startswith("SGLang loads llama-3.1-70b's 16-bit weights before quantizing them")
+    assert "131.4 GiB per GPU" in why and "more GPUs" in why
+    assert report["load_peak_bytes_per_gpu"] / GIB == pytest.approx(131.4, abs=0.1)
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+                           "--engine", "sglang", "--max-model-len", "4096")
+    assert code == 0 and out.startswith("DOES NOT FIT: SGLang loads llama-3.1-70b's 16-bit")
+
+
+def test_vllm_before_0_16_loads_16_bits_first_and_from_0_16_streams(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # on an H200 the fp8 weights leave a pool; the 16-bit ones (131.4 GiB) overrun vLLM's
+    # 0.9 x 139.8 GiB
+    before = fit(capsys, "llama-3.1-70b", "h200", "--weights", "fp8", "--engine-version", "0.15")
+    assert before["verdict"] == "does not fit"
+    assert "vLLM 0.15 loads" in before["load_refusal"]
+    assert "run vLLM 0.16 or later" in before["load_refusal"]
+    for version in ("0.16", "0.32"):
+        after = fit(capsys, "llama-3.1-70b", "h200", "--weights", "fp8",
+                    "--engine-version", version)
+        assert after["load_refusal"] is None and after["load_peak_bytes_per_gpu"] is None
+        assert after["verdict"] != "does not fit" and after["conversations"] > 0
+
+
+def test_vllm_0_15_refuses_70b_bf16_quantized_to_fp8_on_one_h100(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    report = fit(capsys, "llama-3.1-70b", "h100", "--weights", "fp8", "--engine-version", "0.15")
+    assert report["verdict"] == "does not fit" and report["load_refusal"]
+    streamed = fit(capsys, "llama-3.1-70b", "h100", "--weights", "fp8",
+                   "--engine-version", "0.16")
+    assert streamed["load_refusal"] is None  # what binds there is the pool, not the load
+
+
+def test_a_pre_quantized_checkpoint_loads_as_stored_under_every_engine_and_release(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for extra in (("--engine", "sglang"), ("--engine-version", "0.15")):
+        report = fit(capsys, "qwen3-235b-a22b-fp8", "h200", "--num-gpus", "2", *extra)
+        assert report["load_refusal"] is None and report["load_peak_bytes_per_gpu"] is None
+        assert report["verdict"] != "does not fit"
+    dep = served("qwen3-235b-a22b-fp8", "h200", None, 2, "sglang")
+    assert loads_16bit_first(dep, None) is None
+    assert load_peak_bytes(dep, None, dep.weight_bytes / 2) == 0.0
+
+
+def test_the_16_bit_checkpoint_at_its_own_precision_has_no_load_peak() -> None:
+    dep = served("llama-3.1-70b", "h100", None, 2, "sglang")
+    assert loads_16bit_first(dep, "0.5.9") is None
+    assert kv_pool(dep, EngineSettings(max_model_len=4096)).load_peak_bytes == 0.0
+
+
+def test_fit_names_the_fp8_checkpoint_of_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+    report = fit(capsys, "qwen3-235b-a22b", "h200", "--num-gpus", "2", "--weights", "fp8",
+                 "--engine", "sglang")
+    assert report["verdict"] == "does not fit"
+    assert "a checkpoint stored in fp8 (qwen3-235b-a22b-fp8)" in report["load_refusal"]
+
+
+def plan_winner(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    report = answer(capsys, "plan", *argv)
+    winner = report["winner"]
+    assert winner is not None
+    return dict(winner)
+
+
+def test_plan_does_not_serve_qwen3_235b_bf16_as_fp8_on_two_h200s_under_sglang(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # 235 GB of bf16 a GPU at TP2 on 141 GB cards: it picked 2 x H200 with --quantization fp8
+    winner = plan_winner(capsys, "qwen3-235b-a22b", "--rate", "4", "--slo-ttft-ms", "3000",
+                         "--slo-tpot-ms", "60", "--gpus", "h200", "--engine", "sglang",
+                         "--input-len", "2000", "--output-len", "500")
+    gpus = winner["tp"] * winner["pp"] * winner.get("data_parallel", 1)
+    assert winner["weights"] != "fp8" or gpus >= 4
+    dep = served("qwen3-235b-a22b", "h200", winner["weights"], gpus, "sglang")
+    assert not kv_pool(dep, EngineSettings(max_model_len=4096)).load_overflow
+
+
+def test_plan_for_vllm_0_15_does_not_serve_llama3_70b_as_fp8_on_one_h100(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("llama-3.1-70b", "--rate", "0.5", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "100",
+            "--gpus", "h100", "--input-len", "500", "--output-len", "200")
+    old = plan_winner(capsys, *argv, "--engine-version", "0.15")
+    assert (old["tp"], old["weights"]) != (1, "fp8")
+    # the newest vLLM streams the quantization, so one H100 loads; plan says which release
+    report = answer(capsys, "plan", *argv)
+    assert (report["winner"]["tp"], report["winner"]["weights"]) == (1, "fp8")
+    assert any("loads only on vLLM 0.16 or later" in c and "131.4 GiB per GPU" in c
+               for c in report["notes"])
