@@ -31,8 +31,8 @@ def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
 
 
 def test_no_unsimulated_candidate_is_cheaper_than_the_winner() -> None:
-    # Candidates are simulated cheapest first until the next analytic price, shrunk as much as
-    # simulation shrank any checked one, cannot beat the best simulated one.
+    # Candidates are simulated until none is left whose analytic price, shrunk as much as
+    # simulation shrank any checked one, could beat the best simulated one.
     model = resolve_model("llama-3.1-70b")
     load = Load(5.0, "2000", "300")
     result = plan(model, load, Slo(2.0, 0.05, 90), workers=1)

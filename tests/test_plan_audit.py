@@ -162,7 +162,9 @@ def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_fro
     cheaper = data["cheaper_unverified"]
     assert cheaper and all(r["unverified"] and r["cost_per_hour_usd"] < win["cost_per_hour_usd"]
                            for r in cheaper)
-    assert f"{len(cheaper)} cheaper deployment(s) carry a measured caution" in text
+    n = len(cheaper)
+    assert (f"{n} cheaper {'deployment carries' if n == 1 else 'deployments carry'} a measured "
+            "caution") in text
     demoted = next(r for r in cheaper if r["verified"])  # the cheapest, simulated
     assert demoted["slowed_tpot_floor_s"] == pytest.approx(
         demoted["sim_tpot_s"] * MEASURED_SLOWDOWN_LOW)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,8 +14,9 @@ from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings
-from ridgeline.plan import _evaluate
+from ridgeline.plan import _evaluate, plan
 from ridgeline.plan_checks import CheckRuns, verify
+from ridgeline.reports.plan import PlanReport
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import SimResult, misses_settling
@@ -95,3 +97,65 @@ def test_a_knob_set_to_the_engines_default_repeats_no_run(
     assert (shared.replicas, shared.sim_ttft_s) == (default.replicas, default.sim_ttft_s)
     verify(LLAMA_405B, _candidate(load, slo, 64, None), load, slo, 64, runs=runs)
     assert simulated and len(runs) > made
+
+
+def _sized(tp: int, weights: str, kv: str, seqs: int | None, replicas: int) -> Candidate:
+    """An A100 candidate of ``tp`` GPUs a replica as the search leaves it, ``replicas`` of
+    them (the analytic count), at $1 a GPU-hour."""
+    return Candidate(A100.id, tp, 1, weights, kv, seqs, 64, 0.02, 0.1, 1.0, replicas, 1.0,
+                     True, "", (0.8, 1.2))
+
+
+def test_the_budget_goes_first_to_a_layout_whose_checks_have_not_priced_it_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four variants of TP4 (max_num_seqs) at 3 replicas, 12 GPUs, each needing 6 when
+    simulated; TP8 at 2 replicas, 16 GPUs, holding at 2. Cheapest analytic price first, a
+    budget of three checks went to three TP4 variants and the winner cost 24 GPUs; once the
+    first TP4 check has doubled its layout's count, the TP8 one, then priced lowest, goes
+    next and wins at 16, and the budget left checks the cheaper TP4 variants still."""
+    tp4 = [_sized(4, "bf16", "bf16", seqs, 3) for seqs in (None, 64, 128, 256)]
+    tp8 = _sized(8, "bf16", "bf16", None, 2)
+    needs = {4: 6, 8: 2}  # the replicas each layout holds at in simulation
+    checked: list[Candidate] = []
+
+    def simulated(model: object, c: Candidate, *args: Any, **kwargs: Any) -> Candidate:
+        checked.append(c)
+        return replace(c, replicas=needs[c.tp], verified=True, analytic_replicas=c.replicas)
+
+    monkeypatch.setattr(plan_checks, "verify", simulated)
+    priced = sorted([*tp4, tp8], key=plan_checks.cheapest)
+    verified, rest = plan_checks.verify_cheapest(LLAMA_8B, priced, Load(1.0, "1000", "250"),
+                                                 SLO, 64, 3)
+    assert checked[:2] == [tp4[0], tp8] and len(checked) == 3
+    assert verified[0].tp == 8 and verified[0].gpus == 16
+    assert rest == tp4[2:]  # the budget spent, those left are listed as unsimulated
+    verified, rest = plan_checks.verify_cheapest(LLAMA_8B, priced, Load(1.0, "1000", "250"),
+                                                 SLO, 64, 16)
+    assert not rest and len(verified) == 5  # a budget that reaches them checks them all
+
+
+def test_the_winner_is_no_dearer_than_a_candidate_that_holds_in_simulation() -> None:
+    """Llama-3.1-8B on A100s at 20 req/s of 2,000-token prompts, p99 TTFT 800 ms and TPOT
+    40 ms (a reviewer's plan, on A100s alone and with a budget of five checks): TP4 sizes
+    analytically at 3 replicas, 12 GPUs, and needs 6 in simulation in each of its formats
+    and knobs; TP8 sizes at 2, 16 GPUs, and holds at 2. The plan had spent its budget on
+    TP4's variants and named 24 GPUs the cheapest."""
+    load = Load(20.0, "lognormal:2000,0.8", "lognormal:300,0.5")
+    slo = Slo(0.8, 0.04, 99)
+    result = plan(LLAMA_8B, load, slo, ["a100"], workers=1, verify=5)
+    tp8 = _evaluate((LLAMA_8B, A100.id, 8, 1, "bf16", "bf16", (None, None), False,
+                     load.for_sizing(), slo, A100.price_per_hour_usd, None, "vllm",
+                     profile_for("vllm"), 1))
+    assert tp8 is not None
+    held = verify(LLAMA_8B, tp8, load, slo, 64)
+    assert held is not None and held.cost_per_hour is not None
+    win = result.winner
+    assert win is not None and win.verified and win.cost_per_hour is not None
+    assert win.cost_per_hour <= held.cost_per_hour
+    # where a budget leaves it unchecked, the text counts it, in words that agree
+    dear = next(c for c in result.candidates if c.verified and c.tp == 4)
+    text = "\n".join(PlanReport(LLAMA_8B, "meta-llama/Llama-3.1-8B", replace(
+        result, candidates=(dear, tp8)), 131072).text_lines())
+    assert ("1 cheaper deployment was not simulated (the budget of simulated candidates ran "
+            "out before it; it is listed below as an analytic runner-up): its price is the "
+            "analytic estimate, not a result") in text

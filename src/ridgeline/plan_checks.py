@@ -1,7 +1,8 @@
 """The planner's checks: a candidate replica simulated in the steady state at its share of the
 rate, replicas added until the SLO holds on two draws of the requests (``verify``), the
-cheapest candidates checked first until a cheaper one cannot turn up (``verify_cheapest``),
-and the order candidates rank in (``cheapest``).
+candidates checked until a cheaper one cannot turn up, the one likeliest to win next, as its
+layout's checks so far re-size it (``verify_cheapest``), and the order candidates rank in
+(``cheapest``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class CheckRun(NamedTuple):
     over_budget: int = 0
 
 
+# what the checks of one candidate tell of another's sizing (``_layout``): card, TP, PP,
+# data-parallel ranks, expert parallelism, weight format, cache dtype
+Layout = tuple[str, int, int, int, bool, str, str]
+
 # a plan's check runs, by (replica, its engine's config, request lifetime, replicas, draw)
 CheckRuns = dict[tuple[Deployment, SimConfig, float, int, int], CheckRun]
 
@@ -61,25 +66,55 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
                     max_gpus: int, limit: int, engine_version: str | None = None,
                     engine: str = "vllm", profile: EngineProfile | None = None,
                     runs: CheckRuns | None = None) -> tuple[list[Candidate], list[Candidate]]:
-    """Simulate candidates cheapest first until the next one's analytic price, shrunk as much
-    as simulation has shrunk any checked so far, is no lower than the cheapest that held,
-    or ``limit`` candidates are spent. Returns the verified ones, cheapest first, and those
-    left unsimulated."""
-    verified: list[Candidate] = []
+    """Simulate candidates until none is left whose analytic price, shrunk as much as
+    simulation has shrunk any checked so far, is lower than the cheapest that held, or
+    ``limit`` candidates are spent. Of those left, the one checked next is the cheapest once
+    re-sized by what the checks of its layout showed (``resized_cost``), so that the budget
+    goes first to the candidates the checks so far leave likeliest to win, not to the engine
+    knob variants of a layout simulation has already found to need more replicas. A check
+    that held at no count says little of its variants (another max_num_seqs may hold at a
+    few replicas) and re-sizes none. At one price the verified rank as the search ranked
+    them, whatever order they were checked in.
+    Returns the verified ones, cheapest first, and those left unsimulated, cheapest first."""
+    verified: list[tuple[int, Candidate]] = []  # each with its place in ``priced``
     best, shrink = math.inf, 1.0  # shrink: the lowest simulated / analytic replicas seen
-    for i, c in enumerate(priced):
-        if i >= limit or (c.cost_per_hour or 0.0) * shrink >= best:
-            rest = priced[i:]
+    moved: dict[Layout, float] = {}  # per layout, the lowest simulated / analytic replicas
+    left = list(range(len(priced)))  # the places of those not checked, cheapest first
+    for _ in range(limit):
+        open_ = [i for i in left if (priced[i].cost_per_hour or 0.0) * shrink < best]
+        if not open_:
             break
+        i = min(open_, key=lambda j: (resized_cost(priced[j], moved, shrink), j))
+        left.remove(i)
+        c = priced[i]
         checked = verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs)
-        if checked is not None:
-            verified.append(checked)
-            best = min(best, checked.cost_per_hour or 0.0)
-            shrink = min(shrink, checked.replicas / c.replicas)
-    else:
-        rest = []
-    verified.sort(key=cheapest)
-    return verified, rest
+        if checked is None:  # no count within max_gpus held: that says little of a variant's
+            continue  # (another max_num_seqs may hold at a few replicas)
+        verified.append((i, checked))
+        best = min(best, checked.cost_per_hour or 0.0)
+        ratio = checked.replicas / c.replicas
+        shrink = min(shrink, ratio)
+        moved[_layout(c)] = min(moved.get(_layout(c), math.inf), ratio)
+    # at one price, as the search ranked them: the order they were checked in leaves no trace
+    verified.sort(key=lambda held: (*cheapest(held[1]), held[0]))
+    return [c for _, c in verified], [priced[i] for i in left]
+
+
+def resized_cost(c: Candidate, moved: dict[Layout, float], shrink: float) -> float:
+    """``c``'s price once its analytic replicas are re-sized by what simulation has shown:
+    by the lowest simulated / analytic ratio its layout's checks that held read (``moved``),
+    else by ``shrink``, the lowest any check read (at most 1: a layout not yet checked may
+    hold at its analytic count)."""
+    ratio = moved.get(_layout(c), shrink)
+    return (c.cost_per_hour or 0.0) * ratio
+
+
+def _layout(c: Candidate) -> Layout:
+    """What the checks of one candidate tell of another's sizing: its card, parallel layout,
+    weight format and cache dtype, the engine knobs apart (their variants sized by the same
+    rules, their analytic counts off by about as much; a cache dtype halves the pool, which
+    moves the count of long prompts' replicas apart)."""
+    return c.accelerator, c.tp, c.pp, c.data_parallel, c.expert_parallel, c.weights, c.kv
 
 
 def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,

@@ -45,6 +45,12 @@ def _binding(c: Candidate) -> str:
             "allows")
 
 
+def _agree(n: int, one: str, more: str) -> str:
+    """``one`` for a count of 1, else ``more``: the words that agree with it (was, were;
+    runner-up, runners-up, which ``plural`` would not make)."""
+    return one if n == 1 else more
+
+
 def _rate(req_s: float) -> str:
     """A request rate: 2 decimals, or 2 significant figures below 0.1 req/s."""
     return f"{req_s:,.2f}" if req_s >= 0.1 else f"{req_s:.2g}"
@@ -71,6 +77,29 @@ class PlanReport:
         if r.mean_output_tokens < 2:
             return "prompt", r.load.rate_req_s * r.load.means()[0]
         return "output", self._tok_s()
+
+    def _unsimulated_lines(self, win: Candidate) -> list[str]:
+        """What to say of the deployments cheaper than the winner that no check simulated
+        (the budget of simulated candidates ran out before them), or []: how many, and how
+        many of them the runners-up list, marked analytic. The cheaper ones a measured caution
+        leaves unverified are said apart (``cheaper_unverified``)."""
+        r = self.result
+        price = win.cost_per_hour or 0.0
+        left = [c for c in r.candidates if c is not win and not c.verified
+                and not r.unverified_by(c) and (c.cost_per_hour or 0.0) < price]
+        if not left:
+            return []
+        n = len(left)
+        ids = {id(c) for c in left}
+        listed = sum(1 for c in self.lists.runners_up() if id(c) in ids)
+        runners = _agree(listed, "an analytic runner-up", "analytic runners-up")
+        where = "" if not listed else (
+            f"; {_agree(n, 'it is', 'all are')} listed below as {runners}" if listed == n
+            else f"; {listed} of them {_agree(listed, 'is', 'are')} listed below as {runners}")
+        return [f"  {n} cheaper {plural(n, 'deployment')} {_agree(n, 'was', 'were')} not "
+                f"simulated (the budget of simulated candidates ran out before "
+                f"{_agree(n, 'it', 'them')}{where}): {_agree(n, 'its', 'their')} price is the "
+                "analytic estimate, not a result"]
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -301,14 +330,7 @@ class PlanReport:
                          "refuses them")
         if not win.verified:
             lines.append(f"  NOT SIMULATED: {NOT_SIMULATED}")
-        cheaper = [c for c in self.lists.runners_up()
-                   if (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0)]
-        # (the cautioned cheaper ones are not runners-up: ``cheaper_unverified``)
-        unsimulated = [c for c in cheaper if not c.verified]
-        if unsimulated:
-            lines.append(f"  {len(unsimulated)} cheaper runner-up(s) were not simulated (the "
-                         "budget of simulated candidates ran out): their price is the analytic "
-                         "estimate, not a result")
+        lines += self._unsimulated_lines(win)
         splits = self.lists.held_splits()
         if r.winner_unverified and splits:  # no single pool without the caution held; a split did
             c = splits[0]
@@ -320,7 +342,9 @@ class PlanReport:
                          "from node to node")
         held_back = self.lists.cheaper_unverified()
         if held_back:
-            lines.append(f"  {len(held_back)} cheaper deployment(s) carry a measured caution "
+            n = len(held_back)
+            lines.append(f"  {n} cheaper {plural(n, 'deployment')} {_agree(n, 'carries', 'carry')} "
+                         "a measured caution "
                          "(listed below as unverified, each with its TPOT at the measured "
                          "slowdown): not ranked before this one")
         commands = self.launch.commands()
