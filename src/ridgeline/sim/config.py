@@ -321,7 +321,6 @@ def start_refusal(dep: Deployment, settings: object, config: SimConfig,
         return f"does not fit on {where}: " + no_sequence_reason(
             pool, dep, config.max_model_len) + " (see `ridgeline fit`)"
     if config.num_blocks < 1:
-
         hint = "; " + fit_hint(s.engine_version) if fit_could_offload(dep) else ""
         if pool.weights_overflow or pool.overflow_bytes or pool.state_request_bytes:
             # a cause to name, as fit names it for every engine: weights over the card, a
