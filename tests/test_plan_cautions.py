@@ -306,3 +306,12 @@ def test_a_trtllm_replica_whose_pool_is_shorter_than_its_max_seq_len_says_it_tri
     assert launch_trim_caution(c, "vllm", LLAMA_70B) == ""
     # a pool that holds the whole context trims nothing
     assert launch_trim_caution(replace(c, tp=4), "trtllm", LLAMA_70B) == ""
+
+
+def test_a_tail_share_of_refused_requests_is_not_printed_as_none() -> None:
+    """A lognormal load's tail past the context is a few requests in a million: the winner's
+    line had printed it "0.0%" of the requests, beside "the engine refuses them"."""
+    from ridgeline.reports.plan import _share
+
+    assert _share(3e-6) == "3.0e-06" and "0.0" not in _share(4.9e-5)
+    assert _share(0.25) == "25.00%" and _share(1e-4) == "0.01%"

@@ -51,6 +51,12 @@ def _agree(n: int, one: str, more: str) -> str:
     return one if n == 1 else more
 
 
+def _share(share: float) -> str:
+    """A share of the requests, as a percentage, or in powers of ten below 0.01 % (a
+    lognormal tail's 3e-06 had printed as "0.0%")."""
+    return f"{share:.2%}" if share >= 1e-4 else f"{share:.1e}"
+
+
 def _rate(req_s: float) -> str:
     """A request rate: 2 decimals, or 2 significant figures below 0.1 req/s."""
     return f"{req_s:,.2f}" if req_s >= 0.1 else f"{req_s:.2g}"
@@ -259,8 +265,8 @@ class PlanReport:
                 f"under {self.model.name}'s {context:,}-token context; ")
         if not c.refused_share:  # no request of the load is longer: nothing is refused
             return head + "no request of this load is longer, so it refuses none"
-        share = f"{c.refused_share:.2%}" if c.refused_share >= 1e-4 else f"{c.refused_share:.1e}"
-        return head + f"it refuses {share} of this load's requests (those longer), each a miss"
+        return (head + f"it refuses {_share(c.refused_share)} of this load's requests (those "
+                "longer), each a miss")
 
     def text_lines(self) -> list[str]:
         r = self.result
@@ -325,7 +331,7 @@ class PlanReport:
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
         if self.refused_share and not self.shrunk_note(win):
-            lines.append(f"  {self.refused_share:.1%} of the requests are longer than "
+            lines.append(f"  {_share(self.refused_share)} of the requests are longer than "
                          f"{self.model.name}'s {self.max_len:,}-token context: the engine "
                          "refuses them")
         if not win.verified:
