@@ -210,7 +210,10 @@ def test_plans_trtllm_line_turns_chunked_prefill_on_where_the_loads_prompts_outr
     place = ("--gpu", win["accelerator"], "--engine", "trtllm")
     c = _replica(kv=win["kv"], weights=win["weights"], seats=win["max_num_seqs"],
                  tokens=budget, chunked=True)
-    assert _fit(capsys, *_pasted(command, config), *place) == _fit(
+    pasted = _pasted(command, config)
+    if pasted[0] == CLI["quantized_checkpoint"]:  # a checkpoint quantized beforehand: its
+        pasted = ["meta-llama/Llama-3.1-8B", *pasted[1:], "--weights", win["weights"]]  # format
+    assert _fit(capsys, *pasted, *place) == _fit(
         capsys, *_own_flags("meta-llama/Llama-3.1-8B", c, win["max_model_len"]), *place)
     lines = run_cli(capsys, *argv)[1].splitlines()  # the text prints the file under the line
     assert "    enable_chunked_prefill: true" in lines
