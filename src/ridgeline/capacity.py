@@ -37,8 +37,8 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
         return 0.0
     per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share \
         + pool.drafter_kv_bytes_per_token * context
-    return per_seq * reserved_blocks(pool, context) * pool.block_size / context \
-        if reserved_blocks(pool, context) else per_seq
+    blocks = reserved_blocks(pool, context)  # TensorRT-LLM's, whole
+    return per_seq * blocks * pool.block_size / context if blocks else per_seq
 
 
 def reserved_blocks(pool: KVPool, context: int) -> int:

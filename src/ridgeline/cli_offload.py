@@ -277,19 +277,23 @@ class FitRun:
     deployment: Any
     context: int
     sequences: int
-    # the memory --fit keeps free in this run (--fit-target, or its default), which its pool
-    # leaves uncached (llamacpp_fit.run_pool); None where --fit does not place it (-ngl or an
-    # -ot rule given, a build before it, -sm tensor, or the build's default set aside)
-    margin_bytes: float | None = None
+    # --fit-target (or its default) where --fit was asked to place the run; None where it was
+    # not (-ngl or an -ot rule given, a build before it, -sm tensor)
+    fit_target_bytes: float | None = None
     # the placement the build's default --fit would pick, set aside (``default_kept``): it
     # moves weights to the host, and no --host-bandwidth-gbs prices them
     set_aside: Any = None
-    # the memory that set-aside placement keeps free (--fit-target, or its default)
-    set_aside_margin_bytes: float = 0.0
     # why the build's default --fit found no placement (FitFailed's words): llama-server only
     # warns, and loads the model as given (common/common.cpp ignores common_fit_params'
     # result), every layer on the GPU, with no margin kept
     unplaced: str = ""
+
+    @property
+    def margin_bytes(self) -> float | None:
+        """The memory --fit keeps free in this run, which its pool leaves uncached
+        (llamacpp_fit.run_pool); None where --fit does not place it (not asked, set aside, or
+        no placement found: every layer as given)."""
+        return None if self.set_aside is not None or self.unplaced else self.fit_target_bytes
 
     def caution(self) -> str:
         """What the answer leaves out where the build's default --fit was set aside: the run
@@ -308,7 +312,7 @@ class FitRun:
         # the card named: a side-by-side decode gives each card's cautions in one list
         return (f"{SET_ASIDE_LEAD} ({self.deployment.gpus_label}; -ngl "
                 f"all, which stops --fit): llama-server's default --fit, keeping "
-                f"{self.set_aside_margin_bytes / MIB:,.0f} MiB free (--fit-target), would "
+                f"{(self.fit_target_bytes or 0.0) / MIB:,.0f} MiB free (--fit-target), would "
                 f"move {host_weight_bytes(self.set_aside) / GIB:,.2f} GiB of weights to the "
                 f"host for {self.sequences:,} {plural(self.sequences, 'sequence')} of "
                 f"{self.context:,} tokens; --host-bandwidth-gbs GB/s prices that")
@@ -341,12 +345,12 @@ def fitted_run(args: argparse.Namespace, dep: Any, settings: Any, context: int,
         if auto_layers(args):
             raise
         kept = fitted_run(_no_fit(args), dep, settings, context, sequences, check_host, priced)
-        return replace(kept, unplaced=str(failed))
+        return replace(kept, fit_target_bytes=margin, unplaced=str(failed))
     if default_kept(args, placed, priced):
         kept = fitted_run(_no_fit(args), dep, settings, context, sequences, check_host, priced)
         # where -ngl all holds no sequence either, the answer is "does not fit", and the
         # caution says what --fit would have run instead
-        return replace(kept, set_aside=placed, set_aside_margin_bytes=margin)
+        return replace(kept, fit_target_bytes=margin, set_aside=placed)
     if check_host:
         check_host_memory_for(placed, context * sequences)
     return FitRun(placed, context, sequences, margin)
