@@ -356,16 +356,25 @@ def test_several_gpus_get_the_offload_levers(capsys: pytest.CaptureFixture[str])
     assert any(n.startswith("-ngl ") for n in names)
 
 
-@pytest.mark.parametrize(("argv", "named"), [
-    (("decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda", "-ngl",
-      "auto", "--fit-target", "30000"), "nothing is left"),
-    (("decode", "llama-3.1-70b", "--gpu", "apple-m2-ultra-76c", "--gpu-memory-gib", "64",
-      "--weights", "q8_0", "--engine", "llama.cpp-metal", "-ngl", "auto"), "share one memory"),
-])
-def test_fit_says_why_it_cannot_place(capsys: pytest.CaptureFixture[str],
-                                      argv: tuple[str, ...], named: str) -> None:
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 2 and named in err and not out
+def test_fit_says_why_it_cannot_place(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
+                             "llama.cpp-cuda", "-ngl", "auto", "--fit-target", "30000")
+    assert code == 2 and "nothing is left" in err and not out
+
+
+def test_typed_fit_that_finds_no_placement_answers_as_llama_server_loads(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-ngl auto typed is llama.cpp's default (-1): where --fit finds no placement (one memory,
+    nowhere to move weights) llama-server warns and loads every layer as given, as it does
+    with no -ngl; decode says so and answers that run, as the default does (it had refused)."""
+    argv = ("decode", "llama-3.1-70b", "--gpu", "apple-m2-ultra-76c", "--gpu-memory-gib", "64",
+            "--weights", "q8_0", "--engine", "llama.cpp-metal")
+    code, typed, err = run_cli(capsys, *argv, "-ngl", "auto")
+    assert code == 0, err
+    code, default, _ = run_cli(capsys, *argv)
+    assert code == 0 and typed == default
+    (said,) = [line for line in typed.splitlines() if "finds no placement" in line]
+    assert "share one memory" in said and "starts as given" in said
 
 
 def test_placements_are_shown_in_comparisons_and_simulate_json(

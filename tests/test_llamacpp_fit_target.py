@@ -157,18 +157,26 @@ def test_the_printed_command_carries_a_margin_other_than_the_default(
 def test_one_memory_says_fit_has_nowhere_to_move_weights(
         capsys: pytest.CaptureFixture[str]) -> None:
     """On Apple's unified memory --fit keeps the margin free but cannot move a weight off the
-    GPU (fit_placement refuses it), so the cells line does not promise it: a -c past them
-    is the error -ngl auto gives, not a placement."""
+    GPU (fit_placement refuses it), so the cells line does not promise it: a -c past them is
+    no placement, and -ngl auto typed (llama.cpp's own default, -1) warns and loads every
+    layer as given, as the build's default does: the answer of -ngl all, with its caution."""
     argv = ("fit", "llama-3.1-8b", "--gpu", "apple-m2-ultra-76c", "--engine", "llama.cpp-metal")
     code, out, _ = run_cli(capsys, *argv, "--max-model-len", "8192", "--fit-target", "120000")
     assert code == 0
     cells = next(line for line in out.splitlines() if line.startswith("holds "))
     assert "moves weights" not in cells and "nowhere to move weights" in cells
     cells_held = int(cells.split()[1].replace(",", ""))
-    code, _out, err = run_cli(capsys, *argv, "--max-model-len", str(cells_held + 1),
-                              "--target-concurrency", "1", "--fit-target", "120000",
-                              "-ngl", "auto")
-    assert code == 2 and "nowhere to move weights" in err
+    past = ("--max-model-len", str(cells_held + 1), "--target-concurrency", "1", "--json")
+    answers = []
+    for flags in (("--fit-target", "120000", "-ngl", "auto"), ("--fit-target", "120000"),
+                  ("-ngl", "all")):
+        code, out, err = run_cli(capsys, *argv, *past, *flags)
+        assert code == 0, err
+        answers.append(json.loads(out))
+    typed, default, every = answers
+    assert typed["conversations"] == default["conversations"] == every["conversations"] >= 1
+    (said,) = [c for c in typed["cautions"] if "finds no placement" in c]
+    assert "nowhere to move weights" in said and said in default["cautions"]
 
 
 @pytest.mark.parametrize("slots", ["9", "16"])

@@ -35,7 +35,7 @@ from ridgeline.cli_offload import (
     _split_mode,
     auto_layers,
     fit_host,
-    fitted_context,
+    fitted_context_run,
     launch_fitted_run,
     no_fit_ctx,
 )
@@ -114,9 +114,11 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                              "with --target-concurrency (or neither, for llama-server's -c 0)")
         from ridgeline.llamacpp_fit import context_story
 
-        context, dep = fitted_context(args, dep, settings)
-        return replace(fit_report(dep, context, settings, None, **fit_host(args, dep)),
-                       searched=context_story(dep, context))
+        run = fitted_context_run(args, dep, settings)  # no placement: every layer as given
+        host = {} if run.unplaced else fit_host(args, run.deployment)
+        return replace(fit_report(run.deployment, run.context, settings, None, **host),
+                       searched=context_story(run.deployment, run.context, bool(run.unplaced)),
+                       fit_note=run.caution())
     if args.max_model_len is None:
         return longest_context(dep, settings, args.target_concurrency, **fit_host(args, dep))
     no_fit_ctx(args)

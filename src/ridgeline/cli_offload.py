@@ -283,9 +283,10 @@ class FitRun:
     # the placement the build's default --fit would pick, set aside (``default_kept``): it
     # moves weights to the host, and no --host-bandwidth-gbs prices them
     set_aside: Any = None
-    # why the build's default --fit found no placement (FitFailed's words): llama-server only
-    # warns, and loads the model as given (common/common.cpp ignores common_fit_params'
-    # result), every layer on the GPU, with no margin kept
+    # why --fit (-ngl auto typed, or the build's default: the same -ngl -1 to llama-server)
+    # found no placement (FitFailed's words): llama-server only warns, and loads the model as
+    # given (common/common.cpp ignores common_fit_params' result), every layer on the GPU,
+    # with no margin kept
     unplaced: str = ""
 
     @property
@@ -300,9 +301,9 @@ class FitRun:
         answered for is -ngl all's (priced, or "does not fit" where it holds no sequence),
         where llama-server's default would move weights; "" else."""
         if self.unplaced:
-            return (f"llama.cpp's --fit finds no placement ({self.unplaced.removeprefix('does not fit: ')}): "
-                    "llama-server warns and starts as given, every layer on the GPU and no "
-                    "--fit-target kept free, as answered here (-ngl all)")
+            from ridgeline.llamacpp_fit import unplaced_caution
+
+            return unplaced_caution(self.unplaced)
         if self.set_aside is None:
             return ""
         from ridgeline.llamacpp_fit import SET_ASIDE_LEAD
@@ -323,9 +324,10 @@ def fitted_run(args: argparse.Namespace, dep: Any, settings: Any, context: int,
     """``dep`` placed as llama.cpp's --fit places it for ``sequences`` × ``context`` cells,
     where -ngl auto or the build's default asks for that, else as it is; either way a host
     share (weights and the host layers' cache) that overflows --host-memory-gib is refused,
-    unless ``check_host`` is False (fit checks it at the -c it prints). The build's default
-    keeps ``dep`` whole where --fit finds no placement, or where it moves weights to the host
-    and a ``priced`` step needs the host's bandwidth, not given (``default_kept``). With the
+    unless ``check_host`` is False (fit checks it at the -c it prints). ``dep`` stays whole
+    where --fit finds no placement (llama-server warns and loads it as given, -ngl auto typed
+    or not), and under the build's default where --fit moves weights to the host and a
+    ``priced`` step needs the host's bandwidth, not given (``default_kept``). With the
     margin --fit keeps free in that run, and the placement the build's default --fit would
     pick where it was set aside (``FitRun``)."""
     from ridgeline.llamacpp_pool import check_host_memory_for
@@ -342,8 +344,6 @@ def fitted_run(args: argparse.Namespace, dep: Any, settings: Any, context: int,
         placed = fit_placement(dep, settings, context, sequences, _host_template(args, dep),
                                given)
     except FitFailed as failed:
-        if auto_layers(args):
-            raise
         kept = fitted_run(_no_fit(args), dep, settings, context, sequences, check_host, priced)
         return replace(kept, fit_target_bytes=margin, unplaced=str(failed))
     if default_kept(args, placed, priced):
@@ -396,10 +396,11 @@ def launch_fitted_run(args: argparse.Namespace, dep: Any, settings: Any,
 
 
 def set_aside_caution(args: argparse.Namespace, dep: Any, settings: Any) -> str:
-    """simulate's word where the build's default --fit was set aside at --max-model-len L for
-    every layer on the GPU (FitRun.caution), as decode and prefill say it; "" elsewhere (-c 0
-    under --fit shrinks the context before it moves a weight)."""
-    if not settings.max_model_len or auto_layers(args) or not auto_layers(args, dep.engine):
+    """simulate's word where --fit at --max-model-len L was set aside for every layer on the
+    GPU (the build's default), or found no placement (-ngl auto typed too: llama-server loads
+    every layer as given), as decode and prefill say it (FitRun.caution); "" elsewhere (-c 0:
+    ``fit_launch``)."""
+    if not settings.max_model_len or not auto_layers(args, dep.engine):
         return ""
     return launch_fitted_run(args, dep, settings, check_host=False).caution()
 
@@ -432,37 +433,56 @@ def fitted_context(args: argparse.Namespace, dep: Any, settings: Any) -> tuple[i
     return context, placed
 
 
+def fitted_context_run(args: argparse.Namespace, dep: Any, settings: Any) -> FitRun:
+    """``fitted_context``'s run (one sequence of the -c --fit chose), with its margin; where
+    --fit finds no placement, llama-server's as it then starts: at the -c --fit shrank -c 0 to
+    before it failed (llamacpp_fit.unplaced_context), every layer on the GPU as given, no
+    margin kept, and why (FitRun.unplaced)."""
+    from ridgeline.llamacpp_fit import FitFailed, default_fit_target_bytes, unplaced_context
+
+    given = margin_bytes(args)
+    margin = default_fit_target_bytes() if given is None else given
+    try:
+        context, placed = fitted_context(args, dep, settings)
+    except FitFailed as failed:
+        return FitRun(replace(dep, offload=None),
+                      unplaced_context(dep, getattr(args, "fit_ctx", None)), 1, margin,
+                      unplaced=str(failed))
+    return FitRun(placed, context, 1, margin)
+
+
 def fit_launch(args: argparse.Namespace, dep: Any,
-               settings: Any) -> tuple[int, Any, str] | None:
+               settings: Any) -> tuple[int, Any, str, str] | None:
     """simulate's llama-server under --fit, -ngl auto typed or the build's default alike,
-    where it changes what runs: (-c, the deployment placed, how -c was chosen), or None where
-    the whole model stands as with every layer on the GPU (it fits; or, by default only,
-    --fit finds no placement or a weight moved to the host needs --host-bandwidth-gbs).
-    No context given: -c 0 shrunk to what fits, or weights moved (``fitted_context``);
-    --max-model-len L: ``launch_fitted``'s -c and placement, those `fit` prints."""
-    from ridgeline.llamacpp_fit import FitFailed
+    where it changes what runs: (-c, the deployment placed, how -c was chosen, what --fit
+    left undone: FitRun.caution), or None where the whole model stands as with every layer on
+    the GPU (it fits; or at --max-model-len L --fit finds no placement, which
+    ``set_aside_caution`` says; or, by default only, a weight moved to the host needs
+    --host-bandwidth-gbs). No context given: -c 0 shrunk to what fits, or weights moved, or,
+    where --fit finds no placement, the -c it shrank to with every layer as given
+    (``fitted_context_run``); --max-model-len L: ``launch_fitted``'s -c and placement, those
+    `fit` prints."""
     from ridgeline.llamacpp_rope import loaded_n_ctx_train
     from ridgeline.sim.config import llamacpp_context
 
     if not settings.max_model_len:
-        try:
-            context, placed = fitted_context(args, dep, settings)
-        except FitFailed:
-            if auto_layers(args):
-                raise
-            return None
+        run = fitted_context_run(args, dep, settings)
+        context, placed = run.context, run.deployment
+        if run.unplaced:
+            return context, placed, "--fit", run.caution()
         # -c 0 without --fit is the loaded n_ctx_train; --fit's differs where the launch's
         # YaRN lifts it (llamacpp_fit.fit_resolved_context), and then it changes what runs
         loaded = loaded_n_ctx_train(dep.model, dep.engine, dep.rope) or context
         if (placed.offload is None and context == loaded) or default_kept(args, placed, True):
             return None
-        return context, placed, "--fit"
+        return context, placed, "--fit", ""
     no_fit_ctx(args)
     placed = launch_fitted(args, dep, settings, check_host=False)
     if placed.offload is None:
         return None
     return (placed.offload.fit_cells, placed,
-            f"{llamacpp_context(dep, settings, True, margin_bytes(args))[1]}, placed by --fit")
+            f"{llamacpp_context(dep, settings, True, margin_bytes(args))[1]}, placed by --fit",
+            "")
 
 
 def no_fit_ctx(args: argparse.Namespace) -> None:

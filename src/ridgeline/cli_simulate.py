@@ -120,10 +120,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
         context, dep = placed[:2]
         settings = replace(settings, max_model_len=context)
-        story = context_story(dep, context)
+        story = context_story(dep, context, bool(placed[3]))  # [3]: no placement found
     elif placed:  # the -c of the slots that fit, --fit placing the weights for it
         dep = placed[1]
-    set_aside = "" if placed else set_aside_caution(args, dep, settings)
+    set_aside = placed[3] if placed else set_aside_caution(args, dep, settings)
     # llama-server allocates -c cells and no more: the context --fit chose, else the one asked
     # for (--max-model-len × slots), else its -c 0, the trained context
     cells = None if not engine.startswith("llama.cpp") else (

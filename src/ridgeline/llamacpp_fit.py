@@ -110,6 +110,28 @@ class FitFailed(InputError):
     """--fit finds no placement: the GPU cannot hold even what stays on it."""
 
 
+def unplaced_caution(failed: str) -> str:
+    """What llama-server does where --fit finds no placement (``failed``: FitFailed's words):
+    it warns and loads the model as given, every layer on the GPU and no margin kept
+    (common/common.cpp ignores common_fit_params' result, b7437 on); the -c --fit shrank a
+    -c 0 to before it failed stays (``unplaced_context``)."""
+    return (f"llama.cpp's --fit finds no placement ({failed.removeprefix('does not fit: ')}): "
+            "llama-server warns and starts as given, every layer on the GPU and no "
+            "--fit-target kept free, as answered here (-ngl all)")
+
+
+def unplaced_context(dep: Deployment, min_context: int | None = None) -> int:
+    """The -c llama-server's -c 0 runs at where --fit finds no placement (``fit_context``
+    raised FitFailed): --fit-ctx, to which --fit shrank the trained context before it failed
+    to place the layers (llama_params_fit changes cparams.n_ctx in place, and the failure
+    leaves it: "context size is always modified when set to 0"); the trained context as
+    --fit reads it where that is no longer than the floor (--fit leaves it unchanged).
+    mixtral-8x7b q8_0 on an apple-m4-pro-20c: 4,096."""
+    floor = default_fit_min_context() if min_context is None else min_context
+    resolved = fit_resolved_context(dep)[1] or floor
+    return resolved if resolved <= floor else floor
+
+
 def default_fit_target_bytes() -> float:
     """--fit-target: the memory --fit leaves free on each device."""
     return float(fit_constants()["target_mib"]) * MIB
@@ -308,9 +330,10 @@ def fit_context(dep: Deployment, settings: EngineSettings, template: HostOffload
     return floor, fit_placement(dep, settings, floor, 1, template, margin_bytes)
 
 
-def context_story(dep: Deployment, context: int) -> str:
+def context_story(dep: Deployment, context: int, unplaced: bool = False) -> str:
     """One line on the context --fit chose for llama-server's -c 0, and why; where the
-    launch's YaRN lifts n_ctx_train, that --fit reads the lifted cap, not the GGUF's length."""
+    launch's YaRN lifts n_ctx_train, that --fit reads the lifted cap, not the GGUF's length.
+    ``unplaced``: --fit found no placement, and the -c it left stands (``unplaced_context``)."""
     from ridgeline.capacity import served_context
 
     loaded, resolved = fit_resolved_context(dep)
@@ -321,6 +344,11 @@ def context_story(dep: Deployment, context: int) -> str:
               f"applies the YaRN flags, PR #28030, not the {loaded:,} loaded"
               + (", and judged the memory at that length" if trained > (loaded or 0) else "")
               + ")")
+    if unplaced and context >= trained:
+        return f"{head}, the trained context, which --fit leaves as it finds no placement{lifted}"
+    if unplaced:
+        return (f"{head}, its floor (--fit-ctx): --fit shrinks the trained {trained:,} that far, "
+                f"then finds no placement for the layers and leaves -c there{lifted}")
     if context >= trained:
         return f"{head}, the trained context{lifted}"
     if dep.offload is None and lifted:

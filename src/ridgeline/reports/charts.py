@@ -11,6 +11,7 @@ from ridgeline.capacity import held_conversations
 from ridgeline.cost import decode_batch, step_cost
 from ridgeline.errors import InputError
 from ridgeline.kvcache import kv_footprint
+from ridgeline.llamacpp_fit import run_pool
 from ridgeline.measurements import UNITS
 from ridgeline.memory import kv_pool
 from ridgeline.moe import expected_experts_touched
@@ -111,9 +112,17 @@ def _(report: FitReport) -> Chart:
     dep, s = report.deployment, report.settings
     xs, ys = [], []
     for c in CONTEXTS:
-        pool = kv_pool(dep, replace(s, max_model_len=c))  # every other knob as fit was given
+        # every other knob as fit was given, and the margin llama.cpp's --fit keeps free
+        # where it placed the run (llamacpp_fit.run_pool), as fit's own pool leaves it
+        at = replace(s, max_model_len=c)
+        pool = run_pool(dep, at, report.fit_host is not None, report.fit_margin_bytes)
+        held = held_conversations(pool, dep, c)
+        if report.fit_host is not None and dep.accelerator.one_memory \
+                and held < max(1, report.target or 1):  # --fit finds no placement: llama-server
+            pool = kv_pool(dep, at)  # loads every layer as given (fit.unplaced_report)
+            held = held_conversations(pool, dep, c)
         xs.append(float(c))
-        ys.append(float(min(held_conversations(pool, dep, c), pool.max_num_seqs)))
+        ys.append(float(min(held, pool.max_num_seqs)))
     series = [Series("batch the engine can run", tuple(xs), tuple(ys)),
               Series("ridge", tuple(xs), (report.ridge_batch,) * len(xs), "dashed")]
     if report.target:

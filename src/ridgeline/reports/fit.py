@@ -242,11 +242,16 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int,
     (bisection: the pool shrinks, or stays, as conversations grow), up to the model's
     max_position_embeddings; where none does, the fit at a short conversation says by how
     much it falls short. Under llama.cpp's --fit (``fit_host``) the search keeps every layer
-    on the GPU and its margin free, as a run at the context found is not moved."""
+    on the GPU and its margin free, as a run at the context found is not moved; on one memory
+    (a Mac's, a GB10's), where --fit has nowhere to move weights, a context the margin leaves
+    no room for is judged as llama-server loads it (``unplaced_report``)."""
     limit = served_context(dep)[0] or 1 << 20
 
     def report_at(context: int) -> FitReport:
-        return fit_report(dep, context, settings, target, fit_host, fit_margin_bytes)
+        report = fit_report(dep, context, settings, target, fit_host, fit_margin_bytes)
+        if fit_host is None or not dep.accelerator.one_memory or report.conversations >= target:
+            return report
+        return unplaced_report(report) or report
 
     def holds(context: int) -> bool:
         return report_at(context).conversations >= target
@@ -262,6 +267,26 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int,
     return replace(report, searched=f"longest context at which {target:,} "
                    f"{plural(target, 'conversation')} {'fits' if target == 1 else 'fit'} at "
                    f"once: {low:,} tokens{cap}")
+
+
+def unplaced_report(r: FitReport) -> FitReport | None:
+    """``r`` (placed by llama.cpp's --fit, its margin kept free) as llama-server starts where
+    --fit finds no placement for its target × context: it warns and loads every layer as given,
+    with no margin kept (llamacpp_fit.unplaced_caution), as `fit --max-model-len` answers that
+    run (cli_offload.fitted_run); None where --fit places it. Where the margin leaves too
+    little room on one memory, the whole card may still hold the target: mixtral-8x7b q8_0 on
+    an apple-m4-pro-20c holds one 10,730-token conversation so, 2,601 tokens with the margin."""
+    from ridgeline.llamacpp_fit import FitFailed, fit_placement, unplaced_caution
+
+    if r.fit_host is None:
+        return None
+    try:
+        fit_placement(r.deployment, r.settings, r.context, max(1, r.target or 1), r.fit_host,
+                      r.fit_margin_bytes)
+    except FitFailed as failed:
+        whole = fit_report(r.deployment, r.context, r.settings, r.target)
+        return replace(whole, fit_note=unplaced_caution(str(failed)))
+    return None
 
 
 def slots_for_target(dep: Deployment, settings: EngineSettings,
