@@ -308,7 +308,7 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
             raise InputError(rule(args.block_size))
     setting = BLOCK_SETTINGS[engine]
     unit = "page" if setting == "page_size" else "block"
-    r = prefix_reuse(a, b, args.block_size or default)
+    r = prefix_reuse(a, b, args.block_size or default, setting)
     common, reused = r.common_prefix_tokens, r.tokens_reused
     lines = (f"common prefix {common} {plural(common, 'token')}; with {setting} "
              f"{r.block_size}: {r.full_blocks_reused} full "
@@ -455,19 +455,28 @@ def add_companion_commands(
                    help="with --model: the accelerator the step runs on")
     # With --model; left None here so that --fraction can refuse them (defaults in
     # AMDAHL_STEP_DEFAULTS).
-    p.add_argument("--op", choices=sorted(OP_GROUPS), help="default: attention")
+    p.add_argument("--op", choices=sorted(OP_GROUPS),
+                   help="with --model: the part whose share is taken: attention (reading the "
+                   "KV cache and its FLOPs), weights (the weight matmuls), communication (the "
+                   "collectives between GPUs); default attention")
     p.add_argument("--engine", type=typed(_engine_name),
-                   help="default: vllm (llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
+                   help="with --model: the engine whose calibrated profile prices the step "
+                   "(default vllm; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
                    "AMD GPUs vLLM leaves out)")
-    p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
+    p.add_argument("--profile", metavar="FILE",
+                   help="with --model: profiles from `ridgeline calibrate`")
     p.add_argument("--batch", type=_how_many("batch", MAX_BATCH),
-                   help="sequences in the decode step whose shares are taken (default: 1)")
+                   help="with --model: sequences in the decode step whose shares are taken "
+                   "(default 1)")
     p.add_argument("--context", type=_positive_count("context length"),
-                   help=f"tokens cached per sequence (default: {DEFAULT_CONTEXT_TOKENS:,})")
-    p.add_argument("--num-gpus", type=_how_many("number of GPUs"), help="default: 1")
+                   help=f"with --model: tokens cached per sequence (default "
+                   f"{DEFAULT_CONTEXT_TOKENS:,})")
+    p.add_argument("--num-gpus", type=_how_many("number of GPUs"),
+                   help="with --model: GPUs in one tensor-parallel group (default 1)")
     p.add_argument("--weights", type=typed(_weight_name),
-                   help="weight format (default: as stored)")
-    p.add_argument("--kv-dtype", type=typed(_kv_name), help="KV-cache dtype (default: decode's)")
+                   help="with --model: weight format (default: as stored)")
+    p.add_argument("--kv-dtype", type=typed(_kv_name),
+                   help="with --model: KV-cache dtype (default: the model's dtype, as decode's)")
     output(p)
     p.set_defaults(handler=cmd_amdahl)
 

@@ -16,11 +16,14 @@ from ridgeline.cli_types import (
     _positive_float,
     _typed,
 )
+from ridgeline.device_probes import PROBE_DTYPES, Probe
 from ridgeline.errors import InputError
 from ridgeline.units import COUNT_EXAMPLES
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from ridgeline.hardware import Accelerator
 
 
 def _torch_device(text: str) -> str:
@@ -83,9 +86,7 @@ def cmd_measure(args: argparse.Namespace) -> Any:
         unit = "GB/s" if "bandwidth" in p.name else "TFLOP/s"
         value = p.value / 1e9 if unit == "GB/s" else p.value / 1e12
         line = f"  {p.name:<28} {value:>10,.2f} {unit}  ({p.detail})"
-        if rated and unit == "GB/s":
-            line += f"  rated {rated.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s"
-        lines.append(line)
+        lines.append(line + (rated_beside(p, rated) if rated else ""))
     if memory is not None:
         lines.append(f"  memory recorded {memory / 2**30:,.1f} GiB ("
                      + ("--memory-gib" if args.memory_gib else "as the runtime reports it")
@@ -104,6 +105,22 @@ def cmd_measure(args: argparse.Namespace) -> Any:
                                     f"to validate them, give --gpu-file a record of "
                                     f"{result.gpu_id} (a run without --skip-probes writes one)"))
     return WroteFile(args.output, "\n".join(lines))
+
+
+def rated_beside(probe: Probe, rated: Accelerator) -> str:
+    """The --rated-gpu figure a probe is read against, and the share reached: a bandwidth
+    probe against the rated bandwidth, a square matmul against the dense peak of its dtype
+    (an H200's bf16 8192³ at 778.4 TFLOP/s: rated 989.4, 79 %); "" for a skinny matmul,
+    which memory bounds, and for a dtype the record gives no peak for."""
+    if not probe.value:
+        return ""
+    if "bandwidth" in probe.name:
+        rate = rated.memory_bandwidth_bytes_per_s
+        return f"  rated {rate / 1e9:,.0f} GB/s ({probe.value / rate:.0%})"
+    peak = rated.peak_flops.get(PROBE_DTYPES.get(probe.name.split()[0], ""))
+    if "³" not in probe.name or not peak:
+        return ""
+    return f"  rated {peak / 1e12:,.1f} TFLOP/s dense ({probe.value / peak:.0%})"
 
 
 def _check_measure_output(output: str, out: Path, record: Path | None) -> None:
@@ -127,7 +144,8 @@ def _check_measure_output(output: str, out: Path, record: Path | None) -> None:
 def register(sub: Any) -> None:
     p = sub.add_parser("measure", help="measure this device: bandwidth, matmuls, model steps")
     p.add_argument("--device", default="cpu", type=_typed(_torch_device),
-                   help="cpu, cuda, cuda:1, mps")
+                   help="cpu, cuda, cuda:1, mps (default cpu: a GPU is measured only when "
+                   "named)")
     p.add_argument("--quick", action="store_true", help="a small grid (minutes, not tens)")
     p.add_argument("--batches", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES),
                    help="decode batches, comma-separated (default 1,8,32,64,128,256; 1,4 quick)")
@@ -139,17 +157,20 @@ def register(sub: Any) -> None:
     p.add_argument("--skip-probes", action="store_true",
                    help="only the model's steps (no bandwidth or matmul probes, no device record)")
     p.add_argument("--model", default="llama-3.2-1b",
-                   help="catalog model or config.json, built with random weights")
+                   help="catalog model or config.json, built with random weights (default "
+                   "llama-3.2-1b)")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
                    help="the model's weights, activations and cache (default float32 on a CPU, "
                    "bfloat16 on a GPU)")
     p.add_argument("--gpu-id",
-                   help="id for the measured device in the rows (letters, digits, - _ .)")
+                   help="id for the measured device in the rows (letters, digits, - _ .; "
+                   "default: measured-cpu, measured-cuda or measured-mps)")
     p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
                    help="device memory to record (default: what CUDA or Metal reports, or "
                    "the machine's RAM on a CPU)")
     p.add_argument("--rated-gpu", type=_typed(_accelerator_name),
-                   help="catalog accelerator to compare the probes with")
+                   help="catalog accelerator whose rated bandwidth and dense matmul peaks are "
+                   "printed beside the probes, with the share each reached")
     p.add_argument("-o", "--output", required=True, metavar="rows.csv",
                    help="measurements CSV to write (validation/README.md's format)")
     _output(p)

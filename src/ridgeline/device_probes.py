@@ -25,6 +25,11 @@ class Probe:
     detail: str
 
 
+# the catalog's compute dtype of each torch dtype a matmul probe runs (its name's first word)
+PROBE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
+                "float8_e4m3fn": "fp8"}
+
+
 def _sync(torch: Any, device: Any) -> Callable[[], None]:
     if device.type == "cuda":
         return lambda: torch.cuda.synchronize()

@@ -22,6 +22,7 @@ from typing import Any
 
 from ridgeline.catalog import model_entries, resolve_model
 from ridgeline.device_probes import (
+    PROBE_DTYPES,
     Probe,
     device_memory_bytes,
     device_total_bytes,
@@ -227,8 +228,7 @@ def accelerator_record(result: MeasureResult, memory_bytes: float) -> dict[str, 
     best: dict[str, float] = {}
     for p in result.probes:
         if "matmul" in p.name and p.value:
-            dtype = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                     "float8_e4m3fn": "fp8"}[p.name.split()[0]]
+            dtype = PROBE_DTYPES[p.name.split()[0]]
             best[dtype] = max(best.get(dtype, 0.0), p.value)
     return {"id": result.gpu_id, "name": result.device_name, "vendor": "measured",
             "form": "measured", "memory_bytes": memory_bytes, "memory_size": memory_bytes / 2**30,

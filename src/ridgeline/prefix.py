@@ -41,15 +41,19 @@ class PrefixReuse:
     fraction_of_b_reused: float
     tokens_to_recompute: int
     capped_by_last_token: bool  # B's last token forced a whole block to be recomputed
+    # the engine's name for the tokens in a block (BLOCK_SETTINGS): SGLang's page_size
+    block_setting: str = "block_size"
 
     def explain_lines(self) -> list[str]:
         bs, common, n_b = self.block_size, self.common_prefix_tokens, self.prompt_b_tokens
+        unit = "pages" if self.block_setting == "page_size" else "blocks"
         lines = [
             f"common prefix = {common} tokens (prompt A {self.prompt_a_tokens},"
             f" prompt B {n_b} tokens)",
-            f"only full blocks of block_size = {bs} tokens are cached and matched;",
+            f"only full {unit} of {self.block_setting} = {bs} "
+            f"{'token' if bs == 1 else 'tokens'} are cached and matched;",
             f"  the hit must leave B's last token to compute: at most {n_b} - 1 = {n_b - 1}",
-            f"full blocks reused = floor(min({common}, {n_b - 1}) / {bs})"
+            f"full {unit} reused = floor(min({common}, {n_b - 1}) / {bs})"
             f" = {self.full_blocks_reused}",
             f"tokens reused = {self.full_blocks_reused} x {bs} = {self.tokens_reused}"
             f" of {n_b} = {self.tokens_reused} / {n_b} = {self.fraction_of_b_reused:.1%}",
@@ -57,7 +61,8 @@ class PrefixReuse:
         ]
         if self.capped_by_last_token:
             lines.append(
-                f"  (B is all prefix: its last block of {bs} is recomputed to produce logits)"
+                f"  (B is all prefix: its last {unit[:-1]} of {bs} is recomputed to produce "
+                "logits)"
             )
         return lines
 
@@ -91,6 +96,7 @@ def prefix_reuse(
     prompt_a_token_ids: Sequence[int],
     prompt_b_token_ids: Sequence[int],
     block_size: int = DEFAULT_BLOCK_SIZE,
+    block_setting: str = "block_size",
 ) -> PrefixReuse:
     """Tokens of prompt B served from the cache after prompt A, under vLLM's block hashing.
 
@@ -116,6 +122,7 @@ def prefix_reuse(
         fraction_of_b_reused=reused / n_b,
         tokens_to_recompute=n_b - reused,
         capped_by_last_token=common // block_size > blocks,
+        block_setting=block_setting,
     )
 
 

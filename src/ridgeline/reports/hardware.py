@@ -59,7 +59,7 @@ class HardwareList:
                 f"{ridge_point(a.peak(dtype), a.memory_bandwidth_bytes_per_s):.0f}",
                 f"${a.price_per_hour_usd:.2f}" if a.price_per_hour_usd else "-",
             ])
-        header = ["id", "dense TFLOP/s", "fp8", "TB/s", "memory", "ridge", "$/h"]
+        header = ["id", "dense TFLOP/s", "fp8", "TB/s", "memory", "ridge FLOP/byte", "$/h"]
         return [*table(rows, header), "",
                 f"{len(rows)} accelerators; `ridgeline hardware ID` shows one with its sources."]
 

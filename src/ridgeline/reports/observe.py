@@ -13,6 +13,7 @@ from ridgeline.cost import Seq, mean_decode_context
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import (
     LOG_POOL_UNREAD,
+    EnginePool,
     context_from_kv_usage,
     fill_pool,
     reported_pool,
@@ -47,11 +48,19 @@ class ObserveReport(ObserveVerdict):
     # the counters' mean context and the sequences of it the modelled pool holds, where that
     # is fewer than the running batch and the context was read off the KV fill instead
     unheld_mean: tuple[int, int] | None = None
+    # the tokens a running request holds by the KV cache's fill, and how that was read, where
+    # they are over FILL_OVER_MEAN × the --context given: the pool, the wall and the
+    # prediction priced at --context say less than the server holds
+    fill_over_given: tuple[int, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        o, pool = self.obs, self.engine_pool
+        o, pool, d = self.obs, self.engine_pool, self.deployment
+        modelled = EnginePool.modelled(self.modelled_pool)
         return {
             "source": o.source, "kind": o.kind, "duration_s": o.duration_s,
+            # the deployment described, as the text names it (`on 1 x h100-sxm`, `(vllm; …)`)
+            "model": d.model.name, "accelerator": d.accelerator.id, "num_gpus": d.num_gpus,
+            "engine": d.engine,
             "running": stats(o.running), "waiting": stats(o.waiting),
             "kv_usage": stats(o.kv_usage), "preemptions": o.preemptions,
             "prompt_tok_s": o.prompt_tok_s, "generation_tok_s": o.generation_tok_s,
@@ -59,6 +68,7 @@ class ObserveReport(ObserveVerdict):
             "cached_prompt_share": o.cached_prompt_share,
             "pool_tokens_reported": None if pool is None else pool.tokens,
             "pool_blocks_reported": None if pool is None else pool.blocks,
+            "pool_tokens_modelled": modelled.tokens, "pool_blocks_modelled": modelled.blocks,
             "kv_cache_groups": None if pool is None or pool.groups is None
             else pool.groups.count,
             "prompt_tokens_per_step": self.prompt_tokens_per_step,
@@ -66,7 +76,10 @@ class ObserveReport(ObserveVerdict):
             "prompt_step_tokens": [sum(s.new_tokens for s in step)
                                    for step in self.prompt_steps],
             "batch": self.batch, "stage_batch": self.stage_batch,
-            "ridge_flop_per_byte": self.ridge, "fits": self.fits,
+            "ridge_flop_per_byte": self.ridge,
+            "ridge_batch": first_whole_batch(batch_for_intensity(
+                self.ridge, d.bytes_per_weight_split[0])),
+            "fits": self.fits,
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
@@ -270,6 +283,14 @@ class ObserveReport(ObserveVerdict):
                        "serves), or its requests share prefixes its cache holds once; the "
                        f"context of {self.context:,} tokens is read off that modelled pool's "
                        "fill, only as good as the description")
+        if self.fill_over_given is not None:
+            held, how = self.fill_over_given
+            out.append(f"caution: --context {self.context:,} is under the KV cache's fill: "
+                       f"{held:,} tokens a running request ({how}), {held / self.context:,.1f}× "
+                       "it; the pool, the wall and the prediction above are priced at "
+                       "--context: give the server's context, or leave --context out to read "
+                       "it off the fill (unless the server runs another deployment than "
+                       "described, whose pool fills otherwise)")
         drafted = self.spec_step
         if drafted is not None and self.tokens_per_step_over == "drafted steps":
             out.append(f"caution: the {self.tokens_per_step:,.2f} tokens a step the predicted "
@@ -416,6 +437,11 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     else:
         source = "given"
     report = ObserveReport(obs, dep, profile, context, source, settings, spec)
+    fill_over: tuple[int, str] | None = None
+    if read == "given" and not report.weights_overflow:
+        held = context_from_kv_usage(obs, dep, settings)
+        if held is not None and held[0] > FILL_OVER_MEAN * context:
+            fill_over = held
     note = ""
     if report.drafting_by_metrics and dep.engine == "sglang":
         seated = ("so the seats are max_running_requests "
@@ -488,7 +514,8 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                                 "prompt" if report.prompt_tokens_per_step else ""))),)
         if report.spec_step is not None:
             steps += (verify_step(report),)
-    return ObserveReport(obs, dep, profile, context, source, settings, spec, steps, unheld)
+    return ObserveReport(obs, dep, profile, context, source, settings, spec, steps, unheld,
+                         fill_over)
 
 
 SHOWN_CHUNKS = 3  # a prompt's steps --explain lists one by one; past it, their sum

@@ -203,7 +203,8 @@ def _state_point(dep: Deployment, batch: int, acc: Accelerator,
                  compute_dtype: str) -> tuple[OperatingPoint, Step] | None:
     """A hybrid's recurrent layers on the roofline at a decode of ``batch``: each sequence's
     state read and written once a step, as decode counts it (cost.state_work, at the dtype
-    the engine keeps it in; 1,825 MB a sequence for Nemotron-H-56B in vLLM), against about a
+    the engine keeps it in; Nemotron-H-56B's 913 MB a sequence in vLLM, `kv`'s 870.3 MiB:
+    1,825 MB of traffic), against about a
     multiply-add per state element per token: 1 FLOP/byte whatever the batch, since each
     sequence's state is its own. None for a model without recurrent layers."""
     shape = batch_shape(dep, [Seq(1)] * batch)
@@ -215,12 +216,14 @@ def _state_point(dep: Deployment, batch: int, acc: Accelerator,
     intensity = flops / moved
     tp = dep.tensor_parallel_size
     per_gpu = moved / shape.sequences  # state_work's share: one GPU's heads
-    share = f" ({per_gpu / 1e6:,.0f} MB on each GPU at TP{tp})" if tp > 1 else ""
+    state = per_gpu / 2  # the traffic is the state read and written: twice the state
+    share = f" ({state / 1e6:,.0f} MB on each GPU at TP{tp})" if tp > 1 else ""
     point = operating_point(
         "recurrent state (decode)", intensity, acc, compute_dtype, None,
-        f"{len(work)} recurrent layers: each sequence's state, {per_gpu * tp / 1e6:,.0f} MB"
-        f"{share}, read and written every step, the recurrent states' traffic decode counts; "
-        "private to its sequence, so batching never moves it ('-')")
+        f"{len(work)} recurrent layers: each sequence's state, {state * tp / 1e6:,.0f} MB"
+        f"{share}, read and written every step: {per_gpu * tp / 1e6:,.0f} MB a sequence, the "
+        "recurrent states' traffic decode counts; private to its sequence, so batching never "
+        "moves it ('-')")
     return point, step(
         "recurrent-state intensity", "2 FLOP × tokens × state ÷ (2 (read and written) × "
         "state × sequences): about a multiply-add per state element per token",

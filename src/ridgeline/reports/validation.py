@@ -85,10 +85,15 @@ def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Predicti
         if row.serving_tpot():  # a serving harness's TPOT: the others' prompts among its steps
             formula = ("1 ÷ (decode step time + the other c − 1 requests' prompts prefilled "
                        "among its output − 1 steps), as a serving TPOT counts them")
+        # a throughput row with no batch runs what the pool holds: the sequences it was priced at
+        priced = [q("sequences", p.batch, "", "as many as the engine runs at input + output "
+                    "tokens: its KV pool at its offline defaults, a batch run's, and its "
+                    "seats")] if row.batch is None and p.batch and row.metric in \
+            THROUGHPUT_METRICS and "S_TG" not in row.notes else []
         steps.append(step(
             row.id, formula,
             _predicted(row, p), q("deployment", _deployment(dep)),
-            q("conditions", conditions or "none stated"),
+            q("conditions", conditions or "none stated"), *priced,
             q("attention", attention),
             q("engine profile", dep.engine, "", profile_for(dep.engine, profiles).source),
             measured))
@@ -226,7 +231,7 @@ class ValidationReport:
                       "measured": p.measured,
                       "predicted": p.predicted, "low": p.low, "high": p.high,
                       "error": p.error, "reason": p.reason or None,
-                      "caveat": p.caveat or None}
+                      "caveat": p.caveat or None, "priced_batch": p.batch}
                      for p in shown],
             "rows_left_out": len(self.predictions) - len(shown),  # --summary's scored rows
             "summary": {column: [vars(s) for s in self._by(column)]
@@ -325,7 +330,7 @@ class CalibrationReport:
                             "TTFT row to fit it)")
                          + f", {p.step_overhead_s * 1e6:,.0f} µs/step, "
                          f"{p.layer_overhead_s * 1e6:,.1f} µs/layer"
-                         + (f" ({p.prefill_layer_overhead_s * 1e6:,.1f} in a prefill step)"
+                         + (f" ({p.prefill_layer_overhead_s * 1e6:,.1f} µs/layer in a prefill step)"
                             if p.prefill_layer_overhead_s is not None else "")
                          + (f", {p.matmul_overhead_s * 1e6:,.1f} µs/weight matmul"
                             if p.matmul_overhead_s else "")
