@@ -12,6 +12,7 @@ from ridgeline.cli import main
 from ridgeline.floors import decode_floor, prefill_floor
 from ridgeline.kvcache import kv_footprint
 from ridgeline.quantization import ATTENTION, EXPERTS
+from tests.conftest import run_cli
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -519,3 +520,78 @@ def test_prefill_overlaps_a_vllm_v1_prompts_chunks_in_the_pipeline_as_simulate_d
         expected[engine] = pre["expected"]["time_s"]
     # one step profile for both engines: the overlap alone makes vLLM's shorter
     assert expected["vllm"] < 0.8 * expected["sglang"]
+
+
+def test_simulate_charges_a_trtllm_hybrids_recurrent_state_as_fit_counts_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM keeps a hybrid's recurrent state inside its KV pool, a request at a time
+    (capacity.state_blocks): Nemotron-H-56B fp8 on one H100 at 8,192 tokens holds 27
+    conversations of 256 attention blocks and 351 state blocks in 16,545, as fit counts
+    them. Simulate reserved the attention's blocks alone, so it ran all 40 requests at once
+    (16,545 ÷ 256 = 64 would fit) where fit said 27."""
+    from ridgeline.capacity import held_conversations, reserved_blocks, state_blocks
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    dep = Deployment.build(resolve_model("nemotron-h-56b"), resolve_accelerator("h100"),
+                           "fp8", engine="trtllm")
+    pool = kv_pool(dep, EngineSettings(max_model_len=8192))
+    state = state_blocks(pool, dep)
+    assert state == -(-served_footprint_state(dep) // pool.page_bytes) > 0
+    per_conversation = reserved_blocks(pool, 8192) + state
+    assert held_conversations(pool, dep, 8192) == pool.blocks // per_conversation
+    flags = ["nemotron-h-56b", "--gpu", "h100", "--engine", "trtllm", "--weights", "fp8",
+             "--max-model-len", "8192"]
+    fit = run_json(capsys, "fit", *flags)
+    assert fit["conversations"] == pool.blocks // per_conversation
+    sim = run_json(capsys, "simulate", *flags, "--input-len", "4096", "--output-len", "4096",
+                   "--concurrency", "40", "--num-requests", "40", "--ignore-eos")
+    assert sim["settings"]["overhead_blocks_per_request"] == state
+    assert sim["running_batch"]["max"] == fit["conversations"] < 40
+
+
+def served_footprint_state(dep: Deployment) -> float:
+    """One request's recurrent state on one GPU, from the footprint the step reads."""
+    from ridgeline.cost import served_footprint
+
+    return served_footprint(dep, 1).state_bytes / dep.rank_gpus
+
+
+@pytest.mark.parametrize("engine,words", [("vllm", "vLLM's expert parallelism"),
+                                          ("sglang", "SGLang's --ep-size"),
+                                          ("trtllm", "TensorRT-LLM's --ep_size")])
+def test_expert_parallel_on_one_gpu_is_refused_in_the_engines_own_words(
+        capsys: pytest.CaptureFixture[str], engine: str, words: str) -> None:
+    """fit and simulate refuse --enable-expert-parallel on one GPU with one line naming the
+    engine's own flag (SGLang and TensorRT-LLM had been told vLLM's rule)."""
+    errors = []
+    for command in ("fit", "simulate"):
+        code, _, err = run_cli(capsys, command, "deepseek-v3", "--gpu", "h200", "--engine",
+                               engine, "--enable-expert-parallel", "--max-model-len", "8192")
+        assert code == 2 and len(err.strip().splitlines()) == 1 and words in err
+        errors.append(err)
+    assert errors[0] == errors[1]
+
+
+def test_simulate_says_where_it_holds_a_window_only_model_under_fits_count(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Mistral-7B attends only through 4,096-token windows; vLLM frees the blocks that fall
+    out of them, so fit counts 108 conversations of 32,768 tokens on one H100 (a decoding
+    request holds 257 blocks). The simulator grows one block table with the request (2,048
+    blocks at 32,768 tokens): its batch stops near the pool ÷ 2,048 and the run says so,
+    naming fit's count, where it had said nothing."""
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    flags = ["mistral-7b", "--gpu", "h100", "--engine", "vllm", "--max-model-len", "32768"]
+    fit = run_json(capsys, "fit", *flags)
+    pool = kv_pool(Deployment.build(resolve_model("mistral-7b"), resolve_accelerator("h100")),
+                   EngineSettings(max_model_len=32768))
+    assert pool.groups is not None and pool.groups.decode_blocks(32768) == 4096 // 16 + 1
+    sim = run_json(capsys, "simulate", *flags, "--input-len", "30000", "--output-len", "200",
+                   "--concurrency", "30", "--num-requests", "30")
+    grown = sim["settings"]["num_blocks"] // (32768 // 16)
+    assert sim["running_batch"]["max"] <= grown + 1 < fit["conversations"]
+    said = [c for c in sim["cautions"] if "sliding windows" in c]
+    assert len(said) == 1 and f"holds {fit['conversations']:,} conversations" in said[0]
+    short = run_json(capsys, "simulate", *flags, "--input-len", "3000", "--output-len", "200",
+                     "--concurrency", "4", "--num-requests", "4")
+    assert not [c for c in short["cautions"] if "sliding windows" in c]  # a light load

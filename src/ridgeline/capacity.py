@@ -38,7 +38,34 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
     per_seq = sequence_bytes_per_gpu(dep, context) * pool.kv_share \
         + pool.drafter_kv_bytes_per_token * context
     blocks = reserved_blocks(pool, context)  # TensorRT-LLM's, whole
-    return per_seq * blocks * pool.block_size / context if blocks else per_seq
+    if not blocks:
+        return per_seq
+    state = state_bytes_per_gpu(dep) * pool.kv_share  # its blocks apart, not per token
+    return (per_seq - state) * blocks * pool.block_size / context \
+        + state_blocks(pool, dep) * pool.page_bytes
+
+
+def state_bytes_per_gpu(dep: Deployment) -> float:
+    """One conversation's recurrent (linear-attention / SSM) state on one GPU, at the dtypes
+    the engine keeps it in: the same whatever the context."""
+    from ridgeline.cost import served_footprint  # the step-cost module: heavy
+
+    return served_footprint(dep, 1).state_bytes / dep.rank_gpus
+
+
+def state_blocks(pool: KVPool, dep: Deployment) -> int:
+    """TensorRT-LLM's recurrent state for one request in whole blocks of its pool, beside
+    the attention's: its hybrid cache manager keeps the state inside the KV pool, a block a
+    request (CppMambaHybridCacheManager, PR #12185). fit counts a conversation so and
+    simulate charges each request so (sim_config's overhead blocks): Nemotron-H-56B fp8 on
+    one H100 at 8,192 tokens, 256 attention blocks of 32 and 351 of state (438 MiB at
+    1.25 MiB a block), 27 conversations in a pool of 16,545 (simulate had run 40 of 40, the
+    state uncharged). 0 for another engine, a model without recurrent layers, or a pool
+    that holds windows apart."""
+    if pool.engine != "trtllm" or pool.windows_apart or not pool.page_bytes:
+        return 0
+    state = state_bytes_per_gpu(dep) * pool.kv_share
+    return int(-(-state // pool.page_bytes)) if state > 0 else 0
 
 
 def reserved_blocks(pool: KVPool, context: int) -> int:

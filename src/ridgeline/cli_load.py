@@ -291,9 +291,17 @@ def check_expert_parallel(dep: Any) -> None:
                          "(its -sm splits layers or tensors; --cpu-moe/--n-cpu-moe place "
                          "experts on the host)")
     if dep.engine_expert_ranks < 2:  # 1 x MI250 under vLLM: 2 dies, 2 ranks
-        raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
-                         "GPUs: with one there is nothing to spread (vLLM's expert "
-                         "parallelism is off at TP × DP = 1)")
+        raise InputError(one_rank_refusal(dep.engine))
+
+
+def one_rank_refusal(engine: str) -> str:
+    """Why --enable-expert-parallel on one rank is refused, in ``engine``'s own words (SGLang
+    and TensorRT-LLM had read vLLM's)."""
+    why = {"vllm": "vLLM's expert parallelism is off at TP × DP = 1",
+           "sglang": "SGLang's --ep-size divides its --tp-size, 1",
+           "trtllm": "TensorRT-LLM's --ep_size divides its --tp_size, 1"}.get(engine)
+    return ("--enable-expert-parallel spreads the experts over the tensor-parallel GPUs: with "
+            "one there is nothing to spread" + (f" ({why})" if why else ""))
 
 
 def accelerator_known(name: str) -> bool:

@@ -28,6 +28,7 @@ from ridgeline.cli_load import (
     load_accelerator,
     load_model,
     load_profile,
+    one_rank_refusal,
     pipeline_size,
 )
 from ridgeline.cli_offload import (
@@ -90,9 +91,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          "the host)")
     dep = build_deployment(args, model, acc, engine, expert_parallel=args.expert_parallel)
     if args.expert_parallel and dep.engine_expert_ranks < 2:
-        raise InputError("--enable-expert-parallel spreads the experts over the tensor-parallel "
-                         "GPUs: with one there is nothing to spread (vLLM's expert "
-                         "parallelism is off at TP × DP = 1)")
+        raise InputError(one_rank_refusal(dep.engine))
     ranks = dep.data_parallel_size
     if ranks > 1 and not model.is_moe:
         raise InputError(f"{model.name} is dense: vLLM's data-parallel ranks of a dense model "
@@ -267,6 +266,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate_cautions import (
         full_cache_caution,
+        uncapped_window_caution,
         version_cautions,
         warmup_caution,
         whole_context_caution,
@@ -318,6 +318,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  set_aside, *lora,
                                  v0, *version_cautions(settings, pool),
                                  full_cache_caution(engine, result.preemptions),
+                                 uncapped_window_caution(dep, pool, config,
+                                                         result.rec.running_max,
+                                                         result.preemptions),
                                  whole_context_caution(config, result.rec.over_budget_prompts,
                                                        settings.enable_chunked_prefill),
                                  mla_unchunked_caution(dep, settings.enable_chunked_prefill),

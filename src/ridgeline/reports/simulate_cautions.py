@@ -108,3 +108,30 @@ def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = Fal
                                "give --max-num-tokens past the longest prompt" if asked else
                                "give --enable_chunked_prefill to run them so, or "
                                "--max-num-tokens past the longest prompt", turned_off=asked)
+
+
+def uncapped_window_caution(dep: Deployment, pool: Any, config: SimConfig,
+                            running_max: float, preemptions: int) -> str:
+    """What to say where the simulator held a model with no full attention, only sliding
+    windows, in blocks grown past its window (sim_config: one growing block table, the window
+    uncapped), which vLLM frees, so its running batch stays under the conversations `fit`
+    counts, where the run's batch met that limit (it preempted, or ran as many as the grown
+    blocks hold); "" elsewhere. Mistral-7B on one H100 at 32,768 tokens: a decoding request holds
+    257 blocks in vLLM, 2,048 here; fit counts 108 at once, a closed loop here ran 21."""
+    from ridgeline.capacity import conversations
+
+    g = pool.groups
+    if g is None or g.full or not g.windows or g.states:
+        return ""
+    window = min(w for w, _ in g.windows)
+    held = conversations(pool, dep, config.max_model_len)
+    grown = config.num_blocks // (-(-config.max_model_len // config.block_size)
+                                  + config.overhead_blocks)  # the simulator's own count
+    if config.max_model_len <= window or running_max >= min(held, config.max_num_seqs) \
+            or not (preemptions or running_max >= grown):
+        return ""
+    return (f"{dep.model.name} attends only through {window:,}-token sliding windows, whose "
+            f"blocks past the window vLLM frees; the simulator grows them with the request "
+            f"instead, so its batch (at most {running_max:,.0f} here) is conservative: vLLM "
+            f"holds {held:,} {plural(held, 'conversation')} of {config.max_model_len:,} tokens "
+            "at once (`ridgeline fit`)")

@@ -208,6 +208,10 @@ def sim_config(dep: Deployment, settings: object | None = None,
             blocks, overhead = blocks // growing, -(-g.states // growing)
         else:
             blocks, block_size = blocks // g.states, max_len
+    if dep.engine == "trtllm" and g is None:  # its recurrent state's blocks, as fit counts
+        from ridgeline.capacity import state_blocks
+
+        overhead = state_blocks(pool, dep)
     if dep.offload is not None and dep.offload.fit_cells:  # llama-server's -c, and no more
         cells = min(cells or dep.offload.fit_cells, dep.offload.fit_cells)
     if cells:
