@@ -106,6 +106,12 @@ def _sized(tp: int, weights: str, kv: str, seqs: int | None, replicas: int) -> C
                      True, "", (0.8, 1.2))
 
 
+def _ran(runs: CheckRuns | None) -> None:
+    """What a check that ran the simulator leaves in the plan's runs: one more."""
+    if runs is not None:
+        runs[(len(runs),) * 5] = None  # a key no real run has
+
+
 def test_the_budget_goes_first_to_a_layout_whose_checks_have_not_priced_it_up(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Four variants of TP4 (max_num_seqs) at 3 replicas, 12 GPUs, each needing 6 when
@@ -120,6 +126,7 @@ def test_the_budget_goes_first_to_a_layout_whose_checks_have_not_priced_it_up(
 
     def simulated(model: object, c: Candidate, *args: Any, **kwargs: Any) -> Candidate:
         checked.append(c)
+        _ran(args[-1])
         return replace(c, replicas=needs[c.tp], verified=True, analytic_replicas=c.replicas)
 
     monkeypatch.setattr(plan_checks, "verify", simulated)
@@ -159,3 +166,45 @@ def test_the_winner_is_no_dearer_than_a_candidate_that_holds_in_simulation() -> 
     assert ("1 cheaper deployment was not simulated (the budget of simulated candidates ran "
             "out before it; it is listed below as an analytic runner-up): its price is the "
             "analytic estimate, not a result") in text
+
+
+def test_a_check_answered_from_runs_already_made_costs_no_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four TP4 variants at 3 replicas, each needing 6 in simulation; the one that sets
+    --max-num-batched-tokens 2048 launches the A100's default engine, so its check is
+    answered from the default's runs and simulates nothing. With a budget of two checks it
+    had spent the second and left two variants unchecked; now the second that simulates is
+    the third variant, and one is left. A search whose checks all come from runs already
+    made still ends: each candidate is checked at most once."""
+    default = _sized(4, "bf16", "bf16", None, 3)
+    priced = [default, replace(default, max_num_batched_tokens=2048),
+              *(_sized(4, "bf16", "bf16", seqs, 3) for seqs in (64, 128))]
+    checked: list[Candidate] = []
+    ran: list[Candidate] = []
+    repeats = True  # whether the 2048 variant's check repeats the default's runs
+
+    def simulated(model: object, c: Candidate, *args: Any, **kwargs: Any) -> Candidate:
+        checked.append(c)
+        if not (repeats and c.max_num_batched_tokens == 2048):
+            ran.append(c)
+            _ran(args[-1])
+        return replace(c, replicas=6, verified=True, analytic_replicas=c.replicas)
+
+    monkeypatch.setattr(plan_checks, "verify", simulated)
+    load = Load(1.0, "1000", "250")
+    verified, rest = plan_checks.verify_cheapest(LLAMA_8B, priced, load, SLO, 64, 2)
+    assert ran == [priced[0], priced[2]] and checked == priced[:3]
+    assert rest == priced[3:] and len(verified) == 3
+    checked.clear()
+    ran.clear()
+    repeats = False  # every check simulates: the budget of two reaches two
+    verified, rest = plan_checks.verify_cheapest(LLAMA_8B, priced, load, SLO, 64, 2)
+    assert checked == ran == priced[:2] and rest == priced[2:]
+    runs: CheckRuns = {(0,) * 5: None}  # type: ignore[dict-item]
+    monkeypatch.setattr(plan_checks, "verify",  # every check answered from ``runs``
+                        lambda model, c, *args, **kwargs: checked.append(c) or replace(
+                            c, replicas=6, verified=True, analytic_replicas=c.replicas))
+    checked.clear()
+    verified, rest = plan_checks.verify_cheapest(LLAMA_8B, priced, load, SLO, 64, 1,
+                                                 runs=runs)
+    assert checked == priced and not rest and len(runs) == 1

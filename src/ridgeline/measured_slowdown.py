@@ -10,7 +10,16 @@ import math
 from ridgeline.candidate import Candidate, candidate_deployment, candidate_label
 from ridgeline.engines import EngineProfile
 from ridgeline.model import ModelSpec
-from ridgeline.plan_checks import CheckRuns, simulated_first, verify
+from ridgeline.plan_checks import (
+    CheckRuns,
+    Layout,
+    cheapest,
+    likeliest,
+    resize,
+    simulated,
+    simulated_first,
+    verify,
+)
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import plural
 
@@ -50,13 +59,14 @@ def measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load:
     candidates reordered: the cheapest without the caution that holds in simulation goes
     first, the winner; the cautioned ones cheaper than it stay in the list, unverified
     (``PlanResult.cheaper_unverified``), each with its TPOT floor (``slowed_tpot_floor_s``).
-    Those without it are simulated cheapest first as ``verify_cheapest`` does, until the
-    next one's analytic price, shrunk as much as simulation has shrunk any, is no lower than
-    the cheapest that held, or UNCAUTIONED_CHECKS checks are spent: the first to hold need
-    not be the cheapest, where its check added replicas. Where none holds, the cheapest stays
-    first, unverified. The candidates simulated here leave the list where they missed and
-    stand in it as simulated where they held. ("", as given) where the cheapest carries no
-    caution."""
+    Those without it are simulated as ``verify_cheapest`` does, in its order
+    (``likeliest``: the cheapest once re-sized by its layout's checks so far), until none is
+    left whose analytic price, shrunk as much as simulation has shrunk any, is lower than the
+    cheapest that held, or UNCAUTIONED_CHECKS checks that ran the simulator are spent: the
+    first to hold need not be the cheapest, where its check added replicas. Where none
+    holds, the cheapest stays first, unverified. The candidates simulated here leave the list
+    where they missed and stand in it as simulated where they held. ("", as given) where the
+    cheapest carries no caution."""
     win = candidates[0] if candidates else None
     caution = moe_caution(model, win, engine) if win else ""
     if not win or not caution:
@@ -64,24 +74,33 @@ def measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load:
     checks: dict[int, Candidate | None] = {}  # by place in ``candidates``: the check's result
     uncautioned = sorted((i for i, c in enumerate(candidates)
                           if not moe_caution(model, c, engine)),
-                         key=lambda i: (candidates[i].cost_per_hour or 0.0, candidates[i].gpus))
-    # the most simulation has shrunk a candidate's analytic count so far
-    shrink = min((c.replicas / c.analytic_replicas for c in candidates
-                  if c.verified and c.analytic_replicas), default=1.0)
-    alternative: Candidate | None = None  # the cheapest without the caution that held
-    for i in uncautioned:  # cheapest first
-        c = candidates[i]
+                         key=lambda i: (*cheapest(candidates[i]), i))
+    # what simulation has shown of the sizing so far, as verify_cheapest keeps it: per layout
+    # (``resize``), and the most it has shrunk any candidate's analytic count (at most 1)
+    moved: dict[Layout, float] = {}
+    shrink = 1.0
+    for c in candidates:
+        if c.verified and c.analytic_replicas:
+            shrink = min(shrink, resize(moved, c))
+    # the cheapest without the caution that held
+    alternative = next((candidates[i] for i in uncautioned if candidates[i].verified), None)
+    left = [i for i in uncautioned if not candidates[i].verified]  # cheapest first
+    runs = {} if runs is None else runs
+    spent = 0  # checks that ran the simulator (``simulated``)
+    while spent < UNCAUTIONED_CHECKS:
         best = math.inf if alternative is None else alternative.cost_per_hour or 0.0
-        if c.verified:
-            held: Candidate | None = c
-        elif len(checks) >= UNCAUTIONED_CHECKS or (c.cost_per_hour or 0.0) * shrink >= best:
+        i = likeliest(candidates, left, moved, shrink, best)
+        if i is None:
             break
-        else:
-            held = checks[i] = verify(model, c, load, slo, max_gpus, engine_version, engine,
-                                      profile, runs)
-            if held is not None:
-                shrink = min(shrink, held.replicas / c.replicas)
-        if held is not None and (held.cost_per_hour or 0.0) < best:
+        left.remove(i)
+        made = len(runs)
+        held = checks[i] = verify(model, candidates[i], load, slo, max_gpus, engine_version,
+                                  engine, profile, runs)
+        spent += simulated(runs, made)
+        if held is None:
+            continue
+        shrink = min(shrink, resize(moved, held))
+        if (held.cost_per_hour or 0.0) < best:
             alternative = held
     kept = [checks.get(i, c) for i, c in enumerate(candidates)]
     floor = slowed_tpot_floor_s(win)
@@ -95,7 +114,7 @@ def measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load:
             + (f"past the {slo.tpot_s * 1e3:g} ms SLO" if misses else
                f"within the {slo.tpot_s * 1e3:g} ms SLO before the slower steps' queueing, "
                "which was not simulated"))
-    if alternative is None:
+    if alternative is None:  # none held, so none re-sized its layout: tried cheapest first
         tried = len(checks)
         which = ("the only deployment" if len(uncautioned) == 1 else
                  "both deployments" if tried == len(uncautioned) == 2 else

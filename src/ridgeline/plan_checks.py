@@ -1,13 +1,15 @@
 """The planner's checks: a candidate replica simulated in the steady state at its share of the
 rate, replicas added until the SLO holds on two draws of the requests (``verify``), the
-candidates checked until a cheaper one cannot turn up, the one likeliest to win next, as its
-layout's checks so far re-size it (``verify_cheapest``), and the order candidates rank in
-(``cheapest``).
+candidates checked until a cheaper one cannot turn up (``verify_cheapest``), the one likeliest
+to win next, as its layout's checks so far re-size it (``likeliest``), whether a check ran the
+simulator or was answered from runs already made (``simulated``: only the first costs a
+search's budget), and the order candidates rank in (``cheapest``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -68,36 +70,69 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
                     runs: CheckRuns | None = None) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate candidates until none is left whose analytic price, shrunk as much as
     simulation has shrunk any checked so far, is lower than the cheapest that held, or
-    ``limit`` candidates are spent. Of those left, the one checked next is the cheapest once
-    re-sized by what the checks of its layout showed (``resized_cost``), so that the budget
-    goes first to the candidates the checks so far leave likeliest to win, not to the engine
-    knob variants of a layout simulation has already found to need more replicas. A check
-    that held at no count says little of its variants (another max_num_seqs may hold at a
-    few replicas) and re-sizes none. At one price the verified rank as the search ranked
-    them, whatever order they were checked in.
+    ``limit`` checks that ran the simulator are spent (a check answered wholly from the runs
+    already made, a knob set to the engine's default, costs none: ``simulated``). Of those
+    left, the one checked next is ``likeliest``'s, so that the budget goes first to the
+    candidates the checks so far leave likeliest to win, not to the engine knob variants of
+    a layout simulation has already found to need more replicas. A check that held at no
+    count says little of its variants (another max_num_seqs may hold at a few replicas) and
+    re-sizes none. At one price the verified rank as the search ranked them, whatever order
+    they were checked in.
     Returns the verified ones, cheapest first, and those left unsimulated, cheapest first."""
     verified: list[tuple[int, Candidate]] = []  # each with its place in ``priced``
     best, shrink = math.inf, 1.0  # shrink: the lowest simulated / analytic replicas seen
     moved: dict[Layout, float] = {}  # per layout, the lowest simulated / analytic replicas
     left = list(range(len(priced)))  # the places of those not checked, cheapest first
-    for _ in range(limit):
-        open_ = [i for i in left if (priced[i].cost_per_hour or 0.0) * shrink < best]
-        if not open_:
+    runs = {} if runs is None else runs
+    spent = 0  # checks that ran the simulator; each pass takes one place off ``left``
+    while spent < limit:
+        i = likeliest(priced, left, moved, shrink, best)
+        if i is None:
             break
-        i = min(open_, key=lambda j: (resized_cost(priced[j], moved, shrink), j))
         left.remove(i)
         c = priced[i]
+        made = len(runs)
         checked = verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs)
+        spent += simulated(runs, made)
         if checked is None:  # no count within max_gpus held: that says little of a variant's
             continue  # (another max_num_seqs may hold at a few replicas)
         verified.append((i, checked))
         best = min(best, checked.cost_per_hour or 0.0)
-        ratio = checked.replicas / c.replicas
-        shrink = min(shrink, ratio)
-        moved[_layout(c)] = min(moved.get(_layout(c), math.inf), ratio)
+        shrink = min(shrink, resize(moved, checked))
     # at one price, as the search ranked them: the order they were checked in leaves no trace
     verified.sort(key=lambda held: (*cheapest(held[1]), held[0]))
     return [c for _, c in verified], [priced[i] for i in left]
+
+
+def simulated(runs: CheckRuns, made: int) -> bool:
+    """Whether a check ran the simulator: ``runs`` holds more than the ``made`` it held
+    before. One answered wholly from runs already made (vLLM's default token budget on an
+    A100 is 2,048, so --max-num-batched-tokens 2048 launches the same engine on the same
+    requests), or refused before any run (a --max-model-len that would not start), did not,
+    and costs a search's budget nothing."""
+    return len(runs) > made
+
+
+def likeliest(cands: Sequence[Candidate], left: list[int], moved: dict[Layout, float],
+              shrink: float, best: float) -> int | None:
+    """Of the places ``left`` in ``cands`` (cheapest first), the one to check next: of those
+    whose analytic price, shrunk by ``shrink``, is lower than ``best`` (the cheapest that
+    held), the cheapest once re-sized by its layout's checks (``resized_cost``), the first
+    left at one price; None where none is. Both searches, ``verify_cheapest`` and
+    ``measured_slowdown``'s for a deployment without a caution, check in this order."""
+    open_ = [(resized_cost(cands[i], moved, shrink), k, i) for k, i in enumerate(left)
+             if (cands[i].cost_per_hour or 0.0) * shrink < best]
+    return min(open_)[2] if open_ else None
+
+
+def resize(moved: dict[Layout, float], held: Candidate) -> float:
+    """What the check of ``held`` (a candidate that held in simulation) says of its layout's
+    sizing: its simulated / analytic replicas, kept in ``moved`` where it is its layout's
+    lowest so far (``resized_cost`` reads it), and returned."""
+    ratio = held.replicas / (held.analytic_replicas or held.replicas)
+    layout = _layout(held)
+    moved[layout] = min(moved.get(layout, math.inf), ratio)
+    return ratio
 
 
 def resized_cost(c: Candidate, moved: dict[Layout, float], shrink: float) -> float:
