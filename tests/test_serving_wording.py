@@ -246,3 +246,32 @@ def test_trtllms_shortfall_names_the_memory_and_the_pool_apart(
     assert code == 0
     assert head.endswith("the memory is short by 132.6 GiB per GPU (the pool, 0.9 of what is "
                          "left, by 119.3 GiB)")
+
+
+def test_a_mac_that_holds_no_conversation_is_pointed_at_a_larger_mac_not_more_gpus(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """decode refuses two Apple GPUs (Metal runs one device), so fit's lever names the Mac
+    with the least memory that holds the conversation; fit there holds it, and every smaller
+    Mac larger than the first does not."""
+    from ridgeline.hardware import catalog
+
+    argv = ["llama-3.1-70b", "--engine", "llama.cpp", "--weights", "q4_k_m",
+            "--max-model-len", "131072"]
+    code, out, _ = run_cli(capsys, "fit", *argv, "--gpu", "apple-m4-max-32c")
+    levers = next(line for line in out.splitlines() if line.startswith("levers:"))
+    assert code == 0 and "GPUs of" not in levers
+    named = re.search(r"a Mac with more memory: (\S+) \(", levers)
+    assert named is not None
+    code, _, err = run_cli(capsys, "decode", *argv[:5], "--gpu", "apple-m4-max-32c",
+                           "--num-gpus", "2", "--context", "131072")
+    assert code == 2 and "one Apple-silicon GPU" in err
+    held = {}
+    macs = catalog()
+    for mac in sorted((a for a in macs.values() if a.vendor == "apple"
+                       and macs["apple-m4-max-32c"].memory_bytes < a.memory_bytes
+                       <= macs[named.group(1)].memory_bytes), key=lambda a: a.id):
+        code, out, _ = run_cli(capsys, "fit", *argv, "--gpu", mac.id, "--json")
+        held[mac.id] = json.loads(out)["conversations"] if code == 0 else 0
+    assert held[named.group(1)] >= 1
+    assert all(n == 0 for mac, n in held.items()
+               if macs[mac].memory_bytes < macs[named.group(1)].memory_bytes)

@@ -444,6 +444,8 @@ def gpus_needed(r: FitReport) -> str:
     d, target = r.deployment, max(1, r.target or 1)
     if d.data_parallel_size > 1:
         return _ranks_needed(r)
+    if d.accelerator.vendor == "apple":  # one device a machine: more are refused (deployment)
+        return _larger_mac(r)
     node = 1 if is_llamacpp(r.pool) else node_size(d.accelerator)
     tp, pp = d.tensor_parallel_size, d.pipeline_parallel_size
     while tp * pp < MOST_GPUS:
@@ -471,6 +473,39 @@ def gpus_needed(r: FitReport) -> str:
                     f"{_split_words(more, layout)}) hold {held:,} at this context and weight "
                     "format")
     return _none_hold(d, target)
+
+
+def _larger_mac(r: FitReport) -> str:
+    """gpus_needed on Apple silicon, where llama.cpp's Metal backend runs one device and
+    several Macs over RPC are not modelled: the Mac of the catalog with the least memory
+    that holds the target at this context and format (at one size, the faster), as fit
+    sizes its pool. Llama-3.1-70B Q4_K_M at 128K on an apple-m4-max-32c (36 GiB): one
+    conversation takes 40 GiB beside 39 GiB of weights; a 128 GiB Mac holds it."""
+    from ridgeline.hardware import catalog
+
+    d, target = r.deployment, max(1, r.target or 1)
+    larger = sorted((a for a in catalog().values()
+                     if a.vendor == "apple" and a.memory_bytes > d.accelerator.memory_bytes),
+                    key=lambda a: (a.memory_bytes, -a.memory_bandwidth_bytes_per_s, a.id))
+    lead = (f"more GPUs are not a lever on {d.accelerator.id}: llama.cpp's Metal backend runs "
+            "one device (several Macs over RPC are not modelled); ")
+    wanted = "one conversation" if target == 1 else f"{target:,}"
+    for a in larger:
+        bigger = replace(d, accelerator=a)
+        try:
+            held = held_conversations(run_pool(bigger, replace(r.settings, max_model_len=r.context),
+                                               r.fit_host is not None, r.fit_margin_bytes),
+                                      bigger, r.context)
+        except InputError:  # a format this chip's kernels refuse
+            continue
+        if held >= target:
+            return (lead + f"a Mac with more memory: {a.id} ({a.memory_gib:,.0f} GiB) holds "
+                    f"{held:,} at this context and weight format")
+    most = max((a for a in catalog().values() if a.vendor == "apple"),
+               key=lambda a: a.memory_bytes)
+    return (lead + f"not even the catalog's largest Mac, {most.id} ({most.memory_gib:,.0f} "
+            f"GiB), holds {wanted} at this context and weight format: a smaller format and a "
+            "shorter context")
 
 
 def _ranks_needed(r: FitReport) -> str:
