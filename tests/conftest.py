@@ -1,9 +1,11 @@
-"""Shared fixtures: the repository's copy of the published measurements."""
+"""Shared fixtures: the repository's copy of the published measurements, and a plan searched once
+for a test that reads it as text and as JSON (plan_once)."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -41,3 +43,26 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
         code = int(exc.code or 0)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+@pytest.fixture
+def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one test, ``ridgeline.plan.plan`` answers a question it was asked before with
+    its first answer: a test that reads one plan both as text and as --json searches and
+    simulates once. (A plan is a function of its arguments: the same ones give the same
+    result, its loads drawn from their own seeds.) The CLI's parsing and both reports still
+    run on each call."""
+    import ridgeline.plan as planning
+
+    search = planning.plan
+    answered: list[tuple[tuple[Any, ...], dict[str, Any], Any]] = []
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        for asked, named, result in answered:
+            if asked == args and named == kwargs:
+                return result
+        result = search(*args, **kwargs)
+        answered.append((args, kwargs, result))
+        return result
+
+    monkeypatch.setattr(planning, "plan", once)

@@ -59,7 +59,7 @@ def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses(
         capsys: pytest.CaptureFixture[str]) -> None:
     out = _run(capsys, "llama-3.1-70b", "--rate", "0.3", "--input-len", "lognormal:8000,0.8",
                "--output-len", "200", "--slo-ttft-ms", "20000", "--slo-tpot-ms", "150",
-               "--gpus", "l40s")
+               "--gpus", "l40s", "--max-gpus", "8")  # the winner's 8 GPUs: no wider search
     length = int(re.search(r"vllm serve .* --max-model-len (\d+)", out).group(1))  # type: ignore[union-attr]
     assert length < served_positions(LLAMA_70B, "vllm")
     share = Load(0.3, "lognormal:8000,0.8", "200").refused_share(length)
@@ -130,6 +130,7 @@ def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it
     assert "ranked first" in note
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_winner(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ("gpt-oss-120b", "--rate", "5", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
@@ -143,6 +144,7 @@ def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_w
     assert data["winner_unverified"] is True and data["winner"]["unverified"]
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_from_runners_up(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The cheapest (MI300X) gives way to an H100 without the caution: the deployments cheaper
@@ -172,6 +174,7 @@ def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_fro
     assert row and f"{demoted['slowed_tpot_floor_s'] * 1e3:,.1f} ms, past the SLO" in row.group()
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_cautioned_cheapest_whose_slowed_floor_keeps_the_slo_still_gives_way(
         capsys: pytest.CaptureFixture[str]) -> None:
     """At 5 req/s and a 40 ms TPOT the MI300X's simulated p90 × 1.4 (31.5 ms) keeps the SLO,
@@ -242,6 +245,7 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
     assert result.winner_unverified
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
         capsys: pytest.CaptureFixture[str]) -> None:
     """gpt-oss-20b at 10 req/s within 6 GPUs: no single pool without the caution (the L40Ss)
@@ -263,6 +267,7 @@ def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
 
 
 # -- 9. --json names -----------------------------------------------------------------------
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
@@ -317,6 +322,7 @@ def test_a_check_at_p99_9_holds_ten_requests_past_its_percentile() -> None:
             assert counted * (1 - percentile / 100) >= 0.5 * TAIL_REQUESTS
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_split_on_cdna3_carries_the_measured_caution_and_is_not_offered_as_cheaper(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The MI300X 1P1D split prices the same MXFP4 MoE path the caution demoted the single
@@ -349,6 +355,7 @@ def test_a_cautioned_cheapest_says_how_many_alternatives_were_simulated(
     assert "within the search" not in note and data["winner_unverified"] is True
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
         capsys: pytest.CaptureFixture[str]) -> None:
     """20,000-token prompts under an 8 ms TPOT: no single H100 pool within 8 GPUs holds, a

@@ -95,6 +95,7 @@ def test_at_one_price_a_replica_on_fewer_nodes_ranks_first() -> None:
     assert tp16.tp_crosses_nodes and not pp2.tp_crosses_nodes
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_tp16_runners_up_carry_the_cross_node_caution_fit_and_decode_give(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "llama-3.1-405b", "--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms",
@@ -115,6 +116,7 @@ def test_tp16_runners_up_carry_the_cross_node_caution_fit_and_decode_give(
     assert not any(row["cautions"] for row in data["runners_up"] if row["tp"] <= 8)
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_tp16_winner_carries_the_caution_and_says_its_launch_spans_nodes(
         capsys: pytest.CaptureFixture[str]) -> None:
     """TensorRT-LLM runs no fp8 on an A100, so 405B at bf16 needs two nodes a replica."""
@@ -193,6 +195,7 @@ def test_the_prompt_speed_caution_names_the_rows_own_card_and_engine() -> None:
     assert f"vLLM on the {resolve_accelerator('mi300x').name}" in vllm and "SGLang" not in vllm
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_an_unpriced_rows_caution_is_printed_under_the_list(
         capsys: pytest.CaptureFixture[str]) -> None:
     """An MI325X has no catalog price: 4,000-token prompts within a 220 ms TTFT leave it
