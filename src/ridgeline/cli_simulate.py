@@ -320,7 +320,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  full_cache_caution(engine, result.preemptions),
                                  uncapped_window_caution(dep, pool, config,
                                                          result.rec.running_max,
-                                                         result.preemptions),
+                                                         result.preemptions,
+                                                         bool(args.prefix_groups
+                                                              or args.prefix_len)),
                                  whole_context_caution(config, result.rec.over_budget_prompts,
                                                        settings.enable_chunked_prefill),
                                  mla_unchunked_caution(dep, settings.enable_chunked_prefill),

@@ -111,17 +111,22 @@ def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = Fal
 
 
 def uncapped_window_caution(dep: Deployment, pool: Any, config: SimConfig,
-                            running_max: float, preemptions: int) -> str:
+                            running_max: float, preemptions: int, shared: bool = False) -> str:
     """What to say where the simulator held a model with no full attention, only sliding
     windows, in blocks grown past its window (sim_config: one growing block table, the window
     uncapped), which vLLM frees, so its running batch stays under the conversations `fit`
     counts, where the run's batch met that limit (it preempted, or ran as many as the grown
-    blocks hold); "" elsewhere. Mistral-7B on one H100 at 32,768 tokens: a decoding request holds
-    257 blocks in vLLM, 2,048 here; fit counts 108 at once, a closed loop here ran 21."""
+    blocks hold); "" elsewhere, and where the simulator capped them as vLLM V1 does
+    (``SimConfig.window_cap_tokens``: now only vLLM's V0 engine), unless the requests share
+    cached prefixes (``shared``), whose holders it keeps uncapped (sim/blocks.py). Mistral-7B
+    on one H100 at 32,768 tokens: a decoding request holds 257 blocks in vLLM, 2,048 grown
+    uncapped; fit counts 108 at once, such a closed loop ran 21 before V1's windows were
+    capped."""
     from ridgeline.capacity import conversations
 
     g = pool.groups
-    if g is None or g.full or not g.windows or g.states:
+    capped = config.window_cap_tokens > 0 and not (shared and config.prefix_caching)
+    if g is None or g.full or not g.windows or g.states or capped:
         return ""
     window = min(w for w, _ in g.windows)
     held = conversations(pool, dep, config.max_model_len)
@@ -131,7 +136,9 @@ def uncapped_window_caution(dep: Deployment, pool: Any, config: SimConfig,
             or not (preemptions or running_max >= grown):
         return ""
     return (f"{dep.model.name} attends only through {window:,}-token sliding windows, whose "
-            f"blocks past the window vLLM frees; the simulator grows them with the request "
-            f"instead, so its batch (at most {running_max:,.0f} here) is conservative: vLLM "
+            "blocks past the window vLLM frees; the simulator grows them with the request "
+            + ("instead" if not config.window_cap_tokens else
+               "where it shares a cached prefix (it caps the others)")
+            + f", so its batch (at most {running_max:,.0f} here) is conservative: vLLM "
             f"holds {held:,} {plural(held, 'conversation')} of {config.max_model_len:,} tokens "
             "at once (`ridgeline fit`)")

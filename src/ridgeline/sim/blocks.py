@@ -11,6 +11,17 @@ blocks freed before it are handed out, even with plain free blocks behind it. Wi
 (SGLang's radix tree, the others) plain free blocks all go before any cached one is evicted.
 Invariant: held + free + evictable == total.
 
+Sliding windows (``window_tokens``, vLLM V1 with no full-attention layer): vLLM's
+SlidingWindowManager.remove_skipped_blocks frees, before each allocate_slots, the blocks
+wholly before (computed − window + 1) (vllm/v1/core/single_type_kv_cache_manager.py), so
+such a request holds ceil((computed + new) ÷ block_size) − floor((computed − window + 1) ÷
+block_size) blocks, at most ``cap_blocks(new)``: it grows to that cap (``held_for``), and
+after each step gives back what its next token does not need (``trim``). Prefix caching
+with windows, decided conservatively: a request that reuses or shares cached blocks (its
+own after a preemption, a prefix group's) keeps them all, uncapped, and a request that has
+freed blocks past its window publishes none of them when preempted, so it recomputes the
+whole of its tokens (vLLM keeps freed blocks cached and finds a window's worth again).
+
 The cached prefix of a waiting request is asked for every step it waits at the queue's head
 (could it start?), and is remembered between asks (``CachedPrefix``). A key entering or
 leaving the cache, or the evictable list, marks only the prefixes it could change: a shared
@@ -46,12 +57,15 @@ class CachedPrefix:
 
 class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True,
-                 overhead_blocks: int = 0, lru: bool = False) -> None:
+                 overhead_blocks: int = 0, lru: bool = False, window_tokens: int = 0,
+                 gate_cap_blocks: int = 0) -> None:
         self.total = num_blocks
         self.block_size = block_size
         self.overhead = overhead_blocks  # blocks every request holds besides its tokens
         self.prefix_caching = prefix_caching
         self.lru = lru  # one queue for free and cached blocks (vLLM V1), else free ones first
+        self.window = window_tokens  # a windowed request holds its last window (0: all)
+        self.gate_cap = gate_cap_blocks  # vLLM v0.20+'s gate: a window's room (0: uncapped)
         self.free = num_blocks  # blocks holding nothing …
         self._fresh = num_blocks  # … of them at the queue's head (never used; without lru, all)
         self._freed: deque[list[int]] = deque()  # … the rest (lru): [stamp, blocks] runs
@@ -81,6 +95,49 @@ class BlockPool:
         """Blocks a request caching ``tokens`` tokens holds: its tokens' blocks, plus the
         fixed overhead (window groups, recurrent states) once it holds anything."""
         return -(-tokens // self.block_size) + (self.overhead if tokens > 0 else 0)
+
+    def cap_blocks(self, new: int) -> int:
+        """The most blocks a request attending through a ``window``-token window holds while
+        it computes ``new`` tokens: ceil((c + new) ÷ bs) − floor((c − window + 1) ÷ bs) peaks at
+        ceil((new + window − 2) ÷ bs) + 1 (a decode's, new 1: kvgroups.decode_blocks')."""
+        return -(-(max(new, 1) + self.window - 2) // self.block_size) + 1
+
+    def windowed(self, r: Request) -> bool:
+        """Whether r's blocks stop at its window: a window is set and r holds no cached
+        block, nor will publish its group's prefix (see the module's note)."""
+        return self.window > 0 and not r.shared and (r.prefix_group < 0
+                                                     or not self.prefix_caching)
+
+    def held_for(self, r: Request, tokens: int, new: int) -> int:
+        """Blocks r holds caching ``tokens`` tokens while it computes the last ``new``:
+        ``blocks_for``, or for a windowed request at most ``cap_blocks(new)`` of its tokens'."""
+        if self.window and tokens > 0 and self.windowed(r):
+            return min(-(-tokens // self.block_size), self.cap_blocks(new)) + self.overhead
+        return self.blocks_for(tokens)
+
+    def trim(self, r: Request) -> None:
+        """After a step: a windowed r gives back the blocks its window has passed, down to
+        what its next token needs (vLLM frees them at its next allocate_slots), onto the
+        free queue's tail."""
+        if not self.window or r.num_computed <= 0:
+            return
+        surplus = r.blocks_held - self.held_for(r, r.num_computed, 1)
+        if surplus <= 0 or not self.windowed(r):
+            return
+        self._stamp += 1
+        if self.lru:
+            self._freed.append([self._stamp, surplus])
+            self._stamp += 1
+        else:
+            self._fresh += surplus
+        self.free += surplus
+        self.held -= surplus
+        r.private_blocks -= surplus
+
+    def trimmed(self, r: Request) -> bool:
+        """Whether windowed r has freed blocks past its window (its leading blocks are gone)."""
+        return self.window > 0 and self.windowed(r) \
+            and -(-r.num_computed // self.block_size) > self.cap_blocks(1)
 
     def take(self, n: int) -> None:
         """Hand out ``n`` blocks (the caller checked they are available): the queue's head
@@ -200,14 +257,20 @@ class BlockPool:
         computed = cached * self.block_size if not r.shared and not r.num_computed \
             else r.num_computed
         new = min(r.known_tokens - computed, budget)
-        need = self.blocks_for(computed + new) - cached - len(r.shared)
+        if self.window and not cached and self.windowed(r):
+            need = self.held_for(r, computed + new, new)
+        else:
+            need = self.blocks_for(computed + new) - cached - len(r.shared)
         if whole is not None:
-            need = max(need, self.blocks_for(r.known_tokens) - cached - len(r.shared) + whole)
+            own = self.blocks_for(r.known_tokens)
+            if self.gate_cap and r.known_tokens > 0:  # v0.20+: a window's room, not the prompt
+                own = min(-(-r.known_tokens // self.block_size), self.gate_cap) + self.overhead
+            need = max(need, own - cached - len(r.shared) + whole)
         return need + reserved <= self.available - reused
 
     def grow(self, r: Request, tokens: int) -> bool:
         """Give r the blocks to cache ``tokens`` tokens; False (and no change) if it cannot."""
-        need = self.blocks_for(tokens) - r.blocks_held
+        need = self.held_for(r, tokens, tokens - r.num_computed) - r.blocks_held
         if need <= 0:
             return True
         if need > self.available:
@@ -237,9 +300,10 @@ class BlockPool:
         """Preemption: release r, but leave its full blocks (of its first ``cached_tokens``;
         default all it computed) cached so that, if nothing evicts them first, it recomputes
         only what was lost (vLLM V1 frees blocks into the prefix cache, it does not wipe
-        them)."""
+        them). A request that has freed blocks past its window publishes none (conservative)."""
         upto = r.num_computed if cached_tokens is None else min(cached_tokens, r.num_computed)
-        self.register(r, upto)
+        if not self.trimmed(r):
+            self.register(r, upto)
         self.release(r)
 
     def release(self, r: Request) -> None:

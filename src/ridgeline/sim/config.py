@@ -113,6 +113,12 @@ class SimConfig:
     gate_in_flight: int = 0
     gate_full_groups: int = 1
     gate_fixed_blocks: int = 0  # the window groups' blocks the fixed charge already counts
+    # vLLM V1, a model with no full attention: a request holds its blocks of the last this
+    # many tokens (SlidingWindowManager.remove_skipped_blocks frees those the window passed;
+    # sim/blocks.py), 0: all it cached; and v0.20+'s gate asks at most this many blocks of
+    # the whole prompt (a window's room with a step's tokens), 0: the whole prompt's
+    window_cap_tokens: int = 0
+    window_gate_blocks: int = 0
     # vLLM V1: a request's full prefix blocks enter the prefix cache when they are scheduled,
     # not when computed (SGLang, TensorRT-LLM, llama.cpp: after the step; SchedulerConfig)
     cache_on_schedule: bool = True
@@ -191,14 +197,16 @@ def sim_config(dep: Deployment, settings: object | None = None,
         loaded_n_ctx_train(dep.model, dep.engine, dep.rope), served_context(dep)[0])),
         default=131072)
     pool = kv_pool(dep, s)
-    blocks, block_size, overhead = pool.blocks, pool.block_size, 0
+    blocks, block_size, overhead, window = pool.blocks, pool.block_size, 0, 0
     g = pool.groups
     if g is not None and (g.windows or g.states):
         # The simulator grows one block table; vLLM's other groups become a fixed charge
         # per request in units of that table's blocks: a window group's blocks once its
         # window is full (charged from the start: conservative for short requests), a
-        # state group's one page. A model with no full attention grows its window groups
-        # without their cap (conservative past the window); a state-only model holds one
+        # state group's one page. A model with no full attention grows one table for its
+        # window groups, capped in vLLM at the window (the largest, where they differ) as
+        # its SlidingWindowManager frees the blocks the window passed (``window_cap``;
+        # elsewhere uncapped, conservative past the window); a state-only model holds one
         # block per request.
         fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size)
         if g.full:
@@ -206,6 +214,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
         elif g.windows:
             growing = sum(n for _, n in g.windows)
             blocks, overhead = blocks // growing, -(-g.states // growing)
+            window = window_cap(dep.engine, g.windows, pool.accounting is not None
+                                and pool.accounting.engine != "V0")
         else:
             blocks, block_size = blocks // g.states, max_len
     if dep.engine == "trtllm" and g is None:  # its recurrent state's blocks, as fit counts
@@ -225,8 +235,11 @@ def sim_config(dep: Deployment, settings: object | None = None,
         gate = {"whole_prompt_gate": True, "gate_windows": g.windows,
                 "gate_in_flight": pool.window_budget_tokens if capped else 0,
                 "gate_full_groups": g.full, "gate_fixed_blocks": fixed}
-    elif admission is not None:  # windows alone, grown uncapped: the whole prompt
-        gate = {"whole_prompt_gate": True}
+    elif admission is not None:  # windows alone: the whole prompt (v0.19), or a window's
+        gate = {"whole_prompt_gate": True}  # room (v0.20+, where the table is capped)
+        if window and admission == pool.request_blocks(max_len):
+            gate["window_gate_blocks"] = -(-(window - 1 + pool.window_budget_tokens)
+                                           // block_size) + 1
     budget, ubatch = pool.profile_tokens, 0
     threshold, alone = long_prefill_threshold(dep.engine, s.engine_version,
                                               long_prefill_tokens, max_len)
@@ -239,6 +252,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      max_num_batched_tokens=budget, max_model_len=max_len,
                      ubatch_tokens=ubatch,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
+                     window_cap_tokens=window,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      spec_lookahead_tokens=spec_lookahead_tokens(dep.engine, spec_method,
                                                                  spec_tokens),
@@ -253,6 +267,19 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      async_scheduling=overlapped_scheduling(
                          dep.engine, s, dep.pipeline_parallel_size, spec_tokens, spec_method),
                      **gate)  # type: ignore[arg-type]
+
+
+def window_cap(engine: str, windows: tuple[tuple[int, int], ...], v1: bool = True) -> int:
+    """The window (tokens) a window-only model's requests hold their blocks for in the
+    simulator's one table, or 0 (uncapped). vLLM V1's SlidingWindowManager frees, before
+    each allocate_slots, the blocks before (num_computed_tokens − sliding_window + 1)
+    (remove_skipped_blocks, vllm/v1/core/single_type_kv_cache_manager.py): the largest
+    window, where they differ, bounds every group's. vLLM's V0 engine (``v1`` False) and
+    the other engines: uncapped (no cited rule here; SGLang's SWA pool serves hybrids, with
+    full layers, and `fit` counts a window-only model's whole context there)."""
+    if engine != "vllm" or not v1 or not windows:
+        return 0
+    return max(w for w, _ in windows)
 
 
 def runs_whole_asked(dep: Deployment, s: object) -> bool:

@@ -12,6 +12,11 @@ Sliding windows: a decode reads min(context + 1, window) keys. Per window the se
 the members still under it (their count and Σ base) and a heap of the steps at which each
 fills it (window − 1 − base); the others read the whole window. Between two such steps
 the keys grow linearly, so a run of decode steps may not cross one (``next_change``).
+
+A windowed member (vLLM, no full attention: ``BlockPool.held_for``) stops taking blocks once
+it holds ``cap`` of them: from the step its cache passes (cap − 1)·block_size tokens it
+leaves the residues (a heap of those steps, which a run may not cross either), and holds
+min(ceil((base + g) / block_size), cap) blocks.
 """
 
 from __future__ import annotations
@@ -23,19 +28,23 @@ from ridgeline.sim.request import Request
 
 class DecodeSet:
     def __init__(self, block_size: int, overhead_blocks: int = 0,
-                 windows: tuple[int, ...] = (), clip_tokens: int = 1 << 62) -> None:
+                 windows: tuple[int, ...] = (), clip_tokens: int = 1 << 62,
+                 cap_blocks: int = 0) -> None:
         self.joins = 0  # numbers each joining: a heap entry is live while its number is
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
         self.windows = windows  # sliding-window sizes of the model's attention layers
         self.clip = clip_tokens  # the most of a member's remaining output ``held`` counts
+        self.cap = cap_blocks  # the most blocks a windowed member holds (0: none is capped)
         self.step_end_s = 0.0  # when the latest step ended: every member's latest token
         self._reset()
 
     def _reset(self) -> None:
         self.count = 0
         self.base_sum = 0  # Σ (cached tokens − g) over members
-        self.residues = [0] * self.block_size  # members by base mod block_size
+        self.residues = [0] * self.block_size  # members by base mod block_size …
+        self.growing = 0  # … all of them, the members still taking blocks
+        self.caps: list[tuple[int, int, Request]] = []  # (step it stops, join, request) heap
         self.finishes: list[tuple[int, int, Request]] = []  # (last step, join, request) heap
         self.members: dict[int, Request] = {}
         self.under = {w: [0, 0] for w in self.windows}  # members under window w: count, Σ base
@@ -44,8 +53,9 @@ class DecodeSet:
         self.clipped = [0, 0]  # … members with more than ``clip`` to go: count, Σ end …
         self.unclips: list[tuple[int, int, Request]] = []  # … and the step each comes under
 
-    def add(self, r: Request, g: int) -> None:
-        """r decodes from step g on: it holds the blocks for its cache, one token to feed."""
+    def add(self, r: Request, g: int, windowed: bool = False) -> None:
+        """r decodes from step g on: it holds the blocks for its cache, one token to feed
+        (``windowed``: at most ``cap`` of them)."""
         base = r.num_computed - g
         r.decode_base, r.decode_gen, r.decode_from = base, r.num_generated - g, g
         self.joins += 1
@@ -61,7 +71,12 @@ class DecodeSet:
             self.clipped[0] += 1
             self.clipped[1] += end
             heapq.heappush(self.unclips, (end - self.clip, join, r))
-        self.residues[base % self.block_size] += 1
+        r.decode_window = windowed and self.cap > 0
+        if self.growing_at(r, g):
+            self.residues[base % self.block_size] += 1
+            self.growing += 1
+            if r.decode_window and self._cap_step(r) <= end:  # (one that finishes first
+                heapq.heappush(self.caps, (self._cap_step(r), join, r))  # never gets there)
         for w in self.windows:
             fills = w - 1 - base  # from this step on it reads the whole window
             if g < fills:
@@ -69,6 +84,14 @@ class DecodeSet:
                 under[0] += 1
                 under[1] += base
                 heapq.heappush(self.fills[w], (fills, join, r))
+
+    def _cap_step(self, r: Request) -> int:
+        """The step from which windowed r takes no block: its cache past (cap − 1) blocks."""
+        return (self.cap - 1) * self.block_size - r.decode_base + 1
+
+    def growing_at(self, r: Request, g: int) -> bool:
+        """Whether member r still takes a block when its last one fills, at step g."""
+        return not r.decode_window or g < self._cap_step(r)
 
     def held(self, g: int) -> int:
         """Σ min(remaining output, clip) over the members at step g (SGLang's estimate of the
@@ -96,15 +119,24 @@ class DecodeSet:
 
     def next_change(self) -> int:
         """The next step a member finishes or fills a window (entries may be stale: early)."""
-        if not self.windows:
+        if not self.windows and not self.caps:
             return self.finishes[0][0] if self.finishes else 1 << 62
         tops = [heap[0][0] for heap in self.fills.values() if heap]
+        if self.caps:
+            tops.append(self.caps[0][0])
         if self.finishes:
             tops.append(self.finishes[0][0])
         return min(tops, default=1 << 62)
 
     def fill_windows(self, g: int) -> None:
-        """Members whose window is full by step g read the whole window from now on."""
+        """Members whose window is full by step g read the whole window from now on; windowed
+        members at their cap by step g take no more blocks."""
+        caps = self.caps
+        while caps and caps[0][0] <= g:
+            _, join, r = heapq.heappop(caps)
+            if self._live(r, join):
+                self.residues[r.decode_base % self.block_size] -= 1
+                self.growing -= 1
         for w, heap in self.fills.items():
             under = self.under[w]
             while heap and heap[0][0] <= g:
@@ -122,12 +154,12 @@ class DecodeSet:
         bs = self.block_size
         q, m = divmod(k, bs)
         if not m:
-            return self.count * q
+            return self.growing * q
         first = (-g - m + 1) % bs  # residues (−g − j) mod bs for j < m: first … first+m−1
         end = first + m
         r = self.residues
         partial = sum(r[first:end]) if end <= bs else sum(r[first:]) + sum(r[:end - bs])
-        return self.count * q + partial
+        return self.growing * q + partial
 
     def blocks_next_step(self, g: int) -> int:
         """Members whose cache fills its last block exactly: they need one more to go on."""
@@ -139,7 +171,10 @@ class DecodeSet:
         r.num_generated = r.decode_gen + g
         if g > r.decode_from:  # it has had a token from each step since it joined
             r.last_token_s = self.step_end_s
-        r.private_blocks = -(-r.num_computed // self.block_size) + self.overhead - len(r.shared)
+        blocks = -(-r.num_computed // self.block_size)
+        if r.decode_window and blocks > self.cap:
+            blocks = self.cap
+        r.private_blocks = blocks + self.overhead - len(r.shared)
 
     def sync_all(self, g: int) -> None:
         for r in self.members.values():
@@ -171,7 +206,9 @@ class DecodeSet:
         self.count -= 1
         base = r.decode_base
         self.base_sum -= base
-        self.residues[base % self.block_size] -= 1
+        if self.growing_at(r, g):
+            self.residues[base % self.block_size] -= 1
+            self.growing -= 1
         end = r.output_tokens - r.decode_gen
         self.end_sum -= end
         if r.decode_clipped:

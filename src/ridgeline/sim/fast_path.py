@@ -46,7 +46,8 @@ class FastPath:
         self.pool, self.scheduler, self.timer = sim.pool, sim.scheduler, sim.timer
         self.decodes = DecodeSet(sim.config.block_size, sim.config.overhead_blocks,
                                  tuple(w for w in sim.timer.windows if w is not None),
-                                 CLIP_TOKENS)
+                                 CLIP_TOKENS,
+                                 sim.pool.cap_blocks(1) if sim.pool.window else 0)
         self.in_bulk = False  # the running decodes live in self.decodes
         self.g = 0  # decode steps taken in bulk
         self._line = (0.0, 0.0)  # the step-time line of a run of decode steps: (first, slope)
@@ -79,7 +80,7 @@ class FastPath:
         partial = None
         for i, r in enumerate(running):
             decoding = r.num_generated and r.to_compute == 1 \
-                and r.blocks_held == self.pool.blocks_for(r.num_computed)
+                and r.blocks_held == self.pool.held_for(r, r.num_computed, 1)
             if not decoding:
                 if i != len(running) - 1:
                     return False
@@ -121,7 +122,7 @@ class FastPath:
                 return self._bulk_decode(k, rec)
         need = dset.blocks_next_step(g)
         n = min(partial.to_compute, budget - count) if partial is not None else 0
-        grow = pool.blocks_for(partial.num_computed + n) - partial.blocks_held \
+        grow = pool.held_for(partial, partial.num_computed + n, n) - partial.blocks_held \
             if partial is not None and n > 0 else 0
         preempted = False
         if partial is None and need > pool.available and s.retract_for_decode():  # SGLang
@@ -176,7 +177,8 @@ class FastPath:
         partial = self._partial
         n = min(partial.to_compute, budget) if partial is not None else 0
         if partial is not None:
-            if pool.blocks_for(partial.num_computed + n) - partial.blocks_held > pool.available:
+            if pool.held_for(partial, partial.num_computed + n, n) - partial.blocks_held \
+                    > pool.available:
                 return None  # a shortage: the plain step preempts
             pool.grow(partial, partial.num_computed + n)
             s.cache_scheduled(partial, n)
@@ -217,6 +219,7 @@ class FastPath:
         for c in chunks:
             r = c.request
             r.num_computed += c.tokens
+            self.pool.trim(r)  # a windowed request gives back what its window passed
             if r.num_computed < r.known_tokens:  # more prompt to come next step
                 self.pool.register(r)
                 if self.config.prefill_first and r.num_generated and r.to_compute == 1:
@@ -239,13 +242,13 @@ class FastPath:
         return done
 
     def _join(self, r: Request) -> None:
-        self.decodes.add(r, self.g)
+        self.decodes.add(r, self.g, self.pool.windowed(r))
         if r.prefix_group >= 0 and len(r.shared) < r.prefix_tokens // self.config.block_size:
             self._unpublished.append(r)
 
     def _close_step(self) -> list[Request]:
         """Finish the members that are done (their windows filled first, as of this step)."""
-        if self.decodes.windows:
+        if self.decodes.windows or self.decodes.caps:
             self.decodes.fill_windows(self.g)
         done = self.decodes.pop_finished(self.g)
         return [self.sim.finish(r) for r in done]
@@ -281,9 +284,10 @@ class FastPath:
             r = running[i]
             if r is partial:
                 n = min(r.to_compute, budget - i)  # the decodes before it took a token each
-                need = pool.blocks_for(r.num_computed + n) - r.blocks_held if n > 0 else 0
-            else:
-                need = 1 if (r.decode_base + g) % bs == 0 else 0
+                need = pool.held_for(r, r.num_computed + n, n) - r.blocks_held if n > 0 else 0
+            else:  # (a windowed member at its cap takes none)
+                need = 1 if (r.decode_base + g) % bs == 0 \
+                    and self.decodes.growing_at(r, g) else 0
             while need > pool.available:
                 victim = running[-1]
                 if victim is partial:

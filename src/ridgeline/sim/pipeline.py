@@ -167,6 +167,7 @@ class PipelineSimulator(Simulator):
             if r.preemptions != epoch or r.status != RUNNING:
                 continue
             if not sample:  # a prompt chunk, more to come
+                self.pool.trim(r)
                 self.pool.register(r)
                 continue
             generated = r.num_generated

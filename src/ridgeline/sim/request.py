@@ -41,6 +41,7 @@ class Request:
     decode_join: int = 0  # … and the number it joined under
     decode_from: int = 0  # … and the global step it joined at
     decode_clipped: bool = False  # … and whether its remaining output is past the clip
+    decode_window: bool = False  # … and whether its blocks stop at the window's cap
     # a capped open loop's request held for a seat: when it came (its offered arrival, the
     # rate's draw or the trace's time), arrival_s then being its send; -1: sent as it came
     came_s: float = -1.0

@@ -328,7 +328,7 @@ class Scheduler:
         spec, lookahead = self.config.spec_tokens, self.config.lookahead_tokens
         max_len, cap = self.config.max_model_len, self.long_prefill_cap()
         preempted = False
-        running, blocks_for = self.running, self.pool.blocks_for
+        running, held_for = self.running, self.pool.held_for
         publish = self.config.cache_on_schedule  # (``cache_scheduled``: prefix groups only)
         i = 0
         while i < len(running) and budget > 0:
@@ -350,7 +350,7 @@ class Scheduler:
             if max_len:  # vLLM: positions up to max_model_len − 1, slots up to max_model_len
                 n = min(n, max(1, max_len - 1 - r.num_computed))
                 slots = min(r.num_computed + n + lookahead, max_len)
-            if blocks_for(slots) <= r.private_blocks + len(r.shared):
+            if held_for(r, slots, slots - r.num_computed) <= r.private_blocks + len(r.shared):
                 if publish and r.prefix_group >= 0:
                     self.cache_scheduled(r, n)
                 out.append(Scheduled(r, n, r.num_computed))  # its blocks have room

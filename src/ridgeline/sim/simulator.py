@@ -43,7 +43,8 @@ class Simulator:
         self.profile = profile
         self.config = config
         self.pool = BlockPool(config.num_blocks, config.block_size, config.prefix_caching,
-                              config.overhead_blocks, config.lru_free_queue)
+                              config.overhead_blocks, config.lru_free_queue,
+                              config.window_cap_tokens, config.window_gate_blocks)
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
@@ -315,6 +316,7 @@ class Simulator:
             else:
                 r.num_computed += b.tokens
                 if r.num_computed < r.known_tokens:  # a prefill chunk, more to come
+                    self.pool.trim(r)
                     self.pool.register(r)
                     continue
                 gained = 1
@@ -336,6 +338,7 @@ class Simulator:
         (a shared prefix's), and ``r`` finished (into ``finished``) once its output is done."""
         r.num_generated += gained
         r.last_token_s = self.now_s
+        self.pool.trim(r)  # a windowed request gives back what its window passed
         if r.prefix_group >= 0:
             self.pool.register(r)
         if r.num_generated >= r.output_tokens:
