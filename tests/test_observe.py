@@ -1067,7 +1067,7 @@ def test_tensorrt_llms_prometheus_page_is_read(tmp_path: Path,
     """trtllm-serve's running gauge, KV utilization (used ÷ max blocks), token counters and
     TPOT histogram are read: 48 running, 30,000 output tokens in 10 s is 3,000 tok/s, TPOT
     15 ms. Without --engine, the page's metric names choose TensorRT-LLM; another engine
-    named is said to size the pool instead."""
+    named is cautioned as sizing another pool than the server's."""
     path = tmp_path / "trtllm.prom"
     path.write_text(trtllm_page(1764500000, 48, 300_000, 1200, 1200)
                     + trtllm_page(1764500010, 48, 330_000, 1300, 1300))
@@ -1084,8 +1084,8 @@ def test_tensorrt_llms_prometheus_page_is_read(tmp_path: Path,
     assert main(base) == 0
     assert json.loads(capsys.readouterr().out)["predicted_itl_ms"] == data["predicted_itl_ms"]
     assert main([*base, "--engine", "vllm"]) == 0
-    assert any("the source carries trtllm's metrics, but --engine vllm sizes the pool" in n
-               for n in json.loads(capsys.readouterr().out)["notes"])
+    assert any(c.startswith("caution: the source carries trtllm's metrics, but vllm's pool")
+               for c in json.loads(capsys.readouterr().out)["cautions"])
     bare = tmp_path / "bare.prom"  # TensorRT-LLM 1.1: request latencies only
     bare.write_text('trtllm_request_success_total{finished_reason="stop"} 3\n')
     with pytest.raises(InputError, match="enable_iter_perf_stats"):

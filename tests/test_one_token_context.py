@@ -59,9 +59,9 @@ def test_fit_with_one_seat_says_seat(capsys: pytest.CaptureFixture[str]) -> None
 def test_kv_shows_a_short_sequences_cache_in_a_unit_that_is_not_zero(
         capsys: pytest.CaptureFixture[str]) -> None:
     """One token of Llama-3.1-8B's cache is 128 KiB (--json's bytes_per_sequence), where three
-    places of GB read 0.000; a long sequence keeps the article's GB (GiB) to three places.
-    Either is layers × K and V × KV heads × head_dim × 2 bytes (bf16) a token, from the
-    config: Llama-3.1-70B's 131,072 tokens are 42.950 GB (40.000 GiB)."""
+    places of GB read 0.000; a long sequence gives GB (GiB) to four figures, as the other
+    lines do. Either is layers × K and V × KV heads × head_dim × 2 bytes (bf16) a token, from
+    the config: Llama-3.1-70B's 131,072 tokens are 42.95 GB (40.00 GiB)."""
     import ridgeline.units as units
     from ridgeline import resolve_model
 
@@ -78,4 +78,4 @@ def test_kv_shows_a_short_sequences_cache_in_a_unit_that_is_not_zero(
            f"({units.fmt_binary_bytes(size)})" in out and "0.000 GB" not in out
     long = run(capsys, "kv", "llama-3.1-70b", "--context", "131072")
     size = 131072 * per_token("llama-3.1-70b")
-    assert f"per sequence at 131,072: {size / 1e9:.3f} GB ({size / 2**30:.3f} GiB)" in long
+    assert f"per sequence at 131,072: {size / 1e9:.2f} GB ({size / 2**30:.2f} GiB)" in long

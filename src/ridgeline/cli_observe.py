@@ -86,10 +86,7 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     launched(args, obs, engine_id(args.engine))
     dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
     settings = server_settings(args, model)
-    if named is not None and obs.engine_family and not engine_id(named).startswith(
-            obs.engine_family):
-        obs.notes.append(f"the source carries {obs.engine_family}'s metrics, but --engine "
-                         f"{named} sizes the pool and the prediction")
+    # an --engine the metric names contradict is cautioned (ObserveReport.cross_checks)
     report = observe_report(obs, dep, load_profile(args), args.context, settings,
                             observed_spec(args, obs, model))
     if args.emit_measurements:
@@ -326,15 +323,8 @@ def register(sub: Any) -> None:
     engine_version_flag(launch, MEMORY_RULES)
     seats_flag(launch, llamacpp=False)
     drafter = p.add_argument_group(
-        "the server's drafter (its pool and seats; each step priced as its verify step, "
-        "accepted as the source's acceptance length says: SGLang's spec_accept_length, a vLLM "
-        "bench's spec_decode_acceptance_length, vLLM's spec_decode counters (1 + accepted ÷ "
-        "drafts) or its log's SpecDecoding lines, the drafter's passes at --spec-draft-cost; "
-        "a token's time that step over the tokens a request's step keeps over all its decode "
-        "steps, drafted or not, where vLLM's generation and accepted tokens give them, else "
-        "over the acceptance length, with a caution; the verify step carrying the drafts "
-        "only the share of rows that drafted proposed, where vLLM's drafts and draft tokens "
-        "count them; without one, priced without drafts)")
+        "the server's drafter (its pool and seats; each step priced as its verify step at the "
+        "source's acceptance length, docs/observe.md; without one, priced without drafts)")
     spec_flags(drafter, pricing=False)  # the acceptance is the source's, not a flag's
     draft_cost_flag(drafter)
     _output(p)

@@ -126,8 +126,9 @@ class FitCheck:
                   if self.kv_replication > 1 and round(self.kv_bytes / GB, 1) > 0 else "")
         # (no copies to note on a cache that prints as none: roofline's weights alone)
         where = self.rank.label() if self.rank else ""
-        return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights + "
-                f"{self.kv_bytes / GB:,.1f} GB of KV cache{copies} = "
-                f"{self.needed_bytes / GB:,.1f} GB "
+        # no cache sized (roofline's weights alone): no KV term, and no sum of one
+        sizing = (f" + {self.kv_bytes / GB:,.1f} GB of KV cache{copies} = "
+                  f"{self.needed_bytes / GB:,.1f} GB" if self.kv_bytes else "")
+        return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights{sizing} "
                 f"> {self.capacity_bytes / GB:,.1f} GB of memory{where}, short by "
                 f"{self.shortfall_bytes / GB:,.1f} GB")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -370,9 +371,17 @@ def _in_gib(n_bytes: float) -> str:
 
 
 def _sequence_bytes(n_bytes: float) -> str:
-    """A sequence's cache in GB and GiB to three places, as the article prints it (42.950 GB
-    (40.000 GiB) at 131,072 tokens); below a megabyte, where three places read 0.000, in the
-    unit that shows it (one token of Llama-3.1-8B: 131 kB (128 KiB))."""
+    """A sequence's cache in GB and GiB to four significant figures, at most three places
+    (Llama-3.1-8B's 17.18 GB (16.00 GiB) at 131,072 tokens, 274.9 GB (256.0 GiB) at 2M, not
+    274.878 beside the other lines' 274.9); below a megabyte, where three places read 0.000, in the unit
+    that shows it (one token of Llama-3.1-8B: 131 kB (128 KiB))."""
     if n_bytes >= 1e6:
-        return f"{n_bytes / GB:,.3f} GB ({n_bytes / GIB:,.3f} GiB)"
+        return f"{_four_figures(n_bytes / GB)} GB ({_four_figures(n_bytes / GIB)} GiB)"
     return f"{fmt_decimal_bytes(n_bytes)} ({fmt_binary_bytes(n_bytes)})"
+
+
+def _four_figures(value: float) -> str:
+    """``value`` to four significant figures, trailing zeros kept, at most three places:
+    42.95, 256.0, 0.537, 1,024."""
+    places = 3 - math.floor(math.log10(value)) if value > 0 else 3
+    return f"{value:,.{min(3, max(0, places))}f}"

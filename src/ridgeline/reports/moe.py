@@ -55,6 +55,7 @@ class MoEReport:
     # the article's batch at its 2-byte (bf16) experts, where these are stored narrower
     article_bf16_batch_to_ridge: float | None = None
     article_bf16_ridge: float = 0.0  # the 16-bit ridge that batch is reckoned against
+    num_gpus: int = 1  # the deployment's: the table's weights read are all its GPUs' together
 
     @property
     def article_intensity_per_batch(self) -> float:
@@ -95,7 +96,8 @@ class MoEReport:
         # the table's intensity is over the experts a batch reads, not all of them: the
         # headline's B × k/E counts every expert as read
         lines += table(rows, ["batch", "experts touched", "B·k/E", "FLOP/byte of experts read",
-                              "weights read per step"])
+                              "weights read per step" + (f", all {self.num_gpus} GPUs"
+                                                         if self.num_gpus > 1 else "")])
         lines += [
             "",
             f"MoE cuts traffic, not capacity: all {self.weight_bytes_total / GB:,.1f} GB of "
@@ -152,7 +154,7 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
                        None if bpw == 2.0 else expert_ridge_batch(
                            dep.accelerator, sixteen, 2.0, moe.routed_fraction),
                        ridge_point(dep.accelerator.peak(sixteen),
-                                   dep.accelerator.memory_bandwidth_bytes_per_s))
+                                   dep.accelerator.memory_bandwidth_bytes_per_s), dep.num_gpus)
     return replace(report, steps=steps + _header_steps(dep, report, sixteen))
 
 

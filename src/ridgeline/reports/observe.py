@@ -52,6 +52,9 @@ class ObserveReport(ObserveVerdict):
     # they are over FILL_OVER_MEAN × the --context given: the pool, the wall and the
     # prediction priced at --context say less than the server holds
     fill_over_given: tuple[int, str] | None = None
+    # the same from a modelled pool's fill where over FILL_OVER_MEAN × the counters' mean,
+    # which is kept (observe_report): the fill is only as good as the deployment described
+    fill_over_mean: tuple[int, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         o, pool, d = self.obs, self.engine_pool, self.deployment
@@ -262,6 +265,14 @@ class ObserveReport(ObserveVerdict):
         under decode's floor (the deployment is not what the server runs), and an ITL that
         batch ÷ generation rate contradicts."""
         out = []
+        o, d = self.obs, self.deployment
+        if o.engine_family and not d.engine.startswith(o.engine_family):
+            # the metric names say which engine exported them (observe_metrics); the pool,
+            # the seats and the step priced are the engine named's, so they size another
+            out.append(f"caution: the source carries {o.engine_family}'s metrics, but "
+                       f"{d.engine}'s pool, seats and step size the figures here: they are not "
+                       f"the server's unless it runs {d.engine} (leave --engine out to size "
+                       f"the engine the metrics name)")
         apart = self.rates_apart
         if apart is not None and apart > RATES_APART:
             itl, implied, o = self.obs.latency_ms["itl"]["mean"], self.rate_itl_ms, self.obs
@@ -272,7 +283,6 @@ class ObserveReport(ObserveVerdict):
                        "batch that moved between scrapes, or several tokens a step "
                        "(speculative decoding), parts them; ridgeline sets its prediction "
                        "against the histogram, which times the tokens themselves")
-        d = self.deployment
         if self.unheld_mean is not None:
             mean, held = self.unheld_mean
             out.append(f"caution: at the counters' mean of {mean:,} tokens a request, the KV "
@@ -291,6 +301,13 @@ class ObserveReport(ObserveVerdict):
                        "--context: give the server's context, or leave --context out to read "
                        "it off the fill (unless the server runs another deployment than "
                        "described, whose pool fills otherwise)")
+        if self.fill_over_mean is not None:
+            held, how = self.fill_over_mean
+            out.append(f"caution: the KV cache's fill gives {held:,} tokens a running request "
+                       f"({how}), {held / self.context:,.1f}× the counters' mean of "
+                       f"{self.context:,}, which the figures above use: a modelled pool's fill "
+                       "is only as good as the deployment described (--context "
+                       f"{held} prices the fill's, if the description is the server's)")
         drafted = self.spec_step
         if drafted is not None and self.tokens_per_step_over == "drafted steps":
             out.append(f"caution: the {self.tokens_per_step:,.2f} tokens a step the predicted "
@@ -402,6 +419,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
             and LOG_POOL_UNREAD not in obs.notes:
         obs.notes.append(LOG_POOL_UNREAD)
     unheld: tuple[int, int] | None = None
+    fill_over_mean: tuple[int, str] | None = None
     read = "given"  # where the context comes from: given, counters, fill or assumed
     if context is None:
         held = context_from_kv_usage(obs, dep, settings)
@@ -430,6 +448,8 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                     source = (f"{held[1]}; {held[0] / context:,.1f}× the counters' mean of "
                               f"{context:,} tokens")
                     context, read = held[0], "fill"
+                elif held[0] > FILL_OVER_MEAN * context:  # a modelled pool's: cautioned
+                    fill_over_mean = held
         elif held is not None:
             (context, source), read = held, "fill"
         else:
@@ -515,7 +535,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
         if report.spec_step is not None:
             steps += (verify_step(report),)
     return ObserveReport(obs, dep, profile, context, source, settings, spec, steps, unheld,
-                         fill_over)
+                         fill_over, fill_over_mean)
 
 
 SHOWN_CHUNKS = 3  # a prompt's steps --explain lists one by one; past it, their sum
