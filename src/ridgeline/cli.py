@@ -35,7 +35,7 @@ from ridgeline.cli_types import (
     _typed,
     _weight_name,
 )
-from ridgeline.errors import InputError, shorten, shorten_runs
+from ridgeline.errors import InputError, shorten_path, shorten_runs
 from ridgeline.render import render
 
 Handler = Callable[[argparse.Namespace], Any]
@@ -483,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as exc:  # a path the command was given: too long, a loop, unwritable
-        where = f"{shorten(str(exc.filename))}: " if exc.filename else ""
+        where = f"{shorten_path(exc.filename)}: " if exc.filename else ""
         print(f"ridgeline: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except RecursionError:  # json refuses nothing for depth; Python's stack does

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.cli_spellings import refuse_two_keys
-from ridgeline.errors import InputError, shorten, shorten_runs
+from ridgeline.errors import InputError, shorten_path, shorten_runs
 from ridgeline.yaml_subset import read_yaml
 
 if TYPE_CHECKING:
@@ -98,9 +98,9 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
     engine = _engine_named(rest)
     if flag == TRTLLM_ONLY and engine != "trtllm":
         raise InputError(f"{TRTLLM_ONLY} is trtllm-serve's: give --engine trtllm to read "
-                         f"{shorten(path)} as TensorRT-LLM's LLM API options")
+                         f"{shorten_path(path)} as TensorRT-LLM's LLM API options")
     settings = read_yaml(path)
-    name = shorten(path)
+    name = shorten_path(path)
     if engine == "trtllm":
         tokens, dests = trtllm_tokens(settings, name, command, options, rest)
         return _dropping(rest, dests, options) + tokens, {}, []  # the file wins
@@ -243,7 +243,7 @@ def _launch_flag(key: str, value: Any, name: str, options: dict[str, argparse.Ac
 
 def config_file_error(exc: Exception) -> int:
     """Exit status 2, the file's trouble said in one line as cli.main says any input's."""
-    where = f"{shorten(str(exc.filename))}: " if isinstance(exc, OSError) and exc.filename else ""
+    where = f"{shorten_path(exc.filename)}: " if isinstance(exc, OSError) and exc.filename else ""
     text = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
     print(f"ridgeline: error: {where}{shorten_runs(text)}", file=sys.stderr)
     return 2

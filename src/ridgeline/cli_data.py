@@ -10,7 +10,7 @@ from typing import Any
 
 from ridgeline.cli import _output
 from ridgeline.cli_types import _engine_name, _typed
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten_path
 
 # fewer rows than this for an engine: its in-sample figures say little about new rows (a
 # profile sets at least five numbers: two shares, the step's, a layer's and a prompt layer's)
@@ -20,14 +20,13 @@ FEW_ROWS = 12
 def _register_gpu_files(args: argparse.Namespace) -> dict[str, str]:
     """Register each --gpu-file's record; its path by the record's id."""
     from ridgeline.catalog import normalise
-    from ridgeline.errors import shorten
     from ridgeline.hardware import check_record_id, load_accelerator_file, register
 
     seen: dict[str, str] = {}
     records: dict[str, str] = {}
     for path in args.gpu_file or []:
         record = load_accelerator_file(path)
-        check_record_id(record.id, f"--gpu-file {shorten(path)}: record id")  # measure's rule
+        check_record_id(record.id, f"--gpu-file {shorten_path(path)}: record id")  # measure's rule
         key = normalise(record.id)  # 'LAB-card' and 'lab-card' name one record
         if key in seen:
             raise InputError(f"--gpu-file {path} and {seen[key]} both hold the id "

@@ -18,10 +18,25 @@ def shorten(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit - 12]}…({len(text):,} chars)"
 
 
-def shorten_runs(message: str, limit: int = 80) -> str:
+PATH_LIMIT = 160  # a file's path in an error, whole up to this many characters
+
+
+def shorten_path(path: object) -> str:
+    """A file's path echoed in an error: whole up to PATH_LIMIT characters (a deep folder's,
+    a pytest tmp_path's under xdist), past it its two ends, so the file's name stays."""
+    text = str(path)
+    if len(text) <= PATH_LIMIT:
+        return text
+    end = PATH_LIMIT // 2 - 8
+    return f"{text[:end]}…{text[-end:]} ({len(text):,} chars)"
+
+
+def shorten_runs(message: str, limit: int = 160) -> str:
     """Every unbroken run of more than ``limit`` characters in an error message (a value the
-    user typed, echoed) cut to its two ends; the words around it kept whole. A control
-    character (a newline in a path) is written as its escape: the message stays one line."""
+    user typed, echoed) cut to its two ends; the words around it kept whole. The limit lets
+    a file's path through whole however deep its folder (a pytest tmp_path under xdist runs
+    past 80), and still cuts a 5,000-character name. A control character (a newline in a
+    path) is written as its escape: the message stays one line."""
     def cut(run: str) -> str:  # both ends: a path keeps its file name
         end = limit // 2 - 8
         return f"{run[:end]}…{run[-end:]} ({len(run):,} chars)"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError, shorten, shorten_path
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -95,9 +95,9 @@ def read_gguf_header(path: Path) -> GgufHeader:
     short, in one line."""
     try:
         with path.open("rb") as f:
-            return _Reader(f, shorten(str(path))).header()
+            return _Reader(f, shorten_path(path)).header()
     except OSError as exc:
-        raise InputError(f"cannot read {shorten(str(path))}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read {shorten_path(path)}: {exc.strerror or exc}") from None
 
 
 class _Reader:

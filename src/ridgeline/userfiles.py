@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError, shorten_path
 
 MAX_USER_FILE_BYTES = 256 * 2**20  # past any config, trace, measurements CSV or saved scrape
 
@@ -28,7 +28,7 @@ def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> by
             os.set_blocking(fd, True)
         data = handle.read(limit_bytes + 1)
     if len(data) > limit_bytes:
-        raise InputError(f"{shorten(str(path))} is larger than {limit_bytes >> 20} MiB: not a "
+        raise InputError(f"{shorten_path(path)} is larger than {limit_bytes >> 20} MiB: not a "
                          "file ridgeline reads")
     return data
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError, shorten, shorten_path
 from ridgeline.userfiles import read_text
 
 _INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
@@ -302,6 +302,6 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         text = read_text(path)
     except UnicodeDecodeError as exc:
-        raise InputError(f"{shorten(str(path))}: not UTF-8 text (byte {exc.start}), so no "
+        raise InputError(f"{shorten_path(path)}: not UTF-8 text (byte {exc.start}), so no "
                          "YAML file") from None
-    return parse_yaml(text, shorten(str(path)))
+    return parse_yaml(text, shorten_path(path))
