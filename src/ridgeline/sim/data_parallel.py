@@ -19,6 +19,17 @@ What the engines do, read in their source:
 The step's time is decode's pricing of a data-parallel step (cost.step_terms): each rank's
 attention and own weights on its own batch, the gathered layers and the exchange on every
 rank's tokens; the step is the slowest rank's such time. A rank that is idle adds nothing.
+
+A run of lock-step decode steps (``_bulk_decode``): while every rank's batch is its running
+decodes alone and nothing can change it — no arrival due or held, no finish, no admission
+possible (a rank's queue empty, or its seats full), no block short, no finish read late
+(async scheduling) — the steps are taken without scheduling: each step's time priced from
+each rank's count and summed context (integers, so the shape is the plain step's exactly),
+the blocks the decodes cross into taken in the order the plain step takes them, the gauges,
+ITL and step records written step by step as the plain step writes them, and the requests'
+counters written back once at the run's end. Full attention only (a window caps each
+decode's keys: the plain step). The same figures to the last digit; checked against the plain
+step (``fast_path=False``) in the tests.
 """
 
 from __future__ import annotations
@@ -58,8 +69,8 @@ def dispatch_label(engine: str) -> str:
 
 def rank_config(engine: str, config: SimConfig, ranks: int) -> SimConfig:
     """What each rank's scheduler runs with: ``config`` (sim_config's pool and seats are a
-    rank's already), taking plain steps (a run of decode steps at once would need every
-    rank's decodes to stay unchanged together); SGLang's token budget a rank's share, as its
+    rank's already), taking plain steps (the ranks' runs of decode steps go together, in
+    ``DataParallelSimulator._bulk_decode``); SGLang's token budget a rank's share, as its
     server_args divides --chunked-prefill-size by --dp-size under DP attention (8,192 over 8
     ranks: 1,024 each)."""
     budget = config.max_num_batched_tokens
@@ -113,6 +124,12 @@ class DataParallelSimulator:
         self.lagged = self.config.async_scheduling
         self._turn = 0  # round robin: the rank the next arrival goes to
         self.dealt = [0] * len(self.ranks)  # arrivals each rank was given
+        # runs of lock-step decode steps taken without scheduling (``_bulk_decode``)
+        self.bulk = config.fast_path and self.timer.full_attention \
+            and not config.spec_lookahead_tokens
+        self.bulk_steps = 0  # steps taken so
+        self._bulk_misses = 0  # consecutive tries that found a step that is not one …
+        self._bulk_next = 0  # … and the step count before which not to try again
 
     # -- dispatch ---------------------------------------------------------------------------
     def pick_rank(self) -> int:
@@ -162,6 +179,12 @@ class DataParallelSimulator:
                 if not run.idle():
                     break
                 continue
+            if self.bulk and self.steps >= self._bulk_next:
+                taken = self._bulk_decode(run, rec)
+                if taken < 0:
+                    break  # the run is over (``Run.over_steps``)
+                if taken:
+                    continue
             start_s, usage, preempted = self.now_s, self.usage, s.preemptions
             finished = self._advance(rec)
             rec.ran(start_s, self.now_s, 1, len(s.running) + len(finished), len(waiting),
@@ -215,6 +238,124 @@ class DataParallelSimulator:
         self.steps += 1
         return finished
 
+    def _decode_lanes(self, run: Run) -> list[Lane] | None:
+        """Every busy rank's running decodes (``Lane``) if the next step is lock-step decodes
+        alone that a run may take (see ``_bulk_decode``); None where it is not."""
+        if run.held or run.next_arrival_s <= self.now_s:
+            return None  # an arrival joins at the next step
+        lanes: list[Lane] = []
+        now_s = self.now_s
+        for rank in self.ranks:
+            s = rank.scheduler
+            running = s.running
+            if rank.retiring:
+                return None  # a finish read late leaves after the next step
+            if not running:
+                if s.waiting:
+                    return None
+                continue
+            cfg = s.config
+            budget = cfg.max_num_batched_tokens
+            if len(running) > budget:
+                return None  # the budget leaves some decodes out
+            if s.waiting and not (s.seats_taken >= cfg.max_num_seqs or s.batch_full
+                                  or (not cfg.prefill_first and len(running) >= budget)):
+                return None  # the queue's head might start: the plain step asks each step
+            pool = rank.pool
+            bs = pool.block_size
+            lane = Lane(rank)
+            for r in running:
+                c = r.num_computed
+                if not r.num_generated or r.prompt_tokens + r.num_generated - c != 1 \
+                        or r.last_token_s != now_s or r.blocks_held != pool.blocks_for(c):
+                    return None  # a prompt, or a decode that sat out a step
+                if r.prefix_group >= 0 and pool.prefix_caching \
+                        and len(r.shared) < r.prefix_tokens // bs:
+                    return None  # a private copy of its prefix, published when it can be
+                lane.context += c
+                lane.left = min(lane.left, r.output_tokens - r.num_generated)
+                # it needs a block at the step j where c + j fills its last one
+                needs = lane.needs.get(c % bs)
+                if needs is None:
+                    lane.needs[c % bs] = [r]
+                else:
+                    needs.append(r)
+            lanes.append(lane)
+        return lanes or None
+
+    def _bulk_decode(self, run: Run, rec: Recorder) -> int:
+        """Lock-step decode steps, each one as the plain step (``_advance``) would take it and
+        record it, until one might not be: a finish (its step is the plain one), an arrival
+        due, a rank short of blocks. Returns the steps taken, −1 where the run is over."""
+        lanes = self._decode_lanes(run)
+        if lanes is None:
+            self._missed()
+            return 0
+        steps = min(lane.left for lane in lanes) - 1  # the step a request finishes in: plain
+        s = self.scheduler
+        running = sum(lane.count for lane in lanes)
+        waiting = sum(len(rank.scheduler.waiting) for rank in self.ranks)
+        preempted = s.preemptions
+        timer = self.timer
+        j = 0
+        over = False
+        try:
+            while j < steps:
+                if any(len(lane.needs.get(-j % lane.block_size, ())) > lane.pool.available
+                       for lane in lanes):
+                    break  # a rank short of blocks preempts: the plain step
+                start_s, usage = self.now_s, self.usage
+                slowest = 0.0
+                for lane in lanes:
+                    needs = lane.needs.get(-j % lane.block_size)
+                    if needs:
+                        for r in needs:  # one block each, in running order
+                            lane.pool.grow(r, r.num_computed + j + 1)
+                    slowest = max(slowest, timer.rank_decode_time_s(
+                        lane.count, lane.context + j * lane.count, running))
+                    lane.rank.scheduler.after_step(lane.rank.config.prefill_first, False)
+                dt = slowest
+                for lane in lanes:
+                    rec.itl(dt, lane.count)
+                self.now_s += dt
+                self.steps += 1
+                j += 1
+                rec.ran(start_s, self.now_s, 1, running, waiting, usage, preempted)
+                rec.sample(self.now_s, running, waiting, self.usage, preempted)
+                if run.over_steps():
+                    over = True
+                    break
+                if run.next_arrival_s <= self.now_s:
+                    break
+        finally:
+            self._written(lanes, j)
+        if j:
+            self._bulk_misses = 0
+        else:
+            self._missed()
+        return -1 if over else j
+
+    def _missed(self) -> None:
+        """No run of steps here: the next tries come 1, 3, 7, then every 15 steps (each asks
+        every running request; a run, when it comes, is what the plain steps would take)."""
+        self._bulk_misses = min(self._bulk_misses + 1, 4)
+        self._bulk_next = self.steps + (1 << self._bulk_misses) - 1
+
+    def _written(self, lanes: list[Lane], steps: int) -> None:
+        """A run of ``steps`` lock-step decode steps over: each rank's clock, step count and
+        decodes' counters brought up to date."""
+        if not steps:
+            return
+        self.bulk_steps += steps
+        for rank in self.ranks:
+            rank.now_s = self.now_s  # as each step sets it, and adds the step's time
+        for lane in lanes:
+            lane.rank.steps += steps
+            for r in lane.rank.scheduler.running:
+                r.num_computed += steps
+                r.num_generated += steps
+                r.last_token_s = self.now_s
+
     def _schedule(self, rank: Simulator) -> list[Scheduled]:
         s = rank.scheduler
         return s.schedule(rank.now_s) if s.running or s.waiting else []
@@ -238,3 +379,19 @@ class DataParallelSimulator:
             slowest = max(slowest, self.timer.time_s(shape))
         return slowest
 
+
+
+class Lane:
+    """One busy rank in a run of lock-step decode steps (``DataParallelSimulator.
+    _bulk_decode``): its decodes' count and summed context as the run began, the fewest
+    tokens any of them has left, and its decodes by the residue of their context modulo the
+    block size (those of residue −j take a block at the run's step j), in running order."""
+
+    def __init__(self, rank: Simulator) -> None:
+        self.rank = rank
+        self.pool = rank.pool
+        self.block_size = rank.pool.block_size
+        self.count = len(rank.scheduler.running)
+        self.context = 0
+        self.left = 1 << 62
+        self.needs: dict[int, list[Request]] = {}

@@ -77,6 +77,8 @@ class StepTimer:
         self.full_attention = all(w is None for w in self.windows)
         self._attention_layers = sum(n for _, n in self._attention)
         self._decode_base: dict[int, float] = {}
+        # a data-parallel rank's decode step: (its decodes, every rank's) -> context-free time
+        self._rank_decode_base: dict[tuple[int, int], float] = {}
         # every attention layer of one kind, full attention: a decode step's time is
         # decode_time_s's, its context-free part remembered (``rows_time_s``)
         self._one_full = self.windows == (None,) and [w for w, _ in self._attention] == [None]
@@ -208,6 +210,29 @@ class StepTimer:
         if not chunks and self._one_full:
             return self.decode_time_s(len(decodes), sum(decodes))
         return self.time_s(rank_shape(self.windows, decodes, chunks))
+
+    def rank_decode_time_s(self, decodes: int, decode_context: int, all_tokens: int) -> float:
+        """time_s of one data-parallel rank's step of ``decodes`` one-token sequences whose
+        cached contexts sum to ``decode_context`` (full attention), every rank's step decodes
+        alone, ``all_tokens`` of them: the shape rank_shape gives the rank's rows, the same
+        integers summed, so the same time to the last digit."""
+        keys = float(decode_context + decodes)
+        if self._exact:
+            return self.time_s(shape_of(self.windows, decodes, lambda _: keys, ())._replace(
+                all_tokens=all_tokens, any_rank_prompt=False))
+        # time_s's terms for that shape, summed in its order, the context-free part remembered
+        total = self._rank_decode_base.get((decodes, all_tokens))
+        if total is None:
+            total = self._rank_decode_base[(decodes, all_tokens)] = self._context_free(
+                decodes, decodes, None, all_tokens, False)
+        if self._attention:
+            load = AttentionLoad(None, keys, 0.0, decode_kv_tokens(keys, decodes))
+            flops, nbytes = attention_flops_bytes(self._rates, load,
+                                                  self._mode(decodes, decodes, None)[1])
+            term = max(flops / self._pa, nbytes / self._w)
+            for _, count in self._attention:  # (full attention: every kind reads the load)
+                total += count * term
+        return total
 
     def keys_time_s(self, decodes: int, keys: Mapping[int | None, float],
                     chunks: Sequence[Seq] = ()) -> float:
