@@ -13,7 +13,7 @@ from tests.conftest import run_cli
 
 def test_a_deep_folder_s_config_is_named_whole_in_its_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    deep = tmp_path / ("serving-configs-for-the-llama-family" + "/nested" * 6)
+    deep = tmp_path / ("configs-for-llama" + "/nested" * 3)
     deep.mkdir(parents=True)
     config = deep / "config.json"
     config.write_text("{not json")
