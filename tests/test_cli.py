@@ -414,6 +414,8 @@ def test_an_internal_error_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[
         raise ZeroDivisionError("boom")
 
     monkeypatch.setattr(catalog, "cmd_model", broken)
+    # main() builds a parser with the broken handler, dropped with it (command_parser)
+    monkeypatch.setattr("ridgeline.cli._PARSERS", [])
     monkeypatch.delenv("RIDGELINE_DEBUG", raising=False)
     assert main(["model", "llama-3.1-8b"]) == 1
     err = capsys.readouterr().err

@@ -392,8 +392,22 @@ def _model_path_as_model(argv: Sequence[str]) -> tuple[list[str], bool]:
     return out, False
 
 
+_PARSERS: list[argparse.ArgumentParser] = []  # the one main() reuses (``command_parser``)
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """build_parser's parser, built once a process: a parse leaves it as it was (its values
+    go to a fresh namespace; _Parser notes only the words typed, afresh each time), and
+    building it costs ~16 ms, which an in-process caller calling main() often (the tests,
+    thousands of times) paid on every call. ``_PARSERS.clear()`` builds it again (a test
+    that swaps a command's handler)."""
+    if not _PARSERS:
+        _PARSERS.append(build_parser())
+    return _PARSERS[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = command_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         refuse_two_gpu_counts(argv)  # before a --config file's flags join the user's
