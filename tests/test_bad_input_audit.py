@@ -174,3 +174,70 @@ def test_the_prefill_floor_says_the_ubatches_read_the_weights_again(
     code, out, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
                            "1000")  # vLLM runs a prompt in one pass
     assert code == 0 and "note:" not in out
+
+
+MEASUREMENTS = ROOT / "validation/lowbatch.csv"
+
+
+@pytest.mark.parametrize("command", [["validate"], ["calibrate", "-o", "fit.json"]])
+def test_a_measurements_header_past_the_csv_field_limit_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """A header line of one 200,000-character field said "internal error (Error: field
+    larger than field limit (131072))", exit 1: only the rows under it were guarded."""
+    long_header = tmp_path / "long.csv"
+    long_header.write_text("[" * 200_000 + "\n", "utf-8")
+    argv = [command[0], str(long_header), *command[1:]]
+    if command[0] == "calibrate":
+        argv[-1] = str(tmp_path / "fit.json")
+    said = refused(capsys, *argv)
+    assert "long.csv, line 1: field larger than field limit" in said
+
+
+def test_a_csv_field_past_the_limit_is_named_by_its_own_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The line given was the one before the field's (the header's for a trace: line 0)."""
+    header = MEASUREMENTS.read_text("utf-8").splitlines()[0]
+    rows = tmp_path / "rows.csv"
+    rows.write_text(f"{header}\n" + "a" * 200_000 + "\n", "utf-8")
+    assert "rows.csv, line 2: field larger" in refused(capsys, "validate", str(rows))
+    trace = tmp_path / "trace.csv"
+    trace.write_text("[" * 200_000 + "\n", "utf-8")
+    assert "trace.csv, line 1: field larger" in refused(
+        capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace))
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--gpu-file="], "--gpu-file: accelerator file"),
+    (["hardware", "--gpu-file="], "--gpu-file: accelerator file path is empty"),
+    (["validate", str(MEASUREMENTS), "--gpu-file="], "--gpu-file: accelerator file path"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--plot="], "--plot: plot path is empty"),
+    (["kv", "llama-3.1-8b", "--context", "4096", "--plot= "], "--plot: plot path is empty"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--profile="], "--profile: profile path"),
+    (["validate", str(MEASUREMENTS), "--profile="], "--profile: profile path is empty"),
+    (["amdahl", "--fraction", "0.5", "--speedup", "2", "--profile="], "--profile: profile"),
+    (["page", "--profile="], "--profile: profile path is empty"),
+    (["plan", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
+      "--profile="], "--profile: profile path is empty"),
+])
+def test_an_empty_file_path_is_refused_not_taken_for_none(
+        capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
+    """--gpu-file '', --plot '' and validate's --profile '' ran as if not given (exit 0, no
+    record, no chart, the bundled profiles); decode's --profile '' said " is not a profile
+    JSON file ([Errno 21] Is a directory: '')". --trace '' was already "trace path is empty"."""
+    assert said in refused(capsys, *argv)
+
+
+def test_a_csv_header_that_names_a_column_twice_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A second 'value' (or 'prompt_tokens') column won silently: csv.DictReader keeps the
+    last cell of a name, so a trace of 100-token prompts was simulated at 50,000."""
+    lines = MEASUREMENTS.read_text("utf-8").splitlines()
+    rows = tmp_path / "rows.csv"
+    rows.write_text("\n".join([lines[0] + ", Value"] + [f"{line},7" for line in lines[1:3]])
+                    + "\n", "utf-8")
+    assert "names the column 'value' twice" in refused(capsys, "validate", str(rows))
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens,prompt_tokens\n0,100,10,50000\n",
+                     "utf-8")
+    assert "names the column 'prompt_tokens' twice" in refused(
+        capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace))

@@ -430,3 +430,17 @@ def test_tensorrt_llms_attention_dp_is_refused_alike_in_every_spelling(
     answer(capsys, *moe, "--tp_size", "8", "--ep_size", "8")
     answer(capsys, "fit", "deepseek-r1", "--gpu", "h200", "--engine", "vllm",
            "--max-model-len", "8192", "--data-parallel-size", "8", "--enable-expert-parallel")
+
+
+@pytest.mark.parametrize("text", [
+    'a: "x", ' + '"b": 1, ' * 400 + "\n",  # a one-line JSON object given as --config
+    "a: [1]" + " 2" * 400 + "\n",
+    "a: 0x" + "1" * 900 + "\n",
+    "a: {" + "k" * 900 + ": 1, " + "k" * 900 + ": 2}\n",
+])
+def test_a_yaml_error_echoes_the_text_it_names_cut_short(text: str) -> None:
+    """A JSON record given as --config echoed 2,300 characters of itself in 'text after a
+    quoted string: ...': a value echoed in an error is cut (errors.shorten)."""
+    with pytest.raises(InputError) as caught:
+        parse_yaml(text, "f.yaml")
+    assert len(str(caught.value)) < 300 and "chars)" in str(caught.value), str(caught.value)

@@ -227,6 +227,13 @@ BASE = load_data("models/meta-llama--Llama-3.1-8B.json")
                                   "bnb_4bit_quant_storage": "float16"}}, "uint8 only"),
         ({"layer_types": ["full_attention", "weird"]}, "unknown layer type"),
         ({"torch_dtype": "float99"}, "not a dtype a checkpoint is stored in"),
+        # a falsy torch_dtype of the wrong type was read as absent: bf16, silently
+        ({"torch_dtype": 0}, "torch_dtype 0 is not a dtype a checkpoint is stored in"),
+        ({"torch_dtype": []}, r"torch_dtype \[\] is not a dtype"),
+        ({"torch_dtype": {}}, r"torch_dtype \{\} is not a dtype"),
+        ({"torch_dtype": ""}, "torch_dtype '' is not a dtype"),
+        ({"torch_dtype": False}, "torch_dtype False is not a dtype"),
+        ({"torch_dtype": None, "dtype": 0}, "torch_dtype 0 is not a dtype"),
         ({"hidden_size": 10**400}, "at most 2,147,483,647"),
         ({"quantization_config": {"quant_method": "gptq", "bits": 0}}, "0-bit"),
         ({"quantization_config": {"quant_method": "awq", "bits": "4"}},

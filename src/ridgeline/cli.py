@@ -48,7 +48,7 @@ def _output(p: argparse.ArgumentParser, plot: bool = False) -> None:
     p.add_argument("--explain", action="store_true",
                    help="show each formula with its inputs and their sources")
     if plot:
-        p.add_argument("--plot", metavar="FILE",
+        p.add_argument("--plot", metavar="FILE", type=_not_empty("plot path"),
                        help="also draw it: .png/.svg (needs ridgeline[plot]) or .html")
 
 
@@ -67,7 +67,8 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
                    help="catalog id or name (h100, 'NVIDIA H100 80GB HBM3')" +
                    ("" if required else "; optional") +
                    ("; several, comma-separated, side by side" if several else ""))
-    g.add_argument("--gpu-file", metavar="FILE", help="an accelerator record in JSON")
+    g.add_argument("--gpu-file", metavar="FILE", type=_not_empty("accelerator file path"),
+                   help="an accelerator record in JSON")
     g.add_argument("--peak-tflops", type=_positive_float("peak TFLOP/s"),
                    help="custom accelerator: dense peak TFLOP/s, read as its bf16 (16-bit) "
                    "matmul rate (with --bandwidth-gbs)")
@@ -162,7 +163,8 @@ def _pipeline(p: Any) -> None:  # a parser or an argument group
 def _engine(p: argparse.ArgumentParser) -> None:
     engine_flag(p, f"engine whose calibrated profile gives the expectation ({ENGINE_DEFAULT}): "
                 f"{ENGINE_NAMES}")
-    p.add_argument("--profile", metavar="FILE", help="profiles from `ridgeline calibrate`")
+    p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
+                   help="profiles from `ridgeline calibrate`")
     _split_mode(p)
     p.add_argument("--flash-attn", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off costs the "

@@ -58,7 +58,8 @@ def register(sub: Any) -> None:
                    "whole catalog)")
     p.add_argument("--gpu", metavar="NAME", type=_not_empty("accelerator name"),
                    help="the same as NAME")
-    p.add_argument("--gpu-file", metavar="FILE", help="show a record from a JSON file")
+    p.add_argument("--gpu-file", metavar="FILE", type=_not_empty("accelerator file path"),
+                   help="show a record from a JSON file")
     _output(p)
     p.set_defaults(handler=cmd_hardware)
 

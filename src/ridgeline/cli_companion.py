@@ -463,7 +463,7 @@ def add_companion_commands(
                    help="with --model: the engine whose calibrated profile prices the step "
                    "(default vllm; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the "
                    "AMD GPUs vLLM leaves out)")
-    p.add_argument("--profile", metavar="FILE",
+    p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="with --model: profiles from `ridgeline calibrate`")
     p.add_argument("--batch", type=_how_many("batch", MAX_BATCH),
                    help="with --model: sequences in the decode step whose shares are taken "

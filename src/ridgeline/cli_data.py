@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ridgeline.cli import _output
-from ridgeline.cli_types import _engine_name, _typed
+from ridgeline.cli_types import _engine_name, _not_empty, _typed
 from ridgeline.errors import InputError, shorten_path
 
 # fewer rows than this for an engine: its in-sample figures say little about new rows (a
@@ -258,13 +258,15 @@ def _measurement_files(p: argparse.ArgumentParser, together: str) -> None:
     p.add_argument("file", metavar="FILE", nargs="+",
                    help=f"CSVs in the format of validation/README.md ({together} together)")
     p.add_argument("--gpu-file", action="append", metavar="FILE",
+                   type=_not_empty("accelerator file path"),
                    help="accelerator records the rows refer to (e.g. from `measure`)")
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("validate", help="predict every row of measurements CSVs, with errors")
     _measurement_files(p, "scored")
-    p.add_argument("--profile", metavar="FILE", help="engine profiles from `ridgeline calibrate`")
+    p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
+                   help="engine profiles from `ridgeline calibrate`")
     p.add_argument("--summary", action="store_true",
                    help="only the error tables (--json: the rows without a prediction, and "
                    "how many scored rows it leaves out)")

@@ -13,6 +13,7 @@ from ridgeline.cli_types import (
     _engine_name,
     _kv_name,
     _name_list,
+    _not_empty,
     _typed,
     _weight_name,
 )
@@ -129,7 +130,7 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
                    help="the engine whose calibrated expectation and pool the page draws "
                    "(default vllm)")
-    p.add_argument("--profile", metavar="FILE",
+    p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="engine profiles from `ridgeline calibrate` (default: the bundled ones)")
     p.add_argument("-o", "--output",
                    help=f"the HTML file to write (default {DEFAULT_OUTPUT}; with --json none "

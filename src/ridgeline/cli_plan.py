@@ -158,7 +158,7 @@ def register(sub: Any) -> None:
     p.add_argument("--engine-version", metavar="V", type=release_text,
                    help="that engine's version whose memory accounting sizes the pools (vLLM, "
                    "SGLang; default: newest)")
-    p.add_argument("--profile", metavar="FILE",
+    p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="the engine's profile from `ridgeline calibrate` (default: the bundled "
                    "one) that times each candidate's steps")
     p.add_argument("--no-dp", "--no-data-parallel", dest="no_dp", action="store_true",

@@ -83,11 +83,13 @@ class _SpecReader(ConfigFields):
         attention = self._attention(hidden) if needs_attention else None
         moe = self._moe() if MOE in ffns else None
         dense = self._dense_mlp(hidden) if "dense" in ffns else None
-        dtype_raw = self.c.get("torch_dtype") or self.c.get("dtype") or "bfloat16"
-        if str(dtype_raw).removeprefix("torch.") not in _DTYPES:
-            raise InputError(f"{self.name}: torch_dtype {dtype_raw!r} is not a dtype a checkpoint "
-                             f"is stored in ({', '.join(sorted(set(_DTYPES)))})")
-        dtype_raw = str(dtype_raw).removeprefix("torch.")
+        # null is absent; 0, "", [] or {} is no dtype, not bf16 (``or`` took them for absent)
+        dtype_raw = next((self.c[k] for k in ("torch_dtype", "dtype")
+                          if self.c.get(k) is not None), "bfloat16")
+        if not isinstance(dtype_raw, str) or dtype_raw.removeprefix("torch.") not in _DTYPES:
+            raise InputError(f"{self.name}: torch_dtype {shorten(repr(dtype_raw))} is not a dtype "
+                             f"a checkpoint is stored in ({', '.join(sorted(set(_DTYPES)))})")
+        dtype_raw = dtype_raw.removeprefix("torch.")
         dtype = _DTYPES[dtype_raw]
         cache_named = self.c.get("mamba_ssm_cache_dtype")
         state_named = cache_named or self.c.get("mamba_ssm_dtype")

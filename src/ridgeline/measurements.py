@@ -16,7 +16,7 @@ from typing import Any
 from ridgeline.engines import engine_id, llamacpp_build, names_plain_llamacpp
 from ridgeline.errors import InputError, shorten
 from ridgeline.offload import HostOffload
-from ridgeline.userfiles import read_text
+from ridgeline.userfiles import read_text, refuse_a_column_twice
 
 COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
            "input_len", "output_len", "context_len", "metric", "value", "unit", "engine",
@@ -274,11 +274,11 @@ def parse_row(raw: dict[str, str]) -> Measurement:
 
 def _rows(reader: csv.DictReader[str], path: str | Path) -> Iterator[dict[str, str]]:
     """A CSV's rows, a line the csv module cannot read (a field past 131,072 characters)
-    refused naming it."""
+    refused naming it: the line after the last it read whole."""
     try:
         yield from reader
     except csv.Error as exc:
-        raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
+        raise InputError(f"{path}, line {reader.line_num + 1}: {exc}") from None
 
 
 def _cells(raw: dict[Any, Any]) -> int:
@@ -313,8 +313,13 @@ def read_measurements(path: str | Path) -> ReadResult:
         raise InputError(f"{path} is empty: a measurements CSV starts with its header "
                          f"({', '.join(COLUMNS[:3])}, …; validation/README.md)")
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    if reader.fieldnames:  # ' Metric' or 'METRIC' is the column it names
-        reader.fieldnames = [name.strip().lower() for name in reader.fieldnames]
+    try:  # the header is a line too: one field past the csv module's limit was an internal error
+        header = reader.fieldnames
+    except csv.Error as exc:
+        raise InputError(f"{path}, line 1: {exc}") from None
+    if header:  # ' Metric' or 'METRIC' is the column it names
+        reader.fieldnames = [name.strip().lower() for name in header]
+        refuse_a_column_twice(reader.fieldnames, path)
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c != "notes"]
     if missing:
         raise InputError(f"{path} is not a measurements CSV: missing columns {', '.join(missing)}")

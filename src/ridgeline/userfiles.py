@@ -6,9 +6,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
-from ridgeline.errors import InputError, shorten_path
+from ridgeline.errors import InputError, shorten, shorten_path
 
 MAX_USER_FILE_BYTES = 256 * 2**20  # past any config, trace, measurements CSV or saved scrape
 
@@ -36,3 +37,15 @@ def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> by
 def read_text(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> str:
     """read_bounded, as UTF-8 (a leading BOM dropped); UnicodeDecodeError as read_text raises."""
     return read_bounded(path, limit_bytes).decode("utf-8-sig")
+
+
+def refuse_a_column_twice(names: Iterable[str], path: str | Path) -> None:
+    """A CSV header that names a column twice (``names`` as the reader matches them): csv's
+    DictReader keeps the last one's cells and drops the first's without a word, so the file's
+    numbers would be read from a column picked by position. Unnamed columns are not names."""
+    seen: set[str] = set()
+    for name in names:
+        if name and name in seen:
+            raise InputError(f"{shorten_path(path)}: the header names the column "
+                             f"{shorten(name)!r} twice; which of the two holds its values?")
+        seen.add(name)

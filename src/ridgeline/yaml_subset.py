@@ -63,7 +63,7 @@ class _Reader:
                 raise self.fail(line.number, "a list item where a key was expected")
             key, rest = self.split_key(line)
             if key in out:
-                raise self.fail(line.number, f"key {key!r} given twice")
+                raise self.fail(line.number, f"key {shorten(key)!r} given twice")
             self.at += 1
             if rest:
                 out[key] = self.inline(rest, line.number)
@@ -98,7 +98,7 @@ class _Reader:
         raw, rest = line.text[:colon].strip(), line.text[colon + 1:].strip()
         key = self.scalar(raw, line.number) if raw[:1] in ("'", '"') else raw
         if not isinstance(key, str) or not key or key[0] in _REFUSED_STARTS:
-            raise self.fail(line.number, f"key {raw!r} is not a plain name")
+            raise self.fail(line.number, f"key {shorten(raw)!r} is not a plain name")
         return key, rest
 
     def inline(self, text: str, number: int) -> Any:
@@ -106,7 +106,8 @@ class _Reader:
         if text[0] in "{[":
             value, end = _Flow(self, text, number).value(0)
             if text[end:].strip():
-                raise self.fail(number, f"text after the closing bracket: {text[end:].strip()!r}")
+                raise self.fail(number, f"text after the closing bracket: "
+                                 f"{shorten(text[end:].strip())!r}")
             return value
         return self.scalar(text, number)
 
@@ -119,24 +120,25 @@ class _Reader:
             if value is None:
                 raise self.fail(number, f"a quoted string that does not close: {shorten(text)}")
             if text[end:].strip():
-                raise self.fail(number, f"text after a quoted string: {text[end:].strip()!r}")
+                raise self.fail(number, f"text after a quoted string: "
+                                 f"{shorten(text[end:].strip())!r}")
             return value
         if text in _NULLS:
             return None
         if text in _TRUE or text in _FALSE:
             return text in _TRUE
         if text.lower() in _YAML11_BOOLS:
-            raise self.fail(number, f"{text!r} is a boolean to YAML 1.1 and a word to YAML "
-                            "1.2: write true or false, or quote it")
+            raise self.fail(number, f"{shorten(text)!r} is a boolean to YAML 1.1 and a word to "
+                            "YAML 1.2: write true or false, or quote it")
         if _INT.fullmatch(text):
             return int(text)
         if re.fullmatch(r"[-+]?(0[0-9xXoObB][0-9a-fA-F_]*|[0-9][0-9_]*_[0-9_.]*)", text):
-            raise self.fail(number, f"{text!r}: write the number in decimal, without a "
+            raise self.fail(number, f"{shorten(text)!r}: write the number in decimal, without a "
                             "leading zero or underscores")
         if _FLOAT.fullmatch(text):
             return float(text)
         if text[:1] in "{[]},":
-            raise self.fail(number, f"{text!r} starts with a YAML bracket: quote it")
+            raise self.fail(number, f"{shorten(text)!r} starts with a YAML bracket: quote it")
         return text
 
 
@@ -188,8 +190,9 @@ class _Flow:
                     raise self.reader.fail(self.number, "a flow mapping entry without 'key: "
                                            "value'")
                 if not isinstance(item, str) or item in pairs:
-                    raise self.reader.fail(self.number, f"flow mapping key {item!r} is not a "
-                                           "name, or is given twice")
+                    raise self.reader.fail(self.number, f"flow mapping key "
+                                           f"{shorten(repr(item))} is not a name, or is "
+                                           "given twice")
                 value, at = self.value(at + 1)
                 pairs[item] = value
                 at = self.skip(at)

@@ -28,7 +28,7 @@ from pathlib import Path
 from ridgeline.errors import InputError, shorten
 from ridgeline.sim.request import Request
 from ridgeline.units import parse_count
-from ridgeline.userfiles import read_text
+from ridgeline.userfiles import read_text, refuse_a_column_twice
 
 Sampler = Callable[[random.Random], int]
 
@@ -311,8 +311,10 @@ def read_trace(path: str) -> list[Request]:
         reader = csv.DictReader(text.splitlines())
         try:
             rows = [(reader.line_num, row) for row in reader]
-        except csv.Error as exc:  # a field past the csv module's 131,072 characters
-            raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
+        except csv.Error as exc:  # a field past the csv module's 131,072 characters, on
+            # the line after the last it read whole (the header's: line 1, not 0)
+            raise InputError(f"{path}, line {reader.line_num + 1}: {exc}") from None
+        refuse_a_column_twice((name.strip() for name in reader.fieldnames or ()), path)
     header = getattr(reader, "fieldnames", None) if file.suffix not in (".json", ".jsonl") \
         else None
     if not rows and header:  # a header alone: name the columns it lacks, else the rows
