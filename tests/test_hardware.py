@@ -329,3 +329,15 @@ def test_peaks_halved_from_sparse_figures_cite_how_they_were_had() -> None:
         source = acc.source_of("peak_flops")
         assert source != acc.source, acc.id
         assert "÷ 2" in source or "dense" in source, acc.id
+
+
+def test_the_catalog_shows_a_price_as_plan_bills_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """plan bills 4 L4s at 4 x $0.8048 = $3.22/h; a catalog showing $0.80 made that $3.20."""
+    from ridgeline.cli import main
+
+    assert main(["hardware", "l40s"]) == 0
+    assert "price        $1.861 per device-hour" in capsys.readouterr().out
+    assert main(["hardware"]) == 0
+    l4_row = next(line for line in capsys.readouterr().out.splitlines()
+                  if line.startswith("l4 "))
+    assert l4_row.rstrip().endswith("$0.8048")

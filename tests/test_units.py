@@ -38,6 +38,16 @@ def test_usd_per_million_tokens_is_the_hourly_price_over_an_hours_tokens() -> No
     assert usd_per_million_tokens(2.99, 0) is None
 
 
+def test_a_price_per_hour_keeps_the_digits_it_carries_and_at_least_cents() -> None:
+    from ridgeline.units import fmt_usd_per_hour
+
+    assert fmt_usd_per_hour(2.99) == "$2.99"
+    assert fmt_usd_per_hour(1.861) == "$1.861"  # not $1.86: 19 of them bill $35.36
+    assert fmt_usd_per_hour(0.8048) == "$0.8048"
+    assert fmt_usd_per_hour(6) == "$6.00"
+    assert fmt_usd_per_hour(1234.5) == "$1,234.50"
+
+
 def test_decimal_bytes_take_the_unit_that_keeps_them_short() -> None:
     from ridgeline.units import fmt_decimal_bytes
 

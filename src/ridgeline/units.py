@@ -151,6 +151,13 @@ def usd_per_million_tokens(usd_per_hour: float | None, tok_s: float) -> float | 
     return usd_per_hour / (tok_s * 3600) * 1e6
 
 
+def fmt_usd_per_hour(usd_per_hour: float) -> str:
+    """A price per device-hour to the digits it carries, at least cents: $2.99, and the
+    catalog's $1.861 (not $1.86, so 19 GPUs show the $35.36 plan bills, not $35.34)."""
+    whole, _, cents = f"{usd_per_hour:,.4f}".rstrip("0").partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
+
+
 def plural(n: float, word: str) -> str:
     """The word for ``n`` of it: 1 token, 2 tokens."""
     return word if n == 1 else f"{word}s"

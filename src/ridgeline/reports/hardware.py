@@ -9,7 +9,7 @@ from ridgeline.explain import Step
 from ridgeline.hardware import JSON_SPELLINGS, Accelerator, catalog
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, ridge_step
-from ridgeline.units import GIB
+from ridgeline.units import GIB, fmt_usd_per_hour
 
 
 def _main_dtype(acc: Accelerator) -> str:
@@ -57,7 +57,7 @@ class HardwareList:
                 f"{fp8 / 1e12:,.0f}" if fp8 else "-",
                 f"{a.bandwidth_tb_s:.3g}", f"{a.memory_size:g} {a.memory_unit}",
                 f"{ridge_point(a.peak(dtype), a.memory_bandwidth_bytes_per_s):.0f}",
-                f"${a.price_per_hour_usd:.2f}" if a.price_per_hour_usd else "-",
+                fmt_usd_per_hour(a.price_per_hour_usd) if a.price_per_hour_usd else "-",
             ])
         header = ["id", "dense TFLOP/s", "fp8", "TB/s", "memory", "ridge FLOP/byte", "$/h"]
         return [*table(rows, header), "",
@@ -90,8 +90,8 @@ class HardwareRecord:
                 if a.link_bytes_per_s else "bandwidth not recorded"
             lines.append(f"  link         {a.link_kind}, {per_dir}")
         if a.price_per_hour_usd:
-            lines.append(f"  price        ${a.price_per_hour_usd:.2f} per device-hour (a typical "
-                         "on-demand figure; see notes)")
+            lines.append(f"  price        {fmt_usd_per_hour(a.price_per_hour_usd)} per device-hour "
+                         "(a typical on-demand figure; see notes)")
         if a.aliases:
             lines.append(f"  aliases      {', '.join(a.aliases)}")
         if a.notes:
