@@ -419,7 +419,7 @@ def graph_mode(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEA
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     ungraphed, priced = graph_mode(dep, shape, profile)
-    terms = step_terms(dep, priced)
+    terms = _remembered_terms(dep, priced)
     rate = StepRates(dep, profile, experts_prompt(shape))
     total = sum(count * rate.op_time_s(name, flops, nbytes, _columns(terms, name))
                 for name, flops, nbytes, count in terms.work)
@@ -491,14 +491,27 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: StepRates, share: float |
     return ops
 
 
+# A fit prices each row's steps under thousands of trial profiles (calibrate): a step's
+# shape and its terms depend on the deployment and the batch alone, so they are remembered
+# apart from the profile, and only the rates and the overhead are priced again.
+@lru_cache(maxsize=4096)
+def _remembered_shape(dep: Deployment, batch: tuple[Seq, ...]) -> BatchShape:
+    return batch_shape(dep, batch)
+
+
+@lru_cache(maxsize=16384)
+def _remembered_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
+    return step_terms(dep, shape)
+
+
 @lru_cache(maxsize=65536)
-def _cached_time(dep: Deployment, batch: tuple[Seq, ...], profile: EngineProfile) -> float:
-    return shape_time_s(dep, batch_shape(dep, batch), profile)
+def _cached_time(dep: Deployment, shape: BatchShape, profile: EngineProfile) -> float:
+    return shape_time_s(dep, shape, profile)
 
 
 def step_time_s(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> float:
     """step_cost(...).time_s without building the per-operator breakdown (the fit's inner loop)."""
-    return _cached_time(dep, tuple(batch), profile)
+    return _cached_time(dep, _remembered_shape(dep, tuple(batch)), profile)
 
 
 # the weight category each weight matmul multiplies by (the LM head: the embedding when tied)
@@ -547,17 +560,15 @@ class StepRates:
 
     def __init__(self, dep: Deployment, profile: EngineProfile, prompt: bool = False) -> None:
         acc = dep.accelerator
-        self.flops_per_s = dep.peak_at(dep.compute_dtype) * profile.compute_for(acc)
+        peak, slowdowns, kquant = _deployment_rates(dep)
+        self.flops_per_s = peak * profile.compute_for(acc)
         if dep.dequantizes:
             self.flops_per_s *= profile.dequant_compute
         self.bytes_per_s = acc.memory_bandwidth_bytes_per_s * profile.bandwidth_for(acc)
-        slowdowns = {op: op_slowdown(dep, op) for op in (
-            *OP_CATEGORIES, "lm head", "attention", *((LORA_OP,) if dep.lora else ()))}
-        self.op_flops_per_s = {op: self.flops_per_s / factor
-                               for op, factor in slowdowns.items() if factor != 1.0}
+        self.op_flops_per_s = {op: self.flops_per_s / factor for op, factor in slowdowns}
         unpack = profile.kquant_ops_per_weight
         self.unpack_s_per_weight = {op: unpack / dep.peak_at("fp16")
-                                    for op in kquant_ops(dep)} if unpack else {}
+                                    for op in kquant} if unpack else {}
         self.moe = dep.model.moe
         self.expert_tile = profile.expert_tile_tokens if self.moe is not None else 0.0
         self.expert_slowdown = moe_prompt_expert_slowdown(profile.engine) \
@@ -587,6 +598,17 @@ class StepRates:
         """Per-rank work (the caller has already divided by the TP degree): the longer of its
         arithmetic and its memory traffic. columns: the tokens (the LM head: the rows)."""
         return max(self.compute_s(op, flops, columns), nbytes / self.bytes_per_s)
+
+
+@lru_cache(maxsize=256)
+def _deployment_rates(dep: Deployment) -> tuple[float, tuple[tuple[str, float], ...],
+                                                tuple[str, ...]]:
+    """What StepRates takes from the deployment alone, whatever the profile: the peak at the
+    step's compute dtype, (operator, slowdown) for each operator whose matmuls run at another
+    rate (op_slowdown), and the K-quant weight matmuls (kquant_ops)."""
+    ops = (*OP_CATEGORIES, "lm head", "attention", *((LORA_OP,) if dep.lora else ()))
+    slowdowns = tuple((op, factor) for op in ops if (factor := op_slowdown(dep, op)) != 1.0)
+    return dep.peak_at(dep.compute_dtype), slowdowns, kquant_ops(dep)
 
 
 @lru_cache(maxsize=4096)

@@ -434,6 +434,7 @@ def llamacpp_build(name: str, vendor: str) -> str:
                     if names_plain_llamacpp(part) else part.strip() for part in name.split(","))
 
 
+@lru_cache(maxsize=256)  # a fit names each row's engine under every trial profile
 def engine_id(name: str) -> str:
     key = normalise(name)
     key = _ALIASES.get(key, key)

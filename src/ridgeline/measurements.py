@@ -10,6 +10,7 @@ import io
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,16 @@ _MEMORY_UNIT = r"(?:GiB|GB|MiB|MB)\b"
 MIB_PER_GIB = 1024
 
 
+@lru_cache(maxsize=16384)
+def _setting_in(notes: str, name: str) -> str | None:
+    """Measurement.setting of notes ``notes``, remembered: a fit reads each row's settings
+    again under every trial profile."""
+    spelled = re.escape(name).replace("_", "[_ -]")
+    match = re.search(rf"(?<![a-z0-9_]){spelled}['\"]?\s*[=:]?\s*"
+                      rf"({_NUMBER}(?:\s*{_MEMORY_UNIT})?)", notes, re.IGNORECASE)
+    return match.group(1) if match else None
+
+
 @dataclass(frozen=True)
 class Measurement:
     id: str
@@ -68,10 +79,7 @@ class Measurement:
         """A value from the notes' engine settings, e.g. setting('gpu_memory_utilization'),
         written as the notes have it: 'gpu_memory_utilization 0.7', the flag
         '--gpu-memory-utilization 0.7', or vLLM's log "{'gpu_memory_utilization': 0.7}"."""
-        spelled = re.escape(name).replace("_", "[_ -]")
-        match = re.search(rf"(?<![a-z0-9_]){spelled}['\"]?\s*[=:]?\s*"
-                          rf"({_NUMBER}(?:\s*{_MEMORY_UNIT})?)", self.notes, re.IGNORECASE)
-        return match.group(1) if match else None
+        return _setting_in(self.notes, name)
 
     def setting_number(self, *names: str) -> float | None:
         """The first of ``names`` the notes give a number for ('max_num_seqs default' gives

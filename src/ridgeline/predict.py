@@ -215,7 +215,12 @@ def eager_switch_note(engine: str) -> str:
 
 def ran_eager(row: Measurement) -> bool:
     """Whether the row's engine ran without CUDA graphs (notes: 'enforce_eager=true')."""
-    return re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", row.notes, re.I) is not None
+    return _notes_say_eager(row.notes)
+
+
+@lru_cache(maxsize=4096)
+def _notes_say_eager(notes: str) -> bool:
+    return re.search(r"enforce_eager\s*[=:]?\s*(yes|true)", notes, re.I) is not None
 
 
 def harness_moe(engine: str, model: ModelSpec) -> bool:
