@@ -69,6 +69,7 @@ def test_an_impossible_slo_is_answered_with_the_closest_miss() -> None:
     assert capped.closest_miss.startswith("2 x h100-sxm")
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_plan_no_deployment_meets_exits_1_after_printing_its_answer(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The answer is no, which is not bad input (2): exit 1, the report (or --json) printed."""
@@ -707,6 +708,7 @@ def test_a_plan_met_only_by_unpriced_cards_says_no_priced_deployment(
     assert "NO PRICED DEPLOYMENT within the limits" in out and "feasible but unpriced" in out
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_an_unpriced_answer_lists_its_single_pools_before_the_splits_and_names_them(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Gaudi 3 has no catalog price: one card meets the SLO alone, and 1P1D pools of two
@@ -1023,6 +1025,7 @@ def _slow_profile(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_plan_and_page_take_a_calibrated_profile(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`calibrate` exists to size deployments: plan times its candidates with the user's

@@ -62,6 +62,7 @@ from ridgeline.quantization_gates import deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
 from ridgeline.search_space import data_parallel_space, search_space
 from ridgeline.serving_load import Load, Slo
+from ridgeline.sim.timer import SharedTimers
 from ridgeline.stages import micro_batch
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
@@ -179,7 +180,17 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     sized by ``engine``'s memory rules (vLLM, SGLang or TensorRT-LLM) at ``engine_version``
     (default: the newest modelled), its steps timed by ``profile`` (default: the engine's
     bundled one; `calibrate` writes a user's). ``data_parallel``: a MoE's data-parallel
-    attention layouts searched too (``data_parallel_space``)."""
+    attention layouts searched too (``data_parallel_space``). Its simulations share their
+    step timers (``SharedTimers``)."""
+    with SharedTimers():
+        return _plan(model, load, slo, gpus, max_gpus, prices, workers, verify, executor,
+                     engine_version, engine, profile, data_parallel)
+
+
+def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
+          prices: dict[str, float] | None, workers: int, verify: int, executor: str,
+          engine_version: str | None, engine: str, profile: EngineProfile | None,
+          data_parallel: bool) -> PlanResult:
     profile = profile or profile_for(engine)
     if load.rate_req_s <= 0:
         raise InputError("the request rate must be positive")

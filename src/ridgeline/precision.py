@@ -104,7 +104,10 @@ def kv_dtypes() -> dict[str, KVDtype]:
     }
 
 
-def _table(section: str) -> dict[str, str]:
+@lru_cache(maxsize=4)
+def _table(section: str) -> Mapping[str, str]:
+    """{normalised name or alias: id} of one section of formats.json, built once (every
+    deployment the planner builds names its weight format and cache dtype)."""
     table: dict[str, str] = {}
     for row in load_data("formats.json")[section]:
         for alias in (row["id"], *row.get("aliases", ())):

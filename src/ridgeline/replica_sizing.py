@@ -186,6 +186,18 @@ class ChunkedPrefill:
 
 
 @lru_cache(maxsize=64)
+def drawn_lengths(load: Load) -> tuple[float, tuple[int, ...], tuple[int, ...]]:
+    """What ``size_replica`` reads of the load's drawn requests, the same for every candidate:
+    the prompts' squared coefficient of variation, the outputs sorted, and the prompts'
+    PROMPT_QUANTILES slice means (``length_quantiles``)."""
+    drawn = load.samples()
+    mean_in = load.means()[0]
+    cv2 = sum((p - mean_in) ** 2 for p, _ in drawn) / len(drawn) / mean_in ** 2
+    return (cv2, tuple(sorted(o for _, o in drawn)),
+            tuple(length_quantiles([p for p, _ in drawn], PROMPT_QUANTILES)))
+
+
+@lru_cache(maxsize=64)
 def length_groups(load: Load) -> tuple[tuple[float, int], ...]:
     """The load's drawn prompt lengths in LENGTH_GROUPS equal-width groups from the shortest
     to the longest, each non-empty one's (mean length, prompts): every prompt at about its
@@ -249,10 +261,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     batch counted in sequences of the load's mean length. Data-parallel attention's ranks
     are sized as lanes, each its own pool's share, seats and token budget, every step priced
     with each rank running the same batch (``every_rank``)."""
-    drawn = load.samples()
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
-    cv2 = sum((p - mean_in) ** 2 for p, _ in drawn) / len(drawn) / mean_in ** 2
+    cv2, outs, quantiles = drawn_lengths(load)
     settings = EngineSettings(max_num_seqs=max_num_seqs,
                               max_num_batched_tokens=max_num_batched_tokens,
                               engine_version=engine_version)
@@ -278,8 +289,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     # the load's prompts in slices of their lengths, each slice's prefill, for the decodes'
     # share: a prompt's attention grows with its square, so the mean prefill outruns the
     # mean prompt's
-    services = [step_s([Seq(length, 0)]) for length in
-                length_quantiles([p for p, _ in drawn], PROMPT_QUANTILES)]
+    services = [step_s([Seq(length, 0)]) for length in quantiles]
     # mean prefill ÷ mean prompt's (on every rank alike: ``step_s``)
     prefill_ratio = sum(services) / len(services) / (
         step_s([Seq(isl, 0)]) if dep.data_parallel_size > 1 else ttft_floor)
@@ -296,7 +306,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     # B·(1 + in/out) ≤ budget, one request at least
     cap = min(cap, max(1, budget * osl // (isl + osl)))
     z = NormalDist().inv_cdf(slo.percentile / 100)
-    outs = sorted(o for _, o in drawn)  # the output at the SLO's far end: p10 for a p90 SLO
+    # the output at the SLO's far end: p10 for a p90 SLO (``outs``: sorted)
     short = max(1, outs[int((1 - slo.percentile / 100) * (len(outs) - 1))])
 
     alone = dep.engine == "sglang"  # prompt steps run alone, the decodes waiting

@@ -83,9 +83,8 @@ class Load:
         return list(_samples(self))
 
     def means(self) -> tuple[float, float]:
-        drawn = self.samples()
-        n = len(drawn)
-        return sum(p for p, _ in drawn) / n, sum(o for _, o in drawn) / n
+        """The mean prompt and output of the requests ``samples`` gives."""
+        return _means(self)
 
     def refused_share(self, max_model_len: int | None) -> float:
         """The share of the load's requests longer than ``max_model_len`` tokens (prompt and
@@ -238,6 +237,14 @@ def _totals(load: Load) -> tuple[int, ...]:
     draw_in, draw_out = length_sampler(load.input_len, "input"), length_sampler(
         load.output_len, "output")
     return tuple(sorted(draw_in(rng) + draw_out(rng) for _ in range(TAIL_DRAWS)))
+
+
+@lru_cache(maxsize=32)
+def _means(load: Load) -> tuple[float, float]:
+    """Load.means, summed once per load (the planner asks for them per candidate)."""
+    drawn = _samples(load)
+    n = len(drawn)
+    return sum(p for p, _ in drawn) / n, sum(o for _, o in drawn) / n
 
 
 @lru_cache(maxsize=32)

@@ -47,7 +47,7 @@ from ridgeline.sim.request import Request
 from ridgeline.sim.run import Run
 from ridgeline.sim.scheduler import Scheduled
 from ridgeline.sim.simulator import Simulator
-from ridgeline.sim.timer import StepTimer
+from ridgeline.sim.timer import step_timer
 
 ROUND_ROBIN, LEAST_LOADED = "round robin", "least loaded"
 WAITING_WEIGHT = 4  # vLLM's score: waiting × 4 + running
@@ -117,7 +117,7 @@ class DataParallelSimulator:
         self.ranks = [Simulator(dep, profile, self.config)
                       for _ in range(dep.data_parallel_size)]
         self.scheduler = AllRanks(self.ranks)
-        self.timer = StepTimer(dep, profile)
+        self.timer = step_timer(dep, profile)
         self.method = dispatch_method(dep.engine)
         self.now_s = 0.0
         self.steps = 0

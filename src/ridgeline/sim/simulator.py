@@ -28,7 +28,7 @@ from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.run import Run
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
-from ridgeline.sim.timer import StepTimer, drafter_timer, split_ubatches
+from ridgeline.sim.timer import StepTimer, drafter_timer, split_ubatches, step_timer
 
 
 class Simulator:
@@ -67,7 +67,7 @@ class Simulator:
         # read a step late: its seat and blocks held (``retiring``) to the next step's end
         self.lagged = config.async_scheduling
         self.retiring: list[Request] = []
-        self.timer = StepTimer(dep, profile)
+        self.timer = step_timer(dep, profile)
         self.drafter = drafter_timer(dep, profile, self.timer)
         # llama.cpp: the stages a step's ubatches (one llama_decode call) overlap over, as
         # prefill prices them (llamacpp_batching.pipelined_s); 1 runs them in turn

@@ -248,13 +248,45 @@ class StepTimer:
         return self.time_s(shape_of(self.windows, decodes, lambda _: keys, chunks))
 
 
+# the timers one planning search's simulations share (``SharedTimers``), innermost last
+_SHARED: list[dict[tuple[Deployment, EngineProfile], StepTimer]] = []
+
+
+class SharedTimers:
+    """Within ``with SharedTimers():``, every simulator of one deployment and profile reads one
+    StepTimer (``step_timer``), its remembered context-free times computed once for them all:
+    a plan's checks simulate each candidate at several replica counts and draws, and a
+    data-parallel replica runs a simulator a rank. A StepTimer holds nothing but what
+    step_cost gives for its deployment and profile, so sharing it changes no time. Outside,
+    each simulator keeps its own (nothing outlives the search)."""
+
+    def __enter__(self) -> SharedTimers:
+        _SHARED.append({})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _SHARED.pop()
+
+
+def step_timer(dep: Deployment, profile: EngineProfile) -> StepTimer:
+    """The StepTimer of ``dep`` under ``profile``: the one the search shares
+    (``SharedTimers``), or a new one."""
+    if not _SHARED:
+        return StepTimer(dep, profile)
+    timers = _SHARED[-1]
+    timer = timers.get((dep, profile))
+    if timer is None:
+        timer = timers[(dep, profile)] = StepTimer(dep, profile)
+    return timer
+
+
 def drafter_timer(dep: Deployment, profile: EngineProfile, timer: StepTimer) -> StepTimer:
     """The timer a speculative drafter's passes are a share of: the target's (``timer``), less
     --cpu-offload-gb's host-link read, which an EAGLE head or draft model, its weights on the
     GPU, never makes."""
     if dep.cpu_offload is None:
         return timer
-    return StepTimer(replace(dep, cpu_offload=None), profile)
+    return step_timer(replace(dep, cpu_offload=None), profile)
 
 
 def split_ubatches(batch: list[Seq], size: int) -> list[list[Seq]]:
