@@ -20,7 +20,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.plan import plan
 from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
-from ridgeline.units import usd_per_million_tokens
+from ridgeline.units import share_of_requests, usd_per_million_tokens
 
 LLAMA_8B, LLAMA_70B = resolve_model("llama-3.1-8b"), resolve_model("llama-3.1-70b")
 
@@ -65,7 +65,8 @@ def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses(
     share = Load(0.3, "lognormal:8000,0.8", "200").refused_share(length)
     assert share > 0
     assert f"--max-model-len {length:,}: the longest its KV pool starts with" in out
-    assert f"it refuses {share:.2%} of this load's requests" in out
+    refused = share_of_requests(share, "this load's")
+    assert f"it refuses {refused} (those longer)" in out
 
 
 def test_a_shrunk_launch_that_refuses_nothing_says_so_without_calling_requests_misses(
@@ -374,3 +375,20 @@ def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
     assert held and data["held_splits"] == held
     listed = re.findall(r"^  (\d+P\d+D pools of .*?): \d+ GPUs", text, re.M)
     assert listed == [r["label"] for r in held]  # the text names the JSON's splits, all of them
+
+
+def test_a_tiny_share_longer_than_the_context_reads_as_one_in_so_many_requests(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A lognormal tail past llama-3.1-8b's 131,072 tokens: 3e-05 of the requests, which
+    printed as "3.0e-05 of the requests"; it reads "about 1 in 33,000 requests"."""
+    argv = ["llama-3.1-8b", "--rate", "2", "--input-len", "lognormal:2000,1", "--output-len",
+            "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--percentile", "99",
+            "--gpus", "h100-sxm"]
+    assert main(["plan", *argv, "--json", "--workers", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert 0 < data["refused_share"] < 1e-3
+    out = _run(capsys, *argv)
+    line = f"  {share_of_requests(data['refused_share'])} are longer than llama-3.1-8b's " \
+        f"{data['max_model_len']:,}-token context"
+    assert line in out
+    assert line.startswith("  about 1 in ")

@@ -313,8 +313,11 @@ def test_a_trtllm_replica_whose_pool_is_shorter_than_its_max_seq_len_says_it_tri
 
 def test_a_tail_share_of_refused_requests_is_not_printed_as_none() -> None:
     """A lognormal load's tail past the context is a few requests in a million: the winner's
-    line had printed it "0.0%" of the requests, beside "the engine refuses them"."""
-    from ridgeline.reports.plan import _share
+    line had printed it "0.0%" of the requests, beside "the engine refuses them", then
+    "3.0e-06"; it reads as one in so many (units.share_of_requests)."""
+    from ridgeline.units import share_of_requests
 
-    assert _share(3e-6) == "3.0e-06" and "0.0" not in _share(4.9e-5)
-    assert _share(0.25) == "25.00%" and _share(1e-4) == "0.01%"
+    for tail in (3e-6, 4.9e-5, 1e-4):
+        text = share_of_requests(tail)
+        assert "0.0" not in text and "e-0" not in text and text.startswith("about 1 in ")
+    assert share_of_requests(0.25).startswith("25.0%")

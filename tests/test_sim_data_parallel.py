@@ -194,6 +194,13 @@ def test_the_json_keeps_one_ranks_settings_and_adds_every_ranks(
         == whole.max_num_batched_tokens // 8
     assert sglang["settings"]["data_parallel"]["num_blocks_all_ranks"] \
         == 8 * sglang["settings"]["num_blocks"]
+    # SGLang's ranks together in its own words: tokens (its max_total_num_tokens), not blocks
+    code, text, _ = run_cli(capsys, "simulate", *SGLANG_DP8, "--rate", "4", "--num-requests",
+                            "40")
+    assert code == 0
+    all_tokens = sglang["settings"]["data_parallel"]["num_blocks_all_ranks"] \
+        * sglang["settings"]["block_size"]
+    assert f"the 8 ranks together: {all_tokens:,} tokens, max_running_requests" in text
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from ridgeline.errors import InputError
-from ridgeline.units import GIB, MAX_COUNT, ordinal, parse_bytes, parse_count, parse_count_list
+from ridgeline.units import (
+    GIB,
+    MAX_COUNT,
+    ordinal,
+    parse_bytes,
+    parse_count,
+    parse_count_list,
+    share_of_requests,
+)
 
 
 def test_lower_case_k_is_decimal_and_upper_case_is_binary_like_vllm() -> None:
@@ -135,3 +143,24 @@ def test_a_count_of_sequences_is_illustrated_with_counts_not_token_lengths(
     with pytest.raises(SystemExit):
         main(["decode", "llama-3.1-8b", "--gpu", "h100", "--context", "x"])
     assert "128K" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("share", [1e-5, 1.43e-5, 3e-6, 2.5e-4, 9.99e-4])
+def test_a_tiny_share_of_requests_reads_as_one_in_so_many(share: float) -> None:
+    text = share_of_requests(share)
+    assert text.startswith("about 1 in ") and text.endswith(" requests")
+    many = int(text.removeprefix("about 1 in ").removesuffix(" requests").replace(",", ""))
+    assert many == pytest.approx(1 / share, rel=0.05)  # two significant figures
+    assert "e-" not in text and "%" not in text
+    assert share_of_requests(share, "this load's") == \
+        f"about 1 in {many:,} of this load's requests"
+
+
+@pytest.mark.parametrize("share, digits", [(1e-3, 2), (0.0035, 2), (0.0123, 1), (0.25, 1)])
+def test_an_ordinary_share_of_requests_is_a_percentage_to_the_digits_that_tell(
+        share: float, digits: int) -> None:
+    text = share_of_requests(share)
+    percent, rest = text.split("% ", 1)
+    assert rest == "of the requests"
+    assert len(percent.split(".")[1]) == digits
+    assert float(percent) == pytest.approx(100 * share, abs=0.5 * 10 ** -digits)

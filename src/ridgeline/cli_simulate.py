@@ -60,6 +60,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.drafter_memory import vllm_draft_settings
+    from ridgeline.engine_versions import sized_version
     from ridgeline.engines import engine_id
     from ridgeline.memory import kv_pool
     from ridgeline.reports.simulate import SimulateReport
@@ -353,8 +354,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           cautions=cautions, percentile=args.percentile,
                           lanes=pp if split else 1, engine_config=config,
                           micro_batches=1 if split else pp,
-                          engine_version=settings.engine_version if pool.accounting is None
-                          else pool.accounting.version,
+                          engine_version=sized_version(engine, settings.engine_version)
+                          if pool.accounting is None else pool.accounting.version,
                           usage=settings.usage if engine == "vllm" else None,
                           model_runner=pool.runner or None, saturated_req_s=saturated,
                           dispatch=dispatched)

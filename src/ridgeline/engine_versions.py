@@ -49,6 +49,18 @@ def modelled_version(engine: str, version: str | None) -> str | None:
     return version
 
 
+def sized_version(engine: str, version: str | None) -> str | None:
+    """The release whose rules sized a pool, as --json names it: ``version`` where given,
+    else the one a run without --engine-version is priced as: vLLM's default_version (0.32),
+    SGLang's newest_checked (0.5.9, its newest default rule); None for TensorRT-LLM and
+    llama.cpp, whose defaults here span releases (engines.json ``version``)."""
+    if version is not None:
+        return version
+    if engine == "vllm":
+        return str(engine_defaults("vllm")["default_version"])
+    return str(sglang_data()["newest_checked"]) if engine == "sglang" else None
+
+
 def check_version_kind(engine: str, version: str) -> None:
     """llama.cpp takes a build (b9400), vLLM and SGLang a release (0.11), others neither: one
     line of the same shape for every engine, naming what was given and what the engine

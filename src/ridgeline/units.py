@@ -158,6 +158,18 @@ def fmt_usd_per_hour(usd_per_hour: float) -> str:
     return f"${whole}.{cents.ljust(2, '0')}"
 
 
+def share_of_requests(share: float, whose: str = "the") -> str:
+    """A share of the requests, worded to be read: a percentage to the digits that tell
+    (12.3% from 1% up, 0.35% below), and under 0.1 % as one in so many, the many to two
+    significant figures: 1.0e-05 → 'about 1 in 100,000 requests', 1.43e-05 of this load's →
+    'about 1 in 70,000 of this load's requests'."""
+    noun = f"{whose} requests"
+    if share >= 1e-3:
+        return f"{share:.1%} of {noun}" if share >= 0.01 else f"{share:.2%} of {noun}"
+    many = int(float(f"{1 / share:.2g}"))
+    return f"about 1 in {many:,} " + ("requests" if whose == "the" else f"of {noun}")
+
+
 def plural(n: float, word: str) -> str:
     """The word for ``n`` of it: 1 token, 2 tokens."""
     return word if n == 1 else f"{word}s"

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.capacity import context_refusal
 from ridgeline.cpu_offload import cpu_offload_json
+from ridgeline.engine_versions import sized_version
 from ridgeline.load_peak import load_peak_reason
 from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
@@ -122,8 +123,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                     "sampler_bytes": p.sampler_bytes,
                     # vLLM MRV2: a cold torch.compile, inside the activations
                     "compile_bytes": p.compile_bytes},
-        "engine_version": r.settings.engine_version if p.accounting is None
-        else p.accounting.version,
+        "engine_version": sized_version(p.engine, r.settings.engine_version)
+        if p.accounting is None else p.accounting.version,
         "model_runner": p.runner or None,  # vLLM: V0, V1 or MRV2 (Model Runner V2)
         # TensorRT-LLM: the backend that sized it; SGLang: its default rule's era
         "backend": (r.settings.backend or "pytorch") if p.engine == "trtllm" else None,

@@ -25,6 +25,16 @@ def per_gpu(p: KVPool) -> str:
     return "per GPU" + dies_added(p.runtime_devices)
 
 
+def sglang_pool_words(pages: int, page_size: int) -> str:
+    """SGLang's pool as its start-up log gives it: a token count, max_total_num_tokens (pages ×
+    page_size, rounded down to whole pages: model_runner.py init_memory_pool), in pages of
+    --page-size tokens (1 by default): '389,351 tokens (SGLang's max_total_num_tokens; page
+    size 1)'."""
+    pages_note = f": {pages:,} pages" if page_size > 1 else ""
+    return (f"{pages * page_size:,} tokens (SGLang's max_total_num_tokens; page size "
+            f"{page_size}{pages_note})")
+
+
 def is_llamacpp(p: KVPool) -> bool:
     return p.engine.startswith("llama.cpp")
 

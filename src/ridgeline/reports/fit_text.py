@@ -23,7 +23,13 @@ from ridgeline.reports.fit_state import (
     state_overrun,
     state_pool_note,
 )
-from ridgeline.reports.fit_terms import is_llamacpp, per_gpu, runner_label, seats_name
+from ridgeline.reports.fit_terms import (
+    is_llamacpp,
+    per_gpu,
+    runner_label,
+    seats_name,
+    sglang_pool_words,
+)
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
 from ridgeline.units import GIB, plural
@@ -53,6 +59,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
                                flash_attention=d.flash_attention), ["", ""])[1:]
     held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} blocks of " \
         f"{p.block_size}"
+    if p.engine == "sglang" and p.groups is None:  # its log's figure, in its words
+        held = f"holds {sglang_pool_words(p.blocks, p.block_size)}"
     if is_llamacpp(p):
         more = "more " if d.offload is not None else ""
         # one memory (a Mac's, a GB10's): --fit has nowhere to move weights (fit_placement)

@@ -13,6 +13,7 @@ from ridgeline.candidate import Candidate, stored_name
 from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
 from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_versions import sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
@@ -22,7 +23,7 @@ from ridgeline.reports.launch_commands import multi_node_note
 from ridgeline.reports.plan_commands import PlanCommands
 from ridgeline.reports.plan_lists import PlanLists, pct, tpot_ms, usd
 from ridgeline.reports.split_launch import host_note
-from ridgeline.units import ordinal, plural
+from ridgeline.units import ordinal, plural, share_of_requests
 
 # --json's names for Candidate.rate_limits (req/s; null: no limit)
 RATE_LIMIT_KEYS = ("tpot_at_batch", "token_budget", "prompt_queue")
@@ -49,12 +50,6 @@ def _agree(n: int, one: str, more: str) -> str:
     """``one`` for a count of 1, else ``more``: the words that agree with it (was, were;
     runner-up, runners-up, which ``plural`` would not make)."""
     return one if n == 1 else more
-
-
-def _share(share: float) -> str:
-    """A share of the requests, as a percentage, or in powers of ten below 0.01 % (a
-    lognormal tail's 3e-06 had printed as "0.0%")."""
-    return f"{share:.2%}" if share >= 1e-4 else f"{share:.1e}"
 
 
 def _rate(req_s: float) -> str:
@@ -168,6 +163,10 @@ class PlanReport:
                     # one card a row, as fit's report has: the devices the engine runs it as
                     runtime_devices_per_gpu=engine_devices(
                         self.result.engine, resolve_accelerator(c.accelerator)))
+        if self.result.engine != "trtllm":  # TensorRT-LLM's launch setting (its YAML's):
+            # vLLM V1 chunks every long prompt and SGLang by chunked_prefill_size, no flag
+            # the launch line sets, so null there
+            data["enable_chunked_prefill"] = None
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
             data["tpot_s"] = data["slowed_tpot_floor_s"] = None
         return data
@@ -204,7 +203,10 @@ class PlanReport:
         r = self.result
         win = r.winner
         return {
-            "model": self.model.name, "engine": r.engine, "engine_version": r.engine_version,
+            # the release whose rules sized the pools: the newest modelled where none was
+            # named, as simulate's and fit's --json name it
+            "model": self.model.name, "engine": r.engine,
+            "engine_version": sized_version(r.engine, r.engine_version),
             "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
             "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
             "profile_file": self.profile_file or None,
@@ -217,7 +219,7 @@ class PlanReport:
             **self.launch.trtllm_dict(),
             "cheaper_unverified": [self._row(c) for c in self.lists.cheaper_unverified()],
             "runners_up": [self._row(c) for c in self.lists.runners_up()],
-            "unpriced": [self._row(c) for c in r.unpriced],
+            "unpriced": [self._unpriced_row(c) for c in r.unpriced],
             "disaggregated": [self._split_row(c) for c in r.disaggregated],
             "held_splits": [self._split_row(c) for c in self.lists.held_splits()],
             "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
@@ -265,8 +267,39 @@ class PlanReport:
                 f"under {self.model.name}'s {context:,}-token context; ")
         if not c.refused_share:  # no request of the load is longer: nothing is refused
             return head + "no request of this load is longer, so it refuses none"
-        return (head + f"it refuses {_share(c.refused_share)} of this load's requests (those "
+        refused = share_of_requests(c.refused_share, "this load's")
+        return (head + f"it refuses {refused} (those "
                 "longer), each a miss")
+
+    def _unpriced_lines(self, c: Candidate) -> list[str]:
+        """An unpriced single pool's figures as the search sized it (analytic: plan
+        simulates the priced pools only, the cheapest first) and its launch command."""
+        r = self.result
+        out = [f"  {self.lists.label(c)}: analytic capacity of a replica "
+               f"{c.replica_rate_req_s:,.2f} req/s at batch {c.batch}, mean TPOT "
+               f"{tpot_ms(c.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; band "
+               f"×{c.band[0]:.2f}–×{c.band[1]:.2f})" + _binding(c)
+               + "; not simulated: plan simulates priced pools only (--price "
+               f"{c.accelerator}=USD has it checked)"]
+        nodes = self.launch.node_commands(c).get(r.engine, [])
+        commands = self.launch.commands(c)
+        if not commands:
+            return [*out, f"    ({self.launch.no_command(c)})"]
+        launch = [f"node {i}: {line}" for i, line in enumerate(nodes)] if nodes \
+            else list(commands.values())
+        return [*out, *(f"    run it with: {line}" for line in launch),
+                *(f"  {line}" for line in self.launch.config_lines(c))]
+
+    def _unpriced_row(self, c: Candidate) -> dict[str, Any]:
+        """An unpriced single pool's row with its launch command (and YAML), as the text
+        gives them under it."""
+        row = {**self._row(c), "commands": self.launch.commands(c) or None,
+               "node_commands": self.launch.node_commands(c) or None}
+        if self.result.engine == "trtllm":
+            launch = self.launch.trtllm_launch(c)
+            row |= {"config_files": {launch.config_name: launch.config_text}
+                    if launch.config else None, "command_note": launch.note or None}
+        return row
 
     def text_lines(self) -> list[str]:
         r = self.result
@@ -288,6 +321,8 @@ class PlanReport:
             if r.unpriced:  # the single pools first, and the splits said to be splits
                 lines.append("feasible but unpriced (pass --price GPU=USD): "
                              + ", ".join(self.lists.label(c) for c in r.unpriced))
+                for c in r.unpriced:
+                    lines += self._unpriced_lines(c)
                 lines += self.lists.caution_lines(r.unpriced)
                 if splits:
                     lines.append("split prefill and decode pools also held:")
@@ -331,7 +366,7 @@ class PlanReport:
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
         if self.refused_share and not self.shrunk_note(win):
-            lines.append(f"  {_share(self.refused_share)} of the requests are longer than "
+            lines.append(f"  {share_of_requests(self.refused_share)} are longer than "
                          f"{self.model.name}'s {self.max_len:,}-token context: the engine "
                          "refuses them")
         if not win.verified:

@@ -89,49 +89,54 @@ class PlanCommands:
     fetched: bool = False
     profile_file: str = ""
 
-    def commands(self) -> dict[str, str]:
-        """The winner's launch command by engine (over several nodes, the head's: node 0's
-        of ``node_commands``); {} where none reproduces it (``trtllm_launch``)."""
-        win = self.result.winner
-        assert win is not None
+    def _single(self, c: Candidate | None) -> Candidate:
+        """``c``, or where none is named the winner."""
+        found = self.result.winner if c is None else c
+        assert found is not None
+        return found
+
+    def commands(self, c: Candidate | None = None) -> dict[str, str]:
+        """The winner's (or single pool ``c``'s) launch command by engine (over several
+        nodes, the head's: node 0's of ``node_commands``); {} where none reproduces it
+        (``trtllm_launch``)."""
+        win = self._single(c)
         engine = self.result.engine
         if engine == "trtllm":
-            command = self.trtllm_launch().command
+            command = self.trtllm_launch(win).command
             return {engine: command} if command else {}
-        nodes = self.node_commands()
+        nodes = self.node_commands(win)
         return {engine: nodes[engine][0] if nodes else command_line(
             engine, self.model_id, win, win.max_model_len or self.max_len,
             self.result.engine_version, model=self.model)}
 
-    def trtllm_launch(self) -> TrtllmLaunch:
-        """The winner's trtllm-serve command and its YAML, or why there is none."""
-        win = self.result.winner
-        assert win is not None
+    def trtllm_launch(self, c: Candidate | None = None) -> TrtllmLaunch:
+        """The winner's (or ``c``'s) trtllm-serve command and its YAML, or why there is
+        none."""
+        win = self._single(c)
         return trtllm_launch(self.model_id, win, win.max_model_len or self.max_len, self.model)
 
-    def node_commands(self) -> dict[str, list[str]]:
-        """For a winner whose replica spans several nodes, its launch command on each node by
-        engine, node 0 first; {} otherwise."""
-        win = self.result.winner
-        assert win is not None
+    def node_commands(self, c: Candidate | None = None) -> dict[str, list[str]]:
+        """For a winner (or ``c``) whose replica spans several nodes, its launch command on
+        each node by engine, node 0 first; {} otherwise."""
+        win = self._single(c)
         engine = self.result.engine
         nodes = node_commands(engine, self.model_id, win, win.max_model_len or self.max_len,
                               self.result.engine_version, self.model)
         return {engine: nodes} if nodes else {}
 
-    def config_lines(self) -> list[str]:
-        """The YAML the winner's trtllm-serve command names, to write beside it."""
+    def config_lines(self, c: Candidate | None = None) -> list[str]:
+        """The YAML the winner's (or ``c``'s) trtllm-serve command names, to write beside it."""
         if self.result.engine != "trtllm":
             return []
-        launch = self.trtllm_launch()
+        launch = self.trtllm_launch(c)
         return [f"  in {launch.config_name}:", *(f"    {line}" for line in
                                                   launch.config_text.splitlines())] \
             if launch.config else []
 
-    def no_command(self) -> str:
-        """Why the winner gets no launch command: "no trtllm-serve command: ..."."""
+    def no_command(self, c: Candidate | None = None) -> str:
+        """Why the winner (or ``c``) gets no launch command: "no trtllm-serve command: ..."."""
         launch = engine_defaults(self.result.engine).get("cli", {}).get("launch", "launch")
-        return f"no {launch} command: {self.trtllm_launch().note}"
+        return f"no {launch} command: {self.trtllm_launch(c).note}"
 
     def command_note(self) -> str:
         """What the winner's command needs beside it (trtllm-serve's FP8 checkpoint), or ""."""

@@ -57,8 +57,13 @@ def matmul_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
         else "; SGLang runs the shared expert inside the routed experts' matmuls"
     if dep.model.model_type not in KNOWN_MODEL_TYPES:  # its layers as ridgeline reads them
         folded += f"; counted from the layers read from an unchecked {dep.model.model_type!r}"
+    # launches.py counts vLLM's model files; under another engine that count stands in
+    others = {"sglang": "SGLang's, which writes these layers alike",
+              "trtllm": "TensorRT-LLM's, not counted apart"}
+    other = others.get(dep.engine, f"{dep.engine}'s, not counted apart")
+    stand_in = "" if dep.engine == "vllm" else f", standing in for {other}"
     return [q("weight matmuls", deployment_matmuls(dep), "",
-              f"per pass, as vLLM's model files launch them{folded} (launches.py)"),
+              f"per pass, as vLLM's model files launch them{stand_in}{folded} (launches.py)"),
             overhead_q("per matmul", profile.matmul_overhead_s, f"{profile.engine} profile")]
 
 

@@ -137,6 +137,9 @@ class SimulateReport:
                          "decode_context_parallel_size": d.decode_context_parallel_size,
                          # the scheduler's block; each -dcp rank holds its own share of it
                          "num_blocks": c.num_blocks, "block_size": c.block_size,
+                         # SGLang's own figure for its pool (its start-up log's)
+                         **({"max_total_num_tokens": c.num_blocks * c.block_size}
+                            if d.engine == "sglang" else {}),
                          "block_size_per_dcp_rank":
                              c.block_size // d.decode_context_parallel_size,
                          "overhead_blocks_per_request": c.overhead_blocks,
@@ -170,7 +173,10 @@ class SimulateReport:
             "request_rate_req_s": r.request_rate_req_s, "output_tok_s": r.output_tok_s,
             "output_tok_s_per_gpu": r.output_tok_s / d.num_gpus,
             "output_tokens": r.rec.output_tokens,  # output_tok_s's count, over the run
-            # the span the three rates above are over, as the text's "over the whole run":
+            # vllm bench serve's total token throughput: prompts (whole, prefix-cache hits
+            # included) and outputs of the completed requests, over the same span
+            "total_tok_s": r.total_tok_s, "prompt_tokens": r.rec.prompt_tokens,
+            # the span the four rates above are over, as the text's "over the whole run":
             # the simulated time (duration_s), the fill and the drain included, a --window or not
             "rates_over": "simulated_time", "rates_over_s": r.duration_s,
             "goodput_req_s": r.goodput_req_s if self._has_slo else None,
@@ -280,7 +286,8 @@ class SimulateReport:
             + (("micro-batch" if r.steps == 1 else "micro-batches") if self.micro_batches > 1
                else plural(r.steps, "step")) + "): "
             f"{r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
-            f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU)"
+            f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU), {r.total_tok_s:,.0f} total "
+            "tok/s (prompt + output, as vllm bench serve's Total Token throughput)"
             + ("; over the run until it stopped early" if r.rec.stopped_early else
                "; over the whole run, the fill and the drain included"
                + (" (the window's goodput below is per second of its arrivals)"
@@ -494,6 +501,13 @@ class SimulateReport:
             step("output token rate", "output tokens ÷ simulated time",
                  q("output tokens per second", r.output_tok_s, "tok/s"),
                  q("output tokens", r.rec.output_tokens, "", "every token the run generated"),
+                 q("simulated time", r.duration_s, "s", "first arrival to last finish")),
+            step("total token rate", "(prompt tokens + output tokens) ÷ simulated time, "
+                 "each completed request's prompt counted whole, as sent (vllm bench serve's "
+                 "Total Token throughput; a prefix-cache hit does not shrink it)",
+                 q("total tokens per second", r.total_tok_s, "tok/s"),
+                 q("prompt tokens", r.rec.prompt_tokens, "", "the completed requests'"),
+                 q("output tokens", r.rec.output_tokens),
                  q("simulated time", r.duration_s, "s", "first arrival to last finish")),
             step("output token rate per GPU", "output tokens per second ÷ GPUs",
                  q("per GPU", r.output_tok_s / d.num_gpus, "tok/s"),

@@ -8,6 +8,7 @@ and token budget together (``all_ranks``)."""
 from __future__ import annotations
 
 from ridgeline.candidate import ENGINE_KNOB_NAMES
+from ridgeline.reports.fit_terms import sglang_pool_words
 from ridgeline.sim.config import SimConfig, tokens_per_step
 from ridgeline.units import plural
 
@@ -25,7 +26,9 @@ def _ranks_together(rank: SimConfig, ranks: int, engine: str) -> str:
     own names."""
     blocks, seqs, budget = all_ranks(rank, ranks)
     seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
-    return (f"the {ranks} ranks together: {blocks:,} KV blocks, {seats} {seqs}, {tokens} "
+    pool = f"{blocks * rank.block_size:,} tokens" if engine == "sglang" else \
+        f"{blocks:,} KV blocks"
+    return (f"the {ranks} ranks together: {pool}, {seats} {seqs}, {tokens} "
             f"{budget:,}")
 
 
@@ -63,7 +66,9 @@ def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
            + ("" if c.long_prefill_alone else " (not for a request alone)")
            ) if c.long_prefill_token_threshold else ""
     seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])  # its own names
-    return (f"engine: {c.num_blocks:,} KV blocks of {c.block_size}, {seats} "
+    pool = sglang_pool_words(c.num_blocks, c.block_size) if engine == "sglang" else \
+        f"{c.num_blocks:,} KV blocks of {c.block_size}"  # SGLang logs its pool in tokens
+    return (f"engine: {pool}, {seats} "
             f"{c.max_num_seqs}, {tokens} {c.max_num_batched_tokens:,}{cap}; "
             f"{_policy(c)}" + spec + overlap_clause(engine, overlapped))
 
