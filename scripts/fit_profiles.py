@@ -2,6 +2,8 @@
 """Fit the bundled engine profiles to the measurements (reproducible).
 
     python scripts/fit_profiles.py            # writes src/ridgeline/data/profiles.json
+    python scripts/fit_profiles.py --check    # fits, writes nothing; exit 1 where the
+                                              # committed file is not this fit (stale)
 
 Rows: validation/measurements.csv (the shared published measurements),
 validation/lowbatch.csv (low-batch serving figures collected for ridgeline),
@@ -59,6 +61,7 @@ def to_fit(row: Measurement) -> bool:
 
 
 def main() -> int:
+    check = "--check" in sys.argv[1:]
     result = read_measurement_files(CSVS)
     for error in result.errors:
         print(f"skipped {error}", file=sys.stderr)
@@ -76,7 +79,12 @@ def main() -> int:
                   "validation/measurements.csv; do not edit by hand.",
         "engines": {e: p.to_dict() for e, p in sorted(profiles.items())},
     }
-    OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    text = json.dumps(data, indent=1) + "\n"
+    if check:  # a model change that moves a fitted row's prediction leaves the file stale
+        current = OUT.read_text(encoding="utf-8") == text
+        print(f"{OUT.name}: {'current' if current else 'stale: run scripts/fit_profiles.py'}")
+        return 0 if current else 1
+    OUT.write_text(text, encoding="utf-8")
     for engine, p in sorted(profiles.items()):
         print(f"{engine:18s} bw {p.bandwidth_efficiency:.3f} compute {p.compute_efficiency:.3f} "
               f"step {p.step_overhead_s * 1e6:7.1f} µs layer {p.layer_overhead_s * 1e6:6.2f} µs "
