@@ -122,3 +122,35 @@ def test_the_check_counts_the_runtimes_memory_not_what_the_driver_shows() -> Non
     assert fit.capacity_bytes < dep.memory_bytes  # the runtime keeps some of what ECC leaves
     assert fit.kv_bytes == pytest.approx(3e9) and fit.weight_bytes == pytest.approx(
         dep.weight_bytes + dep.tp_copies_bytes)
+
+
+def test_an_overflowing_sglang_start_names_no_profiling_pass(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B on 2 H100s under SGLang: 65.71 GiB of weights and 1.42 of CUDA context
+    and TP communicators overflow the 66.04 GiB mem_fraction_static reserves. The headline
+    said 'the weights and the profiling pass alone overflow', but SGLang profiles nothing
+    inside its fraction (its activations live in the rest): it names its own row. vLLM's
+    overflow still names its profiling pass."""
+    _, out = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "-tp", "2",
+                 "--max-model-len", "32768", "--engine", "sglang")
+    headline = out.splitlines()[0]
+    assert headline.startswith("DOES NOT FIT")
+    assert "profiling pass" not in headline
+    assert "the weights and the CUDA context and TP communicators alone overflow the 66.0 GiB" \
+        in headline
+    _, out = run(capsys, "fit", "qwen3-next-80b-a3b", "--gpu", "h100", "-tp", "2",
+                 "--max-model-len", "65536")
+    assert "the weights and the profiling pass alone overflow the 72.8 GiB" in out
+
+
+def test_a_shortfall_under_a_hundredth_of_a_gib_is_not_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B under SGLang on one H100 at --context-length 30,956: its pool holds 30,955
+    tokens, so one conversation is short by less than a token. The headline read 'the pool
+    is short by 0.00 GiB'; it gives the bytes in a unit that shows them."""
+    _, out = run(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--engine", "sglang",
+                 "--context-length", "30956")
+    headline = out.splitlines()[0]
+    assert headline.startswith("DOES NOT FIT")
+    assert "0.00 GiB" not in headline
+    assert "the pool is short by 180.8 KiB per GPU" in headline

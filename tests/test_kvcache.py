@@ -163,3 +163,23 @@ def test_kv_budget_names_the_weights_tensor_parallel_ranks_copy(
     assert main(["kv", "llama-3.1-70b", "--context", "8192", "--gpu", "h100", "--num-gpus",
                  "2"]) == 0
     assert "GB more" not in capsys.readouterr().out  # no weight kept whole on both ranks
+
+
+def test_kv_names_the_copies_of_the_cache_kind_it_has(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The per-GPU line and --explain said 'KV heads (an MLA latent: all of it) copied where
+    tensor parallelism outnumbers them' for every model: a GQA model's copies are its KV
+    heads', an MLA model's the whole latent on every rank, whatever the rank count."""
+    from ridgeline.cli import main
+
+    assert main(["kv", "llama-3.1-70b", "--context", "8192", "--gpu", "h100", "--num-gpus",
+                 "16", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "×2: KV heads copied where tensor parallelism outnumbers them" in out
+    assert "MLA" not in out
+    assert main(["kv", "deepseek-v3", "--context", "8192", "--gpu", "h200", "--num-gpus",
+                 "8", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "×8: the MLA latent is not split by head: every tensor-parallel rank keeps all" in out
+    assert "TP copies = 8  [the MLA latent is not split by head" in out
+    assert "KV heads copied" not in out

@@ -99,6 +99,22 @@ def test_only_the_last_pipeline_stage_holds_the_sampler_state() -> None:
     assert last.seat_buffer_bytes / GIB == pytest.approx(0.633, abs=0.002)
 
 
+def test_explain_says_why_a_binding_first_stage_holds_no_sampler_state(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B on 6 L40S (TP2 x PP3, vLLM 0.32): stage 1 binds and, not sampling,
+    holds no sampler state. --explain's accounting line said 'its sampler state left out of
+    the budget (before v0.27)', a release rule that is not why on 0.32; it says the stage
+    does not sample, and a release before 0.27 keeps the release rule."""
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "l40s", "-tp", "2",
+                           "-pp", "3", "--max-model-len", "16384", "--explain")
+    assert code == 0 and "stage 1 of 3" in out
+    assert "no sampler state: only the last pipeline stage samples" in out
+    assert "before v0.27" not in out
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "8192", "--engine-version", "0.26", "--explain")
+    assert code == 0 and "its sampler state left out of the budget (before v0.27)" in out
+
+
 def test_a_drafter_mrv2_does_not_run_keeps_the_v1_runner() -> None:
     """vLLM falls back to the V1 runner, with a warning, for a draft model or ngram (its
     list of what Model Runner V2 does not yet support); an EAGLE head stays on MRV2. The pool

@@ -29,6 +29,8 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  "the CUDA-graph estimate taken from the budget" if p.cuda_graph_bytes
                  else "CUDA graphs captured after sizing",
                  "its sampler state counted in the budget" if p.seat_buffer_bytes
+                 else "no sampler state: only the last pipeline stage samples"
+                 if a.mrv2_state_counted
                  else "its sampler state left out of the budget (before v0.27)"]
         if p.groups is not None and p.groups.states and p.groups.state_blocks > 1:
             rules.append(f"{p.groups.state_blocks} state blocks a request (prefix caching, "

@@ -24,7 +24,7 @@ from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_hybrid import sglang_slots_per_request, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.stages import micro_batches
-from ridgeline.units import GIB, plural
+from ridgeline.units import GIB, fmt_binary_bytes, plural
 
 if TYPE_CHECKING:
     from ridgeline.floors import DecodeFloor
@@ -106,12 +106,12 @@ def verdict_line(r: FitReport) -> str:
         share = p.free_fraction_of_rest
         if 0 < share < 1:  # TensorRT-LLM's pool takes a share of what is left: memory ≠ pool
             headline += (f"{_against(r)}; the memory is short by "
-                         f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB {per_gpu(p)}"
+                         f"{_short_words(r.shortfall_bytes)} {per_gpu(p)}"
                          + (f" (the pool, {share:g} of what is left, by "
                             f"{short * share:,.1f} GiB)" if p.rest_bytes >= 0 else ""))
         else:
             headline += (f"{_against(r)}; the pool is short by "
-                         f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB {per_gpu(p)}")
+                         f"{_short_words(r.shortfall_bytes)} {per_gpu(p)}")
         if r.refused_start and r.start_blocks is not None and p.rest_bytes >= 0:
             windows = p.groups is not None and bool(p.groups.windows)
             headline += (f" (vLLM refuses to start: one {r.context:,}-token request "
@@ -245,6 +245,16 @@ def _start_trim(r: FitReport) -> str:
     return start_trim_caution(d, replace(r.settings, max_model_len=given), given)
 
 
+def _short_words(short_bytes: float) -> str:
+    """A shortfall in GiB, to 0.1 (to 0.01 under 0.1 GiB); one under 0.005 GiB, which would
+    read '0.00 GiB', in the binary unit that shows it (SGLang's Gemma-3-27B on one H100 at
+    --context-length 30,956: 180.8 KiB, under a token's 496 KiB)."""
+    short = short_bytes / GIB
+    if 0 < short < 0.005:
+        return fmt_binary_bytes(short_bytes)
+    return f"{short:,.{2 if 0 < short < 0.1 else 1}f} GiB"
+
+
 def _against(r: FitReport) -> str:
     """' against a target of 32' where the user gave one; else nothing (the headline then
     says what fails without a target of one nobody set)."""
@@ -256,12 +266,15 @@ def _overflow(p: KVPool) -> str:
     profiling pass, or, after them, the CUDA graphs and the sampler's seats."""
     budget = p.total_bytes * p.reserved_fraction
     first = p.weight_bytes + p.lora_bytes + p.activation_bytes + p.non_torch_bytes
+    # SGLang runs no profiling pass (its activations live outside mem_fraction_static): what
+    # overflows there is the weights and the CUDA context and TP communicators, its row
+    taken = "the weights and the CUDA context and TP communicators" if p.engine == "sglang" \
+        else "the weights and the profiling pass"
     if first > budget:
-        return f"the weights and the profiling pass alone overflow the {budget / GIB:,.1f} GiB " \
-               "it reserves"
+        return f"{taken} alone overflow the {budget / GIB:,.1f} GiB it reserves"
     rest = " and the ".join(name for name, size in (("CUDA graphs", p.cuda_graph_bytes),
                                                     ("sampler's seats", p.seat_buffer_bytes))
                             if size > 0)
-    return (f"the weights and the profiling pass take {first / GIB:,.2f} of the "
+    return (f"{taken} take {first / GIB:,.2f} of the "
             f"{budget / GIB:,.2f} GiB it reserves, and the {rest} "
             f"({(p.cuda_graph_bytes + p.seat_buffer_bytes) / GIB:,.2f} GiB) overflow it")

@@ -146,6 +146,10 @@ class KVReport:
         return self.footprint.stored_bytes(self.replication)
 
     @property
+    def _copies_words(self) -> str:
+        return tp_copies_words(any(r.kind == MLA_LATENT for r in self.rows))
+
+    @property
     def conversations(self) -> int | None:
         if self.budget_bytes is None:
             return None
@@ -213,8 +217,7 @@ class KVReport:
                         if self.replication != 1 else ""))
         if n > 1:  # the total is every GPU's share added up, copies included: say one GPU's
             lines.append(f"  {_sequence_bytes(self.bytes_per_sequence / n)} on each GPU"
-                         + (f"; ×{self.replication:g}: KV heads (an MLA latent: all of it) "
-                            "copied where tensor parallelism outnumbers them"
+                         + (f"; ×{self.replication:g}: {self._copies_words}"
                             + (" (the recurrent state shards: once)"
                                if self.footprint.state_bytes else "")
                             if self.replication != 1 else ""))
@@ -240,6 +243,18 @@ class KVReport:
 
 _NAMES = {FULL: "full attention", SLIDING: "sliding window", CHUNKED: "chunked attention",
           LINEAR: "linear attention", MAMBA: "Mamba"}
+
+
+MLA_LATENT = "MLA latent"  # the row of a model whose cache is one latent a token (DeepSeek)
+
+
+def tp_copies_words(latent: bool) -> str:
+    """Why the tensor-parallel ranks hold more than one copy of the cache
+    (kvcache.kv_replication): an MLA latent is not split by head, so every rank keeps all of
+    it; GQA's KV heads are copied only where the ranks outnumber them."""
+    if latent:
+        return "the MLA latent is not split by head: every tensor-parallel rank keeps all of it"
+    return "KV heads copied where tensor parallelism outnumbers them"
 
 
 def rank_conversations(budget_bytes: float, per_sequence_bytes: float, ranks: int) -> int:
@@ -273,7 +288,7 @@ def kv_report(
         kept = cached_tokens(layers[0], context)
         label = name
         if spec.attention and spec.attention.cached_latent:
-            label = "MLA latent"
+            label = MLA_LATENT
         rows.append(LayerKindRow(label, len(layers), per_layer * len(layers), kept,
                                  per_layer * len(layers) * kept))
     att = spec.attention
@@ -314,8 +329,8 @@ def kv_report(
                       q("context", context, "tokens"),
                       *(q(f"{r.kind} layers", r.layers, "", f"each keeps {r.tokens_kept:,} "
                           "tokens (its window, or the context if shorter)") for r in windowed),
-                      q("TP copies", replication, "", "KV heads (an MLA latent: all of it) "
-                        "copied where tensor parallelism outnumbers them"),
+                      q("TP copies", replication, "",
+                        tp_copies_words(bool(att and att.cached_latent))),
                       q("recurrent states", states / GB, "GB", "fixed per sequence, sharded "
                         "over the ranks, not copied" + (f"; {dtypes.label()}" if states_step
                                                         else ""))))
