@@ -97,6 +97,31 @@ def test_a_long_option_is_spelled_whole(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 0, err
 
 
+LLAMA_FIT = ("fit", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "--weights",
+             "q4_k_m", "--max-model-len", "8192")
+
+
+def test_a_single_dash_option_is_spelled_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's -t 8 (its threads) ran as -tp 8, eight GPUs, under Python 3.10-3.11."""
+    assert "unrecognized arguments: -t 8" in refused(capsys, *LLAMA_FIT, "-t", "8")
+    code, out, err = run_cli(capsys, *LLAMA_FIT, "-tp", "2")
+    assert code == 0 and "on 2 x rtx-4090" in out, err
+
+
+@pytest.mark.parametrize("flag", ["-ctk", "-ctv", "--cache-type-k", "--cache-type-v"])
+def test_llama_cpps_cache_type_flags_name_kv_dtype(capsys: pytest.CaptureFixture[str],
+                                                   flag: str) -> None:
+    """-ctk q8_0 had been read as -c tk and refused as llama-server's -c."""
+    said = refused(capsys, *LLAMA_FIT, flag, "q8_0")
+    assert "--kv-dtype q8_0" in said and "-c is" not in said
+
+
+def test_llama_cpps_short_flash_attention_flag_is_read(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, *LLAMA_FIT, "-fa", "off")
+    assert code == 0 and "no flash attention" in out, err
+
+
 @pytest.mark.parametrize("text", ["０.５", "0_5", "nan", "1.5"])
 def test_amdahls_fraction_is_a_share_in_ascii_digits(
         capsys: pytest.CaptureFixture[str], text: str) -> None:

@@ -314,6 +314,24 @@ def test_every_layer_on_the_host_leaves_the_gpu_any_number_of_cells() -> None:
     assert placed.offload is not None and 0 < placed.offload.gpu_layers < 33
 
 
+def test_every_layer_on_the_host_holds_the_cells_the_hosts_ram_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-ngl 0 with --host-memory-gib 64: the cache lives in the host's RAM beside 4.52 GiB of
+    weights, (64 − 4.52) GiB ÷ 128 KiB a cell, 59 conversations of 8K; not the 2,961 the
+    GPU's compute-buffer mask alone would allow (24 million cells, 23 GiB of buffer)."""
+    argv = ("fit", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "rtx-3090", "--weights",
+            "q4_k_m", "--max-model-len", "8192", "-ngl", "0", "--json")
+    code, out, _ = run_cli(capsys, *argv, "--host-memory-gib", "64")
+    report = json.loads(out)
+    assert code == 0 and report["conversations"] == 59
+    assert 486_000 < report["tokens"] < 488_000  # 59.48 GiB ÷ 128 KiB
+    code, out, _ = run_cli(capsys, *argv)  # no RAM given: the GPU's mask is the only bound
+    assert code == 0 and json.loads(out)["conversations"] > 1000
+    code, out, _ = run_cli(capsys, *argv[:-1], "--host-memory-gib", "64")
+    assert code == 0 and "= KV cache" not in out and "in host memory" in out
+    assert "takes 1.000 GiB of host memory" in out and "59 conversations" in out
+
+
 def test_the_host_ram_is_checked_on_the_placement_picked_not_on_the_probes(
         capsys: pytest.CaptureFixture[str]) -> None:
     argv = (*AUTO_70B, "-ngl", "auto", "--host-bandwidth-gbs", "76.8")

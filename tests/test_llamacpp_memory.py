@@ -3,6 +3,7 @@ graph allocator reserves, checked against the buffer sizes llama.cpp logs."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import fields, replace
 from pathlib import Path
@@ -123,7 +124,9 @@ def test_fit_prints_the_llama_server_command_for_what_fits(
                  "--weights", "q4_k_m", "--max-model-len", "32000", "--kv-dtype", "bf16",
                  "--flash-attn", "off", "--ubatch-size", "4096"]) == 0
     out = capsys.readouterr().out
-    assert "--kv-unified -b 4096 -ub 4096 -fa off -ctk bf16 -ctv bf16 (" in out
+    # -ub 4096 past the default -b 2048 runs (and was sized) as 2,048-token ubatches
+    assert "--kv-unified -ub 2048 -fa off -ctk bf16 -ctv bf16 (" in out
+    assert "compute buffer (n_ubatch 2,048" in out and "-b 4096" not in out
 
 
 @pytest.mark.parametrize("command", [["fit", "--max-model-len", "32000"],
@@ -383,6 +386,20 @@ def test_a_ubatch_past_the_batch_is_clamped_to_it_as_llama_cpp_does() -> None:
     batch = kv_pool(dep, EngineSettings(max_model_len=4096, max_num_batched_tokens=2048))
     assert huge.profile_tokens == batch.profile_tokens == 2048
     assert huge.activation_bytes == batch.activation_bytes
+
+
+def test_prefill_clamps_a_ubatch_past_the_batch_as_fit_and_simulate_do(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """prefill -ub 4096 with the default -b 2048: llama.cpp runs 2,048-token ubatches, as fit
+    sizes its compute buffer and simulate runs them; it had priced 4,096-token ones."""
+    argv = ["prefill", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+            "--weights", "q4_k_m", "--prompt-len", "8192", "--json"]
+    assert main([*argv, "-ub", "4096"]) == 0
+    past = json.loads(capsys.readouterr().out)
+    assert main([*argv, "-ub", "2048"]) == 0
+    assert past == json.loads(capsys.readouterr().out)
+    assert main([*argv[:-1], "-ub", "4096"]) == 0
+    assert "ubatches of at most 2,048 tokens" in capsys.readouterr().out
 
 
 def test_recurrent_state_is_f32_in_llama_cpp() -> None:

@@ -166,7 +166,7 @@ def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="profiles from `ridgeline calibrate`")
     _split_mode(p)
-    p.add_argument("--flash-attn", choices=["on", "off", "auto"],
+    p.add_argument("--flash-attn", "-fa", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off costs the "
                    "attention scores written to memory and read back")
 
@@ -192,8 +192,21 @@ def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
                        help="vLLM's and SGLang's auto, bfloat16, float16 (half): the type an "
                        "unquantized checkpoint runs in (weights a format quantizes keep it)")
     p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D", type=_typed(_kv_name),
-                   help="KV-cache dtype (bf16, fp8, q8_0, …); default: the model's dtype "
-                   "(llama.cpp: f16)")
+                   help="KV-cache dtype (bf16, fp8, q8_0, …; llama.cpp's -ctk D -ctv D); "
+                   "default: the model's dtype (llama.cpp: f16)")
+    p.add_argument("-ctk", "--cache-type-k", "-ctv", "--cache-type-v", action=_CacheTypeFlag,
+                   metavar="D", help=argparse.SUPPRESS)
+
+
+class _CacheTypeFlag(argparse.Action):
+    """llama.cpp's -ctk/-ctv (--cache-type-k/-v), refused with their translation: ridgeline
+    sizes K and V at one type, --kv-dtype (argparse had read -ctk as -c with 'tk' attached)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.error(f"{option_string} sets one of llama.cpp's K and V cache types; ridgeline "
+                     f"sizes both at one type: give --kv-dtype {values} (llama.cpp's -ctk "
+                     f"{values} -ctv {values})")
 
 
 class _Spelled(argparse.Action):
@@ -290,6 +303,15 @@ class _Parser(argparse.ArgumentParser):
                          ) -> tuple[argparse.Namespace, list[str]]:
         self._typed = list(sys.argv[1:] if args is None else args)  # for error's flag names
         return super().parse_known_args(args, namespace)
+
+    def _get_option_tuples(self, option_string: str) -> Any:
+        """Python before 3.12 matches a single-dash prefix even without allow_abbrev
+        (llama.cpp's -t 8, its threads, read as -tp 8): only a one-letter option with its
+        value attached ('-c8192') is matched, as 3.12 does."""
+        tuples = super()._get_option_tuples(option_string)
+        if self.allow_abbrev or option_string[1:2] in self.prefix_chars:
+            return tuples
+        return [t for t in tuples if t[1] == option_string[:2]]
 
     def error(self, message: str) -> NoReturn:
         message = one_spelling(message, getattr(self, "_typed", []))

@@ -262,7 +262,7 @@ def register(sub: Any) -> None:
                   "without it by default before v0.28; with it, a linear-attention hybrid "
                   "keeps two state blocks per request, not one")
     spec_flags(g, pricing=False)
-    g.add_argument("--flash-attn", choices=["on", "off", "auto"],
+    g.add_argument("--flash-attn", "-fa", choices=["on", "off", "auto"],
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
                    "attention scores into the compute buffer and costs their traffic")
     _usage_and_version(g, MEMORY_RULES, v0=True)

@@ -36,6 +36,7 @@ def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
     if dep.engine not in SERVING_ENGINES:
         raise InputError("--max-model-len starts a serving engine (vLLM, SGLang, TensorRT-LLM); "
                          + ("decode and prefill give llama.cpp a slot of each context (its -c)"
+                            f": give the tokens in each slot as {flag}"
                             if dep.engine.startswith("llama.cpp") else
                             f"{dep.engine} keeps no KV pool to size"))
     if max(contexts) > length:

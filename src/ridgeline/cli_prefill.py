@@ -58,6 +58,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
         from ridgeline.capacity import start_trim_caution
         from ridgeline.chunked_prefill import step_budget
+        from ridgeline.llamacpp_batching import llamacpp_n_batch
         from ridgeline.memory import EngineSettings
         from ridgeline.predict import shared_profile_caution
         from ridgeline.reports.decode import describe_settings
@@ -73,6 +74,9 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
                              "in one pass")
+        # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch)), -b at its
+        # default here, as fit's compute buffer and simulate's ubatches take it
+        ubatch = min(a.ubatch_size, llamacpp_n_batch()) if a.ubatch_size else None
         profile = load_profile(a)
         pool_settings = fit_settings(engine_pool_settings(a, placed), run)
         length = pool_max_model_len(a, placed, a.prompt_len, "--prompt-len")
@@ -97,15 +101,15 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                                       length) if pool_settings or length else ""
 
         def report(n: int) -> PrefillReport:
-            floor = prefill_floor(placed, n, a.batch, a.ubatch_size,
+            floor = prefill_floor(placed, n, a.batch, ubatch,
                                   budget[0] if budget else None)
             seat = engine_seats(placed, n, a.enforce_eager, pool_settings, length)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)
-            expected = Expectation.of_prefill(placed, n, a.batch, profile, a.ubatch_size,
+            expected = Expectation.of_prefill(placed, n, a.batch, profile, ubatch,
                                               budget if engine_runs(floor, seat) else None,
                                               chunked)
-            return PrefillReport(placed, floor, expected, a.ubatch_size, seat, notes, budget,
+            return PrefillReport(placed, floor, expected, ubatch, seat, notes, budget,
                                  pool_settings.usage if pool_settings else "serve",
                                  a.engine_version, described, chunked)
 

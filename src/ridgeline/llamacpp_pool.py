@@ -24,7 +24,7 @@ from ridgeline.llamacpp_memory import (
     window_cache_cells,
 )
 from ridgeline.llamacpp_split import SplitDevice
-from ridgeline.offload import check_host_memory, gpu_share
+from ridgeline.offload import check_host_memory, gpu_share, host_weight_bytes
 
 if TYPE_CHECKING:
     from ridgeline.memory import EngineSettings
@@ -95,6 +95,20 @@ def growing_cache_bytes_per_token(dep: Deployment, engine_version: str | None = 
     return token_bytes(dep, None, engine_version) + mtp_cache_bytes_per_token(dep)
 
 
+def host_cells_that_fit(dep: Deployment, engine_version: str | None, most: int) -> int:
+    """The -c cells whose cache the host's RAM (--host-memory-gib) holds beside the host's
+    weights, for the layers -ngl leaves there; ``most`` where the RAM is not given or keeps
+    none of the cache. llama-3.1-8b Q4_K_M at -ngl 0 with 64 GiB: (64 − 4.52) GiB ÷ 128 KiB,
+    487,222 cells, 59 conversations of 8,192 tokens (not the 24 million the GPU's mask
+    allows)."""
+    o = dep.offload
+    per_cell = growing_cache_bytes_per_token(dep, engine_version) \
+        * (1.0 - llamacpp_cache_on_gpu(dep)[0])
+    if o is None or o.host_memory_bytes is None or per_cell <= 0:
+        return most
+    return max(0, int((o.host_memory_bytes - host_weight_bytes(dep)) // per_cell))
+
+
 def check_host_memory_for(dep: Deployment, cells: int) -> None:
     """Refuse a split whose host share, its weights and its layers' cache for ``cells`` cells,
     overflows the host's RAM, where given."""
@@ -144,16 +158,18 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     flash = dep.flash_attention  # -fa as Deployment.build resolved it (auto: per backend)
     most = cells_that_fit(free, kv_bytes_per_token, dep.model, n_ubatch, flash, outputs,
                           output, copies, input_copies=inputs, window_cells=window)
-    cells = most if cells is None else cells
-    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, flash, outputs, output,
-                                   copies, input_copies=inputs, window_cells=window)
-    per_cell = buffer_bytes_per_cell(dep.model, n_ubatch, cells, flash, outputs, output,
-                                     copies, input_copies=inputs, window_cells=window)
     # no growing layer on the GPU, its cache on the host: the cells stand for its blocks; of a
     # split GPU whose growing layers are on the others, the most it would allow (no fewer than
     # the binding GPU's unless it cannot start)
     on_host = kv_bytes_per_token == 0 and growing == 0 and dep.model.count(mixer=FULL) > 0
     elsewhere = device is not None and kv_bytes_per_token == 0 and growing > 0
+    if on_host:  # the host's RAM, where given, holds the cache the GPU's mask would allow
+        most = min(most, host_cells_that_fit(dep, s.engine_version, most))
+    cells = most if cells is None else cells
+    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, flash, outputs, output,
+                                   copies, input_copies=inputs, window_cells=window)
+    per_cell = buffer_bytes_per_cell(dep.model, n_ubatch, cells, flash, outputs, output,
+                                     copies, input_copies=inputs, window_cells=window)
     return KVPool(dep.engine, total_bytes, 1.0, weight_bytes, compute, non_torch, 0.0, 1.0,
                   kv_bytes_per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,

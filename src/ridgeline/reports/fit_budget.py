@@ -10,7 +10,7 @@ from collections.abc import Callable
 from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit_state import fixed_state_size, state_per_request_bytes, state_pool_note
-from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
+from ridgeline.reports.fit_terms import cache_all_on_host, cap_flag, is_llamacpp, per_gpu
 from ridgeline.units import GIB, MIB, plural
 
 TRANSFER_ROW = "KV transfer buffer (cache_transceiver_config)"
@@ -110,7 +110,8 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                      f"{gib(p.fraction_left_bytes)})",
                      f"{gib(p.pool_bytes)} {per}"])
         return rows
-    rows.append(["= KV cache" if is_llamacpp(p) else "= KV pool",
+    rows.append(["= left unused (the KV cache is in host memory, with its layers)"
+                 if cache_all_on_host(p) else "= KV cache" if is_llamacpp(p) else "= KV pool",
                  f"{gib(p.pool_bytes)} {per}"])
     return rows
 

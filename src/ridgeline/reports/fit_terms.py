@@ -39,6 +39,13 @@ def is_llamacpp(p: KVPool) -> bool:
     return p.engine.startswith("llama.cpp")
 
 
+def cache_all_on_host(p: KVPool) -> bool:
+    """llama.cpp with no layer that keeps a growing cache on the GPU (-ngl 0): the cells are
+    host memory's, and what the GPU has left holds none of them."""
+    return is_llamacpp(p) and p.split_device is None and bool(p.host_cells) \
+        and not p.kv_bytes_per_token
+
+
 def seats_name(p: KVPool) -> str:
     """What the engine calls its seats (candidate.ENGINE_KNOB_NAMES); llama-server's slots."""
     from ridgeline.candidate import ENGINE_KNOB_NAMES

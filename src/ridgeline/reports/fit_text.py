@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from ridgeline.capacity import admission_gate, past_trained_context
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
-from ridgeline.llamacpp_batching import llamacpp_n_batch
 from ridgeline.llamacpp_fit import placed_by_fit
 from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
@@ -24,6 +23,7 @@ from ridgeline.reports.fit_state import (
     state_pool_note,
 )
 from ridgeline.reports.fit_terms import (
+    cache_all_on_host,
     is_llamacpp,
     per_gpu,
     runner_label,
@@ -72,6 +72,12 @@ def fit_text_lines(r: FitReport) -> list[str]:
             if d.accelerator.one_memory else \
             f"; past it --fit moves {more}weights to the host"
         held = f"holds {p.tokens:,} cells (-c up to {p.tokens:,}{past})"
+        if cache_all_on_host(p):  # -ngl 0: the host's RAM holds them, where it is given
+            o = d.offload
+            bound = "the host's RAM (--host-memory-gib) beside its weights" if \
+                o is not None and o.host_memory_bytes is not None else \
+                "only the GPU's compute-buffer mask; --host-memory-gib bounds it by the RAM"
+            held = f"holds {p.tokens:,} cells in host memory (-c up to {p.tokens:,}: {bound})"
         if p.slot_cache_bytes:
             held += (f" beside {p.slot_cache_bytes / GIB:,.2f} GiB of sliding-window and "
                      f"recurrent cache sized for {p.max_num_seqs} slots")
@@ -96,9 +102,13 @@ def fit_text_lines(r: FitReport) -> list[str]:
                  f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
                  f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
                  f"{1 + (p.blocks - admission) // decoding:,} at once")
+    takes = f"{r.per_conversation_bytes / GIB:,.3f} GiB {per_gpu(p)}"
+    if cache_all_on_host(p):  # -ngl 0: none of it on the GPU
+        from ridgeline.llamacpp_pool import host_cache_bytes
+
+        takes = f"{host_cache_bytes(d, r.context) / GIB:,.3f} GiB of host memory"
     lines += ["", f"{held}{pool_ranks_note(d, p, r.context)}; one conversation of "
-              f"{r.context:,} {plural(r.context, 'token')} takes "
-              f"{r.per_conversation_bytes / GIB:,.3f} GiB {per_gpu(p)}{slot}{gated}",
+              f"{r.context:,} {plural(r.context, 'token')} takes {takes}{slot}{gated}",
               f"batch the engine can run: min({r.conversations:,} "
               f"{plural(r.conversations, 'conversation')}, "
               f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}"
@@ -117,11 +127,11 @@ def fit_text_lines(r: FitReport) -> list[str]:
                      + (f" (each of the {p.runtime_devices} dies of a {d.accelerator.id} takes "
                         "the flag)" if p.runtime_devices > 1 else ""))
     if is_llamacpp(p) and r.batch:
-        ub = r.settings.max_num_batched_tokens
+        # the ubatch the compute buffer was sized for: llama_context clamps -ub to -b, whose
+        # default the pool keeps (llamacpp_pool), so the command starts what was sized
+        ub = r.settings.max_num_batched_tokens and p.profile_tokens
         flags = "".join((
-            # -b rises with a -ub past it
-            (f" -b {ub}" if ub and ub > llamacpp_n_batch() else "")
-            + (f" -ub {ub}" if ub else ""),
+            f" -ub {ub}" if ub else "",
             "" if d.flash_attention else " -fa off",
             "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",
             # llama-server's default split is by layer; a tensor split must be asked, and its
