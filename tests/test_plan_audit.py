@@ -296,6 +296,24 @@ def test_the_pareto_frontier_holds_the_batch_that_meets_the_slo() -> None:
     assert any(p == label for *_, p in result.pareto)
 
 
+def test_the_frontiers_slo_batch_reads_faster_than_the_slo_and_the_table_says_why() -> None:
+    """The SLO's batch was sized with the load's prompts in its steps; the frontier prices a
+    decode step alone, so that point's tok/s/user is past 1 ÷ the TPOT SLO, which a reader
+    would take for slack: the table says why."""
+    from ridgeline.reports.plan_lists import PlanLists
+
+    slo = Slo(0.5, 0.04)
+    result = plan(LLAMA_8B, Load(10, "1000", "250"), slo, gpus=["h100-sxm"], workers=1)
+    tp1 = max((c for c in result.candidates if (c.tp, c.weights, c.kv) == (1, "fp8", "fp8")),
+              key=lambda c: c.batch)
+    label = f"h100-sxm TP1 fp8, KV fp8, b{tp1.batch}"
+    per_user = next(b for _, b, p in result.pareto if p == label)
+    assert per_user > 1 / slo.tpot_s
+    lines = PlanLists(LLAMA_8B, result).pareto_lines()
+    assert any("a decode step alone" in line and "prompts sharing the steps" in line
+               for line in lines)
+
+
 # -- 11. a prefill-only load ---------------------------------------------------------------
 def test_a_prefill_only_load_is_priced_per_prompt_token_with_no_infinite_bound(
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -257,4 +257,10 @@ class PlanLists:
                 "half the output, a response's mean), each configuration at batches 1, 2, "
                 f"4, … and the batch that meets the SLO{dies}:",
                 f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch",
-                *(f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in shown)]
+                *(f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in shown),
+                # a point is a pure decode step; the SLO's batch was sized with the load's
+                # prompts in its steps (or at the pool's or seats' limit), so its per-user
+                # rate reads faster than the TPOT SLO the prompts' share leaves
+                "  each point a decode step alone; a configuration's last batch is the one "
+                "its sizing found with the load's prompts sharing the steps (or its pool's or "
+                "seats' limit), so its tok/s/user here reads faster than that SLO's TPOT"]
