@@ -88,7 +88,9 @@ def test_fit_prints_the_flags_state_pool(capsys: pytest.CaptureFixture[str]) -> 
     code_set, flagged, _ = run_cli(capsys, *FIT_NEXT, "--max-mamba-cache-size", "256",
                                    "--explain")
     assert code == code_set == 0
-    assert "--max-mamba-cache-size" not in default and "mamba_full_memory_ratio 0.9" in default
+    # the flag is named in the default's levers (fit_state_levers), not in its budget
+    budget = default.split("\nlevers:")[0]
+    assert "--max-mamba-cache-size" not in budget and "mamba_full_memory_ratio 0.9" in budget
     assert "− state pool (256 requests' state" in flagged
     assert "a running request takes 3 slots" in flagged
     assert "state slots = 256" in flagged

@@ -209,6 +209,17 @@ def exchange_label(dep: Deployment) -> str:
             "gathered before the experts, their outputs reduce-scattered after")
 
 
+def data_parallel_kind(dep: Deployment) -> str:
+    """What ``dep``'s data-parallel ranks are, in a caution's words: a MoE's "data-parallel
+    attention" (each rank its own attention and requests, the experts shared over all of
+    them), a dense model's "data parallelism (whole replicas of a dense model)": vLLM's
+    --data-parallel-size over a dense model runs independent copies (its docs: "This will
+    work with both dense and MoE models"), no layer shared between them."""
+    if dep.model.moe is not None:
+        return "data-parallel attention"
+    return "data parallelism (whole replicas of a dense model)"
+
+
 def data_parallel_cautions(dep: Deployment, stepping: bool,
                            dispatched: str = "") -> tuple[str, ...]:
     """What a data-parallel figure leaves out or assumes (``stepping``: a decode step's too),
@@ -217,12 +228,13 @@ def data_parallel_cautions(dep: Deployment, stepping: bool,
     n = dep.data_parallel_size
     if n == 1:
         return ()
-    out = [f"data-parallel attention: each of the {n} ranks keeps its own requests' cache "
+    kind = data_parallel_kind(dep)
+    out = [f"{kind}: each of the {n} ranks keeps its own requests' cache "
            f"in its own pool, so the conversations are one rank's × {n}; the ranks' loads "
            "are taken as even (a rank given more long requests fills first"
            + (", and its step paces every rank's MoE layers" if dep.model.moe else "") + ")"] \
         if not dispatched else [
-        f"data-parallel attention: each of the {n} ranks is simulated with its own scheduler, "
+        f"{kind}: each of the {n} ranks is simulated with its own scheduler, "
         f"queue and pool, the arrivals dealt {dispatched}, so a prefix is reused only by the "
         "requests of the rank that cached it; every step runs all the ranks together, as long "
         "as the slowest rank's attention and own weights plus the layers gathered over every "

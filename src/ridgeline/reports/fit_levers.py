@@ -1,7 +1,9 @@
 """`ridgeline fit`'s levers: the changes that would hold more conversations, each with its
 number (a smaller cache format, more GPUs, a MoE's GPUs as data-parallel attention, half the
 context, smaller weights, llama.cpp's flash attention, slots and host offload, TensorRT-LLM's
-seats), and the fewest GPUs that hold the target when no single lever does."""
+seats, a hybrid's state: vLLM without prefix caching, SGLang's state pool sized by
+--max-mamba-cache-size), and the fewest GPUs that hold the target when no single lever
+does."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.reports.fit_state import most_rank_requests
+from ridgeline.reports.fit_state_levers import prefix_caching_lever, state_pool_size_lever
 from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_layout_problem
@@ -192,8 +195,10 @@ def levers(r: FitReport) -> list[Lever]:
     options += _more_seats_lever(r)
     if d.engine == "vllm" and not r.pool.set_pool_bytes:
         options += _budget_levers(r)
+    options += prefix_caching_lever(r)
     options += _dcp_lever(r)
     options += _state_slots_lever(r)
+    options += state_pool_size_lever(r)
     options += _pool_flag_levers(r)
     options += _longest_context_lever(r)
     if gguf and d.offload is None and d.tensor_parallel_size == 1 \
