@@ -102,8 +102,7 @@ def host_cells_that_fit(dep: Deployment, engine_version: str | None, most: int) 
     487,222 cells, 59 conversations of 8,192 tokens (not the 24 million the GPU's mask
     allows)."""
     o = dep.offload
-    per_cell = growing_cache_bytes_per_token(dep, engine_version) \
-        * (1.0 - llamacpp_cache_on_gpu(dep)[0])
+    per_cell = host_cache_bytes(dep, 1, engine_version)  # check_host_memory's rule, per cell
     if o is None or o.host_memory_bytes is None or per_cell <= 0:
         return most
     return max(0, int((o.host_memory_bytes - host_weight_bytes(dep)) // per_cell))
