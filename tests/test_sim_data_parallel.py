@@ -211,7 +211,6 @@ def test_the_json_keeps_one_ranks_settings_and_adds_every_ranks(
       "8", "--rate", "1"], "8 whole replicas"),
     (["deepseek-v3", "--gpu", "h200", "--engine", "trtllm", "-dp", "8", "--rate", "1"],
      "attention data parallelism (enable_attention_dp) is not modelled"),
-    (["llama-3.1-8b", "--gpu", "h100", "-dp", "2", "--rate", "1"], "independent replicas"),
     ([*DP8, "--rate", "1", "--spec-tokens", "2"], "not simulated yet"),
 ])
 def test_bad_data_parallel_input_is_one_line_and_exit_2(

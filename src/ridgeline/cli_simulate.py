@@ -94,11 +94,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.expert_parallel and dep.engine_expert_ranks < 2:
         raise InputError(one_rank_refusal(dep.engine))
     ranks = dep.data_parallel_size
-    if ranks > 1 and not model.is_moe:
-        raise InputError(f"{model.name} is dense: vLLM's data-parallel ranks of a dense model "
-                         f"are independent replicas that do not step together; simulate one "
-                         f"with --num-gpus {dep.tensor_parallel_size} and no --data-parallel-size "
-                         f"at 1/{ranks} of the load")
     spec_args(args)
     if ranks > 1 and args.spec_tokens:
         raise InputError("speculative decoding with data-parallel attention is not simulated "

@@ -220,6 +220,14 @@ def data_parallel_kind(dep: Deployment) -> str:
     return "data parallelism (whole replicas of a dense model)"
 
 
+def independent_ranks(dep: Deployment) -> bool:
+    """Whether ``dep``'s data-parallel ranks run each on its own clock: a dense model's, which
+    vLLM runs as independent engines (vllm/v1/engine/core.py run_engine_core: only a MoE's
+    ranks are a DPEngineCoreProc; "Non-MoE DP ranks are completely independent, so treat like
+    DP=1"); a MoE's step together (sim/data_parallel.py)."""
+    return dep.data_parallel_size > 1 and dep.model.moe is None
+
+
 def data_parallel_cautions(dep: Deployment, stepping: bool,
                            dispatched: str = "") -> tuple[str, ...]:
     """What a data-parallel figure leaves out or assumes (``stepping``: a decode step's too),
@@ -236,9 +244,14 @@ def data_parallel_cautions(dep: Deployment, stepping: bool,
         if not dispatched else [
         f"{kind}: each of the {n} ranks is simulated with its own scheduler, "
         f"queue and pool, the arrivals dealt {dispatched}, so a prefix is reused only by the "
-        "requests of the rank that cached it; every step runs all the ranks together, as long "
-        "as the slowest rank's attention and own weights plus the layers gathered over every "
-        "rank's tokens and their exchange, an idle rank's dummy pass adding nothing"
+        "requests of the rank that cached it; "
+        + ("each rank steps on its own clock, its step one rank's batch alone (vLLM runs a "
+           "dense model's ranks as independent engines: no dummy pass, no exchange); the "
+           "steps and busy time are the ranks' summed"
+           if independent_ranks(dep) else
+           "every step runs all the ranks together, as long as the slowest rank's attention "
+           "and own weights plus the layers gathered over every rank's tokens and their "
+           "exchange, an idle rank's dummy pass adding nothing")
         + ("; SGLang's admission estimate keeps its default schedule_conservativeness (under "
            "DP attention SGLang scales it by 0.3, admitting sooner)"
            if dep.engine == "sglang" else "")]

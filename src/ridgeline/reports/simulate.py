@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.cpu_offload import cpu_offload_json, cpu_offload_note
+from ridgeline.data_parallel import independent_ranks
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
@@ -104,6 +105,8 @@ class SimulateReport:
         lanes = {"per_lane": {"num_blocks": self.config.num_blocks,
                               "max_num_seqs": self.config.max_num_seqs},
                  "lanes_summed": ["steps", "busy_s"]} if self.lanes > 1 else {}
+        # a dense model's ranks, each on its own clock: their steps and busy time summed
+        summed = {"ranks_summed": ["steps", "busy_s"]} if independent_ranks(d) else {}
         # the top-level pool, seats and budget are the engine's settings as fit --json gives
         # them (a rank's pool and seats; SGLang's budget the flag it divides over the ranks);
         # data_parallel adds every rank's together
@@ -115,7 +118,7 @@ class SimulateReport:
                          "max_num_seqs": self.config.max_num_seqs,
                          "max_num_batched_tokens": self.config.max_num_batched_tokens},
             "num_blocks_all_ranks": blocks, "max_num_seqs_all_ranks": seqs,
-            "max_num_batched_tokens_all_ranks": budget}} \
+            "max_num_batched_tokens_all_ranks": budget, **summed}} \
             if d.data_parallel_size > 1 else {}
         return {**lanes,
             "settings": {**ranks, "model": d.model.name, "accelerator": d.accelerator.id,
@@ -266,8 +269,10 @@ class SimulateReport:
                     "in flight, each through every stage (vLLM V1's batch queue)"
                     if self.micro_batches > 1 else "")
                  + (f" — in each of the {d.data_parallel_size} data-parallel ranks (its own "
-                    f"scheduler, queue and pool), arrivals dealt {self.dispatch}; the ranks "
-                    "step together, an idle one joining with a dummy pass; "
+                    f"scheduler, queue and pool), arrivals dealt {self.dispatch}; "
+                    + ("the ranks step together, an idle one joining with a dummy pass; "
+                       if not independent_ranks(d) else
+                       "each rank steps on its own clock, as vLLM runs a dense model's ranks; ")
                     + _ranks_together(c, d.data_parallel_size, d.engine)
                     if d.data_parallel_size > 1 else ""),
                  ""]
@@ -284,7 +289,9 @@ class SimulateReport:
             f"completed {r.completed:,} of {self.requests:,} {plural(self.requests, 'request')} "
             f"in {r.duration_s:,.1f} s ({r.steps:,} "
             + (("micro-batch" if r.steps == 1 else "micro-batches") if self.micro_batches > 1
-               else plural(r.steps, "step")) + "): "
+               else plural(r.steps, "step"))
+            + (f", the {d.data_parallel_size} ranks' summed" if independent_ranks(d) else "")
+            + "): "
             f"{r.request_rate_req_s:,.2f} req/s, {r.output_tok_s:,.0f} output "
             f"tok/s ({r.output_tok_s / d.num_gpus:,.0f} per GPU), {r.total_tok_s:,.0f} total "
             "tok/s (prompt + output, as vllm bench serve's Total Token throughput)"
@@ -546,8 +553,11 @@ class SimulateReport:
                 _ms_q("mean step" if self.micro_batches == 1 else
                       "mean interval between micro-batches", r.busy_s / r.steps),
                 q("busy time", r.busy_s, "s", "simulated time less the idle gaps"
-                  + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")),
-                q("steps", r.steps),
+                  + (f", summed over the {self.lanes} pipeline lanes" if self.lanes > 1 else "")
+                  + (f", summed over the {d.data_parallel_size} ranks, each on its own clock"
+                     if independent_ranks(d) else "")),
+                q("steps", r.steps, "", f"summed over the {d.data_parallel_size} ranks"
+                  if independent_ranks(d) else ""),
                 *share_qs(profile, d),
                 overhead_q("per step", profile.step_overhead_s, src),
                 overhead_q("per layer", profile.layer_overhead_s, f"{src}, decode steps"),

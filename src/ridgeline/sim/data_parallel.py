@@ -1,5 +1,6 @@
 """Data-parallel attention simulated: N ranks, each its own scheduler, KV pool and queue,
-stepping together because the MoE layers join every rank's tokens.
+stepping together because the MoE layers join every rank's tokens. A dense model's ranks,
+which vLLM runs as independent engines, step each on its own clock (sim/independent_ranks.py).
 
 What the engines do, read in their source:
 - Dispatch. SGLang's DataParallelController (python/sglang/srt/managers/
@@ -65,6 +66,14 @@ def dispatch_label(engine: str) -> str:
         return "in turn (SGLang's default --load-balance-method round_robin)"
     return ("to the rank with the least waiting × 4 + running (vLLM's front end, its counts "
             "read at each arrival)")
+
+
+def least_loaded(counts: list[tuple[int, int]]) -> int:
+    """The rank vLLM's front end deals the next arrival to, of each rank's (waiting,
+    running): the lowest waiting × 4 + running, the first on a tie. (2, 1) scores 9 and
+    (0, 8) 8: the second."""
+    scores = [WAITING_WEIGHT * waiting + running for waiting, running in counts]
+    return scores.index(min(scores))
 
 
 def rank_config(engine: str, config: SimConfig, ranks: int) -> SimConfig:
@@ -138,9 +147,8 @@ class DataParallelSimulator:
         if self.method == ROUND_ROBIN:
             rank, self._turn = self._turn, (self._turn + 1) % len(self.ranks)
             return rank
-        scores = [WAITING_WEIGHT * len(rank.scheduler.waiting) + len(rank.scheduler.running)
-                  for rank in self.ranks]
-        return scores.index(min(scores))
+        return least_loaded([(len(rank.scheduler.waiting), len(rank.scheduler.running))
+                             for rank in self.ranks])
 
     def arrive(self, r: Request, rec: Recorder) -> bool:
         """r comes: dealt to a rank, which records it and queues or refuses it."""

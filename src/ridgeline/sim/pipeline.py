@@ -197,18 +197,24 @@ def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
     with 1/pp of it (``lane_config``), no pipeline as the plain simulator. stop_when_behind:
     an open loop may be cut short once hopelessly behind (``Simulator.run``); stop_past: a
     run stops once more than this many of the window's requests passed ``slo`` (each lane
-    on its own count: fewer than the replica's). Data-parallel attention: its ranks, each
-    with ``config``'s pool and seats, stepping together (sim/data_parallel.py). max_in_flight:
+    on its own count: fewer than the replica's). Data parallelism: its ranks, each with
+    ``config``'s pool and seats, a MoE's stepping together (sim/data_parallel.py), a dense
+    model's each on its own clock (sim/independent_ranks.py). max_in_flight:
     an open loop capped at that many in flight (vllm bench serve's --max-concurrency beside a
     --request-rate or a trace's times), refused over pipeline lanes. llama.cpp's layer split
     (its stages: --num-gpus) runs no lanes: the whole batch passes from GPU to GPU
     (stages.micro_batches), so 4 slots on 8 GPUs are one batch of 4, not 8 lanes of one
     sequence each at batch 1's step time."""
     pp = micro_batches(dep)
-    if dep.data_parallel_size > 1:  # each rank its own pool, the ranks stepping together
+    if dep.data_parallel_size > 1:  # each rank its own pool: a MoE's stepping together,
+        # a dense model's each on its own clock
+        from ridgeline.data_parallel import independent_ranks
         from ridgeline.sim.data_parallel import DataParallelSimulator
+        from ridgeline.sim.independent_ranks import IndependentRanksSimulator
 
-        return DataParallelSimulator(dep, profile, config).run(
+        ranks = IndependentRanksSimulator if independent_ranks(dep) else \
+            DataParallelSimulator
+        return ranks(dep, profile, config).run(
             iter(requests), closed_loop=closed_loop, keep_rows=keep_rows, slo=slo,
             window_s=window_s, stop_when_behind=stop_when_behind, stop_past=stop_past,
             max_in_flight=max_in_flight)

@@ -20,6 +20,7 @@ from ridgeline.sim.request import Request
 
 if TYPE_CHECKING:
     from ridgeline.sim.data_parallel import DataParallelSimulator
+    from ridgeline.sim.independent_ranks import IndependentRanksSimulator
     from ridgeline.sim.simulator import Simulator
 
 CHECK_STEPS = 50_000  # how often a run that may stop early asks whether it is hopelessly behind
@@ -35,7 +36,8 @@ class Run:
     while that many are in flight waits for one to leave, client-side, and is sent then, its
     TTFT timed from the send (the benchmark's clock starts inside the semaphore)."""
 
-    def __init__(self, sim: Simulator | DataParallelSimulator, workload: Iterator[Request],
+    def __init__(self, sim: Simulator | DataParallelSimulator | IndependentRanksSimulator,
+                 workload: Iterator[Request],
                  closed_loop: int, rec: Recorder, after_step: Callable[[Simulator], None] | None,
                  stop_when_behind: bool, max_in_flight: int = 0) -> None:
         self.sim = sim

@@ -1,0 +1,181 @@
+"""A dense model's data-parallel ranks each on its own clock (sim/independent_ranks.py), as
+vLLM runs them: Llama-3.1-8B on vLLM DP2 over two H100s. A rank's requests are served as one
+rank alone would serve them, whatever the other rank runs; the MoE's ranks still step together
+(tests/test_sim_data_parallel.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.data_parallel import independent_ranks
+from ridgeline.engines import profile_for
+from ridgeline.memory import EngineSettings
+from ridgeline.sim.config import SimConfig, sim_config
+from ridgeline.sim.data_parallel import ROUND_ROBIN, DataParallelSimulator, rank_config
+from ridgeline.sim.independent_ranks import IndependentRanksSimulator
+from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.pipeline import run_replica
+from ridgeline.sim.request import Request
+from ridgeline.sim.simulator import Simulator
+from tests.conftest import run_cli
+
+PROFILE = profile_for("vllm")
+LONG, SHORT = (4000, 300), (200, 100)  # (prompt, output) tokens
+
+
+def llama_dp2() -> Deployment:
+    return Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                            num_gpus=1, engine="vllm", data_parallel_size=2)
+
+
+def config(dep: Deployment, lagged: bool) -> SimConfig:
+    return replace(sim_config(dep, EngineSettings(max_model_len=8192)),
+                   async_scheduling=lagged)
+
+
+def replica(dep: Deployment) -> Deployment:
+    """One rank as a deployment of its own, without data parallelism."""
+    return Deployment.build(dep.model, dep.accelerator, num_gpus=dep.rank_gpus,
+                            engine=dep.engine)
+
+
+def burst(shapes: list[tuple[int, int]]) -> list[Request]:
+    """Requests all arriving at 0 s, in order."""
+    return [Request(i, 0.0, prompt, output) for i, (prompt, output) in enumerate(shapes)]
+
+
+def one_rank(dep: Deployment, cfg: SimConfig, shapes: list[tuple[int, int]]) -> SimResult:
+    """The same requests on one rank alone: a plain simulator with one rank's settings, on
+    one replica without data parallelism."""
+    return Simulator(replica(dep), PROFILE, rank_config(dep.engine, cfg, dep.data_parallel_size)).run(
+        iter(burst(shapes)), keep_rows=True)
+
+
+def latencies(result: SimResult, ids: list[int]) -> list[float]:
+    """TTFT, TPOT and end-to-end of each of the rows ``ids`` in turn (a row: id, arrival,
+    prompt, output, TTFT, TPOT, end-to-end, …)."""
+    rows = {row[0]: row for row in result.rec.rows}
+    return [value for i in ids for value in rows[i][4:7]]
+
+
+@pytest.mark.parametrize("lagged", [False, True])
+def test_a_ranks_short_requests_run_as_one_rank_alone_runs_them_beside_long_ones(
+        lagged: bool) -> None:
+    # long and short in turn at 0 s: vLLM's least loaded deals the longs to rank 0 and the
+    # shorts to rank 1, whose steps do not wait for rank 0's prompt chunks
+    dep = llama_dp2()
+    cfg = config(dep, lagged)
+    mixed = [LONG, SHORT] * 4
+    sim = IndependentRanksSimulator(dep, PROFILE, cfg)
+    both = sim.run(iter(burst(mixed)), keep_rows=True)
+    assert both.completed == 8 and sim.dealt == [4, 4]
+    shorts = list(range(1, 8, 2))
+    alone = one_rank(dep, cfg, [SHORT] * 4)
+    assert latencies(both, shorts) == pytest.approx(latencies(alone, [0, 1, 2, 3]), rel=1e-12)
+    longs = one_rank(dep, cfg, [LONG] * 4)
+    assert latencies(both, list(range(0, 8, 2))) == pytest.approx(
+        latencies(longs, [0, 1, 2, 3]), rel=1e-12)
+    # the run lasts as long as the slower rank; steps and busy time are both ranks' summed
+    assert both.duration_s == longs.duration_s
+    assert both.steps == alone.steps + longs.steps
+    assert both.busy_s == pytest.approx(alone.busy_s + longs.busy_s, rel=1e-12)
+    # the ranks stepping together (the lock step a MoE's take) would have slowed the shorts
+    locked = DataParallelSimulator(dep, PROFILE, cfg).run(iter(burst(mixed)), keep_rows=True)
+    assert latencies(locked, [1])[2] > 1.5 * latencies(alone, [0])[2]
+
+
+def test_two_ranks_evenly_dealt_serve_twice_one_ranks_throughput() -> None:
+    dep = llama_dp2()
+    cfg = config(dep, True)
+    shapes = [(500, 100)] * 200
+    sim = IndependentRanksSimulator(dep, PROFILE, cfg)
+    two = sim.run(iter(burst(shapes)))
+    one = one_rank(dep, cfg, shapes[:100])
+    assert sim.dealt == [100, 100]
+    assert two.duration_s == one.duration_s
+    assert two.request_rate_req_s == pytest.approx(2 * one.request_rate_req_s, rel=1e-12)
+    assert two.output_tok_s == pytest.approx(2 * one.output_tok_s, rel=1e-12)
+    # the running gauge is both ranks' summed at every instant
+    assert two.running_batch["max"] == 2 * one.running_batch["max"]
+    assert two.running_batch["mean"] == pytest.approx(2 * one.running_batch["mean"], rel=1e-9)
+    assert two.percentiles("itl") == pytest.approx(one.percentiles("itl"), rel=1e-12)
+
+
+def test_an_idle_rank_starts_at_its_arrival_not_at_the_busy_ranks_clock() -> None:
+    # a long request keeps rank 0 busy; a short one at 0.5 s goes to the idle rank 1 and
+    # starts then: its latencies are those of a rank given it alone
+    dep = llama_dp2()
+    cfg = config(dep, True)
+    requests = [Request(0, 0.0, 8000, 2000), Request(1, 0.5, *SHORT)]
+    result = IndependentRanksSimulator(dep, PROFILE, cfg).run(iter(requests), keep_rows=True)
+    alone = one_rank(dep, cfg, [SHORT])
+    assert latencies(result, [1]) == pytest.approx(latencies(alone, [0]), rel=1e-9)
+
+
+def test_run_replica_takes_independent_ranks_for_a_dense_model_only() -> None:
+    dep = llama_dp2()
+    assert independent_ranks(dep)
+    assert not independent_ranks(replace(dep, data_parallel_size=1))
+    cfg = config(dep, True)
+    shapes = [LONG, SHORT] * 3
+    replica = run_replica(dep, PROFILE, cfg, burst(shapes))
+    own = IndependentRanksSimulator(dep, PROFILE, cfg).run(iter(burst(shapes)))
+    assert (replica.duration_s, replica.steps) == (own.duration_s, own.steps)
+
+
+def test_simulate_runs_a_dense_model_over_vllm_ranks_and_says_how(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "llama-3.1-8b", "--gpu", "h100", "-dp", "2", "--rate", "8",
+            "--num-requests", "200"]
+    code, text, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "each rank steps on its own clock" in text
+    assert "every step runs all the ranks together" not in text
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["completed"] == 200
+    assert report["settings"]["data_parallel"]["ranks_summed"] == ["steps", "busy_s"]
+    # the mean step is one rank's: two ranks' steps over their busy time, each under 1 s
+    assert 0 < report["busy_s"] / report["steps"] < 0.05
+    assert report["busy_s"] > report["duration_s"]  # both ranks busy most of the run
+
+
+@pytest.mark.parametrize("lagged", [False, True])
+def test_a_rank_dealt_staggered_arrivals_serves_them_as_one_rank_alone_does(
+        lagged: bool) -> None:
+    # dealt in turn (SGLang's method, set here to fix who gets what): rank 0 every long
+    # request, rank 1 every short one, arriving at their own times; rank 1's requests come
+    # while it is idle, mid-step and at a step's end, so its clock, its waking and (async)
+    # its holding a request a step are read as one rank's own run reads them
+    dep = llama_dp2()
+    cfg = config(dep, lagged)
+    times = [0.013 * k * k for k in range(40)]
+    shapes = [LONG if k % 2 == 0 else SHORT for k in range(40)]
+
+    def requests(keep: int | None = None) -> list[Request]:
+        return [Request(k, t, *shape) for k, (t, shape) in enumerate(zip(times, shapes))
+                if keep is None or k % 2 == keep]
+
+    sim = IndependentRanksSimulator(dep, PROFILE, cfg)
+    sim.method = ROUND_ROBIN
+    both = sim.run(iter(requests()), keep_rows=True)
+    assert sim.dealt == [20, 20]
+    for rank in (0, 1):
+        alone = Simulator(replica(dep), PROFILE, rank_config(dep.engine, cfg, 2)).run(
+            iter(requests(rank)), keep_rows=True)
+        ids = list(range(rank, 40, 2))
+        assert latencies(both, ids) == pytest.approx(latencies(alone, ids), rel=1e-12)
+
+
+def test_a_closed_loop_over_the_ranks_keeps_its_users_in_flight() -> None:
+    dep = llama_dp2()
+    sim = IndependentRanksSimulator(dep, PROFILE, config(dep, True))
+    result = sim.run(iter(burst([(500, 100)] * 300)), closed_loop=16)
+    assert result.completed == 300 and sum(sim.dealt) == 300
+    assert result.running_batch["max"] == 16
+    assert min(sim.dealt) > 100  # least loaded: neither rank starved
