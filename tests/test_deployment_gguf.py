@@ -1,7 +1,9 @@
 """llama.cpp runs GGUF files. A checkpoint stored in a type GGUF has no tensor type for (fp8,
 AWQ/GPTQ int4) reaches it only as the file convert_hf_to_gguf.py writes from it, dequantized
 to bf16 or q8_0 and perhaps quantized further, so "as stored" is refused as --weights fp8 is,
-with the formats to name instead; gpt-oss's MXFP4 experts are a GGUF type and run as stored."""
+with the formats to name instead. gpt-oss's MXFP4 experts are a GGUF type: with no --weights
+its checkpoint runs as the GGUF users run (ggml-org's, mxfp4_moe), said once; --weights stored
+is convert_hf_to_gguf.py's own output, the checkpoint's formats."""
 
 from __future__ import annotations
 
@@ -59,10 +61,60 @@ def test_the_gguf_a_lever_names_runs_and_weighs_more(capsys: pytest.CaptureFixtu
     assert code == 0 and "weights q8_0" in out
 
 
-def test_gpt_oss_mxfp4_experts_are_a_gguf_type_and_run_as_stored() -> None:
-    dep = Deployment.build(resolve_model("gpt-oss-20b"), resolve_accelerator("rtx-4090"),
-                           engine="llama.cpp-cuda")
-    assert dep.weights.label == "as stored" and "mxfp4" in dict(dep.weights.formats).values()
+def test_gpt_oss_runs_under_llamacpp_as_ggml_orgs_gguf_unless_stored_is_named() -> None:
+    """It had run the safetensors' bf16 attention and lm_head, a file llama.cpp never loads."""
+    spec, card = resolve_model("gpt-oss-20b"), resolve_accelerator("rtx-4090")
+    dep = Deployment.build(spec, card, engine="llama.cpp-cuda")
+    formats = dict(dep.weights.formats)
+    assert dep.weights.label == "mxfp4_moe"
+    assert formats["experts"] == "mxfp4" and formats["attention"] == formats["lm_head"] == "q8_0"
+    stored = Deployment.build(spec, card, "stored", engine="llama.cpp-cuda")
+    assert stored.weights.label == "as stored" and dict(stored.weights.formats)["attention"] \
+        == "bf16"
+    assert Deployment.build(spec, card, engine="vllm").weights.label == "as stored"
+    assert Deployment.build(spec, card).weights.label == "as stored"  # no engine: no GGUF
+
+
+def test_gpt_oss_120b_on_a_dgx_spark_under_llamacpp_expects_about_48_tok_s(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """ggml-org's GGUF, as validate prices the published rows (59.02 tok/s measured, llama.cpp
+    benches/dgx-spark.md); the checkpoint's bf16 attention had read 36.8."""
+    argv = ("decode", "gpt-oss-120b", "--gpu", "dgx-spark-gb10", "--engine", "llama.cpp",
+            "--json")
+    code, out, _ = run_cli(capsys, *argv)
+    data = json.loads(out)
+    assert code == 0 and data["deployment"].startswith("gpt-oss-120b on 1 x dgx-spark-gb10, "
+                                                       "weights mxfp4_moe")
+    assert data["points"][0]["expected"]["per_user_tok_s"] == pytest.approx(48.4, abs=0.5)
+    assert any("ggml-org's conversion, --weights mxfp4_moe" in c for c in data["cautions"])
+    code, out, _ = run_cli(capsys, *argv, "--weights", "stored")
+    data = json.loads(out)
+    assert data["points"][0]["expected"]["per_user_tok_s"] == pytest.approx(36.8, abs=0.5)
+    assert not any("ggml-org" in c for c in data["cautions"])
+
+
+@pytest.mark.parametrize("argv", [
+    ("decode", "--batch", "1", "--context", "1000"),
+    ("prefill", "--prompt-len", "1000"),
+    ("fit", "--max-model-len", "8k"),
+    ("simulate", "--max-model-len", "8k", "--concurrency", "2", "--num-requests", "4",
+     "--input-len", "64", "--output-len", "8"),
+], ids=["decode", "prefill", "fit", "simulate"])
+def test_every_llamacpp_command_runs_gpt_oss_as_its_gguf_and_says_so_once(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    code, out, err = run_cli(capsys, argv[0], "gpt-oss-120b", "--gpu", "dgx-spark-gb10",
+                             "--engine", "llama.cpp", *argv[1:])
+    assert code == 0 and "mxfp4_moe" in out and "as stored" not in out
+    assert err.count("read as ggml-org's conversion, --weights mxfp4_moe (MXFP4 experts, "
+                     "Q8_0 for the rest); --weights stored for convert_hf_to_gguf.py") == 1
+
+
+def test_an_engine_comparison_names_each_engines_weights(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--engine",
+                           "vllm,llama.cpp", "--max-model-len", "8k")
+    assert code == 0
+    assert "weights as stored (llama.cpp-cuda: mxfp4_moe):" in out.splitlines()[0]
 
 
 def test_an_awq_checkpoint_is_served_by_vllm_and_refused_by_llamacpp_as_stored() -> None:

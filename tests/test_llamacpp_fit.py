@@ -332,6 +332,32 @@ def test_every_layer_on_the_host_holds_the_cells_the_hosts_ram_does(
     assert "takes 1.000 GiB of host memory" in out and "59 conversations" in out
 
 
+def test_every_layer_on_the_host_without_its_ram_counts_no_conversations_by_the_gpu(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-ngl 0 without --host-memory-gib: the headline had read 'the memory holds 3,033
+    conversations', the mask's count (terabytes of host cache), and levers up to -np 3033;
+    it says the cache is the host's, what the command runs and what one takes, and asks for
+    the RAM, with no lever counted by the mask."""
+    argv = ("fit", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "--weights",
+            "q4_k_m", "--max-model-len", "8000", "-ngl", "0")
+    code, out, _ = run_cli(capsys, *argv)
+    headline = out.splitlines()[0]
+    assert code == 0 and "the memory holds" not in headline and "3,033" not in headline
+    assert headline.startswith("fits, under the ridge: the KV cache is in host memory (-ngl 0), "
+                               "which the GPU does not bound: the llama-server command below "
+                               "runs 4 conversations of 8,000 tokens at once (-np 4), 0.977 "
+                               "GiB of host memory each; --host-memory-gib counts how many")
+    assert "levers:" not in out and "-np 3033" not in out
+    assert "batch the engine can run: slots (-np) 4 = 4 (the host's RAM, not given" in out
+    report = json.loads(run_cli(capsys, *argv, "--json")[1])
+    assert report["host_cache_unbounded"] is True and report["levers"] == []
+    code, out, _ = run_cli(capsys, *argv, "--host-memory-gib", "64")  # the RAM counts them
+    assert code == 0 and out.startswith("fits, under the ridge: the memory holds 60 ")
+    assert "levers:" in out
+    report = json.loads(run_cli(capsys, *argv, "--host-memory-gib", "64", "--json")[1])
+    assert report["host_cache_unbounded"] is False
+
+
 def test_the_host_ram_is_checked_on_the_placement_picked_not_on_the_probes(
         capsys: pytest.CaptureFixture[str]) -> None:
     argv = (*AUTO_70B, "-ngl", "auto", "--host-bandwidth-gbs", "76.8")

@@ -30,8 +30,10 @@ YARN_2 = ("--rope-scaling", "yarn", "--rope-scale", "2")
 
 
 def _gpt_oss(rope: RopeLaunch | None) -> Deployment:
+    # the checkpoint's own formats (bf16 attention), the weights this file's budgets were sized
+    # for; llama.cpp's default for gpt-oss is ggml-org's lighter GGUF (mxfp4_moe)
     dep = Deployment.build(resolve_model("gpt-oss-20b"), resolve_accelerator("h100-sxm"),
-                           engine="llama.cpp-cuda")
+                           "stored", engine="llama.cpp-cuda")
     return replace(dep, rope=rope)
 
 

@@ -84,6 +84,14 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
     p.set_defaults(gpu_required=required)
 
 
+def llamacpp_batch_flag(g: Any) -> None:
+    """llama.cpp's -b (n_batch), in its own name and default."""
+    g.add_argument("-b", "--batch-size", dest="n_batch", metavar="N",
+                   type=_positive_count("batch size"),
+                   help="llama.cpp: the logical batch, tokens one llama_decode call takes "
+                   "(default 2048); it bounds -ub and how a prompt is cut")
+
+
 def engine_sizes(g: Any, llamacpp: bool = True) -> None:
     """The pool's and the scheduler's sizes, under each engine's own name for them (with
     ``llamacpp``, llama.cpp's slots and ubatch too)."""
@@ -102,6 +110,8 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    help="tokens per step: the profiled pass, and the chunk a longer prompt runs "
                    "in (prefill, simulate)"
                    + ("; llama.cpp n_ubatch (-ub)" if llamacpp else ""))
+    if llamacpp:
+        llamacpp_batch_flag(g)
     g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory_bytes",
                    metavar="N", type=_positive_count("kv_cache_memory_bytes"),
                    help="vLLM: the KV pool per GPU in bytes (30G = 30 GiB, 30g = 30e9), set "

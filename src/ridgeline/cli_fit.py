@@ -181,7 +181,7 @@ SGLANG_EAGER = ("--disable-cuda-graph: SGLang's memory reserve counts --cuda-gra
 
 
 # the settings that name one engine's knob: a comparison runs each engine at its defaults
-ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "n_batch",
                 "block_size", "engine_version", "flash_attn", "swa_full_tokens_ratio",
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
@@ -208,7 +208,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
     from ridgeline.reports.fit import fit_report
     from ridgeline.reports.fit_comparison import FitComparison
 
-    flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target",
+    flag = {"gpu_layers": "-ngl", "fit_target_mib": "--fit-target", "n_batch": "-b",
             "eplb_redundant_dotted": "--eplb-config.num_redundant_experts",
             **{f"limit_mm_{m}": f"--limit-mm-per-prompt.{m}" for m in ("image", "video", "audio")},
             "prefix_caching": "--enable-prefix-caching" if args.prefix_caching

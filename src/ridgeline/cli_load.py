@@ -123,7 +123,8 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
                    engine: str | None) -> str | None:
     """--weights, or what --quantization METHOD serves ``model`` in (as stored where the
     checkpoint is quantized so; refused where vLLM and SGLang refuse it), then --dtype's type
-    for an unquantized checkpoint (bfloat16 refused on a card without it)."""
+    for an unquantized checkpoint (bfloat16 refused on a card without it). None under
+    llama.cpp is the GGUF it runs the checkpoint as, said once (llamacpp_weights_note)."""
     from ridgeline.engine_quantization import (
         dtype_on,
         method_on,
@@ -141,7 +142,12 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
         method_on(method, acc)
     dtype_on(dtype, acc)
     weights = quantized_weights(method, model, engine) if method else getattr(args, "weights", None)
-    return weights_with_dtype(weights, dtype, model)
+    weights = weights_with_dtype(weights, dtype, model)
+    if weights is None and (engine or "").startswith("llama.cpp"):  # Deployment.build's GGUF
+        from ridgeline.served_model import llamacpp_weights_note
+
+        _say_caution(args, llamacpp_weights_note(model))
+    return weights
 
 
 def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
@@ -528,13 +534,25 @@ def chunked_prefill_asked(args: argparse.Namespace) -> bool:
         and isinstance(asked, str) and engine_id(asked) == "trtllm"
 
 
+def llamacpp_n_batch_asked(args: argparse.Namespace) -> int | None:
+    """-b (--batch-size) where given, refused for an engine that is not llama.cpp."""
+    n_batch = getattr(args, "n_batch", None)
+    engine = str(getattr(args, "engine", None) or "vllm")
+    if n_batch is not None and not all(e.strip().startswith("llama.cpp")
+                                       for e in engine.split(",")):
+        raise InputError(f"-b (--batch-size) is llama.cpp's logical batch; {engine} takes its "
+                         "step's tokens as --max-num-batched-tokens")
+    return n_batch
+
+
 def engine_settings(args: argparse.Namespace) -> Any:
     from ridgeline.memory import EngineSettings
 
     return EngineSettings(
         gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-        block_size=args.block_size, enforce_eager=args.enforce_eager,
+        n_batch=llamacpp_n_batch_asked(args), block_size=args.block_size,
+        enforce_eager=args.enforce_eager,
         usage=args.usage or "serve",
         engine_version=getattr(args, "engine_version", None),
         async_scheduling=not getattr(args, "no_async_scheduling", False),

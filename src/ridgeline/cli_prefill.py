@@ -11,6 +11,7 @@ from ridgeline.cli import (
     _engine,
     _output,
     data_parallel_flags,
+    llamacpp_batch_flag,
     refuse_data_parallel,
 )
 from ridgeline.cli_engine import lora_settings
@@ -58,7 +59,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
         from ridgeline.capacity import start_trim_caution
         from ridgeline.chunked_prefill import step_budget
-        from ridgeline.llamacpp_batching import llamacpp_n_batch
+        from ridgeline.llamacpp_batching import llamacpp_n_batch, llamacpp_n_ubatch
         from ridgeline.memory import EngineSettings
         from ridgeline.predict import shared_profile_caution
         from ridgeline.reports.decode import describe_settings
@@ -67,16 +68,21 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         dep = load_deployment(a)
         no_fit_ctx(a)
         run = fitted_run(
-            a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size,
+            a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size, n_batch=a.n_batch,
                                    engine_version=pool_engine_version(a, dep)),
             max(a.prompt_len), a.batch)
         placed = run.deployment
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
                              "in one pass")
-        # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch)), -b at its
-        # default here, as fit's compute buffer and simulate's ubatches take it
-        ubatch = min(a.ubatch_size, llamacpp_n_batch()) if a.ubatch_size else None
+        if a.n_batch and not placed.engine.startswith("llama.cpp"):
+            raise InputError(f"-b (--batch-size) is llama.cpp's logical batch; {placed.engine} "
+                             "runs a prompt in steps of --max-num-batched-tokens")
+        # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch)), as fit's
+        # compute buffer and simulate's ubatches take it
+        n_batch = a.n_batch or llamacpp_n_batch()
+        ubatch = min(a.ubatch_size or llamacpp_n_ubatch(), n_batch) \
+            if a.ubatch_size or a.n_batch else None
         profile = load_profile(a)
         pool_settings = fit_settings(engine_pool_settings(a, placed), run)
         length = pool_max_model_len(a, placed, a.prompt_len, "--prompt-len")
@@ -102,13 +108,13 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
         def report(n: int) -> PrefillReport:
             floor = prefill_floor(placed, n, a.batch, ubatch,
-                                  budget[0] if budget else None)
+                                  budget[0] if budget else None, a.n_batch)
             seat = engine_seats(placed, n, a.enforce_eager, pool_settings, length)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)
             expected = Expectation.of_prefill(placed, n, a.batch, profile, ubatch,
                                               budget if engine_runs(floor, seat) else None,
-                                              chunked)
+                                              chunked, a.n_batch)
             return PrefillReport(placed, floor, expected, ubatch, seat, notes, budget,
                                  pool_settings.usage if pool_settings else "serve",
                                  a.engine_version, described, chunked)
@@ -146,6 +152,7 @@ def register(sub: Any) -> None:
                    type=_positive_count("ubatch size"),
                    help="llama.cpp: tokens per ubatch (default 512); each re-reads the weights, "
                    "and with partial offload copies the host's over the link")
+    llamacpp_batch_flag(p)
     _offload(p)
     add_eager_flag(p)
     add_pool_flags(p)

@@ -34,7 +34,12 @@ from ridgeline.precision import (
     weight_plan,
 )
 from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTED, ROUTER
-from ridgeline.served_model import latent_attention, llamacpp_attention, served_dtype
+from ridgeline.served_model import (
+    latent_attention,
+    llamacpp_attention,
+    llamacpp_weights,
+    served_dtype,
+)
 from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.units import plural
 
@@ -124,7 +129,8 @@ class Deployment:
         offload: HostOffload | None = None, split_mode: str | None = None,
         data_parallel_size: int = 1, decode_context_parallel_size: int = 1,
     ) -> Deployment:
-        """Weights default to the checkpoint's stored formats; KV to the model's dtype.
+        """Weights default to the checkpoint's stored formats (under a named llama.cpp, to the
+        GGUF it runs the checkpoint as: served_model.llamacpp_weights); KV to the model's dtype.
 
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
@@ -145,6 +151,8 @@ class Deployment:
         """
         named = engine is not None
         engine = engine or "vllm"
+        if named and weights is None and engine.startswith("llama.cpp"):
+            weights = llamacpp_weights(model)  # gpt-oss: its GGUF, not the safetensors
         no_kernel = flash_attention_unsupported(model, engine) if named else ""
         auto_off = ""
         if flash_attention is None:  # -fa auto

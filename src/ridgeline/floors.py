@@ -326,7 +326,7 @@ class PrefillFloor(_Floor):
 
 
 def busy_stages(dep: Deployment, tokens: int, ubatch: int | None = None,
-                chunk_tokens: int | None = None) -> float:
+                chunk_tokens: int | None = None, n_batch: int | None = None) -> float:
     """The pipeline stages a prompt keeps busy on average: where llama.cpp pipelines its
     layer split (llamacpp_batching.pipelined_stages) the ubatches of one llama_decode call (k
     of them) over pp stages, pp·k ÷ (k + pp − 1); one ubatch, one stage, or a split llama.cpp
@@ -347,22 +347,23 @@ def busy_stages(dep: Deployment, tokens: int, ubatch: int | None = None,
     if stages <= 1:
         return 1.0
     size = ubatch or llamacpp_n_ubatch()  # a short last ubatch counts for its share
-    k = max(1.0, min(tokens / size, max(1, llamacpp_n_batch() // size)))
+    k = max(1.0, min(tokens / size, max(1, (n_batch or llamacpp_n_batch()) // size)))
     return k / pipeline_span(k, 1.0, stages)  # k ubatch-times of work over the span
 
 
 def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
-                  ubatch: int | None = None, chunk_tokens: int | None = None) -> PrefillFloor:
+                  ubatch: int | None = None, chunk_tokens: int | None = None,
+                  n_batch: int | None = None) -> PrefillFloor:
     """Prefill ``batch`` prompts of ``prompt_len`` tokens in one pass: the TTFT floor. Over
     a layer split llama.cpp pipelines (``busy_stages``) the ubatches (``ubatch`` tokens,
-    llama.cpp's -ub) of one 2,048-token call are pipelined, a stage apart: with k of them
-    over pp stages, pp·k ÷ (k + pp − 1) of the GPUs are busy on average; over one it does not
-    pipeline, one."""
+    llama.cpp's -ub) of one call (``n_batch`` tokens, -b: 2,048 by default) are pipelined, a
+    stage apart: with k of them over pp stages, pp·k ÷ (k + pp − 1) of the GPUs are busy on
+    average; over one it does not pipeline, one."""
     require_positive(prompt_len, "prompt length")
     require_positive(batch, "batch")
     footprint = served_footprint(dep, prompt_len)  # states as the step reads them
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
-    stages = busy_stages(dep, prompt_len * batch, ubatch, chunk_tokens)
+    stages = busy_stages(dep, prompt_len * batch, ubatch, chunk_tokens, n_batch)
     # the stages' arithmetic overlaps; their reads do not lower the floor: the first ubatch
     # alone passes every stage's weights one stage after another (and each further ubatch
     # reads them again), so the weights once at one stage's bandwidth stay a lower bound

@@ -65,18 +65,19 @@ def pipeline_span(total: float, longest: float, stages: int) -> float:
 
 
 def prefill_time_s(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
-                   batch: int = 1, chunk: int | None = 0) -> float:
+                   batch: int = 1, chunk: int | None = 0, n_batch: int | None = None) -> float:
     """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
 
     llama.cpp cuts the work into ubatches of ``chunk`` tokens (0: its default -ub, 512),
-    whichever prompts they come from (each ubatch re-reads the weights); engines, or
-    chunk=None, run each prompt's tokens in one pass.
+    whichever prompts they come from (each ubatch re-reads the weights), ``n_batch`` tokens
+    (-b; None: its default, 2048) to a llama_decode call; engines, or chunk=None, run each
+    prompt's tokens in one pass.
     """
     if not dep.engine.startswith("llama.cpp") or chunk is None:
         return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
     chunk = chunk or llamacpp_n_ubatch()
     stages = pipelined_stages(dep)
-    per_call = max(1, llamacpp_n_batch() // chunk)  # ubatches one llama_decode call holds
+    per_call = max(1, (n_batch or llamacpp_n_batch()) // chunk)  # ubatches a call holds
     total = 0.0
     for _ in range(batch):
         done, call = 0, []

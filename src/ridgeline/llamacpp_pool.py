@@ -126,10 +126,9 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     (SplitDevice.mask_copies, input_copies); ``cells``: the -c the
     split runs at (its binding GPU's, memory.stage_pools), None: the most this GPU holds."""
     d = engine_defaults(dep.engine)
-    # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch), src/llama-context.cpp),
-    # and -b keeps its default here
+    # llama_context clamps -ub to -b (n_ubatch = min(n_batch, n_ubatch), src/llama-context.cpp)
     n_ubatch = min(s.max_num_batched_tokens or int(d.get("n_ubatch", 512)),
-                   int(d.get("n_batch", 2048)))
+                   s.n_batch or int(d.get("n_batch", 2048)))
     seats = s.max_num_seqs or int(d.get("n_parallel", 1))
     windows = honours_windows(dep)
     growing, slot_sized = llamacpp_cache_on_gpu(dep)

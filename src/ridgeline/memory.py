@@ -89,6 +89,7 @@ class EngineSettings:
     max_model_len: int | None = None  # kv_cache_free_gpu_mem_fraction; llama.cpp n_ctx
     max_num_seqs: int | None = None  # SGLang max_running_requests; TRT max_batch_size
     max_num_batched_tokens: int | None = None  # SGLang chunked_prefill_size; TRT max_num_tokens
+    n_batch: int | None = None  # llama.cpp -b: the tokens one llama_decode call takes (2048)
     block_size: int | None = None  # SGLang page_size; TRT tokens_per_block
     enforce_eager: bool = False  # vLLM: no CUDA graphs, no graph memory
     usage: str = "serve"  # vLLM usage context: "serve" (vllm serve) or "offline" (LLM class)

@@ -109,10 +109,10 @@ def deployment_for(row: Measurement) -> Deployment:
     engine = row_engine(row)
     stored = set(model.stored_format_map.values())
     weights = _WEIGHTS.get(row.weights_dtype, row.weights_dtype)
-    if engine.startswith("llama.cpp") and weights == "mxfp4" and "mxfp4" in stored:
-        weights = "mxfp4_moe"  # its GGUF: MXFP4 experts, Q8_0 for the rest
     if weights in stored or (weights == "bf16" and not stored):
-        weights_arg: str | None = None  # the checkpoint as stored (gpt-oss MXFP4 experts)
+        # the checkpoint as stored (gpt-oss MXFP4 experts); under llama.cpp the GGUF it runs
+        # the checkpoint as (Deployment.build: gpt-oss's MXFP4 experts, Q8_0 for the rest)
+        weights_arg: str | None = None
     else:
         weights_arg = weights
     kv = {"f16": "fp16", "unknown": None}.get(row.kv_dtype, row.kv_dtype)

@@ -1,6 +1,6 @@
-"""The model as an engine serves it: the dtype it serves a checkpoint at, and the
-attention windows it keeps apart (llama.cpp only for the architectures it has a window type
-for)."""
+"""The model as an engine serves it: the dtype it serves a checkpoint at, the GGUF llama.cpp
+runs a checkpoint as, and the attention windows it keeps apart (llama.cpp only for the
+architectures it has a window type for)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,34 @@ def served_dtype(model: ModelSpec) -> str:
     for it, bf16 where the card has it; its docs before v0.5: fp16; SGLang's the same, and
     llama.cpp's converter writes F16 by default), any other as stored."""
     return "bf16" if model.dtype == "fp32" else model.dtype
+
+
+# The GGUF llama.cpp users run an MXFP4 checkpoint (gpt-oss) as, where no --weights names one.
+# convert_hf_to_gguf.py (GptOssModel) copies the MXFP4 expert blocks into GGML MXFP4 tensors
+# (repack_mxfp4; dequant_model is skipped for quant_method "mxfp4"), writes every other tensor
+# at --outtype (F16 by default; norms, biases and sinks F32) and labels the file MOSTLY_MXFP4_MOE.
+# The published file, ggml-org/gpt-oss-120b-GGUF (what llama.cpp's own benches/dgx-spark.md
+# runs), has the rest at Q8_0 too, llama-quantize's MXFP4_MOE mix: 59.02 GiB in llama-bench,
+# against 60.87 GiB for the F16 conversion (community.frame.work "Will the AI Max+ 395 128GB be
+# able to run gpt-oss-120b", post 26: token_embd, attention and output Q8_0 in ggml-org's file).
+LLAMACPP_MXFP4_GGUF = "mxfp4_moe"
+
+
+def llamacpp_weights(model: ModelSpec) -> str | None:
+    """The weight format llama.cpp runs ``model`` at where none is named: a checkpoint whose
+    quantization_config says quant_method "mxfp4" as ggml-org's GGUF of it (mxfp4_moe: MXFP4
+    experts, Q8_0 for the rest); None (as stored) for any other, a GGUF file included."""
+    return LLAMACPP_MXFP4_GGUF if model.quant_method == "mxfp4" else None
+
+
+def llamacpp_weights_note(model: ModelSpec) -> str:
+    """The line that says which GGUF llama.cpp is assumed to run, or "" where none is assumed."""
+    if llamacpp_weights(model) is None:
+        return ""
+    return (f"llama.cpp runs a GGUF, not the Hugging Face checkpoint: {model.name} is read as "
+            f"ggml-org's conversion, --weights {LLAMACPP_MXFP4_GGUF} (MXFP4 experts, Q8_0 for "
+            "the rest); --weights stored for convert_hf_to_gguf.py's own F16 output, or "
+            "--weights another GGUF type (q8_0, q4_k_m, …)")
 
 
 def llamacpp_attention(model: ModelSpec) -> ModelSpec:

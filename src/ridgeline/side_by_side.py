@@ -56,3 +56,15 @@ def run_each(names: Sequence[str], run: Callable[[str], T],
 def not_run_dict(entries: tuple[NotRun, ...], key: str) -> dict[str, Any]:
     """The ``not_run`` entries of a comparison's JSON, or nothing where every entry ran."""
     return {"not_run": [e.to_dict(key) for e in entries]} if entries else {}
+
+
+def weights_by_engine(deployments: Sequence[Any]) -> str:
+    """The weights a comparison's header names: one label where every entry runs the same,
+    else the most entries' label and each other engine's in brackets ("as stored
+    (llama.cpp-cuda: mxfp4_moe)": llama.cpp runs gpt-oss as its GGUF,
+    served_model.llamacpp_weights)."""
+    labels: dict[str, str] = {d.engine: d.weights.label for d in deployments}
+    values = list(labels.values())
+    common = max(values, key=values.count)  # the first on a tie
+    others = [f"{engine}: {label}" for engine, label in labels.items() if label != common]
+    return common + (f" ({', '.join(others)})" if others else "")

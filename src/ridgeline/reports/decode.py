@@ -38,7 +38,7 @@ from ridgeline.reports.expectation import (
 )
 from ridgeline.reports.graph_explain import graph_step
 from ridgeline.roofline import first_whole_batch
-from ridgeline.side_by_side import NotRun, not_run_dict
+from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import GB, MIB, plural, usd_per_million_tokens
@@ -735,7 +735,8 @@ class DecodeComparison(ByCard):
         from ridgeline.offload import placement_lines
 
         engines = ", ".join(dict.fromkeys(r.expected[0].engine for r in self.reports))
-        return [f"{d.model.name}, weights {d.weights.label}, "
+        weights = weights_by_engine([r.deployment for r in self.reports])
+        return [f"{d.model.name}, weights {weights}, "
                 + ("" if kv_per_card else f"KV {d.kv.id}, ") + "decode on "
                 f"{engines}{' (each card its own)' if per_card else ''}: one row per "
                 "accelerator, batch and context", "",

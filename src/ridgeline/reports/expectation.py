@@ -128,7 +128,8 @@ class Expectation:
     def of_prefill(cls, dep: Deployment, prompt: int, batch: int,
                    profile: EngineProfile, ubatch: int | None = None,
                    budget: tuple[int, str] | None = None,
-                   enable_chunked_prefill: bool = False) -> Expectation:
+                   enable_chunked_prefill: bool = False,
+                   n_batch: int | None = None) -> Expectation:
         """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches (default
         512), each after the cache the ones before it filled (what `validate` scores); a
         serving engine in steps of its token budget (``budget``: the tokens a step and where
@@ -141,7 +142,7 @@ class Expectation:
         if prompt <= ubatch:
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
         first = [Seq(ubatch, 0)]
-        t = prefill_time_s(dep, profile, prompt, 0, batch, ubatch)
+        t = prefill_time_s(dep, profile, prompt, 0, batch, ubatch, n_batch)
         ubatches = batch * -(-prompt // ubatch)
         head = tuple(replace(st, label=f"first ubatch: {st.label}") for st in
                      _expectation_steps(dep, first, profile, step_cost(dep, first, profile)))
@@ -151,7 +152,7 @@ class Expectation:
                      q("n_ubatch", ubatch, "tokens", "--ubatch-size" if given
                        else "llama.cpp default (-ub)"),
                      q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
-        floor = prefill_floor(dep, prompt, batch, ubatch).time_s
+        floor = prefill_floor(dep, prompt, batch, ubatch, n_batch=n_batch).time_s
         low, slow, band = band_edges(profile, t, floor)
         return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
                    profile.compute_fitted, profile.calibration_caution(dep.accelerator),

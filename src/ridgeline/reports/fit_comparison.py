@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.explain import Step
 from ridgeline.render import table
-from ridgeline.side_by_side import NotRun, not_run_dict
+from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.units import GIB
 
 if TYPE_CHECKING:
@@ -53,15 +53,16 @@ class FitComparison:
                  f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
                  f"{r.batch:,}", r.verdict] for r in self.reports]
         target = f", against a target of {first.target:,}" if first.target else ""
+        weights = weights_by_engine([r.deployment for r in self.reports])
         if self.by == "engine":
             head = (f"{d.model.name} on {d.gpus_label}, weights "
-                    f"{d.weights.label}: conversations of {first.context:,} tokens by "
+                    f"{weights}: conversations of {first.context:,} tokens by "
                     f"engine{target}")
             foot = ("each at its own defaults, tokens as each engine counts them; "
                     "`--engine NAME` alone for one engine's breakdown and levers")
         else:
             head = (f"{d.model.name} on {', '.join(engines)}"
-                    f"{' (each card its own)' if per_card else ''}, weights {d.weights.label}: "
+                    f"{' (each card its own)' if per_card else ''}, weights {weights}: "
                     f"conversations of {first.context:,} tokens by accelerator{target}")
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
         from ridgeline.offload import placement_lines

@@ -11,7 +11,7 @@ from ridgeline.load_peak import load_peak_reason
 from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
-from ridgeline.reports.fit_terms import is_llamacpp
+from ridgeline.reports.fit_terms import host_cache_unbounded, is_llamacpp
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings
@@ -58,6 +58,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         # --block-size share (vLLM's per-rank block, block_size_per_dcp_rank)
         "block_size": p.block_size, "block_size_per_dcp_rank": p.block_size // dcp,
         "conversations": r.conversations,
+        # -ngl 0 without --host-memory-gib: the conversations are the GPU mask's count, which
+        # no host's RAM reaches; the RAM, not given, bounds them (fit_terms)
+        "host_cache_unbounded": host_cache_unbounded(p, r.deployment),
         "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
         "batch_to_ridge": r.ridge_batch, "verdict": r.verdict,
         # the text's "(the ridge N)": the first whole batch at or past batch_to_ridge

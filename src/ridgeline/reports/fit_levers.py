@@ -38,7 +38,13 @@ from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_state_levers import prefix_caching_lever, state_pool_size_lever
-from ridgeline.reports.fit_terms import cap_flag, context_lever, fp8_kv_words, is_llamacpp
+from ridgeline.reports.fit_terms import (
+    cap_flag,
+    context_lever,
+    fp8_kv_words,
+    host_cache_unbounded,
+    is_llamacpp,
+)
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_layout_problem
 from ridgeline.vllm_eplb_weights import eplb_weights_problem
@@ -123,6 +129,8 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
 
 def levers(r: FitReport) -> list[Lever]:
     d, s = r.deployment, r.settings
+    if host_cache_unbounded(r.pool, d):  # each count would be the GPU mask's; the headline
+        return []  # asks for --host-memory-gib, which makes them the RAM's
     gguf = is_llamacpp(r.pool)
     options: list[tuple[str, Deployment, int, EngineSettings]] = []
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (

@@ -4,9 +4,14 @@ or a context length (engines.json ``cli``), and whether the pool is llama.cpp's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ridgeline.datafiles import engine_defaults
 from ridgeline.hardware import dies_added
 from ridgeline.memory import KVPool
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
 
 
 def runner_label(p: KVPool) -> str:
@@ -44,6 +49,14 @@ def cache_all_on_host(p: KVPool) -> bool:
     host memory's, and what the GPU has left holds none of them."""
     return is_llamacpp(p) and p.split_device is None and bool(p.host_cells) \
         and not p.kv_bytes_per_token
+
+
+def host_cache_unbounded(p: KVPool, d: Deployment) -> bool:
+    """The cache all in host memory (-ngl 0) and the host's RAM not given (--host-memory-gib):
+    nothing ridgeline knows bounds its conversations but the GPU's compute-buffer mask (24
+    million cells for llama-3.1-8b on an RTX 4090, 23 GiB of it: terabytes of host cache),
+    which no host reaches, so fit counts none."""
+    return cache_all_on_host(p) and (d.offload is None or d.offload.host_memory_bytes is None)
 
 
 def seats_name(p: KVPool) -> str:

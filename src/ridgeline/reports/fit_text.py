@@ -24,6 +24,7 @@ from ridgeline.reports.fit_state import (
 )
 from ridgeline.reports.fit_terms import (
     cache_all_on_host,
+    host_cache_unbounded,
     is_llamacpp,
     per_gpu,
     runner_label,
@@ -112,7 +113,10 @@ def fit_text_lines(r: FitReport) -> list[str]:
               f"batch the engine can run: min({r.conversations:,} "
               f"{plural(r.conversations, 'conversation')}, "
               f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}"
-              f"{drafter_seats_note(r)}) = {r.batch:,}"]
+              f"{drafter_seats_note(r)}) = {r.batch:,}" if not host_cache_unbounded(p, d) else
+              f"batch the engine can run: {seats_name(p)} {p.max_num_seqs:,} = {r.batch:,} "
+              "(the host's RAM, not given, bounds the conversations; the GPU's mask alone "
+              f"would allow {r.conversations:,})"]
     if p.state_pool_fixed and not state_overrun(p):
         slots = running_slots(r)
         lines.append(f"{state_pool_note(p, r.settings, d.model)}, whatever the "
@@ -131,6 +135,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
         # default the pool keeps (llamacpp_pool), so the command starts what was sized
         ub = r.settings.max_num_batched_tokens and p.profile_tokens
         flags = "".join((
+            f" -b {r.settings.n_batch}" if r.settings.n_batch else "",
             f" -ub {ub}" if ub else "",
             "" if d.flash_attention else " -fa off",
             "" if d.kv.id in ("fp16", "f16") else f" -ctk {d.kv.id} -ctv {d.kv.id}",

@@ -19,7 +19,7 @@ from ridgeline.reports.fit_state import (
     state_overrun,
     state_overrun_reason,
 )
-from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
+from ridgeline.reports.fit_terms import cap_flag, host_cache_unbounded, is_llamacpp, per_gpu
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_hybrid import sglang_slots_per_request, sglang_state_ratio
 from ridgeline.sglang_memory import sglang_data
@@ -49,6 +49,15 @@ def verdict_line(r: FitReport) -> str:
         headline = (f"{r.verdict}: the memory holds {r.conversations:,} conversations of "
                     f"{r.context:,} tokens, the llama-server command below runs "
                     f"{r.batch:,} at once (-np {p.max_num_seqs:,})")
+    if slots and host_cache_unbounded(p, d):  # -ngl 0, no --host-memory-gib: the RAM decides
+        from ridgeline.llamacpp_pool import host_cache_bytes
+
+        each = host_cache_bytes(d, r.context) / GIB
+        headline = (f"{r.verdict}: the KV cache is in host memory (-ngl 0), which the GPU does "
+                    f"not bound: the llama-server command below runs {r.batch:,} "
+                    f"{plural(r.batch, 'conversation')} of {r.context:,} tokens at once "
+                    f"(-np {p.max_num_seqs:,}), {each:,.3f} GiB of host memory each; "
+                    "--host-memory-gib counts how many the host's RAM holds")
     if r.verdict == DOES_NOT_FIT and not r.target and not r.conversations:
         # no target given: say what fails, rather than a target of one nobody set
         headline = f"DOES NOT FIT: not even one conversation of {r.context:,} tokens fits"

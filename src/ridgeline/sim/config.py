@@ -246,7 +246,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
     if dep.engine.startswith("llama.cpp"):  # llama-server fills one llama_decode call up to
         from ridgeline.llamacpp_batching import llamacpp_n_batch  # -b, runs it as -ub ubatches
 
-        budget, ubatch = llamacpp_n_batch(), min(pool.profile_tokens, llamacpp_n_batch())
+        budget = s.n_batch or llamacpp_n_batch()
+        ubatch = min(pool.profile_tokens, budget)
     return SimConfig(num_blocks=blocks, block_size=block_size,
                      max_num_seqs=pool.max_num_seqs, overhead_blocks=overhead,
                      max_num_batched_tokens=budget, max_model_len=max_len,
