@@ -183,6 +183,23 @@ def test_calibrate_needs_distinct_conditions_not_repeats(
     assert code == 2 and "its 4 rows measure 1 distinct condition" in err and not out.exists()
 
 
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_a_file_of_only_unreadable_rows_says_when_it_names_only_the_first_three(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """Four rows, none readable: the one-line error counted four and named three, as if the
+    list were whole; the fourth's absence is marked."""
+    rows = [line(id=f"bad{i}", value="-1") for i in range(4)]
+    path = csv_file(tmp_path, *rows)
+    code, _, err = run(capsys, command, str(path), *(["-o", str(tmp_path / "p.json")]
+                                                      if command == "calibrate" else []))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "4 unreadable: bad0" in err and "bad2" in err and "bad3" not in err
+    assert err.rstrip().endswith("; …)")
+    code, _, err = run(capsys, command, csv_file(tmp_path, *rows[:3]).as_posix(),
+                       *(["-o", str(tmp_path / "p.json")] if command == "calibrate" else []))
+    assert code == 2 and "…" not in err  # all three named: nothing left out
+
+
 def test_calibrate_leaves_out_rows_past_the_roofline_and_names_unreadable_ones(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-8B at batch 1 on an H100 reads 16 GB a token: at most ~210 tok/s. A row of 240

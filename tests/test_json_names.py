@@ -51,6 +51,9 @@ def test_fit_page_and_roofline_name_the_batch_to_the_ridge_alike(
         assert data["batch_to_ridge"] == pytest.approx(roof["batch_to_ridge"])
     assert "expert_ridge_batch" not in fit and fit["expert_batch_to_ridge"] is None  # dense
     assert roof["whole_batch_to_ridge"] == first_whole_batch(fit["batch_to_ridge"])
+    # the whole batch, as fit names it; page's --json had only the fraction its --explain rounds
+    assert page["first_whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"] \
+        == roof["whole_batch_to_ridge"]
 
 
 def test_prefill_names_its_rate_of_tokens_tok_s_as_decode_does(

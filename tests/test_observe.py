@@ -277,6 +277,43 @@ def test_bad_endpoints_get_a_clear_message(
         poll(url, duration_s=0, interval_s=1)
 
 
+def test_an_interval_longer_than_the_duration_is_refused_rather_than_widening_the_window(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--duration 2s --interval 5s scraped twice, 5 s apart, and reported a "5 s window": the
+    window asked for was not the one read. Refused in one line (exit 2) before any fetch; an
+    interval within the duration, and --duration 0 (one scrape), are as before."""
+    with pytest.raises(InputError, match=r"--interval 5 s is longer than --duration 2 s"):
+        poll("http://127.0.0.1:9/metrics", duration_s=2, interval_s=5)
+    assert main(["observe", "http://127.0.0.1:9/metrics", "--model", "llama-3.1-8b", "--gpu",
+                 "h100", "--duration", "2s", "--interval", "5s"]) == 2
+    err = capsys.readouterr().err
+    assert "--duration 5s or more" in err and err.count("\n") == 1
+    with serve(lambda n: (200, "text/plain", (FIXTURES / "vllm_metrics.txt").read_bytes())) \
+            as url:
+        assert quick_poll(url, duration_s=5, interval_s=5).duration_s == pytest.approx(5)
+        assert quick_poll(url, duration_s=0, interval_s=5).duration_s is None
+
+
+def test_an_emit_path_in_no_folder_is_refused_before_the_url_is_polled(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """--emit-measurements /no/such/rows.csv was found unwritable only after the whole window
+    (60 s of polling by default), the observation lost; now refused first, as calibrate's -o
+    is, with nothing fetched."""
+    import ridgeline.observe
+
+    def polled(*_: object) -> None:
+        raise AssertionError("polled before the output path was checked")
+
+    monkeypatch.setattr(ridgeline.observe, "poll", polled)
+    base = ["observe", "http://127.0.0.1:9/metrics", "--model", "llama-3.1-8b", "--gpu", "h100"]
+    for path, said in ((tmp_path / "none" / "rows.csv", "no folder"),
+                       (tmp_path, "a folder, not a file")):
+        assert main([*base, "--emit-measurements", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot write {path}: {said}" in err and err.count("\n") == 1
+
+
 def test_connection_refused_and_huge_responses(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["observe", "http://127.0.0.1:9/metrics", "--model", "llama-3.1-8b", "--gpu",
                  "h100", "--duration", "0"]) == 2
@@ -914,11 +951,13 @@ def test_a_batch_past_the_ridge_is_not_called_idle(capsys: pytest.CaptureFixture
 def test_polling_flags_on_a_saved_file_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """--duration 30 on a saved scrape was silently ignored: a user would read the report
     as a 30-second window."""
-    for flag in ("--duration", "--interval"):
+    for flags, said in ((("--duration",), "--duration polls a URL"),
+                        (("--interval",), "--interval polls a URL"),
+                        (("--duration", "--interval"), "--duration and --interval poll a URL")):
         code = main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
-                     "--gpu", "h100", flag, "30s"])
+                     "--gpu", "h100", *(a for flag in flags for a in (flag, "30s"))])
         err = capsys.readouterr().err
-        assert code == 2 and f"{flag} poll a URL" in err and err.count("\n") == 1
+        assert code == 2 and said in err and err.count("\n") == 1
 
 
 def test_a_benchs_itl_is_predicted_with_the_prompt_work_its_steps_carry() -> None:

@@ -269,3 +269,38 @@ def test_fit_budget_rows_name_rocms_runtime_on_amd_and_stay_as_they_were_elsewhe
     settings = EngineSettings(max_model_len=8192)
     step = llamacpp_pool_step(rocm, kv_pool(rocm, settings), settings)
     assert "HIP (ROCm) context" in str(step) and "CUDA" not in str(step)
+
+
+def test_explain_shows_a_benchs_batch_as_the_littles_law_product_it_is(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A bench reports no running gauge: its batch is output tok/s × mean ITL (2,091.5 ×
+    28.0 ms = 58.6). --explain labelled it "running requests, mean over the window", a gauge
+    the source has not, and showed no product to redo."""
+    bench = read_source(str(FIXTURES / "vllm_bench.json"))
+    code, out, _ = observe(capsys, str(FIXTURES / "vllm_bench.json"), "--model", "llama-3.1-8b",
+                           "--gpu", "h100", "--explain")
+    gen, itl = bench.generation_tok_s or 0.0, bench.latency_ms["itl"]["mean"]
+    assert code == 0 and bench.batch == pytest.approx(gen * itl / 1e3)
+    assert (f"batch = {bench.batch:,.4g}  [Little's law: output tok/s × mean ITL = "
+            f"{gen:,.1f} tok/s × {itl:,.1f} ms]") in out
+    assert "running requests, mean over the window" not in out
+    code, out, _ = observe(capsys, str(FIXTURES / "vllm_metrics.txt"), "--model",
+                           "llama-3.1-8b", "--gpu", "h100", "--explain")
+    assert "batch = 8  [running requests, mean over the window]" in out  # a gauge's: as before
+
+
+def test_an_empty_ttft_histogram_is_said_and_the_itls_percentiles_still_get_their_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A scrape whose TTFT histogram has counted nothing yet, beside an ITL one that has: the
+    TTFT line was left out without a word, and the note on interpolated percentiles, said
+    with the first histogram read only, was lost with it though the ITL's p50 … p99 print."""
+    text = "\n".join(re.sub(r" [0-9.]+$", " 0.0", line)
+                     if line.startswith("vllm:time_to_first_token_seconds") else line
+                     for line in (FIXTURES / "vllm_metrics.txt").read_text().splitlines())
+    path = tmp_path / "metrics.txt"
+    path.write_text(text + "\n")
+    code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert code == 0 and "ITL/TPOT    mean 18.0 ms, p50 17.6 ms" in out and "TTFT  " not in out
+    assert ("vllm:time_to_first_token_seconds observed no request since the server started: "
+            "no ttft figures") in out
+    assert "latency percentiles are interpolated within the histograms' buckets" in out

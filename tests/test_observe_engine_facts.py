@@ -212,6 +212,12 @@ def test_a_v0_logs_gpu_blocks_and_concurrency_name_its_pool() -> None:
           "4 reqs, GPU KV cache usage: 88.1%, CPU KV cache usage: 0.0%.\n")
     assert from_log(startup + v0, "v0.log").pool_tokens == 27_000 * 16
     assert from_log(v0, "v0.log").pool_tokens is None
+    # a release before the concurrency line: the count is not read, and the notes say so
+    # (they said nothing, as if the log had stated no pool)
+    unsized = from_log(startup.splitlines(keepends=True)[0] + v0, "v0.log")
+    assert unsized.pool_tokens is None
+    assert any("'# cuda blocks: 27000' is not read as the pool" in n for n in unsized.notes)
+    assert not any("is not read as the pool" in n for n in from_log(v0, "v0.log").notes)
 
 
 def test_a_logged_token_pool_is_not_read_for_a_model_of_several_groups() -> None:

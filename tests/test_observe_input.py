@@ -130,6 +130,24 @@ def test_a_deployment_whose_pool_holds_no_sequence_gets_no_prediction_and_no_gpu
     assert data["predicted_itl_ms"] is None and data["gap"] == {}
 
 
+def test_a_context_past_the_models_positions_is_refused_as_such_not_blamed_on_the_pool(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama 3 70B on 4 x H100 pools 469,344 tokens, but serves no sequence past its 8,192
+    positions: 9,000 tokens a sequence is the engine's refusal (fit's words), not a pool that
+    "holds no sequence of 9,000 tokens"."""
+    args = (str(VLLM), "--model", "llama-3-70b", "--gpu", "h100", "-tp", "4", "--context",
+            "9000")
+    code, out, _ = observe(capsys, *args)
+    assert code == 0 and "wall: does not fit" in out
+    assert "vllm refuses --max-model-len 9,000, past llama-3-70b's 8,192 positions" in out
+    assert "KV pool holds no sequence" not in out
+    code, out, _ = observe(capsys, *args, "--json")
+    data = json.loads(out)
+    assert data["pool_batch"] == 0 and "8,192 positions" in data["refusal"]
+    code, out, _ = observe(capsys, *args[:-1], "8000", "--json")  # within them: it fits
+    assert json.loads(out)["refusal"] is None
+
+
 def test_metrics_of_another_model_get_a_caution_naming_both(
         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-405b", "--gpu", "h100")

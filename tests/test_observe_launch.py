@@ -171,3 +171,21 @@ def test_seats_the_running_batch_outgrew_are_refused_for_vllm(
     code, _, _ = run_cli(capsys, "observe", str(FIXTURES / "sglang_metrics.txt"), "--model",
                          "llama-3.1-8b", "--gpu", "h100", "--max-running-requests", "1")
     assert code == 0
+
+
+def test_a_context_read_off_the_fill_uses_the_pool_that_then_allows_the_sequences(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.5 (V0) profiles a max_model_len-token step, so its pool depends on the length
+    it starts at. The fill was read against the pool at the model's 131,072 (347,776 tokens:
+    7,729 a request), the sequences against one at 7,729 (28,041 blocks, 448,656 tokens):
+    one line quoted both, "57 sequences". The fill now reads the pool the sequences divide:
+    9,972 tokens a request, 44 sequences."""
+    data = cli_json(capsys, "observe", VLLM_LOG, *L8, "--engine-version", "0.5")
+    pool = data["pool_tokens_modelled"]
+    kv, running = data["kv_usage"]["mean"], data["running"]["mean"]
+    assert data["pool_tokens_reported"] is None and "KV cache's fill" in data["context_source"]
+    assert data["context"] == round(kv * pool / running)
+    assert f"modelled pool of {pool:,} tokens" in data["context_source"]
+    fitted = cli_json(capsys, "fit", *L8, "--max-model-len", str(data["context"]),
+                      "--engine-version", "0.5")
+    assert data["pool_batch"] == min(fitted["batch"], fitted["max_num_seqs"])

@@ -399,6 +399,9 @@ def test_page_explains_its_opening_view_and_refuses_a_page_where_nothing_runs(
     shown = {i["name"]: i["value"] for i in ridge["inputs"]}
     assert ridge["result"]["value"] == pytest.approx(shown["peak"] / shown["bandwidth"])
     assert data["batch_to_ridge"] == pytest.approx(data["ridge_flop_per_byte"])  # bf16: 2 B
+    # the whole batch --explain shows (296 on an H100), as fit's --json carries it
+    batch = next(s for s in data["explain"] if s["label"].startswith("batch to reach it"))
+    assert data["first_whole_batch_to_ridge"] == batch["result"]["value"] == 296
     assert data["opening"]["count"] == 1 and data["deployments"] == 6
     assert main(["page", "deepseek-v3", "--gpu", "l4", "--counts", "1",
                  "-o", str(tmp_path / "q.html")]) == 2

@@ -218,7 +218,7 @@ def test_utilization_gives_no_share_for_a_batch_the_pool_cannot_hold(
     first = out.splitlines()[0]
     assert code == 0 and first.startswith("DOES NOT RUN AT ONCE: 200 running")
     assert f"the {data['kv_batch_limit']} conversations the pool holds" in first
-    assert "% of the arithmetic" not in out and "of the cards' peak" not in out
+    assert "% of the arithmetic" not in out and "peak busy at its floor" not in out
 
 
 def test_utilization_within_the_pool_still_gives_its_share(
@@ -229,3 +229,15 @@ def test_utilization_within_the_pool_still_gives_its_share(
     assert data["fraction_of_arithmetic"] == pytest.approx(
         arithmetic_share(8, 2.0, data["ridge_flop_per_byte"]))
     assert data["step_fraction_of_peak"] is not None
+
+
+@pytest.mark.parametrize(("gpus", "whose"), [("1", "of the card's peak"),
+                                             ("4", "of the 4 cards' peak")])
+def test_utilizations_whole_step_share_names_the_cards_it_is_of(
+        capsys: pytest.CaptureFixture[str], gpus: str, whose: str) -> None:
+    """One H100 read "keeps 2.6% of the cards' peak busy", a plural for one card; four say
+    how many cards the peak is of (the explain step's FLOPs ÷ (floor × 4 × 989.4 TFLOP/s))."""
+    code, out, _ = run_cli(capsys, "utilization", "--gpu", "h100", "--num-gpus", gpus,
+                           "--running", "8", "--model", "llama-3.1-70b" if gpus == "4"
+                           else "llama-3.1-8b", "--context", "1152")
+    assert code == 0 and f"{whose} busy at its floor" in out

@@ -57,7 +57,8 @@ def _unnamed_gpu_files(records: dict[str, str], rows: tuple[Any, ...]) -> tuple[
 def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ...]) -> None:
     if not rows:
         raise InputError(f"{', '.join(files)}: no readable rows" + (
-            f" ({len(errors)} unreadable: " + "; ".join(errors[:3]) + ")" if errors
+            f" ({len(errors)} unreadable: " + "; ".join(errors[:3])
+            + ("; …" if len(errors) > 3 else "") + ")" if errors
             else " (a header and nothing under it)"))
 
 

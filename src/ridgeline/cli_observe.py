@@ -76,8 +76,11 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     given = [flag for flag, value in (("--duration", args.duration), ("--interval", args.interval))
              if value is not None]
     if given and not is_url(args.source):  # a saved file's window is the one its scrapes span
-        raise InputError(f"{' and '.join(given)} poll a URL; {args.source} is read as saved "
+        raise InputError(f"{' and '.join(given)} poll{'s' * (len(given) == 1)} a URL; "
+                         f"{args.source} is read as saved "
                          "(its window is the span of its timed scrapes)")
+    if args.emit_measurements:  # before a URL's polling window, not after it: calibrate's -o
+        _check_emit_path(args.emit_measurements)
     obs = read_source(args.source, 60.0 if args.duration is None else args.duration,
                       1.0 if args.interval is None else args.interval)
     named = args.engine
@@ -120,6 +123,18 @@ def cmd_observe(args: argparse.Namespace) -> Any:
         obs.notes.append(f"wrote {count} {'row' if count == 1 else 'rows'} for `ridgeline "
                          f"calibrate` to {args.emit_measurements}" + mixed_step_note(report))
     return report
+
+
+def _check_emit_path(output: str) -> None:
+    """--emit-measurements names a file in a folder that exists, refused before the source is
+    read (a URL's window is a minute of polling, lost to a typo in the path)."""
+    from pathlib import Path
+
+    out = Path(output).expanduser()
+    if out.is_dir():
+        raise InputError(f"cannot write {output}: a folder, not a file")
+    if not out.resolve().parent.is_dir():
+        raise InputError(f"cannot write {output}: no folder {out.resolve().parent}")
 
 
 def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
@@ -136,7 +136,7 @@ def context_from_kv_usage(obs: Observation, dep: Deployment,
                           settings: EngineSettings | None = None) -> tuple[int, str] | None:
     """The tokens each running request holds, read off the KV cache's fill: usage × the
     pool (the engine's where it reports it, else its defaults on the deployment described,
-    under the server's ``settings``)
+    under the server's ``settings``, started at the context read: fill_at_context)
     ÷ running requests, a pool of several KV-cache groups turned into tokens through them
     (EnginePool.tokens_held). None without both gauges, or with an idle engine."""
     if obs.engine_family == "llama.cpp" or dep.engine.startswith("llama.cpp"):
@@ -146,19 +146,44 @@ def context_from_kv_usage(obs: Observation, dep: Deployment,
         cells, running = statistics.fmean(obs.kv_tokens), statistics.fmean(obs.running)
         return max(1, round(cells / running)), (f"llama-server's {cells:,.0f} KV cells in use "
                                                 f"over {running:,.1f} busy slots")
+    read = fill_at_context(obs, dep, settings)
+    if read is None:
+        return None
+    pool, whose, tokens = read
+    usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
+    return tokens, (f"from the KV cache's fill: {usage:.0%} of {whose} pool of {pool.shown} "
+                    f"over {running:,.1f} running requests")
+
+
+FILL_ROUNDS = 8  # re-sizings of a modelled pool at the context its fill gives, at most
+
+
+def fill_at_context(obs: Observation, dep: Deployment, settings: EngineSettings | None = None
+                    ) -> tuple[EnginePool, str, int] | None:
+    """The pool the KV fill is read against, whose it is, and the tokens a running request
+    holds by it. A modelled pool is started at the context it gives, as observe prices the
+    rest (ObservedPool.modelled_settings): where the pool depends on max_model_len (vLLM V0
+    profiles a max_model_len-token step), one sized at the model's default length gave the
+    context, and another, at that context, the sequences it allows. Re-sized until the two
+    agree (FILL_ROUNDS at most). None without both gauges, or with an idle engine."""
     if not obs.kv_usage or not obs.running:
         return None
     usage, running = statistics.fmean(obs.kv_usage), statistics.fmean(obs.running)
     if usage <= 0 or running < 1:
         return None
-    filled = fill_pool(obs, dep, settings)
-    if filled is None:
-        return None
-    pool, whose = filled
-    if not pool.tokens:
-        return None
-    tokens = pool.tokens_held(usage / running)
-    if tokens is None:
-        return None
-    return tokens, (f"from the KV cache's fill: {usage:.0%} of {whose} pool of {pool.shown} "
-                    f"over {running:,.1f} running requests")
+    settings = settings or EngineSettings()
+    read: tuple[EnginePool, str, int] | None = None
+    at = settings
+    for _ in range(FILL_ROUNDS):
+        filled = fill_pool(obs, dep, at)
+        if filled is None or not filled[0].tokens:
+            break
+        pool, whose = filled
+        tokens = pool.tokens_held(usage / running)
+        if tokens is None:
+            break
+        read = pool, whose, tokens
+        if reported_pool(obs, dep) is not None or tokens == at.max_model_len:
+            break
+        at = replace(settings, max_model_len=tokens)
+    return read

@@ -103,6 +103,23 @@ class Observation:
             return self.generation_tok_s * itl / 1e3
         return None
 
+    @property
+    def batch_source(self) -> str:
+        """Where ``batch`` comes from, as --explain names it: the running gauge, else a
+        bench's Little's law with its product (2,091.5 tok/s × 28.0 ms = 58.6)."""
+        if self.running:
+            return "running requests, mean over the window"
+        cap = self.client_concurrency
+        if self.estimated_batch is not None and self.estimated_batch == cap:
+            return (f"the client's cap of {cap:,.0f} requests in flight (max_concurrency): "
+                    "Little's law read past it")
+        if self.estimated_batch is not None:
+            return ("Little's law on requests: request_throughput × (mean end-to-end − mean "
+                    "TTFT)")
+        itl = self.latency_ms.get("itl", {}).get("mean")
+        return (f"Little's law: output tok/s × mean ITL = {self.generation_tok_s or 0.0:,.1f} "
+                f"tok/s × {itl or 0.0:,.1f} ms")
+
 
 def stats(values: list[float]) -> dict[str, float]:
     """A gauge's readings: their mean, p50, p90 and max, each percentile interpolated between

@@ -71,6 +71,11 @@ def poll(url: str, duration_s: float, interval_s: float,
         raise InputError(f"--interval {interval_s:g} s: scrapes must be at least "
                          f"{MIN_SCRAPE_GAP_S:g} s apart for a rate, as saved ones must be "
                          "(under a second, a counter's step is noise)")
+    if 0 < duration_s < interval_s:  # its second scrape would end the window past the one asked
+        raise InputError(f"--interval {interval_s:g} s is longer than --duration "
+                         f"{duration_s:g} s: the window would be one interval, "
+                         f"{interval_s:g} s (give --duration {interval_s:g}s or more, or 0 for "
+                         "one scrape)")
     scrapes: list[Scrape] = []
     taken_s: list[float] = []  # the clock as each response came in
     start_unix_s = 0.0

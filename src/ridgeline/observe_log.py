@@ -355,6 +355,7 @@ def _read_startup_pool(text: str, source: str, obs: Observation) -> None:
         if not sizes[-1]:
             zeros.append((text.count("\n", 0, m.start()) + 1, m[0]))
     what = "'GPU KV cache size'"
+    unsized = []  # block counts no concurrency line follows: their block size is unknown
     if not sizes:
         for m in _GPU_BLOCKS.finditer(text):
             blocks = float(m[1])
@@ -363,6 +364,7 @@ def _read_startup_pool(text: str, source: str, obs: Observation) -> None:
                 continue
             after = _MAX_CONCURRENCY.search(text, m.end())
             if after is None:
+                unsized.append(m[0])
                 continue
             length, times = float(after[1].replace(",", "")), float(after[2])
             size = times * length / blocks
@@ -375,6 +377,11 @@ def _read_startup_pool(text: str, source: str, obs: Observation) -> None:
     if zeros:
         _zero_pool(source, obs, zeros, served=bool(sizes))
     if not sizes:
+        if unsized:  # said, not silently modelled past: the log's count is the server's pool
+            obs.notes.append(f"the start-up log's {unsized[0]!r} is not read as the pool: no "
+                             "'Maximum concurrency for N tokens per request' line after it "
+                             "gives the tokens a block holds (--block-size); the pool is "
+                             "modelled")
         return
     obs.pool_tokens = min(sizes)
     obs.notes.append(f"the pool: {obs.pool_tokens:,.0f} tokens an engine, from the start-up "

@@ -298,7 +298,11 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             continue
         histograms[key] = name, window
         obs.latency_ms[key] = _hist_ms(window)
-        if len(obs.latency_ms) == 1 and obs.latency_ms[key]:
+        if not window.count:  # present, but no request observed: said, not left blank
+            obs.notes.append(f"{name} observed no request " + (
+                "in the window" if timed else "since the server started") + f": no {key} figures")
+        # said once, with the first histogram that has figures (not only the first read)
+        if obs.latency_ms[key] and sum(1 for v in obs.latency_ms.values() if v) == 1:
             obs.notes.append("latency percentiles are interpolated within the histograms' "
                              "buckets, as Prometheus's histogram_quantile does; the means "
                              "are exact")

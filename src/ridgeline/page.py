@@ -209,7 +209,9 @@ def opening_facts(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     model, gpu, count, weights, kv = data["start"]
     return (("opening", {"model": model, "gpu": gpu, "count": int(count), "weights": weights,
                          "kv": kv}),
-            ("ridge_flop_per_byte", opening["ridge"]), ("batch_to_ridge", opening["ridge_batch"]))
+            ("ridge_flop_per_byte", opening["ridge"]), ("batch_to_ridge", opening["ridge_batch"]),
+            # --explain's "batch to reach it" (fit's key): the first whole batch at or past it
+            ("first_whole_batch_to_ridge", first_whole_batch(opening["ridge_batch"])))
 
 
 _CONTROLS = """

@@ -9,13 +9,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from ridgeline.capacity import context_refusal
 from ridgeline.cost import Seq, mean_decode_context
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import (
     LOG_POOL_UNREAD,
     EnginePool,
     context_from_kv_usage,
-    fill_pool,
+    fill_at_context,
     reported_pool,
 )
 from ridgeline.engines import EngineProfile
@@ -83,6 +84,9 @@ class ObserveReport(ObserveVerdict):
             "ridge_batch": first_whole_batch(batch_for_intensity(
                 self.ridge, d.bytes_per_weight_split[0])),
             "fits": self.fits,
+            # why the engine serves no sequence of the context at all (past the model's
+            # positions), as the text's does-not-fit line says; None where it would
+            "refusal": None if self.fits else context_refusal(d, self.context) or None,
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
@@ -177,9 +181,12 @@ class ObserveReport(ObserveVerdict):
                          + (", so --num-gpus or --weights are probably not what the server runs"
                             if reported or b else ""))
         else:
-            lines.append(f"{d.model.name} does not fit on {d.gpus_label} as "
-                         f"described: the KV pool holds no sequence of {self.context:,} tokens "
-                         f"({self.context_source})")
+            # past the model's positions the engine refuses the length, whatever its pool holds
+            refusal = context_refusal(d, self.context)
+            lines.append(f"{d.model.name} does not fit on {d.gpus_label} as described: " + (
+                f"sequences of {self.context:,} tokens ({self.context_source}), and {refusal}"
+                if refusal else f"the KV pool holds no sequence of {self.context:,} tokens "
+                f"({self.context_source})"))
         lines.append(f"wall: {self.wall} — {self.lever}")
         predicted = self.predicted_itl_ms
         gaps = self.gaps()
@@ -495,7 +502,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                       "(2 × batch ÷ bytes per weight) ÷ ridge" if stages == 1 else
                       f"(2 × ⌈batch ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
                       q("fraction", report.fraction or 0.0),
-                      q("batch", b, "", "running requests, mean over the window"),
+                      q("batch", b, "", obs.batch_source),
                       *([q("micro-batch", report.stage_batch or 0, "",
                            f"one in each of {stages} pipeline stages")] if stages > 1 else []),
                       q("bytes per weight", dep.bytes_per_weight_split[0], "B",
@@ -522,7 +529,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
             steps += (step("the engine's step at this batch", "step_cost(the batch's decodes at "
                            "the context + the prompt tokens a step carries), one micro-batch",
                            q(label, predicted, "ms", f"{profile.engine} profile"),
-                           q("batch", b, "", "running requests, mean over the window"),
+                           q("batch", b, "", obs.batch_source),
                            q("context", context, "tokens"),
                            q("prompt tokens per step", report.prompt_tokens_per_step, "",
                              (report.prompt_ratio[1] if report.prompt_ratio else
@@ -559,7 +566,7 @@ def _prompt_steps_step(report: ObserveReport, predicted: float,
                 "decode alone + prompts per step × Σ over a prompt's steps (step_cost(the "
                 "decodes + its chunk) − decode alone), one micro-batch",
                 q(label, predicted, "ms", f"{report.profile.engine} profile"),
-                q("batch", report.batch or 0.0, "", "running requests, mean over the window"),
+                q("batch", report.batch or 0.0, "", report.obs.batch_source),
                 q("context", report.context, "tokens"),
                 q("decode alone", decode_ms, "ms", "step_cost(the batch's decodes)"),
                 *((q("beside a prompt" if len(chunks) == 1 else f"beside chunk {i + 1}", ms,
@@ -601,9 +608,9 @@ def _context_step(obs: Observation, dep: Deployment, context: int, source: str,
                                                   of(prompt, "prompt")),
                     q("mean output", output, "tokens", of(output, "output")))
     if read == "fill" and obs.kv_usage and obs.running and not obs.kv_tokens:
-        filled = fill_pool(obs, dep, settings)
+        filled = fill_at_context(obs, dep, settings)
         if filled is not None:
-            pool, whose = filled
+            pool, whose, _ = filled
             groups = pool.groups is not None
             return step(label, "KV usage × the pool's tokens ÷ running requests" + (
                             ": the longest context whose blocks in each KV-cache group fit that "

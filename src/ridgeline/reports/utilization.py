@@ -62,6 +62,7 @@ class UtilizationReport:
     node_caution: str = ""  # tensor parallelism past one node (parallel.cross_node_caution)
     engine: str = "vllm"  # whose pool, seats flag and running gauge the text names
     fit_free_bytes: float = 0.0  # llama.cpp under --fit: the margin its pool leaves free
+    num_gpus: int = 1  # the cards whose peak the whole step's share is of
 
     @property
     def engine_label(self) -> str:
@@ -162,6 +163,7 @@ class UtilizationReport:
                     self._pool_line(),
                     self._read_line(),
                     *(f"caution: {c}" for c in self.cautions)]
+        whose = "the card's" if self.num_gpus == 1 else f"the {self.num_gpus} cards'"
         lines = [
             f"{self.running:,} running against a ridge batch of "
             f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
@@ -175,7 +177,7 @@ class UtilizationReport:
                if self.micro_batches > 1 else ""),
             *([f"  {self.experts}"] if self.experts else []),
             *([f"  the whole step, its KV reads included, keeps {self.step_fraction_of_peak:.1%} "
-               f"of the cards' peak busy at its floor (`ridgeline decode` for the breakdown)"]
+               f"of {whose} peak busy at its floor (`ridgeline decode` for the breakdown)"]
               if self.step_fraction_of_peak is not None else []),
         ]
         if self.kv_batch_limit is not None:
@@ -339,4 +341,4 @@ def utilization_report(
                              and not context_refusal(dep, context) else "", experts, refusal,
                              stages, whole, expert_figures,
                              cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
-                             fit_free)
+                             fit_free, dep.num_gpus if dep is not None else 1)
