@@ -106,3 +106,21 @@ def test_an_output_that_is_not_an_input_is_still_written(
                            "--plot", str(plot))
     assert code == 0, err
     assert plot.read_text("utf-8").startswith("<!doctype html>")
+
+
+def test_a_missing_output_folder_is_said_in_one_wording_by_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """page said it after computing, with Python's errno text; measure said "its folder does
+    not exist"; --plot "--plot PATH: no folder": now each says calibrate's and observe's words
+    (cli_output_files.refuse_unwritable_output; calibrate's is pinned in test_calibrate)."""
+    folder = tmp_path / "none"
+    for name, argv in (
+        ("p.html", ["page", "llama-3.1-8b", "--gpu", "h100", "-o"]),
+        ("rows.csv", ["measure", "--quick", "--skip-probes", "-o"]),
+        ("out.csv", ["observe", str(FIXTURES / "vllm_bench.json"), "--model", "llama-3.1-8b",
+                     "--gpu", "h100", "--emit-measurements"]),
+        ("chart.html", ["decode", "llama-3.1-8b", "--gpu", "h100", "--plot"]),
+    ):
+        code, out, err = run_cli(capsys, *argv, str(folder / name))
+        assert (code, out) == (2, ""), argv
+        assert err.strip().endswith(f"cannot write {folder / name}: no folder {folder}"), err

@@ -304,6 +304,32 @@ def test_validate_explain_gives_each_throughput_row_the_formula_it_was_priced_by
     assert kind["per_gpu"].endswith("÷ GPUs") and "KV pool" not in kind["per_gpu"]
 
 
+def test_validate_explain_shows_the_decode_step_a_decode_speed_divides(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A decode tok/s is sequences ÷ the mean decode step (predict.decode_division): --explain
+    named the formula but not the step, so its prediction could not be repeated. An S_TG row
+    at batch 2 divides 2 by the step; a llama-bench tg128 row 1."""
+    from ridgeline.predict import decode_division, deployment_for, row_profile
+
+    wanted = ("DGXBB-Qwen2.5-Coder-7B-pp512-B2-S_TG", "LCPP4167-M17-Q8_0-tg128")
+    lines = MEASUREMENTS.read_text().splitlines()
+    subset = tmp_path / "two.csv"
+    subset.write_text("\n".join([lines[0], *(x for x in lines if x.split(",")[0] in wanted)])
+                      + "\n")
+    assert main(["validate", str(subset), "--explain", "--json"]) == 0
+    steps = {s["label"]: s for s in json.loads(capsys.readouterr().out)["explain"]}
+    rows = {r.id: r for r in read_measurements(subset).rows}
+    for row_id, sequences in zip(wanted, (2, 1), strict=True):
+        row, inputs = rows[row_id], {i["name"]: i for i in steps[row_id]["inputs"]}
+        dep = deployment_for(row)
+        division = decode_division(row, dep, row_profile(row, dep))
+        assert division is not None and division.sequences == sequences
+        step_ms = inputs["decode step"]["value"]
+        assert step_ms == pytest.approx(division.step_s * 1e3)
+        assert sequences / (step_ms / 1e3) == pytest.approx(predict(row).predicted)
+        assert inputs["division"]["value"].startswith(f"{sequences} ÷ {step_ms:.4g} ms = ")
+
+
 def test_a_gpu_file_no_row_names_is_said_to_be_unused_by_validate_and_calibrate(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """validation/h200's record is `measure`'s own id, and its rows were renamed h200-sxm: the

@@ -313,7 +313,7 @@ BAD = [
      "does not split llama-4-scout's MLP width (8,192) evenly; engines shard them across GPUs:"
      " use 1, 2, 4, 8 GPUs per replica"),
     (["measure", "--quick", "--skip-probes", "-o", "/nonexistent/x.csv"],
-     "its folder does not exist"),
+     "cannot write /nonexistent/x.csv: no folder /nonexistent"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp-cuda", "-ngl", "10",
       "--host-bandwidth-gbs", "1e-308"], "between 0.1 and 100000"),
     (["attention", "--model", "llama-3.1-8b", "--context", "4096", "--bytes-per-element",
@@ -676,7 +676,8 @@ def test_fit_defaults_to_the_context_each_engine_derives_from_a_yarn_config(
     assert code == 0 and out.startswith("--max-model-len not given: 40,960")
     code, out, _ = run(capsys, "fit", str(path), "--gpu", "h100", "--engine", "sglang",
                        "--max-model-len", "131072")
-    assert code == 0 and out.startswith("DOES NOT FIT: sglang refuses --max-model-len 131,072")
+    assert code == 0 and out.startswith(
+        "DOES NOT FIT: sglang refuses --context-length 131,072 (ridgeline's --max-model-len)")
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in out
 
 

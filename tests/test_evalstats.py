@@ -235,7 +235,7 @@ def test_bad_input_is_refused_with_a_message_naming_it(call: object, word: str) 
 
 
 def test_explain_lines_show_one_division_you_can_repeat() -> None:
-    assert "2 x 154 / 131072 = 0.00235" in "\n".join(explain_lines(mcnemar_exact(15, 2)))
+    assert "2 × 154 / 131072 = 0.00235" in "\n".join(explain_lines(mcnemar_exact(15, 2)))
     assert "63.99 -> nearest whole count 64" in "\n".join(
         explain_lines(count_from_percentage(39.02, 164))
     )
@@ -243,7 +243,20 @@ def test_explain_lines_show_one_division_you_can_repeat() -> None:
     assert "= 1.450" in "\n".join(explain_lines(two_proportion_z_test(77, 164, 64, 164)))
     assert "-> 600 items" in "\n".join(explain_lines(items_needed_unpaired(0.39, 0.47)))
     assert "-> 243 items" in "\n".join(explain_lines(items_needed_paired(0.08, 0.2)))
-    assert "2 x 0.03947" in "\n".join(explain_lines(mcnemar_exact(30, 17)))
+    assert "2 × 0.03947" in "\n".join(explain_lines(mcnemar_exact(30, 17)))
+
+
+def test_explain_writes_times_plus_minus_and_root_as_every_other_explain_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every other --explain prints ×, ± and √; evalstats printed x, +/- and sqrt."""
+    _, out, _ = _cli(capsys, "--pct-a", "39.02", "--pct-b", "47.56", "--n", "164",
+                     "--discordant", "2,16", "--explain")
+    paired = "\n".join(explain_lines(items_needed_paired(0.08, 0.2)))
+    unpaired = "\n".join(explain_lines(items_needed_unpaired(0.39, 0.47)))
+    for text in (out, paired, unpaired):
+        assert " x " not in text and "+/-" not in text and "sqrt" not in text
+    assert "×" in out and "±" in out and "√" in out and "√(psi" in paired
 
 
 def test_results_serialise_to_json() -> None:

@@ -358,6 +358,28 @@ def test_every_layer_on_the_host_without_its_ram_counts_no_conversations_by_the_
     assert report["host_cache_unbounded"] is False
 
 
+def test_every_layer_on_the_host_reserves_the_compute_buffer_for_the_c_it_starts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-ngl 0 without --host-memory-gib: llama.cpp reserves the compute buffer for the n_ctx
+    it starts (graph_reserve over its memory's cells), -c 32,000 here (4 slots of 8,000). The
+    budget had sized it at the 24 million cells the GPU's mask allows, 23.24 GiB of a 4090's
+    buffer for a command that reserves 0.13 GiB; the mask still bounds how far -c may go."""
+    from ridgeline.llamacpp_memory import compute_buffer_bytes
+
+    argv = ("fit", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "--weights",
+            "q4_k_m", "--max-model-len", "8000", "-ngl", "0")
+    report = json.loads(run_cli(capsys, *argv, "--json")[1])
+    assert report["llama_server_c"] == 32_000 and report["tokens"] > 24_000_000
+    # the GPU memory the buffer leaves is unused, not a KV pool: the cells are the host's
+    assert report["kv_cache_on_host"] is True and report["pool_gib_total"] > 20
+    buffer = compute_buffer_bytes(resolve_model("llama-3.1-8b"), 512, 32_000, True, 4)
+    assert report["taken_bytes_per_gpu"]["activations"] == pytest.approx(buffer)
+    assert buffer < 0.2 * GIB
+    out = run_cli(capsys, *argv, "--explain")[1]
+    assert "mask = 0.0" in out and "[32,000 cells × n_ubatch 512 × 2 B]" in out
+    assert "cells = 32,000  [the -c llama-server starts (slots × context)" in out
+
+
 def test_the_host_ram_is_checked_on_the_placement_picked_not_on_the_probes(
         capsys: pytest.CaptureFixture[str]) -> None:
     argv = (*AUTO_70B, "-ngl", "auto", "--host-bandwidth-gbs", "76.8")

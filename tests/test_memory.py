@@ -436,12 +436,27 @@ def test_fit_explains_a_refused_length_and_has_no_shortfall_for_it(
 
     _code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "h100", "--engine", "sglang",
                            "--max-model-len", "32768", "--explain")
-    assert "conversations: none: sglang refuses --max-model-len 32,768" in out
+    assert "conversations: none: sglang refuses --context-length 32,768 (ridgeline's" in out
     assert "shortfall" not in out
     _code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "h100", "--engine", "sglang",
                            "--max-model-len", "32768", "--json")
     data = json.loads(out)
     assert data["shortfall_bytes_per_gpu"] is None and "8,192 positions" in data["refusal"]
+
+
+@pytest.mark.parametrize(("engine", "said"), [
+    ("vllm", "vllm refuses --max-model-len 32,768, past"),
+    ("sglang", "sglang refuses --context-length 32,768 (ridgeline's --max-model-len), past"),
+    ("trtllm", "trtllm refuses --max_seq_len 32,768 (ridgeline's --max-model-len), past")])
+def test_a_length_past_the_models_positions_is_refused_in_the_engines_own_flag(
+        capsys: pytest.CaptureFixture[str], engine: str, said: str) -> None:
+    """SGLang has no --max-model-len (its flag is --context-length, trtllm-serve's
+    --max_seq_len): each refusal names the engine's flag, and ridgeline's beside it."""
+    from tests.conftest import run_cli
+
+    _code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "h100", "--engine", engine,
+                            "--max-model-len", "32768")
+    assert out.startswith(f"DOES NOT FIT: {said} gemma-2-9b's 8,192 positions")
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])

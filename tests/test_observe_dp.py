@@ -339,3 +339,27 @@ def test_vllms_prompt_tokens_by_source_give_the_cached_share() -> None:
     obs = from_scrapes(split_scrapes(at(1764500000, 100, False) + at(1764500010, 101, False)),
                        "t")
     assert obs.cached_prompt_share == pytest.approx(0.25)
+
+
+def test_uneven_engines_are_held_against_a_pool_by_the_busiest_engine(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Engines at 50 and 10 running: each has its own pool of 55 sequences of 8,000 tokens,
+    and the busiest engine's 50 is what fills its pool. The text had held the mean, 30, against
+    one engine's pool ("30 of the 55 sequences its pool holds"), and --max-num-seqs 40 passed
+    though engine 0 runs 50."""
+    text = "".join(scrape(t, {"0": gauges(50, 0, 0.7), "1": gauges(10, 0, 0.15)})
+                   for t in (1764500000, 1764500060))
+    obs = from_scrapes(split_scrapes(text), "t")
+    assert (obs.batch, obs.busiest_batch) == (30, 50)
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    argv = ["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100", "--context",
+            "8000"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "batch 30.0 against a ridge batch" in out  # each engine's step: the mean's arithmetic
+    assert "(the busiest of 2 engines, 50 of the 55 sequences its pool holds)" in out
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["busiest_engine_running"]["max"] == 50
+    assert main([*argv, "--max-num-seqs", "40"]) == 2
+    assert "50 requests running in one engine core" in capsys.readouterr().err

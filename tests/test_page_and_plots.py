@@ -169,6 +169,34 @@ def test_the_page_in_headless_chromium_moves_with_the_batch_slider(tmp_path: Pat
         browser.close()
 
 
+def test_a_llama_cpp_pages_weights_picker_names_the_gguf_it_computes(tmp_path: Path) -> None:
+    """Under llama.cpp, gpt-oss "as stored" is computed as ggml-org's mxfp4_moe GGUF
+    (served_model.llamacpp_weights): the picker, and --explain's deployment, said "as stored";
+    they now say the GGUF, and another model's entry stays "as stored"."""
+    from tests.browser import Browser
+
+    data = page_data(["gpt-oss-120b", "llama-3.1-8b"], ["h100-sxm"], [2], ["as stored", "q8_0"],
+                     ["f16"], engine="llama.cpp")
+    assert data["weights_shown"] == {
+        "gpt-oss-120b": {"as stored": "mxfp4_moe (ggml-org's GGUF of the checkpoint)"}}
+    assert page_data(["gpt-oss-120b"], ["h100-sxm"], [2], ["as stored"], ["bf16"]
+                     )["weights_shown"] == {}  # vLLM runs the checkpoint as stored
+    out = tmp_path / "roofline.html"
+    assert main(["page", "gpt-oss-120b", "--gpu", "h100", "--counts", "2", "--engine",
+                 "llama.cpp", "--weights", "as stored,q8_0", "-o", str(out)]) == 0
+    browser = Browser(out.as_uri())
+    try:
+        for _ in range(100):
+            if browser.evaluate("document.getElementById('summary').textContent.length > 0"):
+                break
+            time.sleep(0.1)
+        labels = browser.evaluate(
+            "[...document.getElementById('weights').options].map(o => o.textContent)")
+        assert labels == ["mxfp4_moe (ggml-org's GGUF of the checkpoint)", "q8_0"]
+    finally:
+        browser.close()
+
+
 def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:
     from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ridgeline.context_length import positions_label, served_positions
+from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint
 from ridgeline.load_peak import load_peak_reason
@@ -251,7 +252,11 @@ def context_refusal(dep: Deployment, context: int) -> str:
                 f"rejects a {context:,}-token conversation ('the request exceeds the available "
                 f"context size'); {override}, for a model not trained that long"
                 + unlifted_reason(dep.model, dep.rope, limit or 0))
-    return (f"{dep.engine} refuses --max-model-len {context:,}, past {dep.model.name}'s "
+    # in the engine's own flag (engines.json cli.max_len: SGLang's --context-length,
+    # trtllm-serve's --max_seq_len), and ridgeline's, which the user changes, where they differ
+    flag = engine_defaults(dep.engine).get("cli", {}).get("max_len", "--max-model-len")
+    ours = "" if flag == "--max-model-len" else " (ridgeline's --max-model-len)"
+    return (f"{dep.engine} refuses {flag} {context:,}{ours}, past {dep.model.name}'s "
             f"{limit or 0:,} positions ({label})"
             + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not trained that "
                "long" if dep.engine == "vllm" else

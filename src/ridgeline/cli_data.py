@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ridgeline.cli import _output
+from ridgeline.cli_output_files import refuse_unwritable_output
 from ridgeline.cli_types import _engine_name, _not_empty, _typed
 from ridgeline.errors import InputError, shorten_path
 
@@ -180,9 +181,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
             raise InputError(f"{files}: no rows of {', '.join(missing)} (its engines: "
                              f"{', '.join(held)})")
     # the output is checked before the fit, not after it
-    out_dir = Path(args.output).resolve().parent
-    if not out_dir.is_dir():
-        raise InputError(f"cannot write {args.output}: no folder {out_dir}")
+    refuse_unwritable_output(args.output)
     profiles = fit_profiles(rows, engines,
                             lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True),
                             priors=bundled_profiles())  # where the rows pin nothing, as bundled

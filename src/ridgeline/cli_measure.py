@@ -8,7 +8,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.cli import _output
-from ridgeline.cli_output_files import WroteFile
+from ridgeline.cli_output_files import WroteFile, refuse_unwritable_output
 from ridgeline.cli_types import (
     MAX_BATCH,
     _accelerator_name,
@@ -129,9 +129,7 @@ def _check_measure_output(output: str, out: Path, record: Path | None) -> None:
     not write (a measurements file or a catalog record would be lost)."""
     from ridgeline.measure import measured_record, wrote_rows
 
-    if out.is_dir() or not out.parent.is_dir():
-        raise InputError(f"-o {output}: " + ("a folder, not a CSV file" if out.is_dir()
-                                             else "its folder does not exist"))
+    refuse_unwritable_output(output)
     if out.exists() and not wrote_rows(out):
         raise InputError(f"-o {output} exists and is not rows `ridgeline measure` wrote: not "
                          "overwriting it (remove it or choose another name)")

@@ -128,13 +128,9 @@ def cmd_observe(args: argparse.Namespace) -> Any:
 def _check_emit_path(output: str) -> None:
     """--emit-measurements names a file in a folder that exists, refused before the source is
     read (a URL's window is a minute of polling, lost to a typo in the path)."""
-    from pathlib import Path
+    from ridgeline.cli_output_files import refuse_unwritable_output
 
-    out = Path(output).expanduser()
-    if out.is_dir():
-        raise InputError(f"cannot write {output}: a folder, not a file")
-    if not out.resolve().parent.is_dir():
-        raise InputError(f"cannot write {output}: no folder {out.resolve().parent}")
+    refuse_unwritable_output(output)
 
 
 def observed_spec(args: argparse.Namespace, obs: Any, model: Any) -> Any:
@@ -229,7 +225,7 @@ def _refuse_seats_below_batch(args: argparse.Namespace, obs: Any, engine: str) -
     under --max-num-seqs 16 says the flag is not the server's. A pipeline is left alone: V0
     runs a scheduler a stage, each seating max_num_seqs. Other engines' gauges are not read
     for this (SGLang's under data-parallel attention may add the ranks)."""
-    seats, running = args.max_num_seqs, max(obs.running, default=0.0)
+    seats, running = args.max_num_seqs, max(obs.busiest_running or obs.running, default=0.0)
     if seats is None or engine != "vllm" or obs.engine_family not in (None, "vllm") \
             or (getattr(args, "pipeline_parallel_size", None) or 1) > 1 or running <= seats:
         return

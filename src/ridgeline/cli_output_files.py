@@ -1,5 +1,6 @@
 """CLI: the files a command writes — refused, before any work, where one is an input of the
-same command — and the report that one was written."""
+same command or cannot be written (a folder, or in a folder that does not exist) — and the
+report that one was written."""
 
 from __future__ import annotations
 
@@ -33,6 +34,20 @@ def refuse_writing_over_input(args: argparse.Namespace) -> None:
                 if isinstance(name, str) and _same_file(output, name):
                     raise InputError(f"{flag} {output} is the input {name}: not "
                                      "overwriting it (choose another name)")
+
+
+def refuse_unwritable_output(output: str) -> None:
+    """Refuse, before any work, an output file no write can make: a folder's name, or a file
+    in a folder that does not exist. Every command that writes a file says it in these words
+    (page -o, measure -o, calibrate -o, --plot, observe --emit-measurements)."""
+    from pathlib import Path
+
+    out = Path(output).expanduser()
+    if out.is_dir():
+        raise InputError(f"cannot write {output}: a folder, not a file")
+    folder = out.resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"cannot write {output}: no folder {folder}")
 
 
 def _same_file(output: str, name: str) -> bool:

@@ -25,7 +25,7 @@ OVERLAPPING_INTERVALS_NOTE = (
     "Overlapping confidence intervals do not mean 'no difference'. Two 95% intervals can "
     "overlap while the difference between the scores is significant at 0.05: the interval "
     "of a difference is narrower than the two intervals laid end to end (its standard error "
-    "is sqrt(se_a^2 + se_b^2), not se_a + se_b). And when both models ran on the same items, "
+    "is √(se_a² + se_b²), not se_a + se_b). And when both models ran on the same items, "
     "neither the intervals nor the unpaired test use that pairing; McNemar's test on the "
     "items where the models disagree does, and is usually far more sensitive."
 )
@@ -74,14 +74,14 @@ class PercentageCount:
     def explain_lines(self) -> list[str]:
         p, n, k = self.percent, self.num_items, self.nearest_count
         verdict = (
-            f"within the printed rounding of +/-{self.rounding_tolerance_points:g} points"
+            f"within the printed rounding of ±{self.rounding_tolerance_points:g} points"
             if self.is_whole_count
-            else f"off by more than the printed rounding of +/-{self.rounding_tolerance_points:g}"
+            else f"off by more than the printed rounding of ±{self.rounding_tolerance_points:g}"
             " points: no whole number of items gives this percentage"
         )
         return [
-            "count = percent x N / 100",
-            f"  = {p:g} x {n} / 100 = {p * n / 100:.4g} -> nearest whole count {k}",
+            "count = percent × N / 100",
+            f"  = {p:g} × {n} / 100 = {p * n / 100:.4g} -> nearest whole count {k}",
             f"check: {k} / {n} = {self.nearest_count_percent:.{self.decimals + 2}f}%,"
             f" {self.difference_points:.2g} points from {p:g}%",
             f"  {verdict}",
@@ -143,12 +143,12 @@ class WilsonInterval:
         n, z, p = self.num_items, self.z, self.proportion
         return [
             f"p = {self.successes} / {n} = {p:.4f}, z = {z:.4f} for {self.confidence:g} confidence",
-            "center = (p + z^2 / 2n) / (1 + z^2 / n)",
+            "center = (p + z² / 2n) / (1 + z² / n)",
             f"  = ({p:.4f} + {z * z / (2 * n):.5f}) / {1 + z * z / n:.5f} = {self.center:.4f}",
-            "half width = z / (1 + z^2 / n) x sqrt(p(1 - p) / n + z^2 / 4n^2)",
+            "half width = z / (1 + z² / n) × √(p(1 - p) / n + z² / 4n²)",
             f"  = {z / (1 + z * z / n):.4f}"
-            f" x sqrt({p * (1 - p) / n:.6f} + {z * z / (4 * n * n):.6f}) = {self.half_width:.4f}",
-            f"interval = {self.center:.4f} +/- {self.half_width:.4f}"
+            f" × √({p * (1 - p) / n:.6f} + {z * z / (4 * n * n):.6f}) = {self.half_width:.4f}",
+            f"interval = {self.center:.4f} ± {self.half_width:.4f}"
             f" = [{self.low:.4f}, {self.high:.4f}]",
         ]
 
@@ -206,11 +206,11 @@ class TwoProportionZTest:
             f"p_a = {self.successes_a} / {na} = {pa:.4f},"
             f" p_b = {self.successes_b} / {nb} = {pb:.4f}",
             f"pooled p = ({self.successes_a} + {self.successes_b}) / ({na} + {nb}) = {pp:.4f}",
-            "se = sqrt(p(1 - p)(1/n_a + 1/n_b))",
-            f"  = sqrt({pp:.4f} x {1 - pp:.4f} x {1 / na + 1 / nb:.5f})"
+            "se = √(p(1 - p)(1/n_a + 1/n_b))",
+            f"  = √({pp:.4f} × {1 - pp:.4f} × {1 / na + 1 / nb:.5f})"
             f" = {self.standard_error:.4f}",
             f"z = (p_a - p_b) / se = {pa - pb:.4f} / {self.standard_error:.4f} = {self.z:.3f}",
-            f"two-sided p = erfc(|z| / sqrt 2) = {self.p_value:.3g}"
+            f"two-sided p = erfc(|z| / √2) = {self.p_value:.3g}"
             f" ({_against_alpha(self.significant, self.alpha)})",
         ]
 
@@ -268,10 +268,10 @@ class McNemarExact:
         lines = [
             f"discordant items n = b + c = {self.b} + {self.c} = {n};"
             f" net gap b - c = {self.net_gap_items}",
-            "p = min(1, 2 x P[X <= min(b, c)]), X ~ Binomial(n, 1/2)",
+            "p = min(1, 2 × P[X <= min(b, c)]), X ~ Binomial(n, 1/2)",
         ]
         if n > EXACT_INTEGER_ITEMS:  # the float sum the test itself used
-            lines.append(f"  = 2 x {_half_binomial_tail_float(n, k):.4g} (summed in floats past "
+            lines.append(f"  = 2 × {_half_binomial_tail_float(n, k):.4g} (summed in floats past "
                          f"{EXACT_INTEGER_ITEMS:,} items): p {format_p(self.p_value)}")
         else:
             tail = _half_binomial_tail_count(n, k)
@@ -282,9 +282,9 @@ class McNemarExact:
                     else f"C({n},0) + ... + C({n},{k})"
                 )
                 lines.append(
-                    f"  = 2 x ({terms}) / 2^{n} = 2 x {tail} / {2**n} = {self.p_value:.3g}")
+                    f"  = 2 × ({terms}) / 2^{n} = 2 × {tail} / {2**n} = {self.p_value:.3g}")
             else:
-                lines.append(f"  = 2 x {tail / 2**n:.4g}: p {format_p(self.p_value)}")
+                lines.append(f"  = 2 × {tail / 2**n:.4g}: p {format_p(self.p_value)}")
         lines.append(f"  {_against_alpha(self.significant, self.alpha)}")
         return lines
 
@@ -404,12 +404,12 @@ class UnpairedItemsNeeded:
         pa, pb = self.proportion_a, self.proportion_b
         pbar = (pa + pb) / 2
         return [
-            "n = (z_a sqrt(2 pbar (1 - pbar)) + z_b sqrt(p_a(1 - p_a) + p_b(1 - p_b)))^2"
-            " / (p_a - p_b)^2",
+            "n = (z_a √(2 pbar (1 - pbar)) + z_b √(p_a(1 - p_a) + p_b(1 - p_b)))²"
+            " / (p_a - p_b)²",
             f"  z_a = {self.z_alpha:.4f} (alpha {self.alpha:g}, two-sided),"
             f" z_b = {self.z_beta:.4f} (power {self.power:g}), pbar = {pbar:.4f}",
-            f"  = ({self.z_alpha:.4f} x {math.sqrt(2 * pbar * (1 - pbar)):.4f}"
-            f" + {self.z_beta:.4f} x {math.sqrt(pa * (1 - pa) + pb * (1 - pb)):.4f})^2"
+            f"  = ({self.z_alpha:.4f} × {math.sqrt(2 * pbar * (1 - pbar)):.4f}"
+            f" + {self.z_beta:.4f} × {math.sqrt(pa * (1 - pa) + pb * (1 - pb)):.4f})²"
             f" / {(pa - pb) ** 2:.6f}",
             f"  = {self.exact_items:.1f} -> {self.num_items} items",
         ]
@@ -453,11 +453,11 @@ class PairedItemsNeeded:
     def explain_lines(self) -> list[str]:
         d, psi = self.gap, self.discordance
         return [
-            "n = (z_a sqrt(psi) + z_b sqrt(psi - d^2))^2 / d^2   (Connor 1987)",
+            "n = (z_a √(psi) + z_b √(psi - d²))² / d²   (Connor 1987)",
             f"  d = {d:g} (gap), psi = {psi:g} (discordance), z_a = {self.z_alpha:.4f},"
             f" z_b = {self.z_beta:.4f}",
-            f"  = ({self.z_alpha:.4f} x {math.sqrt(psi):.4f} + {self.z_beta:.4f}"
-            f" x {math.sqrt(psi - d * d):.4f})^2 / {d * d:.6f}",
+            f"  = ({self.z_alpha:.4f} × {math.sqrt(psi):.4f} + {self.z_beta:.4f}"
+            f" × {math.sqrt(psi - d * d):.4f})² / {d * d:.6f}",
             f"  = {self.exact_items:.1f} -> {self.num_items} items",
         ]
 

@@ -191,7 +191,7 @@ class ExactItemsNeeded:
             f" {plural(self.smallest_expected_count, 'item')} (< {MIN_EXPECTED_COUNT:g}):"
             " outside the approximation's range",
             "exact power(n) = sum over the tables Fisher's test rejects at alpha of"
-            " Bin(n, p_a)(x_a) x Bin(n, p_b)(x_b)",
+            " Bin(n, p_a)(x_a) × Bin(n, p_b)(x_b)",
             f"  power({self.approximate_items}) = {self.approximate_power:.3f}",
             f"  power({self.num_items - 1}) = {self.power_one_fewer:.3f},"
             f" power({self.num_items}) = {self.exact_power:.3f}"

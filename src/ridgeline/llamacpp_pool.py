@@ -164,13 +164,18 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
     if on_host:  # the host's RAM, where given, holds the cache the GPU's mask would allow
         most = min(most, host_cells_that_fit(dep, s.engine_version, most))
     cells = most if cells is None else cells
-    compute = compute_buffer_bytes(dep.model, n_ubatch, cells, flash, outputs, output,
+    # the cache on the host, the GPU bounds no cells: llama.cpp reserves the compute buffer
+    # for the -c it starts (llama_context's graph_reserve over the n_ctx cells of its
+    # memory), the slots' contexts, not for the most the GPU's mask would allow (-ngl 0 with
+    # Llama-3.1-8B on an H100: 32,768 cells, a few GiB; 82 million had filled the card)
+    sized = min(cells, seats * s.max_model_len) if on_host and s.max_model_len else cells
+    compute = compute_buffer_bytes(dep.model, n_ubatch, sized, flash, outputs, output,
                                    copies, input_copies=inputs, window_cells=window)
-    per_cell = buffer_bytes_per_cell(dep.model, n_ubatch, cells, flash, outputs, output,
+    per_cell = buffer_bytes_per_cell(dep.model, n_ubatch, sized, flash, outputs, output,
                                      copies, input_copies=inputs, window_cells=window)
     return KVPool(dep.engine, total_bytes, 1.0, weight_bytes, compute, non_torch, 0.0, 1.0,
                   kv_bytes_per_token,
                   1, seats, n_ubatch, forward_bytes=compute, slot_cache_bytes=fixed,
                   slot_bytes_each=each, buffer_bytes_per_cell=per_cell, windows_apart=True,
                   host_cells=most if elsewhere else cells if on_host else 0,
-                  split_device=device, context_cells=cells)
+                  split_device=device, context_cells=sized)

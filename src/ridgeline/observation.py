@@ -42,6 +42,9 @@ class Observation:
     swapped: list[float] = field(default_factory=list)  # vLLM V0: requests swapped out to CPU
     # data-parallel engines: each engine's (KV usage, waiting) at each scrape
     core_pressure: list[tuple[float | None, float]] = field(default_factory=list)
+    # data-parallel engines: the busiest engine's running requests at each reading (empty
+    # with one engine, or where the source gives only their mean): what fills its own pool
+    busiest_running: list[float] = field(default_factory=list)
     pool_tokens: float | None = None  # each engine's pool, as the engine reports it
     pool_block_size: int | None = None  # vLLM's block size, from cache_config_info
     cached_prompt_share: float | None = None  # of the prompt tokens, served by the prefix cache
@@ -102,6 +105,13 @@ class Observation:
         if self.generation_tok_s and itl and not math.isnan(itl):
             return self.generation_tok_s * itl / 1e3
         return None
+
+    @property
+    def busiest_batch(self) -> float | None:
+        """The batch one engine's pool and seats hold: the busiest data-parallel engine's
+        running requests at each reading, their mean (engines at 60 and 20: 60, where
+        ``batch`` is 40); ``batch`` where the engines are one, or not reported apart."""
+        return statistics.fmean(self.busiest_running) if self.busiest_running else self.batch
 
     @property
     def batch_source(self) -> str:

@@ -490,5 +490,6 @@ def _per_engine_rounds(obs: Observation, lines: list[tuple[str | None, float | N
             values.append(sum(was[i] for i in members.values()) / n)
         obs.core_pressure += [(old[2][members[e]], old[1][members[e]]) if e in members
                               else (0.0, 0.0) for e in engines]
+        obs.busiest_running.append(max(old[0][i] for i in members.values()))
     obs.engines = n
     return len(rounds)

@@ -199,6 +199,9 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.waiting.append(sum(waiting.values()) / len(waiting))
         if k > 1:  # each engine's own fill and queue: the wall is the fullest engine's
             kv = _gauge_by_core(s, KV_USAGE, obs.engine_family)
+            running = _gauge_by_core(s, RUNNING, obs.engine_family)
+            if running:
+                obs.busiest_running.append(max(running.values()))
             obs.core_pressure += [(kv.get(core), waiting.get(core, 0.0))
                                   for core in dict.fromkeys([*kv, *waiting])]
     _read_pool(scrapes[-1], obs)

@@ -35,6 +35,7 @@ from ridgeline.roofline import (
     ridge_point,
     weight_intensity,
 )
+from ridgeline.served_model import llamacpp_weights
 from ridgeline.units import GIB, MIB, plural
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -49,6 +50,16 @@ def _deployment(model_id: str, gpu: str, count: int, weights: str, kv: str,
     return Deployment.build(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
                             None if weights == "as stored" else weights, kv, count,
                             engine=engine)
+
+
+def weights_shown(model_id: str, weights: str, engine: str) -> str:
+    """The weights picker's entry as the page computes it: "as stored" under llama.cpp is the
+    GGUF it runs the checkpoint as (served_model.llamacpp_weights: gpt-oss's MXFP4 checkpoint
+    as ggml-org's mxfp4_moe, MXFP4 experts and Q8_0 for the rest), not the checkpoint."""
+    if weights != "as stored" or not engine.startswith("llama.cpp"):
+        return weights
+    gguf = llamacpp_weights(resolve_model(model_id, fetchable=False))
+    return weights if gguf is None else f"{gguf} (ggml-org's GGUF of the checkpoint)"
 
 
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
@@ -132,6 +143,10 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                  next(iter(combos)))
     return {"models": list(models), "gpus": list(gpus), "counts": list(counts),
             "weights": list(weights), "kvs": list(kvs), "batches": list(BATCHES),
+            # each model's picker entries where they compute something else than they say
+            "weights_shown": {m: shown for m in models if (shown := {
+                w: weights_shown(m, w, engine) for w in weights
+                if weights_shown(m, w, engine) != w})},
             "contexts": list(CONTEXTS), "combos": combos, "left_out": why,
             "start": start.split("|"),
             "start_batch": START_BATCH, "start_context": START_CONTEXT}
@@ -149,9 +164,12 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
     at = data["start_context"]
     model, gpu, count, weights, kv = data["start"]
     dep = _deployment(model, gpu, int(count), weights, kv, opening["engine"])
+    shown = weights_shown(model, weights, opening["engine"])
     return (
         step("ridge point, the page's opening view", "peak FLOP/s ÷ bandwidth",
-             q("ridge", opening["ridge"], "FLOP/byte"), q("deployment", key.replace("|", " ")),
+             q("ridge", opening["ridge"], "FLOP/byte"),
+             q("deployment", key.replace("|", " "), "",
+               "" if shown == weights else f"weights {shown}"),
              q("peak", opening["peak"] / 1e12, "TFLOP/s", "the catalog, × TP"),
              q("bandwidth", opening["bw"] / 1e12, "TB/s", "the catalog, × TP")),
         step("batch to reach it", "⌈ridge × bytes per weight ÷ 2 FLOP per weight per token⌉: "
@@ -240,6 +258,8 @@ cs.value = D.start_context;
 bs.oninput = update; cs.oninput = update;
 function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecision(3); }
 function update() {
+  const shown = (D.weights_shown || {})[document.getElementById("model").value] || {};
+  for (const o of document.getElementById("weights").options) o.textContent = shown[o.value] || o.value;
   const key = ids.map(id => document.getElementById(id).value).join("|");
   const c = D.combos[key]; const bi = +bs.value, ci = +cs.value;
   const b = D.batches[bi], ctx = D.contexts[ci];

@@ -43,9 +43,9 @@ def check_target(path: str) -> None:
     report printed and the run failed)."""
     if Path(path).suffix.lower() not in (".png", ".svg", ".html"):
         raise InputError(f"--plot takes a .png, .svg or .html file, got {path!r}")
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise InputError(f"--plot {path}: no folder {folder}")
+    from ridgeline.cli_output_files import refuse_unwritable_output
+
+    refuse_unwritable_output(path)
 
 
 def save(chart: Chart, path: str) -> str:

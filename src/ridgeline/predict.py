@@ -157,9 +157,7 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
             unfit = _does_not_fit(row)
             if unfit:
                 return Prediction(row.id, row.metric, row.value, None, unfit)
-        profile = profile_for(dep.engine, profiles)
-        if ran_eager(row) and row.metric not in KV_METRICS:
-            profile = profile.without_cuda_graphs()
+        profile = row_profile(row, dep, profiles)
         value = _predict_value(row, dep, profile)
     except InputError as exc:
         return Prediction(row.id, row.metric, row.value, None, _row_hint(str(exc)))
@@ -173,6 +171,16 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
         or offload_caution(dep)
     return Prediction(row.id, row.metric, row.value, value, "", low, high, caveat=caveat,
                       batch=priced_decode_batch(row, dep))
+
+
+def row_profile(row: Measurement, dep: Deployment,
+                profiles: Mapping[str, EngineProfile] | None = None) -> EngineProfile:
+    """The profile a row is priced on: its engine's (``profiles``: a user's, by engine), its
+    CUDA graphs taken out where the row ran eager (a speed row; a KV row prices no step)."""
+    profile = profile_for(dep.engine, profiles)
+    if ran_eager(row) and row.metric not in KV_METRICS:
+        profile = profile.without_cuda_graphs()
+    return profile
 
 
 # `ridgeline measure`'s harness runs experts through torch._grouped_mm behind unfused routing
@@ -345,12 +353,8 @@ def speed_caveat(dep: Deployment) -> str:
 def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
     m = row.metric
     if m == "decode_tok_s_per_user":
-        if not (row.context_len or row.input_len or row.output_len):
-            return None  # a decode speed at no stated context is unfinished
-        step = decode_step_time_s(dep, profile, row.batch or 1, *_decode_span(row))
-        if row.serving_tpot():  # the others' prompts, prefilled among its decode steps
-            step += others_prompts_s(dep, profile, row)
-        return 1.0 / step
+        division = decode_division(row, dep, profile)
+        return None if division is None else division.tok_s
     if m == "prefill_tok_s":
         prompt = row.input_len or 0
         if prompt <= 0:
@@ -370,6 +374,44 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
             return None
         return 1e3 * prefill_time_s(dep, profile, ttft_prompt, 0, 1, chunk=None)
     return _kv_metric(row, dep)
+
+
+@dataclass(frozen=True)
+class DecodeDivision:
+    """A decode speed as the division it is: ``sequences`` ÷ (the mean decode step of
+    ``batch`` sequences, their contexts growing from ``start`` by ``generated`` tokens, +
+    ``others_s``, the other requests' prompts a serving TPOT's step carries)."""
+
+    sequences: int  # 1 for a per-user speed, the batch for a llama-batched-bench S_TG row
+    batch: int
+    start: int
+    generated: int
+    step_s: float
+    others_s: float = 0.0
+
+    @property
+    def tok_s(self) -> float:
+        return self.sequences / (self.step_s + self.others_s)
+
+
+def decode_division(row: Measurement, dep: Deployment,
+                    profile: EngineProfile) -> DecodeDivision | None:
+    """The division a decode-speed row's tok/s is: a per-user speed, 1 ÷ the mean step at
+    the row's batch (a serving TPOT's step + others_prompts_s); a llama-batched-bench S_TG
+    throughput, the batch ÷ the step (the decode steps only). None for any other row, and for
+    a decode speed at no stated context (unfinished)."""
+    if row.metric == "decode_tok_s_per_user":
+        if not (row.context_len or row.input_len or row.output_len):
+            return None
+        batch, (start, generated) = row.batch or 1, _decode_span(row)
+        others = others_prompts_s(dep, profile, row) if row.serving_tpot() else 0.0
+        return DecodeDivision(1, batch, start, generated,
+                              decode_step_time_s(dep, profile, batch, start, generated), others)
+    if "S_TG" in row.notes and row.metric in THROUGHPUT_METRICS and (row.output_len or 0) > 0:
+        batch, start, generated = row.batch or 1, row.input_len or 0, row.output_len or 0
+        return DecodeDivision(batch, batch, start, generated,
+                              decode_step_time_s(dep, profile, batch, start, generated))
+    return None
 
 
 def _decode_span(row: Measurement) -> tuple[int, int]:
@@ -428,9 +470,10 @@ def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile)
     isl, osl = row.input_len or 0, row.output_len or 0
     if osl <= 0:
         return None
+    division = decode_division(row, dep, profile)  # llama-batched-bench: decode steps only
+    if division is not None:
+        return division.tok_s
     batch = priced_decode_batch(row, dep) or 0
-    if "S_TG" in row.notes:  # llama-batched-bench: decode steps only
-        return batch / decode_step_time_s(dep, profile, batch, isl, osl)
     if batch < 1:
         raise InputError("does not fit: the KV pool holds no full sequence")
     decode = osl * decode_step_time_s(dep, profile, batch, isl, osl)

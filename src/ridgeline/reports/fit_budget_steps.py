@@ -143,7 +143,10 @@ def llamacpp_pool_step(dep: Deployment, p: KVPool, s: EngineSettings) -> Step:
           else "Vulkan context, libraries" if dep.accelerator.vendor == "amd"
           else "CUDA/Metal context, libraries"),
         *buffer, *margin,
-        q("cells", cells, "", "the most whose KV and compute buffer share what is left"
+        q("cells", cells, "", "the -c llama-server starts (slots × context), which its "
+          "buffer is reserved for: the cache is in host memory, where -c may reach "
+          f"{p.host_cells:,} cells" if device is None and p.host_cells > cells else
+          "the most whose KV and compute buffer share what is left"
           + ("" if device is None else " on the GPU that binds: -c is one number for every "
              "GPU of the split")),
         accounting_quantity(p) if s.engine_version is None else

@@ -11,7 +11,7 @@ from ridgeline.load_peak import load_peak_reason
 from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
-from ridgeline.reports.fit_terms import host_cache_unbounded, is_llamacpp
+from ridgeline.reports.fit_terms import cache_all_on_host, host_cache_unbounded, is_llamacpp
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings
@@ -51,6 +51,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         # SGLang's hybrids: the static pool their state pool is carved from (state_pool)
         "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
         * r.deployment.num_gpus / GIB, "tokens": p.logged_tokens(r.context),
+        # llama.cpp -ngl 0: every cell in host memory, the pool above the GPU memory left
+        # unused (the text's "left unused"), holding none of them
+        "kv_cache_on_host": cache_all_on_host(p),
         "kv_cache_bytes_per_gpu": p.kv_cache_bytes,  # the KV cache itself, everywhere
         "blocks_per_gpu": p.blocks, "vllm_max_concurrency": None if p.groups is None
         else p.concurrency(r.context),

@@ -69,6 +69,8 @@ class ObserveReport(ObserveVerdict):
             "kv_usage": stats(o.kv_usage), "preemptions": o.preemptions,
             "prompt_tok_s": o.prompt_tok_s, "generation_tok_s": o.generation_tok_s,
             "latency_ms": o.latency_ms, "engines": o.engines, "swapped": stats(o.swapped),
+            # the busiest data-parallel engine's running at each reading: what fills its pool
+            "busiest_engine_running": stats(o.busiest_running),
             "cached_prompt_share": o.cached_prompt_share,
             "pool_tokens_reported": None if pool is None else pool.tokens,
             "pool_blocks_reported": None if pool is None else pool.blocks,
@@ -445,9 +447,11 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                 # disagreement with it is not read as the counters' fault, and a modelled
                 # pool that cannot hold the batch at the mean is cautioned as a description
                 # that may be wrong (ObserveReport.cross_checks)
-                if (obs.batch or 0.0) > counted.pool_batch:
+                busiest = obs.busiest_batch or 0.0  # one engine's pool: its busiest's batch
+                if busiest > counted.pool_batch:
                     source = (f"{held[1]}; the counters' mean of {context:,} tokens would hold "
-                              f"only {counted.pool_batch:,} of the {obs.batch:,.1f} running")
+                              f"only {counted.pool_batch:,} of the {busiest:,.1f} running"
+                              + (" in the busiest engine" if busiest != obs.batch else ""))
                     if counted.engine_pool is None:
                         unheld = (context, counted.pool_batch)
                     context, read = held[0], "fill"

@@ -176,7 +176,8 @@ class ObservedWall(ObservedFloor):
 
     @property
     def peak_running(self) -> float:
-        return max(self.obs.running) if self.obs.running else self.batch or 0.0
+        o = self.obs  # one engine's seats: the busiest data-parallel engine's batch
+        return max(o.busiest_running or o.running) if o.running else self.batch or 0.0
 
     @property
     def queue_cause(self) -> str:
@@ -230,12 +231,15 @@ class ObservedWall(ObservedFloor):
                     "is left to hold them, but this source gives no prompt rate over a window "
                     "to say how full it runs")
         if self.wall == NEITHER:  # the engine runs all it is sent: below the ridge, load is cheap
-            b = self.batch or 0.0
+            # each engine's pool is the one sized: the busiest engine's batch is what fills it
+            b = self.obs.busiest_batch or 0.0
             shown = f"{b:,.1f}" if 0 < b < 0.5 else f"{b:,.0f}"  # a bench's 0.3 is not 0
-            held = (f"{b:,.0f} running, more than the {self.pool_batch:,} sequences of "
-                    f"{self.context:,} tokens its pool holds: their contexts are shorter, or "
-                    "share prefixes" if b > self.pool_batch else
-                    f"{shown} of the {self.pool_batch:,} sequences its pool holds")
+            busiest = (f"the busiest of {self.obs.engines} engines, " if b != (self.batch or 0.0)
+                       else "")
+            held = (f"{busiest}{b:,.0f} running, more than the {self.pool_batch:,} sequences "
+                    f"of {self.context:,} tokens its pool holds: their contexts are shorter, "
+                    "or share prefixes" if b > self.pool_batch else
+                    f"{busiest}{shown} of the {self.pool_batch:,} sequences its pool holds")
             n, of = self.queued
             queue = ""
             if n and self.queue_persists:

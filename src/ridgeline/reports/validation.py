@@ -11,13 +11,21 @@ from ridgeline.calibrate_audit import Coverage
 from ridgeline.calibrate_held import ALL_SIDES, held_parameters
 from ridgeline.calibrate_objective import HUBER_DELTA
 from ridgeline.calibrate_space import GROUP_PRIOR
+from ridgeline.cost import mean_decode_context
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, bundled_profiles, profile_for
 from ridgeline.errors import InputError
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
-from ridgeline.predict import THROUGHPUT_METRICS, Prediction, deployment_for, kv_row_settings
+from ridgeline.predict import (
+    THROUGHPUT_METRICS,
+    Prediction,
+    decode_division,
+    deployment_for,
+    kv_row_settings,
+    row_profile,
+)
 from ridgeline.render import table
 from ridgeline.scoring import ErrorStats, error_stats
 from ridgeline.units import plural
@@ -99,8 +107,32 @@ def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Predicti
             q("conditions", conditions or "none stated"), *priced,
             q("attention", attention),
             q("engine profile", dep.engine, "", profile_for(dep.engine, profiles).source),
-            measured))
+            *_division(row, dep, profiles), measured))
     return tuple(steps)
+
+
+def _division(row: Measurement, dep: Deployment,
+              profiles: Mapping[str, EngineProfile] | None) -> list[Quantity]:
+    """A decode speed's step time and the division that makes it tok/s (predict's
+    decode_division: 1 ÷ step a user, the batch ÷ step for an S_TG row); none for a row
+    priced some other way."""
+    d = decode_division(row, dep, row_profile(row, dep, profiles))
+    if d is None:
+        return []
+    mid = mean_decode_context(d.start, d.generated)
+    out = [q("decode step", d.step_s * 1e3, "ms",
+             f"{d.batch:,} {plural(d.batch, 'sequence')} at {mid:,} tokens of context, midway"
+             f" from {d.start:,} to {d.start + d.generated:,}")]
+    step_ms = f"{d.step_s * 1e3:.4g} ms"
+    if d.others_s:
+        out.append(q("other prompts a step", d.others_s * 1e3, "ms",
+                     "the other requests' prompts prefilled among its output"))
+        step_ms = f"({step_ms} + {d.others_s * 1e3:.4g} ms)"
+    per_gpu = row.metric.endswith("per_gpu") and row.num_gpus > 1
+    tok_s = d.tok_s / row.num_gpus if per_gpu else d.tok_s
+    out.append(q("division", f"{d.sequences:,} ÷ {step_ms}"
+                 + (f" ÷ {row.num_gpus} GPUs" if per_gpu else "") + f" = {tok_s:,.4g} tok/s"))
+    return out
 
 
 def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
