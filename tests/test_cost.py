@@ -566,3 +566,20 @@ def test_a_rank_serving_every_expert_takes_no_more_than_all_the_tokens() -> None
         idle = plain.with_eplb(False, redundant)
         # plain EP's busiest rank runs the stated skew × the mean; this one all the tokens
         assert flops(idle) / flops(plain) == pytest.approx(ranks / ep_imbalance(False))
+
+
+def test_a_deployments_hash_is_remembered_and_a_pickled_copy_hashes_afresh() -> None:
+    """Deployment.__hash__ is remembered on the instance (a fit looks one deployment up in the
+    step-cost caches hundreds of thousands of times): it is its fields' hash, a replaced
+    deployment gets its own, and a copy sent to another process carries none (string hashes
+    differ from one process to another)."""
+    import pickle
+    from dataclasses import replace
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), None,
+                           None, 1)
+    assert hash(dep) == hash(dep) == dep._fields_hash() and "_hash" in vars(dep)
+    sent = pickle.loads(pickle.dumps(dep))
+    assert "_hash" not in vars(sent) and sent == dep and hash(sent) == hash(dep)
+    tp2 = replace(dep, tensor_parallel_size=2)
+    assert hash(tp2) == tp2._fields_hash() != hash(dep)

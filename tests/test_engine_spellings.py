@@ -354,6 +354,7 @@ def test_a_repo_whose_config_differs_is_not_taken_for_its_base(
     assert "closest:" in err and "qwen2.5-32b" in err
 
 
+@pytest.mark.usefixtures("plan_once")  # the spellings ask one question: one search
 def test_plans_launch_line_serves_the_repo_named(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("plan", "{}", "--rate", "1", "--input-len", "500", "--output-len", "100",
             "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--gpus", "h200", "--max-gpus", "2")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 
 import pytest
 
@@ -17,7 +18,7 @@ from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW
 from ridgeline.memory import EngineSettings
-from ridgeline.plan import plan
+from ridgeline.plan import PlanResult, plan
 from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import share_of_requests, usd_per_million_tokens
@@ -286,9 +287,18 @@ def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits
 
 
 # -- 10. the Pareto frontier ---------------------------------------------------------------
+FRONTIER_SLO = Slo(0.5, 0.04)
+
+
+@lru_cache(maxsize=1)
+def _frontier_plan() -> PlanResult:
+    """Llama 8B at 10 req/s on H100s, searched once for the two tests of its frontier (a plan
+    is a function of its arguments, and a PlanResult is frozen)."""
+    return plan(LLAMA_8B, Load(10, "1000", "250"), FRONTIER_SLO, gpus=["h100-sxm"], workers=1)
+
+
 def test_the_pareto_frontier_holds_the_batch_that_meets_the_slo() -> None:
-    result = plan(LLAMA_8B, Load(10, "1000", "250"), Slo(0.5, 0.04), gpus=["h100-sxm"],
-                  workers=1)
+    result = _frontier_plan()
     tp1 = max((c for c in result.candidates if (c.tp, c.weights, c.kv) == (1, "fp8", "fp8")),
               key=lambda c: c.batch)
     assert tp1.batch & (tp1.batch - 1)  # not a power of two: the doubling alone misses it
@@ -302,8 +312,7 @@ def test_the_frontiers_slo_batch_reads_faster_than_the_slo_and_the_table_says_wh
     would take for slack: the table says why."""
     from ridgeline.reports.plan_lists import PlanLists
 
-    slo = Slo(0.5, 0.04)
-    result = plan(LLAMA_8B, Load(10, "1000", "250"), slo, gpus=["h100-sxm"], workers=1)
+    slo, result = FRONTIER_SLO, _frontier_plan()
     tp1 = max((c for c in result.candidates if (c.tp, c.weights, c.kv) == (1, "fp8", "fp8")),
               key=lambda c: c.batch)
     label = f"h100-sxm TP1 fp8, KV fp8, b{tp1.batch}"
@@ -395,6 +404,7 @@ def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
     assert listed == [r["label"] for r in held]  # the text names the JSON's splits, all of them
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_tiny_share_longer_than_the_context_reads_as_one_in_so_many_requests(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A lognormal tail past llama-3.1-8b's 131,072 tokens: 3e-05 of the requests, which

@@ -61,6 +61,7 @@ UNPRICED = ["llama-3.1-8b", "--rate", "5", "--slo-ttft-ms", "1000", "--slo-tpot-
             "--gpus", "a100-pcie-40gb"]
 
 
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_an_unpriced_single_pool_gets_its_figures_and_the_launch_a_price_would_give(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Only unpriced cards: the single pool had one line, no figures and no command, where

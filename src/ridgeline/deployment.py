@@ -294,6 +294,20 @@ class Deployment:
         return dep
 
     def __hash__(self) -> int:
+        """Remembered on the instance: a fit looks one deployment up in the step-cost caches
+        hundreds of thousands of times (cost.step_time_s), and its fields never change. A
+        copy sent to another process hashes afresh there (``__getstate__``)."""
+        remembered: int | None = self.__dict__.get("_hash")
+        if remembered is None:
+            remembered = self._fields_hash()
+            object.__setattr__(self, "_hash", remembered)
+        return remembered
+
+    def __getstate__(self) -> dict[str, object]:
+        # without the remembered hash: string hashes differ from one process to another
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
+    def _fields_hash(self) -> int:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
                      self.tensor_parallel_size, self.pipeline_parallel_size,
                      self.expert_parallel, self.engine, self.flash_attention, self.offload,
