@@ -25,7 +25,8 @@ from pathlib import Path
 
 # Every module of the simulator package, timer included; ``__init__`` stays Python (it holds
 # the staleness check).
-MODULES = ("blocks", "config", "data_parallel", "decodes", "fast_path", "histogram", "lanes",
+MODULES = ("blocks", "config", "data_parallel", "decodes", "fast_path", "histogram",
+           "independent_ranks", "lanes",
            "metrics", "overload", "pipeline", "request", "run", "scheduler", "simulator",
            "time_series", "timer", "token_ratio", "workload")
 GROUP = "ridgeline.sim.native"  # the shared library: ridgeline/sim/native__mypyc.*.so

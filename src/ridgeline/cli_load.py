@@ -231,16 +231,16 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
     them; its --dp-size alone (whole replicas) and its spelling read as vLLM's are refused
     (data_parallel.py). Without the flags, (--num-gpus, 1)."""
     from ridgeline.data_parallel import (
-        TRTLLM_ATTENTION_DP,
         sglang_replicas_problem,
         spelling_problem,
+        trtllm_problem,
     )
 
     ranks = getattr(args, "data_parallel_size", None)
     switch = bool(getattr(args, "enable_dp_attention", False))
     gpus = int(args.num_gpus)
     if engine == "trtllm" and (switch or (ranks or 1) > 1):  # one answer, however spelled
-        raise InputError(TRTLLM_ATTENTION_DP)
+        raise InputError(trtllm_problem(model, ranks or 1))
     if switch and ranks is None:
         raise InputError("--enable-dp-attention splits attention over --dp-size ranks: give "
                          "--dp-size N")

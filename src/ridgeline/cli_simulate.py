@@ -48,6 +48,7 @@ from ridgeline.cli_types import (
     _positive_float,
     _typed,
 )
+from ridgeline.data_parallel import independent_ranks
 from ridgeline.errors import InputError
 from ridgeline.units import COUNT_EXAMPLES
 
@@ -95,7 +96,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         raise InputError(one_rank_refusal(dep.engine))
     ranks = dep.data_parallel_size
     spec_args(args)
-    if ranks > 1 and args.spec_tokens:
+    if ranks > 1 and args.spec_tokens and not independent_ranks(dep):  # a dense model's
+        # ranks are each a plain engine, drafting as one replica drafts
         raise InputError("speculative decoding with data-parallel attention is not simulated "
                          "yet: drop --spec-tokens, or simulate without data parallelism")
     all_at_once(args)

@@ -54,6 +54,7 @@ from ridgeline.quantization import (
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
     from ridgeline.memory import EngineSettings
+    from ridgeline.model import ModelSpec
 
 DATA_PARALLEL_ENGINES = ("vllm", "sglang")
 
@@ -67,6 +68,21 @@ TRTLLM_ATTENTION_DP = ("TensorRT-LLM's attention data parallelism (enable_attent
                        "attention on vLLM (--engine vllm --data-parallel-size N "
                        "--enable-expert-parallel) or SGLang (--engine sglang --tp-size N "
                        "--dp-size N --enable-dp-attention)")
+
+def trtllm_problem(model: ModelSpec, ranks: int) -> str:
+    """Why data parallelism on TensorRT-LLM is refused (``TRTLLM_ATTENTION_DP``); for a dense
+    model, whose ranks vLLM's data-parallel attention (a MoE's, --enable-expert-parallel)
+    does not take, the levers a dense model has: one replica, or vLLM's ranks, each its own
+    engine (sim/independent_ranks.py)."""
+    if model.moe is not None:
+        return TRTLLM_ATTENTION_DP
+    n = ranks if ranks > 1 else "N"
+    return (f"TensorRT-LLM's attention data parallelism (enable_attention_dp) is not "
+            f"modelled, and {model.name} is dense: price one TensorRT-LLM replica with "
+            f"--num-gpus and no data parallelism, its throughput × {n} for {n} replicas, or "
+            f"the ranks as vLLM runs them, each its own engine (--engine vllm "
+            f"--data-parallel-size {n})")
+
 
 # the weight categories that run on every rank's tokens, gathered, split over all the GPUs
 _GATHERED = {"vllm": (EXPERTS, EXPERT_BIAS),
@@ -89,7 +105,7 @@ def data_parallel_problem(dep: Deployment, ranks: int, named: bool) -> str:
         return (f"{engine} has no data parallelism: run one llama-server per replica and size "
                 "one with --num-gpus")
     if engine == "trtllm":
-        return TRTLLM_ATTENTION_DP
+        return trtllm_problem(dep.model, ranks)
     if engine not in DATA_PARALLEL_ENGINES:
         return (f"data-parallel attention is modelled for vLLM (--data-parallel-size) and "
                 f"SGLang (--dp-size with --enable-dp-attention), not {engine}'s")

@@ -18,10 +18,15 @@ dealt first, and an idle rank given one starts at its arrival. A step is taken w
 begins, but what it shows the others (its finishes, the running gauge) is read at its end,
 every rank's ends in time order: the run's gauges are the ranks' summed at each end, and its
 steps and busy time the ranks' summed (a mean step stays one rank's), as the pipeline's lanes
-sum theirs (sim/lanes.py). Async scheduling holds an arrival on the rank it is dealt to:
-where that rank has work, it joins at the end of the rank's next step (``Run.arrive_due``'s
-rule, a rank's own). Two ranks each given 100 identical requests serve them in one rank's
-time: twice one rank's throughput (tests/test_sim_independent_ranks.py).
+sum theirs (sim/lanes.py), and an arrival's queue (the overload readings) every rank's
+summed. Async scheduling holds an arrival on the rank it is dealt to: where that rank had
+work after the step it is in, it joins at the end of the rank's next step (``Run.arrive_due``'s
+rule, a rank's own). With the fast path (sim/fast_path.py) a rank takes a run of decode
+steps up to the step an open loop's next arrival comes in, as one engine does; a closed
+loop's arrivals follow any rank's finish, so its ranks step one at a time. Each rank serves
+its requests as the rank alone serves them (to rounding, either path), and two ranks each
+given 100 identical requests serve them in one rank's time: twice one rank's throughput
+(tests/test_sim_independent_ranks.py; scripts/fuzz_simulator.py --ranks).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ridgeline.sim.data_parallel import (
     least_loaded,
     rank_config,
 )
+from ridgeline.sim.histogram import Histogram
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import Request
 from ridgeline.sim.run import Run
@@ -61,6 +67,14 @@ class RankClock:
         self.after: tuple[int, float, int] = (0, 0.0, 0)
         self.shown: tuple[int, float, int] = (0, 0.0, 0)  # … and as last read
         self.held: list[tuple[int, Request]] = []
+        # whether it had work left as its step in flight (or just read) was taken: under
+        # async scheduling every arrival during that step is held or not by it alone, as one
+        # engine reads its state once at the step's end (``Run.arrive_due``), not by an
+        # earlier arrival of the same step that joined its queue
+        self.busy_after = False
+        # the inter-token gaps the step in flight streams, counted at its end: a run cut
+        # short there (``Run.over_steps``) counts none of a step still running
+        self.itl = Histogram()
         self.busy_s = 0.0
         self.woken_s = -math.inf
 
@@ -78,13 +92,17 @@ class IndependentRanksSimulator:
     def __init__(self, dep: Deployment, profile: EngineProfile, config: SimConfig) -> None:
         self.dep, self.profile = dep, profile
         n = dep.data_parallel_size
-        rank = rank_config(dep.engine, config, n)
+        # each rank's own fast path (``fast_path``): its runs of decode steps end at the next
+        # arrival, where they may (``_step``)
+        rank = replace(rank_config(dep.engine, config, n), fast_path=config.fast_path)
         # each rank an engine of its own, as vLLM sets a dense rank's data_parallel_size to 1:
         # its step prices its own batch whole (a DP deployment's step shape deals the batch
         # over the ranks, cost.batch_shape)
         alone = replace(dep, data_parallel_size=1)
         self.ranks = [RankClock(Simulator(alone, profile, rank)) for _ in range(n)]
         self.scheduler = AllRanks([r.sim for r in self.ranks])
+        for r in self.ranks:  # an arrival's queue read over every rank (``queue_room``)
+            r.sim.queue_reader = self.queue_room
         # the run's step cap (``Run.over_steps``) counts every rank's steps: each rank its own
         self.config = replace(rank, max_steps=config.max_steps * n)
         self.method = dispatch_method(dep.engine)
@@ -94,6 +112,7 @@ class IndependentRanksSimulator:
         self._turn = 0  # round robin: the rank the next arrival goes to
         self.dealt = [0] * n  # arrivals each rank was given
         self._mark_s: float | None = None  # the last step end read (the gauges' since then)
+        self._runs = False  # a rank may take a run of decode steps (``_step``)
 
     @property
     def steps(self) -> int:
@@ -121,23 +140,34 @@ class IndependentRanksSimulator:
         sim = rank.sim
         if not rank.stepping and not rank.has_work:
             sim.now_s = rank.woken_s = self.now_s
-        if self._holds(rank) and not sim._reject_reason(r)[0]:
-            rank.held.append((sim.steps, r))
-            return True
+        if not sim._reject_reason(r)[0]:
+            if self._holds(rank):
+                rank.held.append((sim.steps, r))
+                return True
+            if rank.stepping and rank.held:  # it joins at the step's end, after those held
+                rank.held.append((sim.steps - 1, r))  # for it (``Run.arrive_due``: the held
+                return True  # first)
         clock, sim.now_s = sim.now_s, self.now_s  # its queue noted at this instant
         try:
             return sim.arrive(r, rec)
         finally:
             sim.now_s = clock
 
+    def queue_room(self) -> tuple[int, float]:
+        """The queue an arrival joined and the room the running batches had, every rank's
+        summed (``Simulator.queue_room``): the overload readings (``Recorder.queued``) are
+        the deployment's, not the one rank's the arrival was dealt to."""
+        rooms = [r.sim.queue_room() for r in self.ranks]
+        return sum(w for w, _ in rooms), sum(room for _, room in rooms)
+
     def _holds(self, rank: RankClock) -> bool:
-        """Async scheduling: whether an arrival now waits a step on ``rank`` — it has work, so
-        the batch it runs next was formed as its last step began; not where it woke from
-        idle at this instant, forming its batch now. A refused one is refused at once."""
-        s = rank.sim.scheduler
-        if not self.lag or not (s.running or s.waiting):
+        """Async scheduling: whether an arrival now waits a step on ``rank`` — it had work
+        after its step in flight (or the one just read), so the batch it runs next was formed
+        as that step began; not where it woke from idle at this instant, forming its batch
+        now. A refused one is refused at once."""
+        if not self.lag or (not rank.stepping and rank.woken_s == self.now_s):
             return False
-        return rank.stepping or rank.woken_s != self.now_s
+        return rank.busy_after
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
@@ -154,6 +184,13 @@ class IndependentRanksSimulator:
             rec.window_s = window_s
         rec.closed_loop = closed_loop > 0
         run = Run(self, workload, closed_loop, rec, None, stop_when_behind, max_in_flight)
+        # an open loop's arrivals are known ahead: a rank's run of decode steps may go on to
+        # the next (its batch, queue and the dispatch's reading of it unchanged until then);
+        # a closed loop's, or a capped one's, follow any rank's finish: a step at a time. A
+        # run that may stop at any finish (``stop_past``) also steps one at a time, so that
+        # what it counts at the cut is the steps ended by then (a run hopelessly behind,
+        # cut every CHECK_STEPS steps, leaves out the run each other rank has in flight)
+        self._runs = not closed_loop and not max_in_flight and stop_past is None
         while True:
             rank = self._next()
             due_s = rank.sim.now_s if rank is not None else math.inf
@@ -180,7 +217,7 @@ class IndependentRanksSimulator:
             self._release_held(rank, rec)
             run.arrive_due()
             if s.running or s.waiting:
-                self._step(rank, rec)
+                self._step(rank, rec, run.next_arrival_s)
             else:
                 s.ratio.reset()  # SGLang's estimate, a rank's own, starts over when idle
         sims = [r.sim for r in self.ranks]
@@ -199,16 +236,27 @@ class IndependentRanksSimulator:
                 best = rank
         return best
 
-    def _step(self, rank: RankClock, rec: Recorder) -> None:
-        """``rank`` takes its next step now (the plain step: its own batch, its own time),
-        its clock moving to the step's end, where what it shows is read (``_read``)."""
+    def _step(self, rank: RankClock, rec: Recorder, next_arrival_s: float) -> None:
+        """``rank`` takes its next step now (its own batch, its own time), or with the fast
+        path a run of decode steps up to the step the next arrival comes in
+        (``Simulator._advance``: none where it holds an arrival, or where arrivals follow
+        finishes), its clock moving to the step's end, where what it shows is read
+        (``_read``): a rank's runs are the ones it would take alone, which match its plain
+        steps as closely as one engine's fast path does (tests/test_sim_independent_ranks.py,
+        scripts/fuzz_simulator.py --ranks)."""
         sim = rank.sim
         if self._mark_s is None:
             self._mark_s = self.now_s  # the gauges start with the first step
         start_s = sim.now_s
-        rank.finished = sim._advance(start_s, rec)
+        until_s = next_arrival_s if self._runs and not rank.held else start_s
+        run_itl, rec.hist["itl"] = rec.hist["itl"], rank.itl  # the step's gaps held …
+        try:
+            rank.finished = sim._advance(until_s, rec)
+        finally:
+            rec.hist["itl"] = run_itl
         rank.busy_s += sim.now_s - start_s
         rank.after = (len(sim.scheduler.running), sim.pool.usage, sim.scheduler.preemptions)
+        rank.busy_after = bool(sim.scheduler.running or sim.scheduler.waiting)
         rank.stepping = True
 
     def _read(self, rank: RankClock, rec: Recorder) -> list[Request]:
@@ -220,6 +268,8 @@ class IndependentRanksSimulator:
             rec.ran(self._mark_s, self.now_s, 1, 0, waiting, *self._shown()[1:])
         rank.stepping = False
         rank.shown = rank.after
+        rec.hist["itl"].absorb(rank.itl)  # … counted at its end
+        rank.itl = Histogram()
         finished, rank.finished = rank.finished, []
         running, usage, preempted = self._shown()
         rec.sample(self.now_s, running, waiting, usage, preempted)

@@ -72,6 +72,10 @@ class Simulator:
         # llama.cpp: the stages a step's ubatches (one llama_decode call) overlap over, as
         # prefill prices them (llamacpp_batching.pipelined_s); 1 runs them in turn
         self.ubatch_stages = pipelined_stages(dep) if config.ubatch_tokens else 1
+        # the queue and batch room an arrival's reading takes (``_note_queue``): this
+        # engine's own, or a dense model's data-parallel ranks' summed, each an engine of its
+        # own behind one front end (sim/independent_ranks.py)
+        self.queue_reader: Callable[[], tuple[int, float]] = self.queue_room
         self.fast = FastPath(self)  # the running decodes as sums (sim/fast_path.py)
         self.scheduler.sync = self.fast.sync
         self.scheduler.leaving = self.fast.leaving
@@ -206,15 +210,20 @@ class Simulator:
         return True
 
     def _note_queue(self, rec: Recorder) -> None:
-        """The queue an arrival joined, and the requests the running batch could still take
-        then: the seats under max_num_seqs, or the pool's free share at the running requests'
-        mean hold (703 running at 90.9 % of the pool: 70 more), whichever is fewer."""
+        """The queue an arrival joined, and the room the running batch had then
+        (``queue_reader``: this engine's, or a dense model's ranks' together)."""
+        rec.queued(self.now_s, *self.queue_reader())
+
+    def queue_room(self) -> tuple[int, float]:
+        """The requests waiting to start, and those the running batch could still take: the
+        seats under max_num_seqs, or the pool's free share at the running requests' mean
+        hold (703 running at 90.9 % of the pool: 70 more), whichever is fewer."""
         s, usage = self.scheduler, self.pool.usage
         running = len(s.running)
         room = float(self.config.max_num_seqs - running)
         if usage > 0:
             room = min(room, running * (1 - usage) / usage)
-        rec.queued(self.now_s, len(s.waiting), max(0.0, room))
+        return len(s.waiting), max(0.0, room)
 
     def _advance(self, next_arrival: float, rec: Recorder) -> list[Request]:
         """Run one step, or several identical decode steps; return who finished. Requests
