@@ -289,7 +289,7 @@ def test_decode_explain_repeats_from_its_printed_inputs(
         kv["KV per token"] * kv["tokens read and written"] + others_mb * 1e6)
     nbytes, *_, bandwidth = inputs("memory time")
     assert result("memory time") == pytest.approx(nbytes / bandwidth)  # GB ÷ TB/s = ms
-    flops, peak = inputs("compute time")
+    flops, *_, peak = inputs("compute time")  # the FLOPs, their terms, the peak
     assert result("compute time") == pytest.approx(flops / peak * 1e3)  # TFLOP ÷ TFLOP/s
 
 

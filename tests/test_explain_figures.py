@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from ridgeline.explain import _num
 from tests.conftest import run_cli
 
 GIB = 2**30
@@ -97,9 +98,21 @@ def test_every_row_of_the_model_weights_table_is_a_sum_over_its_categories(
             (kv["kv_lora_rank"] + kv["qk_rope_head_dim"]) * kv["layers"]
             * kv["bytes per element"]) == pytest.approx(data[key])
     active = ins(steps["active parameters without the input embedding"])
-    assert res(steps["active parameters without the input embedding"]) * 1e9 == pytest.approx(
-        (active["active"] - active["embedding"]) * 1e9) \
+    assert res(steps["active parameters without the input embedding"]) == pytest.approx(
+        active["active"] - active["embedding"]) \
         == pytest.approx(data["params_active_without_embedding"])
+
+
+def test_moe_active_parameters_repeat_from_the_counts_shown(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3's 37.55B active: in billions to four figures the step showed 671 − 653.9 ×
+    0.96875, which gives 37.53; in whole counts as shown it is exact (37,552,297,472)."""
+    data, steps = explained(capsys, "model", "deepseek-v3")
+    a = steps["active parameters"]
+    assert {i["unit"] for i in a["inputs"][:2]} | {a["result"]["unit"]} == {"params"}
+    shown = {i["name"]: float(_num(i["value"]).replace(",", "")) for i in a["inputs"]}
+    assert shown["total"] - shown["routed experts"] * (1 - shown["k/E"]) == pytest.approx(
+        float(_num(res(a)).replace(",", "")), abs=1) == pytest.approx(data["params_active"])
 
 
 def test_a_windowed_models_naive_and_windowed_kv_are_steps(
@@ -337,8 +350,9 @@ def test_moe_header_figures_are_steps(capsys: pytest.CaptureFixture[str]) -> Non
 
     batch = res(touched)
     assert intensity(batch) == pytest.approx(t["intensity at that batch"])
+    assert batch == int(batch) == 2511  # the smallest whole batch, as roofline's 296
     assert intensity(batch) >= t["ridge"]
-    assert intensity(batch * (1 - 1e-6)) < t["ridge"]
+    assert intensity(batch - 1) < t["ridge"]  # 2,510 reads 295.29 FLOP/byte, under 295.34
     assert batch == pytest.approx(data["better_batch_to_ridge"])
     w = steps["weights in memory"]
     assert res(w) == pytest.approx(sum(ins(w).values())) \
@@ -492,3 +506,155 @@ def test_llama_cpp_and_a_set_pool_print_no_reserved_step(
     _, steps = explained(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                          "32768", "--kv-cache-memory-bytes", "20G")
     assert "reserved per GPU" not in steps
+
+
+def test_moes_experts_touched_and_article_batch_list_every_operand(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """E × (1 − (1 − k/E)^B) and (ridge × bytes ÷ 2) ÷ (k/E) repeat from their own steps'
+    inputs: E and k/E were missing, so the step could not be redone from what it showed."""
+    data, steps = explained(capsys, "moe", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
+                            "--batch", "64")
+    t = ins(steps["experts touched by the batch"])
+    assert res(steps["experts touched by the batch"]) == pytest.approx(
+        t["E"] * (1 - (1 - t["k/E"]) ** t["B"])) \
+        == pytest.approx(data["rows"][0]["experts_touched"])
+    a = ins(steps["article's batch to the ridge"])
+    assert res(steps["article's batch to the ridge"]) == pytest.approx(
+        a["ridge"] * a["bytes per expert weight"] / 2 / a["k/E"]) \
+        == pytest.approx(data["article_batch_to_ridge"])
+
+
+def test_attentions_all_heads_and_layers_lists_the_score_matrix_it_multiplies(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """heads × attention layers × score matrix: DeepSeek-V3 at 128K, 128 × 61 × 32.77 GB =
+    255,853 GB, the score matrix now among the step's own inputs."""
+    data, steps = explained(capsys, "attention", "--model", "deepseek-v3", "--context", "128k")
+    a = ins(steps["all heads and layers"])
+    assert res(steps["all heads and layers"]) == pytest.approx(
+        a["heads"] * a["attention layers"] * a["score matrix"]) \
+        == pytest.approx(data["total_score_bytes"] / 1e9)
+
+
+def test_a_chunked_prefill_lists_the_step_times_its_sum_adds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B on 2 L40S, an 8,000-token prompt in vLLM's 2,048-token steps: the
+    expectation is Σ of four step_cost times, each now an input (it listed only the budget
+    and the count, so 1,464 ms could not be redone from the step)."""
+    data, steps = explained(capsys, "prefill", "gemma-3-27b-it", "--gpu", "l40s",
+                            "--num-gpus", "2", "--prompt-len", "8000")
+    total = steps["prefill in steps of the token budget"]
+    times = {k: v for k, v in ins(total).items() if k.startswith("step ")}
+    assert len(times) == ins(total)["steps"] == 4
+    assert res(total) == pytest.approx(sum(times.values())) \
+        == pytest.approx(data["expected"]["time_s"] * 1e3)
+    assert times["step 1"] == pytest.approx(res(steps["first step: expected step"]))
+
+
+def test_a_long_chunked_prefill_sums_its_middle_steps(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """63 steps of 512 tokens (Llama-3.1-70B on 4 H100, 32,000 tokens): the first two, the
+    middle 60 together and the last still add to the expectation."""
+    data, steps = explained(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--num-gpus",
+                            "4", "--prompt-len", "32000", "--max-num-batched-tokens", "512")
+    t = ins(steps["prefill in steps of the token budget"])
+    assert set(t) >= {"step 1", "step 2", "steps 3 to 62", "step 63"}
+    assert res(steps["prefill in steps of the token budget"]) == pytest.approx(
+        t["step 1"] + t["step 2"] + t["steps 3 to 62"] + t["step 63"]) \
+        == pytest.approx(data["expected"]["time_s"] * 1e3)
+
+
+@pytest.mark.parametrize("batch", ["1", "3"])
+def test_llama_cpp_prefill_lists_its_ubatch_times(
+        capsys: pytest.CaptureFixture[str], batch: str) -> None:
+    """llama.cpp's 1,000-token prompt in two ubatches of 512 (Llama-3.1-8B on an L40S): the
+    expectation is their times' sum, times the prompts."""
+    data, steps = explained(capsys, "prefill", "llama-3.1-8b", "--gpu", "l40s", "--prompt-len",
+                            "1000", "--batch", batch, "--engine", "llama.cpp")
+    u = ins(steps["prefill in ubatches"])
+    assert res(steps["prefill in ubatches"]) == pytest.approx(
+        (u["ubatch 1"] + u["ubatch 2"]) * u.get("prompts", 1)) \
+        == pytest.approx(data["expected"]["time_s"] * 1e3)
+
+
+def test_kv_rows_steps_are_in_the_units_the_table_prints(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B at 64K: the table's window row prints 416 MiB a sequence; its step said
+    0.4062 GiB, a figure the text never shows. Each row's step now gives the table's figure."""
+    data, steps = explained(capsys, "kv", "gemma-3-27b-it", "--context", "64k", "--gpu", "l40s",
+                            "-tp", "2")
+    factors = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": GIB, "TiB": 2**40}
+    code, text, _ = run_cli(capsys, "kv", "gemma-3-27b-it", "--context", "64k", "--gpu", "l40s",
+                            "-tp", "2")
+    assert code == 0
+    for row in data["layer_kinds"]:
+        for what, key in (("per token", "bytes_per_token"), ("per sequence", "bytes_at_context")):
+            result = steps[f"{row['kind']}: {what}"]["result"]
+            assert result["value"] * factors[result["unit"]] == pytest.approx(row[key])
+            assert f"{result['value']:.4g} {result['unit']}" in text
+    assert steps["sliding window: per sequence"]["result"]["unit"] == "MiB"
+
+
+def test_simulate_explains_its_mean_column_and_running_batch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The latency table's mean column and the running batch's mean are each a step (Σ ÷
+    count, request-seconds ÷ span): --explain showed only the p50s, none of the means."""
+    data, steps = explained(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "4",
+                            "--num-requests", "60", "--input-len", "1000", "--output-len", "100")
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"),
+                       ("e2e_s", "end-to-end"), ("queue_s", "queueing")):
+        m = steps[f"{label} mean"]
+        count = next(v for k, v in ins(m).items() if k.endswith("measured"))
+        assert res(m) == pytest.approx(ins(m)[f"Σ {label}"] / count * 1e3) \
+            == pytest.approx(data[key]["mean"] * 1e3)
+    b = ins(steps["running batch, mean"])
+    assert res(steps["running batch, mean"]) == pytest.approx(
+        b["request-seconds running"] / b["span"]) == pytest.approx(data["running_batch"]["mean"])
+
+
+def _blocks(source: str) -> int:
+    """The block count a source names: '…: 190,399 blocks of 16 tokens' -> 190399."""
+    return int(source.split(": ")[-1].split(" blocks")[0].replace(",", ""))
+
+
+def test_utilizations_conversations_divide_in_whole_blocks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b on an MI300X at 2,000 tokens: 104.6 GiB ÷ 0.07361 GiB as shown reads
+    1,421; the pool's and a conversation's blocks, now named, give its 1,420."""
+    data, steps = explained(capsys, "utilization", "--gpu", "mi300x", "--running", "32",
+                            "--model", "gpt-oss-120b")
+    held = steps["conversations the pool holds"]
+    sources = {i["name"]: i["source"] for i in held["inputs"]}
+    assert res(held) == _blocks(sources["pool"]) // _blocks(sources["per conversation"]) \
+        == data["kv_batch_limit"] == 1420
+
+
+def test_utilization_names_the_division_where_the_engine_holds_fewer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B on 2 L40S at 8,000 tokens: the pool divides into 22 conversations, vLLM
+    holds 20 (its windows' admission room); the step said only pool ÷ conversation = 20."""
+    data, steps = explained(capsys, "utilization", "--gpu", "l40s", "--num-gpus", "2",
+                            "--running", "16", "--model", "gemma-3-27b-it", "--context", "8000")
+    held = steps["conversations the pool holds"]
+    i = ins(held)
+    assert i["pool ÷ one conversation"] == math.floor(i["pool"] / i["per conversation"]) == 22
+    assert res(held) == data["kv_batch_limit"] == 20 < i["pool ÷ one conversation"]
+
+
+@pytest.mark.parametrize("model, extra", [
+    ("llama-3.1-8b", ()), ("qwen3-next-80b-a3b-thinking", ("--num-gpus", "2"))])
+def test_decode_compute_time_lists_the_flops_it_adds(
+        capsys: pytest.CaptureFixture[str], model: str, extra: tuple[str, ...]) -> None:
+    """The compute time's formula named the weights' matmuls and attention, but the step gave
+    only their total: each term is now an input, and they add up to the FLOPs it divides
+    (Llama-3.1-8B, batch 32 at 16,000 tokens: 0.4803 + 0.2685 = 0.7488 TFLOP; Qwen3-Next
+    adds its recurrent state updates as the rest)."""
+    data, steps = explained(capsys, "decode", model, "--gpu", "h200", *extra, "--batch", "32",
+                            "--context", "16000")
+    c = ins(steps["compute time"])
+    assert c["FLOPs"] == pytest.approx(
+        c["weight matmuls"] + c["attention FLOPs"] + c.get("the rest", 0.0))
+    assert c["attention FLOPs"] > 0 and c["weight matmuls"] > 0
+    assert ("the rest" in c) == model.startswith("qwen3-next")
+    assert res(steps["compute time"]) == pytest.approx(
+        c["FLOPs"] / c["peak bf16"] * 1e3) \
+        == pytest.approx(data["points"][0]["compute_time_s"] * 1e3)

@@ -430,6 +430,8 @@ def test_page_explains_its_opening_view_and_refuses_a_page_where_nothing_runs(
     # the whole batch --explain shows (296 on an H100), as fit's --json carries it
     batch = next(s for s in data["explain"] if s["label"].startswith("batch to reach it"))
     assert data["first_whole_batch_to_ridge"] == batch["result"]["value"] == 296
+    # its ridge named in its unit, as the ridge step above gives it (it read 'ridge = 295.3')
+    assert {i["name"]: i["unit"] for i in batch["inputs"]}["ridge"] == "FLOP/byte"
     assert data["opening"]["count"] == 1 and data["deployments"] == 6
     assert main(["page", "deepseek-v3", "--gpu", "l4", "--counts", "1",
                  "-o", str(tmp_path / "q.html")]) == 2

@@ -436,7 +436,8 @@ def test_simulate_explains_percentiles_goodput_and_the_step_time_model(
     steps = {s["label"]: s for s in data["explain"]}
     assert set(steps) == {"TTFT percentiles", "TPOT percentiles", "request rate", "goodput",
                           "step time", "output token rate", "output token rate per GPU",
-                          "total token rate"}
+                          "total token rate", "TTFT mean", "TPOT mean", "ITL mean",
+                          "end-to-end mean", "queueing mean", "running batch, mean"}
     rate = steps["output token rate"]
     tokens, span = (q["value"] for q in rate["inputs"])
     assert rate["result"]["value"] == pytest.approx(tokens / span) \

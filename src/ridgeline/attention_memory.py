@@ -184,7 +184,8 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
              q("bytes per element", bytes_per_element, "B")),
         step("all heads and layers", "heads × attention layers × score matrix",
              q("total", scores / GB, "GB"), q("heads", att.num_heads, "", "num_attention_heads"),
-             q("attention layers", len(layers))),
+             q("attention layers", len(layers)),
+             q("score matrix", per_head / GB, "GB", "per head per layer, the step above")),
         step("naive traffic", "attention layers × heads × (4 × S² × score bytes + "
              "2·S·(d_qk + d_v) × activation bytes)",
              q("total", naive / GB, "GB"), q("attention layers", len(layers)),

@@ -96,6 +96,10 @@ class Work:
     # vLLM --enable-lora's part: the active adapters' A and B, the shrink's input and buffer,
     # the output the expand adds into (lora_step.py)
     lora_bytes: float = 0.0
+    # of the FLOPs, the weights' matmuls (2 × the weights a token passes, LM head included)
+    # and attention's QKᵀ and PV over the cache: --explain's split of the compute time
+    weight_flops: float = 0.0
+    attention_flops: float = 0.0
 
     @property
     def bytes(self) -> float:
@@ -152,8 +156,25 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     spared = hbm_spared_bytes(dep, weights - head_bytes - experts, experts) \
         if dep.cpu_offload else None
     lora = sum(op.bytes for op in cost.ops if op.name == LORA_OP) * tp
+    weight_flops = sum(op.flops for op in cost.ops if base(op.name) in WEIGHT_OPS) * tp
+    attention_flops = sum(op.flops for op in cost.ops if base(op.name) == "attention") * tp
     return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded - lora, paced,
-                host, link, host_s, experts, spared, lora)
+                host, link, host_s, experts, spared, lora, weight_flops, attention_flops)
+
+
+def _flop_split(work: Work, count: str) -> list[Quantity]:
+    """The compute time's FLOPs and the terms they add: the weights' matmuls, attention over
+    the cache and the rest (a recurrent layer's scan, a LoRA's), so the step's sum repeats
+    (Llama-3.1-8B, batch 32 at 16,000 tokens: 480.3 + 268.5 GFLOP = 0.7488 TFLOP)."""
+    rest = work.flops - work.weight_flops - work.attention_flops
+    return [q("FLOPs", work.flops / 1e12, "TFLOP"),
+            q("weight matmuls", work.weight_flops / 1e12, "TFLOP",
+              f"{count} × 2 × the weights each token passes (the LM head's included)"),
+            q("attention FLOPs", work.attention_flops / 1e12, "TFLOP",
+              "QKᵀ and PV over each sequence's cache"),
+            *([q("the rest", rest / 1e12, "TFLOP", "the other operators: recurrent state "
+                 "updates, LoRA adapters")]
+              if abs(rest) > 1e-9 * work.flops else [])]
 
 
 def _lora_quantity(work: Work, name: str = "LoRA adapters") -> list[Quantity]:
@@ -245,6 +266,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     ranks = dep.data_parallel_size  # with data-parallel attention the step is one rank's
     count = "batch" if ranks == 1 else "a rank's sequences"
     rank = "" if ranks == 1 else " (one data-parallel rank's)"
+    flop_terms = _flop_split(work, count)
     steps = (
         _weight_step(dep, work, batch) if ranks == 1 else _rank_weight_step(dep, work, batch),
         _kv_step(dep, work, footprint, batch),
@@ -272,11 +294,11 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                f"{acc.source_of('memory_bandwidth_bytes_per_s')}" + (
                    f"; the step passes {dep.pipeline_parallel_size} stages of layers one "
                    "after another" if dep.pipeline_parallel_size > 1 else ""))),
-        step("compute time", f"{count} × (2 × params per token + attention FLOPs) ÷ peak"
-             if work.paced_flops == work.flops else
-             "FLOPs at the step dtype's pace ÷ peak",
+        step("compute time", "(weight matmuls + attention FLOPs"
+             + (" + the rest" if len(flop_terms) > 3 else "") + ") ÷ peak"
+             if work.paced_flops == work.flops else "FLOPs at the step dtype's pace ÷ peak",
              q("compute time", compute_s * 1e3, "ms"),
-             *([q("FLOPs", work.flops / 1e12, "TFLOP")] if work.paced_flops == work.flops else
+             *(flop_terms if work.paced_flops == work.flops else
                [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
                   f"{work.flops / 1e12:,.4g} TFLOP with matmuls at {dep.matmuls_label}: each "
                   "kept wider counted × its slowdown")]),

@@ -175,7 +175,7 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
         step("batch to reach it", "⌈ridge × bytes per weight ÷ 2 FLOP per weight per token⌉: "
              "the first whole batch at or past it",
              q("batch", first_whole_batch(opening["ridge_batch"]), "tokens"),
-             q("ridge", opening["ridge"]), q("bytes per weight", opening["bpw"], "B"),
+             q("ridge", opening["ridge"], "FLOP/byte"), q("bytes per weight", opening["bpw"], "B"),
              q("ridge × bytes per weight ÷ 2", opening["ridge_batch"])),
         _conversations_step(dep, data["contexts"][at], opening["conversations"][at]),
     )

@@ -33,10 +33,10 @@ from ridgeline.cost import (
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.graph_batches import captured
-from ridgeline.llamacpp_batching import llamacpp_n_ubatch, prefill_time_s
+from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages, prefill_time_s
 from ridgeline.reports.graph_explain import graph_step
 from ridgeline.reports.profile_story import (
     matmul_qs,
@@ -151,7 +151,8 @@ class Expectation:
                      "cache", q("expected", t * 1e3, "ms"),
                      q("n_ubatch", ubatch, "tokens", "--ubatch-size" if given
                        else "llama.cpp default (-ub)"),
-                     q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"))
+                     q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"),
+                     *_ubatch_times(dep, profile, prompt, batch, ubatch))
         floor = prefill_floor(dep, prompt, batch, ubatch, n_batch=n_batch).time_s
         low, slow, band = band_edges(profile, t, floor)
         return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
@@ -176,8 +177,9 @@ class Expectation:
 
         stages = dep.pipeline_parallel_size if one_pool(dep.engine, dep.state_engine_version) \
             else 1  # vLLM V1 sends a prompt's next chunk while its last is in the pipeline
+        trips = [step_time_s(dep, s, profile) for s in steps]
         t = serving_prefill_time_s(dep, profile, steps) if stages == 1 else \
-            pipelined_steps_s([step_time_s(dep, s, profile) for s in steps], stages)
+            pipelined_steps_s(trips, stages)
         head = tuple(replace(st, label=f"first step: {st.label}") for st in
                      _expectation_steps(dep, steps[0], profile,
                                         step_cost(dep, steps[0], profile)))
@@ -193,7 +195,8 @@ class Expectation:
                      q("token budget", tokens, "tokens a step", source),
                      q("steps", len(steps), "",
                        f"⌈{batch} x {prompt:,} ÷ {tokens:,}⌉" if chunked else
-                       f"⌈{batch} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"))
+                       f"⌈{batch} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"),
+                     *_step_times(steps, trips))
         low, slow, band = band_edges(profile, t, prefill_floor(dep, prompt, batch,
                                                               chunk_tokens=tokens).time_s)
         return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
@@ -203,6 +206,43 @@ class Expectation:
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,
                 "high_s": self.high_s, "profile": self.source}
+
+
+SHOWN_STEP_TIMES = 8  # a prefill's steps listed one by one; past it, the middle ones summed
+
+
+def _step_times(steps: list[list[Seq]], trips_s: list[float]) -> tuple[Quantity, ...]:
+    """Each step's step_cost time, the terms the prefill's Σ adds (Gemma-3-27B on 2 L40S, an
+    8,000-token prompt at vLLM's 2,048 a step: 371.2 + 374.0 + 375.7 + 343.1 = 1,464 ms);
+    past SHOWN_STEP_TIMES steps the first two, the middle ones' sum and the last."""
+    def shown(i: int) -> Quantity:
+        seqs = steps[i]
+        new = sum(seq.new_tokens for seq in seqs)
+        after = seqs[0].context_tokens if len(seqs) == 1 else 0
+        return q(f"step {i + 1}", trips_s[i] * 1e3, "ms", f"{new:,} prompt tokens" + (
+            f" of {len(seqs)} prompts" if len(seqs) > 1 else "") + (
+            f" after {after:,} cached" if after else ""))
+
+    n = len(steps)
+    if n <= SHOWN_STEP_TIMES:
+        return tuple(shown(i) for i in range(n))
+    return (shown(0), shown(1), q(f"steps 3 to {n - 1:,}", sum(trips_s[2:-1]) * 1e3, "ms",
+                                  "together"), shown(n - 1))
+
+
+def _ubatch_times(dep: Deployment, profile: EngineProfile, prompt: int, batch: int,
+                  ubatch: int) -> tuple[Quantity, ...]:
+    """llama.cpp's ubatches of one prompt, each after the tokens before it, the terms the Σ
+    adds (times the prompts where there are several); none where a split pipelines a call's
+    ubatches over its GPUs, whose overlap is no sum."""
+    if pipelined_stages(dep) > 1:
+        return ()
+    steps = [[Seq(min(ubatch, prompt - done), done)] for done in range(0, prompt, ubatch)]
+    times = _step_times(steps, [step_time_s(dep, s, profile) for s in steps])
+    named = (replace(t, name=t.name.replace("steps", "ubatches").replace("step", "ubatch"))
+             for t in times)
+    return (*named, *((q("prompts", batch, "", "each its own ubatches, the same times"),)
+                      if batch > 1 else ()))
 
 
 def band_edges(profile: EngineProfile, time_s: float, floor_s: float

@@ -26,7 +26,6 @@ from ridgeline.render import table
 from ridgeline.units import (
     GB,
     GIB,
-    KIB,
     binary_unit,
     fmt_binary_bytes,
     fmt_decimal_bytes,
@@ -367,15 +366,18 @@ def kv_report(
 
 
 def _row_steps(r: LayerKindRow, per_layer: float) -> tuple[Step, Step]:
-    """A table row's per-token and per-sequence figures, in the table's binary units: its
-    layers' bytes a token, and those over the tokens its layers keep (Llama-3.1-70B's 80
-    full-attention layers at 4,096 B: 320 KiB a token, 9.766 GiB at 32,000 tokens)."""
+    """A table row's per-token and per-sequence figures, each in the binary unit the table
+    prints it in: its layers' bytes a token, and those over the tokens its layers keep
+    (Llama-3.1-70B's 80 full-attention layers at 4,096 B: 320 KiB a token, 9.766 GiB at
+    32,000 tokens; Gemma-3-27B's 52 window layers at 64K: 416 MiB, not 0.4062 GiB)."""
+    token_unit, token_factor = binary_unit(r.bytes_per_token)
+    sequence_unit, sequence_factor = binary_unit(r.bytes_at_context)
     return (step(f"{r.kind}: per token", "per layer × layers",
-                 q("per token", r.bytes_per_token / KIB, "KiB"),
+                 q("per token", r.bytes_per_token / token_factor, token_unit),
                  q("per layer", per_layer, "B"), q("layers", r.layers)),
             step(f"{r.kind}: per sequence", "per token × tokens kept",
-                 q("per sequence", r.bytes_at_context / GIB, "GiB"),
-                 q("per token", r.bytes_per_token / KIB, "KiB"),
+                 q("per sequence", r.bytes_at_context / sequence_factor, sequence_unit),
+                 q("per token", r.bytes_per_token / token_factor, token_unit),
                  q("tokens kept", r.tokens_kept, "tokens", "the context, or the layers' window "
                    "where shorter")))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -135,10 +136,11 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
              q("routed experts", moe.num_experts, "", "config.json")),
         step("article's batch to the ridge", "(ridge × bytes per expert weight ÷ 2) ÷ (k/E)",
              q("batch", article_batch), q("ridge", ridge, "FLOP/byte"),
-             q("bytes per expert weight", bpw, "B")),
+             q("bytes per expert weight", bpw, "B"), q("k/E", moe.routed_fraction)),
         *(step("experts touched by the batch" + (f" of {b:,}" if len(explained) > 1 else ""),
                "E × (1 − (1 − k/E)^B)",
                q("experts", expected_experts_touched(moe.num_experts, moe.experts_per_token, b)),
+               q("E", moe.num_experts), q("k/E", moe.routed_fraction),
                q("B", b, "", "--batch" if batches else "the article's batch")) for b in explained),
         *(st for r in rows for st in _row_steps(dep, r, r.batch not in explained)),
     )
@@ -178,9 +180,9 @@ def _header_steps(dep: Deployment, r: MoEReport, sixteen: str) -> tuple[Step, ..
                      q("k/E", r.routed_fraction))]
     if r.better_batch_to_ridge != float("inf"):
         b = r.better_batch_to_ridge
-        out.append(step("batch to the ridge with the experts touched", "the smallest B with "
-                        "2 × B × k ÷ (E × (1 − (1 − k/E)^B) × bytes per expert weight) ≥ ridge "
-                        "(bisection; the intensity rises with B)", q("batch", b),
+        out.append(step("batch to the ridge with the experts touched", "the smallest whole B "
+                        "with 2 × B × k ÷ (E × (1 − (1 − k/E)^B) × bytes per expert weight) ≥ "
+                        "ridge (bisection; the intensity rises with B)", q("batch", b),
                         q("ridge", r.ridge, "FLOP/byte"), q("k", moe.experts_per_token),
                         q("E", moe.num_experts),
                         q("bytes per expert weight", r.expert_bytes_per_weight, "B"),
@@ -228,7 +230,9 @@ def _row_steps(dep: Deployment, r: MoERow, touched_too: bool) -> tuple[Step, ...
 
 
 def _batch_reaching(ridge: float, dep: Deployment) -> float:
-    """Smallest batch whose expert intensity reaches the ridge (bisection; it rises with B)."""
+    """Smallest whole batch whose expert intensity reaches the ridge (bisection; it rises with
+    B), as roofline's first whole batch at or past the ridge: gpt-oss-120b on an H100 crosses
+    at B = 2,510.4, so 2,511 (2,510 reads 295.29 FLOP/byte, under the ridge's 295.34)."""
     lo, hi = 1.0, 1e9
     bpw = dep.bytes_per_weight_split[1]
     if expert_intensity(int(hi), dep.model, bpw) < ridge:
@@ -239,4 +243,7 @@ def _batch_reaching(ridge: float, dep: Deployment) -> float:
             hi = mid
         else:
             lo = mid
-    return hi
+    whole = max(1, math.floor(hi))  # the bisection's edge may sit a hair past a whole batch
+    while expert_intensity(whole, dep.model, bpw) < ridge:
+        whole += 1
+    return float(whole)

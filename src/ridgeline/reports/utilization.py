@@ -250,10 +250,23 @@ def utilization_report(
             else "")
         limit = held_conversations(pool, dep, context)
         fit_free = pool.fit_free_bytes
+        # in blocks too, where the pool is paged: whole blocks divide without the GiB
+        # figures' rounding (gpt-oss-120b on an MI300X: 104.6 ÷ 0.07361 reads 1,421, the
+        # blocks 1,420)
+        blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0
+        per_conversation = conversation_bytes(pool, dep, context)
         pool_operands = (q("pool", pool.pool_bytes / GIB, "GiB", "per GPU, at the engine's "
-                           "defaults"),
-                         q("per conversation", conversation_bytes(pool, dep, context) / GIB,
-                           "GiB", f"{context:,} tokens, {dep.kv.id}"))
+                           "defaults" + (f": {pool.blocks:,} blocks of {pool.block_size:,} "
+                                         f"{plural(pool.block_size, 'token')}"
+                                         if pool.page_bytes else "")),
+                         q("per conversation", per_conversation / GIB,
+                           "GiB", f"{context:,} tokens, {dep.kv.id}"
+                           + (f": {blocks:,} blocks" if blocks else "")))
+        division = int(pool.pool_bytes // per_conversation) if per_conversation else 0
+        if division != limit:  # the division page's step names where the engine holds fewer
+            pool_operands += (q("pool ÷ one conversation", division, "", f"{engine} holds "
+                                f"{limit:,}: what it admits, starts with or places holds fewer "
+                                "(`ridgeline fit`)"),)
         if limit == 0:  # the engine runs no conversation this long: no batch to read
             why = refusal or f"one {context:,}-token conversation is more than its pool"
             raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
@@ -330,8 +343,8 @@ def utilization_report(
                        q("peak", dep.peak_flops_per_s / 1e12, "TFLOP/s",
                          f"{dep.num_gpus} x {acc.id}")),)
     if limit is not None and context is not None and engine in SERVING_ENGINES:
-        steps += (step("conversations the pool holds", "the engine's KV pool at its defaults ÷ "
-                       "one conversation's cache (`ridgeline fit` for the breakdown)",
+        steps += (step("conversations the pool holds", "⌊the engine's KV pool at its defaults "
+                       "÷ one conversation's cache⌋ (`ridgeline fit` for the breakdown)",
                        q("conversations", limit), *pool_operands,
                        q("max_model_len", context, "tokens", pool_at_context_note(engine))),)
     tp = dep.tensor_parallel_size if dep is not None else tensor_parallel_size
