@@ -4,8 +4,10 @@ JSON's names, the Pareto frontier's SLO batch, a prefill-only load's price."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import lru_cache
+from pathlib import Path
 
 import pytest
 
@@ -420,3 +422,54 @@ def test_a_tiny_share_longer_than_the_context_reads_as_one_in_so_many_requests(
         f"{data['max_model_len']:,}-token context"
     assert line in out
     assert line.startswith("  about 1 in ")
+
+
+@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
+def test_a_trace_dealt_to_two_replicas_says_in_json_what_its_check_replayed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace at 30 req/s needs two H100s: simulate --trace cannot rerun one replica's
+    share, so the text says what the check replayed instead of a command; --json gave only
+    check_command null, without the text's reason (now check_note, the same words)."""
+    trace = tmp_path / "trace.csv"
+    rows = [f"{i / 30:.4f},{800 + 300 * (i % 7)},{100 + 30 * (i % 5)}" for i in range(600)]
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    args = ("llama-3.1-8b", "--trace", str(trace), "--slo-ttft-ms", "300", "--slo-tpot-ms",
+            "20", "--gpus", "h100")
+    data = json.loads(_run(capsys, *args, "--json"))
+    assert data["winner"]["replicas"] > 1 and data["check_command"] is None
+    note = data["check_note"]
+    assert note and "every 2nd request of the trace" in note and "simulate --trace" in note
+    assert f"({note})" in _run(capsys, *args).splitlines()
+
+
+def test_where_every_check_within_max_gpus_misses_the_closest_miss_is_the_nearest_simulated(
+        ) -> None:
+    """A p99 TTFT of 30 ms at 10 req/s within two H100s: the analytic sizing finds
+    deployments, but each one's check misses at every count it can run; plan said NO
+    DEPLOYMENT with no closest miss at all. It names the nearest simulated one, its figures
+    and which latency missed."""
+    slo = Slo(0.030, 0.020, 99)
+    result = plan(LLAMA_8B, Load(10, "1000", "250"), slo, gpus=["h100"], max_gpus=2, workers=1)
+    assert result.winner is None and not result.unpriced
+    found = re.match(r"(.+), as many replicas as --max-gpus 2 allows, came nearest in "
+                     r"simulation: p99 TTFT ([\d,]+) ms, TPOT ([\d.]+) ms: TTFT misses its 30 ms "
+                     r"SLO; TPOT is within its 20 ms$", result.closest_miss)
+    assert found, result.closest_miss
+    assert float(found.group(2)) > 30 and float(found.group(3)) <= 20
+    assert found.group(1).endswith("x h100-sxm (TP2, fp8, KV fp8, max_num_seqs 64)")
+
+
+def test_a_simulated_miss_of_one_token_outputs_speaks_of_ttft_alone() -> None:
+    """1-token outputs have no TPOT: the nearest simulated miss says the TTFT missed, not
+    that a TPOT of n/a is within its SLO."""
+    from ridgeline.candidate import Candidate
+    from ridgeline.closest_miss import simulated_miss
+    from ridgeline.plan_checks import CheckRun
+
+    c = Candidate("h200-sxm", 2, 1, "fp8", "fp8", None, 4, 0.02, 0.6, 1.0, 1, 4.54, True, "",
+                  (1.0, 1.0))
+    slo = Slo(1.0, 0.05, 99)
+    near, far = (CheckRun(False, ttft, math.nan, 1600, 0, (1.0, 9.0)) for ttft in (1.8, 2.5))
+    text = simulated_miss(LLAMA_70B, [(c, far), (c, near)], slo, 2, "vllm")
+    assert text.endswith("came nearest in simulation: p99 TTFT 1,800 ms, TPOT n/a "
+                         "(1-token outputs): TTFT misses its 1,000 ms SLO")

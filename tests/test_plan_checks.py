@@ -208,3 +208,31 @@ def test_a_check_answered_from_runs_already_made_costs_no_budget(
     verified, rest = plan_checks.verify_cheapest(LLAMA_8B, priced, load, SLO, 64, 1,
                                                  runs=runs)
     assert checked == priced and not rest and len(runs) == 1
+
+
+def test_a_check_that_misses_tries_the_most_replicas_max_gpus_allows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grown by a quarter, a check of 8 one-GPU replicas jumped to 10 and, past a --max-gpus
+    of 9, gave up without running the 9 that hold; it now runs the most allowed, and where
+    that count misses too, keeps it and its run as the check's miss."""
+    load, slo = Load(20, "1000", "250"), Slo(0.5, 0.04)
+    h100 = resolve_accelerator("h100")
+    c = _evaluate((LLAMA_8B, h100.id, 1, 1, "fp8", "fp8", (None, None), False, load, slo,
+                   h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1))
+    assert c is not None
+    c = replace(c, replicas=8)
+    steady = Load.steady
+
+    def overloaded_under_nine(self: Load, replicas: int, lifetime_s: float,
+                              first_token_only: bool = False, percentile: float = 0.0) -> Any:
+        if replicas < 9:  # each of fewer replicas gets 50 times its share: it misses
+            self = replace(self, rate_req_s=self.rate_req_s * 50)
+        return steady(self, replicas, lifetime_s, first_token_only, percentile)
+
+    monkeypatch.setattr(Load, "steady", overloaded_under_nine)
+    checked = verify(LLAMA_8B, c, load, slo, 9)
+    assert checked is not None and checked.replicas == 9
+    missed: plan_checks.Missed = []
+    assert verify(LLAMA_8B, c, load, Slo(0.001, 0.04), 9, missed=missed) is None
+    ((at, run),) = missed
+    assert at.replicas == 9 and run.ttft_s > 0.001 and not run.held

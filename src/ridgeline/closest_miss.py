@@ -4,6 +4,7 @@ of the search that holds the model, or why none launches or holds it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ridgeline.candidate import (
@@ -22,6 +23,7 @@ from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
+from ridgeline.plan_checks import CheckRun, Missed
 from ridgeline.quantization_gates import single_rank_checkpoint
 from ridgeline.search_space import ENGINE_KNOBS, layouts
 from ridgeline.serving_load import Load, Slo
@@ -75,15 +77,46 @@ def _unloaded_miss(ttft_s: float, tpot_s: float, slo: Slo) -> str:
     even unloaded: TPOT misses its 1 ms SLO; TTFT is within its 10 ms", not both as if both
     missed."""
     text = f"TTFT ≥ {ttft_s * 1e3:,.0f} ms, TPOT ≥ {tpot_s * 1e3:,.1f} ms even unloaded"
+    return text + _which_misses(ttft_s, tpot_s, slo)
+
+
+def _which_misses(ttft_s: float, tpot_s: float, slo: Slo) -> str:
+    """Which latency misses its SLO, as a tail to their figures: ": TPOT misses its 1 ms SLO;
+    TTFT is within its 10 ms", ", past both SLOs (10 ms and 1 ms)", or "" (neither; a TPOT of
+    NaN, 1-token outputs, misses none)."""
     limits = {"TTFT": slo.ttft_s * 1e3, "TPOT": slo.tpot_s * 1e3}
     over = {"TTFT": ttft_s > slo.ttft_s, "TPOT": tpot_s > slo.tpot_s}
     if all(over.values()):
-        return text + f", past both SLOs ({limits['TTFT']:,g} ms and {limits['TPOT']:,g} ms)"
+        return f", past both SLOs ({limits['TTFT']:,g} ms and {limits['TPOT']:,g} ms)"
     if not any(over.values()):
-        return text
+        return ""
     miss, meet = ("TTFT", "TPOT") if over["TTFT"] else ("TPOT", "TTFT")
-    return (text + f": {miss} misses its {limits[miss]:,g} ms SLO; {meet} is within its "
-            f"{limits[meet]:,g} ms")
+    return f": {miss} misses its {limits[miss]:,g} ms SLO; {meet} is within its {limits[meet]:,g} ms"
+
+
+def simulated_miss(model: ModelSpec, missed: Missed, slo: Slo,
+                   max_gpus: int, engine: str) -> str:
+    """Where the analytic sizing found deployments within ``max_gpus`` but each one's check
+    missed at every count it could run: the nearest, the least of its simulated TTFT ÷ its
+    SLO and TPOT ÷ its SLO (the worse of the two), at the most replicas it ran, and which
+    latency missed; "" where none was simulated. (A p99 TTFT SLO of 30 ms for Llama-3.1-8B
+    at 10 req/s on two H100s: the queue's wait puts each layout's p99 past it.)"""
+    def worse(run: CheckRun) -> float:
+        tpot = 0.0 if math.isnan(run.tpot_s) else run.tpot_s / slo.tpot_s
+        return max(run.ttft_s / slo.ttft_s, tpot)
+
+    if not missed:
+        return ""
+    c, run = min(missed, key=lambda seen: worse(seen[1]))  # of equal misses, the first checked
+    no_tpot = math.isnan(run.tpot_s)  # 1-token outputs: a TTFT alone
+    tpot = "n/a (1-token outputs)" if no_tpot else f"{run.tpot_s * 1e3:,.1f} ms"
+    why = (f": TTFT misses its {slo.ttft_s * 1e3:,g} ms SLO" if run.ttft_s > slo.ttft_s
+           else "") if no_tpot else _which_misses(run.ttft_s, run.tpot_s, slo)
+    why = why or (", within the SLO, but the run missed: its queue grew, or the engine "
+                  "refused requests")
+    return (f"{candidate_label(model, c, engine)}, as many replicas as --max-gpus "
+            f"{max_gpus} allows, came nearest in simulation: p{slo.percentile:g} TTFT "
+            f"{run.ttft_s * 1e3:,.0f} ms, TPOT {tpot}{why}")
 
 
 def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],

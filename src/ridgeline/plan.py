@@ -33,7 +33,7 @@ from ridgeline.candidate import (
     replica_deployment,
     weight_choices,
 )
-from ridgeline.closest_miss import closest_miss
+from ridgeline.closest_miss import closest_miss, simulated_miss
 from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
 from ridgeline.disaggregated import (
@@ -56,7 +56,7 @@ from ridgeline.plan_cautions import (
     mla_unchunked_caution,
     streamed_load_note,
 )
-from ridgeline.plan_checks import CheckRuns, cheapest, verify_cheapest
+from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
 from ridgeline.precision import weight_plan
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
@@ -237,8 +237,9 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     priced = sorted((c for c in feasible if c.cost_per_hour is not None), key=cheapest)
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
     runs: CheckRuns = {}  # the checks' runs, each made once
+    missed: Missed = []  # the checks that held at no count within max_gpus
     verified, rest = verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
-                                     engine, profile, runs)
+                                     engine, profile, runs, missed)
     _, mean_out = load.means()
     miss = "" if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                             beyond, engine_version)
@@ -255,6 +256,11 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     measured = tuple((c, why) for c, why in ((c, moe_caution(model, c, engine))
                                             for c in (*candidates, *split)) if why)
     win = candidates[0] if candidates else None
+    if not (win or unpriced or miss or any(c.verified for c in split)):
+        # sized within max_gpus, but every check missed: the nearest simulated (where no
+        # check ran, every launch refused, the nearest unloaded)
+        miss = simulated_miss(model, missed, slo, max_gpus, engine) or closest_miss(
+            model, load, slo, gpus, max_gpus, engine, profile, beyond, engine_version)
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     unpriced_best = tuple(_best_per_gpu(unpriced))
     split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,

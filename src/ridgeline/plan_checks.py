@@ -62,12 +62,16 @@ Layout = tuple[str, int, int, int, bool, str, str]
 
 # a plan's check runs, by (replica, its engine's config, request lifetime, replicas, draw)
 CheckRuns = dict[tuple[Deployment, SimConfig, float, int, int], CheckRun]
+# the checks that held at no count within max_gpus: each candidate at the most replicas it
+# was run at, and that count's run that missed (closest_miss.simulated_miss reads them)
+Missed = list[tuple[Candidate, CheckRun]]
 
 
 def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
                     max_gpus: int, limit: int, engine_version: str | None = None,
                     engine: str = "vllm", profile: EngineProfile | None = None,
-                    runs: CheckRuns | None = None) -> tuple[list[Candidate], list[Candidate]]:
+                    runs: CheckRuns | None = None,
+                    missed: Missed | None = None) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate candidates until none is left whose analytic price, shrunk as much as
     simulation has shrunk any checked so far, is lower than the cheapest that held, or
     ``limit`` checks that ran the simulator are spent (a check answered wholly from the runs
@@ -78,7 +82,8 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
     count says little of its variants (another max_num_seqs may hold at a few replicas) and
     re-sizes none. At one price the verified rank as the search ranked them, whatever order
     they were checked in.
-    Returns the verified ones, cheapest first, and those left unsimulated, cheapest first."""
+    Returns the verified ones, cheapest first, and those left unsimulated, cheapest first;
+    those that held at no count are added to ``missed`` (``verify``)."""
     verified: list[tuple[int, Candidate]] = []  # each with its place in ``priced``
     best, shrink = math.inf, 1.0  # shrink: the lowest simulated / analytic replicas seen
     moved: dict[Layout, float] = {}  # per layout, the lowest simulated / analytic replicas
@@ -92,7 +97,8 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
         left.remove(i)
         c = priced[i]
         made = len(runs)
-        checked = verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs)
+        checked = verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs,
+                         missed=missed)
         spent += simulated(runs, made)
         if checked is None:  # no count within max_gpus held: that says little of a variant's
             continue  # (another max_num_seqs may hold at a few replicas)
@@ -155,14 +161,15 @@ def _layout(c: Candidate) -> Layout:
 def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
            max_gpus: int, engine_version: str | None = None, engine: str = "vllm",
            profile: EngineProfile | None = None, runs: CheckRuns | None = None,
-           chunked: bool = False) -> Candidate | None:
+           chunked: bool = False, missed: Missed | None = None) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds.
     ``runs``: the runs already made for this load, SLO, profile and version (``CheckRuns``),
     which another candidate's knobs may repeat (on an A100 vLLM's default token budget is
     2,048: --max-num-batched-tokens 2048 launches the same engine). TensorRT-LLM, which runs
     a context whole by default, is checked with enable_chunked_prefill on where the load
     holds a prompt longer than max_num_tokens (``chunked``: one its check drew), as the
-    launch plan prints then turns it on."""
+    launch plan prints then turns it on. A check that holds at no count within ``max_gpus``
+    adds ``c`` at the most replicas it ran, with that count's run that missed, to ``missed``."""
     dep = candidate_deployment(model, c, engine, engine_version)
     settings = EngineSettings(max_num_seqs=c.max_num_seqs,
                               max_num_batched_tokens=c.max_num_batched_tokens,
@@ -207,11 +214,21 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         """Whether ``replicas`` replicas meet the SLO (``run``)."""
         return run(replicas, draw).held
 
+    def miss(replicas: int) -> Candidate | None:
+        """None (no count held), once ``replicas``, the most within ``max_gpus``, missed:
+        kept in ``missed`` with its run that missed (the second draw's where the first held)."""
+        if missed is not None:
+            first = run(replicas)
+            missed.append((replace(c, replicas=replicas), run(replicas, CONFIRM_DRAW)
+                           if first.held and not load.trace else first))
+        return None
+
     low, high = 0, c.replicas  # the most replicas known to miss, a count to try
-    while not holds(high):  # too few: grow by a quarter until the SLO holds
-        low, high = high, high + max(1, high // 4)
-        if high * c.replica_gpus > max_gpus:
-            return None
+    most = max_gpus // c.replica_gpus  # the most replicas within max_gpus
+    while not holds(high):  # too few: grow by a quarter, to the most, until the SLO holds
+        if high >= most:
+            return miss(high)
+        low, high = high, min(high + max(1, high // 4), most)
     if low == 0:  # the analytic count holds: fewer may (it sizes at the capacity edge)
         low = max(0, high - max(1, high // 4))
         while low and holds(low):
@@ -223,16 +240,16 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     # between stretches of one long run): another draw of the requests must hold too. A
     # trace has one draw.
     while not (holds(high) and (bool(load.trace) or holds(high, CONFIRM_DRAW))):
+        if high >= most:
+            return miss(high)
         high += 1
-        if high * c.replica_gpus > max_gpus:
-            return None
     _, ttft, tpot, count, first, window, over = run(high)
     confirm_over = 0 if load.trace else run(high, CONFIRM_DRAW).over_budget  # cached: no rerun
     # past max_num_tokens, the draws missed; checked once so (an MLA model outside SM
     # 90/100/103/120 stays whole: chunked_prefill.trtllm_mla_unchunked)
     if (over or confirm_over) and engine == "trtllm" and not chunked:
         return verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs,
-                      chunked=True)
+                      chunked=True, missed=missed)
     return replace(c, enable_chunked_prefill=engine == "trtllm" and engine_config.chunked_prefill,
                    replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
                    max_model_len=max_len, refused_share=load.refused_share(max_len),

@@ -216,6 +216,8 @@ class PlanReport:
             "commands": self.launch.commands() if win else None,
             "node_commands": self.launch.node_commands() or None if win else None,
             "check_command": (self.launch.check_command(win) or None) if win else None,
+            # where a trace's check has no command: what it replayed, as the text says
+            "check_note": (self.check_note(win) or None) if win else None,
             **self.launch.trtllm_dict(),
             "cheaper_unverified": [self._row(c) for c in self.lists.cheaper_unverified()],
             "runners_up": [self._row(c) for c in self.lists.runners_up()],
@@ -270,6 +272,22 @@ class PlanReport:
         refused = share_of_requests(c.refused_share, "this load's")
         return (head + f"it refuses {refused} (those "
                 "longer), each a miss")
+
+    def check_note(self, c: Candidate) -> str:
+        """Why a trace's checked ``c`` gets no simulate command, and what its check replayed
+        (every 2nd request of the trace for two replicas, or its heaviest stretch: simulate
+        --trace replays a whole file); "" where it gets one or was not checked on a trace."""
+        r = self.result
+        if self.launch.check_command(c) or not (c.verified and r.load.trace
+                                                 and c.sim_window_s is not None):
+            return ""
+        share = -(-len(r.load.trace) // c.replicas)
+        dealt = "the trace's requests" if c.replicas == 1 else \
+            f"every {ordinal(c.replicas)} request of the trace (one replica's share)"
+        held = f"all {share:,}" if c.sim_requests >= share else (
+            f"its heaviest {c.sim_requests:,} in a row, from the "
+            f"{ordinal(c.sim_first + 1)} of {share:,} on")
+        return f"its check replayed {dealt}, {held}: simulate --trace replays a whole file"
 
     def _unpriced_lines(self, c: Candidate) -> list[str]:
         """An unpriced single pool's figures as the search sized it (analytic: plan
@@ -403,15 +421,8 @@ class PlanReport:
         check = self.launch.check_command(win)
         if check:
             lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
-        elif win.verified and r.load.trace and win.sim_window_s is not None:
-            share = -(-len(r.load.trace) // win.replicas)
-            dealt = "the trace's requests" if win.replicas == 1 else \
-                f"every {ordinal(win.replicas)} request of the trace (one replica's share)"
-            held = f"all {share:,}" if win.sim_requests >= share else (
-                f"its heaviest {win.sim_requests:,} in a row, from the "
-                f"{ordinal(win.sim_first + 1)} of {share:,} on")
-            lines[-1:-1] = [f"(its check replayed {dealt}, {held}: simulate --trace replays "
-                            "a whole file)"]
+        elif self.check_note(win):
+            lines[-1:-1] = [f"({self.check_note(win)})"]
         if held_back:
             lines += self.lists.cheaper_unverified_lines(held_back, priced, priced_tok_s)
         lines += self.lists.alternative_lines(win, priced, priced_tok_s,
