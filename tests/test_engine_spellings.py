@@ -480,3 +480,64 @@ def test_a_16_bit_refusal_hints_only_the_engines_own_on_load_methods(
     for hint in hinted:  # each one hinted runs there
         assert run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
                        "-q", hint, "--batch", "1")[0] == 0
+
+
+@pytest.mark.parametrize(("dtype", "spelled"), [
+    ("bf16", "the engines spell bf16 bfloat16"), ("fp16", "the engines spell fp16 float16 or half"),
+    ("fp8", "is --quantization or --weights")])
+def test_dtype_in_ridgelines_spelling_names_the_engines_one(
+        capsys: pytest.CaptureFixture[str], dtype: str, spelled: str) -> None:
+    """--dtype bf16 was refused with the list alone; vLLM and SGLang refuse it too (their
+    choices are torch's names), so the refusal says which of them it means."""
+    assert spelled in refused(capsys, "decode", "llama-3.2-1b", "--gpu", "h100", "--dtype", dtype)
+
+
+# -- a flag the command spells otherwise --------------------------------------------------
+@pytest.mark.parametrize(("argv", "said"), [
+    (("kv", "llama-3.2-1b", "--gpu", "h100", "--max-model-len", "8192"),
+     "kv takes --max-model-len's figure as --context"),
+    (("utilization", "--gpu", "h100", "--running", "8", "--model", "llama-3.2-1b",
+      "--max-model-len=8192"), "utilization takes --max-model-len's figure as --context"),
+    (("prefill", "llama-3.2-1b", "--gpu", "h100", "--input-len", "100"),
+     "prefill takes --input-len's figure as --prompt-len"),
+    (("simulate", "llama-3.2-1b", "--gpu", "h100", "--rate", "1", "--prompt-len", "100"),
+     "simulate takes --prompt-len's figure as --input-len"),
+    (("fit", "llama-3.2-1b", "--gpu", "h100", "--context", "8192"),
+     "fit takes the conversation's length as --max-model-len"),
+    (("plan", "llama-3.2-1b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
+      "--kv-cache-dtype", "fp8"), "plan takes no --kv-cache-dtype: it searches"),
+    (("plan", "llama-3.2-1b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
+      "-tp", "2"), "plan takes no -tp: it searches"),
+    (("page", "--kv-dtype", "fp8", "--json"), "page takes its KV dtypes as --kv-dtypes"),
+    (("roofline", "--gpu", "h100", "--context", "8k"),
+     "--context is a flag of `kv`, `decode`"),
+])
+def test_a_flag_the_command_spells_otherwise_is_named_in_the_refusal(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str) -> None:
+    """kv --max-model-len 8192 said only that --context is required; plan --kv-cache-dtype,
+    simulate --prompt-len, roofline --context only 'unrecognized arguments'."""
+    err = refused(capsys, *argv)
+    assert said in err and f"(see `ridgeline {argv[0]} --help`)" in err
+
+
+def test_a_flag_no_command_takes_is_refused_as_before(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, "decode", "llama-3.2-1b", "--gpu", "h100", "--foo", "3")
+    assert err.startswith("ridgeline: error: unrecognized arguments: --foo 3 (see")
+
+
+@pytest.mark.parametrize("argv", [
+    ("roofline", "llama-3.2-1b", "--gpu", "h100"),
+    ("utilization", "llama-3.2-1b", "--gpu", "h100", "--running", "8"),
+    ("attention", "llama-3.2-1b", "--context", "64k"),
+    ("observe", "http://localhost:8000", "llama-3.2-1b", "--gpu", "h100"),
+])
+def test_a_model_given_first_to_a_command_that_takes_it_as_a_flag_is_pointed_there(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """decode, fit, kv … take MODEL first; roofline, utilization, amdahl, attention and observe
+    take --model, and a model typed first was 'unrecognized' or '--model is required'."""
+    assert f"{argv[0]} takes the model as --model llama-3.2-1b" in refused(capsys, *argv)
+    assert "takes the model" not in refused(capsys, "roofline", "--gpu", "h100", "8")
+
+
+def test_an_unknown_flag_before_any_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "unrecognized arguments: --foo" in refused(capsys, "--foo")

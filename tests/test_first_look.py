@@ -239,3 +239,10 @@ def test_observe_cautions_a_given_context_far_under_the_kv_caches_fill(
     assert code == 0 and "caution: --context" not in out
     code, out, _ = run_cli(capsys, *argv)  # no --context: the fill is the context
     assert code == 0 and f"sequences of {held:,} tokens" in out and "caution: --context" not in out
+
+
+def test_decode_help_states_the_batch_it_runs_without_one() -> None:
+    """`decode MODEL --gpu G` runs batch 1; --batch's help gave an example list alone."""
+    decode = _command("decode")
+    assert decode.get_default("batch") == [1]
+    assert "(default 1)" in _help(decode, "--batch")

@@ -341,3 +341,20 @@ def test_the_catalog_shows_a_price_as_plan_bills_it(capsys: pytest.CaptureFixtur
     l4_row = next(line for line in capsys.readouterr().out.splitlines()
                   if line.startswith("l4 "))
     assert l4_row.rstrip().endswith("$0.8048")
+
+
+@pytest.mark.parametrize(("name", "card"), [
+    ("A100-40G", "a100-sxm-40gb"), ("a100-80g", "a100-sxm-80gb"), ("H100 80G", "h100-sxm"),
+    ("L40S-48G", "l40s"), ("rtx4090-24g", "rtx-4090"), ("MI300X 192GB", "mi300x"),
+    ("a100-pcie-40g", "a100-pcie-40gb")])
+def test_a_name_with_its_memory_size_finds_the_card_of_that_size(name: str, card: str) -> None:
+    """'A100-40G' (G for GB) and a card named with the one size it comes in were unknown."""
+    assert resolve_accelerator(name).id == card
+
+
+def test_a_size_the_card_does_not_come_in_names_the_flag_for_a_smaller_one() -> None:
+    with pytest.raises(InputError, match=r"v100-sxm-32gb comes with 32 GiB: `--gpu "
+                                         r"v100-sxm-32gb --gpu-memory-gib 16`"):
+        resolve_accelerator("v100-16g")
+    with pytest.raises(InputError, match=r"^unknown accelerator 'h100-96g'; closest: [^;]*$"):
+        resolve_accelerator("h100-96g")  # more than the card carries: no such H100

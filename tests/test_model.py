@@ -203,6 +203,28 @@ def test_names_resolve_by_alias_hf_id_and_path(tmp_path: Any) -> None:
     assert count_params(resolve_model(str(tmp_path))).total == 1_235_814_400
 
 
+def test_a_llama_3_1_repo_under_its_former_name_resolves_as_the_hub_redirects_it() -> None:
+    """meta-llama/Meta-Llama-3.1-8B-Instruct, the name vLLM's and many guides' examples
+    still use, was unknown, its closest guess Llama 3's llama-3-8b."""
+    from ridgeline.catalog import hub_id
+
+    assert resolve_model("meta-llama/Meta-Llama-3.1-8B-Instruct").name == "llama-3.1-8b-instruct"
+    assert resolve_model("Meta-Llama-3.1-70B-Instruct").name == "llama-3.1-70b"
+    assert resolve_model("meta-llama/Meta-Llama-3.1-405B").name == "llama-3.1-405b"
+    # plan launches the repo by the name it has now
+    assert hub_id("meta-llama/Meta-Llama-3.1-70B-Instruct") == "meta-llama/Llama-3.1-70B-Instruct"
+
+
+@pytest.mark.parametrize(("name", "first"), [
+    ("mistral-7b-instruct", "mistral-7b"), ("qwen2.5-7b-instruct", "qwen2.5-7b"),
+    ("llama-3.1-8bb", "llama-3.1-8b")])
+def test_an_unknown_model_names_its_own_family_first(name: str, first: str) -> None:
+    """'mistral-7b-instruct' suggested falcon-7b first (its alias falcon-7b-instruct shares
+    more letters), mistral-7b fourth."""
+    with pytest.raises(InputError, match=rf"closest: {re.escape(first)},"):
+        resolve_model(name)
+
+
 def test_ambiguous_and_unknown_models_name_the_closest() -> None:
     with pytest.raises(InputError, match="ambiguous"):
         resolve_model("llama-3.1")

@@ -47,10 +47,14 @@ def resolve_name(name: str, table: Mapping[str, str], what: str, listing: str = 
         return matches[0]
     if len(matches) > 1:
         raise InputError(f"{what} {shorten(name)!r} is ambiguous: it could be {', '.join(matches[:8])}")
-    close = difflib.get_close_matches(key, list(table), n=5, cutoff=0.5)
+    close = difflib.get_close_matches(key, list(table), n=8, cutoff=0.5)
     # difflib ranks them best first; keep that order, each id once ("llama-3.1-8bb" names
-    # llama-3.1-8b first, not the alphabetically earlier llama-3-8b)
-    suggestions = list(dict.fromkeys(table[c] for c in close))
+    # llama-3.1-8b first, not the alphabetically earlier llama-3-8b), but the name's own
+    # family first: "mistral-7b-instruct" names mistral-7b before falcon-7b, whose alias
+    # falcon-7b-instruct shares more letters with it
+    family = key.split("-")[0]
+    close.sort(key=lambda alias: not alias.startswith(family))
+    suggestions = list(dict.fromkeys(table[c] for c in close))[:5]
     if suggestions:
         raise InputError(f"unknown {what} {shorten(name)!r}; closest: {', '.join(suggestions)}")
     if listing:
@@ -122,20 +126,34 @@ def model_entries() -> tuple[ModelEntry, ...]:
 
 
 @lru_cache(maxsize=1)
+def renamed_repos() -> dict[str, str]:
+    """{a repo's former Hugging Face id: its id now} ('meta-llama/Meta-Llama-3.1-8B-Instruct'
+    -> 'meta-llama/Llama-3.1-8B-Instruct'), as index.json's ``renamed`` records them."""
+    return {row["hf_id"]: row["now"] for row in load_data("models/index.json")["renamed"]}
+
+
+@lru_cache(maxsize=1)
 def _model_names() -> dict[str, str]:
     table: dict[str, str] = {}
     for entry in model_entries():
         for alias in (entry.id, *entry.hf_ids, *(h.split("/")[1] for h in entry.hf_ids),
                       entry.file[:-5]):
             table[normalise(alias)] = entry.id
+    for former, now in renamed_repos().items():  # the Hub redirects the old name
+        for alias in (former, former.split("/")[1]):
+            table[normalise(alias)] = table[normalise(now)]
     return table
 
 
 def hub_id(name: str) -> str | None:
     """The Hugging Face id ``name`` spells, in the Hub's casing: a catalog entry's or one of
     its variants', whole or without its owner ('Llama-3.1-70B-Instruct' ->
-    'meta-llama/Llama-3.1-70B-Instruct'); None for a name that spells none (a file)."""
+    'meta-llama/Llama-3.1-70B-Instruct'), a renamed repo's id now; None for a name that
+    spells none (a file)."""
     key = normalise(name)
+    for former, now in renamed_repos().items():
+        if key in (normalise(former), normalise(former.split("/")[1])):
+            return now
     for entry in model_entries():
         for hf in entry.hf_ids:
             if key in (normalise(hf), normalise(hf.split("/")[1])):

@@ -20,7 +20,14 @@ from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizi
 from ridgeline.cli_load import _say_caution, default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_writing_over_input
-from ridgeline.cli_spellings import NUM_GPUS_FLAGS, refuse_two_gpu_counts, refuse_two_spellings
+from ridgeline.cli_spellings import (
+    NUM_GPUS_FLAGS,
+    model_as_flag_hint,
+    refuse_two_gpu_counts,
+    refuse_two_spellings,
+    taken_as_hint,
+    unrecognized_hint,
+)
 from ridgeline.cli_types import (
     MAX_MEMORY_GIB,
     _engine_dtype,
@@ -324,7 +331,16 @@ class _Parser(argparse.ArgumentParser):
         return [t for t in tuples if t[1] == option_string[:2]]
 
     def error(self, message: str) -> NoReturn:
-        message = one_spelling(message, getattr(self, "_typed", []))
+        typed = getattr(self, "_typed", [])
+        message = one_spelling(message, typed)
+        if message.startswith("the following arguments are required"):
+            # kv --max-model-len 8192: kv's length is --context, which it needs; attention
+            # llama-3.1-8b: its model is --model
+            command = self.prog.split()[-1]
+            bare = [w for i, w in enumerate(typed)
+                    if not w.startswith("-") and (i == 0 or not typed[i - 1].startswith("-"))]
+            message += taken_as_hint(command, typed) or (
+                model_as_flag_hint(command, bare) if "--model" in message else "")
         self.exit(2, f"ridgeline: error: {shorten_runs(message)} (see `{self.prog} --help`)\n")
 
 
@@ -480,7 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             f"--model-path (or --model) and {flag}; give it once")
             owner.error(f"the model is given twice: {args.model} by --model-path (or --model) "
                         f"and {extra[0]} as MODEL; give it once")
-        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        hint = unrecognized_hint(getattr(args, "command", None) or "", extra, commands.choices)
+        owner.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2

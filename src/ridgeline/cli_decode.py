@@ -147,7 +147,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
     _deployment_flags(p, several=True)
     p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES), default=[1],
-                   help="one batch or a list: 1,8,32,128,296")
+                   help="sequences decoding together; one or a list: 1,8,32,128,296 (default 1)")
     p.add_argument("--context", type=_count_list("context length"),
                    default=[DEFAULT_CONTEXT_TOKENS], help="tokens already cached per sequence; "
                    f"one or a list (default {DEFAULT_CONTEXT_TOKENS})")

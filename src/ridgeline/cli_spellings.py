@@ -7,6 +7,10 @@ H200 alone, and a config file with both ``tp: 8`` and ``tensor_parallel_size: 4`
 read at whichever key came last. Both are refused here, naming the two spellings; the same
 spelling given twice stays argparse's (the last wins, as every shell tool), and a config
 file's value under the command line's stays overridden, as vllm serve overrides it.
+
+A flag a command does not take, where it takes the figure under another name (``kv
+--max-model-len``: kv's --context) or another command takes that flag, is named so in the
+refusal (``unrecognized_hint``), rather than argparse's bare "unrecognized arguments".
 """
 
 from __future__ import annotations
@@ -156,3 +160,85 @@ def _compared(dest: str, read: Any) -> Any:
     except (InputError, ValueError, TypeError):
         pass  # the flag's own check names it
     return read
+
+
+_LENGTH_FLAGS = ("--max-model-len", "--context-length", "--max-seq-len", "--max_seq_len")
+_PROMPT_FLAGS = ("--input-len", "--random-input-len")
+# flags plan does not take because it searches their values itself (search_space.py)
+_SEARCHED_BY_PLAN = ("--weights", "--quantization", "-q", "--kv-dtype", "--kv-cache-dtype",
+                     *NUM_GPUS_FLAGS, "--pipeline-parallel-size", "-pp", "--max-num-seqs",
+                     "--max-num-batched-tokens", "--enable-expert-parallel")
+_PLAN_SEARCHES = ("plan takes no {flag}: it searches the weight formats, KV dtypes (bf16, fp8), "
+                  "layouts and engine settings itself; `ridgeline fit` or `simulate` sizes one "
+                  "deployment")
+# {command: {a flag it does not take: what to say of it, the flag it takes for that figure}}
+_TAKEN_AS: dict[str, dict[str, str]] = {
+    **{command: {flag: f"{{command}} takes {{flag}}'s figure as --context ({what})"
+                 for flag in _LENGTH_FLAGS}
+       for command, what in (("kv", "the tokens each conversation holds"),
+                             ("utilization", "the tokens each running request holds"),
+                             ("amdahl", "the tokens cached per sequence"),
+                             ("observe", "the typical tokens per sequence"))},
+    **{command: {flag: "{command} takes {flag}'s figure as --prompt-len (the prompt's tokens)"
+                 for flag in _PROMPT_FLAGS}
+       for command in ("prefill", "roofline")},
+    "fit": {"--context": "fit takes the conversation's length as --max-model-len (the longest "
+                         "request the pool must hold)"},
+    "simulate": {"--prompt-len": "simulate takes --prompt-len's figure as --input-len (each "
+                                 "request's prompt tokens)"},
+    "page": dict.fromkeys(("--kv-dtype", "--kv-cache-dtype"), "page takes its KV dtypes as "
+                          "--kv-dtypes (those its picker offers, comma-separated)"),
+    "plan": {"--prompt-len": "plan takes --prompt-len's figure as --input-len (each request's "
+                             "prompt tokens)",
+             **dict.fromkeys(_SEARCHED_BY_PLAN, _PLAN_SEARCHES)},
+}
+
+
+def taken_as_hint(command: str, typed: Sequence[str]) -> str:
+    """"; kv takes --max-model-len's figure as --context (…)" for the first flag in ``typed``
+    that ``command`` takes under another name (_TAKEN_AS), else ""."""
+    for word in typed:
+        flag = word.partition("=")[0]
+        taken = _TAKEN_AS.get(command, {}).get(flag)
+        if taken:
+            return "; " + taken.format(command=command, flag=flag)
+    return ""
+
+
+def model_as_flag_hint(command: str, words: Sequence[str]) -> str:
+    """"; roofline takes the model as --model llama-3.1-8b" for the first of ``words`` (bare
+    words, no flag's value) that names a model, for a command that takes its model as a
+    flag (roofline, utilization, amdahl, attention, observe; the others take MODEL first);
+    else ""."""
+    from ridgeline.catalog import catalog_model_id
+
+    for word in words:
+        if catalog_model_id(word) or word.lower().endswith((".json", ".gguf")):
+            return f"; {command} takes the model as --model {word}"
+    return ""
+
+
+def unrecognized_hint(command: str, extra: Sequence[str],
+                      commands: Mapping[str, argparse.ArgumentParser]) -> str:
+    """What to say after "unrecognized arguments: …" for the first flag in ``extra``:
+    the flag ``command`` takes for its figure (_TAKEN_AS), else the commands that take the
+    flag itself (``roofline --context``: decode's, prefill's, …), else nothing."""
+    if command not in commands:  # `ridgeline --foo`: no command to name one for
+        return ""
+    flags = [word.partition("=")[0] for word in extra if word.startswith("-")]
+    if "--model" in commands[command]._option_string_actions:
+        named = model_as_flag_hint(command, [w for w in extra if not w.startswith("-")])
+        if named:  # roofline llama-3.1-8b: roofline's model is --model
+            return named
+    if not flags:
+        return ""
+    flag = flags[0]
+    taken = taken_as_hint(command, flags[:1])
+    if taken:
+        return taken
+    takers = [name for name, sub in commands.items()
+              if name != command and flag in sub._option_string_actions]
+    if not takers:
+        return ""
+    shown = ", ".join(f"`{name}`" for name in takers[:4]) + (", …" if len(takers) > 4 else "")
+    return f"; {flag} is a flag of {shown}, not of `{command}`"

@@ -238,7 +238,12 @@ def engine_dtype(name: str) -> str:
         raise InputError(f"{key}: ridgeline models serving at 16 bits (bfloat16, float16) and "
                          "below; 32-bit weights are --weights fp32")
     if key not in DTYPES:
-        raise InputError(f"takes {', '.join(DTYPES)}, got {shorten(name)!r}")
+        # bf16 and fp16 are ridgeline's (and --weights') names; the engines' flag takes the
+        # torch names (vLLM's ModelDType, SGLang's --dtype choices) and refuses these
+        spelled = [engine for engine, short in DTYPES.items() if short == key]
+        hint = f" (the engines spell {key} {' or '.join(spelled)})" if spelled else \
+            " (a quantized format, fp8, int8, int4, …, is --quantization or --weights)"
+        raise InputError(f"takes {', '.join(DTYPES)}, got {shorten(name)!r}{hint}")
     return key
 
 

@@ -361,10 +361,10 @@ def register(acc: Accelerator, what: str = "accelerator record id") -> None:
 
 
 def catalog_id_named(name: str) -> str | None:
-    """The catalog id that ``name`` resolves to (an id, a name, an alias, or a unique prefix
-    such as 'rtx-6000' for rtx-6000-ada), else None."""
+    """The catalog id that ``name`` resolves to (an id, a name, an alias, a unique prefix
+    such as 'rtx-6000' for rtx-6000-ada, or one with its memory size: 'A100-80G'), else None."""
     try:
-        return resolve_name(name, _names(), "accelerator", "ridgeline hardware")
+        return _catalog_id(name)
     except InputError:  # unknown, or a prefix of several
         return None
 
@@ -375,7 +375,42 @@ def resolve_accelerator(name: str) -> Accelerator:
         raise InputError("accelerator name is empty")
     if normalise(name) in _USER:
         return _USER[normalise(name)]
-    return catalog()[resolve_name(name, _names(), "accelerator", "ridgeline hardware")]
+    return catalog()[_catalog_id(name)]
+
+
+# A name ending in a memory size, G for GB as cloud SKUs and shorthand write it ('A100-80G',
+# 'L40S 48GB', 'rtx4090-24g'): the name before it, and the size.
+_SIZED_NAME = re.compile(r"(?P<card>.*?\S)[\s_/-]*(?P<size>\d+(?:\.\d+)?)\s*g(?:i?b)?", re.I)
+
+
+def _catalog_id(name: str) -> str:
+    """The catalog id ``name`` names (resolve_name), or, where it names none and ends in a
+    memory size, the card before the size that carries it ('A100-80G' -> a100-sxm-80gb,
+    'L40S-48G' -> l40s). A size the card does not come in is refused with the flag that
+    takes a smaller configuration; any other name raises resolve_name's own error."""
+    try:
+        return resolve_name(name, _names(), "accelerator", "ridgeline hardware")
+    except InputError as unknown:
+        sized = _SIZED_NAME.fullmatch(name.strip())
+        if sized is None:
+            raise
+        size = float(sized["size"])
+        # the size spelled as the catalog's aliases spell it ('a100-80gb', 'h100 80gb')
+        try:
+            return resolve_name(f"{sized['card']}-{sized['size']}gb", _names(), "accelerator")
+        except InputError:
+            pass
+        try:
+            card = catalog()[resolve_name(sized["card"], _names(), "accelerator")]
+        except InputError:
+            raise unknown from None
+        if math.isclose(card.memory_size, size):
+            return card.id
+        if size < card.memory_size:
+            raise InputError(f"{unknown}; {card.id} comes with {card.memory_size:g} "
+                             f"{card.memory_unit}: `--gpu {card.id} --gpu-memory-gib "
+                             f"{size:g}` counts it with {size:g}") from None
+        raise
 
 
 def load_accelerator_file(path: str) -> Accelerator:
