@@ -7,9 +7,12 @@
 Each case draws a model (dense, MoE, Mamba hybrid, two sliding-window models), an engine's
 policy (vLLM, TensorRT-LLM with whole contexts, SGLang, llama.cpp), a pool
 (30 to 20,000 blocks of 16 or 32 tokens, with or without a fixed per-request charge), seats,
-a token budget and a workload (lengths, arrival process, prefix groups), runs both paths and
-compares durations, counts and every percentile. Prints the cases beyond 0.5 % and the worst
-relative difference. ``--spec`` adds speculative decoding to a quarter of the cases.
+a token budget and a workload (lengths, arrival process, prefix groups), async scheduling
+(vLLM's, SGLang's and TensorRT-LLM's overlap; not llama.cpp's) or not, and a quarter of the
+cases a burst of one-token outputs at 200 req/s on a pool of 30 or 60 blocks (a prompt
+preempted beside a finish not yet read); runs both paths and compares durations, counts and
+every percentile. Prints the cases beyond 0.5 % and the worst relative difference.
+``--spec`` adds speculative decoding to a quarter of the cases.
 
 ``--ranks``: a dense model's data-parallel ranks (sim/independent_ranks.py, 2 to 4 of them,
 vLLM's dispatch, async scheduling or not) against each rank alone: every request's TTFT,
@@ -174,6 +177,9 @@ def main() -> int:
                         arrival=rng.choice(["poisson", "gamma", "constant"]),
                         prefix_groups=rng.choice([0, 0, 3]), prefix_len=rng.choice([0, 100, 300]),
                         seed=seed)
+        # groups need a prefix length and a length needs groups, else both paths refuse the
+        # case alike (over half the draws before): 100 tokens for groups drawn with none
+        work = replace(work, prefix_len=(work.prefix_len or 100) if work.prefix_groups else 0)
         spec = rng.choice([0, 0, 0, 2]) if args.spec else 0
         fast_config = SimConfig(num_blocks=rng.choice([30, 60, 150, 400, 3000, 20000]),
                                 block_size=rng.choice([16, 16, 32]),
@@ -191,6 +197,13 @@ def main() -> int:
                                                "cache_on_schedule": False},
                                               {"ubatch_tokens": rng.choice([64, 128]),
                                                "cache_on_schedule": False}]))
+        # drawn after the rest, so that a seed keeps the draws it had before these
+        fast_config = replace(fast_config, async_scheduling=rng.choice([False, True])
+                              and not fast_config.ubatch_tokens)  # llama.cpp: no overlap
+        if rng.random() < 0.25:  # one-token outputs in a burst on a tiny pool
+            work = replace(work, num_requests=rng.randint(50, 300), output_len="1",
+                           rate=200.0, arrival=rng.choice(["poisson", "gamma"]))
+            fast_config = replace(fast_config, num_blocks=rng.choice([30, 60]))
         slow_config = replace(fast_config, fast_path=False)
         a, b = run(deps[model], fast_config, work), run(deps[model], slow_config, work)
         if isinstance(a, str) or isinstance(b, str):

@@ -55,6 +55,7 @@ class FastPath:
         self._unpublished: list[Request] = []  # members holding private prefix copies
         self._stall_s = 0.0  # prefill_first: time the decodes have waited since their last step
         self._stall_joiners: list[Request] = []  # … and those that joined while they waited
+        self.ran_nothing = False  # advance's None: its step had nothing to run (no step)
 
     def sync(self) -> None:
         """Write the running decodes' counters (kept as sums in the fast path) back."""
@@ -106,7 +107,11 @@ class FastPath:
 
     def advance(self, next_arrival: float, rec: Recorder) -> list[Request] | None:
         """One step (or k decode steps) with the decodes as sums; None: take the plain
-        step instead (more decodes than the token budget holds)."""
+        step instead (more decodes than the token budget holds), or, ``ran_nothing`` set,
+        no step at all: the step had nothing to run, as the plain step's empty batch
+        (under async scheduling a finish not yet read holds the blocks the only running
+        request needed: it is preempted, and a step that preempted admits nobody)."""
+        self.ran_nothing = False
         dset, pool, cfg, s, sim = self.decodes, self.pool, self.config, self.scheduler, self.sim
         g, count = self.g, dset.count
         budget = cfg.max_num_batched_tokens
@@ -141,6 +146,9 @@ class FastPath:
         if not preempted and not cfg.prefill_first:  # as the plain step: a step that
             s.admit_waiting(budget - count - n, sim.now_s, chunks)  # preempted admits nobody
         s.after_step(not chunks, preempted)  # SGLang's new_token_ratio: decays, or resets
+        if not count and not chunks:  # nothing to run: no step, no time (``ran_nothing``)
+            self.ran_nothing = True
+            return None
         pieces = [Seq(c.tokens, c.context) for c in chunks]
         later: list[list[Seq]] = []
         if cfg.ubatch_tokens:  # llama.cpp: the decodes lead the first ubatch, prompts follow

@@ -261,6 +261,8 @@ class Simulator:
             if finished is not None:
                 return finished
             fast.leave()
+            if fast.ran_nothing:  # as the plain step's empty batch: nothing scheduled again
+                return None
         batch = self.scheduler.schedule(self.now_s)
         return self._step(batch, rec) if batch else None
 
