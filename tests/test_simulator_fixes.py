@@ -352,3 +352,23 @@ def test_bench_simulate_serving_reads_the_rows_the_simulator_keeps(
     served = script.read_served(result.rec.rows, 4, False, False, result.duration_s)
     assert served.requests == result.completed == 40
     assert served.output_tok_s == pytest.approx(40 * 20 / result.duration_s)
+
+
+def test_trtllm_refuses_a_request_whose_whole_reservation_outgrows_the_pool() -> None:
+    """TensorRT-LLM reserves a request's whole life, the never-fed last token's slot
+    included: 900 + 61 tokens are 61 blocks of 16 on a 60-block pool, which it can never
+    admit. That request is rejected with its reason and the others run, as vLLM's check
+    rejects one past its own need (960 cached tokens alone would be 60 blocks); the whole run
+    had failed with "cannot schedule"."""
+    trt = SimConfig(num_blocks=60, block_size=16, max_num_seqs=16, max_num_batched_tokens=2048,
+                    max_model_len=32768, reserve_full=True, chunked_prefill=False,
+                    cache_on_schedule=False)
+    requests = [Request(0, 0.0, 900, 61), Request(1, 0.0, 200, 20)]
+    result = Simulator(_engine("trtllm"), profile_for("trtllm"), trt).run(iter(requests))
+    assert result.completed == 1
+    assert list(result.rec.rejected.values()) == [1]
+    assert "needs more KV blocks than its pool's 60" in next(iter(result.rec.rejected))
+    # without the reservation (vLLM's policy) the same request runs: 60 blocks hold it
+    vllm = replace(trt, reserve_full=False, chunked_prefill=True, cache_on_schedule=True)
+    assert Simulator(DEP, profile_for("vllm"), vllm).run(
+        iter([Request(0, 0.0, 900, 61)])).completed == 1

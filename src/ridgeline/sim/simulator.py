@@ -102,8 +102,10 @@ class Simulator:
         slots = r.max_cached_tokens + self.config.spec_tokens + self.config.spec_lookahead_tokens
         if self.config.positions_capped:  # vLLM: no slot past max_model_len
             slots = min(slots, self.config.max_model_len)
-        need = self.pool.blocks_for(slots)
-        if need > self.pool.total:  # a verify step caches its drafts too (and lookahead)
+        # a verify step caches its drafts too (and lookahead); TensorRT-LLM admits a request
+        # only with its whole life reserved, the never-fed last token's slot included
+        need = max(self.pool.blocks_for(slots), self.scheduler.reservation(r))
+        if need > self.pool.total:
             return (f"needs more KV blocks than its pool's {self.pool.total:,}",
                     f"request {r.id}, {need:,} blocks")
         return "", ""
