@@ -130,6 +130,14 @@ def test_page_html_embeds_the_data() -> None:
     assert "llama-3.2-1b|l4|1|as stored|bf16" in page_html(data, "t")
 
 
+def _wait_for_summary(browser: Any) -> None:
+    """Wait (up to 10 s) for the page's script to write its summary."""
+    for _ in range(100):
+        if browser.evaluate("document.getElementById('summary').textContent.length > 0"):
+            return
+        time.sleep(0.1)
+
+
 @pytest.mark.skipif(not __import__("tests.browser", fromlist=["x"]).chromium_path(),
                     reason="Chromium is not installed (.ci/run installs it)")
 def test_the_page_in_headless_chromium_moves_with_the_batch_slider(tmp_path: Path) -> None:
@@ -143,10 +151,7 @@ def test_the_page_in_headless_chromium_moves_with_the_batch_slider(tmp_path: Pat
                  "--kv-dtypes", "bf16", "-o", str(out)]) == 0
     browser = Browser(out.as_uri())
     try:
-        for _ in range(100):
-            if browser.evaluate("document.getElementById('summary').textContent.length > 0"):
-                break
-            time.sleep(0.1)
+        _wait_for_summary(browser)
         dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
                                "bf16", "bf16")
         seen = []
@@ -186,10 +191,7 @@ def test_a_llama_cpp_pages_weights_picker_names_the_gguf_it_computes(tmp_path: P
                  "llama.cpp", "--weights", "as stored,q8_0", "-o", str(out)]) == 0
     browser = Browser(out.as_uri())
     try:
-        for _ in range(100):
-            if browser.evaluate("document.getElementById('summary').textContent.length > 0"):
-                break
-            time.sleep(0.1)
+        _wait_for_summary(browser)
         labels = browser.evaluate(
             "[...document.getElementById('weights').options].map(o => o.textContent)")
         assert labels == ["mxfp4_moe (ggml-org's GGUF of the checkpoint)", "q8_0"]

@@ -43,7 +43,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.sim.config import SimConfig
-from ridgeline.sim.metrics import Recorder, SimResult
+from ridgeline.sim.metrics import Recorder, SimResult, run_recorder
 from ridgeline.sim.request import Request
 from ridgeline.sim.run import Run
 from ridgeline.sim.scheduler import Scheduled
@@ -166,12 +166,7 @@ class DataParallelSimulator:
             max_in_flight: int = 0) -> SimResult:
         """Simulate until every request finished or was rejected (``Simulator.run``'s
         arguments)."""
-        rec = Recorder(self.dep.num_gpus, *slo)
-        rec.keep_rows = keep_rows
-        rec.stop_past = stop_past
-        if window_s is not None:
-            rec.window_s = window_s
-        rec.closed_loop = closed_loop > 0
+        rec = run_recorder(self.dep.num_gpus, slo, keep_rows, stop_past, window_s, closed_loop)
         run = Run(self, workload, closed_loop, rec, None, stop_when_behind, max_in_flight)
         s = self.scheduler
         while True:

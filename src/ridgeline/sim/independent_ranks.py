@@ -46,7 +46,7 @@ from ridgeline.sim.data_parallel import (
     rank_config,
 )
 from ridgeline.sim.histogram import Histogram
-from ridgeline.sim.metrics import Recorder, SimResult
+from ridgeline.sim.metrics import Recorder, SimResult, run_recorder
 from ridgeline.sim.request import Request
 from ridgeline.sim.run import Run
 from ridgeline.sim.simulator import Simulator
@@ -177,12 +177,7 @@ class IndependentRanksSimulator:
             max_in_flight: int = 0) -> SimResult:
         """Simulate until every request finished or was rejected (``Simulator.run``'s
         arguments)."""
-        rec = Recorder(self.dep.num_gpus, *slo)
-        rec.keep_rows = keep_rows
-        rec.stop_past = stop_past
-        if window_s is not None:
-            rec.window_s = window_s
-        rec.closed_loop = closed_loop > 0
+        rec = run_recorder(self.dep.num_gpus, slo, keep_rows, stop_past, window_s, closed_loop)
         run = Run(self, workload, closed_loop, rec, None, stop_when_behind, max_in_flight)
         # an open loop's arrivals are known ahead: a rank's run of decode steps may go on to
         # the next (its batch, queue and the dispatch's reading of it unchanged until then);

@@ -565,6 +565,21 @@ class Recorder:
         return SimResult(self, end_s, preemptions, prefix_hits, steps, busy_s, profile)
 
 
+def run_recorder(num_gpus: int, slo: tuple[float | None, float | None], keep_rows: bool,
+                 stop_past: int | None, window_s: tuple[float, float] | None,
+                 closed_loop: int) -> Recorder:
+    """A run's recorder, set as ``Simulator.run``'s arguments ask (the plain engine, the
+    lock-step ranks and the independent ones alike); a capped open loop is not a closed one
+    and keeps its engine readings."""
+    rec = Recorder(num_gpus, *slo)
+    rec.keep_rows = keep_rows
+    rec.stop_past = stop_past
+    if window_s is not None:
+        rec.window_s = window_s
+    rec.closed_loop = closed_loop > 0
+    return rec
+
+
 class SimResult:
     """Percentiles, rates and goodput of one simulation."""
 

@@ -24,7 +24,7 @@ from ridgeline.sim.config import (
     tokens_per_step,
 )
 from ridgeline.sim.fast_path import FastPath
-from ridgeline.sim.metrics import Recorder, SimResult
+from ridgeline.sim.metrics import Recorder, SimResult, run_recorder
 from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.run import Run
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
@@ -159,12 +159,7 @@ class Simulator:
                stop_when_behind: bool, stop_past: int | None = None,
                max_in_flight: int = 0) -> Run:
         """A run's recorder and requests (``run``'s arguments), its first requests sent."""
-        rec = Recorder(self.dep.num_gpus, *slo)
-        rec.keep_rows = keep_rows
-        rec.stop_past = stop_past
-        if window_s is not None:
-            rec.window_s = window_s
-        rec.closed_loop = closed_loop > 0  # a capped open loop keeps its engine readings
+        rec = run_recorder(self.dep.num_gpus, slo, keep_rows, stop_past, window_s, closed_loop)
         return Run(self, workload, closed_loop, rec, after_step, stop_when_behind,
                    max_in_flight)
 
