@@ -124,3 +124,20 @@ def test_a_missing_output_folder_is_said_in_one_wording_by_every_command(
         code, out, err = run_cli(capsys, *argv, str(folder / name))
         assert (code, out) == (2, ""), argv
         assert err.strip().endswith(f"cannot write {folder / name}: no folder {folder}"), err
+
+
+def test_export_into_a_missing_folder_is_refused_before_the_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--export's folder is checked before any request is simulated, not after the run."""
+    import ridgeline.sim.pipeline as pipeline
+
+    def no_run(*_: object, **__: object) -> None:
+        raise AssertionError("the run started before --export's folder was checked")
+
+    monkeypatch.setattr(pipeline, "run_replica", no_run)
+    missing = tmp_path / "no-such-folder" / "rows.csv"
+    code, out, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate",
+                             "2", "--num-requests", "5", "--export", str(missing))
+    assert code == 2 and not out
+    assert err.strip() == (f"ridgeline: error: cannot write {missing}: no folder "
+                           f"{missing.parent}")
