@@ -113,7 +113,7 @@ def test_fp8_compute_without_a_model_prices_one_byte_weights(
 def test_calibrate_says_an_output_directory_is_one(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run_cli(capsys, "calibrate", str(LOWBATCH), "-o", str(tmp_path))
-    assert code == 2 and f"-o {tmp_path} is a directory: name the profile file" in err
+    assert code == 2 and f"cannot write {tmp_path}: a folder, not a file" in err
     assert "not a profile JSON" not in err and list(tmp_path.iterdir()) == []
 
 

@@ -19,7 +19,7 @@ from ridgeline.cli_config_file import (
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizing_flags
 from ridgeline.cli_load import _say_caution, default_engine, llamacpp_builds_for
 from ridgeline.cli_offload import _split_mode
-from ridgeline.cli_output_files import refuse_writing_over_input
+from ridgeline.cli_output_files import refuse_bad_outputs
 from ridgeline.cli_spellings import (
     NUM_GPUS_FLAGS,
     model_as_flag_hint,
@@ -520,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ridgeline.plots import check_target
 
             check_target(args.plot)
-        refuse_writing_over_input(args)
+        refuse_bad_outputs(args)
         from ridgeline.launch_flags import launch_note
 
         note = launch_note(args, from_file)  # said after the report: stdout is the report alone

@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 from ridgeline.cli import _output
-from ridgeline.cli_output_files import refuse_unwritable_output
 from ridgeline.cli_types import _engine_name, _not_empty, _typed
 from ridgeline.errors import InputError, shorten_path
 
@@ -64,8 +63,9 @@ def _require_rows(files: list[str], errors: tuple[str, ...], rows: tuple[Any, ..
 
 
 def _check_output(output: str) -> dict[str, Any]:
-    """Refuse to write the profile over a file that is not a profile (an input is refused
-    before, as for every command: cli_output_files.refuse_writing_over_input); the profiles an
+    """Refuse to write the profile over a file that is not a profile (an input, a folder or
+    a missing folder is refused before, as for every command: cli_output_files.
+    refuse_bad_outputs); the profiles an
     existing profile file holds, by engine (none for a new file)."""
     import json
     from pathlib import Path
@@ -73,9 +73,6 @@ def _check_output(output: str) -> dict[str, Any]:
     out = Path(output).expanduser()
     if not out.exists():
         return {}
-    if out.is_dir():  # -o takes the profile's file name, not a folder to put one in
-        raise InputError(f"-o {output} is a directory: name the profile file to write (-o "
-                         f"{Path(output) / 'profile.json'}, say)")
     try:  # a device or a pipe (/dev/full, a FIFO) is no profile, and is not read: it never ends
         data = json.loads(out.read_text("utf-8")) \
             if out.is_file() and out.stat().st_size < 2**24 else None
@@ -180,8 +177,6 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         if missing:
             raise InputError(f"{files}: no rows of {', '.join(missing)} (its engines: "
                              f"{', '.join(held)})")
-    # the output is checked before the fit, not after it
-    refuse_unwritable_output(args.output)
     profiles = fit_profiles(rows, engines,
                             lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True),
                             priors=bundled_profiles())  # where the rows pin nothing, as bundled

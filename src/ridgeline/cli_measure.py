@@ -8,7 +8,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.cli import _output
-from ridgeline.cli_output_files import WroteFile, refuse_unwritable_output
+from ridgeline.cli_output_files import WroteFile
 from ridgeline.cli_types import (
     MAX_BATCH,
     _accelerator_name,
@@ -124,12 +124,12 @@ def rated_beside(probe: Probe, rated: Accelerator) -> str:
 
 
 def _check_measure_output(output: str, out: Path, record: Path | None) -> None:
-    """Before minutes of measuring: the CSV's folder exists, and neither the CSV nor the
-    device record beside it (``record``; None with --skip-probes) is a file this command did
-    not write (a measurements file or a catalog record would be lost)."""
+    """Before minutes of measuring (the CSV's folder checked with every output, before any
+    command: cli_output_files): neither the CSV nor the device record beside it (``record``;
+    None with --skip-probes) is a file this command did not write (a measurements file or a
+    catalog record would be lost)."""
     from ridgeline.measure import measured_record, wrote_rows
 
-    refuse_unwritable_output(output)
     if out.exists() and not wrote_rows(out):
         raise InputError(f"-o {output} exists and is not rows `ridgeline measure` wrote: not "
                          "overwriting it (remove it or choose another name)")

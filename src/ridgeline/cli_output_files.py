@@ -17,16 +17,18 @@ OUTPUT_OPTIONS = {"output": "-o", "plot": "--plot", "export": "--export",
                   "emit_measurements": "--emit-measurements"}
 
 
-def refuse_writing_over_input(args: argparse.Namespace) -> None:
-    """Refuse, before any work, an output that is one of the command's inputs: every other
-    option's value that names a file (``file:PATH`` as a length takes it, a model's folder
-    as its config.json) is compared with it as the file system sees them, so that
-    ``./sub/../rows.csv``, a link and a hard link are the same file."""
+def refuse_bad_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output no write can make (``refuse_unwritable_output``)
+    and one that is one of the command's inputs: every other option's value that names a
+    file (``file:PATH`` as a length takes it, a model's folder as its config.json) is
+    compared with it as the file system sees them, so that ``./sub/../rows.csv``, a link and
+    a hard link are the same file."""
     given = vars(args)
     for key, flag in OUTPUT_OPTIONS.items():
         output = given.get(key)
         if not isinstance(output, str):
             continue
+        refuse_unwritable_output(output)
         for other, value in given.items():
             if other in OUTPUT_OPTIONS:
                 continue
@@ -38,8 +40,9 @@ def refuse_writing_over_input(args: argparse.Namespace) -> None:
 
 def refuse_unwritable_output(output: str) -> None:
     """Refuse, before any work, an output file no write can make: a folder's name, or a file
-    in a folder that does not exist. Every command that writes a file says it in these words
-    (page -o, measure -o, calibrate -o, --plot, observe --emit-measurements)."""
+    in a folder that does not exist: every output option (OUTPUT_OPTIONS: -o, --plot,
+    --export, --emit-measurements), checked before any command runs (``refuse_bad_outputs``),
+    and --plot's own check (plots.check_target)."""
     from pathlib import Path
 
     out = Path(output).expanduser()

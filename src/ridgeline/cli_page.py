@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ridgeline.cli import _output
-from ridgeline.cli_output_files import WroteFile, refuse_unwritable_output
+from ridgeline.cli_output_files import WroteFile
 from ridgeline.cli_types import (
     _accelerator_name,
     _count_list,
@@ -95,7 +95,6 @@ def _check_page_output(output: str) -> None:
     out = Path(output).expanduser()
     if out.suffix.lower() not in (".html", ".htm"):
         raise InputError(f"-o takes an .html file (the page is HTML), got {output!r}")
-    refuse_unwritable_output(output)
     if not out.exists():
         return
     head = b""

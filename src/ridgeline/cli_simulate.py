@@ -80,10 +80,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.gpu and "," in args.gpu:
         raise InputError("simulate runs one deployment: give one --gpu (decode, prefill and "
                          "fit compare several)")
-    if args.export:  # refused before the run, not after it (a long run lost to a typo)
-        from ridgeline.cli_output_files import refuse_unwritable_output
-
-        refuse_unwritable_output(args.export)
     acc = load_accelerator(args)
     engine = engine_id(args.engine)
     pp = pipeline_size(args, engine)
