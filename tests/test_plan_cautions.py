@@ -293,7 +293,8 @@ def test_the_mla_caution_says_no_prompt_reaches_past_a_budget_the_samples_stay_u
 def test_a_trtllm_replica_whose_pool_is_shorter_than_its_max_seq_len_says_it_trims_it() -> None:
     """Llama-3.1-70B in fp8 on one H100 under trtllm: the launch line's --max_seq_len 131,072
     is reduced to the tokens the pool holds, as simulate says it; `fit` calls that pool too
-    short for one 131,072-token conversation, so plan's winner and runners-up must say so."""
+    short for one 131,072-token conversation, so a candidate launched there must say so (the
+    search itself launches at the 27,648 the pool holds: test_plan_launch_fits)."""
     c = _candidate("h100", 1, max_model_len=131072)
     dep = replica_deployment(LLAMA_70B, H100, 1, 1, "fp8", "bf16", engine="trtllm")
     settings = EngineSettings(max_model_len=131072)

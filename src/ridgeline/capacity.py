@@ -476,13 +476,29 @@ def start_trim_caution(dep: Deployment, settings: EngineSettings,
             "min(context_len − 1, max_total_num_tokens − 1)): a longer request is refused")
 
 
+def holds_one_at(dep: Deployment, settings: EngineSettings, max_model_len: int) -> bool:
+    """Whether the engine started at ``max_model_len`` under ``settings`` holds one sequence
+    that long: fit's verdict (held_conversations ≥ 1), and the launch the planner may print.
+    Stricter than starting (refuses_to_start) for SGLang and TensorRT-LLM, which start short
+    of it but serve no request longer than their pool: SGLang's scheduler sets max_req_len =
+    min(context_len − 1, max_total_num_tokens − 1) and asserts only that it is positive
+    (sgl-project/sglang, python/sglang/srt/managers/scheduler.py), then refuses a longer prompt
+    at admission ('Input length (…) exceeds the maximum allowed length (…)',
+    python/sglang/srt/managers/utils.py validate_input_length; sglang issue #4048: DeepSeek-R1
+    on 8 GPUs started at --context-length 163840 refused a 160,062-token prompt at 59,862);
+    TensorRT-LLM reduces max_seq_len to its pool. A launch past the pool advertises a context
+    it does not serve. DeepSeek-V3 on 4 x B200 under SGLang (chunked_prefill_size 2048): its
+    141,089-token pool holds one at 141,056, none at the model's 163,840."""
+    s = replace(settings, max_model_len=max_model_len)
+    return held_conversations(kv_pool(dep, s), dep, max_model_len) >= 1
+
+
 def longest_start(dep: Deployment, settings: EngineSettings) -> int:
     """The longest max_model_len at which the engine starts and holds one such sequence
     (what `ridgeline fit --target-concurrency 1` finds, and vLLM's start-up error names as
     'the estimated maximum model length'), up to the model's context; 0 where none does."""
     def starts(length: int) -> bool:
-        s = replace(settings, max_model_len=length)
-        return held_conversations(kv_pool(dep, s), dep, length) >= 1
+        return holds_one_at(dep, settings, length)
 
     limit = served_context(dep)[0] or settings.max_model_len or 1
     return longest_holding(starts, 1, limit) if starts(1) else 0

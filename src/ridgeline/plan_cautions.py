@@ -100,9 +100,10 @@ def launch_trim_caution(c: Candidate, engine: str, model: ModelSpec,
     """Where ``c``'s launch line starts SGLang or TensorRT-LLM at a context (--context-length,
     --max_seq_len: ``c.max_model_len``) longer than its KV pool holds, what the engine trims a
     request to (capacity.start_trim_caution, as simulate, decode and prefill say it); "" for
-    vLLM, which refuses to start there instead, and for a split's pools. DeepSeek-V3 on 4 x
-    B200 under SGLang at chunked_prefill_size 2048: context_len 163,840, capped at the
-    141,088 tokens its pool holds."""
+    vLLM, which refuses to start there instead, and for a split's pools. The search launches
+    no longer than the pool holds (replica_sizing.starts_at, fit's verdict), so this guards a
+    candidate built otherwise: DeepSeek-V3 on 4 x B200 under SGLang at chunked_prefill_size
+    2048 started at 163,840 is capped at the 141,088 tokens its pool holds."""
     from dataclasses import replace
 
     from ridgeline.capacity import start_trim_caution

@@ -19,7 +19,7 @@ from itertools import pairwise
 from statistics import NormalDist
 from typing import NamedTuple
 
-from ridgeline.capacity import context_refusal, longest_holding, max_batch, refuses_to_start
+from ridgeline.capacity import context_refusal, holds_one_at, longest_holding, max_batch
 from ridgeline.context_length import served_positions
 from ridgeline.cost import (
     Seq,
@@ -45,21 +45,23 @@ def model_context(dep: Deployment) -> int:
 
 
 def starts_at(dep: Deployment, settings: EngineSettings, max_model_len: int) -> bool:
-    """Whether the engine starts at --max-model-len ``max_model_len``: the model takes that
-    length (context_refusal) and the pool holds one such sequence (refuses_to_start): the
-    checks fit, decode and simulate make."""
+    """Whether a launch at --max-model-len ``max_model_len`` serves a request that long: the
+    model takes that length (context_refusal) and the pool holds one such sequence
+    (capacity.holds_one_at, fit's verdict). SGLang and TensorRT-LLM start past their pool
+    but refuse a request longer than it, so the planner launches them no longer than it
+    holds, as `fit` counts (its lever "--context-length N (the longest that holds 1)")."""
     if context_refusal(dep, max_model_len):
         return False
-    pool = kv_pool(dep, replace(settings, max_model_len=max_model_len))
-    return not refuses_to_start(pool, dep, max_model_len)
+    return holds_one_at(dep, settings, max_model_len)
 
 
 def launch_length(dep: Deployment, settings: EngineSettings) -> int:
     """The --max-model-len a replica launches with: the model's context, the engine's
-    default, where the pool starts with one such sequence (a paged pool reserves nothing per
-    request by it); else the longest multiple of MODEL_LEN_STEP that starts; 0 where none
-    does. Llama-3.1-8B on one H100 starts at its 131,072; Llama-3.1-70B in fp8 on one
-    starts at no length worth serving."""
+    default, where the pool holds one such sequence (``starts_at``; a paged pool reserves
+    nothing per request by it); else the longest multiple of MODEL_LEN_STEP it holds one of;
+    0 where none. Llama-3.1-8B on one H100 starts at its 131,072; Llama-3.1-70B in fp8 on one
+    starts at no length worth serving; DeepSeek-V3 on 4 x B200 under SGLang
+    (chunked_prefill_size 2048) at 141,056, not the 163,840 SGLang would start at."""
     context = model_context(dep)
     if starts_at(dep, settings, context):
         return context

@@ -57,6 +57,13 @@ def _rate(req_s: float) -> str:
     return f"{req_s:,.2f}" if req_s >= 0.1 else f"{req_s:.2g}"
 
 
+# what an engine does started at the model's context where its pool holds less (shrunk_note):
+# vLLM refuses to start (capacity.refuses_to_start), so it needs no word
+_STARTS_LONGER = {
+    "sglang": "which sglang would start at too, refusing at admission a prompt past its pool",
+    "trtllm": "which trtllm would start at too, reducing max_seq_len to its pool"}
+
+
 @dataclass(frozen=True)
 class PlanReport:
     model: ModelSpec
@@ -258,15 +265,20 @@ class PlanReport:
         return 1 if r.winner is None and not r.unpriced and not self.lists.held_splits() else 0
 
     def shrunk_note(self, c: Candidate) -> str:
-        """Where ``c``'s pool cannot start at the model's context, what its shorter
-        --max-model-len (the engine's flag for it: trtllm-serve's --max_seq_len) costs: the
-        share of the load's requests it refuses, or ""."""
+        """Where ``c``'s pool cannot hold one request of the model's context, what its
+        shorter --max-model-len (the engine's flag for it: SGLang's --context-length,
+        trtllm-serve's --max_seq_len) costs: the share of the load's requests it refuses, or
+        "". vLLM would not start longer; SGLang and TensorRT-LLM would, but serve no request
+        past their pool (capacity.holds_one_at), so the line launches them at what it holds."""
         context = served_positions(self.model, self.result.engine) or DEFAULT_CONTEXT
         if not c.max_model_len or c.max_model_len >= context:
             return ""
-        flag = engine_defaults(self.result.engine).get("cli", {}).get("max_len", "--max-model-len")
-        head = (f"{flag} {c.max_model_len:,}: the longest its KV pool starts with, "
-                f"under {self.model.name}'s {context:,}-token context; ")
+        engine = self.result.engine
+        flag = engine_defaults(engine).get("cli", {}).get("max_len", "--max-model-len")
+        held = "starts with" if engine == "vllm" else "holds one request of"
+        longer = f", {_STARTS_LONGER[engine]}" if engine in _STARTS_LONGER else ""
+        head = (f"{flag} {c.max_model_len:,}: the longest its KV pool {held}, "
+                f"under {self.model.name}'s {context:,}-token context{longer}; ")
         if not c.refused_share:  # no request of the load is longer: nothing is refused
             return head + "no request of this load is longer, so it refuses none"
         refused = share_of_requests(c.refused_share, "this load's")
