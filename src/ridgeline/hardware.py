@@ -1,8 +1,9 @@
 """Accelerators: peak FLOP/s per compute dtype, memory bandwidth, capacity, links; the catalog.
 
 Each record in ``data/accelerators/*.json`` carries its sources. Names resolve forgivingly
-(``H100``, ``h100-sxm5``, ``NVIDIA H100 80GB HBM3``); an ambiguous or unknown name gets
-an error listing the closest ids. A user adds an accelerator from a JSON file or flags.
+(``H100``, ``h100-sxm5``, ``NVIDIA H100 80GB HBM3``, ``A100-80GB-PCIe``); an ambiguous or
+unknown name gets an error listing the closest ids. A user adds an accelerator from a JSON
+file or flags.
 """
 
 from __future__ import annotations
@@ -362,7 +363,8 @@ def register(acc: Accelerator, what: str = "accelerator record id") -> None:
 
 def catalog_id_named(name: str) -> str | None:
     """The catalog id that ``name`` resolves to (an id, a name, an alias, a unique prefix
-    such as 'rtx-6000' for rtx-6000-ada, or one with its memory size: 'A100-80G'), else None."""
+    such as 'rtx-6000' for rtx-6000-ada, or one with its memory size: 'A100-80G',
+    'A100-80GB-PCIe'), else None."""
     try:
         return _catalog_id(name)
     except InputError:  # unknown, or a prefix of several
@@ -381,17 +383,33 @@ def resolve_accelerator(name: str) -> Accelerator:
 # A name ending in a memory size, G for GB as cloud SKUs and shorthand write it ('A100-80G',
 # 'L40S 48GB', 'rtx4090-24g'): the name before it, and the size.
 _SIZED_NAME = re.compile(r"(?P<card>.*?\S)[\s_/-]*(?P<size>\d+(?:\.\d+)?)\s*g(?:i?b)?", re.I)
+# A memory size written between the card and its form ('A100-80GB-PCIe', 'h100 80gb sxm'),
+# where the catalog's ids and aliases write it last ('a100-pcie-80gb'): the card, the size
+# and the rest.
+_SIZE_FIRST_NAME = re.compile(
+    r"(?P<card>.*?\S)[\s_/-]+(?P<size>\d+(?:\.\d+)?\s*g(?:i?b)?)[\s_/-]+(?P<rest>\S.*)", re.I)
 
 
 def _catalog_id(name: str) -> str:
     """The catalog id ``name`` names (resolve_name), or, where it names none and ends in a
     memory size, the card before the size that carries it ('A100-80G' -> a100-sxm-80gb,
-    'L40S-48G' -> l40s). A size the card does not come in is refused with the flag that
-    takes a smaller configuration; any other name raises resolve_name's own error."""
+    'L40S-48G' -> l40s). A size written before the form is read where the catalog writes
+    it, last ('A100-80GB-PCIe' as a100-pcie-80gb, 'h100-80gb-sxm' as h100-sxm-80gb); a name
+    that already resolves is never rewritten, so 'a100-80gb' stays a100-sxm-80gb. A size the
+    card does not come in is refused with the flag that takes a smaller configuration; any
+    other name raises resolve_name's own error."""
     try:
         return resolve_name(name, _names(), "accelerator", "ridgeline hardware")
     except InputError as unknown:
-        sized = _SIZED_NAME.fullmatch(name.strip())
+        written = name.strip()
+        size_first = _SIZE_FIRST_NAME.fullmatch(written)
+        if size_first is not None:  # one rewrite, so 'x-80gb-40gb' cannot swap back and forth
+            written = f"{size_first['card']}-{size_first['rest']}-{size_first['size']}"
+            try:
+                return resolve_name(written, _names(), "accelerator")
+            except InputError:
+                pass
+        sized = _SIZED_NAME.fullmatch(written)
         if sized is None:
             raise
         size = float(sized["size"])
