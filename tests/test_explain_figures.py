@@ -658,3 +658,22 @@ def test_decode_compute_time_lists_the_flops_it_adds(
     assert res(steps["compute time"]) == pytest.approx(
         c["FLOPs"] / c["peak bf16"] * 1e3) \
         == pytest.approx(data["points"][0]["compute_time_s"] * 1e3)
+
+
+@pytest.mark.parametrize("model", ["llama-3.2-1b", "llama-3.1-8b"])
+def test_the_weights_step_says_whether_a_tied_embedding_is_in_the_params_it_reads(
+        capsys: pytest.CaptureFixture[str], model: str) -> None:
+    """A tied input embedding is the LM head, read whole: the step's count holds it (all the
+    parameters), and its words say so rather than 'all but the input embedding'."""
+    code, out, err = run_cli(capsys, "model", model, "--json")
+    assert code == 0, err
+    counts = json.loads(out)
+    tied = "lm_head" not in counts["params_by_category"]
+    reads = counts["params_total"] - (0 if tied else counts["params_by_category"]["embedding"])
+    code, out, err = run_cli(capsys, "decode", model, "--gpu", "h100", "--explain")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if "params a step can read =" in ln)
+    assert f"= {reads / 1e9:,.4g} B params" in line
+    words = ("all of them: the tied input embedding is read whole as the LM head" if tied
+             else "all but the input embedding")
+    assert f"[{words}, config.json]" in line

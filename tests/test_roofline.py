@@ -100,6 +100,22 @@ def test_several_cards_side_by_side_are_each_cards_own_ridge(
     assert all(card in out for card in ("h100-sxm", "a100-sxm-80gb", "l40s"))
 
 
+def test_several_cards_side_by_side_each_show_the_intensity_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--intensity beside --gpu A,B: each card's attainable rate at it, min(peak, intensity ×
+    bandwidth), in the text as in the JSON (the text's table had dropped it)."""
+    at = 100.0
+    assert main(["roofline", "--gpu", "h100,l40s", "--intensity", str(at)]) == 0
+    out = capsys.readouterr().out
+    assert f"at {at:g} FLOP/byte" in out
+    for name in ("h100", "l40s"):
+        acc = resolve_accelerator(name)
+        peak = acc.peak(acc.resolve_dtype("bf16"))
+        attainable = min(peak, at * acc.memory_bandwidth_bytes_per_s)
+        row = next(line for line in out.splitlines() if line.startswith(acc.id))
+        assert f"{attainable / 1e12:,.1f} ({attainable / peak:.1%})" in row
+
+
 def test_the_notes_say_the_bytes_the_intensity_stands_on(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["roofline", "--gpu", "h100", "--batch", "32"]) == 0

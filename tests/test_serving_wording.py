@@ -128,7 +128,7 @@ def test_kv_says_a_split_sequences_size_is_over_its_gpus(
     code, out, _ = run_cli(capsys, "kv", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
                            "--context", "32k")
     total = re.search(r"per sequence at 32,000: [\d.,]+ GB \(([\d.]+) GiB\) over 8 GPUs, "
-                      r"incl\. KV-head replication ×8\n  [\d.]+ GB \(([\d.]+) GiB\) on each GPU",
+                      r"incl\. the latent's replication ×8\n  [\d.]+ GB \(([\d.]+) GiB\) on each GPU",
                       out)
     assert code == 0 and total, out
     assert float(total.group(1)) / 8 == pytest.approx(float(total.group(2)), abs=1e-3)
@@ -275,3 +275,38 @@ def test_a_mac_that_holds_no_conversation_is_pointed_at_a_larger_mac_not_more_gp
     assert held[named.group(1)] >= 1
     assert all(n == 0 for mac, n in held.items()
                if macs[mac].memory_bytes < macs[named.group(1)].memory_bytes)
+
+
+def test_a_prefill_tables_prompt_rate_says_it_is_the_expected_ttfts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The table's prompt tok/s is batch × prompt ÷ the expected TTFT, beside a floor column:
+    the note says whose it is (a prompt alone prints the floor's rate and the expected one)."""
+    code, out, err = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                             "1000,8000", "--batch", "2", "--json")
+    assert code == 0, err
+    prompts = json.loads(out)["prompts"]
+    code, out, err = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                             "1000,8000", "--batch", "2")
+    assert code == 0, err
+    for p in prompts:
+        rate = p["batch"] * p["prompt_len"] / p["expected"]["time_s"]
+        row = next(line for line in out.splitlines() if line.startswith(f"{p['prompt_len']:,} "))
+        assert f"{rate:,.0f}" in row.split()
+    assert "prompt tok/s: at the expected TTFT" in out
+
+
+@pytest.mark.parametrize(("model", "gpus", "copied"), [
+    ("deepseek-v3", "8", "the latent's"), ("llama-3.1-70b", "16", "the KV heads'")])
+def test_kv_names_what_tensor_parallelism_copies(
+        capsys: pytest.CaptureFixture[str], model: str, gpus: str, copied: str) -> None:
+    """MLA caches one latent and no KV heads: its copies on every rank are the latent's;
+    Llama-3.1-70B's 8 KV heads on 16 GPUs are the KV heads' (×16 ÷ 8 = 2)."""
+    code, out, err = run_cli(capsys, "kv", model, "--gpu", "h100" if gpus == "16" else "h200",
+                             "--num-gpus", gpus, "--context", "8k", "--json")
+    assert code == 0, err
+    times = json.loads(out)["tp_replication"]
+    code, out, err = run_cli(capsys, "kv", model, "--gpu", "h100" if gpus == "16" else "h200",
+                             "--num-gpus", gpus, "--context", "8k")
+    assert code == 0, err
+    assert f"incl. {copied} replication ×{times:g}" in out
+    assert "KV-head replication" not in out

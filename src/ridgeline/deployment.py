@@ -708,6 +708,13 @@ class Deployment:
                          if c not in skip))
 
     @property
+    def params_read_note(self) -> str:
+        """Which weights ``params_a_step_reads`` counts, in words: a tied input embedding is
+        read whole as the LM head (Llama-3.2-1B's 262.7M), so none is left out."""
+        return ("all of them: the tied input embedding is read whole as the LM head"
+                if self.model.tie_word_embeddings else "all but the input embedding")
+
+    @property
     def _looked_up(self) -> set[str]:
         """The categories a step looks rows up in rather than reads: the input embedding
         (a tied one is read whole as the lm_head)."""

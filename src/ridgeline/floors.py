@@ -481,7 +481,7 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
         return step("weight bytes read", "params a step can read × bytes per weight"
                     + "".join(kept), result,
                     q("params a step can read", dep.params_a_step_reads / 1e9, "B params",
-                      "all but the input embedding, config.json"),
+                      f"{dep.params_read_note}, config.json"),
                     q("bytes per weight (average read)", dep.bytes_per_weight, "B",
                       f"{dep.weights.label}, with the layers it leaves as the checkpoint keeps "
                       "them (lm_head, norms)"), *copies_term)
@@ -622,7 +622,7 @@ def _weights_read_source(dep: Deployment, work: Work) -> str:
     """How the weights a step read add up: every weight once, or the experts' share."""
     every = dep.params_a_step_reads * dep.bytes_per_weight
     if abs(work.weight_bytes - dep.tp_copies_bytes - every) <= 1e-3 * every:
-        return (f"{dep.params_a_step_reads / 1e9:,.4g} B params (all but the input embedding) "
+        return (f"{dep.params_a_step_reads / 1e9:,.4g} B params ({dep.params_read_note}) "
                 f"× {dep.bytes_per_weight:.4g} B average ({dep.weights.label})"
                 + (f" + {dep.tp_copies_bytes / GB:,.3g} GB the TP ranks each keep whole"
                    if dep.tp_copies_bytes else ""))

@@ -333,7 +333,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
              q("batch", first_whole_batch(ridge_batch)), q("ridge", ridge, "FLOP/byte"),
              q("bytes per weight", dense_bpw, "B", f"{dep.weights.label}; all but the routed "
                "experts and the input embedding" if dep.model.moe else
-               f"{dep.weights.label}; all but the input embedding"),
+               f"{dep.weights.label}; {dep.params_read_note}"),
              q("ridge × bytes per weight ÷ 2", f"{ridge_batch:,.2f}")),
     )
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps,

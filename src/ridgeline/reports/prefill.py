@@ -389,6 +389,7 @@ class PrefillSeries:
                                 "prompt tok/s", "FLOP/byte", "bound", "fits in memory"]),
                   f"{batch} x each prompt; floor: the article's lower bound on time to first "
                   f"token; expected: step_cost with the {e0.engine} profile [{e0.source}]; "
+                  "prompt tok/s: at the expected TTFT (the floor's is a prompt alone's); "
                   f"FLOP/byte: per byte of weights (ridge "
                   f"{dep.dense_ridge_flop_per_byte:,.0f}); a prompt alone for its breakdown",
                   *(f"{r.floor.prompt_len:,} tokens: {r.none_reason}" for r in self.reports

@@ -31,6 +31,8 @@ from ridgeline.side_by_side import NotRun, not_run_dict
 
 ARTICLE_GQA_GROUP = 8  # "eight of them, on the models in this series"
 
+GIVEN_POINT = "the intensity you gave"  # --intensity's row: a point at the FLOP/byte given
+
 
 @dataclass(frozen=True)
 class RooflineReport:
@@ -137,21 +139,32 @@ class RooflineComparison:
 
     def text_lines(self) -> list[str]:
         first = self.reports[0]
+        # --intensity: each card's point at it, as one card's table gives it its own row
+        given = [next((p for p in r.points if p.name == GIVEN_POINT), None)
+                 for r in self.reports]
+        at = next((p.intensity for p in given if p is not None), None)
         rows = []
-        for r in self.reports:
+        for r, point in zip(self.reports, given):
             a, weights = r.accelerator, r.points[0]
             dtype = a.resolve_dtype(r.compute_dtype)
             rows.append([a.id, f"{a.peak(dtype) / 1e12:,.1f} {dtype}", f"{a.bandwidth_tb_s:.3g}",
                          f"{r.ridge:,.0f}", share_text(weights.fraction_of_peak),
                          "-" if weights.batch_to_ridge is None
-                         else whole_batch(weights.batch_to_ridge)])
+                         else whole_batch(weights.batch_to_ridge),
+                         *([] if at is None else ["-" if point is None else
+                           f"{point.attainable_flops_per_s / 1e12:,.1f} "
+                           f"({share_text(point.fraction_of_peak)})"])])
+        given_head = [] if at is None else [f"TFLOP/s at {at:,.4g} FLOP/byte"]
+        given_note = [] if at is None else [
+            f"TFLOP/s at {at:,.4g} FLOP/byte: what --intensity attains on each card, "
+            "min(peak, intensity × bandwidth), and its share of the peak"]
         return [f"ridge = peak FLOP/s ÷ bandwidth; decode at batch {first.batch:,}"
                 + (f", model {first.model}" if first.model else ""), "",
                 *table(rows, ["accelerator", "TFLOP/s (dense)", "TB/s", "ridge FLOP/byte",
-                              "of peak", "batch to ridge"]),
+                              "of peak", "batch to ridge", *given_head]),
                 *(e.line for e in self.not_run),
                 "", "of peak: the weight matrices' share of the arithmetic at this batch; "
-                "`--gpu NAME` alone for one card's every part of the step",
+                "`--gpu NAME` alone for one card's every part of the step", *given_note,
                 *(f"{r.accelerator.id}: " + r.fit.replace("the points below are", "its row is")
                   for r in self.reports if r.fit)]
 
@@ -358,8 +371,7 @@ def roofline_report(
                             "when B tokens each route to k"),
                           q("bytes per expert weight", expert_bpw, "B")))
     if intensity is not None:
-        points.append(operating_point("the intensity you gave", intensity, acc, compute_dtype,
-                                      None))
+        points.append(operating_point(GIVEN_POINT, intensity, acc, compute_dtype, None))
     steps += [s for p in points for s in _point_steps(p, acc, intensity)]
     steps += notes_steps
     overflow = ""
@@ -380,7 +392,7 @@ def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None
     """A table row's TFLOP/s and share of peak: the roofline at the row's intensity, under
     its matmuls' own peak (decode attention at 8 FLOP/byte on an H100: 8 × 3.35 TB/s = 26.8
     TFLOP/s, 2.7% of 989.4)."""
-    source = "--intensity" if p.name == "the intensity you gave" and given is not None \
+    source = "--intensity" if p.name == GIVEN_POINT and given is not None \
         else "the row's intensity above"
     peak = q(f"peak {p.dtype}", p.peak_flops_per_s / 1e12, "TFLOP/s")
     return (step(f"{p.name}: attainable FLOP/s", "min(peak, intensity × bandwidth)",
