@@ -824,5 +824,8 @@ def state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float,
     dtypes the engine keeps it in."""
     model, fixed = served_state(dep)
     state = state_bytes_per_sequence(model, layer, fixed) / dep.tensor_parallel_size
-    flops = 2.0 * shape.tokens * state  # ~ a multiply-add per state element per token
+    # 2 FLOP per state byte a token: an fp32 element's 8, a bf16 one's 4, near the 5-7 a
+    # recurrence does per element (GDN: decay, Sᵀk, the k⊗v update and Sᵀq; Mamba2: decay,
+    # B·x update, C·h readout; each a multiply or a multiply-add)
+    flops = 2.0 * shape.tokens * state
     return flops, 2 * state * shape.sequences

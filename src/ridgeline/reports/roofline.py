@@ -217,9 +217,9 @@ def _state_point(dep: Deployment, batch: int, acc: Accelerator,
     """A hybrid's recurrent layers on the roofline at a decode of ``batch``: each sequence's
     state read and written once a step, as decode counts it (cost.state_work, at the dtype
     the engine keeps it in; Nemotron-H-56B's 913 MB a sequence in vLLM, `kv`'s 870.3 MiB:
-    1,825 MB of traffic), against about a
-    multiply-add per state element per token: 1 FLOP/byte whatever the batch, since each
-    sequence's state is its own. None for a model without recurrent layers."""
+    1,825 MB of traffic), against 2 FLOP per state byte a token (cost.state_work: an fp32
+    element's 8): 1 FLOP/byte whatever the batch, since each sequence's state is its own.
+    None for a model without recurrent layers."""
     shape = batch_shape(dep, [Seq(1)] * batch)
     work = [state_work(dep, layer, shape) for layer in dep.model.layers
             if layer.mixer in (LINEAR, MAMBA)]
@@ -239,7 +239,8 @@ def _state_point(dep: Deployment, batch: int, acc: Accelerator,
         "moves it ('-')")
     return point, step(
         "recurrent-state intensity", "2 FLOP × tokens × state ÷ (2 (read and written) × "
-        "state × sequences): about a multiply-add per state element per token",
+        "state × sequences): 2 FLOP per state byte a token (an fp32 element's 8, near the "
+        "5-7 a recurrence's update and readout do per element)",
         q("intensity", intensity, "FLOP/byte"), q("tokens", shape.tokens, "", "one a sequence"),
         q("sequences", shape.sequences),
         q("state traffic per sequence", per_gpu / 1e6, "MB",
