@@ -83,7 +83,8 @@ class Run:
         step's end, one step later than the synchronous loop takes it (an idle engine forms
         its batch at once). docs/simulate.md's 8 req/s example: about one decode step more TTFT."""
         sim, pending = self.sim, self.pending
-        busy = self.busy()
+        formed = self.busy(held=False)  # a batch formed as the last step began
+        busy = formed or self.busy()  # … or one to form now, of those held for it
         held, self.held = self.held, []
         for r in held:
             if busy and r.arrival_s >= sim.now_s:  # a closed loop's, sent as this step ended:
@@ -99,7 +100,7 @@ class Run:
             if self.max_in_flight and (self.in_flight >= self.max_in_flight or self.backlog):
                 self.backlog.append((pending, pending.arrival_s))  # in order: none overtakes
             else:
-                self._send(pending, busy)
+                self._send(pending, formed)
             pending = next(self.source, None)
             if pending is None and self.max_in_flight:  # the last request came
                 self.rec.client.waiting_at_last_arrival = len(self.backlog)
@@ -129,11 +130,16 @@ class Run:
             r.came_s, r.arrival_s = came_s, self.sim.now_s
             self._send(r, busy)
 
-    def busy(self) -> bool:
+    def busy(self, held: bool = True) -> bool:
         """Under async scheduling, whether the engine has a batch formed or to form, so that a
-        request sent now is held for the step after next (``arrive_due``)."""
-        s = self.sim.scheduler
-        return self.lag and bool(s.running or s.waiting)
+        request sent now is held for the step after next (``arrive_due``): one formed as the
+        last step began (requests running or waiting), or, with ``held``, one it forms now of
+        requests sent before now and held for it, ahead of which one sent now cannot go (FCFS:
+        a closed loop's requests sent a step apart had joined the queue in reverse order where
+        the later send found the running batch empty)."""
+        s, now_s = self.sim.scheduler, self.sim.now_s
+        return self.lag and bool(s.running or s.waiting
+                                 or (held and any(r.arrival_s < now_s for r in self.held)))
 
     def send_next(self, busy: bool | None = None) -> bool:
         """Closed loop: send the next request now; a rejected one frees its seat at once
