@@ -105,3 +105,20 @@ def test_decode_across_cards_prints_each_cards_verify_step_as_one_card_does(caps
         label = card["deployment"].split(" on ")[1].split(",")[0]  # '1 x h100-sxm'
         assert f"{label}: {alone[0]}" in text.splitlines()
         assert f"{spec['per_user_tok_s']:,.1f} tok/s per user" in alone[0]
+
+
+def test_an_ngram_drafter_adds_no_gpu_time_unless_told(capsys) -> None:
+    """vLLM's n-gram proposer matches tokens on the CPU with no model: its step is the verify
+    alone, where an EAGLE head's adds a drafter pass; --spec-draft-cost still prices one."""
+    steps = {}
+    for method, cost in (("ngram", ()), ("eagle", ()), ("ngram", ("--spec-draft-cost", "0.05"))):
+        code, out, err = run_cli(capsys, *DECODE, "--spec-tokens", "3", "--spec-method", method,
+                                 *cost, "--json")
+        assert code == 0, err
+        spec = json.loads(out)["points"][0]["speculative"]
+        steps[method, cost] = spec
+    ngram, eagle = steps["ngram", ()], steps["eagle", ()]
+    assert ngram["spec_draft_cost"] == 0 and ngram["step_s"] == ngram["verify_s"]
+    assert eagle["step_s"] > eagle["verify_s"]
+    told = steps["ngram", ("--spec-draft-cost", "0.05")]
+    assert told["step_s"] > told["verify_s"] and told["spec_draft_cost"] == 0.05

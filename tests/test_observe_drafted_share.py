@@ -98,7 +98,9 @@ def test_an_ngram_lookup_is_charged_for_the_drafting_rows_an_eagle_for_every_row
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """At the same half share the target's pass is one step, but EAGLE's drafter runs its
     passes for all 40 rows (vLLM keeps every request in them), an n-gram's for the 20 that
-    drafted: the n-gram's step is the shorter, its drafter's part half the passes' rows."""
+    drafted: the n-gram's step is the shorter, its drafter's part half the passes' rows.
+    An n-gram lookup is priced only where --spec-draft-cost asks: by default it runs on the
+    CPU and its step is the verify alone."""
     path = vllm_window(tmp_path, **HALF)
     obs = read_source(str(path))
     assert obs.spec_tokens_per_step is not None
@@ -109,8 +111,11 @@ def test_an_ngram_lookup_is_charged_for_the_drafting_rows_an_eagle_for_every_row
     assert eagle.verify_s == pytest.approx(ngram.verify_s)
     assert 0 < ngram.step_s - ngram.verify_s < eagle.step_s - eagle.verify_s
     report = observe_json(capsys, str(path), *L8, "--spec-tokens", str(DRAFTS),
-                          "--spec-method", "ngram")
+                          "--spec-method", "ngram", "--spec-draft-cost", str(SPEC_DRAFT_COST))
     assert report["speculative"]["step_s"] == pytest.approx(ngram.step_s)
+    report = observe_json(capsys, str(path), *L8, "--spec-tokens", str(DRAFTS),
+                          "--spec-method", "ngram")
+    assert report["speculative"]["step_s"] == pytest.approx(ngram.verify_s)
     # every row drafting, the two drafters' passes cover the same rows, as before
     whole = [spec_step(dep, spec_for(2.0, m), RUNNING, 4000, profile) for m in ("eagle", "ngram")]
     assert whole[0].step_s == pytest.approx(whole[1].step_s)

@@ -15,6 +15,10 @@ from ridgeline.cli_types import _count, _share
 from ridgeline.errors import InputError
 
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # the speculative-decoding defaults
+# An n-gram drafter runs no model: vLLM's NgramProposer matches the request's own tokens on
+# the CPU (vllm/v1/spec_decode/ngram_proposer.py; V0's NGramWorker, "a light drafter without
+# need for model"), so it adds no GPU time to the step by default
+NGRAM_DRAFT_COST = 0.0
 # vLLM's names for a drafter made of the checkpoint's own multi-token-prediction layers
 # (SpeculativeConfig.method; docs/features/spec_decode: qwen3_next_mtp, deepseek_mtp, and
 # mtp, which newer releases map every *_mtp to)
@@ -73,7 +77,8 @@ def draft_cost_flag(g: Any) -> None:  # a parser or an argument group
     g.add_argument("--spec-draft-cost", type=float,
                    help="a drafter pass's cost as a share of the target model's time for "
                    "the same tokens, 0 to 1: one pass over the step's tokens, then drafts − 1 "
-                   f"of one token per sampling row (default {SPEC_DRAFT_COST})")
+                   f"of one token per sampling row (default {SPEC_DRAFT_COST}; "
+                   f"{NGRAM_DRAFT_COST:g} for ngram, whose lookup runs on the CPU)")
 
 
 def spec_args(args: argparse.Namespace) -> None:
@@ -93,7 +98,8 @@ def spec_args(args: argparse.Namespace) -> None:
     if hasattr(args, "spec_draft_cost"):  # decode, simulate and observe price the drafter
         from ridgeline.sim.config import check_draft_cost
 
-        args.spec_draft_cost = SPEC_DRAFT_COST if args.spec_draft_cost is None else \
+        default = NGRAM_DRAFT_COST if args.spec_method == "ngram" else SPEC_DRAFT_COST
+        args.spec_draft_cost = default if args.spec_draft_cost is None else \
             check_draft_cost(args.spec_draft_cost)
     if hasattr(args, "spec_acceptance"):  # fit and observe: none (observe reads the source's)
         args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else \
