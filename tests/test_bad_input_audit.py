@@ -88,6 +88,22 @@ def test_a_profiles_fitted_ids_not_a_list_of_strings_is_named(
         assert "iterable" not in said
 
 
+def test_a_misspelt_profile_field_is_refused_not_run_at_its_default(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """"dequant_comput" (for dequant_compute) was read as absent: the profile ran at the
+    field's default, 1.0, without a word."""
+    bundled = json.loads(PROFILES.read_text("utf-8"))["engines"]["vllm"]
+    mistyped = {k: v for k, v in bundled.items() if k != "dequant_compute"}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"engines": {"vllm": {**mistyped, "dequant_comput": 2.0}}}))
+    said = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--profile", str(path))
+    assert "'dequant_comput' is no field of an engine profile (did you mean " \
+        "'dequant_compute'?)" in said
+    path.write_text(json.dumps({"engines": {"vllm": bundled}}))  # every field it writes reads
+    assert run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--profile",
+                   str(path))[0] == 0
+
+
 # -- a flag spelled whole, a number as a user writes it --------------------------------------
 def test_a_long_option_is_spelled_whole(capsys: pytest.CaptureFixture[str]) -> None:
     """'--bat 8' ran as --batch 8."""

@@ -77,3 +77,30 @@ def test_a_refused_flag_is_named_as_typed_not_by_all_its_spellings(
     both = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--weights", "fp8",
                    "-q", "awq")
     assert "argument -q: not allowed with argument --weights" in both
+
+
+@pytest.mark.parametrize("command", [
+    ("plan", "llama-3.1-8b", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50"),
+    ("simulate", "llama-3.1-8b", "--gpu", "h100", "--num-requests", "5"),
+])
+def test_a_request_rate_past_a_million_a_second_is_refused(
+        capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    """plan --rate 1e300 printed that the load needs about 11,997,489,…,488 GPUs (a
+    297-digit count); a rate is at most MAX_RATE, and simulate's --rate inf stays its own."""
+    from ridgeline.sim.workload import MAX_RATE
+
+    err = refused(capsys, *command, "--rate", "1e300")
+    assert f"request rate must be between 0 and {MAX_RATE:g}, got 1e+300" in err
+    assert "GPUs" not in err
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--input-len", "lognormal:x,1", "input length: bad numbers in 'lognormal:x,1'"),
+    ("--output-len", "0", "output length: a fixed length must be 1 to 10,000,000, got 0"),
+])
+def test_plans_length_refusals_name_the_length_as_simulates_do(
+        capsys: pytest.CaptureFixture[str], flag: str, value: str, said: str) -> None:
+    """plan said "input: bad numbers in …" where simulate says "input length: …"."""
+    assert said in refused(capsys, *LOAD, flag, value)
+    assert said in refused(capsys, "plan", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms",
+                           "500", "--slo-tpot-ms", "50", flag, value)

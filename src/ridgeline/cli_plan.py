@@ -20,6 +20,7 @@ from ridgeline.cli_types import (
 )
 from ridgeline.context_length import served_positions
 from ridgeline.errors import InputError, shorten
+from ridgeline.sim.workload import MAX_RATE
 from ridgeline.units import COUNT_EXAMPLES
 
 PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
@@ -117,7 +118,7 @@ def register(sub: Any) -> None:
                        "is still printed, with the closest miss); 2 for bad input.")
     _model(p)
     load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument("--rate", "--request-rate", type=_positive_float("request rate"),
+    load.add_argument("--rate", "--request-rate", type=_positive_float("request rate", most=MAX_RATE),
                       help="requests/s, with --input-len and --output-len (Poisson arrivals, "
                       "as vllm bench serve's --request-rate)")
     load.add_argument("--trace", metavar="FILE", type=_not_empty("trace path"),

@@ -50,6 +50,7 @@ from ridgeline.cli_types import (
 )
 from ridgeline.data_parallel import independent_ranks
 from ridgeline.errors import InputError
+from ridgeline.sim.workload import MAX_RATE
 from ridgeline.units import COUNT_EXAMPLES
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
@@ -362,7 +363,7 @@ def _request_rate(text: str) -> float:
     """--rate R, requests per second; 'inf', as vllm bench serve takes it: all at time 0."""
     if text.strip().lower() in ("inf", "infinity"):
         return math.inf
-    return float(_positive_float("request rate")(text))
+    return float(_positive_float("request rate", most=MAX_RATE)(text))
 
 
 def all_at_once(args: argparse.Namespace) -> None:

@@ -20,6 +20,11 @@ from ridgeline.model_types import refuse_non_decoders
 MAX_FIELD = 2**31 - 1  # any count or size in a config: past int32, no checkpoint holds it
 
 
+class MissingField(InputError):
+    """A field the config does not give at all (absent or null), as against one it gives
+    malformed: a reader that leaves a layout it cannot read uncounted catches this alone."""
+
+
 class ConfigFields:
     """Reads one config; nested ``text_config`` overrides the top level."""
 
@@ -75,7 +80,7 @@ class ConfigFields:
                                  f"{shorten(repr(value))}")
             return int(value)
         if default is None:
-            raise InputError(f"{self.name}: config has no {' or '.join(keys)}")
+            raise MissingField(f"{self.name}: config has no {' or '.join(keys)}")
         return default
 
     def opt_int(self, *keys: str, minimum: int = 1) -> int | None:

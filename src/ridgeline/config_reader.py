@@ -59,13 +59,42 @@ MAX_LAYERS = 10_000
 # torch_dtype's spellings (torch. prefix dropped), each with the dtype id it names
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
+# rope_scaling types an engine builds a rotary embedding for: vLLM's get_rope
+# (model_executor/layers/rotary_embedding/__init__.py; any other is "Unknown RoPE scaling
+# type"), with the legacy su and mrope its config patch renames (longrope, default)
+ROPE_TYPES = ("default", "linear", "dynamic", "ntk", "yarn", "deepseek_yarn",
+              "deepseek_llama_scaling", "longrope", "llama3", "mllama4", "xdrope", "openpangu",
+              "su", "mrope")
 
 
 def spec_from_hf_config(config: Mapping[str, Any], name: str = "model") -> ModelSpec:
     """Build a spec from a parsed config.json; raise InputError naming what is wrong."""
     if not isinstance(config, Mapping):
         raise InputError(f"{name}: config must be a JSON object, got {type(config).__name__}")
+    other = _other_checkpoint_file(config)
+    if other:
+        raise InputError(f"{name}: this is {other}, not the model's config.json (it has no "
+                         "hidden_size or num_hidden_layers)")
     return _SpecReader(config, name).spec()
+
+
+# The other JSON files of a Hugging Face checkpoint, by a key each alone writes
+_OTHER_FILES = (("weight_map", "a safetensors index (model.safetensors.index.json)"),
+                ("added_tokens", "a tokenizer (tokenizer.json)"),
+                ("tokenizer_class", "a tokenizer's settings (tokenizer_config.json)"),
+                ("peft_type", "a LoRA adapter's settings (adapter_config.json)"),
+                ("image_processor_type", "an image processor's settings "
+                                         "(preprocessor_config.json)"),
+                ("do_sample", "the sampling defaults (generation_config.json)"))
+
+
+def _other_checkpoint_file(config: Mapping[str, Any]) -> str:
+    """What another file of the checkpoint handed in as its config.json is, or "": only
+    where the JSON names no model geometry at all (no text_config either)."""
+    if any(k in config for k in ("hidden_size", "n_embd", "d_model", "num_hidden_layers",
+                                 "n_layer", "num_layers", "text_config")):
+        return ""
+    return next((what for key, what in _OTHER_FILES if key in config), "")
 
 
 class _SpecReader(ConfigFields):
@@ -302,6 +331,10 @@ class _SpecReader(ConfigFields):
         kind = rs.get("rope_type", rs.get("type"))
         if not isinstance(kind, str) or not kind:
             raise InputError(f"{self.name}: rope_scaling has no type or rope_type")
+        if kind not in ROPE_TYPES:  # its stretch of the context is unknown; engines refuse it
+            raise InputError(f"{self.name}: rope_scaling type {shorten(repr(kind))} is not one "
+                             f"engines build (vLLM's: {', '.join(ROPE_TYPES)}; any other it "
+                             "refuses: 'Unknown RoPE scaling type')")
         factor = rs.get("factor")
         if factor is None:
             factor = 1.0

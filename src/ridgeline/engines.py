@@ -14,6 +14,7 @@ llama.cpp's MoE prompts, the tile width its expert matmuls waste on thin experts
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -259,6 +260,13 @@ class EngineProfile:
         fitted profile can have."""
         if not isinstance(data, Mapping):
             raise InputError(f"{origin}: not an engine profile (a JSON object of its fields)")
+        # its fields, and the rows' coverage calibrate writes beside them (cli_data)
+        known = [f.name for f in fields(cls)] + ["coverage"]
+        unknown = next((k for k in data if k not in known), None)
+        if unknown is not None:  # a misspelt field read as absent would run at its default
+            close = difflib.get_close_matches(str(unknown), known, n=1)
+            raise InputError(f"{origin}: {shorten(repr(unknown))} is no field of an engine "
+                             "profile" + (f" (did you mean {close[0]!r}?)" if close else ""))
         f = Fields(data, origin)
         try:
             return cls(

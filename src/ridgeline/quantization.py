@@ -104,11 +104,24 @@ def _stored_formats(qc: Mapping[str, Any], origin: str) -> Mapping[str, str]:
     if method == "modelopt" and isinstance(qc.get("quantized_layers"), Mapping):
         return _per_layer_modelopt(qc["quantized_layers"], origin)
     fmt = _uniform_format(method, qc, origin)
-    excluded = {category_of(str(m)) for m in qc.get("modules_to_not_convert") or []}
-    excluded |= {category_of(str(m)) for m in qc.get("ignore") or [] if "mtp" not in str(m)}
+    excluded = {category_of(m) for m in _module_names(qc, "modules_to_not_convert", origin)}
+    excluded |= {category_of(m) for m in _module_names(qc, "ignore", origin) if "mtp" not in m}
     if method == "bitsandbytes":  # transformers' BitsAndBytesConfig names its exclusions so
-        excluded |= {category_of(str(m)) for m in qc.get("llm_int8_skip_modules") or []}
+        excluded |= {category_of(m) for m in _module_names(qc, "llm_int8_skip_modules", origin)}
     return {c: fmt for c in LINEAR_CATEGORIES if c not in excluded}
+
+
+def _module_names(qc: Mapping[str, Any], key: str, origin: str) -> list[str]:
+    """A list of module names the checkpoint leaves unquantized (absent or null: none); a
+    string in its place is refused, not read a character at a time ("lm_head" is not the
+    modules 'l', 'm', …)."""
+    value = qc.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        raise InputError(f"{origin}: quantization_config.{key} must be a list of module "
+                         f"names ([\"lm_head\"]), got {shorten(repr(value))}")
+    return value
 
 
 def _whole(qc: Mapping[str, Any], origin: str, *keys: str) -> int | None:

@@ -234,8 +234,8 @@ def _totals(load: Load) -> tuple[int, ...]:
     if load.trace:
         return tuple(sorted(p + o for _, p, o in load.trace))
     rng = random.Random(f"{load.seed}:lengths")
-    draw_in, draw_out = length_sampler(load.input_len, "input"), length_sampler(
-        load.output_len, "output")
+    draw_in, draw_out = length_sampler(load.input_len, "input length"), length_sampler(
+        load.output_len, "output length")
     return tuple(sorted(draw_in(rng) + draw_out(rng) for _ in range(TAIL_DRAWS)))
 
 
@@ -252,8 +252,8 @@ def _samples(load: Load) -> tuple[tuple[int, int], ...]:
     if load.trace:
         return tuple((p, o) for _, p, o in load.trace)
     rng = random.Random(load.seed)
-    draw_in, draw_out = length_sampler(load.input_len, "input"), length_sampler(
-        load.output_len, "output")
+    draw_in, draw_out = length_sampler(load.input_len, "input length"), length_sampler(
+        load.output_len, "output length")
     n = 2000
     prompts = [draw_in(rng) for _ in range(n)]
     return tuple(zip(prompts, [draw_out(rng) for _ in range(n)]))

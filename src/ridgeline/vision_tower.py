@@ -1,14 +1,15 @@
 """A multimodal checkpoint's vision tower, from its ``vision_config``: the parameters a serving
 engine loads beside the text model (``vision_params``: a ViT's, or Llama-4's tiling tower's),
 and the image it profiles the tower with (``vision_item``). A tower described in a layout not
-read here is left uncounted.
+read here (a field it needs absent) is left uncounted; a field given malformed (a string, a
+size of 0, a patch larger than the image) is refused by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ridgeline.config_fields import ConfigFields
+from ridgeline.config_fields import ConfigFields, MissingField
 from ridgeline.datafiles import model_type_defaults
 from ridgeline.errors import InputError
 from ridgeline.model import VisionConfig, VisionItem
@@ -21,9 +22,12 @@ def vision_item(config: ConfigFields) -> VisionItem | None:
     processor's largest image (model_type_defaults.json vision_max_pixels, over (patch ×
     spatial merge)² pixels a token); None without a tower, or for one whose largest image is
     not known."""
-    vision, tokens = config.raw.get("vision_config"), config.raw.get("mm_tokens_per_image")
+    vision = config.raw.get("vision_config")
     if not isinstance(vision, Mapping):
         return None
+    tokens = ConfigFields({"mm_tokens_per_image": config.raw.get("mm_tokens_per_image")},
+                          config.name, defaults=False, decoder=False).opt_int(
+                              "mm_tokens_per_image")
     v = ConfigFields(vision, f"{config.name} vision_config", defaults=False, decoder=False)
     outer = config.raw.get("model_type")  # the multimodal wrapper's, not its text model's
     wrapper = model_type_defaults(str(outer or config.model_type))
@@ -31,8 +35,8 @@ def vision_item(config: ConfigFields) -> VisionItem | None:
     try:
         if is_llama4_tower(v):
             return llama4_item(v, wrapper.get("vision_max_tiles"))
-        if isinstance(tokens, int) and tokens >= 1:
-            side = v.int_("image_size") // v.int_("patch_size")
+        if tokens is not None:
+            side = patches_per_side(v)
             patches = side * side
         elif isinstance(max_pixels, int):
             merge = v.int_("spatial_merge_size")
@@ -42,8 +46,18 @@ def vision_item(config: ConfigFields) -> VisionItem | None:
             return None
         return VisionItem(patches, v.int_("hidden_size"), v.int_("intermediate_size"),
                           tokens)
-    except InputError:
+    except MissingField:
         return None
+
+
+def patches_per_side(v: ConfigFields) -> int:
+    """image_size ÷ patch_size, the patches along one side of the image the tower takes
+    (Gemma-3's SigLIP: 896 ÷ 14 = 64); a patch larger than the image is refused."""
+    image, patch = v.int_("image_size"), v.int_("patch_size")
+    if patch > image:
+        raise InputError(f"{v.name}: patch_size ({patch}) exceeds image_size ({image}): the "
+                         "image holds no whole patch")
+    return image // patch
 
 
 def llama4_item(v: ConfigFields, max_tiles: object) -> VisionItem | None:
@@ -55,7 +69,7 @@ def llama4_item(v: ConfigFields, max_tiles: object) -> VisionItem | None:
     get_image_size_with_most_features, get_patch_per_chunk). None where max_tiles is unknown."""
     if not isinstance(max_tiles, int) or isinstance(max_tiles, bool) or max_tiles < 1:
         return None
-    side = v.int_("image_size") // v.int_("patch_size")
+    side = patches_per_side(v)
     tiles = max_tiles + 1 if max_tiles > 1 else 1  # a global tile beside two or more
     return VisionItem(tiles * (side * side + 1),  # + 1: the class token
                       v.int_("hidden_size"), v.int_("intermediate_size"),
@@ -88,7 +102,7 @@ def vision_params(config: ConfigFields, text_hidden: int) -> int:
     try:
         v = ConfigFields(vision, f"{config.name} vision_config", defaults=False, decoder=False)
         return llama4_params(v, text_hidden) if is_llama4_tower(v) else vit_params(v, text_hidden)
-    except InputError:  # a tower described in a layout not read here: left uncounted
+    except MissingField:  # a tower described in a layout not read here: left uncounted
         return 0
 
 
@@ -107,8 +121,8 @@ def vit_params(v: ConfigFields, text_hidden: int) -> int:
     channels = v.int_("in_channels", "in_chans", "num_channels", default=3)
     temporal = v.int_("temporal_patch_size", default=1)
     image = v.opt_int("image_size")
-    positions = v.int_("num_position_embeddings", default=(image // patch) ** 2 if image else 0,
-                       minimum=0)
+    positions = v.int_("num_position_embeddings",
+                       default=patches_per_side(v) ** 2 if image else 0, minimum=0)
     merge = v.int_("spatial_merge_size", default=1)
     out = v.int_("out_hidden_size", default=text_hidden)
     per_layer = 4 * h * h + 4 * h + 2 * h * inner + inner + h + 4 * h
@@ -145,7 +159,7 @@ def llama4_params(v: ConfigFields, text_hidden: int) -> int:
     the projector, vision_output_dim × text hidden, without bias. Scout's and Maverick's:
     871,932,416 (the module-by-module count of find_string id 41112263523)."""
     h, inner = v.int_("hidden_size"), v.int_("intermediate_size")
-    patch, side = v.int_("patch_size"), v.int_("image_size") // v.int_("patch_size")
+    patch, side = v.int_("patch_size"), patches_per_side(v)
     per_layer = 4 * h * h + 4 * h + 2 * h * inner + inner + h + 4 * h
     embed = (v.int_("num_channels", default=3) * patch * patch * h
              + h  # the class embedding

@@ -36,6 +36,7 @@ MAX_LENGTH_TOKENS = 10_000_000  # a prompt or output past any model's context (L
 MAX_LOGNORMAL_SIGMA = 10.0  # e^10 ≈ 22,000× per standard deviation; real loads sit near 1
 MAX_ZIPF_EXPONENT = 100.0  # past this every draw is 1
 MIN_RATE = 1e-6  # requests per second: one in ~12 days; slower, and the times lose precision
+MAX_RATE = 1e6  # requests per second: past any fleet's (plan at 1e300 priced 1e296 GPUs)
 MAX_ARRIVAL_S = 1e11  # the year 5000 in unix seconds; float seconds stay exact to 1e-5 s
 BURSTINESS = (0.01, 100.0)  # gamma shape: gaps' coefficient of variation 10 down to 0.1
 
@@ -198,9 +199,9 @@ def _empirical(path: str, what: str) -> Sampler:
 
 def gaps(kind: str, rate: float, burstiness: float = 1.0) -> Callable[[random.Random], float]:
     """Inter-arrival time sampler at ``rate`` requests per second."""
-    if not (math.isfinite(rate) and rate >= MIN_RATE):
-        raise InputError(f"request rate must be a finite number of at least {MIN_RATE:g} per "
-                         f"second, got {rate:g}")
+    if not (math.isfinite(rate) and MIN_RATE <= rate <= MAX_RATE):
+        raise InputError(f"request rate must be a finite number from {MIN_RATE:g} to "
+                         f"{MAX_RATE:g} per second, got {rate:g}")
     if kind == "poisson":
         return lambda rng: rng.expovariate(rate)
     if kind == "constant":
