@@ -99,7 +99,8 @@ def test_a_sustained_overload_the_batch_takes_on_is_overloaded(
     grown = flag["growth"]
     assert grown["running"][1] > grown["running"][0]
     line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
-    assert f"{flag['saturated_req_s']:,.2f} at most (these requests sent at once" in line
+    assert f"{flag['saturated_req_s']:,.2f} " + ("at most" if flag["saturated_req_s"] >= flag[
+        "served_req_s"] else "with its batch full") + " (these requests sent at once" in line
     assert f"its running batch from {grown['running'][0]:,} to {grown['running'][1]:,}" in line
     assert "the running batch takes on the excess, each step slower as it grows" in line
     assert "the queue grows for as long as they arrive" not in line
@@ -197,3 +198,20 @@ def test_a_queue_that_grows_is_worded_as_one(capsys: pytest.CaptureFixture[str])
     line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
     assert "the queue grows for as long as they arrive" in line
     assert "the running batch takes on the excess" not in line
+
+
+def test_the_batch_full_rate_is_called_a_ceiling_only_where_it_is_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """30 req/s of 100 / 1,000 tokens to one H100: the run serves 12.44 req/s over its time,
+    its drain included, and the replay with the batch full 12.33; the line had called the
+    lower one "at most" beside the higher."""
+    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "30",
+                          "--num-requests", "1000", "--input-len", "100", "--output-len", "1000")
+    flag = out["overloaded"]
+    line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
+    saturated = f"{flag['saturated_req_s']:,.2f}"
+    if flag["saturated_req_s"] >= flag["served_req_s"]:
+        assert f"{saturated} at most" in line
+    else:
+        assert f"{saturated} with its batch full" in line and "at most" not in line
+    assert flag["served_req_s"] > flag["saturated_req_s"]  # the case this pins

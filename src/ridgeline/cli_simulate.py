@@ -544,7 +544,9 @@ def register(sub: Any) -> None:
     w.add_argument("--window", metavar="FROM,UNTIL", type=_typed(_arrival_window),
                    help="count the latencies of the requests arriving between these seconds "
                    "only (the steady state: the rest warm the engine up and drain it), and "
-                   "check that the engine keeps up with them; plan's checks print theirs")
+                   "check that the engine keeps up with them; seconds from the first "
+                   "arrival, a --trace's times counted from its first request; plan's checks "
+                   "print theirs")
     g = p.add_argument_group("engine settings (the engine's own names; default: its default)")
     max_model_len_option(g, "longest request the engine admits (default: the model's context, "
                          "as vLLM's)")
