@@ -12,7 +12,9 @@ a token budget and a workload (lengths, arrival process, prefix groups), async s
 cases a burst of one-token outputs at 200 req/s on a pool of 30 or 60 blocks (a prompt
 preempted beside a finish not yet read); runs both paths and compares durations, counts and
 every percentile. Prints the cases beyond 0.5 % and the worst relative difference.
-``--spec`` adds speculative decoding to a quarter of the cases.
+``--spec`` adds speculative decoding to a quarter of the cases. ``--chunked N`` runs every
+case on Llama-4-Scout with its attention chunk cut to N tokens (8,192 in its config), so that
+the running decodes start new chunks inside the runs of decode steps (sim/decodes.py).
 
 ``--ranks``: a dense model's data-parallel ranks (sim/independent_ranks.py, 2 to 4 of them,
 vLLM's dispatch, async scheduling or not) against each rank alone: every request's TTFT,
@@ -34,6 +36,8 @@ from dataclasses import replace
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
+from ridgeline.layouts import CHUNKED
+from ridgeline.model import ModelSpec
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import Recorder, SimResult
 from ridgeline.sim.request import Request
@@ -148,12 +152,21 @@ def _noting(sim: Simulator, dealt: dict[int, Simulator]) -> Callable[..., bool]:
     return noted
 
 
+def _chunks_of(model: ModelSpec, tokens: int) -> ModelSpec:
+    """``model`` with its chunked-attention layers' chunk cut to ``tokens``."""
+    return replace(model, layers=tuple(replace(layer, window_tokens=tokens)
+                                       if layer.mixer == CHUNKED else layer
+                                       for layer in model.layers))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=400)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--spec", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="list every case past 1e-6")
+    parser.add_argument("--chunked", type=int, metavar="N",
+                        help="Llama-4-Scout with its attention chunk cut to N tokens")
     parser.add_argument("--ranks", action="store_true",
                         help="a dense model's data-parallel ranks against each rank alone")
     args = parser.parse_args()
@@ -164,12 +177,16 @@ def main() -> int:
             print(f"case {seed}: {diff:.2e}")
         print(f"{args.cases} cases from {args.start}: {len(failed)} beyond 1e-9")
         return 1 if failed else 0
+    models = MODELS if not args.chunked else ("llama-4-scout",)
     deps = {m: Deployment.build(resolve_model(m), resolve_accelerator("h100"), "bf16")
-            for m in MODELS}
+            for m in models} if not args.chunked else {
+        "llama-4-scout": Deployment.build(_chunks_of(resolve_model("llama-4-scout"),
+                                                     args.chunked),
+                                          resolve_accelerator("h100"), "bf16", num_gpus=4)}
     worst, beyond = 0.0, 0
     for seed in range(args.start, args.start + args.cases):
         rng = random.Random(seed)
-        model = rng.choice(MODELS)
+        model = rng.choice(models)
         work = Workload(rng.randint(1, 80),
                         rng.choice(["64", "uniform:1,700", "lognormal:200,1.0", "900"]),
                         rng.choice(["1", "uniform:1,300", "zipf:1.1,400"]),

@@ -97,3 +97,20 @@ def test_a_model_with_no_attention_reads_the_same_state_at_every_context() -> No
     assert "decided by context" not in note
     assert note.endswith("alike at every context here: each sequence keeps a fixed recurrent "
                          "state, whatever its context.")
+
+
+def test_llama4_note_says_its_chunked_layers_read_their_own_chunk(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-4-Scout's 36 chunked layers read the keys of the chunk each token is in: at
+    8,200 tokens 9 of them, so that context's floor is below 4,000's, and the note says why."""
+    argv = ("llama-4-scout", "--gpu", "h100", "--num-gpus", "4", "--batch", "32",
+            "--context", "4000,8200", "--max-model-len", "65536")
+    note, _ = _note_and_rows(capsys, *argv)
+    chunked = [layer for layer in resolve_model("llama-4-scout").layers
+               if layer.mixer == "chunked"]
+    assert (f"the {len(chunked)} chunked layers read only the keys of the current "
+            f"{chunked[0].window_tokens:,}-token attention chunk") in note
+    code, out, err = run_cli(capsys, "decode", *argv, "--json")
+    assert code == 0, err
+    floor = {p["context"]: p["step_time_s"] for p in json.loads(out)["points"]}
+    assert floor[8200] < floor[4000]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ridgeline import Deployment, decode_floor, prefill_floor, resolve_accelerator, resolve_model
-from ridgeline.cost import _pairs
+from ridgeline.attention_span import query_key_pairs as _pairs
 from ridgeline.floors import weight_bytes_read
 
 

@@ -19,6 +19,14 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
+from ridgeline.attention_span import (
+    Span,
+    decode_keys,
+    keys_read,
+    layer_span,
+    query_key_pairs,
+    span_order,
+)
 from ridgeline.cpu_offload import READ_OP, offload_read_bytes, offload_read_time_s
 from ridgeline.decode_context import dcp_exchange_bytes
 from ridgeline.deployment import Deployment
@@ -139,9 +147,10 @@ IDEAL = EngineProfile("floor", 1.0, 1.0, 0.0, 0.0, source="the article's floor")
 
 
 class AttentionLoad(NamedTuple):
-    """What a batch asks of the attention layers with one window (None: full attention)."""
+    """What a batch asks of the attention layers with one span (attention_span: None, full
+    attention; a sliding window's tokens; a Chunk)."""
 
-    window_tokens: int | None
+    window_tokens: Span
     decode_pairs: float  # query-key pairs of one-token (decode) sequences
     prefill_pairs: float  # query-key pairs of multi-token (prefill) sequences
     kv_tokens: float  # cached tokens read plus new tokens written
@@ -196,17 +205,17 @@ def experts_prompt(shape: BatchShape) -> bool:
     return (shape.tokens > shape.sequences or shape.any_rank_prompt) and not shape.verify
 
 
-def rank_shape(windows: tuple[int | None, ...], decodes: list[int], chunks: Sequence[Seq]
+def rank_shape(windows: tuple[Span, ...], decodes: list[int], chunks: Sequence[Seq]
                ) -> BatchShape:
     """One rank's batch reduced to its shape (``batch_shape``): one-token sequences, each
     given by its cached tokens (``decodes``), and multi-token ``chunks``, under the model's
     attention ``windows`` (``attention_windows``)."""
-    def decode_keys(window_tokens: int | None) -> float:  # a decode sees c + 1 keys (window-capped)
-        if window_tokens is None:
+    def keys(span: Span) -> float:  # a decode sees c + 1 keys (in its window or chunk)
+        if span is None:
             return float(sum(decodes) + len(decodes))
-        return float(sum(min(c + 1, window_tokens) for c in decodes))
+        return float(decode_keys(decodes, span))
 
-    return shape_of(windows, len(decodes), decode_keys, chunks)
+    return shape_of(windows, len(decodes), keys, chunks)
 
 
 def decode_kv_tokens(keys: float, decodes: int) -> float:
@@ -214,10 +223,10 @@ def decode_kv_tokens(keys: float, decodes: int) -> float:
     return keys + decodes
 
 
-def shape_of(windows: tuple[int | None, ...], decodes: int,
-             decode_keys: Callable[[int | None], float], chunks: Sequence[Seq]) -> BatchShape:
-    """A step's shape from ``decodes`` one-token sequences reading ``decode_keys(window)``
-    keys in all per attention window, plus multi-token ``chunks``."""
+def shape_of(windows: tuple[Span, ...], decodes: int,
+             decode_keys: Callable[[Span], float], chunks: Sequence[Seq]) -> BatchShape:
+    """A step's shape from ``decodes`` one-token sequences reading ``decode_keys(span)``
+    keys in all per attention span (window or chunk), plus multi-token ``chunks``."""
     tokens = decodes + sum(s.new_tokens for s in chunks)
     loads = []
     for w in windows:
@@ -225,18 +234,18 @@ def shape_of(windows: tuple[int | None, ...], decodes: int,
         kv = decode_kv_tokens(decode_pairs, decodes)
         prefill_pairs = 0.0
         for s in chunks:
-            prefill_pairs += _pairs(s.context_tokens, s.new_tokens, w)
-            read = s.context_tokens + s.new_tokens
-            kv += (min(read, w) if w else read) + s.new_tokens
+            prefill_pairs += query_key_pairs(s.context_tokens, s.new_tokens, w)
+            kv += keys_read(s.context_tokens, s.new_tokens, w) + s.new_tokens
         loads.append(AttentionLoad(w, decode_pairs, prefill_pairs, kv))
     return BatchShape(tokens, decodes + len(chunks), tuple(loads))
 
 
 @lru_cache(maxsize=256)
-def attention_windows(dep: Deployment) -> tuple[int | None, ...]:
-    """The model's distinct attention windows, full attention (None) first."""
-    return tuple(sorted({layer.window_tokens for layer in dep.model.layers
-                         if layer.mixer in ATTENTION_MIXERS}, key=lambda w: w or 0))
+def attention_windows(dep: Deployment) -> tuple[Span, ...]:
+    """The model's distinct attention spans (attention_span.layer_span), full attention
+    (None) first, then sliding windows, then chunks."""
+    return tuple(sorted({layer_span(layer) for layer in dep.model.layers
+                         if layer.mixer in ATTENTION_MIXERS}, key=span_order))
 
 
 @lru_cache(maxsize=256)
@@ -282,14 +291,14 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     for layer, where, count in placed_layers(dep):
         ops = list(_token_ops(dep, layer, tokens, all_tokens))
         if layer.mixer in ATTENTION_MIXERS:
-            ops.append(("attention", *_attention_work(dep, loads[layer.window_tokens], tokens)))
+            ops.append(("attention", *_attention_work(dep, loads[layer_span(layer)], tokens)))
         elif layer.mixer in (LINEAR, MAMBA):
             ops.append(("recurrent state", *state_work(dep, layer, shape)))
         for name, f, b in ops:
             if not on_host(where, name):
                 work.append((name, f, b, count))
             elif name == "attention":  # its queries and outputs are activations
-                kv = kv_per_token * loads[layer.window_tokens].kv_tokens
+                kv = kv_per_token * loads[layer_span(layer)].kv_tokens
                 host.append((name, f, b, count, kv))
             else:  # weights, or a recurrent state; the norms of "elementwise" are negligible
                 host.append((name, f, b, count, 0.0 if name == "elementwise" else b))
@@ -690,9 +699,9 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
 def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[float, float]:
     """FLOPs and KV bytes of one attention layer over the batch, per TP rank.
 
-    Each sequence's new queries attend to its cached and new keys (causal, capped at the
-    window; chunked attention is treated as a window of the chunk); its cache is read
-    once and the new tokens' K and V written. MLA decode uses the absorbed weights: every
+    Each sequence's new queries attend to its cached and new keys (causal; under a window
+    the last W, under chunked attention their own chunk's: attention_span); the keys they
+    see are read once and the new tokens' K and V written. MLA decode uses the absorbed weights: every
     head works in the latent space.
     """
     return attention_flops_bytes(attention_rates(dep), load, tokens)
@@ -754,20 +763,8 @@ def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:
     if not rates[4]:
         return 0.0
     loads = {a.window_tokens: a for a in batch_shape(dep, batch).attention}
-    return sum(count * _scores(rates, loads[layer.window_tokens])
+    return sum(count * _scores(rates, loads[layer_span(layer)])
                for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
-
-
-def _pairs(cached: int, new: int, window: int | None) -> float:
-    """Query-key pairs when ``new`` queries follow ``cached`` keys, causal, window-capped."""
-    if window is None:
-        return new * cached + new * (new + 1) / 2
-    total = 0.0
-    # keys seen by query i (1-based): min(cached + i, window)
-    free = max(0, min(new, window - cached))  # queries before the window fills
-    total += free * cached + free * (free + 1) / 2
-    total += (new - free) * window
-    return total
 
 
 @lru_cache(maxsize=64)

@@ -37,7 +37,7 @@ from ridgeline.expert_ranks import (
 )
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.kvcache import KVFootprint
-from ridgeline.layouts import FULL
+from ridgeline.layouts import CHUNKED, FULL, SLIDING
 from ridgeline.llamacpp_batching import (
     llamacpp_n_batch,
     llamacpp_n_ubatch,
@@ -561,14 +561,19 @@ def _kv_step(dep: Deployment, work: Work, footprint: KVFootprint, batch: int) ->
                     result, sequences, *growing,
                     q("KV traffic per sequence", per_sequence / 1e6, "MB",
                       f"KV per token × tokens; {holds}"))
-    others = " and ".join(filter(None, ("window layers'" if footprint.windowed_bytes else "",
+    kinds = {layer.mixer for layer in dep.model.layers if layer.mixer in (SLIDING, CHUNKED)}
+    local = "chunked layers'" if kinds == {CHUNKED} else "window layers'"
+    others = " and ".join(filter(None, (local if footprint.windowed_bytes else "",
                                         "recurrent states'" if footprint.state_bytes else "")))
+    reach = " and ".join(filter(None, (
+        "a window layer's cache up to its window" if SLIDING in kinds else "",
+        "a chunked layer's cache from its chunk's start (the context mod the chunk)"
+        if CHUNKED in kinds else "")))
     return step("KV bytes read", f"{count} × (KV per token × tokens read and written + the "
                 f"{others} traffic)", result, sequences, *growing,
                 q(f"{others} traffic", rest / 1e6, "MB", "per sequence: " + " and ".join(
-                    filter(None, ("a window layer's cache up to its window and the new token's "
-                                  "K and V read, the new token's written"
-                                  if footprint.windowed_bytes else "",
+                    filter(None, (f"{reach} and the new token's K and V read, the new token's "
+                                  "written" if footprint.windowed_bytes else "",
                                   "a recurrent layer's state read and written"
                                   if footprint.state_bytes else "")))),
                 q("KV traffic per sequence", per_sequence / 1e6, "MB", holds))

@@ -19,6 +19,7 @@ from itertools import pairwise
 from statistics import NormalDist
 from typing import NamedTuple
 
+from ridgeline.attention_span import keys_read
 from ridgeline.capacity import context_refusal, holds_one_at, longest_holding, max_batch
 from ridgeline.context_length import served_positions
 from ridgeline.cost import (
@@ -161,9 +162,10 @@ class ChunkedPrefill:
         self.dep, self.profile, self.decodes = dep, profile, decodes
         self.chunk = max(1, budget - decodes)
         self._windows = attention_windows(dep)
-        # the decodes' keys per attention window: each reads its context and its new token
-        self._keys = {w: float(decodes * (decode_context + 1 if w is None else
-                                          min(decode_context + 1, w))) for w in self._windows}
+        # the decodes' keys per attention span: each reads its context and its new token
+        # (in its window or chunk)
+        self._keys = {w: float(decodes * keys_read(decode_context, 1, w))
+                      for w in self._windows}
         self.decode_s = self._step_s(()) if decodes else 0.0
         self._full = [0.0]  # _full[k]: the steps of a prompt's first k whole chunks
 

@@ -447,6 +447,11 @@ def speed_note(model: ModelSpec, contexts: list[int], more: list[str]) -> str:
     only = "the only term that grows" if not more else ""
     if not reached:
         term = "context" + (f" ({only})" if only else "")
+    elif full and {layer.mixer for layer in reached} == {CHUNKED}:  # Llama 4: the chunked
+        # layers read their own chunk's keys, from 1 again at each chunk's start
+        term = (f"context ({only}{', ' if only else ''}in the full-attention layers' cache; "
+                f"the {len(reached)} chunked layers read only the keys of the current "
+                f"{_window_phrase(reached)}, back to one at each chunk's start)")
     elif full:  # a hybrid: its full layers' cache grows, its windowed layers' stops
         term = (f"context ({only}{', ' if only else ''}in the full-attention layers' cache; "
                 f"the {len(reached)} windowed layers' cache stops at their "

@@ -13,6 +13,12 @@ the members still under it (their count and Σ base) and a heap of the steps at 
 fills it (window − 1 − base); the others read the whole window. Between two such steps
 the keys grow linearly, so a run of decode steps may not cross one (``next_change``).
 
+Chunked attention (Llama 4): a decode reads (context mod C) + 1 keys, its own chunk's
+(attention_span). Per chunk size the set keeps Σ (base − k·C), k the chunk each member's
+cache is in, so the keys are that sum + count·(g + 1); a heap holds the step at which each
+member's next chunk starts, where its keys fall back to 1 (k + 1, the sum less C): a run of
+decode steps may not cross one either.
+
 A windowed member (vLLM, no full attention: ``BlockPool.held_for``) stops taking blocks once
 it holds ``cap`` of them: from the step its cache passes (cap − 1)·block_size tokens it
 leaves the residues (a heap of those steps, which a run may not cross either), and holds
@@ -23,17 +29,19 @@ from __future__ import annotations
 
 import heapq
 
+from ridgeline.attention_span import Chunk, Span
 from ridgeline.sim.request import Request
 
 
 class DecodeSet:
     def __init__(self, block_size: int, overhead_blocks: int = 0,
                  windows: tuple[int, ...] = (), clip_tokens: int = 1 << 62,
-                 cap_blocks: int = 0) -> None:
+                 cap_blocks: int = 0, chunks: tuple[Chunk, ...] = ()) -> None:
         self.joins = 0  # numbers each joining: a heap entry is live while its number is
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
         self.windows = windows  # sliding-window sizes of the model's attention layers
+        self.chunks = chunks  # and the chunks of its chunked ones
         self.clip = clip_tokens  # the most of a member's remaining output ``held`` counts
         self.cap = cap_blocks  # the most blocks a windowed member holds (0: none is capped)
         self.step_end_s = 0.0  # when the latest step ended: every member's latest token
@@ -49,6 +57,9 @@ class DecodeSet:
         self.members: dict[int, Request] = {}
         self.under = {w: [0, 0] for w in self.windows}  # members under window w: count, Σ base
         self.fills: dict[int, list[tuple[int, int, Request]]] = {w: [] for w in self.windows}
+        self.offsets = {c: 0 for c in self.chunks}  # Σ (base − the first token of its chunk) …
+        self.crossings: dict[Chunk, list[tuple[int, int, Request]]] = {
+            c: [] for c in self.chunks}  # … and the steps members start their next chunk
         self.end_sum = 0  # Σ finish step (output − gen) over members: remaining = end − g …
         self.clipped = [0, 0]  # … members with more than ``clip`` to go: count, Σ end …
         self.unclips: list[tuple[int, int, Request]] = []  # … and the step each comes under
@@ -84,6 +95,11 @@ class DecodeSet:
                 under[0] += 1
                 under[1] += base
                 heapq.heappush(self.fills[w], (fills, join, r))
+        for c in self.chunks:
+            size = c.tokens
+            start = (base + g) // size * size  # the first token of its chunk
+            self.offsets[c] += base - start
+            heapq.heappush(self.crossings[c], (start + size - base, join, r))
 
     def _cap_step(self, r: Request) -> int:
         """The step from which windowed r takes no block: its cache past (cap − 1) blocks."""
@@ -110,18 +126,22 @@ class DecodeSet:
         """Cached tokens of all members at step g."""
         return self.base_sum + self.count * g
 
-    def keys(self, g: int) -> dict[int | None, float]:
-        """Keys the members' decodes read at step g, per attention window (None: full)."""
-        out: dict[int | None, float] = {None: float(self.context(g) + self.count)}
+    def keys(self, g: int) -> dict[Span, float]:
+        """Keys the members' decodes read at step g, per attention span (None: full)."""
+        out: dict[Span, float] = {None: float(self.context(g) + self.count)}
         for w, (n, base) in self.under.items():
             out[w] = float(base + n * (g + 1) + w * (self.count - n))
+        for c, offset in self.offsets.items():
+            out[c] = float(offset + self.count * (g + 1))
         return out
 
     def next_change(self) -> int:
-        """The next step a member finishes or fills a window (entries may be stale: early)."""
-        if not self.windows and not self.caps:
+        """The next step a member finishes, fills a window or starts a chunk (entries may be
+        stale: early)."""
+        if not self.windows and not self.caps and not self.chunks:
             return self.finishes[0][0] if self.finishes else 1 << 62
         tops = [heap[0][0] for heap in self.fills.values() if heap]
+        tops += [heap[0][0] for heap in self.crossings.values() if heap]
         if self.caps:
             tops.append(self.caps[0][0])
         if self.finishes:
@@ -129,8 +149,9 @@ class DecodeSet:
         return min(tops, default=1 << 62)
 
     def fill_windows(self, g: int) -> None:
-        """Members whose window is full by step g read the whole window from now on; windowed
-        members at their cap by step g take no more blocks."""
+        """Members whose window is full by step g read the whole window from now on; members
+        whose next chunk starts by step g read from its start; windowed members at their cap
+        by step g take no more blocks."""
         caps = self.caps
         while caps and caps[0][0] <= g:
             _, join, r = heapq.heappop(caps)
@@ -144,6 +165,13 @@ class DecodeSet:
                 if self._live(r, join):
                     under[0] -= 1
                     under[1] -= r.decode_base
+        for c, crossings in self.crossings.items():
+            size = c.tokens
+            while crossings and crossings[0][0] <= g:
+                step, join, r = heapq.heappop(crossings)
+                if self._live(r, join):
+                    self.offsets[c] -= size
+                    heapq.heappush(crossings, (step + size, join, r))
 
     def blocks_over(self, g: int, k: int) -> int:
         """New blocks the members take in steps g … g+k−1. A member holds
@@ -220,6 +248,8 @@ class DecodeSet:
                 under = self.under[w]
                 under[0] -= 1
                 under[1] -= base
+        for c in self.chunks:  # its chunk as of step g (the steps to g filled: fill_windows)
+            self.offsets[c] -= base - (base + g) // c.tokens * c.tokens
 
     def clear(self, g: int) -> None:
         """Hand every member back to the plain step, its counters synced."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ridgeline.attention_span import Chunk, decode_keys
 from ridgeline.cost import Seq, batch_shape
 from ridgeline.llamacpp_batching import pipelined_s
 from ridgeline.sim.decodes import DecodeSet
@@ -44,10 +45,12 @@ class FastPath:
         self.sim = sim
         self.dep, self.config = sim.dep, sim.config
         self.pool, self.scheduler, self.timer = sim.pool, sim.scheduler, sim.timer
+        spans = sim.timer.windows
         self.decodes = DecodeSet(sim.config.block_size, sim.config.overhead_blocks,
-                                 tuple(w for w in sim.timer.windows if w is not None),
+                                 tuple(w for w in spans if isinstance(w, int)),
                                  CLIP_TOKENS,
-                                 sim.pool.cap_blocks(1) if sim.pool.window else 0)
+                                 sim.pool.cap_blocks(1) if sim.pool.window else 0,
+                                 tuple(w for w in spans if isinstance(w, Chunk)))
         self.in_bulk = False  # the running decodes live in self.decodes
         self.g = 0  # decode steps taken in bulk
         self._line = (0.0, 0.0)  # the step-time line of a run of decode steps: (first, slope)
@@ -160,8 +163,8 @@ class FastPath:
             dt = self.timer.bulk_time_s(count + len(ones), dset.context(g) + sum(ones), prefills)
         else:
             keys = dset.keys(g)
-            for w in keys:  # a one-token prompt reads its context + 1 keys, window-capped
-                keys[w] += sum(c + 1 if w is None else min(c + 1, w) for c in ones)
+            for w in keys:  # a one-token prompt reads its context + 1 keys (window or chunk)
+                keys[w] += decode_keys(ones, w)
             dt = self.timer.keys_time_s(count + len(ones), keys, prefills)
         if later:  # llama.cpp's further ubatches, pipelined as Simulator.passes_s runs them
             dt = pipelined_s([dt] + [self.timer.time_s(batch_shape(self.dep, part))
@@ -256,7 +259,7 @@ class FastPath:
 
     def _close_step(self) -> list[Request]:
         """Finish the members that are done (their windows filled first, as of this step)."""
-        if self.decodes.windows or self.decodes.caps:
+        if self.decodes.windows or self.decodes.caps or self.decodes.chunks:
             self.decodes.fill_windows(self.g)
         done = self.decodes.pop_finished(self.g)
         return [self.sim.finish(r) for r in done]
@@ -341,7 +344,7 @@ class FastPath:
             context = dset.context(g)
             t0 = timer.decode_time_s(count, context)
             t_last = timer.decode_time_s(count, context + (k - 1) * count)
-        else:  # no member fills a window inside the run: keys grow linearly
+        else:  # no member fills a window or starts a chunk inside the run: keys grow linearly
             t0 = timer.keys_time_s(count, dset.keys(g))
             t_last = timer.keys_time_s(count, dset.keys(g + k - 1))
         slope = (t_last - t0) / (k - 1)

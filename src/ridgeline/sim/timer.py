@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from ridgeline.attention_span import Span, layer_span
 from ridgeline.cost import (
     DCP_EXCHANGE,
     IDEAL,
@@ -61,7 +62,7 @@ class StepTimer:
         self._overhead = (profile.overhead_s(layers, False, matmuls, routed),
                           profile.overhead_s(layers, True, matmuls, routed))
         kinds = layer_kinds(dep)
-        self._attention = [(layer.window_tokens, n) for layer, n in kinds
+        self._attention = [(layer_span(layer), n) for layer, n in kinds
                            if layer.mixer in ATTENTION_MIXERS]
         self._states = [(layer, n) for layer, n in kinds if layer.mixer in (LINEAR, MAMBA)]
         # (tokens, experts priced as a prompt step's: cost.experts_prompt, adapter rows)
@@ -234,10 +235,10 @@ class StepTimer:
                 total += count * term
         return total
 
-    def keys_time_s(self, decodes: int, keys: Mapping[int | None, float],
+    def keys_time_s(self, decodes: int, keys: Mapping[Span, float],
                     chunks: Sequence[Seq] = ()) -> float:
-        """time_s of ``decodes`` one-token sequences reading ``keys[window]`` keys in all
-        per attention window (sliding windows capped per sequence), plus ``chunks``."""
+        """time_s of ``decodes`` one-token sequences reading ``keys[span]`` keys in all
+        per attention span (a window or a chunk capping each sequence's), plus ``chunks``."""
         return self.time_s(shape_of(self.windows, decodes, keys.__getitem__, chunks))
 
     def bulk_time_s(self, decodes: int, decode_context: int, chunks: Sequence[Seq] = ()) -> float:
