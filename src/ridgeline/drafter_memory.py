@@ -133,6 +133,18 @@ def drafter_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
             drafter_kv_bytes_per_token(drafter, dep.kv.bytes_per_element, tp))
 
 
+def drafter_rank_bytes(dep: Deployment, s: EngineSettings) -> tuple[float, float]:
+    """drafter_bytes over one data-parallel rank's GPUs (every GPU without data
+    parallelism): its weights on the tensor-parallel GPUs of the stage that drafts, and its
+    cache a token over the GPUs drafter_bytes splits it over (vLLM's MTP cache over TP × PP,
+    as the target's). DeepSeek-V3's MTP layer on 8 H200s: 8 × 1.53 GiB and 1/61 more cache
+    a token."""
+    weights, kv = drafter_bytes(dep, s)
+    kv_gpus = dep.rank_gpus if s.draft_mtp and dep.engine == "vllm" \
+        else dep.tensor_parallel_size
+    return weights * dep.tensor_parallel_size, kv * kv_gpus
+
+
 def vllm_v1_methods(version: str) -> tuple[str, ...] | None:
     """The drafters (--spec-method's words) vLLM ``version``'s V1 engine ran, or None outside
     0.8 to 0.9.x, where _is_v1_supported_oracle chose the engine: with VLLM_USE_V1=1 ("0.9.0

@@ -210,6 +210,19 @@ class EngineSettings:
         return compiles and not self.warm_compile_cache
 
 
+def loaded_vision_bytes(dep: Deployment, s: EngineSettings) -> float:
+    """The vision tower ``dep.engine`` loads beside the text model under ``s`` (all of it, at
+    16 bits): none on llama.cpp (its projector, mmproj, is a file apart), none under vLLM's
+    --language-model-only or --limit-mm-per-prompt at 0 for every modality the model takes
+    (vllm_mm_limits.serves_text_only), none for Llama-4 on SGLang without
+    --enable-multimodal (sglang_loads_tower); Gemma-3-27B's 0.85 GB otherwise."""
+    if dep.engine.startswith("llama.cpp") or s.language_model_only or (
+            dep.engine == "vllm" and serves_text_only(dep.model, s.mm_limits)) or (
+            dep.engine == "sglang" and not sglang_loads_tower(dep.model, s.enable_multimodal)):
+        return 0.0
+    return dep.model.vision_tower_bytes
+
+
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             total_bytes: float | None = None) -> KVPool:
     """The per-GPU KV pool of ``dep.engine`` under ``settings``: of a pipeline, the stage
@@ -316,10 +329,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         raise InputError(f"{flag} is vLLM's and SGLang's (TensorRT-LLM's "
                          f"kv_cache_config.enable_block_reuse); {engine} has no such setting")
     on_gpus = gpu_weight_bytes(dep)  # all of them, but for llama.cpp's -ngl
-    # llama.cpp's vision projector (mmproj) is a file apart
-    vision = 0.0 if engine.startswith("llama.cpp") or s.language_model_only or (
-        engine == "sglang" and not sglang_loads_tower(dep.model, s.enable_multimodal)) \
-        else dep.model.vision_tower_bytes
+    vision = loaded_vision_bytes(dep, s)
     if dep.pipeline_parallel_size > 1 and engine.startswith("llama.cpp"):  # -sm layer
         # -c is one number: the fewest cells any GPU holds, and every GPU sized at it
         devices = split_devices(dep)

@@ -42,6 +42,24 @@ def batch_fit(dep: Deployment, sequences: int, per_sequence_bytes: float) -> Fit
                    rank=RankShare(ranks, busiest, sequences, dep.rank_gpus))
 
 
+def as_served(fit: FitCheck, batch: int, context: int, vision_bytes: float,
+              drafter_weight_bytes: float = 0.0,
+              drafter_kv_bytes_per_token: float = 0.0) -> FitCheck:
+    """``fit`` of ``batch`` sequences of ``context`` tokens as an engine serves them: the
+    vision tower it loads (``vision_bytes``, noted and not counted, as device_fit notes it:
+    none under --language-model-only, memory.loaded_vision_bytes), and a drafter's weights
+    and cache on one data-parallel rank's GPUs (every GPU without data parallelism:
+    drafter_memory.drafter_rank_bytes) counted beside the target's, as fit's pool holds
+    them: DeepSeek-V3's MTP layer on 8 H200s, 8 × 1.53 GiB of weights and one more layer's
+    latent a token (61 → 62). Under data-parallel attention, for the busiest rank's
+    sequences, as batch_fit counts its figures."""
+    sequences = fit.rank.sequences if fit.rank else batch
+    cache = drafter_kv_bytes_per_token * sequences * context
+    return replace(fit, weight_bytes=fit.weight_bytes + drafter_weight_bytes,
+                   kv_bytes=fit.kv_bytes + cache, vision_bytes=vision_bytes,
+                   drafter_bytes=drafter_weight_bytes + cache)
+
+
 def device_fit(dep: Deployment, kv_stored: float = 0.0) -> FitCheck:
     """The weights and KV cache the GPUs hold against the memory an engine finds on them
     (hardware.device_memory_bytes, the runtime's total that fit sizes its pool from, not the
@@ -81,6 +99,8 @@ class FitCheck:
     kv_replication: float = 1.0  # the cache's copies over TP ranks, counted in kv_bytes
     # data-parallel attention: the figures are the busiest rank's (batch_fit)
     rank: RankShare | None = None
+    # a drafter's weights and cache (as_served), counted in weight_bytes and kv_bytes
+    drafter_bytes: float = 0.0
 
     @property
     def needed_bytes(self) -> float:
@@ -112,7 +132,15 @@ class FitCheck:
                       f"×{self.kv_replication:g}: copied over the tensor-parallel ranks"
                       if self.kv_replication > 1 else ""),
                     q("capacity", self.capacity_bytes / GB, "GB",
-                      "raw: the GPUs' memory, before engine overheads"))
+                      "raw: the GPUs' memory, before engine overheads"),
+                    *((q("of them the drafter's", self.drafter_bytes / GB, "GB",
+                         "its weights and cache, which the engine holds beside the model's"),)
+                      if self.drafter_bytes else ()))
+
+    @property
+    def _drafter_note(self) -> str:
+        return (f"the drafter's {self.drafter_bytes / GB:,.1f} GB of weights and cache "
+                "included" if self.drafter_bytes else "")
 
     def headline(self) -> str:
         if self.fits:
@@ -120,6 +148,7 @@ class FitCheck:
             return (f"fits: {self.needed_bytes / GB:,.1f} GB of weights and KV cache in "
                     f"{self.capacity_bytes / GB:,.1f} GB{where} (raw capacity, before engine "
                     "overheads"
+                    + (f"; {self._drafter_note}" if self.drafter_bytes else "")
                     + (f"; a serving engine also loads the {self.vision_bytes / GB:.2f} GB "
                        "vision tower" if self.vision_bytes else "") + ")")
         copies = (f" (×{self.kv_replication:g}: copied over the tensor-parallel ranks)"
@@ -131,4 +160,5 @@ class FitCheck:
                   f"{self.needed_bytes / GB:,.1f} GB" if self.kv_bytes else "")
         return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights{sizing} "
                 f"> {self.capacity_bytes / GB:,.1f} GB of memory{where}, short by "
-                f"{self.shortfall_bytes / GB:,.1f} GB")
+                f"{self.shortfall_bytes / GB:,.1f} GB"
+                + (f" ({self._drafter_note})" if self.drafter_bytes else ""))

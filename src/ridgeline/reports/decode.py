@@ -3,6 +3,7 @@ is expected to take, for one card or several side by side."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -14,6 +15,7 @@ from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
 from ridgeline.deployment import Deployment
+from ridgeline.drafter_memory import drafter_rank_bytes
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import (
@@ -23,9 +25,10 @@ from ridgeline.floors import (
     weight_bytes_read,
 )
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, SLIDING, WINDOW_MIXERS
-from ridgeline.memory import EngineSettings
+from ridgeline.memory import EngineSettings, loaded_vision_bytes
 from ridgeline.model import Layer, ModelSpec
 from ridgeline.parallel import cross_node_caution
+from ridgeline.raw_fit import FitCheck, as_served
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
     ByCard,
@@ -492,10 +495,12 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     floors, expected = [], []
     seats = tuple(engine_seats(dep, c, enforce_eager, settings, max_model_len)
                   for c in contexts)
+    served = _served_fit(dep, settings or EngineSettings(), spec is not None)
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
-            floors.append((pipelined_floor(dep, b, context), base))
+            floor = pipelined_floor(dep, b, context)
+            floors.append((replace(floor, fit=served(floor.fit, b, context)), base))
             expected.append(Expectation.of(dep, decode_batch(micro_batch(dep, b), context),
                                            profile))
     from ridgeline.capacity import start_trim_caution
@@ -527,6 +532,16 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                                           for f, _ in floors)
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
                         tuple(c for c in cautions if c), profile, described, steps)
+
+
+def _served_fit(dep: Deployment, settings: EngineSettings,
+                drafting: bool) -> Callable[[FitCheck, int, int], FitCheck]:
+    """The memory check as the engine serves ``dep`` under ``settings`` (raw_fit.as_served):
+    the vision tower it loads (none under --language-model-only), and, ``drafting``, the
+    drafter's weights and cache its pool holds beside the target's, as fit counts them."""
+    vision = loaded_vision_bytes(dep, settings)
+    weights, kv = drafter_rank_bytes(dep, settings) if drafting else (0.0, 0.0)
+    return lambda fit, batch, context: as_served(fit, batch, context, vision, weights, kv)
 
 
 # an engine's own name for a size decode's flags set where it is not EngineSettings' (the

@@ -373,6 +373,8 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
     return {"fits": f.fit.fits, "weight_bytes": f.fit.weight_bytes, "kv_bytes": f.fit.kv_bytes,
             "needed_bytes": f.fit.needed_bytes,  # the text's "N GB of weights and KV cache"
             "capacity_bytes": f.fit.capacity_bytes, "shortfall_bytes": f.fit.shortfall_bytes,
+            # a drafter's weights and cache, counted in weight_bytes and kv_bytes (decode's)
+            **({"drafter_bytes": f.fit.drafter_bytes} if f.fit.drafter_bytes else {}),
             **({"fit_rank": {"data_parallel_ranks": rank.ranks, "sequences": rank.sequences,
                              "gpus": rank.gpus}} if rank else {})}
 
