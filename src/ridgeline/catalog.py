@@ -282,6 +282,9 @@ def parse_config_text(text: str, origin: str) -> Mapping[str, Any]:
     if "memory_bandwidth_bytes_per_s" in config and "peak_flops" in config:
         raise InputError(f"{origin} is an accelerator record, not a model's config.json "
                          "(give it to --gpu-file)")
+    if isinstance(config.get("engines"), dict) and "model_type" not in config:
+        raise InputError(f"{origin} is a file of engine profiles, not a model's config.json "
+                         "(give it to --profile)")
     return config
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.amdahl import FractionSource
 from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.explain import Step
 from ridgeline.step_share import OP_GROUPS
 from ridgeline.units import plural
@@ -340,9 +340,19 @@ def _token_ids(text: str) -> list[int]:
             raise InputError(f"empty entry in the token ids {text!r}")
         if not (entry.isascii() and entry.isdigit()):  # not int(): it reads '1_000' and '²'
             raise InputError(f"token ids are whole numbers >= 0 in digits, separated by commas;"
-                             f" {entry!r} is not one")
-        ids.append(int(entry))
+                             f" {shorten(repr(entry))} is not one")
+        digits = entry.lstrip("0") or "0"  # counted first: int() stops at 4,300 digits,
+        # with words about sys.set_int_max_str_digits
+        if len(digits) > len(str(MAX_TOKEN_ID)) or int(digits) > MAX_TOKEN_ID:
+            raise InputError(f"token id {shorten(entry)} is past any tokenizer's: ids are "
+                             f"at most {MAX_TOKEN_ID:,} (32 bits)")
+        ids.append(int(digits))
     return ids
+
+
+# Hugging Face tokenizers hold a token's id in 32 unsigned bits (tokenizers/src/tokenizer/
+# mod.rs: Token { id: u32 }, Model::id_to_token(id: u32)): no vocabulary reaches past it
+MAX_TOKEN_ID = 2**32 - 1
 
 
 def _open_unit(flag: str, top_closed: bool = False) -> Callable[[str], float]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ridgeline.cli import _output
 from ridgeline.cli_types import _engine_name, _not_empty, _typed
-from ridgeline.errors import InputError, shorten_path
+from ridgeline.errors import InputError
 
 # fewer rows than this for an engine: its in-sample figures say little about new rows (a
 # profile sets at least five numbers: two shares, the step's, a layer's and a prompt layer's)
@@ -20,13 +20,12 @@ FEW_ROWS = 12
 def _register_gpu_files(args: argparse.Namespace) -> dict[str, str]:
     """Register each --gpu-file's record; its path by the record's id."""
     from ridgeline.catalog import normalise
-    from ridgeline.hardware import check_record_id, load_accelerator_file, register
+    from ridgeline.hardware import load_accelerator_file, register
 
     seen: dict[str, str] = {}
     records: dict[str, str] = {}
     for path in args.gpu_file or []:
-        record = load_accelerator_file(path)
-        check_record_id(record.id, f"--gpu-file {shorten_path(path)}: record id")  # measure's rule
+        record = load_accelerator_file(path)  # its id checked by measure's rule
         key = normalise(record.id)  # 'LAB-card' and 'lab-card' name one record
         if key in seen:
             raise InputError(f"--gpu-file {path} and {seen[key]} both hold the id "
@@ -272,7 +271,8 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements")
     _measurement_files(p, "fitted")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write",
+                   type=_not_empty("output path"))
     p.add_argument("--engine", action="append", type=_typed(_engine_name),
                    help="fit only this engine (repeatable)")
     p.add_argument("--strict", action="store_true",

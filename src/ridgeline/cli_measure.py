@@ -13,6 +13,7 @@ from ridgeline.cli_types import (
     MAX_BATCH,
     _accelerator_name,
     _count_list,
+    _not_empty,
     _positive_float,
     _typed,
 )
@@ -170,6 +171,7 @@ def register(sub: Any) -> None:
                    help="catalog accelerator whose rated bandwidth and dense matmul peaks are "
                    "printed beside the probes, with the share each reached")
     p.add_argument("-o", "--output", required=True, metavar="rows.csv",
+                   type=_not_empty("output path"),
                    help="measurements CSV to write (validation/README.md's format)")
     _output(p)
     p.set_defaults(handler=cmd_measure)

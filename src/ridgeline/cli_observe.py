@@ -302,7 +302,7 @@ def mixed_step_note(report: Any, written: bool = True) -> str:
 def register(sub: Any) -> None:
 
     p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
-    p.add_argument("source", metavar="SOURCE",
+    p.add_argument("source", metavar="SOURCE", type=_not_empty("source path or URL"),
                    help="/metrics URL, saved metrics text, a vLLM server log (its stats "
                    "lines and start-up pool; other engines' logs are not read), or a bench "
                    "result JSON")

@@ -45,6 +45,8 @@ def refuse_unwritable_output(output: str) -> None:
     and --plot's own check (plots.check_target)."""
     from pathlib import Path
 
+    if not output.strip():  # Path("") is the working folder
+        raise InputError("output path is empty")
     out = Path(output).expanduser()
     if out.is_dir():
         raise InputError(f"cannot write {output}: a folder, not a file")

@@ -132,7 +132,7 @@ def register(sub: Any) -> None:
                    "(default vllm)")
     p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="engine profiles from `ridgeline calibrate` (default: the bundled ones)")
-    p.add_argument("-o", "--output",
+    p.add_argument("-o", "--output", type=_not_empty("output path"),
                    help=f"the HTML file to write (default {DEFAULT_OUTPUT}; with --json none "
                    "unless given: --json prints the page's data)")
     _output(p)

@@ -24,7 +24,7 @@ from typing import Any
 from ridgeline.catalog import normalise
 from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.errors import InputError, shorten
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import FORMS, VENDORS, Accelerator, catalog
 from ridgeline.records import Fields
 from ridgeline.userfiles import read_text
 
@@ -42,24 +42,39 @@ def accelerator_group(acc: Accelerator) -> str:
     accumulation at half rate (the catalog records that rate), while llama.cpp's cuBLAS
     path accumulates in FP16 at full rate.
     """
-    if acc.vendor == "measured":
+    return _group(acc.vendor, acc.form, acc.family, acc.id)
+
+
+def _group(vendor: str, form: str, family: str, ident: str) -> str:
+    """accelerator_group's rule, on the record fields it reads."""
+    if vendor == "measured":
         return "measured"
-    if acc.vendor == "apple" or acc.id.startswith("apple-"):
+    if vendor == "apple" or ident.startswith("apple-"):
         return "apple"
-    if acc.vendor == "nvidia":
+    if vendor == "nvidia":
         return {"datacenter": "nvidia-datacenter", "consumer": "nvidia-geforce",
-                "soc": "nvidia-soc"}.get(acc.form, "nvidia-workstation")
-    if acc.vendor == "amd":  # Instinct's CDNA matrix cores (MFMA) apart from the rest:
+                "soc": "nvidia-soc"}.get(form, "nvidia-workstation")
+    if vendor == "amd":  # Instinct's CDNA matrix cores (MFMA) apart from the rest:
         # RDNA's WMMA, or none (Vega 20, sold as the Radeon VII and as the MI50 and MI60);
         # an APU (Strix Halo's Radeon 8060S) apart from the discrete Radeons: its GPU shares
         # LPDDR5X with the CPU and reaches about half the share of its peak they do on
         # llama.cpp's prompts (0.16 against 0.29–0.42, rocm.csv)
-        if acc.family.startswith("cdna"):
+        if family.startswith("cdna"):
             return "amd-instinct"
-        return "amd-soc" if acc.form == "soc" else "amd-radeon"
-    if acc.vendor == "intel":
-        return "intel-gaudi" if acc.form == "datacenter" else "intel-arc"
-    return acc.vendor or "other"
+        return "amd-soc" if form == "soc" else "amd-radeon"
+    if vendor == "intel":
+        return "intel-gaudi" if form == "datacenter" else "intel-arc"
+    return vendor or "other"
+
+
+@lru_cache(maxsize=1)
+def accelerator_groups() -> tuple[str, ...]:
+    """Every group accelerator_group can answer, sorted: its rule on each catalog card's
+    family and id under every vendor and form a record may give (hardware.VENDORS, FORMS, or
+    none), so a --gpu-file card's group is among them: "amd-instinct" … "other"."""
+    return tuple(sorted({_group(vendor, form, acc.family, acc.id)
+                         for acc in catalog().values()
+                         for vendor in (*VENDORS, "") for form in (*FORMS, "")}))
 
 
 @dataclass(frozen=True)
@@ -275,10 +290,9 @@ class EngineProfile:
                 compute_efficiency=f.number("compute_efficiency", 0, 1, open_low=True),
                 step_overhead_s=f.number("step_overhead_s", 0, MAX_OVERHEAD_S),
                 layer_overhead_s=f.number("layer_overhead_s", 0, MAX_OVERHEAD_S),
-                group_bandwidth=_current_groups(f.numbers("group_bandwidth", 0, MAX_MULTIPLIER,
-                                                          open_low=True)),
-                group_compute=_current_groups(f.numbers("group_compute", 0, MAX_MULTIPLIER,
-                                                        open_low=True)),
+                group_bandwidth=_per_group(f, "group_bandwidth", 0, MAX_MULTIPLIER,
+                                           open_low=True),
+                group_compute=_per_group(f, "group_compute", 0, MAX_MULTIPLIER, open_low=True),
                 band_low=f.number("band_low", 0, 1, default=0.8, open_low=True),
                 band_high=f.number("band_high", 1, MAX_MULTIPLIER, default=1.25),
                 fitted_rows=int(f.number("fitted_rows", 0, 1e9, default=0)),
@@ -286,8 +300,8 @@ class EngineProfile:
                 fitted_ids=f.texts("fitted_ids"),
                 dequant_compute=f.number("dequant_compute", 0, MAX_MULTIPLIER, default=1.0,
                                          open_low=True),
-                fitted_groups=_current_groups({k: int(v) for k, v in f.numbers(
-                    "fitted_groups", 0, 1e9).items()}),
+                fitted_groups={k: int(v) for k, v in _per_group(f, "fitted_groups", 0,
+                                                                  1e9).items()},
                 prefill_layer_overhead_s=f.optional("prefill_layer_overhead_s", 0,
                                                     MAX_OVERHEAD_S),
                 compute_rows=None if (rows := f.optional("compute_rows", 0, 1e9)) is None
@@ -303,9 +317,9 @@ class EngineProfile:
                                               default=0.0),
                 held=None if data.get("held") is None else _held_fields(f.texts("held"),
                                                                         origin),
-                fitted_max_batch=_current_groups({k: int(v) for k, v in f.numbers(
-                    "fitted_max_batch", 1, 1e9).items()}),
-                max_batch_optimism=_current_groups(f.numbers("max_batch_optimism", -1, 1e9)),
+                fitted_max_batch={k: int(v) for k, v in _per_group(f, "fitted_max_batch", 1,
+                                                                     1e9).items()},
+                max_batch_optimism=_per_group(f, "max_batch_optimism", -1, 1e9),
             )
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -329,10 +343,19 @@ _SPLIT_GROUPS = {"amd": ("amd-instinct", "amd-radeon", "amd-soc"),
                  "intel": ("intel-gaudi", "intel-arc")}
 
 
-def _current_groups(groups: Mapping[str, Any]) -> dict[str, Any]:
-    """A profile file's per-group figures under today's group names."""
-    out: dict[str, Any] = {}
-    for name, value in groups.items():
+def _per_group(f: Fields, key: str, low: float, high: float,
+               open_low: bool = False) -> dict[str, float]:
+    """A profile file's per-group figures (``key``: group_bandwidth, fitted_groups, …) under
+    today's group names, each a group accelerator_group can answer: one no card falls in
+    ("nvidia-foo") would be kept and never read, the profile running at 1× there unsaid."""
+    out: dict[str, float] = {}
+    for name, value in f.numbers(key, low, high, open_low).items():
+        if name not in _SPLIT_GROUPS and name not in accelerator_groups():
+            close = difflib.get_close_matches(name, accelerator_groups(), n=1)
+            raise InputError(f"{f.origin}: {key} names {shorten(repr(name))}, which is no "
+                             "accelerator group" + (f" (did you mean {close[0]!r}?)" if close
+                                                    else "")
+                             + f"; the groups: {', '.join(accelerator_groups())}")
         for group in _SPLIT_GROUPS.get(name, (name,)):
             out.setdefault(group, value)
     return out

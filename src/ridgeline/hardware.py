@@ -19,7 +19,7 @@ from typing import Any
 
 from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import data_files, load_data
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError, shorten, shorten_path
 from ridgeline.records import Fields
 from ridgeline.units import GB, GIB, require_positive
 from ridgeline.userfiles import read_text
@@ -338,10 +338,10 @@ RECORD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def check_record_id(ident: str, what: str = "accelerator record id") -> str:
-    """``ident`` if it may name a user's accelerator (``measure --gpu-id``, a ``--gpu-file``
-    record that rows name): one word (RECORD_ID) and none the catalog answers to, which would
-    silently re-card every row that names the catalog's card. ``what`` names it in the
-    one-line refusal ("--gpu-id")."""
+    """``ident`` if it may name a user's accelerator (``measure --gpu-id``, any ``--gpu-file``
+    record): one word (RECORD_ID) and none the catalog answers to, which would silently
+    re-card every row that names the catalog's card, and print a card of other figures under
+    the catalog's name. ``what`` names it in the one-line refusal ("--gpu-id")."""
     if not ident.strip():
         raise InputError(f"{what} is empty")
     if not RECORD_ID.fullmatch(ident):
@@ -350,8 +350,8 @@ def check_record_id(ident: str, what: str = "accelerator record id") -> str:
                          "written (h200-run1)")
     taken = catalog_id_named(ident)
     if taken:
-        raise InputError(f"{what} {ident!r} is the catalog's {taken}: rows naming it would "
-                         f"take this record; give it an id of its own (e.g. my-{taken})")
+        raise InputError(f"{what} {ident!r} is the catalog's {taken}: give it an id of its "
+                         f"own (e.g. my-{taken}), so that neither card is read as the other")
     return ident
 
 
@@ -432,7 +432,9 @@ def _catalog_id(name: str) -> str:
 
 
 def load_accelerator_file(path: str) -> Accelerator:
-    """A user's accelerator: one record (or a one-record list) in the catalog's format."""
+    """A user's accelerator (``--gpu-file``): one record (or a one-record list) in the
+    catalog's format, its id one a user's record may take (check_record_id), in every command
+    that reads one: a copy of the catalog's h100-sxm with other figures would print as it."""
     file = Path(path).expanduser()
     try:
         data = json.loads(read_text(file))
@@ -445,7 +447,9 @@ def load_accelerator_file(path: str) -> Accelerator:
         data = data[0]
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected one accelerator record (a JSON object)")
-    return Accelerator.from_record(data, path)
+    acc = Accelerator.from_record(data, path)
+    check_record_id(acc.id, f"--gpu-file {shorten_path(path)}: record id")
+    return acc
 
 
 def with_memory_gib(acc: Accelerator, memory_gib: float) -> tuple[Accelerator, str]:

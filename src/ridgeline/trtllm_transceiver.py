@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.datafiles import load_data
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 from ridgeline.flag_json import json_object
 
 FLAG = "--cache-transceiver-config"
@@ -59,17 +59,18 @@ def parse_transceiver(text: str) -> CacheTransceiver | None:
         raise InputError(f"cache_transceiver_config.{field}: {given!r} is not modelled by "
                          "ridgeline (it changes the transfer buffers' memory); "
                          + d["priced_note"])
+    tokens = value.get("max_tokens_in_buffer")  # checked with the transceiver off too, as
+    # the LLM API's config model checks each field it is given
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                               or tokens < 1):
+        raise InputError(f"cache_transceiver_config.max_tokens_in_buffer must be a whole "
+                         f"number of tokens, at least 1; got {shorten(repr(tokens))}")
     backend = value.get("backend")
     if backend is None:
         return None
     if backend not in d["backends"]:
         raise InputError(f"cache_transceiver_config.backend must be one of "
-                         f"{', '.join(d['backends'])}; got {backend!r}")
-    tokens = value.get("max_tokens_in_buffer")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
-                               or tokens < 1):
-        raise InputError(f"cache_transceiver_config.max_tokens_in_buffer must be a whole "
-                         f"number of tokens, at least 1; got {tokens!r}")
+                         f"{', '.join(d['backends'])}; got {shorten(repr(backend))}")
     return CacheTransceiver(str(backend), tokens)
 
 
