@@ -122,3 +122,18 @@ def test_an_ngram_drafter_adds_no_gpu_time_unless_told(capsys) -> None:
     assert eagle["step_s"] > eagle["verify_s"]
     told = steps["ngram", ("--spec-draft-cost", "0.05")]
     assert told["step_s"] > told["verify_s"] and told["spec_draft_cost"] == 0.05
+
+
+def test_an_mtp_drafter_is_named_as_given_and_priced_as_eagle(capsys) -> None:
+    """DeepSeek-V3's MTP layer drafts as an EAGLE head is priced; the line names the drafter
+    the user gave, then the pricing, and the step is eagle's to the digit."""
+    argv = ("decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--spec-tokens", "1")
+    steps = {}
+    for method in ("mtp", "eagle"):
+        code, out, err = run_cli(capsys, *argv, "--spec-method", method)
+        assert code == 0, err
+        line = next(ln for ln in out.splitlines() if "speculative (" in ln)
+        steps[method] = line.split(": ", 1)[1]
+        named = "mtp, priced as eagle, " if method == "mtp" else "eagle, "
+        assert f"speculative ({named}1 draft accepted" in line
+    assert steps["mtp"] == steps["eagle"]

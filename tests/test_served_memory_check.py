@@ -103,3 +103,19 @@ def test_a_hybrid_mtp_drafter_fit_leaves_out_is_left_out_of_decode_too(
     drafting = json.loads(out)["points"][0]
     assert drafting["weight_bytes"] == plain["weight_bytes"]
     assert "MTP layers' (1) weights and cache are not in this pool" in err
+
+
+def test_a_deployment_that_does_not_fit_names_the_tower_it_would_also_load(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B at batch 64 of 32,000 tokens on one H100: short by its weights and cache,
+    and by its SigLIP tower more, which the headline had left unsaid where it did not fit."""
+    argv = ("decode", "gemma-3-27b", "--gpu", "h100", "--batch", "64", "--context", "32000")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    tower = resolve_model("gemma-3-27b").vision_tower_bytes
+    head = out.splitlines()[0]
+    assert head.startswith("DOES NOT FIT") and tower > 0
+    assert f"also loads the {tower / GB:.2f} GB vision tower, short by that much more" in head
+    code, out, err = run_cli(capsys, *argv, "--language-model-only")
+    assert code == 0, err
+    assert "vision tower" not in out.splitlines()[0]

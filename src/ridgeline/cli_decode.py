@@ -98,7 +98,7 @@ def _spec_decode(args: argparse.Namespace) -> Any:
 
     model = load_model(args) if args.spec_method in MTP_METHODS else None  # its MTP layers
     return SpecDecode(args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
-                      spec_method(args, model))
+                      spec_method(args, model), args.spec_method or "")
 
 
 def _drafter_caution(args: argparse.Namespace, report: Any) -> Any:

@@ -161,4 +161,6 @@ class FitCheck:
         return (f"DOES NOT FIT: {self.weight_bytes / GB:,.1f} GB of weights{sizing} "
                 f"> {self.capacity_bytes / GB:,.1f} GB of memory{where}, short by "
                 f"{self.shortfall_bytes / GB:,.1f} GB"
-                + (f" ({self._drafter_note})" if self.drafter_bytes else ""))
+                + (f" ({self._drafter_note})" if self.drafter_bytes else "")
+                + (f"; a serving engine also loads the {self.vision_bytes / GB:.2f} GB vision "
+                   "tower, short by that much more" if self.vision_bytes else ""))

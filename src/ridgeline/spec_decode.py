@@ -39,6 +39,9 @@ class SpecDecode:
     acceptance: float
     draft_cost: float
     method: str = SPEC_METHODS[0]
+    # the drafter as the user named it where it is priced as another (an MTP drafter, vLLM's
+    # deepseek_mtp, as eagle: cli_spec.spec_method); "" where it is ``method`` itself
+    named: str = ""
 
     def __post_init__(self) -> None:
         check_spec(self.drafts, self.acceptance, self.draft_cost)
@@ -57,7 +60,9 @@ class SpecDecode:
         return tokens_per_step(self.drafts, self.acceptance)
 
     def label(self) -> str:
-        return (f"{self.method}, {self.drafts} draft{'s' if self.drafts > 1 else ''} accepted "
+        kind = f"{self.named}, priced as {self.method}" if self.named and \
+            self.named != self.method else self.method
+        return (f"{kind}, {self.drafts} draft{'s' if self.drafts > 1 else ''} accepted "
                 f"at {self.acceptance:g}, drafter at {self.draft_cost:g} of the target")
 
 
