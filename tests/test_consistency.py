@@ -9,9 +9,16 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
-from ridgeline.floors import decode_floor, prefill_floor
+from ridgeline.cost import Seq, step_cost
+from ridgeline.floors import decode_floor, prefill_floor, step_work
 from ridgeline.kvcache import kv_footprint
-from ridgeline.quantization import ATTENTION, EXPERTS
+from ridgeline.quantization import (
+    ATTENTION,
+    EXPERTS,
+    LINEAR_ATTENTION,
+    LM_HEAD,
+    SHARED_EXPERTS,
+)
 from tests.conftest import run_cli
 
 
@@ -59,6 +66,50 @@ def test_bf16_weights_in_an_fp4_step_keep_the_bf16_rate() -> None:
     assert floor.compute_time_s > 1.3 * everything_at_fp4
     bf16 = prefill_floor(Deployment.build(resolve_model("gpt-oss-120b"), b200, "bf16"), 8000)
     assert floor.compute_time_s < bf16.compute_time_s  # the experts still gain from fp4
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200", "rtx-5090"])
+def test_fp8_projections_in_a_w4a16_step_run_at_the_fp8_rate(gpu: str) -> None:
+    """nvidia/Qwen3.6-35B-A3B-NVFP4 stores its experts, shared experts and LM head as
+    W4A16_NVFP4 (vLLM's Marlin FP4 kernel: bf16 activations, on Blackwell too) and its
+    attention and linear-attention projections as FP8 with static input scales (vLLM's
+    ModelOptFp8LinearMethod: an fp8 GEMM). The step is bf16; the projections count at the
+    fp8 peak, faster than the step's, in the floor and the step cost alike, and the header
+    names them."""
+    acc = resolve_accelerator(gpu)
+    d = Deployment.build(resolve_model("qwen3.6-35b-a3b"), acc)
+    assert d.compute_dtype == "bf16"
+    assert [d.compute_dtype_of(c) for c in (ATTENTION, LINEAR_ATTENTION, EXPERTS,
+                                             SHARED_EXPERTS, LM_HEAD)] == \
+        ["fp8", "fp8", "bf16", "bf16", "bf16"]
+    factor = acc.peak("bf16") / acc.peak("fp8")  # the step's peak ÷ theirs: below 1
+    assert factor < 1
+    assert dict(d.matmul_slowdowns) == pytest.approx({ATTENTION: factor,
+                                                      LINEAR_ATTENTION: factor})
+    assert d.matmuls_label == "bf16 (attention, linear_attention at fp8)"
+    prompt = [Seq(8192)]
+    ops = step_cost(d, prompt).ops
+    fp8_ops = [op for op in ops if op.name in ("attention projections", "linear attention")]
+    fp8_flops = sum(op.flops for op in fp8_ops) * d.tensor_parallel_size
+    work = step_work(d, prompt)
+    assert work.paced_flops == pytest.approx(work.flops - (1 - factor) * fp8_flops)
+    floor = prefill_floor(d, 8192)
+    assert floor.compute_time_s == pytest.approx(work.paced_flops / d.peak_flops_per_s)
+    assert floor.compute_time_s < work.flops / d.peak_flops_per_s  # all at bf16: slower
+    for op in fp8_ops:  # an 8,192-token prompt's projections are compute-bound
+        assert op.bound == "compute"
+        assert op.time_s == pytest.approx(op.flops / acc.peak("fp8"))
+
+
+def test_16_bit_weights_take_the_steps_16_bit_rate() -> None:
+    """Only a format that quantizes its activations narrower runs at its own dtype: an
+    AWQ step on an MI100 runs at fp16 (184.6 TFLOP/s, twice its bf16), and the bf16 LM head
+    with it, as vLLM casts it to the model's --dtype."""
+    mi100 = resolve_accelerator("mi100")
+    d = Deployment.build(resolve_model("llama-3.1-8b"), mi100, "awq-int4")
+    assert d.weights.format_of(LM_HEAD).id == "bf16"
+    assert d.compute_dtype == d.compute_dtype_of(LM_HEAD) == "fp16"
+    assert d.matmul_slowdowns == () and "lm_head" not in d.matmuls_label
 
 
 def test_fit_judges_gpt_oss_on_a_b200_by_its_bf16_ridge(

@@ -530,9 +530,9 @@ OP_CATEGORIES = {"attention projections": ATTENTION, "linear attention": LINEAR_
 
 
 def op_slowdown(dep: Deployment, op: str) -> float:
-    """How much slower than the step's compute dtype one operator's matmuls run (1 for all
-    but a weight matmul whose format cannot run at it, and attention, at its cache's rate;
-    "mlp (host memory)" is the mlp)."""
+    """How much slower than the step's compute dtype one operator's matmuls run, below 1
+    where faster (1 for all but a weight matmul at another dtype, Deployment.compute_dtype_of,
+    and attention, at its cache's rate; "mlp (host memory)" is the mlp)."""
     base = op.split(" (")[0]
     if base == "attention":  # QKᵀ and PV multiply the cache: at its rate, not the weights'
         return dep.attention_slowdown
@@ -560,8 +560,8 @@ def expert_tile_waste(tokens_per_expert: float, tile_tokens: float) -> float:
 
 
 class StepRates:
-    """Per-rank peak and bandwidth after the engine's efficiencies; a weight matmul whose
-    format cannot run at the step's compute dtype gets its own, slower peak, and one of
+    """Per-rank peak and bandwidth after the engine's efficiencies; a weight matmul that runs
+    at another dtype than the step's (an fp8 one in a W4A16 step) gets its own peak, and one of
     K-quant weights, where the engine unpacks them on the vector ALUs, a floor of its
     weights × the profile's operations per weight ÷ the fp16 peak. ``prompt``: the rates of
     a step that carries prompt tokens, whose routed experts' arithmetic takes the engine's

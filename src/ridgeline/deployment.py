@@ -48,6 +48,14 @@ if TYPE_CHECKING:
     from ridgeline.lora_slots import AnyLoRA
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
+# The dtypes a step's activations are kept in between layers. A weight format that runs its
+# matmuls at one of these takes the step's; one that quantizes its input narrower runs at that
+# dtype whatever the step's: vLLM's ModelOptMixedPrecisionConfig gives a checkpoint's FP8
+# layers ModelOptFp8LinearMethod (the input quantized to fp8 with its static scale, an fp8
+# GEMM, on compute capability 8.9 and up) and its W4A16_NVFP4 layers the Marlin FP4 kernel
+# (16-bit activations, no fp4 GEMM, on Blackwell too): vllm/model_executor/layers/
+# quantization/modelopt.py, ModelOptNvFp4W4A16LinearMethod "pins" MarlinNvFp4LinearKernel.
+ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "tf32")
 LLAMACPP_SPLIT_MODES = ("layer", "row", "tensor")  # llama.cpp -sm (row: refused, not modelled)
 
 
@@ -482,12 +490,16 @@ class Deployment:
         return self.accelerator.first_supported(dtypes)
 
     def compute_dtype_of(self, category: str) -> str:
-        """The dtype one weight category's matmuls run at: the step's, where the category's
-        format runs at it, else the format's own (gpt-oss on a B200: fp4 for the MXFP4
-        experts, bf16 for the bf16 attention weights)."""
+        """The dtype one weight category's matmuls run at, the one place that decides it: a
+        format that quantizes its activations to a narrow dtype this card runs (W8A8 fp8 or
+        int8, W4A4 fp4) runs at that, faster or slower than the step's; any other runs at
+        the step's 16-bit dtype where its format can (the engine casts its activations to
+        the model's --dtype), else at its own. gpt-oss on a B200: fp4 for the MXFP4 experts,
+        bf16 for the bf16 attention weights; nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200 or a
+        B200: bf16 for the W4A16 experts (the step's), fp8 for the fp8 attention."""
         dtypes = self.weights.format_of(category).compute_dtypes
-        step = self.compute_dtype
-        return step if step in dtypes else self._native_dtype(dtypes)
+        own, step = self._native_dtype(dtypes), self.compute_dtype
+        return step if step in dtypes and own in ACTIVATION_DTYPES else own
 
     @property
     def dense_ridge_flop_per_byte(self) -> float:
@@ -514,7 +526,15 @@ class Deployment:
         dense = [c for c in LINEAR_CATEGORIES if c != EXPERTS and params.get(c)]
         if not dense:
             return self.compute_dtype
-        return self.compute_dtype_of(max(dense, key=lambda c: params[c]))
+        category = max(dense, key=lambda c: params[c])
+        # judged at the step's dtype where that category's format runs at it, not at a faster
+        # dtype its activations are quantized to: nvidia/Qwen3.6-35B-A3B-NVFP4's fp8 attention
+        # (66 % of those weights, 34 % at bf16) puts the true crossover on an H200 near batch
+        # 134, between bf16's 90 and fp8's 180; the step's rate stays the one ridge the
+        # commands print until the ridge blends its categories' peaks
+        dtypes = self.weights.format_of(category).compute_dtypes
+        return self.compute_dtype if self.compute_dtype in dtypes \
+            else self.compute_dtype_of(category)
 
     @property
     def expert_compute_dtype(self) -> str:
@@ -538,30 +558,31 @@ class Deployment:
     @property
     def matmuls_label(self) -> str:
         """The step's matmul dtype, and the weight categories whose matmuls run at another:
-        "fp4 (attention, router, lm_head at bf16)"; attention's QKᵀ and PV where the cache's
-        rate differs."""
+        "fp4 (attention, router, lm_head at bf16)", "bf16 (attention, linear_attention at
+        fp8)"; attention's QKᵀ and PV where the cache's rate differs."""
         head = EMBEDDING if self.model.tie_word_embeddings else LM_HEAD
         matmuls = {*LINEAR_CATEGORIES, ROUTER, head}
-        slower: dict[str, list[str]] = {}
+        other: dict[str, list[str]] = {}
         for category, _ in self.matmul_slowdowns:
             if category in matmuls:
                 name = "lm_head" if category == head else category
-                slower.setdefault(self.compute_dtype_of(category), []).append(name)
+                other.setdefault(self.compute_dtype_of(category), []).append(name)
         if self.attention_compute_dtype != self.compute_dtype and self.model.attention:
-            slower.setdefault(self.attention_compute_dtype, []).append("QKᵀ and PV")
-        rest = "; ".join(f"{', '.join(names)} at {dtype}" for dtype, names in slower.items())
+            other.setdefault(self.attention_compute_dtype, []).append("QKᵀ and PV")
+        rest = "; ".join(f"{', '.join(names)} at {dtype}" for dtype, names in other.items())
         return self.compute_dtype + (f" ({rest})" if rest else "")
 
     @cached_property
     def matmul_slowdowns(self) -> tuple[tuple[str, float], ...]:
-        """(category, factor) for the weight categories whose matmuls run slower than the
-        step's compute dtype: peak at the step's dtype ÷ peak at theirs (gpt-oss's attention
-        on a B200: fp4 ÷ bf16 = 4)."""
+        """(category, factor) for the weight categories whose matmuls run at another rate
+        than the step's compute dtype: peak at the step's dtype ÷ peak at theirs (gpt-oss's
+        attention on a B200: fp4 ÷ bf16 = 4; Qwen3.6-35B-A3B-NVFP4's fp8 attention in its
+        bf16 step on an H200: bf16 ÷ fp8 = 0.5, below 1 where theirs is the faster)."""
         step = self.compute_dtype
         out = []
         for category, n in self.bytes_by_category.items():
             dtype = self.compute_dtype_of(category) if n else step
-            if dtype != step and self.peak_at(dtype) < self.peak_at(step):
+            if dtype != step and self.peak_at(dtype) != self.peak_at(step):
                 out.append((category, self.peak_at(step) / self.peak_at(dtype)))
         return tuple(out)
 

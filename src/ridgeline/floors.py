@@ -83,8 +83,9 @@ class Work:
     weight_bytes: float
     kv_bytes: float
     other_bytes: float  # activations, logits
-    # the FLOPs at the step's compute dtype's rate: a weight matmul whose format cannot run at
-    # it counts × its slowdown (gpt-oss's bf16 attention in an fp4 step on a B200: × 4)
+    # the FLOPs at the step's compute dtype's rate: a weight matmul that runs at another
+    # dtype (Deployment.compute_dtype_of) counts × the step's peak ÷ its own (gpt-oss's bf16
+    # attention in an fp4 step on a B200: × 4; Qwen3.6-NVFP4's fp8 attention in a bf16 step: × ½)
     paced_flops: float
     host_bytes: float = 0.0  # of all these, what the CPU reads in host memory (offload)
     link_bytes: float = 0.0  # and what a prompt step copies over the host link
@@ -301,7 +302,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              *(flop_terms if work.paced_flops == work.flops else
                [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
                   f"{work.flops / 1e12:,.4g} TFLOP with matmuls at {dep.matmuls_label}: each "
-                  "kept wider counted × its slowdown")]),
+                  "at another dtype counted × the step's peak ÷ its own")]),
              q(f"peak {dep.compute_dtype}", dep.peak_flops_per_s / 1e12, "TFLOP/s",
                f"{dep.tensor_parallel_size} x {acc.id}{rank}: "  # as the bandwidth is counted
                + "; ".join(filter(None, (acc.source_of("peak_flops"), dep.peak_note))))),
@@ -429,7 +430,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              *([q("FLOPs", work.flops / 1e12, "TFLOP", "the step above")]
                if work.paced_flops == work.flops else
                [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
-                  f"matmuls at {dep.matmuls_label}: each kept wider counted × its slowdown")]),
+                  f"matmuls at {dep.matmuls_label}: each at another dtype counted × the step's "
+                  "peak ÷ its own")]),
              # the bytes the GPUs' memory moves: the step above's, less what the host serves
              q("bytes", work.gpu_bytes / GB, "GB", "the step above" if work.gpu_bytes ==
                work.bytes else "the step above's, less the bytes the host serves"),
