@@ -347,3 +347,105 @@ def test_calibrates_text_calls_a_grouped_bandwidth_share_a_base() -> None:
     plain = CalibrationReport({"sglang": replace(profile, group_bandwidth={})}, (), (),
                               "p.json").text_lines()[1]
     assert "a base" not in plain and "by group" not in plain
+
+
+def _l40s_row(row_id: str, batch: int, prompt: int, metric: str, value: float) -> Measurement:
+    from ridgeline.measurements import parse_row
+
+    output = 1 if metric == "ttft_ms" else 256
+    return parse_row({
+        "id": row_id, "model": "meta-llama/Llama-3.1-8B", "weights_dtype": "bf16",
+        "kv_dtype": "bf16", "gpu": "l40s", "num_gpus": "1", "tp": "1", "batch": str(batch),
+        "input_len": str(prompt), "output_len": str(output),
+        "context_len": str(prompt + (0 if metric == "ttft_ms" else output)), "metric": metric,
+        "value": f"{value:.6g}", "unit": "ms" if metric == "ttft_ms" else "tok/s",
+        "engine": "vllm", "source": "U1 mine", "notes": ""})
+
+
+def _ttft_ms(profile: EngineProfile, prompt: int) -> float:
+    predicted = predict(_l40s_row("t", 1, prompt, "ttft_ms", 1.0), {"vllm": profile}).predicted
+    assert predicted is not None
+    return predicted
+
+
+@pytest.mark.parametrize("lengths", [(2048,), (2048, 2048)])
+def test_ttft_rows_at_one_prompt_length_hold_a_prompt_steps_cost_per_layer(
+        lengths: tuple[int, ...]) -> None:
+    """A TTFT at one prompt length is the prompt's arithmetic plus each layer's fixed cost,
+    and any split of it fits, so the fit's was arbitrary: a user's one 2,048-token TTFT on an
+    L20 (a --gpu-file card) beside decode rows took the compute share to its 100 % clamp and a
+    prompt step's cost per layer to 2.3 ms, and a 128-token prompt then read 95 ms against the
+    bundled 34; these L40S rows took it to 2.6 µs. Now the cost per layer is held at the
+    bundled profile's until the TTFT rows differ in length, and the profile says why."""
+    bundled = profile_for("vllm")
+    rows = [_l40s_row(f"d{b}", b, 128, "decode_tok_s_per_user", 1.0) for b in (1, 4, 16, 32, 64)]
+    rows = [replace(r, value=predict(r, {"vllm": bundled}).predicted * 1.1) for r in rows]
+    rows += [replace(_l40s_row(f"t{i}", 1, n, "ttft_ms", 1.0),
+                     value=_ttft_ms(bundled, n) * (0.72 - 0.01 * i))
+             for i, n in enumerate(lengths)]
+    fitted = fit_engine(rows, "vllm", family=SERVING_ENGINES, prior=bundled)
+    assert fitted.prefill_layer_overhead_s == bundled.prefill_layer_overhead_s
+    assert "prefill_layer_overhead_s" in (fitted.held or ())
+    assert NOT_SHOWN["prefill_layer_overhead_s"] in fitted.source
+    assert fitted.compute_efficiency < 0.95  # the share took the TTFT, not the clamp
+    assert _ttft_ms(fitted, 128) < _ttft_ms(bundled, 128)  # faster, as the row measured
+
+
+def test_ttft_rows_at_two_prompt_lengths_fit_a_prompt_steps_cost_per_layer() -> None:
+    """Two lengths tell the compute share (it grows with the prompt) from a cost per layer (it
+    does not): both fitted, the two TTFTs met."""
+    bundled = profile_for("vllm")
+    rows = [replace(_l40s_row(f"t{n}", 1, n, "ttft_ms", 1.0), value=_ttft_ms(bundled, n) * f)
+            for n, f in ((1024, 0.75), (4096, 0.65))]
+    fitted = fit_engine(rows, "vllm", family=SERVING_ENGINES, prior=bundled)
+    assert "prefill_layer_overhead_s" not in (fitted.held or ())
+    for r in rows:
+        assert predict(r, {"vllm": fitted}).predicted == pytest.approx(r.value, rel=0.02)
+
+
+def test_a_users_one_ttft_on_their_own_card_leaves_short_prompts_as_bundled(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session docs/validate.md tells of: an L20 described with --gpu-file (lab-l20: 864
+    GB/s, 119.5 dense bf16 TFLOPS), five decode rows of Llama-3.1-8B under vLLM and one of
+    Qwen2.5-7B, and one 2,048-token TTFT of 330 ms (the bundled profile: 460). The fit had
+    taken the compute share to 100 % and a prompt step's cost per layer to 2.3 ms, and
+    `prefill --prompt-len 128 --profile` then read 95.5 ms against the bundled 33.7. Now that
+    cost is the bundled 86.7 µs, the compute share takes the TTFT (78 %), and the short prompt
+    reads faster than bundled, as the one measured prompt ran."""
+    from ridgeline import hardware
+
+    monkeypatch.setattr(hardware, "_USER", {})  # the card this test registers, forgotten after
+    card = tmp_path / "l20.json"
+    card.write_text(json.dumps({
+        "id": "lab-l20", "name": "NVIDIA L20 (a lab's)", "vendor": "nvidia",
+        "form": "datacenter", "memory_size": 48, "memory_unit": "GiB",
+        "memory_bytes": 48 * 2**30, "memory_bandwidth_bytes_per_s": 864e9,
+        "peak_flops": {"bf16": 119.5e12, "fp16": 119.5e12}, "sources": ["a lab's notes"]}))
+    header = ("id,model,weights_dtype,kv_dtype,gpu,num_gpus,tp,batch,input_len,output_len,"
+              "context_len,metric,value,unit,engine,source,notes")
+    lines = [f"b{b},meta-llama/Llama-3.1-8B,bf16,bf16,lab-l20,1,1,{b},128,512,640,"
+             f"decode_tok_s_per_user,{v},tok/s,vllm,ME lab,"
+             for b, v in ((1, 44.8), (4, 44.3), (16, 42.1), (32, 39.2), (64, 33.5))]
+    lines += ["q1,Qwen/Qwen2.5-7B,bf16,bf16,lab-l20,1,1,1,128,512,640,decode_tok_s_per_user,"
+              "48,tok/s,vllm,ME lab,",
+              "t2k,meta-llama/Llama-3.1-8B,bf16,bf16,lab-l20,1,1,1,2048,1,2048,ttft_ms,330,ms,"
+              "vllm,ME lab,"]
+    rows = tmp_path / "l20.csv"
+    rows.write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
+    out = tmp_path / "p.json"
+    code, text, _ = run_cli(capsys, "calibrate", str(rows), "--gpu-file", str(card), "-o",
+                            str(out))
+    assert code == 0 and f"({NOT_SHOWN['prefill_layer_overhead_s']}): cost per layer of a " \
+        "prompt step" in text
+    fitted = EngineProfile.from_dict(json.loads(out.read_text())["engines"]["vllm"])
+    assert fitted.prefill_layer_overhead_s == profile_for("vllm").prefill_layer_overhead_s
+    assert fitted.compute_efficiency == pytest.approx(0.78, abs=0.01)
+
+    def ttft_ms(*profile: str) -> float:
+        code, text, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu-file", str(card),
+                                "--engine", "vllm", "--prompt-len", "128", "--json", *profile)
+        assert code == 0
+        return float(json.loads(text)["expected"]["time_s"]) * 1e3
+
+    assert ttft_ms("--profile", str(out)) < ttft_ms() == pytest.approx(33.7, abs=0.1)

@@ -137,7 +137,24 @@ def test_calibrate_needs_as_many_rows_as_the_fit_has_parameters(
     out = tmp_path / "p.json"
     code, _, err = run(capsys, "calibrate", str(path), "-o", str(out))
     assert code == 2 and "engine vllm: 2 predictable throughput or latency rows" in err
-    assert "fit sets 4 parameters: it needs at least 4" in err and not out.exists()
+    assert "fit sets 4 parameters: it needs at least 4 (measure more)" in err
+    assert not out.exists()
+
+
+def test_calibrate_offers_engine_only_where_the_rows_hold_another_engine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Too few rows of the one engine a file holds: the refusal had also said "or name the
+    other engines with --engine", where there is none to name. It says so only beside rows of
+    another engine, which --engine then fits alone."""
+    rows = [line(id=f"s{i}", engine="sglang", batch=str(2 ** i), value=str(v))
+            for i, v in enumerate((120, 115, 105, 95, 80, 60))]
+    path = csv_file(tmp_path, line(), line(id="r2", batch="16", value="45"), *rows)
+    code, _, err = run(capsys, "calibrate", str(path), "-o", str(tmp_path / "p.json"))
+    assert code == 2 and "engine vllm: 2 predictable throughput or latency rows" in err
+    assert "(measure more, or name the other engines with --engine)" in err
+    code, _, _ = run(capsys, "calibrate", str(path), "-o", str(tmp_path / "p.json"),
+                     "--engine", "sglang")
+    assert code == 0
 
 
 @pytest.mark.parametrize("spelling", ["same", "dotted"])
@@ -311,3 +328,88 @@ def test_calibrate_says_one_row_not_one_rows(tmp_path: Path,
                        str(tmp_path / "p.json"))
     assert code == 2  # one row cannot pin a profile's parameters …
     assert "fitting vllm on 1 row (1 of 1)" in err  # … and the progress line counts it right
+
+
+@pytest.mark.parametrize(("ttft_ms", "why"), [
+    ("0.5", "a TTFT under a millisecond: seconds written as ms?"),
+    ("5", "is the card right? was the prompt served from a prefix cache?")])
+def test_a_ttft_past_its_roofline_gets_one_reason_in_validate_and_calibrate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], ttft_ms: str, why: str) -> None:
+    """A 1,024-token prompt of Llama-3.1-8B on an H100 takes at least 16 ms (its arithmetic at
+    the rated peak). validate had said "seconds written as ms?" of 0.5 ms where calibrate,
+    leaving the same row out, asked "speculative decoding?", which drafts output tokens, never
+    the prompt; a 5 ms TTFT got that question from both. Now both give the TTFT's reason."""
+    rows = [line(id=f"r{i}", batch=str(2 ** i), value=str(v))
+            for i, v in enumerate((120, 115, 105, 95, 80, 60))]
+    ttft = line(id="t", batch="1", input_len="1024", output_len="1", context_len="1024",
+                metric="ttft_ms", value=ttft_ms, unit="ms")
+    path = csv_file(tmp_path, *rows, ttft)
+    code, text, _ = run(capsys, "validate", str(path))
+    assert code == 0 and "t: measured past the roofline's" in text
+    assert f": {why} (calibrate leaves it out)" in text and "speculative" not in text
+    code, text, _ = run(capsys, "calibrate", str(path), "-o", str(tmp_path / "p.json"))
+    assert code == 0 and "left out: t: " in text
+    assert f"({why})" in text and "speculative" not in text
+
+
+def test_validate_says_which_rows_a_profile_priced_and_which_it_was_fitted_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate --profile` printed the same tables with or without the profile, and nothing
+    said which rows it priced, or that scoring the rows it was fitted on measures how far it
+    bends to them (the calibrate report calls that 'in sample'). Now a note says both, and
+    which engines' rows kept the bundled profiles."""
+    train = csv_file(tmp_path, *(line(id=f"b{b}", batch=str(b), value=str(v))
+                                 for b, v in ((1, 120), (4, 110), (16, 95), (64, 60))),
+                     name="train.csv")
+    held = csv_file(tmp_path, line(id="h8", batch="8", value="104"),
+                    line(id="h32", batch="32", value="80"),
+                    line(id="s1", batch="1", value="118", engine="sglang"), name="held.csv")
+    out = tmp_path / "p.json"
+    assert run(capsys, "calibrate", str(train), "-o", str(out))[0] == 0
+    code, text, _ = run(capsys, "validate", str(train), "--profile", str(out))
+    assert code == 0 and f"note: {out} priced the 4 vllm rows; all of them among the 4 it " \
+        "was fitted on: their errors are in sample" in text
+    code, text, _ = run(capsys, "validate", str(held), "--profile", str(out), "--json")
+    assert code == 0 and json.loads(text)["notes"] == [
+        f"{out} priced the 2 vllm rows", "the sglang rows were read with the bundled profiles"]
+
+
+@pytest.mark.parametrize(("mark", "name"), [(";", "semicolons"), ("\t", "tabs")])
+def test_a_csv_split_by_another_separator_is_named_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], mark: str, name: str) -> None:
+    """A spreadsheet set to a comma decimal saves its CSV with semicolons: its header is one
+    column, and the refusal had listed all sixteen columns as missing. It says what happened."""
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(t.replace(",", mark) for t in (HEADER, line())) + "\n",
+                    encoding="utf-8")
+    code, _, err = run(capsys, "validate", str(path))
+    assert code == 2 and f"the columns split by {name}: save it with commas" in err
+    assert "missing columns" not in err
+    code, _, err = run(capsys, "calibrate", str(path), "-o", str(tmp_path / "p.json"))
+    assert code == 2 and f"the columns split by {name}" in err
+
+
+def test_a_gpu_file_whose_id_no_row_names_is_said_first_when_nothing_is_predicted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lab's card described with --gpu-file as 'L20' while its rows name 'lab-l20': every row
+    was refused as an unknown card with "--gpu-file adds a card's record", to a user who had
+    given one, and the note that the file was not used came only after a run that scored.
+    Now the refusal says first that no row names the record's id."""
+    from ridgeline import hardware
+
+    monkeypatch.setattr(hardware, "_USER", {})  # the card this test registers, forgotten after
+    card = tmp_path / "l20.json"
+    card.write_text(json.dumps({
+        "id": "L20", "name": "NVIDIA L20", "vendor": "nvidia", "form": "datacenter",
+        "memory_size": 48, "memory_unit": "GiB", "memory_bytes": 48 * 2**30,
+        "memory_bandwidth_bytes_per_s": 864e9, "peak_flops": {"bf16": 119.5e12},
+        "sources": ["a lab's notes"]}))
+    path = csv_file(tmp_path, *(line(id=f"r{i}", gpu="lab-l20", batch=str(2 ** i))
+                                for i in range(6)))
+    said = f"--gpu-file {card}: no row names its id 'L20' (the rows name lab-l20)"
+    code, _, err = run(capsys, "validate", str(path), "--gpu-file", str(card))
+    assert code == 2 and f"{path}: no row could be predicted: {said}" in err
+    code, _, err = run(capsys, "calibrate", str(path), "--gpu-file", str(card), "-o",
+                       str(tmp_path / "p.json"))
+    assert code == 2 and f"{path}: no row can be predicted ({said}" in err

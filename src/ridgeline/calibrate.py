@@ -24,7 +24,12 @@ from dataclasses import replace
 
 from ridgeline.calibrate_held import PROMPT_METRICS, held_fields, held_notes, values_at_prior
 from ridgeline.calibrate_objective import Objective, member_table, with_structure
-from ridgeline.calibrate_rows import dequantizes, pinned_groups, row_group
+from ridgeline.calibrate_rows import (
+    dequantizes,
+    pinned_groups,
+    row_group,
+    shows_prompt_layers,
+)
 from ridgeline.calibrate_space import ParameterSpace
 from ridgeline.engines import (
     MIN_EDGE_ROWS,
@@ -84,8 +89,9 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
                     matmul_overhead_s=held_matmul_s if has_fused_projections(key) else 0.0)
     mine = _predictable(mine, member_table(start, members), key)
     space, given = _space(mine, key, start, prior, held_matmul_s)
-    if strict:
-        _require_pinned(mine, key, len(space.start()))
+    if strict:  # --engine leaves out an engine only where the rows hold another
+        others = any(row_engine(r) not in members for r in performance_rows(rows))
+        _require_pinned(mine, key, len(space.start()), others)
     objective = Objective(mine, frozenset(members))
     best = minimise(objective.of(space), space.start())
     space, best = with_structure(objective, space, best, key)
@@ -112,8 +118,9 @@ def _space(mine: Sequence[Measurement], key: str, start: EngineProfile,
     decode_side = len(compute_rows) < len(mine)  # a row with decode steps pins DECODE_SIDE
     quantized = sum(1 for r in compute_rows if dequantizes(r))
     dequant = MIN_GROUP_ROWS <= quantized <= len(compute_rows) - MIN_GROUP_ROWS
-    # a prefill step's own per-layer cost shows in time-to-first-token at batch 1
-    prefill = any(r.metric == "ttft_ms" for r in mine)
+    # a prefill step's own per-layer cost shows in time-to-first-token at batch 1, told
+    # from the compute share where the prompts differ in length
+    prefill = shows_prompt_layers(mine)
     given: frozenset[str] = frozenset()
     if prior is not None:  # what the rows cannot pin stands at the prior's (held_parameters)
         values = values_at_prior(prior, mine, key, dequant=dequant)
@@ -141,14 +148,16 @@ def _multiplier_groups(mine: Sequence[Measurement]) -> tuple[tuple[str, ...], tu
     return pinned_groups(bw, decode_groups), pinned_groups(cg, compute_groups)
 
 
-def _require_pinned(mine: Sequence[Measurement], key: str, parameters: int) -> None:
+def _require_pinned(mine: Sequence[Measurement], key: str, parameters: int,
+                    others: bool = False) -> None:
     """An InputError where the rows cannot pin a fit of ``parameters`` parameters: fewer rows,
-    or fewer distinct conditions (repeats of one setting pin one equation)."""
+    or fewer distinct conditions (repeats of one setting pin one equation). ``others``: the
+    rows hold other engines too, which --engine can fit without this one."""
     if len(mine) < parameters:
         raise InputError(f"engine {key}: {len(mine)} predictable throughput or latency "
                          f"row{'' if len(mine) == 1 else 's'}, but its fit sets {parameters} "
-                         f"parameters: it needs at least {parameters} (measure more, or name "
-                         "the other engines with --engine)")
+                         f"parameters: it needs at least {parameters} (measure more"
+                         + (", or name the other engines with --engine)" if others else ")"))
     conditions = len({condition(r) for r in mine})
     if conditions < parameters:
         raise InputError(f"engine {key}: its {len(mine)} rows measure {conditions} distinct "

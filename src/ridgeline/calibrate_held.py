@@ -92,7 +92,8 @@ NOT_SHOWN = {"matmul_overhead_s": "these rows' models launch alike numbers per l
              "kquant_ops_per_weight": "too few decode rows of K-quant weights",
              "dequant_compute": "too few prompt rows of quantized and of unquantized weights",
              "expert_tile_tokens": "too few prompt rows of MoE models",
-             "prefill_layer_overhead_s": "no TTFT rows"}
+             "prefill_layer_overhead_s": "no TTFT rows at two prompt lengths or more: one "
+                                         "length cannot tell it from the compute share"}
 
 
 def _shown(name: str, value: float) -> str:

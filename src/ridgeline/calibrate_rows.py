@@ -4,8 +4,9 @@ Each row is read through the deployment it names (row_deployment: None where rid
 build it) and its card group. Together they show a structural term only where enough rows of
 the right kind differ in the way that term prices: a bandwidth ceiling (shows_ceiling), K-quant
 unpacking (shows_unpacking), a cost per weight matmul (shows_matmuls), a cost per MoE layer
-(shows_moe_layers), an expert tile width (shows_expert_prompts); and a card group keeps its own
-multiplier only beside a group that pins the profile's own value (pinned_groups).
+(shows_moe_layers), an expert tile width (shows_expert_prompts), a prompt step's own cost per
+layer (shows_prompt_layers); and a card group keeps its own multiplier only beside a group that
+pins the profile's own value (pinned_groups).
 """
 
 from __future__ import annotations
@@ -143,6 +144,16 @@ def shows_moe_layers(rows: Sequence[Measurement]) -> bool:
 def shows_expert_prompts(rows: Sequence[Measurement]) -> bool:
     """Whether the rows pin an expert tile width: MIN_GROUP_ROWS prompt rows of MoE models."""
     return sum(map(_moe_prompt, rows)) >= MIN_GROUP_ROWS
+
+
+def shows_prompt_layers(rows: Sequence[Measurement]) -> bool:
+    """Whether the rows pin a prompt step's own cost per layer apart from the compute share:
+    time-to-first-token rows at two prompt lengths or more. A TTFT is the prompt's arithmetic
+    ÷ (peak × compute share) plus layers × that cost; at one length any split of it fits, and
+    the fit took the compute share to its 100 % clamp: one 2,048-token TTFT of Llama-3.1-8B
+    on an L20 fitted 2.3 ms a layer, and a 128-token prompt then read 95 ms, where the bundled
+    profile says 34 (tests/test_calibrate_held.py)."""
+    return len({r.input_len for r in rows if r.metric == "ttft_ms"}) >= 2
 
 
 def pinned_groups(chosen: tuple[str, ...], rows: Counter[str]) -> tuple[str, ...]:

@@ -83,12 +83,38 @@ def _check_output(output: str) -> dict[str, Any]:
     return dict(data["engines"])
 
 
+def _profile_notes(path: str, profiles: dict[str, Any], rows: list[Any]) -> tuple[str, ...]:
+    """Which rows ``path``'s profiles priced, and how many of them each was fitted on (its
+    fitted_ids): their errors are in sample, how far it bends to them, not its error on new
+    rows; the other engines' rows were read with the bundled profiles."""
+    from ridgeline.predict import row_engine
+    from ridgeline.units import plural
+
+    by_engine: dict[str, list[str]] = {}
+    for r in rows:
+        by_engine.setdefault(row_engine(r), []).append(r.id)
+    notes = []
+    for engine, ids in sorted(by_engine.items()):
+        if engine in profiles:
+            fitted = set(profiles[engine].fitted_ids)
+            same = sum(1 for i in ids if i in fitted)
+            many = "all" if same == len(ids) else f"{same:,}"
+            notes.append(f"{path} priced the {len(ids):,} {engine} {plural(len(ids), 'row')}"
+                         + (f"; {many} of them among the {len(fitted):,} it was fitted on: "
+                            "their errors are in sample (how far it bends to its own rows), "
+                            "not its error on new ones" if same else ""))
+    others = sorted(e for e in by_engine if e not in profiles)
+    if others:
+        notes.append(f"the {', '.join(others)} rows were read with the bundled profiles")
+    return tuple(notes)
+
+
 def cmd_validate(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.engines import load_profile_file
-    from ridgeline.measurements import read_measurement_files
-    from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline
+    from ridgeline.measurements import performance_rows, read_measurement_files
+    from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline, why_past_roofline
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import ValidationReport, prediction_steps
     from ridgeline.scoring import validate
@@ -100,24 +126,24 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     predictions = validate(result.rows, profiles)
     # a row faster than its deployment's roofline is scored, and flagged: calibrate leaves
     # such rows out (a card named wrong, speculative decoding)
-    past = {r.id: floor for r, floor in beyond_roofline(result.rows)}
+    past = {r.id: (r, floor) for r, floor in beyond_roofline(result.rows)}
     predictions = [p if p.id not in past else replace(
         p, caveat="; ".join(c for c in (p.caveat, f"measured past the roofline's "
-                                       f"{past[p.id]:,.4g}: " + (
-                                           "a TTFT under a millisecond: seconds written as ms?"
-                                           if p.metric == "ttft_ms" and p.measured < 1 else
-                                           "is the card right? speculative decoding?")
-                                       + " (calibrate leaves it out)") if c))
+                                       f"{past[p.id][1]:,.4g}: {why_past_roofline(past[p.id][0])}"
+                                       " (calibrate leaves it out)") if c))
         for p in predictions]
-    if all(p.predicted is None for p in predictions):
+    if all(p.predicted is None for p in predictions):  # a --gpu-file no row names first
         raise InputError(f"{', '.join(args.file)}: no row could be predicted: "
-                         + "; ".join(f"{p.id}: {p.reason}" for p in predictions[:3]))
+                         + "; ".join((*_unnamed_gpu_files(records, result.rows),
+                                      *(f"{p.id}: {p.reason}" for p in predictions[:3]))))
     steps = prediction_steps(result.rows, predictions, profiles) if args.explain else ()
     notes = _unnamed_gpu_files(records, result.rows)
     if profiles and not {row_engine(r) for r in result.rows} & set(profiles):
         notes += (f"{args.profile} holds {', '.join(sorted(profiles))}, and no row here is of "
                  f"{'that engine' if len(profiles) == 1 else 'those engines'}: every row was "
                  "read with the bundled profiles",)
+    elif profiles:
+        notes += _profile_notes(args.profile, profiles, performance_rows(result.rows))
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
                             steps, args.strict, notes)
 
@@ -131,7 +157,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.calibrate_held import held_parameters
     from ridgeline.engines import bundled_profiles, engine_id
     from ridgeline.measurements import performance_rows, read_measurement_files
-    from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline
+    from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline, why_past_roofline
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import (
         CalibrationReport,
@@ -151,8 +177,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     dropped = {id(r) for r, _ in beyond}
     rows = [r for r in result.rows if id(r) not in dropped]
     skipped = tuple(f"{r.id}: {r.value:,.4g} {r.unit} is past the roofline's {floor:,.4g} for "
-                    f"{r.model} on {r.num_gpus} x {r.gpu} (is the card right? speculative "
-                    "decoding?)" for r, floor in beyond)
+                    f"{r.model} on {r.num_gpus} x {r.gpu} ({why_past_roofline(r)})"
+                    for r, floor in beyond)
     if not rows:
         raise InputError(f"{files}: every row is past its roofline ({skipped[0]})")
     # rows the model cannot predict (an unknown model or card, a deployment that does not fit)
@@ -163,7 +189,9 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                      for row_id, reason in unpredicted.items())
     rows = [r for r in rows if r.id not in unpredicted]
     if not rows:
-        raise InputError(f"{files}: no row can be predicted ({skipped[0]})")
+        raise InputError(f"{files}: no row can be predicted ("
+                         + "; ".join((*_unnamed_gpu_files(records, result.rows), skipped[0]))
+                         + ")")
     if args.strict and (result.errors or skipped):  # for CI: nothing written from a partial set
         n, m = len(result.errors), len(skipped)
         raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} left out "

@@ -305,6 +305,18 @@ def _beside(row: Measurement, folder: Path) -> Measurement:
     return replace(row, model=str(folder / named))
 
 
+def _other_separator(header: Sequence[str]) -> str:
+    """Why a header names no column, where it is one cell holding the columns split by another
+    separator (a spreadsheet set to a comma decimal exports ';'), or ""."""
+    if len(header) != 1:
+        return ""
+    for mark, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
+        if header[0].count(mark) >= 2:
+            return (f"its header is one column, {shorten(header[0], 40)!r}, the columns split "
+                    f"by {name}: save it with commas")
+    return ""
+
+
 def read_measurements(path: str | Path) -> ReadResult:
     """All rows of a measurements CSV; a file that is not one, or that gives an id twice (which
     of the two is the measurement?), raises InputError."""
@@ -330,7 +342,9 @@ def read_measurements(path: str | Path) -> ReadResult:
         refuse_a_column_twice(reader.fieldnames, path)
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or []) and c != "notes"]
     if missing:
-        raise InputError(f"{path} is not a measurements CSV: missing columns {', '.join(missing)}")
+        raise InputError(f"{path} is not a measurements CSV: " + (
+            _other_separator(reader.fieldnames or [])
+            or f"missing columns {', '.join(missing)}"))
     rows: list[Measurement] = []
     errors: list[str] = []
     seen: dict[str, int] = {}  # id: line

@@ -52,6 +52,17 @@ def beyond_roofline(rows: Sequence[Measurement]) -> list[tuple[Measurement, floa
                 else row.value > floor * ROOFLINE_SLACK)]
 
 
+def why_past_roofline(row: Measurement) -> str:
+    """What most likely put ``row`` past its roofline, as `validate` flags it and `calibrate`
+    leaves it out: a TTFT under a millisecond is seconds written as ms; a longer one a card
+    named wrong or a prompt served from a prefix cache (speculative decoding drafts output
+    tokens, never the prompt); any other row a card named wrong or speculative decoding."""
+    if row.metric == "ttft_ms":
+        return ("a TTFT under a millisecond: seconds written as ms?" if row.value < 1 else
+                "is the card right? was the prompt served from a prefix cache?")
+    return "is the card right? speculative decoding?"
+
+
 def refuse_past_roofline(result: ReadResult) -> ReadResult:
     """``result`` with each row UNREADABLE_PAST_ROOFLINE or more times past its deployment's
     roofline moved from its rows to its errors, named with why (as a negative value is):

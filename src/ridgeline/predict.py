@@ -10,7 +10,7 @@ Metric definitions (validation/README.md), converted once here:
   batch: a static batch (prefill, then output_len decode steps). llama-batched-bench S_TG:
   the decode steps only. Without a batch: the engine runs as many sequences as its KV pool
   and batch limit allow.
-- ttft_ms: one prompt's prefill plus the step that emits the first token.
+- ttft_ms: one prompt's prefill in one pass, whose last position's logits are the first token.
 - KV metrics: the engine's KV pool (memory.py).
 TPOT (time per output token after the first) = 1 ÷ decode_tok_s_per_user; ITL is the same
 quantity measured between consecutive tokens; end-to-end latency = TTFT + (output−1)·TPOT.
