@@ -332,12 +332,27 @@ def test_llama_cpp_keeps_its_ubatches(capsys: pytest.CaptureFixture[str]) -> Non
 def test_a_prompt_no_pool_holds_is_not_priced_step_by_step(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A trillion-token prompt is 61 million steps of 16,384: it does not fit, so no step is
-    priced, and the answer is the one it had been (no expectation), not a refusal."""
+    priced, and the answer is the one it had been (no expectation), not a refusal; its step
+    count is null as the expectation is, not one step under a budget it is millions past."""
     prompt = 10**12
     assert math.ceil(prompt / 16_384) > MAX_PREFILL_STEPS
     report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", str(prompt))
     assert report["expected"] is None and report["expected_none_code"] == "does_not_fit"
-    assert report["prompt_steps"] == 1
+    assert report["prompt_steps"] is None
+
+
+def test_a_deployment_that_does_not_fit_counts_no_prompt_steps(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B bf16 on one H100 (141 GB of weights on 80): a 20,000-token prompt at
+    --max-num-batched-tokens 2048 gets no expectation, and no step count beside the budget
+    (it had read 1 step of at most 2,048 tokens); on 4 x H100 it runs, in 10 steps."""
+    argv = ("prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "20000",
+            "--max-num-batched-tokens", "2048")
+    report = run_json(capsys, *argv)
+    assert report["expected"] is None and report["step_budget_tokens"] == 2048
+    assert report["prompt_steps"] is None
+    report = run_json(capsys, *argv, "--num-gpus", "4")
+    assert report["expected"] is not None and report["prompt_steps"] == math.ceil(20_000 / 2048)
 
 
 @given(prompt=st.integers(1, 3_000), batch=st.integers(1, 40), budget=st.integers(1, 9_000))

@@ -109,6 +109,18 @@ def test_every_llamacpp_command_runs_gpt_oss_as_its_gguf_and_says_so_once(
                      "Q8_0 for the rest); --weights stored for convert_hf_to_gguf.py") == 1
 
 
+def test_a_refused_llamacpp_deployment_is_one_line_with_no_gguf_caution_before_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b on 2 Apple-silicon GPUs: the refusal (Metal runs one device) is the whole
+    of stderr; the GGUF note is said only for a deployment that stands."""
+    code, out, err = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "apple-m1-max-32c",
+                             "--num-gpus", "2", "--max-model-len", "8192", "--json")
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        "ridgeline: error: apple-m1-max-32c is one Apple-silicon GPU: llama.cpp's Metal "
+        "backend runs on one device (several Macs over RPC are not modelled)"]
+
+
 def test_an_engine_comparison_names_each_engines_weights(
         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--engine",

@@ -264,6 +264,59 @@ def test_a_default_fit_set_aside_is_priced_with_every_layer_and_says_so(
     assert code == 0 and not any("-ngl all" in c for c in json.loads(out)["cautions"])
 
 
+def test_decodes_weights_too_big_for_the_card_are_said_to_be_every_layers_not_the_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-2-9B fp16 (17.21 GiB) on a 16 GB MI50 at 8,192 tokens: fit places it as the
+    default --fit does (one conversation, layers on the host); decode answers -ngl all's run,
+    whose weights cannot load, and says that is the run it means, not llama-server's."""
+    gpu = ("gemma-2-9b", "--gpu", "mi50-16gb")
+    code, out, _ = run_cli(capsys, "fit", *gpu, "--max-model-len", "8192", "--json")
+    assert code == 0 and json.loads(out)["conversations"] == 1
+    code, out, _ = run_cli(capsys, "decode", *gpu, "--batch", "1", "--context", "8192", "--json")
+    (seats,) = json.loads(out)["engine_max_batch"]
+    assert seats["batch"] == 0
+    assert seats["reason"].endswith("could not load them with every layer on the GPU")
+
+
+def test_decodes_cache_short_of_one_sequence_says_how_many_cells_not_only_refuse_to_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-2-9B bf16 on a 20 GB RTX 4000 Ada at 8,192 tokens: fit's --fit moves 2.58 GiB of
+    weights to the host and holds one conversation; with every layer on the GPU decode's
+    cache room holds 7,734 cells, and its reason says so (it had read only "it would refuse
+    to start")."""
+    card = ("gemma-2-9b", "--gpu", "rtx-4000-ada", "--engine", "llama.cpp-cuda")
+    code, out, _ = run_cli(capsys, "fit", *card, "--max-model-len", "8192", "--json")
+    assert code == 0 and json.loads(out)["conversations"] == 1
+    code, out, _ = run_cli(capsys, "decode", *card, "--batch", "1", "--context", "8192", "--json")
+    (seats,) = json.loads(out)["engine_max_batch"]
+    assert seats["batch"] == 0
+    assert seats["reason"].endswith(
+        "with every layer on the GPU, the 1.98 GiB per GPU left for its cache holds 7,734 cells, "
+        "fewer than one such sequence, so llama-server would fail to allocate it at start-up")
+
+
+def test_a_fit_that_keeps_weights_on_the_host_says_so_in_its_headline(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-405B fp16 on one 16 GB MI50: --fit keeps 1 of 126 layers on the GPU and
+    746.11 GiB of weights on the host. "fits" alone had read as the card holding the model;
+    the headline names the host's share, until --host-memory-gib checks it."""
+    card = ("llama-3.1-405b", "--gpu", "mi50-16gb", "--max-model-len", "8192")
+    code, out, _ = run_cli(capsys, "fit", *card, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verdict"] == "fits, under the ridge"
+    host = report["offload"]["host_weight_bytes"] / 2**30
+    assert host == pytest.approx(746.11, abs=0.01)
+    code, out, _ = run_cli(capsys, "fit", *card)
+    assert out.splitlines()[0].endswith(
+        f"— with {host:,.2f} GiB of weights in host memory, which the host's RAM must hold "
+        "(--host-memory-gib checks it)")
+    code, out, _ = run_cli(capsys, "fit", *card, "--host-memory-gib", "1024")
+    assert code == 0 and "host memory" not in out.splitlines()[0]
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
+                           "llama.cpp", "--max-model-len", "8192")
+    assert code == 0 and "host memory" not in out.splitlines()[0]  # every layer on the GPU
+
+
 @pytest.mark.parametrize(("flags", "moves"), [
     (("--fit-target", "0"), True), ((), True), (("-ngl", "all"), False)])
 def test_the_cells_past_the_pool_move_weights_only_under_fit(

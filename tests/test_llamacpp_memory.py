@@ -29,6 +29,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.precision import kv_dtype
 from ridgeline.reports.fit import fit_report
 from ridgeline.units import MIB
+from tests.conftest import run_cli
 
 
 def _spec(name: str, vocab: int, hidden: int, layers: int, heads: int, kv_heads: int,
@@ -200,6 +201,27 @@ def test_gemma_cells_count_only_the_full_layers_and_more_slots_cost_window_cache
     assert eight.tokens < four.tokens
     full = kv_footprint(dep.model, 1, 2).bytes_per_token_growing
     assert four.tokens == int((four.pool_bytes - four.slot_cache_bytes) // full)
+
+
+def test_where_window_caches_for_four_slots_leave_no_room_fewer_slots_are_a_lever(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-2-9B bf16 at 8,192 tokens on an M1 Pro (21.33 GiB to Metal): llama-server's 4
+    slots' window caches (2.71 GiB) leave the pool short of one conversation, while one slot
+    holds one, as decode answers it (a slot per sequence); fit names -np 1, and -np 2 where
+    4 slots hold only one (an M3 Pro's 36 GiB)."""
+    code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "apple-m1-pro-14c",
+                           "--max-model-len", "8192", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["conversations"] == 0
+    assert {"name": "1 slot (-np 1)", "conversations": 1, "batch": 1} in report["levers"]
+    code, out, _ = run_cli(capsys, "decode", "gemma-2-9b", "--gpu", "apple-m1-pro-14c",
+                           "--batch", "1", "--context", "8192", "--json")
+    assert code == 0 and json.loads(out)["engine_max_batch"][0]["batch"] == 1
+    code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "apple-m3-pro-14c",
+                           "--max-model-len", "8192", "--json")
+    report = json.loads(out)
+    assert report["batch"] == 1
+    assert {"name": "2 slots (-np 2)", "conversations": 2, "batch": 2} in report["levers"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -152,10 +152,11 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
     pool, a vLLM pool short of one sequence, or a refusal to start."""
     if pool.load_overflow:  # the 16-bit checkpoint quantized on load: the load runs out first
         return load_peak_reason(pool, dep, pool.accounting.version if pool.accounting else None)
+    whole = _every_layer_words(dep)
     if pool.weights_overflow:
         return (f"its weights alone ({pool.weight_bytes / GIB:,.2f} GiB per GPU) are more than "
                 f"the card's {pool.total_bytes / GIB:,.2f} GiB, so {dep.engine} could not load "
-                "them")
+                f"them{whole}")
     if pool.overflow_bytes:
         return (f"its --kv-cache-memory-bytes pool ({pool.set_pool_bytes / GIB:,.2f} GiB) "
                 f"overruns the room the card leaves ({max(0.0, pool.rest_bytes) / GIB:,.2f} "
@@ -188,7 +189,23 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
         return (f"its KV pool holds {pool.tokens:,} {plural(pool.tokens, 'token')} "
                 f"({pool.pool_bytes / GIB:,.2f} GiB per GPU), less than one such sequence, so "
                 "it would refuse to start")
+    if pool.engine.startswith("llama.cpp") and 0 < pool.tokens < context:
+        # llama-server allocates -c cells at start-up, and stops where they do not fit
+        lead = f"{whole.strip()}, " if whole else ""
+        return (f"{lead}the {pool.pool_bytes / GIB:,.2f} GiB per GPU left for its cache holds "
+                f"{pool.tokens:,} {plural(pool.tokens, 'cell')}, fewer than one such sequence, "
+                "so llama-server would fail to allocate it at start-up")
     return "it would refuse to start"
+
+
+def _every_layer_words(dep: Deployment) -> str:
+    """Where llama.cpp's pool is answered with every layer on a discrete card (decode's
+    -ngl all: cli_offload.FitRun.caution), the words that say so, since the build's default
+    --fit would move layers to the host instead; "" else."""
+    if dep.engine.startswith("llama.cpp") and dep.offload is None \
+            and not dep.accelerator.one_memory:
+        return " with every layer on the GPU"
+    return ""
 
 
 def served_context(dep: Deployment) -> tuple[int | None, str]:

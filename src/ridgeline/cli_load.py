@@ -124,7 +124,7 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
     """--weights, or what --quantization METHOD serves ``model`` in (as stored where the
     checkpoint is quantized so; refused where vLLM and SGLang refuse it), then --dtype's type
     for an unquantized checkpoint (bfloat16 refused on a card without it). None under
-    llama.cpp is the GGUF it runs the checkpoint as, said once (llamacpp_weights_note)."""
+    llama.cpp is the GGUF it runs the checkpoint as (build_deployment says which)."""
     from ridgeline.engine_quantization import (
         dtype_on,
         method_on,
@@ -142,12 +142,7 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
         method_on(method, acc)
     dtype_on(dtype, acc)
     weights = quantized_weights(method, model, engine) if method else getattr(args, "weights", None)
-    weights = weights_with_dtype(weights, dtype, model)
-    if weights is None and (engine or "").startswith("llama.cpp"):  # Deployment.build's GGUF
-        from ridgeline.served_model import llamacpp_weights_note
-
-        _say_caution(args, llamacpp_weights_note(model))
-    return weights
+    return weights_with_dtype(weights, dtype, model)
 
 
 def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
@@ -164,7 +159,8 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     gpus, ranks = data_parallel_layout(args, model, engine)
     ep = expert_parallel_asked(args, gpus * ranks,
                                expert_parallel or bool(getattr(args, "expert_parallel", False)))
-    dep = Deployment.build(model, acc, served_weights(args, model, acc, engine),
+    weights = served_weights(args, model, acc, engine)
+    dep = Deployment.build(model, acc, weights,
                            getattr(args, "kv_dtype", None), gpus * pp, pp, engine=engine,
                            expert_parallel=ep,
                            flash_attention=flash_attention(args, engine or "vllm"),
@@ -220,6 +216,11 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
             raise InputError(problem)
     if ep:
         check_expert_parallel(dep)
+    if weights is None and (engine or "").startswith("llama.cpp"):  # Deployment.build's GGUF
+        from ridgeline.served_model import llamacpp_weights_note
+
+        # said once the deployment stands: a refusal is its one line, with no caution before it
+        _say_caution(args, llamacpp_weights_note(model))
     return dep
 
 

@@ -198,6 +198,8 @@ def levers(r: FitReport) -> list[Lever]:
         if placed is not None:  # --fit places -np N's slots' caches as a run with it does
             options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified"
                             f"{_moved_words(d, placed)})", placed, r.context, slots))
+    if gguf:
+        options += _fewer_slots_lever(r)
     if r.pool.engine_buffers:
         options += _seats_lever(r)
     options += _more_seats_lever(r)
@@ -245,6 +247,30 @@ def levers(r: FitReport) -> list[Lever]:
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
+
+
+def _fewer_slots_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """llama-server sizes a windowed or recurrent model's window and state caches for every
+    slot (-np), idle or not: where they leave the pool fewer conversations than slots, fewer
+    slots free theirs. The most slots K < -np whose pool holds K conversations, as decode
+    gives each sequence its slot (gemma-2-9b at 8,192 tokens on an M1 Pro's 21.33 GiB: -np 4
+    holds none beside 2.71 GiB of window caches, -np 1 holds one)."""
+    slots = r.pool.max_num_seqs
+    if r.conversations >= slots or slots < 2:
+        return []
+    for fewer in range(slots - 1, 0, -1):
+        s = replace(r.settings, max_num_seqs=fewer)
+        placed = _placed_for_context(r, r.context, s)
+        if placed is None:
+            continue
+        pool = run_pool(placed, replace(s, max_model_len=r.context), r.fit_host is not None,
+                        r.fit_margin_bytes)
+        if held_conversations(pool, placed, r.context) >= fewer:
+            if fewer <= r.conversations:
+                return []  # no fewer slots hold more than the report's own
+            return [(f"{fewer} slot{'s' if fewer > 1 else ''} (-np {fewer}"
+                     f"{_moved_words(r.deployment, placed)})", placed, r.context, s)]
+    return []
 
 
 def _placed_for_context(r: FitReport, context: int,

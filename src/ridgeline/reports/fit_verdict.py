@@ -198,7 +198,24 @@ def verdict_line(r: FitReport) -> str:
     elif experts:
         headline += (" in the weights every token reads; the routed experts stay "
                      "bandwidth-bound (caution below)")
-    return headline
+    return headline + _host_weights_words(r)
+
+
+def _host_weights_words(r: FitReport) -> str:
+    """Where a llama.cpp deployment fits only by keeping weights in host memory (-ngl N,
+    --n-cpu-moe, or --fit's own placement) and no --host-memory-gib checks the RAM, the
+    clause that says so, since "fits" alone reads as the card holding the model: Llama-3.1-
+    405B fp16 on one 16 GB MI50 fits with 746.11 GiB of its weights on the host."""
+    from ridgeline.offload import host_weight_bytes
+
+    o = r.deployment.offload
+    if r.verdict == DOES_NOT_FIT or o is None or o.host_memory_bytes is not None:
+        return ""
+    host = host_weight_bytes(r.deployment)
+    if host <= 0:
+        return ""
+    return (f" — with {host / GIB:,.2f} GiB of weights in host memory, which the host's RAM "
+            "must hold (--host-memory-gib checks it)")
 
 
 def logged_concurrency_line(r: FitReport) -> str | None:

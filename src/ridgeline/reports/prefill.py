@@ -226,7 +226,9 @@ class PrefillReport:
                 # whether a prompt past the budget runs in chunks (TensorRT-LLM: only with its
                 # enable_chunked_prefill), or whole
                 "chunked_prefill": self.chunks,
-                "prompt_steps": self.expected.prompt_steps,
+                # counted where the engine runs the prompts (cli_prefill prices no steps
+                # else): null beside a null expectation, not a stub 1 under a smaller budget
+                "prompt_steps": self.expected.prompt_steps if self.runs else None,
                 "engine_max_batch": self.pool_batch,
                 "max_model_len": None if self.seat is None else self.seat.max_model_len,
                 # as decode's engine_max_batch[].settings: the version's rules named there too
