@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The data-parallel simulator's runs of lock-step decode steps against its plain steps.
 
-    python scripts/check_dp_fast_path.py [--only N ...] [--times]
+    python scripts/check_dp_fast_path.py [--only N ...]
 
 Runs each case's ``simulate … --json`` twice in-process, as the command runs it and with the
 simulator's fast path off (``sim_config(fast_path=False)``: every rank steps one step at a
 time, sim/data_parallel.py), and compares the two outputs character for character. Cases:
 vLLM's least-loaded and SGLang's round-robin dispatch over 2, 4 and 8 ranks; rates that keep
 up and rates that queue; closed loops; a capped open loop; prefix groups; seats few enough
-to queue on; pools small enough to preempt (vLLM) and retract (SGLang); a sliding-window
-model (the plain step throughout). Prints each case's verdict and both wall times; exits 1
-on any difference. Pure Python only (it patches ``sim.config.sim_config``, which the command imports as it
-runs).
+to queue on; pools small enough to preempt (vLLM) and retract (SGLang); all on DeepSeek-V3.
+Prints each case's verdict and both wall times; exits 1 on any difference. About 4 min of
+CPU, two thirds of it case 13 (SGLang's pool small enough to retract: 364 s of wall time on a
+loaded 2-core machine, 2026-12-04, where the other 13 took 137 s). Pure Python only (it
+patches ``sim.config.sim_config``, which the command imports as it runs).
 """
 
 from __future__ import annotations
