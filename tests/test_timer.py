@@ -92,3 +92,17 @@ def test_a_step_timed_from_its_rows_is_its_shapes_time_to_the_last_digit(
         rows = [s.context_tokens for s in seqs if s.new_tokens == 1]
         chunks = [s for s in seqs if s.new_tokens > 1]
         assert timer.rows_time_s(rows, chunks) == timer.time_s(batch_shape(d, seqs))
+
+
+def test_the_timer_remembers_a_bounded_number_of_step_shapes() -> None:
+    """A long run meets ever more (tokens, rows) shapes; the CUDA-graph decisions kept for
+    them start over at the bound (memory had grown with the run), and the times stay the
+    formula's."""
+    d = dep("llama-3.1-8b", n=1, pp=1, ep=False)
+    profile = profile_for("vllm")
+    timer = StepTimer(d, profile)
+    timer.modes_remembered = 4
+    for rows in range(1, 30):
+        shape = batch_shape(d, [Seq(1, 500 + 7 * i) for i in range(rows)])
+        assert timer.time_s(shape) == pytest.approx(shape_time_s(d, shape, profile), rel=1e-12)
+        assert len(timer._modes) <= 4
