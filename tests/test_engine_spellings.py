@@ -541,3 +541,64 @@ def test_a_model_given_first_to_a_command_that_takes_it_as_a_flag_is_pointed_the
 
 def test_an_unknown_flag_before_any_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unrecognized arguments: --foo" in refused(capsys, "--foo")
+
+
+# -- a method below the card's compute capability -------------------------------------------
+@pytest.mark.parametrize("command", [("decode",), ("fit", "--max-model-len", "8k")])
+def test_a_checkpoint_whose_own_method_vllm_refuses_on_the_card_is_refused_as_stored(
+        capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    """Qwen3.6-35B-A3B-NVFP4 is ModelOpt MIXED_PRECISION, which vLLM reads with
+    modelopt_mixed (ModelOptMixedPrecisionConfig.get_min_capability: 89): on an A100 (8.0)
+    vLLM stops at start-up ('The quantization method modelopt_mixed is not supported for the
+    current GPU'), so there is no throughput to price; on an L40S (8.9) or H100 it runs."""
+    argv = (command[0], "qwen3.6-35b-a3b", *command[1:], "--json")
+    err = refused(capsys, *argv, "--gpu", "a100")
+    assert "modelopt_mixed" in err and "a100-sxm-80gb" in err
+    assert "compute capability 8.9" in err and "8.0 to 8.7" in err
+    assert "modelopt_mixed" in refused(capsys, *argv, "--gpu", "a10")
+    for gpu in ("l40s", "h100"):
+        answer(capsys, *argv, "--gpu", gpu)
+    # the same as --quantization names it; --weights still sizes any format (the what-if flag)
+    assert "--quantization modelopt_mixed needs compute capability 8.9" in refused(
+        capsys, *argv, "--gpu", "a100", "-q", "modelopt_mixed")
+    answer(capsys, *argv, "--gpu", "a100", "--weights", "nvfp4")
+    # SGLang's own floors are not modelled: the rule is vLLM's
+    assert "get_min_capability" not in run_cli(capsys, *argv, "--gpu", "a100", "--engine",
+                                               "sglang")[2]
+
+
+def test_an_fp8_checkpoint_runs_on_an_a100_through_fp8_marlin(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's Fp8Config serves FP8 weight-only (W8A16, FP8 Marlin) below compute capability
+    8.9, so an fp8 checkpoint, as stored or with --quantization fp8, is priced on an A100."""
+    argv = ("decode", "qwen3-235b-a22b-fp8", "--gpu", "a100", "--num-gpus", "8", "--json")
+    assert answer(capsys, *argv) == answer(capsys, *argv, "-q", "fp8")
+    answer(capsys, "decode", "llama-3.1-8b", "--gpu", "a100", "-q", "fp8", "--json")
+
+
+def test_capability_floors_are_vllms_per_method_and_nvidias_per_family() -> None:
+    """experts_int8 (80) on a T4 (7.5) and V100 (7.0), modelopt (89) on any Ampere card,
+    modelopt_fp4 (75) on a V100 but not a T4; nothing off NVIDIA or for fp8."""
+    from ridgeline.engine_quantization import capability_shortfall
+    from ridgeline.hardware import resolve_accelerator
+
+    def short(method: str, gpu: str) -> bool:
+        return bool(capability_shortfall(method, resolve_accelerator(gpu)))
+
+    assert short("experts_int8", "t4") and short("experts_int8", "v100")
+    assert not short("experts_int8", "a100")
+    assert short("modelopt", "a100") and short("modelopt", "rtx-3090")
+    assert not short("modelopt", "l40s") and not short("modelopt", "b200")
+    assert short("modelopt_fp4", "v100") and not short("modelopt_fp4", "t4")
+    assert not short("fp8", "t4") and not short("modelopt_mixed", "mi300x")
+
+
+def test_plan_keeps_the_cards_a_checkpoint_runs_on_and_refuses_it_on_none(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A card below modelopt_mixed's compute capability drops out of the plan, first or not;
+    with no other card the plan is refused in one line."""
+    argv = ("plan", "qwen3.6-35b-a3b", "--rate", "2", "--slo-ttft-ms", "2000",
+            "--slo-tpot-ms", "100", "--gpus")
+    code, out, err = run_cli(capsys, *argv, "a100,h100")
+    assert code == 0 and "h100-sxm" in out and "a100" not in out, err
+    assert "modelopt_mixed" in refused(capsys, *argv, "a100,a10")

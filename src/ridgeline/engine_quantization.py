@@ -5,7 +5,9 @@
 checkpoint in FP8 (ridgeline's --weights fp8); on a checkpoint already stored in FP8 the same
 flag loads it as stored. The engines refuse the rest at start-up, and so does ridgeline: a
 method that needs a checkpoint of its own (awq, gptq, modelopt, …) on a 16-bit checkpoint, a
-method the checkpoint's quant_method does not match, -q for an engine without the flag.
+method the checkpoint's quant_method does not match, -q for an engine without the flag, and
+(vLLM's get_min_capability) a method below the card's compute capability, named with -q or
+the one the checkpoint is read with as stored (modelopt_mixed on an A100).
 --weights stays the what-if flag: it sizes any format on any checkpoint. --dtype names the
 16-bit type an unquantized checkpoint runs in; bfloat16 where the card has none is refused.
 """
@@ -162,22 +164,72 @@ def _layout_refusal(chosen: EngineMethod, spec: ModelSpec, label: str,
             f"{instead}")
 
 
-# vLLM's get_min_capability: bitsandbytes 7.0, experts_int8 8.0; the NVIDIA families below
-MIN_CAPABILITY_FAMILIES = {"bitsandbytes": ("pascal",),
-                           "experts_int8": ("pascal", "volta", "turing")}
+# vLLM's get_min_capability (compute capability x 10), checked at start-up for the method
+# given with --quantization or read from the checkpoint's quantization_config alike
+# (config/vllm.py _get_quantization_config: 'The quantization method X is not supported for the
+# current GPU. Minimum capability: 89. Current capability: 80.'), for the methods whose floor
+# is above a card ridgeline knows: bitsandbytes.py 70, experts_int8.py 80, mxfp4.py Mxfp4Config
+# 80, modelopt.py ModelOptFp8Config 89, ModelOptNvFp4Config 75, ModelOptMixedPrecisionConfig 89
+# (vLLM main, 2026). Not fp8: Fp8Config's floor, 89 in its first release, is 80 since FP8
+# Marlin runs it weight-only (W8A16) below 8.9, so an A100 serves an fp8 checkpoint; the
+# format-wide floors (AWQ and Marlin below 7.5, fp8 below Turing) are engine_platforms'.
+VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "modelopt": 89,
+                       "modelopt_fp4": 75, "modelopt_mixed": 89}
+# the compute capabilities of each NVIDIA family, its lowest part's and its highest's (NVIDIA's
+# CUDA GPUs table, developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's
+# compute-capability table): Pascal 6.0-6.2, Volta 7.0-7.2, Turing 7.5, Ampere 8.0 (A100) to
+# 8.7 (A10, A40, RTX 30: 8.6), Ada 8.9, Hopper 9.0, Blackwell 10.0 (B200) to 12.1 (RTX 50: 12.0)
+NVIDIA_FAMILY_CAPABILITY = {"pascal": (60, 62), "volta": (70, 72), "turing": (75, 75),
+                            "ampere": (80, 87), "ada": (89, 89), "hopper": (90, 90),
+                            "blackwell": (100, 121)}
+
+
+def _capability(tenths: int) -> str:
+    """89 -> '8.9'."""
+    return f"{tenths // 10}.{tenths % 10}"
+
+
+def capability_shortfall(method: str, acc: Accelerator) -> str:
+    """'' where vLLM starts ``method`` on ``acc``, else what the card lacks, in words: 'needs
+    compute capability 8.9 or more, and the a100-sxm-80gb (ampere family, compute capability
+    8.0 to 8.7) has less'. Only an NVIDIA card of a family the table knows is refused."""
+    need = VLLM_MIN_CAPABILITY.get(method)
+    has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
+    if need is None or has is None or has[1] >= need:
+        return ""
+    low, high = (_capability(c) for c in has)
+    span = low if low == high else f"{low} to {high}"
+    able = ", ".join(f.capitalize() for f, (lo, _) in NVIDIA_FAMILY_CAPABILITY.items()
+                     if lo >= need)
+    return (f"needs compute capability {_capability(need)} or more, and the {acc.id} "
+            f"({acc.family} family, compute capability {span}) has less: vLLM refuses it at "
+            f"start-up (get_min_capability); name a card of {_capability(need)} or more "
+            f"({able})")
 
 
 def method_on(method: str, acc: Accelerator) -> None:
     """Refuses a method on an NVIDIA card below its compute capability, as vLLM does at
     start-up ('The quantization method X is not supported for the current GPU. Minimum
-    capability: 80'): experts_int8 on a T4 or V100, bitsandbytes on a P100."""
+    capability: 80'): experts_int8 on a T4 or V100, bitsandbytes on a P100, modelopt_mixed on
+    an A100."""
     chosen = engine_method(method)
-    below = MIN_CAPABILITY_FAMILIES.get(chosen.method, ())
-    if acc.vendor == "nvidia" and acc.family in below:
-        need = "8.0" if chosen.method == "experts_int8" else "7.0"
-        raise InputError(f"--quantization {chosen.method} needs compute capability {need} or "
-                         f"more, and the {acc.id} ({acc.family}) has less: vLLM refuses it at "
-                         "start-up (get_min_capability)")
+    short = capability_shortfall(chosen.method, acc)
+    if short:
+        raise InputError(f"--quantization {chosen.method} {short}")
+
+
+def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None) -> str:
+    """Why vLLM refuses ``spec``'s checkpoint, served as stored, on ``acc``, or "": the method
+    it reads the checkpoint with (checkpoint_engine_method) is below its compute capability
+    there, as with --quantization (method_on): Qwen3.6-35B-A3B-NVFP4 (ModelOpt MIXED_PRECISION,
+    modelopt_mixed) on an A100. SGLang checks its own floors, which ridgeline does not model."""
+    own = checkpoint_engine_method(spec, engine) if engine == "vllm" else None
+    short = capability_shortfall(own.method, acc) if own else ""
+    if own is None or not short:
+        return ""
+    algo = f", quant_algo {spec.quant_algo}" if spec.quant_algo else ""
+    return (f"{spec.name} is read as stored with vLLM's {own.method} method (quant_method "
+            f"{spec.quant_method}{algo}), which {short}")
 
 
 def checkpoint_engine_method(spec: ModelSpec, engine: str | None = None) -> EngineMethod | None:

@@ -58,7 +58,7 @@ from ridgeline.plan_cautions import (
 )
 from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
 from ridgeline.precision import weight_plan
-from ridgeline.quantization_gates import deployment_problem
+from ridgeline.quantization_gates import capability_problem, deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
 from ridgeline.search_space import data_parallel_space, search_space
 from ridgeline.serving_load import Load, Slo
@@ -290,7 +290,8 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
     """Why ``engine`` at ``version`` serves the plan's weights on no layout at all, or "":
     one GPU of the first card that builds them, asked ``deployment_problem`` (a bitsandbytes
     checkpoint before vLLM 0.5, its MoE experts before 0.10), or a checkpoint's stored format
-    the engine loads on none of them (``weights_platform_problem``: trtllm and bitsandbytes)."""
+    the engine loads on none of them (``weights_platform_problem``: trtllm and bitsandbytes; its
+    method below every card's compute capability, ``capability_problem``)."""
     if model.stored_formats:
         stored = weight_plan(model)
         problems = [weights_platform_problem(stored, resolve_accelerator(g), engine, False)
@@ -298,14 +299,19 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
         if all(problems):  # plan serves the checkpoint as stored: it takes no --weights
             return (problems[0].split("; give ")[0] + f"; plan serves {model.name} as stored: "
                     f"give a checkpoint in a format {engine} loads, or another --engine")
+    below = ""  # a card below the method's compute capability: the plan keeps the others
     for gpu in gpus:
         try:
             dep = replica_build(model, resolve_accelerator(gpu), 1, 1, weight_choices(model)[0],
                                 "bf16", engine=engine)
         except InputError:
             continue
+        short = capability_problem(dep)
+        if short:
+            below = below or short
+            continue
         return deployment_problem(dep, version)
-    return ""
+    return below
 
 
 def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:

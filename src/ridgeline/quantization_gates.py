@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
+from ridgeline.engine_quantization import stored_method_problem
 from ridgeline.engine_versions import release_before
 from ridgeline.quantization import EXPERTS
 from ridgeline.tensor_parallel import tensor_parallel_problem
@@ -29,10 +30,20 @@ def _rows() -> dict[str, dict[str, Any]]:
 
 def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     """Why the engine cannot start ``dep`` at ``version`` (None: the newest modelled), or "":
-    the model's heads or widths do not split over its tensor-parallel ranks, or its
-    bitsandbytes or experts_int8 weights are refused on this layout or release."""
+    the model's heads or widths do not split over its tensor-parallel ranks, its bitsandbytes
+    or experts_int8 weights are refused on this layout or release, or the method vLLM reads
+    its checkpoint with as stored needs a higher compute capability than the card's."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
-            or bnb_problem(dep, version) or experts_int8_problem(dep, version))
+            or bnb_problem(dep, version) or experts_int8_problem(dep, version)
+            or capability_problem(dep))
+
+
+def capability_problem(dep: Deployment) -> str:
+    """Why vLLM refuses ``dep``'s checkpoint as stored on its card, or "" (--weights FMT, the
+    what-if flag, sizes another checkpoint; --quantization is method_on's)."""
+    if dep.weights.label != "as stored":
+        return ""
+    return stored_method_problem(dep.model, dep.accelerator, dep.engine)
 
 
 def single_rank_checkpoint(model: ModelSpec, engine: str) -> bool:
