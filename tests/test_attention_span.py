@@ -30,6 +30,7 @@ from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
+from tests.test_simulator import decoding
 
 SPANS = st.one_of(st.none(), st.integers(1, 40), st.builds(Chunk, st.integers(1, 40)))
 
@@ -139,12 +140,8 @@ def test_summed_decodes_read_what_each_chunk_holds(
     starting, members joining and leaving; between two changes they grow linearly."""
     span = Chunk(chunk)
     decodes = DecodeSet(16, chunks=(span,))
-    members = {}
+    members = decoding(decodes, contexts)
     g = 0
-    for i, ctx in enumerate(contexts):
-        r = Request(i, 0.0, max(ctx, 1), 10_000, num_computed=ctx, num_generated=1)
-        decodes.add(r, g)
-        members[i] = r
     for n, (steps, leaver) in enumerate(moves):
         change = decodes.next_change()
         assert change > g

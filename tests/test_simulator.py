@@ -153,6 +153,16 @@ def test_summed_decodes_take_the_blocks_each_request_would(
     assert [r.num_computed for r in requests] == [c + later for c in contexts]
 
 
+def decoding(decodes: DecodeSet, contexts: list[int]) -> dict[int, Request]:
+    """One decoding request per context, added to ``decodes`` at step 0; by id."""
+    members = {}
+    for i, ctx in enumerate(contexts):
+        r = Request(i, 0.0, max(ctx, 1), 10_000, num_computed=ctx, num_generated=1)
+        decodes.add(r, 0)
+        members[i] = r
+    return members
+
+
 @settings(max_examples=150, deadline=None)
 @given(contexts=st.lists(st.integers(0, 600), min_size=1, max_size=30),
        window=st.sampled_from([1, 16, 128, 512]), moves=st.lists(
@@ -162,12 +172,8 @@ def test_summed_decodes_read_what_each_window_keeps(
     """Keys per window equal Σ min(context + 1, window) member by member, through steps,
     windows filling and members leaving (finish or preemption)."""
     decodes = DecodeSet(16, windows=(window,))
-    members = {}
+    members = decoding(decodes, contexts)
     g = 0
-    for i, ctx in enumerate(contexts):
-        r = Request(i, 0.0, max(ctx, 1), 10_000, num_computed=ctx, num_generated=1)
-        decodes.add(r, g)
-        members[i] = r
     for steps, leaver in moves:
         assert decodes.next_change() > g
         g += min(steps, decodes.next_change() - g)  # a run never crosses a window's filling
