@@ -54,6 +54,22 @@ def test_a_batch_summed_to_counts_and_sums_costs_what_the_batch_costs(
             assert timer.decode_time_s(len(decodes), sum(decodes)) == pytest.approx(expected)
 
 
+@settings(max_examples=30, deadline=None)
+@given(decodes=st.lists(st.integers(0, 9000), min_size=1, max_size=300),
+       model=st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3",
+                              "jamba-1.5-mini"]))
+def test_a_decode_only_step_costs_its_shape_to_the_last_digit(decodes: list[int],
+                                                              model: str) -> None:
+    """bulk_time_s of decodes alone (the fast path's single decode steps, which take
+    decode_time_s's remembered terms where one kind of full attention runs) is time_s of the
+    step's shape exactly, not only nearly: the simulator's output must not move by a digit."""
+    d = dep(model, n=8 if model == "deepseek-v3" else 1)
+    timer = StepTimer(d, profile_for("vllm"))
+    shape = batch_shape(d, [Seq(1, c) for c in decodes])
+    want = StepTimer(d, profile_for("vllm")).time_s(shape)
+    assert timer.bulk_time_s(len(decodes), sum(decodes)) == want
+
+
 def test_only_full_attention_models_are_timed_from_a_context_sum() -> None:
     assert not StepTimer(dep("gemma-3-27b")).full_attention
     assert StepTimer(dep("jamba-1.5-mini")).full_attention  # Mamba layers read no context

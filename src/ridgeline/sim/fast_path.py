@@ -331,6 +331,8 @@ class FastPath:
     def _bulk_steps(self, next_arrival: float) -> int:
         """How many decode steps can run before a finish, a window filling, an arrival or a
         block shortage."""
+        if next_arrival <= self.sim.now_s:  # async scheduling: a request held or a finish
+            return 1  # retiring ends the run at this step (``Simulator._advance``)
         dset, g = self.decodes, self.g
         k = min(dset.next_change() - g, MAX_FAST_STEPS)
         available = self._run_blocks()

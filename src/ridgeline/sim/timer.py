@@ -253,7 +253,10 @@ class StepTimer:
     def bulk_time_s(self, decodes: int, decode_context: int, chunks: Sequence[Seq] = ()) -> float:
         """time_s of ``decodes`` one-token sequences whose cached contexts sum to
         ``decode_context``, plus multi-token ``chunks``: what a simulator that keeps its
-        decodes as a count and a sum can ask. Full attention (a window needs keys_time_s)."""
+        decodes as a count and a sum can ask. Full attention (a window needs keys_time_s);
+        decodes alone under one kind of it: decode_time_s (``rows_time_s``: the same terms)."""
+        if not chunks and self._one_full and not self._exact:
+            return self.decode_time_s(decodes, decode_context)
         keys = float(decode_context + decodes)
         return self.time_s(shape_of(self.windows, decodes, lambda _: keys, chunks))
 
