@@ -423,8 +423,15 @@ def test_the_summary_reads_one_card_once_and_one_bias_for_times_and_rates(
         writer.writeheader()
         writer.writerows(rows)
     assert main(["validate", str(path), "--json"]) == 0
-    cards = json.loads(capsys.readouterr().out)["summary"]["gpu"]
+    report = json.loads(capsys.readouterr().out)
+    cards = report["summary"]["gpu"]
     assert [c["group"] for c in cards] == ["a100-sxm-80gb"] and cards[0]["rows"] == len(rows)
+    # each row carries the card it is grouped under, and its engine and model as written
+    assert {r["gpu"] for r in report["rows"]} == {"a100-sxm-80gb"}
+    by_id = {r["id"]: r for r in rows}
+    for r in report["rows"]:
+        assert (r["engine"], r["model"]) == (by_id[r["id"]]["engine"].lower(),
+                                             by_id[r["id"]]["model"])
 
 
 def test_a_profile_fitted_on_decode_alone_says_its_compute_is_the_prior(

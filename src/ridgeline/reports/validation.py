@@ -261,8 +261,13 @@ class ValidationReport:
         only those without a prediction, as the text names them (``rows_left_out``: how many
         scored rows it leaves out, 0 without --summary)."""
         shown = [p for p in self.predictions if self.show_rows or p.predicted is None]
+        lookup = {r.id: r for r in self.rows}
         return {
-            "rows": [{"id": p.id, "metric": p.metric, "unit": UNITS.get(p.metric),
+            # each row's model, engine and card as the summary groups them (the card by the
+            # catalog id its name resolves to: 'h100' is h100-sxm)
+            "rows": [{"id": p.id, "model": lookup[p.id].model,
+                      "engine": str(lookup[p.id].engine), "gpu": _card(lookup[p.id].gpu),
+                      "metric": p.metric, "unit": UNITS.get(p.metric),
                       "measured": p.measured,
                       "predicted": p.predicted, "low": p.low, "high": p.high,
                       "error": p.error, "reason": p.reason or None,
