@@ -93,6 +93,23 @@ def test_every_command_refuses_a_gpu_file_under_a_catalog_id(
     assert code == 0, err
 
 
+def test_a_card_file_may_state_its_memory_by_size_and_unit_alone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """memory_size 48 and memory_unit GiB state the bytes; the record had been refused for
+    lacking memory_bytes. With neither, the refusal names memory_bytes."""
+    from ridgeline.hardware import load_accelerator_file
+
+    path = card_file(tmp_path, id="my-card", memory_size=48, memory_unit="GiB")
+    record = json.loads(Path(path).read_text("utf-8"))
+    for key in ("memory_bytes", "runtime_total_bytes", "smi_total_bytes"):
+        record.pop(key, None)
+    Path(path).write_text(json.dumps(record), "utf-8")
+    assert load_accelerator_file(path).memory_bytes == 48 * 2**30
+    del record["memory_size"]
+    Path(path).write_text(json.dumps(record), "utf-8")
+    assert "lacks 'memory_bytes'" in refused(capsys, "hardware", "--gpu-file", path)
+
+
 def test_observe_refuses_a_gpu_file_under_a_catalog_id(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     metrics = tmp_path / "metrics.txt"

@@ -235,18 +235,23 @@ class Accelerator:
         if not isinstance(peaks, Mapping):
             raise f.refuse("peak_flops", "an object of compute dtypes to FLOP/s", peaks)
         ident = f.text("id")
+        size, unit = f.number("memory_size", 0, MAX_MEMORY_BYTES, default=0), \
+            f.text("memory_unit", "GB")
+        stated = size * (GIB if unit == "GiB" else 1e9) if size else None  # (unit: checked)
         return cls(
             id=ident,
             name=f.text("name", ident),
-            memory_bytes=f.number("memory_bytes", 0, MAX_MEMORY_BYTES, open_low=True),
+            # the bytes, or the size and unit that state them (memory_size 48, GiB)
+            memory_bytes=f.number("memory_bytes", 0, MAX_MEMORY_BYTES, default=stated,
+                                  open_low=True),
             memory_bandwidth_bytes_per_s=f.number("memory_bandwidth_bytes_per_s", 0, math.inf,
                                                   open_low=True),
             peak_flops=f.numbers("peak_flops", 0, math.inf, open_low=True),
             vendor=f.choice("vendor", VENDORS),
             family=f.text("family", ""),
             form=f.choice("form", FORMS),
-            memory_size=f.number("memory_size", 0, MAX_MEMORY_BYTES, default=0),
-            memory_unit=f.text("memory_unit", "GB"),
+            memory_size=size,
+            memory_unit=unit,
             link_kind=None if link.get("kind") is None else wire.text("kind"),
             link_bytes_per_s=wire.optional("bytes_per_s_per_direction", 1e8, 1e14),
             die_link_bytes_per_s=wire.optional("die_bytes_per_s_per_direction", 1e8, 1e14),
