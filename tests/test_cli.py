@@ -342,6 +342,8 @@ BAD = [
     (["decode", "llama-3.1-8b", "--gpu", "v100", "--weights", "awq-int4"],
      "need compute capability 7.5+"),
     (["decode", "gpt-oss-20b", "--gpu", "t4"], "Marlin's MXFP4 kernel needs compute capability"),
+    (["decode", "gpt-oss-20b", "--gpu", "t4", "--engine", "sglang"],
+     "vLLM's MXFP4 kernel (Marlin) needs compute capability 8.0+, the floor taken for sglang"),
     (["decode", "llama-3.1-8b", "--gpu", "mi50", "--engine", "vllm"],
      "vllm's ROCm build does not run on mi50"),
     (["decode", "llama-3.1-8b", "--gpu", "rx-7900-xtx", "--weights", "fp8"],

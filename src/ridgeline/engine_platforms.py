@@ -137,8 +137,11 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
                 f"({accelerator.family}): its kernels (AWQ, Marlin FP4) need compute "
                 "capability 7.5+; try --weights gptq-int4 or bf16")
     if "mxfp4" in formats and accelerator.family in NO_MARLIN_MXFP4_FAMILIES:
+        floor = ("Marlin's MXFP4 kernel needs compute capability 8.0+" if engine == "vllm" else
+                 "vLLM's MXFP4 kernel (Marlin) needs compute capability 8.0+, the floor taken "
+                 f"for {engine} too, whose own is not modelled")
         return (f"{engine} runs no mxfp4 weights on {accelerator.id} ({accelerator.family}): "
-                "Marlin's MXFP4 kernel needs compute capability 8.0+; try --weights bf16")
+                f"{floor}; try --weights bf16")
     if W4A8_FP8 in formats and accelerator.vendor not in ("measured", "") \
             and accelerator.family != W4A8_FP8_FAMILY:
         return (f"{engine} runs no {W4A8_FP8} weights on {accelerator.id} "
