@@ -113,17 +113,27 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.engines import load_profile_file
-    from ridgeline.measurements import performance_rows, read_measurement_files
+    from ridgeline.measurements import KV_METRICS, performance_rows, read_measurement_files
     from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline, why_past_roofline
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import ValidationReport, prediction_steps
     from ridgeline.scoring import validate
+    from ridgeline.unit_slips import slip_words, unit_slip
 
     records = _register_gpu_files(args)
     result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
     _require_rows(args.file, result.errors, result.rows)
     profiles = load_profile_file(args.profile) if args.profile else None
     predictions = validate(result.rows, profiles)
+    # a row far off in the direction of a unit slip is scored (the slip is a guess, and a row
+    # far off for a real reason must show in the summary) and says which slip it looks like
+    slips = {r.id: slip_words(r, s, p.predicted) for r, p in zip(result.rows, predictions,
+                                                                 strict=True)
+             if p.predicted is not None and (s := unit_slip(r, p.predicted)) is not None}
+    predictions = [p if p.id not in slips else replace(p, caveat="; ".join(
+        c for c in (p.caveat, f"{slips[p.id]} (still scored"
+                    + ("" if p.metric in KV_METRICS else "; calibrate leaves it out") + ")")
+        if c)) for p in predictions]
     # a row faster than its deployment's roofline is scored, and flagged: calibrate leaves
     # such rows out (a card named wrong, speculative decoding)
     past = {r.id: (r, floor) for r, floor in beyond_roofline(result.rows)}
@@ -145,7 +155,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     elif profiles:
         notes += _profile_notes(args.profile, profiles, performance_rows(result.rows))
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
-                            steps, args.strict, notes)
+                            steps, args.strict, notes, tuple(slips.items()))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> Any:
@@ -165,6 +175,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         profile_steps,
     )
     from ridgeline.scoring import error_stats, validate
+    from ridgeline.unit_slips import slip_words, unit_slip
     from ridgeline.units import plural
 
     existing = _check_output(args.output)
@@ -183,11 +194,16 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         raise InputError(f"{files}: every row is past its roofline ({skipped[0]})")
     # rows the model cannot predict (an unknown model or card, a deployment that does not fit)
     # cannot steer the fit: named and left out, as the fit leaves them
-    unpredicted = {p.id: p.reason for p in validate(performance_rows(rows))
-                   if p.predicted is None}
+    priced = list(zip(performance_rows(rows), validate(performance_rows(rows)), strict=True))
+    unpredicted = {p.id: p.reason for _, p in priced if p.predicted is None}
     skipped += tuple(f"{row_id}: no prediction ({reason})"
                      for row_id, reason in unpredicted.items())
-    rows = [r for r in rows if r.id not in unpredicted]
+    # rows far off the bundled prediction in the direction of a unit slip (a TPOT in ms
+    # written as tok/s): a fit would bend to them, so they are named and left out too
+    slipped = {r.id: slip_words(r, s, p.predicted) for r, p in priced
+               if p.predicted is not None and (s := unit_slip(r, p.predicted)) is not None}
+    skipped += tuple(f"{row_id}: {words}" for row_id, words in slipped.items())
+    rows = [r for r in rows if r.id not in unpredicted and r.id not in slipped]
     if not rows:
         raise InputError(f"{files}: no row can be predicted ("
                          + "; ".join((*_unnamed_gpu_files(records, result.rows), skipped[0]))
@@ -195,7 +211,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     if args.strict and (result.errors or skipped):  # for CI: nothing written from a partial set
         n, m = len(result.errors), len(skipped)
         raise InputError(f"--strict: {n} {plural(n, 'row')} unreadable and {m} left out "
-                         f"(past the roofline, or with no prediction), no profile written: "
+                         f"(past the roofline, a unit slip, or with no prediction), no profile "
+                         f"written: "
                          f"{(*result.errors, *skipped)[0]}")
     engines = list(dict.fromkeys(args.engine)) if args.engine else None  # each fitted once
     if engines:  # named engines the rows do not hold: say which the rows do hold
@@ -304,7 +321,7 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", action="append", type=_typed(_engine_name),
                    help="fit only this engine (repeatable)")
     p.add_argument("--strict", action="store_true",
-                   help="exit 2, writing nothing, when a row is unreadable, past its roofline "
-                   "or without a prediction (for CI)")
+                   help="exit 2, writing nothing, when a row is unreadable, past its roofline, "
+                   "far off in the direction of a unit slip or without a prediction (for CI)")
     _output(p)
     p.set_defaults(handler=cmd_calibrate)

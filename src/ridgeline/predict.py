@@ -355,25 +355,69 @@ def _predict_value(row: Measurement, dep: Deployment, profile: EngineProfile) ->
     if m == "decode_tok_s_per_user":
         division = decode_division(row, dep, profile)
         return None if division is None else division.tok_s
-    if m == "prefill_tok_s":
-        prompt = row.input_len or 0
-        if prompt <= 0:
+    if m in ("prefill_tok_s", "ttft_ms"):
+        prompt_run = prompt_division(row, dep, profile)
+        if prompt_run is None:
             return None
-        depth = max(0, (row.context_len or prompt) - prompt)
-        ubatch = row.setting_count("n_ubatch") or llamacpp_n_ubatch()  # llama-bench -ub
-        return (row.batch or 1) * prompt / prefill_time_s(dep, profile, prompt, depth,
-                                                          row.batch or 1, ubatch)
+        return prompt_run.ttft_ms if m == "ttft_ms" else prompt_run.tok_s
     if m in THROUGHPUT_METRICS:
         value = output_throughput(row, dep, profile)
         if value is None:
             return None
         return value / row.num_gpus if m.endswith("per_gpu") else value
-    if m == "ttft_ms":
+    return _kv_metric(row, dep)
+
+
+@dataclass(frozen=True)
+class PromptDivision:
+    """A prompt figure as the division it is: ``prompts`` × ``tokens`` ÷ ``prefill_s`` (a
+    prefill speed), or ``prefill_s`` in ms (a TTFT); ``ubatch``: llama.cpp's tokens a pass
+    (each re-reads the weights and attends to the ``depth`` cached tokens and the ubatches
+    before it), None where the prompt runs in one pass."""
+
+    prompts: int
+    tokens: int
+    depth: int
+    ubatch: int | None
+    prefill_s: float
+
+    @property
+    def tok_s(self) -> float:
+        return self.prompts * self.tokens / self.prefill_s
+
+    @property
+    def ttft_ms(self) -> float:
+        return self.prefill_s * 1e3
+
+    @property
+    def passes(self) -> int:
+        """The steps the prefill ran: its prompts' ubatches, or one."""
+        return self.prompts * -(-self.tokens // self.ubatch) if self.ubatch else 1
+
+
+def prompt_division(row: Measurement, dep: Deployment,
+                    profile: EngineProfile) -> PromptDivision | None:
+    """The prefill a prefill-speed or TTFT row is priced at: a llama-bench ``ppN`` in ubatches
+    of its n_ubatch (512 unless stated) after its depth; a TTFT, one prompt in one pass, whose
+    last position's logits are the first token. None for any other row, and for one with no
+    prompt length."""
+    if row.metric == "prefill_tok_s":
+        prompt = row.input_len or 0
+        if prompt <= 0:
+            return None
+        depth = max(0, (row.context_len or prompt) - prompt)
+        ubatch = row.setting_count("n_ubatch") or llamacpp_n_ubatch()  # llama-bench -ub
+        prompts = row.batch or 1
+        return PromptDivision(prompts, prompt, depth,
+                              ubatch if dep.engine.startswith("llama.cpp") else None,
+                              prefill_time_s(dep, profile, prompt, depth, prompts, ubatch))
+    if row.metric == "ttft_ms":
         ttft_prompt = row.input_len or row.context_len
         if not ttft_prompt:
             return None
-        return 1e3 * prefill_time_s(dep, profile, ttft_prompt, 0, 1, chunk=None)
-    return _kv_metric(row, dep)
+        return PromptDivision(1, ttft_prompt, 0, None,
+                              prefill_time_s(dep, profile, ttft_prompt, 0, 1, chunk=None))
+    return None
 
 
 @dataclass(frozen=True)
@@ -467,20 +511,50 @@ def priced_decode_batch(row: Measurement, dep: Deployment) -> int | None:
 
 
 def output_throughput(row: Measurement, dep: Deployment, profile: EngineProfile) -> float | None:
-    isl, osl = row.input_len or 0, row.output_len or 0
-    if osl <= 0:
+    if (row.output_len or 0) <= 0:
         return None
     division = decode_division(row, dep, profile)  # llama-batched-bench: decode steps only
     if division is not None:
         return division.tok_s
+    run = throughput_division(row, dep, profile)
+    return None if run is None else run.tok_s
+
+
+@dataclass(frozen=True)
+class ThroughputDivision:
+    """A static batch's (or a full pool's) output throughput as the division it is:
+    ``sequences`` × ``output`` tokens ÷ (``prefill_s``, the prompts packed into steps of the
+    engine's token budget, + ``output`` × ``step_s``, the mean decode step of the batch as its
+    contexts grow from ``input`` tokens)."""
+
+    sequences: int
+    input: int
+    output: int
+    prefill_s: float
+    step_s: float
+
+    @property
+    def tok_s(self) -> float:
+        return self.sequences * self.output / (self.prefill_s + self.output * self.step_s)
+
+
+def throughput_division(row: Measurement, dep: Deployment,
+                        profile: EngineProfile) -> ThroughputDivision | None:
+    """The division a serving-throughput row is (not a llama-batched-bench S_TG row's, which
+    is decode_division's): its batch, or as many sequences as the KV pool holds
+    (priced_decode_batch), prefilled then decoded. None for any other row, and for one with
+    no output."""
+    if row.metric not in THROUGHPUT_METRICS or decode_division(row, dep, profile) is not None:
+        return None
+    isl, osl = row.input_len or 0, row.output_len or 0
+    if osl <= 0:
+        return None
     batch = priced_decode_batch(row, dep) or 0
     if batch < 1:
         raise InputError("does not fit: the KV pool holds no full sequence")
-    decode = osl * decode_step_time_s(dep, profile, batch, isl, osl)
-    prefill = 0.0
-    if isl > 0:
-        prefill = batch_prefill_time_s(dep, profile, batch, isl)
-    return batch * osl / (prefill + decode)
+    prefill = batch_prefill_time_s(dep, profile, batch, isl) if isl > 0 else 0.0
+    return ThroughputDivision(batch, isl, osl, prefill,
+                              decode_step_time_s(dep, profile, batch, isl, osl))
 
 
 def batch_prefill_time_s(dep: Deployment, profile: EngineProfile, batch: int, isl: int) -> float:

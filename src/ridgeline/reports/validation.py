@@ -11,7 +11,7 @@ from ridgeline.calibrate_audit import Coverage
 from ridgeline.calibrate_held import ALL_SIDES, held_parameters
 from ridgeline.calibrate_objective import HUBER_DELTA
 from ridgeline.calibrate_space import GROUP_PRIOR
-from ridgeline.cost import mean_decode_context
+from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, bundled_profiles, profile_for
 from ridgeline.errors import InputError
@@ -20,11 +20,17 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
 from ridgeline.predict import (
     THROUGHPUT_METRICS,
+    DecodeDivision,
     Prediction,
+    PromptDivision,
+    ThroughputDivision,
     decode_division,
     deployment_for,
     kv_row_settings,
+    prompt_division,
     row_profile,
+    step_token_budget,
+    throughput_division,
 )
 from ridgeline.render import table
 from ridgeline.scoring import ErrorStats, error_stats
@@ -113,25 +119,105 @@ def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Predicti
 
 def _division(row: Measurement, dep: Deployment,
               profiles: Mapping[str, EngineProfile] | None) -> list[Quantity]:
-    """A decode speed's step time and the division that makes it tok/s (predict's
-    decode_division: 1 ÷ step a user, the batch ÷ step for an S_TG row); none for a row
-    priced some other way."""
-    d = decode_division(row, dep, row_profile(row, dep, profiles))
-    if d is None:
-        return []
+    """The intermediate times of a speed or TTFT row, from the objects its prediction was
+    computed with (predict's decode_division, prompt_division, throughput_division): the
+    step or prefill times, their operators, and the division that makes the metric."""
+    profile = row_profile(row, dep, profiles)
+    d = decode_division(row, dep, profile)
+    if d is not None:
+        return _decode_quantities(row, dep, profile, d)
+    prompt = prompt_division(row, dep, profile)
+    if prompt is not None:
+        return _prompt_quantities(row, dep, profile, prompt)
+    run = throughput_division(row, dep, profile)
+    return [] if run is None else _throughput_quantities(row, dep, profile, run)
+
+
+def _parts(dep: Deployment, batch: list[Seq], profile: EngineProfile, what: str) -> Quantity:
+    """One step's time by operator, as step_cost prices it (the step the prediction's time
+    is), largest first: the weights' matmuls, attention (its KV cache read in a decode),
+    collectives and the engine's fixed costs ("overhead")."""
+    cost = step_cost(dep, batch, profile)
+    ops = sorted(cost.ops, key=lambda op: -op.time_s)
+    return q(f"{what} by operator", ", ".join(
+        f"{op.name} {op.time_s * 1e3:.4g} ms" + (f" ({op.bound}-bound)" if op.bound in (
+            "compute", "memory") else "") for op in ops),
+        "", f"step_cost, {cost.time_s * 1e3:.4g} ms in all: attention reads the KV cache, "
+        "the matmuls the weights; overhead is the profile's fixed costs")
+
+
+def _per_gpu(row: Measurement) -> bool:
+    return row.metric.endswith("per_gpu") and row.num_gpus > 1
+
+
+def _decode_quantities(row: Measurement, dep: Deployment, profile: EngineProfile,
+                       d: DecodeDivision) -> list[Quantity]:
+    """A decode speed's step time, its operators and the division that makes it tok/s
+    (1 ÷ step a user, the batch ÷ step for an S_TG row)."""
     mid = mean_decode_context(d.start, d.generated)
     out = [q("decode step", d.step_s * 1e3, "ms",
              f"{d.batch:,} {plural(d.batch, 'sequence')} at {mid:,} tokens of context, midway"
-             f" from {d.start:,} to {d.start + d.generated:,}")]
+             f" from {d.start:,} to {d.start + d.generated:,}"),
+           _parts(dep, decode_batch(d.batch, mid), profile, "decode step")]
     step_ms = f"{d.step_s * 1e3:.4g} ms"
     if d.others_s:
         out.append(q("other prompts a step", d.others_s * 1e3, "ms",
                      "the other requests' prompts prefilled among its output"))
         step_ms = f"({step_ms} + {d.others_s * 1e3:.4g} ms)"
-    per_gpu = row.metric.endswith("per_gpu") and row.num_gpus > 1
-    tok_s = d.tok_s / row.num_gpus if per_gpu else d.tok_s
+    tok_s = d.tok_s / row.num_gpus if _per_gpu(row) else d.tok_s
     out.append(q("division", f"{d.sequences:,} ÷ {step_ms}"
-                 + (f" ÷ {row.num_gpus} GPUs" if per_gpu else "") + f" = {tok_s:,.4g} tok/s"))
+                 + (f" ÷ {row.num_gpus} GPUs" if _per_gpu(row) else "")
+                 + f" = {tok_s:,.4g} tok/s"))
+    return out
+
+
+def _prompt_quantities(row: Measurement, dep: Deployment, profile: EngineProfile,
+                       p: PromptDivision) -> list[Quantity]:
+    """A prefill speed's or a TTFT's prefill time, its (first) pass's operators, and the
+    division that makes the metric."""
+    depth = f" after {p.depth:,} cached" if p.depth else ""
+    prompts = f"{p.prompts:,} {plural(p.prompts, 'prompt')} of {p.tokens:,} tokens{depth}"
+    if p.ubatch is not None and p.passes > 1:
+        how = (f"{prompts}, in {p.passes:,} ubatches of at most {p.ubatch:,} tokens, each "
+               "re-reading the weights and attending to the tokens before it")
+        first = [Seq(min(p.ubatch, p.tokens), p.depth)]
+        what = "first ubatch"
+    else:
+        how = f"{prompts}, in one pass"
+        first = [Seq(p.tokens, p.depth)] * p.prompts
+        what = "prefill step"
+    out = [q("prefill", p.prefill_s * 1e3, "ms", how), _parts(dep, first, profile, what)]
+    if row.metric == "ttft_ms":
+        out.append(q("division", f"TTFT = the prefill = {p.ttft_ms:,.4g} ms"))
+    else:
+        out.append(q("division", f"{p.prompts:,} × {p.tokens:,} ÷ {p.prefill_s * 1e3:.4g} ms"
+                     f" = {p.tok_s:,.4g} tok/s"))
+    return out
+
+
+def _throughput_quantities(row: Measurement, dep: Deployment, profile: EngineProfile,
+                           t: ThroughputDivision) -> list[Quantity]:
+    """A serving throughput's prefill and decode step, the step's operators, and the
+    division that makes it tok/s."""
+    out = []
+    step_ms = f"{t.step_s * 1e3:.4g} ms"
+    if t.input:
+        budget = step_token_budget(dep.engine)
+        per_step = max(1, budget // t.input)
+        steps = -(-t.sequences // per_step)
+        out.append(q("prefill", t.prefill_s * 1e3, "ms",
+                     f"{t.sequences:,} {plural(t.sequences, 'prompt')} of {t.input:,} tokens, "
+                     f"{per_step:,} a step under the engine's {budget:,}-token budget: "
+                     f"{steps:,} {plural(steps, 'step')}"))
+    mid = mean_decode_context(t.input, t.output)
+    out += [q("decode step", t.step_s * 1e3, "ms",
+              f"{t.sequences:,} {plural(t.sequences, 'sequence')} at {mid:,} tokens of "
+              f"context, midway from {t.input:,} to {t.input + t.output:,}"),
+            _parts(dep, decode_batch(t.sequences, mid), profile, "decode step")]
+    tok_s = t.tok_s / row.num_gpus if _per_gpu(row) else t.tok_s
+    out.append(q("division", f"{t.sequences:,} × {t.output:,} ÷ ({t.prefill_s * 1e3:.4g} ms "
+                 f"+ {t.output:,} × {step_ms})" + (f" ÷ {row.num_gpus} GPUs" if _per_gpu(row)
+                                                   else "") + f" = {tok_s:,.4g} tok/s"))
     return out
 
 
@@ -239,6 +325,9 @@ class ValidationReport:
     steps: tuple[Step, ...] = ()
     strict: bool = False  # --strict: a row unread or unpredicted fails the run
     notes: tuple[str, ...] = ()  # about the run as a whole (a --profile no row used)
+    # (row id, the slip it looks like) for each row far off in the direction of a unit slip
+    # (unit_slips.py): scored, in the tables, and named under them even with --summary
+    slips: tuple[tuple[str, str], ...] = ()
 
     @property
     def failure(self) -> str:
@@ -278,6 +367,8 @@ class ValidationReport:
                         for column in ("metric", "engine", "gpu")},
             "read_errors": list(self.read_errors),
             "notes": list(self.notes),
+            # rows that look written in another unit, scored and in the summary
+            "unit_slips": [{"id": row_id, "slip": words} for row_id, words in self.slips],
         }
 
     def text_lines(self) -> list[str]:
@@ -302,7 +393,8 @@ class ValidationReport:
                 if p.caveat and p.error is not None:
                     caveats.setdefault(p.caveat, []).append(p.id)
             if caveats:
-                lines.append("* still scored; the engine did something the model leaves out:")
+                lines.append("* still scored, with a caveat (what the engine did that the model "
+                             "leaves out, or why the row looks wrong):")
                 lines += [f"  {ids[0] if len(ids) == 1 else f'{len(ids)} rows ({ids[0]}, …)'}: "
                           f"{caveat}" for caveat, ids in caveats.items()]
                 lines.append("")
@@ -316,8 +408,15 @@ class ValidationReport:
                      "more capacity)")
         unpredicted = sum(1 for p in self.predictions if p.predicted is None)
         scored = len(self.predictions) - unpredicted
-        lines.append(f"{scored} {plural(scored, 'row')} scored, {unpredicted} without a "
-                     f"prediction (reason given), {len(self.read_errors)} unreadable")
+        slips = len(self.slips)
+        lines.append(f"{scored} {plural(scored, 'row')} scored"
+                     + (f" ({slips} of them far off as a unit slip would put "
+                        f"{'it' if slips == 1 else 'them'}: in the tables above)"
+                        if slips else "")
+                     + f", {unpredicted} without a prediction (reason given), "
+                     f"{len(self.read_errors)} unreadable")
+        if not self.show_rows:  # --summary: the rows' caveats are not shown, the slips are
+            lines += [f"  far off: {row_id}: {words}" for row_id, words in self.slips]
         lines += [f"  unreadable: {e}" for e in self.read_errors]
         lines += [f"note: {n}" for n in self.notes]
         if not self.show_rows:  # --summary: the rows' table is not shown, their reasons are

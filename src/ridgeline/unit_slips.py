@@ -1,0 +1,96 @@
+"""Rows far off their prediction in the direction of a unit slip: flagged, and not fitted.
+
+A row whose measured value is FAR_OFF times or more off its prediction, and which read in
+another unit lands within NEAR of it, was most likely written in that unit: a TPOT of
+6.8 ms written as 6.8 tok/s where 147 is priced (1,000 ÷ 6.8), a TTFT of 60,000 µs written
+as ms where 60 is priced, a per-GPU throughput written as the total of 8 GPUs. `validate`
+still scores such a row (the reading is a guess, and a row far off for a real reason must
+show in the summary) and says which slip it looks like; `calibrate` leaves it out, as it
+leaves out a row past its roofline. A slip that makes a row faster than its roofline by
+100× or more (seconds written as ms, for most TTFTs) is refused before this, as unreadable
+(past_roofline).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ridgeline.measurements import MIB_PER_GIB, UNITS, Measurement
+
+# calibrate's caution on rows "more than 5× off the bundled prediction": nearer than this a
+# row is a slow build or a card the profile reads badly, not a slip
+FAR_OFF = 5.0
+# a reading this close to the prediction (either way) is taken as the unit the row was
+# written in; the bundled profiles' p10-p90 bands are at most ×0.60-×1.43 wide
+NEAR = 2.0
+
+
+@dataclass(frozen=True)
+class UnitSlip:
+    """The unit a row's value looks written in, and the value read so (in the metric's
+    unit): ``shown`` is the arithmetic ("1,000 ÷ 6.8 = 147 tok/s")."""
+
+    reading: str
+    value: float
+    shown: str
+
+
+Reading = tuple[str, float, str]  # (the slip, the value read so, the arithmetic)
+
+
+def _figure(value: float) -> str:
+    """60,000, not 6e+04; 147.1; 0.0068."""
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:,.4g}"
+
+
+def _readings(row: Measurement) -> list[Reading]:
+    """The slips a row of this metric can have been written with, each with the value it
+    reads as and how; none where a slip would not change the value."""
+    v, unit = row.value, UNITS.get(row.metric, "")
+    if unit == "ms":
+        return [("µs written as ms", v / 1e3, f"{_figure(v)} ÷ 1,000"),
+                ("seconds written as ms", v * 1e3, f"{_figure(v)} × 1,000")]
+    if unit == "GiB":
+        return [("MiB written as GiB", v / MIB_PER_GIB,
+                 f"{_figure(v)} ÷ {MIB_PER_GIB:,}")]
+    if not unit.startswith("tok/s"):
+        return []
+    out: list[Reading] = [
+        ("ms per token (a TPOT or an ITL) written as tok/s", 1e3 / v,
+         f"1,000 ÷ {_figure(v)}"),
+        ("seconds per token written as tok/s", 1 / v, f"1 ÷ {_figure(v)}"),
+        ("thousands of tok/s written as tok/s", v * 1e3, f"{_figure(v)} × 1,000")]
+    n = row.num_gpus
+    if n > 1 and row.metric == "output_throughput_tok_s":
+        out.append(("a per-GPU figure written as the total", v * n,
+                    f"{_figure(v)} × {n} GPUs"))
+    if n > 1 and row.metric == "output_throughput_tok_s_per_gpu":
+        out.append(("the total written per GPU", v / n, f"{_figure(v)} ÷ {n} GPUs"))
+    return out
+
+
+def unit_slip(row: Measurement, predicted: float | None) -> UnitSlip | None:
+    """The slip ``row`` looks written with, or None: its value is FAR_OFF times or more off
+    ``predicted``, and a reading in another unit (_readings) lands within NEAR of it (the
+    nearest such). 6.8 tok/s priced at 127.3: 1,000 ÷ 6.8 = 147 tok/s, ms per token."""
+    if predicted is None or predicted <= 0 or row.value <= 0:
+        return None
+    if abs(math.log(predicted / row.value)) < math.log(FAR_OFF):
+        return None
+    near = [(abs(math.log(value / predicted)), slip, value, how)
+            for slip, value, how in _readings(row)]
+    near = [n for n in near if n[0] <= math.log(NEAR)]
+    if not near:
+        return None
+    _, slip, value, how = min(near)
+    unit = UNITS[row.metric]
+    return UnitSlip(slip, value, f"{how} = {_figure(value)} {unit}")
+
+
+def slip_words(row: Measurement, slip: UnitSlip, predicted: float) -> str:
+    """How far off ``predicted`` the row is and the slip it looks like, as `validate` flags
+    it (still scored) and `calibrate` leaves it out."""
+    times = max(predicted / row.value, row.value / predicted)
+    return (f"{_figure(row.value)} {UNITS[row.metric]} is {times:,.0f}× off the prediction "
+            f"of {_figure(predicted)}; read as {slip.reading}, {slip.shown}: a unit slip?")

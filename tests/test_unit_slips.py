@@ -1,0 +1,136 @@
+"""Rows far off their prediction in the direction of a unit slip (unit_slips.py): `validate`
+had scored a TPOT in ms written as tok/s like any other row, unmarked, dragging its
+summary; `calibrate` fitted on it, with only a general "more than 5× off" caution."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ridgeline.measurements import parse_row
+from ridgeline.predict import predict
+from ridgeline.unit_slips import FAR_OFF, unit_slip
+from tests.conftest import MEASUREMENTS
+from tests.test_calibrate_input import ROW, csv_file, line, run
+
+DECODE = parse_row({**ROW, "batch": "1"})  # Llama-3.1-8B bf16 on an H100, vLLM, batch 1
+TTFT = parse_row({**ROW, "id": "t", "batch": "1", "input_len": "2048", "output_len": "1",
+                  "context_len": "2048", "metric": "ttft_ms", "unit": "ms", "value": "60"})
+
+
+def _priced(row: object) -> float:
+    value = predict(row).predicted  # type: ignore[arg-type]
+    assert value is not None
+    return value
+
+
+def test_a_tpot_written_as_tok_s_reads_as_ms_per_token() -> None:
+    """Llama-3.1-8B at one user on an H100 is priced at about 127 tok/s (7.9 ms a token): a
+    row of 7.4 'tok/s' is 17× off, and 1,000 ÷ 7.4 = 135 tok/s is the prediction's."""
+    priced = _priced(DECODE)
+    slip = unit_slip(replace(DECODE, value=7.4), priced)
+    assert priced == pytest.approx(126.6, abs=0.1)
+    assert slip is not None and slip.reading.startswith("ms per token")
+    assert slip.value == pytest.approx(1e3 / 7.4)
+    assert slip.shown == "1,000 ÷ 7.4 = 135.1 tok/s"
+
+
+def test_a_ttft_in_microseconds_reads_as_ms() -> None:
+    priced = _priced(TTFT)
+    slip = unit_slip(replace(TTFT, value=priced * 1e3 * 1.1), priced)
+    assert slip is not None and slip.reading == "µs written as ms"
+
+
+def test_a_per_gpu_throughput_written_as_the_total_of_eight() -> None:
+    row = parse_row({**ROW, "num_gpus": "8", "tp": "8", "batch": "64", "input_len": "128",
+                     "output_len": "128", "context_len": "256",
+                     "metric": "output_throughput_tok_s"})
+    priced = _priced(row)
+    slip = unit_slip(replace(row, value=priced / 8), priced)
+    assert slip is not None and slip.reading == "a per-GPU figure written as the total"
+    assert slip.shown == f"{priced / 8:,.0f} × 8 GPUs = {priced:,.0f} tok/s"
+
+
+def test_the_one_row_of_validation_flagged_is_trtllm_v0_6_s_a100_tp4_row(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM v0.6's LLaMA-2-70B TP4 batch-240 A100 row: 525 tok/s, 3,191 priced; × 4
+    GPUs it reads 2,100, as docs/validate.md's worst rows suspect (per-GPU figures)."""
+    code, out, _ = run(capsys, "validate", str(MEASUREMENTS), "--json")
+    flagged = {r["id"]: r["caveat"] for r in json.loads(out)["rows"]
+               if "a unit slip?" in (r["caveat"] or "")}
+    assert code == 0 and list(flagged) == [
+        "TRTv061-static-A10080GBvariantnotstated-LLaMA-2-70B-tp4-bs240-128-2048"]
+    (caveat,) = flagged.values()
+    assert caveat.startswith("525 tok/s is 6× off the prediction of 3,191; read as a per-GPU "
+                             "figure written as the total, 525 × 4 GPUs = 2,100 tok/s")
+
+
+@pytest.mark.parametrize("times", [0.25, 3.0, FAR_OFF * 0.99])
+def test_a_row_nearer_than_far_off_is_no_slip(times: float) -> None:
+    """A row 3× off (a slow build, a card read badly) is not called a slip, whatever its
+    reciprocal: 1,000 ÷ 40 = 25 is not the point; the row is within FAR_OFF."""
+    priced = _priced(DECODE)
+    assert unit_slip(replace(DECODE, value=priced * times), priced) is None
+
+
+def test_a_row_far_off_that_no_unit_explains_is_no_slip() -> None:
+    """50× slow (2.5 tok/s where 127 is priced) with no reading near the prediction: 1,000 ÷
+    2.5 = 395 tok/s is 3× past it. calibrate's general "more than 5× off" caution covers it."""
+    priced = _priced(DECODE)
+    value = priced / 50
+    assert abs(1e3 / value / priced - 1) > 1  # its reciprocal is far from the prediction
+    assert unit_slip(replace(DECODE, value=value), priced) is None
+
+
+def test_validate_marks_the_row_names_the_slip_and_keeps_it_in_the_summary(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    priced = _priced(DECODE)
+    ms = round(1e3 / priced, 2)
+    path = csv_file(tmp_path, line(id="good", batch="1", value=f"{priced * 1.05:.1f}"),
+                    line(id="ms", batch="1", value=str(ms)))
+    code, text, _ = run(capsys, "validate", str(path))
+    assert code == 0
+    caveat = next(t for t in text.splitlines() if t.startswith("  ms: "))
+    assert "off the prediction of" in caveat and "read as ms per token" in caveat
+    assert "a unit slip? (still scored; calibrate leaves it out)" in caveat
+    assert "2 rows scored (1 of them far off as a unit slip would put it: in the tables " \
+        "above)" in text  # still in the summary, and said so
+    code, out, _ = run(capsys, "validate", str(path), "--json")
+    rows = {r["id"]: r for r in json.loads(out)["rows"]}
+    assert "read as ms per token" in rows["ms"]["caveat"] and rows["good"]["caveat"] is None
+    assert json.loads(out)["summary"]["metric"][0]["rows"] == 2
+    (slip,) = json.loads(out)["unit_slips"]
+    assert slip["id"] == "ms" and "read as ms per token" in slip["slip"]
+    # --summary shows no row and no caveat: it had hidden the slip dragging its tables
+    code, text, _ = run(capsys, "validate", str(path), "--summary")
+    assert code == 0 and "  far off: ms: " in text and "read as ms per token" in text
+
+
+def test_calibrate_leaves_a_unit_slip_out_and_strict_refuses_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [line(id=f"r{i}", batch=str(2 ** i), value=str(v))
+            for i, v in enumerate((120, 115, 105, 95, 80, 60))]
+    ms = round(1e3 / _priced(DECODE), 2)
+    path = csv_file(tmp_path, *rows, line(id="ms", batch="1", value=str(ms)))
+    out = tmp_path / "p.json"
+    code, text, _ = run(capsys, "calibrate", str(path), "-o", str(out))
+    assert code == 0 and "left out: ms: " in text and "read as ms per token" in text
+    assert "ms" not in json.loads(out.read_text())["engines"]["vllm"]["fitted_ids"]
+    code, _, err = run(capsys, "calibrate", str(path), "-o", str(tmp_path / "s.json"),
+                       "--strict")
+    assert code == 2 and "1 left out (past the roofline, a unit slip, or with no" in err
+
+
+def test_a_kv_size_in_mib_is_flagged_without_a_word_of_calibrate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """calibrate fits no KV-capacity row, so the caveat does not say it leaves one out."""
+    kv = line(id="kv", batch="", input_len="", output_len="", context_len="8192",
+              metric="kv_cache_gib", unit="GiB", value="55000",
+              notes="engine_settings: gpu_memory_utilization 0.9")
+    code, out, _ = run(capsys, "validate", str(csv_file(tmp_path, kv)), "--json")
+    (row,) = json.loads(out)["rows"]
+    assert code == 0 and "read as MiB written as GiB, 55,000 ÷ 1,024 = 53.71 GiB" in row["caveat"]
+    assert row["caveat"].endswith("a unit slip? (still scored)")
