@@ -385,15 +385,20 @@ def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
     every window layer keeps once are not a slot's. Gemma-3-4B on two L40S at 8,000 tokens:
     decode had charged each sequence those cells too and held 226 against fit's 261 (then of
     an even split, one mask a GPU; the first GPU holds layers 0-17, 3 of the 5 global layers,
-    and binds; 203 with the pipelined split's four copies of the mask)."""
+    and binds; 203 with the pipelined split's four copies of the mask). Decode's slot a
+    sequence is fit's -np lever (capacity.llamacpp_slots): 220 slots, each with its logits
+    row, hold 220, a little under the 224 that -np 4's pool would hold."""
     from ridgeline.capacity import engine_holds
     from ridgeline.reports.fit import fit_report
 
     dep = Deployment.build(resolve_model("gemma-3-4b"), resolve_accelerator("l40s"), None,
                            None, 2, engine="llama.cpp-cuda")
     held = engine_holds(dep, 8000)
-    fitted = fit_report(dep, 8000, EngineSettings()).conversations
-    assert held is not None and held >= 200 and abs(held - fitted) <= 0.01 * fitted
+    report = fit_report(dep, 8000, EngineSettings())
+    lever = next(lv for lv in report.levers if "-np" in lv.name)
+    assert held is not None and held >= 200 and lever.conversations == held
+    assert lever.name.startswith(f"{held} slots (-np {held} ")
+    assert 0 < report.conversations - held <= 0.02 * report.conversations
 
 
 def test_a_ubatch_past_the_batch_is_clamped_to_it_as_llama_cpp_does() -> None:

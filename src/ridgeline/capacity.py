@@ -305,15 +305,17 @@ def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False,
                  settings: EngineSettings | None = None) -> int | None:
     """Sequences of ``context`` tokens the deployment's engine runs at once, as ``decode``
     and ``prefill`` ask (the engine's defaults, vLLM's vllm serve's, or the ``settings``
-    given, sized for this context); llama.cpp given one slot per sequence, its pool under
-    --fit less the margin --fit keeps free (``settings.fit_target_bytes``); None for an
-    engine without a memory model."""
+    given, sized for this context); llama.cpp given one slot per sequence (llamacpp_slots,
+    fit's -np lever too), its pool under --fit less the margin --fit keeps free
+    (``settings.fit_target_bytes``); None for an engine without a memory model."""
     if dep.engine in ("vllm", "sglang", "trtllm"):
         base = settings or EngineSettings()
         return max_batch(dep, context, replace(base, max_model_len=context,
                                                enforce_eager=enforce_eager or base.enforce_eager))
     if dep.engine.startswith("llama.cpp"):
-        return held_conversations(_slot_pool(dep, context, settings), dep, context)
+        s = _one_slot(dep, context, settings)
+        return llamacpp_slots(dep, context, s, s.fit_target_bytes is not None,
+                              s.fit_target_bytes)
     return None
 
 
@@ -350,6 +352,28 @@ def decode_pool(dep: Deployment, context: int) -> KVPool:
     return kv_pool(dep, settings)
 
 
+def decode_held(dep: Deployment, context: int) -> int:
+    """Conversations of ``context`` tokens ``dep``'s engine holds under decode's defaults
+    (decode_pool_settings), as the page and utilization give them beside decode: llama.cpp
+    a slot each (llamacpp_slots), another engine its pool's (held_conversations; its seats
+    apart)."""
+    if dep.engine.startswith("llama.cpp"):
+        s = decode_pool_settings(dep, context)
+        return llamacpp_slots(dep, context, s, s.fit_target_bytes is not None,
+                              s.fit_target_bytes)
+    return held_conversations(decode_pool(dep, context), dep, context)
+
+
+def held_apart_words(engine: str) -> str:
+    """Why ``engine``'s count (decode_held) is not its pool ÷ one conversation, as the page's
+    and utilization's steps say it: llama.cpp sizes each slot's window and state cache and
+    logits row (llamacpp_slots); another engine admits, starts or places fewer."""
+    if engine.startswith("llama.cpp"):
+        return ("as many slots as each hold one, every slot's window and state cache and "
+                "logits row counted (decode's count, fit's -np lever)")
+    return "what it admits, starts with or places holds fewer"
+
+
 def _one_slot(dep: Deployment, context: int, settings: EngineSettings | None) -> EngineSettings:
     """llama.cpp given one slot of ``context`` cells (-np 1, -c context), at the build
     ``settings`` names (--engine-version; default the newest modelled), under its --fit
@@ -368,6 +392,45 @@ def _slot_pool(dep: Deployment, context: int, settings: EngineSettings | None) -
 
     s = _one_slot(dep, context, settings)
     return run_pool(dep, s, s.fit_target_bytes is not None, s.fit_target_bytes)
+
+
+MAX_LLAMACPP_SLOTS = 1 << 24  # a bound for -np where nothing on the GPU grows with a slot
+
+
+def llamacpp_slots(dep: Deployment, context: int, settings: EngineSettings, fit_on: bool,
+                   margin_bytes: float | None = None) -> int:
+    """The most slots llama-server starts with (-np N --kv-unified, -c N × ``context``) that
+    each hold a conversation of ``context`` tokens: the largest N whose pool, sized with N
+    slots' window and state caches and N logits rows in the compute buffer (outputs per slot,
+    PR #23861) and the window mask they read, holds N (``held_conversations``); 0 where one
+    slot holds none. The one count decode (a slot per sequence, ``engine_holds``) and fit's
+    -np lever give: a pool sized for one slot and divided by a conversation misses what each
+    further slot adds to the compute buffer (gpt-oss-20b on an H100 at 4,096 tokens: 666 so,
+    660 at -np 660, each slot's logits row 0.77 MiB). ``fit_on`` and ``margin_bytes``:
+    the pool under --fit, less its margin (llamacpp_fit.run_pool). A pool holds no more as
+    slots are added, so N − held(N) only grows: a search over N finds it."""
+    from ridgeline.llamacpp_fit import run_pool
+
+    base = replace(settings, max_model_len=context)
+
+    def held(slots: int) -> int:
+        pool = run_pool(dep, replace(base, max_num_seqs=slots), fit_on, margin_bytes)
+        return held_conversations(pool, dep, context)
+
+    first = held(1)
+    if first < 1:
+        return 0
+    low, high = 1, min(first, MAX_LLAMACPP_SLOTS)  # one slot's count: a guess, either side
+    if held(high) >= high:
+        low = high
+        while high < MAX_LLAMACPP_SLOTS:  # more slots than one slot's count may hold
+            high = min(2 * high, MAX_LLAMACPP_SLOTS)
+            if held(high) < high:
+                break
+            low = high
+        else:
+            return low
+    return longest_holding(lambda slots: held(slots) >= slots, low, high)
 
 
 def longest_holding(holds: Callable[[int], bool], low: int, high: int) -> int:

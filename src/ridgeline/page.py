@@ -14,8 +14,9 @@ from typing import Any
 from ridgeline.capacity import (
     SERVING_ENGINES,
     conversation_bytes,
+    decode_held,
     decode_pool,
-    held_conversations,
+    held_apart_words,
     pool_at_context_note,
 )
 from ridgeline.catalog import resolve_model
@@ -88,7 +89,7 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         pool = decode_pool(dep, c)
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
-        held = held_conversations(pool, dep, c)
+        held = decode_held(dep, c)  # llama.cpp: a slot each, as decode counts them
         seated = [decode_floor(dep, b, c)
                   if b <= min(held, _seats(dep, pool.max_num_seqs, held)) else None
                   for b in BATCHES]
@@ -213,8 +214,8 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
         *([q("max_model_len", context, "tokens", pool_at_context_note(dep.engine))]
           if dep.engine in SERVING_ENGINES else []),
         *([] if division == held else [q(
-            "pool ÷ one conversation", division, "", f"{dep.engine} holds {held:,}: what it "
-            "admits, starts with or places holds fewer (`ridgeline fit`)")]),
+            "pool ÷ one conversation", division, "", f"{dep.engine} holds {held:,}: "
+            f"{held_apart_words(dep.engine)} (`ridgeline fit`)")]),
         q("max_num_seqs", pool.max_num_seqs, "", "the engine's seats: the page runs a batch "
           "up to the smaller of the two") if not dep.engine.startswith("llama.cpp") else
         q("slots (-np)", held, "", "one per sequence, as decode gives them: the pool caps "

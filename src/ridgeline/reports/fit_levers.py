@@ -192,14 +192,8 @@ def levers(r: FitReport) -> list[Lever]:
     options += _smaller_weights_lever(d, r.context, s, gguf)
     if fa_runs and not d.flash_attention:
         options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context, s))
-    if gguf and r.conversations > r.pool.max_num_seqs:
-        slots = replace(s, max_num_seqs=r.conversations)
-        placed = _placed_for_context(r, r.context, slots)
-        if placed is not None:  # --fit places -np N's slots' caches as a run with it does
-            options.append((f"{r.conversations} slots (-np {r.conversations} --kv-unified"
-                            f"{_moved_words(d, placed)})", placed, r.context, slots))
     if gguf:
-        options += _fewer_slots_lever(r)
+        options += _slots_lever(r)
     if r.pool.engine_buffers:
         options += _seats_lever(r)
     options += _more_seats_lever(r)
@@ -249,28 +243,28 @@ def levers(r: FitReport) -> list[Lever]:
     return levers
 
 
-def _fewer_slots_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
-    """llama-server sizes a windowed or recurrent model's window and state caches for every
-    slot (-np), idle or not: where they leave the pool fewer conversations than slots, fewer
-    slots free theirs. The most slots K < -np whose pool holds K conversations, as decode
-    gives each sequence its slot (gemma-2-9b at 8,192 tokens on an M1 Pro's 21.33 GiB: -np 4
-    holds none beside 2.71 GiB of window caches, -np 1 holds one)."""
+def _slots_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """-np K, K the most slots that each hold a conversation (capacity.llamacpp_slots, the
+    count decode gives, a slot per sequence): more slots where the pool holds more
+    conversations than -np; fewer where the window and state caches llama-server sizes for
+    every slot, idle or not, leave it fewer conversations than slots (gemma-2-9b at 8,192
+    tokens on an M1 Pro's 21.33 GiB: -np 4 holds none beside 2.71 GiB of window caches,
+    -np 1 holds one). None where K is -np or no slot holds one."""
+    from ridgeline.capacity import llamacpp_slots
+
     slots = r.pool.max_num_seqs
-    if r.conversations >= slots or slots < 2:
+    most = llamacpp_slots(r.deployment, r.context, r.settings, r.fit_host is not None,
+                          r.fit_margin_bytes)
+    if most in (0, slots):
         return []
-    for fewer in range(slots - 1, 0, -1):
-        s = replace(r.settings, max_num_seqs=fewer)
-        placed = _placed_for_context(r, r.context, s)
-        if placed is None:
-            continue
-        pool = run_pool(placed, replace(s, max_model_len=r.context), r.fit_host is not None,
-                        r.fit_margin_bytes)
-        if held_conversations(pool, placed, r.context) >= fewer:
-            if fewer <= r.conversations:
-                return []  # no fewer slots hold more than the report's own
-            return [(f"{fewer} slot{'s' if fewer > 1 else ''} (-np {fewer}"
-                     f"{_moved_words(r.deployment, placed)})", placed, r.context, s)]
-    return []
+    s = replace(r.settings, max_num_seqs=most)
+    placed = _placed_for_context(r, r.context, s)
+    if placed is None:
+        return []
+    # --fit places -np K's slots' caches as a run with it does
+    unified = " --kv-unified" if most > slots else ""
+    return [(f"{most} slot{'s' if most > 1 else ''} (-np {most}{unified}"
+             f"{_moved_words(r.deployment, placed)})", placed, r.context, s)]
 
 
 def _placed_for_context(r: FitReport, context: int,

@@ -227,8 +227,9 @@ def utilization_report(
         SERVING_ENGINES,
         context_refusal,
         conversation_bytes,
+        decode_held,
         decode_pool,
-        held_conversations,
+        held_apart_words,
         pool_at_context_note,
         refuses_to_start,
     )
@@ -248,7 +249,7 @@ def utilization_report(
             f"{engine} would refuse to start, one {context:,}-token request being more than its "
             "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
             else "")
-        limit = held_conversations(pool, dep, context)
+        limit = decode_held(dep, context)  # llama.cpp: a slot each, as decode counts them
         fit_free = pool.fit_free_bytes
         # in blocks too, where the pool is paged: whole blocks divide without the GiB
         # figures' rounding (gpt-oss-120b on an MI300X: 104.6 ÷ 0.07361 reads 1,421, the
@@ -265,8 +266,7 @@ def utilization_report(
         division = int(pool.pool_bytes // per_conversation) if per_conversation else 0
         if division != limit:  # the division page's step names where the engine holds fewer
             pool_operands += (q("pool ÷ one conversation", division, "", f"{engine} holds "
-                                f"{limit:,}: what it admits, starts with or places holds fewer "
-                                "(`ridgeline fit`)"),)
+                                f"{limit:,}: {held_apart_words(engine)} (`ridgeline fit`)"),)
         if limit == 0:  # the engine runs no conversation this long: no batch to read
             why = refusal or f"one {context:,}-token conversation is more than its pool"
             raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
