@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "evalstats*", "prefix")),
     ("Deployment", "a model on cards under an engine: the one object every question is asked of",
      ("engines", "llamacpp_tensor", "llamacpp_split", "llamacpp_overrides", "llamacpp_rope",
-      "deployment", "stages", "parallel")),
+      "deployment", "dense_ridge", "stages", "parallel")),
     ("Engine rules", "what each engine does, release by release, as data and small rules",
      ("engine_versions", "engine_windows", "kvgroups", "kvpool", "vllm_memory", "vllm_graphs",
       "graph_batches", "vllm_hybrid", "vllm_compilation", "vllm_eplb", "vllm_eplb_weights",

@@ -48,7 +48,9 @@ def test_gpt_oss_120b_on_two_h100s_clears_the_ridge_at_4k_but_not_at_8k() -> Non
 def test_the_ridge_batch_is_where_the_weights_every_token_reads_reach_the_ridge(
         capsys: pytest.CaptureFixture[str], model: str, gpu: str, weights: str | None,
         engine: str) -> None:
-    """fit's ridge is the batch at which the roofline command's weight matrices reach it."""
+    """fit's ridge is the batch at which the roofline command's weight matrices reach it: at
+    their matmuls' peak, blended where they run at several dtypes (the fp8 checkpoint's bf16
+    LM head), one dtype's where they share it."""
     d = dep(model, gpu, 2 if model == "gpt-oss-120b" else 1, weights, engine)
     report = fit_report(d, 4096, EngineSettings())
     argv = ["roofline", "--gpu", gpu, "--model", model, "--json"]
@@ -57,8 +59,11 @@ def test_the_ridge_batch_is_where_the_weights_every_token_reads_reach_the_ridge(
     assert report.ridge_batch == pytest.approx(point["batch_to_ridge"])
     dense_bpw = d.bytes_per_weight_split[0]
     assert report.ridge_batch == pytest.approx(
-        ridge_point(d.accelerator.peak(d.compute_dtype),
+        ridge_point(d.dense_peak_flops_per_s,
                     d.accelerator.memory_bandwidth_bytes_per_s) * dense_bpw / 2, rel=1e-6)
+    assert d.dense_blended == (weights == "fp8")
+    if not d.dense_blended:
+        assert d.dense_peak_flops_per_s == d.accelerator.peak(d.dense_compute_dtype)
 
 
 def test_the_fp8_ridge_batch_is_near_the_bf16_one_not_double() -> None:

@@ -87,7 +87,8 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
         experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
         return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb,
                                args.intensity, experts, args.num_gpus,
-                               None if dep else _attention_dtype(args, acc), weights_from)
+                               None if dep else _attention_dtype(args, acc), weights_from,
+                               blend=not args.compute_dtype)  # --compute-dtype: judged at it
     except InputError as exc:  # a rate the card lacks: name the flags that pick its own
         fixes = _rate_fixes(args, acc, dep)
         if not fixes:

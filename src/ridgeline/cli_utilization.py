@@ -48,7 +48,7 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     context = (args.context or DEFAULT_CONTEXT_TOKENS) if dep else None  # decode's default
     return utilization_report(acc, args.running, dtype, bpw, dep, context,
                               tensor_parallel_size=args.num_gpus,  # --num-gpus: TP (× -pp)
-                              engine=engine)
+                              engine=engine, blend=args.compute_dtype is None)
 
 
 def register(sub: Any) -> None:

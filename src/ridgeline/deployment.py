@@ -501,19 +501,68 @@ class Deployment:
         own, step = self._native_dtype(dtypes), self.compute_dtype
         return step if step in dtypes and own in ACTIVATION_DTYPES else own
 
+    @cached_property
+    def dense_matmuls(self) -> tuple[tuple[str, float, str], ...]:
+        """(category, weights, matmul dtype) of the matmuls every token runs: the weight-matrix
+        categories of the weights every token reads (bytes_per_weight_split's, less the norms
+        and biases, which multiply nothing), each at its own dtype (compute_dtype_of), as
+        the step prices it. nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200: attention and
+        linear_attention at fp8, lm_head, shared_experts and router at bf16."""
+        params = count_params(self.model).by_category
+        head = EMBEDDING if self.model.tie_word_embeddings else LM_HEAD
+        matmuls = [c for c in (*LINEAR_CATEGORIES, ROUTER, head)
+                   if c not in ROUTED and params.get(c) and self.bytes_by_category.get(c)]
+        return tuple((c, float(params[c]), self.compute_dtype_of(c)) for c in matmuls)
+
+    @cached_property
+    def dense_peak_flops_per_s(self) -> float:
+        """One GPU's peak for the matmuls every token runs: their dtypes' spec-sheet peaks
+        blended by weight (roofline.blended_peak_flops_per_s); one dtype's own peak where they
+        share it (a bf16 Llama: 989.4 TFLOP/s on an H100). Qwen3.6-35B-A3B-NVFP4 on an H200:
+        1,479, between bf16's 989.4 and fp8's 1,978.9."""
+        from ridgeline.roofline import blended_peak_flops_per_s
+
+        acc = self.accelerator
+        if not self.dense_matmuls:
+            return acc.peak(self.dense_compute_dtype)
+        return blended_peak_flops_per_s([(n, acc.peak(dtype)) for _, n, dtype in self.dense_matmuls])
+
+    @property
+    def dense_blended(self) -> bool:
+        """Whether the matmuls every token runs are at more than one peak (a mixed-precision
+        checkpoint's fp8 attention beside bf16 ones; an fp8 checkpoint's bf16 lm_head)."""
+        acc = self.accelerator
+        return len({acc.peak(dtype) for _, _, dtype in self.dense_matmuls}) > 1
+
+    @property
+    def dense_dtype_label(self) -> str:
+        """The dtype the dense ridge is at: "bf16"; blended, its dtypes by their share of the
+        weights, "fp8+bf16" (Qwen3.6-35B-A3B-NVFP4: 66 % of them at fp8)."""
+        if not self.dense_blended:
+            return self.accelerator.resolve_dtype(self.dense_compute_dtype)
+        by: dict[str, float] = {}
+        for _, n, dtype in self.dense_matmuls:
+            key = self.accelerator.resolve_dtype(dtype)
+            by[key] = by.get(key, 0.0) + n
+        return "+".join(sorted(by, key=lambda d: -by[d]))
+
     @property
     def dense_ridge_flop_per_byte(self) -> float:
-        """The ridge a step's dense weights are judged by: one stage's peak at their matmuls'
-        dtype ÷ its bandwidth (gpt-oss on a B200: bf16's 281, not its experts' fp4 1,125)."""
+        """The ridge a step's dense weights are judged by: one stage's peak for their matmuls
+        (dense_peak_flops_per_s) ÷ its bandwidth (gpt-oss on a B200: bf16's 281, not its
+        experts' fp4 1,125; Qwen3.6-35B-A3B-NVFP4 on an H200: 1,479 ÷ 4.8 = 308, blended)."""
         from ridgeline.roofline import ridge_point
 
-        return ridge_point(self.accelerator.peak(self.dense_compute_dtype),
+        return ridge_point(self.dense_peak_flops_per_s,
                            self.accelerator.memory_bandwidth_bytes_per_s)
 
     @property
     def dense_ridge_batch(self) -> float:
         """The batch at which the dense weights' reads reach that ridge: ridge × bytes per
-        weight ÷ 2 (Llama-3.1-70B fp8 on an H200: 412 FLOP/byte is a batch of 206)."""
+        weight ÷ 2 (Llama-3.1-70B bf16 on an H200: 206 FLOP/byte is a batch of 206). Blended,
+        it is where the matmuls' time, batch × Σ 2 × weights ÷ peak over their dtypes, equals
+        the weights' read time, bytes ÷ bandwidth (the norms' bytes, which multiply nothing,
+        aside): Qwen3.6-35B-A3B-NVFP4 on an H200, 134, between bf16's 90 and fp8's 180."""
         from ridgeline.roofline import batch_for_intensity
 
         return batch_for_intensity(self.dense_ridge_flop_per_byte, self.bytes_per_weight_split[0])
@@ -521,17 +570,16 @@ class Deployment:
     @property
     def dense_compute_dtype(self) -> str:
         """The dtype of the matmuls every token runs: the largest linear category's other than
-        the routed experts (gpt-oss: its bf16 attention; a dense model: the step's)."""
+        the routed experts (gpt-oss: its bf16 attention; a dense model: the step's). Where
+        they run at several (dense_matmuls), the ridge blends their peaks
+        (dense_peak_flops_per_s); this names the step's dtype for them."""
         params = count_params(self.model).by_category
         dense = [c for c in LINEAR_CATEGORIES if c != EXPERTS and params.get(c)]
         if not dense:
             return self.compute_dtype
         category = max(dense, key=lambda c: params[c])
-        # judged at the step's dtype where that category's format runs at it, not at a faster
-        # dtype its activations are quantized to: nvidia/Qwen3.6-35B-A3B-NVFP4's fp8 attention
-        # (66 % of those weights, 34 % at bf16) puts the true crossover on an H200 near batch
-        # 134, between bf16's 90 and fp8's 180; the step's rate stays the one ridge the
-        # commands print until the ridge blends its categories' peaks
+        # the step's dtype where that category's format runs at it, not a faster dtype its
+        # activations are quantized to (nvidia/Qwen3.6-35B-A3B-NVFP4's fp8 attention: bf16)
         dtypes = self.weights.format_of(category).compute_dtypes
         return self.compute_dtype if self.compute_dtype in dtypes \
             else self.compute_dtype_of(category)

@@ -21,6 +21,7 @@ from ridgeline.capacity import (
 )
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_batch, step_time_s
+from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
@@ -66,10 +67,11 @@ def weights_shown(model_id: str, weights: str, engine: str) -> str:
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
            engine: str, profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:
     dep = _deployment(model_id, gpu, count, weights, kv, engine)
-    model, acc = dep.model, dep.accelerator
+    model = dep.model
     profile = profile_for(engine, profiles)
-    # the weights every token reads (an MoE model's experts apart), at their matmul dtype
-    peak = acc.peak(dep.dense_compute_dtype) * dep.tensor_parallel_size
+    # the weights every token reads (an MoE model's experts apart), at their matmuls' peak
+    # (blended where they run at several dtypes: Deployment.dense_peak_flops_per_s)
+    peak = dep.dense_peak_flops_per_s * dep.tensor_parallel_size
     bw = dep.bandwidth_bytes_per_s
     bpw = dep.bytes_per_weight_split[0]
     ridge = ridge_point(peak, bw)
@@ -166,12 +168,15 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
     model, gpu, count, weights, kv = data["start"]
     dep = _deployment(model, gpu, int(count), weights, kv, opening["engine"])
     shown = weights_shown(model, weights, opening["engine"])
+    blend = dense_ridge_steps(dep)[:1] if dep.dense_blended else ()
     return (
+        *blend,
         step("ridge point, the page's opening view", "peak FLOP/s ÷ bandwidth",
              q("ridge", opening["ridge"], "FLOP/byte"),
              q("deployment", key.replace("|", " "), "",
                "" if shown == weights else f"weights {shown}"),
-             q("peak", opening["peak"] / 1e12, "TFLOP/s", "the catalog, × TP"),
+             q("peak", opening["peak"] / 1e12, "TFLOP/s",
+               "the dense matmuls' blended peak above, × TP" if blend else "the catalog, × TP"),
              q("bandwidth", opening["bw"] / 1e12, "TB/s", "the catalog, × TP")),
         step("batch to reach it", "⌈ridge × bytes per weight ÷ 2 FLOP per weight per token⌉: "
              "the first whole batch at or past it",

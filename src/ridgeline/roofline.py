@@ -8,6 +8,7 @@ step, so their intensity is 2·B / bytes_per_weight: B at bf16, the batch itself
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ridgeline.explain import Step, q, step
@@ -20,6 +21,18 @@ from ridgeline.moe import expected_experts_touched
 def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
     """FLOP per byte where compute and memory take equal time: 990/3.35 = 296."""
     return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def blended_peak_flops_per_s(weights_and_peaks: Sequence[tuple[float, float]]) -> float:
+    """The one peak matmuls at several rates reach together, each weight doing 2 FLOP a token
+    at its own peak: Σ weights ÷ Σ (weights ÷ peak), the weighted harmonic mean, so that the
+    time they take together is their FLOPs over it. One rate is that rate, exactly.
+    nvidia/Qwen3.6-35B-A3B-NVFP4's dense matmuls on an H200: 0.66 B weights at bf16's 989.4,
+    1.28 B at fp8's 1,978.9 TFLOP/s: 1,479 TFLOP/s."""
+    peaks = {peak for _, peak in weights_and_peaks}
+    if len(peaks) == 1:
+        return peaks.pop()
+    return sum(n for n, _ in weights_and_peaks) / sum(n / peak for n, peak in weights_and_peaks)
 
 
 def attainable_flops_per_s(peak_flops_per_s: float, bandwidth_bytes_per_s: float,
@@ -111,13 +124,15 @@ class RooflineReport:
 
 def operating_point(
     name: str, intensity: float, acc: Accelerator, dtype: str,
-    batch_to_ridge: float | None, note: str = "",
+    batch_to_ridge: float | None, note: str = "", peak_flops_per_s: float | None = None,
 ) -> OperatingPoint:
-    peak = acc.peak(dtype)
+    """A part of the step on the roofline under ``dtype``'s peak, or under
+    ``peak_flops_per_s`` where given (a blend of dtypes, ``dtype`` then its label)."""
+    peak = acc.peak(dtype) if peak_flops_per_s is None else peak_flops_per_s
     bandwidth = acc.memory_bandwidth_bytes_per_s
     attainable = attainable_flops_per_s(peak, bandwidth, intensity)
     return OperatingPoint(name, intensity, attainable, attainable / peak, batch_to_ridge, note,
-                          acc.resolve_dtype(dtype), peak)
+                          acc.resolve_dtype(dtype) if peak_flops_per_s is None else dtype, peak)
 
 
 def ridge_step(acc: Accelerator, dtype: str) -> Step:

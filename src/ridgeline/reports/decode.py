@@ -14,6 +14,7 @@ from ridgeline.cost import (
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
+from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
 from ridgeline.engines import EngineProfile
@@ -723,10 +724,14 @@ class DecodeComparison(ByCard):
     @property
     def steps(self) -> tuple[Step, ...]:
         """Every card's working for every point, each step labelled with its card (and its
-        point, where a card has several)."""
+        point, where a card has several), then the ridge batch column's blended peak where
+        a card's dense matmuls run at several dtypes (dense_ridge_steps)."""
         return tuple(replace(st, label=f"{r.deployment.accelerator.id}"
                              + (f", {heading}" if len(r.floors) > 1 else "") + f": {st.label}")
-                     for r in self.reports for heading, group in r.step_groups for st in group)
+                     for r in self.reports for heading, group in r.step_groups for st in group) \
+            + tuple(replace(st, label=f"{r.deployment.accelerator.id}: {st.label}")
+                    for r in self.reports if r.deployment.dense_blended
+                    for st in dense_ridge_steps(r.deployment))
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), **not_run_dict(self.not_run, "accelerator")}
@@ -772,8 +777,10 @@ class DecodeComparison(ByCard):
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
                 "$/M tok: the catalog's price per device-hour over the output tokens of a "
                 "steady batch (no prefill); ridge batch: the batch at which the dense weights' reads "
-                "reach the card's ridge (ridge FLOP/byte × bytes per weight ÷ 2); `--gpu NAME` "
-                "alone for one card's breakdown",
+                "reach the card's ridge (ridge FLOP/byte × bytes per weight ÷ 2"
+                + ("; the ridge at their matmuls' blend of dtypes where they mix them"
+                   if any(r.deployment.dense_blended for r in self.reports) else "")
+                + "); `--gpu NAME` alone for one card's breakdown",
                 *(f"caution: {c}" for c in cautions)]
 
 

@@ -23,6 +23,7 @@ from ridgeline.capacity import (
     served_context,
 )
 from ridgeline.datafiles import engine_defaults
+from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.llamacpp_fit import run_pool
@@ -44,7 +45,7 @@ from ridgeline.reports.fit_steps import (
 )
 from ridgeline.reports.fit_text import fit_text_lines
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE
-from ridgeline.roofline import expert_ridge_batch, first_whole_batch, ridge_step
+from ridgeline.roofline import expert_ridge_batch, first_whole_batch
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import plural
 from ridgeline.vllm_pool import PoolAdvice, vllm_pool_advice_terms
@@ -311,7 +312,6 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     pool = run_pool(dep, s, fit_host is not None, fit_margin_bytes)
     per_seq = conversation_bytes(pool, dep, context)
     n = held_conversations(pool, dep, context)
-    acc = dep.accelerator
     # the ridge only where a step can be timed, as decode and simulate time it: a record with
     # no rate for the cache's attention matmuls (fp32 alone, a bf16 cache) is refused there
     dep.attention_compute_dtype  # noqa: B018 (raises, naming the peaks the record has)
@@ -327,7 +327,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
         conversations_step(dep, pool, s, context, n // ranks, per_seq),
         *rank_steps(dep, n),
         *start_steps(pool, dep, context),
-        ridge_step(acc, dep.dense_compute_dtype),
+        *dense_ridge_steps(dep),
         step("ridge batch", "⌈ridge × bytes per weight ÷ 2 FLOP⌉: the first whole batch whose "
              "tokens, sharing each read of the weights every token reads, reach the ridge",
              q("batch", first_whole_batch(ridge_batch)), q("ridge", ridge, "FLOP/byte"),

@@ -11,6 +11,7 @@ from typing import Any
 
 from ridgeline.capacity import context_refusal
 from ridgeline.cost import Seq, mean_decode_context
+from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import (
     LOG_POOL_UNREAD,
@@ -28,7 +29,7 @@ from ridgeline.reports.observe_drafts import unpriced_drafts_note, verify_step
 from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.reports.utilization import billed_scope
-from ridgeline.roofline import batch_for_intensity, first_whole_batch, ridge_step
+from ridgeline.roofline import batch_for_intensity, first_whole_batch
 from ridgeline.spec_decode import SpecDecode
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
@@ -501,7 +502,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     steps: tuple[Step, ...] = ()
     if b is not None:
         stages = micro_batches(dep)
-        steps = (ridge_step(dep.accelerator, dep.dense_compute_dtype),
+        steps = (*dense_ridge_steps(dep),
                  step("share of the arithmetic in use",
                       "(2 × batch ÷ bytes per weight) ÷ ridge" if stages == 1 else
                       f"(2 × ⌈batch ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",

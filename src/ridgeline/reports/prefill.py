@@ -16,6 +16,7 @@ from ridgeline.chunked_prefill import (
 )
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.decode_context import dcp_caution
+from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
@@ -198,8 +199,10 @@ class PrefillReport:
     @property
     def steps(self) -> tuple[Step, ...]:
         f, dep = self.floor, self.deployment
-        # the ridge the intensity line sets it against: the dense weights' dtype's
-        return f.steps + (_ridge_step(dep), f.fit.explain_step()) \
+        # the ridge the intensity line sets it against: the dense weights' dtype's, or their
+        # dtypes' blend (dense_ridge_steps)
+        ridge = dense_ridge_steps(dep) if dep.dense_blended else (_ridge_step(dep),)
+        return f.steps + (*ridge, f.fit.explain_step()) \
             + ((*self.expected.steps, expected_prompt_speed_step(
             self.expected, f.batch, f.prompt_len)) if self.runs else ())
 
@@ -241,7 +244,9 @@ class PrefillReport:
         f, dep, e = self.floor, self.deployment, self.expected
         ridge = f"ridge {dep.dense_ridge_flop_per_byte:,.0f}"
         step_ridge = ridge_point(dep.peak_flops_per_s, dep.bandwidth_bytes_per_s)
-        if dep.compute_dtype != dep.dense_compute_dtype:  # gpt-oss: bf16 attention, fp4 experts
+        if dep.dense_blended:  # Qwen3.6-35B-A3B-NVFP4: fp8 attention beside bf16 layers
+            ridge += f" at the dense matmuls' {dep.dense_dtype_label} blend"
+        elif dep.compute_dtype != dep.dense_compute_dtype:  # gpt-oss: bf16 attention, fp4 experts
             ridge += f" at {dep.dense_compute_dtype}, {step_ridge:,.0f} at {dep.compute_dtype}"
         lines = [] if f.fit.fits else [f.fit.headline()]
         lines += [

@@ -7,6 +7,7 @@ from typing import Any
 
 from ridgeline.context_length import served_context_caution
 from ridgeline.cost import Seq, batch_shape, state_work
+from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import CUSTOM_SOURCE, Accelerator
@@ -165,6 +166,11 @@ class RooflineComparison:
                 *(e.line for e in self.not_run),
                 "", "of peak: the weight matrices' share of the arithmetic at this batch; "
                 "`--gpu NAME` alone for one card's every part of the step", *given_note,
+                *(f"{r.accelerator.id}: the dense weights' matmuls run at {w.dtype}: their "
+                  f"share and batch to ridge are at the blended {w.peak_flops_per_s / 1e12:,.1f} "
+                  f"TFLOP/s, ridge {w.peak_flops_per_s / r.accelerator.memory_bandwidth_bytes_per_s:,.0f}"
+                  for r in self.reports
+                  if (w := r.points[0]).dtype != r.accelerator.resolve_dtype(r.compute_dtype)),
                 *(f"{r.accelerator.id}: " + r.fit.replace("the points below are", "its row is")
                   for r in self.reports if r.fit)]
 
@@ -253,20 +259,29 @@ def roofline_report(
     dep: Deployment | None = None, bytes_per_weight: float = 2.0, kv_bytes: float = 2.0,
     intensity: float | None = None, expert_compute_dtype: str | None = None,
     num_gpus: int = 1, attention_dtype: str | None = None, weights_from: str = "",
+    blend: bool = False,
 ) -> RooflineReport:
     """Operating points of a decode step at ``batch`` and of a prefill of ``prompt_len``; an
     MoE model's experts at ``expert_compute_dtype`` (default: ``compute_dtype``); without a
     deployment, ``num_gpus`` cards named in the header (each with the same ridge), decode
     attention at ``attention_dtype`` (the cache's; default: ``compute_dtype``), and
-    ``weights_from`` saying where ``bytes_per_weight`` came from, in the weights' note."""
+    ``weights_from`` saying where ``bytes_per_weight`` came from, in the weights' note.
+    ``blend``: the dense weights' rows at the deployment's blended peak where their matmuls
+    run at several dtypes (Deployment.dense_peak_flops_per_s), the header's ridge the card's."""
     ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    blended = dep if blend and dep is not None and dep.dense_blended else None
+    # the dense weights' ridge: the card's at compute_dtype, or their matmuls' blend
+    dense_peak = None if blended is None else blended.dense_peak_flops_per_s
+    dense_ridge = ridge if dense_peak is None \
+        else ridge_point(dense_peak, acc.memory_bandwidth_bytes_per_s)
+    dense_dtype = compute_dtype if blended is None else blended.dense_dtype_label
     expert_dtype = expert_compute_dtype or compute_dtype
     moe = dep.model.moe if dep is not None else None
     expert_bpw = bytes_per_weight
     if dep is not None:
         bytes_per_weight, expert_bpw = dep.bytes_per_weight_split
         kv_bytes = dep.kv.bytes_per_element
-    to_ridge = batch_for_intensity(ridge, bytes_per_weight)
+    to_ridge = batch_for_intensity(dense_ridge, bytes_per_weight)
     w = weight_intensity(batch, bytes_per_weight)
     per_token = intensity_per_token(bytes_per_weight)
     notes_steps = [step("intensity per token sharing a read", "2 FLOP ÷ bytes per weight (the "
@@ -275,13 +290,16 @@ def roofline_report(
                         q("bytes per weight", bytes_per_weight, "B"))]
     expert_ridge_at: float | None = None
     dense = "dense weight matrices" if moe else "weight matrices"
+    blend_note = "" if dense_peak is None else (
+        f"; their matmuls at {dense_dtype}, blended peak {dense_peak / 1e12:,.1f} TFLOP/s, "
+        f"ridge {dense_ridge:,.0f}")
     points = [operating_point(
-        f"{dense} (decode)", w, acc, compute_dtype, to_ridge,
+        f"{dense} (decode)", w, acc, dense_dtype, to_ridge,
         f"intensity = 2 FLOP × batch ÷ {bytes_per_weight:.2f} bytes per weight: "
         f"{_times_tokens('the batch', bytes_per_weight)}"
         + (f"; {weights_from}" if weights_from else "")
         + ("; attention and shared weights, every token reads them (the experts are their "
-           "own rows)" if moe else ""))]
+           "own rows)" if moe else "") + blend_note, dense_peak)]
     group = ARTICLE_GQA_GROUP
     if dep is None or dep.model.attention is None:
         att_i = 2.0 * group / kv_bytes
@@ -317,21 +335,24 @@ def roofline_report(
         points.append(state[0])
     prefill_i = weight_intensity(prompt_len, bytes_per_weight)
     points.append(operating_point(
-        "prefill" + (" (dense weights)" if moe else ""), prefill_i, acc, compute_dtype,
+        "prefill" + (" (dense weights)" if moe else ""), prefill_i, acc, dense_dtype,
         to_ridge, f"{_times_tokens('the prompt length', bytes_per_weight)}; 'batch to ridge' "
-        "is in prompt tokens"))
+        "is in prompt tokens", dense_peak))
+    blended_from = () if blended is None else ("the dense matmuls' blend",)
     steps = [ridge_step(acc, compute_dtype),
+             *(dense_ridge_steps(blended) if blended is not None else ()),
              step("weight-matrix intensity", "2 × batch ÷ bytes per weight",
                   q("intensity", w, "FLOP/byte"), q("batch", batch),
                   q("bytes per weight", bytes_per_weight, "B")),
              step("batch to reach the ridge", "⌈ridge × bytes per weight ÷ 2⌉: the first whole "
                   "batch at or past it", q("batch", first_whole_batch(to_ridge)),
-                  q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B"),
+                  q("ridge", dense_ridge, "FLOP/byte", *blended_from),
+                  q("bytes per weight", bytes_per_weight, "B"),
                   q("ridge × bytes per weight ÷ 2", f"{to_ridge:,.2f}")),
              step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
-                  q("fraction", arithmetic_share(batch, bytes_per_weight, ridge)),
+                  q("fraction", arithmetic_share(batch, bytes_per_weight, dense_ridge)),
                   q("intensity", w, "FLOP/byte", "the weight-matrix intensity above"),
-                  q("ridge", ridge, "FLOP/byte")),
+                  q("ridge", dense_ridge, "FLOP/byte", *blended_from)),
              att_step,
              *([state[1]] if state is not None else []),
              step("prefill intensity", "2 × prompt tokens ÷ bytes per weight (every token of "

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.engine_metrics import running_metric
 from ridgeline.errors import InputError
@@ -63,6 +64,9 @@ class UtilizationReport:
     engine: str = "vllm"  # whose pool, seats flag and running gauge the text names
     fit_free_bytes: float = 0.0  # llama.cpp under --fit: the margin its pool leaves free
     num_gpus: int = 1  # the cards whose peak the whole step's share is of
+    # a model's dense matmuls' peak, blended where they run at several dtypes
+    # (Deployment.dense_peak_flops_per_s); 0: compute_dtype's
+    dense_peak_flops_per_s: float = 0.0
 
     @property
     def engine_label(self) -> str:
@@ -77,7 +81,8 @@ class UtilizationReport:
     @property
     def ridge(self) -> float:
         a = self.accelerator
-        return ridge_point(a.peak(self.compute_dtype), a.memory_bandwidth_bytes_per_s)
+        return ridge_point(self.dense_peak_flops_per_s or a.peak(self.compute_dtype),
+                           a.memory_bandwidth_bytes_per_s)
 
     @property
     def stage_batch(self) -> int:
@@ -216,13 +221,14 @@ def running_source(engine: str) -> str:
 def utilization_report(
     acc: Accelerator, running: int, compute_dtype: str = "bf16", bytes_per_weight: float = 2.0,
     dep: Deployment | None = None, context: int | None = None, tensor_parallel_size: int = 1,
-    engine: str | None = None,
+    engine: str | None = None, blend: bool = True,
 ) -> UtilizationReport:
     """The running batch against the ridge; with ``dep`` and ``context``, against the pool
     ``engine`` holds too (default: llama.cpp's Metal build on Apple silicon, vLLM elsewhere),
     whose seats flag and running gauge the text names. ``tensor_parallel_size`` is the TP
     without a model (``dep``'s with one): past a node it carries the cross-node caution fit,
-    decode and simulate give."""
+    decode and simulate give. ``blend``: ``dep``'s dense ridge at its matmuls' blended peak
+    (Deployment.dense_peak_flops_per_s); else at ``compute_dtype``'s, as --compute-dtype asks."""
     from ridgeline.capacity import (
         SERVING_ENGINES,
         context_refusal,
@@ -235,7 +241,7 @@ def utilization_report(
     )
     if engine is None:
         engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
-    limit, refusal, fit_free = None, "", 0.0
+    limit, refusal, fit_free, dense_peak = None, "", 0.0, 0.0
     pool_operands: tuple[Quantity, ...] = ()
     if dep is not None and context is not None:  # the engine's pool at its defaults
         dep = replace(dep, engine=engine)
@@ -275,10 +281,14 @@ def utilization_report(
                                                  " (`ridgeline fit` for the levers)"))
         bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
         compute_dtype = dep.dense_compute_dtype
-    ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+        # blended where its matmuls mix dtypes, unless --compute-dtype names the one
+        dense_peak = dep.dense_peak_flops_per_s if blend else 0.0
+    ridge = ridge_point(dense_peak or acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     stages = 1 if dep is None else micro_batches(dep)
     per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
-    steps: tuple[Step, ...] = (ridge_step(acc, compute_dtype),
+    ridge_steps = dense_ridge_steps(dep) if dense_peak and dep is not None \
+        else (ridge_step(acc, compute_dtype),)
+    steps: tuple[Step, ...] = (*ridge_steps,
              step(WEIGHTS_SHARE_LABEL,
                   "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
                   f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
@@ -329,7 +339,8 @@ def utilization_report(
                        q("k/E", moe.routed_fraction, "", "num_experts_per_tok ÷ experts")))
     whole = None
     if limit is not None and not refusal and limit < running:  # the pool cannot run it: no
-        steps = steps[:1]  # share to work out for it (the ridge alone), as the text gives none
+        steps = steps[:len(ridge_steps)]  # share to work out for it (the ridge alone), as the
+        # text gives none
     elif dep is not None and context is not None and stages == 1 and running > 0:
         from ridgeline.floors import decode_floor
 
@@ -354,4 +365,4 @@ def utilization_report(
                              and not context_refusal(dep, context) else "", experts, refusal,
                              stages, whole, expert_figures,
                              cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
-                             fit_free, dep.num_gpus if dep is not None else 1)
+                             fit_free, dep.num_gpus if dep is not None else 1, dense_peak)

@@ -1,0 +1,49 @@
+"""The ridge of the weights every token reads, shown: one dtype's ridge point, or, where
+their matmuls run at several dtypes (a mixed-precision checkpoint's fp8 attention beside its
+bf16 layers), the weighted sum that blends their peaks and the ridge it gives.
+
+The blended peak is Deployment.dense_peak_flops_per_s; its ridge × bytes per weight ÷ 2 is
+the batch at which the matmuls' time, batch × Σ 2 × weights ÷ peak, equals the weights'
+read time (nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200: 134, between bf16's 90 and fp8's 180).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ridgeline.explain import Step, q, step
+from ridgeline.roofline import ridge_point, ridge_step
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+
+
+def dense_ridge_steps(dep: Deployment) -> tuple[Step, ...]:
+    """The explain steps of ``dep``'s dense ridge: ridge_step at its one dtype; blended, the
+    blended peak with each matmul category's weights, dtype and peak, then the ridge."""
+    acc = dep.accelerator
+    if not dep.dense_blended:
+        return (ridge_step(acc, dep.dense_compute_dtype),)
+    peak = dep.dense_peak_flops_per_s
+    bandwidth = acc.memory_bandwidth_bytes_per_s
+    parts = [q(f"{category} at {acc.resolve_dtype(dtype)}", n / 1e9, "B weights",
+               f"its peak {acc.peak(dtype) / 1e12:,.1f} TFLOP/s (dense)")
+             for category, n, dtype in dep.dense_matmuls]
+    total = sum(n for _, n, _ in dep.dense_matmuls)
+    return (
+        step("dense matmuls' blended peak", "Σ weights ÷ Σ (weights ÷ peak at their dtype): "
+             "each weight does 2 FLOP a token at its category's rate, so the matmuls together "
+             "take batch × Σ 2 × weights ÷ peak",
+             q("blended peak", peak / 1e12, "TFLOP/s", acc.source_of("peak_flops")),
+             q("Σ weights", total / 1e9, "B", "the matmuls every token runs"),
+             q("one token's matmuls", 2 * total / peak * 1e6, "µs",
+               "Σ 2 FLOP × weights ÷ peak, over the categories below"),
+             *parts),
+        step("ridge point (dense weights, blended)", "blended peak ÷ memory bandwidth: the "
+             "batch it gives, ridge × bytes per weight ÷ 2, is where the matmuls' time equals "
+             "the weights' read time",
+             q("ridge", ridge_point(peak, bandwidth), "FLOP/byte"),
+             q(f"blended peak ({dep.dense_dtype_label})", peak / 1e12, "TFLOP/s"),
+             q("memory bandwidth", bandwidth / 1e12, "TB/s",
+               acc.source_of("memory_bandwidth_bytes_per_s"))),
+    )
