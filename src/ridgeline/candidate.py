@@ -33,6 +33,9 @@ class Candidate:
     verified: bool = False
     sim_ttft_s: float | None = None
     sim_tpot_s: float | None = None
+    # … and the ITL at the SLO's percentile over every streamed chunk of that check's run
+    # (SimResult.itl_s_at; an xPyD split's, its decode pool's)
+    sim_itl_s: float | None = None
     disaggregated: str = ""  # "xPyD" when prefill and decode pools are split
     prefill_replicas: int = 0  # x of xPyD (replicas counts both pools)
     expert_parallel: bool = False  # MoE experts spread over the TP ranks

@@ -78,7 +78,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         raise InputError(f"--trace replays its own lengths; drop {', '.join(given)}")
     load = Load.from_trace(args.trace, args.seed) if args.trace \
         else Load(args.rate, args.input_len or "1000", args.output_len or "250", args.seed)
-    slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile)
+    slo = Slo(args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3, args.percentile,
+              None if args.slo_itl_ms is None else args.slo_itl_ms / 1e3)
     if args.engine_version is not None:  # a bad version is named before the search
         from ridgeline.engine_versions import check_engine_version
 
@@ -135,6 +136,10 @@ def register(sub: Any) -> None:
                    metavar="MS", help="time to first token the --percentile request may take")
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True,
                    metavar="MS", help="time per output token at the same percentile")
+    p.add_argument("--slo-itl-ms", type=_positive_float("ITL SLO"), metavar="MS",
+                   help="inter-token latency at the same percentile, over every streamed "
+                   "chunk of a check's run, as simulate's ITL row (optional; a chunked "
+                   "prefill's stall shows here before it moves the TPOT)")
     p.add_argument("--percentile", type=_typed(_percentile), default=90.0,
                    help="the SLO's percentile, in percent (default 90: p90)")
     p.add_argument("--gpus", type=_name_list(_accelerator_name),

@@ -73,59 +73,96 @@ def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
 
 
 def _unloaded_miss(ttft_s: float, tpot_s: float, slo: Slo) -> str:
-    """Both latencies unloaded, then which of them misses the SLO: "TTFT ≥ 7 ms, TPOT ≥ 2.5 ms
+    """The latencies unloaded, then which of them misses the SLO: "TTFT ≥ 7 ms, TPOT ≥ 2.5 ms
     even unloaded: TPOT misses its 1 ms SLO; TTFT is within its 10 ms", not both as if both
-    missed."""
-    text = f"TTFT ≥ {ttft_s * 1e3:,.0f} ms, TPOT ≥ {tpot_s * 1e3:,.1f} ms even unloaded"
-    return text + _which_misses(ttft_s, tpot_s, slo)
+    missed. An ITL SLO's ITL unloaded is the TPOT's figure: a lone request's every gap is
+    one decode step."""
+    itl = "" if slo.itl_s is None else f", ITL ≥ {tpot_s * 1e3:,.1f} ms"
+    text = f"TTFT ≥ {ttft_s * 1e3:,.0f} ms, TPOT ≥ {tpot_s * 1e3:,.1f} ms{itl} even unloaded"
+    return text + _which_misses(_latencies(slo, ttft_s, tpot_s, tpot_s), slo)
 
 
-def _which_misses(ttft_s: float, tpot_s: float, slo: Slo) -> str:
-    """Which latency misses its SLO, as a tail to their figures: ": TPOT misses its 1 ms SLO;
-    TTFT is within its 10 ms", ", past both SLOs (10 ms and 1 ms)", or "" (neither; a TPOT of
-    NaN, 1-token outputs, misses none)."""
-    limits = {"TTFT": slo.ttft_s * 1e3, "TPOT": slo.tpot_s * 1e3}
-    over = {"TTFT": ttft_s > slo.ttft_s, "TPOT": tpot_s > slo.tpot_s}
-    if all(over.values()):
-        return f", past both SLOs ({limits['TTFT']:,g} ms and {limits['TPOT']:,g} ms)"
-    if not any(over.values()):
+def _latencies(slo: Slo, ttft_s: float, tpot_s: float, itl_s: float) -> dict[str, float]:
+    """The latencies ``slo`` judges, by name: TTFT and TPOT, and ITL where it has an ITL SLO."""
+    named = {"TTFT": ttft_s, "TPOT": tpot_s}
+    return named if slo.itl_s is None else named | {"ITL": itl_s}
+
+
+def _limits_s(slo: Slo) -> dict[str, float]:
+    """``slo``'s limits by the names ``_latencies`` gives."""
+    return {"TTFT": slo.ttft_s, "TPOT": slo.tpot_s, "ITL": slo.itl_s or math.inf}
+
+
+def _worst_ratio(latencies_s: dict[str, float], slo: Slo) -> float:
+    """The worst of the latencies ÷ their SLOs (one with none, NaN, counts 0)."""
+    limits = _limits_s(slo)
+    return max(0.0 if math.isnan(v) else v / limits[name] for name, v in latencies_s.items())
+
+
+def _and(words: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _which_misses(latencies_s: dict[str, float], slo: Slo) -> str:
+    """Which latencies miss their SLOs, as a tail to their figures: ": TPOT misses its 1 ms
+    SLO; TTFT is within its 10 ms", ", past both SLOs (10 ms and 1 ms)", ": TPOT and ITL miss
+    their 40 ms and 20 ms SLOs; TTFT is within its 500 ms", or "" (none; a latency of NaN,
+    1-token outputs, is left out)."""
+    limits = _limits_s(slo)
+    named = [name for name, v in latencies_s.items() if not math.isnan(v)]
+    over = [name for name in named if latencies_s[name] > limits[name]]
+    within = [name for name in named if name not in over]
+
+    def ms(names: list[str]) -> str:
+        return _and([f"{limits[name] * 1e3:,g} ms" for name in names])
+
+    if not over:
         return ""
-    miss, meet = ("TTFT", "TPOT") if over["TTFT"] else ("TPOT", "TTFT")
-    return f": {miss} misses its {limits[miss]:,g} ms SLO; {meet} is within its {limits[meet]:,g} ms"
+    if len(over) > 1 and not within:
+        return f", past {'both' if len(over) == 2 else 'all three'} SLOs ({ms(over)})"
+    text = (f": {over[0]} misses its {ms(over)} SLO" if len(over) == 1 else
+            f": {_and(over)} miss their {ms(over)} SLOs")
+    if within:
+        text += (f"; {within[0]} is within its {ms(within)}" if len(within) == 1 else
+                 f"; {_and(within)} are within their {ms(within)}")
+    return text
 
 
 def simulated_miss(model: ModelSpec, missed: Missed, slo: Slo,
                    max_gpus: int, engine: str) -> str:
     """Where the analytic sizing found deployments within ``max_gpus`` but each one's check
     missed at every count it could run: the nearest, the least of its simulated TTFT ÷ its
-    SLO and TPOT ÷ its SLO (the worse of the two), at the most replicas it ran, and which
-    latency missed; "" where none was simulated. (A p99 TTFT SLO of 30 ms for Llama-3.1-8B
-    at 10 req/s on two H100s: the queue's wait puts each layout's p99 past it.)"""
+    SLO and TPOT ÷ its SLO (and ITL ÷ its SLO, where given: the worst of them), at the most
+    replicas it ran, and which latency missed; "" where none was simulated. (A p99 TTFT SLO
+    of 30 ms for Llama-3.1-8B at 10 req/s on two H100s: the queue's wait puts each layout's
+    p99 past it.)"""
     def worse(run: CheckRun) -> float:
-        tpot = 0.0 if math.isnan(run.tpot_s) else run.tpot_s / slo.tpot_s
-        return max(run.ttft_s / slo.ttft_s, tpot)
+        return _worst_ratio(_latencies(slo, run.ttft_s, run.tpot_s, run.itl_s), slo)
 
     if not missed:
         return ""
     c, run = min(missed, key=lambda seen: worse(seen[1]))  # of equal misses, the first checked
     no_tpot = math.isnan(run.tpot_s)  # 1-token outputs: a TTFT alone
     tpot = "n/a (1-token outputs)" if no_tpot else f"{run.tpot_s * 1e3:,.1f} ms"
-    why = (f": TTFT misses its {slo.ttft_s * 1e3:,g} ms SLO" if run.ttft_s > slo.ttft_s
-           else "") if no_tpot else _which_misses(run.ttft_s, run.tpot_s, slo)
+    itl = "" if slo.itl_s is None else ", ITL " + (
+        "n/a (1-token outputs)" if math.isnan(run.itl_s) else f"{run.itl_s * 1e3:,.1f} ms")
+    why = _which_misses(_latencies(slo, run.ttft_s, run.tpot_s, run.itl_s), slo)
     why = why or (", within the SLO, but the run missed: its queue grew, or the engine "
                   "refused requests")
     return (f"{candidate_label(model, c, engine)}, as many replicas as --max-gpus "
             f"{max_gpus} allows, came nearest in simulation: p{slo.percentile:g} TTFT "
-            f"{run.ttft_s * 1e3:,.0f} ms, TPOT {tpot}{why}")
+            f"{run.ttft_s * 1e3:,.0f} ms, TPOT {tpot}{itl}{why}")
 
 
 def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
                  beyond: Candidate | None = None, engine_version: str | None = None) -> str:
     """The group nearest the SLO unloaded (the least of TTFT ÷ its SLO and TPOT ÷ its SLO, the
-    worse of the two), over every card and every layout of the search that holds the model;
-    where one meets it unloaded the load is the miss, and ``beyond``, the fewest GPUs the
-    analytic sizing found past ``max_gpus``, says how many it needs. Each group is built,
+    worse of the two, or of the three with an ITL SLO's ITL ÷ it), over every card and every
+    layout of the search that holds the model; where one meets it unloaded the load is the
+    miss, and ``beyond``, the fewest GPUs the analytic sizing found past ``max_gpus``, says
+    how many it needs. Each group is built,
     sized and priced at ``engine_version`` as the search's replicas are: a hybrid's states at
     the dtype that release keeps them in (Nemotron-H's fp16 before vLLM 0.20)."""
     mean_in, mean_out = load.means()
@@ -142,12 +179,14 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                 continue  # no such split, or none holds one request
             ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
             tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
-            miss = max(ttft / slo.ttft_s, tpot / slo.tpot_s)
+            # unloaded, a request's every gap is one decode step: its ITL is the TPOT's figure
+            miss = _worst_ratio(_latencies(slo, ttft, tpot, tpot), slo)
             group = f"{tp * pp} x {acc.id} ({parallel_words(tp, pp, engine_devices(engine, acc))})"
             text = f"{group}: {_unloaded_miss(ttft, tpot, slo)}"
             if miss <= 1:
+                itl = "" if slo.itl_s is None else f", ITL {tpot * 1e3:,.1f} ms"
                 text = (f"{group} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
-                        f"TPOT {tpot * 1e3:,.1f} ms), but no batch sustaining "
+                        f"TPOT {tpot * 1e3:,.1f} ms{itl}), but no batch sustaining "
                         f"{load.rate_req_s:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
                         "keeps the p"
                         f"{slo.percentile:g} latencies under it: the load is the miss")

@@ -120,7 +120,8 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                           ) -> Candidate | None:
     """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
     holds: TTFT = prefill pool's TTFT + the prompt's KV hand-off + the decode pool's first
-    step, the percentile of their sum (each drawn independently); TPOT from the decode pool.
+    step, the percentile of their sum (each drawn independently); TPOT, and an ITL SLO's ITL,
+    from the decode pool.
     Each pool is tried at the engine's defaults and, where no pair holds, at each other knob
     setting (``pool_configs``), then launched at its own (``pool_knobs``): at the fewest
     replicas that hold, the pair of the lowest TTFT; the defaults where they hold."""
@@ -145,7 +146,8 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         prefills: list[tuple[Knobs, SimResult]] = []
         decodes: list[tuple[Knobs, SimResult]] = []
         grids: dict[int, list[float]] = {}  # each run's TTFTs, read once
-        held: list[tuple[float, float, Knobs, Knobs]] = []  # (TTFT, TPOT, each pool's knobs)
+        # (TTFT, TPOT, ITL, each pool's knobs)
+        held: list[tuple[float, float, float, Knobs, Knobs]] = []
         for knobs, config in configs:  # the defaults first; the others where no pair holds
             prefills.append((knobs, _run(dep, profile, config, load.steady(
                 x, c.ttft_floor_s, first_token_only=True, percentile=slo.percentile))))
@@ -156,32 +158,33 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             pairs = [(p, d) for p in prefills for d in decodes  # the new setting's pairs
                      if p is prefills[-1] or d is decodes[-1]]
             for (p_knobs, p), (d_knobs, d) in pairs:
-                if not (p.rec.held_steady and _tpot_ok(d, slo)):
+                if not (p.rec.held_steady and _decode_ok(d, slo)):
                     continue
                 ttft = chained_percentile_s((grids[id(p)], transfers, grids[id(d)]),
                                             slo.percentile)
                 if ttft <= slo.ttft_s:
-                    held.append((ttft, d.latency_s_at("tpot", slo.percentile), p_knobs, d_knobs))
+                    held.append((ttft, d.latency_s_at("tpot", slo.percentile),
+                                 d.itl_s_at(slo.percentile), p_knobs, d_knobs))
             if held:
                 break
         if held:
-            ttft, tpot, p_knobs, d_knobs = min(held, key=lambda h: h[0])  # stable: defaults first
+            ttft, tpot, itl, p_knobs, d_knobs = min(held, key=lambda h: h[0])  # stable: defaults first
             return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
-                           verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
+                           verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot, sim_itl_s=itl,
                            pool_knobs=(p_knobs, d_knobs))
         # no pair held: grow as the best setting of each pool says (the prefill pool's steady
         # one of the shortest TTFT, the decode pool's within TPOT of the shortest first step)
         steady = [r for _, r in prefills if r.rec.held_steady] or [r for _, r in prefills]
         prefill = min(steady, key=lambda r: r.latency_s_at("ttft", slo.percentile))
-        within = [r for _, r in decodes if _tpot_ok(r, slo)] or [r for _, r in decodes]
+        within = [r for _, r in decodes if _decode_ok(r, slo)] or [r for _, r in decodes]
         decode = min(within, key=lambda r: r.latency_s_at("ttft", slo.percentile))
         first = prefill.latency_s_at("ttft", slo.percentile)
         joined = decode.latency_s_at("ttft", slo.percentile)
         ttft_ok = prefill.rec.held_steady and chained_percentile_s(
             (grids[id(prefill)], transfers, grids[id(decode)]), slo.percentile) <= slo.ttft_s
-        tpot_ok = _tpot_ok(decode, slo)
+        decode_ok = _decode_ok(decode, slo)
         grow_x = not ttft_ok and (not first < joined or not prefill.rec.held_steady)
-        grow_y = not tpot_ok or (not ttft_ok and not joined <= first)
+        grow_y = not decode_ok or (not ttft_ok and not joined <= first)
         if not (grow_x or grow_y):
             return None
         if grow_x and prefill.rec.held_steady and grown_from is not None \
@@ -204,10 +207,12 @@ def _run(dep: Deployment, profile: EngineProfile, config: SimConfig,
                                                window_s=window)
 
 
-def _tpot_ok(decode: SimResult, slo: Slo) -> bool:
-    """Whether a decode pool's run meets the TPOT SLO and held steady."""
+def _decode_ok(decode: SimResult, slo: Slo) -> bool:
+    """Whether a decode pool's run meets the TPOT SLO (and an ITL SLO, its chunks' gaps) and
+    held steady."""
     tpot = decode.latency_s_at("tpot", slo.percentile)
-    return (math.isnan(tpot) or tpot <= slo.tpot_s) and decode.rec.held_steady
+    return (math.isnan(tpot) or tpot <= slo.tpot_s) and slo.itl_ok(
+        decode.itl_s_at(slo.percentile)) and decode.rec.held_steady
 
 
 def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
@@ -215,6 +220,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                    engine: str = "vllm", profile: EngineProfile | None = None
                    ) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
+    (and an ITL SLO: a decode pool's gap is its decode step, so its step keeps the lower)
     (none for a load of one output token per request: there is no decode to split off), each
     card with the lightest weights its engine runs there (fp8, weight-only on a card without
     fp8 units) and either cache format."""
@@ -244,11 +250,12 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             x = max(1, math.ceil(load.rate_req_s * prefill_s / 0.7))
             lo, hi = 1, cap
             ctx = mean_decode_context(isl, osl)
-            if step_time_s(dep, decode_batch(1, ctx), profile) > slo.tpot_s:
+            step_limit_s = slo.tpot_s if slo.itl_s is None else min(slo.tpot_s, slo.itl_s)
+            if step_time_s(dep, decode_batch(1, ctx), profile) > step_limit_s:
                 continue
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if step_time_s(dep, decode_batch(mid, ctx), profile) <= slo.tpot_s:
+                if step_time_s(dep, decode_batch(mid, ctx), profile) <= step_limit_s:
                     lo = mid
                 else:
                     hi = mid - 1

@@ -128,6 +128,8 @@ def measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load:
     text += (f"; the cheapest without it: {candidate_label(model, alternative, engine)} = {alternative.gpus} "
              f"{plural(alternative.gpus, 'GPU')}, ${alternative.cost_per_hour or 0.0:,.2f}/h, "
              f"simulated p{slo.percentile:g} TTFT {(alternative.sim_ttft_s or 0) * 1e3:,.0f} ms, "
-             f"TPOT {(alternative.sim_tpot_s or 0) * 1e3:,.1f} ms, ranked first")
+             f"TPOT {(alternative.sim_tpot_s or 0) * 1e3:,.1f} ms"
+             + ("" if slo.itl_s is None else f", ITL {(alternative.sim_itl_s or 0) * 1e3:,.1f} ms")
+             + ", ranked first")
     others = [c for c in kept if c is not None and c is not alternative]
     return text, (alternative, *simulated_first(others))

@@ -44,8 +44,9 @@ def cheapest(c: Candidate) -> tuple[float, int, int, bool]:
 
 class CheckRun(NamedTuple):
     """One run of a check (``verify``): whether the SLO held, the TTFT and TPOT it read at
-    the SLO's percentile, its requests, the first one's number (a trace's), its window and
-    the prompts longer than the step budget of an engine that runs contexts whole."""
+    the SLO's percentile, its requests, the first one's number (a trace's), its window, the
+    prompts longer than the step budget of an engine that runs contexts whole, and its ITL
+    at the percentile (``SimResult.itl_s_at``: every streamed chunk's)."""
 
     held: bool
     ttft_s: float
@@ -54,6 +55,7 @@ class CheckRun(NamedTuple):
     first: int
     window_s: tuple[float, float]
     over_budget: int = 0
+    itl_s: float = math.nan
 
 
 # what the checks of one candidate tell of another's sizing (``_layout``): card, TP, PP,
@@ -203,11 +205,14 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                                  slo=(slo.ttft_s, slo.tpot_s), window_s=window,
                                  stop_past=misses_settling(work, window, slo.percentile))
             ttft, tpot = (result.latency_s_at(name, slo.percentile) for name in ("ttft", "tpot"))
+            itl = result.itl_s_at(slo.percentile)
+            # the run stops early on TTFT and TPOT misses alone (``stop_past``); an ITL SLO is
+            # read on the run as it ends
             held = not result.rec.missed and ttft <= slo.ttft_s and (
-                math.isnan(tpot) or tpot <= slo.tpot_s) \
+                math.isnan(tpot) or tpot <= slo.tpot_s) and slo.itl_ok(itl) \
                 and result.rec.held_steady  # a queue that grows misses the SLO, given time
             runs[key] = CheckRun(held, ttft, tpot, len(work), work[0].id if load.trace else 0,
-                                 window, result.rec.over_budget_prompts)
+                                 window, result.rec.over_budget_prompts, itl)
         return runs[key]
 
     def holds(replicas: int, draw: int = 0) -> bool:
@@ -243,7 +248,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         if high >= most:
             return miss(high)
         high += 1
-    _, ttft, tpot, count, first, window, over = run(high)
+    _, ttft, tpot, count, first, window, over, itl = run(high)
     confirm_over = 0 if load.trace else run(high, CONFIRM_DRAW).over_budget  # cached: no rerun
     # past max_num_tokens, the draws missed; checked once so (an MLA model outside SM
     # 90/100/103/120 stays whole: chunked_prefill.trtllm_mla_unchunked)
@@ -252,6 +257,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                       chunked=True, missed=missed)
     return replace(c, enable_chunked_prefill=engine == "trtllm" and engine_config.chunked_prefill,
                    replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
+                   sim_itl_s=itl,
                    max_model_len=max_len, refused_share=load.refused_share(max_len),
                    analytic_replicas=c.replicas, sim_requests=count, sim_first=first,
                    sim_window_s=window if math.isfinite(window[0]) else None,

@@ -6,7 +6,9 @@ Poisson spread; ``size_replica``) meets the SLO and fits the KV pool and the tok
 and the rate it sustains, capped by the prompt and output tokens a step's budget takes and
 by the prompts' queue within the TTFT SLO (``prompt_queue_load``: every drawn prompt at its
 own length, prefilled in chunks beside the batch's decodes, ``ChunkedPrefill``). What cannot
-fit or cannot meet the SLO on its own sizes to None, which prunes it from the search.
+fit or cannot meet the SLO on its own sizes to None, which prunes it from the search. An ITL
+SLO caps the batch where a gap at its percentile, a decode step or one carrying a prompt's
+chunk, passes it, and prunes where a lone decode step does; the simulated checks judge it.
 """
 
 from __future__ import annotations
@@ -264,7 +266,13 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     The pool is the one started at ``max_model_len`` (default: ``launch_length``), its
     batch counted in sequences of the load's mean length. Data-parallel attention's ranks
     are sized as lanes, each its own pool's share, seats and token budget, every step priced
-    with each rank running the same batch (``every_rank``)."""
+    with each rank running the same batch (``every_rank``). An ITL SLO (``Slo.itl_s``) prunes
+    a replica whose lone request's decode step, the least a gap can be, passes it, and caps
+    the batch where its gap at the percentile passes it: a decode step where fewer of the
+    steps carry another prompt's chunk (b × chunks ÷ output of them) than the percentile
+    spares, else such a step (at p99, 1,000-token prompts and 250-token answers each in one
+    chunk: a batch of 2 at most before every gap past p99 is a mixed step's). At a batch of
+    1 it caps no further: the checks decide below it."""
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     cv2, outs, quantiles = drawn_lengths(load)
@@ -306,6 +314,8 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     if mean_out < 2:  # one output token each: no TPOT to keep, the prompts are the load
         return ReplicaSizing(lanes, step_s(decode_batch(1, ctx)), ttft_floor,
                              most_rate, (math.inf, most_rate, math.inf))
+    if slo.itl_s is not None and step_s(decode_batch(1, ctx)) > slo.itl_s:
+        return None  # a lone request's every gap is one decode step: past the ITL SLO unloaded
     # B decodes and the B·in/out prompt tokens that keep B requests flowing share the budget:
     # B·(1 + in/out) ≤ budget, one request at least
     cap = min(cap, max(1, budget * osl // (isl + osl)))
@@ -347,6 +357,20 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
         arrivals = b + z * math.sqrt(b * (1 + cv2) * osl / short)
         return step_s(decode_batch(busy, ctx)) + arrivals * per_prompt / osl
 
+    def itl(b: int) -> float:
+        # a gap at the SLO's percentile, b in flight: the decode step of b + 1 where fewer of
+        # a rank's steps carry another prompt's chunk than the percentile spares (each
+        # request brings its prompt's chunks every osl steps; any rank's chunk holds every
+        # rank), else such a step (SGLang: a chunk's step alone, then the decodes')
+        chunks = chunks_alone if alone else math.ceil(isl / max(1, budget - b))
+        carrying = 1 - (1 - min(1.0, b * chunks / osl)) ** dep.data_parallel_size
+        decode = step_s(decode_batch(b + 1, ctx))
+        if carrying <= 1 - slo.percentile / 100:
+            return decode
+        if alone:
+            return decode + prompt_alone / chunks_alone
+        return step_s([*decode_batch(b + 1, ctx), Seq(min(isl, max(1, budget - b)), 0)])
+
     if tpot(1) > slo.tpot_s:
         return None
     lo, hi = 1, cap
@@ -356,6 +380,14 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
             lo = mid
         else:
             hi = mid - 1
+    if slo.itl_s is not None and itl(lo) > slo.itl_s:
+        lo, hi = 1, lo - 1  # … and whose ITL does (1 at least: the checks decide below it)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if itl(mid) <= slo.itl_s:
+                lo = mid
+            else:
+                hi = mid - 1
     mean = tpot(lo, at_percentile=False)
     # every prompt of the load at its own length, prefilled as the engine runs it: in chunks
     # of the budget the batch's decodes leave, beside them (SGLang: alone, the decodes wait)

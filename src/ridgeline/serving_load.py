@@ -41,9 +41,23 @@ MIN_TRACE_SPAN_S = 1.0
 
 @dataclass(frozen=True)
 class Slo:
+    """The latencies a plan keeps at ``percentile``: TTFT and TPOT, each request's own, and
+    where given ITL (``itl_s``), the gap between streamed chunks over every chunk of a
+    check's run, as `simulate` reads it (``SimResult.itl_s_at``); None: no ITL SLO."""
+
     ttft_s: float
     tpot_s: float
     percentile: float = 90.0
+    itl_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.itl_s is not None and not (math.isfinite(self.itl_s) and self.itl_s > 0):
+            raise InputError(f"an ITL SLO must be positive and finite, got {self.itl_s!r} s")
+
+    def itl_ok(self, itl_s: float) -> bool:
+        """Whether ``itl_s`` (at the percentile) keeps the ITL SLO: always without one, and
+        where no chunk was streamed after a first (NaN: 1-token outputs), as a TPOT of NaN."""
+        return self.itl_s is None or math.isnan(itl_s) or itl_s <= self.itl_s
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from ridgeline.plan import PlanResult
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.reports.launch_commands import multi_node_note
 from ridgeline.reports.plan_commands import PlanCommands
-from ridgeline.reports.plan_lists import PlanLists, pct, tpot_ms, usd
+from ridgeline.reports.plan_lists import PlanLists, itl_part, pct, tpot_ms, usd
 from ridgeline.reports.split_launch import host_note
 from ridgeline.units import ordinal, plural, share_of_requests
 
@@ -141,7 +141,11 @@ class PlanReport:
                     q(f"p{result.slo.percentile:g} TTFT", (win.sim_ttft_s or 0.0) * 1e3, "ms",
                       f"SLO {result.slo.ttft_s * 1e3:g} ms"),
                     q(f"p{result.slo.percentile:g} TPOT", (win.sim_tpot_s or 0.0) * 1e3, "ms",
-                      f"SLO {result.slo.tpot_s * 1e3:g} ms")),) if win.verified else ()),
+                      f"SLO {result.slo.tpot_s * 1e3:g} ms"),
+                    *([] if result.slo.itl_s is None else [
+                        q(f"p{result.slo.percentile:g} ITL", (win.sim_itl_s or 0.0) * 1e3, "ms",
+                          f"SLO {result.slo.itl_s * 1e3:g} ms; every streamed chunk's gap, "
+                          "as simulate's ITL row")])),) if win.verified else ()),
             step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
                  q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
                  q("$/h", win.cost_per_hour or 0.0, "", "GPUs × price per GPU-hour"),
@@ -176,6 +180,10 @@ class PlanReport:
             data["enable_chunked_prefill"] = None
         if self.result.mean_output_tokens < 2:  # one output token: no TPOT to state
             data["tpot_s"] = data["slowed_tpot_floor_s"] = None
+        if self.result.slo.itl_s is None:  # no ITL SLO: no ITL judged, none stated
+            del data["sim_itl_s"]
+        elif data["sim_itl_s"] is not None and math.isnan(data["sim_itl_s"]):
+            data["sim_itl_s"] = None  # 1-token outputs: no gap after a first
         return data
 
     def _split_row(self, c: Candidate) -> dict[str, Any]:
@@ -215,7 +223,7 @@ class PlanReport:
             "model": self.model.name, "engine": r.engine,
             "engine_version": sized_version(r.engine, r.engine_version),
             "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
-            "output_len": r.load.output_len, "slo": asdict(r.slo), "searched": r.searched,
+            "output_len": r.load.output_len, "slo": self._slo_dict(), "searched": r.searched,
             "profile_file": self.profile_file or None,
             "verdict": self.verdict,
             "winner": self._row(win) if win else None,
@@ -243,6 +251,13 @@ class PlanReport:
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
             "notes": list(r.notes),
         }
+
+    def _slo_dict(self) -> dict[str, Any]:
+        """The SLO as --json gives it, seconds: ``itl_s`` only where an ITL SLO was given."""
+        data = asdict(self.result.slo)
+        if data["itl_s"] is None:
+            del data["itl_s"]
+        return data
 
     @property
     def verdict(self) -> str:
@@ -336,7 +351,9 @@ class PlanReport:
         slo = r.slo
         head = (f"{self.model.name} at {r.load.rate_req_s:.4g} req/s (input {r.load.input_len}, output "
                 f"{r.load.output_len}); SLO {pct(slo.percentile)} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
-                f"TPOT ≤ {slo.tpot_s * 1e3:g} ms; {r.searched} configurations searched, "
+                f"TPOT ≤ {slo.tpot_s * 1e3:g} ms"
+                + ("" if slo.itl_s is None else f", ITL ≤ {slo.itl_s * 1e3:g} ms")
+                + f"; {r.searched} configurations searched, "
                 f"pools sized as {r.engine}"
                 + (f" {r.engine_version}" if r.engine_version else "") + " sizes them" + (
                     f", steps timed by the profile in {self.profile_file}"
@@ -361,7 +378,8 @@ class PlanReport:
                              + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
                                 else "no price")
                              + f" (simulated: {pct(r.slo.percentile)} TTFT "
-                             f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {tpot_ms(c.sim_tpot_s)}; "
+                             f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {tpot_ms(c.sim_tpot_s)}"
+                             f"{itl_part(r.slo, c.sim_itl_s)}; "
                              "KV hand-off over a 400 Gb/s link, where the engines can pass each "
                              f"prompt's KV cache from node to node: {self.lists.handoff_where()})"
                              + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
@@ -381,7 +399,7 @@ class PlanReport:
         if win.verified:  # what the load sees first, then the capacity the search sized with
             lines.append(f"  simulated at {_rate(r.load.rate_req_s / win.replicas)} req/s per replica: "
                          f"{pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
-                         f"TPOT {tpot_ms(win.sim_tpot_s)}"
+                         f"TPOT {tpot_ms(win.sim_tpot_s)}{itl_part(slo, win.sim_itl_s)}"
                          + (f" ({win.sim_requests:,} requests, the latencies of those arriving "
                             f"{win.sim_window_s[0]:,.1f}–{win.sim_window_s[1]:,.1f} s)"
                             if win.sim_window_s else f" ({win.sim_requests:,} requests)"))
@@ -432,7 +450,10 @@ class PlanReport:
                               + (f"; {shrunk}" if shrunk else "") + ")", ""]
         check = self.launch.check_command(win)
         if check:
-            lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
+            lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}",
+                            *(["  (simulate takes no ITL SLO: its ITL row gives the p50–p99 "
+                               "ITL, every streamed chunk's, that the ITL SLO is read on)"]
+                              if slo.itl_s is not None else [])]
         elif self.check_note(win):
             lines[-1:-1] = [f"({self.check_note(win)})"]
         if held_back:

@@ -16,6 +16,7 @@ from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.render import table
+from ridgeline.serving_load import Slo
 from ridgeline.units import plural
 
 # a split's launch command for each pool by name and the lines its commands need printed
@@ -49,6 +50,12 @@ def tpot_ms(tpot_s: float | None) -> str:
     if tpot_s is None or math.isnan(tpot_s):
         return "n/a (1-token outputs)"
     return f"{tpot_s * 1e3:,.1f} ms"
+
+
+def itl_part(slo: Slo, itl_s: float | None) -> str:
+    """", ITL 12.3 ms": a check's ITL at the SLO's percentile, to follow its TPOT where the SLO
+    has an ITL limit; "" where it has none."""
+    return "" if slo.itl_s is None else f", ITL {tpot_ms(itl_s)}"
 
 
 def usd(dollars: float | None) -> str:
@@ -200,7 +207,8 @@ class PlanLists:
         for c in r.disaggregated[:3]:
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
-                   f"TPOT {tpot_ms(c.sim_tpot_s)}" if c.verified else "analytic")
+                   f"TPOT {tpot_ms(c.sim_tpot_s)}{itl_part(r.slo, c.sim_itl_s)}" if c.verified
+                   else "analytic")
             lines.append(f"disaggregated, {self.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)"
                          + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.3–2.1× "

@@ -652,6 +652,13 @@ class SimResult:
         q = percentile / 100 * (h.total + rejected) / h.total
         return math.inf if q > 1 else h.percentile(100 * q)
 
+    def itl_s_at(self, percentile: float) -> float:
+        """The ITL at ``percentile`` over every streamed chunk of the run, the warm-up and the
+        drain's too (the window keeps requests, not chunks), as `simulate`'s ITL row reads it
+        (``percentiles``: its p50–p99 are this at those). A rejected request streams no chunk,
+        so none counts here (its TTFT is the miss). NaN where no chunk followed a first."""
+        return self.rec.hist["itl"].percentile(percentile)
+
     @property
     def running_batch(self) -> dict[str, float]:
         """What vllm:num_requests_running would have shown, time-weighted from the first
