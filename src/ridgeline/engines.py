@@ -526,4 +526,15 @@ def load_profile_file(path: str) -> dict[str, EngineProfile]:
     engines = data.get("engines") if isinstance(data, dict) else None
     if not isinstance(engines, dict) or not engines:
         raise InputError(f"{path}: expected {{\"engines\": {{name: profile}}}}")
-    return {engine_id(e): EngineProfile.from_dict(p, path) for e, p in engines.items()}
+    def named(engine: str) -> str:  # the file named in an unknown engine's refusal
+        try:
+            return engine_id(engine)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
+
+    profiles = {named(e): EngineProfile.from_dict(p, path) for e, p in engines.items()}
+    for key, profile in profiles.items():  # SGLang's fit pasted under "vllm" ran as vLLM's
+        if named(profile.engine) != key:
+            raise InputError(f"{path}: the profile under {key!r} says \"engine\": "
+                             f"{shorten(repr(profile.engine))}; which engine was it fitted on?")
+    return profiles

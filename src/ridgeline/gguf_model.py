@@ -226,7 +226,7 @@ def gguf_config(header: GgufHeader, name: str) -> dict[str, Any]:
         "num_hidden_layers": m.int_("block_count"),
         "num_attention_heads": heads,
         "num_key_value_heads": m.int_("attention.head_count_kv", heads),
-        "head_dim": m.int_("attention.key_length", hidden // max(heads, 1)),
+        "head_dim": _head_dim(m, hidden, heads),
         "max_position_embeddings": m.int_("context_length"),
         "vocab_size": _vocab_size(header, m),
         "tie_word_embeddings": "output.weight" not in names,  # tied: no output tensor
@@ -254,6 +254,17 @@ def gguf_config(header: GgufHeader, name: str) -> dict[str, Any]:
         config.update(_deepseek_fields(m, names, mla_cache_keys(header)))
     check_tensors(header, config, name, m.int_("attention.value_length", config["head_dim"]))
     return config
+
+
+def _head_dim(m: _Meta, hidden: int, heads: int) -> int:
+    """{arch}.attention.key_length, else embedding_length ÷ head_count, as llama.cpp sets
+    n_embd_head_k (src/llama-model.cpp); a split that leaves a remainder is refused, as a
+    config.json's is, rather than floored (64 ÷ 3 read as 21)."""
+    if m.get("attention.key_length") is not None or heads < 1 or hidden % heads == 0:
+        return m.int_("attention.key_length", hidden // max(heads, 1))
+    raise InputError(f"{m.name}: {m.arch}.embedding_length ({hidden:,}) is not a multiple of "
+                     f"{m.arch}.attention.head_count ({heads:,}) and "
+                     f"{m.arch}.attention.key_length is not given")
 
 
 def _experts(m: _Meta) -> int:

@@ -16,7 +16,7 @@ from ridgeline.observe_bench import from_bench
 from ridgeline.observe_log import STATS_HINT, from_log
 from ridgeline.observe_metrics import from_scrapes
 from ridgeline.prometheus import MIN_SCRAPE_GAP_S, Scrape, parse_scrape, split_scrapes
-from ridgeline.userfiles import read_bounded
+from ridgeline.userfiles import compression_of, read_bounded
 
 MAX_BYTES = 16 * 2**20
 
@@ -36,13 +36,17 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
             while True:
                 if time.monotonic() > deadline:
                     raise InputError(f"{url}: the response took longer than {timeout_s:g} s")
-                chunk = response.read(65536)
+                # read1: what has come, not 64 KiB: read() waits for all of it, and a server
+                # that trickles a byte a second would hold it for hours past the deadline
+                chunk = response.read1(65536)
                 if not chunk:
                     break
                 size += len(chunk)
                 if size > MAX_BYTES:
                     raise InputError(f"{url}: the response is larger than {MAX_BYTES >> 20} MiB")
                 chunks.append(chunk)
+    except InputError:  # a deadline or a size passed, named above: not wrapped as a bad URL
+        raise
     except urllib.error.HTTPError as exc:
         raise InputError(f"{url} answered HTTP {exc.code}") from None
     except urllib.error.URLError as exc:
@@ -128,6 +132,9 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         raise InputError(f"no such file: {source}") from None
     except OSError as exc:
         raise InputError(f"cannot read {source} ({exc})") from None
+    compressed = compression_of(data)
+    if compressed is not None:
+        raise InputError(f"{source} is {compressed}-compressed: decompress it first")
     text = data.decode("utf-8-sig", errors="replace")
     head = text.lstrip()[:1]
     if head in ("{", "[") and not (head == "[" and STATS_HINT.search(text)):

@@ -325,11 +325,17 @@ MIN_ITL_MS = 1e-3  # a token a microsecond: past any engine
 
 
 def _rising(found: dict[str, float], stem: str, source: str) -> None:
-    """A result's percentiles rise with their rank, or the file is refused."""
+    """A result's percentiles rise with their rank, and its mean is above 0 where any of
+    them is (a mean of latencies ≥ 0 is at least (1 - q) × their q-th percentile: a mean
+    TTFT of 0 beside a p50 of 150 ms printed as measured); else the file is refused."""
     ranked = [found[k] for k in ("p50", "p90", "p99") if k in found]
     if any(b < a * (1 - 1e-6) for a, b in itertools.pairwise(ranked)):
         raise InputError(f"{source}: the {stem} percentiles fall as they rise "
                          f"(p50 ≤ p90 ≤ p99 expected): {ranked}")
+    above = next((k for k in ("p50", "p90", "p99") if found.get(k, 0) > 0), None)
+    if found.get("mean") == 0 and above is not None:
+        raise InputError(f"{source}: the {stem} mean is 0 but its {above} is "
+                         f"{found[above]:g}: a mean of latencies is above 0 where any is")
 
 
 _TIME_UNITS_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}

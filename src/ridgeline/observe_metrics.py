@@ -147,6 +147,7 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     obs = Observation(source, "metrics")
     for s in scrapes:
         check_scrape(s, source)
+        _check_one_engine(s, source)
         obs.model_names += [m for m in s.label_values("model_name") if m not in obs.model_names]
     running_name = next((n for n in RUNNING if n in scrapes[-1].samples), None)
     if running_name is not None:
@@ -613,6 +614,16 @@ def _gauge_by_core(scrape: Scrape, names: tuple[str, ...], family: str | None
         if name in scrape.samples and name.startswith(prefix):
             return core_values(scrape.samples[name], gauge=True)
     return {}
+
+
+def _check_one_engine(scrape: Scrape, source: str) -> None:
+    """One engine's running gauge: two engines' metrics in one scrape (files run together)
+    would be read as the first's, the other's model name and counters beside it."""
+    present = [name for name in RUNNING if name in scrape.samples]
+    if len(present) > 1:
+        raise InputError(f"{source}: one scrape holds {' and '.join(present)}: two engines' "
+                         "metrics; observe reads one server's scrape at a time; save one file "
+                         "per server")
 
 
 def _check_one_server(scrape: Scrape, source: str) -> None:

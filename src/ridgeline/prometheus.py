@@ -76,8 +76,16 @@ class Scrape:
                     raise InputError(f"{name}_bucket has le={le!r}, not a bucket's edge")
                 buckets[edge] = buckets.get(edge, 0.0) + v
             if buckets:
-                total = self._total(f"{name}_sum", keep) or 0.0
-                count = self._total(f"{name}_count", keep) or buckets.get(math.inf, 0.0)
+                total = self._total(f"{name}_sum", keep)
+                if total is None:  # a mean of 0 ms would be printed from it
+                    raise InputError(f"{name}_bucket has no {name}_sum beside it: a histogram "
+                                     "is its buckets, _sum and _count together (a file cut "
+                                     "short?)")
+                count = self._total(f"{name}_count", keep) or buckets.get(math.inf)
+                if count is None:
+                    raise InputError(f"{name}_bucket has no le=\"+Inf\" bucket and no "
+                                     f"{name}_count: nothing counts its observations (a file "
+                                     "cut short?)")
                 return _checked(Histogram(name, tuple(sorted(buckets.items())), total, count))
         return None
 

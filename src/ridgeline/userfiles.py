@@ -34,9 +34,37 @@ def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> by
     return data
 
 
+# A compressed file's first bytes (gzip RFC 1952, zip's local header, xz, zstd RFC 8878): read
+# as text they fail on a byte the error names, not the compression
+_COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"\xfd7zXZ\x00", "xz"),
+               (b"(\xb5/\xfd", "zstd"))
+
+
+class CompressedFileError(UnicodeDecodeError):
+    """A compressed file where text was expected: a UnicodeDecodeError (every reader of a
+    user's text refuses one by name) whose message names the compression."""
+
+    def __init__(self, data: bytes, kind: str) -> None:
+        super().__init__("utf-8", data[:8], 0, 1, kind)
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return f"{self.kind}-compressed: decompress it first"
+
+
+def compression_of(data: bytes) -> str | None:
+    """'gzip', 'zip', 'xz' or 'zstd' where ``data`` starts as such a file does, else None."""
+    return next((kind for magic, kind in _COMPRESSED if data.startswith(magic)), None)
+
+
 def read_text(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> str:
-    """read_bounded, as UTF-8 (a leading BOM dropped); UnicodeDecodeError as read_text raises."""
-    return read_bounded(path, limit_bytes).decode("utf-8-sig")
+    """read_bounded, as UTF-8 (a leading BOM dropped); UnicodeDecodeError as read_text raises,
+    a CompressedFileError where the file is gzip, zip, xz or zstd."""
+    data = read_bounded(path, limit_bytes)
+    kind = compression_of(data)
+    if kind is not None:
+        raise CompressedFileError(data, kind)
+    return data.decode("utf-8-sig")
 
 
 def refuse_a_column_twice(names: Iterable[str], path: str | Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import InputError, shorten, shorten_path
-from ridgeline.userfiles import read_text
+from ridgeline.userfiles import CompressedFileError, read_text
 
 _INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 # PyYAML's (YAML 1.1) float: a dot, and a signed exponent; 1e9 and 1.0e9 stay strings there
@@ -304,6 +304,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     not UTF-8 text is refused by name."""
     try:
         text = read_text(path)
+    except CompressedFileError as exc:
+        raise InputError(f"{shorten_path(path)} is {exc}") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{shorten_path(path)}: not UTF-8 text (byte {exc.start}), so no "
                          "YAML file") from None

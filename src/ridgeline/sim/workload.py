@@ -330,6 +330,7 @@ def read_trace(path: str) -> list[Request]:
                          f"got {type(rows[0][1]).__name__}")
     columns = [_column(rows[0][1], names, path) for names in _PLAIN]
     out = []
+    first_date: tuple[int, bool] | None = None  # the first row's line, and a date?
     for number, row in rows:
         try:
             if not isinstance(row, dict):
@@ -340,7 +341,13 @@ def read_trace(path: str) -> list[Request]:
             if any(row.get(c) is None for c in columns):
                 missing = next(c for c in columns if row.get(c) is None)
                 raise ValueError(f"no {missing} value")
-            t = _seconds(row.get(columns[0]))
+            t, dated = _seconds(row.get(columns[0]))
+            first_date = first_date or (number, dated)
+            if dated != first_date[1]:  # 5 beside 2023-11-16 was read as 53 years before it
+                ways = ("a date", "seconds") if dated else ("seconds", "a date")
+                raise ValueError(f"arrival time {row.get(columns[0])!r} is {ways[0]}, but line "
+                                 f"{first_date[0]}'s is {ways[1]}: a trace writes every time "
+                                 "one way")
             p = _trace_tokens(row.get(columns[1]), "prompt tokens")
             o = _trace_tokens(row.get(columns[2]), "output tokens")
         except ValueError as exc:
@@ -385,8 +392,10 @@ def _iso_date(text: str) -> datetime:
     return date if date.tzinfo is not None else date.replace(tzinfo=timezone.utc)
 
 
-def _seconds(value: object) -> float:
-    """Arrival seconds from a number or a date; finite and not negative."""
+def _seconds(value: object) -> tuple[float, bool]:
+    """Arrival seconds from a number or a date (finite and not negative), and whether it was
+    a date."""
+    dated = False
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         t = float(value)
     else:
@@ -395,11 +404,11 @@ def _seconds(value: object) -> float:
             t = float(text)
         except ValueError:
             try:
-                t = _iso_date(text).timestamp()
+                t, dated = _iso_date(text).timestamp(), True
             except (ValueError, OverflowError, OSError):
                 raise ValueError(f"arrival time {value!r} is neither seconds nor a date") \
                     from None
     if not (math.isfinite(t) and 0 <= t <= MAX_ARRIVAL_S):
         raise ValueError(f"arrival time must be seconds from 0 to {MAX_ARRIVAL_S:g} (the year "
                          f"5000 as a unix time: not milliseconds), got {value!r}")
-    return t
+    return t, dated
