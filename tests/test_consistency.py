@@ -650,3 +650,19 @@ def test_simulate_holds_a_window_only_models_window_as_fit_counts(
     assert v0["running_batch"]["max"] <= grown + 1 < v0_fit["conversations"]
     said = [c for c in v0["cautions"] if "sliding windows" in c]
     assert len(said) == 1 and f"holds {v0_fit['conversations']:,} conversations" in said[0]
+
+
+@pytest.mark.parametrize("prompt", ["300", "512", "700"])
+def test_prefill_packs_a_llama_cpp_batchs_prompts_into_ubatches_as_simulate_does(
+        capsys: pytest.CaptureFixture[str], prompt: str) -> None:
+    """Four prompts sent at once to llama-server: their tokens fill its ubatches in order
+    (llamacpp_batching.prefill_calls), so the last first token comes when they are all done,
+    and prefill --batch 4 prices the same passes. It had priced four prompts that each fit
+    one ubatch as a single pass (four 512-token prompts: 220.7 ms beside simulate's 227.4 ms,
+    while its own note counted 4 ubatches), and longer ones as each prompt's own ubatches
+    (four of 700: 8 passes where llama.cpp runs 6)."""
+    flags = ["llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--weights", "q4_k_m"]
+    sim = run_json(capsys, "simulate", *flags, "--rate", "inf", "--num-requests", "4",
+                   "--input-len", prompt, "--output-len", "1")
+    pre = run_json(capsys, "prefill", *flags, "--prompt-len", prompt, "--batch", "4")
+    assert sim["ttft_s"]["p99"] == pytest.approx(pre["expected"]["time_s"], rel=0.005)

@@ -566,13 +566,14 @@ def test_a_long_chunked_prefill_sums_its_middle_steps(
 @pytest.mark.parametrize("batch", ["1", "3"])
 def test_llama_cpp_prefill_lists_its_ubatch_times(
         capsys: pytest.CaptureFixture[str], batch: str) -> None:
-    """llama.cpp's 1,000-token prompt in two ubatches of 512 (Llama-3.1-8B on an L40S): the
-    expectation is their times' sum, times the prompts."""
+    """llama.cpp's 1,000-token prompt in two ubatches of 512 (Llama-3.1-8B on an L40S); three
+    of them packed, in order, into ⌈3,000 ÷ 512⌉ = 6: the expectation is their times' sum."""
     data, steps = explained(capsys, "prefill", "llama-3.1-8b", "--gpu", "l40s", "--prompt-len",
                             "1000", "--batch", batch, "--engine", "llama.cpp")
     u = ins(steps["prefill in ubatches"])
-    assert res(steps["prefill in ubatches"]) == pytest.approx(
-        (u["ubatch 1"] + u["ubatch 2"]) * u.get("prompts", 1)) \
+    times = [v for k, v in u.items() if k.startswith("ubatch ")]
+    assert len(times) == u["ubatches"] == -(-int(batch) * 1000 // 512)
+    assert res(steps["prefill in ubatches"]) == pytest.approx(sum(times)) \
         == pytest.approx(data["expected"]["time_s"] * 1e3)
 
 

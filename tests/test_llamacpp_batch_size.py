@@ -64,3 +64,27 @@ def test_b_is_refused_for_an_engine_that_is_not_llamacpp(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and not out and "-b (--batch-size) is llama.cpp's logical batch" in err
+
+
+@pytest.mark.parametrize("prompt,batch,ubatch", [(512, 4, 512), (300, 4, 512), (700, 4, 512),
+                                                 (512, 32, 2048)])
+def test_a_batchs_prompts_share_ubatches_in_order(prompt: int, batch: int,
+                                                  ubatch: int) -> None:
+    """llama.cpp packs the prompts' tokens into its calls (-b) and ubatches (-ub) in order, a
+    prompt split where one fills, as llama-batched-bench and llama-server run them: the
+    prefill is the sum of those ubatches' step times, ⌈batch × prompt ÷ ubatch⌉ of them.
+    32 prompts of 512 at -ub 2048 (DGX Spark's gpt-oss-120b batched-bench row) are 8 passes
+    over the weights, not 32."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.cost import Seq, step_time_s
+    from ridgeline.engines import profile_for
+    from ridgeline.llamacpp_batching import prefill_calls, prefill_time_s, split_ubatches
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                           "q4_k_m", None, 1, engine="llama.cpp-cuda")
+    profile = profile_for("llama.cpp-cuda")
+    parts = split_ubatches([Seq(prompt, 0)] * batch, ubatch)
+    assert len(parts) == -(-batch * prompt // ubatch)
+    assert [p for call in prefill_calls(prompt, 0, batch, ubatch, 2048) for p in call] == parts
+    assert prefill_time_s(dep, profile, prompt, 0, batch, ubatch) == pytest.approx(
+        sum(step_time_s(dep, part, profile) for part in parts))

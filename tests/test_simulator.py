@@ -704,7 +704,7 @@ def test_llama_server_runs_an_iteration_of_up_to_n_batch_tokens_as_ubatches() ->
     """llama-server fills one llama_decode call up to -b (2,048) and runs it as -ub (512)
     ubatches: a 2,000-token prompt is one iteration of four passes, and a running slot gets
     one token in it, not one per ubatch."""
-    from ridgeline.sim.timer import split_ubatches
+    from ridgeline.llamacpp_batching import split_ubatches
 
     assert split_ubatches([Seq(1, 100), Seq(2000, 0)], 512) == [
         [Seq(1, 100), Seq(511, 0)], [Seq(512, 511)], [Seq(512, 1023)], [Seq(465, 1535)]]

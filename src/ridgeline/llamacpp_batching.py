@@ -1,9 +1,11 @@
 """llama.cpp's prompt batching: one llama_decode call takes up to -b tokens (n_batch) and
 runs them as ubatches of -ub tokens (n_ubatch), each re-reading the weights, pipelined over
 a layer split's stages where llama.cpp pipelines the split (llamacpp_split.pipelines: every
-block and the output on the GPUs, no tensor override), else one after another. One owner for
-validate's rows, decode's expectation, the prefill floor's pipelining and the simulator's
-llama-server (defaults from data/engines.json)."""
+block and the output on the GPUs, no tensor override), else one after another; several
+prompts' tokens are packed into the calls and ubatches in order (``split_ubatches``), a prompt
+split where one fills. One owner for validate's rows, prefill's and decode's expectations, the
+prefill floor's pipelining and the simulator's llama-server (defaults from
+data/engines.json)."""
 
 from __future__ import annotations
 
@@ -64,28 +66,48 @@ def pipeline_span(total: float, longest: float, stages: int) -> float:
     return (total + (stages - 1) * longest) / stages
 
 
+def split_ubatches(batch: list[Seq], size: int) -> list[list[Seq]]:
+    """A llama.cpp batch cut, in order, into ubatches of at most ``size`` tokens, a prompt
+    split where a ubatch fills (its second part continuing the first's context)."""
+    parts: list[list[Seq]] = [[]]
+    room = size
+    for s in batch:
+        left, context = s.new_tokens, s.context_tokens
+        while left:
+            if not room:
+                parts.append([])
+                room = size
+            take = min(left, room)
+            parts[-1].append(Seq(take, context))
+            left, context, room = left - take, context + take, room - take
+    return parts
+
+
+def prefill_calls(prompt: int, depth: int, batch: int, chunk: int,
+                  n_batch: int) -> list[list[list[Seq]]]:
+    """``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones as llama.cpp runs
+    them: their tokens, in order, cut into llama_decode calls of ``n_batch`` tokens (-b), each
+    call into ubatches of ``chunk`` (-ub), as llama-server packs its slots' prompts and the
+    simulator's steps do (``split_ubatches``). Four 512-token prompts at -ub 512: 4 ubatches;
+    four of 300: 3 (512, 512 and 176 tokens), not one each. A -ub past -b (which
+    llama_context clamps to -b, as the CLI does) keeps one ubatch a call."""
+    calls = split_ubatches([Seq(prompt, depth)] * batch, max(n_batch, chunk))
+    return [split_ubatches(call, chunk) for call in calls]
+
+
 def prefill_time_s(dep: Deployment, profile: EngineProfile, prompt: int, depth: int = 0,
                    batch: int = 1, chunk: int | None = 0, n_batch: int | None = None) -> float:
     """Prefill of ``batch`` prompts of ``prompt`` tokens after ``depth`` cached ones.
 
     llama.cpp cuts the work into ubatches of ``chunk`` tokens (0: its default -ub, 512),
     whichever prompts they come from (each ubatch re-reads the weights), ``n_batch`` tokens
-    (-b; None: its default, 2048) to a llama_decode call; engines, or chunk=None, run each
-    prompt's tokens in one pass.
+    (-b; None: its default, 2048) to a llama_decode call (``prefill_calls``); engines, or
+    chunk=None, run each prompt's tokens in one pass.
     """
     if not dep.engine.startswith("llama.cpp") or chunk is None:
         return step_time_s(dep, [Seq(prompt, depth)] * batch, profile)
     chunk = chunk or llamacpp_n_ubatch()
     stages = pipelined_stages(dep)
-    per_call = max(1, (n_batch or llamacpp_n_batch()) // chunk)  # ubatches a call holds
-    total = 0.0
-    for _ in range(batch):
-        done, call = 0, []
-        while done < prompt:
-            n = min(chunk, prompt - done)
-            call.append(step_time_s(dep, [Seq(n, depth + done)], profile))
-            done += n
-            if len(call) == per_call or done >= prompt:
-                total += pipelined_s(call, stages)
-                call = []
-    return total
+    return sum(pipelined_s([step_time_s(dep, part, profile) for part in call], stages)
+               for call in prefill_calls(prompt, depth, batch, chunk,
+                                         n_batch or llamacpp_n_batch()))

@@ -36,7 +36,13 @@ from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.graph_batches import captured
-from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages, prefill_time_s
+from ridgeline.llamacpp_batching import (
+    llamacpp_n_batch,
+    llamacpp_n_ubatch,
+    pipelined_stages,
+    prefill_calls,
+    prefill_time_s,
+)
 from ridgeline.reports.graph_explain import graph_step
 from ridgeline.reports.profile_story import (
     matmul_qs,
@@ -131,19 +137,22 @@ class Expectation:
                    enable_chunked_prefill: bool = False,
                    n_batch: int | None = None) -> Expectation:
         """A prompt as the engine runs it: llama.cpp in n_ubatch-token ubatches (default
-        512), each after the cache the ones before it filled (what `validate` scores); a
-        serving engine in steps of its token budget (``budget``: the tokens a step and where
-        they come from, ``chunked_prefill.step_budget``), in one pass without one; chunked
-        where the engine chunks (TensorRT-LLM with ``enable_chunked_prefill``)."""
+        512), the prompts' tokens packed into them in order, each after the cache the ones
+        before it filled (what `validate` scores); a serving engine in steps of its token
+        budget (``budget``: the tokens a step and where they come from,
+        ``chunked_prefill.step_budget``), in one pass without one; chunked where the engine
+        chunks (TensorRT-LLM with ``enable_chunked_prefill``)."""
         if not dep.engine.startswith("llama.cpp"):
             return cls._of_steps(dep, prompt, batch, profile, budget, enable_chunked_prefill)
         given = ubatch is not None
         ubatch = ubatch or llamacpp_n_ubatch()
-        if prompt <= ubatch:
+        if prompt * batch <= ubatch:  # every prompt in one ubatch
             return cls.of(dep, [Seq(prompt, 0)] * batch, profile)
-        first = [Seq(ubatch, 0)]
+        parts = [part for call in prefill_calls(prompt, 0, batch, ubatch, n_batch
+                                                or llamacpp_n_batch()) for part in call]
+        first = parts[0]
         t = prefill_time_s(dep, profile, prompt, 0, batch, ubatch, n_batch)
-        ubatches = batch * -(-prompt // ubatch)
+        ubatches = len(parts)
         head = tuple(replace(st, label=f"first ubatch: {st.label}") for st in
                      _expectation_steps(dep, first, profile, step_cost(dep, first, profile)))
         total = step("prefill in ubatches", "Σ over the ubatches of step_cost(ubatch, after "
@@ -151,8 +160,10 @@ class Expectation:
                      "cache", q("expected", t * 1e3, "ms"),
                      q("n_ubatch", ubatch, "tokens", "--ubatch-size" if given
                        else "llama.cpp default (-ub)"),
-                     q("ubatches", ubatches, "", f"{batch} x ⌈{prompt:,} ÷ {ubatch}⌉"),
-                     *_ubatch_times(dep, profile, prompt, batch, ubatch))
+                     q("ubatches", ubatches, "", f"⌈{batch} x {prompt:,} ÷ {ubatch}⌉: the "
+                       "prompts' tokens packed in order" if batch > 1 else
+                       f"⌈{prompt:,} ÷ {ubatch}⌉"),
+                     *_ubatch_times(dep, profile, parts))
         floor = prefill_floor(dep, prompt, batch, ubatch, n_batch=n_batch).time_s
         low, slow, band = band_edges(profile, t, floor)
         return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
@@ -230,19 +241,16 @@ def _step_times(steps: list[list[Seq]], trips_s: list[float]) -> tuple[Quantity,
                                   "together"), shown(n - 1))
 
 
-def _ubatch_times(dep: Deployment, profile: EngineProfile, prompt: int, batch: int,
-                  ubatch: int) -> tuple[Quantity, ...]:
-    """llama.cpp's ubatches of one prompt, each after the tokens before it, the terms the Σ
-    adds (times the prompts where there are several); none where a split pipelines a call's
-    ubatches over its GPUs, whose overlap is no sum."""
+def _ubatch_times(dep: Deployment, profile: EngineProfile,
+                  parts: list[list[Seq]]) -> tuple[Quantity, ...]:
+    """llama.cpp's ubatches (``parts``, the prompts' tokens packed in order), each after the
+    tokens before it, the terms the Σ adds; none where a split pipelines a call's ubatches
+    over its GPUs, whose overlap is no sum."""
     if pipelined_stages(dep) > 1:
         return ()
-    steps = [[Seq(min(ubatch, prompt - done), done)] for done in range(0, prompt, ubatch)]
-    times = _step_times(steps, [step_time_s(dep, s, profile) for s in steps])
-    named = (replace(t, name=t.name.replace("steps", "ubatches").replace("step", "ubatch"))
-             for t in times)
-    return (*named, *((q("prompts", batch, "", "each its own ubatches, the same times"),)
-                      if batch > 1 else ()))
+    times = _step_times(parts, [step_time_s(dep, s, profile) for s in parts])
+    return tuple(replace(t, name=t.name.replace("steps", "ubatches").replace("step", "ubatch"))
+                 for t in times)
 
 
 def band_edges(profile: EngineProfile, time_s: float, floor_s: float

@@ -171,7 +171,7 @@ class PrefillReport:
         if not dep.engine.startswith("llama.cpp"):
             return self._steps_note
         ubatch = self.ubatch or llamacpp_n_ubatch()
-        passes = f.batch * -(-f.prompt_len // ubatch)  # each prompt's own ubatches
+        passes = -(-f.batch * f.prompt_len // ubatch)  # the prompts' tokens packed in order
         if passes <= 1:
             return ""
         return (f"the floor reads the weights once (the ideal); {dep.engine} runs "

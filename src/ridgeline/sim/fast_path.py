@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING
 
 from ridgeline.attention_span import Chunk, decode_keys
 from ridgeline.cost import Seq, batch_shape
-from ridgeline.llamacpp_batching import pipelined_s
+from ridgeline.llamacpp_batching import pipelined_s, split_ubatches
 from ridgeline.sim.decodes import DecodeSet
 from ridgeline.sim.metrics import Recorder
 from ridgeline.sim.request import Request
 from ridgeline.sim.scheduler import Scheduled
-from ridgeline.sim.timer import split_ubatches
 from ridgeline.sim.token_ratio import CLIP_TOKENS
 
 if TYPE_CHECKING:

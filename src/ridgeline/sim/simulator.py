@@ -15,7 +15,7 @@ from ridgeline.cost import Seq, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
-from ridgeline.llamacpp_batching import pipelined_s, pipelined_stages
+from ridgeline.llamacpp_batching import pipelined_s, pipelined_stages, split_ubatches
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.config import (
     SimConfig,
@@ -28,7 +28,7 @@ from ridgeline.sim.metrics import Recorder, SimResult, run_recorder
 from ridgeline.sim.request import FINISHED, REJECTED, Request
 from ridgeline.sim.run import Run
 from ridgeline.sim.scheduler import Scheduled, Scheduler, SchedulerConfig
-from ridgeline.sim.timer import StepTimer, drafter_timer, split_ubatches, step_timer
+from ridgeline.sim.timer import StepTimer, drafter_timer, step_timer
 
 
 class Simulator:

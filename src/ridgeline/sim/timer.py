@@ -2,7 +2,6 @@
 
 The simulator asks for millions of step times whose batches differ only in their
 contexts; this keeps what does not depend on them per token and row count.
-``split_ubatches``: a llama.cpp batch as the ubatches it runs one after another.
 """
 
 from __future__ import annotations
@@ -300,20 +299,3 @@ def drafter_timer(dep: Deployment, profile: EngineProfile, timer: StepTimer) -> 
     if dep.cpu_offload is None:
         return timer
     return step_timer(replace(dep, cpu_offload=None), profile)
-
-
-def split_ubatches(batch: list[Seq], size: int) -> list[list[Seq]]:
-    """A llama.cpp batch cut, in order, into ubatches of at most ``size`` tokens, a prompt
-    split where a ubatch fills (its second part continuing the first's context)."""
-    parts: list[list[Seq]] = [[]]
-    room = size
-    for s in batch:
-        left, context = s.new_tokens, s.context_tokens
-        while left:
-            if not room:
-                parts.append([])
-                room = size
-            take = min(left, room)
-            parts[-1].append(Seq(take, context))
-            left, context, room = left - take, context + take, room - take
-    return parts
