@@ -23,14 +23,9 @@ from ridgeline.engines import (
 )
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import read_measurement_files, read_measurements
+from ridgeline.metric_divisions import priced_decode_batch
 from ridgeline.plan_cautions import candidate_cautions
-from ridgeline.predict import (
-    Prediction,
-    deployment_for,
-    predict,
-    priced_decode_batch,
-    row_engine,
-)
+from ridgeline.predict import Prediction, deployment_for, predict, row_engine
 from ridgeline.serving_load import Slo
 from tests.conftest import CUDA, LOWBATCH, MEASUREMENTS, ROCM, ROOT
 

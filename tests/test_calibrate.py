@@ -306,10 +306,11 @@ def test_validate_explain_gives_each_throughput_row_the_formula_it_was_priced_by
 
 def test_validate_explain_shows_the_decode_step_a_decode_speed_divides(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A decode tok/s is sequences ÷ the mean decode step (predict.decode_division): --explain
+    """A decode tok/s is sequences ÷ the mean decode step (metric_divisions.decode_division): --explain
     named the formula but not the step, so its prediction could not be repeated. An S_TG row
     at batch 2 divides 2 by the step; a llama-bench tg128 row 1."""
-    from ridgeline.predict import decode_division, deployment_for, row_profile
+    from ridgeline.metric_divisions import decode_division
+    from ridgeline.predict import deployment_for, row_profile
 
     wanted = ("DGXBB-Qwen2.5-Coder-7B-pp512-B2-S_TG", "LCPP4167-M17-Q8_0-tg128")
     lines = MEASUREMENTS.read_text().splitlines()
@@ -1006,7 +1007,8 @@ def test_a_serving_tpot_counts_the_other_requests_prompts() -> None:
     64 (V5): priced 38.6 ms for the decodes alone against 49.3 ms measured. A static batch
     (the same row without a TPOT in its notes) is priced on its decode steps alone, and so is
     concurrency 1, where no other request runs."""
-    from ridgeline.predict import deployment_for, others_prompts_s
+    from ridgeline.metric_divisions import others_prompts_s
+    from ridgeline.predict import deployment_for
 
     rows = [r for r in read_measurements(SERVING).rows if r.serving_tpot()
             and (r.batch or 0) >= 64 and (r.input_len or 0) > 4000]

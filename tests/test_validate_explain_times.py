@@ -1,7 +1,7 @@
 """`validate --explain` shows a prefill-speed, TTFT or throughput row's intermediate times
 (the prefill, the decode step, each step's operators and the division), as it did a decode
 row's step: it had shown the deployment and conditions, then the predicted figure, with
-nothing between. Each is read from the object the prediction was computed with (predict's
+nothing between. Each is read from the object the prediction was computed with (metric_divisions'
 prompt_division and throughput_division), so the division shown is the prediction."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from dataclasses import replace
 from functools import partial
 
 from ridgeline.candidate import Candidate, replica_deployment, weights_lightest_first
-from ridgeline.capacity import max_batch
+from ridgeline.capacity import longest_holding, max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
@@ -215,6 +215,14 @@ def _decode_ok(decode: SimResult, slo: Slo) -> bool:
         decode.itl_s_at(slo.percentile)) and decode.rec.held_steady
 
 
+def _decode_step_within(dep: Deployment, profile: EngineProfile, context: int,
+                        limit_s: float, batch: int) -> bool:
+    """Whether a decode pool's step of ``batch`` sequences at ``context`` tokens keeps
+    ``limit_s`` (the TPOT SLO, or an ITL SLO where it is the lower: a decode pool's gap is its
+    step)."""
+    return step_time_s(dep, decode_batch(batch, context), profile) <= limit_s
+
+
 def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
                    prices: dict[str, float | None], engine_version: str | None = None,
                    engine: str = "vllm", profile: EngineProfile | None = None
@@ -248,17 +256,13 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                 continue
             # prefill pool: keep utilisation ≤ 0.7 so queueing leaves TTFT within the SLO
             x = max(1, math.ceil(load.rate_req_s * prefill_s / 0.7))
-            lo, hi = 1, cap
             ctx = mean_decode_context(isl, osl)
             step_limit_s = slo.tpot_s if slo.itl_s is None else min(slo.tpot_s, slo.itl_s)
             if step_time_s(dep, decode_batch(1, ctx), profile) > step_limit_s:
                 continue
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if step_time_s(dep, decode_batch(mid, ctx), profile) <= step_limit_s:
-                    lo = mid
-                else:
-                    hi = mid - 1
+            # the largest batch whose decode step keeps the limit
+            lo = longest_holding(partial(_decode_step_within, dep, profile, ctx, step_limit_s),
+                                 1, cap)
             tpot = step_time_s(dep, decode_batch(lo, ctx), profile)
             y = max(1, math.ceil(load.rate_req_s / (lo / (osl * tpot))))
             if (x + y) * tp > max_gpus:

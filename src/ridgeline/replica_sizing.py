@@ -373,21 +373,12 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
 
     if tpot(1) > slo.tpot_s:
         return None
-    lo, hi = 1, cap
-    while lo < hi:  # largest batch whose percentile TPOT meets the SLO
-        mid = (lo + hi + 1) // 2
-        if tpot(mid) <= slo.tpot_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    if slo.itl_s is not None and itl(lo) > slo.itl_s:
-        lo, hi = 1, lo - 1  # … and whose ITL does (1 at least: the checks decide below it)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if itl(mid) <= slo.itl_s:
-                lo = mid
-            else:
-                hi = mid - 1
+    # the largest batch whose percentile TPOT meets the SLO …
+    lo = longest_holding(lambda b: tpot(b) <= slo.tpot_s, 1, cap)
+    itl_slo_s = slo.itl_s
+    if itl_slo_s is not None and itl(lo) > itl_slo_s:
+        # … and whose ITL does (1 at least: the checks decide below it)
+        lo = longest_holding(lambda b: itl(b) <= itl_slo_s, 1, lo - 1)
     mean = tpot(lo, at_percentile=False)
     # every prompt of the load at its own length, prefilled as the engine runs it: in chunks
     # of the budget the batch's decodes leave, beside them (SGLang: alone, the decodes wait)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ridgeline.datafiles import load_data
-from ridgeline.predict import THROUGHPUT_METRICS
+from ridgeline.metric_divisions import THROUGHPUT_METRICS
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment

@@ -29,7 +29,7 @@ NEAR = 2.0
 @dataclass(frozen=True)
 class UnitSlip:
     """The unit a row's value looks written in, and the value read so (in the metric's
-    unit): ``shown`` is the arithmetic ("1,000 ÷ 6.8 = 147 tok/s")."""
+    unit): ``shown`` is the arithmetic ("1,000 ÷ 7.4 = 135.1 tok/s")."""
 
     reading: str
     value: float
@@ -73,7 +73,8 @@ def _readings(row: Measurement) -> list[Reading]:
 def unit_slip(row: Measurement, predicted: float | None) -> UnitSlip | None:
     """The slip ``row`` looks written with, or None: its value is FAR_OFF times or more off
     ``predicted``, and a reading in another unit (_readings) lands within NEAR of it (the
-    nearest such). 6.8 tok/s priced at 127.3: 1,000 ÷ 6.8 = 147 tok/s, ms per token."""
+    nearest such). 7.4 tok/s where Llama-3.1-8B at one user on an H100 is priced at 126.6:
+    1,000 ÷ 7.4 = 135.1 tok/s, ms per token."""
     if predicted is None or predicted <= 0 or row.value <= 0:
         return None
     if abs(math.log(predicted / row.value)) < math.log(FAR_OFF):
@@ -90,7 +91,9 @@ def unit_slip(row: Measurement, predicted: float | None) -> UnitSlip | None:
 
 def slip_words(row: Measurement, slip: UnitSlip, predicted: float) -> str:
     """How far off ``predicted`` the row is and the slip it looks like, as `validate` flags
-    it (still scored) and `calibrate` leaves it out."""
+    it (still scored) and `calibrate` leaves it out: "525 tok/s is 6× off the prediction of
+    3,191; read as a per-GPU figure written as the total, 525 × 4 GPUs = 2,100 tok/s: a unit
+    slip?" (TensorRT-LLM v0.6's LLaMA-2-70B TP4 row in validation/measurements.csv)."""
     times = max(predicted / row.value, row.value / predicted)
     return (f"{_figure(row.value)} {UNITS[row.metric]} is {times:,.0f}× off the prediction "
             f"of {_figure(predicted)}; read as {slip.reading}, {slip.shown}: a unit slip?")

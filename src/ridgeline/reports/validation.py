@@ -18,20 +18,18 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import KV_METRICS, UNITS, Measurement
-from ridgeline.predict import (
+from ridgeline.metric_divisions import (
     THROUGHPUT_METRICS,
     DecodeDivision,
-    Prediction,
     PromptDivision,
     ThroughputDivision,
     decode_division,
-    deployment_for,
-    kv_row_settings,
     prompt_division,
-    row_profile,
+    prompts_per_step,
     step_token_budget,
     throughput_division,
 )
+from ridgeline.predict import Prediction, deployment_for, kv_row_settings, row_profile
 from ridgeline.render import table
 from ridgeline.scoring import ErrorStats, error_stats
 from ridgeline.units import plural
@@ -40,7 +38,7 @@ COMPUTE_SHARE = ALL_SIDES["compute_efficiency"]  # held_parameters' name for it
 # the summary tables' signed column: Prediction.optimism, a time's error turned into its rate's
 # (60.72 ms predicted, 95 measured: error −36.1 %, bias +56.4 %), so its header says so
 BIAS_HEADER = "median bias (as a rate)"
-# how predict.py turns step times into each metric (its docstring has the definitions)
+# how metric_divisions turns step times into each metric (its docstring has the definitions)
 METRIC_FORMULAS = {
     "decode_tok_s_per_user": "1 ÷ decode step time, the batch's caches midway through the "
                              "generation",
@@ -120,7 +118,7 @@ def prediction_steps(rows: Sequence[Measurement], predictions: Sequence[Predicti
 def _division(row: Measurement, dep: Deployment,
               profiles: Mapping[str, EngineProfile] | None) -> list[Quantity]:
     """The intermediate times of a speed or TTFT row, from the objects its prediction was
-    computed with (predict's decode_division, prompt_division, throughput_division): the
+    computed with (metric_divisions' decode_division, prompt_division, throughput_division): the
     step or prefill times, their operators, and the division that makes the metric."""
     profile = row_profile(row, dep, profiles)
     d = decode_division(row, dep, profile)
@@ -203,7 +201,7 @@ def _throughput_quantities(row: Measurement, dep: Deployment, profile: EnginePro
     step_ms = f"{t.step_s * 1e3:.4g} ms"
     if t.input:
         budget = step_token_budget(dep.engine)
-        per_step = max(1, budget // t.input)
+        per_step = prompts_per_step(dep.engine, t.input)
         steps = -(-t.sequences // per_step)
         out.append(q("prefill", t.prefill_s * 1e3, "ms",
                      f"{t.sequences:,} {plural(t.sequences, 'prompt')} of {t.input:,} tokens, "
