@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Engine memory", "what each engine leaves for the KV cache, the capacity it holds, and the "
      "engine's limits the simulator and the speculative step read from it",
      ("vllm_pool", "sglang_pool", "llamacpp_memory", "llamacpp_pool", "llamacpp_fit",
-      "drafter_memory", "draft_model_memory", "load_peak", "memory", "capacity",
+      "drafter_memory", "draft_model_memory", "load_peak", "memory", "monotone", "capacity",
       "engine_scheduling",
       "chunked_prefill", "sim.config", "sim.timer", "spec_decode", "step_share")),
     ("Calibration and validation", "measurement rows, predictions through step_cost, fits",

@@ -5,7 +5,6 @@ utilization, simulate and the planner all give alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ridgeline.context_length import positions_label, served_positions
@@ -14,6 +13,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.kvcache import KVFootprint
 from ridgeline.load_peak import load_peak_reason
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
+from ridgeline.monotone import longest_holding
 from ridgeline.units import GIB, plural
 
 
@@ -431,18 +431,6 @@ def llamacpp_slots(dep: Deployment, context: int, settings: EngineSettings, fit_
         else:
             return low
     return longest_holding(lambda slots: held(slots) >= slots, low, high)
-
-
-def longest_holding(holds: Callable[[int], bool], low: int, high: int) -> int:
-    """The largest context in [low, high] that ``holds``, by bisection: ``holds(low)`` is
-    true, and a pool holds no more conversations as they grow."""
-    while low < high:
-        mid = (low + high + 1) // 2
-        if holds(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def max_batch(dep: Deployment, context: int, settings: EngineSettings | None = None) -> int:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from functools import partial
 
 from ridgeline.candidate import Candidate, replica_deployment, weights_lightest_first
-from ridgeline.capacity import longest_holding, max_batch
+from ridgeline.capacity import max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
@@ -19,6 +19,7 @@ from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
+from ridgeline.monotone import longest_holding
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
 from ridgeline.replica_sizing import launch_length, starts_at
 from ridgeline.search_space import ENGINE_KNOBS

@@ -42,6 +42,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError
 from ridgeline.hardware import device_memory_bytes
 from ridgeline.llamacpp_rope import loaded_n_ctx_train
+from ridgeline.monotone import longest_holding
 from ridgeline.units import MIB
 
 if TYPE_CHECKING:
@@ -201,13 +202,9 @@ def holds(dep: Deployment, settings: EngineSettings, context: int, sequences: in
 
 
 def _most(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-    """The largest n in [lo, hi] with ok(n), for ok true below some point and false above."""
-    if not ok(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
-    return lo
+    """The largest n in [lo, hi] with ok(n), for ok true below some point and false above;
+    None where ok(lo) is false."""
+    return longest_holding(ok, lo, hi) if ok(lo) else None
 
 
 def fit_placement(dep: Deployment, settings: EngineSettings, context: int, sequences: int,

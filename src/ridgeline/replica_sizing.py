@@ -22,7 +22,7 @@ from statistics import NormalDist
 from typing import NamedTuple
 
 from ridgeline.attention_span import keys_read
-from ridgeline.capacity import context_refusal, holds_one_at, longest_holding, max_batch
+from ridgeline.capacity import context_refusal, holds_one_at, max_batch
 from ridgeline.context_length import served_positions
 from ridgeline.cost import (
     Seq,
@@ -36,6 +36,7 @@ from ridgeline.cost import (
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.monotone import longest_holding
 from ridgeline.serving_load import Load, Slo
 
 MODEL_LEN_STEP = 256  # a --max-model-len shrunk below the model's context: a multiple of this

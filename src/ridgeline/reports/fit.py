@@ -18,7 +18,6 @@ from ridgeline.capacity import (
     conversation_bytes,
     engine_seat_limit,
     held_conversations,
-    longest_holding,
     refuses_to_start,
     served_context,
 )
@@ -28,6 +27,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.llamacpp_fit import run_pool
 from ridgeline.memory import EngineSettings, KVPool
+from ridgeline.monotone import longest_holding
 from ridgeline.offload import HostOffload
 from ridgeline.reports.fit_cautions import fit_cautions
 from ridgeline.reports.fit_json import fit_dict

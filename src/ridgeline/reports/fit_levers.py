@@ -15,7 +15,6 @@ from ridgeline.capacity import (
     conversations,
     engine_seat_limit,
     held_conversations,
-    longest_holding,
 )
 from ridgeline.data_parallel import layout_label
 from ridgeline.decode_context import dcp_layout_problem, dcp_release_problem
@@ -32,6 +31,7 @@ from ridgeline.llamacpp_fit import run_pool
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
 from ridgeline.lora_slots import engine_lora_problem
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.monotone import longest_holding
 from ridgeline.offload import host_weight_bytes
 from ridgeline.parallel import node_size
 from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan

@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import engine_seat_limit, held_conversations, longest_holding
+from ridgeline.capacity import engine_seat_limit, held_conversations
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.monotone import longest_holding
 from ridgeline.reports.fit_state import set_by_cache_size
 from ridgeline.sglang_hybrid import sglang_cache_size_honoured, sglang_slots_per_request
 from ridgeline.sizing_flags import check_sizing_flags
