@@ -249,11 +249,27 @@ def test_a_mixed_load_is_not_emitted_as_a_decode_row(
 
 
 def test_counter_resets_mid_window_are_reported_not_garbled() -> None:
-    text = "\n".join(f"# scrape_time {t}\n{scrape_with(8, 0, 0.1, g)}" for t, g in
-                     ((0, 30000.0), (10, 31000.0), (20, 500.0)))
+    """A restart (the process start moving later) counts every counter from zero after it."""
+    text = "\n".join(f"# scrape_time {t}\n{scrape_with(8, 0, 0.1, g)}"
+                     f"process_start_time_seconds {started}\n" for t, g, started in
+                     ((1000, 30000.0, 900), (1010, 31000.0, 900), (1020, 500.0, 1015)))
     obs = read_source_text(text)
     assert obs.generation_tok_s == pytest.approx((1000 + 500) / 20)
     assert any("restart" in n for n in obs.notes)
+
+
+def test_a_lone_counter_going_down_is_no_restart_and_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A restart resets every counter: generation tokens falling while the prompt counter
+    holds at 102,400 is no restart, and was read as one, the held counter's whole value
+    taken as the window's (10,240 prompt tok/s over 10 s from a counter that never moved)."""
+    path = tmp_path / "two.txt"
+    path.write_text("\n".join(f"# scrape_time {t}\n{scrape_with(8, 0, 0.1, g)}"
+                               for t, g in ((0, 31000.0), (10, 500.0))))
+    assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 2
+    err = capsys.readouterr().err
+    assert "vllm:generation_tokens_total went down" in err and "stayed at 102,400" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_older_metric_names_are_understood() -> None:

@@ -102,15 +102,19 @@ def test_one_scrape_reads_the_counters_since_the_server_started(tmp_path: Path) 
 
 
 def test_a_restart_counts_the_drafts_from_zero(tmp_path: Path) -> None:
-    """The second scrape's counters below the first's: the server restarted, its drafts and
-    accepted tokens since then are the window's (1 + 3,000 ÷ 1,000), not a fall."""
+    """The second scrape's counters below the first's, and its process started later: the
+    server restarted, its drafts and accepted tokens since then are the window's (1 + 3,000 ÷
+    1,000), not a fall. (A fall with the process start unmoved and the prompt counter held
+    is no restart: test_observe.py.)"""
     text = SPEC_METRICS.read_text()
     first, second = text.split("# scrape_time 1010\n")
     restarted = re.sub(r"(spec_decode_num_drafts_total\{[^}]*\}) [\d.]+", r"\1 1000.0", second)
     restarted = re.sub(r"(spec_decode_num_accepted_tokens_total\{[^}]*\}) [\d.]+", r"\1 3000.0",
                        restarted)
     path = tmp_path / "restart.prom"
-    path.write_text(first + "# scrape_time 1010\n" + restarted)
+    path.write_text(first.rstrip("\n") + "\nprocess_start_time_seconds 900\n"
+                    "# scrape_time 1010\n" + restarted.rstrip("\n")
+                    + "\nprocess_start_time_seconds 1005\n")
     obs = read_source(str(path))
     assert obs.spec_tokens_per_step == pytest.approx(1 + 3000 / 1000)
     assert any("restarted between the scrapes" in note for note in obs.notes)

@@ -17,13 +17,15 @@ from ridgeline.errors import InputError
 FEW_ROWS = 12
 
 
-def _register_gpu_files(args: argparse.Namespace) -> dict[str, str]:
-    """Register each --gpu-file's record; its path by the record's id."""
+def _register_gpu_files(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """Register each --gpu-file's record, by its id and aliases; its path by the record's
+    id, and each alias left to the catalog (hardware.register) with what it is there."""
     from ridgeline.catalog import normalise
     from ridgeline.hardware import load_accelerator_file, register
 
     seen: dict[str, str] = {}
     records: dict[str, str] = {}
+    shadowed: dict[str, str] = {}
     for path in args.gpu_file or []:
         record = load_accelerator_file(path)  # its id checked by measure's rule
         key = normalise(record.id)  # 'LAB-card' and 'lab-card' name one record
@@ -31,9 +33,23 @@ def _register_gpu_files(args: argparse.Namespace) -> dict[str, str]:
             raise InputError(f"--gpu-file {path} and {seen[key]} both hold the id "
                              f"{record.id!r}: rows naming it would take one of them")
         seen[key] = path
-        register(record)
+        for alias, catalog_id in register(record):
+            shadowed[normalise(alias)] = (f"the catalog's {catalog_id} and an alias of "
+                                          f"--gpu-file {path}'s {record.id}")
         records[record.id] = path
-    return records
+    return records, shadowed
+
+
+def _refuse_shadowed_aliases(shadowed: dict[str, str], rows: tuple[Any, ...]) -> None:
+    """Refuse rows naming a --gpu-file record's alias that the catalog answers to: they would
+    read the catalog's card, the record's alias unread (a record copied from `hardware
+    --json` keeps the catalog's aliases; no row naming one, nothing is in doubt)."""
+    from ridgeline.catalog import normalise
+
+    row = next((r for r in rows if normalise(r.gpu) in shadowed), None)
+    if row is not None:
+        raise InputError(f"{row.id}: its gpu {row.gpu!r} is {shadowed[normalise(row.gpu)]}: "
+                         "name the record's id in the rows, or drop the alias from it")
 
 
 def _unnamed_gpu_files(records: dict[str, str], rows: tuple[Any, ...]) -> tuple[str, ...]:
@@ -120,8 +136,9 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.scoring import validate
     from ridgeline.unit_slips import slip_words, unit_slip
 
-    records = _register_gpu_files(args)
+    records, shadowed = _register_gpu_files(args)
     result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
+    _refuse_shadowed_aliases(shadowed, result.rows)
     _require_rows(args.file, result.errors, result.rows)
     profiles = load_profile_file(args.profile) if args.profile else None
     predictions = validate(result.rows, profiles)
@@ -179,8 +196,9 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     from ridgeline.units import plural
 
     existing = _check_output(args.output)
-    records = _register_gpu_files(args)
+    records, shadowed = _register_gpu_files(args)
     result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
+    _refuse_shadowed_aliases(shadowed, result.rows)
     files = ", ".join(args.file)
     _require_rows(args.file, result.errors, result.rows)
     # rows faster than their deployment's roofline cannot be fitted: named and left out

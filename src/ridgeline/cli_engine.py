@@ -290,6 +290,15 @@ def lora_settings(args: argparse.Namespace) -> Any:
         if getattr(args, "active_loras", None) is not None:
             raise InputError("--active-loras says how many adapters a step mixes: it needs "
                              "--enable-lora")
+        idle = [flag for dest, flag in {**VLLM_LORA_FLAGS, "max_lora_rank": "--max-lora-rank",
+                                        **SGLANG_LORA_FLAGS}.items() if getattr(args, dest, None)]
+        if idle:  # vLLM builds its LoRAConfig only `if self.enable_lora` (arg_utils.py)
+            from ridgeline.cli_load import _say_caution
+
+            _say_caution(args, f"{', '.join(idle)} without --enable-lora changes nothing: "
+                         f"{'SGLang' if sglang else 'vllm serve'} keeps no adapter slots "
+                         "without it, and neither does ridgeline (give --enable-lora to size "
+                         "them)")
         return None
     if sglang:
         vllm_given = [flag for dest, flag in VLLM_LORA_FLAGS.items()

@@ -216,6 +216,10 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
             raise InputError(problem)
     if ep:
         check_expert_parallel(dep)
+    if (engine or "vllm") == "vllm":  # another engine's pool refuses the flag as vLLM's
+        from ridgeline.vllm_mm_limits import text_model_caution
+
+        _say_caution(args, text_model_caution(model, mm_limits(args)))
     if weights is None and (engine or "").startswith("llama.cpp"):  # Deployment.build's GGUF
         from ridgeline.served_model import llamacpp_weights_note
 

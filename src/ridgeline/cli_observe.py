@@ -68,10 +68,11 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
-    from ridgeline.observe import is_url, read_source
+    from ridgeline.observe import is_url, read_source, refuse_other_scheme
     from ridgeline.reports.observe import observe_report
 
     args.fetch = False
+    refuse_other_scheme(args.source)  # before --duration's "polls a URL", which it is not
     model = load_model(args)
     given = [flag for flag, value in (("--duration", args.duration), ("--interval", args.interval))
              if value is not None]

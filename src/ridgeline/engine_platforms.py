@@ -79,6 +79,41 @@ W4A8_FP8 = "int4-w4a8-fp8"
 W4A8_FP8_FAMILY = "hopper"
 GGUF_PLAIN = ("bf16", "fp16", "fp32", "mxfp4")  # besides the q*/iq*/tq* block types and mixes
 GGUF_BLOCK_PREFIXES = ("q", "iq", "tq")  # ggml's quant types: q4_k, iq2_xxs, tq1_0
+# the vendors whose cards' family decides the checks above (fp8, Marlin, NVFP4, the ROCm
+# build, compute capability): a user's record of theirs names a family these model
+FAMILY_CHECKED_VENDORS = ("nvidia", "amd")
+# a family the tables above name that no catalog record carries: Pascal (P100, P40)
+FAMILIES_BEYOND_CATALOG = {"nvidia": ("pascal",)}
+
+
+def known_families(vendor: str) -> tuple[str, ...]:
+    """The families ridgeline models for ``vendor``: its catalog records', and those only the
+    tables above name (FAMILIES_BEYOND_CATALOG)."""
+    from ridgeline.hardware import catalog
+
+    return tuple(sorted({acc.family for acc in catalog().values()
+                         if acc.vendor == vendor and acc.family}
+                        | set(FAMILIES_BEYOND_CATALOG.get(vendor, ()))))
+
+
+def family_problem(accelerator: Accelerator) -> str:
+    """'' where a user's record names a family the checks above know, or none, or is of a
+    vendor whose family no check reads; else why not, with the nearest known family: a
+    misspelt 'hoper' would pass every fp8, Marlin and NVFP4 check unchecked."""
+    import difflib
+
+    family, vendor = accelerator.family, accelerator.vendor
+    if not family or vendor not in FAMILY_CHECKED_VENDORS:
+        return ""
+    known = known_families(vendor)
+    if family in known:
+        return ""
+    close = difflib.get_close_matches(family, known, n=1)
+    return (f"family {family!r} is none of the {vendor} families ridgeline models "
+            f"({', '.join(known)})" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + ": the fp8, Marlin, NVFP4 and ROCm checks read it, and would pass an unknown "
+            "one unchecked; for a newer generation, give the newest family whose kernels it "
+            "runs")
 
 
 GGUF_LEVER = "give --weights q8_0, bf16 or q4_k_m"  # the GGUF files a checkpoint becomes

@@ -248,7 +248,7 @@ class Accelerator:
                                                   open_low=True),
             peak_flops=f.numbers("peak_flops", 0, math.inf, open_low=True),
             vendor=f.choice("vendor", VENDORS),
-            family=f.text("family", ""),
+            family=f.text("family", "").strip().lower(),  # as the catalog writes them
             form=f.choice("form", FORMS),
             memory_size=size,
             memory_unit=unit,
@@ -360,10 +360,33 @@ def check_record_id(ident: str, what: str = "accelerator record id") -> str:
     return ident
 
 
-def register(acc: Accelerator, what: str = "accelerator record id") -> None:
-    """Make a user's accelerator (``--gpu-file``, ``ridgeline measure``) resolvable by id,
-    once check_record_id has passed it (``what`` names the id in its refusal)."""
-    _USER[normalise(check_record_id(acc.id, what))] = acc
+def register(acc: Accelerator, what: str = "accelerator record id") -> tuple[tuple[str, str], ...]:
+    """Make a user's accelerator (``--gpu-file``) resolvable by its id and its aliases, as
+    the catalog's records are, once check_record_id has passed the id (``what`` names it in
+    its refusal). A name another user record already answers to is refused. An alias the
+    catalog answers to stays the catalog's (a record copied from `hardware --json` carries
+    the catalog's aliases): returned with the catalog id it names, (alias, id), for the
+    command to refuse where a row names one (its rows would read either card)."""
+    key = normalise(check_record_id(acc.id, what))
+    keys = {key: acc.id}
+    shadowed: list[tuple[str, str]] = []
+    for alias in acc.aliases:
+        if not normalise(alias) or normalise(alias) in keys:
+            continue
+        taken = catalog_id_named(alias)
+        if taken:
+            shadowed.append((alias, taken))
+        else:
+            keys[normalise(alias)] = alias
+    for name_key, name in keys.items():
+        other = _USER.get(name_key)
+        if other is not None and normalise(other.id) != key:  # not this record again
+            raise InputError(f"{acc.id} and {other.id} both answer to {shorten(name)!r} (an id "
+                             "or an alias): rows naming it would take one of them; drop it "
+                             "from one record")
+    for name_key in keys:
+        _USER[name_key] = acc
+    return tuple(shadowed)
 
 
 def catalog_id_named(name: str) -> str | None:
@@ -454,6 +477,11 @@ def load_accelerator_file(path: str) -> Accelerator:
         raise InputError(f"{path}: expected one accelerator record (a JSON object)")
     acc = Accelerator.from_record(data, path)
     check_record_id(acc.id, f"--gpu-file {shorten_path(path)}: record id")
+    from ridgeline.engine_platforms import family_problem  # its tables read the family
+
+    problem = family_problem(acc)
+    if problem:
+        raise InputError(f"{path}: {problem}")
     return acc
 
 

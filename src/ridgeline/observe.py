@@ -6,6 +6,7 @@ Network reads are bounded in size and time; only this module and hub.py touch th
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
     import urllib.error
     import urllib.request
 
-    if not url.startswith(("http://", "https://")):
+    if not is_url(url):
         raise InputError(f"{url} is not an http(s) URL")
     deadline = time.monotonic() + timeout_s
     try:
@@ -117,12 +118,29 @@ def poll(url: str, duration_s: float, interval_s: float,
     return obs
 
 
+# a URL's scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.'), before "://"
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def is_url(source: str) -> bool:
-    """A source observe polls over HTTP, rather than a saved file it reads."""
-    return source.startswith(("http://", "https://"))
+    """A source observe polls over HTTP, rather than a saved file it reads (the scheme in
+    any case, as urllib reads it: 'HTTP://host/metrics')."""
+    return source[:8].lower().startswith(("http://", "https://"))
+
+
+def refuse_other_scheme(source: str) -> None:
+    """Refuse a URL of a scheme observe does not poll ('ftp://host/metrics'), which would
+    otherwise be looked for as a file and reported missing; a file of that name that exists
+    is read as one."""
+    scheme = _SCHEME.match(source)
+    if scheme is not None and not is_url(source) and not Path(source).expanduser().exists():
+        raise InputError(f"{shorten(source)} is not an http(s) URL ({scheme[1]}://): observe "
+                         "polls an engine's /metrics over http:// or https://, or reads a saved "
+                         "file")
 
 
 def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) -> Observation:
+    refuse_other_scheme(source)
     if is_url(source):
         return poll(source, duration_s, interval_s)
     path = Path(source).expanduser()

@@ -108,7 +108,9 @@ def _unread_stats_line(text: str, source: str) -> None:
 
 def from_log(text: str, source: str) -> Observation:
     _unread_stats_line(text, source)
-    obs = Observation(source, "log")
+    # the stats line ("Avg prompt throughput: …", STATS_LINE) is vLLM's: an --engine the
+    # log's engine contradicts is cautioned, as a metrics page's is (ObserveReport.cross_checks)
+    obs = Observation(source, "log", engine_family="vllm")
     prompt: list[float] = []
     gen: list[float] = []
     generated_tok_s = 0.0  # the lines' generation throughputs summed, every engine's

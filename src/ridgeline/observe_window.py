@@ -27,6 +27,7 @@ from ridgeline.engine_metrics import (
     SPEC_COUNTERS,
     TTFT,
 )
+from ridgeline.errors import InputError
 from ridgeline.observation import Observation
 from ridgeline.prometheus import Histogram, Scrape
 
@@ -135,7 +136,37 @@ def find_restarts(scrapes: list[Scrape]) -> Restarts:
                                   for labels, _ in after.samples.get(name, []))
             for core in cores or [core_of({})]:
                 found.setdefault((i, core), []).append(PROCESS_START)
+        for (j, core), fell in found.items():
+            if j == i and PROCESS_START not in fell:
+                _refuse_held_counter(scrapes, i, core, fell)
     return found
+
+
+def _refuse_held_counter(scrapes: list[Scrape], i: int, core: tuple[str | None, ...],
+                         fell: list[str]) -> None:
+    """Refuse a fall between scrapes ``i`` and ``i + 1`` that is no restart: a restart resets
+    every counter of the core to zero, so one that holds the same value above zero across it
+    (vllm:prompt_tokens_total at 102,400 in both) says the engine went on counting, and the
+    counter that fell comes from elsewhere (an edited file, another server's page). Read as a
+    restart, the held counter would count from zero: its whole value taken as the window's
+    (10,240 prompt tok/s from a counter that never moved). A process start that moved later
+    is a restart whatever else held."""
+    before, after = scrapes[i], scrapes[i + 1]
+    for name in RESTART_SIGNS:
+        was = {frozenset(labels.items()): v for labels, v in before.samples.get(name, [])
+               if core_of(labels) == core}
+        for labels, value in after.samples.get(name, []):
+            if value > 0 and was.get(frozenset(labels.items())) == value:
+                start = scrapes[0].time_s or 0.0
+                raise InputError(
+                    f"{fell[0]} went down between the scrapes "
+                    f"{(before.time_s or 0.0) - start:,.0f} s and "
+                    f"{(after.time_s or 0.0) - start:,.0f} s into the window while {name} "
+                    f"stayed at {value:,.0f}" + (f" ({core_name(core)})" if core_name(core)
+                                                  else "")
+                    + ": a restart resets every counter of the engine, so this is none; the "
+                    "scrapes are not one server's run (an edited file, or pages of two "
+                    "servers): give scrapes of one")
 
 
 def note_restarts(scrapes: list[Scrape], restarts: Restarts, obs: Observation) -> None:

@@ -108,6 +108,20 @@ def model_modalities(model: ModelSpec) -> tuple[str, ...] | None:
     return None if known is None else tuple(known)
 
 
+def text_model_caution(model: ModelSpec, limits: MMLimits | None) -> str:
+    """What --limit-mm-per-prompt does for a model with no tower and no modalities known here
+    (a text-only model): nothing in the releases modelled, whose ModelConfig builds no
+    multimodal config for it and leaves the flag unread; releases of the 0.9/0.10 era refused
+    it at start-up (engines.json vllm.mm_limits text_only_model). '' otherwise."""
+    if limits is None or model.vision_item is not None or model.vision_params > 0 \
+            or model_modalities(model) is not None:
+        return ""
+    return (f"{FLAG}: {model.name} ({model.architecture}) takes text alone, so the flag "
+            "changes nothing (vLLM leaves it unread for a text-only model; its 0.9/0.10-era "
+            "releases refused it: '`limit_mm_per_prompt` is only supported for multimodal "
+            "models')")
+
+
 def serves_text_only(model: ModelSpec, limits: MMLimits | None) -> bool:
     """Whether ``limits`` set every modality ``model`` takes to 0: vLLM then loads no tower
     and profiles none, as --language-model-only. A model without a tower, or no limits: no.
