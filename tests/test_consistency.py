@@ -4,6 +4,7 @@ found each of these disagreeing once)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +41,8 @@ def test_utilization_reads_an_moe_batch_as_roofline_and_fit_do(
     dense = next(p for p in roof["points"] if p["name"].startswith("dense weight matrices"))
     assert util["fraction_of_arithmetic"] == pytest.approx(dense["fraction_of_peak"])
     assert util["bytes_per_weight"] == pytest.approx(2.0, rel=0.01)
-    assert "near batch 2,510" in util["experts"]
+    experts = next(p for p in roof["points"] if p["name"] == "MoE expert layers")
+    assert f"near batch {experts['whole_batch_to_ridge']:,}" in util["experts"]  # 2,510.4: 2,511
     fit = run_json(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
                    "--max-model-len", "8192")
     assert fit["verdict"] == "fits, under the ridge" and fit["batch"] < fit["batch_to_ridge"]
@@ -666,3 +668,47 @@ def test_prefill_packs_a_llama_cpp_batchs_prompts_into_ubatches_as_simulate_does
                    "--input-len", prompt, "--output-len", "1")
     pre = run_json(capsys, "prefill", *flags, "--prompt-len", prompt, "--batch", "4")
     assert sim["ttft_s"]["p99"] == pytest.approx(pre["expected"]["time_s"], rel=0.005)
+
+
+def test_the_experts_ridge_batch_is_roofline_moe_rows_in_fit_utilization_and_moe(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3.6-35B-A3B-NVFP4 on an H200: its W4A16 experts (0.5625 B, at bf16's ridge) reach
+    it at batch 1,855.1, so the first whole batch is 1,856, roofline's MoE row; fit's caution,
+    utilization and moe had rounded it to 1,855."""
+    argv = ("--gpu", "h200")
+    roof = run_json(capsys, "roofline", "--model", "qwen3.6-35b-a3b-nvfp4", *argv)
+    row = next(p for p in roof["points"] if p["name"] == "MoE expert layers")
+    whole = row["whole_batch_to_ridge"]
+    assert round(row["batch_to_ridge"]) != whole  # the case that told them apart
+    fit = run_json(capsys, "fit", "qwen3.6-35b-a3b-nvfp4", *argv, "--max-model-len", "32000")
+    assert fit["expert_batch_to_ridge"] == pytest.approx(row["batch_to_ridge"])
+    assert any(f"only near batch {whole:,};" in c for c in fit["cautions"])
+    util = run_json(capsys, "utilization", "--running", "120", "--model",
+                    "qwen3.6-35b-a3b-nvfp4", *argv, "--context", "32000")
+    assert f"near batch {whole:,})" in util["experts"]
+    assert main(["moe", "qwen3.6-35b-a3b-nvfp4", *argv]) == 0
+    assert f"needs a batch near {whole:,}\n" in capsys.readouterr().out
+
+
+def test_observe_counts_a_llama_server_pool_as_utilization_and_decode_do(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """gpt-oss-20b on an RTX 4090 under llama.cpp at 32,000 tokens, 14 requests processing:
+    with no -np given, observe counts the pool a slot each, as utilization and decode do
+    (capacity.decode_held); it had read llama-server's default 4 slots as the pool and
+    called the 14 running 'more than the 4 its pool holds: shorter contexts'."""
+    metrics = tmp_path / "metrics.txt"
+    metrics.write_text("# TYPE llamacpp:requests_processing gauge\n"
+                       "llamacpp:requests_processing 14\n"
+                       "# TYPE llamacpp:requests_deferred gauge\n"
+                       "llamacpp:requests_deferred 0\n")
+    dep = ("--model", "gpt-oss-20b", "--gpu", "rtx4090", "--engine", "llama.cpp")
+    util = run_json(capsys, "utilization", *dep, "--running", "14", "--context", "32000")
+    decode = run_json(capsys, "decode", *dep, "--context", "32000")
+    held = util["kv_batch_limit"]
+    assert held == decode["engine_max_batch"][0]["batch"] >= 14
+    seen = run_json(capsys, "observe", *dep, str(metrics), "--context", "32000")
+    assert seen["pool_batch"] == held
+    assert "more than the" not in seen["wall"]
+    given = run_json(capsys, "observe", *dep, str(metrics), "--context", "32000",
+                     "--max-num-seqs", "4")  # -np 4 given: four slots, as stated
+    assert given["pool_batch"] == 4

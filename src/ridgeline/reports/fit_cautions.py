@@ -15,6 +15,7 @@ from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import drafter_seats_note, running_slots
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
+from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_targets_caution
 from ridgeline.sglang_memory import past_checked
 from ridgeline.stages import micro_batch
@@ -126,7 +127,7 @@ def fit_cautions(r: FitReport) -> list[str]:
     moe = d.model.moe
     if moe and r.verdict == CLEARS_RIDGE and r.expert_batch < r.expert_ridge_batch:
         out.append(f"MoE: the routed experts see B × {moe.routed_fraction:.3f} tokens each "
-                   f"and reach the ridge only near batch {r.expert_ridge_batch:,.0f}; "
+                   f"and reach the ridge only near batch {first_whole_batch(r.expert_ridge_batch):,}; "
                    f"at batch {r.batch_label()} they stay bandwidth-bound")
     if r.verdict == CLEARS_RIDGE:
         out += [c for c in (kv_bound_caution(r),) if c]

@@ -17,6 +17,7 @@ from ridgeline.render import table
 from ridgeline.roofline import (
     expert_intensity,
     expert_ridge_batch,
+    first_whole_batch,
     ridge_point,
     ridge_step,
 )
@@ -82,10 +83,11 @@ class MoEReport:
             f"{self.expert_bytes_per_weight:.2f} B per expert weight = B × "
             f"{self.article_intensity_per_batch:.3f}"
             f"; reaching the {self.accelerator} ridge ({self.ridge:,.0f}) needs a batch near "
-            f"{self.article_batch_to_ridge:,.0f}",
+            f"{first_whole_batch(self.article_batch_to_ridge):,}",  # roofline's MoE row's
             *([f"  (the article reckons at 2-byte experts on the 16-bit ridge, here "
                f"{self.article_bf16_ridge:,.0f}: B × {self.routed_fraction:.3f}, a batch near "
-               f"{self.article_bf16_batch_to_ridge:,.0f}; `--weights bf16` shows that reckoning)"]
+               f"{first_whole_batch(self.article_bf16_batch_to_ridge):,}; `--weights bf16` "
+               "shows that reckoning)"]
               if self.article_bf16_batch_to_ridge is not None else []),
             f"  with the experts a batch really touches, E·(1 − (1 − k/E)^B): batch "
             f"{self.better_batch_to_ridge:,.0f}",
@@ -134,8 +136,9 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
              q("k/E", routed_fraction(moe.experts_per_token, moe.num_experts)),
              q("experts per token", moe.experts_per_token, "", "num_experts_per_tok"),
              q("routed experts", moe.num_experts, "", "config.json")),
-        step("article's batch to the ridge", "(ridge × bytes per expert weight ÷ 2) ÷ (k/E)",
-             q("batch", article_batch), q("ridge", ridge, "FLOP/byte"),
+        step("article's batch to the ridge", "⌈(ridge × bytes per expert weight ÷ 2) ÷ (k/E)⌉: "
+             "the first whole batch at or past it, roofline's MoE row's",
+             q("batch", first_whole_batch(article_batch)), q("ridge", ridge, "FLOP/byte"),
              q("bytes per expert weight", bpw, "B"), q("k/E", moe.routed_fraction)),
         *(step("experts touched by the batch" + (f" of {b:,}" if len(explained) > 1 else ""),
                "E × (1 − (1 − k/E)^B)",
@@ -172,9 +175,9 @@ def _header_steps(dep: Deployment, r: MoEReport, sixteen: str) -> tuple[Step, ..
                                                r.expert_bytes_per_weight, "B"))]
     if r.article_bf16_batch_to_ridge is not None:
         out += [replace(ridge_step(dep.accelerator, sixteen), label="16-bit ridge point"),
-                step("article's batch to the 16-bit ridge", "(16-bit ridge × 2 B ÷ 2) ÷ (k/E): "
-                     "the article's reckoning at 2-byte experts",
-                     q("batch", r.article_bf16_batch_to_ridge),
+                step("article's batch to the 16-bit ridge", "⌈(16-bit ridge × 2 B ÷ 2) ÷ "
+                     "(k/E)⌉: the article's reckoning at 2-byte experts",
+                     q("batch", first_whole_batch(r.article_bf16_batch_to_ridge)),
                      q("16-bit ridge", r.article_bf16_ridge, "FLOP/byte"),
                      q("bytes per expert weight", 2.0, "B", "the article's bf16"),
                      q("k/E", r.routed_fraction))]

@@ -21,7 +21,7 @@ from ridgeline.engine_pool import (
     reported_pool,
 )
 from ridgeline.engines import EngineProfile
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.memory import EngineSettings
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
@@ -497,7 +497,6 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     unpriced = unpriced_drafts_note(report)
     if unpriced and unpriced not in obs.notes:
         obs.notes.append(unpriced)
-    reported = report.engine_pool
     b = report.batch
     steps: tuple[Step, ...] = ()
     if b is not None:
@@ -518,13 +517,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
                  step("sequences the pool holds", "the pool's tokens ÷ the context (vLLM: "
                       "whole blocks a sequence in each KV-cache group; at most its seats)",
                       q("pool batch", report.pool_batch),
-                      q("pool", reported.tokens if reported is not None
-                        else report.modelled_pool.tokens,
-                        "tokens", f"as the engine reports it: {reported.shown}"
-                        if reported is not None
-                        else "modelled: the engine's defaults on this deployment"),
-                      q("context", context, "tokens"),
-                      q("seats", report.seats, "", report.seats_label)))
+                      *_pool_operands(report, context)))
         predicted = report.plain_step_ms
         # with drafts priced, the plain step is the verify step's starting point, not the ITL
         label = "predicted ITL" if report.spec_step is None else "step without drafts"
@@ -626,3 +619,25 @@ def _context_step(obs: Observation, dep: Deployment, context: int, source: str,
                         q("running", statistics.fmean(obs.running), "",
                           "mean of the readings"))
     return step(label, "--context" if read == "given" else "as its source says", result)
+
+
+def _pool_operands(report: ObserveReport, context: int) -> tuple[Quantity, ...]:
+    """The pool, the context and the seats the pool batch divides and caps: the engine's
+    reported pool, else the modelled one; llama-server with no -np given, the pool decode
+    sizes for a slot each and its count of slots (ObservedPool.slot_batch), as utilization
+    shows them."""
+    from ridgeline.capacity import decode_pool, held_apart_words
+
+    reported = report.engine_pool
+    if report.slots_unstated:
+        engine = report.deployment.engine
+        return (q("pool", decode_pool(report.deployment, context).tokens, "tokens",
+                  "modelled: a slot of the context each, as decode sizes it"),
+                q("context", context, "tokens"),
+                q("seats", report.seats, "", f"llama-server's slots (-np), not given: "
+                  f"{held_apart_words(engine)}"))
+    return (q("pool", reported.tokens if reported is not None else report.modelled_pool.tokens,
+              "tokens", f"as the engine reports it: {reported.shown}" if reported is not None
+              else "modelled: the engine's defaults on this deployment"),
+            q("context", context, "tokens"),
+            q("seats", report.seats, "", report.seats_label))

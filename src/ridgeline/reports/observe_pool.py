@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from ridgeline.capacity import max_batch
+from ridgeline.capacity import decode_held, max_batch
 from ridgeline.data_parallel import rank_settings
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import EnginePool, reported_pool
@@ -98,14 +98,34 @@ class ObservedPool:
         return self.modelled_pool.weights_overflow
 
     @property
+    def slots_unstated(self) -> bool:
+        """llama-server with no -np given (observe's --max-num-seqs/--parallel): its slots
+        are whatever it was started with, not its default 4 (a server running 14 has 14 or
+        more), so the pool is counted as decode, utilization and the page count it, a slot
+        each (``slot_batch``)."""
+        return self.deployment.engine.startswith("llama.cpp") \
+            and self.engine_settings.max_num_seqs is None and self.engine_pool is None
+
+    @cached_property
+    def slot_batch(self) -> int:
+        """llama.cpp's conversations of the context, a slot each, under its default --fit
+        margin where that keeps every layer on the GPU: capacity.decode_held, the count
+        decode, utilization, the page and fit's -np lever give (gpt-oss-20b on an RTX 4090
+        at 32,000 tokens: 14, where -np 4 would read 4)."""
+        return decode_held(self.deployment, self.context)
+
+    @property
     def seats(self) -> int:
         """The sequences the engine runs at once at most: vLLM's max_num_seqs; SGLang's
         max_running_requests, from the pool it reports where it does (512 per context of
         its tokens, 2,048 to 4,096, at most half of them), or as a drafter sets it (48), as
-        fit and simulate seat it."""
+        fit and simulate seat it; llama-server's slots, its -np where given, else as many as
+        its pool holds (``slot_batch``)."""
         reported = self.engine_pool
         if reported is not None and self.deployment.engine == "sglang":
             return sglang_max_running_requests(reported.tokens, self.context, self.set_seats)
+        if self.slots_unstated:
+            return self.slot_batch
         return self.modelled_pool.max_num_seqs
 
     @property
@@ -116,6 +136,8 @@ class ObservedPool:
         its weights, else modelled. 432,000 tokens in blocks of 16 hold 3,857 sequences of
         100 tokens; vllm serve seats 1,024."""
         reported = self.engine_pool
+        if self.slots_unstated:
+            return self.slot_batch
         if reported is None:
             return max_batch(self.deployment, self.context, self.modelled_settings)
         if self.weights_overflow:

@@ -320,7 +320,7 @@ def utilization_report(
         experts = (f"the routed experts: {per_stage:,} × {moe.experts_per_token} picks touch "
                    f"{touched:,.1f} of {moe.num_experts}, {each:,.2f} tokens each: "
                    f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "
-                   f"{expert_batch:,.0f})")
+                   f"{first_whole_batch(expert_batch):,})")  # roofline's MoE row's figure
         steps += (step("the routed experts' share of their arithmetic",
                        "(batch × picks ÷ experts touched) × 2 FLOP ÷ bytes per weight ÷ ridge",
                        q("share", min(1.0, share)), q("batch", per_stage),
@@ -332,9 +332,11 @@ def utilization_report(
                   step("tokens each touched expert sees", "batch × picks ÷ experts touched",
                        q("tokens each", each), q("batch", per_stage),
                        q("picks", moe.experts_per_token), q("experts touched", touched)),
-                  step("the routed experts' ridge batch", "(ridge × bytes per weight ÷ 2) ÷ "
-                       "(k/E): each expert sees k/E of the batch",
-                       q("batch", expert_batch), q("ridge", expert_ridge, "FLOP/byte"),
+                  step("the routed experts' ridge batch", "⌈(ridge × bytes per weight ÷ 2) ÷ "
+                       "(k/E)⌉: each expert sees k/E of the batch; the first whole batch at or "
+                       "past it",
+                       q("batch", first_whole_batch(expert_batch)),
+                       q("ridge", expert_ridge, "FLOP/byte"),
                        q("bytes per weight", dep.bytes_per_weight_split[1], "B"),
                        q("k/E", moe.routed_fraction, "", "num_experts_per_tok ÷ experts")))
     whole = None
