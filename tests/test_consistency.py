@@ -114,6 +114,32 @@ def test_16_bit_weights_take_the_steps_16_bit_rate() -> None:
     assert d.matmul_slowdowns == () and "lm_head" not in d.matmuls_label
 
 
+@pytest.mark.parametrize(("gpu", "batch"), [("apple-m2-max-38c", 19), ("mi100", 40)])
+def test_roofline_reads_a_card_only_llamacpp_serves_as_fit_and_utilization_do(
+        capsys: pytest.CaptureFixture[str], gpu: str, batch: int) -> None:
+    """Only llama.cpp serves gpt-oss-20b on a Mac or an MI100 (cli_load.default_engine), as
+    ggml-org's GGUF: Q8_0 outside the experts. roofline's dense ridge batch is then fit's and
+    utilization's for the card; it had read the stored bf16 attention (34 on an M2 Max, 76
+    on an MI100, against their 19 and 40). A checkpoint llama.cpp cannot read is refused
+    as fit refuses it, and a tensor-parallel split it does not make is not asked for; side
+    by side, the GGUF caution is said once."""
+    roof = run_json(capsys, "roofline", "--gpu", gpu, "--model", "gpt-oss-20b")
+    dense = next(p for p in roof["points"] if p["name"].startswith("dense weight matrices"))
+    fit = run_json(capsys, "fit", "gpt-oss-20b", "--gpu", gpu, "--max-model-len", "4096")
+    util = run_json(capsys, "utilization", "--gpu", gpu, "--model", "gpt-oss-20b",
+                    "--running", "8")
+    assert dense["whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"] \
+        == util["ridge_batch"] == batch
+    if gpu == "mi100":
+        assert main(["roofline", "--gpu", gpu, "--num-gpus", "8", "--model", "deepseek-r1"]) == 2
+        assert "not a GGUF tensor type" in capsys.readouterr().err
+        assert main(["roofline", "--gpu", gpu, "--num-gpus", "8", "--model", "falcon-7b"]) == 0
+        capsys.readouterr()
+        assert main(["roofline", "--gpu", f"h100,{gpu},apple-m2-max-38c", "--model",
+                     "gpt-oss-20b"]) == 0
+        assert capsys.readouterr().err.count("llama.cpp runs a GGUF") == 1  # once, two cards
+
+
 def test_fit_judges_gpt_oss_on_a_b200_by_its_bf16_ridge(
         capsys: pytest.CaptureFixture[str]) -> None:
     fit = run_json(capsys, "fit", "gpt-oss-120b", "--gpu", "b200", "--max-model-len", "8192")

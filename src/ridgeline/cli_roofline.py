@@ -10,9 +10,12 @@ from typing import Any
 from ridgeline.cli import _formats, _gpu, _model, _output
 from ridgeline.cli_load import (
     accelerator_names,
+    build_deployment,
     card_id,
+    default_engine,
     load_accelerator,
     load_deployment,
+    load_model,
     named_weights,
     one_card,
 )
@@ -75,11 +78,12 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     if len(names) > 1:
         from ridgeline.reports.roofline import RooflineComparison
 
+        vars(args).setdefault("cautions_said", [])  # one list the cards share: said once
         reports, not_run = run_each(names, lambda name: cmd_roofline(one_card(args, name)),
                                     card_id)
         return RooflineComparison(tuple(reports), not_run)
     acc = load_accelerator(args)
-    dep = load_deployment(args) if args.model else None
+    dep = _served_deployment(args, acc) if args.model else None
     bpw, kvb, weights_from = (2.0, 2.0, "") if dep else _element_bytes(args)
     try:
         dtype = args.compute_dtype or (dep.dense_compute_dtype if dep
@@ -94,6 +98,21 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
         if not fixes:
             raise
         raise InputError(f"{exc}{fixes}") from None
+
+
+def _served_deployment(args: argparse.Namespace, acc: Any) -> Any:
+    """--model on the card as the engine that serves it there reads it. roofline names no
+    engine: vLLM's reading (the checkpoint as stored) where vLLM runs; on a card only
+    llama.cpp serves (Apple silicon, the AMD GPUs vLLM's ROCm build leaves out:
+    cli_load.default_engine) the GGUF that build runs, its KV cache f16, as fit and
+    utilization read the same card (gpt-oss-120b on an M2 Max: its Q8_0 attention reaches
+    the ridge at a batch of 19, fit's and utilization's, not the stored bf16's 34)."""
+    from ridgeline.engines import engine_id
+
+    engine = default_engine(args)
+    if not engine.startswith("llama.cpp"):
+        return load_deployment(args)
+    return build_deployment(args, load_model(args), acc, engine_id(engine))
 
 
 def _attention_dtype(args: argparse.Namespace, acc: Any) -> str:
