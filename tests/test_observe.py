@@ -1270,3 +1270,43 @@ def test_a_scrape_without_an_itl_histogram_is_not_told_it_is_a_log(
     (note,) = [n for n in json.loads(capsys.readouterr().out)["notes"]
                if n.startswith("--emit-measurements wrote nothing")]
     assert "which /metrics scrapes carry and a log does not" in note
+
+
+def test_llama_servers_batch_names_its_slots_not_the_pool_as_the_cap(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B Q4_K_M on an RTX 4090 at 2,000 tokens, started with -np 4: the KV pool
+    holds about 76 sequences, but llama-server runs one a slot. The line had read "the KV
+    pool allows 4 sequences", blaming the pool for the slots' count; it names the slots, and
+    --json says which caps it. With no -np given, the slots are counted as many as each hold
+    one (capacity.decode_held, decode's count), so the pool is the cap."""
+    from ridgeline.capacity import decode_held
+    from ridgeline.catalog import resolve_model
+    from ridgeline.deployment import Deployment
+    from ridgeline.hardware import resolve_accelerator
+
+    base = ["observe", str(FIXTURES / "llamacpp_metrics.txt"), "--model", "llama-3.1-8b",
+            "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda", "--weights", "q4_k_m"]
+    slots = 4
+    argv = [*base, "--max-num-seqs", str(slots)]
+    assert main([*argv, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    held = d["pool_tokens_modelled"] // d["context"]  # llama.cpp's cells: one a token
+    assert d["pool_batch"] == slots < held == d["pool_sequences"]
+    assert d["pool_batch_capped_by"] == "seats"
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "the KV pool allows" not in out
+    assert (f"{slots} sequences of {d['context']:,} tokens (assumed: pass --context) run "
+            f"at once, capped by llama-server's slots (-np {slots}): the KV pool holds "
+            f"{held:,}") in out
+    assert main([*base, "--json"]) == 0  # no -np given: a slot each, as many as the pool holds
+    u = json.loads(capsys.readouterr().out)
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
+                           weights="q4_k_m", engine="llama.cpp-cuda")
+    assert u["pool_batch"] == decode_held(dep, u["context"]) > slots
+    assert u["pool_batch_capped_by"] == "pool"
+    # where the pool is the cap, the line still says so
+    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100", "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    assert v["pool_batch_capped_by"] == "pool" and v["pool_batch"] == v["pool_sequences"]

@@ -245,9 +245,11 @@ def test_the_cautions_of_unpriced_and_cheaper_unverified_rows_sit_under_them() -
 
 
 def test_an_mi300x_winner_near_its_ttft_slo_is_cautioned() -> None:
-    """Llama-3.1-70B, 4,000-token prompts at 5 req/s and a 600 ms p90 TTFT: the MI300X
-    winner's simulated p90 is within 1.3x of the SLO, which the H100s' share decides."""
-    slo = Slo(0.6, 0.06)
+    """Llama-3.1-70B, 4,000-token prompts at 5 req/s and a 360 ms p90 TTFT: the MI300X
+    winner's simulated p90 is within 1.3x of the SLO, which the H100s' share decides. (At
+    600 ms the variant ranked first at its price, the most headroom, an fp8 cache, reads
+    311 ms: 1.3x of it keeps the SLO.)"""
+    slo = Slo(0.36, 0.06)
     result = plan(LLAMA_70B, Load(5.0, "4000", "200"), slo, ["mi300x"], workers=1)
     win = result.winner
     assert win is not None and win.verified and win.sim_ttft_s is not None

@@ -236,3 +236,45 @@ def test_a_check_that_misses_tries_the_most_replicas_max_gpus_allows(
     assert verify(LLAMA_8B, c, load, Slo(0.001, 0.04), 9, missed=missed) is None
     ((at, run),) = missed
     assert at.replicas == 9 and run.ttft_s > 0.001 and not run.held
+
+
+def test_of_two_deployments_at_one_price_the_one_with_more_headroom_wins() -> None:
+    """Llama-3.1-8B at 20 req/s of 1,024 / 256 tokens, p90 TTFT 500 ms and TPOT 40 ms, on one
+    H100: each format sizes at one card, $2.99/h, but bf16 weights with an fp8 cache sustain
+    21 req/s and fp8 weights 26-34 (the numbers audit of session 51). The winner had been
+    the first the search listed, bf16, with the least headroom; now, at one price and GPU
+    count, the highest analytic capacity ranks first, in the winner, the candidates' order
+    (--json's runners-up) and the lists alike (``plan_checks.cheapest``)."""
+    def capacity(c: Candidate) -> float:  # req/s within the SLO, as the sizing rates it
+        return c.replicas * c.replica_rate_req_s
+
+    load = Load(20.0, "1024", "256")
+    slo = Slo(0.5, 0.04, 90)
+    result = plan(LLAMA_8B, load, slo, ["h100-sxm"], workers=1)
+    win = result.winner
+    assert win is not None and win.verified and win.cost_per_hour is not None
+    rivals = [c for c in result.candidates
+              if c.cost_per_hour == win.cost_per_hour and c.gpus == win.gpus]
+    assert len(rivals) > 1 and len({round(capacity(c), 6) for c in rivals}) > 1
+    assert capacity(win) == max(capacity(c) for c in rivals)
+    for group in (True, False):  # simulated first, then the analytic ones, each so ranked
+        ranked = [c for c in result.candidates if c.verified is group]
+        assert ranked == sorted(ranked, key=plan_checks.cheapest)
+    # the lists keep the order: the runner-up of the winner's price has less headroom
+    report = PlanReport(LLAMA_8B, "meta-llama/Llama-3.1-8B", result, 131072)
+    same = [c for c in report.lists.runners_up() if c.cost_per_hour == win.cost_per_hour]
+    assert same and all(capacity(c) <= capacity(win) for c in same)
+
+
+def test_the_rank_key_puts_headroom_after_price_gpus_and_nodes() -> None:
+    """``cheapest``: at one price, GPU count and node span, the higher capacity (replicas ×
+    one replica's analytic rate) first; a cheaper one first whatever its headroom."""
+    base = _evaluate((LLAMA_8B, A100.id, 1, 1, "bf16", "bf16", (None, None), False,
+                      Load(4.0, "1000", "250").for_sizing(), SLO, A100.price_per_hour_usd,
+                      None, "vllm", profile_for("vllm"), 1))
+    assert base is not None
+    more = replace(base, replica_rate_req_s=base.replica_rate_req_s * 1.25)
+    dearer = replace(more, price_per_gpu_hour=(base.price_per_gpu_hour or 0.0) + 1.0)
+    assert more.capacity_req_s == more.replicas * more.replica_rate_req_s > base.capacity_req_s
+    assert sorted([base, more], key=plan_checks.cheapest) == [more, base]
+    assert sorted([dearer, base], key=plan_checks.cheapest) == [base, dearer]

@@ -149,7 +149,7 @@ def test_a_layout_trtllm_serve_cannot_be_told_gets_a_line_and_no_command() -> No
 
 @pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms",
                              "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
                              "trtllm", "--workers", "1", "--json")
@@ -158,12 +158,23 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     win = data["winner"]
     command = data["commands"]["trtllm"]
     words = command.split()
-    assert words[:2] == [CLI["launch"], "meta-llama/Llama-3.1-8B"]
+    # the winner is fp8 (at one price, the most headroom): trtllm-serve takes a checkpoint
+    # quantized beforehand, named by its placeholder
+    model = "meta-llama/Llama-3.1-8B" if win["weights"] == "bf16" else CLI["quantized_checkpoint"]
+    assert words[:2] == [CLI["launch"], model]
     assert words[words.index(CLI["tp"]) + 1] == str(win["tp"])
     assert words[words.index(CLI["max_len"]) + 1] == str(win["max_model_len"] or data["max_model_len"])
     seats = win["max_num_seqs"] or TRTLLM["max_batch_size"]
     assert words[words.index(CLI["max_num_seqs"]) + 1] == str(seats)
-    pasted = _fit(capsys, *_pasted(command), "--gpu", win["accelerator"], "--engine", "trtllm")
+    files = data["config_files"] or {}
+    config = None
+    if CLI["config_file"] in files:  # an fp8 cache has no flag: the YAML carries it
+        config = tmp_path / CLI["config_file"]
+        config.write_text(files[CLI["config_file"]])
+    line = _pasted(command, config)
+    if line[0] == CLI["quantized_checkpoint"]:  # a checkpoint quantized beforehand: its format
+        line = ["meta-llama/Llama-3.1-8B", *line[1:], "--weights", win["weights"]]
+    pasted = _fit(capsys, *line, "--gpu", win["accelerator"], "--engine", "trtllm")
     assert pasted["tensor_parallel_size"] == win["tp"] and pasted["max_num_seqs"] == seats
     # the load's prompts fit its max_num_tokens: no chunked-prefill word, setting or flag
     assert not [c for c in data["cautions"] if "enable_chunked_prefill" in c]
@@ -174,7 +185,8 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
                             "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
                             "trtllm", "--workers", "1")
     lines = text.splitlines()
-    assert lines[lines.index("run it with:") + 1] == f"  {command}"
+    at = next(i for i, line in enumerate(lines) if line.startswith("run it with"))  # "(FP8_…)"
+    assert lines[at + 1] == f"  {command}"
     assert "not modelled" not in text
 
 

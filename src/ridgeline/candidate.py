@@ -88,6 +88,13 @@ class Candidate:
         return self.tp > node_size(resolve_accelerator(self.accelerator))
 
     @property
+    def capacity_req_s(self) -> float:
+        """Requests/s the deployment sustains within the SLO as the analytic sizing rates it:
+        replicas × one replica's rate (``replica_rate_req_s``). Beyond the load's rate it is
+        headroom, which ranks candidates of one price (``plan_checks.cheapest``)."""
+        return self.replicas * self.replica_rate_req_s
+
+    @property
     def cost_per_hour(self) -> float | None:
         return None if self.price_per_gpu_hour is None else self.gpus * self.price_per_gpu_hour
 

@@ -233,9 +233,10 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     sized = _covering([c for c in found if c is not None], load, slo)
     feasible = [c for c in sized if c.gpus <= max_gpus]
     beyond = min((c for c in sized if c.gpus > max_gpus), default=None,
-                 key=lambda c: (c.gpus, c.cost_per_hour or 0.0))
+                 key=lambda c: (c.gpus, *cheapest(c)))  # the fewest GPUs, then as plans rank
     priced = sorted((c for c in feasible if c.cost_per_hour is not None), key=cheapest)
-    unpriced = sorted((c for c in feasible if c.cost_per_hour is None), key=lambda c: c.gpus)
+    unpriced = sorted((c for c in feasible if c.cost_per_hour is None),
+                      key=lambda c: (c.gpus, *cheapest(c)))  # of one count, as priced ones rank
     runs: CheckRuns = {}  # the checks' runs, each made once
     missed: Missed = []  # the checks that held at no count within max_gpus
     verified, rest = verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,

@@ -91,6 +91,10 @@ class ObserveReport(ObserveVerdict):
             # positions), as the text's does-not-fit line says; None where it would
             "refusal": None if self.fits else context_refusal(d, self.context) or None,
             "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
+            # what caps pool_batch: "seats" (max_num_seqs, max_running_requests, llama-server's
+            # slots) or "pool"; and the sequences of the context the pool alone holds
+            "pool_batch_capped_by": "seats" if self.seat_capped else "pool",
+            "pool_sequences": self.pool_sequences,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
             "predicted_itl_ms": self.predicted_itl_ms,
@@ -168,11 +172,18 @@ class ObserveReport(ObserveVerdict):
             pool = (f"the engine's pool of {reported.shown}, as its "
                     + ("log reports" if o.kind == "log" else "metrics report") + " it"
                     + (f", at most its {self.seats:,} seats" if self.pool_batch == self.seats
-                       else "") if reported is not None else None)
-            lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
-                         f"{self.context:,} tokens ({self.context_source}"
-                         + (f"; {pool}" if pool else "")
-                         + (f"; {self.pool_division}" if self.pool_division else "") + ")")
+                       and not self.seat_capped else "") if reported is not None else None)
+            if self.seat_capped:  # the seats, not the pool, give the count: named so
+                lines.append(f"{self.pool_batch:,} sequences of {self.context:,} tokens "
+                             f"({self.context_source}) run at once, capped by "
+                             f"{self.seat_cap_words}: "
+                             f"the KV pool holds {self.pool_sequences:,}"
+                             + (f" ({pool})" if pool else ""))
+            else:
+                lines.append(f"the KV pool allows {self.pool_batch:,} sequences of "
+                             f"{self.context:,} tokens ({self.context_source}"
+                             + (f"; {pool}" if pool else "")
+                             + (f"; {self.pool_division}" if self.pool_division else "") + ")")
         elif self.weights_do_not_load:
             p = self.modelled_pool
             lines.append(f"{d.model.name} does not fit on {d.gpus_label} as described: the "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from ridgeline.capacity import decode_held, max_batch
+from ridgeline.capacity import decode_held, max_batch, max_batch_terms
 from ridgeline.data_parallel import rank_settings
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import EnginePool, reported_pool
@@ -143,6 +143,26 @@ class ObservedPool:
         if self.weights_overflow:
             return 0
         return min(self.seats, reported.sequences(self.context))
+
+    @property
+    def pool_sequences(self) -> int:
+        """Sequences of the context the KV pool alone holds, the seats aside: the engine's own
+        pool where it reports it, else the modelled one (``max_batch_terms``); 0 where the
+        deployment as described cannot load its weights."""
+        reported = self.engine_pool
+        if reported is None:
+            return max(0, max_batch_terms(self.deployment, self.context,
+                                          self.modelled_settings)[1])
+        return 0 if self.weights_overflow else reported.sequences(self.context)
+
+    @property
+    def seat_capped(self) -> bool:
+        """Whether the seats, not the pool, cap ``pool_batch``: the pool holds more sequences
+        of the context than the engine runs at once (llama-server's 4 default slots on an RTX
+        4090 at 2,000 tokens, Llama-3.1-8B Q4_K_M, whose pool holds 76). Not where
+        llama-server's slots are not given: they are counted as many as the pool holds, a
+        slot each (``slot_batch``), so the pool is the cap."""
+        return self.fits and not self.slots_unstated and self.pool_sequences > self.pool_batch
 
     @property
     def pool_division(self) -> str:

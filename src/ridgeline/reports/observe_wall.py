@@ -203,6 +203,21 @@ class ObservedWall(ObservedFloor):
         return (f"--{seats.replace('_', '-')}", f"--{budget.replace('_', '-')}")
 
     @property
+    def seat_cap_words(self) -> str:
+        """The seats named as the cap on the running batch, as decode words llama-server's
+        ("given a slot each (-np; llama-server's default runs 4)"): "llama-server's slots
+        (-np; its default runs 4)", or (-np 8) where given; "max_num_seqs (1,024)"."""
+        if self.deployment.engine.startswith("llama.cpp"):
+            from ridgeline.datafiles import engine_defaults
+
+            given = self.engine_settings.max_num_seqs
+            return "llama-server's slots (" + (
+                f"-np {given:,}" if given is not None else
+                f"-np; its default runs {int(engine_defaults(self.deployment.engine)['n_parallel'])}"
+            ) + ")"
+        return f"{self.seats_label} ({self.seats:,})"
+
+    @property
     def seats_label(self) -> str:
         engine = self.deployment.engine
         if engine.startswith("llama.cpp"):
@@ -236,10 +251,14 @@ class ObservedWall(ObservedFloor):
             shown = f"{b:,.1f}" if 0 < b < 0.5 else f"{b:,.0f}"  # a bench's 0.3 is not 0
             busiest = (f"the busiest of {self.obs.engines} engines, " if b != (self.batch or 0.0)
                        else "")
+            # where the seats cap the count, they are named, not the pool (``seat_capped``)
+            holds = (f"it runs at once, capped by {self.seat_cap_words}" if self.seat_capped
+                     else "its pool holds")
+            over = ("the server runs more than that (--max-num-seqs gives its count)"
+                    if self.seat_capped else "their contexts are shorter, or share prefixes")
             held = (f"{busiest}{b:,.0f} running, more than the {self.pool_batch:,} sequences "
-                    f"of {self.context:,} tokens its pool holds: their contexts are shorter, "
-                    "or share prefixes" if b > self.pool_batch else
-                    f"{busiest}{shown} of the {self.pool_batch:,} sequences its pool holds")
+                    f"of {self.context:,} tokens {holds}: {over}" if b > self.pool_batch else
+                    f"{busiest}{shown} of the {self.pool_batch:,} sequences {holds}")
             n, of = self.queued
             queue = ""
             if n and self.queue_persists:
