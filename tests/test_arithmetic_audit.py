@@ -138,9 +138,8 @@ def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(
      "--context 4,000 is past --max-model-len 2,000"),
     (["prefill", *TP2_70B, "--prompt-len", "1000,4000", "--max-model-len", "2000"],
      "--prompt-len 4,000 is past --max-model-len 2,000"),
-    (["decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
-      "--max-model-len", "4096"], "a slot of each context (its -c): give the tokens in each "
-     "slot as --context"),
+    (["decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "--context",
+      "8192", "--max-model-len", "4096"], "--context 8,192 is past --max-model-len 4,096"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "0"],
      "max model length must be positive"),
 ])

@@ -1336,7 +1336,8 @@ def test_utilization_gives_the_whole_steps_share_beside_the_articles_headline(
         capsys: pytest.CaptureFixture[str]) -> None:
     """DeepSeek-V3 at 64 running on 8 H200s: the weights every token reads are at 29 % of the
     ridge, but the step, routed experts and KV reads included, keeps under 5 % of the peak
-    busy; the whole-step figure is the step's FLOPs over its floor time × the cards' peak."""
+    busy; the whole-step figure is the share of its floor time its arithmetic takes, each
+    matmul at its own dtype's peak as the step is priced (compute time ÷ step time)."""
     from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
 
     code, out, _ = run(capsys, "utilization", "--gpu", "h200", "--num-gpus", "8", "--running",
@@ -1346,8 +1347,45 @@ def test_utilization_gives_the_whole_steps_share_beside_the_articles_headline(
                            num_gpus=8)
     f = decode_floor(dep, 64, 8192)
     assert code == 0 and report["step_fraction_of_peak"] == pytest.approx(
-        f.flops / (f.step_time_s * dep.peak_flops_per_s))
-    assert report["step_fraction_of_peak"] < 0.05 < 0.25 < report["fraction_of_arithmetic"]
+        f.compute_time_s / f.step_time_s)
+    assert report["step_fraction_of_peak"] < 0.07 < 0.25 < report["fraction_of_arithmetic"]
+
+
+@pytest.mark.parametrize(("model", "gpu", "weights", "running", "context"), [
+    ("deepseek-v3", "h200", None, 64, 8192),  # fp8 step, bf16 router, LM head and QKᵀ·PV
+    ("nvidia/Qwen3.6-35B-A3B-NVFP4", "h200", None, 120, 32768),  # bf16 step, fp8 attention
+    ("llama-3.1-8b", "h100", "fp8", 32, 1024),  # fp8 step, bf16 LM head
+])
+def test_the_whole_steps_share_is_of_the_peaks_the_step_is_priced_at(
+        capsys: pytest.CaptureFixture[str], model: str, gpu: str, weights: str | None,
+        running: int, context: int) -> None:
+    """utilization's whole-step share of peak measures the step against the peaks its FLOPs
+    are priced at (each weight category at Deployment.compute_dtype_of's, attention at its
+    cache's), not the step dtype's alone: that had read DeepSeek-V3's 8 H200s at 4.0 % (fp8's
+    peak for its bf16 matmuls too) where its arithmetic takes 6.5 % of the floor, and
+    Qwen3.6-NVFP4's at 5.7 % (bf16's peak for its fp8 attention) where it takes 5.1 %. The
+    text and --explain name the dtypes, and the explained division redoes."""
+    from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
+
+    num_gpus = 8 if model == "deepseek-v3" else 1
+    argv = ["utilization", "--gpu", gpu, "--num-gpus", str(num_gpus), "--running",
+            str(running), "--model", model, "--context", str(context),
+            *(["--weights", weights] if weights else [])]
+    dep = Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights=weights,
+                           num_gpus=num_gpus)
+    f = decode_floor(dep, running, context)
+    code, out, _ = run(capsys, *argv, "--json")
+    report = json.loads(out)
+    expected = f.compute_time_s / f.step_time_s  # the step's arithmetic at its priced rates
+    assert code == 0 and report["step_fraction_of_peak"] == pytest.approx(expected)
+    # the step dtype's peak alone reads another share here
+    assert f.flops / (f.step_time_s * dep.peak_flops_per_s) != pytest.approx(expected, rel=1e-3)
+    assert report["step_peak_matmuls"] == dep.matmuls_label
+    code, out, _ = run(capsys, *argv, "--explain")
+    assert code == 0 and f"{expected:.1%} of " in out
+    assert f"as the step is priced: {dep.matmuls_label}" in out
+    peak = f.flops / f.compute_time_s / 1e12
+    assert f"=> peak = {peak:,.4g} TFLOP/s" in out
 
 
 def test_fit_offers_vllms_own_budget_settings_where_they_help(

@@ -738,3 +738,24 @@ def test_observe_counts_a_llama_server_pool_as_utilization_and_decode_do(
     given = run_json(capsys, "observe", *dep, str(metrics), "--context", "32000",
                      "--max-num-seqs", "4")  # -np 4 given: four slots, as stated
     assert given["pool_batch"] == 4
+
+
+def test_decode_takes_llama_cpps_max_model_len_as_fit_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-model-len under llama.cpp is each slot's context (-c ÷ -np) in fit, and decode's
+    own -c refusal says to give it; decode had refused it ("give the tokens in each slot as
+    --context"). It now sizes slots that long: gpt-oss-20b on an RTX 4090, batch 4 at 2,048
+    tokens in slots of 32,768, runs as many as fit's memory holds at 32,768 (its -np lever),
+    and more than slots of 2,048 would not. prefill takes it alike."""
+    base = ["openai/gpt-oss-20b", "--gpu", "rtx-4090", "--engine", "llama.cpp"]
+    fit = run_json(capsys, "fit", *base, "--max-model-len", "32768")
+    decode = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048",
+                      "--max-model-len", "32768")
+    seats = decode["engine_max_batch"][0]
+    assert seats["context"] == 2048 and seats["batch"] == fit["conversations"]
+    assert "--max-model-len 32,768" in seats["settings"]
+    short = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048")
+    assert short["engine_max_batch"][0]["batch"] > seats["batch"]  # slots of 2,048 each
+    prefill = run_json(capsys, "prefill", *base, "--prompt-len", "2048", "--max-model-len",
+                       "32768")
+    assert prefill["max_model_len"] == 32768

@@ -201,6 +201,33 @@ def test_a_llama_cpp_pages_weights_picker_names_the_gguf_it_computes(tmp_path: P
         browser.close()
 
 
+def test_a_llama_cpp_page_labels_the_default_gguf_and_the_stored_conversion_apart() -> None:
+    """gpt-oss-20b on an RTX 4090 under llama.cpp: the page's default entry "as stored" is
+    computed as ggml-org's mxfp4_moe GGUF (decode and fit with no --weights), an explicit
+    "stored" as convert_hf_to_gguf.py's F16 output (decode and fit's --weights stored). Both
+    had been labelled as stored (the latter "stored", with no word of which); each label now
+    says which, and the numbers under each are decode's for that GGUF."""
+    from ridgeline import Deployment, resolve_accelerator, resolve_model
+    from ridgeline.capacity import decode_held
+    from ridgeline.served_model import LLAMACPP_STORED_GGUF, llamacpp_weights
+
+    model = "openai/gpt-oss-20b"
+    data = page_data([model], ["rtx-4090"], [1], ["as stored", "stored"], ["f16"],
+                     engine="llama.cpp")
+    spec, acc = resolve_model(model), resolve_accelerator("rtx-4090")
+    gguf = llamacpp_weights(spec)
+    shown = data["weights_shown"][model]
+    assert gguf is not None and gguf in shown["as stored"]
+    assert LLAMACPP_STORED_GGUF in shown["stored"] and shown["stored"] != shown["as stored"]
+    for entry, weights in (("as stored", None), ("stored", "stored")):  # as decode builds them
+        dep = Deployment.build(spec, acc, weights, "f16", engine="llama.cpp")
+        combo = data["combos"][f"{model}|rtx-4090|1|{entry}|f16"]
+        assert combo["conversations"] == [decode_held(dep, c) for c in data["contexts"]]
+        assert combo["bpw"] == dep.bytes_per_weight_split[0]
+    assert data["combos"][f"{model}|rtx-4090|1|as stored|f16"]["conversations"] \
+        != data["combos"][f"{model}|rtx-4090|1|stored|f16"]["conversations"]
+
+
 def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:
     from ridgeline import Deployment, decode_floor, resolve_accelerator, resolve_model
 

@@ -231,12 +231,13 @@ def test_utilization_within_the_pool_still_gives_its_share(
     assert data["step_fraction_of_peak"] is not None
 
 
-@pytest.mark.parametrize(("gpus", "whose"), [("1", "of the card's peak"),
-                                             ("4", "of the 4 cards' peak")])
+@pytest.mark.parametrize(("gpus", "whose"), [("1", "of the card's bf16 peak"),
+                                             ("4", "of the 4 cards' bf16 peak")])
 def test_utilizations_whole_step_share_names_the_cards_it_is_of(
         capsys: pytest.CaptureFixture[str], gpus: str, whose: str) -> None:
     """One H100 read "keeps 2.6% of the cards' peak busy", a plural for one card; four say
-    how many cards the peak is of (the explain step's FLOPs ÷ (floor × 4 × 989.4 TFLOP/s))."""
+    how many cards the peak is of (the explain step's FLOPs ÷ (floor × 4 × 989.4 TFLOP/s)),
+    and the dtype it is the peak of."""
     code, out, _ = run_cli(capsys, "utilization", "--gpu", "h100", "--num-gpus", gpus,
                            "--running", "8", "--model", "llama-3.1-70b" if gpus == "4"
                            else "llama-3.1-8b", "--context", "1152")

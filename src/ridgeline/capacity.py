@@ -579,7 +579,8 @@ class EngineSeats:
 
     context: int
     held: int | None
-    max_model_len: int | None = None  # the length a serving engine starts at; None: llama.cpp
+    # the length a serving engine starts at; llama.cpp: each slot's, where given (else None)
+    max_model_len: int | None = None
     defaulted: bool = False  # max_model_len is the engine's default, the model's context
     refusal: str = ""  # a whole clause: the engine refuses this context or max_model_len
     none_reason: str = ""  # else, why the pool holds none (no_sequence_reason)
@@ -608,6 +609,22 @@ class EngineSeats:
         return f"{engine} cannot hold one {one} beside these weights: {self.none_reason}"
 
 
+def _slot_seats(dep: Deployment, context: int, slot_tokens: int, enforce_eager: bool,
+                settings: EngineSettings | None) -> EngineSeats:
+    """llama.cpp's sequences of ``context`` tokens in slots of ``slot_tokens`` each (fit's
+    --max-model-len: -c ÷ -np): as many as slots that long fit, one sequence a slot; none
+    past the slot, which llama-server does not let a sequence outgrow."""
+    if context > slot_tokens:
+        return EngineSeats(context, 0, slot_tokens, refusal=(
+            f"{dep.engine}'s slots of {slot_tokens:,} tokens (--max-model-len, -c ÷ -np) hold "
+            f"no sequence of {context:,}"))
+    held = engine_holds(dep, slot_tokens, enforce_eager, settings)
+    if held != 0:
+        return EngineSeats(context, held, slot_tokens)
+    return EngineSeats(context, 0, slot_tokens, refusal=context_refusal(dep, slot_tokens),
+                       none_reason=engine_none_reason(dep, slot_tokens, enforce_eager, settings))
+
+
 def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
                  settings: EngineSettings | None = None,
                  max_model_len: int | None = None) -> EngineSeats:
@@ -617,6 +634,8 @@ def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
     it checks it at start-up (max_batch, start_check); llama.cpp given a slot per sequence
     (engine_holds). Llama-3.1-70B in bf16 on 2 x H100, offline: 9 of 1,100 tokens at
     max_model_len 10,448, none at the default 131,072 (vLLM refuses to start)."""
+    if max_model_len and dep.engine.startswith("llama.cpp"):
+        return _slot_seats(dep, context, max_model_len, enforce_eager, settings)
     length = max_model_len or served_positions(dep.model, dep.engine)
     if dep.engine not in SERVING_ENGINES or length is None:
         held = engine_holds(dep, context, enforce_eager, settings)

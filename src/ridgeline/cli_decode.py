@@ -139,7 +139,11 @@ def _decode_deployment(args: argparse.Namespace) -> FitRun:
     no_fit_ctx(args)
     settings = EngineSettings(engine_version=pool_engine_version(args, dep),
                               speculative_decoding=drafts_asked(args))
-    return fitted_run(args, dep, settings, max(args.context), max(args.batch))
+    # llama.cpp's slots are --max-model-len long where it is given (fit's -c ÷ -np), so
+    # --fit places the weights for that many cells a sequence
+    cells = max(max(args.context), args.max_model_len or 0) \
+        if dep.engine.startswith("llama.cpp") else max(args.context)
+    return fitted_run(args, dep, settings, cells, max(args.batch))
 
 
 def register(sub: Any) -> None:

@@ -27,18 +27,16 @@ from ridgeline.errors import InputError
 def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
                        flag: str = "--context") -> int | None:
     """--max-model-len where given, no shorter than the longest context asked (the engine
-    admits no longer request); refused for llama.cpp, whose context is -c, a slot's each."""
+    admits no longer request). For llama.cpp, as fit takes it, each slot's context (-c ÷
+    -np, what llama-server's -c is cut into): the pool gives each sequence a slot that long."""
     from ridgeline.capacity import SERVING_ENGINES
 
     length = args.max_model_len
     if length is None:
         return None
-    if dep.engine not in SERVING_ENGINES:
-        raise InputError("--max-model-len starts a serving engine (vLLM, SGLang, TensorRT-LLM); "
-                         + ("decode and prefill give llama.cpp a slot of each context (its -c)"
-                            f": give the tokens in each slot as {flag}"
-                            if dep.engine.startswith("llama.cpp") else
-                            f"{dep.engine} keeps no KV pool to size"))
+    if dep.engine not in SERVING_ENGINES and not dep.engine.startswith("llama.cpp"):
+        raise InputError("--max-model-len starts a serving engine (vLLM, SGLang, TensorRT-LLM) "
+                         f"or sizes llama.cpp's slots; {dep.engine} keeps no KV pool to size")
     if max(contexts) > length:
         raise InputError(f"{flag} {max(contexts):,} is past --max-model-len {length:,}: "
                          f"{dep.engine} admits no longer request; give a --max-model-len of at "
@@ -163,7 +161,8 @@ def add_pool_flags(p: Any) -> None:
     max_model_len_option(g, "the longest request the engine admits, which its pool must hold "
                          "one of to start (vLLM --max-model-len, SGLang --context-length, "
                          "TensorRT-LLM max_seq_len; default: the model's context, as each "
-                         "defaults it)")
+                         "defaults it); llama.cpp: each slot's context, -c ÷ -np, as fit "
+                         "takes it (default: a slot of each context asked)")
     g.add_argument("--usage", choices=["serve", "offline"],
                    help="vLLM usage context whose defaults size the pool: vllm serve "
                    "(default), or the offline LLM class (a batch run)")

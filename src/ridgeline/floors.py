@@ -244,6 +244,23 @@ class DecodeFloor(_Floor):
         return self.flops / (self.weight_bytes_read + self.kv_bytes_read + self.activation_bytes
                              + self.lora_bytes)
 
+    @property
+    def step_peak_flops_per_s(self) -> float:
+        """The peak the step's FLOPs reach together, each matmul at its own dtype's as the
+        step is priced (Deployment.compute_dtype_of; attention at its cache's): FLOPs ÷ compute
+        time, over all the GPUs. DeepSeek-V3 on 8 H200s, batch 64 at 8,192 tokens: its fp8
+        matmuls beside a bf16 router, LM head and QKᵀ·PV give 1,215 TFLOP/s a GPU, not fp8's
+        1,979."""
+        return self.flops / self.compute_time_s if self.compute_time_s else 0.0
+
+    @property
+    def fraction_of_peak(self) -> float:
+        """The whole step's share of peak: its FLOPs ÷ (step time × the peak they run at),
+        i.e. the share of the step its arithmetic keeps the tensor cores busy (compute time
+        ÷ step time; 1 where compute bounds it)."""
+        peak = self.step_peak_flops_per_s
+        return self.flops / (self.step_time_s * peak) if peak else 0.0
+
 
 def floor_time_s(dep: Deployment, batch: list[Seq]) -> float:
     """Any step's floor, as decode_floor times one: the slower of its arithmetic at peak and

@@ -30,14 +30,14 @@ from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
 from ridgeline.plots import html_page
-from ridgeline.precision import kv_dtype
+from ridgeline.precision import is_stored_format, kv_dtype
 from ridgeline.roofline import (
     decode_attention_intensity,
     first_whole_batch,
     ridge_point,
     weight_intensity,
 )
-from ridgeline.served_model import llamacpp_weights
+from ridgeline.served_model import LLAMACPP_STORED_GGUF, llamacpp_weights
 from ridgeline.units import GIB, MIB, plural
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -55,13 +55,20 @@ def _deployment(model_id: str, gpu: str, count: int, weights: str, kv: str,
 
 
 def weights_shown(model_id: str, weights: str, engine: str) -> str:
-    """The weights picker's entry as the page computes it: "as stored" under llama.cpp is the
-    GGUF it runs the checkpoint as (served_model.llamacpp_weights: gpt-oss's MXFP4 checkpoint
-    as ggml-org's mxfp4_moe, MXFP4 experts and Q8_0 for the rest), not the checkpoint."""
-    if weights != "as stored" or not engine.startswith("llama.cpp"):
+    """The weights picker's entry as the page computes it. Under llama.cpp, for a checkpoint
+    it runs as another GGUF by default (served_model.llamacpp_weights: gpt-oss's MXFP4
+    checkpoint as ggml-org's mxfp4_moe, MXFP4 experts and Q8_0 for the rest), the page's
+    "as stored" entry is that GGUF, as decode and fit take no --weights; another name for
+    the stored formats ("stored", "auto") is what decode and fit take it for,
+    convert_hf_to_gguf.py's F16 conversion. Each says which."""
+    if not engine.startswith("llama.cpp") or not is_stored_format(weights):
         return weights
     gguf = llamacpp_weights(resolve_model(model_id, fetchable=False))
-    return weights if gguf is None else f"{gguf} (ggml-org's GGUF of the checkpoint)"
+    if gguf is None:  # llama.cpp runs the checkpoint's own formats either way
+        return weights
+    if weights == "as stored":  # the page's entry for the engine's default (_deployment)
+        return f"{gguf} (ggml-org's GGUF of the checkpoint)"
+    return f"{weights} ({LLAMACPP_STORED_GGUF}, not ggml-org's {gguf})"
 
 
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
@@ -232,6 +239,8 @@ def opening_facts(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     _, opening = _opening(data)
     model, gpu, count, weights, kv = data["start"]
     return (("opening", {"model": model, "gpu": gpu, "count": int(count), "weights": weights,
+                         # what the picker shows for it: under llama.cpp, which GGUF
+                         "weights_shown": weights_shown(model, weights, opening["engine"]),
                          "kv": kv}),
             ("ridge_flop_per_byte", opening["ridge"]), ("batch_to_ridge", opening["ridge_batch"]),
             # --explain's "batch to reach it" (fit's key): the first whole batch at or past it

@@ -28,6 +28,8 @@ def served_dtype(model: ModelSpec) -> str:
 # against 60.87 GiB for the F16 conversion (community.frame.work "Will the AI Max+ 395 128GB be
 # able to run gpt-oss-120b", post 26: token_embd, attention and output Q8_0 in ggml-org's file).
 LLAMACPP_MXFP4_GGUF = "mxfp4_moe"
+# what --weights stored (the checkpoint's own formats) is under llama.cpp for such a checkpoint
+LLAMACPP_STORED_GGUF = "convert_hf_to_gguf.py's own F16 output"
 
 
 def llamacpp_weights(model: ModelSpec) -> str | None:
@@ -43,7 +45,7 @@ def llamacpp_weights_note(model: ModelSpec) -> str:
         return ""
     return (f"llama.cpp runs a GGUF, not the Hugging Face checkpoint: {model.name} is read as "
             f"ggml-org's conversion, --weights {LLAMACPP_MXFP4_GGUF} (MXFP4 experts, Q8_0 for "
-            "the rest); --weights stored for convert_hf_to_gguf.py's own F16 output, or "
+            f"the rest); --weights stored for {LLAMACPP_STORED_GGUF}, or "
             "--weights another GGUF type (q8_0, q4_k_m, …)")
 
 

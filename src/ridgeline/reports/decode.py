@@ -561,8 +561,11 @@ def describe_settings(settings: EngineSettings, engine: str,
              f"{settings_knob(engine, name)} {value:,}"
              for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                           "block_size") if (value := getattr(settings, name)) is not None]
-    given += [f"{settings_knob(engine, 'max_model_len')} {max_model_len:,}"] \
-        if max_model_len else []
+    # llama.cpp's --max-model-len is each slot's context, as fit takes it: -c ÷ -np
+    given += ([] if not max_model_len else
+              [f"--max-model-len {max_model_len:,}, each slot's -c ÷ -np"]
+              if engine.startswith("llama.cpp") else
+              [f"{settings_knob(engine, 'max_model_len')} {max_model_len:,}"])
     given += [] if settings.async_scheduling else ["async_scheduling off"]
     given += [] if settings.prefix_caching is None else [
         f"prefix caching {'on' if settings.prefix_caching else 'off'}"]

@@ -56,7 +56,8 @@ class UtilizationReport:
     refusal: str = ""  # why the engine would not start at this context
     micro_batches: int = 1  # pipeline parallel: the running batch split over the stages
     # with a model and a context: the whole decode step's FLOPs over its floor time × the
-    # cards' peak (KV reads, attention and every expert included)
+    # peak they are priced at, each matmul at its own dtype's (DecodeFloor.fraction_of_peak;
+    # KV reads, attention and every expert included)
     step_fraction_of_peak: float | None = None
     # an MoE model: experts touched, tokens each, their share of arithmetic, the batch at ridge
     expert_figures: Mapping[str, float] | None = None
@@ -67,6 +68,8 @@ class UtilizationReport:
     # a model's dense matmuls' peak, blended where they run at several dtypes
     # (Deployment.dense_peak_flops_per_s); 0: compute_dtype's
     dense_peak_flops_per_s: float = 0.0
+    # the dtypes the whole step's share is of their peaks (Deployment.matmuls_label)
+    step_peak_dtypes: str = ""
 
     @property
     def engine_label(self) -> str:
@@ -116,6 +119,8 @@ class UtilizationReport:
                 "refusal": self.refusal or None,
                 "over_pool": over,
                 "step_fraction_of_peak": None if over else self.step_fraction_of_peak,
+                "step_peak_matmuls": None if over or self.step_fraction_of_peak is None
+                else self.step_peak_dtypes,
                 "cautions": list(self.cautions)}
 
     def _pool_line(self) -> str:
@@ -182,7 +187,11 @@ class UtilizationReport:
                if self.micro_batches > 1 else ""),
             *([f"  {self.experts}"] if self.experts else []),
             *([f"  the whole step, its KV reads included, keeps {self.step_fraction_of_peak:.1%} "
-               f"of {whose} peak busy at its floor (`ridgeline decode` for the breakdown)"]
+               + (f"of {whose} peak busy at its floor, each matmul at its own dtype's peak as "
+                  f"the step is priced: {self.step_peak_dtypes}"
+                  if "(" in self.step_peak_dtypes else  # matmuls at more than one dtype
+                  f"of {whose} {self.step_peak_dtypes} peak busy at its floor")
+               + " (`ridgeline decode` for the breakdown)"]
               if self.step_fraction_of_peak is not None else []),
         ]
         if self.kv_batch_limit is not None:
@@ -339,7 +348,7 @@ def utilization_report(
                        q("ridge", expert_ridge, "FLOP/byte"),
                        q("bytes per weight", dep.bytes_per_weight_split[1], "B"),
                        q("k/E", moe.routed_fraction, "", "num_experts_per_tok ÷ experts")))
-    whole = None
+    whole, peak_dtypes = None, ""
     if limit is not None and not refusal and limit < running:  # the pool cannot run it: no
         steps = steps[:len(ridge_steps)]  # share to work out for it (the ridge alone), as the
         # text gives none
@@ -347,14 +356,21 @@ def utilization_report(
         from ridgeline.floors import decode_floor
 
         f = decode_floor(dep, running, context)
-        whole = f.flops / (f.step_time_s * dep.peak_flops_per_s)
-        steps += (step("the whole step's share of peak", "step FLOPs ÷ (floor time × the "
-                       "cards' peak)", q("share", whole),
+        whole = f.fraction_of_peak
+        peak_dtypes = dep.matmuls_label
+        steps += (step("the whole step's peak", "step FLOPs ÷ compute time: each matmul at "
+                       "its own dtype's peak, as the step is priced",
+                       q("peak", f.step_peak_flops_per_s / 1e12, "TFLOP/s",
+                         f"{dep.tensor_parallel_size} x {acc.id}, matmuls at {peak_dtypes}"),
                        q("FLOPs", f.flops / 1e12, "TFLOP", f"batch {running:,} at "
                          f"{context:,} tokens of context"),
+                       q("compute time", f.compute_time_s * 1e3, "ms",
+                         "`ridgeline decode --explain`")),
+                  step("the whole step's share of peak", "step FLOPs ÷ (floor time × the "
+                       "step's peak)", q("share", whole),
+                       q("FLOPs", f.flops / 1e12, "TFLOP"),
                        q("floor time", f.step_time_s * 1e3, "ms", f"bound by {f.bound}"),
-                       q("peak", dep.peak_flops_per_s / 1e12, "TFLOP/s",
-                         f"{dep.num_gpus} x {acc.id}")),)
+                       q("peak", f.step_peak_flops_per_s / 1e12, "TFLOP/s")))
     if limit is not None and context is not None and engine in SERVING_ENGINES:
         steps += (step("conversations the pool holds", "⌊the engine's KV pool at its defaults "
                        "÷ one conversation's cache⌋ (`ridgeline fit` for the breakdown)",
@@ -367,4 +383,5 @@ def utilization_report(
                              and not context_refusal(dep, context) else "", experts, refusal,
                              stages, whole, expert_figures,
                              cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
-                             fit_free, dep.num_gpus if dep is not None else 1, dense_peak)
+                             fit_free, dep.num_gpus if dep is not None else 1, dense_peak,
+                             peak_dtypes)
