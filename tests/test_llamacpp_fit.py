@@ -151,15 +151,21 @@ def test_all_is_the_whole_model(capsys: pytest.CaptureFixture[str]) -> None:
     """With no -ngl and no --host-bandwidth-gbs the build's default --fit is set aside: the
     answer is -ngl all's, "does not fit", and a caution names the weights --fit would move
     and the flag that prices them, in place of -ngl all's shorter hint (the answer had been
-    -ngl all's alone)."""
+    -ngl all's alone). Its max-batch line is llama-server's under that --fit, fit's one
+    conversation, where -ngl all's holds none, and a caution says which is which."""
     _, default, _ = run_cli(capsys, *AUTO_70B)
     _, every, _ = run_cli(capsys, *AUTO_70B, "-ngl", "all")
-    (said,) = [line for line in default.splitlines() if line not in every.splitlines()]
-    (hint,) = [line for line in every.splitlines() if line not in default.splitlines()]
-    assert "DOES NOT FIT" in every and "would move" in said and "--host-bandwidth-gbs" in said
-    assert "would keep layers in host memory" in hint
-    assert [line for line in default.splitlines() if line != said] \
-        == [line for line in every.splitlines() if line != hint]
+    said = [line for line in default.splitlines() if line not in every.splitlines()]
+    hints = [line for line in every.splitlines() if line not in default.splitlines()]
+    (moved,) = [line for line in said if "would move" in line]
+    assert "DOES NOT FIT" in every and "--host-bandwidth-gbs" in moved
+    assert any("would keep layers in host memory" in line for line in hints)
+    assert any("could not load them with every layer on the GPU" in line for line in hints)
+    assert any("(--fit-target 1,024 MiB left free) runs at most 1 sequence" in line
+               for line in said)
+    assert any("-ngl all's run holds no sequence" in line for line in said)
+    assert [line for line in default.splitlines() if line not in said] \
+        == [line for line in every.splitlines() if line not in hints]
 
 
 @pytest.mark.parametrize("ngl", ["all", "auto", "20"])

@@ -256,6 +256,10 @@ def test_a_default_fit_set_aside_is_priced_with_every_layer_and_says_so(
     moved = json.loads(out)["offload"]["host_weight_bytes"] / 2**30
     default, every_layer = _default_and_every_layer(capsys, argv)
     said, kept = default.pop("cautions"), every_layer.pop("cautions")
+    if argv[0] == "decode":  # its max-batch line is llama-server's under --fit, fit's count
+        (line,) = default.pop("engine_max_batch")
+        every_layer.pop("engine_max_batch")
+        assert line["batch"] == json.loads(out)["conversations"]
     (extra,) = [c for c in said if c not in kept]
     assert f"would move {moved:,.2f} GiB of weights to the host" in extra
     assert "-ngl all" in extra and "--host-bandwidth-gbs" in extra
@@ -268,14 +272,18 @@ def test_decodes_weights_too_big_for_the_card_are_said_to_be_every_layers_not_th
         capsys: pytest.CaptureFixture[str]) -> None:
     """Gemma-2-9B fp16 (17.21 GiB) on a 16 GB MI50 at 8,192 tokens: fit places it as the
     default --fit does (one conversation, layers on the host); decode answers -ngl all's run,
-    whose weights cannot load, and says that is the run it means, not llama-server's."""
+    whose weights cannot load, and says that is the run it means, not llama-server's; its
+    max-batch line is llama-server's under --fit, fit's one conversation."""
     gpu = ("gemma-2-9b", "--gpu", "mi50-16gb")
     code, out, _ = run_cli(capsys, "fit", *gpu, "--max-model-len", "8192", "--json")
     assert code == 0 and json.loads(out)["conversations"] == 1
     code, out, _ = run_cli(capsys, "decode", *gpu, "--batch", "1", "--context", "8192", "--json")
-    (seats,) = json.loads(out)["engine_max_batch"]
-    assert seats["batch"] == 0
-    assert seats["reason"].endswith("could not load them with every layer on the GPU")
+    decoded = json.loads(out)
+    (seats,) = decoded["engine_max_batch"]
+    assert seats["batch"] == 1 and seats["priced_run_batch"] == 0
+    assert decoded["points"][0]["expected_none_code"] == "does_not_fit"
+    assert any(c.startswith("answered with every layer on the GPU") for c in decoded["cautions"])
+    assert any("-ngl all's run holds no sequence" in c for c in decoded["cautions"])
 
 
 def test_decodes_cache_short_of_one_sequence_says_how_many_cells_not_only_refuse_to_start(
@@ -288,9 +296,10 @@ def test_decodes_cache_short_of_one_sequence_says_how_many_cells_not_only_refuse
     code, out, _ = run_cli(capsys, "fit", *card, "--max-model-len", "8192", "--json")
     assert code == 0 and json.loads(out)["conversations"] == 1
     code, out, _ = run_cli(capsys, "decode", *card, "--batch", "1", "--context", "8192", "--json")
-    (seats,) = json.loads(out)["engine_max_batch"]
-    assert seats["batch"] == 0
-    assert seats["reason"].endswith(
+    decoded = json.loads(out)
+    (seats,) = decoded["engine_max_batch"]
+    assert seats["batch"] == 1 and seats["priced_run_batch"] == 0  # fit's, under --fit
+    assert decoded["points"][0]["expected_none_reason"].endswith(
         "with every layer on the GPU, the 1.98 GiB per GPU left for its cache holds 7,734 cells, "
         "fewer than one such sequence, so llama-server would fail to allocate it at start-up")
 
@@ -373,7 +382,7 @@ def test_where_no_layer_placement_holds_a_sequence_the_caution_still_names_fits_
                  ("prefill", *card, "--prompt-len", "32768")):
         code, out, _ = run_cli(capsys, *argv)
         assert code == 0 and "does not fit" in out
-        (said,) = [line for line in out.splitlines() if "-ngl all" in line]
+        (said,) = [line for line in out.splitlines() if "-ngl all, which stops" in line]
         assert f"would move {moved:,.2f} GiB of weights to the host" in said
         assert "--host-bandwidth-gbs" in said
 

@@ -63,3 +63,57 @@ def test_decode_and_fit_name_one_slot_count(capsys: pytest.CaptureFixture[str], 
     assert lever["conversations"] == lever["batch"] == held > 0
     assert lever["name"].startswith(f"{held} slot")
     assert f"(-np {held}" in lever["name"]
+
+
+def _gemma_a100() -> Deployment:
+    return Deployment.build(resolve_model("gemma-2-9b"), resolve_accelerator("a100-sxm-80gb"),
+                            None, None, 1, engine="llama.cpp-cuda")
+
+
+@pytest.mark.parametrize("batches", ["1", "46", "1,64"])
+def test_decode_max_batch_does_not_move_with_the_batches_asked(
+        capsys: pytest.CaptureFixture[str], batches: str) -> None:
+    """The engine's max batch is one fact about the card and context: gemma-2-9b on an
+    A100-80GB at 4,096 tokens read 45 for --batch 1 and 46 for --batch 46 or 1,64, where a
+    batch asked needs --fit to move weights and the answer's run is -ngl all's (no 1,024 MiB
+    margin). The line gives llama-server's run under its default --fit, fit's -np lever,
+    whatever the list; a priced row past it says so."""
+    dep = _gemma_a100()
+    lever = llamacpp_slots(dep, 4096, EngineSettings(), True, default_fit_target_bytes())
+    priced = llamacpp_slots(dep, 4096, EngineSettings(), False)  # -ngl all's, no margin
+    assert lever < 46 <= priced  # the case the list used to move
+    flags = ("--model", "gemma-2-9b", "--gpu", "a100-sxm-80gb", "--engine", "llama.cpp")
+    decoded = _json(capsys, "decode", *flags, "--batch", batches, "--context", "4096")
+    line = decoded["engine_max_batch"][0]
+    assert line["batch"] == lever
+    assert "--fit-target 1,024 MiB" in line["settings"]
+    fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
+    assert any(lv["name"].startswith(f"{lever} slots (-np {lever}")
+               for lv in fitted["levers"])
+    code, out, _ = run_cli(capsys, "decode", *flags, "--batch", batches, "--context", "4096")
+    assert code == 0 and f"runs at most {lever:,} sequences at 4,096" in out
+    if batches == "46":  # priced as before, past the line's count, and said so
+        assert line["priced_run_batch"] == priced
+        assert decoded["points"][0]["expected"] is not None
+        assert (f"batch 46 at 4,096 tokens (1 x a100-sxm-80gb) is past the {lever} sequences "
+                "llama-server runs under --fit") in out
+
+
+def test_decode_max_batch_is_fits_where_only_fit_places_the_model(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """GLM-4.5 in bf16 on 8 x A100-80GB at 4,096 tokens: -ngl all holds no sequence (the
+    weights overflow the cards), while llama-server's default --fit moves weights to the host
+    and runs one, as fit says; decode's max-batch line gives fit's count, its row stays
+    "does not fit" (no --host-bandwidth-gbs prices the host's layers), and a caution says
+    why the two differ."""
+    flags = ("--model", "glm-4.5", "--gpu", "a100-sxm-80gb", "--num-gpus", "8",
+             "--engine", "llama.cpp")
+    fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
+    decoded = _json(capsys, "decode", *flags, "--batch", "1", "--context", "4096")
+    line = decoded["engine_max_batch"][0]
+    assert line["batch"] == fitted["batch"] == fitted["conversations"] > 0
+    assert line["priced_run_batch"] == 0
+    assert decoded["points"][0]["expected_none_code"] == "does_not_fit"
+    assert any(c.startswith("at 4,096 tokens (8 x a100-sxm-80gb) -ngl all's run holds no sequence; "
+                            f"llama-server's default --fit runs {line['batch']}")
+               for c in decoded["cautions"])

@@ -48,20 +48,21 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             card = one_card(args, name)
             run = _decode_deployment(card)
             one = run.deployment
-            return _placed_once(args, run, decode_report(
+            return _fit_seats(card, run, _placed_once(args, run, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
                 fit_settings(engine_pool_settings(args, one), run),
-                pool_max_model_len(args, one, args.context), spec))
+                pool_max_model_len(args, one, args.context), spec)))
 
         reports, not_run = run_each(names, on, card_id)
         return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
     run = _decode_deployment(args)
     dep = run.deployment
-    return _drafter_caution(args, _eplb_caution(args, _lora_caution(args, _placed_once(
-        args, run, decode_report(dep, args.batch, args.context, load_profile(args),
-                                 args.enforce_eager,
-                                 fit_settings(engine_pool_settings(args, dep), run),
-                                 pool_max_model_len(args, dep, args.context), spec)))))
+    return _drafter_caution(args, _eplb_caution(args, _lora_caution(args, _fit_seats(
+        args, run, _placed_once(
+            args, run, decode_report(dep, args.batch, args.context, load_profile(args),
+                                     args.enforce_eager,
+                                     fit_settings(engine_pool_settings(args, dep), run),
+                                     pool_max_model_len(args, dep, args.context), spec))))))
 
 
 def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
@@ -127,23 +128,66 @@ def _placed_once(args: argparse.Namespace, run: FitRun, report: Any) -> Any:
     return replace(report, cautions=(*report.cautions, *filter(None, notes)))
 
 
+def _fit_seats(args: argparse.Namespace, run: FitRun, report: Any) -> Any:
+    """``report`` with its max-batch line as llama-server runs each context under its --fit,
+    where the answer's run set that --fit aside for -ngl all or --fit found no placement
+    (reports.decode.with_fit_seats): the run `fit --max-model-len C` starts
+    (cli_offload.launch_fitted_run, its placement priced or not) and its slots
+    (capacity.engine_seats: llamacpp_slots, fit's -np lever), whatever the batches asked."""
+    if run.set_aside is None and not run.unplaced:
+        return report
+    from dataclasses import replace
+
+    from ridgeline.capacity import engine_seats
+    from ridgeline.cli_offload import launch_fitted_run
+    from ridgeline.memory import EngineSettings
+    from ridgeline.offload import host_weight_bytes
+    from ridgeline.reports.decode import describe_settings, with_fit_seats
+
+    dep = run.deployment  # every layer on the GPU, as the answer's run
+    seats, hosted, described = [], [], ""
+    for c in args.context:
+        launch = launch_fitted_run(args, dep, replace(_placement_settings(args, dep),
+                                                      max_model_len=_slot_cells(args, dep, [c])),
+                                   check_host=False, priced=False)
+        settings = fit_settings(engine_pool_settings(args, dep), launch)
+        seats.append(engine_seats(launch.deployment, c, args.enforce_eager, settings))
+        hosted.append(host_weight_bytes(launch.deployment))
+        described = described or describe_settings(settings or EngineSettings(), dep.engine)
+    return with_fit_seats(report, tuple(seats), described, tuple(hosted), bool(run.unplaced))
+
+
+def _placement_settings(args: argparse.Namespace, dep: Any) -> Any:
+    """The settings --fit places decode's run under: the build, and a drafter where asked."""
+    from ridgeline.memory import EngineSettings
+
+    return EngineSettings(engine_version=pool_engine_version(args, dep),
+                          speculative_decoding=drafts_asked(args))
+
+
 def _decode_deployment(args: argparse.Namespace) -> FitRun:
     """The deployment decode prices; with -ngl auto (or a build's default --fit), placed for
     its largest batch × context, with the margin --fit keeps free (cli_offload.fitted_run)."""
     from dataclasses import replace
 
     from ridgeline.engines import engine_id
-    from ridgeline.memory import EngineSettings
 
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     no_fit_ctx(args)
-    settings = EngineSettings(engine_version=pool_engine_version(args, dep),
-                              speculative_decoding=drafts_asked(args))
     # llama.cpp's slots are --max-model-len long where it is given (fit's -c ÷ -np), so
     # --fit places the weights for that many cells a sequence
-    cells = max(max(args.context), args.max_model_len or 0) \
-        if dep.engine.startswith("llama.cpp") else max(args.context)
-    return fitted_run(args, dep, settings, cells, max(args.batch))
+    return fitted_run(args, dep, _placement_settings(args, dep), _slot_cells(args, dep,
+                                                                             args.context),
+                      max(args.batch))
+
+
+def _slot_cells(args: argparse.Namespace, dep: Any, contexts: list[int]) -> int:
+    """The cells a sequence --fit places for: llama.cpp's slot, --max-model-len long where
+    given (fit's -c ÷ -np) and at least the longest context; another engine's longest
+    context."""
+    longest = max(contexts)
+    return max(longest, args.max_model_len or 0) if dep.engine.startswith("llama.cpp") \
+        else longest
 
 
 def register(sub: Any) -> None:

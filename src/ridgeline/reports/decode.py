@@ -45,7 +45,7 @@ from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
-from ridgeline.units import GB, MIB, plural, usd_per_million_tokens
+from ridgeline.units import GB, GIB, MIB, plural, usd_per_million_tokens
 
 
 def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
@@ -80,6 +80,18 @@ class DecodeReport:
     profile: EngineProfile | None = field(default=None, compare=False)  # the expectation's
     pool_settings: str = ""  # the engine settings the pool is sized under ("": the defaults)
     spec: tuple[SpecStep, ...] = ()  # --spec-tokens: one verify step per point (spec_decode.py)
+    # llama.cpp where the answer's run set the build's default --fit aside (-ngl all's: a batch
+    # asked needs weights on the host) or --fit found no placement: what llama-server runs at
+    # each context as --fit starts it (fit's -np lever), one count whatever the batches asked,
+    # which the max-batch line gives; ``seats`` stays the priced run's (with_fit_seats)
+    fit_seats: tuple[EngineSeats, ...] = ()
+    fit_pool_settings: str = ""  # the settings fit_seats were sized under
+
+    @property
+    def line_seats(self) -> tuple[EngineSeats, ...]:
+        """The seats the max-batch line and the JSON's engine_max_batch give: fit_seats where
+        set, else the priced run's."""
+        return self.fit_seats or self.seats
 
     @property
     def pool_batch(self) -> tuple[tuple[int, int], ...]:
@@ -245,10 +257,14 @@ class DecodeReport:
                                       # batch = min(pool_holds, seat_limit) where it runs
                                       "pool_holds": s.pool_held, "seat_limit": s.seat_limit,
                                       "settings": json_pool_settings(
-                                          self.expected[0].engine, self.pool_settings),
+                                          self.expected[0].engine, self._line_settings),
                                       **({"reason": self._none_clause(s)} if s.held == 0
+                                         else {}),
+                                      # the -ngl all run the points are priced under
+                                      **({"priced_run_batch": held}
+                                         if (held := self.priced_held(s.context)) != s.held
                                          else {})}
-                                     for s in self.seats if s.held is not None],
+                                     for s in self.line_seats if s.held is not None],
                 "cautions": list(self.cautions)}
 
     def text_lines(self) -> list[str]:
@@ -394,7 +410,7 @@ class DecodeReport:
 
     def _fit_hint(self) -> str:
         # the defaults are fit's (vllm serve's, for vLLM); other settings are to be given again
-        return "`ridgeline fit` with the same settings" if self.pool_settings \
+        return "`ridgeline fit` with the same settings" if self._line_settings \
             else "`ridgeline fit`"
 
     def _seat_lines(self, said: int | None = None) -> list[str]:
@@ -407,7 +423,7 @@ class DecodeReport:
 
             default = int(engine_defaults(engine)["n_parallel"])
             slots = f", given a slot each (-np; llama-server's default runs {default})"
-        pool = f"{engine}'s KV pool" + (f" ({self.pool_settings})" if self.pool_settings
+        pool = f"{engine}'s KV pool" + (f" ({self._line_settings})" if self._line_settings
                                          else " (vllm serve's defaults)" if engine == "vllm"
                                          else "")
         fit = self._fit_hint()
@@ -421,7 +437,15 @@ class DecodeReport:
             f"{plural(s.context, 'token')} of context{slots}{knob if s.seat_limited else ''} "
             f"({fit} for the breakdown)"
             if s.held else f"{self._none_clause(s)} ({fit} for the breakdown)"
-            for s in self.seats if s.held is not None and s.context != said))
+            for s in self.line_seats if s.held is not None and (s.held or s.context != said)))
+
+    @property
+    def _line_settings(self) -> str:
+        return self.fit_pool_settings if self.fit_seats else self.pool_settings
+
+    def priced_held(self, context: int) -> int | None:
+        """The sequences the priced run holds at ``context`` (``seats``)."""
+        return next((s.held for s in self.seats if s.context == context), None)
 
     def _seats_knob(self) -> str:
         """The engine's own name for its cap on running sequences: vLLM's max_num_seqs."""
@@ -533,6 +557,43 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                                           for f, _ in floors)
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
                         tuple(c for c in cautions if c), profile, described, steps)
+
+
+def with_fit_seats(report: DecodeReport, fit_seats: tuple[EngineSeats, ...],
+                   described: str, host_bytes: tuple[float, ...],
+                   unplaced: bool = False) -> DecodeReport:
+    """``report`` (llama.cpp, priced as -ngl all's run: cli_offload.FitRun.set_aside or
+    .unplaced) with its max-batch line sized as llama-server's default --fit starts it at each
+    context (``fit_seats``, under the ``described`` settings; ``host_bytes``: the weights that
+    run keeps on the host, per context), so that the line does not move with the batches
+    asked: gemma-2-9b on an A100-80GB at 4,096 tokens runs 45 under --fit's 1,024 MiB margin
+    whether --batch is 1 or 64, where -ngl all's run holds 46. The points stay priced as
+    they were; a caution names those past the line's count, and a context where -ngl all
+    holds none but --fit, moving weights to the host, runs some. ``unplaced``: the priced
+    run is llama-server's where --fit finds no placement for the largest point (it loads every
+    layer as given), not -ngl all's typed."""
+    run = ("the run llama-server starts where --fit finds no placement for them" if unplaced
+           else "-ngl all's run")
+    notes = []
+    for seat, host in zip(fit_seats, host_bytes):
+        held, c = seat.held or 0, seat.context
+        priced = report.priced_held(c) or 0
+        past = [f.batch for f, _ in report.floors
+                if f.context == c and f.batch > held and report.engine_runs(f)]
+        tokens = f"{c:,} {plural(c, 'token')} ({report.deployment.gpus_label})"  # card named
+        if past:
+            batches = ", ".join(f"{b:,}" for b in past)
+            notes.append(f"batch {batches} at {tokens} {'is' if len(past) == 1 else 'are'} "
+                         f"past the {held:,} {plural(held, 'sequence')} llama-server runs "
+                         f"under --fit ({described or 'as given'}; fit's -np "
+                         f"lever): priced as {run}, every layer on the GPU and no margin "
+                         f"kept, which holds {priced:,}")
+        if held and not priced and host:
+            notes.append(f"at {tokens} -ngl all's run holds no sequence; llama-server's "
+                         f"default --fit runs {held:,}, with {host / GIB:,.2f} GiB of weights "
+                         "on the host (--host-bandwidth-gbs GB/s prices its steps)")
+    return replace(report, fit_seats=fit_seats, fit_pool_settings=described,
+                   cautions=(*report.cautions, *notes))
 
 
 def _served_fit(dep: Deployment, settings: EngineSettings,
