@@ -117,3 +117,62 @@ def test_decode_max_batch_is_fits_where_only_fit_places_the_model(
     assert any(c.startswith("at 4,096 tokens (8 x a100-sxm-80gb) -ngl all's run holds no sequence; "
                             f"llama-server's default --fit runs {line['batch']}")
                for c in decoded["cautions"])
+
+
+@pytest.mark.parametrize("batch", ["1", "46", "64"])
+def test_prefill_max_batch_is_decodes_whatever_the_batch_asked(
+        capsys: pytest.CaptureFixture[str], batch: str) -> None:
+    """prefill's engine_max_batch is the same fact as decode's line: gemma-2-9b on an
+    A100-80GB with 4,096-token prompts read 45 for --batch 1 and 46 (-ngl all's run, no
+    margin) for --batch 46 or 64. It is llama-server's run under its default --fit, fit's
+    -np lever, whatever the batch; the prompt stays priced as -ngl all's, and a batch that
+    runs past the count says so."""
+    dep = _gemma_a100()
+    lever = llamacpp_slots(dep, 4096, EngineSettings(), True, default_fit_target_bytes())
+    priced = llamacpp_slots(dep, 4096, EngineSettings(), False)  # -ngl all's, no margin
+    assert lever < 46 <= priced
+    flags = ("--model", "gemma-2-9b", "--gpu", "a100-sxm-80gb", "--engine", "llama.cpp")
+    pre = _json(capsys, "prefill", *flags, "--batch", batch, "--prompt-len", "4096")
+    decoded = _json(capsys, "decode", *flags, "--batch", "1", "--context", "4096")
+    assert pre["engine_max_batch"] == lever == decoded["engine_max_batch"][0]["batch"]
+    assert "--fit-target 1,024 MiB" in pre["settings"]
+    if batch != "1":
+        assert pre["priced_run_batch"] == priced
+    if batch == "46":  # still priced (-ngl all's run holds 46), past the count, said so
+        assert pre["engine_runs"] and pre["expected"] is not None
+        assert any(c.startswith(f"batch 46 at 4,096 tokens (1 x a100-sxm-80gb) is past the "
+                                f"{lever} sequences llama-server runs under --fit")
+                   for c in pre["cautions"])
+
+
+def test_prefill_max_batch_is_fits_where_only_fit_places_the_model(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """GLM-4.5 in bf16 on 8 x A100-80GB, 4,096-token prompts: -ngl all holds none, --fit
+    moves weights to the host and runs one (fit's count); prefill's engine_max_batch gives
+    it as decode's line does, with -ngl all's 0 beside it and the caution."""
+    flags = ("--model", "glm-4.5", "--gpu", "a100-sxm-80gb", "--num-gpus", "8",
+             "--engine", "llama.cpp")
+    fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
+    pre = _json(capsys, "prefill", *flags, "--batch", "1", "--prompt-len", "4096")
+    assert pre["engine_max_batch"] == fitted["conversations"] > 0
+    assert pre["priced_run_batch"] == 0
+    assert any(c.startswith("at 4,096 tokens (8 x a100-sxm-80gb) -ngl all's run holds no "
+                            f"sequence; llama-server's default --fit runs "
+                            f"{pre['engine_max_batch']}") for c in pre["cautions"])
+
+
+def test_utilization_says_why_it_holds_none_where_fit_runs_some(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """utilization (and the page) count -ngl all's run (capacity.decode_held): GLM-4.5 in
+    bf16 on 8 x A100-80GB at 4,096 tokens holds none there, where fit and decode's max-batch
+    line give --fit's run, weights on the host. Its "does not fit" says which run it counted
+    and where the other count is."""
+    flags = ("--gpu", "a100-sxm-80gb", "--num-gpus", "8", "--engine", "llama.cpp")
+    fitted = _json(capsys, "fit", "glm-4.5", *flags, "--max-model-len", "4096")
+    decoded = _json(capsys, "decode", "glm-4.5", *flags, "--batch", "1", "--context", "4096")
+    assert fitted["conversations"] == decoded["engine_max_batch"][0]["batch"] > 0
+    code, _, err = run_cli(capsys, "utilization", "--model", "glm-4.5", *flags,
+                           "--context", "4096", "--running", "1")
+    assert code != 0 and "does not fit" in err
+    assert "every layer on the GPU, -ngl all: llama-server's default --fit may move " \
+           "weights to the host and run some" in err

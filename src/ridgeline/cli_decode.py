@@ -131,30 +131,17 @@ def _placed_once(args: argparse.Namespace, run: FitRun, report: Any) -> Any:
 def _fit_seats(args: argparse.Namespace, run: FitRun, report: Any) -> Any:
     """``report`` with its max-batch line as llama-server runs each context under its --fit,
     where the answer's run set that --fit aside for -ngl all or --fit found no placement
-    (reports.decode.with_fit_seats): the run `fit --max-model-len C` starts
-    (cli_offload.launch_fitted_run, its placement priced or not) and its slots
-    (capacity.engine_seats: llamacpp_slots, fit's -np lever), whatever the batches asked."""
-    if run.set_aside is None and not run.unplaced:
+    (cli_offload.fit_seats, reports.decode.with_fit_seats), whatever the batches asked."""
+    from ridgeline.cli_offload import fit_seats
+    from ridgeline.reports.decode import with_fit_seats
+
+    found = fit_seats(args, run, _placement_settings(args, run.deployment),
+                      [_slot_cells(args, run.deployment, [c]) for c in args.context],
+                      args.context)
+    if found is None:
         return report
-    from dataclasses import replace
-
-    from ridgeline.capacity import engine_seats
-    from ridgeline.cli_offload import launch_fitted_run
-    from ridgeline.memory import EngineSettings
-    from ridgeline.offload import host_weight_bytes
-    from ridgeline.reports.decode import describe_settings, with_fit_seats
-
-    dep = run.deployment  # every layer on the GPU, as the answer's run
-    seats, hosted, described = [], [], ""
-    for c in args.context:
-        launch = launch_fitted_run(args, dep, replace(_placement_settings(args, dep),
-                                                      max_model_len=_slot_cells(args, dep, [c])),
-                                   check_host=False, priced=False)
-        settings = fit_settings(engine_pool_settings(args, dep), launch)
-        seats.append(engine_seats(launch.deployment, c, args.enforce_eager, settings))
-        hosted.append(host_weight_bytes(launch.deployment))
-        described = described or describe_settings(settings or EngineSettings(), dep.engine)
-    return with_fit_seats(report, tuple(seats), described, tuple(hosted), bool(run.unplaced))
+    seats, hosted, described = found
+    return with_fit_seats(report, seats, described, hosted, bool(run.unplaced))
 
 
 def _placement_settings(args: argparse.Namespace, dep: Any) -> Any:

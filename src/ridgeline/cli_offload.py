@@ -395,6 +395,39 @@ def launch_fitted_run(args: argparse.Namespace, dep: Any, settings: Any,
     return fitted_run(args, dep, settings, length, sequences, check_host, priced)
 
 
+def fit_seats(args: argparse.Namespace, run: FitRun, settings: Any, cells: list[int],
+              contexts: list[int], max_model_len: int | None = None) -> Any:
+    """llama.cpp's max batch at each of ``contexts`` as llama-server's default --fit starts it,
+    where ``run`` (the answer's, priced) set that --fit aside for every layer on the GPU or
+    --fit found no placement; None where --fit places ``run`` (its own seats are the
+    answer). For each context C, the run `fit --max-model-len` ``cells`` [i] starts
+    (``launch_fitted_run`` under ``settings``, unpriced, as fit calls it) and its slots under
+    --fit's margin (capacity.engine_seats: llamacpp_slots, fit's -np lever): one count for the
+    deployment and context, whatever batches decode or prefill are asked. Gives the seats, the
+    weights each run keeps on the host, and the settings they were sized under, in decode's
+    words (reports.decode.describe_settings)."""
+    if run.set_aside is None and not run.unplaced:
+        return None
+    from ridgeline.capacity import engine_seats
+    from ridgeline.cli_pool import engine_pool_settings
+    from ridgeline.memory import EngineSettings
+    from ridgeline.offload import host_weight_bytes
+    from ridgeline.reports.decode import describe_settings
+
+    dep = run.deployment  # every layer on the GPU, as the answer's run
+    seats, hosted, described = [], [], ""
+    for c, cell in zip(contexts, cells):
+        launch = launch_fitted_run(args, dep, replace(settings, max_model_len=cell),
+                                   check_host=False, priced=False)
+        pool = fit_settings(engine_pool_settings(args, dep), launch)
+        seats.append(engine_seats(launch.deployment, c, args.enforce_eager, pool,
+                                  max_model_len))
+        hosted.append(host_weight_bytes(launch.deployment))
+        described = described or describe_settings(pool or EngineSettings(), dep.engine,
+                                                   max_model_len)
+    return tuple(seats), tuple(hosted), described
+
+
 def set_aside_caution(args: argparse.Namespace, dep: Any, settings: Any) -> str:
     """simulate's word where --fit at --max-model-len L was set aside for every layer on the
     GPU (the build's default), or found no placement (-ngl auto typed too: llama-server loads

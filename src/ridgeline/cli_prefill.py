@@ -23,7 +23,7 @@ from ridgeline.cli_load import (
     load_profile,
     one_card,
 )
-from ridgeline.cli_offload import _offload, fit_settings, fitted_run, no_fit_ctx
+from ridgeline.cli_offload import _offload, fit_seats, fit_settings, fitted_run, no_fit_ctx
 from ridgeline.cli_pool import (
     add_eager_flag,
     add_pool_flags,
@@ -50,6 +50,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         PrefillReport,
         PrefillSeries,
         engine_runs,
+        with_fit_seat,
     )
 
     refuse_data_parallel(args, "prefill", PREFILL_DP)
@@ -67,10 +68,9 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
 
         dep = load_deployment(a)
         no_fit_ctx(a)
-        run = fitted_run(
-            a, dep, EngineSettings(max_num_batched_tokens=a.ubatch_size, n_batch=a.n_batch,
-                                   engine_version=pool_engine_version(a, dep)),
-            max(a.prompt_len), a.batch)
+        placing = EngineSettings(max_num_batched_tokens=a.ubatch_size, n_batch=a.n_batch,
+                                 engine_version=pool_engine_version(a, dep))
+        run = fitted_run(a, dep, placing, max(a.prompt_len), a.batch)
         placed = run.deployment
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
@@ -106,6 +106,11 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         described = describe_settings(pool_settings or EngineSettings(), placed.engine,
                                       length) if pool_settings or length else ""
 
+        # where -ngl all's run is priced (--fit set aside, or no placement), the max batch
+        # is the run `fit --max-model-len` starts for each prompt, as decode's line
+        fitted = fit_seats(a, run, placing, [max(n, a.max_model_len or 0)
+                                             for n in a.prompt_len], a.prompt_len, length)
+
         def report(n: int) -> PrefillReport:
             floor = prefill_floor(placed, n, a.batch, ubatch,
                                   budget[0] if budget else None, a.n_batch)
@@ -115,9 +120,14 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             expected = Expectation.of_prefill(placed, n, a.batch, profile, ubatch,
                                               budget if engine_runs(floor, seat) else None,
                                               chunked, a.n_batch)
-            return PrefillReport(placed, floor, expected, ubatch, seat, notes, budget,
-                                 pool_settings.usage if pool_settings else "serve",
-                                 a.engine_version, described, chunked)
+            out = PrefillReport(placed, floor, expected, ubatch, seat, notes, budget,
+                                pool_settings.usage if pool_settings else "serve",
+                                a.engine_version, described, chunked)
+            if fitted is None:
+                return out
+            i = a.prompt_len.index(n)
+            return with_fit_seat(out, fitted[0][i], fitted[2], fitted[1][i],
+                                 bool(run.unplaced))
 
         return [report(n) for n in a.prompt_len]
 

@@ -16,6 +16,7 @@ from ridgeline.capacity import (
     conversation_bytes,
     decode_held,
     decode_pool,
+    every_layer_words,
     held_apart_words,
     pool_at_context_note,
 )
@@ -217,7 +218,7 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
               "(--fit-target)" if pool.fit_free_bytes else "")
            if dep.engine.startswith("llama.cpp") else "started at max_model_len = this context")
         + ", ÷ one conversation's cache on a GPU⌋ (`ridgeline fit` for the pool's breakdown)",
-        q("conversations", held),
+        q("conversations", held, "", every_layer_words(dep.engine) if held == 0 else ""),
         q("pool", pool.kv_cache_bytes / GIB, "GiB per GPU",
           f"{pool.blocks:,} blocks of {pool.block_size:,} {plural(pool.block_size, 'token')}"
           if pool.page_bytes else ""),

@@ -572,28 +572,42 @@ def with_fit_seats(report: DecodeReport, fit_seats: tuple[EngineSeats, ...],
     holds none but --fit, moving weights to the host, runs some. ``unplaced``: the priced
     run is llama-server's where --fit finds no placement for the largest point (it loads every
     layer as given), not -ngl all's typed."""
-    run = ("the run llama-server starts where --fit finds no placement for them" if unplaced
-           else "-ngl all's run")
     notes = []
     for seat, host in zip(fit_seats, host_bytes):
-        held, c = seat.held or 0, seat.context
-        priced = report.priced_held(c) or 0
+        c = seat.context
         past = [f.batch for f, _ in report.floors
-                if f.context == c and f.batch > held and report.engine_runs(f)]
-        tokens = f"{c:,} {plural(c, 'token')} ({report.deployment.gpus_label})"  # card named
-        if past:
-            batches = ", ".join(f"{b:,}" for b in past)
-            notes.append(f"batch {batches} at {tokens} {'is' if len(past) == 1 else 'are'} "
-                         f"past the {held:,} {plural(held, 'sequence')} llama-server runs "
-                         f"under --fit ({described or 'as given'}; fit's -np "
-                         f"lever): priced as {run}, every layer on the GPU and no margin "
-                         f"kept, which holds {priced:,}")
-        if held and not priced and host:
-            notes.append(f"at {tokens} -ngl all's run holds no sequence; llama-server's "
-                         f"default --fit runs {held:,}, with {host / GIB:,.2f} GiB of weights "
-                         "on the host (--host-bandwidth-gbs GB/s prices its steps)")
+                if f.context == c and f.batch > (seat.held or 0) and report.engine_runs(f)]
+        notes += fit_seat_notes(report.deployment, seat, report.priced_held(c) or 0, past,
+                                host, described, unplaced)
     return replace(report, fit_seats=fit_seats, fit_pool_settings=described,
                    cautions=(*report.cautions, *notes))
+
+
+def fit_seat_notes(dep: Deployment, seat: EngineSeats, priced: int, past: list[int],
+                   host_bytes: float, described: str, unplaced: bool = False) -> list[str]:
+    """The cautions where llama.cpp's max batch is the run its default --fit starts
+    (``seat``, under the ``described`` settings) and the points are priced as another
+    (-ngl all's, or, ``unplaced``, llama-server's where --fit finds no placement), which
+    holds ``priced``: the batches asked ``past`` that count, priced as that run; and, where
+    it holds none but --fit, moving ``host_bytes`` of weights to the host, runs some, that.
+    decode's and prefill's words (with_fit_seats, reports.prefill.with_fit_seat)."""
+    run = ("the run llama-server starts where --fit finds no placement for them" if unplaced
+           else "-ngl all's run")
+    held, c = seat.held or 0, seat.context
+    tokens = f"{c:,} {plural(c, 'token')} ({dep.gpus_label})"  # card named
+    notes = []
+    if past:
+        batches = ", ".join(f"{b:,}" for b in past)
+        notes.append(f"batch {batches} at {tokens} {'is' if len(past) == 1 else 'are'} "
+                     f"past the {held:,} {plural(held, 'sequence')} llama-server runs "
+                     f"under --fit ({described or 'as given'}; fit's -np "
+                     f"lever): priced as {run}, every layer on the GPU and no margin "
+                     f"kept, which holds {priced:,}")
+    if held and not priced and host_bytes:
+        notes.append(f"at {tokens} -ngl all's run holds no sequence; llama-server's "
+                     f"default --fit runs {held:,}, with {host_bytes / GIB:,.2f} GiB of "
+                     "weights on the host (--host-bandwidth-gbs GB/s prices its steps)")
+    return notes
 
 
 def _served_fit(dep: Deployment, settings: EngineSettings,

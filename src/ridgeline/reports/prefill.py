@@ -61,6 +61,12 @@ class PrefillReport:
     # the settings the pool is sized under, as decode describes them ("": the defaults)
     pool_settings: str = ""
     enable_chunked_prefill: bool = False  # TensorRT-LLM's (chunked_prefill.chunks_prefill)
+    # llama.cpp where the answer's run set the build's default --fit aside or --fit found no
+    # placement: the prompts llama-server runs at this length as --fit starts it (fit's -np
+    # lever), one count whatever --batch asks, which engine_max_batch gives; ``seat`` stays
+    # the priced run's (with_fit_seat, as reports.decode.with_fit_seats)
+    fit_seat: EngineSeats | None = None
+    fit_pool_settings: str = ""  # the settings fit_seat was sized under
 
     @property
     def chunks(self) -> bool:
@@ -70,7 +76,8 @@ class PrefillReport:
     @property
     def pool_batch(self) -> int | None:
         """Prompts of this length the engine's pool holds at once (None: no memory model)."""
-        return None if self.seat is None else self.seat.held
+        seat = self.fit_seat or self.seat
+        return None if seat is None else seat.held
 
     @property
     def runs(self) -> bool:
@@ -236,7 +243,11 @@ class PrefillReport:
                 "max_model_len": None if self.seat is None else self.seat.max_model_len,
                 # as decode's engine_max_batch[].settings: the version's rules named there too
                 "settings": None if self.seat is None else json_pool_settings(
-                    self.expected.engine, self.pool_settings),
+                    self.expected.engine, self.fit_pool_settings if self.fit_seat
+                    else self.pool_settings),
+                # the -ngl all run the prompt is priced under, where it holds another count
+                **({"priced_run_batch": self.seat.held} if self.fit_seat and self.seat
+                   and self.seat.held != self.fit_seat.held else {}),
                 "engine_version": self.engine_version,
                 "cautions": self.cautions, **fit_dict(f)}
 
@@ -406,3 +417,24 @@ class PrefillSeries:
                   *(f"caution: {c}" for c in dict.fromkeys(c for r in self.reports
                                                              for c in r.cautions))]
         return lines
+
+
+def with_fit_seat(report: PrefillReport, seat: EngineSeats, described: str,
+                  host_bytes: float, unplaced: bool = False) -> PrefillReport:
+    """``report`` (llama.cpp, priced as -ngl all's run) with its engine_max_batch as
+    llama-server's default --fit starts it at this prompt length (``seat``), as decode's
+    max-batch line (reports.decode.with_fit_seats): gemma-2-9b on an A100-80GB, 4,096-token
+    prompts, 45 whether --batch is 1 or 64, where -ngl all's run holds 46. The prompt stays
+    priced as it was; decode's cautions say where the batch is past the count, or -ngl all
+    holds none but --fit runs some (reports.decode.fit_seat_notes)."""
+    from dataclasses import replace
+
+    from ridgeline.reports.decode import fit_seat_notes
+
+    f = report.floor
+    priced = 0 if report.seat is None else report.seat.held or 0
+    past = [f.batch] if f.batch > (seat.held or 0) and report.runs else []
+    notes = fit_seat_notes(report.deployment, seat, priced, past, host_bytes, described,
+                           unplaced)
+    return replace(report, fit_seat=seat, fit_pool_settings=described,
+                   more_cautions=(*report.more_cautions, *notes))

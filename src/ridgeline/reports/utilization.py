@@ -244,6 +244,7 @@ def utilization_report(
         conversation_bytes,
         decode_held,
         decode_pool,
+        every_layer_words,
         held_apart_words,
         pool_at_context_note,
         refuses_to_start,
@@ -255,11 +256,13 @@ def utilization_report(
     if dep is not None and context is not None:  # the engine's pool at its defaults
         dep = replace(dep, engine=engine)
         pool = decode_pool(dep, context)  # decode's: llama.cpp a slot each, under --fit
+        # llama.cpp: -ngl all's run, where --fit might run some with weights on the host
+        apart = every_layer_words(engine)
         if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
             raise InputError(f"does not fit: {dep.model.name}'s weights "
                              f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
-                             f"start-up overheads overflow {dep.num_gpus} x {acc.id} (see "
-                             "`ridgeline fit`)")
+                             f"start-up overheads overflow {dep.num_gpus} x {acc.id} "
+                             + (f"({apart})" if apart else "(see `ridgeline fit`)"))
         refusal = context_refusal(dep, context) or (
             f"{engine} would refuse to start, one {context:,}-token request being more than its "
             "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
@@ -286,7 +289,8 @@ def utilization_report(
             why = refusal or f"one {context:,}-token conversation is more than its pool"
             raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
                              f"{dep.num_gpus} x {acc.id} holds 0 conversations of {context:,} "
-                             f"tokens: {why}" + ("" if "`ridgeline fit`" in why else
+                             f"tokens: {why}" + (f" ({apart})" if apart else
+                                                 "" if "`ridgeline fit`" in why else
                                                  " (`ridgeline fit` for the levers)"))
         bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
         compute_dtype = dep.dense_compute_dtype
