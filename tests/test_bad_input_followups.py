@@ -47,7 +47,22 @@ def test_a_misspelt_nvidia_family_is_refused_with_the_nearest(
                            str(card_file(tmp_path, family=family)))
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"family {family!r} is none of the nvidia families" in err
-    assert f"did you mean {nearest!r}?" in err and "hopper, pascal, turing" in err
+    assert f"did you mean {nearest!r}?" in err
+    assert "hopper, kepler, maxwell, pascal, turing" in err
+
+
+def test_an_older_nvidia_family_llama_cpp_still_runs_on_is_known(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A GTX 980 (Maxwell, compute capability 5.2) runs llama.cpp's CUDA build: its record is
+    taken, and the capability table vLLM's checks read holds it (below every method's floor)."""
+    path = card_file(tmp_path, family="maxwell", peak_flops={"fp16": 9.9e12, "fp32": 4.9e12})
+    code, out, err = run_cli(capsys, "decode", "llama-3.2-1b", "--gpu-file", str(path),
+                             "--engine", "llama.cpp", "--weights", "q4_k_m")
+    assert code == 0, err
+    assert "on 1 x lab-h200" in out
+    assert "maxwell" in known_families("nvidia") and "kepler" in known_families("nvidia")
+    low, high = engine_quantization.NVIDIA_FAMILY_CAPABILITY["maxwell"]
+    assert low <= high < engine_quantization.NVIDIA_FAMILY_CAPABILITY["pascal"][0]
 
 
 def test_a_new_amd_family_is_refused_naming_the_modelled_ones(

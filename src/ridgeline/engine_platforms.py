@@ -82,8 +82,10 @@ GGUF_BLOCK_PREFIXES = ("q", "iq", "tq")  # ggml's quant types: q4_k, iq2_xxs, tq
 # the vendors whose cards' family decides the checks above (fp8, Marlin, NVFP4, the ROCm
 # build, compute capability): a user's record of theirs names a family these model
 FAMILY_CHECKED_VENDORS = ("nvidia", "amd")
-# a family the tables above name that no catalog record carries: Pascal (P100, P40)
-FAMILIES_BEYOND_CATALOG = {"nvidia": ("pascal",)}
+# families no catalog record carries that a user's record may name, their compute capability
+# in engine_quantization.NVIDIA_FAMILY_CAPABILITY: Pascal (P100, P40), and the Maxwell and
+# Kepler cards llama.cpp's CUDA build still runs on (GTX 980, K80)
+FAMILIES_BEYOND_CATALOG = {"nvidia": ("kepler", "maxwell", "pascal")}
 
 
 def known_families(vendor: str) -> tuple[str, ...]:

@@ -177,9 +177,11 @@ VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "mod
                        "modelopt_fp4": 75, "modelopt_mixed": 89}
 # the compute capabilities of each NVIDIA family, its lowest part's and its highest's (NVIDIA's
 # CUDA GPUs table, developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's
-# compute-capability table): Pascal 6.0-6.2, Volta 7.0-7.2, Turing 7.5, Ampere 8.0 (A100) to
-# 8.7 (A10, A40, RTX 30: 8.6), Ada 8.9, Hopper 9.0, Blackwell 10.0 (B200) to 12.1 (RTX 50: 12.0)
-NVIDIA_FAMILY_CAPABILITY = {"pascal": (60, 62), "volta": (70, 72), "turing": (75, 75),
+# compute-capability table): Kepler 3.0-3.7, Maxwell 5.0-5.3, Pascal 6.0-6.2, Volta 7.0-7.2,
+# Turing 7.5, Ampere 8.0 (A100) to 8.7 (A10, A40, RTX 30: 8.6), Ada 8.9, Hopper 9.0,
+# Blackwell 10.0 (B200) to 12.1 (RTX 50: 12.0)
+NVIDIA_FAMILY_CAPABILITY = {"kepler": (30, 37), "maxwell": (50, 53),
+                            "pascal": (60, 62), "volta": (70, 72), "turing": (75, 75),
                             "ampere": (80, 87), "ada": (89, 89), "hopper": (90, 90),
                             "blackwell": (100, 121)}
 
