@@ -313,9 +313,7 @@ def engine_holds(dep: Deployment, context: int, enforce_eager: bool = False,
         return max_batch(dep, context, replace(base, max_model_len=context,
                                                enforce_eager=enforce_eager or base.enforce_eager))
     if dep.engine.startswith("llama.cpp"):
-        s = _one_slot(dep, context, settings)
-        return llamacpp_slots(dep, context, s, s.fit_target_bytes is not None,
-                              s.fit_target_bytes)
+        return _slots_kept_free(dep, context, _one_slot(dep, context, settings))
     return None
 
 
@@ -358,9 +356,7 @@ def decode_held(dep: Deployment, context: int) -> int:
     a slot each (llamacpp_slots), another engine its pool's (held_conversations; its seats
     apart)."""
     if dep.engine.startswith("llama.cpp"):
-        s = decode_pool_settings(dep, context)
-        return llamacpp_slots(dep, context, s, s.fit_target_bytes is not None,
-                              s.fit_target_bytes)
+        return _slots_kept_free(dep, context, decode_pool_settings(dep, context))
     return held_conversations(decode_pool(dep, context), dep, context)
 
 
@@ -406,6 +402,13 @@ def _slot_pool(dep: Deployment, context: int, settings: EngineSettings | None) -
 
     s = _one_slot(dep, context, settings)
     return run_pool(dep, s, s.fit_target_bytes is not None, s.fit_target_bytes)
+
+
+def _slots_kept_free(dep: Deployment, context: int, settings: EngineSettings) -> int:
+    """llamacpp_slots under --fit where ``settings`` keep its margin free
+    (``fit_target_bytes``), else on the whole card."""
+    return llamacpp_slots(dep, context, settings, settings.fit_target_bytes is not None,
+                          settings.fit_target_bytes)
 
 
 MAX_LLAMACPP_SLOTS = 1 << 24  # a bound for -np where nothing on the GPU grows with a slot

@@ -134,7 +134,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import ValidationReport, prediction_steps
     from ridgeline.scoring import validate
-    from ridgeline.unit_slips import slip_words, unit_slip
+    from ridgeline.unit_slips import slipped_rows
 
     records, shadowed = _register_gpu_files(args)
     result = refuse_past_roofline(read_measurement_files(args.file))  # absurd rows: unreadable
@@ -144,9 +144,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     predictions = validate(result.rows, profiles)
     # a row far off in the direction of a unit slip is scored (the slip is a guess, and a row
     # far off for a real reason must show in the summary) and says which slip it looks like
-    slips = {r.id: slip_words(r, s, p.predicted) for r, p in zip(result.rows, predictions,
-                                                                 strict=True)
-             if p.predicted is not None and (s := unit_slip(r, p.predicted)) is not None}
+    slips = slipped_rows(result.rows, [p.predicted for p in predictions])
     predictions = [p if p.id not in slips else replace(p, caveat="; ".join(
         c for c in (p.caveat, f"{slips[p.id]} (still scored"
                     + ("" if p.metric in KV_METRICS else "; calibrate leaves it out") + ")")
@@ -192,7 +190,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         profile_steps,
     )
     from ridgeline.scoring import error_stats, validate
-    from ridgeline.unit_slips import slip_words, unit_slip
+    from ridgeline.unit_slips import slipped_rows
     from ridgeline.units import plural
 
     existing = _check_output(args.output)
@@ -218,8 +216,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                      for row_id, reason in unpredicted.items())
     # rows far off the bundled prediction in the direction of a unit slip (a TPOT in ms
     # written as tok/s): a fit would bend to them, so they are named and left out too
-    slipped = {r.id: slip_words(r, s, p.predicted) for r, p in priced
-               if p.predicted is not None and (s := unit_slip(r, p.predicted)) is not None}
+    slipped = slipped_rows([r for r, _ in priced], [p.predicted for _, p in priced])
     skipped += tuple(f"{row_id}: {words}" for row_id, words in slipped.items())
     rows = [r for r in rows if r.id not in unpredicted and r.id not in slipped]
     if not rows:

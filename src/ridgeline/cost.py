@@ -64,16 +64,15 @@ from ridgeline.parallel import all_reduce_time_s, exchange_time_s, pipeline_hops
 from ridgeline.params import layer_params
 from ridgeline.quantization import (
     ATTENTION,
-    EMBEDDING,
     EXPERT_BIAS,
     EXPERTS,
     LINEAR_ATTENTION,
-    LM_HEAD,
     MLP,
     OTHER,
     ROUTER,
     SHARED_EXPERTS,
     SSM,
+    head_category,
 )
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations between kernels
@@ -322,12 +321,12 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     lora_link = lora_collective_time_s(dep, tokens)  # --fully-sharded-loras under TP
     if lora_link:
         link[LORA_COLLECTIVES] = lora_link
-    head_category = LM_HEAD if not model.tie_word_embeddings else EMBEDDING
-    head_bytes = _category_bytes(dep, head_category)
+    head_reads = head_category(model.tie_word_embeddings)
+    head_bytes = _category_bytes(dep, head_reads)
     # SGLang's DP attention splits the LM head over every GPU, each its share of all the
     # ranks' rows: the same FLOPs a GPU as a rank's rows over its own GPUs, fewer weights
     head = ("lm head", 2 * rows * h * model.vocab_size / tp,
-            head_bytes / dep.category_ranks(head_category) + rows * model.vocab_size * 4 / tp, 1)
+            head_bytes / dep.category_ranks(head_reads) + rows * model.vocab_size * 4 / tp, 1)
     if output_on_host(dep):
         host.append((*head, head_bytes / tp))
     else:
@@ -540,14 +539,14 @@ def op_slowdown(dep: Deployment, op: str) -> float:
         # base weights' format (lora_shrink asserts it)
         return dep.peak_at(dep.compute_dtype) / dep.peak_at(dep.accelerator.first_supported(
             ("bf16", "fp16")))
-    category = (EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD) if base == "lm head" \
+    category = head_category(dep.model.tie_word_embeddings) if base == "lm head" \
         else OP_CATEGORIES.get(base)
     return dict(dep.matmul_slowdowns).get(category, 1.0) if category else 1.0
 
 
 def kquant_ops(dep: Deployment) -> tuple[str, ...]:
     """The weight matmuls whose weights are K-quants (the LM head: the embedding when tied)."""
-    head = EMBEDDING if dep.model.tie_word_embeddings else LM_HEAD
+    head = head_category(dep.model.tie_word_embeddings)
     return tuple(op for op, category in (*OP_CATEGORIES.items(), ("lm head", head))
                  if dep.bytes_by_category.get(category)
                  and dep.weights.format_of(category).k_quant)

@@ -33,7 +33,14 @@ from ridgeline.precision import (
     weight_bytes_by_category,
     weight_plan,
 )
-from ridgeline.quantization import EMBEDDING, EXPERTS, LINEAR_CATEGORIES, LM_HEAD, ROUTED, ROUTER
+from ridgeline.quantization import (
+    EMBEDDING,
+    EXPERTS,
+    LINEAR_CATEGORIES,
+    ROUTED,
+    ROUTER,
+    head_category,
+)
 from ridgeline.served_model import (
     latent_attention,
     llamacpp_attention,
@@ -509,7 +516,7 @@ class Deployment:
         the step prices it. nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200: attention and
         linear_attention at fp8, lm_head, shared_experts and router at bf16."""
         params = count_params(self.model).by_category
-        head = EMBEDDING if self.model.tie_word_embeddings else LM_HEAD
+        head = head_category(self.model.tie_word_embeddings)
         matmuls = [c for c in (*LINEAR_CATEGORIES, ROUTER, head)
                    if c not in ROUTED and params.get(c) and self.bytes_by_category.get(c)]
         return tuple((c, float(params[c]), self.compute_dtype_of(c)) for c in matmuls)
@@ -608,7 +615,7 @@ class Deployment:
         """The step's matmul dtype, and the weight categories whose matmuls run at another:
         "fp4 (attention, router, lm_head at bf16)", "bf16 (attention, linear_attention at
         fp8)"; attention's QKᵀ and PV where the cache's rate differs."""
-        head = EMBEDDING if self.model.tie_word_embeddings else LM_HEAD
+        head = head_category(self.model.tie_word_embeddings)
         matmuls = {*LINEAR_CATEGORIES, ROUTER, head}
         other: dict[str, list[str]] = {}
         for category, _ in self.matmul_slowdowns:

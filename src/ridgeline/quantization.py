@@ -26,6 +26,12 @@ SSM = "mamba"
 OTHER = "other"  # norms, biases, conv filters, SSM A/D vectors, attention sinks
 EXPERT_BIAS = "expert_bias"  # gpt-oss's per-expert biases: read with their expert, never quantized
 
+def head_category(tied: bool) -> str:
+    """The weight category the LM head's matmul reads: the embedding where the model ties
+    them (tie_word_embeddings: Llama-3.2-1B), else its own lm_head."""
+    return EMBEDDING if tied else LM_HEAD
+
+
 # What a "linear" weight format covers; GGUF "all" formats also cover embeddings and lm_head.
 LINEAR_CATEGORIES = (ATTENTION, MLP, EXPERTS, SHARED_EXPERTS, LINEAR_ATTENTION, SSM)
 CATEGORIES = (EMBEDDING, LM_HEAD, *LINEAR_CATEGORIES, ROUTER, OTHER, EXPERT_BIAS)

@@ -14,6 +14,7 @@ leaves out a row past its roofline. A slip that makes a row faster than its roof
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ridgeline.measurements import MIB_PER_GIB, UNITS, Measurement
@@ -97,3 +98,12 @@ def slip_words(row: Measurement, slip: UnitSlip, predicted: float) -> str:
     times = max(predicted / row.value, row.value / predicted)
     return (f"{_figure(row.value)} {UNITS[row.metric]} is {times:,.0f}× off the prediction "
             f"of {_figure(predicted)}; read as {slip.reading}, {slip.shown}: a unit slip?")
+
+
+def slipped_rows(rows: Sequence[Measurement],
+                 predicted: Sequence[float | None]) -> dict[str, str]:
+    """{row id: slip_words} for each of ``rows`` that looks written in another unit against
+    its prediction (``predicted``, in the same order; None: unpredicted), as validate marks
+    them and calibrate leaves them out."""
+    return {row.id: slip_words(row, slip, p) for row, p in zip(rows, predicted, strict=True)
+            if p is not None and (slip := unit_slip(row, p)) is not None}
