@@ -653,8 +653,12 @@ def test_decode_compute_time_lists_the_flops_it_adds(
                             "--context", "16000")
     c = ins(steps["compute time"])
     assert c["FLOPs"] == pytest.approx(
-        c["weight matmuls"] + c["attention FLOPs"] + c.get("the rest", 0.0))
+        c["weight matmuls"] + c.get("repeated on the TP ranks", 0.0) + c["attention FLOPs"]
+        + c.get("the rest", 0.0))
     assert c["attention FLOPs"] > 0 and c["weight matmuls"] > 0
+    # TP2 runs Qwen3-Next's routers whole on both ranks: 48 × 2,048 × 512 weights, 2 FLOP a
+    # token, 32 tokens, once more (and its shared experts' one-wide gates)
+    assert ("repeated on the TP ranks" in c) == model.startswith("qwen3-next")
     assert ("the rest" in c) == model.startswith("qwen3-next")
     assert res(steps["compute time"]) == pytest.approx(
         c["FLOPs"] / c["peak bf16"] * 1e3) \

@@ -101,6 +101,10 @@ class Work:
     # and attention's QKᵀ and PV over the cache: --explain's split of the compute time
     weight_flops: float = 0.0
     attention_flops: float = 0.0
+    # of weight_flops, the matmuls the tensor-parallel ranks each repeat beyond one copy
+    # (routers, MLA's down-projections, K/V heads past their count: rank_params keeps them
+    # whole), so the rest is 2 × the matmul weights a token passes (repeated_matmul_flops)
+    repeated_flops: float = 0.0
 
     @property
     def bytes(self) -> float:
@@ -159,18 +163,52 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     lora = sum(op.bytes for op in cost.ops if op.name == LORA_OP) * tp
     weight_flops = sum(op.flops for op in cost.ops if base(op.name) in WEIGHT_OPS) * tp
     attention_flops = sum(op.flops for op in cost.ops if base(op.name) == "attention") * tp
+    head_flops = sum(op.flops for op in cost.ops if base(op.name) == "lm head") * tp
+    repeated = repeated_matmul_flops(dep, weight_flops, head_flops, cost.tokens)
     return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded - lora, paced,
-                host, link, host_s, experts, spared, lora, weight_flops, attention_flops)
+                host, link, host_s, experts, spared, lora, weight_flops, attention_flops,
+                repeated)
 
 
-def _flop_split(work: Work, count: str) -> list[Quantity]:
+def matmul_weights_per_token(dep: Deployment) -> float:
+    """The weights a token multiplies against below the LM head, 2 FLOP each: the matmul
+    params per token less the LM head and the norms (a norm's scale is no matmul weight)."""
+    return (dep.matmul_params_per_token - head_params(dep)
+            - count_params(dep.model).by_category[OTHER])
+
+
+def repeated_matmul_flops(dep: Deployment, weight_flops: float, head_flops: float,
+                          tokens: int) -> float:
+    """Of the weight matmuls' FLOPs summed over the tensor-parallel ranks, those beyond one
+    copy: what each rank keeps whole and runs on every token (routers, MLA's
+    down-projections, K/V heads past their count; under expert parallelism also the busiest
+    rank's skew, which every rank is counted at). DeepSeek-V3 at TP8, an 8,192-token
+    prompt: 2 × 8,192 × 1.03 B of down-projections and router × 7 more copies ≈ 118 TFLOP.
+    0 on one GPU and under data-parallel attention (its ranks see other tokens)."""
+    if dep.tensor_parallel_size == 1 or dep.data_parallel_size > 1:
+        return 0.0
+    repeated = weight_flops - head_flops - 2 * tokens * matmul_weights_per_token(dep)
+    return repeated if repeated > 1e-6 * weight_flops else 0.0
+
+
+def repeated_words(dep: Deployment) -> str:
+    """What the 'repeated on the TP ranks' FLOPs hold (repeated_matmul_flops)."""
+    return ("what each tensor-parallel rank keeps whole and runs on every token, beyond one "
+            "copy: routers, MLA's down-projections, K/V heads past their count" + (
+                "; and, under expert parallelism, the busiest rank's extra share of the "
+                "routed tokens, counted on every rank" if dep.expert_parallel else ""))
+
+
+def _flop_split(dep: Deployment, work: Work, count: str) -> list[Quantity]:
     """The compute time's FLOPs and the terms they add: the weights' matmuls, attention over
     the cache and the rest (a recurrent layer's scan, a LoRA's), so the step's sum repeats
     (Llama-3.1-8B, batch 32 at 16,000 tokens: 480.3 + 268.5 GFLOP = 0.7488 TFLOP)."""
     rest = work.flops - work.weight_flops - work.attention_flops
     return [q("FLOPs", work.flops / 1e12, "TFLOP"),
-            q("weight matmuls", work.weight_flops / 1e12, "TFLOP",
+            q("weight matmuls", (work.weight_flops - work.repeated_flops) / 1e12, "TFLOP",
               f"{count} × 2 × the weights each token passes (the LM head's included)"),
+            *([q("repeated on the TP ranks", work.repeated_flops / 1e12, "TFLOP",
+                 repeated_words(dep))] if work.repeated_flops else []),
             q("attention FLOPs", work.attention_flops / 1e12, "TFLOP",
               "QKᵀ and PV over each sequence's cache"),
             *([q("the rest", rest / 1e12, "TFLOP", "the other operators: recurrent state "
@@ -284,7 +322,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     ranks = dep.data_parallel_size  # with data-parallel attention the step is one rank's
     count = "batch" if ranks == 1 else "a rank's sequences"
     rank = "" if ranks == 1 else " (one data-parallel rank's)"
-    flop_terms = _flop_split(work, count)
+    flop_terms = _flop_split(dep, work, count)
     steps = (
         _weight_step(dep, work, batch) if ranks == 1 else _rank_weight_step(dep, work, batch),
         _kv_step(dep, work, footprint, batch),
@@ -312,8 +350,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
                f"{acc.source_of('memory_bandwidth_bytes_per_s')}" + (
                    f"; the step passes {dep.pipeline_parallel_size} stages of layers one "
                    "after another" if dep.pipeline_parallel_size > 1 else ""))),
-        step("compute time", "(weight matmuls + attention FLOPs"
-             + (" + the rest" if len(flop_terms) > 3 else "") + ") ÷ peak"
+        step("compute time", "(" + " + ".join(t.name for t in flop_terms[1:]) + ") ÷ peak"
              if work.paced_flops == work.flops else "FLOPs at the step dtype's pace ÷ peak",
              q("compute time", compute_s * 1e3, "ms"),
              *(flop_terms if work.paced_flops == work.flops else
@@ -411,20 +448,24 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     compute_s = work.paced_flops / peak
     memory_s = work.gpu_bytes / bandwidth
     fit = batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
-    body = dep.matmul_params_per_token - head_params(dep)
+    body = matmul_weights_per_token(dep)
     matmuls = 2 * body * batch * prompt_len
     head = 2 * head_params(dep) * batch
+    repeated = work.repeated_flops
     pp, tp = dep.pipeline_parallel_size, dep.tensor_parallel_size
     steps = (
         step("FLOPs", "2 × params per token × tokens + 2 × LM head params × prompts + "
-             "attention and the rest", q("FLOPs", work.flops / 1e12, "TFLOP"),
+             + ("the matmuls the TP ranks repeat + " if repeated else "")
+             + "attention and the rest", q("FLOPs", work.flops / 1e12, "TFLOP"),
              q("tokens", batch * prompt_len),
              q("params per token", body / 1e9, "B params",
-               "the matmuls' weights a token passes, without the LM head"),
+               "the matmuls' weights a token passes, without the LM head and the norms"),
              q("LM head params", head_params(dep) / 1e9, "B params",
                "on each prompt's last token"), q("prompts", batch),
-             q("attention and the rest", (work.flops - matmuls - head) / 1e12, "TFLOP",
-               "causal QKᵀ and PV over the prompt, the router, the recurrent state"
+             *([q("repeated on the TP ranks", repeated / 1e12, "TFLOP", repeated_words(dep))]
+               if repeated else []),
+             q("attention and the rest", (work.flops - matmuls - head - repeated) / 1e12,
+               "TFLOP", "causal QKᵀ and PV over the prompt, the recurrent state"
                + (", the LoRA adapters' shrink and expand" if work.lora_bytes else ""))),
         step("bytes", "weights read once + KV written and read back + activations"
              + (" + LoRA adapters" if work.lora_bytes else ""),
