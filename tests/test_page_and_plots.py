@@ -13,6 +13,7 @@ import pytest
 from ridgeline.cli import main
 from ridgeline.page import BATCHES, CONTEXTS, page_data, page_html
 from ridgeline.plots import Chart, Series, html_page, save
+from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY, LLAMACPP_STORED_GGUF, llamacpp_weights
 from tests.conftest import MEASUREMENTS
 
 
@@ -177,55 +178,89 @@ def test_the_page_in_headless_chromium_moves_with_the_batch_slider(tmp_path: Pat
 
 
 def test_a_llama_cpp_pages_weights_picker_names_the_gguf_it_computes(tmp_path: Path) -> None:
-    """Under llama.cpp, gpt-oss "as stored" is computed as ggml-org's mxfp4_moe GGUF
-    (served_model.llamacpp_weights): the picker, and --explain's deployment, said "as stored";
-    they now say the GGUF, and another model's entry stays "as stored"."""
+    """Under llama.cpp the page's default entry is the weights fit reads with no --weights:
+    gpt-oss as ggml-org's mxfp4_moe GGUF (served_model.llamacpp_weights), said so in the
+    picker; another model's as stored. An explicit "as stored" is fit's --weights "as stored",
+    convert_hf_to_gguf.py's F16 output, and says so too."""
     from tests.browser import Browser
 
-    data = page_data(["gpt-oss-120b", "llama-3.1-8b"], ["h100-sxm"], [2], ["as stored", "q8_0"],
-                     ["f16"], engine="llama.cpp")
+    data = page_data(["gpt-oss-120b", "llama-3.1-8b"], ["h100-sxm"], [2],
+                     [DEFAULT_WEIGHTS_ENTRY, "q8_0"], ["f16"], engine="llama.cpp")
     assert data["weights_shown"] == {
-        "gpt-oss-120b": {"as stored": "mxfp4_moe (ggml-org's GGUF of the checkpoint)"}}
+        "gpt-oss-120b": {DEFAULT_WEIGHTS_ENTRY: "mxfp4_moe (ggml-org's GGUF of the checkpoint)"},
+        "llama-3.1-8b": {DEFAULT_WEIGHTS_ENTRY: "as stored"}}
     assert page_data(["gpt-oss-120b"], ["h100-sxm"], [2], ["as stored"], ["bf16"]
                      )["weights_shown"] == {}  # vLLM runs the checkpoint as stored
     out = tmp_path / "roofline.html"
     assert main(["page", "gpt-oss-120b", "--gpu", "h100", "--counts", "2", "--engine",
-                 "llama.cpp", "--weights", "as stored,q8_0", "-o", str(out)]) == 0
+                 "llama.cpp", "--weights", f"{DEFAULT_WEIGHTS_ENTRY},as stored,q8_0", "-o",
+                 str(out)]) == 0
+    if not __import__("tests.browser", fromlist=["x"]).chromium_path():
+        return
     browser = Browser(out.as_uri())
     try:
         _wait_for_summary(browser)
         labels = browser.evaluate(
             "[...document.getElementById('weights').options].map(o => o.textContent)")
-        assert labels == ["mxfp4_moe (ggml-org's GGUF of the checkpoint)", "q8_0"]
+        assert labels == ["mxfp4_moe (ggml-org's GGUF of the checkpoint)",
+                          f"as stored ({LLAMACPP_STORED_GGUF}, not ggml-org's mxfp4_moe)",
+                          "q8_0"]
     finally:
         browser.close()
 
 
 def test_a_llama_cpp_page_labels_the_default_gguf_and_the_stored_conversion_apart() -> None:
-    """gpt-oss-20b on an RTX 4090 under llama.cpp: the page's default entry "as stored" is
-    computed as ggml-org's mxfp4_moe GGUF (decode and fit with no --weights), an explicit
-    "stored" as convert_hf_to_gguf.py's F16 output (decode and fit's --weights stored). Both
-    had been labelled as stored (the latter "stored", with no word of which); each label now
+    """gpt-oss-20b on an RTX 4090 under llama.cpp: the page's default entry is computed as
+    ggml-org's mxfp4_moe GGUF (decode and fit with no --weights), an explicit "as stored" as
+    convert_hf_to_gguf.py's F16 output (decode and fit's --weights "as stored"); each label
     says which, and the numbers under each are decode's for that GGUF."""
     from ridgeline import Deployment, resolve_accelerator, resolve_model
     from ridgeline.capacity import decode_held
-    from ridgeline.served_model import LLAMACPP_STORED_GGUF, llamacpp_weights
 
     model = "openai/gpt-oss-20b"
-    data = page_data([model], ["rtx-4090"], [1], ["as stored", "stored"], ["f16"],
+    data = page_data([model], ["rtx-4090"], [1], [DEFAULT_WEIGHTS_ENTRY, "as stored"], ["f16"],
                      engine="llama.cpp")
     spec, acc = resolve_model(model), resolve_accelerator("rtx-4090")
     gguf = llamacpp_weights(spec)
     shown = data["weights_shown"][model]
-    assert gguf is not None and gguf in shown["as stored"]
-    assert LLAMACPP_STORED_GGUF in shown["stored"] and shown["stored"] != shown["as stored"]
-    for entry, weights in (("as stored", None), ("stored", "stored")):  # as decode builds them
+    assert gguf is not None and gguf in shown[DEFAULT_WEIGHTS_ENTRY]
+    assert LLAMACPP_STORED_GGUF in shown["as stored"]
+    for entry, weights in ((DEFAULT_WEIGHTS_ENTRY, None), ("as stored", "as stored")):
         dep = Deployment.build(spec, acc, weights, "f16", engine="llama.cpp")
         combo = data["combos"][f"{model}|rtx-4090|1|{entry}|f16"]
         assert combo["conversations"] == [decode_held(dep, c) for c in data["contexts"]]
         assert combo["bpw"] == dep.bytes_per_weight_split[0]
-    assert data["combos"][f"{model}|rtx-4090|1|as stored|f16"]["conversations"] \
-        != data["combos"][f"{model}|rtx-4090|1|stored|f16"]["conversations"]
+    assert data["combos"][f"{model}|rtx-4090|1|{DEFAULT_WEIGHTS_ENTRY}|f16"]["conversations"] \
+        != data["combos"][f"{model}|rtx-4090|1|as stored|f16"]["conversations"]
+
+
+@pytest.mark.parametrize("stored", ["as stored", "stored", "auto"])
+def test_a_llama_cpp_pages_stored_entry_is_fits_stored_weights(
+        capsys: pytest.CaptureFixture[str], stored: str) -> None:
+    """page --engine llama.cpp --weights "as stored" (or "stored", "auto") is the file fit
+    --engine llama.cpp --weights "as stored" sizes, convert_hf_to_gguf.py's F16 output: gpt-oss-20b
+    on an H100 reaches the ridge at bf16's 295.3, not ggml-org's GGUF's 157.2, which the page
+    had given it as its default entry's; the default entry is fit's with no --weights."""
+    argv = ["gpt-oss-20b", "--gpu", "h100", "--engine", "llama.cpp", "--json"]
+    assert main(["page", *argv, "--counts", "1", "--kv-dtypes", "f16", "--weights",
+                 f"{DEFAULT_WEIGHTS_ENTRY},{stored}"]) == 0
+    combos = json.loads(capsys.readouterr().out)["page"]["combos"]
+    fits = {}
+    for entry, flags in ((DEFAULT_WEIGHTS_ENTRY, []), (stored, ["--weights", stored])):
+        assert main(["fit", *argv, *flags]) == 0
+        fits[entry] = json.loads(capsys.readouterr().out)["batch_to_ridge"]
+        assert combos[f"gpt-oss-20b|h100|1|{entry}|f16"]["ridge_batch"] \
+            == pytest.approx(fits[entry])
+    assert round(fits[stored], 1) == 295.3 and round(fits[DEFAULT_WEIGHTS_ENTRY], 1) == 157.2
+
+
+def test_the_page_refuses_two_names_for_the_stored_formats(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """"as stored" and "stored" are one format, as fit reads them: two picker entries for one
+    file are refused, as a name given twice is."""
+    assert main(["page", "gpt-oss-20b", "--gpu", "h100", "--engine", "llama.cpp", "--json",
+                 "--weights", "as stored,stored"]) == 2
+    assert "checkpoint's own formats twice" in capsys.readouterr().err
 
 
 def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from ridgeline.cli_types import (
     _weight_name,
 )
 from ridgeline.errors import InputError
+from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY
 from ridgeline.units import COUNT_EXAMPLES
 
 
@@ -26,6 +27,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
 
     from ridgeline.catalog import resolve_model
     from ridgeline.page import DEFAULT_GPUS, opening_facts, opening_steps, page_data, page_html
+    from ridgeline.precision import is_stored_format
 
     if args.model is not None and not args.model.strip():
         raise InputError("model name is empty (leave MODEL out for the three default models)")
@@ -40,13 +42,17 @@ def cmd_page(args: argparse.Namespace) -> Any:
     gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
     counts = list(args.counts or _default_counts(gpus))
     gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
-    weights = [w.strip() for w in (args.weights or ("as stored,q8_0,q4_k_m" if gguf else
-                                                    "as stored,fp8,awq-int4")).split(",")]
+    offered = f"{DEFAULT_WEIGHTS_ENTRY},q8_0,q4_k_m" if gguf else "as stored,fp8,awq-int4"
+    weights = [w.strip() for w in (args.weights or offered).split(",")]
     kvs = [k.strip() for k in (args.kv_dtypes or ("f16,q8_0" if gguf else "bf16,fp8")).split(",")]
     for flag, values in (("--gpu", gpus), ("--counts", counts), ("--weights", weights),
                          ("--kv-dtypes", kvs)):
         if len(set(values)) < len(values):
             raise InputError(f"{flag} names something twice")
+    stored = [w for w in weights if is_stored_format(w)]
+    if len(stored) > 1:  # one format by two of its names: two entries for one file
+        raise InputError(f"--weights names the checkpoint's own formats twice "
+                         f"({', '.join(stored)}): one of them is enough")
     # an unqualified 'llama.cpp' is each card's build, as in the comparisons
     profiles = None
     if args.profile:  # a user's calibrated profiles draw the expectation
@@ -113,6 +119,11 @@ def _check_page_output(output: str) -> None:
 DEFAULT_OUTPUT = "roofline.html"  # the page written where no -o names one, without --json
 
 
+def _page_weights(text: str) -> str:
+    """One --weights entry: a weight format fit's --weights takes, or the default entry."""
+    return text if text == DEFAULT_WEIGHTS_ENTRY else _weight_name(text)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
     p.add_argument("model", nargs="?", metavar="MODEL",
@@ -122,9 +133,13 @@ def register(sub: Any) -> None:
     p.add_argument("--counts", type=_count_list("accelerator count", examples=COUNT_EXAMPLES),
                    help="accelerator counts to offer (default 1,2,4,8; 1 where every card is "
                    "Apple silicon, which runs as one device)")
-    p.add_argument("--weights", type=_name_list(_weight_name),
-                   help="weight formats to offer (default: as stored, fp8, awq-int4; for "
-                   "llama.cpp as stored, q8_0, q4_k_m)")
+    p.add_argument("--weights", type=_name_list(_page_weights),
+                   help=f"weight formats to offer, each as fit's --weights reads it, and "
+                   f"'{DEFAULT_WEIGHTS_ENTRY}', what fit reads with none (default: as stored, "
+                   f"fp8, awq-int4; for llama.cpp {DEFAULT_WEIGHTS_ENTRY}, q8_0, q4_k_m: there "
+                   f"'{DEFAULT_WEIGHTS_ENTRY}' is the GGUF llama.cpp runs the checkpoint as, "
+                   "ggml-org's mxfp4_moe for gpt-oss, and 'as stored' convert_hf_to_gguf.py's "
+                   "F16 output)")
     p.add_argument("--kv-dtypes", type=_name_list(_kv_name),
                    help="KV dtypes to offer (default: bf16, fp8; for llama.cpp f16, q8_0)")
     p.add_argument("--engine", default="vllm", type=_typed(_engine_name),

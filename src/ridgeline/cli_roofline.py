@@ -8,11 +8,11 @@ import argparse
 from typing import Any
 
 from ridgeline.cli import _formats, _gpu, _model, _output
+from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag
 from ridgeline.cli_load import (
     accelerator_names,
     build_deployment,
     card_id,
-    default_engine,
     load_accelerator,
     load_deployment,
     load_model,
@@ -82,6 +82,7 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
         reports, not_run = run_each(names, lambda name: cmd_roofline(one_card(args, name)),
                                     card_id)
         return RooflineComparison(tuple(reports), not_run)
+    _engine_without_model(args)
     acc = load_accelerator(args)
     dep = _served_deployment(args, acc) if args.model else None
     bpw, kvb, weights_from = (2.0, 2.0, "") if dep else _element_bytes(args)
@@ -101,18 +102,29 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
 
 
 def _served_deployment(args: argparse.Namespace, acc: Any) -> Any:
-    """--model on the card as the engine that serves it there reads it. roofline names no
-    engine: vLLM's reading (the checkpoint as stored) where vLLM runs; on a card only
-    llama.cpp serves (Apple silicon, the AMD GPUs vLLM's ROCm build leaves out:
-    cli_load.default_engine) the GGUF that build runs, its KV cache f16, as fit and
-    utilization read the same card (gpt-oss-120b on an M2 Max: its Q8_0 attention reaches
-    the ridge at a batch of 19, fit's and utilization's, not the stored bf16's 34)."""
+    """--model on the card as --engine serves it, built as fit and decode build theirs
+    (cli_load.build_deployment), so the dense ridge batch is the one their verdicts use
+    (gpt-oss-20b on an H100 under llama.cpp: ggml-org's mxfp4_moe GGUF, Q8_0 attention at
+    1.06 bytes a weight, 158, not the stored bf16's 296). With no --engine, the engine each
+    card defaults to (cli_load.default_engine): llama.cpp's GGUF where only llama.cpp serves
+    the card (gpt-oss-120b on an M2 Max: 19, not 34); where vLLM serves it, the checkpoint as
+    stored with no engine named, the article's arithmetic (no engine's kernel refuses a
+    format)."""
     from ridgeline.engines import engine_id
 
-    engine = default_engine(args)
-    if not engine.startswith("llama.cpp"):
-        return load_deployment(args)
-    return build_deployment(args, load_model(args), acc, engine_id(engine))
+    engine = engine_id(args.engine)
+    unnamed = getattr(args, "engine_defaulted", False) and engine == "vllm"
+    return build_deployment(args, load_model(args), acc, None if unnamed else engine)
+
+
+def _engine_without_model(args: argparse.Namespace) -> None:
+    """An --engine named without --model is refused: the engine reads a checkpoint (the GGUF
+    llama.cpp runs for it), and without one --weights alone gives the bytes per weight."""
+    if args.model is None and not getattr(args, "engine_defaulted", False):
+        raise InputError(f"--engine {getattr(args, 'engine_asked', None) or args.engine} "
+                         "places --model's checkpoint as that engine serves it (llama.cpp: "
+                         "the GGUF fit reads): give --model, or --weights alone for the bytes "
+                         "per weight without one")
 
 
 def _attention_dtype(args: argparse.Namespace, acc: Any) -> str:
@@ -180,6 +192,8 @@ def register(sub: Any) -> None:
     p.add_argument("--model", type=_not_empty("model name"),
                    help="place this model's attention and experts on the roofline")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
+    engine_flag(p, "with --model: the engine whose reading of the checkpoint is placed, as fit "
+                f"reads it (llama.cpp: the GGUF it runs) ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
     _formats(p)
     _output(p)
     p.set_defaults(handler=cmd_roofline)

@@ -38,7 +38,7 @@ from ridgeline.roofline import (
     ridge_point,
     weight_intensity,
 )
-from ridgeline.served_model import LLAMACPP_STORED_GGUF, llamacpp_weights
+from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY, LLAMACPP_STORED_GGUF, llamacpp_weights
 from ridgeline.units import GIB, MIB, plural
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -49,26 +49,26 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x
 
 def _deployment(model_id: str, gpu: str, count: int, weights: str, kv: str,
                 engine: str) -> Deployment:
-    """One picker combination (InputError: a combination that cannot run)."""
+    """One picker combination, its weights as fit's --weights reads them, or none given for
+    the default entry (InputError: a combination that cannot run)."""
     return Deployment.build(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
-                            None if weights == "as stored" else weights, kv, count,
+                            None if weights == DEFAULT_WEIGHTS_ENTRY else weights, kv, count,
                             engine=engine)
 
 
 def weights_shown(model_id: str, weights: str, engine: str) -> str:
-    """The weights picker's entry as the page computes it. Under llama.cpp, for a checkpoint
-    it runs as another GGUF by default (served_model.llamacpp_weights: gpt-oss's MXFP4
-    checkpoint as ggml-org's mxfp4_moe, MXFP4 experts and Q8_0 for the rest), the page's
-    "as stored" entry is that GGUF, as decode and fit take no --weights; another name for
-    the stored formats ("stored", "auto") is what decode and fit take it for,
-    convert_hf_to_gguf.py's F16 conversion. Each says which."""
-    if not engine.startswith("llama.cpp") or not is_stored_format(weights):
+    """The weights picker's entry as the page computes it. The default entry is what fit reads
+    with no --weights: under llama.cpp, for a checkpoint it runs as another GGUF
+    (served_model.llamacpp_weights: gpt-oss's MXFP4 checkpoint as ggml-org's mxfp4_moe, MXFP4
+    experts and Q8_0 for the rest), that GGUF; else the checkpoint as stored. A stored
+    spelling ("as stored", "stored", "auto") under llama.cpp is what fit's --weights takes it
+    for, convert_hf_to_gguf.py's F16 conversion. Each says which."""
+    llamacpp = engine.startswith("llama.cpp")
+    gguf = llamacpp_weights(resolve_model(model_id, fetchable=False)) if llamacpp else None
+    if weights == DEFAULT_WEIGHTS_ENTRY:
+        return f"{gguf} (ggml-org's GGUF of the checkpoint)" if gguf else "as stored"
+    if gguf is None or not is_stored_format(weights):  # llama.cpp runs it as stored either way
         return weights
-    gguf = llamacpp_weights(resolve_model(model_id, fetchable=False))
-    if gguf is None:  # llama.cpp runs the checkpoint's own formats either way
-        return weights
-    if weights == "as stored":  # the page's entry for the engine's default (_deployment)
-        return f"{gguf} (ggml-org's GGUF of the checkpoint)"
     return f"{weights} ({LLAMACPP_STORED_GGUF}, not ggml-org's {gguf})"
 
 

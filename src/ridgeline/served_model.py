@@ -30,6 +30,10 @@ def served_dtype(model: ModelSpec) -> str:
 LLAMACPP_MXFP4_GGUF = "mxfp4_moe"
 # what --weights stored (the checkpoint's own formats) is under llama.cpp for such a checkpoint
 LLAMACPP_STORED_GGUF = "convert_hf_to_gguf.py's own F16 output"
+# In a list of weight formats to offer (the page's --weights), the weights the engine reads
+# where no --weights is given: under llama.cpp llamacpp_weights' GGUF, which no stored
+# spelling names there ("as stored" is LLAMACPP_STORED_GGUF, as fit reads --weights stored).
+DEFAULT_WEIGHTS_ENTRY = "default"
 
 
 def llamacpp_weights(model: ModelSpec) -> str | None:
