@@ -368,8 +368,16 @@ def test_decode_explain_repeats_from_its_printed_inputs(
         kv["KV per token"] * kv["tokens read and written"] + others_mb * 1e6)
     nbytes, *_, bandwidth = inputs("memory time")
     assert result("memory time") == pytest.approx(nbytes / bandwidth)  # GB ÷ TB/s = ms
-    flops, *_, peak = inputs("compute time")  # the FLOPs, their terms, the peak
-    assert result("compute time") == pytest.approx(flops / peak * 1e3)  # TFLOP ÷ TFLOP/s
+    compute = {i["name"]: i["value"] for i in steps["compute time"]["inputs"]}
+    dtypes = [d for d in (n.removesuffix(" FLOPs") for n in compute) if f"{d} time" in compute]
+    if dtypes:  # matmuls at several dtypes: each one's FLOPs ÷ its own peak, summed
+        for d in dtypes:
+            assert compute[f"{d} time"] == pytest.approx(
+                compute[f"{d} FLOPs"] / compute[f"peak {d}"] * 1e3)  # TFLOP ÷ TFLOP/s
+        assert result("compute time") == pytest.approx(sum(compute[f"{d} time"] for d in dtypes))
+    else:
+        flops, *_, peak = inputs("compute time")  # the FLOPs, their terms, the peak
+        assert result("compute time") == pytest.approx(flops / peak * 1e3)  # TFLOP ÷ TFLOP/s
 
 
 @pytest.mark.parametrize("argv", [

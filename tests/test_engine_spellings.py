@@ -509,6 +509,8 @@ def test_dtype_in_ridgelines_spelling_names_the_engines_one(
     (("plan", "llama-3.2-1b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
       "-tp", "2"), "plan takes no -tp: it searches"),
     (("page", "--kv-dtype", "fp8", "--json"), "page takes its KV dtypes as --kv-dtypes"),
+    (("page", "--num-gpus", "2", "--json"), "page takes its GPU counts as --counts"),
+    (("page", "-tp", "2", "--json"), "page takes its GPU counts as --counts"),
     (("roofline", "--gpu", "h100", "--context", "8k"),
      "--context is a flag of `kv`, `decode`"),
 ])

@@ -121,7 +121,8 @@ def test_plan_does_not_serve_qwen3_235b_bf16_as_fp8_on_two_h200s_under_sglang(
     winner = plan_winner(capsys, "qwen3-235b-a22b", "--rate", "4", "--slo-ttft-ms", "3000",
                          "--slo-tpot-ms", "60", "--gpus", "h200", "--engine", "sglang",
                          "--input-len", "2000", "--output-len", "500")
-    gpus = winner["tp"] * winner["pp"] * winner.get("data_parallel", 1)
+    gpus = winner["tensor_parallel_size"] * winner["pipeline_parallel_size"] \
+        * winner["data_parallel_size"]
     assert winner["weights"] != "fp8" or gpus >= 4
     dep = served("qwen3-235b-a22b", "h200", winner["weights"], gpus, "sglang")
     assert not kv_pool(dep, EngineSettings(max_model_len=4096)).load_overflow
@@ -132,9 +133,9 @@ def test_plan_for_vllm_0_15_does_not_serve_llama3_70b_as_fp8_on_one_h100(
     argv = ("llama-3.1-70b", "--rate", "0.5", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "100",
             "--gpus", "h100", "--input-len", "500", "--output-len", "200")
     old = plan_winner(capsys, *argv, "--engine-version", "0.15")
-    assert (old["tp"], old["weights"]) != (1, "fp8")
+    assert (old["tensor_parallel_size"], old["weights"]) != (1, "fp8")
     # the newest vLLM streams the quantization, so one H100 loads; plan says which release
     report = answer(capsys, "plan", *argv)
-    assert (report["winner"]["tp"], report["winner"]["weights"]) == (1, "fp8")
+    assert (report["winner"]["tensor_parallel_size"], report["winner"]["weights"]) == (1, "fp8")
     assert any("loads only on vLLM 0.16 or later" in c and "131.4 GiB per GPU" in c
                for c in report["notes"])

@@ -105,15 +105,15 @@ def test_tp16_runners_up_carry_the_cross_node_caution_fit_and_decode_give(
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     caution = cross_node_caution(16, H100, "vllm")
-    assert data["winner"]["tp"] <= node_size(H100) and data["winner"]["cautions"] == []
-    tp16 = [row for row in data["runners_up"] if row["tp"] == 16]
+    assert data["winner"]["tensor_parallel_size"] <= node_size(H100) and data["winner"]["cautions"] == []
+    tp16 = [row for row in data["runners_up"] if row["tensor_parallel_size"] == 16]
     assert tp16 and all(row["cautions"] == [caution] for row in tp16)
     assert all(row["replica_nodes"] == 2 for row in tp16)
     # said once, naming each deployment it is said of
     line = next(x for x in text.splitlines() if x.endswith(f": {caution}"))
     assert text.count(caution) == 1 and line.startswith("  caution, ")
     assert all(row["label"] in line for row in tp16)
-    assert not any(row["cautions"] for row in data["runners_up"] if row["tp"] <= 8)
+    assert not any(row["cautions"] for row in data["runners_up"] if row["tensor_parallel_size"] <= 8)
 
 
 @pytest.mark.usefixtures("plan_once")  # one search for its text and --json
@@ -124,7 +124,7 @@ def test_a_tp16_winner_carries_the_caution_and_says_its_launch_spans_nodes(
             "80", "--gpus", "a100", "--engine", "trtllm", "--workers", "1"]
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["winner"]["tp"] == 16
+    assert data["winner"]["tensor_parallel_size"] == 16
     caution = cross_node_caution(16, A100, "trtllm")
     assert caution in data["cautions"] and data["winner"]["cautions"] == [caution]
     assert main(args) == 0

@@ -41,15 +41,15 @@ def test_deepseek_v3_plans_data_parallel_attention_where_tp8s_pool_is_too_small(
     assert main(["plan", *LONG, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     win = data["winner"]
-    assert win["verified"] and win["data_parallel"] > 1 and win["expert_parallel"]
-    assert win["tp"] * win["data_parallel"] == 8 and win["replicas"] == 1
+    assert win["verified"] and win["data_parallel_size"] > 1 and win["expert_parallel"]
+    assert win["tensor_parallel_size"] * win["data_parallel_size"] == 8 and win["replicas"] == 1
     launch = data["commands"]["vllm"].split()
-    assert launch[launch.index("--tensor-parallel-size") + 1] == str(win["tp"])
-    assert launch[launch.index("--data-parallel-size") + 1] == str(win["data_parallel"])
+    assert launch[launch.index("--tensor-parallel-size") + 1] == str(win["tensor_parallel_size"])
+    assert launch[launch.index("--data-parallel-size") + 1] == str(win["data_parallel_size"])
     assert "--enable-expert-parallel" in launch
     # the check command reruns the same run: its p90s are the check's
     argv = shlex.split(data["check_command"])[1:]
-    assert argv[argv.index("--data-parallel-size") + 1] == str(win["data_parallel"])
+    assert argv[argv.index("--data-parallel-size") + 1] == str(win["data_parallel_size"])
     assert main([*argv, "--json"]) == 0
     sim = json.loads(capsys.readouterr().out)
     assert sim["completed"] == win["sim_requests"] and sim["keeps_up"] is True

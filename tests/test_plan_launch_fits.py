@@ -119,11 +119,12 @@ def test_every_sglang_candidate_plan_prices_holds_one_request_of_its_launch(
     assert code == 0
     report = json.loads(out)
     candidates = [report["winner"], *report["runners_up"]]
-    assert any(c["data_parallel"] > 1 for c in candidates)
+    assert any(c["data_parallel_size"] > 1 for c in candidates)
     for c in candidates:
-        dep = replica_deployment(V3, resolve_accelerator(c["accelerator"]), c["tp"], c["pp"],
-                                 c["weights"], c["kv"], c["expert_parallel"], engine="sglang",
-                                 data_parallel_size=c["data_parallel"])
+        dep = replica_deployment(V3, resolve_accelerator(c["accelerator"]), c["tensor_parallel_size"],
+                                 c["pipeline_parallel_size"],
+                                 c["weights"], c["kv_dtype"], c["expert_parallel"], engine="sglang",
+                                 data_parallel_size=c["data_parallel_size"])
         settings = EngineSettings(max_num_seqs=c["max_num_seqs"],
                                   max_num_batched_tokens=c["max_num_batched_tokens"],
                                   max_model_len=c["max_model_len"])

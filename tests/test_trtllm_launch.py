@@ -162,7 +162,7 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     # quantized beforehand, named by its placeholder
     model = "meta-llama/Llama-3.1-8B" if win["weights"] == "bf16" else CLI["quantized_checkpoint"]
     assert words[:2] == [CLI["launch"], model]
-    assert words[words.index(CLI["tp"]) + 1] == str(win["tp"])
+    assert words[words.index(CLI["tp"]) + 1] == str(win["tensor_parallel_size"])
     assert words[words.index(CLI["max_len"]) + 1] == str(win["max_model_len"] or data["max_model_len"])
     seats = win["max_num_seqs"] or TRTLLM["max_batch_size"]
     assert words[words.index(CLI["max_num_seqs"]) + 1] == str(seats)
@@ -175,7 +175,7 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     if line[0] == CLI["quantized_checkpoint"]:  # a checkpoint quantized beforehand: its format
         line = ["meta-llama/Llama-3.1-8B", *line[1:], "--weights", win["weights"]]
     pasted = _fit(capsys, *line, "--gpu", win["accelerator"], "--engine", "trtllm")
-    assert pasted["tensor_parallel_size"] == win["tp"] and pasted["max_num_seqs"] == seats
+    assert pasted["tensor_parallel_size"] == win["tensor_parallel_size"] and pasted["max_num_seqs"] == seats
     # the load's prompts fit its max_num_tokens: no chunked-prefill word, setting or flag
     assert not [c for c in data["cautions"] if "enable_chunked_prefill" in c]
     assert data["notes"] == [] and not win["enable_chunked_prefill"]
@@ -222,7 +222,7 @@ def test_plans_trtllm_line_turns_chunked_prefill_on_where_the_loads_prompts_outr
     config = tmp_path / name
     config.write_text(data["config_files"][name])
     place = ("--gpu", win["accelerator"], "--engine", "trtllm")
-    c = _replica(kv=win["kv"], weights=win["weights"], seats=win["max_num_seqs"],
+    c = _replica(kv=win["kv_dtype"], weights=win["weights"], seats=win["max_num_seqs"],
                  tokens=budget, chunked=True)
     pasted = _pasted(command, config)
     if pasted[0] == CLI["quantized_checkpoint"]:  # a checkpoint quantized beforehand: its

@@ -457,19 +457,20 @@ def test_a_16_bit_weights_flag_is_the_dtype_the_cache_follows() -> None:
 
 def test_a_negative_pool_reads_as_vllm_logs_it(capsys: pytest.CaptureFixture[str]) -> None:
     # vLLM #23278 (v0.10.1, one H100 PCIe): "Available KV cache memory: -2.14 GiB", then it
-    # stops; ridgeline's budget prints the signed figure the same way (its own, -0.62 GiB)
+    # stops; ridgeline's budget prints the signed figure the same way (its own, -0.62 GiB),
+    # and --json gives it as over_budget_bytes_per_gpu beside an available pool of 0
     from tests.conftest import run_cli
 
     code, out, _ = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100-pcie",
                            "--engine-version", "0.10.1", "--max-model-len", "131072", "--json")
     report = json.loads(out)
     assert code == 0 and report["verdict"] == "does not fit" and report["pool_bytes_per_gpu"] == 0
-    assert report["available_kv_bytes_per_gpu"] < 0
+    assert report["available_kv_bytes_per_gpu"] == 0 and report["over_budget_bytes_per_gpu"] > 0
     code, out, _ = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100-pcie",
                            "--engine-version", "0.10.1", "--max-model-len", "131072")
     line = next(x for x in out.splitlines() if x.startswith("= KV pool"))
     assert "negative: the engine stops at start-up" in line
-    assert f"{report['available_kv_bytes_per_gpu'] / GIB:,.2f} GiB" in line
+    assert f"-{report['over_budget_bytes_per_gpu'] / GIB:,.2f} GiB" in line
 
 
 def test_gpt_oss_on_hopper_takes_marlin_until_v0_12_as_the_logs_show() -> None:

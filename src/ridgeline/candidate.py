@@ -225,6 +225,13 @@ def stored_name(model: ModelSpec) -> str:
     return "+".join(sorted({fmt for _, fmt in model.stored_formats}))
 
 
+def weights_format(model: ModelSpec, weights: str) -> str:
+    """The format a --weights choice names, as --json gives it: a checkpoint's stored formats
+    for "as stored" ("mxfp4" for gpt-oss-120b, "fp8+nvfp4-w4a16" for Qwen3.6-35B-A3B-NVFP4),
+    else the choice ("fp8")."""
+    return (stored_name(model) or weights) if weights == "as stored" else weights
+
+
 def weights_name(model: ModelSpec, weights: str) -> str:
     """A candidate's weight format as its label shows it: "as stored (mxfp4)", "fp8"."""
     stored = stored_name(model) if weights == "as stored" else ""

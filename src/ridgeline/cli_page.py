@@ -39,7 +39,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     for m in models:  # an unknown name said as itself, not as "no combination computes"
         resolve_model(m, fetchable=False)
-    gpus = [g.strip() for g in args.gpu.split(",")] if args.gpu else list(DEFAULT_GPUS)
+    gpus = [g.strip() for g in args.gpus.split(",")] if args.gpus else list(DEFAULT_GPUS)
     counts = list(args.counts or _default_counts(gpus))
     gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
     offered = f"{DEFAULT_WEIGHTS_ENTRY},q8_0,q4_k_m" if gguf else "as stored,fp8,awq-int4"
@@ -128,8 +128,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
-    p.add_argument("--gpu", type=_name_list(_accelerator_name),
+    p.add_argument("--gpu", dest="gpus", metavar="GPU", type=_name_list(_accelerator_name),
                    help="accelerators to offer, comma-separated")
+    # plan's spelling of its candidate cards, read as --gpu; --help shows the one
+    p.add_argument("--gpus", dest="gpus", type=_name_list(_accelerator_name),
+                   help=argparse.SUPPRESS)
     p.add_argument("--counts", type=_count_list("accelerator count", examples=COUNT_EXAMPLES),
                    help="accelerator counts to offer (default 1,2,4,8; 1 where every card is "
                    "Apple silicon, which runs as one device)")

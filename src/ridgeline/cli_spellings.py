@@ -186,8 +186,10 @@ _TAKEN_AS: dict[str, dict[str, str]] = {
                          "request the pool must hold)"},
     "simulate": {"--prompt-len": "simulate takes --prompt-len's figure as --input-len (each "
                                  "request's prompt tokens)"},
-    "page": dict.fromkeys(("--kv-dtype", "--kv-cache-dtype"), "page takes its KV dtypes as "
-                          "--kv-dtypes (those its picker offers, comma-separated)"),
+    "page": {**dict.fromkeys(("--kv-dtype", "--kv-cache-dtype"), "page takes its KV dtypes "
+                             "as --kv-dtypes (those its picker offers, comma-separated)"),
+             **dict.fromkeys(NUM_GPUS_FLAGS, "page takes its GPU counts as --counts (those its "
+                             "picker offers, comma-separated)")},
     "plan": {"--prompt-len": "plan takes --prompt-len's figure as --input-len (each request's "
                              "prompt tokens)",
              **dict.fromkeys(_SEARCHED_BY_PLAN, _PLAN_SEARCHES)},

@@ -528,20 +528,32 @@ OP_CATEGORIES = {"attention projections": ATTENTION, "linear attention": LINEAR_
                  "shared experts": SHARED_EXPERTS, "mlp": MLP}
 
 
-def op_slowdown(dep: Deployment, op: str) -> float:
-    """How much slower than the step's compute dtype one operator's matmuls run, below 1
-    where faster (1 for all but a weight matmul at another dtype, Deployment.compute_dtype_of,
-    and attention, at its cache's rate; "mlp (host memory)" is the mlp)."""
+def op_compute_dtype(dep: Deployment, op: str) -> str:
+    """The dtype one operator's matmuls run at: a weight matmul's category's
+    (Deployment.compute_dtype_of), attention's QKᵀ and PV at its cache's, LoRA's at bf16 or
+    fp16, any other at the step's compute dtype ("mlp (host memory)" is the mlp).
+    nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200: "attention" fp8, "experts" and "lm head" bf16."""
     base = op.split(" (")[0]
     if base == "attention":  # QKᵀ and PV multiply the cache: at its rate, not the weights'
-        return dep.attention_slowdown
+        return dep.attention_compute_dtype
     if base == LORA_OP:  # punica's kernels take fp16/bf16 inputs and adapters, whatever the
         # base weights' format (lora_shrink asserts it)
-        return dep.peak_at(dep.compute_dtype) / dep.peak_at(dep.accelerator.first_supported(
-            ("bf16", "fp16")))
+        return dep.accelerator.first_supported(("bf16", "fp16"))
     category = head_category(dep.model.tie_word_embeddings) if base == "lm head" \
         else OP_CATEGORIES.get(base)
-    return dict(dep.matmul_slowdowns).get(category, 1.0) if category else 1.0
+    if category and dep.bytes_by_category.get(category):
+        return dep.compute_dtype_of(category)
+    return dep.compute_dtype
+
+
+def op_slowdown(dep: Deployment, op: str) -> float:
+    """How much slower than the step's compute dtype one operator's matmuls run, below 1
+    where faster: peak at the step's dtype ÷ peak at the operator's (op_compute_dtype; 1 at
+    the step's own). Qwen3.6-35B-A3B-NVFP4's fp8 attention in its bf16 step on an H200: ½."""
+    dtype = op_compute_dtype(dep, op)
+    if dtype == dep.compute_dtype:
+        return 1.0
+    return dep.peak_at(dep.compute_dtype) / dep.peak_at(dtype)
 
 
 def kquant_ops(dep: Deployment) -> tuple[str, ...]:

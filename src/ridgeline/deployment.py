@@ -656,7 +656,11 @@ class Deployment:
     @property
     def peak_note(self) -> str:
         """Where the step's peak differs from the catalog's figure, why; else ""."""
-        acc, dtype = self.accelerator, self.compute_dtype
+        return self.peak_note_at(self.compute_dtype)
+
+    def peak_note_at(self, dtype: str) -> str:
+        """Where peak_at(dtype) differs from the catalog's figure, why; else ""."""
+        acc = self.accelerator
         if self.peak_at(dtype) == acc.peak(dtype):
             return ""
         return (f"fp16 with fp16 accumulate, as llama.cpp's cuBLAS path asks: "

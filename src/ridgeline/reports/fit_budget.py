@@ -69,20 +69,23 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                 gib(p.transfer_buffer_bytes)] if p.transfer_buffer_bytes else []
     if transfer and not p.transfer_after_fraction:  # in the PyTorch backend's profiled peak
         rows.append(transfer)
-    if p.free_fraction_of_rest != 1.0:
+    # TensorRT-LLM's fraction shares out the memory left: where none is, the line below
+    # says how far the weights and buffers overflow it (--json's over_budget_bytes_per_gpu)
+    short = p.rest_bytes < 0 and not p.set_pool_bytes and not is_llamacpp(p)
+    if p.free_fraction_of_rest != 1.0 and not short:
         rows.append([f"x kv_cache_free_gpu_mem_fraction {p.free_fraction_of_rest:g}", ""])
-    if transfer and p.transfer_after_fraction:  # the engine backend's extraCostMemory
-        rows.append(transfer)
+    if transfer and p.transfer_after_fraction and not short:  # the engine backend's
+        rows.append(transfer)  # extraCostMemory
     if p.set_pool_bytes:  # the pool as set; what is left is only the room it must fit
         rows.append(["= room on the card", gib(p.rest_bytes)])
         rows.append(["KV pool (--kv-cache-memory-bytes)", f"{gib(p.set_pool_bytes)} {per}"
                      + (f": {gib(p.overflow_bytes)} more than the room" if p.overflow_bytes
                         else "")])
         return rows
-    if p.rest_bytes < 0 and not is_llamacpp(p):  # as vLLM logs it: "Available KV cache
-        # memory: -2.14 GiB", then it stops ("No available memory for the cache blocks")
+    if short:  # as vLLM logs it: "Available KV cache memory: -2.14 GiB", then it stops
+        # ("No available memory for the cache blocks")
         rows.append(["= KV pool (negative: the engine stops at start-up)",
-                     f"{gib(p.rest_bytes * p.free_fraction_of_rest)} {per}"])
+                     f"{gib(p.rest_bytes)} {per}"])
         return rows
     if p.state_request_bytes:  # SGLang's state pool, sized before the KV cache and its cap
         rows.append(["= static pool", f"{gib(p.pool_bytes)} {per}"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ridgeline.candidate import weights_format
 from ridgeline.capacity import context_refusal
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.engine_versions import sized_version
@@ -19,6 +20,7 @@ from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_json
 
 if TYPE_CHECKING:
+    from ridgeline.kvpool import KVPool
     from ridgeline.reports.fit import FitReport
 
 
@@ -29,6 +31,11 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
     out = {
         "admission_blocks": p.admission_blocks(r.context),
         "model": r.deployment.model.name, "accelerator": r.deployment.accelerator.id,
+        # the --weights choice ("as stored" for a quantized checkpoint), the formats it names
+        # and the cache's dtype, under simulate's and plan's names
+        "weights": r.deployment.weights.label,
+        "weights_format": weights_format(r.deployment.model, r.deployment.weights.label),
+        "kv_dtype": r.deployment.kv.id,
         "num_gpus": r.deployment.num_gpus,
         # a GPU is a card, as --num-gpus counts it; where the engine runs it as several
         # devices (vLLM on an MI250: 2 dies, a tensor-parallel rank each) every *_per_gpu
@@ -45,9 +52,12 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "reserved_bytes_per_gpu": p.reserved_bytes,
         # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
         "free_fraction_of_rest": p.free_fraction_of_rest,
-        # vLLM's "Available KV cache memory": negative where nothing is left
-        "available_kv_bytes_per_gpu": p.rest_bytes * p.free_fraction_of_rest
+        # vLLM's "Available KV cache memory", 0 where nothing is left: how far the weights
+        # and the engine's buffers then overflow the reserved memory is over_budget (the
+        # text's negative KV pool; vLLM logs it as a negative "Available KV cache memory")
+        "available_kv_bytes_per_gpu": max(0.0, p.rest_bytes * p.free_fraction_of_rest)
         if not p.set_pool_bytes else p.pool_bytes,
+        "over_budget_bytes_per_gpu": over_budget_bytes(p),
         # SGLang's hybrids: the static pool their state pool is carved from (state_pool)
         "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
         * r.deployment.num_gpus / GIB, "tokens": p.logged_tokens(r.context),
@@ -115,7 +125,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "max_total_tokens": {"cap": p.token_cap, "binds": p.capped} if p.token_cap
         else None,
         "kv_cache_memory_bytes": {
-            "set": p.set_pool_bytes, "room_bytes_per_gpu": p.rest_bytes,
+            # the room 0 where the weights and buffers overflow the card (over_budget)
+            "set": p.set_pool_bytes, "room_bytes_per_gpu": max(0.0, p.rest_bytes),
             "overflow_bytes_per_gpu": p.overflow_bytes} if p.set_pool_bytes else None,
         "vllm_advice": None if r.advice is None else {
             "kv_cache_memory_bytes_requested": int(r.advice[0]),
@@ -155,3 +166,11 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
     if p.state_request_bytes:  # SGLang's hybrid: only where there is a state pool
         out["state_pool"] = state_pool_dict(r)
     return out
+
+
+def over_budget_bytes(p: KVPool) -> float:
+    """What the weights and the engine's buffers take beyond the memory it reserves, before
+    any cache (the text's negative "KV pool"; llama.cpp's "alone overflow its ..."), 0 where
+    they fit: Llama-3.1-70B bf16 on one H100 under vLLM at 8,192 tokens, 63.74 GiB (a pool
+    set by --kv-cache-memory-bytes overruns the card by this and the pool together)."""
+    return max(0.0, -p.rest_bytes)

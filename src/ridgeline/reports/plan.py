@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ridgeline.candidate import Candidate, stored_name
+from ridgeline.candidate import Candidate, weights_format
 from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
 from ridgeline.datafiles import engine_defaults
@@ -27,6 +27,11 @@ from ridgeline.units import ordinal, plural, share_of_requests
 
 # --json's names for Candidate.rate_limits (req/s; null: no limit)
 RATE_LIMIT_KEYS = ("tpot_at_batch", "token_budget", "prompt_queue")
+# a row's fields under fit's --json names where they mean the same (vLLM's flags' words);
+# gpus (all replicas'), batch (the analytic one a replica runs within the SLO) and
+# max_model_len (fit's context) keep plan's, which say something else or say it so
+FIT_NAMES = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "kv": "kv_dtype",
+             "data_parallel": "data_parallel_size"}
 
 NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed the SLO in "
                  "simulation, and this one was not reached; its price is the analytic estimate, "
@@ -155,7 +160,8 @@ class PlanReport:
     def _row(self, c: Candidate) -> dict[str, Any]:
         from ridgeline.hardware import engine_devices, resolve_accelerator
 
-        data = asdict(c)
+        # fit's --json names (and the engines' flags'): tensor_parallel_size, not tp
+        data = {FIT_NAMES.get(k, k): v for k, v in asdict(c).items()}
         limits = dict(zip(RATE_LIMIT_KEYS, (x if math.isfinite(x) else None
                                             for x in c.rate_limits)))
         # prices in US dollars, named as hardware's price_per_hour_usd and decode's
@@ -165,8 +171,8 @@ class PlanReport:
                     usd_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()),
                     usd_per_million_prompt_tokens=c.cost_per_million_tokens(
                         self._priced()[1]) if self._priced()[0] == "prompt" else None,
-                    weights_format=stored_name(self.model) if c.weights == "as stored"
-                    else c.weights, rate_limits=limits or None,
+                    weights_format=weights_format(self.model, c.weights),
+                    rate_limits=limits or None,
                     unverified=bool(self.result.unverified_by(c)),
                     slowed_tpot_floor_s=slowed_tpot_floor_s(c)
                     if self.result.unverified_by(c) else None,
