@@ -5,6 +5,7 @@
 
 Llama-3.1-70B, a chat workload (log-normal prompts ~1,000 tokens, answers ~250) at
 10 req/s, SLO p90 TTFT ≤ 1 s and TPOT ≤ 50 ms, the five default accelerators, up to 64 GPUs.
+No ITL SLO (plan's optional --slo-itl-ms): the timing is of a plan without one.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ against the fewest that meet the SLO when simulated in the steady state (`plan_c
     python scripts/bench_plan_sizing.py [--engine sglang]
 
 The error is log(analytic / simulated): positive means the analytic sizing asks for more
-replicas than the simulation needs.
+replicas than the simulation needs. The SLOs are TTFT and TPOT alone, no ITL SLO (plan's
+optional --slo-itl-ms, whose sizing tests/test_plan_itl.py pins): the figures are of sizing
+without one.
 """
 
 from __future__ import annotations

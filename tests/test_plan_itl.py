@@ -1,6 +1,6 @@
-"""plan's ITL SLO (--slo-itl-ms): the inter-token latency at the SLO's percentile over every
-streamed chunk of a check's run, as simulate's ITL row reads it; a plan given none is judged,
-and reported, as before."""
+"""plan's ITL SLO (--slo-itl-ms): the inter-token latency at the SLO's percentile over the
+streamed chunks of the requests a check's window keeps, as simulate's ITL row reads it; a plan
+given none is judged, and reported, as before."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def _config(c: Candidate) -> tuple[object, ...]:
 
 def test_a_checks_itl_is_simulates_itl_at_the_percentile() -> None:
     """The winner's ITL is its check's run read as simulate's table reads its ITL row: the
-    p90 of every streamed chunk's gap, rerun here on the same requests."""
+    p90 of the gaps between the streamed chunks of the requests its window keeps, rerun here
+    on the same requests."""
     win = _without_itl().winner
     assert win is not None and win.verified and win.sim_itl_s is not None
     dep = candidate_deployment(MODEL, win, "vllm")

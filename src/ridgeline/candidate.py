@@ -33,7 +33,7 @@ class Candidate:
     verified: bool = False
     sim_ttft_s: float | None = None
     sim_tpot_s: float | None = None
-    # … and the ITL at the SLO's percentile over every streamed chunk of that check's run
+    # … and the ITL at the SLO's percentile over the streamed chunks of that check's window
     # (SimResult.itl_s_at; an xPyD split's, its decode pool's)
     sim_itl_s: float | None = None
     disaggregated: str = ""  # "xPyD" when prefill and decode pools are split

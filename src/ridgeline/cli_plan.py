@@ -137,8 +137,9 @@ def register(sub: Any) -> None:
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), required=True,
                    metavar="MS", help="time per output token at the same percentile")
     p.add_argument("--slo-itl-ms", type=_positive_float("ITL SLO"), metavar="MS",
-                   help="inter-token latency at the same percentile, over every streamed "
-                   "chunk of a check's run, as simulate's ITL row (optional; a chunked "
+                   help="inter-token latency at the same percentile, over the streamed "
+                   "chunks of the requests a check's TTFT and TPOT are read on (past the "
+                   "warm-up, before the drain), as simulate's ITL row (optional; a chunked "
                    "prefill's stall shows here before it moves the TPOT)")
     p.add_argument("--percentile", type=_typed(_percentile), default=90.0,
                    help="the SLO's percentile, in percent (default 90: p90)")

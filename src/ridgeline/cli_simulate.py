@@ -193,6 +193,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     profile = load_profile(args)
     slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
+    slo_itl = None if args.slo_itl_ms is None else args.slo_itl_ms / 1e3
     # vLLM V1: one pool, pp micro-batches in flight (sim/pipeline.py); V0, SGLang and
     # TensorRT-LLM: pp lanes, each 1/pp of it (sim/lanes.py)
     split = pp > 1 and not one_pool(engine, args.engine_version)
@@ -349,7 +350,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.spec_tokens:  # fit's caution where the pool leaves the drafter out, once run
         spec_drafter(args, model, [engine])
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
-                          cautions=cautions, percentile=args.percentile,
+                          cautions=cautions, percentile=args.percentile, slo_itl_s=slo_itl,
                           lanes=pp if split else 1, engine_config=config,
                           micro_batches=1 if split else pp,
                           engine_version=sized_version(engine, settings.engine_version)
@@ -579,6 +580,11 @@ def register(sub: Any) -> None:
     p.add_argument("--slo-tpot-ms", type=_positive_float("TPOT SLO"), metavar="MS",
                    help="… and its TPOT at most this (each request's own; plan reads them at "
                    "--percentile)")
+    p.add_argument("--slo-itl-ms", type=_positive_float("ITL SLO"), metavar="MS",
+                   help="the run's inter-token latency at --percentile (default 90, plan's) at "
+                   "most this, over the streamed chunks of the requests whose latencies count "
+                   "(a --window's), as plan judges a check; a run's, not a request's, so "
+                   "goodput leaves it out (as vllm bench serve's --goodput takes no ITL)")
     p.add_argument("--export", metavar="FILE", type=_typed(_export_path),
                    help="per-request CSV (or .json): arrival_s is the request's send, where "
                    "its latencies start; offered_arrival_s when it came (earlier where "

@@ -22,8 +22,9 @@ from ridgeline.model import ModelSpec
 from ridgeline.replica_sizing import covers, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import SimConfig, sim_config
-from ridgeline.sim.metrics import misses_settling
+from ridgeline.sim.metrics import itl_misses_settling, misses_settling
 from ridgeline.sim.pipeline import lane_config, run_replica
+from ridgeline.sim.request import Request
 
 CONFIRM_DRAW = 1  # the seed offset of the second draw a check's count must also hold on
 
@@ -47,11 +48,22 @@ def cheapest(c: Candidate) -> tuple[float, int, int, bool, float]:
         -c.capacity_req_s
 
 
+def settling(work: list[Request], window_s: tuple[float, float],
+              slo: Slo) -> int | tuple[int, int]:
+    """Where a check's run may stop (``Simulator.run``'s stop_past): past the requests whose
+    TTFT or TPOT settle the SLO's percentile, and with an ITL SLO, past the chunks whose gaps
+    settle the ITL's (``itl_misses_settling``), whichever comes first."""
+    requests = misses_settling(work, window_s, slo.percentile)
+    if slo.itl_s is None:
+        return requests
+    return requests, itl_misses_settling(work, window_s, slo.percentile)
+
+
 class CheckRun(NamedTuple):
     """One run of a check (``verify``): whether the SLO held, the TTFT and TPOT it read at
     the SLO's percentile, its requests, the first one's number (a trace's), its window, the
     prompts longer than the step budget of an engine that runs contexts whole, and its ITL
-    at the percentile (``SimResult.itl_s_at``: every streamed chunk's)."""
+    at the percentile (``SimResult.itl_s_at``: the window's requests' streamed chunks)."""
 
     held: bool
     ttft_s: float
@@ -207,12 +219,10 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             work, window = drawn.steady(replicas, lifetime,  # a replica's share
                                         percentile=slo.percentile)
             result = run_replica(dep, profile, engine_config, work, engine_version,
-                                 slo=(slo.ttft_s, slo.tpot_s), window_s=window,
-                                 stop_past=misses_settling(work, window, slo.percentile))
+                                 slo=(slo.ttft_s, slo.tpot_s, slo.itl_s), window_s=window,
+                                 stop_past=settling(work, window, slo))
             ttft, tpot = (result.latency_s_at(name, slo.percentile) for name in ("ttft", "tpot"))
             itl = result.itl_s_at(slo.percentile)
-            # the run stops early on TTFT and TPOT misses alone (``stop_past``); an ITL SLO is
-            # read on the run as it ends
             held = not result.rec.missed and ttft <= slo.ttft_s and (
                 math.isnan(tpot) or tpot <= slo.tpot_s) and slo.itl_ok(itl) \
                 and result.rec.held_steady  # a queue that grows misses the SLO, given time

@@ -37,17 +37,26 @@ WARMUP_SPANS = 2
 # apart read as 1e9 req/s, planned at ten million GPUs). `simulate --trace` replays such a
 # burst as recorded (it needs no rate, and cautions the span); the plan refuses it.
 MIN_TRACE_SPAN_S = 1.0
+SLO_PERCENTILE = 90.0  # the percentile an SLO is kept at where none is asked (plan's default)
+
+
+def itl_kept(itl_s: float, slo_itl_s: float | None) -> bool:
+    """Whether a run's ITL at the SLO's percentile (``SimResult.itl_s_at``) keeps an ITL SLO
+    of ``slo_itl_s``: always without one, and where no chunk was streamed after a first (NaN:
+    1-token outputs), as a TPOT of NaN. plan's checks and simulate's --slo-itl-ms judge so."""
+    return slo_itl_s is None or math.isnan(itl_s) or itl_s <= slo_itl_s
 
 
 @dataclass(frozen=True)
 class Slo:
     """The latencies a plan keeps at ``percentile``: TTFT and TPOT, each request's own, and
-    where given ITL (``itl_s``), the gap between streamed chunks over every chunk of a
-    check's run, as `simulate` reads it (``SimResult.itl_s_at``); None: no ITL SLO."""
+    where given ITL (``itl_s``), the gap between streamed chunks over the chunks of the
+    requests a check's window keeps (its TTFT's and TPOT's), as `simulate` reads it
+    (``SimResult.itl_s_at``); None: no ITL SLO."""
 
     ttft_s: float
     tpot_s: float
-    percentile: float = 90.0
+    percentile: float = SLO_PERCENTILE
     itl_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -55,9 +64,8 @@ class Slo:
             raise InputError(f"an ITL SLO must be positive and finite, got {self.itl_s!r} s")
 
     def itl_ok(self, itl_s: float) -> bool:
-        """Whether ``itl_s`` (at the percentile) keeps the ITL SLO: always without one, and
-        where no chunk was streamed after a first (NaN: 1-token outputs), as a TPOT of NaN."""
-        return self.itl_s is None or math.isnan(itl_s) or itl_s <= self.itl_s
+        """Whether ``itl_s`` (at the percentile) keeps the ITL SLO (``itl_kept``)."""
+        return itl_kept(itl_s, self.itl_s)
 
 
 @dataclass(frozen=True)

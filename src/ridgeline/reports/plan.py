@@ -149,7 +149,8 @@ class PlanReport:
                       f"SLO {result.slo.tpot_s * 1e3:g} ms"),
                     *([] if result.slo.itl_s is None else [
                         q(f"p{result.slo.percentile:g} ITL", (win.sim_itl_s or 0.0) * 1e3, "ms",
-                          f"SLO {result.slo.itl_s * 1e3:g} ms; every streamed chunk's gap, "
+                          f"SLO {result.slo.itl_s * 1e3:g} ms; the gaps between the "
+                          "streamed chunks of the requests the TTFT and TPOT are read on, "
                           "as simulate's ITL row")])),) if win.verified else ()),
             step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
                  q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
@@ -456,10 +457,7 @@ class PlanReport:
                               + (f"; {shrunk}" if shrunk else "") + ")", ""]
         check = self.launch.check_command(win)
         if check:
-            lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}",
-                            *(["  (simulate takes no ITL SLO: its ITL row gives the p50–p99 "
-                               "ITL, every streamed chunk's, that the ITL SLO is read on)"]
-                              if slo.itl_s is not None else [])]
+            lines[-1:-1] = ["check it with (one replica's share of the load):", f"  {check}"]
         elif self.check_note(win):
             lines[-1:-1] = [f"({self.check_note(win)})"]
         if held_back:

@@ -72,7 +72,8 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
         "--input-len", load.input_len, "--output-len", load.output_len, "--seed", str(load.seed)]
     parts += ["--window", f"{_exact(max(low, 0.0))},{_exact(high)}",
               "--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3),
-              "--percentile", _exact(slo.percentile)]
+              "--percentile", _exact(slo.percentile),
+              *([] if slo.itl_s is None else ["--slo-itl-ms", _exact(slo.itl_s * 1e3)])]
     return "ridgeline simulate " + " ".join(shlex.quote(p) for p in parts)
 
 

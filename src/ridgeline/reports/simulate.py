@@ -22,6 +22,7 @@ from ridgeline.reports.simulate_overload import (
     growth_evidence,
     overload_rates,
 )
+from ridgeline.serving_load import SLO_PERCENTILE, itl_kept
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import ClientWaits, SimResult
 from ridgeline.sim.overload import BURST_READ, burst, growth
@@ -98,6 +99,7 @@ class SimulateReport:
     model_runner: str | None = None  # vLLM's: V0, V1 or MRV2 (Model Runner V2)
     saturated_req_s: float | None = None  # the most it serves of these requests, batch full
     dispatch: str = ""  # data-parallel attention: how arrivals are dealt over the ranks
+    slo_itl_s: float | None = None  # --slo-itl-ms: the run's ITL at the percentile, plan's way
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -157,7 +159,9 @@ class SimulateReport:
                          "spec_tokens": c.spec_tokens,  # no drafter: no acceptance to give
                          "spec_acceptance": c.spec_acceptance if c.spec_tokens else None,
                          "slo_ttft_ms": None if self.slo_ttft_s is None else self.slo_ttft_s * 1e3,
-                         "slo_tpot_ms": None if self.slo_tpot_s is None else self.slo_tpot_s * 1e3},
+                         "slo_tpot_ms": None if self.slo_tpot_s is None else self.slo_tpot_s * 1e3,
+                         **({} if self.slo_itl_s is None else
+                            {"slo_itl_ms": self.slo_itl_s * 1e3})},
             "requests": self.requests, "completed": r.completed, "rejected": r.rejected,
             "rejected_reasons": dict(r.rec.rejected),
             "rejected_first": dict(r.rec.rejected_first),
@@ -198,6 +202,7 @@ class SimulateReport:
                    for name in ("ttft", "tpot")},
                 "rejected_counted": r.rec.windowed_rejected},
             "window_s": list(r.rec.window_s) if self.has_window else None,
+            **({} if self.itl_verdict is None else {"itl_slo": self.itl_verdict}),
             "windowed_requests": r.rec.windowed if self.has_window else None,
             "keeps_up": self.kept_up,
             "client_cap": None if not r.rec.client.cap else {
@@ -354,6 +359,8 @@ class SimulateReport:
             lines.append(f"goodput: {r.goodput_req_s:,.2f} req/s meet the SLO ({r.good:,} requests: "
                          f"{_share(r.good, r.completed)} of completed, "
                          f"{_share(r.good, self.requests)} of all {self.requests:,})")
+        if self.slo_itl_s is not None:
+            lines.append(self._itl_slo_line())
         return lines + self._rejected_lines() + [f"caution: {c}" for c in self.cautions]
 
     def _overload_line(self, o: Overload) -> str:
@@ -387,6 +394,31 @@ class SimulateReport:
         counted = (f", the {n:,} rejected counted as misses (as plan reads its checks)" if n
                    else "")
         return f"p{p:.10g}{counted}: TTFT {_ms_or_never(ttft)}, TPOT {_ms_or_never(tpot)}"
+
+    @property
+    def itl_verdict(self) -> dict[str, Any] | None:
+        """--slo-itl-ms: the run's ITL at the percentile (--percentile, else plan's default)
+        and whether it keeps the SLO, judged as plan judges a check (``itl_kept``); None
+        without one. NaN (no chunk after a first) reads as null, and as kept."""
+        if self.slo_itl_s is None:
+            return None
+        p = SLO_PERCENTILE if self.percentile is None else self.percentile
+        itl = self.result.itl_s_at(p)
+        return {"percentile": p, "itl_s": None if math.isnan(itl) else itl,
+                "slo_itl_s": self.slo_itl_s, "met": itl_kept(itl, self.slo_itl_s),
+                "chunks": self.result.rec.hist["itl"].total}
+
+    def _itl_slo_line(self) -> str:
+        v = self.itl_verdict
+        assert v is not None and self.slo_itl_s is not None
+        whose = "the window's requests'" if self.has_window else "the run's"
+        reading = "no chunk after a first" if v["itl_s"] is None else \
+            f"{_ms(v['itl_s'])} ms " + ("≤" if v["met"] else ">") + \
+            f" {self.slo_itl_s * 1e3:g} ms"
+        return (f"ITL SLO: p{v['percentile']:.10g} ITL {reading}: "
+                + ("met" if v["met"] else "MISSED")
+                + f" (over the {v['chunks']:,.0f} streamed chunks of {whose} requests, as plan "
+                "judges a check; the run's, not a request's, so goodput leaves it out)")
 
     @property
     def overloaded(self) -> Overload | None:
@@ -434,7 +466,7 @@ class SimulateReport:
             return []
         rec = self.result.rec
         low, high = rec.window_s
-        lines = [f"window: the latencies above (but ITL, every streamed chunk's) are of the "
+        lines = [f"window: the latencies above (ITL their streamed chunks') are of the "
                  f"{rec.windowed:,} completed requests arriving {low:,.6g}–{high:,.6g} s; the "
                  "others warm the engine up and drain it"]
         if rec.windowed < FEW_IN_WINDOW and not rec.stopped_early:
@@ -571,6 +603,17 @@ class SimulateReport:
                 *([] if self.slo_ttft_s is None else [_ms_q("TTFT SLO", self.slo_ttft_s)]),
                 *([] if self.slo_tpot_s is None else [_ms_q("TPOT SLO", self.slo_tpot_s)]),
                 q("simulated time", r.duration_s, "s")))
+        v = self.itl_verdict
+        if v is not None and self.slo_itl_s is not None:
+            out.append(step(
+                "ITL SLO", f"the p{v['percentile']:.10g} of the gaps between streamed chunks "
+                "(one per request per step that streamed its tokens), over the chunks of the "
+                + ("requests arriving in the window" if self.has_window else "run's requests")
+                + " ≤ the SLO, as plan judges a check; the run's, not a request's: goodput "
+                "leaves it out", _ms_q(f"p{v['percentile']:.10g} ITL",
+                                       math.nan if v["itl_s"] is None else v["itl_s"]),
+                _ms_q("ITL SLO", self.slo_itl_s),
+                q("streamed chunks", v["chunks"], "", "after each request's first token")))
         profile = r.profile
         if profile is not None and r.steps:
             src = f"{profile.engine} profile"

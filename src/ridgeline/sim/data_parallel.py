@@ -160,9 +160,9 @@ class DataParallelSimulator:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
-            slo: tuple[float | None, float | None] = (None, None),
+            slo: tuple[float | None, ...] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False, stop_past: int | None = None,
+            stop_when_behind: bool = False, stop_past: int | tuple[int, int] | None = None,
             max_in_flight: int = 0) -> SimResult:
         """Simulate until every request finished or was rejected (``Simulator.run``'s
         arguments)."""
@@ -319,7 +319,7 @@ class DataParallelSimulator:
                     lane.rank.scheduler.after_step(lane.rank.config.prefill_first, False)
                 dt = slowest
                 for lane in lanes:
-                    rec.itl(dt, lane.count)
+                    rec.itl(dt, lane.counted)
                 self.now_s += dt
                 self.steps += 1
                 j += 1
@@ -395,6 +395,7 @@ class Lane:
         self.pool = rank.pool
         self.block_size = rank.pool.block_size
         self.count = len(rank.scheduler.running)
+        self.counted = sum(r.counted for r in rank.scheduler.running)  # the ITL keeps theirs
         self.context = 0
         self.left = 1 << 62
         self.needs: dict[int, list[Request]] = {}

@@ -49,6 +49,7 @@ class DecodeSet:
 
     def _reset(self) -> None:
         self.count = 0
+        self.counted = 0  # … of them, requests whose chunks the ITL keeps (``Request.counted``)
         self.base_sum = 0  # Σ (cached tokens − g) over members
         self.residues = [0] * self.block_size  # members by base mod block_size …
         self.growing = 0  # … all of them, the members still taking blocks
@@ -75,6 +76,7 @@ class DecodeSet:
         heapq.heappush(self.finishes, (end, join, r))
         self.members[r.id] = r
         self.count += 1
+        self.counted += r.counted
         self.base_sum += base
         self.end_sum += end
         r.decode_clipped = end - g > self.clip
@@ -232,6 +234,7 @@ class DecodeSet:
     def _remove(self, r: Request, g: int) -> None:
         del self.members[r.id]
         self.count -= 1
+        self.counted -= r.counted
         base = r.decode_base
         self.base_sum -= base
         if self.growing_at(r, g):

@@ -213,10 +213,11 @@ class FastPath:
         since its last token for one that joined meanwhile."""
         members = self.decodes.members
         joiners = [r for r in self._stall_joiners if members.get(r.id) is r]
-        if count - len(joiners):
-            rec.itl(dt + self._stall_s, count - len(joiners))
+        stayed = self.decodes.counted - sum(r.counted for r in joiners)  # the window's
+        if stayed:
+            rec.itl(dt + self._stall_s, stayed)
         for r in joiners:
-            rec.itl(end_s - r.last_token_s, 1)
+            rec.itl(end_s - r.last_token_s, r.counted)
         self._stall_s, self._stall_joiners = 0.0, []
 
     def _chunks_done(self, chunks: list[Scheduled], rec: Recorder) -> list[Request]:
@@ -375,9 +376,9 @@ class FastPath:
         if self._stall_s or self._stall_joiners:  # the first step's gap holds the prompt
             # steps the decodes waited through
             self._decode_gaps(t0, dset.count, rec, self.sim.now_s + t0)
-            rec.itl_line(t0 + slope, t_last, k - 1, dset.count)
+            rec.itl_line(t0 + slope, t_last, k - 1, dset.counted)
         else:
-            rec.itl_line(t0, t_last, k, dset.count)
+            rec.itl_line(t0, t_last, k, dset.counted)
         self.sim.now_s += k * (t0 + t_last) / 2
         self.sim.steps += k
         self.g = g + k

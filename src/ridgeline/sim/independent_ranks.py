@@ -171,9 +171,9 @@ class IndependentRanksSimulator:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
-            slo: tuple[float | None, float | None] = (None, None),
+            slo: tuple[float | None, ...] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False, stop_past: int | None = None,
+            stop_when_behind: bool = False, stop_past: int | tuple[int, int] | None = None,
             max_in_flight: int = 0) -> SimResult:
         """Simulate until every request finished or was rejected (``Simulator.run``'s
         arguments)."""

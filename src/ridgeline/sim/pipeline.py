@@ -92,9 +92,9 @@ class PipelineSimulator(Simulator):
 
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             after_step: Callable[[Simulator], None] | None = None,
-            slo: tuple[float | None, float | None] = (None, None),
+            slo: tuple[float | None, ...] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False, stop_past: int | None = None,
+            stop_when_behind: bool = False, stop_past: int | tuple[int, int] | None = None,
             max_in_flight: int = 0) -> SimResult:
         """As ``Simulator.run``; ``after_step`` is called after every event."""
         run = self._begin(workload, closed_loop, keep_rows, after_step, slo, window_s,
@@ -178,7 +178,7 @@ class PipelineSimulator(Simulator):
             r.num_computed += gained - 1  # accepted drafts are cached; the new token is not
             if generated == 0:
                 r.first_token_s = now
-            else:
+            elif r.counted:  # the window's requests' chunks only, as their TTFT
                 gaps.append(now - r.last_token_s)
             self._credit(r, gained, finished)
         if gaps:
@@ -188,9 +188,9 @@ class PipelineSimulator(Simulator):
 
 def run_replica(dep: Deployment, profile: EngineProfile, config: SimConfig,
                 requests: Iterable[Request], version: str | None = None, closed_loop: int = 0,
-                keep_rows: bool = False, slo: tuple[float | None, float | None] = (None, None),
+                keep_rows: bool = False, slo: tuple[float | None, ...] = (None, None),
                 window_s: tuple[float, float] | None = None,
-                stop_when_behind: bool = False, stop_past: int | None = None,
+                stop_when_behind: bool = False, stop_past: int | tuple[int, int] | None = None,
                 max_in_flight: int = 0) -> SimResult:
     """One replica of ``dep`` with the engine's whole ``config``: pipeline-parallel vLLM V1
     as one pool with pp micro-batches in flight, V0 and the other engines as pp lanes each

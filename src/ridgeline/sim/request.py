@@ -45,6 +45,9 @@ class Request:
     # a capped open loop's request held for a seat: when it came (its offered arrival, the
     # rate's draw or the trace's time), arrival_s then being its send; -1: sent as it came
     came_s: float = -1.0
+    # its latencies count: it arrived in the recorder's window (``Recorder.arrive``), so its
+    # streamed chunks join the ITL as its TTFT and TPOT join theirs
+    counted: bool = True
 
     @property
     def offered_arrival_s(self) -> float:

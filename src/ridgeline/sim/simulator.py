@@ -112,9 +112,9 @@ class Simulator:
 
     def run(self, workload: Iterator[Request], closed_loop: int = 0, keep_rows: bool = False,
             after_step: Callable[[Simulator], None] | None = None,
-            slo: tuple[float | None, float | None] = (None, None),
+            slo: tuple[float | None, ...] = (None, None),
             window_s: tuple[float, float] | None = None,
-            stop_when_behind: bool = False, stop_past: int | None = None,
+            stop_when_behind: bool = False, stop_past: int | tuple[int, int] | None = None,
             max_in_flight: int = 0) -> SimResult:
         """Simulate until every request finished or was rejected.
 
@@ -125,7 +125,8 @@ class Simulator:
         requests' latencies count (the steady state, past the warm-up and before the drain).
         stop_when_behind: an open loop may stop early, its recorder marked ``stopped_early``,
         once the engine is hopelessly behind (``Run.over_steps``). stop_past: stop once more
-        than this many of the window's requests passed ``slo`` in TTFT or in TPOT, the
+        than this many of the window's requests passed ``slo`` in TTFT or in TPOT (or, a
+        pair, than its second of their streamed chunks passed ``slo``'s third, the ITL), the
         recorder marked ``missed`` (``Recorder.stop_past``). max_in_flight > 0: an open loop
         whose arrivals wait, client-side, while that many are in flight (``Run``).
         """
@@ -155,8 +156,8 @@ class Simulator:
     # -- a run's frame, shared with the pipeline's event loop (sim/pipeline.py) ---------------
     def _begin(self, workload: Iterator[Request], closed_loop: int, keep_rows: bool,
                after_step: Callable[[Simulator], None] | None,
-               slo: tuple[float | None, float | None], window_s: tuple[float, float] | None,
-               stop_when_behind: bool, stop_past: int | None = None,
+               slo: tuple[float | None, ...], window_s: tuple[float, float] | None,
+               stop_when_behind: bool, stop_past: int | tuple[int, int] | None = None,
                max_in_flight: int = 0) -> Run:
         """A run's recorder and requests (``run``'s arguments), its first requests sent."""
         rec = run_recorder(self.dep.num_gpus, slo, keep_rows, stop_past, window_s, closed_loop)
@@ -331,7 +332,7 @@ class Simulator:
             if r.num_generated == 0:
                 r.first_token_s = self.now_s
             elif r.last_token_s == started_s:
-                streamed += 1  # it had a token from the step before: the gap is dt, one
+                streamed += r.counted  # it had a token from the step before: the gap is dt, one
                 # streamed chunk however many drafts it accepted (vllm bench serve: one ITL
                 # per chunk)
             else:  # back from preemption, or left out of a step the budget ran out in
@@ -355,7 +356,7 @@ class Simulator:
     def gap(self, r: Request, rec: Recorder) -> None:
         """An inter-token gap that is not just this step: the client waited since r's last
         token (a preemption's stall, or steps r sat out), as `vllm bench serve` times it."""
-        rec.itl(self.now_s - r.last_token_s, 1)
+        rec.itl(self.now_s - r.last_token_s, r.counted)
 
     def _accepted(self, r: Request) -> int:
         carry = self._carry.get(r.id, 0.0) + self.tokens_per_step
