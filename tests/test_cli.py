@@ -1567,7 +1567,7 @@ def test_a_memory_fraction_past_one_names_its_flag(capsys: pytest.CaptureFixture
     flag = "--gpu-memory-utilization"
     code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", flag, "1.5")
     assert code == 2 and not out and err.count("\n") == 1
-    assert f"argument {flag}: memory fraction must be between 0 and 1, got 1.5" in err
+    assert f"argument {flag}: memory fraction must be between 0.001 and 1, got 1.5" in err
 
 
 def test_the_model_list_starts_each_word_column_under_its_heading(

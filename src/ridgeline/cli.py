@@ -29,7 +29,8 @@ from ridgeline.cli_spellings import (
     unrecognized_hint,
 )
 from ridgeline.cli_types import (
-    MAX_MEMORY_GIB,
+    MEMORY_FRACTION_RANGE,
+    MEMORY_GIB_RANGE,
     _engine_dtype,
     _how_many,
     _kv_name,
@@ -81,7 +82,7 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
                    "matmul rate (with --bandwidth-gbs)")
     g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"),
                    help="custom accelerator: memory bandwidth in GB/s")
-    g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", most=MAX_MEMORY_GIB),
+    g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", *MEMORY_GIB_RANGE),
                    help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
                    "most the catalog's size), or a custom accelerator's (needed with a model)")
     g.add_argument(*NUM_GPUS_FLAGS, dest="num_gpus", default=1,
@@ -105,9 +106,10 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", "--kv_cache_free_gpu_memory_fraction",
                    "--free_gpu_memory_fraction", "--kv_cache_free_gpu_mem_fraction",
-                   dest="gpu_memory_utilization", type=_positive_float("memory fraction", most=1.0),
-                   metavar="F", help="memory share: vLLM of the card, SGLang static, TRT-LLM "
-                   "of what is free (trtllm-serve's --kv_cache_free_gpu_memory_fraction, "
+                   dest="gpu_memory_utilization", metavar="F",
+                   type=_positive_float("memory fraction", *MEMORY_FRACTION_RANGE),
+                   help="memory share: vLLM of the card, SGLang static, TRT-LLM of what is "
+                   "free (trtllm-serve's --kv_cache_free_gpu_memory_fraction, "
                    "trtllm-bench's --kv_cache_free_gpu_mem_fraction)")
     seats_flag(g, llamacpp)
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",

@@ -8,7 +8,7 @@ from typing import Any
 
 from ridgeline.cli import _formats, _gpu, _model, _output, data_parallel_flags
 from ridgeline.cli_load import build_deployment, default_engine, load_accelerator, load_model
-from ridgeline.cli_types import MAX_MEMORY_GIB, _positive_count, _positive_float
+from ridgeline.cli_types import MEMORY_GIB_RANGE, _positive_count, _positive_float
 from ridgeline.errors import InputError
 
 
@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
     _model(p)
     p.add_argument("--context", type=_positive_count("context length"), required=True,
                    help="tokens each conversation holds (128k, 4096, …)")
-    p.add_argument("--memory-gib", type=_positive_float("memory GiB", most=MAX_MEMORY_GIB),
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB", *MEMORY_GIB_RANGE),
                    help="a KV budget in GiB (instead of --gpu)")
     _gpu(p, required=False)
     data_parallel_flags(p, sglang=False, expert_parallel=False)

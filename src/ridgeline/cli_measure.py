@@ -11,6 +11,7 @@ from ridgeline.cli import _output
 from ridgeline.cli_output_files import WroteFile
 from ridgeline.cli_types import (
     MAX_BATCH,
+    MEMORY_GIB_RANGE,
     _accelerator_name,
     _count_list,
     _not_empty,
@@ -164,7 +165,7 @@ def register(sub: Any) -> None:
     p.add_argument("--gpu-id",
                    help="id for the measured device in the rows (letters, digits, - _ .; "
                    "default: measured-cpu, measured-cuda or measured-mps)")
-    p.add_argument("--memory-gib", type=_positive_float("memory GiB"),
+    p.add_argument("--memory-gib", type=_positive_float("memory GiB", *MEMORY_GIB_RANGE),
                    help="device memory to record (default: what CUDA or Metal reports, or "
                    "the machine's RAM on a CPU)")
     p.add_argument("--rated-gpu", type=_typed(_accelerator_name),

@@ -12,6 +12,7 @@ from typing import Any
 from ridgeline.cli_types import (
     GBS_RANGE,
     MAX_MEMORY_GIB,
+    MEMORY_GIB_RANGE,
     _count,
     _plain_float,
     _positive_count,
@@ -19,7 +20,7 @@ from ridgeline.cli_types import (
     _typed,
 )
 from ridgeline.errors import InputError
-from ridgeline.units import COUNT_EXAMPLES, GIB, MIB
+from ridgeline.units import COUNT_EXAMPLES, GIB, MIB, ascii_whole
 
 
 def _split_mode(p: Any) -> None:  # a parser or an argument group
@@ -57,7 +58,7 @@ def _offload(p: argparse.ArgumentParser) -> None:
                    help="host-to-GPU link per direction (default: the card's PCIe; 7.88 for "
                    "PCIe 3.0 x8): prompt steps copy host weights over it, and vLLM's "
                    "--cpu-offload-gb reads its weights over it every step")
-    g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB", most=MAX_MEMORY_GIB),
+    g.add_argument("--host-memory-gib", type=_positive_float("host memory GiB", *MEMORY_GIB_RANGE),
                    metavar="GiB",
                    help="one host's RAM: refuse a llama.cpp split whose host weights and cache "
                    "overflow it, or a --cpu-offload-gb whose weights the GPUs of one host pin "
@@ -177,10 +178,11 @@ def _gpu_layers(text: str) -> int | str:
         return AUTO_LAYERS
     if word == ALL_LAYERS:
         return ALL_LAYERS
-    if not word.isdigit():
+    layers = ascii_whole(word)
+    if layers is None:
         raise InputError(f"-ngl takes a number of layers (0, 1, 2, …), auto (or -1) or all; "
                          f"got {text!r}")
-    return int(word)
+    return layers
 
 
 def auto_layers(args: argparse.Namespace, engine: str | None = None) -> bool:

@@ -11,8 +11,9 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from ridgeline.cli_types import _count, _share
+from ridgeline.cli_types import _count, _plain_float, _share, _typed
 from ridgeline.errors import InputError
+from ridgeline.units import COUNT_EXAMPLES
 
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # the speculative-decoding defaults
 # An n-gram drafter runs no model: vLLM's NgramProposer matches the request's own tokens on
@@ -29,15 +30,20 @@ MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp")
 LLAMACPP_SPEC_METHOD = "draft-model"
 
 
-# the engines' spellings: (flags, dest, value type, engine); help on the first of each engine
+# the engines' spellings: (flags, dest, value type, engine); help on the first of each engine.
+# A count is read as every count flag reads one (ASCII digits: int() takes '１' and '1_0')
 ENGINE_FLAGS: tuple[tuple[tuple[str, ...], str, Any, str], ...] = (
     (("--speculative-config", "-sc"), "speculative_config", str, "vllm"),
     (("--speculative-model",), "speculative_model", str, "vllm"),
-    (("--num-speculative-tokens",), "num_speculative_tokens", int, "vllm"),
+    (("--num-speculative-tokens",), "num_speculative_tokens",
+     _count("draft length", COUNT_EXAMPLES), "vllm"),
     (("--speculative-algorithm",), "speculative_algorithm", str, "sglang"),
-    (("--speculative-num-steps",), "speculative_num_steps", int, "sglang"),
-    (("--speculative-eagle-topk",), "speculative_eagle_topk", int, "sglang"),
-    (("--speculative-num-draft-tokens",), "speculative_num_draft_tokens", int, "sglang"),
+    (("--speculative-num-steps",), "speculative_num_steps",
+     _count("drafter steps", COUNT_EXAMPLES), "sglang"),
+    (("--speculative-eagle-topk",), "speculative_eagle_topk",
+     _count("drafter branches", COUNT_EXAMPLES), "sglang"),
+    (("--speculative-num-draft-tokens",), "speculative_num_draft_tokens",
+     _count("draft tokens", COUNT_EXAMPLES), "sglang"),
     (("--speculative-draft-model-path", "--speculative-draft-model"),
      "speculative_draft_model_path", str, "sglang"),
 )
@@ -74,11 +80,18 @@ def spec_flags(g: Any, pricing: bool = True) -> None:  # a parser or an argument
 def draft_cost_flag(g: Any) -> None:  # a parser or an argument group
     """--spec-draft-cost, as decode and simulate price a drafter and observe its verify step
     (read and checked by ``spec_args``)."""
-    g.add_argument("--spec-draft-cost", type=float,
+    g.add_argument("--spec-draft-cost", type=_typed(_draft_cost),
                    help="a drafter pass's cost as a share of the target model's time for "
                    "the same tokens, 0 to 1: one pass over the step's tokens, then drafts − 1 "
                    f"of one token per sampling row (default {SPEC_DRAFT_COST}; "
                    f"{NGRAM_DRAFT_COST:g} for ngram, whose lookup runs on the CPU)")
+
+
+def _draft_cost(text: str) -> float:
+    """--spec-draft-cost as typed: ASCII digits (float() takes '１' as 1), -0 read as 0 (it
+    printed as "-0"); its range, 0 to 1, is checked with the other speculative flags
+    (``spec_args``), in one message for every command."""
+    return _plain_float(text, "a drafter pass's cost must be a number, 0 to 1") + 0.0
 
 
 def spec_args(args: argparse.Namespace) -> None:

@@ -120,6 +120,12 @@ def _percentile(text: str) -> float:
 
 
 MAX_MEMORY_GIB = 1e6  # a petabyte: past any one device's or host's memory
+# about a MiB: below any device's or host's memory (the catalog's least is 8 GiB); 1e-308 GiB had
+# divided into -inf and inf GiB (SGLang's reserve, TensorRT-LLM's shortfall)
+MEMORY_GIB_RANGE = (1e-3, MAX_MEMORY_GIB)
+# a share of memory an engine may take: 0.1% of the card up to all of it (vLLM's
+# gpu_memory_utilization, le=1); 1e-308 had divided into a shortfall of inf GiB
+MEMORY_FRACTION_RANGE = (1e-3, 1.0)
 GBS_RANGE = (0.1, 1e5)  # GB/s of a memory or a link: a slow DIMM to past any HBM
 
 

@@ -15,14 +15,16 @@ from ridgeline.sglang_memory import (
     sglang_data,
     sglang_release,
 )
+from ridgeline.units import ascii_whole
 from ridgeline.vllm_memory import parse_version, vllm_accounting
 
 
 def llamacpp_build(text: str) -> int | None:
     """'b9400', 'B9400' or '9400' → 9400; None for anything else (a vLLM/SGLang version, or
     build 0, which never was)."""
-    match = re.fullmatch(r"\s*[bB]?(\d+)\s*", text)
-    return int(match.group(1)) or None if match else None
+    match = re.fullmatch(r"\s*[bB]?([0-9]+)\s*", text)  # ASCII: \d takes '１' and '٣' too
+    build = ascii_whole(match.group(1)) if match else None
+    return build or None
 
 
 def check_engine_version(engine: str, version: str) -> None:

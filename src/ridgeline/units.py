@@ -87,6 +87,20 @@ def parse_count_list(text: str, what: str = "count", examples: str = TOKEN_EXAMP
     return values
 
 
+MAX_WHOLE_DIGITS = 100  # past any count a flag takes; int() itself stops at 4300 digits
+
+
+def ascii_whole(text: str) -> int | None:
+    """A whole number written in ASCII digits, spaces around allowed: ' 12 ' → 12; None for
+    anything else. str.isdigit() and re's \\d also take '１２' (fullwidth), '٣' (Arabic-Indic)
+    and '²', which int() reads as 12 and 3 or refuses in Python's words; and past 4300 digits
+    int() refuses in its own."""
+    word = str(text).strip()
+    if not (word.isascii() and word.isdigit()) or len(word) > MAX_WHOLE_DIGITS:
+        return None
+    return int(word)
+
+
 def parse_bytes(text: str, default_unit: str = "GiB") -> float:
     """Parse a memory size: "80GB" (8e10 bytes), "80 GiB" (8.59e10), "24" (in default_unit)."""
     match = _SIZE_RE.match(str(text))

@@ -50,9 +50,10 @@ def parse_version(text: str) -> tuple[int, ...]:
     """'v0.6.4.post1' → (0, 6, 4); '0.10' → (0, 10, 0), the part left out read as 0 so that
     '0.12' has reached a rule from 0.12.0; '0.10.1.1' (a fourth part, as vLLM's v0.10.1.1
     has) → (0, 10, 1, 1). InputError when no version is in it."""
-    match = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?"
+    match = re.fullmatch(r"\s*v?(\d{1,9})\.(\d{1,9})(?:\.(\d{1,9}))?(?:\.(\d{1,9}))?"
                          r"(?:[.+-]?(?:post|rc|dev)[\w.]*)?"
-                         r"(?:\+[\w.]+)?(?:\s+V[01])?\s*", text)
+                         r"(?:\+[\w.]+)?(?:\s+V[01])?\s*", text,
+                         re.ASCII)  # \d alone takes '０.１１' (fullwidth) as 0.11
     if not match:
         raise InputError(f"not a version: {text!r} (expected e.g. 0.11 or v0.6.4)")
     parts = tuple(int(part) for part in match.groups() if part is not None)

@@ -23,6 +23,7 @@ from typing import Any
 from ridgeline.errors import InputError
 from ridgeline.flag_json import json_object
 from ridgeline.model import ModelSpec
+from ridgeline.units import ascii_whole
 from ridgeline.vllm_memory import vllm_data
 
 FLAG = "--limit-mm-per-prompt"
@@ -64,8 +65,8 @@ def _count(modality: str, value: Any) -> int:
                              "dummy item, which is not modelled (ridgeline profiles the "
                              "model's largest image): give the count alone")
         value = value.get("count", default_limit())
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    if isinstance(value, str) and ascii_whole(value) is not None:
+        value = ascii_whole(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{FLAG} {modality}: the count must be a whole number, got {value!r}")
     if value < 0:
@@ -81,6 +82,9 @@ def parse_limits(text: str | None, dotted: dict[str, Any] | None = None) -> MMLi
     given: dict[str, Any] = {}
     if text is not None:
         stripped = text.strip()
+        if not stripped:  # it had read as the flag given, printed as the default 'image=999'
+            raise InputError(f"{FLAG} is empty: give a JSON object ('{{\"image\": 2}}') or "
+                             "modality=count pairs ('image=2,video=0')")
         if stripped.startswith("{"):
             given = json_object(stripped, FLAG, '{"image": 2, "video": 0}')
         else:
