@@ -38,6 +38,7 @@ from ridgeline.measurements import KV_METRICS, Measurement, performance_rows, re
 from ridgeline.predict import Prediction, predict, row_engine
 from ridgeline.reports.validation import figure
 from ridgeline.scoring import quantile
+from ridgeline.unit_slips import slipped_against
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
@@ -54,9 +55,14 @@ SCORED_ONLY = ROOT / "validation" / "serving.csv"  # an out-of-sample check: nev
 SCORED_ONLY_KEYS = frozenset(r.source_key for r in read_measurements(SCORED_ONLY).rows)
 
 
-def fold(args: tuple[list[Measurement], list[Measurement]]) -> list[Prediction]:
-    train, test = args
-    train = [r for r in train if r.source_key not in SCORED_ONLY_KEYS]
+def fold(args: tuple[list[Measurement], list[Measurement], frozenset[str]]
+         ) -> list[Prediction]:
+    """One held-out group's predictions, every engine fitted on ``train`` less the scored-only
+    rows and ``slipped`` (the rows the bundled fit leaves out as unit slips, fit_profiles.py:
+    they train no fold either, and are still scored where held out, as `validate` scores
+    them)."""
+    train, test, slipped = args
+    train = [r for r in train if r.source_key not in SCORED_ONLY_KEYS and r.id not in slipped]
     profiles: dict[str, EngineProfile] = {}
     fits: dict[tuple[str, ...], EngineProfile] = {}
     trained = {row_engine(r) for r in performance_rows(train)}
@@ -81,7 +87,8 @@ def cross_validate(rows: Sequence[Measurement],
     groups that hold some run; ``only``: only these groups held out)."""
     scored = [r for r in rows if engine is None or row_engine(r) == engine]
     groups = sorted({key(r) for r in scored if not only or key(r) in only})
-    jobs = [([r for r in rows if key(r) != g], [r for r in scored if key(r) == g])
+    slipped = frozenset(slipped_against(rows))
+    jobs = [([r for r in rows if key(r) != g], [r for r in scored if key(r) == g], slipped)
             for g in groups]
     with ProcessPoolExecutor(max_workers=2) as pool:
         return [p for result in pool.map(fold, jobs) for p in result]

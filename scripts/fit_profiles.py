@@ -13,6 +13,10 @@ validation/h200/ (`ridgeline measure` on an H200: the torch-eager and torch-cuda
 dense models; its MoE rows are not fitted, see to_fit). The llama.cpp
 backends are fitted one by one; TensorRT-LLM, vLLM and SGLang together (SERVING_ENGINES:
 one profile fitted on all their rows); an engine with no rows gets a stated prior (PRIORS).
+A row far off its prediction in the direction of a unit slip (a per-GPU throughput written as
+the total) is left out and named, as `calibrate` leaves it out and `validate` marks it: judged
+against the fit's own profiles, refitted until the rows they mark are the rows left out
+(unit_slips.fit_without_slips), so a second run, or --check, fits the same.
 validation/serving.csv (serving benchmarks at a concurrency) is never fitted: it is the serving
 profile's out-of-sample check (scripts/crossval.py scores it, `ridgeline validate` too).
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +34,7 @@ from ridgeline.catalog import resolve_model
 from ridgeline.engines import EngineProfile
 from ridgeline.measurements import Measurement, read_measurement_files
 from ridgeline.predict import harness_moe, row_engine
+from ridgeline.unit_slips import fit_without_slips
 
 ROOT = Path(__file__).resolve().parent.parent
 CSVS = (ROOT / "validation" / "measurements.csv", ROOT / "validation" / "lowbatch.csv",
@@ -60,20 +66,29 @@ def to_fit(row: Measurement) -> bool:
                 and harness_moe(row.engine, resolve_model(row.model)))
 
 
+def fit_all(rows: Sequence[Measurement]) -> dict[str, EngineProfile]:
+    """Every engine's profile from ``rows``: the llama.cpp backends and the torch harness one
+    by one, the serving engines pooled (SERVING_ENGINES), PRIORS where an engine has none."""
+    alone = [r for r in rows if row_engine(r) not in SERVING_ENGINES]
+    profiles = fit_profiles(alone)
+    serving = fit_engine(rows, SERVING_ENGINES[0], family=SERVING_ENGINES)
+    for engine in SERVING_ENGINES:
+        profiles[engine] = replace(serving, engine=engine)
+    for engine, prior in PRIORS.items():
+        profiles.setdefault(engine, prior)
+    return profiles
+
+
 def main() -> int:
     check = "--check" in sys.argv[1:]
     result = read_measurement_files(CSVS)
     for error in result.errors:
         print(f"skipped {error}", file=sys.stderr)
     rows = [r for r in result.rows if to_fit(r)]
-    alone = [r for r in rows if row_engine(r) not in SERVING_ENGINES]
-    fitted = fit_profiles(alone)
-    serving = fit_engine(rows, SERVING_ENGINES[0], family=SERVING_ENGINES)
-    for engine in SERVING_ENGINES:
-        fitted[engine] = replace(serving, engine=engine)
-    profiles = dict(fitted)
-    for engine, prior in PRIORS.items():
-        profiles.setdefault(engine, prior)
+    # judged first against the bundled profiles (this file), then against each fit
+    profiles, left_out = fit_without_slips(rows, fit_all)
+    for row_id, words in left_out.items():
+        print(f"left out {row_id}: {words} (unit_slips.py)")
     data = {
         "_about": "Engine profiles used by step_cost. Written by scripts/fit_profiles.py from "
                   "validation/measurements.csv; do not edit by hand.",

@@ -410,8 +410,8 @@ def test_a_users_one_ttft_on_their_own_card_leaves_short_prompts_as_bundled(
     GB/s, 119.5 dense bf16 TFLOPS), five decode rows of Llama-3.1-8B under vLLM and one of
     Qwen2.5-7B, and one 2,048-token TTFT of 330 ms (the bundled profile: 460). The fit had
     taken the compute share to 100 % and a prompt step's cost per layer to 2.3 ms, and
-    `prefill --prompt-len 128 --profile` then read 95.5 ms against the bundled 33.7. Now that
-    cost is the bundled 86.7 µs, the compute share takes the TTFT (78 %), and the short prompt
+    `prefill --prompt-len 128 --profile` then read 95.5 ms against the bundled 33.5. Now that
+    cost is the bundled 87.9 µs, the compute share takes the TTFT (78 %), and the short prompt
     reads faster than bundled, as the one measured prompt ran."""
     from ridgeline import hardware
 
@@ -448,4 +448,4 @@ def test_a_users_one_ttft_on_their_own_card_leaves_short_prompts_as_bundled(
         assert code == 0
         return float(json.loads(text)["expected"]["time_s"]) * 1e3
 
-    assert ttft_ms("--profile", str(out)) < ttft_ms() == pytest.approx(33.7, abs=0.1)
+    assert ttft_ms("--profile", str(out)) < ttft_ms() == pytest.approx(33.5, abs=0.1)

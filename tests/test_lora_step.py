@@ -148,7 +148,7 @@ def test_llama_8b_launches_a_shrink_and_an_expand_a_module_259_a_step() -> None:
 
 
 def test_llama_8b_decode_at_batch_1_is_3_7_ms_later_under_vllms_launch_cost() -> None:
-    """The 259 kernels at vLLM's 14.4 µs a weight matmul, graphed as the decode is: the
+    """The 259 kernels at vLLM's 14.3 µs a weight matmul, graphed as the decode is: the
     priced part itself is a fraction of that at batch 1 (rank 8, one adapter)."""
     profile = profile_for("vllm")
     one = LoRASettings(max_loras=1, max_lora_rank=8)

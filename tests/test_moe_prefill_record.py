@@ -77,12 +77,12 @@ def test_llama_4_on_mi300x_and_the_saturated_h200_rows(
     assert saturated["32k"] == pytest.approx(0.55, abs=0.005)
 
 
-def test_the_dense_control_is_priced_37_percent_fast_then_61_percent_slow(
+def test_the_dense_control_is_priced_37_percent_fast_then_60_percent_slow(
         scored: dict[str, Prediction]) -> None:
     control = "MP-D1-dense-llama31-70b-bf16-8xa100-sglang056-c1-"
     short, long = (1 / priced_over_measured(scored[control + s]) - 1 for s in ("1k1k", "8k1k"))
     assert short == pytest.approx(-0.37, abs=0.005)
-    assert long == pytest.approx(0.61, abs=0.005)
+    assert long == pytest.approx(0.60, abs=0.005)
 
 
 def test_the_record_cautions_moe_prefill_on_b200() -> None:
@@ -116,7 +116,7 @@ def test_saturated_moe_prefill_was_a_third_of_the_priced_rate_at_2k_4k_and_half_
     short = measured_over_priced_rate(unslowed, "-2k") + measured_over_priced_rate(unslowed, "-4k")
     long = measured_over_priced_rate(unslowed, "-32k")
     assert len(short) == 12 and len(long) == 6
-    assert (round(min(short), 2), round(max(short), 2)) == (0.26, 0.43)
+    assert (round(min(short), 2), round(max(short), 2)) == (0.25, 0.43)
     assert statistics.median(short) == pytest.approx(0.34, abs=0.005)
     assert (round(min(long), 2), round(max(long), 2)) == (0.42, 0.63)
     assert statistics.median(long) == pytest.approx(0.53, abs=0.005)
@@ -163,26 +163,26 @@ def test_the_dense_h100_control_at_128_tokens_is_priced_2_2_and_2_5_times_fast(
 
 def test_with_vllms_moe_prompt_slowdown_its_saturated_rows_are_priced_within_a_fifth(
         scored: dict[str, Prediction], unslowed: dict[str, Prediction]) -> None:
-    """The slowdown fitted on the vLLM rows (4.8) takes their median |error| from 168 % to 19 %
-    (in sample; held out by source, 26 %: tests/test_moe_prompt_slowdown.py). Measured over
-    priced is now 0.58-1.48 at 2K and 4K (median 0.94) and 0.82-1.49 at 32K (median 1.20): the
-    priced rate still falls 9-33 % from 2K to 32K where the measured one is flat. The SGLang
+    """The slowdown fitted on the vLLM rows (4.9) takes their median |error| from 170 % to 20 %
+    (in sample; held out by source, 25 %: tests/test_moe_prompt_slowdown.py). Measured over
+    priced is now 0.59-1.50 at 2K and 4K (median 0.95) and 0.82-1.51 at 32K (median 1.21): the
+    priced rate still falls 9-32 % from 2K to 32K where the measured one is flat. The SGLang
     rows are priced as before."""
     assert moe_prompt_expert_slowdown("vllm") > 1
     vllm = [i for i in scored if "-vllm" in i]
     assert len(vllm) == 20
     assert statistics.median(abs(unslowed[i].error or 0) for i in vllm) \
-        == pytest.approx(1.68, abs=0.005)
+        == pytest.approx(1.70, abs=0.005)
     assert statistics.median(abs(scored[i].error or 0) for i in vllm) \
-        == pytest.approx(0.19, abs=0.005)
+        == pytest.approx(0.20, abs=0.005)
     short = measured_over_priced_rate(scored, "-2k") + measured_over_priced_rate(scored, "-4k")
     long = measured_over_priced_rate(scored, "-32k")
-    assert (round(min(short), 2), round(max(short), 2)) == (0.58, 1.48)
-    assert statistics.median(short) == pytest.approx(0.94, abs=0.005)
-    assert (round(min(long), 2), round(max(long), 2)) == (0.82, 1.49)
-    assert statistics.median(long) == pytest.approx(1.20, abs=0.005)
+    assert (round(min(short), 2), round(max(short), 2)) == (0.59, 1.50)
+    assert statistics.median(short) == pytest.approx(0.95, abs=0.005)
+    assert (round(min(long), 2), round(max(long), 2)) == (0.82, 1.51)
+    assert statistics.median(long) == pytest.approx(1.21, abs=0.005)
     runs = {i.removesuffix("-32k") for i in vllm if i.endswith("-32k")}
     priced = [(scored[r + "-32k"].predicted or 0) / (scored[r + "-2k"].predicted or 1)
               for r in runs]
-    assert (round(1 - max(priced), 2), round(1 - min(priced), 2)) == (0.09, 0.33)
+    assert (round(1 - max(priced), 2), round(1 - min(priced), 2)) == (0.09, 0.32)
     assert all(scored[i].predicted == unslowed[i].predicted for i in scored if i not in vllm)

@@ -1106,9 +1106,9 @@ def test_the_rate_a_replica_is_sized_at_says_which_limit_binds(
     limits = [shown["batch ÷ (output × TPOT)"], shown["the step's token budget"],
               shown["the prompts' queue"]]
     assert rate["result"]["value"] == pytest.approx(min(limits)) and min(limits) < tpot_rate
-    # reports.plan._binding's worked number: the queue allows 1.07 req/s a replica, and binds
+    # reports.plan._binding's worked number: the queue allows 1.08 req/s a replica, and binds
     # (1.22 when each prompt was priced as one step, not in chunks of the budget)
-    assert round(shown["the prompts' queue"], 2) == 1.07
+    assert round(shown["the prompts' queue"], 2) == 1.08
     assert rate["result"]["value"] == pytest.approx(shown["the prompts' queue"])
 
 

@@ -5,18 +5,25 @@ summary; `calibrate` fitted on it, with only a general "more than 5× off" cauti
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ridgeline.measurements import parse_row
+from ridgeline.calibrate import fit_profiles
+from ridgeline.engines import EngineProfile, profile_for
+from ridgeline.errors import InputError
+from ridgeline.measurements import Measurement, parse_row
 from ridgeline.predict import predict
-from ridgeline.unit_slips import FAR_OFF, unit_slip
+from ridgeline.unit_slips import FAR_OFF, fit_without_slips, slipped_against, unit_slip
 from tests.conftest import MEASUREMENTS
 from tests.test_calibrate_input import ROW, csv_file, line, run
 
 DECODE = parse_row({**ROW, "batch": "1"})  # Llama-3.1-8B bf16 on an H100, vLLM, batch 1
+PER_GPU = parse_row({**ROW, "id": "per-gpu", "num_gpus": "8", "tp": "8", "batch": "64",
+                     "input_len": "128", "output_len": "128", "context_len": "256",
+                     "metric": "output_throughput_tok_s"})  # its value: set from its prediction
 TTFT = parse_row({**ROW, "id": "t", "batch": "1", "input_len": "2048", "output_len": "1",
                   "context_len": "2048", "metric": "ttft_ms", "unit": "ms", "value": "60"})
 
@@ -45,18 +52,15 @@ def test_a_ttft_in_microseconds_reads_as_ms() -> None:
 
 
 def test_a_per_gpu_throughput_written_as_the_total_of_eight() -> None:
-    row = parse_row({**ROW, "num_gpus": "8", "tp": "8", "batch": "64", "input_len": "128",
-                     "output_len": "128", "context_len": "256",
-                     "metric": "output_throughput_tok_s"})
-    priced = _priced(row)
-    slip = unit_slip(replace(row, value=priced / 8), priced)
+    priced = _priced(PER_GPU)
+    slip = unit_slip(replace(PER_GPU, value=priced / 8), priced)
     assert slip is not None and slip.reading == "a per-GPU figure written as the total"
     assert slip.shown == f"{priced / 8:,.0f} × 8 GPUs = {priced:,.0f} tok/s"
 
 
 def test_the_one_row_of_validation_flagged_is_trtllm_v0_6_s_a100_tp4_row(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """TensorRT-LLM v0.6's LLaMA-2-70B TP4 batch-240 A100 row: 525 tok/s, 3,191 priced; × 4
+    """TensorRT-LLM v0.6's LLaMA-2-70B TP4 batch-240 A100 row: 525 tok/s, 3,210 priced; × 4
     GPUs it reads 2,100, as docs/validate.md's worst rows suspect (per-GPU figures)."""
     code, out, _ = run(capsys, "validate", str(MEASUREMENTS), "--json")
     flagged = {r["id"]: r["caveat"] for r in json.loads(out)["rows"]
@@ -64,7 +68,7 @@ def test_the_one_row_of_validation_flagged_is_trtllm_v0_6_s_a100_tp4_row(
     assert code == 0 and list(flagged) == [
         "TRTv061-static-A10080GBvariantnotstated-LLaMA-2-70B-tp4-bs240-128-2048"]
     (caveat,) = flagged.values()
-    assert caveat.startswith("525 tok/s is 6× off the prediction of 3,191; read as a per-GPU "
+    assert caveat.startswith("525 tok/s is 6× off the prediction of 3,210; read as a per-GPU "
                              "figure written as the total, 525 × 4 GPUs = 2,100 tok/s")
 
 
@@ -134,3 +138,51 @@ def test_a_kv_size_in_mib_is_flagged_without_a_word_of_calibrate(
     (row,) = json.loads(out)["rows"]
     assert code == 0 and "read as MiB written as GiB, 55,000 ÷ 1,024 = 53.71 GiB" in row["caveat"]
     assert row["caveat"].endswith("a unit slip? (still scored)")
+
+
+def _decode_rows() -> list[Measurement]:
+    """Six vLLM decode rows of Llama-3.1-8B on an H100 at batch 1-32, each within a few
+    percent of its bundled prediction: a fit on them lands near the bundled profile."""
+    rows = [replace(DECODE, id=f"r{i}", batch=2 ** i) for i in range(6)]
+    return [replace(r, value=_priced(r) * (0.97 + 0.01 * i)) for i, r in enumerate(rows)]
+
+
+def test_the_bundled_fit_leaves_out_a_per_gpu_throughput_its_own_fit_marks() -> None:
+    """scripts/fit_profiles.py's row selection: a per-GPU throughput written as the total of 8
+    GPUs is left out of the fit and named, judged against the fit it makes; fitted again from
+    there, the same row is left out and the same profile comes back (its --check)."""
+    slipped = replace(PER_GPU, value=_priced(PER_GPU) / 8)
+    rows = [*_decode_rows(), slipped]
+    profiles, left_out = fit_without_slips(rows, fit_profiles)
+    vllm = profiles["vllm"]
+    assert list(left_out) == ["per-gpu"]
+    assert "read as a per-GPU figure written as the total" in left_out["per-gpu"]
+    assert vllm.fitted_ids == tuple(r.id for r in rows[:-1])  # all but the slipped row
+    assert slipped_against(rows, profiles) == left_out  # validate marks what it left out
+    again, left_again = fit_without_slips(rows, fit_profiles, profiles)
+    assert again == profiles and left_again == left_out
+
+
+def test_the_bundled_fit_keeps_a_row_that_is_far_off_but_no_slip() -> None:
+    """The same throughput row 3× slow: off, but no unit explains it, so it is fitted."""
+    slow = replace(PER_GPU, value=_priced(PER_GPU) / 3)
+    rows = [*_decode_rows(), slow]
+    assert slipped_against(rows) == {}
+    _, left_out = fit_without_slips(rows, lambda kept: {"vllm": profile_for("vllm")})
+    assert left_out == {}
+
+
+def test_a_mark_that_flips_with_each_fit_is_refused() -> None:
+    """A fit that, without the row, prices it slow enough to unmark it, and with it prices it
+    as bundled (marked again), never settles: refused, naming the row, not fitted either way.
+    (The row is SGLang's, and only SGLang's profile turns slow: the vLLM rows stay priced.)"""
+    ms = replace(DECODE, id="ms", engine="sglang")
+    ms = replace(ms, value=round(1e3 / _priced(ms), 2))
+    slow = replace(profile_for("sglang"), step_overhead_s=0.1)  # under 10 tok/s a user
+
+    def fit(kept: Sequence[Measurement]) -> dict[str, EngineProfile]:
+        return {"vllm": profile_for("vllm"),
+                "sglang": profile_for("sglang") if ms in kept else slow}
+
+    with pytest.raises(InputError, match=": ms marked by one fit and not by the next"):
+        fit_without_slips([*_decode_rows(), ms], fit)

@@ -378,7 +378,7 @@ MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engi
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 # The fit's error at a group's largest fitted batch past which batch_range_caution calls a
 # prediction beyond it likely optimistic: within it, the rows there read about as well as the
-# fit's others (the serving fit's band: measured ÷ predicted 0.82–1.13).
+# fit's others (the serving fit's band: measured ÷ predicted 0.82–1.12).
 OPTIMISTIC_AT_EDGE = 0.10
 # The rows near a group's largest fitted batch (within one doubling of it) its error there needs:
 # three, so that no one row sets their median (one TensorRT-LLM static batch of 1,280 on four
@@ -439,9 +439,9 @@ def moe_prompt_expert_slowdown(engine: str) -> float:
     """How many times its priced arithmetic the routed experts' matmuls take on a step that
     carries prompt tokens (engines.json's moe_prompt_expert_slowdown, fitted by
     scripts/fit_moe_prompt_slowdown.py, its source there; 1 for an engine without one).
-    vLLM's fused MoE kernels reach a fraction of the compute share its dense GEMMs do: 4.8,
-    so where the serving profile prices matmuls at 0.556 of peak its experts' prompt
-    arithmetic runs at 0.12. A decode-only step's experts are priced as before (their
+    vLLM's fused MoE kernels reach a fraction of the compute share its dense GEMMs do: 4.9,
+    so where the serving profile prices matmuls at 0.561 of peak its experts' prompt
+    arithmetic runs at 0.11. A decode-only step's experts are priced as before (their
     weights' bytes, not their arithmetic, bound them)."""
     rule = engine_defaults(engine).get("moe_prompt_expert_slowdown")
     return float(rule["value"]) if rule else 1.0

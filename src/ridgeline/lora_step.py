@@ -25,7 +25,7 @@ launch each whatever its slices (Q, K and V, or gate and up, are an axis of the 
 priced as the base model's matmuls are, at the profile's cost per weight matmul
 (``lora_launches``; launches.deployment_matmuls adds them): Llama-3.1-8B's 32 layers × 4
 modules × 2, the lm_head's 2 and the embedding's one expand, 259 a step, 3.7 ms at vLLM's
-14.4 µs. vLLM captures them in its decode CUDA graphs, as it does the base matmuls.
+14.3 µs. vLLM captures them in its decode CUDA graphs, as it does the base matmuls.
 Under --fully-sharded-loras and TP each adapted linear also gathers or all-reduces the
 shrink's buffer: the step's "lora collectives", on the link (lora_collectives.py).
 """

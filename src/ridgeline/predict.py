@@ -315,7 +315,7 @@ def shared_profile_caution(profile: EngineProfile, moe_prompt: bool = False) -> 
     serving profile, fitted on TensorRT-LLM's, vLLM's and SGLang's rows together): that its
     step times are theirs, so comparing engines compares pools and scheduling; else "".
     ``moe_prompt``: the steps carry a MoE's prompt tokens, which a twin with its own
-    moe_prompt_expert_slowdown (vLLM's 4.8) prices slower, so those are not the same."""
+    moe_prompt_expert_slowdown (vLLM's 4.9) prices slower, so those are not the same."""
     from ridgeline.engines import bundled_twins, moe_prompt_expert_slowdown
 
     if profile.engine == "vllm":

@@ -154,10 +154,10 @@ class ChunkedPrefill:
       chunk ÷ (budget − decodes) of it: a whole chunk holds its whole step, a short prompt
       packed with others a share.
 
-    Llama-3.1-70B fp8 on 2 × H100, budget 8,192: a 32,000-token prompt is four chunks, 2.91 s
-    against 2.87 s as one step (each chunk reads the keys before it), and beside four decodes
+    Llama-3.1-70B fp8 on 2 × H100, budget 8,192: a 32,000-token prompt is four chunks, 2.88 s
+    against 2.84 s as one step (each chunk reads the keys before it), and beside four decodes
     no slower: its compute hides their reads. Llama-3.1-8B fp8 on one H100 with a budget of
-    2,048: 0.76 s alone, 0.88 s beside 24 decodes of 32,000 tokens, whose reads each small
+    2,048: 0.75 s alone, 0.87 s beside 24 decodes of 32,000 tokens, whose reads each small
     chunk's step waits for (1.16×)."""
 
     def __init__(self, dep: Deployment, profile: EngineProfile, budget: int, decodes: int = 0,
@@ -408,7 +408,7 @@ def prompt_queue_load(prompts: Sequence[tuple[float, float, int]], slo_s: float,
     mean E[R] ÷ (1 − ρ) (E[R] = E[Q²] ÷ 2E[Q]); the rest is exact, so
     P(R + W > x) = P(R > x) + ρ·(m ÷ E[Q])·(E[e^(−(x − Q)⁺/m)] − e^(−x/m)), m = E[R] ÷ (1 − ρ):
     exact for exponential prefills, and for one long prompt length (a prefill's rest uniform
-    on its length) nearly every prompt that waits is late. A 32k-token prompt taking 2.91 s
+    on its length) nearly every prompt that waits is late. A 32k-token prompt taking 2.88 s
     against a p90 3 s SLO leaves a replica prefilling about a tenth of the time. Headrooms
     are summed in HEADROOM_BINS bins of the SLO."""
     n = sum(count for *_, count in prompts)

@@ -6,18 +6,22 @@ another unit lands within NEAR of it, was most likely written in that unit: a TP
 as ms where 60 is priced, a per-GPU throughput written as the total of 8 GPUs. `validate`
 still scores such a row (the reading is a guess, and a row far off for a real reason must
 show in the summary) and says which slip it looks like; `calibrate` leaves it out, as it
-leaves out a row past its roofline. A slip that makes a row faster than its roofline by
-100× or more (seconds written as ms, for most TTFTs) is refused before this, as unreadable
-(past_roofline).
+leaves out a row past its roofline, and so does the bundled fit (scripts/fit_profiles.py,
+through fit_without_slips: the mark is judged against the fit's own profiles). A slip that
+makes a row faster than its roofline by 100× or more (seconds written as ms, for most TTFTs)
+is refused before this, as unreadable (past_roofline).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ridgeline.measurements import MIB_PER_GIB, UNITS, Measurement
+from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
+from ridgeline.measurements import MIB_PER_GIB, UNITS, Measurement, performance_rows
+from ridgeline.predict import predict
 
 # calibrate's caution on rows "more than 5× off the bundled prediction": nearer than this a
 # row is a slow build or a card the profile reads badly, not a slip
@@ -25,6 +29,9 @@ FAR_OFF = 5.0
 # a reading this close to the prediction (either way) is taken as the unit the row was
 # written in; the bundled profiles' p10-p90 bands are at most ×0.60-×1.43 wide
 NEAR = 2.0
+# judge-then-refit rounds before fit_without_slips gives up: a row far enough off to be marked
+# moves a profile fitted on many rows too little to unmark itself, so one round settles it
+MAX_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ def unit_slip(row: Measurement, predicted: float | None) -> UnitSlip | None:
 def slip_words(row: Measurement, slip: UnitSlip, predicted: float) -> str:
     """How far off ``predicted`` the row is and the slip it looks like, as `validate` flags
     it (still scored) and `calibrate` leaves it out: "525 tok/s is 6× off the prediction of
-    3,191; read as a per-GPU figure written as the total, 525 × 4 GPUs = 2,100 tok/s: a unit
+    3,210; read as a per-GPU figure written as the total, 525 × 4 GPUs = 2,100 tok/s: a unit
     slip?" (TensorRT-LLM v0.6's LLaMA-2-70B TP4 row in validation/measurements.csv)."""
     times = max(predicted / row.value, row.value / predicted)
     return (f"{_figure(row.value)} {UNITS[row.metric]} is {times:,.0f}× off the prediction "
@@ -107,3 +114,36 @@ def slipped_rows(rows: Sequence[Measurement],
     them and calibrate leaves them out."""
     return {row.id: slip_words(row, slip, p) for row, p in zip(rows, predicted, strict=True)
             if p is not None and (slip := unit_slip(row, p)) is not None}
+
+
+def slipped_against(rows: Sequence[Measurement],
+                    profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, str]:
+    """slipped_rows of ``rows``' throughput and latency rows (a KV row is not fitted), each
+    priced on its engine's profile in ``profiles`` (None, or an engine it lacks: the
+    bundled one, as `calibrate` judges)."""
+    timed = performance_rows(rows)
+    return slipped_rows(timed, [predict(r, profiles).predicted for r in timed])
+
+
+def fit_without_slips(rows: Sequence[Measurement],
+                      fit: Callable[[Sequence[Measurement]], Mapping[str, EngineProfile]],
+                      profiles: Mapping[str, EngineProfile] | None = None
+                      ) -> tuple[dict[str, EngineProfile], dict[str, str]]:
+    """``fit`` on ``rows`` less those slipped_against its own result, and {row id:
+    slip_words} of those left out. The mark depends on the profile the fit is to make: it is
+    judged first against ``profiles`` (None: the bundled ones), then against each fit, until
+    the rows a fit's own predictions mark are the rows it was fitted without. There, fitting
+    again leaves out the same rows and gives the same profiles (scripts/fit_profiles.py run
+    twice, or its --check), and `validate` on those profiles marks what they left out. An
+    InputError where MAX_ROUNDS fits do not settle (a row marked by one fit, not the next)."""
+    left_out = slipped_against(rows, profiles)
+    flipped: list[str] = []
+    for _ in range(MAX_ROUNDS):
+        fitted = dict(fit([r for r in rows if r.id not in left_out]))
+        judged = slipped_against(rows, fitted)
+        if judged.keys() == left_out.keys():
+            return fitted, judged
+        flipped = sorted(judged.keys() ^ left_out.keys())
+        left_out = judged
+    raise InputError(f"no stable set of unit-slip rows after {MAX_ROUNDS} fits: "
+                     f"{', '.join(flipped)} marked by one fit and not by the next")

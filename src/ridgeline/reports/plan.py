@@ -41,7 +41,7 @@ NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed t
 def _binding(c: Candidate) -> str:
     """What caps a replica's analytic rate where it is not its batch over the TPOT: the
     step's token budget or the prompts' queue (a batch of 3 at 34 ms a token serves 1.76
-    req/s of 50-token outputs; the queue of 32k-token prompts allows 1.07)."""
+    req/s of 50-token outputs; the queue of 32k-token prompts allows 1.08)."""
     if len(c.rate_limits) != 3 or c.replica_rate_req_s >= c.rate_limits[0] \
             or not math.isfinite(c.rate_limits[0]):
         return ""  # the TPOT's bound binds, or a load of 1-token outputs has none (inf)
