@@ -411,7 +411,7 @@ class SimulateReport:
     def _itl_slo_line(self) -> str:
         v = self.itl_verdict
         assert v is not None and self.slo_itl_s is not None
-        whose = "the window's requests'" if self.has_window else "the run's"
+        whose = "the window's" if self.has_window else "the run's"
         reading = "no chunk after a first" if v["itl_s"] is None else \
             f"{_ms(v['itl_s'])} ms " + ("≤" if v["met"] else ">") + \
             f" {self.slo_itl_s * 1e3:g} ms"
