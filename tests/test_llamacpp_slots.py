@@ -12,6 +12,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.capacity import engine_holds, held_conversations, llamacpp_slots
 from ridgeline.llamacpp_fit import default_fit_target_bytes, run_pool
 from ridgeline.memory import EngineSettings
+from ridgeline.reports.expectation import FIT_RUNS_IT
 from tests.conftest import run_cli
 
 
@@ -176,3 +177,25 @@ def test_utilization_says_why_it_holds_none_where_fit_runs_some(
     assert code != 0 and "does not fit" in err
     assert "every layer on the GPU, -ngl all: llama-server's default --fit may move " \
            "weights to the host and run some" in err
+
+
+def test_decode_and_prefill_do_not_say_no_engine_runs_what_fit_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """GLM-4.5 in bf16 on 8 x A100-80GB at 4,096 tokens: the floor is priced as -ngl all's
+    run, which overflows the cards, and is arithmetic only; but llama-server's default --fit
+    runs fit's count, weights on the host, as the caution beside it says. The header said
+    "no engine can run this" over that caution; it says which run overflows instead. Past
+    fit's count it still says no engine can."""
+    flags = ("--model", "glm-4.5", "--gpu", "a100-sxm-80gb", "--num-gpus", "8",
+             "--engine", "llama.cpp")
+    held = _json(capsys, "fit", *flags, "--max-model-len", "4096")["conversations"]
+    assert held > 0
+    for command, length in (("decode", "--context"), ("prefill", "--prompt-len")):
+        code, out, _ = run_cli(capsys, command, *flags, "--batch", str(held), length, "4096")
+        assert code == 0
+        assert FIT_RUNS_IT in out and "no engine can run this" not in out
+        assert f"llama-server's default --fit runs {held}" in out
+        code, out, _ = run_cli(capsys, command, *flags, "--batch", str(held + 1), length,
+                               "4096")
+        assert code == 0
+        assert FIT_RUNS_IT not in out and "(arithmetic only: no engine can run this)" in out

@@ -95,3 +95,20 @@ def test_an_engine_without_a_model_is_refused(capsys: pytest.CaptureFixture[str]
                  "q4_k_m"]) == 2
     assert "give --model" in capsys.readouterr().err
     assert main(["roofline", "--gpu", "apple-m2-max-38c"]) == 0  # its default engine: as before
+
+
+def test_roofline_over_several_gpus_under_llamacpp_names_its_layer_split(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp splits layers over --num-gpus (-sm layer, the deployment's pipeline stages,
+    as fit names it): roofline called that tensor parallelism. The ridge is each GPU's either
+    way; the words say which split runs."""
+    dep = Deployment.build(resolve_model("qwen2.5-32b"), resolve_accelerator("rtx-4090"),
+                           "q4_k_m", num_gpus=2, engine="llama.cpp-cuda")
+    assert dep.pipeline_parallel_size == 2
+    argv = ["roofline", "--gpu", "rtx-4090", "--num-gpus", "2", "--model", "qwen2.5-32b",
+            "--weights", "q4_k_m"]
+    assert main([*argv, "--engine", "llama.cpp"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "llama.cpp's layer split" in head and "tensor parallelism" not in head
+    assert main(argv) == 0  # vLLM's tensor parallelism, as before
+    assert "tensor parallelism adds peak" in capsys.readouterr().out.splitlines()[0]

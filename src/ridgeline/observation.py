@@ -47,6 +47,9 @@ class Observation:
     busiest_running: list[float] = field(default_factory=list)
     pool_tokens: float | None = None  # each engine's pool, as the engine reports it
     pool_block_size: int | None = None  # vLLM's block size, from cache_config_info
+    # vLLM's --kv-cache-dtype as the server runs it, from cache_config_info ("auto": the
+    # model's dtype; "fp8", "fp8_e4m3", …)
+    cache_dtype: str | None = None
     cached_prompt_share: float | None = None  # of the prompt tokens, served by the prefix cache
     client_concurrency: float | None = None  # a benchmark client's cap on requests in flight
     finished_requests: float | None = None  # requests that finished over the window

@@ -661,6 +661,7 @@ def _read_pool(scrape: Scrape, obs: Observation) -> None:
     series engine=""), so it is divided by the engines the running gauge shows: 20,000 blocks
     over 2 engines are 10,000 each."""
     for labels, _ in scrape.samples.get(CACHE_CONFIG, [])[:1]:
+        obs.cache_dtype = labels.get("cache_dtype") or None
         try:
             blocks, size = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
         except ValueError:  # "None" before the engine has profiled its pool

@@ -32,6 +32,7 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.raw_fit import FitCheck, as_served
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
+    FIT_RUNS_IT,
     ByCard,
     Expectation,
     context_caution,
@@ -172,6 +173,11 @@ class DecodeReport:
         seats = dict(self.pool_batch)
         return f.fit.fits and (f.context not in seats or f.batch <= seats[f.context])
 
+    def fit_runs(self, f: DecodeFloor) -> bool:
+        """Whether llama-server's default --fit runs this point's batch at its context where
+        the priced run (-ngl all's) does not fit it: fit_seats, sized as --fit starts it."""
+        return any(s.context == f.context and (s.held or 0) >= f.batch for s in self.fit_seats)
+
     def _seat(self, context: int) -> EngineSeats:
         return next(s for s in self.seats if s.context == context)
 
@@ -294,7 +300,8 @@ class DecodeReport:
             # floor's speeds, said to be the floor's
             lines += [
                 f"decode floor, batch {f.batch:,} at {f.context:,} {plural(f.context, 'token')} of context"
-                + (":" if runs else " (arithmetic only: no engine can run this):"
+                + (":" if runs else (FIT_RUNS_IT if self.fit_runs(f) else
+                                     " (arithmetic only: no engine can run this):")
                    if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms"

@@ -70,6 +70,13 @@ _NO_EXPECTATION = ("expected on {engine}: nothing: this deployment does not fit,
                    "no speed (`ridgeline fit` for the levers)")
 
 
+# a point -ngl all's run (as priced) cannot hold, which llama-server's default --fit runs by
+# moving weights to the host (reports.decode.fit_seat_notes' caution gives the weights moved)
+FIT_RUNS_IT = (" (arithmetic only: every layer on the GPU, as priced, overflows it; "
+               "llama-server's default --fit runs it with weights on the host, the caution "
+               "below):")
+
+
 _FIT_HINT = ("  llama-server's default --fit (since b7437, Dec 2025) would keep layers in host "
              "memory instead: --host-bandwidth-gbs GB/s prices that")
 

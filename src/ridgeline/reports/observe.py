@@ -314,6 +314,25 @@ class ObserveReport(ObserveVerdict):
                        "serves), or its requests share prefixes its cache holds once; the "
                        f"context of {self.context:,} tokens is read off that modelled pool's "
                        "fill, only as good as the description")
+        served_kv = self.cache_dtype_apart
+        if served_kv is not None:
+            out.append(f"caution: the engine's cache_config_info says cache_dtype={served_kv}, "
+                       f"not the KV {d.kv.id} described: give --kv-dtype as the server runs it "
+                       "('auto' is the model's own dtype), or each step's KV reads are priced "
+                       "at another dtype than the server's")
+        apart_pools = self.pool_apart
+        if apart_pools is not None:
+            reported, modelled = apart_pools
+            share = reported.tokens / modelled.tokens - 1
+            out.append(f"caution: the engine reports a pool of {reported.shown}, "
+                       f"{abs(share):.0%} {'more' if share > 0 else 'less'} than the "
+                       f"{modelled.shown} modelled for {d.model.name} on {d.gpus_label} as "
+                       f"described (weights {d.weights.label}, KV {d.kv.id}, {d.engine}'s "
+                       "defaults, as `ridgeline fit` sizes it): the server was started with "
+                       "other settings (--gpu-memory-utilization, --kv-cache-memory-bytes, "
+                       "--engine-version) or serves another deployment (--weights, --kv-dtype, "
+                       "--num-gpus) than described; the pool and the wall above count the "
+                       "engine's, the prediction prices the deployment described")
         if self.fill_over_given is not None:
             held, how = self.fill_over_given
             out.append(f"caution: --context {self.context:,} is under the KV cache's fill: "

@@ -12,10 +12,18 @@ from ridgeline.data_parallel import rank_settings
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import EnginePool, reported_pool
 from ridgeline.engines import EngineProfile
+from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.observation import Observation
+from ridgeline.precision import kv_dtype
 from ridgeline.sglang_memory import sglang_max_running_requests, sglang_speculative_requests
 from ridgeline.sglang_pool import sglang_settings
+
+# the engine's reported pool and the one modelled for the deployment described part past
+# this share: over the held-out p90 error of the pool's tokens, 8.9 % (docs/accuracy.md,
+# kv_cache_tokens), so a gap this wide says the server runs other settings or another
+# deployment than described, not the model's scatter
+POOL_APART = 0.10
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,41 @@ class ObservedPool:
     def engine_pool(self) -> EnginePool | None:
         """The pool the engine reports, per engine, for the model served."""
         return reported_pool(self.obs, self.deployment)
+
+    @property
+    def pool_apart(self) -> tuple[EnginePool, EnginePool] | None:
+        """The reported pool and the modelled one, both counted as the engine counts them,
+        where their tokens part by more than POOL_APART of the modelled: Llama-3.1-70B fp8 on
+        4 H100s, KV fp8, models 84,780 blocks of 16; an engine reporting 60,000 was started
+        otherwise (--gpu-memory-utilization, --kv-cache-memory-bytes) or serves another
+        deployment (--kv-cache-dtype, --tensor-parallel-size). None where either is missing
+        or the weights as described do not load (weights_overflow says that)."""
+        reported = self.engine_pool
+        if reported is None or self.weights_do_not_load:
+            return None
+        modelled = EnginePool.modelled(self.modelled_pool)
+        if modelled.tokens <= 0:
+            return None
+        if abs(reported.tokens - modelled.tokens) <= POOL_APART * modelled.tokens:
+            return None
+        return reported, modelled
+
+    @property
+    def cache_dtype_apart(self) -> str | None:
+        """vLLM's cache_dtype label where its bytes per element are not the KV dtype
+        described: a server at --kv-cache-dtype fp8 observed as bf16 (its pool twice the
+        tokens modelled, its steps reading half the KV priced). None where the label is
+        missing, unknown, or of the same size ('auto' keeps the model's 16-bit dtype)."""
+        label = self.obs.cache_dtype
+        if label is None:
+            return None
+        try:
+            served = kv_dtype(label)
+        except InputError:
+            return None
+        if served.bytes_per_element == self.deployment.kv.bytes_per_element:
+            return None
+        return label
 
     @property
     def weights_overflow(self) -> bool:

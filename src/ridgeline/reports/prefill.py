@@ -26,6 +26,7 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.decode import json_pool_settings
 from ridgeline.reports.expectation import (
+    FIT_RUNS_IT,
     ByCard,
     Expectation,
     context_caution,
@@ -82,6 +83,12 @@ class PrefillReport:
     @property
     def runs(self) -> bool:
         return engine_runs(self.floor, self.seat)
+
+    @property
+    def fit_runs(self) -> bool:
+        """Whether llama-server's default --fit runs these prompts where the priced run
+        (-ngl all's) does not fit them: fit_seat, sized as --fit starts it."""
+        return self.fit_seat is not None and (self.fit_seat.held or 0) >= self.floor.batch
 
     @property
     def cautions(self) -> list[str]:
@@ -263,7 +270,8 @@ class PrefillReport:
         lines += [
             deployment_line(self.deployment),
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
-            + (":" if self.runs else " (arithmetic only: no engine can run this):"
+            + (":" if self.runs else (FIT_RUNS_IT if self.fit_runs else
+                                      " (arithmetic only: no engine can run this):")
                if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
             # a deployment that does not fit gets no throughput, as decode gives it none; one

@@ -51,6 +51,9 @@ class RooflineReport:
     # the ridges the notes quote where attention's, or the experts', matmuls run at another dtype
     attention_ridge: float | None = None
     expert_ridge: float | None = None
+    # llama.cpp's layer split (-sm layer, its default over several GPUs): each GPU runs its
+    # own layers in turn, not a tensor-parallel share of every layer
+    layer_split: bool = False
 
     @property
     def ridge(self) -> float:
@@ -99,8 +102,10 @@ class RooflineReport:
             + (f"(dense, --peak-tflops as given, read as {dtype}) ÷ "
                if a.sources == (CUSTOM_SOURCE,) else f"({dtype}, dense) ÷ ")
             + f"{a.bandwidth_tb_s:.3g} TB/s = ridge at {self.ridge:,.0f} FLOP/byte"
-            + (" (tensor parallelism adds peak and bandwidth alike: the same ridge)"
-               if self.num_gpus > 1 else ""),
+            + ("" if self.num_gpus == 1 else
+               " (llama.cpp's layer split: each GPU runs its own layers in turn, at its own "
+               "peak and bandwidth: the same ridge)" if self.layer_split else
+               " (tensor parallelism adds peak and bandwidth alike: the same ridge)"),
             *([] if (fast := self.llamacpp_ridge) is None else [
                 f"  llama.cpp's CUDA build multiplies fp16 with fp16 accumulation, "
                 f"{fast * a.memory_bandwidth_bytes_per_s / 1e12:,.1f} TFLOP/s here: its "
@@ -406,7 +411,9 @@ def roofline_report(
                           dep.model.name if dep else None, tuple(points), tuple(steps), overflow,
                           caution, dep.num_gpus if dep else num_gpus, per_token,
                           att_ridge if att_dtype != compute_dtype else None,
-                          expert_ridge_at if expert_dtype != compute_dtype else None)
+                          expert_ridge_at if expert_dtype != compute_dtype else None,
+                          dep is not None and dep.engine.startswith("llama.cpp")
+                          and dep.pipeline_parallel_size > 1)
 
 
 def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None
