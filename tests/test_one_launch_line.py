@@ -31,7 +31,8 @@ OWN = {"--target-concurrency", "--batch", "--context", "--prompt-len", "--profil
        "--ignore-eos", "--input-len", "--long-prefill-token-threshold", "--max-concurrency",
        "--num-prompts", "--num-requests", "--output-len", "--percentile", "--prefix-groups",
        "--prefix-len", "--random-input-len", "--random-output-len", "--random-range-ratio",
-       "--rate", "--request-rate", "--slo-tpot-ms", "--slo-ttft-ms", "--trace", "--window"}
+       "--rate", "--request-rate", "--slo-itl-ms", "--slo-tpot-ms", "--slo-ttft-ms", "--trace",
+       "--window"}
 LLAMA_LINE = ("llama-3.3-70b", "--gpu", "h100", "--tensor-parallel-size", "4",
               "--max-model-len", "65536", "--enable-prefix-caching", "--kv-cache-dtype", "fp8",
               "--quantization", "fp8", "--port", "8000")
