@@ -426,6 +426,39 @@ def test_a_benchmark_to_come_is_sized_for_the_gap_reported(
     assert need["num_items"] > items_needed_unpaired(195 / 500, 208 / 500).num_items
 
 
+def test_scores_that_pin_whole_counts_are_sized_from_the_counts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """39.02 % and 42.07 % of 164 are 64 and 69 items and no other counts: those are the
+    scores, the percentages their roundings, so the size is the counts' (64/164 vs 69/164),
+    not the typed 0.3902 vs 0.4207's, and the line says it sized the counts."""
+    from ridgeline.cli import main
+
+    argv = ["evalstats", "--pct-a", "39.02", "--pct-b", "42.07", "--n", "164"]
+    assert main([*argv, "--json"]) == 0
+    need = json.loads(capsys.readouterr().out)["unpaired_items_needed"]
+    counts = items_needed_unpaired(64 / 164, 69 / 164).num_items
+    assert need["num_items"] == counts != items_needed_unpaired(0.3902, 0.4207).num_items
+    assert main(argv) == 0
+    assert (f"items needed to detect the counts' gap, 64/164 vs 69/164 (alpha 0.05, power "
+            f"0.8): {counts:,} per model") in capsys.readouterr().out
+
+
+def test_scores_several_counts_print_as_are_sized_as_typed(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """39 % of 1,001 items is any of 386 to 395 (each prints as 39 %): no count is given, so
+    the typed 0.39 vs 0.42 sizes it, and the line says so beside the nearest counts' size."""
+    from ridgeline.cli import main
+
+    assert main(["evalstats", "--pct-a", "39", "--pct-b", "42", "--n", "1001", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["unpaired_items_needed"]["num_items"] == items_needed_unpaired(0.39,
+                                                                               0.42).num_items
+    assert data["unpaired_items_needed_counts"]["num_items"] == items_needed_unpaired(
+        round(0.39 * 1001) / 1001, round(0.42 * 1001) / 1001).num_items
+    assert main(["evalstats", "--pct-a", "39", "--pct-b", "42", "--n", "1001"]) == 0
+    assert "items needed to detect the reported gap, 39% vs 42%" in capsys.readouterr().out
+
+
 def test_power_without_scores_to_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """McNemar's verdict on --discordant alone sizes nothing: a --power there was ignored."""
     from ridgeline.cli import main

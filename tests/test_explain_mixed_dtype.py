@@ -1,4 +1,4 @@
-"""decode --explain's compute time where a step's matmuls run at several dtypes: each
+"""decode and prefill --explain's compute time where a step's matmuls run at several dtypes: each
 dtype's FLOPs ÷ its own peak, the terms the floor's compute time sums (floors.step_work's
 flops_by_dtype, from cost.op_compute_dtype, the dtype op_slowdown paces each operator at)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ridgeline.catalog import resolve_model
-from ridgeline.cost import decode_batch, op_compute_dtype, op_slowdown, step_cost
+from ridgeline.cost import Seq, decode_batch, op_compute_dtype, op_slowdown, step_cost
 from ridgeline.deployment import Deployment
-from ridgeline.floors import decode_floor, step_work
+from ridgeline.floors import busy_stages, decode_floor, prefill_floor, step_work
 from ridgeline.hardware import resolve_accelerator
 from tests.conftest import run_cli
 
@@ -74,3 +74,49 @@ def test_decode_explain_prints_each_dtypes_division(
     assert code == 0
     assert "  compute time: bf16 FLOPs ÷ peak bf16 + fp8 FLOPs ÷ peak fp8" in out
     assert "      fp8 time = 0.083 ms" in out and "      bf16 time = 0.2446 ms" in out
+
+
+@pytest.mark.parametrize(("model", "gpu", "gpus", "pp", "weights"),
+                         [("qwen3.6-35b-a3b-nvfp4", "h200", 1, 1, "as stored"),
+                          ("deepseek-v3", "h200", 8, 1, "as stored"),
+                          ("llama-3.1-70b", "h100", 4, 2, "fp8")])
+def test_prefill_explain_divides_each_dtype_at_its_own_peak(model: str, gpu: str, gpus: int,
+                                                            pp: int, weights: str) -> None:
+    dep = Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights,
+                           num_gpus=gpus, pipeline_parallel_size=pp, engine="vllm")
+    floor = prefill_floor(dep, 8192, chunk_tokens=2048)
+    busy = busy_stages(dep, 8192, chunk_tokens=2048)  # vLLM V1 pipelines a prompt's chunks
+    shares = step_work(dep, [Seq(8192, 0)]).flops_by_dtype
+    assert len(shares) > 1
+    peaks = {s.dtype: dep.peak_at(s.dtype) * dep.tensor_parallel_size * busy for s in shares}
+    compute = _compute_step(floor)
+    assert compute.formula == " + ".join(f"{s.dtype} FLOPs ÷ peak {s.dtype}" for s in shares)
+    shown = {x.name: x.value for x in compute.inputs}
+    for s in shares:
+        assert shown[f"{s.dtype} FLOPs"] == pytest.approx(s.flops / 1e12)
+        assert shown[f"peak {s.dtype}"] == pytest.approx(peaks[s.dtype] / 1e12)
+        assert shown[f"{s.dtype} time"] == pytest.approx(s.flops / peaks[s.dtype] * 1e3)
+    assert sum(s.flops / peaks[s.dtype] for s in shares) == pytest.approx(
+        floor.compute_time_s, rel=1e-12)
+    time = next(s for s in floor.steps if s.label == "prefill time")
+    assert time.formula.startswith("max(compute time, bytes ÷ bandwidth)")
+    assert "step dtype's pace" not in str(floor.steps)
+
+
+def test_a_single_dtype_prefill_keeps_its_one_division() -> None:
+    floor = prefill_floor(_dep("llama-3.1-8b", "h100"), 8192)
+    assert not any(s.label == "compute time" for s in floor.steps)
+    time = next(s for s in floor.steps if s.label == "prefill time")
+    assert time.formula == "max(FLOPs ÷ peak, bytes ÷ bandwidth)"
+
+
+def test_prefill_explain_counts_each_peak_over_the_busy_stages(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "rtx-4090", "--num-gpus",
+                           "2", "--engine", "llama.cpp", "--prompt-len", "8192", "--explain")
+    assert code == 0
+    compute = out[out.index("  compute time: "):out.index("  prefill time: ")]
+    assert compute.startswith("  compute time: bf16 FLOPs ÷ peak bf16 + fp16 FLOPs ÷ peak fp16")
+    peaks = [line for line in compute.splitlines() if line.strip().startswith("peak ")]
+    assert len(peaks) == 2 and all("pipeline stages busy on average" in p for p in peaks)
+    assert "step dtype's pace" not in out

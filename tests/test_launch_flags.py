@@ -33,8 +33,12 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return err
 
 
+NUMBERS = {flag for record in launch_flags() for flag, _ in record.types}
+
+
 def _given(flag: str, takes_value: bool) -> list[str]:
-    return [flag, "x"] if takes_value else [flag]
+    """The flag, with a value of the type the engines parse it as (--port 1, --host x)."""
+    return [flag, "1" if flag in NUMBERS else "x"] if takes_value else [flag]
 
 
 @pytest.mark.parametrize("argv", [FIT, ("simulate", *FIT[1:], "--rate", "2", "--num-requests",

@@ -195,7 +195,7 @@ def test_evalstats_names_the_reported_gap_it_sizes_and_what_the_tests_counts_nee
 def test_scores_that_are_whole_counts_size_one_gap(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "evalstats", "--pct-a", "39.02", "--pct-b", "47.56",
                            "--n", "164")
-    assert code == 0 and "items needed to detect this gap" in out
+    assert code == 0 and "items needed to detect the counts' gap, 64/164 vs 78/164" in out
     assert "the counts the tests use" not in out
 
 

@@ -188,22 +188,27 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         lines.append(f"Wilson {(1 - alpha) * 100:.6g}%: A [{wa.low:.3f}, {wa.high:.3f}], "
                      f"B [{wb.low:.3f}, {wb.high:.3f}]")
         lines += _unpaired_test_lines(test, results)
-        # a benchmark to come is sized for the gap reported, not the one its items round to
-        # (39.02 % and 41.5 % of 500 round to 0.390 and 0.416: 5,586 items, not 6,137); where
-        # the tests above used counts the scores do not print as, the line says which gap it
-        # sized and what the counts' gap would need
-        pa, pb = a.percent / 100, b2.percent / 100
+        # a benchmark to come is sized for the scores' gap: where each percentage is k/N for
+        # one whole k alone (39.02 % and 42.07 % of 164: 64 and 69), the counts are the scores
+        # and the percentages their roundings, so the counts size it (4,070 items, not the
+        # 4,067 of 0.3902 vs 0.4207); elsewhere the gap reported (39.02 % and 41.5 % of 500
+        # are no whole counts: 5,586 items for 0.3902 vs 0.415, not the 6,137 of 195 vs 208),
+        # the line saying which gap it sized and, where the tests above used other counts,
+        # what the counts' gap would need
+        ka, kb = a.nearest_count, b2.nearest_count
+        pinned = all(r.consistent_count_low is not None
+                     and r.consistent_count_low == r.consistent_count_high for r in (a, b2))
+        pa, pb = (ka / n, kb / n) if pinned else (a.percent / 100, b2.percent / 100)
         if pa == pb:
             lines.append("equal scores: no gap for a benchmark of any size to detect")
         else:
             need, how = _items_needed(pa, pb, alpha, power, notes, results)
-            guessed = not (a.is_whole_count and b2.is_whole_count)
-            gap = (f"the reported gap, {a.printed_percent}% vs {b2.printed_percent}%"
-                   if guessed else "this gap")
+            gap = (f"the counts' gap, {ka}/{n} vs {kb}/{n}" if pinned else
+                   f"the reported gap, {a.printed_percent}% vs {b2.printed_percent}%")
             line = (f"items needed to detect {gap} (alpha {alpha:g}, power {power:g}): "
                     f"{need.num_items:,} per model, unpaired{how}")
-            ca, cb = a.nearest_count / n, b2.nearest_count / n
-            if guessed and ca != cb:
+            ca, cb = ka / n, kb / n
+            if not pinned and ca != cb and (ca, cb) != (pa, pb):
                 counts, _ = _items_needed(ca, cb, alpha, power, notes, results, "_counts")
                 line += (f"; the counts the tests use, {a.nearest_count_percent:g}% vs "
                          f"{b2.nearest_count_percent:g}%, would need {counts.num_items:,}")

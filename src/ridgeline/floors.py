@@ -337,14 +337,16 @@ def floor_time_s(dep: Deployment, batch: list[Seq]) -> float:
                work.gpu_bytes / dep.bandwidth_bytes_per_s) + work.host_time_s
 
 
-def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str) -> Step:
+def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str,
+                        busy: float = 1.0, busy_note: str = "") -> Step:
     """--explain's compute time where matmuls run at several dtypes: each dtype's FLOPs ÷ its
     own peak, summed (nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200, batch 64 at 2,000 tokens:
-    0.2420 TFLOP ÷ 989.4 TFLOP/s + 0.1642 TFLOP ÷ 1,979 TFLOP/s = 0.2446 + 0.0830 ms)."""
+    0.2420 TFLOP ÷ 989.4 TFLOP/s + 0.1642 TFLOP ÷ 1,979 TFLOP/s = 0.2446 + 0.0830 ms). A
+    prompt's peaks count × ``busy`` pipeline stages (busy_stages), ``busy_note`` saying so."""
     acc, tp = dep.accelerator, dep.tensor_parallel_size
     terms: list[Quantity] = []
     for share in work.flops_by_dtype:
-        peak = dep.peak_at(share.dtype) * tp
+        peak = dep.peak_at(share.dtype) * tp * busy
         names = ", ".join("QKᵀ and PV" if n == "attention" else n for n in share.ops)
         note = dep.peak_note_at(share.dtype)
         terms += [q(f"{share.dtype} FLOPs", share.flops / 1e12, "TFLOP",
@@ -352,7 +354,7 @@ def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str
                      else names) or "none"),
                   q(f"peak {share.dtype}", peak / 1e12, "TFLOP/s",
                     f"{tp} x {acc.id}{rank}: "  # as the bandwidth is counted
-                    + "; ".join(filter(None, (acc.source_of("peak_flops"), note)))),
+                    + "; ".join(filter(None, (acc.source_of("peak_flops"), note))) + busy_note),
                   q(f"{share.dtype} time", share.flops / peak * 1e3, "ms")]
     return step("compute time", " + ".join(f"{s.dtype} FLOPs ÷ peak {s.dtype}"
                                            for s in work.flops_by_dtype),
@@ -500,6 +502,16 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     head = 2 * head_params(dep) * batch
     repeated = work.repeated_flops
     pp, tp = dep.pipeline_parallel_size, dep.tensor_parallel_size
+    single = work.paced_flops == work.flops  # else each dtype's FLOPs ÷ its own peak
+    in_tp = " in tensor parallel" if tp > 1 else ""
+    busy = (f"; the peak counted × {stages:.2g} of {pp} pipeline stages busy on "
+            "average: " + ("the ubatches of a call" if pipelined_stages(dep) > 1
+                           else "vLLM V1's chunks of the prompt") + " pipelined over them"
+            if pipelined_stages(dep) > 1 or stages > 1
+            else f"; its {pp} stages one after another, as llama.cpp runs a layer split "
+            "short of every block and the output on the GPUs, or with --n-cpu-moe"
+            if pp > 1 and dep.engine.startswith("llama.cpp")
+            else f"; its {pp} pipeline stages one after another" if pp > 1 else "")
     steps = (
         step("FLOPs", "2 × params per token × tokens + 2 × LM head params × prompts + "
              + ("the matmuls the TP ranks repeat + " if repeated else "")
@@ -527,31 +539,21 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q("FLOPs", work.flops / 1e12, "TFLOP"),
              q("weights read", work.weight_bytes / GB, "GB")),
         *_host_steps(dep, work),
-        step("prefill time", ("max(FLOPs ÷ peak, bytes ÷ bandwidth)"
-                              if work.paced_flops == work.flops else
-                              "max(FLOPs at the step dtype's pace ÷ peak, bytes ÷ bandwidth)")
+        *([] if single else [_mixed_compute_step(dep, work, compute_s, in_tp, stages, busy)]),
+        step("prefill time", ("max(FLOPs ÷ peak, bytes ÷ bandwidth)" if single else
+                              "max(compute time, bytes ÷ bandwidth)")
              + (" + host time" if work.host_bytes or dep.cpu_offload else ""),
              q("time", (max(compute_s, memory_s) + work.host_time_s) * 1e3, "ms"),
-             *([q("FLOPs", work.flops / 1e12, "TFLOP", "the step above")]
-               if work.paced_flops == work.flops else
-               [q("FLOPs at the step dtype's pace", work.paced_flops / 1e12, "TFLOP",
-                  f"matmuls at {dep.matmuls_label}: each at another dtype counted × the step's "
-                  "peak ÷ its own")]),
+             q("FLOPs", work.flops / 1e12, "TFLOP", "the step above") if single else
+             q("compute time", compute_s * 1e3, "ms", "the step above"),
              # the bytes the GPUs' memory moves: the step above's, less what the host serves
              q("bytes", work.gpu_bytes / GB, "GB", "the step above" if work.gpu_bytes ==
                work.bytes else "the step above's, less the bytes the host serves"),
-             q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
-               f"{tp} x {dep.accelerator.id}" + (" in tensor parallel" if tp > 1 else "")
-               + f": {dep.accelerator.source_of('peak_flops')}"
-               + (f"; {dep.peak_note}" if dep.peak_note else "")
-               + (f"; the peak counted × {stages:.2g} of {pp} pipeline stages busy on "
-                  "average: " + ("the ubatches of a call" if pipelined_stages(dep) > 1
-                                 else "vLLM V1's chunks of the prompt") + " pipelined over them"
-                  if pipelined_stages(dep) > 1 or stages > 1
-                  else f"; its {pp} stages one after another, as llama.cpp runs a layer split "
-                  "short of every block and the output on the GPUs, or with --n-cpu-moe"
-                  if pp > 1 and dep.engine.startswith("llama.cpp")
-                  else f"; its {pp} pipeline stages one after another" if pp > 1 else "")),
+             *([q(f"peak {dep.compute_dtype}", peak / 1e12, "TFLOP/s",
+                  f"{tp} x {dep.accelerator.id}{in_tp}: "
+                  f"{dep.accelerator.source_of('peak_flops')}"
+                  + (f"; {dep.peak_note}" if dep.peak_note else "") + busy)]
+               if single else []),
              q("bandwidth", bandwidth / 1e12, "TB/s",
                f"{tp} x {dep.accelerator.id}: "  # as the peak is counted
                + dep.accelerator.source_of("memory_bandwidth_bytes_per_s")

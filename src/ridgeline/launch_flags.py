@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from ridgeline.datafiles import load_data
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
+from ridgeline.units import MAX_WHOLE_DIGITS
 
 # the commands a launch line is pasted into
 COMMANDS = ("fit", "decode", "prefill", "simulate")
@@ -44,6 +47,9 @@ class LaunchFlag:
     # a JSON object's keys and the values ignored; any other value refused for other_values
     json_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
     other_values: str = ""
+    # the spellings whose value the engines parse as a number: "int" or "float" (a string
+    # otherwise); a value that is none stops the engine's parser, and ridgeline's
+    types: tuple[tuple[str, str], ...] = ()
 
     @property
     def checks_engine(self) -> bool:
@@ -64,7 +70,7 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                             bool(r.get("engine_only", False)), bool(r.get("say_why", False)),
                             tuple(r.get("read_by", ())),
                             tuple((k, tuple(v)) for k, v in r.get("json_values", {}).items()),
-                            r.get("other_values", ""))
+                            r.get("other_values", ""), tuple(sorted(r.get("types", {}).items())))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -79,6 +85,32 @@ def refusal(record: LaunchFlag, given: str, value: Any = None) -> str | None:
         return f"{given} {value} is not modelled: {record.other_values}"
     why = dict(record.refused_values).get(str(value).lower())
     return f"{given} {value} is not modelled: {why}" if why else None
+
+
+_WHOLE = re.compile(rf"\s*[+-]?[0-9]{{1,{MAX_WHOLE_DIGITS}}}\s*", re.ASCII)
+_NUMBER_WORDS = {"int": "a whole number", "float": "a finite number"}
+
+
+def type_problem(record: LaunchFlag, given: str, value: Any) -> str | None:
+    """The one line refusing ``value`` for ``given`` (a spelling of ``record``) where the
+    engines parse it as a number it is not (--port 80OO, --swap-space nan, --seed ''), as
+    their own parsers stop such a launch line; None where it reads, or the flag takes a
+    string. ASCII only, as a user types a number (Python's int() also reads '８')."""
+    wanted = dict(record.types).get(given)
+    if wanted is None:
+        return None
+    text = str(value)
+    if wanted == "int":
+        fits = _WHOLE.fullmatch(text) is not None
+    else:
+        try:
+            fits = text.isascii() and "_" not in text and math.isfinite(float(text))
+        except ValueError:
+            fits = False
+    parsers = "parser reads" if len(record.engines) == 1 else "parsers read"
+    return None if fits else (f"{given} takes {_NUMBER_WORDS[wanted]} ({wanted}, as "
+                              f"{_owners(record.engines)} {parsers} it), got "
+                              f"{shorten(repr(text))}")
 
 
 def _json_matches(wanted: tuple[tuple[str, tuple[str, ...]], ...], value: Any) -> bool:
@@ -102,7 +134,8 @@ class _Ignored(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        refused = refusal(self.record, str(option_string), values)
+        refused = type_problem(self.record, str(option_string), values) or \
+            refusal(self.record, str(option_string), values)
         if refused:
             parser.error(refused)
         given = f"{option_string} {values}" if self.record.takes_value else str(option_string)

@@ -302,6 +302,23 @@ def sglang_fraction(rule: SGLangMemoryDefaults, cut: SGLangVisionCut,
     return rule.mem_fraction_static * cut.factor
 
 
+def check_sglang_fraction(rule: SGLangMemoryDefaults, fraction: float,
+                          memory_bytes: float) -> None:
+    """Refuse a deployment whose mem_fraction_static (``fraction``, the default of ``rule``
+    on a card of ``memory_bytes`` as its rule reads it) is at or below 0: the default has no
+    floor, and SGLang then stops at start-up before it allocates a pool (engines.json
+    sglang.fraction_not_positive). A 0.5 GiB card's 3,728 MiB reserve gives −6.392."""
+    if fraction > 0:
+        return
+    d = sglang_data()["fraction_not_positive"]
+    drafter = f" ({rule.drafter_mib:,.0f} for the drafter)" if rule.drafter_mib else ""
+    raise InputError(
+        f"SGLang's default mem_fraction_static here is {fraction:g}, not above 0: it holds "
+        f"back {rule.reserved_mib:,.0f} MiB{drafter} of the card's "
+        f"{memory_bytes / 2**20:,.0f} MiB, so SGLang stops at start-up (\"{d['refusal']}\"); "
+        f"give --mem-fraction-static or a card with more memory")
+
+
 def sglang_flag_fraction(rule: SGLangMemoryDefaults, cut: SGLangVisionCut) -> float:
     """The --mem-fraction-static that gives the pool SGLang's default does (a plan writes it
     out): the default after the vision cut, or before it where the release cuts a given

@@ -16,6 +16,7 @@ from ridgeline.sglang_hybrid import sglang_running_cap, sglang_state_pool
 from ridgeline.sglang_memory import (
     SGLangMemoryDefaults,
     SGLangVisionCut,
+    check_sglang_fraction,
     sglang_fraction,
     sglang_gpu_mem_bytes,
     sglang_max_running_requests,
@@ -44,6 +45,7 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     rule, cut = sglang_rule(dep, s, total_bytes)
     tokens = rule.chunked_prefill_size
     fraction = sglang_fraction(rule, cut, s.gpu_memory_utilization)
+    check_sglang_fraction(rule, fraction, sglang_gpu_mem_bytes(dep.accelerator, total_bytes)[0])
     # SGLang keeps activations and CUDA graphs in the memory it holds back, and applies
     # its fraction to what its distributed start-up leaves
     pool = KVPool("sglang", total_bytes, fraction, weight_bytes, 0.0,
