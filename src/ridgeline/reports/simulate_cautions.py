@@ -38,8 +38,9 @@ def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = Fa
         return pointer
     if not found:
         return pointer
-    named = "; ".join(f"{lv.name}, {lv.conversations:,}" for lv in found)
-    return (f"; what would, in conversations of {context:,} tokens: {named} (`ridgeline fit "
+    named = "; ".join(f"{lv.name}: {lv.conversations:,} {plural(lv.conversations, 'conversation')}"
+                      for lv in found)
+    return (f"; what would, at {context:,} tokens a conversation: {named} (`ridgeline fit "
             f"--max-model-len {context}` shows the budget)")
 
 
