@@ -194,7 +194,8 @@ def test_a_pool_too_small_for_any_request_names_fits_levers_not_a_shorter_length
                              "--max-model-len", "4096")
     assert code == 2 and not out and len(err.strip().splitlines()) == 1
     assert "no --max-model-len worth serving starts it: its pool holds 32 tokens" in err
-    assert "; ".join(f"{lv['name']}, {lv['conversations']:,}" for lv in levers) in err
+    assert "; ".join(f"{lv['name']}: {lv['conversations']:,} conversation"
+                     + ("" if lv["conversations"] == 1 else "s") for lv in levers) in err
     code, _, err = run_cli(capsys, "simulate", *base, "--rate", "1", "--num-requests", "50")
     assert code == 2 and "give --max-model-len" not in err and "2 GPUs (tensor parallel)" in err
 
