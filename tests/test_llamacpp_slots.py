@@ -175,8 +175,10 @@ def test_utilization_says_why_it_holds_none_where_fit_runs_some(
     code, _, err = run_cli(capsys, "utilization", "--model", "glm-4.5", *flags,
                            "--context", "4096", "--running", "1")
     assert code != 0 and "does not fit" in err
-    assert "every layer on the GPU, -ngl all: llama-server's default --fit may move " \
-           "weights to the host and run some" in err
+    assert "does not fit with every layer on the GPU" in err
+    hosted = fitted["offload"]["host_weight_bytes"]  # --fit's run of one, as fit prints it
+    assert "every layer on the GPU, -ngl all, as this count is; llama-server's default --fit " \
+           f"runs one conversation with {hosted / 2**30:,.2f} GiB of weights on the host" in err
 
 
 def test_decode_and_prefill_do_not_say_no_engine_runs_what_fit_runs(

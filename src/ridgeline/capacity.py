@@ -374,6 +374,16 @@ def every_layer_words(engine: str) -> str:
             "line count them; decode prices those steps given --host-bandwidth-gbs")
 
 
+def fit_runs_words(hosted_bytes: float) -> str:
+    """Why llama.cpp's count is none in the page and utilization where llama-server runs one:
+    they count slots with every layer on the GPU (-ngl all), and its default --fit moves
+    ``hosted_bytes`` of weights to the host to run one (llamacpp_fit.fit_host_bytes)."""
+    return ("every layer on the GPU, -ngl all, as this count is; llama-server's default --fit "
+            f"runs one conversation with {hosted_bytes / GIB:,.2f} GiB of weights on the host: "
+            "`ridgeline fit` gives the split and its count, and decode prices its steps given "
+            "--host-bandwidth-gbs")
+
+
 def held_apart_words(engine: str) -> str:
     """Why ``engine``'s count (decode_held) is not its pool ÷ one conversation, as the page's
     and utilization's steps say it: llama.cpp sizes each slot's window and state cache and

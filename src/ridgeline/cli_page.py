@@ -26,7 +26,14 @@ def cmd_page(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from ridgeline.catalog import resolve_model
-    from ridgeline.page import DEFAULT_GPUS, opening_facts, opening_steps, page_data, page_html
+    from ridgeline.page import (
+        DEFAULT_GPUS,
+        fit_runs_note,
+        opening_facts,
+        opening_steps,
+        page_data,
+        page_html,
+    )
     from ridgeline.precision import is_stored_format
 
     if args.model is not None and not args.model.strip():
@@ -69,9 +76,11 @@ def cmd_page(args: argparse.Namespace) -> Any:
                      getattr(args, "engine_asked", None) or args.engine, profiles)
     running = [key for key, c in data["combos"].items() if any(any(row) for row in c["fits"])]
     if not running:
-        raise InputError(f"does not fit: none of the {len(data['combos'])} deployments holds "
-                         "one conversation at any of the page's contexts (more or larger "
-                         "GPUs, or a smaller weight format)")
+        hosted = fit_runs_note(data)  # llama.cpp: -ngl all's slots, where --fit runs one
+        raise InputError(f"does not fit{' with every layer on the GPU' if hosted else ''}: "
+                         f"none of the {len(data['combos'])} deployments holds one "
+                         "conversation at any of the page's contexts (more or larger GPUs, "
+                         "or a smaller weight format)" + (f"; {hosted}" if hosted else ""))
     if output is not None:
         try:
             Path(output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")

@@ -12,7 +12,6 @@ from ridgeline.cli import (
     _output,
     data_parallel_flags,
     llamacpp_batch_flag,
-    refuse_data_parallel,
 )
 from ridgeline.cli_engine import lora_settings
 from ridgeline.cli_load import (
@@ -36,10 +35,6 @@ from ridgeline.cli_types import MAX_BATCH, _count_list, _how_many, _positive_cou
 from ridgeline.errors import InputError
 from ridgeline.side_by_side import run_each
 
-# why prefill refuses a data-parallel layout (decode, fit, kv and simulate take one)
-PREFILL_DP = ("its floor splits no prompt over the ranks yet; fit, decode, kv and simulate "
-              "model data-parallel attention")
-
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
     from ridgeline.capacity import engine_seats
@@ -53,13 +48,12 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         with_fit_seat,
     )
 
-    refuse_data_parallel(args, "prefill", PREFILL_DP)
-
     def one(a: argparse.Namespace) -> list[PrefillReport]:
         from dataclasses import replace
 
         from ridgeline.capacity import start_trim_caution
         from ridgeline.chunked_prefill import step_budget
+        from ridgeline.data_parallel import rank_step_budget
         from ridgeline.llamacpp_batching import llamacpp_n_batch, llamacpp_n_ubatch
         from ridgeline.memory import EngineSettings
         from ridgeline.predict import shared_profile_caution
@@ -99,8 +93,9 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         # a serving engine's prompt runs in steps of its token budget (vLLM V1 chunks by
         # default), the budget its pool is sized with (at the --max-model-len it is started
         # with, as engine_seats sizes it): the flag, else the engine's default
-        budget = None if placed.engine.startswith("llama.cpp") else step_budget(
-            placed, replace(pool_settings or EngineSettings(), max_model_len=length))
+        budget = None if placed.engine.startswith("llama.cpp") else rank_step_budget(
+            placed, step_budget(placed, replace(pool_settings or EngineSettings(),
+                                                max_model_len=length)))
         chunked = chunked_prefill_asked(a)  # TensorRT-LLM's enable_chunked_prefill
         # the pool's settings in decode's words (its JSON's engine_max_batch[].settings)
         described = describe_settings(pool_settings or EngineSettings(), placed.engine,
@@ -166,6 +161,6 @@ def register(sub: Any) -> None:
     _offload(p)
     add_eager_flag(p)
     add_pool_flags(p)
-    data_parallel_flags(p, refused="not read by prefill: " + PREFILL_DP)  # refused by name
+    data_parallel_flags(p)
     _output(p)
     p.set_defaults(handler=cmd_prefill)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli import _formats, _gpu, _output, _pipeline, expert_parallel_flags
+from ridgeline.cli import _formats, _gpu, _output, _pipeline, data_parallel_flags
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, decode_context_flag, engine_flag
 from ridgeline.cli_load import load_accelerator, load_deployment
 from ridgeline.cli_roofline import _element_bytes, _matmul_dtype
@@ -32,9 +32,11 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
     if dep is None and (args.kv_dtype or args.context):
         raise InputError("--kv-dtype and --context size a model's KV pool: give --model")
     if dep is None and (args.decode_context_parallel_size or args.expert_parallel
-                        or args.expert_parallel_size):
-        raise InputError("-dcp, --enable-expert-parallel and --ep-size lay out a model's KV "
-                         "pool and experts over the GPUs: give --model")
+                        or args.expert_parallel_size or args.data_parallel_size
+                        or args.enable_dp_attention):
+        raise InputError("-dcp, --data-parallel-size (--dp-size, --enable-dp-attention), "
+                         "--enable-expert-parallel and --ep-size lay out a model's KV pool, "
+                         "attention and experts over the GPUs: give --model")
     if dep is not None and args.compute_dtype not in (None, dep.dense_compute_dtype):
         # an engine's matmuls run at the dtype its weights are served in: fp8 matmuls on bf16
         # weights is no deployment, so the flag would price one that does not exist
@@ -59,7 +61,9 @@ def register(sub: Any) -> None:
     p.add_argument("--running", type=_count("running requests", COUNT_EXAMPLES), required=True,
                    help="the engine's running requests: vllm:num_requests_running (or N in "
                    "vLLM's 'Running: N reqs'), sglang:num_running_reqs, "
-                   "trtllm_num_requests_running, llamacpp:requests_processing")
+                   "trtllm_num_requests_running, llamacpp:requests_processing; with "
+                   "data-parallel attention the server's, every rank's gauge summed (decode's "
+                   "--batch)")
     p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"],
                    help="the peak the ridge divides (default: the weights' matmul dtype)")
     p.add_argument("--model", type=_not_empty("model name"),
@@ -70,7 +74,7 @@ def register(sub: Any) -> None:
                    f"{DEFAULT_CONTEXT_TOKENS}, as decode's)")
     engine_flag(p, f"engine whose pool (at its defaults, with --model), seats flag and running "
                 f"gauge the advice names ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
-    expert_parallel_flags(p)  # the deployment fit sizes, as its launch line says it
+    data_parallel_flags(p)  # the deployment fit and decode size, as fit's launch line says it
     decode_context_flag(p)
     _formats(p)
     _output(p)

@@ -191,6 +191,27 @@ def rank_settings(dep: Deployment, settings: EngineSettings,
     return replace(settings, max_num_seqs=seats // n)
 
 
+def rank_budget_tokens(engine: str, tokens: int, ranks: int) -> int:
+    """One data-parallel rank's token budget a step from the server's ``tokens``: SGLang's
+    --chunked-prefill-size is the server's, divided by --dp-size under DP attention (8,192
+    over 8 ranks: 1,024 each); vLLM's --max-num-batched-tokens each engine core's, as given."""
+    return max(1, tokens // ranks) if engine == "sglang" else tokens
+
+
+def rank_step_budget(dep: Deployment, budget: tuple[int, str]) -> tuple[int, str]:
+    """The server's step budget (chunked_prefill.step_budget: tokens, where they come from)
+    as one data-parallel rank steps under it (``rank_budget_tokens``); as given without
+    data parallelism."""
+    n = dep.data_parallel_size
+    if n == 1:
+        return budget
+    tokens, source = budget
+    if dep.engine == "sglang":
+        return (rank_budget_tokens(dep.engine, tokens, n),
+                f"{source}: {tokens:,} the server's, ÷ --dp-size {n} on each rank")
+    return rank_budget_tokens(dep.engine, tokens, n), f"{source}, each rank's"
+
+
 def layout_label(dep: Deployment, devices: int = 1) -> str:
     """'attention DP8 × TP1, experts EP8' for a MoE; 'DP4 × TP2' for a dense model. With
     ``devices`` a card (vLLM on an MI250: 2), in the ranks the engine launches over the dies:
@@ -244,11 +265,28 @@ def independent_ranks(dep: Deployment) -> bool:
     return dep.data_parallel_size > 1 and dep.model.moe is None
 
 
+def prompt_rank_words(dep: Deployment) -> str:
+    """What a prefill under data-parallel attention prices: each prompt is one rank's, whole
+    (a rank runs its own requests: neither engine splits one prompt over the ranks), its
+    attention and the rank's own weights on that rank's GPUs alone, the other ranks idle
+    where they have no prompt (vLLM's idle MoE ranks run a dummy pass, SGLang's gather an
+    empty batch) while the experts run over every GPU (cost.batch_shape)."""
+    n, tp = dep.data_parallel_size, dep.tensor_parallel_size
+    gpus = f"{tp} GPU{'s' if tp > 1 else ''}"
+    return (f"each prompt runs whole on one of the {n} ranks (an engine gives a request to one "
+            f"rank and splits none over them): its attention and the rank's own weights on "
+            f"that rank's {gpus} alone, so a lone prompt has 1 of the {n} ranks' compute for "
+            "them" + (f", the routed experts on all {dep.expert_ranks} GPUs" if dep.model.moe
+                      else "") + f"; several prompts are dealt one a rank in turn, the floor "
+            f"the busiest rank's (⌈prompts ÷ {n}⌉), the throughput every rank's")
+
+
 def data_parallel_cautions(dep: Deployment, stepping: bool,
-                           dispatched: str = "") -> tuple[str, ...]:
-    """What a data-parallel figure leaves out or assumes (``stepping``: a decode step's too),
-    or nothing without data parallelism. ``dispatched``: a simulation's, its arrivals dealt
-    over the ranks so (sim/data_parallel.py), each rank's load its own, not taken as even."""
+                           dispatched: str = "", prompts: bool = False) -> tuple[str, ...]:
+    """What a data-parallel figure leaves out or assumes (``stepping``: a decode step's too;
+    with ``prompts``, a prefill's), or nothing without data parallelism. ``dispatched``: a
+    simulation's, its arrivals dealt over the ranks so (sim/data_parallel.py), each rank's
+    load its own, not taken as even."""
     n = dep.data_parallel_size
     if n == 1:
         return ()
@@ -271,7 +309,9 @@ def data_parallel_cautions(dep: Deployment, stepping: bool,
         + ("; SGLang's admission estimate keeps its default schedule_conservativeness (under "
            "DP attention SGLang scales it by 0.3, admitting sooner)"
            if dep.engine == "sglang" else "")]
-    if stepping and not dispatched:
+    if stepping and prompts:
+        out.append(prompt_rank_words(dep))
+    elif stepping and not dispatched:
         out.append(f"a step of batch B runs ⌈B ÷ {n}⌉ sequences on each rank: their attention "
                    "and the rank's own weights are one rank's, read on its "
                    f"{dep.tensor_parallel_size} GPU{'s' if dep.tensor_parallel_size > 1 else ''}"

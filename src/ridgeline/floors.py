@@ -503,7 +503,9 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     repeated = work.repeated_flops
     pp, tp = dep.pipeline_parallel_size, dep.tensor_parallel_size
     single = work.paced_flops == work.flops  # else each dtype's FLOPs ÷ its own peak
-    in_tp = " in tensor parallel" if tp > 1 else ""
+    ranks = dep.data_parallel_size
+    rank = "" if ranks == 1 else " (one data-parallel rank's)"
+    in_tp = (" in tensor parallel" if tp > 1 else "") + rank
     busy = (f"; the peak counted × {stages:.2g} of {pp} pipeline stages busy on "
             "average: " + ("the ubatches of a call" if pipelined_stages(dep) > 1
                            else "vLLM V1's chunks of the prompt") + " pipelined over them"
@@ -512,7 +514,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
             "short of every block and the output on the GPUs, or with --n-cpu-moe"
             if pp > 1 and dep.engine.startswith("llama.cpp")
             else f"; its {pp} pipeline stages one after another" if pp > 1 else "")
-    steps = (
+    flops_step = _rank_prefill_flops(dep, work, prompt_len, batch) if ranks > 1 else \
         step("FLOPs", "2 × params per token × tokens + 2 × LM head params × prompts + "
              + ("the matmuls the TP ranks repeat + " if repeated else "")
              + "attention and the rest", q("FLOPs", work.flops / 1e12, "TFLOP"),
@@ -525,7 +527,9 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                if repeated else []),
              q("attention and the rest", (work.flops - matmuls - head - repeated) / 1e12,
                "TFLOP", "causal QKᵀ and PV over the prompt, the recurrent state"
-               + (", the LoRA adapters' shrink and expand" if work.lora_bytes else ""))),
+               + (", the LoRA adapters' shrink and expand" if work.lora_bytes else "")))
+    steps = (
+        flops_step,
         step("bytes", "weights read once + KV written and read back + activations"
              + (" + LoRA adapters" if work.lora_bytes else ""),
              q("bytes", work.bytes / GB, "GB"),
@@ -555,7 +559,7 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
                   + (f"; {dep.peak_note}" if dep.peak_note else "") + busy)]
                if single else []),
              q("bandwidth", bandwidth / 1e12, "TB/s",
-               f"{tp} x {dep.accelerator.id}: "  # as the peak is counted
+               f"{tp} x {dep.accelerator.id}{rank}: "  # as the peak is counted
                + dep.accelerator.source_of("memory_bandwidth_bytes_per_s")
                + ("; one stage at a time" if stages > 1 else ""))),
     )
@@ -571,6 +575,34 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes,
                         compute_time_s=compute_s, memory_time_s=memory_s, fit=fit,
                         steps=steps, host_time_s=work.host_time_s, host_bound=work.host_bound)
+
+
+def _rank_prefill_flops(dep: Deployment, work: Work, prompt_len: int, batch: int) -> Step:
+    """A prefill's FLOPs under data-parallel attention (data_parallel.py): the busiest rank's
+    step, as decode's (cost.batch_shape deals the prompts over the ranks, one each in turn).
+    Its ⌈prompts ÷ ranks⌉ prompts pass its own copy of the weights every token reads on its
+    own GPUs (a lone prompt runs on one rank, the others idle); the routed experts run every
+    rank's tokens, gathered, split over all the GPUs, a GPU's share of them counted here."""
+    ranks, tp = dep.data_parallel_size, dep.tensor_parallel_size
+    own = dep.rank_sequences(batch)
+    rest = work.flops - work.weight_flops - work.attention_flops
+    gpus = f"{tp} {plural(tp, 'GPU')}"
+    whose = "its GPU's" if tp == 1 else f"its {tp} GPUs'"
+    experts = (f"; and {whose} share of the routed experts on every rank's "
+               f"{batch * prompt_len:,} tokens, spread over all {dep.num_gpus}"
+               if dep.model.moe is not None else "")
+    return step("FLOPs", "one data-parallel rank's step: its weight matmuls + attention + "
+                "the rest", q("FLOPs", work.flops / 1e12, "TFLOP"),
+                q("prompts", batch, "", f"dealt over {ranks} data-parallel ranks, one each "
+                  f"in turn: the busiest runs ⌈{batch:,} ÷ {ranks}⌉ = {own:,}, each rank a "
+                  "prompt of its own (none is split over the ranks)"),
+                q("weight matmuls", work.weight_flops / 1e12, "TFLOP",
+                  f"its {own:,} × {prompt_len:,} tokens × 2 × its own copy of the weights "
+                  f"every token passes, over its {gpus} (the LM head's included){experts}"),
+                q("attention FLOPs", work.attention_flops / 1e12, "TFLOP",
+                  "causal QKᵀ and PV over its prompts"),
+                *([q("the rest", rest / 1e12, "TFLOP", "the other operators: recurrent "
+                     "state updates, LoRA adapters")] if abs(rest) > 1e-9 * work.flops else []))
 
 
 def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:

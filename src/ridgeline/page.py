@@ -123,6 +123,27 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     return out
 
 
+def fit_runs_note(data: Mapping[str, Any]) -> str:
+    """Where the page's llama.cpp count, slots with every layer on the GPU, is none at every
+    context but llama-server's default --fit runs one with weights on the host (the first
+    combination and shortest context it does: llamacpp_fit.fit_host_bytes), the words that say
+    so and where; "" elsewhere."""
+    from ridgeline.capacity import fit_runs_words
+    from ridgeline.llamacpp_fit import fit_host_bytes
+
+    for key, combo in data["combos"].items():
+        if not str(combo["engine"]).startswith("llama.cpp"):
+            return ""
+        model, gpu, count, weights, kv = key.split("|")
+        dep = _deployment(model, gpu, int(count), weights, kv, combo["engine"])
+        for context in CONTEXTS:
+            hosted = fit_host_bytes(dep, context)
+            if hosted is not None:
+                return (f"{fit_runs_words(hosted)} ({model} on {count} x {gpu}, weights "
+                        f"{weights}, KV {kv}, at {context:,} tokens)")
+    return ""
+
+
 def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
               weights: Sequence[str], kvs: Sequence[str], engine: str = "vllm",
               profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:

@@ -154,7 +154,8 @@ class DecodeReport:
         return (step(f"sequences the engine runs at {f.context:,} tokens",
                      f"min(conversations its KV pool holds, {self._seats_knob()})",
                      q("sequences", seat.held),
-                     q("pool holds", seat.pool_held, "", f"started at max_model_len "
+                     q("pool holds", seat.pool_held, "", f"started at "
+                       f"{settings_knob(self.expected[0].engine, 'max_model_len')} "
                        f"{seat.max_model_len:,}" if seat.max_model_len else ""),
                      q(self._seats_knob(), seat.seat_limit)),)
 

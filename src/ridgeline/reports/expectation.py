@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from ridgeline.chunked_prefill import (
     chunks_prefill,
     pipelined_steps_s,
-    prefill_steps,
+    rank_prefill_steps,
     serving_prefill_time_s,
 )
 from ridgeline.context_length import (
@@ -188,7 +188,9 @@ class Expectation:
         tokens, source = budget
         chunked = chunks_prefill(dep, enable_chunked_prefill) \
             or prompt > tokens  # past it, chunked as simulate
-        steps = prefill_steps(prompt, batch, tokens, chunked)
+        ranks = dep.data_parallel_size  # each rank its own prompts, under its own budget
+        steps = rank_prefill_steps(prompt, batch, tokens, chunked, ranks)
+        own = dep.rank_sequences(batch)  # the busiest rank's prompts, whose steps they are
         if len(steps) == 1:
             return cls.of(dep, steps[0], profile)
         from ridgeline.vllm_memory import one_pool  # the simulator's rule for it
@@ -211,9 +213,12 @@ class Expectation:
                         "stage behind the last)" if stages > 1 else ""),
                      q("expected", t * 1e3, "ms"),
                      q("token budget", tokens, "tokens a step", source),
+                     *([q("a rank's prompts", own, "", f"⌈{batch:,} ÷ {ranks} data-parallel "
+                          "ranks⌉, the busiest's; the ranks' steps run together")]
+                       if ranks > 1 else []),
                      q("steps", len(steps), "",
-                       f"⌈{batch} x {prompt:,} ÷ {tokens:,}⌉" if chunked else
-                       f"⌈{batch} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"),
+                       f"⌈{own} x {prompt:,} ÷ {tokens:,}⌉" if chunked else
+                       f"⌈{own} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"),
                      *_step_times(steps, trips))
         low, slow, band = band_edges(profile, t, prefill_floor(dep, prompt, batch,
                                                               chunk_tokens=tokens).time_s)

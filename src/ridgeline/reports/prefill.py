@@ -15,6 +15,7 @@ from ridgeline.chunked_prefill import (
     whole_context_reason,
 )
 from ridgeline.cpu_offload import cpu_offload_json
+from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
@@ -111,6 +112,7 @@ class PrefillReport:
                        "read the expectation as optimistic, the more so the more stages")
         out.append(cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
         out.append(dcp_caution(dep))
+        out.extend(data_parallel_cautions(dep, stepping=True, prompts=True))
         budget = self.step_budget
         if budget is not None and not self.chunks and self.runs \
                 and self.floor.prompt_len > budget[0]:
@@ -206,7 +208,9 @@ class PrefillReport:
         chunked = (splits_a_prompt(f.prompt_len, f.batch, tokens)
                    if self.chunks else f.prompt_len > tokens)
         return (f"the floor reads the weights once (the ideal); {self.expected.engine} runs "
-                f"{prompts} in {steps:,} steps of at most {tokens:,} tokens ({source}), each "
+                f"{prompts} in {steps:,} steps of at most {tokens:,} tokens ({source}"
+                + ("; each data-parallel rank its own prompts, the ranks' steps together"
+                   if self.deployment.data_parallel_size > 1 else "") + "), each "
                 "reading them again" + (" and attending to the chunks before it" if chunked
                                         else "") + ", and the expectation counts them")
 

@@ -70,6 +70,10 @@ class UtilizationReport:
     dense_peak_flops_per_s: float = 0.0
     # the dtypes the whole step's share is of their peaks (Deployment.matmuls_label)
     step_peak_dtypes: str = ""
+    # data-parallel attention (data_parallel.py): the ranks the running batch is dealt over,
+    # each multiplying its own share by its own copy of the dense weights
+    data_parallel_size: int = 1
+    rank_batch: int = 0  # the busiest rank's share of a stage's batch (Deployment.rank_sequences)
 
     @property
     def engine_label(self) -> str:
@@ -89,7 +93,10 @@ class UtilizationReport:
 
     @property
     def stage_batch(self) -> int:
-        return split_batch(self.running, self.micro_batches)
+        """The batch one stage multiplies by the dense weights: under pipeline parallelism one
+        micro-batch; with data-parallel attention the busiest rank's share, ⌈running ÷ ranks⌉
+        (fit's stage_batch)."""
+        return self.rank_batch or split_batch(self.running, self.micro_batches)
 
     @property
     def fraction_of_arithmetic(self) -> float:
@@ -106,6 +113,7 @@ class UtilizationReport:
         over = self.over_pool
         return {"accelerator": self.accelerator.id, "running": self.running,
                 "stage_batch": self.stage_batch,
+                "data_parallel_size": self.data_parallel_size,
                 "ridge_flop_per_byte": self.ridge,
                 # the text's "ridge batch of N": the first whole batch at or past it
                 "ridge_batch": first_whole_batch(batch_for_intensity(self.ridge,
@@ -134,15 +142,22 @@ class UtilizationReport:
                    if self.engine.startswith("llama.cpp") else
                    f"its {'vllm serve ' if self.engine == 'vllm' else ''}defaults, started at "
                    f"{length} {self.context:,}")
+        ranks = self.data_parallel_size
         return (f"{self.engine_label}'s KV pool for {self.model} ({started}, this context) "
                 f"holds {n:,} {plural(n, 'conversation')} of {self.context:,} "
                 f"{plural(self.context or 0, 'token')}"
+                + (f" ({n // ranks:,} on each of {ranks} data-parallel ranks, each its own "
+                   "pool)" if ranks > 1 else "")
                 + (f": {self.refusal}" if self.refusal else ""))
 
     def _read_line(self) -> str:
         """Where the engine reports its running batch, and the flag that only caps it."""
-        return (f"Read it from {running_source(self.engine)}; {seats_flag(self.engine)} is only "
-                "a ceiling.")
+        ranks = self.data_parallel_size
+        return (f"Read it from {running_source(self.engine)}"
+                + (f", summed over the {ranks} data-parallel ranks (each reports its own)"
+                   if ranks > 1 else "")
+                + f"; {seats_flag(self.engine)} is only a ceiling"
+                + (f" ({seats_scope(self.engine, ranks)})" if ranks > 1 else "") + ".")
 
     def _over_pool_outcome(self, held: int) -> str:
         """What the engine does with more conversations than its pool holds: vLLM preempts
@@ -173,7 +188,11 @@ class UtilizationReport:
                     self._pool_line(),
                     self._read_line(),
                     *(f"caution: {c}" for c in self.cautions)]
-        whose = "the card's" if self.num_gpus == 1 else f"the {self.num_gpus} cards'"
+        ranks = self.data_parallel_size
+        cards = self.num_gpus // ranks  # with data-parallel attention the step is a rank's
+        whose = "the card's" if cards == 1 else f"the {cards} cards'"
+        if ranks > 1:
+            whose = f"each data-parallel rank's {whose.removeprefix('the ')}"
         lines = [
             f"{self.running:,} running against a ridge batch of "
             f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
@@ -184,7 +203,11 @@ class UtilizationReport:
                + (f"a micro-batch of {self.stage_batch:,}"
                   if self.running % self.micro_batches == 0 else
                   f"micro-batches of up to {self.stage_batch:,}")
-               if self.micro_batches > 1 else ""),
+               if self.micro_batches > 1 and ranks == 1 else "")
+            + (f", each of {ranks} data-parallel ranks multiplying "
+               + ("" if self.running == self.stage_batch * ranks * self.micro_batches
+                  else "up to ") + f"{self.stage_batch:,} by its own copy of them"
+               if ranks > 1 else ""),
             *([f"  {self.experts}"] if self.experts else []),
             *([f"  the whole step, its KV reads included, keeps {self.step_fraction_of_peak:.1%} "
                + (f"of {whose} peak busy at its floor, each matmul at its own dtype's peak as "
@@ -212,6 +235,15 @@ def seats_flag(engine: str) -> str:
     if engine.startswith("llama.cpp"):
         return "-np/--parallel"
     return str(engine_defaults(engine)["cli"]["max_num_seqs"])
+
+
+def seats_scope(engine: str, ranks: int) -> str:
+    """Whose the seats flag is under data-parallel attention (data_parallel.py): SGLang's
+    --max-running-requests is the server's, divided by --dp-size on each rank; vLLM's
+    --max-num-seqs each engine core's, a rank's."""
+    if engine == "sglang":
+        return f"the server's, ÷ {ranks} on each rank"
+    return "each rank's"
 
 
 def running_source(engine: str) -> str:
@@ -245,10 +277,14 @@ def utilization_report(
         decode_held,
         decode_pool,
         every_layer_words,
+        fit_runs_words,
         held_apart_words,
         pool_at_context_note,
         refuses_to_start,
     )
+    from ridgeline.llamacpp_fit import fit_host_bytes
+    from ridgeline.reports.decode import settings_knob
+
     if engine is None:
         engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
     limit, refusal, fit_free, dense_peak = None, "", 0.0, 0.0
@@ -258,8 +294,14 @@ def utilization_report(
         pool = decode_pool(dep, context)  # decode's: llama.cpp a slot each, under --fit
         # llama.cpp: -ngl all's run, where --fit might run some with weights on the host
         apart = every_layer_words(engine)
+        hosted = fit_host_bytes(dep, context) if apart and (
+            pool.rest_bytes < 0 or not decode_held(dep, context)) else None
+        if hosted is not None:  # --fit runs one with weights on the host: said so, and where
+            apart = fit_runs_words(hosted)
+        lead = "does not fit with every layer on the GPU" if hosted is not None \
+            else "does not fit"
         if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
-            raise InputError(f"does not fit: {dep.model.name}'s weights "
+            raise InputError(f"{lead}: {dep.model.name}'s weights "
                              f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
                              f"start-up overheads overflow {dep.num_gpus} x {acc.id} "
                              + (f"({apart})" if apart else "(see `ridgeline fit`)"))
@@ -281,13 +323,15 @@ def utilization_report(
                          q("per conversation", per_conversation / GIB,
                            "GiB", f"{context:,} tokens, {dep.kv.id}"
                            + (f": {blocks:,} blocks" if blocks else "")))
-        division = int(pool.pool_bytes // per_conversation) if per_conversation else 0
+        # each data-parallel rank its own pool (held_conversations: one rank's × the ranks)
+        division = int(pool.pool_bytes // per_conversation) * dep.data_parallel_size \
+            if per_conversation else 0
         if division != limit:  # the division page's step names where the engine holds fewer
             pool_operands += (q("pool ÷ one conversation", division, "", f"{engine} holds "
                                 f"{limit:,}: {held_apart_words(engine)} (`ridgeline fit`)"),)
         if limit == 0:  # the engine runs no conversation this long: no batch to read
             why = refusal or f"one {context:,}-token conversation is more than its pool"
-            raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
+            raise InputError(f"{lead}: {engine}'s KV pool for {dep.model.name} on "
                              f"{dep.num_gpus} x {acc.id} holds 0 conversations of {context:,} "
                              f"tokens: {why}" + (f" ({apart})" if apart else
                                                  "" if "`ridgeline fit`" in why else
@@ -299,17 +343,27 @@ def utilization_report(
     ridge = ridge_point(dense_peak or acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     stages = 1 if dep is None else micro_batches(dep)
     per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
+    ranks = 1 if dep is None else dep.data_parallel_size
+    # with data-parallel attention each rank multiplies its own share by its own copy of the
+    # dense weights (the busiest's, as fit's stage batch); the experts see every rank's
+    per_rank = per_stage if dep is None else dep.rank_sequences(per_stage)
     ridge_steps = dense_ridge_steps(dep) if dense_peak and dep is not None \
         else (ridge_step(acc, compute_dtype),)
+    dealt = "" if ranks == 1 else f" ÷ {ranks} data-parallel ranks"
     steps: tuple[Step, ...] = (*ridge_steps,
              step(WEIGHTS_SHARE_LABEL,
-                  "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 else
-                  f"(2 × ⌈running ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
-                  q("fraction", arithmetic_share(per_stage, bytes_per_weight, ridge)),
+                  "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 and ranks == 1
+                  else f"(2 × ⌈running{f' ÷ {stages} micro-batches' if stages > 1 else ''}"
+                  f"{dealt}⌉ ÷ bytes per weight) ÷ ridge",
+                  q("fraction", arithmetic_share(per_rank, bytes_per_weight, ridge)),
                   q("running", running, "", "--running (read it from "
-                    f"{running_metric(engine)})"),
+                    f"{running_metric(engine)}" + (", every rank's summed" if ranks > 1
+                                                  else "") + ")"),
                   *([q("micro-batch", per_stage, "", f"one in each of {stages} pipeline "
                        "stages")] if stages > 1 else []),
+                  *([q("a rank's sequences", per_rank, "", f"⌈{per_stage:,}{dealt}⌉, the "
+                       "busiest rank's, each rank its own copy of the weights every token "
+                       "reads")] if ranks > 1 else []),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")),
              step("ridge batch", "⌈ridge × bytes per weight ÷ 2⌉: the first whole batch at or "
                   "past it", q("batch", first_whole_batch(batch_for_intensity(
@@ -365,7 +419,9 @@ def utilization_report(
         steps += (step("the whole step's peak", "step FLOPs ÷ compute time: each matmul at "
                        "its own dtype's peak, as the step is priced",
                        q("peak", f.step_peak_flops_per_s / 1e12, "TFLOP/s",
-                         f"{dep.tensor_parallel_size} x {acc.id}, matmuls at {peak_dtypes}"),
+                         f"{dep.tensor_parallel_size} x {acc.id}"
+                         + (" (one data-parallel rank's, whose step it is)" if ranks > 1
+                            else "") + f", matmuls at {peak_dtypes}"),
                        q("FLOPs", f.flops / 1e12, "TFLOP", f"batch {running:,} at "
                          f"{context:,} tokens of context"),
                        q("compute time", f.compute_time_s * 1e3, "ms",
@@ -379,7 +435,11 @@ def utilization_report(
         steps += (step("conversations the pool holds", "⌊the engine's KV pool at its defaults "
                        "÷ one conversation's cache⌋ (`ridgeline fit` for the breakdown)",
                        q("conversations", limit), *pool_operands,
-                       q("max_model_len", context, "tokens", pool_at_context_note(engine))),)
+                       *([q("data-parallel ranks", dep.data_parallel_size, "", "each its own "
+                            "pool: one rank's conversations × the ranks")]
+                         if dep is not None and dep.data_parallel_size > 1 else []),
+                       q(settings_knob(engine, "max_model_len"), context, "tokens",
+                         pool_at_context_note(engine))),)
     tp = dep.tensor_parallel_size if dep is not None else tensor_parallel_size
     return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                              dep.model.name if dep else None, steps,
@@ -388,4 +448,4 @@ def utilization_report(
                              stages, whole, expert_figures,
                              cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
                              fit_free, dep.num_gpus if dep is not None else 1, dense_peak,
-                             peak_dtypes)
+                             peak_dtypes, ranks, per_rank if ranks > 1 else 0)

@@ -82,10 +82,10 @@ def rank_config(engine: str, config: SimConfig, ranks: int) -> SimConfig:
     ``DataParallelSimulator._bulk_decode``); SGLang's token budget a rank's share, as its
     server_args divides --chunked-prefill-size by --dp-size under DP attention (8,192 over 8
     ranks: 1,024 each)."""
-    budget = config.max_num_batched_tokens
-    if engine == "sglang":
-        budget = max(1, budget // ranks)
-    return replace(config, fast_path=False, max_num_batched_tokens=budget)
+    from ridgeline.data_parallel import rank_budget_tokens
+
+    return replace(config, fast_path=False, max_num_batched_tokens=rank_budget_tokens(
+        engine, config.max_num_batched_tokens, ranks))
 
 
 class AllRanks:
