@@ -223,7 +223,8 @@ def test_an_fp16_accumulate_rate_that_is_not_a_faster_fp16_is_refused(rate: floa
 
 def test_llama_cpp_cuda_multiplies_fp16_at_the_fp16_accumulate_rate_on_geforce_only() -> None:
     """ggml-cuda's cuBLAS path asks for CUBLAS_COMPUTE_16F: twice the catalog's rate on an RTX
-    4090, the catalog's own on an H100 (full rate either way) and for vLLM on the 4090."""
+    4090, the catalog's own on an H100 (full rate either way) and for vLLM on the 4090. The
+    ridge divides the peak the step is priced at."""
     from ridgeline.catalog import resolve_model
     from ridgeline.deployment import Deployment
 
@@ -232,9 +233,8 @@ def test_llama_cpp_cuda_multiplies_fp16_at_the_fp16_accumulate_rate_on_geforce_o
     llama = Deployment.build(model, rtx, "q4_k_m", engine="llama.cpp-cuda")
     assert llama.peak_flops_per_s == pytest.approx(2 * rtx.peak("fp16"))
     assert "fp16 accumulate" in llama.peak_note
-    # the ridge stays the spec sheet's
     assert llama.dense_ridge_flop_per_byte == pytest.approx(
-        rtx.peak("fp16") / rtx.memory_bandwidth_bytes_per_s)
+        llama.peak_flops_per_s / rtx.memory_bandwidth_bytes_per_s)
     datacenter = Deployment.build(model, h100, "q4_k_m", engine="llama.cpp-cuda")
     assert datacenter.peak_flops_per_s == h100.peak("fp16") and not datacenter.peak_note
     vllm = Deployment.build(model, rtx, engine="vllm")
@@ -243,9 +243,9 @@ def test_llama_cpp_cuda_multiplies_fp16_at_the_fp16_accumulate_rate_on_geforce_o
 
 def test_roofline_names_llama_cpp_cudas_own_ridge_on_a_geforce_card(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The ridge stays the spec sheet's, but on a GeForce card roofline also says where
-    llama.cpp's fp16-accumulate matmuls meet it: twice as far out. Not on an H100, and not
-    for an fp8 step (llama.cpp has none)."""
+    """Asked of the card alone, the ridge is the spec sheet's, but on a GeForce card roofline
+    also says where llama.cpp's fp16-accumulate matmuls meet it: twice as far out. Not on an
+    H100, and not for an fp8 step (llama.cpp has none)."""
     from ridgeline.cli import main
 
     rtx = resolve_accelerator("rtx-4090")

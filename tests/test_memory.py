@@ -53,7 +53,7 @@ def test_the_ridge_batch_is_where_the_weights_every_token_reads_reach_the_ridge(
     LM head), one dtype's where they share it."""
     d = dep(model, gpu, 2 if model == "gpt-oss-120b" else 1, weights, engine)
     report = fit_report(d, 4096, EngineSettings())
-    argv = ["roofline", "--gpu", gpu, "--model", model, "--json"]
+    argv = ["roofline", "--gpu", gpu, "--model", model, "--engine", engine, "--json"]
     assert main(argv + (["--weights", weights] if weights else [])) == 0
     point = json.loads(capsys.readouterr().out)["points"][0]
     assert report.ridge_batch == pytest.approx(point["batch_to_ridge"])
@@ -63,7 +63,9 @@ def test_the_ridge_batch_is_where_the_weights_every_token_reads_reach_the_ridge(
                     d.accelerator.memory_bandwidth_bytes_per_s) * dense_bpw / 2, rel=1e-6)
     assert d.dense_blended == (weights == "fp8")
     if not d.dense_blended:
-        assert d.dense_peak_flops_per_s == d.accelerator.peak(d.dense_compute_dtype)
+        # the peak the step is priced at: llama.cpp's CUDA build's fp16 accumulate on a 4090
+        assert d.dense_peak_flops_per_s == d.peak_at(d.dense_compute_dtype) \
+            == d.peak_flops_per_s / d.tensor_parallel_size
 
 
 def test_the_fp8_ridge_batch_is_near_the_bf16_one_not_double() -> None:

@@ -18,16 +18,22 @@ if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
 
 
+def engine_ridge_step(dep: Deployment, dtype: str) -> Step:
+    """ridge_step at the peak ``dep``'s engine runs ``dtype`` at (Deployment.peak_at), the
+    step's price's: llama.cpp's CUDA build on an RTX 4090, fp16 at 330.4 TFLOP/s, ridge 328."""
+    return ridge_step(dep.accelerator, dtype, dep.peak_at(dtype), dep.peak_note_at(dtype))
+
+
 def dense_ridge_steps(dep: Deployment) -> tuple[Step, ...]:
     """The explain steps of ``dep``'s dense ridge: ridge_step at its one dtype; blended, the
     blended peak with each matmul category's weights, dtype and peak, then the ridge."""
     acc = dep.accelerator
     if not dep.dense_blended:
-        return (ridge_step(acc, dep.dense_compute_dtype),)
+        return (engine_ridge_step(dep, dep.dense_compute_dtype),)
     peak = dep.dense_peak_flops_per_s
     bandwidth = acc.memory_bandwidth_bytes_per_s
     parts = [q(f"{category} at {acc.resolve_dtype(dtype)}", n / 1e9, "B weights",
-               f"its peak {acc.peak(dtype) / 1e12:,.1f} TFLOP/s (dense)")
+               f"its peak {dep.peak_at(dtype) / 1e12:,.1f} TFLOP/s (dense)")
              for category, n, dtype in dep.dense_matmuls]
     total = sum(n for _, n, _ in dep.dense_matmuls)
     return (

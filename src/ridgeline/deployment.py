@@ -523,23 +523,23 @@ class Deployment:
 
     @cached_property
     def dense_peak_flops_per_s(self) -> float:
-        """One GPU's peak for the matmuls every token runs: their dtypes' spec-sheet peaks
-        blended by weight (roofline.blended_peak_flops_per_s); one dtype's own peak where they
-        share it (a bf16 Llama: 989.4 TFLOP/s on an H100). Qwen3.6-35B-A3B-NVFP4 on an H200:
-        1,479, between bf16's 989.4 and fp8's 1,978.9."""
+        """One GPU's peak for the matmuls every token runs: their dtypes' peaks as the step
+        prices them (peak_at) blended by weight (roofline.blended_peak_flops_per_s); one
+        dtype's own peak where they share it (a bf16 Llama: 989.4 TFLOP/s on an H100; a GGUF
+        under llama.cpp on an RTX 4090: fp16-accumulate's 330.4). Qwen3.6-35B-A3B-NVFP4 on an
+        H200: 1,479, between bf16's 989.4 and fp8's 1,978.9."""
         from ridgeline.roofline import blended_peak_flops_per_s
 
-        acc = self.accelerator
         if not self.dense_matmuls:
-            return acc.peak(self.dense_compute_dtype)
-        return blended_peak_flops_per_s([(n, acc.peak(dtype)) for _, n, dtype in self.dense_matmuls])
+            return self.peak_at(self.dense_compute_dtype)
+        return blended_peak_flops_per_s([(n, self.peak_at(dtype))
+                                         for _, n, dtype in self.dense_matmuls])
 
     @property
     def dense_blended(self) -> bool:
         """Whether the matmuls every token runs are at more than one peak (a mixed-precision
         checkpoint's fp8 attention beside bf16 ones; an fp8 checkpoint's bf16 lm_head)."""
-        acc = self.accelerator
-        return len({acc.peak(dtype) for _, _, dtype in self.dense_matmuls}) > 1
+        return len({self.peak_at(dtype) for _, _, dtype in self.dense_matmuls}) > 1
 
     @property
     def dense_dtype_label(self) -> str:
@@ -573,6 +573,20 @@ class Deployment:
         from ridgeline.roofline import batch_for_intensity
 
         return batch_for_intensity(self.dense_ridge_flop_per_byte, self.bytes_per_weight_split[0])
+
+    @property
+    def expert_ridge_batch(self) -> float:
+        """The article's batch at which the routed experts reach the ridge at their dtype's
+        peak as the step prices it (peak_at): roofline.expert_ridge_batch. A dense model:
+        dense_ridge_batch."""
+        from ridgeline.roofline import expert_ridge_batch
+
+        moe = self.model.moe
+        if moe is None:
+            return self.dense_ridge_batch
+        dtype = self.expert_compute_dtype
+        return expert_ridge_batch(self.accelerator, dtype, self.bytes_per_weight_split[1],
+                                  moe.routed_fraction, self.peak_at(dtype))
 
     @property
     def dense_compute_dtype(self) -> str:
@@ -642,11 +656,15 @@ class Deployment:
         return tuple(out)
 
     def peak_at(self, dtype: str) -> float:
-        """One GPU's dense peak at a matmul dtype, as this engine's kernels run it: the
-        catalog's, except that llama.cpp's CUDA build multiplies fp16 with fp16 accumulation
-        (ggml-cuda's cuBLAS path asks for CUBLAS_COMPUTE_16F), which a GeForce card runs at
-        twice its FP32-accumulate rate (RTX 4090: 330.3 against 165.2 TFLOPS). The step's
-        cost runs at this peak; the ridge stays the spec sheet's, as the article defines it."""
+        """One GPU's dense peak at a matmul dtype, as this engine's kernels run it, the one
+        peak the step's price and every ridge of this deployment divide: the catalog's,
+        except that llama.cpp's CUDA build multiplies fp16 with fp16 accumulation, which a
+        GeForce card runs at twice its FP32-accumulate rate (RTX 4090: 330.3 against 165.2
+        TFLOPS). ggml-cuda.cu's cuBLAS path gives F16 GEMMs CUBLAS_COMPUTE_16F (quantized
+        weights dequantized to F16 too), fp32 only on Volta, CDNA and RDNA4 or where a graph
+        asks GGML_PREC_F32; BF16 GEMMs CUBLAS_COMPUTE_32F, so bf16 keeps the catalog's. MMQ's
+        int8 kernels run at about this rate, not int8's: on validation's 4090 rows, Llama-2-7B
+        Q4_0's pp512 through MMQ does 162 TFLOP/s, Llama-3-8B F16's through cuBLAS 151."""
         acc = self.accelerator
         fast = acc.fp16_accumulate_flops
         if fast and self.engine == "llama.cpp-cuda" and acc.resolve_dtype(dtype) == "fp16":

@@ -205,7 +205,9 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
              q("deployment", key.replace("|", " "), "",
                "" if shown == weights else f"weights {shown}"),
              q("peak", opening["peak"] / 1e12, "TFLOP/s",
-               "the dense matmuls' blended peak above, × TP" if blend else "the catalog, × TP"),
+               "the dense matmuls' blended peak above, × TP" if blend else
+               "; ".join(filter(None, ("the catalog, × TP",
+                                       dep.peak_note_at(dep.dense_compute_dtype))))),
              q("bandwidth", opening["bw"] / 1e12, "TB/s", "the catalog, × TP")),
         step("batch to reach it", "⌈ridge × bytes per weight ÷ 2 FLOP per weight per token⌉: "
              "the first whole batch at or past it",

@@ -58,11 +58,13 @@ def batch_for_intensity(intensity: float, bytes_per_weight: float) -> float:
 
 
 def expert_ridge_batch(acc: Accelerator, expert_dtype: str, expert_bytes_per_weight: float,
-                       routed_fraction: float) -> float:
+                       routed_fraction: float, peak_flops_per_s: float | None = None) -> float:
     """The article's batch at which an MoE model's routed experts reach the ridge: the ridge
     batch at the experts' matmul dtype and bytes per weight ÷ (k/E), each expert seeing k/E
-    of the batch (Qwen3.6-35B-A3B at bf16 on an H100: 295 ÷ (8/256) ≈ 9,450)."""
-    ridge = ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s)
+    of the batch (Qwen3.6-35B-A3B at bf16 on an H100: 295 ÷ (8/256) ≈ 9,450). At
+    ``peak_flops_per_s`` where given (Deployment.peak_at: the engine's), else the catalog's."""
+    peak = acc.peak(expert_dtype) if peak_flops_per_s is None else peak_flops_per_s
+    ridge = ridge_point(peak, acc.memory_bandwidth_bytes_per_s)
     return batch_for_intensity(ridge, expert_bytes_per_weight) / routed_fraction
 
 
@@ -135,14 +137,17 @@ def operating_point(
                           acc.resolve_dtype(dtype) if peak_flops_per_s is None else dtype, peak)
 
 
-def ridge_step(acc: Accelerator, dtype: str) -> Step:
-    peak = acc.peak(dtype)
+def ridge_step(acc: Accelerator, dtype: str, peak_flops_per_s: float | None = None,
+               peak_note: str = "") -> Step:
+    """The ridge point's explain step at ``dtype``'s catalog peak, or at ``peak_flops_per_s``
+    where given (an engine's, Deployment.peak_at), ``peak_note`` saying why."""
+    peak = acc.peak(dtype) if peak_flops_per_s is None else peak_flops_per_s
     bandwidth = acc.memory_bandwidth_bytes_per_s
     return step(
         "ridge point", "peak FLOP/s ÷ memory bandwidth",
         q("ridge", ridge_point(peak, bandwidth), "FLOP/byte"),
         q(f"peak {acc.resolve_dtype(dtype)} (dense)", peak / 1e12, "TFLOP/s",
-          acc.source_of("peak_flops")),
+          "; ".join(filter(None, (acc.source_of("peak_flops"), peak_note)))),
         q("memory bandwidth", bandwidth / 1e12, "TB/s",
           acc.source_of("memory_bandwidth_bytes_per_s")),
     )

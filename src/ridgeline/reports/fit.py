@@ -45,7 +45,7 @@ from ridgeline.reports.fit_steps import (
 )
 from ridgeline.reports.fit_text import fit_text_lines
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE
-from ridgeline.roofline import expert_ridge_batch, first_whole_batch
+from ridgeline.roofline import first_whole_batch
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import plural
 from ridgeline.vllm_pool import PoolAdvice, vllm_pool_advice_terms
@@ -83,12 +83,9 @@ class FitReport:
     def expert_ridge_batch(self) -> float:
         """The article's batch at which an MoE model's routed experts reach the ridge: the
         ridge batch at the experts' bytes per weight ÷ (k/E)."""
-        moe = self.deployment.model.moe
-        if moe is None:
+        if self.deployment.model.moe is None:
             return self.ridge_batch
-        d = self.deployment
-        return expert_ridge_batch(d.accelerator, d.expert_compute_dtype,
-                                  d.bytes_per_weight_split[1], moe.routed_fraction)
+        return self.deployment.expert_ridge_batch
 
     @property
     def verdict(self) -> str:

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ridgeline.dense_ridge import engine_ridge_step
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
@@ -118,10 +119,9 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
         raise InputError(f"{spec.name} is a dense model: it has no experts to route")
     moe = spec.moe
     bpw = dep.bytes_per_weight_split[1]  # the experts' own format
-    ridge = ridge_point(dep.accelerator.peak(dep.expert_compute_dtype),
-                        dep.accelerator.memory_bandwidth_bytes_per_s)
-    article_batch = expert_ridge_batch(dep.accelerator, dep.expert_compute_dtype, bpw,
-                                       moe.routed_fraction)
+    peak = dep.peak_at(dep.expert_compute_dtype)  # the engine's, as the step prices it
+    ridge = ridge_point(peak, dep.accelerator.memory_bandwidth_bytes_per_s)
+    article_batch = dep.expert_ridge_batch
     better = _batch_reaching(ridge, dep)
     rows = tuple(
         MoERow(b, expected_experts_touched(moe.num_experts, moe.experts_per_token, b),
@@ -131,7 +131,7 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
     )
     explained = batches or [EXPLAIN_BATCH]
     steps = (
-        ridge_step(dep.accelerator, dep.expert_compute_dtype),
+        engine_ridge_step(dep, dep.expert_compute_dtype),
         step("routed fraction", "experts per token ÷ routed experts",
              q("k/E", routed_fraction(moe.experts_per_token, moe.num_experts)),
              q("experts per token", moe.experts_per_token, "", "num_experts_per_tok"),

@@ -304,10 +304,12 @@ def _ridge_step(dep: Deployment) -> Step:
     same ratio as one card's: Deployment.dense_ridge_flop_per_byte)."""
     acc, tp, dtype = dep.accelerator, dep.tensor_parallel_size, dep.dense_compute_dtype
     bandwidth = acc.memory_bandwidth_bytes_per_s * tp
+    peak = dep.peak_at(dtype) * tp  # the engine's, as the step prices it
     return step("ridge point", f"peak {dtype} ÷ bandwidth (the dense weights' matmul dtype)",
-                q("ridge", acc.peak(dtype) * tp / bandwidth, "FLOP/byte"),
-                q(f"peak {dtype}", acc.peak(dtype) * tp / 1e12, "TFLOP/s",
-                  f"{tp} x {acc.id}: {acc.source_of('peak_flops')}"),
+                q("ridge", peak / bandwidth, "FLOP/byte"),
+                q(f"peak {dtype}", peak / 1e12, "TFLOP/s",
+                  f"{tp} x {acc.id}: " + "; ".join(filter(None, (
+                      acc.source_of("peak_flops"), dep.peak_note_at(dtype))))),
                 q("bandwidth", bandwidth / 1e12, "TB/s",
                   f"{tp} x {acc.id}: {acc.source_of('memory_bandwidth_bytes_per_s')}"))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ridgeline.context_length import served_context_caution
 from ridgeline.cost import Seq, batch_shape, state_work
-from ridgeline.dense_ridge import dense_ridge_steps
+from ridgeline.dense_ridge import dense_ridge_steps, engine_ridge_step
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
 from ridgeline.hardware import CUSTOM_SOURCE, Accelerator
@@ -54,21 +54,32 @@ class RooflineReport:
     # llama.cpp's layer split (-sm layer, its default over several GPUs): each GPU runs its
     # own layers in turn, not a tensor-parallel share of every layer
     layer_split: bool = False
+    # --model's deployment: the peak its engine runs compute_dtype at, the step's price's
+    # (Deployment.peak_at), and why where it is not the catalog's; 0: the catalog's
+    engine_peak_flops_per_s: float = 0.0
+    peak_note: str = ""
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """The header's peak: the deployment's engine's (llama.cpp's CUDA build on a GeForce
+        card: fp16 accumulate's), else the catalog's at compute_dtype."""
+        return self.engine_peak_flops_per_s or self.accelerator.peak(self.compute_dtype)
 
     @property
     def ridge(self) -> float:
-        a = self.accelerator
-        return ridge_point(a.peak(self.compute_dtype), a.memory_bandwidth_bytes_per_s)
+        return ridge_point(self.peak_flops_per_s, self.accelerator.memory_bandwidth_bytes_per_s)
 
     @property
     def llamacpp_ridge(self) -> float | None:
         """The ridge llama.cpp's CUDA build meets on a 16-bit step: it multiplies fp16 with
         fp16 accumulation, which a GeForce card runs at twice the rate its spec sheet
         quotes with fp32 accumulation (Deployment.peak_at). None where the card has no such
-        rate or the dtype is not 16-bit."""
+        rate, the dtype is not 16-bit, or a --model's deployment already names its engine's
+        peak in the header."""
         a = self.accelerator
         fast = a.fp16_accumulate_flops
-        if fast is None or a.resolve_dtype(self.compute_dtype) not in ("fp16", "bf16"):
+        if fast is None or a.resolve_dtype(self.compute_dtype) not in ("fp16", "bf16") \
+                or self.model is not None:
             return None
         return ridge_point(fast, a.memory_bandwidth_bytes_per_s)
 
@@ -76,7 +87,7 @@ class RooflineReport:
         a = self.accelerator
         return {
             "accelerator": a.id, "compute_dtype": a.resolve_dtype(self.compute_dtype),
-            "peak_flops_per_s": a.peak(self.compute_dtype),
+            "peak_flops_per_s": self.peak_flops_per_s,
             "memory_bandwidth_bytes_per_s": a.memory_bandwidth_bytes_per_s,
             "ridge_flop_per_byte": self.ridge,
             "llama_cpp_cuda_ridge_flop_per_byte": self.llamacpp_ridge, "batch": self.batch,
@@ -97,7 +108,7 @@ class RooflineReport:
         dtype = a.resolve_dtype(self.compute_dtype)
         lines = [*([self.fit] if self.fit else []),
             (f"{self.num_gpus} x {a.id}, each " if self.num_gpus > 1 else f"{a.id}: ")
-            + f"{a.peak(dtype) / 1e12:,.1f} TFLOP/s "
+            + f"{self.peak_flops_per_s / 1e12:,.1f} TFLOP/s "
             # a custom card's one peak is the flag's, which custom_accelerator reads as bf16
             + (f"(dense, --peak-tflops as given, read as {dtype}) ÷ "
                if a.sources == (CUSTOM_SOURCE,) else f"({dtype}, dense) ÷ ")
@@ -106,6 +117,7 @@ class RooflineReport:
                " (llama.cpp's layer split: each GPU runs its own layers in turn, at its own "
                "peak and bandwidth: the same ridge)" if self.layer_split else
                " (tensor parallelism adds peak and bandwidth alike: the same ridge)"),
+            *([f"  {self.peak_note}"] if self.peak_note else []),
             *([] if (fast := self.llamacpp_ridge) is None else [
                 f"  llama.cpp's CUDA build multiplies fp16 with fp16 accumulation, "
                 f"{fast * a.memory_bandwidth_bytes_per_s / 1e12:,.1f} TFLOP/s here: its "
@@ -153,7 +165,7 @@ class RooflineComparison:
         for r, point in zip(self.reports, given):
             a, weights = r.accelerator, r.points[0]
             dtype = a.resolve_dtype(r.compute_dtype)
-            rows.append([a.id, f"{a.peak(dtype) / 1e12:,.1f} {dtype}", f"{a.bandwidth_tb_s:.3g}",
+            rows.append([a.id, f"{r.peak_flops_per_s / 1e12:,.1f} {dtype}", f"{a.bandwidth_tb_s:.3g}",
                          f"{r.ridge:,.0f}", share_text(weights.fraction_of_peak),
                          "-" if weights.batch_to_ridge is None
                          else whole_batch(weights.batch_to_ridge),
@@ -243,11 +255,11 @@ def _state_point(dep: Deployment, batch: int, acc: Accelerator,
     state = per_gpu / 2  # the traffic is the state read and written: twice the state
     share = f" ({state / 1e6:,.0f} MB on each GPU at TP{tp})" if tp > 1 else ""
     point = operating_point(
-        "recurrent state (decode)", intensity, acc, compute_dtype, None,
+        "recurrent state (decode)", intensity, acc, acc.resolve_dtype(compute_dtype), None,
         f"{len(work)} recurrent layers: each sequence's state, {state * tp / 1e6:,.0f} MB"
         f"{share}, read and written every step: {per_gpu * tp / 1e6:,.0f} MB a sequence, the "
         "recurrent states' traffic decode counts; private to its sequence, so batching never "
-        "moves it ('-')")
+        "moves it ('-')", dep.peak_at(compute_dtype))
     return point, step(
         "recurrent-state intensity", "2 FLOP × tokens × state ÷ (2 (read and written) × "
         "state × sequences): 2 FLOP per state byte a token (an fp32 element's 8, near the "
@@ -272,10 +284,27 @@ def roofline_report(
     attention at ``attention_dtype`` (the cache's; default: ``compute_dtype``), and
     ``weights_from`` saying where ``bytes_per_weight`` came from, in the weights' note.
     ``blend``: the dense weights' rows at the deployment's blended peak where their matmuls
-    run at several dtypes (Deployment.dense_peak_flops_per_s), the header's ridge the card's."""
-    ridge = ridge_point(acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    run at several dtypes (Deployment.dense_peak_flops_per_s), the header's ridge
+    ``compute_dtype``'s. With ``dep``, every peak is the one its engine runs the dtype at, the step's price's
+    (Deployment.peak_at: llama.cpp's CUDA build on an RTX 4090, fp16 at 330.4 TFLOP/s)."""
+
+    def peak_of(dtype: str) -> float:
+        return acc.peak(dtype) if dep is None else dep.peak_at(dtype)
+
+    def point(name: str, intensity: float, dtype: str, to_ridge: float | None,
+              note: str = "", peak: float | None = None) -> OperatingPoint:
+        """operating_point at ``dtype``'s peak as ``dep``'s engine runs it, or at ``peak``."""
+        if peak is None and dep is not None:
+            return operating_point(name, intensity, acc, acc.resolve_dtype(dtype), to_ridge,
+                                   note, dep.peak_at(dtype))
+        return operating_point(name, intensity, acc, dtype, to_ridge, note, peak)
+
+    def ridge_at(dtype: str) -> Step:
+        return ridge_step(acc, dtype) if dep is None else engine_ridge_step(dep, dtype)
+
+    ridge = ridge_point(peak_of(compute_dtype), acc.memory_bandwidth_bytes_per_s)
     blended = dep if blend and dep is not None and dep.dense_blended else None
-    # the dense weights' ridge: the card's at compute_dtype, or their matmuls' blend
+    # the dense weights' ridge: compute_dtype's (as dep's engine runs it), or their blend
     dense_peak = None if blended is None else blended.dense_peak_flops_per_s
     dense_ridge = ridge if dense_peak is None \
         else ridge_point(dense_peak, acc.memory_bandwidth_bytes_per_s)
@@ -298,8 +327,8 @@ def roofline_report(
     blend_note = "" if dense_peak is None else (
         f"; their matmuls at {dense_dtype}, blended peak {dense_peak / 1e12:,.1f} TFLOP/s, "
         f"ridge {dense_ridge:,.0f}")
-    points = [operating_point(
-        f"{dense} (decode)", w, acc, dense_dtype, to_ridge,
+    points = [point(
+        f"{dense} (decode)", w, dense_dtype, to_ridge,
         f"intensity = 2 FLOP × batch ÷ {bytes_per_weight:.2f} bytes per weight: "
         f"{_times_tokens('the batch', bytes_per_weight)}"
         + (f"; {weights_from}" if weights_from else "")
@@ -326,25 +355,25 @@ def roofline_report(
                          + f" for its share of the heads (÷ {dep.kv_replication:g})")
         att_step = _attention_step(dep, att_i, kv_bytes)
     att_dtype = (attention_dtype or compute_dtype) if dep is None else dep.attention_compute_dtype
-    att_ridge = ridge_point(acc.peak(att_dtype), acc.memory_bandwidth_bytes_per_s)
+    att_ridge = ridge_point(peak_of(att_dtype), acc.memory_bandwidth_bytes_per_s)
     if att_dtype != compute_dtype:  # QKᵀ and PV multiply the cache, at its rate
         att_note += f"; its matmuls at {att_dtype} (the cache's), ridge {att_ridge:,.0f}"
-        notes_steps.append(replace(ridge_step(acc, att_dtype),
+        notes_steps.append(replace(ridge_at(att_dtype),
                                    label=f"decode attention's ridge ({att_dtype})"))
-    points.append(operating_point(
-        "decode attention", att_i, acc, att_dtype, None,
+    points.append(point(
+        "decode attention", att_i, att_dtype, None,
         att_note + (" ('-': past the ridge at every batch)" if att_i >= att_ridge
                     else " ('-': no batch reaches the ridge)")))
     state = _state_point(dep, batch, acc, compute_dtype) if dep is not None else None
     if state is not None:
         points.append(state[0])
     prefill_i = weight_intensity(prompt_len, bytes_per_weight)
-    points.append(operating_point(
-        "prefill" + (" (dense weights)" if moe else ""), prefill_i, acc, dense_dtype,
+    points.append(point(
+        "prefill" + (" (dense weights)" if moe else ""), prefill_i, dense_dtype,
         to_ridge, f"{_times_tokens('the prompt length', bytes_per_weight)}; 'batch to ridge' "
         "is in prompt tokens", dense_peak))
     blended_from = () if blended is None else ("the dense matmuls' blend",)
-    steps = [ridge_step(acc, compute_dtype),
+    steps = [ridge_at(compute_dtype),
              *(dense_ridge_steps(blended) if blended is not None else ()),
              step("weight-matrix intensity", "2 × batch ÷ bytes per weight",
                   q("intensity", w, "FLOP/byte"), q("batch", batch),
@@ -367,17 +396,18 @@ def roofline_report(
     if dep is not None and moe is not None:
         e_i = expert_intensity(batch, dep.model, expert_bpw)
         article = article_tokens_per_expert(batch, moe.experts_per_token, moe.num_experts)
-        expert_ridge = expert_ridge_batch(acc, expert_dtype, expert_bpw, moe.routed_fraction)
-        expert_ridge_at = ridge_point(acc.peak(expert_dtype), acc.memory_bandwidth_bytes_per_s)
-        points.append(operating_point(
-            "MoE expert layers", e_i, acc, expert_dtype, expert_ridge,
+        expert_ridge = expert_ridge_batch(acc, expert_dtype, expert_bpw, moe.routed_fraction,
+                                          peak_of(expert_dtype))
+        expert_ridge_at = ridge_point(peak_of(expert_dtype), acc.memory_bandwidth_bytes_per_s)
+        points.append(point(
+            "MoE expert layers", e_i, expert_dtype, expert_ridge,
             f"B × k tokens over the experts they touch (the article's B × k/E = {article:,.2f} "
             "tokens per expert counts every expert as read), at "
             f"{expert_bpw:.2f} bytes per weight; batch to ridge = ridge batch ÷ (k/E)"
             + (f"; their matmuls at {expert_dtype}, ridge {expert_ridge_at:,.0f}"
                if expert_dtype != compute_dtype else "")))
         if expert_dtype != compute_dtype:
-            notes_steps.append(replace(ridge_step(acc, expert_dtype),
+            notes_steps.append(replace(ridge_at(expert_dtype),
                                        label=f"MoE experts' ridge ({expert_dtype})"))
         notes_steps.append(step(
             "MoE rows' batch to ridge", "⌈(ridge × bytes per expert weight ÷ 2) ÷ (k/E)⌉: "
@@ -386,8 +416,8 @@ def roofline_report(
             q("ridge", expert_ridge_at, "FLOP/byte", f"the experts' matmuls at {expert_dtype}"),
             q("bytes per expert weight", expert_bpw, "B"), q("k/E", moe.routed_fraction),
             q("(ridge × bytes per expert weight ÷ 2) ÷ (k/E)", f"{expert_ridge:,.2f}")))
-        points.append(operating_point(
-            "MoE experts (prefill)", expert_intensity(prompt_len, dep.model, expert_bpw), acc,
+        points.append(point(
+            "MoE experts (prefill)", expert_intensity(prompt_len, dep.model, expert_bpw),
             expert_dtype, expert_ridge, "the prompt's tokens spread over the experts: each "
             "sees prompt × k/E"))
         touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, batch)
@@ -398,7 +428,7 @@ def roofline_report(
                             "when B tokens each route to k"),
                           q("bytes per expert weight", expert_bpw, "B")))
     if intensity is not None:
-        points.append(operating_point(GIVEN_POINT, intensity, acc, compute_dtype, None))
+        points.append(point(GIVEN_POINT, intensity, compute_dtype, None))
     steps += [s for p in points for s in _point_steps(p, acc, intensity)]
     steps += notes_steps
     overflow = ""
@@ -413,7 +443,9 @@ def roofline_report(
                           att_ridge if att_dtype != compute_dtype else None,
                           expert_ridge_at if expert_dtype != compute_dtype else None,
                           dep is not None and dep.engine.startswith("llama.cpp")
-                          and dep.pipeline_parallel_size > 1)
+                          and dep.pipeline_parallel_size > 1,
+                          0.0 if dep is None else dep.peak_at(compute_dtype),
+                          "" if dep is None else dep.peak_note_at(compute_dtype))
 
 
 def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None

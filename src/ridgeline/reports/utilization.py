@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.dense_ridge import dense_ridge_steps
+from ridgeline.dense_ridge import dense_ridge_steps, engine_ridge_step
 from ridgeline.deployment import Deployment
 from ridgeline.engine_metrics import running_metric
 from ridgeline.errors import InputError
@@ -20,7 +20,6 @@ from ridgeline.roofline import (
     arithmetic_share,
     batch_for_intensity,
     expert_intensity,
-    expert_ridge_batch,
     first_whole_batch,
     ridge_point,
     ridge_step,
@@ -65,9 +64,10 @@ class UtilizationReport:
     engine: str = "vllm"  # whose pool, seats flag and running gauge the text names
     fit_free_bytes: float = 0.0  # llama.cpp under --fit: the margin its pool leaves free
     num_gpus: int = 1  # the cards whose peak the whole step's share is of
-    # a model's dense matmuls' peak, blended where they run at several dtypes
-    # (Deployment.dense_peak_flops_per_s); 0: compute_dtype's
-    dense_peak_flops_per_s: float = 0.0
+    # the peak the ridge divides: a model's dense matmuls' as the step prices them, blended
+    # where they run at several dtypes (Deployment.dense_peak_flops_per_s, peak_at); 0:
+    # compute_dtype's catalog peak
+    peak_flops_per_s: float = 0.0
     # the dtypes the whole step's share is of their peaks (Deployment.matmuls_label)
     step_peak_dtypes: str = ""
     # data-parallel attention (data_parallel.py): the ranks the running batch is dealt over,
@@ -88,7 +88,7 @@ class UtilizationReport:
     @property
     def ridge(self) -> float:
         a = self.accelerator
-        return ridge_point(self.dense_peak_flops_per_s or a.peak(self.compute_dtype),
+        return ridge_point(self.peak_flops_per_s or a.peak(self.compute_dtype),
                            a.memory_bandwidth_bytes_per_s)
 
     @property
@@ -340,15 +340,21 @@ def utilization_report(
         compute_dtype = dep.dense_compute_dtype
         # blended where its matmuls mix dtypes, unless --compute-dtype names the one
         dense_peak = dep.dense_peak_flops_per_s if blend else 0.0
-    ridge = ridge_point(dense_peak or acc.peak(compute_dtype), acc.memory_bandwidth_bytes_per_s)
+    # the ridge at the peak the step is priced at (Deployment.peak_at: llama.cpp's CUDA
+    # build's fp16 accumulate on a GeForce card), the card's without a model
+    from_dense = bool(dense_peak)
+    if not from_dense:
+        dense_peak = acc.peak(compute_dtype) if dep is None else dep.peak_at(compute_dtype)
+    ridge = ridge_point(dense_peak, acc.memory_bandwidth_bytes_per_s)
     stages = 1 if dep is None else micro_batches(dep)
     per_stage = split_batch(running, stages)  # a pipeline's stages each multiply one
     ranks = 1 if dep is None else dep.data_parallel_size
     # with data-parallel attention each rank multiplies its own share by its own copy of the
     # dense weights (the busiest's, as fit's stage batch); the experts see every rank's
     per_rank = per_stage if dep is None else dep.rank_sequences(per_stage)
-    ridge_steps = dense_ridge_steps(dep) if dense_peak and dep is not None \
-        else (ridge_step(acc, compute_dtype),)
+    ridge_steps = dense_ridge_steps(dep) if from_dense and dep is not None \
+        else (ridge_step(acc, compute_dtype),) if dep is None \
+        else (engine_ridge_step(dep, compute_dtype),)
     dealt = "" if ranks == 1 else f" ÷ {ranks} data-parallel ranks"
     steps: tuple[Step, ...] = (*ridge_steps,
              step(WEIGHTS_SHARE_LABEL,
@@ -373,10 +379,9 @@ def utilization_report(
     expert_figures: dict[str, float] | None = None
     if dep is not None and dep.model.moe is not None:
         moe = dep.model.moe
-        expert_ridge = ridge_point(acc.peak(dep.expert_compute_dtype),
+        expert_ridge = ridge_point(dep.peak_at(dep.expert_compute_dtype),
                                    acc.memory_bandwidth_bytes_per_s)
-        expert_batch = expert_ridge_batch(acc, dep.expert_compute_dtype,
-                                          dep.bytes_per_weight_split[1], moe.routed_fraction)
+        expert_batch = dep.expert_ridge_batch
         share = expert_intensity(per_stage, dep.model, dep.bytes_per_weight_split[1]) \
             / expert_ridge
         touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, per_stage)
