@@ -94,3 +94,23 @@ def test_a_cache_dtype_label_of_another_size_than_described_is_cautioned(
     words = f"cache_config_info says cache_dtype={cache_dtype}, not the KV {kv} described"
     assert (words in text) is cautioned
     assert any(words in c for c in data["cautions"]) is cautioned
+
+
+@pytest.mark.parametrize("label", ["fp8_inc", "fp8_ds_mla"])
+def test_vllms_other_fp8_cache_spellings_are_cautioned_as_its_fp8(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], label: str) -> None:
+    """vLLM's --kv-cache-dtype takes fp8_inc and fp8_ds_mla beside fp8, fp8_e4m3 and fp8_e5m2
+    (vllm/config/cache.py CacheDType); its cache_config_info labels them as given. Observed as
+    bf16, such a server passed without a word (the label named no KV dtype ridgeline knows),
+    though its cache is the one-byte fp8 one; described as fp8 it is what the server runs."""
+    from ridgeline.precision import kv_dtype
+
+    bf16_flags = FLAGS[:FLAGS.index("--kv-dtype")] + FLAGS[FLAGS.index("--kv-dtype") + 2:]
+    assert kv_dtype("fp8").bytes_per_element != kv_dtype("bf16").bytes_per_element
+    source = scrape(tmp_path, modelled_blocks(), cache_dtype=label)
+    text, data = observed(capsys, source, bf16_flags)
+    words = (f"caution: the engine's cache_config_info says cache_dtype={label}, not the KV "
+             f"bf16 described: give --kv-dtype as the server runs it (fp8, its size)")
+    assert words in text and any(c.startswith(words) for c in data["cautions"])
+    text, _ = observed(capsys, source)  # --kv-dtype fp8: the server's cache, no caution
+    assert "cache_dtype=" not in text

@@ -523,3 +523,23 @@ def test_an_apple_silicon_page_offers_one_device_unless_asked(
     assert "6 deployments" in said(*mac) and "cannot run" not in said(*mac)
     assert "6 picker combinations cannot run" in said(*mac, "--counts", "1,2")  # asked: said
     assert "24 deployments" in said("--gpu", "h100")  # 4 counts × 3 formats × 2 caches
+
+
+@pytest.mark.parametrize(("flag", "names"), [("--gpu", "h100,h100-sxm"), ("--weights", "fp8,FP8"),
+                                             ("--kv-dtypes", "bf16,bfloat16")])
+def test_the_page_refuses_one_entry_by_two_of_its_names(
+        capsys: pytest.CaptureFixture[str], flag: str, names: str) -> None:
+    """Two names of one card, format or dtype had made two picker entries, and twice the
+    deployments, for one (--weights fp8,FP8: 16 where there are 8): refused, naming both, as
+    'as stored,stored' is."""
+    from ridgeline import resolve_accelerator
+    from ridgeline.precision import kv_dtype, weight_format
+
+    first, second = names.split(",")
+    same = {"--gpu": lambda n: resolve_accelerator(n).id, "--weights": lambda n: weight_format(n).id,
+            "--kv-dtypes": lambda n: kv_dtype(n).id}[flag]
+    assert same(first) == same(second)
+    assert main(["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1", "--json",
+                 flag, names]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} names one" in err and f"twice ({first}, {second})" in err

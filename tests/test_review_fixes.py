@@ -229,3 +229,25 @@ def test_trtllm_says_it_trims_max_seq_len_to_its_pool(capsys: pytest.CaptureFixt
         assert len(said) == 1 and f"the {longest:,} tokens its KV pool holds" in said[0]
         assert main([*argv, "--max-model-len", "8192", "--json"]) == 0
         assert not any("reducing" in c for c in json.loads(capsys.readouterr().out)["cautions"])
+
+
+def test_simulate_gives_no_max_model_len_its_requests_outrun(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM will not start 70B on 2 x H100 at the model's 131,072 tokens; the refusal's advice,
+    the longest --max-model-len that starts, had been given for requests of 120,000 + 100
+    tokens too, which that length then refuses every one of. The requests past it now get
+    fit's levers at their length, none of them a shorter context."""
+    dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"),
+                           num_gpus=2, engine="vllm")
+    check = start_check(dep, EngineSettings())
+    assert check is not None and check.refused and 0 < check.longest < 120_100
+    load = ("--rate", "1", "--num-requests", "5", "--output-len", "100")
+    code, _, err = run_cli(capsys, "simulate", *_flags(*SERVE_70B, "vllm"), *load,
+                           "--input-len", "120000")
+    assert code == 2 and "give --max-model-len ≤" not in err
+    assert f"the longest it starts at, {check.longest:,} tokens, holds less than one request " \
+           "of the 120,100 asked" in err
+    assert "4 GPUs (tensor parallel)" in err and "the longest that holds" not in err
+    code, _, err = run_cli(capsys, "simulate", *_flags(*SERVE_70B, "vllm"), *load,
+                           "--input-len", "10000")  # a length that starts serves these
+    assert code == 2 and f"give --max-model-len ≤ {check.longest:,}" in err

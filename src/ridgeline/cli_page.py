@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from ridgeline.cli import _output
@@ -52,14 +53,13 @@ def cmd_page(args: argparse.Namespace) -> Any:
     offered = f"{DEFAULT_WEIGHTS_ENTRY},q8_0,q4_k_m" if gguf else "as stored,fp8,awq-int4"
     weights = [w.strip() for w in (args.weights or offered).split(",")]
     kvs = [k.strip() for k in (args.kv_dtypes or ("f16,q8_0" if gguf else "bf16,fp8")).split(",")]
-    for flag, values in (("--gpu", gpus), ("--counts", counts), ("--weights", weights),
-                         ("--kv-dtypes", kvs)):
-        if len(set(values)) < len(values):
-            raise InputError(f"{flag} names something twice")
     stored = [w for w in weights if is_stored_format(w)]
     if len(stored) > 1:  # one format by two of its names: two entries for one file
         raise InputError(f"--weights names the checkpoint's own formats twice "
                          f"({', '.join(stored)}): one of them is enough")
+    for flag, values, key in (("--gpu", gpus, _gpu_key), ("--weights", weights, _weights_key),
+                              ("--kv-dtypes", kvs, _kv_key)):  # --counts refuses its own
+        _refuse_twice(flag, values, key)
     # an unqualified 'llama.cpp' is each card's build, as in the comparisons
     profiles = None
     if args.profile:  # a user's calibrated profiles draw the expectation
@@ -100,6 +100,51 @@ def cmd_page(args: argparse.Namespace) -> Any:
                      (("deployments", len(data["combos"])), ("holding_none", idle),
                       ("left_out", len(left)), *opening_facts(data),
                       ("page", data)))  # what the HTML embeds as PAGE, every number on it
+
+
+def _refuse_twice(flag: str, values: list[str], key: Callable[[str], str]) -> None:
+    """Refuse one card, format or dtype given twice, by one name or two of its names ('h100'
+    and 'h100-sxm', 'fp8' and 'FP8', 'bf16' and 'bfloat16'): each would be a second picker
+    entry, and a second row of every table, for one deployment."""
+    seen: dict[str, str] = {}
+    for value in values:
+        first = seen.get(key(value))
+        if first is None:
+            seen[key(value)] = value
+        else:
+            names = value if first == value else f"{first}, {value}"
+            raise InputError(f"{flag} names one {_WHAT[flag]} twice ({names}): one of them "
+                             "is enough")
+
+
+_WHAT = {"--gpu": "accelerator", "--weights": "weight format", "--kv-dtypes": "KV dtype"}
+
+
+def _gpu_key(name: str) -> str:
+    from ridgeline.hardware import resolve_accelerator
+
+    return resolve_accelerator(name).id
+
+
+def _weights_key(name: str) -> str:
+    """One key for every name of one entry: the default entry, the stored formats, a GGUF mix,
+    a weight format (its record's id)."""
+    from ridgeline.catalog import normalise
+    from ridgeline.precision import is_stored_format, weight_format, weight_mixes
+
+    if name == DEFAULT_WEIGHTS_ENTRY:
+        return name
+    if is_stored_format(name):
+        return "as stored"
+    if normalise(name) in weight_mixes():
+        return normalise(name)
+    return weight_format(name).id
+
+
+def _kv_key(name: str) -> str:
+    from ridgeline.precision import kv_dtype
+
+    return kv_dtype(name).id
 
 
 def _check_page_output(output: str) -> None:

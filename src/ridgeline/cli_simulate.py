@@ -135,6 +135,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
     refusal = start_refusal(dep, settings, config, None if story else cells)
+    if refusal and not args.trace:  # its 'give --max-model-len ≤ N' may refuse every request
+        refusal = requests_past_start(dep, settings, args) or refusal
     if config.num_blocks >= 1:  # the host's RAM holds the host
         from ridgeline.llamacpp_pool import check_host_memory_for  # layers' cache for the pool
 
@@ -396,6 +398,32 @@ def cap_clause(cap: int) -> str:
     return (f"at most {cap} in flight (a request that arrives while {cap} "
             f"{'is' if cap == 1 else 'are'} running waits client-side and is timed from its "
             "send)")
+
+
+def requests_past_start(dep: Any, settings: Any, args: argparse.Namespace) -> str:
+    """Where the engine refuses to start (capacity.start_check) and the longest max_model_len
+    that starts is shorter than one request of the fixed lengths asked, a refusal that says
+    so, with fit's levers at that length; "" elsewhere. Llama-3.1-70B on 2 H100s, requests of
+    120,000 + 100 tokens: vLLM starts at 17,200 at most, which had been the advice given."""
+    from dataclasses import replace
+
+    from ridgeline.capacity import start_check
+    from ridgeline.reports.simulate_cautions import pool_levers
+    from ridgeline.sim.config import too_small_pool
+    from ridgeline.units import parse_count
+
+    if not (fixed_length(args.input_len) and fixed_length(args.output_len)):
+        return ""
+    asked = parse_count(args.input_len, "--input-len") + parse_count(args.output_len,
+                                                                     "--output-len")
+    check = start_check(dep, settings)
+    if check is None or not check.refused or not 0 < check.longest < asked \
+            or too_small_pool(dep, settings):  # no length worth serving: that refusal's own
+        return ""
+    return ("does not fit: " + replace(check, longest=0).clause(dep.engine)
+            + f"; the longest it starts at, {check.longest:,} tokens, holds less than one "
+            f"request of the {asked:,} asked (--input-len + --output-len)"
+            + pool_levers(dep, settings, asked, requests_fixed=True))
 
 
 def fixed_length(text: str | None) -> bool:

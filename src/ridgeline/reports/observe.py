@@ -27,6 +27,7 @@ from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_drafts import unpriced_drafts_note, verify_step
 from ridgeline.reports.observe_latency import RATES_APART
+from ridgeline.reports.observe_pool import VLLM_FP8_CACHE_DTYPES
 from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.reports.utilization import billed_scope
 from ridgeline.roofline import batch_for_intensity, first_whole_batch
@@ -316,9 +317,11 @@ class ObserveReport(ObserveVerdict):
                        "fill, only as good as the description")
         served_kv = self.cache_dtype_apart
         if served_kv is not None:
+            fp8 = served_kv.lower() in VLLM_FP8_CACHE_DTYPES  # a name --kv-dtype refuses
             out.append(f"caution: the engine's cache_config_info says cache_dtype={served_kv}, "
                        f"not the KV {d.kv.id} described: give --kv-dtype as the server runs it "
-                       "('auto' is the model's own dtype), or each step's KV reads are priced "
+                       + ("(fp8, its size) " if fp8 else "")
+                       + "('auto' is the model's own dtype), or each step's KV reads are priced "
                        "at another dtype than the server's")
         apart_pools = self.pool_apart
         if apart_pools is not None:

@@ -25,6 +25,14 @@ from ridgeline.sglang_pool import sglang_settings
 # deployment than described, not the model's scatter
 POOL_APART = 0.10
 
+# vLLM's cache_dtype spellings that name no KV dtype of formats.json, as the fp8 cache they
+# store, one byte an element (vllm/config/cache.py CacheDType: "auto", "bfloat16", "fp8",
+# "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", vLLM 0.16): fp8_inc is Intel Neural
+# Compressor's FP8 cache (Gaudi), fp8_ds_mla DeepSeek's FlashMLA layout (the 512-element
+# latent in FP8 beside its scales and a 16-bit rope part: 656 bytes a token for 576
+# elements, nearer one byte an element than two)
+VLLM_FP8_CACHE_DTYPES = ("fp8_inc", "fp8_ds_mla")
+
 
 @dataclass(frozen=True)
 class ObservedPool:
@@ -113,13 +121,14 @@ class ObservedPool:
     def cache_dtype_apart(self) -> str | None:
         """vLLM's cache_dtype label where its bytes per element are not the KV dtype
         described: a server at --kv-cache-dtype fp8 observed as bf16 (its pool twice the
-        tokens modelled, its steps reading half the KV priced). None where the label is
-        missing, unknown, or of the same size ('auto' keeps the model's 16-bit dtype)."""
+        tokens modelled, its steps reading half the KV priced); vLLM's fp8_inc and
+        fp8_ds_mla read as its fp8. None where the label is missing, unknown, or of the same
+        size ('auto' keeps the model's 16-bit dtype)."""
         label = self.obs.cache_dtype
         if label is None:
             return None
         try:
-            served = kv_dtype(label)
+            served = kv_dtype("fp8" if label.lower() in VLLM_FP8_CACHE_DTYPES else label)
         except InputError:
             return None
         if served.bytes_per_element == self.deployment.kv.bytes_per_element:

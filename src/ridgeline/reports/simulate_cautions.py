@@ -20,12 +20,15 @@ from ridgeline.units import plural
 MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 
 
-def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = False) -> str:
+def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = False,
+                requests_fixed: bool = False) -> str:
     """What would let the engine start where its pool is too small for any length worth
-    serving (``sim.config.too_small_pool``): `fit`'s levers at ``context`` (a second GPU,
-    smaller weights, a larger memory fraction, a smaller profiling budget, a set pool …),
-    each with the conversations it holds, as a clause; where none holds one, a pointer to
-    `ridgeline fit`, or nothing where the refusal it follows has one (``pointed``)."""
+    serving (``sim.config.too_small_pool``), or for the requests asked (``requests_fixed``:
+    the levers that shorten the context left out, as they would refuse those requests):
+    `fit`'s levers at ``context`` (a second GPU, smaller weights, a larger memory fraction,
+    a smaller profiling budget, a set pool …), each with the conversations it holds, as a
+    clause; where none holds one, a pointer to `ridgeline fit`, or nothing where the refusal
+    it follows has one (``pointed``)."""
     from dataclasses import replace
 
     from ridgeline.errors import InputError
@@ -36,6 +39,9 @@ def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = Fa
         found = fit_report(dep, context, replace(settings, max_model_len=context), 1).levers
     except InputError:
         return pointer
+    if requests_fixed:  # fit_levers' context levers: half the context, the longest that holds
+        found = tuple(lv for lv in found if not (lv.name.startswith("half the context")
+                                                 or "the longest that holds" in lv.name))
     if not found:
         return pointer
     named = "; ".join(f"{lv.name}: {lv.conversations:,} {plural(lv.conversations, 'conversation')}"
