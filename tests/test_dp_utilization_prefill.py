@@ -172,3 +172,14 @@ def test_prefill_under_dp_expects_the_ttft_simulate_gives_one_prompt(
     sim = _json(capsys, "simulate", *line, "--num-requests", "1", "--rate", "0.01",
                 "--input-len", "8192", "--output-len", "2")
     assert expected == pytest.approx(sim["ttft_s"]["mean"], rel=1e-9)
+
+
+def test_a_large_data_parallel_count_reads_with_a_thousands_separator(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-dp 300 over 8 GPUs a rank: the experts span 2,400 GPUs, written as every other
+    count is."""
+    from tests.conftest import run_cli
+    code, out, err = run_cli(capsys, "prefill", "deepseek-v3", "--gpu", "h200", "--num-gpus",
+                             "8", "--prompt-len", "4096", "-dp", "300", "--enable-expert-parallel")
+    gpus = 300 * 8
+    assert code == 0 and f"{gpus:,} GPUs" in out + err and f" {gpus} GPUs" not in out + err

@@ -264,7 +264,7 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
         if gpus % ranks:
             raise InputError(f"SGLang's --tp-size (--num-gpus {gpus}) is every GPU of the "
                              f"server, its attention split over --tp-size ÷ --dp-size: {ranks} "
-                             f"ranks do not divide {gpus} GPUs (it asserts tp_size % dp_size "
+                             f"ranks do not divide {gpus:,} GPUs (it asserts tp_size % dp_size "
                              "== 0)")
         return gpus // ranks, ranks
     return gpus, ranks

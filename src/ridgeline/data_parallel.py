@@ -124,7 +124,7 @@ def sglang_replicas_problem(ranks: int, gpus: int) -> str:
     """Why SGLang's --dp-size without --enable-dp-attention is refused: whole replicas,
     which ridgeline sizes one at a time."""
     return (f"SGLang's --dp-size {ranks} without --enable-dp-attention starts {ranks} whole "
-            f"replicas behind one endpoint, each of --tp-size {gpus} GPUs ({ranks * gpus} in "
+            f"replicas behind one endpoint, each of --tp-size {gpus} GPUs ({ranks * gpus:,} in "
             "all) with its own copy of the model, pool and --max-running-requests: size one "
             "with --num-gpus (its --tp-size) and no --dp-size, and take its conversations and "
             f"throughput × {ranks}; or add --enable-dp-attention for attention data-parallel "
@@ -276,7 +276,7 @@ def prompt_rank_words(dep: Deployment) -> str:
     return (f"each prompt runs whole on one of the {n} ranks (an engine gives a request to one "
             f"rank and splits none over them): its attention and the rank's own weights on "
             f"that rank's {gpus} alone, so a lone prompt has 1 of the {n} ranks' compute for "
-            "them" + (f", the routed experts on all {dep.expert_ranks} GPUs" if dep.model.moe
+            "them" + (f", the routed experts on all {dep.expert_ranks:,} GPUs" if dep.model.moe
                       else "") + f"; several prompts are dealt one a rank in turn, the floor "
             f"the busiest rank's (⌈prompts ÷ {n}⌉), the throughput every rank's")
 
@@ -320,11 +320,11 @@ def data_parallel_cautions(dep: Deployment, stepping: bool,
     if dep.model.moe is not None and stepping:
         out.append(f"the exchange between the ranks is priced as {exchange_label(dep)}: the "
                    "bytes and steps of one all-reduce of the whole batch's activations over "
-                   f"the {dep.expert_ranks} GPUs per layer; DeepEP or pplx kernels send only "
+                   f"the {dep.expert_ranks:,} GPUs per layer; DeepEP or pplx kernels send only "
                    "each token's routed copies")
     node = node_size(dep.accelerator)
     if dep.model.moe is not None and stepping and dep.expert_ranks > node:
-        out.append(f"the experts' {dep.expert_ranks} GPUs span {-(-dep.expert_ranks // node)} "
+        out.append(f"the experts' {dep.expert_ranks:,} GPUs span {-(-dep.expert_ranks // node)} "
                    f"nodes of {node}: each MoE layer's exchange crosses the network between "
                    f"them (priced at {INTER_NODE_BYTES_PER_S * 8 / 1e9:,.0f} Gb/s a GPU)")
     if dep.model.moe is not None:
