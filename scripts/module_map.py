@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "sizing_flags", "quantization_gates")),
     ("Step cost", "a deployment and a batch to a step's time: the one model every figure uses",
      ("data_parallel", "decode_context", "launches", "offload", "cpu_offload*", "lora_step",
-      "lora_collectives", "cost", "llamacpp_batching", "floors", "raw_fit")),
+      "lora_collectives", "cost", "llamacpp_batching", "step_work", "floors", "raw_fit")),
     ("Engine memory", "what each engine leaves for the KV cache, the capacity it holds, and the "
      "engine's limits the simulator and the speculative step read from it",
      ("vllm_pool", "sglang_pool", "llamacpp_memory", "llamacpp_pool", "llamacpp_fit",

@@ -11,7 +11,7 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.cost import Seq, step_cost
-from ridgeline.floors import decode_floor, prefill_floor, step_work
+from ridgeline.floors import decode_floor, prefill_floor
 from ridgeline.kvcache import kv_footprint
 from ridgeline.quantization import (
     ATTENTION,
@@ -20,6 +20,7 @@ from ridgeline.quantization import (
     LM_HEAD,
     SHARED_EXPERTS,
 )
+from ridgeline.step_work import step_work
 from tests.conftest import run_cli
 
 

@@ -486,7 +486,7 @@ def test_host_gpus_come_from_the_catalog_or_a_dgx_boards_eight() -> None:
 def test_the_copies_each_tp_rank_keeps_whole_are_offloaded_and_read_as_spared() -> None:
     """DeepSeek-V3 at TP8: its routers and MLA down-projections, whole on every rank, move
     with their layers; the floor spares of HBM what the link reads."""
-    from ridgeline.floors import step_work
+    from ridgeline.step_work import step_work
 
     dep = _dep("deepseek-v3", "h200", gpus=8)
     assert dep.tp_copies_bytes > 0

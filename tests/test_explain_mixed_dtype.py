@@ -1,5 +1,5 @@
 """decode and prefill --explain's compute time where a step's matmuls run at several dtypes: each
-dtype's FLOPs ÷ its own peak, the terms the floor's compute time sums (floors.step_work's
+dtype's FLOPs ÷ its own peak, the terms the floor's compute time sums (step_work.step_work's
 flops_by_dtype, from cost.op_compute_dtype, the dtype op_slowdown paces each operator at)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import pytest
 from ridgeline.catalog import resolve_model
 from ridgeline.cost import Seq, decode_batch, op_compute_dtype, op_slowdown, step_cost
 from ridgeline.deployment import Deployment
-from ridgeline.floors import busy_stages, decode_floor, prefill_floor, step_work
+from ridgeline.floors import busy_stages, decode_floor, prefill_floor
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.step_work import step_work
 from tests.conftest import run_cli
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from ridgeline import Deployment, decode_floor, prefill_floor, resolve_accelerator, resolve_model
 from ridgeline.attention_span import query_key_pairs as _pairs
-from ridgeline.floors import weight_bytes_read
+from ridgeline.step_work import weight_bytes_read
 
 
 def dep(model: str, gpu: str = "h100", weights: str | None = "bf16", n: int = 1) -> Deployment:

@@ -2,40 +2,21 @@
 
 step time = max(FLOPs ÷ peak, (weight bytes read + KV bytes read) ÷ bandwidth).
 Llama-3.1-70B at one byte per weight on one H100: 70.5 GB ÷ 3.35 TB/s = 21 ms, 48 tok/s.
-The FLOPs and bytes are step_cost's (one owner per formula), summed over the step; the
-floor divides the totals once, with no engine inefficiency and no overhead. N GPUs in
-tensor parallel split FLOPs, bytes and memory.
+The FLOPs and bytes are step_cost's (one owner per formula), summed over the step
+(step_work.py); the floor divides the totals once, with no engine inefficiency and no
+overhead. N GPUs in tensor parallel split FLOPs, bytes and memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from ridgeline.cost import (
-    CPU_OFFLOAD_READ,
-    IN_HOST_MEMORY,
-    NORM_BYTES,
-    OVER_HOST_LINK,
-    WEIGHT_OPS,
-    OpCost,
-    Seq,
-    attention_activation_bytes,
-    decode_batch,
-    decode_kv_tokens,
-    host_floor_s,
-    op_compute_dtype,
-    op_slowdown,
-    served_footprint,
-    step_cost,
-)
-from ridgeline.cpu_offload import hbm_spared_bytes
+from ridgeline.cost import Seq, decode_batch, decode_kv_tokens, served_footprint
 from ridgeline.deployment import Deployment
 from ridgeline.expert_ranks import (
     busiest_rank_physical_experts,
     busiest_rank_routed_experts,
     ep_rank_experts,
-    physical_experts_touched,
     trivial_layout_routed_experts,
 )
 from ridgeline.explain import Quantity, Step, q, step
@@ -47,94 +28,12 @@ from ridgeline.llamacpp_batching import (
     pipeline_span,
     pipelined_stages,
 )
-from ridgeline.lora_step import LORA_OP
 from ridgeline.moe import expected_experts_touched
-from ridgeline.offload import placed_layers
-from ridgeline.params import count_params, layer_params
-from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER, ROUTED
+from ridgeline.params import count_params
+from ridgeline.quantization import ROUTED
 from ridgeline.raw_fit import FitCheck, batch_fit
+from ridgeline.step_work import Work, head_params, matmul_weights_per_token, step_work
 from ridgeline.units import GB, fmt_decimal_bytes, plural, require_positive
-
-_KV_OPS = ("attention", "recurrent state")
-_WEIGHT_OPS = tuple(op for op in WEIGHT_OPS if op != "lm head")  # its logits are activations
-
-
-def experts_fraction_read(dep: Deployment, tokens: float) -> float:
-    """Share of the routed experts' bytes a step over ``tokens`` tokens reads, over all the
-    GPUs: under EPLB with redundant experts, of the physical experts they reach (more than
-    the logical experts touched where two copies of one are: physical_experts_touched)."""
-    moe = dep.model.moe
-    if moe is None:
-        return 1.0
-    touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, tokens)
-    return physical_experts_touched(moe.num_experts, dep.eplb_redundant_experts,
-                                    touched) / moe.num_experts
-
-
-def weight_bytes_read(dep: Deployment, tokens: float) -> float:
-    """Every dense weight once, plus the experts this many tokens touch, plus the copies of
-    what each tensor-parallel rank keeps whole."""
-    return dep.non_expert_bytes_read + dep.expert_bytes * experts_fraction_read(dep, tokens) \
-        + dep.tp_copies_bytes
-
-
-@dataclass(frozen=True)
-class DtypeFlops:
-    """One matmul dtype's share of a step's FLOPs, over all GPUs, and its operators."""
-
-    dtype: str
-    flops: float
-    ops: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Work:
-    """A step's FLOPs and bytes over all GPUs, from step_cost's operators."""
-
-    flops: float
-    weight_bytes: float
-    kv_bytes: float
-    other_bytes: float  # activations, logits
-    # the FLOPs at the step's compute dtype's rate: a weight matmul that runs at another
-    # dtype (Deployment.compute_dtype_of) counts × the step's peak ÷ its own (gpt-oss's bf16
-    # attention in an fp4 step on a B200: × 4; Qwen3.6-NVFP4's fp8 attention in a bf16 step: × ½)
-    paced_flops: float
-    host_bytes: float = 0.0  # of all these, what the CPU reads in host memory (offload)
-    link_bytes: float = 0.0  # and what a prompt step copies over the host link
-    host_time_s: float = 0.0  # moving both at the host's rated bandwidth and link
-    expert_weight_bytes: float = 0.0  # of the weights, the routed experts' (in weight_bytes)
-    # the HBM reads the host's share spares: None, all of it (llama.cpp's host layers are read
-    # by the CPU or copied over); --cpu-offload-gb: the offloaded share of the weights read
-    hbm_spared_bytes: float | None = None
-    # vLLM --enable-lora's part: the active adapters' A and B, the shrink's input and buffer,
-    # the output the expand adds into (lora_step.py)
-    lora_bytes: float = 0.0
-    # of the FLOPs, the weights' matmuls (2 × the weights a token passes, LM head included)
-    # and attention's QKᵀ and PV over the cache: --explain's split of the compute time
-    weight_flops: float = 0.0
-    attention_flops: float = 0.0
-    # of weight_flops, the matmuls the tensor-parallel ranks each repeat beyond one copy
-    # (routers, MLA's down-projections, K/V heads past their count: rank_params keeps them
-    # whole), so the rest is 2 × the matmul weights a token passes (repeated_matmul_flops)
-    repeated_flops: float = 0.0
-    # the FLOPs at each matmul dtype (op_compute_dtype), with the operators that run there,
-    # the step's own dtype first: the compute time is the sum of each ÷ its peak
-    flops_by_dtype: tuple[DtypeFlops, ...] = ()
-
-    @property
-    def bytes(self) -> float:
-        return self.weight_bytes + self.kv_bytes + self.other_bytes + self.lora_bytes
-
-    @property
-    def gpu_bytes(self) -> float:
-        spared = self.host_bytes + self.link_bytes if self.hbm_spared_bytes is None \
-            else self.hbm_spared_bytes
-        return max(0.0, self.bytes - spared)
-
-    @property
-    def host_bound(self) -> str:
-        """What the host time waits on: the CPU's memory, or the link a prompt copies over."""
-        return "the host link" if self.link_bytes > self.host_bytes else "host memory"
 
 
 def bound_label(bound: str) -> str:
@@ -142,86 +41,8 @@ def bound_label(bound: str) -> str:
     return "link" if bound == "the host link" else bound.split()[0]
 
 
-def step_work(dep: Deployment, batch: list[Seq]) -> Work:
-    """Sum step_cost's per-rank operators over the tensor-parallel ranks. The floor's
-    attention never writes its scores out (an engine without flash attention does: that
-    is the engine's cost, not the floor's)."""
-    if not dep.flash_attention:
-        dep = replace(dep, flash_attention=True)
-    cost = step_cost(dep, batch)
-    tp = dep.tensor_parallel_size
-
-    def base(name: str) -> str:  # "mlp (host memory)" is the mlp's work on the host
-        return name.split(" (")[0]
-
-    total = cost.bytes * tp
-    weights = sum(op.bytes for op in cost.ops if base(op.name) in _WEIGHT_OPS) * tp
-    kv = sum(op.bytes for op in cost.ops if base(op.name) in _KV_OPS) * tp
-    kv -= attention_activation_bytes(dep, cost.tokens) * tp  # queries in, outputs out
-    head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
-    head_bytes = dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
-    if dep.gathered(head):  # SGLang's DP attention: a rank's GPUs hold their share of it
-        head_bytes *= tp / dep.expert_ranks
-    weights += head_bytes
-    weights += sum(count * layer_params(dep.model, layer)[OTHER] * NORM_BYTES
-                   for layer, _, count in placed_layers(dep))  # norms and biases, read too
-    host = sum(op.bytes for op in cost.ops if op.name.endswith(f"({IN_HOST_MEMORY})")) * tp
-    link = sum(op.bytes for op in cost.ops if op.name.endswith(f"({OVER_HOST_LINK})")) * tp
-    host_s = host_floor_s(dep, batch) if host or link else 0.0
-    paced = sum(op.flops * op_slowdown(dep, op.name) for op in cost.ops) * tp
-    experts = sum(op.bytes for op in cost.ops if base(op.name) == "experts") * tp
-    # --cpu-offload-gb: weights in the matmuls' bytes, read over the link instead of from HBM
-    offloaded = sum(op.bytes for op in cost.ops if op.name == CPU_OFFLOAD_READ) * tp
-    # of the layers' weights the step reads (an MoE's touched experts), the offloaded share
-    spared = hbm_spared_bytes(dep, weights - head_bytes - experts, experts) \
-        if dep.cpu_offload else None
-    lora = sum(op.bytes for op in cost.ops if op.name == LORA_OP) * tp
-    weight_flops = sum(op.flops for op in cost.ops if base(op.name) in WEIGHT_OPS) * tp
-    attention_flops = sum(op.flops for op in cost.ops if base(op.name) == "attention") * tp
-    head_flops = sum(op.flops for op in cost.ops if base(op.name) == "lm head") * tp
-    repeated = repeated_matmul_flops(dep, weight_flops, head_flops, cost.tokens)
-    return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded - lora, paced,
-                host, link, host_s, experts, spared, lora, weight_flops, attention_flops,
-                repeated, _flops_by_dtype(dep, cost.ops, tp))
-
-
-def _flops_by_dtype(dep: Deployment, ops: Sequence[OpCost], tp: int) -> tuple[DtypeFlops, ...]:
-    """Each matmul dtype's FLOPs over the ``tp`` ranks and the operators that run at it
-    (op_compute_dtype, as op_slowdown paces them), the step's compute dtype first."""
-    flops: dict[str, float] = {dep.compute_dtype: 0.0}
-    names: dict[str, list[str]] = {dep.compute_dtype: []}
-    for op in ops:
-        dtype = op_compute_dtype(dep, op.name)
-        flops[dtype] = flops.get(dtype, 0.0) + op.flops * tp
-        if op.flops and op.name not in names.setdefault(dtype, []):
-            names[dtype].append(op.name)
-    return tuple(DtypeFlops(d, f, tuple(names[d])) for d, f in flops.items() if f or d ==
-                 dep.compute_dtype)
-
-
-def matmul_weights_per_token(dep: Deployment) -> float:
-    """The weights a token multiplies against below the LM head, 2 FLOP each: the matmul
-    params per token less the LM head and the norms (a norm's scale is no matmul weight)."""
-    return (dep.matmul_params_per_token - head_params(dep)
-            - count_params(dep.model).by_category[OTHER])
-
-
-def repeated_matmul_flops(dep: Deployment, weight_flops: float, head_flops: float,
-                          tokens: int) -> float:
-    """Of the weight matmuls' FLOPs summed over the tensor-parallel ranks, those beyond one
-    copy: what each rank keeps whole and runs on every token (routers, MLA's
-    down-projections, K/V heads past their count; under expert parallelism also the busiest
-    rank's skew, which every rank is counted at). DeepSeek-V3 at TP8, an 8,192-token
-    prompt: 2 × 8,192 × 1.03 B of down-projections and router × 7 more copies ≈ 118 TFLOP.
-    0 on one GPU and under data-parallel attention (its ranks see other tokens)."""
-    if dep.tensor_parallel_size == 1 or dep.data_parallel_size > 1:
-        return 0.0
-    repeated = weight_flops - head_flops - 2 * tokens * matmul_weights_per_token(dep)
-    return repeated if repeated > 1e-6 * weight_flops else 0.0
-
-
 def repeated_words(dep: Deployment) -> str:
-    """What the 'repeated on the TP ranks' FLOPs hold (repeated_matmul_flops)."""
+    """What the 'repeated on the TP ranks' FLOPs hold (step_work.repeated_matmul_flops)."""
     return ("what each tensor-parallel rank keeps whole and runs on every token, beyond one "
             "copy: routers, MLA's down-projections, K/V heads past their count" + (
                 "; and, under expert parallelism, the busiest rank's extra share of the "
@@ -252,12 +73,6 @@ def _lora_quantity(work: Work, name: str = "LoRA adapters") -> list[Quantity]:
     return [q(name, work.lora_bytes / GB, "GB",
               "the active adapters' A and B, punica's shrink input and buffer and the output "
               "its expand adds into (lora_step.py)")]
-
-
-def head_params(dep: Deployment) -> float:
-    """The LM head's weights (a tied one is the embedding table)."""
-    counts = count_params(dep.model).by_category
-    return float(counts[EMBEDDING] if dep.model.tie_word_embeddings else counts[LM_HEAD])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -501,19 +316,12 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     matmuls = 2 * body * batch * prompt_len
     head = 2 * head_params(dep) * batch
     repeated = work.repeated_flops
-    pp, tp = dep.pipeline_parallel_size, dep.tensor_parallel_size
+    tp = dep.tensor_parallel_size
     single = work.paced_flops == work.flops  # else each dtype's FLOPs ÷ its own peak
     ranks = dep.data_parallel_size
     rank = "" if ranks == 1 else " (one data-parallel rank's)"
     in_tp = (" in tensor parallel" if tp > 1 else "") + rank
-    busy = (f"; the peak counted × {stages:.2g} of {pp} pipeline stages busy on "
-            "average: " + ("the ubatches of a call" if pipelined_stages(dep) > 1
-                           else "vLLM V1's chunks of the prompt") + " pipelined over them"
-            if pipelined_stages(dep) > 1 or stages > 1
-            else f"; its {pp} stages one after another, as llama.cpp runs a layer split "
-            "short of every block and the output on the GPUs, or with --n-cpu-moe"
-            if pp > 1 and dep.engine.startswith("llama.cpp")
-            else f"; its {pp} pipeline stages one after another" if pp > 1 else "")
+    busy = _stages_peak_note(dep, stages)
     flops_step = _rank_prefill_flops(dep, work, prompt_len, batch) if ranks > 1 else \
         step("FLOPs", "2 × params per token × tokens + 2 × LM head params × prompts + "
              + ("the matmuls the TP ranks repeat + " if repeated else "")
@@ -575,6 +383,22 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes,
                         compute_time_s=compute_s, memory_time_s=memory_s, fit=fit,
                         steps=steps, host_time_s=work.host_time_s, host_bound=work.host_bound)
+
+
+def _stages_peak_note(dep: Deployment, stages: float) -> str:
+    """What a prompt's peak says of its pipeline stages: counted × the ``stages`` busy on
+    average (busy_stages) where a call's ubatches or vLLM V1's chunks pipeline over them,
+    else the stages one after another (llama.cpp's layer split says why); "" on one stage."""
+    pp = dep.pipeline_parallel_size
+    if pipelined_stages(dep) > 1 or stages > 1:
+        pieces = ("the ubatches of a call" if pipelined_stages(dep) > 1
+                  else "vLLM V1's chunks of the prompt")
+        return (f"; the peak counted × {stages:.2g} of {pp} pipeline stages busy on average: "
+                f"{pieces} pipelined over them")
+    if pp > 1 and dep.engine.startswith("llama.cpp"):
+        return (f"; its {pp} stages one after another, as llama.cpp runs a layer split short "
+                "of every block and the output on the GPUs, or with --n-cpu-moe")
+    return f"; its {pp} pipeline stages one after another" if pp > 1 else ""
 
 
 def _rank_prefill_flops(dep: Deployment, work: Work, prompt_len: int, batch: int) -> Step:

@@ -19,12 +19,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import (
-    DecodeFloor,
-    bound_label,
-    decode_floor,
-    weight_bytes_read,
-)
+from ridgeline.floors import DecodeFloor, bound_label, decode_floor
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, SLIDING, WINDOW_MIXERS
 from ridgeline.memory import EngineSettings, loaded_vision_bytes
 from ridgeline.model import Layer, ModelSpec
@@ -32,13 +27,13 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.raw_fit import FitCheck, as_served
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
-    FIT_RUNS_IT,
     ByCard,
     Expectation,
     context_caution,
     deployment_line,
     expected_speed_steps,
     fit_dict,
+    floor_heading_end,
     no_expectation,
 )
 from ridgeline.reports.graph_explain import graph_step
@@ -46,6 +41,7 @@ from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
+from ridgeline.step_work import weight_bytes_read
 from ridgeline.units import GB, GIB, MIB, plural, usd_per_million_tokens
 
 
@@ -301,9 +297,7 @@ class DecodeReport:
             # floor's speeds, said to be the floor's
             lines += [
                 f"decode floor, batch {f.batch:,} at {f.context:,} {plural(f.context, 'token')} of context"
-                + (":" if runs else (FIT_RUNS_IT if self.fit_runs(f) else
-                                     " (arithmetic only: no engine can run this):")
-                   if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
+                + floor_heading_end(runs, f.fit.fits, self.fit_runs(f), e.engine),
                 f"  step       {f.step_time_s * 1e3:,.2f} ms  (bound by {f.bound}: compute "
                 f"{f.compute_time_s * 1e3:,.2f} ms, memory {f.memory_time_s * 1e3:,.2f} ms"
                 + (f", then host {f.host_time_s * 1e3:,.2f} ms" if f.host_time_s else "") + ")",
@@ -372,7 +366,7 @@ class DecodeReport:
         read in a step: the floor prices the busiest rank's read × the ranks (they step
         together), more than they read between them (DeepSeek-V3 at batch 64 on 8 H200s:
         644.4 GB priced, 593.5 GB read; with 32 redundant experts under EPLB 688.6 GB and
-        626.8 GB, the replicas the tokens reach read too: floors.experts_fraction_read); None
+        626.8 GB, the replicas the tokens reach read too: step_work.experts_fraction_read); None
         where the two are the same."""
         dep = self.deployment
         if dep.model.moe is None or not dep.expert_parallel or dep.engine_expert_ranks == 1 \

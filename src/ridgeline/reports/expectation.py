@@ -77,6 +77,18 @@ FIT_RUNS_IT = (" (arithmetic only: every layer on the GPU, as priced, overflows 
                "below):")
 
 
+def floor_heading_end(runs: bool, fits: bool, fit_runs: bool, engine: str) -> str:
+    """The end of decode's and prefill's floor heading: ":" where the engine runs the point;
+    else whose arithmetic the figures are: the engine would not run a point that fits (its
+    pool does not seat it), llama-server's --fit runs one that overflows as priced
+    (FIT_RUNS_IT), or no engine can run it."""
+    if runs:
+        return ":"
+    if fits:
+        return f" (arithmetic only: {engine} would not run this):"
+    return FIT_RUNS_IT if fit_runs else " (arithmetic only: no engine can run this):"
+
+
 _FIT_HINT = ("  llama-server's default --fit (since b7437, Dec 2025) would keep layers in host "
              "memory instead: --host-bandwidth-gbs GB/s prices that")
 

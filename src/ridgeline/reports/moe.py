@@ -10,7 +10,6 @@ from ridgeline.dense_ridge import engine_ridge_step
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import weight_bytes_read
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched, routed_fraction
 from ridgeline.quantization import ROUTED
 from ridgeline.raw_fit import device_fit
@@ -22,6 +21,7 @@ from ridgeline.roofline import (
     ridge_point,
     ridge_step,
 )
+from ridgeline.step_work import weight_bytes_read
 from ridgeline.units import GB
 
 TABLE_BATCHES = (1, 8, 32, 128, 512, 2048)  # the table's ladder where no batch is asked

@@ -27,13 +27,13 @@ from ridgeline.parallel import cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.decode import json_pool_settings
 from ridgeline.reports.expectation import (
-    FIT_RUNS_IT,
     ByCard,
     Expectation,
     context_caution,
     deployment_line,
     expected_prompt_speed_step,
     fit_dict,
+    floor_heading_end,
     no_expectation,
 )
 from ridgeline.roofline import ridge_point
@@ -274,9 +274,7 @@ class PrefillReport:
         lines += [
             deployment_line(self.deployment),
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
-            + (":" if self.runs else (FIT_RUNS_IT if self.fit_runs else
-                                      " (arithmetic only: no engine can run this):")
-               if not f.fit.fits else f" (arithmetic only: {e.engine} would not run this):"),
+            + floor_heading_end(self.runs, f.fit.fits, self.fit_runs, e.engine),
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
             # a deployment that does not fit gets no throughput, as decode gives it none; one
             # that fits but an engine would not start has its floor's, as decode's floor does

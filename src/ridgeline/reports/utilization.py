@@ -178,6 +178,24 @@ class UtilizationReport:
                 "queue, and a conversation that fills its slot stops there (--context-shift "
                 f"drops its oldest tokens instead); or {shorter}")
 
+    @property
+    def _batch_split_words(self) -> str:
+        """What each piece of the running batch multiplies, where it is split: each pipeline
+        stage's micro-batch, or each data-parallel rank's share by its own copy of the
+        weights; "" where one step multiplies it all."""
+        ranks = self.data_parallel_size
+        if ranks > 1:
+            upto = "" if self.running == self.stage_batch * ranks * self.micro_batches \
+                else "up to "
+            return (f", each of {ranks} data-parallel ranks multiplying {upto}"
+                    f"{self.stage_batch:,} by its own copy of them")
+        if self.micro_batches > 1:
+            batches = (f"a micro-batch of {self.stage_batch:,}"
+                       if self.running % self.micro_batches == 0 else
+                       f"micro-batches of up to {self.stage_batch:,}")
+            return f", each of {self.micro_batches} pipeline stages multiplying {batches}"
+        return ""
+
     def text_lines(self) -> list[str]:
         if self.over_pool:  # as fit's DOES NOT FIT: the verdict leads, and no share follows
             n = self.kv_batch_limit or 0
@@ -198,16 +216,7 @@ class UtilizationReport:
             f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
             f"({self.ridge:,.0f} "
             f"FLOP per byte) on {self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
-            "you are billed for" + billed_scope(bool(self.experts))
-            + (f", each of {self.micro_batches} pipeline stages multiplying "
-               + (f"a micro-batch of {self.stage_batch:,}"
-                  if self.running % self.micro_batches == 0 else
-                  f"micro-batches of up to {self.stage_batch:,}")
-               if self.micro_batches > 1 and ranks == 1 else "")
-            + (f", each of {ranks} data-parallel ranks multiplying "
-               + ("" if self.running == self.stage_batch * ranks * self.micro_batches
-                  else "up to ") + f"{self.stage_batch:,} by its own copy of them"
-               if ranks > 1 else ""),
+            "you are billed for" + billed_scope(bool(self.experts)) + self._batch_split_words,
             *([f"  {self.experts}"] if self.experts else []),
             *([f"  the whole step, its KV reads included, keeps {self.step_fraction_of_peak:.1%} "
                + (f"of {whose} peak busy at its floor, each matmul at its own dtype's peak as "
