@@ -345,8 +345,8 @@ class Recorder:
           started from none, it grew over the arrivals. The one reading of a burst that ends
           before the batch has filled, where no arrival is past the fill: Llama-3.1-8B on one
           H100 (about 17 req/s served) given 990 chat requests at 22 req/s, all in by 47 s
-          and the fill read at 53 s or later, leaves 88 to 135 waiting (seeds 0-2) against 79;
-          at 15 req/s, 1 or 2;
+          and the fill read at 53 s or later, leaves 114 to 136 waiting (seeds 0, 2 and 3;
+          seed 1, 77) against 79; at 15 req/s, 1 or 2;
         - fewer leaving than arriving past the fill (``falls_behind``), the shortfall a queue,
           not a batch still filling (a short run's fill, from a mean service time that early
           light batches shorten, can come early: 765 requests at 17 req/s, which that engine

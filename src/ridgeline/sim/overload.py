@@ -6,7 +6,7 @@ arriving past the batch's filling, by 5 % and more) miss two overloads:
   until its pool is full, each step slower as it grows. Llama-3.1-8B on one H100 offered
   46 req/s of 512-token prompts and 128-token answers (44.4 served by runs of 60,000, whose
   queue grows without end) grows its batch over a 2,000-request run, but so may the same
-  engine offered 40 req/s over 1,000 requests (by 149 of the 527 arriving over the latter
+  engine offered 40 req/s over 1,000 requests (by 140 of the 527 arriving over the latter
   half of the arrivals, near-capacity batches swinging widely); only the rate it serves at
   most tells them apart. That rate is read from a replay of the run's own
   requests sent at once (``saturated_req_s``), where the requests in the engine grew beyond
@@ -89,7 +89,7 @@ def growth(rec: Recorder) -> Growth | None:
     """How the requests in the engine grew over the latter half of the arrivals, fitted by
     least squares at GROWTH_SAMPLES + 1 times (less noisy than its two ends); None where the
     arrivals span no time. Llama-3.1-8B on one H100 at 46 req/s, 512 / 128 tokens, 2,000
-    requests, seed 2: 174 more of the 1,012 arriving over 21.6-43.1 s."""
+    requests, seed 2: 163 more of the 1,012 arriving over 21.6-43.1 s."""
     first, last = rec.arrived_s
     if not first < last:
         return None
@@ -128,7 +128,7 @@ def outpaced(rec: Recorder, saturated: float) -> bool:
     """Whether the arrivals came faster than the engine serves with its batch full
     (``saturated`` req/s, ``saturated_req_s``) by more than SATURATION_SLACK, enough to leave
     OVERLOAD_BACKLOG unserved over their span, while requests backed up (``backing_up``).
-    The 46 req/s run, 46.36 offered: 43.76 served at most."""
+    The 46 req/s run, 46.36 offered: 43.46 served at most."""
     first, last = rec.arrived_s
     offered = offered_req_s(rec)
     return saturated > 0 and offered > (1 + SATURATION_SLACK) * saturated \
