@@ -112,3 +112,21 @@ def test_roofline_over_several_gpus_under_llamacpp_names_its_layer_split(
     assert "llama.cpp's layer split" in head and "tensor parallelism" not in head
     assert main(argv) == 0  # vLLM's tensor parallelism, as before
     assert "tensor parallelism adds peak" in capsys.readouterr().out.splitlines()[0]
+
+
+@pytest.mark.parametrize("engine", [None, "llama.cpp", "vllm"])
+def test_roofline_json_names_the_deployment_it_placed(capsys: pytest.CaptureFixture[str],
+                                                      engine: str | None) -> None:
+    """roofline --json says which engine, weights and KV dtype its ridge is for, with fit's
+    --json's keys, so a reader can tell --engine llama.cpp's 158 from vLLM's 296."""
+    asked = ("--engine", engine) if engine else ()
+    roof = run_json(capsys, "roofline", "--gpu", "h100", "--model", "gpt-oss-20b", *asked)
+    fit = run_json(capsys, "fit", "gpt-oss-20b", "--gpu", "h100", *asked)
+    for key in ("weights", "weights_format", "kv_dtype"):
+        assert roof[key] == fit[key]
+    assert roof["engine"] == (None if engine is None else fit["engine"])
+
+
+def test_roofline_json_without_a_model_names_no_deployment(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert "engine" not in run_json(capsys, "roofline", "--gpu", "h100")

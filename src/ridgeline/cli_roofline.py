@@ -72,7 +72,9 @@ def _matmul_dtype(args: argparse.Namespace, acc: Any) -> str:
 
 
 def cmd_roofline(args: argparse.Namespace) -> Any:
-    from ridgeline.reports.roofline import roofline_report
+    from dataclasses import replace
+
+    from ridgeline.reports.roofline import roofline_report, served_keys
 
     names = accelerator_names(args)
     if len(names) > 1:
@@ -90,10 +92,14 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
         dtype = args.compute_dtype or (dep.dense_compute_dtype if dep
                                        else _matmul_dtype(args, acc))
         experts = args.compute_dtype or (dep.expert_compute_dtype if dep else dtype)
-        return roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb,
-                               args.intensity, experts, args.num_gpus,
-                               None if dep else _attention_dtype(args, acc), weights_from,
-                               blend=not args.compute_dtype)  # --compute-dtype: judged at it
+        report = roofline_report(acc, dtype, args.batch, args.prompt_len, dep, bpw, kvb,
+                                 args.intensity, experts, args.num_gpus,
+                                 None if dep else _attention_dtype(args, acc), weights_from,
+                                 blend=not args.compute_dtype)  # --compute-dtype: judged at it
+        if dep is None:
+            return report
+        named = not (getattr(args, "engine_defaulted", False) and dep.engine == "vllm")
+        return replace(report, served=served_keys(dep, named))
     except InputError as exc:  # a rate the card lacks: name the flags that pick its own
         fixes = _rate_fixes(args, acc, dep)
         if not fixes:

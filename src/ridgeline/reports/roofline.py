@@ -58,6 +58,9 @@ class RooflineReport:
     # (Deployment.peak_at), and why where it is not the catalog's; 0: the catalog's
     engine_peak_flops_per_s: float = 0.0
     peak_note: str = ""
+    # --model's deployment as --json names it, as fit's --json does (served_keys): the engine
+    # (None where none was named: the checkpoint as stored), the weights and the KV dtype
+    served: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def peak_flops_per_s(self) -> float:
@@ -91,7 +94,7 @@ class RooflineReport:
             "memory_bandwidth_bytes_per_s": a.memory_bandwidth_bytes_per_s,
             "ridge_flop_per_byte": self.ridge,
             "llama_cpp_cuda_ridge_flop_per_byte": self.llamacpp_ridge, "batch": self.batch,
-            "prompt_len": self.prompt_len, "model": self.model,
+            "prompt_len": self.prompt_len, "model": self.model, **dict(self.served),
             "points": [{**{("intensity_flop_per_byte" if k == "intensity" else k): v
                            for k, v in vars(p).items()},
                         "whole_batch_to_ridge": None if p.batch_to_ridge is None
@@ -269,6 +272,19 @@ def _state_point(dep: Deployment, batch: int, acc: Accelerator,
         q("state traffic per sequence", per_gpu / 1e6, "MB",
           f"{len(work)} recurrent layers' states read and written, at the dtypes "
           f"{dep.engine} keeps them in" + (f", one GPU's share at TP{tp}" if tp > 1 else "")))
+
+
+def served_keys(dep: Deployment, engine_named: bool) -> tuple[tuple[str, str | None], ...]:
+    """roofline --json's names for --model's deployment, fit's --json's keys: the engine
+    (None where --engine was not given and vLLM's card reads the checkpoint as stored), the
+    weights, their format and the KV dtype. gpt-oss-20b on an H100: 'llama.cpp-cuda',
+    'mxfp4_moe' … under --engine llama.cpp (ridge batch 158), None, 'as stored' … without."""
+    from ridgeline.candidate import weights_format
+
+    return (("engine", dep.engine if engine_named else None),
+            ("weights", dep.weights.label),
+            ("weights_format", weights_format(dep.model, dep.weights.label)),
+            ("kv_dtype", dep.kv.id))
 
 
 def roofline_report(
