@@ -260,7 +260,9 @@ def test_the_page_refuses_two_names_for_the_stored_formats(
     file are refused, as a name given twice is."""
     assert main(["page", "gpt-oss-20b", "--gpu", "h100", "--engine", "llama.cpp", "--json",
                  "--weights", "as stored,stored"]) == 2
-    assert "checkpoint's own formats twice" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--weights names one weight format twice (as stored, stored)" in err
+    assert err.count("\n") == 1
 
 
 def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:

@@ -35,8 +35,6 @@ def cmd_page(args: argparse.Namespace) -> Any:
         page_data,
         page_html,
     )
-    from ridgeline.precision import is_stored_format
-
     if args.model is not None and not args.model.strip():
         raise InputError("model name is empty (leave MODEL out for the three default models)")
     # --json prints the page's data; the HTML is written where -o asks, or unasked without
@@ -53,10 +51,6 @@ def cmd_page(args: argparse.Namespace) -> Any:
     offered = f"{DEFAULT_WEIGHTS_ENTRY},q8_0,q4_k_m" if gguf else "as stored,fp8,awq-int4"
     weights = [w.strip() for w in (args.weights or offered).split(",")]
     kvs = [k.strip() for k in (args.kv_dtypes or ("f16,q8_0" if gguf else "bf16,fp8")).split(",")]
-    stored = [w for w in weights if is_stored_format(w)]
-    if len(stored) > 1:  # one format by two of its names: two entries for one file
-        raise InputError(f"--weights names the checkpoint's own formats twice "
-                         f"({', '.join(stored)}): one of them is enough")
     for flag, values, key in (("--gpu", gpus, _gpu_key), ("--weights", weights, _weights_key),
                               ("--kv-dtypes", kvs, _kv_key)):  # --counts refuses its own
         _refuse_twice(flag, values, key)

@@ -65,8 +65,8 @@ def _count(modality: str, value: Any) -> int:
                              "dummy item, which is not modelled (ridgeline profiles the "
                              "model's largest image): give the count alone")
         value = value.get("count", default_limit())
-    if isinstance(value, str) and ascii_whole(value) is not None:
-        value = ascii_whole(value)
+    if isinstance(value, str) and (whole := ascii_whole(value)) is not None:
+        value = whole
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{FLAG} {modality}: the count must be a whole number, got {value!r}")
     if value < 0:

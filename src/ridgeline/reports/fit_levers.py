@@ -62,6 +62,8 @@ class Lever:
     name: str
     conversations: int
     batch: int
+    context: int = 0  # the context the lever's conversations are of: shorter for the
+    # context levers (half the context, the longest that holds the target)
 
 
 # the next smaller format: 16-bit to fp8 (which vLLM and SGLang quantize on load), any 8-bit
@@ -237,7 +239,7 @@ def levers(r: FitReport) -> list[Lever]:
                 raise
             continue
         n = held_conversations(pool, dep, context)
-        lever = Lever(name, n, min(n, engine_seat_limit(pool, dep)))
+        lever = Lever(name, n, min(n, engine_seat_limit(pool, dep)), context)
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers

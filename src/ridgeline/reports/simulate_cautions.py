@@ -39,9 +39,8 @@ def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = Fa
         found = fit_report(dep, context, replace(settings, max_model_len=context), 1).levers
     except InputError:
         return pointer
-    if requests_fixed:  # fit_levers' context levers: half the context, the longest that holds
-        found = tuple(lv for lv in found if not (lv.name.startswith("half the context")
-                                                 or "the longest that holds" in lv.name))
+    if requests_fixed:  # a lever that shortens the context would refuse those requests
+        found = tuple(lv for lv in found if lv.context >= context)
     if not found:
         return pointer
     named = "; ".join(f"{lv.name}: {lv.conversations:,} {plural(lv.conversations, 'conversation')}"
