@@ -114,3 +114,54 @@ def test_vllms_other_fp8_cache_spellings_are_cautioned_as_its_fp8(
     assert words in text and any(c.startswith(words) for c in data["cautions"])
     text, _ = observed(capsys, source)  # --kv-dtype fp8: the server's cache, no caution
     assert "cache_dtype=" not in text
+
+
+def checkpoint_scrape(tmp_path: Path, cache_dtype: str) -> str:
+    """A vLLM server of Llama-3.1-8B on one H100 that has not sized its pool yet
+    (num_gpu_blocks None), its cache labelled ``cache_dtype``."""
+    m = 'model_name="x"'
+    path = tmp_path / f"{cache_dtype}.prom"
+    path.write_text(f"vllm:num_requests_running{{{m}}} 10\n"
+                    f"vllm:num_requests_waiting{{{m}}} 0\n"
+                    f"vllm:kv_cache_usage_perc{{{m}}} 0.1\n"
+                    f'vllm:cache_config_info{{block_size="16",cache_dtype="{cache_dtype}",{m},'
+                    f'num_gpu_blocks="None"}} 1\n')
+    return str(path)
+
+
+@pytest.mark.parametrize("kv", [(), ("--kv-dtype", "fp8")])
+def test_a_compressed_tensors_kv_scheme_under_auto_is_the_fp8_cache_it_sets(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], kv: tuple[str, ...]) -> None:
+    """An llm-compressor checkpoint's kv_cache_scheme makes vLLM's cache fp8 as the model
+    loads (Attention.__init__), after the API server labelled cache_config_info 'auto': a
+    server observed with --kv-dtype fp8, what it runs, was cautioned that its cache was 16-bit;
+    described without --kv-dtype it was sized at bf16."""
+    from tests.test_checkpoint_kv import COMPRESSED_TENSORS_FP8_KV, checkpoint
+
+    model = checkpoint(tmp_path, COMPRESSED_TENSORS_FP8_KV)
+    flags = ("--model", model, "--gpu", "h100", "--context", str(CONTEXT), *kv)
+    text, data = observed(capsys, checkpoint_scrape(tmp_path, "auto"), flags)
+    assert "cache_dtype=" not in text
+    assert not any("cache_dtype=" in c for c in data["cautions"])
+    # described as bf16, the caution says what its auto is
+    text, _ = observed(capsys, checkpoint_scrape(tmp_path, "auto"),
+                       (*flags[:6], "--kv-dtype", "bf16"))
+    assert ("cache_dtype=auto, not the KV bf16 described: give --kv-dtype as the server runs "
+            "it (its 'auto' is the fp8 cache the checkpoint's kv_cache_scheme sets") in text
+
+
+def test_a_modelopt_fp8_kv_checkpoint_is_described_with_the_cache_vllm_labels(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM resolves a ModelOpt checkpoint's kv_cache_quant_algo FP8 before it labels its
+    cache (fp8_e4m3): described without --kv-dtype, such a server was sized at bf16 and
+    cautioned; an 'auto' label is a vLLM that left the checkpoint's fp8 aside, and says so."""
+    from tests.test_checkpoint_kv import MODELOPT_FP8_KV, checkpoint
+
+    flags = ("--model", checkpoint(tmp_path, MODELOPT_FP8_KV), "--gpu", "h100", "--context",
+             str(CONTEXT))
+    text, data = observed(capsys, checkpoint_scrape(tmp_path, "fp8_e4m3"), flags)
+    assert "cache_dtype=" not in text
+    assert not any("cache_config_info says" in c for c in data["cautions"])
+    text, _ = observed(capsys, checkpoint_scrape(tmp_path, "auto"), flags)
+    assert ("cache_dtype=auto, not the KV fp8 described: give --kv-dtype as the server runs it "
+            "('auto' is the model's own dtype here: this vLLM left the checkpoint's fp8 KV") in text

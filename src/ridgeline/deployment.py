@@ -145,7 +145,9 @@ class Deployment:
         data_parallel_size: int = 1, decode_context_parallel_size: int = 1,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats (under a named llama.cpp, to the
-        GGUF it runs the checkpoint as: served_model.llamacpp_weights); KV to the model's dtype.
+        GGUF it runs the checkpoint as: served_model.llamacpp_weights); KV to the model's dtype,
+        under vLLM to the fp8 cache the checkpoint's quantization_config asks for where it asks
+        for one (ModelSpec.kv_cache_dtype).
 
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
@@ -208,8 +210,12 @@ class Deployment:
         no_bf16 = accelerator.vendor in ("nvidia", "amd") and "bf16" not in \
             accelerator.peak_flops and "fp16" in accelerator.peak_flops
         served = served_dtype(model)
-        # a float --weights is the engine's --dtype, which its KV cache follows ("auto")
-        kv_name = kv if kv not in (None, "auto") else (
+        # a float --weights is the engine's --dtype, which its KV cache follows ("auto"); vLLM's
+        # auto serves the fp8 cache a checkpoint's quantization_config asks for
+        # (checkpoint_kv.py: ModelOpt's kv_cache_quant_algo, compressed-tensors' kv_cache_scheme)
+        as_stored = weights is None or is_stored_format(weights)
+        checkpoint_kv = model.kv_cache_dtype if engine == "vllm" and as_stored else ""
+        kv_name = kv if kv not in (None, "auto") else checkpoint_kv or (
             "fp16" if engine.startswith("llama.cpp") or (no_bf16 and served == "bf16")
             else weights if weights in ("fp16", "bf16", "fp32") else served)  # llama.cpp: f16
         assert kv_name is not None

@@ -207,6 +207,10 @@ class ModelSpec:
     # its quant_algo ("" where none): ModelOpt's FP8, NVFP4 or MIXED_PRECISION, which the
     # engines serve as modelopt, modelopt_fp4 or modelopt_mixed
     quant_algo: str = ""
+    # the KV cache its quantization_config asks for ('fp8': ModelOpt's kv_cache_quant_algo FP8,
+    # a compressed-tensors kv_cache_scheme; '' none), which vLLM's --kv-cache-dtype auto
+    # serves (checkpoint_kv.py)
+    kv_cache_dtype: str = ""
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field

@@ -112,6 +112,7 @@ from ridgeline.observe_window import (
 )
 from ridgeline.prometheus import MAX_UNIX_S, Histogram, Scrape
 from ridgeline.spec_decode import FEWER_STEPS, drafted_rows, tokens_per_request_step
+from ridgeline.vllm_cache_dtype import names_cache_dtype
 
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
@@ -659,27 +660,49 @@ def _read_pool(scrape: Scrape, obs: Observation) -> None:
     parallelism vLLM's frontend adds up its engines' blocks and labels every engine's series
     with that sum (vllm/v1/engine/utils.py wait_for_engine_startup; some builds label one
     series engine=""), so it is divided by the engines the running gauge shows: 20,000 blocks
-    over 2 engines are 10,000 each."""
+    over 2 engines are 10,000 each. A size that gives no pool (None before the engine has
+    profiled it, 0, NaN, a label left out) or a cache_dtype naming no cache is noted, one line
+    each: the check it feeds is skipped, not failed."""
     for labels, _ in scrape.samples.get(CACHE_CONFIG, [])[:1]:
-        obs.cache_dtype = labels.get("cache_dtype") or None
+        _read_cache_dtype(labels.get("cache_dtype"), obs)
+        raw = {key: labels.get(key) for key in ("num_gpu_blocks", "block_size")}
         try:
-            blocks, size = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
-        except ValueError:  # "None" before the engine has profiled its pool
-            return
-        if not (0 < blocks <= MAX_TOKENS and 0 < size <= 4096):
-            return
+            blocks, size = int(raw["num_gpu_blocks"] or ""), int(raw["block_size"] or "")
+        except ValueError:  # "None" before the engine has profiled its pool, "nan", ""
+            blocks = size = 0
         k = obs.engines
-        if k > 1:
-            obs.notes.append(f"{CACHE_CONFIG}: num_gpu_blocks={blocks:,} is the {k} "
-                             f"data-parallel engines' sum (vLLM adds them up at start-up): "
-                             f"{blocks // k:,} blocks each")
-            blocks //= k
-        if blocks:
-            obs.pool_tokens, obs.pool_block_size = float(blocks * size), size
+        if 0 < blocks <= MAX_TOKENS and 0 < size <= 4096 and blocks // k:
+            if k > 1:
+                obs.notes.append(f"{CACHE_CONFIG}: num_gpu_blocks={blocks:,} is the {k} "
+                                 f"data-parallel engines' sum (vLLM adds them up at start-up): "
+                                 f"{blocks // k:,} blocks each")
+            obs.pool_tokens, obs.pool_block_size = float(blocks // k * size), size
+            return
+        shown = ", ".join(f"{key}={value!r}" if value is not None else f"no {key}"
+                          for key, value in raw.items())
+        obs.notes.append(f"{CACHE_CONFIG}: {shown}: no pool size read (the engine had not "
+                         "sized its pool, or the labels are not its): the modelled pool sizes "
+                         "the batch, and the reported pool's check against it is skipped")
         return
     values = list(_gauge_by_core(scrape, POOL_TOKENS, obs.engine_family).values())
     if values and min(values) > 0:
         obs.pool_tokens = min(values)
+    elif values:
+        obs.notes.append(f"{POOL_TOKENS[0]} is {min(values):g}: no pool size read: the "
+                         "modelled pool sizes the batch, and the reported pool's check "
+                         "against it is skipped")
+
+
+def _read_cache_dtype(label: str | None, obs: Observation) -> None:
+    """vLLM's cache_dtype label (its --kv-cache-dtype), kept where it names a cache vLLM
+    keeps (vllm_cache_dtype.names_cache_dtype); a note where it is missing or names none,
+    since the KV dtype described is then not checked against the server's."""
+    if label and names_cache_dtype(label):
+        obs.cache_dtype = label
+        return
+    shown = f"cache_dtype={label!r} names no KV cache dtype" if label else "no cache_dtype"
+    obs.notes.append(f"{CACHE_CONFIG}: {shown}: the KV dtype described is not checked "
+                     "against the server's")
 
 
 def _slot_itl(scrapes: list[Scrape], obs: Observation, timed: bool,

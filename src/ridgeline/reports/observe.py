@@ -27,13 +27,13 @@ from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_drafts import unpriced_drafts_note, verify_step
 from ridgeline.reports.observe_latency import RATES_APART
-from ridgeline.reports.observe_pool import VLLM_FP8_CACHE_DTYPES
 from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.reports.utilization import billed_scope
 from ridgeline.roofline import batch_for_intensity, first_whole_batch
 from ridgeline.spec_decode import SpecDecode
 from ridgeline.stages import micro_batches
 from ridgeline.units import GIB
+from ridgeline.vllm_cache_dtype import VLLM_FP8_CACHE_DTYPES, auto_words
 
 # the most an emitted decode row's prompt steps may slow it (ridgeline's mean step against its
 # decodes alone): a decode row's typical error, the held-out median of decode_tok_s_per_user
@@ -321,8 +321,8 @@ class ObserveReport(ObserveVerdict):
             out.append(f"caution: the engine's cache_config_info says cache_dtype={served_kv}, "
                        f"not the KV {d.kv.id} described: give --kv-dtype as the server runs it "
                        + ("(fp8, its size) " if fp8 else "")
-                       + "('auto' is the model's own dtype), or each step's KV reads are priced "
-                       "at another dtype than the server's")
+                       + f"({auto_words(served_kv, d.model)}), or each step's KV reads are "
+                       "priced at another dtype than the server's")
         apart_pools = self.pool_apart
         if apart_pools is not None:
             reported, modelled = apart_pools

@@ -12,26 +12,17 @@ from ridgeline.data_parallel import rank_settings
 from ridgeline.deployment import Deployment
 from ridgeline.engine_pool import EnginePool, reported_pool
 from ridgeline.engines import EngineProfile
-from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.observation import Observation
-from ridgeline.precision import kv_dtype
 from ridgeline.sglang_memory import sglang_max_running_requests, sglang_speculative_requests
 from ridgeline.sglang_pool import sglang_settings
+from ridgeline.vllm_cache_dtype import served_cache_dtype
 
 # the engine's reported pool and the one modelled for the deployment described part past
 # this share: over the held-out p90 error of the pool's tokens, 8.9 % (docs/accuracy.md,
 # kv_cache_tokens), so a gap this wide says the server runs other settings or another
 # deployment than described, not the model's scatter
 POOL_APART = 0.10
-
-# vLLM's cache_dtype spellings that name no KV dtype of formats.json, as the fp8 cache they
-# store, one byte an element (vllm/config/cache.py CacheDType: "auto", "bfloat16", "fp8",
-# "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", vLLM 0.16): fp8_inc is Intel Neural
-# Compressor's FP8 cache (Gaudi), fp8_ds_mla DeepSeek's FlashMLA layout (the 512-element
-# latent in FP8 beside its scales and a 16-bit rope part: 656 bytes a token for 576
-# elements, nearer one byte an element than two)
-VLLM_FP8_CACHE_DTYPES = ("fp8_inc", "fp8_ds_mla")
 
 
 @dataclass(frozen=True)
@@ -122,16 +113,16 @@ class ObservedPool:
         """vLLM's cache_dtype label where its bytes per element are not the KV dtype
         described: a server at --kv-cache-dtype fp8 observed as bf16 (its pool twice the
         tokens modelled, its steps reading half the KV priced); vLLM's fp8_inc and
-        fp8_ds_mla read as its fp8. None where the label is missing, unknown, or of the same
-        size ('auto' keeps the model's 16-bit dtype)."""
+        fp8_ds_mla read as its fp8, and 'auto' as vLLM resolves it
+        (vllm_cache_dtype.served_cache_dtype: the model's 16-bit dtype, or the fp8 cache a
+        compressed-tensors kv_cache_scheme sets after the label was written). None where the
+        label is missing, unknown (a note says so, observe_metrics._read_pool), or of the
+        same size."""
         label = self.obs.cache_dtype
         if label is None:
             return None
-        try:
-            served = kv_dtype("fp8" if label.lower() in VLLM_FP8_CACHE_DTYPES else label)
-        except InputError:
-            return None
-        if served.bytes_per_element == self.deployment.kv.bytes_per_element:
+        served = served_cache_dtype(label, self.deployment.model)
+        if served is None or served.bytes_per_element == self.deployment.kv.bytes_per_element:
             return None
         return label
 
