@@ -46,7 +46,7 @@ def test_fit_refuses_a_card_with_only_an_fp32_peak_as_decode_does(
     # an fp32 cache's attention runs at fp32: both take the card, at its fp32 ridge
     for command in ("decode", "fit"):
         code, _, err = run_cli(capsys, command, "llama-3.1-8b", "--gpu-file", card,
-                                 "--kv-cache-dtype", "fp32")
+                                 "--kv-dtype", "fp32")  # ridgeline's name: vLLM has none
         assert code == 0, err
 
 

@@ -46,7 +46,8 @@ def test_a_value_the_engines_type_does_not_read_is_refused(
 def test_a_value_of_the_engines_type_is_read_and_ignored(
         capsys: pytest.CaptureFixture[str], flag: str, kind: str, record) -> None:  # type: ignore[no-untyped-def]
     engine = next(e for e in ENGINE_NAMES if e in record.engines)
-    values = ["8000", "0", "-1"] + (["4.5", "1e3"] if kind == "float" else [])
+    low, high = dict(record.ranges).get(flag, (-1, 8000))  # a port: -1 is refused (below)
+    values = ["8000", "0", str(low), str(high)] + (["4.5", "1e3"] if kind == "float" else [])
     for value in values:
         code, _, err = run_cli(capsys, *_argv("fit", flag, value, engine))
         assert code == 0, (flag, value, err)
@@ -56,3 +57,57 @@ def test_a_value_of_the_engines_type_is_read_and_ignored(
 def test_a_string_flag_still_takes_any_value(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, *_argv("fit", "--host", ""))
     assert code == 0, err
+
+
+RANGED = [(flag, bounds, record) for record in launch_flags() for flag, bounds in record.ranges]
+
+
+def test_the_ports_are_the_ranged_spellings_each_a_typed_int() -> None:
+    """The engines bind --port (and SGLang its --disaggregation-bootstrap-port), and Python's
+    socket refuses a port outside 0-65535 ('bind(): port must be 0-65535.')."""
+    assert {flag for flag, _, _ in RANGED} == {"--port", "--disaggregation-bootstrap-port"}
+    for flag, bounds, record in RANGED:
+        assert bounds == (0, 65535) and dict(record.types)[flag] == "int"
+
+
+@pytest.mark.parametrize(("flag", "bounds", "record"), RANGED, ids=[f for f, _, _ in RANGED])
+def test_a_port_the_engines_cannot_bind_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str], flag: str, bounds: tuple[int, int],
+        record) -> None:  # type: ignore[no-untyped-def]
+    """--port 99999 was read and named in the note; vllm serve stops binding it."""
+    engine = next(e for e in ENGINE_NAMES if e in record.engines)
+    low, high = bounds
+    for value in (str(high + 1), "99999", str(low - 1), "-8000"):
+        code, out, err = run_cli(capsys, *_argv("fit", flag, value, engine))
+        assert code == 2 and not out, (flag, value, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and f"{flag} {int(value)} is out of range" in lines[0], err
+        assert "port must be 0-65535" in lines[0]
+    code, _, err = run_cli(capsys, *_argv("fit", flag, str(high), engine))  # the last port binds
+    assert code == 0 and f"{flag} {high}" in err, err
+
+
+CHOSEN = [(record.flags[0], record) for record in launch_flags() if record.choices]
+
+
+def test_the_choice_lists_are_the_uvicorn_log_level_and_the_disaggregation_mode() -> None:
+    assert {flag: record.choices for flag, record in CHOSEN} == {
+        "--uvicorn-log-level": ("critical", "error", "warning", "info", "debug", "trace"),
+        "--disaggregation-mode": ("null", "prefill", "decode")}
+
+
+@pytest.mark.parametrize(("flag", "record"), CHOSEN, ids=[f for f, _ in CHOSEN])
+def test_a_value_the_engines_parser_has_no_choice_for_is_refused_each_choice_read(
+        capsys: pytest.CaptureFixture[str], flag: str, record) -> None:  # type: ignore[no-untyped-def]
+    """--uvicorn-log-level verbose was read and named; vllm serve stops at 'invalid choice'.
+    argparse matches exactly, so 'INFO' is no choice either."""
+    engine = next(e for e in ENGINE_NAMES if e in record.engines)
+    for value in ("verbose", record.choices[-1].upper(), "", f"{record.choices[0]} "):
+        code, out, err = run_cli(capsys, *_argv("fit", flag, value, engine))
+        assert code == 2 and not out, (flag, value, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and f"{flag} {value!r} is no choice of" in lines[0], err
+        assert ", ".join(record.choices) in lines[0]
+    for value in record.choices:
+        code, _, err = run_cli(capsys, *_argv("fit", flag, value, engine))
+        assert code == 0 and f"{flag} {value}" in err, (flag, value, err)

@@ -34,11 +34,15 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 NUMBERS = {flag for record in launch_flags() for flag, _ in record.types}
+CHOICES = {flag: record.choices[0] for record in launch_flags() if record.choices
+           for flag in record.flags}
 
 
 def _given(flag: str, takes_value: bool) -> list[str]:
-    """The flag, with a value of the type the engines parse it as (--port 1, --host x)."""
-    return [flag, "1" if flag in NUMBERS else "x"] if takes_value else [flag]
+    """The flag, with a value of the type the engines parse it as (--port 1, --host x), or
+    one of its choices where the engines' parser has a list (--uvicorn-log-level critical)."""
+    value = "1" if flag in NUMBERS else CHOICES.get(flag, "x")
+    return [flag, value] if takes_value else [flag]
 
 
 @pytest.mark.parametrize("argv", [FIT, ("simulate", *FIT[1:], "--rate", "2", "--num-requests",

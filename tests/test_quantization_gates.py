@@ -154,3 +154,25 @@ def test_weights_experts_int8_on_a_dense_model_is_refused_as_the_flag_q_is(
         capsys: pytest.CaptureFixture[str]) -> None:
     err = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--weights", "experts_int8")
     assert "dense" in err and "ExpertsInt8Config" in err and "--weights" in err
+
+
+def test_a_method_a_later_vllm_release_brought_is_refused_for_an_earlier_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's --quantization mxfp4 came with gpt-oss in v0.10.1 (formats.json engine_methods
+    since); an earlier release's QUANTIZATION_METHODS has no such choice, and vllm serve stops.
+    Before, -q mxfp4 at --engine-version 0.9.2 sized gpt-oss as 0.10.1 would."""
+    from ridgeline.quantization_gates import method_release_problem
+    from tests.conftest import run_cli
+
+    argv = ("fit", "gpt-oss-20b", "--gpu", "h100", "--max-model-len", "8k", "--quantization",
+            "mxfp4", "--engine-version")
+    code, out, err = run_cli(capsys, *argv, "0.10.0")
+    assert code == 2 and not out
+    assert err.strip() == ("ridgeline: error: vLLM 0.10.0 has no --quantization mxfp4: mxfp4 "
+                           "came in v0.10.1; name a later --engine-version, or another method")
+    for release in ("0.10.1", "0.11.0"):
+        code, _, err = run_cli(capsys, *argv, release)
+        assert code == 0, err
+    assert method_release_problem("mxfp4", "vllm", None) == ""  # the default release has it
+    assert method_release_problem("mxfp4", "sglang", "0.4.6") == ""  # no SGLang since read
+    assert method_release_problem("fp8", "vllm", "0.5.0") == ""  # no since: not checked

@@ -32,6 +32,7 @@ from ridgeline.cli_types import (
     MEMORY_FRACTION_RANGE,
     MEMORY_GIB_RANGE,
     _engine_dtype,
+    _flash_attn,
     _how_many,
     _kv_name,
     _not_empty,
@@ -186,6 +187,7 @@ def _engine(p: argparse.ArgumentParser) -> None:
                    help="profiles from `ridgeline calibrate`")
     _split_mode(p)
     p.add_argument("--flash-attn", "-fa", choices=["on", "off", "auto"],
+                   type=_typed(_flash_attn),
                    help="llama.cpp -fa (default auto: on where supported); off costs the "
                    "attention scores written to memory and read back")
 
@@ -211,10 +213,22 @@ def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
                        help="vLLM's and SGLang's auto, bfloat16, float16 (half): the type an "
                        "unquantized checkpoint runs in (weights a format quantizes keep it)")
     p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D", type=_typed(_kv_name),
+                   action=_KvSpelling,
                    help="KV-cache dtype (bf16, fp8, q8_0, …; llama.cpp's -ctk D -ctv D); "
                    "default: the model's dtype (llama.cpp: f16)")
     p.add_argument("-ctk", "--cache-type-k", "-ctv", "--cache-type-v", action=_CacheTypeFlag,
                    metavar="D", help=argparse.SUPPRESS)
+
+
+class _KvSpelling(argparse._StoreAction):
+    """Stores the KV dtype and the spelling it came under: vLLM's and SGLang's
+    --kv-cache-dtype takes the engine's own values, checked against the release
+    (engine_choices.kv_cache_dtype_problem); ridgeline's --kv-dtype its own names."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.kv_dtype_spelling = option_string
 
 
 class _CacheTypeFlag(argparse.Action):

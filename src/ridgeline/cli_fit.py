@@ -42,8 +42,10 @@ from ridgeline.cli_offload import (
 from ridgeline.cli_spec import spec_drafter, spec_flags
 from ridgeline.cli_types import (
     _engine_name,
+    _flash_attn,
     _how_many,
     _name_list,
+    _typed,
 )
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.errors import InputError
@@ -263,6 +265,7 @@ def register(sub: Any) -> None:
                   "keeps two state blocks per request, not one")
     spec_flags(g, pricing=False)
     g.add_argument("--flash-attn", "-fa", choices=["on", "off", "auto"],
+                   type=_typed(_flash_attn),
                    help="llama.cpp -fa (default auto: on where supported); off sizes the "
                    "attention scores into the compute buffer and costs their traffic")
     _usage_and_version(g, MEMORY_RULES, v0=True)

@@ -138,11 +138,39 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
         raise InputError(f"--dtype {dtype} is vLLM's and SGLang's; llama.cpp runs the GGUF's "
                          "own types (--weights)")
     if method:
+        from ridgeline.quantization_gates import method_release_problem
+
         quantization_engine(method, engine)
+        problem = method_release_problem(method, engine, getattr(args, "engine_version", None))
+        if problem:
+            raise InputError(problem)
         method_on(method, acc)
     dtype_on(dtype, acc)
     weights = quantized_weights(method, model, engine) if method else getattr(args, "weights", None)
     return weights_with_dtype(weights, dtype, model)
+
+
+def kv_choice_check(args: argparse.Namespace, engine: str | None) -> None:
+    """InputError where --kv-cache-dtype (vLLM's and SGLang's spelling) names a value the
+    engine's release refuses (SGLang's bare fp8, vLLM's bf16), or any spelling names an
+    engine's value ridgeline does not size (vLLM's fp8_inc): engine_choices.py. ridgeline's
+    --kv-dtype keeps its own names, and an engine without the flag (TensorRT-LLM, llama.cpp)
+    reads it so too."""
+    from ridgeline.engine_choices import (
+        KV_CACHE_DTYPE_FLAG,
+        kv_cache_dtype_problem,
+        unmodelled_choice_problem,
+    )
+
+    value = getattr(args, "kv_dtype", None)
+    if value is None:
+        return
+    spelling = getattr(args, "kv_dtype_spelling", None) or "--kv-dtype"
+    problem = (kv_cache_dtype_problem(engine, getattr(args, "engine_version", None), value)
+               if spelling == KV_CACHE_DTYPE_FLAG and engine in ("vllm", "sglang") else "") \
+        or unmodelled_choice_problem(value, spelling)
+    if problem:
+        raise InputError(problem)
 
 
 def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
@@ -155,6 +183,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
 
     if engine is not None and getattr(args, "engine_version", None) is not None:
         check_version_kind(engine, args.engine_version)  # before any rule reads it
+    kv_choice_check(args, engine)
     pp = pipeline_size(args, engine)
     gpus, ranks = data_parallel_layout(args, model, engine)
     ep = expert_parallel_asked(args, gpus * ranks,

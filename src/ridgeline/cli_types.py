@@ -162,10 +162,22 @@ def _engine_dtype(text: str) -> str:
     return engine_dtype(text)
 
 
+def _flash_attn(text: str) -> str:
+    """llama.cpp's -fa: on, off or auto, or an alias llama-server reads (enabled, 1, -1)."""
+    from ridgeline.engine_choices import flash_attn_value
+
+    return flash_attn_value(text)
+
+
 def _kv_name(text: str) -> str:
+    """A KV dtype: ridgeline's name ('auto' is an alias), or a value some engine's
+    --kv-cache-dtype takes (vLLM's fp8_inc), which the deployment checks against the engine's
+    release (engine_choices.kv_cache_dtype_problem) and refuses where it is not modelled."""
+    from ridgeline.engine_choices import engine_choice_values
     from ridgeline.precision import kv_dtype
 
-    kv_dtype(text)  # 'auto' is an alias
+    if text not in engine_choice_values():
+        kv_dtype(text)
     return text
 
 

@@ -50,6 +50,11 @@ class LaunchFlag:
     # the spellings whose value the engines parse as a number: "int" or "float" (a string
     # otherwise); a value that is none stops the engine's parser, and ridgeline's
     types: tuple[tuple[str, str], ...] = ()
+    # the bounds a number spelling's value must lie in, inclusive, where the engines refuse
+    # any other (a port: 0-65535); data/launch_flags.json _sources.ranges
+    ranges: tuple[tuple[str, tuple[int, int]], ...] = ()
+    # the values the engines' parsers take for it, where every release has one list
+    choices: tuple[str, ...] = ()
 
     @property
     def checks_engine(self) -> bool:
@@ -70,7 +75,10 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                             bool(r.get("engine_only", False)), bool(r.get("say_why", False)),
                             tuple(r.get("read_by", ())),
                             tuple((k, tuple(v)) for k, v in r.get("json_values", {}).items()),
-                            r.get("other_values", ""), tuple(sorted(r.get("types", {}).items())))
+                            r.get("other_values", ""), tuple(sorted(r.get("types", {}).items())),
+                            tuple(sorted((k, (int(lo), int(hi)))
+                                         for k, (lo, hi) in r.get("ranges", {}).items())),
+                            tuple(r.get("choices", ())))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -108,9 +116,36 @@ def type_problem(record: LaunchFlag, given: str, value: Any) -> str | None:
         except ValueError:
             fits = False
     parsers = "parser reads" if len(record.engines) == 1 else "parsers read"
-    return None if fits else (f"{given} takes {_NUMBER_WORDS[wanted]} ({wanted}, as "
-                              f"{_owners(record.engines)} {parsers} it), got "
-                              f"{shorten(repr(text))}")
+    if not fits:
+        return (f"{given} takes {_NUMBER_WORDS[wanted]} ({wanted}, as "
+                f"{_owners(record.engines)} {parsers} it), got {shorten(repr(text))}")
+    return range_problem(record, given, text)
+
+
+def range_problem(record: LaunchFlag, given: str, text: str) -> str | None:
+    """The one line refusing a number outside the bounds the engines keep for ``given``
+    (--port 99999: the server binds it, and Python's socket refuses a port past 65535,
+    "bind(): port must be 0-65535."); None where it lies within them, or has none."""
+    bounds = dict(record.ranges).get(given)
+    if bounds is None:
+        return None
+    low, high = bounds
+    number = int(text)
+    if low <= number <= high:
+        return None
+    engines = "the engine binds" if len(record.engines) == 1 else "the engines bind"
+    return (f"{given} {number} is out of range: {engines} it, and a port is {low}-{high} "
+            f"(Python's socket: 'bind(): port must be {low}-{high}.')")
+
+
+def choice_problem(record: LaunchFlag, given: str, value: Any) -> str | None:
+    """The one line refusing a value the engines' parser has no choice for (vLLM's
+    --uvicorn-log-level verbose: 'invalid choice'), matched exactly as argparse matches;
+    None where it is one, or the flag takes any string."""
+    if not record.choices or str(value) in record.choices:
+        return None
+    return (f"{given} {shorten(repr(str(value)))} is no choice of {_owners(record.engines)}: "
+            f"it takes {', '.join(record.choices)}")
 
 
 def _json_matches(wanted: tuple[tuple[str, tuple[str, ...]], ...], value: Any) -> bool:
@@ -135,6 +170,7 @@ class _Ignored(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         refused = type_problem(self.record, str(option_string), values) or \
+            choice_problem(self.record, str(option_string), values) or \
             refusal(self.record, str(option_string), values)
         if refused:
             parser.error(refused)

@@ -107,6 +107,28 @@ def bnb_problem(dep: Deployment, version: str | None = None) -> str:
     return ""
 
 
+# the methods whose release gates read the deployment (--weights reaches them too)
+_GATED_BY_LAYOUT = ("bitsandbytes", "experts_int8")
+
+
+def method_release_problem(method: str, engine: str | None, version: str | None) -> str:
+    """Why ``engine`` at ``version`` (None: the newest modelled) refuses --quantization
+    ``method`` as no method of that release (formats.json engine_methods ``since``: vLLM's
+    mxfp4 came in 0.10.1), or ""; bitsandbytes and experts_int8 are gated on the deployment
+    (bnb_problem, experts_int8_problem)."""
+    from ridgeline.engine_quantization import engine_method
+
+    key = engine_method(method).method
+    row = _rows().get(key)
+    if row is None or key in _GATED_BY_LAYOUT or engine not in ENGINE_NAMES:
+        return ""
+    since = row.get("since", {}).get(engine)
+    if not release_before(engine, version, since):
+        return ""
+    return (f"{ENGINE_NAMES[engine]} {version} has no --quantization {method}: {key} came in "
+            f"v{since}; name a later --engine-version, or another method")
+
+
 def experts_int8_problem(dep: Deployment, version: str | None = None) -> str:
     """Why vLLM at ``version`` has no experts_int8, or "": ExpertsInt8Config came in 0.5.5."""
     if dep.weights.label != "experts_int8" or dep.engine != "vllm":

@@ -1,0 +1,155 @@
+"""The values an engine's choice flag takes, release by release (data/engine_choices.json):
+vLLM's and SGLang's --kv-cache-dtype, refused in one line where the release --engine-version
+names (or, without it, the release a run is priced as) would refuse it at start-up; and
+llama.cpp's -fa, read in any spelling llama-server reads (enabled, 1, -1).
+
+``ridgeline fit llama-3.1-8b --gpu h100 --kv-cache-dtype bf16`` stops, as vllm serve does::
+
+    ridgeline: error: vLLM 0.32 (the default --engine-version) refuses --kv-cache-dtype bf16:
+    it takes one of auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla
+    (bf16 is ridgeline's name: give --kv-dtype bf16, or the engine's bfloat16)
+
+A value the release takes but ridgeline has no cache format for (vLLM's fp8_inc) is refused
+as not modelled, rather than sized as another; ridgeline's own --kv-dtype keeps its names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from ridgeline.datafiles import load_data
+from ridgeline.engine_versions import engine_name, release_before, sized_version
+
+KV_CACHE_DTYPE_FLAG = "--kv-cache-dtype"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """One value of an engine's choice flag: the first release that takes it (None: every
+    release from the list's checked_from), whether ridgeline sizes it, and why not."""
+
+    value: str
+    since: str | None
+    modelled: bool
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class ChoiceList:
+    """An engine's values for one flag, checked from ``checked_from`` (the oldest release
+    whose list was read; earlier releases are not checked)."""
+
+    engine: str
+    checked_from: str
+    choices: tuple[EngineChoice, ...]
+
+    def taken_by(self, release: str) -> tuple[EngineChoice, ...]:
+        """The values ``release`` takes: those with no ``since``, or one it has reached. A
+        value read only on main (``since`` "main": its first release not read) is left out;
+        ridgeline refuses it as not modelled under any release."""
+        return tuple(c for c in self.choices if c.since is None
+                     or (c.since != "main" and not release_before(self.engine, release,
+                                                                   c.since)))
+
+
+@cache
+def kv_cache_dtype_choices(engine: str) -> ChoiceList | None:
+    """``engine``'s --kv-cache-dtype values, or None for an engine without the flag."""
+    row = load_data("engine_choices.json")["kv_cache_dtype"].get(engine)
+    if row is None:
+        return None
+    return ChoiceList(engine, row["checked_from"], tuple(
+        EngineChoice(c["value"], c.get("since"), bool(c["modelled"]), c.get("why", ""))
+        for c in row["choices"]))
+
+
+def engine_choice_values() -> frozenset[str]:
+    """Every value some engine's --kv-cache-dtype takes (vLLM's fp8_inc), which the flag's
+    parse lets through to ``kv_cache_dtype_problem`` rather than refuse as no dtype at all."""
+    return frozenset(c.value for engine in ("vllm", "sglang")
+                     for c in (kv_cache_dtype_choices(engine) or ChoiceList(engine, "", ())).choices)
+
+
+def flash_attn_value(text: str) -> str:
+    """llama.cpp's -fa value as ridgeline keeps it, on, off or auto, from any spelling
+    llama-server reads ('enabled', '1', '-1': data/engine_choices.json flash_attn); a
+    ValueError naming them for any other, as llama-server stops ('unknown value for
+    --flash-attn')."""
+    values: dict[str, str] = load_data("engine_choices.json")["flash_attn"]["llama.cpp"][
+        "values"]
+    if text in values:
+        return values[text]
+    aliases = ", ".join(v for v in values if v not in values.values())
+    raise ValueError(f"llama.cpp's -fa takes on, off or auto (or {aliases}), got {text!r}")
+
+
+def kv_cache_dtype_problem(engine: str, version: str | None, value: str,
+                           flag: str = KV_CACHE_DTYPE_FLAG) -> str:
+    """Why ``engine`` at ``version`` (None: the release a run is priced as) refuses
+    ``value`` for --kv-cache-dtype, or why ridgeline does not size it; "" where it is read.
+    The engines match the value exactly (argparse's choices, vLLM's Literal), so 'BF16' and
+    'fp8' under SGLang are refused as the engines refuse them."""
+    listed = kv_cache_dtype_choices(engine)
+    if listed is None:
+        return ""
+    release = sized_version(engine, version)
+    if release is None or release_before(engine, release, listed.checked_from):
+        return ""
+    name = engine_name(engine)
+    known = {c.value: c for c in listed.choices}
+    taken = listed.taken_by(release)
+    choice = known.get(value)
+    if choice is not None and not choice.modelled:
+        return _unmodelled(engine, choice, flag)
+    if choice is not None and choice in taken:
+        return ""
+    said = f"{name} {release}" if version is not None else \
+        f"{name} {release} (the default --engine-version)"
+    later = (f"; {value} came in v{choice.since}, so name that --engine-version or a later one"
+             if choice is not None and choice.since else "")
+    hint = "" if choice is not None else _ridgeline_name_hint(value, taken)
+    return (f"{said} refuses {flag} {value}: it takes one of "
+            f"{', '.join(c.value for c in taken)}{later}{hint}")
+
+
+def unmodelled_choice_problem(value: str, flag: str = KV_CACHE_DTYPE_FLAG) -> str:
+    """Why ``value``, one some engine's --kv-cache-dtype takes but ridgeline has no cache
+    format for (vLLM's fp8_inc, SGLang's fp4_e2m1), is not sized, under whichever spelling
+    and engine it came; "" for any other value, and for one of ridgeline's own names (its
+    nvfp4, TensorRT-LLM's cache, beside vLLM's value of that name)."""
+    from ridgeline.errors import InputError
+    from ridgeline.precision import kv_dtype
+
+    try:
+        kv_dtype(value)
+        return ""
+    except InputError:
+        pass
+    for engine in ("vllm", "sglang"):
+        listed = kv_cache_dtype_choices(engine)
+        for choice in listed.choices if listed else ():
+            if choice.value == value and not choice.modelled:
+                return _unmodelled(engine, choice, flag)
+    return ""
+
+
+def _unmodelled(engine: str, choice: EngineChoice, flag: str) -> str:
+    return (f"{flag} {choice.value} is not modelled: {engine_name(engine)}'s {choice.value} "
+            f"is {choice.why}")
+
+
+def _ridgeline_name_hint(value: str, taken: tuple[EngineChoice, ...]) -> str:
+    """Where ``value`` is ridgeline's name for a cache (bf16, fp16, fp8 under SGLang), the
+    engine's spelling of it and ridgeline's own flag; "" otherwise."""
+    from ridgeline.errors import InputError
+    from ridgeline.precision import kv_dtype
+
+    try:
+        wanted = kv_dtype(value).id
+    except InputError:
+        return ""
+    spelled = [c.value for c in taken if c.modelled and c.value != "auto"
+               and kv_dtype(c.value).id == wanted]
+    engine_word = f", or the engine's {', '.join(spelled)}" if spelled else ""
+    return f" ({value} is ridgeline's name: give --kv-dtype {value}{engine_word})"
