@@ -188,11 +188,13 @@ def test_a_device_given_as_a_model_is_named_as_a_device(
 def test_a_pipe_given_as_a_model_is_read_as_a_file(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A pipe (as <(command) gives) is read like any input, not looked up as a model's name:
-    one with no writer reads empty (FIFO.json had said "no such config file")."""
+    one with no writer reads empty, and is refused as empty (FIFO.json had said "no such
+    config file")."""
     for name in ("pipe", "pipe.json"):
         os.mkfifo(tmp_path / name)
         said = refused(capsys, "model", str(tmp_path / name))
-        assert "is not valid JSON" in said and "unknown model" not in said
+        assert "is empty: a config.json is one JSON object" in said
+        assert "unknown model" not in said
         assert "no such config file" not in said
 
 

@@ -270,6 +270,8 @@ def read_config_file(path: Path) -> Mapping[str, Any]:
 
 
 def parse_config_text(text: str, origin: str) -> Mapping[str, Any]:
+    if not text.strip():  # json's "Expecting value (line 1, column 1)" would not say so
+        raise InputError(f"{origin} is empty: a config.json is one JSON object")
     try:
         config = json.loads(text)  # accepts the bare Infinity HF writes (Nemotron-H)
     except json.JSONDecodeError as exc:

@@ -465,12 +465,16 @@ def load_accelerator_file(path: str) -> Accelerator:
     that reads one: a copy of the catalog's h100-sxm with other figures would print as it."""
     file = Path(path).expanduser()
     try:
-        data = json.loads(read_text(file))
+        text = read_text(file)
+        data = json.loads(text) if text.strip() else None
     except FileNotFoundError:
         raise InputError(f"no such accelerator file: {path}") from None
     except (OSError, ValueError) as exc:  # JSON, UTF-8 and over-long numbers
         raise InputError(f"{path} is not an accelerator JSON file ({shorten(str(exc))})"
                          ) from None
+    if not text.strip():  # json's "Expecting value" would not say so
+        raise InputError(f"{path} is empty: an accelerator file is one record in the "
+                         "catalog's format (`ridgeline hardware h100 --json` is one)")
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
     if not isinstance(data, dict):

@@ -29,7 +29,7 @@ from ridgeline.reports.fit_budget_steps import (
 )
 from ridgeline.reports.fit_offload import offload_steps
 from ridgeline.reports.fit_state import running_step, state_pool_note, state_shortfall_step
-from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, per_gpu
+from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, logs_concurrency_tokens, per_gpu
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT
 from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
@@ -516,7 +516,8 @@ def logged_steps(r: FitReport) -> tuple[Step, ...]:
     concurrency × max_model_len."""
     p = r.pool
     g = p.groups
-    if g is None or not (g.count > 1 or g.windows or g.states):
+    if g is None or not (g.count > 1 or g.windows or g.states
+                         or logs_concurrency_tokens(p, r.context)):
         return ()
     concurrency = p.concurrency(r.context)
     out = [step("vLLM's maximum concurrency", "pool blocks ÷ blocks one max_model_len request "

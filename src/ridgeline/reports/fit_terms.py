@@ -44,6 +44,17 @@ def is_llamacpp(p: KVPool) -> bool:
     return p.engine.startswith("llama.cpp")
 
 
+def logs_concurrency_tokens(p: KVPool, context: int) -> bool:
+    """Whether vLLM's logged token count for one full-attention KV-cache group (v0.24+:
+    maximum concurrency × max_model_len) is not blocks × block size, as it is where
+    max_model_len is no multiple of the scheduler's block (Llama-3.1-8B on an H100 at 17
+    tokens: 27,975 blocks of 16, 13,987.5 conversations of 17, 237,787 tokens logged; under
+    -dcp N the block is N × --block-size)."""
+    g = p.groups
+    return g is not None and not (g.count > 1 or g.windows or g.states) \
+        and p.logged_tokens(context) != p.blocks * p.block_size
+
+
 def cache_all_on_host(p: KVPool) -> bool:
     """llama.cpp with no layer that keeps a growing cache on the GPU (-ngl 0): the cells are
     host memory's, and what the GPU has left holds none of them."""

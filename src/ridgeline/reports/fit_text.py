@@ -26,6 +26,7 @@ from ridgeline.reports.fit_terms import (
     cache_all_on_host,
     host_cache_unbounded,
     is_llamacpp,
+    logs_concurrency_tokens,
     per_gpu,
     runner_label,
     seats_name,
@@ -33,7 +34,7 @@ from ridgeline.reports.fit_terms import (
 )
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
-from ridgeline.units import GIB, plural
+from ridgeline.units import GIB, fmt_binary_bytes, plural
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -60,6 +61,13 @@ def fit_text_lines(r: FitReport) -> list[str]:
                                flash_attention=d.flash_attention), ["", ""])[1:]
     held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} blocks of " \
         f"{p.block_size}"
+    if logs_concurrency_tokens(p, r.context):
+        # vLLM v0.24+ logs concurrency × max_model_len, not blocks × block size: a
+        # max_model_len off the block size leaves each request's last block part empty
+        held = (f"holds {p.logged_tokens(r.context):,} tokens as vLLM logs them (its maximum "
+                f"concurrency {p.concurrency(r.context):,.2f}x × max_model_len "
+                f"{r.context:,}): {p.blocks:,} blocks of {p.block_size}, "
+                f"{p.blocks * p.block_size:,} token slots")
     if p.engine == "sglang" and p.groups is None:  # its log's figure, in its words
         held = f"holds {sglang_pool_words(p.blocks, p.block_size)}"
     if is_llamacpp(p):
@@ -103,7 +111,10 @@ def fit_text_lines(r: FitReport) -> list[str]:
                  f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
                  f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
                  f"{1 + (p.blocks - admission) // decoding:,} at once")
-    takes = f"{r.per_conversation_bytes / GIB:,.3f} GiB {per_gpu(p)}"
+    each = r.per_conversation_bytes
+    # under 0.0005 GiB the thousandths read 0.000: a short conversation in its own unit
+    takes = f"{each / GIB:,.3f} GiB {per_gpu(p)}" if each >= GIB / 2000 or each == 0 \
+        else f"{fmt_binary_bytes(each)} {per_gpu(p)}"
     if cache_all_on_host(p):  # -ngl 0: none of it on the GPU
         from ridgeline.llamacpp_pool import host_cache_bytes
 
@@ -149,7 +160,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
         lines.append(f"start it with: llama-server -c {r.launch_cells} "
                      f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
                      f"the cache; {r.batch} {plural(r.batch, 'conversation')} of "
-                     f"{r.context:,} tokens "
+                     f"{r.context:,} {plural(r.context, 'token')} "
                      f"{'fits' if r.batch == 1 else 'fit'} at once)")
     if r.flash_attention_auto_off:
         lines.append(f"-fa off: llama.cpp's -fa auto turns flash attention off here ('Flash "

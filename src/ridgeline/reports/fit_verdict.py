@@ -46,8 +46,9 @@ def verdict_line(r: FitReport) -> str:
                 f"{plural(r.context, 'token')}")
     slots = r.verdict != DOES_NOT_FIT and is_llamacpp(p) and r.batch < r.conversations
     if slots:  # the slots bind: lead with what the printed llama-server command runs
-        headline = (f"{r.verdict}: the memory holds {r.conversations:,} conversations of "
-                    f"{r.context:,} tokens, the llama-server command below runs "
+        headline = (f"{r.verdict}: the memory holds {r.conversations:,} "
+                    f"{plural(r.conversations, 'conversation')} of {r.context:,} "
+                    f"{plural(r.context, 'token')}, the llama-server command below runs "
                     f"{r.batch:,} at once (-np {p.max_num_seqs:,})")
     if slots and host_cache_unbounded(p, d):  # -ngl 0, no --host-memory-gib: the RAM decides
         from ridgeline.llamacpp_pool import host_cache_bytes

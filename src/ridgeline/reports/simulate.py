@@ -53,6 +53,13 @@ def _ms(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 1e3:,.1f}"
 
 
+def run_seconds(x: float) -> str:
+    """A run's simulated time as the summary line prints it: tenths of a second, or three
+    significant figures under one second, so that a short run's rates (requests ÷ this)
+    can be repeated from it rather than read as a division by 0.0 s."""
+    return f"{x:,.1f}" if x >= 1 else f"{x:.3g}"
+
+
 def _ms_or_never(x: float) -> str:
     """A latency at a percentile: "never" where more were rejected than the percentile spares,
     "none" where no request has one (TPOT of 1-token outputs)."""
@@ -292,7 +299,7 @@ class SimulateReport:
         lines += [
             "",
             f"completed {r.completed:,} of {self.requests:,} {plural(self.requests, 'request')} "
-            f"in {r.duration_s:,.1f} s ({r.steps:,} "
+            f"in {run_seconds(r.duration_s)} s ({r.steps:,} "
             + (("micro-batch" if r.steps == 1 else "micro-batches") if self.micro_batches > 1
                else plural(r.steps, "step"))
             + (f", the {d.data_parallel_size} ranks' summed" if independent_ranks(d) else "")

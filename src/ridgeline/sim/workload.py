@@ -291,6 +291,8 @@ def read_trace(path: str) -> list[Request]:
                          ) from None
     rows: list[tuple[int, object]] = []  # (line number, row)
     if file.suffix == ".json":  # one JSON array of rows
+        if not text.strip():
+            raise InputError(f"{path} is empty: a .json trace is an array of rows")
         try:
             data = json.loads(text)
         except ValueError as exc:
