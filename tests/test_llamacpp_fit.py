@@ -354,7 +354,7 @@ def test_every_layer_on_the_host_without_its_ram_counts_no_conversations_by_the_
                                "runs 4 conversations of 8,000 tokens at once (-np 4), 0.977 "
                                "GiB of host memory each; --host-memory-gib counts how many")
     assert "levers:" not in out and "-np 3033" not in out
-    assert "batch the engine can run: slots (-np) 4 = 4 (the host's RAM, not given" in out
+    assert "conversations of 8,000 tokens at once: slots (-np) 4 = 4 (the host's RAM, not given" in out
     report = json.loads(run_cli(capsys, *argv, "--json")[1])
     assert report["host_cache_unbounded"] is True and report["levers"] == []
     code, out, _ = run_cli(capsys, *argv, "--host-memory-gib", "64")  # the RAM counts them

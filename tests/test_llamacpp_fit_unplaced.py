@@ -89,7 +89,7 @@ def test_fit_chart_draws_the_batch_fit_answers_at_each_context(
     assert code == 0, err
     html = path.read_text()
     payload = json.loads(html.split("const CHARTS = ", 1)[1].split(";\n", 1)[0])
-    xs, batches = payload[0]["data"][:2]  # the first series: the batch the engine can run
+    xs, batches = payload[0]["data"][:2]  # the first series: conversations of full length at once
     drawn = dict(zip(xs, batches))
     trained = resolve_model("mixtral-8x7b").max_position_embeddings
     checked = [c for c in CONTEXTS if c <= trained]

@@ -51,7 +51,7 @@ def test_fit_with_one_seat_says_seat(capsys: pytest.CaptureFixture[str]) -> None
     out = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192",
               "--max-num-seqs", "1")
     assert "(1 seat × vocab)" in out
-    assert "batch the engine can run: min(" in out and "max_num_seqs 1) = 1" in out
+    assert "conversations of 8,192 tokens at once: min(" in out and "max_num_seqs 1) = 1" in out
     many = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192")
     assert re.search(r"\([\d,]+ seats × vocab\)", many)
 

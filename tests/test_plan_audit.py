@@ -445,11 +445,22 @@ def test_a_trace_dealt_to_two_replicas_says_in_json_what_its_check_replayed(
 
 
 def test_where_every_check_within_max_gpus_misses_the_closest_miss_is_the_nearest_simulated(
-        ) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A p99 TTFT of 30 ms at 10 req/s within two H100s: the analytic sizing finds
     deployments, but each one's check misses at every count it can run; plan said NO
     DEPLOYMENT with no closest miss at all. It names the nearest simulated one, its figures
-    and which latency missed."""
+    and which latency missed: of the checks that missed, the one whose p99 TTFT came nearest
+    its SLO (TPOT within its own)."""
+    import ridgeline.plan as planner
+
+    missed: list = []  # (candidate, its check run), every check that missed
+    named = planner.simulated_miss
+
+    def seen(model: object, runs: list, *rest: object) -> str:
+        missed.extend(runs)
+        return named(model, runs, *rest)
+
+    monkeypatch.setattr(planner, "simulated_miss", seen)
     slo = Slo(0.030, 0.020, 99)
     result = plan(LLAMA_8B, Load(10, "1000", "250"), slo, gpus=["h100"], max_gpus=2, workers=1)
     assert result.winner is None and not result.unpriced
@@ -458,7 +469,11 @@ def test_where_every_check_within_max_gpus_misses_the_closest_miss_is_the_neares
                      r"SLO; TPOT is within its 20 ms$", result.closest_miss)
     assert found, result.closest_miss
     assert float(found.group(2)) > 30 and float(found.group(3)) <= 20
-    assert found.group(1).endswith("x h100-sxm (TP2, fp8, KV fp8, max_num_seqs 64)")
+    assert missed and all(run.tpot_s <= slo.tpot_s for _, run in missed)
+    nearest = min(missed, key=lambda seen: seen[1].ttft_s)[1]
+    assert found.group(2) == f"{nearest.ttft_s * 1e3:,.0f}"
+    assert found.group(3) == f"{nearest.tpot_s * 1e3:.1f}"
+    assert re.search(r"x h100-sxm \(TP2, fp8, KV (fp8|bf16), max_num_seqs 64\)$", found.group(1))
 
 
 def test_a_simulated_miss_of_one_token_outputs_speaks_of_ttft_alone() -> None:

@@ -94,7 +94,7 @@ def test_llamacpps_headline_counts_what_its_printed_command_runs(
                            "llama.cpp", "--weights", "q4_k_m", "--max-model-len", "8192")
     head = out.splitlines()[0]
     launch = re.search(r"llama-server -c (\d+) -np (\d+)", out)
-    held = re.search(r"batch the engine can run: min\((\d+) conversations", out)
+    held = re.search(r"conversations of 8,192 tokens at once: min\((\d+) conversations", out)
     assert code == 0 and launch and held
     cells, slots = int(launch.group(1)), int(launch.group(2))
     assert cells == slots * 8192  # the command's cells hold its slots' conversations

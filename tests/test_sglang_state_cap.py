@@ -422,7 +422,8 @@ def test_an_overrun_state_pool_shows_the_requests_sglang_was_asked(
     assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests",
                     "600")["max_num_seqs"] == 600
     text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6")
-    assert "batch the engine can run: min(0 conversations, max_running_requests 512) = 0" in text
+    assert "conversations of 8,000 tokens at once: min(0 conversations, max_running_requests 512) = 0" \
+        in text
     explain = explain_steps(fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--explain"))
     running = explain["max_running_requests"]
     assert running["SGLang's own"] == 2048 and running["slots per running request"] == 1

@@ -251,6 +251,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                     writer.writerows(blank)
         except OSError as exc:
             raise InputError(f"cannot write {args.export}: {exc}") from None
+    from ridgeline.capacity import held_conversations
     from ridgeline.chunked_prefill import mla_unchunked_caution
     from ridgeline.data_parallel import data_parallel_cautions
     from ridgeline.decode_context import dcp_caution
@@ -353,6 +354,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         spec_drafter(args, model, [engine])
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile, slo_itl_s=slo_itl,
+                          fit_conversations=held_conversations(pool, dep, config.max_model_len),
                           lanes=pp if split else 1, engine_config=config,
                           micro_batches=1 if split else pp,
                           engine_version=sized_version(engine, settings.engine_version)

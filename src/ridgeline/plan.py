@@ -205,6 +205,13 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         raise InputError(f"{refused:.1%} of the requests are longer than {model.name}'s "
                          f"{limit:,}-token context: an engine refuses them, more than a "
                          f"p{slo.percentile:.10g} SLO lets miss ({100 - slo.percentile:.10g} %)")
+    if slo.itl_s is not None and all(out <= 1 for _, out in load.samples()):
+        # no request streams a chunk after its first token: no ITL to hold, and a check that
+        # counted the SLO as kept would say so of a latency it never measured
+        raise InputError(f"an ITL SLO ({slo.itl_s * 1e3:g} ms) needs outputs of 2 tokens or "
+                         "more, and every request of this load asks for 1: none streams a "
+                         "chunk after its first token, so there is no inter-token gap to "
+                         "hold; drop --slo-itl-ms (the TTFT SLO is this load's latency)")
     release = _release_refusal(model, gpus, engine, engine_version)
     if release:
         raise InputError(release)

@@ -42,8 +42,11 @@ SLO_PERCENTILE = 90.0  # the percentile an SLO is kept at where none is asked (p
 
 def itl_kept(itl_s: float, slo_itl_s: float | None) -> bool:
     """Whether a run's ITL at the SLO's percentile (``SimResult.itl_s_at``) keeps an ITL SLO
-    of ``slo_itl_s``: always without one, and where no chunk was streamed after a first (NaN:
-    1-token outputs), as a TPOT of NaN. plan's checks and simulate's --slo-itl-ms judge so."""
+    of ``slo_itl_s``: always without one, and where no chunk was streamed after a first (NaN),
+    as a TPOT of NaN, nothing to judge: plan refuses an ITL SLO for a load of 1-token outputs
+    (``plan._plan``), so only a check whose window drew none of a rare longer output reads so
+    (its line says "ITL n/a"), and simulate's --slo-itl-ms says "not measured" there
+    (``SimulateReport.itl_verdict``). plan's checks and simulate's --slo-itl-ms judge so."""
     return slo_itl_s is None or math.isnan(itl_s) or itl_s <= slo_itl_s
 
 

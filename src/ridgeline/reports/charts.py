@@ -123,7 +123,7 @@ def _(report: FitReport) -> Chart:
             held = held_conversations(pool, dep, c)
         xs.append(float(c))
         ys.append(float(min(held, pool.max_num_seqs)))
-    series = [Series("batch the engine can run", tuple(xs), tuple(ys)),
+    series = [Series("conversations of full length at once", tuple(xs), tuple(ys)),
               Series("ridge", tuple(xs), (report.ridge_batch,) * len(xs), "dashed")]
     if report.target:
         series.append(Series("target", tuple(xs), (float(report.target),) * len(xs), "dashed"))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ridgeline.datafiles import engine_defaults
 from ridgeline.hardware import dies_added
 from ridgeline.memory import KVPool
+from ridgeline.units import plural
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -68,6 +69,14 @@ def host_cache_unbounded(p: KVPool, d: Deployment) -> bool:
     million cells for llama-3.1-8b on an RTX 4090, 23 GiB of it: terabytes of host cache),
     which no host reaches, so fit counts none."""
     return cache_all_on_host(p) and (d.offload is None or d.offload.host_memory_bytes is None)
+
+
+def held_label(context: int) -> str:
+    """What fit's batch figure counts, as its line names it: conversations of the whole
+    context, each holding its full length's blocks, at once ("conversations of 32,768 tokens
+    at once"). Not a cap on the running batch: shorter requests hold fewer blocks, and vLLM
+    admits a request on its prompt, so simulate's batch can pass it (``batch_past_fit``)."""
+    return f"conversations of {context:,} {plural(context, 'token')} at once"
 
 
 def seats_name(p: KVPool) -> str:

@@ -1,5 +1,6 @@
 """`ridgeline fit` as text: the headline, the deployment, the memory budget, what the pool
-holds, the batch the engine runs, how to start llama-server, the cautions and the levers."""
+holds, the conversations of full length it runs at once, how to start llama-server, the
+cautions and the levers."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ridgeline.reports.fit_state import (
 )
 from ridgeline.reports.fit_terms import (
     cache_all_on_host,
+    held_label,
     host_cache_unbounded,
     is_llamacpp,
     logs_concurrency_tokens,
@@ -121,11 +123,11 @@ def fit_text_lines(r: FitReport) -> list[str]:
         takes = f"{host_cache_bytes(d, r.context) / GIB:,.3f} GiB of host memory"
     lines += ["", f"{held}{pool_ranks_note(d, p, r.context)}; one conversation of "
               f"{r.context:,} {plural(r.context, 'token')} takes {takes}{slot}{gated}",
-              f"batch the engine can run: min({r.conversations:,} "
+              f"{held_label(r.context)}: min({r.conversations:,} "
               f"{plural(r.conversations, 'conversation')}, "
               f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}"
               f"{drafter_seats_note(r)}) = {r.batch:,}" if not host_cache_unbounded(p, d) else
-              f"batch the engine can run: {seats_name(p)} {p.max_num_seqs:,} = {r.batch:,} "
+              f"{held_label(r.context)}: {seats_name(p)} {p.max_num_seqs:,} = {r.batch:,} "
               "(the host's RAM, not given, bounds the conversations; the GPU's mask alone "
               f"would allow {r.conversations:,})"]
     if p.state_pool_fixed and not state_overrun(p):

@@ -12,6 +12,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
+from ridgeline.reports.simulate_cautions import batch_past_fit
 from ridgeline.reports.simulate_engine import _engine_line, _policy, _ranks_together, all_ranks
 from ridgeline.reports.simulate_overload import (
     Overload,
@@ -107,6 +108,9 @@ class SimulateReport:
     saturated_req_s: float | None = None  # the most it serves of these requests, batch full
     dispatch: str = ""  # data-parallel attention: how arrivals are dealt over the ranks
     slo_itl_s: float | None = None  # --slo-itl-ms: the run's ITL at the percentile, plan's way
+    # fit's count: conversations of max_model_len tokens at once (all ranks), which the
+    # running batch may pass (``batch_past_fit``); None: not read
+    fit_conversations: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -231,6 +235,9 @@ class SimulateReport:
                               "reading": r.rec.stop_reading, "reason": _why_stopped(r)}
             if r.rec.stopped_early else None,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
+            # fit's conversations of max_model_len tokens at once, which the running batch
+            # may pass (shorter requests, admitted on their prompt): not a cap
+            "fit_conversations": self.fit_conversations,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "prefix_cache_hit_blocks_readmitted": r.rec.readmit_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,
@@ -335,6 +342,11 @@ class SimulateReport:
                          "requests did not finish here (queued, running or yet to arrive), and "
                          f"the latencies above are of the {r.completed:,} that did, mostly the "
                          "first to arrive, so they read short of a full run's")
+        past_fit = batch_past_fit(d.engine, batch["max"], self.fit_conversations,
+                                  (self.engine_config or self.config).max_model_len,
+                                  r.preemptions)
+        if past_fit:
+            lines.append(past_fit)
         if batch["max"] == 0 and r.completed:
             lines.append("  (the gauge is read after each step, once the requests it finished "
                          "have left, as vLLM's scheduler reads it: a 1-token request leaves "
@@ -406,21 +418,27 @@ class SimulateReport:
     def itl_verdict(self) -> dict[str, Any] | None:
         """--slo-itl-ms: the run's ITL at the percentile (--percentile, else plan's default)
         and whether it keeps the SLO, judged as plan judges a check (``itl_kept``); None
-        without one. NaN (no chunk after a first) reads as null, and as kept."""
+        without one. Where no chunk followed a first (1-token outputs) there is no ITL to
+        judge: ``itl_s`` and ``met`` are null, not measured, rather than a pass."""
         if self.slo_itl_s is None:
             return None
         p = SLO_PERCENTILE if self.percentile is None else self.percentile
         itl = self.result.itl_s_at(p)
-        return {"percentile": p, "itl_s": None if math.isnan(itl) else itl,
-                "slo_itl_s": self.slo_itl_s, "met": itl_kept(itl, self.slo_itl_s),
+        measured = not math.isnan(itl)
+        return {"percentile": p, "itl_s": itl if measured else None,
+                "slo_itl_s": self.slo_itl_s,
+                "met": itl_kept(itl, self.slo_itl_s) if measured else None,
                 "chunks": self.result.rec.hist["itl"].total}
 
     def _itl_slo_line(self) -> str:
         v = self.itl_verdict
         assert v is not None and self.slo_itl_s is not None
         whose = "the window's" if self.has_window else "the run's"
-        reading = "no chunk after a first" if v["itl_s"] is None else \
-            f"{_ms(v['itl_s'])} ms " + ("≤" if v["met"] else ">") + \
+        if v["itl_s"] is None:
+            return (f"ITL SLO: not measured: none of {whose} requests streamed a chunk after "
+                    "its first token (1-token outputs have no inter-token gap), so the "
+                    f"{self.slo_itl_s * 1e3:g} ms ITL SLO is neither met nor missed")
+        reading = f"{_ms(v['itl_s'])} ms " + ("≤" if v["met"] else ">") + \
             f" {self.slo_itl_s * 1e3:g} ms"
         return (f"ITL SLO: p{v['percentile']:.10g} ITL {reading}: "
                 + ("met" if v["met"] else "MISSED")
@@ -565,8 +583,10 @@ class SimulateReport:
             step("TTFT percentiles", "first token time − arrival, one value per completed "
                  "request, the first token time the end of the engine step that made it (no "
                  "HTTP server, tokenizer or detokenizer: a client such as `vllm bench serve` "
-                 "measures that much more); the p-th percentile is the value p% of them are at or under (log "
-                 "histogram, 0.23%-wide bins)", _ms_q("TTFT p50", ttft["p50"]),
+                 "measures that much more); the p-th percentile as `vllm bench serve` reads "
+                 "it (numpy.percentile, linear): the values sorted, the one at position "
+                 "p/100 × (n − 1), between the two either side (log histogram, 0.23%-wide "
+                 "bins)", _ms_q("TTFT p50", ttft["p50"]),
                  q("requests measured", hist["ttft"].total, "",
                    "completed, arriving in the window" if self.has_window else "completed")),
             step("TPOT percentiles", "(finish − first token) ÷ (output tokens − 1), one value "
@@ -620,7 +640,9 @@ class SimulateReport:
                 "leaves it out", _ms_q(f"p{v['percentile']:.10g} ITL",
                                        math.nan if v["itl_s"] is None else v["itl_s"]),
                 _ms_q("ITL SLO", self.slo_itl_s),
-                q("streamed chunks", v["chunks"], "", "after each request's first token")))
+                q("streamed chunks", v["chunks"], "", "after each request's first token"
+                  if v["itl_s"] is not None else "none after a first token: the ITL SLO is "
+                  "not measured, neither met nor missed")))
         profile = r.profile
         if profile is not None and r.steps:
             src = f"{profile.engine} profile"

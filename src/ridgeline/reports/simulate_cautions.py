@@ -148,3 +148,30 @@ def uncapped_window_caution(dep: Deployment, pool: Any, config: SimConfig,
             + f", so its batch (at most {running_max:,.0f} here) is conservative: vLLM "
             f"holds {held:,} {plural(held, 'conversation')} of {config.max_model_len:,} tokens "
             "at once (`ridgeline fit`)")
+
+
+def batch_past_fit(engine: str, running_max: float, held: int | None, context: int,
+                   preemptions: int) -> str:
+    """Why the running batch peaked past `fit`'s count (``held``: conversations of
+    ``context`` tokens, each holding its full length's blocks, at once), or "" where it did
+    not. fit's count is not a cap: a request shorter than the context holds fewer blocks,
+    and the engine admits one by what it holds now, not by its longest — vLLM on its prompt's
+    blocks, preempting the newest when a decode finds none (its preemptions counted here);
+    SGLang on its prompt and an estimate of its output, retracting when short; TensorRT-LLM on
+    its prompt and requested output, reserved whole. Llama-3.1-8B on one H100 at
+    --max-model-len 131,072: fit holds 3 conversations of that length, a run of 512-token
+    prompts runs dozens at once."""
+    if held is None or running_max <= held:
+        return ""
+    how = {"vllm": "vLLM admits a request once its prompt's blocks are free, not its whole "
+                   "length's, and preempts the newest when a decode finds no block",
+           "sglang": "SGLang admits a request on its prompt and an estimate of its output "
+                     "(new_token_ratio), not its whole length, and retracts one when a decode "
+                     "finds no room",
+           "trtllm": "TensorRT-LLM admits a request with its prompt and asked output "
+                     "reserved, not the whole context"}.get(
+        engine, "a shorter request holds fewer cells")
+    return (f"  (the running batch peaked at {running_max:,.0f}, past the {held:,} "
+            f"{plural(held, 'conversation')} of {context:,} {plural(context, 'token')} `fit` "
+            f"counts at once: requests shorter than that hold less; {how} "
+            f"({preemptions:,} {plural(preemptions, 'preemption')} here))")

@@ -96,16 +96,42 @@ class Histogram:
         counts[hi] = counts.get(hi, 0.0) + (n - placed) * weight
 
     def percentile(self, q: float) -> float:
+        """The q-th percentile as `vllm bench serve` reads its latencies (numpy.percentile's
+        default, linear): the samples sorted, the value at position q/100 × (n − 1),
+        interpolated between the two samples either side (``at_position``). NaN: no sample.
+        Of 10 samples 1 … 10 s, p90 is 9.1 s (nearest rank read 9 s); of 100, p99 is 99.01."""
         if not self.total:
             return math.nan
-        target = q / 100 * self.total
+        return self.at_position(q / 100 * (self.total - 1))
+
+    def at_position(self, position: float) -> float:
+        """The value at ``position`` (0-based, fractional) in the sorted samples, a weight w
+        counting as w samples: the sample at floor(position) plus the position's fraction of
+        the step to the next (numpy's linear interpolation). A sample is its bin's centre,
+        kept within the smallest and largest seen, and is exactly those at the two ends. NaN:
+        no sample."""
+        if not self.total:
+            return math.nan
+        position = min(max(position, 0.0), max(self.total - 1, 0.0))
+        below = math.floor(position)
+        low = self._sample(below)
+        fraction = position - below
+        return low if not fraction else low + fraction * (self._sample(below + 1) - low)
+
+    def _sample(self, rank: int) -> float:
+        """The sample at 0-based ``rank`` in sorted order, to its bin: the first bin whose
+        running count passes it (the first and the last sample exact)."""
+        if rank <= 0:
+            return self.low
+        if rank >= self.total - 1:
+            return self.high
         seen = 0.0
         for index in sorted(self.counts):
             seen += self.counts[index]
-            if seen >= target:
+            if seen > rank:
                 centre = _LOW * 10 ** ((index + 0.5) / _BINS_PER_DECADE)
                 return min(max(centre, self.low), self.high)
-        return math.nan
+        return self.high
 
     def count_to(self, value: float) -> float:
         """The samples at or below ``value``, to its bin (0.23%): the bin holding it counts

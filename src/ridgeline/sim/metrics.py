@@ -11,7 +11,9 @@ Definitions (one place, used by every report):
   a step) ITL exceeds TPOT; without it a request's gaps sum to its finish − first token.
   A window keeps the chunks of the requests arriving in it, as it keeps their TTFT and TPOT.
 Every distribution is kept in a log histogram with 0.23%-wide bins (sim/histogram.py), so
-memory stays flat however many requests run; percentiles are good to that width.
+memory stays flat however many requests run; percentiles are good to that width, and read as
+`vllm bench serve` reads them (numpy.percentile, linear: the value at q/100 × (n − 1) in the
+sorted samples, between the two either side; ``Histogram.percentile``).
 - End-to-end: finish − arrival.
 - Throughput: requests and output tokens per second of simulated time; per GPU ÷ GPUs.
 - Goodput: completed requests per second that met every SLO given.
@@ -92,10 +94,12 @@ def misses_settling(requests: list[Request], window_s: tuple[float, float],
                     percentile: float) -> int:
     """The most of the requests arriving in ``window_s`` whose TTFT (or TPOT) may land in a
     bin past the SLO's before the latency at ``percentile`` surely does
-    (``Recorder.stop_past``): (1 − p) of them, whole, and one for the percentile's rounding.
-    With M past it, of T kept and R rejected (T + R ≤ W arrived in the window), the bins up to
-    the SLO's hold T − M < p × (T + R), so ``SimResult.latency_s_at`` reads a later bin, above
-    the SLO. 1,523 arriving in the window at p90: 153."""
+    (``Recorder.stop_past``): (1 − p) of them, whole, and one to spare. With M past it (more
+    than this: M ≥ floor((1 − p) × W) + 2 > (1 − p) × W + p), of T kept and R rejected
+    (T + R ≤ W arrived in the window), the bins up to the SLO's hold T − M < p × (T + R − 1),
+    all before the position ``SimResult.latency_s_at`` reads (p × (T + R − 1), interpolated
+    towards the next sample), so it reads later bins, above the SLO. 1,523 arriving in the
+    window at p90: 153."""
     low, high = window_s
     arrived = sum(low <= r.arrival_s <= high for r in requests)
     return math.floor((1 - percentile / 100) * arrived) + 1
@@ -656,7 +660,8 @@ class SimResult:
         return sum(self.rec.rejected.values())
 
     def percentiles(self, name: str) -> dict[str, float]:
-        """p50/p90/p95/p99 and mean, to the histograms' 0.23% resolution."""
+        """p50/p90/p95/p99 (``Histogram.percentile``: `vllm bench serve`'s linear reading) and
+        mean, to the histograms' 0.23% resolution."""
         h = self.rec.hist[name]
         return {f"p{q}": h.percentile(q) for q in (50, 90, 95, 99)} | {"mean": h.mean}
 
@@ -696,14 +701,16 @@ class SimResult:
     def latency_s_at(self, name: str, percentile: float) -> float:
         """The ``name`` latency at ``percentile`` (any, not only the p50/p90/p95/p99 a report
         prints), a request the engine rejected counting as one that never got its answer (of a
-        window, those arriving in it): with more rejected than the percentile spares,
-        infinity. NaN where no request has one (1-token outputs have no TPOT)."""
+        window, those arriving in it): an infinite latency, sorted last, read at position
+        p × (T + R − 1) of the T kept and R rejected as ``Histogram.percentile`` reads its
+        own; a position past the last kept one interpolates towards infinity. NaN where no
+        request has one (1-token outputs have no TPOT)."""
         h = self.rec.hist[name]
         rejected = self.rec.windowed_rejected
         if not h.total:
             return math.inf if rejected and name == "ttft" else math.nan
-        q = percentile / 100 * (h.total + rejected) / h.total
-        return math.inf if q > 1 else h.percentile(100 * q)
+        position = percentile / 100 * (h.total + rejected - 1)
+        return math.inf if position > h.total - 1 else h.at_position(position)
 
     def itl_s_at(self, percentile: float) -> float:
         """The ITL at ``percentile`` over the streamed chunks of the requests arriving in the
