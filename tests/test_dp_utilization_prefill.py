@@ -16,11 +16,10 @@ from ridgeline.data_parallel import rank_budget_tokens
 from ridgeline.deployment import Deployment
 from ridgeline.floors import prefill_floor
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.llamacpp_fit import fit_host_bytes
+from ridgeline.llamacpp_fit_run import default_fit_run
 from ridgeline.reports.decode import settings_knob
 from ridgeline.reports.utilization import utilization_report
 from ridgeline.roofline import arithmetic_share
-from ridgeline.units import GIB
 from tests.conftest import run_cli
 
 SGLANG_DP = ("--gpu", "h200", "--num-gpus", "8", "--engine", "sglang", "--dp-size", "8",
@@ -121,27 +120,27 @@ def test_prefill_steps_under_dp_are_each_ranks_under_its_budget(
     assert sg["prompt_steps"] == len(prefill_steps(8192, 1, rank, True))
 
 
-def test_utilization_and_page_say_fit_runs_llamacpp_with_weights_on_the_host(
+def test_utilization_and_page_count_fits_llamacpp_run_with_weights_on_the_host(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Qwen3-Next q4_k_m on an L40S: no slot with every layer on the GPU, one under
-    llama-server's default --fit with weights on the host, as `fit` prints it."""
+    llama-server's default --fit with weights on the host, as `fit` prints it; utilization
+    and the page count that run (llamacpp_fit_run), and price none of it."""
     line = ("--gpu", "l40s", "--engine", "llama.cpp", "--weights", "q4_k_m")
     fit = _json(capsys, "fit", "qwen3-next-80b-a3b", *line, "--max-model-len", "32768")
     assert fit["conversations"] >= 1
     dep = Deployment.build(resolve_model("qwen3-next-80b-a3b"), resolve_accelerator("l40s"),
                            "q4_k_m", None, 1, engine="llama.cpp-cuda")
-    hosted = fit_host_bytes(dep, 32768)
-    assert hosted is not None and hosted == pytest.approx(fit["offload"]["host_weight_bytes"])
-    code, _, err = run_cli(capsys, "utilization", "--model", "qwen3-next-80b-a3b", *line,
-                           "--context", "32768", "--running", "1")
-    assert code == 2
-    assert "does not fit with every layer on the GPU" in err
-    assert f"default --fit runs one conversation with {hosted / GIB:,.2f} GiB" in err
-    assert "`ridgeline fit` gives the split" in err
+    hosted = default_fit_run(dep, 32768)
+    assert hosted is not None
+    assert hosted.host_weight_bytes == pytest.approx(fit["offload"]["host_weight_bytes"])
+    util = _json(capsys, "utilization", "--model", "qwen3-next-80b-a3b", *line,
+                 "--context", "32768", "--running", "1")
+    assert util["kv_batch_limit"] == hosted.held == fit["conversations"]
+    assert util["fit_host_weight_bytes"] == hosted.host_weight_bytes
     code, _, err = run_cli(capsys, "page", "qwen3-next-80b-a3b", "--gpu", "l40s", "--engine",
                            "llama.cpp", "--weights", "q4_k_m", "--counts", "1", "--json")
-    assert code == 2 and "default --fit runs one conversation with" in err
-    assert "`ridgeline fit` gives the split" in err
+    assert code == 2 and "default --fit runs 1 conversation with" in err
+    assert "the page has no host bandwidth to price those steps" in err
 
 
 def test_decode_explain_names_sglangs_context_length(

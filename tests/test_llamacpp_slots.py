@@ -162,23 +162,21 @@ def test_prefill_max_batch_is_fits_where_only_fit_places_the_model(
                             f"{pre['engine_max_batch']}") for c in pre["cautions"])
 
 
-def test_utilization_says_why_it_holds_none_where_fit_runs_some(
+def test_utilization_counts_fits_run_where_ngl_all_holds_none(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """utilization (and the page) count -ngl all's run (capacity.decode_held): GLM-4.5 in
-    bf16 on 8 x A100-80GB at 4,096 tokens holds none there, where fit and decode's max-batch
-    line give --fit's run, weights on the host. Its "does not fit" says which run it counted
-    and where the other count is."""
+    """GLM-4.5 in bf16 on 8 x A100-80GB at 4,096 tokens: -ngl all holds none; utilization
+    counts --fit's run, weights on the host, as fit and decode's max-batch line do
+    (llamacpp_fit_run), with fit's weights on the host, and gives no whole-step share."""
     flags = ("--gpu", "a100-sxm-80gb", "--num-gpus", "8", "--engine", "llama.cpp")
     fitted = _json(capsys, "fit", "glm-4.5", *flags, "--max-model-len", "4096")
     decoded = _json(capsys, "decode", "glm-4.5", *flags, "--batch", "1", "--context", "4096")
     assert fitted["conversations"] == decoded["engine_max_batch"][0]["batch"] > 0
-    code, _, err = run_cli(capsys, "utilization", "--model", "glm-4.5", *flags,
-                           "--context", "4096", "--running", "1")
-    assert code != 0 and "does not fit" in err
-    assert "does not fit with every layer on the GPU" in err
+    util = _json(capsys, "utilization", "--model", "glm-4.5", *flags, "--context", "4096",
+                 "--running", "1")
+    assert util["kv_batch_limit"] == fitted["conversations"]
     hosted = fitted["offload"]["host_weight_bytes"]  # --fit's run of one, as fit prints it
-    assert "every layer on the GPU, -ngl all, as this count is; llama-server's default --fit " \
-           f"runs one conversation with {hosted / 2**30:,.2f} GiB of weights on the host" in err
+    assert util["fit_host_weight_bytes"] == pytest.approx(hosted, rel=1e-12)
+    assert util["step_fraction_of_peak"] is None
 
 
 def test_decode_and_prefill_do_not_say_no_engine_runs_what_fit_runs(

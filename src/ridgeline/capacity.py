@@ -360,30 +360,6 @@ def decode_held(dep: Deployment, context: int) -> int:
     return held_conversations(decode_pool(dep, context), dep, context)
 
 
-def every_layer_words(engine: str) -> str:
-    """Why the page's and utilization's count (decode_held) can be 0 where decode's max-batch
-    line and `fit` give llama.cpp one or more: they size -ngl all's run, every layer on the
-    GPU (no flag says how llama-server was started, and no --host-bandwidth-gbs prices a
-    host's layers), where llama-server's default --fit moves weights to the host to run
-    some (GLM-4.5 in bf16 on 8 x A100-80GB at 4,096 tokens: 0 here, 1 in fit and decode's
-    line, with 493.63 GiB on the host); "" for another engine."""
-    if not engine.startswith("llama.cpp"):
-        return ""
-    return ("every layer on the GPU, -ngl all: llama-server's default --fit may move "
-            "weights to the host and run some, as `ridgeline fit` and decode's max-batch "
-            "line count them; decode prices those steps given --host-bandwidth-gbs")
-
-
-def fit_runs_words(hosted_bytes: float) -> str:
-    """Why llama.cpp's count is none in the page and utilization where llama-server runs one:
-    they count slots with every layer on the GPU (-ngl all), and its default --fit moves
-    ``hosted_bytes`` of weights to the host to run one (llamacpp_fit.fit_host_bytes)."""
-    return ("every layer on the GPU, -ngl all, as this count is; llama-server's default --fit "
-            f"runs one conversation with {hosted_bytes / GIB:,.2f} GiB of weights on the host: "
-            "`ridgeline fit` gives the split and its count, and decode prices its steps given "
-            "--host-bandwidth-gbs")
-
-
 def held_apart_words(engine: str) -> str:
     """Why ``engine``'s count (decode_held) is not its pool ÷ one conversation, as the page's
     and utilization's steps say it: llama.cpp sizes each slot's window and state cache and

@@ -387,14 +387,13 @@ def launch_fitted_run(args: argparse.Namespace, dep: Any, settings: Any,
                       priced: bool = True) -> FitRun:
     """``launch_fitted``'s run (``fitted_run``): its deployment, --fit's margin, and the
     placement the build's default would pick where it was set aside."""
-    length = settings.max_model_len
     sequences = target or 1
     if auto_layers(args, dep.engine):
-        from ridgeline.sim.config import llamacpp_context
+        from ridgeline.llamacpp_fit_run import fit_sequences
 
-        sequences = max(sequences, llamacpp_context(dep, settings, True,
-                                                    margin_bytes(args))[0] // length)
-    return fitted_run(args, dep, settings, length, sequences, check_host, priced)
+        sequences = fit_sequences(dep, settings, target, margin_bytes(args))
+    return fitted_run(args, dep, settings, settings.max_model_len, sequences, check_host,
+                      priced)
 
 
 def fit_seats(args: argparse.Namespace, run: FitRun, settings: Any, cells: list[int],

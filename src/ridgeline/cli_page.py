@@ -30,6 +30,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
     from ridgeline.page import (
         DEFAULT_GPUS,
         fit_runs_note,
+        host_only,
         opening_facts,
         opening_steps,
         page_data,
@@ -70,20 +71,27 @@ def cmd_page(args: argparse.Namespace) -> Any:
                      getattr(args, "engine_asked", None) or args.engine, profiles)
     running = [key for key, c in data["combos"].items() if any(any(row) for row in c["fits"])]
     if not running:
-        hosted = fit_runs_note(data)  # llama.cpp: -ngl all's slots, where --fit runs one
-        raise InputError(f"does not fit{' with every layer on the GPU' if hosted else ''}: "
-                         f"none of the {len(data['combos'])} deployments holds one "
-                         "conversation at any of the page's contexts (more or larger GPUs, "
-                         "or a smaller weight format)" + (f"; {hosted}" if hosted else ""))
+        hosted = fit_runs_note(data)  # llama.cpp: --fit's runs with weights on the host
+        if hosted:
+            raise InputError(f"nothing the page can price: none of the "
+                             f"{len(data['combos'])} deployments runs a conversation with "
+                             "every layer on the GPU at any of the page's contexts; " + hosted)
+        raise InputError(f"does not fit: none of the {len(data['combos'])} deployments holds "
+                         "one conversation at any of the page's contexts (more or larger GPUs, "
+                         "or a smaller weight format)")
     if output is not None:
         try:
             Path(output).write_text(page_html(data, "ridgeline: the roofline"), "utf-8")
         except OSError as exc:
             raise InputError(f"cannot write {output}: {exc}") from None
     left = data["left_out"]
-    idle = len(data["combos"]) - len(running)
+    hosts = sum(host_only(c) for c in data["combos"].values())  # counted, not priced
+    idle = len(data["combos"]) - len(running) - hosts
+    idled = [*([f"{idle} of them hold no conversation at any context"] if idle else []),
+             *([f"{hosts} of them run conversations only with weights on the host, under "
+                "llama-server's default --fit: counted, not priced"] if hosts else [])]
     return WroteFile(output, f"{len(data['combos'])} deployments"
-                     + (f" ({idle} of them hold no conversation at any context)" if idle else "")
+                     + (f" ({'; '.join(idled)})" if idled else "")
                      + (", batch and context sliders; open it in any browser (offline)"
                         if output is not None else ": the page's data under 'page', no HTML "
                         "written (-o FILE.html writes it)")
@@ -92,7 +100,8 @@ def cmd_page(args: argparse.Namespace) -> Any:
                         f"{next(iter(left)).replace('|', ' ')}: {next(iter(left.values()))})"
                         if left else ""), opening_steps(data),
                      (("deployments", len(data["combos"])), ("holding_none", idle),
-                      ("left_out", len(left)), *opening_facts(data),
+                      *((("host_only", hosts),) if hosts else ()), ("left_out", len(left)),
+                      *opening_facts(data),
                       ("page", data)))  # what the HTML embeds as PAGE, every number on it
 
 

@@ -356,21 +356,3 @@ def context_story(dep: Deployment, context: int, unplaced: bool = False) -> str:
     return (f"{head}, its floor (--fit-ctx): the trained {trained:,} is shrunk that far and "
             f"the model still does not fit whole, so weights move to the host{lifted}")
 
-
-def fit_host_bytes(dep: Deployment, context: int) -> float | None:
-    """Weights llama-server's default --fit moves to the host to run one conversation of
-    ``context`` cells (fit_placement at its default --fit-target, one slot): what the page
-    and utilization, which count every layer on the GPU, say beside a refusal (`ridgeline
-    fit` gives the split and its count). None where --fit finds no placement or the whole
-    model fits (nothing moved); never for another engine or on one memory."""
-    from ridgeline.memory import EngineSettings
-    from ridgeline.offload import HostOffload, every_layer_ngl, host_weight_bytes
-
-    if not dep.engine.startswith("llama.cpp") or dep.accelerator.one_memory:
-        return None
-    template = HostOffload(every_layer_ngl(dep.model), 0, 0.0, None, True, None)
-    try:
-        placed = fit_placement(dep, EngineSettings(), context, 1, template)
-    except InputError:  # FitFailed too: no placement
-        return None
-    return host_weight_bytes(placed) if placed.offload is not None else None

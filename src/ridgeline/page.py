@@ -16,7 +16,6 @@ from ridgeline.capacity import (
     conversation_bytes,
     decode_held,
     decode_pool,
-    every_layer_words,
     held_apart_words,
     pool_at_context_note,
 )
@@ -30,6 +29,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
+from ridgeline.llamacpp_fit_run import HostedRun, default_fit_run
 from ridgeline.plots import html_page
 from ridgeline.precision import is_stored_format, kv_dtype
 from ridgeline.roofline import (
@@ -95,14 +95,20 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         "agg_low": [], "agg_high": [],
         "kv_gib": [], "conversations": [],
     }
+    hosted_gib: list[float | None] = []  # llama.cpp: weights its default --fit keeps on the host
     for c in CONTEXTS:
+        # llama.cpp where its default --fit moves weights to the host for this context: that
+        # run's conversations, as `fit` counts them (llamacpp_fit_run), and no speed, its host
+        # layers read at a bandwidth the page is not given
+        hosted = _hosted(dep, c)
+        hosted_gib.append(None if hosted is None else hosted.host_weight_bytes / GIB)
         pool = decode_pool(dep, c)
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
-        held = decode_held(dep, c)  # llama.cpp: a slot each, as decode counts them
+        held = decode_held(dep, c) if hosted is None else hosted.held  # llama.cpp: a slot each
         seated = [decode_floor(dep, b, c)
-                  if b <= min(held, _seats(dep, pool.max_num_seqs, held)) else None
-                  for b in BATCHES]
+                  if hosted is None and b <= min(held, _seats(dep, pool.max_num_seqs, held))
+                  else None for b in BATCHES]
         floors = [f if f and f.fit.fits else None for f in seated]
         runs = [f is not None for f in floors]
         expected = [step_time_s(dep, decode_batch(b, c), profile) if ok else None
@@ -120,27 +126,42 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         out["kv_gib"].append(kv_footprint(model, c, dep.kv.bytes_per_element)
                              .bytes_per_sequence / 2**30)
         out["conversations"].append(held)
+    if any(g is not None for g in hosted_gib):  # runs the page counts but cannot price
+        out["fit_host_gib"] = hosted_gib
     return out
 
 
-def fit_runs_note(data: Mapping[str, Any]) -> str:
-    """Where the page's llama.cpp count, slots with every layer on the GPU, is none at every
-    context but llama-server's default --fit runs one with weights on the host (the first
-    combination and shortest context it does: llamacpp_fit.fit_host_bytes), the words that say
-    so and where; "" elsewhere."""
-    from ridgeline.capacity import fit_runs_words
-    from ridgeline.llamacpp_fit import fit_host_bytes
+def _hosted(dep: Deployment, context: int) -> HostedRun | None:
+    """The run llama.cpp's default --fit starts at ``context`` with weights on the host, where
+    it holds a conversation (llamacpp_fit_run); None elsewhere, the count then -ngl all's (a
+    context past the trained one: none in either run)."""
+    hosted = default_fit_run(dep, context) if dep.engine.startswith("llama.cpp") else None
+    return hosted if hosted is not None and hosted.held else None
 
+
+def host_only(combo: Mapping[str, Any]) -> bool:
+    """Whether a combination runs conversations only with weights on the host: llama.cpp's
+    default --fit runs some (its ``fit_host_gib``), none with every layer on the GPU, so the
+    page counts them and prices none."""
+    return "fit_host_gib" in combo and not any(any(row) for row in combo["fits"]) \
+        and any(combo["conversations"])
+
+
+def fit_runs_note(data: Mapping[str, Any]) -> str:
+    """Where llama-server's default --fit runs conversations with weights on the host, which
+    the page counts as `fit` does but cannot price, the words that say so, for the first
+    combination and shortest context it does; "" elsewhere."""
     for key, combo in data["combos"].items():
-        if not str(combo["engine"]).startswith("llama.cpp"):
-            return ""
-        model, gpu, count, weights, kv = key.split("|")
-        dep = _deployment(model, gpu, int(count), weights, kv, combo["engine"])
-        for context in CONTEXTS:
-            hosted = fit_host_bytes(dep, context)
-            if hosted is not None:
-                return (f"{fit_runs_words(hosted)} ({model} on {count} x {gpu}, weights "
-                        f"{weights}, KV {kv}, at {context:,} tokens)")
+        for context, held, gib in zip(data["contexts"], combo["conversations"],
+                                      combo.get("fit_host_gib") or ()):
+            if gib is not None and held:
+                model, gpu, count, weights, kv = key.split("|")
+                return (f"llama-server's default --fit runs {held:,} "
+                        f"{plural(held, 'conversation')} with {gib:,.2f} GiB of weights on the "
+                        f"host ({model} on {count} x {gpu}, weights {weights}, KV {kv}, at "
+                        f"{context:,} tokens), as `ridgeline fit` counts them: the page has no "
+                        "host bandwidth to price those steps (decode prices them given "
+                        "--host-bandwidth-gbs)")
     return ""
 
 
@@ -228,9 +249,12 @@ def _seats(dep: Deployment, max_num_seqs: int, held: int) -> int:
 def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
     """The conversations the opening view's pool holds, as a division its inputs reproduce:
     the pool per GPU ÷ one conversation's cache on a GPU, rounded down (Llama-3.1-8B on an
-    H100 at 2,048 tokens: 54.64 GiB ÷ 0.25 GiB = 218)."""
-    pool = decode_pool(dep, context)
-    per_conversation = conversation_bytes(pool, dep, context)
+    H100 at 2,048 tokens: 54.64 GiB ÷ 0.25 GiB = 218). Where llama.cpp's default --fit moves
+    weights to the host for this context, the pool is that run's (llamacpp_fit_run)."""
+    hosted = _hosted(dep, context)
+    run = dep if hosted is None else hosted.deployment
+    pool = decode_pool(run, context)
+    per_conversation = conversation_bytes(pool, run, context)
     division = int(pool.kv_cache_bytes // per_conversation) if per_conversation else 0
     blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0
     return step(
@@ -241,7 +265,11 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
               "(--fit-target)" if pool.fit_free_bytes else "")
            if dep.engine.startswith("llama.cpp") else "started at max_model_len = this context")
         + ", ÷ one conversation's cache on a GPU⌋ (`ridgeline fit` for the pool's breakdown)",
-        q("conversations", held, "", every_layer_words(dep.engine) if held == 0 else ""),
+        q("conversations", held),
+        *([] if hosted is None else [q(
+            "weights on the host", hosted.host_weight_bytes / GIB, "GiB",
+            f"llama-server's default --fit ({hosted.split}), as `ridgeline fit` places them; "
+            "no speed is priced without the host's bandwidth")]),
         q("pool", pool.kv_cache_bytes / GIB, "GiB per GPU",
           f"{pool.blocks:,} blocks of {pool.block_size:,} {plural(pool.block_size, 'token')}"
           if pool.page_bytes else ""),
@@ -251,7 +279,10 @@ def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
           if dep.engine in SERVING_ENGINES else []),
         *([] if division == held else [q(
             "pool ÷ one conversation", division, "", f"{dep.engine} holds {held:,}: "
-            f"{held_apart_words(dep.engine)} (`ridgeline fit`)")]),
+            + (held_apart_words(dep.engine) if run.offload is None or not run.offload.fit_cells
+               else f"llama-server allocates the -c {run.offload.fit_cells:,} --fit placed the "
+               "weights for, no more")
+            + " (`ridgeline fit`)")]),
         q("max_num_seqs", pool.max_num_seqs, "", "the engine's seats: the page runs a batch "
           "up to the smaller of the two") if not dep.engine.startswith("llama.cpp") else
         q("slots (-np)", held, "", "one per sequence, as decode gives them: the pool caps "
@@ -353,6 +384,36 @@ update();
 """
 
 
+def _hosted_script() -> str:
+    """The page's script where some context's run is llama.cpp's default --fit's, weights on
+    the host (a combination's ``fit_host_gib``): that context's chart and summary say it is
+    counted and not priced. Every other page keeps the plain script, byte for byte."""
+    script = _SCRIPT
+    for before, after in (
+            ("  const fits = c.fits[ci];\n",
+             "  const fits = c.fits[ci];\n" + _HOSTED_WORDS),
+            ('", this context"]},',
+             '", this context"]\n            .concat(hosted ? [hosted] : [])},'),
+            ('(100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" :\n',
+             '(100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" :\n'
+             '    hosted ? "batch " + b + " at " + ctx.toLocaleString() + " tokens: " +\n'
+             '    (b > c.conversations[ci] ? "DOES NOT FIT: " : "") + hosted :\n')):
+        assert script.count(before) == 1, before
+        script = script.replace(before, after)
+    return script
+
+
+_HOSTED_WORDS = """  const host = (c.fit_host_gib || [])[ci];  // llama.cpp: --fit's weights on the host, GiB
+  const hosted = host == null ? "" : "llama-server's default --fit runs " +
+    c.conversations[ci].toLocaleString() + " conversation" +
+    (c.conversations[ci] === 1 ? "" : "s") + " of this length with " + fmt(host) +
+    " GiB of weights on the host, as `ridgeline fit` counts them: no speed, the page has no " +
+    "host bandwidth to price them (decode does, given --host-bandwidth-gbs)";
+"""
+
+
 def page_html(data: dict[str, Any], title: str) -> str:
-    script = "const PAGE = " + json.dumps(data, separators=(",", ":")) + ";\n" + _SCRIPT
+    hosted = any("fit_host_gib" in c for c in data["combos"].values())
+    script = "const PAGE = " + json.dumps(data, separators=(",", ":")) + ";\n" + (
+        _hosted_script() if hosted else _SCRIPT)
     return html_page(title, [], extra_script=script, extra_html=_CONTROLS)

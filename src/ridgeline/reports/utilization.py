@@ -74,6 +74,12 @@ class UtilizationReport:
     # each multiplying its own share by its own copy of the dense weights
     data_parallel_size: int = 1
     rank_batch: int = 0  # the busiest rank's share of a stage's batch (Deployment.rank_sequences)
+    # llama.cpp where its default --fit moves weights to the host at this context: the
+    # weights it keeps there and its placement in fit's words (HostedRun.placement);
+    # kv_batch_limit is then that run's count, as `fit` gives it, and the whole step's share
+    # is left unpriced (no host bandwidth)
+    host_weight_bytes: float = 0.0
+    placement: str = ""
 
     @property
     def engine_label(self) -> str:
@@ -83,7 +89,19 @@ class UtilizationReport:
 
     @property
     def cautions(self) -> tuple[str, ...]:
-        return tuple(c for c in (self.caution, self.node_caution) if c)
+        return tuple(c for c in (self.caution, self.node_caution, self.host_caution) if c)
+
+    @property
+    def host_caution(self) -> str:
+        """Where the count is a run with weights on the host: why no whole-step share is
+        given, and where it is priced; "" else."""
+        if not self.host_weight_bytes or self.over_pool:
+            return ""
+        return (f"llama-server's default --fit runs {self.context:,}-token conversations with "
+                f"{self.host_weight_bytes / GIB:,.2f} GiB of weights on the host ("
+                f"{self.placement.split(': ', 1)[-1]}): their step reads those weights at the "
+                "host's bandwidth, which utilization does not take, so the whole step's share "
+                "of peak is not given (`ridgeline decode --host-bandwidth-gbs GB/s` prices it)")
 
     @property
     def ridge(self) -> float:
@@ -129,6 +147,8 @@ class UtilizationReport:
                 "step_fraction_of_peak": None if over else self.step_fraction_of_peak,
                 "step_peak_matmuls": None if over or self.step_fraction_of_peak is None
                 else self.step_peak_dtypes,
+                **({"fit_host_weight_bytes": self.host_weight_bytes,
+                    "fit_placement": self.placement} if self.host_weight_bytes else {}),
                 "cautions": list(self.cautions)}
 
     def _pool_line(self) -> str:
@@ -139,6 +159,9 @@ class UtilizationReport:
         started = (f"one slot (-np) of {self.context:,} tokens per conversation"
                    + (f", --fit-target {self.fit_free_bytes / MIB:,.0f} MiB left free"
                       if self.fit_free_bytes else "")
+                   + (f", llama-server's default --fit keeping {self.host_weight_bytes / GIB:,.2f}"
+                      " GiB of weights on the host"
+                      if self.host_weight_bytes else "")
                    if self.engine.startswith("llama.cpp") else
                    f"its {'vllm serve ' if self.engine == 'vllm' else ''}defaults, started at "
                    f"{length} {self.context:,}")
@@ -285,46 +308,42 @@ def utilization_report(
         conversation_bytes,
         decode_held,
         decode_pool,
-        every_layer_words,
-        fit_runs_words,
         held_apart_words,
         pool_at_context_note,
         refuses_to_start,
     )
-    from ridgeline.llamacpp_fit import fit_host_bytes
+    from ridgeline.llamacpp_fit_run import default_fit_run
     from ridgeline.reports.decode import settings_knob
 
     if engine is None:
         engine = "llama.cpp-metal" if acc.vendor == "apple" else "vllm"  # no vLLM on Metal
     limit, refusal, fit_free, dense_peak = None, "", 0.0, 0.0
     pool_operands: tuple[Quantity, ...] = ()
+    hosted = None  # llama.cpp: the run its default --fit starts with weights on the host
     if dep is not None and context is not None:  # the engine's pool at its defaults
         dep = replace(dep, engine=engine)
-        pool = decode_pool(dep, context)  # decode's: llama.cpp a slot each, under --fit
-        # llama.cpp: -ngl all's run, where --fit might run some with weights on the host
-        apart = every_layer_words(engine)
-        hosted = fit_host_bytes(dep, context) if apart and (
-            pool.rest_bytes < 0 or not decode_held(dep, context)) else None
-        if hosted is not None:  # --fit runs one with weights on the host: said so, and where
-            apart = fit_runs_words(hosted)
-        lead = "does not fit with every layer on the GPU" if hosted is not None \
-            else "does not fit"
+        # llama.cpp: where llama-server's default --fit moves weights to the host for this
+        # context, its run, counted as `fit` counts it (llamacpp_fit_run); else decode's pool,
+        # a slot each, under --fit's margin where it keeps every layer on the GPU
+        hosted = default_fit_run(dep, context) if engine.startswith("llama.cpp") else None
+        held_dep = dep if hosted is None else hosted.deployment
+        pool = decode_pool(held_dep, context)
         if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
-            raise InputError(f"{lead}: {dep.model.name}'s weights "
+            raise InputError(f"does not fit: {dep.model.name}'s weights "
                              f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
                              f"start-up overheads overflow {dep.num_gpus} x {acc.id} "
-                             + (f"({apart})" if apart else "(see `ridgeline fit`)"))
+                             "(see `ridgeline fit`)")
         refusal = context_refusal(dep, context) or (
             f"{engine} would refuse to start, one {context:,}-token request being more than its "
-            "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, dep, context)
+            "pool (`ridgeline fit` for the levers)" if refuses_to_start(pool, held_dep, context)
             else "")
-        limit = decode_held(dep, context)  # llama.cpp: a slot each, as decode counts them
+        limit = decode_held(held_dep, context)  # llama.cpp: a slot each, as decode counts them
         fit_free = pool.fit_free_bytes
         # in blocks too, where the pool is paged: whole blocks divide without the GiB
         # figures' rounding (gpt-oss-120b on an MI300X: 104.6 ÷ 0.07361 reads 1,421, the
         # blocks 1,420)
         blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0
-        per_conversation = conversation_bytes(pool, dep, context)
+        per_conversation = conversation_bytes(pool, held_dep, context)
         pool_operands = (q("pool", pool.pool_bytes / GIB, "GiB", "per GPU, at the engine's "
                            "defaults" + (f": {pool.blocks:,} blocks of {pool.block_size:,} "
                                          f"{plural(pool.block_size, 'token')}"
@@ -332,6 +351,10 @@ def utilization_report(
                          q("per conversation", per_conversation / GIB,
                            "GiB", f"{context:,} tokens, {dep.kv.id}"
                            + (f": {blocks:,} blocks" if blocks else "")))
+        if hosted is not None:  # the count is --fit's run's, weights on the host
+            pool_operands += (q("weights on the host", hosted.host_weight_bytes / GIB, "GiB",
+                                f"llama-server's default --fit ({hosted.split}), as "
+                                "`ridgeline fit` places them"),)
         # each data-parallel rank its own pool (held_conversations: one rank's × the ranks)
         division = int(pool.pool_bytes // per_conversation) * dep.data_parallel_size \
             if per_conversation else 0
@@ -340,10 +363,9 @@ def utilization_report(
                                 f"{limit:,}: {held_apart_words(engine)} (`ridgeline fit`)"),)
         if limit == 0:  # the engine runs no conversation this long: no batch to read
             why = refusal or f"one {context:,}-token conversation is more than its pool"
-            raise InputError(f"{lead}: {engine}'s KV pool for {dep.model.name} on "
+            raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
                              f"{dep.num_gpus} x {acc.id} holds 0 conversations of {context:,} "
-                             f"tokens: {why}" + (f" ({apart})" if apart else
-                                                 "" if "`ridgeline fit`" in why else
+                             f"tokens: {why}" + ("" if "`ridgeline fit`" in why else
                                                  " (`ridgeline fit` for the levers)"))
         bytes_per_weight = dep.bytes_per_weight_split[0]  # the weights every token reads
         compute_dtype = dep.dense_compute_dtype
@@ -424,7 +446,8 @@ def utilization_report(
     if limit is not None and not refusal and limit < running:  # the pool cannot run it: no
         steps = steps[:len(ridge_steps)]  # share to work out for it (the ridge alone), as the
         # text gives none
-    elif dep is not None and context is not None and stages == 1 and running > 0:
+    elif dep is not None and context is not None and stages == 1 and running > 0 \
+            and hosted is None:  # a run with host layers is priced given the host's bandwidth
         from ridgeline.floors import decode_floor
 
         f = decode_floor(dep, running, context)
@@ -455,11 +478,15 @@ def utilization_report(
                        q(settings_knob(engine, "max_model_len"), context, "tokens",
                          pool_at_context_note(engine))),)
     tp = dep.tensor_parallel_size if dep is not None else tensor_parallel_size
-    return UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
-                             dep.model.name if dep else None, steps,
-                             context_caution(dep, context) if dep and context
-                             and not context_refusal(dep, context) else "", experts, refusal,
-                             stages, whole, expert_figures,
-                             cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
-                             fit_free, dep.num_gpus if dep is not None else 1, dense_peak,
-                             peak_dtypes, ranks, per_rank if ranks > 1 else 0)
+    report = UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
+                               dep.model.name if dep else None, steps,
+                               context_caution(dep, context) if dep and context
+                               and not context_refusal(dep, context) else "", experts, refusal,
+                               stages, whole, expert_figures,
+                               cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
+                               fit_free, dep.num_gpus if dep is not None else 1, dense_peak,
+                               peak_dtypes, ranks, per_rank if ranks > 1 else 0)
+    if hosted is None:
+        return report
+    return replace(report, host_weight_bytes=hosted.host_weight_bytes,
+                   placement=hosted.placement)
