@@ -1,5 +1,6 @@
 """CLI: kv — a model's KV-cache bytes by layer kind, and the conversations of a context
-that fit in a budget given or in what a deployment's weights leave on its cards."""
+that fit in a budget given or in what a deployment's weights leave on its cards, as --engine
+(or the card's own llama.cpp) keeps them."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ import argparse
 from typing import Any
 
 from ridgeline.cli import _formats, _gpu, _model, _output, data_parallel_flags
-from ridgeline.cli_load import build_deployment, default_engine, load_accelerator, load_model
+from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag
+from ridgeline.cli_load import build_deployment, load_accelerator, load_model, served_engine
 from ridgeline.cli_types import MEMORY_GIB_RANGE, _positive_count, _positive_float
 from ridgeline.errors import InputError
 
 
 def cmd_kv(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
     from ridgeline.raw_fit import device_fit
     from ridgeline.reports.kv import kv_report
+    from ridgeline.reports.roofline import served_keys
     from ridgeline.served_model import served_dtype
     from ridgeline.units import GIB
 
@@ -38,16 +43,21 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     if args.data_parallel_size is not None and not given:
         raise InputError("--data-parallel-size splits accelerators' memory into ranks: give "
                          "--gpu")
+    # --engine's, or the card's own where it is llama.cpp (Apple silicon, Vega 20, MI100,
+    # RDNA2): the memory is counted as it runs there, as decode and fit count it (its input
+    # embedding on the host, windows only for the architectures it keeps them for, its f16
+    # cache); None: vLLM's card, the checkpoint as stored
+    engine = served_engine(args)
+    if engine is not None and not given:
+        raise InputError(f"--engine {getattr(args, 'engine_asked', None) or args.engine} "
+                         "keeps the cache as that engine does on a card (its cache dtype, "
+                         "windows and states, the weights beside them): give --gpu"
+                         + (" instead of --memory-gib" if args.memory_gib is not None else ""))
     if args.memory_gib is not None:
         budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given, for the cache alone"
     else:
-        # where the card's own engine is llama.cpp (Apple silicon, Vega 20, MI100, RDNA2), the
-        # memory is counted as it runs there, as decode and fit count it: its input embedding
-        # on the host, windows only for the architectures it keeps them for
-        engine = default_engine(args)
         acc = load_accelerator(args)
-        dep = None if acc is None else build_deployment(
-            args, model, acc, engine if engine.startswith("llama.cpp") else None)
+        dep = None if acc is None else build_deployment(args, model, acc, engine)
         if dep is not None:
             model = dep.model
             # the weights on the GPUs against the memory the engine finds, as decode and fit
@@ -56,8 +66,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
                      f"GB as the runtime reports it) − {room.weight_bytes / 1e9:,.1f} GB of "
                      f"weights ({dep.weights.label}"
-                     + (f", as {dep.engine} holds them" if engine.startswith("llama.cpp")
-                        else "")
+                     + (f", as {dep.engine} holds them" if engine is not None else "")
                      + (f": {dep.weight_bytes / 1e9:,.1f} GB, and "
                         f"{dep.tp_copies_bytes / 1e9:,.1f} GB more: "
                         + ("each data-parallel rank's own copy of all but the experts, and "
@@ -73,10 +82,10 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             replication = kv_replication(model, dep.num_gpus // dep.data_parallel_size
                                          * dep.devices_per_gpu)
             kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
-    engine = "vllm" if args.memory_gib is not None else default_engine(args)
-    return kv_report(model, args.context, kv, budget, label, replication, engine,
-                     ranks=1 if dep is None else dep.data_parallel_size,
-                     rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)
+    report = kv_report(model, args.context, kv, budget, label, replication, engine or "vllm",
+                       ranks=1 if dep is None else dep.data_parallel_size,
+                       rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)
+    return report if dep is None else replace(report, served=served_keys(dep, engine is not None))
 
 
 def register(sub: Any) -> None:
@@ -88,7 +97,10 @@ def register(sub: Any) -> None:
     p.add_argument("--memory-gib", type=_positive_float("memory GiB", *MEMORY_GIB_RANGE),
                    help="a KV budget in GiB (instead of --gpu)")
     _gpu(p, required=False)
-    data_parallel_flags(p, sglang=False, expert_parallel=False)
+    data_parallel_flags(p, expert_parallel=False)  # SGLang's read with --engine sglang
     _formats(p)
+    engine_flag(p, "with --gpu: the engine that keeps the cache and the weights beside it, as "
+                "fit reads them (llama.cpp: the GGUF, its f16 cache, windows only where it "
+                f"keeps them, f32 recurrent states) ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_kv)

@@ -104,6 +104,21 @@ def load_deployment(args: argparse.Namespace, model: Any = None) -> Any:
     return build_deployment(args, model or load_model(args), acc, engine)
 
 
+def served_engine(args: argparse.Namespace) -> str | None:
+    """The engine a command that names none by default (roofline, moe, kv) builds its
+    deployment for: --engine's; where none was given, the card's default
+    (default_engine, where the command defaults by the accelerator) if it is llama.cpp's,
+    the only engine that serves the card. None where vLLM's default would be, or where the
+    command takes no default: the checkpoint as stored with no engine named, the article's
+    arithmetic (no engine's kernel refuses a format; Deployment.build)."""
+    from ridgeline.engines import engine_id
+
+    if getattr(args, "engine", None) is None:
+        return None
+    engine = engine_id(args.engine)
+    return None if getattr(args, "engine_defaulted", False) and engine == "vllm" else engine
+
+
 def named_weights(args: argparse.Namespace) -> str | None:
     """The weight format the flags name where no checkpoint is read (roofline, utilization
     without --model): --weights, or the format --quantization METHOD stands for."""

@@ -14,10 +14,10 @@ from ridgeline.cli_load import (
     build_deployment,
     card_id,
     load_accelerator,
-    load_deployment,
     load_model,
     named_weights,
     one_card,
+    served_engine,
 )
 from ridgeline.cli_types import (
     MAX_BATCH,
@@ -98,8 +98,7 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
                                  blend=not args.compute_dtype)  # --compute-dtype: judged at it
         if dep is None:
             return report
-        named = not (getattr(args, "engine_defaulted", False) and dep.engine == "vllm")
-        return replace(report, served=served_keys(dep, named))
+        return replace(report, served=served_keys(dep, served_engine(args) is not None))
     except InputError as exc:  # a rate the card lacks: name the flags that pick its own
         fixes = _rate_fixes(args, acc, dep)
         if not fixes:
@@ -111,16 +110,10 @@ def _served_deployment(args: argparse.Namespace, acc: Any) -> Any:
     """--model on the card as --engine serves it, built as fit and decode build theirs
     (cli_load.build_deployment), so the dense ridge batch is the one their verdicts use
     (gpt-oss-20b on an H100 under llama.cpp: ggml-org's mxfp4_moe GGUF, Q8_0 attention at
-    1.06 bytes a weight, 158, not the stored bf16's 296). With no --engine, the engine each
-    card defaults to (cli_load.default_engine): llama.cpp's GGUF where only llama.cpp serves
-    the card (gpt-oss-120b on an M2 Max: 19, not 34); where vLLM serves it, the checkpoint as
-    stored with no engine named, the article's arithmetic (no engine's kernel refuses a
-    format)."""
-    from ridgeline.engines import engine_id
-
-    engine = engine_id(args.engine)
-    unnamed = getattr(args, "engine_defaulted", False) and engine == "vllm"
-    return build_deployment(args, load_model(args), acc, None if unnamed else engine)
+    1.06 bytes a weight, 158, not the stored bf16's 296); the engine cli_load.served_engine's:
+    with no --engine, the card's default (llama.cpp's GGUF where only llama.cpp serves it:
+    gpt-oss-120b on an M2 Max, 19, not 34)."""
+    return build_deployment(args, load_model(args), acc, served_engine(args))
 
 
 def _engine_without_model(args: argparse.Namespace) -> None:
@@ -174,11 +167,19 @@ def _rate_fixes(args: argparse.Namespace, acc: Any, dep: Any) -> str:
 
 
 def cmd_moe(args: argparse.Namespace) -> Any:
+    """Routing's arithmetic for MODEL as --engine serves it on the card, built as roofline
+    builds its deployment (_served_deployment): the experts' format the engine runs, the
+    peak it runs their matmuls at; without --engine, the card's default as roofline's."""
+    from dataclasses import replace
+
     from ridgeline.reports.moe import moe_report
+    from ridgeline.reports.roofline import served_keys
 
     if not args.gpu and not args.gpu_file and not args.peak_tflops:
         args.gpu = "h100-sxm"  # the article's card
-    return moe_report(load_deployment(args), args.batch)
+    dep = _served_deployment(args, load_accelerator(args))
+    report = moe_report(dep, args.batch)
+    return replace(report, served=served_keys(dep, served_engine(args) is not None))
 
 
 def register(sub: Any) -> None:
@@ -208,6 +209,9 @@ def register(sub: Any) -> None:
     _model(p)
     _gpu(p, required=False)
     _formats(p)
+    engine_flag(p, "the engine whose reading of the checkpoint routes, as fit reads it "
+                "(llama.cpp: the GGUF it runs; vLLM: its kernels' formats and rates on the "
+                f"card) ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
     p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES),
                    help="tokens in the decode step: one or a list, 1,16,64, the table's rows "
                    "(default: 1, 8, 32, 128, 512, 2048)")

@@ -136,17 +136,15 @@ SGLANG_SPELLINGS = ("--dp-size", "--dp")  # vLLM's: --data-parallel-size, -dp
 
 def spelling_problem(spelling: str | None, ranks: int, engine: str | None) -> str:
     """Why SGLang's own spelling of data parallelism (--dp-size, --dp) is refused where it
-    would be read as vLLM's --data-parallel-size (``engine`` "vllm", or None: a command that
-    names no engine, as kv), or "": SGLang's reading is its own (sglang_replicas_problem)."""
+    would be read as vLLM's --data-parallel-size (``engine`` "vllm", or None: none named, as
+    kv on vLLM's card without --engine), or "": SGLang's reading is its own
+    (sglang_replicas_problem)."""
     if spelling not in SGLANG_SPELLINGS or ranks == 1 or engine not in (None, "vllm"):
         return ""
-    remedy = ("--engine sglang for SGLang's" if engine else
-              "one replica's size with --num-gpus and no data parallelism (this command "
-              "names no engine)")
     return (f"{spelling} is SGLang's flag, whose {spelling} {ranks} without "
             f"--enable-dp-attention runs {ranks} whole replicas, not the ranks of vLLM's "
             f"--data-parallel-size it would be read as here: give -dp {ranks} for vLLM's "
-            f"layout, or {remedy}")
+            "layout, or --engine sglang for SGLang's")
 
 
 def server_running_requests(dep: Deployment, per_rank: int) -> int:

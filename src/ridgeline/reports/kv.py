@@ -1,4 +1,5 @@
-"""`ridgeline kv MODEL --context N`: cache bytes by layer kind, per sequence, and how many fit."""
+"""`ridgeline kv MODEL --context N [--gpu G [--engine E]]`: cache bytes by layer kind, per
+sequence, and how many fit (on a card, as its engine keeps them)."""
 
 from __future__ import annotations
 
@@ -48,9 +49,10 @@ class StateDtypes:
 
 def served_state(spec: ModelSpec, engine: str = "vllm") -> tuple[ModelSpec, StateDtypes]:
     """The model with its recurrent states at the dtypes ``engine`` keeps them in: llama.cpp
-    both in f32; vLLM (its newest modelled release, as `fit` defaults to) the SSM state as
-    vllm_hybrid.ssm_state_dtype says (Nemotron-H's in fp32 from v0.20: 4,194,304 × 4 B a
-    layer, not × 2), the conv state at the model's dtype."""
+    both in f32; TensorRT-LLM the SSM state as trtllm_memory.trtllm_ssm_dtype says
+    (Nemotron-H's bf16); vLLM (its newest modelled release, as `fit` defaults to) the SSM
+    state as vllm_hybrid.ssm_state_dtype says (Nemotron-H's in fp32 from v0.20: 4,194,304 × 4
+    B a layer, not × 2), the conv state at the model's dtype."""
     if engine.startswith("llama.cpp"):
         return spec, StateDtypes("fp32", "fp32", "llama.cpp keeps both states in f32",
                                  LLAMACPP_STATE_BYTES)
@@ -64,6 +66,11 @@ def served_state(spec: ModelSpec, engine: str = "vllm") -> tuple[ModelSpec, Stat
     from ridgeline.cost import served_state_model
     from ridgeline.vllm_memory import vllm_accounting
 
+    if engine == "trtllm":
+        served = served_state_model(spec, engine)
+        return served, StateDtypes(
+            served.dtype, served.state_dtype, "TensorRT-LLM's mamba_ssm_cache_dtype 'auto': "
+            "the config's mamba_ssm_cache_dtype, else its torch_dtype")
     served = served_state_model(spec, "vllm")
     if served.state_dtype != spec.state_dtype:
         rule = (f"vLLM {vllm_accounting().version} keeps {spec.model_type}'s SSM state in "
@@ -135,6 +142,10 @@ class KVReport:
     architecture_caution: str = ""  # a model_type ridgeline has not checked
     ranks: int = 1  # data-parallel ranks, each holding its own conversations in its memory
     rank_gpus: int = 1  # the GPUs one sequence's cache is spread over (one rank's)
+    # with a card, the deployment as --json names it, roofline's and fit's keys
+    # (reports.roofline's served_keys): the engine (None on vLLM's card where --engine was
+    # not given: the checkpoint as stored), the weights and the KV dtype
+    served: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def cautions(self) -> list[str]:
@@ -194,7 +205,7 @@ class KVReport:
             "fits": None if self.conversations is None else self.conversations > 0,
             "shortfall_bytes": self.shortfall_bytes,
             "bytes_per_token_now": self.bytes_per_token_now,
-            "cautions": self.cautions,
+            "cautions": self.cautions, **dict(self.served),
         }
 
     def text_lines(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""`ridgeline moe MODEL [--gpu G] [--batch N]`: what routing saves, and what it does not."""
+"""`ridgeline moe MODEL [--gpu G] [--engine E] [--batch N]`: what routing saves, and what it
+does not, on the checkpoint as --engine serves it (none: as stored)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,10 @@ class MoEReport:
     article_bf16_batch_to_ridge: float | None = None
     article_bf16_ridge: float = 0.0  # the 16-bit ridge that batch is reckoned against
     num_gpus: int = 1  # the deployment's: the table's weights read are all its GPUs' together
+    # the deployment as --json names it, roofline's and fit's keys (reports.roofline's
+    # served_keys): the engine (None where --engine was not given: the checkpoint as
+    # stored), the weights and the KV dtype
+    served: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def article_intensity_per_batch(self) -> float:
@@ -67,13 +72,14 @@ class MoEReport:
         return 2 * self.routed_fraction / self.expert_bytes_per_weight
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in vars(self).items() if k not in ("rows", "steps", "fit")}
+        data = {k: v for k, v in vars(self).items()
+                if k not in ("rows", "steps", "fit", "served")}
         data["ridge_flop_per_byte"] = data.pop("ridge")
         data["article_bf16_ridge_flop_per_byte"] = data.pop("article_bf16_ridge")
         data["rows"] = [dict(vars(r)) for r in self.rows]
         data["weights_fit"] = not self.fit
         data["article_intensity_per_batch"] = self.article_intensity_per_batch
-        return data
+        return {**data, **dict(self.served)}
 
     def text_lines(self) -> list[str]:
         lines = [
