@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ridgeline.checkpoint_kv import checkpoint_kv_dtype
+from ridgeline.checkpoint_kv import engine_checkpoint_kv
 from ridgeline.config_fields import MAX_FIELD, ConfigFields
 from ridgeline.datafiles import model_type_defaults
 from ridgeline.errors import InputError, shorten
@@ -162,7 +162,7 @@ class _SpecReader(ConfigFields):
             model_max_length=self.opt_int("model_max_length"),
             quant_method=checkpoint_method(self.c.get("quantization_config")),
             quant_algo=checkpoint_algo(self.c.get("quantization_config")),
-            kv_cache_dtype=checkpoint_kv_dtype(self.c.get("quantization_config")),
+            engine_kv_cache_dtypes=engine_checkpoint_kv(self.c.get("quantization_config")),
         )
 
     def _tied(self) -> bool:

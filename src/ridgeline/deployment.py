@@ -146,8 +146,9 @@ class Deployment:
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats (under a named llama.cpp, to the
         GGUF it runs the checkpoint as: served_model.llamacpp_weights); KV to the model's dtype,
-        under vLLM to the fp8 cache the checkpoint's quantization_config asks for where it asks
-        for one (ModelSpec.kv_cache_dtype).
+        or under vLLM, SGLang and TensorRT-LLM to the cache the checkpoint's
+        quantization_config asks for, as that engine's auto reads it
+        (ModelSpec.engine_kv_cache_dtypes).
 
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
@@ -210,11 +211,13 @@ class Deployment:
         no_bf16 = accelerator.vendor in ("nvidia", "amd") and "bf16" not in \
             accelerator.peak_flops and "fp16" in accelerator.peak_flops
         served = served_dtype(model)
-        # a float --weights is the engine's --dtype, which its KV cache follows ("auto"); vLLM's
-        # auto serves the fp8 cache a checkpoint's quantization_config asks for
-        # (checkpoint_kv.py: ModelOpt's kv_cache_quant_algo, compressed-tensors' kv_cache_scheme)
+        # a float --weights is the engine's --dtype, which its KV cache follows ("auto"); vLLM's,
+        # SGLang's and TensorRT-LLM's auto serve the cache a checkpoint's quantization_config
+        # asks for, each as it reads it (checkpoint_kv.py: ModelOpt's kv_cache_quant_algo or
+        # kv_cache_scheme under all three, compressed-tensors' kv_cache_scheme under vLLM and
+        # TensorRT-LLM, not SGLang); llama.cpp's GGUF carries none
         as_stored = weights is None or is_stored_format(weights)
-        checkpoint_kv = model.kv_cache_dtype if engine == "vllm" and as_stored else ""
+        checkpoint_kv = dict(model.engine_kv_cache_dtypes).get(engine, "") if as_stored else ""
         kv_name = kv if kv not in (None, "auto") else checkpoint_kv or (
             "fp16" if engine.startswith("llama.cpp") or (no_bf16 and served == "bf16")
             else weights if weights in ("fp16", "bf16", "fp32") else served)  # llama.cpp: f16

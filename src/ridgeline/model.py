@@ -207,10 +207,17 @@ class ModelSpec:
     # its quant_algo ("" where none): ModelOpt's FP8, NVFP4 or MIXED_PRECISION, which the
     # engines serve as modelopt, modelopt_fp4 or modelopt_mixed
     quant_algo: str = ""
-    # the KV cache its quantization_config asks for ('fp8': ModelOpt's kv_cache_quant_algo FP8,
-    # a compressed-tensors kv_cache_scheme; '' none), which vLLM's --kv-cache-dtype auto
-    # serves (checkpoint_kv.py)
-    kv_cache_dtype: str = ""
+    # (engine, KV dtype) for each engine whose default KV dtype follows the quantization_config
+    # and finds a cache in it: vLLM's, SGLang's and TensorRT-LLM's auto, each read its own way
+    # (checkpoint_kv.engine_checkpoint_kv)
+    engine_kv_cache_dtypes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        """The KV cache vLLM's --kv-cache-dtype auto serves for this checkpoint ('fp8': ModelOpt's
+        kv_cache_quant_algo FP8, a compressed-tensors kv_cache_scheme; '' none:
+        checkpoint_kv.checkpoint_kv_dtype)."""
+        return dict(self.engine_kv_cache_dtypes).get("vllm", "")
 
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field
