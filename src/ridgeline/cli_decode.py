@@ -38,6 +38,7 @@ def cmd_decode(args: argparse.Namespace) -> Any:
 
     from ridgeline.reports.decode import DecodeComparison, decode_report
 
+    _default_context(args)
     spec = _spec_decode(args)
     names = accelerator_names(args)
     if len(names) > 1:  # the same decode on several cards, side by side
@@ -51,7 +52,7 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             return _fit_seats(card, run, _placed_once(args, run, decode_report(
                 one, args.batch, args.context, load_profile(card), args.enforce_eager,
                 fit_settings(engine_pool_settings(args, one), run),
-                pool_max_model_len(args, one, args.context), spec)))
+                _max_model_len(args, one), spec)))
 
         reports, not_run = run_each(names, on, card_id)
         return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
@@ -62,7 +63,21 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             args, run, decode_report(dep, args.batch, args.context, load_profile(args),
                                      args.enforce_eager,
                                      fit_settings(engine_pool_settings(args, dep), run),
-                                     pool_max_model_len(args, dep, args.context), spec))))))
+                                     _max_model_len(args, dep), spec))))))
+
+
+def _default_context(args: argparse.Namespace) -> None:
+    """--context as decode prices it: decode's default where none was given, remembered as
+    a default so that a refusal does not name a --context the user never typed."""
+    args.context_defaulted = args.context is None
+    if args.context is None:
+        args.context = [DEFAULT_CONTEXT_TOKENS]
+
+
+def _max_model_len(args: argparse.Namespace, dep: Any) -> int | None:
+    """--max-model-len, refused where it is shorter than a context asked (pool_max_model_len),
+    the refusal naming decode's default context as a default."""
+    return pool_max_model_len(args, dep, args.context, defaulted=args.context_defaulted)
 
 
 def _lora_caution(args: argparse.Namespace, report: Any) -> Any:
@@ -184,7 +199,7 @@ def register(sub: Any) -> None:
     p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES), default=[1],
                    help="sequences decoding together; one or a list: 1,8,32,128,296 (default 1)")
     p.add_argument("--context", type=_count_list("context length"),
-                   default=[DEFAULT_CONTEXT_TOKENS], help="tokens already cached per sequence; "
+                   help="tokens already cached per sequence; "
                    f"one or a list (default {DEFAULT_CONTEXT_TOKENS})")
     _engine(p)
     _offload(p)

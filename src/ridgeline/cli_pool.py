@@ -25,10 +25,11 @@ from ridgeline.errors import InputError
 
 
 def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
-                       flag: str = "--context") -> int | None:
+                       flag: str = "--context", defaulted: bool = False) -> int | None:
     """--max-model-len where given, no shorter than the longest context asked (the engine
-    admits no longer request). For llama.cpp, as fit takes it, each slot's context (-c ÷
-    -np, what llama-server's -c is cut into): the pool gives each sequence a slot that long."""
+    admits no longer request; ``defaulted``: the contexts are the command's default, not
+    typed, and the refusal says so). For llama.cpp, as fit takes it, each slot's context (-c
+    ÷ -np, what llama-server's -c is cut into): the pool gives each sequence a slot that long."""
     from ridgeline.capacity import SERVING_ENGINES
 
     length = args.max_model_len
@@ -37,6 +38,11 @@ def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
     if dep.engine not in SERVING_ENGINES and not dep.engine.startswith("llama.cpp"):
         raise InputError("--max-model-len starts a serving engine (vLLM, SGLang, TensorRT-LLM) "
                          f"or sizes llama.cpp's slots; {dep.engine} keeps no KV pool to size")
+    if max(contexts) > length and defaulted:  # the user typed no such length
+        raise InputError(f"{args.command}'s default {flag} {max(contexts):,} (none was given) "
+                         f"is past --max-model-len {length:,}: {dep.engine} admits no longer "
+                         f"request; give a {flag} of at most {length:,}, or a --max-model-len "
+                         f"of at least {max(contexts):,}")
     if max(contexts) > length:
         raise InputError(f"{flag} {max(contexts):,} is past --max-model-len {length:,}: "
                          f"{dep.engine} admits no longer request; give a --max-model-len of at "

@@ -25,6 +25,7 @@ from ridgeline.replica_sizing import launch_length, starts_at
 from ridgeline.search_space import ENGINE_KNOBS
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import SimConfig, sim_config
+from ridgeline.sim.histogram import sorted_percentile
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
@@ -65,16 +66,15 @@ def _sums(a: Sequence[float], b: Sequence[float]) -> list[float]:
 
 def chained_percentile_s(parts: Sequence[Sequence[float]], percentile: float) -> float:
     """The ``percentile`` of the sum of independent latencies, each given as equal-weight
-    values (``quantile_grid``). Not their percentiles added: two waits each 0.2 s nine times
-    in ten and 1 s otherwise have p90s summing to 0.4 s, but a p90 sum of 1.2 s."""
+    values (``quantile_grid``), read as simulate reads a percentile (``sorted_percentile``:
+    numpy's linear, as `vllm bench serve` reads its samples). Not their percentiles added:
+    two waits each 0.2 s nine times in ten and 1 s otherwise have p90s summing to 0.4 s, but
+    a p90 sum of 1.2 s."""
     total: Sequence[float] = sorted(parts[0])
     for part in parts[1:-1]:  # each partial sum carried back to GRID quantiles
-        sums = _sums(total, part)
-        total = [sums[min(len(sums) - 1, int((k + 0.5) / GRID * len(sums)))]
-                 for k in range(GRID)]
+        total = quantile_grid(partial(sorted_percentile, _sums(total, part)))
     ordered = _sums(total, parts[-1]) if len(parts) > 1 else total
-    rank = max(0, math.ceil(percentile / 100 * len(ordered)) - 1)
-    return ordered[rank]
+    return sorted_percentile(ordered, percentile)
 
 
 def pool_transceiver(dep: Deployment, load: Load, max_len: int) -> CacheTransceiver | None:

@@ -170,6 +170,26 @@ class DecodeReport:
         seats = dict(self.pool_batch)
         return f.fit.fits and (f.context not in seats or f.batch <= seats[f.context])
 
+    @property
+    def priced(self) -> bool:
+        """Whether the engine runs any point asked, so that the row has an expected time."""
+        return any(self.engine_runs(f) for f, _ in self.floors)
+
+    @property
+    def expectation_cautions(self) -> tuple[str, ...]:
+        """The cautions that speak only of the expected times on this card: the profile's rows
+        on its class of card (a GeForce's, where the bundled profile saw none), the batches it
+        saw there, and the track record's rows; nothing to say where no point is priced."""
+        from ridgeline.track_record import track_record_caution
+
+        if self.profile is None:
+            return ()
+        acc, batch = self.deployment.accelerator, max(f.batch for f, _ in self.floors)
+        return tuple(c for c in (self.profile.calibration_caution(acc),
+                                 self.profile.batch_range_caution(acc, batch),
+                                 track_record_caution(self.deployment, "decode", self.profile))
+                     if c)
+
     def fit_runs(self, f: DecodeFloor) -> bool:
         """Whether llama-server's default --fit runs this point's batch at its context where
         the priced run (-ngl all's) does not fit it: fit_seats, sized as --fit starts it."""
@@ -836,7 +856,10 @@ class DecodeComparison(ByCard):
                              if runs else "",
                              f"{first_whole_batch(r.deployment.dense_ridge_batch):,}",
                              bound_label(f.bound)])
-        cautions = dict.fromkeys(c for r in self.reports for c in r.cautions)
+        # a card that prices no row has no expected time to caution (a GeForce's profile
+        # rows, where the card's row does not fit): its other cautions stay
+        cautions = dict.fromkeys(c for r in self.reports for c in r.cautions
+                                 if r.priced or c not in r.expectation_cautions)
         from ridgeline.offload import placement_lines
 
         engines = ", ".join(dict.fromkeys(r.expected[0].engine for r in self.reports))

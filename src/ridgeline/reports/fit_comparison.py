@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.explain import Step
 from ridgeline.render import table
+from ridgeline.reports.fit_terms import conversation_size
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
-from ridgeline.units import GIB
+from ridgeline.units import GIB, plural
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -50,20 +51,21 @@ class FitComparison:
                  f"{r.pool.kv_cache_bytes / GIB:,.2f}",
                  # every data-parallel rank's pool, as the conversations count them
                  f"{r.pool.logged_tokens(r.context) * r.deployment.data_parallel_size:,}",
-                 f"{r.per_conversation_bytes / GIB:,.3f}", f"{r.conversations:,}",
+                 # a short conversation in its own unit, as the one-engine text
+                 conversation_size(r.per_conversation_bytes, gib=""), f"{r.conversations:,}",
                  f"{r.batch:,}", r.verdict] for r in self.reports]
         target = f", against a target of {first.target:,}" if first.target else ""
+        of = f"conversations of {first.context:,} {plural(first.context, 'token')}"
         weights = weights_by_engine([r.deployment for r in self.reports])
         if self.by == "engine":
             head = (f"{d.model.name} on {d.gpus_label}, weights "
-                    f"{weights}: conversations of {first.context:,} tokens by "
-                    f"engine{target}")
+                    f"{weights}: {of} by engine{target}")
             foot = ("each at its own defaults, tokens as each engine counts them; "
                     "`--engine NAME` alone for one engine's breakdown and levers")
         else:
             head = (f"{d.model.name} on {', '.join(engines)}"
                     f"{' (each card its own)' if per_card else ''}, weights {weights}: "
-                    f"conversations of {first.context:,} tokens by accelerator{target}")
+                    f"{of} by accelerator{target}")
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
         from ridgeline.offload import placement_lines
 

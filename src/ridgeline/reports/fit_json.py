@@ -60,7 +60,13 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "over_budget_bytes_per_gpu": over_budget_bytes(p),
         # SGLang's hybrids: the static pool their state pool is carved from (state_pool)
         "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
-        * r.deployment.num_gpus / GIB, "tokens": p.logged_tokens(r.context),
+        * r.deployment.num_gpus / GIB,
+        # the engine's own token figure, as its start-up log gives it (vLLM v0.24+: maximum
+        # concurrency × max_model_len, which, for a max_model_len off the block size, is not
+        # the slots below: Llama-3.1-8B on an H100 at 17 tokens, 237,787 logged in 447,600)
+        "tokens": p.logged_tokens(r.context),
+        # the pool's token slots, blocks × block_size (a hybrid's KV-cache groups share them)
+        "token_slots_per_gpu": p.blocks * p.block_size,
         # llama.cpp -ngl 0: every cell in host memory, the pool above the GPU memory left
         # unused (the text's "left unused"), holding none of them
         "kv_cache_on_host": cache_all_on_host(p),

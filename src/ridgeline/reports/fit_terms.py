@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ridgeline.datafiles import engine_defaults
 from ridgeline.hardware import dies_added
 from ridgeline.memory import KVPool
-from ridgeline.units import plural
+from ridgeline.units import GIB, fmt_binary_bytes, plural
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -39,6 +39,16 @@ def sglang_pool_words(pages: int, page_size: int) -> str:
     pages_note = f": {pages:,} pages" if page_size > 1 else ""
     return (f"{pages * page_size:,} tokens (SGLang's max_total_num_tokens; page size "
             f"{page_size}{pages_note})")
+
+
+def conversation_size(n_bytes: float, gib: str = " GiB") -> str:
+    """A conversation's bytes as fit prints them: GiB to three decimals (``gib`` the unit
+    after it, "" in a table whose header names GiB), but under 0.0005 GiB, whose thousandths
+    read 0.000, in its own unit (Llama-3.1-8B's 1-token conversation under SGLang, whose
+    page is 1 token: '128 KiB', not '0.000')."""
+    if n_bytes >= GIB / 2000 or n_bytes == 0:
+        return f"{n_bytes / GIB:,.3f}{gib}"
+    return fmt_binary_bytes(n_bytes)
 
 
 def is_llamacpp(p: KVPool) -> bool:

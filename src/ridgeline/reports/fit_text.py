@@ -25,6 +25,7 @@ from ridgeline.reports.fit_state import (
 )
 from ridgeline.reports.fit_terms import (
     cache_all_on_host,
+    conversation_size,
     held_label,
     host_cache_unbounded,
     is_llamacpp,
@@ -36,7 +37,7 @@ from ridgeline.reports.fit_terms import (
 )
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
-from ridgeline.units import GIB, fmt_binary_bytes, plural
+from ridgeline.units import GIB, plural
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -113,10 +114,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
                  f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
                  f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
                  f"{1 + (p.blocks - admission) // decoding:,} at once")
-    each = r.per_conversation_bytes
-    # under 0.0005 GiB the thousandths read 0.000: a short conversation in its own unit
-    takes = f"{each / GIB:,.3f} GiB {per_gpu(p)}" if each >= GIB / 2000 or each == 0 \
-        else f"{fmt_binary_bytes(each)} {per_gpu(p)}"
+    takes = f"{conversation_size(r.per_conversation_bytes)} {per_gpu(p)}"
     if cache_all_on_host(p):  # -ngl 0: none of it on the GPU
         from ridgeline.llamacpp_pool import host_cache_bytes
 

@@ -8,12 +8,32 @@ departures are counted in one too: sim/overload.py reads a rate at each bin's to
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 _BINS_PER_DECADE = 1000
 _LOW = 1e-7  # seconds
 
 
 _LOG_LOW = math.log10(_LOW)
+
+
+def linear_position(q: float, count: float) -> float:
+    """Where `vllm bench serve` reads the q-th percentile of ``count`` sorted samples
+    (numpy.percentile's default, linear): the 0-based position q/100 × (count − 1), between
+    the two samples either side. p90 of 10 samples: 8.1, 9.1 s of 1 … 10 s."""
+    return q / 100 * (count - 1)
+
+
+def sorted_percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile of equal-weight ``values`` in ascending order, read as
+    ``Histogram.percentile`` reads its samples: the value at ``linear_position``, plus its
+    fraction of the step to the next. Of 1 … 10 s, p90 is 9.1 s. NaN: no value."""
+    if not values:
+        return math.nan
+    position = min(max(linear_position(q, len(values)), 0.0), len(values) - 1.0)
+    below = math.floor(position)
+    low, fraction = values[below], position - below
+    return low if not fraction else low + fraction * (values[below + 1] - low)
 
 
 def bin_index(value: float) -> int:
@@ -102,7 +122,7 @@ class Histogram:
         Of 10 samples 1 … 10 s, p90 is 9.1 s (nearest rank read 9 s); of 100, p99 is 99.01."""
         if not self.total:
             return math.nan
-        return self.at_position(q / 100 * (self.total - 1))
+        return self.at_position(linear_position(q, self.total))
 
     def at_position(self, position: float) -> float:
         """The value at ``position`` (0-based, fractional) in the sorted samples, a weight w

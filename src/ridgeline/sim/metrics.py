@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from ridgeline.engines import EngineProfile
-from ridgeline.sim.histogram import Histogram, bin_index, bin_top
+from ridgeline.sim.histogram import Histogram, bin_index, bin_top, linear_position
 from ridgeline.sim.request import Request
 from ridgeline.sim.time_series import TimeSeries
 
@@ -709,7 +709,7 @@ class SimResult:
         rejected = self.rec.windowed_rejected
         if not h.total:
             return math.inf if rejected and name == "ttft" else math.nan
-        position = percentile / 100 * (h.total + rejected - 1)
+        position = linear_position(percentile, h.total + rejected)
         return math.inf if position > h.total - 1 else h.at_position(position)
 
     def itl_s_at(self, percentile: float) -> float:
