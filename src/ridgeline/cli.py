@@ -227,6 +227,13 @@ class _KvSpelling(argparse._StoreAction):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
+        from ridgeline.engine_choices import unmodelled_choice_problem
+
+        # an engine's value ridgeline has no cache format for (vLLM's fp8_inc) says so under
+        # every command, not only where a deployment is built (kv's, roofline's own sizes)
+        problem = unmodelled_choice_problem(str(values), str(option_string))
+        if problem:
+            parser.error(problem)
         setattr(namespace, self.dest, values)
         namespace.kv_dtype_spelling = option_string
 

@@ -17,12 +17,13 @@ from ridgeline.errors import InputError
 def cmd_kv(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
+    from ridgeline.engine_windows import honours_windows
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
     from ridgeline.raw_fit import device_fit
     from ridgeline.reports.kv import kv_report
     from ridgeline.reports.roofline import served_keys
-    from ridgeline.served_model import served_dtype
+    from ridgeline.served_model import served_dtype, windows_as_full
     from ridgeline.units import GIB
 
     model = load_model(args)
@@ -60,6 +61,10 @@ def cmd_kv(args: argparse.Namespace) -> Any:
         dep = None if acc is None else build_deployment(args, model, acc, engine)
         if dep is not None:
             model = dep.model
+            if engine is not None and not honours_windows(dep):
+                # SGLang outside its hybrid-SWA architectures and TensorRT-LLM keep every
+                # token in every window layer, as fit prices their pools (engine_windows)
+                model = windows_as_full(model)
             # the weights on the GPUs against the memory the engine finds, as decode and fit
             room = device_fit(dep)
             budget = room.kv_room_bytes

@@ -108,7 +108,7 @@ def kv_cache_dtype_problem(engine: str, version: str | None, value: str,
         f"{name} {release} (the default --engine-version)"
     later = (f"; {value} came in v{choice.since}, so name that --engine-version or a later one"
              if choice is not None and choice.since else "")
-    hint = "" if choice is not None else _ridgeline_name_hint(value, taken)
+    hint = "" if choice is not None else _ridgeline_name_hint(engine, value, taken, flag)
     return (f"{said} refuses {flag} {value}: it takes one of "
             f"{', '.join(c.value for c in taken)}{later}{hint}")
 
@@ -139,17 +139,27 @@ def _unmodelled(engine: str, choice: EngineChoice, flag: str) -> str:
             f"is {choice.why}")
 
 
-def _ridgeline_name_hint(value: str, taken: tuple[EngineChoice, ...]) -> str:
-    """Where ``value`` is ridgeline's name for a cache (bf16, fp16, fp8 under SGLang), the
-    engine's spelling of it and ridgeline's own flag; "" otherwise."""
+def _ridgeline_name_hint(engine: str, value: str, taken: tuple[EngineChoice, ...],
+                         flag: str = KV_CACHE_DTYPE_FLAG) -> str:
+    """What to give instead: the engine's own value where ``value`` is one but for its case
+    or spaces (Auto, 'fp8_e4m3 '); where it is ridgeline's name for a cache (bf16, fp16, fp8
+    under SGLang), ridgeline's flag and the engine's spelling of it, or, for a cache the
+    engine does not keep (q8_0, int8 under vLLM), the caches it keeps; "" otherwise."""
     from ridgeline.errors import InputError
-    from ridgeline.precision import kv_dtype
+    from ridgeline.precision import kv_dtype, kv_dtypes
 
+    same = [c.value for c in taken if c.value == value.strip().lower()]
+    if same:
+        return f" (the engine reads its values exactly: give {flag} {same[0]})"
     try:
-        wanted = kv_dtype(value).id
+        cache = kv_dtype(value)
     except InputError:
         return ""
+    if not cache.cached_by(engine):
+        keeps = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
+        return (f" ({value} is ridgeline's name for a cache {engine_name(engine)} does not "
+                f"keep; it keeps {keeps})")
     spelled = [c.value for c in taken if c.modelled and c.value != "auto"
-               and kv_dtype(c.value).id == wanted]
+               and kv_dtype(c.value).id == cache.id]
     engine_word = f", or the engine's {', '.join(spelled)}" if spelled else ""
     return f" ({value} is ridgeline's name: give --kv-dtype {value}{engine_word})"
