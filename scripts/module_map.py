@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Hardware and models", "accelerators, configs read into ModelSpec, weight formats",
      ("hardware", "model_types", "config_fields", "layouts", "config_reader", "model",
       "params", "quantization", "compressed_tensors_schemes", "checkpoint_kv", "precision",
-      "vision_tower",
+      "ds_mla_cache", "vision_tower",
       "kvcache", "gguf_*", "catalog", "hub", "context_length", "served_model",
       "tensor_parallel", "engine_platforms", "engine_quantization")),
     ("Formulas", "the article's divisions: ridge points, cache bytes, routing, statistics",

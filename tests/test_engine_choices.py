@@ -80,7 +80,9 @@ def test_each_value_the_release_takes_and_ridgeline_sizes_is_still_taken(
     listed = kv_cache_dtype_choices(engine)
     assert listed is not None
     release = str(sized_version(engine, None))
-    values = [c.value for c in listed.taken_by(release) if c.modelled]
+    # fp8_ds_mla's records fit DeepSeek-V3.2's latent only (test_ds_mla_cache sizes them)
+    values = [c.value for c in listed.taken_by(release) if c.modelled
+              and not (c.value != "auto" and kv_dtype(c.value).elements_per_token)]
     assert "auto" in values and len(values) >= 3
     for value in values:
         err = taken(capsys, *FIT, "--engine", engine, "--kv-cache-dtype", value, "--json")
@@ -121,8 +123,7 @@ def test_a_value_a_later_release_brought_is_refused_for_an_earlier_one(
           "--kv-cache-dtype", value)
 
 
-@pytest.mark.parametrize(("engine", "value"), [("vllm", "fp8_inc"), ("vllm", "fp8_ds_mla"),
-                                               ("vllm", "turboquant_k8v4"),
+@pytest.mark.parametrize(("engine", "value"), [("vllm", "fp8_inc"), ("vllm", "turboquant_k8v4"),
                                                ("sglang", "fp4_e2m1")])
 @pytest.mark.parametrize("flag", ["--kv-cache-dtype", "--kv-dtype"])
 def test_an_engines_value_ridgeline_has_no_format_for_is_refused_as_not_modelled(

@@ -208,18 +208,34 @@ def test_prefix_refuses_llamacpp(capsys: pytest.CaptureFixture[str]) -> None:
                                      "--engine", "llama.cpp")
 
 
-@pytest.mark.parametrize(("engine", "block"), [("vllm", "7"), ("vllm", "2048"),
-                                               ("trtllm", "12"), ("trtllm", "1")])
+@pytest.mark.parametrize(("engine", "block"), [("trtllm", "12"), ("trtllm", "1")])
 def test_prefix_refuses_a_block_the_engine_refuses_as_simulate_does(
         capsys: pytest.CaptureFixture[str], engine: str, block: str) -> None:
-    """vLLM takes only its BlockSize choices and TensorRT-LLM powers of two past 1 (each pool
-    refuses the rest); prefix had matched in such a block (vLLM 7: 14 tokens reused), a cache
-    no engine starts with. The one message is the pool's own."""
+    """TensorRT-LLM takes powers of two past 1 (its pool refuses the rest); prefix had matched
+    in such a block, a cache no engine starts with. The one message is the pool's own."""
     sim = refused(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
                   "--rate", "2", "--num-requests", "4", "--max-model-len", "8192",
                   "--block-size", block)
     assert refused(capsys, "prefix", "--tokens-a", A, "--tokens-b", B, "--engine", engine,
                    "--block-size", block) == sim
+
+
+@pytest.mark.parametrize("block", [7, 2048])
+def test_prefix_takes_any_vllm_block_the_default_release_takes_as_simulate_does(
+        capsys: pytest.CaptureFixture[str], block: int) -> None:
+    """vLLM 0.32, the release a run is priced as, takes any positive --block-size (from
+    v0.18.0, engine_choices.json block_size); vLLM 0.17.0 took only its BlockSize choices.
+    prefix had refused 7 and 2048 under every release."""
+    got = reuse(capsys, "--engine", "vllm", "--block-size", str(block))["prefix_reuse"]
+    assert got["block_size"] == block
+    assert got["tokens_reused"] == (36 // block) * block  # 36 common tokens, whole blocks
+    code, _, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2",
+                           "--num-requests", "4", "--max-model-len", "8192", "--block-size",
+                           str(block), "--json")
+    assert code == 0, err
+    assert "--block-size is one of" in refused(
+        capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests",
+        "4", "--max-model-len", "8192", "--block-size", str(block), "--engine-version", "0.17.0")
 
 
 def test_prefix_keeps_sglangs_any_page_size_and_an_engines_valid_block(

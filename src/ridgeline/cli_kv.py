@@ -17,6 +17,7 @@ from ridgeline.errors import InputError
 def cmd_kv(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
+    from ridgeline.ds_mla_cache import packed_cache_problem
     from ridgeline.engine_windows import honours_windows
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
@@ -28,6 +29,9 @@ def cmd_kv(args: argparse.Namespace) -> Any:
 
     model = load_model(args)
     kv = kv_dtype(args.kv_dtype or served_dtype(model))
+    problem = packed_cache_problem(kv, model)  # fp8_ds_mla's records fit one latent width
+    if problem:
+        raise InputError(problem)
     budget, label, replication = None, "", 1.0
     dep: Any = None
     given = [flag for flag, value in (("--gpu", args.gpu), ("--gpu-file", args.gpu_file),

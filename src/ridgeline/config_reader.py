@@ -233,6 +233,7 @@ class _SpecReader(ConfigFields):
                 qk_nope_head_dim=self.int_("qk_nope_head_dim"),
                 qk_rope_head_dim=self.int_("qk_rope_head_dim"),
                 v_head_dim=self.int_("v_head_dim"),
+                index_topk=self.opt_int("index_topk"),
             )
         default_head = hidden // heads
         if mla is None and hidden % heads and self.c.get("head_dim") is None:

@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ridgeline.cpu_offload import CpuOffload
+from ridgeline.ds_mla_cache import packed_cache_problem, vllm_stored_cache
 from ridgeline.engine_platforms import (
     engine_platform_problem,
     flash_attention_kv_problem,
@@ -262,12 +263,16 @@ class Deployment:
         if fmt_problem:
             raise InputError(fmt_problem)
         cache = kv_dtype(kv_name)
-        # only a named engine keeps its own cache formats (TensorRT-LLM's is always named)
-        kv_problem = (kv_platform_problem(cache, accelerator, engine)
-                      or quantized_v_problem(cache, engine, flash_attention, no_kernel)
-                      or flash_attention_kv_problem(cache, engine)
-                      or (tensor_split_kv_problem(cache) if split_mode == "tensor" else "")
-                      ) if named else ""
+        if named and engine == "vllm":  # DeepSeek-V3.2's fp8 cache in fp8_ds_mla's records
+            cache = vllm_stored_cache(cache, model)
+        # only a named engine keeps its own cache formats (TensorRT-LLM's is always named);
+        # a packed record a token fits one latent width, engine or none
+        kv_problem = packed_cache_problem(cache, model) or (
+            kv_platform_problem(cache, accelerator, engine)
+            or quantized_v_problem(cache, engine, flash_attention, no_kernel)
+            or flash_attention_kv_problem(cache, engine)
+            or (tensor_split_kv_problem(cache) if split_mode == "tensor" else "")
+            if named else "")
         if kv_problem:
             raise InputError(kv_problem)
         if engine.startswith("llama.cpp"):

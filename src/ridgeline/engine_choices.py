@@ -11,6 +11,8 @@ llama.cpp's -fa, read in any spelling llama-server reads (enabled, 1, -1).
 
 A value the release takes but ridgeline has no cache format for (vLLM's fp8_inc) is refused
 as not modelled, rather than sized as another; ridgeline's own --kv-dtype keeps its names.
+vLLM's --block-size is checked so too: BlockSize's choices before v0.18.0, any positive block
+from it.
 """
 
 from __future__ import annotations
@@ -69,6 +71,22 @@ def engine_choice_values() -> frozenset[str]:
     parse lets through to ``kv_cache_dtype_problem`` rather than refuse as no dtype at all."""
     return frozenset(c.value for engine in ("vllm", "sglang")
                      for c in (kv_cache_dtype_choices(engine) or ChoiceList(engine, "", ())).choices)
+
+
+def block_size_problem(engine: str, version: str | None, block: int) -> str:
+    """Why ``engine`` at ``version`` (None: the release a run is priced as, vLLM 0.32) refuses
+    ``block`` as its --block-size, or "": before vLLM 0.18.0 one of CacheConfig's BlockSize
+    choices (1, 8, 16, 32, 64, 128, 256), from it any whole number above 0 (block_size: int,
+    gt=0). An engine without a list here is not checked."""
+    row = load_data("engine_choices.json")["block_size"].get(engine)
+    release = sized_version(engine, version)
+    if row is None or release is None or block in row["choices"] \
+            or not release_before(engine, release, row["choices_until"]):
+        return ""
+    said = f"{engine_name(engine)} {release}" + ("" if version is not None
+                                                 else " (the default --engine-version)")
+    return (f"{said}'s --block-size is one of {', '.join(map(str, row['choices']))}; got "
+            f"{block} (from v{row['choices_until']}, any block of 1 token or more)")
 
 
 def flash_attn_value(text: str) -> str:
@@ -144,7 +162,8 @@ def _ridgeline_name_hint(engine: str, value: str, taken: tuple[EngineChoice, ...
     """What to give instead: the engine's own value where ``value`` is one but for its case
     or spaces (Auto, 'fp8_e4m3 '); where it is ridgeline's name for a cache (bf16, fp16, fp8
     under SGLang), ridgeline's flag and the engine's spelling of it, or, for a cache the
-    engine does not keep (q8_0, int8 under vLLM), the caches it keeps; "" otherwise."""
+    engine does not keep (q8_0, int8 under vLLM), the caches it keeps; "" otherwise, and for
+    another engine's own value (vLLM's fp8_ds_mla under SGLang)."""
     from ridgeline.errors import InputError
     from ridgeline.precision import kv_dtype, kv_dtypes
 
@@ -155,8 +174,12 @@ def _ridgeline_name_hint(engine: str, value: str, taken: tuple[EngineChoice, ...
         cache = kv_dtype(value)
     except InputError:
         return ""
+    if value in engine_choice_values() and not cache.cached_by(engine):
+        return ""
     if not cache.cached_by(engine):
-        keeps = ", ".join(k for k, d in kv_dtypes().items() if d.cached_by(engine))
+        # a packed record a token (fp8_ds_mla) serves one model family: not offered for any
+        keeps = ", ".join(k for k, d in kv_dtypes().items()
+                          if d.cached_by(engine) and not d.elements_per_token)
         return (f" ({value} is ridgeline's name for a cache {engine_name(engine)} does not "
                 f"keep; it keeps {keeps})")
     spelled = [c.value for c in taken if c.modelled and c.value != "auto"

@@ -199,8 +199,10 @@ def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -
     only some engines cache in (formats.json's ``engines``: q8_0 is llama.cpp's), then
     TensorRT-LLM's fp8 cache, from compute capability 8.9, and its NVFP4 cache, Blackwell only."""
     if not cache.cached_by(engine):
+        # a packed record (vLLM's fp8_ds_mla) is one model family's, not a choice for any
         takes = ", ".join(k for k, d in kv_dtypes().items()
-                          if d.cached_by(engine) and d.read_by_flash_attention_of(engine))
+                          if d.cached_by(engine) and d.read_by_flash_attention_of(engine)
+                          and not d.elements_per_token)
         return f"{engine} has no {cache.id} KV cache; it caches in {takes}"
     if engine == "trtllm" and cache.id.startswith("fp8") \
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:

@@ -29,6 +29,10 @@ class MLA:
     # are cached, as llama.cpp runs a DeepSeek GGUF written without key_length_mla (before
     # its MLA cache, ggml-org/llama.cpp#12801; gguf_model._deepseek_fields)
     latent_cached: bool = True
+    # DeepSeek Sparse Attention (DeepSeek-V3.2): the tokens its indexer keeps for each query;
+    # vLLM runs such a model on its sparse MLA backends, as it tells one by this field
+    # (is_v32 = hasattr(hf_config, "index_topk"), vllm/model_executor/models/config.py)
+    index_topk: int | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import load_data
@@ -59,6 +60,9 @@ class KVDtype:
     # (engine, first build, last build): llama.cpp builds of one of those engines that lack
     # the kernel all the same (Vulkan's iq4_nl, b9106-b10164)
     flash_attention_missing_builds: tuple[tuple[str, int, int], ...] = ()
+    # a packed record a token (vLLM's fp8_ds_mla): the elements it holds, which a model's
+    # latent must match; 0 for a format of so many bytes an element at any width
+    elements_per_token: int = 0
 
     def cached_by(self, engine: str) -> bool:
         return not self.engines or any(engine.startswith(e) for e in self.engines)
@@ -95,13 +99,22 @@ def weight_formats() -> dict[str, WeightFormat]:
 @lru_cache(maxsize=1)
 def kv_dtypes() -> dict[str, KVDtype]:
     return {
-        row["id"]: KVDtype(row["id"], float(row["bytes_per_element"]), row["source"],
+        row["id"]: KVDtype(row["id"], _bytes_per_element(row), row["source"],
                            tuple(row.get("engines", ())),
                            tuple(row.get("flash_attention_engines", ())),
                            tuple((engine, int(first), int(last)) for engine, (first, last)
-                                 in row.get("flash_attention_missing_builds", {}).items()))
+                                 in row.get("flash_attention_missing_builds", {}).items()),
+                           int(row.get("elements_per_token", 0)))
         for row in load_data("formats.json")["kv"]
     }
+
+
+def _bytes_per_element(row: Mapping[str, Any]) -> float:
+    """A KV row's bytes an element: as given, or a packed record's bytes over the elements
+    it holds (fp8_ds_mla: 656 / 576, so 576 elements a token cost its 656 bytes)."""
+    if "bytes_per_element" in row:
+        return float(row["bytes_per_element"])
+    return float(row["bytes_per_token"]) / float(row["elements_per_token"])
 
 
 @lru_cache(maxsize=4)

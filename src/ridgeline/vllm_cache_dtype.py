@@ -5,6 +5,7 @@ or the fp8 cache a checkpoint asks for where the label does not show it: checkpo
 from __future__ import annotations
 
 from ridgeline.checkpoint_kv import label_hides_checkpoint_kv
+from ridgeline.ds_mla_cache import packed_cache_problem
 from ridgeline.errors import InputError
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype, kv_dtype
@@ -12,19 +13,19 @@ from ridgeline.precision import KVDtype, kv_dtype
 # vLLM's cache_dtype spellings that name no KV dtype of formats.json, as the fp8 cache they
 # store, one byte an element (vllm/config/cache.py CacheDType: "auto", "bfloat16", "fp8",
 # "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", vLLM 0.16): fp8_inc is Intel Neural
-# Compressor's FP8 cache (Gaudi), fp8_ds_mla DeepSeek's FlashMLA layout (the 512-element
-# latent in FP8 beside its scales and a 16-bit rope part: 656 bytes a token for 576
-# elements, nearer one byte an element than two)
-VLLM_FP8_CACHE_DTYPES = ("fp8_inc", "fp8_ds_mla")
+# Compressor's FP8 cache (Gaudi). fp8_ds_mla, DeepSeek's FlashMLA layout, is formats.json's
+# own (656 bytes a token for 576 elements: ds_mla_cache.py), and read as that
+VLLM_FP8_CACHE_DTYPES = ("fp8_inc",)
 
 
 def served_cache_dtype(label: str, model: ModelSpec) -> KVDtype | None:
     """The KV dtype a vLLM server's cache_config_info ``cache_dtype`` label stands for: auto
     the model's own dtype, or the checkpoint's fp8 where the label hides it
-    (``label_hides_checkpoint_kv``: a compressed-tensors kv_cache_scheme); fp8_inc and
-    fp8_ds_mla vLLM's one-byte fp8; else the dtype it names. None where the label names none
-    ridgeline knows. 'auto' for Llama-3.1-8B is bf16, 2 bytes an element; for a checkpoint
-    with a compressed-tensors kv_cache_scheme, fp8, 1 byte."""
+    (``label_hides_checkpoint_kv``: a compressed-tensors kv_cache_scheme); fp8_inc vLLM's
+    one-byte fp8; else the dtype it names (fp8_ds_mla: its 656-byte records a token). None
+    where the label names none ridgeline knows, or one this model cannot keep (fp8_ds_mla
+    beside a dense latent). 'auto' for Llama-3.1-8B is bf16, 2 bytes an element; for a
+    checkpoint with a compressed-tensors kv_cache_scheme, fp8, 1 byte."""
     name = label.strip().lower()
     if name == "auto":
         hidden = label_hides_checkpoint_kv(model.quant_method, model.kv_cache_dtype)
@@ -33,9 +34,10 @@ def served_cache_dtype(label: str, model: ModelSpec) -> KVDtype | None:
     elif name in VLLM_FP8_CACHE_DTYPES:
         name = "fp8"
     try:
-        return kv_dtype(name)
+        cache = kv_dtype(name)
     except InputError:
         return None
+    return None if packed_cache_problem(cache, model) else cache
 
 
 def names_cache_dtype(label: str) -> bool:

@@ -17,6 +17,7 @@ from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults
 from ridgeline.decode_context import dcp_release_problem
 from ridgeline.deployment import Deployment
+from ridgeline.engine_choices import block_size_problem
 from ridgeline.errors import InputError
 from ridgeline.hardware import device_memory_bytes, engine_devices, runtime_device
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, stage_group_layers, vllm_kv_groups
@@ -75,7 +76,6 @@ SEATS_CLAMPED_FROM = (0, 10, 1)
 # set the device's default on EngineArgs first, so the config's cap never saw it (0.10.1, 0.11.0)
 V0_BUDGET_CAPPED_FROM = (0, 9)
 V1_BUDGET_CAPPED_FROM = (0, 11, 1)
-VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize choices
 # vLLM's first release aligning a hybrid's attention block to the block size asked (PR
 # #37467, read in the v0.19.1 and v0.20.0 wheels)
 HYBRID_ALIGN_ASKED = (0, 20)
@@ -235,8 +235,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         raise InputError(problem)
     seqs, tokens = vllm_scheduler_budget(dep, s, acc)
     block = s.block_size
-    if block is not None and vllm_block_size_problem(block):
-        raise InputError(vllm_block_size_problem(block))
+    if block is not None and vllm_block_size_problem(block, s.engine_version):
+        raise InputError(vllm_block_size_problem(block, s.engine_version))
     fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
     if s.kv_cache_memory_bytes is not None:
         if acc.engine == "V0" or parse_version(acc.version) < SET_POOL_FROM:
@@ -413,10 +413,9 @@ def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: boo
     return state_blocks(dep.model, prefix_caching, acc.version, acc.linear_state_blocks)
 
 
-def vllm_block_size_problem(block: int) -> str:
-    """Why vLLM refuses ``block`` as its --block-size (one of CacheConfig's BlockSize
-    choices, VLLM_BLOCK_SIZES), or "" where it takes it: the pool and prefix matching share
-    the rule."""
-    if block in VLLM_BLOCK_SIZES:
-        return ""
-    return f"vLLM's --block-size is one of {', '.join(map(str, VLLM_BLOCK_SIZES))}; got {block}"
+def vllm_block_size_problem(block: int, version: str | None = None) -> str:
+    """Why vLLM at ``version`` (None: the release a run is priced as) refuses ``block`` as its
+    --block-size, or "" where it takes it (engine_choices.block_size_problem: CacheConfig's
+    BlockSize choices before v0.18.0, any positive block from it): the pool and prefix
+    matching share the rule."""
+    return block_size_problem("vllm", version, block)

@@ -19,6 +19,7 @@ from ridgeline.capacity import (
 from ridgeline.data_parallel import layout_label
 from ridgeline.decode_context import dcp_layout_problem, dcp_release_problem
 from ridgeline.deployment import Deployment
+from ridgeline.ds_mla_cache import vllm_stored_cache
 from ridgeline.engine_platforms import (
     flash_attention_unsupported,
     kv_platform_problem,
@@ -137,7 +138,10 @@ def levers(r: FitReport) -> list[Lever]:
     options: list[tuple[str, Deployment, int, EngineSettings]] = []
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
         "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool)})")
-    smaller_kv = replace(d, kv=kv_dtype(small_kv[0]))
+    # vLLM keeps DeepSeek-V3.2's fp8 cache in fp8_ds_mla's records (ds_mla_cache.py)
+    small_cache = kv_dtype(small_kv[0])
+    smaller_kv = replace(d, kv=vllm_stored_cache(small_cache, d.model)
+                         if d.engine == "vllm" else small_cache)
     # flash attention can be turned on only where the backend has a kernel for the heads
     fa_runs = gguf and not flash_attention_unsupported(d.model, d.engine)
     if gguf and not d.flash_attention and not fa_runs:  # f16 is the only cache that starts

@@ -112,8 +112,8 @@ class ObservedPool:
     def cache_dtype_apart(self) -> str | None:
         """vLLM's cache_dtype label where its bytes per element are not the KV dtype
         described: a server at --kv-cache-dtype fp8 observed as bf16 (its pool twice the
-        tokens modelled, its steps reading half the KV priced); vLLM's fp8_inc and
-        fp8_ds_mla read as its fp8, and 'auto' as vLLM resolves it
+        tokens modelled, its steps reading half the KV priced); vLLM's fp8_inc read as its
+        fp8, fp8_ds_mla as its 656-byte records, and 'auto' as vLLM resolves it
         (vllm_cache_dtype.served_cache_dtype: the model's 16-bit dtype, or the fp8 cache a
         compressed-tensors kv_cache_scheme sets after the label was written). None where the
         label is missing, unknown (a note says so, observe_metrics._read_pool), or of the
