@@ -1042,6 +1042,32 @@ def test_an_amd_apu_is_fitted_apart_from_the_discrete_radeons() -> None:
     assert rocm.compute_for(apu) < rocm.compute_for(card)
 
 
+def test_vega_20_decodes_with_cdna_and_prompts_with_the_radeons() -> None:
+    """Vega 20 (the Radeon VII, MI50) runs llama.cpp's wave-64 matrix-vector kernels, GCN's and
+    CDNA's, but has no matrix cores: its decode takes the Instinct cards' bandwidth multiplier,
+    its prompts the Radeons' compute one, and its rows count towards each where they pin it."""
+    from ridgeline.calibrate import _multiplier_groups
+    from ridgeline.engines import accelerator_group, bandwidth_group
+    from ridgeline.hardware import resolve_accelerator
+
+    vii, xtx = resolve_accelerator("radeon-vii"), resolve_accelerator("rx-7900-xtx")
+    assert (accelerator_group(vii), bandwidth_group(vii)) == ("amd-radeon", "amd-instinct")
+    assert bandwidth_group(xtx) == accelerator_group(xtx) == "amd-radeon"
+    rocm = profile_for("llama.cpp-rocm")
+    assert rocm.bandwidth_stand_in(vii) == "amd-instinct"
+    assert rocm.bandwidth_for(vii) == rocm.group_bandwidth_share("amd-instinct")
+    assert rocm.compute_for(vii) == rocm.compute_for(xtx)
+    assert "for amd-instinct" in rocm.bandwidth_story(vii) \
+        and "no amd-instinct rows" not in rocm.bandwidth_story(vii)
+    # eight decode and eight prompt rows on each card: the decode rows are two groups, one
+    # the reference; the prompt rows one group, the reference itself
+    vega = [r for r in read_measurements(ROCM).rows if r.gpu == "radeon-vii"]
+    rows = [replace(r, id=f"{r.id}-{gpu}-{i}", gpu=gpu)
+            for r in vega for gpu in ("radeon-vii", "rx-7900-xtx") for i in range(8)]
+    assert {r.metric for r in vega} == {"decode_tok_s_per_user", "prefill_tok_s"}
+    assert _multiplier_groups(rows) == (("amd-radeon",), ())
+
+
 @pytest.mark.parametrize("count", [float("inf"), -1, "many"])
 def test_a_profile_with_a_nonsense_row_count_per_group_is_refused(count: object) -> None:
     from ridgeline.errors import InputError

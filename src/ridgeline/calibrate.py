@@ -135,15 +135,19 @@ def _space(mine: Sequence[Measurement], key: str, start: EngineProfile,
 
 def _multiplier_groups(mine: Sequence[Measurement]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The card groups that get a bandwidth multiplier and a compute one: each with
-    MIN_GROUP_ROWS decode rows (prompt rows), less a reference where every group has one."""
-    groups = Counter(row_group(r) for r in mine)
-    decode_groups = Counter(row_group(r) for r in mine if r.metric == "decode_tok_s_per_user")
+    MIN_GROUP_ROWS decode rows (prompt rows), less a reference where every group has one.
+    Bandwidth groups are the rows' bandwidth_group (Vega 20 with CDNA), compute groups their
+    accelerator_group."""
+    groups = {row_group(r) for r in mine}
+    bw_groups = {row_group(r, bandwidth=True) for r in mine}
+    decode_groups = Counter(row_group(r, bandwidth=True) for r in mine
+                            if r.metric == "decode_tok_s_per_user")
     compute_groups = Counter(row_group(r) for r in mine if r.metric in ("prefill_tok_s", "ttft_ms"))
     bw = tuple(sorted(g for g, n in decode_groups.items() if n >= MIN_GROUP_ROWS))
     cg = tuple(sorted(g for g, n in compute_groups.items() if n >= MIN_GROUP_ROWS))
-    if len(bw) == len({g for g in groups}) and bw:
+    if len(bw) == len(bw_groups) and bw:
         bw = bw[1:]  # one group is the reference: the global efficiency is its value
-    if len(cg) == len({g for g in groups}) and cg:
+    if len(cg) == len(groups) and cg:
         cg = cg[1:]
     return pinned_groups(bw, decode_groups), pinned_groups(cg, compute_groups)
 

@@ -89,7 +89,8 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                        "rows of other models, or keep this profile to that one")
         held = dict(held_parameters(p, prior))  # the bundled profile's values: not fitted
         shares: dict[tuple[str, int], list[str]] = {}  # (low or high, share %) → groups
-        fitted_on = [] if "bandwidth share" in held else sorted(p.fitted_groups) or [""]
+        fitted_on = [] if "bandwidth share" in held else \
+            sorted(set(p.fitted_groups) | set(p.group_bandwidth)) or [""]
         for group in fitted_on:
             share = p.bandwidth_efficiency * p.group_bandwidth.get(group, 1.0)
             if share < MIN_BANDWIDTH_SHARE:

@@ -20,6 +20,7 @@ from ridgeline.engines import (
     MATVEC_TOKENS,
     MIN_GROUP_ROWS,
     accelerator_group,
+    bandwidth_group,
     has_alu_matmuls,
     has_matvec_ceiling,
 )
@@ -45,11 +46,13 @@ def dequantizes(row: Measurement) -> bool:
     return dep is not None and dep.dequantizes
 
 
-def row_group(row: Measurement) -> str:
+def row_group(row: Measurement, bandwidth: bool = False) -> str:
+    """The row's card group (bandwidth: its bandwidth_group, whose decode multiplier it pins)."""
     try:
-        return accelerator_group(resolve_accelerator(row.gpu))
+        acc = resolve_accelerator(row.gpu)
     except InputError:
         return "other"
+    return bandwidth_group(acc) if bandwidth else accelerator_group(acc)
 
 
 def rated_bytes_per_s(row: Measurement) -> float | None:

@@ -67,6 +67,20 @@ def _group(vendor: str, form: str, family: str, ident: str) -> str:
     return vendor or "other"
 
 
+def bandwidth_group(acc: Accelerator) -> str:
+    """The group whose bandwidth multiplier (decode's share of rated bandwidth) a card takes:
+    its accelerator_group, but Vega 20 (gcn5: the Radeon VII, MI50 and MI60) with CDNA's
+    amd-instinct. A decode step runs matrix-vector kernels, tuned by wave size, not by matrix
+    core: llama.cpp gives GCN and CDNA ("GCN/CDNA, wave size is 64", ggml-cuda/common.cuh) one
+    table, MMVQ_PARAMETERS_GCN, and RDNA (wave size 32) another (get_device_table_id in
+    ggml-cuda/mmvq.cu). Its prompts' compute group stays amd-radeon: it has no matrix cores,
+    and reaches more of its vector peak than CDNA does of MFMA's (0.22–0.28 against 0.10–0.17 on
+    llama.cpp's prompts, rocm.csv)."""
+    if acc.vendor == "amd" and acc.family == "gcn5":
+        return "amd-instinct"
+    return accelerator_group(acc)
+
+
 @lru_cache(maxsize=1)
 def accelerator_groups() -> tuple[str, ...]:
     """Every group accelerator_group can answer, sorted: its rule on each catalog card's
@@ -214,7 +228,7 @@ class EngineProfile:
     def bandwidth_for(self, acc: Accelerator) -> float:
         """Bandwidth efficiency on this accelerator (group multiplier where fitted), combined
         with the engine's absolute ceiling as two rates in series: 1/share + rated/ceiling."""
-        share = self.group_bandwidth_share(self.stand_in_group(acc))
+        share = self.group_bandwidth_share(self.bandwidth_stand_in(acc))
         if self.bandwidth_cap_bytes_per_s is None:
             return share
         return 1.0 / (1.0 / share + acc.memory_bandwidth_bytes_per_s
@@ -230,7 +244,15 @@ class EngineProfile:
         multiplier, or as the base every multiplier is relative to), else the same vendor's
         group with the most fitted rows (an RTX PRO workstation card under a profile fitted
         on H100s and MI300Xs takes the H100s' share, not the MI300Xs'), else its own."""
-        group = accelerator_group(acc)
+        return self._stand_in(accelerator_group(acc))
+
+    def bandwidth_stand_in(self, acc: Accelerator) -> str:
+        """stand_in_group's rule on the card's bandwidth_group: the group whose bandwidth
+        multiplier prices its decode (a Radeon VII: amd-instinct's, where the fit saw it)."""
+        return self._stand_in(bandwidth_group(acc))
+
+    def _stand_in(self, group: str) -> str:
+        """stand_in_group's rule on a group."""
         if group in self.group_bandwidth or group in self.group_compute \
                 or self.fitted_groups.get(group, 0) >= MIN_GROUP_ROWS:
             return group
@@ -241,13 +263,13 @@ class EngineProfile:
 
     def compute_story(self, acc: Accelerator) -> str:
         """Where compute_for's share comes from, for --explain."""
-        return _share_story(self.compute_efficiency, self.group_compute, acc,
-                            self.stand_in_group(acc))
+        return _share_story(self.compute_efficiency, self.group_compute,
+                            accelerator_group(acc), self.stand_in_group(acc))
 
     def bandwidth_story(self, acc: Accelerator) -> str:
         """Where bandwidth_for's share comes from: the share, and the ceiling in series."""
-        share = _share_story(self.bandwidth_efficiency, self.group_bandwidth, acc,
-                             self.stand_in_group(acc))
+        share = _share_story(self.bandwidth_efficiency, self.group_bandwidth,
+                             bandwidth_group(acc), self.bandwidth_stand_in(acc))
         cap = self.bandwidth_cap_bytes_per_s
         if cap is None:
             return share
@@ -361,11 +383,10 @@ def _per_group(f: Fields, key: str, low: float, high: float,
     return out
 
 
-def _share_story(base: float, groups: Mapping[str, float], acc: Accelerator,
+def _share_story(base: float, groups: Mapping[str, float], group: str,
                  stand_in: str) -> str:
-    """A profile's share on this card: its base, times its group's fitted multiplier if any
-    (``stand_in``: the group it borrows, where its own was not fitted)."""
-    group = accelerator_group(acc)
+    """A profile's share on a card of ``group``: its base, times its group's fitted multiplier
+    if any (``stand_in``: the group it borrows, where its own was not fitted)."""
     borrowed = "" if stand_in == group else \
         f", {stand_in}'s (no {group} rows fitted; the same vendor's best-covered group)"
     if stand_in not in groups:
