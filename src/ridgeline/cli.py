@@ -17,7 +17,12 @@ from ridgeline.cli_config_file import (
     with_config_file,
 )
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizing_flags
-from ridgeline.cli_load import _say_caution, default_engine, llamacpp_builds_for
+from ridgeline.cli_load import (
+    _say_caution,
+    default_engine,
+    kv_release_refusal,
+    llamacpp_builds_for,
+)
 from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_bad_outputs
 from ridgeline.cli_spellings import (
@@ -230,10 +235,11 @@ class _KvSpelling(argparse._StoreAction):
         from ridgeline.engine_choices import unmodelled_choice_problem
 
         # an engine's value ridgeline has no cache format for (vLLM's fp8_inc) says so under
-        # every command, not only where a deployment is built (kv's, roofline's own sizes)
-        problem = unmodelled_choice_problem(str(values), str(option_string))
-        if problem:
-            parser.error(problem)
+        # every command, not only where a deployment is built (kv's, roofline's own sizes):
+        # main refuses it once the engine is known, as the release refuses it where that
+        # release came before the value (cli_load.kv_release_refusal)
+        namespace.kv_dtype_unmodelled = unmodelled_choice_problem(str(values),
+                                                                  str(option_string))
         setattr(namespace, self.dest, values)
         namespace.kv_dtype_spelling = option_string
 
@@ -533,6 +539,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "engine", None) is not None:
             args.engine_asked = args.engine  # a comparison picks each card's llama.cpp build
             args.engine = llamacpp_builds_for(args, args.engine)
+        if getattr(args, "kv_dtype_unmodelled", ""):  # _KvSpelling: not sized by ridgeline
+            raise InputError(kv_release_refusal(args) or args.kv_dtype_unmodelled)
         from ridgeline.vllm_compilation import apply_compilation
 
         apply_compilation(args)  # vLLM's compilation config, as the engine settings it sets

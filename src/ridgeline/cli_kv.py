@@ -9,7 +9,13 @@ from typing import Any
 
 from ridgeline.cli import _formats, _gpu, _model, _output, data_parallel_flags
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag
-from ridgeline.cli_load import build_deployment, load_accelerator, load_model, served_engine
+from ridgeline.cli_load import (
+    build_deployment,
+    kv_choice_check,
+    load_accelerator,
+    load_model,
+    served_engine,
+)
 from ridgeline.cli_types import MEMORY_GIB_RANGE, _positive_count, _positive_float
 from ridgeline.errors import InputError
 
@@ -18,6 +24,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.ds_mla_cache import packed_cache_problem
+    from ridgeline.engine_platforms import kv_kept_nowhere_problem
     from ridgeline.engine_windows import honours_windows
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
@@ -28,6 +35,13 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     from ridgeline.units import GIB
 
     model = load_model(args)
+    # --engine's, or the card's own where it is llama.cpp (Apple silicon, Vega 20, MI100,
+    # RDNA2): the memory is counted as it runs there, as decode and fit count it (its input
+    # embedding on the host, windows only for the architectures it keeps them for, its f16
+    # cache); None: vLLM's card, the checkpoint as stored
+    engine = served_engine(args)
+    if engine is None:  # --kv-cache-dtype read as vLLM's flag, as fit reads it by default
+        kv_choice_check(args, "vllm")  # (vLLM's nvfp4 is not modelled; bf16 is bfloat16)
     kv = kv_dtype(args.kv_dtype or served_dtype(model))
     problem = packed_cache_problem(kv, model)  # fp8_ds_mla's records fit one latent width
     if problem:
@@ -48,11 +62,6 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     if args.data_parallel_size is not None and not given:
         raise InputError("--data-parallel-size splits accelerators' memory into ranks: give "
                          "--gpu")
-    # --engine's, or the card's own where it is llama.cpp (Apple silicon, Vega 20, MI100,
-    # RDNA2): the memory is counted as it runs there, as decode and fit count it (its input
-    # embedding on the host, windows only for the architectures it keeps them for, its f16
-    # cache); None: vLLM's card, the checkpoint as stored
-    engine = served_engine(args)
     if engine is not None and not given:
         raise InputError(f"--engine {getattr(args, 'engine_asked', None) or args.engine} "
                          "keeps the cache as that engine does on a card (its cache dtype, "
@@ -64,6 +73,10 @@ def cmd_kv(args: argparse.Namespace) -> Any:
         acc = load_accelerator(args)
         dep = None if acc is None else build_deployment(args, model, acc, engine)
         if dep is not None:
+            problem = "" if engine is not None else kv_kept_nowhere_problem(dep.kv,
+                                                                             dep.accelerator)
+            if problem:  # no engine named: still a cache some engine keeps on this card
+                raise InputError(problem)
             model = dep.model
             if engine is not None and not honours_windows(dep):
                 # SGLang outside its hybrid-SWA architectures and TensorRT-LLM keep every

@@ -188,6 +188,33 @@ def kv_choice_check(args: argparse.Namespace, engine: str | None) -> None:
         raise InputError(problem)
 
 
+def kv_release_refusal(args: argparse.Namespace) -> str:
+    """Where --kv-cache-dtype names a value of the engine's (vLLM, SGLang) that ridgeline
+    does not size and the engine's release refuses it, having come later, that release's
+    refusal, the one the user would meet first (vLLM 0.11.0 and turboquant_k8v4, SGLang 0.5.0
+    and fp4_e2m1); "" otherwise, and for another engine's value (SGLang's fp4_e2m1 under
+    vLLM), which is refused as not modelled, naming whose it is."""
+    from ridgeline.engine_choices import (
+        KV_CACHE_DTYPE_FLAG,
+        kv_cache_dtype_choices,
+        kv_cache_dtype_problem,
+    )
+    from ridgeline.engine_versions import check_version_kind
+    from ridgeline.engines import engine_id
+
+    asked = getattr(args, "engine", None)
+    if not isinstance(asked, str) or getattr(args, "kv_dtype_spelling", None) \
+            != KV_CACHE_DTYPE_FLAG:
+        return ""
+    engine, version = engine_id(asked), getattr(args, "engine_version", None)
+    listed = kv_cache_dtype_choices(engine)
+    if listed is None or args.kv_dtype not in {c.value for c in listed.choices}:
+        return ""
+    if version is not None:
+        check_version_kind(engine, version)
+    return kv_cache_dtype_problem(engine, version, args.kv_dtype)
+
+
 def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str | None,
                      expert_parallel: bool = False) -> Any:
     """The deployment the flags describe on ``acc`` for ``engine`` (None: no engine named):

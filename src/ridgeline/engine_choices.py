@@ -40,11 +40,14 @@ class EngineChoice:
 @dataclass(frozen=True)
 class ChoiceList:
     """An engine's values for one flag, checked from ``checked_from`` (the oldest release
-    whose list was read; earlier releases are not checked)."""
+    whose list was read; earlier releases are not checked); ``read_through``, the newest
+    release whose list was read, where values are read only on main (those releases refuse
+    them)."""
 
     engine: str
     checked_from: str
     choices: tuple[EngineChoice, ...]
+    read_through: str | None = None
 
     def taken_by(self, release: str) -> tuple[EngineChoice, ...]:
         """The values ``release`` takes: those with no ``since``, or one it has reached. A
@@ -53,6 +56,17 @@ class ChoiceList:
         return tuple(c for c in self.choices if c.since is None
                      or (c.since != "main" and not release_before(self.engine, release,
                                                                    c.since)))
+
+    def refused_by(self, release: str, choice: EngineChoice) -> bool:
+        """Whether ``release`` is known to refuse ``choice``: one that came in a later release,
+        or one read only on main where ``release`` is no later than ``read_through`` (vLLM
+        0.11.0 and turboquant_k8v4); a main-only value under a later release is not known."""
+        if choice.since is None:
+            return False
+        if choice.since != "main":
+            return release_before(self.engine, release, choice.since)
+        return self.read_through is not None and not release_before(
+            self.engine, self.read_through, release)
 
 
 @cache
@@ -63,7 +77,7 @@ def kv_cache_dtype_choices(engine: str) -> ChoiceList | None:
         return None
     return ChoiceList(engine, row["checked_from"], tuple(
         EngineChoice(c["value"], c.get("since"), bool(c["modelled"]), c.get("why", ""))
-        for c in row["choices"]))
+        for c in row["choices"]), row.get("read_through"))
 
 
 def engine_choice_values() -> frozenset[str]:
@@ -107,7 +121,9 @@ def kv_cache_dtype_problem(engine: str, version: str | None, value: str,
     """Why ``engine`` at ``version`` (None: the release a run is priced as) refuses
     ``value`` for --kv-cache-dtype, or why ridgeline does not size it; "" where it is read.
     The engines match the value exactly (argparse's choices, vLLM's Literal), so 'BF16' and
-    'fp8' under SGLang are refused as the engines refuse them."""
+    'fp8' under SGLang are refused as the engines refuse them. A value ridgeline does not size
+    that came after ``version`` (vLLM 0.11.0's turboquant_k8v4, SGLang 0.5.0's fp4_e2m1) is
+    refused as that release refuses it, the refusal the user would meet first."""
     listed = kv_cache_dtype_choices(engine)
     if listed is None:
         return ""
@@ -118,14 +134,20 @@ def kv_cache_dtype_problem(engine: str, version: str | None, value: str,
     known = {c.value: c for c in listed.choices}
     taken = listed.taken_by(release)
     choice = known.get(value)
-    if choice is not None and not choice.modelled:
+    if choice is not None and not choice.modelled and not listed.refused_by(release, choice):
         return _unmodelled(engine, choice, flag)
     if choice is not None and choice in taken:
         return ""
     said = f"{name} {release}" if version is not None else \
         f"{name} {release} (the default --engine-version)"
-    later = (f"; {value} came in v{choice.since}, so name that --engine-version or a later one"
-             if choice is not None and choice.since else "")
+    later = ""
+    if choice is not None and choice.since:
+        came = f"in v{choice.since}" if choice.since != "main" else \
+            f"after v{listed.read_through}"
+        later = (f"; {value} came {came}, so name that --engine-version or a later one"
+                 if choice.modelled else
+                 f"; {value} came {came}, and ridgeline does not size it under any release: "
+                 f"{name}'s {value} is {choice.why}")
     hint = "" if choice is not None else _ridgeline_name_hint(engine, value, taken, flag)
     return (f"{said} refuses {flag} {value}: it takes one of "
             f"{', '.join(c.value for c in taken)}{later}{hint}")

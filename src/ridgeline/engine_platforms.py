@@ -216,6 +216,17 @@ def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -
     return ""
 
 
+def kv_kept_nowhere_problem(cache: KVDtype, accelerator: Accelerator) -> str:
+    """Why no engine keeps a cache of this format on this accelerator, where only some
+    engines keep it (formats.json ``engines``), or "": ``kv`` with no --engine sizes the
+    cache as written, but not one no engine could hold there (TensorRT-LLM's NVFP4 cache on
+    an H100: the refusal fit gives under --engine trtllm)."""
+    if not cache.engines:
+        return ""
+    problems = [kv_platform_problem(cache, accelerator, engine) for engine in cache.engines]
+    return "" if not all(problems) else problems[0]
+
+
 # -ctk/-ctv types llama.cpp reads without flash attention: its non-flash path multiplies the
 # scores by a transposed V, which it cannot keep quantized
 LLAMACPP_PLAIN_KV = ("fp16", "bf16", "fp32")

@@ -26,6 +26,7 @@ from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.served_model import windows_as_full
 from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
+from ridgeline.vllm_attention_block import attention_block_problem
 from ridgeline.vllm_graphs import capture_query_len, cuda_graph_bytes, spec_capture_multiple
 from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
@@ -237,6 +238,11 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     block = s.block_size
     if block is not None and vllm_block_size_problem(block, s.engine_version):
         raise InputError(vllm_block_size_problem(block, s.engine_version))
+    problem = "" if block is None else attention_block_problem(
+        dep, acc.version, block, "" if s.engine_version is not None
+        else f"vLLM {acc.version} (the default --engine-version)")
+    if problem:  # no attention backend takes the block asked (vllm_attention_block)
+        raise InputError(problem)
     fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
     if s.kv_cache_memory_bytes is not None:
         if acc.engine == "V0" or parse_version(acc.version) < SET_POOL_FROM:

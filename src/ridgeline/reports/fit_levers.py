@@ -25,7 +25,7 @@ from ridgeline.engine_platforms import (
     kv_platform_problem,
     weights_platform_problem,
 )
-from ridgeline.engine_versions import llamacpp_build
+from ridgeline.engine_versions import llamacpp_build, sized_version
 from ridgeline.errors import InputError
 from ridgeline.hardware import engine_devices
 from ridgeline.llamacpp_fit import run_pool
@@ -47,6 +47,7 @@ from ridgeline.reports.fit_terms import (
     is_llamacpp,
 )
 from ridgeline.units import GIB
+from ridgeline.vllm_attention_block import attention_block_problem
 from ridgeline.vllm_eplb import eplb_layout_problem
 from ridgeline.vllm_eplb_weights import eplb_weights_problem
 from ridgeline.vllm_memory import vllm_accounting
@@ -231,6 +232,10 @@ def levers(r: FitReport) -> list[Lever]:
         if settings.lora is not None and engine_lora_problem(dep, settings.lora,
                                                              settings.engine_version):
             continue  # a lever's layout whose LoRA slots are not sized (SGLang's tables at TP2)
+        if dep.engine == "vllm" and settings.block_size and attention_block_problem(
+                dep, str(sized_version("vllm", settings.engine_version)),
+                settings.block_size):
+            continue  # a lever's fp8 cache that no backend pages in the block asked
         try:
             pool = run_pool(dep, replace(settings, max_model_len=context),
                             r.fit_host is not None, r.fit_margin_bytes)

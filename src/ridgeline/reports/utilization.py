@@ -185,10 +185,10 @@ class UtilizationReport:
     def _over_pool_outcome(self, held: int) -> str:
         """What the engine does with more conversations than its pool holds: vLLM preempts
         (SGLang retracts); TensorRT-LLM's default policy never does, queueing instead;
-        llama-server has no preemption: -c is cut into -np slots of -c ÷ -np tokens, a request
-        past the slots waits in its queue for one to free, and a conversation that fills its
-        slot stops there (tools/server: with --context-shift it drops its oldest tokens
-        instead)."""
+        llama-server has no preemption: its -np slots share one cache (--kv-unified, as
+        `ridgeline fit` starts it), a request past the slots waits in its queue for one to
+        free, and a conversation that fills its slot stops there (tools/server: with
+        --context-shift it drops its oldest tokens instead)."""
         shorter = "the real contexts are shorter (give --context nearer theirs)"
         if self.engine == "trtllm":
             return ("TensorRT-LLM does not preempt (GUARANTEED_NO_EVICT): a request starts only "
@@ -196,10 +196,11 @@ class UtilizationReport:
                     f"queue; or {shorter}")
         if not self.engine.startswith("llama.cpp"):
             return f"expect preemption, or {shorter}"
-        return (f"llama-server does not preempt: at most {held:,} {plural(held, 'slot')} of "
-                f"{self.context:,} tokens fit (-c ÷ -np each), requests past them wait in its "
-                "queue, and a conversation that fills its slot stops there (--context-shift "
-                f"drops its oldest tokens instead); or {shorter}")
+        return ("llama-server does not preempt: its slots share one cache (-np N "
+                "--kv-unified, as `ridgeline fit` starts it), which holds at most "
+                f"{held:,} {plural(held, 'conversation')} of {self.context:,} tokens at once; "
+                "requests past them wait in its queue, and a conversation that fills its slot "
+                f"stops there (--context-shift drops its oldest tokens instead); or {shorter}")
 
     @property
     def _batch_split_words(self) -> str:
