@@ -45,6 +45,15 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out.out, out.err
 
 
+def refused_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The one line a refused command prints: exit 2, nothing on stdout, no traceback."""
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
 @pytest.fixture
 def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Within one test, ``ridgeline.plan.plan`` answers a question it was asked before with

@@ -25,7 +25,7 @@ from ridgeline.engine_choices import block_size_problem, kv_cache_dtype_problem
 from ridgeline.model import ModelSpec
 from ridgeline.precision import kv_dtype
 from ridgeline.vllm_cache_dtype import served_cache_dtype
-from tests.conftest import run_cli
+from tests.conftest import refused_line, run_cli
 
 
 def v32_config() -> dict[str, Any]:
@@ -56,12 +56,7 @@ def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
-def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 2 and not out, (argv, out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+refused = refused_line
 
 
 def test_deepseek_v32_keeps_656_bytes_a_token_and_layer_in_fp8_ds_mla(

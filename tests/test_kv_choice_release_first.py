@@ -20,18 +20,13 @@ from ridgeline.engine_choices import kv_cache_dtype_choices
 from ridgeline.engine_versions import release_before
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.precision import kv_dtype
-from tests.conftest import run_cli
+from tests.conftest import refused_line, run_cli
 
 FIT = ("fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k")
 KV = ("kv", "mistral-7b", "--context", "4096")
 
 
-def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 2 and not out, (argv, out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+refused = refused_line
 
 
 @pytest.mark.parametrize(("engine", "release", "value"), [
