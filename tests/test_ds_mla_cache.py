@@ -9,7 +9,13 @@ DeepSeek-V3.2 was sized at 576 bytes a token and layer, and observe read the lab
 
 vLLM's --block-size is checked as each release checks it: CacheConfig's BlockSize choices
 (1, 8, 16, 32, 64, 128, 256) before v0.18.0, any positive block from it. Before, the list
-was checked for every release, so the default vLLM 0.32 refused --block-size 48."""
+was checked for every release, so the default vLLM 0.32 refused --block-size 48.
+
+DeepSeek Sparse Attention's indexer keeps its own key a token and layer beside the latent,
+fp8 with a float32 scale per 128 values whatever the KV dtype (vLLM's DeepseekV32IndexerCache,
+head_dim + head_dim // 128 * 4 bytes: 132 for index_head_dim 128). Before, it was left out:
+DeepSeek-V3.2 in fp8_ds_mla was sized at 656 bytes a token and layer, not 788, and fit's
+8×H200 pool held 1,208,000 tokens where vLLM's holds about 1,005,632."""
 
 from __future__ import annotations
 
@@ -50,6 +56,11 @@ def fp8_ds_mla_bytes(kv_lora_rank: int, qk_rope_head_dim: int) -> int:
     return kv_lora_rank * 1 + kv_lora_rank // 128 * 4 + qk_rope_head_dim * 2
 
 
+def indexer_key_bytes(index_head_dim: int) -> int:
+    """The indexer's cached key: fp8 values and a float32 scale per 128 of them."""
+    return index_head_dim * 1 + index_head_dim // 128 * 4
+
+
 def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
@@ -59,7 +70,7 @@ def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 refused = refused_line
 
 
-def test_deepseek_v32_keeps_656_bytes_a_token_and_layer_in_fp8_ds_mla(
+def test_deepseek_v32_keeps_656_byte_records_and_132_byte_indexer_keys_in_fp8_ds_mla(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = v32_config()
     record = fp8_ds_mla_bytes(config["kv_lora_rank"], config["qk_rope_head_dim"])
@@ -67,8 +78,29 @@ def test_deepseek_v32_keeps_656_bytes_a_token_and_layer_in_fp8_ds_mla(
     data = cli_json(capsys, "kv", write(tmp_path, config), "--kv-dtype", "fp8_ds_mla",
                     "--context", "8k")
     assert data["kv_dtype"] == "fp8_ds_mla"
-    assert data["bytes_per_token"] == record * config["num_hidden_layers"]  # 40,016
-    assert data["bytes_per_sequence"] == record * config["num_hidden_layers"] * 8000
+    per_layer = record + indexer_key_bytes(config["index_head_dim"])
+    assert per_layer == 788
+    assert data["bytes_per_token"] == per_layer * config["num_hidden_layers"]  # 48,068
+    assert data["bytes_per_sequence"] == per_layer * config["num_hidden_layers"] * 8000
+
+
+@pytest.mark.parametrize(("flag", "latent_bytes"), [("bfloat16", 576 * 2), ("fp8", 656)])
+def test_the_indexer_keeps_132_bytes_a_token_and_layer_beside_any_latent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str,
+        latent_bytes: int) -> None:
+    """fit's pool on 8×H200 in whole blocks of the latent and the indexer's key together:
+    bf16 (1,152 + 132) × 61 a token, fp8_ds_mla (656 + 132) × 61."""
+    config = v32_config()
+    data = cli_json(capsys, "fit", write(tmp_path, config), "--gpu", "h200", "-tp", "8",
+                    "--max-model-len", "32k", "--kv-cache-dtype", flag)
+    per_token = (latent_bytes + indexer_key_bytes(config["index_head_dim"])) \
+        * config["num_hidden_layers"]
+    block = data["block_size"]
+    assert data["kv_cache_groups"]["page_bytes_per_gpu"] == per_token * block
+    assert data["tokens"] == data["pool_bytes_per_gpu"] // (per_token * block) * block
+    # a dense MLA model (no index_topk) keeps no indexer
+    dense = cli_json(capsys, "kv", "deepseek-v3", "--kv-dtype", "bf16", "--context", "8k")
+    assert dense["bytes_per_token"] == 576 * 2 * config["num_hidden_layers"]
 
 
 def test_vllm_sizes_deepseek_v32s_fp8_cache_as_fp8_ds_mla_and_takes_the_flag(
@@ -83,8 +115,9 @@ def test_vllm_sizes_deepseek_v32s_fp8_cache_as_fp8_ds_mla_and_takes_the_flag(
     assert fp8["kv_dtype"] == packed["kv_dtype"] == "fp8_ds_mla"
     assert fp8["tokens"] == packed["tokens"]
     record = fp8_ds_mla_bytes(config["kv_lora_rank"], config["qk_rope_head_dim"])
-    per_token = record * config["num_hidden_layers"]
-    # the pool's bytes over each token's records, in whole blocks
+    per_token = (record + indexer_key_bytes(config["index_head_dim"])) \
+        * config["num_hidden_layers"]
+    # the pool's bytes over each token's records and indexer keys, in whole blocks
     assert packed["tokens"] == packed["pool_bytes_per_gpu"] // (per_token * packed[
         "block_size"]) * packed["block_size"]
     # dense DeepSeek-V3 at fp8 keeps 576 bytes: more tokens in the same pool
@@ -154,3 +187,61 @@ def test_the_default_release_takes_any_positive_block_and_0_17_refuses_it(
                     "128, 256; got 48 (from v0.18.0, any block of 1 token or more)")
     row = load_data("engine_choices.json")["block_size"]["vllm"]
     assert row["source"] and row["choices_until"] == "0.18.0"
+
+
+# DeepSeek Sparse Attention runs on FlashMLASparse, kernel blocks of 64 tokens whatever the
+# cache dtype (get_supported_kernel_block_sizes: [64]); before 0.18 vLLM's platform sets any
+# such block to 64 ('Forcing kv cache block size to 64 for FlashMLASparse backend'), from 0.18
+# the block given is kept and one off 64 finds no backend on Hopper. Before, a bf16
+# DeepSeek-V3.2 on an H200 was paged in dense MLA's 16-token blocks, 0.17.0 kept a 128 asked,
+# and --block-size 48 was sized.
+SPARSE_BLOCK = 64
+
+
+@pytest.mark.parametrize(("extra", "block"), [
+    ((), SPARSE_BLOCK), (("--kv-cache-dtype", "fp8"), SPARSE_BLOCK),
+    (("--engine-version", "0.17.0", "--block-size", "128"), SPARSE_BLOCK),
+    (("--engine-version", "0.17.0", "--block-size", "8"), SPARSE_BLOCK),
+    (("--block-size", "128"), 128)])
+def test_a_sparse_mla_model_is_paged_in_flashmla_sparse_blocks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...],
+        block: int) -> None:
+    data = cli_json(capsys, "fit", write(tmp_path, v32_config()), "--gpu", "h200", "-tp", "8",
+                    "--max-model-len", "8k", *extra)
+    assert data["block_size"] == block
+    assert data["token_slots_per_gpu"] == data["blocks_per_gpu"] * block
+
+
+@pytest.mark.parametrize("command", [
+    ("fit", "--max-model-len", "8k"), ("decode", "--context", "8k", "--batch", "4"),
+    ("simulate", "--max-model-len", "8k", "--rate", "2", "--num-requests", "20")])
+def test_a_block_off_64_finds_no_backend_for_a_sparse_mla_model_from_0_18(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    name, *rest = command
+    line = refused(capsys, name, write(tmp_path, v32_config()), "--gpu", "h200", "-tp", "8",
+                   *rest, "--block-size", "48")
+    assert line == ("ridgeline: error: vLLM 0.32 (the default --engine-version) finds no "
+                    "attention backend for --block-size 48 with config on h200-sxm: a DeepSeek "
+                    "Sparse Attention model runs on FlashMLASparse, whose kernel blocks are 64 "
+                    "tokens; give a --block-size that is a multiple of 64")
+
+
+@pytest.mark.parametrize("flag", ["fp8", "fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("card", [(), ("--gpu", "h200", "--num-gpus", "8")])
+def test_kv_without_an_engine_keeps_vllms_fp8_as_fit_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str,
+        card: tuple[str, ...]) -> None:
+    """kv without --engine reads --kv-cache-dtype as vLLM's flag, so DeepSeek-V3.2's fp8 is
+    kept in fp8_ds_mla's records there too. Before, kv sized it as plain fp8 (576 + 132 bytes
+    a token and layer) while fit sized 656 + 132."""
+    config = v32_config()
+    data = cli_json(capsys, "kv", write(tmp_path, config), "--kv-cache-dtype", flag,
+                    "--context", "8k", *card)
+    assert data["kv_dtype"] == "fp8_ds_mla"
+    record = fp8_ds_mla_bytes(config["kv_lora_rank"], config["qk_rope_head_dim"])
+    assert data["bytes_per_token"] == (record + indexer_key_bytes(config["index_head_dim"])) \
+        * config["num_hidden_layers"]
+    # ridgeline's own --kv-dtype fp8 names the plain fp8 latent, no engine's record
+    plain = cli_json(capsys, "kv", write(tmp_path, config), "--kv-dtype", "fp8", "--context",
+                     "8k")
+    assert plain["kv_dtype"] == "fp8"

@@ -23,7 +23,8 @@ from ridgeline.errors import InputError
 def cmd_kv(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from ridgeline.ds_mla_cache import packed_cache_problem
+    from ridgeline.ds_mla_cache import packed_cache_problem, vllm_stored_cache
+    from ridgeline.engine_choices import KV_CACHE_DTYPE_FLAG
     from ridgeline.engine_platforms import kv_kept_nowhere_problem
     from ridgeline.engine_windows import honours_windows
     from ridgeline.kvcache import kv_replication
@@ -42,7 +43,12 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     engine = served_engine(args)
     if engine is None:  # --kv-cache-dtype read as vLLM's flag, as fit reads it by default
         kv_choice_check(args, "vllm")  # (vLLM's nvfp4 is not modelled; bf16 is bfloat16)
+    # and kept as vLLM keeps it: DeepSeek-V3.2's fp8 in fp8_ds_mla's records, as fit sizes it
+    vllm_flag = engine is None \
+        and getattr(args, "kv_dtype_spelling", None) == KV_CACHE_DTYPE_FLAG
     kv = kv_dtype(args.kv_dtype or served_dtype(model))
+    if vllm_flag:
+        kv = vllm_stored_cache(kv, model)
     problem = packed_cache_problem(kv, model)  # fp8_ds_mla's records fit one latent width
     if problem:
         raise InputError(problem)
@@ -103,7 +109,9 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             # MI250's dies a rank under vLLM (as the weights' copies above count them)
             replication = kv_replication(model, dep.num_gpus // dep.data_parallel_size
                                          * dep.devices_per_gpu)
-            kv = dep.kv  # the cache the engine keeps on this card (fp16 where it lacks bf16)
+            # the cache the engine keeps on this card (fp16 where it lacks bf16)
+            kv = vllm_stored_cache(dep.kv, model) if vllm_flag else dep.kv
+            dep = replace(dep, kv=kv)  # --json's kv_dtype names it (served_keys)
     report = kv_report(model, args.context, kv, budget, label, replication, engine or "vllm",
                        ranks=1 if dep is None else dep.data_parallel_size,
                        rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)

@@ -17,14 +17,35 @@ from ridgeline.units import require_positive
 _STATE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
+# DeepSeek Sparse Attention's indexer caches one key a token and layer in fp8 with a float32
+# scale per 128 values, whatever --kv-cache-dtype says: vLLM's Indexer builds
+# DeepseekV32IndexerCache(head_dim=head_dim + head_dim // quant_block_size * 4,
+# dtype=torch.uint8) with quant_block_size = 128 ('fp8 naive cache', vllm/model_executor/
+# models/deepseek_v2.py), 128 + 4 = 132 bytes for DeepSeek-V3.2's index_head_dim 128
+INDEXER_QUANT_BLOCK = 128
+INDEXER_SCALE_BYTES = 4  # float32
+INDEXER_VALUE_BYTES = 1  # fp8
+
+
+def indexer_key_bytes(index_head_dim: int) -> int:
+    """One token's indexer key in one layer: fp8 values plus a float32 scale per 128."""
+    return (index_head_dim * INDEXER_VALUE_BYTES
+            + index_head_dim // INDEXER_QUANT_BLOCK * INDEXER_SCALE_BYTES)
+
+
 def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -> float:
-    """One attention layer's cache per token: MLA latent, or K and V of every KV head."""
+    """One attention layer's cache per token: MLA latent (and, for a DeepSeek Sparse
+    Attention model, its indexer's key: DeepSeek-V3.2 in fp8_ds_mla 656 + 132 = 788 bytes),
+    or K and V of every KV head."""
     att = spec.attention
     if att is None:
         return 0.0
     latent = att.cached_latent
     if latent:
-        return (latent.kv_lora_rank + latent.qk_rope_head_dim) * kv_bytes_per_element
+        indexer = indexer_key_bytes(latent.index_head_dim) \
+            if latent.index_topk is not None and latent.index_head_dim else 0
+        return (latent.kv_lora_rank + latent.qk_rope_head_dim) * kv_bytes_per_element \
+            + indexer
     k = att.num_kv_heads * att.head_dim
     v = att.num_kv_heads * att.v_head_dim
     return (k + v) * kv_bytes_per_element

@@ -33,6 +33,9 @@ class MLA:
     # vLLM runs such a model on its sparse MLA backends, as it tells one by this field
     # (is_v32 = hasattr(hf_config, "index_topk"), vllm/model_executor/models/config.py)
     index_topk: int | None = None
+    # its indexer's key width (config.json index_head_dim: 128 for DeepSeek-V3.2), whose keys
+    # are cached beside the latent for every token (kvcache.indexer_key_bytes)
+    index_head_dim: int | None = None
 
 
 @dataclass(frozen=True)

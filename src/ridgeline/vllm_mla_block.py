@@ -20,6 +20,37 @@ CAPABILITY_FAMILY_FROM = (0, 13)  # B300 (10.3) takes B200's rule (is_device_cap
 FLASHINFER_MLA_FROM = (0, 15)
 MLA_BACKEND_PICKS_FROM = (0, 18)
 SM103 = ("b300",)  # compute capability 10.3 (NVIDIA's CUDA GPUs table); B200, GB200: 10.0
+# A DeepSeek Sparse Attention model (index_topk: DeepSeek-V3.2) runs on FlashMLASparse, whose
+# kernel blocks are 64 tokens whatever the cache dtype (get_supported_kernel_block_sizes:
+# [64], vllm/v1/attention/backends/mla/flashmla_sparse.py). Before 0.18 the platform sets
+# every such block to 64, a multiple of it too ('if use_sparse and cache_config.block_size
+# != 64: ... Forcing kv cache block size to 64 for FlashMLASparse backend', platforms/cuda.py
+# 0.11-0.17, CUDA's MLA branch on any card); from 0.18 the block given is kept and a block no
+# multiple of 64 finds no backend on Hopper, FlashMLASparse being its one sparse MLA backend
+# (Blackwell's other sparse backends are not read: left unchecked there)
+SPARSE_MLA_BLOCK = 64
+
+
+def sparse_mla(dep: Deployment) -> bool:
+    """Whether ``dep``'s model runs vLLM's sparse MLA (a cached latent with index_topk)."""
+    attention = dep.model.attention
+    latent = attention.cached_latent if attention is not None else None
+    return latent is not None and latent.index_topk is not None
+
+
+def sparse_block_problem(dep: Deployment, version: str, block: int, said: str = "") -> str:
+    """Why vLLM ``version`` (0.18 on) finds no backend for a DeepSeek Sparse Attention model
+    on a Hopper card in blocks of ``block`` tokens (DeepSeek-V3.2 with --block-size 48), or
+    ""; ``said`` names the release as the caller's refusals do."""
+    acc = dep.accelerator
+    if parse_version(version) < MLA_BACKEND_PICKS_FROM or not sparse_mla(dep) \
+            or acc.vendor != "nvidia" or acc.family != "hopper" \
+            or block % SPARSE_MLA_BLOCK == 0:
+        return ""
+    return (f"{said or f'vLLM {version}'} finds no attention backend for --block-size {block} "
+            f"with {dep.model.name} on {acc.id}: a DeepSeek Sparse Attention model runs on "
+            f"FlashMLASparse, whose kernel blocks are {SPARSE_MLA_BLOCK} tokens; give a "
+            f"--block-size that is a multiple of {SPARSE_MLA_BLOCK}")
 
 
 def mla_block_size(dep: Deployment, version: str, asked: int | None) -> tuple[int, str]:
@@ -34,6 +65,14 @@ def mla_block_size(dep: Deployment, version: str, asked: int | None) -> tuple[in
         and (acc.id not in SM103 or v >= CAPABILITY_FAMILY_FROM)
     if v < MLA_FORCED_FROM or not (hopper or b200):
         return asked or default, ""
+    if sparse_mla(dep) and (v < MLA_BACKEND_PICKS_FROM or (hopper and not asked)):
+        if v >= MLA_BACKEND_PICKS_FROM or asked == SPARSE_MLA_BLOCK:
+            return SPARSE_MLA_BLOCK, ("" if asked else f"vLLM {version} runs this sparse MLA "
+                                      f"cache on FlashMLASparse, whose blocks are "
+                                      f"{SPARSE_MLA_BLOCK} tokens")
+        return SPARSE_MLA_BLOCK, (f"vLLM {version} runs this sparse MLA cache on "
+                                  f"FlashMLASparse and sets its blocks to {SPARSE_MLA_BLOCK} "
+                                  "tokens" + (f", not the {asked} asked" if asked else ""))
     if v >= MLA_BACKEND_PICKS_FROM:
         if asked:
             return asked, ""

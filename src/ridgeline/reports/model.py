@@ -8,7 +8,12 @@ from typing import Any
 
 from ridgeline.catalog import ModelEntry, model_entries
 from ridgeline.explain import Step, q, step
-from ridgeline.kvcache import KVFootprint, attention_kv_bytes_per_token, kv_footprint
+from ridgeline.kvcache import (
+    KVFootprint,
+    attention_kv_bytes_per_token,
+    indexer_key_bytes,
+    kv_footprint,
+)
 from ridgeline.layouts import ATTENTION_MIXERS, NONE, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 from ridgeline.params import ParamCount, count_params
@@ -241,11 +246,18 @@ def model_report(spec: ModelSpec) -> ModelReport:
                               q("head_dim", att.head_dim, "", "head_dim or hidden/heads"),
                               q("full-attention layers", spec.count(mixer="full")), element))
         elif att and att.mla:
+            mla = att.mla
+            indexer = indexer_key_bytes(mla.index_head_dim) \
+                if mla.index_topk is not None and mla.index_head_dim else 0
             steps.append(step(f"KV bytes per token ({name})",
-                              "(kv_lora_rank + qk_rope_head_dim) × layers × bytes",
+                              "(kv_lora_rank + qk_rope_head_dim) × layers × bytes"
+                              + (" + indexer key × layers" if indexer else ""),
                               q("KV per token", kv.bytes_per_token_growing, "B"),
-                              q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
-                              q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
+                              q("kv_lora_rank", mla.kv_lora_rank, "", "config.json"),
+                              q("qk_rope_head_dim", mla.qk_rope_head_dim, "", "config.json"),
+                              *([q("indexer key", indexer, "B", "index_head_dim fp8 + a "
+                                   "float32 scale per 128 (DeepseekV32IndexerCache)")]
+                                if indexer else []),
                               q("layers", spec.count(mixer="full")), element))
     if spec.moe:  # the line under the parameters
         steps.append(step("active parameters without the input embedding",
