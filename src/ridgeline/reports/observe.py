@@ -37,9 +37,9 @@ from ridgeline.vllm_cache_dtype import VLLM_FP8_CACHE_DTYPES, auto_words
 
 # the most an emitted decode row's prompt steps may slow it (ridgeline's mean step against its
 # decodes alone): a decode row's typical error, the held-out median of decode_tok_s_per_user
-# (10.0 %, docs/accuracy.md), so that what the row leaves out stays within the scatter
-# calibrate already fits through; a mixed load past it (a bench at 1 prompt step in 4: 51 %)
-# would pull the fit by more than a typical row's error, and is left out
+# (9.6 %, docs/accuracy.md; 10 % its round figure), so that what the row leaves out stays
+# within the scatter calibrate already fits through; a mixed load past it (a bench at 1 prompt
+# step in 4: 51 %) would pull the fit by more than a typical row's error, and is left out
 MIXED_ROW_SLACK = 0.10
 
 
