@@ -1,5 +1,6 @@
 """`ridgeline moe MODEL [--gpu G] [--engine E] [--batch N]`: what routing saves, and what it
-does not, on the checkpoint as --engine serves it (none: as stored)."""
+does not, on the checkpoint as --engine serves it (none: the card's default, as roofline's;
+the checkpoint as stored where that is vLLM)."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ class MoEReport:
     article_bf16_ridge: float = 0.0  # the 16-bit ridge that batch is reckoned against
     num_gpus: int = 1  # the deployment's: the table's weights read are all its GPUs' together
     # the deployment as --json names it, roofline's and fit's keys (reports.roofline's
-    # served_keys): the engine (None where --engine was not given: the checkpoint as
-    # stored), the weights and the KV dtype
+    # served_keys): the engine (None on vLLM's card where --engine was not given: the
+    # checkpoint as stored), the weights and the KV dtype
     served: tuple[tuple[str, str | None], ...] = ()
 
     @property
