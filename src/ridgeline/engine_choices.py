@@ -196,9 +196,9 @@ def _ridgeline_name_hint(engine: str, value: str, taken: tuple[EngineChoice, ...
         cache = kv_dtype(value)
     except InputError:
         return ""
-    if value in engine_choice_values() and not cache.cached_by(engine):
-        return ""
     if not cache.cached_by(engine):
+        if value in engine_choice_values():  # another engine's own value (fp8_ds_mla)
+            return ""
         # a packed record a token (fp8_ds_mla) serves one model family: not offered for any
         keeps = ", ".join(k for k, d in kv_dtypes().items()
                           if d.cached_by(engine) and not d.elements_per_token)
