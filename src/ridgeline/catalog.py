@@ -1,9 +1,11 @@
 """The bundled data: model configs by alias, type defaults, and forgiving name lookup.
 
-Files are read here and nowhere else in the core (hardware and formats call ``load_data``).
+Files are read here and nowhere else in the core (hardware and formats call ``load_data``;
+ModelOpt's hf_quant_config.json beside a config.json is read by ``modelopt_sidecar.py``).
 A model name resolves as: a catalog alias (``llama-3.1-70b``), a Hugging Face id
-(``meta-llama/Llama-3.1-70B``), a path to a local ``config.json``, or a path to a ``.gguf``
-(``gguf_model.py`` reads its header).
+(``meta-llama/Llama-3.1-70B``), a path to a local ``config.json`` or its folder (with the
+hf_quant_config.json beside it where config.json has no quantization_config), or a path to a
+``.gguf`` (``gguf_model.py`` reads its header).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
+from ridgeline.modelopt_sidecar import spec_from_disk
 from ridgeline.userfiles import read_text
 
 
@@ -203,7 +206,8 @@ def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
 
         return spec_from_gguf(path)
     if name.endswith(".json") or _on_disk(path) or _special(path):
-        return spec_from_hf_config(read_config_file(path), name=path.stem)
+        # ModelOpt's hf_quant_config.json beside it, where config.json has no quantization_config
+        return spec_from_disk(path, read_config_file(path))
     try:
         return catalog_model(resolve_name(name, _model_names(), "model", "ridgeline model"))
     except InputError as exc:

@@ -27,15 +27,13 @@ def load_model(args: argparse.Namespace) -> Any:
     if gguf and getattr(args, "fetch", False) and not Path(args.model).expanduser().is_file():
         raise InputError(gguf_refusal(args.model))
     if getattr(args, "fetch", False):
-
-        from ridgeline.config_reader import spec_from_hf_config
-        from ridgeline.hub import fetch_config
+        from ridgeline.hub import fetch_model
 
         if args.model.endswith(".json") or Path(args.model).expanduser().exists():
             raise InputError(f"--fetch downloads a Hub id's config.json; {args.model} is a "
                              "local file: drop --fetch")
 
-        return spec_from_hf_config(fetch_config(args.model), name=args.model)
+        return fetch_model(args.model)  # with its hf_quant_config.json, where it has one
     model = resolve_model(args.model, fetchable=hasattr(args, "fetch"))
     if gguf:
         from ridgeline.gguf_model import gguf_size_caution

@@ -218,6 +218,10 @@ class ModelSpec:
     # and finds a cache in it: vLLM's, SGLang's and TensorRT-LLM's auto, each read its own way
     # (checkpoint_kv.engine_checkpoint_kv)
     engine_kv_cache_dtypes: tuple[tuple[str, str], ...] = ()
+    # the file the quantization_config was read from where config.json has none: ModelOpt's
+    # hf_quant_config.json beside it, as the engines read it then (modelopt_sidecar.py); ""
+    # where it is config.json's own, or there is none
+    quantization_file: str = ""
 
     @property
     def kv_cache_dtype(self) -> str:

@@ -39,6 +39,7 @@ ROUTED = (EXPERTS, EXPERT_BIAS)  # what a token reads only of the experts it is 
 
 # Module-name fragments (HF parameter names) -> category.
 _NAME_HINTS = (
+    ("shared_expert_gate", ROUTER),  # Qwen's one-output gate on its shared expert
     ("shared_expert", SHARED_EXPERTS),
     ("mlp.experts", EXPERTS),
     ("block_sparse_moe.experts", EXPERTS),
@@ -90,7 +91,18 @@ def checkpoint_algo(qc: Any) -> str:
     modelopt_fp4, MIXED_PRECISION -> modelopt_mixed)."""
     if not isinstance(qc, Mapping):
         return ""
-    return str(qc.get("quant_algo") or "").upper()
+    return str(modelopt_block(qc).get("quant_algo") or "").upper()
+
+
+def modelopt_block(qc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Where a ModelOpt quantization_config keeps its algorithms: the ``quantization`` block of
+    hf_quant_config.json's layout (``{"producer": …, "quantization": {"quant_algo": "FP8",
+    …}}``, which vLLM takes whole as the quantization_config: modelopt_sidecar.py), else the
+    config itself (config.json's flat layout); any other method's config is itself."""
+    inner = qc.get("quantization")
+    if isinstance(inner, Mapping) and str(qc.get("quant_method") or "").lower() == "modelopt":
+        return inner
+    return qc
 
 
 def stored_formats(qc: Any, origin: str) -> Mapping[str, str]:
@@ -107,11 +119,18 @@ def stored_formats(qc: Any, origin: str) -> Mapping[str, str]:
 
 def _stored_formats(qc: Mapping[str, Any], origin: str) -> Mapping[str, str]:
     method = str(qc.get("quant_method", "")).lower()
-    if method == "modelopt" and isinstance(qc.get("quantized_layers"), Mapping):
-        return _per_layer_modelopt(qc["quantized_layers"], origin)
+    if method == "modelopt":
+        qc = modelopt_block(qc)
+        if isinstance(qc.get("quantized_layers"), Mapping):
+            return _per_layer_modelopt(qc["quantized_layers"], origin)
+        if qc.get("quant_algo") is None:  # its KV cache alone quantized (quant_algo null)
+            return {}
     fmt = _uniform_format(method, qc, origin)
     excluded = {category_of(m) for m in _module_names(qc, "modules_to_not_convert", origin)}
     excluded |= {category_of(m) for m in _module_names(qc, "ignore", origin) if "mtp" not in m}
+    if method == "modelopt":  # hf_quant_config.json's name for what stays unquantized
+        excluded |= {category_of(m) for m in _module_names(qc, "exclude_modules", origin)
+                     if "mtp" not in m}
     if method == "bitsandbytes":  # transformers' BitsAndBytesConfig names its exclusions so
         excluded |= {category_of(m) for m in _module_names(qc, "llm_int8_skip_modules", origin)}
     return {c: fmt for c in LINEAR_CATEGORIES if c not in excluded}
@@ -175,6 +194,9 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
         algo = str(qc.get("quant_algo", "")).upper()
         if algo in _MODELOPT_ALGOS:
             return _MODELOPT_ALGOS[algo]
+        raise InputError(f"{origin}: ModelOpt quant_algo {shorten(algo)!r} is not supported "
+                         f"(ridgeline reads {', '.join(_MODELOPT_ALGOS)}, and "
+                         "MIXED_PRECISION with its quantized_layers)")
     if method == "compressed-tensors":
         return _compressed_tensors(qc, origin)
     raise InputError(f"{origin}: quantization method {method or '(none)'!r} is not supported")

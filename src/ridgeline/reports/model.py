@@ -85,6 +85,10 @@ class ModelReport:
             "stored_formats": {c: f for c, f in s.stored_format_map.items()
                                if self.params.by_category.get(c)},  # categories it has
             "checkpoint_dtype": s.dtype,  # of the tensors the stored formats leave as they are
+            # where the quantization_config came from, where not config.json's own
+            "quantization_file": s.quantization_file or None,
+            # {engine: KV dtype} its --kv-cache-dtype auto serves, as the checkpoint asks
+            "checkpoint_kv_cache_dtypes": dict(s.engine_kv_cache_dtypes),
             "weight_gb": self.weight_gb,
             "kv_bytes_per_token_bf16": self.kv_bf16.bytes_per_token_growing,
             "kv_bytes_per_token_bf16_naive": self.kv_bf16.bytes_per_token_naive,
@@ -156,6 +160,11 @@ class ModelReport:
         stored = ", ".join(f"{c} {f}" for c, f in s.stored_format_map.items()
                            if p.by_category.get(c)) or s.dtype
         lines.append(f"  stored as      {stored}")
+        if s.quantization_file:
+            lines.append(f"                 read from ModelOpt's {s.quantization_file} (config.json "
+                         "has no quantization_config)")
+        if s.engine_kv_cache_dtypes:
+            lines.append(f"  checkpoint KV  {_checkpoint_kv_label(s.engine_kv_cache_dtypes)}")
         rows = [[label, f"{gb:,.1f} GB"] for label, gb in self.weight_gb.items()]
         lines += ["", *("  " + r for r in table(rows, ["weights in", "size"]))]
         kv, kv8 = self.kv_bf16, self.kv_fp8
@@ -178,6 +187,20 @@ class ModelReport:
         if s.architecture_caution:
             lines.append(f"caution: {s.architecture_caution}")
         return lines
+
+
+def _checkpoint_kv_label(found: tuple[tuple[str, str], ...]) -> str:
+    """'fp8 under vllm, sglang and trtllm --kv-cache-dtype auto': the cache each engine's
+    default serves, as the checkpoint's quantization_config asks (checkpoint_kv.py)."""
+    by_dtype: dict[str, list[str]] = {}
+    for engine, kv in found:
+        by_dtype.setdefault(kv, []).append(engine)
+    return "; ".join(f"{kv} under {_and(engines)} --kv-cache-dtype auto"
+                     for kv, engines in by_dtype.items())
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _kind_label(kind: str, n: int, spec: ModelSpec) -> str:
