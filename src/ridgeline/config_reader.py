@@ -235,6 +235,7 @@ class _SpecReader(ConfigFields):
                 v_head_dim=self.int_("v_head_dim"),
                 index_topk=self.opt_int("index_topk"),
                 index_head_dim=self.opt_int("index_head_dim"),
+                index_n_heads=self.opt_int("index_n_heads"),
             )
         default_head = hidden // heads
         if mla is None and hidden % heads and self.c.get("head_dim") is None:

@@ -43,6 +43,7 @@ from ridgeline.kvcache import (
     LLAMACPP_STATE_BYTES,
     KVFootprint,
     attention_kv_bytes_per_token,
+    indexer_bytes_per_token,
     kv_footprint,
     state_bytes_per_sequence,
 )
@@ -74,6 +75,7 @@ from ridgeline.quantization import (
     SSM,
     head_category,
 )
+from ridgeline.sparse_attention import indexer_flops_per_pair, sparse_latents_read, sparse_topk
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations between kernels
 NORM_BYTES = 2  # norms and biases ("other" weights) stay at bf16
@@ -242,9 +244,14 @@ def shape_of(windows: tuple[Span, ...], decodes: int,
 @lru_cache(maxsize=256)
 def attention_windows(dep: Deployment) -> tuple[Span, ...]:
     """The model's distinct attention spans (attention_span.layer_span), full attention
-    (None) first, then sliding windows, then chunks."""
-    return tuple(sorted({layer_span(layer) for layer in dep.model.layers
-                         if layer.mixer in ATTENTION_MIXERS}, key=span_order))
+    (None) first, then sliding windows, then chunks. A DeepSeek Sparse Attention model adds
+    its index_topk as a window: the keys its queries attend to, counted as a window's are
+    (sparse_attention), beside the full span its indexer scores."""
+    spans = {layer_span(layer) for layer in dep.model.layers if layer.mixer in ATTENTION_MIXERS}
+    topk = sparse_topk(dep.model)
+    if topk is not None:
+        spans.add(topk)
+    return tuple(sorted(spans, key=span_order))
 
 
 @lru_cache(maxsize=256)
@@ -286,18 +293,23 @@ def step_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     work: list[tuple[str, float, float, int]] = []
     host: list[tuple[str, float, float, int, float]] = []
     link: dict[str, float] = {}
-    kv_per_token = attention_rates(dep)[2]
+    rates = attention_rates(dep)
+    topk = sparse_topk(model)
+    capped = loads[topk] if topk is not None else None  # what a sparse layer attends to
     for layer, where, count in placed_layers(dep):
         ops = list(_token_ops(dep, layer, tokens, all_tokens))
         if layer.mixer in ATTENTION_MIXERS:
-            ops.append(("attention", *_attention_work(dep, loads[layer_span(layer)], tokens)))
+            load = loads[layer_span(layer)]
+            ops.append(("attention", *_attention_work(dep, load, tokens, capped)))
+            if capped is not None:  # the indexer scores every key the layer's queries see
+                ops.append((INDEXER_OP, *indexer_work(rates, load)))
         elif layer.mixer in (LINEAR, MAMBA):
             ops.append(("recurrent state", *state_work(dep, layer, shape)))
         for name, f, b in ops:
             if not on_host(where, name):
                 work.append((name, f, b, count))
             elif name == "attention":  # its queries and outputs are activations
-                kv = kv_per_token * loads[layer_span(layer)].kv_tokens
+                kv = attention_kv_bytes(rates, load, capped)
                 host.append((name, f, b, count, kv))
             else:  # weights, or a recurrent state; the norms of "elementwise" are negligible
                 host.append((name, f, b, count, 0.0 if name == "elementwise" else b))
@@ -536,6 +548,8 @@ def op_compute_dtype(dep: Deployment, op: str) -> str:
     base = op.split(" (")[0]
     if base == "attention":  # QKᵀ and PV multiply the cache: at its rate, not the weights'
         return dep.attention_compute_dtype
+    if base == INDEXER_OP:
+        return dep.indexer_compute_dtype
     if base == LORA_OP:  # punica's kernels take fp16/bf16 inputs and adapters, whatever the
         # base weights' format (lora_shrink asserts it)
         return dep.accelerator.first_supported(("bf16", "fp16"))
@@ -626,7 +640,7 @@ def _deployment_rates(dep: Deployment) -> tuple[float, tuple[tuple[str, float], 
     """What StepRates takes from the deployment alone, whatever the profile: the peak at the
     step's compute dtype, (operator, slowdown) for each operator whose matmuls run at another
     rate (op_slowdown), and the K-quant weight matmuls (kquant_ops)."""
-    ops = (*OP_CATEGORIES, "lm head", "attention", *((LORA_OP,) if dep.lora else ()))
+    ops = (*OP_CATEGORIES, "lm head", "attention", INDEXER_OP, *((LORA_OP,) if dep.lora else ()))
     slowdowns = tuple((op, factor) for op in ops if (factor := op_slowdown(dep, op)) != 1.0)
     return dep.peak_at(dep.compute_dtype), slowdowns, kquant_ops(dep)
 
@@ -707,56 +721,110 @@ def _token_ops(dep: Deployment, layer: Layer, tokens: int,
     return tuple(ops)
 
 
-def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int) -> tuple[float, float]:
+def _attention_work(dep: Deployment, load: AttentionLoad, tokens: int,
+                    capped: AttentionLoad | None = None) -> tuple[float, float]:
     """FLOPs and KV bytes of one attention layer over the batch, per TP rank.
 
     Each sequence's new queries attend to its cached and new keys (causal; under a window
     the last W, under chunked attention their own chunk's: attention_span); the keys they
     see are read once and the new tokens' K and V written. MLA decode uses the absorbed weights: every
-    head works in the latent space.
+    head works in the latent space. A DeepSeek Sparse Attention layer attends to ``capped``
+    (index_topk keys a query) and its indexer scores all of ``load`` (sparse_attention).
     """
-    return attention_flops_bytes(attention_rates(dep), load, tokens)
+    return attention_flops_bytes(attention_rates(dep), load, tokens, capped)
 
 
-def attention_flops_bytes(rates: tuple[float, float, float, float, float],
-                          load: AttentionLoad, tokens: int) -> tuple[float, float]:
-    """One attention layer's FLOPs and bytes under ``load``, from attention_rates."""
-    decode_flops, prefill_flops, kv_bytes, query_bytes, _ = rates
-    flops = decode_flops * load.decode_pairs + prefill_flops * load.prefill_pairs
-    return flops, kv_bytes * load.kv_tokens + query_bytes * tokens + _scores(rates, load)
+# DeepSeek Sparse Attention's indexer: its scores of the cached keys, an operator of its own
+# (vLLM runs them as DeepGEMM's fp8_mqa_logits / fp8_paged_mqa_logits before the attention)
+INDEXER_OP = "indexer"
 
 
-def _scores(rates: tuple[float, float, float, float, float], load: AttentionLoad) -> float:
+class AttentionRates(NamedTuple):
+    """Per TP rank and attention layer (attention_rates)."""
+
+    decode_flops_per_pair: float
+    prefill_flops_per_pair: float
+    kv_bytes_per_token: float  # read or written by the attention: K and V, or the latent
+    query_bytes_per_token: float  # activations per new token: Q in, O out
+    score_bytes_per_pair: float  # scores written and read back (0 with flash attention)
+    # DeepSeek Sparse Attention: the indexer's FLOPs per query-key pair it scores, and its
+    # key's bytes per token read or written
+    indexer_flops_per_pair: float = 0.0
+    indexer_bytes_per_token: float = 0.0
+
+
+def attention_flops_bytes(rates: AttentionRates, load: AttentionLoad, tokens: int,
+                          capped: AttentionLoad | None = None) -> tuple[float, float]:
+    """One attention layer's FLOPs and bytes under ``load``, from attention_rates; with
+    ``capped`` (a DeepSeek Sparse Attention model) its queries attend to capped's pairs (the
+    indexer's work is indexer_work's)."""
+    attended = load if capped is None else capped
+    flops = rates.decode_flops_per_pair * attended.decode_pairs \
+        + rates.prefill_flops_per_pair * attended.prefill_pairs
+    return flops, attention_kv_bytes(rates, load, capped) \
+        + rates.query_bytes_per_token * tokens + _scores(rates, attended)
+
+
+def indexer_work(rates: AttentionRates, load: AttentionLoad) -> tuple[float, float]:
+    """The indexer's FLOPs and bytes in one layer: every query-key pair of the full span
+    scored, 2 × H_i × d_i each (sparse_attention.indexer_flops_per_pair), and every key read
+    and the new ones written. A decode at 65,536 cached tokens on DeepSeek-V3.2: 65,537 ×
+    16,384 = 1.07 GFLOP and 65,538 × 132 = 8.65 MB a layer."""
+    return (rates.indexer_flops_per_pair * (load.decode_pairs + load.prefill_pairs),
+            rates.indexer_bytes_per_token * load.kv_tokens)
+
+
+def attention_kv_bytes(rates: AttentionRates, load: AttentionLoad,
+                       capped: AttentionLoad | None = None) -> float:
+    """One attention layer's cache traffic: bytes per token × the tokens read and written;
+    a DeepSeek Sparse Attention layer (``capped``) reads its latents at the capped decodes
+    (sparse_attention.sparse_latents_read). DeepSeek-V3.2 in bf16, a decode at 65,536
+    tokens: 1,152 × 2,049 = 2.36 MB a layer (its indexer keys: indexer_work)."""
+    if capped is None:
+        return rates.kv_bytes_per_token * load.kv_tokens
+    return rates.kv_bytes_per_token * sparse_latents_read(load.kv_tokens, load.decode_pairs,
+                                                          capped.decode_pairs)
+
+
+def _scores(rates: AttentionRates, load: AttentionLoad) -> float:
     """Score bytes one attention layer writes and reads back: per pair × query-key pairs."""
-    return rates[4] * (load.decode_pairs + load.prefill_pairs)
+    return rates.score_bytes_per_pair * (load.decode_pairs + load.prefill_pairs)
 
 
 @lru_cache(maxsize=256)
-def attention_rates(dep: Deployment) -> tuple[float, float, float, float, float]:
+def attention_rates(dep: Deployment) -> AttentionRates:
     """Per TP rank and attention layer: FLOPs per decode and per prefill query-key pair,
-    bytes per KV token read or written, activation bytes per new token (Q in, O out), and
-    bytes per query-key pair of scores written and read back (0 with flash attention)."""
+    bytes per KV token read or written, activation bytes per new token (Q in, O out),
+    bytes per query-key pair of scores written and read back (0 with flash attention), and
+    a DeepSeek Sparse Attention model's indexer: FLOPs per pair, bytes per key. vLLM keeps
+    the indexer whole on every rank ('no tensor parallel, just replicated'), scoring the keys
+    its cache holds: × the cache's copies ÷ TP, as the cache."""
     att = dep.model.attention
     if att is None:
-        return 0.0, 0.0, 0.0, 0.0, 0.0
+        return AttentionRates(0.0, 0.0, 0.0, 0.0, 0.0)
     tp = dep.tensor_parallel_size
-    kv_token = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element)
-    kv_token *= dep.kv_replication / tp
+    copies = dep.kv_replication / tp  # of each token's cache, on one rank
+    indexer_token = indexer_bytes_per_token(dep.model) * copies
+    kv_token = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element) * copies \
+        - indexer_token
     per_pair = att.num_heads * 2 * (att.head_dim + att.v_head_dim)
     decode_per_pair = per_pair
     latent = att.cached_latent  # absorbed MLA: every head reads the latent twice (K, V)
+    indexer_per_pair = 0.0
     if latent:
         decode_per_pair = att.num_heads * 2 * (2 * latent.kv_lora_rank + latent.qk_rope_head_dim)
+        indexer_per_pair = indexer_flops_per_pair(latent) * copies
     queries = 2 * att.num_heads * att.head_dim * ACTIVATION_BYTES
     scores = 0.0 if dep.flash_attention else att.num_heads * SCORE_BYTES_PER_PAIR
-    return decode_per_pair / tp, per_pair / tp, kv_token, queries / tp, scores / tp
+    return AttentionRates(decode_per_pair / tp, per_pair / tp, kv_token, queries / tp,
+                          scores / tp, indexer_per_pair, indexer_token)
 
 
 def attention_activation_bytes(dep: Deployment, tokens: int) -> float:
     """Bytes per TP rank the attention layers move besides the cache: each new token's query
     in and output out, in every attention layer (in the attention operator's bytes)."""
     layers = sum(count for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
-    return attention_rates(dep)[3] * tokens * layers
+    return attention_rates(dep).query_bytes_per_token * tokens * layers
 
 
 def host_floor_s(dep: Deployment, batch: Sequence[Seq]) -> float:
@@ -771,10 +839,11 @@ def score_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:
     """Bytes per TP rank the attention scores of a step write and read back: heads ×
     query-key pairs × SCORE_BYTES_PER_PAIR over every attention layer, 0 with flash attention."""
     rates = attention_rates(dep)
-    if not rates[4]:
+    if not rates.score_bytes_per_pair:
         return 0.0
     loads = {a.window_tokens: a for a in batch_shape(dep, batch).attention}
-    return sum(count * _scores(rates, loads[layer_span(layer)])
+    topk = sparse_topk(dep.model)  # a sparse layer's scores: the pairs it attends to
+    return sum(count * _scores(rates, loads[layer_span(layer) if topk is None else topk])
                for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
 
 

@@ -633,6 +633,13 @@ class Deployment:
         return self._native_dtype(cache_matmul_dtypes(self.kv.id))
 
     @property
+    def indexer_compute_dtype(self) -> str:
+        """The dtype a DeepSeek Sparse Attention indexer scores its keys at: fp8 where the card
+        has it (vLLM quantizes the indexer's query to fp8, per_token_group_quant_fp8, and keeps
+        its keys in fp8: DeepGEMM's fp8_mqa_logits multiplies the two), else the cache's."""
+        return self._native_dtype(("fp8", *cache_matmul_dtypes(self.kv.id)))
+
+    @property
     def attention_slowdown(self) -> float:
         """Peak at the step's compute dtype ÷ peak at attention's (DeepSeek-V3 as stored on an
         H100: fp8 weights, a bf16 cache: 2; below 1 where the cache's rate is the faster)."""

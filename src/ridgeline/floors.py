@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ridgeline.cost import Seq, decode_batch, decode_kv_tokens, served_footprint
+from ridgeline.attention_span import keys_read
+from ridgeline.cost import INDEXER_OP, Seq, decode_batch, decode_kv_tokens, served_footprint
 from ridgeline.deployment import Deployment
 from ridgeline.expert_ranks import (
     busiest_rank_physical_experts,
@@ -20,7 +21,7 @@ from ridgeline.expert_ranks import (
     trivial_layout_routed_experts,
 )
 from ridgeline.explain import Quantity, Step, q, step
-from ridgeline.kvcache import KVFootprint
+from ridgeline.kvcache import KVFootprint, indexer_bytes_per_token
 from ridgeline.layouts import CHUNKED, FULL, SLIDING
 from ridgeline.llamacpp_batching import (
     llamacpp_n_batch,
@@ -32,6 +33,7 @@ from ridgeline.moe import expected_experts_touched
 from ridgeline.params import count_params
 from ridgeline.quantization import ROUTED
 from ridgeline.raw_fit import FitCheck, batch_fit
+from ridgeline.sparse_attention import sparse_latents_read, sparse_topk
 from ridgeline.step_work import Work, head_params, matmul_weights_per_token, step_work
 from ridgeline.units import GB, fmt_decimal_bytes, plural, require_positive
 
@@ -44,9 +46,24 @@ def bound_label(bound: str) -> str:
 def repeated_words(dep: Deployment) -> str:
     """What the 'repeated on the TP ranks' FLOPs hold (step_work.repeated_matmul_flops)."""
     return ("what each tensor-parallel rank keeps whole and runs on every token, beyond one "
-            "copy: routers, MLA's down-projections, K/V heads past their count" + (
+            f"copy: routers, MLA's down-projections{_indexer_words(dep)}, K/V heads past "
+            "their count" + (
                 "; and, under expert parallelism, the busiest rank's extra share of the "
                 "routed tokens, counted on every rank" if dep.expert_parallel else ""))
+
+
+def _indexer_words(dep: Deployment) -> str:
+    """', the sparse-attention indexer' where the model has one (kept whole on every rank)."""
+    return ", the sparse-attention indexer" if sparse_topk(dep.model) is not None else ""
+
+
+def _indexer_flop_words(dep: Deployment) -> str:
+    """What a sparse model's attention FLOPs hold besides QKᵀ and PV (cost.indexer_flops)."""
+    topk = sparse_topk(dep.model)
+    if topk is None:
+        return ""
+    return (f", at most index_topk {topk:,} keys a query, and the indexer's scores of every "
+            "cached key (2 × index_n_heads × index_head_dim a pair)")
 
 
 def _flop_split(dep: Deployment, work: Work, count: str) -> list[Quantity]:
@@ -60,7 +77,7 @@ def _flop_split(dep: Deployment, work: Work, count: str) -> list[Quantity]:
             *([q("repeated on the TP ranks", work.repeated_flops / 1e12, "TFLOP",
                  repeated_words(dep))] if work.repeated_flops else []),
             q("attention FLOPs", work.attention_flops / 1e12, "TFLOP",
-              "QKᵀ and PV over each sequence's cache"),
+              "QKᵀ and PV over each sequence's cache" + _indexer_flop_words(dep)),
             *([q("the rest", rest / 1e12, "TFLOP", "the other operators: recurrent state "
                  "updates, LoRA adapters")]
               if abs(rest) > 1e-9 * work.flops else [])]
@@ -162,7 +179,8 @@ def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str
     terms: list[Quantity] = []
     for share in work.flops_by_dtype:
         peak = dep.peak_at(share.dtype) * tp * busy
-        names = ", ".join("QKᵀ and PV" if n == "attention" else n for n in share.ops)
+        names = ", ".join("QKᵀ and PV" if n == "attention" else
+                          "the indexer's scores" if n == INDEXER_OP else n for n in share.ops)
         note = dep.peak_note_at(share.dtype)
         terms += [q(f"{share.dtype} FLOPs", share.flops / 1e12, "TFLOP",
                     (f"the step's dtype: {names}" if share.dtype == dep.compute_dtype
@@ -334,7 +352,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              *([q("repeated on the TP ranks", repeated / 1e12, "TFLOP", repeated_words(dep))]
                if repeated else []),
              q("attention and the rest", (work.flops - matmuls - head - repeated) / 1e12,
-               "TFLOP", "causal QKᵀ and PV over the prompt, the recurrent state"
+               "TFLOP", "causal QKᵀ and PV over the prompt" + _indexer_flop_words(dep)
+               + ", the recurrent state"
                + (", the LoRA adapters' shrink and expand" if work.lora_bytes else "")))
     steps = (
         flops_step,
@@ -440,8 +459,8 @@ def _weight_step(dep: Deployment, work: Work, batch: int) -> Step:
     copies_term = (q("copies kept whole", copies / GB, "GB",
                      f"{tp - 1} more copies of what each of the {tp} tensor-parallel ranks"
                      f"{dep.dies_note} "
-                     "holds and reads whole: routers, MLA's down-projections, K/V heads past "
-                     "their count"),) if copies else ()
+                     "holds and reads whole: routers, MLA's down-projections"
+                     f"{_indexer_words(dep)}, K/V heads past their count"),) if copies else ()
     if moe is None:
         return step("weight bytes read", "params a step can read × bytes per weight"
                     + "".join(kept), result,
@@ -504,6 +523,9 @@ def _kv_step(dep: Deployment, work: Work, footprint: KVFootprint, batch: int) ->
     rest = per_sequence - per_token * tokens  # window layers, recurrent states
     sequences = (q("batch", batch) if ranks == 1 else
                  q(count, seqs, "", f"⌈batch {batch:,} ÷ {ranks} data-parallel ranks⌉"))
+    topk = sparse_topk(dep.model)
+    if topk is not None:
+        return _sparse_kv_step(dep, work, context, topk, count, sequences, per_sequence)
     holds = (f"the cache holds {fmt_decimal_bytes(footprint.stored_bytes(dep.kv_replication))}"
              + (f", ×{dep.kv_replication:g} for the copies the "
                 f"TP{dep.engine_tensor_parallel_size} ranks{dep.dies_note} each keep and read "
@@ -542,6 +564,34 @@ def _kv_step(dep: Deployment, work: Work, footprint: KVFootprint, batch: int) ->
                                   "a recurrent layer's state read and written"
                                   if footprint.state_bytes else "")))),
                 q("KV traffic per sequence", per_sequence / 1e6, "MB", holds))
+
+
+def _sparse_kv_step(dep: Deployment, work: Work, context: int, topk: int, count: str,
+                    sequences: Quantity, per_sequence: float) -> Step:
+    """A DeepSeek Sparse Attention model's decode KV bytes (sparse_attention): each sequence
+    reads the min(c + 1, k) latents its indexer picks and every key's indexer key, and writes
+    the new token's of both. DeepSeek-V3.2 in bf16 at TP8 and 65,536 tokens: 562,176 B ×
+    2,049 + 64,416 B × 65,538 = 5.37 GB, where dense MLA read 41.1 GB."""
+    layers = dep.model.count(mixer=FULL)
+    indexer = indexer_bytes_per_token(dep.model) * layers * dep.kv_replication
+    latent = served_footprint(dep, context).bytes_per_token_growing * dep.kv_replication \
+        - indexer
+    keys = decode_kv_tokens(context + 1, 1)
+    latents = sparse_latents_read(keys, context + 1, keys_read(context, 1, topk))
+    copies = f" × {dep.kv_replication:g} TP copies" if dep.kv_replication > 1 else ""
+    return step("KV bytes read", f"{count} × (latent per token × latents read and written + "
+                "indexer key per token × keys read and written)",
+                q("KV read", work.kv_bytes / GB, "GB"), sequences,
+                q("latent per token", latent, "B", _kv_per_token_source(dep)),
+                q("latents read and written", latents, "", f"min({context:,} + 1, index_topk "
+                  f"{topk:,}) the indexer picks, the new token's written (DeepSeek Sparse "
+                  "Attention: dense MLA reads all the cached ones)"),
+                q("indexer key per token", indexer, "B", f"{indexer_bytes_per_token(dep.model)} "
+                  f"B (index_head_dim fp8 + a float32 scale per 128) × {layers} layers{copies}"),
+                q("keys read and written", keys, "", f"the indexer scores the {context:,} "
+                  "cached and the new token's keys; the new token's written"),
+                q("KV traffic per sequence", per_sequence / 1e6, "MB",
+                  "latents and indexer keys"))
 
 
 def _kv_per_token_source(dep: Deployment) -> str:

@@ -33,6 +33,16 @@ def indexer_key_bytes(index_head_dim: int) -> int:
             + index_head_dim // INDEXER_QUANT_BLOCK * INDEXER_SCALE_BYTES)
 
 
+def indexer_bytes_per_token(spec: ModelSpec) -> int:
+    """One token's indexer key in one attention layer of a DeepSeek Sparse Attention model
+    (a cached latent with index_topk and index_head_dim: 132 bytes for DeepSeek-V3.2), 0 for
+    any other model."""
+    latent = spec.attention.cached_latent if spec.attention is not None else None
+    if latent is None or latent.index_topk is None or not latent.index_head_dim:
+        return 0
+    return indexer_key_bytes(latent.index_head_dim)
+
+
 def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -> float:
     """One attention layer's cache per token: MLA latent (and, for a DeepSeek Sparse
     Attention model, its indexer's key: DeepSeek-V3.2 in fp8_ds_mla 656 + 132 = 788 bytes),
@@ -42,10 +52,8 @@ def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -
         return 0.0
     latent = att.cached_latent
     if latent:
-        indexer = indexer_key_bytes(latent.index_head_dim) \
-            if latent.index_topk is not None and latent.index_head_dim else 0
         return (latent.kv_lora_rank + latent.qk_rope_head_dim) * kv_bytes_per_element \
-            + indexer
+            + indexer_bytes_per_token(spec)
     k = att.num_kv_heads * att.head_dim
     v = att.num_kv_heads * att.v_head_dim
     return (k + v) * kv_bytes_per_element

@@ -36,6 +36,9 @@ class MLA:
     # its indexer's key width (config.json index_head_dim: 128 for DeepSeek-V3.2), whose keys
     # are cached beside the latent for every token (kvcache.indexer_key_bytes)
     index_head_dim: int | None = None
+    # its indexer's query heads (config.json index_n_heads: 64 for DeepSeek-V3.2), which score
+    # every cached key (params.indexer_params, sparse_attention.indexer_flops_per_pair)
+    index_n_heads: int | None = None
 
 
 @dataclass(frozen=True)

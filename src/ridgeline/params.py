@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ridgeline.layouts import ATTENTION_MIXERS, DENSE, LINEAR, MAMBA, MOE
-from ridgeline.model import Attention, Layer, LinearAttention, Mamba, ModelSpec
+from ridgeline.model import MLA, Attention, Layer, LinearAttention, Mamba, ModelSpec
 from ridgeline.quantization import (
     ATTENTION,
     CATEGORIES,
@@ -114,8 +114,9 @@ def rank_params(spec: ModelSpec, layer: Layer, category: str, tensor_parallel_si
 
     vLLM, SGLang and TensorRT-LLM split a layer's matrices over the ranks but keep some of
     them whole on every rank: the MoE router (a replicated linear), MLA's down-projections
-    (q_a, kv_a: DeepSeek-V3's 7,168 × (1,536 + 576) a layer), and, with more ranks than KV
-    heads, a K/V head's projections (each rank one head, as its cache). ``count``: the
+    (q_a, kv_a: DeepSeek-V3's 7,168 × (1,536 + 576) a layer), DeepSeek Sparse Attention's
+    indexer (indexer_params), and, with more ranks than KV heads, a K/V head's projections
+    (each rank one head, as its cache). ``count``: the
     layer's ``category`` weights where the caller has them (layer_params).
     """
     n = layer_params(spec, layer)[category] if count is None else count
@@ -130,6 +131,7 @@ def rank_params(spec: ModelSpec, layer: Layer, category: str, tensor_parallel_si
         if att.mla:
             whole = h * (att.mla.q_lora_rank or 0) + h * (att.mla.kv_lora_rank
                                                             + att.mla.qk_rope_head_dim)
+            whole += indexer_params(att.mla, h)[0]  # replicated, not split
             return (n - whole) / tp + whole
         kv = 2 * h * att.num_kv_heads * att.head_dim
         return (n - kv) / tp + kv * max(1, att.num_kv_heads // tp) / att.num_kv_heads
@@ -147,7 +149,7 @@ def attention_params(att: Attention, hidden: int) -> tuple[int, int]:
 
     GQA: q = h·n·d (doubled with an output gate), k = v = h·n_kv·d, o = n·d_v·h.
     MLA (DeepSeek-V3): q_a h·r_q, q_b r_q·n·(d_nope+d_rope), kv_a h·(r_kv+d_rope),
-    kv_b r_kv·n·(d_nope+d_v), o n·d_v·h.
+    kv_b r_kv·n·(d_nope+d_v), o n·d_v·h; DeepSeek-V3.2 adds its indexer (indexer_params).
     """
     n = att.num_heads
     extra = 0
@@ -163,7 +165,8 @@ def attention_params(att: Attention, hidden: int) -> tuple[int, int]:
         kv += m.kv_lora_rank * n * (m.qk_nope_head_dim + m.v_head_dim)
         extra += m.kv_lora_rank  # kv_a_layernorm
         o = n * m.v_head_dim * hidden
-        return q + kv + o, extra
+        indexer, indexer_extra = indexer_params(m, hidden)
+        return q + kv + o + indexer, extra + indexer_extra
     linear = hidden * qkv_out_features(att) + n * att.v_head_dim * hidden
     if att.qkv_bias:
         extra += qkv_out_features(att)
@@ -173,6 +176,29 @@ def attention_params(att: Attention, hidden: int) -> tuple[int, int]:
     if att.sinks:
         extra += n
     return linear, extra
+
+
+# DeepSeek Sparse Attention's lightning indexer, one a layer: wq_b (q_lora_rank → heads ×
+# head_dim), wk (hidden → head_dim) and weights_proj (hidden → heads), none with a bias, and
+# k_norm, a LayerNorm (weight and bias) over head_dim (vLLM's Indexer, vllm/model_executor/
+# models/deepseek_v2.py, ROCm/vllm stored copy 068f8154: ReplicatedLinear each, 'no tensor
+# parallel, just replicated'; SGLang's nsa_indexer.py the same; DeepSeek-V3.2-Exp's
+# inference/model.py Indexer names them so)
+INDEXER_NORM_VECTORS = 2  # k_norm's weight and bias
+
+
+def indexer_params(mla: MLA, hidden: int) -> tuple[int, int]:
+    """(linear weights, small extras) of one layer's indexer; (0, 0) without one (no
+    index_topk, or a config that does not give index_n_heads and index_head_dim).
+    wq_b r_q·H_i·d_i + wk h·d_i + weights_proj h·H_i; k_norm 2·d_i. DeepSeek-V3.2
+    (H_i 64, d_i 128, r_q 1,536, h 7,168): 12,582,912 + 917,504 + 458,752 = 13,959,168 and
+    256 a layer, 851.5 M over its 61 layers."""
+    heads, dim = mla.index_n_heads, mla.index_head_dim
+    if mla.index_topk is None or not heads or not dim:
+        return 0, 0
+    query_rank = mla.q_lora_rank or hidden  # wq_b reads the query's low-rank latent
+    linear = query_rank * heads * dim + hidden * dim + hidden * heads
+    return linear, INDEXER_NORM_VECTORS * dim
 
 
 def qkv_out_features(att: Attention) -> int:

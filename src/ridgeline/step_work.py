@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from ridgeline.cost import (
     CPU_OFFLOAD_READ,
     IN_HOST_MEMORY,
+    INDEXER_OP,
     NORM_BYTES,
     OVER_HOST_LINK,
     WEIGHT_OPS,
@@ -34,7 +35,7 @@ from ridgeline.offload import placed_layers
 from ridgeline.params import count_params, layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER
 
-_KV_OPS = ("attention", "recurrent state")
+_KV_OPS = ("attention", INDEXER_OP, "recurrent state")
 _WEIGHT_OPS = tuple(op for op in WEIGHT_OPS if op != "lm head")  # its logits are activations
 
 
@@ -151,7 +152,8 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
         if dep.cpu_offload else None
     lora = sum(op.bytes for op in cost.ops if op.name == LORA_OP) * tp
     weight_flops = sum(op.flops for op in cost.ops if base(op.name) in WEIGHT_OPS) * tp
-    attention_flops = sum(op.flops for op in cost.ops if base(op.name) == "attention") * tp
+    attention_flops = sum(op.flops for op in cost.ops
+                          if base(op.name) in ("attention", INDEXER_OP)) * tp
     head_flops = sum(op.flops for op in cost.ops if base(op.name) == "lm head") * tp
     repeated = repeated_matmul_flops(dep, weight_flops, head_flops, cost.tokens)
     return Work(cost.flops * tp, weights, kv, total - weights - kv - offloaded - lora, paced,

@@ -124,7 +124,10 @@ class ModelReport:
                             f"{m.qk_nope_head_dim}, v_head_dim {m.v_head_dim}, q_lora_rank "
                             f"{m.q_lora_rank}"
                             + ("" if m.latent_cached else "; each head's K and V cached, as "
-                               "llama.cpp runs a GGUF without key_length_mla"))
+                               "llama.cpp runs a GGUF without key_length_mla")
+                            + (f"; sparse: index_topk {m.index_topk} keys a query, picked by "
+                               f"an indexer of {m.index_n_heads} heads × {m.index_head_dim}"
+                               if m.index_topk is not None else ""))
             lines.append(f"  attention      {geometry}")
         if s.linear_attention:
             la = s.linear_attention

@@ -13,6 +13,7 @@ from ridgeline.attention_span import Span, layer_span
 from ridgeline.cost import (
     DCP_EXCHANGE,
     IDEAL,
+    INDEXER_OP,
     AttentionLoad,
     BatchShape,
     Seq,
@@ -22,6 +23,7 @@ from ridgeline.cost import (
     attention_windows,
     decode_kv_tokens,
     graph_mode,
+    indexer_work,
     layer_kinds,
     rank_shape,
     shape_of,
@@ -33,6 +35,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.launches import deployment_matmuls, moe_layers
 from ridgeline.layouts import ATTENTION_MIXERS, LINEAR, MAMBA
+from ridgeline.sparse_attention import sparse_topk
 
 # The step shapes whose CUDA-graph decision the timer remembers (``_mode``) before it starts
 # over: every (tokens, rows) a run meets had been kept, 99,167 of them after 200,000 chat
@@ -62,6 +65,7 @@ class StepTimer:
         self._prompt_priced = self._prompt_rate.expert_slowdown != rate.expert_slowdown
         self._p, self._w = rate.flops_per_s, rate.bytes_per_s
         self._pa = rate.flops_rate("attention")  # QKᵀ and PV at the cache's rate
+        self._pi = rate.flops_rate(INDEXER_OP)  # a sparse model's indexer, fp8
         layers, matmuls, routed = dep.model.num_layers, deployment_matmuls(dep), \
             moe_layers(dep.model)
         self._overhead = (profile.overhead_s(layers, False, matmuls, routed),
@@ -81,6 +85,7 @@ class StepTimer:
         self.modes_remembered = MODES_REMEMBERED
         self._rates = attention_rates(dep)
         self.windows = attention_windows(dep)
+        self._topk = sparse_topk(dep.model)  # a sparse layer attends to its window's load
         self.full_attention = all(w is None for w in self.windows)
         self._attention_layers = sum(n for _, n in self._attention)
         self._decode_base: dict[int, float] = {}
@@ -96,7 +101,7 @@ class StepTimer:
         terms = step_terms(self.dep, BatchShape(tokens, rows, zero, all_tokens))
         context_free = [(name, flops, nbytes, count) for name, flops, nbytes, count in terms.work
                         if (name == "lm head") == per_row
-                        and name not in ("attention", "recurrent state")]
+                        and name not in ("attention", INDEXER_OP, "recurrent state")]
         rate = self._prompt_rate if prompt else self._rate
         total: float = sum(count * rate.op_time_s(name, f, b, rows if per_row else tokens)
                            for name, f, b, count in context_free)
@@ -193,9 +198,13 @@ class StepTimer:
         p, w = self._pa, self._w
         if self._attention:
             loads = {a.window_tokens: a for a in shape.attention}
+            capped = loads[self._topk] if self._topk is not None else None
             for window, count in self._attention:
-                flops, nbytes = attention_flops_bytes(self._rates, loads[window], tokens)
+                flops, nbytes = attention_flops_bytes(self._rates, loads[window], tokens, capped)
                 total += count * max(flops / p, nbytes / w)
+                if capped is not None:  # a sparse layer's indexer, at its own rate
+                    flops, nbytes = indexer_work(self._rates, loads[window])
+                    total += count * max(flops / self._pi, nbytes / w)
         return total
 
     def decode_time_s(self, decodes: int, decode_context: int) -> float:
