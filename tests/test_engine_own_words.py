@@ -239,6 +239,63 @@ def test_prefix_takes_any_vllm_block_the_default_release_takes_as_simulate_does(
         "4", "--max-model-len", "8192", "--block-size", str(block), "--engine-version", "0.17.0")
 
 
+SIMULATE = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--num-requests", "4",
+            "--max-model-len", "8192")
+
+
+@pytest.mark.parametrize(("flags", "block"), [
+    (("--engine", "vllm", "--engine-version", "0.17"), 15),
+    (("--engine", "vllm", "--engine-version", "0.17"), 24),
+    (("--engine", "vllm", "--engine-version", "0.17"), 512),
+    (("--engine", "vllm", "--engine-version", "0.17"), 99999999999),
+    (("--engine", "trtllm"), 24),
+    (("--engine", "trtllm"), 1),
+    (("--engine", "llama.cpp"), 16),
+    (("--engine", "llama.cpp"), 17),
+])
+def test_prefix_refuses_the_block_simulate_and_fit_refuse_in_their_words(
+        capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], block: int) -> None:
+    """prefix checks --block-size with fit's and simulate's function
+    (engine_choices.block_size_refusal), under the --engine-version it now takes: vLLM 0.17's
+    BlockSize list, TensorRT-LLM's powers of two, llama.cpp's single-token cells, one line
+    each, the same in all three commands."""
+    from tests.conftest import refused_line
+
+    sized = ("--block-size", str(block))
+    line = refused_line(capsys, "prefix", "--tokens-a", A, "--tokens-b", B, *flags, *sized)
+    assert "--block-size" in line or "tokens_per_block" in line
+    assert refused_line(capsys, *SIMULATE, *flags, *sized) == line
+    assert refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                        "8192", *flags, *sized) == line
+
+
+@pytest.mark.parametrize(("flags", "block"), [
+    (("--engine", "vllm", "--engine-version", "0.18"), 24),
+    (("--engine", "vllm", "--engine-version", "0.18"), 17),
+    (("--engine", "vllm", "--engine-version", "0.17"), 16),
+    (("--engine", "sglang"), 15),
+    (("--engine", "trtllm"), 64),
+])
+def test_prefix_and_simulate_take_the_same_blocks(
+        capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], block: int) -> None:
+    """What the engine's flag takes, both commands take: vLLM 0.18 any positive block (17
+    on FlexAttention with a 16-bit cache), 0.17 its list, SGLang any page, TensorRT-LLM a
+    power of two."""
+    sized = ("--block-size", str(block))
+    assert reuse(capsys, *flags, *sized)["prefix_reuse"]["block_size"] == block
+    answer(capsys, *SIMULATE, *flags, *sized)
+
+
+@pytest.mark.parametrize("block", ["0", "-1"])
+def test_prefix_and_simulate_refuse_a_block_of_no_tokens_alike(
+        capsys: pytest.CaptureFixture[str], block: str) -> None:
+    from tests.conftest import refused_line
+
+    lines = [refused_line(capsys, *argv, f"--block-size={block}").split(" (see ")[0]
+             for argv in (("prefix", "--tokens-a", A, "--tokens-b", B), SIMULATE)]
+    assert lines[0] == lines[1] and "block size must be positive" in lines[0]
+
+
 def test_prefix_keeps_sglangs_any_page_size_and_an_engines_valid_block(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert reuse(capsys, "--engine", "sglang", "--page-size", "7")["prefix_reuse"][

@@ -137,18 +137,19 @@ def _fit_conversations(capsys: pytest.CaptureFixture[str], context: str) -> int:
 
 
 def test_a_running_batch_past_fits_count_says_why(capsys: pytest.CaptureFixture[str]) -> None:
-    """At --max-model-len 131,072 the H100's pool holds fit's few conversations of that
-    length, but 512-token prompts run many more at once: simulate says the batch passed fit's
-    count and why (vLLM admits on the prompt), and --json gives that count. At 2,048 tokens
-    the pool holds more than the run ever runs: no such line."""
+    """At --max-model-len 131,072 the H100's pool holds fit's 3 conversations of that
+    length, but 512-token prompts at 20 a second run near 48 at once (batch_past_fit's
+    worked number): simulate says the batch passed fit's count and why (vLLM admits on the
+    prompt), and --json gives that count. At 2,048 tokens the pool holds more than the run
+    ever runs: no such line."""
     held = _fit_conversations(capsys, "131072")
-    argv = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "8", "--num-requests",
+    argv = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "20", "--num-requests",
             "300", "--max-model-len", "131072")
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
     data = json.loads(out)
     peak = data["running_batch"]["max"]
-    assert data["fit_conversations"] == held and peak > held
+    assert data["fit_conversations"] == held == 3 and abs(peak - 48) <= 4
     code, out, err = run_cli(capsys, *argv)
     line = next(line for line in out.splitlines() if "`fit` counts at once" in line)
     assert f"peaked at {peak:,.0f}, past the {held:,} conversations of 131,072 tokens" in line
@@ -162,6 +163,35 @@ def test_a_running_batch_past_fits_count_says_why(capsys: pytest.CaptureFixture[
         == _fit_conversations(capsys, "2048")
     code, out, err = run_cli(capsys, *short)
     assert code == 0 and "`fit` counts at once" not in out
+
+
+def test_a_default_context_past_fits_count_is_told_only_where_the_run_preempted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --max-model-len the context is the model's 131,072 tokens, whose 3
+    conversations a default run of 512-token prompts passes without a preemption: no line
+    (nobody asked for such conversations). A run whose requests outgrow the pool once
+    admitted on their prompts preempts: the line says the batch passed fit's count, and why
+    that preempted."""
+    code, out, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate",
+                             "20", "--num-requests", "300", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["running_batch"]["max"] > data["fit_conversations"] and not data["preemptions"]
+    code, out, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate",
+                             "20", "--num-requests", "300")
+    assert code == 0 and "peaked at" not in out and "`fit` counts at once" not in out
+    argv = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "inf", "--num-requests",
+            "200", "--input-len", "2000", "--output-len", "4000")
+    code, out, err = run_cli(capsys, *argv, "--json")
+    data = json.loads(out)
+    peak, held, preempted = (data["running_batch"]["max"], data["fit_conversations"],
+                             data["preemptions"])
+    assert peak > held and preempted > 0
+    code, out, err = run_cli(capsys, *argv)
+    line = next(line for line in out.splitlines() if "`fit` counts at once" in line)
+    assert f"peaked at {peak:,.0f}, past the {held:,} conversations of 131,072 tokens" in line
+    assert "the requests admitted together outgrew the pool as they decoded " \
+        f"({preempted:,} preemptions here)" in line
 
 
 def test_fit_names_its_count_for_what_it_is(capsys: pytest.CaptureFixture[str]) -> None:

@@ -285,6 +285,8 @@ def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
 
 
 def cmd_prefix(args: argparse.Namespace) -> LinesReport:
+    from ridgeline.cli_engine import checked_engine_version
+    from ridgeline.engine_choices import block_size_refusal
     from ridgeline.engines import engine_id
     from ridgeline.prefix import BLOCK_SETTINGS, engine_block_size, prefix_reuse, tokenize
 
@@ -294,23 +296,19 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
                          "not both")
     if args.tokenizer and not texts:
         raise InputError("--tokenizer applies to --text-a/--text-b; token ids need none")
-    if texts:
-        if not (args.text_a is not None and args.text_b is not None and args.tokenizer):
-            raise InputError("--text-a and --text-b need both texts and --tokenizer NAME")
-        a, b = tokenize(args.text_a, args.tokenizer), tokenize(args.text_b, args.tokenizer)
-    elif args.tokens_a is not None and args.tokens_b is not None:
-        a, b = args.tokens_a, args.tokens_b
-    else:
+    if texts and not (args.text_a is not None and args.text_b is not None and args.tokenizer):
+        raise InputError("--text-a and --text-b need both texts and --tokenizer NAME")
+    if not texts and (args.tokens_a is None or args.tokens_b is None):
         raise InputError("give --tokens-a and --tokens-b (token ids), or --text-a/--text-b")
     engine = engine_id(args.engine)
+    version = checked_engine_version(args.engine_version, engine)
+    if args.block_size is not None:  # a size the engine refuses to start with matches nothing:
+        problem = block_size_refusal(engine, version, args.block_size)  # fit's and simulate's
+        if problem:
+            raise InputError(problem)
     default = engine_block_size(engine)  # refuses an engine without a block prefix cache
-    if args.block_size:  # a size the engine refuses to start with matches nothing
-        from ridgeline.trtllm_memory import tokens_per_block_problem
-        from ridgeline.vllm_pool import vllm_block_size_problem
-
-        rule = {"vllm": vllm_block_size_problem, "trtllm": tokens_per_block_problem}.get(engine)
-        if rule and rule(args.block_size):
-            raise InputError(rule(args.block_size))
+    a, b = (tokenize(args.text_a, args.tokenizer), tokenize(args.text_b, args.tokenizer)) \
+        if texts else (args.tokens_a, args.tokens_b)
     setting = BLOCK_SETTINGS[engine]
     unit = "page" if setting == "page_size" else "block"
     r = prefix_reuse(a, b, args.block_size or default, setting)
@@ -441,7 +439,7 @@ def add_companion_commands(
     sub: Any, output: Callable[[argparse.ArgumentParser], None],
     typed: Callable[[Callable[[str], Any]], Callable[[str], Any]],
 ) -> None:
-    from ridgeline.cli_engine import engine_flag
+    from ridgeline.cli_engine import engine_flag, engine_version_flag
     from ridgeline.cli_types import (
         MAX_BATCH,
         _engine_name,
@@ -526,6 +524,7 @@ def add_companion_commands(
                    "engine's, vLLM's block_size 16, SGLang's page_size 1, TensorRT-LLM's "
                    "tokens_per_block 32)")
     engine_flag(p, "engine whose cache the prompts meet (default vllm): vllm, sglang, trtllm")
+    engine_version_flag(p, "--block-size rules to follow (vLLM's list before 0.18)")
     output(p)
     p.set_defaults(handler=cmd_prefix)
 

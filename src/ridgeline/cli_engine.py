@@ -432,13 +432,15 @@ def checked_engine_version(version: str | None, engine: str) -> str | None:
 
 def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     """Refuse an engine setting the chosen engine has no use for, rather than drop it."""
+    from ridgeline.engine_choices import block_size_refusal
+
     problems = []
-    if engine.startswith("llama.cpp"):
-        if args.gpu_memory_utilization is not None:
-            problems.append("--gpu-memory-utilization: llama.cpp has no memory fraction; it "
-                            "allocates the cache -c asks for (--max-model-len × --parallel)")
-        if args.block_size is not None:
-            problems.append("--block-size: llama.cpp caches single-token cells")
+    if engine.startswith("llama.cpp") and args.gpu_memory_utilization is not None:
+        problems.append("--gpu-memory-utilization: llama.cpp has no memory fraction; it "
+                        "allocates the cache -c asks for (--max-model-len × --parallel)")
+    if args.block_size is not None:  # as prefix refuses it (vLLM's list, TRT-LLM's powers of 2)
+        problems.append(block_size_refusal(
+            engine, checked_engine_version(args.engine_version, engine), args.block_size))
     if args.usage is not None and engine != "vllm":
         problems.append(f"--usage is vLLM's usage context (vllm serve or the LLM class); "
                         f"{engine} has none")
@@ -453,8 +455,8 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
         problems.extend(async_scheduling_problem(engine, args.engine_version))
     if getattr(args, "no_enable_chunked_prefill", False) and engine != "vllm":
         problems.append(f"--no-enable-chunked-prefill is vLLM's; {engine} has no such flag")
-    if problems:
-        raise InputError("; ".join(problems))
+    if any(problems):
+        raise InputError("; ".join(p for p in problems if p))
 
 
 def async_scheduling_problem(engine: str, version: str | None) -> list[str]:

@@ -56,9 +56,13 @@ def engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     gives a slot per sequence, but for --engine-version, whose rules (a release's, a build's)
     size every engine's pool as fit sizes it. vLLM 0.8 to 0.9.x run a draft model on V0."""
     from ridgeline.drafter_memory import vllm_draft_settings
+    from ridgeline.memory import check_block_fits
 
     settings = _given_pool_settings(args, dep)
-    return None if settings is None else vllm_draft_settings(dep.engine, settings)
+    if settings is None:
+        return None
+    check_block_fits(dep, settings)  # a block past the pool: --block-size's own refusal
+    return vllm_draft_settings(dep.engine, settings)
 
 
 def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:

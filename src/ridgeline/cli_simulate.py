@@ -64,7 +64,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.drafter_memory import vllm_draft_settings
     from ridgeline.engine_versions import sized_version
     from ridgeline.engines import engine_id
-    from ridgeline.memory import kv_pool
+    from ridgeline.memory import check_block_fits, kv_pool
     from ridgeline.reports.simulate import SimulateReport
     from ridgeline.sim.config import (
         llamacpp_context,
@@ -128,6 +128,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         (settings.max_model_len, "--fit") if story else (placed[0], placed[2]) if placed
         else llamacpp_context(dep, settings, auto_layers(args, engine) and not set_aside,
                               margin_bytes(args)))  # set aside: -ngl all's, the whole card
+    check_block_fits(dep, settings)  # a block past the pool: --block-size's own refusal
     config = sim_config(dep, settings, args.spec_tokens, args.spec_acceptance, args.spec_draft_cost,
                         cells=cells[0] if cells else None,
                         spec_method=spec_method(args, model),
@@ -355,6 +356,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     return SimulateReport(replace(dep), lane, result, count, load, slo_ttft, slo_tpot,
                           cautions=cautions, percentile=args.percentile, slo_itl_s=slo_itl,
                           fit_conversations=held_conversations(pool, dep, config.max_model_len),
+                          context_asked=args.max_model_len is not None,
                           lanes=pp if split else 1, engine_config=config,
                           micro_batches=1 if split else pp,
                           engine_version=sized_version(engine, settings.engine_version)

@@ -11,8 +11,9 @@ llama.cpp's -fa, read in any spelling llama-server reads (enabled, 1, -1).
 
 A value the release takes but ridgeline has no cache format for (vLLM's fp8_inc) is refused
 as not modelled, rather than sized as another; ridgeline's own --kv-dtype keeps its names.
-vLLM's --block-size is checked so too: BlockSize's choices before v0.18.0, any positive block
-from it.
+--block-size is checked so too, for every command that takes it (``block_size_refusal``):
+vLLM's BlockSize choices before v0.18.0, any positive block from it; TensorRT-LLM's powers of
+two; SGLang's any page; llama.cpp's none.
 """
 
 from __future__ import annotations
@@ -101,6 +102,31 @@ def block_size_problem(engine: str, version: str | None, block: int) -> str:
                                                  else " (the default --engine-version)")
     return (f"{said}'s --block-size is one of {', '.join(map(str, row['choices']))}; got "
             f"{block} (from v{row['choices_until']}, any block of 1 token or more)")
+
+
+def tokens_per_block_problem(block: int) -> str:
+    """Why TensorRT-LLM refuses ``block`` as its tokens_per_block (a power of two greater than
+    1: docs/source/features/kvcache.md), or "" where it takes it: the pool and prefix
+    matching share the rule."""
+    if block >= 2 and not block & (block - 1):
+        return ""
+    return f"TensorRT-LLM's tokens_per_block must be a power of two greater than 1; got {block}"
+
+
+def block_size_refusal(engine: str, version: str | None, block: int) -> str:
+    """Why ``engine`` at ``version`` (None: the release a run is priced as) refuses ``block``
+    as its --block-size (--page-size, --tokens-per-block), or "": vLLM's list before v0.18.0
+    (``block_size_problem``), TensorRT-LLM's powers of two (``tokens_per_block_problem``),
+    llama.cpp's single-token cells (it has no such flag); SGLang takes any page_size. fit,
+    simulate and prefix refuse a flag by it alike (``ridgeline prefix --engine-version 0.17
+    --block-size 24`` as ``ridgeline simulate`` does); a block no attention backend takes
+    for the model (vllm_attention_block) or past the pool (kvpool.block_past_pool) needs
+    the deployment, which prefix has not."""
+    if engine.startswith("llama.cpp"):
+        return "--block-size: llama.cpp caches single-token cells"
+    if engine == "trtllm":
+        return tokens_per_block_problem(block)
+    return block_size_problem(engine, version, block)
 
 
 def flash_attn_value(text: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from ridgeline.kvgroups import KVGroups
 from ridgeline.llamacpp_split import SplitDevice
 from ridgeline.stages import Stage
+from ridgeline.units import GIB
 from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
 
 
@@ -319,3 +320,28 @@ class KVPool:
         if self.groups is not None:
             return self.blocks / self.request_blocks(max_model_len)
         return self.tokens / max_model_len
+
+
+def block_past_pool(pool: KVPool, block: int | None) -> str:
+    """Why the --block-size asked (``block``; None: the engine's own) leaves ``pool`` not one
+    block where a smaller one would fit, or "": one block per GPU more than the pool keeps for
+    blocks (not where the weights, their load or a set pool overrun the card: fit names
+    that). No engine starts so: vLLM finds its cache short of one request ('To serve at
+    least one request with the models's max seq len …', _check_enough_kv_cache_memory in
+    v1/core/kv_cache_utils.py, a request holding one block at least), SGLang rounds its
+    tokens down to whole pages, none ('Not enough memory. Please try to increase
+    --mem-fraction-static.'), TensorRT-LLM holds no block to start with
+    (capacity.refuses_to_start). Llama-3.1-8B on one H100 under vLLM 0.32: one block of
+    1,000,000 tokens is 122.07 GiB, past the 54.64 GiB pool."""
+    if block is None or pool.block_size != block or not pool.page_bytes or pool.blocks \
+            or pool.weights_overflow or pool.load_overflow or pool.overflow_bytes:
+        return ""
+    room = pool.state_kv_bytes if pool.state_request_bytes \
+        else pool.pool_bytes - pool.slot_cache_bytes
+    if room < pool.page_bytes / block:  # not a token's room: no block fits, and fit says why
+        return ""
+    engine = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get(
+        pool.engine, pool.engine)
+    return (f"--block-size {block:,}: one block is {pool.page_bytes / GIB:,.2f} GiB a GPU, more "
+            f"than the whole KV pool ({room / GIB:,.2f} GiB), which holds no block, and "
+            f"{engine} does not start so; give a smaller --block-size")

@@ -45,6 +45,7 @@ from ridgeline.kvcache import kv_footprint
 # KVPool lives beneath the engines' builders, which fill it in; this module, which calls
 # them, is where the pool's users take it from
 from ridgeline.kvpool import KVPool as KVPool
+from ridgeline.kvpool import block_past_pool
 from ridgeline.llamacpp_pool import llamacpp_pool
 from ridgeline.llamacpp_split import SplitDevice, split_devices
 from ridgeline.llamacpp_tensor import tensor_split_build_problem
@@ -233,6 +234,17 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     return min(pools, key=lambda pool: (
         pool.blocks, pool.split_device is not None and not pool.kv_bytes_per_token,
         pool.rest_bytes))
+
+
+def check_block_fits(dep: Deployment, settings: EngineSettings | None) -> None:
+    """Refuse the --block-size asked where one block is more than ``dep``'s pool holds
+    (kvpool.block_past_pool), as fit, simulate, decode and prefill do for the deployment
+    asked; a lever's or a search's other deployment is sized, not refused."""
+    if settings is None or settings.block_size is None:
+        return
+    problem = block_past_pool(kv_pool(dep, settings), settings.block_size)
+    if problem:  # the block asked, not the memory: the flag's own refusal
+        raise InputError(problem)
 
 
 def stage_pools(dep: Deployment, settings: EngineSettings | None = None,

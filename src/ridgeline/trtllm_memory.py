@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.deployment import Deployment
+from ridgeline.engine_choices import tokens_per_block_problem
 from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.kvpool import KVPool
@@ -112,12 +113,3 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0,
                   windows_apart=has_windows(dep),  # windows counted whole (engine_windows.py)
                   transfer_buffer_bytes=transfer, transfer_after_fraction=engine_backend)
-
-
-def tokens_per_block_problem(block: int) -> str:
-    """Why TensorRT-LLM refuses ``block`` as its tokens_per_block (a power of two greater than
-    1: docs/source/features/kvcache.md), or "" where it takes it: the pool and prefix
-    matching share the rule."""
-    if block >= 2 and not block & (block - 1):
-        return ""
-    return f"TensorRT-LLM's tokens_per_block must be a power of two greater than 1; got {block}"

@@ -24,7 +24,9 @@ from ridgeline.capacity import (
 from ridgeline.datafiles import engine_defaults
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
+from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
+from ridgeline.kvpool import block_past_pool
 from ridgeline.llamacpp_fit import run_pool
 from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.monotone import longest_holding
@@ -307,6 +309,9 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
                          target)
     pool = run_pool(dep, s, fit_host is not None, fit_margin_bytes)
+    past = block_past_pool(pool, s.block_size)  # the block asked, before a lever sizes another
+    if past:
+        raise InputError(past)
     per_seq = conversation_bytes(pool, dep, context)
     n = held_conversations(pool, dep, context)
     # the ridge only where a step can be timed, as decode and simulate time it: a record with

@@ -111,6 +111,7 @@ class SimulateReport:
     # fit's count: conversations of max_model_len tokens at once (all ranks), which the
     # running batch may pass (``batch_past_fit``); None: not read
     fit_conversations: int | None = None
+    context_asked: bool = False  # --max-model-len given: the batch past fit's count is told
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -344,7 +345,7 @@ class SimulateReport:
                          "first to arrive, so they read short of a full run's")
         past_fit = batch_past_fit(d.engine, batch["max"], self.fit_conversations,
                                   (self.engine_config or self.config).max_model_len,
-                                  r.preemptions)
+                                  r.preemptions, self.context_asked)
         if past_fit:
             lines.append(past_fit)
         if batch["max"] == 0 and r.completed:

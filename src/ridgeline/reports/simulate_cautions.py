@@ -151,17 +151,19 @@ def uncapped_window_caution(dep: Deployment, pool: Any, config: SimConfig,
 
 
 def batch_past_fit(engine: str, running_max: float, held: int | None, context: int,
-                   preemptions: int) -> str:
+                   preemptions: int, asked: bool = False) -> str:
     """Why the running batch peaked past `fit`'s count (``held``: conversations of
-    ``context`` tokens, each holding its full length's blocks, at once), or "" where it did
-    not. fit's count is not a cap: a request shorter than the context holds fewer blocks,
-    and the engine admits one by what it holds now, not by its longest — vLLM on its prompt's
-    blocks, preempting the newest when a decode finds none (its preemptions counted here);
-    SGLang on its prompt and an estimate of its output, retracting when short; TensorRT-LLM on
-    its prompt and requested output, reserved whole. Llama-3.1-8B on one H100 at
-    --max-model-len 131,072: fit holds 3 conversations of that length, a run of 512-token
-    prompts runs dozens at once."""
-    if held is None or running_max <= held:
+    ``context`` tokens, each holding its full length's blocks, at once), where that informs:
+    the context was asked (``asked``: --max-model-len given), or the run preempted, the batch
+    admitted past that count outgrowing the pool; "" elsewhere (past a default context, the
+    model's trained one, fit's few conversations say nothing of a run's short requests).
+    fit's count is not a cap: a request shorter than the context holds fewer blocks, and the
+    engine admits one by what it holds now, not by its longest — vLLM on its prompt's blocks,
+    preempting the newest when a decode finds none; SGLang on its prompt and an estimate of
+    its output, retracting when short; TensorRT-LLM on its prompt and requested output,
+    reserved whole. Llama-3.1-8B on one H100 at --max-model-len 131,072: fit holds 3
+    conversations of that length, 512-token prompts at 20 a second peak near 48 at once."""
+    if held is None or running_max <= held or not (asked or preemptions):
         return ""
     how = {"vllm": "vLLM admits a request once its prompt's blocks are free, not its whole "
                    "length's, and preempts the newest when a decode finds no block",
@@ -171,7 +173,9 @@ def batch_past_fit(engine: str, running_max: float, held: int | None, context: i
            "trtllm": "TensorRT-LLM admits a request with its prompt and asked output "
                      "reserved, not the whole context"}.get(
         engine, "a shorter request holds fewer cells")
+    grew = ": the requests admitted together outgrew the pool as they decoded" \
+        if preemptions else ""
     return (f"  (the running batch peaked at {running_max:,.0f}, past the {held:,} "
             f"{plural(held, 'conversation')} of {context:,} {plural(context, 'token')} `fit` "
-            f"counts at once: requests shorter than that hold less; {how} "
+            f"counts at once: requests shorter than that hold less; {how}{grew} "
             f"({preemptions:,} {plural(preemptions, 'preemption')} here))")
