@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compile the simulator (``ridgeline.sim``) with mypyc, in place: the same source, about
-3.5× faster. Optional — ridgeline is pure Python and runs the same without it.
+3–4× faster. Optional — ridgeline is pure Python and runs the same without it.
 
     python scripts/compile_simulator.py [--src src] [--clean]
 

@@ -408,6 +408,15 @@ def test_python_dash_m_runs_the_cli() -> None:
     assert "153" in result.stdout
 
 
+def test_the_command_list_says_prefill_gives_the_expected_ttft_too() -> None:
+    from ridgeline.cli import build_parser
+
+    listing = " ".join(build_parser().format_help().split())
+    # prefill prints an engine's expected TTFT beside the floor, as decode's line says of its step
+    assert "prefill a prompt's floor and expected TTFT, and its intensity" in listing
+    assert "decode decode step: floor and expected time" in listing
+
+
 def test_an_internal_error_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import ridgeline.cli_catalog as catalog

@@ -95,3 +95,24 @@ def test_validate_marks_the_harness_moe_rows_once_and_the_dense_rows_not(
     assert main(["validate", str(DATA / "2026-11-29-run3.csv")]) == 0
     text = capsys.readouterr().out
     assert text.count("torch._grouped_mm") == 1 and f"{len(moe)} rows (" in text
+
+
+def test_the_measured_ridge_the_readme_quotes() -> None:
+    """README's 'The ridge': Llama-3.1-8B's CUDA-graph step at 128 tokens of context takes
+    4.7 ms at batch 1 and 5.6 ms at batch 64 (64/11,531 tok/s = 5.55 ms, once misquoted as
+    5.5): 19 % more time; past the ridge each sequence adds 25.6 µs (batch 512 to 1,024), and
+    the two lines meet at batch ≈ 182."""
+    step_s = {}
+    for r in rows():
+        if (r.model == "meta-llama/Llama-3.1-8B" and r.engine == "torch-cudagraph"
+                and r.context_len == 129 and r.batch in (1, 64, 512, 1024)):
+            per_step = (1 / r.value if r.metric == "decode_tok_s_per_user"
+                        else r.batch / r.value if r.metric == "output_throughput_tok_s" else None)
+            if per_step is not None:
+                step_s[r.batch] = per_step
+    assert round(step_s[1] * 1e3, 1) == 4.7
+    assert round(step_s[64] * 1e3, 1) == 5.6
+    assert round((step_s[64] / step_s[1] - 1) * 100) == 19
+    per_sequence_s = (step_s[1024] - step_s[512]) / 512
+    assert round(per_sequence_s * 1e6, 1) == 25.6
+    assert round(step_s[1] / per_sequence_s) == 182

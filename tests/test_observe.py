@@ -166,6 +166,10 @@ def test_an_idle_engine_hits_neither_wall(capsys: pytest.CaptureFixture[str]) ->
     assert "2.7% of the arithmetic" in out and "wall: neither" in out
     # the wall's name is not said twice: 'wall: neither — neither pool nor queue' stuttered
     assert "wall: neither — no limit from the pool or the queue: it runs all it is sent" in out
+    # the ridge is where the batch would reach it, not the batch it runs: 'under the ridge at
+    # batch 296' beside a batch of 8 read as if 296 were running
+    assert "under the ridge (reached at batch 296), where each added sequence" in out
+    assert "under the ridge at batch" not in out
     # one scrape: its 18 ms is the server's lifetime mean, not set against this instant
     assert "ridgeline predicts" in out and "18.0 ms, the mean over the server's lifetime" in out
     assert "measured 18.0 ms" not in out

@@ -146,7 +146,7 @@ def _lora_step_note(args: argparse.Namespace) -> str:
 
 def register(sub: Any) -> None:
 
-    p = sub.add_parser("prefill", help="prefill floor (TTFT) of a prompt and its intensity")
+    p = sub.add_parser("prefill", help="a prompt's floor and expected TTFT, and its intensity")
     _deployment_flags(p, several=True)
     p.add_argument("--prompt-len", type=_count_list("prompt length"), required=True,
                    help="tokens in each prompt; one or a list: 1000,8000,32000")

@@ -270,9 +270,9 @@ class ObservedWall(ObservedFloor):
                 queue = (f"requests waited in only {n} of {of} readings, too few to be a wall "
                          "(a prompt that arrived between steps); ")
             return (f"{queue}no limit from the pool or the queue: it runs all it is sent ({held}), "
-                    f"under the ridge at batch {first_whole_batch(self.ridge_batch):,}, where each added "
-                    "sequence shares the weights' read — send more load, or serve it on fewer "
-                    "GPUs or replicas")
+                    f"under the ridge (reached at batch {first_whole_batch(self.ridge_batch):,}), "
+                    "where each added sequence shares the weights' read — send more load, or "
+                    "serve it on fewer GPUs or replicas")
         cap = self.obs.client_concurrency or 0.0
         if self.wall == CAPACITY:
             peak, o = self.kv_peak, self.obs
