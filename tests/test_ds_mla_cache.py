@@ -35,12 +35,17 @@ from tests.conftest import refused_line, run_cli
 
 
 def v32_config() -> dict[str, Any]:
-    """DeepSeek-V3's config with DeepSeek Sparse Attention's indexer fields, as
-    DeepSeek-V3.2's config.json adds them (its latent, kv_lora_rank 512 and
-    qk_rope_head_dim 64, is V3's)."""
+    """deepseek-ai/DeepSeek-V3.2's config.json: DeepSeek-V3's with DeepSeek Sparse
+    Attention's indexer fields (its latent, kv_lora_rank 512 and qk_rope_head_dim 64, is
+    V3's), no auto_map, and its fp8 block scales in ue8m0 ('scale_fmt'), as a report of the
+    checkpoint prints its config.json (code index id 62736905881: every other field, the
+    quantization_config's weight_block_size [128, 128] among them, V3's)."""
     config = copy.deepcopy(dict(load_data("models/deepseek-ai--DeepSeek-V3.json")))
+    config.pop("auto_map")
+    config["quantization_config"]["scale_fmt"] = "ue8m0"
     config.update(model_type="deepseek_v32", architectures=["DeepseekV32ForCausalLM"],
-                  index_topk=2048, index_head_dim=128, index_n_heads=64)
+                  index_topk=2048, index_head_dim=128, index_n_heads=64,
+                  transformers_version="4.44.2")
     return config
 
 

@@ -19,6 +19,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED
 from ridgeline.model import ModelSpec
+from ridgeline.sparse_attention import sparse_topk
 from ridgeline.units import GB, fmt_decimal_bytes, indefinite, plural, require_positive
 
 # Q, K, V and O in bf16 whatever the scores are kept in (an eager fp32 softmax upcasts the
@@ -28,6 +29,11 @@ ACTIVATION_BYTES = 2.0
 # without the block scales a cache format adds)
 SCORE_BYTES = {0.5: "fp4", 1.0: "fp8 or int8", 2.0: "bf16 or fp16", 4.0: "fp32"}
 QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
+# DeepSeek Sparse Attention's indexer logits, one float32 a query-key pair summed over its
+# heads: vLLM's prefill materialises them, fp8_mqa_logits(q, k) of [tokens, keys], then
+# logits.topk (vllm/model_executor/models/deepseek_v2.py sparse_attn_indexer, ROCm/vllm
+# stored copy 068f8154)
+INDEXER_LOGIT_BYTES = 4
 
 
 def score_matrix_bytes(queries: int, keys: int, bytes_per_element: float) -> float:
@@ -36,13 +42,16 @@ def score_matrix_bytes(queries: int, keys: int, bytes_per_element: float) -> flo
 
 
 def naive_attention_bytes(seq_len: int, qk_dim: int, v_dim: int, bytes_per_element: float,
-                          activation_bytes: float = ACTIVATION_BYTES) -> float:
+                          activation_bytes: float = ACTIVATION_BYTES,
+                          keys: int | None = None) -> float:
     """HBM bytes of one query head, unfused: scores written, read for softmax, probabilities
     written, read for PV (4 passes over S × S at ``bytes_per_element``), plus Q and K read at
     ``qk_dim``, V read and O written at ``v_dim``, at ``activation_bytes`` (K and V per query
     head: an unfused path expands them to every head, as repeat_kv does). A window or chunk
-    changes only the mask: the scores are S × S."""
-    scores = 4 * score_matrix_bytes(seq_len, seq_len, bytes_per_element)
+    changes only the mask: the scores are S × S. ``keys``: the keys each query scores where
+    it picks them (DeepSeek Sparse Attention: S × min(S, index_topk))."""
+    scores = 4 * score_matrix_bytes(seq_len, seq_len if keys is None else keys,
+                                    bytes_per_element)
     return scores + 2 * seq_len * (qk_dim + v_dim) * activation_bytes
 
 
@@ -124,6 +133,10 @@ class AttentionMemoryReport:
     steps: tuple[Step, ...]
     caution: str = ""  # a prompt past the context the engines serve the model at
     windowed_layers: int = 0  # sliding/chunked layers whose window is shorter than the prompt
+    # DeepSeek Sparse Attention: the keys a query attends to (index_topk), and the indexer's
+    # fp32 logits of every layer, S × S each (vLLM's prefill writes them whole for its top-k)
+    index_topk: int | None = None
+    indexer_logit_bytes: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
         out = {k: v for k, v in vars(self).items() if k not in ("steps", "caution")}
@@ -134,7 +147,9 @@ class AttentionMemoryReport:
             f"{self.model}, {indefinite(self.context)} {self.context:,}-token prompt in one pass "
             f"({self.bytes_per_element:g}-byte scores):",
             f"  naive score matrix   {fmt_decimal_bytes(self.per_head_per_layer_bytes)} per head per "
-            "attention layer",
+            "attention layer" + ("" if self.index_topk is None else
+                                 f" (each query scores the {self.index_topk:,} keys its "
+                                 "indexer picks: S × index_topk)"),
             f"  over {self.num_heads} heads x {self.attention_layers} attention layers "
             f"{fmt_decimal_bytes(self.total_score_bytes)} of scores",
             f"  HBM traffic, naive   {fmt_decimal_bytes(self.total_naive_bytes)} (scores written, "
@@ -149,6 +164,11 @@ class AttentionMemoryReport:
             *([f"  {self.windowed_layers} of the layers attend within a window: an unfused kernel "
                "still writes S×S and masks it; a tiled one skips the tiles outside the window"]
               if self.windowed_layers else []),
+            *([f"  indexer logits       {fmt_decimal_bytes(self.indexer_logit_bytes)} (DeepSeek "
+               "Sparse Attention's indexer scores every causal pair: S × S fp32 logits a "
+               f"layer over {self.attention_layers} layers, which vLLM's prefill writes to HBM "
+               "whole for its top-k to read; no tiling keeps them on chip)"]
+              if self.index_topk is not None else []),
             *([f"caution: {self.caution}"] if self.caution else []),
         ]
 
@@ -160,11 +180,16 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
         raise InputError(f"{spec.name} has no attention layers (it is a pure SSM model)")
     layers = [layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS]
     windowed = sum(1 for layer in layers if cached_tokens(layer, context) < context)
-    per_head = score_matrix_bytes(context, context, bytes_per_element)
+    topk = sparse_topk(spec)  # a sparse model's queries score the keys its indexer picks
+    picked = context if topk is None else min(context, topk)
+    per_head = score_matrix_bytes(context, picked, bytes_per_element)
     # MLA prefill runs as multi-head attention: Q and K at qk_nope + qk_rope, V and O at v_head_dim
     qk, v, h, h_kv = att.head_dim, att.v_head_dim, att.num_heads, att.num_kv_heads
     scores = h * per_head * len(layers)
-    naive = h * naive_attention_bytes(context, qk, v, bytes_per_element) * len(layers)
+    naive = h * naive_attention_bytes(context, qk, v, bytes_per_element,
+                                      keys=None if topk is None else picked) * len(layers)
+    logits = 0.0 if topk is None \
+        else score_matrix_bytes(context, context, INDEXER_LOGIT_BYTES) * len(layers)
     tiled = worst = 0.0  # a tiled kernel keeps its scores on chip: Q, K, V and O alone
     keys_read: dict[str, tuple[int, int]] = {}  # layer kind -> (layers, keys a head reads)
     for layer in layers:
@@ -178,18 +203,28 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
         count = keys_read.get(kind, (0, 0))[0] + 1
         keys_read[kind] = (count, causal_keys_read(context, QUERY_TILE_ROWS, window, chunk))
     tiles = math.ceil(context / QUERY_TILE_ROWS)
+    sparse_steps = () if topk is None else (
+        step("indexer logits", "context² × fp32 bytes × attention layers",
+             q("logits", logits / GB, "GB"), q("context", context, "tokens"),
+             q("fp32 bytes", INDEXER_LOGIT_BYTES, "B", "fp8_mqa_logits' output"),
+             q("attention layers", len(layers))),)
     steps = (
-        step("score matrix per head per layer", "context² × bytes per element",
+        step("score matrix per head per layer", "context² × bytes per element"
+             if topk is None else "context × min(context, index_topk) × bytes per element",
              q("scores", per_head / GB, "GB"), q("context", context, "tokens"),
+             *([] if topk is None else [q("index_topk", topk, "keys", "config.json: the "
+                                          "keys each query's indexer picks")]),
              q("bytes per element", bytes_per_element, "B")),
         step("all heads and layers", "heads × attention layers × score matrix",
              q("total", scores / GB, "GB"), q("heads", att.num_heads, "", "num_attention_heads"),
              q("attention layers", len(layers)),
              q("score matrix", per_head / GB, "GB", "per head per layer, the step above")),
-        step("naive traffic", "attention layers × heads × (4 × S² × score bytes + "
-             "2·S·(d_qk + d_v) × activation bytes)",
+        step("naive traffic", "attention layers × heads × (4 × "
+             + ("S²" if topk is None else "S × min(S, index_topk)")
+             + " × score bytes + 2·S·(d_qk + d_v) × activation bytes)",
              q("total", naive / GB, "GB"), q("attention layers", len(layers)),
              q("heads", h, "", "num_attention_heads"), q("S", context, "tokens"),
+             *([] if topk is None else [q("index_topk", topk, "keys", "config.json")]),
              q("d_qk", qk, "", "config.json"), q("d_v", v, "", "config.json"),
              q("score bytes", bytes_per_element, "B"),
              q("activation bytes", ACTIVATION_BYTES, "B", "Q, K, V and O in bf16")),
@@ -218,7 +253,8 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
         step("naive ÷ tiled", "naive traffic ÷ tiled traffic",
              q("ratio", naive / tiled, "x"), q("naive", naive / GB, "GB"),
              q("tiled", tiled / GB, "GB")),
+        *sparse_steps,
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
                                  tiled, worst, len(layers), h, h_kv, steps,
-                                 served_context_caution(spec, context), windowed)
+                                 served_context_caution(spec, context), windowed, topk, logits)

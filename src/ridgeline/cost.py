@@ -75,6 +75,7 @@ from ridgeline.quantization import (
     SSM,
     head_category,
 )
+from ridgeline.roofline import decode_attention_intensity
 from ridgeline.sparse_attention import indexer_flops_per_pair, sparse_latents_read, sparse_topk
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations between kernels
@@ -772,6 +773,38 @@ def indexer_work(rates: AttentionRates, load: AttentionLoad) -> tuple[float, flo
     16,384 = 1.07 GFLOP and 65,538 × 132 = 8.65 MB a layer."""
     return (rates.indexer_flops_per_pair * (load.decode_pairs + load.prefill_pairs),
             rates.indexer_bytes_per_token * load.kv_tokens)
+
+
+def sparse_decode_read(dep: Deployment, context: int) -> tuple[float, float, int, int]:
+    """What one decode after ``context`` cached tokens reads in one attention layer of a
+    DeepSeek Sparse Attention model, per TP rank, at attention_rates' rates: (FLOPs, bytes,
+    latents attended, indexer keys scored). The attention over the min(c + 1, k) latents
+    its indexer picks and the indexer's scores of all c + 1 keys; the new token's write and
+    the query's activations aside, as roofline.decode_attention_intensity leaves them.
+    DeepSeek-V3.2 at TP8, bf16 cache, 65,536 tokens: (34,816 × 2,048 + 16,384 × 65,537)
+    FLOPs ÷ (1,152 × 2,048 + 132 × 65,537) bytes = 104.0 FLOP/byte, where dense MLA's
+    every latent gave 30.2."""
+    topk = sparse_topk(dep.model)
+    if topk is None:
+        raise ValueError(f"{dep.model.name} has no sparse attention (index_topk)")
+    rates = attention_rates(dep)
+    latents = keys_read(context, 1, topk)  # min(c + 1, k), its own key among them
+    keys = context + 1  # the indexer scores every cached key and the new one
+    flops = rates.decode_flops_per_pair * latents + rates.indexer_flops_per_pair * keys
+    nbytes = rates.kv_bytes_per_token * latents + rates.indexer_bytes_per_token * keys
+    return flops, nbytes, latents, keys
+
+
+def decode_attention_intensity_at(dep: Deployment, context: int) -> float:
+    """Decode attention's FLOP per byte after ``context`` cached tokens: a DeepSeek Sparse
+    Attention model's from sparse_decode_read (DeepSeek-V3.2 at TP8, bf16: 104.0 at 65,536),
+    any other's roofline.decode_attention_intensity, the same at every context (DeepSeek-V3
+    30.2)."""
+    if sparse_topk(dep.model) is not None:
+        flops, nbytes, _, _ = sparse_decode_read(dep, context)
+        return flops / nbytes
+    return decode_attention_intensity(dep.model, dep.kv.bytes_per_element,
+                                      dep.engine_tensor_parallel_size)
 
 
 def attention_kv_bytes(rates: AttentionRates, load: AttentionLoad,

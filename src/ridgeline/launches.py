@@ -19,6 +19,7 @@ from __future__ import annotations
 from functools import cache
 
 from ridgeline.deployment import Deployment
+from ridgeline.ds_mla_cache import sparse_latent
 from ridgeline.layouts import ATTENTION_MIXERS, DENSE, LINEAR, MAMBA, MOE
 from ridgeline.lora_step import lora_launches
 from ridgeline.model import Layer, ModelSpec
@@ -30,6 +31,14 @@ GQA_MATMULS = 2
 # (W_UK_T, a batched matmul), the absorbed value up-projection (W_UV) and o_proj. Without a
 # q_lora_rank (DeepSeek-V2-Lite) q_proj and kv_a_proj_with_mqa take the first two places.
 MLA_MATMULS = 5
+# DeepSeek Sparse Attention's lightning indexer (Indexer, vllm/model_executor/models/
+# deepseek_v2.py), each layer and decode step: wq_b (the query latent to index_n_heads ×
+# index_head_dim) and wk_weights_proj, wk and weights_proj fused in one GEMM since vLLM PR
+# #38684 ('[Perf] DSV3.2 Indexer Fused Weights Projection', merged 2026-04-02; three
+# ReplicatedLinears before it: ROCm/vllm stored copy 068f8154). Its logits (DeepGEMM's
+# fp8_paged_mqa_logits) and top-k multiply no weights, as the attention kernel does not:
+# the per-layer cost stands for them
+INDEXER_MATMULS = 2
 # Gated DeltaNet (Qwen3NextGatedDeltaNet): in_proj_qkvz, in_proj_ba and out_proj; its
 # causal conv and the recurrent update are other kernels.
 LINEAR_ATTENTION_MATMULS = 3
@@ -51,7 +60,9 @@ SHARED_GATE_MATMULS = 1
 def mixer_matmuls(spec: ModelSpec, layer: Layer) -> int:
     """The weight matmuls a layer's token mixer launches."""
     if layer.mixer in ATTENTION_MIXERS:
-        return MLA_MATMULS if spec.attention is not None and spec.attention.mla else GQA_MATMULS
+        if spec.attention is None or not spec.attention.mla:
+            return GQA_MATMULS
+        return MLA_MATMULS + INDEXER_MATMULS * (sparse_latent(spec) is not None)
     if layer.mixer == LINEAR:
         return LINEAR_ATTENTION_MATMULS
     if layer.mixer == MAMBA:
@@ -74,7 +85,8 @@ def ffn_matmuls(spec: ModelSpec, layer: Layer, shared_fused: bool = False) -> in
 
 
 def layer_matmuls(spec: ModelSpec, layer: Layer, shared_fused: bool = False) -> int:
-    """A dense GQA layer: 2 + 2 = 4; a DeepSeek-V3 MoE layer: 5 + 5 = 10 (8 in SGLang)."""
+    """A dense GQA layer: 2 + 2 = 4; a DeepSeek-V3 MoE layer: 5 + 5 = 10 (8 in SGLang);
+    DeepSeek-V3.2's, its indexer's 2 more: 12."""
     return mixer_matmuls(spec, layer) + ffn_matmuls(spec, layer, shared_fused)
 
 

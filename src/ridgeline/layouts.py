@@ -106,8 +106,8 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
 
 EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 # architectures whose every checkpoint routes to experts: an expert count of 0 is a broken config
-_MOE_TYPES = {"mixtral", "gpt_oss", "qwen3_next", "deepseek_v2", "deepseek_v3", "kimi_k2",
-              "llama4", "llama4_text", "dbrx", "jamba", "olmoe", "phimoe", "granitemoe"}
+_MOE_TYPES = {"mixtral", "gpt_oss", "qwen3_next", "deepseek_v2", "deepseek_v3", "deepseek_v32",
+              "kimi_k2", "llama4", "llama4_text", "dbrx", "jamba", "olmoe", "phimoe", "granitemoe"}
 
 
 def routes_to_experts(model_type: str) -> bool:

@@ -52,13 +52,17 @@ _UNCHECKED_UNGATED = {"opt", "bloom"}
 # Llama-shaped families; GPT-2 small 124,439,808 and Pythia-160m 162,322,944, the published
 # totals, Command R7B's 8,028,033,024, its card's 8.03B, and the Cohere family's safetensors
 # counts as leaderboard request files list them: Command R 34.981B, Command R+ 103.811B,
-# Aya Expanse 8.028B and 32.296B); any other is read as a decoder of the fields it has, with
-# a caution
+# Aya Expanse 8.028B and 32.296B; DeepSeek-V3.2, V3 with DeepSeek Sparse Attention's indexer
+# (params.indexer_params): 671,877,944,064, the tensors of deepseek-ai/DeepSeek-V3.2's 163
+# safetensors files, 685,396,921,376 elements in all, less their 41,591,584 fp8 block scales
+# and the 13,477,385,728 of its MTP module (layer 61, with its embedding and head copies), as
+# a listing of the checkpoint's tensors gives them (code index id 62736905881)); any other is
+# read as a decoder of the fields it has, with a caution
 KNOWN_MODEL_TYPES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma2", "gemma3",
-    "gemma3_text", "phi3", "deepseek_v3", "kimi_k2", "glm4_moe", "gpt_oss", "gptj", "falcon",
-    "jamba", "nemotron_h", "llama4", "llama4_text", "cohere", "cohere2",
+    "gemma3_text", "phi3", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "gpt_oss",
+    "gptj", "falcon", "jamba", "nemotron_h", "llama4", "llama4_text", "cohere", "cohere2",
     *(UNGATED_MLP - _UNCHECKED_UNGATED),
 }
 # model_types that are not decoder-only LLMs (transformers' names, "-" read as "_"): refused
@@ -73,11 +77,13 @@ ENCODER_DECODER_TYPES = {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasu
 RECURRENT_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "rwkv5", "rwkv6", "rwkv7"}
 # MoE configs whose experts have a width of their own, moe_intermediate_size, beside the dense
 # layers' intermediate_size (transformers' Qwen2Moe/Qwen3Moe/Qwen3Next/Qwen3.5-MoE,
-# DeepseekV2/V3, Glm4Moe config classes; Kimi-K2 ships DeepSeek-V3's). Mixtral, gpt-oss,
-# Llama 4, Jamba and others size their experts by intermediate_size itself.
+# DeepseekV2/V3, Glm4Moe config classes; Kimi-K2 ships DeepSeek-V3's, and DeepSeek-V3.2's
+# config.json has V3's fields). Mixtral, gpt-oss, Llama 4, Jamba and others size their experts
+# by intermediate_size itself.
 OWN_EXPERT_WIDTH = frozenset({
     "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe",
-    "qwen3_vl_moe_text", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4v_moe"})
+    "qwen3_vl_moe_text", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe",
+    "glm4v_moe"})
 
 
 @cache

@@ -20,7 +20,7 @@ from ridgeline.capacity import (
     pool_at_context_note,
 )
 from ridgeline.catalog import resolve_model
-from ridgeline.cost import decode_batch, step_time_s
+from ridgeline.cost import decode_attention_intensity_at, decode_batch, step_time_s
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
@@ -33,7 +33,6 @@ from ridgeline.llamacpp_fit_run import HostedRun, default_fit_run
 from ridgeline.plots import html_page
 from ridgeline.precision import is_stored_format, kv_dtype
 from ridgeline.roofline import (
-    decode_attention_intensity,
     first_whole_batch,
     ridge_point,
     weight_intensity,
@@ -87,8 +86,9 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         "peak": peak, "bw": bw, "ridge": ridge, "bpw": bpw,
         "ridge_batch": dep.dense_ridge_batch,
         "w_int": [weight_intensity(b, bpw) for b in BATCHES],
-        "att_int": decode_attention_intensity(model, dep.kv.bytes_per_element,
-                                              dep.engine_tensor_parallel_size),
+        # decode attention after each context's tokens: one figure for most models, rising
+        # with the context for a sparse one's indexer (cost.decode_attention_intensity_at)
+        "att_int": [decode_attention_intensity_at(dep, c) for c in CONTEXTS],
         "prefill_int": [weight_intensity(c, bpw) for c in CONTEXTS],
         "engine": engine,
         "user_floor": [], "user_exp": [], "agg_floor": [], "agg_exp": [], "fits": [],
@@ -338,7 +338,7 @@ function update() {
   if (!c) { document.getElementById("summary").textContent = "not computable: "
              + (D.left_out[key] || "this combination"); return; }
   const xs = []; for (let e = -1; e <= 5; e += 0.05) xs.push(Math.pow(10, e));
-  const pts = {"weight matrices (decode)": c.w_int[bi], "decode attention": c.att_int,
+  const pts = {"weight matrices (decode)": c.w_int[bi], "decode attention": c.att_int[ci],
                "prefill (prompt = context)": c.prefill_int[ci]};
   const allx = xs.concat(Object.values(pts)).sort((a, b) => a - b);
   const roof = allx.map(x => Math.min(c.peak, x * c.bw) / 1e12);

@@ -15,6 +15,7 @@ from ridgeline.kvcache import (
     attention_kv_bytes_per_token,
     cached_tokens,
     conversations_that_fit,
+    indexer_bytes_per_token,
     kv_footprint,
     state_bytes_per_element,
     state_bytes_per_sequence,
@@ -310,12 +311,18 @@ def kv_report(
                                  per_layer * len(layers) * kept))
     att = spec.attention
     steps: list[Step] = []
+    indexer = indexer_bytes_per_token(spec)  # a DeepSeek Sparse Attention model's keys
     if att and att.mla and att.cached_latent:
-        steps.append(step("KV bytes per token per layer", "(kv_lora_rank + qk_rope_head_dim) × bytes",
+        steps.append(step("KV bytes per token per layer", "(kv_lora_rank + qk_rope_head_dim) × bytes"
+                          + (" + indexer key" if indexer else ""),
                           q("per layer", per_layer, "B"),
                           q("kv_lora_rank", att.mla.kv_lora_rank, "", "config.json"),
                           q("qk_rope_head_dim", att.mla.qk_rope_head_dim, "", "config.json"),
-                          q("bytes per element", kv.bytes_per_element, "B", kv.source)))
+                          q("bytes per element", kv.bytes_per_element, "B", kv.source),
+                          *([q("indexer key", indexer, "B", "DeepSeek Sparse Attention's "
+                               "indexer caches index_head_dim fp8 values and a float32 scale "
+                               "per 128 a token, whatever the cache's dtype "
+                               "(DeepseekV32IndexerCache)")] if indexer else [])))
     elif att and att.v_head_dim != att.head_dim:  # DeepSeek's heads cached whole: K 192, V 128
         steps.append(step("KV bytes per token per layer",
                           "KV heads × (K head_dim + V head_dim) × bytes",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.catalog import ModelEntry, model_entries
+from ridgeline.ds_mla_cache import vllm_stored_cache
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import (
     KVFootprint,
@@ -47,6 +48,9 @@ class ModelReport:
     # they ever hold, however long the context (0: no windowed layers)
     windowed_full_bf16: float = 0.0
     state_dtypes: StateDtypes | None = None  # with linear-attention or Mamba layers
+    # the format vLLM keeps an fp8 cache in: fp8, or a DeepSeek Sparse Attention model's
+    # fp8_ds_mla records (ds_mla_cache.vllm_stored_cache: DeepSeek-V3.2's 656 + 132 bytes)
+    kv_fp8_id: str = "fp8"
 
     def to_dict(self) -> dict[str, Any]:
         s, att, moe = self.spec, self.spec.attention, self.spec.moe
@@ -173,7 +177,10 @@ class ModelReport:
         kv, kv8 = self.kv_bf16, self.kv_fp8
         lines.append("")
         lines.append(f"  KV per token   {fmt_binary_bytes(kv.bytes_per_token_growing)} bf16, "
-                     f"{fmt_binary_bytes(kv8.bytes_per_token_growing)} fp8 (full-attention layers)")
+                     f"{fmt_binary_bytes(kv8.bytes_per_token_growing)} fp8 (full-attention layers"
+                     + ("" if self.kv_fp8_id == "fp8" else
+                        f"; vLLM keeps an fp8 cache as {self.kv_fp8_id} records")
+                     + ")")
         if kv.bytes_per_token_naive != kv.bytes_per_token_growing:
             lines.append(f"                 naive all-layers figure: "
                          f"{fmt_binary_bytes(kv.bytes_per_token_naive)} bf16; windowed layers "
@@ -228,7 +235,8 @@ def model_report(spec: ModelSpec) -> ModelReport:
         weight_gb[f"{bpp:g} B/param (all)"] = nbytes / GB
     served, dtypes = served_state(spec)  # the states as vLLM keeps them (kv's rule)
     kv_bf16 = kv_footprint(served, 1, kv_dtype("bf16").bytes_per_element)
-    kv_fp8 = kv_footprint(served, 1, kv_dtype("fp8").bytes_per_element)
+    fp8 = vllm_stored_cache(kv_dtype("fp8"), spec)  # DeepSeek-V3.2's: fp8_ds_mla
+    kv_fp8 = kv_footprint(served, 1, fp8.bytes_per_element)
     longest = max((layer.window_tokens or 0 for layer in spec.layers
                    if layer.mixer in WINDOW_MIXERS), default=0)
     windowed = kv_footprint(spec, longest, kv_dtype("bf16").bytes_per_element).windowed_bytes \
@@ -253,7 +261,7 @@ def model_report(spec: ModelSpec) -> ModelReport:
                           q("routed experts", routed, "params", "their weights (and biases)"),
                           q("k/E", spec.moe.routed_fraction, "", "num_experts_per_tok / experts")))
     att = spec.attention
-    for name, kv in (("bf16", kv_bf16), ("fp8", kv_fp8)):  # the two the output prints
+    for name, kv in (("bf16", kv_bf16), (fp8.id, kv_fp8)):  # the two the output prints
         element = q("bytes per element", kv_dtype(name).bytes_per_element, "B", name)
         if att and not att.cached_latent and att.v_head_dim != att.head_dim:
             # DeepSeek's heads cached whole (a GGUF without key_length_mla): K 192, V 128
@@ -295,7 +303,7 @@ def model_report(spec: ModelSpec) -> ModelReport:
     states = state_step(served, dtypes)
     steps += [states] if states else []
     return ModelReport(spec, params, entry, weight_gb, kv_bf16, kv_fp8, tuple(steps),
-                       windowed, dtypes if states else None)
+                       windowed, dtypes if states else None, fp8.id)
 
 
 def _window_steps(spec: ModelSpec, kv: KVFootprint, windowed_bytes: float,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.context_length import served_context_caution
-from ridgeline.cost import Seq, batch_shape, state_work
+from ridgeline.cost import Seq, attention_rates, batch_shape, sparse_decode_read, state_work
 from ridgeline.dense_ridge import dense_ridge_steps, engine_ridge_step
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
@@ -29,6 +29,7 @@ from ridgeline.roofline import (
     weight_intensity,
 )
 from ridgeline.side_by_side import NotRun, not_run_dict
+from ridgeline.sparse_attention import sparse_topk
 
 ARTICLE_GQA_GROUP = 8  # "eight of them, on the models in this series"
 
@@ -238,6 +239,45 @@ def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
                 q("KV bytes per element", kv_bytes, "B"), *copies)
 
 
+def _sparse_attention(dep: Deployment, context: int) -> tuple[float, str, Step] | None:
+    """A DeepSeek Sparse Attention model's decode attention after ``context`` cached tokens
+    (--prompt-len), as the step cost prices it (cost.sparse_decode_read): the min(c + 1, k)
+    latents its indexer picks and every key's indexer key, read for their FLOPs: an intensity
+    that moves with the context (DeepSeek-V3.2 at TP8, bf16 cache: 39.9 FLOP/byte up to
+    2,048 tokens, 104.0 at 65,536, where dense MLA's every latent gave 30.2 at any). None
+    for any other model."""
+    topk = sparse_topk(dep.model)
+    if topk is None:
+        return None
+    flops, nbytes, latents, keys = sparse_decode_read(dep, context)
+    intensity = flops / nbytes
+    tp = dep.engine_tensor_parallel_size
+    rank = f", per TP{tp} rank" if tp > 1 else ""
+    note = (f"DeepSeek Sparse Attention after {context:,} cached tokens (--prompt-len): every "
+            f"head reads the {latents:,} latents its indexer picks (index_topk {topk:,}), the "
+            f"indexer scores {keys:,} keys at {dep.indexer_compute_dtype}; moves with the "
+            "context, not the batch (each user's cache is private)"
+            + (f"; at TP{tp}{dep.dies_note} each rank reads the whole latent and indexer keys "
+               "for its share of the heads" if dep.kv_replication > 1 else ""))
+    rates = attention_rates(dep)
+    return intensity, note, step(
+        "decode attention intensity (DeepSeek Sparse Attention)",
+        "(FLOPs per latent × latents read + indexer FLOPs per key × keys scored) ÷ (latent "
+        "bytes × latents read + indexer key bytes × keys scored), per attention layer"
+        + rank + " (cost.attention_rates, the step cost's)",
+        q("intensity", intensity, "FLOP/byte"),
+        q("FLOPs per latent", rates.decode_flops_per_pair, "FLOP",
+          "heads × 2 × (2 × kv_lora_rank + qk_rope_head_dim), absorbed MLA" + rank),
+        q("latents read", latents, "", f"min({context:,} + 1, index_topk {topk:,})"),
+        q("indexer FLOPs per key", rates.indexer_flops_per_pair, "FLOP",
+          "2 × index_n_heads × index_head_dim, every rank the whole indexer"),
+        q("keys scored", keys, "", f"the {context:,} cached and the new token's"),
+        q("latent bytes", rates.kv_bytes_per_token, "B", "a token's latent, one rank's copy"),
+        q("indexer key bytes", rates.indexer_bytes_per_token, "B",
+          "index_head_dim fp8 + a float32 scale per 128"),
+        q("FLOPs", flops / 1e6, "MFLOP"), q("bytes", nbytes / 1e6, "MB"))
+
+
 def _state_point(dep: Deployment, batch: int, acc: Accelerator,
                  compute_dtype: str) -> tuple[OperatingPoint, Step] | None:
     """A hybrid's recurrent layers on the roofline at a decode of ``batch``: each sequence's
@@ -358,6 +398,8 @@ def roofline_report(
                         q("intensity", att_i, "FLOP/byte"),
                         q("GQA group", group, "", "the article's models"),
                         q("KV bytes per element", kv_bytes, "B"))
+    elif (sparse := _sparse_attention(dep, prompt_len)) is not None:
+        att_i, att_note, att_step = sparse
     else:
         att_i = decode_attention_intensity(dep.model, kv_bytes, dep.engine_tensor_parallel_size)
         att = dep.model.attention
