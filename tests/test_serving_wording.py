@@ -34,7 +34,8 @@ def test_a_batch_past_the_weights_ridge_whose_step_is_memory_bound_says_so_up_fr
     code, out, _ = run_cli(capsys, "fit", *argv)
     head = out.splitlines()[0]
     assert code == 0 and head.startswith("clears the ridge: ")
-    assert "the MoE step stays memory-bound at that batch" in head
+    assert "but the MoE step stays memory-bound there: the KV cache reads, private to each " \
+        "conversation, add " in head
     said = _memory_vs_arithmetic(head, r"\(([\d.,]+) ms memory vs ([\d.,]+) ms arithmetic")
     caution = _memory_vs_arithmetic(out, r"([\d.,]+) ms of memory against ([\d.,]+) ms of "
                                          "arithmetic at the floor, so it stays memory-bound")
@@ -310,3 +311,71 @@ def test_kv_names_what_tensor_parallelism_copies(
     assert code == 0, err
     assert f"incl. {copied} replication ×{times:g}" in out
     assert "KV-head replication" not in out
+
+
+def test_a_headline_past_the_weights_ridge_names_what_keeps_the_step_on_memory(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Falcon-7B on an A10 at 2,000 tokens: a batch of 256 takes the weights' matmuls past
+    the ridge (209), but the 256 private caches' 4.2 GB, 7.0 ms at the A10's 600 GB/s, keep
+    the step on memory (31.4 ms against 30.7): the headline says which clears the ridge and
+    what does not, rather than that the batch both reaches the ridge and stays memory-bound."""
+    from ridgeline.hardware import resolve_accelerator
+
+    code, out, _ = run_cli(capsys, "fit", "falcon-7b", "--gpu", "a10", "--max-model-len", "2k")
+    head = out.splitlines()[0]
+    assert code == 0 and head == (
+        "clears the ridge: 346 conversations of 2,000 tokens; the weights' matmuls clear the "
+        "ridge (209) at a batch of 256, but the step stays memory-bound there: the KV cache "
+        "reads, private to each conversation, add 7.0 ms (31.4 ms memory vs 30.7 ms "
+        "arithmetic; caution below)")
+    kv = re.search(r"read ([\d.]+) GB of KV cache beside", out)
+    assert kv, out
+    bandwidth = resolve_accelerator("a10").memory_bandwidth_bytes_per_s
+    assert float(kv.group(1)) * 1e9 / bandwidth * 1e3 == pytest.approx(7.0, abs=0.1)
+
+
+def test_a_target_the_seats_cap_says_so_on_the_search_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an H100 with a target of 10,000: the pool holds them at 32 tokens,
+    but vLLM's 1,024 seats run 1,024 at once; the first line says so (as the caution does)
+    instead of calling 10,000 'at once'. A target within the seats keeps 'fit at once'."""
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                           "--target-concurrency", "10000")
+    assert code == 0 and out.splitlines()[0] == (
+        "longest context at which 10,000 conversations fit in the pool: 32 tokens, but vLLM "
+        "runs at most 1,024 at once (max_num_seqs): raise --max-num-seqs")
+    assert "caution: the pool holds the 10,000 conversations, but at most 1,024 run at once" \
+        in out
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                           "--target-concurrency", "100")
+    assert out.splitlines()[0].startswith("longest context at which 100 conversations fit at "
+                                          "once: ")
+
+
+def test_a_small_total_rate_prints_at_the_per_user_precision(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3-70B Q4_K_M on an M1 Max at batch 1: the floor's 9.5 tok/s per user is its
+    total too, so the total reads 9.5, not 9; the expectation's 4.7 likewise."""
+    code, out, _ = run_cli(capsys, "decode", "llama-3-70b", "--gpu", "apple-m1-max-32c",
+                           "--weights", "q4_k_m", "--batch", "1", "--context", "128")
+    assert code == 0 and "  per user   9.5 tok/s (100% of batch 1)" in out
+    assert "  aggregate  9.5 tok/s (1.0x batch 1)" in out
+    assert "4.7 tok/s per user, 4.7 in total" in out
+
+
+def test_fits_zero_at_a_refused_length_says_why_it_is_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-2-13B at 16,384 tokens on an H100 under vLLM 0.2.5: the length is past its
+    4,096 positions, refused on line 1; the pool's 58,880 tokens would hold 3 such
+    conversations, so the arithmetic line says its 0 is the refusal's, not the pool's."""
+    code, out, _ = run_cli(capsys, "fit", "llama-2-13b", "--gpu", "h100", "--engine-version",
+                           "0.2.5", "--max-model-len", "16384")
+    assert code == 0 and out.startswith("DOES NOT FIT: vllm refuses --max-model-len 16,384")
+    tokens = re.search(r"holds ([\d,]+) tokens in", out)
+    assert tokens, out
+    held = int(tokens.group(1).replace(",", "")) // 16384
+    assert held == 3 and (
+        "conversations of 16,384 tokens at once: 0, as the engine serves none past "
+        "llama-2-13b's 4,096 positions (max_position_embeddings; line 1); the pool alone "
+        f"would hold {held}") in out
+    assert "min(0 conversations" not in out

@@ -8,6 +8,7 @@ from ridgeline.errors import InputError
 from ridgeline.units import (
     GIB,
     MAX_COUNT,
+    fmt_total_tok_s,
     ordinal,
     parse_bytes,
     parse_count,
@@ -164,3 +165,12 @@ def test_an_ordinary_share_of_requests_is_a_percentage_to_the_digits_that_tell(
     assert rest == "of the requests"
     assert len(percent.split(".")[1]) == digits
     assert float(percent) == pytest.approx(100 * share, abs=0.5 * 10 ** -digits)
+
+
+@pytest.mark.parametrize("tok_s, text", [(9.49, "9.5"), (48.7, "48.7"), (99.94, "99.9"),
+                                         (99.96, "100"), (1230.4, "1,230")])
+def test_a_total_rate_keeps_the_per_user_precision_while_it_is_small(
+        tok_s: float, text: str) -> None:
+    """Beside a per-user rate printed to 0.1 tok/s, a total under 100 keeps that place (batch
+    1's 9.5 beside 9.5, not 9), and from 100 up prints whole."""
+    assert fmt_total_tok_s(tok_s) == text

@@ -157,6 +157,13 @@ def fmt_count(n: float) -> str:
     return f"{n:.0f}"
 
 
+def fmt_total_tok_s(tok_s: float) -> str:
+    """A total rate printed beside a per-user one (which prints to 0.1 tok/s): to 0.1 where
+    it is small, so batch 1's total reads as the per-user figure it is (9.5 beside 9.5, not
+    9), whole from 100 tok/s up (1,230)."""
+    return f"{tok_s:,.0f}" if round(tok_s, 1) >= 100 else f"{tok_s:,.1f}"
+
+
 def usd_per_million_tokens(usd_per_hour: float | None, tok_s: float) -> float | None:
     """What a million tokens cost at ``tok_s`` on hardware billed ``usd_per_hour``:
     $2.99/h at 1,000 tok/s -> 2.99 / 3.6 M tokens = $0.83 per million; None without a price."""

@@ -42,7 +42,7 @@ from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.step_work import weight_bytes_read
-from ridgeline.units import GB, GIB, MIB, plural, usd_per_million_tokens
+from ridgeline.units import GB, GIB, MIB, fmt_total_tok_s, plural, usd_per_million_tokens
 
 
 def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
@@ -339,7 +339,7 @@ class DecodeReport:
                 f"  per user   {f.per_user_tok_s:,.1f} tok/s "
                 f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1"
                 + ("" if runs else f"; the floor's: {e.engine} would not run it") + ")",
-                f"  aggregate  {f.aggregate_tok_s:,.0f} tok/s "
+                f"  aggregate  {fmt_total_tok_s(f.aggregate_tok_s)} tok/s "
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1"
                 + ("" if runs else "; the floor's") + ")",
             ]
@@ -352,14 +352,15 @@ class DecodeReport:
             lines += [
                 f"expected on {e.engine}: {e.time_s * 1e3:,.2f} ms per step "
                 f"({e.low_s * 1e3:,.2f}–{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per "
-                f"user, {f.batch / e.time_s:,.0f} in total  [{e.source}]",
+                f"user, {fmt_total_tok_s(f.batch / e.time_s)} in total  [{e.source}]",
                 *self._spec_lines(),
                 "  " + f.fit.headline(),
             ]
             return lines + self._pool_lines()
         rows = [[f"{f.batch:,}", f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
                  *([f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
-                    f"{1 / e.time_s:,.1f}", f"{f.batch / e.time_s:,.0f}"] if self.engine_runs(f)
+                    f"{1 / e.time_s:,.1f}", fmt_total_tok_s(f.batch / e.time_s)]
+                   if self.engine_runs(f)
                    else [self.why_not(f), "", "", ""]),
                  f"{f.aggregate_tok_s / b.aggregate_tok_s:,.1f}x", bound_label(f.bound),
                  "yes" if f.fit.fits else "NO"]
@@ -417,11 +418,11 @@ class DecodeReport:
             s = steps[0]
             return [f"  {head}; step {s.step_s * 1e3:,.2f} ms (verify of {s.batch:,} × "
                     f"{spec.drafts + 1} tokens {s.verify_s * 1e3:,.2f} ms), "
-                    f"{s.per_user_tok_s:,.1f} tok/s per user, {s.aggregate_tok_s:,.0f} in "
+                    f"{s.per_user_tok_s:,.1f} tok/s per user, {fmt_total_tok_s(s.aggregate_tok_s)} in "
                     f"total ({s.speedup:,.2f}x plain decode)"]
         rows = [[f"{s.batch:,}", f"{s.context:,}", f"{s.verify_s * 1e3:,.2f}",
                  f"{s.step_s * 1e3:,.2f}", f"{s.per_user_tok_s:,.1f}",
-                 f"{s.aggregate_tok_s:,.0f}", f"{s.speedup:,.2f}x"] for s in steps]
+                 fmt_total_tok_s(s.aggregate_tok_s), f"{s.speedup:,.2f}x"] for s in steps]
         return [head + ":", *table(rows, ["batch", "context", "verify ms", "step ms",
                                           "tok/s/user", "tok/s total", "vs plain"])]
 

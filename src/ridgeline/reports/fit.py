@@ -31,7 +31,7 @@ from ridgeline.llamacpp_fit import run_pool
 from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.monotone import longest_holding
 from ridgeline.offload import HostOffload
-from ridgeline.reports.fit_cautions import fit_cautions
+from ridgeline.reports.fit_cautions import fit_cautions, state_capped_seats
 from ridgeline.reports.fit_json import fit_dict
 from ridgeline.reports.fit_levers import Lever, levers
 from ridgeline.reports.fit_ranks import rank_steps
@@ -45,6 +45,7 @@ from ridgeline.reports.fit_steps import (
     start_steps,
     state_pool_steps,
 )
+from ridgeline.reports.fit_terms import seats_name
 from ridgeline.reports.fit_text import fit_text_lines
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE
 from ridgeline.roofline import first_whole_batch
@@ -264,9 +265,33 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int,
     report = report_at(low)
     cap = "" if low != limit else " (the model's limit)" if served_context(dep)[0] \
         else " (as far as the search goes: the config states no context length)"
+    seats = engine_seat_limit(report.pool, dep)
+    if seats < target:  # the pool holds them, but the engine's seats run fewer at once
+        return replace(report, searched=_seats_short_words(report, target, seats,
+                                                             f"{low:,} tokens{cap}"))
     return replace(report, searched=f"longest context at which {target:,} "
                    f"{plural(target, 'conversation')} {'fits' if target == 1 else 'fit'} at "
                    f"once: {low:,} tokens{cap}")
+
+
+def _seats_short_words(r: FitReport, target: int, seats: int, context: str) -> str:
+    """The search's line where the pool holds ``target`` conversations at the context found
+    but the engine's seats run fewer at once, as the caution below it says (fit_cautions):
+    Llama-3.1-8B on an H100, 10,000 conversations in the pool at 32 tokens, vLLM's
+    max_num_seqs running 1,024 of them."""
+    from ridgeline.engine_versions import engine_name
+    from ridgeline.reports.utilization import seats_flag
+
+    d = r.deployment
+    ranks = d.data_parallel_size
+    name = seats_name(r.pool) + (f", {seats // ranks:,} on each of {ranks} data-parallel "
+                                 "ranks" if ranks > 1 else "")
+    flag = seats_flag(d.engine).split("/")[0]
+    remedy = (f"its state pool's slots set it, which {flag} cannot raise (caution below)"
+              if state_capped_seats(r) else f"raise {flag}")
+    return (f"longest context at which {target:,} {plural(target, 'conversation')} "
+            f"{'fits' if target == 1 else 'fit'} in the pool: {context}, but "
+            f"{engine_name(d.engine)} runs at most {seats:,} at once ({name}): {remedy}")
 
 
 def unplaced_report(r: FitReport) -> FitReport | None:

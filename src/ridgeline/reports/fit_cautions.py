@@ -45,9 +45,8 @@ def fit_cautions(r: FitReport) -> list[str]:
                        *data_parallel_cautions(d, stepping=False))
            if c]
     seats, pool = engine_seat_limit(r.pool, r.deployment), r.pool
-    per = running_slots(r) if pool.state_request_bytes else 0
-    if r.target and r.target > seats and r.conversations >= r.target \
-            and per and pool.max_num_seqs == pool.state_slots // per:  # the state pool caps it
+    per = state_capped_seats(r)
+    if r.target and r.target > seats and r.conversations >= r.target and per:
         out.append(f"the pool holds the {r.target:,} conversations, but at most "
                    f"{seats:,} run at once: max_running_requests is the state pool's "
                    f"{pool.state_slots:,} slots // {per}{each_rank_note(d)} (the slots a "
@@ -138,6 +137,15 @@ def fit_cautions(r: FitReport) -> list[str]:
     if r.settings.eplb is not None:  # vLLM --enable-eplb: its balance is not priced
         out.append(eplb_step_caution(r.settings.eplb))
     return out
+
+
+def state_capped_seats(r: FitReport) -> int:
+    """Where SGLang's state pool sets max_running_requests (its slots // the slots a running
+    request takes), those slots a request; else 0 (the seats are a flag's, which raises
+    them)."""
+    pool = r.pool
+    per = running_slots(r) if pool.state_request_bytes else 0
+    return per if per and pool.max_num_seqs == pool.state_slots // per else 0
 
 
 def kv_bound_caution(r: FitReport) -> str:

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import admission_gate, past_trained_context
+from ridgeline.capacity import (
+    admission_gate,
+    conversations,
+    past_trained_context,
+    served_context,
+)
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.llamacpp_fit import placed_by_fit
@@ -121,13 +126,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
         takes = f"{host_cache_bytes(d, r.context) / GIB:,.3f} GiB of host memory"
     lines += ["", f"{held}{pool_ranks_note(d, p, r.context)}; one conversation of "
               f"{r.context:,} {plural(r.context, 'token')} takes {takes}{slot}{gated}",
-              f"{held_label(r.context)}: min({r.conversations:,} "
-              f"{plural(r.conversations, 'conversation')}, "
-              f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}"
-              f"{drafter_seats_note(r)}) = {r.batch:,}" if not host_cache_unbounded(p, d) else
-              f"{held_label(r.context)}: {seats_name(p)} {p.max_num_seqs:,} = {r.batch:,} "
-              "(the host's RAM, not given, bounds the conversations; the GPU's mask alone "
-              f"would allow {r.conversations:,})"]
+              _held_line(r)]
     if p.state_pool_fixed and not state_overrun(p):
         slots = running_slots(r)
         lines.append(f"{state_pool_note(p, r.settings, d.model)}, whatever the "
@@ -179,6 +178,29 @@ def fit_text_lines(r: FitReport) -> list[str]:
                                      + (f"{r.target:,}" if r.target else "one") + "; "
                                      + gpus_needed(r)]
     return lines
+
+
+def _held_line(r: FitReport) -> str:
+    """The conversations of the whole context run at once: min(what the pool holds, the
+    seats); where the engine serves none at this length (past the model's positions, the
+    refusal line 1 gives), that zero's reason and what the pool alone would hold (Llama-2-13B
+    at 16,384 tokens on an H100 under vLLM 0.2.5: 0, the pool's 58,880 tokens holding 3)."""
+    d, p = r.deployment, r.pool
+    label = held_label(r.context)
+    if host_cache_unbounded(p, d):
+        return (f"{label}: {seats_name(p)} {p.max_num_seqs:,} = {r.batch:,} (the host's RAM, "
+                "not given, bounds the conversations; the GPU's mask alone would allow "
+                f"{r.conversations:,})")
+    if not r.conversations and past_trained_context(d, r.context):
+        limit, positions = served_context(d)
+        would = conversations(p, d, r.context) * d.data_parallel_size
+        return (f"{label}: 0, as the engine serves none past {d.model.name}'s "
+                f"{limit or 0:,} positions ({positions}; line 1)"
+                + (f"; the pool alone would hold {would:,}" if would
+                   else ", nor would the pool hold one"))
+    return (f"{label}: min({r.conversations:,} {plural(r.conversations, 'conversation')}, "
+            f"{seats_name(p)} {p.max_num_seqs:,}{seats_ranks_note(d)}{drafter_seats_note(r)}) "
+            f"= {r.batch:,}")
 
 
 def _stage_lines(p: KVPool, d: Deployment) -> list[str]:

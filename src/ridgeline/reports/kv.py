@@ -209,12 +209,30 @@ class KVReport:
             "cautions": self.cautions, **dict(self.served),
         }
 
+    def verdict(self) -> str:
+        """DOES NOT FIT and by how much, where the card was given and not one conversation
+        fits (the weights alone overflowing it, or one conversation's cache the memory beside
+        them); empty where one fits or no card was named."""
+        if self.budget_bytes is None:
+            return ""
+        if self.budget_bytes < 0:
+            return (f"DOES NOT FIT: the weights alone exceed the memory by "
+                    f"{-self.budget_bytes / 1e9:,.1f} GB")
+        if not self.conversations:
+            return (f"DOES NOT FIT: one {self.context:,}-token conversation needs "
+                    f"{self.bytes_per_sequence / 1e9:,.1f} GB, the memory beside the "
+                    f"weights holds {self.budget_bytes / 1e9:,.1f} GB: short by "
+                    f"{(self.shortfall_bytes or 0.0) / 1e9:,.1f} GB")
+        return ""
+
     def text_lines(self) -> list[str]:
         f = self.footprint
         state = f", {self.state_dtypes.label()}" if self.state_dtypes else ""
         tokens = plural(self.context, "token")
-        lines = [f"{self.model}, {self.kv_dtype} cache{state}, {self.context:,} {tokens} of "
-                 "context", ""]
+        verdict = self.verdict()  # on line 1, as fit's, decode's and roofline's
+        lines = [verdict] if verdict else []
+        lines += [f"{self.model}, {self.kv_dtype} cache{state}, {self.context:,} {tokens} of "
+                  "context", ""]
         rows = [[r.kind, str(r.layers), fmt_binary_bytes(r.bytes_per_token),
                  f"{r.tokens_kept:,}" if r.kind not in ("linear attention", "Mamba") else "state",
                  fmt_binary_bytes(r.bytes_at_context)] for r in self.rows]
@@ -241,14 +259,6 @@ class KVReport:
                             if self.replication != 1 else ""))
         if self.budget_bytes is not None:
             lines.append(f"budget: {self.budget_label}")
-            if self.budget_bytes < 0:
-                lines.append(f"DOES NOT FIT: the weights alone exceed the memory by "
-                             f"{-self.budget_bytes / 1e9:,.1f} GB")
-            elif not self.conversations:
-                lines.append(f"DOES NOT FIT: one {self.context:,}-token conversation needs "
-                             f"{self.bytes_per_sequence / 1e9:,.1f} GB, the memory beside the "
-                             f"weights holds {self.budget_bytes / 1e9:,.1f} GB: short by "
-                             f"{(self.shortfall_bytes or 0.0) / 1e9:,.1f} GB")
             lines.append(f"conversations of {self.context:,} {tokens} that fit: "
                          f"{self.conversations:,}"
                          + (f" ({self.ranks} data-parallel ranks of "

@@ -17,7 +17,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.render import table
 from ridgeline.serving_load import Slo
-from ridgeline.units import plural
+from ridgeline.units import fmt_total_tok_s, plural
 
 # a split's launch command for each pool by name and the lines its commands need printed
 # beside them (PlanCommands.pool_launch), where printed
@@ -265,7 +265,7 @@ class PlanLists:
                 "half the output, a response's mean), each configuration at batches 1, 2, "
                 f"4, … and the batch that meets the SLO{dies}:",
                 f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch",
-                *(f"  {a:>9,.0f}  {b:>10,.1f}  {p}" for a, b, p in shown),
+                *(f"  {fmt_total_tok_s(a):>9}  {b:>10,.1f}  {p}" for a, b, p in shown),
                 # a point is a pure decode step; the SLO's batch was sized with the load's
                 # prompts in its steps (or at the pool's or seats' limit), so its per-user
                 # rate reads faster than the TPOT SLO the prompts' share leaves
