@@ -70,3 +70,21 @@ def test_weights_past_the_card_are_named_not_the_block(
                              "1000000")
     assert code == 0, err
     assert "DOES NOT FIT" in out and "the weights alone" in out and "one block is" not in out
+
+
+def test_a_pool_of_one_big_block_reads_as_one_block_in_fit_and_simulate(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A block the pool holds once is sized, and said as one: before, fit printed '1 blocks
+    of 262144' and simulate '1 KV blocks of 262144'."""
+    code, out, err = run_cli(capsys, "fit", *ON_H100, "--engine", "trtllm",
+                             "--block-size", "262144")
+    assert code == 0, err
+    assert "holds 262,144 tokens in 1 block of 262,144;" in out
+    code, out, err = run_cli(capsys, "fit", *ON_H100, "--max-model-len", "1000",
+                             "--block-size", "300000")
+    assert code == 0, err
+    assert ": 1 block of 300,000, 300,000 token slots" in out
+    code, out, err = run_cli(capsys, "simulate", *ON_H100, "--rate", "1", "--num-requests",
+                             "3", "--block-size", "262144")
+    assert code == 0, err
+    assert "engine: 1 KV block of 262,144, " in out

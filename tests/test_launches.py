@@ -13,6 +13,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import profile_for
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.launches import layer_matmuls, step_matmuls
+from ridgeline.model import ModelSpec
 
 
 def kinds(name: str) -> Counter[int]:
@@ -144,3 +145,25 @@ def test_moe_layers_counts_the_layers_that_route() -> None:
     qwen = resolve_model("qwen3-30b-a3b")
     assert moe_layers(qwen) == qwen.num_layers == 48
     assert moe_layers(resolve_model("llama-3.1-8b")) == 0
+
+
+def test_deepseek_v32s_shared_expert_overlaps_on_tensorrt_llm_not_fused_on_sglang() -> None:
+    """TensorRT-LLM serves DeepSeek-V3.2 with its DeepseekV3ForCausalLM (registered under
+    DeepseekV32ForCausalLM too), so its shared expert runs on the auxiliary stream as V3's
+    does: 58 MoE layers of 8 matmuls on the critical path. SGLang's DeepseekV32ForCausalLM
+    keeps determine_num_fused_shared_experts' 'DeepseekV3ForCausalLM' check, so it does not
+    fuse: 10, as vLLM. Before, V3.2's model_type (deepseek_v32) was not read as V3's under
+    TensorRT-LLM: 601 matmuls, its 8×H200 decode at 8,192 tokens 11.49 ms, not 9.83."""
+    from ridgeline.launches import deployment_matmuls
+    from tests.test_ds_mla_cache import v32_config
+
+    v3, v32 = resolve_model("deepseek-v3"), ModelSpec.from_hf_config(v32_config(), "v32")
+
+    def launches(model: ModelSpec, engine: str) -> int:
+        return deployment_matmuls(Deployment.build(model, resolve_accelerator("h200"), "fp8",
+                                                   None, 8, engine=engine))
+
+    overlapped = 58 * 2  # each MoE layer's shared expert: gate_up and down
+    assert launches(v3, "vllm") - launches(v3, "trtllm") == overlapped
+    assert launches(v32, "vllm") - launches(v32, "trtllm") == overlapped
+    assert launches(v32, "sglang") == launches(v32, "vllm")

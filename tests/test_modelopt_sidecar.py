@@ -124,6 +124,20 @@ def test_a_config_json_path_reads_the_sidecar_beside_it(tmp_path: Path) -> None:
     assert resolve_model(str(renamed)).stored_format_map == {}
 
 
+def test_the_folder_you_stand_in_is_named_by_its_own_name(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ridgeline fit . --gpu h100` inside a checkpoint's folder: the model goes by the
+    folder's name, its sidecar read. Before, '.' had no stem: every line named the model ''
+    (" on 1 x h100-sxm", "'s max_position_embeddings")."""
+    monkeypatch.chdir(checkpoint(tmp_path, sidecar("FP8", "FP8"), name="Llama-FP8"))
+    model = resolve_model(".")
+    assert (model.name, model.quantization_file) == ("Llama-FP8", "hf_quant_config.json")
+    code, out, err = run_cli(capsys, "fit", ".", "--gpu", "h100")
+    assert code == 0, err
+    assert "Llama-FP8 on 1 x h100-sxm" in out and "Llama-FP8's max_position_embeddings" in out
+
+
 def test_config_jsons_own_quantization_config_stands(tmp_path: Path) -> None:
     """vLLM and SGLang read the file only where config.json has none; a malformed one beside
     it is then never opened."""

@@ -35,7 +35,7 @@ from ridgeline.params import count_params, rank_params
 from ridgeline.quantization import ATTENTION
 from ridgeline.sim.timer import StepTimer
 from ridgeline.step_work import step_work
-from tests.conftest import run_cli
+from tests.conftest import refused_line, run_cli
 from tests.test_ds_mla_cache import v32_config, write
 
 V32 = ModelSpec.from_hf_config(v32_config(), "v32")
@@ -147,3 +147,20 @@ def test_model_counts_the_indexer_and_names_the_sparse_attention(
     assert code == 0, err
     assert "671.9B total (671,877,944,064)" in out
     assert "sparse: index_topk 2048 keys a query, picked by an indexer of 64 heads × 128" in out
+
+
+@pytest.mark.parametrize("dropped", [("index_head_dim",), ("index_n_heads",),
+                                     ("index_n_heads", "index_head_dim")])
+def test_a_sparse_config_without_its_indexers_shape_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], dropped: tuple[str, ...]) -> None:
+    """index_topk with no index_n_heads or index_head_dim: the indexer vLLM and SGLang build
+    from both cannot be sized. Before, such a config ran sparse with no indexer at all (no
+    weights, no cached keys: its pool too large) and model printed 'an indexer of 64 heads
+    × None'."""
+    config = v32_config()
+    for key in dropped:
+        del config[key]
+    for command in (["model"], ["decode", "--gpu", "h200", "--num-gpus", "8"]):
+        line = refused_line(capsys, command[0], write(tmp_path, config), *command[1:])
+        assert f"index_topk is given (DeepSeek Sparse Attention) but {' and '.join(dropped)}" \
+            in line, line

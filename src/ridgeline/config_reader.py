@@ -237,6 +237,13 @@ class _SpecReader(ConfigFields):
                 index_head_dim=self.opt_int("index_head_dim"),
                 index_n_heads=self.opt_int("index_n_heads"),
             )
+            missing = [key for key in ("index_n_heads", "index_head_dim")
+                       if mla.index_topk is not None and getattr(mla, key) is None]
+            if missing:  # vLLM's and SGLang's indexers read both from the config
+                raise InputError(f"{self.name}: index_topk is given (DeepSeek Sparse Attention) "
+                                 f"but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'}"
+                                 " not: its indexer's weights and cached keys cannot be sized; "
+                                 "give both (DeepSeek-V3.2: index_n_heads 64, index_head_dim 128)")
         default_head = hidden // heads
         if mla is None and hidden % heads and self.c.get("head_dim") is None:
             raise InputError(

@@ -106,7 +106,10 @@ def moe_layers(spec: ModelSpec) -> int:
 # SGLang's determine_num_fused_shared_experts (python/sglang/srt/models/deepseek_v2.py and
 # glm4_moe.py): DeepSeek-V3/R1 (256 routed experts) and GLM-4.5/4.6, with one shared expert,
 # on an NVIDIA card of compute capability 8.0 or more or an AMD MI300-class (gfx942) or later,
-# and (on NVIDIA) without expert parallelism, run the shared expert as one more routed expert
+# and (on NVIDIA) without expert parallelism, run the shared expert as one more routed expert.
+# Not DeepSeek-V3.2 (deepseek_v32): its DeepseekV32ForCausalLM subclasses DeepseekV2ForCausalLM
+# with no override of its own, so the check's architectures[0] != "DeepseekV3ForCausalLM"
+# turns the fusion off (GLM-5's GlmMoeDsaForCausalLM needed an override for it, SGLang PR #18804)
 _FUSED_SHARED_MODELS = {"deepseek_v3": 256, "glm4_moe": None}  # model_type: routed experts
 _FUSED_SHARED_FAMILIES = {"ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"}
 
@@ -114,8 +117,10 @@ _FUSED_SHARED_FAMILIES = {"ampere", "ada", "hopper", "blackwell", "cdna3", "cdna
 # TensorRT-LLM's PyTorch backend runs DeepSeek-V3/R1's shared expert on an auxiliary CUDA
 # stream beside the routed experts (tensorrt_llm/_torch/models/modeling_deepseekv3.py,
 # Deepseekv3MoE.forward: maybe_execute_in_parallel on AuxStreamType.MoeShared): its launches
-# are off the step's critical path, as SGLang's fused ones are (its bytes still stream)
-_OVERLAPPED_SHARED_MODELS = ("deepseek_v3",)
+# are off the step's critical path, as SGLang's fused ones are (its bytes still stream).
+# DeepSeek-V3.2 runs on the same class (@register_auto_model("DeepseekV32ForCausalLM") on
+# DeepseekV3ForCausalLM, the same file), so its shared expert overlaps alike
+_OVERLAPPED_SHARED_MODELS = ("deepseek_v3", "deepseek_v32")
 
 
 def fuses_shared_expert(dep: Deployment) -> bool:

@@ -129,9 +129,20 @@ def spec_with_sidecar(config: Mapping[str, Any], sidecar: Mapping[str, Any] | No
     return spec if folded is config else replace(spec, quantization_file=SIDECAR)
 
 
+def disk_name(path: Path) -> str:
+    """The name a config read from ``path`` goes by: the file's or the folder's stem, the
+    folder's own name where the path has none of its own (``.``, ``..``, ``/``)."""
+    if path.stem and path.stem not in (".", ".."):
+        return path.stem
+    try:
+        return path.resolve().name or "config"
+    except (OSError, RuntimeError):  # a path that loops
+        return "config"
+
+
 def spec_from_disk(path: Path, config: Mapping[str, Any]) -> ModelSpec:
     """The spec of the config.json read from ``path`` (a file or its folder), with the
     hf_quant_config.json beside it where config.json has no quantization_config; the file is
     not opened otherwise, as vLLM does not."""
     sidecar = read_sidecar(sidecar_path(path)) if needs_sidecar(config) else None
-    return spec_with_sidecar(config, sidecar, name=path.stem)
+    return spec_with_sidecar(config, sidecar, name=disk_name(path))

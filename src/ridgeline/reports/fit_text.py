@@ -67,14 +67,14 @@ def fit_text_lines(r: FitReport) -> list[str]:
              *offload_lines(d, r.launch_cells), *_stage_lines(p, d), ""]
     lines += table(budget_rows(p, r.settings, d.model, vendor=d.accelerator.vendor,
                                flash_attention=d.flash_attention), ["", ""])[1:]
-    held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} blocks of " \
-        f"{p.block_size}"
+    held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} " \
+        f"{plural(p.blocks, 'block')} of {p.block_size:,}"
     if logs_concurrency_tokens(p, r.context):
         # vLLM v0.24+ logs concurrency × max_model_len, not blocks × block size: a
         # max_model_len off the block size leaves each request's last block part empty
         held = (f"holds {p.logged_tokens(r.context):,} tokens as vLLM logs them (its maximum "
                 f"concurrency {p.concurrency(r.context):,.2f}x × max_model_len "
-                f"{r.context:,}): {p.blocks:,} blocks of {p.block_size}, "
+                f"{r.context:,}): {p.blocks:,} {plural(p.blocks, 'block')} of {p.block_size:,}, "
                 f"{p.blocks * p.block_size:,} token slots")
     if p.engine == "sglang" and p.groups is None:  # its log's figure, in its words
         held = f"holds {sglang_pool_words(p.blocks, p.block_size)}"

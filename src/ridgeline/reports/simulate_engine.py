@@ -67,7 +67,7 @@ def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
            ) if c.long_prefill_token_threshold else ""
     seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])  # its own names
     pool = sglang_pool_words(c.num_blocks, c.block_size) if engine == "sglang" else \
-        f"{c.num_blocks:,} KV blocks of {c.block_size}"  # SGLang logs its pool in tokens
+        f"{c.num_blocks:,} KV {plural(c.num_blocks, 'block')} of {c.block_size:,}"  # SGLang: tokens
     return (f"engine: {pool}, {seats} "
             f"{c.max_num_seqs}, {tokens} {c.max_num_batched_tokens:,}{cap}; "
             f"{_policy(c)}" + spec + overlap_clause(engine, overlapped))
