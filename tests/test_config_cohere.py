@@ -259,12 +259,13 @@ def test_fit_defaults_command_r_to_its_model_max_length(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """`fit` without --max-model-len takes the context the engines default to: Command R's
     131,072, said as model_max_length; 100,000 tokens were refused as past 8,192 positions."""
-    path = tmp_path / "config.json"
+    (tmp_path / "command-r").mkdir()
+    path = tmp_path / "command-r" / "config.json"  # the model goes by its folder's name
     path.write_text(json.dumps(COMMAND_R))
     code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "2")
     assert code == 0, err
     assert out.splitlines()[0].startswith(
-        "--max-model-len not given: 131,072, config's model_max_length, as vLLM, SGLang and "
+        "--max-model-len not given: 131,072, command-r's model_max_length, as vLLM, SGLang and "
         "TensorRT-LLM default it")
     code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "2",
                              "--max-model-len", "100000")
@@ -272,7 +273,7 @@ def test_fit_defaults_command_r_to_its_model_max_length(
     assert "refuses" not in out and out.startswith("fits")
     code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "h200", "--num-gpus", "2",
                              "--max-model-len", "140000")
-    assert "past config's 131,072 positions (model_max_length)" in out
+    assert "past command-r's 131,072 positions (model_max_length)" in out
 
 
 def test_command_rs_long_prompts_are_judged_against_the_context_the_engines_serve(

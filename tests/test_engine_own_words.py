@@ -258,7 +258,9 @@ def test_prefix_refuses_the_block_simulate_and_fit_refuse_in_their_words(
     """prefix checks --block-size with fit's and simulate's function
     (engine_choices.block_size_refusal), under the --engine-version it now takes: vLLM 0.17's
     BlockSize list, TensorRT-LLM's powers of two, llama.cpp's single-token cells, one line
-    each, the same in all three commands."""
+    each, the same in every command that takes the flag: decode and prefill too, which said
+    of llama.cpp's that --block-size "sizes a serving engine's pool" where fit said "caches
+    single-token cells"."""
     from tests.conftest import refused_line
 
     sized = ("--block-size", str(block))
@@ -267,6 +269,50 @@ def test_prefix_refuses_the_block_simulate_and_fit_refuse_in_their_words(
     assert refused_line(capsys, *SIMULATE, *flags, *sized) == line
     assert refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                         "8192", *flags, *sized) == line
+    for command in (("decode", "--context", "2000"), ("prefill", "--prompt-len", "2000")):
+        assert refused_line(capsys, command[0], "llama-3.1-8b", "--gpu", "h100", *command[1:],
+                            *flags, *sized) == line, command
+
+
+def test_decode_refuses_llamacpps_block_beside_its_other_pool_flags(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-num-seqs by the pool it sizes, --block-size in fit's words, on one line."""
+    from tests.conftest import refused_line
+
+    line = refused_line(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                        "llama.cpp", "--max-num-seqs", "4", "--block-size", "16")
+    assert line.startswith("ridgeline: error: --max-num-seqs sizes a serving engine's pool")
+    assert line.endswith("--block-size sizes a serving engine's blocks (vLLM's block_size, "
+                         "SGLang's page_size, TensorRT-LLM's tokens_per_block); llama.cpp "
+                         "caches single-token cells")
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.2"])
+def test_prefix_refuses_an_sglang_release_fit_and_simulate_refuse(
+        capsys: pytest.CaptureFixture[str], version: str) -> None:
+    """engine_versions.check_engine_version reads SGLang's releases as its pool does
+    (sglang_era): no 1.x, nothing before 0.3. Before, prefix took any version of SGLang."""
+    from tests.conftest import refused_line
+
+    flags = ("--engine", "sglang", "--engine-version", version)
+    line = refused_line(capsys, "prefix", "--tokens-a", A, "--tokens-b", B, *flags)
+    assert f"SGLang {version} is" in line
+    assert refused_line(capsys, *SIMULATE, *flags) == line
+    assert refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", *flags) == line
+
+
+@pytest.mark.parametrize(("engine", "setting"), [
+    ("vllm", "block_size"), ("sglang", "page_size"), ("trtllm", "tokens_per_block")])
+def test_decodes_pool_line_names_the_block_in_the_engines_own_word(
+        capsys: pytest.CaptureFixture[str], engine: str, setting: str) -> None:
+    """decode's line said SGLang's "KV pool (block_size 32)": each engine's name for it, as
+    prefix names it (prefix.BLOCK_SETTINGS)."""
+    assert BLOCK_SETTINGS[engine] == setting
+    out = answer(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                 "--block-size", "32")
+    (line,) = [line for line in out.splitlines() if f"{engine}'s KV pool (" in line]
+    assert f"{setting} 32" in line
+    assert engine == "vllm" or "block_size" not in line
 
 
 @pytest.mark.parametrize(("flags", "block"), [

@@ -67,7 +67,7 @@ def test_auto_is_off_where_cuda_has_no_kernel_for_the_heads(
     off = _fit(capsys, model, "rtx-4090", "--flash-attn", "off")
     assert auto["flash_attn"] is False
     assert auto.pop("flash_attn_auto_off") == flash_attention_unsupported(
-        spec_from_hf_config(HEAD_192, name=Path(model).stem), "llama.cpp-cuda")
+        spec_from_hf_config(HEAD_192, name=Path(model).parent.name), "llama.cpp-cuda")
     assert off.pop("flash_attn_auto_off") is None  # given, not resolved
     assert auto == off
     err = _refusal(capsys, "fit", model, "--gpu", "rtx-4090", *FIT, "--flash-attn", "on")
@@ -158,7 +158,7 @@ def test_vulkan_runs_heads_that_are_multiples_of_8_and_no_others(
     assert not auto_flash_attention(head_192, "llama.cpp-cuda")
     path = tmp_path / "config.json"
     path.write_text(json.dumps(HEAD_100))
-    head_100 = spec_from_hf_config(HEAD_100, name=path.stem)
+    head_100 = spec_from_hf_config(HEAD_100, name=path.parent.name)  # its folder's
     why = flash_attention_unsupported(head_100, "llama.cpp-vulkan")
     assert "K 100, V 100" in why and "multiples of 8" in why
     code, out, err = run_cli(capsys, "fit", str(path), "--gpu", "rtx-4090", *VULKAN, "--json")

@@ -138,6 +138,44 @@ def test_the_folder_you_stand_in_is_named_by_its_own_name(
     assert "Llama-FP8 on 1 x h100-sxm" in out and "Llama-FP8's max_position_embeddings" in out
 
 
+@pytest.mark.parametrize(("given", "name"), [
+    ("Llama-3.1-8B", "Llama-3.1-8B"), ("Llama-3.1-8B/config.json", "Llama-3.1-8B"),
+    ("Llama-3.1-8B/llama.json", "llama"), ("config.json", "Llama-3.1-8B"),
+    ("./config.json", "Llama-3.1-8B")])
+def test_a_config_is_named_by_its_folder_and_a_renamed_one_by_its_stem(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        given: str, name: str) -> None:
+    """Every report's header names the model: a config.json's folder (as a Hub id names the
+    repo), the whole folder name. Before, …/Llama-3.1-8B/config.json was "config", and the
+    folder Llama-3.1-8B its stem "Llama-3"."""
+    folder = checkpoint(tmp_path, None, name="Llama-3.1-8B")
+    (folder / "llama.json").write_text((folder / "config.json").read_text())
+    monkeypatch.chdir(tmp_path if given.startswith("Llama") else folder)
+    assert resolve_model(given).name == name
+    code, out, err = run_cli(capsys, "decode", given, "--gpu", "h100")
+    assert code == 0, err
+    assert out.startswith(f"{name} on 1 x h100-sxm")
+
+
+def test_an_empty_quantization_config_beside_the_sidecar_is_refused_naming_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """vLLM's get_config reads hf_quant_config.json only where config.json's
+    quantization_config ``is None``: an empty one stands, and its quant_method "" is no
+    quantization, so the engines would load the file's FP8 weights as unquantized. Before,
+    ridgeline said "quantization method '(none)' is not supported"."""
+    folder = checkpoint(tmp_path, sidecar("FP8", "FP8"), qc={})
+    for model in (folder, folder / "config.json"):
+        line = refused_line(capsys, "fit", str(model), "--gpu", "h100")
+        assert "config.json: quantization_config is empty ({}), and ModelOpt's " \
+            "hf_quant_config.json beside it goes unread" in line, line
+        assert "(none)" not in line
+    alone = checkpoint(tmp_path, None, name="alone", qc={})
+    line = refused_line(capsys, "model", str(alone))
+    assert "alone: quantization_config is empty ({}), so ridgeline cannot tell" in line, line
+    line = refused_line(capsys, "model", str(checkpoint(tmp_path, None, "bits", {"bits": 4})))
+    assert "bits: quantization_config names no quant_method" in line, line
+
+
 def test_config_jsons_own_quantization_config_stands(tmp_path: Path) -> None:
     """vLLM and SGLang read the file only where config.json has none; a malformed one beside
     it is then never opened."""

@@ -100,11 +100,7 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
             draft_mtp=drafts_with_mtp(args), drafter=drafter(args), **switches)
     if dep.engine.startswith("llama.cpp"):
-        owner = ("vLLM's pool" if given == ["--kv-cache-memory-bytes"] else
-                 "SGLang's and TensorRT-LLM's pools" if given == ["--max-total-tokens"] else
-                 "a serving engine's pool (vLLM, SGLang, TensorRT-LLM)")
-        raise InputError(f"{', '.join(given)} {'sizes' if len(given) == 1 else 'size'} "
-                         f"{owner}; decode and prefill give llama.cpp a slot per sequence")
+        raise InputError(llamacpp_pool_refusal(given, dep.engine, version, args.block_size))
     if args.usage is not None and dep.engine != "vllm":
         raise InputError(f"--usage is vLLM's (vllm serve or its offline LLM class); {dep.engine} "
                          "has one set of defaults")
@@ -120,6 +116,24 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           mamba_ssm_dtype=args.mamba_ssm_dtype,
                           max_cudagraph_capture_size=args.max_cudagraph_capture_size,
                           **switches)
+
+
+def llamacpp_pool_refusal(given: list[str], engine: str, version: str | None,
+                          block_size: int | None) -> str:
+    """Why decode and prefill refuse a serving engine's pool flags under llama.cpp, which they
+    give a slot per sequence: --block-size in fit's and simulate's words
+    (engine_choices.block_size_refusal), the others by the pool they size."""
+    from ridgeline.engine_choices import block_size_refusal
+
+    others = [flag for flag in given if flag != "--block-size"]
+    owner = ("vLLM's pool" if others == ["--kv-cache-memory-bytes"] else
+             "SGLang's and TensorRT-LLM's pools" if others == ["--max-total-tokens"] else
+             "a serving engine's pool (vLLM, SGLang, TensorRT-LLM)")
+    problems = [f"{', '.join(others)} {'sizes' if len(others) == 1 else 'size'} {owner}; "
+                "decode and prefill give llama.cpp a slot per sequence"] if others else []
+    if block_size is not None:
+        problems.append(block_size_refusal(engine, version, block_size))
+    return "; ".join(problems)
 
 
 def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:

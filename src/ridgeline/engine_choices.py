@@ -118,12 +118,14 @@ def block_size_refusal(engine: str, version: str | None, block: int) -> str:
     as its --block-size (--page-size, --tokens-per-block), or "": vLLM's list before v0.18.0
     (``block_size_problem``), TensorRT-LLM's powers of two (``tokens_per_block_problem``),
     llama.cpp's single-token cells (it has no such flag); SGLang takes any page_size. fit,
-    simulate and prefix refuse a flag by it alike (``ridgeline prefix --engine-version 0.17
+    simulate, prefix, decode and prefill refuse a flag by it alike (``ridgeline prefix --engine-version 0.17
     --block-size 24`` as ``ridgeline simulate`` does); a block no attention backend takes
     for the model (vllm_attention_block) or past the pool (kvpool.block_past_pool) needs
     the deployment, which prefix has not."""
-    if engine.startswith("llama.cpp"):
-        return "--block-size: llama.cpp caches single-token cells"
+    if engine.startswith("llama.cpp"):  # decode's and prefill's refusal too (cli_pool)
+        return ("--block-size sizes a serving engine's blocks (vLLM's block_size, SGLang's "
+                "page_size, TensorRT-LLM's tokens_per_block); llama.cpp caches single-token "
+                "cells")
     if engine == "trtllm":
         return tokens_per_block_problem(block)
     return block_size_problem(engine, version, block)

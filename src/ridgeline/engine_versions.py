@@ -13,6 +13,7 @@ from ridgeline.sglang_memory import (
     sglang_algorithm_from,
     sglang_algorithm_key,
     sglang_data,
+    sglang_era,
     sglang_release,
 )
 from ridgeline.units import ascii_whole
@@ -28,12 +29,14 @@ def llamacpp_build(text: str) -> int | None:
 
 
 def check_engine_version(engine: str, version: str) -> None:
-    """The version is one this engine has and ridgeline models, or a one-line error."""
+    """The version is one this engine has and ridgeline models, or a one-line error: vLLM's
+    by its accounting eras, SGLang's by its memory-default eras (sglang_era: 1.0 and 0.2
+    refused), so that prefix, which sizes no pool, refuses the releases fit refuses."""
     check_version_kind(engine, version)
     if engine == "vllm":
         vllm_accounting(version)
     elif engine == "sglang":
-        parse_version(version)
+        sglang_era(version)
 
 
 def modelled_version(engine: str, version: str | None) -> str | None:

@@ -130,12 +130,21 @@ def spec_with_sidecar(config: Mapping[str, Any], sidecar: Mapping[str, Any] | No
 
 
 def disk_name(path: Path) -> str:
-    """The name a config read from ``path`` goes by: the file's or the folder's stem, the
-    folder's own name where the path has none of its own (``.``, ``..``, ``/``)."""
-    if path.stem and path.stem not in (".", ".."):
-        return path.stem
+    """The name a config read from ``path`` goes by: a folder's name, whole (Llama-3.1-8B,
+    not its stem Llama-3), and so a config.json's folder's (…/Llama-3.1-8B/config.json:
+    Llama-3.1-8B, as a Hub id is named by its repo); a file named otherwise by its stem
+    (llama.json: llama). Where the path names no folder of its own (``.``, ``..``, ``/``,
+    config.json in the folder you stand in), the folder's name resolved."""
     try:
-        return path.resolve().name or "config"
+        folder = path if path.is_dir() else path.parent if path.name == CONFIG else None
+    except OSError:  # a name too long for a path
+        folder = None
+    if folder is None:
+        return path.stem or "config"
+    if folder.name not in ("", ".", ".."):
+        return folder.name
+    try:
+        return folder.resolve().name or "config"
     except (OSError, RuntimeError):  # a path that loops
         return "config"
 
@@ -144,5 +153,20 @@ def spec_from_disk(path: Path, config: Mapping[str, Any]) -> ModelSpec:
     """The spec of the config.json read from ``path`` (a file or its folder), with the
     hf_quant_config.json beside it where config.json has no quantization_config; the file is
     not opened otherwise, as vLLM does not."""
-    sidecar = read_sidecar(sidecar_path(path)) if needs_sidecar(config) else None
+    beside = sidecar_path(path)
+    if config.get("quantization_config") == {} and beside is not None and beside.is_file():
+        raise InputError(empty_config_refusal(shorten_path(beside.parent / CONFIG)))
+    sidecar = read_sidecar(beside) if needs_sidecar(config) else None
     return spec_with_sidecar(config, sidecar, name=disk_name(path))
+
+
+def empty_config_refusal(origin: str) -> str:
+    """Why a config.json whose quantization_config is ``{}`` is refused beside an
+    hf_quant_config.json: vLLM's get_config and SGLang's _parse_quant_hf_config read the file
+    only where the key ``is None``, so an empty one stands, naming no quant_method, which
+    vLLM's _verify_quantization reads as no quantization ("" → None): the engines would load
+    the file's quantized weights as unquantized ones."""
+    return (f"{origin}: quantization_config is empty ({{}}), and ModelOpt's {SIDECAR} beside "
+            "it goes unread: vLLM and SGLang read that file only where config.json has no "
+            "quantization_config, and read an empty one as no quantization; delete the empty "
+            "quantization_config so that the engines (and ridgeline) read the file")

@@ -199,7 +199,13 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
                          "MIXED_PRECISION with its quantized_layers)")
     if method == "compressed-tensors":
         return _compressed_tensors(qc, origin)
-    raise InputError(f"{origin}: quantization method {method or '(none)'!r} is not supported")
+    if not method:  # vLLM reads no quant_method as no quantization ("" -> None)
+        raise InputError(f"{origin}: quantization_config "
+                         f"{'names no quant_method' if qc else 'is empty ({})'}, so ridgeline "
+                         "cannot tell how its weights are stored (vLLM would load them as "
+                         "unquantized): give its quant_method, or delete it for an unquantized "
+                         "checkpoint")
+    raise InputError(f"{origin}: quantization method {method!r} is not supported")
 
 
 def _block_shape(block: Any, origin: str, key: str) -> None:

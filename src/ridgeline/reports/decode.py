@@ -705,16 +705,20 @@ def describe_settings(settings: EngineSettings, engine: str,
 def settings_knob(engine: str, name: str) -> str:
     """``engine``'s own name for vLLM's setting ``name``: the seats and the step's token budget
     as candidate.ENGINE_KNOB_NAMES has them, the memory share and the longest request as its
-    launch flag (engines.json ``cli``) spells them; vLLM's name elsewhere (SGLang's
-    max_running_requests, mem_fraction_static and context_length)."""
+    launch flag (engines.json ``cli``) spells them, the tokens in a block as prefix.BLOCK_SETTINGS
+    has them; vLLM's name elsewhere (SGLang's max_running_requests, mem_fraction_static,
+    context_length and page_size)."""
     from ridgeline.candidate import ENGINE_KNOB_NAMES
     from ridgeline.datafiles import engine_defaults
+    from ridgeline.prefix import BLOCK_SETTINGS
 
     knobs = ENGINE_KNOB_NAMES.get(engine)
     if knobs is None:
         return name
     if name in ("max_num_seqs", "max_num_batched_tokens"):
         return knobs[0 if name == "max_num_seqs" else 1]
+    if name == "block_size":
+        return BLOCK_SETTINGS.get(engine, name)
     flag = engine_defaults(engine)["cli"].get({"gpu_memory_utilization": "memory",
                                                "max_model_len": "max_len"}.get(name, ""))
     return flag.lstrip("-").replace("-", "_") if flag else name
