@@ -17,7 +17,7 @@ from ridgeline.checkpoint_kv import (
 )
 from ridgeline.datafiles import load_data
 from ridgeline.vllm_cache_dtype import served_cache_dtype
-from tests.conftest import run_cli
+from tests.conftest import refused_line, run_cli
 
 # llm-compressor's FP8 KV scheme, as its examples write it into config.json
 CT_KV_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False,
@@ -162,10 +162,18 @@ def test_fit_sizes_the_cache_each_engines_auto_serves_for_the_checkpoint(
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
-def test_an_explicit_kv_dtype_overrides_the_checkpoints(
+def test_an_explicit_kv_dtype_overrides_the_checkpoints_but_under_trtllm(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: str) -> None:
+    """vLLM's and SGLang's --kv-cache-dtype replaces the checkpoint's cache; TensorRT-LLM's
+    validate_and_set_kv_cache_quant refuses any dtype but auto and the checkpoint's own."""
     config = checkpoint(tmp_path, MODELOPT_FP8_KV_SCHEME)
-    assert _fit_kv(capsys, config, engine, "--kv-dtype", "bf16") == "bf16"
+    if engine == "trtllm":
+        line = refused_line(capsys, "fit", config, "--gpu", "h100", "--engine", engine,
+                            "--kv-dtype", "bf16")
+        assert "You cannot override a checkpoint with a pre-quantized KV cache" in line
+        assert _fit_kv(capsys, config, engine, "--kv-dtype", "fp8") == "fp8"  # its own
+    else:
+        assert _fit_kv(capsys, config, engine, "--kv-dtype", "bf16") == "bf16"
     # another weight format is another checkpoint, whose cache is the engine's dtype
     assert _fit_kv(capsys, config, engine, "--weights", "bf16") == "bf16"
 

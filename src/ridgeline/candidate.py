@@ -213,6 +213,17 @@ def candidate_deployment(model: ModelSpec, c: Candidate, engine: str,
                               data_parallel_size=c.data_parallel)
 
 
+def kv_choices(model: ModelSpec, engine: str) -> tuple[str, ...]:
+    """The KV dtypes a plan sizes ``model`` with under ``engine``: the cache the engine's
+    default (auto) keeps, as fit sizes it, the checkpoint's where its quantization_config
+    asks for one (ModelSpec.engine_kv_cache_dtypes: TensorRT-LLM's int8 for a ModelOpt
+    kv_cache_quant_algo INT8), else bf16, and fp8 beside it, where the engine launches it:
+    not beside a checkpoint's own cache, which vLLM's --kv-cache-dtype has no 16-bit value to
+    turn off and TensorRT-LLM refuses to override (quantization_gates.kv_override_problem)."""
+    checkpoint = dict(model.engine_kv_cache_dtypes).get(engine, "")
+    return (checkpoint,) if checkpoint else ("bf16", "fp8")
+
+
 def weight_choices(model: ModelSpec) -> list[str]:
     """The weight formats a plan serves: a quantized checkpoint as stored (it is the file the
     serve command names; re-quantizing it is another checkpoint), a bf16 one as is or at fp8."""

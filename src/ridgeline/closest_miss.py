@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ridgeline.candidate import (
     Candidate,
     candidate_label,
+    kv_choices,
     parallel_words,
     replica_deployment,
     weights_lightest_first,
@@ -39,7 +40,7 @@ def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
     sized and its states kept as ``version`` does them, as the search's replicas are."""
     built = False
     for weights in weights_lightest_first(model):
-        for kv in ("fp8", "bf16"):
+        for kv in reversed(kv_choices(model, engine)):
             try:
                 dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine,
                                          version=version)
@@ -65,7 +66,8 @@ def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
     under vLLM)."""
     try:
         replica_deployment(model, resolve_accelerator(gpus[0]), 1, 1,
-                           weights_lightest_first(model)[0], "bf16", engine=engine,
+                           weights_lightest_first(model)[0], kv_choices(model, engine)[0],
+                           engine=engine,
                            version=version)
     except InputError as e:
         return str(e)

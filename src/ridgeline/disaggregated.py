@@ -9,7 +9,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 
-from ridgeline.candidate import Candidate, replica_deployment, weights_lightest_first
+from ridgeline.candidate import (
+    Candidate,
+    kv_choices,
+    replica_deployment,
+    weights_lightest_first,
+)
 from ridgeline.capacity import max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
 from ridgeline.deployment import Deployment
@@ -287,7 +292,7 @@ def _splits(model: ModelSpec, acc: Accelerator, engine: str
     A100), at TP 1, 2, 4 and 8, in either cache format (one the engine refuses is dropped)."""
     for weights in weights_lightest_first(model):
         built = False
-        for tp, kv in ((tp, kv) for tp in (1, 2, 4, 8) for kv in ("bf16", "fp8")):
+        for tp, kv in ((tp, kv) for tp in (1, 2, 4, 8) for kv in kv_choices(model, engine)):
             try:
                 dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine)
             except InputError:

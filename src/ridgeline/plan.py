@@ -29,6 +29,7 @@ from typing import Any
 from ridgeline.candidate import (
     Candidate,
     candidate_deployment,
+    kv_choices,
     replica_build,
     replica_deployment,
     weight_choices,
@@ -311,7 +312,7 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
     for gpu in gpus:
         try:
             dep = replica_build(model, resolve_accelerator(gpu), 1, 1, weight_choices(model)[0],
-                                "bf16", engine=engine)
+                                kv_choices(model, engine)[0], engine=engine)
         except InputError:
             continue
         short = capability_problem(dep)

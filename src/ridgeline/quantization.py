@@ -13,6 +13,7 @@ from typing import Any
 
 from ridgeline.compressed_tensors_schemes import marlin_24_refusal, sparsity_problem, w4a8_format
 from ridgeline.errors import InputError, shorten
+from ridgeline.modelopt_algos import KV_ONLY, algo_formats
 
 EMBEDDING = "embedding"
 LM_HEAD = "lm_head"
@@ -52,16 +53,6 @@ _NAME_HINTS = (
     ("mlp.gate.", ROUTER),
     ("mlp", MLP),
 )
-_MODELOPT_ALGOS = {
-    "FP8": "fp8",
-    "FP8_BLOCK": "fp8-block",
-    "NVFP4": "nvfp4",
-    "W4A16_NVFP4": "nvfp4-w4a16",
-    "W4A16_AWQ": "awq-int4",
-    "W4A8_AWQ": "awq-int4",
-    "INT8": "int8",
-    "W8A16": "int8-w8a16",
-}
 
 
 def category_of(module_name: str) -> str | None:
@@ -192,11 +183,16 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
         raise InputError(f"{origin}: {method} group size {group} is not supported")
     if method == "modelopt":
         algo = str(qc.get("quant_algo", "")).upper()
-        if algo in _MODELOPT_ALGOS:
-            return _MODELOPT_ALGOS[algo]
+        formats = algo_formats()
+        if algo in formats:
+            return formats[algo]
+        if algo in KV_ONLY:
+            raise InputError(f"{origin}: ModelOpt quant_algo {algo!r} names no weights an engine "
+                             f"serves: {KV_ONLY[algo]}")
         raise InputError(f"{origin}: ModelOpt quant_algo {shorten(algo)!r} is not supported "
-                         f"(ridgeline reads {', '.join(_MODELOPT_ALGOS)}, and "
-                         "MIXED_PRECISION with its quantized_layers)")
+                         f"(ridgeline reads {', '.join(formats)}, and MIXED_PRECISION with its "
+                         "quantized_layers, the algorithms vLLM, SGLang or TensorRT-LLM serve: "
+                         "formats.json modelopt_algos)")
     if method == "compressed-tensors":
         return _compressed_tensors(qc, origin)
     if not method:  # vLLM reads no quant_method as no quantization ("" -> None)
@@ -241,16 +237,17 @@ def _bitsandbytes(qc: Mapping[str, Any], origin: str) -> str:
 def _per_layer_modelopt(layers: Mapping[str, Any], origin: str) -> dict[str, str]:
     """ModelOpt MIXED_PRECISION: each category takes the algorithm most of its layers use."""
     votes: dict[str, Counter[str]] = {}
+    formats = algo_formats()
     for module, spec in layers.items():
         if not isinstance(spec, Mapping):
             raise InputError(f"{origin}: quantized_layers entry {module!r} is not an object")
         category = category_of(str(module))
         algo = str(spec.get("quant_algo", "")).upper()
-        if category is None or algo not in _MODELOPT_ALGOS:
-            if algo and algo not in _MODELOPT_ALGOS:
+        if category is None or algo not in formats:
+            if algo and algo not in formats:
                 raise InputError(f"{origin}: ModelOpt algorithm {algo!r} is not supported")
             continue
-        votes.setdefault(category, Counter())[_MODELOPT_ALGOS[algo]] += 1
+        votes.setdefault(category, Counter())[formats[algo]] += 1
     if not votes:
         raise InputError(f"{origin}: no quantized layer of a known kind in quantized_layers")
     return {category: counter.most_common(1)[0][0] for category, counter in votes.items()}

@@ -1,7 +1,9 @@
 """Where vLLM and SGLang refuse bitsandbytes and experts_int8 weights, by layout and by
 release (formats.json engine_methods: since, multi_gpu_since, moe_since, absent), and the one
 check a layout passes before anything is sized on it, ``deployment_problem``: the model's
-tensor-parallel split (tensor_parallel.py) and these refusals. The CLI's build, the planner's
+tensor-parallel split (tensor_parallel.py), a ModelOpt algorithm the engine does not serve
+(modelopt_algos.py), a KV dtype TensorRT-LLM refuses over a checkpoint's own, and these
+refusals. The CLI's build, the planner's
 candidates and fit's levers all ask it, so none offers a layout the engine will not start.
 """
 
@@ -11,8 +13,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
+from ridgeline.engine_platforms import TRTLLM_NO_FP8_FAMILIES
 from ridgeline.engine_quantization import stored_method_problem
 from ridgeline.engine_versions import release_before
+from ridgeline.modelopt_algos import needs_fp8_activations, refusal
+from ridgeline.modelopt_sidecar import SIDECAR
 from ridgeline.quantization import EXPERTS
 from ridgeline.tensor_parallel import tensor_parallel_problem
 
@@ -31,19 +36,58 @@ def _rows() -> dict[str, dict[str, Any]]:
 def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     """Why the engine cannot start ``dep`` at ``version`` (None: the newest modelled), or "":
     the model's heads or widths do not split over its tensor-parallel ranks, its bitsandbytes
-    or experts_int8 weights are refused on this layout or release, or the method vLLM reads
-    its checkpoint with as stored needs a higher compute capability than the card's."""
+    or experts_int8 weights are refused on this layout or release, its ModelOpt quant_algo or
+    KV dtype is one the engine refuses (modelopt_problem, kv_override_problem), or the method
+    vLLM reads its checkpoint with as stored needs a higher compute capability than the card's
+    (capability_problem)."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
+            or modelopt_problem(dep) or kv_override_problem(dep)
             or bnb_problem(dep, version) or experts_int8_problem(dep, version)
             or capability_problem(dep))
 
 
+def modelopt_problem(dep: Deployment) -> str:
+    """Why ``dep``'s engine refuses its ModelOpt checkpoint, as stored, by its quant_algo, or
+    "" (modelopt_algos.py): a W4A8_AWQ export under vLLM ('Unknown ModelOpt quant algo'),
+    which TensorRT-LLM serves; --weights FMT sizes another checkpoint."""
+    spec = dep.model
+    if dep.weights.label != "as stored" or spec.quant_method != "modelopt":
+        return ""
+    why = refusal(spec.quant_algo, dep.engine, spec.quantization_file == SIDECAR)
+    return f"{spec.name} is stored in {why}" if why else ""
+
+
+def kv_override_problem(dep: Deployment) -> str:
+    """Why TensorRT-LLM refuses ``dep``'s KV dtype on its checkpoint as stored, or "": a
+    checkpoint whose kv_cache_quant_algo TensorRT-LLM keeps (checkpoint_kv.py: int8, fp4, fp8)
+    takes no other kv_cache_config dtype; validate_and_set_kv_cache_quant
+    (tensorrt_llm/_torch/pyexecutor/model_loader.py) raises 'You cannot override a checkpoint
+    with a pre-quantized KV cache that doesn't match' for any dtype but auto and its own."""
+    if dep.engine != "trtllm" or dep.weights.label != "as stored":
+        return ""
+    own = dict(dep.model.engine_kv_cache_dtypes).get("trtllm", "")
+    if not own or dep.kv.id == own:
+        return ""
+    return (f"{dep.model.name}'s checkpoint keeps a pre-quantized {own} KV cache, and "
+            f"TensorRT-LLM refuses a {dep.kv.id} one over it at start-up ('You cannot override a "
+            "checkpoint with a pre-quantized KV cache that doesn't match'): leave --kv-dtype "
+            f"out (auto keeps its {own})")
+
+
 def capability_problem(dep: Deployment) -> str:
-    """Why vLLM refuses ``dep``'s checkpoint as stored on its card, or "" (--weights FMT, the
-    what-if flag, sizes another checkpoint; --quantization is method_on's)."""
+    """Why ``dep``'s engine refuses its checkpoint as stored on its card, or "" (--weights FMT,
+    the what-if flag, sizes another checkpoint; --quantization is method_on's): the method
+    vLLM reads it with below the card's compute capability, or TensorRT-LLM's W4A8_AWQ, fp8
+    activations, on a card without fp8 matmuls (before compute capability 8.9)."""
     if dep.weights.label != "as stored":
         return ""
-    return stored_method_problem(dep.model, dep.accelerator, dep.engine)
+    spec, acc = dep.model, dep.accelerator
+    if dep.engine == "trtllm" and spec.quant_method == "modelopt" \
+            and needs_fp8_activations(spec.quant_algo) and acc.family in TRTLLM_NO_FP8_FAMILIES:
+        return (f"{spec.name} is stored in ModelOpt quant_algo {spec.quant_algo}, whose matmuls "
+                "TensorRT-LLM runs on fp8 activations, from compute capability 8.9 (Ada, "
+                f"Hopper, Blackwell), not on the {acc.id} ({acc.family}); name such a card")
+    return stored_method_problem(spec, acc, dep.engine)
 
 
 def single_rank_checkpoint(model: ModelSpec, engine: str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ridgeline.candidate import replica_deployment, weight_choices
+from ridgeline.candidate import kv_choices, replica_deployment, weight_choices
 from ridgeline.data_parallel import DATA_PARALLEL_ENGINES
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
@@ -37,7 +37,7 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: s
         acc = resolve_accelerator(gpu)
         node = node_size(acc)
         for weights in formats:
-            for kv in ("bf16", "fp8"):
+            for kv in kv_choices(model, engine):
                 if not _engine_runs(model, acc, weights, kv, engine):
                     continue
                 for tp, pp in layouts(node, max_gpus,
@@ -69,7 +69,7 @@ def data_parallel_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int,
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         for weights in formats:
-            for kv in ("bf16", "fp8"):
+            for kv in kv_choices(model, engine):
                 if not _engine_runs(model, acc, weights, kv, engine):
                     continue
                 for tp, ranks in data_parallel_layouts(node_size(acc), max_gpus):

@@ -1,0 +1,99 @@
+"""ModelOpt's quant_algo values: the weight format each stores, and the engines that serve it
+(formats.json modelopt_algos, each row with its source).
+
+One checkpoint format, three engines' readers: vLLM serves FP8, FP8_PER_CHANNEL_PER_TOKEN,
+FP8_PB_WO and NVFP4 from either file, W4A16_NVFP4 and MIXED_PRECISION from config.json only
+(its convertor refuses them from hf_quant_config.json: 'Unknown ModelOpt quant algo'); SGLang
+the FP8, FP4 and mixed ones; TensorRT-LLM the FP8 and NVFP4 ones and the int4 AWQ (W4A16_AWQ,
+W4A8_AWQ) and int8 weight-only (W8A16) ones vLLM and SGLang have no method for. INT8 is no
+weights algorithm of any of them (TensorRT-LLM's KV-cache one), and is refused as read.
+``refusal`` says why an engine refuses a checkpoint's algorithm and which engine serves it;
+``needs_fp8_activations`` marks W4A8_AWQ, whose fp8 activations TensorRT-LLM multiplies on
+cards of compute capability 8.9 or more only (quantization_gates.capability_problem).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ridgeline.datafiles import load_data
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+# each engine's refusal, in its own words where it has some
+_REFUSALS = {
+    "vllm": "vLLM refuses at start-up ('{refusal}')",
+    "sglang": "SGLang names no method for (ModelConfig._parse_modelopt_quant_config names the "
+              "FP8, FP4 and MIXED_PRECISION ones only; the weights then fail to load as 16-bit "
+              "ones)",
+    "trtllm": "TensorRT-LLM's QuantAlgo does not list",
+}
+_VLLM_WORDS = {True: "Unknown ModelOpt quant algo: {algo}",  # from hf_quant_config.json
+               False: "ModelOpt currently only supports: [...] quantizations in vLLM"}
+
+
+@dataclass(frozen=True)
+class ModelOptAlgo:
+    """One quant_algo: the format its weights are stored in ('' for MIXED_PRECISION, read layer
+    by layer), the engines that serve it from config.json and from hf_quant_config.json, and
+    the activations' type its matmuls take where it quantizes them itself (W4A8_AWQ: fp8)."""
+
+    algo: str
+    format: str
+    engines: tuple[str, ...]
+    sidecar_engines: tuple[str, ...]
+    activations: str
+    source: str
+
+    def engines_from(self, sidecar: bool) -> tuple[str, ...]:
+        """The engines that serve it read from hf_quant_config.json (``sidecar``) or not."""
+        return self.sidecar_engines if sidecar else self.engines
+
+
+@lru_cache(maxsize=1)
+def modelopt_algos() -> dict[str, ModelOptAlgo]:
+    return {row["algo"]: ModelOptAlgo(row["algo"], row["format"] or "", tuple(row["engines"]),
+                                      tuple(row.get("sidecar_engines", row["engines"])),
+                                      row.get("activations", ""), row["source"])
+            for row in load_data("formats.json")["modelopt_algos"]}
+
+
+# a quant_algo that names no weights an engine serves, with why (formats.json's source)
+KV_ONLY = {"INT8": "TensorRT-LLM takes INT8 as a KV-cache algorithm only (its QUANT_ALGO_LIST "
+                   "for weights leaves it out), and vLLM and SGLang have no ModelOpt int8 "
+                   "method; int8 weights are W8A16 (weight-only, TensorRT-LLM)"}
+
+
+def algo_formats() -> dict[str, str]:
+    """{quant_algo: weight format} of the uniform algorithms: 'W4A8_AWQ' -> 'awq-int4'."""
+    return {a.algo: a.format for a in modelopt_algos().values() if a.format}
+
+
+def refusal(algo: str, engine: str, sidecar: bool) -> str:
+    """Why ``engine`` refuses a checkpoint of ModelOpt ``algo`` (read from hf_quant_config.json
+    where ``sidecar``), naming the engines that serve it; "" where it serves it, or where the
+    engine or algorithm is not one this table covers."""
+    row = modelopt_algos().get(algo)
+    if row is None or engine not in ENGINE_NAMES:
+        return ""
+    serving = row.engines_from(sidecar)
+    if engine in serving:
+        return ""
+    words = _REFUSALS[engine].format(refusal=_VLLM_WORDS[sidecar].format(algo=algo))
+    where = " read from hf_quant_config.json" if engine in row.engines else ""
+    if serving:
+        others = " and ".join(ENGINE_NAMES[e] for e in serving)
+        lever = f"{others} serve{'s' if len(serving) == 1 else ''} it: give --engine {serving[0]}"
+    else:
+        lever = "write it into config.json's quantization_config, which vLLM reads it from"
+    return f"ModelOpt quant_algo {algo}{where}, which {words}; {lever}"
+
+
+# TensorRT-LLM's fp8 matmuls need compute capability 8.9 (engine_platforms.TRTLLM_NO_FP8_FAMILIES)
+FP8_ACTIVATIONS = "fp8"
+
+
+def needs_fp8_activations(algo: str) -> bool:
+    """Whether ``algo``'s matmuls take fp8 activations (W4A8_AWQ), so need fp8 tensor cores."""
+    row = modelopt_algos().get(algo)
+    return row is not None and row.activations == FP8_ACTIVATIONS
