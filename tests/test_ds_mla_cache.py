@@ -251,3 +251,34 @@ def test_kv_without_an_engine_keeps_vllms_fp8_as_fit_does(
     plain = cli_json(capsys, "kv", write(tmp_path, config), "--kv-dtype", "fp8", "--context",
                      "8k")
     assert plain["kv_dtype"] == "fp8"
+
+
+# On Blackwell vLLM 0.18 on picks DeepSeek-V3.2's sparse backend before its block
+# (platforms/cuda.py _get_backend_priorities, major == 10): FlashInfer MLA Sparse (kernel
+# blocks 32 and 64; no fp8_ds_mla) at 16 query heads a rank or fewer, FlashMLASparse (64)
+# otherwise; before 0.18 the platform forces 64. Before, every unasked block on a B200 from
+# 0.18 was dense FlashInfer MLA's 32: -dp 8 (128 heads a rank) and the fp8_ds_mla cache too.
+@pytest.mark.parametrize(("extra", "flashinfer"), [
+    (("--num-gpus", "8"), True),
+    (("--num-gpus", "4"), False),
+    (("--num-gpus", "1", "-dp", "8", "--enable-expert-parallel"), False),
+    (("--num-gpus", "8", "--kv-cache-dtype", "fp8"), False)])
+def test_deepseek_v32_on_blackwell_is_paged_in_the_blocks_of_the_sparse_backend_vllm_picks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...],
+        flashinfer: bool) -> None:
+    from ridgeline.vllm_mla_block import (
+        FLASHINFER_SPARSE_BLOCK,
+        FLASHINFER_SPARSE_MAX_HEADS,
+        SPARSE_MLA_BLOCK,
+    )
+
+    config = v32_config()
+    data = cli_json(capsys, "fit", write(tmp_path, config), "--gpu", "b200",
+                    "--max-model-len", "8k", *extra)
+    heads = config["num_attention_heads"] // data["tensor_parallel_size"]
+    assert (heads <= FLASHINFER_SPARSE_MAX_HEADS and data["kv_dtype"] != "fp8_ds_mla") \
+        is flashinfer
+    assert data["block_size"] == (FLASHINFER_SPARSE_BLOCK if flashinfer else SPARSE_MLA_BLOCK)
+    old = cli_json(capsys, "fit", write(tmp_path, config), "--gpu", "b200",
+                   "--max-model-len", "8k", "--engine-version", "0.17.0", *extra)
+    assert old["block_size"] == SPARSE_MLA_BLOCK

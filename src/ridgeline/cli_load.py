@@ -225,7 +225,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
         check_version_kind(engine, args.engine_version)  # before any rule reads it
     kv_choice_check(args, engine)
     pp = pipeline_size(args, engine)
-    gpus, ranks = data_parallel_layout(args, model, engine)
+    gpus, ranks = data_parallel_layout(args, model, engine, acc)
     ep = expert_parallel_asked(args, gpus * ranks,
                                expert_parallel or bool(getattr(args, "expert_parallel", False)))
     weights = served_weights(args, model, acc, engine)
@@ -297,13 +297,15 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     return dep
 
 
-def data_parallel_layout(args: argparse.Namespace, model: Any,
-                         engine: str | None) -> tuple[int, int]:
+def data_parallel_layout(args: argparse.Namespace, model: Any, engine: str | None,
+                         acc: Any = None) -> tuple[int, int]:
     """(GPUs of one data-parallel rank, ranks) as the engine reads its flags: vLLM's
     --data-parallel-size N ranks of --tensor-parallel-size (--num-gpus) GPUs; SGLang's --dp-size
     N with --enable-dp-attention over its --tp-size (--num-gpus) GPUs in all, so N must divide
     them; its --dp-size alone (whole replicas) and its spelling read as vLLM's are refused
-    (data_parallel.py). Without the flags, (--num-gpus, 1)."""
+    (data_parallel.py). Without the flags, (--num-gpus, 1). A DeepSeek Sparse Attention
+    model under SGLang 0.5.3–0.5.5 on ``acc``, an NVIDIA GPU, runs DP attention over every
+    GPU whatever the flags say (sglang_nsa.nsa_layout), and fit says so."""
     from ridgeline.data_parallel import (
         sglang_replicas_problem,
         spelling_problem,
@@ -315,6 +317,14 @@ def data_parallel_layout(args: argparse.Namespace, model: Any,
     gpus = int(args.num_gpus)
     if engine == "trtllm" and (switch or (ranks or 1) > 1):  # one answer, however spelled
         raise InputError(trtllm_problem(model, ranks or 1))
+    if engine == "sglang" and acc is not None:
+        from ridgeline.sglang_nsa import nsa_layout, nsa_layout_caution
+
+        version = getattr(args, "engine_version", None)
+        forced = nsa_layout(model, acc, gpus, pipeline_size(args, engine), version)
+        if forced is not None:
+            _say_caution(args, nsa_layout_caution(model, gpus, version, ranks, switch))
+            return forced
     if switch and ranks is None:
         raise InputError("--enable-dp-attention splits attention over --dp-size ranks: give "
                          "--dp-size N")

@@ -219,7 +219,13 @@ class Deployment:
         # TensorRT-LLM, not SGLang); llama.cpp's GGUF carries none
         as_stored = weights is None or is_stored_format(weights)
         checkpoint_kv = dict(model.engine_kv_cache_dtypes).get(engine, "") if as_stored else ""
-        kv_name = kv if kv not in (None, "auto") else checkpoint_kv or (
+        # SGLang's DeepSeek NSA set-up reads auto, and refuses a cache it does not keep
+        nsa_kv = None
+        if named and engine == "sglang":
+            from ridgeline.sglang_nsa import nsa_cache_name
+
+            nsa_kv = nsa_cache_name(kv, model, accelerator)
+        kv_name = nsa_kv or kv if kv not in (None, "auto") else nsa_kv or checkpoint_kv or (
             "fp16" if engine.startswith("llama.cpp") or (no_bf16 and served == "bf16")
             else weights if weights in ("fp16", "bf16", "fp32") else served)  # llama.cpp: f16
         assert kv_name is not None
@@ -265,12 +271,17 @@ class Deployment:
         cache = kv_dtype(kv_name)
         if named and engine == "vllm":  # DeepSeek-V3.2's fp8 cache in fp8_ds_mla's records
             cache = vllm_stored_cache(cache, model)
+        asked_cache = cache  # the engine's checks read the cache as its flag names it
+        if nsa_kv is not None:  # SGLang keeps an NSA model's fp8 in the same 656-byte records
+            from ridgeline.sglang_nsa import nsa_stored_cache
+
+            cache = nsa_stored_cache(cache, model)
         # only a named engine keeps its own cache formats (TensorRT-LLM's is always named);
         # a packed record a token fits one latent width, engine or none
         kv_problem = packed_cache_problem(cache, model) or (
-            kv_platform_problem(cache, accelerator, engine)
-            or quantized_v_problem(cache, engine, flash_attention, no_kernel)
-            or flash_attention_kv_problem(cache, engine)
+            kv_platform_problem(asked_cache, accelerator, engine)
+            or quantized_v_problem(asked_cache, engine, flash_attention, no_kernel)
+            or flash_attention_kv_problem(asked_cache, engine)
             or (tensor_split_kv_problem(cache) if split_mode == "tensor" else "")
             if named else "")
         if kv_problem:

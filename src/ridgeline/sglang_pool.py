@@ -26,6 +26,7 @@ from ridgeline.sglang_memory import (
     sglang_startup_bytes,
     sglang_vision_cut,
 )
+from ridgeline.sglang_nsa import nsa_page_size
 from ridgeline.stages import Stage
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                 headroom_tokens: int = 0, lora_bytes: float = 0.0) -> KVPool:
     """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
     weights − its LoRA slots (``lora_bytes``: sglang_lora.py, built before the pool is
-    sized), in pages of page_size tokens, and a drafter's ``headroom_tokens`` past it
+    sized), in pages of page_size tokens (64 for DeepSeek NSA, as SGLang sets it whatever
+    --page-size says: sglang_nsa.py), and a drafter's ``headroom_tokens`` past it
     (sglang_drafter_headroom_tokens; not sized here beside a state pool or windows); a
     hybrid's state pool carved out first (sglang_state_pool), then max_running_requests from
     the tokens left (sglang_own_requests)."""
@@ -50,7 +52,7 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     # its fraction to what its distributed start-up leaves
     pool = KVPool("sglang", total_bytes, fraction, weight_bytes, 0.0,
                   fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
-                  s.block_size or int(d["page_size"]), 1, tokens,
+                  nsa_page_size(dep) or s.block_size or int(d["page_size"]), 1, tokens,
                   windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
                   token_cap=s.max_total_tokens or 0, lora_bytes=lora_bytes)
     pool = sglang_state_pool(dep, pool, s)

@@ -4,6 +4,7 @@ the block the MLA kernel it picks forces, or the one asked."""
 from __future__ import annotations
 
 from ridgeline.deployment import Deployment
+from ridgeline.ds_mla_cache import FP8_DS_MLA
 from ridgeline.vllm_memory import parse_version
 
 # vLLM's KV block for an MLA model (DeepSeek-V3/R1, Kimi-K2), read from every release's source
@@ -27,8 +28,19 @@ SM103 = ("b300",)  # compute capability 10.3 (NVIDIA's CUDA GPUs table); B200, G
 # != 64: ... Forcing kv cache block size to 64 for FlashMLASparse backend', platforms/cuda.py
 # 0.11-0.17, CUDA's MLA branch on any card); from 0.18 the block given is kept and a block no
 # multiple of 64 finds no backend on Hopper, FlashMLASparse being its one sparse MLA backend
-# (Blackwell's other sparse backends are not read: left unchecked there)
+# (a block asked on Blackwell, where FlashInfer MLA Sparse takes others, is left unchecked)
 SPARSE_MLA_BLOCK = 64
+# On Blackwell (compute capability 10.x) vLLM 0.18 on picks the sparse backend before the
+# block (platforms/cuda.py _get_backend_priorities, major == 10): FlashInfer MLA Sparse
+# first at 16 query heads a rank or fewer ('Prefer FlashInfer at low head counts (FlashMLA
+# uses padding)', PR #33451), FlashMLASparse first above; FlashInfer MLA Sparse takes
+# kernel blocks of 32 and 64 (flashinfer_mla_sparse.py get_supported_kernel_block_sizes:
+# [32, 64]), qk_nope_head_dim 128 or 192, and the caches auto, float16, bfloat16, fp8,
+# fp8_e4m3 — not fp8_ds_mla, the cache vLLM keeps a DeepSeek-V3.2's fp8 in
+# (ds_mla_cache.py), which FlashMLASparse reads. The block is the smallest the backend takes.
+FLASHINFER_SPARSE_MAX_HEADS = 16
+FLASHINFER_SPARSE_BLOCK = 32
+FLASHINFER_SPARSE_NOPE_DIMS = (128, 192)
 
 
 def sparse_mla(dep: Deployment) -> bool:
@@ -36,6 +48,22 @@ def sparse_mla(dep: Deployment) -> bool:
     attention = dep.model.attention
     latent = attention.cached_latent if attention is not None else None
     return latent is not None and latent.index_topk is not None
+
+
+def blackwell_sparse_backend(dep: Deployment) -> tuple[str, int]:
+    """The sparse MLA backend vLLM 0.18 on picks for ``dep`` on a Blackwell datacenter card
+    and the smallest block it takes: FlashInfer MLA Sparse (32) for a bf16 cache at 16 query
+    heads a rank or fewer (DeepSeek-V3.2 at TP8: 128 ÷ 8 = 16), else FlashMLASparse (64):
+    at TP1 under -dp 8 (128 heads a rank), or in fp8_ds_mla's records."""
+    attention = dep.model.attention
+    latent = attention.mla if attention is not None else None
+    if attention is None or latent is None:
+        return "FlashMLASparse", SPARSE_MLA_BLOCK
+    heads = attention.num_heads // dep.engine_tensor_parallel_size  # a rank's query heads
+    if dep.kv.id != FP8_DS_MLA and heads <= FLASHINFER_SPARSE_MAX_HEADS \
+            and latent.qk_nope_head_dim in FLASHINFER_SPARSE_NOPE_DIMS:
+        return "FlashInfer MLA Sparse", FLASHINFER_SPARSE_BLOCK
+    return "FlashMLASparse", SPARSE_MLA_BLOCK
 
 
 def sparse_block_problem(dep: Deployment, version: str, block: int, said: str = "") -> str:
@@ -76,6 +104,10 @@ def mla_block_size(dep: Deployment, version: str, asked: int | None) -> tuple[in
     if v >= MLA_BACKEND_PICKS_FROM:
         if asked:
             return asked, ""
+        if sparse_mla(dep):  # Blackwell: Hopper's sparse blocks are set above
+            name, block = blackwell_sparse_backend(dep)
+            return block, (f"vLLM {version} runs this sparse MLA cache on {acc.id} on {name}, "
+                           f"whose smallest block is {block} tokens")
         if hopper:
             return (64, f"vLLM {version} runs an fp8 MLA cache on FlashMLA, whose blocks are "
                     "64 tokens") if fp8 else (default, "")

@@ -18,6 +18,7 @@ from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_targets_caution
 from ridgeline.sglang_memory import past_checked
+from ridgeline.sglang_nsa import nsa_page_size
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_eplb import eplb_step_caution
@@ -109,6 +110,11 @@ def fit_cautions(r: FitReport) -> list[str]:
         block, why = mla_block_size(d, p.accounting.version, asked)
         if block != asked:  # the MLA kernel overwrote the --block-size given
             out.append(why)
+    page = nsa_page_size(d) if p.engine == "sglang" else None
+    if asked and page and asked != page:  # SGLang's NSA set-up overwrote --page-size
+        out.append(f"SGLang pages {d.model.name}, a DeepSeek Sparse Attention model, in "
+                   f"{page}-token pages whatever --page-size says ('Setting page size to "
+                   f"{page} for DeepSeek NSA'), not the {asked} asked")
     if p.accounting is not None and past_modelled(p.accounting):
         out.append(past_modelled(p.accounting))
     if p.engine == "sglang" and past_checked(r.settings.engine_version):

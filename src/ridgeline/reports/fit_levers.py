@@ -46,6 +46,7 @@ from ridgeline.reports.fit_terms import (
     host_cache_unbounded,
     is_llamacpp,
 )
+from ridgeline.sglang_nsa import nsa_served, nsa_stored_cache
 from ridgeline.units import GIB
 from ridgeline.vllm_attention_block import attention_block_problem
 from ridgeline.vllm_eplb import eplb_layout_problem
@@ -139,10 +140,13 @@ def levers(r: FitReport) -> list[Lever]:
     options: list[tuple[str, Deployment, int, EngineSettings]] = []
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
         "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool)})")
-    # vLLM keeps DeepSeek-V3.2's fp8 cache in fp8_ds_mla's records (ds_mla_cache.py)
+    # vLLM and SGLang keep DeepSeek-V3.2's fp8 cache in fp8_ds_mla's records (ds_mla_cache.py,
+    # sglang_nsa.py)
     small_cache = kv_dtype(small_kv[0])
     smaller_kv = replace(d, kv=vllm_stored_cache(small_cache, d.model)
-                         if d.engine == "vllm" else small_cache)
+                         if d.engine == "vllm" else nsa_stored_cache(small_cache, d.model)
+                         if d.engine == "sglang" and nsa_served(d.model, d.accelerator)
+                         else small_cache)
     # flash attention can be turned on only where the backend has a kernel for the heads
     fa_runs = gguf and not flash_attention_unsupported(d.model, d.engine)
     if gguf and not d.flash_attention and not fa_runs:  # f16 is the only cache that starts
@@ -152,7 +156,8 @@ def levers(r: FitReport) -> list[Lever]:
         smaller_kv = replace(smaller_kv, flash_attention=True)
     if d.kv.bytes_per_element > smaller_kv.kv.bytes_per_element and not \
             tensor_split_build_problem(smaller_kv, _llamacpp_build(s)) and not \
-            kv_platform_problem(smaller_kv.kv, d.accelerator, d.engine):  # refused there
+            kv_platform_problem(small_cache if smaller_kv.kv.elements_per_token  # the flag's
+                                else smaller_kv.kv, d.accelerator, d.engine):  # refused there
         options.append((small_kv[1], smaller_kv, r.context, s))
     doubled = d.tensor_parallel_size * 2
     if d.accelerator.vendor == "apple" or (d.accelerator.form == "soc"
