@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ridgeline.checkpoint_kv import engine_checkpoint_kv
@@ -51,7 +52,8 @@ from ridgeline.model_types import (
     UNGATED_MLP,
     first_architecture,
 )
-from ridgeline.quantization import checkpoint_algo, checkpoint_method, stored_formats
+from ridgeline.params import layers_share
+from ridgeline.quantization import checkpoint_algo, checkpoint_method, stored_layout
 from ridgeline.vision_tower import vision_config, vision_item, vision_params
 
 # Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
@@ -89,6 +91,18 @@ _OTHER_FILES = (("weight_map", "a safetensors index (model.safetensors.index.jso
                 ("do_sample", "the sampling defaults (generation_config.json)"))
 
 
+def _with_stored_layout(spec: ModelSpec, qc: Any) -> ModelSpec:
+    """``spec`` with the formats its quantization_config stores each category in: one its
+    exclusions name in every layer that holds it (DeepSeek's MLP, only in its 3 dense
+    layers, named in all 3) stays at the dtype; one they name in some of its layers keeps
+    its format, and those layers go to unquantized_layers."""
+    formats, named = stored_layout(qc, spec.name, spec.num_layers)
+    kept = {c: f for c, f in formats.items() if layers_share(spec, c, named.get(c, ())) < 1}
+    partly = tuple((c, tuple(sorted(named[c]))) for c in sorted(kept)
+                   if c in named and layers_share(spec, c, named[c]) > 0)
+    return replace(spec, stored_formats=tuple(sorted(kept.items())), unquantized_layers=partly)
+
+
 def _other_checkpoint_file(config: Mapping[str, Any]) -> str:
     """What another file of the checkpoint handed in as its config.json is, or "": only
     where the JSON names no model geometry at all (no text_config either)."""
@@ -124,7 +138,7 @@ class _SpecReader(ConfigFields):
         cache_named = self.c.get("mamba_ssm_cache_dtype")
         state_named = cache_named or self.c.get("mamba_ssm_dtype")
         state_dtype = _DTYPES.get(str(state_named or dtype_raw), dtype)
-        return ModelSpec(
+        spec = ModelSpec(
             name=self.name,
             architecture=first_architecture(self.c) or self.model_type,
             model_type=self.model_type,
@@ -148,9 +162,6 @@ class _SpecReader(ConfigFields):
             dtype=dtype,
             state_dtype=state_dtype,
             ssm_cache_dtype_named=str(cache_named) in _DTYPES,
-            stored_formats=tuple(
-                sorted(stored_formats(self.c.get("quantization_config"), self.name).items())
-            ),
             mtp_layers=self.int_(
                 "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0
             ),
@@ -163,7 +174,9 @@ class _SpecReader(ConfigFields):
             quant_method=checkpoint_method(self.c.get("quantization_config")),
             quant_algo=checkpoint_algo(self.c.get("quantization_config")),
             engine_kv_cache_dtypes=engine_checkpoint_kv(self.c.get("quantization_config")),
+            stored_formats=(),
         )
+        return _with_stored_layout(spec, self.c.get("quantization_config"))
 
     def _tied(self) -> bool:
         """tie_word_embeddings; where the config leaves it out or sets it to null, the

@@ -259,8 +259,9 @@ class Deployment:
         plan = weight_plan(model, weights)
         if weights is None or is_stored_format(weights):  # the engine's dtype "auto"
             served_as = {"fp32": "fp16", "bf16": "fp16"} if no_bf16 else {"fp32": "bf16"}
-            plan = WeightPlan(tuple((c, served_as.get(f, f)) for c, f in plan.formats),
-                              served_as.get(plan.label, plan.label))
+            plan = replace(plan, formats=tuple((c, served_as.get(f, f)) for c, f in plan.formats),
+                           label=served_as.get(plan.label, plan.label),
+                           base=served_as.get(plan.base, plan.base))
         # no engine named (kv, roofline, moe): the arithmetic runs no kernel, so no kernel's
         # platform refuses the format (NVFP4 on an MI300X sizes as its bytes say)
         fmt_problem = weights_platform_problem(

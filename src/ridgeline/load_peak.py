@@ -16,7 +16,6 @@ from ridgeline.datafiles import load_data
 from ridgeline.engine_quantization import EngineMethod, engine_methods
 from ridgeline.engine_versions import engine_name, release_before
 from ridgeline.offload import gpu_weight_bytes
-from ridgeline.precision import WeightPlan
 from ridgeline.stages import stage_weight_bytes
 from ridgeline.units import GIB
 
@@ -79,9 +78,9 @@ def sixteen_bit_bytes(dep: Deployment, weight_bytes: float, stage: Stage | None 
     ``weight_bytes`` plus what they weigh more at 16 bits on this GPU's share (a pipeline
     stage's layers, else 1 / num_gpus). Llama-3.1-70B served in fp8 on one H100: 67.7 GiB
     served, 131.4 GiB at 16 bits."""
-    loaded = replace(dep, weights=WeightPlan(
-        tuple((c, LOADED_AS if f == dep.weights.label else f) for c, f in dep.weights.formats),
-        LOADED_AS))
+    loaded = replace(dep, weights=replace(dep.weights, formats=tuple(
+        (c, LOADED_AS if f == dep.weights.label else f) for c, f in dep.weights.formats),
+        label=LOADED_AS))
     if stage is not None:  # the first stage's vision tower is the same in both: left out
         extra = stage_weight_bytes(loaded, stage, 0.0) - stage_weight_bytes(dep, stage, 0.0)
     else:

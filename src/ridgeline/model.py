@@ -225,6 +225,10 @@ class ModelSpec:
     # hf_quant_config.json beside it, as the engines read it then (modelopt_sidecar.py); ""
     # where it is config.json's own, or there is none
     quantization_file: str = ""
+    # (weight category, layer indices) a checkpoint keeps at its dtype in a category it
+    # otherwise quantizes, its exclusions naming some layers only (DeepSeek's and GLM's first
+    # dense layers in bf16): precision.weight_plan sizes those layers' share at the dtype
+    unquantized_layers: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def kv_cache_dtype(self) -> str:

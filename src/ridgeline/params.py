@@ -8,7 +8,7 @@ count k/E of their parameters. Llama-3.1-70B: 70,553,706,496 total (the figure H
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -68,6 +68,17 @@ def count_params(spec: ModelSpec) -> ParamCount:
             counts[category] += n
     fraction = spec.moe.routed_fraction if spec.moe else 1.0
     return ParamCount(by_category=counts, routed_fraction=fraction)
+
+
+def layers_share(spec: ModelSpec, category: str, indices: Iterable[int]) -> float:
+    """The share of a category's weights that layers ``indices`` hold (0 where it has none):
+    DeepSeek-V3's MLP, in its first 3 dense layers only, all of it in layers 0-2 (1.0)."""
+    total = count_params(spec).by_category.get(category, 0)
+    if not total:
+        return 0.0
+    held = sum(layer_params(spec, spec.layers[i])[category] for i in set(indices)
+               if 0 <= i < spec.num_layers)
+    return held / total
 
 
 @lru_cache(maxsize=1024)

@@ -8,7 +8,7 @@ the checkpoint dtype. ``weight_bytes`` counts both.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -16,7 +16,7 @@ from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
-from ridgeline.params import count_params
+from ridgeline.params import count_params, layers_share
 from ridgeline.quantization import (
     CATEGORIES,
     EMBEDDING,
@@ -218,9 +218,31 @@ class WeightPlan:
 
     formats: tuple[tuple[str, str], ...]  # (category, format id)
     label: str  # what the user asked for, e.g. "fp8" or "as stored"
+    # (category, share of its weights at ``base``): layers a checkpoint's exclusions leave
+    # unquantized in a category it otherwise quantizes (ModelSpec.unquantized_layers)
+    unquantized_shares: tuple[tuple[str, float], ...] = ()
+    base: str = "bf16"  # the checkpoint dtype those layers stay at
 
     def format_of(self, category: str) -> WeightFormat:
-        return weight_formats()[dict(self.formats)[category]]
+        """The category's format; where some of its layers stay at ``base``, that format
+        with the bits a weight takes on average over the category (mixed_bits_per_weight)."""
+        fmt = weight_formats()[dict(self.formats)[category]]
+        share = dict(self.unquantized_shares).get(category, 0.0)
+        if not share or fmt.id == self.base:
+            return fmt
+        bits = mixed_bits_per_weight(fmt.bits_per_weight,
+                                     weight_formats()[self.base].bits_per_weight, share)
+        return replace(fmt, bits_per_weight=bits)
+
+
+def mixed_bits_per_weight(quantized_bits: float, base_bits: float, base_share: float) -> float:
+    """Bits a weight takes on average where ``base_share`` of a category stays unquantized.
+
+    bits = (1 - base_share) × quantized_bits + base_share × base_bits
+    DeepSeek-V3's attention in fp8 blocks (8.00195 bits) with layer 0 of 61 left in bf16:
+    60/61 × 8.00195 + 1/61 × 16 = 8.1331 bits.
+    """
+    return (1 - base_share) * quantized_bits + base_share * base_bits
 
 
 def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
@@ -232,9 +254,11 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
     """
     base = spec.dtype if spec.dtype in weight_formats() else "bf16"
     chosen: Mapping[str, str]
+    shares: tuple[tuple[str, float], ...] = ()
     if weights is None or is_stored_format(weights):
         chosen = spec.stored_format_map
         label = "as stored" if chosen else base
+        shares = tuple((c, layers_share(spec, c, layers)) for c, layers in spec.unquantized_layers)
     elif normalise(weights) in weight_mixes():
         mix = weight_mixes()[normalise(weights)]
         problem = experts_mix_problem(spec, mix)
@@ -247,7 +271,7 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
         covered = CATEGORIES if fmt.applies_to == "all" else LINEAR_CATEGORIES
         chosen = dict.fromkeys(covered, fmt.id)
         label = fmt.id
-    return WeightPlan(tuple((c, chosen.get(c, base)) for c in CATEGORIES), label)
+    return WeightPlan(tuple((c, chosen.get(c, base)) for c in CATEGORIES), label, shares, base)
 
 
 def experts_mix_problem(spec: ModelSpec, mix: WeightMix, flag: str = "--weights") -> str:

@@ -13,6 +13,14 @@ from typing import Any
 
 from ridgeline.compressed_tensors_schemes import marlin_24_refusal, sparsity_problem, w4a8_format
 from ridgeline.errors import InputError, shorten
+from ridgeline.exclusion_patterns import (
+    COMPONENT,
+    EQUAL_OR_RE,
+    PIECE,
+    WILDCARD,
+    literal_layer,
+    matched_probes,
+)
 from ridgeline.modelopt_algos import KV_ONLY, algo_formats
 
 EMBEDDING = "embedding"
@@ -96,35 +104,84 @@ def modelopt_block(qc: Mapping[str, Any]) -> Mapping[str, Any]:
     return qc
 
 
-def stored_formats(qc: Any, origin: str) -> Mapping[str, str]:
-    """{category: format id} of a checkpoint; categories absent stay at its dtype."""
+def stored_formats(qc: Any, origin: str, num_layers: int | None = None) -> Mapping[str, str]:
+    """{category: format id} of a checkpoint; categories absent stay at its dtype. Without
+    ``num_layers`` a category an exclusion names in any layer is read as wholly unquantized."""
+    return stored_layout(qc, origin, num_layers)[0]
+
+
+def stored_layout(qc: Any, origin: str, num_layers: int | None = None
+                  ) -> tuple[Mapping[str, str], Mapping[str, frozenset[int]]]:
+    """({category: format id}, {category: layers its exclusions leave at the dtype}) over a
+    model of ``num_layers`` layers: a category named unquantized in every layer is left out
+    of the first; one named in some layers only ('model.layers.0.mlp*': DeepSeek's and GLM's
+    dense first layers kept in bf16) stays in it, and its layers are in the second."""
     if qc is None:
-        return {}
+        return {}, {}
     if not isinstance(qc, Mapping):
         raise InputError(f"{origin}: quantization_config must be a JSON object")
     try:
-        return _stored_formats(qc, origin)
+        return _stored_layout(qc, origin, num_layers)
     except (TypeError, AttributeError):
         raise InputError(f"{origin}: quantization_config is malformed") from None
 
 
-def _stored_formats(qc: Mapping[str, Any], origin: str) -> Mapping[str, str]:
+def _stored_layout(qc: Mapping[str, Any], origin: str, num_layers: int | None
+                   ) -> tuple[Mapping[str, str], Mapping[str, frozenset[int]]]:
     method = str(qc.get("quant_method", "")).lower()
     if method == "modelopt":
         qc = modelopt_block(qc)
         if isinstance(qc.get("quantized_layers"), Mapping):
-            return _per_layer_modelopt(qc["quantized_layers"], origin)
+            return _per_layer_modelopt(qc["quantized_layers"], origin), {}
         if qc.get("quant_algo") is None:  # its KV cache alone quantized (quant_algo null)
-            return {}
+            return {}, {}
     fmt = _uniform_format(method, qc, origin)
-    excluded = {category_of(m) for m in _module_names(qc, "modules_to_not_convert", origin)}
-    excluded |= {category_of(m) for m in _module_names(qc, "ignore", origin) if "mtp" not in m}
+    layers = num_layers if num_layers is not None else _UNKNOWN_LAYERS
+    excluded = _excluded_layers(_exclusions(qc, method, origin), layers)
+    if num_layers is None:  # no layer list: a category named anywhere is named everywhere
+        whole = set(excluded)
+    else:
+        whole = {c for c, named in excluded.items() if len(named) >= num_layers}
+    formats = {c: fmt for c in LINEAR_CATEGORIES if c not in whole}
+    return formats, {c: named for c, named in excluded.items() if c in formats}
+
+
+_UNKNOWN_LAYERS = 256  # the layers a pattern is tried on where the model's are not known
+
+
+def _exclusions(qc: Mapping[str, Any], method: str, origin: str) -> list[tuple[str, str]]:
+    """(pattern, how it is matched) for each module the checkpoint names unquantized, read
+    as exclusion_patterns.py says vLLM reads each key; the MTP layers' own ('mtp.layers.0*')
+    are left out: ridgeline does not count those weights."""
+    not_convert = EQUAL_OR_RE if method == "fp8" else PIECE
+    found = [(m, not_convert) for m in _module_names(qc, "modules_to_not_convert", origin)]
+    found += [(m, EQUAL_OR_RE) for m in _module_names(qc, "ignore", origin) if "mtp" not in m]
     if method == "modelopt":  # hf_quant_config.json's name for what stays unquantized
-        excluded |= {category_of(m) for m in _module_names(qc, "exclude_modules", origin)
-                     if "mtp" not in m}
+        found += [(m, WILDCARD) for m in _module_names(qc, "exclude_modules", origin)
+                  if "mtp" not in m]
     if method == "bitsandbytes":  # transformers' BitsAndBytesConfig names its exclusions so
-        excluded |= {category_of(m) for m in _module_names(qc, "llm_int8_skip_modules", origin)}
-    return {c: fmt for c in LINEAR_CATEGORIES if c not in excluded}
+        found += [(m, COMPONENT) for m in _module_names(qc, "llm_int8_skip_modules", origin)]
+    return found
+
+
+def _excluded_layers(patterns: list[tuple[str, str]], num_layers: int
+                     ) -> dict[str, frozenset[int]]:
+    """{linear category: the layers a pattern names it in}, by the probes each pattern
+    matches (exclusion_patterns.matched_probes); a pattern matching none is read by its own
+    words (category_of), in the layer it names or else in all."""
+    named: dict[str, set[int]] = {}
+    for pattern, syntax in patterns:
+        probes = matched_probes(pattern, syntax, num_layers)
+        if not probes:
+            category, layer = category_of(pattern), literal_layer(pattern)
+            layers = range(num_layers) if layer is None else (
+                (layer,) if layer < num_layers else ())
+            probes = tuple((i, pattern) for i in layers) if category else ()
+        for i, module in probes:
+            category = category_of(module)
+            if category in LINEAR_CATEGORIES:
+                named.setdefault(category, set()).add(i)
+    return {c: frozenset(layers) for c, layers in named.items()}
 
 
 def _module_names(qc: Mapping[str, Any], key: str, origin: str) -> list[str]:

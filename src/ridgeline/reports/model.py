@@ -89,6 +89,9 @@ class ModelReport:
             "stored_formats": {c: f for c, f in s.stored_format_map.items()
                                if self.params.by_category.get(c)},  # categories it has
             "checkpoint_dtype": s.dtype,  # of the tensors the stored formats leave as they are
+            # {category: layer indices} its exclusions keep at that dtype within a category
+            # the stored formats quantize (DeepSeek-style dense first layers left in bf16)
+            "unquantized_layers": {c: list(layers) for c, layers in s.unquantized_layers},
             # where the quantization_config came from, where not config.json's own
             "quantization_file": s.quantization_file or None,
             # {engine: KV dtype} its --kv-cache-dtype auto serves, as the checkpoint asks
@@ -164,7 +167,10 @@ class ModelReport:
             lines.append(f"                 a {fmt_count(s.vision_params)} vision tower is not "
                          f"counted: never read by a text token, though a serving engine loads it "
                          f"({s.vision_tower_bytes / 1e9:,.2f} GB at 16 bits; `fit` adds it)")
-        stored = ", ".join(f"{c} {f}" for c, f in s.stored_format_map.items()
+        kept = dict(s.unquantized_layers)
+        stored = ", ".join(f"{c} {f}" + (f" ({_layer_list(kept[c])} in {s.dtype})"
+                                          if c in kept else "")
+                           for c, f in s.stored_format_map.items()
                            if p.by_category.get(c)) or s.dtype
         lines.append(f"  stored as      {stored}")
         if s.quantization_file:
@@ -325,6 +331,19 @@ def _window_steps(spec: ModelSpec, kv: KVFootprint, windowed_bytes: float,
                     q("per layer", per_layer, "B", "bf16"),
                     *(q(f"layers of a {w:,}-token window", n) for w, n in windows.items()))]
               if windowed_bytes else [])]
+
+
+def _layer_list(layers: tuple[int, ...]) -> str:
+    """(0, 1, 2, 7) -> 'layers 0-2, 7'; (0,) -> 'layer 0': what a checkpoint keeps
+    unquantized, in runs."""
+    runs: list[list[int]] = []
+    for i in layers:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    word = "layer" if len(layers) == 1 else "layers"
+    return f"{word} " + ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _format_step(spec: ModelSpec, label: str, plan: WeightPlan) -> Step:
