@@ -11,7 +11,6 @@ hf_quant_config.json beside it where config.json has no quantization_config), or
 from __future__ import annotations
 
 import difflib
-import json
 import re
 import stat
 from collections.abc import Iterable, Mapping
@@ -25,7 +24,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
 from ridgeline.modelopt_sidecar import spec_from_disk
-from ridgeline.userfiles import read_text
+from ridgeline.userfiles import json_object, read_text
 
 
 def normalise(name: str) -> str:
@@ -274,17 +273,7 @@ def read_config_file(path: Path) -> Mapping[str, Any]:
 
 
 def parse_config_text(text: str, origin: str) -> Mapping[str, Any]:
-    if not text.strip():  # json's "Expecting value (line 1, column 1)" would not say so
-        raise InputError(f"{origin} is empty: a config.json is one JSON object")
-    try:
-        config = json.loads(text)  # accepts the bare Infinity HF writes (Nemotron-H)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{origin} is not valid JSON: {exc.msg} (line {exc.lineno}, column "
-                         f"{exc.colno})") from None
-    except ValueError:  # an integer past Python's 4,300 digits
-        raise InputError(f"{origin}: a number in it is more than 4,300 digits long") from None
-    if not isinstance(config, dict):
-        raise InputError(f"{origin} is not a config.json: expected a JSON object")
+    config = json_object(text, origin, "a config.json")
     if "memory_bandwidth_bytes_per_s" in config and "peak_flops" in config:
         raise InputError(f"{origin} is an accelerator record, not a model's config.json "
                          "(give it to --gpu-file)")

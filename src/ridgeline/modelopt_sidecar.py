@@ -39,7 +39,6 @@ writes with the same content.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +47,7 @@ from typing import Any
 from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.errors import InputError, shorten_path
 from ridgeline.model import ModelSpec
-from ridgeline.userfiles import read_text
+from ridgeline.userfiles import json_object, read_text
 
 SIDECAR = "hf_quant_config.json"
 CONFIG = "config.json"
@@ -65,17 +64,7 @@ def parse_sidecar(text: str, origin: str) -> Mapping[str, Any]:
     JSON, not an object, or without the ``quantization`` object every engine reads the
     algorithms from (SGLang's quant_config_dict["quantization"], TensorRT-LLM's
     "'quantization' must be a dict")."""
-    if not text.strip():
-        raise InputError(f"{origin} is empty: ModelOpt's {SIDECAR} is one JSON object")
-    try:
-        sidecar = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{origin} is not valid JSON: {exc.msg} (line {exc.lineno}, column "
-                         f"{exc.colno})") from None
-    except ValueError:  # an integer past Python's 4,300 digits
-        raise InputError(f"{origin}: a number in it is more than 4,300 digits long") from None
-    if not isinstance(sidecar, dict):
-        raise InputError(f"{origin} is not ModelOpt's {SIDECAR}: expected a JSON object")
+    sidecar = json_object(text, origin, f"ModelOpt's {SIDECAR}")
     if not isinstance(sidecar.get("quantization"), dict):
         raise InputError(f"{origin} has no \"quantization\" object, where ModelOpt writes its "
                          "quant_algo and kv_cache_quant_algo")

@@ -4,10 +4,12 @@ past anything ridgeline reads is refused before it fills the memory."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ridgeline.errors import InputError, shorten, shorten_path
 
@@ -77,3 +79,21 @@ def refuse_a_column_twice(names: Iterable[str], path: str | Path) -> None:
             raise InputError(f"{shorten_path(path)}: the header names the column "
                              f"{shorten(name)!r} twice; which of the two holds its values?")
         seen.add(name)
+
+
+def json_object(text: str, origin: str, what: str) -> dict[str, Any]:
+    """``text`` read as one JSON object, or a one-line InputError naming ``origin``: empty
+    (json's "Expecting value (line 1, column 1)" would not say so), not JSON, a number past
+    Python's 4,300 digits, or not an object (``what``: the file it should be, 'a config.json')."""
+    if not text.strip():
+        raise InputError(f"{origin} is empty: {what} is one JSON object")
+    try:
+        value = json.loads(text)  # accepts the bare Infinity HF writes (Nemotron-H)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{origin} is not valid JSON: {exc.msg} (line {exc.lineno}, column "
+                         f"{exc.colno})") from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise InputError(f"{origin}: a number in it is more than 4,300 digits long") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{origin} is not {what}: expected a JSON object")
+    return value
