@@ -147,3 +147,35 @@ def test_the_plans_kv_choices_are_the_engines_default_and_fp8_beside_no_checkpoi
     fp8 = resolve_model(str(checkpoint(tmp_path, sidecar("FP8", "FP8"), "fp8kv")))
     assert kv_choices(fp8, "vllm") == kv_choices(fp8, "trtllm") == ("fp8",)
     assert kv_choices(resolve_model("llama-3.1-8b"), "trtllm") == ("bf16", "fp8")
+
+
+@pytest.mark.parametrize(("kv_algo", "gpu", "kv"), [("FP8", "a100", "fp8"),
+                                                    ("NVFP4", "h100", "fp4")])
+def test_tensorrt_llm_names_no_kv_dtype_it_refuses_over_the_checkpoints_own_cache(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, kv_algo: str, gpu: str,
+        kv: str) -> None:
+    """Before: 'try --kv-dtype int8 or bf16' (fp8 on an A100; 'try --kv-dtype fp8' for fp4 on
+    an H100), which TensorRT-LLM then refuses over the checkpoint's pre-quantized cache, and
+    fit said to leave --kv-dtype out: a loop."""
+    folder = str(checkpoint(tmp_path, sidecar("W4A16_AWQ", kv_algo, group_size=128)))
+    line = refused_line(capsys, "fit", folder, "--gpu", gpu, "--engine", "trtllm")
+    assert "try --kv-dtype" not in line
+    assert "checkpoint keeps this cache pre-quantized" in line and "--weights FMT" in line
+    # the card that keeps it serves it
+    assert fit_json(capsys, folder, "trtllm", "b200")["kv_dtype"] == kv
+    # a 16-bit checkpoint keeps the advice: its cache is the flag's to choose
+    line = refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "a100", "--engine", "trtllm",
+                        "--kv-dtype", "fp8")
+    assert line.endswith("try --kv-dtype int8 or bf16")
+
+
+@pytest.mark.parametrize(("algo", "kv"), [("W4A16_NVFP4", "FP8"), ("FP8_BLOCK", None)])
+def test_an_algorithm_the_engine_lacks_is_named_before_what_the_card_lacks(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, algo: str, kv: str | None) -> None:
+    """Before: on an A100 under TensorRT-LLM, 'keeps no fp8 KV cache …' (W4A16_NVFP4) or 'runs
+    fp8 from compute capability 8.9' (FP8_BLOCK) came first, and the card it pointed to then
+    refused the quant_algo itself, which TensorRT-LLM serves on no card."""
+    folder = str(checkpoint(tmp_path, sidecar(algo, kv)))
+    line = refused_line(capsys, "fit", folder, "--gpu", "a100", "--engine", "trtllm")
+    assert line.endswith("TensorRT-LLM's QuantAlgo does not list; SGLang serves it: give "
+                         "--engine sglang")

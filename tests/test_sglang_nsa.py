@@ -9,13 +9,18 @@ all 8 GPUs in every release, and sized fp8_e4m3 as a 576-byte latent."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ridgeline import resolve_model
+from ridgeline.candidate import replica_deployment
 from ridgeline.datafiles import load_data
-from tests.conftest import refused_line
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.sglang_nsa import nsa_layout_problem
+from tests.conftest import refused_line, run_cli
 from tests.test_ds_mla_cache import (
     cli_json,
     fp8_ds_mla_bytes,
@@ -124,3 +129,43 @@ def test_docs_fit_md_quotes_the_forced_layouts_pool_as_fit_sizes_it(
     assert (f"{forced['tokens']:,} tokens on each rank, {forced['conversations']} "
             f"conversations of {forced['context']:,} where plain TP8 holds "
             f"{plain['conversations']}") in text
+
+
+def test_plan_under_a_forcing_release_launches_only_one_gpu_ranks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: plan under SGLang 0.5.4 proposed 'TP8' (and 'attention DP4 × TP2', and TP8
+    disaggregated pools), priced as plain TP, which that release launches as DP8 × TP1."""
+    path = write(tmp_path, v32_config())
+    code, out, err = run_cli(capsys, "plan", path, "--engine", "sglang", "--engine-version",
+                             INSIDE, "--gpus", "h200", "--rate", "2", "--input-len", "2000",
+                             "--output-len", "500", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
+                             "100", "--max-gpus", "16", "--workers", "1", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    for c in [plan["winner"], *plan["runners_up"], *plan["disaggregated"]]:
+        assert c["tensor_parallel_size"] == 1 and c["pipeline_parallel_size"] == 1, c["label"]
+    assert plan["winner"]["data_parallel_size"] == 8
+    # the release past the rule searches plain TP again
+    dep = replica_deployment(resolve_model(path), resolve_accelerator("h200"), 8, 1,
+                             "as stored", "bf16", engine="sglang", version=FORCED["before"])
+    assert dep.tensor_parallel_size == 8
+    assert "each GPU a rank of its own" in nsa_layout_problem(dep, INSIDE)
+
+
+def test_fits_levers_under_a_forcing_release_offer_no_wider_ranks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: 'attention DP8 × TP2' on 16 GPUs, which SGLang 0.5.4 runs as DP16 × TP1."""
+    forced = sglang_fit(tmp_path, capsys, "h200", "--engine-version", INSIDE)
+    names = [lever["name"] for lever in forced["levers"]]
+    assert "16 GPUs (attention DP16 × TP1)" in names
+    assert not any("× TP2" in name for name in names), names
+
+
+def test_plan_no_dp_under_a_forcing_release_is_refused_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: 'does not fit: no group of up to 16 GPUs (h200) holds DeepSeek-V3.2', where
+    the release's forced DP attention, not memory, leaves --no-dp nothing to launch."""
+    line = refused_line(capsys, "plan", write(tmp_path, v32_config()), "--engine", "sglang",
+                        "--engine-version", INSIDE, "--gpus", "h200", "--rate", "2",
+                        "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--no-dp")
+    assert "dp_size = tp_size" in line and "drop --no-dp" in line

@@ -262,6 +262,12 @@ class Deployment:
             plan = replace(plan, formats=tuple((c, served_as.get(f, f)) for c, f in plan.formats),
                            label=served_as.get(plan.label, plan.label),
                            base=served_as.get(plan.base, plan.base))
+        if named and plan.label == "as stored":  # an algorithm the engine has no method for
+            from ridgeline.modelopt_algos import checkpoint_refusal
+
+            refused = checkpoint_refusal(model, engine)
+            if refused:
+                raise InputError(refused)
         # no engine named (kv, roofline, moe): the arithmetic runs no kernel, so no kernel's
         # platform refuses the format (NVFP4 on an MI300X sizes as its bytes say)
         fmt_problem = weights_platform_problem(
@@ -280,7 +286,9 @@ class Deployment:
         # only a named engine keeps its own cache formats (TensorRT-LLM's is always named);
         # a packed record a token fits one latent width, engine or none
         kv_problem = packed_cache_problem(cache, model) or (
-            kv_platform_problem(asked_cache, accelerator, engine)
+            kv_platform_problem(asked_cache, accelerator, engine,
+                                model.name if engine == "trtllm"
+                                and asked_cache.id == checkpoint_kv else "")
             or quantized_v_problem(asked_cache, engine, flash_attention, no_kernel)
             or flash_attention_kv_problem(asked_cache, engine)
             or (tensor_split_kv_problem(cache) if split_mode == "tensor" else "")

@@ -247,7 +247,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         best: Candidate | None = None
-        for weights, tp, kv, split in _splits(model, acc, engine):
+        for weights, tp, kv, split in _splits(model, acc, engine, engine_version):
             dep = split.with_state_settings(engine_version, None)  # its state as its pool's
             settings = EngineSettings(engine_version=engine_version)
             max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
@@ -285,16 +285,18 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
     return sorted(out, key=lambda c: (c.cost_per_hour is None, c.cost_per_hour or 0.0, c.gpus))
 
 
-def _splits(model: ModelSpec, acc: Accelerator, engine: str
+def _splits(model: ModelSpec, acc: Accelerator, engine: str, version: str | None = None
             ) -> Iterator[tuple[str, int, str, Deployment]]:
     """(weights, TP, KV dtype, the deployment) of each pool tried on ``acc``: the lightest weights the engine
     builds on the card (fp8, else bf16 where it runs no fp8 there, as TensorRT-LLM on an
-    A100), at TP 1, 2, 4 and 8, in either cache format (one the engine refuses is dropped)."""
+    A100), at TP 1, 2, 4 and 8, in either cache format (one the engine refuses at ``version``
+    is dropped: SGLang 0.5.3-0.5.5 runs DeepSeek-V3.2 as one-GPU DP-attention ranks only)."""
     for weights in weights_lightest_first(model):
         built = False
         for tp, kv in ((tp, kv) for tp in (1, 2, 4, 8) for kv in kv_choices(model, engine)):
             try:
-                dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine)
+                dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine,
+                                         version=version)
             except InputError:
                 continue
             built = True

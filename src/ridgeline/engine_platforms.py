@@ -194,25 +194,33 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
     return ""
 
 
-def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -> str:
+def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str,
+                        checkpoint: str = "") -> str:
     """Why this engine keeps no KV cache of this format on this accelerator, or "": a format
     only some engines cache in (formats.json's ``engines``: q8_0 is llama.cpp's), then
-    TensorRT-LLM's fp8 cache, from compute capability 8.9, and its NVFP4 cache, Blackwell only."""
+    TensorRT-LLM's fp8 cache, from compute capability 8.9, and its NVFP4 cache, Blackwell only.
+    ``checkpoint`` names the model whose checkpoint keeps this cache pre-quantized, which
+    TensorRT-LLM takes no other --kv-dtype over (quantization_gates.kv_override_problem): the
+    way out is then another card or checkpoint, not another cache."""
     if not cache.cached_by(engine):
         # a packed record (vLLM's fp8_ds_mla) is one model family's, not a choice for any
         takes = ", ".join(k for k, d in kv_dtypes().items()
                           if d.cached_by(engine) and d.read_by_flash_attention_of(engine)
                           and not d.elements_per_token)
         return f"{engine} has no {cache.id} KV cache; it caches in {takes}"
+    lever = (f"; {checkpoint}'s checkpoint keeps this cache pre-quantized, and TensorRT-LLM "
+             "takes no other over it ('You cannot override a checkpoint with a pre-quantized "
+             "KV cache that doesn't match'): name a card that keeps it, or size another "
+             "checkpoint with --weights FMT") if checkpoint else ""
     if engine == "trtllm" and cache.id.startswith("fp8") \
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
         return (f"TensorRT-LLM keeps no fp8 KV cache before compute capability 8.9 "
                 f"(Ada, Hopper, Blackwell), not on {accelerator.id} "
-                f"({accelerator.family}); try --kv-dtype int8 or bf16")
+                f"({accelerator.family})" + (lever or "; try --kv-dtype int8 or bf16"))
     if engine == "trtllm" and cache.id == "fp4" and accelerator.family \
             and accelerator.family not in NVFP4_FAMILIES:
         return (f"TensorRT-LLM keeps an NVFP4 KV cache on Blackwell only, not on "
-                f"{accelerator.id} ({accelerator.family}); try --kv-dtype fp8")
+                f"{accelerator.id} ({accelerator.family})" + (lever or "; try --kv-dtype fp8"))
     return ""
 
 

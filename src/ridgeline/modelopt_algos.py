@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ridgeline.datafiles import load_data
+
+if TYPE_CHECKING:
+    from ridgeline.model import ModelSpec
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 # each engine's refusal, in its own words where it has some
@@ -87,6 +91,20 @@ def refusal(algo: str, engine: str, sidecar: bool) -> str:
     else:
         lever = "write it into config.json's quantization_config, which vLLM reads it from"
     return f"ModelOpt quant_algo {algo}{where}, which {words}; {lever}"
+
+
+def checkpoint_refusal(spec: ModelSpec, engine: str) -> str:
+    """Why ``engine`` refuses ``spec``'s ModelOpt checkpoint, as stored, by its quant_algo
+    (``refusal``, read from the file it came from), or "": on any card, so Deployment.build
+    asks it before the card's kernels (W4A16_NVFP4 under TensorRT-LLM on an A100 is named
+    for its algorithm, not for the fp8 cache the A100 lacks), and
+    quantization_gates.modelopt_problem for a layout."""
+    from ridgeline.modelopt_sidecar import SIDECAR
+
+    if spec.quant_method != "modelopt":
+        return ""
+    why = refusal(spec.quant_algo, engine, spec.quantization_file == SIDECAR)
+    return f"{spec.name} is stored in {why}" if why else ""
 
 
 # TensorRT-LLM's fp8 matmuls need compute capability 8.9 (engine_platforms.TRTLLM_NO_FP8_FAMILIES)

@@ -50,6 +50,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
+from ridgeline.modelopt_algos import checkpoint_refusal
 from ridgeline.plan_cautions import (
     candidate_cautions,
     chunked_prefill_note,
@@ -63,6 +64,7 @@ from ridgeline.quantization_gates import capability_problem, deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
 from ridgeline.search_space import data_parallel_space, search_space
 from ridgeline.serving_load import Load, Slo
+from ridgeline.sglang_nsa import nsa_no_dp_problem
 from ridgeline.sim.timer import SharedTimers
 from ridgeline.stages import micro_batch
 
@@ -213,7 +215,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                          "more, and every request of this load asks for 1: none streams a "
                          "chunk after its first token, so there is no inter-token gap to "
                          "hold; drop --slo-itl-ms (the TTFT SLO is this load's latency)")
-    release = _release_refusal(model, gpus, engine, engine_version)
+    release = _release_refusal(model, gpus, engine, engine_version) or (
+        "" if data_parallel else nsa_no_dp_problem(model, gpus, engine, engine_version))
     if release:
         raise InputError(release)
     prices = dict(prices or {})
@@ -300,7 +303,11 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
     one GPU of the first card that builds them, asked ``deployment_problem`` (a bitsandbytes
     checkpoint before vLLM 0.5, its MoE experts before 0.10), or a checkpoint's stored format
     the engine loads on none of them (``weights_platform_problem``: trtllm and bitsandbytes; its
-    method below every card's compute capability, ``capability_problem``)."""
+    method below every card's compute capability, ``capability_problem``), or a ModelOpt
+    quant_algo the engine has no method for on any card (``checkpoint_refusal``)."""
+    refused = checkpoint_refusal(model, engine)
+    if refused:
+        return refused
     if model.stored_formats:
         stored = weight_plan(model)
         problems = [weights_platform_problem(stored, resolve_accelerator(g), engine, False)

@@ -16,9 +16,9 @@ from ridgeline.datafiles import load_data
 from ridgeline.engine_platforms import TRTLLM_NO_FP8_FAMILIES
 from ridgeline.engine_quantization import stored_method_problem
 from ridgeline.engine_versions import release_before
-from ridgeline.modelopt_algos import needs_fp8_activations, refusal
-from ridgeline.modelopt_sidecar import SIDECAR
+from ridgeline.modelopt_algos import checkpoint_refusal, needs_fp8_activations
 from ridgeline.quantization import EXPERTS
+from ridgeline.sglang_nsa import nsa_layout_problem
 from ridgeline.tensor_parallel import tensor_parallel_problem
 
 if TYPE_CHECKING:
@@ -39,22 +39,19 @@ def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     or experts_int8 weights are refused on this layout or release, its ModelOpt quant_algo or
     KV dtype is one the engine refuses (modelopt_problem, kv_override_problem), or the method
     vLLM reads its checkpoint with as stored needs a higher compute capability than the card's
-    (capability_problem)."""
+    (capability_problem), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
+    as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem)."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
             or modelopt_problem(dep) or kv_override_problem(dep)
             or bnb_problem(dep, version) or experts_int8_problem(dep, version)
-            or capability_problem(dep))
+            or capability_problem(dep) or nsa_layout_problem(dep, version))
 
 
 def modelopt_problem(dep: Deployment) -> str:
     """Why ``dep``'s engine refuses its ModelOpt checkpoint, as stored, by its quant_algo, or
     "" (modelopt_algos.py): a W4A8_AWQ export under vLLM ('Unknown ModelOpt quant algo'),
     which TensorRT-LLM serves; --weights FMT sizes another checkpoint."""
-    spec = dep.model
-    if dep.weights.label != "as stored" or spec.quant_method != "modelopt":
-        return ""
-    why = refusal(spec.quant_algo, dep.engine, spec.quantization_file == SIDECAR)
-    return f"{spec.name} is stored in {why}" if why else ""
+    return checkpoint_refusal(dep.model, dep.engine) if dep.weights.label == "as stored" else ""
 
 
 def kv_override_problem(dep: Deployment) -> str:

@@ -8,6 +8,7 @@ it also ran attention data-parallel over every GPU (dp_size = tp_size), whatever
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.ds_mla_cache import FP8_DS_MLA, sparse_latent
@@ -91,6 +92,44 @@ def nsa_layout(model: ModelSpec, accelerator: Accelerator, gpus: int, stages: in
                          "attention over pipeline stages is not modelled: give "
                          "--pipeline-parallel-size 1")
     return 1, gpus
+
+
+def nsa_layout_problem(dep: Deployment, version: str | None) -> str:
+    """Why SGLang ``version`` does not run ``dep``'s layout as laid out, or "": where it
+    forces DP attention on an NSA model (``nsa_layout``), any GPU count runs as that many
+    one-GPU ranks, so a layout of several GPUs a rank (TP8, attention DP4 × TP2) or of
+    pipeline stages is not what it launches; plan and fit's levers leave them out."""
+    if dep.engine != "sglang" or not nsa_served(dep.model, dep.accelerator) \
+            or not nsa_forces_dp_attention(version) \
+            or (dep.tensor_parallel_size == 1 and dep.pipeline_parallel_size == 1):
+        return ""
+    return (f"{nsa_release_words(version)} runs {dep.model.name}, a DeepSeek Sparse Attention "
+            f"model, with DP attention over every GPU (dp_size = tp_size), each GPU a rank of "
+            f"its own, not as {dep.tensor_parallel_size} GPUs a rank"
+            + (f" over {dep.pipeline_parallel_size} pipeline stages"
+               if dep.pipeline_parallel_size > 1 else "")
+            + f": give --engine-version {_pure_tp_release()} or later for tensor parallelism")
+
+
+def nsa_no_dp_problem(model: ModelSpec, gpus: Sequence[str], engine: str,
+                      version: str | None) -> str:
+    """Why --no-dp leaves the plan nothing to search, or "": SGLang ``version`` runs a DeepSeek
+    Sparse Attention model with DP attention over every GPU of each card given
+    (``nsa_layout``), so only one-GPU ranks launch there and --no-dp drops them."""
+    from ridgeline.hardware import resolve_accelerator
+
+    if engine != "sglang" or not nsa_forces_dp_attention(version) or not all(
+            nsa_served(model, resolve_accelerator(g)) for g in gpus):
+        return ""
+    return (f"{nsa_release_words(version)} runs {model.name}, a DeepSeek Sparse Attention "
+            "model, with DP attention over every GPU (dp_size = tp_size), so --no-dp leaves "
+            "no layout it launches on more than one GPU: drop --no-dp, or give "
+            f"--engine-version {_pure_tp_release()} or later")
+
+
+def _pure_tp_release() -> str:
+    """The first release that runs an NSA model's tensor parallelism as asked (0.5.6)."""
+    return str(nsa_data()["dp_attention_forced"]["before"])
 
 
 def nsa_release_words(version: str | None) -> str:
