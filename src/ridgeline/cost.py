@@ -565,6 +565,8 @@ def op_slowdown(dep: Deployment, op: str) -> float:
     """How much slower than the step's compute dtype one operator's matmuls run, below 1
     where faster: peak at the step's dtype ÷ peak at the operator's (op_compute_dtype; 1 at
     the step's own). Qwen3.6-35B-A3B-NVFP4's fp8 attention in its bf16 step on an H200: ½."""
+    if op.split(" (")[0] == "attention":  # its scores' fp32 accumulation counted in
+        return dep.attention_slowdown
     dtype = op_compute_dtype(dep, op)
     if dtype == dep.compute_dtype:
         return 1.0

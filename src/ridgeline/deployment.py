@@ -56,6 +56,21 @@ if TYPE_CHECKING:
     from ridgeline.lora_slots import AnyLoRA
 
 LLAMA_CPP_MATMUL_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def llamacpp_matmul_dtypes(dtypes: tuple[str, ...]) -> tuple[str, ...]:
+    """The dtypes llama.cpp multiplies a format of these compute dtypes (best first) at: its
+    16- and 32-bit ones, and fp16 alone for a format whose best is narrower (MXFP4's fp4,
+    an fp8 or int8 format). llama.cpp runs such weights as it runs its own quants, through
+    MMQ's int8 kernels or dequantized to f16 for cuBLAS (ggml-cuda.cu, ggml_cuda_mul_mat:
+    ggml_cuda_should_use_mmq, else the to_fp16 conversion; Metal's kernel_mul_mm dequantizes
+    into half tiles), never as a bf16 GEMM, which on a GeForce card would run at half the
+    rate: gpt-oss-20b's MXFP4 experts on an RTX 3090 run at its fp16 rate, as Q4_0 does."""
+    if dtypes and dtypes[0] not in LLAMA_CPP_MATMUL_DTYPES:
+        return ("fp16",)
+    return tuple(d for d in dtypes if d in LLAMA_CPP_MATMUL_DTYPES) or ("fp16",)
+
+
 # The dtypes a step's activations are kept in between layers. A weight format that runs its
 # matmuls at one of these takes the step's; one that quantizes its input narrower runs at that
 # dtype whatever the step's: vLLM's ModelOptMixedPrecisionConfig gives a checkpoint's FP8
@@ -527,7 +542,7 @@ class Deployment:
 
     def _native_dtype(self, dtypes: tuple[str, ...]) -> str:
         if self.engine.startswith("llama.cpp"):
-            dtypes = tuple(d for d in dtypes if d in LLAMA_CPP_MATMUL_DTYPES) or ("fp16",)
+            dtypes = llamacpp_matmul_dtypes(dtypes)
         return self.accelerator.first_supported(dtypes)
 
     def compute_dtype_of(self, category: str) -> str:
@@ -660,10 +675,30 @@ class Deployment:
         return self._native_dtype(("fp8", *cache_matmul_dtypes(self.kv.id)))
 
     @property
+    def attention_peak_flops_per_s(self) -> float:
+        """One GPU's peak for attention's QKᵀ and PV as this engine's kernels run them: its
+        dtype's (peak_at), except where that is fp16 with fp16 accumulate (llama.cpp's CUDA
+        build on a GeForce card). llama.cpp asks its scores for fp32 (llama-graph.cpp's
+        build_attn_mha: GGML_PREC_F32 on QKᵀ without flash attention, which the cuBLAS path
+        runs at CUBLAS_COMPUTE_32F, and on the flash-attention node, whose MMA kernel keeps
+        the scores in an f32 tile), while P·V runs at fp16 accumulate (cuBLAS's default
+        precision; the MMA kernel's half2 accumulator, at most head sizes). So QKᵀ's FLOPs
+        (its share of the head dims) run at the FP32-accumulate rate, the catalog's, and PV's
+        at peak_at's: RTX 4090, 2 ÷ (1/165.2 + 1/330.4) = 220.3 TFLOP/s, not 330.4."""
+        dtype = self.attention_compute_dtype
+        fast, slow = self.peak_at(dtype), self.accelerator.peak(dtype)
+        attention = self.model.attention
+        if fast == slow or attention is None:
+            return fast
+        scores = attention.head_dim / (attention.head_dim + attention.v_head_dim)
+        return 1.0 / (scores / slow + (1.0 - scores) / fast)
+
+    @property
     def attention_slowdown(self) -> float:
-        """Peak at the step's compute dtype ÷ peak at attention's (DeepSeek-V3 as stored on an
-        H100: fp8 weights, a bf16 cache: 2; below 1 where the cache's rate is the faster)."""
-        return self.peak_at(self.compute_dtype) / self.peak_at(self.attention_compute_dtype)
+        """Peak at the step's compute dtype ÷ attention's (attention_peak_flops_per_s;
+        DeepSeek-V3 as stored on an H100: fp8 weights, a bf16 cache: 2; below 1 where the
+        cache's rate is the faster)."""
+        return self.peak_at(self.compute_dtype) / self.attention_peak_flops_per_s
 
     @property
     def matmuls_label(self) -> str:

@@ -169,6 +169,10 @@ def floor_time_s(dep: Deployment, batch: list[Seq]) -> float:
                work.gpu_bytes / dep.bandwidth_bytes_per_s) + work.host_time_s
 
 
+ATTENTION_PEAK_NOTE = ("QKᵀ at fp32 accumulate, the catalog's rate (llama.cpp asks its "
+                       "scores for fp32), PV at the step's: the two blended by their FLOPs")
+
+
 def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str,
                         busy: float = 1.0, busy_note: str = "") -> Step:
     """--explain's compute time where matmuls run at several dtypes: each dtype's FLOPs ÷ its
@@ -178,18 +182,18 @@ def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str
     acc, tp = dep.accelerator, dep.tensor_parallel_size
     terms: list[Quantity] = []
     for share in work.flops_by_dtype:
-        peak = dep.peak_at(share.dtype) * tp * busy
+        peak = share.peak_flops_per_s * tp * busy
         names = ", ".join("QKᵀ and PV" if n == "attention" else
                           "the indexer's scores" if n == INDEXER_OP else n for n in share.ops)
-        note = dep.peak_note_at(share.dtype)
-        terms += [q(f"{share.dtype} FLOPs", share.flops / 1e12, "TFLOP",
-                    (f"the step's dtype: {names}" if share.dtype == dep.compute_dtype
+        note = ATTENTION_PEAK_NOTE if share.label else dep.peak_note_at(share.dtype)
+        terms += [q(f"{share.name} FLOPs", share.flops / 1e12, "TFLOP",
+                    (f"the step's dtype: {names}" if share.name == dep.compute_dtype
                      else names) or "none"),
-                  q(f"peak {share.dtype}", peak / 1e12, "TFLOP/s",
+                  q(f"peak {share.name}", peak / 1e12, "TFLOP/s",
                     f"{tp} x {acc.id}{rank}: "  # as the bandwidth is counted
                     + "; ".join(filter(None, (acc.source_of("peak_flops"), note))) + busy_note),
-                  q(f"{share.dtype} time", share.flops / peak * 1e3, "ms")]
-    return step("compute time", " + ".join(f"{s.dtype} FLOPs ÷ peak {s.dtype}"
+                  q(f"{share.name} time", share.flops / peak * 1e3, "ms")]
+    return step("compute time", " + ".join(f"{s.name} FLOPs ÷ peak {s.name}"
                                            for s in work.flops_by_dtype),
                 q("compute time", compute_s * 1e3, "ms"), *terms)
 

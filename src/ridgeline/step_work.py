@@ -65,6 +65,14 @@ class DtypeFlops:
     dtype: str
     flops: float
     ops: tuple[str, ...]
+    # one GPU's peak they run at (Deployment.peak_at; attention's own where it differs,
+    # Deployment.attention_peak_flops_per_s) and the name --explain gives them ("" : dtype)
+    peak_flops_per_s: float = 0.0
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or self.dtype
 
 
 @dataclass(frozen=True)
@@ -164,15 +172,21 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
 def _flops_by_dtype(dep: Deployment, ops: Sequence[OpCost], tp: int) -> tuple[DtypeFlops, ...]:
     """Each matmul dtype's FLOPs over the ``tp`` ranks and the operators that run at it
     (op_compute_dtype, as op_slowdown paces them), the step's compute dtype first."""
-    flops: dict[str, float] = {dep.compute_dtype: 0.0}
-    names: dict[str, list[str]] = {dep.compute_dtype: []}
+    step = (dep.compute_dtype, dep.compute_dtype)
+    flops: dict[tuple[str, str], float] = {step: 0.0}
+    names: dict[tuple[str, str], list[str]] = {step: []}
     for op in ops:
         dtype = op_compute_dtype(dep, op.name)
-        flops[dtype] = flops.get(dtype, 0.0) + op.flops * tp
-        if op.flops and op.name not in names.setdefault(dtype, []):
-            names[dtype].append(op.name)
-    return tuple(DtypeFlops(d, f, tuple(names[d])) for d, f in flops.items() if f or d ==
-                 dep.compute_dtype)
+        # attention apart where its peak is its own (llama.cpp's fp32-accumulated scores)
+        key = (dtype, f"{dtype} attention") if op.name.split(" (")[0] == "attention" and \
+            dep.attention_peak_flops_per_s != dep.peak_at(dtype) else (dtype, dtype)
+        flops[key] = flops.get(key, 0.0) + op.flops * tp
+        if op.flops and op.name not in names.setdefault(key, []):
+            names[key].append(op.name)
+    return tuple(DtypeFlops(d, f, tuple(names[(d, label)]),
+                            dep.attention_peak_flops_per_s if label != d else dep.peak_at(d),
+                            "" if label == d else label)
+                 for (d, label), f in flops.items() if f or (d, label) == step)
 
 
 def matmul_weights_per_token(dep: Deployment) -> float:
