@@ -93,7 +93,9 @@ def test_a_v32_prompt_attends_to_2048_keys_a_query_and_its_indexer_scores_every_
     assert ops["attention"].flops == pytest.approx(LAYERS * per_pair * attended)
     # every rank runs the whole indexer: 64 heads × 128 dims, 2 FLOPs each, every causal pair
     assert ops[INDEXER_OP].flops == pytest.approx(LAYERS * 2 * 64 * 128 * 8192 * 8193 / 2)
-    assert ops[INDEXER_OP].bytes == pytest.approx(LAYERS * INDEXER_KEY_BYTES * 2 * 8192)
+    # every key read and written, and each pair's fp32 logit written and read by the top-k
+    assert ops[INDEXER_OP].bytes == pytest.approx(
+        LAYERS * (INDEXER_KEY_BYTES * 2 * 8192 + 2 * 4 * 8192 * 8193 / 2))
     assert op_compute_dtype(d, INDEXER_OP) == "fp8"  # DeepGEMM's fp8_mqa_logits
 
 

@@ -19,7 +19,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import cached_tokens
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED
 from ridgeline.model import ModelSpec
-from ridgeline.sparse_attention import sparse_topk
+from ridgeline.sparse_attention import INDEXER_LOGIT_BYTES, sparse_topk
 from ridgeline.units import GB, fmt_decimal_bytes, indefinite, plural, require_positive
 
 # Q, K, V and O in bf16 whatever the scores are kept in (an eager fp32 softmax upcasts the
@@ -29,11 +29,6 @@ ACTIVATION_BYTES = 2.0
 # without the block scales a cache format adds)
 SCORE_BYTES = {0.5: "fp4", 1.0: "fp8 or int8", 2.0: "bf16 or fp16", 4.0: "fp32"}
 QUERY_TILE_ROWS = 128  # a typical FlashAttention-2 query block (Br) on Hopper/Ampere
-# DeepSeek Sparse Attention's indexer logits, one float32 a query-key pair summed over its
-# heads: vLLM's prefill materialises them, fp8_mqa_logits(q, k) of [tokens, keys], then
-# logits.topk (vllm/model_executor/models/deepseek_v2.py sparse_attn_indexer, ROCm/vllm
-# stored copy 068f8154)
-INDEXER_LOGIT_BYTES = 4
 
 
 def score_matrix_bytes(queries: int, keys: int, bytes_per_element: float) -> float:

@@ -76,7 +76,12 @@ from ridgeline.quantization import (
     head_category,
 )
 from ridgeline.roofline import decode_attention_intensity
-from ridgeline.sparse_attention import indexer_flops_per_pair, sparse_latents_read, sparse_topk
+from ridgeline.sparse_attention import (
+    indexer_flops_per_pair,
+    indexer_logit_bytes_per_pair,
+    sparse_latents_read,
+    sparse_topk,
+)
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations between kernels
 NORM_BYTES = 2  # norms and biases ("other" weights) stay at bf16
@@ -750,10 +755,11 @@ class AttentionRates(NamedTuple):
     kv_bytes_per_token: float  # read or written by the attention: K and V, or the latent
     query_bytes_per_token: float  # activations per new token: Q in, O out
     score_bytes_per_pair: float  # scores written and read back (0 with flash attention)
-    # DeepSeek Sparse Attention: the indexer's FLOPs per query-key pair it scores, and its
-    # key's bytes per token read or written
+    # DeepSeek Sparse Attention: the indexer's FLOPs per query-key pair it scores, its
+    # key's bytes per token read or written, and its logits' bytes per pair scored
     indexer_flops_per_pair: float = 0.0
     indexer_bytes_per_token: float = 0.0
+    indexer_logit_bytes_per_pair: float = 0.0
 
 
 def attention_flops_bytes(rates: AttentionRates, load: AttentionLoad, tokens: int,
@@ -770,22 +776,25 @@ def attention_flops_bytes(rates: AttentionRates, load: AttentionLoad, tokens: in
 
 def indexer_work(rates: AttentionRates, load: AttentionLoad) -> tuple[float, float]:
     """The indexer's FLOPs and bytes in one layer: every query-key pair of the full span
-    scored, 2 × H_i × d_i each (sparse_attention.indexer_flops_per_pair), and every key read
-    and the new ones written. A decode at 65,536 cached tokens on DeepSeek-V3.2: 65,537 ×
-    16,384 = 1.07 GFLOP and 65,538 × 132 = 8.65 MB a layer."""
-    return (rates.indexer_flops_per_pair * (load.decode_pairs + load.prefill_pairs),
-            rates.indexer_bytes_per_token * load.kv_tokens)
+    scored, 2 × H_i × d_i each (sparse_attention.indexer_flops_per_pair), every key read and
+    the new ones written, and each pair's fp32 logit written and read back by the top-k
+    (indexer_logit_bytes_per_pair). A decode at 65,536 cached tokens on DeepSeek-V3.2:
+    65,537 × 16,384 = 1.07 GFLOP and 65,538 × 132 + 65,537 × 8 = 9.17 MB a layer."""
+    pairs = load.decode_pairs + load.prefill_pairs
+    return (rates.indexer_flops_per_pair * pairs,
+            rates.indexer_bytes_per_token * load.kv_tokens
+            + rates.indexer_logit_bytes_per_pair * pairs)
 
 
 def sparse_decode_read(dep: Deployment, context: int) -> tuple[float, float, int, int]:
     """What one decode after ``context`` cached tokens reads in one attention layer of a
     DeepSeek Sparse Attention model, per TP rank, at attention_rates' rates: (FLOPs, bytes,
     latents attended, indexer keys scored). The attention over the min(c + 1, k) latents
-    its indexer picks and the indexer's scores of all c + 1 keys; the new token's write and
-    the query's activations aside, as roofline.decode_attention_intensity leaves them.
-    DeepSeek-V3.2 at TP8, bf16 cache, 65,536 tokens: (34,816 × 2,048 + 16,384 × 65,537)
-    FLOPs ÷ (1,152 × 2,048 + 132 × 65,537) bytes = 104.0 FLOP/byte, where dense MLA's
-    every latent gave 30.2."""
+    its indexer picks and the indexer's scores of all c + 1 keys, their fp32 logits written
+    and read back; the new token's write and the query's activations aside, as
+    roofline.decode_attention_intensity leaves them. DeepSeek-V3.2 at TP8, bf16 cache, 65,536
+    tokens: (34,816 × 2,048 + 16,384 × 65,537) FLOPs ÷ (1,152 × 2,048 + (132 + 8) × 65,537)
+    bytes = 99.3 FLOP/byte, where dense MLA's every latent gave 30.2."""
     topk = sparse_topk(dep.model)
     if topk is None:
         raise ValueError(f"{dep.model.name} has no sparse attention (index_topk)")
@@ -793,13 +802,14 @@ def sparse_decode_read(dep: Deployment, context: int) -> tuple[float, float, int
     latents = keys_read(context, 1, topk)  # min(c + 1, k), its own key among them
     keys = context + 1  # the indexer scores every cached key and the new one
     flops = rates.decode_flops_per_pair * latents + rates.indexer_flops_per_pair * keys
-    nbytes = rates.kv_bytes_per_token * latents + rates.indexer_bytes_per_token * keys
+    nbytes = rates.kv_bytes_per_token * latents \
+        + (rates.indexer_bytes_per_token + rates.indexer_logit_bytes_per_pair) * keys
     return flops, nbytes, latents, keys
 
 
 def decode_attention_intensity_at(dep: Deployment, context: int) -> float:
     """Decode attention's FLOP per byte after ``context`` cached tokens: a DeepSeek Sparse
-    Attention model's from sparse_decode_read (DeepSeek-V3.2 at TP8, bf16: 104.0 at 65,536),
+    Attention model's from sparse_decode_read (DeepSeek-V3.2 at TP8, bf16: 99.3 at 65,536),
     any other's roofline.decode_attention_intensity, the same at every context (DeepSeek-V3
     30.2)."""
     if sparse_topk(dep.model) is not None:
@@ -831,9 +841,9 @@ def attention_rates(dep: Deployment) -> AttentionRates:
     """Per TP rank and attention layer: FLOPs per decode and per prefill query-key pair,
     bytes per KV token read or written, activation bytes per new token (Q in, O out),
     bytes per query-key pair of scores written and read back (0 with flash attention), and
-    a DeepSeek Sparse Attention model's indexer: FLOPs per pair, bytes per key. vLLM keeps
-    the indexer whole on every rank ('no tensor parallel, just replicated'), scoring the keys
-    its cache holds: × the cache's copies ÷ TP, as the cache."""
+    a DeepSeek Sparse Attention model's indexer: FLOPs per pair, bytes per key, logit bytes
+    per pair. vLLM keeps the indexer whole on every rank ('no tensor parallel, just
+    replicated'), scoring the keys its cache holds: × the cache's copies ÷ TP, as the cache."""
     att = dep.model.attention
     if att is None:
         return AttentionRates(0.0, 0.0, 0.0, 0.0, 0.0)
@@ -845,14 +855,15 @@ def attention_rates(dep: Deployment) -> AttentionRates:
     per_pair = att.num_heads * 2 * (att.head_dim + att.v_head_dim)
     decode_per_pair = per_pair
     latent = att.cached_latent  # absorbed MLA: every head reads the latent twice (K, V)
-    indexer_per_pair = 0.0
+    indexer_per_pair = logit_per_pair = 0.0
     if latent:
         decode_per_pair = att.num_heads * 2 * (2 * latent.kv_lora_rank + latent.qk_rope_head_dim)
         indexer_per_pair = indexer_flops_per_pair(latent) * copies
+        logit_per_pair = indexer_logit_bytes_per_pair(latent) * copies
     queries = 2 * att.num_heads * att.head_dim * ACTIVATION_BYTES
     scores = 0.0 if dep.flash_attention else att.num_heads * SCORE_BYTES_PER_PAIR
     return AttentionRates(decode_per_pair / tp, per_pair / tp, kv_token, queries / tp,
-                          scores / tp, indexer_per_pair, indexer_token)
+                          scores / tp, indexer_per_pair, indexer_token, logit_per_pair)
 
 
 def attention_activation_bytes(dep: Deployment, tokens: int) -> float:
@@ -860,6 +871,20 @@ def attention_activation_bytes(dep: Deployment, tokens: int) -> float:
     in and output out, in every attention layer (in the attention operator's bytes)."""
     layers = sum(count for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
     return attention_rates(dep).query_bytes_per_token * tokens * layers
+
+
+def indexer_logit_traffic_bytes(dep: Deployment, batch: Sequence[Seq]) -> float:
+    """Bytes per TP rank a step's indexer logits move, activations rather than cache (in the
+    indexer operator's bytes): logit bytes per pair × the pairs each sparse layer scores, over
+    the attention layers; 0 for a model without an indexer. DeepSeek-V3.2, one decode at
+    65,536 tokens, TP8: 8 B × 65,537 × 61 layers = 32.0 MB a rank."""
+    rates = attention_rates(dep)
+    if not rates.indexer_logit_bytes_per_pair:
+        return 0.0
+    loads = {a.window_tokens: a for a in batch_shape(dep, batch).attention}
+    return sum(count * rates.indexer_logit_bytes_per_pair
+               * (loads[layer_span(layer)].decode_pairs + loads[layer_span(layer)].prefill_pairs)
+               for layer, count in layer_kinds(dep) if layer.mixer in ATTENTION_MIXERS)
 
 
 def host_floor_s(dep: Deployment, batch: Sequence[Seq]) -> float:

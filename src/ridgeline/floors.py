@@ -57,6 +57,14 @@ def _indexer_words(dep: Deployment) -> str:
     return ", the sparse-attention indexer" if sparse_topk(dep.model) is not None else ""
 
 
+def _activation_words(dep: Deployment) -> str:
+    """What a step's activation bytes hold, a sparse model's indexer logits among them
+    (cost.indexer_logit_traffic_bytes)."""
+    return ("each layer's inputs and outputs, attention's queries and outputs, the logits"
+            + (", and the indexer's fp32 logit of each key it scores, written and read back "
+               "by its top-k" if sparse_topk(dep.model) is not None else ""))
+
+
 def _indexer_flop_words(dep: Deployment) -> str:
     """What a sparse model's attention FLOPs hold besides QKᵀ and PV (cost.indexer_flops)."""
     topk = sparse_topk(dep.model)
@@ -221,9 +229,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
              " − what the host reads or copies" if work.host_bytes or work.link_bytes else "")
              + ") ÷ bandwidth",
              q("memory time", memory_s * 1e3, "ms"), q("bytes", work.gpu_bytes / GB, "GB"),
-             q("of which activations", work.other_bytes / GB, "GB",
-               "each layer's inputs and outputs, attention's queries and outputs, the "
-               "logits"),
+             q("of which activations", work.other_bytes / GB, "GB", _activation_words(dep)),
              *_lora_quantity(work, "of which LoRA adapters"),
              *([q("host's share", (work.host_bytes + work.link_bytes
                                    if work.hbm_spared_bytes is None else work.hbm_spared_bytes)
@@ -367,8 +373,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
              q("weights read", work.weight_bytes / GB, "GB", _weights_read_source(dep, work)),
              q("KV traffic", work.kv_bytes / GB, "GB", "each token's K and V written, then "
                "read by the queries after it"),
-             q("activations", work.other_bytes / GB, "GB", "each layer's inputs and outputs, "
-               "attention's queries and outputs, the logits"), *_lora_quantity(work)),
+             q("activations", work.other_bytes / GB, "GB", _activation_words(dep)),
+             *_lora_quantity(work)),
         step("weight intensity", "FLOPs ÷ weight bytes read",
              q("intensity", work.flops / work.weight_bytes, "FLOP/byte"),
              q("FLOPs", work.flops / 1e12, "TFLOP"),

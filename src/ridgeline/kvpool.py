@@ -63,6 +63,9 @@ class KVPool:
     runner: str = ""  # vLLM: the GPU model runner whose profile sized it (V0, V1, MRV2)
     compile_bytes: float = 0.0  # vLLM MRV2: a cold torch.compile's transient in the peak
     moe_workspace_bytes: float = 0.0  # vLLM: the fused-MoE workspace held through the sampler
+    # vLLM v0.19+: a sparse layer's indexer in the profile, its logits dummy beside the
+    # step's hidden states (vllm_memory.indexer_pass_bytes), over the MoE workspace
+    indexer_bytes: float = 0.0
     engine_era: str = ""  # SGLang: which of its default rules sized it (sglang_memory.py)
     # vLLM --kv-cache-memory-bytes: the pool as set (0: sized from the profile). vLLM skips
     # its memory check then, so rest_bytes is the room the card leaves it (fraction 1)
@@ -130,7 +133,7 @@ class KVPool:
             buffer_bytes_per_cell=self.buffer_bytes_per_cell * n,
             encoder_bytes=self.encoder_bytes * n, encoder_held_bytes=self.encoder_held_bytes * n,
             seat_buffer_bytes=self.seat_buffer_bytes * n, compile_bytes=self.compile_bytes * n,
-            moe_workspace_bytes=self.moe_workspace_bytes * n,
+            moe_workspace_bytes=self.moe_workspace_bytes * n, indexer_bytes=self.indexer_bytes * n,
             set_pool_bytes=self.set_pool_bytes * n,
             state_request_bytes=self.state_request_bytes * n,
             drafter_weight_bytes=self.drafter_weight_bytes * n, lora_bytes=self.lora_bytes * n,

@@ -22,6 +22,13 @@ from ridgeline.model import MLA, ModelSpec
 # Exp inference/model.py Indexer; vLLM's fp8_mqa_logits / fp8_paged_mqa_logits, DeepGEMM):
 # the dot products, H_i · d_i multiply-adds a pair, are the FLOPs counted
 FLOPS_PER_MULTIPLY_ADD = 2
+# … and their output, one float32 a query-key pair summed over the heads (DeepGEMM's
+# fp8_mqa_logits at prefill, [queries, keys]; fp8_paged_mqa_logits at decode, [batch,
+# max_model_len]), which vLLM writes to HBM for its top-k to read back
+# (vllm/model_executor/layers/sparse_attn_indexer.py sparse_attn_indexer, v0.15-v0.32;
+# models/deepseek_v2.py before)
+INDEXER_LOGIT_BYTES = 4
+LOGIT_PASSES = 2  # written by the logits kernel, read by the top-k
 
 
 def sparse_topk(model: ModelSpec) -> int | None:
@@ -38,6 +45,17 @@ def indexer_flops_per_pair(latent: MLA) -> float:
     if latent.index_topk is None or not latent.index_n_heads or not latent.index_head_dim:
         return 0.0
     return float(FLOPS_PER_MULTIPLY_ADD * latent.index_n_heads * latent.index_head_dim)
+
+
+def indexer_logit_bytes_per_pair(latent: MLA) -> float:
+    """The HBM bytes of one scored pair's logit: its float32 written and read back by the
+    top-k, 2 × 4 = 8 B (0 without an indexer). A DeepSeek-V3.2 decode at 65,536 cached tokens
+    moves 65,537 × 8 = 0.52 MB of logits a layer beside its 8.65 MB of indexer keys. vLLM
+    writes a decode's row to its context from v0.17 (clean_logits=False; v0.16 unread);
+    before, DeepGEMM's default also filled the row out to max_model_len, not modelled."""
+    if latent.index_topk is None or not latent.index_n_heads or not latent.index_head_dim:
+        return 0.0
+    return float(LOGIT_PASSES * INDEXER_LOGIT_BYTES)
 
 
 def sparse_latents_read(kv_tokens: float, decode_keys: float, capped_decode_keys: float) -> float:

@@ -22,6 +22,7 @@ from ridgeline.cost import (
     Seq,
     attention_activation_bytes,
     host_floor_s,
+    indexer_logit_traffic_bytes,
     op_compute_dtype,
     op_slowdown,
     step_cost,
@@ -141,6 +142,7 @@ def step_work(dep: Deployment, batch: list[Seq]) -> Work:
     weights = sum(op.bytes for op in cost.ops if base(op.name) in _WEIGHT_OPS) * tp
     kv = sum(op.bytes for op in cost.ops if base(op.name) in _KV_OPS) * tp
     kv -= attention_activation_bytes(dep, cost.tokens) * tp  # queries in, outputs out
+    kv -= indexer_logit_traffic_bytes(dep, batch) * tp  # a sparse layer's logits
     head = "embedding" if dep.model.tie_word_embeddings else "lm_head"
     head_bytes = dep.bytes_by_category[head]  # lm head's weights (its logits are activations)
     if dep.gathered(head):  # SGLang's DP attention: a rank's GPUs hold their share of it

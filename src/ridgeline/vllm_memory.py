@@ -29,7 +29,8 @@ from ridgeline.errors import InputError
 from ridgeline.layouts import DENSE, LINEAR, MAMBA, MOE
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
-from ridgeline.units import GIB
+from ridgeline.sparse_attention import sparse_topk
+from ridgeline.units import GIB, MIB
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
 # vLLM 0.11.0 has no V0 engine: vllm/engine/llm_engine.py is `LLMEngine = V1LLMEngine` and the
@@ -285,6 +286,30 @@ def moe_workspace_bytes(dep: Deployment, tokens: int, version: str) -> float:
     if m < tokens:  # chunked: the whole step's output apart
         held += rounded(ACTIVATION_BYTES * tokens * hidden)
     return held
+
+
+def indexer_logits_bytes(dep: Deployment, version: str) -> float:
+    """The fp32 logits vLLM ``version``'s profile sets aside in a DeepSeek Sparse Attention
+    layer's indexer: from v0.19 a dummy of VLLM_SPARSE_INDEXER_MAX_LOGITS_MB, 512 MiB, the cap
+    its prefill chunks keep a [queries, keys] logits tensor under, let go as the layer
+    returns, so one layer's at a time (engines.json vllm.sparse_indexer_logits). 0 for a
+    model without an indexer, and before v0.19, whose profile reserves none."""
+    rule = vllm_data()["sparse_indexer_logits"]
+    if sparse_topk(dep.model) is None or parse_version(version) < parse_version(rule["from"]):
+        return 0.0
+    return float(rule["max_logits_mib"]) * MIB
+
+
+def indexer_pass_bytes(dep: Deployment, tokens: int, version: str) -> float:
+    """The profile's peak inside a sparse layer's indexer, past any workspace held: the step's
+    three hidden-size tensors (residual, normed input, attention output) beside
+    indexer_logits_bytes. DeepSeek-V3.2 at 8,192 tokens on v0.32: 8,192 × 3 × 7,168 × 2 B +
+    512 MiB = 0.83 GiB (its indexer's own queries, 8,192 × 64 × 128 in bf16 and fp8, 0.19 GiB,
+    left out). 0 where no logits are reserved."""
+    logits = indexer_logits_bytes(dep, version)
+    if not logits:
+        return 0.0
+    return tokens * 3 * dep.model.hidden_size * ACTIVATION_BYTES + logits
 
 
 def encoder_profile(dep: Deployment, budget_tokens: int, max_num_seqs: int = 0,

@@ -34,6 +34,7 @@ from ridgeline.vllm_memory import (
     activation_bytes_per_token,
     compile_transient_bytes,
     encoder_profile,
+    indexer_pass_bytes,
     model_runner,
     moe_workspace_bytes,
     mrv2_sampler_bytes,
@@ -287,9 +288,12 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         if s.cold_compile:  # not under --enforce-eager or -cc.mode=0, nor a warm cache
             compile_peak = compile_transient_bytes()
     # the tower runs first, its outputs kept; a fused-MoE workspace kept from the first MoE
-    # layer on is still held while the sampler runs
+    # layer on is still held while the sampler runs, and while a later sparse layer's
+    # indexer holds its logits
     workspace = moe_workspace_bytes(dep, tokens, acc.version)
-    peak = max(encoder, held + max(forward + compile_peak, workspace + sampler))
+    indexer = indexer_pass_bytes(dep, tokens, acc.version)
+    passes = max(forward, workspace + indexer) if indexer else forward
+    peak = max(encoder, held + max(passes + compile_peak, workspace + sampler))
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
     if (not acc.hybrid_allocator or chunked_in_full(dep.model, acc.version)) \
@@ -326,6 +330,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                   image_limit=s.mm_limits.count("image") if s.mm_limits else None,
                   seat_buffer_bytes=state,
                   runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace,
+                  indexer_bytes=indexer,
                   set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
 
 

@@ -140,12 +140,23 @@ def peak_label(p: KVPool) -> str:
         if p.encoder_held_bytes else ""
     if p.engine_buffers and p.activation_bytes > p.forward_bytes:
         return f"engine activations (the lm_head's output for {p.max_num_seqs:,} seats)"
+    passes = p.moe_workspace_bytes + p.indexer_bytes if indexer_binds(p) else p.forward_bytes
     if p.accounting is not None and p.moe_workspace_bytes + p.sampler_bytes \
-            > p.forward_bytes + p.compile_bytes:
+            > passes + p.compile_bytes:
         ws = " + MoE workspace" if p.moe_workspace_bytes else ""
         if p.runner == "MRV2":
             rows = min(p.max_num_seqs, p.profile_tokens)
             return f"sampler peak ({rows:,} requests' bf16 logits){ws}{held}"
         return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits){ws}{held}"
     cold = " + a cold torch.compile" if p.compile_bytes else ""
+    if indexer_binds(p):  # the MoE workspace beneath them is in fit --explain
+        cold = " + cold compile" if p.compile_bytes else ""
+        return f"activations ({p.profile_tokens:,}-token profile + indexer logits{cold}){held}"
     return f"activations ({p.profile_tokens:,}-token profile{cold}){held}"
+
+
+def indexer_binds(p: KVPool) -> bool:
+    """Whether a sparse layer's indexer pass (its logits beside the hidden states, over the
+    MoE workspace) is the forward's peak in vLLM's profile, not the MLP's activations."""
+    return bool(p.indexer_bytes) \
+        and p.moe_workspace_bytes + p.indexer_bytes > p.forward_bytes

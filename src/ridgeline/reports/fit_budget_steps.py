@@ -14,7 +14,8 @@ from ridgeline.llamacpp_pool import llamacpp_outputs, window_mask_cells
 from ridgeline.memory import EngineSettings, KVPool, device_memory_note
 from ridgeline.reports.fit_budget import fit_target_words
 from ridgeline.reports.fit_weights import weights_note
-from ridgeline.units import GIB
+from ridgeline.units import GIB, MIB
+from ridgeline.vllm_memory import indexer_logits_bytes
 
 
 def accounting_quantity(p: KVPool) -> Quantity:
@@ -219,14 +220,23 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
                    "hidden)): the fused-MoE kernel's two buffers, kept from the first MoE layer "
                    "on, so still held while the sampler runs (vLLM's WorkspaceManager)")] \
         if p.moe_workspace_bytes and dep.model.moe else []
+    indexer = [q("indexer pass", p.indexer_bytes / GIB, "GiB",
+                 f"{p.profile_tokens:,} tokens × 3 × hidden {dep.model.hidden_size:,} × 2 B + "
+                 f"{indexer_logits_bytes(dep, p.accounting.version) / MIB:,.0f} MiB: a sparse "
+                 "layer's indexer sets aside VLLM_SPARSE_INDEXER_MAX_LOGITS_MB of fp32 logits "
+                 "in the profile (v0.19+), one layer's at a time, beside the step's hidden "
+                 "states" + (" and over the MoE workspace" if workspace else ""))] \
+        if p.indexer_bytes else []
+    passes = f"max(forward, {'the MoE workspace + ' if workspace else ''}the indexer pass)" \
+        if indexer else "forward"
     if not p.encoder_images:
-        return [forward, *cold, *workspace, sampler,
+        return [forward, *cold, *workspace, *indexer, sampler,
                 q("activation peak", p.activation_bytes / GIB, "GiB",
-                  f"the larger of forward{' + cold compile' if cold else ''} and "
+                  f"the larger of {passes}{' + cold compile' if cold else ''} and "
                   f"{'the MoE workspace + ' if workspace else ''}the sampler")]
     item = dep.model.vision_item
     assert item is not None
-    return [forward, *cold, *workspace, sampler,
+    return [forward, *cold, *workspace, *indexer, sampler,
             q("vision tower", p.encoder_bytes / GIB, "GiB",
               f"{p.encoder_images} dummy images (max(max_num_batched_tokens, {item.tokens}) ÷ "
               f"{item.tokens} tokens an image{_image_cap(p)}) × {item.patches:,} patches × 2 B × (2 × "
@@ -236,7 +246,7 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
               f"{p.encoder_images} × {item.tokens} tokens × hidden {dep.model.hidden_size:,} × "
               "2 B, kept through the text pass and the sampler"),
             q("activation peak", p.activation_bytes / GIB, "GiB",
-              "max(vision tower, images held + the larger of forward and "
+              f"max(vision tower, images held + the larger of {passes} and "
               + ("the MoE workspace + " if workspace else "") + "sampler)")]
 
 

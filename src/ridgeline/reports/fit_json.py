@@ -145,7 +145,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
                     "sampler_bytes": p.sampler_bytes,
                     # vLLM MRV2: a cold torch.compile, inside the activations
-                    "compile_bytes": p.compile_bytes},
+                    "compile_bytes": p.compile_bytes,
+                    # vLLM v0.19+: a sparse layer's indexer logits beside the hidden states
+                    "indexer_bytes": p.indexer_bytes},
         "engine_version": sized_version(p.engine, r.settings.engine_version)
         if p.accounting is None else p.accounting.version,
         "model_runner": p.runner or None,  # vLLM: V0, V1 or MRV2 (Model Runner V2)

@@ -242,10 +242,10 @@ def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
 def _sparse_attention(dep: Deployment, context: int) -> tuple[float, str, Step] | None:
     """A DeepSeek Sparse Attention model's decode attention after ``context`` cached tokens
     (--prompt-len), as the step cost prices it (cost.sparse_decode_read): the min(c + 1, k)
-    latents its indexer picks and every key's indexer key, read for their FLOPs: an intensity
-    that moves with the context (DeepSeek-V3.2 at TP8, bf16 cache: 39.9 FLOP/byte up to
-    2,048 tokens, 104.0 at 65,536, where dense MLA's every latent gave 30.2 at any). None
-    for any other model."""
+    latents its indexer picks and every key's indexer key, read for their FLOPs, each key's
+    fp32 logit written and read back: an intensity that moves with the context (DeepSeek-V3.2
+    at TP8, bf16 cache: 99.3 FLOP/byte at 65,536, where dense MLA's every latent gave 30.2 at
+    any). None for any other model."""
     topk = sparse_topk(dep.model)
     if topk is None:
         return None
@@ -263,7 +263,8 @@ def _sparse_attention(dep: Deployment, context: int) -> tuple[float, str, Step] 
     return intensity, note, step(
         "decode attention intensity (DeepSeek Sparse Attention)",
         "(FLOPs per latent × latents read + indexer FLOPs per key × keys scored) ÷ (latent "
-        "bytes × latents read + indexer key bytes × keys scored), per attention layer"
+        "bytes × latents read + (indexer key bytes + logit bytes) × keys scored), per "
+        "attention layer"
         + rank + " (cost.attention_rates, the step cost's)",
         q("intensity", intensity, "FLOP/byte"),
         q("FLOPs per latent", rates.decode_flops_per_pair, "FLOP",
@@ -275,6 +276,8 @@ def _sparse_attention(dep: Deployment, context: int) -> tuple[float, str, Step] 
         q("latent bytes", rates.kv_bytes_per_token, "B", "a token's latent, one rank's copy"),
         q("indexer key bytes", rates.indexer_bytes_per_token, "B",
           "index_head_dim fp8 + a float32 scale per 128"),
+        q("logit bytes", rates.indexer_logit_bytes_per_pair, "B",
+          "a key's float32 logit written by the indexer and read back by the top-k"),
         q("FLOPs", flops / 1e6, "MFLOP"), q("bytes", nbytes / 1e6, "MB"))
 
 
