@@ -564,9 +564,12 @@ def test_a_checkpoint_whose_own_method_vllm_refuses_on_the_card_is_refused_as_st
     assert "--quantization modelopt_mixed needs compute capability 8.9" in refused(
         capsys, *argv, "--gpu", "a100", "-q", "modelopt_mixed")
     answer(capsys, *argv, "--gpu", "a100", "--weights", "nvfp4")
-    # SGLang's own floors are not modelled: the rule is vLLM's
-    assert "get_min_capability" not in run_cli(capsys, *argv, "--gpu", "a100", "--engine",
-                                               "sglang")[2]
+    # SGLang's own floor for it is its NVFP4 one, Blackwell's: an H100 that vLLM runs it on
+    # is refused under SGLang, naming SGLang
+    for gpu in ("a100", "h100"):
+        assert "SGLang's modelopt_mixed" in refused(capsys, *argv, "--gpu", gpu, "--engine",
+                                                    "sglang")
+    answer(capsys, *argv, "--gpu", "b200", "--engine", "sglang")
 
 
 def test_an_fp8_checkpoint_runs_on_an_a100_through_fp8_marlin(

@@ -85,9 +85,10 @@ def test_a_folders_sidecar_gives_the_weights_and_the_cache_every_engine_serves(
     assert shown["quantization_file"] == "hf_quant_config.json"
     engines = ("vllm", "sglang", "trtllm")
     assert shown["checkpoint_kv_cache_dtypes"] == ({e: kv for e in engines} if kv else {})
-    # fit's cache, each engine's auto; NVFP4 weights run under TensorRT-LLM on Blackwell alone
+    # fit's cache, each engine's auto; NVFP4 weights run under TensorRT-LLM and SGLang on
+    # Blackwell alone (SGLang's ModelOptFp4Config.get_min_capability: 100)
     for engine in engines:
-        gpu = "b200" if weights == "nvfp4" and engine == "trtllm" else "h100"
+        gpu = "b200" if weights == "nvfp4" and engine in ("trtllm", "sglang") else "h100"
         assert fit_json(capsys, folder, engine, gpu)["kv_dtype"] == (kv or "bf16"), engine
 
 

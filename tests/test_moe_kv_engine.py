@@ -35,13 +35,14 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 # (model, card, --engine, the engine id it builds): a GGUF that is not the checkpoint
 # (gpt-oss under llama.cpp), a GeForce card under llama.cpp, llama.cpp on Blackwell (its
-# experts at bf16, not the stored MXFP4's fp4), SGLang where vLLM refuses the checkpoint
+# experts at bf16, not the stored MXFP4's fp4), SGLang's ModelOpt MIXED_PRECISION on Blackwell,
+# the one family SGLang serves it on (its modelopt_mixed floor is compute capability 10.0)
 CASES = [
     ("gpt-oss-20b", "h100-sxm", "llama.cpp", "llama.cpp-cuda"),
     ("gpt-oss-120b", "b200", "llama.cpp", "llama.cpp-cuda"),
     ("qwen3-30b-a3b", "rtx-4090", "llama.cpp", "llama.cpp-cuda"),
     ("mixtral-8x7b", "apple-m2-max-38c", "llama.cpp", "llama.cpp-metal"),
-    ("nvidia/Qwen3.6-35B-A3B-NVFP4", "a100-sxm-80gb", "sglang", "sglang"),
+    ("nvidia/Qwen3.6-35B-A3B-NVFP4", "b200", "sglang", "sglang"),
     ("qwen3-30b-a3b", "h100-sxm", "vllm", "vllm"),
 ]
 

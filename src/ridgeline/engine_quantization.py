@@ -6,8 +6,9 @@ checkpoint in FP8 (ridgeline's --weights fp8); on a checkpoint already stored in
 flag loads it as stored. The engines refuse the rest at start-up, and so does ridgeline: a
 method that needs a checkpoint of its own (awq, gptq, modelopt, …) on a 16-bit checkpoint, a
 method the checkpoint's quant_method does not match, -q for an engine without the flag, and
-(vLLM's get_min_capability) a method below the card's compute capability, named with -q or
-the one the checkpoint is read with as stored (modelopt_mixed on an A100).
+(vLLM's and SGLang's get_min_capability) a method below the card's compute capability, named
+with -q or the one the checkpoint is read with as stored (modelopt_mixed on an A100; under
+SGLang, a ModelOpt FP8 export on an A100 and an NVFP4 one before Blackwell).
 --weights stays the what-if flag: it sizes any format on any checkpoint. --dtype names the
 16-bit type an unquantized checkpoint runs in; bfloat16 where the card has none is refused.
 """
@@ -175,6 +176,21 @@ def _layout_refusal(chosen: EngineMethod, spec: ModelSpec, label: str,
 # format-wide floors (AWQ and Marlin below 7.5, fp8 below Turing) are engine_platforms'.
 VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "modelopt": 89,
                        "modelopt_fp4": 75, "modelopt_mixed": 89}
+# SGLang's get_min_capability for its ModelOpt methods, checked as it loads the model as vLLM's
+# is (model_loader/loader.py _get_quantization_config: 'The quantization method X is not
+# supported for the current GPU. Minimum capability: 100. Current capability: 90.'), keyed by
+# ridgeline's method names: ModelOptFp8Config (SGLang's modelopt_fp8) 89, ModelOptFp4Config
+# (modelopt_fp4) 100, ModelOptMixedPrecisionConfig (modelopt_mixed) ModelOptFp4Config's, so 100
+# (sgl-project/sglang layers/quantization/modelopt_quant.py, the same from the FP8 and FP4
+# configs' first versions to 2026's split into modelopt/schemes/modelopt_fp8.py,
+# modelopt_fp4.py, modelopt_mixed_precision.py). Unlike vLLM's NVFP4 (75: FP4 Marlin below
+# Blackwell) SGLang has no fallback below 10.0, and neither engine runs ModelOpt FP8 below 8.9.
+SGLANG_MIN_CAPABILITY = {"modelopt": 89, "modelopt_fp4": 100, "modelopt_mixed": 100}
+MIN_CAPABILITY = {"vllm": VLLM_MIN_CAPABILITY, "sglang": SGLANG_MIN_CAPABILITY}
+ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
+# SGLang's names for ridgeline's ModelOpt methods, where they differ (its --quantization modelopt
+# picks modelopt_fp8 or modelopt_fp4 by the checkpoint's quant_algo)
+SGLANG_METHOD_NAMES = {"modelopt": "modelopt_fp8"}
 # the compute capabilities of each NVIDIA family, its lowest part's and its highest's (NVIDIA's
 # CUDA GPUs table, developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's
 # compute-capability table): Kepler 3.0-3.7, Maxwell 5.0-5.3, Pascal 6.0-6.2, Volta 7.0-7.2,
@@ -191,11 +207,12 @@ def _capability(tenths: int) -> str:
     return f"{tenths // 10}.{tenths % 10}"
 
 
-def capability_shortfall(method: str, acc: Accelerator) -> str:
-    """'' where vLLM starts ``method`` on ``acc``, else what the card lacks, in words: 'needs
-    compute capability 8.9 or more, and the a100-sxm-80gb (ampere family, compute capability
-    8.0 to 8.7) has less'. Only an NVIDIA card of a family the table knows is refused."""
-    need = VLLM_MIN_CAPABILITY.get(method)
+def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm") -> str:
+    """'' where ``engine`` (vLLM, SGLang) starts ``method`` on ``acc``, else what the card
+    lacks, in words: 'needs compute capability 8.9 or more, and the a100-sxm-80gb (ampere
+    family, compute capability 8.0 to 8.7) has less'; modelopt_fp4 needs 7.5 under vLLM and
+    10.0 under SGLang. Only an NVIDIA card of a family the table knows is refused."""
+    need = MIN_CAPABILITY.get(engine, {}).get(method)
     has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
     if need is None or has is None or has[1] >= need:
         return ""
@@ -203,35 +220,62 @@ def capability_shortfall(method: str, acc: Accelerator) -> str:
     span = low if low == high else f"{low} to {high}"
     able = ", ".join(f.capitalize() for f, (lo, _) in NVIDIA_FAMILY_CAPABILITY.items()
                      if lo >= need)
+    when = "at start-up" if engine == "vllm" else "as it loads the model"
     return (f"needs compute capability {_capability(need)} or more, and the {acc.id} "
-            f"({acc.family} family, compute capability {span}) has less: vLLM refuses it at "
-            f"start-up (get_min_capability); name a card of {_capability(need)} or more "
-            f"({able})")
+            f"({acc.family} family, compute capability {span}) has less: "
+            f"{ENGINE_WORDS[engine]} refuses it {when} (get_min_capability); name a card of "
+            f"{_capability(need)} or more ({able})")
 
 
-def method_on(method: str, acc: Accelerator) -> None:
+def method_on(method: str, acc: Accelerator, engine: str | None = None) -> None:
     """Refuses a method on an NVIDIA card below its compute capability, as vLLM does at
     start-up ('The quantization method X is not supported for the current GPU. Minimum
     capability: 80'): experts_int8 on a T4 or V100, bitsandbytes on a P100, modelopt_mixed on
-    an A100."""
+    an A100; under SGLang its own ModelOpt floors first (modelopt_fp4 on an H100), vLLM's
+    standing for the methods whose SGLang floor is not modelled."""
     chosen = engine_method(method)
-    short = capability_shortfall(chosen.method, acc)
+    short = (capability_shortfall(chosen.method, acc, "sglang")
+             if engine == "sglang" and chosen.method in SGLANG_MIN_CAPABILITY else
+             capability_shortfall(chosen.method, acc))
     if short:
         raise InputError(f"--quantization {chosen.method} {short}")
 
 
+def sglang_modelopt_method(spec: ModelSpec) -> str:
+    """The ridgeline method SGLang reads ``spec``'s ModelOpt checkpoint with as stored, by its
+    quant_algo as SGLang's ModelConfig names it: modelopt_mixed for MIXED_PRECISION, modelopt
+    (SGLang's modelopt_fp8) where FP8 is in the name (FP8, FP8_PB_WO, FP8_BLOCK), modelopt_fp4
+    where FP4 is (NVFP4, W4A16_NVFP4); '' for any other checkpoint."""
+    algo = spec.quant_algo.upper()
+    if spec.quant_method != "modelopt" or not spec.stored_format_map:
+        return ""
+    if algo == "MIXED_PRECISION":
+        return "modelopt_mixed"
+    return "modelopt" if "FP8" in algo else "modelopt_fp4" if "FP4" in algo else ""
+
+
 def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None) -> str:
-    """Why vLLM refuses ``spec``'s checkpoint, served as stored, on ``acc``, or "": the method
-    it reads the checkpoint with (checkpoint_engine_method) is below its compute capability
-    there, as with --quantization (method_on): Qwen3.6-35B-A3B-NVFP4 (ModelOpt MIXED_PRECISION,
-    modelopt_mixed) on an A100. SGLang checks its own floors, which ridgeline does not model."""
-    own = checkpoint_engine_method(spec, engine) if engine == "vllm" else None
-    short = capability_shortfall(own.method, acc) if own else ""
-    if own is None or not short:
+    """Why vLLM or SGLang refuses ``spec``'s checkpoint, served as stored, on ``acc``, or "":
+    the method it reads the checkpoint with (checkpoint_engine_method; SGLang's ModelOpt one,
+    sglang_modelopt_method) is below its compute capability there, as with --quantization
+    (method_on): Qwen3.6-35B-A3B-NVFP4 (ModelOpt MIXED_PRECISION, modelopt_mixed) on an A100
+    under vLLM (8.9), on an H100 too under SGLang (10.0); a ModelOpt FP8 export on an A100
+    under either."""
+    if engine == "vllm":
+        own = checkpoint_engine_method(spec, engine)
+        method = own.method if own else ""
+    elif engine == "sglang":
+        method = sglang_modelopt_method(spec)
+    else:
+        return ""
+    short = capability_shortfall(method, acc, engine) if method else ""
+    if not short:
         return ""
     algo = f", quant_algo {spec.quant_algo}" if spec.quant_algo else ""
-    return (f"{spec.name} is read as stored with vLLM's {own.method} method (quant_method "
-            f"{spec.quant_method}{algo}), which {short}")
+    label = "+".join(sorted(set(spec.stored_format_map.values())))
+    name = SGLANG_METHOD_NAMES.get(method, method) if engine == "sglang" else method
+    return (f"{spec.name} is stored {label} (quant_method {spec.quant_method}{algo}) and read "
+            f"as stored with {ENGINE_WORDS[engine]}'s {name} method, which {short}")
 
 
 def checkpoint_engine_method(spec: ModelSpec, engine: str | None = None) -> EngineMethod | None:

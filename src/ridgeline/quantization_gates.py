@@ -38,8 +38,8 @@ def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     the model's heads or widths do not split over its tensor-parallel ranks, its bitsandbytes
     or experts_int8 weights are refused on this layout or release, its ModelOpt quant_algo or
     KV dtype is one the engine refuses (modelopt_problem, kv_override_problem), or the method
-    vLLM reads its checkpoint with as stored needs a higher compute capability than the card's
-    (capability_problem), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
+    vLLM or SGLang reads its checkpoint with as stored needs a higher compute capability than
+    the card's (capability_problem), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
     as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem)."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
             or modelopt_problem(dep) or kv_override_problem(dep)
@@ -74,8 +74,9 @@ def kv_override_problem(dep: Deployment) -> str:
 def capability_problem(dep: Deployment) -> str:
     """Why ``dep``'s engine refuses its checkpoint as stored on its card, or "" (--weights FMT,
     the what-if flag, sizes another checkpoint; --quantization is method_on's): the method
-    vLLM reads it with below the card's compute capability, or TensorRT-LLM's W4A8_AWQ, fp8
-    activations, on a card without fp8 matmuls (before compute capability 8.9)."""
+    vLLM or SGLang reads it with below the card's compute capability (a ModelOpt FP8 export on
+    an A100 under either, an NVFP4 one on an H100 under SGLang), or TensorRT-LLM's W4A8_AWQ,
+    fp8 activations, on a card without fp8 matmuls (before compute capability 8.9)."""
     if dep.weights.label != "as stored":
         return ""
     spec, acc = dep.model, dep.accelerator
