@@ -149,11 +149,15 @@ def test_max_tokens_in_buffer_is_checked_without_a_backend(
     (["calibrate", str(ROOT / "validation/lowbatch.csv"), "-o", ""],
      "argument -o: output path is empty"),
     (["observe", "", "--model", "llama-3.1-8b", "--gpu", "h100"],
-     "argument SOURCE: source path or URL is empty")])
+     "argument SOURCE: source path or URL is empty"),
+    (["validate", ""], "argument FILE: measurements path is empty"),
+    (["calibrate", str(ROOT / "validation/lowbatch.csv"), " ", "-o", "p.json"],
+     "argument FILE: measurements path is empty")])
 def test_an_empty_output_or_source_is_named_empty(
         capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
     """-o '' said "cannot write : a folder, not a file" (the working folder), observe ''
-    "cannot read  ([Errno 21] Is a directory: '.')"."""
+    "cannot read  ([Errno 21] Is a directory: '.')", validate '' " is not a readable CSV
+    file ([Errno 21] Is a directory: '.')"."""
     assert said in refused(capsys, *argv)
 
 

@@ -167,6 +167,24 @@ def test_a_vllm_log_under_another_engine_is_cautioned_as_its_metrics_are(
     assert code == 0 and "carries vllm's metrics" not in out
 
 
+def test_vllm_metrics_on_a_card_vllm_does_not_run_on_doubt_the_card_not_the_engine(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's metrics with --gpu an Apple chip and no --engine: the card's default, llama.cpp's
+    Metal build, sizes the figures, and the caution had said "leave --engine out", which was
+    left out; it now says vllm does not run on the card, so --gpu is the doubt. An --engine
+    the metrics contradict on a card vLLM runs on keeps its advice."""
+    metrics = str(FIXTURES / "vllm_metrics.txt")
+    code, out, _ = run_cli(capsys, "observe", metrics, "--model", "llama-3.1-8b",
+                           "--gpu", "apple-m3-max-40c")
+    (line,) = [x for x in out.splitlines() if "the source carries vllm's metrics" in x]
+    assert code == 0 and "but llama.cpp-metal's pool" in line
+    assert "vllm does not run on apple-m3-max-40c: is --gpu the server's card?" in line
+    assert "leave --engine out" not in line
+    code, out, _ = run_cli(capsys, "observe", metrics, "--model", "llama-3.1-8b",
+                           "--gpu", "h100", "--engine", "sglang")
+    assert code == 0 and "(leave --engine out to size the engine the metrics name)" in out
+
+
 @pytest.mark.parametrize(("flags", "said"), [
     (("--max-loras", "4"), "--max-loras without --enable-lora changes nothing: vllm serve"),
     (("--max-lora-rank", "64", "--fully-sharded-loras"),

@@ -155,7 +155,8 @@ def test_simulate_names_the_engines_own_settings(
            "4", "--num-requests", "8", "--input-len", "256", "--output-len", "16")
     settings = json.loads(answer(capsys, *run, "--json"))["settings"]
     line = next(x for x in answer(capsys, *run).splitlines() if x.startswith("engine:"))
-    assert f"{seats} {settings['max_num_seqs']}," in line  # the JSON keeps vLLM's keys
+    assert f"{seats} {settings['max_num_seqs']:,}," in line  # the JSON keeps vLLM's keys
+    assert settings["max_num_seqs"] >= 1000  # grouped as the blocks and the budget are
     assert f"{tokens} {settings['max_num_batched_tokens']:,}" in line
     assert "max_num_seqs" not in line and "max_num_batched_tokens" not in line
 

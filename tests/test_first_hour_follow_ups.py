@@ -105,6 +105,23 @@ def test_a_geforce_row_that_prices_nothing_gets_no_profile_caution(
     assert code == 0 and PROFILE_ROWS in out
 
 
+@pytest.mark.parametrize("batches", ["1", "1,2"])
+def test_a_one_card_report_that_prices_nothing_gets_no_profile_caution(
+        capsys: pytest.CaptureFixture[str], batches: str) -> None:
+    """Gemma-2-9B in bf16 does not fit a 12 GiB RTX 3060: the one-card report, a point or a
+    table, prints no expected time, so it says nothing of the GeForce rows the profile lacks
+    (as the comparison above), while its JSON keeps every caution; a priced 3060 row (Llama-3.2-1B)
+    still says it."""
+    argv = ("decode", "gemma-2-9b", "--gpu", "rtx-3060", "--batch", batches)
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and out.startswith("DOES NOT FIT") and PROFILE_ROWS not in out
+    code, out, _ = run_cli(capsys, *argv, "--json")
+    assert code == 0 and any(PROFILE_ROWS in c for c in json.loads(out)["cautions"])
+    code, out, _ = run_cli(capsys, "decode", "llama-3.2-1b", "--gpu", "rtx-3060",
+                           "--batch", batches, "--max-model-len", "8192")
+    assert code == 0 and "DOES NOT FIT" not in out and PROFILE_ROWS in out
+
+
 def test_the_chained_ttft_reads_its_percentile_linearly() -> None:
     """Ten equal-weight values 1 … 10 s (one part): p90 is 9.1 s, numpy's linear reading
     (position 0.9 × 9 = 8.1), as simulate's Histogram.percentile reads 1 … 10; nearest rank
@@ -121,3 +138,27 @@ def test_the_chained_ttft_reads_its_percentile_linearly() -> None:
     coin = [0.0, 1.0]
     assert chained_percentile_s((coin, coin), 50) == pytest.approx(1.0)
     assert chained_percentile_s((coin, coin), 90) == pytest.approx(0.7 + 1.0)
+
+
+def test_decode_and_prefill_name_expert_parallel_in_their_deployment_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on 8 x H200 with --enable-expert-parallel: decode's and prefill's first
+    line read as TP8's did, though the step moved (batch 1's floor) — simulate said EP, they
+    did not. Now they say it; without the flag they do not, and a data-parallel layout's own
+    label names its experts' split once."""
+    dep = ("deepseek-v3", "--gpu", "h200", "--num-gpus", "8")
+    decode = ("decode", *dep, "--batch", "1", "--context", "4000", "--json")
+    code, out, _ = run_cli(capsys, *decode, "--enable-expert-parallel")
+    ep = json.loads(out)
+    code_tp, out, _ = run_cli(capsys, *decode)
+    tp = json.loads(out)
+    assert code == code_tp == 0
+    assert "experts spread over the GPUs (EP)" in ep["deployment"]
+    assert "(EP)" not in tp["deployment"]
+    assert ep["points"][0]["step_time_s"] != tp["points"][0]["step_time_s"]
+    code, out, _ = run_cli(capsys, "prefill", *dep, "--prompt-len", "1000",
+                           "--enable-expert-parallel")
+    assert code == 0 and "on 8 x h200-sxm, experts spread over the GPUs (EP), weights" in out
+    code, out, _ = run_cli(capsys, "decode", *dep, "--engine", "sglang", "--enable-dp-attention",
+                           "--data-parallel-size", "8", "--enable-expert-parallel", "--batch", "64")
+    assert code == 0 and "(EP)" not in out.splitlines()[0] and "EP8" in out.splitlines()[0]

@@ -528,6 +528,26 @@ def test_an_apple_silicon_page_offers_one_device_unless_asked(
     assert "24 deployments" in said("--gpu", "h100")  # 4 counts × 3 formats × 2 caches
 
 
+def test_a_page_of_cards_vllm_does_not_run_on_draws_their_llama_cpp_build(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Unasked, --engine was vllm whatever the cards: a page of an Apple-silicon card priced
+    no combination and stopped ("try --engine llama.cpp-metal"), where decode defaults the card
+    to llama.cpp's Metal build. Now the page draws each card's llama.cpp build where vLLM runs
+    on none of them (the same page as --engine llama.cpp-metal asks), and vllm where any card
+    runs it, the Mac's combinations said not to run."""
+    def data(*argv: str) -> dict[str, Any]:
+        assert main(["page", "llama-3.1-8b", "--json", *argv]) == 0
+        return dict(json.loads(capsys.readouterr().out)["page"])
+
+    mac = data("--gpu", "apple-m3-max-40c")
+    assert mac == data("--gpu", "apple-m3-max-40c", "--engine", "llama.cpp-metal")
+    assert mac["combos"] and not mac["left_out"]
+    assert mac == data("--gpu", "apple-m3-max-40c", "--engine", "llama.cpp")
+    mixed = data("--gpu", "h100,apple-m3-max-40c", "--counts", "1")
+    assert mixed == data("--gpu", "h100,apple-m3-max-40c", "--counts", "1", "--engine", "vllm")
+    assert any("vllm does not run on apple-m3-max-40c" in why for why in mixed["left_out"].values())
+
+
 @pytest.mark.parametrize(("flag", "names"), [("--gpu", "h100,h100-sxm"), ("--weights", "fp8,FP8"),
                                              ("--kv-dtypes", "bf16,bfloat16")])
 def test_the_page_refuses_one_entry_by_two_of_its_names(

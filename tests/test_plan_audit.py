@@ -23,7 +23,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.plan import PlanResult, plan
 from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
-from ridgeline.units import share_of_requests, usd_per_million_tokens
+from ridgeline.units import fmt_req_rate, share_of_requests, usd_per_million_tokens
 
 LLAMA_8B, LLAMA_70B = resolve_model("llama-3.1-8b"), resolve_model("llama-3.1-70b")
 
@@ -113,6 +113,22 @@ def test_a_load_past_max_gpus_says_how_many_gpus_it_needs() -> None:
     assert needed > 64
     enough = plan(LLAMA_8B, load, slo, gpus=["h100-sxm"], max_gpus=needed, workers=1, verify=0)
     assert min(c.gpus for c in enough.candidates) == needed
+
+
+def test_a_rate_of_thousands_reads_as_a_number_not_an_exponent(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """plan's head printed --rate 100000 as '1e+05 req/s' (4 significant figures), and the
+    closest miss its replicas ungrouped ('2769 replicas' beside 'about 2,769 GPUs'): both now
+    read as the GPUs do, whole and grouped; a rate under 1,000 keeps its figures."""
+    code = main(["plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "100000",
+                 "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50"])
+    out = capsys.readouterr().out
+    assert code == 1 and "e+0" not in out
+    assert out.startswith("llama-3.1-8b at 100,000 req/s (input")
+    assert "no batch sustaining 100,000 req/s within 64 GPUs" in out
+    found = re.search(r"needs about ([\d,]+) GPUs \(([\d,]+) replicas of 1 x h100-sxm", out)
+    assert found and found.group(1) == found.group(2) and "," in found.group(2), out
+    assert fmt_req_rate(0.25) == "0.25" and fmt_req_rate(12.5) == "12.5"
 
 
 # -- 2. the CDNA3 MoE caution ------------------------------------------------------------

@@ -150,7 +150,7 @@ class Candidate:
             return (f"{self.disaggregated} pools of {self.tp} x {self.accelerator} "
                     f"({replace(self, pp=1, expert_parallel=False).parallel_for(engine)}, "
                     f"{weights_name or self.weights}, KV {self.kv}{knobs})")
-        return (f"{self.replicas} replica{'s' if self.replicas > 1 else ''} of "
+        return (f"{self.replicas:,} replica{'s' if self.replicas > 1 else ''} of "
                 f"{self.replica_gpus} x {self.accelerator} ({self.parallel_for(engine)}, "
                 f"{weights_name or self.weights}, "
                 f"KV {self.kv}{seqs})")

@@ -309,7 +309,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
 def _measurement_files(p: argparse.ArgumentParser, together: str) -> None:
     """validate's and calibrate's inputs: measurement CSVs, ``together`` one set, and the
     accelerator records their rows name."""
-    p.add_argument("file", metavar="FILE", nargs="+",
+    p.add_argument("file", metavar="FILE", nargs="+", type=_not_empty("measurements path"),
                    help=f"CSVs in the format of validation/README.md ({together} together)")
     p.add_argument("--gpu-file", action="append", metavar="FILE",
                    type=_not_empty("accelerator file path"),

@@ -48,6 +48,8 @@ def cmd_page(args: argparse.Namespace) -> Any:
         resolve_model(m, fetchable=False)
     gpus = [g.strip() for g in args.gpus.split(",")] if args.gpus else list(DEFAULT_GPUS)
     counts = list(args.counts or _default_counts(gpus))
+    if args.engine is None:
+        args.engine = _default_engine(gpus)
     gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
     offered = f"{DEFAULT_WEIGHTS_ENTRY},q8_0,q4_k_m" if gguf else "as stored,fp8,awq-int4"
     weights = [w.strip() for w in (args.weights or offered).split(",")]
@@ -202,9 +204,10 @@ def register(sub: Any) -> None:
                    "F16 output)")
     p.add_argument("--kv-dtypes", type=_name_list(_kv_name),
                    help="KV dtypes to offer (default: bf16, fp8; for llama.cpp f16, q8_0)")
-    p.add_argument("--engine", default="vllm", type=_typed(_engine_name),
+    p.add_argument("--engine", type=_typed(_engine_name),
                    help="the engine whose calibrated expectation and pool the page draws "
-                   "(default vllm)")
+                   "(default vllm; llama.cpp, each card's build, where vLLM runs on none of "
+                   "the cards: Apple silicon, as decode defaults them)")
     p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="engine profiles from `ridgeline calibrate` (default: the bundled ones)")
     p.add_argument("-o", "--output", type=_not_empty("output path"),
@@ -215,6 +218,18 @@ def register(sub: Any) -> None:
 
 
 DEFAULT_COUNTS = (1, 2, 4, 8)
+
+
+def _default_engine(gpus: list[str]) -> str:
+    """The engine the page draws unasked: vllm, unless every card offered is one the other
+    commands default to a llama.cpp build on (cli_load.default_engine: Metal on Apple silicon,
+    ROCm on the AMD GPUs vLLM's ROCm build leaves out), where 'llama.cpp' gives each card its
+    build: `page llama-3.1-8b --gpu apple-m3-max-40c` draws llama.cpp-metal, as `decode` does,
+    where vllm priced no combination at all."""
+    from ridgeline.cli_load import default_engine
+
+    builds = {default_engine(argparse.Namespace(gpu=g, gpu_file=None)) for g in gpus}
+    return "llama.cpp" if builds and all(b.startswith("llama.cpp") for b in builds) else "vllm"
 
 
 def _default_counts(gpus: list[str]) -> tuple[int, ...]:

@@ -28,7 +28,7 @@ from ridgeline.plan_checks import CheckRun, Missed
 from ridgeline.quantization_gates import single_rank_checkpoint
 from ridgeline.search_space import ENGINE_KNOBS, layouts
 from ridgeline.serving_load import Load, Slo
-from ridgeline.units import plural
+from ridgeline.units import fmt_req_rate, plural
 
 
 def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
@@ -189,7 +189,8 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                 itl = "" if slo.itl_s is None else f", ITL {tpot * 1e3:,.1f} ms"
                 text = (f"{group} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
                         f"TPOT {tpot * 1e3:,.1f} ms{itl}), but no batch sustaining "
-                        f"{load.rate_req_s:g} req/s within {max_gpus} GPU{'s' if max_gpus > 1 else ''} "
+                        f"{fmt_req_rate(load.rate_req_s)} req/s within {max_gpus} "
+                        f"GPU{'s' if max_gpus > 1 else ''} "
                         "keeps the p"
                         f"{slo.percentile:g} latencies under it: the load is the miss")
                 if beyond is not None:

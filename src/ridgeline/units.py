@@ -157,6 +157,12 @@ def fmt_count(n: float) -> str:
     return f"{n:.0f}"
 
 
+def fmt_req_rate(req_s: float) -> str:
+    """A request rate as a load states it: 4 significant figures (0.25, 2.5, 12.5), whole and
+    grouped from 1,000 on (100000 -> '100,000', never '1e+05')."""
+    return f"{req_s:,.0f}" if req_s >= 1000 else f"{req_s:.4g}"
+
+
 def fmt_total_tok_s(tok_s: float) -> str:
     """A total rate printed beside a per-user one (which prints to 0.1 tok/s): to 0.1 where
     it is small, so batch 1's total reads as the per-user figure it is (9.5 beside 9.5, not

@@ -429,7 +429,18 @@ class DecodeReport:
     def _pool_lines(self, said: int | None = None) -> list[str]:
         """The batch the engine's pool runs at each context (but the ``said`` context, whose
         refusal the expectation's line gave), then what the expectation leaves out."""
-        return [*self._seat_lines(said), *(f"caution: {c}" for c in self.cautions)]
+        return [*self._seat_lines(said), *(f"caution: {c}" for c in self.shown_cautions)]
+
+    @property
+    def shown_cautions(self) -> tuple[str, ...]:
+        """The cautions the text says: all of them where a point is priced; where none is
+        (gemma-2-9b on an RTX 3060 does not fit), not those of the expected times
+        (expectation_cautions: a GeForce card's missing profile rows), which would caution
+        a figure the report does not print. The comparison drops them alike."""
+        if self.priced:
+            return self.cautions
+        unpriced = self.expectation_cautions
+        return tuple(c for c in self.cautions if c not in unpriced)
 
     def _fit_hint(self) -> str:
         # the defaults are fit's (vllm serve's, for vLLM); other settings are to be given again
@@ -863,8 +874,7 @@ class DecodeComparison(ByCard):
                              bound_label(f.bound)])
         # a card that prices no row has no expected time to caution (a GeForce's profile
         # rows, where the card's row does not fit): its other cautions stay
-        cautions = dict.fromkeys(c for r in self.reports for c in r.cautions
-                                 if r.priced or c not in r.expectation_cautions)
+        cautions = dict.fromkeys(c for r in self.reports for c in r.shown_cautions)
         from ridgeline.offload import placement_lines
 
         engines = ", ".join(dict.fromkeys(r.expected[0].engine for r in self.reports))

@@ -291,10 +291,18 @@ class ObserveReport(ObserveVerdict):
         if o.engine_family and not d.engine.startswith(o.engine_family):
             # the metric names say which engine exported them (observe_metrics); the pool,
             # the seats and the step priced are the engine named's, so they size another
+            from ridgeline.engine_platforms import engine_platform_problem
+
+            # leaving --engine out sizes the metrics' engine, unless it does not run on the
+            # card named (a vLLM server's metrics with --gpu an Apple chip: llama.cpp-metal
+            # is the card's default), where --gpu is the doubt
+            elsewhere = engine_platform_problem(o.engine_family, d.accelerator)
+            fix = (f"{o.engine_family} does not run on {d.accelerator.id}: is --gpu the "
+                   "server's card?" if elsewhere else
+                   "leave --engine out to size the engine the metrics name")
             out.append(f"caution: the source carries {o.engine_family}'s metrics, but "
                        f"{d.engine}'s pool, seats and step size the figures here: they are not "
-                       f"the server's unless it runs {d.engine} (leave --engine out to size "
-                       f"the engine the metrics name)")
+                       f"the server's unless it runs {d.engine} ({fix})")
         apart = self.rates_apart
         if apart is not None and apart > RATES_APART:
             itl, implied, o = self.obs.latency_ms["itl"]["mean"], self.rate_itl_ms, self.obs

@@ -23,7 +23,7 @@ from ridgeline.reports.launch_commands import multi_node_note
 from ridgeline.reports.plan_commands import PlanCommands
 from ridgeline.reports.plan_lists import PlanLists, itl_part, pct, tpot_ms, usd
 from ridgeline.reports.split_launch import host_note
-from ridgeline.units import ordinal, plural, share_of_requests
+from ridgeline.units import fmt_req_rate, ordinal, plural, share_of_requests
 
 # --json's names for Candidate.rate_limits (req/s; null: no limit)
 RATE_LIMIT_KEYS = ("tpot_at_batch", "token_budget", "prompt_queue")
@@ -356,8 +356,9 @@ class PlanReport:
     def text_lines(self) -> list[str]:
         r = self.result
         slo = r.slo
-        head = (f"{self.model.name} at {r.load.rate_req_s:.4g} req/s (input {r.load.input_len}, output "
-                f"{r.load.output_len}); SLO {pct(slo.percentile)} TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
+        head = (f"{self.model.name} at {fmt_req_rate(r.load.rate_req_s)} req/s (input "
+                f"{r.load.input_len}, output {r.load.output_len}); SLO {pct(slo.percentile)} "
+                f"TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms"
                 + ("" if slo.itl_s is None else f", ITL ≤ {slo.itl_s * 1e3:g} ms")
                 + f"; {r.searched} configurations searched, "

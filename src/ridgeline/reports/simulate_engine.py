@@ -59,7 +59,7 @@ def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
             f"{tokens_per_step(c.spec_tokens, c.spec_acceptance):.2f} tokens on average (TPOT "
             "counts them all; ITL is per streamed chunk)") if c.spec_tokens else ""
     if c.ubatch_tokens:
-        return (f"engine: {c.num_blocks:,} KV cells, {c.max_num_seqs} slots (-np), batch "
+        return (f"engine: {c.num_blocks:,} KV cells, {c.max_num_seqs:,} slots (-np), batch "
                 f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub)"
                 + spec)
     cap = (f", long_prefill_token_threshold {c.long_prefill_token_threshold:,}"
@@ -69,7 +69,7 @@ def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
     pool = sglang_pool_words(c.num_blocks, c.block_size) if engine == "sglang" else \
         f"{c.num_blocks:,} KV {plural(c.num_blocks, 'block')} of {c.block_size:,}"  # SGLang: tokens
     return (f"engine: {pool}, {seats} "
-            f"{c.max_num_seqs}, {tokens} {c.max_num_batched_tokens:,}{cap}; "
+            f"{c.max_num_seqs:,}, {tokens} {c.max_num_batched_tokens:,}{cap}; "
             f"{_policy(c)}" + spec + overlap_clause(engine, overlapped))
 
 
