@@ -102,3 +102,23 @@ def test_a_low_share_is_compared_with_the_bundled_share_of_the_same_groups() -> 
         share = bundled.bandwidth_efficiency * bundled.group_bandwidth.get(group, 1.0)
         assert f"{share:.0%} on {group}" in caution
     assert bundled.group_bandwidth.get("nvidia-datacenter", 1.0) != 1.0  # else nothing to tell
+
+
+def test_a_share_just_past_a_bound_prints_past_it() -> None:
+    """validation/measurements.csv fits llama.cpp-cuda's nvidia-workstation share at 1.00014 of
+    rated: the caution said "fitted at 100% of rated …, past what the card can move". The
+    figure now carries the digits that put it past 100 % (and under 50 % on the low side)."""
+    rows = serving_rows("vllm")
+    bundled = bundled_profiles()["vllm"]
+    base = 0.8
+    for multiplier, bound in ((1.0002 / base, 1.0), (0.49996 / base, MIN_BANDWIDTH_SHARE)):
+        profile = replace(bundled, bandwidth_efficiency=base, fitted_ids=(rows[0].id,),
+                          fitted_groups={"amd-instinct": 8},
+                          group_bandwidth={"amd-instinct": multiplier})
+        caution = next(c for c in fit_cautions({"vllm": profile}, rows)
+                       if "bandwidth fitted at" in c)
+        shown = float(caution.split("bandwidth fitted at ")[1].split("%")[0])
+        share = base * multiplier
+        assert round(share * 100) == bound * 100  # a whole percent would read as the bound
+        assert (shown > bound * 100) == (share > bound) and shown != bound * 100
+        assert shown == pytest.approx(share * 100, abs=0.01)

@@ -114,10 +114,27 @@ def test_a_row_without_a_prediction_keeps_its_reason_out_of_the_table(
     assert "x0, x1, x2 and 2 more: unknown model 'nobody/nothing-7b'" in out
 
 
-def test_a_directory_is_named_as_the_path_given(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "validate", str(tmp_path))
-    assert code == 2 and f"Is a directory: '{tmp_path}'" in err and len(err.splitlines()) == 1
+@pytest.mark.parametrize(("argv", "kind"), [
+    (["validate", "{d}"], "a measurements CSV file"),
+    (["calibrate", "{d}", "-o", "{d}/p.json"], "a measurements CSV file"),
+    (["validate", str(LOWBATCH), "--gpu-file", "{d}"], "an accelerator JSON file"),
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--profile", "{d}"], "a profile JSON file"),
+    (["decode", "llama-3.1-8b", "--gpu-file", "{d}"], "an accelerator JSON file"),
+    (["page", "llama-3.1-8b", "--gpu", "h100", "--profile", "{d}", "-o", "{d}/p.html"],
+     "a profile JSON file"),
+    (["fit", "llama-3.1-8b", "--gpu", "h100", "--config", "{d}"], "a YAML file"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", "{d}"], "a trace file"),
+    (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-len", "file:{d}"],
+     "a file of lengths"),
+    (["observe", "{d}", "--model", "llama-3.1-8b", "--gpu", "h100"], "a metrics scrape"),
+])
+def test_a_folder_given_for_a_file_is_called_a_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], kind: str) -> None:
+    """validate /tmp said "/tmp is not a readable CSV file ([Errno 21] Is a directory:
+    '/tmp')"; every argument that reads a file says a folder is one, in one line, exit 2."""
+    code, _, err = run(capsys, *(a.replace("{d}", str(tmp_path)) for a in argv))
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"{tmp_path} is a folder, not {kind}" in err and "Errno" not in err
 
 
 def test_calibrate_with_no_predictable_row_writes_nothing(

@@ -133,7 +133,8 @@ def test_a_file_past_the_subset_exits_2_in_one_line(
     assert "cfg.yaml:1: an anchor" in refusal(capsys, *FIT, "--config", path)
     assert "No such file" in refusal(capsys, *FIT, "--config", str(tmp_path / "none.yaml"))
     assert "needs a YAML file" in refusal(capsys, *FIT, "--config")
-    assert "directory" in refusal(capsys, *FIT, "--config", str(tmp_path))
+    assert f"{tmp_path} is a folder, not a YAML file" in refusal(capsys, *FIT, "--config",
+                                                                 str(tmp_path))
 
 
 # -- vLLM's --config ---------------------------------------------------------------------

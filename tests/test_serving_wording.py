@@ -379,3 +379,16 @@ def test_fits_zero_at_a_refused_length_says_why_it_is_zero(
         "llama-2-13b's 4,096 positions (max_position_embeddings; line 1); the pool alone "
         f"would hold {held}") in out
     assert "min(0 conversations" not in out
+
+
+def test_a_small_per_user_share_never_prints_as_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-3.1-8b at batch 100,000 on an H100 keeps each user at 0.3 % of batch 1's speed:
+    it had printed "each user at 0% of batch 1's speed"."""
+    argv = ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "100000", "--context", "10")
+    code, data, _ = run_cli(capsys, *argv, "--json")
+    share = json.loads(data)["points"][0]["per_user_vs_batch_1"]
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and 0 < share < 0.005  # a whole percent rounds it to 0
+    shown = out.split("each user at ")[1].split("%")[0]
+    assert float(shown) > 0 and float(shown) == pytest.approx(share * 100, abs=0.05)

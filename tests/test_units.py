@@ -8,6 +8,7 @@ from ridgeline.errors import InputError
 from ridgeline.units import (
     GIB,
     MAX_COUNT,
+    fmt_share,
     fmt_total_tok_s,
     ordinal,
     parse_bytes,
@@ -174,3 +175,17 @@ def test_a_total_rate_keeps_the_per_user_precision_while_it_is_small(
     """Beside a per-user rate printed to 0.1 tok/s, a total under 100 keeps that place (batch
     1's 9.5 beside 9.5, not 9), and from 100 up prints whole."""
     assert fmt_total_tok_s(tok_s) == text
+
+
+@pytest.mark.parametrize("share", [0.003, 1e-6, 0.9996, 0.99999, 0.42, 0.0, 1.0])
+def test_a_share_reads_0_or_100_percent_only_when_it_is(share: float) -> None:
+    """decode had printed 0.3 % of batch 1's speed as "0%"."""
+    shown = float(fmt_share(share).rstrip("%"))
+    assert (shown == 0) == (share == 0) and (shown == 100) == (share == 1)
+    assert shown == pytest.approx(share * 100, abs=0.5)
+
+
+def test_a_share_keeps_its_side_of_a_bound_and_its_places_elsewhere() -> None:
+    assert fmt_share(0.42) == f"{0.42:.0%}" and fmt_share(0.423, 1) == f"{0.423:.1%}"
+    above, below = fmt_share(1.00015, bounds=(1.0,)), fmt_share(0.49996, bounds=(0.5,))
+    assert float(above.rstrip("%")) > 100 and float(below.rstrip("%")) < 50

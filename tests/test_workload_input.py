@@ -207,6 +207,21 @@ def test_a_normal_spec_mostly_under_one_token_says_its_mean_would_move() -> None
     assert length_sampler("normal:500,128", "input length") is not None  # 0.01 % clipped
 
 
+def test_a_normal_spec_just_past_the_clipped_limit_prints_past_it() -> None:
+    """normal:164,100 draws under one token 5.05 % of the time, past MAX_CLIPPED_SHARE (5 %):
+    the refusal had said "5% of the time", the limit itself."""
+    import math
+
+    from ridgeline.sim.workload import MAX_CLIPPED_SHARE
+
+    below = 0.5 * (1 + math.erf((0.5 - 164) / (100 * math.sqrt(2))))
+    assert below > MAX_CLIPPED_SHARE and round(below, 2) == MAX_CLIPPED_SHARE
+    with pytest.raises(InputError) as refused:
+        length_sampler("normal:164,100", "input length")
+    shown = float(str(refused.value).split("draws under one token ")[1].split("%")[0])
+    assert shown > MAX_CLIPPED_SHARE * 100 and shown == pytest.approx(below * 100, abs=0.01)
+
+
 def test_a_fixed_length_reads_as_the_other_counts_do() -> None:
     """--max-model-len took 8k and --input-len refused 2k: both read 2k as 2,000 and 2K as
     2,048 now."""

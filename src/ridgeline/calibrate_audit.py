@@ -14,6 +14,7 @@ from ridgeline.calibrate_held import held_parameters
 from ridgeline.calibrate_rows import row_deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.measurements import Measurement
+from ridgeline.units import fmt_share
 
 
 @dataclass(frozen=True)
@@ -88,20 +89,21 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                        "another (--profile in plan, decode, simulate) they may be far off — add "
                        "rows of other models, or keep this profile to that one")
         held = dict(held_parameters(p, prior))  # the bundled profile's values: not fitted
-        shares: dict[tuple[str, int], list[str]] = {}  # (low or high, share %) → groups
+        shares: dict[tuple[str, str], list[str]] = {}  # (low or high, share %) → groups
         fitted_on = [] if "bandwidth share" in held else \
             sorted(set(p.fitted_groups) | set(p.group_bandwidth)) or [""]
         for group in fitted_on:
             share = p.bandwidth_efficiency * p.group_bandwidth.get(group, 1.0)
             if share < MIN_BANDWIDTH_SHARE:
-                shares.setdefault(("low", round(share * 100)), []).append(group)
+                shares.setdefault(("low", fmt_share(share, bounds=(MIN_BANDWIDTH_SHARE,))),
+                                  []).append(group)
             elif share > 1.0 and p.bandwidth_efficiency < 0.999:  # ≥ 0.999: cmd_calibrate's
-                shares.setdefault(("high", round(share * 100)), []).append(group)
-        for (side, pct), groups in shares.items():
+                shares.setdefault(("high", fmt_share(share, bounds=(1.0,))), []).append(group)
+        for (side, pct), groups in shares.items():  # pct on its side of the bound: 100.02%
             where = f" on {' and '.join(groups)} cards" if any(groups) else ""
             bundled_share = f" (the bundled {engine} profile: {bundled_shares(prior, groups)})" \
                 if prior is not None else ""
-            out.append(f"{engine}: bandwidth fitted at {pct}% of rated{where}, " + (
+            out.append(f"{engine}: bandwidth fitted at {pct} of rated{where}, " + (
                 f"under {MIN_BANDWIDTH_SHARE:.0%}{bundled_share}: the rows may have run "
                 "another deployment than they name (card, weights, GPUs), or work the model "
                 "does not price" if side == "low" else

@@ -74,6 +74,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     )
     from ridgeline.sim.data_parallel import rank_config
     from ridgeline.sim.pipeline import lane_config, run_replica
+    from ridgeline.sim.run import CountedRequests
     from ridgeline.sim.workload import Workload, read_trace
     from ridgeline.units import plural
     from ridgeline.vllm_memory import one_pool
@@ -209,7 +210,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if lane.num_blocks < 1:
         raise InputError(f"does not fit: a pipeline lane's share of the KV pool (1/{pp} of "
                          f"{config.num_blocks:,} blocks) holds no block (see `ridgeline fit`)")
-    result = run_replica(dep, profile, config, requests, args.engine_version,
+    result = run_replica(dep, profile, config, requests if args.trace else
+                         CountedRequests(requests, count), args.engine_version,
                          closed_loop=0 if capped else args.concurrency or 0,
                          keep_rows=bool(args.export), slo=(slo_ttft, slo_tpot),
                          window_s=args.window, stop_when_behind=True,

@@ -539,9 +539,11 @@ def chosen_profile(engine: str, path: str | None = None) -> EngineProfile:
 def load_profile_file(path: str) -> dict[str, EngineProfile]:
     """A user's calibrated profiles (``ridgeline calibrate -o``), keyed by engine."""
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(read_text(path, what="a profile JSON file"))
     except FileNotFoundError:
         raise InputError(f"no such profile file: {path}") from None
+    except InputError:  # a folder, or past the size bound: said whole
+        raise
     except (OSError, ValueError) as exc:  # JSON, UTF-8 and over-long numbers
         raise InputError(f"{path} is not a profile JSON file ({shorten(str(exc))})") from None
     engines = data.get("engines") if isinstance(data, dict) else None

@@ -465,10 +465,12 @@ def load_accelerator_file(path: str) -> Accelerator:
     that reads one: a copy of the catalog's h100-sxm with other figures would print as it."""
     file = Path(path).expanduser()
     try:
-        text = read_text(file)
+        text = read_text(file, what="an accelerator JSON file")
         data = json.loads(text) if text.strip() else None
     except FileNotFoundError:
         raise InputError(f"no such accelerator file: {path}") from None
+    except InputError:  # a folder, or past the size bound: said whole
+        raise
     except (OSError, ValueError) as exc:  # JSON, UTF-8 and over-long numbers
         raise InputError(f"{path} is not an accelerator JSON file ({shorten(str(exc))})"
                          ) from None

@@ -322,7 +322,7 @@ def read_measurements(path: str | Path) -> ReadResult:
     of the two is the measurement?), raises InputError."""
     file = Path(path).expanduser()
     try:
-        text = read_text(file)  # a spreadsheet's export starts with a BOM
+        text = read_text(file, what="a measurements CSV file")  # a BOM: a spreadsheet's export
     except FileNotFoundError:
         raise InputError(f"no such measurements file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -20,6 +20,7 @@ from ridgeline.prometheus import MIN_SCRAPE_GAP_S, Scrape, parse_scrape, split_s
 from ridgeline.userfiles import compression_of, read_bounded
 
 MAX_BYTES = 16 * 2**20
+SOURCE_FILE = "a metrics scrape, server log or bench result file"  # what observe reads
 
 
 def fetch(url: str, timeout_s: float = 5.0) -> str:
@@ -145,7 +146,7 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         return poll(source, duration_s, interval_s)
     path = Path(source).expanduser()
     try:
-        data = read_bounded(path, 64 * MAX_BYTES)
+        data = read_bounded(path, 64 * MAX_BYTES, SOURCE_FILE)
     except FileNotFoundError:
         raise InputError(f"no such file: {source}") from None
     except OSError as exc:

@@ -197,6 +197,21 @@ def share_of_requests(share: float, whose: str = "the") -> str:
     return f"about 1 in {many:,} " + ("requests" if whose == "the" else f"of {noun}")
 
 
+def fmt_share(share: float, places: int = 0, bounds: tuple[float, ...] = (0.0, 1.0)) -> str:
+    """A share as a percentage to ``places`` decimals, or as many more as keep the figure on
+    its own side of every bound (by default 0 % and 100 %, so it reads "0%" or "100%" only
+    when it is exactly that): 0.42 → '42%', 0.003 → '0.3%' (not '0%'), 0.9996 → '99.96%',
+    and 1.00015 against a bound of 1 → '100.02%' (not '100%', which is no share past it)."""
+    pct = share * 100
+    for extra in range(7):
+        text = f"{pct:,.{places + extra}f}"
+        shown = float(text.replace(",", ""))
+        if all((shown > b * 100) == (pct > b * 100) and (shown < b * 100) == (pct < b * 100)
+               for b in bounds):
+            return f"{text}%"
+    return f"{pct:.2g}%"  # within a millionth of a percent of a bound: two figures tell
+
+
 def plural(n: float, word: str) -> str:
     """The word for ``n`` of it: 1 token, 2 tokens."""
     return word if n == 1 else f"{word}s"

@@ -3,7 +3,6 @@ past anything ridgeline reads is refused before it fills the memory."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
@@ -16,16 +15,18 @@ from ridgeline.errors import InputError, shorten, shorten_path
 MAX_USER_FILE_BYTES = 256 * 2**20  # past any config, trace, measurements CSV or saved scrape
 
 
-def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> bytes:
-    """The file's bytes; OSError as open() raises it; larger than the limit, an InputError.
-    A named pipe no process writes to reads as empty rather than waiting for a writer (it is
-    opened without blocking, then read blocking: a pipe with a writer, as <(command) gives,
-    is read to its end)."""
+def read_bounded(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES,
+                 what: str = "a file") -> bytes:
+    """The file's bytes; OSError as open() raises it; larger than the limit, or a folder, an
+    InputError (``what``: the file it should be, "a measurements CSV file" → "/tmp is a folder,
+    not a measurements CSV file"). A named pipe no process writes to reads as empty rather
+    than waiting for a writer (it is opened without blocking, then read blocking: a pipe with
+    a writer, as <(command) gives, is read to its end)."""
     nonblocking = getattr(os, "O_NONBLOCK", 0)  # POSIX; Windows has no named pipes to wait on
     fd = os.open(Path(path).expanduser(), os.O_RDONLY | nonblocking)
-    if stat.S_ISDIR(os.fstat(fd).st_mode):  # reading it would name the descriptor, not the path
+    if stat.S_ISDIR(os.fstat(fd).st_mode):  # errno's "Is a directory" in brackets read as a fault
         os.close(fd)
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        raise InputError(f"{shorten_path(path)} is a folder, not {what}")
     with os.fdopen(fd, "rb") as handle:
         if nonblocking:
             os.set_blocking(fd, True)
@@ -59,10 +60,11 @@ def compression_of(data: bytes) -> str | None:
     return next((kind for magic, kind in _COMPRESSED if data.startswith(magic)), None)
 
 
-def read_text(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES) -> str:
+def read_text(path: str | Path, limit_bytes: int = MAX_USER_FILE_BYTES,
+              what: str = "a file") -> str:
     """read_bounded, as UTF-8 (a leading BOM dropped); UnicodeDecodeError as read_text raises,
     a CompressedFileError where the file is gzip, zip, xz or zstd."""
-    data = read_bounded(path, limit_bytes)
+    data = read_bounded(path, limit_bytes, what)
     kind = compression_of(data)
     if kind is not None:
         raise CompressedFileError(data, kind)

@@ -303,7 +303,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """``parse_yaml`` of the file at ``path``, read with the user-file bound; a file that is
     not UTF-8 text is refused by name."""
     try:
-        text = read_text(path)
+        text = read_text(path, what="a YAML file")
     except CompressedFileError as exc:
         raise InputError(f"{shorten_path(path)} is {exc}") from None
     except UnicodeDecodeError as exc:

@@ -42,7 +42,15 @@ from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.step_work import weight_bytes_read
-from ridgeline.units import GB, GIB, MIB, fmt_total_tok_s, plural, usd_per_million_tokens
+from ridgeline.units import (
+    GB,
+    GIB,
+    MIB,
+    fmt_share,
+    fmt_total_tok_s,
+    plural,
+    usd_per_million_tokens,
+)
 
 
 def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
@@ -331,13 +339,13 @@ class DecodeReport:
                 return [*lines, "  tok/s      none: the batch does not fit in memory",
                         *([f"  gain       {f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x "
                            "batch 1's output, each user at "
-                           f"{f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1's speed "
+                           f"{fmt_share(f.per_user_tok_s / base.per_user_tok_s)} of batch 1's speed "
                            "(the steps' ratio)"] if f.batch > 1 else []),
                         *no_expectation(self.deployment, e.engine, self.cautions),
                         *self._pool_lines()]
             lines += [
                 f"  per user   {f.per_user_tok_s:,.1f} tok/s "
-                f"({f.per_user_tok_s / base.per_user_tok_s:.0%} of batch 1"
+                f"({fmt_share(f.per_user_tok_s / base.per_user_tok_s)} of batch 1"
                 + ("" if runs else f"; the floor's: {e.engine} would not run it") + ")",
                 f"  aggregate  {fmt_total_tok_s(f.aggregate_tok_s)} tok/s "
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1"

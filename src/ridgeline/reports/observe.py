@@ -32,7 +32,7 @@ from ridgeline.reports.utilization import billed_scope
 from ridgeline.roofline import batch_for_intensity, first_whole_batch
 from ridgeline.spec_decode import SpecDecode
 from ridgeline.stages import micro_batches
-from ridgeline.units import GIB
+from ridgeline.units import GIB, fmt_share
 from ridgeline.vllm_cache_dtype import VLLM_FP8_CACHE_DTYPES, auto_words
 
 # the most an emitted decode row's prompt steps may slow it (ridgeline's mean step against its
@@ -150,7 +150,7 @@ class ObserveReport(ObserveVerdict):
                                                           if k != "count"))
         b, frac = self.batch, self.fraction
         lines.append("")
-        if b is None:
+        if b is None or frac is None:  # (the fraction is None only without a batch)
             lines.append("no running batch in this source")
         else:
             stages = micro_batches(d)
@@ -164,7 +164,7 @@ class ObserveReport(ObserveVerdict):
                 ridge_batch = batch_for_intensity(self.ridge, d.bytes_per_weight_split[0])
                 lines.append(f"batch {b:,.1f} against a ridge batch of {first_whole_batch(ridge_batch):,} "
                              f"({self.ridge:,.0f} FLOP per byte) on "
-                             f"{d.gpus_label}: {frac:.1%} of the arithmetic you "
+                             f"{d.gpus_label}: {fmt_share(frac, 1)} of the arithmetic you "
                              "are billed for" + billed_scope(d.model.moe is not None)
                              + (f", each of {stages} pipeline stages multiplying a micro-batch "
                                 f"of {self.stage_batch:,.0f}" if stages > 1 else ""))

@@ -25,7 +25,7 @@ from ridgeline.roofline import (
     ridge_step,
 )
 from ridgeline.stages import micro_batches, split_batch
-from ridgeline.units import GIB, MIB, plural
+from ridgeline.units import GIB, MIB, fmt_share, plural
 
 # the first line's share is the weight matrices' (the article's metric), not the whole step's
 WEIGHTS_SHARE_LABEL = "the weight matrices' share of the arithmetic in use"
@@ -238,11 +238,12 @@ class UtilizationReport:
         lines = [
             f"{self.running:,} running against a ridge batch of "
             f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
-            f"({self.ridge:,.0f} "
-            f"FLOP per byte) on {self.accelerator.id}: {self.fraction_of_arithmetic:.1%} of the arithmetic "
-            "you are billed for" + billed_scope(bool(self.experts)) + self._batch_split_words,
+            f"({self.ridge:,.0f} FLOP per byte) on {self.accelerator.id}: "
+            f"{fmt_share(self.fraction_of_arithmetic, 1)} of the arithmetic you are billed for"
+            + billed_scope(bool(self.experts)) + self._batch_split_words,
             *([f"  {self.experts}"] if self.experts else []),
-            *([f"  the whole step, its KV reads included, keeps {self.step_fraction_of_peak:.1%} "
+            *([f"  the whole step, its KV reads included, keeps "
+               f"{fmt_share(self.step_fraction_of_peak, 1)} "
                + (f"of {whose} peak busy at its floor, each matmul at its own dtype's peak as "
                   f"the step is priced: {self.step_peak_dtypes}"
                   if "(" in self.step_peak_dtypes else  # matmuls at more than one dtype
@@ -423,8 +424,8 @@ def utilization_report(
                           "expert_batch_to_ridge": expert_batch}
         experts = (f"the routed experts: {per_stage:,} × {moe.experts_per_token} picks touch "
                    f"{touched:,.1f} of {moe.num_experts}, {each:,.2f} tokens each: "
-                   f"{min(1.0, share):.1%} of their arithmetic (they reach the ridge near batch "
-                   f"{first_whole_batch(expert_batch):,})")  # roofline's MoE row's figure
+                   f"{fmt_share(min(1.0, share), 1)} of their arithmetic (they reach the "
+                   f"ridge near batch {first_whole_batch(expert_batch):,})")  # roofline's MoE row's
         steps += (step("the routed experts' share of their arithmetic",
                        "(batch × picks ÷ experts touched) × 2 FLOP ÷ bytes per weight ÷ ridge",
                        q("share", min(1.0, share)), q("batch", per_stage),

@@ -32,7 +32,7 @@ from ridgeline.metric_divisions import (
 from ridgeline.predict import Prediction, deployment_for, kv_row_settings, row_profile
 from ridgeline.render import table
 from ridgeline.scoring import ErrorStats, error_stats
-from ridgeline.units import plural
+from ridgeline.units import fmt_share, plural
 
 COMPUTE_SHARE = ALL_SIDES["compute_efficiency"]  # held_parameters' name for it
 # the summary tables' signed column: Prediction.optimism, a time's error turned into its rate's
@@ -459,7 +459,7 @@ class CalibrationReport:
     def text_lines(self) -> list[str]:
         lines = [f"wrote {self.output}"]
         for engine, p in self.profiles.items():
-            groups = ", ".join(f"{g} x{v:.2f} = {p.group_bandwidth_share(g):.0%}"
+            groups = ", ".join(f"{g} x{v:.2f} = {fmt_share(p.group_bandwidth_share(g))}"
                                for g, v in p.group_bandwidth.items())
             base = " (a base, times each group's factor below; cards outside them)" \
                 if groups else ""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ridgeline.errors import InputError
@@ -24,6 +25,43 @@ if TYPE_CHECKING:
     from ridgeline.sim.simulator import Simulator
 
 CHECK_STEPS = 50_000  # how often a run that may stop early asks whether it is hopelessly behind
+# a run of known length whose steps so far, per request, put the whole past this many times
+# the step cap is refused then, not minutes later at the cap: a seeded workload's draws and
+# arrivals are alike from first to last, so its first thousands tell its steps a request
+# (Llama-3.1-8B on an H100 at 2 req/s of 512/128 tokens: 54 over the first 1,845, 53.8 over
+# a whole run of 100,000). Over nine loads on it (40 req/s, 4,000-token outputs at 0.2 req/s,
+# lognormal lengths of sigma 1.5 and 2, zipf outputs, gamma arrivals of burstiness 0.1, prefix
+# groups, closed loops of 1 and 16), every projection read 0.84-1.03 of the steps the whole
+# run took (2026-12-05): twice leaves room for what those did not try
+PROJECTION_MARGIN = 2.0
+MIN_PROJECTION_REQUESTS = 1_000  # done before a projection is read …
+MIN_PROJECTION_SHARE = 0.9  # … and this share of those come: the batch's fill behind it
+SUGGESTED_SHARE = 0.8  # the share of the cap a refusal's suggested --num-requests projects to
+
+
+@dataclass(frozen=True)
+class CountedRequests:
+    """Requests whose number is known before the first is drawn (a seeded workload's), so a
+    run can project its steps from its first ones (``Run.over_steps``); iterated afresh each
+    time, as the workload is (pipeline lanes each draw their share, and project nothing). A
+    trace's times are its own, its first requests no sample of the rest: it is passed bare."""
+
+    requests: Iterable[Request]
+    total: int
+
+    def __iter__(self) -> CountedDraws:
+        return CountedDraws(iter(self.requests), self.total)
+
+
+class CountedDraws(Iterator[Request]):
+    """One pass over ``CountedRequests``: its requests, and how many there are in all."""
+
+    def __init__(self, requests: Iterator[Request], total: int) -> None:
+        self.requests = requests
+        self.total = total
+
+    def __next__(self) -> Request:
+        return next(self.requests)
 
 
 class Run:
@@ -47,6 +85,8 @@ class Run:
         self.stop_when_behind = stop_when_behind
         self.next_check = sim.steps + CHECK_STEPS  # the step count at which to ask
         # ``over_steps`` next whether the run is hopelessly behind
+        self.total = workload.total if isinstance(workload, CountedDraws) else 0
+        self.next_projection = sim.steps + CHECK_STEPS  # … and project the whole run's steps
         self.idle_s = 0.0  # simulated time with nothing to run
         self.source = iter(workload)
         self.pending: Request | None = None  # an open loop's next arrival
@@ -179,7 +219,9 @@ class Run:
         return True
 
     def over_steps(self) -> bool:
-        """Past the step cap: an error saying what the engine serves of what is offered.
+        """Past the step cap: an error saying what the engine serves of what is offered; a
+        run of known length (``CountedRequests``) projected past PROJECTION_MARGIN times it,
+        every CHECK_STEPS steps: an error naming the --num-requests that runs under it.
         Every CHECK_STEPS steps of an open loop that may stop early: True (the recorder marked
         ``stopped_early``) where the engine is hopelessly behind (``Recorder.hopelessly_behind``:
         under half of the arrivals past the fill have left, or, every request come, more than
@@ -191,6 +233,9 @@ class Run:
         if sim.steps > sim.config.max_steps:
             raise InputError(step_cap_message(rec, sim.config.max_steps, sim.now_s,
                                               bool(self.closed_loop)))
+        if self.total and sim.steps >= self.next_projection:
+            self.next_projection = sim.steps + CHECK_STEPS
+            self.refuse_past_the_cap()
         if rec.missed:  # a check past its SLO's percentile already (``Recorder.stop_past``)
             return True
         if not self.stop_when_behind or self.closed_loop or sim.steps < self.next_check:
@@ -200,6 +245,42 @@ class Run:
                                                  and not self.held)
         rec.stopped_early = bool(rec.stop_reading)
         return rec.stopped_early
+
+    def refuse_past_the_cap(self) -> None:
+        """An InputError where the run, projected from its requests so far, would take more
+        than PROJECTION_MARGIN times the step cap (``projected_steps``); none before
+        MIN_PROJECTION_REQUESTS are done, nor while fewer than MIN_PROJECTION_SHARE of those
+        come are (the batch still filling, or a queue growing: the cap's own error, or the
+        early stop, says what the engine serves)."""
+        rec, cap = self.rec, self.sim.config.max_steps
+        arrived = round(rec.arrivals.total)
+        done = rec.completed + sum(rec.rejected.values())
+        if done < max(MIN_PROJECTION_REQUESTS, MIN_PROJECTION_SHARE * arrived):
+            return
+        projected = projected_steps(self.sim.steps, arrived, self.total)
+        if projected > PROJECTION_MARGIN * cap:
+            raise InputError(projection_message(self.total, projected, arrived, cap))
+
+
+def projected_steps(steps: int, arrived: int, total: int) -> float:
+    """The steps a run of ``total`` requests takes at the steps a request of those arrived so
+    far: 100,000 steps over 1,845 arrived → 54.2 a request, 542 million for 10,000,000
+    (the requests in flight counted whole, their steps still to come not: a little under)."""
+    return steps / arrived * total
+
+
+def projection_message(total: int, projected: float, arrived: int, cap: int) -> str:
+    """A run refused for its projected steps, naming the cap and the --num-requests that runs
+    under it, with room for the projection's error (SUGGESTED_SHARE of the cap): 50 million
+    of 542 million steps for 10,000,000 requests → 0.8 × 922,000 → 730,000 or fewer (two
+    significant figures, rounded down)."""
+    fits = int(SUGGESTED_SHARE * total * cap / projected)
+    scale = 10 ** max(0, len(str(fits)) - 2)
+    each = projected / total
+    return (f"--num-requests {total:,} would take about {projected / 1e6:,.0f} million steps "
+            f"({each:,.{0 if each >= 10 else 1}f} a request over the first {arrived:,}), "
+            f"past the simulator's cap of {cap / 1e6:,.0f} million: give --num-requests "
+            f"{max(1, fits // scale * scale):,} or fewer")
 
 
 def step_cap_message(rec: Recorder, max_steps: int, now_s: float, closed_loop: bool) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ridgeline.errors import InputError, shorten
 from ridgeline.sim.request import Request
-from ridgeline.units import parse_count
+from ridgeline.units import fmt_share, parse_count
 from ridgeline.userfiles import read_text, refuse_a_column_twice
 
 Sampler = Callable[[random.Random], int]
@@ -83,8 +83,9 @@ def length_sampler(spec: str, what: str) -> Sampler:
         below = 0.5 * (1 + math.erf((0.5 - a) / (b * math.sqrt(2)))) if b > 0 else 0.0
         if below > MAX_CLIPPED_SHARE:
             raise InputError(f"{what}: normal:{_show(a)},{_show(b)} draws under one token "
-                             f"{below:.0%} of the time; clipped to 1 its mean would not be "
-                             f"{_show(a)} (a long tail is lognormal:median,sigma)")
+                             f"{fmt_share(below, bounds=(MAX_CLIPPED_SHARE, 1.0))} of the "
+                             f"time; clipped to 1 its mean would not be {_show(a)} (a long "
+                             "tail is lognormal:median,sigma)")
         return _Normal(a, b)
     if kind == "lognormal":
         _tokens(a, what, "the median", whole=False)
@@ -184,8 +185,10 @@ class _Zipf:
 
 def _empirical(path: str, what: str) -> Sampler:
     try:
-        numbers = [float(line) for line in read_text(path).split() if line]
+        numbers = [float(line) for line in read_text(path, what="a file of lengths").split() if line]
         values = [int(x) for x in numbers]
+    except InputError as exc:  # a folder, or past the size bound
+        raise InputError(f"{what}: {exc}") from None
     except (OSError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise InputError(f"{what}: cannot read lengths from {path} ({exc})") from None
     fraction = next((x for x, n in zip(numbers, values) if x != n), None)
@@ -283,7 +286,7 @@ def read_trace(path: str) -> list[Request]:
     """
     file = Path(path).expanduser()
     try:
-        text = read_text(file)
+        text = read_text(file, what="a trace file")
     except FileNotFoundError:
         raise InputError(f"no such trace file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
