@@ -564,12 +564,17 @@ def test_a_checkpoint_whose_own_method_vllm_refuses_on_the_card_is_refused_as_st
     assert "--quantization modelopt_mixed needs compute capability 8.9" in refused(
         capsys, *argv, "--gpu", "a100", "-q", "modelopt_mixed")
     answer(capsys, *argv, "--gpu", "a100", "--weights", "nvfp4")
-    # SGLang's own floor for it is its NVFP4 one, Blackwell's: an H100 that vLLM runs it on
-    # is refused under SGLang, naming SGLang
-    for gpu in ("a100", "h100"):
-        assert "SGLang's modelopt_mixed" in refused(capsys, *argv, "--gpu", gpu, "--engine",
-                                                    "sglang")
-    answer(capsys, *argv, "--gpu", "b200", "--engine", "sglang")
+    # SGLang reads it with modelopt_mixed from 0.5.15 (w4afp8 before, on any card), whose
+    # floor is its NVFP4 one, 8.0 from 0.5.13 (FP4 Marlin); an A100 runs the export's FP8
+    # layers from 0.5.17 (FP8 Marlin): refused there under 0.5.16, naming SGLang's method
+    sglang = ("--engine", "sglang", "--engine-version")
+    for gpu in ("a100", "h100", "b200"):
+        assert "SGLang 0.5.12 does not serve" in refused(capsys, *argv, "--gpu", gpu, *sglang,
+                                                         "0.5.12")
+    assert "SGLang's modelopt_mixed" in refused(capsys, *argv, "--gpu", "a100", *sglang, "0.5.16")
+    answer(capsys, *argv, "--gpu", "h100", *sglang, "0.5.16")
+    for gpu in ("a100", "h100", "b200"):
+        answer(capsys, *argv, "--gpu", gpu, "--engine", "sglang")
 
 
 def test_an_fp8_checkpoint_runs_on_an_a100_through_fp8_marlin(

@@ -1,8 +1,10 @@
 """ModelOpt exports on cards below the engine's get_min_capability: vLLM and SGLang refuse
 ModelOpt FP8 before compute capability 8.9 (an A100); NVFP4 vLLM runs from 7.5 through FP4
-Marlin, SGLang from 10.0 (Blackwell) only, as MIXED_PRECISION (its FP4 config's floor).
-fit refuses such a card in one line naming the card, the format and the engine, and plan
-leaves it out. Before, SGLang was priced on an A100 for a ModelOpt FP8 export it would refuse."""
+Marlin, SGLang from 8.0 since 0.5.13 (FP4 Marlin too) and from 10.0 (Blackwell) before, as
+MIXED_PRECISION (its FP4 config's floor). fit refuses such a card in one line naming the card,
+the format and the engine, and plan leaves it out. SGLang serves a W4A16_NVFP4 export from
+0.5.19 and a MIXED_PRECISION one (qwen3.6-35b-a3b's W4A16_NVFP4 experts) from 0.5.15; older
+releases are refused naming the release that brought it."""
 
 from __future__ import annotations
 
@@ -13,29 +15,35 @@ import pytest
 
 from ridgeline.engine_quantization import (
     NVIDIA_FAMILY_CAPABILITY,
+    SGLANG_EARLIER_FLOORS,
     SGLANG_MIN_CAPABILITY,
+    SGLANG_MIXED_FP8_BELOW_89_FROM,
     VLLM_MIN_CAPABILITY,
     capability_shortfall,
+    min_capability,
 )
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.modelopt_algos import served_since
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, sidecar
 
 PLAN = ("--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100")
 
 
-def fits(capsys: pytest.CaptureFixture[str], folder: Path, gpu: str, engine: str) -> bool:
+def fits(capsys: pytest.CaptureFixture[str], folder: Path | str, gpu: str, engine: str,
+         *flags: str) -> bool:
     code, _, err = run_cli(capsys, "fit", str(folder), "--gpu", gpu, "--engine", engine,
-                           "--max-model-len", "8k", "--json")
+                           "--max-model-len", "8k", "--json", *flags)
     assert code in (0, 2), err
     return code == 0
 
 
-def runs_on(method: str, gpu: str, engine: str) -> bool:
+def runs_on(method: str, gpu: str, engine: str, version: str | None = None) -> bool:
     """What the engine's floor table says: the card's family reaches the method's floor."""
     acc = resolve_accelerator(gpu)
-    floors = SGLANG_MIN_CAPABILITY if engine == "sglang" else VLLM_MIN_CAPABILITY
-    return NVIDIA_FAMILY_CAPABILITY[acc.family][1] >= floors[method]
+    floor = min_capability(method, engine, version)
+    assert floor is not None
+    return NVIDIA_FAMILY_CAPABILITY[acc.family][1] >= floor
 
 
 @pytest.mark.parametrize(("algo", "method"), [("FP8", "modelopt"), ("FP8_PB_WO", "modelopt"),
@@ -44,8 +52,8 @@ def runs_on(method: str, gpu: str, engine: str) -> bool:
 def test_fit_serves_a_modelopt_export_exactly_on_the_cards_its_engine_floor_allows(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, algo: str, method: str,
         engine: str) -> None:
-    """ModelOpt FP8 on an A100: refused by both engines; NVFP4 on an A100 or H100: vLLM runs
-    it, SGLang does not; every export on a B200 runs under both."""
+    """ModelOpt FP8 on an A100: refused by both engines; NVFP4 on an A100 or H100: both run it
+    (SGLang from 0.5.13, below); every export on a B200 runs under both."""
     folder = checkpoint(tmp_path, sidecar(algo))
     for gpu in ("a100", "l40s", "h100", "b200"):
         assert fits(capsys, folder, gpu, engine) == runs_on(method, gpu, engine), (gpu, engine)
@@ -58,8 +66,10 @@ def test_sglangs_refusal_is_one_line_naming_the_card_the_format_and_the_engine(
     assert "a100-sxm-80gb" in line and "quant_algo FP8" in line and "stored fp8" in line
     assert "SGLang's modelopt_fp8 method" in line and "compute capability 8.9" in line
     folder = checkpoint(tmp_path, sidecar("NVFP4"), name="Llama-NVFP4")
-    line = refused_line(capsys, "decode", str(folder), "--gpu", "h100", "--engine", "sglang")
+    line = refused_line(capsys, "decode", str(folder), "--gpu", "h100", "--engine", "sglang",
+                        "--engine-version", "0.5.12")
     assert "h100-sxm" in line and "modelopt_fp4" in line and "10.0 or more (Blackwell)" in line
+    assert "SGLang 0.5.12" in line and f"--engine-version {SGLANG_EARLIER_FLOORS['modelopt_fp4'][0]}" in line
 
 
 def test_sglang_plan_skips_the_a100_for_a_modelopt_fp8_export_and_refuses_it_alone(
@@ -77,23 +87,106 @@ def test_sglang_plan_skips_the_a100_for_a_modelopt_fp8_export_and_refuses_it_alo
     assert "SGLang" in line and "a100-sxm-80gb" in line
 
 
-def test_quantization_modelopt_fp4_is_refused_on_a_hopper_under_sglang_only(
+def test_quantization_modelopt_fp4_is_refused_on_a_hopper_under_sglang_before_0_5_13_only(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     folder = str(checkpoint(tmp_path, sidecar("NVFP4")))
     argv = ("decode", folder, "--gpu", "h100", "-q", "modelopt_fp4", "--json")
-    assert "SGLang refuses it" in refused_line(capsys, *argv, "--engine", "sglang")
-    code, _, err = run_cli(capsys, *argv, "--engine", "vllm")
-    assert code == 0, err
+    lowered = SGLANG_EARLIER_FLOORS["modelopt_fp4"][0]
+    assert "SGLang 0.5.12 refuses it" in refused_line(capsys, *argv, "--engine", "sglang",
+                                                       "--engine-version", "0.5.12")
+    for flags in (("--engine", "vllm"), ("--engine", "sglang"),
+                  ("--engine", "sglang", "--engine-version", lowered)):
+        code, _, err = run_cli(capsys, *argv, *flags)
+        assert code == 0, (flags, err)
+
+
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.12.post1", "0.5.13", None])
+def test_sglang_serves_nvfp4_on_an_a100_and_h100_from_0_5_13_as_its_floor_table_says(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, version: str | None) -> None:
+    """ModelOptFp4Config.get_min_capability: 100 to 0.5.12.post1, 80 from 0.5.13 (FP4 Marlin)."""
+    folder = checkpoint(tmp_path, sidecar("NVFP4"))
+    flags = ("--engine-version", version) if version else ()
+    for gpu in ("a100", "h100", "b200"):
+        assert fits(capsys, folder, gpu, "sglang", *flags) == \
+            runs_on("modelopt_fp4", gpu, "sglang", version), (gpu, version)
+    assert runs_on("modelopt_fp4", "a100", "sglang") and \
+        not runs_on("modelopt_fp4", "h100", "sglang", "0.5.12.post1")
+
+
+def w4a16_nvfp4(tmp_path: Path) -> Path:
+    """A W4A16_NVFP4 export, quant_algo in config.json (where vLLM reads it too)."""
+    return checkpoint(tmp_path, None, name="W4A16", qc={
+        "quant_method": "modelopt", "quant_algo": "W4A16_NVFP4", "group_size": 16,
+        "ignore": ["lm_head"], "producer": {"name": "modelopt"}})
+
+
+def test_sglang_refuses_a_w4a16_nvfp4_export_before_its_fp4_config_took_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """ModelOptFp4Config.from_config takes W4A16_NVFP4 from 0.5.19; before, FP8 and NVFP4."""
+    folder = w4a16_nvfp4(tmp_path)
+    since = served_since("W4A16_NVFP4", "sglang")
+    assert since == "0.5.19"
+    assert fits(capsys, folder, "b200", "sglang", "--engine-version", since)
+    assert fits(capsys, folder, "b200", "sglang")  # the newest
+    line = refused_line(capsys, "fit", str(folder), "--gpu", "b200", "--engine", "sglang",
+                        "--engine-version", "0.5.18")
+    assert "W4A16_NVFP4" in line and "SGLang 0.5.18" in line and f"v{since}" in line
+    assert "ModelOpt currently only supports: FP8, NVFP4" in line
+
+
+def test_sglang_serves_qwen3_6s_w4a16_nvfp4_experts_from_0_5_15(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before 0.5.15 SGLang reads MIXED_PRECISION as w4afp8 (Qwen3.5-MoE is no NemotronH), and
+    its mixed config runs no W4A16_NVFP4 layers; from 0.5.15 it does. The refusal names the
+    layers' formats and the engine."""
+    since = served_since("MIXED_PRECISION", "sglang")
+    model = "qwen3.6-35b-a3b"
+    assert fits(capsys, model, "b200", "sglang", "--engine-version", str(since))
+    line = refused_line(capsys, "fit", model, "--gpu", "b200", "--engine", "sglang",
+                        "--engine-version", "0.5.14")
+    assert "nvfp4-w4a16 layers" in line and "SGLang 0.5.14" in line and f"v{since}" in line
+    assert "w4afp8" in line
+
+
+def test_sglang_runs_qwen3_6s_fp8_layers_below_8_9_from_0_5_17_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """0.5.15 and 0.5.16 multiply a mixed export's FP8 layers with torch._scaled_mm (8.9);
+    0.5.17 brought FP8 Marlin, so an A100 serves the export from then; an H100 from 0.5.15."""
+    model, since = "qwen3.6-35b-a3b", SGLANG_MIXED_FP8_BELOW_89_FROM
+    line = refused_line(capsys, "fit", model, "--gpu", "a100", "--engine", "sglang",
+                        "--engine-version", "0.5.16")
+    assert "fp8 layers" in line and "a100-sxm-80gb" in line and f"v{since}" in line
+    assert fits(capsys, model, "h100", "sglang", "--engine-version", "0.5.16")
+    assert fits(capsys, model, "a100", "sglang", "--engine-version", since)
+    assert fits(capsys, model, "a100", "sglang")
+
+
+def test_sglang_plan_of_qwen3_6_keeps_the_a100_from_0_5_17_and_leaves_it_out_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def cards(*flags: str) -> set[str]:
+        code, out, err = run_cli(capsys, "plan", "qwen3.6-35b-a3b", "--engine", "sglang", *PLAN,
+                                 "--gpus", "a100,h100", "--json", *flags)
+        assert code == 0, err
+        shown = json.loads(out)
+        return {c["accelerator"] for c in (shown["winner"], *shown["runners_up"])}
+
+    a100 = resolve_accelerator("a100").id
+    assert a100 in cards()
+    assert a100 not in cards("--engine-version", "0.5.16")
 
 
 def test_the_floors_differ_only_where_vllm_has_a_fallback() -> None:
     """FP8 89 under both (no Marlin path for ModelOpt FP8); NVFP4 and MIXED_PRECISION lower
-    under vLLM; an AMD card is never refused by the NVIDIA table."""
+    under vLLM, and under SGLang before 0.5.13; an AMD card is never refused by the NVIDIA
+    table."""
     h100, a100 = resolve_accelerator("h100"), resolve_accelerator("a100")
     assert capability_shortfall("modelopt", a100, "sglang") and \
         capability_shortfall("modelopt", a100, "vllm")
-    assert capability_shortfall("modelopt_fp4", h100, "sglang")
+    assert capability_shortfall("modelopt_fp4", h100, "sglang", "0.5.12")
+    assert not capability_shortfall("modelopt_fp4", a100, "sglang")
     assert not capability_shortfall("modelopt_fp4", h100, "vllm")
-    assert capability_shortfall("modelopt_mixed", h100, "sglang")
+    assert capability_shortfall("modelopt_mixed", h100, "sglang", "0.5.12")
     assert not capability_shortfall("modelopt_mixed", h100, "vllm")
+    assert SGLANG_MIN_CAPABILITY["modelopt_mixed"] == SGLANG_MIN_CAPABILITY["modelopt_fp4"]
+    assert VLLM_MIN_CAPABILITY["modelopt_fp4"] < SGLANG_MIN_CAPABILITY["modelopt_fp4"]
     assert not capability_shortfall("modelopt_fp4", resolve_accelerator("mi300x"), "sglang")

@@ -157,7 +157,7 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
         problem = method_release_problem(method, engine, getattr(args, "engine_version", None))
         if problem:
             raise InputError(problem)
-        method_on(method, acc, engine)
+        method_on(method, acc, engine, getattr(args, "engine_version", None))
     dtype_on(dtype, acc)
     weights = quantized_weights(method, model, engine) if method else getattr(args, "weights", None)
     return weights_with_dtype(weights, dtype, model)

@@ -8,7 +8,7 @@ method that needs a checkpoint of its own (awq, gptq, modelopt, …) on a 16-bit
 method the checkpoint's quant_method does not match, -q for an engine without the flag, and
 (vLLM's and SGLang's get_min_capability) a method below the card's compute capability, named
 with -q or the one the checkpoint is read with as stored (modelopt_mixed on an A100; under
-SGLang, a ModelOpt FP8 export on an A100 and an NVFP4 one before Blackwell).
+SGLang, a ModelOpt FP8 export on an A100, and an NVFP4 one before Blackwell up to 0.5.12).
 --weights stays the what-if flag: it sizes any format on any checkpoint. --dtype names the
 16-bit type an unquantized checkpoint runs in; bfloat16 where the card has none is refused.
 """
@@ -176,16 +176,26 @@ def _layout_refusal(chosen: EngineMethod, spec: ModelSpec, label: str,
 # format-wide floors (AWQ and Marlin below 7.5, fp8 below Turing) are engine_platforms'.
 VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "modelopt": 89,
                        "modelopt_fp4": 75, "modelopt_mixed": 89}
-# SGLang's get_min_capability for its ModelOpt methods, checked as it loads the model as vLLM's
-# is (model_loader/loader.py _get_quantization_config: 'The quantization method X is not
-# supported for the current GPU. Minimum capability: 100. Current capability: 90.'), keyed by
-# ridgeline's method names: ModelOptFp8Config (SGLang's modelopt_fp8) 89, ModelOptFp4Config
-# (modelopt_fp4) 100, ModelOptMixedPrecisionConfig (modelopt_mixed) ModelOptFp4Config's, so 100
-# (sgl-project/sglang layers/quantization/modelopt_quant.py, the same from the FP8 and FP4
-# configs' first versions to 2026's split into modelopt/schemes/modelopt_fp8.py,
-# modelopt_fp4.py, modelopt_mixed_precision.py). Unlike vLLM's NVFP4 (75: FP4 Marlin below
-# Blackwell) SGLang has no fallback below 10.0, and neither engine runs ModelOpt FP8 below 8.9.
-SGLANG_MIN_CAPABILITY = {"modelopt": 89, "modelopt_fp4": 100, "modelopt_mixed": 100}
+# SGLang's get_min_capability for its ModelOpt methods in its newest release, checked as it
+# loads the model as vLLM's is (model_loader/loader.py _get_quantization_config: 'The
+# quantization method X is not supported for the current GPU. Minimum capability: 100. Current
+# capability: 90.'), keyed by ridgeline's method names: ModelOptFp8Config (SGLang's
+# modelopt_fp8) 89 in every release; ModelOptFp4Config (modelopt_fp4) 80 and
+# ModelOptMixedPrecisionConfig (modelopt_mixed, from 0.5.10) ModelOptFp4Config's, so 80
+# (layers/quantization/modelopt_quant.py of the sglang wheels 0.5.3 to 0.5.23 on PyPI, read
+# 2026-12). Neither engine runs ModelOpt FP8 below 8.9.
+SGLANG_MIN_CAPABILITY = {"modelopt": 89, "modelopt_fp4": 80, "modelopt_mixed": 80}
+# the floors of earlier releases: (the release that lowered it, the floor before). NVFP4 was
+# Blackwell-only (100) to 0.5.12.post1; 0.5.13 runs it with FP4 Marlin from 8.0 to 9.x
+# (fp4_utils.initialize_fp4_gemm_config picks the marlin GEMM there, and
+# ModelOptNvFp4FusedMoEMethod its Marlin experts: use_marlin_fallback = (8, 0) <= capability
+# < (10, 0)), as vLLM's FP4 Marlin does from 7.5.
+SGLANG_EARLIER_FLOORS = {"modelopt_fp4": ("0.5.13", 100), "modelopt_mixed": ("0.5.13", 100)}
+# SGLang runs a modelopt_mixed export's FP8 layers (ModelOptFp8LinearMethod) below compute
+# capability 8.9 from 0.5.17 only, with FP8 Marlin (can_auto_enable_marlin_fp8: 80 <= sm < 89);
+# 0.5.15 and 0.5.16 multiply them with torch._scaled_mm, which needs 8.9 (apply_fp8_linear,
+# per-tensor scales, cutlass_fp8_supported False on an sm80)
+SGLANG_MIXED_FP8_BELOW_89_FROM = "0.5.17"
 MIN_CAPABILITY = {"vllm": VLLM_MIN_CAPABILITY, "sglang": SGLANG_MIN_CAPABILITY}
 ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
 # SGLang's names for ridgeline's ModelOpt methods, where they differ (its --quantization modelopt
@@ -207,12 +217,26 @@ def _capability(tenths: int) -> str:
     return f"{tenths // 10}.{tenths % 10}"
 
 
-def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm") -> str:
-    """'' where ``engine`` (vLLM, SGLang) starts ``method`` on ``acc``, else what the card
-    lacks, in words: 'needs compute capability 8.9 or more, and the a100-sxm-80gb (ampere
-    family, compute capability 8.0 to 8.7) has less'; modelopt_fp4 needs 7.5 under vLLM and
-    10.0 under SGLang. Only an NVIDIA card of a family the table knows is refused."""
+def min_capability(method: str, engine: str = "vllm", version: str | None = None) -> int | None:
+    """``engine``'s get_min_capability for ``method`` at ``version`` (None: the newest
+    modelled), compute capability x 10: SGLang's modelopt_fp4 80, 100 before 0.5.13; None
+    where no floor above a card ridgeline knows is modelled."""
+    from ridgeline.engine_versions import release_before
+
     need = MIN_CAPABILITY.get(engine, {}).get(method)
+    lowered, before = SGLANG_EARLIER_FLOORS.get(method, (None, None)) if engine == "sglang" \
+        else (None, None)
+    return before if release_before(engine, version, lowered) else need
+
+
+def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm",
+                         version: str | None = None) -> str:
+    """'' where ``engine`` (vLLM, SGLang) at ``version`` starts ``method`` on ``acc``, else
+    what the card lacks, in words: 'needs compute capability 8.9 or more, and the
+    a100-sxm-80gb (ampere family, compute capability 8.0 to 8.7) has less'; modelopt_fp4 needs
+    7.5 under vLLM, 8.0 under SGLang (10.0 before 0.5.13). Only an NVIDIA card of a family the
+    table knows is refused."""
+    need = min_capability(method, engine, version)
     has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
     if need is None or has is None or has[1] >= need:
         return ""
@@ -221,20 +245,28 @@ def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm") ->
     able = ", ".join(f.capitalize() for f, (lo, _) in NVIDIA_FAMILY_CAPABILITY.items()
                      if lo >= need)
     when = "at start-up" if engine == "vllm" else "as it loads the model"
+    who = f"{ENGINE_WORDS[engine]} {version}" if version else ENGINE_WORDS[engine]
+    lowered = SGLANG_EARLIER_FLOORS.get(method) if engine == "sglang" else None
+    later = (f", or --engine-version {lowered[0]} or later (FP4 Marlin from "
+             f"{_capability(MIN_CAPABILITY[engine][method])})"
+             if lowered and need == lowered[1] and has[1] >= MIN_CAPABILITY[engine][method]
+             else "")
     return (f"needs compute capability {_capability(need)} or more, and the {acc.id} "
             f"({acc.family} family, compute capability {span}) has less: "
-            f"{ENGINE_WORDS[engine]} refuses it {when} (get_min_capability); name a card of "
-            f"{_capability(need)} or more ({able})")
+            f"{who} refuses it {when} (get_min_capability); name a card of "
+            f"{_capability(need)} or more ({able}){later}")
 
 
-def method_on(method: str, acc: Accelerator, engine: str | None = None) -> None:
+def method_on(method: str, acc: Accelerator, engine: str | None = None,
+              version: str | None = None) -> None:
     """Refuses a method on an NVIDIA card below its compute capability, as vLLM does at
     start-up ('The quantization method X is not supported for the current GPU. Minimum
     capability: 80'): experts_int8 on a T4 or V100, bitsandbytes on a P100, modelopt_mixed on
-    an A100; under SGLang its own ModelOpt floors first (modelopt_fp4 on an H100), vLLM's
-    standing for the methods whose SGLang floor is not modelled."""
+    an A100; under SGLang ``version`` its own ModelOpt floors first (modelopt_fp4 on an H100
+    before 0.5.13, on a T4 after), vLLM's standing for the methods whose SGLang floor is not
+    modelled."""
     chosen = engine_method(method)
-    short = (capability_shortfall(chosen.method, acc, "sglang")
+    short = (capability_shortfall(chosen.method, acc, "sglang", version)
              if engine == "sglang" and chosen.method in SGLANG_MIN_CAPABILITY else
              capability_shortfall(chosen.method, acc))
     if short:
@@ -254,13 +286,16 @@ def sglang_modelopt_method(spec: ModelSpec) -> str:
     return "modelopt" if "FP8" in algo else "modelopt_fp4" if "FP4" in algo else ""
 
 
-def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None) -> str:
-    """Why vLLM or SGLang refuses ``spec``'s checkpoint, served as stored, on ``acc``, or "":
-    the method it reads the checkpoint with (checkpoint_engine_method; SGLang's ModelOpt one,
-    sglang_modelopt_method) is below its compute capability there, as with --quantization
-    (method_on): Qwen3.6-35B-A3B-NVFP4 (ModelOpt MIXED_PRECISION, modelopt_mixed) on an A100
-    under vLLM (8.9), on an H100 too under SGLang (10.0); a ModelOpt FP8 export on an A100
-    under either."""
+def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None,
+                          version: str | None = None) -> str:
+    """Why vLLM or SGLang (at ``version``; None: the newest modelled) refuses ``spec``'s
+    checkpoint, served as stored, on ``acc``, or "": the method it reads the checkpoint with
+    (checkpoint_engine_method; SGLang's ModelOpt one, sglang_modelopt_method) is below its
+    compute capability there, as with --quantization (method_on): Qwen3.6-35B-A3B-NVFP4
+    (ModelOpt MIXED_PRECISION, modelopt_mixed) on an A100 under vLLM (8.9); a ModelOpt FP8
+    export on an A100 under either; an NVFP4 one on an H100 under SGLang before 0.5.13 (10.0);
+    under SGLang 0.5.15 and 0.5.16, a mixed export's FP8 layers below 8.9 (Qwen3.6's on an
+    A100: sglang_mixed_fp8_problem)."""
     if engine == "vllm":
         own = checkpoint_engine_method(spec, engine)
         method = own.method if own else ""
@@ -268,7 +303,9 @@ def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None)
         method = sglang_modelopt_method(spec)
     else:
         return ""
-    short = capability_shortfall(method, acc, engine) if method else ""
+    short = capability_shortfall(method, acc, engine, version) if method else ""
+    if not short and method == "modelopt_mixed" and engine == "sglang":
+        short = sglang_mixed_fp8_problem(spec, acc, version)
     if not short:
         return ""
     algo = f", quant_algo {spec.quant_algo}" if spec.quant_algo else ""
@@ -276,6 +313,24 @@ def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None)
     name = SGLANG_METHOD_NAMES.get(method, method) if engine == "sglang" else method
     return (f"{spec.name} is stored {label} (quant_method {spec.quant_method}{algo}) and read "
             f"as stored with {ENGINE_WORDS[engine]}'s {name} method, which {short}")
+
+
+def sglang_mixed_fp8_problem(spec: ModelSpec, acc: Accelerator, version: str | None) -> str:
+    """What SGLang ``version`` lacks to run a modelopt_mixed export's FP8 layers on ``acc``, or
+    "": below compute capability 8.9 it multiplies them with FP8 Marlin from 0.5.17 only
+    (qwen3.6-35b-a3b's attention projections on an A100 under 0.5.16: torch._scaled_mm)."""
+    from ridgeline.engine_versions import release_before
+
+    has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
+    since = SGLANG_MIXED_FP8_BELOW_89_FROM
+    if "fp8" not in spec.stored_format_map.values() or has is None \
+            or has[1] >= MIN_CAPABILITY["sglang"]["modelopt"] \
+            or not release_before("sglang", version, since):
+        return ""
+    return (f"runs its fp8 layers (ModelOptFp8LinearMethod) below compute capability 8.9 from "
+            f"v{since} only, with FP8 Marlin: SGLang {version} multiplies them with "
+            f"torch._scaled_mm, which the {acc.id} ({acc.family}) lacks; name --engine-version "
+            f"{since} or later, or a card of 8.9 or more")
 
 
 def checkpoint_engine_method(spec: ModelSpec, engine: str | None = None) -> EngineMethod | None:

@@ -7,7 +7,9 @@ FP8_PB_WO and NVFP4 from either file, W4A16_NVFP4 and MIXED_PRECISION from confi
 the FP8, FP4 and mixed ones; TensorRT-LLM the FP8 and NVFP4 ones and the int4 AWQ (W4A16_AWQ,
 W4A8_AWQ) and int8 weight-only (W8A16) ones vLLM and SGLang have no method for. INT8 is no
 weights algorithm of any of them (TensorRT-LLM's KV-cache one), and is refused as read.
-``refusal`` says why an engine refuses a checkpoint's algorithm and which engine serves it;
+``refusal`` says why an engine refuses a checkpoint's algorithm and which engine serves it,
+``release_refusal`` why a release before the one that brought it refuses it (SGLang's
+W4A16_NVFP4 from 0.5.19, MIXED_PRECISION from 0.5.15);
 ``needs_fp8_activations`` marks W4A8_AWQ, whose fp8 activations TensorRT-LLM multiplies on
 cards of compute capability 8.9 or more only (quantization_gates.capability_problem).
 """
@@ -40,7 +42,8 @@ _VLLM_WORDS = {True: "Unknown ModelOpt quant algo: {algo}",  # from hf_quant_con
 class ModelOptAlgo:
     """One quant_algo: the format its weights are stored in ('' for MIXED_PRECISION, read layer
     by layer), the engines that serve it from config.json and from hf_quant_config.json, and
-    the activations' type its matmuls take where it quantizes them itself (W4A8_AWQ: fp8)."""
+    the activations' type its matmuls take where it quantizes them itself (W4A8_AWQ: fp8), and
+    the release each engine that has one serves it from (``since``: SGLang's W4A16_NVFP4 0.5.19)."""
 
     algo: str
     format: str
@@ -48,6 +51,7 @@ class ModelOptAlgo:
     sidecar_engines: tuple[str, ...]
     activations: str
     source: str
+    since: tuple[tuple[str, str], ...] = ()
 
     def engines_from(self, sidecar: bool) -> tuple[str, ...]:
         """The engines that serve it read from hf_quant_config.json (``sidecar``) or not."""
@@ -58,7 +62,8 @@ class ModelOptAlgo:
 def modelopt_algos() -> dict[str, ModelOptAlgo]:
     return {row["algo"]: ModelOptAlgo(row["algo"], row["format"] or "", tuple(row["engines"]),
                                       tuple(row.get("sidecar_engines", row["engines"])),
-                                      row.get("activations", ""), row["source"])
+                                      row.get("activations", ""), row["source"],
+                                      tuple(sorted(row.get("since", {}).items())))
             for row in load_data("formats.json")["modelopt_algos"]}
 
 
@@ -105,6 +110,39 @@ def checkpoint_refusal(spec: ModelSpec, engine: str) -> str:
         return ""
     why = refusal(spec.quant_algo, engine, spec.quantization_file == SIDECAR)
     return f"{spec.name} is stored in {why}" if why else ""
+
+
+def served_since(algo: str, engine: str) -> str | None:
+    """The release ``engine`` serves ModelOpt ``algo`` from, where a row names one (SGLang's
+    W4A16_NVFP4: '0.5.19'); None where every release modelled serves it, or none does."""
+    row = modelopt_algos().get(algo)
+    return dict(row.since).get(engine) if row else None
+
+
+# each release gate's reason, in the engine's own words where it has some (formats.json source)
+_RELEASE_WORDS = {
+    ("sglang", "W4A16_NVFP4"): "its ModelOptFp4Config refuses it at start-up ('ModelOpt "
+                               "currently only supports: FP8, NVFP4 quantizations in sglang')",
+    ("sglang", "MIXED_PRECISION"): "it reads MIXED_PRECISION as w4afp8 (int4 experts with fp8 "
+                                   "activations), which holds no {layers} layers, so the weights "
+                                   "fail to load",
+}
+
+
+def release_refusal(spec: ModelSpec, engine: str, since: str, version: str) -> str:
+    """Why ``engine`` at ``version``, a release before ``since``, refuses ``spec``'s ModelOpt
+    checkpoint, naming the layers' formats where the algorithm is MIXED_PRECISION:
+    'qwen3.6-35b-a3b is stored in ModelOpt quant_algo MIXED_PRECISION (fp8 and nvfp4-w4a16
+    layers), which SGLang 0.5.14 does not serve: it reads MIXED_PRECISION as w4afp8 …; SGLang
+    serves it from v0.5.15'."""
+    formats = sorted(set(spec.stored_format_map.values()))
+    layers = f" ({' and '.join(formats)} layers)" if spec.quant_algo == "MIXED_PRECISION" else ""
+    mixed = " and ".join(f for f in formats if f != "fp8") or "such"
+    why = _RELEASE_WORDS.get((engine, spec.quant_algo), "it has no method for it")
+    name = ENGINE_NAMES.get(engine, engine)
+    return (f"{spec.name} is stored in ModelOpt quant_algo {spec.quant_algo}{layers}, which "
+            f"{name} {version} does not serve: {why.format(layers=mixed)}; {name} serves it "
+            f"from v{since}: name --engine-version {since} or later, or another --engine")
 
 
 # TensorRT-LLM's fp8 matmuls need compute capability 8.9 (engine_platforms.TRTLLM_NO_FP8_FAMILIES)

@@ -322,7 +322,7 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
                                 kv_choices(model, engine)[0], engine=engine)
         except InputError:
             continue
-        short = capability_problem(dep)
+        short = capability_problem(dep, version)
         if short:
             below = below or short
             continue

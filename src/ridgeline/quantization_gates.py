@@ -16,7 +16,12 @@ from ridgeline.datafiles import load_data
 from ridgeline.engine_platforms import TRTLLM_NO_FP8_FAMILIES
 from ridgeline.engine_quantization import stored_method_problem
 from ridgeline.engine_versions import release_before
-from ridgeline.modelopt_algos import checkpoint_refusal, needs_fp8_activations
+from ridgeline.modelopt_algos import (
+    checkpoint_refusal,
+    needs_fp8_activations,
+    release_refusal,
+    served_since,
+)
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_nsa import nsa_layout_problem
 from ridgeline.tensor_parallel import tensor_parallel_problem
@@ -42,16 +47,27 @@ def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     the card's (capability_problem), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
     as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem)."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
-            or modelopt_problem(dep) or kv_override_problem(dep)
+            or modelopt_problem(dep, version) or kv_override_problem(dep)
             or bnb_problem(dep, version) or experts_int8_problem(dep, version)
-            or capability_problem(dep) or nsa_layout_problem(dep, version))
+            or capability_problem(dep, version) or nsa_layout_problem(dep, version))
 
 
-def modelopt_problem(dep: Deployment) -> str:
-    """Why ``dep``'s engine refuses its ModelOpt checkpoint, as stored, by its quant_algo, or
-    "" (modelopt_algos.py): a W4A8_AWQ export under vLLM ('Unknown ModelOpt quant algo'),
-    which TensorRT-LLM serves; --weights FMT sizes another checkpoint."""
-    return checkpoint_refusal(dep.model, dep.engine) if dep.weights.label == "as stored" else ""
+def modelopt_problem(dep: Deployment, version: str | None = None) -> str:
+    """Why ``dep``'s engine at ``version`` (None: the newest modelled) refuses its ModelOpt
+    checkpoint, as stored, by its quant_algo, or "" (modelopt_algos.py): a W4A8_AWQ export
+    under vLLM ('Unknown ModelOpt quant algo'), which TensorRT-LLM serves; a W4A16_NVFP4 one
+    under SGLang before 0.5.19, a MIXED_PRECISION one before 0.5.15 (qwen3.6-35b-a3b);
+    --weights FMT sizes another checkpoint."""
+    spec = dep.model
+    if dep.weights.label != "as stored":
+        return ""
+    refused = checkpoint_refusal(spec, dep.engine)
+    if refused or spec.quant_method != "modelopt":
+        return refused
+    since = served_since(spec.quant_algo, dep.engine)
+    if version is None or not release_before(dep.engine, version, since):
+        return ""
+    return release_refusal(spec, dep.engine, str(since), version)
 
 
 def kv_override_problem(dep: Deployment) -> str:
@@ -71,11 +87,12 @@ def kv_override_problem(dep: Deployment) -> str:
             f"out (auto keeps its {own})")
 
 
-def capability_problem(dep: Deployment) -> str:
-    """Why ``dep``'s engine refuses its checkpoint as stored on its card, or "" (--weights FMT,
-    the what-if flag, sizes another checkpoint; --quantization is method_on's): the method
-    vLLM or SGLang reads it with below the card's compute capability (a ModelOpt FP8 export on
-    an A100 under either, an NVFP4 one on an H100 under SGLang), or TensorRT-LLM's W4A8_AWQ,
+def capability_problem(dep: Deployment, version: str | None = None) -> str:
+    """Why ``dep``'s engine at ``version`` (None: the newest modelled) refuses its checkpoint
+    as stored on its card, or "" (--weights FMT, the what-if flag, sizes another checkpoint;
+    --quantization is method_on's): the method vLLM or SGLang reads it with below the card's
+    compute capability (a ModelOpt FP8 export on an A100 under either, an NVFP4 one on an H100
+    under SGLang before 0.5.13), or TensorRT-LLM's W4A8_AWQ,
     fp8 activations, on a card without fp8 matmuls (before compute capability 8.9)."""
     if dep.weights.label != "as stored":
         return ""
@@ -85,7 +102,7 @@ def capability_problem(dep: Deployment) -> str:
         return (f"{spec.name} is stored in ModelOpt quant_algo {spec.quant_algo}, whose matmuls "
                 "TensorRT-LLM runs on fp8 activations, from compute capability 8.9 (Ada, "
                 f"Hopper, Blackwell), not on the {acc.id} ({acc.family}); name such a card")
-    return stored_method_problem(spec, acc, dep.engine)
+    return stored_method_problem(spec, acc, dep.engine, version)
 
 
 def single_rank_checkpoint(model: ModelSpec, engine: str) -> bool:
