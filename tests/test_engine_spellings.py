@@ -175,12 +175,13 @@ def test_quantization_is_refused_for_an_engine_without_the_flag(
     assert "--quantization fp8 is vLLM's and SGLang's" in err and "GGUF tensor type" not in err
 
 
-@pytest.mark.parametrize("gpu", ["t4", "v100"])
+@pytest.mark.parametrize(("gpu", "release"), [("t4", ()), ("v100", ("--engine-version", "0.19"))])
 def test_dtype_bfloat16_is_refused_on_a_card_without_bf16(
-        capsys: pytest.CaptureFixture[str], gpu: str) -> None:
+        capsys: pytest.CaptureFixture[str], gpu: str, release: tuple[str, ...]) -> None:
     """vLLM: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0';
-    float16 runs, and --weights bf16 still sizes the checkpoint (the what-if flag)."""
-    argv = ("decode", "llama-3.2-1b", "--gpu", gpu, "--json")
+    float16 runs, and --weights bf16 still sizes the checkpoint (the what-if flag). A V100
+    under a release whose wheels carry Volta kernels (through 0.19: vllm_gpu_floors)."""
+    argv = ("decode", "llama-3.2-1b", "--gpu", gpu, "--json", *release)
     assert "--dtype float16" in refused(capsys, *argv, "--dtype", "bfloat16")
     assert answer(capsys, *argv, "--dtype", "float16") == answer(capsys, *argv, "--weights", "fp16")
     answer(capsys, *argv, "--weights", "bf16")

@@ -57,7 +57,12 @@ def test_an_a100_is_searched_with_fp8_weights_and_cache_where_its_engine_runs_th
     everything = {(w, kv) for w in ("bf16", "fp8") for kv in ("bf16", "fp8")}
     assert _formats(A100.id, "vllm") == _formats(A100.id, "sglang") == everything
     assert _formats(A100.id, "trtllm") == {("bf16", "bf16")}
-    assert {w for w, _ in _formats("v100-sxm-32gb", "vllm")} == {"bf16"}
+    # a V100 under the release that wheels Volta kernels last (0.19: vllm_gpu_floors), in
+    # fp16 (no bf16 matmuls), with no fp8 cache (no backend vLLM picks there reads one)
+    volta = {(w, kv) for *_, w, kv, _, _ in search_space(LLAMA_70B, ["v100-sxm-32gb"], 8,
+                                                         "vllm", "0.19")}
+    assert volta == {("fp16", "fp16")}
+    assert not _formats("v100-sxm-32gb", "vllm")  # the newest release has none
 
 
 def test_405b_fits_one_a100_node_at_fp8_where_bf16_needs_two() -> None:

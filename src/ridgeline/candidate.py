@@ -207,10 +207,13 @@ def replica_build(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weight
 def candidate_deployment(model: ModelSpec, c: Candidate, engine: str,
                          version: str | None = None) -> Deployment:
     """The deployment of one replica of ``c`` under ``engine`` at ``version``, as the search
-    sized it (``replica_deployment``: its recurrent states at the dtype ``version`` keeps)."""
-    return replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
-                              c.kv, c.expert_parallel, engine, version,
-                              data_parallel_size=c.data_parallel)
+    sized it (its recurrent states at the dtype ``version`` keeps). The search's
+    ``replica_deployment`` admitted it at the plan's release, so ``deployment_problem`` is not
+    asked again: a caution that reads no state rebuilds it without the release, which would
+    ask the newest one's floors (vllm_gpu_floors: a V100 planned at 0.19)."""
+    return replica_build(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
+                         c.kv, c.expert_parallel, engine,
+                         c.data_parallel).with_state_settings(version, None)
 
 
 def kv_choices(model: ModelSpec, engine: str) -> tuple[str, ...]:
@@ -222,6 +225,13 @@ def kv_choices(model: ModelSpec, engine: str) -> tuple[str, ...]:
     turn off and TensorRT-LLM refuses to override (quantization_gates.kv_override_problem)."""
     checkpoint = dict(model.engine_kv_cache_dtypes).get(engine, "")
     return (checkpoint,) if checkpoint else ("bf16", "fp8")
+
+
+def served_choice(choice: str, acc: Accelerator) -> str:
+    """A plan's 16-bit choice as the card serves it: bf16 is fp16 on a card without bf16
+    matmuls (T4, V100), which vLLM's --dtype auto picks there (CudaPlatform's
+    supported_dtypes: float16 below compute capability 8.0); any other choice unchanged."""
+    return "fp16" if choice == "bf16" and "bf16" not in acc.peak_flops else choice
 
 
 def weight_choices(model: ModelSpec) -> list[str]:

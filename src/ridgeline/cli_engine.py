@@ -13,7 +13,8 @@ from ridgeline.units import COUNT_EXAMPLES
 # what --engine lists, after its default (the engines' names engine_id reads)
 ENGINE_NAMES = "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …"
 ENGINE_DEFAULT = ("default vllm; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the AMD "
-                  "GPUs vLLM leaves out")
+                  "GPUs vLLM leaves out, llama.cpp-cuda on the NVIDIA GPUs its release does "
+                  "(V100 from 0.20)")
 
 
 def engine_flag(p: Any, help_text: str) -> None:

@@ -479,9 +479,13 @@ def _vendor(args: argparse.Namespace) -> str:
 def default_engine(args: argparse.Namespace) -> str:
     """The engine when none is named: llama.cpp's Metal build on Apple silicon (vLLM has no
     Metal backend), its ROCm build on the AMD GPUs vLLM's ROCm build leaves out (Vega 20,
-    MI100, RDNA2), vLLM elsewhere. Of the first card --gpu names; a comparison gives each
-    card its own (``one_card``)."""
+    MI100, RDNA2), its CUDA build on the NVIDIA GPUs the vLLM release (--engine-version, else
+    the newest modelled) has no kernels for (a V100 from 0.20: vllm_gpu_floors), vLLM
+    elsewhere. Of the first card --gpu names; a comparison gives each card its own
+    (``one_card``)."""
     from ridgeline.engine_platforms import VLLM_NO_ROCM_FAMILIES
+    from ridgeline.engine_versions import llamacpp_build
+    from ridgeline.vllm_gpu_floors import floor_problem
 
     acc = _named_accelerator(args)
     if acc is None:
@@ -490,7 +494,13 @@ def default_engine(args: argparse.Namespace) -> str:
         return "llama.cpp-metal"
     if acc.vendor == "amd" and acc.family in VLLM_NO_ROCM_FAMILIES:
         return "llama.cpp-rocm"
-    return "vllm"
+    version = getattr(args, "engine_version", None)
+    release = None if version is None or llamacpp_build(version) is not None else version
+    try:
+        refused = floor_problem("engine", acc, release)
+    except InputError:  # a version no release is spelt as: --engine-version refuses it later
+        refused = ""
+    return "llama.cpp-cuda" if refused else "vllm"
 
 
 def llamacpp_builds_for(args: argparse.Namespace, asked: Any) -> Any:

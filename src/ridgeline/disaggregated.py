@@ -13,6 +13,7 @@ from ridgeline.candidate import (
     Candidate,
     kv_choices,
     replica_deployment,
+    served_choice,
     weights_lightest_first,
 )
 from ridgeline.capacity import max_batch
@@ -132,8 +133,8 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     setting (``pool_configs``), then launched at its own (``pool_knobs``): at the fewest
     replicas that hold, the pair of the lowest TTFT; the defaults where they hold."""
     acc = resolve_accelerator(c.accelerator)
-    dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv,
-                             engine=engine).with_state_settings(engine_version, None)
+    dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine,
+                             version=engine_version).with_state_settings(engine_version, None)
     max_len = c.max_model_len or launch_length(dep, EngineSettings(engine_version=engine_version))
     if not max_len:
         return None  # no --max-model-len starts it
@@ -291,9 +292,10 @@ def _splits(model: ModelSpec, acc: Accelerator, engine: str, version: str | None
     builds on the card (fp8, else bf16 where it runs no fp8 there, as TensorRT-LLM on an
     A100), at TP 1, 2, 4 and 8, in either cache format (one the engine refuses at ``version``
     is dropped: SGLang 0.5.3-0.5.5 runs DeepSeek-V3.2 as one-GPU DP-attention ranks only)."""
-    for weights in weights_lightest_first(model):
+    for weights in (served_choice(w, acc) for w in weights_lightest_first(model)):
         built = False
-        for tp, kv in ((tp, kv) for tp in (1, 2, 4, 8) for kv in kv_choices(model, engine)):
+        for tp, kv in ((tp, served_choice(kv, acc)) for tp in (1, 2, 4, 8)
+                       for kv in kv_choices(model, engine)):
             try:
                 dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine,
                                          version=version)

@@ -172,8 +172,10 @@ def _layout_refusal(chosen: EngineMethod, spec: ModelSpec, label: str,
 # is above a card ridgeline knows: bitsandbytes.py 70, experts_int8.py 80, mxfp4.py Mxfp4Config
 # 80, modelopt.py ModelOptFp8Config 89, ModelOptNvFp4Config 75, ModelOptMixedPrecisionConfig 89
 # (vLLM main, 2026). Not fp8: Fp8Config's floor, 89 in its first release, is 80 since FP8
-# Marlin runs it weight-only (W8A16) below 8.9, so an A100 serves an fp8 checkpoint; the
-# format-wide floors (AWQ and Marlin below 7.5, fp8 below Turing) are engine_platforms'.
+# Marlin runs it weight-only (W8A16) below 8.9, so an A100 serves an fp8 checkpoint, and 75
+# from v0.14 (a T4): release by release in vllm_gpu_floors.py, with vLLM's fp8 KV cache and
+# its wheels' own floor; the format-wide floors (AWQ and Marlin below 7.5, fp8 below Turing)
+# are engine_platforms'.
 VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "modelopt": 89,
                        "modelopt_fp4": 75, "modelopt_mixed": 89}
 # SGLang's get_min_capability for its ModelOpt methods in its newest release, checked as it

@@ -67,6 +67,7 @@ from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_nsa import nsa_no_dp_problem
 from ridgeline.sim.timer import SharedTimers
 from ridgeline.stages import micro_batch
+from ridgeline.vllm_gpu_floors import gpu_floor_problem
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
@@ -225,7 +226,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         acc = resolve_accelerator(gpu)
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus,
-                              engine))
+                              engine, engine_version))
     sizing = load.for_sizing()
     jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, table[g], engine_version,
              engine, profile, 1) for g, tp, pp, w, kv, knobs, ep in space]
@@ -233,7 +234,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         jobs += [(model, g, tp, 1, w, kv, knobs, True, sizing, slo, table[g], engine_version,
                   engine, profile, ranks)
                  for g, tp, w, kv, knobs, ranks in data_parallel_space(
-                     model, [resolve_accelerator(g).id for g in gpus], max_gpus, engine)]
+                     model, [resolve_accelerator(g).id for g in gpus], max_gpus, engine,
+                     engine_version)]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -303,7 +305,8 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
     one GPU of the first card that builds them, asked ``deployment_problem`` (a bitsandbytes
     checkpoint before vLLM 0.5, its MoE experts before 0.10), or a checkpoint's stored format
     the engine loads on none of them (``weights_platform_problem``: trtllm and bitsandbytes; its
-    method below every card's compute capability, ``capability_problem``), or a ModelOpt
+    method below every card's compute capability, ``capability_problem``; a vLLM release that
+    runs on none of them, ``gpu_floor_problem``: a V100 from 0.20), or a ModelOpt
     quant_algo the engine has no method for on any card (``checkpoint_refusal``)."""
     refused = checkpoint_refusal(model, engine)
     if refused:
@@ -322,7 +325,8 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
                                 kv_choices(model, engine)[0], engine=engine)
         except InputError:
             continue
-        short = capability_problem(dep, version)
+        short = capability_problem(dep, version) or gpu_floor_problem(dep, version).replace(
+            "--engine llama.cpp-cuda, or ", "")  # plan sizes no llama.cpp
         if short:
             below = below or short
             continue

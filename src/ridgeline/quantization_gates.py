@@ -25,6 +25,7 @@ from ridgeline.modelopt_algos import (
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_nsa import nsa_layout_problem
 from ridgeline.tensor_parallel import tensor_parallel_problem
+from ridgeline.vllm_gpu_floors import gpu_floor_problem
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -44,12 +45,15 @@ def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     or experts_int8 weights are refused on this layout or release, its ModelOpt quant_algo or
     KV dtype is one the engine refuses (modelopt_problem, kv_override_problem), or the method
     vLLM or SGLang reads its checkpoint with as stored needs a higher compute capability than
-    the card's (capability_problem), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
+    the card's (capability_problem), or vLLM ``version`` runs nothing, no fp8 weights or no
+    fp8 KV cache on the card (vllm_gpu_floors: fp8 KV on a T4 from 0.24, anything on a V100
+    from 0.20), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
     as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem)."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
             or modelopt_problem(dep, version) or kv_override_problem(dep)
             or bnb_problem(dep, version) or experts_int8_problem(dep, version)
-            or capability_problem(dep, version) or nsa_layout_problem(dep, version))
+            or capability_problem(dep, version) or gpu_floor_problem(dep, version)
+            or nsa_layout_problem(dep, version))
 
 
 def modelopt_problem(dep: Deployment, version: str | None = None) -> str:

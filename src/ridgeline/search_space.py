@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ridgeline.candidate import kv_choices, replica_deployment, weight_choices
+from ridgeline.candidate import kv_choices, replica_deployment, served_choice, weight_choices
 from ridgeline.data_parallel import DATA_PARALLEL_ENGINES
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
@@ -23,7 +23,8 @@ ENGINE_KNOBS: tuple[tuple[int | None, int | None], ...] = ((None, None), (64, No
 
 
 
-def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: str = "vllm"
+def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: str = "vllm",
+                 version: str | None = None
                  ) -> Iterable[tuple[str, int, int, str, str, tuple[int | None, int | None],
                                      bool]]:
     """Every weight format and KV dtype ``engine`` runs on each card, as ``decode``, ``fit``
@@ -31,14 +32,15 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: s
     weight-only (W8A16, through FP8 Marlin) and an fp8 cache widened to 16 bits in attention
     (vLLM's FlashInfer and Triton backends), step_cost pricing their matmuls at the 16-bit
     rate on half the bytes; a pair the engine runs on no such card (TensorRT-LLM's fp8 before
-    Ada) is left out (``_engine_runs``)."""
+    Ada) is left out (``_engine_runs``, at ``version``: vLLM's fp8 cache on a T4 runs in 0.12
+    to 0.23 only); bf16 is fp16 on a card without bf16 matmuls (``served_choice``: T4, V100)."""
     formats = weight_choices(model)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         node = node_size(acc)
-        for weights in formats:
-            for kv in kv_choices(model, engine):
-                if not _engine_runs(model, acc, weights, kv, engine):
+        for weights in (served_choice(w, acc) for w in formats):
+            for kv in (served_choice(k, acc) for k in kv_choices(model, engine)):
+                if not _engine_runs(model, acc, weights, kv, engine, version):
                     continue
                 for tp, pp in layouts(node, max_gpus,
                                       not single_rank_checkpoint(model, engine)):
@@ -54,7 +56,7 @@ RANK_TENSOR_PARALLEL = (1, 2)
 
 
 def data_parallel_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int,
-                        engine: str = "vllm"
+                        engine: str = "vllm", version: str | None = None
                         ) -> Iterable[tuple[str, int, str, str, tuple[int | None, int | None],
                                             int]]:
     """A MoE's data-parallel attention layouts on ``engine`` (vLLM's --data-parallel-size
@@ -68,9 +70,9 @@ def data_parallel_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int,
     formats = weight_choices(model)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
-        for weights in formats:
-            for kv in kv_choices(model, engine):
-                if not _engine_runs(model, acc, weights, kv, engine):
+        for weights in (served_choice(w, acc) for w in formats):
+            for kv in (served_choice(k, acc) for k in kv_choices(model, engine)):
+                if not _engine_runs(model, acc, weights, kv, engine, version):
                     continue
                 for tp, ranks in data_parallel_layouts(node_size(acc), max_gpus):
                     for knobs in ENGINE_KNOBS:
@@ -90,12 +92,14 @@ def data_parallel_layouts(node: int, max_gpus: int) -> list[tuple[int, int]]:
     return out
 
 
-def _engine_runs(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engine: str) -> bool:
-    """Whether ``engine`` runs these weights and this cache on ``acc`` at all: a one-GPU
-    replica of them builds (``Deployment.build`` refuses a format the engine's kernels do not
-    run on the card; what a layout refuses, its own)."""
-    try:  # no --engine-version: whether it builds reads no state dtype (plan sizes at it)
-        replica_deployment(model, acc, 1, 1, weights, kv, engine=engine)
+def _engine_runs(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engine: str,
+                 version: str | None = None) -> bool:
+    """Whether ``engine`` at ``version`` runs these weights and this cache on ``acc`` at all:
+    a one-GPU replica of them builds (``Deployment.build`` refuses a format the engine's
+    kernels do not run on the card, ``deployment_problem`` one the release does not: vLLM's
+    fp8 cache on a T4 from 0.24; what a layout refuses, its own)."""
+    try:
+        replica_deployment(model, acc, 1, 1, weights, kv, engine=engine, version=version)
     except InputError:
         return False
     return True

@@ -1,0 +1,141 @@
+"""vLLM's floors on older NVIDIA cards, release by release (engines.json vllm.gpu_floors):
+its PyPI wheels carry no Volta kernels from 0.20, so a V100 is refused under the release a
+run is priced as (0.32) and served under 0.19; fp8 weights need 8.0 before 0.14 (then FP8
+Marlin from 7.5); an fp8 KV cache runs on a T4 only where FlashInfer (floor 7.5) is picked,
+0.12 to 0.23. Before, plan put a T4 on fp8 weights with an fp8 cache under 0.32, and decode
+priced vLLM on a V100."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ridgeline.candidate import replica_deployment, served_choice
+from ridgeline.catalog import resolve_model
+from ridgeline.engine_quantization import NVIDIA_FAMILY_CAPABILITY
+from ridgeline.errors import InputError
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.quantization_gates import deployment_problem
+from ridgeline.vllm_gpu_floors import _releases_running, floor_problem, gpu_floors
+from ridgeline.vllm_memory import parse_version
+from tests.conftest import refused_line, run_cli
+
+PLAN_T4 = ("plan", "llama-3.1-8b", "--gpus", "t4", "--rate", "1", "--input-len", "500",
+           "--output-len", "100", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100")
+RELEASES = ("0.11", "0.12", "0.13", "0.14", "0.19", "0.20", "0.23", "0.24", "0.32")
+
+
+def builds(weights: str, kv: str, gpu: str, version: str | None) -> bool:
+    """Whether a one-GPU vLLM replica of Llama-3.1-8B starts at ``version``."""
+    spec = resolve_model("llama-3.1-8b")
+    try:
+        replica_deployment(spec, resolve_accelerator(gpu), 1, 1, weights, kv, version=version)
+    except InputError:
+        return False
+    return True
+
+
+def test_every_floor_has_a_source_and_an_ordered_span() -> None:
+    for floor in gpu_floors():
+        assert floor.source and floor.why
+        if floor.since and floor.until:
+            assert parse_version(floor.since) < parse_version(floor.until)
+
+
+def test_an_fp8_cache_runs_on_a_t4_only_from_0_12_to_0_23() -> None:
+    """FlexAttention (0.11) refuses a quantized cache; FlashInfer, floor 7.5, reads it
+    0.12-0.23; from 0.24 FlashInfer needs 8.0 and Triton refuses fp8 below 8.9."""
+    runs = {v for v in RELEASES if builds("fp16", "fp8", "t4", v)}
+    assert runs == {"0.12", "0.13", "0.14", "0.19", "0.20", "0.23"}
+    assert not builds("fp16", "fp8", "t4", None)  # the newest modelled, 0.32
+    assert builds("fp16", "fp16", "t4", None)
+    assert _releases_running("fp8_kv", NVIDIA_FAMILY_CAPABILITY["turing"][1]) \
+        == "from 0.12 and below 0.24"
+
+
+def test_an_a100_and_an_l4_keep_an_fp8_cache_in_every_release() -> None:
+    for gpu in ("a100-sxm-80gb", "l4"):
+        assert all(builds("bf16", "fp8", gpu, v) for v in (*RELEASES, None))
+
+
+def test_fp8_weights_run_on_a_t4_from_0_14_through_fp8_marlin() -> None:
+    runs = {v for v in RELEASES if builds("fp8", "fp16", "t4", v)}
+    assert runs == {v for v in RELEASES if parse_version(v) >= parse_version("0.14")}
+    assert builds("fp8", "fp16", "t4", None)
+
+
+def test_a_v100_runs_vllm_through_0_19_and_no_release_after() -> None:
+    runs = {v for v in RELEASES if builds("fp16", "fp16", "v100", v)}
+    assert runs == {v for v in RELEASES if parse_version(v) < parse_version("0.20")}
+    assert not builds("fp16", "fp16", "v100", None)
+    # its fp8 cache in none: no backend it picks reads one
+    assert not any(builds("fp16", "fp8", "v100", v) for v in RELEASES)
+
+
+def test_other_engines_and_vendors_are_not_read_by_the_floors() -> None:
+    spec = resolve_model("llama-3.1-8b")
+    from ridgeline.deployment import Deployment
+
+    dep = Deployment.build(spec, resolve_accelerator("v100"), "fp16", "fp16",
+                           engine="llama.cpp-cuda")
+    assert deployment_problem(dep) == ""
+    assert floor_problem("fp8_kv", resolve_accelerator("mi300x")) == ""
+
+
+def test_decode_under_vllm_on_a_v100_is_refused_naming_the_card_and_both_capabilities(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused_line(capsys, "decode", "falcon-7b", "--gpu", "v100", "--engine", "vllm")
+    acc = resolve_accelerator("v100")
+    assert acc.id in line and "compute capability 7.0" in line and "needs 7.5" in line
+    assert "below 0.20" in line and "--engine llama.cpp-cuda" in line
+    code, out, _ = run_cli(capsys, "decode", "falcon-7b", "--gpu", "v100",
+                           "--engine-version", "0.19")
+    assert code == 0 and "vLLM 0.19" in out
+
+
+def test_with_no_engine_named_a_v100_is_priced_on_llama_cpp_cuda(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """As the AMD cards vLLM's ROCm build leaves out default to llama.cpp-rocm."""
+    code, out, err = run_cli(capsys, "decode", "falcon-7b", "--gpu", "v100")
+    assert code == 0, err
+    assert "expected on llama.cpp-cuda" in out and "expected on vllm" not in out
+    code, out, err = run_cli(capsys, "decode", "falcon-7b", "--gpu", "t4")
+    assert code == 0 and "expected on vllm" in out, err
+
+
+def test_fit_refuses_an_fp8_cache_on_a_t4_and_names_the_releases_that_keep_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "t4", "--kv-dtype", "fp8")
+    assert "t4" in line and "compute capability 7.5" in line and "needs 8.0" in line
+    assert "--kv-dtype fp16" in line and "from 0.12 and below 0.24" in line
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "t4", "--kv-dtype", "fp8",
+                           "--engine-version", "0.23")
+    assert code == 0, err
+
+
+def test_plan_on_a_t4_serves_what_vllm_runs_there(capsys: pytest.CaptureFixture[str]) -> None:
+    """No fp8 cache under 0.32, and 16-bit as fp16 (no bf16 matmuls on Turing)."""
+    code, out, err = run_cli(capsys, *PLAN_T4, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    rows = [report["winner"], *report["runners_up"]]
+    assert rows and all(r["kv_dtype"] == "fp16" for r in rows)
+    assert {r["weights"] for r in rows} <= {"fp8", "fp16"}
+    assert served_choice("bf16", resolve_accelerator("t4")) == "fp16"
+    assert served_choice("bf16", resolve_accelerator("a100-sxm-80gb")) == "bf16"
+
+
+def test_plan_on_a_v100_is_refused_under_the_newest_release_and_runs_under_0_19(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The refusal names the releases that run, not llama.cpp, which plan does not size;
+    under 0.19 the winner is the V100 in fp16 (a rebuild for its cautions asks no newer
+    release's floors)."""
+    argv = ("plan", "llama-3.1-8b", "--gpus", "v100", *PLAN_T4[4:])
+    line = refused_line(capsys, *argv)
+    assert "below 0.20" in line and "llama.cpp" not in line
+    code, out, err = run_cli(capsys, *argv, "--engine-version", "0.19", "--json")
+    assert code == 0, err
+    winner = json.loads(out)["winner"]
+    assert winner["accelerator"] == resolve_accelerator("v100").id
+    assert (winner["weights"], winner["kv_dtype"]) == ("fp16", "fp16")
