@@ -31,13 +31,10 @@ from ridgeline.units import GIB, MIB
 from ridgeline.vllm_memory import indexer_logits_bytes, indexer_pass_bytes, moe_workspace_bytes
 from tests.conftest import run_cli
 from tests.test_ds_mla_cache import cli_json, v32_config, write
+from tests.test_sparse_attention_commands import INDEXER_KEY_BYTES, LAYERS, TP, V32
 
-V32 = ModelSpec.from_hf_config(v32_config(), "v32")
-LAYERS = 61
-TP = 8
 HIDDEN = 7168
 LOGIT_BYTES = 2 * 4  # a float32 written by the logits kernel, read back by the top-k
-INDEXER_KEY_BYTES = 128 + 4
 
 
 def on_h200s(spec: ModelSpec) -> Deployment:
