@@ -195,8 +195,8 @@ def test_the_prefill_floor_has_the_stages_the_ubatches_keep_busy(capsys: pytest.
 
 
 def test_the_pipelining_prs_own_rows_score_as_documented() -> None:
-    """validation/pipeline.csv: one A100 within 12 %, eight within 7 % at one and two
-    ubatches, and 32 % too fast at four (docs/answers.md's figures)."""
+    """validation/pipeline.csv: one A100 within 7 %, eight within 3 % at one and two
+    ubatches, and 34 % too fast at four (docs/answers.md's figures)."""
     from pathlib import Path
 
     from ridgeline.measurements import read_measurements as read
@@ -206,11 +206,11 @@ def test_the_pipelining_prs_own_rows_score_as_documented() -> None:
     assert len(errors) == 6
     for row_id, error in errors.items():
         if "x8" in row_id and "pp2048" in row_id:
-            assert 0.30 < error < 0.45
+            assert 0.30 < error < 0.40
         elif "x8" in row_id:
-            assert abs(error) < 0.075
+            assert abs(error) < 0.035
         else:
-            assert abs(error) < 0.12
+            assert abs(error) < 0.075
 
 
 def test_more_gpus_than_layers_is_refused() -> None:

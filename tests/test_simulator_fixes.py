@@ -101,13 +101,13 @@ def _overloaded(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, flo
 
 def test_llamacpp_offered_a_seventh_more_than_it_serves_is_overloaded(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """1.05 req/s offered, 0.92 served: about 12 % of the arrivals pile up, which the rule of
+    """1.05 req/s offered, 0.90 served: about 14 % of the arrivals pile up, which the rule of
     20 % of all requests waiting never read at any run length."""
     flag = _overloaded(capsys, "--engine", "llama.cpp", "--rate", "1.05", "--num-requests",
                        "10000", *LOGNORMAL)
     assert flag is not None
     assert flag["offered_req_s"] == pytest.approx(1.05, rel=0.03)
-    assert flag["served_req_s"] == pytest.approx(0.92, rel=0.03)
+    assert flag["served_req_s"] == pytest.approx(0.90, rel=0.03)
     assert main(["simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp",
                  "--rate", "1.05", "--num-requests", "10000", *LOGNORMAL]) == 0
     assert "OVERLOADED: requests arrive at 1.05 req/s" in capsys.readouterr().out
