@@ -551,20 +551,30 @@ def test_an_unknown_flag_before_any_command_is_one_line(capsys: pytest.CaptureFi
 def test_a_checkpoint_whose_own_method_vllm_refuses_on_the_card_is_refused_as_stored(
         capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
     """Qwen3.6-35B-A3B-NVFP4 is ModelOpt MIXED_PRECISION, which vLLM reads with
-    modelopt_mixed (ModelOptMixedPrecisionConfig.get_min_capability: 89): on an A100 (8.0)
-    vLLM stops at start-up ('The quantization method modelopt_mixed is not supported for the
-    current GPU'), so there is no throughput to price; on an L40S (8.9) or H100 it runs."""
+    modelopt_mixed (ModelOptMixedPrecisionConfig.get_min_capability: 89 to 0.23, 75 from 0.24,
+    FP4 and FP8 Marlin): on an A100 (8.0) vLLM 0.23 stops at start-up ('The quantization method
+    modelopt_mixed is not supported for the current GPU'), so there is no throughput to price;
+    on an L40S (8.9) or H100 it runs, and on an A100 from 0.24 (the newest too)."""
+    from ridgeline.engine_quantization import VLLM_EARLIER_FLOORS
+
     argv = (command[0], "qwen3.6-35b-a3b", *command[1:], "--json")
-    err = refused(capsys, *argv, "--gpu", "a100")
-    assert "modelopt_mixed" in err and "a100-sxm-80gb" in err
+    lowered = VLLM_EARLIER_FLOORS["modelopt_mixed"][0]
+    old = ("--engine-version", "0.23")
+    err = refused(capsys, *argv, "--gpu", "a100", *old)
+    assert "modelopt_mixed" in err and "a100-sxm-80gb" in err and "vLLM 0.23" in err
     assert "compute capability 8.9" in err and "8.0 to 8.7" in err
-    assert "modelopt_mixed" in refused(capsys, *argv, "--gpu", "a10")
+    assert f"--engine-version {lowered} or later" in err
+    assert "modelopt_mixed" in refused(capsys, *argv, "--gpu", "a10", *old)
     for gpu in ("l40s", "h100"):
+        answer(capsys, *argv, "--gpu", gpu, *old)
+    for gpu in ("a100", "a10"):
+        answer(capsys, *argv, "--gpu", gpu, "--engine-version", lowered)
         answer(capsys, *argv, "--gpu", gpu)
     # the same as --quantization names it; --weights still sizes any format (the what-if flag)
     assert "--quantization modelopt_mixed needs compute capability 8.9" in refused(
-        capsys, *argv, "--gpu", "a100", "-q", "modelopt_mixed")
-    answer(capsys, *argv, "--gpu", "a100", "--weights", "nvfp4")
+        capsys, *argv, "--gpu", "a100", "-q", "modelopt_mixed", *old)
+    answer(capsys, *argv, "--gpu", "a100", "-q", "modelopt_mixed")
+    answer(capsys, *argv, "--gpu", "a100", "--weights", "nvfp4", *old)
     # SGLang reads it with modelopt_mixed from 0.5.15 (w4afp8 before, on any card), whose
     # floor is its NVFP4 one, 8.0 from 0.5.13 (FP4 Marlin); an A100 runs the export's FP8
     # layers from 0.5.17 (FP8 Marlin): refused there under 0.5.16, naming SGLang's method
@@ -588,28 +598,35 @@ def test_an_fp8_checkpoint_runs_on_an_a100_through_fp8_marlin(
 
 
 def test_capability_floors_are_vllms_per_method_and_nvidias_per_family() -> None:
-    """experts_int8 (80) on a T4 (7.5) and V100 (7.0), modelopt (89) on any Ampere card,
-    modelopt_fp4 (75) on a V100 but not a T4; nothing off NVIDIA or for fp8."""
+    """experts_int8 (80) on a T4 (7.5) and V100 (7.0), modelopt (89 to vLLM 0.26) on any
+    Ampere card, from 0.27 (80) on a T4 only, modelopt_fp4 (75) on a V100 but not a T4 (80
+    before 0.14: a T4 too); nothing off NVIDIA or for fp8."""
     from ridgeline.engine_quantization import capability_shortfall
     from ridgeline.hardware import resolve_accelerator
 
-    def short(method: str, gpu: str) -> bool:
-        return bool(capability_shortfall(method, resolve_accelerator(gpu)))
+    def short(method: str, gpu: str, version: str | None = None) -> bool:
+        return bool(capability_shortfall(method, resolve_accelerator(gpu), "vllm", version))
 
     assert short("experts_int8", "t4") and short("experts_int8", "v100")
     assert not short("experts_int8", "a100")
-    assert short("modelopt", "a100") and short("modelopt", "rtx-3090")
-    assert not short("modelopt", "l40s") and not short("modelopt", "b200")
+    assert short("modelopt", "a100", "0.26") and short("modelopt", "rtx-3090", "0.26")
+    assert not short("modelopt", "a100") and short("modelopt", "t4")
+    assert not short("modelopt", "l40s", "0.26") and not short("modelopt", "b200", "0.26")
     assert short("modelopt_fp4", "v100") and not short("modelopt_fp4", "t4")
+    assert short("modelopt_fp4", "t4", "0.13") and not short("modelopt_fp4", "t4", "0.14")
     assert not short("fp8", "t4") and not short("modelopt_mixed", "mi300x")
 
 
 def test_plan_keeps_the_cards_a_checkpoint_runs_on_and_refuses_it_on_none(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """A card below modelopt_mixed's compute capability drops out of the plan, first or not;
-    with no other card the plan is refused in one line."""
+    """A card below modelopt_mixed's compute capability (vLLM 0.23: 8.9) drops out of the
+    plan, first or not; with no other card the plan is refused in one line. The newest
+    release (7.5) keeps the A100, the cheapest."""
     argv = ("plan", "qwen3.6-35b-a3b", "--rate", "2", "--slo-ttft-ms", "2000",
             "--slo-tpot-ms", "100", "--gpus")
-    code, out, err = run_cli(capsys, *argv, "a100,h100")
+    old = ("--engine-version", "0.23")
+    code, out, err = run_cli(capsys, *argv, "a100,h100", *old)
     assert code == 0 and "h100-sxm" in out and "a100" not in out, err
-    assert "modelopt_mixed" in refused(capsys, *argv, "a100,a10")
+    assert "modelopt_mixed" in refused(capsys, *argv, "a100,a10", *old)
+    code, out, err = run_cli(capsys, *argv, "a100,h100")
+    assert code == 0 and "a100" in out, err

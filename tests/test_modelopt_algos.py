@@ -16,6 +16,7 @@ import pytest
 
 from ridgeline import resolve_model
 from ridgeline.candidate import kv_choices
+from ridgeline.engine_quantization import VLLM_EARLIER_FLOORS
 from ridgeline.modelopt_algos import algo_formats, modelopt_algos, refusal
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, fit_json, model_json, sidecar
@@ -71,9 +72,14 @@ def test_the_fp8_algorithms_vllm_serves_as_modelopt_are_read(
                                                             "mlp": weights}
     for engine in ("vllm", "sglang", "trtllm"):
         assert fit_json(capsys, folder, engine)["kv_dtype"] == "fp8", engine
-    # vLLM's ModelOptFp8Config needs compute capability 8.9, as for FP8
-    line = refused_line(capsys, "fit", folder, "--gpu", "a100")
+    # vLLM's ModelOptFp8Config needs compute capability 8.9, as for FP8, before 0.27 (8.0 from
+    # then, FP8 Marlin): an A100 is refused by the release before, served by the newest
+    lowered = VLLM_EARLIER_FLOORS["modelopt"][0]
+    before = f"0.{int(lowered.split('.')[1]) - 1}"
+    line = refused_line(capsys, "fit", folder, "--gpu", "a100", "--engine-version", before)
     assert "modelopt method" in line and "get_min_capability" in line
+    assert f"vLLM {before} refuses it" in line and f"--engine-version {lowered} or later" in line
+    assert fit_json(capsys, folder, "vllm", "a100")["kv_dtype"] == "fp8"
 
 
 def test_int8_weights_are_refused_as_the_kv_algorithm_they_are(

@@ -1,10 +1,13 @@
-"""ModelOpt exports on cards below the engine's get_min_capability: vLLM and SGLang refuse
-ModelOpt FP8 before compute capability 8.9 (an A100); NVFP4 vLLM runs from 7.5 through FP4
-Marlin, SGLang from 8.0 since 0.5.13 (FP4 Marlin too) and from 10.0 (Blackwell) before, as
-MIXED_PRECISION (its FP4 config's floor). fit refuses such a card in one line naming the card,
-the format and the engine, and plan leaves it out. SGLang serves a W4A16_NVFP4 export from
-0.5.19 and a MIXED_PRECISION one (qwen3.6-35b-a3b's W4A16_NVFP4 experts) from 0.5.15; older
-releases are refused naming the release that brought it."""
+"""ModelOpt exports on cards below the engine's get_min_capability: SGLang refuses ModelOpt
+FP8 before compute capability 8.9 (an A100), vLLM too before 0.27 (8.0 from then, FP8 Marlin);
+NVFP4 vLLM runs from 7.5 through FP4 Marlin (8.0 before 0.14), SGLang from 8.0 since 0.5.13
+(FP4 Marlin too) and from 10.0 (Blackwell) before, as MIXED_PRECISION (its FP4 config's
+floor); vLLM's MIXED_PRECISION needs 8.9 before 0.24 and 7.5 from then. fit refuses such a card
+in one line naming the card, the format, the engine and the release that serves it, and plan
+leaves it out. SGLang serves a W4A16_NVFP4 export from 0.5.19 and a MIXED_PRECISION one
+(qwen3.6-35b-a3b's W4A16_NVFP4 experts) from 0.5.15; vLLM a MIXED_PRECISION one from 0.17 and
+its W4A16_NVFP4 layers from 0.22; older releases are refused naming the release that brought
+it."""
 
 from __future__ import annotations
 
@@ -13,17 +16,19 @@ from pathlib import Path
 
 import pytest
 
+from ridgeline.catalog import resolve_model
 from ridgeline.engine_quantization import (
     NVIDIA_FAMILY_CAPABILITY,
     SGLANG_EARLIER_FLOORS,
     SGLANG_MIN_CAPABILITY,
     SGLANG_MIXED_FP8_BELOW_89_FROM,
+    VLLM_EARLIER_FLOORS,
     VLLM_MIN_CAPABILITY,
     capability_shortfall,
     min_capability,
 )
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.modelopt_algos import served_since
+from ridgeline.modelopt_algos import layers_served_since, served_since
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, sidecar
 
@@ -176,12 +181,13 @@ def test_sglang_plan_of_qwen3_6_keeps_the_a100_from_0_5_17_and_leaves_it_out_bef
 
 
 def test_the_floors_differ_only_where_vllm_has_a_fallback() -> None:
-    """FP8 89 under both (no Marlin path for ModelOpt FP8); NVFP4 and MIXED_PRECISION lower
-    under vLLM, and under SGLang before 0.5.13; an AMD card is never refused by the NVIDIA
-    table."""
+    """FP8 89 under SGLang and under vLLM before 0.27 (FP8 Marlin from then); NVFP4 and
+    MIXED_PRECISION lower under vLLM, and under SGLang before 0.5.13; an AMD card is never
+    refused by the NVIDIA table."""
     h100, a100 = resolve_accelerator("h100"), resolve_accelerator("a100")
     assert capability_shortfall("modelopt", a100, "sglang") and \
-        capability_shortfall("modelopt", a100, "vllm")
+        capability_shortfall("modelopt", a100, "vllm", "0.26")
+    assert not capability_shortfall("modelopt", a100, "vllm")
     assert capability_shortfall("modelopt_fp4", h100, "sglang", "0.5.12")
     assert not capability_shortfall("modelopt_fp4", a100, "sglang")
     assert not capability_shortfall("modelopt_fp4", h100, "vllm")
@@ -190,3 +196,102 @@ def test_the_floors_differ_only_where_vllm_has_a_fallback() -> None:
     assert SGLANG_MIN_CAPABILITY["modelopt_mixed"] == SGLANG_MIN_CAPABILITY["modelopt_fp4"]
     assert VLLM_MIN_CAPABILITY["modelopt_fp4"] < SGLANG_MIN_CAPABILITY["modelopt_fp4"]
     assert not capability_shortfall("modelopt_fp4", resolve_accelerator("mi300x"), "sglang")
+
+
+def release_before_lowering(method: str) -> str:
+    """The vLLM release just before the one that lowered ``method``'s floor ('0.24' -> '0.23';
+    each was a minor release: the wheels read have no x.y.1 between)."""
+    major, minor = VLLM_EARLIER_FLOORS[method][0].split(".")
+    return f"{major}.{int(minor) - 1}"
+
+
+@pytest.mark.parametrize("method", sorted(VLLM_EARLIER_FLOORS))
+def test_vllms_modelopt_floors_are_its_releases(method: str) -> None:
+    """Each floor was higher before the release that lowered it and is the newest one's from
+    then: an NVIDIA card between the two is refused before only, naming that release."""
+    lowered, before, _ = VLLM_EARLIER_FLOORS[method]
+    older = release_before_lowering(method)
+    assert min_capability(method, "vllm", older) == before > VLLM_MIN_CAPABILITY[method]
+    assert min_capability(method, "vllm", lowered) == min_capability(method, "vllm") == \
+        VLLM_MIN_CAPABILITY[method]
+    between = next(family for family, (_, high) in NVIDIA_FAMILY_CAPABILITY.items()
+                   if VLLM_MIN_CAPABILITY[method] <= high < before)
+    card = next(acc for gpu in ("t4", "a100") if (acc := resolve_accelerator(gpu)).family == between)
+    line = capability_shortfall(method, card, "vllm", older)
+    assert f"vLLM {older} refuses it" in line and f"--engine-version {lowered} or later" in line
+    assert not capability_shortfall(method, card, "vllm", lowered)
+    assert not capability_shortfall(method, card, "vllm")
+
+
+@pytest.mark.parametrize("algo", ["FP8", "FP8_PB_WO"])
+def test_vllm_serves_a_modelopt_fp8_export_on_an_a100_from_the_release_its_floor_came_down(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, algo: str) -> None:
+    folder = checkpoint(tmp_path, sidecar(algo))
+    lowered, older = VLLM_EARLIER_FLOORS["modelopt"][0], release_before_lowering("modelopt")
+    for version in (older, lowered, None):
+        flags = ("--engine-version", version) if version else ()
+        assert fits(capsys, folder, "a100", "vllm", *flags) == \
+            runs_on("modelopt", "a100", "vllm", version), version
+    assert not fits(capsys, folder, "a100", "sglang")
+
+
+def test_vllm_serves_qwen3_6_on_an_a100_from_0_24_and_names_that_release_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """ModelOptMixedPrecisionConfig.get_min_capability: 89 to 0.23, 75 from 0.24."""
+    model, lowered = "qwen3.6-35b-a3b", VLLM_EARLIER_FLOORS["modelopt_mixed"][0]
+    older = release_before_lowering("modelopt_mixed")
+    assert fits(capsys, model, "a100", "vllm")
+    assert fits(capsys, model, "a100", "vllm", "--engine-version", lowered)
+    line = refused_line(capsys, "fit", model, "--gpu", "a100", "--engine", "vllm",
+                        "--engine-version", older)
+    assert f"vLLM {older} refuses it" in line and "vLLM's modelopt_mixed method" in line
+    assert "a100-sxm-80gb" in line and f"--engine-version {lowered} or later" in line
+    assert fits(capsys, model, "h100", "vllm", "--engine-version", older)
+
+
+def test_vllm_plan_of_qwen3_6_keeps_the_a100_from_0_24_and_leaves_it_out_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def cards(*flags: str) -> set[str]:
+        code, out, err = run_cli(capsys, "plan", "qwen3.6-35b-a3b", "--engine", "vllm", *PLAN,
+                                 "--gpus", "a100,h100", "--json", *flags)
+        assert code == 0, err
+        shown = json.loads(out)
+        return {c["accelerator"] for c in (shown["winner"], *shown["runners_up"])}
+
+    a100, older = resolve_accelerator("a100").id, release_before_lowering("modelopt_mixed")
+    assert a100 in cards()
+    assert a100 not in cards("--engine-version", older)
+    line = refused_line(capsys, "plan", "qwen3.6-35b-a3b", "--engine", "vllm", *PLAN,
+                        "--gpus", "a100", "--engine-version", older)
+    assert f"vLLM {older}" in line and "a100-sxm-80gb" in line
+
+
+def test_vllm_serves_mixed_precision_from_0_17_and_its_w4a16_nvfp4_layers_from_0_22(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """0.16 reads MIXED_PRECISION with ModelOptFp8Config, which refuses it; 0.17 to 0.21 run
+    its FP8 and NVFP4 layers only, not qwen3.6-35b-a3b's W4A16_NVFP4 experts."""
+    model = "qwen3.6-35b-a3b"
+    since = served_since("MIXED_PRECISION", "vllm")
+    (layers,) = layers_served_since(resolve_model(model), "vllm")
+    assert since is not None and layers[0] == "nvfp4-w4a16"
+    argv = ("fit", model, "--gpu", "h100", "--engine", "vllm", "--engine-version")
+    line = refused_line(capsys, *argv, "0.16")
+    assert "vLLM 0.16 does not serve" in line and f"v{since}" in line
+    line = refused_line(capsys, *argv, since)
+    assert f"vLLM {since} does not serve" in line and "nvfp4-w4a16 ones" in line
+    assert f"--engine-version {layers[1]} or later" in line
+    assert fits(capsys, model, "h100", "vllm", "--engine-version", layers[1])
+
+
+def test_vllm_refuses_a_w4a16_nvfp4_export_before_its_modelopt_config_took_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """QUANT_ALGOS lists W4A16_NVFP4 from vLLM 0.21; 0.20's from_config refuses it."""
+    folder = w4a16_nvfp4(tmp_path)
+    since = served_since("W4A16_NVFP4", "vllm")
+    assert since is not None
+    assert fits(capsys, folder, "h100", "vllm", "--engine-version", since)
+    assert fits(capsys, folder, "h100", "vllm")
+    line = refused_line(capsys, "fit", str(folder), "--gpu", "h100", "--engine", "vllm",
+                        "--engine-version", "0.20")
+    assert "W4A16_NVFP4" in line and "vLLM 0.20 does not serve" in line and f"v{since}" in line
+    assert "ModelOpt currently only supports" in line

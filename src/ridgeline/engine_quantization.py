@@ -7,8 +7,9 @@ flag loads it as stored. The engines refuse the rest at start-up, and so does ri
 method that needs a checkpoint of its own (awq, gptq, modelopt, …) on a 16-bit checkpoint, a
 method the checkpoint's quant_method does not match, -q for an engine without the flag, and
 (vLLM's and SGLang's get_min_capability) a method below the card's compute capability, named
-with -q or the one the checkpoint is read with as stored (modelopt_mixed on an A100; under
-SGLang, a ModelOpt FP8 export on an A100, and an NVFP4 one before Blackwell up to 0.5.12).
+with -q or the one the checkpoint is read with as stored, release by release (modelopt_mixed
+on an A100 before vLLM 0.24, a ModelOpt FP8 export there before vLLM 0.27 and under any SGLang,
+an NVFP4 one before Blackwell up to SGLang 0.5.12).
 --weights stays the what-if flag: it sizes any format on any checkpoint. --dtype names the
 16-bit type an unquantized checkpoint runs in; bfloat16 where the card has none is refused.
 """
@@ -165,19 +166,32 @@ def _layout_refusal(chosen: EngineMethod, spec: ModelSpec, label: str,
             f"{instead}")
 
 
-# vLLM's get_min_capability (compute capability x 10), checked at start-up for the method
-# given with --quantization or read from the checkpoint's quantization_config alike
-# (config/vllm.py _get_quantization_config: 'The quantization method X is not supported for the
-# current GPU. Minimum capability: 89. Current capability: 80.'), for the methods whose floor
-# is above a card ridgeline knows: bitsandbytes.py 70, experts_int8.py 80, mxfp4.py Mxfp4Config
-# 80, modelopt.py ModelOptFp8Config 89, ModelOptNvFp4Config 75, ModelOptMixedPrecisionConfig 89
-# (vLLM main, 2026). Not fp8: Fp8Config's floor, 89 in its first release, is 80 since FP8
-# Marlin runs it weight-only (W8A16) below 8.9, so an A100 serves an fp8 checkpoint, and 75
-# from v0.14 (a T4): release by release in vllm_gpu_floors.py, with vLLM's fp8 KV cache and
-# its wheels' own floor; the format-wide floors (AWQ and Marlin below 7.5, fp8 below Turing)
-# are engine_platforms'.
-VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "modelopt": 89,
-                       "modelopt_fp4": 75, "modelopt_mixed": 89}
+# vLLM's get_min_capability (compute capability x 10) in its newest modelled release, checked at
+# start-up for the method given with --quantization or read from the checkpoint's
+# quantization_config alike (config/vllm.py _get_quantization_config: 'The quantization method X
+# is not supported for the current GPU. Minimum capability: 89. Current capability: 80.'), for
+# the methods whose floor is above a card ridgeline knows: bitsandbytes.py 70, experts_int8.py
+# 80, mxfp4.py Mxfp4Config 80, and modelopt.py's ModelOptFp8Config (modelopt) 80,
+# ModelOptNvFp4Config (modelopt_fp4) 75 and ModelOptMixedPrecisionConfig (modelopt_mixed) 75,
+# each through Marlin below the card's native format (vllm 0.32.0 wheel, read 2026-12). Not fp8:
+# Fp8Config's floor, 89 in its first release, is 80 since FP8 Marlin runs it weight-only
+# (W8A16) below 8.9, so an A100 serves an fp8 checkpoint, and 75 from v0.14 (a T4): release by
+# release in vllm_gpu_floors.py, with vLLM's fp8 KV cache and its wheels' own floor; the
+# format-wide floors (AWQ and Marlin below 7.5, fp8 below Turing) are engine_platforms'.
+VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "modelopt": 80,
+                       "modelopt_fp4": 75, "modelopt_mixed": 75}
+# the ModelOpt floors of vLLM's earlier releases: (the release that lowered it, the floor before,
+# the kernels that run it below the card's native format since), read in
+# vllm/model_executor/layers/quantization/modelopt.py of the PyPI wheels 0.11.0-0.17.0,
+# 0.20.0-0.24.0, 0.26.0-0.28.0 and 0.32.0 (2026-12): ModelOptFp8Config 89 to 0.26.0, 80 from
+# 0.27.0 (ModelOptFp8LinearMethod's init_fp8_linear_kernel picks MarlinFP8ScaledMMLinearKernel
+# below 8.9); ModelOptNvFp4Config 80 to 0.13.0, 75 from 0.14.0; ModelOptMixedPrecisionConfig
+# (from 0.17.0) 89 to 0.23.0, 75 from 0.24.0 ('NVFP4 routed experts run via Marlin W4A16
+# (SM75+), FP8 weight-only dense via MarlinFP8 (cc>=7.5) ... Validated end-to-end on a Tesla T4
+# (SM75) and A100 (SM80)'). Releases before 0.11 are taken as 0.11.0.
+VLLM_EARLIER_FLOORS = {"modelopt": ("0.27", 89, "FP8 Marlin"),
+                       "modelopt_fp4": ("0.14", 80, "FP4 Marlin"),
+                       "modelopt_mixed": ("0.24", 89, "FP4 and FP8 Marlin")}
 # SGLang's get_min_capability for its ModelOpt methods in its newest release, checked as it
 # loads the model as vLLM's is (model_loader/loader.py _get_quantization_config: 'The
 # quantization method X is not supported for the current GPU. Minimum capability: 100. Current
@@ -185,20 +199,22 @@ VLLM_MIN_CAPABILITY = {"bitsandbytes": 70, "experts_int8": 80, "mxfp4": 80, "mod
 # modelopt_fp8) 89 in every release; ModelOptFp4Config (modelopt_fp4) 80 and
 # ModelOptMixedPrecisionConfig (modelopt_mixed, from 0.5.10) ModelOptFp4Config's, so 80
 # (layers/quantization/modelopt_quant.py of the sglang wheels 0.5.3 to 0.5.23 on PyPI, read
-# 2026-12). Neither engine runs ModelOpt FP8 below 8.9.
+# 2026-12). SGLang runs no ModelOpt FP8 below 8.9; vLLM does from 0.27 (VLLM_EARLIER_FLOORS).
 SGLANG_MIN_CAPABILITY = {"modelopt": 89, "modelopt_fp4": 80, "modelopt_mixed": 80}
 # the floors of earlier releases: (the release that lowered it, the floor before). NVFP4 was
 # Blackwell-only (100) to 0.5.12.post1; 0.5.13 runs it with FP4 Marlin from 8.0 to 9.x
 # (fp4_utils.initialize_fp4_gemm_config picks the marlin GEMM there, and
 # ModelOptNvFp4FusedMoEMethod its Marlin experts: use_marlin_fallback = (8, 0) <= capability
 # < (10, 0)), as vLLM's FP4 Marlin does from 7.5.
-SGLANG_EARLIER_FLOORS = {"modelopt_fp4": ("0.5.13", 100), "modelopt_mixed": ("0.5.13", 100)}
+SGLANG_EARLIER_FLOORS = {"modelopt_fp4": ("0.5.13", 100, "FP4 Marlin"),
+                         "modelopt_mixed": ("0.5.13", 100, "FP4 Marlin")}
 # SGLang runs a modelopt_mixed export's FP8 layers (ModelOptFp8LinearMethod) below compute
 # capability 8.9 from 0.5.17 only, with FP8 Marlin (can_auto_enable_marlin_fp8: 80 <= sm < 89);
 # 0.5.15 and 0.5.16 multiply them with torch._scaled_mm, which needs 8.9 (apply_fp8_linear,
 # per-tensor scales, cutlass_fp8_supported False on an sm80)
 SGLANG_MIXED_FP8_BELOW_89_FROM = "0.5.17"
 MIN_CAPABILITY = {"vllm": VLLM_MIN_CAPABILITY, "sglang": SGLANG_MIN_CAPABILITY}
+EARLIER_FLOORS = {"vllm": VLLM_EARLIER_FLOORS, "sglang": SGLANG_EARLIER_FLOORS}
 ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
 # SGLang's names for ridgeline's ModelOpt methods, where they differ (its --quantization modelopt
 # picks modelopt_fp8 or modelopt_fp4 by the checkpoint's quant_algo)
@@ -221,23 +237,37 @@ def _capability(tenths: int) -> str:
 
 def min_capability(method: str, engine: str = "vllm", version: str | None = None) -> int | None:
     """``engine``'s get_min_capability for ``method`` at ``version`` (None: the newest
-    modelled), compute capability x 10: SGLang's modelopt_fp4 80, 100 before 0.5.13; None
-    where no floor above a card ridgeline knows is modelled."""
+    modelled), compute capability x 10: vLLM's modelopt_mixed 75, 89 before 0.24; SGLang's
+    modelopt_fp4 80, 100 before 0.5.13; None where no floor above a card ridgeline knows is
+    modelled."""
     from ridgeline.engine_versions import release_before
 
     need = MIN_CAPABILITY.get(engine, {}).get(method)
-    lowered, before = SGLANG_EARLIER_FLOORS.get(method, (None, None)) if engine == "sglang" \
-        else (None, None)
-    return before if release_before(engine, version, lowered) else need
+    earlier = EARLIER_FLOORS.get(engine, {}).get(method)
+    return earlier[1] if earlier and release_before(engine, version, earlier[0]) else need
+
+
+def _lowered_in(method: str, engine: str, need: int, has: int) -> str:
+    """The way out through a later release, where ``engine``'s floor ``need`` for ``method`` is
+    an earlier release's and the newest one's reaches the card's ``has``: ', or
+    --engine-version 0.24 or later (FP4 and FP8 Marlin from 7.5)' for vLLM's modelopt_mixed
+    on an A100 (8.0) under 0.23; "" otherwise."""
+    earlier = EARLIER_FLOORS.get(engine, {}).get(method)
+    newest = MIN_CAPABILITY[engine][method]
+    if not earlier or need != earlier[1] or has < newest:
+        return ""
+    return (f", or --engine-version {earlier[0]} or later ({earlier[2]} from "
+            f"{_capability(newest)})")
 
 
 def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm",
                          version: str | None = None) -> str:
     """'' where ``engine`` (vLLM, SGLang) at ``version`` starts ``method`` on ``acc``, else
     what the card lacks, in words: 'needs compute capability 8.9 or more, and the
-    a100-sxm-80gb (ampere family, compute capability 8.0 to 8.7) has less'; modelopt_fp4 needs
-    7.5 under vLLM, 8.0 under SGLang (10.0 before 0.5.13). Only an NVIDIA card of a family the
-    table knows is refused."""
+    a100-sxm-80gb (ampere family, compute capability 8.0 to 8.7) has less' (vLLM's
+    modelopt_mixed before 0.24); modelopt_fp4 needs 7.5 under vLLM (8.0 before 0.14), 8.0
+    under SGLang (10.0 before 0.5.13). Only an NVIDIA card of a family the table knows is
+    refused."""
     need = min_capability(method, engine, version)
     has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
     if need is None or has is None or has[1] >= need:
@@ -248,15 +278,10 @@ def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm",
                      if lo >= need)
     when = "at start-up" if engine == "vllm" else "as it loads the model"
     who = f"{ENGINE_WORDS[engine]} {version}" if version else ENGINE_WORDS[engine]
-    lowered = SGLANG_EARLIER_FLOORS.get(method) if engine == "sglang" else None
-    later = (f", or --engine-version {lowered[0]} or later (FP4 Marlin from "
-             f"{_capability(MIN_CAPABILITY[engine][method])})"
-             if lowered and need == lowered[1] and has[1] >= MIN_CAPABILITY[engine][method]
-             else "")
     return (f"needs compute capability {_capability(need)} or more, and the {acc.id} "
             f"({acc.family} family, compute capability {span}) has less: "
             f"{who} refuses it {when} (get_min_capability); name a card of "
-            f"{_capability(need)} or more ({able}){later}")
+            f"{_capability(need)} or more ({able}){_lowered_in(method, engine, need, has[1])}")
 
 
 def method_on(method: str, acc: Accelerator, engine: str | None = None,
@@ -264,13 +289,15 @@ def method_on(method: str, acc: Accelerator, engine: str | None = None,
     """Refuses a method on an NVIDIA card below its compute capability, as vLLM does at
     start-up ('The quantization method X is not supported for the current GPU. Minimum
     capability: 80'): experts_int8 on a T4 or V100, bitsandbytes on a P100, modelopt_mixed on
-    an A100; under SGLang ``version`` its own ModelOpt floors first (modelopt_fp4 on an H100
-    before 0.5.13, on a T4 after), vLLM's standing for the methods whose SGLang floor is not
-    modelled."""
+    an A100 before vLLM 0.24; under SGLang ``version`` its own ModelOpt floors first
+    (modelopt_fp4 on an H100 before 0.5.13, on a T4 after), vLLM's newest release's standing
+    for the methods whose SGLang floor is not modelled."""
     chosen = engine_method(method)
-    short = (capability_shortfall(chosen.method, acc, "sglang", version)
-             if engine == "sglang" and chosen.method in SGLANG_MIN_CAPABILITY else
-             capability_shortfall(chosen.method, acc))
+    if engine == "sglang" and chosen.method in SGLANG_MIN_CAPABILITY:
+        short = capability_shortfall(chosen.method, acc, "sglang", version)
+    else:
+        short = capability_shortfall(chosen.method, acc, "vllm",
+                                     version if engine == "vllm" else None)
     if short:
         raise InputError(f"--quantization {chosen.method} {short}")
 
@@ -294,10 +321,10 @@ def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None,
     checkpoint, served as stored, on ``acc``, or "": the method it reads the checkpoint with
     (checkpoint_engine_method; SGLang's ModelOpt one, sglang_modelopt_method) is below its
     compute capability there, as with --quantization (method_on): Qwen3.6-35B-A3B-NVFP4
-    (ModelOpt MIXED_PRECISION, modelopt_mixed) on an A100 under vLLM (8.9); a ModelOpt FP8
-    export on an A100 under either; an NVFP4 one on an H100 under SGLang before 0.5.13 (10.0);
-    under SGLang 0.5.15 and 0.5.16, a mixed export's FP8 layers below 8.9 (Qwen3.6's on an
-    A100: sglang_mixed_fp8_problem)."""
+    (ModelOpt MIXED_PRECISION, modelopt_mixed) on an A100 under vLLM before 0.24 (8.9); a
+    ModelOpt FP8 export on an A100 under SGLang, and under vLLM before 0.27; an NVFP4 one on
+    an H100 under SGLang before 0.5.13 (10.0); under SGLang 0.5.15 and 0.5.16, a mixed
+    export's FP8 layers below 8.9 (Qwen3.6's on an A100: sglang_mixed_fp8_problem)."""
     if engine == "vllm":
         own = checkpoint_engine_method(spec, engine)
         method = own.method if own else ""

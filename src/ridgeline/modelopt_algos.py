@@ -9,7 +9,8 @@ W4A8_AWQ) and int8 weight-only (W8A16) ones vLLM and SGLang have no method for. 
 weights algorithm of any of them (TensorRT-LLM's KV-cache one), and is refused as read.
 ``refusal`` says why an engine refuses a checkpoint's algorithm and which engine serves it,
 ``release_refusal`` why a release before the one that brought it refuses it (SGLang's
-W4A16_NVFP4 from 0.5.19, MIXED_PRECISION from 0.5.15);
+W4A16_NVFP4 from 0.5.19, MIXED_PRECISION from 0.5.15; vLLM's W4A16_NVFP4 from 0.21,
+MIXED_PRECISION from 0.17 and its W4A16_NVFP4 layers, qwen3.6-35b-a3b's experts, from 0.22);
 ``needs_fp8_activations`` marks W4A8_AWQ, whose fp8 activations TensorRT-LLM multiplies on
 cards of compute capability 8.9 or more only (quantization_gates.capability_problem).
 """
@@ -43,7 +44,9 @@ class ModelOptAlgo:
     """One quant_algo: the format its weights are stored in ('' for MIXED_PRECISION, read layer
     by layer), the engines that serve it from config.json and from hf_quant_config.json, and
     the activations' type its matmuls take where it quantizes them itself (W4A8_AWQ: fp8), and
-    the release each engine that has one serves it from (``since``: SGLang's W4A16_NVFP4 0.5.19)."""
+    the release each engine that has one serves it from (``since``: SGLang's W4A16_NVFP4 0.5.19),
+    and the release it serves the algorithm's layers of a format from (``layers_since``: vLLM's
+    nvfp4-w4a16 layers of a MIXED_PRECISION export, 0.22), as (engine, format, release)."""
 
     algo: str
     format: str
@@ -52,6 +55,7 @@ class ModelOptAlgo:
     activations: str
     source: str
     since: tuple[tuple[str, str], ...] = ()
+    layers_since: tuple[tuple[str, str, str], ...] = ()
 
     def engines_from(self, sidecar: bool) -> tuple[str, ...]:
         """The engines that serve it read from hf_quant_config.json (``sidecar``) or not."""
@@ -63,7 +67,10 @@ def modelopt_algos() -> dict[str, ModelOptAlgo]:
     return {row["algo"]: ModelOptAlgo(row["algo"], row["format"] or "", tuple(row["engines"]),
                                       tuple(row.get("sidecar_engines", row["engines"])),
                                       row.get("activations", ""), row["source"],
-                                      tuple(sorted(row.get("since", {}).items())))
+                                      tuple(sorted(row.get("since", {}).items())),
+                                      tuple((engine, fmt, release) for engine, layers
+                                            in sorted(row.get("layers_since", {}).items())
+                                            for fmt, release in sorted(layers.items())))
             for row in load_data("formats.json")["modelopt_algos"]}
 
 
@@ -119,6 +126,16 @@ def served_since(algo: str, engine: str) -> str | None:
     return dict(row.since).get(engine) if row else None
 
 
+def layers_served_since(spec: ModelSpec, engine: str) -> tuple[tuple[str, str], ...]:
+    """(format, release) for each of ``spec``'s layer formats that ``engine`` serves under its
+    ModelOpt algorithm from a release of its own, where a row names any (qwen3.6-35b-a3b's
+    nvfp4-w4a16 experts under vLLM: (('nvfp4-w4a16', '0.22'),)); () where there are none."""
+    row = modelopt_algos().get(spec.quant_algo)
+    stored = set(spec.stored_format_map.values())
+    return tuple((fmt, release) for e, fmt, release in (row.layers_since if row else ())
+                 if e == engine and fmt in stored)
+
+
 # each release gate's reason, in the engine's own words where it has some (formats.json source)
 _RELEASE_WORDS = {
     ("sglang", "W4A16_NVFP4"): "its ModelOptFp4Config refuses it at start-up ('ModelOpt "
@@ -126,19 +143,34 @@ _RELEASE_WORDS = {
     ("sglang", "MIXED_PRECISION"): "it reads MIXED_PRECISION as w4afp8 (int4 experts with fp8 "
                                    "activations), which holds no {layers} layers, so the weights "
                                    "fail to load",
+    ("vllm", "W4A16_NVFP4"): "its ModelOpt config refuses it at start-up ('ModelOpt currently "
+                             "only supports: [...] quantizations in vLLM')",
+    ("vllm", "MIXED_PRECISION"): "it reads the checkpoint with ModelOptFp8Config, which refuses "
+                                 "it at start-up ('ModelOpt currently only supports: [...] "
+                                 "quantizations in vLLM')",
+}
+# the same where the algorithm is served but its layers of a format are not yet (layers_since)
+_LAYER_WORDS = {
+    ("vllm", "MIXED_PRECISION"): "its ModelOptMixedPrecisionConfig runs fp8 and nvfp4 layers only "
+                                 "and leaves the {layers} ones 16-bit, so their packed weights "
+                                 "fail to load",
 }
 
 
-def release_refusal(spec: ModelSpec, engine: str, since: str, version: str) -> str:
+def release_refusal(spec: ModelSpec, engine: str, since: str, version: str,
+                    layer_format: str = "") -> str:
     """Why ``engine`` at ``version``, a release before ``since``, refuses ``spec``'s ModelOpt
-    checkpoint, naming the layers' formats where the algorithm is MIXED_PRECISION:
-    'qwen3.6-35b-a3b is stored in ModelOpt quant_algo MIXED_PRECISION (fp8 and nvfp4-w4a16
-    layers), which SGLang 0.5.14 does not serve: it reads MIXED_PRECISION as w4afp8 …; SGLang
-    serves it from v0.5.15'."""
+    checkpoint (or, with ``layer_format``, its layers of that format: layers_served_since),
+    naming the layers' formats where the algorithm is MIXED_PRECISION: 'qwen3.6-35b-a3b is
+    stored in ModelOpt quant_algo MIXED_PRECISION (fp8 and nvfp4-w4a16 layers), which SGLang
+    0.5.14 does not serve: it reads MIXED_PRECISION as w4afp8 …; SGLang serves it from
+    v0.5.15'."""
     formats = sorted(set(spec.stored_format_map.values()))
     layers = f" ({' and '.join(formats)} layers)" if spec.quant_algo == "MIXED_PRECISION" else ""
     mixed = " and ".join(f for f in formats if f != "fp8") or "such"
-    why = _RELEASE_WORDS.get((engine, spec.quant_algo), "it has no method for it")
+    words = _LAYER_WORDS if layer_format else _RELEASE_WORDS
+    why = words.get((engine, spec.quant_algo), "it has no method for it")
+    mixed = layer_format or mixed
     name = ENGINE_NAMES.get(engine, engine)
     return (f"{spec.name} is stored in ModelOpt quant_algo {spec.quant_algo}{layers}, which "
             f"{name} {version} does not serve: {why.format(layers=mixed)}; {name} serves it "

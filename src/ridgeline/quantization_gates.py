@@ -18,6 +18,7 @@ from ridgeline.engine_quantization import stored_method_problem
 from ridgeline.engine_versions import release_before
 from ridgeline.modelopt_algos import (
     checkpoint_refusal,
+    layers_served_since,
     needs_fp8_activations,
     release_refusal,
     served_since,
@@ -60,7 +61,9 @@ def modelopt_problem(dep: Deployment, version: str | None = None) -> str:
     """Why ``dep``'s engine at ``version`` (None: the newest modelled) refuses its ModelOpt
     checkpoint, as stored, by its quant_algo, or "" (modelopt_algos.py): a W4A8_AWQ export
     under vLLM ('Unknown ModelOpt quant algo'), which TensorRT-LLM serves; a W4A16_NVFP4 one
-    under SGLang before 0.5.19, a MIXED_PRECISION one before 0.5.15 (qwen3.6-35b-a3b);
+    under SGLang before 0.5.19, a MIXED_PRECISION one before 0.5.15 (qwen3.6-35b-a3b); under
+    vLLM a W4A16_NVFP4 one before 0.21, a MIXED_PRECISION one before 0.17, and before 0.22 one
+    with W4A16_NVFP4 layers (qwen3.6-35b-a3b's experts: layers_served_since);
     --weights FMT sizes another checkpoint."""
     spec = dep.model
     if dep.weights.label != "as stored":
@@ -69,9 +72,13 @@ def modelopt_problem(dep: Deployment, version: str | None = None) -> str:
     if refused or spec.quant_method != "modelopt":
         return refused
     since = served_since(spec.quant_algo, dep.engine)
-    if version is None or not release_before(dep.engine, version, since):
+    if version is None:
         return ""
-    return release_refusal(spec, dep.engine, str(since), version)
+    if release_before(dep.engine, version, since):
+        return release_refusal(spec, dep.engine, str(since), version)
+    return next((release_refusal(spec, dep.engine, from_release, version, fmt)
+                 for fmt, from_release in layers_served_since(spec, dep.engine)
+                 if release_before(dep.engine, version, from_release)), "")
 
 
 def kv_override_problem(dep: Deployment) -> str:
@@ -95,8 +102,9 @@ def capability_problem(dep: Deployment, version: str | None = None) -> str:
     """Why ``dep``'s engine at ``version`` (None: the newest modelled) refuses its checkpoint
     as stored on its card, or "" (--weights FMT, the what-if flag, sizes another checkpoint;
     --quantization is method_on's): the method vLLM or SGLang reads it with below the card's
-    compute capability (a ModelOpt FP8 export on an A100 under either, an NVFP4 one on an H100
-    under SGLang before 0.5.13), or TensorRT-LLM's W4A8_AWQ,
+    compute capability (a ModelOpt FP8 export on an A100 under SGLang, and under vLLM before
+    0.27; qwen3.6-35b-a3b's MIXED_PRECISION there under vLLM before 0.24; an NVFP4 one on an
+    H100 under SGLang before 0.5.13), or TensorRT-LLM's W4A8_AWQ,
     fp8 activations, on a card without fp8 matmuls (before compute capability 8.9)."""
     if dep.weights.label != "as stored":
         return ""
