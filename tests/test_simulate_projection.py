@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,12 @@ from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.pipeline import run_replica
-from ridgeline.sim.run import PROJECTION_MARGIN, CountedRequests
+from ridgeline.sim.run import (
+    CHECK_STEPS,
+    MIN_PROJECTION_REQUESTS,
+    PROJECTION_MARGIN,
+    CountedRequests,
+)
 from ridgeline.sim.workload import Workload
 from tests.conftest import run_cli
 
@@ -68,3 +74,18 @@ def test_pipeline_lanes_each_draw_their_share_of_a_counted_workload(
                            "--num-requests", "200", "--json")
     data = json.loads(out)
     assert code == 0 and data["completed"] == data["requests"] == 200
+
+
+def test_a_rare_long_output_drawn_early_is_counted_once_not_projected_over_the_run(
+        tmp_path: Path) -> None:
+    """One output in 5,000 of 100,000 tokens, the rest 16: seed 153 draws exactly one, 43rd.
+    Projected as a sample of the rest it read over twice the run's steps at the first check;
+    counted once, the run finishes under a cap set at its own steps."""
+    lengths = tmp_path / "outputs.txt"
+    lengths.write_text("16\n" * 4999 + "100000\n")
+    work = Workload(5000, "512", f"file:{lengths}", rate=1.0, seed=153)
+    long_ones = [r.id for r in work if r.output_tokens > 16]
+    assert len(long_ones) == 1 and long_ones[0] < MIN_PROJECTION_REQUESTS
+    steps = run_counted(work, sim_config(DEP))
+    assert steps > CHECK_STEPS  # a projection is read
+    assert run_counted(work, replace(sim_config(DEP), max_steps=steps)) == steps

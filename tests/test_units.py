@@ -189,3 +189,17 @@ def test_a_share_keeps_its_side_of_a_bound_and_its_places_elsewhere() -> None:
     assert fmt_share(0.42) == f"{0.42:.0%}" and fmt_share(0.423, 1) == f"{0.423:.1%}"
     above, below = fmt_share(1.00015, bounds=(1.0,)), fmt_share(0.49996, bounds=(0.5,))
     assert float(above.rstrip("%")) > 100 and float(below.rstrip("%")) < 50
+
+
+@pytest.mark.parametrize(("share", "side"), [(1e-9, "over 0"), (1e-12, "over 0"),
+                                             (1 - 1e-12, "under 100"), (1 + 1e-12, "over 100")])
+def test_a_share_within_a_millionth_of_a_percent_of_a_bound_says_which_side(
+        share: float, side: str) -> None:
+    """The fallback had printed two significant figures: 1e-9 as '1e-07%', 1 − 1e-12 as
+    '1e+02%'."""
+    assert fmt_share(share) == f"just {side}%" and not any(s in fmt_share(share, 1) for s in ("e-", "e+"))
+
+
+def test_a_share_of_minus_zero_reads_0_percent() -> None:
+    assert fmt_share(-0.0) == fmt_share(0.0) == "0%"
+    assert fmt_share(-1e-9, bounds=(0.9,)) == "0%"

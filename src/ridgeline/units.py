@@ -201,15 +201,19 @@ def fmt_share(share: float, places: int = 0, bounds: tuple[float, ...] = (0.0, 1
     """A share as a percentage to ``places`` decimals, or as many more as keep the figure on
     its own side of every bound (by default 0 % and 100 %, so it reads "0%" or "100%" only
     when it is exactly that): 0.42 → '42%', 0.003 → '0.3%' (not '0%'), 0.9996 → '99.96%',
-    and 1.00015 against a bound of 1 → '100.02%' (not '100%', which is no share past it)."""
-    pct = share * 100
+    and 1.00015 against a bound of 1 → '100.02%' (not '100%', which is no share past it).
+    Within a millionth of a percent of a bound it says which side: 1e-9 → 'just over 0%',
+    1 − 1e-12 → 'just under 100%' (not '1e-07%' or '1e+02%'); −0.0 reads '0%'."""
+    pct = share * 100 + 0.0  # -0.0 + 0.0 is 0.0: no '-0%'
     for extra in range(7):
         text = f"{pct:,.{places + extra}f}"
         shown = float(text.replace(",", ""))
+        text = text.lstrip("-") if shown == 0 else text  # a negative share rounded to 0
         if all((shown > b * 100) == (pct > b * 100) and (shown < b * 100) == (pct < b * 100)
                for b in bounds):
             return f"{text}%"
-    return f"{pct:.2g}%"  # within a millionth of a percent of a bound: two figures tell
+    bound = min(bounds, key=lambda b: abs(pct - b * 100)) * 100  # the one it is next to
+    return f"just {'over' if pct > bound else 'under'} {bound:,g}%"
 
 
 def plural(n: float, word: str) -> str:
