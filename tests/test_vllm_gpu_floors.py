@@ -8,6 +8,7 @@ priced vLLM on a V100."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -133,9 +134,53 @@ def test_plan_on_a_v100_is_refused_under_the_newest_release_and_runs_under_0_19(
     release's floors)."""
     argv = ("plan", "llama-3.1-8b", "--gpus", "v100", *PLAN_T4[4:])
     line = refused_line(capsys, *argv)
-    assert "below 0.20" in line and "llama.cpp" not in line
+    assert "below 0.20" in line and "--engine llama.cpp-cuda" not in line
+    assert "plan sizes no llama.cpp, which fit, decode, simulate and page run" in line
     code, out, err = run_cli(capsys, *argv, "--engine-version", "0.19", "--json")
     assert code == 0, err
     winner = json.loads(out)["winner"]
     assert winner["accelerator"] == resolve_accelerator("v100").id
     assert (winner["weights"], winner["kv_dtype"]) == ("fp16", "fp16")
+
+
+def test_page_leaves_out_what_the_newest_release_refuses_on_the_card(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `page --gpu v100 --engine vllm` drew 8 vLLM deployments on a card 0.32 runs
+    nothing on, and `page --gpu t4` drew its fp8 caches, which fit refuses."""
+    line = refused_line(capsys, "page", "llama-3.1-8b", "--gpu", "v100", "--engine", "vllm",
+                        "--json")
+    assert "no combination" in line and "does not run on the v100" in line
+    code, out, err = run_cli(capsys, "page", "llama-3.1-8b", "--gpu", "t4", "--json")
+    assert code == 0, err
+    page = json.loads(out)["page"]
+    fp8_cache = [key for key in page["combos"] if key.endswith("|fp8")]
+    left_fp8 = [why for key, why in page["left_out"].items() if key.endswith("|fp8")]
+    assert not fp8_cache and left_fp8
+    assert all("keeps no fp8 KV cache on the t4" in why for why in left_fp8)
+    assert any(key.endswith("|bf16") for key in page["combos"])
+
+
+def test_observe_prices_vllms_metrics_on_a_v100_as_vllm_at_the_servers_release(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: with no --engine, llama.cpp-cuda's pool was priced beside vLLM's metrics, and
+    its caution said to leave --engine out, which it was."""
+    argv = ("observe", "tests/fixtures/vllm_metrics.txt", "--model", "llama-3.1-8b",
+            "--gpu", "v100")
+    line = refused_line(capsys, *argv)
+    assert "does not run on the v100" in line and "below 0.20" in line
+    assert "llama.cpp" not in line
+    code, out, err = run_cli(capsys, *argv, "--engine-version", "0.19")
+    assert code == 0, err
+    assert "(vllm;" in out and "llama.cpp" not in out
+
+
+def test_page_on_a_v100_with_no_engine_says_it_draws_llama_cpp_cuda(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """As decode, fit and simulate do; before, its line named no engine."""
+    code, out, err = run_cli(capsys, "page", "llama-3.1-8b", "--gpu", "v100",
+                             "-o", str(tmp_path / "p.html"))
+    assert code == 0, err
+    assert "deployments on llama.cpp-cuda (the cards' default engine" in out
+    code, out, err = run_cli(capsys, "page", "llama-3.1-8b", "--gpu", "t4",
+                             "-o", str(tmp_path / "p.html"))
+    assert code == 0 and "default engine" not in out, err

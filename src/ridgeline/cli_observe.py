@@ -54,14 +54,34 @@ def _positive_seconds(text: str) -> float:
 def engine_for_metrics(family: str | None, args: argparse.Namespace) -> str:
     """The engine a source's metric names point to: llama-server's build for the card
     (Metal on Apple silicon, ROCm on AMD, CUDA otherwise), SGLang, TensorRT-LLM, or the
-    default."""
+    default. vLLM's metrics size vLLM on any card some release runs on, even one the newest
+    runs nothing on (a V100: the server runs a release before 0.20, which --engine-version or
+    its log names), where the default would have priced llama.cpp-cuda's pool beside them;
+    on one no build runs on (Apple silicon) the card's default, and a caution, stay."""
+    from ridgeline.engine_platforms import engine_platform_problem
     from ridgeline.engines import llamacpp_build
 
     if family in ("sglang", "trtllm"):
         return family
+    if family == "vllm" and not engine_platform_problem("vllm", load_accelerator(args)):
+        return family
     if family == "llama.cpp":
         return llamacpp_build("llama.cpp", load_accelerator(args).vendor)
     return default_engine(args)
+
+
+def _refuse_unreleased_card(args: argparse.Namespace, family: str | None) -> None:
+    """vLLM's metrics with no --engine on a card the release priced runs nothing on (a V100
+    under 0.32, vllm_gpu_floors): the server runs an earlier release, so the way out is the
+    release it runs, not llama.cpp-cuda, whose pool is not the server's."""
+    from ridgeline.vllm_gpu_floors import floor_problem
+
+    if family != "vllm":
+        return
+    problem = floor_problem("engine", load_accelerator(args), args.engine_version)
+    if problem:
+        raise InputError(problem.replace("give --engine llama.cpp-cuda, or ", "the metrics are "
+                                         "vLLM's, so its server runs an earlier release: give "))
 
 
 def cmd_observe(args: argparse.Namespace) -> Any:
@@ -86,6 +106,8 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     if named is None:  # the engine whose metric names the source carries, else the default
         args.engine = engine_for_metrics(obs.engine_family, args)
     launched(args, obs, engine_id(args.engine))
+    if named is None:
+        _refuse_unreleased_card(args, obs.engine_family)
     dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
     settings = server_settings(args, model)
     # an --engine the metric names contradict is cautioned (ObserveReport.cross_checks)

@@ -48,7 +48,8 @@ def cmd_page(args: argparse.Namespace) -> Any:
         resolve_model(m, fetchable=False)
     gpus = [g.strip() for g in args.gpus.split(",")] if args.gpus else list(DEFAULT_GPUS)
     counts = list(args.counts or _default_counts(gpus))
-    if args.engine is None:
+    defaulted = args.engine is None
+    if defaulted:
         args.engine = _default_engine(gpus)
     gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
     offered = f"{DEFAULT_WEIGHTS_ENTRY},q8_0,q4_k_m" if gguf else "as stored,fp8,awq-int4"
@@ -92,7 +93,11 @@ def cmd_page(args: argparse.Namespace) -> Any:
     idled = [*([f"{idle} of them hold no conversation at any context"] if idle else []),
              *([f"{hosts} of them run conversations only with weights on the host, under "
                 "llama-server's default --fit: counted, not priced"] if hosts else [])]
-    return WroteFile(output, f"{len(data['combos'])} deployments"
+    drawn = sorted({str(c["engine"]) for c in data["combos"].values()})
+    # a llama.cpp build drawn unasked is said, as decode says it (a V100: vLLM 0.32 runs nothing)
+    said = (f" on {' and '.join(drawn)} (the cards' default engine, as decode picks it)"
+            if defaulted and args.engine != "vllm" else "")
+    return WroteFile(output, f"{len(data['combos'])} deployments{said}"
                      + (f" ({'; '.join(idled)})" if idled else "")
                      + (", batch and context sliders; open it in any browser (offline)"
                         if output is not None else ": the page's data under 'page', no HTML "

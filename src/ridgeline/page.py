@@ -32,6 +32,7 @@ from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_fit_run import HostedRun, default_fit_run
 from ridgeline.plots import html_page
 from ridgeline.precision import is_stored_format, kv_dtype
+from ridgeline.quantization_gates import deployment_problem
 from ridgeline.roofline import (
     first_whole_batch,
     ridge_point,
@@ -49,10 +50,16 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x
 def _deployment(model_id: str, gpu: str, count: int, weights: str, kv: str,
                 engine: str) -> Deployment:
     """One picker combination, its weights as fit's --weights reads them, or none given for
-    the default entry (InputError: a combination that cannot run)."""
-    return Deployment.build(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
-                            None if weights == DEFAULT_WEIGHTS_ENTRY else weights, kv, count,
-                            engine=engine)
+    the default entry (InputError: a combination that cannot run: one the engine's newest
+    modelled release refuses to start, as fit refuses it, deployment_problem: vLLM 0.32 on a
+    V100, its fp8 cache on a T4, a ModelOpt FP8 export under SGLang on an A100)."""
+    dep = Deployment.build(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
+                           None if weights == DEFAULT_WEIGHTS_ENTRY else weights, kv, count,
+                           engine=engine)
+    problem = deployment_problem(dep)
+    if problem:
+        raise InputError(problem)
+    return dep
 
 
 def weights_shown(model_id: str, weights: str, engine: str) -> str:

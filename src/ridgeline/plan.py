@@ -325,13 +325,23 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
                                 kv_choices(model, engine)[0], engine=engine)
         except InputError:
             continue
-        short = capability_problem(dep, version) or gpu_floor_problem(dep, version).replace(
-            "--engine llama.cpp-cuda, or ", "")  # plan sizes no llama.cpp
+        short = capability_problem(dep, version) or _no_llamacpp(gpu_floor_problem(dep, version))
         if short:
             below = below or short
             continue
         return deployment_problem(dep, version)
     return below
+
+
+def _no_llamacpp(problem: str) -> str:
+    """A vLLM floor's refusal as plan gives it: plan sizes no llama.cpp, so the llama.cpp-cuda
+    way out becomes what the other commands do unasked (a V100 under vLLM 0.32: fit, decode,
+    simulate and page run it under llama.cpp-cuda, cli_load.default_engine)."""
+    lever = "--engine llama.cpp-cuda, or "
+    if lever not in problem:
+        return problem
+    return (problem.replace(lever, "") + "; plan sizes no llama.cpp, which fit, decode, "
+            "simulate and page run this card under when no --engine is given")
 
 
 def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:
