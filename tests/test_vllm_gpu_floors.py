@@ -184,3 +184,21 @@ def test_page_on_a_v100_with_no_engine_says_it_draws_llama_cpp_cuda(
     code, out, err = run_cli(capsys, "page", "llama-3.1-8b", "--gpu", "t4",
                              "-o", str(tmp_path / "p.html"))
     assert code == 0 and "default engine" not in out, err
+
+
+@pytest.mark.parametrize(("gpu", "weights", "engine", "offered"), [
+    ("v100", "fp8", "vllm", "fp16"), ("t4", "mxfp4", "vllm", "fp16"),
+    ("a100", "fp8", "trtllm", "bf16")])
+def test_a_refused_format_offers_the_16_bit_weights_the_card_multiplies(
+        capsys: pytest.CaptureFixture[str], gpu: str, weights: str, engine: str,
+        offered: str) -> None:
+    """A Volta or Turing card has no bf16 matmuls: its refusals offered --weights bf16, which
+    vLLM would serve there as fp16. The offer is the 16-bit type the card has a peak for (bf16
+    where it has one), and it runs."""
+    argv = ("decode", "llama-3.1-8b", "--gpu", gpu, "--engine", engine,
+            *(("--engine-version", "0.19") if engine == "vllm" else ()))
+    line = refused_line(capsys, *argv, "--weights", weights)
+    assert f"try --weights {offered}" in line
+    assert offered in resolve_accelerator(gpu).peak_flops
+    code, _, err = run_cli(capsys, *argv, "--weights", offered)
+    assert code == 0, err

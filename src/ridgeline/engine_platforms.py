@@ -28,6 +28,12 @@ ENGINE_VENDORS = {
 VLLM_NO_ROCM_FAMILIES = ("gcn5", "cdna", "rdna2")
 
 
+
+def sixteen_bit(accelerator: Accelerator) -> str:
+    """The 16-bit weights or cache a refusal offers in its stead: bf16, or fp16 on a card
+    without bf16 matmuls (a V100 or T4), where an engine serves 16-bit weights as fp16."""
+    return "bf16" if "bf16" in accelerator.peak_flops or not accelerator.peak_flops else "fp16"
+
 def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
     """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
     catalog vendor, as measured or custom ones, are taken at their word)."""
@@ -157,7 +163,8 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
     if engine == "trtllm" and formats & set(FP8_FORMATS) \
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
         return (f"TensorRT-LLM runs fp8 from compute capability 8.9 (Ada, Hopper, Blackwell), "
-                f"not on {accelerator.id} ({accelerator.family}); try --weights bf16 or int8")
+                f"not on {accelerator.id} ({accelerator.family}); try --weights {sixteen_bit(accelerator)} "
+                "or int8")
     fp4 = sorted(f for f in formats if f.startswith("nvfp4"))
     if (fp4 and accelerator.vendor not in ("nvidia", "measured", "")) or (
             "nvfp4" in formats and engine == "trtllm" and accelerator.family
@@ -172,13 +179,13 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
     if marlin and accelerator.family in NO_MARLIN_FAMILIES:
         return (f"{engine} runs no {marlin[0]} weights on {accelerator.id} "
                 f"({accelerator.family}): its kernels (AWQ, Marlin FP4) need compute "
-                "capability 7.5+; try --weights gptq-int4 or bf16")
+                f"capability 7.5+; try --weights gptq-int4 or {sixteen_bit(accelerator)}")
     if "mxfp4" in formats and accelerator.family in NO_MARLIN_MXFP4_FAMILIES:
         floor = ("Marlin's MXFP4 kernel needs compute capability 8.0+" if engine == "vllm" else
                  "vLLM's MXFP4 kernel (Marlin) needs compute capability 8.0+, the floor taken "
                  f"for {engine} too, whose own is not modelled")
         return (f"{engine} runs no mxfp4 weights on {accelerator.id} ({accelerator.family}): "
-                f"{floor}; try --weights bf16")
+                f"{floor}; try --weights {sixteen_bit(accelerator)}")
     if W4A8_FP8 in formats and accelerator.vendor not in ("measured", "") \
             and accelerator.family != W4A8_FP8_FAMILY:
         return (f"{engine} runs no {W4A8_FP8} weights on {accelerator.id} "
@@ -190,7 +197,7 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
                  "RDNA4" if accelerator.vendor == "amd" else
                  "compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9)")
         return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
-                f"needs {needs}; try --weights bf16")
+                f"needs {needs}; try --weights {sixteen_bit(accelerator)}")
     return ""
 
 
@@ -216,7 +223,7 @@ def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str,
             and accelerator.family in TRTLLM_NO_FP8_FAMILIES:
         return (f"TensorRT-LLM keeps no fp8 KV cache before compute capability 8.9 "
                 f"(Ada, Hopper, Blackwell), not on {accelerator.id} "
-                f"({accelerator.family})" + (lever or "; try --kv-dtype int8 or bf16"))
+                f"({accelerator.family})" + (lever or f"; try --kv-dtype int8 or {sixteen_bit(accelerator)}"))
     if engine == "trtllm" and cache.id == "fp4" and accelerator.family \
             and accelerator.family not in NVFP4_FAMILIES:
         return (f"TensorRT-LLM keeps an NVFP4 KV cache on Blackwell only, not on "
