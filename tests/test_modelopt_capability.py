@@ -70,6 +70,10 @@ def test_sglangs_refusal_is_one_line_naming_the_card_the_format_and_the_engine(
     line = refused_line(capsys, "fit", str(folder), "--gpu", "a100", "--engine", "sglang")
     assert "a100-sxm-80gb" in line and "quant_algo FP8" in line and "stored fp8" in line
     assert "SGLang's modelopt_fp8 method" in line and "compute capability 8.9" in line
+    # vLLM's newest release runs it there (FP8 Marlin): the way out is named, and it runs
+    assert line.endswith(f"or --engine vllm (FP8 Marlin from 8.0, since "
+                         f"{VLLM_EARLIER_FLOORS['modelopt'][0]})")
+    assert fits(capsys, folder, "a100", "vllm")
     folder = checkpoint(tmp_path, sidecar("NVFP4"), name="Llama-NVFP4")
     line = refused_line(capsys, "decode", str(folder), "--gpu", "h100", "--engine", "sglang",
                         "--engine-version", "0.5.12")

@@ -260,6 +260,19 @@ def _lowered_in(method: str, engine: str, need: int, has: int) -> str:
             f"{_capability(newest)})")
 
 
+def _other_engine(method: str, engine: str, has: int) -> str:
+    """The way out through vLLM, where SGLang's floor refuses ``method`` on a card of ``has``
+    and vLLM's newest release runs it: ', or --engine vllm (FP8 Marlin from 8.0, since 0.27)'
+    for a ModelOpt FP8 export on an A100; "" otherwise."""
+    need = VLLM_MIN_CAPABILITY.get(method)
+    if engine != "sglang" or need is None or has < need:
+        return ""
+    earlier = VLLM_EARLIER_FLOORS.get(method)
+    since = f"{earlier[2]} from {_capability(need)}, since {earlier[0]}" if earlier and \
+        has < earlier[1] else f"from {_capability(need)}"
+    return f", or --engine vllm ({since})"
+
+
 def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm",
                          version: str | None = None) -> str:
     """'' where ``engine`` (vLLM, SGLang) at ``version`` starts ``method`` on ``acc``, else
@@ -281,7 +294,8 @@ def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm",
     return (f"needs compute capability {_capability(need)} or more, and the {acc.id} "
             f"({acc.family} family, compute capability {span}) has less: "
             f"{who} refuses it {when} (get_min_capability); name a card of "
-            f"{_capability(need)} or more ({able}){_lowered_in(method, engine, need, has[1])}")
+            f"{_capability(need)} or more ({able}){_lowered_in(method, engine, need, has[1])}"
+            f"{_other_engine(method, engine, has[1])}")
 
 
 def method_on(method: str, acc: Accelerator, engine: str | None = None,
