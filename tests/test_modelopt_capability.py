@@ -51,6 +51,16 @@ def runs_on(method: str, gpu: str, engine: str, version: str | None = None) -> b
     return NVIDIA_FAMILY_CAPABILITY[acc.family][1] >= floor
 
 
+
+def planned_cards(capsys: pytest.CaptureFixture[str], engine: str, *flags: str) -> set[str]:
+    """The cards of plan's winner and runners-up for Qwen3.6-35B-A3B-NVFP4 over A100s and
+    H100s under ``engine``."""
+    code, out, err = run_cli(capsys, "plan", "qwen3.6-35b-a3b", "--engine", engine, *PLAN,
+                             "--gpus", "a100,h100", "--json", *flags)
+    assert code == 0, err
+    shown = json.loads(out)
+    return {c["accelerator"] for c in (shown["winner"], *shown["runners_up"])}
+
 @pytest.mark.parametrize(("algo", "method"), [("FP8", "modelopt"), ("FP8_PB_WO", "modelopt"),
                                               ("NVFP4", "modelopt_fp4")])
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
@@ -173,11 +183,7 @@ def test_sglang_runs_qwen3_6s_fp8_layers_below_8_9_from_0_5_17_only(
 def test_sglang_plan_of_qwen3_6_keeps_the_a100_from_0_5_17_and_leaves_it_out_before(
         capsys: pytest.CaptureFixture[str]) -> None:
     def cards(*flags: str) -> set[str]:
-        code, out, err = run_cli(capsys, "plan", "qwen3.6-35b-a3b", "--engine", "sglang", *PLAN,
-                                 "--gpus", "a100,h100", "--json", *flags)
-        assert code == 0, err
-        shown = json.loads(out)
-        return {c["accelerator"] for c in (shown["winner"], *shown["runners_up"])}
+        return planned_cards(capsys, "sglang", *flags)
 
     a100 = resolve_accelerator("a100").id
     assert a100 in cards()
@@ -256,11 +262,7 @@ def test_vllm_serves_qwen3_6_on_an_a100_from_0_24_and_names_that_release_before(
 def test_vllm_plan_of_qwen3_6_keeps_the_a100_from_0_24_and_leaves_it_out_before(
         capsys: pytest.CaptureFixture[str]) -> None:
     def cards(*flags: str) -> set[str]:
-        code, out, err = run_cli(capsys, "plan", "qwen3.6-35b-a3b", "--engine", "vllm", *PLAN,
-                                 "--gpus", "a100,h100", "--json", *flags)
-        assert code == 0, err
-        shown = json.loads(out)
-        return {c["accelerator"] for c in (shown["winner"], *shown["runners_up"])}
+        return planned_cards(capsys, "vllm", *flags)
 
     a100, older = resolve_accelerator("a100").id, release_before_lowering("modelopt_mixed")
     assert a100 in cards()
