@@ -78,10 +78,9 @@ def _refuse_unreleased_card(args: argparse.Namespace, family: str | None) -> Non
 
     if family != "vllm":
         return
-    problem = floor_problem("engine", load_accelerator(args), args.engine_version)
+    problem = floor_problem("engine", load_accelerator(args), args.engine_version, lever="")
     if problem:
-        raise InputError(problem.replace("give --engine llama.cpp-cuda, or ", "the metrics are "
-                                         "vLLM's, so its server runs an earlier release: give "))
+        raise InputError(f"{problem} (the metrics are vLLM's: the server runs such a release)")
 
 
 def cmd_observe(args: argparse.Namespace) -> Any:

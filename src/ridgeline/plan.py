@@ -299,6 +299,12 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                             if n))
 
 
+# plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names
+# what the other commands do unasked (a V100 under vLLM 0.32: cli_load.default_engine)
+PLAN_LEVER = ("a card it runs on (plan sizes no llama.cpp, which fit, decode, simulate and page "
+              "run this card under when no --engine is given)")
+
+
 def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
                      version: str | None) -> str:
     """Why ``engine`` at ``version`` serves the plan's weights on no layout at all, or "":
@@ -325,23 +331,12 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
                                 kv_choices(model, engine)[0], engine=engine)
         except InputError:
             continue
-        short = capability_problem(dep, version) or _no_llamacpp(gpu_floor_problem(dep, version))
+        short = capability_problem(dep, version) or gpu_floor_problem(dep, version, PLAN_LEVER)
         if short:
             below = below or short
             continue
         return deployment_problem(dep, version)
     return below
-
-
-def _no_llamacpp(problem: str) -> str:
-    """A vLLM floor's refusal as plan gives it: plan sizes no llama.cpp, so the llama.cpp-cuda
-    way out becomes what the other commands do unasked (a V100 under vLLM 0.32: fit, decode,
-    simulate and page run it under llama.cpp-cuda, cli_load.default_engine)."""
-    lever = "--engine llama.cpp-cuda, or "
-    if lever not in problem:
-        return problem
-    return (problem.replace(lever, "") + "; plan sizes no llama.cpp, which fit, decode, "
-            "simulate and page run this card under when no --engine is given")
 
 
 def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:

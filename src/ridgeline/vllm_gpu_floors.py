@@ -64,11 +64,13 @@ def _capability(tenths: int) -> str:
     return f"{tenths // 10}.{tenths % 10}"
 
 
-def floor_problem(what: str, acc: Accelerator, version: str | None = None) -> str:
+def floor_problem(what: str, acc: Accelerator, version: str | None = None,
+                  lever: str | None = None) -> str:
     """Why vLLM at ``version`` refuses ``what`` on ``acc``, or "": an NVIDIA card of a
     family whose highest compute capability is below a floor holding at that release (the
     t4's 7.5 against 0.32's 8.0 for an fp8 cache); a card of no family the table knows,
-    and other vendors, are taken at their word."""
+    and other vendors, are taken at their word. Its way out is ``lever`` (None: GATED's, ""
+    none: plan sizes no llama.cpp), or a release that runs it."""
     has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
     if has is None:
         return ""
@@ -78,13 +80,15 @@ def floor_problem(what: str, acc: Accelerator, version: str | None = None) -> st
         return ""
     low, high = (_capability(c) for c in has)
     span = low if low == high else f"{low} to {high}"
-    verb, lever = GATED[what]
+    verb, default = GATED[what]
     runs = _releases_running(what, has[1])
+    ways = [w for w in (default if lever is None else lever,
+                        f"an --engine-version {runs}" if runs else "") if w]
     release = version or f"{sized_version('vllm', None)} (the release priced without " \
                          "--engine-version)"
     return (f"vLLM {release} {verb} on the {acc.id} ({acc.family} family, compute capability "
-            f"{span}; it needs {_capability(floor.min_capability)} or more): {floor.why}; "
-            f"give {lever}" + (f", or an --engine-version {runs}" if runs else ""))
+            f"{span}; it needs {_capability(floor.min_capability)} or more): {floor.why}"
+            + (f"; give {', or '.join(ways)}" if ways else ""))
 
 
 def _releases_running(what: str, capability: int) -> str:
@@ -104,15 +108,16 @@ def _releases_running(what: str, capability: int) -> str:
     return " or ".join(spans)
 
 
-def gpu_floor_problem(dep: Deployment, version: str | None = None) -> str:
+def gpu_floor_problem(dep: Deployment, version: str | None = None,
+                      engine_lever: str | None = None) -> str:
     """Why vLLM at ``version`` does not start ``dep`` on its card, or "": the release's
-    wheels carry no kernels for it (``engine``), its fp8 weights (``fp8_weights``) or its
-    fp8 KV cache (``fp8_kv``) are below the release's floor there (engines.json
-    vllm.gpu_floors)."""
+    wheels carry no kernels for it (``engine``, its way out ``engine_lever``: floor_problem's
+    ``lever``), its fp8 weights (``fp8_weights``) or its fp8 KV cache (``fp8_kv``) are below
+    the release's floor there (engines.json vllm.gpu_floors)."""
     if dep.engine != "vllm":
         return ""
     acc = dep.accelerator
-    problem = floor_problem("engine", acc, version)
+    problem = floor_problem("engine", acc, version, engine_lever)
     if not problem and {f for _, f in dep.weights.formats} & set(FP8_WEIGHT_FORMATS):
         problem = floor_problem("fp8_weights", acc, version)
     if not problem and dep.kv.id.startswith("fp8"):
