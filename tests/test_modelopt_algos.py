@@ -17,7 +17,7 @@ import pytest
 from ridgeline import resolve_model
 from ridgeline.candidate import kv_choices
 from ridgeline.engine_quantization import VLLM_EARLIER_FLOORS
-from ridgeline.modelopt_algos import algo_formats, modelopt_algos, refusal
+from ridgeline.modelopt_algos import algo_formats, modelopt_algos, refusal, served_until
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, fit_json, model_json, sidecar
 
@@ -70,7 +70,7 @@ def test_the_fp8_algorithms_vllm_serves_as_modelopt_are_read(
     folder = str(checkpoint(tmp_path, sidecar(algo, "FP8")))
     assert model_json(capsys, folder)["stored_formats"] == {"attention": weights,
                                                             "mlp": weights}
-    for engine in ("vllm", "sglang", "trtllm"):
+    for engine in ("vllm", "trtllm"):
         assert fit_json(capsys, folder, engine)["kv_dtype"] == "fp8", engine
     # vLLM's ModelOptFp8Config needs compute capability 8.9, as for FP8, before 0.27 (8.0 from
     # then, FP8 Marlin): an A100 is refused by the release before, served by the newest
@@ -80,6 +80,36 @@ def test_the_fp8_algorithms_vllm_serves_as_modelopt_are_read(
     assert "modelopt method" in line and "get_min_capability" in line
     assert f"vLLM {before} refuses it" in line and f"--engine-version {lowered} or later" in line
     assert fit_json(capsys, folder, "vllm", "a100")["kv_dtype"] == "fp8"
+
+
+@pytest.mark.parametrize(("algo", "sidecar_file"), [
+    ("FP8_PB_WO", True), ("FP8_PER_CHANNEL_PER_TOKEN", True), ("FP8_PB_WO", False),
+    ("FP8_BLOCK", True)])
+def test_sglang_serves_the_fp8_variants_up_to_0_5_17_only(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, algo: str, sidecar_file: bool) -> None:
+    """From 0.5.18 SGLang names modelopt_fp8 for quant_algo FP8 alone, and its
+    ModelOptFp8Config refuses any other: the newest release, and a release past the last that
+    served it, refuse the export and name the last one; that one sizes it; plain FP8 stays
+    served by every release."""
+    flat = {"quant_method": "modelopt", "quant_algo": algo}
+    folder = str(checkpoint(tmp_path, sidecar(algo, "FP8")) if sidecar_file
+                 else checkpoint(tmp_path, None, qc=flat))
+    last = served_until(algo, "sglang")
+    assert last is not None
+    after = f"{last.rsplit('.', 1)[0]}.{int(last.rsplit('.', 1)[1]) + 1}"
+    for version in ((), ("--engine-version", after)):
+        line = refused_line(capsys, "fit", folder, "--gpu", "h100", "--engine", "sglang",
+                            *version)
+        assert f"ModelOpt quant_algo {algo}" in line and "does not serve" in line
+        assert f"--engine-version {last} or earlier" in line
+        assert ("ModelOptFp8Config only supports regular FP8" in line) != sidecar_file
+    code, out, err = run_cli(capsys, "fit", folder, "--gpu", "h100", "--engine", "sglang",
+                             "--engine-version", last, "--json")
+    assert code == 0, err
+    assert json.loads(out)["engine"] == "sglang"
+    assert served_until("FP8", "sglang") is None
+    plain = str(checkpoint(tmp_path, sidecar("FP8", "FP8"), "plain"))
+    assert fit_json(capsys, plain, "sglang")["kv_dtype"] == "fp8"
 
 
 def test_int8_weights_are_refused_as_the_kv_algorithm_they_are(

@@ -28,7 +28,7 @@ from ridgeline.engine_quantization import (
     min_capability,
 )
 from ridgeline.hardware import resolve_accelerator
-from ridgeline.modelopt_algos import layers_served_since, served_since
+from ridgeline.modelopt_algos import layers_served_since, served_since, served_until
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, sidecar
 
@@ -68,10 +68,14 @@ def test_fit_serves_a_modelopt_export_exactly_on_the_cards_its_engine_floor_allo
         capsys: pytest.CaptureFixture[str], tmp_path: Path, algo: str, method: str,
         engine: str) -> None:
     """ModelOpt FP8 on an A100: refused by both engines; NVFP4 on an A100 or H100: both run it
-    (SGLang from 0.5.13, below); every export on a B200 runs under both."""
+    (SGLang from 0.5.13, below); every export on a B200 runs under both. FP8_PB_WO under
+    SGLang at the last release that serves it (0.5.17: served_until)."""
     folder = checkpoint(tmp_path, sidecar(algo))
+    last = served_until(algo, engine)
+    flags = ("--engine-version", last) if last else ()
     for gpu in ("a100", "l40s", "h100", "b200"):
-        assert fits(capsys, folder, gpu, engine) == runs_on(method, gpu, engine), (gpu, engine)
+        assert fits(capsys, folder, gpu, engine, *flags) == runs_on(method, gpu, engine, last), \
+            (gpu, engine)
 
 
 def test_sglangs_refusal_is_one_line_naming_the_card_the_format_and_the_engine(

@@ -45,7 +45,8 @@ class ModelOptAlgo:
     by layer), the engines that serve it from config.json and from hf_quant_config.json, and
     the activations' type its matmuls take where it quantizes them itself (W4A8_AWQ: fp8), and
     the release each engine that has one serves it from (``since``: SGLang's W4A16_NVFP4 0.5.19),
-    and the release it serves the algorithm's layers of a format from (``layers_since``: vLLM's
+    the last release it serves it in (``until``: SGLang's FP8_PB_WO 0.5.17), and the release
+    it serves the algorithm's layers of a format from (``layers_since``: vLLM's
     nvfp4-w4a16 layers of a MIXED_PRECISION export, 0.22), as (engine, format, release)."""
 
     algo: str
@@ -56,6 +57,7 @@ class ModelOptAlgo:
     source: str
     since: tuple[tuple[str, str], ...] = ()
     layers_since: tuple[tuple[str, str, str], ...] = ()
+    until: tuple[tuple[str, str], ...] = ()
 
     def engines_from(self, sidecar: bool) -> tuple[str, ...]:
         """The engines that serve it read from hf_quant_config.json (``sidecar``) or not."""
@@ -70,7 +72,8 @@ def modelopt_algos() -> dict[str, ModelOptAlgo]:
                                       tuple(sorted(row.get("since", {}).items())),
                                       tuple((engine, fmt, release) for engine, layers
                                             in sorted(row.get("layers_since", {}).items())
-                                            for fmt, release in sorted(layers.items())))
+                                            for fmt, release in sorted(layers.items())),
+                                      tuple(sorted(row.get("until", {}).items())))
             for row in load_data("formats.json")["modelopt_algos"]}
 
 
@@ -111,11 +114,9 @@ def checkpoint_refusal(spec: ModelSpec, engine: str) -> str:
     asks it before the card's kernels (W4A16_NVFP4 under TensorRT-LLM on an A100 is named
     for its algorithm, not for the fp8 cache the A100 lacks), and
     quantization_gates.modelopt_problem for a layout."""
-    from ridgeline.modelopt_sidecar import SIDECAR
-
     if spec.quant_method != "modelopt":
         return ""
-    why = refusal(spec.quant_algo, engine, spec.quantization_file == SIDECAR)
+    why = refusal(spec.quant_algo, engine, _from_sidecar(spec))
     return f"{spec.name} is stored in {why}" if why else ""
 
 
@@ -124,6 +125,14 @@ def served_since(algo: str, engine: str) -> str | None:
     W4A16_NVFP4: '0.5.19'); None where every release modelled serves it, or none does."""
     row = modelopt_algos().get(algo)
     return dict(row.since).get(engine) if row else None
+
+
+def served_until(algo: str, engine: str) -> str | None:
+    """The last release ``engine`` serves ModelOpt ``algo`` in, where a row names one (SGLang's
+    FP8_PB_WO: '0.5.17'; 0.5.18 reads quant_algo FP8 alone as modelopt_fp8); None where every
+    release modelled from ``served_since`` on serves it."""
+    row = modelopt_algos().get(algo)
+    return dict(row.until).get(engine) if row else None
 
 
 def layers_served_since(spec: ModelSpec, engine: str) -> tuple[tuple[str, str], ...]:
@@ -148,6 +157,16 @@ _RELEASE_WORDS = {
     ("vllm", "MIXED_PRECISION"): "it reads the checkpoint with ModelOptFp8Config, which refuses "
                                  "it at start-up ('ModelOpt currently only supports: [...] "
                                  "quantizations in vLLM')",
+}
+# each release's reason for refusing an algorithm an earlier release served (until)
+# (engine, read from hf_quant_config.json)
+_DROPPED_WORDS = {
+    ("sglang", False): "from 0.5.18 its ModelOptFp8Config takes quant_algo FP8 alone and refuses "
+                       "any other at start-up ('ModelOptFp8Config only supports regular FP8 "
+                       "quantization')",
+    ("sglang", True): "from 0.5.18 its ModelConfig names modelopt_fp8 for quant_algo FP8 alone "
+                      "and no method for any other, so the fp8 weights fail to load as 16-bit "
+                      "ones",
 }
 # the same where the algorithm is served but its layers of a format are not yet (layers_since)
 _LAYER_WORDS = {
@@ -175,6 +194,30 @@ def release_refusal(spec: ModelSpec, engine: str, since: str, version: str,
     return (f"{spec.name} is stored in ModelOpt quant_algo {spec.quant_algo}{layers}, which "
             f"{name} {version} does not serve: {why.format(layers=mixed)}; {name} serves it "
             f"from v{since}: name --engine-version {since} or later, or another --engine")
+
+
+def dropped_refusal(spec: ModelSpec, engine: str, until: str, version: str | None) -> str:
+    """Why ``engine`` at ``version`` (None: its newest release), a release after ``until``,
+    refuses ``spec``'s ModelOpt checkpoint, naming the engines that still serve it: an
+    FP8_PB_WO export under SGLang 0.5.18 or later ('ModelOptFp8Config only supports regular
+    FP8 quantization'), which SGLang 0.5.17, vLLM and TensorRT-LLM serve."""
+    row = modelopt_algos()[spec.quant_algo]
+    name = ENGINE_NAMES.get(engine, engine)
+    at = f"{name} {version}" if version else f"{name}'s newest release"
+    sidecar = _from_sidecar(spec)
+    why = _DROPPED_WORDS.get((engine, sidecar), "it has no method for it")
+    others = [e for e in row.engines_from(sidecar) if e != engine]
+    elsewhere = "".join(f", or --engine {e}" for e in others)
+    return (f"{spec.name} is stored in ModelOpt quant_algo {spec.quant_algo}, which {at} does "
+            f"not serve: {why}; {name} serves it up to v{until}: name --engine-version {until} "
+            f"or earlier{elsewhere}")
+
+
+def _from_sidecar(spec: ModelSpec) -> bool:
+    """Whether ``spec``'s quant_algo was read from hf_quant_config.json, not config.json."""
+    from ridgeline.modelopt_sidecar import SIDECAR
+
+    return spec.quantization_file == SIDECAR
 
 
 # TensorRT-LLM's fp8 matmuls need compute capability 8.9 (engine_platforms.TRTLLM_NO_FP8_FAMILIES)

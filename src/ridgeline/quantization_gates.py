@@ -18,10 +18,12 @@ from ridgeline.engine_quantization import stored_method_problem
 from ridgeline.engine_versions import release_before
 from ridgeline.modelopt_algos import (
     checkpoint_refusal,
+    dropped_refusal,
     layers_served_since,
     needs_fp8_activations,
     release_refusal,
     served_since,
+    served_until,
 )
 from ridgeline.quantization import EXPERTS
 from ridgeline.sglang_nsa import nsa_layout_problem
@@ -63,7 +65,9 @@ def modelopt_problem(dep: Deployment, version: str | None = None) -> str:
     under vLLM ('Unknown ModelOpt quant algo'), which TensorRT-LLM serves; a W4A16_NVFP4 one
     under SGLang before 0.5.19, a MIXED_PRECISION one before 0.5.15 (qwen3.6-35b-a3b); under
     vLLM a W4A16_NVFP4 one before 0.21, a MIXED_PRECISION one before 0.17, and before 0.22 one
-    with W4A16_NVFP4 layers (qwen3.6-35b-a3b's experts: layers_served_since);
+    with W4A16_NVFP4 layers (qwen3.6-35b-a3b's experts: layers_served_since); an FP8_PB_WO or
+    FP8_PER_CHANNEL_PER_TOKEN one under SGLang after 0.5.17 and under its newest release
+    (served_until);
     --weights FMT sizes another checkpoint."""
     spec = dep.model
     if dep.weights.label != "as stored":
@@ -71,6 +75,9 @@ def modelopt_problem(dep: Deployment, version: str | None = None) -> str:
     refused = checkpoint_refusal(spec, dep.engine)
     if refused or spec.quant_method != "modelopt":
         return refused
+    until = served_until(spec.quant_algo, dep.engine)
+    if until and (version is None or release_before(dep.engine, until, version)):
+        return dropped_refusal(spec, dep.engine, until, version)
     since = served_since(spec.quant_algo, dep.engine)
     if version is None:
         return ""
