@@ -59,7 +59,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "engine's limits the simulator and the speculative step read from it",
      ("vllm_pool", "sglang_pool", "llamacpp_memory", "llamacpp_pool", "llamacpp_fit",
       "drafter_memory", "draft_model_memory", "load_peak", "memory", "monotone", "capacity",
-      "llamacpp_fit_run",
+      "llamacpp_fit_run", "floor_release",
       "engine_scheduling",
       "chunked_prefill", "sim.config", "sim.timer", "spec_decode", "step_share")),
     ("Calibration and validation", "measurement rows, predictions through step_cost, fits",

@@ -302,7 +302,7 @@ def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits
     assert set(win["rate_limits"]) == {"tpot_at_batch", "token_budget", "prompt_queue"}
     assert win["replica_rate_req_s"] == pytest.approx(min(win["rate_limits"].values()))
     text = _run(capsys, *args)
-    assert "pools sized as vllm 0.17.0 sizes them" in text
+    assert "pools sized as vLLM 0.17.0 sizes them" in text
     assert f"as stored ({win['weights_format']})" in text
 
 

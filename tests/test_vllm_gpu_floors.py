@@ -107,12 +107,15 @@ def test_with_no_engine_named_a_v100_is_priced_on_llama_cpp_cuda(
 
 def test_fit_refuses_an_fp8_cache_on_a_t4_and_names_the_releases_that_keep_one(
         capsys: pytest.CaptureFixture[str]) -> None:
-    line = refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "t4", "--kv-dtype", "fp8")
+    """AWQ weights at 8,192 tokens fit in each of them (floor_release: the span is named
+    where every release in it is sized as fitting; 16-bit Llama-3.1-8B fits a T4 in none)."""
+    argv = ("fit", "llama-3.1-8b", "--gpu", "t4", "--kv-dtype", "fp8", "--weights", "awq-int4",
+            "--max-model-len", "8192")
+    line = refused_line(capsys, *argv)
     assert "t4" in line and "compute capability 7.5" in line and "needs 8.0" in line
     assert "--kv-dtype fp16" in line and "from 0.12 and below 0.24" in line
-    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "t4", "--kv-dtype", "fp8",
-                           "--engine-version", "0.23")
-    assert code == 0, err
+    code, out, err = run_cli(capsys, *argv, "--engine-version", "0.23")
+    assert code == 0 and out.startswith("fits"), err
 
 
 def test_plan_on_a_t4_serves_what_vllm_runs_there(capsys: pytest.CaptureFixture[str]) -> None:

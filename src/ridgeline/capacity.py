@@ -328,36 +328,40 @@ def engine_none_reason(dep: Deployment, context: int, enforce_eager: bool = Fals
     return no_sequence_reason(_slot_pool(dep, context, settings), dep, context)
 
 
-def decode_pool_settings(dep: Deployment, context: int) -> EngineSettings:
+def decode_pool_settings(dep: Deployment, context: int,
+                         engine_version: str | None = None) -> EngineSettings:
     """The defaults decode sizes ``dep``'s KV pool under for sequences of ``context`` tokens
-    (engine_holds): a serving engine started at that max_model_len; llama.cpp given one slot
-    of that context per sequence, not llama-server's default 4 slots, less the margin its
-    default --fit keeps free where that keeps every layer on the GPU (whole_fit_margin)."""
+    (engine_holds), at ``engine_version`` (None: the newest modelled): a serving engine
+    started at that max_model_len; llama.cpp given one slot of that context per sequence,
+    not llama-server's default 4 slots, less the margin its default --fit keeps free where
+    that keeps every layer on the GPU (whole_fit_margin)."""
     if dep.engine.startswith("llama.cpp"):
         from ridgeline.llamacpp_fit import whole_fit_margin
 
-        one = _one_slot(dep, context, None)
+        one = _one_slot(dep, context, EngineSettings(engine_version=engine_version))
         return replace(one, fit_target_bytes=whole_fit_margin(dep, one, context))
-    return EngineSettings(max_model_len=context)
+    return EngineSettings(max_model_len=context, engine_version=engine_version)
 
 
-def decode_pool(dep: Deployment, context: int) -> KVPool:
+def decode_pool(dep: Deployment, context: int, engine_version: str | None = None) -> KVPool:
     """The pool ``dep``'s engine holds sequences of ``context`` tokens in under decode's
-    defaults (decode_pool_settings): the page's and utilization's, as decode sizes it."""
-    settings = decode_pool_settings(dep, context)
+    defaults (decode_pool_settings) at ``engine_version``: the page's and utilization's, as
+    decode sizes it."""
+    settings = decode_pool_settings(dep, context, engine_version)
     if dep.engine.startswith("llama.cpp"):
         return _slot_pool(dep, context, settings)
     return kv_pool(dep, settings)
 
 
-def decode_held(dep: Deployment, context: int) -> int:
+def decode_held(dep: Deployment, context: int, engine_version: str | None = None) -> int:
     """Conversations of ``context`` tokens ``dep``'s engine holds under decode's defaults
-    (decode_pool_settings), as the page and utilization give them beside decode: llama.cpp
-    a slot each (llamacpp_slots), another engine its pool's (held_conversations; its seats
-    apart)."""
+    (decode_pool_settings) at ``engine_version``, as the page and utilization give them
+    beside decode: llama.cpp a slot each (llamacpp_slots), another engine its pool's
+    (held_conversations; its seats apart)."""
     if dep.engine.startswith("llama.cpp"):
-        return _slots_kept_free(dep, context, decode_pool_settings(dep, context))
-    return held_conversations(decode_pool(dep, context), dep, context)
+        return _slots_kept_free(dep, context,
+                                decode_pool_settings(dep, context, engine_version))
+    return held_conversations(decode_pool(dep, context, engine_version), dep, context)
 
 
 def held_apart_words(engine: str) -> str:

@@ -266,7 +266,7 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
 
     problem = deployment_problem(dep, getattr(args, "engine_version", None))
     if problem:
-        raise InputError(problem)
+        raise InputError(_floor_refusal(args, dep) or problem)
     from ridgeline.launch_flags import connector_problem
 
     problem = connector_problem(args, model, engine)
@@ -295,6 +295,30 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
         # said once the deployment stands: a refusal is its one line, with no caution before it
         _say_caution(args, llamacpp_weights_note(model))
     return dep
+
+
+def _floor_refusal(args: argparse.Namespace, dep: Any) -> str:
+    """Where a vLLM floor is what refuses ``dep`` (the refusal deployment_problem gave), that
+    refusal with its way out to the first release sized as fitting under the flags given
+    (floor_release.py: fp8 weights on a T4 from 0.16, 0.14 and 0.15 loading the 16-bit
+    weights first); "" where another rule refuses it."""
+    from ridgeline.floor_release import floor_refusal
+    from ridgeline.quantization_gates import deployment_problem
+    from ridgeline.vllm_gpu_floors import gpu_floor_problem
+
+    version = getattr(args, "engine_version", None)
+    floor = gpu_floor_problem(dep, version)
+    if not floor or floor != deployment_problem(dep, version):
+        return ""
+    try:
+        settings = engine_settings(args)
+    except AttributeError:  # a command without the pool's flags (roofline, kv): its defaults
+        from ridgeline.memory import EngineSettings
+
+        settings = EngineSettings(max_model_len=getattr(args, "max_model_len", None))
+    if getattr(args, "target_concurrency", None) and settings.max_model_len is None:
+        settings = replace(settings, max_model_len=1)  # fit finds the context: one that starts
+    return floor_refusal(dep, version, settings)
 
 
 def data_parallel_layout(args: argparse.Namespace, model: Any, engine: str | None,

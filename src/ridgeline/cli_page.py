@@ -50,7 +50,12 @@ def cmd_page(args: argparse.Namespace) -> Any:
     counts = list(args.counts or _default_counts(gpus))
     defaulted = args.engine is None
     if defaulted:
-        args.engine = _default_engine(gpus)
+        args.engine = _default_engine(gpus, args.engine_version)
+    from ridgeline.cli_engine import checked_engine_version
+    from ridgeline.engines import engine_id
+
+    # fit's check of the release (or build), against the engine drawn, before any pricing
+    version = checked_engine_version(args.engine_version, engine_id(args.engine))
     gguf = str(args.engine).startswith("llama.cpp")  # GGUF files and llama.cpp's cache types
     offered = f"{DEFAULT_WEIGHTS_ENTRY},q8_0,q4_k_m" if gguf else "as stored,fp8,awq-int4"
     weights = [w.strip() for w in (args.weights or offered).split(",")]
@@ -61,7 +66,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
     # an unqualified 'llama.cpp' is each card's build, as in the comparisons
     profiles = None
     if args.profile:  # a user's calibrated profiles draw the expectation
-        from ridgeline.engines import engine_id, load_profile_file
+        from ridgeline.engines import load_profile_file
 
         profiles = load_profile_file(args.profile)
         asked = engine_id(args.engine)
@@ -71,7 +76,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
                              f"{', '.join(sorted(profiles))}): calibrate on {asked} rows, or "
                              "name one of those with --engine")
     data = page_data(models, gpus, counts, weights, kvs,
-                     getattr(args, "engine_asked", None) or args.engine, profiles)
+                     getattr(args, "engine_asked", None) or args.engine, profiles, version)
     running = [key for key, c in data["combos"].items() if any(any(row) for row in c["fits"])]
     if not running:
         hosted = fit_runs_note(data)  # llama.cpp: --fit's runs with weights on the host
@@ -189,6 +194,8 @@ def _page_weights(text: str) -> str:
 
 
 def register(sub: Any) -> None:
+    from ridgeline.cli_engine import engine_version_flag
+
     p = sub.add_parser("page", help="an interactive roofline page with batch/context sliders")
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
@@ -213,6 +220,8 @@ def register(sub: Any) -> None:
                    help="the engine whose calibrated expectation and pool the page draws "
                    "(default vllm; llama.cpp, each card's build, where vLLM runs on none of "
                    "the cards: Apple silicon, as decode defaults them)")
+    engine_version_flag(p, "start-up floors and memory rules to follow (a V100 runs under "
+                        "vLLM before 0.20, an fp8 cache on a T4 from 0.12 to 0.23)")
     p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="engine profiles from `ridgeline calibrate` (default: the bundled ones)")
     p.add_argument("-o", "--output", type=_not_empty("output path"),
@@ -225,15 +234,18 @@ def register(sub: Any) -> None:
 DEFAULT_COUNTS = (1, 2, 4, 8)
 
 
-def _default_engine(gpus: list[str]) -> str:
+def _default_engine(gpus: list[str], engine_version: str | None = None) -> str:
     """The engine the page draws unasked: vllm, unless every card offered is one the other
     commands default to a llama.cpp build on (cli_load.default_engine: Metal on Apple silicon,
-    ROCm on the AMD GPUs vLLM's ROCm build leaves out), where 'llama.cpp' gives each card its
-    build: `page llama-3.1-8b --gpu apple-m3-max-40c` draws llama.cpp-metal, as `decode` does,
-    where vllm priced no combination at all."""
+    ROCm on the AMD GPUs vLLM's ROCm build leaves out, CUDA on a card the vLLM release
+    --engine-version names runs nothing on), where 'llama.cpp' gives each card its build:
+    `page llama-3.1-8b --gpu apple-m3-max-40c` draws llama.cpp-metal, as `decode` does,
+    where vllm priced no combination at all; `--gpu v100` llama.cpp-cuda, and vLLM with
+    --engine-version 0.19."""
     from ridgeline.cli_load import default_engine
 
-    builds = {default_engine(argparse.Namespace(gpu=g, gpu_file=None)) for g in gpus}
+    builds = {default_engine(argparse.Namespace(gpu=g, gpu_file=None,
+                                                engine_version=engine_version)) for g in gpus}
     return "llama.cpp" if builds and all(b.startswith("llama.cpp") for b in builds) else "vllm"
 
 

@@ -145,7 +145,9 @@ def register(sub: Any) -> None:
                    help="the SLO's percentile, in percent (default 90: p90)")
     p.add_argument("--gpus", type=_name_list(_accelerator_name),
                    help="candidate accelerators, comma-separated "
-                   "(default h100-sxm,h200-sxm,b200,mi300x,l40s)")
+                   "(default h100-sxm,h200-sxm,b200,mi300x,l40s); a card, or a format of one, "
+                   "the engine's release refuses (vLLM from 0.20 on a V100, its fp8 cache on a "
+                   "T4 from 0.24) is left out, a 'left out:' line (--json left_out) saying why")
     # every other command's spelling, read as --gpus; --help shows the one
     p.add_argument("--gpu", dest="gpus", type=_name_list(_accelerator_name),
                    help=argparse.SUPPRESS)
@@ -163,8 +165,9 @@ def register(sub: Any) -> None:
                    help="the serving engine whose memory rules size each replica's pool "
                    "(default vllm)")
     p.add_argument("--engine-version", metavar="V", type=release_text,
-                   help="that engine's version whose memory accounting sizes the pools (vLLM, "
-                   "SGLang; default: newest)")
+                   help="that engine's version whose memory accounting and start-up floors "
+                   "size the pools, and whose defaults the launch line carries (vLLM, SGLang; "
+                   "default: newest; the launch line names the release it was sized for)")
     p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="the engine's profile from `ridgeline calibrate` (default: the bundled "
                    "one) that times each candidate's steps")

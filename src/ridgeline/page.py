@@ -48,15 +48,16 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb", "l40s", "mi300x
 
 
 def _deployment(model_id: str, gpu: str, count: int, weights: str, kv: str,
-                engine: str) -> Deployment:
+                engine: str, version: str | None = None) -> Deployment:
     """One picker combination, its weights as fit's --weights reads them, or none given for
-    the default entry (InputError: a combination that cannot run: one the engine's newest
-    modelled release refuses to start, as fit refuses it, deployment_problem: vLLM 0.32 on a
-    V100, its fp8 cache on a T4, a ModelOpt FP8 export under SGLang on an A100)."""
+    the default entry (InputError: a combination that cannot run: one the engine's release
+    ``version`` refuses to start, the newest modelled where None, as fit refuses it,
+    deployment_problem: vLLM 0.32 on a V100, its fp8 cache on a T4, a ModelOpt FP8 export
+    under SGLang on an A100); its recurrent states at the dtype ``version`` keeps."""
     dep = Deployment.build(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
                            None if weights == DEFAULT_WEIGHTS_ENTRY else weights, kv, count,
-                           engine=engine)
-    problem = deployment_problem(dep)
+                           engine=engine).with_state_settings(version, None)
+    problem = deployment_problem(dep, version)
     if problem:
         raise InputError(problem)
     return dep
@@ -79,8 +80,9 @@ def weights_shown(model_id: str, weights: str, engine: str) -> str:
 
 
 def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
-           engine: str, profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:
-    dep = _deployment(model_id, gpu, count, weights, kv, engine)
+           engine: str, profiles: Mapping[str, EngineProfile] | None = None,
+           version: str | None = None) -> dict[str, Any]:
+    dep = _deployment(model_id, gpu, count, weights, kv, engine, version)
     model = dep.model
     profile = profile_for(engine, profiles)
     # the weights every token reads (an MoE model's experts apart), at their matmuls' peak
@@ -107,12 +109,12 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         # llama.cpp where its default --fit moves weights to the host for this context: that
         # run's conversations, as `fit` counts them (llamacpp_fit_run), and no speed, its host
         # layers read at a bandwidth the page is not given
-        hosted = _hosted(dep, c)
+        hosted = _hosted(dep, c, version)
         hosted_gib.append(None if hosted is None else hosted.host_weight_bytes / GIB)
-        pool = decode_pool(dep, c)
+        pool = decode_pool(dep, c, version)
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
-        held = decode_held(dep, c) if hosted is None else hosted.held  # llama.cpp: a slot each
+        held = decode_held(dep, c, version) if hosted is None else hosted.held  # llama.cpp: a slot each
         seated = [decode_floor(dep, b, c)
                   if hosted is None and b <= min(held, _seats(dep, pool.max_num_seqs, held))
                   else None for b in BATCHES]
@@ -138,11 +140,12 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     return out
 
 
-def _hosted(dep: Deployment, context: int) -> HostedRun | None:
+def _hosted(dep: Deployment, context: int, version: str | None = None) -> HostedRun | None:
     """The run llama.cpp's default --fit starts at ``context`` with weights on the host, where
-    it holds a conversation (llamacpp_fit_run); None elsewhere, the count then -ngl all's (a
-    context past the trained one: none in either run)."""
-    hosted = default_fit_run(dep, context) if dep.engine.startswith("llama.cpp") else None
+    it holds a conversation (llamacpp_fit_run), at build ``version``; None elsewhere, the
+    count then -ngl all's (a context past the trained one: none in either run)."""
+    hosted = default_fit_run(dep, context, version) if dep.engine.startswith("llama.cpp") \
+        else None
     return hosted if hosted is not None and hosted.held else None
 
 
@@ -174,9 +177,11 @@ def fit_runs_note(data: Mapping[str, Any]) -> str:
 
 def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
               weights: Sequence[str], kvs: Sequence[str], engine: str = "vllm",
-              profiles: Mapping[str, EngineProfile] | None = None) -> dict[str, Any]:
+              profiles: Mapping[str, EngineProfile] | None = None,
+              version: str | None = None) -> dict[str, Any]:
     """Every picker combination's roofline and expectation (``profiles``: a user's calibrated
-    ones, by engine; the bundled ones where they have none)."""
+    ones, by engine; the bundled ones where they have none), each started as the engine's
+    release or build ``version`` starts it (--engine-version; None: the newest modelled)."""
     builds = {g: engine_id(llamacpp_build(engine, resolve_accelerator(g).vendor)) for g in gpus}
     for k in kvs:  # a cache format the engine lacks would silently empty every picker
         for build in sorted(set(builds.values())):
@@ -191,7 +196,8 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                     for k in kvs:
                         key = f"{m}|{g}|{n}|{w}|{k}"
                         try:
-                            combos[key] = _combo(m, g, n, w, k, builds[g], profiles)
+                            combos[key] = _combo(m, g, n, w, k, builds[g], profiles,
+                                                 version)
                         except InputError as exc:
                             why[key] = str(exc)
     if not combos:
@@ -208,6 +214,7 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                 w: weights_shown(m, w, engine) for w in weights
                 if weights_shown(m, w, engine) != w})},
             "contexts": list(CONTEXTS), "combos": combos, "left_out": why,
+            "engine_version": version,
             "start": start.split("|"),
             "start_batch": START_BATCH, "start_context": START_CONTEXT}
 
@@ -223,7 +230,8 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
     key, opening = _opening(data)
     at = data["start_context"]
     model, gpu, count, weights, kv = data["start"]
-    dep = _deployment(model, gpu, int(count), weights, kv, opening["engine"])
+    version = data.get("engine_version")
+    dep = _deployment(model, gpu, int(count), weights, kv, opening["engine"], version)
     shown = weights_shown(model, weights, opening["engine"])
     blend = dense_ridge_steps(dep)[:1] if dep.dense_blended else ()
     return (
@@ -242,7 +250,7 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
              q("batch", first_whole_batch(opening["ridge_batch"]), "tokens"),
              q("ridge", opening["ridge"], "FLOP/byte"), q("bytes per weight", opening["bpw"], "B"),
              q("ridge × bytes per weight ÷ 2", opening["ridge_batch"])),
-        _conversations_step(dep, data["contexts"][at], opening["conversations"][at]),
+        _conversations_step(dep, data["contexts"][at], opening["conversations"][at], version),
     )
 
 
@@ -253,14 +261,15 @@ def _seats(dep: Deployment, max_num_seqs: int, held: int) -> int:
     return held if dep.engine.startswith("llama.cpp") else max_num_seqs
 
 
-def _conversations_step(dep: Deployment, context: int, held: int) -> Step:
+def _conversations_step(dep: Deployment, context: int, held: int,
+                        version: str | None = None) -> Step:
     """The conversations the opening view's pool holds, as a division its inputs reproduce:
     the pool per GPU ÷ one conversation's cache on a GPU, rounded down (Llama-3.1-8B on an
     H100 at 2,048 tokens: 54.64 GiB ÷ 0.25 GiB = 218). Where llama.cpp's default --fit moves
     weights to the host for this context, the pool is that run's (llamacpp_fit_run)."""
-    hosted = _hosted(dep, context)
+    hosted = _hosted(dep, context, version)
     run = dep if hosted is None else hosted.deployment
-    pool = decode_pool(run, context)
+    pool = decode_pool(run, context, version)
     per_conversation = conversation_bytes(pool, run, context)
     division = int(pool.kv_cache_bytes // per_conversation) if per_conversation else 0
     blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0

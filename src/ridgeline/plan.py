@@ -62,7 +62,7 @@ from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
 from ridgeline.precision import weight_plan
 from ridgeline.quantization_gates import capability_problem, deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica
-from ridgeline.search_space import data_parallel_space, search_space
+from ridgeline.search_space import LeftOut, data_parallel_space, left_out, search_space
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_nsa import nsa_no_dp_problem
 from ridgeline.sim.timer import SharedTimers
@@ -138,6 +138,9 @@ class PlanResult:
     # what the plan did that a reader should know, no warning: the chunked prefill its
     # TensorRT-LLM check and launch line turned on (plan_cautions.chunked_prefill_note)
     notes: tuple[str, ...] = ()
+    # the cards asked for, or some of their formats, the search left out: the release the
+    # pools are sized for refuses them there (search_space.left_out: a V100 under vLLM 0.32)
+    left_out: tuple[LeftOut, ...] = ()
 
     @property
     def winner(self) -> Candidate | None:
@@ -296,13 +299,16 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                       engine, cautions, engine_version, measured, own,
                       tuple(n for n in (chunked_prefill_note(win, engine, load),
                                         streamed_load_note(win, engine, model, engine_version))
-                            if n))
+                            if n), left_out(model, gpus, engine, engine_version, LEFT_OUT_LEVER))
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names
 # what the other commands do unasked (a V100 under vLLM 0.32: cli_load.default_engine)
 PLAN_LEVER = ("a card it runs on (plan sizes no llama.cpp, which fit, decode, simulate and page "
               "run this card under when no --engine is given)")
+
+# the way out of a card left out beside others the release runs on (search_space.left_out)
+LEFT_OUT_LEVER = "--engine llama.cpp-cuda to fit, decode or simulate (plan sizes no llama.cpp)"
 
 
 def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,

@@ -7,14 +7,26 @@ over (``closest_miss``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from ridgeline.candidate import kv_choices, replica_deployment, served_choice, weight_choices
+from ridgeline.candidate import (
+    kv_choices,
+    replica_build,
+    replica_deployment,
+    served_choice,
+    weight_choices,
+)
 from ridgeline.data_parallel import DATA_PARALLEL_ENGINES
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
-from ridgeline.quantization_gates import single_rank_checkpoint
+from ridgeline.quantization_gates import (
+    capability_problem,
+    deployment_problem,
+    single_rank_checkpoint,
+)
+from ridgeline.vllm_gpu_floors import gpu_floor_problem
 
 # (max_num_seqs, max_num_batched_tokens) tried per configuration, None the engine's default:
 # fewer seats bound the batch (and TPOT); a smaller token budget cuts prefill chunks, so
@@ -103,6 +115,73 @@ def _engine_runs(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engi
     except InputError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A requested card, or some of its formats, the search leaves out: ``what`` ("every
+    format", "KV fp8", "weights fp8", "weights fp8 with KV fp8"), and why, in the release's
+    words with its way out."""
+
+    gpu: str
+    what: str
+    why: str
+
+
+def left_out(model: ModelSpec, gpus: Sequence[str], engine: str = "vllm",
+             version: str | None = None, lever: str = "") -> tuple[LeftOut, ...]:
+    """What ``search_space`` drops of the cards asked for, one entry a card: a card ``engine``
+    at ``version`` runs none of the weight formats and KV dtypes on (vLLM 0.32 on a V100: its
+    wheels carry no Volta kernels; ``lever`` the way out vllm_gpu_floors names beside an
+    older release, "" that release alone), whatever refused it; else the pairs a release
+    floor refuses on it (vllm_gpu_floors, capability_problem: an fp8 cache on a T4 from vLLM
+    0.24, a ModelOpt FP8 export on an A100 under vLLM before 0.27). A pair the card's kernels
+    never run (TensorRT-LLM's fp8 before Ada) is no release's floor and is left unsaid."""
+    out = []
+    formats = weight_choices(model)
+    for gpu in gpus:
+        acc = resolve_accelerator(gpu)
+        pairs = [(served_choice(w, acc), served_choice(k, acc))
+                 for w in formats for k in kv_choices(model, engine)]
+        refused = {pair: _refusal(model, acc, *pair, engine, version, lever) for pair in pairs}
+        if all(why for why, _ in refused.values()):
+            out.append(LeftOut(acc.id, "every format", next(iter(refused.values()))[0]))
+            continue
+        floors = {pair: why for pair, (why, floor) in refused.items() if floor}
+        if floors:
+            # what no release runs on the card is no floor's: left out of the words too
+            floored = [p for p in pairs if p in floors or not refused[p][0]]
+            out.append(LeftOut(acc.id, _pairs_words(list(floors), floored),
+                               next(iter(floors.values()))))
+    return tuple(out)
+
+
+def _refusal(model: ModelSpec, acc: Accelerator, weights: str, kv: str, engine: str,
+             version: str | None, lever: str) -> tuple[str, bool]:
+    """Why ``engine`` at ``version`` starts no one-GPU replica of this pair on ``acc`` ("":
+    it does), and whether a release floor is why (an older or newer release runs it)."""
+    try:
+        dep = replica_build(model, acc, 1, 1, weights, kv, engine=engine
+                            ).with_state_settings(version, None)
+    except InputError as exc:  # the engine's kernels, in every release
+        return str(exc), False
+    problem = deployment_problem(dep, version)
+    capability = capability_problem(dep, version)
+    if problem and problem == (capability or gpu_floor_problem(dep, version)):
+        return capability or gpu_floor_problem(dep, version, lever, format_lever=""), True
+    return problem, False
+
+
+def _pairs_words(refused: list[tuple[str, str]], pairs: list[tuple[str, str]]) -> str:
+    """The (weights, KV) pairs left out, in the fewest words: "KV fp8" where every pair with
+    that cache is, "weights fp8" where every pair with those weights is, else each pair."""
+    kvs = {k for _, k in refused}
+    if len(kvs) == 1 and all((w, k) in refused for w, k in pairs if k in kvs):
+        return f"KV {next(iter(kvs))}"
+    weights = {w for w, _ in refused}
+    if len(weights) == 1 and all((w, k) in refused for w, k in pairs if w in weights):
+        return f"weights {next(iter(weights))}"
+    return ", ".join(f"weights {w} with KV {k}" for w, k in refused)
 
 
 def layouts(node: int, max_gpus: int, tensor_parallel: bool = True) -> list[tuple[int, int]]:

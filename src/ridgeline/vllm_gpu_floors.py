@@ -64,26 +64,35 @@ def _capability(tenths: int) -> str:
     return f"{tenths // 10}.{tenths % 10}"
 
 
-def floor_problem(what: str, acc: Accelerator, version: str | None = None,
-                  lever: str | None = None) -> str:
-    """Why vLLM at ``version`` refuses ``what`` on ``acc``, or "": an NVIDIA card of a
-    family whose highest compute capability is below a floor holding at that release (the
-    t4's 7.5 against 0.32's 8.0 for an fp8 cache); a card of no family the table knows,
-    and other vendors, are taken at their word. Its way out is ``lever`` (None: GATED's, ""
-    none: plan sizes no llama.cpp), or a release that runs it."""
+def _holding_floor(what: str, acc: Accelerator, version: str | None) -> GpuFloor | None:
+    """The floor of ``what`` holding at ``version`` that ``acc`` is below, or None: an NVIDIA
+    card of a family whose highest compute capability is below it; a card of no family the
+    table knows, and other vendors, are taken at their word."""
     has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
     if has is None:
-        return ""
-    floor = next((f for f in gpu_floors() if f.what == what and f.holds_at(version)
-                  and has[1] < f.min_capability), None)
+        return None
+    return next((f for f in gpu_floors() if f.what == what and f.holds_at(version)
+                 and has[1] < f.min_capability), None)
+
+
+def floor_problem(what: str, acc: Accelerator, version: str | None = None,
+                  lever: str | None = None, release_way: str | None = None) -> str:
+    """Why vLLM at ``version`` refuses ``what`` on ``acc``, or "": a floor holding at that
+    release the card is below (the t4's 7.5 against 0.32's 8.0 for an fp8 cache:
+    ``_holding_floor``). Its way out is ``lever`` (None: GATED's, "" none: plan sizes no
+    llama.cpp), or a release that runs it (``release_way``: None the releases no floor
+    refuses it in, as --engine-version takes them; "" none, a caller saying what instead)."""
+    floor = _holding_floor(what, acc, version)
     if floor is None:
         return ""
+    has = NVIDIA_FAMILY_CAPABILITY[acc.family]
     low, high = (_capability(c) for c in has)
     span = low if low == high else f"{low} to {high}"
     verb, default = GATED[what]
     runs = _releases_running(what, has[1])
-    ways = [w for w in (default if lever is None else lever,
-                        f"an --engine-version {runs}" if runs else "") if w]
+    if release_way is None:
+        release_way = f"an --engine-version {runs}" if runs else ""
+    ways = [w for w in (default if lever is None else lever, release_way) if w]
     release = version or f"{sized_version('vllm', None)} (the release priced without " \
                          "--engine-version)"
     return (f"vLLM {release} {verb} on the {acc.id} ({acc.family} family, compute capability "
@@ -108,18 +117,43 @@ def _releases_running(what: str, capability: int) -> str:
     return " or ".join(spans)
 
 
+def running_releases(what: str, acc: Accelerator) -> tuple[str, ...]:
+    """The minor releases (x.y) no floor of ``what`` refuses ``acc`` in, oldest first, from
+    the first read (vllm.gpu_floors.read_from, 0.11) to the newest modelled (0.32): fp8
+    weights on a T4 0.14 … 0.32; () for a card of no family the table knows."""
+    has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
+    if has is None:
+        return ()
+    first = parse_version(str(engine_defaults("vllm")["gpu_floors"]["read_from"]))
+    newest = parse_version(str(sized_version("vllm", None)))
+    minors = [f"{first[0]}.{m}" for m in range(first[1], newest[1] + 1)] \
+        if first[0] == newest[0] else []
+    return tuple(r for r in minors if not any(
+        f.what == what and f.holds_at(r) and has[1] < f.min_capability for f in gpu_floors()))
+
+
+def refusing_floor(dep: Deployment, version: str | None = None) -> str:
+    """What of ``dep`` a vLLM floor at ``version`` refuses on its card ("engine",
+    "fp8_weights", "fp8_kv", GATED's keys), the first as ``gpu_floor_problem`` asks them, or
+    "" where none does (another engine too)."""
+    if dep.engine != "vllm":
+        return ""
+    asked = ("engine",
+             *(("fp8_weights",) if {f for _, f in dep.weights.formats}
+               & set(FP8_WEIGHT_FORMATS) else ()),
+             *(("fp8_kv",) if dep.kv.id.startswith("fp8") else ()))
+    return next((w for w in asked if _holding_floor(w, dep.accelerator, version)), "")
+
+
 def gpu_floor_problem(dep: Deployment, version: str | None = None,
-                      engine_lever: str | None = None) -> str:
+                      engine_lever: str | None = None, format_lever: str | None = None) -> str:
     """Why vLLM at ``version`` does not start ``dep`` on its card, or "": the release's
     wheels carry no kernels for it (``engine``, its way out ``engine_lever``: floor_problem's
     ``lever``), its fp8 weights (``fp8_weights``) or its fp8 KV cache (``fp8_kv``) are below
-    the release's floor there (engines.json vllm.gpu_floors)."""
-    if dep.engine != "vllm":
+    the release's floor there (engines.json vllm.gpu_floors; their way out ``format_lever``:
+    None GATED's flag, "" a release alone, as plan, which takes no --weights, says it)."""
+    what = refusing_floor(dep, version)
+    if not what:
         return ""
-    acc = dep.accelerator
-    problem = floor_problem("engine", acc, version, engine_lever)
-    if not problem and {f for _, f in dep.weights.formats} & set(FP8_WEIGHT_FORMATS):
-        problem = floor_problem("fp8_weights", acc, version)
-    if not problem and dep.kv.id.startswith("fp8"):
-        problem = floor_problem("fp8_kv", acc, version)
-    return problem
+    return floor_problem(what, dep.accelerator, version,
+                         engine_lever if what == "engine" else format_lever)

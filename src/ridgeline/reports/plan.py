@@ -13,7 +13,7 @@ from ridgeline.candidate import Candidate, weights_format
 from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
 from ridgeline.datafiles import engine_defaults
-from ridgeline.engine_versions import sized_version
+from ridgeline.engine_versions import engine_name, sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
@@ -257,6 +257,8 @@ class PlanReport:
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
             "notes": list(r.notes),
+            # the cards asked for, or their formats, the release refuses: left out unsearched
+            "left_out": [{"gpu": x.gpu, "what": x.what, "why": x.why} for x in r.left_out],
         }
 
     def _slo_dict(self) -> dict[str, Any]:
@@ -356,26 +358,31 @@ class PlanReport:
     def text_lines(self) -> list[str]:
         r = self.result
         slo = r.slo
+        sized = sized_version(r.engine, r.engine_version)  # the newest modelled, unnamed
         head = (f"{self.model.name} at {fmt_req_rate(r.load.rate_req_s)} req/s (input "
                 f"{r.load.input_len}, output {r.load.output_len}); SLO {pct(slo.percentile)} "
                 f"TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms"
                 + ("" if slo.itl_s is None else f", ITL ≤ {slo.itl_s * 1e3:g} ms")
                 + f"; {r.searched} configurations searched, "
-                f"pools sized as {r.engine}"
-                + (f" {r.engine_version}" if r.engine_version else "") + " sizes them" + (
+                f"pools sized as {engine_name(r.engine)}"
+                + (f" {sized}" if sized else "") + " sizes them" + (
                     f", steps timed by the profile in {self.profile_file}"
                     if self.profile_file else ""))
+        # the cards asked for (or their formats) the release refuses, each its own line
+        left = [f"left out: {x.gpu} ({x.what}): {x.why}" for x in r.left_out]
         win = r.winner
         if win is None:
             splits = self.lists.held_splits()
-            lines = [head, "", "NO PRICED DEPLOYMENT within the limits meets this SLO."
+            lines = [head, *left, "", "NO PRICED DEPLOYMENT within the limits meets this SLO."
                      if r.unpriced else "NO SINGLE-POOL DEPLOYMENT within the limits meets "
                      "this SLO; split prefill and decode pools do:" if splits
                      else "NO DEPLOYMENT within the limits meets this SLO."]
             if r.unpriced:  # the single pools first, and the splits said to be splits
+                release = self.launch.release_note()
                 lines.append("feasible but unpriced (pass --price GPU=USD): "
-                             + ", ".join(self.lists.label(c) for c in r.unpriced))
+                             + ", ".join(self.lists.label(c) for c in r.unpriced)
+                             + (f" (each launch line {release})" if release else ""))
                 for c in r.unpriced:
                     lines += self._unpriced_lines(c)
                 lines += self.lists.caution_lines(r.unpriced)
@@ -398,7 +405,7 @@ class PlanReport:
             return lines
         priced, priced_tok_s = self._priced()
         per_m = win.cost_per_million_tokens(priced_tok_s)
-        lines = [head, "",
+        lines = [head, *left, "",
                  f"{'cheapest, unverified' if r.winner_unverified else 'winner'}: "
                  f"{self.lists.label(win)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
                  f"${win.cost_per_hour:,.2f}/h, "
@@ -447,7 +454,8 @@ class PlanReport:
         commands = self.launch.commands()
         nodes = self.launch.node_commands().get(r.engine, [])
         shrunk = self.shrunk_note(win)
-        spans = "; ".join(filter(None, [multi_node_note(r.engine, win, r.engine_version),
+        spans = "; ".join(filter(None, [self.launch.release_note(),
+                                        multi_node_note(r.engine, win, r.engine_version),
                                         self.launch.command_note()]))
         launch = [f"  node {i}: {c}" for i, c in enumerate(nodes)] if nodes \
             else [f"  {c}" for c in commands.values()]

@@ -13,7 +13,7 @@ from typing import Any
 
 from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
-from ridgeline.engine_versions import split_launch_problem
+from ridgeline.engine_versions import engine_name, sized_version, split_launch_problem
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.reports.launch_commands import command_line, node_commands
@@ -138,6 +138,21 @@ class PlanCommands:
         """Why the winner (or ``c``) gets no launch command: "no trtllm-serve command: ..."."""
         launch = engine_defaults(self.result.engine).get("cli", {}).get("launch", "launch")
         return f"no {launch} command: {self.trtllm_launch(c).note}"
+
+    def release_note(self) -> str:
+        """The release the launch lines were sized for, as the text says it beside them:
+        'sized for vLLM 0.32, the newest release whose memory rules were read:
+        --engine-version sizes another' (its gpu_memory_utilization default and pool are that
+        release's; SGLang's 0.5.9), or 'sized for vLLM 0.19, as --engine-version named it'; ""
+        for TensorRT-LLM, whose defaults here span releases (engine_versions.sized_version)."""
+        r = self.result
+        sized = sized_version(r.engine, r.engine_version)
+        if sized is None:
+            return ""
+        return f"sized for {engine_name(r.engine)} {sized}, " + (
+            "as --engine-version named it" if r.engine_version else
+            "the newest release whose memory rules were read: --engine-version sizes "
+            "another")
 
     def command_note(self) -> str:
         """What the winner's command needs beside it (trtllm-serve's FP8 checkpoint), or ""."""
