@@ -159,13 +159,20 @@ def render(mods: dict[str, Path]) -> str:
 
 
 def main() -> int:
+    import argparse  # --help printed nothing and rewrote the file: every word is read now
+
+    parser = argparse.ArgumentParser(description="The module map in docs/architecture.md, "
+                                     "from the code: rewrite it, or check it is current.")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 where the file is stale, rewriting nothing")
+    check = parser.parse_args().check
     mods = modules()
     loose = [n for n in mods if layer_of(n) is None]
     if loose:
         print(f"no layer names {', '.join(loose)}: add it to LAYERS", file=sys.stderr)
         return 1
     text = render(mods)
-    if "--check" in sys.argv[1:]:
+    if check:
         if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
             print(f"{OUT.relative_to(ROOT)} is stale: run python scripts/module_map.py",
                   file=sys.stderr)

@@ -35,6 +35,20 @@ def test_an_unfused_kernel_writes_s_squared_even_on_window_layers() -> None:
     assert window < full / 50
 
 
+def test_llama_4s_chunked_layers_are_said_to_attend_within_a_chunk() -> None:
+    """Llama 4's 36 chunked layers were said to "attend within a window"; a query there sees
+    its own chunk, and a layer whose chunk is the whole prompt is not counted."""
+    scout = resolve_model("llama-4-scout")
+    chunked = sum(1 for layer in scout.layers if layer.mixer == "chunked")
+    long = attention_memory(scout, 65_536)
+    assert long.windowed_layers == long.chunked_layers == chunked
+    assert f"{chunked} of the layers attend within a chunk" in "\n".join(long.text_lines())
+    short = attention_memory(scout, 4_096)  # under the 8,192-token chunk
+    assert short.windowed_layers == short.chunked_layers == 0
+    assert "attend within" not in "\n".join(short.text_lines())
+    assert attention_memory(resolve_model("gpt-oss-120b"), 65_536).chunked_layers == 0
+
+
 def test_mla_prefill_reads_q_and_k_at_192_dims_and_v_and_o_at_128() -> None:
     deepseek = attention_memory(resolve_model("deepseek-v3"), 32_768)
     # Q, O of 128 heads and K, V of 128 heads, each pair at 192 + 128 dims, 61 layers

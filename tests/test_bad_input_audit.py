@@ -76,6 +76,21 @@ def test_a_vendor_or_form_outside_the_schema_is_refused_with_its_words(
     assert code == 0, err  # not said: taken at its word, as a record without the field
 
 
+def test_a_config_json_or_a_record_without_peaks_given_as_a_card_says_which(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--gpu-file config.json said "the record lacks 'peak_flops'", a field `hardware --json`
+    spells peak_flops_per_s, and not that the file was a model's config."""
+    config = tmp_path / "config.json"
+    config.write_text((ROOT / "src/ridgeline/data/models/meta-llama--Llama-3.1-8B.json").read_text("utf-8"))
+    said = refused(capsys, "roofline", "--gpu-file", str(config))
+    assert "is a model's config.json, not an accelerator record" in said
+    record = json.loads(Path(card_file(tmp_path)).read_text("utf-8"))
+    del record["peak_flops"]
+    (tmp_path / "card.json").write_text(json.dumps(record), "utf-8")
+    said = refused(capsys, "hardware", "--gpu-file", str(tmp_path / "card.json"))
+    assert "lacks 'peak_flops' (or 'peak_flops_per_s'" in said
+
+
 def test_a_profiles_fitted_ids_not_a_list_of_strings_is_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """fitted_ids 5 said "not an engine profile ('int' object is not iterable)"."""
@@ -111,6 +126,31 @@ def test_a_long_option_is_spelled_whole(capsys: pytest.CaptureFixture[str]) -> N
     assert "unrecognized arguments: --bat 8" in said
     code, _, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8")
     assert code == 0, err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (("roofline", "--gpu", "h100", "--batc", "32"),
+     "unrecognized arguments: --batc 32; did you mean --batch?"),
+    (("fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-length", "4k"),
+     "did you mean --max-model-len?"),
+    (("evalstats", "--pct_a", "39", "--pct-b", "47", "--n", "164"), "did you mean --pct-a?"),
+    (("kv", "llama-3.1-8b", "--contxt", "4k"),
+     "arguments are required: --context; --contxt: did you mean --context?"),
+    (("attention", "--modle", "llama-3.1-8b", "--context", "4k"),
+     "arguments are required: --model; --modle: did you mean --model?"),
+    (("rooflne", "--gpu", "h100"), "invalid choice: 'rooflne'"),
+])
+def test_a_flag_or_command_one_slip_off_is_given_the_nearest_spelling(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str) -> None:
+    """--batc, kv --contxt and rooflne were refused bare, while an unknown model or card is
+    told its nearest name; a word like nothing the command takes is still refused alone."""
+    err = refused(capsys, *argv)
+    assert said in err
+    if argv[0] == "rooflne":
+        assert err.endswith("; did you mean roofline? (see `ridgeline --help`)\n"), err
+    assert "did you mean" not in refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100",
+                                         "--foo", "3")
+    assert "did you mean" not in refused(capsys, "xyz")
 
 
 LLAMA_FIT = ("fit", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "--weights",

@@ -119,6 +119,9 @@ def test_a_vision_tower_in_a_layout_not_read_is_still_left_uncounted() -> None:
      "a tokenizer (tokenizer.json)"),
     ({"bos_token_id": 128000, "do_sample": True, "temperature": 0.6},
      "the sampling defaults (generation_config.json)"),
+    ({"id": "my-h100", "memory_bandwidth_bytes_per_s": 3.35e12,  # hardware h100 --json's keys
+      "peak_flops_per_s": {"bf16": 9.894e14}},
+     "an accelerator record (--gpu-file takes it)"),
 ])
 def test_another_checkpoint_file_given_as_config_json_is_named(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, content: dict[str, Any],

@@ -530,3 +530,16 @@ def test_scores_print_back_with_the_digits_typed_and_items_pluralised(
     assert code == 0 and "A: 100% of 1 = 1 item\n" in out and "B: 0% of 1 = 0 items" in out
     code, _, err = _cli(capsys, "--pct-a", "33.3", "--pct-b", "40", "--n", "3")
     assert code == 2 and "both 1 item:" in err and "1 items" not in err
+
+
+def test_a_p_value_past_a_floats_reach_is_below_1e_300_never_0(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A trillion items a model: the z-test printed "p = 0" where McNemar's prints
+    "p < 1e-300"; a p-value is never 0, only smaller than a float holds."""
+    argv = ("--pct-a", "39", "--pct-b", "47", "--n", "1t")
+    assert two_proportion_z_test(390_000_000_000, 10**12, 470_000_000_000, 10**12).p_value == 0.0
+    code, out, _ = _cli(capsys, *argv)
+    assert code == 0 and "p < 1e-300 (significant)" in out and "p = 0 " not in out
+    code, out, _ = _cli(capsys, *argv, "--explain")
+    assert code == 0 and "two-sided p = erfc(|z| / √2) < 1e-300" in out

@@ -130,3 +130,21 @@ def test_a_record_copied_from_hardware_json_reads_as_the_catalogs(
     card.write_text(json.dumps({**record, "peak_flops": record["peak_flops_per_s"]}))
     code, _, err = run_cli(capsys, "hardware", "--gpu-file", str(card))
     assert code == 2 and "both 'peak_flops' and 'peak_flops_per_s'" in err
+
+
+@pytest.mark.parametrize("gpu", ["rtx-4090", "l40s", "apple-m2-max-38c"])
+def test_hardware_shows_the_total_every_fit_counts_where_no_log_pins_it(
+        capsys: pytest.CaptureFixture[str], gpu: str) -> None:
+    """kv's budget read "25.4 GB as the runtime reports it" of an RTX 4090 whose record
+    showed only its 24 GiB; hardware now gives that figure, in text and --json, and says
+    where it comes from. A card whose runtime total is logged (H100) keeps that line."""
+    record = run_json(capsys, "hardware", gpu)
+    counted = record["device_memory_bytes"]
+    assert record["runtime_total_bytes"] is None and counted < record["memory_bytes"]
+    budget = run_json(capsys, "kv", "llama-3.2-1b", "--context", "1k", "--gpu", gpu)["budget"]
+    assert f"({counted / 1e9:.1f} GB as the runtime reports it)" in budget
+    code, out, err = run_cli(capsys, "hardware", gpu)
+    assert code == 0 and f"usable       {counted / 2**30:.2f} GiB, what fit" in out, err
+    h100 = run_json(capsys, "hardware", "h100")
+    assert h100["device_memory_bytes"] == h100["runtime_total_bytes"]
+    assert "  usable  " not in run_cli(capsys, "hardware", "h100")[1]

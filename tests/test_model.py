@@ -113,6 +113,28 @@ def test_llama_4_uses_chunked_attention_on_three_of_four_layers() -> None:
     assert {layer.window_tokens for layer in spec.layers if layer.mixer == "chunked"} == {8192}
 
 
+def test_llama_4s_chunk_is_reported_as_a_chunk_not_a_sliding_window() -> None:
+    """model llama-4-scout said "36 chunked attention (window 8192)" and --json put 8192 under
+    sliding_window_tokens: a chunked layer's query sees its own chunk, not the 8,192 keys
+    before it."""
+    from ridgeline.reports.model import model_report
+
+    for name in ("llama-4-scout", "gemma-3-27b"):
+        spec = resolve_model(name)
+        report = model_report(spec)
+        data = report.to_dict()
+        chunks = {layer.window_tokens for layer in spec.layers if layer.mixer == "chunked"}
+        slides = {layer.window_tokens for layer in spec.layers if layer.mixer == "sliding"}
+        assert data["attention_chunk_tokens"] == sorted(chunks)
+        assert data["sliding_window_tokens"] == sorted(slides)
+        text = "\n".join(report.text_lines())
+        for tokens in chunks:
+            assert f"chunked attention (chunk {tokens})" in text
+        for tokens in slides:
+            assert f"sliding-window (window {tokens})" in text
+    assert model_report(resolve_model("llama-4-scout")).to_dict()["sliding_window_tokens"] == []
+
+
 def test_llama_4_maverick_interleaves_moe_and_dense_layers() -> None:
     ffn = Counter(layer.ffn for layer in resolve_model("llama-4-maverick").layers)
     assert ffn == Counter(moe=24, dense=24)

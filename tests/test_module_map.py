@@ -7,6 +7,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -49,3 +51,18 @@ def test_an_import_against_the_flow_is_listed(tmp_path: Path) -> None:
                       "def f():\n    from ridgeline.sim import scheduler\n"
                       "    from ridgeline.cost import step_cost\n")
     assert script.imports(source, "x") == {"sim.scheduler", "cost"}
+
+
+def test_help_prints_usage_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`module_map.py --help` (and any mistyped flag) rewrote docs/architecture.md."""
+    script = _script()
+    out = tmp_path / "architecture.md"
+    monkeypatch.setattr(script, "OUT", out)
+    for argv, code in ((["--help"], 0), (["--chek"], 2)):
+        monkeypatch.setattr("sys.argv", ["module_map.py", *argv])
+        with pytest.raises(SystemExit) as stop:
+            script.main()
+        assert stop.value.code == code and not out.exists()
+    assert "--check" in capsys.readouterr().out

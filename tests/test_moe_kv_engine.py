@@ -153,6 +153,20 @@ def test_an_engine_that_cannot_serve_is_refused_in_one_line(
     assert words in refused(capsys, *argv)
 
 
+@pytest.mark.parametrize("flag", [("--weights", "fp8"), ("-q", "fp8")])
+def test_kv_refuses_a_weight_format_with_no_card_to_put_the_weights_on(
+        capsys: pytest.CaptureFixture[str], flag: tuple[str, str]) -> None:
+    """kv --memory-gib 80 --weights fp8 (or no budget at all) printed the bf16 run's answer:
+    the budget is the cache's alone, so the format changed nothing and said nothing. On a
+    card it sizes the weights beside the cache, and the room they leave moves with it."""
+    base = ("kv", "llama-3.1-70b", "--context", "8k")
+    assert "--memory-gib is the cache's budget alone: give --gpu" in refused(
+        capsys, *base, "--memory-gib", "80", *flag)
+    assert "no card is named: give --gpu" in refused(capsys, *base, *flag)
+    card = (*base, "--gpu", "h100", "--num-gpus", "2")
+    assert run_json(capsys, *card, *flag)["budget_bytes"] > run_json(capsys, *card)["budget_bytes"]
+
+
 def test_kv_under_llamacpp_caches_mistral_windows_as_full_attention_in_f16(
         capsys: pytest.CaptureFixture[str]) -> None:
     """llama.cpp keeps no window for Mistral-7B-v0.1 (its GGUF loads as "llama"), so every

@@ -128,6 +128,7 @@ class AttentionMemoryReport:
     steps: tuple[Step, ...]
     caution: str = ""  # a prompt past the context the engines serve the model at
     windowed_layers: int = 0  # sliding/chunked layers whose window is shorter than the prompt
+    chunked_layers: int = 0  # of them, Llama 4's chunked layers: a query sees its own chunk
     # DeepSeek Sparse Attention: the keys a query attends to (index_topk), and the indexer's
     # fp32 logits of every layer, S × S each (vLLM's prefill writes them whole for its top-k)
     index_topk: int | None = None
@@ -156,8 +157,9 @@ class AttentionMemoryReport:
             f"{QUERY_TILE_ROWS}-row query tile, up to the causal diagonal (a kernel that "
             "shares them across a KV head's group reads ÷ the group)",
             f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
-            *([f"  {self.windowed_layers} of the layers attend within a window: an unfused kernel "
-               "still writes S×S and masks it; a tiled one skips the tiles outside the window"]
+            *([f"  {self.windowed_layers} of the layers attend within a {self._span()}: an "
+               "unfused kernel still writes S×S and masks it; a tiled one skips the tiles "
+               f"outside the {self._span()}"]
               if self.windowed_layers else []),
             *([f"  indexer logits       {fmt_decimal_bytes(self.indexer_logit_bytes)} (DeepSeek "
                "Sparse Attention's indexer scores every causal pair: S × S fp32 logits a "
@@ -168,6 +170,14 @@ class AttentionMemoryReport:
         ]
 
 
+    def _span(self) -> str:
+        """What the windowed layers attend within: a sliding window, their own chunk, or
+        (both kinds at once) either."""
+        if not self.chunked_layers:
+            return "window"
+        return "chunk" if self.chunked_layers == self.windowed_layers else "window or chunk"
+
+
 def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2.0) -> AttentionMemoryReport:
     require_positive(context, "context length")
     att = spec.attention
@@ -175,6 +185,8 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
         raise InputError(f"{spec.name} has no attention layers (it is a pure SSM model)")
     layers = [layer for layer in spec.layers if layer.mixer in ATTENTION_MIXERS]
     windowed = sum(1 for layer in layers if cached_tokens(layer, context) < context)
+    chunked_windows = sum(1 for layer in layers
+                          if layer.mixer == CHUNKED and cached_tokens(layer, context) < context)
     topk = sparse_topk(spec)  # a sparse model's queries score the keys its indexer picks
     picked = context if topk is None else min(context, topk)
     per_head = score_matrix_bytes(context, picked, bytes_per_element)
@@ -252,4 +264,6 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
     )
     return AttentionMemoryReport(spec.name, context, bytes_per_element, per_head, scores, naive,
                                  tiled, worst, len(layers), h, h_kv, steps,
-                                 served_context_caution(spec, context), windowed, topk, logits)
+                                 served_context_caution(spec, context), windowed,
+                                 index_topk=topk, indexer_logit_bytes=logits,
+                                 chunked_layers=chunked_windows)

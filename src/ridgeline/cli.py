@@ -28,6 +28,7 @@ from ridgeline.cli_output_files import refuse_bad_outputs
 from ridgeline.cli_spellings import (
     NUM_GPUS_FLAGS,
     model_as_flag_hint,
+    nearest_spelling,
     refuse_two_gpu_counts,
     refuse_two_spellings,
     taken_as_hint,
@@ -74,12 +75,15 @@ def _model(p: argparse.ArgumentParser, optional: bool = False) -> None:
                    help="download MODEL's config.json from the Hugging Face Hub")
 
 
-def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = False) -> None:
+def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = False,
+         unnamed: str = "optional") -> None:
+    """The accelerator flags; ``unnamed`` says what a command not required to name one
+    does without it (moe: the article's H100)."""
     g = p.add_argument_group("accelerator")
     g.add_argument("--gpu", required=False, metavar="NAME",
                    type=_not_empty("accelerator name") if several else _one_accelerator(),
                    help="catalog id or name (h100, 'NVIDIA H100 80GB HBM3')" +
-                   ("" if required else "; optional") +
+                   ("" if required else f"; {unnamed}") +
                    ("; several, comma-separated, side by side" if several else ""))
     g.add_argument("--gpu-file", metavar="FILE", type=_not_empty("accelerator file path"),
                    help="an accelerator record in JSON")
@@ -369,8 +373,27 @@ class _Parser(argparse.ArgumentParser):
             bare = [w for i, w in enumerate(typed)
                     if not w.startswith("-") and (i == 0 or not typed[i - 1].startswith("-"))]
             message += taken_as_hint(command, typed) or (
-                model_as_flag_hint(command, bare) if "--model" in message else "")
+                model_as_flag_hint(command, bare) if "--model" in message else "") or (
+                self._slip_hint(typed))
+        elif message.startswith("argument COMMAND: invalid choice"):
+            commands = next(a for a in self._actions  # rooflne: roofline
+                            if isinstance(a, argparse._SubParsersAction))
+            near = nearest_spelling(next((w for w in typed if not w.startswith("-")), ""),
+                                    list(commands.choices))
+            message += f"; did you mean {near}?" if near else ""
         self.exit(2, f"ridgeline: error: {shorten_runs(message)} (see `{self.prog} --help`)\n")
+
+    def _slip_hint(self, typed: Sequence[str]) -> str:
+        """"; --contxt: did you mean --context?" for the first flag typed that this command
+        does not take, where it is a slip from one it does (kv --contxt 4k was told only
+        that --context is required)."""
+        flags = self._option_string_actions
+        for word in typed:
+            flag = word.partition("=")[0]
+            if flag.startswith("--") and flag not in flags:
+                near = nearest_spelling(flag, list(flags))
+                return f"; {flag}: did you mean {near}?" if near else ""
+        return ""
 
 
 def one_spelling(message: str, typed: Sequence[str]) -> str:

@@ -230,9 +230,11 @@ def _unpaired_test_lines(test: Any, results: list[tuple[str, Any]]) -> list[str]
     """The z-test's line; where a cell of the table expects under 5 items (Cochran's rule),
     its verdict is left to Fisher's exact test, on a line of its own (0/2 vs 2/2: z = 2.00,
     p = 0.046 by the normal curve, 1/3 exactly)."""
+    from ridgeline import evalstats as ev
     from ridgeline import evalstats_exact as ex
 
-    line = f"unpaired two-proportion test: z = {test.z:.2f}, p = {test.p_value:.4g}"
+    # p past a float's reach reads "< 1e-300", as McNemar's does, never "p = 0"
+    line = f"unpaired two-proportion test: z = {test.z:.2f}, p {ev.format_p(test.p_value)}"
     na, nb = test.num_items_a, test.num_items_b
     if ex.normal_approximation_holds(na, nb, test.pooled_proportion):
         return [line + (" (significant)" if test.significant else " (not significant)")]
@@ -241,7 +243,7 @@ def _unpaired_test_lines(test: Any, results: list[tuple[str, Any]]) -> list[str]
     fewest = ex.smallest_expected_count(na, nb, test.pooled_proportion)
     return [f"{line} (normal approximation: a cell expects {fewest:.3g} "
             f"{plural(fewest, 'item')}, under {ex.MIN_EXPECTED_COUNT:g})",
-            f"Fisher's exact test, two-sided: p = {fisher.p_value:.4g}"
+            f"Fisher's exact test, two-sided: p {ev.format_p(fisher.p_value)}"
             + (" (significant)" if fisher.significant else " (not significant)")]
 
 

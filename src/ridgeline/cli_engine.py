@@ -13,7 +13,7 @@ from ridgeline.units import COUNT_EXAMPLES
 # what --engine lists, after its default (the engines' names engine_id reads)
 ENGINE_NAMES = "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …"
 ENGINE_DEFAULT = ("default vllm; llama.cpp-metal on Apple silicon, llama.cpp-rocm on the AMD "
-                  "GPUs vLLM leaves out, llama.cpp-cuda on the NVIDIA GPUs its release does "
+                  "GPUs vLLM leaves out, llama.cpp-cuda on the NVIDIA GPUs its release drops "
                   "(V100 from 0.20)")
 
 

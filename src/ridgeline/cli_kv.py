@@ -73,6 +73,14 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                          "keeps the cache as that engine does on a card (its cache dtype, "
                          "windows and states, the weights beside them): give --gpu"
                          + (" instead of --memory-gib" if args.memory_gib is not None else ""))
+    weights_flag = next((f"{flag} {value}" for flag, value in (
+        ("--weights", args.weights), ("--quantization", getattr(args, "quantization", None)))
+        if value is not None), None)
+    if weights_flag and not given:  # the cache alone: a format there would change nothing
+        raise InputError(f"{weights_flag} sizes the weights beside the cache on a card, and "
+                         + ("--memory-gib is the cache's budget alone"
+                            if args.memory_gib is not None else "no card is named")
+                         + ": give --gpu, or drop it")
     if args.memory_gib is not None:
         budget, label = args.memory_gib * GIB, f"{args.memory_gib:g} GiB given, for the cache alone"
     else:
@@ -126,7 +134,8 @@ def register(sub: Any) -> None:
                    help="tokens each conversation holds (128k, 4096, …)")
     p.add_argument("--memory-gib", type=_positive_float("memory GiB", *MEMORY_GIB_RANGE),
                    help="a KV budget in GiB (instead of --gpu)")
-    _gpu(p, required=False)
+    _gpu(p, required=False,
+         unnamed="optional: without it or --memory-gib, the cache alone, no budget")
     data_parallel_flags(p, expert_parallel=False)  # SGLang's read with --engine sglang
     _formats(p)
     engine_flag(p, "with --gpu: the engine that keeps the cache and the weights beside it, as "

@@ -207,7 +207,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("moe", help="routed fraction, experts touched, bytes a step reads")
     _model(p)
-    _gpu(p, required=False)
+    _gpu(p, required=False, unnamed="default h100-sxm, the article's card")
     _formats(p)
     engine_flag(p, "the engine whose reading of the checkpoint routes, as fit reads it "
                 "(llama.cpp: the GGUF it runs; vLLM: its kernels' formats and rates on the "

@@ -10,12 +10,15 @@ file's value under the command line's stays overridden, as vllm serve overrides 
 
 A flag a command does not take, where it takes the figure under another name (``kv
 --max-model-len``: kv's --context) or another command takes that flag, is named so in the
-refusal (``unrecognized_hint``), rather than argparse's bare "unrecognized arguments".
+refusal (``unrecognized_hint``), rather than argparse's bare "unrecognized arguments"; a
+flag no command takes, and a command no one has, get the nearest spelling there is
+(``--batc``: --batch; ``rooflne``: roofline), as an unknown model or card does.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -241,6 +244,15 @@ def unrecognized_hint(command: str, extra: Sequence[str],
     takers = [name for name, sub in commands.items()
               if name != command and flag in sub._option_string_actions]
     if not takers:
-        return ""
+        near = nearest_spelling(flag, list(commands[command]._option_string_actions))
+        return f"; did you mean {near}?" if near else ""
     shown = ", ".join(f"`{name}`" for name in takers[:4]) + (", …" if len(takers) > 4 else "")
     return f"; {flag} is a flag of {shown}, not of `{command}`"
+
+
+def nearest_spelling(typed: str, known: Sequence[str]) -> str | None:
+    """The one of ``known`` (a command's flags, the commands) ``typed`` is a slip from, else
+    None: ``--batc`` is 0.91 alike to --batch by difflib's ratio, past the 0.8 asked;
+    ``--foo`` is like nothing decode takes."""
+    close = difflib.get_close_matches(typed, [k for k in known if k != typed], n=1, cutoff=0.8)
+    return close[0] if close else None

@@ -88,7 +88,8 @@ _OTHER_FILES = (("weight_map", "a safetensors index (model.safetensors.index.jso
                 ("peft_type", "a LoRA adapter's settings (adapter_config.json)"),
                 ("image_processor_type", "an image processor's settings "
                                          "(preprocessor_config.json)"),
-                ("do_sample", "the sampling defaults (generation_config.json)"))
+                ("do_sample", "the sampling defaults (generation_config.json)"),
+                ("memory_bandwidth_bytes_per_s", "an accelerator record (--gpu-file takes it)"))
 
 
 def _with_stored_layout(spec: ModelSpec, qc: Any) -> ModelSpec:

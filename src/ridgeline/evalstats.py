@@ -210,8 +210,9 @@ class TwoProportionZTest:
             f"  = √({pp:.4f} × {1 - pp:.4f} × {1 / na + 1 / nb:.5f})"
             f" = {self.standard_error:.4f}",
             f"z = (p_a - p_b) / se = {pa - pb:.4f} / {self.standard_error:.4f} = {self.z:.3f}",
-            f"two-sided p = erfc(|z| / √2) = {self.p_value:.3g}"
-            f" ({_against_alpha(self.significant, self.alpha)})",
+            "two-sided p = erfc(|z| / √2) "  # not "= 0" past a float's reach
+            + ("< 1e-300" if self.p_value < 1e-300 else f"= {self.p_value:.3g}")
+            + f" ({_against_alpha(self.significant, self.alpha)})",
         ]
 
 

@@ -231,7 +231,11 @@ class Accelerator:
         wire = Fields(link, f"{origin}: link")
         peaks = record.get("peak_flops")
         if peaks is None:
-            raise InputError(f"{origin}: the record lacks 'peak_flops'")
+            if "num_hidden_layers" in record or "hidden_size" in record:  # --gpu-file config.json
+                raise InputError(f"{origin} is a model's config.json, not an accelerator record "
+                                 "(`ridgeline hardware h100 --json` is one)")
+            raise InputError(f"{origin}: the record lacks 'peak_flops' (or 'peak_flops_per_s', "
+                             "as `ridgeline hardware NAME --json` writes it)")
         if not isinstance(peaks, Mapping):
             raise f.refuse("peak_flops", "an object of compute dtypes to FLOP/s", peaks)
         ident = f.text("id")

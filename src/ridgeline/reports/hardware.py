@@ -6,7 +6,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.explain import Step
-from ridgeline.hardware import JSON_SPELLINGS, Accelerator, catalog
+from ridgeline.hardware import (
+    JSON_SPELLINGS,
+    VISIBLE_MEMORY_FRACTION,
+    Accelerator,
+    catalog,
+    device_memory_bytes,
+)
 from ridgeline.render import table
 from ridgeline.roofline import ridge_point, ridge_step
 from ridgeline.units import GIB, fmt_usd_per_hour
@@ -24,6 +30,7 @@ def _record(acc: Accelerator) -> dict[str, Any]:
         "form": acc.form, "memory_bytes": acc.memory_bytes, "memory_size": acc.memory_size,
         "memory_unit": acc.memory_unit, "ecc_visible_bytes": acc.ecc_visible_bytes,
         "runtime_total_bytes": acc.runtime_total_bytes,
+        "device_memory_bytes": device_memory_bytes(acc),  # what every fit starts from
         "memory_bandwidth_bytes_per_s": acc.memory_bandwidth_bytes_per_s,
         "peak_flops_per_s": dict(acc.peak_flops),
         "ridge_flop_per_byte": {d: ridge_point(v, acc.memory_bandwidth_bytes_per_s)
@@ -80,6 +87,7 @@ class HardwareRecord:
                     if a.ecc_visible_bytes else "")
                  + (f"; the runtime reports {a.runtime_total_bytes / GIB:.2f} GiB"
                     if a.runtime_total_bytes else ""),
+                 *_counted_line(a),
                  f"  bandwidth    {a.bandwidth_tb_s:.4g} TB/s"]
         for dtype, flops in sorted(a.peak_flops.items(), key=lambda kv: kv[1]):
             ridge = ridge_point(flops, a.memory_bandwidth_bytes_per_s)
@@ -120,6 +128,21 @@ class HardwareRecords:
         for r in self.records:
             lines += [*([""] if lines else []), *r.text_lines()]
         return lines
+
+
+def _counted_line(a: Accelerator) -> list[str]:
+    """Where no log pins the runtime's total, the figure every fit starts from instead, and
+    why (kv's budget said "25.4 GB as the runtime reports it" of an RTX 4090, a figure its
+    record never showed): a discrete card's 98.5 % of what the driver shows, Apple's Metal
+    working set. RTX 4090: 24 GiB × 0.985 = 23.64 GiB."""
+    if a.runtime_total_bytes:
+        return []
+    why = ("Metal's recommendedMaxWorkingSetSize, the share of the RAM the GPU may wire"
+           if a.vendor == "apple" else
+           f"{VISIBLE_MEMORY_FRACTION:.1%} of the memory: the driver keeps the rest, and no "
+           "log in the record pins this card's runtime total")
+    return [f"  usable       {device_memory_bytes(a) / GIB:.2f} GiB, what fit and kv size "
+            f"from ({why})"]
 
 
 def hardware_list() -> HardwareList:

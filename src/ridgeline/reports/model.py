@@ -15,7 +15,7 @@ from ridgeline.kvcache import (
     indexer_key_bytes,
     kv_footprint,
 )
-from ridgeline.layouts import ATTENTION_MIXERS, NONE, WINDOW_MIXERS
+from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, NONE, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
 from ridgeline.params import ParamCount, count_params
 from ridgeline.precision import (
@@ -69,8 +69,14 @@ class ModelReport:
                 "v_head_dim": att.v_head_dim,
                 "mla": None if att.mla is None else vars(att.mla),
             },
+            # Llama 4's attention_chunk_size is no sliding window: a query sees its own chunk
             "sliding_window_tokens": sorted({
-                layer.window_tokens for layer in s.layers if layer.window_tokens
+                layer.window_tokens for layer in s.layers
+                if layer.window_tokens and layer.mixer != CHUNKED
+            }),
+            "attention_chunk_tokens": sorted({
+                layer.window_tokens for layer in s.layers
+                if layer.window_tokens and layer.mixer == CHUNKED
             }),
             "linear_attention": vars(s.linear_attention) if s.linear_attention else None,
             "mamba": vars(s.mamba) if s.mamba else None,
@@ -222,7 +228,8 @@ def _and(names: list[str]) -> str:
 def _kind_label(kind: str, n: int, spec: ModelSpec) -> str:
     windows = sorted({layer.window_tokens for layer in spec.layers
                       if layer.mixer == kind and layer.window_tokens})
-    suffix = f" (window {', '.join(str(w) for w in windows)})" if windows else ""
+    word = "chunk" if kind == CHUNKED else "window"  # a chunk is no sliding window
+    suffix = f" ({word} {', '.join(str(w) for w in windows)})" if windows else ""
     names = {"full": "full attention", "sliding": "sliding-window", "chunked": "chunked attention",
              "linear": "linear attention", "mamba": "Mamba", "none": "MLP-only"}
     return f"{n} {names.get(kind, kind)}{suffix}"
