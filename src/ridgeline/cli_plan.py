@@ -33,7 +33,7 @@ DATA_PARALLEL_REFUSED = ("it searches a MoE's data-parallel attention layouts it
 
 
 def cmd_plan(args: argparse.Namespace) -> Any:
-    from ridgeline.engine_platforms import engine_platform_problem
+    from ridgeline.engine_platforms import below_engine_floor, engine_platform_problem
     from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
     from ridgeline.plan import DEFAULT_GPUS, plan
     from ridgeline.replica_sizing import DEFAULT_CONTEXT
@@ -51,6 +51,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         raise InputError("an accelerator is named twice in --gpus")
     for acc in cards:  # plan sizes serving engines: none runs on Metal
         problem = engine_platform_problem(args.engine, acc)
+        if problem and len(cards) > 1 and below_engine_floor(args.engine, acc):
+            continue  # a card among others the engine's floor refuses: left out, said so
         if problem:
             raise InputError(problem.split("; try")[0] + ": plan sizes vLLM, SGLang and "
                              "TensorRT-LLM deployments")

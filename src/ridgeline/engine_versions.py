@@ -178,8 +178,8 @@ def release_before(engine: str, version: str | None, since: str | None) -> bool:
 
 
 def engine_name(engine: str) -> str:
-    """The engine as its project spells it: vLLM, SGLang."""
-    return {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    """The engine as its project spells it: vLLM, SGLang, TensorRT-LLM."""
+    return {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get(engine, engine)
 
 
 def speculative_problem(engine: str, version: str | None, draft_method: str,
