@@ -27,17 +27,22 @@ ENGINE_VENDORS = {
 # Radeon VII), MI100 (gfx908) or RDNA2.
 VLLM_NO_ROCM_FAMILIES = ("gcn5", "cdna", "rdna2")
 
-# SGLang's and TensorRT-LLM's floor, compute capability 7.5 (Turing), in every release read:
-# SGLang's model runner raises 'SGLang only supports sm75 and above.' as it loads the model
-# below it (model_executor/model_runner.py in the PyPI wheels 0.5.3 to 0.5.12,
-# model_runner_components/load_model_utils.py by 0.5.23; read 2026-12-05); TensorRT-LLM
-# 0.15's release notes: '[BREAKING CHANGE] NVIDIA Volta GPU support is removed in this and
-# future releases' (NVIDIA/TensorRT-LLM PR #2389), and ridgeline models its 1.x PyTorch
-# backend. vLLM's own floor is release by release (vllm_gpu_floors.py: Volta to 0.19).
-BELOW_TURING_FAMILIES = ("kepler", "maxwell", "pascal", "volta")
-TURING_FLOOR_WORDS = {
-    "sglang": "SGLang refuses it as it loads the model ('SGLang only supports sm75 and above.')",
-    "trtllm": "TensorRT-LLM removed Volta and older support in 0.15 (its release notes)",
+# The lowest compute capability SGLang and TensorRT-LLM start on, in every release read:
+# SGLang 7.5 (Turing): its model runner raises 'SGLang only supports sm75 and above.' as it
+# loads the model below it (model_executor/model_runner.py in the PyPI wheels 0.5.3 to
+# 0.5.12, model_runner_components/load_model_utils.py by 0.5.23; read 2026-12-05).
+# TensorRT-LLM 8.0 (Ampere): 0.15's release notes, '[BREAKING CHANGE] NVIDIA Volta GPU
+# support is removed in this and future releases' (NVIDIA/TensorRT-LLM PR #2389); 'T4 is no
+# longer a support hardware since 0.14 release' (a maintainer, NVIDIA/TensorRT-LLM issue
+# #2620; its wheels carry no sm_75 build, issue #278), and ridgeline models its 1.x PyTorch
+# backend. vLLM's own floor goes release by release (vllm_gpu_floors.py: Volta to 0.19).
+ENGINE_FLOORS = {
+    "sglang": ("7.5", ("kepler", "maxwell", "pascal", "volta"),
+               "SGLang refuses it as it loads the model ('SGLang only supports sm75 and "
+               "above.')"),
+    "trtllm": ("8.0", ("kepler", "maxwell", "pascal", "volta", "turing"),
+               "TensorRT-LLM dropped Turing in 0.14 and Volta in 0.15, its wheels carrying no "
+               "kernels for them (its release notes and issue #2620)"),
 }
 
 
@@ -48,10 +53,11 @@ def sixteen_bit(accelerator: Accelerator) -> str:
     return "bf16" if "bf16" in accelerator.peak_flops or not accelerator.peak_flops else "fp16"
 
 def below_engine_floor(engine: str, accelerator: Accelerator) -> bool:
-    """Whether ``engine`` (SGLang, TensorRT-LLM) refuses this NVIDIA card below compute
-    capability 7.5 in every release (BELOW_TURING_FAMILIES: a V100)."""
-    return engine in TURING_FLOOR_WORDS and accelerator.vendor == "nvidia" \
-        and accelerator.family in BELOW_TURING_FAMILIES
+    """Whether ``engine`` refuses this NVIDIA card in every release, its family below the
+    engine's floor (ENGINE_FLOORS: SGLang a V100, TensorRT-LLM a V100 or T4)."""
+    floor = ENGINE_FLOORS.get(engine)
+    return floor is not None and accelerator.vendor == "nvidia" \
+        and accelerator.family in floor[1]
 
 
 def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
@@ -66,11 +72,12 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
                 "supports MI200/MI300/MI350 (gfx90a, gfx942, gfx950), RDNA3/3.5 (gfx1100/1101, "
                 "gfx1150/1151) and RDNA4 (gfx1200/1201); try --engine llama.cpp")
     if below_engine_floor(engine, accelerator):
-        vllm = (", or --engine vllm --engine-version 0.19 (vLLM's last release with Volta "
-                "kernels)" if accelerator.family == "volta" else "")
+        need, _, why = ENGINE_FLOORS[engine]
+        others = {"turing": ", or --engine vllm", "volta": ", or --engine vllm --engine-version "
+                  "0.19 (vLLM's last release with Volta kernels)"}
         return (f"{engine} does not run on {accelerator.id} ({accelerator.family}, below compute "
-                f"capability 7.5): {TURING_FLOOR_WORDS[engine]}; try --engine llama.cpp-cuda"
-                f"{vllm}")
+                f"capability {need}): {why}; try --engine llama.cpp-cuda"
+                f"{others.get(accelerator.family, '')}")
     if engine == "sglang" and accelerator.runtime_devices > 1:
         return (f"sglang on {accelerator.id} is not modelled: ROCm lists its "
                 f"{accelerator.runtime_devices} GCDs as devices, so each --tp-size rank is one "
