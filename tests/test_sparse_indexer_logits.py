@@ -7,7 +7,9 @@ the fused-MoE workspace and the step's hidden states are held (vllm_memory.index
 
 Before, neither was counted: DeepSeek-V3.2's decode attention at 65,536 tokens read 104.0
 FLOP/byte (now 99.3), its batch-32 decode floor took 16.19 ms (now 16.40), and fit's pool on
-8 × H200 at max_model_len 163,840 held 606,272 tokens (44.23 GiB a GPU; now 588,032, 42.90)."""
+8 × H200 at max_model_len 163,840 held 606,272 tokens (44.23 GiB a GPU; then 588,032, 42.90;
+with the indexer's own queries in the pass and its decode logits in the graph pool,
+tests/test_indexer_decode_logits.py, 582,848, 42.52)."""
 
 from __future__ import annotations
 
@@ -28,12 +30,18 @@ from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.model import ModelSpec
 from ridgeline.step_work import step_work
 from ridgeline.units import GIB, MIB
-from ridgeline.vllm_memory import indexer_logits_bytes, indexer_pass_bytes, moe_workspace_bytes
+from ridgeline.vllm_memory import (
+    indexer_logits_bytes,
+    indexer_pass_bytes,
+    indexer_query_bytes,
+    moe_workspace_bytes,
+)
 from tests.conftest import run_cli
 from tests.test_ds_mla_cache import cli_json, v32_config, write
 from tests.test_sparse_attention_commands import INDEXER_KEY_BYTES, LAYERS, TP, V32
 
 HIDDEN = 7168
+INDEXER_HEADS, INDEXER_DIM = 64, 128  # config.json index_n_heads, index_head_dim
 LOGIT_BYTES = 2 * 4  # a float32 written by the logits kernel, read back by the top-k
 
 
@@ -82,9 +90,14 @@ def test_vllm_profiles_512_mib_of_indexer_logits_from_v0_19() -> None:
     d = on_h200s(V32)
     assert indexer_logits_bytes(d, "0.19.0") == indexer_logits_bytes(d, "0.32") == 512 * MIB
     assert indexer_logits_bytes(d, "0.18.1") == 0  # no dummy before VLLM_SPARSE_INDEXER_...
-    # beside the step's three hidden-size tensors: 8,192 × 3 × 7,168 × 2 B + 512 MiB
-    assert indexer_pass_bytes(d, 8192, "0.32") == 8192 * 3 * HIDDEN * 2 + 512 * MIB
-    assert indexer_pass_bytes(d, 8192, "0.32") / GIB == pytest.approx(0.83, abs=0.005)
+    # beside the step's three hidden-size tensors and the indexer's fp8 queries with their
+    # float32 head weights, the dummy's arguments: 8,192 × 3 × 7,168 × 2 B + 8,192 × 64 ×
+    # (128 + 4) B + 512 MiB
+    queries = 8192 * INDEXER_HEADS * (INDEXER_DIM + 4)
+    assert indexer_query_bytes(d, 8192) == queries
+    assert queries / MIB == pytest.approx(66, abs=0.01)
+    assert indexer_pass_bytes(d, 8192, "0.32") == 8192 * 3 * HIDDEN * 2 + queries + 512 * MIB
+    assert indexer_pass_bytes(d, 8192, "0.32") / GIB == pytest.approx(0.89, abs=0.005)
     assert indexer_pass_bytes(d, 8192, "0.18.1") == 0
 
 
@@ -110,7 +123,10 @@ def test_fit_names_the_indexer_logits_and_explains_them(
     code, out, err = run_cli(capsys, *args, "--explain")
     assert code == 0, err
     assert "− activations (8,192-token profile + indexer logits + cold compile)" in out
-    assert "indexer pass = 0.8281 GiB" in out
+    assert f"indexer pass = {indexer_pass_bytes(on_h200s(V32), 8192, '0.32') / GIB:.4g} GiB" \
+        in out
+    assert "66 MiB of the indexer's fp8 queries and float32 head weights + 512 MiB" in out
     assert "max(forward, the MoE workspace + the indexer pass) + cold compile" in out
     data = cli_json(capsys, *args)
-    assert data["profile"]["indexer_bytes"] == 8192 * 3 * HIDDEN * 2 + 512 * MIB
+    assert data["profile"]["indexer_bytes"] == \
+        8192 * 3 * HIDDEN * 2 + 8192 * INDEXER_HEADS * (INDEXER_DIM + 4) + 512 * MIB

@@ -15,7 +15,12 @@ from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.stages import Stage
 from ridgeline.units import MIB
-from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
+from ridgeline.vllm_memory import (
+    VLLMAccounting,
+    indexer_decode_logits_bytes,
+    parse_version,
+    vllm_data,
+)
 
 
 def capture_query_len(spec_tokens: int = 0, version: str | None = None) -> int:
@@ -156,7 +161,7 @@ def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
                      counted: bool = False, max_capture_size: int | None = None,
                      max_num_batched_tokens: int | None = None, query_len: int = 1,
                      multiple: int = 1, asked: tuple[int, ...] | None = None,
-                     mode: str | None = None) -> float:
+                     mode: str | None = None, max_model_len: int = 0) -> float:
     """The CUDA-graph estimate v0.21+ takes from the KV budget: layers on one pipeline
     stage × captured sizes (capture_sizes, to --max-cudagraph-capture-size where given, at
     most the token budget, the default cap scaled by ``query_len``: capture_query_len, and
@@ -170,11 +175,42 @@ def cuda_graph_bytes(dep: Deployment, max_num_seqs: int, acc: VLLMAccounting,
     sizes (``asked``) and CUDA-graph ``mode`` count as capture_sizes counts them; the per-size
     figure was logged under the default FULL_AND_PIECEWISE, so PIECEWISE, FULL and
     FULL_DECODE_ONLY, which hold fewer graphs a size, are counted at most at it
-    (engines.json vllm.compilation_config.captured_graphs_source)."""
+    (engines.json vllm.compilation_config.captured_graphs_source). A DeepSeek Sparse
+    Attention model's pool also holds its largest FULL decode graph's indexer logits, sized
+    by ``max_model_len`` (indexer_graph_logits_bytes)."""
     if enforce_eager or mode == "NONE" or not (acc.graphs_in_budget or counted):
         return 0.0
     layers = dep.model.num_layers if stage is None else stage.layers
     per = float(vllm_data()["cuda_graph_mib_per_layer_per_size"]) * MIB
-    sizes = capture_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len,
-                          multiple, acc.version, asked, mode)
-    return layers * sizes * per
+    sizes = captured_sizes(max_num_seqs, max_capture_size, max_num_batched_tokens, query_len,
+                           multiple, acc.version, asked, mode)
+    logits = indexer_graph_logits_bytes(dep, max_num_seqs, max_model_len, sizes,
+                                        max(query_len, multiple), mode)
+    return layers * len(sizes) * per + logits
+
+
+def largest_full_decode(max_num_seqs: int, sizes: list[int], decode_tokens: int = 1,
+                        mode: str | None = None) -> int:
+    """The largest of the captured ``sizes`` vLLM runs a decode step in as a FULL CUDA graph:
+    the largest no more than ``decode_tokens`` (1 + drafts) × max_num_seqs, where the decode
+    mode is FULL (the default FULL_AND_PIECEWISE, FULL_DECODE_ONLY, FULL; engines.json
+    vllm.sparse_indexer_decode_logits.full_decode_modes); 0 under PIECEWISE or NONE. 1,024
+    seats at the default cap of 512: 512; 8 seats (cap 16): 8."""
+    rule = vllm_data()["sparse_indexer_decode_logits"]
+    if mode is not None and mode not in rule["full_decode_modes"]:
+        return 0
+    return max((size for size in sizes if size <= decode_tokens * max_num_seqs), default=0)
+
+
+def indexer_graph_logits_bytes(dep: Deployment, max_num_seqs: int, max_model_len: int,
+                               sizes: list[int], decode_tokens: int = 1,
+                               mode: str | None = None) -> float:
+    """The indexer logits a DeepSeek Sparse Attention model's CUDA-graph pool holds: its
+    largest FULL decode graph (largest_full_decode) allocates one layer's decode logits,
+    that many rows of max_model_len float32s, inside the pool at capture, and the smaller
+    graphs reuse them; vLLM's graph estimate (v0.21+) measures that capture first
+    (vllm_memory.indexer_decode_logits_bytes; engines.json
+    vllm.sparse_indexer_decode_logits). DeepSeek-V3.2 at 1,024 seats and 163,840 tokens:
+    512 × 163,840 × 4 B = 320 MiB on every rank. 0 for a model without an indexer."""
+    rows = largest_full_decode(max_num_seqs, sizes, decode_tokens, mode)
+    return indexer_decode_logits_bytes(dep, rows, max_model_len)

@@ -25,11 +25,12 @@ from typing import Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
+from ridgeline.ds_mla_cache import sparse_latent
 from ridgeline.errors import InputError
 from ridgeline.layouts import DENSE, LINEAR, MAMBA, MOE
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.quantization import EXPERTS
-from ridgeline.sparse_attention import sparse_topk
+from ridgeline.sparse_attention import INDEXER_LOGIT_BYTES, sparse_topk
 from ridgeline.units import GIB, MIB
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
@@ -300,16 +301,56 @@ def indexer_logits_bytes(dep: Deployment, version: str) -> float:
     return float(rule["max_logits_mib"]) * MIB
 
 
+def indexer_query_bytes(dep: Deployment, tokens: int) -> float:
+    """The indexer's own queries a step of ``tokens`` holds while its logits are made: fp8
+    values of every indexer head and a float32 weight a head (engines.json
+    vllm.sparse_indexer_logits.profile_queries_source). DeepSeek-V3.2 at 8,192 tokens: 8,192 ×
+    64 × (128 + 4) B = 66 MiB. Every TP rank runs all the heads (the indexer is replicated).
+    0 for a model without an indexer."""
+    latent = sparse_latent(dep.model)
+    if latent is None or not latent.index_n_heads or not latent.index_head_dim:
+        return 0.0
+    scale = int(vllm_data()["sparse_indexer_logits"]["query_scale_bytes"])
+    return float(tokens * latent.index_n_heads * (latent.index_head_dim + scale))
+
+
 def indexer_pass_bytes(dep: Deployment, tokens: int, version: str) -> float:
     """The profile's peak inside a sparse layer's indexer, past any workspace held: the step's
-    three hidden-size tensors (residual, normed input, attention output) beside
-    indexer_logits_bytes. DeepSeek-V3.2 at 8,192 tokens on v0.32: 8,192 × 3 × 7,168 × 2 B +
-    512 MiB = 0.83 GiB (its indexer's own queries, 8,192 × 64 × 128 in bf16 and fp8, 0.19 GiB,
-    left out). 0 where no logits are reserved."""
+    three hidden-size tensors (residual, normed input, attention output) and the indexer's
+    own fp8 queries and weights (indexer_query_bytes) beside indexer_logits_bytes.
+    DeepSeek-V3.2 at 8,192 tokens on v0.32: 8,192 × 3 × 7,168 × 2 B + 66 MiB + 512 MiB =
+    0.89 GiB (the queries' bf16 source, 0.125 GiB, dead under torch.compile, and the MLA
+    query tensors beside them, left out). 0 where no logits are reserved."""
     logits = indexer_logits_bytes(dep, version)
     if not logits:
         return 0.0
-    return tokens * 3 * dep.model.hidden_size * ACTIVATION_BYTES + logits
+    return tokens * 3 * dep.model.hidden_size * ACTIVATION_BYTES \
+        + indexer_query_bytes(dep, tokens) + logits
+
+
+def indexer_decode_logits_bytes(dep: Deployment, decode_tokens: int, max_model_len: int
+                                ) -> float:
+    """One sparse layer's decode logits as vLLM allocates them: a float32 row of max_model_len
+    for each decode token, whatever the sequences' lengths (fp8_paged_mqa_logits; engines.json
+    vllm.sparse_indexer_decode_logits). DeepSeek-V3.2 at 1,024 seats and 163,840 tokens:
+    1,024 × 163,840 × 4 B = 0.625 GiB on every rank. 0 without an indexer."""
+    if sparse_topk(dep.model) is None:
+        return 0.0
+    return float(decode_tokens * max_model_len * INDEXER_LOGIT_BYTES)
+
+
+def indexer_decode_pass_bytes(dep: Deployment, decode_tokens: int, max_model_len: int
+                              ) -> float:
+    """A decode step's peak inside one sparse layer's indexer, past any workspace held, as
+    indexer_pass_bytes counts the profile's: three hidden-size tensors, the indexer's queries
+    and its decode logits (indexer_decode_logits_bytes). DeepSeek-V3.2 at 1,024 seats and
+    163,840 tokens: 1,024 × (3 × 7,168 × 2 + 64 × 132 + 163,840 × 4) B = 0.68 GiB. 0 without
+    an indexer."""
+    logits = indexer_decode_logits_bytes(dep, decode_tokens, max_model_len)
+    if not logits:
+        return 0.0
+    return decode_tokens * 3 * dep.model.hidden_size * ACTIVATION_BYTES \
+        + indexer_query_bytes(dep, decode_tokens) + logits
 
 
 def encoder_profile(dep: Deployment, budget_tokens: int, max_num_seqs: int = 0,

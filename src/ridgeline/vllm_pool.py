@@ -27,13 +27,21 @@ from ridgeline.served_model import windows_as_full
 from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_attention_block import attention_block_problem
-from ridgeline.vllm_graphs import capture_query_len, cuda_graph_bytes, spec_capture_multiple
+from ridgeline.vllm_graphs import (
+    capture_query_len,
+    captured_sizes,
+    cuda_graph_bytes,
+    largest_full_decode,
+    spec_capture_multiple,
+)
 from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
 from ridgeline.vllm_memory import (
     VLLMAccounting,
     activation_bytes_per_token,
     compile_transient_bytes,
     encoder_profile,
+    indexer_decode_logits_bytes,
+    indexer_decode_pass_bytes,
     indexer_pass_bytes,
     model_runner,
     moe_workspace_bytes,
@@ -268,7 +276,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                               s.kv_cache_memory_bytes is not None, s.max_cudagraph_capture_size,
                               tokens, graph_query_len(s, acc.version),
                               graph_multiple(dep, s, acc, runner), s.cudagraph_capture_sizes,
-                              s.cudagraph_mode)
+                              s.cudagraph_mode, served_length(dep, s))
     if s.warm_compile_cache and runner != "MRV2":
         raise InputError(f"--warm-compile-cache changes nothing here: vLLM {acc.version} runs "
                          f"{dep.model.name} on its {runner} runner, whose profile ridgeline "
@@ -347,6 +355,48 @@ def set_pool_margin_bytes() -> float:
     return float(engine_defaults("vllm")["set_pool"]["redundancy_mib"]) * MIB
 
 
+def served_length(dep: Deployment, s: EngineSettings) -> int:
+    """The max_model_len vLLM serves ``dep`` at: --max-model-len, else the model's own
+    positions (context_length.served_positions: 163,840 for DeepSeek-V3.2); 0 if unknown."""
+    return s.max_model_len or served_positions(dep.model, "vllm") or 0
+
+
+def full_decode_tokens(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
+    """The most decode tokens (seats × (1 + drafts)) ``pool``'s vLLM runs in a FULL CUDA graph
+    under ``s`` (vllm_graphs.largest_full_decode over the sizes it captures); 0 under
+    --enforce-eager, PIECEWISE or NONE, and where the pool is not vLLM V1's. 1,024 seats at
+    the default cap: 512."""
+    acc = pool.accounting
+    if pool.engine != "vllm" or acc is None or acc.engine == "V0" or s.enforce_eager:
+        return 0
+    query = graph_query_len(s, acc.version)
+    multiple = graph_multiple(dep, s, acc, pool.runner)
+    sizes = captured_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens,
+                           query, multiple, acc.version, s.cudagraph_capture_sizes,
+                           s.cudagraph_mode)
+    return largest_full_decode(pool.max_num_seqs, sizes, max(query, multiple), s.cudagraph_mode)
+
+
+def indexer_eager_shortfall(dep: Deployment, pool: KVPool, s: EngineSettings,
+                            decode_tokens: int) -> tuple[float, float]:
+    """(what a DeepSeek Sparse Attention decode of ``decode_tokens`` past the largest FULL
+    graph needs in one layer's indexer, the room the profile's peak left it), bytes per GPU;
+    (0, 0) where the step runs in a graph (its logits are in the graph pool, counted) or the
+    model has no indexer. Eager, its logits come from the caching allocator after the KV
+    cache is sized: the room is the activation peak less the MoE workspace, held at run time
+    too, and a cold compile, which a warm start never takes. DeepSeek-V3.2 on 8 × H200 at
+    163,840 tokens and v0.32, 1,024 seats: 1,024 × (3 × 7,168 × 2 + 64 × 132 + 163,840 × 4) B =
+    0.68 GiB in 0.89 GiB of room; drafting one token, 2,048 rows: 1.36 GiB."""
+    acc = pool.accounting
+    if pool.engine != "vllm" or acc is None or acc.engine == "V0" \
+            or not indexer_decode_logits_bytes(dep, 1, 1) \
+            or decode_tokens <= full_decode_tokens(dep, pool, s):
+        return 0.0, 0.0
+    need = indexer_decode_pass_bytes(dep, decode_tokens, served_length(dep, s))
+    room = pool.activation_bytes - pool.moe_workspace_bytes - pool.compile_bytes
+    return need, room / pool.runtime_devices
+
+
 def graph_query_len(s: EngineSettings, version: str) -> int:
     """The decode query length vLLM ``version`` scales its default CUDA-graph cap by, for
     the drafter ``s`` gives (capture_query_len): 1 + its drafts from v0.13, else 1."""
@@ -401,7 +451,7 @@ def vllm_pool_advice_terms(dep: Deployment, pool: KVPool, settings: EngineSettin
         dep, pool.max_num_seqs, acc, settings.enforce_eager, pool.stage, True,
         settings.max_cudagraph_capture_size, pool.profile_tokens,
         graph_query_len(settings, acc.version), graph_multiple(dep, settings, acc, pool.runner),
-        settings.cudagraph_capture_sizes, settings.cudagraph_mode)
+        settings.cudagraph_capture_sizes, settings.cudagraph_mode, served_length(dep, settings))
     taken = (pool.weight_bytes + pool.lora_bytes + pool.activation_bytes + pool.non_torch_bytes
              + pool.seat_buffer_bytes) / n + graphs
     return PoolAdvice(pool.total_bytes / n, pool.reserved_fraction, taken,

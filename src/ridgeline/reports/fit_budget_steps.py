@@ -15,7 +15,7 @@ from ridgeline.memory import EngineSettings, KVPool, device_memory_note
 from ridgeline.reports.fit_budget import fit_target_words
 from ridgeline.reports.fit_weights import weights_note
 from ridgeline.units import GIB, MIB
-from ridgeline.vllm_memory import indexer_logits_bytes
+from ridgeline.vllm_memory import indexer_logits_bytes, indexer_query_bytes
 
 
 def accounting_quantity(p: KVPool) -> Quantity:
@@ -222,6 +222,8 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
         if p.moe_workspace_bytes and dep.model.moe else []
     indexer = [q("indexer pass", p.indexer_bytes / GIB, "GiB",
                  f"{p.profile_tokens:,} tokens × 3 × hidden {dep.model.hidden_size:,} × 2 B + "
+                 f"{indexer_query_bytes(dep, p.profile_tokens) / MIB:,.0f} MiB of the indexer's "
+                 "fp8 queries and float32 head weights + "
                  f"{indexer_logits_bytes(dep, p.accounting.version) / MIB:,.0f} MiB: a sparse "
                  "layer's indexer sets aside VLLM_SPARSE_INDEXER_MAX_LOGITS_MB of fp32 logits "
                  "in the profile (v0.19+), one layer's at a time, beside the step's hidden "

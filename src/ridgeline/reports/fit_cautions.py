@@ -26,6 +26,7 @@ from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_lora import lora_graph_caution
 from ridgeline.vllm_memory import past_modelled
 from ridgeline.vllm_mla_block import mla_block_size
+from ridgeline.vllm_pool import indexer_eager_shortfall, served_length
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -142,7 +143,36 @@ def fit_cautions(r: FitReport) -> list[str]:
         out += [c for c in (sglang_lora_targets_caution(r.settings.lora),) if c]
     if r.settings.eplb is not None:  # vLLM --enable-eplb: its balance is not priced
         out.append(eplb_step_caution(r.settings.eplb))
+    out += [c for c in (indexer_eager_caution(r),) if c]
     return out
+
+
+def indexer_eager_caution(r: FitReport) -> str:
+    """A DeepSeek Sparse Attention decode batch past vLLM's largest FULL CUDA graph runs
+    eagerly, and its indexer's logits ([decode tokens, max_model_len] float32, as wide for a
+    short request as for a long one) come from the memory left after the KV cache, which
+    nothing in the budget sized for them: said where a decode of every seat, short requests
+    filling max_num_seqs, outgrows the room the profile's peak left
+    (vllm_pool.indexer_eager_shortfall), with the share of the card outside
+    gpu_memory_utilization it would eat into; "" otherwise."""
+    s, p, d = r.settings, r.pool, r.deployment
+    drafts = s.drafter.tokens if s.drafter is not None else 0
+    seats = engine_seat_limit(p, d)
+    tokens = seats * (1 + drafts)
+    need, room = indexer_eager_shortfall(d, p, s, tokens)
+    if need <= room:
+        return ""
+    outside = p.total_bytes * (1 - p.reserved_fraction) / p.runtime_devices
+    return (f"a decode of all {seats:,} seats{f' × {1 + drafts} tokens' if drafts else ''} "
+            "(short requests) runs past vLLM's largest FULL CUDA graph, so eagerly: each "
+            f"sparse layer's indexer then takes {need / GIB:,.2f} GiB a GPU (its float32 "
+            f"logits, {tokens:,} × max_model_len {served_length(d, s):,} × 4 B however short "
+            "the requests, with the step's queries and hidden states) from the memory left "
+            f"after the KV cache, where the profile's peak left {room / GIB:,.2f} GiB; the "
+            f"{(need - room) / GIB:,.2f} GiB more comes out of the {outside / GIB:,.1f} GiB "
+            "outside --gpu-memory-utilization, and runs out of memory where that is taken: "
+            "a --max-cudagraph-capture-size of the batch, fewer seats or a shorter "
+            "--max-model-len keeps it inside the budget")
 
 
 def state_capped_seats(r: FitReport) -> int:

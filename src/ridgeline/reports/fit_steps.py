@@ -35,12 +35,19 @@ from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_lora import SGLangLoRASettings
 from ridgeline.sglang_memory import sglang_data
-from ridgeline.units import GIB, plural
+from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_eplb import replicas_note
-from ridgeline.vllm_graphs import capture_cap, capture_sizes, listed_sizes
+from ridgeline.vllm_graphs import (
+    capture_cap,
+    capture_sizes,
+    listed_sizes,
+)
+from ridgeline.vllm_memory import indexer_decode_logits_bytes
 from ridgeline.vllm_pool import (
+    full_decode_tokens,
     graph_multiple,
     graph_query_len,
+    served_length,
     vllm_deployment,
     vllm_seats_note,
 )
@@ -131,7 +138,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                                      > pool.accounting.non_torch_gib * GIB else "")),
                  *([q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                       f"layers × {_captured(dep, pool, s)} captured sizes{_capture_note(dep, pool, s)}"
-                      f" × 0.45 MiB (vLLM v0.21+ estimate"
+                      f" × 0.45 MiB{_graph_logits_note(dep, pool, s)} (vLLM v0.21+ estimate"
                       + ("; it stands in for Model Runner V2's trial capture, v0.29+)"
                          if pool.runner == "MRV2" else ")")
                       if pool.cuda_graph_bytes else "not taken from the budget")]
@@ -233,6 +240,18 @@ def _captured(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
                          s.cudagraph_capture_sizes, s.cudagraph_mode)
 
 
+def _graph_logits_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
+    """The sparse indexer's decode logits the graph pool holds, in words, or "" (none for a
+    model without an indexer, or where no decode graph is FULL)."""
+    rows, length = full_decode_tokens(dep, pool, s), served_length(dep, s)
+    logits = indexer_decode_logits_bytes(dep, rows, length)
+    if not logits:
+        return ""
+    return (f" + {logits / MIB:,.0f} MiB of indexer logits ({rows:,} decode tokens × "
+            f"max_model_len {length:,} × 4 B: the largest FULL decode graph's, allocated in "
+            "the graph pool at capture)")
+
+
 def _query_len(pool: KVPool, s: EngineSettings) -> int:
     """The decode query length this pool's vLLM scales its default capture cap by."""
     return graph_query_len(s, pool.accounting.version) if pool.accounting else 1
@@ -299,7 +318,7 @@ def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                 q("non-torch", pool.non_torch_bytes / GIB, "GiB", "CUDA context"),
                 q("CUDA graphs", pool.cuda_graph_bytes / GIB, "GiB",
                   f"layers × {_captured(dep, pool, s)} captured sizes{_capture_note(dep, pool, s)}"
-                  f" × 0.45 MiB, captured after the pool"),
+                  f" × 0.45 MiB{_graph_logits_note(dep, pool, s)}, captured after the pool"),
                 *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
                      "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
                 accounting_quantity(pool))
