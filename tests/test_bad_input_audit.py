@@ -139,6 +139,8 @@ def test_a_long_option_is_spelled_whole(capsys: pytest.CaptureFixture[str]) -> N
     (("attention", "--modle", "llama-3.1-8b", "--context", "4k"),
      "arguments are required: --model; --modle: did you mean --model?"),
     (("rooflne", "--gpu", "h100"), "invalid choice: 'rooflne'"),
+    (("fti", "llama-3.1-8b", "--gpu", "h100"), "invalid choice: 'fti'"),
+    (("fit", "llama-3.1-8b", "--gpu", "h100", "--egnine", "sglang"), "did you mean --engine?"),
 ])
 def test_a_flag_or_command_one_slip_off_is_given_the_nearest_spelling(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str) -> None:
@@ -148,6 +150,8 @@ def test_a_flag_or_command_one_slip_off_is_given_the_nearest_spelling(
     assert said in err
     if argv[0] == "rooflne":
         assert err.endswith("; did you mean roofline? (see `ridgeline --help`)\n"), err
+    if argv[0] == "fti":  # two letters swapped: difflib's ratio alone (0.67) missed it
+        assert err.endswith("; did you mean fit? (see `ridgeline --help`)\n"), err
     assert "did you mean" not in refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100",
                                          "--foo", "3")
     assert "did you mean" not in refused(capsys, "xyz")

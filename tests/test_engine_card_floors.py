@@ -49,7 +49,7 @@ def test_fit_refuses_a_v100_and_names_what_runs_there(
                  "--max-model-len", "4096")
     assert (t4[0] == 0) == (engine == "sglang"), t4
     if engine == "trtllm":
-        assert "below compute capability 8.0" in t4[2] and "or --engine vllm" in t4[2]
+        assert "below compute capability 8.0" in t4[2] and "try --engine vllm" in t4[2]
 
 
 @pytest.mark.parametrize("engine", ["sglang", "trtllm"])
@@ -65,3 +65,74 @@ def test_plan_leaves_a_v100_out_beside_a_card_the_engine_runs_on(
     alone = refused_line(capsys, "plan", "llama-3.1-8b", "--engine", engine, *PLAN,
                          "--gpus", "v100")
     assert "below compute capability" in alone
+
+
+@pytest.mark.parametrize(("engine", "gpu"), [("sglang", "v100"), ("trtllm", "v100"),
+                                             ("trtllm", "t4")])
+def test_plans_refusal_names_a_way_out_plan_can_follow(
+        capsys: pytest.CaptureFixture[str], engine: str, gpu: str) -> None:
+    """plan sizes no llama.cpp: a card alone below the engine's floor was refused with its
+    ways out cut off (': plan sizes vLLM, SGLang and TensorRT-LLM deployments'), and a card
+    left out beside others named --engine llama.cpp-cuda as if plan took it. Both now name
+    the vLLM release that runs the card first, and llama.cpp as the other commands' way;
+    that vLLM release, followed, plans on the card."""
+    alone = refused_line(capsys, "plan", "llama-3.2-1b", "--engine", engine, *PLAN,
+                         "--gpus", gpu)
+    assert "(plan sizes no llama.cpp)" in alone
+    code, out, err = run_cli(capsys, "plan", "llama-3.2-1b", "--engine", engine, *PLAN,
+                             "--gpus", f"{gpu},a100", "--json")
+    assert code == 0, err
+    (left,) = json.loads(out)["left_out"]
+    assert "ridgeline: error: " + left["why"] == alone  # one reason, one way out, in both
+    way = alone.split("; try ")[1].split(", or ")[0].split()
+    assert way[:2] == ["--engine", "vllm"]
+    code, out, err = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN, "--gpus", gpu, *way[2:4],
+                             "--json")
+    assert code == 0, err
+    assert json.loads(out)["winner"]["accelerator"] == left["gpu"]
+
+
+def test_trtllm_on_an_amd_card_names_an_engine_that_runs_there(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM runs on no AMD card; its refusal named vLLM on every one, which refuses
+    an MI50 or MI100 too (VLLM_NO_ROCM_FAMILIES): on those it names llama.cpp, the card's
+    ROCm build, as vLLM's own refusal does; the engine named runs each card."""
+    for acc in catalog().values():
+        if acc.vendor != "amd":
+            continue
+        line = engine_platform_problem("trtllm", acc)
+        hint = line.split("try --engine ")[1]
+        assert hint == "llama.cpp" or not engine_platform_problem(hint, acc), acc.id
+    line = refused_line(capsys, "fit", "llama-3.2-1b", "--gpu", "mi50", "--engine", "trtllm")
+    code, _, err = run_cli(capsys, "fit", "llama-3.2-1b", "--gpu", "mi50",
+                           *line.split("; try ")[1].split(), "--max-model-len", "4096")
+    assert code == 0, err
+
+
+def test_plan_refuses_cards_the_engines_floor_refuses_every_one_of(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A V100 and a T4 under TensorRT-LLM: each was left out beside the other, and plan
+    searched 0 configurations to say 'NO DEPLOYMENT within the limits meets this SLO' (exit
+    1), as if the load were too much; it is refused as one card alone is, naming the first."""
+    both = refused_line(capsys, "plan", "llama-3.2-1b", "--engine", "trtllm", *PLAN,
+                        "--gpus", "v100,t4")
+    assert both == refused_line(capsys, "plan", "llama-3.2-1b", "--engine", "trtllm", *PLAN,
+                                "--gpus", "v100")
+
+
+def test_plan_keeps_a_way_out_it_can_follow_for_an_engine_the_vendor_lacks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """plan --gpus mi300x --engine trtllm was told only 'plan sizes vLLM, SGLang and
+    TensorRT-LLM deployments', its '; try --engine vllm' cut off though plan sizes vLLM; the
+    way out is kept where plan takes it, and followed, plans on the card. Metal's way out,
+    llama.cpp, which plan does not size, is still cut."""
+    line = refused_line(capsys, "plan", "llama-3.2-1b", "--engine", "trtllm", *PLAN,
+                        "--gpus", "mi300x")
+    way = line.split("; try ")[1].split()
+    assert way == ["--engine", "vllm"]
+    code, out, err = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN, "--gpus", "mi300x", *way,
+                             "--json")
+    assert code == 0, err
+    assert json.loads(out)["winner"]["accelerator"] == "mi300x"
+    assert "; try" not in refused_line(capsys, "plan", "llama-3.2-1b", *PLAN, "--gpus",
+                                       "apple-m2-max-38c")

@@ -130,6 +130,8 @@ def test_llama_4s_chunk_is_reported_as_a_chunk_not_a_sliding_window() -> None:
         text = "\n".join(report.text_lines())
         for tokens in chunks:
             assert f"chunked attention (chunk {tokens})" in text
+        # the KV lines too: Llama 4's chunked layers hold their chunks, not windows
+        assert ("window" in text.split("KV per token", 1)[1]) == bool(slides), name
         for tokens in slides:
             assert f"sliding-window (window {tokens})" in text
     assert model_report(resolve_model("llama-4-scout")).to_dict()["sliding_window_tokens"] == []

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -11,9 +14,10 @@ from typing import Any
 import pytest
 
 from ridgeline.cli import main
-from ridgeline.page import BATCHES, CONTEXTS, page_data, page_html
+from ridgeline.page import BATCHES, CONTEXTS, FMT_SHARE_JS, page_data, page_html
 from ridgeline.plots import Chart, Series, html_page, save
 from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY, LLAMACPP_STORED_GGUF, llamacpp_weights
+from ridgeline.units import fmt_share
 from tests.conftest import MEASUREMENTS
 
 
@@ -132,6 +136,26 @@ def test_html_charts_align_series_on_one_x_axis(tmp_path: Path) -> None:
 def test_page_html_embeds_the_data() -> None:
     data = page_data(["llama-3.2-1b"], ["l4"], [1], ["as stored"], ["bf16"])
     assert "llama-3.2-1b|l4|1|as stored|bf16" in page_html(data, "t")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node to run the page's script")
+def test_the_pages_share_of_the_arithmetic_stays_on_its_side_of_a_bound() -> None:
+    """The page's summary gives the weights' share of the arithmetic through its fmtShare,
+    which reads as units.fmt_share does: 0.9996 of the ridge at one place is '99.96%', where
+    the page's toFixed(1) printed '100.0%' (a batch under the ridge read as at it), and
+    0.0004 '0.04%', not '0.0%'. Run under node on the bounds' neighbours and a seeded draw."""
+    draw = random.Random(0)
+    shares = [0.0, 1.0, 0.42, 0.003, 0.0004, 0.9996, 0.99996, 0.99949, 1 - 1e-12, 1e-9,
+              *(draw.random() for _ in range(200)), *(1 - draw.random() / 1e4 for _ in range(50))]
+    script = (FMT_SHARE_JS + "console.log(JSON.stringify(" + json.dumps(shares)
+              + ".map(s => fmtShare(s, 1))));")
+    shown = json.loads(subprocess.run(["node", "-e", script], capture_output=True, text=True,
+                                      check=True, timeout=60).stdout)
+    assert shown == [fmt_share(s, 1) for s in shares]
+    assert shown[shares.index(0.9996)] == "99.96%" and shown[shares.index(1.0)] == "100.0%"
+    html = page_html(page_data(["llama-3.2-1b"], ["l4"], [1], ["as stored"], ["bf16"]), "t")
+    assert "fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1)" in html and ".toFixed(1) + \"%" \
+        not in html
 
 
 def _wait_for_summary(browser: Any) -> None:

@@ -205,3 +205,20 @@ def test_a_refused_format_offers_the_16_bit_weights_the_card_multiplies(
     assert offered in resolve_accelerator(gpu).peak_flops
     code, _, err = run_cli(capsys, *argv, "--weights", offered)
     assert code == 0, err
+
+
+def test_fits_levers_offer_nothing_the_release_refuses_to_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on a V100 under vLLM 0.19 at its whole context: fit offered 'fp8 KV
+    cache (--kv-cache-dtype fp8)' as a lever, which vLLM 0.19 refuses on Volta (no backend
+    reads an fp8 cache there); every lever fit lists is one the release starts, and
+    following one, as fit words it, runs."""
+    base = ("fit", "llama-3.1-8b", "--gpu", "v100", "--engine", "vllm", "--engine-version",
+            "0.19")
+    code, out, err = run_cli(capsys, *base, "--json")
+    assert code == 0, err
+    names = [lever["name"] for lever in json.loads(out)["levers"]]
+    assert names and not any("fp8 KV" in n for n in names)
+    assert "keeps no fp8 KV cache" in refused_line(capsys, *base, "--kv-dtype", "fp8")
+    doubled = run_cli(capsys, *base, "--num-gpus", "2", "--json")
+    assert doubled[0] == 0 and json.loads(doubled[1])["conversations"] > 0

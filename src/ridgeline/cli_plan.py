@@ -33,9 +33,13 @@ DATA_PARALLEL_REFUSED = ("it searches a MoE's data-parallel attention layouts it
 
 
 def cmd_plan(args: argparse.Namespace) -> Any:
-    from ridgeline.engine_platforms import below_engine_floor, engine_platform_problem
+    from ridgeline.engine_platforms import (
+        below_engine_floor,
+        engine_floor_problem,
+        engine_platform_problem,
+    )
     from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
-    from ridgeline.plan import DEFAULT_GPUS, plan
+    from ridgeline.plan import DEFAULT_GPUS, LEFT_OUT_LEVER, plan
     from ridgeline.replica_sizing import DEFAULT_CONTEXT
     from ridgeline.reports.plan import PlanReport
     from ridgeline.serving_load import Load, Slo
@@ -49,13 +53,20 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     ids = [acc.id for acc in cards]
     if len(set(ids)) < len(ids):
         raise InputError("an accelerator is named twice in --gpus")
-    for acc in cards:  # plan sizes serving engines: none runs on Metal
-        problem = engine_platform_problem(args.engine, acc)
-        if problem and len(cards) > 1 and below_engine_floor(args.engine, acc):
-            continue  # a card among others the engine's floor refuses: left out, said so
-        if problem:
-            raise InputError(problem.split("; try")[0] + ": plan sizes vLLM, SGLang and "
-                             "TensorRT-LLM deployments")
+    problems = [engine_platform_problem(args.engine, acc) for acc in cards]
+    for acc, problem in zip(cards, problems):  # plan sizes serving engines: none runs on Metal
+        if not problem:
+            continue
+        if below_engine_floor(args.engine, acc):
+            if not all(problems):
+                continue  # a card among others the engine's floor refuses: left out, said so
+            # every card refused (a V100 and a T4 under TensorRT-LLM): the first, its ways
+            # out in plan's words, not a search of 0 configurations that 'meets no SLO'
+            raise InputError(engine_floor_problem(args.engine, acc, LEFT_OUT_LEVER))
+        if problem.partition("; try --engine ")[2].split(" ")[0] in PLAN_ENGINES:
+            raise InputError(problem)  # another engine plan sizes (vLLM on an MI300X)
+        raise InputError(problem.split("; try")[0] + ": plan sizes vLLM, SGLang and "
+                         "TensorRT-LLM deployments")
     prices: dict[str, float] = {}
     for item in args.price or []:
         name, _, value = item.partition("=")

@@ -253,6 +253,10 @@ def unrecognized_hint(command: str, extra: Sequence[str],
 def nearest_spelling(typed: str, known: Sequence[str]) -> str | None:
     """The one of ``known`` (a command's flags, the commands) ``typed`` is a slip from, else
     None: ``--batc`` is 0.91 alike to --batch by difflib's ratio, past the 0.8 asked;
-    ``--foo`` is like nothing decode takes."""
-    close = difflib.get_close_matches(typed, [k for k in known if k != typed], n=1, cutoff=0.8)
+    ``fti`` two letters of fit swapped (a ratio of 0.67, too short a word for the ratio to
+    reach 0.8); ``--foo`` is like nothing decode takes."""
+    others = [k for k in known if k != typed]
+    swapped = [k for k in others if len(k) == len(typed) and any(
+        typed == k[:i] + k[i + 1] + k[i] + k[i + 2:] for i in range(len(k) - 1))]
+    close = swapped or difflib.get_close_matches(typed, others, n=1, cutoff=0.8)
     return close[0] if close else None

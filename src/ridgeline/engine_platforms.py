@@ -60,6 +60,21 @@ def below_engine_floor(engine: str, accelerator: Accelerator) -> bool:
         and accelerator.family in floor[1]
 
 
+def engine_floor_problem(engine: str, accelerator: Accelerator,
+                         llama_cpp: str = "--engine llama.cpp-cuda") -> str:
+    """Why ``engine`` refuses this card below its floor (ENGINE_FLOORS; "" above it), and
+    the ways out: the vLLM release that runs it (a T4: any; a V100: 0.19, its last with Volta
+    kernels), then llama.cpp, in ``llama_cpp``'s words (plan, which sizes no llama.cpp, says
+    which commands do: plan.LEFT_OUT_LEVER)."""
+    if not below_engine_floor(engine, accelerator):
+        return ""
+    need, _, why = ENGINE_FLOORS[engine]
+    vllm = {"turing": "--engine vllm, or ", "volta": "--engine vllm --engine-version 0.19 "
+            "(vLLM's last release with Volta kernels), or "}.get(accelerator.family, "")
+    return (f"{engine} does not run on {accelerator.id} ({accelerator.family}, below compute "
+            f"capability {need}): {why}; try {vllm}{llama_cpp}")
+
+
 def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
     """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
     catalog vendor, as measured or custom ones, are taken at their word)."""
@@ -72,12 +87,7 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
                 "supports MI200/MI300/MI350 (gfx90a, gfx942, gfx950), RDNA3/3.5 (gfx1100/1101, "
                 "gfx1150/1151) and RDNA4 (gfx1200/1201); try --engine llama.cpp")
     if below_engine_floor(engine, accelerator):
-        need, _, why = ENGINE_FLOORS[engine]
-        others = {"turing": ", or --engine vllm", "volta": ", or --engine vllm --engine-version "
-                  "0.19 (vLLM's last release with Volta kernels)"}
-        return (f"{engine} does not run on {accelerator.id} ({accelerator.family}, below compute "
-                f"capability {need}): {why}; try --engine llama.cpp-cuda"
-                f"{others.get(accelerator.family, '')}")
+        return engine_floor_problem(engine, accelerator)
     if engine == "sglang" and accelerator.runtime_devices > 1:
         return (f"sglang on {accelerator.id} is not modelled: ROCm lists its "
                 f"{accelerator.runtime_devices} GCDs as devices, so each --tp-size rank is one "
@@ -89,6 +99,8 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
     runs = [e for e, vs in ENGINE_VENDORS.items() if vendor in vs]
     same_family = [e for e in runs if e.startswith("llama.cpp") == engine.startswith("llama.cpp")]
     hint = (same_family or runs or ["llama.cpp-vulkan"])[0]
+    if engine_platform_problem(hint, accelerator):  # vLLM's ROCm build refuses an MI50 too
+        hint = "llama.cpp"  # the card's own build, the way out vLLM's refusal names
     return f"{engine} does not run on {accelerator.id} ({vendor}); try --engine {hint}"
 
 

@@ -330,6 +330,22 @@ _CONTROLS = """
 </div><p id="summary" class="note"></p>
 """
 
+# units.fmt_share in the page's script: a share to ``places`` decimals, or as many more as keep
+# it on its own side of 0 % and 100 % (0.9996 at one place reads '99.96%', not toFixed's
+# '100.0%'; 1 − 1e-12 'just under 100%'), so the summary's share of the arithmetic reads as
+# --json's and the other commands' do
+FMT_SHARE_JS = """function fmtShare(share, places) {
+  const pct = share * 100 + 0, bounds = [0, 100];
+  for (let extra = 0; extra < 7; extra++) {
+    const text = pct.toFixed(places + extra), shown = +text;
+    if (bounds.every(b => (shown > b) === (pct > b) && (shown < b) === (pct < b)))
+      return (shown === 0 ? text.replace("-", "") : text) + "%";
+  }
+  const bound = Math.abs(pct) <= Math.abs(pct - 100) ? 0 : 100;
+  return "just " + (pct > bound ? "over " : "under ") + bound + "%";
+}
+"""
+
 _SCRIPT = """
 const D = PAGE;
 const ids = ["model", "gpu", "count", "weights", "kv"];
@@ -343,7 +359,7 @@ bs.max = D.batches.length - 1; bs.value = D.start_batch; cs.max = D.contexts.len
 cs.value = D.start_context;
 bs.oninput = update; cs.oninput = update;
 function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecision(3); }
-function update() {
+""" + FMT_SHARE_JS + """function update() {
   const shown = (D.weights_shown || {})[document.getElementById("model").value] || {};
   for (const o of document.getElementById("weights").options) o.textContent = shown[o.value] || o.value;
   const key = ids.map(id => document.getElementById(id).value).join("|");
@@ -392,7 +408,7 @@ function update() {
     "batch " + b + " at " + ctx.toLocaleString() + " tokens: " + fmt(c.user_exp[ci][i]) +
     " tok/s per user, " + fmt(c.agg_exp[ci][i]) + " in total (floor " + fmt(c.agg_floor[ci][i]) +
     "); weight intensity " + fmt(c.w_int[i]) + " of a ridge of " + fmt(c.ridge) + " = " +
-    (100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" :
+    fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1) + " of the arithmetic" :
     "batch " + b + " at " + ctx.toLocaleString() + " tokens: DOES NOT FIT: the " + c.engine +
     " pool holds " + c.conversations[ci].toLocaleString() + " conversations of this length";
 }
@@ -410,8 +426,8 @@ def _hosted_script() -> str:
              "  const fits = c.fits[ci];\n" + _HOSTED_WORDS),
             ('", this context"]},',
              '", this context"]\n            .concat(hosted ? [hosted] : [])},'),
-            ('(100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" :\n',
-             '(100 * Math.min(1, c.w_int[i] / c.ridge)).toFixed(1) + "% of the arithmetic" :\n'
+            ('fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1) + " of the arithmetic" :\n',
+             'fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1) + " of the arithmetic" :\n'
              '    hosted ? "batch " + b + " at " + ctx.toLocaleString() + " tokens: " +\n'
              '    (b > c.conversations[ci] ? "DOES NOT FIT: " : "") + hosted :\n')):
         assert script.count(before) == 1, before

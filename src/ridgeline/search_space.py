@@ -17,6 +17,7 @@ from ridgeline.candidate import (
     weight_choices,
 )
 from ridgeline.data_parallel import DATA_PARALLEL_ENGINES
+from ridgeline.engine_platforms import engine_floor_problem
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.model import ModelSpec
@@ -141,6 +142,10 @@ def left_out(model: ModelSpec, gpus: Sequence[str], engine: str = "vllm",
     formats = weight_choices(model)
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
+        floor = engine_floor_problem(engine, acc, lever or "--engine llama.cpp-cuda")
+        if floor:  # below SGLang's or TensorRT-LLM's card floor: its ways out in plan's words
+            out.append(LeftOut(acc.id, "every format", floor))
+            continue
         pairs = [(served_choice(w, acc), served_choice(k, acc))
                  for w in formats for k in kv_choices(model, engine)]
         refused = {pair: _refusal(model, acc, *pair, engine, version, lever) for pair in pairs}

@@ -227,6 +227,8 @@ def levers(r: FitReport) -> list[Lever]:
     levers = []
     for name, dep, context, settings in options:
         settings = _draft_tp_follows(d, dep, settings)
+        if deployment_problem(dep, settings.engine_version):
+            continue  # a lever the release refuses to start (an fp8 cache on a V100, vLLM 0.19)
         if dcp_layout_problem(dep.model, dep.engine, dep.engine_tensor_parallel_size,
                               dep.decode_context_parallel_size):
             continue  # a lever's new TP that -dcp no longer divides

@@ -193,15 +193,17 @@ class ModelReport:
                      + ("" if self.kv_fp8_id == "fp8" else
                         f"; vLLM keeps an fp8 cache as {self.kv_fp8_id} records")
                      + ")")
+        kind, span = _span_words(s)
         if kv.bytes_per_token_naive != kv.bytes_per_token_growing:
             lines.append(f"                 naive all-layers figure: "
-                         f"{fmt_binary_bytes(kv.bytes_per_token_naive)} bf16; windowed layers "
-                         f"stop growing at their window")
+                         f"{fmt_binary_bytes(kv.bytes_per_token_naive)} bf16; {kind} layers "
+                         f"stop growing at their {span}")
         if self.windowed_full_bf16:
             windowed = [layer for layer in s.layers if layer.mixer in WINDOW_MIXERS]
-            lines.append(f"  windowed       at most {fmt_binary_bytes(self.windowed_full_bf16)} "
-                         f"bf16 per sequence, once its {len(windowed)} windowed "
-                         f"{plural(len(windowed), 'layer')} hold their windows")
+            lines.append(f"  {'chunked' if kind == 'chunked' else 'windowed':<15}at most "
+                         f"{fmt_binary_bytes(self.windowed_full_bf16)} bf16 per sequence, once "
+                         f"its {len(windowed)} {kind} {plural(len(windowed), 'layer')} hold "
+                         f"their {span}s")
         if kv.state_bytes:
             dtypes = f"; {self.state_dtypes.label()}" if self.state_dtypes else ""
             lines.append(f"  state per seq  {fmt_binary_bytes(kv.state_bytes)} constant "
@@ -223,6 +225,18 @@ def _checkpoint_kv_label(found: tuple[tuple[str, str], ...]) -> str:
 
 def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _span_words(spec: ModelSpec) -> tuple[str, str]:
+    """What the model's windowed layers are called and what each holds at most: ("windowed",
+    "window"), Llama 4's ("chunked", "chunk"), a query there seeing its own chunk of 8,192
+    tokens, no sliding window; a model with both kinds ("windowed or chunked", "window or
+    chunk")."""
+    kinds = {layer.mixer for layer in spec.layers if layer.mixer in WINDOW_MIXERS}
+    if kinds == {CHUNKED}:
+        return "chunked", "chunk"
+    return ("windowed or chunked", "window or chunk") if CHUNKED in kinds else ("windowed",
+                                                                               "window")
 
 
 def _kind_label(kind: str, n: int, spec: ModelSpec) -> str:
