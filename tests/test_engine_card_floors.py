@@ -136,3 +136,25 @@ def test_plan_keeps_a_way_out_it_can_follow_for_an_engine_the_vendor_lacks(
     assert json.loads(out)["winner"]["accelerator"] == "mi300x"
     assert "; try" not in refused_line(capsys, "plan", "llama-3.2-1b", *PLAN, "--gpus",
                                        "apple-m2-max-38c")
+
+
+def test_sglang_runs_on_the_amd_families_its_kernels_are_built_for_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """sgl-kernel's ROCm build targets gfx942 and gfx950 (CDNA3, CDNA4): an MI250 or a
+    Radeon is refused, naming vLLM where its ROCm build runs the card, llama.cpp where it
+    does not (an MI100); the way out named runs."""
+    from ridgeline.engine_platforms import SGLANG_ROCM_FAMILIES
+
+    amd = [a for a in catalog().values() if a.vendor == "amd" and a.family]
+    assert {a.family for a in amd} - set(SGLANG_ROCM_FAMILIES)  # some are refused
+    for acc in amd:
+        problem = engine_platform_problem("sglang", acc)
+        assert bool(problem) == (acc.family not in SGLANG_ROCM_FAMILIES), acc.id
+        if problem:
+            other = problem.rsplit("--engine ", 1)[1]
+            assert not engine_platform_problem(
+                "llama.cpp-rocm" if other == "llama.cpp" else other, acc), acc.id
+    for gpu in ("mi250", "mi100"):
+        line = refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", gpu, "--engine", "sglang",
+                            "--max-model-len", "4096")
+        assert "gfx942 and gfx950" in line

@@ -4,6 +4,9 @@ small token budget, and the engine/version pairs that never existed."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
@@ -250,10 +253,23 @@ def test_vllm_on_an_mi250_refuses_a_model_its_gcds_tensor_parallel_size_does_not
 
 
 def test_sglang_on_a_part_of_several_runtime_devices_is_refused_in_one_line(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The catalog's MI250 (CDNA2) is refused for its family, SGLang's ROCm kernels being
+    built for gfx942 and gfx950 only; a record of two devices that names no family, for its
+    two GCDs."""
     from tests.conftest import run_cli
 
     code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "mi250", "--engine",
+                             "sglang", "--max-model-len", "8192")
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and "gfx942 and gfx950" in err and "--engine vllm" in err
+    code, out, err = run_cli(capsys, "hardware", "mi250", "--json")
+    record = json.loads(out)
+    record.pop("family")
+    record["id"] = "my-mi250"
+    card = tmp_path / "mi250.json"
+    card.write_text(json.dumps(record))
+    code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu-file", str(card), "--engine",
                              "sglang", "--max-model-len", "8192")
     assert code == 2 and not out
     assert err.count("\n") == 1 and "2 GCDs" in err and "--engine vllm" in err

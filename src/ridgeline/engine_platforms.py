@@ -27,6 +27,13 @@ ENGINE_VENDORS = {
 # Radeon VII), MI100 (gfx908) or RDNA2.
 VLLM_NO_ROCM_FAMILIES = ("gcn5", "cdna", "rdna2")
 
+# SGLang's ROCm build: sgl-kernel's setup_rocm.py builds for gfx942 and gfx950 only (MI300,
+# MI325; MI350, MI355) and stops on any other target, and its AMD docs (platforms/amd_gpu.md)
+# name MI300X-class cards alone; an RDNA3 or Strix Halo card needs a third party's patched
+# kernel (pypi sglang-radeon-rdna3: 'SGLang officially supports only CDNA Instinct parts
+# (gfx942 / gfx950)'; sgl-project/sglang issue #11195 on gfx1151).
+SGLANG_ROCM_FAMILIES = ("cdna3", "cdna4")
+
 # The lowest compute capability SGLang and TensorRT-LLM start on, in every release read:
 # SGLang 7.5 (Turing): its model runner raises 'SGLang only supports sm75 and above.' as it
 # loads the model below it (model_executor/model_runner.py in the PyPI wheels 0.5.3 to
@@ -88,6 +95,12 @@ def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
                 "gfx1150/1151) and RDNA4 (gfx1200/1201); try --engine llama.cpp")
     if below_engine_floor(engine, accelerator):
         return engine_floor_problem(engine, accelerator)
+    if engine == "sglang" and accelerator.vendor == "amd" and accelerator.family \
+            and accelerator.family not in SGLANG_ROCM_FAMILIES:
+        other = "llama.cpp" if accelerator.family in VLLM_NO_ROCM_FAMILIES else "vllm"
+        return (f"sglang's ROCm build does not run on {accelerator.id} ({accelerator.family}): "
+                "sgl-kernel builds for gfx942 and gfx950 only (MI300X, MI325X, MI355X); try "
+                f"--engine {other}")
     if engine == "sglang" and accelerator.runtime_devices > 1:
         return (f"sglang on {accelerator.id} is not modelled: ROCm lists its "
                 f"{accelerator.runtime_devices} GCDs as devices, so each --tp-size rank is one "

@@ -30,6 +30,7 @@ def _record(acc: Accelerator) -> dict[str, Any]:
         "form": acc.form, "memory_bytes": acc.memory_bytes, "memory_size": acc.memory_size,
         "memory_unit": acc.memory_unit, "ecc_visible_bytes": acc.ecc_visible_bytes,
         "runtime_total_bytes": acc.runtime_total_bytes,
+        "runtime_devices": acc.runtime_devices,  # an MI250's 2 GCDs: kept when read back
         "device_memory_bytes": device_memory_bytes(acc),  # what every fit starts from
         "memory_bandwidth_bytes_per_s": acc.memory_bandwidth_bytes_per_s,
         "peak_flops_per_s": dict(acc.peak_flops),
