@@ -366,6 +366,7 @@ def test_sglang_most_running_requests_under_dp_attention_is_the_servers_flag() -
     from ridgeline.reports.fit import fit_report
 
     dep, s = qwen3_next_dp4(4000)
+    s = replace(s, engine_version="0.5.9")  # 444 below: before the prefill CUDA graphs' reserve
     over = fit_report(dep, 32_000, s, target=40)
     assert over.conversations < 40
     most = over.most_running_requests

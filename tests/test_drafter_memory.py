@@ -98,14 +98,15 @@ def test_fit_on_trtllm_counts_the_mtp_layers_from_its_yaml_and_says_nothing(
 
 # -- SGLang: the default fraction holds more back for a drafter ----------------------------
 @pytest.mark.parametrize(("method", "version", "mib"), [
-    ("mtp", None, 2048), ("eagle", "0.5.3", 2048), ("draft-model", None, 6144),
+    ("mtp", "0.5.9", 2048), ("eagle", "0.5.3", 2048), ("draft-model", "0.5.9", 6144),
     ("draft-model", "0.5.1", 2048), ("eagle", "0.4.7.post1", 2048), ("eagle", "0.4.7", 0),
-    ("ngram", None, 0), ("", None, 0)])
+    ("mtp", "0.5.13", 4096), ("draft-model", "0.5.13", 6144), ("mtp", "0.5.14", 0),
+    ("mtp", None, 0), ("draft-model", None, 0), ("ngram", None, 0), ("", None, 0)])
 def test_sglangs_default_reserve_grows_by_the_drafters_share(
         method: str, version: str | None, mib: int) -> None:
     """server_args.py: 2 GiB for EAGLE, EAGLE3 and NEXTN from v0.4.7.post1 (none in the 0.4.x
-    table before it), 6 GiB for STANDALONE from v0.5.2, none for NGRAM; added after the 10 GiB
-    floor of the v0.5.3+ rule."""
+    table before it), 4 GiB from v0.5.10, 6 GiB for STANDALONE from v0.5.2, none for NGRAM;
+    added after the 10 GiB floor of the v0.5.3+ rule; none at all from v0.5.14."""
     assert sglang_speculative_reserve_mib(method, version) == mib
     h200_mib = 143_771 * 2**20
     plain = sglang_memory_defaults(h200_mib, 8, version=version)
@@ -119,8 +120,9 @@ def test_sglangs_default_reserve_grows_by_the_drafters_share(
 
 def test_sglangs_pool_shrinks_by_the_reserve_unless_the_fraction_is_given(
         capsys: pytest.CaptureFixture[str]) -> None:
-    dep = v3_on("sglang")
-    plain, drafting = kv_pool(dep), kv_pool(dep, MTP3)
+    dep = v3_on("sglang")  # SGLang 0.5.9, whose default holds 2 GiB back for the drafter
+    old = EngineSettings(engine_version="0.5.9")
+    plain, drafting = kv_pool(dep, old), kv_pool(dep, replace(MTP3, engine_version="0.5.9"))
     assert plain.reserved_fraction - drafting.reserved_fraction == pytest.approx(
         round(2048 / 143_771, 3), abs=0.0011)
     assert drafting.weight_bytes == plain.weight_bytes  # its drafter is loaded after the pool
@@ -134,10 +136,17 @@ def test_sglangs_pool_shrinks_by_the_reserve_unless_the_fraction_is_given(
         == kv_pool(dep, given)
     nextn = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
              "--speculative-eagle-topk", "1")
-    base, _ = fit(capsys, *V3, "--engine", "sglang")
-    drafting_fit, err = fit(capsys, *V3, "--engine", "sglang", *nextn)
+    base, _ = fit(capsys, *V3, "--engine", "sglang", "--engine-version", "0.5.9")
+    drafting_fit, err = fit(capsys, *V3, "--engine", "sglang", "--engine-version", "0.5.9",
+                            *nextn)
     assert drafting_fit["conversations"] < base["conversations"]
     assert "SGLang loads them after sizing its pool" in err
+    # from 0.5.14 (and the newest) no reserve: the same pool, the draft weights it now holds
+    # named in the caution, not subtracted
+    newest, err = fit(capsys, *V3, "--engine", "sglang", *nextn)
+    assert newest["pool_bytes_per_gpu"] == fit(capsys, *V3, "--engine", "sglang")[0][
+        "pool_bytes_per_gpu"]
+    assert "not subtracted here" in err
 
 
 # -- vLLM: a separate drafter read offline -------------------------------------------------
@@ -384,10 +393,15 @@ def test_sglangs_caution_gives_the_reserve_its_default_holds_back_from_the_data(
                            "--speculative-eagle-topk", "1",
                            "--speculative-num-draft-tokens", "4")
     assert code == 0
-    model_gib = sglang_speculative_reserve_mib("eagle") / 1024
-    standalone_gib = sglang_speculative_reserve_mib("draft-model") / 1024
-    assert (f"holds {model_gib:g} GiB more for a drafter from v{held['from']}, "
+    model_gib = sglang_speculative_reserve_mib("eagle", held["from"]) / 1024
+    doubled_gib = sglang_speculative_reserve_mib("eagle", held["model_drafter_doubled_from"]) \
+        / 1024
+    standalone_gib = sglang_speculative_reserve_mib("draft-model", held["standalone_from"]) \
+        / 1024
+    assert (f"holds {model_gib:g} GiB more for a drafter from v{held['from']} "
+            f"({doubled_gib:g} GiB from v{held['model_drafter_doubled_from']}), "
             f"{standalone_gib:g} GiB for STANDALONE from v{held['standalone_from']}") in err
+    assert f"From v{held['before']} it holds nothing more" in err
 
 
 def test_vllm_releases_whose_v1_engine_had_no_draft_model_refuse_one(

@@ -30,6 +30,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.engine_choices import block_size_problem, kv_cache_dtype_problem
 from ridgeline.model import ModelSpec
 from ridgeline.precision import kv_dtype
+from ridgeline.sglang_memory import sglang_data
 from ridgeline.vllm_cache_dtype import served_cache_dtype
 from tests.conftest import refused_line, run_cli
 
@@ -159,7 +160,8 @@ def test_the_flag_is_in_vllms_list_and_modelled() -> None:
     assert kv_cache_dtype_problem("vllm", None, "fp8_ds_mla") == ""
     assert kv_cache_dtype_problem("vllm", "0.11.0", "fp8_ds_mla") == ""
     sglang = kv_cache_dtype_problem("sglang", None, "fp8_ds_mla")
-    assert "SGLang 0.5.9" in sglang and "ridgeline's name" not in sglang  # vLLM's, not ours
+    newest = sglang_data()["newest_checked"]
+    assert f"SGLang {newest}" in sglang and "ridgeline's name" not in sglang  # vLLM's, not ours
 
 
 def test_observe_reads_the_label_as_its_records_not_as_fp8() -> None:

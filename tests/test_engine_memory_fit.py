@@ -126,13 +126,13 @@ def test_the_check_counts_the_runtimes_memory_not_what_the_driver_shows() -> Non
 
 def test_an_overflowing_sglang_start_names_no_profiling_pass(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B on 2 H100s under SGLang: 65.71 GiB of weights and 1.42 of CUDA context
+    """Llama-3.1-70B on 2 H100s under SGLang 0.5.9: 65.71 GiB of weights and 1.42 of CUDA context
     and TP communicators overflow the 66.04 GiB mem_fraction_static reserves. The headline
     said 'the weights and the profiling pass alone overflow', but SGLang profiles nothing
     inside its fraction (its activations live in the rest): it names its own row. vLLM's
     overflow still names its profiling pass."""
     _, out = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "-tp", "2",
-                 "--max-model-len", "32768", "--engine", "sglang")
+                 "--max-model-len", "32768", "--engine", "sglang", "--engine-version", "0.5.9")
     headline = out.splitlines()[0]
     assert headline.startswith("DOES NOT FIT")
     assert "profiling pass" not in headline
@@ -145,11 +145,11 @@ def test_an_overflowing_sglang_start_names_no_profiling_pass(
 
 def test_a_shortfall_under_a_hundredth_of_a_gib_is_not_zero(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Gemma-3-27B under SGLang on one H100 at --context-length 30,956: its pool holds 30,955
+    """Gemma-3-27B under SGLang 0.5.9 on one H100 at --context-length 30,956: its pool holds 30,955
     tokens, so one conversation is short by less than a token. The headline read 'the pool
     is short by 0.00 GiB'; it gives the bytes in a unit that shows them."""
     _, out = run(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--engine", "sglang",
-                 "--context-length", "30956")
+                 "--context-length", "30956", "--engine-version", "0.5.9")
     headline = out.splitlines()[0]
     assert headline.startswith("DOES NOT FIT")
     assert "0.00 GiB" not in headline

@@ -128,23 +128,27 @@ def test_bad_settings_are_refused() -> None:
         EngineSettings(usage="batch")
 
 
+V059 = "0.5.9"  # the last release before the prefill CUDA graphs joined the reserve
+
+
 def test_sglang_holds_back_memory_by_card_size_and_parallelism() -> None:
-    """SGLang v0.5's rule: an 80 GiB card gets 8K prefill chunks and 256 graph batches
+    """SGLang v0.5.3-v0.5.9's rule: an 80 GiB card gets 8K prefill chunks and 256 graph batches
     (512 from TP4), and holds back 512 + 1.5·8192 + 2·256 + 1024·TP/8 MiB."""
     card = resolve_accelerator("h100").memory_bytes * VISIBLE_MEMORY_FRACTION
-    one = sglang_memory_defaults(card, tp=1)
+    one = sglang_memory_defaults(card, tp=1, version=V059)
     assert (one.chunked_prefill_size, one.cuda_graph_max_bs, one.reserved_mib) == (8192, 256, 13_440)
     mib = card / 2**20
     assert one.mem_fraction_static == round((mib - 13_440) / mib, 3)
-    eight = sglang_memory_defaults(card, tp=8)
+    eight = sglang_memory_defaults(card, tp=8, version=V059)
     assert eight.reserved_mib == 512 + 12_288 + 2 * 512 + 1024
     assert eight.mem_fraction_static < one.mem_fraction_static
     # small prefill chunks on a big card: the 10 GiB floor holds
-    assert sglang_memory_defaults(card, chunked_prefill_size=2048).reserved_mib == 10_240
+    assert sglang_memory_defaults(card, chunked_prefill_size=2048, version=V059).reserved_mib == 10_240
     # a bigger card keeps the same absolute reserve, so a larger fraction for the pool
     h200 = resolve_accelerator("h200").memory_bytes * VISIBLE_MEMORY_FRACTION
-    assert sglang_memory_defaults(h200).mem_fraction_static == 0.905 > one.mem_fraction_static
-    t4 = sglang_memory_defaults(resolve_accelerator("t4").memory_bytes, tp=1)
+    assert sglang_memory_defaults(h200, version=V059).mem_fraction_static == 0.905 > one.mem_fraction_static
+    t4 = sglang_memory_defaults(resolve_accelerator("t4").memory_bytes, tp=1,
+                                version=V059)
     assert (t4.chunked_prefill_size, t4.cuda_graph_max_bs) == (2048, 8)
 
 

@@ -85,12 +85,14 @@ def test_observe_and_fit_agree_on_a_drafters_seats_from_its_flags(
 
 def test_observes_modelled_pool_holds_the_drafters_reserve_as_fits_does(
         tmp_path: Path) -> None:
-    settings = EngineSettings(drafter=EngineSpec(3, "eagle"), speculative_decoding=True)
+    old = "0.5.9"  # a release whose default holds 2 GiB back for the drafter (none from 0.5.14)
+    settings = EngineSettings(drafter=EngineSpec(3, "eagle"), speculative_decoding=True,
+                              engine_version=old)
     report = observe_report(read_source(scrape_file(tmp_path, None, pool=False)), l8(),
                             profile(), 4000, settings)
     fitted = kv_pool(l8(), EngineSettings(max_model_len=4000, drafter=EngineSpec(3, "eagle"),
-                                          speculative_decoding=True))
-    plain = kv_pool(l8(), EngineSettings(max_model_len=4000))
+                                          speculative_decoding=True, engine_version=old))
+    plain = kv_pool(l8(), EngineSettings(max_model_len=4000, engine_version=old))
     assert report.modelled_pool.tokens == fitted.tokens < plain.tokens  # SGLang's 2 GiB
     assert report.seats == fitted.max_num_seqs
 

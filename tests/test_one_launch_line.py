@@ -133,14 +133,22 @@ def test_prefill_takes_eager_and_expert_parallel_and_data_parallel_attention(
 
 def test_fit_takes_sglangs_disable_cuda_graph_with_the_pool_unchanged(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """SGLang reserves its graphs' memory by --cuda-graph-max-bs with graphs on or off."""
+    """SGLang reserved its graphs' memory by --cuda-graph-max-bs with graphs on or off
+    through 0.5.13; from 0.5.14 (and the newest) the flag drops the graphs' reserve, so the
+    pool grows: DeepSeek-V3 at TP8 on an H200, 1,536 MiB of prefill graphs (MLA) and
+    2 × 512 MiB of decode graphs fewer."""
     line = ("fit", "deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--tp", "8",
             "--context-length", "32768", "--json")
-    code, out, err = run_cli(capsys, *line, "--disable-cuda-graph")
-    plain = json.loads(run_cli(capsys, *line)[1])
+    old = ("--engine-version", "0.5.13")
+    code, out, err = run_cli(capsys, *line, *old, "--disable-cuda-graph")
+    plain = json.loads(run_cli(capsys, *line, *old)[1])
     got = json.loads(out)
     assert code == 0 and got["conversations"] == plain["conversations"]
     assert "--disable-cuda-graph" in err and "--disable-cuda-graph" in got["cautions"][0]
+    code, out, err = run_cli(capsys, *line, "--disable-cuda-graph")
+    newest, graphed = json.loads(out), json.loads(run_cli(capsys, *line)[1])
+    assert code == 0 and newest["pool_bytes_per_gpu"] > graphed["pool_bytes_per_gpu"]
+    assert "leaves out the CUDA graphs" in newest["cautions"][0]
     trtllm = ("fit", "deepseek-v3", "--gpu", "h200", "--engine", "trtllm", "--tp", "8",
               "--disable-cuda-graph")
     assert "--enforce-eager sizes vLLM's pool" in run_cli(capsys, *trtllm)[2]

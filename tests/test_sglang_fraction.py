@@ -21,6 +21,7 @@ from ridgeline.sglang_memory import (
 )
 
 H200_SMI_MIB = 143_771  # nvidia-smi's memory.total on an H200 (validation/h200 logs)
+V059 = "0.5.9"  # the v0.5.3 rule restated below, before 0.5.10's prefill CUDA graphs joined it
 
 
 def sglang(model: str, gpu: str = "h100", n: int = 1, dp: int = 1) -> Deployment:
@@ -29,7 +30,7 @@ def sglang(model: str, gpu: str = "h100", n: int = 1, dp: int = 1) -> Deployment
 
 
 def reserve_v053_mib(chunk: int, graphs: int, tp: int, dp: int = 1) -> float:
-    """SGLang v0.5.3+'s reserve, restated: 512 + 1.5 × chunk + 2 × graph batch + 1,024 × TP ÷ 8,
+    """SGLang v0.5.3-v0.5.9's reserve, restated: 512 + 1.5 × chunk + 2 × graph batch + 1,024 × TP ÷ 8,
     and under DP attention graph batch × dp × 3 (+ × 1.5 above a batch of 300)."""
     reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + 1024 * tp / 8
     if dp > 1:
@@ -48,16 +49,17 @@ def test_dp_attention_on_eight_h200s_holds_back_its_graph_padding() -> None:
     more, 33,280 MiB held and 0.769 of nvidia-smi's 143,771 MiB, not the 0.896 without the
     term; half the pool."""
     dep = sglang("deepseek-v3", "h200-sxm", 1, dp=8)  # ranks of one GPU: --tp-size 8
-    pool = kv_pool(dep, EngineSettings(max_model_len=32000))
+    pool = kv_pool(dep, EngineSettings(max_model_len=32000, engine_version=V059))
     reserved = reserve_v053_mib(8192, 512, 8, dp=8)
     expected = round((H200_SMI_MIB - reserved) / H200_SMI_MIB, 3)
     assert pool.reserved_fraction == expected == 0.769
     without = round((H200_SMI_MIB - reserve_v053_mib(8192, 512, 8)) / H200_SMI_MIB, 3)
     assert pool.pool_bytes == pytest.approx(
         pool.total_bytes * expected - pool.weight_bytes - pool.non_torch_bytes)
-    rule = sglang_memory_defaults(H200_SMI_MIB * 2**20, tp=8, dp_size=8)
+    rule = sglang_memory_defaults(H200_SMI_MIB * 2**20, tp=8, dp_size=8, version=V059)
     assert rule.dp_attention_mib == 512 * 8 * 4.5 and rule.mem_fraction_static == expected
-    assert sglang_memory_defaults(H200_SMI_MIB * 2**20, tp=8).mem_fraction_static == without
+    assert sglang_memory_defaults(H200_SMI_MIB * 2**20, tp=8,
+                                  version=V059).mem_fraction_static == without
 
 
 def test_dp_attention_reserve_follows_the_release() -> None:
@@ -81,7 +83,7 @@ def test_fit_explain_shows_the_reserve_the_pool_was_sized_with(
 
     assert main(["fit", "deepseek-v3", "--gpu", "h200-sxm", "--num-gpus", "8", "--engine",
                  "sglang", "--dp-size", "8", "--enable-dp-attention", "--max-model-len", "32k",
-                 "--explain"]) == 0
+                 "--explain", "--engine-version", V059]) == 0
     out = capsys.readouterr().out
     reserved = reserve_v053_mib(8192, 512, 8, dp=8)
     assert f"({H200_SMI_MIB:,} MiB − {reserved:,.0f} MiB reserved)" in out
@@ -99,13 +101,14 @@ def test_the_rule_reads_nvidia_smis_memory_where_the_catalog_has_it(
     has no such figure for keeps the runtime total, said in --explain."""
     from ridgeline.cli import main
 
-    h100 = kv_pool(sglang("llama-3.1-70b", n=4))
+    old = EngineSettings(engine_version=V059)
+    h100 = kv_pool(sglang("llama-3.1-70b", n=4), old)
     assert h100.reserved_fraction == round(1 - reserve_v053_mib(8192, 512, 4) / 81_559, 3) \
         == 0.824
-    l40s = kv_pool(sglang("llama-3.1-8b", "l40s"))
+    l40s = kv_pool(sglang("llama-3.1-8b", "l40s"), old)
     assert l40s.reserved_fraction == round(1 - (512 + 1.5 * 4096 + 2 * 32 + 128) / 46_068, 3)
     rtx = sglang("llama-3.1-8b", "rtx-4090")
-    pool = kv_pool(rtx)
+    pool = kv_pool(rtx, old)
     mib = pool.total_bytes / 2**20
     assert pool.reserved_fraction == round(1 - (512 + 1.5 * 2048 + 2 * 24 + 128) / mib, 3)
     assert main(["fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "sglang",
@@ -134,17 +137,19 @@ def test_gemma3_is_cut_only_with_enable_multimodal(capsys: pytest.CaptureFixture
     from ridgeline.cli import main
 
     dep = sglang("gemma-3-27b")
-    plain = kv_pool(dep, EngineSettings(max_model_len=8000))
+    plain = kv_pool(dep, EngineSettings(max_model_len=8000, engine_version=V059))
     card = round(1 - reserve_v053_mib(8192, 256, 1) / 81_559, 3)
     assert plain.reserved_fraction == card
-    multimodal = kv_pool(dep, EngineSettings(max_model_len=8000, enable_multimodal=True))
+    multimodal = kv_pool(dep, EngineSettings(max_model_len=8000, enable_multimodal=True,
+                                             engine_version=V059))
     assert multimodal.reserved_fraction == pytest.approx(card * vlm_factor(27, 1152))
     assert round(multimodal.reserved_fraction, 2) == 0.76
     assert main(["fit", "gemma-3-27b", "--gpu", "h100", "--engine", "sglang",
-                 "--max-model-len", "8k", "--json"]) == 0
+                 "--max-model-len", "8k", "--json", "--engine-version", V059]) == 0
     assert json.loads(capsys.readouterr().out)["conversations"] == 3
     assert main(["fit", "gemma-3-27b", "--gpu", "h100", "--engine", "sglang",
-                 "--max-model-len", "8k", "--enable-multimodal", "--explain"]) == 0
+                 "--max-model-len", "8k", "--enable-multimodal", "--explain", "--engine-version",
+                 V059]) == 0
     out = capsys.readouterr().out
     assert out.startswith("fits, under the ridge: 2 conversations")
     assert "for the vision tower (adjust_mem_fraction_for_vlm)" in out

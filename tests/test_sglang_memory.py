@@ -37,7 +37,7 @@ def test_each_release_follows_its_own_default_rule() -> None:
     assert sglang_memory_defaults(card, tp=8, version="0.5.2").mem_fraction_static == 0.831
     # v0.5.3's summed reserve on the card ridgeline sizes an H100 as: 0.822 at TP4
     h100 = resolve_accelerator("h100").memory_bytes * VISIBLE_MEMORY_FRACTION
-    assert sglang_memory_defaults(h100, tp=4).mem_fraction_static == 0.822
+    assert sglang_memory_defaults(h100, tp=4, version="0.5.9").mem_fraction_static == 0.822
     # the middle era's reserve grows with the ranks
     assert sglang_memory_defaults(card, tp=1, version="0.5.2").mem_fraction_static \
         > sglang_memory_defaults(card, tp=8, version="0.5.2").mem_fraction_static

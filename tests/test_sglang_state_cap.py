@@ -24,6 +24,7 @@ from ridgeline.sglang_hybrid import (
 from ridgeline.sglang_memory import sglang_data, sglang_release
 
 QWEN3_NEXT, NEMOTRON_H = "qwen3-next-80b-a3b", "nemotron-h-56b"
+V059 = "0.5.9"  # the figures below: the last release before the prefill CUDA-graph reserve
 
 
 def fit_json(capsys: pytest.CaptureFixture[str], model: str, gpus: int, context: str,
@@ -84,10 +85,10 @@ def test_qwen3_next_kept_its_radix_cache_and_runs_a_third_of_its_slots_but_in_0_
     on four H100s at 32K it runs a third of its state slots under 0.5.3.post3 as under 0.5.9,
     and a fifth under 0.5.7, whose default no_buffer strategy still took the extra buffer's
     two slots (model_runner_kv_cache_mixin.py:291-304)."""
-    slots = state_slots(QWEN3_NEXT, 4, 32768, None)
+    slots = state_slots(QWEN3_NEXT, 4, 32768, V059)
     assert slots > 300
     for version, ratio in (("0.5.3.post3", 3), ("0.5.6.post2", 3), ("0.5.7", 5), ("0.5.8", 3),
-                           ("0.5.9", 3), (None, 3)):
+                           ("0.5.9", 3)):
         assert state_slots(QWEN3_NEXT, 4, 32768, version) == slots
         assert fit_json(capsys, QWEN3_NEXT, 4, "32k", version)["max_num_seqs"] == slots // ratio
     # --no-prefix-caching (--disable-radix-cache): one slot a request in every release, the
@@ -95,6 +96,12 @@ def test_qwen3_next_kept_its_radix_cache_and_runs_a_third_of_its_slots_but_in_0_
     for version, pool in (("0.5.3.post3", 512), ("0.5.7", 512), ("0.5.9", slots)):
         off = fit_json(capsys, QWEN3_NEXT, 4, "32k", version, "--no-prefix-caching")
         assert off["max_num_seqs"] == pool
+    # the newest release (no version) keeps the ratio; its prefill CUDA graphs, off for
+    # Qwen3-Next through 0.5.14, reserve 464 MiB more, so a few slots fewer
+    newest = state_slots(QWEN3_NEXT, 4, 32768, None)
+    assert 300 < newest < slots
+    assert fit_json(capsys, QWEN3_NEXT, 4, "32k", None)["max_num_seqs"] == newest // 3
+    assert state_slots(QWEN3_NEXT, 4, 32768, "0.5.14") == slots
 
 
 def test_nemotron_h_ran_every_state_slot_until_0_5_6_post1(
@@ -277,7 +284,8 @@ def test_qwen3_next_under_0_5_3_post2_carves_a_sixth_of_the_pool(
     assert sglang_state_ratio("0.5.3.post3") == sglang_state_ratio() == 0.9
     old = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.3.post2")
     new = fit_json(capsys, QWEN3_NEXT, 4, "32k", "0.5.3.post3")
-    per_request = new["slot_cache_bytes_per_gpu"] / state_slots(QWEN3_NEXT, 4, 32768, None)
+    per_request = new["slot_cache_bytes_per_gpu"] / state_slots(QWEN3_NEXT, 4, 32768,
+                                                                 "0.5.3.post3")
     slots = int(old["pool_bytes_per_gpu"] * 0.2 / 1.2 // per_request)
     assert slots == 246 == state_slots(QWEN3_NEXT, 4, 32768, "0.5.3.post2")
     assert old["slot_cache_bytes_per_gpu"] == pytest.approx(slots * per_request)
@@ -330,10 +338,10 @@ def test_a_carved_state_pool_explains_each_step_from_the_ones_above(
     the conversations it holds beside a slot each, its blocks and the requests that run; each
     number the one operation on the numbers above it (as printed, and exactly from --json),
     and no llama.cpp slot wording."""
-    r = fit_json(capsys, QWEN3_NEXT, 4, "32k", None)
+    r = fit_json(capsys, QWEN3_NEXT, 4, "32k", V059)
     state = r["state_pool"]
     assert isinstance(state, dict) and state["sized"] == "carved"
-    text = fit_text(capsys, QWEN3_NEXT, 4, "32k", None, "--explain")
+    text = fit_text(capsys, QWEN3_NEXT, 4, "32k", V059, "--explain")
     steps = explain_steps(text)
     assert "(-np)" not in text and "KV pool per GPU" not in steps
     pool, per = state["static_pool_bytes_per_gpu"], state["bytes_per_request_per_gpu"]
@@ -374,10 +382,10 @@ def test_a_carved_state_pool_explains_each_step_from_the_ones_above(
     assert running["state slots"] == slots and running["slots per running request"] == 3
     assert running["max_running_requests"] == min(running["SGLang's own"], slots // 3) == 233
     # the shortfall for 100: (1 + ratio) × the KV cache they need, against the static pool
-    short = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--target-concurrency", "100")
+    short = fit_json(capsys, QWEN3_NEXT, 4, "32k", V059, "--target-concurrency", "100")
     assert short["shortfall_bytes_per_gpu"] == pytest.approx(
         1.9 * 100 * short["per_conversation_bytes_per_gpu"] - short["pool_bytes_per_gpu"])
-    step_text = fit_text(capsys, QWEN3_NEXT, 4, "32k", None, "--explain",
+    step_text = fit_text(capsys, QWEN3_NEXT, 4, "32k", V059, "--explain",
                          "--target-concurrency", "100")
     shortfall = explain_steps(step_text)["shortfall per GPU"]
     assert shortfall["shortfall"] == pytest.approx(
@@ -391,7 +399,7 @@ def test_a_carved_pool_short_of_slots_counts_the_states_in_its_shortfall(
     conversation (0.038), so the 224 carved slots bind, not the KV cache. 300 conversations
     need 300 states, 0.9 ÷ 1.9 of a static pool of 1.9 × 300 × per request ÷ 0.9 — not
     (1 + 0.9) × their KV cache, which the pool already holds (a shortfall of 0.0 GiB)."""
-    r = fit_json(capsys, NEMOTRON_H, 8, "8k", None, "--target-concurrency", "300")
+    r = fit_json(capsys, NEMOTRON_H, 8, "8k", V059, "--target-concurrency", "300")
     state = r["state_pool"]
     assert isinstance(state, dict) and r["conversations"] == state["slots"] == 224
     per = state["bytes_per_request_per_gpu"]
@@ -401,13 +409,13 @@ def test_a_carved_pool_short_of_slots_counts_the_states_in_its_shortfall(
     # a static pool that much bigger holds them, one a little smaller does not: 230 (1.4 GiB
     # short) on the same cards, the fraction raised by the shortfall ÷ what it applies to
     # (the card less the start-up memory)
-    r = fit_json(capsys, NEMOTRON_H, 8, "8k", None, "--target-concurrency", "230")
+    r = fit_json(capsys, NEMOTRON_H, 8, "8k", V059, "--target-concurrency", "230")
     assert r["conversations"] == 224 and 1 < r["shortfall_bytes_per_gpu"] / GIB < 2
     reserved = r["reserved_fraction"]
     applies = (r["reserved_bytes_per_gpu"] - r["taken_bytes_per_gpu"]["non_torch"]) / reserved
     for margin, holds in ((0.02, True), (-0.05, False)):
         raised = reserved + (r["shortfall_bytes_per_gpu"] + margin * GIB) / applies
-        bigger = fit_json(capsys, NEMOTRON_H, 8, "8k", None, "--target-concurrency", "230",
+        bigger = fit_json(capsys, NEMOTRON_H, 8, "8k", V059, "--target-concurrency", "230",
                           "--mem-fraction-static", f"{raised:.4f}")
         assert (bigger["conversations"] >= 230) is holds
 
@@ -460,8 +468,8 @@ def test_max_total_tokens_caps_what_the_state_pool_leaves(
     at --max-total-tokens 200,000 keeps the uncapped run's 701 slots, and its KV cache holds
     200,000 tokens, six conversations of 32K; a cap above what the states leave binds
     nothing. The budget shows the state rows before the cap."""
-    free = fit_json(capsys, QWEN3_NEXT, 4, "32k", None)
-    capped = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "200000")
+    free = fit_json(capsys, QWEN3_NEXT, 4, "32k", V059)
+    capped = fit_json(capsys, QWEN3_NEXT, 4, "32k", V059, "--max-total-tokens", "200000")
     state, free_state = capped["state_pool"], free["state_pool"]
     assert isinstance(state, dict) and isinstance(free_state, dict)
     assert state["slots"] == free_state["slots"] == 701
@@ -470,7 +478,7 @@ def test_max_total_tokens_caps_what_the_state_pool_leaves(
     assert capped["max_total_tokens"] == {"cap": 200000, "binds": True}
     assert state["kv_cache_bytes_per_gpu"] == pytest.approx(
         200000 * capped["per_conversation_bytes_per_gpu"] / 32000)
-    text = fit_text(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "200000")
+    text = fit_text(capsys, QWEN3_NEXT, 4, "32k", V059, "--max-total-tokens", "200000")
     rows = [line for line in text.splitlines() if line.startswith(("= ", "− "))]
     assert [row.split(" (")[0].split("  ")[0] for row in rows[-3:]] == \
         ["= static pool", "− state pool", "= KV pool, capped at --max-total-tokens 200,000"]
@@ -478,10 +486,10 @@ def test_max_total_tokens_caps_what_the_state_pool_leaves(
     assert round(leave, 2) == 14.05  # on nvidia-smi's 81,559 MiB
     assert f"(the states leave {leave:.2f} GiB)" in rows[-1] \
         and rows[-1].endswith("2.29 GiB per GPU")
-    loose = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "2000000")
+    loose = fit_json(capsys, QWEN3_NEXT, 4, "32k", V059, "--max-total-tokens", "2000000")
     assert loose["max_total_tokens"] == {"cap": 2000000, "binds": False}
     assert (loose["tokens"], loose["conversations"]) == (free["tokens"], free["conversations"])
-    short = fit_json(capsys, QWEN3_NEXT, 4, "32k", None, "--max-total-tokens", "200000",
+    short = fit_json(capsys, QWEN3_NEXT, 4, "32k", V059, "--max-total-tokens", "200000",
                      "--target-concurrency", "20")
     assert short["shortfall_bytes_per_gpu"] == pytest.approx(
         20 * short["per_conversation_bytes_per_gpu"] - state["kv_cache_bytes_per_gpu"])
@@ -546,14 +554,14 @@ def test_when_the_state_pool_caps_the_running_requests_the_flag_cannot_raise_the
     """Qwen3-Next at 4K holds 306 conversations but runs 701 // 3 = 233: the caution names the
     division, not --max-running-requests (which leaves 233), and the radix cache off runs a
     request a slot."""
-    r = fit_json(capsys, QWEN3_NEXT, 4, "4k", None, "--target-concurrency", "300")
+    r = fit_json(capsys, QWEN3_NEXT, 4, "4k", V059, "--target-concurrency", "300")
     assert r["conversations"] >= 300 and r["max_num_seqs"] == 701 // 3
     assert any(c.startswith("the pool holds the 300 conversations, but at most 233 run at once: "
                             "max_running_requests is the state pool's 701 slots // 3")
                for c in r["cautions"])
-    assert fit_json(capsys, QWEN3_NEXT, 4, "4k", None, "--target-concurrency", "300",
+    assert fit_json(capsys, QWEN3_NEXT, 4, "4k", V059, "--target-concurrency", "300",
                     "--max-running-requests", "300")["max_num_seqs"] == 233
-    assert fit_json(capsys, QWEN3_NEXT, 4, "4k", None, "--target-concurrency", "300",
+    assert fit_json(capsys, QWEN3_NEXT, 4, "4k", V059, "--target-concurrency", "300",
                     "--no-prefix-caching")["batch"] >= 300
 
 

@@ -410,10 +410,12 @@ def engine_version_flag(g: Any, rules: str, v0: bool = False) -> None:
     "memory rules to follow") and, with ``v0``, how to name vLLM's V0 engine (fit, simulate,
     decode and prefill)."""
     from ridgeline.engine_versions import release_text
+    from ridgeline.sglang_memory import sglang_data
 
     g.add_argument("--engine-version", metavar="V", type=release_text,
                    help=f"engine version whose {rules}: vLLM 0.1 ... 0.32"
-                   + (" (add V0 for VLLM_USE_V1=0, up to 0.10)" if v0 else "") + ", SGLang 0.3 ... 0.5.9, "
+                   + (" (add V0 for VLLM_USE_V1=0, up to 0.10)" if v0 else "")
+                   + f", SGLang 0.3 ... {sglang_data()['newest_checked']}, "
                    "llama.cpp a build (b9400); default: the newest modelled")
 
 

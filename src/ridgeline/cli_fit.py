@@ -49,6 +49,7 @@ from ridgeline.cli_types import (
 )
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.errors import InputError
+from ridgeline.sglang_memory import sglang_eager_drops_graphs
 from ridgeline.side_by_side import run_each
 
 
@@ -102,9 +103,13 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     dep = build_deployment(args, model, acc, engines[0])
     check_engine_flags(args, engines[0])
     if args.enforce_eager and engines[0] == "sglang":
-        _say_caution(args, SGLANG_EAGER)
-        args.enforce_eager = False  # SGLang's pool is the same with graphs off
-    if args.enforce_eager and engines[0] != "vllm":
+        version = getattr(args, "engine_version", None)
+        if sglang_eager_drops_graphs(version):  # v0.5.14+: its reserve leaves the graphs out
+            _say_caution(args, SGLANG_EAGER_DROPS)
+        else:
+            _say_caution(args, SGLANG_EAGER)
+            args.enforce_eager = False  # SGLang's pool is the same with graphs off
+    if args.enforce_eager and engines[0] not in ("vllm", "sglang"):
         raise InputError(f"--enforce-eager sizes vLLM's pool without its CUDA-graph memory; "
                          f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
                          "take it, for the step time without graphs)")
@@ -176,10 +181,15 @@ def _compare_accelerators(args: argparse.Namespace, model: Any, cards: list[str]
 
 
 # SGLang's reserve (server_args._handle_gpu_memory_settings) counts --cuda-graph-max-bs
-# whether or not --disable-cuda-graph is given, so its static pool is the same either way
+# whether or not --disable-cuda-graph is given through 0.5.13, so its static pool is the same
+# either way; from 0.5.14 the flag turns off the graphs' terms (sglang_eager_drops_graphs)
 SGLANG_EAGER = ("--disable-cuda-graph: SGLang's memory reserve counts --cuda-graph-max-bs with "
                 "the graphs on or off, so the pool is as without it; decode and simulate price "
                 "its steps without graphs")
+SGLANG_EAGER_DROPS = ("--disable-cuda-graph: SGLang's memory reserve leaves out the CUDA graphs "
+                      "it no longer captures (the prefill graphs' from v0.5.14, the decode "
+                      "graphs' 2 MiB a batch from v0.5.15), so the pool is sized without them; "
+                      "decode and simulate price its steps without graphs")
 
 
 # the settings that name one engine's knob: a comparison runs each engine at its defaults

@@ -276,8 +276,11 @@ def _drafter_left_out(args: argparse.Namespace, model: Any, engine: str, method:
         return ("SGLang loads them after sizing its pool, a cache of the pool's tokens of "
                 "their own, into the memory mem_fraction_static holds back: its default holds "
                 f"{held['model_drafter'] / 1024:g} GiB more for a drafter from "
-                f"v{held['from']}, {held['standalone'] / 1024:g} GiB for STANDALONE from "
-                f"v{held['standalone_from']}; whether they fit there is not checked")
+                f"v{held['from']} ({held['model_drafter_doubled'] / 1024:g} GiB from "
+                f"v{held['model_drafter_doubled_from']}), {held['standalone'] / 1024:g} GiB for "
+                f"STANDALONE from v{held['standalone_from']}; whether they fit there is not "
+                f"checked. From v{held['before']} it holds nothing more and the draft weights "
+                "load before the pool is sized, so they come out of it: not subtracted here")
     if method in MTP_METHODS:
         backend = getattr(args, "backend", None)
         if mtp_counted(engine, model, backend):

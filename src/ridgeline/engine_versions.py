@@ -57,7 +57,7 @@ def modelled_version(engine: str, version: str | None) -> str | None:
 def sized_version(engine: str, version: str | None) -> str | None:
     """The release whose rules sized a pool, as --json names it: ``version`` where given,
     else the one a run without --engine-version is priced as: vLLM's default_version (0.32),
-    SGLang's newest_checked (0.5.9, its newest default rule); None for TensorRT-LLM and
+    SGLang's newest_checked (0.5.23, its newest default rule); None for TensorRT-LLM and
     llama.cpp, whose defaults here span releases (engines.json ``version``)."""
     if version is not None:
         return version

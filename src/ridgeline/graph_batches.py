@@ -149,7 +149,8 @@ def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None,
     if cuda_graph_max_bs is None:
         memory, _ = sglang_gpu_mem_bytes(dep.accelerator, device_memory_bytes(dep.accelerator))
         cuda_graph_max_bs = sglang_memory_defaults(memory, dep.expert_ranks,
-                                                   dep.pipeline_parallel_size).cuda_graph_max_bs
+                                                   dep.pipeline_parallel_size,
+                                                   version=version).cuda_graph_max_bs
     return GraphCapture(sglang_capture_sizes(cuda_graph_max_bs, drafting, version),
                         unit=SEQUENCES)
 

@@ -6,7 +6,9 @@ start-up (the CUDA context and the tensor-parallel communicators), less the weig
 came from a table by tensor-parallel size (to v0.4.7), then from a reserve by card tier and
 parallel size (PR #7054, v0.4.7.post1 to v0.5.2), then from a reserve summed from the prefill
 chunk, the CUDA-graph batch and the ranks (v0.5.3 on), each with a term more under
-data-parallel attention. The rules read the card's memory as nvidia-smi shows it (MiB), not as
+data-parallel attention; from v0.5.10 that sum holds the prefill CUDA graphs too
+(sglang_prefill_graph_mib), from v0.5.20 a card below 35 GiB gets a longer chunk and more
+graph batches. The rules read the card's memory as nvidia-smi shows it (MiB), not as
 the runtime does. A model SGLang counts as multimodal gets the fraction cut for its vision
 tower (sglang_vision_cut). The rules are data (engines.json ``sglang``), each with its source.
 sglang_pool.py builds the KVPool from these defaults, a recurrent hybrid's state pool carved
@@ -16,11 +18,12 @@ out of it first (sglang_hybrid.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
+from ridgeline.ds_mla_cache import sparse_latent
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, smi_total_bytes
 from ridgeline.model import ModelSpec
@@ -76,6 +79,24 @@ class SGLangMemoryDefaults:
     era: str = RESERVED_MIB
     dp_attention_mib: float = 0.0  # the part of reserved_mib data-parallel attention adds
     drafter_mib: float = 0.0  # … and the part a drafter adds (sglang_speculative_reserve_mib)
+    prefill_graph_mib: float = 0.0  # … and the prefill CUDA graphs (sglang_prefill_graph_mib)
+    prefill_graph_off: str = ""  # why v0.5.10+ reserves no prefill graphs here, or ""
+
+
+@dataclass(frozen=True)
+class SGLangPrefillCase:
+    """What SGLang's prefill CUDA graphs (v0.5.10+) depend on beyond the card: the model, the
+    platform and the switches that turn them off (engines.json sglang.prefill_graph_reserve)."""
+
+    architecture: str = ""
+    mla: bool = False  # SGLang's MLA backend: a flat 1.5 GiB instead of 8 MiB a size
+    dsa: bool = False  # DeepSeek Sparse Attention (NSA) over that latent
+    multimodal: bool = False  # a model SGLang counts as multimodal (sglang_counts_multimodal)
+    lora: bool = False
+    drafter: bool = False
+    cuda: bool = True  # False: ROCm and every other non-CUDA platform
+    graphs_off: bool = False  # --disable-cuda-graph
+    token_cap: int | None = None  # --max-total-tokens, which caps the largest prefill graph
 
 
 def _below(rows: list[list[Any]], gib: float) -> list[Any]:
@@ -88,7 +109,9 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
                            version: str | None = None,
                            dp_size: int = 1,
                            cuda_graph_max_bs: int | None = None,
-                           draft_method: str = "") -> SGLangMemoryDefaults:
+                           draft_method: str = "",
+                           prefill: SGLangPrefillCase | None = None,
+                           max_running_requests: int | None = None) -> SGLangMemoryDefaults:
     """SGLang ``version``'s defaults for a card of ``total_bytes`` (nvidia-smi's, where
     known: sglang_gpu_mem_bytes): the prefill chunk and CUDA-graph batch by memory tier (each
     as given where given: --cuda-graph-max-bs, 2 MiB a batch of the v0.5.3+ reserve), then
@@ -97,7 +120,12 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
     of a stage; ``dp_size`` > 1 is --dp-size with --enable-dp-attention, which reserves
     graph batch × dp_size × 3 MiB more from v0.5.3 (× 4.5 above a batch of 300; 4 GiB in
     v0.4.7.post1–v0.5.2): an H200 at TP8, DP8 holds 33,280 MiB, 0.769 of 143,771. A drafter
-    (``draft_method``, --spec-method's words) reserves more (sglang_speculative_reserve_mib)."""
+    (``draft_method``, --spec-method's words) reserves more (sglang_speculative_reserve_mib).
+    From v0.5.10 the prefill CUDA graphs of ``prefill`` (None: a plain model on CUDA) join the
+    sum before the floor (sglang_prefill_graph_mib): an H100 (81,559 MiB) at TP1 holds 512 +
+    12,288 + 512 + 128 + 464 = 13,904 MiB, 0.830 (0.835 in v0.5.9). From v0.5.15
+    --disable-cuda-graph (``prefill.graphs_off``) drops the 2 MiB a graph batch, from v0.5.22
+    a given --max-running-requests (``max_running_requests``) caps the tier's graph batch."""
     d = sglang_data()
     gpu_mib = total_bytes / 2**20
     era = sglang_era(version)
@@ -121,34 +149,181 @@ def sglang_memory_defaults(total_bytes: float, tp: int = 1, pp: int = 1,
         return SGLangMemoryDefaults(chunk, graphs, reserved,
                                     round((gpu_mib - reserved) / gpu_mib, 3), era, dp_mib,
                                     drafter)
-    tier = _below(d["memory_tiers"]["rows"], gpu_mib / 1024)
-    _, tier_chunk, graphs_small_tp, graphs_large_tp = tier
+    _, tier_chunk, graphs_small_tp, graphs_large_tp = sglang_memory_tier(gpu_mib / 1024, version)
     chunk = chunked_prefill_size or int(tier_chunk)
-    graphs = cuda_graph_max_bs or int(graphs_small_tp if tp < 4 else graphs_large_tp)
+    graphs = cuda_graph_max_bs or _capped_graphs(
+        int(graphs_small_tp if tp < 4 else graphs_large_tp), max_running_requests, version)
     r = d["reserved_mib"]
+    case = prefill or SGLangPrefillCase()
+    if draft_method and not case.drafter:  # 0.5.10 captured no prefill graphs with one
+        case = replace(case, drafter=True)
     dp_mib = _dp_attention_mib(graphs, dp_size)
+    decode_graphs = not (case.graphs_off and _reached(version, r["decode_graphs_off_from"]))
+    off = sglang_prefill_graph_off(case, version, dp_size, pp)
+    prefill_mib = 0.0 if off else sglang_prefill_graph_mib(chunk, version, case)
     reserved = (r["base"] + r["per_prefill_token"] * max(chunk, r["min_prefill_tokens"])
-                + r["per_graph_batch"] * graphs + r["per_8_ranks"] * tp * pp / 8 + dp_mib)
+                + r["per_graph_batch"] * graphs * decode_graphs + r["per_8_ranks"] * tp * pp / 8
+                + dp_mib + prefill_mib)
     if gpu_mib > r["floor_above_gib"] * 1024:  # the floor holds after the DP term
         reserved = max(reserved, r["floor_mib"])
     drafter = sglang_speculative_reserve_mib(draft_method, version)
     reserved += drafter  # after the floor
     return SGLangMemoryDefaults(chunk, graphs, reserved, round((gpu_mib - reserved) / gpu_mib, 3),
-                                era, dp_mib, drafter)
+                                era, dp_mib, drafter, prefill_mib, off)
+
+
+def _reached(version: str | None, release: str) -> bool:
+    """Whether SGLang ``version`` (None: the newest modelled) is ``release`` or later."""
+    return version is None or sglang_release(version) >= sglang_release(release)
+
+
+def sglang_memory_tier(gib: float, version: str | None = None) -> list[Any]:
+    """The v0.5.3+ memory tier of a card of ``gib`` (nvidia-smi's, in GiB) under SGLang
+    ``version``: [bound, chunked_prefill_size, cuda_graph_max_bs below TP4, from TP4]. From
+    v0.5.20 a card below 35 GiB (an RTX 5090's 32,607 MiB) gets 4,096 / 48 / 160, not
+    2,048 / 24 / 80 (engines.json sglang.memory_tiers.rows_from)."""
+    t = sglang_data()["memory_tiers"]
+    row = _below(t["rows"], gib)
+    for later in t.get("rows_from", []):
+        if later["row"][0] == row[0] and _reached(version, later["from"]):
+            row = later["row"]
+    return list(row)
+
+
+def _capped_graphs(tier_graphs: int, max_running_requests: int | None,
+                   version: str | None) -> int:
+    """The tier's cuda_graph_max_bs, cut to a given --max-running-requests from v0.5.22
+    (256 with 64 requests: 64)."""
+    since = sglang_data()["memory_tiers"]["capped_by_max_running_requests_from"]
+    if max_running_requests is None or not _reached(version, since):
+        return tier_graphs
+    return min(tier_graphs, max_running_requests)
+
+
+def sglang_prefill_capture_sizes(max_tokens: int) -> list[int]:
+    """The token counts SGLang v0.5.10+ captures prefill CUDA graphs at, up to ``max_tokens``
+    (its chunked_prefill_size): 4–32 by 4, 48–256 by 16, 288–512 by 32, 576–1,024 by 64,
+    1,280–4,096 by 256, then by 512: 58 sizes to 8,192 tokens, 42 to 2,048."""
+    sizes: list[int] = []
+    for start, stop, step in sglang_data()["prefill_graph_reserve"]["capture_sizes"]:
+        sizes += range(start, (max_tokens if stop is None else min(stop, max_tokens)) + 1, step)
+    return sizes
+
+
+def sglang_prefill_graph_mib(chunk: int, version: str | None = None,
+                             case: SGLangPrefillCase | None = None) -> float:
+    """What SGLang ``version``'s default reserve holds for its prefill CUDA graphs (v0.5.10+;
+    0 before): 8 MiB a capture size up to the prefill chunk ``chunk`` (cut to --max-total-tokens
+    where given), a flat 1.5 GiB for an MLA model: 58 × 8 = 464 MiB at 8,192 tokens. Whether
+    the graphs are on at all is sglang_prefill_graph_off's."""
+    d = sglang_data()["prefill_graph_reserve"]
+    case = case or SGLangPrefillCase()
+    if version is not None and sglang_release(version) < sglang_release(d["from"]):
+        return 0.0
+    if case.mla:
+        return float(d["mla_mib"])
+    tokens = min(chunk, case.token_cap) if case.token_cap else chunk
+    return float(d["per_capture_size_mib"] * len(sglang_prefill_capture_sizes(tokens)))
+
+
+_OFF_WORDS = {"non_cuda": "a platform other than CUDA", "multimodal": "a multimodal model",
+              "drafter": "a drafter", "dp_attention": "data-parallel attention",
+              "lora": "LoRA", "pipeline": "pipeline parallelism", "mla": "an MLA model",
+              "mla_without_dsa": "an MLA model without DSA",
+              "graphs_off": "--disable-cuda-graph"}
+
+
+def sglang_prefill_graph_off(case: SGLangPrefillCase, version: str | None = None,
+                             dp_size: int = 1, pp: int = 1) -> str:
+    """Why SGLang ``version`` captures no prefill CUDA graphs for ``case`` (and reserves none
+    for them), or "" where it does: before v0.5.10 never by default; after, the rules of
+    engines.json sglang.prefill_graph_reserve.off, each in the releases that had it (data-
+    parallel attention to v0.5.16, pipeline parallelism to v0.5.14 and from v0.5.19, a
+    multimodal model, a platform other than CUDA, …), and --disable-cuda-graph from v0.5.14."""
+    d = sglang_data()["prefill_graph_reserve"]
+    if version is not None and sglang_release(version) < sglang_release(d["from"]):
+        return "not on by default before v0.5.10"
+    holds = {"non_cuda": not case.cuda, "multimodal": case.multimodal, "drafter": case.drafter,
+             "dp_attention": dp_size > 1, "lora": case.lora, "pipeline": pp > 1,
+             "mla": case.mla, "mla_without_dsa": case.mla and not case.dsa}
+    for rule in d["off"]:
+        if not _reached(version, rule["from"]) or (
+                "before" in rule and _reached(version, rule["before"])):
+            continue
+        if rule["when"] == "architecture":
+            if case.architecture in rule["architectures"]:
+                return f"off for {case.architecture}"
+        elif holds[rule["when"]]:
+            return f"off under {_OFF_WORDS[rule['when']]}"
+    if case.graphs_off and _reached(version, d["graphs_off_from"]):
+        return f"off under {_OFF_WORDS['graphs_off']}"
+    return ""
+
+
+def sglang_prefill_case(model: ModelSpec, accelerator: Accelerator, version: str | None = None,
+                        enable_multimodal: bool = False, lora: bool = False,
+                        drafter: bool = False, graphs_off: bool = False,
+                        token_cap: int | None = None) -> SGLangPrefillCase:
+    """The facts SGLang's prefill CUDA graphs depend on for ``model`` on ``accelerator``:
+    its architecture, an MLA latent (DSA over it), whether SGLang counts it multimodal, the
+    platform (CUDA: an NVIDIA card), and the switches given."""
+    mla = model.attention is not None and model.attention.mla is not None
+    return SGLangPrefillCase(model.architecture, mla,
+                             sparse_latent(model) is not None,
+                             sglang_counts_multimodal(model, version, enable_multimodal), lora,
+                             drafter, accelerator.vendor == "nvidia", graphs_off, token_cap)
+
+
+def sglang_prefill_graphs_default(version: str | None = None) -> bool:
+    """Whether SGLang ``version`` (None: the newest modelled) captures prefill CUDA graphs by
+    default, where no rule turns them off: from v0.5.10 (engines.json
+    sglang.prefill_graph_reserve.from)."""
+    return _reached(version, sglang_data()["prefill_graph_reserve"]["from"])
+
+
+def sglang_eager_drops_graphs(version: str | None = None) -> bool:
+    """Whether SGLang ``version`` (None: the newest modelled) reserves less under
+    --disable-cuda-graph: from v0.5.14, which turns the prefill graphs off with the decode
+    graphs (and from v0.5.15 drops the decode graphs' 2 MiB a batch too); before, the reserve
+    counted the graphs on or off. A version that is none of SGLang's: as no version."""
+    since = sglang_data()["prefill_graph_reserve"]["graphs_off_from"]
+    try:
+        return _reached(version, since)
+    except InputError:
+        return _reached(None, since)
+
+
+def sglang_counts_multimodal(model: ModelSpec, version: str | None = None,
+                             enable_multimodal: bool = False) -> bool:
+    """Whether SGLang ``version`` counts ``model`` as multimodal: its architecture one SGLang
+    serves with a vision tower (engines.json sglang.vision_fraction), and not one it serves
+    text-only without --enable-multimodal (Llama-4 from that rule's release)."""
+    d = sglang_data()["vision_fraction"]
+    if model.architecture not in d["architectures"]:
+        return False
+    off = d["off_unless_enable_multimodal"]
+    release = sglang_release(version or str(sglang_data()["newest_checked"]))
+    return enable_multimodal or model.architecture not in off["architectures"] \
+        or release < sglang_release(off["from"])
 
 
 def sglang_speculative_reserve_mib(draft_method: str, version: str | None = None) -> float:
     """What SGLang ``version``'s default mem_fraction_static holds back more for a drafter
     (``draft_method``: --spec-method's words; "" none): from v0.4.7.post1 2 GiB for a model
-    drafter (EAGLE, EAGLE3, NEXTN: the draft model and its larger CUDA graphs), from v0.5.2
-    6 GiB for STANDALONE's draft model, nothing for n-gram lookup. The drafter's weights and
-    its own cache are loaded into that held-back memory after the pool is sized."""
+    drafter (EAGLE, EAGLE3, NEXTN: the draft model and its larger CUDA graphs), 4 GiB from
+    v0.5.10, from v0.5.2 6 GiB for STANDALONE's draft model, nothing for n-gram lookup; the
+    drafter's weights and its own cache are loaded into that held-back memory after the pool
+    is sized. From v0.5.14 (and with no version, the newest) nothing: the draft weights load
+    before the KV budget is measured, so they come out of the pool instead."""
     d = sglang_data()["speculative_reserve_mib"]
-    if not draft_method or draft_method == "ngram" or sglang_era(version) == TP_TABLE:
+    if not draft_method or draft_method == "ngram" or sglang_era(version) == TP_TABLE \
+            or _reached(version, d["before"]):
         return 0.0
-    standalone = draft_method == "draft-model" and (
-        version is None or sglang_release(version) >= sglang_release(d["standalone_from"]))
-    return float(d["standalone"] if standalone else d["model_drafter"])
+    standalone = draft_method == "draft-model" and _reached(version, d["standalone_from"])
+    if standalone:
+        return float(d["standalone"])
+    doubled = _reached(version, d["model_drafter_doubled_from"])
+    return float(d["model_drafter_doubled"] if doubled else d["model_drafter"])
 
 
 def sglang_speculative_requests(draft_method: str, version: str | None = None) -> int | None:

@@ -21,6 +21,7 @@ from ridgeline.sglang_memory import (
     sglang_gpu_mem_bytes,
     sglang_max_running_requests,
     sglang_memory_defaults,
+    sglang_prefill_case,
     sglang_requests_asked,
     sglang_speculative_requests,
     sglang_startup_bytes,
@@ -81,14 +82,31 @@ def sglang_rule(dep: Deployment, s: EngineSettings,
     """SGLang's default rule for ``dep`` (on nvidia-smi's memory where known, else
     ``total_bytes``; its --tp-size every GPU of a stage, data-parallel attention's ranks
     included, their --dp-size, --cuda-graph-max-bs or --cuda-graph-bs's largest where given,
-    and the drafter's reserve) and
+    the drafter's reserve, and from v0.5.10 the prefill CUDA graphs sglang_prefill_case
+    describes) and
     its cut for a vision tower: the pool and --explain both read them here."""
     memory, _ = sglang_gpu_mem_bytes(dep.accelerator, total_bytes)
+    prefill = sglang_prefill_case(dep.model, dep.accelerator, s.engine_version,
+                                  s.enable_multimodal, s.lora is not None, s.drafter is not None,
+                                  s.enforce_eager, s.max_total_tokens)
     rule = sglang_memory_defaults(memory, dep.expert_ranks, dep.pipeline_parallel_size,
                                   s.max_num_batched_tokens, s.engine_version,
                                   dep.data_parallel_size, sglang_graph_max_bs(s),
-                                  s.drafter.method if s.drafter is not None else "")
+                                  s.drafter.method if s.drafter is not None else "", prefill,
+                                  sglang_requests_given(s))
     return rule, sglang_vision_cut(dep.model, s.engine_version, s.enable_multimodal)
+
+
+def sglang_requests_given(s: EngineSettings) -> int | None:
+    """The --max-running-requests SGLang's memory rule sees (v0.5.22+ caps the graph batch by
+    it): the value given, not the 48 a drafter sets, which its server_args settle only after
+    the memory rule (arg_groups/pipeline.py runs handle_gpu_memory_settings before
+    handle_speculative_decoding in 0.5.23). A given 48 beside a drafter reads as that default:
+    ``s`` no longer tells them apart."""
+    if s.drafter is not None and s.max_num_seqs == sglang_speculative_requests(
+            s.drafter.method, s.engine_version):
+        return None
+    return s.max_num_seqs
 
 
 def sglang_graph_max_bs(s: EngineSettings) -> int | None:

@@ -334,7 +334,12 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
                 if s.gpu_memory_utilization is not None else "trtllm default")
     if pool.engine != "sglang":
         return "the flag" if s.gpu_memory_utilization is not None else f"{pool.engine} default"
-    from ridgeline.sglang_memory import RESERVED_MIB, TP_TABLE, sglang_gpu_mem_bytes
+    from ridgeline.sglang_memory import (
+        RESERVED_MIB,
+        TP_TABLE,
+        sglang_gpu_mem_bytes,
+        sglang_prefill_graphs_default,
+    )
     from ridgeline.sglang_pool import sglang_rule
 
     rule, cut = sglang_rule(dep, s, pool.total_bytes)
@@ -358,6 +363,11 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
                 "--tp-size × --pp-size)"
                 + (f", {rule.dp_attention_mib:,.0f} MiB of it for data-parallel attention over "
                    f"{dp} ranks" if rule.dp_attention_mib else "")
+                + (f", {rule.prefill_graph_mib:,.0f} MiB of it for prefill CUDA graphs"
+                   if rule.prefill_graph_mib else
+                   f", no prefill CUDA graphs ({rule.prefill_graph_off})"
+                   if rule.prefill_graph_off and sglang_prefill_graphs_default(s.engine_version)
+                   else "")
                 + (f", {rule.drafter_mib:,.0f} MiB of it for the drafter (its weights, its "
                    "cache and its CUDA graphs, loaded after the pool)" if rule.drafter_mib
                    else "")

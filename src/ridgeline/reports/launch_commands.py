@@ -19,6 +19,7 @@ from ridgeline.sglang_memory import (
     sglang_flag_fraction,
     sglang_gpu_mem_bytes,
     sglang_memory_defaults,
+    sglang_prefill_case,
     sglang_vision_cut,
 )
 from ridgeline.vllm_memory import parse_version, vllm_accounting
@@ -54,8 +55,10 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         # (read off nvidia-smi's memory, and cut for ``model``'s vision tower where SGLang does)
         acc = resolve_accelerator(c.accelerator)
         memory, _ = sglang_gpu_mem_bytes(acc, device_memory_bytes(acc))
+        prefill = sglang_prefill_case(model, acc, version) if model else None
         rule = sglang_memory_defaults(memory, c.tp * c.data_parallel, c.pp,
-                                      c.max_num_batched_tokens, version, c.data_parallel)
+                                      c.max_num_batched_tokens, version, c.data_parallel,
+                                      prefill=prefill)
         cut = sglang_vision_cut(model, version) if model else SGLangVisionCut()
         fraction = sglang_flag_fraction(rule, cut)
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
