@@ -104,7 +104,7 @@ def test_the_fp8_lever_the_engine_is_told_passes_the_check(engine: str) -> None:
 
 @pytest.mark.parametrize(("engine", "release", "value", "since"), [
     ("vllm", "0.17.1", "float16", "0.18.0"), ("sglang", "0.5.2", "bf16", "0.5.4"),
-    ("sglang", "0.5.3.post1", "bfloat16", "0.5.4")])
+    ("sglang", "0.5.3.post3", "bfloat16", "0.5.4")])
 def test_a_value_a_later_release_brought_is_refused_for_an_earlier_one(
         capsys: pytest.CaptureFixture[str], engine: str, release: str, value: str,
         since: str) -> None:
@@ -119,7 +119,7 @@ def test_a_value_a_later_release_brought_is_refused_for_an_earlier_one(
 
 
 @pytest.mark.parametrize(("engine", "value"), [("vllm", "fp8_inc"), ("vllm", "turboquant_k8v4"),
-                                               ("sglang", "fp4_e2m1")])
+                                               ("sglang", "fp4_mx_block16")])
 @pytest.mark.parametrize("flag", ["--kv-cache-dtype", "--kv-dtype"])
 def test_an_engines_value_ridgeline_has_no_format_for_is_refused_as_not_modelled(
         capsys: pytest.CaptureFixture[str], engine: str, value: str, flag: str) -> None:

@@ -3,7 +3,7 @@ data/engine_choices.json and data/formats.json rather than typed in:
 
 - a value ridgeline does not size that came after the release --engine-version names
   (vLLM's turboquant_k8v4 read only on main, refused by the releases up to read_through;
-  SGLang's fp4_e2m1 from 0.5.3) is refused as that release refuses it, the refusal the user
+  SGLang's fp4_e2m1 from 0.5.4.post3) is refused as that release refuses it, the refusal the user
   meets first; before, it read "not modelled", as if the release took it.
 - kv with no --engine reads --kv-cache-dtype as vLLM's flag, as fit reads it: vLLM's nvfp4 is
   not modelled. Before, kv sized TensorRT-LLM's fp4 cache under it, even on an H100.
@@ -31,7 +31,8 @@ refused = refused_line
 
 @pytest.mark.parametrize(("engine", "release", "value"), [
     ("vllm", "0.11.0", "turboquant_k8v4"), ("vllm", "0.17.0", "nvfp4"),
-    ("sglang", "0.5.0", "fp4_e2m1"), ("sglang", "0.5.2", "fp4_e2m1")])
+    ("sglang", "0.5.0", "fp4_e2m1"), ("sglang", "0.5.3", "fp4_e2m1"),
+    ("sglang", "0.5.4.post2", "fp4_e2m1"), ("sglang", "0.5.15.post1", "mxfp8")])
 def test_an_unmodelled_value_a_release_predates_is_refused_as_that_release_refuses_it(
         capsys: pytest.CaptureFixture[str], engine: str, release: str, value: str) -> None:
     listed = kv_cache_dtype_choices(engine)
@@ -50,12 +51,14 @@ def test_an_unmodelled_value_a_release_predates_is_refused_as_that_release_refus
 
 @pytest.mark.parametrize(("engine", "release", "value"), [
     ("vllm", None, "turboquant_k8v4"), ("vllm", "0.18.0", "turboquant_k8v4"),
-    ("vllm", "0.11.0", "fp8_inc"), ("sglang", "0.5.3", "fp4_e2m1"), ("sglang", None, "fp4_e2m1")])
+    ("vllm", "0.11.0", "fp8_inc"), ("sglang", "0.5.4.post3", "fp4_e2m1"),
+    ("sglang", "0.5.20", "fp4_e2m1"), ("sglang", None, "mxfp8")])
 def test_an_unmodelled_value_the_release_may_take_is_still_refused_as_not_modelled(
         capsys: pytest.CaptureFixture[str], engine: str, release: str | None,
         value: str) -> None:
-    """A release that takes the value (fp8_inc; fp4_e2m1 from 0.5.3), or one past the lists
-    read (a main-only value under 0.18.0 or the default 0.32), is not known to refuse it."""
+    """A release that takes the value (fp8_inc; fp4_e2m1 in 0.5.4.post3-0.5.20; mxfp8 in the
+    default 0.5.23), or one past the lists read (a main-only value under 0.18.0 or the
+    default 0.32), is not known to refuse it."""
     listed = kv_cache_dtype_choices(engine)
     assert listed is not None
     if release is not None and engine == "vllm" and value != "fp8_inc":

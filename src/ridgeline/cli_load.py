@@ -188,10 +188,11 @@ def kv_choice_check(args: argparse.Namespace, engine: str | None) -> None:
 
 def kv_release_refusal(args: argparse.Namespace) -> str:
     """Where --kv-cache-dtype names a value of the engine's (vLLM, SGLang) that ridgeline
-    does not size and the engine's release refuses it, having come later, that release's
-    refusal, the one the user would meet first (vLLM 0.11.0 and turboquant_k8v4, SGLang 0.5.0
-    and fp4_e2m1); "" otherwise, and for another engine's value (SGLang's fp4_e2m1 under
-    vLLM), which is refused as not modelled, naming whose it is."""
+    does not size and the engine's release refuses it, having come later or been dropped,
+    that release's refusal, the one the user would meet first (vLLM 0.11.0 and
+    turboquant_k8v4, SGLang 0.5.3 and 0.5.23 and fp4_e2m1); "" otherwise, and for another
+    engine's value (SGLang's fp4_e2m1 under vLLM), which is refused as not modelled, naming
+    whose it is."""
     from ridgeline.engine_choices import (
         KV_CACHE_DTYPE_FLAG,
         kv_cache_dtype_choices,

@@ -30,12 +30,20 @@ KV_CACHE_DTYPE_FLAG = "--kv-cache-dtype"
 @dataclass(frozen=True)
 class EngineChoice:
     """One value of an engine's choice flag: the first release that takes it (None: every
-    release from the list's checked_from), whether ridgeline sizes it, and why not."""
+    release from the list's checked_from), whether ridgeline sizes it, and why not;
+    ``until``, the first release that no longer takes it (SGLang's fp4_e2m1: taken from
+    0.5.4.post3, gone from 0.5.21), None while every release read still takes it."""
 
     value: str
     since: str | None
     modelled: bool
     why: str = ""
+    until: str | None = None
+
+    def dropped_by(self, engine: str, release: str) -> bool:
+        """Whether ``release`` is ``until`` or later: SGLang 0.5.23 and fp4_e2m1 (until
+        0.5.21), not 0.5.20."""
+        return self.until is not None and not release_before(engine, release, self.until)
 
 
 @dataclass(frozen=True)
@@ -51,17 +59,21 @@ class ChoiceList:
     read_through: str | None = None
 
     def taken_by(self, release: str) -> tuple[EngineChoice, ...]:
-        """The values ``release`` takes: those with no ``since``, or one it has reached. A
-        value read only on main (``since`` "main": its first release not read) is left out;
-        ridgeline refuses it as not modelled under any release."""
-        return tuple(c for c in self.choices if c.since is None
-                     or (c.since != "main" and not release_before(self.engine, release,
-                                                                   c.since)))
+        """The values ``release`` takes: those with no ``since``, or one it has reached, less
+        those dropped by then (``until``: SGLang 0.5.23 has no fp4_e2m1). A value read only
+        on main (``since`` "main": its first release not read) is left out; ridgeline
+        refuses it as not modelled under any release."""
+        return tuple(c for c in self.choices if not c.dropped_by(self.engine, release) and (
+            c.since is None or (c.since != "main" and not release_before(self.engine, release,
+                                                                         c.since))))
 
     def refused_by(self, release: str, choice: EngineChoice) -> bool:
-        """Whether ``release`` is known to refuse ``choice``: one that came in a later release,
-        or one read only on main where ``release`` is no later than ``read_through`` (vLLM
-        0.11.0 and turboquant_k8v4); a main-only value under a later release is not known."""
+        """Whether ``release`` is known to refuse ``choice``: one that came in a later release
+        or was dropped by ``release`` (SGLang 0.5.21 and fp4_e2m1), or one read only on main
+        where ``release`` is no later than ``read_through`` (vLLM 0.11.0 and
+        turboquant_k8v4); a main-only value under a later release is not known."""
+        if choice.dropped_by(self.engine, release):
+            return True
         if choice.since is None:
             return False
         if choice.since != "main":
@@ -77,7 +89,8 @@ def kv_cache_dtype_choices(engine: str) -> ChoiceList | None:
     if row is None:
         return None
     return ChoiceList(engine, row["checked_from"], tuple(
-        EngineChoice(c["value"], c.get("since"), bool(c["modelled"]), c.get("why", ""))
+        EngineChoice(c["value"], c.get("since"), bool(c["modelled"]), c.get("why", ""),
+                     c.get("until"))
         for c in row["choices"]), row.get("read_through"))
 
 
@@ -150,8 +163,9 @@ def kv_cache_dtype_problem(engine: str, version: str | None, value: str,
     ``value`` for --kv-cache-dtype, or why ridgeline does not size it; "" where it is read.
     The engines match the value exactly (argparse's choices, vLLM's Literal), so 'BF16' and
     'fp8' under SGLang are refused as the engines refuse them. A value ridgeline does not size
-    that came after ``version`` (vLLM 0.11.0's turboquant_k8v4, SGLang 0.5.0's fp4_e2m1) is
-    refused as that release refuses it, the refusal the user would meet first."""
+    that came after ``version`` (vLLM 0.11.0's turboquant_k8v4, SGLang 0.5.3's fp4_e2m1) or
+    was dropped by it (SGLang 0.5.23's fp4_e2m1, gone from 0.5.21) is refused as that
+    release refuses it, the refusal the user would meet first."""
     listed = kv_cache_dtype_choices(engine)
     if listed is None:
         return ""
@@ -169,7 +183,9 @@ def kv_cache_dtype_problem(engine: str, version: str | None, value: str,
     said = f"{name} {release}" if version is not None else \
         f"{name} {release} (the default --engine-version)"
     later = ""
-    if choice is not None and choice.since:
+    if choice is not None and choice.dropped_by(engine, release):
+        later = _dropped(name, choice)
+    elif choice is not None and choice.since:
         came = f"in v{choice.since}" if choice.since != "main" else \
             f"after v{listed.read_through}"
         later = (f"; {value} came {came}, so name that --engine-version or a later one"
@@ -200,6 +216,18 @@ def unmodelled_choice_problem(value: str, flag: str = KV_CACHE_DTYPE_FLAG) -> st
             if choice.value == value and not choice.modelled:
                 return _unmodelled(engine, choice, flag)
     return ""
+
+
+def _dropped(name: str, choice: EngineChoice) -> str:
+    """The tail of a release's refusal of a value it no longer takes: where it was taken and
+    what to name instead (SGLang's fp4_e2m1, taken from v0.5.4.post3 until v0.5.21)."""
+    taken = (f"from v{choice.since} " if choice.since and choice.since != "main" else "") + \
+        f"until v{choice.until}"
+    if not choice.modelled:
+        return (f"; {choice.value} was taken {taken}, and ridgeline does not size it under "
+                f"any release: {name}'s {choice.value} is {choice.why}")
+    return (f"; {choice.value} was taken {taken}, so name an --engine-version before "
+            f"v{choice.until}")
 
 
 def _unmodelled(engine: str, choice: EngineChoice, flag: str) -> str:
