@@ -224,8 +224,10 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
     """The drafter, as fit, decode and simulate read it (an MTP one refused for a checkpoint
     without MTP layers), with a caution where its weights and cache are not in the pool: vLLM
     and TensorRT-LLM hold an MTP drafter's (drafter_memory.py), vLLM a separate drafter whose
-    config it can read offline (draft_model_memory.py); SGLang loads any drafter after sizing
-    its pool, into the memory it holds back; an n-gram drafter holds nothing."""
+    config it can read offline (draft_model_memory.py); SGLang before v0.5.14 loads any drafter
+    after sizing its pool, into the memory it holds back, and from v0.5.14 before, its weights
+    and cache in the pool where sglang_drafter.py reads them; an n-gram drafter holds
+    nothing."""
     import sys
 
     spec_args(args)
@@ -270,17 +272,24 @@ def _drafter_left_out(args: argparse.Namespace, model: Any, engine: str, method:
     from ridgeline.drafter_memory import mtp_counted
 
     if engine == "sglang":
+        from ridgeline.sglang_drafter import sglang_drafter_in_pool, sglang_drafter_left_out
         from ridgeline.sglang_memory import sglang_data
 
+        version = getattr(args, "engine_version", None)
+        if sglang_drafter_in_pool(version):  # v0.5.14+: they come out of the pool
+            why = sglang_drafter_left_out(model, method, getattr(args, "spec_draft_model", "")
+                                          or "", version,
+                                          getattr(args, "pipeline_parallel_size", 1) or 1)
+            return (f"SGLang v0.5.14+ loads them before sizing its pool, which they come out "
+                    f"of, but {why}") if why else ""
         held = sglang_data()["speculative_reserve_mib"]  # as sglang_speculative_reserve_mib
         return ("SGLang loads them after sizing its pool, a cache of the pool's tokens of "
                 "their own, into the memory mem_fraction_static holds back: its default holds "
                 f"{held['model_drafter'] / 1024:g} GiB more for a drafter from "
                 f"v{held['from']} ({held['model_drafter_doubled'] / 1024:g} GiB from "
                 f"v{held['model_drafter_doubled_from']}), {held['standalone'] / 1024:g} GiB for "
-                f"STANDALONE from v{held['standalone_from']}; whether they fit there is not "
-                f"checked. From v{held['before']} it holds nothing more and the draft weights "
-                "load before the pool is sized, so they come out of it: not subtracted here")
+                f"STANDALONE from v{held['standalone_from']} until v{held['before']}; whether "
+                "they fit there is not checked")
     if method in MTP_METHODS:
         backend = getattr(args, "backend", None)
         if mtp_counted(engine, model, backend):

@@ -22,8 +22,9 @@ drafting 3 on 8 GPUs: one layer's weights, three layers more cache a token (64/6
 
 Counted for vLLM and TensorRT-LLM on a model of full-attention layers alone (DeepSeek-V3,
 GLM-4.5, MiMo); a hybrid's MTP layer (Qwen3-Next) joins vLLM's grouped pages and TensorRT-LLM's
-layer mask, which are not sized here. SGLang loads them as a draft worker of their own after
-its pool is sized (sglang_memory.py's reserve).
+layer mask, which are not sized here. SGLang loads them as a draft worker of their own, after
+its pool is sized before v0.5.14 (sglang_memory.py's reserve), before it from v0.5.14
+(sglang_drafter.py).
 """
 
 from __future__ import annotations

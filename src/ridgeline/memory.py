@@ -53,6 +53,7 @@ from ridgeline.load_peak import load_peak_bytes
 from ridgeline.lora_slots import AnyLoRA, check_engine_lora
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.quantization import EXPERTS
+from ridgeline.sglang_drafter import sglang_drafter_bytes
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_bytes
 from ridgeline.sglang_memory import sglang_drafter_headroom_tokens, sglang_loads_tower
 from ridgeline.sglang_pool import sglang_pool, sglang_settings
@@ -443,8 +444,13 @@ def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                              device, cells)
     if engine == "sglang":  # its LoRA slots, allocated before it sizes the pool
         lora = sglang_lora_bytes(dep, s.lora) if isinstance(s.lora, SGLangLoRASettings) else 0.0
-        return sglang_pool(dep, s, total_bytes, weight_bytes, kv_bytes_per_token, stage,
-                           headroom_tokens, lora)
+        # v0.5.14+: the drafter loads before the pool is sized, its cache sized with it
+        draft_weights, draft_kv = sglang_drafter_bytes(dep, s, kv_bytes_per_token) \
+            if stage is None else (0.0, 0.0)
+        pool = sglang_pool(dep, s, total_bytes, weight_bytes + draft_weights,
+                           kv_bytes_per_token + draft_kv, stage, headroom_tokens, lora)
+        return replace(pool, drafter_kv_bytes_per_token=draft_kv,
+                       drafter_weight_bytes=draft_weights) if draft_kv or draft_weights else pool
     pool = trtllm_pool(dep, s, total_bytes, weight_bytes, non_torch, kv_bytes_per_token, stage)
     return replace(pool, drafter_kv_bytes_per_token=draft_kv,
                    drafter_weight_bytes=draft_weights) if draft_kv or draft_weights else pool

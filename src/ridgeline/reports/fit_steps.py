@@ -126,6 +126,12 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                    if pool.redundant_expert_bytes and s.eplb is not None else []),
                  *([q("LoRA adapters", pool.lora_bytes / GIB, "GiB", lora_note(dep, pool, s))]
                    if pool.lora_bytes else []),
+                 *([q("drafter's cache a token", pool.drafter_kv_bytes_per_token / 1024, "KiB",
+                      f"of {pool.kv_bytes_per_token / 1024:,.2f} KiB a token {per_gpu(pool)}: "
+                      "SGLang v0.5.14+ loads the drafter before it sizes the pool and sizes "
+                      "its cell × (1 + draft layers ÷ layers), the draft worker's cache as "
+                      "many tokens as the target's (pool_configurator.py)")]
+                   if pool.engine == "sglang" and pool.drafter_kv_bytes_per_token else []),
                  *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
                  *([q("max_num_seqs", pool.max_num_seqs, "", note)]
                    if pool.engine == "vllm" and (note := vllm_seats_note(dep, s)) else ()),
