@@ -84,7 +84,7 @@ def test_plans_refusal_names_a_way_out_plan_can_follow(
     assert code == 0, err
     (left,) = json.loads(out)["left_out"]
     assert "ridgeline: error: " + left["why"] == alone  # one reason, one way out, in both
-    way = alone.split("; try ")[1].split(", or ")[0].split()
+    way = alone.split("; try ")[1].split(", ")[0].split()  # the first of two or three ways
     assert way[:2] == ["--engine", "vllm"]
     code, out, err = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN, "--gpus", gpu, *way[2:4],
                              "--json")

@@ -381,7 +381,20 @@ class _Parser(argparse.ArgumentParser):
             near = nearest_spelling(next((w for w in typed if not w.startswith("-")), ""),
                                     list(commands.choices))
             message += f"; did you mean {near}?" if near else ""
+        elif " invalid choice: " in message:  # plan --engine sglng: sglang
+            message += self._choice_hint(message)
         self.exit(2, f"ridgeline: error: {shorten_runs(message)} (see `{self.prog} --help`)\n")
+
+    def _choice_hint(self, message: str) -> str:
+        """"; did you mean sglang?" for a flag's value that is a slip from one of its choices
+        ("argument --engine: invalid choice: 'sglng'"), else ""."""
+        flag, _, rest = message.removeprefix("argument ").partition(": invalid choice: ")
+        action = self._option_string_actions.get(flag.split("/")[0])
+        if action is None or not action.choices:
+            return ""
+        value = rest.split(" (choose from")[0].strip("'")
+        near = nearest_spelling(value, [str(c) for c in action.choices])
+        return f"; did you mean {near}?" if near else ""
 
     def _slip_hint(self, typed: Sequence[str]) -> str:
         """"; --contxt: did you mean --context?" for the first flag typed that this command

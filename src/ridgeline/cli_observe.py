@@ -219,6 +219,8 @@ def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
     args.engine_version = checked_engine_version(
         _stated_or_given(obs, "--engine-version", given, stated,
                          "the engine's release"), engine)
+    if past := past_read(engine, args.engine_version):  # fit's caution, as a note
+        obs.notes.append(past)
     stated_seats = obs.max_num_seqs if ours else None
     from ridgeline.reports.utilization import seats_flag as engine_seats_flag
 
@@ -228,6 +230,22 @@ def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
                                          stated_seats, "the seats")
     if stated_seats is None:  # the flag's seats, against what the source shows running
         _refuse_seats_below_batch(args, obs, engine)
+
+
+def past_read(engine: str, version: str | None) -> str:
+    """The caution fit gives where ``version`` is newer than the newest release whose memory
+    rules were read (SGLang 0.6.0 past 0.5.23, vLLM 0.99 past its newest checked), else ""."""
+    if version is None:
+        return ""
+    if engine == "sglang":
+        from ridgeline.sglang_memory import past_checked
+
+        return past_checked(version)
+    if engine == "vllm":
+        from ridgeline.vllm_memory import past_modelled, vllm_accounting
+
+        return past_modelled(vllm_accounting(version))
+    return ""
 
 
 def _refuse_seats_below_batch(args: argparse.Namespace, obs: Any, engine: str) -> None:

@@ -71,15 +71,20 @@ def engine_floor_problem(engine: str, accelerator: Accelerator,
                          llama_cpp: str = "--engine llama.cpp-cuda") -> str:
     """Why ``engine`` refuses this card below its floor (ENGINE_FLOORS; "" above it), and
     the ways out: the vLLM release that runs it (a T4: any; a V100: 0.19, its last with Volta
-    kernels), then llama.cpp, in ``llama_cpp``'s words (plan, which sizes no llama.cpp, says
-    which commands do: plan.LEFT_OUT_LEVER)."""
+    kernels), SGLang where its own floor is met (TensorRT-LLM on a T4), then llama.cpp, in
+    ``llama_cpp``'s words (plan, which sizes no llama.cpp, says which commands do:
+    plan.LEFT_OUT_LEVER)."""
     if not below_engine_floor(engine, accelerator):
         return ""
     need, _, why = ENGINE_FLOORS[engine]
-    vllm = {"turing": "--engine vllm, or ", "volta": "--engine vllm --engine-version 0.19 "
-            "(vLLM's last release with Volta kernels), or "}.get(accelerator.family, "")
+    vllm = {"turing": "--engine vllm", "volta": "--engine vllm --engine-version 0.19 "
+            "(vLLM's last release with Volta kernels)"}.get(accelerator.family)
+    sglang = "--engine sglang" if engine != "sglang" \
+        and not below_engine_floor("sglang", accelerator) else None
+    ways = [way for way in (vllm, sglang) if way] + [llama_cpp]
     return (f"{engine} does not run on {accelerator.id} ({accelerator.family}, below compute "
-            f"capability {need}): {why}; try {vllm}{llama_cpp}")
+            f"capability {need}): {why}; try {''.join(f'{w}, ' for w in ways[:-1])}"
+            f"{'or ' if len(ways) > 1 else ''}{ways[-1]}")
 
 
 def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:

@@ -488,10 +488,15 @@ def llamacpp_build(name: str, vendor: str) -> str:
 
 @lru_cache(maxsize=256)  # a fit names each row's engine under every trial profile
 def engine_id(name: str) -> str:
+    """The engine ``name`` spells ('TensorRT-LLM': trtllm); an unknown one is refused naming
+    the nearest spelling ('sglng': did you mean 'sglang'?)."""
     key = normalise(name)
     key = _ALIASES.get(key, key)
     if key not in ENGINES:
-        raise InputError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
+        near = difflib.get_close_matches(key, [*ENGINES, *_ALIASES], n=1, cutoff=0.8)
+        raise InputError(f"unknown engine {name!r}"  # 'sglng': 0.91 alike to sglang
+                         + (f" (did you mean {near[0]!r}?)" if near else "")
+                         + f"; known: {', '.join(ENGINES)}")
     return key
 
 

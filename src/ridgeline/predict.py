@@ -430,9 +430,18 @@ def _kv_metric(row: Measurement, dep: Deployment) -> float | None:
 def _row_hint(reason: str) -> str:
     """A resolution error's hint as a measurements file can act on it: a row names a model
     not bundled by a config.json path in its model column (validate and calibrate fetch
-    nothing), and an unknown card by a record given with --gpu-file."""
+    nothing), an unknown card by a record given with --gpu-file, and an engine the card does
+    not run by the engines that do, as its engine column names them ('try --engine vllm, or
+    --engine llama.cpp-cuda': 'engines that run it, for the engine column: vllm, or
+    llama.cpp-cuda'), a release by its notes ('engine: v0.19')."""
     reason = reason.replace("--fetch reads its config.json from the Hugging Face Hub",
                             "give a path to its config.json in the model column")
+    head, try_, ways = reason.partition("; try --engine ")
+    if try_:  # a release a way names is the one the row's notes give ('engine: vLLM v0.19')
+        ways = re.sub(r" --engine-version (\S+) \(", r" (its notes reading 'engine: v\1'; ",
+                      "--engine " + ways)
+        reason = f"{head}; engines that run it, for the engine column: " \
+            + ways.replace("--engine ", "")
     if reason.startswith("unknown accelerator"):
         reason += "; --gpu-file adds a card's record"
     return reason

@@ -537,7 +537,7 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
                         q("-c", r.launch_cells), q("batch", r.batch), q("context", r.context)))
     if r.levers:
         out.append(step("levers", "this fit re-run with one change each: conversations held "
-                        "(vLLM's start-up check included), batch = min(them, seats)",
+                        "(the engine's start-up check included), batch = min(them, seats)",
                         q("levers", len(r.levers)),
                         *(q(lv.name, lv.conversations, plural(lv.conversations, "conversation"))
                           for lv in r.levers)))
