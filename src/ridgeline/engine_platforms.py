@@ -53,11 +53,11 @@ ENGINE_FLOORS = {
 }
 
 
-
 def sixteen_bit(accelerator: Accelerator) -> str:
     """The 16-bit weights or cache a refusal offers in its stead: bf16, or fp16 on a card
     without bf16 matmuls (a V100 or T4), where an engine serves 16-bit weights as fp16."""
     return "bf16" if "bf16" in accelerator.peak_flops or not accelerator.peak_flops else "fp16"
+
 
 def below_engine_floor(engine: str, accelerator: Accelerator) -> bool:
     """Whether ``engine`` refuses this NVIDIA card in every release, its family below the
