@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -30,6 +30,18 @@ from ridgeline.userfiles import json_object, read_text
 def normalise(name: str) -> str:
     """Lower case, runs of space/underscore/slash become one hyphen: 'NVIDIA H100' -> 'nvidia-h100'."""
     return re.sub(r"[\s_/]+", "-", name.strip().lower())
+
+
+def nearest_spelling(typed: str, known: Sequence[str]) -> str | None:
+    """The one of ``known`` (a command's flags, the commands, the engines) ``typed`` is a slip
+    from, else None: ``--batc`` is 0.91 alike to --batch by difflib's ratio, past the 0.8
+    asked; ``fti`` two letters of fit swapped (a ratio of 0.67, too short a word for the ratio
+    to reach 0.8); ``--foo`` is like nothing decode takes."""
+    others = [k for k in known if k != typed]
+    swapped = [k for k in others if len(k) == len(typed) and any(
+        typed == k[:i] + k[i + 1] + k[i] + k[i + 2:] for i in range(len(k) - 1))]
+    close = swapped or difflib.get_close_matches(typed, others, n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 def resolve_name(name: str, table: Mapping[str, str], what: str, listing: str = "") -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from ridgeline import __version__
+from ridgeline.catalog import nearest_spelling
 from ridgeline.cli_config_file import (
     MOVED_FLAGS,
     command_options,
@@ -28,7 +29,6 @@ from ridgeline.cli_output_files import refuse_bad_outputs
 from ridgeline.cli_spellings import (
     NUM_GPUS_FLAGS,
     model_as_flag_hint,
-    nearest_spelling,
     refuse_two_gpu_counts,
     refuse_two_spellings,
     taken_as_hint,

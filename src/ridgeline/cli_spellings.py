@@ -18,11 +18,11 @@ flag no command takes, and a command no one has, get the nearest spelling there 
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ridgeline.catalog import nearest_spelling
 from ridgeline.errors import InputError
 
 # one flag under each engine's name for it: GPUs in a tensor-parallel group
@@ -248,15 +248,3 @@ def unrecognized_hint(command: str, extra: Sequence[str],
         return f"; did you mean {near}?" if near else ""
     shown = ", ".join(f"`{name}`" for name in takers[:4]) + (", …" if len(takers) > 4 else "")
     return f"; {flag} is a flag of {shown}, not of `{command}`"
-
-
-def nearest_spelling(typed: str, known: Sequence[str]) -> str | None:
-    """The one of ``known`` (a command's flags, the commands) ``typed`` is a slip from, else
-    None: ``--batc`` is 0.91 alike to --batch by difflib's ratio, past the 0.8 asked;
-    ``fti`` two letters of fit swapped (a ratio of 0.67, too short a word for the ratio to
-    reach 0.8); ``--foo`` is like nothing decode takes."""
-    others = [k for k in known if k != typed]
-    swapped = [k for k in others if len(k) == len(typed) and any(
-        typed == k[:i] + k[i + 1] + k[i] + k[i + 2:] for i in range(len(k) - 1))]
-    close = swapped or difflib.get_close_matches(typed, others, n=1, cutoff=0.8)
-    return close[0] if close else None

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
-from ridgeline.catalog import normalise
+from ridgeline.catalog import nearest_spelling, normalise
 from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.hardware import FORMS, VENDORS, Accelerator, catalog
@@ -493,9 +493,9 @@ def engine_id(name: str) -> str:
     key = normalise(name)
     key = _ALIASES.get(key, key)
     if key not in ENGINES:
-        near = difflib.get_close_matches(key, [*ENGINES, *_ALIASES], n=1, cutoff=0.8)
-        raise InputError(f"unknown engine {name!r}"  # 'sglng': 0.91 alike to sglang
-                         + (f" (did you mean {near[0]!r}?)" if near else "")
+        near = nearest_spelling(key, [*ENGINES, *_ALIASES])  # 'sglng': 0.91 alike to sglang
+        raise InputError(f"unknown engine {name!r}"
+                         + (f" (did you mean {near!r}?)" if near else "")
                          + f"; known: {', '.join(ENGINES)}")
     return key
 

@@ -15,16 +15,15 @@ from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import drafter_seats_note, running_slots
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
+from ridgeline.reports.simulate_cautions import version_cautions
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_targets_caution
-from ridgeline.sglang_memory import past_checked
 from ridgeline.sglang_nsa import nsa_page_size
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_eplb import eplb_step_caution
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_lora import lora_graph_caution
-from ridgeline.vllm_memory import past_modelled
 from ridgeline.vllm_mla_block import mla_block_size
 from ridgeline.vllm_pool import indexer_eager_shortfall, served_length
 
@@ -116,10 +115,7 @@ def fit_cautions(r: FitReport) -> list[str]:
         out.append(f"SGLang pages {d.model.name}, a DeepSeek Sparse Attention model, in "
                    f"{page}-token pages whatever --page-size says ('Setting page size to "
                    f"{page} for DeepSeek NSA'), not the {asked} asked")
-    if p.accounting is not None and past_modelled(p.accounting):
-        out.append(past_modelled(p.accounting))
-    if p.engine == "sglang" and past_checked(r.settings.engine_version):
-        out.append(past_checked(r.settings.engine_version))
+    out += version_cautions(r.settings, p)
     if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
         out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
     if p.accounting is not None and cache_mode(
