@@ -169,7 +169,6 @@ class AttentionMemoryReport:
             *([f"caution: {self.caution}"] if self.caution else []),
         ]
 
-
     def _span(self) -> str:
         """What the windowed layers attend within: a sliding window, their own chunk, or
         (both kinds at once) either."""

@@ -210,9 +210,8 @@ class TwoProportionZTest:
             f"  = √({pp:.4f} × {1 - pp:.4f} × {1 / na + 1 / nb:.5f})"
             f" = {self.standard_error:.4f}",
             f"z = (p_a - p_b) / se = {pa - pb:.4f} / {self.standard_error:.4f} = {self.z:.3f}",
-            "two-sided p = erfc(|z| / √2) "  # not "= 0" past a float's reach
-            + ("< 1e-300" if self.p_value < 1e-300 else f"= {self.p_value:.3g}")
-            + f" ({_against_alpha(self.significant, self.alpha)})",
+            f"two-sided p = erfc(|z| / √2) {format_p(self.p_value, 3)}"
+            f" ({_against_alpha(self.significant, self.alpha)})",
         ]
 
 
@@ -552,9 +551,10 @@ def _half_binomial_tail_count(n: int, k: int) -> int:
     return total
 
 
-def format_p(p: float) -> str:
-    """"= 0.02537", or "< 1e-300" for a p-value below what a float holds (not "= 0")."""
-    return "< 1e-300" if p < 1e-300 else f"= {p:.4g}"
+def format_p(p: float, digits: int = 4) -> str:
+    """"= 0.02537" (to ``digits`` significant digits), or "< 1e-300" for a p-value below what
+    a float holds (not "= 0")."""
+    return "< 1e-300" if p < 1e-300 else f"= {p:.{digits}g}"
 
 
 def _half_binomial_tail_float(n: int, k: int) -> float:
