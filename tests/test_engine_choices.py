@@ -16,7 +16,7 @@ import pytest
 
 from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.engine_choices import kv_cache_dtype_choices, kv_cache_dtype_problem
-from ridgeline.engine_versions import sized_version
+from ridgeline.engine_versions import release_before, sized_version
 from ridgeline.precision import kv_dtype
 from tests.conftest import refused_line, run_cli
 
@@ -118,6 +118,36 @@ def test_a_value_a_later_release_brought_is_refused_for_an_earlier_one(
           "--kv-cache-dtype", value)
 
 
+@pytest.mark.parametrize(("value", "before"), [
+    ("float16", "0.17.1"), ("turboquant_k8v4", "0.19.1"), ("nvfp4", "0.19.1"),
+    ("int4_per_token_head", "0.24.0"), ("nvfp4_4over6", "0.27.1"), ("nvfp4_ds_mla", "0.29.0"),
+    ("ultraquant_4bit", "0.31.0"), ("octave_k3v4", "0.32.0"), ("octave_k3v3_compact", "0.32.0")])
+def test_a_vllm_value_is_taken_from_the_first_release_wheel_that_lists_it(
+        value: str, before: str) -> None:
+    """vLLM's CacheDType read in the release wheels (0.17.1-0.34.0): each value is taken by the
+    release whose wheel first lists it, and the release before refuses it naming that one; the
+    values were read only on main before (refused up to 0.17.0, unknown past it), and
+    ultraquant_4bit and the octave caches (0.32.0, 0.33.0) were unknown to ridgeline."""
+    listed = kv_cache_dtype_choices("vllm")
+    assert listed is not None and listed.read_through is not None
+    assert all(c.since != "main" for c in listed.choices)  # every value dated by a release
+    choice = next(c for c in listed.choices if c.value == value)
+    since = str(choice.since)
+    assert release_before("vllm", before, since)
+    assert not release_before("vllm", listed.read_through, since)
+    assert choice in listed.taken_by(since) and choice in listed.taken_by(listed.read_through)
+    assert choice not in listed.taken_by(before)
+    refusal = kv_cache_dtype_problem("vllm", before, value)
+    assert refusal.startswith(f"vLLM {before} refuses --kv-cache-dtype {value}: ")
+    assert f"; {value} came in v{since}" in refusal
+    at_since = kv_cache_dtype_problem("vllm", since, value)
+    if choice.modelled:
+        assert at_since == ""
+    else:
+        assert at_since == f"--kv-cache-dtype {value} is not modelled: vLLM's {value} is " \
+                           f"{choice.why}"
+
+
 @pytest.mark.parametrize(("engine", "value"), [("vllm", "fp8_inc"), ("vllm", "turboquant_k8v4"),
                                                ("sglang", "fp4_mx_block16")])
 @pytest.mark.parametrize("flag", ["--kv-cache-dtype", "--kv-dtype"])
@@ -168,8 +198,12 @@ def test_an_fa_value_llama_server_does_not_read_is_refused_naming_those_it_does(
 
 
 def test_the_docstrings_refusal_is_the_one_fit_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    line = refused(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--kv-cache-dtype", "bf16")
-    assert line == ("ridgeline: error: vLLM 0.32 (the default --engine-version) refuses "
-                    "--kv-cache-dtype bf16: it takes one of auto, float16, bfloat16, fp8, "
-                    "fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla (bf16 is ridgeline's name: give "
-                    "--kv-dtype bf16, or the engine's bfloat16)")
+    """The module docstring's command and the line it prints, read from the docstring."""
+    import ridgeline.engine_choices as module
+
+    doc = module.__doc__ or ""
+    command = re.search(r"``ridgeline (fit [^`]+)``", doc)
+    printed = re.search(r"::\n\n(    ridgeline: error: .+?)\n\n", doc, re.S)
+    assert command and printed
+    line = refused(capsys, *command.group(1).split())
+    assert line == " ".join(printed.group(1).split())

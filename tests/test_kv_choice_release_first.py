@@ -2,7 +2,7 @@
 data/engine_choices.json and data/formats.json rather than typed in:
 
 - a value ridgeline does not size that came after the release --engine-version names
-  (vLLM's turboquant_k8v4 read only on main, refused by the releases up to read_through;
+  (vLLM's turboquant_k8v4, read only on main then and since read in the 0.20.0 wheel;
   SGLang's fp4_e2m1 from 0.5.4.post3) is refused as that release refuses it, the refusal the user
   meets first; before, it read "not modelled", as if the release took it.
 - kv with no --engine reads --kv-cache-dtype as vLLM's flag, as fit reads it: vLLM's nvfp4 is
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from ridgeline.engine_choices import kv_cache_dtype_choices
-from ridgeline.engine_versions import release_before
+from ridgeline.engine_versions import sized_version
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.precision import kv_dtype
 from tests.conftest import refused_line, run_cli
@@ -31,7 +31,8 @@ refused = refused_line
 
 @pytest.mark.parametrize(("engine", "release", "value"), [
     ("vllm", "0.11.0", "turboquant_k8v4"), ("vllm", "0.17.0", "nvfp4"),
-    ("sglang", "0.5.0", "fp4_e2m1"), ("sglang", "0.5.3", "fp4_e2m1"),
+    ("vllm", "0.19.1", "turboquant_k8v4"), ("vllm", "0.31.0", "ultraquant_4bit"),
+    ("vllm", "0.32.0", "octave_k3v4"), ("sglang", "0.5.0", "fp4_e2m1"), ("sglang", "0.5.3", "fp4_e2m1"),
     ("sglang", "0.5.4.post2", "fp4_e2m1"), ("sglang", "0.5.15.post1", "mxfp8")])
 def test_an_unmodelled_value_a_release_predates_is_refused_as_that_release_refuses_it(
         capsys: pytest.CaptureFixture[str], engine: str, release: str, value: str) -> None:
@@ -50,19 +51,20 @@ def test_an_unmodelled_value_a_release_predates_is_refused_as_that_release_refus
 
 
 @pytest.mark.parametrize(("engine", "release", "value"), [
-    ("vllm", None, "turboquant_k8v4"), ("vllm", "0.18.0", "turboquant_k8v4"),
+    ("vllm", None, "turboquant_k8v4"), ("vllm", "0.20.0", "turboquant_k8v4"),
+    ("vllm", "0.33.0", "octave_k3v4"), ("vllm", "0.34.0", "octave_k3v3_compact"),
     ("vllm", "0.11.0", "fp8_inc"), ("sglang", "0.5.4.post3", "fp4_e2m1"),
     ("sglang", "0.5.20", "fp4_e2m1"), ("sglang", None, "mxfp8")])
 def test_an_unmodelled_value_the_release_may_take_is_still_refused_as_not_modelled(
         capsys: pytest.CaptureFixture[str], engine: str, release: str | None,
         value: str) -> None:
-    """A release that takes the value (fp8_inc; fp4_e2m1 in 0.5.4.post3-0.5.20; mxfp8 in the
-    default 0.5.23), or one past the lists read (a main-only value under 0.18.0 or the
-    default 0.32), is not known to refuse it."""
+    """A release that takes the value (fp8_inc; turboquant_k8v4 from 0.20.0, octave_k3v4 from
+    0.33.0; fp4_e2m1 in 0.5.4.post3-0.5.20; mxfp8 in the default 0.5.23) is not known to
+    refuse it."""
     listed = kv_cache_dtype_choices(engine)
     assert listed is not None
-    if release is not None and engine == "vllm" and value != "fp8_inc":
-        assert release_before("vllm", str(listed.read_through), release)  # past the lists
+    choice = next(c for c in listed.choices if c.value == value)
+    assert not listed.refused_by(str(sized_version(engine, release)), choice)
     version = ("--engine-version", release) if release else ()
     line = refused(capsys, *FIT, "--engine", engine, *version, "--kv-cache-dtype", value)
     assert line.startswith(f"ridgeline: error: --kv-cache-dtype {value} is not modelled: ")

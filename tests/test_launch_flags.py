@@ -99,6 +99,30 @@ def test_each_harmless_flag_is_read_with_its_value_before_model(
         assert err.startswith(f"ridgeline: note: ignored {' '.join(given)} ")
 
 
+@pytest.mark.parametrize("record", [r for r in IGNORED if r.since], ids=lambda r: r.flags[0])
+def test_a_flag_a_later_vllm_release_added_is_refused_by_the_releases_before_it(
+        capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:
+    """vllm serve of a release before the flag stops at it ('unrecognized arguments'; the
+    0.33.0 and 0.34.0 wheels added --watchdog-config and --shuffle-safetensors-files): refused
+    in one line naming the release that added it; read and noted from that release on, and
+    where no --engine-version is named. Before, every release read it (or none knew it)."""
+    from ridgeline.engine_versions import release_before
+
+    major, minor, *_ = record.since.split(".")
+    before = f"{major}.{int(minor) - 1}"
+    assert release_before("vllm", before, record.since)
+    for flag in record.flags:
+        given = _given(flag, record.takes_value)
+        err = refused(capsys, *DECODE, *given, "--engine-version", before)
+        assert err.strip() == (f"ridgeline: error: vLLM {before} has no {flag}: it came in "
+                               f"v{record.since}; leave it out, or name that --engine-version "
+                               "or a later one")
+        for version in (("--engine-version", record.since), ()):
+            code, out, err = run_cli(capsys, *DECODE, *given, *version, "--json")
+            assert code == 0 and err.startswith(f"ridgeline: note: ignored {' '.join(given)} ")
+            assert out == run_cli(capsys, *DECODE, *version, "--json")[1]
+
+
 @pytest.mark.parametrize("record", REFUSED, ids=lambda r: r.flags[0])
 def test_a_flag_that_changes_memory_or_speed_is_refused_naming_it(
         capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:

@@ -3,11 +3,12 @@ vLLM's and SGLang's --kv-cache-dtype, refused in one line where the release --en
 names (or, without it, the release a run is priced as) would refuse it at start-up; and
 llama.cpp's -fa, read in any spelling llama-server reads (enabled, 1, -1).
 
-``ridgeline fit llama-3.1-8b --gpu h100 --kv-cache-dtype bf16`` stops, as vllm serve does::
+``ridgeline fit llama-3.1-8b --gpu h100 --engine-version 0.18 --kv-cache-dtype bf16`` stops,
+as vllm serve 0.18 does::
 
-    ridgeline: error: vLLM 0.32 (the default --engine-version) refuses --kv-cache-dtype bf16:
-    it takes one of auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla
-    (bf16 is ridgeline's name: give --kv-dtype bf16, or the engine's bfloat16)
+    ridgeline: error: vLLM 0.18 refuses --kv-cache-dtype bf16: it takes one of auto, float16,
+    bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla (bf16 is ridgeline's name: give
+    --kv-dtype bf16, or the engine's bfloat16)
 
 A value the release takes but ridgeline has no cache format for (vLLM's fp8_inc) is refused
 as not modelled, rather than sized as another; ridgeline's own --kv-dtype keeps its names.
@@ -69,9 +70,10 @@ class ChoiceList:
 
     def refused_by(self, release: str, choice: EngineChoice) -> bool:
         """Whether ``release`` is known to refuse ``choice``: one that came in a later release
-        or was dropped by ``release`` (SGLang 0.5.21 and fp4_e2m1), or one read only on main
-        where ``release`` is no later than ``read_through`` (vLLM 0.11.0 and
-        turboquant_k8v4); a main-only value under a later release is not known."""
+        or was dropped by ``release`` (SGLang 0.5.21 and fp4_e2m1; vLLM 0.19 and
+        turboquant_k8v4, from 0.20.0), or one read only on main where ``release`` is no later
+        than ``read_through`` (none now: vLLM's list was read through 0.34.0, SGLang's through
+        0.5.23); a main-only value under a later release is not known."""
         if choice.dropped_by(self.engine, release):
             return True
         if choice.since is None:

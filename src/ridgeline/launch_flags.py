@@ -55,6 +55,9 @@ class LaunchFlag:
     ranges: tuple[tuple[str, tuple[int, int]], ...] = ()
     # the values the engines' parsers take for it, where every release has one list
     choices: tuple[str, ...] = ()
+    # the first vLLM release with the flag (--watchdog-config: 0.33.0), refused where
+    # --engine-version names an earlier one; "" where every release modelled has it
+    since: str = ""
 
     @property
     def checks_engine(self) -> bool:
@@ -78,7 +81,7 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                             r.get("other_values", ""), tuple(sorted(r.get("types", {}).items())),
                             tuple(sorted((k, (int(lo), int(hi)))
                                          for k, (lo, hi) in r.get("ranges", {}).items())),
-                            tuple(r.get("choices", ())))
+                            tuple(r.get("choices", ())), r.get("since", ""))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -247,7 +250,8 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
     and the run is on its V0 engine or on another engine (``engine_refusal``); nothing of a
     flag the engine reads as its setting (``read_by``: TensorRT-LLM's --enable_chunked_prefill,
     cli_load.chunked_prefill_asked); an InputError for a flag the vLLM release --engine-version
-    names has removed (--swap-space from 0.18.0: data/removed_flags.json). ``from_file``:
+    names has removed (--swap-space from 0.18.0: data/removed_flags.json) or not yet added
+    (--watchdog-config before 0.33.0: the record's ``since``). ``from_file``:
     a flag a config file gave, to its file and key (cli_config_file.with_config_file), which
     the refusal names for the flag."""
     _refuse_removed_own(args, from_file or {})
@@ -263,8 +267,8 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
         v0 = args.engine_version if record.v1_only and "vllm" in engines and _on_v0(args) \
             else None
         named = (from_file or {}).get(flag, flag)
-        refused = engine_refusal(record, named, engines, v0) or _removed(args, engines, flag,
-                                                                          named)
+        refused = engine_refusal(record, named, engines, v0) or \
+            _removed(args, engines, flag, named) or _added(args, engines, record, named)
         if refused:
             raise InputError(refused)
     plain = [text for text, record in given if not record.says_why]
@@ -341,6 +345,26 @@ def _removed(args: argparse.Namespace, engines: list[str], flag: str, named: str
     from ridgeline.engine_versions import removed_flag_problem
 
     return removed_flag_problem("vllm", getattr(args, "engine_version", None), flag, named)
+
+
+def _added(args: argparse.Namespace, engines: list[str], record: LaunchFlag,
+           named: str) -> str:
+    """Why the vLLM release --engine-version names refuses ``named``, a flag a later release
+    added (--watchdog-config, from 0.33.0: launch_flags.json 'since'), as its vllm serve
+    stops ('unrecognized arguments'), or ""; without --engine-version the pasted line is taken
+    to come from a release that has the flag, as a removed flag is (``_removed``)."""
+    from ridgeline.engine_versions import release_before
+
+    version = getattr(args, "engine_version", None)
+    if "vllm" not in engines or not record.since or not version:
+        return ""
+    try:
+        if not release_before("vllm", version, record.since):
+            return ""
+    except InputError:  # no version of vLLM's: refused where the version is checked
+        return ""
+    return (f"vLLM {version} has no {named}: it came in v{record.since}; leave it out, or "
+            "name that --engine-version or a later one")
 
 
 def _owners(engines: tuple[str, ...]) -> str:
