@@ -13,6 +13,7 @@ from ridgeline.catalog import all_model_ids, resolve_model
 from ridgeline.cli import main
 from ridgeline.hardware import catalog
 from ridgeline.tensor_parallel import tensor_parallel_problem
+from ridgeline.vllm_memory import vllm_data
 from tests.conftest import MEASUREMENTS, ROOT, run_cli
 
 ARTICLE = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
@@ -298,7 +299,7 @@ BAD = [
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine-version",
       "0.10,0.6.4"], "not a version"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine-version",
-      "1.0"], "the newest modelled is 0.32"),
+      "1.0"], f"the newest modelled is {vllm_data()['newest_checked']}"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "-8k"],
      "max model length must be positive, got '-8k'"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--engine", "sglang",

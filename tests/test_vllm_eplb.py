@@ -418,7 +418,7 @@ def test_int4_experts_no_release_takes_are_refused_at_the_newest_and_the_first(
                   load_data("engines.json")["vllm"]["eplb"]["quantization_support"]["methods"]
                   if weights.split("-")[0] in r.get("quantization", [r["method"]]))
     assert _support(method)["from"] is None and _support(method)["refused_through"] == "newest"
-    newest = load_data("engines.json")["vllm"]["newest_checked"]
+    newest = load_data("engines.json")["vllm"]["default_version"]
     first = load_data("engines.json")["vllm"]["eplb"]["since"]
     for release, extra in ((newest, ()), (first, _spelled(first))):
         code, _, err = run(capsys, "fit", *QWEN3_MOE, "--weights", weights, *extra)

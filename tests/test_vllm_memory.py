@@ -13,7 +13,7 @@ from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.parallel import LOW_LATENCY_FABRICS
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_graphs import capture_sizes
-from ridgeline.vllm_memory import parse_version, vllm_accounting
+from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
 
 
 def dep(model: str, gpu: str = "h100", n: int = 1, weights: str | None = None,
@@ -314,8 +314,10 @@ def test_hybrid_logs_of_the_versions_the_group_rule_was_read_from_reproduce() ->
 def test_a_release_past_the_newest_modelled_is_cautioned() -> None:
     from ridgeline.vllm_memory import past_modelled
 
-    assert past_modelled(vllm_accounting("0.33")).startswith("vLLM 0.33 is newer than 0.32")
-    assert "warmup-param" in past_modelled(vllm_accounting("0.33"))
+    newest = vllm_data()["newest_checked"]
+    assert past_modelled(vllm_accounting("0.34")).startswith(f"vLLM 0.34 is newer than {newest}")
+    assert "extensible KV cache" in past_modelled(vllm_accounting("0.34"))
+    assert past_modelled(vllm_accounting("0.33")) == ""  # read, its sampler pass sized
     assert past_modelled(vllm_accounting("0.32.1")) == ""
     assert past_modelled(vllm_accounting()) == ""
 

@@ -226,14 +226,14 @@ def step_budget(dep: Deployment, settings: EngineSettings) -> tuple[int, str]:
             return tokens, v0_budget_source(dep, settings, tokens)
         usage = settings.usage
         if settings.no_chunked_prefill and v1_honours_off(acc):
-            ours = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]
+            ours = vllm_batch_defaults(dep, usage, acc.version)["max_num_batched_tokens"]
             return tokens, (f"vLLM {acc.version}'s default max_num_batched_tokens with "
                             f"--no-enable-chunked-prefill: max(max_model_len, {ours:,}, its "
                             f"default on {dep.accelerator.id}), capped at max_num_seqs × "
                             "max_model_len, as a prompt runs whole")
         other = "serve" if usage == "offline" else "offline"
-        theirs = vllm_batch_defaults(dep, other)["max_num_batched_tokens"]
-        ours = vllm_batch_defaults(dep, usage)["max_num_batched_tokens"]
+        theirs = vllm_batch_defaults(dep, other, acc.version)["max_num_batched_tokens"]
+        ours = vllm_batch_defaults(dep, usage, acc.version)["max_num_batched_tokens"]
         lowered = f" ({ours:,}), lowered to max_num_seqs × max_model_len" if tokens < ours \
             else ""
         return tokens, (f"vLLM's default {name} on {dep.accelerator.id} for "

@@ -86,8 +86,8 @@ def experts_method(dep: Deployment) -> str:
 
 
 def newest_vllm() -> str:
-    """The newest vLLM release ridgeline models, the one a run without --engine-version is."""
-    return str(vllm_data()["newest_checked"])
+    """The vLLM release a run without --engine-version is priced as (default_version)."""
+    return str(vllm_data()["default_version"])
 
 
 def eplb_weights_problem(dep: Deployment, version: str | None) -> str:

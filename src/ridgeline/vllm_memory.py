@@ -99,6 +99,7 @@ class VLLMAccounting:
     mrv2_state_counted: bool = False  # v0.27+: MRV2's persistent sampler state in the budget
     mrv2_encoder_profiled: bool = False  # v0.27+: MRV2 profiles a vision tower
     mrv2_graphs_in_budget: bool = False  # v0.29+: MRV2 takes a CUDA-graph estimate
+    mrv2_sampler_warmup: bool = False  # v0.33+: MRV2 profiles a fp32 warm-up sampler pass
 
 
 @lru_cache(maxsize=64)
@@ -141,7 +142,8 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           tuple(str(a) for a in era.get("mrv2_allowlist", ())),
                           bool(era.get("mrv2_state_counted", False)),
                           bool(era.get("mrv2_encoder_profiled", False)),
-                          bool(era.get("mrv2_graphs_in_budget", False)))
+                          bool(era.get("mrv2_graphs_in_budget", False)),
+                          bool(era.get("mrv2_sampler_warmup", False)))
 
 
 def one_pool(engine: str, version: str | None = None) -> bool:
@@ -199,14 +201,33 @@ def mrv2_state_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens:
     return max_num_seqs * per_seat + c["input_bytes_per_token"] * max_num_batched_tokens
 
 
-def mrv2_sampler_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens: int) -> float:
-    """Model Runner V2's profiled sampler: greedy by default, so bf16 logits of one row per
-    dummy request (min(tokens, seats)) beside the step's hidden states, and the Gumbel
-    sampler's partials — no fp32 copy (v1/worker/gpu/model_runner.py _dummy_sampler_run)."""
+def mrv2_sampler_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens: int,
+                       warmup: bool = False) -> float:
+    """Model Runner V2's profiled sampler: bf16 logits of one row per dummy request
+    (min(tokens, seats)) beside the step's hidden states, then its greedy pass's Gumbel
+    partials — no fp32 copy (v1/worker/gpu/model_runner.py _dummy_sampler_run) — or, where
+    the release runs it after (``warmup``: v0.33+), the larger peak of its warm-up pass
+    (mrv2_warmup_sampler_bytes)."""
     rows = min(max_num_batched_tokens, max_num_seqs)
     hidden, vocab = dep.model.hidden_size, dep.model.vocab_size
+    greedy = 12 * rows * -(-vocab // 1024)
+    passes = max(greedy, mrv2_warmup_sampler_bytes(dep, rows)) if warmup else greedy
     return (ACTIVATION_BYTES * max_num_batched_tokens * hidden + ACTIVATION_BYTES * rows * hidden
-            + ACTIVATION_BYTES * rows * vocab + 12 * rows * -(-vocab // 1024))
+            + ACTIVATION_BYTES * rows * vocab + passes)
+
+
+def mrv2_warmup_sampler_bytes(dep: Deployment, rows: int) -> float:
+    """What Model Runner V2's 'warmup-param' sampler pass (v0.33+) holds beside the bf16
+    logits of its ``rows`` dummy requests: every sampling feature on, so a fp32 copy of the
+    logits, then FlashInfer's top-k-masked logits and their softmax while it is held —
+    3 fp32 copies of rows × vocab (engines.json vllm.mrv2.warmup_logit_copies). Llama-3.1-8B
+    at 1,024 rows: 3 × 1,024 × 128,256 × 4 B = 1.47 GiB."""
+    return mrv2_warmup_copies() * rows * dep.model.vocab_size * LOGIT_BYTES
+
+
+def mrv2_warmup_copies() -> float:
+    """The fp32 logit copies Model Runner V2's warm-up sampler pass holds at its peak (3)."""
+    return float(vllm_data()["mrv2"]["warmup_logit_copies"])
 
 
 def compile_transient_bytes() -> float:

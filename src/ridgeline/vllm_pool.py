@@ -102,15 +102,21 @@ def vllm_deployment(dep: Deployment) -> Deployment:
                    tensor_parallel_size=dep.tensor_parallel_size * n)
 
 
-def vllm_batch_defaults(dep: Deployment, usage: str) -> dict[str, int]:
-    """vLLM's default max_num_seqs and max_num_batched_tokens for this accelerator: the large
-    budgets where the device total vLLM queries is 70 GiB or more, an A100 aside (engines.json
-    vllm.batch_defaults). The device is one the runtime lists (an MI250's 64 GiB GCD: the
-    small budgets); a TPU's total vLLM cannot query, so it takes the small budgets too."""
+def vllm_batch_defaults(dep: Deployment, usage: str, version: str | None = None
+                        ) -> dict[str, int]:
+    """vLLM's default max_num_seqs and max_num_batched_tokens for this accelerator at release
+    ``version`` (None: the default): the large budgets where the device total vLLM queries is
+    70 GiB or more, an A100 aside, and a GB10 from v0.33 (engines.json vllm.batch_defaults).
+    The device is one the runtime lists (an MI250's 64 GiB GCD: the small budgets); a TPU's
+    total vLLM cannot query, so it takes the small budgets too."""
     table = engine_defaults("vllm")["batch_defaults"]
     acc = runtime_device(dep.accelerator)
     memory = 0.0 if acc.vendor in table["memory_unknown_vendors"] else device_memory_bytes(acc)
-    large = memory >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100")
+    small_from = table.get("small_from", {}).get(acc.id)
+    kept_small = small_from is not None and parse_version(
+        vllm_accounting(version).version) >= parse_version(small_from)
+    large = memory >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100") \
+        and not kept_small
     return dict(table["large" if large else "other"][usage])
 
 
@@ -178,7 +184,7 @@ def vllm_scheduler_budget(dep: Deployment, s: EngineSettings, acc: VLLMAccountin
                              f"V0 engine {v0_whole_reason(dep, s, acc, length)}, and refuses "
                              "to start")
     else:
-        defaults = vllm_batch_defaults(dep, s.usage)
+        defaults = vllm_batch_defaults(dep, s.usage, acc.version)
         seqs = s.max_num_seqs or defaults["max_num_seqs"]
         whole = v0_runs_whole(dep, s, acc, length)  # --no-enable-chunked-prefill, honoured
         default = max(length, defaults["max_num_batched_tokens"]) if whole \
@@ -223,7 +229,7 @@ def vllm_seats_note(dep: Deployment, s: EngineSettings) -> str:
     """How vLLM came to the seats it runs where it lowered its default to the token budget
     (for --explain), else ""."""
     acc = vllm_accounting(s.engine_version)
-    default = vllm_batch_defaults(dep, s.usage)["max_num_seqs"]
+    default = vllm_batch_defaults(dep, s.usage, acc.version)["max_num_seqs"]
     if not seats_clamped(s, acc, default):
         return ""
     return (f"vLLM's default of {default:,} lowered to --max-num-batched-tokens: with "
@@ -286,7 +292,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         # sampler, and with it the sampler state, on the last pipeline stage only
         # (v1/worker/gpu/model_runner.py load_model: `if self.is_last_pp_rank`)
         last = stage is None or stage.last
-        sampler = mrv2_sampler_bytes(dep, seqs, tokens) if sampler else 0.0
+        sampler = mrv2_sampler_bytes(dep, seqs, tokens, acc.mrv2_sampler_warmup) \
+            if sampler else 0.0
         if not acc.mrv2_encoder_profiled:
             encoder, held, images = 0.0, 0.0, 0
         if not acc.mrv2_graphs_in_budget and s.kv_cache_memory_bytes is None:

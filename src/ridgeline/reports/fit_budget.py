@@ -146,7 +146,9 @@ def peak_label(p: KVPool) -> str:
         ws = " + MoE workspace" if p.moe_workspace_bytes else ""
         if p.runner == "MRV2":
             rows = min(p.max_num_seqs, p.profile_tokens)
-            return f"sampler peak ({rows:,} requests' bf16 logits){ws}{held}"
+            logits = "bf16 logits and their fp32 warm-up pass" \
+                if p.accounting.mrv2_sampler_warmup else "bf16 logits"
+            return f"sampler peak ({rows:,} requests' {logits}){ws}{held}"
         return f"sampler peak ({p.max_num_seqs:,} requests' fp32 logits){ws}{held}"
     cold = " + a cold torch.compile" if p.compile_bytes else ""
     if indexer_binds(p):  # the MoE workspace beneath them is in fit --explain

@@ -15,7 +15,7 @@ from ridgeline.memory import EngineSettings, KVPool, device_memory_note
 from ridgeline.reports.fit_budget import fit_target_words
 from ridgeline.reports.fit_weights import weights_note
 from ridgeline.units import GIB, MIB
-from ridgeline.vllm_memory import indexer_logits_bytes, indexer_query_bytes
+from ridgeline.vllm_memory import indexer_logits_bytes, indexer_query_bytes, mrv2_warmup_copies
 
 
 def accounting_quantity(p: KVPool) -> Quantity:
@@ -26,7 +26,8 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  "recurrent hybrid, from v0.29 for all): a profiled pass of "
                  "max_num_batched_tokens" + (" carrying a cold torch.compile" if p.compile_bytes
                                              else "") + ", a bf16-logits sampler over "
-                 "min(max_num_batched_tokens, max_num_seqs) rows",
+                 "min(max_num_batched_tokens, max_num_seqs) rows"
+                 + (", then its fp32 warm-up pass (v0.33+)" if a.mrv2_sampler_warmup else ""),
                  "the CUDA-graph estimate taken from the budget" if p.cuda_graph_bytes
                  else "CUDA graphs captured after sizing",
                  "its sampler state counted in the budget" if p.seat_buffer_bytes
@@ -205,7 +206,11 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
                 else f"{rows:,} requests' bf16 logits (min(tokens, seats) × vocab "
                 f"{dep.model.vocab_size:,} × 2 B) beside the step's hidden states ("
                 f"{p.profile_tokens:,} tokens × hidden {dep.model.hidden_size:,} × 2 B; Model "
-                "Runner V2's greedy dummy sampler: no fp32 copy)" if p.runner == "MRV2"
+                + (f"Runner V2's warm-up sampler pass, vLLM {p.accounting.era}+: every sampling "
+                   f"feature on, so {mrv2_warmup_copies():g} fp32 copies of the logits, "
+                   f"{rows:,} × vocab × 4 B each)" if p.accounting.mrv2_sampler_warmup
+                   else "Runner V2's greedy dummy sampler: no fp32 copy)")
+                if p.runner == "MRV2"
                 else f"{p.accounting.sampler_logit_copies:g} × {p.max_num_seqs} requests × "
                 f"vocab {dep.model.vocab_size:,} × 4 B (vLLM {p.accounting.era}+ sampler)")
     cold = [q("cold compile", p.compile_bytes / GIB, "GiB",
