@@ -207,11 +207,11 @@ def test_a_state_pool_too_small_to_run_one_request_does_not_fit() -> None:
     dep = Deployment.build(resolve_model("qwen3.5-35b-a3b"), resolve_accelerator("h100"),
                            engine="sglang")
     report = fit_report(dep, 2048, EngineSettings(max_model_len=2048,
-                                                   gpu_memory_utilization=0.835))
+                                                   gpu_memory_utilization=0.8362))
     assert report.pool.state_slots == 2 and report.conversations >= 1
     assert report.batch == 0 and report.verdict == DOES_NOT_FIT
     assert "runs no request at once" in report.text_lines()[0]
     assert all(lever.batch >= 1 for lever in report.levers)
-    off = fit_report(dep, 2048, EngineSettings(max_model_len=2048, gpu_memory_utilization=0.835,
+    off = fit_report(dep, 2048, EngineSettings(max_model_len=2048, gpu_memory_utilization=0.8362,
                                                prefix_caching=False))
     assert off.batch >= 1 and off.verdict != DOES_NOT_FIT

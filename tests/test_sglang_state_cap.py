@@ -518,11 +518,11 @@ def test_json_says_how_the_state_pool_was_sized(capsys: pytest.CaptureFixture[st
 
 
 def test_a_carved_pool_of_no_slots_runs_no_request(capsys: pytest.CaptureFixture[str]) -> None:
-    """Qwen3.5-35B-A3B on one H100 at --mem-fraction-static 0.832: 0.9 ÷ 1.9 of its 0.11 GiB
-    static pool is less than one request's state, so no slot, max_num_reqs = 0 // 3 = 0, and
-    SGLang asserts 'max_running_request is zero'; not a pool without a state pool that runs
-    2,048."""
-    r = fit_json(capsys, "qwen3.5-35b-a3b", 1, "2048", None, "--mem-fraction-static", "0.832")
+    """Qwen3.5-35B-A3B on one H100 at --mem-fraction-static 0.8333: 0.9 ÷ 1.9 of its 0.12 GiB
+    static pool (after the 100 MiB multimodal embedding cache, v0.5.18+) is less than one
+    request's state, so no slot, max_num_reqs = 0 // 3 = 0, and SGLang asserts
+    'max_running_request is zero'; not a pool without a state pool that runs 2,048."""
+    r = fit_json(capsys, "qwen3.5-35b-a3b", 1, "2048", None, "--mem-fraction-static", "0.8333")
     state = r["state_pool"]
     assert isinstance(state, dict) and state["slots"] == 0
     assert state["static_pool_bytes_per_gpu"] * 0.9 / 1.9 < state["bytes_per_request_per_gpu"]
@@ -530,10 +530,10 @@ def test_a_carved_pool_of_no_slots_runs_no_request(capsys: pytest.CaptureFixture
     assert (r["max_num_seqs"], r["conversations"], r["batch"], r["verdict"]) \
         == (0, 0, 0, "does not fit")
     head = fit_text(capsys, "qwen3.5-35b-a3b", 1, "2048", None, "--mem-fraction-static",
-                    "0.832").splitlines()[0]
+                    "0.8333").splitlines()[0]
     assert head.startswith("DOES NOT FIT: SGLang runs no request at once: its state pool "
-                           "holds no request's state (mamba_full_memory_ratio 0.9: 0.1111 GiB "
-                           "static pool × 0.9 ÷ 1.9 = 0.0526 GiB, less than one request's "
+                           "holds no request's state (mamba_full_memory_ratio 0.9: 0.1158 GiB "
+                           "static pool × 0.9 ÷ 1.9 = 0.0549 GiB, less than one request's "
                            "0.0600 GiB)")
     assert "max_running_requests at 0 // 3 = 0" in head and "'max_running_request is zero'" in head
     # its shortfall: a static pool whose share holds a running request's three slots
@@ -543,7 +543,7 @@ def test_a_carved_pool_of_no_slots_runs_no_request(capsys: pytest.CaptureFixture
     from ridgeline.cli import main
 
     assert main(["decode", "qwen3.5-35b-a3b", "--gpu", "h100", "--engine", "sglang",
-                 "--gpu-memory-utilization", "0.832", "--context", "2048"]) == 0
+                 "--gpu-memory-utilization", "0.8333", "--context", "2048"]) == 0
     assert "its state pool's 0 slots are fewer than one running request takes, so " \
         "max_running_requests is 0 and SGLang would refuse to start ('max_running_request is " \
         "zero')" in capsys.readouterr().out

@@ -46,6 +46,7 @@ ENGINE_FLAGS: tuple[tuple[tuple[str, ...], str, Any, str], ...] = (
      _count("draft tokens", COUNT_EXAMPLES), "sglang"),
     (("--speculative-draft-model-path", "--speculative-draft-model"),
      "speculative_draft_model_path", str, "sglang"),
+    (("--speculative-draft-kv-cache-dtype",), "speculative_draft_kv_cache_dtype", str, "sglang"),
 )
 ENGINE_HELP = {
     "speculative_config": "vLLM's drafter as vllm serve takes it, a JSON object ('{\"method\": "
@@ -166,9 +167,14 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     elif args.speculative_algorithm is None:
         raise InputError(f"{given[0][0]} shapes SGLang's drafter: give --speculative-algorithm")
     else:
+        from ridgeline.sglang_drafter import sglang_draft_kv_cache_dtype
+
+        dtype = args.speculative_draft_kv_cache_dtype
         spec = replace(sglang_speculative(
             args.speculative_algorithm, args.speculative_num_steps, args.speculative_eagle_topk,
-            args.speculative_num_draft_tokens), draft_model=args.speculative_draft_model_path or "")
+            args.speculative_num_draft_tokens), draft_model=args.speculative_draft_model_path or "",
+            draft_kv_cache_dtype="" if dtype is None else sglang_draft_kv_cache_dtype(
+                dtype, getattr(args, "engine_version", None)))
     tokens = spec.tokens
     if not tokens:  # vLLM's MTP drafter without num_speculative_tokens: one per MTP layer
         from ridgeline.cli_load import load_model
@@ -182,6 +188,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     args.spec_tokens, args.spec_method = tokens, spec.method
     # the drafter named and its GPUs, for its memory (cli_load.drafter)
     args.spec_draft_model, args.spec_draft_tp = spec.draft_model, spec.draft_tensor_parallel_size
+    args.spec_draft_kv_dtype = spec.draft_kv_cache_dtype  # SGLang's, for its drafter's note
     args.spec_algorithm = spec.algorithm  # SGLang's own name, whose release gates it
     args.spec_method_inferred = spec.method_inferred  # vLLM 0.8 to 0.9.x: V0 (drafter_memory)
     for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card

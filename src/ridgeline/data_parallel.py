@@ -163,7 +163,8 @@ def rank_settings(dep: Deployment, settings: EngineSettings,
     given; SGLang's --max-running-requests is the server's, each rank taking its // dp_size
     (pool_configurator: max_running_requests // dp_size), and its --max-mamba-cache-size
     the same (handle_max_mamba_cache). Its --chunked-prefill-size is divided too, after the
-    memory rule has read it whole, so the pool keeps it. ``drafted``: max_running_requests
+    memory rule has read it whole, so the pool keeps it; so is --max-running-requests, whose
+    whole the settings keep (server_max_num_seqs). ``drafted``: max_running_requests
     is SGLang's default with a drafter (sglang_pool.sglang_settings), not the flag."""
     n = dep.data_parallel_size
     seats, states = settings.max_num_seqs, settings.max_mamba_cache_size
@@ -186,7 +187,7 @@ def rank_settings(dep: Deployment, settings: EngineSettings,
         raise InputError(f"--max-running-requests {seats} is the server's, divided over the "
                          f"{n} data-parallel ranks (// --dp-size): give at least {n}, one a "
                          "rank")
-    return replace(settings, max_num_seqs=seats // n)
+    return replace(settings, max_num_seqs=seats // n, server_max_num_seqs=seats)
 
 
 def rank_budget_tokens(engine: str, tokens: int, ranks: int) -> int:

@@ -65,6 +65,10 @@ class EngineSpec:
     # vLLM's --speculative-config named no method (nor model "[ngram]"): vLLM inferred it,
     # after the 0.8 to 0.9.x engine oracle had sent it to V0 (drafter_memory.vllm_v1_methods)
     method_inferred: bool = False
+    # SGLang v0.5.18+ --speculative-draft-kv-cache-dtype, as given ("": unset, the draft cache
+    # in --kv-cache-dtype's); its pool budgets the draft cache at the target's cell either way
+    # (sglang_drafter.sglang_draft_kv_cache_dtype)
+    draft_kv_cache_dtype: str = ""
 
 
 def vllm_speculative_config(text: str) -> EngineSpec:

@@ -114,6 +114,9 @@ class KVPool:
     # layers at 16 bits and quantizes after loading (load_peak.py): the weights this GPU
     # holds at start-up, before they shrink to weight_bytes (0: loaded as served)
     load_peak_bytes: float = 0.0
+    # SGLang v0.5.18+ serving a model it counts as multimodal: the embedding cache (and any
+    # GPU feature-transport pool) it takes out of the KV budget (sglang_mm_reserve.py)
+    mm_reserve_bytes: float = 0.0
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -140,7 +143,7 @@ class KVPool:
             redundant_expert_bytes=self.redundant_expert_bytes * n,
             transfer_buffer_bytes=self.transfer_buffer_bytes * n,
             fit_free_bytes=self.fit_free_bytes * n, load_peak_bytes=self.load_peak_bytes * n,
-            runtime_devices=n)
+            mm_reserve_bytes=self.mm_reserve_bytes * n, runtime_devices=n)
 
     @property
     def engine_buffers(self) -> bool:
@@ -189,7 +192,7 @@ class KVPool:
         before = 0.0 if self.transfer_after_fraction else self.transfer_buffer_bytes
         return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
             - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before \
-            - self.fit_free_bytes
+            - self.fit_free_bytes - self.mm_reserve_bytes
 
     @property
     def fraction_left_bytes(self) -> float:

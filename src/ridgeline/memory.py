@@ -90,6 +90,13 @@ class EngineSettings:
     gpu_memory_utilization: float | None = None  # vLLM; SGLang mem_fraction_static; TRT-LLM
     max_model_len: int | None = None  # kv_cache_free_gpu_mem_fraction; llama.cpp n_ctx
     max_num_seqs: int | None = None  # SGLang max_running_requests; TRT max_batch_size
+    # SGLang: max_num_seqs is the default a drafter sets (sglang_pool.sglang_settings), not
+    # --max-running-requests: its memory rule ran before it and saw none
+    requests_by_drafter: bool = False
+    # SGLang under data-parallel attention: the server's --max-running-requests where
+    # max_num_seqs is one rank's // --dp-size share (data_parallel.rank_settings), which its
+    # memory rule reads whole; None elsewhere
+    server_max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None  # SGLang chunked_prefill_size; TRT max_num_tokens
     n_batch: int | None = None  # llama.cpp -b: the tokens one llama_decode call takes (2048)
     block_size: int | None = None  # SGLang page_size; TRT tokens_per_block
@@ -326,9 +333,8 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     drafted = False  # max_running_requests SGLang's default with a drafter, no flag
     headroom = 0  # the tokens SGLang allocates past its profile for a drafter
     if engine == "sglang":  # a drafter sets max_running_requests before anything reads it
-        drafted = s.max_num_seqs is None
         s = sglang_settings(s)
-        drafted = drafted and s.max_num_seqs is not None
+        drafted = s.requests_by_drafter
         if s.drafter is not None:  # from the server's max_running_requests, every rank
             headroom = sglang_drafter_headroom_tokens(s.drafter.method, s.drafter.tokens,
                                                       s.max_num_seqs, s.engine_version)

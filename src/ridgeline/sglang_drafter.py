@@ -16,6 +16,12 @@ layers the checkpoint's num_nextn_predict_layers, else the drafter's hidden laye
 target sized its pool before the draft worker loaded, and the default fraction held a reserve
 for it (sglang_memory.sglang_speculative_reserve_mib).
 
+From 0.5.18 --speculative-draft-kv-cache-dtype gives the draft worker's cache a dtype of its
+own, but the target still budgets it at its own cell × draft layers ÷ layers (pool_configurator
+'assumes the draft shares the target's per-layer KV size'), so the pool's tokens are as without
+it and an fp8 draft cache beside a bf16 target leaves half its share free
+(sglang_draft_kv_cache_dtype; engines.json sglang.draft_kv_cache_dtype).
+
 Counted on a model of full-attention layers alone without a pipeline, where the cell scale is
 plain; a drafter named by a config ridgeline cannot read offline is not counted (fit
 cautions, cli_spec.spec_drafter). DeepSeek-V3's MTP layer on 8 H200s: 1.53 GiB of weights a
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ridgeline.errors import InputError
 from ridgeline.layouts import FULL
 from ridgeline.sglang_memory import sglang_data, sglang_release
 
@@ -117,3 +124,29 @@ def sglang_drafter_bytes(dep: Deployment, s: EngineSettings,
     if drafter is None:
         return 0.0, 0.0
     return drafter_weight_bytes_per_gpu(dep, drafter, dep.tensor_parallel_size), kv
+
+
+def sglang_draft_kv_cache_dtype(value: str, version: str | None = None) -> str:
+    """--speculative-draft-kv-cache-dtype ``value`` as SGLang ``version`` (None: the newest
+    modelled) takes it: one of its choices (auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16), from
+    v0.5.18, the release that brought the flag; any other value, or an earlier release,
+    refused as SGLang's parser refuses it (engines.json sglang.draft_kv_cache_dtype)."""
+    d = sglang_data()["draft_kv_cache_dtype"]
+    if version is not None and sglang_release(version) < sglang_release(d["from"]):
+        raise InputError(f"SGLang {version} has no --speculative-draft-kv-cache-dtype: it came "
+                         f"in v{d['from']} (leave it out: the draft cache then follows "
+                         "--kv-cache-dtype; or name a later --engine-version)")
+    if value not in d["choices"]:
+        raise InputError(f"--speculative-draft-kv-cache-dtype {value} is not one SGLang "
+                         f"takes ({', '.join(d['choices'])})")
+    return value
+
+
+def sglang_draft_kv_note(dtype: str) -> str:
+    """What --speculative-draft-kv-cache-dtype (``dtype``; "" unset) changes in SGLang's pool:
+    nothing, since the target budgets the draft cache at its own cell; "" where unset."""
+    if not dtype:
+        return ""
+    return (f"; --speculative-draft-kv-cache-dtype {dtype} changes the draft cache's dtype, not "
+            "this share: SGLang budgets it at the target's cell, a smaller draft cache "
+            "leaving its difference free")

@@ -27,6 +27,7 @@ from ridgeline.sglang_memory import (
     sglang_startup_bytes,
     sglang_vision_cut,
 )
+from ridgeline.sglang_mm_reserve import SGLangMMReserve, sglang_mm_reserve, sglang_nodes
 from ridgeline.sglang_nsa import nsa_page_size
 from ridgeline.stages import Stage
 
@@ -39,8 +40,9 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                 headroom_tokens: int = 0, lora_bytes: float = 0.0) -> KVPool:
     """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
     weights − its LoRA slots (``lora_bytes``: sglang_lora.py, built before the pool is
-    sized), in pages of page_size tokens (64 for DeepSeek NSA, as SGLang sets it whatever
-    --page-size says: sglang_nsa.py), and a drafter's ``headroom_tokens`` past it
+    sized) − a multimodal model's embedding cache (v0.5.18+: sglang_mm_reserve.py), in pages
+    of page_size tokens (64 for DeepSeek NSA, as SGLang sets it whatever --page-size says:
+    sglang_nsa.py), and a drafter's ``headroom_tokens`` past it
     (sglang_drafter_headroom_tokens; not sized here beside a state pool or windows); a
     hybrid's state pool carved out first (sglang_state_pool), then max_running_requests from
     the tokens left (sglang_own_requests)."""
@@ -55,7 +57,8 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                   fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
                   nsa_page_size(dep) or s.block_size or int(d["page_size"]), 1, tokens,
                   windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
-                  token_cap=s.max_total_tokens or 0, lora_bytes=lora_bytes)
+                  token_cap=s.max_total_tokens or 0, lora_bytes=lora_bytes,
+                  mm_reserve_bytes=sglang_pool_mm_reserve(dep, s, total_bytes).mib * 2**20)
     pool = sglang_state_pool(dep, pool, s)
     if headroom_tokens and not pool.state_request_bytes and not pool.windows_apart:
         pool = replace(pool, headroom_tokens=headroom_tokens)
@@ -70,11 +73,12 @@ def sglang_settings(s: EngineSettings) -> EngineSettings:
     """The settings SGLang's server_args leaves ``s`` at: with a drafter and
     --max-running-requests unset, max_running_requests the drafter's default (48 from
     0.4.4.post4: sglang_speculative_requests), which the scheduler then takes as given, each
-    data-parallel rank its // --dp-size; ``s`` as it is otherwise."""
+    data-parallel rank its // --dp-size, marked as the drafter's (``requests_by_drafter``);
+    ``s`` as it is otherwise."""
     if s.max_num_seqs is not None or s.drafter is None:
         return s
     seats = sglang_speculative_requests(s.drafter.method, s.engine_version)
-    return s if seats is None else replace(s, max_num_seqs=seats)
+    return s if seats is None else replace(s, max_num_seqs=seats, requests_by_drafter=True)
 
 
 def sglang_rule(dep: Deployment, s: EngineSettings,
@@ -97,16 +101,25 @@ def sglang_rule(dep: Deployment, s: EngineSettings,
     return rule, sglang_vision_cut(dep.model, s.engine_version, s.enable_multimodal)
 
 
+def sglang_pool_mm_reserve(dep: Deployment, s: EngineSettings,
+                           total_bytes: float) -> SGLangMMReserve:
+    """What ``dep``'s KV budget loses on each GPU for a multimodal model's buffers under
+    ``s`` (sglang_mm_reserve), the pool and --explain both read it here."""
+    return sglang_mm_reserve(dep.model, dep.accelerator, s.engine_version, s.enable_multimodal,
+                             sglang_nodes(dep), sglang_requests_given(s), total_bytes)
+
+
 def sglang_requests_given(s: EngineSettings) -> int | None:
     """The --max-running-requests SGLang's memory rule sees (v0.5.22+ caps the graph batch by
     it): the value given, not the 48 a drafter sets, which its server_args settle only after
     the memory rule (arg_groups/pipeline.py runs handle_gpu_memory_settings before
-    handle_speculative_decoding in 0.5.23). A given 48 beside a drafter reads as that default:
-    ``s`` no longer tells them apart."""
-    if s.drafter is not None and s.max_num_seqs == sglang_speculative_requests(
-            s.drafter.method, s.engine_version):
+    handle_speculative_decoding in 0.5.23). A given 48 beside a drafter is given, and caps the
+    tier's 512 graph batches of an H200 at TP8 to 48 (2 MiB × 464 less reserved); the same 48
+    set by the drafter caps nothing. Under data-parallel attention the server's value, not a
+    rank's // --dp-size share (256 over 8 ranks caps at 256, not 32)."""
+    if s.requests_by_drafter:
         return None
-    return s.max_num_seqs
+    return s.server_max_num_seqs or s.max_num_seqs
 
 
 def sglang_graph_max_bs(s: EngineSettings) -> int | None:

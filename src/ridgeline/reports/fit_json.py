@@ -107,6 +107,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                           # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
                           "seat_buffers": p.seat_buffer_bytes,
                           "lora_adapters": p.lora_bytes,  # the LoRA slots (vLLM, SGLang)
+                          # SGLang v0.5.18+: a multimodal model's embedding cache
+                          "multimodal_buffers": p.mm_reserve_bytes,
                           # TRT-LLM cache_transceiver_config's send and receive buffers
                           "kv_transfer_buffer": p.transfer_buffer_bytes,
                           # llama.cpp under --fit, whether or not it moved weights: the

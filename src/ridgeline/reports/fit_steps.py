@@ -107,7 +107,9 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  if pool.free_fraction_of_rest != 1 else
                  "total × reserved fraction − weights"
                  + (" − LoRA adapters" if pool.lora_bytes else "")
-                 + " − non-torch (activations and CUDA graphs "
+                 + " − non-torch"
+                 + (" − multimodal buffers" if pool.mm_reserve_bytes else "")
+                 + " (activations and CUDA graphs "
                  "live in the 1 − mem_fraction_static SGLang holds back)"
                  + (" + drafter headroom" if pool.headroom_bytes else "")
                  if pool.engine == "sglang"
@@ -126,11 +128,14 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                    if pool.redundant_expert_bytes and s.eplb is not None else []),
                  *([q("LoRA adapters", pool.lora_bytes / GIB, "GiB", lora_note(dep, pool, s))]
                    if pool.lora_bytes else []),
+                 *([q("multimodal buffers", pool.mm_reserve_bytes / 2**20, "MiB",
+                      _mm_reserve_note(dep, pool, s))] if pool.mm_reserve_bytes else []),
                  *([q("drafter's cache a token", pool.drafter_kv_bytes_per_token / 1024, "KiB",
                       f"of {pool.kv_bytes_per_token / 1024:,.2f} KiB a token {per_gpu(pool)}: "
                       "SGLang v0.5.14+ loads the drafter before it sizes the pool and sizes "
                       "its cell × (1 + draft layers ÷ layers), the draft worker's cache as "
-                      "many tokens as the target's (pool_configurator.py)")]
+                      "many tokens as the target's (pool_configurator.py)"
+                      + _draft_kv_note(s))]
                    if pool.engine == "sglang" and pool.drafter_kv_bytes_per_token else []),
                  *(peak_quantities(dep, pool) if pool.engine != "sglang" else ()),
                  *([q("max_num_seqs", pool.max_num_seqs, "", note)]
@@ -590,6 +595,20 @@ def advice_steps(r: FitReport) -> tuple[Step, ...]:
             step(f"start-up advice, fills the {device}", "total − (taken + margin)",
                  q("--kv-cache-memory-bytes", advice[1] / GIB, "GiB", f"{int(advice[1])} bytes"),
                  q(f"memory per {device}", terms.total_bytes / GIB, "GiB"), taken, margin))
+
+
+def _draft_kv_note(s: EngineSettings) -> str:
+    """SGLang's --speculative-draft-kv-cache-dtype, where given (sglang_drafter.py)."""
+    from ridgeline.sglang_drafter import sglang_draft_kv_note
+
+    return sglang_draft_kv_note(s.drafter.draft_kv_cache_dtype if s.drafter else "")
+
+
+def _mm_reserve_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
+    """What SGLang's multimodal reserve holds (sglang_mm_reserve.py)."""
+    from ridgeline.sglang_pool import sglang_pool_mm_reserve
+
+    return sglang_pool_mm_reserve(dep, s, pool.total_bytes).note
 
 
 def lora_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:

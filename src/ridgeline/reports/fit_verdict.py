@@ -313,7 +313,8 @@ def _overflow(p: KVPool) -> str:
     """Which of what comes before the cache overflow the memory reserved: the weights and the
     profiling pass, or, after them, the CUDA graphs and the sampler's seats."""
     budget = p.total_bytes * p.reserved_fraction
-    first = p.weight_bytes + p.lora_bytes + p.activation_bytes + p.non_torch_bytes
+    first = p.weight_bytes + p.lora_bytes + p.activation_bytes + p.non_torch_bytes \
+        + p.mm_reserve_bytes
     # SGLang runs no profiling pass (its activations live outside mem_fraction_static): what
     # overflows there is the weights and the CUDA context and TP communicators, its row
     taken = "the weights and the CUDA context and TP communicators" if p.engine == "sglang" \
