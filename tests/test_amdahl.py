@@ -356,3 +356,44 @@ def test_a_communication_share_on_one_gpu_says_why_it_is_zero(
     two = json.loads(out)
     assert code == 0
     assert two["source"]["fraction"] > 0.0 and not two.get("notes")
+
+
+@pytest.mark.parametrize(("target", "side"), [(1.0000000001, "faster"), (1.001, "faster"),
+                                              (0.9999999999, "slower")])
+def test_a_target_a_hair_from_1x_prints_a_part_speedup_that_is_not_1x(
+        capsys: pytest.CaptureFixture[str], target: float, side: str) -> None:
+    """G = 1.0000000001 at P = 0.5 needs S = 1.0000000002, which printed "the part must get
+    1x faster" (and G itself "for 1x end to end"): each now prints with the digits that keep
+    it off 1, which is what the verdict is about."""
+    need = required_part_speedup(0.5, target)
+    assert need.required_part_speedup is not None
+    shown = re.search(r"([\d.e+]+)x " + side, need.verdict)
+    assert shown and float(shown.group(1)) != 1.0, need.verdict
+    factor = need.required_part_speedup if side == "faster" else 1 / need.required_part_speedup
+    assert _within_its_last_digit(factor, float(shown.group(1)))
+    code, out, _ = _cli(capsys, "--fraction", "0.5", "--target", repr(target))
+    said = re.search(r"for ([\d.e+]+)x end to end", out)
+    assert code == 0 and said and float(said.group(1)) == target, out
+
+
+def test_a_target_just_inside_the_ceiling_is_not_printed_as_the_ceiling(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """G = 1.9999999 at P = 0.5 is possible (S = 2e7): "for 2x end to end" beside a 2.00x
+    ceiling read as a contradiction; a ceiling just under a target of 2 read "the ceiling
+    is 2.00x" as the reason 2x is impossible."""
+    code, out, _ = _cli(capsys, "--fraction", "0.5", "--target", "1.9999999")
+    assert code == 0 and "for 1.9999999x end to end: the part must get" in out
+    fraction = 0.49999997
+    ceiling = speedup_ceiling(fraction).ceiling_speedup
+    assert ceiling < 2.0
+    verdict = required_part_speedup(fraction, 2.0).verdict
+    shown = re.search(r"the ceiling is ([\d.]+)x", verdict)
+    assert shown and float(shown.group(1)) < 2.0, verdict
+
+
+def test_a_share_a_hair_from_0_or_100_percent_is_not_printed_as_either(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for fraction in ("0.99999999", "1e-12"):
+        code, out, _ = _cli(capsys, "--fraction", fraction, "--speedup", "2")
+        shown = re.search(r"part at ([\d.e+-]+)% of the time", out)
+        assert code == 0 and shown and 0.0 < float(shown.group(1)) < 100.0, out

@@ -207,7 +207,7 @@ def test_a_score_is_written_as_a_benchmark_prints_it(
     assert message in said and "--pct-a" in said
     code, out, err = run_cli(capsys, "evalstats", "--pct-a", "39.02%", "--pct-b", "42",
                              "--n", "1000")
-    assert code == 0 and out.startswith("A: 39.02% of 1000"), err
+    assert code == 0 and out.startswith("A: 39.02% of 1,000"), err
 
 
 def test_roofline_intensity_past_any_step_is_refused(

@@ -543,3 +543,22 @@ def test_a_p_value_past_a_floats_reach_is_below_1e_300_never_0(
     assert code == 0 and "p < 1e-300 (significant)" in out and "p = 0 " not in out
     code, out, _ = _cli(capsys, *argv, "--explain")
     assert code == 0 and "two-sided p = erfc(|z| / √2) < 1e-300" in out
+
+
+def test_a_benchmark_of_millions_prints_its_counts_with_thousands_separators(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """"39.02% of 5000001 = 1951000 items": every count evalstats prints reads as sizes do
+    (6,138 per model), in its lines, its working and its refusals."""
+    n = 5_000_001
+    a = count_from_percentage(39.02, n)
+    code, out, err = run_cli(capsys, "evalstats", "--pct-a", "39.02", "--pct-b", "41.5",
+                             "--n", str(n), "--explain")
+    assert code == 0, err
+    assert f"A: 39.02% of {n:,} = {a.nearest_count:,} items" in out
+    assert f"p_a = {a.nearest_count:,} / {n:,}" in out
+    code, out, err = run_cli(capsys, "evalstats", "--discordant", "12000,15000", "--explain")
+    assert code == 0 and "b=12,000, c=15,000 (net gap -3,000)" in out
+    assert "b + c = 12,000 + 15,000 = 27,000" in out
+    code, out, err = run_cli(capsys, "evalstats", "--pct-a", "39.02", "--pct-b", "41.5",
+                             "--n", str(n), "--discordant", "120000,150000")
+    assert code == 2 and "b - c = 120,000 - 150,000 = -30,000 items" in err

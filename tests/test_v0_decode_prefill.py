@@ -11,6 +11,7 @@ import math
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engine_versions import sized_version
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.vllm_memory import vllm_accounting
 from ridgeline.vllm_pool import v0_chunk_tokens
@@ -135,6 +136,7 @@ def test_prefill_json_carries_the_engine_version_and_decodes_settings(
         ("--engine-version", version) if version else ())
     prefill = _json(capsys, "prefill", "llama-3.1-8b", "--prompt-len", "4000", *asked)
     decode = _json(capsys, "decode", "llama-3.1-8b", "--context", "4000", *asked)
-    assert prefill["engine_version"] == version
+    # the release the pool was sized as, named where none was given too (fit's)
+    assert prefill["engine_version"] == sized_version("vllm", version)
     assert prefill["settings"] == decode["engine_max_batch"][0]["settings"]
     assert (f"as vLLM {version} sizes it" in prefill["settings"]) == bool(version)

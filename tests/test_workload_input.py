@@ -253,3 +253,28 @@ def test_a_trace_slower_than_the_rate_floor_is_refused_as_that_rate_is(
     assert "under the 1e-06 req/s" in capsys.readouterr().err
     (tmp_path / "ok.csv").write_text(HEADER + "0,500,100\n10,500,100\n")  # 0.1 req/s: kept
     assert Load.from_trace(str(tmp_path / "ok.csv")).rate_req_s == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(("spec", "meant"), [("lognormall:1000,0.8", "lognormal"),
+                                             ("unifrom:128,1024", "uniform"),
+                                             ("Uniform:128,1024", "uniform"),
+                                             ("fiel:lengths.txt", "file"),
+                                             ("zipff:1.2,4096", "zipf")])
+def test_a_misspelt_length_spec_names_the_spec_it_is_a_slip_from(spec: str, meant: str) -> None:
+    """'fiel:lengths.txt' read as bad numbers, the others as no spec at all, without a word
+    of the name each is a slip from (catalog.nearest_spelling)."""
+    with pytest.raises(InputError, match=f"did you mean {meant}:") as caught:
+        length_sampler(spec, "input length")
+    assert "bad numbers" not in str(caught.value)
+    with pytest.raises(InputError) as plain:  # a name like none of them: no guess
+        length_sampler("poisson:3,4", "input length")
+    assert "did you mean" not in str(plain.value)
+
+
+def test_a_misspelt_dataset_name_names_random(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import refused_line
+
+    for name, slip in (("randon", True), ("sharegpt", False)):
+        err = refused_line(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1",
+                           "--dataset-name", name)
+        assert ("did you mean random?" in err) == slip

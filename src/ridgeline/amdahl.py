@@ -253,7 +253,9 @@ def required_part_speedup(fraction: float, target_speedup: float) -> RequiredPar
             ceiling_speedup=ceiling,
             possible=False,
             required_part_speedup=None,
-            verdict=f"impossible: the ceiling is {ceiling:.2f}x even if the part became free",
+            verdict=f"impossible: the ceiling is "
+                    f"{truthful(ceiling, (1.0, target_speedup), 'f', 2)}x even if the part "
+                    "became free",
         )
     # G = 1 asks for no change: S = P / (1 − (1 − P)) is 1, which floating point misses
     # (1 − (1 − 0.3) = 0.30000000000000004 read "may get up to 1x slower")
@@ -265,10 +267,24 @@ def required_part_speedup(fraction: float, target_speedup: float) -> RequiredPar
         ceiling_speedup=ceiling,
         possible=True,
         required_part_speedup=needed,
-        verdict=(f"the part must get {needed:.3g}x faster" if needed > 1.0 else
+        verdict=(f"the part must get {truthful(needed, (1.0,))}x faster" if needed > 1.0 else
                  "the part may stay as it is" if needed == 1.0 else
-                 f"a slowdown budget: the part may get up to {1.0 / needed:.3g}x slower"),
+                 f"a slowdown budget: the part may get up to {truthful(1.0 / needed, (1.0,))}x "
+                 "slower"),
     )
+
+
+def truthful(x: float, marks: tuple[float, ...], kind: str = "g", digits: int = 3) -> str:
+    """``x`` to ``digits`` digits (significant for kind "g", decimals for "f"), more where
+    fewer would print it on, or past, one of ``marks`` it is not (a speedup's 1, a ceiling, a
+    target); where no decimals do, significant digits (a 1e-298 % share): a part that must get
+    1.0000000002x faster reads so, not "1x faster"; 1.65 reads "1.65"."""
+    for form in dict.fromkeys((kind, "g")):
+        for shown in range(digits if form == kind else 3, 18):
+            text = format(x, f".{shown}{form}")
+            if all((float(text) > m) - (float(text) < m) == (x > m) - (x < m) for m in marks):
+                return text
+    return repr(x)
 
 
 def explain_lines(

@@ -63,7 +63,12 @@ AMDAHL_STEP_DEFAULTS = {"op": "attention", "batch": 1, "context": DEFAULT_CONTEX
 
 
 def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
-    from ridgeline.amdahl import end_to_end_speedup, required_part_speedup, speedup_ceiling
+    from ridgeline.amdahl import (
+        end_to_end_speedup,
+        required_part_speedup,
+        speedup_ceiling,
+        truthful,
+    )
 
     notes: list[str] = []
     if args.fraction is not None:
@@ -89,22 +94,28 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
                          "give --num-gpus 2 or more, the tensor-parallel group, for its share")
     fraction = source.fraction
     results = [("source", source)]
-    lines = [f"part at {fraction:.1%} of the time ({source.text()})"]
+    # each figure with the digits that keep it on its side of 1x (and of the ceiling, for the
+    # target): 1.0000001x on the part is not "1x", a 99.9999999% share not "100.0%"
+    lines = [f"part at {truthful(fraction * 100, (0.0, 100.0), 'f', 1)}% of the time "
+             f"({source.text()})"]
     if args.speedup is not None:
         gain = end_to_end_speedup(fraction, args.speedup)
         results.append(named(gain))
         times = gain.end_to_end_speedup
-        shown = f"{times:.2f}x" if times >= 0.01 else f"{times:.3g}x"  # not 0.00x
-        lines.append(f"  {args.speedup:g}x on the part -> {shown} end to end")
+        shown = truthful(times, (1.0,), "f", 2) if times >= 0.01 else f"{times:.3g}"  # not 0.00
+        lines.append(f"  {truthful(args.speedup, (1.0,), 'g', 6)}x on the part -> {shown}x "
+                     "end to end")
     ceiling = speedup_ceiling(fraction)
     results.append(named(ceiling))
+    marks = (1.0,) if args.target is None else (1.0, args.target)
     shown = ("unbounded (the part is the whole step)" if math.isinf(ceiling.ceiling_speedup)
-             else f"{ceiling.ceiling_speedup:.2f}x")
+             else f"{truthful(ceiling.ceiling_speedup, marks, 'f', 2)}x")
     lines.append(f"  ceiling if the part took no time: {shown}")
     if args.target is not None:
         need = required_part_speedup(fraction, args.target)
         results.append(named(need))
-        lines.append(f"  for {args.target:g}x end to end: {need.verdict}")
+        lines.append(f"  for {truthful(args.target, (1.0, ceiling.ceiling_speedup), 'g', 6)}x "
+                     f"end to end: {need.verdict}")
     # amdahl's working as Step objects, like every other command's (its --json explain too)
     steps = tuple(st for _, result in results for st in result.explain_steps())
     return LinesReport(tuple(results), tuple(lines), tuple(notes), steps)
@@ -161,7 +172,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         mc = ev.mcnemar_exact(b, c, alpha, args.n)
         results.append(named(mc))
         verdict = "a real difference" if mc.significant else "not distinguishable from chance"
-        lines.append(f"McNemar exact: b={b}, c={c} (net gap {mc.net_gap_items}) -> "
+        lines.append(f"McNemar exact: b={b:,}, c={c:,} (net gap {mc.net_gap_items:,}) -> "
                      f"p {ev.format_p(mc.p_value)}: {verdict} at alpha {alpha:g}")
     if scores:
         missing = [flag for flag, value in (("--pct-a", args.pct_a), ("--pct-b", args.pct_b),
@@ -175,7 +186,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         results += [named(a, "_a"), named(b2, "_b")]
         for label, r in (("A", a), ("B", b2)):
             flag = "" if r.is_whole_count else "  <- no whole number of items gives this"
-            lines.append(f"{label}: {r.printed_percent}% of {n} = {r.nearest_count} "
+            lines.append(f"{label}: {r.printed_percent}% of {n:,} = {r.nearest_count:,} "
                          f"{plural(r.nearest_count, 'item')}{flag}")
         notes += _count_notes(a, b2)
         conflicts = ev.discordant_conflicts(a, b2, *args.discordant) if args.discordant else []
@@ -203,7 +214,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
             lines.append("equal scores: no gap for a benchmark of any size to detect")
         else:
             need, how = _items_needed(pa, pb, alpha, power, notes, results)
-            gap = (f"the counts' gap, {ka}/{n} vs {kb}/{n}" if pinned else
+            gap = (f"the counts' gap, {ka:,}/{n:,} vs {kb:,}/{n:,}" if pinned else
                    f"the reported gap, {a.printed_percent}% vs {b2.printed_percent}%")
             line = (f"items needed to detect {gap} (alpha {alpha:g}, power {power:g}): "
                     f"{need.num_items:,} per model, unpaired{how}")
@@ -276,13 +287,13 @@ def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
     n = a.num_items
     off = [(label, r) for label, r in (("A", a), ("B", b)) if not r.is_whole_count]
     if off and a.nearest_count == b.nearest_count and a.percent != b.percent:
-        raise InputError(f"{a.printed_percent}% and {b.printed_percent}% of --n {n} "
-                         f"{plural(n, 'item')} are both {a.nearest_count} "
+        raise InputError(f"{a.printed_percent}% and {b.printed_percent}% of --n {n:,} "
+                         f"{plural(n, 'item')} are both {a.nearest_count:,} "
                          f"{plural(a.nearest_count, 'item')}: the gap is under one item, and "
-                         f"no whole number of {n} {plural(n, 'item')} prints as "
+                         f"no whole number of {n:,} {plural(n, 'item')} prints as "
                          f"{off[0][1].printed_percent}%; check --n")
-    return [f"{label}'s {r.printed_percent}% is not k/{n} for any whole k: the tests use the nearest "
-            f"count, {r.nearest_count} ({r.nearest_count_percent:g}%); check --n,"
+    return [f"{label}'s {r.printed_percent}% is not k/{n:,} for any whole k: the tests use the "
+            f"nearest count, {r.nearest_count:,} ({r.nearest_count_percent:g}%); check --n,"
             " or whether the score averages several runs" for label, r in off]
 
 

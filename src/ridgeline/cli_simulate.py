@@ -469,9 +469,14 @@ def check_load_flags(args: argparse.Namespace) -> None:
 
 
 def _dataset_name(text: str) -> str:
-    """--dataset-name: random, or a one-line refusal naming what replays a real dataset."""
+    """--dataset-name: random, or a one-line refusal naming what replays a real dataset (and
+    'random', where ``text`` is a slip from it: 'randon')."""
+    from ridgeline.catalog import nearest_spelling
+
     if text.strip().lower() != "random":
-        raise InputError(f"{text}: simulate draws the random dataset's "
+        slip = nearest_spelling(text.strip().lower(), ["random"])
+        raise InputError(f"{text}: " + (f"did you mean {slip}? " if slip else "")
+                         + "simulate draws the random dataset's "
                          "synthetic lengths; a dataset of real prompts (sharegpt, …) is not "
                          "bundled: replay its lengths with --trace FILE")
     return "random"

@@ -81,8 +81,8 @@ class PercentageCount:
         )
         return [
             "count = percent × N / 100",
-            f"  = {p:g} × {n} / 100 = {p * n / 100:.4g} -> nearest whole count {k}",
-            f"check: {k} / {n} = {self.nearest_count_percent:.{self.decimals + 2}f}%,"
+            f"  = {p:g} × {n:,} / 100 = {p * n / 100:.4g} -> nearest whole count {k:,}",
+            f"check: {k:,} / {n:,} = {self.nearest_count_percent:.{self.decimals + 2}f}%,"
             f" {self.difference_points:.2g} points from {p:g}%",
             f"  {verdict}",
         ]
@@ -142,7 +142,7 @@ class WilsonInterval:
     def explain_lines(self) -> list[str]:
         n, z, p = self.num_items, self.z, self.proportion
         return [
-            f"p = {self.successes} / {n} = {p:.4f}, z = {z:.4f} for {self.confidence:g} confidence",
+            f"p = {self.successes:,} / {n:,} = {p:.4f}, z = {z:.4f} for {self.confidence:g} confidence",
             "center = (p + z² / 2n) / (1 + z² / n)",
             f"  = ({p:.4f} + {z * z / (2 * n):.5f}) / {1 + z * z / n:.5f} = {self.center:.4f}",
             "half width = z / (1 + z² / n) × √(p(1 - p) / n + z² / 4n²)",
@@ -203,9 +203,10 @@ class TwoProportionZTest:
         pa, pb, pp = self.proportion_a, self.proportion_b, self.pooled_proportion
         na, nb = self.num_items_a, self.num_items_b
         return [
-            f"p_a = {self.successes_a} / {na} = {pa:.4f},"
-            f" p_b = {self.successes_b} / {nb} = {pb:.4f}",
-            f"pooled p = ({self.successes_a} + {self.successes_b}) / ({na} + {nb}) = {pp:.4f}",
+            f"p_a = {self.successes_a:,} / {na:,} = {pa:.4f},"
+            f" p_b = {self.successes_b:,} / {nb:,} = {pb:.4f}",
+            f"pooled p = ({self.successes_a:,} + {self.successes_b:,}) / ({na:,} + {nb:,})"
+            f" = {pp:.4f}",
             "se = √(p(1 - p)(1/n_a + 1/n_b))",
             f"  = √({pp:.4f} × {1 - pp:.4f} × {1 / na + 1 / nb:.5f})"
             f" = {self.standard_error:.4f}",
@@ -266,8 +267,8 @@ class McNemarExact:
     def explain_lines(self) -> list[str]:
         n, k = self.discordant_items, min(self.b, self.c)
         lines = [
-            f"discordant items n = b + c = {self.b} + {self.c} = {n};"
-            f" net gap b - c = {self.net_gap_items}",
+            f"discordant items n = b + c = {self.b:,} + {self.c:,} = {n:,};"
+            f" net gap b - c = {self.net_gap_items:,}",
             "p = min(1, 2 × P[X <= min(b, c)]), X ~ Binomial(n, 1/2)",
         ]
         if n > EXACT_INTEGER_ITEMS:  # the float sum the test itself used
@@ -313,7 +314,7 @@ def mcnemar_exact(
         _check_count("num_items", num_items, minimum=1)
         if n > num_items:
             raise InputError(
-                f"b + c = {b} + {c} = {n} discordant items cannot exceed the {num_items}"
+                f"b + c = {b:,} + {c:,} = {n:,} discordant items cannot exceed the {num_items:,}"
                 " items in the benchmark"
             )
     if n <= EXACT_INTEGER_ITEMS:
@@ -351,8 +352,8 @@ def discordant_conflicts(
     out: list[str] = []
     gap_low, gap_high = low_a - high_b, high_a - low_b
     if not gap_low <= b - c <= gap_high:
-        scores = f"{count_a.printed_percent}% vs {count_b.printed_percent}% of {n}"
-        gap = f"{gap_low:+d}" if gap_low == gap_high else f"{gap_low:+d} to {gap_high:+d}"
+        scores = f"{count_a.printed_percent}% vs {count_b.printed_percent}% of {n:,}"
+        gap = f"{gap_low:+,d}" if gap_low == gap_high else f"{gap_low:+,d} to {gap_high:+,d}"
         ahead = {True: "A ahead", False: "B ahead"}
         side = (
             f" ({ahead[b > c]} by the discordant items, {ahead[gap_high > 0]} by the scores)"
@@ -360,23 +361,23 @@ def discordant_conflicts(
             else ""
         )
         out.append(
-            f"b - c = {b} - {c} = {b - c:+d} items, but the scores ({scores}) give A - B ="
+            f"b - c = {b:,} - {c:,} = {b - c:+,d} items, but the scores ({scores}) give A - B ="
             f" {gap} items{side}; on the same items the two must agree"
         )
     if b > high_a:
-        out.append(f"b = {b} items only A got right, but A's {count_a.printed_percent}% of {n}"
-                   f" is at most {high_a} items")
+        out.append(f"b = {b:,} items only A got right, but A's {count_a.printed_percent}% of "
+                   f"{n:,} is at most {high_a:,} items")
     if c > high_b:
-        out.append(f"c = {c} items only B got right, but B's {count_b.printed_percent}% of {n}"
-                   f" is at most {high_b} items")
+        out.append(f"c = {c:,} items only B got right, but B's {count_b.printed_percent}% of "
+                   f"{n:,} is at most {high_b:,} items")
     # the other side of each: an item only B got right is one A got wrong, and A got at
     # most N - (its lowest count) wrong
     if c > n - low_a:
-        out.append(f"c = {c} items only B got right, but A's {count_a.printed_percent}% of {n}"
-                   f" leaves at most {n - low_a} items A got wrong")
+        out.append(f"c = {c:,} items only B got right, but A's {count_a.printed_percent}% of "
+                   f"{n:,} leaves at most {n - low_a:,} items A got wrong")
     if b > n - low_b:
-        out.append(f"b = {b} items only A got right, but B's {count_b.printed_percent}% of {n}"
-                   f" leaves at most {n - low_b} items B got wrong")
+        out.append(f"b = {b:,} items only A got right, but B's {count_b.printed_percent}% of "
+                   f"{n:,} leaves at most {n - low_b:,} items B got wrong")
     return out
 
 
@@ -411,7 +412,7 @@ class UnpairedItemsNeeded:
             f"  = ({self.z_alpha:.4f} × {math.sqrt(2 * pbar * (1 - pbar)):.4f}"
             f" + {self.z_beta:.4f} × {math.sqrt(pa * (1 - pa) + pb * (1 - pb)):.4f})²"
             f" / {(pa - pb) ** 2:.6f}",
-            f"  = {self.exact_items:.1f} -> {self.num_items} items",
+            f"  = {self.exact_items:,.1f} -> {self.num_items:,} items",
         ]
 
 
@@ -458,7 +459,7 @@ class PairedItemsNeeded:
             f" z_b = {self.z_beta:.4f}",
             f"  = ({self.z_alpha:.4f} × {math.sqrt(psi):.4f} + {self.z_beta:.4f}"
             f" × {math.sqrt(psi - d * d):.4f})² / {d * d:.6f}",
-            f"  = {self.exact_items:.1f} -> {self.num_items} items",
+            f"  = {self.exact_items:,.1f} -> {self.num_items:,} items",
         ]
 
 

@@ -66,9 +66,9 @@ class FisherExactTest:
         k = self.successes_a + self.successes_b
         na, nb = self.num_items_a, self.num_items_b
         return [
-            f"given {k} right of {na + nb}, A's count is hypergeometric:",
+            f"given {k:,} right of {na + nb:,}, A's count is hypergeometric:",
             f"  P(x) = C({k},x) C({na + nb - k},{na}-x) / C({na + nb},{na})",
-            f"P(x = {self.successes_a}) = {self.observed_probability:.4g}; p = the sum of P(x)"
+            f"P(x = {self.successes_a:,}) = {self.observed_probability:.4g}; p = the sum of P(x)"
             " over every x no more likely than that",
             f"  = {self.p_value:.4g} ({_against_alpha(self.significant, self.alpha)})",
         ]
@@ -186,16 +186,16 @@ class ExactItemsNeeded:
 
     def explain_lines(self) -> list[str]:
         return [
-            f"Fleiss's normal formula gives {self.approximate_items} items a model, where a cell"
+            f"Fleiss's normal formula gives {self.approximate_items:,} items a model, where a cell"
             f" expects {self.smallest_expected_count:.3g}"
             f" {plural(self.smallest_expected_count, 'item')} (< {MIN_EXPECTED_COUNT:g}):"
             " outside the approximation's range",
             "exact power(n) = sum over the tables Fisher's test rejects at alpha of"
             " Bin(n, p_a)(x_a) × Bin(n, p_b)(x_b)",
-            f"  power({self.approximate_items}) = {self.approximate_power:.3f}",
-            f"  power({self.num_items - 1}) = {self.power_one_fewer:.3f},"
-            f" power({self.num_items}) = {self.exact_power:.3f}"
-            f" >= {self.power:g} -> {self.num_items} items",
+            f"  power({self.approximate_items:,}) = {self.approximate_power:.3f}",
+            f"  power({self.num_items - 1:,}) = {self.power_one_fewer:.3f},"
+            f" power({self.num_items:,}) = {self.exact_power:.3f}"
+            f" >= {self.power:g} -> {self.num_items:,} items",
         ]
 
 

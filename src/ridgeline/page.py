@@ -23,6 +23,7 @@ from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_attention_intensity_at, decode_batch, step_time_s
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
+from ridgeline.engine_versions import sized_version
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
@@ -181,7 +182,10 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
               version: str | None = None) -> dict[str, Any]:
     """Every picker combination's roofline and expectation (``profiles``: a user's calibrated
     ones, by engine; the bundled ones where they have none), each started as the engine's
-    release or build ``version`` starts it (--engine-version; None: the newest modelled)."""
+    release or build ``version`` starts it (--engine-version; None: the newest modelled).
+    Its ``engine_version`` is the release the pools were sized as, named where none was
+    given too, as fit's (engine_versions.sized_version: vLLM 0.32; None for llama.cpp's
+    builds and TensorRT-LLM)."""
     builds = {g: engine_id(llamacpp_build(engine, resolve_accelerator(g).vendor)) for g in gpus}
     for k in kvs:  # a cache format the engine lacks would silently empty every picker
         for build in sorted(set(builds.values())):
@@ -214,7 +218,8 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                 w: weights_shown(m, w, engine) for w in weights
                 if weights_shown(m, w, engine) != w})},
             "contexts": list(CONTEXTS), "combos": combos, "left_out": why,
-            "engine_version": version,
+            # the release a run without --engine-version is priced as prices the same
+            "engine_version": sized_version(engine_id(engine), version),
             "start": start.split("|"),
             "start_batch": START_BATCH, "start_context": START_CONTEXT}
 

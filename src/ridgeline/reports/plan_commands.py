@@ -145,14 +145,21 @@ class PlanCommands:
         --engine-version sizes another' (its gpu_memory_utilization default and pool are that
         release's; SGLang's 0.5.23), or 'sized for vLLM 0.19, as --engine-version named it'; ""
         for TensorRT-LLM, whose defaults here span releases (engine_versions.sized_version)."""
-        r = self.result
-        sized = sized_version(r.engine, r.engine_version)
-        if sized is None:
+        sized = self.sized_for()
+        if not sized:
             return ""
-        return f"sized for {engine_name(r.engine)} {sized}, " + (
-            "as --engine-version named it" if r.engine_version else
+        return f"{sized}, " + (
+            "as --engine-version named it" if self.result.engine_version else
             "the newest release whose memory rules were read: --engine-version sizes "
             "another")
+
+    def sized_for(self) -> str:
+        """'sized for vLLM 0.32': ``release_note``'s first words, as a split's pool commands
+        say it under each split (the plan's first line says which release that is, and why);
+        "" for TensorRT-LLM."""
+        r = self.result
+        sized = sized_version(r.engine, r.engine_version)
+        return "" if sized is None else f"sized for {engine_name(r.engine)} {sized}"
 
     def command_note(self) -> str:
         """What the winner's command needs beside it (trtllm-serve's FP8 checkpoint), or ""."""
@@ -240,15 +247,18 @@ class PlanCommands:
     def pool_launch(self, c: Candidate) -> tuple[dict[str, str], list[str]]:
         """A split's pool commands (``pool_commands``), then its "router", and the lines to
         print under them: the files they name (TensorRT-LLM's YAML), what their MODEL must
-        be, and what the host placeholders and the router are; for a release that cannot run
-        them, no commands and the line that says so (``split_problem``)."""
+        be, what the host placeholders and the router are, and the release they were sized for
+        (``sized_for``, as the single pool's launch line says it); for a release that cannot
+        run them, no commands and the line that says so (``split_problem``)."""
         commands = self.pool_commands(c)
         if not commands:
             problem = self.split_problem() if c.disaggregated else ""
             return {}, [f"no launch: {problem}"] if problem else []
         router = self.router_command(c)
+        sized = self.sized_for()
         notes = [self.pool_note(c), host_note(self.result.engine, c.prefill_replicas,
-                                              c.replicas - c.prefill_replicas)]
+                                              c.replicas - c.prefill_replicas),
+                 f"each pool's launch line {sized}" if sized else ""]
         extra = [*(line for name, text in self.pool_files(c).items()
                    for line in (f"in {name}:", *(f"  {t}" for t in text.splitlines()))),
                  *(note for note in notes if note)]

@@ -19,6 +19,7 @@ from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
+from ridgeline.engine_versions import sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count
@@ -259,7 +260,8 @@ class PrefillReport:
                 # the -ngl all run the prompt is priced under, where it holds another count
                 **({"priced_run_batch": self.seat.held} if self.fit_seat and self.seat
                    and self.seat.held != self.fit_seat.held else {}),
-                "engine_version": self.engine_version,
+                # the release the pool was sized as, named where none was given too (fit's)
+                "engine_version": sized_version(self.deployment.engine, self.engine_version),
                 "cautions": self.cautions, **fit_dict(f)}
 
     def text_lines(self) -> list[str]:

@@ -276,8 +276,10 @@ class SimulateReport:
     def text_lines(self) -> list[str]:
         r, c, d = self.result, self.config, self.deployment
         layout = "".join(f"{part}; " for part in d.layout_parts)  # one parenthesis
-        lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({layout}{d.engine}, weights "
-                 f"{d.weights.label}, KV {d.kv.id}"
+        # the release the pool was sized as, named where none was given too, as fit's header
+        release = f" {self.engine_version}" if self.engine_version else ""
+        lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({layout}{d.engine}"
+                 f"{release}, weights {d.weights.label}, KV {d.kv.id}"
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "")
                  + cpu_offload_note(d) + f"): {self.load}",

@@ -39,6 +39,8 @@ MIN_RATE = 1e-6  # requests per second: one in ~12 days; slower, and the times l
 MAX_RATE = 1e6  # requests per second: past any fleet's (plan at 1e300 priced 1e296 GPUs)
 MAX_ARRIVAL_S = 1e11  # the year 5000 in unix seconds; float seconds stay exact to 1e-5 s
 BURSTINESS = (0.01, 100.0)  # gamma shape: gaps' coefficient of variation 10 down to 0.1
+# the length specs' names, as ``name:parameters`` (a fixed length has none)
+LENGTH_KINDS = ("uniform", "normal", "lognormal", "zipf", "file")
 
 
 MAX_CLIPPED_SHARE = 0.05  # a normal spec whose draws fall under one token more often: refused
@@ -64,13 +66,16 @@ def length_sampler(spec: str, what: str) -> Sampler:
         return _fixed(_tokens(n, what, "a fixed length"))
     if kind == "file":
         return _empirical(args, what)
+    readable = (f"{what}: cannot read {spec!r} (fixed N, uniform:a,b, normal:mean,sd, "
+                "lognormal:median,sigma, zipf:s,max, file:PATH)")
+    if kind not in LENGTH_KINDS:  # before its numbers: 'fiel:x.txt' is no bad number
+        raise InputError(readable + _kind_hint(kind))
     try:
         values = [float(v) for v in args.split(",")]
     except ValueError:
         raise InputError(f"{what}: bad numbers in {spec!r}") from None
-    if kind not in ("uniform", "normal", "lognormal", "zipf") or len(values) != 2:
-        raise InputError(f"{what}: cannot read {spec!r} (fixed N, uniform:a,b, normal:mean,sd, "
-                         "lognormal:median,sigma, zipf:s,max, file:PATH)")
+    if len(values) != 2:
+        raise InputError(readable)
     a, b = values
     if kind == "uniform":
         lo, hi = _tokens(a, what, "the low end"), _tokens(b, what, "the high end")
@@ -95,6 +100,17 @@ def length_sampler(spec: str, what: str) -> Sampler:
         raise InputError(f"{what}: the zipf exponent must be above 0 and at most "
                          f"{MAX_ZIPF_EXPONENT:g}, got {a:g}")
     return _Zipf(a, _tokens(b, what, "the maximum"))
+
+
+def _kind_hint(kind: str) -> str:
+    """"; did you mean lognormal:…?" where ``kind`` is a slip from a length spec's name
+    (catalog.nearest_spelling: 'lognormall', 'unifrom', 'fiel') or one in capitals
+    ('Uniform'), else ""."""
+    from ridgeline.catalog import nearest_spelling
+
+    lowered = kind.strip().lower()
+    near = lowered if lowered in LENGTH_KINDS else nearest_spelling(lowered, LENGTH_KINDS)
+    return f"; did you mean {near}:…?" if near else ""
 
 
 def _tokens(value: float, what: str, name: str, whole: bool = True) -> int:
