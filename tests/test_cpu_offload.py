@@ -629,7 +629,7 @@ def test_a_drafter_that_sends_vllm_to_the_v1_runner_offloads_before_0_29() -> No
 
     one = _offloaded(_dep("llama-3.1-70b", "h200"), 20)
     assert runner_problem(one, "0.28.0", "eagle")
-    for method in vllm_data()["mrv2_spec_fallback"]["methods"]:
+    for method in vllm_data()["mrv2_spec_fallback"]["until"]:  # V1 before 0.31 and 0.32
         assert not runner_problem(one, "0.28.0", method)
     two = _offloaded(_dep("llama-3.1-70b", "h200", gpus=2, pp=2), 20)
     assert runner_problem(two, "0.28.0", "eagle")

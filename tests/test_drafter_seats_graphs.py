@@ -239,13 +239,17 @@ def test_fit_on_a_v1_runner_release_takes_fewer_graphs_when_drafting(
 def test_fit_explains_the_drafts_in_vllms_capture_cap(
         capsys: pytest.CaptureFixture[str]) -> None:
     argv = (*L8, "--max-num-seqs", "32", "--spec-tokens", "3", "--spec-method", "ngram")
-    code, out, err = run_cli(capsys, "fit", *argv, "--explain")
-    assert code == 0, err
-    # ngram runs on the V1 runner (Model Runner V2 does not yet take it), which rounds each
-    # captured size up to a multiple of 1 + the drafts
-    sizes = capture_sizes(32, None, None, 4, multiple=4)
-    assert f"layers × {sizes} captured sizes (to min(2 × 32 seats × 4 tokens a decode step, " \
-        f"512) = {capture_cap(32, query_len=4)}" in out
+    # ngram runs on the V1 runner before 0.32 (Model Runner V2 did not take it yet), which
+    # rounds each captured size up to a multiple of 1 + the drafts; on 0.32's MRV2 none is
+    for version, runner in (("0.31", "V1"), ("0.32", "MRV2")):
+        code, out, err = run_cli(capsys, "fit", *argv, "--engine-version", version, "--explain")
+        assert code == 0, err
+        multiple = spec_capture_multiple(3, version, runner, 1)
+        sizes = capture_sizes(32, None, None, 4, multiple=multiple)
+        assert f"layers × {sizes} captured sizes (to min(2 × 32 seats × 4 tokens a decode " \
+            f"step, 512) = {capture_cap(32, query_len=4)}" in out
+        assert (multiple, "each rounded up to a multiple of 4" in out) == \
+            ((4, True) if runner == "V1" else (1, False))
     # both on the V1 runner (0.24: before Model Runner V2), the drafts' larger cap costs pool
     on_v1 = ("--engine-version", "0.24.0", "--json")
     code, plain_out, err = run_cli(capsys, "fit", *L8, "--max-num-seqs", "32", *on_v1)

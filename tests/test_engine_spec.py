@@ -21,6 +21,7 @@ from ridgeline.errors import InputError
 from ridgeline.launch_flags import launch_flags
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.params import layer_params
+from ridgeline.vllm_mrv2_drafter import ngram_token_table_bytes
 from tests.conftest import run_cli
 
 V3 = ("deepseek-v3", "--gpu", "h200", "--num-gpus", "8")
@@ -176,15 +177,19 @@ def test_fit_with_an_mtp_drafter_holds_fewer_conversations_as_its_pool_is_comput
         assert drafting["per_conversation_bytes_per_gpu"] == pytest.approx(
             plain["per_conversation_bytes_per_gpu"] * 62 / 61)
         assert drafting["conversations"] < plain["conversations"]
-    # an n-gram drafter holds nothing: no weights, no cache (it runs on the V1 runner, which
-    # vLLM falls back to where Model Runner V2 is the default); an EAGLE head's config is not
-    # read: said, not counted
+    # an n-gram drafter holds no weights and no cache; on Model Runner V2 (0.32, the default)
+    # it keeps every seat's token ids on the GPU; an EAGLE head's config is not read: said,
+    # not counted
     code, out, err = run_cli(capsys, *FIT, "--spec-tokens", "3", "--spec-method", "ngram")
     assert code == 0 and not err
     ngram = json.loads(out)
     assert ngram["taken_bytes_per_gpu"]["weights"] == plain["taken_bytes_per_gpu"]["weights"]
     assert ngram["per_conversation_bytes_per_gpu"] == plain["per_conversation_bytes_per_gpu"]
-    assert (plain["model_runner"], ngram["model_runner"]) == ("MRV2", "V1")
+    assert plain["model_runner"] == ngram["model_runner"] == "MRV2"
+    seats = ngram["max_num_seqs"]
+    assert ngram["taken_bytes_per_gpu"]["drafter_buffers"] >= \
+        ngram_token_table_bytes(seats, ngram["context"]) > 0 == plain["taken_bytes_per_gpu"][
+            "drafter_buffers"]
     code, out, err = run_cli(capsys, *FIT, "--spec-tokens", "3")
     assert code == 0 and "caution: the eagle drafter's weights" in err
     assert {k: v for k, v in json.loads(out).items() if k != "cautions"} == \

@@ -115,18 +115,23 @@ def test_explain_says_why_a_binding_first_stage_holds_no_sampler_state(
     assert code == 0 and "its sampler state left out of the budget (before v0.27)" in out
 
 
-def test_a_drafter_mrv2_does_not_run_keeps_the_v1_runner() -> None:
-    """vLLM falls back to the V1 runner, with a warning, for a draft model or ngram (its
-    list of what Model Runner V2 does not yet support); an EAGLE head stays on MRV2. The pool
-    is then V1's: Llama-3.1-8B drafting with ngram on one H100 at 0.32 holds what it holds
-    V1's profile, not MRV2's."""
+def test_a_drafter_mrv2_does_not_run_yet_keeps_the_v1_runner() -> None:
+    """vLLM falls back to the V1 runner, with a warning, for a drafter its Model Runner V2
+    does not run yet (its list of what MRV2 does not yet support, read in each wheel): a draft
+    model until 0.31, ngram until 0.32; an EAGLE head stays on MRV2. The pool is then V1's:
+    Llama-3.1-8B drafting with ngram on one H100 at 0.31 holds what V1's profile leaves."""
     dense = dep("llama-3.1-8b")
-    acc = vllm_accounting("0.32")
-    for method in vllm_data()["mrv2_spec_fallback"]["methods"]:
-        assert model_runner(dense, acc, method) == "V1"
-    assert model_runner(dense, acc, "eagle") == model_runner(dense, acc) == "MRV2"
+    until = vllm_data()["mrv2_spec_fallback"]["until"]
+    assert set(until) == {"draft-model", "ngram"}
+    for method, first in until.items():
+        last_v1 = f"0.{int(first.split('.')[1]) - 1}"
+        assert model_runner(dense, vllm_accounting(last_v1), method) == "V1"
+        assert model_runner(dense, vllm_accounting(first), method) == "MRV2"
+    for version in ("0.29", "0.32"):
+        acc = vllm_accounting(version)
+        assert model_runner(dense, acc, "eagle") == model_runner(dense, acc) == "MRV2"
     assert model_runner(dense, vllm_accounting("0.24"), "ngram") == "V1"
-    plain = EngineSettings(max_model_len=32_000, engine_version="0.32")
+    plain = EngineSettings(max_model_len=32_000, engine_version="0.31")
     ngram = replace(plain, speculative_decoding=True, drafter=EngineSpec(3, "ngram"))
     eagle = replace(ngram, drafter=EngineSpec(3, "eagle"))
     assert kv_pool(dense, ngram).runner == "V1"
@@ -134,38 +139,48 @@ def test_a_drafter_mrv2_does_not_run_keeps_the_v1_runner() -> None:
     assert kv_pool(dense, ngram).blocks != kv_pool(dense, plain).blocks  # V1's profile
 
 
-def test_fit_prices_a_draft_model_on_the_v1_runner_where_mrv2_is_the_default(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    draft = ('{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", '
-             '"num_speculative_tokens": 3}')
-    for version in ("0.25.1", "0.29", "0.32"):
+@pytest.mark.parametrize(("version", "draft_model", "ngram"), [
+    ("0.29", "V1", "V1"), ("0.30", "V1", "V1"), ("0.31", "MRV2", "V1"), ("0.32", "MRV2", "MRV2"),
+    ("0.33", "MRV2", "MRV2")])
+def test_fit_prices_each_drafter_on_the_runner_its_release_picks(
+        capsys: pytest.CaptureFixture[str], version: str, draft_model: str, ngram: str) -> None:
+    """The release boundaries read in the wheels: 0.29 and 0.30 send a draft model and ngram to
+    the V1 runner; 0.31 runs a draft model on Model Runner V2 and ngram on V1; 0.32 and 0.33
+    run both on MRV2, as every model without a drafter."""
+    drafters = {"draft_model": '{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", '
+                               '"num_speculative_tokens": 3}',
+                "ngram": '{"method": "ngram", "num_speculative_tokens": 3, '
+                         '"prompt_lookup_max": 4}'}
+    runners = {}
+    for name, config in drafters.items():
         code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
-                                 "--max-model-len", "32k", "--speculative-config", draft,
+                                 "--max-model-len", "32k", "--speculative-config", config,
                                  "--engine-version", version, "--json")
         assert code == 0, err
-        assert json.loads(out)["model_runner"] == "V1"
-        code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
-                                 "--max-model-len", "32k", "--engine-version", version, "--json")
-        assert json.loads(out)["model_runner"] == "MRV2"
+        runners[name] = json.loads(out)["model_runner"]
+    assert runners == {"draft_model": draft_model, "ngram": ngram}
+    code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                             "--max-model-len", "32k", "--engine-version", version, "--json")
+    assert json.loads(out)["model_runner"] == "MRV2"
 
 
-def test_eagle3_under_pipeline_parallelism_keeps_the_v1_runner_in_0_27_and_0_28() -> None:
-    """vLLM 0.27 and 0.28 list "EAGLE3 with pipeline parallelism" among what Model Runner V2
-    does not yet support, so --speculative-config's method eagle3 at PP > 1 runs on the V1
-    runner and the pool is V1's; at PP1, under method eagle, and in the releases not read
-    (0.26; 0.29 on, where PR #50514's release is unknown) it stays on MRV2."""
+def test_eagle3_under_pipeline_parallelism_keeps_the_v1_runner_in_0_27_to_0_29() -> None:
+    """vLLM 0.27 to 0.29 list "EAGLE3 with pipeline parallelism" among what Model Runner V2
+    does not yet support (0.29.0's wheel still does, 0.30.0's no longer), so
+    --speculative-config's method eagle3 at PP > 1 runs on the V1 runner and the pool is V1's;
+    at PP1, under method eagle, in 0.26 (not read) and from 0.30 it stays on MRV2."""
     from ridgeline.engine_spec import vllm_speculative_config
     from ridgeline.memory import stage_pools
 
     two = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
                            num_gpus=2, pipeline_parallel_size=2, engine="vllm")
     one = dep("llama-3.1-8b")
-    for version in ("0.27.1", "0.28"):
+    for version in ("0.27.1", "0.28", "0.29"):
         acc = vllm_accounting(version)
         assert model_runner(two, acc, "eagle", "eagle3") == "V1"
         assert model_runner(two, acc, "eagle") == "MRV2"  # the method named is what is read
         assert model_runner(one, acc, "eagle", "eagle3") == "MRV2"
-    for version in ("0.26", "0.29", "0.32"):
+    for version in ("0.26", "0.30", "0.32"):
         assert model_runner(two, vllm_accounting(version), "eagle", "eagle3") == "MRV2"
     head = '"model": "llama-3.2-1b", "num_speculative_tokens": 3}'
     eagle3 = vllm_speculative_config('{"method": "eagle3", ' + head)

@@ -595,7 +595,8 @@ def drafter(args: argparse.Namespace) -> Any:
                       getattr(args, "spec_draft_tp", 0) or 0,
                       getattr(args, "spec_algorithm", "") or "",
                       bool(getattr(args, "spec_method_inferred", False)),
-                      getattr(args, "spec_draft_kv_dtype", "") or "")
+                      getattr(args, "spec_draft_kv_dtype", "") or "",
+                      getattr(args, "spec_draft_sample", "") or "")
 
 
 def asked_drafter(args: argparse.Namespace) -> EngineSpec | None:

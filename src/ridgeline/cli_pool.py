@@ -92,10 +92,12 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     if not given:
         # an MTP drafter's layer and cache are the pool's too (drafter_memory.py), as fit holds
         # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter; and
-        # vLLM runs a draft model or ngram on its V1 runner where Model Runner V2 is the default
+        # vLLM runs a draft model or ngram on a runner of its own choice, holding buffers for
+        # it there (vllm_mrv2_drafter), as it does probabilistic drafts' logits
         plain = version is None and asynchronous and not switches and not drafts_with_mtp(args) \
             and not (spec and (dep.engine == "sglang" or getattr(args, "spec_draft_model", "")
-                               or getattr(args, "spec_method", None) in ("ngram", "draft-model")))
+                               or getattr(args, "spec_method", None) in ("ngram", "draft-model")
+                               or getattr(args, "spec_draft_sample", "")))
         return None if plain else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
             draft_mtp=drafts_with_mtp(args), drafter=drafter(args), **switches)

@@ -189,6 +189,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     # the drafter named and its GPUs, for its memory (cli_load.drafter)
     args.spec_draft_model, args.spec_draft_tp = spec.draft_model, spec.draft_tensor_parallel_size
     args.spec_draft_kv_dtype = spec.draft_kv_cache_dtype  # SGLang's, for its drafter's note
+    args.spec_draft_sample = spec.draft_sample_method  # vLLM's, for MRV2's draft logits
     args.spec_algorithm = spec.algorithm  # SGLang's own name, whose release gates it
     args.spec_method_inferred = spec.method_inferred  # vLLM 0.8 to 0.9.x: V0 (drafter_memory)
     for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card

@@ -36,7 +36,11 @@ FLAG = "--speculative-config"
 VLLM_KEYS_READ = ("method", "num_speculative_tokens", "model", "prompt_lookup_max",
                   "prompt_lookup_min", "draft_tensor_parallel_size", "quantization",
                   "max_model_len", "revision", "code_revision", "disable_logprobs",
-                  "disable_log_stats")
+                  "disable_log_stats", "draft_sample_method")
+# SpeculativeConfig.draft_sample_method's values (config/speculative.py DraftSampleMethod,
+# 'greedy' the default in 0.29.0 to 0.34.0): 'probabilistic' keeps the drafts' logits, which
+# Model Runner V2 holds for every seat (vllm_mrv2_drafter.draft_logits_bytes)
+DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
 VLLM_METHODS = {"ngram": "ngram", "eagle": "eagle", "eagle3": "eagle",
                 "draft_model": "draft-model", "mtp": "mtp"}
 SGLANG_ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle", "NEXTN": "mtp",
@@ -69,6 +73,8 @@ class EngineSpec:
     # in --kv-cache-dtype's); its pool budgets the draft cache at the target's cell either way
     # (sglang_drafter.sglang_draft_kv_cache_dtype)
     draft_kv_cache_dtype: str = ""
+    # vLLM --speculative-config's draft_sample_method as given ("": unset, greedy)
+    draft_sample_method: str = ""
 
 
 def vllm_speculative_config(text: str) -> EngineSpec:
@@ -97,10 +103,14 @@ def vllm_speculative_config(text: str) -> EngineSpec:
                                  or draft_tp < 1):
         raise InputError(f"{FLAG}'s draft_tensor_parallel_size is a number of GPUs, at least "
                          f"1; got {draft_tp!r}")
+    sample = config.get("draft_sample_method", "")
+    if sample != "" and sample not in DRAFT_SAMPLE_METHODS:
+        raise InputError(f"{FLAG}'s draft_sample_method is one of "
+                         f"{', '.join(DRAFT_SAMPLE_METHODS)}; got {sample!r}")
     return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method),
                       _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model,
                       draft_tp or 0, "eagle3" if method == "eagle3" else "",
-                      method_inferred=inferred)
+                      method_inferred=inferred, draft_sample_method=sample)
 
 
 def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:

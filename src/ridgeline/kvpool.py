@@ -60,6 +60,12 @@ class KVPool:
     # buffers kept for every seat from start-up: TensorRT-LLM's engine backend (its runtime
     # and decoder), vLLM's Model Runner V2 (its sampler state, counted from v0.27)
     seat_buffer_bytes: float = 0.0
+    # vLLM Model Runner V2: what it holds for the drafter from start-up (an n-gram drafter's
+    # token ids, a draft model's speculator, probabilistic drafts' logits: vllm_mrv2_drafter)
+    drafter_buffer_bytes: float = 0.0
+    # vLLM Model Runner V2 beside a draft model: the tokens its profile's forward runs, fewer
+    # than profile_tokens by one a dummy request (0: profile_tokens)
+    forward_tokens: int = 0
     runner: str = ""  # vLLM: the GPU model runner whose profile sized it (V0, V1, MRV2)
     compile_bytes: float = 0.0  # vLLM MRV2: a cold torch.compile's transient in the peak
     moe_workspace_bytes: float = 0.0  # vLLM: the fused-MoE workspace held through the sampler
@@ -136,6 +142,7 @@ class KVPool:
             buffer_bytes_per_cell=self.buffer_bytes_per_cell * n,
             encoder_bytes=self.encoder_bytes * n, encoder_held_bytes=self.encoder_held_bytes * n,
             seat_buffer_bytes=self.seat_buffer_bytes * n, compile_bytes=self.compile_bytes * n,
+            drafter_buffer_bytes=self.drafter_buffer_bytes * n,
             moe_workspace_bytes=self.moe_workspace_bytes * n, indexer_bytes=self.indexer_bytes * n,
             set_pool_bytes=self.set_pool_bytes * n,
             state_request_bytes=self.state_request_bytes * n,
@@ -144,6 +151,12 @@ class KVPool:
             transfer_buffer_bytes=self.transfer_buffer_bytes * n,
             fit_free_bytes=self.fit_free_bytes * n, load_peak_bytes=self.load_peak_bytes * n,
             mm_reserve_bytes=self.mm_reserve_bytes * n, runtime_devices=n)
+
+    @property
+    def forward_tokens_run(self) -> int:
+        """The tokens the profiled forward ran: ``forward_tokens`` where a drafter cut them,
+        else the scheduler's budget (``profile_tokens``)."""
+        return self.forward_tokens or self.profile_tokens
 
     @property
     def engine_buffers(self) -> bool:
@@ -192,7 +205,7 @@ class KVPool:
         before = 0.0 if self.transfer_after_fraction else self.transfer_buffer_bytes
         return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
             - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before \
-            - self.fit_free_bytes - self.mm_reserve_bytes
+            - self.fit_free_bytes - self.mm_reserve_bytes - self.drafter_buffer_bytes
 
     @property
     def fraction_left_bytes(self) -> float:

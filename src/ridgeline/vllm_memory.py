@@ -160,14 +160,15 @@ def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "",
                  draft_algorithm: str = "") -> str:
     """The GPU model runner ``acc``'s release gives this model by default: "MRV2" (Model
     Runner V2: from v0.25.1 a model that is not MoE, unless allow-listed, and has no mamba or
-    linear-attention layers; from v0.29 every model), else "V1" (or "V0"). A drafter MRV2
-    does not run (``draft_method``, --spec-method's words: a draft model, ngram) keeps the V1
-    runner, which vLLM falls back to with a warning (engines.json vllm.mrv2_spec_fallback);
-    so does --speculative-config's method eagle3 (``draft_algorithm``) under pipeline
-    parallelism in 0.27 and 0.28 (vllm.mrv2_eagle3_pipeline_fallback): Llama-3.1-8B at PP2
-    on 0.27.1 with an EAGLE-3 head runs on V1."""
+    linear-attention layers; from v0.29 every model), else "V1" (or "V0"). A drafter the
+    release's MRV2 does not run yet (``draft_method``, --spec-method's words: a draft model
+    before v0.31, ngram before v0.32; mrv2_spec_fallback) keeps the V1 runner, which vLLM
+    falls back to with a warning; so does --speculative-config's method eagle3
+    (``draft_algorithm``) under pipeline parallelism in 0.27 to 0.29
+    (vllm.mrv2_eagle3_pipeline_fallback): Llama-3.1-8B at PP2 on 0.27.1 with an EAGLE-3 head
+    runs on V1."""
     if acc.engine != "V1" or not acc.mrv2_default \
-            or draft_method in vllm_data()["mrv2_spec_fallback"]["methods"] \
+            or mrv2_spec_fallback(acc.version, draft_method) \
             or eagle3_pipeline_fallback(dep, acc, draft_algorithm):
         return acc.engine
     if acc.mrv2_default == "all" or dep.model.architecture in acc.mrv2_allowlist:
@@ -177,11 +178,21 @@ def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "",
     return "V1" if model.is_moe or recurrent else "MRV2"
 
 
+def mrv2_spec_fallback(version: str, draft_method: str) -> bool:
+    """Whether vLLM ``version`` sends a drafter of ``draft_method`` (--spec-method's words) to
+    the V1 runner where Model Runner V2 would run the model: its
+    _get_v2_model_runner_unsupported_features lists a draft model until v0.31 and ngram until
+    v0.32 (engines.json vllm.mrv2_spec_fallback, read in the 0.29.0 to 0.33.0 wheels): a
+    draft model on 0.30 runs on V1, on 0.31 on MRV2; ngram on 0.31 on V1, on 0.32 on MRV2."""
+    until = vllm_data()["mrv2_spec_fallback"]["until"].get(draft_method)
+    return until is not None and parse_version(version) < parse_version(str(until))
+
+
 def eagle3_pipeline_fallback(dep: Deployment, acc: VLLMAccounting, draft_algorithm: str) -> bool:
     """Whether ``acc``'s release sends an EAGLE-3 drafter (--speculative-config's method
     eagle3, ``draft_algorithm``) under pipeline parallelism to the V1 runner: its
     _get_v2_model_runner_unsupported_features lists "EAGLE3 with pipeline parallelism" (read
-    in 0.27.1 and up to 0.29's default; 0.25.1 and 0.26 unread; engines.json
+    in 0.27.1 and the 0.29.0 wheel, gone from 0.30.0's; 0.25.1 and 0.26 unread; engines.json
     vllm.mrv2_eagle3_pipeline_fallback)."""
     return draft_algorithm == "eagle3" and dep.pipeline_parallel_size > 1 \
         and in_releases(acc.version, vllm_data()["mrv2_eagle3_pipeline_fallback"])
@@ -202,17 +213,19 @@ def mrv2_state_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens:
 
 
 def mrv2_sampler_bytes(dep: Deployment, max_num_seqs: int, max_num_batched_tokens: int,
-                       warmup: bool = False) -> float:
+                       warmup: bool = False, forward_tokens: int | None = None) -> float:
     """Model Runner V2's profiled sampler: bf16 logits of one row per dummy request
-    (min(tokens, seats)) beside the step's hidden states, then its greedy pass's Gumbel
-    partials — no fp32 copy (v1/worker/gpu/model_runner.py _dummy_sampler_run) — or, where
-    the release runs it after (``warmup``: v0.33+), the larger peak of its warm-up pass
-    (mrv2_warmup_sampler_bytes)."""
+    (min(tokens, seats)) beside the step's hidden states (of ``forward_tokens``, where a
+    drafter cut the forward's: vllm_mrv2_drafter.profile_forward_tokens), then its greedy
+    pass's Gumbel partials — no fp32 copy (v1/worker/gpu/model_runner.py _dummy_sampler_run) —
+    or, where the release runs it after (``warmup``: v0.33+), the larger peak of its warm-up
+    pass (mrv2_warmup_sampler_bytes)."""
     rows = min(max_num_batched_tokens, max_num_seqs)
+    held = max_num_batched_tokens if forward_tokens is None else forward_tokens
     hidden, vocab = dep.model.hidden_size, dep.model.vocab_size
     greedy = 12 * rows * -(-vocab // 1024)
     passes = max(greedy, mrv2_warmup_sampler_bytes(dep, rows)) if warmup else greedy
-    return (ACTIVATION_BYTES * max_num_batched_tokens * hidden + ACTIVATION_BYTES * rows * hidden
+    return (ACTIVATION_BYTES * held * hidden + ACTIVATION_BYTES * rows * hidden
             + ACTIVATION_BYTES * rows * vocab + passes)
 
 

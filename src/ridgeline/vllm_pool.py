@@ -54,6 +54,11 @@ from ridgeline.vllm_memory import (
 )
 from ridgeline.vllm_mla_block import mla_block_size
 from ridgeline.vllm_mm_limits import images_per_prompt
+from ridgeline.vllm_mrv2_drafter import (
+    draft_sample_problem,
+    drafter_buffer_bytes,
+    profile_forward_tokens,
+)
 from ridgeline.vllm_mxfp4 import mxfp4_padding_bytes
 from ridgeline.vllm_v0_chunking import (
     V0_CHUNKED_ABOVE,
@@ -264,7 +269,15 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
             raise InputError(f"--kv-cache-memory-bytes came in vLLM v0.10.2 (PR #21489): "
                              f"vLLM {acc.version} sizes its pool only from the profile")
         fraction = 1.0  # vLLM ignores gpu_memory_utilization for a set pool
-    forward = tokens * activation_bytes_per_token(dep)
+    method, algorithm = (s.drafter.method, s.drafter.algorithm) if s.drafter is not None \
+        else ("", "")
+    runner, compile_peak, state = model_runner(dep, acc, method, algorithm), 0.0, 0.0
+    problem = draft_sample_problem(acc.version, runner, s.drafter)
+    if problem:
+        raise InputError(problem)
+    # Model Runner V2 cuts its dummy batch by a slot a request beside a draft model
+    run = profile_forward_tokens(tokens, seqs, method) if runner == "MRV2" else tokens
+    forward = run * activation_bytes_per_token(dep)
     # only the last pipeline stage samples (and so profiles the sampler)
     sampler = sampler_peak_bytes(dep, seqs, acc) if stage is None or stage.last else 0.0
     item = dep.model.vision_item  # the decoder caps the images: seats × images a prompt
@@ -273,9 +286,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     encoder, held, images = encoder_profile(dep, tokens, seqs, per_prompt) \
         if acc.engine == "V1" and not s.language_model_only and (stage is None or stage.first) \
         else (0.0, 0.0, 0)
-    method, algorithm = (s.drafter.method, s.drafter.algorithm) if s.drafter is not None \
-        else ("", "")
-    runner, compile_peak, state = model_runner(dep, acc, method, algorithm), 0.0, 0.0
+    drafter = 0.0
     # a set pool is checked against the card with the graphs captured after it, whether or
     # not this version's budget counts them
     graphs = cuda_graph_bytes(dep, seqs, acc, s.enforce_eager, stage,
@@ -292,7 +303,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         # sampler, and with it the sampler state, on the last pipeline stage only
         # (v1/worker/gpu/model_runner.py load_model: `if self.is_last_pp_rank`)
         last = stage is None or stage.last
-        sampler = mrv2_sampler_bytes(dep, seqs, tokens, acc.mrv2_sampler_warmup) \
+        sampler = mrv2_sampler_bytes(dep, seqs, tokens, acc.mrv2_sampler_warmup, run) \
             if sampler else 0.0
         if not acc.mrv2_encoder_profiled:
             encoder, held, images = 0.0, 0.0, 0
@@ -300,13 +311,16 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
             graphs = 0.0
         if acc.mrv2_state_counted and last:
             state = mrv2_state_bytes(dep, seqs, tokens)
+        if acc.mrv2_state_counted:  # built with the state, in the runner's constructor
+            drafter = drafter_buffer_bytes(dep, s.drafter, seqs, tokens, served_length(dep, s),
+                                           last)
         if s.cold_compile:  # not under --enforce-eager or -cc.mode=0, nor a warm cache
             compile_peak = compile_transient_bytes()
     # the tower runs first, its outputs kept; a fused-MoE workspace kept from the first MoE
     # layer on is still held while the sampler runs, and while a later sparse layer's
     # indexer holds its logits
-    workspace = moe_workspace_bytes(dep, tokens, acc.version)
-    indexer = indexer_pass_bytes(dep, tokens, acc.version)
+    workspace = moe_workspace_bytes(dep, run, acc.version)
+    indexer = indexer_pass_bytes(dep, run, acc.version)
     passes = max(forward, workspace + indexer) if indexer else forward
     peak = max(encoder, held + max(passes + compile_peak, workspace + sampler))
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
@@ -343,7 +357,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                   encoder_held_bytes=held, encoder_images=images,
                   encoder_images_per_prompt=per_prompt if images else 0,
                   image_limit=s.mm_limits.count("image") if s.mm_limits else None,
-                  seat_buffer_bytes=state,
+                  seat_buffer_bytes=state, drafter_buffer_bytes=drafter,
+                  forward_tokens=run if run != tokens else 0,
                   runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace,
                   indexer_bytes=indexer,
                   set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
@@ -426,11 +441,11 @@ def graph_multiple(dep: Deployment, s: EngineSettings, acc: VLLMAccounting, runn
 class PoolAdvice:
     """The terms of vLLM's start-up advice, per device: the card's memory, the fraction
     requested, and what is taken before the pool (weights, LoRA, the profiled peak, non-torch
-    memory, seat buffers and the CUDA graphs, then the 150 MiB margin)."""
+    memory, seat and drafter buffers and the CUDA graphs, then the 150 MiB margin)."""
 
     total_bytes: float
     reserved_fraction: float
-    taken_bytes: float  # weights + LoRA + activations + non-torch + seat buffers + graphs
+    taken_bytes: float  # everything above but the margin, the graphs included
     margin_bytes: float
 
     @property
@@ -460,7 +475,7 @@ def vllm_pool_advice_terms(dep: Deployment, pool: KVPool, settings: EngineSettin
         graph_query_len(settings, acc.version), graph_multiple(dep, settings, acc, pool.runner),
         settings.cudagraph_capture_sizes, settings.cudagraph_mode, served_length(dep, settings))
     taken = (pool.weight_bytes + pool.lora_bytes + pool.activation_bytes + pool.non_torch_bytes
-             + pool.seat_buffer_bytes) / n + graphs
+             + pool.seat_buffer_bytes + pool.drafter_buffer_bytes) / n + graphs
     return PoolAdvice(pool.total_bytes / n, pool.reserved_fraction, taken,
                       set_pool_margin_bytes())
 

@@ -66,6 +66,8 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                          if p.engine_buffers else
                          f"− sampler state ({seats})",
                          gib(p.seat_buffer_bytes)])
+        if p.drafter_buffer_bytes:  # vLLM Model Runner V2's, for its drafter
+            rows.append(["− drafter buffers (Model Runner V2)", gib(p.drafter_buffer_bytes)])
     transfer = [f"− {TRANSFER_ROW}" + (f" ({s.cache_transceiver.describe()})"
                                       if s.cache_transceiver is not None else ""),
                 gib(p.transfer_buffer_bytes)] if p.transfer_buffer_bytes else []
@@ -155,8 +157,8 @@ def peak_label(p: KVPool) -> str:
     cold = " + a cold torch.compile" if p.compile_bytes else ""
     if indexer_binds(p):  # the MoE workspace beneath them is in fit --explain
         cold = " + cold compile" if p.compile_bytes else ""
-        return f"activations ({p.profile_tokens:,}-token profile + indexer logits{cold}){held}"
-    return f"activations ({p.profile_tokens:,}-token profile{cold}){held}"
+        return f"activations ({p.forward_tokens_run:,}-token profile + indexer logits{cold}){held}"
+    return f"activations ({p.forward_tokens_run:,}-token profile{cold}){held}"
 
 
 def indexer_binds(p: KVPool) -> bool:

@@ -34,6 +34,10 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  else "no sampler state: only the last pipeline stage samples"
                  if a.mrv2_state_counted
                  else "its sampler state left out of the budget (before v0.27)"]
+        if p.forward_tokens:
+            rules.insert(1, "the forward cut by a slot a dummy request beside a draft model")
+        if p.drafter_buffer_bytes:
+            rules.append("its drafter's buffers counted in the budget (vllm.mrv2_drafter)")
         if p.groups is not None and p.groups.states and p.groups.state_blocks > 1:
             rules.append(f"{p.groups.state_blocks} state blocks a request (prefix caching, "
                          "align mode)")
@@ -186,8 +190,11 @@ def forward_widths(dep: Deployment) -> str:
 
 
 def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
+    cut = f" (max_num_batched_tokens {p.profile_tokens:,} less a slot for each of " \
+        f"{min(p.max_num_seqs, p.profile_tokens):,} dummy requests, which a draft model's " \
+        "speculator asks of Model Runner V2)" if p.forward_tokens else ""
     forward = q("forward pass", p.forward_bytes / GIB, "GiB",
-                f"{p.profile_tokens} tokens × 2 B × ({forward_widths(dep)} + 3 × hidden)"
+                f"{p.forward_tokens_run} tokens{cut} × 2 B × ({forward_widths(dep)} + 3 × hidden)"
                 + ("; the top-k term: vLLM's fused-MoE caches" if dep.model.moe else ""))
     if p.engine_buffers:
         from ridgeline.trtllm_memory import lm_head_output_bytes
@@ -205,7 +212,7 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
                 "none: only the last pipeline stage samples" if p.stage and not p.stage.last
                 else f"{rows:,} requests' bf16 logits (min(tokens, seats) × vocab "
                 f"{dep.model.vocab_size:,} × 2 B) beside the step's hidden states ("
-                f"{p.profile_tokens:,} tokens × hidden {dep.model.hidden_size:,} × 2 B; Model "
+                f"{p.forward_tokens_run:,} tokens × hidden {dep.model.hidden_size:,} × 2 B; Model "
                 + (f"Runner V2's warm-up sampler pass, vLLM {p.accounting.era}+: every sampling "
                    f"feature on, so {mrv2_warmup_copies():g} fp32 copies of the logits, "
                    f"{rows:,} × vocab × 4 B each)" if p.accounting.mrv2_sampler_warmup
@@ -220,14 +227,14 @@ def peak_quantities(dep: Deployment, p: KVPool) -> list[Quantity]:
               "in #54122), so a first start's pool is uncertain by that much; "
               "--warm-compile-cache leaves it out")] if p.compile_bytes else []
     workspace = [q("MoE workspace", p.moe_workspace_bytes / GIB, "GiB",
-                   f"{p.profile_tokens:,} tokens × top-{dep.model.moe.experts_per_token} × 2 B × "
+                   f"{p.forward_tokens_run:,} tokens × top-{dep.model.moe.experts_per_token} × 2 B × "
                    "(max(expert intermediate ÷ TP, hidden) + max(2 × expert intermediate ÷ TP, "
                    "hidden)): the fused-MoE kernel's two buffers, kept from the first MoE layer "
                    "on, so still held while the sampler runs (vLLM's WorkspaceManager)")] \
         if p.moe_workspace_bytes and dep.model.moe else []
     indexer = [q("indexer pass", p.indexer_bytes / GIB, "GiB",
-                 f"{p.profile_tokens:,} tokens × 3 × hidden {dep.model.hidden_size:,} × 2 B + "
-                 f"{indexer_query_bytes(dep, p.profile_tokens) / MIB:,.0f} MiB of the indexer's "
+                 f"{p.forward_tokens_run:,} tokens × 3 × hidden {dep.model.hidden_size:,} × 2 B + "
+                 f"{indexer_query_bytes(dep, p.forward_tokens_run) / MIB:,.0f} MiB of the indexer's "
                  "fp8 queries and float32 head weights + "
                  f"{indexer_logits_bytes(dep, p.accounting.version) / MIB:,.0f} MiB: a sparse "
                  "layer's indexer sets aside VLLM_SPARSE_INDEXER_MAX_LOGITS_MB of fp32 logits "

@@ -106,6 +106,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                           "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
                           # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
                           "seat_buffers": p.seat_buffer_bytes,
+                          # vLLM MRV2's buffers for its drafter (vllm_mrv2_drafter)
+                          "drafter_buffers": p.drafter_buffer_bytes,
                           "lora_adapters": p.lora_bytes,  # the LoRA slots (vLLM, SGLang)
                           # SGLang v0.5.18+: a multimodal model's embedding cache
                           "multimodal_buffers": p.mm_reserve_bytes,
@@ -145,6 +147,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         # why -fa auto resolved to off, where it did (not where --flash-attn off was given)
         "flash_attn_auto_off": r.flash_attention_auto_off or None,
         "profile": {"tokens": p.profile_tokens, "forward_bytes": p.forward_bytes,
+                    # the forward's own tokens: fewer beside MRV2's draft model
+                    "forward_tokens": p.forward_tokens_run,
                     "sampler_bytes": p.sampler_bytes,
                     # vLLM MRV2: a cold torch.compile, inside the activations
                     "compile_bytes": p.compile_bytes,

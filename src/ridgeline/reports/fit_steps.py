@@ -17,7 +17,7 @@ from ridgeline.capacity import (
 from ridgeline.decode_context import dcp_log_line
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.lora_slots import engine_lora_modules
 from ridgeline.memory import EngineSettings, KVPool, device_memory_note, stage_pools
@@ -116,7 +116,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  else "total × reserved fraction − weights"
                  + (" − LoRA adapters" if pool.lora_bytes else "")
                  + " − activations − non-torch − graphs"
-                 + (" − sampler state" if pool.seat_buffer_bytes else ""),
+                 + (" − sampler state" if pool.seat_buffer_bytes else "")
+                 + (" − drafter buffers" if pool.drafter_buffer_bytes else ""),
                  q("static pool" if static else "pool", pool.pool_bytes / GIB, "GiB"),
                  q("total", pool.total_bytes / GIB, "GiB",
                    device_memory_note(dep.accelerator)),
@@ -164,6 +165,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                       f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "
                       f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
                    if pool.seat_buffer_bytes and not pool.engine_buffers else []),
+                 *_drafter_buffer_quantity(dep, pool, s),
                  *([q("KV transfer buffer", pool.transfer_buffer_bytes / GIB, "GiB",
                       "cache_transceiver_config: send + receive buffers, each (max_tokens_in_"
                       "buffer up to max_seq_len + one block) × KV bytes per token, or 512 MiB "
@@ -316,7 +318,8 @@ def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     it against the room the card leaves (nothing held where it overruns it)."""
     return step(f"KV pool {per_gpu(pool)}", "as set by --kv-cache-memory-bytes, if it fits in the room: "
                 "total − weights − activations − non-torch − graphs"
-                + (" − sampler state" if pool.seat_buffer_bytes else ""),
+                + (" − sampler state" if pool.seat_buffer_bytes else "")
+                + (" − drafter buffers" if pool.drafter_buffer_bytes else ""),
                 q("pool", pool.pool_bytes / GIB, "GiB"),
                 q("set", pool.set_pool_bytes / GIB, "GiB",
                   "--kv-cache-memory-bytes (vLLM PR #21489: no profile check, "
@@ -332,7 +335,18 @@ def _set_pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                   f" × 0.45 MiB{_graph_logits_note(dep, pool, s)}, captured after the pool"),
                 *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
                      "Model Runner V2's persistent buffers")] if pool.seat_buffer_bytes else []),
+                *_drafter_buffer_quantity(dep, pool, s),
                 accounting_quantity(pool))
+
+
+def _drafter_buffer_quantity(dep: Deployment, pool: KVPool, s: EngineSettings) -> list[Quantity]:
+    """What Model Runner V2 holds for the drafter (vllm_mrv2_drafter), where it holds any."""
+    from ridgeline.vllm_mrv2_drafter import describe_drafter_buffers
+
+    if not pool.drafter_buffer_bytes or s.drafter is None:
+        return []
+    return [q("drafter buffers", pool.drafter_buffer_bytes / GIB, "GiB",
+              describe_drafter_buffers(s.drafter, pool.max_num_seqs, served_length(dep, s)))]
 
 
 def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
@@ -583,7 +597,9 @@ def advice_steps(r: FitReport) -> tuple[Step, ...]:
         return ()
     device = "card" if r.pool.runtime_devices == 1 else "die"
     taken = q("taken", terms.taken_bytes / GIB, "GiB",
-              f"(weights + LoRA + activations + non-torch + seat buffers) per {device} "
+              "(weights + LoRA + activations + non-torch + seat buffers"
+              + (" + drafter buffers" if r.pool.drafter_buffer_bytes else "")
+              + f") per {device} "
               "+ CUDA graphs, the budget above")
     margin = q("margin", terms.margin_bytes / GIB, "GiB",
                "redundancy_buffer_memory, engines.json vllm.set_pool")
