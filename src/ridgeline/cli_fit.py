@@ -114,6 +114,10 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                          f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
                          "take it, for the step time without graphs)")
     settings = vllm_draft_settings(engines[0], engine_settings(args))  # 0.9.x: V0
+    if engines[0] == "trtllm":
+        from ridgeline.trtllm_memory import flash_mla_caution
+
+        _say_caution(args, flash_mla_caution(dep, settings.block_size, settings.backend))
     if args.max_model_len is None and (auto_layers(args) or (
             placed_by_fit and args.target_concurrency is None)):  # the search keeps all on the GPU
         if args.target_concurrency is not None:

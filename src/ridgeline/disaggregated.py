@@ -35,6 +35,7 @@ from ridgeline.sim.histogram import sorted_percentile
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
+from ridgeline.trtllm_memory import tokens_per_block
 from ridgeline.trtllm_transceiver import CacheTransceiver, split_transceiver
 
 DISAGGREGATED_CHECKS = 2  # cheapest xPyD candidates checked by simulating both pools
@@ -87,7 +88,8 @@ def pool_transceiver(dep: Deployment, load: Load, max_len: int) -> CacheTranscei
     """The KV hand-off a pool of ``dep``'s engine is launched with, whose buffers its pool
     loses: TensorRT-LLM's cache_transceiver_config at the load's longest prompt, as plan prints
     it (split_launch.role_config); None for an engine whose connector ridgeline leaves out."""
-    return split_transceiver(dep.engine, load.longest_prompt(max_len) or max_len)
+    block = tokens_per_block(dep) if dep.engine == "trtllm" else None
+    return split_transceiver(dep.engine, load.longest_prompt(max_len) or max_len, block)
 
 
 Knobs = tuple[int | None, int | None]  # (max_num_seqs, max_num_batched_tokens); None: default

@@ -53,6 +53,40 @@ def trtllm_ssm_dtype(model: ModelSpec) -> str:
     return model.state_dtype if model.ssm_cache_dtype_named else model.dtype
 
 
+def flash_mla_block(model: ModelSpec, family: str, backend: str | None = None) -> int | None:
+    """The tokens_per_block TensorRT-LLM's PyTorch backend forces for FlashMLA (engines.json
+    trtllm.flash_mla): 64 for an MLA model whose cached latent is 576 wide (kv_lora_rank 512 +
+    qk_rope_head_dim 64: DeepSeek-V3, Kimi K2) on a card of ``family`` hopper (SM 9.0), over
+    whatever tokens_per_block was asked, in 1.0 as in 1.2; None elsewhere (an A100, a B200,
+    Llama, the TensorRT engine backend). DeepSeek-V3 on an H200: its 163,840-token context
+    takes 2,560 blocks of 64, not 5,120 of 32."""
+    d = engine_defaults("trtllm")["flash_mla"]
+    mla = None if model.attention is None else model.attention.mla
+    if mla is None or (backend or default_backend()) not in d["backends"]:
+        return None
+    wide = mla.kv_lora_rank + mla.qk_rope_head_dim == int(d["latent_width"])
+    return int(d["tokens_per_block"]) if wide and family in d["families"] else None
+
+
+def tokens_per_block(dep: Deployment, asked: int | None = None,
+                     backend: str | None = None) -> int:
+    """The tokens_per_block TensorRT-LLM pages ``dep``'s cache in: FlashMLA's 64 where it
+    applies (``flash_mla_block``), else what was asked, else the default 32."""
+    return flash_mla_block(dep.model, dep.accelerator.family, backend) or asked \
+        or int(engine_defaults("trtllm")["tokens_per_block"])
+
+
+def flash_mla_caution(dep: Deployment, asked: int | None, backend: str | None = None) -> str:
+    """What to say where --tokens-per-block asked TensorRT-LLM for a block FlashMLA overrides
+    (``flash_mla_block``), or ""."""
+    forced = flash_mla_block(dep.model, dep.accelerator.family, backend)
+    if asked is None or forced is None or asked == forced:
+        return ""
+    return (f"TensorRT-LLM pages {dep.model.name}'s MLA cache in blocks of {forced} on "
+            f"{dep.accelerator.id} (FlashMLA on SM 9.0), whatever tokens_per_block asks: "
+            f"priced at {forced}, not the {asked} asked")
+
+
 def _coefficients() -> dict[str, float]:
     data = load_data("engines.json")["trtllm"]["engine_backend_buffers"]
     return {k: float(v) for k, v in data.items() if not k.startswith("_") and k != "source"}
@@ -86,9 +120,10 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                 non_torch: float, kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
     """TensorRT-LLM: kv_cache_free_gpu_mem_fraction of the memory free once the weights, the
     CUDA context, the profiled forward pass and (the engine backend) its per-seat buffers are
-    in place, in blocks of tokens_per_block; a disaggregated pool's KV transfer buffers
-    (cache_transceiver_config: trtllm_transceiver.py) before the fraction on the PyTorch
-    backend, after it on the engine backend."""
+    in place, in blocks of tokens_per_block (FlashMLA's 64 on Hopper: ``tokens_per_block``);
+    a disaggregated pool's KV transfer buffers (cache_transceiver_config:
+    trtllm_transceiver.py) before the fraction on the PyTorch backend, after it on the engine
+    backend."""
     d = engine_defaults("trtllm")
     block = s.block_size
     if block is not None and tokens_per_block_problem(block):
@@ -98,7 +133,7 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     forward = tokens * activation_bytes_per_token(dep)
     peak, buffers = forward, 0.0
     engine_backend = (s.backend or default_backend()) == "tensorrt"
-    block = s.block_size or int(d["tokens_per_block"])
+    block = tokens_per_block(dep, s.block_size, s.backend)  # FlashMLA's 64 over any asked
     context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
     transfer = 0.0 if s.cache_transceiver is None else \
         transfer_buffer_bytes(s.cache_transceiver, kv_bytes_per_token, block, context)

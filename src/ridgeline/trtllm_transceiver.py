@@ -101,13 +101,15 @@ def buffer_tokens(longest_prompt: int, tokens_per_block: int) -> int:
     return max(1, math.ceil(longest_prompt / tokens_per_block)) * tokens_per_block
 
 
-def split_transceiver(engine: str, longest_prompt: int) -> CacheTransceiver | None:
+def split_transceiver(engine: str, longest_prompt: int,
+                      tokens_per_block: int | None = None) -> CacheTransceiver | None:
     """The transceiver plan's printed TensorRT-LLM split pools run with (engines.json
-    trtllm.cli.disaggregated.role_config, at the default tokens_per_block), None for another
-    engine: both roles' settings are the same."""
+    trtllm.cli.disaggregated.role_config), its buffer whole blocks of the pools'
+    ``tokens_per_block`` (the default 32; FlashMLA's 64: trtllm_memory.tokens_per_block), None
+    for another engine: both roles' settings are the same."""
     if engine != "trtllm":
         return None
     engines = load_data("engines.json")["trtllm"]
     role = engines["cli"]["disaggregated"]["role_config"]["decode"]["cache_transceiver_config"]
-    return CacheTransceiver(str(role["backend"]),
-                            buffer_tokens(longest_prompt, int(engines["tokens_per_block"])))
+    block = tokens_per_block or int(engines["tokens_per_block"])
+    return CacheTransceiver(str(role["backend"]), buffer_tokens(longest_prompt, block))

@@ -14,6 +14,7 @@ from typing import Any
 from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
 from ridgeline.engine_versions import engine_name, sized_version, split_launch_problem
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
 from ridgeline.reports.launch_commands import command_line, node_commands
@@ -26,6 +27,7 @@ from ridgeline.reports.split_launch import (
 )
 from ridgeline.reports.trtllm_command import TrtllmLaunch, trtllm_launch, yaml_text
 from ridgeline.serving_load import Load, Slo
+from ridgeline.trtllm_memory import flash_mla_block
 
 
 def _exact(x: float) -> str:
@@ -218,8 +220,10 @@ class PlanCommands:
         """trtllm-serve's launch of a split's ``role`` pool: its YAML with the role's
         cache_transceiver_config (its buffer the load's longest prompt), in the role's file."""
         max_len = c.max_model_len or self.max_len
+        family = resolve_accelerator(c.accelerator).family  # FlashMLA's block on Hopper
         name, extra = role_config("trtllm", role,
-                                  self.result.load.longest_prompt(max_len) or max_len)
+                                  self.result.load.longest_prompt(max_len) or max_len,
+                                  flash_mla_block(self.model, family))
         return trtllm_launch(self.model_id, c.pool(role == "prefill"), max_len, self.model,
                              extra, name)
 

@@ -98,14 +98,15 @@ def router_config(engine: str, prefill_replicas: int, decode_replicas: int
     return name, config
 
 
-def role_config(engine: str, role: str, longest_prompt: int) -> tuple[str, dict[str, Any]]:
+def role_config(engine: str, role: str, longest_prompt: int,
+                tokens_per_block: int | None = None) -> tuple[str, dict[str, Any]]:
     """The YAML file a TensorRT-LLM pool's servers read and the settings the role adds to it
     (cache_transceiver_config, its buffer as long as the load's longest prompt, as the docs
     advise, in whole blocks, as the transceiver requires: trtllm_transceiver.split_transceiver,
-    which the plan sized the pools with; the context servers without the overlap scheduler),
-    or ("", {})."""
+    which the plan sized the pools with, in blocks of the pools' ``tokens_per_block``; the
+    context servers without the overlap scheduler), or ("", {})."""
     d = split_settings(engine)
-    transceiver = split_transceiver(engine, longest_prompt)
+    transceiver = split_transceiver(engine, longest_prompt, tokens_per_block)
     if "role_config" not in d or transceiver is None:
         return "", {}
     config = {k: dict(v) if isinstance(v, dict) else v for k, v in d["role_config"][role].items()}
