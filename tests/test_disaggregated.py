@@ -81,6 +81,10 @@ def test_a_latency_summed_with_itself_thrice_is_carried_in_quantiles() -> None:
 # conversations at vLLM's default 1,024 seats (the previous session's 1P3D at p90 TTFT 1.5 s)
 LONG = Load(2.0, "8000", "250")
 LONG_SLO = Slo(3.0, 0.05, 90)
+# from vLLM 0.28 a B200 profiles a 16,384-token budget (its 160 GiB tier), and a TP4 pool at
+# the defaults holds too little for 8,000-token prompts: the split below is sized at 5,000,
+# TP4 pools with an fp8 cache whose defaults need more decode replicas than their knobs
+SPLIT = Load(2.0, "5000", "250")
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +93,14 @@ def deepseek_split() -> tuple[Any, Any]:
     from ridgeline.disaggregated import verify_disaggregated
 
     model = resolve_model("deepseek-v3")
-    sized = disaggregated_candidates(model, LONG, LONG_SLO, ["b200"], 64, {"b200": 6.0})[0]
-    return sized, verify_disaggregated(model, sized, LONG, LONG_SLO, 64)
+    sized = disaggregated_candidates(model, SPLIT, LONG_SLO, ["b200"], 64, {"b200": 6.0})[0]
+    return sized, verify_disaggregated(model, sized, SPLIT, LONG_SLO, 64)
 
 
 def test_fewer_seats_leave_a_pool_more_kv_cache() -> None:
     """vLLM sizes its CUDA graphs and sampler by max_num_seqs: DeepSeek-V3 on 4 x B200 starts
-    with 33,760 tokens of KV pool at the default 1,024 seats, 54,624 at 64 (pool_configs)."""
+    with 7,904 tokens of KV pool at the default 1,024 seats, 32,512 at 64 (pool_configs), at
+    max_model_len 4,096: vLLM 0.32's 16,384-token default budget leaves too little for more."""
     from ridgeline.candidate import replica_deployment
     from ridgeline.disaggregated import pool_configs, pool_transceiver
     from ridgeline.hardware import resolve_accelerator
@@ -103,16 +108,16 @@ def test_fewer_seats_leave_a_pool_more_kv_cache() -> None:
 
     dep = replica_deployment(resolve_model("deepseek-v3"), resolve_accelerator("b200"), 4, 1,
                              "as stored", "bf16")
-    configs = dict(pool_configs(dep, LONG, 33536, None))
+    configs = dict(pool_configs(dep, LONG, 4096, None))
     tokens = {k: c.num_blocks * c.block_size for k, c in configs.items()}
     assert set(configs) <= set(ENGINE_KNOBS) and {(None, None), (64, None)} <= set(configs)
     for (seqs, budget), config in configs.items():  # the pool kv_pool sizes at those knobs
         pool = kv_pool(dep, EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
-                                           max_model_len=33536,
-                                           cache_transceiver=pool_transceiver(dep, LONG, 33536)))
+                                           max_model_len=4096,
+                                           cache_transceiver=pool_transceiver(dep, LONG, 4096)))
         assert tokens[seqs, budget] == pool.tokens
         assert config.max_num_seqs == pool.max_num_seqs == (seqs or pool.max_num_seqs)
-    assert (tokens[(None, None)], tokens[(64, None)]) == (33_760, 54_624)  # the docstring's
+    assert (tokens[(None, None)], tokens[(64, None)]) == (7_904, 32_512)  # the docstring's
 
 
 def test_each_pool_launches_at_the_knobs_that_hold_it_on_the_fewest_gpus(
@@ -124,7 +129,7 @@ def test_each_pool_launches_at_the_knobs_that_hold_it_on_the_fewest_gpus(
 
     sized, checked = deepseek_split
     monkeypatch.setattr(disaggregated, "ENGINE_KNOBS", ((None, None),))
-    at_defaults = disaggregated.verify_disaggregated(resolve_model("deepseek-v3"), sized, LONG,
+    at_defaults = disaggregated.verify_disaggregated(resolve_model("deepseek-v3"), sized, SPLIT,
                                                      LONG_SLO, 64)
     assert checked is not None and at_defaults is not None
     assert at_defaults.pool_knobs == ((None, None), (None, None))
@@ -134,7 +139,7 @@ def test_each_pool_launches_at_the_knobs_that_hold_it_on_the_fewest_gpus(
     # both pools at the defaults, at the size the knobs held at: a TTFT no shorter
     same = replace(sized, replicas=checked.replicas, prefill_replicas=checked.prefill_replicas)
     defaults_there = disaggregated.verify_disaggregated(resolve_model("deepseek-v3"), same,
-                                                        LONG, LONG_SLO, checked.gpus)
+                                                        SPLIT, LONG_SLO, checked.gpus)
     assert defaults_there is None or (defaults_there.sim_ttft_s or 0.0) >= checked.sim_ttft_s
 
 

@@ -16,6 +16,7 @@ from ridgeline.engine_spec import (
     sglang_speculative,
     trtllm_speculative_config,
     vllm_speculative_config,
+    vllm_unnamed_drafter_problem,
 )
 from ridgeline.errors import InputError
 from ridgeline.launch_flags import launch_flags
@@ -241,3 +242,54 @@ def test_llama_cpp_drafts_with_a_draft_model_unless_told_otherwise(
     assert json.loads(out)["points"][0]["speculative"]["method"] == "eagle"
     code, out, _ = run_cli(capsys, *base, "--engine", "vllm")
     assert json.loads(out)["points"][0]["speculative"]["method"] == "eagle"
+
+
+@pytest.mark.parametrize("config", ['{"num_speculative_tokens": 2}',
+                                    '{"num_speculative_tokens": 3, "prompt_lookup_max": 4}'])
+def test_vllm_refuses_a_speculative_config_naming_neither_model_nor_method(
+        capsys: pytest.CaptureFixture[str], config: str) -> None:
+    """From 0.11 SpeculativeConfig has no draft to take without a model or method; 0.8.5 to
+    0.10.x took a DeepSeek-V3 target's own MTP layers (engines.json
+    vllm.speculative_unnamed)."""
+    for version in ("0.11", "0.32", "0.34"):
+        assert vllm_unnamed_drafter_problem(version, "deepseek_v3")
+        code, _, err = run_cli(capsys, *FIT, "--speculative-config", config,
+                               "--engine-version", version)
+        assert code == 2 and "neither model nor method" in err
+        assert len(err.strip().splitlines()) == 1
+    assert not vllm_unnamed_drafter_problem("0.10.2", "deepseek_v3")
+    assert not vllm_unnamed_drafter_problem("0.10.2", "qwen3_next")
+    assert vllm_unnamed_drafter_problem("0.10.1", "qwen3_next")
+    assert vllm_unnamed_drafter_problem("0.9.2", "llama")
+    assert not vllm_unnamed_drafter_problem("0.8", "llama")  # before the releases read
+    named = config.replace("{", '{"method": "mtp", ') if "prompt" not in config \
+        else config.replace("{", '{"method": "ngram", ')
+    code, _, err = run_cli(capsys, *FIT, "--speculative-config", named)
+    assert code == 0, err
+
+
+def test_vllm_reads_a_drafters_method_from_its_name_as_its_rules_do() -> None:
+    """"eagle-" an EAGLE head, "eagle3" an EAGLE-3 head (which Model Runner V2's pipeline rule
+    reads), dflash and dspark drafters (not modelled), anything else a draft model."""
+    def read(model: str) -> EngineSpec:
+        return vllm_speculative_config(json.dumps({"model": model,
+                                                   "num_speculative_tokens": 3}))
+
+    assert read("yuhuili/EAGLE-LLaMA3-Instruct-8B").method == "eagle"
+    assert read("AngelSlim/Qwen3-8B_eagle3").algorithm == "eagle3"
+    assert read("someone/llama-eagle-head").method == "eagle"
+    assert read("someone/llama_eagle_head").method == "draft-model"  # neither key in it
+    with pytest.raises(InputError, match="dflash drafter"):
+        read("z-lab/Qwen3-8B-DFlash-b16")
+
+
+def test_a_drafter_named_without_a_method_is_cautioned(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    config = '{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3}'
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "8k", "--speculative-config", config)
+    assert code == 0 and "without a method: vLLM detects it" in err
+    named = config.replace("{", '{"method": "draft_model", ')
+    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                           "8k", "--speculative-config", named)
+    assert code == 0 and "without a method" not in err

@@ -619,14 +619,15 @@ def _blocks(source: str) -> int:
 
 def test_utilizations_conversations_divide_in_whole_blocks(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """gpt-oss-120b on an MI300X at 2,000 tokens: 104.6 GiB ÷ 0.07361 GiB as shown reads
-    1,421; the pool's and a conversation's blocks, now named, give its 1,420."""
+    """gpt-oss-120b on an MI300X at 2,000 tokens: the pool's and a conversation's blocks,
+    named, give its 1,411 (189,199 // 134), where the GiB as shown (103.9 ÷ 0.07361) read
+    1,411.5; vLLM 0.32 profiles the MI300X's 16,384-token budget (104.6 GiB, 1,420 at 8,192)."""
     data, steps = explained(capsys, "utilization", "--gpu", "mi300x", "--running", "32",
                             "--model", "gpt-oss-120b")
     held = steps["conversations the pool holds"]
     sources = {i["name"]: i["source"] for i in held["inputs"]}
     assert res(held) == _blocks(sources["pool"]) // _blocks(sources["per conversation"]) \
-        == data["kv_batch_limit"] == 1420
+        == data["kv_batch_limit"] == 1411
 
 
 def test_utilization_names_the_division_where_the_engine_holds_fewer(

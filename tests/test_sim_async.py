@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
-from ridgeline.engine_scheduling import overlapped_scheduling
+from ridgeline.engine_scheduling import overlapped_scheduling, vllm_async_with_drafter
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, check_overlap_flag
@@ -291,10 +291,11 @@ def test_vllm_schedules_asynchronously_from_v0_14_and_its_flag_turns_it_off() ->
     assert not sim_config(DEP, EngineSettings(async_scheduling=False)).async_scheduling
     assert not sim_config(DEP, EngineSettings(engine_version="0.13.0")).async_scheduling
     assert sim_config(DEP, EngineSettings(engine_version="0.14.0")).async_scheduling
-    # speculative decoding: an EAGLE/MTP drafter keeps it, n-gram and a draft model do not
+    # speculative decoding on the default release (0.32): an EAGLE/MTP drafter and a draft
+    # model keep it, n-gram does not (vllm_async_with_drafter dates each by release)
     assert sim_config(DEP, spec_tokens=3, spec_method="eagle").async_scheduling
     assert not sim_config(DEP, spec_tokens=3, spec_method="ngram").async_scheduling
-    assert not sim_config(DEP, spec_tokens=3, spec_method="draft-model").async_scheduling
+    assert sim_config(DEP, spec_tokens=3, spec_method="draft-model").async_scheduling
     # pipeline parallelism runs on the pipeline's own batch queue
     assert not overlapped_scheduling("vllm", EngineSettings(), 2)
 
@@ -411,3 +412,27 @@ def test_disable_overlap_schedule_is_refused_before_sglang_had_it(
     check_overlap_flag("0.4.0")
     with pytest.raises(InputError, match=r"came in v0\.4\.0"):
         check_overlap_flag("0.3.4.post1")
+
+
+@pytest.mark.parametrize(("version", "runner", "kept"), [
+    ("0.14", "V1", {"eagle"}),
+    ("0.27.1", "MRV2", {"eagle"}),
+    ("0.28", "V1", {"eagle", "draft-model"}),
+    ("0.32", "MRV2", {"eagle", "draft-model"}),
+    ("0.33", "V1", {"eagle", "draft-model"}),
+    ("0.33", "MRV2", {"eagle", "draft-model", "ngram"}),
+    ("0.34", "V1", {"eagle", "draft-model", "ngram"}),
+])
+def test_vllms_async_scheduling_keeps_a_drafter_by_release_and_runner(
+        version: str, runner: str, kept: set[str]) -> None:
+    """vLLM's default turns async scheduling off for a drafter outside its list: EAGLE/MTP
+    from 0.14, a draft model from 0.28; from 0.33 the list binds the V1 runner alone, and
+    0.34 has none (engines.json vllm.async_scheduling)."""
+    methods = ("eagle", "draft-model", "ngram")
+    assert {m for m in methods if vllm_async_with_drafter(version, m, runner)} == kept
+
+
+def test_an_ngram_drafter_keeps_async_scheduling_on_0_33s_model_runner_v2() -> None:
+    on = {v: sim_config(DEP, EngineSettings(engine_version=v), spec_tokens=3,
+                        spec_method="ngram").async_scheduling for v in ("0.32", "0.33")}
+    assert on == {"0.32": False, "0.33": True}

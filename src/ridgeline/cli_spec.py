@@ -159,6 +159,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
                 raise InputError(f"{legacy} is vLLM's older spelling of --speculative-config: "
                                  "give one")
             spec = vllm_speculative_config(args.speculative_config)
+            _check_unnamed_drafter(args, spec)
         elif args.speculative_model is None:
             raise InputError("--num-speculative-tokens drafts with --speculative-model M "
                              "(vLLM before 0.8.3); or give --speculative-config")
@@ -194,6 +195,32 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     args.spec_method_inferred = spec.method_inferred  # vLLM 0.8 to 0.9.x: V0 (drafter_memory)
     for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card
         setattr(args, dest, None)  # finds ridgeline's own
+
+
+def _say(args: argparse.Namespace, caution: str) -> None:
+    """A caution on stderr, once a command."""
+    import sys
+
+    said = vars(args).setdefault("cautions_said", [])
+    if caution not in said:
+        said.append(caution)
+        print(f"ridgeline: caution: {caution}", file=sys.stderr)
+
+
+def _check_unnamed_drafter(args: argparse.Namespace, spec: Any) -> None:
+    """Refuse a --speculative-config with neither model nor method (read here as the
+    checkpoint's MTP layers, or ngram beside prompt_lookup keys) where the release asked
+    refuses it (engine_spec.vllm_unnamed_drafter_problem)."""
+    if not spec.method_inferred or spec.draft_model:
+        return
+    from ridgeline.cli_load import load_model
+    from ridgeline.engine_spec import vllm_unnamed_drafter_problem
+    from ridgeline.vllm_memory import vllm_accounting
+
+    version = vllm_accounting(getattr(args, "engine_version", None)).version
+    problem = vllm_unnamed_drafter_problem(version, load_model(args).model_type)
+    if problem:
+        raise InputError(problem)
 
 
 def _check_engine(args: argparse.Namespace, flag: str, owner: str) -> None:
@@ -256,6 +283,13 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
                                            engine_spec(args))
         if problem:
             raise InputError(problem)
+    named = getattr(args, "spec_draft_model", "") or ""
+    if "vllm" in engines and getattr(args, "spec_method_inferred", False) and named:
+        _say(args, f"--speculative-config names {named} without a method: vLLM detects it "
+                   "from the drafter's checkpoint too (an MTP or Medusa config.json; from 0.34 "
+                   "the speculator its architecture declares), which ridgeline does not read; "
+                   f"priced as {getattr(args, 'spec_algorithm', '') or method}, as vLLM reads "
+                   "its name (give the method to be sure)")
     if method == "ngram":
         return
     reasons = [_drafter_left_out(args, model, e, method) for e in engines]

@@ -67,15 +67,17 @@ def v1_free_queue(engine: str, version: str | None) -> bool:
 
 
 def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size: int,
-                          spec_tokens: int = 0, spec_method: str = "eagle") -> bool:
+                          spec_tokens: int = 0, spec_method: str = "eagle",
+                          runner: str = "") -> bool:
     """Whether the engine forms its next batch while one runs (engines.json, with sources):
-    vLLM from v0.14 unless --no-async-scheduling, speculative decoding only with an EAGLE or
-    MTP drafter; SGLang from v0.4.0 unless --disable-overlap-schedule, and never with
-    speculative decoding; TensorRT-LLM's PyTorch backend (from v0.20, the newest modelled)
-    unless --disable-overlap-scheduler, speculative decoding with an EAGLE/MTP drafter or a
-    draft model but not n-gram, and never its TensorRT engine backend. None overlaps under
-    pipeline parallelism (vLLM's and TensorRT-LLM's pipelines keep their own micro-batches
-    in flight, sim/pipeline.py; SGLang turns overlap off)."""
+    vLLM from v0.14 unless --no-async-scheduling, with a drafter as its release and ``runner``
+    allow (``vllm_async_with_drafter``); SGLang from v0.4.0 unless --disable-overlap-schedule,
+    and never with speculative decoding; TensorRT-LLM's PyTorch backend (from v0.20, the
+    newest modelled) unless --disable-overlap-scheduler, speculative decoding with an
+    EAGLE/MTP drafter or a draft model but not n-gram, and never its TensorRT engine backend.
+    None overlaps under pipeline parallelism here (vLLM's and TensorRT-LLM's pipelines keep
+    their own micro-batches in flight, sim/pipeline.py; SGLang turns overlap off; vLLM's
+    Model Runner V2 keeps one batch more, not modelled: vllm.async_scheduling)."""
     from ridgeline.datafiles import engine_defaults
     from ridgeline.memory import EngineSettings
 
@@ -88,7 +90,8 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
         rule = engine_defaults("vllm")["async_scheduling"]
         version = vllm_accounting(s.engine_version).version
         return s.async_scheduling and parse_version(version) >= parse_version(
-            rule["default_from"]) and (not spec_tokens or spec_method in rule["spec_methods"])
+            rule["default_from"]) and (not spec_tokens or vllm_async_with_drafter(
+                version, spec_method, runner))
     if engine == "sglang":
         from ridgeline.sglang_memory import sglang_release
 
@@ -104,6 +107,24 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
         return s.overlap_scheduler and (s.backend or default_backend()) in rule["backends"] \
             and (not spec_tokens or spec_method in rule["spec_methods"])
     return False
+
+
+def vllm_async_with_drafter(version: str, spec_method: str, runner: str = "") -> bool:
+    """Whether vLLM ``version``'s default keeps async scheduling on with a --spec-method
+    ``spec_method`` drafter on ``runner`` ("MRV2", "V1"; "" read as V1), as
+    engines.json vllm.async_scheduling dates it: an EAGLE/MTP head from v0.14, a draft model
+    from v0.28, on Model Runner V2 any drafter from v0.33 (ngram too), and any drafter on
+    any runner from v0.34. ngram on 0.32: off; on 0.33's MRV2: on."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_memory import parse_version
+
+    rule = engine_defaults("vllm")["async_scheduling"]
+    release = parse_version(version)
+    if release >= parse_version(rule["any_drafter_from"]) or (
+            runner == "MRV2" and release >= parse_version(rule["v1_runner_only_from"])):
+        return True
+    since = rule["spec_methods_from"].get(spec_method)
+    return since is not None and release >= parse_version(since)
 
 
 def v0_scheduling_caution(engine: str, version: str | None) -> str:

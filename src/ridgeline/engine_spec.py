@@ -79,10 +79,11 @@ class EngineSpec:
 
 def vllm_speculative_config(text: str) -> EngineSpec:
     """vLLM's --speculative-config JSON. Without a method vLLM infers one: ngram from
-    ``model`` "[ngram]" or the prompt_lookup keys, an EAGLE head from "eagle" in the drafter's
-    name, a draft model from any other ``model``, and with no ``model`` the checkpoint's own
-    MTP layers (SpeculativeConfig.__post_init__); ``method_inferred`` says so, but for model
-    "[ngram]", which vLLM 0.8 to 0.9.x's engine oracle read as ngram."""
+    ``model`` "[ngram]" (read here from the prompt_lookup keys too), from the drafter's name
+    an EAGLE or EAGLE-3 head or a draft model (``vllm_method_named``), and with no ``model``
+    (read here as the checkpoint's own MTP layers) none from 0.11, which refuses it
+    (``vllm_unnamed_drafter_problem``); ``method_inferred`` says so, but for model "[ngram]",
+    which vLLM 0.8 to 0.9.x's engine oracle read as ngram."""
     config = json_object(text, FLAG, '{"method": "eagle", "num_speculative_tokens": 3}')
     unread = [key for key in config if key not in VLLM_KEYS_READ]
     if unread:
@@ -96,8 +97,11 @@ def vllm_speculative_config(text: str) -> EngineSpec:
     if method is None:
         lookup = "prompt_lookup_max" in config or "prompt_lookup_min" in config
         method = ("ngram" if model in ("[ngram]", "ngram") or lookup else
-                  "mtp" if model is None else
-                  "eagle" if "eagle" in model.lower() else "draft_model")
+                  "mtp" if model is None else vllm_method_named(model))
+        if method in ("dflash", "dspark"):
+            raise InputError(f"{FLAG}'s model {model!r} names a {method} drafter, as vLLM "
+                             f"reads its name; {method} is not modelled: ridgeline prices "
+                             f"{', '.join(VLLM_METHODS)}")
     draft_tp = config.get("draft_tensor_parallel_size")
     if draft_tp is not None and (isinstance(draft_tp, bool) or not isinstance(draft_tp, int)
                                  or draft_tp < 1):
@@ -111,6 +115,43 @@ def vllm_speculative_config(text: str) -> EngineSpec:
                       _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model,
                       draft_tp or 0, "eagle3" if method == "eagle3" else "",
                       method_inferred=inferred, draft_sample_method=sample)
+
+
+def vllm_method_named(model: str) -> str:
+    """The method vLLM reads from a drafter's name where --speculative-config gives none:
+    "eagle-" in it an EAGLE head, "eagle3" an EAGLE-3 head, "dflash" and "dspark" those
+    drafters, else a draft model (SpeculativeConfig.__post_init__ read in 0.10.2-0.32.0,
+    dflash from 0.20, dspark from 0.25; the same matches in 0.34.0's speculator configs;
+    0.8.5 took "eagle3-" for eagle): yuhuili/EAGLE-LLaMA3-Instruct-8B eagle,
+    AngelSlim/Qwen3-8B_eagle3 eagle3, meta-llama/Llama-3.2-1B draft_model. vLLM reads the
+    checkpoint too (an MTP or Medusa config.json; from 0.34 the speculator its architecture
+    declares), which this does not."""
+    name = model.lower()
+    return next((method for key, method in (("eagle-", "eagle"), ("eagle3", "eagle3"),
+                                            ("dflash", "dflash"), ("dspark", "dspark"))
+                 if key in name), "draft_model")
+
+
+def vllm_unnamed_drafter_problem(version: str, model_type: str) -> str:
+    """Why vLLM ``version`` refuses a --speculative-config naming neither model nor method
+    (num_speculative_tokens alone) for a ``model_type`` target, or "": from v0.11 every
+    target ('num_speculative_tokens was provided but without speculative model'); 0.8.5 to
+    0.10.x a target outside their MTP list (deepseek_v3; mimo from 0.9.2; ernie4_5_moe and
+    qwen3_next from 0.10.2), which drafts with its own MTP layers (engines.json
+    vllm.speculative_unnamed); releases before 0.8.5, unread, are not refused."""
+    from ridgeline.vllm_memory import parse_version, vllm_data
+
+    rule = vllm_data()["speculative_unnamed"]
+    release = parse_version(version)
+    rows = [r for r in rule["mtp_model_types"] if parse_version(r["from"]) <= release]
+    if not rows or model_type in rows[-1]["types"]:
+        return ""
+    takes = rows[-1]["types"]
+    why = f"; it takes the target's own MTP layers only for {', '.join(takes)}" if takes \
+        else ""
+    return (f"vLLM {version} refuses {FLAG} with num_speculative_tokens but neither model nor "
+            f"method (a ValueError at start-up: no speculative model{why}): name the drafter, "
+            "\"method\": \"mtp\" for the checkpoint's MTP layers or a \"model\"")
 
 
 def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:

@@ -19,7 +19,7 @@ from ridgeline.decode_context import dcp_release_problem
 from ridgeline.deployment import Deployment
 from ridgeline.engine_choices import block_size_problem
 from ridgeline.errors import InputError
-from ridgeline.hardware import device_memory_bytes, engine_devices, runtime_device
+from ridgeline.hardware import Accelerator, device_memory_bytes, engine_devices, runtime_device
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, stage_group_layers, vllm_kv_groups
 from ridgeline.kvpool import KVPool
 from ridgeline.layouts import FULL, WINDOW_MIXERS
@@ -110,19 +110,44 @@ def vllm_deployment(dep: Deployment) -> Deployment:
 def vllm_batch_defaults(dep: Deployment, usage: str, version: str | None = None
                         ) -> dict[str, int]:
     """vLLM's default max_num_seqs and max_num_batched_tokens for this accelerator at release
-    ``version`` (None: the default): the large budgets where the device total vLLM queries is
-    70 GiB or more, an A100 aside, and a GB10 from v0.33 (engines.json vllm.batch_defaults).
-    The device is one the runtime lists (an MI250's 64 GiB GCD: the small budgets); a TPU's
-    total vLLM cannot query, so it takes the small budgets too."""
+    ``version`` (None: the default), by its tier (``vllm_batch_tier``, engines.json
+    vllm.batch_defaults): for vllm serve 16,384 tokens on a B200 from v0.28 (8,192 before),
+    8,192 on an H100, 2,048 on an L40S or a DGX Spark."""
     table = engine_defaults("vllm")["batch_defaults"]
+    return dict(table[vllm_batch_tier(dep, version)][usage])
+
+
+def vllm_queried_memory_bytes(acc: Accelerator, version: str) -> float:
+    """The device total vLLM ``version``'s get_batch_defaults reads for ``acc``: 0 where the
+    query fails and it falls back to nothing (a TPU's platform; a GB10's NVML query before
+    v0.33, batch_defaults.memory_unknown_until), else the device's total (a DGX Spark: 0 on
+    0.32, 121.69 GiB on 0.33). The device is one the runtime lists (an MI250's 64 GiB GCD)."""
+    table = engine_defaults("vllm")["batch_defaults"]
+    until = table["memory_unknown_until"].get(acc.id)
+    if acc.vendor in table["memory_unknown_vendors"] or (
+            until is not None and parse_version(version) < parse_version(until)):
+        return 0.0
+    return device_memory_bytes(acc)
+
+
+def vllm_batch_tier(dep: Deployment, version: str | None = None) -> str:
+    """The batch_defaults tier vLLM ``version`` gives this card's runtime device: "largest"
+    from 160 GiB (v0.28 on), "large" from 70 GiB, an A100 aside and a GB10 from v0.33
+    (small_from), else "other". A B200 (178.35 GiB): "largest" on 0.32, "large" on 0.27; an
+    H100 or H200: "large"; a DGX Spark: "other" on 0.32 (its total unread) and 0.33 alike."""
+    table = engine_defaults("vllm")["batch_defaults"]
+    release = vllm_accounting(version).version
     acc = runtime_device(dep.accelerator)
-    memory = 0.0 if acc.vendor in table["memory_unknown_vendors"] else device_memory_bytes(acc)
-    small_from = table.get("small_from", {}).get(acc.id)
-    kept_small = small_from is not None and parse_version(
-        vllm_accounting(version).version) >= parse_version(small_from)
-    large = memory >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100") \
-        and not kept_small
-    return dict(table["large" if large else "other"][usage])
+    memory = vllm_queried_memory_bytes(acc, release)
+    if memory >= table["largest_memory_gib"] * GIB \
+            and parse_version(release) >= parse_version(table["largest_from"]):
+        return "largest"
+    small_from = table["small_from"].get(acc.id)
+    kept_small = small_from is not None and parse_version(release) >= parse_version(small_from)
+    if memory >= table["large_memory_gib"] * GIB and not acc.id.startswith("a100") \
+            and not kept_small:
+        return "large"
+    return "other"
 
 
 def v0_chunk_tokens(version: str) -> int:

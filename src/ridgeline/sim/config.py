@@ -266,8 +266,22 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      positions_capped=dep.engine == "vllm",
                      long_prefill_token_threshold=threshold, long_prefill_alone=alone,
                      async_scheduling=overlapped_scheduling(
-                         dep.engine, s, dep.pipeline_parallel_size, spec_tokens, spec_method),
+                         dep.engine, s, dep.pipeline_parallel_size, spec_tokens, spec_method,
+                         vllm_runner(dep, s, spec_method if spec_tokens else "")),
                      **gate)  # type: ignore[arg-type]
+
+
+def vllm_runner(dep: Deployment, s: object, spec_method: str) -> str:
+    """The model runner vLLM runs ``dep`` on under ``s`` with a --spec-method ``spec_method``
+    drafter ("" none): vllm_memory.model_runner ("MRV2" for Llama-3.1-8B on 0.32, with an
+    ngram drafter too; "V1" on 0.24); "" for another engine."""
+    if dep.engine != "vllm":
+        return ""
+    from ridgeline.vllm_memory import model_runner, vllm_accounting
+
+    drafter = getattr(s, "drafter", None)
+    return model_runner(dep, vllm_accounting(getattr(s, "engine_version", None)), spec_method,
+                        drafter.algorithm if drafter is not None else "")
 
 
 def window_cap(engine: str, windows: tuple[tuple[int, int], ...], v1: bool = True) -> int:
