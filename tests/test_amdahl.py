@@ -397,3 +397,54 @@ def test_a_share_a_hair_from_0_or_100_percent_is_not_printed_as_either(
         code, out, _ = _cli(capsys, "--fraction", fraction, "--speedup", "2")
         shown = re.search(r"part at ([\d.e+-]+)% of the time", out)
         assert code == 0 and shown and 0.0 < float(shown.group(1)) < 100.0, out
+
+
+@pytest.mark.parametrize("argv", [
+    ("--fraction", "0.5", "--target", "1.0000000001"),
+    ("--fraction", "0.5", "--target", "0.9999999999"),
+    ("--fraction", "0.5", "--target", "2.0000000001"),
+    ("--fraction", "0.9999999999", "--speedup", "1.00000000001", "--target", "1.9999999"),
+    ("--fraction", "0.85", "--speedup", "2", "--target", "1.5")])
+def test_explain_keeps_each_figure_on_the_side_of_1x_the_ceiling_and_the_target_the_verdict_does(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """--explain printed explain's four-to-nine digits whatever they hid: "G = 1 x" and
+    "S = 1 x" beside the verdict "the part must get 1.0000000002x faster", a target of
+    2.0000000001 as "G = 2 x" beside a ceiling of 2, a 0.9999999999 share as "P = 1"."""
+    code, out, err = _cli(capsys, *argv, "--explain")
+    assert code == 0, err
+    data = json.loads(_cli(capsys, *argv, "--json")[1])
+    ceiling = data["speedup_ceiling"]["ceiling_speedup"]
+    need, target = data["required_part_speedup"], float(argv[argv.index("--target") + 1])
+    truth = {"P": (data["source"]["fraction"], (0.0, 1.0)), "G": (target, (1.0, ceiling)),
+             "ceiling": (ceiling, (1.0, target))}
+    if need["required_part_speedup"] is not None:
+        truth["S"] = (need["required_part_speedup"], (1.0,))
+    if (gain := data.get("end_to_end_speedup")) is not None:
+        truth["end to end"] = (gain["end_to_end_speedup"], (1.0,))
+        truth["new step time"] = (gain["new_time_fraction"], (1.0,))
+    seen = set()
+    for name, shown in re.findall(r"^ +(?:=> )?(P|G|S|ceiling|end to end|new step time) = "
+                                  r"([\d.,e+-]+)", out, re.MULTILINE):
+        if name == "S" and "--speedup" in out.split(f"S = {shown}")[1].split("\n")[0]:
+            continue  # the part's speedup given, not the one the target needs
+        value, marks = truth[name]
+        printed = float(shown.replace(",", ""))
+        assert all((printed > m) - (printed < m) == (value > m) - (value < m) for m in marks), \
+            (name, shown, value)
+        seen.add(name)
+    assert seen == set(truth), out
+
+
+def test_the_libraries_explain_lines_keep_g_and_s_off_1x_as_the_verdict_does() -> None:
+    """amdahl.explain_lines, the text rendering beside the steps, printed G = 1.0000000001 as
+    "G = 1" and the S it needs as "1x" with format(.3g), beside the verdict's 1.0000000002."""
+    need = required_part_speedup(0.5, 1.0000000001)
+    assert need.required_part_speedup is not None
+    text = "\n".join(explain_lines(need))
+    s = re.search(r"= ([\d.]+)x$", text)
+    g = re.search(r"G = ([\d.]+) ", text)
+    assert s and g and float(s.group(1)) > 1.0 and float(g.group(1)) > 1.0, text
+    assert s.group(1) in need.verdict
+    share = speedup_ceiling(0.9999999999)
+    p = re.search(r"1 - ([\d.]+)\)", "\n".join(explain_lines(share)))
+    assert p and float(p.group(1)) < 1.0

@@ -127,7 +127,8 @@ def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(
     assert report["expected_none_code"] == "engine_runs_none"
     assert report["max_model_len"] == 131072
     code, out, _ = run(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
-    assert code == 0 and f"expected on vllm: nothing: {report['expected_none_reason']}" in out
+    assert code == 0 and f"expected on vllm {report['engine_version']}: nothing: " \
+        f"{report['expected_none_reason']}" in out
     ran = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000", "--max-model-len", "8k")
     assert ran["expected"]["time_s"] > report["time_s"]  # slower than the floor
     assert ran["max_model_len"] == 8000
@@ -229,10 +230,12 @@ def test_every_null_expectation_carries_the_texts_reason(
     """Past the pool's seats (256 at 2,048 tokens on one H100) and past the memory (2,000):
     the JSON says what the text says."""
     argv = ["decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "256", "--context", "2048"]
-    (point,) = run_json(capsys, *argv)["points"]
+    report = run_json(capsys, *argv)
+    (point,) = report["points"]
     assert point["expected"] is None and point["expected_none_code"] == "over_engine_pool"
     code, out, _ = run(capsys, *argv)
-    assert code == 0 and f"expected on vllm: nothing: {point['expected_none_reason']}" in out
+    assert code == 0 and f"expected on vllm {report['engine_version']}: nothing: " \
+        f"{point['expected_none_reason']}" in out
     assert "runs at most 218 sequences" in point["expected_none_reason"]  # vllm serve's pool
     unfit = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "2000",
                      "--context", "2048")["points"][0]

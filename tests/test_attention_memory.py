@@ -9,6 +9,7 @@ import pytest
 from ridgeline.attention_memory import attention_memory, score_matrix_bytes, tiled_attention_bytes
 from ridgeline.catalog import resolve_model
 from ridgeline.model import ModelSpec
+from tests.conftest import run_cli
 
 
 def test_64k_scores_are_8_6_gb_per_head_per_layer_in_bf16() -> None:
@@ -144,3 +145,24 @@ def test_a_prompt_some_engines_serve_and_others_refuse_says_which() -> None:
     past = attention_memory(yarn, long + 1).caution
     vllm = Deployment.build(yarn, resolve_accelerator("h100"), None, None, 8)
     assert past and past == context_caution(vllm, long + 1)
+
+
+def test_a_prompt_past_the_models_positions_is_cautioned_as_kv_decode_and_prefill_caution_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`attention --context 1t` prints exabytes with a caution, not a refusal: every command
+    that takes a context past the model's positions answers so (fit too, whose verdict names
+    the engine's refusal), each with the same caution line; only past 1t is refused."""
+    argvs = (("attention", "--model", "llama-3.1-8b", "--context", "1t"),
+             ("kv", "llama-3.1-8b", "--context", "1t"),
+             ("decode", "llama-3.1-8b", "--gpu", "h100", "--context", "1t"),
+             ("prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "1t"),
+             ("fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "1t"))
+    said = []
+    for argv in argvs:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 0, (argv, err)
+        said.append({line for line in out.splitlines()
+                     if line.startswith("caution: ") and " exceed " in line})
+    assert all(len(s) == 1 for s in said) and len(set.union(*said)) == 1, said
+    code, _, err = run_cli(capsys, "attention", "--model", "llama-3.1-8b", "--context", "2t")
+    assert code == 2 and err.count("\n") == 1, err

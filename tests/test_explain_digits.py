@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from ridgeline.explain import _num
+from ridgeline.explain import shown_number
 from tests.conftest import run_cli
 
 
@@ -31,7 +31,7 @@ def test_the_batch_to_the_ridge_repeats_from_its_printed_inputs(
 
 @pytest.mark.parametrize("value", [1 + 4 / 16384, 0.99997, 2.0001, -1.00003, 9.99996])
 def test_a_factor_below_ten_never_prints_as_whole(value: float) -> None:
-    shown = _num(value)
+    shown = shown_number(value)
     assert float(shown) != round(value) and abs(float(shown) - value) <= 5e-5 * abs(value)
 
 
@@ -39,4 +39,4 @@ def test_a_factor_below_ten_never_prints_as_whole(value: float) -> None:
                                               (32.000000000001, "32"), (7.0, "7"),
                                               (412.29, "412.3")])
 def test_other_figures_keep_four_digits(value: float, shown: str) -> None:
-    assert _num(value) == shown  # float noise past nine digits stays hidden (32)
+    assert shown_number(value) == shown  # float noise past nine digits stays hidden (32)

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from ridgeline.explain import _num
+from ridgeline.explain import shown_number
 from tests.conftest import run_cli
 
 GIB = 2**30
@@ -110,9 +110,9 @@ def test_moe_active_parameters_repeat_from_the_counts_shown(
     data, steps = explained(capsys, "model", "deepseek-v3")
     a = steps["active parameters"]
     assert {i["unit"] for i in a["inputs"][:2]} | {a["result"]["unit"]} == {"params"}
-    shown = {i["name"]: float(_num(i["value"]).replace(",", "")) for i in a["inputs"]}
+    shown = {i["name"]: float(shown_number(i["value"]).replace(",", "")) for i in a["inputs"]}
     assert shown["total"] - shown["routed experts"] * (1 - shown["k/E"]) == pytest.approx(
-        float(_num(res(a)).replace(",", "")), abs=1) == pytest.approx(data["params_active"])
+        float(shown_number(res(a)).replace(",", "")), abs=1) == pytest.approx(data["params_active"])
 
 
 def test_a_windowed_models_naive_and_windowed_kv_are_steps(

@@ -88,3 +88,47 @@ def test_a_splits_pool_commands_name_the_release_as_the_single_pools_line_does(
         assert said == [f"each pool's launch line {launch.sized_for()}"]
         assert launch.release_note().startswith(launch.sized_for())
         assert launch.sized_for().endswith(f" {sized}")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_decodes_json_names_the_release_at_the_top_as_fit_and_prefill_do(
+        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    """decode --json had no top-level key for the release its pools were sized as; it has
+    fit's and prefill's, ``engine_version``, for one card and for each of several."""
+    argv = ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8", "--engine", engine,
+            "--json")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    fit = json.loads(run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                             "--max-model-len", "8k", "--json")[1])
+    prefill = json.loads(run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100",
+                                 "--prompt-len", "2000", "--engine", engine, "--json")[1])
+    assert json.loads(out)["engine_version"] == prefill["engine_version"] \
+        == fit["engine_version"]
+    cards = json.loads(run_cli(capsys, *argv[:3], "h100,a100", *argv[4:])[1])["accelerators"]
+    assert [c["engine_version"] for c in cards] == [sized_version(engine, None)] * 2
+    if engine == "vllm":
+        assert json.loads(run_cli(capsys, *argv, "--engine-version", "0.19")[1]) \
+            ["engine_version"] == "0.19"
+
+
+@pytest.mark.parametrize(("engine", "version"), [("vllm", None), ("vllm", "0.19"),
+                                                 ("sglang", None), ("trtllm", None)])
+@pytest.mark.parametrize("command", ["prefill", "decode", "decode table"])
+def test_the_expected_line_names_the_release_its_json_names(
+        capsys: pytest.CaptureFixture[str], command: str, engine: str,
+        version: str | None) -> None:
+    """prefill's and decode's "expected on vllm:" named the engine, not the release its pool
+    (and prefill's step budget) was sized as, which their --json and fit's header name."""
+    argv = [command.split()[0], "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+            *(["--engine-version", version] if version else []),
+            *(["--prompt-len", "2000"] if command == "prefill" else
+              ["--batch", "1,8" if command == "decode table" else "8"])]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    sized = json.loads(run_cli(capsys, *argv, "--json")[1])["engine_version"]
+    said = f"expected on {engine} {sized}: " if sized else f"expected on {engine}: "
+    assert sum(line.startswith(said) for line in out.splitlines()) == 1, out
+    fit = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                  "--max-model-len", "8k", *(["--engine-version", version] if version else []))[1]
+    assert sized is None or f" {sized}" in fit.splitlines()[1]  # fit's header names it too

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ridgeline.errors import InputError
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Step, q, shown_number, step
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ class FractionSource:
         """P as --explain gives it: as given, or the part's time ÷ the step's (step_cost),
         with the engine's fixed costs' share of that step the text names."""
         if self.part_time_s is None or self.step_time_s is None:
-            return (step("the part's share", "as given", q("P", self.fraction, "", "--fraction")),)
+            return (step("the part's share", "as given",
+                         q("P", share_shown(self.fraction), "", "--fraction")),)
         from ridgeline.capacity import SERVING_ENGINES, pool_at_context_note
 
         part = " + ".join(self.ops)
@@ -69,8 +70,8 @@ class FractionSource:
         # a digit more in the times than in P (shown to 4), so that their division gives P as
         # shown: the times as text to 5 significant digits (the JSON's source has them whole)
         out = [step("the part's share", f"P = time in {part} ÷ decode step time (step_cost)",
-                    q("P", self.fraction), q(f"time in {part}", f"{self.part_time_s * 1e3:.5g}",
-                                             "ms"),
+                    q("P", share_shown(self.fraction)),
+                    q(f"time in {part}", f"{self.part_time_s * 1e3:.5g}", "ms"),
                     q("decode step time", f"{self.step_time_s * 1e3:.5g}", "ms"), *pool)]
         if self.overhead_time_s and self.step_time_s:
             out.append(step("the engine's fixed costs' share", "fixed costs (per step, layer "
@@ -82,7 +83,7 @@ class FractionSource:
 
     def explain_lines(self) -> list[str]:
         if self.part_time_s is None or self.step_time_s is None:
-            return [f"P = {self.fraction:g}, as given"]
+            return [f"P = {_p_text(self.fraction)}, as given"]
         from ridgeline.capacity import SERVING_ENGINES, pool_at_context_note
 
         pool = [f"batch {self.batch:,} at context {self.context:,} checked against "
@@ -93,7 +94,7 @@ class FractionSource:
         return [f"P = time in {part} / decode step time (step_cost)",
                 # a digit more in the times than in P, so that their division gives P as shown
                 f"  = {self.part_time_s * 1e3:.5g} ms / {self.step_time_s * 1e3:.5g} ms"
-                f" = {self.fraction:.4g}", *pool]
+                f" = {truthful(self.fraction, (0.0, 1.0), 'g', 4)}", *pool]
 
 
 @dataclass(frozen=True)
@@ -106,21 +107,24 @@ class EndToEndSpeedup:
     end_to_end_speedup: float
 
     def explain_steps(self) -> tuple[Step, ...]:
-        p, s = self.fraction, self.part_speedup
+        p, s = share_shown(self.fraction), explained(self.part_speedup, (1.0,))
+        new = explained(self.new_time_fraction, (1.0,))  # 1: the old step's time
         return (step("new step time", "(1 − P) + P ÷ S, of the old step time",
-                     q("new step time", self.new_time_fraction, "of the old"),
+                     q("new step time", new, "of the old"),
                      q("P", p, "", "the part's share"), q("S", s, "x", "--speedup")),
                 step("end-to-end speedup", "1 ÷ new step time",
-                     q("end to end", self.end_to_end_speedup, "x"),
-                     q("new step time", self.new_time_fraction, "of the old")))
+                     q("end to end", explained(self.end_to_end_speedup, (1.0,)), "x"),
+                     q("new step time", new, "of the old")))
 
     def explain_lines(self) -> list[str]:
-        p, s = self.fraction, self.part_speedup
+        # P, S and the results on their side of 0, 1 and 1x, as explain_steps shows them
+        p, s = _p_text(self.fraction), truthful(self.part_speedup, (1.0,), "g", 6)
         return [
             "end-to-end speedup = 1 / ((1 - P) + P / S)",
-            f"  P = {p:g} (fraction of the time in the part), S = {s:g} (its speedup)",
-            f"  = 1 / ({1 - p:g} + {p:g} / {s:g})",
-            f"  = 1 / {self.new_time_fraction:.4g} = {self.end_to_end_speedup:.2f}x",
+            f"  P = {p} (fraction of the time in the part), S = {s} (its speedup)",
+            f"  = 1 / ({1 - self.fraction:g} + {p} / {s})",
+            f"  = 1 / {truthful(self.new_time_fraction, (1.0,), 'g', 4)} = "
+            f"{truthful(self.end_to_end_speedup, (1.0,), 'f', 2)}x",
         ]
 
 
@@ -131,24 +135,28 @@ class SpeedupCeiling:
     fraction: float
     ceiling_speedup: float  # inf when fraction == 1
 
-    def explain_steps(self) -> tuple[Step, ...]:
-        p = self.fraction
+    def explain_steps(self, target: float | None = None) -> tuple[Step, ...]:
+        """The ceiling's working, on its side of 1x and of ``target`` (--target) as the text
+        prints it."""
+        p = share_shown(self.fraction)
         if math.isinf(self.ceiling_speedup):
             return (step("ceiling", "1 ÷ (1 − P): the part is the whole step, so making it "
                          "free has no limit", q("ceiling", "unbounded"), q("P", p)),)
+        marks = (1.0,) if target is None else (1.0, target)
         return (step("ceiling", "1 ÷ (1 − P) (the part takes no time at all)",
-                     q("ceiling", self.ceiling_speedup, "x"), q("P", p)),)
+                     q("ceiling", explained(self.ceiling_speedup, marks), "x"), q("P", p)),)
 
     def explain_lines(self) -> list[str]:
-        p = self.fraction
+        p = _p_text(self.fraction)
         if math.isinf(self.ceiling_speedup):
             return [
                 "ceiling = 1 / (1 - P)",
-                f"  P = {p:g}: the part is the whole step, so making it free has no limit",
+                f"  P = {p}: the part is the whole step, so making it free has no limit",
             ]
         return [
             "ceiling = 1 / (1 - P)   (the part takes no time at all)",
-            f"  = 1 / (1 - {p:g}) = 1 / {1 - p:g} = {self.ceiling_speedup:.2f}x",
+            f"  = 1 / (1 - {p}) = 1 / {1 - self.fraction:g} = "
+            f"{truthful(self.ceiling_speedup, (1.0,), 'f', 2)}x",
         ]
 
 
@@ -164,31 +172,36 @@ class RequiredPartSpeedup:
     verdict: str
 
     def explain_steps(self) -> tuple[Step, ...]:
-        p, g = self.fraction, self.target_speedup
-        target = q("G", g, "x", "--target")
+        # each figure on its side of 1x, the ceiling and the target, as the verdict prints it
+        p, g = share_shown(self.fraction), self.target_speedup
+        target = q("G", explained(g, (1.0, self.ceiling_speedup)), "x", "--target")
         if not self.possible or self.required_part_speedup is None:
             ceiling = q("ceiling", "unbounded") if math.isinf(self.ceiling_speedup) \
-                else q("ceiling", self.ceiling_speedup, "x", "1 ÷ (1 − P)")
+                else q("ceiling", explained(self.ceiling_speedup, (1.0, g)), "x", "1 ÷ (1 − P)")
             return (step("part speedup for the target", "none where G ≥ the ceiling 1 ÷ (1 − P)"
                          " (or the part takes no time)", q("S", "none", "", self.verdict),
                          q("P", p), target, ceiling),)
         return (step("part speedup for the target", "S = P ÷ (1/G − (1 − P)) (Amdahl solved "
-                     "for S)", q("S", self.required_part_speedup, "x", self.verdict),
+                     "for S)", q("S", explained(self.required_part_speedup, (1.0,)), "x",
+                                 self.verdict),
                      q("P", p), target),)
 
     def explain_lines(self) -> list[str]:
-        p, g = self.fraction, self.target_speedup
+        # P, G, the ceiling and S on their side of 0, 1x, each other, as the verdict is
+        f, g = self.fraction, self.target_speedup
+        p, shown_g = _p_text(f), truthful(g, (1.0, self.ceiling_speedup), "g", 6)
         if not self.possible or self.required_part_speedup is None:
             return [
                 "ceiling = 1 / (1 - P)",
-                f"  = 1 / (1 - {p:g}) = {self.ceiling_speedup:.4g}x",
-                f"  target {g:g}x >= ceiling: {self.verdict}",
+                f"  = 1 / (1 - {p}) = {truthful(self.ceiling_speedup, (1.0, g), 'g', 4)}x",
+                f"  target {shown_g}x >= ceiling: {self.verdict}",
             ]
         return [
             "S = P / (1/G - (1 - P))   (Amdahl solved for S)",
-            f"  P = {p:g}, G = {g:g} (target end-to-end speedup)",
-            f"  = {p:g} / ({1 / g:.4g} - {1 - p:g})",
-            f"  = {p:g} / {1 / g - (1 - p):.4g} = {self.required_part_speedup:.3g}x",
+            f"  P = {p}, G = {shown_g} (target end-to-end speedup)",
+            f"  = {p} / ({1 / g:.4g} - {1 - f:g})",
+            f"  = {p} / {1 / g - (1 - f):.4g} = "
+            f"{truthful(self.required_part_speedup, (1.0,), 'g', 3)}x",
         ]
 
 
@@ -282,9 +295,35 @@ def truthful(x: float, marks: tuple[float, ...], kind: str = "g", digits: int = 
     for form in dict.fromkeys((kind, "g")):
         for shown in range(digits if form == kind else 3, 18):
             text = format(x, f".{shown}{form}")
-            if all((float(text) > m) - (float(text) < m) == (x > m) - (x < m) for m in marks):
+            if all(_side(float(text), m) == _side(x, m) for m in marks):
                 return text
     return repr(x)
+
+
+def explained(x: float, marks: tuple[float, ...]) -> float | str:
+    """``x`` as --explain shows it: the number, in explain's own digits, where they keep it on
+    its side of each of ``marks`` (1x, the ceiling, the target) as the verdict keeps it; else
+    truthful's digits, as text: a target of 1.0000000001 shows so, not as "G = 1 x", and the
+    S it needs as 1.0000000002, not 1 (the JSON's results carry both whole)."""
+    shown = float(shown_number(x).replace(",", ""))
+    if all(_side(shown, m) == _side(x, m) for m in marks):
+        return x
+    return truthful(x, marks, "g", 4)
+
+
+def share_shown(fraction: float) -> float | str:
+    """P as --explain shows it: off 0 and 1 where it is off them (0.9999999999 is not 1),
+    as the text's percentage is off 0 % and 100 %."""
+    return explained(fraction, (0.0, 1.0))
+
+
+def _p_text(fraction: float) -> str:
+    """P in explain_lines' text: six significant digits, more off 0 and 1 (share_shown's)."""
+    return truthful(fraction, (0.0, 1.0), "g", 6)
+
+
+def _side(x: float, mark: float) -> int:
+    return (x > mark) - (x < mark)
 
 
 def explain_lines(

@@ -93,7 +93,9 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
             notes.append("one GPU runs no collectives, so communication takes no time: "
                          "give --num-gpus 2 or more, the tensor-parallel group, for its share")
     fraction = source.fraction
-    results = [("source", source)]
+    results: list[tuple[str, Any]] = [("source", source)]
+    # amdahl's working as Step objects, like every other command's (its --json explain too)
+    steps = list(source.explain_steps())
     # each figure with the digits that keep it on its side of 1x (and of the ceiling, for the
     # target): 1.0000001x on the part is not "1x", a 99.9999999% share not "100.0%"
     lines = [f"part at {truthful(fraction * 100, (0.0, 100.0), 'f', 1)}% of the time "
@@ -101,12 +103,14 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     if args.speedup is not None:
         gain = end_to_end_speedup(fraction, args.speedup)
         results.append(named(gain))
+        steps += gain.explain_steps()
         times = gain.end_to_end_speedup
         shown = truthful(times, (1.0,), "f", 2) if times >= 0.01 else f"{times:.3g}"  # not 0.00
         lines.append(f"  {truthful(args.speedup, (1.0,), 'g', 6)}x on the part -> {shown}x "
                      "end to end")
     ceiling = speedup_ceiling(fraction)
     results.append(named(ceiling))
+    steps += ceiling.explain_steps(args.target)  # on its side of the target, as its line is
     marks = (1.0,) if args.target is None else (1.0, args.target)
     shown = ("unbounded (the part is the whole step)" if math.isinf(ceiling.ceiling_speedup)
              else f"{truthful(ceiling.ceiling_speedup, marks, 'f', 2)}x")
@@ -114,11 +118,10 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     if args.target is not None:
         need = required_part_speedup(fraction, args.target)
         results.append(named(need))
+        steps += need.explain_steps()
         lines.append(f"  for {truthful(args.target, (1.0, ceiling.ceiling_speedup), 'g', 6)}x "
                      f"end to end: {need.verdict}")
-    # amdahl's working as Step objects, like every other command's (its --json explain too)
-    steps = tuple(st for _, result in results for st in result.explain_steps())
-    return LinesReport(tuple(results), tuple(lines), tuple(notes), steps)
+    return LinesReport(tuple(results), tuple(lines), tuple(notes), tuple(steps))
 
 
 def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list[str]]:

@@ -66,6 +66,15 @@ def sized_version(engine: str, version: str | None) -> str | None:
     return str(sglang_data()["newest_checked"]) if engine == "sglang" else None
 
 
+def engine_release(engine: str, version: str | None) -> str:
+    """The engine as an answer names it beside the release it was priced as (sized_version):
+    'vllm 0.32', 'sglang 0.5.23', 'vllm 0.19' where --engine-version 0.19 was given; the
+    engine alone where no release is (TensorRT-LLM: 'trtllm'). fit's header, simulate's,
+    and decode's and prefill's "expected on" lines."""
+    release = sized_version(engine, version)
+    return f"{engine} {release}" if release else engine
+
+
 def check_version_kind(engine: str, version: str) -> None:
     """llama.cpp takes a build (b9400), vLLM and SGLang a release (0.11), others neither: one
     line of the same shape for every engine, naming what was given and what the engine

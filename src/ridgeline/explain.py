@@ -17,7 +17,7 @@ class Quantity:
     source: str = ""
 
     def show(self) -> str:
-        shown = self.value if isinstance(self.value, str) else _num(self.value)
+        shown = self.value if isinstance(self.value, str) else shown_number(self.value)
         text = f"{self.name} = {shown} {self.unit}".rstrip()
         return f"{text}  [{self.source}]" if self.source else text
 
@@ -49,7 +49,7 @@ def q(name: str, value: float | str, unit: str = "", source: str = "") -> Quanti
 MAX_SIGNIFICANT = 9
 
 
-def _num(value: float) -> str:
+def shown_number(value: float) -> str:
     """Four significant digits, but a factor below 10 that is not whole never prints as a
     whole one: block-fp8's 1.000244 bytes per weight prints as 1.0002, not 1 (which reads as
     exact), so the division repeated from the printed inputs gives the printed result

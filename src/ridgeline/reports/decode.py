@@ -17,6 +17,7 @@ from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
+from ridgeline.engine_versions import engine_release, sized_version
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, bound_label, decode_floor
@@ -91,6 +92,7 @@ class DecodeReport:
     # which the max-batch line gives; ``seats`` stays the priced run's (with_fit_seats)
     fit_seats: tuple[EngineSeats, ...] = ()
     fit_pool_settings: str = ""  # the settings fit_seats were sized under
+    engine_version: str | None = None  # whose rules sized the pool (--engine-version)
 
     @property
     def line_seats(self) -> tuple[EngineSeats, ...]:
@@ -296,6 +298,8 @@ class DecodeReport:
                                          if (held := self.priced_held(s.context)) != s.held
                                          else {})}
                                      for s in self.line_seats if s.held is not None],
+                # the release the pool was sized as, named where none was given too (fit's)
+                "engine_version": sized_version(self.deployment.engine, self.engine_version),
                 "cautions": list(self.cautions)}
 
     def text_lines(self) -> list[str]:
@@ -353,12 +357,13 @@ class DecodeReport:
             ]
             if not runs:
                 held = self._seat(f.context).held  # none: the line says why, and not again
-                return [*lines, f"expected on {e.engine}: nothing: {self.none_reason(f)}"
+                return [*lines, f"expected on {self._priced_as}: nothing: "
+                        f"{self.none_reason(f)}"
                         + ("" if held else f" ({self._fit_hint()} for the breakdown)"),
                         "  " + _memory_only(f.fit.headline(), e.engine),
                         *self._pool_lines(None if held else f.context)]
             lines += [
-                f"expected on {e.engine}: {e.time_s * 1e3:,.2f} ms per step "
+                f"expected on {self._priced_as}: {e.time_s * 1e3:,.2f} ms per step "
                 f"({e.low_s * 1e3:,.2f}–{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per "
                 f"user, {fmt_total_tok_s(f.batch / e.time_s)} in total  [{e.source}]",
                 *self._spec_lines(),
@@ -376,7 +381,8 @@ class DecodeReport:
         lines += table(rows, ["batch", "context", "floor ms", "expected ms", "band",
                               "tok/s/user", "tok/s total", "floor gain", "bound",
                               "fits in memory"])
-        lines.append(f"expected: step_cost with the {self.expected[0].engine} profile "
+        lines.append(f"expected on {self._priced_as}: step_cost with the "
+                     f"{self.expected[0].engine} profile "
                      f"[{self.expected[0].source}]; tok/s columns use the expectation; floor "
                      "gain is the floor's aggregate over batch 1's.")
         more = []
@@ -389,6 +395,12 @@ class DecodeReport:
         lines += self._spec_lines()
         lines += self._pool_lines()
         return lines
+
+    @property
+    def _priced_as(self) -> str:
+        """The engine and the release its pool was sized as, as fit's header names them:
+        'vllm 0.32', 'trtllm' (engine_versions.engine_release)."""
+        return engine_release(self.expected[0].engine, self.engine_version)
 
     def weights_read_in_all(self, f: DecodeFloor) -> float | None:
         """Under expert parallelism (one data-parallel rank), the weight bytes all the GPUs
@@ -598,7 +610,8 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)
                                           for f, _ in floors)
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
-                        tuple(c for c in cautions if c), profile, described, steps)
+                        tuple(c for c in cautions if c), profile, described, steps,
+                        engine_version=(settings or EngineSettings()).engine_version)
 
 
 def with_fit_seats(report: DecodeReport, fit_seats: tuple[EngineSeats, ...],

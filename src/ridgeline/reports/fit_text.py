@@ -14,7 +14,7 @@ from ridgeline.capacity import (
 )
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
-from ridgeline.engine_versions import sized_version
+from ridgeline.engine_versions import engine_release
 from ridgeline.llamacpp_fit import placed_by_fit
 from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
@@ -53,11 +53,9 @@ def fit_text_lines(r: FitReport) -> list[str]:
     """The report as `ridgeline fit` prints it, the headline first (fit_verdict)."""
     d, p = r.deployment, r.pool
     headline = verdict_line(r)
-    engine = p.engine if p.accounting is None else (
-        f"vLLM {p.accounting.version} ({runner_label(p)} memory accounting)")
     # the release the pool was sized as, named where none was given too (sglang 0.5.23)
-    if p.accounting is None and (release := sized_version(p.engine, r.settings.engine_version)):
-        engine += f" {release}"
+    engine = engine_release(p.engine, r.settings.engine_version) if p.accounting is None \
+        else f"vLLM {p.accounting.version} ({runner_label(p)} memory accounting)"
     if p.engine_buffers:
         engine += " (TensorRT engine backend)"
     if is_llamacpp(p) and d.num_gpus > 1:

@@ -19,7 +19,7 @@ from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
-from ridgeline.engine_versions import sized_version
+from ridgeline.engine_versions import engine_release, sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count
@@ -290,10 +290,12 @@ class PrefillReport:
         lines += [f"caution: {c}" for c in self.cautions]
         if not f.fit.fits:
             return [*lines, *no_expectation(self.deployment, e.engine, self.cautions)]
+        # the release the pool and the step budget were sized as, as fit's header names it
+        on = engine_release(e.engine, self.engine_version)
         if not self.runs:
-            return [*lines, f"expected on {e.engine}: nothing: {self.none_reason}"]
+            return [*lines, f"expected on {on}: nothing: {self.none_reason}"]
         return [*lines,
-                f"expected on {e.engine}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
+                f"expected on {on}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
                 f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
                 f"tok/s  [{e.source}]"]
 

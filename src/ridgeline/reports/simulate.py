@@ -9,6 +9,7 @@ from typing import Any
 from ridgeline.cpu_offload import cpu_offload_json, cpu_offload_note
 from ridgeline.data_parallel import independent_ranks
 from ridgeline.deployment import Deployment
+from ridgeline.engine_versions import engine_release
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
@@ -277,9 +278,9 @@ class SimulateReport:
         r, c, d = self.result, self.config, self.deployment
         layout = "".join(f"{part}; " for part in d.layout_parts)  # one parenthesis
         # the release the pool was sized as, named where none was given too, as fit's header
-        release = f" {self.engine_version}" if self.engine_version else ""
-        lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({layout}{d.engine}"
-                 f"{release}, weights {d.weights.label}, KV {d.kv.id}"
+        engine = engine_release(d.engine, self.engine_version)
+        lines = [f"{d.model.name} on {d.num_gpus} x {d.accelerator.id} ({layout}{engine}"
+                 f", weights {d.weights.label}, KV {d.kv.id}"
                  + (", experts spread over the GPUs (EP)" if d.expert_parallel else "")
                  + (f"; {d.offload.describe(d.model)}" if d.offload else "")
                  + cpu_offload_note(d) + f"): {self.load}",
