@@ -197,7 +197,7 @@ BAD = [
     # vLLM refuses to start: a max_model_len its pool cannot hold, odd blocks, a tiny budget
     (["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--max-model-len", "500000"],
      "vllm refuses --max-model-len 500,000, past llama-3.1-8b's 131,072 positions"),
-    (["simulate", "gemma-3-27b", "--gpu", "h100", "--rate", "1", "--max-model-len", "131072"],
+    (["simulate", "qwen2.5-32b", "--gpu", "h100", "--rate", "1", "--max-model-len", "131072"],
      "would refuse to start"),
     (["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8k", "--block-size", "7",
       "--engine-version", "0.17.0"], "--block-size is one of"),
@@ -617,14 +617,14 @@ def test_fit_compares_accelerators_under_one_engine(capsys: pytest.CaptureFixtur
     assert [c["accelerator"] for c in cards] == ["h100-sxm", "h200-sxm"]
     code, alone, _ = run(capsys, *argv, "--gpu", "h100", "--json")
     single = json.loads(alone)
-    assert cards[0]["conversations"] == single["conversations"] == 17  # the worked case
+    assert cards[0]["conversations"] == single["conversations"] == 18  # the worked case
     assert cards[1]["conversations"] > 32  # the H200's extra 61 GB holds the target
     code, text, _ = run(capsys, *argv, "--gpu", "h100,h200")
     assert "does not fit" in text and "fits, under the ridge" in text
     # settings apply to every card; two axes at once, a repeated card or a plot are refused
     code, out, _ = run(capsys, *argv, "--gpu", "h100,h200", "--kv-dtype", "fp8", "--json")
     # twice bf16's blocks; a prompt's admission charge (its window's prefill room) paid once
-    assert json.loads(out)["accelerators"][0]["conversations"] == 34
+    assert json.loads(out)["accelerators"][0]["conversations"] == 2 * single["conversations"]
     for extra, message in ((["--gpu", "h100,h200", "--engine", "vllm,sglang"], "not both"),
                            (["--gpu", "h100,h100"], "named twice"),
                            (["--gpu", "h100,h200", "--plot", "x.png"], "give one --gpu")):
@@ -766,7 +766,7 @@ def test_utilization_compares_with_the_engines_pool(capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.parametrize(("model", "context", "reason"), [
-    ("gemma-3-27b", "131072", "would refuse to start"),
+    ("qwen2.5-32b", "131072", "would refuse to start"),
     ("llama-3.1-8b", "200000", "refuses --max-model-len 200,000")])
 def test_utilization_holds_nothing_where_the_engine_would_not_start(
         capsys: pytest.CaptureFixture[str], model: str, context: str, reason: str) -> None:
@@ -1403,17 +1403,26 @@ def test_the_whole_steps_share_is_of_the_peaks_the_step_is_priced_at(
 
 def test_fit_offers_vllms_own_budget_settings_where_they_help(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B fp8 on one H100 at 2,000 tokens: vLLM's 0.92 budget leaves no room for
-    one sequence; a 0.95 budget or a 2,048-token profiling pass are the first things to try,
-    and each lever's number is the pool those settings leave."""
-    code, out, _ = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
-                       "--max-model-len", "2000", "--json")
+    """Llama-3.1-70B fp8 on one H100 at 2,000 tokens, its pool sized from the profile
+    (--no-enable-extensible-kv-cache): vLLM's 0.92 budget leaves no room for one sequence; a
+    0.95 budget or a 2,048-token profiling pass are the first things to try, and each lever's
+    number is the pool those settings leave. Sized after warm-up (v0.34's default) the budget
+    is the whole card already: no fraction is offered."""
+    argv = ("fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--max-model-len",
+            "2000", "--json")
+    code, out, _ = run(capsys, *argv, "--no-enable-extensible-kv-cache")
     levers = {lv["name"]: lv["conversations"] for lv in json.loads(out)["levers"]}
-    code2, out2, _ = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
-                         "--max-model-len", "2000", "--gpu-memory-utilization", "0.95", "--json")
+    code2, out2, _ = run(capsys, *argv, "--no-enable-extensible-kv-cache",
+                         "--gpu-memory-utilization", "0.95")
     assert code == code2 == 0
     assert levers["--gpu-memory-utilization 0.95"] == json.loads(out2)["conversations"] > 0
     assert "--max-num-batched-tokens 2048" in levers
+    code, out, _ = run(capsys, *argv)
+    measured = json.loads(out)
+    assert code == 0 and measured["reserved_fraction"] == 1.0
+    names = [lv["name"] for lv in measured["levers"]]
+    assert "--max-num-batched-tokens 2048" in names
+    assert not any(n.startswith("--gpu-memory-utilization") for n in names)
 
 
 @pytest.mark.parametrize(("gpu", "engine"), [("mi50", "llama.cpp-rocm"), ("radeon-vii", "llama.cpp-rocm"),

@@ -175,21 +175,22 @@ def test_the_recurrent_state_is_not_replicated_across_tensor_parallel_ranks(
 
 def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """vLLM's pool on an H100 holds 54 prompts of 8,192 Llama-3.1-8B tokens (vllm serve's
-    defaults, as decode and fit ask): 60 get no TTFT, 50 do."""
+    """vLLM's pool on an H100 holds 59 prompts of 8,192 Llama-3.1-8B tokens (vllm serve's
+    defaults, as decode and fit ask; 54 before v0.34): one more gets no TTFT, fewer do."""
     fit = run_json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192")
     over = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "8192",
-                    "--batch", "60")
-    assert over["expected"] is None and over["engine_max_batch"] == fit["batch"] == 54
+                    "--batch", str(fit["batch"] + 1))
+    assert over["expected"] is None and over["engine_max_batch"] == fit["batch"] == 59
     under = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
-                     "8192", "--batch", "50")
+                     "8192", "--batch", str(fit["batch"] - 4))
     assert under["expected"] is not None
     dec = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
                    "--context", "8192")
     assert dec["engine_max_batch"][0]["batch"] == fit["batch"]
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
-                 "--prompt-len", "8", "--usage", "offline"]) == 0
+                 "--prompt-len", "8", "--usage", "offline", "--engine-version", "0.33"]) == 0
     out = capsys.readouterr().out
+    # (vLLM 0.33, at 0.92 of the card; 0.34's whole-card pool holds 2,304 tokens)
     # the offline class at its default max_model_len (131,072) leaves no pool; at 8 tokens
     # vLLM (v0.11.1+) profiles 1,024 seats × 8 = 8,192 tokens, not 16,384, and a pool is left
     assert "would refuse to start at its default max_model_len" in out
@@ -257,14 +258,15 @@ def test_fit_explain_names_what_the_weights_per_gpu_add_or_leave(
 
 def test_decode_gives_no_speed_where_vllm_would_refuse_to_start(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Gemma-3-27B at 131,072 tokens on one H100: the blocks fit one conversation's decode,
-    but vLLM's start-up check (window groups at window + the prefill budget) refuses the
-    pool, so decode and prefill print no engine time, as fit says DOES NOT FIT."""
+    """Gemma-3-27B at 131,072 tokens on one H100 under vLLM 0.33 (0.34's whole-card pool
+    passes): the blocks fit one conversation's decode, but vLLM's start-up check (window
+    groups at window + the prefill budget) refuses the pool, so decode and prefill print no
+    engine time, as fit says DOES NOT FIT."""
     dec = run_json(capsys, "decode", "gemma-3-27b", "--gpu", "h100", "--batch", "1",
-                   "--context", "131072")
+                   "--context", "131072", "--engine-version", "0.33")
     assert dec["engine_max_batch"][0]["batch"] == 0 and dec["points"][0]["expected"] is None
     fit = run_json(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "131072",
-                   "--usage", "offline")
+                   "--usage", "offline", "--engine-version", "0.33")
     check = fit["start_up_check"]
     assert fit["verdict"] == "does not fit" and not check["starts"]
     assert check["blocks_asked"] > check["pool_blocks"]
@@ -474,17 +476,17 @@ def test_explained_shares_roofline_experts_and_renamed_keys_repeat(
 
 def test_the_page_seats_no_one_where_fit_says_vllm_refuses_to_start(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """gemma-3-27b on one H100 at 131,072 tokens: its pool holds one conversation's decode
-    blocks, but vLLM's start-up check (one request's blocks, window layers at window + 2 ×
-    the chunk) refuses it. The page used to draw that conversation's speed; it now seats
-    whom fit seats, at every context it offers."""
+    """gemma-3-27b on one H100 at 131,072 tokens under vLLM 0.33: its pool holds one
+    conversation's decode blocks, but vLLM's start-up check (one request's blocks, window
+    layers at window + 2 × the chunk) refuses it. The page used to draw that conversation's
+    speed; it now seats whom fit seats, at every context it offers."""
     from ridgeline.page import CONTEXTS, page_data
 
-    combo = page_data(["gemma-3-27b"], ["h100-sxm"], [1], ["as stored"], ["bf16"])[
-        "combos"]["gemma-3-27b|h100-sxm|1|as stored|bf16"]
+    combo = page_data(["gemma-3-27b"], ["h100-sxm"], [1], ["as stored"], ["bf16"],
+                      version="0.33")["combos"]["gemma-3-27b|h100-sxm|1|as stored|bf16"]
     for i, context in enumerate(CONTEXTS):
         fit = run_json(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len",
-                       str(context))
+                       str(context), "--engine-version", "0.33")
         assert combo["conversations"][i] == fit["conversations"], context
     assert combo["conversations"][-1] == 0 and not any(combo["fits"][-1])
 
@@ -665,8 +667,8 @@ def test_expert_parallel_on_one_gpu_is_refused_in_the_engines_own_words(
 def test_simulate_holds_a_window_only_models_window_as_fit_counts(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Mistral-7B attends only through 4,096-token windows; vLLM V1 frees the blocks that
-    fall out of them, so fit counts 108 conversations of 32,768 tokens on one H100 (a
-    decoding request holds 257 blocks). The simulator holds them so too: 30 conversations
+    fall out of them, so fit counts 115 conversations of 32,768 tokens on one H100 (a
+    decoding request holds 65 blocks of 64). The simulator holds them so too: 30 conversations
     of 30,000 tokens all run at once, where grown uncapped (2,048 blocks at 32,768 tokens)
     it had stopped near the pool ÷ 2,048 and said so. vLLM's V0 engine (0.6) is still grown
     uncapped, and the run still says so, naming fit's count."""
@@ -676,11 +678,12 @@ def test_simulate_holds_a_window_only_models_window_as_fit_counts(
     fit = run_json(capsys, "fit", *flags)
     pool = kv_pool(Deployment.build(resolve_model("mistral-7b"), resolve_accelerator("h100")),
                    EngineSettings(max_model_len=32768))
-    assert pool.groups is not None and pool.groups.decode_blocks(32768) == 4096 // 16 + 1
+    b = pool.block_size
+    assert pool.groups is not None and pool.groups.decode_blocks(32768) == 4096 // b + 1
     load = ["--input-len", "30000", "--output-len", "200", "--concurrency", "30",
             "--num-requests", "30"]
     sim = run_json(capsys, "simulate", *flags, *load)
-    grown = sim["settings"]["num_blocks"] // (32768 // 16)
+    grown = sim["settings"]["num_blocks"] // (32768 // b)
     assert grown + 1 < sim["running_batch"]["max"] == 30 < fit["conversations"]
     assert sim["preemptions"] == 0
     assert not [c for c in sim["cautions"] if "sliding windows" in c]

@@ -32,6 +32,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.precision import kv_dtype
 from ridgeline.sglang_memory import sglang_data
 from ridgeline.vllm_cache_dtype import served_cache_dtype
+from ridgeline.vllm_memory import vllm_data
 from tests.conftest import refused_line, run_cli
 
 
@@ -227,7 +228,8 @@ def test_a_block_off_64_finds_no_backend_for_a_sparse_mla_model_from_0_18(
     name, *rest = command
     line = refused(capsys, name, write(tmp_path, v32_config()), "--gpu", "h200", "-tp", "8",
                    *rest, "--block-size", "48")
-    assert line == ("ridgeline: error: vLLM 0.32 (the default --engine-version) finds no "
+    default = vllm_data()["default_version"]
+    assert line == (f"ridgeline: error: vLLM {default} (the default --engine-version) finds no "
                     f"attention backend for --block-size 48 with {tmp_path.name} on h200-sxm: "
                     "a DeepSeek "
                     "Sparse Attention model runs on FlashMLASparse, whose kernel blocks are 64 "
@@ -276,7 +278,7 @@ def test_deepseek_v32_on_blackwell_is_paged_in_the_blocks_of_the_sparse_backend_
 
     config = v32_config()
     data = cli_json(capsys, "fit", write(tmp_path, config), "--gpu", "b200",
-                    "--max-model-len", "8k", *extra)
+                    "--max-model-len", "8k", "--engine-version", "0.33", *extra)
     heads = config["num_attention_heads"] // data["tensor_parallel_size"]
     assert (heads <= FLASHINFER_SPARSE_MAX_HEADS and data["kv_dtype"] != "fp8_ds_mla") \
         is flashinfer
@@ -284,3 +286,7 @@ def test_deepseek_v32_on_blackwell_is_paged_in_the_blocks_of_the_sparse_backend_
     old = cli_json(capsys, "fit", write(tmp_path, config), "--gpu", "b200",
                    "--max-model-len", "8k", "--engine-version", "0.17.0", *extra)
     assert old["block_size"] == SPARSE_MLA_BLOCK
+    # from v0.34 both backends take its default block, 64
+    new = cli_json(capsys, "fit", write(tmp_path, config), "--gpu", "b200",
+                   "--max-model-len", "8k", *extra)
+    assert new["block_size"] == SPARSE_MLA_BLOCK

@@ -139,8 +139,13 @@ def test_an_overflowing_sglang_start_names_no_profiling_pass(
     assert "the weights and the CUDA context and TP communicators alone overflow the 66.0 GiB" \
         in headline
     _, out = run(capsys, "fit", "qwen3-next-80b-a3b", "--gpu", "h100", "-tp", "2",
-                 "--max-model-len", "65536")
+                 "--max-model-len", "65536", "--engine-version", "0.33")
     assert "the weights and the profiling pass alone overflow the 72.8 GiB" in out
+    # v0.34 reserves the whole card: the graphs, seats and what it keeps free overflow it
+    _, out = run(capsys, "fit", "qwen3-next-80b-a3b", "--gpu", "h100", "-tp", "2",
+                 "--max-model-len", "65536")
+    assert "the weights and the profiling pass take" in out.splitlines()[0]
+    assert "the margin it keeps free after warm-up" in out.splitlines()[0]
 
 
 def test_a_shortfall_under_a_hundredth_of_a_gib_is_not_zero(

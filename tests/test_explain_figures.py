@@ -619,27 +619,30 @@ def _blocks(source: str) -> int:
 
 def test_utilizations_conversations_divide_in_whole_blocks(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """gpt-oss-120b on an MI300X at 2,000 tokens: the pool's and a conversation's blocks,
-    named, give its 1,411 (189,199 // 134), where the GiB as shown (103.9 ÷ 0.07361) read
-    1,411.5; vLLM 0.32 profiles the MI300X's 16,384-token budget (104.6 GiB, 1,420 at 8,192)."""
+    """gpt-oss-120b on an MI300X at 2,000 tokens: the GiB as shown divide into one more than
+    the blocks do (104.6 GiB ÷ 0.07361 GiB read 1,421 where 1,420 fit, under vLLM 0.32); the
+    pool's and a conversation's blocks, now named, give the division (under 0.34, 1,566), and
+    where vLLM admits fewer (1,565: its windows' admission room) the step says so."""
     data, steps = explained(capsys, "utilization", "--gpu", "mi300x", "--running", "32",
                             "--model", "gpt-oss-120b")
     held = steps["conversations the pool holds"]
     sources = {i["name"]: i["source"] for i in held["inputs"]}
-    assert res(held) == _blocks(sources["pool"]) // _blocks(sources["per conversation"]) \
-        == data["kv_batch_limit"] == 1411
+    divided = _blocks(sources["pool"]) // _blocks(sources["per conversation"])
+    assert ins(held)["pool ÷ one conversation"] == divided
+    assert res(held) == data["kv_batch_limit"] == divided - 1
 
 
 def test_utilization_names_the_division_where_the_engine_holds_fewer(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Gemma-3-27B on 2 L40S at 8,000 tokens: the pool divides into 22 conversations, vLLM
-    holds 20 (its windows' admission room); the step said only pool ÷ conversation = 20."""
+    """Gemma-3-27B on 2 L40S at 8,000 tokens: the pool divides into 25 conversations, vLLM
+    holds 23 (its windows' admission room; 22 and 20 under vLLM 0.32); the step said only
+    pool ÷ conversation."""
     data, steps = explained(capsys, "utilization", "--gpu", "l40s", "--num-gpus", "2",
                             "--running", "16", "--model", "gemma-3-27b-it", "--context", "8000")
     held = steps["conversations the pool holds"]
     i = ins(held)
-    assert i["pool ÷ one conversation"] == math.floor(i["pool"] / i["per conversation"]) == 22
-    assert res(held) == data["kv_batch_limit"] == 20 < i["pool ÷ one conversation"]
+    assert i["pool ÷ one conversation"] == math.floor(i["pool"] / i["per conversation"]) == 25
+    assert res(held) == data["kv_batch_limit"] == 23 < i["pool ÷ one conversation"]
 
 
 @pytest.mark.parametrize("model, extra", [

@@ -14,9 +14,10 @@ import pytest
 from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS
 from ridgeline.disaggregated import chained_percentile_s
 from ridgeline.units import GIB, fmt_binary_bytes
+from ridgeline.vllm_memory import vllm_accounting
 from tests.conftest import run_cli
 
-BLOCK = 16  # vLLM's default block size
+BLOCK = vllm_accounting().block_size  # vLLM's default block size (64 from v0.34)
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -29,7 +30,8 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 def test_fit_json_gives_the_slots_beside_vllms_logged_tokens_off_the_block(
         capsys: pytest.CaptureFixture[str], length: int) -> None:
     """At a max_model_len off the block vLLM (v0.24+) logs concurrency × max_model_len, each
-    request holding ⌈L ÷ 16⌉ blocks; the slots are blocks × 16, the figure the key lacked."""
+    request holding ⌈L ÷ block⌉ blocks; the slots are blocks × block, the figure the key
+    lacked."""
     fit = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", str(length))
     blocks = fit["blocks_per_gpu"]
     assert fit["block_size"] == BLOCK

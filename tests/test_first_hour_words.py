@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ridgeline.vllm_memory import vllm_accounting
 from tests.conftest import run_cli
 
-BLOCK = 16  # vLLM's default block size, the pool's block here
+BLOCK = vllm_accounting().block_size  # vLLM's default block (64 from v0.34), the pool's
 
 
 def _fit_json(capsys: pytest.CaptureFixture[str], length: int) -> dict:
@@ -35,9 +36,9 @@ def _held_line(capsys: pytest.CaptureFixture[str], length: int, *extra: str) -> 
 
 def test_a_length_off_the_block_names_the_logged_count_and_the_slots(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """At 17 tokens a request holds ⌈17 ÷ 16⌉ = 2 blocks, so vLLM's logged count is
-    blocks ÷ 2 × 17, not blocks × 16: the line had read "holds 237,787 tokens in 27,975 blocks
-    of 16", which multiplies out to 447,600."""
+    """At 17 tokens a request holds ⌈17 ÷ 64⌉ = 1 block (⌈17 ÷ 16⌉ = 2 before v0.34), so
+    vLLM's logged count is blocks ÷ that × 17, not blocks × the block: the line had read
+    "holds 237,787 tokens in 27,975 blocks of 16", which multiplies out to 447,600."""
     blocks = _fit_json(capsys, 17)["blocks_per_gpu"]
     per_request = math.ceil(17 / BLOCK)
     concurrency = blocks / per_request
@@ -61,7 +62,7 @@ def test_one_token_conversations_hold_a_block_each(capsys: pytest.CaptureFixture
         f"max_model_len 1): {blocks:,} blocks of {BLOCK}, {blocks * BLOCK:,} token slots")
 
 
-@pytest.mark.parametrize("length", [16, 8192])
+@pytest.mark.parametrize("length", [BLOCK, 8192])
 def test_a_length_on_the_block_keeps_the_plain_product(
         capsys: pytest.CaptureFixture[str], length: int) -> None:
     blocks = _fit_json(capsys, length)["blocks_per_gpu"]
@@ -75,7 +76,7 @@ def test_an_older_release_logs_blocks_times_the_block(capsys: pytest.CaptureFixt
     found = re.match(r"holds ([\d,]+) tokens in ([\d,]+) blocks of 16; ", line)
     assert found is not None
     tokens, blocks = (int(x.replace(",", "")) for x in found.groups())
-    assert tokens == blocks * BLOCK
+    assert tokens == blocks * 16  # its default block
 
 
 def test_a_run_under_a_second_prints_the_seconds_its_rates_divide_by(
@@ -120,8 +121,8 @@ def test_an_empty_file_is_refused_as_empty(capsys: pytest.CaptureFixture[str], t
 
 
 def test_under_dcp_the_block_is_the_schedulers(capsys: pytest.CaptureFixture[str]) -> None:
-    """-dcp 8 makes vLLM's scheduler block 8 × 16 tokens: at 17 tokens a request holds one,
-    and the logged count is blocks × 17, not blocks × 128."""
+    """-dcp 8 makes vLLM's scheduler block 8 × its block (64 from v0.34): at 17 tokens a
+    request holds one, and the logged count is blocks × 17, not blocks × 512."""
     code, out, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8",
                            "--max-model-len", "17", "-dcp", "8", "--json")
     assert code == 0

@@ -53,7 +53,7 @@ def test_observe_cautions_an_engine_the_metric_names_contradict(
 def test_observe_cautions_a_modelled_fill_far_over_the_counters_mean_it_keeps(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The fixture's counters give 1,024 + 256 ÷ 2 = 1,152 tokens a request; its KV fill over
-    the modelled pool gives usage × pool ÷ running (12 % × 447,600 ÷ 8 = 6,714), past
+    the modelled pool gives usage × pool ÷ running (12 % × 483,520 ÷ 8 = 7,253 under vLLM 0.34), past
     FILL_OVER_MEAN × the mean. The counters' mean is kept (the pool is modelled, not
     reported), and a caution names both figures and which was used."""
     data = json.loads(run_cli(capsys, *OBSERVE, "--json")[1])

@@ -41,8 +41,8 @@ def test_llama_70b_bf16_on_one_h100_reports_no_pool_and_its_overflow(
 
 def test_vllm_overflow_is_the_budget_lines_sum_past_the_reserved_memory(
         capsys: pytest.CaptureFixture[str]) -> None:
-    report, _ = _fit(capsys, "vllm")  # 72.85 GiB reserved; 136.59 GiB taken
-    assert report["over_budget_bytes_per_gpu"] / GIB == pytest.approx(63.74, abs=0.005)
+    report, _ = _fit(capsys, "vllm")  # 79.18 GiB reserved (v0.34: x 1); 139.26 GiB taken
+    assert report["over_budget_bytes_per_gpu"] / GIB == pytest.approx(60.08, abs=0.005)
 
 
 def test_a_set_pool_past_an_overflowing_card_leaves_no_room(

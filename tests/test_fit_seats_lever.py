@@ -26,9 +26,14 @@ def test_a_seat_capped_batch_is_offered_the_seats_its_pool_holds(
     assert capped["batch"] == 2 < capped["conversations"]
     [lever] = [v for v in capped["levers"] if v["name"].startswith(FLAGS[engine])]
     seats = int(lever["name"].split()[-1].replace(",", ""))
-    assert lever["batch"] == lever["conversations"] == seats > 2
+    # the seats' own memory (vLLM's graph sizes, sampler rows) moves the pool a little, so
+    # the seats are the most it holds: one more and it holds fewer than they
+    assert lever["batch"] == seats <= lever["conversations"] and seats > 2
     rerun = fit_json(capsys, "--engine", engine, "--max-num-seqs", str(seats))
-    assert rerun["batch"] == rerun["conversations"] == seats  # the lever is what fit then says
+    assert rerun["batch"] == seats  # the lever is what fit then says
+    assert rerun["conversations"] == lever["conversations"]
+    more = fit_json(capsys, "--engine", engine, "--max-num-seqs", str(seats + 1))
+    assert more["conversations"] < seats + 1
 
 
 def test_a_pool_capped_batch_gets_no_seats_lever(capsys: pytest.CaptureFixture[str]) -> None:

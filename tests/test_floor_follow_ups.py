@@ -15,6 +15,7 @@ import pytest
 
 from ridgeline.engine_versions import sized_version
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.vllm_extensible import launch_fraction
 from ridgeline.vllm_memory import vllm_accounting
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, sidecar
@@ -89,8 +90,8 @@ def test_plans_launch_line_names_the_release_it_was_sized_for(
     at = next(i for i, line in enumerate(lines) if line.startswith("run it with"))
     assert f"sized for vLLM {sized}" in lines[at]
     assert ("as --engine-version named it" in lines[at]) == (version is not None)
-    fraction = vllm_accounting(version).gpu_memory_utilization
-    assert f"--gpu-memory-utilization {fraction:g} " in lines[at + 1]
+    fraction = launch_fraction(vllm_accounting(version), "nvidia")  # 1.0 from v0.34
+    assert f"--gpu-memory-utilization {fraction} " in lines[at + 1]
     assert f"pools sized as vLLM {sized} sizes them" in lines[0]
     assert plan_json(capsys, *flags)["engine_version"] == sized
 

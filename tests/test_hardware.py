@@ -193,12 +193,18 @@ def test_fit_on_a_dgx_spark_warns_that_free_memory_is_what_the_os_leaves(
     """vLLM checks at start-up that util × the device total is free ('Free memory on device
     (56.65/119.7 GiB) on startup is less than desired GPU memory utilization (0.92,
     110.12 GiB)'): on unified memory the OS's share counts against it, so fit says so there
-    and not on a discrete card."""
+    and not on a discrete card. From v0.34 the extensible cache skips that check and sizes
+    the pool from the memory free after warm-up: the OS's share comes out of the pool."""
     from ridgeline.cli import main
 
-    assert main(["fit", "qwen3-30b-a3b", "--gpu", "gb10", "--max-model-len", "32k"]) == 0
+    assert main(["fit", "qwen3-30b-a3b", "--gpu", "gb10", "--max-model-len", "32k",
+                 "--engine-version", "0.33"]) == 0
     out = capsys.readouterr().out
     assert "vLLM refuses to start unless 0.92 × 121.69 GiB = 112.0 GiB is free" in out
+    assert main(["fit", "qwen3-30b-a3b", "--gpu", "gb10", "--max-model-len", "32k"]) == 0
+    out = capsys.readouterr().out
+    assert "shares its memory with the OS: vLLM 0.34 sizes its pool from the memory free" in out
+    assert "refuses to start unless" not in out
     assert main(["fit", "qwen3-30b-a3b", "--gpu", "h100", "--max-model-len", "32k"]) == 0
     assert "shares its memory with the OS" not in capsys.readouterr().out
 

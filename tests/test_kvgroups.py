@@ -28,7 +28,7 @@ def test_a_full_attention_model_is_one_group_of_every_layer() -> None:
     # a block holds 16 tokens of all 32 layers: the plain paged-attention page
     assert g.page_bytes == 16 * 32 * attention_kv_bytes_per_token(d.model, 2)
     pool = kv_pool(d)
-    assert pool.tokens == pool.blocks * 16
+    assert pool.tokens == pool.blocks * pool.block_size  # 64 a block from v0.34, 16 before
     assert pool.concurrency(8192) == pool.tokens / 8192
 
 
@@ -83,8 +83,10 @@ def test_mamba_hybrids_enlarge_the_attention_block_to_hold_a_state_page() -> Non
     assert g is not None
     assert (g.block_size, g.layers_per_group, g.full, g.states) == (80, 4, 1, 7)
     assert g.decode_blocks(1000) == 13 + 7  # ceil(1000 / 80) full blocks + one per state group
-    pool = kv_pool(d)
+    pool = kv_pool(d, EngineSettings(engine_version="0.33"))
     assert pool.block_size == 80
+    # from v0.34 the steps are its default block, 64: 64 · 2 · 4,096 ≥ 311,296, 128 tokens
+    assert kv_pool(d).block_size == 128
     # padding the state to the page costs little against counting raw bytes
     per_request = g.decode_blocks(8192) * g.page_bytes
     assert per_request == pytest.approx(sequence_bytes_per_gpu(d, 8192), rel=0.06)
@@ -95,18 +97,20 @@ def test_a_sliding_window_model_holds_its_window_not_its_context() -> None:
     pool = kv_pool(d, EngineSettings(max_model_len=32_768))
     g = pool.groups
     assert g is not None and (g.full, g.windows) == (0, ((4096, 1),))
-    # decoding, a request holds its window's 257 blocks; vLLM v0.19+ admits a 32K prompt only
+    # decoding, a request holds its window's blocks; vLLM v0.19+ admits a 32K prompt only
     # with its start-up charge free (window + the tokens in flight), so the last one admitted
     # finds the others decoding
     admission = pool.request_blocks(32_768)
-    assert conversations(pool, d, 32_768) == 1 + (pool.blocks - admission) // (256 + 1)
+    window = 4096 // pool.block_size + 1  # 65 blocks of 64 (257 of 16 before v0.34)
+    assert conversations(pool, d, 32_768) == 1 + (pool.blocks - admission) // window
     v18 = kv_pool(d, EngineSettings(max_model_len=32_768, engine_version="0.18"))
     assert conversations(v18, d, 32_768) == v18.blocks // (256 + 1)  # no gate before v0.19
     # vLLM's logged concurrency charges a prefill chunk inside the window: from v0.26, under
     # async scheduling, two batches of max_num_batched_tokens (8,192 on an H200)
-    assert pool.concurrency(32_768) == pool.blocks / (-(-(4095 + 2 * 8192) // 16) + 1)
+    b = pool.block_size
+    assert pool.concurrency(32_768) == pool.blocks / (-(-(4095 + 2 * 8192) // b) + 1)
     one_batch = kv_pool(d, EngineSettings(max_model_len=32_768, async_scheduling=False))
-    assert one_batch.concurrency(32_768) == pool.blocks / (-(-(4095 + 8192) // 16) + 1)
+    assert one_batch.concurrency(32_768) == pool.blocks / (-(-(4095 + 8192) // b) + 1)
     v25 = kv_pool(d, EngineSettings(max_model_len=32_768, engine_version="0.25.1"))
     assert v25.concurrency(32_768) == v25.blocks / (-(-(4095 + 8192) // 16) + 1)
 
@@ -142,7 +146,8 @@ def test_a_v0_26_log_of_gemma_3_with_two_batches_in_flight_is_reproduced() -> No
 
 def test_the_simulator_charges_window_and_state_groups_per_request() -> None:
     gemma = sim_config(dep("gemma-3-27b"), EngineSettings(max_model_len=32_768))
-    assert gemma.overhead_blocks == 6 * 65  # the window groups, once their windows fill
+    # the window groups, once their windows fill: 1,024 ÷ 64 + 1 blocks each (65 of 16)
+    assert gemma.overhead_blocks == 6 * (1024 // gemma.block_size + 1)
     jamba = sim_config(dep("jamba-1.5-mini", 2), EngineSettings(engine_version="0.26"))
     assert (jamba.block_size, jamba.overhead_blocks) == (80, 7)
     # from v0.28 prefix caching is on for it by default, in align mode: two state blocks
@@ -170,9 +175,11 @@ def test_fit_json_carries_the_groups(capsys: pytest.CaptureFixture[str]) -> None
     import json
 
     assert main(["fit", "gemma-3-27b", "--gpu", "h200", "--max-model-len", "32k", "--json"]) == 0
-    groups = json.loads(capsys.readouterr().out)["kv_cache_groups"]
+    report = json.loads(capsys.readouterr().out)
+    groups, block = report["kv_cache_groups"], report["block_size"]
     assert groups["windows"] == [{"tokens": 1024, "groups": 6}]
-    assert groups["blocks_per_conversation"] == 2000 + 6 * 65  # 32,000 tokens: 2,000 full blocks
+    # 32,000 tokens: 500 full blocks of 64, and each window group's 1,024 ÷ 64 + 1
+    assert groups["blocks_per_conversation"] == -(-32_000 // block) + 6 * (1024 // block + 1)
 
 
 def test_fit_prints_the_token_count_and_concurrency_vllm_logs(

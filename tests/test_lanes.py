@@ -119,13 +119,14 @@ def test_a_closed_loop_of_fewer_users_than_lanes_runs_every_request(
 def test_vllm_v1_runs_from_its_whole_pool_where_v0s_lanes_hold_half(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-70B on 2 H100s, one stage each, at 12,000 tokens: vLLM V1 runs 10,000-token
-    prompts from its one pool (a request's 627 blocks of its 1,174); vLLM 0.6.3's V0 virtual
-    engines each hold half of its 1,118 blocks, so it refuses them, and says why."""
+    prompts from its one pool (0.34: 676 blocks of 64 tokens); vLLM 0.6.3's
+    V0 virtual engines each hold half of its 1,118 blocks of 16 (627 a request), so it
+    refuses them, and says why."""
     argv = ["simulate", "llama-3.1-70b", "--gpu", "h100", "-pp", "2", "--rate", "1",
             "--num-requests", "4", "--output-len", "20", "--max-model-len", "12000"]
     code, out, _ = run_cli(capsys, *argv, "--input-len", "10000", "--json")
     report = json.loads(out)
-    assert code == 0 and report["completed"] == 4 and report["settings"]["num_blocks"] == 1174
+    assert code == 0 and report["completed"] == 4 and report["settings"]["num_blocks"] == 676
     assert not any("pipeline lanes" in c for c in report["cautions"])
     v0 = [*argv, "--engine-version", "0.6.3"]
     code, _, err = run_cli(capsys, *v0, "--input-len", "10000")

@@ -256,14 +256,15 @@ def test_mtp_is_priced_as_eagle_where_the_checkpoint_has_mtp_layers(
 
 def test_decode_and_prefill_read_no_async_scheduling_as_fit_sizes_the_pool_with_it(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """gpt-oss-120b on one H100 at 32K: without async scheduling vLLM's window layers keep
-    blocks for one batch in flight, not two, and one more conversation fits; decode and
-    prefill size the pool fit sizes under the switch rather than ignore it in a note."""
-    base = ("gpt-oss-120b", "--gpu", "h100", "--max-model-len", "32768")
+    """gpt-oss-120b on one H100 at 28,000 tokens: without async scheduling vLLM's window
+    layers keep blocks for one batch in flight, not two, and one more conversation fits;
+    decode and prefill size the pool fit sizes under the switch rather than ignore it in a
+    note."""
+    base = ("gpt-oss-120b", "--gpu", "h100", "--max-model-len", "28000")
 
     def held(command: str, *extra: str) -> int:
         where = ("--context",) if command == "decode" else ("--prompt-len",)
-        code, out, err = run_cli(capsys, command, *base, *where, "32768", *extra, "--json")
+        code, out, err = run_cli(capsys, command, *base, *where, "28000", *extra, "--json")
         assert code == 0 and "ignored" not in err, err
         found = json.loads(out)["engine_max_batch"]
         return int(found[0]["batch"] if command == "decode" else found)

@@ -582,11 +582,12 @@ def test_a_pool_that_holds_none_says_why_and_names_the_way_out(
 def test_a_pool_overflowed_by_the_graphs_names_them_not_the_profiling_pass(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The article's deployment, Llama-3.1-70B FP8 on one H100 under the LLM class: the
-    weights and the profiling pass fit the 0.92 budget; the CUDA graphs and the sampler's
-    seats are what overflow it (an audit found the headline blaming the first two)."""
+    weights and the profiling pass fit the 0.92 budget (vLLM 0.33); the CUDA graphs and the
+    sampler's seats are what overflow it (an audit found the headline blaming the first two)."""
     from tests.conftest import run_cli
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
-                           "--max-model-len", "2000", "--usage", "offline")
+                           "--max-model-len", "2000", "--usage", "offline",
+                           "--engine-version", "0.33")
     head = out.splitlines()[0]
     assert code == 0 and head.startswith("DOES NOT FIT")
     taken, budget = map(float, re.findall(r"take ([\d.]+) of the ([\d.]+) GiB", head)[0])
@@ -613,14 +614,14 @@ def test_prefill_gives_a_throughput_where_decode_gives_one(
 def test_a_context_lever_is_offered_only_where_it_is_a_way_out() -> None:
     """Llama-3.1-8B on an L4 at 128K for two: 13,136 tokens hold them, a tenth of the ask, and
     is offered; Llama-3.1-70B fp8 on one H100 at 8K holds one conversation only at a few dozen
-    tokens, which no one would serve, and is not."""
+    tokens under vLLM 0.33 (0.92 of the card), which no one would serve, and is not."""
     l4 = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("l4"))
     short = fit_report(l4, 131072, EngineSettings(max_model_len=131072), target=2)
     lever = next(lv for lv in short.levers if lv.name.startswith("--max-model-len"))
     length = int(lever.name.split()[1].replace(",", ""))
     assert 131072 // 16 <= length < 131072 and lever.conversations >= 2
     h100 = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8")
-    tight = fit_report(h100, 8192, EngineSettings(max_model_len=8192))
+    tight = fit_report(h100, 8192, EngineSettings(max_model_len=8192, engine_version="0.33"))
     assert tight.verdict == DOES_NOT_FIT
     assert not any(lv.name.startswith("--max-model-len") for lv in tight.levers)
 

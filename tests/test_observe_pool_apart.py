@@ -18,12 +18,20 @@ FLAGS = ("--model", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4", "--weig
          "--kv-dtype", "fp8", "--context", str(CONTEXT))
 
 
-def modelled_blocks() -> int:
+def modelled_pool() -> tuple[int, int]:
     """The blocks vLLM's defaults leave for Llama-3.1-70B fp8 on 4 H100s, KV fp8, as fit
-    sizes them (84,780 of 16)."""
+    sizes them, and the tokens a block holds (v0.34: 64)."""
     dep = Deployment.build(resolve_model("llama-3.1-70b"), resolve_accelerator("h100"), "fp8",
                            "fp8", num_gpus=4, engine="vllm")
-    return kv_pool(dep, EngineSettings(max_model_len=CONTEXT)).blocks
+    pool = kv_pool(dep, EngineSettings(max_model_len=CONTEXT))
+    return pool.blocks, pool.block_size
+
+
+def modelled_blocks() -> int:
+    return modelled_pool()[0]
+
+
+BLOCK = modelled_pool()[1]
 
 
 def scrape(tmp_path: Path, blocks: int, cache_dtype: str = "fp8") -> str:
@@ -32,7 +40,7 @@ def scrape(tmp_path: Path, blocks: int, cache_dtype: str = "fp8") -> str:
     path.write_text(f"vllm:num_requests_running{{{m}}} 40\n"
                     f"vllm:num_requests_waiting{{{m}}} 0\n"
                     f"vllm:kv_cache_usage_perc{{{m}}} 0.1\n"
-                    f'vllm:cache_config_info{{block_size="16",cache_dtype="{cache_dtype}",{m},'
+                    f'vllm:cache_config_info{{block_size="{BLOCK}",cache_dtype="{cache_dtype}",{m},'
                     f'num_gpu_blocks="{blocks}"}} 1\n')
     return str(path)
 
@@ -64,9 +72,10 @@ def test_a_reported_pool_far_from_fits_is_cautioned_with_both_counts(
     reported = int(blocks * 0.7)
     text, data = observed(capsys, scrape(tmp_path, reported))
     assert data["pool_blocks_reported"] == reported and data["pool_blocks_modelled"] == blocks
-    share = 1 - reported * 16 / (blocks * 16)
-    words = (f"caution: the engine reports a pool of {reported * 16:,} tokens, {share:.0%} less "
-             f"than the {blocks * 16:,} tokens modelled for llama-3.1-70b on 4 x h100-sxm")
+    share = 1 - reported / blocks
+    words = (f"caution: the engine reports a pool of {reported * BLOCK:,} tokens, {share:.0%} "
+             f"less than the {blocks * BLOCK:,} tokens modelled for llama-3.1-70b on 4 x "
+             "h100-sxm")
     assert words in text
     assert any(c.startswith(words) for c in data["cautions"])
 

@@ -116,11 +116,11 @@ def test_trtllm_backend_sizes_decodes_pool_as_fits(capsys: pytest.CaptureFixture
 
 def test_prefill_takes_eager_and_expert_parallel_and_data_parallel_attention(
         capsys: pytest.CaptureFixture[str]) -> None:
-    line = ("gpt-oss-120b", "--gpu", "h100", "--max-model-len", "32768")
-    eager = _seats(capsys, "prefill", *line, "--prompt-len", "32768", "--enforce-eager")
-    assert eager == _seats(capsys, "decode", *line, "--batch", "1", "--context", "32768",
+    line = ("gpt-oss-120b", "--gpu", "h100", "--max-model-len", "28000")
+    eager = _seats(capsys, "prefill", *line, "--prompt-len", "28000", "--enforce-eager")
+    assert eager == _seats(capsys, "decode", *line, "--batch", "1", "--context", "28000",
                            "--enforce-eager")
-    assert eager > _seats(capsys, "prefill", *line, "--prompt-len", "32768")
+    assert eager > _seats(capsys, "prefill", *line, "--prompt-len", "28000")
     ep = ("deepseek-r1", "--gpu", "h200", "--tensor-parallel-size", "8", "--prompt-len", "8000")
     assert _json(capsys, "prefill", *ep, "--enable-expert-parallel") \
         != _json(capsys, "prefill", *ep)

@@ -14,6 +14,7 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import profile_for
+from ridgeline.memory import EngineSettings
 from ridgeline.reports.simulate_overload import overload_rates
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult
@@ -33,6 +34,8 @@ from ridgeline.sim.workload import Workload
 from tests.test_sim_overload import _late_burst
 
 DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+# the pool these runs' figures were read at: vLLM 0.32's (0.34 sizes a larger one after warm-up)
+POOL = EngineSettings(engine_version="0.32")
 SHORT = ("512", "128")  # simulate's default lengths: one H100 serves about 44.3 req/s of them
 AT_46 = ["llama-3.1-8b", "--gpu", "h100", "--rate", "46", "--num-requests", "2000",
          "--seed", "2"]
@@ -43,7 +46,7 @@ def _work(n: int, rate: float, seed: int, **arrivals: Any) -> Workload:
 
 
 def _run(work: Workload) -> SimResult:
-    return run_replica(DEP, profile_for("vllm"), sim_config(DEP), work, stop_when_behind=True)
+    return run_replica(DEP, profile_for("vllm"), sim_config(DEP, POOL), work, stop_when_behind=True)
 
 
 def _verdict(work: Workload) -> str:
@@ -51,7 +54,7 @@ def _verdict(work: Workload) -> str:
     batch-full replay's; "" for none."""
     r = _run(work)
     saturated = None if r.rec.overloaded() or not backing_up(r.rec) else saturated_req_s(
-        DEP, profile_for("vllm"), sim_config(DEP), work)
+        DEP, profile_for("vllm"), sim_config(DEP, POOL), work)
     flag = overload_rates(r, work.num_requests, saturated)
     return "" if flag is None else flag.reading
 
@@ -69,10 +72,10 @@ def test_the_batch_full_rate_is_within_its_slack_under_what_a_long_overloaded_ru
     Of 1,000 / 300 tokens: 16.7. (Before the serving profile's refit, 8917c5a: 43.2, 43.6 and
     16.6; before a batch ran as its captured CUDA-graph size's matmul rows, graph_batches.py:
     43.7, 44.2 and 16.6.)"""
-    saturated = saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP), _work(2000, 46.0, 2))
+    saturated = saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP, POOL), _work(2000, 46.0, 2))
     assert saturated == pytest.approx(43.46, abs=0.01)
     chat = Workload(765, "1000", "300", rate=17.0)  # a long run offered more serves a little more
-    assert saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP), chat) == \
+    assert saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP, POOL), chat) == \
         pytest.approx(16.70, abs=0.01)
     rec = _run(_work(20_000, 48.0, 0)).rec
     first, last = rec.arrived_s
@@ -150,7 +153,7 @@ def test_a_batch_still_filling_near_capacity_is_not_overloaded() -> None:
     rec = _run(work).rec
     g = grows(rec)
     assert g is not None and g.grown == pytest.approx(140, abs=1) and g.arrived == 527
-    assert offered_req_s(rec) < saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP), work)
+    assert offered_req_s(rec) < saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP, POOL), work)
     assert _verdict(work) == ""
 
 

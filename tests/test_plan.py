@@ -15,6 +15,7 @@ from ridgeline.cli import main
 from ridgeline.errors import InputError
 from ridgeline.plan import PlanResult, plan
 from ridgeline.serving_load import Load, Slo
+from ridgeline.vllm_extensible import extensible_fraction
 
 MODEL = resolve_model("llama-3.1-8b")
 LOAD = Load(4.0, "lognormal:800,0.6", "lognormal:200,0.6")
@@ -107,7 +108,8 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
     data = json.loads(capsys.readouterr().out)
     vllm = data["commands"]["vllm"]
     assert vllm.startswith("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size")
-    assert "--gpu-memory-utilization 0.9" in vllm and "--max-model-len" in vllm
+    # v0.34 sizes the pool after warm-up from the whole card: the line says so
+    assert f"--gpu-memory-utilization {extensible_fraction()}" in vllm and "--max-model-len" in vllm
     assert list(data["commands"]) == ["vllm"]  # the engine whose pools were sized
     win = data["winner"]
     assert win["usd_per_million_output_tokens"] > 0
@@ -362,10 +364,11 @@ def test_the_engine_version_sizes_the_replicas_pool() -> None:
 
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
     load, slo = Load(2.0, "30000", "500"), Slo(60.0, 0.5, 90)
-    newest = size_replica(dep, profile_for("vllm"), load, slo, None)
+    v021 = size_replica(dep, profile_for("vllm"), load, slo, None, engine_version="0.21")
     older = size_replica(dep, profile_for("vllm"), load, slo, None, engine_version="0.10")
-    assert newest is not None and older is not None
-    assert older[0] == newest[0] - 1
+    newest = size_replica(dep, profile_for("vllm"), load, slo, None)  # v0.34: the whole card
+    assert v021 is not None and older is not None and newest is not None
+    assert older[0] == v021[0] - 1 and newest[0] > v021[0]
     assert main(["plan", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms", "1000",
                  "--slo-tpot-ms", "50", "--engine-version", "soon"]) == 2
 
@@ -414,7 +417,8 @@ def test_a_model_that_fits_with_the_searchs_knobs_is_no_does_not_fit() -> None:
     req/s the miss is the load, not the memory."""
     model, load_at = resolve_model("llama-3.1-70b"), (0.5, 1.0)
     found = [plan(model, Load(rate, "1000", "250"), Slo(1.0, 0.05), gpus=["h100-sxm"],
-                  max_gpus=1, workers=1) for rate in load_at]
+                  max_gpus=1, workers=1, engine_version="0.33")  # sized from the profile
+             for rate in load_at]
     assert found[0].winner is not None
     assert found[1].winner is None and "the load is the miss" in found[1].closest_miss
 

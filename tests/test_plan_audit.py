@@ -47,7 +47,12 @@ def test_a_pool_too_small_for_the_context_shrinks_to_the_longest_length_that_sta
     assert starts_at(dep, settings, length)
     assert not starts_at(dep, settings, length + MODEL_LEN_STEP)
     one_h100 = replica_deployment(LLAMA_70B, resolve_accelerator("h100-sxm"), 1, 1, "fp8", "fp8")
-    assert launch_length(one_h100, settings) == 0  # 70B's weights leave it no pool
+    profiled = EngineSettings(extensible_kv_cache=False)  # 0.92 of the card, as before v0.34
+    assert launch_length(one_h100, profiled) == 0  # 70B's weights leave it no pool
+    # v0.34 sizes the whole card after warm-up: a pool, at a context shorter than the model's
+    length = launch_length(one_h100, settings)
+    assert 0 < length < served_positions(LLAMA_70B, "vllm") and starts_at(one_h100, settings,
+                                                                           length)
 
 
 def test_the_sampled_length_refused_more_than_a_p99_9_slo_spares_and_the_context_none() -> None:

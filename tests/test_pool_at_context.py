@@ -39,20 +39,23 @@ def test_what_differs_is_the_start_up_check_at_the_longer_default() -> None:
                            None, 1)
     default = served_positions(dep.model, "vllm")
     assert default is not None
-    assert refuses_to_start(kv_pool(dep, EngineSettings(max_model_len=default)), dep, default)
+    # vLLM 0.33's 0.92 budget (0.34's whole-card pool holds one such request)
+    at = EngineSettings(max_model_len=default, engine_version="0.33")
+    assert refuses_to_start(kv_pool(dep, at), dep, default)
     assert not refuses_to_start(kv_pool(dep, EngineSettings(max_model_len=2048)), dep, 2048)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_the_note_says_a_start_up_refusal_only_for_the_engine_that_refuses(engine: str) -> None:
     """Gemma-3-27B on one H100 at its 131,072-token default: no engine's pool holds one request
-    that long; vLLM refuses to start, SGLang and TensorRT-LLM start anyway (capacity.py
-    refuses_to_start), and the note says which."""
+    that long (vLLM's at 0.33's 0.92 budget); vLLM refuses to start, SGLang and TensorRT-LLM
+    start anyway (capacity.py refuses_to_start), and the note says which."""
     dep = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"), None,
                            None, 1, engine=engine)
     default = served_positions(dep.model, engine)
     assert default is not None
-    pool = kv_pool(dep, EngineSettings(max_model_len=default))
+    pool = kv_pool(dep, EngineSettings(max_model_len=default,
+                                       engine_version="0.33" if engine == "vllm" else None))
     assert pool.tokens < default
     note = pool_at_context_note(engine)
     assert ("must also fit one request of that default to start" in note) \

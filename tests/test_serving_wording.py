@@ -56,10 +56,11 @@ def test_a_step_that_clears_the_ridge_whole_says_nothing_of_memory(
 
 def test_no_target_given_is_not_called_a_target_of_one(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The article's Llama-3.1-70B fp8 on one H100 at 2,000 tokens holds none: without
-    --target-concurrency the headline says not even one fits; with one, it names it."""
+    """The article's Llama-3.1-70B fp8 on one H100 at 2,000 tokens holds none under vLLM 0.32
+    (its 0.92 budget): without --target-concurrency the headline says not even one fits; with
+    one, it names it."""
     argv = ["fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--max-model-len",
-            "2000"]
+            "2000", "--engine-version", "0.32"]
     code, out, _ = run_cli(capsys, *argv)
     head = out.splitlines()[0]
     assert code == 0 and head.startswith(
@@ -318,10 +319,12 @@ def test_a_headline_past_the_weights_ridge_names_what_keeps_the_step_on_memory(
     """Falcon-7B on an A10 at 2,000 tokens: a batch of 256 takes the weights' matmuls past
     the ridge (209), but the 256 private caches' 4.2 GB, 7.0 ms at the A10's 600 GB/s, keep
     the step on memory (31.4 ms against 30.7): the headline says which clears the ridge and
-    what does not, rather than that the batch both reaches the ridge and stays memory-bound."""
+    what does not, rather than that the batch both reaches the ridge and stays memory-bound
+    (vLLM 0.32's pool)."""
     from ridgeline.hardware import resolve_accelerator
 
-    code, out, _ = run_cli(capsys, "fit", "falcon-7b", "--gpu", "a10", "--max-model-len", "2k")
+    code, out, _ = run_cli(capsys, "fit", "falcon-7b", "--gpu", "a10", "--max-model-len", "2k",
+                           "--engine-version", "0.32")
     head = out.splitlines()[0]
     assert code == 0 and head == (
         "clears the ridge: 346 conversations of 2,000 tokens; the weights' matmuls clear the "
@@ -336,11 +339,12 @@ def test_a_headline_past_the_weights_ridge_names_what_keeps_the_step_on_memory(
 
 def test_a_target_the_seats_cap_says_so_on_the_search_line(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-8B on an H100 with a target of 10,000: the pool holds them at 32 tokens,
-    but vLLM's 1,024 seats run 1,024 at once; the first line says so (as the caution does)
-    instead of calling 10,000 'at once'. A target within the seats keeps 'fit at once'."""
+    """Llama-3.1-8B on an H100 with a target of 10,000: the pool holds them at 32 tokens
+    (vLLM 0.32's blocks of 16; 0.34's of 64 hold no 10,000), but vLLM's 1,024 seats run 1,024
+    at once; the first line says so (as the caution does) instead of calling 10,000 'at
+    once'. A target within the seats keeps 'fit at once'."""
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
-                           "--target-concurrency", "10000")
+                           "--target-concurrency", "10000", "--engine-version", "0.32")
     assert code == 0 and out.splitlines()[0] == (
         "longest context at which 10,000 conversations fit in the pool: 32 tokens, but vLLM "
         "runs at most 1,024 at once (max_num_seqs): raise --max-num-seqs")

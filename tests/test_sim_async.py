@@ -291,11 +291,15 @@ def test_vllm_schedules_asynchronously_from_v0_14_and_its_flag_turns_it_off() ->
     assert not sim_config(DEP, EngineSettings(async_scheduling=False)).async_scheduling
     assert not sim_config(DEP, EngineSettings(engine_version="0.13.0")).async_scheduling
     assert sim_config(DEP, EngineSettings(engine_version="0.14.0")).async_scheduling
-    # speculative decoding on the default release (0.32): an EAGLE/MTP drafter and a draft
-    # model keep it, n-gram does not (vllm_async_with_drafter dates each by release)
-    assert sim_config(DEP, spec_tokens=3, spec_method="eagle").async_scheduling
-    assert not sim_config(DEP, spec_tokens=3, spec_method="ngram").async_scheduling
-    assert sim_config(DEP, spec_tokens=3, spec_method="draft-model").async_scheduling
+    # speculative decoding on 0.32: an EAGLE/MTP drafter and a draft model keep it, n-gram
+    # does not (vllm_async_with_drafter dates each by release); on the default release (0.34,
+    # Model Runner V2 alone) every drafter keeps it
+    v032 = EngineSettings(engine_version="0.32")
+    assert sim_config(DEP, v032, spec_tokens=3, spec_method="eagle").async_scheduling
+    assert not sim_config(DEP, v032, spec_tokens=3, spec_method="ngram").async_scheduling
+    assert sim_config(DEP, v032, spec_tokens=3, spec_method="draft-model").async_scheduling
+    assert all(sim_config(DEP, spec_tokens=3, spec_method=m).async_scheduling
+               for m in ("eagle", "ngram", "draft-model"))
     # pipeline parallelism runs on the pipeline's own batch queue
     assert not overlapped_scheduling("vllm", EngineSettings(), 2)
 

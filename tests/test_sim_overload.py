@@ -14,6 +14,7 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import profile_for
+from ridgeline.memory import EngineSettings
 from ridgeline.reports.simulate_overload import overload_rates
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult, beyond_noise
@@ -23,6 +24,8 @@ from ridgeline.sim.workload import Workload
 from tests.conftest import run_cli
 
 DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+# the pool these runs' figures were read at: vLLM 0.32's (0.34 sizes a larger one after warm-up)
+POOL = EngineSettings(engine_version="0.32")
 CHAT = ("1000", "300")  # about 17 req/s served on one H100 once its batch is full
 HOPELESS = ["llama-3.1-8b", "--gpu", "h100", "--input-len", "100000", "--output-len", "10000",
             "--max-model-len", "131072"]  # about 0.01 req/s served, four at a time
@@ -31,7 +34,7 @@ HOPELESS = ["llama-3.1-8b", "--gpu", "h100", "--input-len", "100000", "--output-
 def _run(n: int, rate: float, seed: int, lengths: tuple[str, str] = CHAT,
          **arrivals: Any) -> SimResult:
     work = Workload(n, *lengths, rate=rate, seed=seed, **arrivals)
-    return run_replica(DEP, profile_for("vllm"), sim_config(DEP), work, stop_when_behind=True)
+    return run_replica(DEP, profile_for("vllm"), sim_config(DEP, POOL), work, stop_when_behind=True)
 
 
 def _growth_in_a_lifetime(r: SimResult) -> float:

@@ -127,12 +127,13 @@ def test_only_vllm_v1_caps_a_window_only_model() -> None:
 
 def test_mistral_runs_as_many_as_fit_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """Mistral-7B on an H100 at 32,768 tokens, 128 conversations of 16,000 + 4,000 tokens:
-    fit counts 1 + (28,927 − 1,000) ÷ 257 = 109 for these 16,000-token prompts (108 for
-    32,768-token ones); grown uncapped the simulator ran at most 28, with 208 preemptions."""
+    fit counts 1 + (blocks − a 16,000-token prompt's) ÷ a decoding request's window = 117
+    for these prompts under vLLM 0.34 (109 under 0.32: 1 + (28,927 − 1,000) ÷ 257); grown
+    uncapped the simulator ran at most 28, with 208 preemptions."""
     main(["simulate", "mistral-7b", "--gpu", "h100", "--max-model-len", "32768",
           "--concurrency", "128", "--input-len", "16000", "--output-len", "4000",
           "--num-requests", "250", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert out["running_batch"]["max"] == 109
+    assert out["running_batch"]["max"] == 117
     assert out["preemptions"] == 0
     assert not any("sliding windows" in c for c in out["cautions"])

@@ -334,7 +334,7 @@ def test_traces_in_plain_and_azure_layouts(tmp_path: Path) -> None:
 def test_sim_config_comes_from_the_engine_pool() -> None:
     config = sim_config(DEP)
     assert config.max_num_seqs == 1024 and config.max_num_batched_tokens == 8192
-    assert config.num_blocks > 10_000
+    assert config.num_blocks * config.block_size > 160_000
 
 
 def test_simulate_cli_reports_percentiles_goodput_and_settings(
@@ -1300,10 +1300,10 @@ def test_vllm_v0_19_admits_a_prompt_only_with_its_whole_blocks_free() -> None:
 
 
 def test_sim_config_charges_the_window_groups_admission_room() -> None:
-    """Gemma-3-27B at 32K on an H100 (vLLM 0.32): one full group and six window groups of
-    1,024 tokens; a 32K prompt's gate asks each window group cdiv(1,023 + the tokens in
-    flight, 16) + 1 blocks where decoding holds 65; v0.19 asked the whole prompt of each, and
-    v0.18 asked nothing more than the first chunk."""
+    """Gemma-3-27B at 32K on an H100: one full group and six window groups of 1,024 tokens; a
+    32K prompt's gate asks each window group cdiv(1,023 + the tokens in flight, block) + 1
+    blocks where decoding holds 1,024 ÷ block + 1 (65 of 16; 17 of 64 from v0.34); v0.19 asked
+    the whole prompt of each, and v0.18 asked nothing more than the first chunk."""
     from ridgeline.memory import EngineSettings, kv_pool
 
     dep = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"))
@@ -1311,7 +1311,9 @@ def test_sim_config_charges_the_window_groups_admission_room() -> None:
     config, pool = sim_config(dep, newest), kv_pool(dep, newest)
     assert config.whole_prompt_gate and config.gate_full_groups == 1
     flight = pool.window_budget_tokens
-    assert config.admission_extra(32_768) == 6 * (-(-(1023 + flight) // 16) + 1) - 6 * 65
+    b = config.block_size
+    assert config.admission_extra(32_768) == \
+        6 * (-(-(1023 + flight) // b) + 1) - 6 * (1024 // b + 1)
     assert config.admission_extra(100) == 0  # a short prompt: its windows hold it all
     old = sim_config(dep, EngineSettings(max_model_len=32_768, engine_version="0.19"))
     assert old.admission_extra(32_768) == 6 * 2048 - 6 * 65

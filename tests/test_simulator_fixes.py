@@ -57,12 +57,13 @@ def test_sglang_and_trtllm_publish_a_prompt_only_once_it_is_computed() -> None:
 
 
 def test_eight_users_of_one_prefix_hit_350_blocks_and_a_third_of_the_ttft() -> None:
-    """8 × 1,000 tokens, 800 shared, 8 users at once. Seven hit the
-    prefix's 50 blocks (350), and the first step computes 1,000 + 7 × 200 tokens, not 8,000."""
+    """8 × 1,000 tokens, 800 shared, 8 users at once. Seven hit the prefix's whole blocks
+    (50 of 16 each, 350; from v0.34 12 of 64, 84), and the first step computes about 1,000 +
+    7 × 200 tokens, not 8,000."""
     work = [Request(i, 0.0, 1000, 5, prefix_group=0, prefix_tokens=800) for i in range(8)]
     config = sim_config(DEP)
     result = Simulator(DEP, profile_for("vllm"), config).run(iter(work), closed_loop=8)
-    assert result.prefix_hit_blocks == 350
+    assert result.prefix_hit_blocks == 7 * (800 // config.block_size)
     later = [Request(i, 0.0, 1000, 5, prefix_group=0, prefix_tokens=800) for i in range(8)]
     after = Simulator(DEP, profile_for("vllm"), replace(config, cache_on_schedule=False)).run(
         iter(later), closed_loop=8)

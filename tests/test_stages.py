@@ -234,4 +234,4 @@ def test_a_hybrids_page_on_a_stage_is_its_largest_group_there() -> None:
     assert stage_group_layers(llama, 80, 0, 40) == 40
     pools = stage_pools(dep, EngineSettings(max_model_len=131072))
     assert all(p.groups is not None and p.groups.page_bytes == pytest.approx(
-        16 * 5 * 1024) for p in pools)
+        p.block_size * 5 * 1024) for p in pools)  # a block's tokens × 5 layers × 1 KiB

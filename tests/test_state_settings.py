@@ -32,6 +32,8 @@ from ridgeline.predict import deployment_for, predict
 from ridgeline.reports.decode import describe_settings
 from ridgeline.reports.observe import observe_report
 from ridgeline.serving_load import Load, Slo
+from ridgeline.vllm_memory import vllm_accounting
+from ridgeline.vllm_pool import vllm_default_block_size
 from tests.conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -92,8 +94,9 @@ def test_a_bf16_ssm_state_makes_sglangs_step_read_less(
 @pytest.mark.parametrize("version", [OLD_VLLM, None])
 def test_vllms_fits_line_holds_the_state_its_pool_pages_at_each_release(
         capsys: pytest.CaptureFixture[str], version: str | None) -> None:
-    """vLLM pages a hybrid's state in its attention block, grown in steps of 16 tokens until
-    one layer's page holds it: the page is the smallest such one for the fits line's state."""
+    """vLLM pages a hybrid's state in its attention block, grown in steps of 16 tokens (of its
+    default block, 64, from v0.34) until one layer's page holds it: the page is the smallest
+    such one for the fits line's state."""
     model = resolve_model(NEMOTRON_H)
     state_layers = sum(1 for layer in model.layers if layer.mixer == "mamba")
     per_layer = fits_state_bytes(capsys, vllm_argv(version), 2_000) / state_layers
@@ -102,8 +105,9 @@ def test_vllms_fits_line_holds_the_state_its_pool_pages_at_each_release(
     groups = kv_pool(dep, EngineSettings(engine_version=version, max_model_len=8192)).groups
     assert groups is not None and groups.states
     token_bytes = groups.page_bytes / groups.layers_per_group / groups.block_size
-    assert (groups.block_size - KERNEL_BLOCK_ALIGNMENT) * token_bytes < per_layer \
-        <= groups.block_size * token_bytes
+    step = vllm_default_block_size(dep, vllm_accounting(version)) \
+        if version is None else KERNEL_BLOCK_ALIGNMENT
+    assert (groups.block_size - step) * token_bytes < per_layer <= groups.block_size * token_bytes
     assert served_footprint(dep, 1).state_bytes == pytest.approx(per_layer * state_layers)
 
 

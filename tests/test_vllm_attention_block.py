@@ -21,6 +21,7 @@ from ridgeline.vllm_attention_block import (
     KERNEL_BLOCK_MULTIPLE,
     attention_block_problem,
 )
+from ridgeline.vllm_memory import vllm_data
 from tests.conftest import refused_line, run_cli
 
 RELEASE = ".".join(map(str, BACKEND_PICKS_BLOCK_FROM)) + ".0"
@@ -80,7 +81,8 @@ def test_a_block_under_16_finds_no_backend_even_with_a_16_bit_cache(
     name, *rest = command
     line = refused_line(capsys, name, "llama-3.1-8b", "--gpu", "h100", *rest,
                         "--block-size", "8")
-    assert line == ("ridgeline: error: vLLM 0.32 (the default --engine-version) finds no "
+    default = vllm_data()["default_version"]
+    assert line == (f"ridgeline: error: vLLM {default} (the default --engine-version) finds no "
                     "attention backend for --block-size 8 with llama-3.1-8b on h100-sxm: "
                     "FlashAttention, FlashInfer and Triton attention take blocks of a multiple "
                     "of 16 tokens, and FlexAttention, which takes any block of 16 tokens or "

@@ -56,7 +56,11 @@ def test_the_pool_loses_exactly_the_larger_profiles_activations() -> None:
     inputs = whole.seat_buffer_bytes - chunked.seat_buffer_bytes
     assert grown > 0 and 0 < inputs < grown / 1000
     assert whole.forward_bytes == chunked.forward_bytes * LENGTH / chunked.profile_tokens
-    assert chunked.pool_bytes - whole.pool_bytes == pytest.approx(grown + inputs, rel=1e-9)
+    # and, sized after warm-up (v0.34), the larger margin 0.75 × the peak keeps free
+    margin = whole.kept_free_bytes - chunked.kept_free_bytes
+    assert margin == pytest.approx(0.75 * grown, rel=1e-9)
+    assert chunked.pool_bytes - whole.pool_bytes == pytest.approx(grown + inputs + margin,
+                                                                  rel=1e-9)
     assert (whole.cuda_graph_bytes, whole.non_torch_bytes) == \
         (chunked.cuda_graph_bytes, chunked.non_torch_bytes)
 

@@ -192,7 +192,7 @@ def test_nemotron_h_on_two_h100s_holds_19_blocks_a_request_not_7() -> None:
     from ridgeline.capacity import held_conversations
 
     d = dep("nemotron-h-56b", "h100", 2)
-    s = EngineSettings(max_model_len=4096)
+    s = EngineSettings(max_model_len=4096, engine_version="0.32")  # the logged release
     pool = kv_pool(d, s)
     g = pool.groups
     assert g is not None and (g.full, g.windows, g.states) == (1, (), 6)

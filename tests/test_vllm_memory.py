@@ -35,7 +35,10 @@ def test_versions_parse_and_pick_their_era() -> None:
     assert vllm_accounting("0.16").sampler_logit_copies > 3 * vllm_accounting("0.17").sampler_logit_copies
     assert not vllm_accounting("0.20.2").graphs_in_budget
     assert vllm_accounting("0.21").graphs_in_budget
-    assert vllm_accounting().version == vllm_accounting("0.32").version  # the default
+    assert vllm_accounting().version == vllm_data()["default_version"]  # the default
+    assert (vllm_accounting("0.33").block_size, vllm_accounting("0.34").block_size) == (16, 64)
+    assert not vllm_accounting("0.33").extensible_kv_cache
+    assert vllm_accounting("0.34").extensible_kv_cache
     assert not vllm_accounting("0.23").tokens_from_concurrency
     assert vllm_accounting("0.24").tokens_from_concurrency
     assert (vllm_accounting("0.25.1").in_flight_batches, vllm_accounting("0.26").in_flight_batches) \
@@ -315,8 +318,8 @@ def test_a_release_past_the_newest_modelled_is_cautioned() -> None:
     from ridgeline.vllm_memory import past_modelled
 
     newest = vllm_data()["newest_checked"]
-    assert past_modelled(vllm_accounting("0.34")).startswith(f"vLLM 0.34 is newer than {newest}")
-    assert "extensible KV cache" in past_modelled(vllm_accounting("0.34"))
+    assert past_modelled(vllm_accounting("0.35")).startswith(f"vLLM 0.35 is newer than {newest}")
+    assert past_modelled(vllm_accounting("0.34")) == ""  # read, its extensible cache sized
     assert past_modelled(vllm_accounting("0.33")) == ""  # read, its sampler pass sized
     assert past_modelled(vllm_accounting("0.32.1")) == ""
     assert past_modelled(vllm_accounting()) == ""
@@ -355,17 +358,22 @@ def test_the_fused_moe_workspace_is_held_through_the_sampler_from_the_modular_ke
 
 def test_a_set_pool_holds_its_bytes_in_blocks_whatever_the_fraction() -> None:
     # Llama-3.1-8B in bf16 caches 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 B = 128 KiB a
-    # token: 20 GiB hold 163,840 tokens, 10,240 blocks of 16
+    # token: 20 GiB hold 163,840 tokens, 2,560 blocks of 64 (v0.34's default block)
     d = dep("llama-3.1-8b")
     for fraction in (None, 0.5, 0.95):
         pool = kv_pool(d, EngineSettings(kv_cache_memory_bytes=20 * 2**30,
                                          gpu_memory_utilization=fraction))
-        assert (pool.pool_bytes, pool.blocks, pool.tokens) == (20 * GIB, 10_240, 163_840)
+        assert (pool.pool_bytes, pool.tokens) == (20 * GIB, 163_840)
+        assert pool.blocks == 163_840 // pool.block_size
         assert pool.reserved_fraction == 1.0 and pool.overflow_bytes == 0
-    profiled = kv_pool(d, EngineSettings())
+        assert pool.kept_free_bytes == 0  # a set pool turns the extensible cache off
+    profiled = kv_pool(d, EngineSettings(extensible_kv_cache=False))
     room = kv_pool(d, EngineSettings(kv_cache_memory_bytes=1)).rest_bytes
     # the room the card leaves is more than the profiled pool by the fraction held back
     assert room > profiled.pool_bytes + 0.05 * profiled.total_bytes
+    # sized after warm-up (v0.34's default), by what that measurement keeps free
+    measured = kv_pool(d, EngineSettings())
+    assert room == pytest.approx(measured.pool_bytes + measured.kept_free_bytes, rel=1e-12)
 
 
 def test_a_set_pool_past_the_room_holds_nothing() -> None:
@@ -417,12 +425,19 @@ def test_vllm_start_up_advice_is_its_logged_arithmetic() -> None:
     assert card / GIB == pytest.approx(25.08, abs=0.02)
     # where the budget counts the graphs (v0.29+ MRV2, v0.21+ V1), the advice to fit the
     # requested memory is the profiled pool less vLLM's 150 MiB margin
-    default = kv_pool(d, EngineSettings())
-    advice = vllm_pool_advice(d, default, EngineSettings())
+    profiled = EngineSettings(extensible_kv_cache=False)  # sized from the profile, at 0.92
+    default = kv_pool(d, profiled)
+    advice = vllm_pool_advice(d, default, profiled)
     assert advice is not None
     assert advice[0] == pytest.approx(default.pool_bytes - 150 * MIB)
     assert advice[1] - advice[0] == pytest.approx(default.total_bytes
                                                   * (1 - default.reserved_fraction))
+    # v0.34's extensible cache still logs it, its budget the whole card: the two agree, and
+    # what the measurement keeps free is not in them
+    measured = kv_pool(d, EngineSettings())
+    advice = vllm_pool_advice(d, measured, EngineSettings())
+    assert advice is not None and advice[0] == advice[1]
+    assert advice[0] == pytest.approx(measured.pool_bytes + measured.kept_free_bytes - 150 * MIB)
     assert vllm_pool_advice(d, kv_pool(d, EngineSettings(kv_cache_memory_bytes=GIB)),
                             EngineSettings()) is None
 
@@ -434,7 +449,8 @@ def test_fit_with_a_set_pool(capsys: pytest.CaptureFixture[str]) -> None:
                            "32k", "--kv-cache-memory-bytes", "20G", "--json")
     report = json.loads(out)
     assert code == 0 and report["pool_bytes_per_gpu"] == 20 * GIB
-    assert report["blocks_per_gpu"] == 10_240 and report["conversations"] == 5  # 3.9 GiB each
+    assert report["blocks_per_gpu"] == 163_840 // report["block_size"]  # 128 KiB a token
+    assert report["conversations"] == 5  # 3.9 GiB each
     assert report["kv_cache_memory_bytes"]["overflow_bytes_per_gpu"] == 0
     assert report["vllm_advice"] is None
     code, out, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",

@@ -146,6 +146,16 @@ def _vllm_memory_switches(g: Any) -> None:
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM: a multimodal checkpoint without its vision tower")
     mm_limit_flags(g)
+    extensible = g.add_mutually_exclusive_group()
+    extensible.add_argument("--enable-extensible-kv-cache", dest="extensible_kv_cache",
+                            action="store_const", const=True,
+                            help="vLLM v0.34+: size the pool after warm-up and CUDA-graph "
+                            "capture from the memory measured free (its default on NVIDIA "
+                            "and AMD cards; gpu_memory_utilization unset is 1.0)")
+    extensible.add_argument("--no-enable-extensible-kv-cache", dest="extensible_kv_cache",
+                            action="store_const", const=False,
+                            help="vLLM v0.34+: size the pool from the profile's estimate, as "
+                            "0.33 did (gpu_memory_utilization unset is 0.92)")
     g.add_argument("--warm-compile-cache", action="store_true",
                    help="vLLM v0.25.1+ (Model Runner V2): torch.compile's cache from an earlier "
                    "start is found, so the profile carries no cold compile (about 1 GiB more "
@@ -462,6 +472,9 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
         problems.extend(async_scheduling_problem(engine, args.engine_version))
     if getattr(args, "no_enable_chunked_prefill", False) and engine != "vllm":
         problems.append(f"--no-enable-chunked-prefill is vLLM's; {engine} has no such flag")
+    if getattr(args, "extensible_kv_cache", None) is not None and engine != "vllm":
+        problems.append(f"--{'' if args.extensible_kv_cache else 'no-'}enable-extensible-kv-"
+                        f"cache is vLLM's; {engine} has no such flag")
     if any(problems):
         raise InputError("; ".join(p for p in problems if p))
 

@@ -202,6 +202,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "split_mode", "gpu_layers", "n_cpu_moe", "cpu_moe", "host_bandwidth_gbs",
                 "host_link_gbs", "host_memory_gib", "output_layer_last", "fit_target_mib",
                 "fit_ctx", "no_async_scheduling", "async_scheduling", "no_enable_chunked_prefill",
+                "extensible_kv_cache",
                 "prefix_caching", "language_model_only",
                 "enable_multimodal",
                 "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",

@@ -681,6 +681,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         enable_chunked_prefill=chunked_prefill_asked(args),
         no_chunked_prefill=getattr(args, "no_enable_chunked_prefill", False),
+        extensible_kv_cache=getattr(args, "extensible_kv_cache", None),
         prefix_caching=getattr(args, "prefix_caching", None),
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
         draft_mtp=drafts_with_mtp(args), drafter=drafter(args),

@@ -123,6 +123,11 @@ class KVPool:
     # SGLang v0.5.18+ serving a model it counts as multimodal: the embedding cache (and any
     # GPU feature-transport pool) it takes out of the KV budget (sglang_mm_reserve.py)
     mm_reserve_bytes: float = 0.0
+    # vLLM v0.34+'s extensible KV cache: what its measurement after warm-up keeps free past
+    # total × gpu_memory_utilization (the memory held before its start-up snapshot and its
+    # margin, beyond what 1 − the fraction leaves) and the VMM granules it rounds to
+    # (vllm_extensible.kept_free_bytes, granule_cut_bytes); 0 where the profile sizes the pool
+    kept_free_bytes: float = 0.0
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -150,7 +155,8 @@ class KVPool:
             redundant_expert_bytes=self.redundant_expert_bytes * n,
             transfer_buffer_bytes=self.transfer_buffer_bytes * n,
             fit_free_bytes=self.fit_free_bytes * n, load_peak_bytes=self.load_peak_bytes * n,
-            mm_reserve_bytes=self.mm_reserve_bytes * n, runtime_devices=n)
+            mm_reserve_bytes=self.mm_reserve_bytes * n,
+            kept_free_bytes=self.kept_free_bytes * n, runtime_devices=n)
 
     @property
     def forward_tokens_run(self) -> int:
@@ -205,7 +211,8 @@ class KVPool:
         before = 0.0 if self.transfer_after_fraction else self.transfer_buffer_bytes
         return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
             - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before \
-            - self.fit_free_bytes - self.mm_reserve_bytes - self.drafter_buffer_bytes
+            - self.fit_free_bytes - self.mm_reserve_bytes - self.drafter_buffer_bytes \
+            - self.kept_free_bytes
 
     @property
     def fraction_left_bytes(self) -> float:
@@ -350,8 +357,8 @@ def block_past_pool(pool: KVPool, block: int | None) -> str:
     v1/core/kv_cache_utils.py, a request holding one block at least), SGLang rounds its
     tokens down to whole pages, none ('Not enough memory. Please try to increase
     --mem-fraction-static.'), TensorRT-LLM holds no block to start with
-    (capacity.refuses_to_start). Llama-3.1-8B on one H100 under vLLM 0.32: one block of
-    1,000,000 tokens is 122.07 GiB, past the 54.64 GiB pool."""
+    (capacity.refuses_to_start). Llama-3.1-8B on one H100 under vLLM 0.34: one block of
+    1,000,000 tokens is 122.07 GiB, past the 59.03 GiB pool."""
     if block is None or pool.block_size != block or not pool.page_bytes or pool.blocks \
             or pool.weights_overflow or pool.load_overflow or pool.overflow_bytes:
         return ""

@@ -142,6 +142,9 @@ class EngineSettings:
     cache_transceiver: CacheTransceiver | None = None
     # vLLM --kv-cache-memory-bytes: the pool per GPU, set; no profile check, no utilization
     kv_cache_memory_bytes: int | None = None
+    # vLLM v0.34+ --[no-]enable-extensible-kv-cache: None is its default (on, on CUDA and ROCm:
+    # the pool measured after warm-up, vllm_extensible.py); False sizes it from the profile
+    extensible_kv_cache: bool | None = None
     # SGLang --max-total-tokens, TensorRT-LLM kv_cache_config.max_tokens: a cap on the pool's
     # tokens; each engine keeps the smaller of it and what its memory rule leaves
     max_total_tokens: int | None = None

@@ -100,6 +100,8 @@ class VLLMAccounting:
     mrv2_encoder_profiled: bool = False  # v0.27+: MRV2 profiles a vision tower
     mrv2_graphs_in_budget: bool = False  # v0.29+: MRV2 takes a CUDA-graph estimate
     mrv2_sampler_warmup: bool = False  # v0.33+: MRV2 profiles a fp32 warm-up sampler pass
+    block_size: int = 16  # tokens per KV block where --block-size is not given (64 from v0.34)
+    extensible_kv_cache: bool = False  # v0.34+: the pool measured after warm-up on CUDA/ROCm
 
 
 @lru_cache(maxsize=64)
@@ -143,7 +145,9 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("mrv2_state_counted", False)),
                           bool(era.get("mrv2_encoder_profiled", False)),
                           bool(era.get("mrv2_graphs_in_budget", False)),
-                          bool(era.get("mrv2_sampler_warmup", False)))
+                          bool(era.get("mrv2_sampler_warmup", False)),
+                          int(era.get("block_size", data["block_size"])),
+                          bool(era.get("extensible_kv_cache", False)))
 
 
 def one_pool(engine: str, version: str | None = None) -> bool:

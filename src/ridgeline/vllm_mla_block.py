@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ridgeline.deployment import Deployment
 from ridgeline.ds_mla_cache import FP8_DS_MLA
-from ridgeline.vllm_memory import parse_version
+from ridgeline.vllm_memory import parse_version, vllm_accounting
 
 # vLLM's KV block for an MLA model (DeepSeek-V3/R1, Kimi-K2), read from every release's source
 # on PyPI: 0.8.0–0.17.x vllm/platforms/cuda.py check_and_update_config overwrites the block for
@@ -83,9 +83,13 @@ def sparse_block_problem(dep: Deployment, version: str, block: int, said: str = 
 
 def mla_block_size(dep: Deployment, version: str, asked: int | None) -> tuple[int, str]:
     """The tokens per KV block vLLM ``version`` runs ``dep``'s MLA cache in, and why (empty
-    where it is simply the one asked, or vLLM's default 16). Triton MLA (Ampere, Ada, GeForce
-    Blackwell, ROCm without AITER) takes any block."""
-    v, acc, default = parse_version(version), dep.accelerator, 16
+    where it is simply the one asked, or vLLM's default: 16, 64 from v0.34). Triton MLA
+    (Ampere, Ada, GeForce Blackwell, ROCm without AITER) takes any block. From v0.18 an
+    unasked block is the default where the backend takes it, else its smallest
+    (get_preferred_block_size): from v0.34 64 on FlashAttention MLA, FlashMLA, FlashInfer MLA
+    and the sparse backends, CUTLASS MLA's 128 alone above it."""
+    v, acc = parse_version(version), dep.accelerator
+    default = vllm_accounting(version).block_size
     mla = dep.model.attention.mla if dep.model.attention is not None else None
     fp8 = dep.kv.bytes_per_element < 2
     hopper = acc.vendor == "nvidia" and acc.family == "hopper"
@@ -106,6 +110,8 @@ def mla_block_size(dep: Deployment, version: str, asked: int | None) -> tuple[in
             return asked, ""
         if sparse_mla(dep):  # Blackwell: Hopper's sparse blocks are set above
             name, block = blackwell_sparse_backend(dep)
+            if default % block == 0:  # the default, where the backend takes it (v0.34+)
+                return default, ""
             return block, (f"vLLM {version} runs this sparse MLA cache on {acc.id} on {name}, "
                            f"whose smallest block is {block} tokens")
         if hopper:
@@ -113,6 +119,8 @@ def mla_block_size(dep: Deployment, version: str, asked: int | None) -> tuple[in
                     "64 tokens") if fp8 else (default, "")
         if mla is not None and mla.qk_nope_head_dim != 128:
             return 128, f"vLLM {version} runs this MLA cache on CUTLASS MLA, in blocks of 128"
+        if default % 32 == 0:  # FlashInfer MLA takes 32 and 64: the default 64 (v0.34+)
+            return default, ""
         return 32, (f"vLLM {version} runs MLA on {acc.id} on FlashInfer MLA, whose smallest "
                     "block is 32 tokens")
     kernel, name = 64, "FlashMLA"

@@ -27,6 +27,16 @@ from ridgeline.served_model import windows_as_full
 from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_attention_block import attention_block_problem
+from ridgeline.vllm_extensible import (
+    extensible_fraction,
+    extensible_problem,
+    extensible_sizing,
+    granule_cut_bytes,
+    kept_free_bytes,
+    prompt_logprob_step_bytes,
+    sizing_margin_bytes,
+    start_context_bytes,
+)
 from ridgeline.vllm_graphs import (
     capture_query_len,
     captured_sizes,
@@ -273,8 +283,9 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     of the forward pass over the token budget and the sampler over max_num_seqs requests, a
     vision tower's images held beside them, or the tower's own pass if larger) − non-torch
     memory − (v0.21+) the CUDA-graph estimate, as ``s.engine_version`` counts them; of one
-    pipeline ``stage``, its own layers (the sampler on the last, the tower on the first)."""
-    d = engine_defaults("vllm")
+    pipeline ``stage``, its own layers (the sampler on the last, the tower on the first).
+    From v0.34 on CUDA and ROCm the same terms are measured after warm-up, at a fraction of
+    1.0 unless given, less what that measurement keeps free (vllm_extensible.py)."""
     acc = vllm_accounting(s.engine_version)
     problem = dcp_release_problem(dep, acc.version, acc.engine)
     if problem:
@@ -288,7 +299,12 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         else f"vLLM {acc.version} (the default --engine-version)")
     if problem:  # no attention backend takes the block asked (vllm_attention_block)
         raise InputError(problem)
-    fraction = s.gpu_memory_utilization or acc.gpu_memory_utilization
+    problem = extensible_problem(dep, s, acc)
+    if problem:  # --enable-extensible-kv-cache where vLLM has or takes none
+        raise InputError(problem)
+    extensible = extensible_sizing(dep, s, acc)  # v0.34+: measured after warm-up
+    fraction = s.gpu_memory_utilization or (extensible_fraction() if extensible
+                                            else acc.gpu_memory_utilization)
     if s.kv_cache_memory_bytes is not None:
         if acc.engine == "V0" or parse_version(acc.version) < SET_POOL_FROM:
             raise InputError(f"--kv-cache-memory-bytes came in vLLM v0.10.2 (PR #21489): "
@@ -348,6 +364,14 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     indexer = indexer_pass_bytes(dep, run, acc.version)
     passes = max(forward, workspace + indexer) if indexer else forward
     peak = max(encoder, held + max(passes + compile_peak, workspace + sampler))
+    kept_free = 0.0
+    if extensible:  # the pool measured after warm-up and capture (vllm_extensible.py)
+        transient = peak - workspace  # the workspace stays allocated: no transient
+        if stage is None or stage.last:  # the sizing step's prompt logprobs, past its forward
+            peak = max(peak, workspace + prompt_logprob_step_bytes(dep, tokens))
+        kept_free = kept_free_bytes(total_bytes, fraction, start_context_bytes(dep),
+                                    sizing_margin_bytes(transient, dep.accelerator.vendor)) \
+            + granule_cut_bytes(stage.layers if stage is not None else len(dep.model.layers))
     paged = dep  # before the hybrid allocator, a model mixing windows and full attention
     kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
     if (not acc.hybrid_allocator or chunked_in_full(dep.model, acc.version)) \
@@ -359,9 +383,10 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         paged = replace(paged, model=replace(paged.model, state_dtype=state_dtype))
     # from v0.20 a hybrid's attention block grows in steps of the block size asked
     # (--block-size), not of 16 (Platform._align_hybrid_block_size, PR #37467)
-    steps = max(KERNEL_BLOCK_ALIGNMENT, s.block_size or 0) \
+    default_block = vllm_default_block_size(dep, acc)
+    steps = max(KERNEL_BLOCK_ALIGNMENT, s.block_size or default_block) \
         if parse_version(acc.version) >= HYBRID_ALIGN_ASKED else KERNEL_BLOCK_ALIGNMENT
-    block = s.block_size or int(d["block_size"])
+    block = s.block_size or default_block
     if dep.model.attention is not None and dep.model.attention.mla is not None:
         block = mla_block_size(dep, acc.version, s.block_size)[0]  # the MLA kernel's block
     # -dcp N: each rank's block holds every Nth token of N × block_size, so the scheduler
@@ -385,7 +410,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                   seat_buffer_bytes=state, drafter_buffer_bytes=drafter,
                   forward_tokens=run if run != tokens else 0,
                   runner=runner, compile_bytes=compile_peak, moe_workspace_bytes=workspace,
-                  indexer_bytes=indexer,
+                  indexer_bytes=indexer, kept_free_bytes=kept_free,
                   set_pool_bytes=float(s.kv_cache_memory_bytes or 0))
 
 
@@ -519,6 +544,17 @@ def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: boo
     mamba_cache_mode "align" (three for Mamba-2 from v0.32), else one — "all" mode, a state
     per block, is not modelled."""
     return state_blocks(dep.model, prefix_caching, acc.version, acc.linear_state_blocks)
+
+
+def vllm_default_block_size(dep: Deployment, acc: VLLMAccounting) -> int:
+    """The tokens per KV block vLLM ``acc.version`` takes where --block-size is not given:
+    16, then 64 from v0.34 (CacheConfig.DEFAULT_BLOCK_SIZE), which every NVIDIA attention
+    backend takes; on ROCm its first backend, ROCM_ATTN, keeps 16 for its native kernel
+    (engines.json vllm.rocm_default_block_size). An MLA cache's is vllm_mla_block.py's."""
+    rule = engine_defaults("vllm")["rocm_default_block_size"]
+    if dep.accelerator.vendor == "amd":
+        return min(acc.block_size, int(rule["block_size"]))
+    return acc.block_size
 
 
 def vllm_block_size_problem(block: int, version: str | None = None) -> str:

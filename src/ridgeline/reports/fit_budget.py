@@ -68,6 +68,9 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                          gib(p.seat_buffer_bytes)])
         if p.drafter_buffer_bytes:  # vLLM Model Runner V2's, for its drafter
             rows.append(["− drafter buffers (Model Runner V2)", gib(p.drafter_buffer_bytes)])
+        if p.kept_free_bytes:  # vLLM v0.34+: the extensible cache's measurement after warm-up
+            rows.append(["− kept free after warm-up (start-up context, margin, VMM granules)",
+                         gib(p.kept_free_bytes)])
     transfer = [f"− {TRANSFER_ROW}" + (f" ({s.cache_transceiver.describe()})"
                                       if s.cache_transceiver is not None else ""),
                 gib(p.transfer_buffer_bytes)] if p.transfer_buffer_bytes else []

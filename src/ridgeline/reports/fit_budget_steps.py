@@ -28,7 +28,9 @@ def accounting_quantity(p: KVPool) -> Quantity:
                                              else "") + ", a bf16-logits sampler over "
                  "min(max_num_batched_tokens, max_num_seqs) rows"
                  + (", then its fp32 warm-up pass (v0.33+)" if a.mrv2_sampler_warmup else ""),
-                 "the CUDA-graph estimate taken from the budget" if p.cuda_graph_bytes
+                 "the CUDA graphs captured before sizing, then the pool measured after "
+                 "warm-up (v0.34's extensible KV cache)" if p.kept_free_bytes
+                 else "the CUDA-graph estimate taken from the budget" if p.cuda_graph_bytes
                  else "CUDA graphs captured after sizing",
                  "its sampler state counted in the budget" if p.seat_buffer_bytes
                  else "no sampler state: only the last pipeline stage samples"

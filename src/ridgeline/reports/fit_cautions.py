@@ -97,6 +97,12 @@ def fit_cautions(r: FitReport) -> list[str]:
                       and r.settings.max_num_seqs is None
                       and r.settings.max_num_batched_tokens is None else ""))
     if d.accelerator.form == "soc" and d.accelerator.vendor != "apple" \
+            and p.accounting is not None and p.kept_free_bytes:  # v0.34+: measured free
+        out.append(f"{d.accelerator.id} shares its memory with the OS: vLLM "
+                   f"{p.accounting.version} sizes its pool from the memory free after "
+                   "warm-up, so what the OS, its page cache and other processes hold comes "
+                   "out of the pool, beyond what this pool counts (drop the caches first)")
+    elif d.accelerator.form == "soc" and d.accelerator.vendor != "apple" \
             and p.accounting is not None:
         out.append(f"{d.accelerator.id} shares its memory with the OS: vLLM refuses to "
                    f"start unless {p.reserved_fraction:g} × {p.total_bytes / GIB:,.2f} GiB "
@@ -116,6 +122,10 @@ def fit_cautions(r: FitReport) -> list[str]:
                    f"{page}-token pages whatever --page-size says ('Setting page size to "
                    f"{page} for DeepSeek NSA'), not the {asked} asked")
     out += version_cautions(r.settings, p)
+    if p.engine == "vllm" and p.kept_free_bytes and p.accounting is not None:
+        from ridgeline.vllm_extensible import extensible_caution  # sized after warm-up
+
+        out.append(extensible_caution(p.accounting.version))
     if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
         out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
     if p.accounting is not None and cache_mode(

@@ -69,9 +69,18 @@ class FitComparison:
             foot = "`--gpu NAME` alone for one card's breakdown and levers"
         from ridgeline.offload import placement_lines
 
-        cautions = [f"caution ({self._name(r)}): {c}" for r in self.reports for c in r.cautions]
+        cautions = caution_lines([(self._name(r), r.cautions) for r in self.reports])
         return [head, "", *table(rows, [self.by, *(["engine"] if per_card else []),
                                         "KV GiB/GPU", "tokens", "GiB/conv/GPU",
                                         "conversations", "batch", "verdict"]),
                 *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]), *cautions, "", foot]
+
+
+def caution_lines(named: list[tuple[str, list[str]]]) -> list[str]:
+    """Each column's cautions, 'caution (h100-sxm): …'; one every column of several shares
+    (vLLM 0.34's sizing after warm-up on every card) said once, 'caution (each): …'."""
+    shared = [c for c in named[0][1] if all(c in cs for _, cs in named[1:])] \
+        if len(named) > 1 else []
+    return [f"caution (each): {c}" for c in shared] + [
+        f"caution ({name}): {c}" for name, cs in named for c in cs if c not in shared]

@@ -111,6 +111,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                           "lora_adapters": p.lora_bytes,  # the LoRA slots (vLLM, SGLang)
                           # SGLang v0.5.18+: a multimodal model's embedding cache
                           "multimodal_buffers": p.mm_reserve_bytes,
+                          # vLLM v0.34+'s extensible KV cache: kept free past the budget
+                          "kept_free_after_warmup": p.kept_free_bytes,
                           # TRT-LLM cache_transceiver_config's send and receive buffers
                           "kv_transfer_buffer": p.transfer_buffer_bytes,
                           # llama.cpp under --fit, whether or not it moved weights: the

@@ -117,7 +117,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  + (" − LoRA adapters" if pool.lora_bytes else "")
                  + " − activations − non-torch − graphs"
                  + (" − sampler state" if pool.seat_buffer_bytes else "")
-                 + (" − drafter buffers" if pool.drafter_buffer_bytes else ""),
+                 + (" − drafter buffers" if pool.drafter_buffer_bytes else "")
+                 + (" − kept free after warm-up" if pool.kept_free_bytes else ""),
                  q("static pool" if static else "pool", pool.pool_bytes / GIB, "GiB"),
                  q("total", pool.total_bytes / GIB, "GiB",
                    device_memory_note(dep.accelerator)),
@@ -166,6 +167,15 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                       f"{pool.profile_tokens:,} tokens, held from start-up and counted from v0.27")]
                    if pool.seat_buffer_bytes and not pool.engine_buffers else []),
                  *_drafter_buffer_quantity(dep, pool, s),
+                 *([q("kept free after warm-up", pool.kept_free_bytes / GIB, "GiB",
+                      "vLLM v0.34+'s extensible KV cache, sized after warm-up and CUDA-graph "
+                      "capture: min(budget, free at start-up − margin) − max(peak, torch's "
+                      "reservation growth), so it keeps free the memory held before its "
+                      "start-up snapshot (an estimate: 0.5 GiB at TP1, 0.75 past it) and "
+                      "max(1 GiB, 0.75 × the transient peak) (3 GiB floor on ROCm) beyond what "
+                      "1 − the fraction leaves, and at most a 2 MiB VMM granule a layer "
+                      "(vllm_extensible.py)")]
+                   if pool.kept_free_bytes else []),
                  *([q("KV transfer buffer", pool.transfer_buffer_bytes / GIB, "GiB",
                       "cache_transceiver_config: send + receive buffers, each (max_tokens_in_"
                       "buffer up to max_seq_len + one block) × KV bytes per token, or 512 MiB "
@@ -358,6 +368,9 @@ def _fraction_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
         return ("trtllm: the whole card; the flag sets the free fraction of the rest"
                 if s.gpu_memory_utilization is not None else "trtllm default")
     if pool.engine != "sglang":
+        if s.gpu_memory_utilization is None and pool.kept_free_bytes:
+            return ("vLLM v0.34+'s default under its extensible KV cache "
+                    "(resolved_gpu_memory_utilization; 0.92 without it)")
         return "the flag" if s.gpu_memory_utilization is not None else f"{pool.engine} default"
     from ridgeline.sglang_memory import (
         RESERVED_MIB,

@@ -321,9 +321,9 @@ def _overflow(p: KVPool) -> str:
         else "the weights and the profiling pass"
     if first > budget:
         return f"{taken} alone overflow the {budget / GIB:,.1f} GiB it reserves"
-    rest = " and the ".join(name for name, size in (("CUDA graphs", p.cuda_graph_bytes),
-                                                    ("sampler's seats", p.seat_buffer_bytes))
-                            if size > 0)
+    later = (("CUDA graphs", p.cuda_graph_bytes), ("sampler's seats", p.seat_buffer_bytes),
+             ("margin it keeps free after warm-up", p.kept_free_bytes))  # the last: v0.34+
+    rest = " and the ".join(name for name, size in later if size > 0)
     return (f"{taken} take {first / GIB:,.2f} of the "
             f"{budget / GIB:,.2f} GiB it reserves, and the {rest} "
-            f"({(p.cuda_graph_bytes + p.seat_buffer_bytes) / GIB:,.2f} GiB) overflow it")
+            f"({sum(size for _, size in later) / GIB:,.2f} GiB) overflow it")

@@ -22,6 +22,7 @@ from ridgeline.sglang_memory import (
     sglang_prefill_case,
     sglang_vision_cut,
 )
+from ridgeline.vllm_extensible import launch_fraction
 from ridgeline.vllm_memory import parse_version, vllm_accounting
 
 
@@ -49,8 +50,10 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         parts += [f["max_num_seqs"], str(c.max_num_seqs)]
     if c.max_num_batched_tokens:
         parts += [f["max_num_batched_tokens"], str(c.max_num_batched_tokens)]
-    if engine == "vllm":  # the version's own default, so the plan's pool is the one used
-        fraction = vllm_accounting(version).gpu_memory_utilization
+    if engine == "vllm":  # the version's own default, so the plan's pool is the one used:
+        # 1.0 where v0.34+ sizes it after warm-up on the card (vllm_extensible.py)
+        fraction = launch_fraction(vllm_accounting(version),
+                                   resolve_accelerator(c.accelerator).vendor)
     else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
         # (read off nvidia-smi's memory, and cut for ``model``'s vision tower where SGLang does)
         acc = resolve_accelerator(c.accelerator)
