@@ -28,7 +28,10 @@ MODEL=${MODEL:-llama-3.1-8b}
 BATCHES=${BATCHES:-}  # the first model's grid, when not measure's default
 CONTEXTS=${CONTEXTS:-}
 FLAGS=${FLAGS:-}  # more measure flags for every model, e.g. --fp8
-GPU_ID=${GPU_ID:-h200-sxm}
+GPU_ID=${GPU_ID:-h200-sxm}  # the catalog card the rows name, as runs 1-3 and the predictions do
+# the id measure writes under: it refuses a catalog id (hardware.check_record_id), which its
+# probed record would shadow; the rows are then re-carded to GPU_ID, the record keeps this one
+MEASURED_ID=${MEASURED_ID:-measured-$GPU_ID}
 PYTHON=${PYTHON:-python3}
 # further models: name and grid (batches/contexts), steps only
 EXTRA=${EXTRA-"gemma-3-27b:1,8,32,64:2048,8192,32768 qwen3-32b:1,8,32,64:512,4096"}
@@ -36,6 +39,25 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 rows="$OUT/$GPU_ID-rows.csv"
 record="${rows%.csv}.accelerator.json"
+recard() {  # rows measured as MEASURED_ID name GPU_ID, the card they were measured on
+  "$PYTHON" - "$1" "$MEASURED_ID" "$GPU_ID" <<'PY'
+import csv
+import sys
+
+path, mine, card = sys.argv[1:]
+with open(path, newline="", encoding="utf-8") as handle:
+    reader = csv.DictReader(handle)
+    fields, rows = reader.fieldnames or [], list(reader)
+for row in rows:
+    if row["gpu"] == mine:
+        row["gpu"] = card
+        row["id"] = row["id"].replace(f"measure-{mine}-", f"measure-{card}-", 1)
+with open(path, "w", newline="", encoding="utf-8") as handle:
+    writer = csv.DictWriter(handle, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+PY
+}
 smi() {
   if [ "$DEVICE" = cuda ]; then nvidia-smi --query-gpu="$1" --format=csv; fi
 }
@@ -44,15 +66,16 @@ smi() {
   smi name,memory.total,clocks.max.sm,clocks.max.mem,driver_version,power.limit
   "$PYTHON" -c "import torch; print('torch', torch.__version__)"
   "$PYTHON" -m ridgeline measure --device "$DEVICE" $QUICK --model "$MODEL" \
-    --gpu-id "$GPU_ID" --rated-gpu h200 -o "$rows" \
+    --gpu-id "$MEASURED_ID" --rated-gpu h200 -o "$rows" \
     ${BATCHES:+--batches "$BATCHES"} ${CONTEXTS:+--contexts "$CONTEXTS"} $FLAGS || exit 1
+  recard "$rows"
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu
   for spec in $EXTRA; do
     IFS=: read -r name batches contexts <<< "$spec"
     echo "== $name, steps only"
     "$PYTHON" -m ridgeline measure --device "$DEVICE" --skip-probes --model "$name" \
-      --gpu-id "$GPU_ID" --batches "$batches" --contexts "$contexts" $FLAGS \
-      -o "$OUT/$GPU_ID-$name-rows.csv"
+      --gpu-id "$MEASURED_ID" --batches "$batches" --contexts "$contexts" $FLAGS \
+      -o "$OUT/$GPU_ID-$name-rows.csv" && recard "$OUT/$GPU_ID-$name-rows.csv"
   done
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu
   all=("$OUT"/"$GPU_ID"*rows.csv)

@@ -143,7 +143,9 @@ def test_measure_writes_rows_that_validate(tmp_path: Path,
     assert {r["metric"] for r in table} == {"decode_tok_s_per_user", "output_throughput_tok_s",
                                             "prefill_tok_s"}
     assert all(r["engine"] == "torch-eager" and float(r["value"]) > 0 for r in table)
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    # a CPU's square matmul at two sizes: its peak is reached at neither size alone
+    assert "float32 matmul 1024³" in out and "float32 matmul 2048³" in out
     record = str(rows).replace(".csv", ".accelerator.json")
     assert main(["validate", str(rows), "--gpu-file", record, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -245,8 +247,7 @@ def test_grouped_experts_compute_what_one_matmul_per_expert_does() -> None:
 
 
 @needs_torch
-def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(tmp_path: Path) -> None:
     """--fp8: the linear weights in e4m3 (a quarter of f32's bytes), products within e4m3's
     rounding of the full-precision ones; rows name fp8 weights and the cache's own dtype."""
     from ridgeline.torch_model import RandomModel
@@ -261,19 +262,30 @@ def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(
     exact = x @ weight.float().T
     error = (fp8._mm(x, weight) - exact).norm() / exact.norm()
     assert 0 < error < 0.1  # e4m3 inputs: a few per cent, never exact
-    config = tiny_config(tmp_path)
-    rows = tmp_path / "rows.csv"
-    assert main(["measure", "--model", config, "--fp8", "--batches", "2", "--contexts",
-                 "16", "--skip-probes", "-o", str(rows)]) == 0
-    table = list(csv.DictReader(rows.open()))
+    # the command takes --fp8 on an sm_89+ GPU only; the harness itself runs tiny shapes here
+    from ridgeline import measure as m
+
+    table = m.measure("cpu", True, tiny_config(tmp_path), batches=(2,), contexts=(16,),
+                      probes=False, fp8=True).rows
     assert {(r["weights_dtype"], r["kv_dtype"]) for r in table} == {("fp8", "f32")}
     assert all(r["id"].endswith("-wfp8") and "fp8 e4m3" in r["notes"] for r in table)
+
+
+def test_fp8_is_refused_off_a_gpu_before_anything_is_built(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A CPU's torch._scaled_mm is a reference loop (a 1B model's decode step took over a
+    minute) and only an sm_89+ GPU gets an fp8 probe: --fp8 elsewhere is one line, exit 2,
+    before PyTorch is imported (so without it too); an MoE model is refused as not built."""
+    config, rows = tiny_config(tmp_path), tmp_path / "rows.csv"
+    for device in ("cpu", "mps"):
+        refused(["measure", "--model", config, "--fp8", "--device", device, "-o", str(rows)],
+                f"--fp8 needs an sm_89+ GPU (--device cuda): on {device} ", capsys)
     moe = tmp_path / "moe.json"
     moe.write_text(json.dumps({**TINY, "model_type": "mixtral", "num_local_experts": 4,
                                "num_experts_per_tok": 2}))
-    capsys.readouterr()
-    assert main(["measure", "--model", str(moe), "--fp8", "-o", str(rows)]) == 2
-    assert "dense models only" in capsys.readouterr().err
+    refused(["measure", "--model", str(moe), "--fp8", "--device", "cuda", "-o", str(rows)],
+            "dense models only", capsys)
+    assert not rows.exists()
 
 
 @needs_torch
@@ -317,6 +329,15 @@ def test_the_device_record_holds_the_memory_the_runtime_reports(
     assert main(["measure", "--model", config, "--quick", "--batches", "1", "--contexts",
                  "8", "--memory-gib", "24", "-o", str(rows)]) == 0
     assert json.loads(record.read_text())["memory_bytes"] == 24 * 2**30
+
+
+def test_a_probe_below_one_unit_keeps_three_figures() -> None:
+    """A CPU's skinny matmul at 0.00421 TFLOP/s printed as 0.00: three significant figures
+    below 1, two decimals from 1 up."""
+    from ridgeline.cli_measure import probe_figure
+
+    assert [probe_figure(v) for v in (0.00421, 0.0672, 0.904, 8.363, 4324.0)] == [
+        "0.00421", "0.0672", "0.904", "8.36", "4,324.00"]
 
 
 def stand_in_for_measuring(monkeypatch: pytest.MonkeyPatch) -> None:

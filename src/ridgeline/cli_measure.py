@@ -37,6 +37,21 @@ def _torch_device(text: str) -> str:
     return text.strip()
 
 
+def _check_fp8_device(device: str) -> None:
+    """--fp8 is measured on a CUDA device only (sm_89+, checked once torch can ask the card).
+    A CPU's torch._scaled_mm is a reference loop: 0.024-0.030 GFLOP/s on a 2-core Xeon VM
+    (torch 2.13.0+cpu, 2026-12-05), so one decode step of Llama-3.2-1B's 0.97 B linear
+    weights (1.95 GFLOP) takes 70-80 s and its 64-token prefill over an hour. And only an
+    sm_89+ GPU is given an fp8 probe (device_probes.probe_device), so anywhere else the
+    rows' record has no fp8 peak and `validate` prices none of them."""
+    if device.startswith("cuda"):
+        return
+    slow = ("; a CPU's torch._scaled_mm is a reference loop (over a minute for one decode step "
+            "of a 1B model)" if device == "cpu" else "")
+    raise InputError(f"--fp8 needs an sm_89+ GPU (--device cuda): on {device} no fp8 peak is "
+                     f"probed, so no row could be priced{slow}")
+
+
 def cmd_measure(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
@@ -53,6 +68,8 @@ def cmd_measure(args: argparse.Namespace) -> Any:
 
     # what can be refused before minutes of measuring: the model, and whether it is built
     check_buildable(resolve_model(args.model, fetchable=False), args.fp8)
+    if args.fp8:
+        _check_fp8_device(args.device)
     if args.gpu_id is not None:  # the rule a --gpu-file record's id meets (check_record_id)
         from ridgeline.hardware import check_record_id
 
@@ -87,7 +104,7 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     for p in result.probes:
         unit = "GB/s" if "bandwidth" in p.name else "TFLOP/s"
         value = p.value / 1e9 if unit == "GB/s" else p.value / 1e12
-        line = f"  {p.name:<28} {value:>10,.2f} {unit}  ({p.detail})"
+        line = f"  {p.name:<28} {probe_figure(value):>10} {unit}  ({p.detail})"
         lines.append(line + (rated_beside(p, rated) if rated else ""))
     if memory is not None:
         lines.append(f"  memory recorded {memory / 2**30:,.1f} GiB ("
@@ -107,6 +124,12 @@ def cmd_measure(args: argparse.Namespace) -> Any:
                                     f"to validate them, give --gpu-file a record of "
                                     f"{result.gpu_id} (a run without --skip-probes writes one)"))
     return WroteFile(args.output, "\n".join(lines))
+
+
+def probe_figure(value: float) -> str:
+    """A probe in GB/s or TFLOP/s: two decimals, three significant figures below 1 (a
+    CPU's 1 x 2048 bf16 matmul at 0.00421 TFLOP/s, which two decimals printed as 0.00)."""
+    return f"{value:,.2f}" if value >= 1 else f"{value:.3g}"
 
 
 def rated_beside(probe: Probe, rated: Accelerator) -> str:
@@ -153,7 +176,7 @@ def register(sub: Any) -> None:
                    help="contexts in tokens (default 512,2048,8192,32768; 128,512 quick)")
     p.add_argument("--fp8", action="store_true",
                    help="linear weights in fp8 e4m3, run by torch._scaled_mm (W8A8, as an FP8 "
-                   "checkpoint); the LM head and the cache stay in --dtype")
+                   "checkpoint; an sm_89+ GPU only); the LM head and the cache stay in --dtype")
     p.add_argument("--skip-probes", action="store_true",
                    help="only the model's steps (no bandwidth or matmul probes, no device record)")
     p.add_argument("--model", default="llama-3.2-1b",

@@ -185,7 +185,13 @@ def probe_device(torch: Any, dev: Any, quick: bool, skipped: list[str],
     n_bytes = (256 if dev.type == "cpu" else 1024) * 2**20 * (1 if quick else 4)
     probes = bandwidth_probes(torch, dev, n_bytes)
     dtypes = matmul_dtypes(dev.type, dtype)
-    big = 1024 if dev.type == "cpu" else (4096 if quick else 8192)
+    if dev.type == "cpu":
+        # a CPU's peak is not reached at one size: on a 2-core AMX Xeon (torch 2.13.0+cpu,
+        # 2026-12-05) bf16 ran 1.06 TFLOP/s at 1024³ and 2.03 at 2048³, f16 313 and 275
+        # GFLOP/s, so a 512-token bf16 prefill ran past the 1024³ figure's roofline; both
+        # sizes are probed and the device record takes the better (accelerator_record)
+        probes += matmul_probes(torch, dev, dtypes, 1024, ())
+    big = 2048 if dev.type == "cpu" else (4096 if quick else 8192)
     probes += matmul_probes(torch, dev, dtypes, big, (1, 8, 64))
     if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9):
         probes += fp8_matmul_probes(torch, dev, big, (16, 64, 256))
