@@ -216,3 +216,28 @@ def test_a_trtllm_splits_pool_commands_come_with_the_yaml_they_name() -> None:
     lines = PlanLists(model, result).pool_lines(split, launch.pool_launch)
     assert f"  router: {commands['router']}" in lines
     assert [line.strip() for line in lines[len(commands):]] == [e.strip() for e in extra]
+
+
+def test_the_split_checked_is_the_cheapest_that_holds_from_its_sizes() -> None:
+    """Llama-3.1-70B on 2 x H100 at the docs' chat load, under vLLM's default release (0.34,
+    whose pools admit every hand-off at once): sized 2P1D, it misses TTFT, and growth adds
+    prefill replicas (the longer wait) up to 5P1D, though 2P2D holds on fewer GPUs. No split
+    from the sizes up on fewer replicas than the one checked holds, each checked on its own
+    with no room to grow."""
+    from ridgeline.disaggregated import verify_disaggregated
+
+    model = resolve_model("llama-3.1-70b")
+    load = Load(10.0, "lognormal:1000,0.8", "lognormal:250,0.8")
+    slo = Slo(1.0, 0.05, 90)
+    sized = disaggregated_candidates(model, load, slo, ["h100-sxm"], 64, {"h100-sxm": 2.99})[0]
+    checked = verify_disaggregated(model, sized, load, slo, 64)
+    assert checked is not None and checked.verified
+    x0, y0 = sized.prefill_replicas, sized.replicas - sized.prefill_replicas
+    assert checked.prefill_replicas >= x0 and checked.replicas - checked.prefill_replicas >= y0
+    assert checked.sim_ttft_s is not None and checked.sim_ttft_s <= slo.ttft_s
+    assert checked.sim_tpot_s is not None and checked.sim_tpot_s <= slo.tpot_s
+    fewer = [(x, n - x) for n in range(x0 + y0, checked.replicas) for x in range(x0, n - y0 + 1)]
+    assert fewer  # the sizes themselves missed
+    for x, y in fewer:
+        alone = replace(sized, replicas=x + y, prefill_replicas=x)
+        assert verify_disaggregated(model, alone, load, slo, alone.gpus) is None, (x, y)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ridgeline.monotone import longest_holding
+from ridgeline.monotone import fewest_holding, longest_holding
 
 
 @pytest.mark.parametrize(("edge", "low", "high"), [(1, 1, 1), (1, 1, 1000), (737, 1, 1000),
@@ -30,3 +30,17 @@ def test_a_pool_that_shrinks_with_each_slot() -> None:
 
     most = longest_holding(lambda n: held(n) >= n, 1, 500)
     assert held(most) >= most and held(most + 1) < most + 1
+
+
+@pytest.mark.parametrize(("edge", "low", "high"), [(13, 13, 47), (40, 13, 47), (47, 13, 47),
+                                                   (1, 1, 1), (5, 2, 6)])
+def test_finds_the_first_n_the_test_holds_from(edge: int, low: int, high: int) -> None:
+    asked: list[int] = []
+
+    def holds(n: int) -> bool:
+        asked.append(n)
+        return n >= edge
+
+    assert fewest_holding(holds, low, high) == edge
+    assert len(asked) <= math.ceil(math.log2(high - low + 1))
+    assert all(low <= n < high for n in asked)  # high itself taken as holding, never asked

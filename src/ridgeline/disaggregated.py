@@ -25,7 +25,7 @@ from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.kvcache import kv_footprint
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
-from ridgeline.monotone import longest_holding
+from ridgeline.monotone import fewest_holding, longest_holding
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
 from ridgeline.replica_sizing import launch_length, starts_at
 from ridgeline.search_space import ENGINE_KNOBS
@@ -124,6 +124,124 @@ def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str 
     return out
 
 
+Held = tuple[float, float, float, Knobs, Knobs]  # (TTFT, TPOT, ITL, each pool's knobs)
+
+
+class PoolRuns:
+    """Each pool's runs at a replica count, each knob setting's made once: a prefill pool's
+    share depends on its own count alone, and a decode pool's on its own, so every pairing
+    of x prefill and y decode replicas reads the same runs (the search below pairs each
+    count with several)."""
+
+    def __init__(self, dep: Deployment, profile: EngineProfile,
+                 configs: list[tuple[Knobs, SimConfig]], load: Load, slo: Slo, c: Candidate,
+                 transfers: list[float]) -> None:
+        self.dep, self.profile, self.configs = dep, profile, configs
+        self.load, self.slo, self.c, self.transfers = load, slo, c, transfers
+        self.prefills: dict[int, list[tuple[Knobs, SimResult]]] = {}
+        self.decodes: dict[int, list[tuple[Knobs, SimResult]]] = {}
+        self.grids: dict[int, list[float]] = {}  # each run's TTFTs, read once
+        self.checked: dict[tuple[int, int], list[Held]] = {}
+
+    def prefill(self, x: int, k: int) -> tuple[Knobs, SimResult]:
+        """x prefill replicas at ``configs[k]`` (the settings before it run first)."""
+        runs = self.prefills.setdefault(x, [])
+        while len(runs) <= k:
+            knobs, config = self.configs[len(runs)]
+            runs.append((knobs, self._keep(_run(self.dep, self.profile, config, self.load.steady(
+                x, self.c.ttft_floor_s, first_token_only=True,
+                percentile=self.slo.percentile)))))
+        return runs[k]
+
+    def decode(self, y: int, k: int) -> tuple[Knobs, SimResult]:
+        """y decode replicas at ``configs[k]``, each request handed its prompt's KV."""
+        runs = self.decodes.setdefault(y, [])
+        _, mean_out = self.load.means()
+        while len(runs) <= k:
+            knobs, config = self.configs[len(runs)]
+            runs.append((knobs, self._keep(_run(self.dep, self.profile, config, self.load.steady(
+                y, mean_out * self.c.tpot_s, percentile=self.slo.percentile), handed=True))))
+        return runs[k]
+
+    def _keep(self, r: SimResult) -> SimResult:
+        self.grids[id(r)] = quantile_grid(partial(r.latency_s_at, "ttft"))
+        return r
+
+    def held(self, x: int, y: int) -> list[Held]:
+        """The pairs of pool settings that meet the SLO at xPyD: the defaults first, each
+        other setting where no pair before it held ([] where none does)."""
+        if (x, y) in self.checked:
+            return self.checked[x, y]
+        held: list[Held] = []
+        for k in range(len(self.configs)):
+            pairs = [(self.prefill(x, i), self.decode(y, j)) for i in range(k + 1)
+                     for j in range(k + 1) if k in (i, j)]  # the new setting's pairs
+            for (p_knobs, p), (d_knobs, d) in pairs:
+                if not (p.rec.held_steady and _decode_ok(d, self.slo)):
+                    continue
+                ttft = chained_percentile_s((self.grids[id(p)], self.transfers,
+                                             self.grids[id(d)]), self.slo.percentile)
+                if ttft <= self.slo.ttft_s:
+                    held.append((ttft, d.latency_s_at("tpot", self.slo.percentile),
+                                 d.itl_s_at(self.slo.percentile), p_knobs, d_knobs))
+            if held:
+                break
+        self.checked[x, y] = held
+        return held
+
+    def ttft_s(self, p: SimResult, d: SimResult) -> float:
+        """The SLO's percentile of a request's TTFT through prefill run ``p`` and decode run
+        ``d`` (``chained_percentile_s``)."""
+        return chained_percentile_s((self.grids[id(p)], self.transfers, self.grids[id(d)]),
+                                    self.slo.percentile)
+
+    def prefill_may_hold(self, x: int, fastest: Sequence[SimResult]) -> bool:
+        """Whether x prefill replicas, steady, keep the TTFT SLO beside ``fastest`` (the
+        decode runs of the most replicas a cheaper split has: no decode pool of it starts
+        its first step sooner), at some setting."""
+        return any(p.rec.held_steady and self.ttft_s(p, d) <= self.slo.ttft_s
+                   for p in self.each(self.prefill, x) for d in fastest)
+
+    def decode_may_hold(self, y: int, fastest: Sequence[SimResult]) -> bool:
+        """Whether y decode replicas keep TPOT (and ITL) steady, and the TTFT SLO beside
+        ``fastest`` (the prefill runs of the most replicas a cheaper split has), at some
+        setting."""
+        return any(_decode_ok(d, self.slo) and self.ttft_s(p, d) <= self.slo.ttft_s
+                   for d in self.each(self.decode, y) for p in fastest)
+
+    def each(self, pool: Callable[[int, int], tuple[Knobs, SimResult]], n: int
+              ) -> Iterator[SimResult]:
+        """A pool's runs at ``n`` replicas, a setting at a time (lazily: the defaults settle
+        most asks)."""
+        for k in range(len(self.configs)):
+            yield pool(n, k)[1]
+
+
+def cheapest_held(runs: PoolRuns, x0: int, y0: int, x: int, y: int
+                  ) -> tuple[int, int, list[Held]]:
+    """Below xPyD (the first size growth found holding), the fewest replicas, from x0
+    prefill and y0 decode up, at which some split holds, each total's splits all tried and
+    the lowest TTFT kept: growth adds to the pool of the longer wait, and a split the other
+    way may hold on fewer GPUs (Llama-3.1-70B on 2 x H100 under vLLM 0.34: 2P1D grew its
+    prefill pool to 5P1D, 12 GPUs, where 2P2D holds on 8). Each pool's fewest replicas that
+    may hold are bisected first (``fewest_holding``: more replicas share the rate thinner),
+    against the other pool at the most replicas a cheaper split gives it; ``x, y`` kept
+    where nothing cheaper holds."""
+    most_x, most_y = x + y - 1 - y0, x + y - 1 - x0  # either pool's most in a cheaper split
+    if most_x < x0 or most_y < y0:
+        return x, y, runs.checked[x, y]
+    fastest_p = list(runs.each(runs.prefill, most_x))
+    fastest_d = list(runs.each(runs.decode, most_y))
+    least_x = fewest_holding(partial(runs.prefill_may_hold, fastest=fastest_d), x0, most_x)
+    least_y = fewest_holding(partial(runs.decode_may_hold, fastest=fastest_p), y0, most_y)
+    for total in range(least_x + least_y, x + y):
+        found = [(xi, total - xi, held) for xi in range(least_x, total - least_y + 1)
+                 if (held := runs.held(xi, total - xi))]
+        if found:
+            return min(found, key=lambda f: min(h[0] for h in f[2]))
+    return x, y, runs.checked[x, y]
+
+
 def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                           max_gpus: int, engine_version: str | None = None,
                           engine: str = "vllm", profile: EngineProfile | None = None
@@ -131,7 +249,8 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     """Simulate both pools of an xPyD candidate, growing the one that misses, until the SLO
     holds: TTFT = prefill pool's TTFT + the prompt's KV hand-off + the decode pool's first
     step, the percentile of their sum (each drawn independently); TPOT, and an ITL SLO's ITL,
-    from the decode pool.
+    from the decode pool; then the cheapest split from the candidate's sizes up that holds
+    (``cheapest_held``).
     Each pool is tried at the engine's defaults and, where no pair holds, at each other knob
     setting (``pool_configs``), then launched at its own (``pool_knobs``): at the fewest
     replicas that hold, the pair of the lowest TTFT; the defaults where they hold."""
@@ -149,41 +268,20 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     transfers = [handoff_s(dep, max(1, prompts[min(len(prompts) - 1,
                                                    int((k + 0.5) / GRID * len(prompts)))]))
                  for k in range(GRID)]
-    x, y = c.prefill_replicas, c.replicas - c.prefill_replicas
-    _, mean_out = load.means()
+    runs = PoolRuns(dep, profile, configs, load, slo, c, transfers)
+    x0, y0 = c.prefill_replicas, c.replicas - c.prefill_replicas
+    x, y = x0, y0
     grown_from: float | None = None  # the prefill pool's TTFT before it last grew
     while (x + y) * c.tp <= max_gpus:  # each pool in its steady state (Load.steady)
-        prefills: list[tuple[Knobs, SimResult]] = []
-        decodes: list[tuple[Knobs, SimResult]] = []
-        grids: dict[int, list[float]] = {}  # each run's TTFTs, read once
-        # (TTFT, TPOT, ITL, each pool's knobs)
-        held: list[tuple[float, float, float, Knobs, Knobs]] = []
-        for knobs, config in configs:  # the defaults first; the others where no pair holds
-            prefills.append((knobs, _run(dep, profile, config, load.steady(
-                x, c.ttft_floor_s, first_token_only=True, percentile=slo.percentile))))
-            decodes.append((knobs, _run(dep, profile, config, load.steady(
-                y, mean_out * c.tpot_s, percentile=slo.percentile), handed=True)))
-            for _, r in (prefills[-1], decodes[-1]):
-                grids[id(r)] = quantile_grid(partial(r.latency_s_at, "ttft"))
-            pairs = [(p, d) for p in prefills for d in decodes  # the new setting's pairs
-                     if p is prefills[-1] or d is decodes[-1]]
-            for (p_knobs, p), (d_knobs, d) in pairs:
-                if not (p.rec.held_steady and _decode_ok(d, slo)):
-                    continue
-                ttft = chained_percentile_s((grids[id(p)], transfers, grids[id(d)]),
-                                            slo.percentile)
-                if ttft <= slo.ttft_s:
-                    held.append((ttft, d.latency_s_at("tpot", slo.percentile),
-                                 d.itl_s_at(slo.percentile), p_knobs, d_knobs))
-            if held:
-                break
-        if held:
+        if runs.held(x, y):
+            x, y, held = cheapest_held(runs, x0, y0, x, y)
             ttft, tpot, itl, p_knobs, d_knobs = min(held, key=lambda h: h[0])  # stable: defaults first
             return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
                            verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot, sim_itl_s=itl,
                            pool_knobs=(p_knobs, d_knobs))
         # no pair held: grow as the best setting of each pool says (the prefill pool's steady
         # one of the shortest TTFT, the decode pool's within TPOT of the shortest first step)
+        prefills, decodes = runs.prefills[x], runs.decodes[y]
         steady = [r for _, r in prefills if r.rec.held_steady] or [r for _, r in prefills]
         prefill = min(steady, key=lambda r: r.latency_s_at("ttft", slo.percentile))
         within = [r for _, r in decodes if _decode_ok(r, slo)] or [r for _, r in decodes]
@@ -191,7 +289,8 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         first = prefill.latency_s_at("ttft", slo.percentile)
         joined = decode.latency_s_at("ttft", slo.percentile)
         ttft_ok = prefill.rec.held_steady and chained_percentile_s(
-            (grids[id(prefill)], transfers, grids[id(decode)]), slo.percentile) <= slo.ttft_s
+            (runs.grids[id(prefill)], transfers, runs.grids[id(decode)]),
+            slo.percentile) <= slo.ttft_s
         decode_ok = _decode_ok(decode, slo)
         grow_x = not ttft_ok and (not first < joined or not prefill.rec.held_steady)
         grow_y = not decode_ok or (not ttft_ok and not joined <= first)
