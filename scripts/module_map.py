@@ -71,7 +71,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "track_record")),
     ("Simulator", "continuous batching, step by step through step_cost", ("sim.*",)),
     ("Planner", "the cheapest deployment that meets an SLO: search, size, simulate, check",
-     ("serving_load", "search_space", "replica_sizing", "candidate", "disaggregated",
+     ("serving_load", "search_space", "replica_sizing", "candidate", "split_runs", "disaggregated",
       "plan_checks", "plan_cautions", "measured_slowdown", "closest_miss", "side_by_side",
       "plan")),
     ("Observe and measure", "a live engine's readings; a real GPU's timings",

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from ridgeline.catalog import resolve_model
-from ridgeline.disaggregated import GRID, chained_percentile_s, disaggregated_candidates, quantile_grid
+from ridgeline.disaggregated import disaggregated_candidates
+from ridgeline.split_runs import GRID, chained_percentile_s, quantile_grid
 from ridgeline.search_space import ENGINE_KNOBS
 from ridgeline.serving_load import Load, Slo
 

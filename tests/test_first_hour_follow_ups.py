@@ -12,7 +12,7 @@ import math
 import pytest
 
 from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS
-from ridgeline.disaggregated import chained_percentile_s
+from ridgeline.split_runs import chained_percentile_s
 from ridgeline.units import GIB, fmt_binary_bytes
 from ridgeline.vllm_memory import vllm_accounting
 from tests.conftest import run_cli

@@ -231,7 +231,7 @@ def test_disaggregated_pools_are_simulated_and_meet_the_slo() -> None:
 
 def test_a_decode_pool_receives_the_prompt_cached() -> None:
     from ridgeline import Deployment, resolve_accelerator
-    from ridgeline.disaggregated import handed_off
+    from ridgeline.split_runs import handed_off
     from ridgeline.engines import profile_for
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
