@@ -104,7 +104,7 @@ def engine_choice_values() -> frozenset[str]:
 
 
 def block_size_problem(engine: str, version: str | None, block: int) -> str:
-    """Why ``engine`` at ``version`` (None: the release a run is priced as, vLLM 0.32) refuses
+    """Why ``engine`` at ``version`` (None: the release a run is priced as, vLLM 0.34) refuses
     ``block`` as its --block-size, or "": before vLLM 0.18.0 one of CacheConfig's BlockSize
     choices (1, 8, 16, 32, 64, 128, 256), from it any whole number above 0 (block_size: int,
     gt=0). An engine without a list here is not checked."""

@@ -56,7 +56,7 @@ def modelled_version(engine: str, version: str | None) -> str | None:
 
 def sized_version(engine: str, version: str | None) -> str | None:
     """The release whose rules sized a pool, as --json names it: ``version`` where given,
-    else the one a run without --engine-version is priced as: vLLM's default_version (0.32),
+    else the one a run without --engine-version is priced as: vLLM's default_version (0.34),
     SGLang's newest_checked (0.5.23, its newest default rule); None for TensorRT-LLM and
     llama.cpp, whose defaults here span releases (engines.json ``version``)."""
     if version is not None:
@@ -68,7 +68,7 @@ def sized_version(engine: str, version: str | None) -> str | None:
 
 def engine_release(engine: str, version: str | None) -> str:
     """The engine as an answer names it beside the release it was priced as (sized_version):
-    'vllm 0.32', 'sglang 0.5.23', 'vllm 0.19' where --engine-version 0.19 was given; the
+    'vllm 0.34', 'sglang 0.5.23', 'vllm 0.19' where --engine-version 0.19 was given; the
     engine alone where no release is (TensorRT-LLM: 'trtllm'). fit's header, simulate's,
     and decode's and prefill's "expected on" lines."""
     release = sized_version(engine, version)

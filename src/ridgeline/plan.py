@@ -303,7 +303,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names
-# what the other commands do unasked (a V100 under vLLM 0.32: cli_load.default_engine)
+# what the other commands do unasked (a V100 under vLLM 0.34: cli_load.default_engine)
 PLAN_LEVER = ("a card it runs on (plan sizes no llama.cpp, which fit, decode, simulate and page "
               "run this card under when no --engine is given)")
 

@@ -5,7 +5,7 @@ it was read from).
 A rule names what it gates (``engine``, ``fp8_weights``, ``fp8_kv``), the compute capability
 (x 10) below which the release refuses it, and the releases it holds in: ``from`` the first,
 ``until`` the first it no longer does (none: to the newest modelled, which is what a run
-without --engine-version is priced as). vLLM 0.32 on a T4 (7.5): fp8 weights run weight-only
+without --engine-version is priced as). vLLM 0.34 on a T4 (7.5): fp8 weights run weight-only
 through FP8 Marlin (Fp8Config's floor 7.5 since 0.14), an fp8 cache does not (FlashInfer,
 which read it there, needs 8.0 from 0.24; Triton refuses fp8 below 8.9); on a V100 (7.0) the
 PyPI wheels from 0.20 carry no kernels at all.
@@ -119,8 +119,8 @@ def _releases_running(what: str, capability: int) -> str:
 
 def running_releases(what: str, acc: Accelerator) -> tuple[str, ...]:
     """The minor releases (x.y) no floor of ``what`` refuses ``acc`` in, oldest first, from
-    the first read (vllm.gpu_floors.read_from, 0.11) to the newest modelled (0.32): fp8
-    weights on a T4 0.14 … 0.32; () for a card of no family the table knows."""
+    the first read (vllm.gpu_floors.read_from, 0.11) to the newest modelled (0.34): fp8
+    weights on a T4 0.14 … 0.34; () for a card of no family the table knows."""
     has = NVIDIA_FAMILY_CAPABILITY.get(acc.family) if acc.vendor == "nvidia" else None
     if has is None:
         return ()

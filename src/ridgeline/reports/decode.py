@@ -399,7 +399,7 @@ class DecodeReport:
     @property
     def _priced_as(self) -> str:
         """The engine and the release its pool was sized as, as fit's header names them:
-        'vllm 0.32', 'trtllm' (engine_versions.engine_release)."""
+        'vllm 0.34', 'trtllm' (engine_versions.engine_release)."""
         return engine_release(self.expected[0].engine, self.engine_version)
 
     def weights_read_in_all(self, f: DecodeFloor) -> float | None:

@@ -143,7 +143,7 @@ class PlanCommands:
 
     def release_note(self) -> str:
         """The release the launch lines were sized for, as the text says it beside them:
-        'sized for vLLM 0.32, the newest release whose memory rules were read:
+        'sized for vLLM 0.34, the newest release whose memory rules were read:
         --engine-version sizes another' (its gpu_memory_utilization default and pool are that
         release's; SGLang's 0.5.23), or 'sized for vLLM 0.19, as --engine-version named it'; ""
         for TensorRT-LLM, whose defaults here span releases (engine_versions.sized_version)."""
