@@ -12,9 +12,9 @@ import pytest
 
 from ridgeline.catalog import resolve_model
 from ridgeline.disaggregated import disaggregated_candidates
-from ridgeline.split_runs import GRID, chained_percentile_s, quantile_grid
 from ridgeline.search_space import ENGINE_KNOBS
 from ridgeline.serving_load import Load, Slo
+from ridgeline.split_runs import GRID, chained_percentile_s, quantile_grid
 
 
 def test_percentiles_do_not_add() -> None:

@@ -231,11 +231,11 @@ def test_disaggregated_pools_are_simulated_and_meet_the_slo() -> None:
 
 def test_a_decode_pool_receives_the_prompt_cached() -> None:
     from ridgeline import Deployment, resolve_accelerator
-    from ridgeline.split_runs import handed_off
     from ridgeline.engines import profile_for
     from ridgeline.sim.config import sim_config
     from ridgeline.sim.simulator import Simulator
     from ridgeline.sim.workload import Workload
+    from ridgeline.split_runs import handed_off
 
     dep = Deployment.build(MODEL, resolve_accelerator("h100"), "bf16")
     work = Workload(50, "4000", "50", rate=1.0, seed=3)

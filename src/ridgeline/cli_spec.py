@@ -197,16 +197,6 @@ def engine_spec_args(args: argparse.Namespace) -> None:
         setattr(args, dest, None)  # finds ridgeline's own
 
 
-def _say(args: argparse.Namespace, caution: str) -> None:
-    """A caution on stderr, once a command."""
-    import sys
-
-    said = vars(args).setdefault("cautions_said", [])
-    if caution not in said:
-        said.append(caution)
-        print(f"ridgeline: caution: {caution}", file=sys.stderr)
-
-
 def _check_unnamed_drafter(args: argparse.Namespace, spec: Any) -> None:
     """Refuse a --speculative-config with neither model nor method (read here as the
     checkpoint's MTP layers, or ngram beside prompt_lookup keys) where the release asked
@@ -263,7 +253,6 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
     after sizing its pool, into the memory it holds back, and from v0.5.14 before, its weights
     and cache in the pool where sglang_drafter.py reads them; an n-gram drafter holds
     nothing."""
-    import sys
 
     spec_args(args)
     if not args.spec_tokens:
@@ -283,13 +272,16 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
                                            engine_spec(args))
         if problem:
             raise InputError(problem)
+    from ridgeline.cli_load import _say_caution
+
     named = getattr(args, "spec_draft_model", "") or ""
     if "vllm" in engines and getattr(args, "spec_method_inferred", False) and named:
-        _say(args, f"--speculative-config names {named} without a method: vLLM detects it "
-                   "from the drafter's checkpoint too (an MTP or Medusa config.json; from 0.34 "
-                   "the speculator its architecture declares), which ridgeline does not read; "
-                   f"priced as {getattr(args, 'spec_algorithm', '') or method}, as vLLM reads "
-                   "its name (give the method to be sure)")
+        _say_caution(args, f"--speculative-config names {named} without a method: vLLM "
+                     "detects it from the drafter's checkpoint too (an MTP or Medusa "
+                     "config.json; from 0.34 the speculator its architecture declares), which "
+                     "ridgeline does not read; priced as "
+                     f"{getattr(args, 'spec_algorithm', '') or method}, as vLLM reads its name "
+                     "(give the method to be sure)")
     if method == "ngram":
         return
     reasons = [_drafter_left_out(args, model, e, method) for e in engines]
@@ -302,10 +294,7 @@ def spec_drafter(args: argparse.Namespace, model: Any, engines: list[str]) -> No
                f"the {kind}" + (f" ({name})" if name else ""))
     caution = f"{drafter} weights and cache are not in this pool ({why})" + (
         "" if why.startswith("SGLang") else ": the engine holds them beside the model")
-    said = vars(args).setdefault("cautions_said", [])
-    if caution not in said:
-        said.append(caution)
-        print(f"ridgeline: caution: {caution}", file=sys.stderr)
+    _say_caution(args, caution)
 
 
 def _drafter_left_out(args: argparse.Namespace, model: Any, engine: str, method: str) -> str:
