@@ -119,3 +119,21 @@ def test_under_dp_attention_the_rule_reads_the_servers_value() -> None:
     assert given.reserved_fraction == rule.mem_fraction_static
     per_rank, _ = sglang_rule(dep, EngineSettings(max_num_seqs=32), given.total_bytes)
     assert given.reserved_fraction < per_rank.mem_fraction_static
+
+
+def test_the_draft_dtype_without_a_drafter_is_a_caution(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang reads --speculative-draft-kv-cache-dtype only in a draft worker, so without
+    --speculative-algorithm it is ignored: the pool as without it, a caution said; its value
+    and its release still checked as SGLang's parser checks them."""
+    plain_fit = V3_FIT[:V3_FIT.index("--speculative-algorithm")]
+    code, plain, _ = run_cli(capsys, *plain_fit)
+    assert code == 0
+    code, out, err = run_cli(capsys, *plain_fit, "--speculative-draft-kv-cache-dtype", "fp8_e4m3")
+    assert code == 0 and tokens(out) == tokens(plain)
+    assert "ignored: no drafter" in err
+    code, _, err = run_cli(capsys, *plain_fit, "--speculative-draft-kv-cache-dtype", "fp8")
+    assert code == 2 and "not one SGLang takes" in err
+    code, _, err = run_cli(capsys, *plain_fit, "--speculative-draft-kv-cache-dtype", "fp8_e4m3",
+                           "--engine-version", "0.5.17")
+    assert code == 2 and f"it came in v{DTYPE['from']}" in err

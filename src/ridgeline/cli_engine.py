@@ -350,6 +350,29 @@ def sglang_multimodal(g: Any) -> None:
                    help="SGLang: serve Gemma-3 or Llama-4 with their vision tower (text-only "
                    "by default), which cuts its default mem_fraction_static as it does for "
                    "other multimodal models")
+    g.add_argument("--sglang-vlm-cache-size-mb", dest="sglang_vlm_cache_size_mb",
+                   type=_vlm_cache_mib, metavar="MIB",
+                   help="SGLang: the environment variable SGLANG_VLM_CACHE_SIZE_MB as the "
+                   "server is started with it (not a flag of SGLang's): the multimodal "
+                   "embedding cache, which v0.5.18+ takes out of the pool (default unset: 100 "
+                   "MiB; 0 on Qwen3-VL on a Hopper card of 60 GiB or more from v0.5.20, where "
+                   "setting it also keeps that rule's CUDA IPC pool off)")
+    g.add_argument("--mm-feature-transport", choices=("cpu", "cuda_ipc", "cuda_vmm"),
+                   help="SGLang v0.5.16+ (cuda_vmm v0.5.18+): how multimodal features reach "
+                   "the GPU; cuda_ipc and cuda_vmm keep a 1,024 MiB pool "
+                   "(SGLANG_MM_FEATURE_CACHE_MB) that v0.5.18+ takes out of the pool (default: "
+                   "SGLang's choice, cpu on one node, cuda_ipc for Qwen3-VL on a large Hopper "
+                   "card from v0.5.20)")
+
+
+def _vlm_cache_mib(text: str) -> int:
+    """SGLANG_VLM_CACHE_SIZE_MB as SGLang's EnvInt reads it: a whole number of MiB (0 or
+    more here; int() would take '１' and '1_0', which are refused)."""
+    if not text.strip().isascii() or not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"SGLANG_VLM_CACHE_SIZE_MB must be a whole number of MiB, 0 or more, such as 100 "
+            f"or 0, got {text!r}")
+    return int(text)
 
 
 def sglang_overlap(g: Any) -> None:

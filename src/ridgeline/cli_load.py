@@ -688,6 +688,8 @@ def engine_settings(args: argparse.Namespace) -> Any:
         language_model_only=getattr(args, "language_model_only", False),
         mm_limits=mm_limits(args),
         enable_multimodal=getattr(args, "enable_multimodal", False),
+        sglang_vlm_cache_size_mb=getattr(args, "sglang_vlm_cache_size_mb", None),
+        mm_feature_transport=getattr(args, "mm_feature_transport", None),
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
         backend=getattr(args, "backend", None),
         warm_compile_cache=getattr(args, "warm_compile_cache", False),

@@ -147,6 +147,10 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     if len(owners) > 1:
         raise InputError(f"{given[0][0]} is vLLM's and {next(f for f, _, e in given if e == 'sglang')} "
                          "SGLang's: give one engine's drafter flags")
+    if [dest for _, dest, _ in given] == ["speculative_draft_kv_cache_dtype"] \
+            and not args.spec_tokens and args.spec_method is None:
+        _draft_dtype_alone(args)
+        return
     if args.spec_tokens or args.spec_method is not None:
         raise InputError(f"{given[0][0]} states the drafter already: leave out --spec-tokens "
                          "and --spec-method, or give them alone")
@@ -195,6 +199,22 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     args.spec_method_inferred = spec.method_inferred  # vLLM 0.8 to 0.9.x: V0 (drafter_memory)
     for _, dest, _, _ in ENGINE_FLAGS:  # read once: a command reading its flags again per card
         setattr(args, dest, None)  # finds ridgeline's own
+
+
+def _draft_dtype_alone(args: argparse.Namespace) -> None:
+    """--speculative-draft-kv-cache-dtype without a drafter: SGLang's parser still checks the
+    value (v0.5.18+, its choices), and nothing reads it without --speculative-algorithm (the
+    draft worker alone does: mem_cache/kv_cache_dtype.py configure_kv_cache_dtype's
+    is_draft_worker, 0.5.18-0.5.23), so a caution, and no drafter."""
+    from ridgeline.cli_load import _say_caution
+    from ridgeline.sglang_drafter import sglang_draft_kv_cache_dtype
+
+    _check_engine(args, "--speculative-draft-kv-cache-dtype", "sglang")
+    dtype = sglang_draft_kv_cache_dtype(args.speculative_draft_kv_cache_dtype,
+                                        getattr(args, "engine_version", None))
+    _say_caution(args, f"--speculative-draft-kv-cache-dtype {dtype} ignored: no drafter "
+                 "(SGLang reads it only beside --speculative-algorithm)")
+    args.speculative_draft_kv_cache_dtype = None  # read once, as the drafter's flags are
 
 
 def _check_unnamed_drafter(args: argparse.Namespace, spec: Any) -> None:

@@ -135,6 +135,11 @@ class EngineSettings:
     # SGLang --enable-multimodal: Gemma-3 and Llama-4 are served text-only without it
     # (Llama-4 then without its vision tower)
     enable_multimodal: bool = False
+    # SGLang's multimodal buffers (sglang_mm_reserve.py): SGLANG_VLM_CACHE_SIZE_MB, the
+    # embedding cache in MiB (None: the variable unset), and --mm-feature-transport (None:
+    # SGLang resolves it)
+    sglang_vlm_cache_size_mb: int | None = None
+    mm_feature_transport: str | None = None
     warm_compile_cache: bool = False  # vLLM: torch.compile's cache from an earlier start found
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
     # TensorRT-LLM cache_transceiver_config (a disaggregated pool's KV hand-off): its
@@ -294,6 +299,19 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         s = replace(s, language_model_only=True)  # vLLM's own meaning of every modality at 0
     if s.enable_multimodal and engine != "sglang":
         raise InputError(f"--enable-multimodal is SGLang's; {engine} has no such setting")
+    if s.sglang_vlm_cache_size_mb is not None and engine != "sglang":
+        raise InputError(f"--sglang-vlm-cache-size-mb is SGLang's (SGLANG_VLM_CACHE_SIZE_MB); "
+                         f"{engine} has no such setting")
+    if s.mm_feature_transport is not None and engine != "sglang":
+        raise InputError(f"--mm-feature-transport is SGLang's; {engine} has no such setting")
+    if engine == "sglang":
+        from ridgeline.sglang_mm_reserve import sglang_mm_transport_problem, sglang_nodes
+
+        problem = sglang_mm_transport_problem(s.engine_version, s.mm_feature_transport,
+                                              dep.accelerator, sglang_nodes(dep),
+                                              dep.pipeline_parallel_size)
+        if problem:
+            raise InputError(problem)
     if s.swa_full_tokens_ratio is not None and engine != "sglang":
         raise InputError(f"--swa-full-tokens-ratio is SGLang's; {engine} has no such setting")
     if s.swa_full_tokens_ratio is not None and not (

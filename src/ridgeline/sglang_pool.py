@@ -106,7 +106,8 @@ def sglang_pool_mm_reserve(dep: Deployment, s: EngineSettings,
     """What ``dep``'s KV budget loses on each GPU for a multimodal model's buffers under
     ``s`` (sglang_mm_reserve), the pool and --explain both read it here."""
     return sglang_mm_reserve(dep.model, dep.accelerator, s.engine_version, s.enable_multimodal,
-                             sglang_nodes(dep), sglang_requests_given(s), total_bytes)
+                             sglang_nodes(dep), sglang_requests_given(s), total_bytes,
+                             s.sglang_vlm_cache_size_mb, s.mm_feature_transport)
 
 
 def sglang_requests_given(s: EngineSettings) -> int | None:

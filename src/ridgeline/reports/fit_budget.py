@@ -47,8 +47,9 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
         rows += [[("− HIP context and TP communicators (RCCL)" if amd else
                    "− CUDA context and TP communicators") + " (x the fraction)",
                   gib(p.non_torch_bytes)]]
-        if p.mm_reserve_bytes:  # v0.5.18+: a multimodal model's embedding cache
-            rows.append(["− multimodal buffers (embedding cache)", gib(p.mm_reserve_bytes)])
+        if p.mm_reserve_bytes:  # v0.5.18+: a multimodal model's embedding cache, feature pool
+            rows.append(["− multimodal buffers (embedding cache, feature pool)",
+                         gib(p.mm_reserve_bytes)])
     else:
         rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.reserved_bytes)]
                  ] if not p.set_pool_bytes else []
