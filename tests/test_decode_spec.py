@@ -108,20 +108,27 @@ def test_decode_across_cards_prints_each_cards_verify_step_as_one_card_does(caps
 
 
 def test_an_ngram_drafter_adds_no_gpu_time_unless_told(capsys) -> None:
-    """vLLM's n-gram proposer matches tokens on the CPU with no model: its step is the verify
-    alone, where an EAGLE head's adds a drafter pass; --spec-draft-cost still prices one."""
+    """vLLM's V1 runner matches an n-gram drafter's tokens on the CPU with no model (0.31): its
+    step is the verify alone, where an EAGLE head's adds a drafter pass; --spec-draft-cost
+    still prices one. Model Runner V2 (the default release) looks them up on the GPU."""
     steps = {}
     for method, cost in (("ngram", ()), ("eagle", ()), ("ngram", ("--spec-draft-cost", "0.05"))):
-        code, out, err = run_cli(capsys, *DECODE, "--spec-tokens", "3", "--spec-method", method,
-                                 *cost, "--json")
+        code, out, err = run_cli(capsys, *DECODE, "--engine-version", "0.31", "--spec-tokens",
+                                 "3", "--spec-method", method, *cost, "--json")
         assert code == 0, err
         spec = json.loads(out)["points"][0]["speculative"]
         steps[method, cost] = spec
     ngram, eagle = steps["ngram", ()], steps["eagle", ()]
     assert ngram["spec_draft_cost"] == 0 and ngram["step_s"] == ngram["verify_s"]
+    assert ngram["lookup_s"] == 0
     assert eagle["step_s"] > eagle["verify_s"]
     told = steps["ngram", ("--spec-draft-cost", "0.05")]
     assert told["step_s"] > told["verify_s"] and told["spec_draft_cost"] == 0.05
+    code, out, _ = run_cli(capsys, *DECODE, "--spec-tokens", "3", "--spec-method", "ngram",
+                           "--json")
+    gpu = json.loads(out)["points"][0]["speculative"]
+    assert code == 0 and gpu["lookup_s"] > 0
+    assert gpu["step_s"] == pytest.approx(gpu["verify_s"] + gpu["lookup_s"])
 
 
 def test_an_mtp_drafter_is_named_as_given_and_priced_as_eagle(capsys) -> None:

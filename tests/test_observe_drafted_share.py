@@ -99,8 +99,9 @@ def test_an_ngram_lookup_is_charged_for_the_drafting_rows_an_eagle_for_every_row
     """At the same half share the target's pass is one step, but EAGLE's drafter runs its
     passes for all 40 rows (vLLM keeps every request in them), an n-gram's for the 20 that
     drafted: the n-gram's step is the shorter, its drafter's part half the passes' rows.
-    An n-gram lookup is priced only where --spec-draft-cost asks: by default it runs on the
-    CPU and its step is the verify alone."""
+    An n-gram lookup on the V1 runner (0.31) is priced only where --spec-draft-cost asks: it
+    runs on the CPU and its step is the verify alone; Model Runner V2 (the default release)
+    adds its GPU lookup over every row (vllm_mrv2_drafter.ngram_lookup_s)."""
     path = vllm_window(tmp_path, **HALF)
     obs = read_source(str(path))
     assert obs.spec_tokens_per_step is not None
@@ -110,12 +111,17 @@ def test_an_ngram_lookup_is_charged_for_the_drafting_rows_an_eagle_for_every_row
                       profile, 0.5)
     assert eagle.verify_s == pytest.approx(ngram.verify_s)
     assert 0 < ngram.step_s - ngram.verify_s < eagle.step_s - eagle.verify_s
-    report = observe_json(capsys, str(path), *L8, "--spec-tokens", str(DRAFTS),
+    v1 = (*L8, "--engine-version", "0.31")
+    report = observe_json(capsys, str(path), *v1, "--spec-tokens", str(DRAFTS),
                           "--spec-method", "ngram", "--spec-draft-cost", str(SPEC_DRAFT_COST))
     assert report["speculative"]["step_s"] == pytest.approx(ngram.step_s)
-    report = observe_json(capsys, str(path), *L8, "--spec-tokens", str(DRAFTS),
+    report = observe_json(capsys, str(path), *v1, "--spec-tokens", str(DRAFTS),
                           "--spec-method", "ngram")
     assert report["speculative"]["step_s"] == pytest.approx(ngram.verify_s)
+    report = observe_json(capsys, str(path), *L8, "--spec-tokens", str(DRAFTS),
+                          "--spec-method", "ngram")
+    lookup = report["speculative"]["lookup_s"]
+    assert lookup > 0 and report["speculative"]["step_s"] == pytest.approx(ngram.verify_s + lookup)
     # every row drafting, the two drafters' passes cover the same rows, as before
     whole = [spec_step(dep, spec_for(2.0, m), RUNNING, 4000, profile) for m in ("eagle", "ngram")]
     assert whole[0].step_s == pytest.approx(whole[1].step_s)

@@ -18,12 +18,15 @@ from ridgeline.units import COUNT_EXAMPLES
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # the speculative-decoding defaults
 # An n-gram drafter runs no model: vLLM's NgramProposer matches the request's own tokens on
 # the CPU (vllm/v1/spec_decode/ngram_proposer.py; V0's NGramWorker, "a light drafter without
-# need for model"), so it adds no GPU time to the step by default
+# need for model"), so it adds no GPU time to the step by default. Model Runner V2 (vLLM
+# 0.32+) matches them on the GPU instead, two kernels a step priced from their work
+# (vllm_mrv2_drafter.ngram_lookup_s), beside this share
 NGRAM_DRAFT_COST = 0.0
 # vLLM's names for a drafter made of the checkpoint's own multi-token-prediction layers
 # (SpeculativeConfig.method; docs/features/spec_decode: qwen3_next_mtp, deepseek_mtp, and
 # mtp, which newer releases map every *_mtp to)
 MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp")
+FLAG_WORDS = "--speculative-config's"
 # llama-server's drafter where --spec-method is not given: a separate draft model (-md), "the
 # most used approach" (llama.cpp docs/speculative.md, "Draft Model (draft)"); EAGLE-3 came
 # later, as its own --spec-type
@@ -85,7 +88,9 @@ def draft_cost_flag(g: Any) -> None:  # a parser or an argument group
                    help="a drafter pass's cost as a share of the target model's time for "
                    "the same tokens, 0 to 1: one pass over the step's tokens, then drafts − 1 "
                    f"of one token per sampling row (default {SPEC_DRAFT_COST}; "
-                   f"{NGRAM_DRAFT_COST:g} for ngram, whose lookup runs on the CPU)")
+                   f"{NGRAM_DRAFT_COST:g} for ngram, whose lookup runs on the CPU; vLLM "
+                   "0.32+'s Model Runner V2 runs it on the GPU, priced from its kernels' work "
+                   "beside this)")
 
 
 def _draft_cost(text: str) -> float:
@@ -162,8 +167,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
             if legacy:
                 raise InputError(f"{legacy} is vLLM's older spelling of --speculative-config: "
                                  "give one")
-            spec = vllm_speculative_config(args.speculative_config)
-            _check_unnamed_drafter(args, spec)
+            spec = _unnamed_drafter(args, vllm_speculative_config(args.speculative_config))
         elif args.speculative_model is None:
             raise InputError("--num-speculative-tokens drafts with --speculative-model M "
                              "(vLLM before 0.8.3); or give --speculative-config")
@@ -217,20 +221,31 @@ def _draft_dtype_alone(args: argparse.Namespace) -> None:
     args.speculative_draft_kv_cache_dtype = None  # read once, as the drafter's flags are
 
 
-def _check_unnamed_drafter(args: argparse.Namespace, spec: Any) -> None:
-    """Refuse a --speculative-config with neither model nor method (read here as the
-    checkpoint's MTP layers, or ngram beside prompt_lookup keys) where the release asked
-    refuses it (engine_spec.vllm_unnamed_drafter_problem)."""
+def _unnamed_drafter(args: argparse.Namespace, spec: Any) -> Any:
+    """``spec``, a --speculative-config with neither model nor method (read here as the
+    checkpoint's MTP layers, or ngram beside prompt_lookup keys), as the release asked reads
+    it: refused where it refuses it (engine_spec.vllm_unnamed_drafter_problem); the
+    checkpoint's MTP layers, with a caution, where prompt_lookup keys alone meet a target
+    0.8.5 to 0.10.x draft with their own MTP layers (engine_spec.vllm_unnamed_drafts_mtp:
+    DeepSeek-V3 on 0.9.2 drafts with its MTP layer, not by n-gram lookup)."""
     if not spec.method_inferred or spec.draft_model:
-        return
-    from ridgeline.cli_load import load_model
-    from ridgeline.engine_spec import vllm_unnamed_drafter_problem
+        return spec
+    from ridgeline.cli_load import _say_caution, load_model
+    from ridgeline.engine_spec import vllm_unnamed_drafter_problem, vllm_unnamed_drafts_mtp
     from ridgeline.vllm_memory import vllm_accounting
 
     version = vllm_accounting(getattr(args, "engine_version", None)).version
-    problem = vllm_unnamed_drafter_problem(version, load_model(args).model_type)
+    model = load_model(args)
+    problem = vllm_unnamed_drafter_problem(version, model.model_type)
     if problem:
         raise InputError(problem)
+    if spec.method != "ngram" or not vllm_unnamed_drafts_mtp(version, model.model_type):
+        return spec
+    _say_caution(args, f"vLLM {version} reads {FLAG_WORDS} prompt_lookup keys without a "
+                 f"method as no drafter named: {model.name} ({model.model_type}) drafts with "
+                 "its own MTP layers (deepseek_mtp) and the lookup keys are dropped; priced "
+                 "as mtp (give \"method\": \"ngram\" for n-gram lookup)")
+    return replace(spec, method="mtp")
 
 
 def _check_engine(args: argparse.Namespace, flag: str, owner: str) -> None:

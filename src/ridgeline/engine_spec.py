@@ -79,7 +79,9 @@ class EngineSpec:
 
 def vllm_speculative_config(text: str) -> EngineSpec:
     """vLLM's --speculative-config JSON. Without a method vLLM infers one: ngram from
-    ``model`` "[ngram]" (read here from the prompt_lookup keys too), from the drafter's name
+    ``model`` "[ngram]" (read here from the prompt_lookup keys too, which 0.8.5 to 0.10.x
+    read as the target's MTP layers where they take those: vllm_unnamed_drafts_mtp, applied
+    by cli_spec once the model and release are known), from the drafter's name
     an EAGLE or EAGLE-3 head or a draft model (``vllm_method_named``), and with no ``model``
     (read here as the checkpoint's own MTP layers) none from 0.11, which refuses it
     (``vllm_unnamed_drafter_problem``); ``method_inferred`` says so, but for model "[ngram]",
@@ -152,6 +154,24 @@ def vllm_unnamed_drafter_problem(version: str, model_type: str) -> str:
     return (f"vLLM {version} refuses {FLAG} with num_speculative_tokens but neither model nor "
             f"method (a ValueError at start-up: no speculative model{why}): name the drafter, "
             "\"method\": \"mtp\" for the checkpoint's MTP layers or a \"model\"")
+
+
+def vllm_unnamed_drafts_mtp(version: str, model_type: str) -> bool:
+    """Whether vLLM ``version`` drafts with a ``model_type`` target's own MTP layers where
+    --speculative-config names neither model nor method: 0.8.5 to 0.10.x for the types they
+    list (deepseek_v3 from 0.8.5: vllm_unnamed_drafter_problem), prompt_lookup_min and
+    prompt_lookup_max beside num_speculative_tokens included. SpeculativeConfig.__post_init__
+    sets the model to the target before it looks at prompt_lookup keys, so with no method
+    "ngram" it builds the draft from the target's config, reads its deepseek_mtp model type
+    as method deepseek_mtp and sets both lookup keys to 0 (engines.json
+    vllm.speculative_unnamed.prompt_lookup_source): DeepSeek-V3 on 0.9.2 given
+    {"prompt_lookup_max": 4, "num_speculative_tokens": 1} drafts with its MTP layer."""
+    from ridgeline.vllm_memory import parse_version, vllm_data
+
+    rule = vllm_data()["speculative_unnamed"]
+    release = parse_version(version)
+    rows = [r for r in rule["mtp_model_types"] if parse_version(r["from"]) <= release]
+    return bool(rows) and model_type in rows[-1]["types"]
 
 
 def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:

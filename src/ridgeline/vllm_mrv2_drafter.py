@@ -18,7 +18,11 @@ the worker's memory snapshot, so every buffer here is taken before the KV cache
   128,256 tokens.
 
 The rest (draft-token and input buffers) is well under 1 MiB. Neither drafter captures CUDA
-graphs of its own ('CUDA graph not yet supported'; the n-gram kernels run eagerly). The draft
+graphs of its own ('CUDA graph not yet supported'; the n-gram kernels run eagerly).
+
+The n-gram lookup also costs each step GPU time, where the V1 runner's ran on the CPU: its
+two eager kernels (``ngram_lookup_s``), priced as the step-cost model prices a kernel and a
+byte, so a verify step of Llama-3.1-8B on an H100 pays about 30 µs for it. The draft
 model's own pass in the profile is not sized. It runs over the same tokens beside the target's
 hidden states, at the target's tensor-parallel size. Its logits have the same rows and
 vocabulary as the sampler's bf16 logits. A pass past the target's would need a drafter nearly
@@ -27,6 +31,7 @@ as wide as the target.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.units import GIB
@@ -34,6 +39,7 @@ from ridgeline.units import GIB
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
     from ridgeline.engine_spec import EngineSpec
+    from ridgeline.engines import EngineProfile
 
 DRAFT_MODEL = "draft-model"
 NGRAM = "ngram"
@@ -75,6 +81,64 @@ def ngram_token_table_bytes(seats: int, max_model_len: int) -> float:
     (RequestState.all_token_ids, dense; other runs keep it in host memory): 1,024 seats ×
     8,192 × 4 B = 32 MiB."""
     return seats * max_model_len * float(_data()["ngram_token_table_bytes"])
+
+
+def ngram_lookup_bytes(rows: int, context: int, max_model_len: int, drafts: int) -> float:
+    """The bytes Model Runner V2's n-gram lookup moves in one step (NgramGPUSpeculator.propose;
+    engines.json vllm.mrv2_drafter._ngram_kernels_source). Its scan reads each row's token ids
+    up to its context, in whole ngram_scan_block blocks, once (the loads for each n-gram size
+    and shift hit what the first brought in), and writes one int64 of scratch for every block
+    of max_model_len, scanned or not, which the finalize kernel reads back; it then gathers
+    each row's drafts (int32) and writes them (int64). 64 rows at 4,096 of 131,072, drafting 4:
+    64 × (4,096 × 4 + 512 × 8 × 2 + 4 × 12) B = 1,575,936 B."""
+    d = _data()
+    block = ngram_scan_block(max_model_len)
+    blocks = -(-max_model_len // block)
+    scanned = min(max_model_len, -(-context // block) * block)
+    table = float(d["ngram_token_table_bytes"])
+    scratch = float(d["ngram_scratch_bytes"])
+    return rows * (scanned * table + blocks * scratch * 2 + drafts * (table + scratch))
+
+
+def ngram_lookup_s(dep: Deployment, profile: EngineProfile, rows: int, context: int,
+                   max_model_len: int, drafts: int) -> float:
+    """One step's n-gram lookup on Model Runner V2 (vLLM 0.32+), on each GPU that runs the
+    speculator: its two eager kernels (engines.json vllm.mrv2_drafter.ngram_kernels), each at
+    the profile's cost of a kernel's ramp, tail and wait (matmul_overhead_s, the launches
+    model's), and the bytes they move (ngram_lookup_bytes) at the step's bandwidth
+    (cost.StepRates). Every scheduled row is scanned, a match found or not. Llama-3.1-8B on
+    an H100 under vLLM's profile, 64 rows at 4,096 tokens of a 131,072 max_model_len drafting
+    4: 2 × 14.3 µs + 1.58 MB at 2.5 TB/s = 29.3 µs."""
+    kernels = int(_data()["ngram_kernels"])
+    moved = ngram_lookup_bytes(rows, context, max_model_len, drafts)
+    return kernels * profile.matmul_overhead_s + moved / _bytes_per_s(dep, profile)
+
+
+@lru_cache(maxsize=64)
+def _bytes_per_s(dep: Deployment, profile: EngineProfile) -> float:
+    """The step's bandwidth on one GPU (cost.StepRates), once per deployment and profile: the
+    simulator asks it every speculative step."""
+    from ridgeline.cost import StepRates
+
+    return StepRates(dep, profile).bytes_per_s
+
+
+def gpu_lookup_len(dep: Deployment, settings: object, method: str,
+                   max_model_len: int | None = None) -> int:
+    """The max_model_len Model Runner V2's n-gram lookup spans where vLLM runs ``method``'s
+    drafter on it (sim.config.vllm_runner: ngram from v0.32, vllm_memory.mrv2_spec_fallback),
+    the launch's (``max_model_len``, else ``settings``', else the model's served positions);
+    0 where the lookup runs on the CPU, the V1 runner's (Llama-3.1-8B on 0.31), or the
+    drafter is no n-gram lookup or the engine not vLLM."""
+    if method != NGRAM or dep.engine != "vllm":
+        return 0
+    from ridgeline.context_length import served_positions
+    from ridgeline.sim.config import vllm_runner
+
+    if vllm_runner(dep, settings, NGRAM) != "MRV2":
+        return 0
+    return max_model_len or getattr(settings, "max_model_len", None) \
+        or served_positions(dep.model, dep.engine) or 0
 
 
 def ngram_buffer_bytes(seats: int, max_model_len: int, drafts: int) -> float:

@@ -436,8 +436,9 @@ class DecodeReport:
                 "step")
         if len(self.floors) == 1:
             s = steps[0]
+            lookup = f", n-gram lookup {s.lookup_s * 1e3:,.3f} ms" if s.lookup_s else ""
             return [f"  {head}; step {s.step_s * 1e3:,.2f} ms (verify of {s.batch:,} × "
-                    f"{spec.drafts + 1} tokens {s.verify_s * 1e3:,.2f} ms), "
+                    f"{spec.drafts + 1} tokens {s.verify_s * 1e3:,.2f} ms{lookup}), "
                     f"{s.per_user_tok_s:,.1f} tok/s per user, {fmt_total_tok_s(s.aggregate_tok_s)} in "
                     f"total ({s.speedup:,.2f}x plain decode)"]
         rows = [[f"{s.batch:,}", f"{s.context:,}", f"{s.verify_s * 1e3:,.2f}",
@@ -607,6 +608,11 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 track_record_caution(dep, "decode", profile))
     described = describe_settings(settings or EngineSettings(), dep.engine,
                                   max_model_len) if settings or max_model_len else ""
+    if spec is not None:  # Model Runner V2's n-gram lookup runs on the GPU (vLLM 0.32+)
+        from ridgeline.vllm_mrv2_drafter import gpu_lookup_len
+
+        spec = replace(spec, gpu_lookup_len=gpu_lookup_len(
+            dep, settings or EngineSettings(), spec.method, max_model_len))
     steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)
                                           for f, _ in floors)
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,

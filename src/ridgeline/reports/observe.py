@@ -6,7 +6,7 @@ import csv
 import io
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ridgeline.capacity import context_refusal
@@ -464,8 +464,13 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     """The report on ``obs`` for ``dep`` as described, its pool modelled under the server's
     ``settings`` (its drafter, from observe's flags: fit's and simulate's seats), each decode
     step priced as ``spec``'s verify step where given (the drafter's flags and the source's
-    acceptance length: SpecDecode.observed)."""
+    acceptance length: SpecDecode.observed; Model Runner V2's n-gram lookup on the GPU, as
+    decode prices it: vllm_mrv2_drafter.gpu_lookup_len)."""
     settings = settings or EngineSettings()
+    if spec is not None:
+        from ridgeline.vllm_mrv2_drafter import gpu_lookup_len
+
+        spec = replace(spec, gpu_lookup_len=gpu_lookup_len(dep, settings, spec.method))
     if obs.kind == "log" and obs.pool_tokens is not None and reported_pool(obs, dep) is None \
             and LOG_POOL_UNREAD not in obs.notes:
         obs.notes.append(LOG_POOL_UNREAD)

@@ -97,6 +97,9 @@ class SimConfig:
     # beyond the step's tokens, for the drafter's next proposals (Scheduler
     # num_lookahead_tokens = the draft length; 0 for n-gram and the other engines)
     spec_lookahead_tokens: int = 0
+    # an n-gram drafter Model Runner V2 runs on the GPU (vLLM 0.32+): each step with drafts
+    # pays its lookup's kernels (vllm_mrv2_drafter.ngram_lookup_s); False: the CPU's lookup
+    spec_gpu_lookup: bool = False
     fast_path: bool = True
     max_steps: int = 50_000_000
     reserve_full: bool = False  # TensorRT-LLM's GUARANTEED_NO_EVICT: whole output reserved
@@ -190,6 +193,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
         prefix_caching = vllm_prefix_caching(dep.model, s.prefix_caching, version)
     from ridgeline.capacity import served_context
     from ridgeline.llamacpp_rope import loaded_n_ctx_train
+    from ridgeline.vllm_mrv2_drafter import gpu_lookup_len
 
     # llama-server's -c 0: n_ctx_train as --override-kv loads it, each slot capped at
     # n_ctx_train as the launch's YaRN then leaves it (served_context: gpt-oss's 4,096 × 2)
@@ -257,6 +261,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      spec_lookahead_tokens=spec_lookahead_tokens(dep.engine, spec_method,
                                                                  spec_tokens),
+                     spec_gpu_lookup=bool(spec_tokens) and bool(gpu_lookup_len(
+                         dep, s, spec_method, max_len)),
                      fast_path=fast_path, reserve_full=dep.engine == "trtllm",
                      prefill_first=dep.engine == "sglang", token_ratio=dep.engine == "sglang",
                      cache_on_schedule=dep.engine == "vllm",

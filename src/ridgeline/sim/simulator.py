@@ -279,7 +279,9 @@ class Simulator:
         """The step's time, and with speculative decoding its drafter's: one pass over the
         step's tokens (an EAGLE head or draft model reads what the target read), then
         drafts − 1 passes of one token for each row that samples, each pass at
-        ``spec_draft_cost`` of the target's time for the same tokens."""
+        ``spec_draft_cost`` of the target's time for the same tokens; on Model Runner V2 an
+        n-gram drafter's GPU lookup over the rows that sample (``spec_gpu_lookup``), at their
+        mean context."""
         k, c = self.config.spec_tokens, self.config.spec_draft_cost
         if not k and self._one_pass:  # the hot path: one pass, its shape read off the rows
             decodes: list[int] = []
@@ -301,6 +303,15 @@ class Simulator:
             drafted = t if self.drafter is self.timer else \
                 self.passes_s(seqs, True if verify else None, self.drafter)
             t = spec_step_s(t, one, k, c, drafted)
+        if k and self.config.spec_gpu_lookup:
+            sampled = [b.context + b.tokens for b in batch
+                       if b.context + b.tokens >= b.request.known_tokens]
+            if sampled:
+                from ridgeline.vllm_mrv2_drafter import ngram_lookup_s
+
+                t += ngram_lookup_s(self.dep, self.profile, len(sampled),
+                                    round(sum(sampled) / len(sampled)),
+                                    self.config.max_model_len, k)
         return t
 
     def _step(self, batch: list[Scheduled], rec: Recorder) -> list[Request]:
