@@ -18,7 +18,11 @@
 # the device was not lent again that session):
 #   MODEL=llama-3.1-8b BATCHES=1,16,64,256,512,1024 CONTEXTS=128 FLAGS=--fp8
 #   EXTRA="qwen3-32b:1,8,32,64:512" bash scripts/gpu_session.sh
-# Everything lands under $OUT (./gpu-out when unset). Rehearse it on a CPU with
+# Everything lands under $OUT (./gpu-out when unset): measure's rows under the id they were
+# measured as ($MEASURED_ID-*rows.csv, beside the probed record $MEASURED_ID-rows.accelerator.json
+# that each measure line's `next:` validates them against), and copies re-carded to the catalog
+# card ($GPU_ID-*rows.csv: what validation/h200/ keeps, validated at the end against the
+# catalog's card, the `next:` of each "re-carded" line). Rehearse it on a CPU with
 #   DEVICE=cpu QUICK=--quick MODEL=llama-3.2-1b EXTRA= bash scripts/gpu_session.sh
 set -uo pipefail
 OUT=${OUT:-gpu-out}
@@ -30,34 +34,39 @@ CONTEXTS=${CONTEXTS:-}
 FLAGS=${FLAGS:-}  # more measure flags for every model, e.g. --fp8
 GPU_ID=${GPU_ID:-h200-sxm}  # the catalog card the rows name, as runs 1-3 and the predictions do
 # the id measure writes under: it refuses a catalog id (hardware.check_record_id), which its
-# probed record would shadow; the rows are then re-carded to GPU_ID, the record keeps this one
+# probed record would shadow; its rows keep this id (they validate against the probed record)
+# and a copy of each names GPU_ID
 MEASURED_ID=${MEASURED_ID:-measured-$GPU_ID}
 PYTHON=${PYTHON:-python3}
 # further models: name and grid (batches/contexts), steps only
 EXTRA=${EXTRA-"gemma-3-27b:1,8,32,64:2048,8192,32768 qwen3-32b:1,8,32,64:512,4096"}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-rows="$OUT/$GPU_ID-rows.csv"
-record="${rows%.csv}.accelerator.json"
-recard() {  # rows measured as MEASURED_ID name GPU_ID, the card they were measured on
-  "$PYTHON" - "$1" "$MEASURED_ID" "$GPU_ID" <<'PY'
+recard() {  # $OUT/MEASURED_ID-$1 (rows measured as MEASURED_ID), copied to $OUT/GPU_ID-$1
+  # naming GPU_ID, the card they were measured on
+  "$PYTHON" - "$OUT/$MEASURED_ID-$1" "$OUT/$GPU_ID-$1" "$MEASURED_ID" "$GPU_ID" <<'PY' || return 1
 import csv
+import shlex
 import sys
 
-path, mine, card = sys.argv[1:]
-with open(path, newline="", encoding="utf-8") as handle:
+source, copy, mine, card = sys.argv[1:]
+with open(source, newline="", encoding="utf-8") as handle:
     reader = csv.DictReader(handle)
     fields, rows = reader.fieldnames or [], list(reader)
 for row in rows:
     if row["gpu"] == mine:
         row["gpu"] = card
         row["id"] = row["id"].replace(f"measure-{mine}-", f"measure-{card}-", 1)
-with open(path, "w", newline="", encoding="utf-8") as handle:
+with open(copy, "w", newline="", encoding="utf-8") as handle:
     writer = csv.DictWriter(handle, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
+print(f"re-carded {len(rows)} rows of {mine} to {card}, the catalog card they ran on: {copy}; "
+      f"next: ridgeline validate {shlex.quote(copy)}")
 PY
+  copies+=("$OUT/$GPU_ID-$1")
 }
+copies=()  # the re-carded copies, validated together at the end
 smi() {
   if [ "$DEVICE" = cuda ]; then nvidia-smi --query-gpu="$1" --format=csv; fi
 }
@@ -66,22 +75,21 @@ smi() {
   smi name,memory.total,clocks.max.sm,clocks.max.mem,driver_version,power.limit
   "$PYTHON" -c "import torch; print('torch', torch.__version__)"
   "$PYTHON" -m ridgeline measure --device "$DEVICE" $QUICK --model "$MODEL" \
-    --gpu-id "$MEASURED_ID" --rated-gpu h200 -o "$rows" \
+    --gpu-id "$MEASURED_ID" --rated-gpu h200 -o "$OUT/$MEASURED_ID-rows.csv" \
     ${BATCHES:+--batches "$BATCHES"} ${CONTEXTS:+--contexts "$CONTEXTS"} $FLAGS || exit 1
-  recard "$rows"
+  recard rows.csv
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu
   for spec in $EXTRA; do
     IFS=: read -r name batches contexts <<< "$spec"
     echo "== $name, steps only"
     "$PYTHON" -m ridgeline measure --device "$DEVICE" --skip-probes --model "$name" \
       --gpu-id "$MEASURED_ID" --batches "$batches" --contexts "$contexts" $FLAGS \
-      -o "$OUT/$GPU_ID-$name-rows.csv" && recard "$OUT/$GPU_ID-$name-rows.csv"
+      -o "$OUT/$MEASURED_ID-$name-rows.csv" && recard "$name-rows.csv"
   done
   smi clocks.sm,clocks.mem,power.draw,temperature.gpu
-  all=("$OUT"/"$GPU_ID"*rows.csv)
   echo "== against the catalog's $GPU_ID (rated bandwidth and peak)"
-  "$PYTHON" -m ridgeline validate "${all[@]}" --summary
-  "$PYTHON" -m ridgeline validate "${all[@]}" --json > "$OUT/validate-catalog.json"
+  "$PYTHON" -m ridgeline validate "${copies[@]}" --summary
+  "$PYTHON" -m ridgeline validate "${copies[@]}" --json > "$OUT/validate-catalog.json"
   # (the bundled torch profiles are fitted against the spec sheet, so validating against the
   # probed device would count the shortfall twice; scripts/h200_report.py sets the probed
   # floor beside each row instead)

@@ -178,8 +178,8 @@ def test_measure_reads_each_square_matmul_against_its_dtypes_rated_peak() -> Non
     """`--rated-gpu h200` printed the rated bandwidth beside the bandwidth probes only; the
     H200 run's bf16 8192³ at 778.4 TFLOP/s now reads 'rated 989.4 TFLOP/s dense (79%)', its
     read bandwidth 4,392 GB/s '(92%)' of 4,800; a skinny matmul, memory-bound, gets none."""
-    from ridgeline.cli_measure import rated_beside
     from ridgeline.device_probes import Probe
+    from ridgeline.reports.measure import rated_beside
 
     h200 = resolve_accelerator("h200")
     bf16, fp8 = h200.peak_flops["bf16"], h200.peak_flops["fp8"]

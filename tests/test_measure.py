@@ -334,13 +334,15 @@ def test_the_device_record_holds_the_memory_the_runtime_reports(
 def test_a_probe_below_one_unit_keeps_three_figures() -> None:
     """A CPU's skinny matmul at 0.00421 TFLOP/s printed as 0.00: three significant figures
     below 1, two decimals from 1 up."""
-    from ridgeline.cli_measure import probe_figure
+    from ridgeline.reports.measure import probe_figure
 
     assert [probe_figure(v) for v in (0.00421, 0.0672, 0.904, 8.363, 4324.0)] == [
         "0.00421", "0.0672", "0.904", "8.36", "4,324.00"]
 
 
-def stand_in_for_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+def stand_in_measure(device: str, quick: bool, model: str, dtype: str | None,
+                     gpu_id: str | None, batches: Any, contexts: Any, probes: bool,
+                     fp8: bool) -> Any:
     """The minutes of measuring stood in for (no PyTorch): the probes ``probe_device`` runs
     for the device and dtype, named as it names them, and rows from measure's own builders."""
     from functools import partial
@@ -348,26 +350,29 @@ def stand_in_for_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
     from ridgeline import measure as m
     from ridgeline.device_probes import Probe, matmul_dtypes
 
-    def measured(device: str, quick: bool, model: str, dtype: str | None, gpu_id: str | None,
-                 batches: Any, contexts: Any, probes: bool, fp8: bool) -> m.MeasureResult:
-        kind = device.split(":")[0]
-        dt = dtype or ("float32" if kind == "cpu" else "bfloat16")
-        gid = gpu_id or f"measured-{kind}"
-        result = m.MeasureResult(device, "stand-in", memory_bytes=16 * 2**30, gpu_id=gid)
-        if probes:
-            result.probes = [Probe("copy bandwidth", 2e10, "256 MiB copied"),
-                             *(Probe(f"{d} matmul 1024³", 1e11, "square")
-                               for d in matmul_dtypes(kind, dt))]
-        w = m._WEIGHTS[dt]
-        decode = partial(m._decode_row, model, w, gid, notes="random weights",
-                         engine="torch-eager", kv=w)
-        for context, prefill_tok_s in ((128, 4e4), (512, 1.2e5)):  # the quick grid's
-            result.rows += [decode(1, context, 2.5e-3), decode(4, context, 2.7e-3),
-                            m._row(model, w, gid, 1, context, 0, context, "prefill_tok_s",
-                                   prefill_tok_s, "tok/s", "random weights", kv=w)]
-        return result
+    kind = device.split(":")[0]
+    dt = dtype or ("float32" if kind == "cpu" else "bfloat16")
+    gid = gpu_id or f"measured-{kind}"
+    result = m.MeasureResult(device, "stand-in", memory_bytes=16 * 2**30, gpu_id=gid)
+    if probes:
+        result.probes = [Probe("copy bandwidth", 2e10, "256 MiB copied"),
+                         *(Probe(f"{d} matmul 1024³", 1e11, "square")
+                           for d in matmul_dtypes(kind, dt))]
+    w = m._WEIGHTS[dt]
+    decode = partial(m._decode_row, model, w, gid, notes="random weights",
+                     engine="torch-eager", kv=w)
+    for context, prefill_tok_s in ((128, 4e4), (512, 1.2e5)):  # the quick grid's
+        result.rows += [decode(1, context, 2.5e-3), decode(4, context, 2.7e-3),
+                        m._row(model, w, gid, 1, context, 0, context, "prefill_tok_s",
+                               prefill_tok_s, "tok/s", "random weights", kv=w)]
+    return result
 
-    monkeypatch.setattr(m, "measure", measured)
+
+def stand_in_for_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``measure`` stood in for by ``stand_in_measure``."""
+    from ridgeline import measure as m
+
+    monkeypatch.setattr(m, "measure", stand_in_measure)
 
 
 def next_step(out: str) -> list[str]:

@@ -8,7 +8,6 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.cli import _output
-from ridgeline.cli_output_files import WroteFile
 from ridgeline.cli_types import (
     MAX_BATCH,
     MEMORY_GIB_RANGE,
@@ -18,14 +17,11 @@ from ridgeline.cli_types import (
     _positive_float,
     _typed,
 )
-from ridgeline.device_probes import PROBE_DTYPES, Probe
 from ridgeline.errors import InputError
 from ridgeline.units import COUNT_EXAMPLES
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from ridgeline.hardware import Accelerator
 
 
 def _torch_device(text: str) -> str:
@@ -58,12 +54,13 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     from ridgeline.catalog import resolve_model
     from ridgeline.measure import (
         accelerator_record,
+        earlier_record,
         measure,
-        measured_record,
         record_path,
         write_record,
         write_rows,
     )
+    from ridgeline.reports.measure import MeasureReport
     from ridgeline.torch_model import check_buildable
 
     # what can be refused before minutes of measuring: the model, and whether it is built
@@ -88,64 +85,27 @@ def cmd_measure(args: argparse.Namespace) -> Any:
                      tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes,
                      args.fp8)
     write_rows(result.rows, out)
-    memory: float | None = None
+    written: dict[str, Any] | None = None
     if result.probes:
         memory = args.memory_gib * 2**30 if args.memory_gib else result.memory_bytes
         if memory is None:
             raise InputError(f"{args.device}: the runtime reports no memory size; give "
                              f"--memory-gib (the rows are written, to {args.output})")
-        write_record(accelerator_record(result, memory), record)
+        written = accelerator_record(result, memory)
+        write_record(written, record)
     rated = None
     if args.rated_gpu:
         from ridgeline.hardware import resolve_accelerator
 
         rated = resolve_accelerator(args.rated_gpu)
-    lines = [f"{result.device_name} ({args.device})"]
-    for p in result.probes:
-        unit = "GB/s" if "bandwidth" in p.name else "TFLOP/s"
-        value = p.value / 1e9 if unit == "GB/s" else p.value / 1e12
-        line = f"  {p.name:<28} {probe_figure(value):>10} {unit}  ({p.detail})"
-        lines.append(line + (rated_beside(p, rated) if rated else ""))
-    if memory is not None:
-        lines.append(f"  memory recorded {memory / 2**30:,.1f} GiB ("
-                     + ("--memory-gib" if args.memory_gib else "as the runtime reports it")
-                     + ")")
-    lines += [f"  skipped: {s}" for s in result.skipped]
+    # the next step: the rows against the record of the device they name (this run's, or,
+    # without probes, an earlier run's of the same id); none where no such record is known
+    earlier = None if written else earlier_record(out, result.gpu_id)
+    named = record if written else earlier
     validate = (f"ridgeline validate {shlex.quote(args.output)} --gpu-file "
-                f"{shlex.quote(str(record))}")
-    if memory is not None:
-        lines.append(f"wrote {len(result.rows)} rows to {args.output} and the measured device "
-                     f"to {record}; next: {validate}")
-    else:  # the rows name a device no catalog holds: validate needs a record of it
-        earlier = measured_record(record)
-        lines.append(f"wrote {len(result.rows)} rows to {args.output} (no probes: no device "
-                     "record); " + (f"an earlier run's record is beside them; next: {validate}"
-                                    if earlier and earlier.get("id") == result.gpu_id else
-                                    f"to validate them, give --gpu-file a record of "
-                                    f"{result.gpu_id} (a run without --skip-probes writes one)"))
-    return WroteFile(args.output, "\n".join(lines))
-
-
-def probe_figure(value: float) -> str:
-    """A probe in GB/s or TFLOP/s: two decimals, three significant figures below 1 (a
-    CPU's 1 x 2048 bf16 matmul at 0.00421 TFLOP/s, which two decimals printed as 0.00)."""
-    return f"{value:,.2f}" if value >= 1 else f"{value:.3g}"
-
-
-def rated_beside(probe: Probe, rated: Accelerator) -> str:
-    """The --rated-gpu figure a probe is read against, and the share reached: a bandwidth
-    probe against the rated bandwidth, a square matmul against the dense peak of its dtype
-    (an H200's bf16 8192³ at 778.4 TFLOP/s: rated 989.4, 79 %); "" for a skinny matmul,
-    which memory bounds, and for a dtype the record gives no peak for."""
-    if not probe.value:
-        return ""
-    if "bandwidth" in probe.name:
-        rate = rated.memory_bandwidth_bytes_per_s
-        return f"  rated {rate / 1e9:,.0f} GB/s ({probe.value / rate:.0%})"
-    peak = rated.peak_flops.get(PROBE_DTYPES.get(probe.name.split()[0], ""))
-    if "³" not in probe.name or not peak:
-        return ""
-    return f"  rated {peak / 1e12:,.1f} TFLOP/s dense ({probe.value / peak:.0%})"
+                f"{shlex.quote(str(named))}" if named else "")
+    return MeasureReport(args.device, result, args.output, written, str(record),
+                         bool(args.memory_gib), rated, validate, str(earlier or ""))
 
 
 def _check_measure_output(output: str, out: Path, record: Path | None) -> None:

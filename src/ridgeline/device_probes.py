@@ -10,7 +10,9 @@ torch is passed in: this module imports nothing heavy.
 from __future__ import annotations
 
 import os
+import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,6 +144,48 @@ def sm_clock_note(torch: Any, device: Any) -> str:
         return f", SM clock {torch.cuda.clock_rate(device)} MHz"
     except Exception:  # pynvml missing or the query unsupported: the note is optional
         return ""
+
+
+# /proc/cpuinfo's fields that name the processor, most telling first: x86's and newer arm64
+# kernels' "model name" ("Intel(R) Xeon(R) Processor", this 2-core VM's, 2026-12-05), a board's
+# "Model" (a Raspberry Pi), older ARM kernels' "Hardware", MIPS's "cpu model", POWER's "cpu"
+CPUINFO_NAME_KEYS = ("model name", "Model", "Hardware", "cpu model", "cpu")
+
+
+def host_cpu_name(system: str | None = None, cpuinfo: str | None = None,
+                  brand_string: str | None = None) -> str:
+    """The host CPU's model, as the device name of a CPU (or Apple GPU) measurement: Linux's
+    /proc/cpuinfo (``cpuinfo``, read where not given: "Intel(R) Xeon(R) Processor"), macOS's
+    ``sysctl -n machdep.cpu.brand_string`` (``brand_string``, asked where not given: "Apple
+    M2 Pro"); else what platform knows ("x86_64", which names an instruction set, not a CPU).
+    ``system`` as platform.system() names it."""
+    system = system or platform.system()
+    if system == "Linux":
+        if cpuinfo is None:
+            try:
+                with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+                    cpuinfo = handle.read(1 << 20)
+            except OSError:
+                cpuinfo = ""
+        fields: dict[str, str] = {}
+        for line in cpuinfo.splitlines():
+            key, colon, value = line.partition(":")
+            if colon and value.strip():
+                fields.setdefault(key.strip(), " ".join(value.split()))
+        named = next((fields[k] for k in CPUINFO_NAME_KEYS if k in fields), "")
+        if named:
+            return named
+    elif system == "Darwin":
+        if brand_string is None:
+            try:
+                brand_string = subprocess.run(
+                    ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                    text=True, timeout=5, check=False).stdout
+            except (OSError, subprocess.SubprocessError):
+                brand_string = ""
+        if brand_string.strip():
+            return " ".join(brand_string.split())
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def device_memory_bytes(torch: Any, device: Any) -> float:

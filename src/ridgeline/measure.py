@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -27,6 +26,7 @@ from ridgeline.device_probes import (
     device_memory_bytes,
     device_total_bytes,
     graph_replay,
+    host_cpu_name,
     probe_device,
     sm_clock_note,
     timed_s,
@@ -103,8 +103,7 @@ def measure(device: str = "cpu", quick: bool = True, model: str = "llama-3.2-1b"
                          + " visible")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise InputError(f"--device {device}: no Metal device is visible")
-    name = (torch.cuda.get_device_name(dev) if dev.type == "cuda" else
-            platform.processor() or platform.machine())
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else host_cpu_name()
     gid = gpu_id or f"measured-{dev.type}"
     result = MeasureResult(device, name, memory_bytes=device_total_bytes(torch, dev), gpu_id=gid)
     dt = dtype or ("float32" if dev.type == "cpu" else "bfloat16")
@@ -275,6 +274,22 @@ def measured_record(path: Path) -> dict[str, Any] | None:
             and record.get("form") == "measured"):
         return None
     return record
+
+
+def earlier_record(rows: Path, gpu_id: str) -> Path | None:
+    """A record an earlier run wrote of the device ``gpu_id`` names, for rows measured without
+    probes: the one beside ``rows`` (``record_path``), else the newest in their folder (a
+    session's probed run writes measured-h200-sxm-rows.accelerator.json, then its steps-only
+    runs measured-h200-sxm-qwen3-32b-rows.csv beside it); None where there is none."""
+    beside = record_path(rows)
+    if (measured_record(beside) or {}).get("id") == gpu_id:
+        return beside
+    try:
+        others = sorted(rows.parent.glob("*.accelerator.json"),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return None
+    return next((p for p in others if (measured_record(p) or {}).get("id") == gpu_id), None)
 
 
 def write_rows(rows: list[dict[str, str]], path: Path) -> None:
