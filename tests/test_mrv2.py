@@ -220,3 +220,29 @@ def test_fit_json_names_the_runner_an_eagle3_pipeline_falls_back_to(
         fits[method, version] = fit["model_runner"], fit["conversations"]
     assert fits == {("eagle3", "0.27.1"): ("V1", 82), ("eagle", "0.27.1"): ("MRV2", 81),
                     ("eagle3", "0.32"): ("MRV2", fits["eagle3", "0.32"][1])}
+
+
+def test_stock_torch_compile_runs_on_the_v1_runner_until_0_32(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-cc.mode=STOCK_TORCH_COMPILE is in Model Runner V2's unsupported list until 0.32
+    (vllm.mrv2_stock_compile_fallback): vLLM then runs the V1 runner, whose accounting fit
+    reports; from 0.32 MRV2 keeps it (without CUDA graphs)."""
+    until = str(vllm_data()["mrv2_stock_compile_fallback"]["until"])
+    dense = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+    for version, runner in (("0.29", "V1"), ("0.31", "V1"), (until, "MRV2")):
+        acc = vllm_accounting(version)
+        assert model_runner(dense, acc, stock_compile=True) == runner, version
+        assert model_runner(dense, acc) == "MRV2"
+        s = EngineSettings(engine_version=version, stock_torch_compile=True)
+        assert kv_pool(dense, s).runner == runner
+
+    def header(version: str, *extra: str) -> str:
+        code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100",
+                                 "--engine-version", version, *extra)
+        assert code == 0, err
+        return next(line for line in out.splitlines() if "memory accounting" in line)
+
+    assert "(V1 memory accounting)" in header("0.31", "-cc.mode=1")
+    assert "(V1 memory accounting)" in header("0.31", "-cc.mode=STOCK_TORCH_COMPILE")
+    assert "Model Runner V2" in header("0.31", "-cc.mode=3")
+    assert "Model Runner V2" in header(until, "-cc.mode=1")

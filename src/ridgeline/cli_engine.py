@@ -119,7 +119,9 @@ def async_scheduling_switch(g: Any) -> None:
     switch.add_argument("--async-scheduling", action="store_true",
                         help="vLLM: its default from v0.14, as pasted launch lines spell it "
                         "(refused for an earlier --engine-version, where it was opt-in and "
-                        "is not modelled)")
+                        "is not modelled, and beside a drafter or pipeline the release "
+                        "refuses it with: ngram before 0.33); given, a draft model runs "
+                        "asynchronously from 0.16, not 0.28")
 
 
 def _prefix_caching(g: Any, help_text: str) -> None:
@@ -502,9 +504,27 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
         raise InputError("; ".join(p for p in problems if p))
 
 
+def say_async_caution(args: argparse.Namespace, dep: Any, settings: Any) -> None:
+    """Say where vLLM's default turns async scheduling off for the drafter asked (it warns,
+    and ridgeline prices the run synchronous: engine_scheduling.vllm_async_caution), as fit,
+    simulate, decode and prefill read one launch line."""
+    if dep.engine != "vllm" or settings is None:
+        return
+    from ridgeline.cli_load import _say_caution
+    from ridgeline.engine_scheduling import vllm_async_caution
+    from ridgeline.memory import kv_pool
+
+    caution = vllm_async_caution(dep, settings)
+    if caution:
+        kv_pool(dep, settings)  # the pool's own refusal (a drafter the release lacks) first
+        _say_caution(args, caution)
+
+
 def async_scheduling_problem(engine: str, version: str | None) -> list[str]:
     """--async-scheduling where it is not the modelled default: another engine's run, or a
-    vLLM release before the default (engines.json vllm.async_scheduling), where it was opt-in."""
+    vLLM release before the default (engines.json vllm.async_scheduling), where it was opt-in.
+    Beside a drafter or a pipeline the release raises on, the pool refuses it
+    (memory.stage_pools: engine_scheduling.vllm_async_problem)."""
     if engine != "vllm":
         return [f"--async-scheduling is vLLM's; {engine} has no such flag"]
     from ridgeline.datafiles import engine_defaults

@@ -18,6 +18,7 @@ from ridgeline.cli_engine import (
     _usage_and_version,
     check_engine_flags,
     pool_switches,
+    say_async_caution,
 )
 from ridgeline.cli_load import (
     _say_caution,
@@ -114,6 +115,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
                          f"{engines[0]}'s pool does not depend on it (`decode` and `simulate` "
                          "take it, for the step time without graphs)")
     settings = vllm_draft_settings(engines[0], engine_settings(args))  # 0.9.x: V0
+    say_async_caution(args, dep, settings)
     if engines[0] == "trtllm":
         from ridgeline.trtllm_memory import flash_mla_caution
 

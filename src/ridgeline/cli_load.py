@@ -677,6 +677,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         usage=args.usage or "serve",
         engine_version=getattr(args, "engine_version", None),
         async_scheduling=not getattr(args, "no_async_scheduling", False),
+        async_scheduling_given=getattr(args, "async_scheduling", False),
         overlap_schedule=not getattr(args, "disable_overlap_schedule", False),
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         enable_chunked_prefill=chunked_prefill_asked(args),
@@ -701,5 +702,6 @@ def engine_settings(args: argparse.Namespace) -> Any:
         cudagraph_capture_sizes=getattr(args, "cudagraph_capture_sizes", None),
         cudagraph_mode=getattr(args, "cudagraph_mode", None),
         torch_compile=getattr(args, "torch_compile", None),
+        stock_torch_compile=bool(getattr(args, "stock_torch_compile", False)),
         lora=lora_settings(args), eplb=eplb_settings(args),
         cache_transceiver=cache_transceiver(args))

@@ -19,6 +19,7 @@ from ridgeline.cli_engine import (
     lora_settings,
     mm_limits,
     pool_switches,
+    say_async_caution,
 )
 from ridgeline.cli_load import drafter, drafts_with_mtp
 from ridgeline.errors import InputError
@@ -62,6 +63,7 @@ def engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     if settings is None:
         return None
     check_block_fits(dep, settings)  # a block past the pool: --block-size's own refusal
+    say_async_caution(args, dep, settings)
     return vllm_draft_settings(dep.engine, settings)
 
 
@@ -75,6 +77,7 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         if problem:
             raise InputError(problem[0])
     asynchronous = not getattr(args, "no_async_scheduling", False)
+    explicit = getattr(args, "async_scheduling", False)
     if not asynchronous and dep.engine != "vllm":
         raise InputError(f"--no-async-scheduling is vLLM's; {dep.engine} has no such setting")
     if getattr(args, "no_enable_chunked_prefill", False) and dep.engine != "vllm":
@@ -100,7 +103,8 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                                or getattr(args, "spec_draft_sample", "")))
         return None if plain else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
-            draft_mtp=drafts_with_mtp(args), drafter=drafter(args), **switches)
+            async_scheduling_given=explicit, draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
+            **switches)
     if dep.engine.startswith("llama.cpp"):
         raise InputError(llamacpp_pool_refusal(given, dep.engine, version, args.block_size))
     if args.usage is not None and dep.engine != "vllm":
@@ -113,7 +117,8 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                           max_total_tokens=args.max_total_tokens, engine_version=version,
                           speculative_decoding=spec, async_scheduling=asynchronous,
-                          draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
+                          async_scheduling_given=explicit, draft_mtp=drafts_with_mtp(args),
+                          drafter=drafter(args),
                           max_mamba_cache_size=args.max_mamba_cache_size,
                           mamba_ssm_dtype=args.mamba_ssm_dtype,
                           max_cudagraph_capture_size=args.max_cudagraph_capture_size,
@@ -151,7 +156,8 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
     given["lora"] = lora_settings(args)  # --enable-lora (vLLM's or SGLang's): its slots
     given["eplb"] = eplb_settings(args)  # vLLM --enable-eplb: its redundant experts
     given |= {name: getattr(args, name, None)  # vLLM's compilation config (vllm_compilation)
-              for name in ("cudagraph_capture_sizes", "cudagraph_mode", "torch_compile")}
+              for name in ("cudagraph_capture_sizes", "cudagraph_mode", "torch_compile",
+                           "stock_torch_compile")}
     given["mm_limits"] = mm_limits(args)  # vLLM --limit-mm-per-prompt: the tower's images
     given["cache_transceiver"] = cache_transceiver(args)  # TRT-LLM: its KV transfer buffers
     return {name: value for name, value in given.items() if value is not None}

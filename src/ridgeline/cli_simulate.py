@@ -19,6 +19,7 @@ from ridgeline.cli_engine import (
     _usage_and_version,
     check_engine_flags,
     pool_switches,
+    say_async_caution,
     sglang_overlap,
     trtllm_overlap,
 )
@@ -109,6 +110,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     args.burstiness = 1.0 if args.burstiness is None else args.burstiness
     check_engine_flags(args, engine)
     settings: Any = vllm_draft_settings(engine, engine_settings(args))  # 0.9.x: draft on V0
+    say_async_caution(args, dep, settings)
     if engine == "vllm":  # the scheduler, its lanes and cautions read the engine it runs
         args.engine_version = settings.engine_version
     story = ""

@@ -4,7 +4,14 @@ scheduling and SGLang's overlap scheduler, and the V0 scheduling it does not mod
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ridgeline.errors import InputError
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
+    from ridgeline.memory import EngineSettings
+    from ridgeline.vllm_memory import VLLMAccounting
 
 # --long-prefill-token-threshold came with V0's concurrent partial prefills (vLLM PR #10235,
 # merged in February 2025 after v0.7.2 was cut): v0.7.3 is the first release that parses it
@@ -71,7 +78,8 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
                           runner: str = "") -> bool:
     """Whether the engine forms its next batch while one runs (engines.json, with sources):
     vLLM from v0.14 unless --no-async-scheduling, with a drafter as its release and ``runner``
-    allow (``vllm_async_with_drafter``); SGLang from v0.4.0 unless --disable-overlap-schedule,
+    allow (``vllm_async_with_drafter``; --async-scheduling given keeps a draft model from
+    v0.16); SGLang from v0.4.0 unless --disable-overlap-schedule,
     and never with speculative decoding; TensorRT-LLM's PyTorch backend (from v0.20, the
     newest modelled) unless --disable-overlap-scheduler, speculative decoding with an
     EAGLE/MTP drafter or a draft model but not n-gram, and never its TensorRT engine backend.
@@ -91,7 +99,7 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
         version = vllm_accounting(s.engine_version).version
         return s.async_scheduling and parse_version(version) >= parse_version(
             rule["default_from"]) and (not spec_tokens or vllm_async_with_drafter(
-                version, spec_method, runner))
+                version, spec_method, runner, s.async_scheduling_given))
     if engine == "sglang":
         from ridgeline.sglang_memory import sglang_release
 
@@ -109,12 +117,16 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
     return False
 
 
-def vllm_async_with_drafter(version: str, spec_method: str, runner: str = "") -> bool:
-    """Whether vLLM ``version``'s default keeps async scheduling on with a --spec-method
+def vllm_async_with_drafter(version: str, spec_method: str, runner: str = "",
+                            explicit: bool = False) -> bool:
+    """Whether vLLM ``version`` keeps async scheduling on with a --spec-method
     ``spec_method`` drafter on ``runner`` ("MRV2", "V1"; "" read as V1), as
-    engines.json vllm.async_scheduling dates it: an EAGLE/MTP head from v0.14, a draft model
-    from v0.28, on Model Runner V2 any drafter from v0.33 (ngram too), and any drafter on
-    any runner from v0.34. ngram on 0.32: off; on 0.33's MRV2: on."""
+    engines.json vllm.async_scheduling dates it. Its default (``explicit`` False): an EAGLE/MTP
+    head from v0.14, a draft model from v0.28, on Model Runner V2 any drafter from v0.33
+    (ngram too), and any drafter on any runner from v0.34; ngram on 0.32: off; on 0.33's
+    MRV2: on. --async-scheduling given (``explicit``) runs a draft model from v0.16
+    (explicit_spec_methods_from): on 0.20 the default turns it off, the flag keeps it on;
+    where it is False vLLM raises instead (``vllm_async_conflict``)."""
     from ridgeline.datafiles import engine_defaults
     from ridgeline.vllm_memory import parse_version
 
@@ -123,8 +135,94 @@ def vllm_async_with_drafter(version: str, spec_method: str, runner: str = "") ->
     if release >= parse_version(rule["any_drafter_from"]) or (
             runner == "MRV2" and release >= parse_version(rule["v1_runner_only_from"])):
         return True
-    since = rule["spec_methods_from"].get(spec_method)
+    table = rule["explicit_spec_methods_from" if explicit else "spec_methods_from"]
+    since = table.get(spec_method)
     return since is not None and release >= parse_version(since)
+
+
+def vllm_async_conflict(version: str, spec_method: str, runner: str,
+                        pipeline_parallel_size: int) -> str:
+    """What vLLM ``version`` raises on where --async-scheduling is given explicitly beside a
+    --spec-method ``spec_method`` drafter ("" none) or a pipeline, on ``runner`` ("MRV2",
+    "V1"), as engines.json vllm.async_scheduling records it (explicit_spec_methods_from,
+    explicit_pipeline_refused), or "": ngram on 0.32 and a draft model on 0.15 are refused, a
+    draft model on 0.16 runs; a pipeline of 2 on 0.14, or on 0.33's V1 runner, is refused."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_memory import in_releases
+
+    on_runner = f" on its {runner} model runner" if runner == "V1" and version_from(
+        version, "v1_runner_only_from") else ""
+    if spec_method and not vllm_async_with_drafter(version, spec_method, runner, explicit=True):
+        return f"--spec-method {spec_method}{on_runner}"
+    rule = engine_defaults("vllm")["async_scheduling"]
+    if pipeline_parallel_size > 1 and any(
+            in_releases(version, r) and r["runner"] in ("", runner)
+            for r in rule["explicit_pipeline_refused"]):
+        return f"pipeline parallelism (--pipeline-parallel-size {pipeline_parallel_size})" \
+            + on_runner
+    return ""
+
+
+def version_from(version: str, key: str) -> bool:
+    """Whether vLLM ``version`` is at or past engines.json vllm.async_scheduling's ``key``."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_memory import parse_version
+
+    return parse_version(version) >= parse_version(
+        engine_defaults("vllm")["async_scheduling"][key])
+
+
+def vllm_async_problem(dep: Deployment, s: EngineSettings) -> str:
+    """Why vLLM at EngineSettings ``s``'s release refuses --async-scheduling given beside
+    ``s``'s drafter or Deployment ``dep``'s pipeline (``vllm_async_conflict``), or "": vLLM
+    0.32 raises ValueError at start-up beside an ngram drafter, where its default only turns
+    async scheduling off."""
+    acc, method, runner = _vllm_run(dep, s)
+    conflict = vllm_async_conflict(acc.version, method, runner, dep.pipeline_parallel_size)
+    if not conflict:
+        return ""
+    return (f"--async-scheduling with {conflict}: vLLM {acc.version} refuses the pair at "
+            "start-up (its default turns async scheduling off there instead): drop "
+            "--async-scheduling")
+
+
+def vllm_async_caution(dep: Deployment, s: EngineSettings) -> str:
+    """What to say where vLLM at EngineSettings ``s``'s release turns its default async
+    scheduling off for ``s``'s drafter, with a warning (``vllm_async_default_off``), or "":
+    on 0.32 with an ngram drafter the run is priced synchronous (--async-scheduling refused),
+    on 0.20 with a draft model too (--async-scheduling keeps it on there)."""
+    if s.drafter is None or not s.async_scheduling or s.async_scheduling_given:
+        return ""
+    acc, method, runner = _vllm_run(dep, s)
+    off = vllm_async_default_off(acc.version, method, runner)
+    if not off:
+        return ""
+    given = "keeps it on" if vllm_async_with_drafter(acc.version, method, runner, True) \
+        else "makes it refuse to start"
+    return (f"vLLM {acc.version} turns async scheduling off with {off}, with a warning "
+            f"(--async-scheduling {given}): priced synchronous, one batch in flight")
+
+
+def _vllm_run(dep: Deployment, s: EngineSettings) -> tuple[VLLMAccounting, str, str]:
+    """vLLM's accounting for ``s``'s release, ``s``'s drafter method ("" none), and the
+    model runner ``dep`` gets with it (vllm_memory.model_runner)."""
+    from ridgeline.vllm_memory import model_runner, vllm_accounting
+
+    acc = vllm_accounting(s.engine_version)
+    method = s.drafter.method if s.drafter is not None else ""
+    algorithm = s.drafter.algorithm if s.drafter is not None else ""
+    return acc, method, model_runner(dep, acc, method, algorithm, s.stock_torch_compile)
+
+
+def vllm_async_default_off(version: str, spec_method: str, runner: str) -> str:
+    """Where vLLM ``version``'s default turns async scheduling off for a --spec-method
+    ``spec_method`` drafter on ``runner`` (it warns 'Async scheduling not supported with
+    ngram-based speculative decoding and will be disabled'), the drafter as its flag, else "":
+    "--spec-method ngram" on 0.32, "" on 0.34 or before 0.14 (synchronous anyway)."""
+    if not spec_method or not version_from(version, "default_from") \
+            or vllm_async_with_drafter(version, spec_method, runner):
+        return ""
+    return f"--spec-method {spec_method}"
 
 
 def v0_scheduling_caution(engine: str, version: str | None) -> str:

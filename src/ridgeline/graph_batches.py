@@ -180,7 +180,8 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
         if drafts:
             acc = vllm_accounting(version)
             method = drafter.method if drafter else getattr(settings, "spec_method", None)
-            runner = model_runner(dep, acc, method or "", drafter.algorithm if drafter else "")
+            runner = model_runner(dep, acc, method or "", drafter.algorithm if drafter else "",
+                                  bool(getattr(settings, "stock_torch_compile", False)))
             multiple = spec_capture_multiple(drafts, acc.version, runner,
                                              dep.tensor_parallel_size, mode)
         return vllm_capture(getattr(settings, "max_num_seqs", None), cap,

@@ -106,6 +106,9 @@ class EngineSettings:
     engine_version: str | None = None
     swa_full_tokens_ratio: float | None = None  # SGLang's window pool ÷ full pool (default 0.8)
     async_scheduling: bool = True  # vLLM (default since v0.14): off is --no-async-scheduling
+    # vLLM --async-scheduling given: a release raises where its default would turn it off
+    # (engine_scheduling.vllm_async_conflict), and runs a draft model from v0.16, not v0.28
+    async_scheduling_given: bool = False
     overlap_schedule: bool = True  # SGLang (default since v0.4.0): off is --disable-overlap-schedule
     # TensorRT-LLM's PyTorch backend (default since v0.20): off is disable_overlap_scheduler
     overlap_scheduler: bool = True
@@ -166,6 +169,8 @@ class EngineSettings:
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     cudagraph_mode: str | None = None
     torch_compile: bool | None = None
+    # -cc.mode=STOCK_TORCH_COMPILE (1): before v0.32 vLLM runs it on the V1 model runner
+    stock_torch_compile: bool = False
     # --enable-lora: vLLM's adapters' slots (--max-loras, --max-lora-rank, …: vllm_lora.py)
     # or SGLang's (--max-loras-per-batch, --lora-paths, …: sglang_lora.py), whose buffers the
     # pool loses; None: LoRA off
@@ -288,6 +293,12 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
         problem = speculative_problem(engine, s.engine_version, s.drafter.method,
                                       s.drafter.algorithm) \
             if s.drafter is not None else ""
+        if problem:
+            raise InputError(problem)
+        if engine == "vllm" and s.async_scheduling_given:
+            from ridgeline.engine_scheduling import vllm_async_problem
+
+            problem = vllm_async_problem(dep, s)
         if problem:
             raise InputError(problem)
     total = total_bytes or device_memory_bytes(dep.accelerator)

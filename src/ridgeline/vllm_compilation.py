@@ -49,6 +49,9 @@ class CompilationAsked:
     max_cudagraph_capture_size: int | None = None
     cudagraph_mode: str | None = None
     torch_compile: bool | None = None
+    # mode STOCK_TORCH_COMPILE (1): Model Runner V2 sends it to the V1 runner before v0.32
+    # (vllm_memory.model_runner, engines.json vllm.mrv2_stock_compile_fallback)
+    stock_torch_compile: bool = False
 
     @property
     def eager(self) -> bool:
@@ -133,9 +136,10 @@ def compilation_asked(parts: list[tuple[str, str]], sizes_flag: list[int] | None
                                int(r["default_level"]), enforce_eager)
     # torch.compile kept without graphs (mode NONE), or graphs kept without it: said; else
     # it is as the graphs switch implies (--enforce-eager: neither)
+    stock = not enforce_eager and "mode" in config and _compile_mode(config["mode"]) == 1
     return CompilationAsked(sizes, largest if sizes is None else None,
                             None if mode == "FULL_AND_PIECEWISE" else mode,
-                            compiled if compiled == (mode == "NONE") else None)
+                            compiled if compiled == (mode == "NONE") else None, stock)
 
 
 def _level(spelling: str, value: str, version: str, levels: bool) -> int:
@@ -286,5 +290,6 @@ def apply_compilation(args: argparse.Namespace) -> None:
     args.cudagraph_capture_sizes = found.cudagraph_capture_sizes
     args.cudagraph_mode = None if found.eager else found.cudagraph_mode
     args.torch_compile = found.torch_compile
+    args.stock_torch_compile = found.stock_torch_compile or None
     if found.eager:  # no graph: --enforce-eager's switch, which every command reads
         args.enforce_eager = True

@@ -161,7 +161,7 @@ def one_pool(engine: str, version: str | None = None) -> bool:
 
 
 def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "",
-                 draft_algorithm: str = "") -> str:
+                 draft_algorithm: str = "", stock_compile: bool = False) -> str:
     """The GPU model runner ``acc``'s release gives this model by default: "MRV2" (Model
     Runner V2: from v0.25.1 a model that is not MoE, unless allow-listed, and has no mamba or
     linear-attention layers; from v0.29 every model), else "V1" (or "V0"). A drafter the
@@ -170,10 +170,13 @@ def model_runner(dep: Deployment, acc: VLLMAccounting, draft_method: str = "",
     falls back to with a warning; so does --speculative-config's method eagle3
     (``draft_algorithm``) under pipeline parallelism in 0.27 to 0.29
     (vllm.mrv2_eagle3_pipeline_fallback): Llama-3.1-8B at PP2 on 0.27.1 with an EAGLE-3 head
-    runs on V1."""
+    runs on V1; and so does -cc.mode=STOCK_TORCH_COMPILE (``stock_compile``) before v0.32
+    (vllm.mrv2_stock_compile_fallback): Llama-3.1-8B on 0.29 with it runs on V1."""
     if acc.engine != "V1" or not acc.mrv2_default \
             or mrv2_spec_fallback(acc.version, draft_method) \
-            or eagle3_pipeline_fallback(dep, acc, draft_algorithm):
+            or eagle3_pipeline_fallback(dep, acc, draft_algorithm) \
+            or (stock_compile and parse_version(acc.version) < parse_version(
+                str(vllm_data()["mrv2_stock_compile_fallback"]["until"]))):
         return acc.engine
     if acc.mrv2_default == "all" or dep.model.architecture in acc.mrv2_allowlist:
         return "MRV2"

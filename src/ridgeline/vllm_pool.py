@@ -312,7 +312,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         fraction = 1.0  # vLLM ignores gpu_memory_utilization for a set pool
     method, algorithm = (s.drafter.method, s.drafter.algorithm) if s.drafter is not None \
         else ("", "")
-    runner, compile_peak, state = model_runner(dep, acc, method, algorithm), 0.0, 0.0
+    runner = model_runner(dep, acc, method, algorithm, s.stock_torch_compile)
+    compile_peak, state = 0.0, 0.0
     problem = draft_sample_problem(acc.version, runner, s.drafter)
     if problem:
         raise InputError(problem)
@@ -402,7 +403,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         groups = replace(groups, page_bytes=layer_page * layers)
     return KVPool("vllm", total_bytes, fraction, weight_bytes, peak, non_torch_bytes(dep, acc),
                   graphs, 1.0, kv_bytes_per_token, block, seqs, tokens, groups, forward, sampler,
-                  acc, in_flight_batches=acc.in_flight_batches if s.async_scheduling else 1,
+                  acc, in_flight_batches=acc.in_flight_batches if runs_async(s, acc, runner)
+                  else 1,
                   windows_in_full=windows_in_full, stage=stage, encoder_bytes=encoder,
                   encoder_held_bytes=held, encoder_images=images,
                   encoder_images_per_prompt=per_prompt if images else 0,
@@ -419,6 +421,17 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
 # it (vllm/config/cache.py, engine/arg_utils.py "--kv-cache-memory-bytes", and the worker's
 # "as specified by kv_cache_memory_bytes config" log and "--kv-cache-memory=" advice)
 SET_POOL_FROM = (0, 10, 2)
+
+
+def runs_async(s: EngineSettings, acc: VLLMAccounting, runner: str) -> bool:
+    """Whether vLLM ``acc.version`` schedules asynchronously under ``s`` on ``runner``, as
+    its max_concurrent_batches reads the switch after VllmConfig has turned it off for a
+    drafter (engine_scheduling.vllm_async_with_drafter): on 0.32 with an ngram drafter it
+    does not, so a window group keeps blocks for one batch in flight, not two."""
+    from ridgeline.engine_scheduling import vllm_async_with_drafter
+
+    return s.async_scheduling and (s.drafter is None or vllm_async_with_drafter(
+        acc.version, s.drafter.method, runner, s.async_scheduling_given))
 
 
 def set_pool_margin_bytes() -> float:

@@ -287,7 +287,8 @@ def vllm_runner(dep: Deployment, s: object, spec_method: str) -> str:
 
     drafter = getattr(s, "drafter", None)
     return model_runner(dep, vllm_accounting(getattr(s, "engine_version", None)), spec_method,
-                        drafter.algorithm if drafter is not None else "")
+                        drafter.algorithm if drafter is not None else "",
+                        bool(getattr(s, "stock_torch_compile", False)))
 
 
 def window_cap(engine: str, windows: tuple[tuple[int, int], ...], v1: bool = True) -> int:

@@ -1,0 +1,115 @@
+"""vLLM's --async-scheduling given explicitly: where a release's VllmConfig raises on it beside
+a drafter or a pipeline (its default only turns async scheduling off there, with a warning),
+ridgeline refuses the pair in one line; where the default turns it off, fit, simulate and
+decode say so and price the run synchronous; and where the flag keeps it on against the
+default (a draft model on 0.16-0.27), the run is priced asynchronous."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_scheduling import vllm_async_conflict, vllm_async_with_drafter
+from ridgeline.engine_spec import EngineSpec
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.sim.config import sim_config
+from tests.conftest import run_cli
+
+LLAMA = ("llama-3.1-8b", "--gpu", "h100")
+COMMANDS = {"fit": ("fit", *LLAMA),
+            "simulate": ("simulate", *LLAMA, "--rate", "4", "--num-requests", "40"),
+            "decode": ("decode", *LLAMA, "--batch", "1,16")}
+NGRAM_032 = ("--engine-version", "0.32", "--spec-method", "ngram", "--spec-tokens", "3")
+DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
+RULE = engine_defaults("vllm")["async_scheduling"]
+
+
+def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_async_scheduling_beside_an_ngram_drafter_is_refused_where_vllm_raises(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """vLLM 0.32 raises 'async scheduling is only supported with EAGLE/MTP/...' for the pair;
+    without the flag it runs, synchronous, and ridgeline says so."""
+    err = refusal(capsys, *COMMANDS[command], *NGRAM_032, "--async-scheduling")
+    assert "--async-scheduling with --spec-method ngram" in err and "vLLM 0.32" in err
+    code, _, err = run_cli(capsys, *COMMANDS[command], *NGRAM_032)
+    assert code == 0
+    assert "vLLM 0.32 turns async scheduling off with --spec-method ngram" in err
+    assert "makes it refuse to start" in err and "priced synchronous" in err
+
+
+def test_the_newest_release_takes_the_pair_and_says_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for version in ("0.33", "0.34"):  # MRV2 takes ngram asynchronously from 0.33
+        code, _, err = run_cli(capsys, *COMMANDS["simulate"], "--engine-version", version,
+                               "--spec-method", "ngram", "--spec-tokens", "3",
+                               "--async-scheduling")
+        assert code == 0 and "async scheduling off" not in err, (version, err)
+
+
+def test_a_draft_model_is_refused_on_0_15_and_kept_asynchronous_from_0_16(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """0.16 added draft_model to the explicit branch's list; its default kept turning it off
+    until 0.28, so the flag changes what is priced there."""
+    draft = ("--spec-method", "draft-model", "--spec-tokens", "3")
+    err = refusal(capsys, *COMMANDS["simulate"], "--engine-version", "0.15", *draft,
+                  "--async-scheduling")
+    assert "vLLM 0.15" in err and "draft-model" in err
+    given = run_cli(capsys, *COMMANDS["simulate"], "--engine-version", "0.20", *draft,
+                    "--async-scheduling")
+    default = run_cli(capsys, *COMMANDS["simulate"], "--engine-version", "0.20", *draft)
+    assert given[0] == default[0] == 0
+    assert "async scheduling on" in given[1] and "async scheduling on" not in default[1]
+    assert "--async-scheduling keeps it on" in default[2]
+    v020 = EngineSettings(engine_version="0.20")
+    assert not sim_config(DEP, v020, spec_tokens=3, spec_method="draft-model").async_scheduling
+    assert sim_config(DEP, EngineSettings(engine_version="0.20", async_scheduling_given=True),
+                      spec_tokens=3, spec_method="draft-model").async_scheduling
+
+
+def test_a_pipeline_is_refused_with_the_flag_on_0_14_alone(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = ("--pipeline-parallel-size", "2", "--async-scheduling")
+    err = refusal(capsys, *COMMANDS["simulate"], "--engine-version", "0.14", *pipeline)
+    assert "pipeline parallelism" in err and "vLLM 0.14" in err
+    assert run_cli(capsys, *COMMANDS["simulate"], "--engine-version", "0.15", *pipeline)[0] == 0
+
+
+@pytest.mark.parametrize("version", ["0.14", "0.15", "0.16", "0.24", "0.28", "0.32", "0.33",
+                                     "0.34"])
+def test_explicit_refusals_follow_the_release_table(version: str) -> None:
+    """A drafter is refused with the flag exactly where its explicit table (the runner's
+    rules from 0.33) does not keep async scheduling on; an EAGLE/MTP head never is."""
+    for runner in ("V1", "MRV2"):
+        for method in ("eagle", "mtp", "draft-model", "ngram"):
+            kept = vllm_async_with_drafter(version, method, runner, explicit=True)
+            assert bool(vllm_async_conflict(version, method, runner, 1)) == (not kept)
+        assert not vllm_async_conflict(version, "eagle", runner, 1)
+    # the default never keeps a drafter the flag would refuse
+    for method in ("draft-model", "ngram"):
+        if vllm_async_with_drafter(version, method, "V1"):
+            assert vllm_async_with_drafter(version, method, "V1", explicit=True)
+    piped = {r["runner"] for r in RULE["explicit_pipeline_refused"]}
+    assert piped == {"", "V1"}
+
+
+def test_a_window_group_keeps_one_batch_in_flight_where_the_drafter_turns_async_off() -> None:
+    """gpt-oss keeps window blocks for two batches under async scheduling (v0.26+); vLLM
+    0.32 turns it off beside an ngram drafter, so one, as with --no-async-scheduling."""
+    dep = Deployment.build(resolve_model("openai/gpt-oss-120b"), resolve_accelerator("h100"),
+                           "bf16")
+
+    def in_flight(method: str, **given: bool) -> int:
+        s = EngineSettings(engine_version="0.32", max_model_len=28000,
+                           speculative_decoding=True, drafter=EngineSpec(3, method), **given)
+        return kv_pool(dep, s).in_flight_batches
+
+    assert in_flight("ngram") == in_flight("eagle", async_scheduling=False) == 1
+    assert in_flight("eagle") == 2
