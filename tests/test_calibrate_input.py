@@ -334,8 +334,7 @@ def test_calibrate_strict_refuses_a_row_without_a_prediction_as_its_help_says(
     code, _, err = run(capsys, "calibrate", str(rows), "-o", str(out), "--strict")
     assert code == 2 and "no prediction" in err and not out.exists()
     code, text, _ = run(capsys, "calibrate", "--help")
-    strict_help = " ".join(text.split("options:")[1].split("--strict")[1].split("--json")[0]
-                           .split())
+    strict_help = " ".join(text.split("  --strict")[1].split("\n  -")[0].split())
     assert "without a prediction" in strict_help
 
 

@@ -147,11 +147,12 @@ def test_llamacpps_default_fit_places_as_the_build_named(
 
 def test_the_help_names_the_newest_modelled_releases() -> None:
     from ridgeline.cli import build_parser
+    from ridgeline.cli_help import command_help
 
     vllm, sglang = vllm_data(), sglang_data()
     oldest_sglang = sglang["legacy_fraction"]["from"]
-    for command in ("fit", "simulate", "decode", "prefill"):
-        text = " ".join(build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
-                        .choices[command].format_help().split())
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in ("fit", "simulate", "decode", "prefill"):  # --help-all's: --help summarizes
+        text = " ".join(command_help(commands[command], everything=True).split())
         assert f"vLLM {vllm['memory_versions'][0]['from']} ... {vllm['newest_checked']}" in text
         assert f"SGLang {oldest_sglang} ... {sglang['newest_checked']}" in text

@@ -172,5 +172,5 @@ def test_fit_reads_both_and_refuses_them_elsewhere(capsys: pytest.CaptureFixture
     code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm",
                            "--sglang-vlm-cache-size-mb", "0")
     assert code == 2 and "SGLang's" in err
-    code, out, _ = run_cli(capsys, "fit", "--help")
+    code, out, _ = run_cli(capsys, "fit", "--help-engine", "sglang")  # SGLang's flags in full
     assert "environment variable SGLANG_VLM_CACHE_SIZE_MB" in " ".join(out.split())

@@ -348,6 +348,15 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
 
+    def format_help(self) -> str:
+        """A command's help by concern, each engine's own flags folded (cli_help);
+        `ridgeline --help`, the commands, as argparse prints it."""
+        if self._subparsers is not None:
+            return super().format_help()
+        from ridgeline.cli_help import command_help
+
+        return command_help(self)
+
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None,
                          ) -> tuple[argparse.Namespace, list[str]]:
@@ -456,6 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name in COMMANDS:  # a pasted launch line's flags that change nothing, and the rest
         add_launch_flags(sub.choices[name])
+    from ridgeline.cli_help import add_help_flags
+
+    for command in sub.choices.values():  # every flag is added: the sections can be told
+        add_help_flags(command)
     return parser
 
 

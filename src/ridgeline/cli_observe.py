@@ -341,7 +341,13 @@ def mixed_step_note(report: Any, written: bool = True) -> str:
 
 def register(sub: Any) -> None:
 
-    p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall")
+    p = sub.add_parser("observe", help="a live engine's batch on the roofline, and its wall",
+                       epilog="The server's launch (--engine-version, --max-num-seqs) defaults "
+                       "to what the source states, else the engine's defaults. Its drafter "
+                       "(--spec-tokens, --speculative-config, --speculative-algorithm) sizes "
+                       "the pool and seats, each step priced as its verify step at the "
+                       "source's acceptance length (docs/observe.md); without one, priced "
+                       "without drafts.")
     p.add_argument("source", metavar="SOURCE", type=_not_empty("source path or URL"),
                    help="/metrics URL, saved metrics text, a vLLM server log (its stats "
                    "lines and start-up pool; other engines' logs are not read), or a bench "

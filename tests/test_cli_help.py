@@ -1,0 +1,105 @@
+"""A command's --help by concern (cli_help): decode's was 480 lines, its usage alone 60, the
+core flags lost among one engine's own (--cache-transceiver-config, --lora-paths); the summary
+keeps the core a line each, each engine's own flags folded to a line, and --help-all and
+--help-engine print the rest in full, while the parse stays the one the commands had."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from tests.conftest import run_cli
+
+SERVING = ("decode", "prefill", "fit", "simulate")
+CORE = ("--gpu", "--num-gpus", "--max-model-len", "--weights", "--kv-dtype", "--engine",
+        "--json", "--explain")
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    from ridgeline.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _flags(text: str) -> set[str]:
+    """The option spellings a help text names."""
+    return set(re.findall(r"(?<![\w-])(-{1,2}[\w][\w.-]*)", text))
+
+
+@pytest.mark.parametrize("command", [*SERVING, "plan"])
+def test_the_summary_fits_a_screen_and_names_the_core_flags(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run_cli(capsys, command, "--help")
+    _, whole, _ = run_cli(capsys, command, "--help-all")
+    assert code == 0 and len(out.splitlines()) < 120
+    if command in SERVING:  # the usage a line, not a flag list; the summary a sixth of it all
+        assert out.splitlines()[0].endswith("[options]") and out.splitlines()[1] == ""
+        assert len(out.splitlines()) * 4 < len(whole.splitlines())
+        assert set(CORE) <= _flags(out)
+    own = {"decode": ("--batch", "--context"), "prefill": ("--prompt-len", "--batch"),
+           "fit": ("--target-concurrency",), "simulate": ("--rate", "--concurrency"),
+           "plan": ("--rate", "--slo-ttft-ms")}[command]
+    assert set(own) <= _flags(out)
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_help_all_lists_every_flag_the_parser_takes(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run_cli(capsys, command, "--help-all")
+    parser = _commands()[command]
+    spellings = {s for a in parser._actions if a.help != argparse.SUPPRESS
+                 for s in a.option_strings}
+    assert code == 0 and spellings and spellings <= _flags(out)
+    positionals = [a.metavar or a.dest for a in parser._actions if not a.option_strings]
+    assert all(str(name) in out for name in positionals)
+
+
+def test_each_engines_own_flags_fold_to_a_line_that_says_how_to_open_them(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ridgeline.cli_help import ENGINES, section_of, shown_actions
+
+    parser = _commands()["decode"]
+    _, summary, _ = run_cli(capsys, "decode", "--help")
+    for engine, title in ENGINES.items():
+        own = [a for a in shown_actions(parser) if section_of(a) == engine]
+        assert own, engine  # decode takes flags of every engine's own
+        assert f"  {title} ({len(own)} flags): --help-engine {engine}" in summary
+        assert not any(s in _flags(summary) for a in own for s in a.option_strings)
+        code, opened, _ = run_cli(capsys, "decode", "--help-engine", engine)
+        assert code == 0 and {s for a in own for s in a.option_strings} <= _flags(opened)
+        assert f"--help-engine {engine}\n" not in opened  # its own line is open, not folded
+    assert "--cache-transceiver-config" not in summary and "--lora-paths" not in summary
+
+
+def test_a_short_help_is_printed_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    """kv takes 22 flags, one of them SGLang's own: nothing is folded, so --help is
+    --help-all, and --help-engine sglang too."""
+    from ridgeline.cli_help import summarized
+
+    assert not summarized(_commands()["kv"]) and summarized(_commands()["decode"])
+    code, out, _ = run_cli(capsys, "kv", "--help")
+    assert code == 0 and "--enable-dp-attention" in out and "folded" not in out
+    assert out == run_cli(capsys, "kv", "--help-all")[1]
+    assert out == run_cli(capsys, "kv", "--help-engine", "sglang")[1]
+
+
+def test_a_mistyped_engine_is_refused_in_a_line_with_the_one_meant(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "decode", "--help-engine", "vlm")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "did you mean vllm?" in err
+
+
+def test_the_help_flags_leave_the_parse_as_it_was() -> None:
+    """A run's namespace carries nothing of the help flags; every other spelling still names
+    the action it named (the help flags are the only ones cli_help adds)."""
+    from ridgeline.cli_help import HELP, section_of
+
+    parser = _commands()["decode"]
+    args = parser.parse_args(["llama-3.1-8b", "--gpu", "h100", "--batch", "8",
+                              "--cache-transceiver-config", '{"backend": "DEFAULT"}'])
+    assert not any("help" in name for name in vars(args))
+    added = {s for a in parser._actions if section_of(a) == HELP for s in a.option_strings}
+    assert added == {"-h", "--help", "--help-all", "--help-engine"}
