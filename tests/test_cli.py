@@ -207,6 +207,10 @@ BAD = [
       "9.9"], "no release"),
     (["decode", "llama-3.1-8b", "--gpu", "h100", "--peak-tflops", "100", "--bandwidth-gbs",
       "1000"], "is a catalog accelerator"),
+    # one of the pair beside a catalog card: the catalog's word first, not "needs both"
+    (["decode", "llama-3.1-8b", "--gpu", "h100", "--peak-tflops", "500"],
+     "is a catalog accelerator"),
+    (["roofline", "--gpu", "h100", "--bandwidth-gbs", "1000"], "is a catalog accelerator"),
     (["decode", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "llama.cpp-metal"],
      "try --engine llama.cpp-rocm"),  # the same engine's build for the card
     (["decode", "llama-3.1-8b", "--gpu", "tpu-v5e", "--engine", "trtllm"],

@@ -484,7 +484,7 @@ def test_llama_cpp_cache_step_that_fits_lists_no_overflow(
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_fits_reserved_row_is_a_step_from_its_own_operands(
         capsys: pytest.CaptureFixture[str], engine: str) -> None:
-    """The budget's "reserved (x 0.92) 72.85 GiB": total × the reserved fraction (vLLM's
+    """The budget's "reserved (gpu_memory_utilization 0.92) 72.85 GiB": total × the reserved fraction (vLLM's
     gpu_memory_utilization, SGLang's mem_fraction_static), as the JSON's reserved bytes."""
     data, steps = explained(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
                             "--max-model-len", "32768")

@@ -39,7 +39,7 @@ def test_the_default_reserve_past_a_small_card_is_refused(
     line = _refusal(capsys, "fit", *SMALL)
     assert "mem_fraction_static" in line and "stops at start-up" in line
     assert f"is {fraction:g}," in line and f"{reserved:,.0f} MiB" in line, line
-    assert "reserved (x -" not in line
+    assert "reserved (mem_fraction_static -" not in line
 
 
 def test_a_drafter_reserve_past_an_8_gib_card_is_refused(
@@ -58,4 +58,4 @@ def test_a_drafter_reserve_past_an_8_gib_card_is_refused(
 def test_a_fraction_above_zero_still_fits(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "fit", "llama-3.2-1b", "--gpu", "rtx-3070", "--engine",
                            "sglang", "--max-model-len", "4096")
-    assert code == 0 and "reserved (x 0." in out
+    assert code == 0 and "reserved (mem_fraction_static 0." in out

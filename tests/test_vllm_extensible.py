@@ -126,13 +126,38 @@ def test_fit_names_the_term_and_cautions_its_calibration(
     argv = ("fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192",
             "--engine-version", "0.34")
     code, out, _ = run_cli(capsys, *argv)
-    assert code == 0 and "− kept free after warm-up" in out and "reserved (x 1)" in out
-    assert "no start-up log of it has been checked" in out
-    code, out, _ = run_cli(capsys, *argv, "--no-enable-extensible-kv-cache")
-    assert code == 0 and "kept free" not in out and "reserved (x 0.92)" in out
-    assert "no start-up log of it has been checked" not in out
+    assert code == 0 and "− kept free after warm-up" in out
+    assert "reserved (gpu_memory_utilization 1.0)" in out
+    caution = [line for line in out.splitlines() if "extensible KV cache is unchecked" in line]
+    code, older, _ = run_cli(capsys, *argv, "--no-enable-extensible-kv-cache", "--json")
+    profiled = json.loads(older)
+    assert code == 0
+    code, older, _ = run_cli(capsys, *argv, "--no-enable-extensible-kv-cache")
+    assert code == 0 and "kept free" not in older
+    assert "reserved (gpu_memory_utilization 0.92)" in older
+    assert "extensible KV cache is unchecked" not in older
+    # one line, said once, naming the pool and conversations 0.33's rules give the same run
+    assert len(caution) == 1 and out.count("extensible KV cache is unchecked") == 1
+    assert f"give {profiled['pool_bytes_per_gpu'] / GIB:,.2f} GiB per GPU, " \
+        f"{profiled['conversations']:,} conversations of 8,192 tokens" in caution[0]
     code, out, _ = run_cli(capsys, *argv, "--json")
     report = json.loads(out)
     assert report["taken_bytes_per_gpu"]["kept_free_after_warmup"] > 0
     code, out, _ = run_cli(capsys, *argv, "--explain")
     assert "kept free after warm-up" in out and "extensible KV cache" in out
+
+
+def test_a_comparison_says_the_caution_once_with_each_cards_profiled_figures(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fit across cards: one line, 'caution (each)', naming each card's pool and conversations
+    under 0.33's rules, as each card's own --no-enable-extensible-kv-cache run gives them."""
+    argv = ("fit", "llama-3.1-8b", "--max-model-len", "8192", "--engine-version", "0.34")
+    code, out, _ = run_cli(capsys, *argv, "--gpu", "h100,h200")
+    lines = [line for line in out.splitlines() if "extensible KV cache is unchecked" in line]
+    assert code == 0 and len(lines) == 1 and lines[0].startswith("caution (each): ")
+    for gpu, label in (("h100", "1 x h100-sxm"), ("h200", "1 x h200-sxm")):
+        code, older, _ = run_cli(capsys, *argv, "--gpu", gpu, "--no-enable-extensible-kv-cache",
+                                 "--json")
+        profiled = json.loads(older)
+        assert f"{label}: {profiled['pool_bytes_per_gpu'] / GIB:,.2f} GiB per GPU, " \
+            f"{profiled['conversations']:,} conversations" in lines[0]

@@ -66,12 +66,13 @@ def load_accelerator(args: argparse.Namespace) -> Any:
             raise InputError(f"--gpu-file describes the accelerator; drop {', '.join(given)}")
         return load_accelerator_file(args.gpu_file)
     if args.peak_tflops or args.bandwidth_gbs:
-        if not (args.peak_tflops and args.bandwidth_gbs):
-            raise InputError("a custom accelerator needs both --peak-tflops and --bandwidth-gbs")
+        # a catalog card first: adding the other flag would only meet this refusal next
         if args.gpu and accelerator_known(args.gpu):
             raise InputError(f"--gpu {args.gpu} is a catalog accelerator; --peak-tflops and "
                              "--bandwidth-gbs describe a custom one (name it with --gpu "
                              "something else, or drop them)")
+        if not (args.peak_tflops and args.bandwidth_gbs):
+            raise InputError("a custom accelerator needs both --peak-tflops and --bandwidth-gbs")
         if args.gpu_memory_gib is None and getattr(args, "model", None):
             raise InputError("a custom accelerator holding a model needs --gpu-memory-gib, its "
                              "memory in GiB (an H100's: 80)")

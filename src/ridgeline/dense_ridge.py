@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ridgeline.explain import Step, q, step
-from ridgeline.roofline import ridge_point, ridge_step
+from ridgeline.roofline import first_whole_batch, ridge_point, ridge_step
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -53,3 +53,20 @@ def dense_ridge_steps(dep: Deployment) -> tuple[Step, ...]:
              q("memory bandwidth", bandwidth / 1e12, "TB/s",
                acc.source_of("memory_bandwidth_bytes_per_s"))),
     )
+
+
+def ridge_batch_step(dep: Deployment) -> Step:
+    """The ridge batch fit, utilization and decode's card table print: ⌈ridge × bytes per
+    weight ÷ 2⌉, the first whole batch whose tokens, sharing each read of the weights, do 2
+    FLOP a weight for every byte the ridge asks (Llama-3.1-8B bf16 on an H200: 206.1 × 2 ÷ 2
+    → 207)."""
+    ridge_batch = dep.dense_ridge_batch
+    return step("ridge batch", "⌈ridge × bytes per weight ÷ 2 FLOP⌉: the first whole batch "
+                "whose tokens, sharing each read of the weights every token reads, reach the "
+                "ridge",
+                q("batch", first_whole_batch(ridge_batch)),
+                q("ridge", dep.dense_ridge_flop_per_byte, "FLOP/byte"),
+                q("bytes per weight", dep.bytes_per_weight_split[0], "B",
+                  f"{dep.weights.label}; all but the routed experts and the input embedding"
+                  if dep.model.moe else f"{dep.weights.label}; {dep.params_read_note}"),
+                q("ridge × bytes per weight ÷ 2", f"{ridge_batch:,.2f}"))

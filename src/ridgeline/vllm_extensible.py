@@ -118,14 +118,31 @@ def granule_cut_bytes(segments: int) -> float:
     return segments * float(extensible_rule()["granule_mib"]) * MIB
 
 
-def extensible_caution(version: str) -> str:
-    """What `fit` says of a pool vLLM ``version`` sizes with its extensible KV cache: the rule
-    is read from the code, but no start-up log of it has been checked against it."""
-    return (f"vLLM {version} sizes this pool after warm-up (its extensible KV cache, read from "
-            "the 0.34.0 wheel): no start-up log of it has been checked against ridgeline's "
-            "terms, and the memory held before its start-up snapshot (0.5 GiB at TP1, 0.75 "
-            "past it) is an estimate; --no-enable-extensible-kv-cache sizes the pool from the "
-            "profile, as 0.33 did")
+def extensible_caution(version: str, profiled_pool_gib: float, profiled_conversations: int,
+                        context: int) -> str:
+    """What `fit` says, once, of a pool vLLM ``version`` sizes with its extensible KV cache:
+    its rule is read from the code but no start-up log has checked it, so the line gives what
+    0.33's rules (--no-enable-extensible-kv-cache: the profile sizes it) make of the same run,
+    ``profiled_pool_gib`` per GPU holding ``profiled_conversations`` of ``context`` tokens.
+    Llama-3.1-8B on an H100 at 8,000 tokens: 59.03 GiB and 60 here, 54.64 GiB and 55 so."""
+    return (f"vLLM {version}'s extensible KV cache is unchecked against a start-up log; "
+            f"0.33's rules (--no-enable-extensible-kv-cache){PROFILED_GIVE}"
+            f"{profiled_pool_gib:,.2f} GiB per GPU, {profiled_conversations:,} "
+            f"{'conversation' if profiled_conversations == 1 else 'conversations'} of "
+            f"{context:,} tokens")
+
+
+PROFILED_GIVE = " give "  # between extensible_caution's words and its figures
+
+
+def profiled_split(caution: str) -> tuple[str, str] | None:
+    """extensible_caution's words and its figures, which a comparison says once and per card
+    ('caution (each): …give 2 x h100-sxm: 37.16 GiB per GPU, …; 2 x h200-sxm: …'); None for
+    another caution."""
+    words, given, figures = caution.partition(PROFILED_GIVE)
+    if not given or "extensible KV cache is unchecked" not in words:
+        return None
+    return words + given, figures
 
 
 def launch_fraction(acc: VLLMAccounting, vendor: str) -> float:

@@ -14,7 +14,7 @@ from ridgeline.cost import (
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
-from ridgeline.dense_ridge import dense_ridge_steps
+from ridgeline.dense_ridge import dense_ridge_steps, ridge_batch_step
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
 from ridgeline.engine_versions import engine_release, sized_version
@@ -93,6 +93,9 @@ class DecodeReport:
     fit_seats: tuple[EngineSeats, ...] = ()
     fit_pool_settings: str = ""  # the settings fit_seats were sized under
     engine_version: str | None = None  # whose rules sized the pool (--engine-version)
+    # where the engine refuses to start at its max_model_len (start_refused): the same points
+    # at the longest --max-model-len that starts, which the refusal suggests (at_longest_start)
+    at_longest: DecodeReport | None = field(default=None, compare=False)
 
     @property
     def line_seats(self) -> tuple[EngineSeats, ...]:
@@ -115,7 +118,51 @@ class DecodeReport:
         heads the blocks where there are several)."""
         return tuple((f"batch {f.batch:,} at {f.context:,} {plural(f.context, 'token')} of "
                       "context", self._point_steps(f, base, e))
-                     for (f, base), e in zip(self.floors, self.expected))
+                     for (f, base), e in zip(self.floors, self.expected)) \
+            + self._longest_step_groups()
+
+    def _longest_step_groups(self) -> tuple[tuple[str, tuple[Step, ...]], ...]:
+        """The expectation of each point at_longest runs, headed by the --max-model-len it
+        starts at: its expected step, speeds and the sequences its pool runs."""
+        r = self.at_longest
+        if r is None or r.started_at is None:
+            return ()
+        return tuple((f"at --max-model-len {r.started_at:,}, batch {f.batch:,} at "
+                      f"{f.context:,} {plural(f.context, 'token')} of context",
+                      e.steps + expected_speed_steps(e, f.batch) + r._seat_steps(f))
+                     for (f, _), e in zip(r.floors, r.expected) if r.engine_runs(f))
+
+    @property
+    def started_at(self) -> int | None:
+        """The max_model_len the serving engine's seats were started at (one for all the
+        contexts), or None."""
+        return next((s.max_model_len for s in self.seats if s.max_model_len), None)
+
+    @property
+    def card_step_groups(self) -> tuple[tuple[str, tuple[Step, ...]], ...]:
+        """step_groups with the $/M tok column's division after each priced point's speeds,
+        as the card table prints it (DecodeComparison)."""
+        return tuple((heading, group + self._cost_steps(f, e))
+                     for (heading, group), (f, _), e
+                     in zip(self.step_groups, self.floors, self.expected))
+
+    def _cost_steps(self, f: DecodeFloor, e: Expectation) -> tuple[Step, ...]:
+        """The $/M tok column: the card's price per hour over the tokens an hour the expected
+        aggregate gives (none where the engine does not run the point or the card has no
+        price): an H200 at $4.54/h and 4,078 tok/s, 14.68 M tokens an hour: $0.31 a million."""
+        dep = self.deployment
+        price = dep.accelerator.price_per_hour_usd
+        if price is None or not self.engine_runs(f):
+            return ()
+        per_hour = price * dep.num_gpus
+        tokens_m = f.batch / e.time_s * 3600 / 1e6
+        return (step("cost per million output tokens", "price per hour ÷ millions of output "
+                     "tokens an hour (expected aggregate × 3,600 s)",
+                     q("$/M tok", per_hour / tokens_m, "$"),
+                     q("price", per_hour, "$/h", f"{dep.num_gpus} x {dep.accelerator.id} at "
+                       f"${price:g} a device-hour, the catalog's"),
+                     q("output", tokens_m, "M tok/h", f"{f.batch / e.time_s:,.0f} tok/s × "
+                       "3,600 s")),)
 
     def _point_steps(self, f: DecodeFloor, base: DecodeFloor, e: Expectation
                      ) -> tuple[Step, ...]:
@@ -300,7 +347,21 @@ class DecodeReport:
                                      for s in self.line_seats if s.held is not None],
                 # the release the pool was sized as, named where none was given too (fit's)
                 "engine_version": sized_version(self.deployment.engine, self.engine_version),
+                **self._longest_dict(),
                 "cautions": list(self.cautions)}
+
+    def _longest_dict(self) -> dict[str, Any]:
+        """at_longest's points' expectations and max batch, under ``at_max_model_len``."""
+        r = self.at_longest
+        if r is None:
+            return {}
+        whole = r.to_dict()
+        keys = ("batch", "context", "engine_runs", "expected", "expected_none_reason",
+                "expected_none_code")
+        return {"at_max_model_len": {
+            "max_model_len": r.started_at,
+            "points": [{k: point[k] for k in keys if k in point} for point in whole["points"]],
+            "engine_max_batch": whole["engine_max_batch"]}}
 
     def text_lines(self) -> list[str]:
         unfit = [f for f, _ in self.floors if not f.fit.fits]
@@ -361,6 +422,7 @@ class DecodeReport:
                         f"{self.none_reason(f)}"
                         + ("" if held else f" ({self._fit_hint()} for the breakdown)"),
                         "  " + _memory_only(f.fit.headline(), e.engine),
+                        *self._longest_point_line(),
                         *self._pool_lines(None if held else f.context)]
             lines += [
                 f"expected on {self._priced_as}: {e.time_s * 1e3:,.2f} ms per step "
@@ -393,8 +455,40 @@ class DecodeReport:
         lines.append(speed_note(self.deployment.model,
                                 sorted({f.context for f, _ in self.floors}), more))
         lines += self._spec_lines()
-        lines += self._pool_lines()
-        return lines
+        return [*lines, *self._seat_lines(), *self._longest_table(),
+                *(f"caution: {c}" for c in self.shown_cautions)]
+
+    def _longest_point_line(self) -> list[str]:
+        """One point's expectation at the --max-model-len its refusal suggests (at_longest),
+        said as such: 'expected at --max-model-len 40,192: 8.10 ms per step (…)'."""
+        r = self.at_longest
+        if r is None or r.started_at is None:
+            return []
+        (f, _), e = r.floors[0], r.expected[0]
+        at = f"expected at --max-model-len {r.started_at:,}"
+        if not r.engine_runs(f):
+            return [f"{at}: nothing: {r.none_reason(f)}"]
+        return [f"{at}: {e.time_s * 1e3:,.2f} ms per step ({e.low_s * 1e3:,.2f}–"
+                f"{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per user, "
+                f"{fmt_total_tok_s(f.batch / e.time_s)} in total",
+                *(f"  {line}" for line in r._seat_lines())]
+
+    def _longest_table(self) -> list[str]:
+        """The points again at the --max-model-len the refusal suggests (at_longest), headed
+        by it, with the batch its pool runs there."""
+        r = self.at_longest
+        if r is None or r.started_at is None:
+            return []
+        rows = [[f"{f.batch:,}", f"{f.context:,}",
+                 *([f"{e.time_s * 1e3:,.2f}", f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}",
+                    f"{1 / e.time_s:,.1f}", fmt_total_tok_s(f.batch / e.time_s)]
+                   if r.engine_runs(f) else [r.why_not(f), "", "", ""])]
+                for (f, _), e in zip(r.floors, r.expected)]
+        return [f"at --max-model-len {r.started_at:,} (the longest {r.expected[0].engine} "
+                "starts at), expected:",
+                *table(rows, ["batch", "context", "expected ms", "band", "tok/s/user",
+                              "tok/s total"]),
+                *r._seat_lines()]
 
     @property
     def _priced_as(self) -> str:
@@ -458,8 +552,8 @@ class DecodeReport:
         (gemma-2-9b on an RTX 3060 does not fit), not those of the expected times
         (expectation_cautions: a GeForce card's missing profile rows), which would caution
         a figure the report does not print. The comparison drops them alike."""
-        if self.priced:
-            return self.cautions
+        if self.priced or (self.at_longest is not None and self.at_longest.priced):
+            return self.cautions  # at_longest's expectation is printed, and cautioned
         unpriced = self.expectation_cautions
         return tuple(c for c in self.cautions if c not in unpriced)
 
@@ -569,7 +663,9 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     """Each batch at each context: its floor, the engine's expectation, and the batch the
     engine's pool runs (sized under ``settings``, or the engine's defaults, vLLM's vllm
     serve's, and started at ``max_model_len``, or the engine's default, the model's context);
-    with ``spec``, each point's speculative verify step too."""
+    with ``spec``, each point's speculative verify step too. Where the engine would refuse to
+    start there, the same points at the longest --max-model-len that starts (at_longest):
+    Llama-3.1-8B on an RTX 4090 refuses at 131,072 and runs 9 of 4,096 tokens at 40,192."""
     from ridgeline.capacity import engine_seats
 
     floors, expected = [], []
@@ -615,9 +711,14 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
             dep, settings or EngineSettings(), spec.method, max_model_len))
     steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)
                                           for f, _ in floors)
+    longest = max((s.longest for s in seats if s.start_refused), default=0)
+    at_longest = decode_report(dep, batches, contexts, profile, enforce_eager, settings,
+                               longest, spec) if longest and longest != max_model_len \
+        else None
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
                         tuple(c for c in cautions if c), profile, described, steps,
-                        engine_version=(settings or EngineSettings()).engine_version)
+                        engine_version=(settings or EngineSettings()).engine_version,
+                        at_longest=at_longest)
 
 
 def with_fit_seats(report: DecodeReport, fit_seats: tuple[EngineSeats, ...],
@@ -872,10 +973,12 @@ class DecodeComparison(ByCard):
         a card's dense matmuls run at several dtypes (dense_ridge_steps)."""
         return tuple(replace(st, label=f"{r.deployment.accelerator.id}"
                              + (f", {heading}" if len(r.floors) > 1 else "") + f": {st.label}")
-                     for r in self.reports for heading, group in r.step_groups for st in group) \
+                     for r in self.reports for heading, group in r.card_step_groups
+                     for st in group) \
             + tuple(replace(st, label=f"{r.deployment.accelerator.id}: {st.label}")
-                    for r in self.reports if r.deployment.dense_blended
-                    for st in dense_ridge_steps(r.deployment))
+                    for r in self.reports
+                    for st in (*dense_ridge_steps(r.deployment),
+                               ridge_batch_step(r.deployment)))
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), **not_run_dict(self.not_run, "accelerator")}
@@ -894,6 +997,7 @@ class DecodeComparison(ByCard):
                              *([r.deployment.kv.id] if kv_per_card else []),
                              str(f.batch), f"{f.context:,}", f"{f.step_time_s * 1e3:,.2f}",
                              f"{e.time_s * 1e3:,.2f}" if runs else r.why_not(f),
+                             f"{e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}" if runs else "",
                              f"{1 / e.time_s:,.1f}" if runs else "",
                              f"{f.batch / e.time_s:,.0f}" if runs else "",
                              _dollars_per_million(r.deployment, f.batch / e.time_s)
@@ -913,14 +1017,16 @@ class DecodeComparison(ByCard):
                 "accelerator, batch and context", "",
                 *table(rows, ["accelerator", *(["engine"] if per_card else []),
                               *(["KV"] if kv_per_card else []), "batch", "context", "floor ms",
-                              "expected ms",
+                              "expected ms", "band",
                               "tok/s/user", "tok/s total", "$/M tok", "ridge batch", "bound"]),
                 *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]),
                 *dict.fromkeys(f"{r.deployment.gpus_label}: {r._none_clause(s)}"
                                for r in self.reports for s in r.seats if s.held == 0),
+                *(line for r in self.reports if (line := _card_longest_line(r))),
                 *(line for r in self.reports for line in _card_spec_lines(r)),
                 "", "expected: each card's step_cost with the engine's calibrated profile; "
+                "band: the profile's spread of measured over predicted; "
                 "$/M tok: the catalog's price per device-hour over the output tokens of a "
                 "steady batch (no prefill); ridge batch: the batch at which the dense weights' reads "
                 "reach the card's ridge (ridge FLOP/byte × bytes per weight ÷ 2"
@@ -937,3 +1043,19 @@ def _card_spec_lines(r: DecodeReport) -> list[str]:
     if not lines:
         return []
     return [f"{r.deployment.gpus_label}: {lines[0].strip()}", *lines[1:]]
+
+
+def _card_longest_line(r: DecodeReport) -> str:
+    """One card's points at the --max-model-len its refusal suggests (at_longest), in a line:
+    '1 x rtx-4090 at --max-model-len 40,192: batch 8 at 4,096 tokens 27.56 ms (24.5–33.5),
+    290 tok/s'; "" where it starts."""
+    at = r.at_longest
+    if at is None or at.started_at is None:
+        return ""
+    points = [f"batch {f.batch:,} at {f.context:,} tokens "
+              + (f"{e.time_s * 1e3:,.2f} ms ({e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}), "
+                 f"{fmt_total_tok_s(f.batch / e.time_s)} tok/s" if at.engine_runs(f)
+                 else at.why_not(f))
+              for (f, _), e in zip(at.floors, at.expected)]
+    return f"{r.deployment.gpus_label} at --max-model-len {at.started_at:,}: " \
+        + "; ".join(points)

@@ -51,6 +51,7 @@ from ridgeline.reports.profile_story import (
     overhead_q,
     share_qs,
 )
+from ridgeline.roofline import first_whole_batch
 from ridgeline.units import GB
 
 
@@ -465,4 +466,6 @@ class ByCard:
             {"accelerator": r.deployment.accelerator.id, "engine": r.deployment.engine,
              "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
              "ridge_flop_per_byte": r.deployment.dense_ridge_flop_per_byte,
+             # the batch the decode table's column gives: ⌈ridge × bytes per weight ÷ 2⌉
+             "ridge_batch": first_whole_batch(r.deployment.dense_ridge_batch),
              **r.to_dict()} for r in self.reports]}

@@ -22,10 +22,10 @@ from ridgeline.capacity import (
     served_context,
 )
 from ridgeline.datafiles import engine_defaults
-from ridgeline.dense_ridge import dense_ridge_steps
+from ridgeline.dense_ridge import dense_ridge_steps, ridge_batch_step
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Step
 from ridgeline.kvpool import block_past_pool
 from ridgeline.llamacpp_fit import run_pool
 from ridgeline.memory import EngineSettings, KVPool
@@ -48,7 +48,6 @@ from ridgeline.reports.fit_steps import (
 from ridgeline.reports.fit_terms import seats_name
 from ridgeline.reports.fit_text import fit_text_lines
 from ridgeline.reports.fit_verdict import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE
-from ridgeline.roofline import first_whole_batch
 from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.units import plural
 from ridgeline.vllm_pool import PoolAdvice, vllm_pool_advice_terms
@@ -342,8 +341,6 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
     # the ridge only where a step can be timed, as decode and simulate time it: a record with
     # no rate for the cache's attention matmuls (fp32 alone, a bf16 cache) is refused there
     dep.attention_compute_dtype  # noqa: B018 (raises, naming the peaks the record has)
-    ridge = dep.dense_ridge_flop_per_byte
-    dense_bpw = dep.bytes_per_weight_split[0]
     ridge_batch = dep.dense_ridge_batch
     ranks = dep.data_parallel_size
     steps = (
@@ -355,13 +352,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings,
         *rank_steps(dep, n),
         *start_steps(pool, dep, context),
         *dense_ridge_steps(dep),
-        step("ridge batch", "⌈ridge × bytes per weight ÷ 2 FLOP⌉: the first whole batch whose "
-             "tokens, sharing each read of the weights every token reads, reach the ridge",
-             q("batch", first_whole_batch(ridge_batch)), q("ridge", ridge, "FLOP/byte"),
-             q("bytes per weight", dense_bpw, "B", f"{dep.weights.label}; all but the routed "
-               "experts and the input embedding" if dep.model.moe else
-               f"{dep.weights.label}; {dep.params_read_note}"),
-             q("ridge × bytes per weight ÷ 2", f"{ridge_batch:,.2f}")),
+        ridge_batch_step(dep),
     )
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps,
                        fit_host=fit_host, fit_margin_bytes=fit_margin_bytes)

@@ -16,6 +16,20 @@ from ridgeline.units import GIB, MIB, plural
 TRANSFER_ROW = "KV transfer buffer (cache_transceiver_config)"
 
 
+def reserved_share(p: KVPool) -> str:
+    """The budget's reserved row's words for the share of memory the engine lets itself use,
+    under the engine's own setting: 'gpu_memory_utilization 0.92' (vLLM), 'mem_fraction_static
+    0.88' (SGLang); TensorRT-LLM reserves it all, its fraction taken of what is left (below).
+    A whole share keeps its decimal ('1.0'), as a launch flag is written."""
+    if p.engine == "trtllm":
+        return "all of it; its fraction is of what is left"
+    from ridgeline.reports.decode import settings_knob
+
+    share = p.reserved_fraction
+    return f"{settings_knob(p.engine, 'gpu_memory_utilization')} " \
+        + (f"{share:.1f}" if share == int(share) else f"{share:g}")
+
+
 def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                 vendor: str | None = None, *, flash_attention: bool) -> list[list[str]]:
     """Memory per GPU, then each thing the engine takes before the cache, in its order
@@ -39,7 +53,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
         if p.fit_free_bytes:  # --fit keeps it free, moving weights rather than fill it
             rows.append([f"− left free by --fit ({fit_target_words(p)})", gib(p.fit_free_bytes)])
     elif p.engine == "sglang":  # its activations and graphs live in what it holds back
-        rows += [[f"reserved (x {p.reserved_fraction:g}; activations, {graphs} in the rest)",
+        rows += [[f"reserved ({reserved_share(p)}; activations, {graphs} in the rest)",
                   gib(p.reserved_bytes)],
                  [weights_label(p, s, gib), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # SGLang's LoRA slots, before the pool
@@ -51,7 +65,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
             rows.append(["− multimodal buffers (embedding cache, feature pool)",
                          gib(p.mm_reserve_bytes)])
     else:
-        rows += [[f"reserved (x {p.reserved_fraction:g})", gib(p.reserved_bytes)]
+        rows += [[f"reserved ({reserved_share(p)})", gib(p.reserved_bytes)]
                  ] if not p.set_pool_bytes else []
         rows += [[weights_label(p, s, gib), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # vLLM --enable-lora, loaded with the weights

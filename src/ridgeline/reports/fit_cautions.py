@@ -123,9 +123,7 @@ def fit_cautions(r: FitReport) -> list[str]:
                    f"{page} for DeepSeek NSA'), not the {asked} asked")
     out += version_cautions(r.settings, p)
     if p.engine == "vllm" and p.kept_free_bytes and p.accounting is not None:
-        from ridgeline.vllm_extensible import extensible_caution  # sized after warm-up
-
-        out.append(extensible_caution(p.accounting.version))
+        out.append(profiled_range_caution(r))
     if p.accounting is not None and p.accounting.tp_caveat and d.tensor_parallel_size > 1:
         out.append(f"vLLM {p.accounting.version} {p.accounting.tp_caveat}")
     if p.accounting is not None and cache_mode(
@@ -213,3 +211,21 @@ def kv_bound_caution(r: FitReport) -> str:
             f"{floor.compute_time_s * 1e3:,.1f} ms of arithmetic at the floor, so it stays "
             "memory-bound; each cache is private, and batching never amortises it "
             f"(`ridgeline decode {flags}` with this deployment and its engine settings)")
+
+
+def profiled_range_caution(r: FitReport) -> str:
+    """vLLM 0.34+'s extensible KV cache, which no start-up log has checked, beside what 0.33's
+    rules make of the same run (--no-enable-extensible-kv-cache: the pool the profile sizes,
+    and the conversations it holds), so that the line gives the range
+    (vllm_extensible.extensible_caution)."""
+    from dataclasses import replace
+
+    from ridgeline.capacity import held_conversations
+    from ridgeline.memory import kv_pool
+    from ridgeline.vllm_extensible import extensible_caution
+
+    d, p = r.deployment, r.pool
+    profiled = kv_pool(d, replace(r.settings, extensible_kv_cache=False))
+    return extensible_caution(p.accounting.version if p.accounting else "",
+                              profiled.pool_bytes / GIB,
+                              held_conversations(profiled, d, r.context), r.context)

@@ -11,6 +11,7 @@ from ridgeline.render import table
 from ridgeline.reports.fit_terms import conversation_size
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.units import GIB, plural
+from ridgeline.vllm_extensible import profiled_split
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -82,5 +83,19 @@ def caution_lines(named: list[tuple[str, list[str]]]) -> list[str]:
     (vLLM 0.34's sizing after warm-up on every card) said once, 'caution (each): …'."""
     shared = [c for c in named[0][1] if all(c in cs for _, cs in named[1:])] \
         if len(named) > 1 else []
-    return [f"caution (each): {c}" for c in shared] + [
-        f"caution ({name}): {c}" for name, cs in named for c in cs if c not in shared]
+    merged = _profiled_line(named)
+    return [f"caution (each): {c}" for c in shared] + merged + [
+        f"caution ({name}): {c}" for name, cs in named for c in cs
+        if c not in shared and not (merged and profiled_split(c))]
+
+
+def _profiled_line(named: list[tuple[str, list[str]]]) -> list[str]:
+    """vLLM 0.34's caution on every column, said once with each column's figures under 0.33's
+    rules (vllm_extensible.profiled_split); [] where a column lacks it or their words differ."""
+    splits = [[split for c in cs if (split := profiled_split(c))] for _, cs in named]
+    if len(named) < 2 or any(len(found) != 1 for found in splits) \
+            or len({found[0][0] for found in splits}) != 1 \
+            or len({found[0][1] for found in splits}) == 1:  # the same: said once already
+        return []
+    return [f"caution (each): {splits[0][0][0]}" + "; ".join(
+        f"{name}: {found[0][1]}" for (name, _), found in zip(named, splits))]

@@ -78,7 +78,7 @@ def stage_steps(dep: Deployment, s: EngineSettings, pool: KVPool) -> tuple[Step,
 
 
 def reserved_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[Step, ...]:
-    """The budget's "reserved (x fraction)" row: the memory the engine lets itself use, which
+    """The budget's "reserved (gpu_memory_utilization 0.92)" row: the memory the engine lets itself use, which
     the pool step then takes its terms from; none for llama.cpp (it reserves no fraction) or
     a pool --kv-cache-memory-bytes sets (the fraction is ignored there), which print no row."""
     if is_llamacpp(pool) or pool.set_pool_bytes:
