@@ -206,7 +206,7 @@ def test_a_llama_cpp_pages_weights_picker_names_the_gguf_it_computes(tmp_path: P
     """Under llama.cpp the page's default entry is the weights fit reads with no --weights:
     gpt-oss as ggml-org's mxfp4_moe GGUF (served_model.llamacpp_weights), said so in the
     picker; another model's as stored. An explicit "as stored" is fit's --weights "as stored",
-    convert_hf_to_gguf.py's F16 output, and says so too."""
+    convert_hf_to_gguf.py's own (BF16) output, and says so too."""
     from tests.browser import Browser
 
     data = page_data(["gpt-oss-120b", "llama-3.1-8b"], ["h100-sxm"], [2],
@@ -237,7 +237,7 @@ def test_a_llama_cpp_pages_weights_picker_names_the_gguf_it_computes(tmp_path: P
 def test_a_llama_cpp_page_labels_the_default_gguf_and_the_stored_conversion_apart() -> None:
     """gpt-oss-20b on an RTX 4090 under llama.cpp: the page's default entry is computed as
     ggml-org's mxfp4_moe GGUF (decode and fit with no --weights), an explicit "as stored" as
-    convert_hf_to_gguf.py's F16 output (decode and fit's --weights "as stored"); each label
+    convert_hf_to_gguf.py's own (BF16) output (decode and fit's --weights "as stored"); each label
     says which, and the numbers under each are decode's for that GGUF."""
     from ridgeline import Deployment, resolve_accelerator, resolve_model
     from ridgeline.capacity import decode_held
@@ -263,7 +263,7 @@ def test_a_llama_cpp_page_labels_the_default_gguf_and_the_stored_conversion_apar
 def test_a_llama_cpp_pages_stored_entry_is_fits_stored_weights(
         capsys: pytest.CaptureFixture[str], stored: str) -> None:
     """page --engine llama.cpp --weights "as stored" (or "stored", "auto") is the file fit
-    --engine llama.cpp --weights "as stored" sizes, convert_hf_to_gguf.py's F16 output: gpt-oss-20b
+    --engine llama.cpp --weights "as stored" sizes, convert_hf_to_gguf.py's own (BF16) output: gpt-oss-20b
     on an H100 reaches the ridge at bf16's 295.3, not ggml-org's GGUF's 157.2, which the page
     had given it as its default entry's; the default entry is fit's with no --weights."""
     argv = ["gpt-oss-20b", "--gpu", "h100", "--engine", "llama.cpp", "--json"]

@@ -64,12 +64,12 @@ def test_gpt_oss_on_an_h100_reaches_the_ridge_at_158_under_llamacpp_and_296_as_s
     assert gguf["points"][0]["whole_batch_to_ridge"] == 158
     assert run_json(capsys, *args, "--engine", "vllm")["points"][0]["batch_to_ridge"] \
         == stored["points"][0]["batch_to_ridge"]
-    # --weights stored under llama.cpp is fit's: convert_hf_to_gguf.py's own F16 output
-    f16 = run_json(capsys, *args, "--engine", "llama.cpp", "--weights", "stored")
+    # --weights stored under llama.cpp is fit's: convert_hf_to_gguf.py's own output (BF16 rest)
+    bf16 = run_json(capsys, *args, "--engine", "llama.cpp", "--weights", "stored")
     fit = run_json(capsys, "fit", "gpt-oss-20b", "--gpu", "h100", "--engine", "llama.cpp",
                    "--weights", "stored")
-    assert dense_batch(f16) == pytest.approx(fit["batch_to_ridge"])
-    assert dense_batch(f16) != pytest.approx(dense_batch(gguf))
+    assert dense_batch(bf16) == pytest.approx(fit["batch_to_ridge"])
+    assert dense_batch(bf16) != pytest.approx(dense_batch(gguf))
 
 
 def test_side_by_side_each_card_runs_its_own_llamacpp_build(

@@ -213,7 +213,7 @@ def register(sub: Any) -> None:
                    f"fp8, awq-int4; for llama.cpp {DEFAULT_WEIGHTS_ENTRY}, q8_0, q4_k_m: there "
                    f"'{DEFAULT_WEIGHTS_ENTRY}' is the GGUF llama.cpp runs the checkpoint as, "
                    "ggml-org's mxfp4_moe for gpt-oss, and 'as stored' convert_hf_to_gguf.py's "
-                   "F16 output)")
+                   "own output, BF16 from a bf16 checkpoint)")
     p.add_argument("--kv-dtypes", type=_name_list(_kv_name),
                    help="KV dtypes to offer (default: bf16, fp8; for llama.cpp f16, q8_0)")
     p.add_argument("--engine", type=_typed(_engine_name),

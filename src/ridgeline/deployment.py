@@ -277,6 +277,11 @@ class Deployment:
             plan = replace(plan, formats=tuple((c, served_as.get(f, f)) for c, f in plan.formats),
                            label=served_as.get(plan.label, plan.label),
                            base=served_as.get(plan.base, plan.base))
+        if engine.startswith("llama.cpp") and plan.label in ("fp16", "bf16"):
+            # a 16-bit GGUF (convert_hf_to_gguf.py --outtype f16 or bf16) keeps its token
+            # embeddings and output matrix in that type too, not at the checkpoint's
+            plan = replace(plan, formats=tuple((c, plan.label) for c, _ in plan.formats),
+                           base=plan.label)
         if named and plan.label == "as stored":  # an algorithm the engine has no method for
             from ridgeline.modelopt_algos import checkpoint_refusal
 
@@ -552,9 +557,16 @@ class Deployment:
         the step's 16-bit dtype where its format can (the engine casts its activations to
         the model's --dtype), else at its own. gpt-oss on a B200: fp4 for the MXFP4 experts,
         bf16 for the bf16 attention weights; nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200 or a
-        B200: bf16 for the W4A16 experts (the step's), fp8 for the fp8 attention."""
+        B200: bf16 for the W4A16 experts (the step's), fp8 for the fp8 attention. llama.cpp has
+        no --dtype to cast to: each tensor's ggml type picks its kernel, so gpt-oss's BF16
+        attention beside its MXFP4 experts (--weights stored) runs cuBLAS's bf16 GEMM, 165.2
+        TFLOP/s on an RTX 4090, not the fp16-accumulate 330.4 the experts' fp16 step has. Its
+        router is left at the step's: convert_hf_to_gguf.py writes ffn_gate_inp F32 in every
+        GGUF ("some tensor types are always in float32"), which the plan here does not model."""
         dtypes = self.weights.format_of(category).compute_dtypes
         own, step = self._native_dtype(dtypes), self.compute_dtype
+        if self.engine.startswith("llama.cpp") and category != ROUTER:
+            return own
         return step if step in dtypes and own in ACTIVATION_DTYPES else own
 
     @cached_property

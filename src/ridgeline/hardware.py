@@ -192,7 +192,8 @@ class Accelerator:
         return dtype in self.peak_flops
 
     def resolve_dtype(self, dtype: str) -> str:
-        """The dtype a matmul of ``dtype`` actually runs at here: bf16 on an M1 runs as fp16."""
+        """The dtype a matmul of ``dtype`` actually runs at here: bf16 on a T4 (Turing, no bf16
+        tensor cores) runs as fp16."""
         if dtype in self.peak_flops:
             return dtype
         fallback = _FALLBACK.get(dtype)

@@ -70,7 +70,7 @@ def weights_shown(model_id: str, weights: str, engine: str) -> str:
     (served_model.llamacpp_weights: gpt-oss's MXFP4 checkpoint as ggml-org's mxfp4_moe, MXFP4
     experts and Q8_0 for the rest), that GGUF; else the checkpoint as stored. A stored
     spelling ("as stored", "stored", "auto") under llama.cpp is what fit's --weights takes it
-    for, convert_hf_to_gguf.py's F16 conversion. Each says which."""
+    for, convert_hf_to_gguf.py's own conversion (BF16 from a bf16 checkpoint). Each says which."""
     llamacpp = engine.startswith("llama.cpp")
     gguf = llamacpp_weights(resolve_model(model_id, fetchable=False)) if llamacpp else None
     if weights == DEFAULT_WEIGHTS_ENTRY:

@@ -14,26 +14,38 @@ from ridgeline.model import ModelSpec
 def served_dtype(model: ModelSpec) -> str:
     """The dtype an engine serves a checkpoint at, and keeps its KV cache in, by default: a
     float32 checkpoint at 16 bits (vLLM's --dtype "auto" takes the platform's first 16-bit type
-    for it, bf16 where the card has it; its docs before v0.5: fp16; SGLang's the same, and
-    llama.cpp's converter writes F16 by default), any other as stored."""
+    for it, bf16 where the card has it; its docs before v0.5: fp16; SGLang's the same), any
+    other as stored. llama.cpp's converter keeps a 16-bit checkpoint's own type
+    (llamacpp_gguf_dtype: Llama-3.1-8B's bf16 as a BF16 GGUF)."""
     return "bf16" if model.dtype == "fp32" else model.dtype
 
 
 # The GGUF llama.cpp users run an MXFP4 checkpoint (gpt-oss) as, where no --weights names one.
 # convert_hf_to_gguf.py (GptOssModel) copies the MXFP4 expert blocks into GGML MXFP4 tensors
 # (repack_mxfp4; dequant_model is skipped for quant_method "mxfp4"), writes every other tensor
-# at --outtype (F16 by default; norms, biases and sinks F32) and labels the file MOSTLY_MXFP4_MOE.
+# at --outtype (its default, auto, BF16 from the checkpoint's bf16 tensors: llamacpp_gguf_dtype;
+# norms, biases and sinks F32) and labels the file MOSTLY_MXFP4_MOE.
 # The published file, ggml-org/gpt-oss-120b-GGUF (what llama.cpp's own benches/dgx-spark.md
 # runs), has the rest at Q8_0 too, llama-quantize's MXFP4_MOE mix: 59.02 GiB in llama-bench,
-# against 60.87 GiB for the F16 conversion (community.frame.work "Will the AI Max+ 395 128GB be
+# against 60.87 GiB for a 16-bit (F16) conversion (community.frame.work "Will the AI Max+ 395 128GB be
 # able to run gpt-oss-120b", post 26: token_embd, attention and output Q8_0 in ggml-org's file).
 LLAMACPP_MXFP4_GGUF = "mxfp4_moe"
 # what --weights stored (the checkpoint's own formats) is under llama.cpp for such a checkpoint
-LLAMACPP_STORED_GGUF = "convert_hf_to_gguf.py's own F16 output"
+LLAMACPP_STORED_GGUF = ("convert_hf_to_gguf.py's own output, MXFP4 experts and BF16 for "
+                        "the rest")
 # In a list of weight formats to offer (the page's --weights), the weights the engine reads
 # where no --weights is given: under llama.cpp llamacpp_weights' GGUF, which no stored
 # spelling names there ("as stored" is LLAMACPP_STORED_GGUF, as fit reads --weights stored).
 DEFAULT_WEIGHTS_ENTRY = "default"
+
+
+def llamacpp_gguf_dtype(model: ModelSpec) -> str:
+    """The 16-bit type convert_hf_to_gguf.py writes a checkpoint's unquantized tensors in at its
+    default --outtype, auto (engines.json gguf_16bit, with its source): the checkpoint's own
+    where that is bf16 or fp16 (Llama-3.1-8B: bf16, a BF16 GGUF), fp16 for any other (a float32
+    checkpoint). A file converted before auto was the default is F16: --weights fp16."""
+    rule = load_data("engines.json")["llama.cpp"]["gguf_16bit"]["auto_outtype"]
+    return str(rule.get(model.dtype, rule["other"]))
 
 
 def llamacpp_weights(model: ModelSpec) -> str | None:
