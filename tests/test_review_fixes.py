@@ -175,7 +175,8 @@ def test_every_command_refuses_trtllm_on_gguf_weights(
 
 def _overloaded(early: float, late: float) -> SimpleNamespace:
     rec = SimpleNamespace(falls_behind=lambda: (15086, 6820, 0.0), steady_s=(49.5, 200.2),
-                          queue_trend=lambda start, last: (early, late))
+                          queue_trend=lambda start, last: (early, late), fill_observed=True,
+                          fill_reason="kv_cache")
     return SimpleNamespace(rec=rec)
 
 

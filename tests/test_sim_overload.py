@@ -1,11 +1,14 @@
-"""What OVERLOADED and the early stop mean for a finite burst, one whose arrivals end before the
-batch has filled (no arrival past the fill, where the flows test reads): the queue the last
-request joined, against the noise of all the arrivals' count; a run cut short is one the
-verdict calls overloaded; a closed loop never is."""
+"""What OVERLOADED and the early stop mean for a finite burst: the queue the last request
+joined, against the noise of all the arrivals' count (the one reading where the arrivals end
+before the batch has filled, none past the fill for the flows test to read); a run cut short
+is one the verdict calls overloaded; a closed loop never is. The fill is the run's own: the
+step that first left a request waiting on a full KV cache or full seats, or where none did,
+an estimate (FILL_LIFETIMES mean service times in), said to be one."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +18,25 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
-from ridgeline.reports.simulate_overload import overload_rates
+from ridgeline.reports.simulate_overload import (
+    backlog_evidence,
+    fill_clause,
+    fill_dict,
+    overload_rates,
+)
 from ridgeline.sim.config import sim_config
-from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult, beyond_noise
+from ridgeline.sim.metrics import (
+    FILL_LIFETIMES,
+    OVERLOAD_BACKLOG,
+    QUEUE_CUT,
+    Recorder,
+    SimResult,
+    beyond_noise,
+)
+from ridgeline.sim.overload import CAPACITY_READ
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.run import CHECK_STEPS
+from ridgeline.sim.scheduler import FULL_KV, FULL_SEATS
 from ridgeline.sim.workload import Workload
 from tests.conftest import run_cli
 
@@ -57,22 +74,95 @@ def test_the_noise_bar_is_the_larger_of_five_percent_and_two_and_a_half_deviatio
     assert not beyond_noise(19, 20) and not beyond_noise(5, 0)  # at least 20, of some
 
 
+def _estimated_fill_s(rec: Recorder) -> float:
+    """Where the batch's filling was estimated before the run recorded it."""
+    return rec.arrived_s[0] + FILL_LIFETIMES * rec.mean_service_s
+
+
 @pytest.mark.parametrize("seed", [0, 2, 3])
-def test_a_burst_over_what_the_engine_serves_is_overloaded_before_its_batch_fills(
+def test_a_burst_over_what_the_engine_serves_is_overloaded_by_its_queue_and_its_flows(
         seed: int) -> None:
-    """990 requests at 22 req/s, all in before the fill: no arrival past it to read, the
-    queue the last joined holds more than noise (it had passed as a warm-up, under the 20 %
-    of all requests then asked); the same rate run five times longer falls behind by the
-    flows past the fill, as the burst said. 136, 114 and 119 wait (seeds 0, 2, 3) against a
-    noise of 79; seed 1, read here until the serving profile's refit (8917c5a), leaves 77."""
+    """990 requests at 22 req/s, about 45 s of them: the queue the last joined holds more than
+    noise (it had passed as a warm-up, under the 20 % of all requests then asked). The run's
+    KV cache filled about halfway (22-25 s, preempting past it), where the estimate of
+    FILL_LIFETIMES mean service times had put the fill past the last arrival (53 s), read
+    no flows, and called the burst one that ended before its batch filled; past the fill
+    seen, fewer left than arrived too. The same rate run five times longer falls behind by
+    the flows, as the burst said. 136, 114 and 119 wait (seeds 0, 2, 3) against a noise of
+    79."""
     burst = _run(990, 22.0, seed)
     rec, flag = burst.rec, overload_rates(burst, 990)
-    assert flag is not None and flag[1] < 0.9 * flag[0]
-    assert rec.steady_s[0] > rec.arrived_s[1] and rec.falls_behind() is None
+    assert flag is not None and flag[1] < 0.9 * flag[0] and flag.reading == QUEUE_CUT
     assert flag[2] == rec.waiting_at_arrival
     assert beyond_noise(rec.waiting_at_arrival, 990) and rec.waiting_at_arrival < 0.2 * 990
+    assert rec.fill_reason == FULL_KV and rec.steady_s[0] == rec.filled_s
+    assert rec.arrived_s[0] < rec.filled_s < rec.arrived_s[1] < _estimated_fill_s(rec)
+    assert rec.falls_behind() is not None and rec.series.preempted_between(*rec.steady_s) > 0
     longer = _run(5000, 22.0, seed).rec
     assert longer.falls_behind() is not None and longer.overloaded()
+
+
+def test_the_fill_a_run_saw_is_the_one_its_verdict_and_json_give(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on eight H200s, 10 req/s of 2,000 + 1,000 tokens for 300 s: its KV cache is
+    full from about 38 s, hundreds waiting behind it, but FILL_LIFETIMES mean service times
+    had put the fill at 246 s, and OVERLOADED read only the last minute of arrivals as the
+    time "once the batch had filled". The verdict and --json now give the step that first
+    left a request waiting on the full pool, which the time series shows full there."""
+    argv = ["deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--rate", "10",
+            "--num-requests", "3000", "--input-len", "2000", "--output-len", "1000",
+            "--max-model-len", "8192"]
+    out = _json(capsys, *argv)
+    fill, points = out["batch_filled"], out["time_series"]
+    assert fill["found"] == "observed" and fill["by"] == FULL_KV
+    assert out["overloaded"]["past_fill_s"][0] == fill["at_s"]
+    first_full = min(p["t_s"] for p in points if p["kv_usage"] > 0.99)
+    first_preempted = min(p["t_s"] for p in points if p["preemptions"])
+    assert fill["at_s"] <= first_full < fill["at_s"] + 1 and fill["at_s"] <= first_preempted
+    assert fill["at_s"] < 0.2 * out["duration_s"]
+    code, text, _ = run_cli(capsys, "simulate", *argv)
+    assert code == 0
+    assert f"once the batch had filled at {fill['at_s']:,.1f} s (KV cache full), up to the " \
+        "last arrival" in text
+
+
+def test_a_run_whose_batch_never_filled_says_its_fill_is_an_estimate() -> None:
+    """48 req/s of short chats, 2,000 of them: no step left a request waiting on a full pool
+    or full seats, so the fill is FILL_LIFETIMES mean service times in, and said to be an
+    estimate."""
+    r = _run(2000, 48.0, 2, ("512", "128"))
+    rec = r.rec
+    assert not rec.fill_observed and rec.steady_s[0] == pytest.approx(_estimated_fill_s(rec))
+    assert fill_dict(rec) == {"at_s": rec.steady_s[0], "found": "estimated", "by": None,
+                              "lifetimes": FILL_LIFETIMES,
+                              "mean_service_s": rec.mean_service_s}
+    clause = fill_clause(rec)
+    assert clause.startswith(f"at ~{rec.steady_s[0]:,.1f} s (an estimate, {FILL_LIFETIMES} ")
+    assert clause in backlog_evidence(r)
+
+
+def test_few_seats_fill_by_their_count() -> None:
+    """Eight seats (--max-num-seqs 8) at 22 req/s: the batch is full once the eighth starts and
+    the next arrival waits, long before the pool is; a seat's fill is read as one."""
+    work = Workload(400, *CHAT, rate=22.0, seed=0)
+    r = run_replica(DEP, profile_for("vllm"), replace(sim_config(DEP, POOL), max_num_seqs=8),
+                    work)
+    rec = r.rec
+    assert rec.fill_reason == FULL_SEATS and rec.filled_s < 2.0
+    assert "(every seat taken)" in fill_clause(rec)
+
+
+def test_lanes_side_by_side_have_filled_once_every_one_has() -> None:
+    """Pipeline lanes' recorders added up: the latest lane's fill, or none where a lane never
+    filled."""
+    lanes = [Recorder(1) for _ in range(3)]
+    lanes[0].batch_filled(12.0, FULL_KV)
+    lanes[1].batch_filled(15.0, FULL_SEATS)
+    lanes[1].batch_filled(9.0, FULL_KV)  # only the first filling counts
+    lanes[0].absorb(lanes[1])
+    assert (lanes[0].filled_s, lanes[0].fill_reason) == (15.0, FULL_SEATS)
+    lanes[0].absorb(lanes[2])
+    assert not lanes[0].fill_observed
 
 
 @pytest.mark.parametrize(("rate", "seed"), [(16.0, 2), (17.0, 0)])
@@ -147,9 +237,12 @@ def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill(
     code, text, _ = run_cli(capsys, "simulate", *HOPELESS, "--rate", "100",
                             "--num-requests", "200000")
     assert code == 0 and "STOPPED EARLY" in text
-    assert "once the batch had filled, fewer than half as many requests left" in text
-    stop = _json(capsys, *HOPELESS, "--rate", "100", "--num-requests", "200000")["stopped_early"]
+    out = _json(capsys, *HOPELESS, "--rate", "100", "--num-requests", "200000")
+    stop, fill = out["stopped_early"], out["batch_filled"]
     assert stop["reading"] == "flows" and stop["reason"] in text
+    assert fill["found"] == "observed" and fill["by"] == FULL_KV
+    assert f"once the batch had filled at {fill['at_s']:,.1f} s (KV cache full), fewer than " \
+        "half as many requests left" in text
 
 
 def _late_burst(tmp_path: Path) -> str:
@@ -177,24 +270,36 @@ def test_a_burst_is_not_cut_short_while_requests_are_still_to_come(
     assert out["overloaded"]["waiting_at_last_arrival"] < OVERLOAD_BACKLOG
 
 
-# seed 2 at 48 req/s, and the gamma burst at 57: until the serving profile's refit (8917c5a)
-# seed 1 and 58 req/s, which the run's own readings now pass (seed 1's growth within a
-# lifetime, 123, under the batch's room of 138, none preempted; at 58, 9 preempted, but the
-# shortfall past the fill within noise)
-@pytest.mark.parametrize(("rate", "seed", "arrivals"), [
-    (48.0, 2, {}), (57.0, 0, {"arrival": "gamma", "burstiness": 0.02})])
-def test_a_running_batch_that_takes_on_the_excess_is_overloaded(
-        rate: float, seed: int, arrivals: dict[str, Any]) -> None:
-    """2,000 short chats (512 in, 128 out) where one H100 serves about 44 req/s: vLLM's batch
-    grows to the pool's edge and only a handful wait when the last arrives, yet past the fill
-    far fewer leave than arrive. Both had lost their OVERLOADED to the 20-waiting gate: at
-    48 req/s the growth within a lifetime overruns the batch's room; the gamma burst preempts."""
-    r = _run(2000, rate, seed, ("512", "128"), **arrivals)
+# seed 2 at 48 req/s: until the serving profile's refit (8917c5a) seed 1, which the run's own
+# readings now pass (its growth within a lifetime, 123, under the batch's room of 138, none
+# preempted)
+def test_a_running_batch_that_takes_on_the_excess_is_overloaded() -> None:
+    """2,000 short chats (512 in, 128 out) at 48 req/s where one H100 serves about 44: vLLM's
+    batch grows towards the pool's edge and only a handful wait when the last arrives, yet past
+    the (estimated) fill far fewer leave than arrive. It had lost its OVERLOADED to the
+    20-waiting gate: the growth within a lifetime overruns the batch's room."""
+    r = _run(2000, 48.0, 2, ("512", "128"))
     flag = overload_rates(r, 2000)
     assert flag is not None and flag[1] < flag[0] and flag[2] < 20
+    assert _growth_in_a_lifetime(r) > r.rec.batch_room_at_arrival
+
+
+def test_a_bursty_overload_whose_pool_fills_late_is_read_by_its_batch_full_rate(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gamma arrivals (burstiness 0.02) at 57 req/s of the same chats: the pool fills under
+    5 s before the last arrival, too few arrivals past it for the flows to tell from noise.
+    The estimated fill (FILL_LIFETIMES mean service times, 30 s) had read OVERLOADED from the
+    flows by counting the batch still filling as a backlog; the batch-full rate (the run's
+    requests sent at once) reads it now."""
+    r = _run(2000, 57.0, 0, ("512", "128"), arrival="gamma", burstiness=0.02)
     rec = r.rec
-    assert _growth_in_a_lifetime(r) > rec.batch_room_at_arrival \
-        or rec.series.preempted_between(*rec.steady_s) > 0
+    assert rec.fill_reason == FULL_KV and _estimated_fill_s(rec) < rec.filled_s
+    assert rec.arrived_s[1] - rec.filled_s < 5 and rec.falls_behind() is None
+    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "--engine-version", "0.32",
+                "--rate", "57", "--arrival", "gamma", "--burstiness", "0.02", "--seed", "0",
+                "--num-requests", "2000", "--input-len", "512", "--output-len", "128")
+    assert out["batch_filled"] == {"at_s": rec.filled_s, "found": "observed", "by": FULL_KV}
+    assert out["overloaded"]["reading"] == CAPACITY_READ
 
 
 def test_a_closed_loop_with_more_users_than_seats_is_not_overloaded(

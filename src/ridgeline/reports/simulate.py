@@ -20,6 +20,7 @@ from ridgeline.reports.simulate_overload import (
     _why_stopped,
     backlog_evidence,
     burst_line,
+    fill_dict,
     gauges_at,
     growth_evidence,
     overload_rates,
@@ -225,6 +226,8 @@ class SimulateReport:
                 "wait_max_s": r.rec.client.wait_max_s,
                 "waiting_at_last_arrival": r.rec.client.waiting_at_last_arrival,
                 "held_back": r.rec.client.behind},
+            # when the batch filled: seen by the run, or its estimate (null: neither read)
+            "batch_filled": fill_dict(r.rec),
             "overloaded": None if (o := self.overloaded) is None else {
                 "offered_req_s": o.offered_req_s, "served_req_s": o.served_req_s,
                 # offered: the arrivals over their span, first to last; served: the rates'

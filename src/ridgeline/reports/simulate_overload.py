@@ -8,9 +8,16 @@ words them for the text and --json."""
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from ridgeline.sim.metrics import FLOWS_CUT, OVERLOAD_BACKLOG, QUEUE_CUT, SimResult
+from ridgeline.sim.metrics import (
+    FILL_LIFETIMES,
+    FLOWS_CUT,
+    OVERLOAD_BACKLOG,
+    QUEUE_CUT,
+    Recorder,
+    SimResult,
+)
 from ridgeline.sim.overload import (
     BURST_READ,
     CAPACITY_READ,
@@ -19,6 +26,7 @@ from ridgeline.sim.overload import (
     growth,
     overload_reading,
 )
+from ridgeline.sim.scheduler import FULL_BUDGET, FULL_KV, FULL_SEATS
 
 
 class Overload(NamedTuple):
@@ -109,8 +117,8 @@ def backlog_evidence(r: SimResult) -> str:
         return ""
     arrived, left, _ = behind
     start, last = r.rec.steady_s
-    text = (f"once the batch had filled ({start:,.1f}–{last:,.1f} s, to the last arrival), "
-            f"{arrived:,} requests arrived and {left:,} left the engine, "
+    text = (f"once the batch had filled {fill_clause(r.rec)}, up to the last arrival at "
+            f"{last:,.1f} s, {arrived:,} requests arrived and {left:,} left the engine, "
             f"{arrived - left:,} fewer")
     trend = r.rec.queue_trend(start, last)
     if trend is not None and trend[1] > trend[0]:
@@ -122,12 +130,43 @@ def backlog_evidence(r: SimResult) -> str:
     return text
 
 
+FILL_WORDS = {FULL_KV: "KV cache full", FULL_SEATS: "every seat taken",
+              FULL_BUDGET: "the running requests alone filling the step's token budget"}
+
+
+def fill_clause(rec: Recorder) -> str:
+    """When the batch filled, as the run saw it ("at 38.4 s (KV cache full)", the first step
+    that left a request waiting for that: ``Recorder.batch_filled``), or, where it never
+    did, the estimate ``Recorder.steady_s`` reads instead ("at ~246.2 s (an estimate, 3 mean
+    request lifetimes after the first arrival: no step found the KV cache or the seats
+    full)")."""
+    start = rec.steady_s[0]
+    if rec.fill_observed:
+        return f"at {start:,.1f} s ({FILL_WORDS[rec.fill_reason]})"
+    return (f"at ~{start:,.1f} s (an estimate, {FILL_LIFETIMES} mean request lifetimes after "
+            "the first arrival: no step found the KV cache or the seats full)")
+
+
+def fill_dict(rec: Recorder) -> dict[str, Any] | None:
+    """When the batch filled, for --json: the time, how it was found ("observed", with
+    what filled; "estimated", FILL_LIFETIMES mean service times after the first arrival);
+    null where neither reads (the arrivals span no time, or none completed)."""
+    start = rec.steady_s[0]
+    if math.isnan(start):
+        return None
+    if rec.fill_observed:
+        return {"at_s": start, "found": "observed", "by": rec.fill_reason}
+    return {"at_s": start, "found": "estimated", "by": None, "lifetimes": FILL_LIFETIMES,
+            "mean_service_s": rec.mean_service_s}
+
+
 def _why_stopped(r: SimResult) -> str:
     """Which reading cut the run short (``Recorder.hopelessly_behind``), as a clause."""
     rec = r.rec
     if rec.stop_reading == FLOWS_CUT:
-        return ("once the batch had filled, fewer than half as many requests left the engine as "
-                "arrived, so the rest of the run would only lengthen the queue")
+        return (f"once the batch had filled {fill_clause(rec)}, fewer than half as many "
+                "requests left the engine as arrived, so the rest of the run would only "
+                "lengthen the queue")
     return (f"when the last of its {round(rec.arrivals.total):,} requests arrived, "
             f"{rec.waiting_at_arrival:,} were still waiting to start, so the rest of the run "
             "would only work through that queue")

@@ -46,7 +46,7 @@ from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import Recorder, SimResult, run_recorder
 from ridgeline.sim.request import Request
 from ridgeline.sim.run import Run
-from ridgeline.sim.scheduler import Scheduled
+from ridgeline.sim.scheduler import FULL_ORDER, Scheduled
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.timer import step_timer
 
@@ -105,6 +105,14 @@ class AllRanks:
     @property
     def preemptions(self) -> int:
         return sum(rank.scheduler.preemptions for rank in self.ranks)
+
+    @property
+    def full(self) -> str:
+        """What stopped the ranks' batches growing (``Scheduler.full``), once every rank's
+        has filled ("" until then: arrivals dealt to the others still start): of ranks that
+        filled differently, the reason latest in FULL_ORDER (the pool over the seats)."""
+        reasons = [rank.scheduler.full for rank in self.ranks]
+        return max(reasons, key=FULL_ORDER.index) if all(reasons) else ""
 
 
 class DataParallelSimulator:
@@ -193,6 +201,8 @@ class DataParallelSimulator:
             rec.ran(start_s, self.now_s, 1, len(s.running) + len(finished), len(waiting),
                     usage, preempted)
             rec.sample(self.now_s, len(s.running), len(s.waiting), self.usage, s.preemptions)
+            if not rec.fill_reason:  # every rank's batch full: the engine's, seen now
+                rec.batch_filled(self.now_s, s.full)
             if finished:
                 run.finish(finished)
             if run.over_steps():

@@ -268,6 +268,8 @@ class IndependentRanksSimulator:
         finished, rank.finished = rank.finished, []
         running, usage, preempted = self._shown()
         rec.sample(self.now_s, running, waiting, usage, preempted)
+        if not rec.fill_reason:  # every rank's batch full: the engine's, seen now
+            rec.batch_filled(self.now_s, self.scheduler.full)
         self._mark_s = self.now_s
         return finished
 

@@ -31,7 +31,8 @@ from ridgeline.sim.time_series import TimeSeries
 KEEP_UP_SLACK = 0.03  # a steady window's arrivals may outnumber the finishes in it by this
 STEADY_LIFETIMES = 5  # arrivals spanning fewer request lifetimes than this: mostly warm-up
 # overload without a window (Recorder.falls_behind): of the arrivals past the batch's filling
-# (this many mean service times), the share more arriving than leaving …
+# (as the run saw it, or where it never did, an estimate: this many mean service times after
+# the first arrival, ``Recorder.steady_s``), the share more arriving than leaving …
 FILL_LIFETIMES = 3
 OVERLOAD_SLACK = 0.05  # (healthy loads at 8-10 req/s on one H100, 2,000 requests: under 1 %)
 OVERLOAD_DEVIATIONS = 2.5  # … or this many Poisson deviations of the count, if more
@@ -168,6 +169,11 @@ class Recorder:
         self.finished_by_arrival = Histogram()
         self.queued_by_arrival = Histogram()
         self.service_s = 0.0  # the completed requests' time from first scheduled to finish
+        # when the running batch first stopped growing, a request left waiting, and what
+        # stopped it (sim.scheduler's FULL_*): the end of the step that found it full
+        # (``batch_filled``); NaN and "" where it never did
+        self.filled_s = math.nan
+        self.fill_reason = ""
         self.grouped_arrived = 0  # requests in a prefix group, as they arrive …
         self.prefix_followers = 0  # … those arriving after another of their group …
         self._groups_seen: set[int] = set()  # … and the groups that have had one
@@ -322,9 +328,9 @@ class Recorder:
         larger of OVERLOAD_SLACK and 2.5 Poisson deviations of the count, and by at least
         OVERLOAD_BACKLOG: its queue grew while they came, so it serves less than is offered.
         A stable engine's backlog stays level once the batch has filled: the count starts
-        FILL_LIFETIMES mean service times (first scheduled to finish, of every completed
-        request, a window's or not) after the first arrival, and a run too short for that is
-        not read (None). Else None.
+        there (``steady_s``: where the run saw it fill, else FILL_LIFETIMES mean service
+        times, first scheduled to finish, after the first arrival), and a run whose arrivals
+        end before it is not read (None). Else None.
         Llama.cpp's 4 slots at 1.05 req/s of lognormal:1000,0.8 / 250,0.8 serve 0.92: of
         the 9,984 arriving past the fill 8,603 left, 1,381 (14 %) fewer; Llama-3.1-8B on one
         H100 at 0.8 req/s of 20,000-token prompts (0.73 served, seed 0): of 1,937, 142 (7 %)
@@ -349,12 +355,13 @@ class Recorder:
           started from none, it grew over the arrivals. The one reading of a burst that ends
           before the batch has filled, where no arrival is past the fill: Llama-3.1-8B on one
           H100 (about 17 req/s served) given 990 chat requests at 22 req/s, all in by 47 s
-          and the fill read at 53 s or later, leaves 114 to 136 waiting (seeds 0, 2 and 3;
-          seed 1, 77) against 79; at 15 req/s, 1 or 2;
+          (its pool full from 22-25 s), leaves 114 to 136 waiting (seeds 0, 2 and 3; seed 1,
+          77) against 79; at 15 req/s, 1 or 2;
         - fewer leaving than arriving past the fill (``falls_behind``), the shortfall a queue,
-          not a batch still filling (a short run's fill, from a mean service time that early
-          light batches shorten, can come early: 765 requests at 17 req/s, which that engine
-          keeps up with, read 313 arrived and 250 left over the 18 s past it): at least
+          not a batch still filling (where no step found the batch full, the estimated fill,
+          from a mean service time that early light batches shorten, can come early: 765
+          requests at 17 req/s, which that engine keeps up with, read 313 arrived and 250 left
+          over the 18 s past it): at least
           OVERLOAD_BACKLOG waiting; or preemptions past the fill (the batch outgrew its pool);
           or, at the pace the backlog grew past the fill, more growth within a mean service
           time (as long as a request holds its seat) than the running batch had room for when
@@ -387,13 +394,32 @@ class Recorder:
         """The completed requests' mean time from first scheduled to finish (nan: none)."""
         return self.service_s / self.completed if self.completed else math.nan
 
+    def batch_filled(self, at_s: float, reason: str) -> None:
+        """The running batch stopped growing for ``reason`` (a scheduler's ``full``) by the
+        step ending at ``at_s``; only the first time counts, and "" is no reading."""
+        if reason and not self.fill_reason:
+            self.filled_s, self.fill_reason = at_s, reason
+
+    @property
+    def fill_observed(self) -> bool:
+        """Whether the run saw its batch fill (``batch_filled``), so that ``steady_s``
+        starts there rather than at an estimate."""
+        return bool(self.fill_reason)
+
     @property
     def steady_s(self) -> tuple[float, float]:
-        """The arrivals past the batch's filling: from FILL_LIFETIMES mean service times after
-        the first to the last; (nan, nan) where no service time has been seen."""
+        """The arrivals past the batch's filling, to the last: from when the run saw it fill
+        (``batch_filled``: DeepSeek-V3 on 8 H200s at 10 req/s of 2,000 + 1,000 tokens, its
+        KV cache full at about 40 s), or where it never did, an estimate, FILL_LIFETIMES
+        mean service times after the first arrival (that run's would be 246 s, its arrivals
+        ending at 305 s); (nan, nan) where the arrivals span no time, or neither is known."""
         first, last = self.arrived_s
+        if not (math.isfinite(last) and last > first):
+            return math.nan, math.nan
+        if self.fill_observed:
+            return max(first, self.filled_s), last
         service = self.mean_service_s
-        if not (math.isfinite(last) and last > first and service > 0):
+        if not service > 0:
             return math.nan, math.nan
         return first + FILL_LIFETIMES * service, last
 
@@ -532,6 +558,11 @@ class Recorder:
         self.rows = sorted(self.rows + other.rows)
         self.arrived_s = (min(self.arrived_s[0], other.arrived_s[0]),
                           max(self.arrived_s[1], other.arrived_s[1]))
+        # lanes side by side have filled once every one has: the latest, or none seen
+        if not (self.fill_observed and other.fill_observed):
+            self.filled_s, self.fill_reason = math.nan, ""
+        elif other.filled_s > self.filled_s:
+            self.filled_s, self.fill_reason = other.filled_s, other.fill_reason
 
     def counts(self, r: Request) -> bool:
         """Whether r's latencies count: it arrived in the window (``finish`` keeps its TTFT

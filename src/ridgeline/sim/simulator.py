@@ -171,6 +171,8 @@ class Simulator:
         s = self.scheduler
         run.rec.sample(self.now_s, len(s.running), len(s.waiting), self.pool.usage,
                        s.preemptions)
+        if s.full and not run.rec.fill_reason:  # the batch's first filling, seen now
+            run.rec.batch_filled(self.now_s, s.full)
         if run.after_step is not None:
             self._hook(run)
         if finished:
