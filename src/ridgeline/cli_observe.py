@@ -108,7 +108,7 @@ def cmd_observe(args: argparse.Namespace) -> Any:
     if named is None:
         _refuse_unreleased_card(args, obs.engine_family)
     dep = replace(load_deployment(args, model), engine=engine_id(args.engine))
-    settings = server_settings(args, model)
+    settings = server_settings(args, model, obs)
     # an --engine the metric names contradict is cautioned (ObserveReport.cross_checks)
     report = observe_report(obs, dep, load_profile(args), args.context, settings,
                             observed_spec(args, obs, model))
@@ -292,22 +292,43 @@ def _stated_or_given(obs: Any, flag: str, given: Any, stated: Any, what: str) ->
     return stated
 
 
-def server_settings(args: argparse.Namespace, model: Any) -> Any:
+def server_settings(args: argparse.Namespace, model: Any, obs: Any = None) -> Any:
     """The server's settings as its launch gives them, read once the engine is known (the
-    source's, or --engine): its release and seats (``launched``) and its drafter
+    source's, or --engine): its release and seats (``launched``), its drafter
     (--spec-tokens and --spec-method, or the engine's own spelling, --speculative-algorithm
-    EAGLE --speculative-num-steps 3 …), which size the modelled pool and the seats as fit
-    and simulate size them."""
+    EAGLE --speculative-num-steps 3 …), and under vLLM the memory settings its metrics state
+    (``scraped_memory``), which size the modelled pool and the seats as fit and simulate
+    size them."""
     from ridgeline.cli_load import drafter, drafts_with_mtp
     from ridgeline.cli_spec import spec_args, spec_method
+    from ridgeline.engines import engine_id
     from ridgeline.memory import EngineSettings
 
     spec_args(args)
     if args.spec_tokens:
         spec_method(args, model)  # an MTP drafter needs the checkpoint's MTP layers
+    utilization, kv_bytes = scraped_memory(obs) if obs is not None and engine_id(
+        args.engine) == "vllm" else (None, None)
     return EngineSettings(speculative_decoding=bool(args.spec_tokens),
                           draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
-                          engine_version=args.engine_version, max_num_seqs=args.max_num_seqs)
+                          engine_version=args.engine_version, max_num_seqs=args.max_num_seqs,
+                          gpu_memory_utilization=utilization, kv_cache_memory_bytes=kv_bytes)
+
+
+def scraped_memory(obs: Any) -> tuple[float | None, int | None]:
+    """vLLM's gpu_memory_utilization and kv_cache_memory_bytes as its cache_config_info
+    states them (observe_metrics._read_memory_labels), with a note naming each read: the
+    modelled pool is sized under the server's own (Llama-3.1-8B on an H100 at 0.9: 434,112
+    tokens, beside the engine's 432,240; 0.34's default 1.0 had modelled 483,520)."""
+    from ridgeline.engine_metrics import CACHE_CONFIG
+
+    read = [f"{key} {value:,}" for key, value in (
+        ("gpu_memory_utilization", obs.gpu_memory_utilization),
+        ("kv_cache_memory_bytes", obs.kv_cache_memory_bytes)) if value is not None]
+    if read:
+        obs.notes.append(f"the modelled pool is sized at {' and '.join(read)}, as the "
+                         f"server's {CACHE_CONFIG} states {'them' if len(read) > 1 else 'it'}")
+    return obs.gpu_memory_utilization, obs.kv_cache_memory_bytes
 
 
 def mixed_step_note(report: Any, written: bool = True) -> str:

@@ -50,6 +50,10 @@ class Observation:
     # vLLM's --kv-cache-dtype as the server runs it, from cache_config_info ("auto": the
     # model's dtype; "fp8", "fp8_e4m3", …)
     cache_dtype: str | None = None
+    # vLLM's --gpu-memory-utilization and --kv-cache-memory-bytes as the server was started,
+    # from cache_config_info's labels (None where a label reads "None", vLLM's default)
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: int | None = None
     cached_prompt_share: float | None = None  # of the prompt tokens, served by the prefix cache
     client_concurrency: float | None = None  # a benchmark client's cap on requests in flight
     finished_requests: float | None = None  # requests that finished over the window

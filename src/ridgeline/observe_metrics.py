@@ -39,9 +39,11 @@ request), ``trtllm_e2e_request_latency_seconds``.
 Over a window every counter is its increase, the lengths a finished request brought too. A
 restart seen on any series of an engine core (a counter or histogram that falls, or
 ``process_start_time_seconds`` moving later) counts all of that core's series from zero after
-it; a series missing from a later scrape gives no window figure (not 0), nor does one absent
-from the first scrape, whichever the engine (its start is unknown), unless
-``process_start_time_seconds`` says the server started inside the window: observe_window.py.
+it; a fall under a process start that holds, and a process start that moves earlier or to
+before the earlier scrape, are another server's page, refused; a series missing from a later
+scrape gives no window figure (not 0), nor does one absent from the first scrape, whichever
+the engine (its start is unknown), unless ``process_start_time_seconds`` says the server
+started inside the window: observe_window.py.
 """
 
 from __future__ import annotations
@@ -665,6 +667,7 @@ def _read_pool(scrape: Scrape, obs: Observation) -> None:
     each: the check it feeds is skipped, not failed."""
     for labels, _ in scrape.samples.get(CACHE_CONFIG, [])[:1]:
         _read_cache_dtype(labels.get("cache_dtype"), obs)
+        _read_memory_labels(labels, obs)
         raw = {key: labels.get(key) for key in ("num_gpu_blocks", "block_size")}
         try:
             blocks, size = int(raw["num_gpu_blocks"] or ""), int(raw["block_size"] or "")
@@ -691,6 +694,32 @@ def _read_pool(scrape: Scrape, obs: Observation) -> None:
         obs.notes.append(f"{POOL_TOKENS[0]} is {min(values):g}: no pool size read: the "
                          "modelled pool sizes the batch, and the reported pool's check "
                          "against it is skipped")
+
+
+def _read_memory_labels(labels: dict[str, str], obs: Observation) -> None:
+    """vLLM's memory settings as the server was started, from cache_config_info's labels
+    (vllm/config/cache.py CacheConfig.metrics_info: every field as str(value)):
+    gpu_memory_utilization ("0.9"; "None" from v0.34 where not given, its default then 1.0
+    with the extensible KV cache) and kv_cache_memory_bytes ("None" unless given). The pool
+    is modelled under them (cli_observe.server_settings): a server started at 0.9 observed
+    as 0.34's default 1.0 read an 11 % gap that was no gap. A value no flag takes is noted and
+    left out."""
+    for key, low, high in (("gpu_memory_utilization", 0.0, 1.0),
+                           ("kv_cache_memory_bytes", 1.0, MAX_COUNT)):
+        label = labels.get(key)
+        if label is None or label == "None":
+            continue
+        try:
+            value = float(label)
+        except ValueError:
+            value = math.nan
+        if not low < value <= high or (key == "kv_cache_memory_bytes" and value % 1):
+            obs.notes.append(f"{CACHE_CONFIG}: {key}={label!r} is no setting vLLM takes: not "
+                             "read (the pool is modelled at the engine's default)")
+        elif key == "gpu_memory_utilization":
+            obs.gpu_memory_utilization = value
+        else:
+            obs.kv_cache_memory_bytes = int(value)
 
 
 def _read_cache_dtype(label: str | None, obs: Observation) -> None:

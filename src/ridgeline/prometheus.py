@@ -201,6 +201,12 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
     return Scrape(time_s, samples, tuple(unread))
 
 
+def unix_seconds(t: float) -> str:
+    """A scrape's time as its line gives it, to the millisecond (1764953600.5 reads
+    '1,764,953,600.5 s'): :g's six digits gave every time of the same day as 1.76495e+09."""
+    return f"{t:,.3f}".rstrip("0").rstrip(".") + " s"
+
+
 def split_scrapes(text: str) -> list[Scrape]:
     """One or several scrapes from a saved file, in time order."""
     chunks: list[tuple[float | None, list[str]]] = [(None, [])]
@@ -220,8 +226,11 @@ def split_scrapes(text: str) -> list[Scrape]:
     times = [t for t, lines in chunks if t is not None]
     for earlier, later in itertools.pairwise(times):
         if later - earlier < MIN_SCRAPE_GAP_S:
-            raise InputError(f"scrape_time {later:g} follows {earlier:g}: scrapes go forward in "
-                             f"time, at least {MIN_SCRAPE_GAP_S:g} s apart for a rate")
+            sign = "+" if later >= earlier else ""
+            raise InputError(f"scrape_time {unix_seconds(later)} follows "
+                             f"{unix_seconds(earlier)} ({sign}{unix_seconds(later - earlier)}): "
+                             f"scrapes go forward in time, at least {MIN_SCRAPE_GAP_S:g} s apart "
+                             "for a rate")
     scrapes = [parse_scrape("\n".join(lines), t) for t, lines in chunks
                if any(x.strip() and not x.startswith("#") for x in lines)]
     if not scrapes:

@@ -26,6 +26,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_drafts import unpriced_drafts_note, verify_step
+from ridgeline.reports.observe_floor import computed_tok_s, peak_tok_s, refuse_rate_past_peak
 from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.reports.utilization import billed_scope
@@ -253,6 +254,9 @@ class ObserveReport(ObserveVerdict):
         (Llama-3.1-70B described on two H100s, measured under its floor: "+107%")."""
         if self.unit_suspect:
             return "the measured ITL's unit is in doubt"
+        if self.rate_over_peak is not None:
+            return ("the token rates pass what the deployment described computes at its peak, "
+                    "so the prediction prices another than the server runs")
         if self.below_floor:
             return ("the measurement is under the floor of the deployment described, so the "
                     "prediction prices another than the server runs")
@@ -331,19 +335,35 @@ class ObserveReport(ObserveVerdict):
                        + ("(fp8, its size) " if fp8 else "")
                        + f"({auto_words(served_kv, d.model)}), or each step's KV reads are "
                        "priced at another dtype than the server's")
+        over = self.rate_over_peak
+        if over is not None:
+            out.append(f"caution: the source counts {computed_tok_s(o):,.0f} tokens a second "
+                       f"computed (prompt tokens less the prefix cache's, and generated), "
+                       f"{over:,.1f}× the {peak_tok_s(d):,.0f} {d.model.name} computes on "
+                       f"{d.gpus_label} at their peak (2 FLOP a weight a token): the server "
+                       "runs more GPUs or lighter weights than described, or the scrapes are "
+                       "not one server's run (a counter reset read as a restart)")
         apart_pools = self.pool_apart
         if apart_pools is not None:
             reported, modelled = apart_pools
             share = reported.tokens / modelled.tokens - 1
+            s = self.engine_settings
+            scraped = [f"{flag} {value:,}" for flag, value in (
+                ("--gpu-memory-utilization", s.gpu_memory_utilization),
+                ("--kv-cache-memory-bytes", s.kv_cache_memory_bytes)) if value is not None]
+            others = [flag for flag in ("--gpu-memory-utilization", "--kv-cache-memory-bytes")
+                      if not any(x.startswith(flag) for x in scraped)] + ["--engine-version"]
             out.append(f"caution: the engine reports a pool of {reported.shown}, "
                        f"{abs(share):.0%} {'more' if share > 0 else 'less'} than the "
                        f"{modelled.shown} modelled for {d.model.name} on {d.gpus_label} as "
                        f"described (weights {d.weights.label}, KV {d.kv.id}, {d.engine}'s "
-                       "defaults, as `ridgeline fit` sizes it): the server was started with "
-                       "other settings (--gpu-memory-utilization, --kv-cache-memory-bytes, "
-                       "--engine-version) or serves another deployment (--weights, --kv-dtype, "
-                       "--num-gpus) than described; the pool and the wall above count the "
-                       "engine's, the prediction prices the deployment described")
+                       "defaults" + (f" but {' and '.join(scraped)}, as its metrics state"
+                                     if scraped else "")
+                       + ", as `ridgeline fit` sizes it): the server was started with "
+                       f"other settings ({', '.join(others)}) or serves another deployment "
+                       "(--weights, --kv-dtype, --num-gpus) than described; the pool and the "
+                       "wall above count the engine's, the prediction prices the deployment "
+                       "described")
         if self.fill_over_given is not None:
             held, how = self.fill_over_given
             out.append(f"caution: --context {self.context:,} is under the KV cache's fill: "
@@ -466,6 +486,7 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
     step priced as ``spec``'s verify step where given (the drafter's flags and the source's
     acceptance length: SpecDecode.observed; Model Runner V2's n-gram lookup on the GPU, as
     decode prices it: vllm_mrv2_drafter.gpu_lookup_len)."""
+    refuse_rate_past_peak(obs, dep)
     settings = settings or EngineSettings()
     if spec is not None:
         from ridgeline.vllm_mrv2_drafter import gpu_lookup_len

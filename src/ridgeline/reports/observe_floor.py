@@ -11,6 +11,7 @@ from functools import cached_property
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
+from ridgeline.observation import Observation
 from ridgeline.reports.observe_latency import ObservedLatency
 from ridgeline.stages import micro_batch
 
@@ -18,9 +19,48 @@ from ridgeline.stages import micro_batch
 # written under an _ms name read 1,000× small, and no weight format or GPU count described
 # wrongly is a hundred times off (bf16 against fp4 on 8× the GPUs is 32×)
 UNIT_GAP = 0.01
+# a token rate past this many times what the GPUs described compute at their peak is no
+# server's, refused: a real prefill reaches under 1× (its MFU), so even GPUs miscounted or
+# weights lighter than described (fp4 for bf16 is 4×) stay under it, and only pages of two
+# servers, or a counter reset read as a restart, pass it. Between 1× and this, cautioned.
+RATE_OVER_PEAK = 10.0
 # lighter formats a server that outruns the described floor may run, heaviest first
 LIGHTER_WEIGHTS = {"llama.cpp": ("q8_0", "q6_k", "q5_k_m", "q4_k_m"),
                    "other": ("fp8", "awq-int4")}
+
+
+def peak_tok_s(dep: Deployment) -> float:
+    """Tokens a second the deployment's GPUs compute at their dense peak, 2 FLOP a weight
+    each token multiplies against, attention aside: Llama-3.1-8B on one H100, 989.4 TFLOP/s
+    ÷ (2 × 7.50e9) = 65,950 tok/s, prefill's roofline at any batch."""
+    return dep.dense_peak_flops_per_s * dep.num_gpus / (2 * dep.matmul_params_per_token)
+
+
+def computed_tok_s(obs: Observation) -> float:
+    """Tokens a second the source says the server computed: its prompt tokens less the prefix
+    cache's share, and its generated ones (8,000 prompt, 10 % cached, and 2,000 generated:
+    9,200)."""
+    prompt = (obs.prompt_tok_s or 0.0) * (1 - (obs.cached_prompt_share or 0.0))
+    return prompt + (obs.generation_tok_s or 0.0)
+
+
+def refuse_rate_past_peak(obs: Observation, dep: Deployment) -> None:
+    """Refuse token rates no server could compute: computed_tok_s past RATE_OVER_PEAK ×
+    peak_tok_s. Pages of two servers read as one run gave Llama-3.1-8B on one H100 778,400
+    prompt (10 % cached) and 194,600 generation tok/s: 895,160, 13.6× its 65,917."""
+    computed, ceiling = computed_tok_s(obs), peak_tok_s(dep)
+    if ceiling <= 0 or computed <= RATE_OVER_PEAK * ceiling:
+        return
+    cached = obs.cached_prompt_share
+    raise InputError(
+        f"{obs.source} reads {computed:,.0f} tokens a second computed"
+        + (" each engine" if obs.engines > 1 else "")
+        + f" ({obs.prompt_tok_s or 0.0:,.0f} prompt"
+        + (f", {cached:.0%} of them cached," if cached else "")
+        + f" and {obs.generation_tok_s or 0.0:,.0f} generated), {computed / ceiling:,.1f}× the "
+        f"{ceiling:,.0f} {dep.model.name} computes on {dep.gpus_label} at their peak: the "
+        "scrapes are not one server's run (pages of two servers, a counter reset read as a "
+        "restart), or it runs on far more GPUs than described (--num-gpus)")
 
 
 @dataclass(frozen=True)
@@ -66,6 +106,17 @@ class ObservedFloor(ObservedLatency):
         if drafter is not None and drafter.tokens > 0:
             return float(drafter.tokens + 1)
         return 1.0
+
+    @property
+    def rate_over_peak(self) -> float | None:
+        """computed_tok_s ÷ peak_tok_s where past 1 (and under RATE_OVER_PEAK, refused before
+        a report is made): the deployment described cannot compute the tokens the source
+        counts, so the server runs more GPUs or lighter weights than described, or the scrapes
+        are not one server's run (a counter reset read as a restart: 443,800 tok/s for
+        Llama-3.1-8B on one H100, 6.7×). None where under it."""
+        ceiling = peak_tok_s(self.deployment)
+        share = computed_tok_s(self.obs) / ceiling if ceiling > 0 else 0.0
+        return share if share > 1 else None
 
     @property
     def below_floor(self) -> bool:

@@ -1,0 +1,207 @@
+"""observe reads one server's run: pages of two servers (a load balancer in front of replicas)
+and a counter reset no restart explains are refused, token rates no server computes are
+refused or cautioned, the scrape-order refusal names times that differ, and the pool is
+modelled at the memory settings vLLM's cache_config_info states."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ridgeline import Deployment, resolve_accelerator, resolve_model
+from ridgeline.engine_pool import EnginePool
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.reports.observe_floor import RATE_OVER_PEAK, peak_tok_s
+from tests.conftest import run_cli
+
+M = 'engine="0",model_name="m"'
+T0 = 1764953600  # a real unix time: :g printed every one of that day as 1.76495e+09
+
+
+def page(t: float, prompt: float, generated: float, requests: float,
+         start: float | None = None, utilization: str = "0.9",
+         itl: float | None = None) -> str:
+    """One timed vLLM scrape: 25 running, its token and request counters, an ITL histogram of
+    12 ms a token (``itl`` observations, else a token each but the first of a request), its
+    pool (27,015 blocks of 16 at ``utilization``) and, if given, its process start."""
+    itl = generated - requests if itl is None else itl
+    lines = [f"# scrape_time {t}", f"vllm:num_requests_running{{{M}}} 25",
+             f"vllm:num_requests_waiting{{{M}}} 0", f"vllm:kv_cache_usage_perc{{{M}}} 0.06",
+             f"vllm:prompt_tokens_total{{{M}}} {prompt}",
+             f"vllm:generation_tokens_total{{{M}}} {generated}",
+             f"vllm:request_success_total{{{M}}} {requests}",
+             f'vllm:inter_token_latency_seconds_bucket{{{M},le="0.025"}} {itl}',
+             f'vllm:inter_token_latency_seconds_bucket{{{M},le="+Inf"}} {itl}',
+             f"vllm:inter_token_latency_seconds_count{{{M}}} {itl}",
+             f"vllm:inter_token_latency_seconds_sum{{{M}}} {itl * 0.012}",
+             'vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",'
+             f'gpu_memory_utilization="{utilization}",kv_cache_memory_bytes="None",'
+             'num_gpu_blocks="27015"} 1.0']
+    if start is not None:
+        lines.append(f"process_start_time_seconds {start}")
+    return "\n".join(lines) + "\n"
+
+
+def run(run_in: Path, capsys: pytest.CaptureFixture[str], *pages: str,
+        extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    path = run_in / "scrapes.prom"
+    path.write_text("".join(pages))
+    return run_cli(capsys, "observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
+                   *extra)
+
+
+def one_line(err: str) -> None:
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def h100_8b() -> Deployment:
+    return Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"))
+
+
+# -- two servers, or a reset nothing explains -------------------------------------------------
+
+
+def test_a_process_start_that_moves_earlier_is_another_servers_page(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A load balancer answers the middle scrape from another replica, started 10,000 s
+    earlier with 0.6× the counters. It was read as two restarts, 778,400 prompt tok/s."""
+    start = T0 - 3600
+    code, out, err = run(tmp_path, capsys,
+                         page(T0, 28_800_000, 7_200_000, 28_800, start),
+                         page(T0 + 30, 17_424_000, 4_356_000, 17_424, start - 10_000),
+                         page(T0 + 60, 29_280_000, 7_320_000, 29_280, start))
+    assert code == 2 and not out
+    one_line(err)
+    assert "process_start_time_seconds moves earlier between the scrapes 0 s and 30 s" in err
+    assert "(10,000 s before)" in err and "not one server's run" in err
+
+
+def test_a_counter_that_falls_under_a_held_process_start_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The generation counter falls while the prompt counter rises and the process start
+    holds: no process restarted. Read as a restart, the prompt counter's whole value was the
+    window's: 492,000 prompt tok/s, a 253 ms step against 12 ms measured (+2012%)."""
+    start = T0 - 3600
+    code, out, err = run(tmp_path, capsys,
+                         page(T0, 28_800_000, 7_200_000, 28_800, start),
+                         page(T0 + 30, 29_040_000, 7_260_000, 29_040, start),
+                         page(T0 + 60, 29_280_000, 1_000, 29_280, start, itl=7_290_720))
+    assert code == 2 and not out
+    one_line(err)
+    assert "vllm:generation_tokens_total went down between the scrapes 30 s and 60 s" in err
+    assert f"process_start_time_seconds stayed at {start:,.0f}" in err
+
+
+def test_a_process_start_that_moves_later_is_still_a_restart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The refusals leave a real restart alone: its counters count from zero after it."""
+    code, out, _ = run(tmp_path, capsys, page(T0, 28_800_000, 7_200_000, 28_800, T0 - 3600),
+                       page(T0 + 60, 240_000, 60_000, 240, T0 + 30), extra=("--json",))
+    assert code == 0
+    obs = json.loads(out)
+    assert obs["generation_tok_s"] == pytest.approx(60_000 / 60)
+    assert any("restarted" in n for n in obs["notes"])
+
+
+# -- token rates no server computes -----------------------------------------------------------
+
+
+def test_token_rates_past_ten_times_the_peak_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No process start to tell two servers apart: the rates themselves give them away."""
+    peak = peak_tok_s(h100_8b())
+    generated = RATE_OVER_PEAK * 1.1 * peak * 60
+    code, out, err = run(tmp_path, capsys, page(T0, 0, 1_000, 1),
+                         page(T0 + 60, 0, 1_000 + generated, 1 + generated / 250))
+    assert code == 2 and not out
+    one_line(err)
+    assert f"{RATE_OVER_PEAK * 1.1:,.1f}× the {peak:,.0f} llama-3.1-8b computes" in err
+
+
+def test_token_rates_past_the_peak_are_cautioned_and_not_compared(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """3× the peak: a deployment other than described could (more GPUs), so cautioned, and
+    the prediction is not set against the measurement."""
+    peak = peak_tok_s(h100_8b())
+    generated = 3 * peak * 60
+    code, out, _ = run(tmp_path, capsys, page(T0, 0, 1_000, 1),
+                       page(T0 + 60, 0, 1_000 + generated, 1 + generated / 250))
+    assert code == 0
+    assert f"3.0× the {peak:,.0f} llama-3.1-8b computes on 1 x h100-sxm at their peak" in out
+    assert "measured 12.0 ms: not compared, the token rates pass" in out
+    code, out, _ = run(tmp_path, capsys, page(T0, 0, 1_000, 1),
+                       page(T0 + 60, 0, 121_000, 481))  # 2,000 tok/s: none
+    assert code == 0 and "at their peak" not in out
+
+
+# -- the scrape order --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("times", "shown"), [
+    ((T0, T0 + 0.5), "1,764,953,600.5 s follows 1,764,953,600 s (+0.5 s)"),
+    ((T0 + 60, T0 + 30), "1,764,953,630 s follows 1,764,953,660 s (-30 s)")])
+def test_the_scrape_order_refusal_names_times_that_differ(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], times: tuple[float, float],
+        shown: str) -> None:
+    code, _, err = run(tmp_path, capsys, *(page(t, 0, 1_000, 1) for t in times))
+    assert code == 2 and f"scrape_time {shown}" in err
+    one_line(err)
+
+
+# -- the pool at the server's own memory settings ---------------------------------------------
+
+
+def modelled(out: str) -> tuple[float, list[str]]:
+    report = json.loads(out)
+    return report["pool_tokens_modelled"], report["notes"]
+
+
+def test_the_pool_is_modelled_at_the_utilization_cache_config_info_states(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gpu_memory_utilization="0.9" sizes the modelled pool as fit sizes it at 0.9 (434,112
+    tokens beside the engine's 432,240), not at 0.34's default 1.0 (483,520, an 11 % gap
+    cautioned); "None", vLLM's label where the flag was not given, leaves the default."""
+    first, last = page(T0, 0, 1_000, 1), page(T0 + 60, 60_000, 121_000, 481)
+    flags = ("--context", "1125", "--json")
+    code, out, _ = run(tmp_path, capsys, first, last, extra=flags)
+    assert code == 0
+    tokens, notes = modelled(out)
+    dep = h100_8b()  # vLLM, the engine a vllm: page names
+
+    def pool(settings: EngineSettings) -> float:
+        return EnginePool.modelled(kv_pool(dep, settings)).tokens
+
+    at = pool(EngineSettings(gpu_memory_utilization=0.9, max_model_len=1125))
+    assert tokens == at
+    assert "gpu_memory_utilization 0.9, as the server's vllm:cache_config_info states it" in \
+        " ".join(notes)
+    code, out, _ = run(tmp_path, capsys, first.replace('"0.9"', '"None"'),
+                       last.replace('"0.9"', '"None"'), extra=flags)
+    tokens, notes = modelled(out)
+    assert tokens == pool(EngineSettings(max_model_len=1125)) > at
+    assert not any("cache_config_info states" in n for n in notes)
+
+
+def test_a_utilization_no_flag_takes_is_noted_and_left_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, last = page(T0, 0, 1_000, 1, utilization="1.5"), \
+        page(T0 + 60, 60_000, 121_000, 481, utilization="1.5")
+    code, out, _ = run(tmp_path, capsys, first, last, extra=("--json",))
+    assert code == 0
+    _, notes = modelled(out)
+    assert any("gpu_memory_utilization='1.5' is no setting vLLM takes" in n for n in notes)
+
+
+def test_a_later_start_before_the_earlier_scrape_is_another_servers_page(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The second page's process started later than the first's, but an hour before the first
+    scrape: it was running then, so a replica started after the first answered, not a
+    restart (whose lifetime's counts were read as the window's)."""
+    code, out, err = run(tmp_path, capsys, page(T0, 28_800_000, 7_200_000, 28_800, T0 - 7200),
+                         page(T0 + 60, 14_400_000, 3_600_000, 14_400, T0 - 3600))
+    assert code == 2 and not out
+    one_line(err)
+    assert "moves later between the scrapes 0 s and 60 s into the window" in err
+    assert "3,600 s before the earlier scrape" in err
