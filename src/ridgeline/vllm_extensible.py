@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
-from ridgeline.units import GIB, MIB
+from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_memory import ACTIVATION_BYTES, VLLMAccounting, parse_version
 
 if TYPE_CHECKING:
@@ -128,8 +128,8 @@ def extensible_caution(version: str, profiled_pool_gib: float, profiled_conversa
     return (f"vLLM {version}'s extensible KV cache is unchecked against a start-up log; "
             f"0.33's rules (--no-enable-extensible-kv-cache){PROFILED_GIVE}"
             f"{profiled_pool_gib:,.2f} GiB per GPU, {profiled_conversations:,} "
-            f"{'conversation' if profiled_conversations == 1 else 'conversations'} of "
-            f"{context:,} tokens")
+            f"{plural(profiled_conversations, 'conversation')} of "
+            f"{context:,} {plural(context, 'token')}")
 
 
 PROFILED_GIVE = " give "  # between extensible_caution's words and its figures
