@@ -346,10 +346,10 @@ def test_cross_node_caution_under_data_parallelism_names_ranks_not_stages() -> N
     from ridgeline.parallel import cross_node_caution
 
     h100 = resolve_accelerator("h100")
-    assert "-pp 2" in cross_node_caution(16, h100, "vllm")
-    ranked = cross_node_caution(16, h100, "vllm", ranks=2)
+    assert "-pp 2" in cross_node_caution(16, 1, h100, "vllm")
+    ranked = cross_node_caution(16, 1, h100, "vllm", ranks=2)
     assert "-pp" not in ranked and "--data-parallel-size 4 --tensor-parallel-size 8" in ranked
-    assert "--dp-size 4" in cross_node_caution(16, h100, "sglang", ranks=2)
+    assert "--dp-size 4" in cross_node_caution(16, 1, h100, "sglang", ranks=2)
 
 
 def qwen3_next_dp4(running: int) -> tuple[Deployment, EngineSettings]:

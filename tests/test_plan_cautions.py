@@ -109,7 +109,7 @@ def test_tp16_runners_up_carry_the_cross_node_caution_fit_and_decode_give(
     text = capsys.readouterr().out
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    caution = cross_node_caution(16, H100, "vllm")
+    caution = cross_node_caution(16, 1, H100, "vllm")
     assert data["winner"]["tensor_parallel_size"] <= node_size(H100) and data["winner"]["cautions"] == []
     tp16 = [row for row in data["runners_up"] if row["tensor_parallel_size"] == 16]
     assert tp16 and all(row["cautions"] == [caution] for row in tp16)
@@ -130,7 +130,7 @@ def test_a_tp16_winner_carries_the_caution_and_says_its_launch_spans_nodes(
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["winner"]["tensor_parallel_size"] == 16
-    caution = cross_node_caution(16, A100, "trtllm")
+    caution = cross_node_caution(16, 1, A100, "trtllm")
     assert caution in data["cautions"] and data["winner"]["cautions"] == [caution]
     assert main(args) == 0
     text = capsys.readouterr().out
@@ -267,7 +267,7 @@ def test_an_mi300x_winner_near_its_ttft_slo_is_cautioned() -> None:
 
 def test_utilization_past_one_node_carries_the_cross_node_caution(
         capsys: pytest.CaptureFixture[str]) -> None:
-    caution = cross_node_caution(16, H100, "vllm")
+    caution = cross_node_caution(16, 1, H100, "vllm")
     for extra in ([], ["--model", "llama-3.1-405b", "--context", "8000"]):
         assert main(["utilization", "--gpu", "h100", "--num-gpus", "16", "--running", "32",
                      *extra, "--json"]) == 0

@@ -200,9 +200,52 @@ def test_tensor_parallelism_past_a_node_is_said_and_its_lever_named(
                     ["prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "2000"],
                     ["fit", "llama-3.1-70b", "--gpu", "h100", "--max-model-len", "8k"]):
         _, out, _ = run_cli(capsys, *command, "--num-gpus", "16")
-        assert "TP16 spans 2 nodes of 8 h100-sxm" in out and "TP8 × PP2 (-pp 2)" in out
+        assert "TP16 spans 2 nodes of 8 h100-sxm" in out and "TP8 × PP2 (-tp 8 -pp 2)" in out
         _, out, _ = run_cli(capsys, *command, "--num-gpus", "8")
         assert "spans" not in out
+
+
+@pytest.mark.parametrize("model,gpu,tp,pp", [("deepseek-v3", "h100", 16, 4),
+                                             ("llama-3.1-405b", "h100", 16, 2),
+                                             ("kimi-k2", "h100", 32, 2),
+                                             ("llama-3.1-405b", "mi250", 8, 2)])
+def test_under_pipeline_stages_the_cross_node_caution_keeps_the_gpus_as_fits_lever_does(
+        capsys: pytest.CaptureFixture[str], model: str, gpu: str, tp: int, pp: int) -> None:
+    """TP past a node with pipeline stages already on: fit, decode and simulate advise the
+    same GPUs with TP a node's (TP16 × PP4 of H100s, 64 GPUs: TP8 × PP8, not TP8 × PP2's
+    16), the layout fit's 'the same N GPUs as' lever names, in the ranks the engine launches
+    (vLLM on MI250s: each card's 2 dies)."""
+    layout = ["--gpu", gpu, "--num-gpus", str(tp), "-pp", str(pp)]
+    code, out, err = run_cli(capsys, "fit", model, *layout, "--max-model-len", "8k", "--json")
+    assert code == 0, err
+    fit = json.loads(out)
+    dies = fit["runtime_devices_per_gpu"]
+    lever = next(lv["name"] for lv in fit["levers"] if lv["name"].startswith("the same "))
+    split = lever.split(" as ", 1)[1].split(" over ")[0]  # 'TP8 × PP8'
+    node_tp, stages = (int(part.strip()[2:]) for part in split.split("×"))
+    assert node_tp * stages == tp * dies * pp == fit["num_gpus"] * dies and stages > pp
+    said = f"{split} (-tp {node_tp} -pp {stages}) keeps them inside a node"
+    assert any(c.startswith(f"TP{tp * dies} spans") and said in c for c in fit["cautions"])
+    for command in (["decode", model, "--batch", "8", "--context", "4096"],
+                    ["simulate", model, "--rate", "1", "--num-requests", "10"]):
+        code, out, err = run_cli(capsys, *command, *layout)
+        assert code == 0, err
+        assert f"TP{tp * dies} spans" in out and said in out
+
+
+def test_a_tp_no_node_divides_gets_no_layout_of_other_gpus() -> None:
+    """TP12 on 8-GPU nodes has no same-GPU layout with TP a node's: the caution names the
+    remedy, not a layout of another GPU count; stages past the layers likewise."""
+    from ridgeline.parallel import cross_node_caution, tp_within_node
+
+    h100 = resolve_accelerator("h100")
+    assert tp_within_node(12, 1, 8) is None and tp_within_node(8, 2, 8) is None
+    assert tp_within_node(16, 4, 8) == (8, 8)
+    odd = cross_node_caution(12, 1, h100, "vllm")
+    assert "spans 2 nodes" in odd and "× PP" not in odd and "-pp" not in odd
+    few = cross_node_caution(16, 4, h100, "vllm", num_layers=7)  # TP8 × PP8: 8 stages
+    assert "× PP" not in few and cross_node_caution(16, 4, h100, "vllm", num_layers=8) \
+        .endswith("TP8 × PP8 (-tp 8 -pp 8) keeps them inside a node")
 
 
 def test_llamacpps_tensor_split_is_in_its_start_command(

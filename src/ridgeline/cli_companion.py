@@ -130,7 +130,7 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
     this batch."""
     from ridgeline.cli_load import default_engine, load_deployment
     from ridgeline.engines import chosen_profile
-    from ridgeline.parallel import cross_node_caution
+    from ridgeline.parallel import deployment_cross_node_caution
     from ridgeline.reports.expectation import context_caution
     from ridgeline.step_share import decode_share
 
@@ -151,7 +151,7 @@ def _fraction_from_model(args: argparse.Namespace) -> tuple[FractionSource, list
                           op_defaulted=args.op is None)
     cautions = (context_caution(dep, step.context), profile.calibration_caution(dep.accelerator),
                 profile.batch_range_caution(dep.accelerator, step.batch),
-                cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
+                deployment_cross_node_caution(dep))
     return source, [c for c in cautions if c]
 
 

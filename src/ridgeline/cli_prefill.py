@@ -51,7 +51,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
     def one(a: argparse.Namespace) -> list[PrefillReport]:
         from dataclasses import replace
 
-        from ridgeline.capacity import start_trim_caution
+        from ridgeline.capacity import start_trim_caution, suggested_max_model_len
         from ridgeline.chunked_prefill import step_budget
         from ridgeline.data_parallel import rank_step_budget
         from ridgeline.llamacpp_batching import llamacpp_n_batch, llamacpp_n_ubatch
@@ -90,34 +90,43 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             f"-ngl auto placed the weights once, for the longest prompt asked "
             f"({max(a.prompt_len):,} tokens); a shorter one alone would keep more of them on "
             "the GPU") if once else "")))
-        # a serving engine's prompt runs in steps of its token budget (vLLM V1 chunks by
-        # default), the budget its pool is sized with (at the --max-model-len it is started
-        # with, as engine_seats sizes it): the flag, else the engine's default
-        budget = None if placed.engine.startswith("llama.cpp") else rank_step_budget(
-            placed, step_budget(placed, replace(pool_settings or EngineSettings(),
-                                                max_model_len=length)))
         chunked = chunked_prefill_asked(a)  # TensorRT-LLM's enable_chunked_prefill
-        # the pool's settings in decode's words (its JSON's engine_max_batch[].settings)
-        described = describe_settings(pool_settings or EngineSettings(), placed.engine,
-                                      length) if pool_settings or length else ""
 
         # where -ngl all's run is priced (--fit set aside, or no placement), the max batch
         # is the run `fit --max-model-len` starts for each prompt, as decode's line
         fitted = fit_seats(a, run, placing, [max(n, a.max_model_len or 0)
                                              for n in a.prompt_len], a.prompt_len, length)
 
-        def report(n: int) -> PrefillReport:
+        def priced(n: int, started: int | None) -> PrefillReport:
+            """The prompt on the engine started at ``started`` (None: its default)."""
+            # a serving engine's prompt runs in steps of its token budget (vLLM V1 chunks by
+            # default), the budget its pool is sized with (at the --max-model-len it is
+            # started with, as engine_seats sizes it): the flag, else the engine's default
+            budget = None if placed.engine.startswith("llama.cpp") else rank_step_budget(
+                placed, step_budget(placed, replace(pool_settings or EngineSettings(),
+                                                    max_model_len=started)))
+            # the pool's settings in decode's words (its JSON's engine_max_batch[].settings)
+            described = describe_settings(pool_settings or EngineSettings(), placed.engine,
+                                          started) if pool_settings or started else ""
             floor = prefill_floor(placed, n, a.batch, ubatch,
                                   budget[0] if budget else None, a.n_batch)
-            seat = engine_seats(placed, n, a.enforce_eager, pool_settings, length)
+            seat = engine_seats(placed, n, a.enforce_eager, pool_settings, started)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)
             expected = Expectation.of_prefill(placed, n, a.batch, profile, ubatch,
                                               budget if engine_runs(floor, seat) else None,
                                               chunked, a.n_batch)
-            out = PrefillReport(placed, floor, expected, ubatch, seat, notes, budget,
-                                pool_settings.usage if pool_settings else "serve",
-                                a.engine_version, described, chunked)
+            return PrefillReport(placed, floor, expected, ubatch, seat, notes, budget,
+                                 pool_settings.usage if pool_settings else "serve",
+                                 a.engine_version, described, chunked)
+
+        def report(n: int) -> PrefillReport:
+            out = priced(n, length)
+            # where the engine would refuse to start, the prompt again at the --max-model-len
+            # the refusal suggests, as decode prices its points there
+            longest = suggested_max_model_len(() if out.seat is None else (out.seat,), length)
+            if longest:
+                out = replace(out, at_longest=priced(n, longest))
             if fitted is None:
                 return out
             i = a.prompt_len.index(n)

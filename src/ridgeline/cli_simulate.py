@@ -263,7 +263,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.engine_scheduling import v0_scheduling_caution
     from ridgeline.lora_slots import step_caution as lora_step_caution
     from ridgeline.offload import offload_caution
-    from ridgeline.parallel import cross_node_caution
+    from ridgeline.parallel import deployment_cross_node_caution
     from ridgeline.predict import (
         bnb_caution,
         cdna3_moe_caution,
@@ -338,8 +338,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
                                  bnb_caution(dep),
-                                 cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
-                                                    dep.engine), dcp_caution(dep),
+                                 deployment_cross_node_caution(dep), dcp_caution(dep),
                                  *data_parallel_cautions(dep, True, dispatched),
                                  "" if overload_rates(result, count, saturated) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate,

@@ -12,7 +12,12 @@ t = 8 µs + 2·(n−1)/n · bytes / β, whichever is faster.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ridgeline.hardware import Accelerator
+
+if TYPE_CHECKING:
+    from ridgeline.deployment import Deployment
 
 # Per-step latency of a collective, by link kind. NVLink, Infinity Fabric and ICI are
 # order-of-magnitude figures (small messages there go through shot kernels, below). PCIe:
@@ -51,29 +56,55 @@ def host_gpus(acc: Accelerator) -> int:
     return acc.host_gpus or min(DEFAULT_NODE_SIZE, node_size(acc))
 
 
-def cross_node_caution(tp: int, acc: Accelerator, engine: str, ranks: int = 1,
-                       devices: int = 1) -> str:
+def tp_within_node(tp: int, outer: int, node: int) -> tuple[int, int] | None:
+    """The same TP × ``outer`` GPUs with tensor parallelism inside one node of ``node``: (node,
+    outer × tp ÷ node), ``outer`` the pipeline stages (or data-parallel ranks) of TP ``tp``
+    each. TP16 × PP4 on 8-GPU nodes: TP8 × PP8, still 64 GPUs. None where TP already fits a
+    node, or a node's GPUs do not divide it (TP12 on nodes of 8)."""
+    if tp <= node or tp % node:
+        return None
+    return node, outer * tp // node
+
+
+def cross_node_caution(tp: int, pp: int, acc: Accelerator, engine: str, ranks: int = 1,
+                       devices: int = 1, num_layers: int | None = None) -> str:
     """What to say of tensor parallelism past one node, or "": every all-reduce then crosses
     the network between nodes, priced so; vLLM's docs advise TP inside a node and PP across
-    (llama.cpp splits layers, not tensors, unless -sm tensor asks). Under data-parallel
-    attention (``ranks`` of ``tp`` GPUs each), which takes no pipeline stages, more ranks of
-    a node each keep them inside one. ``tp`` counts the engine's ranks, ``devices`` a card
-    (vLLM on MI250s: TP32 is 16 cards, 2 nodes of 8, each node TP16)."""
+    (llama.cpp splits layers, not tensors, unless -sm tensor asks). The remedy keeps the GPUs
+    (tp_within_node, fit's lever too): TP16 × PP4 of H100s as TP8 × PP8, unless that is more
+    stages than ``num_layers``. Under data-parallel attention (``ranks`` of ``tp`` GPUs
+    each), which takes no pipeline stages, more ranks of a node each keep them inside one.
+    ``tp`` counts the engine's ranks, ``devices`` a card (vLLM on MI250s: TP32 is 16 cards,
+    2 nodes of 8, each node TP16)."""
     cards = node_size(acc)
     node = cards * devices
     if tp <= node or engine.startswith("llama.cpp"):
         return ""
     nodes = -(-tp // node)
-    if ranks > 1:
-        flags = (f"--dp-size {ranks * nodes}, the same --tp-size" if engine == "sglang" else
-                 f"--data-parallel-size {ranks * nodes} --tensor-parallel-size {node}")
-        remedy = f"DP{ranks * nodes} × TP{node} ({flags}) keeps each rank's all-reduces"
+    split = tp_within_node(tp, ranks if ranks > 1 else pp, node)
+    if split is None or (ranks == 1 and num_layers is not None and split[1] > num_layers):
+        remedy = (f"a TP that divides a node's {node}, with "
+                  + ("more data-parallel ranks" if ranks > 1 else "pipeline stages")
+                  + " across nodes, keeps them")
+    elif ranks > 1:
+        flags = (f"--dp-size {split[1]}, the same --tp-size" if engine == "sglang" else
+                 f"--data-parallel-size {split[1]} --tensor-parallel-size {node}")
+        remedy = f"DP{split[1]} × TP{node} ({flags}) keeps each rank's all-reduces"
     else:
-        remedy = f"TP{node} × PP{nodes} (-pp {nodes}) keeps them"
+        remedy = f"TP{node} × PP{split[1]} (-tp {node} -pp {split[1]}) keeps them"
     dies = f" ({node} dies)" if devices > 1 else ""
     return (f"TP{tp} spans {nodes} nodes of {cards} {acc.id}{dies}: every all-reduce crosses the "
             f"network between them (priced at {INTER_NODE_BYTES_PER_S * 8 / 1e9:,.0f} Gb/s; "
             f"`--explain` shows its share); {remedy} inside a node")
+
+
+def deployment_cross_node_caution(dep: Deployment) -> str:
+    """cross_node_caution of ``dep``'s whole layout, as fit, decode, prefill and simulate say
+    it: the TP ranks its engine launches (vLLM's two an MI250, a node of 4 its 8 dies), its
+    pipeline stages, data-parallel ranks and layers."""
+    return cross_node_caution(dep.engine_tensor_parallel_size, dep.pipeline_parallel_size,
+                              dep.accelerator, dep.engine, dep.data_parallel_size,
+                              dep.devices_per_gpu, dep.model.num_layers)
 
 
 def link_latency_s(acc: Accelerator) -> float:

@@ -85,8 +85,9 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
     acc = resolve_accelerator(c.accelerator)
     devices = engine_devices(engine, acc)  # vLLM's TP counts an MI250's dies
     dep = candidate_deployment(model, c, engine)  # no version: nothing here reads the state
-    return tuple(why for why in (cross_node_caution(c.engine_tp(engine), acc, engine,
-                                                    devices=devices),
+    return tuple(why for why in (cross_node_caution(c.engine_tp(engine), c.pp, acc, engine,
+                                                    devices=devices,
+                                                    num_layers=model.num_layers),
                                  prompt_share_caution(c, profile, slo, engine),
                                  profile.batch_range_caution(acc, c.batch),
                                  track_record_caution(dep, "prefill", profile),

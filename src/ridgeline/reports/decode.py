@@ -24,7 +24,7 @@ from ridgeline.floors import DecodeFloor, bound_label, decode_floor
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, SLIDING, WINDOW_MIXERS
 from ridgeline.memory import EngineSettings, loaded_vision_bytes
 from ridgeline.model import Layer, ModelSpec
-from ridgeline.parallel import cross_node_caution
+from ridgeline.parallel import deployment_cross_node_caution
 from ridgeline.raw_fit import FitCheck, as_served
 from ridgeline.render import table
 from ridgeline.reports.expectation import (
@@ -666,7 +666,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     with ``spec``, each point's speculative verify step too. Where the engine would refuse to
     start there, the same points at the longest --max-model-len that starts (at_longest):
     Llama-3.1-8B on an RTX 4090 refuses at 131,072 and runs 9 of 4,096 tokens at 40,192."""
-    from ridgeline.capacity import engine_seats
+    from ridgeline.capacity import engine_seats, suggested_max_model_len
 
     floors, expected = [], []
     seats = tuple(engine_seats(dep, c, enforce_eager, settings, max_model_len)
@@ -711,10 +711,9 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
             dep, settings or EngineSettings(), spec.method, max_model_len))
     steps = () if spec is None else tuple(spec_step(dep, spec, f.batch, f.context, profile)
                                           for f, _ in floors)
-    longest = max((s.longest for s in seats if s.start_refused), default=0)
+    longest = suggested_max_model_len(seats, max_model_len)
     at_longest = decode_report(dep, batches, contexts, profile, enforce_eager, settings,
-                               longest, spec) if longest and longest != max_model_len \
-        else None
+                               longest, spec) if longest else None
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
                         tuple(c for c in cautions if c), profile, described, steps,
                         engine_version=(settings or EngineSettings()).engine_version,
@@ -924,8 +923,7 @@ def micro_batch_caution(dep: Deployment, batches: list[int] | None = None) -> st
 def deployment_caution(dep: Deployment) -> str:
     """What to say of the deployment's layout itself, or "": tensor parallelism past a node;
     what -dcp leaves unpriced (decode_context.dcp_caution)."""
-    return "; ".join(c for c in (cross_node_caution(dep.tensor_parallel_size, dep.accelerator,
-                                                    dep.engine, dep.data_parallel_size),
+    return "; ".join(c for c in (deployment_cross_node_caution(dep),
                                  dcp_caution(dep)) if c)
 
 

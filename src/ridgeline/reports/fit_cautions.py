@@ -10,7 +10,7 @@ from ridgeline.capacity import engine_seat_limit
 from ridgeline.cost import served_footprint
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.datafiles import engine_defaults
-from ridgeline.parallel import cross_node_caution
+from ridgeline.parallel import deployment_cross_node_caution
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import drafter_seats_note, running_slots
 from ridgeline.reports.fit_terms import cap_flag, is_llamacpp, seats_name
@@ -41,8 +41,7 @@ def fit_cautions(r: FitReport) -> list[str]:
     d = r.deployment
     out = [c for c in (r.fit_note, context_caution(d, r.context), d.model.architecture_caution,
                        cpu_offload_caution(d),
-                       cross_node_caution(d.tensor_parallel_size, d.accelerator, d.engine,
-                                          d.data_parallel_size),
+                       deployment_cross_node_caution(d),
                        *data_parallel_cautions(d, stepping=False))
            if c]
     seats, pool = engine_seat_limit(r.pool, r.deployment), r.pool

@@ -34,7 +34,7 @@ from ridgeline.lora_slots import engine_lora_problem
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.monotone import longest_holding
 from ridgeline.offload import host_weight_bytes
-from ridgeline.parallel import node_size
+from ridgeline.parallel import node_size, tp_within_node
 from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.reports.fit_state import most_rank_requests
@@ -185,15 +185,15 @@ def levers(r: FitReport) -> list[Lever]:
         more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
         options.append((f"{2 * d.num_gpus} GPUs ({_split_words(more)})", more, r.context, s))
     options += _dp_attention_lever(d, r.context, s)
-    node = node_size(d.accelerator)
+    within = tp_within_node(d.tensor_parallel_size, d.pipeline_parallel_size,
+                            node_size(d.accelerator))
     if d.data_parallel_size > 1:
         pass  # no pipeline stages under data-parallel attention: _rank_levers splits ranks
-    elif not gguf and d.offload is None and d.tensor_parallel_size > node \
-            and d.tensor_parallel_size % node == 0 \
-            and d.pipeline_parallel_size * d.tensor_parallel_size // node <= d.model.num_layers:
-        # TP past one node's NVLink domain: the same GPUs as a node's TP × stages
-        split = replace(d, tensor_parallel_size=node, pipeline_parallel_size=(
-            d.pipeline_parallel_size * d.tensor_parallel_size // node))
+    elif not gguf and d.offload is None and within is not None \
+            and within[1] <= d.model.num_layers:
+        # TP past one node's NVLink domain: the same GPUs as a node's TP × stages, the
+        # layout the cross-node caution names (parallel.cross_node_caution)
+        split = replace(d, tensor_parallel_size=within[0], pipeline_parallel_size=within[1])
         options.append((f"the same {d.num_gpus} GPUs as {_split_words(split)}", split,
                         r.context, s))
     half = max(1, r.context // 2)
@@ -418,10 +418,10 @@ def _rank_levers(d: Deployment, context: int, s: EngineSettings
     wider = replace(d, tensor_parallel_size=2 * tp)
     if 2 * tp <= node and not deployment_problem(wider, s.engine_version):
         out.append((f"{2 * d.num_gpus} GPUs ({_ranks_label(wider)})", wider, context, s))
-    if tp > node and tp % node == 0 and not deployment_problem(
-            replace(d, tensor_parallel_size=node), s.engine_version):
-        split = replace(d, tensor_parallel_size=node,
-                        data_parallel_size=d.data_parallel_size * tp // node)
+    within = tp_within_node(tp, d.data_parallel_size, node)
+    if within is not None and not deployment_problem(
+            replace(d, tensor_parallel_size=within[0]), s.engine_version):
+        split = replace(d, tensor_parallel_size=within[0], data_parallel_size=within[1])
         out.append((f"the same {d.num_gpus} GPUs as {_ranks_label(split)}", split, context,
                     s))
     return out

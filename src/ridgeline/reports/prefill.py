@@ -4,7 +4,7 @@ engine is expected to take, for one card or several side by side."""
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ridgeline.capacity import EngineSeats
@@ -24,7 +24,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages
-from ridgeline.parallel import cross_node_caution
+from ridgeline.parallel import deployment_cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.decode import json_pool_settings
 from ridgeline.reports.expectation import (
@@ -70,6 +70,9 @@ class PrefillReport:
     # the priced run's (with_fit_seat, as reports.decode.with_fit_seats)
     fit_seat: EngineSeats | None = None
     fit_pool_settings: str = ""  # the settings fit_seat was sized under
+    # where the engine refuses to start at its max_model_len (EngineSeats.start_refused): the
+    # same prompt at the --max-model-len the refusal suggests (capacity.suggested_max_model_len)
+    at_longest: PrefillReport | None = field(default=None, compare=False)
 
     @property
     def chunks(self) -> bool:
@@ -111,7 +114,7 @@ class PrefillReport:
                        "llama.cpp's ideal: on 8 x A100 its pipelining PR (#6017) measured a "
                        "2,048-token prompt about a quarter under it (validation/pipeline.csv), so "
                        "read the expectation as optimistic, the more so the more stages")
-        out.append(cross_node_caution(dep.tensor_parallel_size, dep.accelerator, dep.engine))
+        out.append(deployment_cross_node_caution(dep))
         out.append(dcp_caution(dep))
         out.extend(data_parallel_cautions(dep, stepping=True, prompts=True))
         budget = self.step_budget
@@ -129,12 +132,15 @@ class PrefillReport:
         from ridgeline.offload import offload_caution
         from ridgeline.predict import bnb_caution, gguf_caution
 
-        out += [gguf_caution(dep) if self.runs else "", bnb_caution(dep) if self.runs else "",
+        # the expectation printed: this run's, else the one at the suggested --max-model-len
+        shown = self if self.runs else self.at_longest
+        runs = shown is not None and shown.runs
+        out += [gguf_caution(dep) if runs else "", bnb_caution(dep) if runs else "",
                 offload_caution(dep), *self.more_cautions]
-        if self.runs and self.expected.calibration:
-            out.append(self.expected.calibration)
-        if self.runs and not self.expected.compute_fitted:
-            out.append(f"the {self.expected.engine} profile was fitted on decode rows only: its "
+        if shown is not None and runs and shown.expected.calibration:
+            out.append(shown.expected.calibration)
+        if shown is not None and runs and not shown.expected.compute_fitted:
+            out.append(f"the {shown.expected.engine} profile was fitted on decode rows only: its "
                        "compute efficiency is the prior's, and its band is decode's, not a "
                        "prompt's (calibrate with prefill or TTFT rows to fit it)")
         return [c for c in out if c]
@@ -217,13 +223,77 @@ class PrefillReport:
 
     @property
     def steps(self) -> tuple[Step, ...]:
+        """The floor's working and the expectation's; at_longest's expectation after, each
+        step's label headed by the --max-model-len it starts at."""
+        r = self.at_longest
+        if not self.step_groups or r is None:
+            return self._own_steps
+        return self._own_steps + tuple(
+            replace(st, label=f"at --max-model-len {r.started_at:,}: {st.label}")
+            for st in r._expected_steps)
+
+    @property
+    def step_groups(self) -> tuple[tuple[str, tuple[Step, ...]], ...]:
+        """Where at_longest prices the prompt, two blocks: this run's working, then the
+        expectation at the suggested --max-model-len ('at --max-model-len 40,192, 1 x
+        4,096-token prompt'); else none (the steps are one block)."""
+        r = self.at_longest
+        if r is None or not r.runs or r.started_at is None:
+            return ()
+        f = self.floor
+        prompts = f"{f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
+        return ((prompts, self._own_steps),
+                (f"at --max-model-len {r.started_at:,}, {prompts}", r._expected_steps))
+
+    @property
+    def _own_steps(self) -> tuple[Step, ...]:
         f, dep = self.floor, self.deployment
         # the ridge the intensity line sets it against: the dense weights' dtype's, or their
         # dtypes' blend (dense_ridge_steps)
         ridge = dense_ridge_steps(dep) if dep.dense_blended else (_ridge_step(dep),)
-        return f.steps + (*ridge, f.fit.explain_step()) \
-            + ((*self.expected.steps, expected_prompt_speed_step(
-            self.expected, f.batch, f.prompt_len)) if self.runs else ())
+        return (*f.steps, *ridge, f.fit.explain_step(), *self._expected_steps)
+
+    @property
+    def _expected_steps(self) -> tuple[Step, ...]:
+        """The expectation's working and its prompt speed, where the engine runs the prompts."""
+        if not self.runs:
+            return ()
+        return (*self.expected.steps, expected_prompt_speed_step(
+            self.expected, self.floor.batch, self.floor.prompt_len))
+
+    @property
+    def started_at(self) -> int | None:
+        """The max_model_len the serving engine's pool was started at, or None."""
+        return None if self.seat is None else self.seat.max_model_len
+
+    @property
+    def longest_line(self) -> str:
+        """The expectation at the --max-model-len a refused start suggests (at_longest), said
+        as such, with the prompts its pool holds there: Llama-3.1-70B bf16 on 2 x H100, a
+        1,100-token prompt, 'expected at --max-model-len 42,752: 159.2 ms (141.5–193.5) =
+        TTFT, 6,912 prompt tok/s; its pool holds 37 prompts …'; "" where the engine starts."""
+        r = self.at_longest
+        if r is None or r.started_at is None:
+            return ""
+        at = f"expected at --max-model-len {r.started_at:,}"
+        if not r.runs:
+            return f"{at}: nothing: {r.none_reason}"
+        e, f = r.expected, r.floor
+        return (f"{at}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}) "
+                f"= TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt tok/s; its pool holds "
+                f"{r.pool_batch or 0:,} {plural(r.pool_batch or 0, 'prompt')} of "
+                f"{f.prompt_len:,} tokens at once")
+
+    def _longest_dict(self) -> dict[str, Any]:
+        """at_longest's expectation, pool and budget, under ``at_max_model_len``."""
+        r = self.at_longest
+        if r is None:
+            return {}
+        whole = r.to_dict()
+        keys = ("engine_runs", "expected", "expected_none_reason", "expected_none_code",
+                "engine_max_batch", "prompt_steps", "step_budget_tokens")
+        return {"at_max_model_len": {"max_model_len": r.started_at,
+                                     **{k: whole[k] for k in keys if k in whole}}}
 
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
@@ -262,6 +332,7 @@ class PrefillReport:
                    and self.seat.held != self.fit_seat.held else {}),
                 # the release the pool was sized as, named where none was given too (fit's)
                 "engine_version": sized_version(self.deployment.engine, self.engine_version),
+                **self._longest_dict(),
                 "cautions": self.cautions, **fit_dict(f)}
 
     def text_lines(self) -> list[str]:
@@ -293,7 +364,8 @@ class PrefillReport:
         # the release the pool and the step budget were sized as, as fit's header names it
         on = engine_release(e.engine, self.engine_version)
         if not self.runs:
-            return [*lines, f"expected on {on}: nothing: {self.none_reason}"]
+            return [*lines, f"expected on {on}: nothing: {self.none_reason}",
+                    *([self.longest_line] if self.longest_line else [])]
         return [*lines,
                 f"expected on {on}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
                 f"{e.high_s * 1e3:,.1f}) = TTFT, {f.batch * f.prompt_len / e.time_s:,.0f} prompt "
@@ -359,6 +431,9 @@ class PrefillComparison(ByCard):
                 *(f"{r.deployment.gpus_label}" + (f", {r.floor.prompt_len:,} tokens"
                                                    if several else "")
                   + f": {r.none_reason}" for r in self.reports if r.floor.fit.fits and not r.runs),
+                *(f"{r.deployment.gpus_label}" + (f", {r.floor.prompt_len:,} tokens"
+                                                   if several else "")
+                  + f": {r.longest_line}" for r in self.reports if r.longest_line),
                 *self._passes_line(),
                 "", "`--gpu NAME` alone for one card's breakdown",
                 *(f"caution: {c}" for c in dict.fromkeys(
@@ -389,8 +464,6 @@ class PrefillSeries:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        from dataclasses import replace
-
         return tuple(replace(st, label=f"{r.floor.prompt_len:,}-token prompt: {st.label}")
                      for r in self.reports for st in r.steps)
 
@@ -426,8 +499,9 @@ class PrefillSeries:
                   "prompt tok/s: at the expected TTFT (the floor's is a prompt alone's); "
                   f"FLOP/byte: per byte of weights (ridge "
                   f"{dep.dense_ridge_flop_per_byte:,.0f}); a prompt alone for its breakdown",
-                  *(f"{r.floor.prompt_len:,} tokens: {r.none_reason}" for r in self.reports
-                    if r.floor.fit.fits and not r.runs),
+                  *(line for r in self.reports if r.floor.fit.fits and not r.runs
+                    for line in (f"{r.floor.prompt_len:,} tokens: {r.none_reason}",
+                                 *([f"  {r.longest_line}"] if r.longest_line else []))),
                   *(f"note: {n}" for n in dict.fromkeys(r.ubatch_note for r in self.reports
                                                           if r.ubatch_note)),
                   *(f"caution: {c}" for c in dict.fromkeys(c for r in self.reports
@@ -443,8 +517,6 @@ def with_fit_seat(report: PrefillReport, seat: EngineSeats, described: str,
     prompts, 45 whether --batch is 1 or 64, where -ngl all's run holds 46. The prompt stays
     priced as it was; decode's cautions say where the batch is past the count, or -ngl all
     holds none but --fit runs some (reports.decode.fit_seat_notes)."""
-    from dataclasses import replace
-
     from ridgeline.reports.decode import fit_seat_notes
 
     f = report.floor

@@ -14,7 +14,7 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import expected_experts_touched
-from ridgeline.parallel import cross_node_caution
+from ridgeline.parallel import cross_node_caution, deployment_cross_node_caution
 from ridgeline.reports.expectation import context_caution
 from ridgeline.roofline import (
     arithmetic_share,
@@ -479,13 +479,13 @@ def utilization_report(
                          if dep is not None and dep.data_parallel_size > 1 else []),
                        q(settings_knob(engine, "max_model_len"), context, "tokens",
                          pool_at_context_note(engine))),)
-    tp = dep.tensor_parallel_size if dep is not None else tensor_parallel_size
     report = UtilizationReport(acc, compute_dtype, running, bytes_per_weight, limit, context,
                                dep.model.name if dep else None, steps,
                                context_caution(dep, context) if dep and context
                                and not context_refusal(dep, context) else "", experts, refusal,
                                stages, whole, expert_figures,
-                               cross_node_caution(tp, acc, dep.engine if dep else engine), engine,
+                               deployment_cross_node_caution(dep) if dep is not None
+                               else cross_node_caution(tensor_parallel_size, 1, acc, engine), engine,
                                fit_free, dep.num_gpus if dep is not None else 1, dense_peak,
                                peak_dtypes, ranks, per_rank if ranks > 1 else 0)
     if hosted is None:
