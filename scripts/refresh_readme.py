@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Re-run every `$ ridgeline …` example in README.md and docs/*.md and replace its output, so
-the figures they show stay true.
+the figures they show stay true; then check the figures pinned in their prose (prose_pins.py),
+which only a person rewrites.
 
     python scripts/refresh_readme.py            rewrite the outputs in place
     python scripts/refresh_readme.py --check    rewrite nothing; exit 1 naming each stale block
@@ -14,6 +15,8 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import prose_pins
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -62,10 +65,14 @@ def main() -> int:
         if not args.check and updated != text:
             document.write_text(updated, encoding="utf-8")
         print(f"{name}: {len(BLOCK.findall(text))} example blocks, {len(stale)} stale", flush=True)
+    count, stale_figures = prose_pins.check(DOCUMENTS)
+    print(f"prose: {count} pinned figures, {len(stale_figures)} stale", flush=True)
+    if stale_figures:
+        print("stale figures in prose (rewrite the sentence and its pin):\n  "
+              + "\n  ".join(stale_figures), file=sys.stderr)
     if args.check and all_stale:
         print("stale example output:\n  " + "\n  ".join(all_stale), file=sys.stderr)
-        return 1
-    return 0
+    return 1 if stale_figures or (args.check and all_stale) else 0
 
 
 if __name__ == "__main__":
