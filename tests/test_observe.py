@@ -253,13 +253,17 @@ def test_a_mixed_load_is_not_emitted_as_a_decode_row(
 
 
 def test_counter_resets_mid_window_are_reported_not_garbled() -> None:
-    """A restart (the process start moving later) counts every counter from zero after it."""
+    """A restart (the process start moving later) with one scrape after it: the two scrapes
+    before it are the run read, 1,000 tokens in 10 s. Counted from zero across it, the
+    window read (1,000 + 500) ÷ 20 s, the 5 s before the restart unseen."""
     text = "\n".join(f"# scrape_time {t}\n{scrape_with(8, 0, 0.1, g)}"
                      f"process_start_time_seconds {started}\n" for t, g, started in
                      ((1000, 30000.0, 900), (1010, 31000.0, 900), (1020, 500.0, 1015)))
     obs = read_source_text(text)
-    assert obs.generation_tok_s == pytest.approx((1000 + 500) / 20)
-    assert any("restart" in n for n in obs.notes)
+    assert obs.generation_tok_s == pytest.approx((31000 - 30000) / 10)
+    assert obs.duration_s == 10
+    assert any("restarted between the scrapes 10 s and 20 s" in n
+               and "read the 2 scrapes before it" in n for n in obs.notes)
 
 
 def test_a_lone_counter_going_down_is_no_restart_and_is_refused(
@@ -582,9 +586,10 @@ def test_a_bench_result_names_the_engine_it_measured(capsys: pytest.CaptureFixtu
     assert "(sglang)" in capsys.readouterr().out
 
 
-def test_a_restart_mid_window_keeps_every_latency_observation(tmp_path: Path) -> None:
-    """Histograms are read scrape to scrape, as the counters are: 100 -> 300 requests, a
-    restart, then 200 more is 400 observations in the window, not the last scrape's 200."""
+def test_a_restart_mid_window_reads_the_latencies_of_the_run_after_it(tmp_path: Path) -> None:
+    """Histograms are read over the run the counters are: 100 -> 300 requests, a restart (its
+    counters fall, no process start exported), then 50 -> 250: the 200 observations after
+    it, not the 450 of two runs counted from zero across the restart."""
     def scrape(t: int, n: int) -> str:
         return (f"# scrape_time {t}\nvllm:num_requests_running 4\n"
                 f"vllm:generation_tokens_total {n * 10}\n"
@@ -593,9 +598,9 @@ def test_a_restart_mid_window_keeps_every_latency_observation(tmp_path: Path) ->
                 f"vllm:time_to_first_token_seconds_count {n}\n"
                 f"vllm:time_to_first_token_seconds_sum {n * 0.05}\n")
     path = tmp_path / "scrapes.txt"
-    path.write_text(scrape(1000, 100) + scrape(1015, 300) + scrape(1030, 200))
+    path.write_text(scrape(1000, 100) + scrape(1015, 300) + scrape(1030, 50) + scrape(1045, 250))
     obs = read_source(str(path))
-    assert obs.latency_ms["ttft"]["count"] == 400
+    assert obs.latency_ms["ttft"]["count"] == 250 - 50
     assert obs.latency_ms["ttft"]["mean"] == pytest.approx(50.0)
 
 

@@ -67,6 +67,21 @@ def test_one_engine_restarting_counts_only_its_own_tokens_from_zero() -> None:
     assert any("restart" in n for n in obs.notes)
 
 
+def test_every_engine_restarting_is_the_servers_restart_and_its_run_after_it_read() -> None:
+    """Both engines' counters fall between the first and second scrapes, no process start
+    exported: the server restarted, and the two scrapes after it are read (60,000 tokens an
+    engine in 60 s), not each engine counted from zero across it (90,000 in 120 s)."""
+    def both(t: int, tokens: float) -> str:
+        return scrape(t, {e: {**gauges(40, 0, 0.5), "vllm:generation_tokens_total": tokens}
+                          for e in ("0", "1")})
+    obs = from_scrapes(split_scrapes(both(1764500000, 1_000_000) + both(1764500060, 30_000)
+                                     + both(1764500120, 90_000)), "t")
+    assert obs.duration_s == 60
+    assert obs.generation_tok_s == pytest.approx((90_000 - 30_000) / 60)
+    assert any(n.startswith("the server restarted between the scrapes 0 s and 60 s") and
+               "read the 2 scrapes after it" in n for n in obs.notes)
+
+
 def test_one_engine_restarting_keeps_the_others_histogram_window() -> None:
     """Every observation in the window is 30 ms; engine 0's lifetime histogram (at 10 ms)
     must not leak in when engine 1 restarts."""

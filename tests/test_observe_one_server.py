@@ -13,6 +13,7 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.engine_pool import EnginePool
 from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.observe import read_source
 from ridgeline.reports.observe_floor import RATE_OVER_PEAK, peak_tok_s
 from tests.conftest import run_cli
 
@@ -96,13 +97,97 @@ def test_a_counter_that_falls_under_a_held_process_start_is_refused(
 
 def test_a_process_start_that_moves_later_is_still_a_restart(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The refusals leave a real restart alone: its counters count from zero after it."""
+    """The refusals leave a real restart alone: the two scrapes after it are read, 30,000
+    tokens in 30 s (counted from zero across it: 90,000 in 90 s)."""
     code, out, _ = run(tmp_path, capsys, page(T0, 28_800_000, 7_200_000, 28_800, T0 - 3600),
-                       page(T0 + 60, 240_000, 60_000, 240, T0 + 30), extra=("--json",))
+                       page(T0 + 60, 240_000, 60_000, 240, T0 + 30),
+                       page(T0 + 90, 360_000, 90_000, 360, T0 + 30), extra=("--json",))
     assert code == 0
     obs = json.loads(out)
-    assert obs["generation_tok_s"] == pytest.approx(60_000 / 60)
-    assert any("restarted" in n for n in obs["notes"])
+    assert obs["generation_tok_s"] == pytest.approx((90_000 - 60_000) / 30)
+    assert any("the server restarted" in n for n in obs["notes"])
+
+
+# -- a restart: one run of the server read ----------------------------------------------------
+
+
+def restarted_run(restart_after: int, scrapes: int) -> list[str]:
+    """Scrapes 30 s apart of a server at 8 requests a second (1,000 prompt and 250 generated
+    tokens each) that restarts 20 s after scrape ``restart_after`` (0-based) and serves 4 a
+    second after it, with a pool sized at gpu_memory_utilization 0.8."""
+    pages = []
+    for i in range(scrapes):
+        t = T0 + 30 * i
+        before = i <= restart_after
+        start = T0 - 3600 if before else T0 + 30 * restart_after + 20
+        requests = 8 * (t - start) if before else 4 * (t - start)
+        pages.append(page(t, 1000 * requests, 250 * requests, requests, start,
+                          utilization="0.9" if before else "0.8"))
+    return pages
+
+
+def test_a_restart_reads_the_scrapes_after_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four scrapes, the server restarted between the second and the third: the two after it
+    are read, 4 requests a second (1,000 generated tokens a second) over 30 s, at the new
+    run's settings. Counted from zero across it, the window read 1,111 tok/s over 90 s: the
+    new run's counts over time it did not run, beside the old run's."""
+    code, out, _ = run(tmp_path, capsys, *restarted_run(1, 4), extra=("--json",))
+    assert code == 0
+    obs = json.loads(out)
+    assert obs["duration_s"] == 30
+    assert obs["generation_tok_s"] == pytest.approx(4 * 250)
+    assert obs["prompt_tok_s"] == pytest.approx(4 * 1000)
+    assert any(n.startswith("the server restarted between the scrapes 30 s and 60 s into the "
+                            "window (process_start_time_seconds moved later): read the 2 "
+                            "scrapes after it (60 s to 90 s)") for n in obs["notes"])
+    code, out, _ = run(tmp_path, capsys, *restarted_run(1, 4))
+    assert code == 0 and "30 s window" in out
+
+
+def test_a_restart_with_one_scrape_after_it_reads_the_scrapes_before_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Restarted between the third scrape and the fourth: the three before it are read, 8
+    requests a second over 60 s (counted across it, 1,444 generated tok/s, not 2,000), and
+    the pool at their settings (gpu_memory_utilization 0.9, not the later run's 0.8)."""
+    code, out, _ = run(tmp_path, capsys, *restarted_run(2, 4), extra=("--json",))
+    assert code == 0
+    obs = json.loads(out)
+    assert obs["duration_s"] == 60
+    assert obs["generation_tok_s"] == pytest.approx(8 * 250)
+    assert any("between the scrapes 60 s and 90 s" in n and "fewer than 2 scrapes after it: "
+               "read the 3 scrapes before it (0 s to 60 s)" in n for n in obs["notes"])
+    assert read_source(str(tmp_path / "scrapes.prom")).gpu_memory_utilization == 0.9
+
+
+def test_a_restart_with_no_run_of_two_scrapes_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two scrapes with a restart between them: no run of one server gives a rate, so the
+    window is refused in one line rather than the new run's counts spread over 30 s it only
+    partly ran (1,333 prompt tok/s where it served 4,000)."""
+    code, out, err = run(tmp_path, capsys, *restarted_run(0, 2))
+    assert code == 2 and not out
+    one_line(err)
+    assert "the server restarted between the scrapes 0 s and 30 s into the window" in err
+    assert "no run of it has 2 scrapes to give a rate" in err
+
+
+def test_two_restarts_read_the_latest_run_of_two_scrapes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Restarts after the second scrape and after the fourth, one scrape after the last: the
+    run between them (the third and fourth scrapes) is read, and the note says it is one of
+    two restarts."""
+    first = restarted_run(1, 4)
+    again = restarted_run(0, 2)[1].replace(f"# scrape_time {T0 + 30}", f"# scrape_time {T0 + 120}")
+    again = again.replace(f"process_start_time_seconds {T0 + 20}",
+                          f"process_start_time_seconds {T0 + 110}")
+    code, out, _ = run(tmp_path, capsys, *first, again, extra=("--json",))
+    assert code == 0
+    obs = json.loads(out)
+    assert obs["duration_s"] == 30 and obs["generation_tok_s"] == pytest.approx(4 * 250)
+    assert any("between the scrapes 90 s and 120 s" in n and "(one of 2 restarts in the "
+               "window)" in n and "read the 2 scrapes before it (60 s to 90 s)" in n
+               for n in obs["notes"])
 
 
 # -- token rates no server computes -----------------------------------------------------------

@@ -101,23 +101,32 @@ def test_one_scrape_reads_the_counters_since_the_server_started(tmp_path: Path) 
     assert any("since the server started (a single scrape)" in note for note in obs.notes)
 
 
-def test_a_restart_counts_the_drafts_from_zero(tmp_path: Path) -> None:
+def test_a_restart_reads_the_drafts_of_the_run_after_it(tmp_path: Path) -> None:
     """The second scrape's counters below the first's, and its process started later: the
-    server restarted, its drafts and accepted tokens since then are the window's (1 + 3,000 ÷
-    1,000), not a fall. (A fall with the process start unmoved and the prompt counter held
-    is no restart: test_observe.py.)"""
+    server restarted, and the two scrapes after it are the run read: 600 drafts and 1,500
+    accepted tokens between them (1 + 1,500 ÷ 600), not a fall, nor the run before it. (A fall
+    with the process start unmoved and the prompt counter held is no restart:
+    test_observe.py.)"""
     text = SPEC_METRICS.read_text()
     first, second = text.split("# scrape_time 1010\n")
-    restarted = re.sub(r"(spec_decode_num_drafts_total\{[^}]*\}) [\d.]+", r"\1 1000.0", second)
-    restarted = re.sub(r"(spec_decode_num_accepted_tokens_total\{[^}]*\}) [\d.]+", r"\1 3000.0",
-                       restarted)
+
+    def restarted(drafts: float, accepted: float) -> str:
+        page = second
+        for name, value in (("drafts", drafts), ("draft_tokens", 3 * drafts),
+                            ("accepted_tokens", accepted)):
+            page = re.sub(rf"(spec_decode_num_{name}_total\{{[^}}]*\}}) [\d.]+",
+                          rf"\g<1> {value}", page)
+        return page.rstrip("\n") + "\nprocess_start_time_seconds 1005\n"
+
     path = tmp_path / "restart.prom"
     path.write_text(first.rstrip("\n") + "\nprocess_start_time_seconds 900\n"
-                    "# scrape_time 1010\n" + restarted.rstrip("\n")
-                    + "\nprocess_start_time_seconds 1005\n")
+                    "# scrape_time 1010\n" + restarted(1000, 3000)
+                    + "# scrape_time 1020\n" + restarted(1600, 4500))
     obs = read_source(str(path))
-    assert obs.spec_tokens_per_step == pytest.approx(1 + 3000 / 1000)
-    assert any("restarted between the scrapes" in note for note in obs.notes)
+    assert obs.spec_tokens_per_step == pytest.approx(1 + (4500 - 3000) / (1600 - 1000))
+    assert obs.duration_s == 10
+    assert any("restarted between the scrapes 0 s and 10 s" in note
+               and "read the 2 scrapes after it" in note for note in obs.notes)
 
 
 def test_more_accepted_than_drafted_tokens_is_refused(

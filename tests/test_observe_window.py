@@ -93,23 +93,27 @@ def test_a_counter_missing_from_the_last_scrape_is_no_rate_and_no_length(
 # -- a restart seen on some counters -------------------------------------------------------------
 
 
-def test_a_restart_seen_on_one_counter_counts_every_series_of_that_engine_from_zero(
-        tmp_path: Path) -> None:
-    """The server restarts mid-window: its prompt and request counters fall, while the
-    generation counter and the ITL histogram climb past their old values by the next scrape.
-    All are counted from zero: 96,000 tokens in 60 s, not 46,000; the histogram's 96,000
-    observations at 20 ms, not a difference of two lifetimes (which had been refused)."""
-    restarted = scrape(1060, tokens(60_000, 96_000, 60), (96_000, 0.02))
-    old = BEFORE.replace(f"{ITL_H}_sum{{{M}}} 1000.0", f"{ITL_H}_sum{{{M}}} 2500.0")
-    obs = read_source(str(window(tmp_path, old, restarted)))
-    assert obs.generation_tok_s == pytest.approx(96_000 / 60)
-    assert obs.prompt_tok_s == pytest.approx(60_000 / 60)
+def test_a_restart_seen_on_one_counter_reads_the_run_after_it(tmp_path: Path) -> None:
+    """The server restarts mid-window, no process start exported (SGLang's, llama-server's
+    pages): its prompt and request counters fall, while the generation counter and the ITL
+    histogram climb past their old values by the next scrape. The two scrapes after it are
+    read as one run: 96,000 tokens in 60 s, not (48,000 + 96,000) ÷ 120 s counted from zero
+    across it, nor the 8,000 between two lifetimes; the histogram's 96,000 observations at
+    20 ms, not a difference of two lifetimes (which had been refused)."""
+    old = scrape(1000, tokens(100_000, 40_000, 100), (40_000, 0.02))
+    old = old.replace(f"{ITL_H}_sum{{{M}}} 800.0", f"{ITL_H}_sum{{{M}}} 2500.0")
+    restarted = scrape(1060, tokens(30_000, 48_000, 30), (48_000, 0.02))
+    later = scrape(1120, tokens(90_000, 144_000, 90), (144_000, 0.02))
+    obs = read_source(str(window(tmp_path, old + restarted, later)))
+    assert obs.duration_s == 60
+    assert obs.generation_tok_s == pytest.approx((144_000 - 48_000) / 60)
+    assert obs.prompt_tok_s == pytest.approx((90_000 - 30_000) / 60)
     assert (obs.mean_prompt_tokens, obs.mean_output_tokens) == (1_000, 1_600)
-    assert obs.latency_ms["itl"]["count"] == 96_000
+    assert obs.latency_ms["itl"]["count"] == 144_000 - 48_000
     assert obs.latency_ms["itl"]["mean"] == pytest.approx(20.0)
     (note,) = [n for n in obs.notes if "restarted" in n]
-    assert "vllm:prompt_tokens_total" in note and "vllm:request_success_total" in note
-    assert "every counter and histogram of it counts from zero" in note
+    assert "vllm:prompt_tokens_total, vllm:request_success_total went down" in note
+    assert "read the 2 scrapes after it (60 s to 120 s)" in note
 
 
 def test_one_data_parallel_engine_restarting_leaves_the_others_subtracted(
@@ -234,12 +238,14 @@ def test_a_label_value_born_mid_window_is_no_increase_of_the_summed_counter(
 def test_a_process_start_that_moves_is_a_restart_though_no_counter_fell(
         tmp_path: Path) -> None:
     """The server restarts and its counters pass their old values by the next scrape: only
-    process_start_time_seconds moving says so. Counted from zero: 200,000 tokens in 60 s, not
-    the 50,000 between two lifetimes."""
+    process_start_time_seconds moving says so. The run after it is read: 120,000 tokens in
+    60 s, not the 50,000 between two lifetimes, nor (200,000 + 120,000) ÷ 120 s counted from
+    zero across the restart."""
     before = scrape(1000, tokens(100_000, 150_000, 100)) + "process_start_time_seconds 500\n"
     after = scrape(1060, tokens(110_000, 200_000, 110)) + "process_start_time_seconds 1030\n"
-    obs = read_source(str(window(tmp_path, before, after)))
-    assert obs.generation_tok_s == pytest.approx(200_000 / 60)
+    later = scrape(1120, tokens(170_000, 320_000, 170)) + "process_start_time_seconds 1030\n"
+    obs = read_source(str(window(tmp_path, before + after, later)))
+    assert obs.generation_tok_s == pytest.approx((320_000 - 200_000) / 60)
     (note,) = [n for n in obs.notes if "restarted" in n]
     assert "(process_start_time_seconds moved later)" in note
     same = after.replace("process_start_time_seconds 1030", "process_start_time_seconds 500")

@@ -37,10 +37,12 @@ TensorRT-LLM (trtllm-serve's /prometheus/metrics) ``trtllm_num_requests_running`
 ``trtllm_time_to_first_token_seconds``, ``trtllm_time_per_output_token_seconds`` (one per
 request), ``trtllm_e2e_request_latency_seconds``.
 Over a window every counter is its increase, the lengths a finished request brought too. A
-restart seen on any series of an engine core (a counter or histogram that falls, or
-``process_start_time_seconds`` moving later) counts all of that core's series from zero after
-it; a fall under a process start that holds, and a process start that moves earlier or to
-before the earlier scrape, are another server's page, refused; a series missing from a later
+restart of the whole server (``process_start_time_seconds`` moving later, or every core's
+counters falling) splits the window into runs, and only one is read, the latest of two scrapes
+or more (observe_run.py); one core's restart beside others (a counter or histogram of it that
+falls) counts all of that core's series from zero after it; a fall under a process start
+that holds, and a process start that moves earlier or to before the earlier scrape, are
+another server's page, refused; a series missing from a later
 scrape gives no window figure (not 0), nor does one absent from the first scrape, whichever
 the engine (its start is unknown), unless ``process_start_time_seconds`` says the server
 started inside the window: observe_window.py.
@@ -95,6 +97,7 @@ from ridgeline.observation import (
     Observation,
     checked,
 )
+from ridgeline.observe_run import one_run
 from ridgeline.observe_window import (
     CORE_LABELS,
     RANK_LABELS,
@@ -151,6 +154,11 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     for s in scrapes:
         check_scrape(s, source)
         _check_one_engine(s, source)
+    if len(scrapes) > 1 and all(s.time_s is not None for s in scrapes):
+        scrapes, kept = one_run(scrapes)  # the refusals of two servers' pages before it
+        if kept is not None:
+            obs.notes.append(kept)
+    for s in scrapes:
         obs.model_names += [m for m in s.label_values("model_name") if m not in obs.model_names]
     running_name = next((n for n in RUNNING if n in scrapes[-1].samples), None)
     if running_name is not None:

@@ -147,7 +147,7 @@ def find_restarts(scrapes: list[Scrape]) -> Restarts:
     return found
 
 
-def _window_at(scrapes: list[Scrape], i: int) -> str:
+def window_at(scrapes: list[Scrape], i: int) -> str:
     """'between the scrapes 0 s and 30 s into the window': the interval after scrape ``i``."""
     start = scrapes[0].time_s or 0.0
     return (f"between the scrapes {(scrapes[i].time_s or 0.0) - start:,.0f} s and "
@@ -171,7 +171,7 @@ def _refuse_earlier_start(scrapes: list[Scrape], i: int) -> None:
         was = before.get(labels)
         if was is not None and now < was - RESTART_MOVE_S:
             raise InputError(
-                f"{PROCESS_START} moves earlier {_window_at(scrapes, i)}, from {was:,.0f} to "
+                f"{PROCESS_START} moves earlier {window_at(scrapes, i)}, from {was:,.0f} to "
                 f"{now:,.0f} ({was - now:,.0f} s before): a process cannot start before it "
                 "did, so the scrapes are not one server's run (pages of two servers, as a "
                 "load balancer in front of replicas answers them): scrape one server's own "
@@ -190,7 +190,7 @@ def _refuse_start_before_scrape(scrapes: list[Scrape], i: int) -> None:
             or not started + RESTART_MOVE_S < now < before.time_s - CLOCK_SKEW_S:
         return
     raise InputError(
-        f"{PROCESS_START} moves later {_window_at(scrapes, i)}, to {now:,.0f}, yet that is "
+        f"{PROCESS_START} moves later {window_at(scrapes, i)}, to {now:,.0f}, yet that is "
         f"{before.time_s - now:,.0f} s before the earlier scrape, which a process started at "
         f"{started:,.0f} answered: no restart, so the scrapes are not one server's run (pages "
         "of two servers, as a load balancer in front of replicas answers them): scrape one "
@@ -211,7 +211,7 @@ def _refuse_fall_under_held_start(scrapes: list[Scrape], i: int, core: tuple[str
         return
     held = min(after.values())
     raise InputError(
-        f"{fell[0]} went down {_window_at(scrapes, i)}"
+        f"{fell[0]} went down {window_at(scrapes, i)}"
         + (f" ({core_name(core)})" if core_name(core) else "")
         + f" while {PROCESS_START} stayed at {held:,.0f}: no process restarted, so this is no "
         "restart; the scrapes are not one server's run (an edited file, pages of two servers, "
@@ -234,7 +234,7 @@ def _refuse_held_counter(scrapes: list[Scrape], i: int, core: tuple[str | None, 
         for labels, value in after.samples.get(name, []):
             if value > 0 and was.get(frozenset(labels.items())) == value:
                 raise InputError(
-                    f"{fell[0]} went down {_window_at(scrapes, i)} while {name} "
+                    f"{fell[0]} went down {window_at(scrapes, i)} while {name} "
                     f"stayed at {value:,.0f}" + (f" ({core_name(core)})" if core_name(core)
                                                   else "")
                     + ": a restart resets every counter of the engine, so this is none; the "
