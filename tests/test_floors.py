@@ -31,6 +31,18 @@ def test_huge_batches_become_compute_bound() -> None:
     assert floor.bound == "compute"
 
 
+@pytest.mark.parametrize(("model", "gpu", "n", "batch", "context"), [
+    ("llama-3.1-8b", "h100", 1, 32, 2048), ("qwen3-30b-a3b", "h100", 2, 256, 8192),
+    ("llama-3.1-70b", "l4", 1, 8, 512)])  # the last does not fit: its check the same too
+def test_a_floor_without_its_explanation_has_the_same_figures(model: str, gpu: str, n: int,
+                                                              batch: int, context: int) -> None:
+    """The page asks for floors without their --explain steps: the same floor, no words."""
+    d = dep(model, gpu, n=n)
+    full, bare = decode_floor(d, batch, context), decode_floor(d, batch, context, explain=False)
+    assert full.steps and not bare.steps
+    assert bare == type(full)(**{**full.__dict__, "steps": ()})
+
+
 def test_causal_pairs_with_and_without_a_window() -> None:
     assert _pairs(0, 4, None) == 10
     assert _pairs(0, 4, 2) == 1 + 2 + 2 + 2

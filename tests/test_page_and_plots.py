@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ridgeline.cli import main
-from ridgeline.page import BATCHES, CONTEXTS, FMT_SHARE_JS, page_data, page_html
+from ridgeline.page import BATCHES, CONTEXTS, FMT_SHARE_JS, KV_CHART_JS, page_data, page_html
 from ridgeline.plots import Chart, Series, html_page, save
 from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY, LLAMACPP_STORED_GGUF, llamacpp_weights
 from ridgeline.units import fmt_share
@@ -156,6 +156,34 @@ def test_the_pages_share_of_the_arithmetic_stays_on_its_side_of_a_bound() -> Non
     html = page_html(page_data(["llama-3.2-1b"], ["l4"], [1], ["as stored"], ["bf16"]), "t")
     assert "fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1)" in html and ".toFixed(1) + \"%" \
         not in html
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node to run the page's script")
+def test_the_pages_kv_chart_marks_a_context_that_holds_no_conversation_apart() -> None:
+    """Llama-3.1-8B on one L4 holds conversations up to 8,192 tokens and none past: its KV
+    chart's count line stops there (a log scale has no 0, and the page once drew 0 as 0.1, a
+    count), a marker of its own sits at the floor, under every figure drawn, reading "none",
+    and a note names the contexts. Where every context holds one, no marker and no note."""
+    data = page_data(["llama-3.1-8b"], ["l4", "h100-sxm"], [1], ["as stored"], ["bf16"])
+    script = (KV_CHART_JS + "const D = " + json.dumps(data) + ";\nconsole.log(JSON.stringify("
+              "Object.values(D.combos).map(c => kvChart(c, D.contexts))));")
+    charts = json.loads(subprocess.run(["node", "-e", script], capture_output=True, text=True,
+                                       check=True, timeout=60).stdout)
+    for combo, chart in zip(data["combos"].values(), charts):
+        held = combo["conversations"]
+        assert chart["data"][1] == [n if n > 0 else None for n in held]
+        none = [c for c, n in zip(data["contexts"], held) if n == 0]
+        if not none:
+            assert len(chart["series"]) == 3 and len(chart["notes"]) == 1
+            continue
+        marker = chart["data"][4]
+        assert chart["series"][3]["text"] == "none"
+        assert [c for c, y in zip(data["contexts"], marker) if y is not None] == none
+        drawn = [v for row in chart["data"][1:4] for v in row if v]
+        assert max(y for y in marker if y is not None) < min(drawn)
+        assert f"{none[-1]:,} tokens" in chart["notes"][-1]
+    assert any(0 in c["conversations"] for c in data["combos"].values())  # the L4's
+    assert any(0 not in c["conversations"] for c in data["combos"].values())  # the H100's
 
 
 def _wait_for_summary(browser: Any) -> None:

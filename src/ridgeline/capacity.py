@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ridgeline.context_length import positions_label, served_positions
 from ridgeline.datafiles import engine_defaults
@@ -344,10 +345,12 @@ def decode_pool_settings(dep: Deployment, context: int,
     return EngineSettings(max_model_len=context, engine_version=engine_version)
 
 
+@lru_cache(maxsize=1024)
 def decode_pool(dep: Deployment, context: int, engine_version: str | None = None) -> KVPool:
     """The pool ``dep``'s engine holds sequences of ``context`` tokens in under decode's
     defaults (decode_pool_settings) at ``engine_version``: the page's and utilization's, as
-    decode sizes it."""
+    decode sizes it. Remembered: the page asks for each combination's pool at each context
+    twice (its own, and decode_held's), and a pool is frozen."""
     settings = decode_pool_settings(dep, context, engine_version)
     if dep.engine.startswith("llama.cpp"):
         return _slot_pool(dep, context, settings)

@@ -388,12 +388,13 @@ def _add_exchanges(dep: Deployment, layer: Layer, count: int, act: float, all_ac
 def step_cost(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL,
               verify: bool = False) -> StepCost:
     """Cost of one forward pass over ``batch`` on ``dep`` as ``profile``'s engine runs it
-    (``verify``: a speculative verify batch, BatchShape.verify)."""
+    (``verify``: a speculative verify batch, BatchShape.verify). The terms are
+    step_time_s's, remembered: the page's floor and expectation share them."""
     shape = batch_shape(dep, batch)
     if verify:
         shape = shape._replace(verify=True)
     ungraphed, priced = graph_mode(dep, shape, profile)
-    terms = step_terms(dep, priced)
+    terms = _remembered_terms(dep, priced)
     rate = StepRates(dep, profile, experts_prompt(shape))
     ops: dict[str, list[float]] = {}
     for name, flops, nbytes, count in terms.work:
@@ -546,6 +547,7 @@ OP_CATEGORIES = {"attention projections": ATTENTION, "linear attention": LINEAR_
                  "shared experts": SHARED_EXPERTS, "mlp": MLP}
 
 
+@lru_cache(maxsize=4096)  # per operator of each deployment: the page asks 190,000 times
 def op_compute_dtype(dep: Deployment, op: str) -> str:
     """The dtype one operator's matmuls run at: a weight matmul's category's
     (Deployment.compute_dtype_of), attention's QKᵀ and PV at its cache's, LoRA's at bf16 or
@@ -566,6 +568,7 @@ def op_compute_dtype(dep: Deployment, op: str) -> str:
     return dep.compute_dtype
 
 
+@lru_cache(maxsize=4096)  # per operator of each deployment: the page asks 190,000 times
 def op_slowdown(dep: Deployment, op: str) -> float:
     """How much slower than the step's compute dtype one operator's matmuls run, below 1
     where faster: peak at the step's dtype ÷ peak at the operator's (op_compute_dtype; 1 at

@@ -9,7 +9,7 @@ overhead. N GPUs in tensor parallel split FLOPs, bytes and memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ridgeline.attention_span import keys_read
 from ridgeline.cost import INDEXER_OP, Seq, decode_batch, decode_kv_tokens, served_footprint
@@ -206,8 +206,11 @@ def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str
                 q("compute time", compute_s * 1e3, "ms"), *terms)
 
 
-def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
-    """One decode step for ``batch`` sequences, each with ``context`` tokens cached."""
+def decode_floor(dep: Deployment, batch: int, context: int,
+                 explain: bool = True) -> DecodeFloor:
+    """One decode step for ``batch`` sequences, each with ``context`` tokens cached;
+    ``explain`` False leaves its --explain steps out (the same figures, no words: the page
+    prices 11 batches at 5 contexts for each of its hundreds of combinations and shows none)."""
     require_positive(batch, "batch")
     require_positive(context, "context length")
     footprint = served_footprint(dep, context)  # states as the step reads them
@@ -215,8 +218,14 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
     compute_s = work.paced_flops / dep.peak_flops_per_s
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
     fit = batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
+    floor = DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
+                        work.other_bytes, work.lora_bytes, compute_time_s=compute_s,
+                        memory_time_s=memory_s, fit=fit, steps=(),
+                        host_time_s=work.host_time_s, host_bound=work.host_bound)
+    if not explain:
+        return floor
     acc = dep.accelerator
-    step_s = max(compute_s, memory_s) + work.host_time_s
+    step_s = floor.time_s
     ranks = dep.data_parallel_size  # with data-parallel attention the step is one rank's
     count = "batch" if ranks == 1 else "a rank's sequences"
     rank = "" if ranks == 1 else " (one data-parallel rank's)"
@@ -264,11 +273,7 @@ def decode_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
         step("aggregate speed", "batch ÷ step time", q("aggregate", batch / step_s, "tok/s"),
              q("batch", batch), q("step", step_s * 1e3, "ms")),
     )
-    return DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
-                       work.other_bytes, work.lora_bytes, compute_time_s=compute_s,
-                       memory_time_s=memory_s,
-                       fit=fit, steps=steps, host_time_s=work.host_time_s,
-                       host_bound=work.host_bound)
+    return replace(floor, steps=steps)
 
 
 @dataclass(frozen=True)

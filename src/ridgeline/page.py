@@ -116,7 +116,7 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
         held = decode_held(dep, c, version) if hosted is None else hosted.held  # llama.cpp: a slot each
-        seated = [decode_floor(dep, b, c)
+        seated = [decode_floor(dep, b, c, explain=False)
                   if hosted is None and b <= min(held, _seats(dep, pool.max_num_seqs, held))
                   else None for b in BATCHES]
         floors = [f if f and f.fit.fits else None for f in seated]
@@ -351,6 +351,30 @@ FMT_SHARE_JS = """function fmtShare(share, places) {
 }
 """
 
+# The KV chart's data, series and notes for one combination ``c`` (its ``conversations``,
+# ``kv_gib`` and ``ridge_batch`` at each of ``contexts``). Its y axis is a log scale, which has
+# no 0: a context whose pool holds no conversation gets no point on the count's line, and,
+# where there is one, a marker of its own at the chart's floor (half its least figure), which
+# the legend reads "none" and a note names, rather than a count drawn at some small number.
+KV_CHART_JS = """function kvChart(c, contexts) {
+  const none = contexts.filter((x, i) => !(c.conversations[i] > 0));
+  const data = [contexts, c.conversations.map(v => v > 0 ? v : null), c.kv_gib,
+                contexts.map(() => c.ridge_batch)];
+  const series = [{name: "conversations that fit (engine pool)", style: "line"},
+                  {name: "GiB per conversation", style: "line"},
+                  {name: "ridge batch", style: "dashed"}];
+  const notes = ["each context's pool is the engine's started at that max_model_len"];
+  if (none.length) {
+    const floor = Math.min(...data.slice(1).flat().filter(v => v > 0)) / 2;
+    data.push(c.conversations.map(v => v > 0 ? null : floor));
+    series.push({name: "no conversation fits", style: "points", text: "none"});
+    notes.push("no conversation fits at " + none.map(x => x.toLocaleString()).join(", ") +
+               " tokens: marked at the chart's floor, not a count (a log scale has no 0)");
+  }
+  return {data, series, notes};
+}
+"""
+
 _SCRIPT = """
 const D = PAGE;
 const ids = ["model", "gpu", "count", "weights", "kv"];
@@ -364,7 +388,7 @@ bs.max = D.batches.length - 1; bs.value = D.start_batch; cs.max = D.contexts.len
 cs.value = D.start_context;
 bs.oninput = update; cs.oninput = update;
 function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecision(3); }
-""" + FMT_SHARE_JS + """function update() {
+""" + FMT_SHARE_JS + KV_CHART_JS + """function update() {
   const shown = (D.weights_shown || {})[document.getElementById("model").value] || {};
   for (const o of document.getElementById("weights").options) o.textContent = shown[o.value] || o.value;
   const key = ids.map(id => document.getElementById(id).value).join("|");
@@ -400,13 +424,8 @@ function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecisi
      notes: ["batches the engine's pool cannot run (no speed): "
              + (bx.filter((v, i) => !fits[i]).join(", ") || "none"),
              "the engine started at max_model_len " + ctx.toLocaleString() + ", this context"]},
-    {title: "KV cache: conversations that fit, and GiB each", x: "context tokens",
-     y: "count / GiB", logx: true, logy: true,
-     data: [D.contexts, c.conversations.map(v => Math.max(v, 0.1)), c.kv_gib,
-            D.contexts.map(() => c.ridge_batch)],
-     series: [{name: "conversations that fit (engine pool)", style: "line"},
-              {name: "GiB per conversation", style: "line"}, {name: "ridge batch", style: "dashed"}],
-     notes: ["each context's pool is the engine's started at that max_model_len"]}];
+    Object.assign({title: "KV cache: conversations that fit, and GiB each", x: "context tokens",
+                   y: "count / GiB", logx: true, logy: true}, kvChart(c, D.contexts))];
   drawAll(charts);
   const i = bi;
   document.getElementById("summary").textContent = fits[i] ?

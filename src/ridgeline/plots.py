@@ -157,7 +157,9 @@ function draw(spec, el) {{
     series: [{{}}].concat(spec.series.map((s, i) => ({{ label: s.name,
       stroke: COLORS[i % COLORS.length], width: s.style === "points" ? 0 : 2,
       dash: s.style === "dashed" ? [6, 4] : undefined, spanGaps: true,
-      points: {{ show: s.style === "points", size: 7 }} }}))) }};
+      points: {{ show: s.style === "points", size: 7 }},
+      // a series with ``text`` reads it in the legend, not its y (a marker placed, not a value)
+      ...(s.text ? {{ value: (u, v) => v == null ? "--" : s.text }} : {{}}) }}))) }};
   new uPlot(opts, spec.data, el);
   for (const n of spec.notes) {{ const p = document.createElement("p"); p.className = "note";
     p.textContent = n; el.appendChild(p); }}
