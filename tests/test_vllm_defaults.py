@@ -63,7 +63,7 @@ def test_the_mi250_fit_says_vllm_runs_its_gcds_at_tensor_parallel_2(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fit", "llama-3.1-8b", "--gpu", "mi250", "--max-model-len", "8k"]) == 0
     out = capsys.readouterr().out
-    assert "each of a mi250's 2 dies as a GPU of its own" in out
+    assert "vLLM runs each mi250 card's 2 dies as a GPU of its own" in out
     assert "--tensor-parallel-size 2 for 1 x mi250" in out
 
 

@@ -119,15 +119,16 @@ def granule_cut_bytes(segments: int) -> float:
 
 
 def extensible_caution(version: str, profiled_pool_gib: float, profiled_conversations: int,
-                        context: int) -> str:
+                        context: int, per_gpu: str = "per GPU") -> str:
     """What `fit` says, once, of a pool vLLM ``version`` sizes with its extensible KV cache:
     its rule is read from the code but no start-up log has checked it, so the line gives what
     0.33's rules (--no-enable-extensible-kv-cache: the profile sizes it) make of the same run,
-    ``profiled_pool_gib`` per GPU holding ``profiled_conversations`` of ``context`` tokens.
+    ``profiled_pool_gib`` per GPU holding ``profiled_conversations`` of ``context`` tokens
+    (``per_gpu``: the rows' own words, "per GPU (2 dies added)" on an MI250).
     Llama-3.1-8B on an H100 at 8,000 tokens: 59.03 GiB and 60 here, 54.64 GiB and 55 so."""
     return (f"vLLM {version}'s extensible KV cache is unchecked against a start-up log; "
             f"0.33's rules (--no-enable-extensible-kv-cache){PROFILED_GIVE}"
-            f"{profiled_pool_gib:,.2f} GiB per GPU, {profiled_conversations:,} "
+            f"{profiled_pool_gib:,.2f} GiB {per_gpu}, {profiled_conversations:,} "
             f"{plural(profiled_conversations, 'conversation')} of "
             f"{context:,} {plural(context, 'token')}")
 

@@ -79,8 +79,10 @@ def fit_cautions(r: FitReport) -> list[str]:
                    "gpu_memory_utilization config')")
     if p.runtime_devices > 1:
         n, acc = p.runtime_devices, d.accelerator
-        out.append(f"{p.engine} runs each of a {acc.id}'s {n} dies as a GPU of its own "
-                   f"({p.total_bytes / n / GIB:,.2f} GiB), a tensor-parallel rank each "
+        from ridgeline.engine_versions import engine_name
+
+        out.append(f"{engine_name(p.engine)} runs each {acc.id} card's {n} dies as a GPU of "
+                   f"its own ({p.total_bytes / n / GIB:,.2f} GiB), a tensor-parallel rank each "
                    f"(--tensor-parallel-size {d.tensor_parallel_size * n} for "
                    f"{d.tensor_parallel_size} x {acc.id}): its defaults are such a device's, "
                    "each profiles, captures its graphs and keeps its sampler state, and the "
@@ -221,10 +223,12 @@ def profiled_range_caution(r: FitReport) -> str:
 
     from ridgeline.capacity import held_conversations
     from ridgeline.memory import kv_pool
+    from ridgeline.reports.fit_terms import per_gpu
     from ridgeline.vllm_extensible import extensible_caution
 
     d, p = r.deployment, r.pool
     profiled = kv_pool(d, replace(r.settings, extensible_kv_cache=False))
     return extensible_caution(p.accounting.version if p.accounting else "",
                               profiled.pool_bytes / GIB,
-                              held_conversations(profiled, d, r.context), r.context)
+                              held_conversations(profiled, d, r.context), r.context,
+                              per_gpu(profiled))
