@@ -16,6 +16,7 @@ from ridgeline.engine_platforms import (
     quantized_v_problem,
     weights_platform_problem,
 )
+from ridgeline.engines import ENGINES, engine_id
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, engine_devices
 from ridgeline.kvcache import kv_replication
@@ -99,6 +100,13 @@ def cache_matmul_dtypes(kv_id: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Deployment:
+    """A model served on ``tensor_parallel_size`` × ``pipeline_parallel_size`` accelerators
+    in given weight and KV formats by one engine (``build`` resolves the defaults and
+    refuses what the engine would): every floor, pool and fit is a question about one.
+    Llama-3.1-8B in bf16 on one H100 under vLLM: 16.06 GB of weights (``weight_bytes``),
+    a ridge of 295 FLOP/byte reached by its dense weights at batch 296
+    (``dense_ridge_flop_per_byte``, ``dense_ridge_batch``, rounded up)."""
+
     model: ModelSpec
     accelerator: Accelerator
     weights: WeightPlan
@@ -150,6 +158,10 @@ class Deployment:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a whole number ≥ 1, got {value!r}")
+        # the engine by its id, as the CLI's --engine reads it ('SGLang': sglang, 'tensorrt-llm':
+        # trtllm); an unknown one is refused, not costed as llama.cpp's cell pool
+        if self.engine not in ENGINES:
+            object.__setattr__(self, "engine", engine_id(self.engine))
 
     @classmethod
     def build(
@@ -168,7 +180,9 @@ class Deployment:
 
         ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
-        cache format taken; a named engine must have the KV cache format asked for.
+        cache format taken; a named engine must have the KV cache format asked for. It is
+        read as --engine reads it (engines.engine_id: 'vLLM' is vllm, 'tensorrt-llm' trtllm);
+        an unknown one ('vlm') is refused naming the nearest.
         ``offload``: llama.cpp's split of the weights between the GPUs and host memory.
         ``split_mode``: llama.cpp's -sm. Its default, ``layer``, makes each GPU a stage of whole
         layers run one after the other; ``tensor`` splits each layer (tensor parallel);
@@ -184,7 +198,7 @@ class Deployment:
         Where auto resolves off, ``flash_attention_auto_off`` keeps why (fit says it).
         """
         named = engine is not None
-        engine = engine or "vllm"
+        engine = engine_id(engine) if engine is not None else "vllm"  # 'vLLM': vllm
         if named and weights is None and engine.startswith("llama.cpp"):
             weights = llamacpp_weights(model)  # gpt-oss: its GGUF, not the safetensors
         no_kernel = flash_attention_unsupported(model, engine) if named else ""

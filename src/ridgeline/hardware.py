@@ -53,6 +53,12 @@ FLOPS_RANGE = (1e9, 1e17)
 
 @dataclass(frozen=True)
 class Accelerator:
+    """One accelerator's spec sheet, SI inside (``resolve_accelerator`` reads the catalog by
+    id, alias or marketing name; ``custom_accelerator`` builds one from peak and bandwidth):
+    memory, bandwidth, dense peak FLOP/s per compute dtype, links, and each figure's source.
+    An H100 SXM: 989.4 TFLOP/s at bf16 (``peak("bf16")``) over 3.35 TB/s, a ridge of
+    989.4e12 ÷ 3.35e12 = 295 FLOP/byte (roofline.ridge_point); 80 GiB of memory."""
+
     id: str
     name: str
     memory_bytes: float

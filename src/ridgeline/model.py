@@ -179,6 +179,12 @@ class VisionConfig:
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """A model as its config.json describes it (``from_hf_config``; ``resolve_model`` reads a
+    catalog alias, a Hugging Face id or a path): its layers, attention geometry, MoE and
+    stored weight formats, no weights. Llama-3.1-8B reads as 32 layers of width 4,096, GQA
+    with 32 query heads over 8 KV heads of 128, and 131,072 positions; params.count_params
+    gives it 8.03 B parameters, the embedding and the untied LM head 0.53 B each."""
+
     name: str
     architecture: str
     model_type: str

@@ -137,7 +137,7 @@ def _does_not_fit(row: Measurement) -> str:
     dep = deployment_for(row)
     context = row.context_len or (row.input_len or 0) + (row.output_len or 0) or 1
     fit = raw_fit(dep, row.batch or 1, context)
-    return "" if fit.fits else f"does not fit: {fit.headline().split(': ', 1)[1]}"
+    return fit.does_not_fit
 
 
 def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = None) -> Prediction:

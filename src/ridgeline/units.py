@@ -9,6 +9,8 @@ Token counts written "128k" follow vLLM's ``--max-model-len`` convention (vLLM
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 import re
 
 from ridgeline.errors import InputError
@@ -112,13 +114,34 @@ def parse_bytes(text: str, default_unit: str = "GiB") -> float:
 
 
 def require_positive(value: float, what: str) -> float:
-    """Refuse zero, negative and non-finite sizes with a message naming the quantity."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """Refuse zero, negative and non-finite sizes with a message naming the quantity; any
+    real number passes (numpy's float64 and int64 among them: numbers.Real)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{what} must be a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise InputError(f"{what} must be positive{'' if math.isfinite(value) else ' and finite'}"
                          f", got {value!r}")
     return value
+
+
+def require_count(value: object, what: str) -> int:
+    """A positive whole count (a batch, a context or a prompt in tokens) as an int: any
+    integer (numpy's int64 among them: numbers.Integral) or a whole real (8.0 -> 8); a
+    fraction (2000.5 tokens), a bool, zero, a negative or a non-number is refused naming
+    ``what``. Reads no numpy: numpy registers its scalars with the numbers ABCs."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{what} must be a whole number, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        count = operator.index(value)
+    elif float(value).is_integer():
+        count = int(float(value))
+    else:
+        raise InputError(f"{what} must be a whole number"
+                         + (" of tokens" if "length" in what or "context" in what else "")
+                         + f", got {value!r}")
+    if count <= 0:
+        raise InputError(f"{what} must be positive, got {value!r}")
+    return count
 
 
 def binary_unit(n_bytes: float) -> tuple[str, float]:

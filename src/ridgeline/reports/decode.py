@@ -59,12 +59,12 @@ def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
     """One point's floor; under pipeline parallelism its work figures (FLOPs, bytes read,
     intensity) are one ``micro``-batch's trip. ``engine_runs``: whether the engine runs the
     point; where not, its speeds are the floor's arithmetic only, as the text says."""
-    fits = f.fit.fits  # a batch that does not fit has a step's arithmetic, not a speed
     return {
         "batch": f.batch, "context": f.context, "step_time_s": f.step_time_s,
         "micro_batch": micro if micro is not None and micro != f.batch else None,
-        "per_user_tok_s": f.per_user_tok_s if fits else None,
-        "aggregate_tok_s": f.aggregate_tok_s if fits else None,
+        # a batch that does not fit has a step's arithmetic, not a speed
+        "per_user_tok_s": f.per_user_tok_s_if_fits,
+        "aggregate_tok_s": f.aggregate_tok_s_if_fits,
         "engine_runs": engine_runs,
         "gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
         "per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
@@ -272,8 +272,8 @@ class DecodeReport:
         carries it); "" where it runs."""
         if self.engine_runs(f):
             return ""
-        if not f.fit.fits:
-            return "does not fit: " + f.fit.headline().removeprefix("DOES NOT FIT: ")
+        if not f.fits:
+            return f.does_not_fit
         seat, engine = self._seat(f.context), self.expected[0].engine
         if seat.held:
             return (f"{engine} cannot run a batch of {f.batch:,} at {f.context:,} "
