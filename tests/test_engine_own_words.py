@@ -16,9 +16,11 @@ from ridgeline.catalog import resolve_model
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_metrics import RUNNING, running_metric
+from ridgeline.engine_versions import engine_name
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings, kv_pool
-from ridgeline.prefix import BLOCK_SETTINGS, DEFAULT_BLOCK_SIZE, prefix_reuse
+from ridgeline.prefix import BLOCK_SETTINGS, prefix_reuse
+from ridgeline.vllm_memory import default_block_size, vllm_accounting
 from tests.conftest import run_cli
 
 
@@ -177,16 +179,19 @@ def test_prefix_matches_in_the_engines_own_block(capsys: pytest.CaptureFixture[s
     block = int(engine_defaults(engine)[BLOCK_SETTINGS[engine]])
     got = reuse(capsys, "--engine", engine)["prefix_reuse"]
     a, b = [int(t) for t in A.split(",")], [int(t) for t in B.split(",")]
-    assert got["block_size"] == block != DEFAULT_BLOCK_SIZE
+    assert got["block_size"] == block != default_block_size(vllm_accounting(None), "nvidia")
     assert got["tokens_reused"] == prefix_reuse(a, b, block).tokens_reused
     text = answer(capsys, "prefix", "--tokens-a", A, "--tokens-b", B, "--engine", engine)
-    assert f"with {BLOCK_SETTINGS[engine]} {block}:" in text
+    assert f"with {BLOCK_SETTINGS[engine]} {block} ({engine_name(engine)}'s default):" in text
 
 
 def test_prefix_defaults_to_vllms_block_and_a_given_size_wins(
         capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's block as its pool takes it: the release a run is priced as (0.34: 64) on an
+    NVIDIA GPU."""
     assert reuse(capsys) == reuse(capsys, "--engine", "vllm")
-    assert reuse(capsys)["prefix_reuse"]["block_size"] == DEFAULT_BLOCK_SIZE
+    assert reuse(capsys)["prefix_reuse"]["block_size"] == default_block_size(
+        vllm_accounting(None), "nvidia")
     assert reuse(capsys, "--engine", "sglang", "--page-size", "4")["prefix_reuse"][
         "block_size"] == 4
 

@@ -108,7 +108,7 @@ def test_prefix_explain_names_sglangs_page_size_not_vllms_block_size(
                            "--tokens-b", ",".join(map(str, b)), "--engine", "sglang",
                            "--explain")
     assert code == 0
-    assert "only full pages of page_size = 1 token are cached" in out
+    assert "only full pages of page_size = 1 token (SGLang's default) are cached" in out
     assert f"full pages reused = floor(min({shared}, {len(b) - 1}) / 1) = {pages}" in out
     assert "block_size" not in out
     # vLLM's word where vLLM's cache is meant, and the JSON names the setting

@@ -234,7 +234,7 @@ def test_spaces_beside_the_commas_are_read_as_separate_ids(
                         "--block-size", "1", "--json")
     assert code == 0
     assert json.loads(out)["prefix_reuse"] == dataclasses.asdict(
-        prefix_reuse([1, 2, 3], [1, 2, 3, 9], 1)
+        prefix_reuse([1, 2, 3], [1, 2, 3, 9], 1, block_source="as given")
     )
 
 

@@ -28,6 +28,7 @@ from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_bad_outputs
 from ridgeline.cli_spellings import (
     NUM_GPUS_FLAGS,
+    command_hint,
     model_as_flag_hint,
     refuse_two_gpu_counts,
     refuse_two_spellings,
@@ -387,9 +388,8 @@ class _Parser(argparse.ArgumentParser):
         elif message.startswith("argument COMMAND: invalid choice"):
             commands = next(a for a in self._actions  # rooflne: roofline
                             if isinstance(a, argparse._SubParsersAction))
-            near = nearest_spelling(next((w for w in typed if not w.startswith("-")), ""),
+            message += command_hint(next((w for w in typed if not w.startswith("-")), ""),
                                     list(commands.choices))
-            message += f"; did you mean {near}?" if near else ""
         elif " invalid choice: " in message:  # plan --engine sglng: sglang
             message += self._choice_hint(message)
         self.exit(2, f"ridgeline: error: {shorten_runs(message)} (see `{self.prog} --help`)\n")

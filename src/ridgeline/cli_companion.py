@@ -302,9 +302,9 @@ def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
 
 def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     from ridgeline.cli_engine import checked_engine_version
-    from ridgeline.engine_choices import block_size_refusal
+    from ridgeline.engine_choices import block_size_refusal, block_source, engine_block_size
     from ridgeline.engines import engine_id
-    from ridgeline.prefix import BLOCK_SETTINGS, engine_block_size, prefix_reuse, tokenize
+    from ridgeline.prefix import BLOCK_SETTINGS, prefix_reuse, tokenize
 
     texts = args.text_a is not None or args.text_b is not None
     if texts and (args.tokens_a is not None or args.tokens_b is not None):
@@ -317,29 +317,54 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     if not texts and (args.tokens_a is None or args.tokens_b is None):
         raise InputError("give --tokens-a and --tokens-b (token ids), or --text-a/--text-b")
     engine = engine_id(args.engine)
+    card, vendor = _prefix_card(args.gpu, engine)
     version = checked_engine_version(args.engine_version, engine)
     if args.block_size is not None:  # a size the engine refuses to start with matches nothing:
         problem = block_size_refusal(engine, version, args.block_size)  # fit's and simulate's
         if problem:
             raise InputError(problem)
-    default = engine_block_size(engine)  # refuses an engine without a block prefix cache
+    default = engine_block_size(engine, version, vendor)  # refuses an engine without a cache
     a, b = (tokenize(args.text_a, args.tokenizer), tokenize(args.text_b, args.tokenizer)) \
         if texts else (args.tokens_a, args.tokens_b)
     setting = BLOCK_SETTINGS[engine]
     unit = "page" if setting == "page_size" else "block"
-    r = prefix_reuse(a, b, args.block_size or default, setting)
+    source = "as given" if args.block_size else block_source(engine, version, card, vendor)
+    r = prefix_reuse(a, b, args.block_size or default, setting, source)
     common, reused = r.common_prefix_tokens, r.tokens_reused
     lines = (f"common prefix {common} {plural(common, 'token')}; with {setting} "
-             f"{r.block_size}: {r.full_blocks_reused} full "
+             f"{r.block_size} ({source}): {r.full_blocks_reused} full "
              f"{plural(r.full_blocks_reused, unit)} = {reused} {plural(reused, 'token')} "
              "reused "
              f"({r.fraction_of_b_reused:.1%} of prompt B), {r.tokens_to_recompute} recomputed",)
     partial = min(common, r.prompt_b_tokens - 1) - reused
-    notes = (f"TensorRT-LLM also reuses a block matched in part by default "
-             f"(kv_cache_config.enable_partial_reuse), up to {partial} more "
-             f"{plural(partial, 'token')} here; only full blocks are counted",) \
-        if engine == "trtllm" and partial > 0 else ()
-    return LinesReport((named(r),), lines, notes)
+    notes = []
+    if engine == "trtllm" and partial > 0:
+        notes.append(f"TensorRT-LLM also reuses a block matched in part by default "
+                     f"(kv_cache_config.enable_partial_reuse), up to {partial} more "
+                     f"{plural(partial, 'token')} here; only full blocks are counted")
+    rocm = engine_block_size(engine, version, "amd") if engine == "vllm" else default
+    if not (card or args.block_size) and rocm != default:  # vLLM 0.34: 64 on CUDA, 16 on ROCm
+        from ridgeline.vllm_memory import vllm_accounting
+
+        notes.append(f"no --gpu: vLLM {vllm_accounting(version).version} on ROCm (an AMD GPU) "
+                     f"keeps {setting} {rocm}; give --gpu to match in the card's block")
+    return LinesReport((named(r),), lines, tuple(notes))
+
+
+def _prefix_card(gpu: str | None, engine: str) -> tuple[str, str]:
+    """(catalog id, vendor) of prefix's --gpu, ("", "") without one; an engine that does not
+    run on the card is refused in fit's words (vllm on an M2 Max)."""
+    if not gpu:
+        return "", ""
+    from ridgeline.engine_platforms import engine_platform_problem
+    from ridgeline.hardware import resolve_accelerator
+
+    acc = resolve_accelerator(gpu)
+    problem = engine_platform_problem(engine, acc) if engine in ("vllm", "sglang", "trtllm") \
+        else ""
+    if problem:
+        raise InputError(problem)
+    return acc.id, acc.vendor or ""
 
 
 def cmd_attention(args: argparse.Namespace) -> Any:
@@ -537,10 +562,15 @@ def add_companion_commands(
     p.add_argument("--block-size", "--page-size", "--tokens-per-block", dest="block_size",
                    type=_how_many("block size"),
                    help="tokens per KV block: only whole blocks are reused (default: the "
-                   "engine's, vLLM's block_size 16, SGLang's page_size 1, TensorRT-LLM's "
-                   "tokens_per_block 32)")
+                   "engine's, vLLM's block_size 64 from 0.34 on NVIDIA GPUs, 16 on ROCm and "
+                   "before 0.34, SGLang's page_size 1, TensorRT-LLM's tokens_per_block 32; a "
+                   "model's kernel can set another, as fit says)")
+    p.add_argument("--gpu", type=_one_accelerator(),
+                   help="the card the engine runs on, for its block (vLLM 0.34 keeps 16 on "
+                   "ROCm); default an NVIDIA GPU")
     engine_flag(p, "engine whose cache the prompts meet (default vllm): vllm, sglang, trtllm")
-    engine_version_flag(p, "--block-size rules to follow (vLLM's list before 0.18)")
+    engine_version_flag(p, "block size and --block-size rules to follow (64 from vLLM 0.34; "
+                        "vLLM's list before 0.18)")
     output(p)
     p.set_defaults(handler=cmd_prefix)
 

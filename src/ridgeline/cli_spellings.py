@@ -12,7 +12,8 @@ A flag a command does not take, where it takes the figure under another name (``
 --max-model-len``: kv's --context) or another command takes that flag, is named so in the
 refusal (``unrecognized_hint``), rather than argparse's bare "unrecognized arguments"; a
 flag no command takes, and a command no one has, get the nearest spelling there is
-(``--batc``: --batch; ``rooflne``: roofline), as an unknown model or card does.
+(``--batc``: --batch; ``rooflne``: roofline; ``gpus``, a word for what it lists:
+hardware), as an unknown model or card does.
 """
 
 from __future__ import annotations
@@ -197,6 +198,21 @@ _TAKEN_AS: dict[str, dict[str, str]] = {
                              "prompt tokens)",
              **dict.fromkeys(_SEARCHED_BY_PLAN, _PLAN_SEARCHES)},
 }
+
+
+# words typed for a command that no slip of its spelling reaches: what it answers about
+# (`ridgeline gpus` lists no GPUs; `hardware` does)
+_COMMAND_WORDS = {**dict.fromkeys(("gpu", "gpus", "accelerator", "accelerators", "card",
+                                   "cards", "device", "devices", "hw"), "hardware"),
+                  "models": "model", "sim": "simulate"}
+
+
+def command_hint(typed: str, commands: Sequence[str]) -> str:
+    """"; did you mean hardware?" for a command no one has, where ``typed`` is a slip from one
+    of ``commands`` (rooflne: roofline) or a word for what one answers (gpus: hardware), else
+    ""."""
+    near = nearest_spelling(typed, commands) or _COMMAND_WORDS.get(typed.lower())
+    return f"; did you mean {near}?" if near in commands else ""
 
 
 def taken_as_hint(command: str, typed: Sequence[str]) -> str:

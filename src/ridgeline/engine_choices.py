@@ -14,7 +14,8 @@ A value the release takes but ridgeline has no cache format for (vLLM's fp8_inc)
 as not modelled, rather than sized as another; ridgeline's own --kv-dtype keeps its names.
 --block-size is checked so too, for every command that takes it (``block_size_refusal``):
 vLLM's BlockSize choices before v0.18.0, any positive block from it; TensorRT-LLM's powers of
-two; SGLang's any page; llama.cpp's none.
+two; SGLang's any page; llama.cpp's none. Without the flag, prefix matches in the block the
+engine's pool takes (``engine_block_size``: vLLM 0.34's 64 on NVIDIA GPUs, 16 on ROCm).
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from ridgeline.datafiles import load_data
+from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.engine_versions import engine_name, release_before, sized_version
+from ridgeline.errors import InputError
+from ridgeline.prefix import BLOCK_SETTINGS
+from ridgeline.vllm_memory import default_block_size, vllm_accounting
 
 KV_CACHE_DTYPE_FLAG = "--kv-cache-dtype"
 
@@ -146,6 +150,31 @@ def block_size_refusal(engine: str, version: str | None, block: int) -> str:
     return block_size_problem(engine, version, block)
 
 
+def engine_block_size(engine: str, version: str | None = None, vendor: str = "") -> int:
+    """The tokens per cached block ``engine`` matches where none is given (engines.json): vLLM
+    ``version``'s block_size on a card of ``vendor`` ("" read as NVIDIA), as its pool takes it
+    (vllm_memory.default_block_size: 0.34 64, 16 on ROCm and before 0.34), SGLang's page_size
+    1, TensorRT-LLM's tokens_per_block 32. A model's kernel may set another (an MLA cache's:
+    vllm_mla_block.py, trtllm_memory.flash_mla_block): `ridgeline prefix` has no model."""
+    if engine not in BLOCK_SETTINGS:
+        raise InputError(f"{engine}: prefix models the block caches vLLM, SGLang and "
+                         "TensorRT-LLM share between requests; llama-server keeps each slot's "
+                         f"own last prompt instead (give --engine {', '.join(BLOCK_SETTINGS)})")
+    if engine == "vllm":
+        return default_block_size(vllm_accounting(version), vendor or "nvidia")
+    return int(engine_defaults(engine)[BLOCK_SETTINGS[engine]])
+
+
+def block_source(engine: str, version: str | None = None, card: str = "",
+                 vendor: str = "") -> str:
+    """Whose default ``engine_block_size`` gave, in words: "vLLM 0.34's default on NVIDIA
+    GPUs", "vLLM 0.34's default on mi300x", "SGLang's default"."""
+    if engine != "vllm":
+        return f"{engine_name(engine)}'s default"
+    where = card or ("ROCm" if vendor == "amd" else "NVIDIA GPUs")
+    return f"vLLM {vllm_accounting(version).version}'s default on {where}"
+
+
 def flash_attn_value(text: str) -> str:
     """llama.cpp's -fa value as ridgeline keeps it, on, off or auto, from any spelling
     llama-server reads ('enabled', '1', '-1': data/engine_choices.json flash_attn); a
@@ -204,7 +233,6 @@ def unmodelled_choice_problem(value: str, flag: str = KV_CACHE_DTYPE_FLAG) -> st
     format for (vLLM's fp8_inc, SGLang's fp4_e2m1), is not sized, under whichever spelling
     and engine it came; "" for any other value, and for one of ridgeline's own names (its
     nvfp4, TensorRT-LLM's cache, beside vLLM's value of that name)."""
-    from ridgeline.errors import InputError
     from ridgeline.precision import kv_dtype
 
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ridgeline.errors import InputError
 
-DEFAULT_BLOCK_SIZE = 16  # vLLM's --block-size default on CUDA
+DEFAULT_BLOCK_SIZE = 16  # prefix_reuse's block where none is given: vLLM's before 0.34
 # each engine's name for the tokens in a cached block, its key in engines.json: SGLang's radix
 # cache matches page by page, 1 token a page by default (and, as vLLM, never the prompt's last
 # token: schedule_batch.py Req.adjust_max_prefix_ids, input_len - 1); TensorRT-LLM's block
@@ -43,6 +43,8 @@ class PrefixReuse:
     capped_by_last_token: bool  # B's last token forced a whole block to be recomputed
     # the engine's name for the tokens in a block (BLOCK_SETTINGS): SGLang's page_size
     block_setting: str = "block_size"
+    # whose block it is: "vLLM 0.34's default on NVIDIA GPUs", "as given" (engine_choices.engine_block_size)
+    block_source: str = ""
 
     def explain_lines(self) -> list[str]:
         bs, common, n_b = self.block_size, self.common_prefix_tokens, self.prompt_b_tokens
@@ -51,7 +53,9 @@ class PrefixReuse:
             f"common prefix = {common} tokens (prompt A {self.prompt_a_tokens},"
             f" prompt B {n_b} tokens)",
             f"only full {unit} of {self.block_setting} = {bs} "
-            f"{'token' if bs == 1 else 'tokens'} are cached and matched;",
+            f"{'token' if bs == 1 else 'tokens'}"
+            + (f" ({self.block_source})" if self.block_source else "")
+            + " are cached and matched;",
             f"  the hit must leave B's last token to compute: at most {n_b} - 1 = {n_b - 1}",
             f"full {unit} reused = floor(min({common}, {n_b - 1}) / {bs})"
             f" = {self.full_blocks_reused}",
@@ -65,18 +69,6 @@ class PrefixReuse:
                 "logits)"
             )
         return lines
-
-
-def engine_block_size(engine: str) -> int:
-    """The tokens per cached block ``engine`` matches by default (engines.json): vLLM's
-    block_size 16, SGLang's page_size 1, TensorRT-LLM's tokens_per_block 32."""
-    from ridgeline.datafiles import engine_defaults
-
-    if engine not in BLOCK_SETTINGS:
-        raise InputError(f"{engine}: prefix models the block caches vLLM, SGLang and "
-                         "TensorRT-LLM share between requests; llama-server keeps each slot's "
-                         f"own last prompt instead (give --engine {', '.join(BLOCK_SETTINGS)})")
-    return int(engine_defaults(engine)[BLOCK_SETTINGS[engine]])
 
 
 def common_prefix_length(a_token_ids: Sequence[int], b_token_ids: Sequence[int]) -> int:
@@ -97,6 +89,7 @@ def prefix_reuse(
     prompt_b_token_ids: Sequence[int],
     block_size: int = DEFAULT_BLOCK_SIZE,
     block_setting: str = "block_size",
+    block_source: str = "",
 ) -> PrefixReuse:
     """Tokens of prompt B served from the cache after prompt A, under vLLM's block hashing.
 
@@ -123,6 +116,7 @@ def prefix_reuse(
         tokens_to_recompute=n_b - reused,
         capped_by_last_token=common // block_size > blocks,
         block_setting=block_setting,
+        block_source=block_source,
     )
 
 

@@ -150,6 +150,17 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("extensible_kv_cache", False)))
 
 
+def default_block_size(acc: VLLMAccounting, vendor: str) -> int:
+    """The tokens per KV block vLLM ``acc.version`` takes where --block-size is not given, on
+    a card of ``vendor``: 16, then 64 from v0.34 (CacheConfig.DEFAULT_BLOCK_SIZE), which every
+    NVIDIA attention backend takes; on ROCm ("amd") its first backend, ROCM_ATTN, keeps 16 for
+    its native kernel (engines.json vllm.rocm_default_block_size): 0.34 on an H100 64, on an
+    MI300X 16. An MLA cache's is vllm_mla_block.py's. The pool and prefix matching share it."""
+    if vendor == "amd":
+        return min(acc.block_size, int(vllm_data()["rocm_default_block_size"]["block_size"]))
+    return acc.block_size
+
+
 def one_pool(engine: str, version: str | None = None) -> bool:
     """Whether a pipeline-parallel replica of ``engine`` schedules its micro-batches from one
     scheduler and pool, as vLLM V1 does (any version whose engine is V1; the default), so a

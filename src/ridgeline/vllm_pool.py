@@ -49,6 +49,7 @@ from ridgeline.vllm_memory import (
     VLLMAccounting,
     activation_bytes_per_token,
     compile_transient_bytes,
+    default_block_size,
     encoder_profile,
     indexer_decode_logits_bytes,
     indexer_decode_pass_bytes,
@@ -560,14 +561,10 @@ def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: boo
 
 
 def vllm_default_block_size(dep: Deployment, acc: VLLMAccounting) -> int:
-    """The tokens per KV block vLLM ``acc.version`` takes where --block-size is not given:
-    16, then 64 from v0.34 (CacheConfig.DEFAULT_BLOCK_SIZE), which every NVIDIA attention
-    backend takes; on ROCm its first backend, ROCM_ATTN, keeps 16 for its native kernel
-    (engines.json vllm.rocm_default_block_size). An MLA cache's is vllm_mla_block.py's."""
-    rule = engine_defaults("vllm")["rocm_default_block_size"]
-    if dep.accelerator.vendor == "amd":
-        return min(acc.block_size, int(rule["block_size"]))
-    return acc.block_size
+    """The tokens per KV block vLLM ``acc.version`` takes for ``dep`` where --block-size is not
+    given (vllm_memory.default_block_size, by the card's vendor: 0.34 on an H100 64, on an
+    MI300X 16). An MLA cache's is vllm_mla_block.py's."""
+    return default_block_size(acc, dep.accelerator.vendor)
 
 
 def vllm_block_size_problem(block: int, version: str | None = None) -> str:

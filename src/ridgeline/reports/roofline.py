@@ -100,7 +100,7 @@ class RooflineReport:
                            for k, v in vars(p).items()},
                         "whole_batch_to_ridge": None if p.batch_to_ridge is None
                         else first_whole_batch(p.batch_to_ridge)} for p in self.points],
-            "weights_fit": not self.fit,
+            "weights_fit": None if self.model is None else not self.fit,  # no model: none
             "intensity_per_token_flop_per_byte": self.intensity_per_token,
             "attention_ridge_flop_per_byte": self.attention_ridge,
             "expert_ridge_flop_per_byte": self.expert_ridge,

@@ -1,0 +1,143 @@
+"""prefix matches in the block the engine's pool runs in, as fit and simulate size it: vLLM
+0.34's 64 on an NVIDIA GPU (16 on ROCm and before 0.34), SGLang's page of 1, TensorRT-LLM's
+32, or the --block-size given, and says whose block it used. It had matched every vLLM
+release in blocks of 16: two identical 100-token prompts reused 96 tokens where 0.34 reuses
+64. Also: `ridgeline gpus` is pointed at `hardware`, and roofline without a model says
+nothing of the weights fitting."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.deployment import Deployment
+from ridgeline.engine_choices import block_source, engine_block_size
+from ridgeline.engine_versions import engine_name
+from ridgeline.hardware import resolve_accelerator
+from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.prefix import BLOCK_SETTINGS, prefix_reuse
+from ridgeline.vllm_memory import vllm_accounting
+from tests.conftest import refused_line, run_cli
+
+PROMPT = list(range(1, 101))  # two identical 100-token prompts
+IDS = ",".join(map(str, PROMPT))
+
+
+def reuse(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, "prefix", "--tokens-a", IDS, "--tokens-b", IDS, *argv,
+                             "--json")
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def pool_block(gpu: str, engine: str = "vllm", version: str | None = None) -> int:
+    """The block fit's pool runs Llama-3.1-8B's cache in (not an MLA model: no kernel's own)."""
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator(gpu),
+                           engine=engine)
+    return kv_pool(dep, EngineSettings(max_model_len=8192, engine_version=version)).block_size
+
+
+@pytest.mark.parametrize(("gpu", "version"), [
+    ("h100", None), ("h100", "0.34"), ("h100", "0.33"), ("mi300x", None), ("mi300x", "0.33")])
+def test_prefix_matches_vllm_in_the_block_fits_pool_runs_in(
+        capsys: pytest.CaptureFixture[str], gpu: str, version: str | None) -> None:
+    flags = ("--gpu", gpu, *(("--engine-version", version) if version else ()))
+    got = reuse(capsys, *flags)["prefix_reuse"]
+    block = pool_block(gpu, version=version)
+    assert got["block_size"] == block == engine_block_size(
+        "vllm", version, resolve_accelerator(gpu).vendor or "")
+    assert got["tokens_reused"] == prefix_reuse(PROMPT, PROMPT, block).tokens_reused
+
+
+def test_two_identical_100_token_prompts_reuse_one_block_of_64_under_vllm_034(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """0.34's block is 64: one full block of the 99 tokens before the last, not 6 of 16."""
+    block = pool_block("h100", version="0.34")
+    assert block == vllm_accounting("0.34").block_size > vllm_accounting("0.33").block_size
+    got = reuse(capsys, "--engine-version", "0.34")["prefix_reuse"]
+    assert got["full_blocks_reused"] == (len(PROMPT) - 1) // block == 1
+    assert got["tokens_reused"] == block
+    older = reuse(capsys, "--engine-version", "0.33")["prefix_reuse"]
+    assert older["tokens_reused"] > got["tokens_reused"]
+
+
+def test_without_a_gpu_prefix_takes_nvidias_block_and_says_rocm_keeps_another(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain, h100 = reuse(capsys), reuse(capsys, "--gpu", "h100")
+    assert plain["prefix_reuse"]["tokens_reused"] == h100["prefix_reuse"]["tokens_reused"]
+    rocm = engine_block_size("vllm", None, "amd")
+    assert rocm != plain["prefix_reuse"]["block_size"]
+    assert f"on ROCm (an AMD GPU) keeps block_size {rocm}" in plain["notes"][0]
+    assert "notes" not in h100 and "notes" not in reuse(capsys, "--block-size", "32")
+    assert "notes" not in reuse(capsys, "--engine-version", "0.33")  # 16 on both
+
+
+@pytest.mark.parametrize(("argv", "source"), [
+    ((), block_source("vllm")),
+    (("--gpu", "mi300x"), block_source("vllm", None, "mi300x")),
+    (("--engine", "sglang"), block_source("sglang")),
+    (("--engine", "trtllm"), block_source("trtllm")),
+    (("--block-size", "32"), "as given"),
+])
+def test_prefix_says_whose_block_it_matched_in(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], source: str) -> None:
+    got = reuse(capsys, *argv)["prefix_reuse"]
+    assert got["block_source"] == source
+    code, out, _ = run_cli(capsys, "prefix", "--tokens-a", IDS, "--tokens-b", IDS, *argv)
+    assert code == 0
+    assert f"with {got['block_setting']} {got['block_size']} ({source}):" in out
+    code, out, _ = run_cli(capsys, "prefix", "--tokens-a", IDS, "--tokens-b", IDS, *argv,
+                           "--explain")
+    assert f"{got['block_setting']} = {got['block_size']} " in out
+    assert f" ({source}) are cached and matched" in out
+
+
+@pytest.mark.parametrize(("engine", "gpu"), [("sglang", "h100"), ("trtllm", "h100"),
+                                             ("sglang", "mi300x")])
+def test_sglang_and_trtllm_match_in_their_pools_block(
+        capsys: pytest.CaptureFixture[str], engine: str, gpu: str) -> None:
+    """SGLang's page of 1 token (token-level reuse, all but the last), TensorRT-LLM's 32."""
+    got = reuse(capsys, "--engine", engine, "--gpu", gpu)["prefix_reuse"]
+    assert got["block_size"] == pool_block(gpu, engine) == engine_block_size(engine)
+    assert got["block_setting"] == BLOCK_SETTINGS[engine]
+    assert got["block_source"] == f"{engine_name(engine)}'s default"
+
+
+@pytest.mark.parametrize(("argv", "word"), [
+    (("--gpu", "apple-m2-max-38c", "--engine", "vllm"), "does not run on apple-m2-max-38c"),
+    (("--gpu", "mi300x", "--engine", "trtllm"), "does not run on mi300x"),
+    (("--gpu", "h100,a100"), "one accelerator"),
+    (("--gpu", "no-such-card"), "no-such-card"),
+])
+def test_prefix_refuses_a_card_the_engine_does_not_run_on_in_one_line(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], word: str) -> None:
+    assert word in refused_line(capsys, "prefix", "--tokens-a", IDS, "--tokens-b", IDS, *argv)
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("gpus", "hardware"), ("GPUs", "hardware"),
+                                              ("accelerators", "hardware"),
+                                              ("hardwre", "hardware"), ("rooflne", "roofline")])
+def test_a_command_no_one_has_is_pointed_at_the_one_meant(
+        capsys: pytest.CaptureFixture[str], typed: str, meant: str) -> None:
+    assert refused_line(capsys, typed).split(" (see ")[0].endswith(f"; did you mean {meant}?")
+
+
+def test_a_word_like_no_command_gets_no_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "did you mean" not in refused_line(capsys, "frobnicate")
+
+
+def test_roofline_without_a_model_says_nothing_of_the_weights_fitting(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "h100", "--json")
+    assert code == 0 and json.loads(out)["weights_fit"] is None
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "h100")
+    assert code == 0 and "FIT" not in out
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "h100", "--model", "llama-3.1-8b",
+                           "--json")
+    assert code == 0 and json.loads(out)["weights_fit"] is True
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "h100", "--model", "llama-3.1-405b",
+                           "--json")
+    assert code == 0 and json.loads(out)["weights_fit"] is False
