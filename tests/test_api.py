@@ -167,6 +167,32 @@ def test_counts_take_any_whole_number_and_refuse_a_fraction() -> None:
         prefill_floor(dep, 511.5)
 
 
+def test_gpu_counts_take_any_whole_number_as_batch_and_context_do() -> None:
+    """numpy's int64 GPUs, stages and ranks are that many (a sweep over np.arange), stored as
+    ints; 2.5 GPUs is refused naming the count, not as an unhelpful type error."""
+    np = pytest.importorskip("numpy")
+    r1 = resolve_model("deepseek-v3")
+    plain = Deployment.build(LLAMA_8B, H100, num_gpus=4, pipeline_parallel_size=2)
+    numpy_sized = Deployment.build(LLAMA_8B, H100, num_gpus=np.int64(4),
+                                   pipeline_parallel_size=np.int64(2))
+    assert numpy_sized == plain and type(numpy_sized.tensor_parallel_size) is int
+    assert Deployment.build(LLAMA_8B, H100, num_gpus=2.0) == Deployment.build(LLAMA_8B, H100,
+                                                                             num_gpus=2)
+    ranks = Deployment.build(r1, H100, "fp8", num_gpus=8, engine="vllm",
+                             data_parallel_size=np.int64(2), expert_parallel=True)
+    assert ranks.data_parallel_size == 2 and type(ranks.data_parallel_size) is int
+    direct = replace(plain, tensor_parallel_size=np.int64(2))
+    assert direct == plain and type(direct.tensor_parallel_size) is int
+    for given, message in ((dict(num_gpus=2.5), "number of GPUs must be a whole number, got 2.5"),
+                           (dict(num_gpus=np.int64(0)), "number of GPUs must be positive"),
+                           (dict(pipeline_parallel_size=True),
+                            "pipeline_parallel_size must be a whole number, got True")):
+        with pytest.raises(InputError, match=re.escape(message)):
+            Deployment.build(LLAMA_8B, H100, **given)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="tensor_parallel_size must be a whole number"):
+        replace(plain, tensor_parallel_size=1.5)
+
+
 def test_a_floor_that_does_not_fit_says_so_as_decode_json_does(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-70B fp8 on one H100 at batch 32 × 2,000: the floor keeps its 27.5 ms step

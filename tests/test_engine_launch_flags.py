@@ -189,6 +189,16 @@ def test_vllms_launch_of_one_command_a_node_is_printed_only_from_the_release_tha
     assert len(node_commands("sglang", "meta-llama/Llama-3.1-405B", c, 131072, "0.4.9")) == 2
 
 
+def test_the_ray_alternative_says_where_its_executor_runs_synchronous() -> None:
+    """vLLM 0.18's Ray executor has no async scheduling (engines.json
+    vllm.async_scheduling.executors_without_async), which plan's figures assume: the Ray
+    alternative of a two-node replica says so there, and not on 0.21 (RayExecutorV2)."""
+    c = _replica(8, 2)
+    assert "no async scheduling" in multi_node_note("vllm", c, "0.18")
+    assert "Ray cluster" in multi_node_note("vllm", c, "0.21")
+    assert "async" not in multi_node_note("vllm", c, "0.21")
+
+
 def test_sglangs_expert_parallelism_is_its_switch_before_0_5() -> None:
     c = _replica(4, ep=True)
     switch = engine_defaults("sglang")["cli"]["ep_switch"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from ridgeline.catalog import resolve_model
+from ridgeline.errors import InputError
 from ridgeline.hardware import device_memory_bytes, resolve_accelerator
 from ridgeline.kvcache import conversations_that_fit, kv_footprint, kv_replication
 from ridgeline.units import GIB, KIB
@@ -45,6 +47,16 @@ def test_linear_attention_and_ssm_state_is_constant_in_context() -> None:
 def test_sliding_window_stops_growing_at_the_window() -> None:
     spec = resolve_model("mistral-7b")
     assert kv_footprint(spec, 4096, 2).bytes_per_sequence == kv_footprint(spec, 32768, 2).bytes_per_sequence
+
+
+def test_a_fraction_of_a_token_is_refused_as_decode_floor_refuses_it() -> None:
+    """A cache holds whole tokens: 2000.5 is refused in one line; 2000.0 is 2000."""
+    spec = resolve_model("llama-3.1-70b")
+    with pytest.raises(InputError, match=re.escape("context length must be a whole number "
+                                                   "of tokens, got 2000.5")):
+        kv_footprint(spec, 2000.5, 2)  # type: ignore[arg-type]
+    whole = kv_footprint(spec, 2000.0, 2)  # type: ignore[arg-type]
+    assert whole == kv_footprint(spec, 2000, 2) and type(whole.context) is int
 
 
 def test_kv_heads_replicate_when_tp_exceeds_them() -> None:

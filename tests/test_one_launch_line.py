@@ -154,8 +154,7 @@ def test_fit_takes_sglangs_disable_cuda_graph_with_the_pool_unchanged(
     assert "--enforce-eager sizes vLLM's pool" in run_cli(capsys, *trtllm)[2]
 
 
-@pytest.mark.parametrize("flags", [("--distributed-executor-backend", "mp"),
-                                   ("--api-server-count", "4"), ("-asc", "2"),
+@pytest.mark.parametrize("flags", [("--api-server-count", "4"), ("-asc", "2"),
                                    ("--load-format", "safetensors"),
                                    ("--load-format", "runai_streamer"),
                                    ("--served-model-name", "r1", "deepseek-r1")])

@@ -14,6 +14,7 @@ from ridgeline.engine_scheduling import vllm_async_conflict, vllm_async_with_dra
 from ridgeline.engine_spec import EngineSpec
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.sim.config import sim_config
+from ridgeline.vllm_memory import in_releases
 from tests.conftest import run_cli
 
 LLAMA = ("llama-3.1-8b", "--gpu", "h100")
@@ -113,3 +114,48 @@ def test_a_window_group_keeps_one_batch_in_flight_where_the_drafter_turns_async_
 
     assert in_flight("ngram") == in_flight("eagle", async_scheduling=False) == 1
     assert in_flight("eagle") == 2
+
+
+RAY = ("--distributed-executor-backend", "ray")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_ray_executor_without_async_scheduling_is_priced_synchronous_and_the_flag_refused(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """vLLM 0.18's Ray executor has no async scheduling: its default turns it off (with a
+    warning), --async-scheduling beside it raises; 0.21's default Ray executor (RayExecutorV2)
+    has it, so there the pair runs and nothing is said."""
+    err = refusal(capsys, *COMMANDS[command], "--engine-version", "0.18", *RAY,
+                  "--async-scheduling")
+    assert "--async-scheduling with --distributed-executor-backend ray" in err
+    assert "vLLM 0.18" in err
+    code, _, err = run_cli(capsys, *COMMANDS[command], "--engine-version", "0.18", *RAY)
+    assert code == 0
+    assert "vLLM 0.18 turns async scheduling off with --distributed-executor-backend ray" in err
+    assert "priced synchronous" in err
+    code, _, err = run_cli(capsys, *COMMANDS[command], "--engine-version", "0.21", *RAY,
+                           "--async-scheduling")
+    assert code == 0 and "async scheduling off" not in err, err
+
+
+@pytest.mark.parametrize("version", ["0.14", "0.18", "0.19", "0.20", "0.21", "0.29", "0.34"])
+def test_the_simulator_overlaps_steps_under_ray_only_where_its_executor_can(version: str) -> None:
+    """executors_without_async spans ray over 0.14-0.20: the simulator runs those releases
+    synchronous under ray, and asynchronous under mp or vLLM's own choice of executor."""
+    def overlapped(backend: str | None) -> bool:
+        s = EngineSettings(engine_version=version, distributed_executor_backend=backend)
+        return sim_config(DEP, s).async_scheduling
+
+    ray_has_it = not any(r["backend"] == "ray" and in_releases(version, r)
+                         for r in RULE["executors_without_async"])
+    assert overlapped(None) and overlapped("mp")
+    assert overlapped("ray") == ray_has_it
+    assert bool(vllm_async_conflict(version, "", "V1", 1, "ray")) == (not ray_has_it)
+    assert not vllm_async_conflict(version, "", "V1", 1, "mp")
+
+
+def test_the_ray_flag_is_read_not_noted_as_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    """--distributed-executor-backend is a vLLM setting now (it can turn async scheduling off),
+    so the launch note no longer lists it among the flags that change nothing."""
+    code, _, err = run_cli(capsys, *COMMANDS["fit"], *RAY, "--port", "8000")
+    assert code == 0 and "ignored --port 8000" in err and "distributed" not in err

@@ -656,6 +656,13 @@ def chunked_prefill_asked(args: argparse.Namespace) -> bool:
         and isinstance(asked, str) and engine_id(asked) == "trtllm"
 
 
+def executor_backend(args: argparse.Namespace) -> str | None:
+    """vLLM's --distributed-executor-backend as given on a pasted launch line (launch_flags.json
+    reads it for vLLM: ray has no async scheduling on some releases), else None."""
+    value = getattr(args, "launch_flag_distributed_executor_backend", None)
+    return str(value) if value is not None else None
+
+
 def llamacpp_n_batch_asked(args: argparse.Namespace) -> int | None:
     """-b (--batch-size) where given, refused for an engine that is not llama.cpp."""
     n_batch = getattr(args, "n_batch", None)
@@ -679,6 +686,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         engine_version=getattr(args, "engine_version", None),
         async_scheduling=not getattr(args, "no_async_scheduling", False),
         async_scheduling_given=getattr(args, "async_scheduling", False),
+        distributed_executor_backend=executor_backend(args),
         overlap_schedule=not getattr(args, "disable_overlap_schedule", False),
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         enable_chunked_prefill=chunked_prefill_asked(args),

@@ -21,7 +21,7 @@ from ridgeline.cli_engine import (
     pool_switches,
     say_async_caution,
 )
-from ridgeline.cli_load import drafter, drafts_with_mtp
+from ridgeline.cli_load import drafter, drafts_with_mtp, executor_backend
 from ridgeline.errors import InputError
 
 
@@ -103,7 +103,8 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                                or getattr(args, "spec_draft_sample", "")))
         return None if plain else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
-            async_scheduling_given=explicit, draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
+            async_scheduling_given=explicit, distributed_executor_backend=executor_backend(args),
+            draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
             **switches)
     if dep.engine.startswith("llama.cpp"):
         raise InputError(llamacpp_pool_refusal(given, dep.engine, version, args.block_size))
@@ -117,8 +118,9 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                           max_total_tokens=args.max_total_tokens, engine_version=version,
                           speculative_decoding=spec, async_scheduling=asynchronous,
-                          async_scheduling_given=explicit, draft_mtp=drafts_with_mtp(args),
-                          drafter=drafter(args),
+                          async_scheduling_given=explicit,
+                          distributed_executor_backend=executor_backend(args),
+                          draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
                           max_mamba_cache_size=args.max_mamba_cache_size,
                           mamba_ssm_dtype=args.mamba_ssm_dtype,
                           max_cudagraph_capture_size=args.max_cudagraph_capture_size,

@@ -50,7 +50,7 @@ from ridgeline.served_model import (
     served_dtype,
 )
 from ridgeline.tensor_parallel import tensor_parallel_problem
-from ridgeline.units import plural
+from ridgeline.units import plural, require_count
 
 if TYPE_CHECKING:
     from ridgeline.graph_batches import GraphCapture
@@ -155,9 +155,8 @@ class Deployment:
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
                      "decode_context_parallel_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"{name} must be a whole number ≥ 1, got {value!r}")
+            # numpy's int64 (an np.arange sweep) and 2.0 are 2, stored as an int
+            object.__setattr__(self, name, require_count(getattr(self, name), name))
         # the engine by its id, as the CLI's --engine reads it ('SGLang': sglang, 'tensorrt-llm':
         # trtllm); an unknown one is refused, not costed as llama.cpp's cell pool
         if self.engine not in ENGINES:
@@ -197,6 +196,12 @@ class Deployment:
         where it has none is refused: the op would run on the CPU, which is not priced.
         Where auto resolves off, ``flash_attention_auto_off`` keeps why (fit says it).
         """
+        # any whole number (numpy's int64, 2.0) is that many, as decode_floor's batch is
+        num_gpus = require_count(num_gpus, "number of GPUs")
+        pipeline_parallel_size = require_count(pipeline_parallel_size, "pipeline_parallel_size")
+        data_parallel_size = require_count(data_parallel_size, "data_parallel_size")
+        decode_context_parallel_size = require_count(decode_context_parallel_size,
+                                                     "decode_context_parallel_size")
         named = engine is not None
         engine = engine_id(engine) if engine is not None else "vllm"  # 'vLLM': vllm
         if named and weights is None and engine.startswith("llama.cpp"):
@@ -230,7 +235,7 @@ class Deployment:
             if problem:
                 raise InputError(problem)
         if (engine.startswith("llama.cpp") and (split_mode or "layer") == "layer"
-                and pipeline_parallel_size == 1 and isinstance(num_gpus, int)):
+                and pipeline_parallel_size == 1):
             pipeline_parallel_size = max(1, num_gpus)  # llama.cpp's default: whole layers
             if num_gpus > model.num_layers:
                 raise InputError(f"{num_gpus} GPUs split {model.name}'s {model.num_layers} "
@@ -258,8 +263,6 @@ class Deployment:
             "fp16" if engine.startswith("llama.cpp") or (no_bf16 and served == "bf16")
             else weights if weights in ("fp16", "bf16", "fp32") else served)  # llama.cpp: f16
         assert kv_name is not None
-        if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
-            raise InputError(f"number of GPUs must be a whole number ≥ 1, got {num_gpus!r}")
         if pipeline_parallel_size > model.num_layers:
             raise InputError(f"{pipeline_parallel_size} pipeline stages split {model.name}'s "
                              f"{model.num_layers} layers: more stages than layers leaves some "

@@ -79,7 +79,8 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
     """Whether the engine forms its next batch while one runs (engines.json, with sources):
     vLLM from v0.14 unless --no-async-scheduling, with a drafter as its release and ``runner``
     allow (``vllm_async_with_drafter``; --async-scheduling given keeps a draft model from
-    v0.16); SGLang from v0.4.0 unless --disable-overlap-schedule,
+    v0.16), and not under --distributed-executor-backend ray on 0.14-0.20
+    (``vllm_executor_async_from``); SGLang from v0.4.0 unless --disable-overlap-schedule,
     and never with speculative decoding; TensorRT-LLM's PyTorch backend (from v0.20, the
     newest modelled) unless --disable-overlap-scheduler, speculative decoding with an
     EAGLE/MTP drafter or a draft model but not n-gram, and never its TensorRT engine backend.
@@ -98,8 +99,10 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
         rule = engine_defaults("vllm")["async_scheduling"]
         version = vllm_accounting(s.engine_version).version
         return s.async_scheduling and parse_version(version) >= parse_version(
-            rule["default_from"]) and (not spec_tokens or vllm_async_with_drafter(
-                version, spec_method, runner, s.async_scheduling_given))
+            rule["default_from"]) and not vllm_executor_async_from(
+                version, s.distributed_executor_backend) and (
+                not spec_tokens or vllm_async_with_drafter(
+                    version, spec_method, runner, s.async_scheduling_given))
     if engine == "sglang":
         from ridgeline.sglang_memory import sglang_release
 
@@ -141,14 +144,18 @@ def vllm_async_with_drafter(version: str, spec_method: str, runner: str = "",
 
 
 def vllm_async_conflict(version: str, spec_method: str, runner: str,
-                        pipeline_parallel_size: int) -> str:
+                        pipeline_parallel_size: int, executor_backend: str | None = None) -> str:
     """What vLLM ``version`` raises on where --async-scheduling is given explicitly beside a
-    --spec-method ``spec_method`` drafter ("" none) or a pipeline, on ``runner`` ("MRV2",
-    "V1"), as engines.json vllm.async_scheduling records it (explicit_spec_methods_from,
-    explicit_pipeline_refused), or "": ngram on 0.32 and a draft model on 0.15 are refused, a
-    draft model on 0.16 runs; a pipeline of 2 on 0.14, or on 0.33's V1 runner, is refused."""
+    --spec-method ``spec_method`` drafter ("" none), a pipeline, or an executor without async
+    scheduling, on ``runner`` ("MRV2", "V1"), as engines.json vllm.async_scheduling records it
+    (explicit_spec_methods_from, explicit_pipeline_refused, executors_without_async), or "":
+    ngram on 0.32 and a draft model on 0.15 are refused, a draft model on 0.16 runs; a
+    pipeline of 2 on 0.14, or on 0.33's V1 runner, is refused; so is ray on 0.20, not on 0.21."""
     from ridgeline.datafiles import engine_defaults
     from ridgeline.vllm_memory import in_releases
+
+    if vllm_executor_async_from(version, executor_backend):
+        return f"--distributed-executor-backend {executor_backend}"
 
     on_runner = f" on its {runner} model runner" if runner == "V1" and version_from(
         version, "v1_runner_only_from") else ""
@@ -163,6 +170,20 @@ def vllm_async_conflict(version: str, spec_method: str, runner: str,
     return ""
 
 
+def vllm_executor_async_from(version: str, executor_backend: str | None) -> str:
+    """The first release whose ``executor_backend`` (vLLM's --distributed-executor-backend;
+    None: its own choice, mp or uni on one node) has async scheduling, where vLLM
+    ``version``'s has none, as engines.json vllm.async_scheduling.executors_without_async
+    dates it, else "": ray on 0.18 gives "0.21" (RayDistributedExecutor until RayExecutorV2
+    became ray's default), ray on 0.21 and mp on any release ""."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_memory import in_releases
+
+    rule = engine_defaults("vllm")["async_scheduling"]
+    return next((r["until"] for r in rule["executors_without_async"]
+                 if r["backend"] == executor_backend and in_releases(version, r)), "")
+
+
 def version_from(version: str, key: str) -> bool:
     """Whether vLLM ``version`` is at or past engines.json vllm.async_scheduling's ``key``."""
     from ridgeline.datafiles import engine_defaults
@@ -174,11 +195,12 @@ def version_from(version: str, key: str) -> bool:
 
 def vllm_async_problem(dep: Deployment, s: EngineSettings) -> str:
     """Why vLLM at EngineSettings ``s``'s release refuses --async-scheduling given beside
-    ``s``'s drafter or Deployment ``dep``'s pipeline (``vllm_async_conflict``), or "": vLLM
-    0.32 raises ValueError at start-up beside an ngram drafter, where its default only turns
-    async scheduling off."""
+    ``s``'s drafter, its executor or Deployment ``dep``'s pipeline (``vllm_async_conflict``),
+    or "": vLLM 0.32 raises ValueError at start-up beside an ngram drafter, 0.18 beside
+    --distributed-executor-backend ray, where its default only turns async scheduling off."""
     acc, method, runner = _vllm_run(dep, s)
-    conflict = vllm_async_conflict(acc.version, method, runner, dep.pipeline_parallel_size)
+    conflict = vllm_async_conflict(acc.version, method, runner, dep.pipeline_parallel_size,
+                                   s.distributed_executor_backend)
     if not conflict:
         return ""
     return (f"--async-scheduling with {conflict}: vLLM {acc.version} refuses the pair at "
@@ -190,8 +212,21 @@ def vllm_async_caution(dep: Deployment, s: EngineSettings) -> str:
     """What to say where vLLM at EngineSettings ``s``'s release turns its default async
     scheduling off for ``s``'s drafter, with a warning (``vllm_async_default_off``), or "":
     on 0.32 with an ngram drafter the run is priced synchronous (--async-scheduling refused),
-    on 0.20 with a draft model too (--async-scheduling keeps it on there)."""
-    if s.drafter is None or not s.async_scheduling or s.async_scheduling_given:
+    on 0.20 with a draft model too (--async-scheduling keeps it on there), and on 0.14-0.20
+    under --distributed-executor-backend ray (``vllm_executor_async_from``: refused there too)."""
+    if not s.async_scheduling or s.async_scheduling_given:
+        return ""
+    from ridgeline.vllm_memory import vllm_accounting
+
+    version = vllm_accounting(s.engine_version).version
+    backend = s.distributed_executor_backend
+    until = vllm_executor_async_from(version, backend)
+    if version_from(version, "default_from") and until:
+        return (f"vLLM {version} turns async scheduling off with --distributed-executor-backend "
+                f"{backend}, whose executor has none before {until}, with a warning "
+                "(--async-scheduling makes it refuse to start): priced synchronous, one batch "
+                "in flight")
+    if s.drafter is None:
         return ""
     acc, method, runner = _vllm_run(dep, s)
     off = vllm_async_default_off(acc.version, method, runner)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ridgeline.layouts import ATTENTION_MIXERS, FULL, LINEAR, MAMBA, WINDOW_MIXERS
 from ridgeline.model import Layer, ModelSpec
-from ridgeline.units import require_positive
+from ridgeline.units import require_count
 
 _STATE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -140,8 +140,9 @@ def kv_footprint(spec: ModelSpec, context: int, kv_bytes_per_element: float,
                  state_element_bytes: float | None = None) -> KVFootprint:
     """One sequence at ``context`` tokens: gpt-oss-120b bf16 grows 36 KiB per token, not 72.
     Recurrent states as state_bytes_per_sequence keeps them (``state_element_bytes``: both
-    states at that size, as llama.cpp keeps them)."""
-    require_positive(context, "context length")
+    states at that size, as llama.cpp keeps them). A fraction of a token (2000.5) is
+    refused, as decode_floor refuses it: a cache holds whole tokens."""
+    context = require_count(context, "context length")
     per_layer = attention_kv_bytes_per_token(spec, kv_bytes_per_element)
     growing = windowed = state = 0.0
     attention_layers = 0

@@ -109,6 +109,9 @@ class EngineSettings:
     # vLLM --async-scheduling given: a release raises where its default would turn it off
     # (engine_scheduling.vllm_async_conflict), and runs a draft model from v0.16, not v0.28
     async_scheduling_given: bool = False
+    # vLLM --distributed-executor-backend (mp, ray, uni, external_launcher; None: its own
+    # choice): ray has no async scheduling on 0.14-0.20 (engine_scheduling.vllm_executor_async_from)
+    distributed_executor_backend: str | None = None
     overlap_schedule: bool = True  # SGLang (default since v0.4.0): off is --disable-overlap-schedule
     # TensorRT-LLM's PyTorch backend (default since v0.20): off is disable_overlap_scheduler
     overlap_scheduler: bool = True

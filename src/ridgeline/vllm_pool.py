@@ -427,12 +427,15 @@ SET_POOL_FROM = (0, 10, 2)
 def runs_async(s: EngineSettings, acc: VLLMAccounting, runner: str) -> bool:
     """Whether vLLM ``acc.version`` schedules asynchronously under ``s`` on ``runner``, as
     its max_concurrent_batches reads the switch after VllmConfig has turned it off for a
-    drafter (engine_scheduling.vllm_async_with_drafter): on 0.32 with an ngram drafter it
-    does not, so a window group keeps blocks for one batch in flight, not two."""
-    from ridgeline.engine_scheduling import vllm_async_with_drafter
+    drafter (engine_scheduling.vllm_async_with_drafter) or its executor (vllm_executor_async_from):
+    on 0.32 with an ngram drafter it does not, so a window group keeps blocks for one batch
+    in flight, not two; nor on 0.18 under --distributed-executor-backend ray."""
+    from ridgeline.engine_scheduling import vllm_async_with_drafter, vllm_executor_async_from
 
-    return s.async_scheduling and (s.drafter is None or vllm_async_with_drafter(
-        acc.version, s.drafter.method, runner, s.async_scheduling_given))
+    return s.async_scheduling and not vllm_executor_async_from(
+        acc.version, s.distributed_executor_backend) and (
+        s.drafter is None or vllm_async_with_drafter(
+            acc.version, s.drafter.method, runner, s.async_scheduling_given))
 
 
 def set_pool_margin_bytes() -> float:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_scheduling import vllm_executor_async_from
 from ridgeline.hardware import device_memory_bytes, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
@@ -137,4 +138,8 @@ def multi_node_note(engine: str, c: Candidate, version: str | None = None) -> st
         text += (f"; or, on a Ray cluster over the {nodes} nodes, node 0's command alone, "
                  f"without {many['nnodes']}, {many['node_rank']} and {many['head']}, with "
                  f"{many['ray']}")
+        until = vllm_executor_async_from(version, "ray") if engine == "vllm" and version else ""
+        if until:
+            text += (f" (vLLM {version}'s Ray executor has no async scheduling, which the "
+                     f"figures here assume, before {until})")
     return text
