@@ -67,7 +67,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "chunked_prefill", "sim.config", "sim.timer", "spec_decode", "step_share")),
     ("Calibration and validation", "measurement rows, predictions through step_cost, fits",
      ("measurements", "past_roofline", "metric_divisions", "predict", "unit_slips", "scoring",
-      "nelder_mead", "calibrate*",
+      "outlier_rows", "nelder_mead", "calibrate*",
       "track_record")),
     ("Simulator", "continuous batching, step by step through step_cost", ("sim.*",)),
     ("Planner", "the cheapest deployment that meets an SLO: search, size, simulate, check",

@@ -52,6 +52,12 @@ class KVGroups:
     windows: tuple[tuple[int, int], ...]  # (window or chunk tokens, groups)
     states: int  # groups of recurrent-state layers
     state_blocks: int = 1  # blocks each state group holds per request (vllm_hybrid.py)
+    # what sets a hybrid's block: one recurrent layer's state (conv + SSM, at the dtypes vLLM
+    # keeps them in) per sequence per GPU, one attention layer's bytes per token per GPU, and
+    # the step the block grows in; 0 where nothing grew it (no state, or no attention)
+    state_layer_bytes: float = 0.0
+    attention_token_bytes: float = 0.0
+    alignment: int = 0
 
     @property
     def count(self) -> int:
@@ -162,4 +168,7 @@ def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1,
         windows=tuple(sorted((w, g) for (kind, w), g in groups.items() if kind == "window")),
         states=groups.get(("state", 0), 0),
         state_blocks=state_blocks,
+        state_layer_bytes=state_rank if attention and per_token_rank else 0.0,
+        attention_token_bytes=per_token_rank if state_rank else 0.0,
+        alignment=alignment if state_rank and attention and per_token_rank else 0,
     )

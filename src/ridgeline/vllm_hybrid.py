@@ -91,6 +91,21 @@ def ssm_state_dtype(model: ModelSpec, version: str) -> str:
     return model.state_dtype
 
 
+def ssm_state_dtype_why(model: ModelSpec, version: str) -> str:
+    """Why vLLM ``version`` keeps ``model``'s SSM state in ssm_state_dtype's dtype, in words:
+    Qwen3.5's config names mamba_ssm_dtype float32, so "the config's mamba_ssm_dtype";
+    Nemotron-H's names neither key, so from v0.20 "vLLM's own rule for nemotron_h, its config
+    naming no mamba_ssm_cache_dtype"."""
+    if ssm_state_dtype(model, version) != model.state_dtype:
+        return f"vLLM's own rule for {model.model_type}, its config naming no " \
+            "mamba_ssm_cache_dtype"
+    if model.ssm_cache_dtype_named:
+        return "the config's mamba_ssm_cache_dtype"
+    if model.state_dtype != model.dtype:
+        return "the config's mamba_ssm_dtype"
+    return "the checkpoint's dtype: mamba_ssm_cache_dtype 'auto'"
+
+
 def chunked_in_full(model: ModelSpec, version: str) -> bool:
     """Whether vLLM ``version`` caches a chunked-local-attention model (Llama 4) in full,
     its hybrid KV-cache manager disabled by VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE's

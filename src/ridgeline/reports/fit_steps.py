@@ -42,6 +42,7 @@ from ridgeline.vllm_graphs import (
     capture_sizes,
     listed_sizes,
 )
+from ridgeline.vllm_hybrid import ssm_state_dtype, ssm_state_dtype_why
 from ridgeline.vllm_memory import indexer_decode_logits_bytes
 from ridgeline.vllm_pool import (
     full_decode_tokens,
@@ -483,6 +484,9 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                    q("slots", pool.max_num_seqs, "", "-np")] if pool.slot_bytes_each
                   else []),
                 q("per conversation", per_seq / GIB, "GiB", f"{context} tokens, {dep.kv.id}"
+                  + (f" KV, SSM state {ssm_state_dtype(dep.model, pool.accounting.version)}"
+                     if pool.groups and pool.groups.states and pool.accounting is not None
+                     else "")
                   + (f"; {reserved_blocks(pool, context):,} whole blocks of {pool.block_size}, "
                      "as GUARANTEED_NO_EVICT reserves them" if reserved_blocks(pool, context)
                      else "")
@@ -510,6 +514,36 @@ def start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]
                  *((q("batches in flight", batches),) if batches > 1 else ())),)
 
 
+def vllm_state_dtypes(dep: Deployment, version: str) -> str:
+    """The dtypes vLLM keeps a hybrid's recurrent states in, and why (as `kv` says them):
+    "SSM state fp32 (the config's mamba_ssm_dtype), conv state bf16"."""
+    return f"SSM state {ssm_state_dtype(dep.model, version)} " \
+        f"({ssm_state_dtype_why(dep.model, version)}), conv state {dep.model.dtype}"
+
+
+def hybrid_block_step(r: FitReport) -> Step | None:
+    """vLLM's block for a hybrid: the attention block grown, in steps of the alignment, until
+    one attention layer's page holds one recurrent layer's state; None for any other pool.
+    Qwen3.5-35B-A3B at TP 2: ⌈1,073,152 B ÷ (64 × 1,024 B)⌉ × 64 = 1088 tokens."""
+    p, dep = r.pool, r.deployment
+    g = p.groups
+    if p.engine != "vllm" or g is None or not g.alignment or p.accounting is None:
+        return None
+    tp = dep.tensor_parallel_size
+    return step("block size (a hybrid's attention page holds one layer's recurrent state)",
+                "alignment × ⌈state per layer ÷ (alignment × attention bytes per token)⌉, "
+                "or the block asked where larger",
+                q("block", p.block_size, "tokens"),
+                q("state per layer", g.state_layer_bytes, "B",
+                  "one linear-attention/Mamba layer, one sequence, per GPU: "
+                  f"{vllm_state_dtypes(dep, p.accounting.version)}"
+                  + (f"; ÷ TP {tp}" if tp > 1 else "")),
+                q("attention bytes per token", g.attention_token_bytes, "B",
+                  f"one attention layer's K and V, {dep.kv.id}, per GPU"),
+                q("alignment", g.alignment, "tokens", "the block asked or the kernel's 16, "
+                  "whichever is larger (v0.20+; 16 before)"))
+
+
 def held_steps(r: FitReport) -> tuple[Step, ...]:
     """The pool in blocks, the shortfall and the levers, each with its division."""
     p = r.pool
@@ -519,6 +553,7 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
     per_block = q(f"bytes per {unit[:-1]}", p.page_bytes / 2**20, "MiB",
                   f"{p.block_size} token(s) × KV bytes per token {per_gpu(p)}"
                   + (" across every KV-cache group" if p.groups else ""))
+    hybrid = hybrid_block_step(r)
     out = [step("blocks the KV cache holds", "floor(KV cache ÷ bytes per block)",
                 q(unit, p.blocks), q("KV cache", p.state_kv_bytes / GIB, "GiB",
                                      "beside the state pool, above"), per_block)
@@ -527,6 +562,8 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
                                             f"{unit[:-1]})") if slots else
                 f"floor(pool ÷ bytes per {unit[:-1]})", q(unit, p.blocks),
                 q("pool", p.pool_bytes / GIB, "GiB"), *slots, per_block)]
+    if hybrid is not None:
+        out.append(hybrid)
     dcp = r.deployment.decode_context_parallel_size
     if dcp == 1 and not is_llamacpp(p) and not p.state_request_bytes \
             and p.logged_tokens(r.context) == p.blocks * p.block_size:

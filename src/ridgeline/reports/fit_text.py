@@ -44,6 +44,7 @@ from ridgeline.reports.fit_terms import (
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
 from ridgeline.units import GIB, plural
+from ridgeline.vllm_hybrid import ssm_state_dtype, ssm_state_dtype_why
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -106,7 +107,11 @@ def fit_text_lines(r: FitReport) -> list[str]:
                 f"{p.block_size} tokens shared by {p.groups.count} KV-cache "
                 f"{plural(p.groups.count, 'group')} "
                 f"({p.groups.full} full, {p.groups.count - p.groups.full - p.groups.states}"
-                f" windowed, {p.groups.states} state)")
+                f" windowed, {p.groups.states} state"
+                + (f"; a block sized to hold one layer's recurrent state, its SSM state in "
+                   f"{ssm_state_dtype(r.deployment.model, p.accounting.version)}: "
+                   f"{ssm_state_dtype_why(r.deployment.model, p.accounting.version)}"
+                   if p.groups.alignment and p.accounting is not None else "") + ")")
     slot = ""
     if is_llamacpp(p) and p.slot_bytes_each:
         slot = (f", plus {p.slot_bytes_each / GIB:,.3f} GiB for its "

@@ -29,6 +29,7 @@ from ridgeline.metric_divisions import (
     step_token_budget,
     throughput_division,
 )
+from ridgeline.outlier_rows import PAST_ERROR, OutlierRow, outlier_rows
 from ridgeline.predict import Prediction, deployment_for, kv_row_settings, row_profile
 from ridgeline.render import table
 from ridgeline.scoring import ErrorStats, error_stats
@@ -343,6 +344,52 @@ class ValidationReport:
             return error_stats(self.predictions, lambda p: _card(lookup[p.id].gpu))
         return error_stats(self.predictions, lambda p: str(getattr(lookup[p.id], column)))
 
+    @property
+    def outliers(self) -> tuple[OutlierRow, ...]:
+        """The scored rows past PAST_ERROR, each with its reason (outlier_rows)."""
+        return outlier_rows(self.rows, self.predictions)
+
+    def _without_explained(self, column: str) -> list[tuple[ErrorStats, ErrorStats | None]]:
+        """(with, without) for each group of ``column`` that holds an explained outlier: its
+        figures over every row, and with the explained outliers left out (None: no row left)."""
+        explained = {o.id for o in self.outliers if o.explained}
+        if not explained:
+            return []
+        kept = [p for p in self.predictions if p.id not in explained]
+        without = {s.group: s for s in ValidationReport(self.rows, tuple(kept), ())._by(column)}
+        lookup = {r.id: r for r in self.rows}
+        touched = {_card(lookup[i].gpu) if column == "gpu" else str(getattr(lookup[i], column))
+                   for i in explained}
+        return [(s, without.get(s.group)) for s in self._by(column) if s.group in touched]
+
+    def _outlier_lines(self, outliers: tuple[OutlierRow, ...]) -> list[str]:
+        """Under the count of scored rows: how many are past PAST_ERROR, that the medians keep
+        them, and the medians without the explained ones (labelled); under --summary each such
+        row and its reason, the rows' table not shown."""
+        if not outliers:
+            return []
+        n = len(outliers)
+        by = {"caveat": 0, "notes": 0, "": 0}
+        for o in outliers:
+            by[o.source] += 1
+        explained = by["caveat"] + by["notes"]
+        lines = [f"{n} {plural(n, 'row')} past {PAST_ERROR:.0%} error, in every median and p90 "
+                 f"above ({by['caveat']} with a caveat, {by['notes']} explained by the row's "
+                 f"notes, {by['']} unexplained)"]
+        if not self.show_rows:
+            lines += [f"  past {PAST_ERROR:.0%}: {o.id} {o.error:+.1%}: "
+                      + ("caveat (shown without --summary)" if o.source == "caveat" else o.reason)
+                      for o in outliers]
+        if explained:
+            lines.append(f"  without the {explained} explained (the {by['']} unexplained kept), "
+                         "median |err| and p90 |err|:")
+            for column in ("metric", "engine", "gpu"):
+                lines += [f"    {a.group}: " + (
+                    f"{a.median_abs_error:.1%} → {b.median_abs_error:.1%}, {a.p90_abs_error:.1%}"
+                    f" → {b.p90_abs_error:.1%} ({b.rows} of {a.rows} rows)" if b else
+                    f"all {a.rows} explained") for a, b in self._without_explained(column)]
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         """Every row, its summary tables, what could not be read; under --summary the rows
         only those without a prediction, as the text names them (``rows_left_out``: how many
@@ -367,15 +414,25 @@ class ValidationReport:
             "notes": list(self.notes),
             # rows that look written in another unit, scored and in the summary
             "unit_slips": [{"id": row_id, "slip": words} for row_id, words in self.slips],
+            # rows past 100 % error (in every summary figure above) and why: "caveat", "notes"
+            # (a phrase of the row's notes, quoted) or null (unexplained)
+            "past_100_percent": [{"id": o.id, "error": o.error, "reason": o.reason,
+                                  "explained_by": o.source or None} for o in self.outliers],
+            # the summary's groups that hold an explained one, figured without those rows
+            "summary_without_explained": {
+                column: [vars(b) for _, b in self._without_explained(column) if b]
+                for column in ("metric", "engine", "gpu")},
         }
 
     def text_lines(self) -> list[str]:
         lines: list[str] = []
+        outliers = self.outliers
+        unmarked = {o.id: o for o in outliers if o.source != "caveat"}  # no * of their own
         if self.show_rows:
             rows = [[p.id, p.metric, figure(p.measured),
                      "-" if p.predicted is None else figure(p.predicted),
-                     "- †" if p.error is None else f"{p.error:+.1%}" + (" *" if p.caveat
-                                                                          else "")]
+                     "- †" if p.error is None else f"{p.error:+.1%}" + (
+                         " *" if p.caveat else " !" if p.id in unmarked else "")]
                     for p in self.predictions]
             lines += [*table(rows, ["id", "metric", "measured", "predicted", "error"]), ""]
             reasons: dict[str, list[str]] = {}  # under the table: a reason in it would widen it
@@ -396,6 +453,11 @@ class ValidationReport:
                 lines += [f"  {ids[0] if len(ids) == 1 else f'{len(ids)} rows ({ids[0]}, …)'}: "
                           f"{caveat}" for caveat, ids in caveats.items()]
                 lines.append("")
+            if unmarked:
+                lines.append(f"! past {PAST_ERROR:.0%} error with no caveat: the reason the row's "
+                             "notes give, or unexplained:")
+                lines += [f"  {o.id}: {o.reason}" for o in unmarked.values()]
+                lines.append("")
         for column, title in (("metric", "metric"), ("engine", "engine"), ("gpu", "accelerator")):
             lines += table(_stats_rows(self._by(column)),
                            [title, "rows", "median |err|", "p90 |err|", BIAS_HEADER])
@@ -415,6 +477,7 @@ class ValidationReport:
                      f"{len(self.read_errors)} unreadable")
         if not self.show_rows:  # --summary: the rows' caveats are not shown, the slips are
             lines += [f"  far off: {row_id}: {words}" for row_id, words in self.slips]
+        lines += self._outlier_lines(outliers)
         lines += [f"  unreadable: {e}" for e in self.read_errors]
         lines += [f"note: {n}" for n in self.notes]
         if not self.show_rows:  # --summary: the rows' table is not shown, their reasons are
