@@ -4,6 +4,7 @@ found each of these disagreeing once)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -614,31 +615,49 @@ def test_prefill_overlaps_a_vllm_v1_prompts_chunks_in_the_pipeline_as_simulate_d
     assert expected["vllm"] < 0.8 * expected["sglang"]
 
 
-def test_simulate_charges_a_trtllm_hybrids_recurrent_state_as_fit_counts_it(
+def test_fit_simulate_and_decode_hold_a_trtllm_hybrids_state_for_every_seat(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """TensorRT-LLM keeps a hybrid's recurrent state inside its KV pool, a request at a time
-    (capacity.state_blocks): Nemotron-H-56B fp8 on one H100 at 8,192 tokens holds 27
-    conversations of 256 attention blocks and 351 state blocks in 16,545, as fit counts
-    them. Simulate reserved the attention's blocks alone, so it ran all 40 requests at once
-    (16,545 ÷ 256 = 64 would fit) where fit said 27."""
-    from ridgeline.capacity import held_conversations, reserved_blocks, state_blocks
+    """TensorRT-LLM to 1.2 allocates a hybrid's recurrent state for every max_batch_size seat
+    before it sizes the KV pool (trtllm_memory.seat_state_bytes; inside the pool only from PR
+    #12185): Nemotron-H-56B fp8 on one H100 at its 2,048 default seats wants 876.7 GiB of
+    state, so fit says it does not fit and names the most seats that do; simulate refuses
+    the same launch with that lever, runs it at that many seats as fit counts them (no state
+    blocks charged a request), and decode refuses it for the same reason. fit had said 27
+    conversations, its caution saying the release would not start."""
+    from ridgeline.capacity import held_conversations, seats_that_fit, state_blocks
     from ridgeline.memory import EngineSettings, kv_pool
 
     dep = Deployment.build(resolve_model("nemotron-h-56b"), resolve_accelerator("h100"),
                            "fp8", engine="trtllm")
-    pool = kv_pool(dep, EngineSettings(max_model_len=8192))
-    state = state_blocks(pool, dep)
-    assert state == -(-served_footprint_state(dep) // pool.page_bytes) > 0
-    per_conversation = reserved_blocks(pool, 8192) + state
-    assert held_conversations(pool, dep, 8192) == pool.blocks // per_conversation
+    settings = EngineSettings(max_model_len=8192)
+    pool = kv_pool(dep, settings)
+    assert pool.seat_state_bytes == pytest.approx(
+        pool.max_num_seqs * served_footprint_state(dep)) and pool.rest_bytes < 0
+    assert state_blocks(pool, dep) == 0 and held_conversations(pool, dep, 8192) == 0
+    seats = seats_that_fit(dep, settings, 8192, pool.max_num_seqs)
+    fewer = kv_pool(dep, replace(settings, max_num_seqs=seats))
+    more = kv_pool(dep, replace(settings, max_num_seqs=seats + 1))
+    assert 1 < seats < pool.max_num_seqs
+    assert held_conversations(fewer, dep, 8192) >= seats
+    assert held_conversations(more, dep, 8192) < seats + 1  # the most: one more does not fit
     flags = ["nemotron-h-56b", "--gpu", "h100", "--engine", "trtllm", "--weights", "fp8",
              "--max-model-len", "8192"]
     fit = run_json(capsys, "fit", *flags)
-    assert fit["conversations"] == pool.blocks // per_conversation
-    sim = run_json(capsys, "simulate", *flags, "--input-len", "4096", "--output-len", "4096",
-                   "--concurrency", "40", "--num-requests", "40", "--ignore-eos")
-    assert sim["settings"]["overhead_blocks_per_request"] == state
-    assert sim["running_batch"]["max"] == fit["conversations"] < 40
+    assert fit["verdict"] == "does not fit" and fit["conversations"] == 0
+    assert fit["taken_bytes_per_gpu"]["seat_state"] == pool.seat_state_bytes
+    lever = next(lv for lv in fit["levers"] if lv["name"] == f"--max_batch_size {seats}")
+    assert lever["batch"] == seats
+    _, text, _ = run_cli(capsys, "fit", *flags)
+    assert f"every one of --max_batch_size {pool.max_num_seqs:,} seats" in text.splitlines()[0]
+    code, _, err = run_cli(capsys, "simulate", *flags, "--num-requests", "4")
+    assert code == 2 and f"--max_batch_size {seats}: " in err
+    sim = run_json(capsys, "simulate", *flags, "--max_batch_size", str(seats), "--input-len",
+                   "4096", "--output-len", "4096", "--concurrency", "40", "--num-requests",
+                   "40", "--ignore-eos")
+    assert sim["settings"]["overhead_blocks_per_request"] == 0
+    assert sim["running_batch"]["max"] == min(lever["conversations"], seats)
+    _, out, _ = run_cli(capsys, "decode", *flags, "--batch", "1", "--context", "4000")
+    assert "reserves Mamba state for every one of --max_batch_size 2,048 seats" in out
 
 
 def served_footprint_state(dep: Deployment) -> float:

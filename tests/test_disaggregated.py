@@ -12,6 +12,7 @@ import pytest
 
 from ridgeline.catalog import resolve_model
 from ridgeline.disaggregated import disaggregated_candidates
+from ridgeline.plan_cautions import prompt_cap_note
 from ridgeline.search_space import ENGINE_KNOBS
 from ridgeline.serving_load import Load, Slo
 from ridgeline.split_runs import GRID, chained_percentile_s, quantile_grid
@@ -216,7 +217,11 @@ def test_a_trtllm_splits_pool_commands_come_with_the_yaml_they_name() -> None:
     assert single.note in extra
     lines = PlanLists(model, result).pool_lines(split, launch.pool_launch)
     assert f"  router: {commands['router']}" in lines
-    assert [line.strip() for line in lines[len(commands):]] == [e.strip() for e in extra]
+    rest = [line.strip() for line in lines[len(commands):]]
+    assert rest[:len(extra)] == [e.strip() for e in extra]
+    # past them, at most the context servers' prompt limit (plan_cautions.prompt_cap_note)
+    assert rest[len(extra):] == ([f"(prefill pool: {note})"] if (note := prompt_cap_note(
+        "trtllm", LONG, split, split.pool_knobs[0][1] if split.pool_knobs else None)) else [])
 
 
 def test_the_split_checked_is_the_cheapest_that_holds_from_its_sizes() -> None:

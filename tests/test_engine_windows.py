@@ -86,3 +86,25 @@ def test_sglang_before_v0_5_9_gave_gpt_oss_no_window_pool() -> None:
     old, new = (kv_pool(dep, EngineSettings(max_model_len=32768, engine_version=v))
                 for v in ("0.5.6", "0.5.9"))
     assert old.kv_bytes_per_token == pytest.approx(new.kv_bytes_per_token * 36 / 32.4)
+
+
+def test_trtllm_fit_names_the_window_setting_it_does_not_read(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM caches Gemma-3's window layers whole unless
+    kv_cache_config.max_attention_window is set, which ridgeline does not size: fit says so,
+    with the layers and their window, and says nothing of it for a model without windows or
+    under an engine that keeps only the windows."""
+    from ridgeline.engine_windows import trtllm_window_caution
+    from tests.conftest import run_cli
+
+    dep = _dep("gemma-3-27b", "trtllm")
+    windowed = [layer for layer in dep.model.layers if layer.window_tokens
+                and layer.mixer != "full"]
+    caution = trtllm_window_caution(dep)
+    assert f"{len(windowed)} of {dep.model.num_layers} layers windowed" in caution
+    assert f"at {windowed[0].window_tokens:,} tokens" in caution
+    _, out, _ = run_cli(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--engine", "trtllm",
+                        "--max-model-len", "32768")
+    assert "kv_cache_config.max_attention_window" in out
+    assert trtllm_window_caution(_dep("llama-3.1-8b", "trtllm")) == ""
+    assert trtllm_window_caution(_dep("gemma-3-27b", "vllm")) == ""

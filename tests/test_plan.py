@@ -1163,3 +1163,54 @@ def test_the_closest_miss_names_the_latency_that_misses_not_the_one_within_its_s
     assert result.winner is None
     assert result.closest_miss == ("8 x b200 (TP8): TTFT ≥ 7 ms, TPOT ≥ 2.5 ms even unloaded: "
                                    "TPOT misses its 1 ms SLO; TTFT is within its 10 ms")
+
+
+def test_a_trtllm_hybrids_launch_carries_seats_whose_state_fits(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM to 1.2 holds every seat's recurrent state from start-up: Nemotron-H-56B fp8
+    on one H100 at the default 2,048 seats wants 876.7 GiB. The plan launches such a replica at
+    the most seats whose pool holds as many of the load's mean requests (plan.state_seats),
+    and fit, at that launch line's settings, finds it fits; it had launched 2,048 seats."""
+    from ridgeline import Deployment, resolve_accelerator
+    from ridgeline.capacity import held_conversations
+    from ridgeline.memory import EngineSettings, kv_pool
+    from ridgeline.plan import state_seats
+
+    load = Load(2.0, "1000", "250")
+    dep = Deployment.build(resolve_model("nemotron-h-56b"), resolve_accelerator("h100"),
+                           "fp8", kv="fp8", engine="trtllm")
+    seats = state_seats(dep, EngineSettings(), load)
+    assert seats is not None and 1 < seats < 2048
+    held = held_conversations(kv_pool(dep, EngineSettings(max_num_seqs=seats)), dep, 1250)
+    assert held >= seats
+    result = plan(resolve_model("nemotron-h-56b"), load, Slo(2.0, 0.05, 90), ["h100-sxm"],
+                  max_gpus=2, workers=1, engine="trtllm")
+    win = result.winner
+    assert win is not None and win.max_num_seqs is not None and win.max_num_seqs < 2048
+    code, out, _ = run_fit(capsys, win)
+    assert code == 0 and not out.startswith("DOES NOT FIT")
+
+
+def run_fit(capsys: pytest.CaptureFixture[str], win: Any) -> tuple[int, str, str]:
+    """fit at a plan candidate's launch settings (Nemotron-H-56B under TensorRT-LLM)."""
+    code = main(["fit", "nemotron-h-56b", "--gpu", win.accelerator, "--num-gpus",
+                 str(win.tp), "--weights", win.weights, "--kv-dtype",
+                 win.kv, "--engine", "trtllm", "--max_batch_size", str(win.max_num_seqs),
+                 "--max-model-len", str(win.max_model_len)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_trtllm_launch_under_its_max_seq_len_says_longer_prompts_are_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """trtllm-serve with enable_chunked_prefill off refuses a prompt past --max_num_tokens
+    (llm.py _check_arguments), whatever --max_seq_len says: the plan, checked so, says where
+    its line's max_seq_len is longer, with this load's longest prompt and the YAML key."""
+    code = main(["plan", "qwen3-next-80b-a3b", "--gpus", "h100", "--engine", "trtllm",
+                 "--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+                 "--max-gpus", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    note = next(line for line in out.splitlines() if "with enable_chunked_prefill off" in line)
+    assert "this load's longest prompt is 1,000" in note
+    assert "enable_chunked_prefill: true" in note

@@ -1,6 +1,6 @@
 """TensorRT-LLM keeps a hybrid's SSM state at the config's mamba_ssm_cache_dtype, else its
 torch_dtype (not mamba_ssm_dtype): one rule (cost.served_footprint) sizes it for the step,
-the conversation's bytes and fit's Mamba-cache caution."""
+the conversation's bytes and the state fit takes for every seat."""
 
 from __future__ import annotations
 
@@ -59,5 +59,5 @@ def test_fits_mamba_cache_caution_sizes_the_steps_state(
     code, out, err = run_cli(capsys, "fit", QWEN35, "--gpu", "h200", "--engine", "trtllm",
                              "--max-model-len", "8192")
     assert code == 0, err
-    caution = next(line for line in out.splitlines() if "Mamba cache manager" in line)
+    caution = next(line for line in out.splitlines() if "recurrent state up front" in line)
     assert f"× {step / MIB:,.1f} MiB" in caution

@@ -169,16 +169,18 @@ def test_a_hybrid_block_grows_in_steps_of_the_block_size_asked_from_v0_20() -> N
     assert block("0.20", 64) == block("0.32", 64) == 320
 
 
-def test_trtllm_fit_names_the_seats_state_it_leaves_out(
+def test_trtllm_fit_takes_every_seats_state_before_the_pool(
         capsys: pytest.CaptureFixture[str]) -> None:
     """TensorRT-LLM's Python Mamba manager allocates state for every seat before its fraction:
-    2,048 seats of Qwen3-Next at TP4 is 18.8 GiB a GPU, which fit names rather than hides."""
+    2,048 seats of Qwen3-Next at TP4 is 18.8 GiB a GPU, which fit takes out of the budget (a
+    row of its own) and names."""
     _, out, _ = run_cli(capsys, "fit", "qwen3-next-80b-a3b", "--gpu", "h100", "--num-gpus",
                         "4", "--max-model-len", "131072", "--engine", "trtllm")
     assert "2,048 seats × 9.4 MiB = 18.8 GiB per GPU" in out
+    assert "− Mamba state (2,048 seats × 9.4 MiB)" in out
     _, plain, _ = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                           "8192", "--engine", "trtllm")
-    assert "Mamba cache manager" not in plain
+    assert "recurrent state up front" not in plain and "Mamba state" not in plain
 
 
 def test_nemotron_h_on_two_h100s_holds_19_blocks_a_request_not_7() -> None:

@@ -57,15 +57,16 @@ def state_bytes_per_gpu(dep: Deployment) -> float:
 
 
 def state_blocks(pool: KVPool, dep: Deployment) -> int:
-    """TensorRT-LLM's recurrent state for one request in whole blocks of its pool, beside
-    the attention's: its hybrid cache manager keeps the state inside the KV pool, a block a
-    request (CppMambaHybridCacheManager, PR #12185). fit counts a conversation so and
-    simulate charges each request so (sim_config's overhead blocks): Nemotron-H-56B fp8 on
-    one H100 at 8,192 tokens, 256 attention blocks of 32 and 351 of state (438 MiB at
-    1.25 MiB a block), 27 conversations in a pool of 16,545 (simulate had run 40 of 40, the
-    state uncharged). 0 for another engine, a model without recurrent layers, or a pool
+    """TensorRT-LLM's recurrent state for one request in whole blocks of its pool, where its
+    hybrid cache manager keeps the state inside the KV pool, a block a request
+    (CppMambaHybridCacheManager, PR #12185, merged after 1.2): fit counts a conversation so
+    and simulate charges each request so (sim_config's overhead blocks). Nemotron-H-56B fp8
+    on one H100: 438 MiB of state, 351 blocks of 1.25 MiB. The releases ridgeline models
+    (to 1.2) hold every seat's state apart, before the pool (KVPool.seat_state_bytes), and
+    this is 0 there, as for another engine, a model without recurrent layers, or a pool
     that holds windows apart."""
-    if pool.engine != "trtllm" or pool.windows_apart or not pool.page_bytes:
+    if pool.engine != "trtllm" or pool.windows_apart or not pool.page_bytes \
+            or pool.seat_state_bytes:  # to 1.2: every seat's state held apart, up front
         return 0
     state = state_bytes_per_gpu(dep) * pool.kv_share
     return int(-(-state // pool.page_bytes)) if state > 0 else 0
@@ -163,6 +164,11 @@ def no_sequence_reason(pool: KVPool, dep: Deployment, context: int) -> str:
         return (f"its --kv-cache-memory-bytes pool ({pool.set_pool_bytes / GIB:,.2f} GiB) "
                 f"overruns the room the card leaves ({max(0.0, pool.rest_bytes) / GIB:,.2f} "
                 "GiB): vLLM would run out of memory")
+    if pool.rest_bytes <= 0 and pool.seat_state_bytes:  # TensorRT-LLM to 1.2, a hybrid
+        return (f"TensorRT-LLM reserves Mamba state for every one of --max_batch_size "
+                f"{pool.max_num_seqs:,} seats ({pool.seat_state_bytes / GIB:,.1f} GiB per GPU), "
+                f"which overruns the memory by {-pool.rest_bytes / GIB:,.2f} GiB, so it would "
+                "refuse to start: fewer seats leave room")
     if pool.rest_bytes <= 0:  # SGLang: a static pool of nothing, its states carved from none
         budget = pool.total_bytes * pool.reserved_fraction
         return (f"the weights and what {dep.engine} takes before its cache overrun the "
@@ -281,6 +287,20 @@ def context_refusal(dep: Deployment, context: int) -> str:
                "long" if dep.engine == "vllm" else
                "; SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 lets --context-length past it"
                if dep.engine == "sglang" else ""))
+
+
+def seats_that_fit(dep: Deployment, settings: EngineSettings, context: int, most: int) -> int:
+    """The largest seat count (max_num_seqs, TensorRT-LLM's max_batch_size) up to ``most``
+    whose pool holds that many conversations of ``context`` tokens, 0 where one seat's does
+    not: where every seat holds memory from start-up (TensorRT-LLM's Mamba state to 1.2,
+    trtllm_memory.seat_state_bytes) the conversations held fall as seats rise, and this is
+    where the two cross. Nemotron-H-56B fp8 on one H100 under TensorRT-LLM at 8,192 tokens:
+    28 (2,048 seats want 876.7 GiB of state)."""
+    def holds(n: int) -> bool:
+        pool = kv_pool(dep, replace(settings, max_num_seqs=n))
+        return held_conversations(pool, dep, context) >= n
+
+    return longest_holding(holds, 1, most) if most >= 1 and holds(1) else 0
 
 
 def held_conversations(pool: KVPool, dep: Deployment, context: int,

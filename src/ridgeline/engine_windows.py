@@ -51,6 +51,27 @@ def honours_windows(dep: Deployment, engine_version: str | None = None) -> bool:
     return dep.engine != "trtllm"
 
 
+def trtllm_window_caution(dep: Deployment) -> str:
+    """What to say where TensorRT-LLM caches every token of ``dep``'s window layers (its
+    default: ``honours_windows``), or "": the setting that would keep only the windows,
+    kv_cache_config.max_attention_window (variable sliding-window attention, one window per
+    layer, given in the --extra_llm_api_options YAML), which ridgeline does not read, since
+    the pool it then builds (a share of the memory per window size) is not modelled here.
+    Gemma-3-27B: 52 of 62 layers windowed at 1,024 tokens."""
+    if dep.engine != "trtllm" or not has_windows(dep):
+        return ""
+    windowed = [layer for layer in dep.model.layers if layer.mixer in WINDOW_MIXERS]
+    sizes = sorted({layer.window_tokens for layer in windowed if layer.window_tokens})
+    at = f" at {', '.join(f'{n:,}' for n in sizes)} tokens" if sizes else ""
+    return (f"TensorRT-LLM caches every token of {dep.model.name}'s {len(windowed)} of "
+            f"{dep.model.num_layers} layers windowed{at}, as sized here, unless "
+            "kv_cache_config.max_attention_window (in the --extra_llm_api_options YAML) lists "
+            "a window per layer; ridgeline does not read that setting or size the pool it "
+            "builds (a share of the memory per window size), so a windowed cache's "
+            "conversations are not counted here (`--engine vllm` shows one that keeps only "
+            "the windows)")
+
+
 def sglang_swa_ratio() -> float:
     return float(load_data("engines.json")["sglang"]["hybrid_swa"]["swa_full_tokens_ratio"])
 

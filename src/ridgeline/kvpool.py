@@ -60,6 +60,10 @@ class KVPool:
     # buffers kept for every seat from start-up: TensorRT-LLM's engine backend (its runtime
     # and decoder), vLLM's Model Runner V2 (its sampler state, counted from v0.27)
     seat_buffer_bytes: float = 0.0
+    # TensorRT-LLM 0.x-1.2: the recurrent (Mamba / linear-attention) state its Python Mamba
+    # cache manager allocates for every max_batch_size seat before the KV budget is measured
+    # (trtllm_memory.seat_state_bytes); 0 for a model without such layers, or another engine
+    seat_state_bytes: float = 0.0
     # vLLM Model Runner V2: what it holds for the drafter from start-up (an n-gram drafter's
     # token ids, a draft model's speculator, probabilistic drafts' logits: vllm_mrv2_drafter)
     drafter_buffer_bytes: float = 0.0
@@ -146,7 +150,8 @@ class KVPool:
             slot_cache_bytes=self.slot_cache_bytes * n, slot_bytes_each=self.slot_bytes_each * n,
             buffer_bytes_per_cell=self.buffer_bytes_per_cell * n,
             encoder_bytes=self.encoder_bytes * n, encoder_held_bytes=self.encoder_held_bytes * n,
-            seat_buffer_bytes=self.seat_buffer_bytes * n, compile_bytes=self.compile_bytes * n,
+            seat_buffer_bytes=self.seat_buffer_bytes * n,
+            seat_state_bytes=self.seat_state_bytes * n, compile_bytes=self.compile_bytes * n,
             drafter_buffer_bytes=self.drafter_buffer_bytes * n,
             moe_workspace_bytes=self.moe_workspace_bytes * n, indexer_bytes=self.indexer_bytes * n,
             set_pool_bytes=self.set_pool_bytes * n,
@@ -211,6 +216,7 @@ class KVPool:
         before = 0.0 if self.transfer_after_fraction else self.transfer_buffer_bytes
         return budget - self.weight_bytes - self.lora_bytes - self.activation_bytes \
             - self.non_torch_bytes - self.cuda_graph_bytes - self.seat_buffer_bytes - before \
+            - self.seat_state_bytes \
             - self.fit_free_bytes - self.mm_reserve_bytes - self.drafter_buffer_bytes \
             - self.kept_free_bytes
 

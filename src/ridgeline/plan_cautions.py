@@ -226,3 +226,25 @@ def mla_unchunked_caution(win: Candidate | None, engine: str, load: Load,
             "and TensorRT-LLM turns enable_chunked_prefill off again for an MLA model outside "
             f"SM 90/100/103/120 ({model.name} on {win.accelerator}): it would not run them, "
             "which the check ran in chunks (a --max_num_tokens past the longest prompt runs them whole)")
+
+
+def prompt_cap_note(engine: str, load: Load, c: Candidate, budget: int | None) -> str:
+    """Where ``c`` launches TensorRT-LLM with enable_chunked_prefill off (as its check ran)
+    and a --max_seq_len past its --max_num_tokens (``budget``; None: the default 8,192): that
+    trtllm-serve refuses a prompt longer than max_num_tokens (llm.py _check_arguments, HTTP
+    400 'should not exceed max_num_tokens'), that this load has none such (plan checks a
+    load with one chunked, and its line turns chunked prefill on), and the YAML key that
+    serves them; "" elsewhere. Qwen3-Next on one H100: --max_num_tokens 2,048 under
+    --max_seq_len 92,160, the load's longest prompt 1,000."""
+    if engine != "trtllm" or c.enable_chunked_prefill or not c.max_model_len:
+        return ""
+    budget = budget or int(engine_defaults("trtllm")["max_num_tokens"])
+    if c.max_model_len <= budget:
+        return ""
+    longest = load.longest_prompt(c.max_model_len)
+    return (f"--max_num_tokens {budget:,} with enable_chunked_prefill off, as checked: "
+            f"trtllm-serve refuses a prompt longer than {budget:,} tokens under "
+            f"--max_seq_len {c.max_model_len:,} (HTTP 400, 'should not exceed "
+            f"max_num_tokens'); this load's longest prompt is {longest:,}, so it refuses "
+            "none; enable_chunked_prefill: true in the YAML serves longer ones in chunks, "
+            "not checked here")

@@ -116,6 +116,21 @@ def lm_head_output_bytes(model: ModelSpec, max_batch_size: int, tensor_parallel_
         * _coefficients()["lm_head_output_bytes"]
 
 
+def seat_state_bytes(dep: Deployment, max_batch_size: int, stage: Stage | None = None) -> float:
+    """The recurrent state TensorRT-LLM's Python Mamba cache manager holds on each GPU from
+    start-up, in the releases ridgeline models (to 1.2): conv_states and ssm_states are
+    ``torch.empty([layers, max_batch_size, ...])`` (mamba_cache_manager.py, MambaCacheManager
+    .__init__), built with the estimating KV manager, so the profiled peak holds them and
+    cal_max_tokens gives the cache (total − peak + the estimating KV) × the fraction: every
+    seat's state comes out before the fraction. After 1.2 the state moved into the KV pool,
+    a block a request (PR #12185, 2026-03-13). Nemotron-H-56B on one H100 (bf16 state):
+    2,048 seats × 438.3 MiB = 876.7 GiB; 0 for a model without recurrent layers."""
+    from ridgeline.capacity import state_bytes_per_gpu  # the step-cost module: heavy
+
+    share = 1.0 if stage is None else stage.kv_share
+    return max_batch_size * state_bytes_per_gpu(dep) * share
+
+
 def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,
                 non_torch: float, kv_bytes_per_token: float, stage: Stage | None) -> KVPool:
     """TensorRT-LLM: kv_cache_free_gpu_mem_fraction of the memory free once the weights, the
@@ -145,6 +160,7 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     free_rest = s.gpu_memory_utilization or float(d["kv_cache_free_gpu_mem_fraction"])
     return KVPool("trtllm", total_bytes, 1.0, weight_bytes, peak, non_torch, 0.0, free_rest,
                   kv_bytes_per_token, block, seqs, tokens, forward_bytes=forward,
-                  stage=stage, seat_buffer_bytes=buffers, token_cap=s.max_total_tokens or 0,
+                  stage=stage, seat_buffer_bytes=buffers,
+                  seat_state_bytes=seat_state_bytes(dep, seqs, stage), token_cap=s.max_total_tokens or 0,
                   windows_apart=has_windows(dep),  # windows counted whole (engine_windows.py)
                   transfer_buffer_bytes=transfer, transfer_after_fraction=engine_backend)

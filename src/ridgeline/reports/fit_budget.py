@@ -81,6 +81,10 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                          if p.engine_buffers else
                          f"− sampler state ({seats})",
                          gib(p.seat_buffer_bytes)])
+        if p.seat_state_bytes:  # TensorRT-LLM to 1.2: every seat's Mamba state, up front
+            each = p.seat_state_bytes / max(1, p.max_num_seqs) / 2**20
+            rows.append([f"− Mamba state ({p.max_num_seqs:,} {plural(p.max_num_seqs, 'seat')} "
+                         f"× {each:,.1f} MiB)", gib(p.seat_state_bytes)])
         if p.drafter_buffer_bytes:  # vLLM Model Runner V2's, for its drafter
             rows.append(["− drafter buffers (Model Runner V2)", gib(p.drafter_buffer_bytes)])
         if p.kept_free_bytes:  # vLLM v0.34+: the extensible cache's measurement after warm-up

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ridgeline.capacity import engine_seat_limit
-from ridgeline.cost import served_footprint
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_windows import trtllm_window_caution
 from ridgeline.parallel import deployment_cross_node_caution
 from ridgeline.reports.fit_ranks import each_rank_note
 from ridgeline.reports.fit_state import drafter_seats_note, running_slots
@@ -20,7 +20,7 @@ from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_targets_caution
 from ridgeline.sglang_nsa import nsa_page_size
 from ridgeline.stages import micro_batch
-from ridgeline.units import GIB, MIB
+from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_step_caution
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_lora import lora_graph_caution
@@ -60,14 +60,8 @@ def fit_cautions(r: FitReport) -> list[str]:
                    f"{seats:,} run at once ({seats_name(r.pool)}{drafter_seats_note(r)}): raise "
                    "it to run them together")
     p, d = r.pool, r.deployment
-    state = served_footprint(d, 1).state_bytes / d.tensor_parallel_size
-    if p.engine == "trtllm" and state:
-        out.append(f"TensorRT-LLM's Python Mamba cache manager allocates every seat's "
-                   f"recurrent state up front ({p.max_num_seqs:,} seats × "
-                   f"{state / MIB:,.1f} MiB = {p.max_num_seqs * state / GIB:,.1f} GiB per "
-                   "GPU, before its free-memory fraction), which this sizing leaves out; "
-                   "later releases keep the state inside the KV pool (PR #12185), as it is "
-                   "counted here, a request at a time")
+    if trtllm_window_caution(d):
+        out.append(trtllm_window_caution(d))
     if p.token_cap and not p.capped:
         out.append(f"{cap_flag(p)} {p.token_cap:,} is more than the memory leaves "
                    f"({p.blocks * p.block_size:,} tokens): the engine keeps the smaller"

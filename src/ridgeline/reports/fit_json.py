@@ -106,6 +106,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                           "non_torch": p.non_torch_bytes, "cuda_graphs": p.cuda_graph_bytes,
                           # TRT-LLM's engine runtime and decoder; vLLM MRV2's sampler state
                           "seat_buffers": p.seat_buffer_bytes,
+                          # TRT-LLM to 1.2: a hybrid's recurrent state for every seat
+                          "seat_state": p.seat_state_bytes,
                           # vLLM MRV2's buffers for its drafter (vllm_mrv2_drafter)
                           "drafter_buffers": p.drafter_buffer_bytes,
                           "lora_adapters": p.lora_bytes,  # the LoRA slots (vLLM, SGLang)

@@ -15,6 +15,7 @@ from ridgeline.capacity import (
     conversations,
     engine_seat_limit,
     held_conversations,
+    seats_that_fit,
 )
 from ridgeline.data_parallel import layout_label
 from ridgeline.decode_context import dcp_layout_problem, dcp_release_problem
@@ -206,7 +207,9 @@ def levers(r: FitReport) -> list[Lever]:
         options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context, s))
     if gguf:
         options += _slots_lever(r)
-    if r.pool.engine_buffers:
+    if r.pool.seat_state_bytes:
+        options += state_seats_lever(r)
+    elif r.pool.engine_buffers:
         options += _seats_lever(r)
     options += _more_seats_lever(r)
     if d.engine == "vllm" and not r.pool.set_pool_bytes:
@@ -689,6 +692,22 @@ def _more_seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSe
     flag = seats_flag(r.deployment.engine).split("/")[0]
     return [(f"{flag} {seats:,}", r.deployment, r.context,
              replace(r.settings, max_num_seqs=seats))]
+
+
+def state_seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """TensorRT-LLM to 1.2 holds every seat's recurrent state from start-up
+    (trtllm_memory.seat_state_bytes): the most seats whose conversations all fit beside
+    their states (fewer seats free memory for the cache, more run more at once), found by
+    bisection; none where it is no fewer than the seats the deployment has, or where one
+    seat does not fit. Nemotron-H-56B fp8 on one H100 at 8,192 tokens: 2,048 seats want
+    876.7 GiB, --max_batch_size 42 runs 42."""
+    seats = r.pool.max_num_seqs
+    best = seats_that_fit(r.deployment, replace(r.settings, max_model_len=r.context),
+                          r.context, seats)
+    if not best or best >= seats:
+        return []
+    return [(f"--max_batch_size {best:,}", r.deployment, r.context,
+             replace(r.settings, max_num_seqs=best))]
 
 
 def _seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:

@@ -91,6 +91,15 @@ def reserved_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[St
                    _fraction_note(dep, pool, s))),)
 
 
+def seat_state_note(pool: KVPool) -> str:
+    """Where TensorRT-LLM's every-seat recurrent state comes from, with its division."""
+    each = pool.seat_state_bytes / max(1, pool.max_num_seqs) / MIB
+    return (f"{pool.max_num_seqs:,} seats (max_batch_size) × {each:,.1f} MiB of conv and SSM "
+            "state: TensorRT-LLM to 1.2 allocates it for every seat before it measures the "
+            "memory its cache may take (MambaCacheManager; inside the KV pool only after "
+            "PR #12185)")
+
+
 def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     """The KV pool per GPU: llama.cpp's, one --kv-cache-memory-bytes sets, or what the
     engine's reserved fraction leaves after the weights, the profiled peak and the rest."""
@@ -100,6 +109,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
             step(f"static pool {per_gpu(pool)}" if static else f"KV pool {per_gpu(pool)}",
                  "(total × reserved fraction − weights − activations − non-torch "
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
+                 + (" − every seat's Mamba state" if pool.seat_state_bytes else "")
                  + (" − KV transfer buffer" if pool.transfer_buffer_bytes
                     and not pool.transfer_after_fraction else "")
                  + ") × free fraction of the rest"
@@ -162,6 +172,8 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                       f"(4 × vocab {dep.model.vocab_size:,} × 4 B + top-k scratch + 15 × "
                       "max_seq_len × 4 B), allocated before the cache is sized")]
                    if pool.engine_buffers else []),
+                 *([q("Mamba state for every seat", pool.seat_state_bytes / GIB, "GiB",
+                      seat_state_note(pool))] if pool.seat_state_bytes else []),
                  *([q("sampler state", pool.seat_buffer_bytes / GIB, "GiB",
                       f"Model Runner V2's persistent buffers: {pool.max_num_seqs:,} seats × (4 × "
                       f"vocab {dep.model.vocab_size:,} + 8 × vocab ÷ 32 + 17,924) B + 13 B × "

@@ -174,6 +174,10 @@ def verdict_line(r: FitReport) -> str:
             headline += (f" (the weights alone, {p.weight_bytes / GIB:,.1f} GiB {per_gpu(p)}, "
                          f"exceed the card's {p.total_bytes / GIB:,.1f} GiB: it could not "
                          "load them)")
+        elif p.rest_bytes < 0 and p.seat_state_bytes:
+            headline += (f" (TensorRT-LLM reserves Mamba state for every one of "
+                         f"--max_batch_size {p.max_num_seqs:,} seats, "
+                         f"{p.seat_state_bytes / GIB:,.1f} GiB {per_gpu(p)})")
         elif p.rest_bytes < 0:
             headline += f" ({_overflow(p)})"
     elif r.verdict == UNDER_RIDGE and slots:
@@ -322,6 +326,7 @@ def _overflow(p: KVPool) -> str:
     if first > budget:
         return f"{taken} alone overflow the {budget / GIB:,.1f} GiB it reserves"
     later = (("CUDA graphs", p.cuda_graph_bytes), ("sampler's seats", p.seat_buffer_bytes),
+             ("Mamba state of every seat", p.seat_state_bytes),
              ("margin it keeps free after warm-up", p.kept_free_bytes))  # the last: v0.34+
     rest = " and the ".join(name for name, size in later if size > 0)
     return (f"{taken} take {first / GIB:,.2f} of the "

@@ -18,6 +18,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
+from ridgeline.plan_cautions import prompt_cap_note
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.reports.launch_commands import multi_node_note
 from ridgeline.reports.plan_commands import PlanCommands
@@ -309,6 +310,10 @@ class PlanReport:
         return (head + f"it refuses {refused} (those "
                 "longer), each a miss")
 
+    def prompt_cap_note(self, c: Candidate) -> str:
+        """``c``'s prompt limit under TensorRT-LLM (plan_cautions.prompt_cap_note), or ""."""
+        return prompt_cap_note(self.result.engine, self.result.load, c, c.max_num_batched_tokens)
+
     def check_note(self, c: Candidate) -> str:
         """Why a trace's checked ``c`` gets no simulate command, and what its check replayed
         (every 2nd request of the trace for two replicas, or its heaviest stretch: simulate
@@ -460,7 +465,8 @@ class PlanReport:
         launch = [f"  node {i}: {c}" for i, c in enumerate(nodes)] if nodes \
             else [f"  {c}" for c in commands.values()]
         lines += ["", "run it with" + (f" ({spans})" if spans else "") + ":", *launch,
-                  *self.launch.config_lines(), *([f"  ({shrunk})"] if shrunk else []), ""] \
+                  *self.launch.config_lines(), *([f"  ({shrunk})"] if shrunk else []),
+                  *([f"  ({capped})"] if (capped := self.prompt_cap_note(win)) else []), ""] \
             if commands else ["", f"({self.launch.no_command()}: size its "
                               "engine with the batch above" + (f"; {spans}" if spans else "")
                               + (f"; {shrunk}" if shrunk else "") + ")", ""]

@@ -15,6 +15,7 @@ from ridgeline.engine_versions import split_launch_problem
 from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
+from ridgeline.plan_cautions import prompt_cap_note
 from ridgeline.render import table
 from ridgeline.serving_load import Slo
 from ridgeline.units import fmt_total_tok_s, plural
@@ -244,10 +245,15 @@ class PlanLists:
         without commands."""
         commands, extra = pool_commands(c) if pool_commands else ({}, [])
         count = {"prefill": c.prefill_replicas, "decode": c.replicas - c.prefill_replicas}
+        # the context servers take the prompts: their --max_num_tokens refuses longer ones
+        budget = c.pool_knobs[0][1] if c.pool_knobs else c.max_num_batched_tokens
+        capped = prompt_cap_note(self.result.engine, self.result.load, c, budget) \
+            if "prefill" in commands else ""
         return [f"  router: {command}" if name == "router" else
                 f"  {name} pool, {count[name]} {plural(count[name], 'replica')}: {command}"
                 for name, command in commands.items()] \
-            + [("    " if commands else "  ") + line for line in extra]
+            + [("    " if commands else "  ") + line for line in extra] \
+            + ([f"  (prefill pool: {capped})"] if capped else [])
 
     def pareto_lines(self) -> list[str]:
         """The Pareto frontier of tokens per GPU against tokens per user, decode at the load's

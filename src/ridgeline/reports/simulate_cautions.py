@@ -15,7 +15,7 @@ from ridgeline.chunked_prefill import over_budget_caution
 from ridgeline.deployment import Deployment
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import STEADY_LIFETIMES
-from ridgeline.units import plural
+from ridgeline.units import GIB, MIB, plural
 
 MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 
@@ -61,7 +61,20 @@ def version_cautions(settings: Any, pool: Any) -> list[str]:
         out.append(past_modelled(pool.accounting))
     if pool.engine == "sglang" and past_checked(settings.engine_version):
         out.append(past_checked(settings.engine_version))
+    if pool.engine == "trtllm" and pool.seat_state_bytes:
+        out.append(seat_state_caution(pool))
     return out
+
+
+def seat_state_caution(pool: Any) -> str:
+    """TensorRT-LLM (to 1.2) holds a hybrid's recurrent state for every seat from start-up
+    (trtllm_memory.seat_state_bytes): what it takes, and the flag that sets it."""
+    seats = pool.max_num_seqs
+    each = pool.seat_state_bytes / max(1, seats) / MIB
+    return (f"TensorRT-LLM (to 1.2) allocates every seat's recurrent state up front ({seats:,} "
+            f"seats × {each:,.1f} MiB = {pool.seat_state_bytes / GIB:,.1f} GiB per GPU, before "
+            "its free-memory fraction), as counted here: --max_batch_size sets it; later "
+            "releases keep the state inside the KV pool, a block a request (PR #12185)")
 
 
 def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None,
