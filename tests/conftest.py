@@ -45,6 +45,16 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out.out, out.err
 
 
+def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    """One command's --json object, the command having exited 0 (its stderr shown if not)."""
+    import json
+
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
 def refused_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """The one line a refused command prints: exit 2, nothing on stdout, no traceback."""
     code, out, err = run_cli(capsys, *argv)

@@ -8,16 +8,10 @@ import json
 
 import pytest
 
+from tests.conftest import cli_json as run_json
 from tests.conftest import run_cli
 
 TP2_70B = ["llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--prompt-len", "1100"]
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code, out, err = run_cli(capsys, *argv, "--json")
-    assert code == 0, err
-    data: dict = json.loads(out)
-    return data
 
 
 def longest(report: dict) -> int:
