@@ -290,3 +290,12 @@ def test_a_later_start_before_the_earlier_scrape_is_another_servers_page(
     one_line(err)
     assert "moves later between the scrapes 0 s and 60 s into the window" in err
     assert "3,600 s before the earlier scrape" in err
+
+
+def test_the_peak_rate_is_the_dense_peak_over_two_flop_a_weight() -> None:
+    """peak_tok_s's worked number: an H100's dense bf16 peak over 2 FLOP for each of
+    Llama-3.1-8B's matmul weights a token multiplies against, about 65,917 tok/s."""
+    dep = h100_8b()
+    peak = peak_tok_s(dep)
+    assert peak == pytest.approx(dep.dense_peak_flops_per_s / (2 * dep.matmul_params_per_token))
+    assert round(peak) == pytest.approx(65_917, abs=1)

@@ -32,7 +32,7 @@ LIGHTER_WEIGHTS = {"llama.cpp": ("q8_0", "q6_k", "q5_k_m", "q4_k_m"),
 def peak_tok_s(dep: Deployment) -> float:
     """Tokens a second the deployment's GPUs compute at their dense peak, 2 FLOP a weight
     each token multiplies against, attention aside: Llama-3.1-8B on one H100, 989.4 TFLOP/s
-    ÷ (2 × 7.50e9) = 65,950 tok/s, prefill's roofline at any batch."""
+    ÷ (2 × 7.505e9) = 65,917 tok/s, prefill's roofline at any batch."""
     return dep.dense_peak_flops_per_s * dep.num_gpus / (2 * dep.matmul_params_per_token)
 
 
