@@ -92,7 +92,7 @@ def test_a_counter_that_falls_under_a_held_process_start_is_refused(
     assert code == 2 and not out
     one_line(err)
     assert "vllm:generation_tokens_total went down between the scrapes 30 s and 60 s" in err
-    assert f"process_start_time_seconds stayed at {start:,.0f}" in err
+    assert f"process_start_time_seconds stayed at {start:,.0f} s" in err
 
 
 def test_a_process_start_that_moves_later_is_still_a_restart(

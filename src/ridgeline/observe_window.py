@@ -171,8 +171,8 @@ def _refuse_earlier_start(scrapes: list[Scrape], i: int) -> None:
         was = before.get(labels)
         if was is not None and now < was - RESTART_MOVE_S:
             raise InputError(
-                f"{PROCESS_START} moves earlier {window_at(scrapes, i)}, from {was:,.0f} to "
-                f"{now:,.0f} ({was - now:,.0f} s before): a process cannot start before it "
+                f"{PROCESS_START} moves earlier {window_at(scrapes, i)}, from {was:,.0f} s to "
+                f"{now:,.0f} s ({was - now:,.0f} s before): a process cannot start before it "
                 "did, so the scrapes are not one server's run (pages of two servers, as a "
                 "load balancer in front of replicas answers them): scrape one server's own "
                 "/metrics")
@@ -190,9 +190,9 @@ def _refuse_start_before_scrape(scrapes: list[Scrape], i: int) -> None:
             or not started + RESTART_MOVE_S < now < before.time_s - CLOCK_SKEW_S:
         return
     raise InputError(
-        f"{PROCESS_START} moves later {window_at(scrapes, i)}, to {now:,.0f}, yet that is "
+        f"{PROCESS_START} moves later {window_at(scrapes, i)}, to {now:,.0f} s, yet that is "
         f"{before.time_s - now:,.0f} s before the earlier scrape, which a process started at "
-        f"{started:,.0f} answered: no restart, so the scrapes are not one server's run (pages "
+        f"{started:,.0f} s answered: no restart, so the scrapes are not one server's run (pages "
         "of two servers, as a load balancer in front of replicas answers them): scrape one "
         "server's own /metrics")
 
@@ -213,7 +213,7 @@ def _refuse_fall_under_held_start(scrapes: list[Scrape], i: int, core: tuple[str
     raise InputError(
         f"{fell[0]} went down {window_at(scrapes, i)}"
         + (f" ({core_name(core)})" if core_name(core) else "")
-        + f" while {PROCESS_START} stayed at {held:,.0f}: no process restarted, so this is no "
+        + f" while {PROCESS_START} stayed at {held:,.0f} s: no process restarted, so this is no "
         "restart; the scrapes are not one server's run (an edited file, pages of two servers, "
         "a counter reset nothing explains): give scrapes of one")
 
