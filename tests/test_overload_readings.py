@@ -15,7 +15,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
-from ridgeline.reports.simulate_overload import overload_rates
+from ridgeline.reports.simulate_overload import COMPUTE_BOUND, overload_rates
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import OVERLOAD_BACKLOG, SimResult
 from ridgeline.sim.overload import (
@@ -30,6 +30,7 @@ from ridgeline.sim.overload import (
     saturated_req_s,
 )
 from ridgeline.sim.pipeline import run_replica
+from ridgeline.sim.scheduler import FULL_KV
 from ridgeline.sim.workload import Workload
 from tests.test_sim_overload import _late_burst
 
@@ -220,3 +221,57 @@ def test_the_batch_full_rate_is_called_a_ceiling_only_where_it_is_one(
     else:
         assert f"{saturated} with its batch full" in line and "at most" not in line
     assert flag["served_req_s"] > flag["saturated_req_s"]  # the case this pins
+
+
+# a small card offered many short requests, seats enough that neither they nor the pool fill:
+# each step's token budget is shared by the decodes and the prompts, the batch held at ~1,400
+COMPUTE_BOUND_RUN = ["llama-3.2-1b", "--gpu", "l4", "--rate", "300", "--input-len", "32",
+                     "--output-len", "64", "--max-num-seqs", "2048"]
+
+
+@pytest.mark.parametrize("requests", ["2000", "20000"])
+def test_a_compute_bound_overload_says_so_in_tokens(
+        capsys: pytest.CaptureFixture[str], requests: str) -> None:
+    """Llama-3.2-1B on an L4 offered 300 req/s of 32 / 64 tokens with 2,048 seats: no step
+    found the KV cache, the seats or the token budget full, yet it serves about 235 req/s,
+    so the requests in the engine grow by ~60 req/s. The line had counted "once the batch had
+    filled at ~16.6 s (an estimate …)", a fill that never came, and said the batch grows
+    "until its pool is full"; it now gives the offered and served tok/s, the growth, and
+    that the bound is compute, and --json the same."""
+    out, text = _simulate(capsys, *COMPUTE_BOUND_RUN, "--num-requests", requests)
+    flag = out["overloaded"]
+    assert out["batch_filled"]["found"] == "estimated" and flag["limit"] == COMPUTE_BOUND
+    assert out["running_batch"]["max"] < 2048
+    best = max(flag["served_req_s"], flag["saturated_req_s"] or 0.0)
+    tokens = flag["tokens_per_request"]
+    assert tokens == 32 + 64
+    assert flag["offered_tok_s"] == pytest.approx(flag["offered_req_s"] * tokens)
+    assert flag["served_tok_s"] == pytest.approx(best * tokens)
+    assert flag["backlog_req_s"] == pytest.approx(flag["offered_req_s"] - best)
+    assert flag["offered_tok_s"] > 1.2 * flag["served_tok_s"]
+    line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
+    assert (f"offered {flag['offered_tok_s']:,.0f} tok/s (prompt + output) > served "
+            f"{flag['served_tok_s']:,.0f} tok/s, so the requests in the engine grow by "
+            f"~{flag['backlog_req_s']:,.1f} req/s") in line
+    assert "TTFT grows without bound" in line and "compute-bound" in line
+    assert "once the batch had filled" not in line and "until its pool is full" not in line
+    if flag["grew"] == "batch":  # the short run: the batch took the excess on
+        assert "until its steps' token budget, its seats or its pool stop it" in line
+    else:  # the long one: its queue, past the estimated fill, with the counts' evidence
+        assert f"from ~{flag['past_fill_s'][0]:,.1f} s on" in line
+        # a longer run's TTFT is the longer: the queue's growth, not a steady state
+        short = _simulate(capsys, *COMPUTE_BOUND_RUN, "--num-requests", "5000")[0]
+        assert out["ttft_s"]["p50"] > 5 * short["ttft_s"]["p50"]
+
+
+def test_an_overload_its_pool_bounds_is_not_called_compute_bound(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """990 chat requests at 22 req/s to one H100 fill its KV cache: the limit is the fill's,
+    and the line gives the tokens offered past those served without the compute words."""
+    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "22",
+                          "--num-requests", "990", "--input-len", "1000", "--output-len", "300")
+    flag = out["overloaded"]
+    assert out["batch_filled"]["by"] == flag["limit"] == FULL_KV
+    line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
+    assert f"offered {flag['offered_tok_s']:,.0f} tok/s (prompt + output) > served " in line
+    assert "compute-bound" not in line and "once the batch had filled at" in line

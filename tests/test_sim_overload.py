@@ -23,6 +23,7 @@ from ridgeline.reports.simulate_overload import (
     fill_clause,
     fill_dict,
     overload_rates,
+    since_fill,
 )
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import (
@@ -138,7 +139,11 @@ def test_a_run_whose_batch_never_filled_says_its_fill_is_an_estimate() -> None:
                               "mean_service_s": rec.mean_service_s}
     clause = fill_clause(rec)
     assert clause.startswith(f"at ~{rec.steady_s[0]:,.1f} s (an estimate, {FILL_LIFETIMES} ")
-    assert clause in backlog_evidence(r)
+    # the verdict counts from there without calling it a fill ("once the batch had filled at
+    # ~22.6 s (an estimate … no step found the KV cache or the seats full)" had said both)
+    evidence = backlog_evidence(r)
+    assert evidence.startswith(since_fill(rec)) and "once the batch had filled" not in evidence
+    assert since_fill(rec).startswith(f"from ~{rec.steady_s[0]:,.1f} s on ({FILL_LIFETIMES} ")
 
 
 def test_few_seats_fill_by_their_count() -> None:

@@ -16,6 +16,7 @@ from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhea
 from ridgeline.reports.simulate_cautions import batch_past_fit
 from ridgeline.reports.simulate_engine import _engine_line, _policy, _ranks_together, all_ranks
 from ridgeline.reports.simulate_overload import (
+    COMPUTE_BOUND,
     Overload,
     _why_stopped,
     backlog_evidence,
@@ -51,6 +52,30 @@ def _client_lines(client: ClientWaits, served_req_s: float) -> list[str]:
                      f"{served_req_s:,.2f} req/s, so the waits grow with a longer run (a "
                      "higher --max-concurrency, or fewer requests a second, reads the engine)")
     return lines
+
+
+def _finite_or_none(x: float) -> float | None:
+    """x for --json, null where it is not a number (no request completed)."""
+    return x if math.isfinite(x) else None
+
+
+def _offered_past_served(o: Overload) -> str:
+    """The overload in tokens and its growth, as a clause ending "; " ("" where no request
+    completed, or it serves as fast as they come): offered tok/s past served, the requests in
+    the engine growing by the difference, TTFT with them; where no step found its batch full
+    (``COMPUTE_BOUND``), said to be its steps' time, not its memory or seats. Llama-3.2-1B on
+    an L4 at 300 req/s of 32 / 64 tokens, --max-num-seqs 2048: "offered 28,327 tok/s (prompt
+    + output) > served 22,560 tok/s, so the requests in the engine grow by ~60.1 req/s …"."""
+    if not (math.isfinite(o.tokens_per_request) and o.backlog_req_s > 0):
+        return ""
+    bound = ("compute-bound: no step found its KV cache, its seats or its token budget full, "
+             "its steps too slow for the arrivals rather than its memory short; "
+             if o.limit == COMPUTE_BOUND else "")
+    return (f"offered {o.offered_tok_s:,.0f} tok/s (prompt + output) > served "
+            f"{o.served_tok_s:,.0f} tok/s, so the requests in the engine grow by "
+            f"~{o.backlog_req_s:,.1f} req/s for as long as they arrive and TTFT grows without "
+            f"bound; {bound}")
+
 
 def _ms(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 1e3:,.1f}"
@@ -233,7 +258,17 @@ class SimulateReport:
                 # offered: the arrivals over their span, first to last; served: the rates'
                 "offered_over": "arrivals", "served_over": "simulated_time",
                 "waiting_at_last_arrival": o.waiting, "reading": o.reading, "grew": o.grew,
-                "saturated_req_s": o.saturated_req_s, **self._backlog_dict(),
+                "saturated_req_s": o.saturated_req_s,
+                # the same in tokens (prompt + output: the completed requests' mean a
+                # request), the served side the most it was read to serve, and how fast the
+                # requests in the engine grow: offered − that most
+                "tokens_per_request": _finite_or_none(o.tokens_per_request),
+                "offered_tok_s": _finite_or_none(o.offered_tok_s),
+                "served_tok_s": _finite_or_none(o.served_tok_s),
+                "backlog_req_s": o.backlog_req_s,
+                # what held the batch: the fill's ("kv_cache", "seats", "token_budget"), or
+                # "compute" where no step found it full (its steps' time bounds what it serves)
+                "limit": o.limit, **self._backlog_dict(),
                 **self._growth_dict(o)},
             "stopped_early": {"at_s": r.duration_s, "steps": r.steps,
                               "unfinished": self.requests - r.completed - r.rejected,
@@ -404,9 +439,12 @@ class SimulateReport:
             + " (these requests sent at once, its batch as full as its pool and seats allow)")
         grows = ("the queue grows for as long as they arrive" if o.grew == "queue" else
                  "the running batch takes on the excess, each step slower as it grows, until "
-                 "its pool is full and the queue grows")
+                 + ("its steps' token budget, its seats or its pool stop it"
+                    if o.limit == COMPUTE_BOUND else "its pool is full")
+                 + " and the queue grows")
         return (f"OVERLOADED: requests arrive at {o.offered_req_s:,.2f} req/s and the engine "
                 f"serves about {o.served_req_s:,.2f} req/s, busy throughout{most}: "
+                + _offered_past_served(o)
                 + (f"{'; '.join(evidence)} ({waiting})" if evidence else waiting)
                 + f"; {grows}, so the latencies above grow with the run's length, not towards "
                 "a steady state: lower the rate, or add replicas (`ridgeline plan` sizes them)")

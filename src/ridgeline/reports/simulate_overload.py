@@ -28,6 +28,10 @@ from ridgeline.sim.overload import (
 )
 from ridgeline.sim.scheduler import FULL_BUDGET, FULL_KV, FULL_SEATS
 
+# an overload whose batch no step found full (KV cache, seats, the running requests' token
+# budget): what it serves is bounded by its steps' time, not its memory or seats
+COMPUTE_BOUND = "compute"
+
 
 class Overload(NamedTuple):
     """Where the engine fell behind its arrivals (``overload_rates``)."""
@@ -38,6 +42,31 @@ class Overload(NamedTuple):
     reading: str  # which reading (sim.overload.overload_reading)
     grew: str  # "queue", or "batch" where the running batch took the excess on
     saturated_req_s: float | None  # the most it serves, its batch full, where that was read
+    tokens_per_request: float  # the completed requests' mean prompt + output (nan: none)
+    limit: str  # what held the batch: the fill's (sim.scheduler FULL_*), or COMPUTE_BOUND
+
+    @property
+    def best_served_req_s(self) -> float:
+        """The most it was read to serve: the run's rate, or the batch-full replay's where
+        that is higher (235.00 beside 219.91 served over a 2,000-request run)."""
+        return max(self.served_req_s, self.saturated_req_s or 0.0)
+
+    @property
+    def offered_tok_s(self) -> float:
+        """Offered req/s × the mean prompt + output tokens a request: 295.08 × 96 = 28,327."""
+        return self.offered_req_s * self.tokens_per_request
+
+    @property
+    def served_tok_s(self) -> float:
+        """``best_served_req_s`` × the mean tokens a request: 235.00 × 96 = 22,560."""
+        return self.best_served_req_s * self.tokens_per_request
+
+    @property
+    def backlog_req_s(self) -> float:
+        """How fast the requests in the engine (running and waiting) grow while they arrive:
+        offered − ``best_served_req_s`` (295.08 − 235.00 = 60.1 req/s; runs of 20,000 read
+        (15,059 − 11,890) ÷ 50.1 s = 63 past the fill); 0 where it serves as fast (a burst)."""
+        return max(0.0, self.offered_req_s - self.best_served_req_s)
 
 
 def overload_rates(r: SimResult, requests: int,
@@ -66,8 +95,12 @@ def overload_rates(r: SimResult, requests: int,
     # what it serves: its completions over the run, busy throughout (the requests started by
     # the last arrival, over the arrivals' span, counted the batch's first filling as service:
     # 171 req/s "taken on" at 1,000 offered, where 44 complete)
+    rec = r.rec
+    tokens = (rec.prompt_tokens + rec.output_tokens) / rec.completed if rec.completed \
+        else math.nan
     return Overload((requests - 1) / span, r.request_rate_req_s, waiting, reading, grew,
-                    saturated_req_s if reading == CAPACITY_READ else None)
+                    saturated_req_s if reading == CAPACITY_READ else None, tokens,
+                    rec.fill_reason if rec.fill_observed else COMPUTE_BOUND)
 
 
 def gauges_at(r: SimResult, t: float) -> tuple[int, int]:
@@ -117,7 +150,7 @@ def backlog_evidence(r: SimResult) -> str:
         return ""
     arrived, left, _ = behind
     start, last = r.rec.steady_s
-    text = (f"once the batch had filled {fill_clause(r.rec)}, up to the last arrival at "
+    text = (f"{since_fill(r.rec)}, up to the last arrival at "
             f"{last:,.1f} s, {arrived:,} requests arrived and {left:,} left the engine, "
             f"{arrived - left:,} fewer")
     trend = r.rec.queue_trend(start, last)
@@ -147,6 +180,19 @@ def fill_clause(rec: Recorder) -> str:
             "the first arrival: no step found the KV cache or the seats full)")
 
 
+def since_fill(rec: Recorder) -> str:
+    """Where the count past the batch's filling starts, as a clause: "once the batch had
+    filled at 38.4 s (KV cache full)" where the run saw it fill; where no step did (neither
+    its KV cache, its seats nor its token budget), "from ~16.6 s on (3 mean request lifetimes
+    after the first arrival, where a fill would be: no step found its batch full)", not a
+    fill that never was (Llama-3.2-1B on an L4 at 300 req/s of 32 / 64 tokens, --max-num-seqs 2048, its
+    budget shared by decodes and prompts: 1,398 running at most)."""
+    if rec.fill_observed:
+        return f"once the batch had filled {fill_clause(rec)}"
+    return (f"from ~{rec.steady_s[0]:,.1f} s on ({FILL_LIFETIMES} mean request lifetimes after "
+            "the first arrival, where a fill would be: no step found its batch full)")
+
+
 def fill_dict(rec: Recorder) -> dict[str, Any] | None:
     """When the batch filled, for --json: the time, how it was found ("observed", with
     what filled; "estimated", FILL_LIFETIMES mean service times after the first arrival);
@@ -164,7 +210,7 @@ def _why_stopped(r: SimResult) -> str:
     """Which reading cut the run short (``Recorder.hopelessly_behind``), as a clause."""
     rec = r.rec
     if rec.stop_reading == FLOWS_CUT:
-        return (f"once the batch had filled {fill_clause(rec)}, fewer than half as many "
+        return (f"{since_fill(rec)}, fewer than half as many "
                 "requests left the engine as arrived, so the rest of the run would only "
                 "lengthen the queue")
     return (f"when the last of its {round(rec.arrivals.total):,} requests arrived, "
