@@ -381,3 +381,47 @@ def test_uneven_engines_are_held_against_a_pool_by_the_busiest_engine(
     assert json.loads(capsys.readouterr().out)["busiest_engine_running"]["max"] == 50
     assert main([*argv, "--max-num-seqs", "40"]) == 2
     assert "50 requests running in one engine core" in capsys.readouterr().err
+
+
+def started(engines: dict[str, float]) -> str:
+    """Each engine's own process start, labelled with it."""
+    return "".join(f'process_start_time_seconds{{engine="{e}"}} {t}\n' for e, t in engines.items())
+
+
+@pytest.mark.parametrize("engine1_started", [1764300000, 1764450000])
+def test_one_engine_whose_own_start_moves_restarts_alone(engine1_started: float) -> None:
+    """Two scrapes, two engines, each exporting its own process start. Engine 1 restarts 30 s
+    into the window and by the next scrape has generated 30,000 tokens, past its old 10,000:
+    only its start moving says so. It counts from zero (30,000), engine 0 its increase
+    (60,000): 750 tok/s an engine. Read off the earliest start of all, engine 1 started
+    first had the server's start move to engine 0's, 100,000 s before the earlier scrape
+    (refused as another server's page), and started after engine 0 left the restart unseen
+    (20,000 read for engine 1: 667 tok/s)."""
+    t0 = 1764500000
+    tokens = [{"0": 1_000_000, "1": 10_000}, {"0": 1_060_000, "1": 30_000}]
+    starts = [{"0": 1764400000, "1": engine1_started}, {"0": 1764400000, "1": t0 + 30}]
+    text = "".join(
+        scrape(t0 + 60 * k, {e: {**gauges(40, 0, 0.5), "vllm:generation_tokens_total": n}
+                             for e, n in tokens[k].items()})
+        + started(starts[k]) for k in (0, 1))
+    obs = from_scrapes(split_scrapes(text), "t")
+    assert obs.duration_s == 60
+    assert obs.generation_tok_s == pytest.approx((60_000 + 30_000) / 60 / 2)
+    (note,) = [n for n in obs.notes if "restarted" in n]
+    assert note.startswith("engine 1 restarted between the scrapes 0 s and 60 s")
+    assert "(process_start_time_seconds moved later)" in note
+
+
+def test_the_servers_own_start_moving_is_still_every_engines_restart() -> None:
+    """An unlabelled process start (the server's process, vLLM's API server) moving later
+    restarts every engine: the two scrapes after it are read."""
+    def both(t: int, tokens: float, start: float) -> str:
+        return scrape(t, {e: {**gauges(40, 0, 0.5), "vllm:generation_tokens_total": tokens}
+                          for e in ("0", "1")}) + f"process_start_time_seconds {start}\n"
+    obs = from_scrapes(split_scrapes(both(1764500000, 10_000, 1764400000)
+                                     + both(1764500060, 40_000, 1764500030)
+                                     + both(1764500120, 100_000, 1764500030)), "t")
+    assert obs.duration_s == 60
+    assert obs.generation_tok_s == pytest.approx(60_000 / 60)
+    assert any(n.startswith("the server restarted between the scrapes 0 s and 60 s")
+               and "(process_start_time_seconds moved later)" in n for n in obs.notes)

@@ -221,6 +221,46 @@ def test_token_rates_past_the_peak_are_cautioned_and_not_compared(
     assert code == 0 and "at their peak" not in out
 
 
+def sglang_ranks(ranks: list[str], generated_each: float) -> str:
+    """Two SGLang scrapes 60 s apart, one series set for each of ``ranks`` (its labels),
+    each rank generating ``generated_each`` tokens between them."""
+    return "".join(f"# scrape_time {t}\n" + "".join(
+        f'sglang:num_running_reqs{{model_name="m",{r}}} 20\n'
+        f'sglang:num_queue_reqs{{model_name="m",{r}}} 0\n'
+        f'sglang:token_usage{{model_name="m",{r}}} 0.3\n'
+        f'sglang:generation_tokens_total{{model_name="m",{r}}} {1_000 + n}\n' for r in ranks)
+        for t, n in ((T0, 0), (T0 + 60, generated_each)))
+
+
+@pytest.mark.parametrize(("shared", "num_gpus"), [(True, 8), (False, 2)])
+def test_the_rate_bound_counts_every_engine_against_the_gpus_they_run_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], shared: bool, num_gpus: int) -> None:
+    """Four SGLang DP ranks computing 15× the peak of the GPUs described, together. With DP
+    attention (--tp 8 --dp 4 --enable-dp-attention: dp_rank r holds tp_ranks 2r and 2r+1)
+    the ranks share those 8 GPUs, so the four ranks' sum is refused: each rank's mean (3.75×)
+    against all 8 had passed, cautioned. As replicas (--dp 4 --tp 2: every rank tp_rank 0
+    and 1) each runs its own 2 GPUs, 3.75× their peak: cautioned, not refused."""
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                           num_gpus=num_gpus)
+    peak = peak_tok_s(dep)
+    ranks = [f'dp_rank="{r}",tp_rank="{2 * r + t if shared else t}"'
+             for r in range(4) for t in range(2)]
+    path = tmp_path / "sglang.prom"
+    path.write_text(sglang_ranks(ranks, 15 * peak / 4 * 60))
+    code, out, err = run_cli(capsys, "observe", str(path), "--model", "llama-3.1-8b", "--gpu",
+                             "h100", "--num-gpus", str(num_gpus))
+    if shared:
+        assert code == 2 and not out
+        one_line(err)
+        assert "by its 4 engines together" in err
+        assert f"15.0× the {peak:,.0f} llama-3.1-8b computes on 8 x h100-sxm, shared by its 4 " \
+            "DP-attention ranks at their peak" in err
+    else:
+        assert code == 0
+        assert f"3.8× the {4 * peak:,.0f} llama-3.1-8b computes on 4 engines of 2 x h100-sxm " \
+            "at their peak" in out
+
+
 # -- the scrape order --------------------------------------------------------------------------
 
 

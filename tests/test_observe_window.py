@@ -544,3 +544,26 @@ def test_explain_shows_the_inputs_of_the_context(tmp_path: Path,
     block = block[:block.index("=>")]
     assert "KV usage × the pool's tokens ÷ running requests" in block
     assert "KV usage = " in block and "pool = " in block and "running = " in block
+
+
+def test_sglangs_scheduler_seconds_falling_is_a_restart(tmp_path: Path) -> None:
+    """SGLang exports no process start. It restarts between the first two scrapes and its
+    token counters pass their old values by the second; its scheduler's CPU seconds (0.5.20
+    on) fall from 3,000 to 40: a restart, so the two scrapes after it are read (60,000 tokens
+    in 60 s), not the 5,000 between two lifetimes."""
+    lab = 'model_name="m",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+
+    def sglang(t: float, generated: float, cpu_s: float) -> str:
+        return "\n".join([f"# scrape_time {t}", f"sglang:num_running_reqs{{{lab}}} 8",
+                          f"sglang:num_queue_reqs{{{lab}}} 0", f"sglang:token_usage{{{lab}}} 0.2",
+                          f"sglang:generation_tokens_total{{{lab}}} {generated}",
+                          f"sglang:scheduler_process_cpu_seconds_total{{{lab}}} {cpu_s}"]) + "\n"
+
+    path = tmp_path / "sglang.prom"
+    path.write_text(sglang(1000, 20_000, 3_000) + sglang(1060, 25_000, 40)
+                    + sglang(1120, 85_000, 80))
+    obs = read_source(str(path))
+    assert obs.duration_s == 60
+    assert obs.generation_tok_s == pytest.approx((85_000 - 25_000) / 60)
+    (note,) = [n for n in obs.notes if "restarted" in n]
+    assert "sglang:scheduler_process_cpu_seconds_total went down" in note

@@ -100,6 +100,16 @@ EAGER_PREFIXES = ("vllm:", "llamacpp:")
 # started inside the window, all its counts the window's; a start that moves between two
 # scrapes is a restart, whether or not a counter fell
 PROCESS_START = "process_start_time_seconds"
+# SGLang exports no PROCESS_START: its /metrics is prometheus_client's multiprocess collector
+# alone (sglang/srt/utils/common.py add_prometheus_middleware, 0.5.23: a CollectorRegistry
+# with MultiProcessCollector, no process collector), and nothing else there is a time stamp
+# (sglang:startup_time_seconds is how long start-up took, by phase). From 0.5.20 each
+# scheduler counts its own CPU and idle seconds (sglang/srt/observability/metrics_collector.py,
+# fed by the scheduler loop whether or not requests finish): a restart resets them with the
+# process, so they fall at a restart that leaves the token counters at 0 or passing their old
+# values, where a fall is the only sign SGLang gives
+SCHEDULER_SECONDS = ("sglang:scheduler_process_cpu_seconds_total",
+                     "sglang:scheduler_idle_seconds_total")
 
 
 def running_metric(engine: str) -> str:

@@ -38,6 +38,9 @@ class Observation:
     model_names: list[str] = field(default_factory=list)  # as the engine labels its metrics
     engine_family: str | None = None  # vllm, sglang or llama.cpp: whose metric names these are
     engines: int = 1  # vLLM data-parallel engine cores (the "engine" label): figures are each's
+    # the engines are SGLang's DP-attention ranks of one tensor-parallel group (each
+    # dp_rank's series with tp_ranks of its own): they share the GPUs described, not each its own
+    engines_share_gpus: bool = False
     kv_tokens: list[float] = field(default_factory=list)  # llama-server's cells in use (older)
     swapped: list[float] = field(default_factory=list)  # vLLM V0: requests swapped out to CPU
     # data-parallel engines: each engine's (KV usage, waiting) at each scrape

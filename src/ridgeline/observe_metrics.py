@@ -40,7 +40,10 @@ Over a window every counter is its increase, the lengths a finished request brou
 restart of the whole server (``process_start_time_seconds`` moving later, or every core's
 counters falling) splits the window into runs, and only one is read, the latest of two scrapes
 or more (observe_run.py); one core's restart beside others (a counter or histogram of it that
-falls) counts all of that core's series from zero after it; a fall under a process start
+falls, or a process start labelled with it moving later) counts all of that core's series from
+zero after it; SGLang, which exports no process start, shows a restart only by a fall (its
+scheduler's CPU and idle seconds from 0.5.20: engine_metrics.SCHEDULER_SECONDS); a fall under a
+process start
 that holds, and a process start that moves earlier or to before the earlier scrape, are
 another server's page, refused; a series missing from a later
 scrape gives no window figure (not 0), nor does one absent from the first scrape, whichever
@@ -171,6 +174,8 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             _check_one_server(s, source)
         cores = {core_of(labels) for labels, _ in scrapes[-1].samples[running_name]}
         obs.engines = max(1, len(cores - {(None, None)}))
+        obs.engines_share_gpus = obs.engines > 1 and one_tp_group(
+            scrapes[-1].samples[running_name])
     k = obs.engines
     if k > 1:
         obs.notes.append(f"{k} data-parallel engines (the 'engine' or 'dp_rank' label): the "
@@ -597,6 +602,22 @@ def _cached_prompt_tokens(scrapes: list[Scrape], obs: Observation, timed: bool,
     if cached is None or prompted is None:
         return None
     return cached, prompted, "the prompt tokens that include them"
+
+
+def one_tp_group(series: list[tuple[dict[str, str], float]]) -> bool:
+    """Whether the cores of a metric's series are SGLang's DP-attention ranks of one
+    tensor-parallel group: each a dp_rank whose series carry tp_ranks no other has
+    (dp_rank = tp_rank // attention TP size: sglang/srt/layers/dp_attention.py
+    compute_dp_attention_world_info; --tp 8 --dp 4 --enable-dp-attention: dp_rank 1 is
+    tp_rank 2, and 3), so the ranks share the GPUs of --tp. SGLang's --dp without DP
+    attention launches replicas whose tp_ranks each count from 0 (every dp_rank tp_rank 0):
+    each its own GPUs, as vLLM's engines are."""
+    ranks: dict[str | None, set[str]] = {}
+    for labels, _ in series:
+        if "dp_rank" not in labels or "tp_rank" not in labels or "engine" in labels:
+            return False
+        ranks.setdefault(labels["dp_rank"], set()).add(labels["tp_rank"])
+    return len(ranks) > 1 and sum(map(len, ranks.values())) == len(set().union(*ranks.values()))
 
 
 def _rank_gap(series: list[tuple[dict[str, str], float]]) -> tuple[float, float] | None:

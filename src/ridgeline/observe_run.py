@@ -13,7 +13,15 @@ import itertools
 
 from ridgeline.engine_metrics import PROCESS_START
 from ridgeline.errors import InputError
-from ridgeline.observe_window import RESTART_SIGNS, Restarts, core_of, find_restarts, window_at
+from ridgeline.observe_window import (
+    RESTART_SIGNS,
+    SERVER_CORE,
+    Restarts,
+    core_of,
+    find_restarts,
+    moved_starts,
+    window_at,
+)
 from ridgeline.prometheus import Scrape
 
 MIN_RUN_SCRAPES = 2  # a rate needs two scrapes of one run
@@ -21,20 +29,26 @@ MIN_RUN_SCRAPES = 2  # a rate needs two scrapes of one run
 
 def server_restarts(scrapes: list[Scrape], restarts: Restarts) -> dict[int, str]:
     """Each interval (index of its first scrape) in which the whole server restarted, with
-    what said so: its process start moved later (find_restarts marks every core), or every
-    engine core whose counters the later scrape holds restarted (one core's restart beside
-    others that run on leaves the others' counts whole: observe_window counts it apart)."""
+    what said so: its own process start moved later (one with no core label:
+    find_restarts marks every core), or every engine core whose counters the later scrape
+    holds restarted (one core's restart beside others that run on, by its counters or by a
+    process start labelled with it, leaves the others' counts whole: observe_window counts
+    it apart)."""
     found: dict[int, str] = {}
     for i in sorted({i for i, _ in restarts}):
         signs = {core: fell for (j, core), fell in restarts.items() if j == i}
-        if any(PROCESS_START in fell for fell in signs.values()):
+        if SERVER_CORE in moved_starts(scrapes[i], scrapes[i + 1]):
             found[i] = f"{PROCESS_START} moved later"
             continue
         cores = {core_of(labels) for name in RESTART_SIGNS
                  for labels, _ in scrapes[i + 1].samples.get(name, [])}
         if cores and cores <= signs.keys():
-            fell = list(dict.fromkeys(name for names in signs.values() for name in names))
-            found[i] = ", ".join(fell[:2]) + (", …" if len(fell) > 2 else "") + " went down"
+            fell = list(dict.fromkeys(name for names in signs.values() for name in names
+                                      if name != PROCESS_START))
+            moved = any(PROCESS_START in names for names in signs.values())
+            found[i] = "; ".join(
+                [", ".join(fell[:2]) + (", …" if len(fell) > 2 else "") + " went down"] * bool(fell)
+                + [f"{PROCESS_START} moved later"] * moved)
     return found
 
 

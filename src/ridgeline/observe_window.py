@@ -24,6 +24,7 @@ from ridgeline.engine_metrics import (
     PROMPT_TOKENS,
     REALTIME_TOKENS,
     REQUESTS,
+    SCHEDULER_SECONDS,
     SPEC_COUNTERS,
     TTFT,
 )
@@ -35,7 +36,7 @@ from ridgeline.prometheus import Histogram, Scrape
 # bucket that falls while its _count rises is no restart but a broken histogram: refused)
 RESTART_SIGNS = (PREEMPTIONS + PROMPT_TOKENS + GENERATION_TOKENS + GENERATION_SECONDS
                  + REQUESTS + CACHED_PROMPT_TOKENS + tuple(PREFIX_CACHE_QUERIES.values())
-                 + (REALTIME_TOKENS, PROMPT_BY_SOURCE) + SPEC_COUNTERS
+                 + (REALTIME_TOKENS, PROMPT_BY_SOURCE) + SPEC_COUNTERS + SCHEDULER_SECONDS
                  + tuple(f"{n}_count" for n in TTFT + ITL + E2E))
 
 # Labels of a metric's series in one server's scrape: a data-parallel core's own batch
@@ -56,6 +57,9 @@ CLOCK_SKEW_S = 60.0
 
 def core_of(labels: dict[str, str]) -> tuple[str | None, ...]:
     return tuple(labels.get(label) for label in CORE_LABELS)
+
+
+SERVER_CORE = core_of({})  # a series with no core label: the server's one engine, or process
 
 
 def ranks_by_core(series: list[tuple[dict[str, str], float]],
@@ -106,17 +110,44 @@ def counter_total(scrape: Scrape, names: tuple[str, ...], modes: tuple[str, ...]
 Restarts = dict[tuple[int, tuple[str | None, ...]], list[str]]
 
 
-def process_start_s(scrape: Scrape) -> float | None:
+def process_start_s(scrape: Scrape, core: tuple[str | None, ...] | None = None
+                    ) -> float | None:
     """When the serving process started (PROCESS_START, unix seconds): the earliest of its
-    series, so that every process exporting one had started by then; None without one."""
-    starts = [v for _, v in scrape.samples.get(PROCESS_START, [])]
-    return min(starts) if starts else None
+    series, so that every process exporting one had started by then; of ``core``, if given,
+    the earliest of its own series (a start labelled with its engine or dp_rank), else of
+    the server's (no core label); None without one."""
+    by_core = starts_by_core(scrape)
+    if core is None:
+        return min(by_core.values()) if by_core else None
+    return by_core.get(core, by_core.get(SERVER_CORE))
+
+
+def starts_by_core(scrape: Scrape) -> dict[tuple[str | None, ...], float]:
+    """The earliest PROCESS_START of each core's series (engine="1": 1,764,500,030), the
+    server's own (no core label) under SERVER_CORE."""
+    found: dict[tuple[str | None, ...], float] = {}
+    for labels, v in scrape.samples.get(PROCESS_START, []):
+        core = core_of(labels)
+        found[core] = min(v, found.get(core, v))
+    return found
+
+
+def moved_starts(before: Scrape, after: Scrape) -> list[tuple[str | None, ...]]:
+    """The cores whose process start (starts_by_core) moves later by more than
+    RESTART_MOVE_S between two scrapes: a new process. SERVER_CORE among them is the
+    server's own process (a start with no core label), every core's restart; an engine's
+    own (engine="1", 1,764,400,000 s to 1,764,500,030 s) is that engine's alone."""
+    was, now = starts_by_core(before), starts_by_core(after)
+    return [core for core, start in now.items()
+            if core in was and start > was[core] + RESTART_MOVE_S]
 
 
 def find_restarts(scrapes: list[Scrape]) -> Restarts:
     """Each interval (index of its first scrape) in which an engine core restarted, with the
     series that fell: any series of a counter, or a histogram's count, of the core that goes
-    down; or, for every core, the process's start time (PROCESS_START) moving later. A
+    down; or the process's start time (PROCESS_START) moving later: for every core where it
+    is the server's (no core label), for that core alone where it is the core's own
+    (engine="1": one data-parallel engine restarted, the others run on, moved_starts). A
     restart resets every series of the core at once (vLLM's, SGLang's and llama-server's
     metrics live in the engine process), so all of them count from zero after it — not only
     those that happen to have fallen below their old value: a counter at 50,000 that restarts
@@ -134,12 +165,13 @@ def find_restarts(scrapes: list[Scrape]) -> Restarts:
                         fell.append(family)
         _refuse_earlier_start(scrapes, i)
         _refuse_start_before_scrape(scrapes, i)
-        started, now = process_start_s(before), process_start_s(after)
-        if started is not None and now is not None and now > started + RESTART_MOVE_S:
+        for moved in moved_starts(before, after):
             cores = dict.fromkeys(core_of(labels) for name in RESTART_SIGNS
                                   for labels, _ in after.samples.get(name, []))
-            for core in cores or [core_of({})]:
-                found.setdefault((i, core), []).append(PROCESS_START)
+            for core in [moved] if moved != SERVER_CORE else cores or [SERVER_CORE]:
+                fell = found.setdefault((i, core), [])
+                if PROCESS_START not in fell:
+                    fell.append(PROCESS_START)
         for (j, core), fell in found.items():
             if j == i and PROCESS_START not in fell:
                 _refuse_fall_under_held_start(scrapes, i, core, fell)
@@ -185,13 +217,18 @@ def _refuse_start_before_scrape(scrapes: list[Scrape], i: int) -> None:
     a second server (a replica started after the first, behind one load balancer). Read as a
     restart, its lifetime's counts were taken as the window's."""
     before, after = scrapes[i], scrapes[i + 1]
-    started, now = process_start_s(before), process_start_s(after)
-    if started is None or now is None or before.time_s is None \
-            or not started + RESTART_MOVE_S < now < before.time_s - CLOCK_SKEW_S:
+    was, moved = starts_by_core(before), moved_starts(before, after)
+    now = starts_by_core(after)
+    late = [core for core in moved if before.time_s is not None
+            and now[core] < before.time_s - CLOCK_SKEW_S]
+    if not late or before.time_s is None:
         return
+    started, now_s = was[late[0]], now[late[0]]
     raise InputError(
-        f"{PROCESS_START} moves later {window_at(scrapes, i)}, to {now:,.0f} s, yet that is "
-        f"{before.time_s - now:,.0f} s before the earlier scrape, which a process started at "
+        f"{PROCESS_START} moves later {window_at(scrapes, i)}"
+        + (f" ({core_name(late[0])})" if core_name(late[0]) else "")
+        + f", to {now_s:,.0f} s, yet that is "
+        f"{before.time_s - now_s:,.0f} s before the earlier scrape, which a process started at "
         f"{started:,.0f} s answered: no restart, so the scrapes are not one server's run (pages "
         "of two servers, as a load balancer in front of replicas answers them): scrape one "
         "server's own /metrics")
@@ -199,17 +236,18 @@ def _refuse_start_before_scrape(scrapes: list[Scrape], i: int) -> None:
 
 def _refuse_fall_under_held_start(scrapes: list[Scrape], i: int, core: tuple[str | None, ...],
                                   fell: list[str]) -> None:
-    """Refuse a counter's fall between scrapes ``i`` and ``i + 1`` where every process start
-    (PROCESS_START) holds within RESTART_MOVE_S: no process restarted, and vLLM's, SGLang's
-    and llama-server's counters only fall with theirs, so the fall is another server's page or
-    a reset nothing explains. Read as a restart, every other counter of the core counted from
-    zero: vllm:generation_tokens_total falling alone under a held start read 492,000 prompt
-    tok/s for Llama-3.1-8B on one H100, a step of 253 ms."""
-    before, after = _starts(scrapes[i]), _starts(scrapes[i + 1])
-    if not before or before.keys() != after.keys() or any(
-            abs(after[labels] - was) > RESTART_MOVE_S for labels, was in before.items()):
+    """Refuse a counter's fall between scrapes ``i`` and ``i + 1`` where the core's process
+    start (PROCESS_START: its own, else the server's) holds within RESTART_MOVE_S: no process
+    restarted, and vLLM's, SGLang's and llama-server's counters only fall with theirs, so the
+    fall is another server's page or a reset nothing explains. So too under data parallelism:
+    vLLM counts every engine's metrics in its API server (vllm/v1/engine/async_llm.py, the
+    output handler's record(engine_idx=...)), whose start is the one exported, so an engine
+    core's own restart leaves them whole. Read as a restart, every other counter of the core
+    counted from zero: vllm:generation_tokens_total falling alone under a held start read
+    492,000 prompt tok/s for Llama-3.1-8B on one H100, a step of 253 ms."""
+    was, held = process_start_s(scrapes[i], core), process_start_s(scrapes[i + 1], core)
+    if was is None or held is None or abs(held - was) > RESTART_MOVE_S:
         return
-    held = min(after.values())
     raise InputError(
         f"{fell[0]} went down {window_at(scrapes, i)}"
         + (f" ({core_name(core)})" if core_name(core) else "")
@@ -272,12 +310,15 @@ def series_present(scrapes: list[Scrape], names: tuple[str, ...]) -> bool:
     return any(n in s.samples for n in names for s in scrapes)
 
 
-def started_inside_s(scrapes: list[Scrape], j: int) -> float | None:
-    """Seconds into the window the server that answered scrape ``j`` started, where its
-    process start (PROCESS_START) lies after the first scrape and by scrape ``j``: all it
-    counted is then the window's. None without a start time, with one before the window, or
-    with one after scrape ``j`` (the scrapes' clock and the server's disagree)."""
-    first, then, started = scrapes[0].time_s, scrapes[j].time_s, process_start_s(scrapes[j])
+def started_inside_s(scrapes: list[Scrape], j: int,
+                     core: tuple[str | None, ...] | None = None) -> float | None:
+    """Seconds into the window the server that answered scrape ``j`` started (``core``'s own
+    process, where its start is labelled with it), where its process start (PROCESS_START)
+    lies after the first scrape and by scrape ``j``: all it counted is then the window's.
+    None without a start time, with one before the window, or with one after scrape ``j``
+    (the scrapes' clock and the server's disagree)."""
+    first, then = scrapes[0].time_s, scrapes[j].time_s
+    started = process_start_s(scrapes[j], core)
     if first is None or then is None or started is None or not first < started <= then:
         return None
     return started - first
@@ -303,13 +344,13 @@ def _series_spans(scrapes: list[Scrape], name: str, sample: str,
         whose = ", ".join(part for part in [core_name(core_of(labels))] + [
             f"{k}={labels[k]}" for k in varying if k in labels] if part)
         if not _spans_window(scrapes, name + (f" ({whose})" if whose else ""),
-                             [key in keys for keys in present], obs):
+                             [key in keys for keys in present], obs, core_of(labels)):
             return False
     return True
 
 
 def _spans_window(scrapes: list[Scrape], series: str, seen: list[bool],
-                  obs: Observation) -> bool:
+                  obs: Observation, core: tuple[str | None, ...] | None = None) -> bool:
     """Whether a series' readings give a window figure, with a note where they do not: one
     missing from a scrape after it appeared has an unknown increase (not 0); one absent from
     the first scrape has an unknown start (its first value may hold counts from before the
@@ -323,7 +364,7 @@ def _spans_window(scrapes: list[Scrape], series: str, seen: list[bool],
                    "counted over the window is unknown, so it is not read (not taken as 0)")
         return False
     if first:
-        started = started_inside_s(scrapes, first)
+        started = started_inside_s(scrapes, first, core)
         if started is not None:
             _note(obs, f"{series} first appears mid-window, after the server's process "
                        f"started {started:,.0f} s into it ({PROCESS_START}): counted from zero")

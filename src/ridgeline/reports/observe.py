@@ -26,7 +26,12 @@ from ridgeline.memory import EngineSettings
 from ridgeline.observation import Observation, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_drafts import unpriced_drafts_note, verify_step
-from ridgeline.reports.observe_floor import computed_tok_s, peak_tok_s, refuse_rate_past_peak
+from ridgeline.reports.observe_floor import (
+    refuse_rate_past_peak,
+    server_computed_tok_s,
+    server_gpus,
+    server_peak_tok_s,
+)
 from ridgeline.reports.observe_latency import RATES_APART
 from ridgeline.reports.observe_verdict import ObserveVerdict
 from ridgeline.reports.utilization import billed_scope
@@ -337,10 +342,12 @@ class ObserveReport(ObserveVerdict):
                        "priced at another dtype than the server's")
         over = self.rate_over_peak
         if over is not None:
-            out.append(f"caution: the source counts {computed_tok_s(o):,.0f} tokens a second "
-                       f"computed (prompt tokens less the prefix cache's, and generated), "
-                       f"{over:,.1f}× the {peak_tok_s(d):,.0f} {d.model.name} computes on "
-                       f"{d.gpus_label} at their peak (2 FLOP a weight a token): the server "
+            out.append(f"caution: the source counts {server_computed_tok_s(o):,.0f} tokens a "
+                       "second computed" + (f" by its {o.engines} engines together"
+                                            if o.engines > 1 else "")
+                       + " (prompt tokens less the prefix cache's, and generated), "
+                       f"{over:,.1f}× the {server_peak_tok_s(o, d):,.0f} {d.model.name} computes "
+                       f"on {server_gpus(o, d)} at their peak (2 FLOP a weight a token): the server "
                        "runs more GPUs or lighter weights than described, or the scrapes are "
                        "not one server's run (a counter reset read as a restart)")
         apart_pools = self.pool_apart

@@ -36,6 +36,31 @@ def peak_tok_s(dep: Deployment) -> float:
     return dep.dense_peak_flops_per_s * dep.num_gpus / (2 * dep.matmul_params_per_token)
 
 
+def server_peak_tok_s(obs: Observation, dep: Deployment) -> float:
+    """peak_tok_s of every GPU the source's engines run on: the deployment described (one
+    engine's tensor-parallel group) once for each engine the scrapes show (vLLM's
+    --data-parallel-size 4 at TP1: 4 × 65,917 = 263,668 tok/s for Llama-3.1-8B on H100s),
+    or once where the engines are DP-attention ranks sharing it
+    (Observation.engines_share_gpus)."""
+    return peak_tok_s(dep) * (1 if obs.engines_share_gpus else obs.engines)
+
+
+def server_computed_tok_s(obs: Observation) -> float:
+    """computed_tok_s of every engine together (each engine's mean × the engines: 9,200 on
+    each of 4 is 36,800)."""
+    return computed_tok_s(obs) * obs.engines
+
+
+def server_gpus(obs: Observation, dep: Deployment) -> str:
+    """The GPUs server_peak_tok_s counts, in words: '1 x h100-sxm'; '4 engines of 1 x
+    h100-sxm'; '8 x h100-sxm, shared by its 4 DP-attention ranks'."""
+    if obs.engines == 1:
+        return dep.gpus_label
+    if obs.engines_share_gpus:
+        return f"{dep.gpus_label}, shared by its {obs.engines} DP-attention ranks"
+    return f"{obs.engines} engines of {dep.gpus_label}"
+
+
 def computed_tok_s(obs: Observation) -> float:
     """Tokens a second the source says the server computed: its prompt tokens less the prefix
     cache's share, and its generated ones (8,000 prompt, 10 % cached, and 2,000 generated:
@@ -45,22 +70,26 @@ def computed_tok_s(obs: Observation) -> float:
 
 
 def refuse_rate_past_peak(obs: Observation, dep: Deployment) -> None:
-    """Refuse token rates no server could compute: computed_tok_s past RATE_OVER_PEAK ×
-    peak_tok_s. Pages of two servers read as one run gave Llama-3.1-8B on one H100 778,400
-    prompt (10 % cached) and 194,600 generation tok/s: 895,160, 13.6× its 65,917."""
-    computed, ceiling = computed_tok_s(obs), peak_tok_s(dep)
+    """Refuse token rates no server could compute: server_computed_tok_s past RATE_OVER_PEAK
+    × server_peak_tok_s, the server's engines together against every GPU they run on. Pages
+    of two servers read as one run gave Llama-3.1-8B on one H100 778,400 prompt (10 %
+    cached) and 194,600 generation tok/s: 895,160, 13.6× its 65,917. SGLang's DP-attention
+    ranks share the GPUs described, so each rank's mean against all of them had let 4 ranks
+    pass at up to 40× (their sum against the GPUs' peak)."""
+    computed, ceiling = server_computed_tok_s(obs), server_peak_tok_s(obs, dep)
     if ceiling <= 0 or computed <= RATE_OVER_PEAK * ceiling:
         return
-    cached = obs.cached_prompt_share
+    cached, k = obs.cached_prompt_share, obs.engines
     raise InputError(
         f"{obs.source} reads {computed:,.0f} tokens a second computed"
-        + (" each engine" if obs.engines > 1 else "")
-        + f" ({obs.prompt_tok_s or 0.0:,.0f} prompt"
+        + (f" by its {k} engines together" if k > 1 else "")
+        + f" ({(obs.prompt_tok_s or 0.0) * k:,.0f} prompt"
         + (f", {cached:.0%} of them cached," if cached else "")
-        + f" and {obs.generation_tok_s or 0.0:,.0f} generated), {computed / ceiling:,.1f}× the "
-        f"{ceiling:,.0f} {dep.model.name} computes on {dep.gpus_label} at their peak: the "
-        "scrapes are not one server's run (pages of two servers, a counter reset read as a "
-        "restart), or it runs on far more GPUs than described (--num-gpus)")
+        + f" and {(obs.generation_tok_s or 0.0) * k:,.0f} generated), "
+        f"{computed / ceiling:,.1f}× the {ceiling:,.0f} {dep.model.name} computes on "
+        f"{server_gpus(obs, dep)} at their peak: the scrapes are not one server's run (pages "
+        "of two servers, a counter reset read as a restart), or it runs on far more GPUs than "
+        "described (--num-gpus)")
 
 
 @dataclass(frozen=True)
@@ -109,13 +138,14 @@ class ObservedFloor(ObservedLatency):
 
     @property
     def rate_over_peak(self) -> float | None:
-        """computed_tok_s ÷ peak_tok_s where past 1 (and under RATE_OVER_PEAK, refused before
+        """server_computed_tok_s ÷ server_peak_tok_s where past 1 (and under RATE_OVER_PEAK,
+        refused before
         a report is made): the deployment described cannot compute the tokens the source
         counts, so the server runs more GPUs or lighter weights than described, or the scrapes
         are not one server's run (a counter reset read as a restart: 443,800 tok/s for
         Llama-3.1-8B on one H100, 6.7×). None where under it."""
-        ceiling = peak_tok_s(self.deployment)
-        share = computed_tok_s(self.obs) / ceiling if ceiling > 0 else 0.0
+        ceiling = server_peak_tok_s(self.obs, self.deployment)
+        share = server_computed_tok_s(self.obs) / ceiling if ceiling > 0 else 0.0
         return share if share > 1 else None
 
     @property
