@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ridgeline.units import MAX_WHOLE_DIGITS, ascii_whole
+from ridgeline.vllm_graphs import MAX_CAPTURE_SIZE
 from tests.conftest import run_cli
 
 LLAMACPP = ("decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp")
@@ -146,3 +147,25 @@ def test_the_least_memory_share_still_answers_does_not_fit_in_finite_figures(
                              "trtllm", "--gpu-memory-utilization", "0.001")
     assert code == 0 and "DOES NOT FIT" in out, err
     assert " inf " not in out and "nan" not in out
+
+
+@pytest.mark.parametrize("argv", [
+    ("--max-cudagraph-capture-size", str(MAX_CAPTURE_SIZE + 1)),
+    ("--engine", "sglang", "--cuda-graph-max-bs", str(MAX_CAPTURE_SIZE + 1)),
+    ("-cc", f'{{"max_cudagraph_capture_size": {MAX_CAPTURE_SIZE + 1}}}'),
+    (f"-cc.max_cudagraph_capture_size={MAX_CAPTURE_SIZE + 1}",)])
+def test_a_capture_size_past_any_batch_is_refused_not_listed(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """--max-cudagraph-capture-size 2147483647 (or a compilation config's) built vLLM's size
+    list, every 16 up to it, 134 million sizes: decode, prefill, fit and simulate ran for
+    minutes (the fuzz audit's hang). A cap past any batch an engine runs is refused."""
+    said = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", *argv)
+    assert "max_cudagraph_capture_size must be at most" in said
+    assert f"{MAX_CAPTURE_SIZE + 1}" in said.replace(",", "")
+
+
+def test_a_capture_size_of_a_million_still_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100",
+                             "--max-cudagraph-capture-size", str(MAX_CAPTURE_SIZE))
+    assert code == 0, err
+    assert f"max_cudagraph_capture_size {MAX_CAPTURE_SIZE:,}" in out

@@ -9,6 +9,7 @@ from typing import Any
 from ridgeline.cli_types import _count, _engine_name, _how_many, _positive_float, _typed
 from ridgeline.errors import InputError
 from ridgeline.units import COUNT_EXAMPLES
+from ridgeline.vllm_graphs import MAX_CAPTURE_SIZE
 
 # what --engine lists, after its default (the engines' names engine_id reads)
 ENGINE_NAMES = "vllm, sglang, trtllm, llama.cpp-cuda, llama.cpp-metal, …"
@@ -36,7 +37,7 @@ def sizing_flags(g: Any) -> None:
                    "mamba_ssm_dtype); bfloat16 halves it (float16 from 0.5.9)")
     g.add_argument("--max-cudagraph-capture-size", "--cuda-graph-max-bs",
                    dest="max_cudagraph_capture_size", metavar="N",
-                   type=_how_many("max_cudagraph_capture_size"),
+                   type=_how_many("max_cudagraph_capture_size", MAX_CAPTURE_SIZE),
                    help="the largest batch captured in a CUDA graph: vLLM v0.11.1+ (default "
                    "min(2 × max_num_seqs, 512); from v0.13 min(2 × max_num_seqs × (1 + the drafts), "
                    "512)), its graphs' memory; SGLang --cuda-graph-max-bs "

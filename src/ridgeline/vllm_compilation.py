@@ -23,6 +23,7 @@ from typing import Any
 
 from ridgeline.errors import InputError
 from ridgeline.flag_json import json_object
+from ridgeline.vllm_graphs import MAX_CAPTURE_SIZE
 from ridgeline.vllm_memory import parse_version, vllm_data
 
 # the spellings a launch line gives the compilation config under (the parser's, cli_engine.py)
@@ -127,6 +128,9 @@ def compilation_asked(parts: list[tuple[str, str]], sizes_flag: list[int] | None
                                 or largest < 1):
         raise InputError(f"--compilation-config max_cudagraph_capture_size must be a whole "
                          f"number of at least 1, got {largest!r}")
+    if largest is not None and largest > MAX_CAPTURE_SIZE:  # its size list: minutes
+        raise InputError(f"--compilation-config max_cudagraph_capture_size must be at most "
+                         f"{MAX_CAPTURE_SIZE:,} (a batch past any engine's), got {largest:,}")
     if largest is not None and sizes and largest != max(sizes):
         raise InputError(f"--compilation-config max_cudagraph_capture_size {largest} and "
                          f"cudagraph_capture_sizes (largest {max(sizes)}) disagree, and vLLM "

@@ -22,6 +22,11 @@ from ridgeline.vllm_memory import (
     vllm_data,
 )
 
+# the largest CUDA-graph batch a flag or a compilation config may name (vLLM's tokens, SGLang's
+# sequences): past any engine's step, as cli_types.MAX_BATCH bounds a batch. The size list up
+# to it holds 62,500 sizes; up to 2**31 it held 134 million and took minutes to build
+MAX_CAPTURE_SIZE = 10**6
+
 
 def capture_query_len(spec_tokens: int = 0, version: str | None = None) -> int:
     """The tokens a request's decode step runs that vLLM ``version`` (default: the newest
