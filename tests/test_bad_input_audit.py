@@ -328,3 +328,35 @@ def test_a_csv_header_that_names_a_column_twice_is_refused(
                      "utf-8")
     assert "names the column 'prompt_tokens' twice" in refused(
         capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace))
+
+
+@pytest.mark.parametrize("field", ["bandwidth_efficiency", "compute_efficiency", "band_low",
+                                   "dequant_compute", "group_bandwidth"])
+def test_a_profile_share_under_one_percent_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str) -> None:
+    """bandwidth_efficiency 1e-300 was read: decode printed a 300-digit step time and 0.0
+    tok/s with exit 0 (the fuzz audit). A share of a rated figure under 1 % is refused, named."""
+    bundled = json.loads(PROFILES.read_text("utf-8"))["engines"]["vllm"]
+    value: object = 1e-300
+    if field == "group_bandwidth":
+        value = {group: 1e-300 for group in bundled[field]}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"engines": {"vllm": {**bundled, field: value}}}))
+    said = refused(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--profile", str(path))
+    assert field in said and "1e-300" in said
+
+
+def test_calibrate_writes_no_profile_it_could_not_read_back() -> None:
+    """A fit whose share falls under 1 % (rows 100× slower than their cards) is refused before
+    it is written, naming the field, rather than written and refused at its first use."""
+    from dataclasses import replace
+
+    from ridgeline.cli_data import _refuse_unreadable_fit
+    from ridgeline.engines import MIN_SHARE, bundled_profiles
+    from ridgeline.errors import InputError
+
+    fitted = bundled_profiles()["vllm"]
+    _refuse_unreadable_fit("vllm", fitted, "rows.csv")  # the bundled fit reads back
+    with pytest.raises(InputError, match=r"no profile written: .*bandwidth_efficiency"):
+        _refuse_unreadable_fit("vllm", replace(fitted, bandwidth_efficiency=MIN_SHARE / 2),
+                               "rows.csv")

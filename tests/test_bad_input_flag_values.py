@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from ridgeline.cli_types import MAX_DP_RANKS
 from ridgeline.units import MAX_WHOLE_DIGITS, ascii_whole
 from ridgeline.vllm_graphs import MAX_CAPTURE_SIZE
 from tests.conftest import run_cli
@@ -169,3 +170,21 @@ def test_a_capture_size_of_a_million_still_runs(capsys: pytest.CaptureFixture[st
                              "--max-cudagraph-capture-size", str(MAX_CAPTURE_SIZE))
     assert code == 0, err
     assert f"max_cudagraph_capture_size {MAX_CAPTURE_SIZE:,}" in out
+
+
+@pytest.mark.parametrize("command", ["simulate", "decode", "fit"])
+def test_data_parallel_ranks_past_any_deployment_are_refused(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """-dp 100000 made simulate build 100,000 schedulers (minutes) and decode answer for
+    100,000 GPUs: past MAX_DP_RANKS the size is refused; at it, simulate still answers."""
+    extra = ("--rate", "2", "--num-requests", "20") if command == "simulate" else ()
+    said = refused(capsys, command, "llama-3.2-1b", "--gpu", "h100", *extra,
+                   "-dp", str(MAX_DP_RANKS + 1))
+    assert "data-parallel size must be at most" in said
+
+
+def test_the_most_data_parallel_ranks_still_simulate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "simulate", "llama-3.2-1b", "--gpu", "h100", "--rate", "2",
+                             "--num-requests", "20", "-dp", str(MAX_DP_RANKS))
+    assert code == 0, err
+    assert f"the {MAX_DP_RANKS:,} ranks together" in out

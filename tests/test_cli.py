@@ -885,7 +885,7 @@ def test_an_accelerator_record_is_read_field_by_field(
     ({"layer_overhead_s": float("inf")}, "layer_overhead_s must be in"),
     ({"group_bandwidth": {"nvidia-datacenter": 0.0}}, "group_bandwidth[nvidia-datacenter]"),
     ({"group_compute": {"nvidia-datacenter": -1.0}}, "group_compute[nvidia-datacenter]"),
-    ({"band_low": 2.0, "band_high": 0.5}, "band_low must be in (0, 1]"),
+    ({"band_low": 2.0, "band_high": 0.5}, "band_low must be in [0.01, 1]"),
     ({"dequant_compute": 0}, "dequant_compute must be in"),
     ({"bandwidth_efficiency": None}, "lacks 'bandwidth_efficiency'"),
 ])

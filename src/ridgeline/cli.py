@@ -36,6 +36,7 @@ from ridgeline.cli_spellings import (
     unrecognized_hint,
 )
 from ridgeline.cli_types import (
+    MAX_DP_RANKS,
     MEMORY_FRACTION_RANGE,
     MEMORY_GIB_RANGE,
     _engine_dtype,
@@ -279,7 +280,8 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
     their help (``refused``)."""
     refused = f"; {refused}" if refused else ""
     p.add_argument("--data-parallel-size", "-dp", "--dp-size", "--dp", dest="data_parallel_size",
-                   metavar="N", type=_how_many("data-parallel size"), action=_Spelled,
+                   metavar="N", type=_how_many("data-parallel size", MAX_DP_RANKS),
+                   action=_Spelled,
                    help="data-parallel attention: N ranks, each with its own requests and KV "
                    "pool and its own copy of the attention weights, a MoE's experts spread over "
                    "all of them. vLLM --data-parallel-size (-dp): N ranks of --num-gpus "

@@ -173,6 +173,19 @@ def cmd_validate(args: argparse.Namespace) -> Any:
                             steps, args.strict, notes, tuple(slips.items()))
 
 
+def _refuse_unreadable_fit(engine: str, profile: Any, files: str) -> None:
+    """Refuse a fitted profile that --profile would refuse to read (engines.EngineProfile.
+    from_dict: a share of a rated figure under 1 %, the rows 100× slower than the card):
+    such rows are no engine's measure, and the file would fail at its first use."""
+    from ridgeline.engines import EngineProfile
+
+    try:
+        EngineProfile.from_dict(profile.to_dict(), f"{engine}'s fit")
+    except InputError as exc:
+        raise InputError(f"{files}: no profile written: {exc} (the rows run over 100× "
+                         "slower than their cards' rated figures allow)") from None
+
+
 def cmd_calibrate(args: argparse.Namespace) -> Any:
     import json
     from pathlib import Path
@@ -241,6 +254,8 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                             priors=bundled_profiles())  # where the rows pin nothing, as bundled
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
+    for e, p in profiles.items():  # a fit past what a profile may hold is not written
+        _refuse_unreadable_fit(e, p, files)
     kept = {e: p for e, p in existing.items() if e not in profiles}  # other engines' fits
     data = {"_about": f"ridgeline profile fitted on {files}",
             "engines": {**kept, **{e: {**p.to_dict(), "coverage": coverage(rows, p).to_dict()}

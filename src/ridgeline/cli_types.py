@@ -33,6 +33,9 @@ def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 MAX_BATCH = 10**6  # sequences in one step: far beyond any engine's max_num_seqs
+# data-parallel ranks: past any deployment (the largest published run DP attention over
+# hundreds); simulate keeps one scheduler a rank, 10,000 of them ~4 s, 100,000 minutes
+MAX_DP_RANKS = 10_000
 # tokens cached per sequence where a command that prices a decode step is given none:
 # decode's, amdahl's and utilization's alike
 DEFAULT_CONTEXT_TOKENS = 2000

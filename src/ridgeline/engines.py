@@ -308,20 +308,20 @@ class EngineProfile:
         try:
             return cls(
                 engine=f.text("engine"),
-                bandwidth_efficiency=f.number("bandwidth_efficiency", 0, 1, open_low=True),
-                compute_efficiency=f.number("compute_efficiency", 0, 1, open_low=True),
+                bandwidth_efficiency=f.number("bandwidth_efficiency", MIN_SHARE, 1),
+                compute_efficiency=f.number("compute_efficiency", MIN_SHARE, 1),
                 step_overhead_s=f.number("step_overhead_s", 0, MAX_OVERHEAD_S),
                 layer_overhead_s=f.number("layer_overhead_s", 0, MAX_OVERHEAD_S),
-                group_bandwidth=_per_group(f, "group_bandwidth", 0, MAX_MULTIPLIER,
-                                           open_low=True),
-                group_compute=_per_group(f, "group_compute", 0, MAX_MULTIPLIER, open_low=True),
-                band_low=f.number("band_low", 0, 1, default=0.8, open_low=True),
+                group_bandwidth=_per_group(f, "group_bandwidth", MIN_SHARE,
+                                           MAX_MULTIPLIER),
+                group_compute=_per_group(f, "group_compute", MIN_SHARE, MAX_MULTIPLIER),
+                band_low=f.number("band_low", MIN_SHARE, 1, default=0.8),
                 band_high=f.number("band_high", 1, MAX_MULTIPLIER, default=1.25),
                 fitted_rows=int(f.number("fitted_rows", 0, 1e9, default=0)),
                 source=str(data.get("source", origin)),
                 fitted_ids=f.texts("fitted_ids"),
-                dequant_compute=f.number("dequant_compute", 0, MAX_MULTIPLIER, default=1.0,
-                                         open_low=True),
+                dequant_compute=f.number("dequant_compute", MIN_SHARE, MAX_MULTIPLIER,
+                                         default=1.0),
                 fitted_groups={k: int(v) for k, v in _per_group(f, "fitted_groups", 0,
                                                                   1e9).items()},
                 prefill_layer_overhead_s=f.optional("prefill_layer_overhead_s", 0,
@@ -397,6 +397,9 @@ def _share_story(base: float, groups: Mapping[str, float], group: str,
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
 MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
+# the least share of a rated figure a profile's efficiency, multiplier or band edge may be:
+# under 1 % is a broken profile, not a slow engine (1e-300 printed a 300-digit step time)
+MIN_SHARE = 1 / MAX_MULTIPLIER
 # The fit's error at a group's largest fitted batch past which batch_range_caution calls a
 # prediction beyond it likely optimistic: within it, the rows there read about as well as the
 # fit's others (the serving fit's band: measured ÷ predicted 0.82–1.12).

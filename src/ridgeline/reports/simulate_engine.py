@@ -28,7 +28,7 @@ def _ranks_together(rank: SimConfig, ranks: int, engine: str) -> str:
     seats, tokens = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])
     pool = f"{blocks * rank.block_size:,} tokens" if engine == "sglang" else \
         f"{blocks:,} KV blocks"
-    return (f"the {ranks} ranks together: {pool}, {seats} {seqs}, {tokens} "
+    return (f"the {ranks:,} ranks together: {pool}, {seats} {seqs:,}, {tokens} "
             f"{budget:,}")
 
 
