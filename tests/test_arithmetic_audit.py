@@ -127,7 +127,7 @@ def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(
     assert report["expected_none_code"] == "engine_runs_none"
     assert report["max_model_len"] == 131072
     code, out, _ = run(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
-    assert code == 0 and f"expected on vllm {report['engine_version']}: nothing: " \
+    assert code == 0 and f"expected on vLLM {report['engine_version']}: nothing: " \
         f"{report['expected_none_reason']}" in out
     ran = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000", "--max-model-len", "8k")
     assert ran["expected"]["time_s"] > report["time_s"]  # slower than the floor
@@ -195,7 +195,7 @@ def test_sglang_and_trtllm_say_their_step_times_are_vllms(
         other = run_json(capsys, *base, "--engine", engine)
         assert [p["expected"]["time_s"] for p in other["points"]] == \
             [p["expected"]["time_s"] for p in vllm["points"]]
-        assert any(c.startswith("sglang, trtllm, vllm share one calibrated step-cost profile")
+        assert any(c.startswith("SGLang, TensorRT-LLM, vLLM share one calibrated step-cost profile")
                    for c in other["cautions"])
     # a profile calibrated on SGLang's own rows is its own: no such caution
     own = bundled_profiles()["sglang"].to_dict()
@@ -216,7 +216,7 @@ def test_on_a_moe_prompt_the_shared_profile_caution_says_vllm_prices_the_experts
     assert moe_prompt_expert_slowdown("vllm") > moe_prompt_expert_slowdown("sglang") == 1
     assert vllm["expected"]["time_s"] > sglang["expected"]["time_s"]
     shared = next(c for c in sglang["cautions"] if "share one calibrated step-cost" in c)
-    assert f"vllm prices {moe_prompt_expert_slowdown('vllm'):g}x slower" in shared
+    assert f"vLLM prices {moe_prompt_expert_slowdown('vllm'):g}x slower" in shared
     dense = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "8192",
                      "--engine", "sglang")
     assert not any("prices" in c and "share one calibrated" in c for c in dense["cautions"])
@@ -234,7 +234,7 @@ def test_every_null_expectation_carries_the_texts_reason(
     (point,) = report["points"]
     assert point["expected"] is None and point["expected_none_code"] == "over_engine_pool"
     code, out, _ = run(capsys, *argv)
-    assert code == 0 and f"expected on vllm {report['engine_version']}: nothing: " \
+    assert code == 0 and f"expected on vLLM {report['engine_version']}: nothing: " \
         f"{point['expected_none_reason']}" in out
     assert "runs at most 236 sequences" in point["expected_none_reason"]  # vllm serve's pool
     unfit = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "2000",

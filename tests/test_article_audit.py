@@ -33,14 +33,15 @@ def test_a_point_the_engine_would_not_start_says_its_speeds_are_the_floors(
     figures are arithmetic only, as prefill says it of the same deployment."""
     decode = _run(capsys, "decode", *ARTICLE, "--batch", "1", "--context", "2000")
     prefill = _run(capsys, "prefill", *ARTICLE, "--prompt-len", "2000")
-    on = engine_release("vllm", None)  # the release a run without --engine-version is priced as
+    # the release a run without --engine-version is priced as, the engine as vLLM spells it
+    on = engine_release("vllm", None, named=True)
     assert f"expected on {on}: nothing" in decode and "  fits in memory only: " in decode
     assert "  fits: " not in decode  # 'fits' alone would read as 'runs', beside a refusal
-    qualifier = "(arithmetic only: vllm would not run this)"
+    qualifier = "(arithmetic only: vLLM would not run this)"
     assert qualifier in decode.splitlines()[1] and qualifier in prefill
     per_user = next(line for line in decode.splitlines() if line.startswith("  per user"))
-    assert "the floor's" in per_user and "vllm would not run it" in per_user
-    assert "the floor's; vllm would not run it" in prefill
+    assert "the floor's" in per_user and "vLLM would not run it" in per_user
+    assert "the floor's; vLLM would not run it" in prefill
     runs = _run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
                 "--context", "2000")
     assert "arithmetic only" not in runs and "the floor's" not in runs

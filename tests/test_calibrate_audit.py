@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from ridgeline.calibrate_audit import MIN_BANDWIDTH_SHARE, coverage, fit_cautions
-from ridgeline.engines import bundled_profiles
+from ridgeline.calibrate_rows import rated_bytes_per_s, row_group
+from ridgeline.engines import EngineProfile, bundled_profiles
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.measurements import read_measurement_files
 from ridgeline.predict import row_engine
 from tests.conftest import run_cli
 
 SERVING = Path(__file__).parent.parent / "validation" / "serving.csv"
+MEASUREMENTS = SERVING.with_name("measurements.csv")
 
 
 def serving_rows(engine: str) -> list:
@@ -122,3 +125,45 @@ def test_a_share_just_past_a_bound_prints_past_it() -> None:
         assert round(share * 100) == bound * 100  # a whole percent would read as the bound
         assert (shown > bound * 100) == (share > bound) and shown != bound * 100
         assert shown == pytest.approx(share * 100, abs=0.01)
+
+
+def test_a_share_past_rated_that_the_engines_ceiling_holds_under_it_is_not_cautioned() -> None:
+    """llama.cpp-cuda's nvidia-workstation share, 0.80 × 1.25 = 100.02 % of rated, runs in
+    series with its 3.53 TB/s ceiling: on the slowest card its rows name (an RTX 4000 Ada,
+    360 GB/s) the streams reach 91 %, so "past what the card can move" is not said (it was,
+    of the share before the ceiling). A share the ceiling cannot hold under rated is still
+    cautioned, at the share reached, with the ceiling named."""
+    rows = [r for r in read_measurement_files([str(MEASUREMENTS)]).rows
+            if row_engine(r) == "llama.cpp-cuda"
+            and row_group(r, bandwidth=True) == "nvidia-workstation"]
+    bundled = bundled_profiles()["llama.cpp-cuda"]
+    cap = bundled.bandwidth_cap_bytes_per_s
+    assert cap is not None
+    profile = replace(bundled, fitted_ids=tuple(r.id for r in rows),
+                      fitted_groups={"nvidia-workstation": len(rows)})
+    share = bundled.bandwidth_efficiency * bundled.group_bandwidth["nvidia-workstation"]
+    slowest = min(r for r in (rated_bytes_per_s(row) for row in rows) if r is not None)
+    assert share > 1.0 and profile.share_under_ceiling(share, slowest) < 1.0
+
+    def past_rated(p: EngineProfile) -> list[str]:
+        return [c for c in fit_cautions({"llama.cpp-cuda": p}, rows)
+                if "past what the card can move" in c]
+
+    assert not past_rated(profile)
+    assert past_rated(replace(profile, bandwidth_cap_bytes_per_s=None))  # no ceiling: said
+    high = 1.1 / (1.0 - slowest / cap)  # 1 ÷ (1/high + rated/cap) = 1.1 on the slowest card
+    fast = replace(profile, group_bandwidth={
+        "nvidia-workstation": high / bundled.bandwidth_efficiency})
+    (caution,) = past_rated(fast)
+    shown = float(caution.split("bandwidth fitted at ")[1].split("%")[0])
+    assert shown == pytest.approx(fast.share_under_ceiling(high, slowest) * 100, abs=0.5)
+    assert f"{cap / 1e12:.3g} TB/s ceiling" in caution
+
+
+def test_a_share_in_series_with_a_ceiling_is_one_over_the_sum_of_inverses() -> None:
+    """EngineProfile.share_under_ceiling's worked number: llama.cpp-cuda's 1.0 on an RTX
+    A6000 (768 GB/s) under its 3.53 TB/s ceiling reaches 0.82 of rated; no ceiling, 1.0."""
+    bundled = bundled_profiles()["llama.cpp-cuda"]
+    a6000 = resolve_accelerator("rtx-a6000").memory_bandwidth_bytes_per_s
+    assert bundled.share_under_ceiling(1.0, a6000) == pytest.approx(0.82, abs=0.005)
+    assert replace(bundled, bandwidth_cap_bytes_per_s=None).share_under_ceiling(1.0, a6000) == 1.0

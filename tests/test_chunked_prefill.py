@@ -175,7 +175,7 @@ def test_vllm_chunks_at_its_default_budget_for_the_card_and_usage(
         serving_prefill_time_s(dep, profile, prefill_steps(32_000, 1, budget)))
     code, out, _ = run_cli(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", *flags)
     assert code == 0
-    assert (f"vllm runs the 32,000-token prompt in {report['prompt_steps']} steps of at most "
+    assert (f"vLLM runs the 32,000-token prompt in {report['prompt_steps']} steps of at most "
             f"{budget:,} tokens (vLLM's default max_num_batched_tokens on h100-sxm") in out
     assert f": {other['max_num_batched_tokens']:,})" in out
 

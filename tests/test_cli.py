@@ -78,7 +78,7 @@ def test_article_example_says_it_does_not_fit_in_the_first_line(
     first = out.splitlines()[0]
     assert first.startswith("DOES NOT FIT") and "short by" in first
     assert "  step       27." in out
-    assert "expected on vllm: nothing" in out and "tok/s per user" not in out
+    assert "expected on vLLM: nothing" in out and "tok/s per user" not in out
     # the step is the article's arithmetic; a speed for a batch that cannot run is not
     assert "  per user" not in out and "  aggregate" not in out
     assert "  tok/s      none: the batch does not fit in memory" in out

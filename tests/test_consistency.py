@@ -198,8 +198,8 @@ def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
     assert "give --max-model-len ≤ 8 " in out
     # the floor's time and rate are the article's arithmetic, as decode's floor gives its
     # speed here; the rate says the engine would not run it
-    assert "(arithmetic only: vllm would not run this)" in out and "21.1 ms" in out
-    assert "379 prompt tok/s (the floor's; vllm would not run it)" in out
+    assert "(arithmetic only: vLLM would not run this)" in out and "21.1 ms" in out
+    assert "379 prompt tok/s (the floor's; vLLM would not run it)" in out
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "4000"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("DOES NOT FIT") and "prompt tok/s" not in out

@@ -69,7 +69,7 @@ def test_decode_text_names_the_release_and_hints_fit_with_the_same_settings(
     code, out, _ = run_cli(capsys, "decode", MODEL, "--gpu", GPU, "--context", str(CONTEXT),
                            "--engine-version", "0.10")
     assert code == 0
-    assert "vllm's KV pool (vllm serve's defaults, as vLLM 0.10 sizes it)" in out
+    assert "vLLM's KV pool (vllm serve's defaults, as vLLM 0.10 sizes it)" in out
     assert "`ridgeline fit` with the same settings" in out
 
 

@@ -316,7 +316,7 @@ def test_decodes_pool_line_names_the_block_in_the_engines_own_word(
     assert BLOCK_SETTINGS[engine] == setting
     out = answer(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
                  "--block-size", "32")
-    (line,) = [line for line in out.splitlines() if f"{engine}'s KV pool (" in line]
+    (line,) = [line for line in out.splitlines() if f"{engine_name(engine)}'s KV pool (" in line]
     assert f"{setting} 32" in line
     assert engine == "vllm" or "block_size" not in line
 

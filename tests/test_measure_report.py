@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline.cli import main
-from ridgeline.device_probes import host_cpu_name
+from ridgeline.device_probes import arm_core_names, host_cpu_name
 from ridgeline.hardware import resolve_accelerator
 from tests.test_measure import needs_torch, next_step, stand_in_for_measuring, tiny_config
 
@@ -28,6 +28,34 @@ CPU part\t: 0xd08
 Hardware\t: BCM2835
 Model\t\t: Raspberry Pi 4 Model B Rev 1.4
 """
+
+# an arm64 kernel's /proc/cpuinfo, one block a core (a GH200's Grace: 72 of these), no name
+GRACE_CORE = """processor\t: {n}
+BogoMIPS\t: 2000.00
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics sve sve2 i8mm bf16
+CPU implementer\t: 0x41
+CPU architecture: 8
+CPU variant\t: 0x0
+CPU part\t: 0xd4f
+CPU revision\t: 0
+"""
+GRACE = "\n".join(GRACE_CORE.format(n=n) for n in range(4))
+
+
+def test_an_arm64_cpu_without_a_model_name_is_named_by_its_core() -> None:
+    """A GH200's cpuinfo names no model, only its cores' ids (implementer 0x41, part 0xd4f):
+    they read "Neoverse-V2", as lscpu reads them, not "aarch64"; so does cpu0's MIDR_EL1 from
+    sysfs where cpuinfo lacks the ids (0x410fd4f0). A big.LITTLE board names each core kind
+    once; a part the table lacks, by its implementer; an unknown implementer, nothing."""
+    assert host_cpu_name("Linux", GRACE) == "Neoverse-V2"
+    assert host_cpu_name("Linux", "processor\t: 0\n", midr_el1="0x00000000410fd4f0\n") \
+        == "Neoverse-V2"
+    little, big = (GRACE_CORE.format(n=0).replace("0xd4f", part) for part in ("0xd05", "0xd0b"))
+    assert arm_core_names(little + big + little) == "Cortex-A55 + Cortex-A76"
+    assert arm_core_names(GRACE.replace("0xd4f", "0xfff")) == "ARM part 0xfff"
+    assert arm_core_names(GRACE.replace("0x41", "0x7e")) == ""
+    assert arm_core_names("processor\t: 0\n") == arm_core_names("", "not hex") == ""
+    assert host_cpu_name("Linux", PI) == "Raspberry Pi 4 Model B Rev 1.4"  # a board's own name
 
 
 def test_a_cpu_is_named_by_its_model_not_its_instruction_set() -> None:

@@ -605,7 +605,7 @@ def test_prefill_gives_a_throughput_where_decode_gives_one(
     from tests.conftest import run_cli
     _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                         "--prompt-len", "8")
-    assert "prompt tok/s (the floor's; vllm would not run it)" in out
+    assert "prompt tok/s (the floor's; vLLM would not run it)" in out
     _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len",
                         "4000", "--json")
     assert json.loads(out)["prompt_tok_s"] is None and json.loads(out)["fits"] is False

@@ -71,8 +71,64 @@ def test_without_a_gpu_prefix_takes_nvidias_block_and_says_rocm_keeps_another(
     rocm = engine_block_size("vllm", None, "amd")
     assert rocm != plain["prefix_reuse"]["block_size"]
     assert f"on ROCm (an AMD GPU) keeps block_size {rocm}" in plain["notes"][0]
-    assert "notes" not in h100 and "notes" not in reuse(capsys, "--block-size", "32")
-    assert "notes" not in reuse(capsys, "--engine-version", "0.33")  # 16 on both
+    assert not any("ROCm" in n for n in h100["notes"])
+    assert "notes" not in reuse(capsys, "--block-size", "32")
+    assert not any("ROCm" in n for n in reuse(capsys, "--engine-version", "0.33")["notes"])
+
+
+@pytest.mark.parametrize("argv", [(), ("--gpu", "h100"), ("--engine", "trtllm")])
+def test_without_a_model_prefix_says_its_block_is_the_engines_for_any_model(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """A model's kernel can force another block (an MLA cache's FlashMLA 64): without
+    --model, prefix says the block it assumed is the engine's default, in one line."""
+    got = reuse(capsys, *argv)
+    block, setting = got["prefix_reuse"]["block_size"], got["prefix_reuse"]["block_setting"]
+    said = [n for n in got["notes"] if n.startswith("no --model: ")]
+    assert len(said) == 1 and f"{setting} {block} is the engine's default" in said[0]
+    given = reuse(capsys, *argv, "--block-size", "64").get("notes", [])
+    assert not any(n.startswith("no --model: ") for n in given)
+
+
+@pytest.mark.parametrize(("model", "gpu", "argv"), [
+    ("deepseek-v3", "h100", ("--engine", "trtllm")),  # FlashMLA's 64 over TensorRT-LLM's 32
+    ("deepseek-v3", "h100", ("--engine-version", "0.17", "--block-size", "16")),  # FlashMLA's
+    ("qwen3-next-80b-a3b", "h100", ()),  # a hybrid's attention blocks grow to its state's page
+])
+def test_with_a_model_prefix_matches_in_the_block_its_pool_runs_in(
+        capsys: pytest.CaptureFixture[str], model: str, gpu: str,
+        argv: tuple[str, ...]) -> None:
+    """--model (with --gpu): the block fit's pool takes for that model, not the engine's
+    default or the one asked, and the source says whose it is."""
+    engine = argv[argv.index("--engine") + 1] if "--engine" in argv else "vllm"
+    version = argv[argv.index("--engine-version") + 1] if "--engine-version" in argv else None
+    asked = int(argv[argv.index("--block-size") + 1]) if "--block-size" in argv else None
+    dep = Deployment.build(resolve_model(model), resolve_accelerator(gpu), engine=engine)
+    block = kv_pool(dep, EngineSettings(block_size=asked, engine_version=version)).block_size
+    assert block != (asked or engine_block_size(engine, version))  # the model forces another
+    got = reuse(capsys, *argv, "--model", model, "--gpu", gpu)
+    assert got["prefix_reuse"]["block_size"] == block
+    assert got["prefix_reuse"]["tokens_reused"] == \
+        prefix_reuse(PROMPT, PROMPT, block).tokens_reused
+    assert got["prefix_reuse"]["block_source"].startswith(f"{dep.model.name}'s on ")
+    assert ("not the 16 asked" in got["prefix_reuse"]["block_source"]) == (asked is not None)
+    assert "notes" not in got or not any(n.startswith("no --model") for n in got["notes"])
+
+
+def test_a_model_in_the_engines_own_block_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B's cache runs in vLLM 0.34's default block on an H100: the source says the
+    block is the model's too, and no note asks for --model."""
+    got = reuse(capsys, "--model", "llama-3.1-8b", "--gpu", "h100")
+    assert got["prefix_reuse"]["block_size"] == pool_block("h100")
+    assert got["prefix_reuse"]["block_source"] == \
+        f"{block_source('vllm', None, 'h100-sxm')}, llama-3.1-8b's too"
+    assert "notes" not in got
+
+
+def test_a_model_without_a_card_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused_line(capsys, "prefix", "--tokens-a", IDS, "--tokens-b", IDS, "--model",
+                        "deepseek-v3")
+    assert "--model needs --gpu" in line
 
 
 @pytest.mark.parametrize(("argv", "source"), [

@@ -117,7 +117,7 @@ def test_decode_says_its_fit_judges_the_memory_not_the_engine(
     assert lines[2].endswith("bound  fits in memory")
     code, out, _ = run_cli(capsys, *argv, "--batch", "1")
     fit = next(line for line in out.splitlines() if "73.3 GB of weights and KV cache" in line)
-    assert fit.startswith("  fits in memory only: ") and "vllm would not run it" in fit
+    assert fit.startswith("  fits in memory only: ") and "vLLM would not run it" in fit
     code, out, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
                            "--context", "2000")
     assert "  fits: " in out and "fits in memory only" not in out  # one the engine runs

@@ -11,7 +11,7 @@ from typing import cast
 
 import pytest
 
-from ridgeline.engine_versions import sized_version
+from ridgeline.engine_versions import engine_name, sized_version
 from tests.conftest import run_cli
 
 ENGINES = ["vllm", "sglang", "trtllm"]
@@ -119,15 +119,21 @@ def test_the_expected_line_names_the_release_its_json_names(
         capsys: pytest.CaptureFixture[str], command: str, engine: str,
         version: str | None) -> None:
     """prefill's and decode's "expected on vllm:" named the engine, not the release its pool
-    (and prefill's step budget) was sized as, which their --json and fit's header name."""
+    (and prefill's step budget) was sized as, which their --json and fit's header name; the
+    text spells the engine as its project does ("vLLM 0.34", "TensorRT-LLM"), --json keeps
+    its id."""
     argv = [command.split()[0], "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
             *(["--engine-version", version] if version else []),
             *(["--prompt-len", "2000"] if command == "prefill" else
               ["--batch", "1,8" if command == "decode table" else "8"])]
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
-    sized = json.loads(run_cli(capsys, *argv, "--json")[1])["engine_version"]
-    said = f"expected on {engine} {sized}: " if sized else f"expected on {engine}: "
+    report = json.loads(run_cli(capsys, *argv, "--json")[1])
+    sized = report["engine_version"]
+    if command != "prefill":
+        assert {p["expected"]["engine"] for p in report["points"]} == {engine}
+    name = engine_name(engine)  # the engine as its project spells it, its id kept in --json
+    said = f"expected on {name} {sized}: " if sized else f"expected on {name}: "
     assert sum(line.startswith(said) for line in out.splitlines()) == 1, out
     fit = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
                   "--max-model-len", "8k", *(["--engine-version", version] if version else []))[1]

@@ -100,9 +100,9 @@ def test_with_no_engine_named_a_v100_is_priced_on_llama_cpp_cuda(
     """As the AMD cards vLLM's ROCm build leaves out default to llama.cpp-rocm."""
     code, out, err = run_cli(capsys, "decode", "falcon-7b", "--gpu", "v100")
     assert code == 0, err
-    assert "expected on llama.cpp-cuda" in out and "expected on vllm" not in out
+    assert "expected on llama.cpp-cuda" in out and "expected on vLLM" not in out
     code, out, err = run_cli(capsys, "decode", "falcon-7b", "--gpu", "t4")
-    assert code == 0 and "expected on vllm" in out, err
+    assert code == 0 and "expected on vLLM" in out, err
 
 
 def test_fit_refuses_an_fp8_cache_on_a_t4_and_names_the_releases_that_keep_one(

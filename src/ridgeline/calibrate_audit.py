@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ridgeline.calibrate_held import held_parameters
-from ridgeline.calibrate_rows import row_deployment
+from ridgeline.calibrate_rows import rated_bytes_per_s, row_deployment, row_group
 from ridgeline.engines import EngineProfile
 from ridgeline.measurements import Measurement
 from ridgeline.units import fmt_share
@@ -89,21 +89,25 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                        "another (--profile in plan, decode, simulate) they may be far off — add "
                        "rows of other models, or keep this profile to that one")
         held = dict(held_parameters(p, prior))  # the bundled profile's values: not fitted
-        shares: dict[tuple[str, str], list[str]] = {}  # (low or high, share %) → groups
+        # (low or high, share %, the ceiling it was held under) → groups
+        shares: dict[tuple[str, str, str], list[str]] = {}
         fitted_on = [] if "bandwidth share" in held else \
             sorted(set(p.fitted_groups) | set(p.group_bandwidth)) or [""]
         for group in fitted_on:
             share = p.bandwidth_efficiency * p.group_bandwidth.get(group, 1.0)
             if share < MIN_BANDWIDTH_SHARE:
-                shares.setdefault(("low", fmt_share(share, bounds=(MIN_BANDWIDTH_SHARE,))),
+                shares.setdefault(("low", fmt_share(share, bounds=(MIN_BANDWIDTH_SHARE,)), ""),
                                   []).append(group)
-            elif share > 1.0 and p.bandwidth_efficiency < 0.999:  # ≥ 0.999: cmd_calibrate's
-                shares.setdefault(("high", fmt_share(share, bounds=(1.0,))), []).append(group)
-        for (side, pct), groups in shares.items():  # pct on its side of the bound: 100.02%
+            elif p.bandwidth_efficiency < 0.999:  # ≥ 0.999: cmd_calibrate's
+                reached, ceiling = reached_share(p, share, group, rows)
+                if reached > 1.0:
+                    shares.setdefault(("high", fmt_share(reached, bounds=(1.0,)), ceiling),
+                                      []).append(group)
+        for (side, pct, ceiling), groups in shares.items():  # pct on its side of the bound: 100.02%
             where = f" on {' and '.join(groups)} cards" if any(groups) else ""
             bundled_share = f" (the bundled {engine} profile: {bundled_shares(prior, groups)})" \
                 if prior is not None else ""
-            out.append(f"{engine}: bandwidth fitted at {pct} of rated{where}, " + (
+            out.append(f"{engine}: bandwidth fitted at {pct} of rated{where}{ceiling}, " + (
                 f"under {MIN_BANDWIDTH_SHARE:.0%}{bundled_share}: the rows may have run "
                 "another deployment than they name (card, weights, GPUs), or work the model "
                 "does not price" if side == "low" else
@@ -117,6 +121,30 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                        "cannot tell it from the bandwidth share — add rows at batch 1 and at "
                        "large batches")
     return out
+
+
+def reached_share(p: EngineProfile, share: float, group: str,
+                  rows: Sequence[Measurement]) -> tuple[float, str]:
+    """The share of rated bandwidth ``p`` lets a decode stream reach on the slowest card of
+    ``group`` its rows were measured on (every fitted row's for the group ""), where the
+    engine's ceiling is in series with ``share`` (EngineProfile.share_under_ceiling), and the
+    words that say so ("" without a ceiling, or with no row's card known): a share past 1 the
+    ceiling holds under it moves no more than the card can. llama.cpp-cuda's 100.02 % of rated
+    on nvidia-workstation cards, under its 3.53 TB/s ceiling on the slowest its
+    measurements.csv rows name (an RTX 4000 Ada's 360 GB/s): 1 ÷ (1/1.0002 + 0.102) = 91 %."""
+    cap = p.bandwidth_cap_bytes_per_s
+    if cap is None:
+        return share, ""
+    ids = set(p.fitted_ids)
+    cards = {(rated, r.gpu) for r in rows if r.id in ids
+             and (not group or group in (row_group(r), row_group(r, bandwidth=True)))
+             and (rated := rated_bytes_per_s(r)) is not None}
+    if not cards:
+        return share, ""
+    rated, card = min(cards)  # the slowest card: the one the ceiling holds back least
+    reached = p.share_under_ceiling(share, rated)
+    return reached, (f" ({fmt_share(share, bounds=(1.0,))} in series with the "
+                     f"{cap / 1e12:.3g} TB/s ceiling, on {card})")
 
 
 def bundled_shares(prior: EngineProfile, groups: list[str]) -> str:

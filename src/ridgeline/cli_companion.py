@@ -329,7 +329,16 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     setting = BLOCK_SETTINGS[engine]
     unit = "page" if setting == "page_size" else "block"
     source = "as given" if args.block_size else block_source(engine, version, card, vendor)
-    r = prefix_reuse(a, b, args.block_size or default, setting, source)
+    block = args.block_size or default
+    if args.model:  # the block the model's kernel or state forces, as fit's pool takes it
+        forced, name = _model_block(args, engine, version)
+        if forced != block:
+            source = (f"{name}'s on {card}, as `ridgeline fit` sizes its pool"
+                      + (f", not the {block} asked" if args.block_size else ""))
+        else:
+            source += f", {name}'s too"
+        block = forced
+    r = prefix_reuse(a, b, block, setting, source)
     common, reused = r.common_prefix_tokens, r.tokens_reused
     lines = (f"common prefix {common} {plural(common, 'token')}; with {setting} "
              f"{r.block_size} ({source}): {r.full_blocks_reused} full "
@@ -348,7 +357,31 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
 
         notes.append(f"no --gpu: vLLM {vllm_accounting(version).version} on ROCm (an AMD GPU) "
                      f"keeps {setting} {rocm}; give --gpu to match in the card's block")
+    if not (args.model or args.block_size):
+        notes.append(f"no --model: {setting} {r.block_size} is the engine's default for any "
+                     "model; a model's kernel can force another (an MLA cache: 64 on Hopper's "
+                     "FlashMLA; a hybrid's blocks grow to hold its state): give --model and "
+                     f"--gpu to match in the model's {unit}")
     return LinesReport((named(r),), lines, tuple(notes))
+
+
+def _model_block(args: argparse.Namespace, engine: str, version: str | None) -> tuple[int, str]:
+    """(tokens per block, model name) that ``engine`` at ``version`` caches --model's prompts
+    in on --gpu, as its KV pool is sized (kv_pool: an MLA kernel's block, a hybrid's grown
+    one, or the one asked): DeepSeek-V3 on an H100 under TensorRT-LLM, FlashMLA's 64."""
+    if not args.gpu:
+        raise InputError("--model needs --gpu: the block a model's kernel runs in depends on "
+                         "the card (an MLA cache: FlashMLA's 64 on Hopper, CUTLASS MLA's 128 "
+                         "on a B200)")
+    from ridgeline.cli_load import load_model
+    from ridgeline.deployment import Deployment
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    model = load_model(args)
+    dep = Deployment.build(model, resolve_accelerator(args.gpu), engine=engine)
+    pool = kv_pool(dep, EngineSettings(block_size=args.block_size, engine_version=version))
+    return pool.block_size, model.name
 
 
 def _prefix_card(gpu: str | None, engine: str) -> tuple[str, str]:
@@ -564,10 +597,13 @@ def add_companion_commands(
                    help="tokens per KV block: only whole blocks are reused (default: the "
                    "engine's, vLLM's block_size 64 from 0.34 on NVIDIA GPUs, 16 on ROCm and "
                    "before 0.34, SGLang's page_size 1, TensorRT-LLM's tokens_per_block 32; a "
-                   "model's kernel can set another, as fit says)")
+                   "model's kernel can set another: --model)")
     p.add_argument("--gpu", type=_one_accelerator(),
                    help="the card the engine runs on, for its block (vLLM 0.34 keeps 16 on "
                    "ROCm); default an NVIDIA GPU")
+    p.add_argument("--model", type=_not_empty("model name"),
+                   help="the model served (needs --gpu), for the block its kernel forces: an "
+                   "MLA cache's 64 on Hopper, a hybrid's grown blocks (default: the engine's)")
     engine_flag(p, "engine whose cache the prompts meet (default vllm): vllm, sglang, trtllm")
     engine_version_flag(p, "block size and --block-size rules to follow (64 from vLLM 0.34; "
                         "vLLM's list before 0.18)")

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ridgeline.datafiles import load_data
+
 
 @dataclass
 class Probe:
@@ -146,33 +148,36 @@ def sm_clock_note(torch: Any, device: Any) -> str:
         return ""
 
 
-# /proc/cpuinfo's fields that name the processor, most telling first: x86's and newer arm64
-# kernels' "model name" ("Intel(R) Xeon(R) Processor", this 2-core VM's, 2026-12-05), a board's
-# "Model" (a Raspberry Pi), older ARM kernels' "Hardware", MIPS's "cpu model", POWER's "cpu"
-CPUINFO_NAME_KEYS = ("model name", "Model", "Hardware", "cpu model", "cpu")
+# /proc/cpuinfo's fields that name the processor, most telling first: x86's "model name"
+# ("Intel(R) Xeon(R) Processor", this 2-core VM's, 2026-12-05), a board's "Model" (a
+# Raspberry Pi); then an arm64 kernel's core ids (arm_core_names), which is all a GH200's
+# cpuinfo gives; then older ARM kernels' "Hardware", MIPS's "cpu model", POWER's "cpu"
+CPUINFO_NAME_KEYS = ("model name", "Model")
+CPUINFO_LATER_KEYS = ("Hardware", "cpu model", "cpu")
+MIDR_EL1_PATH = "/sys/devices/system/cpu/cpu0/regs/identification/midr_el1"
 
 
 def host_cpu_name(system: str | None = None, cpuinfo: str | None = None,
-                  brand_string: str | None = None) -> str:
+                  brand_string: str | None = None, midr_el1: str | None = None) -> str:
     """The host CPU's model, as the device name of a CPU (or Apple GPU) measurement: Linux's
-    /proc/cpuinfo (``cpuinfo``, read where not given: "Intel(R) Xeon(R) Processor"), macOS's
+    /proc/cpuinfo (``cpuinfo``, read where not given: "Intel(R) Xeon(R) Processor"; an arm64
+    kernel's core ids named by arm_core_names: a GH200's "Neoverse-V2"), macOS's
     ``sysctl -n machdep.cpu.brand_string`` (``brand_string``, asked where not given: "Apple
-    M2 Pro"); else what platform knows ("x86_64", which names an instruction set, not a CPU).
-    ``system`` as platform.system() names it."""
+    M2 Pro"); else what platform knows ("aarch64", which names an instruction set, not a CPU).
+    ``system`` as platform.system() names it; ``midr_el1`` cpu0's register, as sysfs gives it
+    (read where cpuinfo is not given), for a cpuinfo without the ids."""
     system = system or platform.system()
     if system == "Linux":
         if cpuinfo is None:
-            try:
-                with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-                    cpuinfo = handle.read(1 << 20)
-            except OSError:
-                cpuinfo = ""
+            cpuinfo, midr_el1 = _read_text("/proc/cpuinfo"), _read_text(MIDR_EL1_PATH)
         fields: dict[str, str] = {}
         for line in cpuinfo.splitlines():
             key, colon, value = line.partition(":")
             if colon and value.strip():
                 fields.setdefault(key.strip(), " ".join(value.split()))
-        named = next((fields[k] for k in CPUINFO_NAME_KEYS if k in fields), "")
+        named = next((fields[k] for k in CPUINFO_NAME_KEYS if k in fields), "") \
+            or arm_core_names(cpuinfo, midr_el1 or "") \
+            or next((fields[k] for k in CPUINFO_LATER_KEYS if k in fields), "")
         if named:
             return named
     elif system == "Darwin":
@@ -186,6 +191,50 @@ def host_cpu_name(system: str | None = None, cpuinfo: str | None = None,
         if brand_string.strip():
             return " ".join(brand_string.split())
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def arm_core_names(cpuinfo: str, midr_el1: str = "") -> str:
+    """The Arm cores an arm64 /proc/cpuinfo names by id ("CPU implementer", "CPU part": a
+    GH200's 0x41 and 0xd4f), as lscpu names them (data/arm_cpu_parts.json): "Neoverse-V2";
+    each kind once, in order, for a big.LITTLE chip ("Cortex-A76 + Cortex-A55"); a part the
+    table lacks by its implementer ("ARM part 0xd99"). Without the ids, ``midr_el1``'s
+    (0x410fd4f0: implementer bits 31-24, part 15-4); "" where neither is known."""
+    ids: list[tuple[int, int]] = []
+    implementer = None
+    for line in cpuinfo.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        try:
+            if key == "CPU implementer":
+                implementer = int(value, 16)
+            elif key == "CPU part" and implementer is not None:
+                ids.append((implementer, int(value, 16)))
+        except ValueError:
+            continue
+    if not ids and midr_el1.strip():
+        try:
+            midr = int(midr_el1.strip(), 16)
+        except ValueError:
+            return ""
+        ids.append((midr >> 24 & 0xFF, midr >> 4 & 0xFFF))
+    table = load_data("arm_cpu_parts.json")["implementers"]
+    names: list[str] = []
+    for impl, part in ids:
+        vendor = table.get(f"0x{impl:02x}")
+        if vendor is None:
+            continue
+        name = vendor["parts"].get(f"0x{part:03x}") or f"{vendor['name']} part 0x{part:03x}"
+        if name not in names:
+            names.append(name)
+    return " + ".join(names)
+
+
+def _read_text(path: str) -> str:
+    """A small system file's text ("" where it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(1 << 20)
+    except OSError:
+        return ""
 
 
 def device_memory_bytes(torch: Any, device: Any) -> float:

@@ -155,7 +155,8 @@ def engine_block_size(engine: str, version: str | None = None, vendor: str = "")
     ``version``'s block_size on a card of ``vendor`` ("" read as NVIDIA), as its pool takes it
     (vllm_memory.default_block_size: 0.34 64, 16 on ROCm and before 0.34), SGLang's page_size
     1, TensorRT-LLM's tokens_per_block 32. A model's kernel may set another (an MLA cache's:
-    vllm_mla_block.py, trtllm_memory.flash_mla_block): `ridgeline prefix` has no model."""
+    vllm_mla_block.py, trtllm_memory.flash_mla_block), which `ridgeline prefix` takes from
+    the pool where --model names the model."""
     if engine not in BLOCK_SETTINGS:
         raise InputError(f"{engine}: prefix models the block caches vLLM, SGLang and "
                          "TensorRT-LLM share between requests; llama-server keeps each slot's "

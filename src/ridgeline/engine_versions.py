@@ -66,13 +66,15 @@ def sized_version(engine: str, version: str | None) -> str | None:
     return str(sglang_data()["newest_checked"]) if engine == "sglang" else None
 
 
-def engine_release(engine: str, version: str | None) -> str:
+def engine_release(engine: str, version: str | None, named: bool = False) -> str:
     """The engine as an answer names it beside the release it was priced as (sized_version):
     'vllm 0.34', 'sglang 0.5.23', 'vllm 0.19' where --engine-version 0.19 was given; the
     engine alone where no release is (TensorRT-LLM: 'trtllm'). fit's header, simulate's,
-    and decode's and prefill's "expected on" lines."""
+    and prefill's "expected on" lines; ``named``, as its project spells it (engine_name), in
+    decode's prose: 'vLLM 0.34', 'TensorRT-LLM'."""
     release = sized_version(engine, version)
-    return f"{engine} {release}" if release else engine
+    name = engine_name(engine) if named else engine
+    return f"{name} {release}" if release else name
 
 
 def check_version_kind(engine: str, version: str) -> None:

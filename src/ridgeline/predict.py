@@ -19,7 +19,7 @@ from ridgeline.catalog import resolve_model
 from ridgeline.context_length import served_positions
 from ridgeline.deployment import Deployment
 from ridgeline.engine_platforms import LLAMACPP_PLAIN_KV
-from ridgeline.engine_versions import modelled_version
+from ridgeline.engine_versions import engine_name, modelled_version
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.graph_batches import with_cuda_graphs
@@ -324,13 +324,13 @@ def shared_profile_caution(profile: EngineProfile, moe_prompt: bool = False) -> 
     if len(twins) < 2:
         return ""
     own = moe_prompt_expert_slowdown(profile.engine)
-    slower = [f"{e} prices {moe_prompt_expert_slowdown(e):g}x slower" for e in twins
+    slower = [f"{engine_name(e)} prices {moe_prompt_expert_slowdown(e):g}x slower" for e in twins
               if moe_prompt and moe_prompt_expert_slowdown(e) != own]
     same = ("so these step times are the same on each" if not slower else
             "so these step times are the same on each but for the routed experts' arithmetic "
             f"on a prompt, which {', '.join(slower)} (engines.json "
             "moe_prompt_expert_slowdown: its fused MoE kernels)")
-    return (f"{', '.join(twins)} share one calibrated step-cost "
+    return (f"{', '.join(engine_name(e) for e in twins)} share one calibrated step-cost "
             f"profile, fitted on their rows together, {same}: "
             "the engines differ in their KV pools and scheduling (`ridgeline fit`, `ridgeline "
             "simulate`), and no engine comparison should be read into this figure")

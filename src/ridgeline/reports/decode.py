@@ -17,7 +17,7 @@ from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps, ridge_batch_step
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
-from ridgeline.engine_versions import engine_release, sized_version
+from ridgeline.engine_versions import engine_name, engine_release, sized_version
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, bound_label, decode_floor
@@ -276,7 +276,7 @@ class DecodeReport:
             return f.does_not_fit
         seat, engine = self._seat(f.context), self.expected[0].engine
         if seat.held:
-            return (f"{engine} cannot run a batch of {f.batch:,} at {f.context:,} "
+            return (f"{engine_name(engine)} cannot run a batch of {f.batch:,} at {f.context:,} "
                     f"{plural(f.context, 'token')} of context: "
                     + (f"its {self._seats_knob()} lets at most {seat.held:,} "
                        f"{plural(seat.held, 'sequence')} run at once (its KV pool would hold "
@@ -304,7 +304,8 @@ class DecodeReport:
         mode = (" (as vllm serve sizes its pool; --usage offline for the offline LLM class's)"
                 if engine == "vllm" and not self.pool_settings else "")
         c = seat.context
-        return seat.why_none(engine + mode, f"sequence of {c:,} {plural(c, 'token')}")
+        return seat.why_none(engine_name(engine) + mode,
+                             f"sequence of {c:,} {plural(c, 'token')}")
 
     def to_dict(self) -> dict[str, Any]:
         points = []
@@ -411,7 +412,8 @@ class DecodeReport:
             lines += [
                 f"  per user   {f.per_user_tok_s:,.1f} tok/s "
                 f"({fmt_share(f.per_user_tok_s / base.per_user_tok_s)} of batch 1"
-                + ("" if runs else f"; the floor's: {e.engine} would not run it") + ")",
+                + ("" if runs else f"; the floor's: {engine_name(e.engine)} would not run it")
+                + ")",
                 f"  aggregate  {fmt_total_tok_s(f.aggregate_tok_s)} tok/s "
                 f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1"
                 + ("" if runs else "; the floor's") + ")",
@@ -421,7 +423,7 @@ class DecodeReport:
                 return [*lines, f"expected on {self._priced_as}: nothing: "
                         f"{self.none_reason(f)}"
                         + ("" if held else f" ({self._fit_hint()} for the breakdown)"),
-                        "  " + _memory_only(f.fit.headline(), e.engine),
+                        "  " + _memory_only(f.fit.headline(), engine_name(e.engine)),
                         *self._longest_point_line(),
                         *self._pool_lines(None if held else f.context)]
             lines += [
@@ -484,7 +486,8 @@ class DecodeReport:
                     f"{1 / e.time_s:,.1f}", fmt_total_tok_s(f.batch / e.time_s)]
                    if r.engine_runs(f) else [r.why_not(f), "", "", ""])]
                 for (f, _), e in zip(r.floors, r.expected)]
-        return [f"at --max-model-len {r.started_at:,} (the longest {r.expected[0].engine} "
+        return [f"at --max-model-len {r.started_at:,} (the longest "
+                f"{engine_name(r.expected[0].engine)} "
                 "starts at), expected:",
                 *table(rows, ["batch", "context", "expected ms", "band", "tok/s/user",
                               "tok/s total"]),
@@ -492,9 +495,9 @@ class DecodeReport:
 
     @property
     def _priced_as(self) -> str:
-        """The engine and the release its pool was sized as, as fit's header names them:
-        'vllm 0.34', 'trtllm' (engine_versions.engine_release)."""
-        return engine_release(self.expected[0].engine, self.engine_version)
+        """The engine and the release its pool was sized as, as its project spells it:
+        'vLLM 0.34', 'TensorRT-LLM' (engine_versions.engine_release)."""
+        return engine_release(self.expected[0].engine, self.engine_version, named=True)
 
     def weights_read_in_all(self, f: DecodeFloor) -> float | None:
         """Under expert parallelism (one data-parallel rank), the weight bytes all the GPUs
@@ -572,7 +575,7 @@ class DecodeReport:
 
             default = int(engine_defaults(engine)["n_parallel"])
             slots = f", given a slot each (-np; llama-server's default runs {default})"
-        pool = f"{engine}'s KV pool" + (f" ({self._line_settings})" if self._line_settings
+        pool = f"{engine_name(engine)}'s KV pool" + (f" ({self._line_settings})" if self._line_settings
                                          else " (vllm serve's defaults)" if engine == "vllm"
                                          else "")
         fit = self._fit_hint()
@@ -1007,7 +1010,8 @@ class DecodeComparison(ByCard):
         cautions = dict.fromkeys(c for r in self.reports for c in r.shown_cautions)
         from ridgeline.offload import placement_lines
 
-        engines = ", ".join(dict.fromkeys(r.expected[0].engine for r in self.reports))
+        engines = ", ".join(dict.fromkeys(engine_name(r.expected[0].engine)
+                                          for r in self.reports))
         weights = weights_by_engine([r.deployment for r in self.reports])
         return [f"{d.model.name}, weights {weights}, "
                 + ("" if kv_per_card else f"KV {d.kv.id}, ") + "decode on "

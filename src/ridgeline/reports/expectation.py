@@ -32,6 +32,7 @@ from ridgeline.cost import (
 )
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
+from ridgeline.engine_versions import engine_name
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
@@ -86,7 +87,7 @@ def floor_heading_end(runs: bool, fits: bool, fit_runs: bool, engine: str) -> st
     if runs:
         return ":"
     if fits:
-        return f" (arithmetic only: {engine} would not run this):"
+        return f" (arithmetic only: {engine_name(engine)} would not run this):"
     return FIT_RUNS_IT if fit_runs else " (arithmetic only: no engine can run this):"
 
 
@@ -100,7 +101,7 @@ def no_expectation(dep: Deployment, engine: str, cautions: Sequence[str] = ()) -
     the weights it would move (SET_ASIDE_LEAD)."""
     from ridgeline.llamacpp_fit import SET_ASIDE_LEAD, fit_could_offload
 
-    lines = [_NO_EXPECTATION.format(engine=engine)]
+    lines = [_NO_EXPECTATION.format(engine=engine_name(engine))]
     if dep.num_gpus == 1 and fit_could_offload(dep, engine) \
             and not any(c.startswith(SET_ASIDE_LEAD) for c in cautions):
         lines.append(_FIT_HINT)

@@ -19,7 +19,7 @@ from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
-from ridgeline.engine_versions import engine_release, sized_version
+from ridgeline.engine_versions import engine_name, engine_release, sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count
@@ -197,7 +197,7 @@ class PrefillReport:
         passes = -(-f.batch * f.prompt_len // ubatch)  # the prompts' tokens packed in order
         if passes <= 1:
             return ""
-        return (f"the floor reads the weights once (the ideal); {dep.engine} runs "
+        return (f"the floor reads the weights once (the ideal); {engine_name(dep.engine)} runs "
                 f"{passes:,} ubatches of at most {ubatch:,} {plural(ubatch, 'token')} (-ub), "
                 "each reading them again, and the expectation counts them")
 
@@ -214,7 +214,8 @@ class PrefillReport:
         # its budget)
         chunked = (splits_a_prompt(f.prompt_len, f.batch, tokens)
                    if self.chunks else f.prompt_len > tokens)
-        return (f"the floor reads the weights once (the ideal); {self.expected.engine} runs "
+        return (f"the floor reads the weights once (the ideal); "
+                f"{engine_name(self.expected.engine)} runs "
                 f"{prompts} in {steps:,} steps of at most {tokens:,} tokens ({source}"
                 + ("; each data-parallel rank its own prompts, the ranks' steps together"
                    if self.deployment.data_parallel_size > 1 else "") + "), each "
@@ -352,7 +353,7 @@ class PrefillReport:
             # a deployment that does not fit gets no throughput, as decode gives it none; one
             # that fits but an engine would not start has its floor's, as decode's floor does
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" + (
-                "" if self.runs else f" (the floor's; {e.engine} would not run it)")
+                "" if self.runs else f" (the floor's; {engine_name(e.engine)} would not run it)")
             if f.fit.fits else "  throughput none: it does not run",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes ({ridge})",
@@ -362,7 +363,7 @@ class PrefillReport:
         if not f.fit.fits:
             return [*lines, *no_expectation(self.deployment, e.engine, self.cautions)]
         # the release the pool and the step budget were sized as, as fit's header names it
-        on = engine_release(e.engine, self.engine_version)
+        on = engine_release(e.engine, self.engine_version, named=True)
         if not self.runs:
             return [*lines, f"expected on {on}: nothing: {self.none_reason}",
                     *([self.longest_line] if self.longest_line else [])]
