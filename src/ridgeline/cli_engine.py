@@ -362,20 +362,49 @@ def sglang_multimodal(g: Any) -> None:
                    "setting it also keeps that rule's CUDA IPC pool off)")
     g.add_argument("--mm-feature-transport", choices=("cpu", "cuda_ipc", "cuda_vmm"),
                    help="SGLang v0.5.16+ (cuda_vmm v0.5.18+): how multimodal features reach "
-                   "the GPU; cuda_ipc and cuda_vmm keep a 1,024 MiB pool "
-                   "(SGLANG_MM_FEATURE_CACHE_MB) that v0.5.18+ takes out of the pool (default: "
-                   "SGLang's choice, cpu on one node, cuda_ipc for Qwen3-VL on a large Hopper "
-                   "card from v0.5.20)")
+                   "the GPU; cuda_ipc and cuda_vmm keep a pool on the first GPU "
+                   "(SGLANG_MM_FEATURE_CACHE_MB, 1,024 MiB) that comes out of the KV pool "
+                   "(default: SGLang's choice: cpu on one node, but cuda_ipc in v0.5.17 and for "
+                   "Qwen3-VL on a large Hopper card from v0.5.20; cuda_vmm across GB200/GB300 "
+                   "nodes for the models that opt in from v0.5.18)")
+    g.add_argument("--sglang-mm-feature-cache-mb", dest="sglang_mm_feature_cache_mb",
+                   type=_mm_feature_cache_mib, metavar="MIB",
+                   help="SGLang: the environment variable SGLANG_MM_FEATURE_CACHE_MB as the "
+                   "server is started with it (not a flag of SGLang's): the cuda_ipc/cuda_vmm "
+                   "feature pool (default unset: 1,024 MiB; 3,072 for Qwen3-VL's CUDA IPC pool "
+                   "at --max-running-requests 400 or more, which setting it keeps off)")
+    g.add_argument("--mm-preprocess-cache-size-mb", dest="mm_preprocess_cache_size_mb",
+                   type=_preprocess_cache_mib, metavar="MIB",
+                   help="SGLang v0.5.18+: its cache of preprocessed media, in host memory, so "
+                   "not taken from the GPU (not priced); above 0 it keeps the CUDA IPC pool "
+                   "Qwen3-VL turns on off")
+
+
+def _whole_mib(name: str, example: str, text: str) -> int:
+    """A whole number of MiB, 0 or more, as SGLang's EnvInt or int flag reads it (int() would
+    take '１' and '1_0', which are refused)."""
+    if not text.strip().isascii() or not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{name} must be a whole number of MiB, 0 or more, such as {example}, "
+            f"got {text!r}")
+    return int(text)
 
 
 def _vlm_cache_mib(text: str) -> int:
-    """SGLANG_VLM_CACHE_SIZE_MB as SGLang's EnvInt reads it: a whole number of MiB (0 or
-    more here; int() would take '１' and '1_0', which are refused)."""
-    if not text.strip().isascii() or not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(
-            f"SGLANG_VLM_CACHE_SIZE_MB must be a whole number of MiB, 0 or more, such as 100 "
-            f"or 0, got {text!r}")
-    return int(text)
+    """SGLANG_VLM_CACHE_SIZE_MB: '100' is 100 MiB; '1k' is refused."""
+    return _whole_mib("SGLANG_VLM_CACHE_SIZE_MB", "100 or 0", text)
+
+
+def _mm_feature_cache_mib(text: str) -> int:
+    """SGLANG_MM_FEATURE_CACHE_MB: '2048' is 2,048 MiB (0 is refused later where a pool is
+    built)."""
+    return _whole_mib("SGLANG_MM_FEATURE_CACHE_MB", "1024 or 3072", text)
+
+
+def _preprocess_cache_mib(text: str) -> int:
+    """--mm-preprocess-cache-size-mb: '256' is 256 MiB of host memory; '-1' is refused, as
+    SGLang refuses it ('must be non-negative')."""
+    return _whole_mib("--mm-preprocess-cache-size-mb", "256 or 0", text)
 
 
 def sglang_overlap(g: Any) -> None:

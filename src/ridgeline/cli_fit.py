@@ -207,6 +207,7 @@ ENGINE_KNOBS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_token
                 "extensible_kv_cache",
                 "prefix_caching", "language_model_only",
                 "enable_multimodal", "sglang_vlm_cache_size_mb", "mm_feature_transport",
+                "sglang_mm_feature_cache_mb", "mm_preprocess_cache_size_mb",
                 "backend", "warm_compile_cache", "kv_cache_memory_bytes", "max_total_tokens",
                 "data_parallel_size", "enable_dp_attention", "max_mamba_cache_size",
                 "mamba_ssm_dtype", "max_cudagraph_capture_size",

@@ -700,6 +700,8 @@ def engine_settings(args: argparse.Namespace) -> Any:
         enable_multimodal=getattr(args, "enable_multimodal", False),
         sglang_vlm_cache_size_mb=getattr(args, "sglang_vlm_cache_size_mb", None),
         mm_feature_transport=getattr(args, "mm_feature_transport", None),
+        sglang_mm_feature_cache_mb=getattr(args, "sglang_mm_feature_cache_mb", None),
+        mm_preprocess_cache_size_mb=getattr(args, "mm_preprocess_cache_size_mb", None),
         swa_full_tokens_ratio=getattr(args, "swa_full_tokens_ratio", None),
         backend=getattr(args, "backend", None),
         warm_compile_cache=getattr(args, "warm_compile_cache", False),

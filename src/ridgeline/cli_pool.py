@@ -150,7 +150,8 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
     ones left at their defaults are left out, so a run without them is sized as before."""
     given = {name: getattr(args, name, None) for name in (
         "prefix_caching", "swa_full_tokens_ratio", "backend", "extensible_kv_cache",
-        "sglang_vlm_cache_size_mb", "mm_feature_transport")}
+        "sglang_vlm_cache_size_mb", "mm_feature_transport", "sglang_mm_feature_cache_mb",
+        "mm_preprocess_cache_size_mb")}
     given |= {name: True for name in ("language_model_only", "enable_multimodal",
                                       "warm_compile_cache") if getattr(args, name, False)}
     if getattr(args, "no_enable_chunked_prefill", False):  # vLLM: each prompt whole

@@ -124,8 +124,8 @@ class KVPool:
     # layers at 16 bits and quantizes after loading (load_peak.py): the weights this GPU
     # holds at start-up, before they shrink to weight_bytes (0: loaded as served)
     load_peak_bytes: float = 0.0
-    # SGLang v0.5.18+ serving a model it counts as multimodal: the embedding cache (and any
-    # GPU feature-transport pool) it takes out of the KV budget (sglang_mm_reserve.py)
+    # SGLang serving a model it counts as multimodal: the embedding cache (v0.5.18+) and any
+    # GPU feature-transport pool (v0.5.16+) its KV budget loses (sglang_mm_reserve.py)
     mm_reserve_bytes: float = 0.0
     # vLLM v0.34+'s extensible KV cache: what its measurement after warm-up keeps free past
     # total × gpu_memory_utilization (the memory held before its start-up snapshot and its

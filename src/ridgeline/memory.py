@@ -142,10 +142,13 @@ class EngineSettings:
     # (Llama-4 then without its vision tower)
     enable_multimodal: bool = False
     # SGLang's multimodal buffers (sglang_mm_reserve.py): SGLANG_VLM_CACHE_SIZE_MB, the
-    # embedding cache in MiB (None: the variable unset), and --mm-feature-transport (None:
-    # SGLang resolves it)
+    # embedding cache in MiB, and SGLANG_MM_FEATURE_CACHE_MB, the feature pool (None: the
+    # variable unset), --mm-feature-transport (None: SGLang resolves it) and
+    # --mm-preprocess-cache-size-mb (host memory; above 0 it turns Qwen3-VL's pool off)
     sglang_vlm_cache_size_mb: int | None = None
     mm_feature_transport: str | None = None
+    sglang_mm_feature_cache_mb: int | None = None
+    mm_preprocess_cache_size_mb: int | None = None
     warm_compile_cache: bool = False  # vLLM: torch.compile's cache from an earlier start found
     backend: str | None = None  # TensorRT-LLM --backend: pytorch (default) or tensorrt
     # TensorRT-LLM cache_transceiver_config (a disaggregated pool's KV hand-off): its
@@ -316,14 +319,21 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     if s.sglang_vlm_cache_size_mb is not None and engine != "sglang":
         raise InputError(f"--sglang-vlm-cache-size-mb is SGLang's (SGLANG_VLM_CACHE_SIZE_MB); "
                          f"{engine} has no such setting")
-    if s.mm_feature_transport is not None and engine != "sglang":
-        raise InputError(f"--mm-feature-transport is SGLang's; {engine} has no such setting")
+    if s.sglang_mm_feature_cache_mb is not None and engine != "sglang":
+        raise InputError(f"--sglang-mm-feature-cache-mb is SGLang's (SGLANG_MM_FEATURE_CACHE_MB); "
+                         f"{engine} has no such setting")
+    for flag, value in (("--mm-feature-transport", s.mm_feature_transport),
+                        ("--mm-preprocess-cache-size-mb", s.mm_preprocess_cache_size_mb)):
+        if value is not None and engine != "sglang":
+            raise InputError(f"{flag} is SGLang's; {engine} has no such setting")
     if engine == "sglang":
-        from ridgeline.sglang_mm_reserve import sglang_mm_transport_problem, sglang_nodes
+        from ridgeline.sglang_mm_reserve import sglang_mm_problem, sglang_nodes
+        from ridgeline.sglang_pool import sglang_mm_buffers, sglang_requests_given
 
-        problem = sglang_mm_transport_problem(s.engine_version, s.mm_feature_transport,
-                                              dep.accelerator, sglang_nodes(dep),
-                                              dep.pipeline_parallel_size)
+        problem = sglang_mm_problem(dep.model, dep.accelerator, s.engine_version,
+                                    s.enable_multimodal, sglang_nodes(dep),
+                                    dep.pipeline_parallel_size, sglang_requests_given(s),
+                                    sglang_mm_buffers(s))
         if problem:
             raise InputError(problem)
     if s.swa_full_tokens_ratio is not None and engine != "sglang":

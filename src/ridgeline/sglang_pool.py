@@ -27,7 +27,12 @@ from ridgeline.sglang_memory import (
     sglang_startup_bytes,
     sglang_vision_cut,
 )
-from ridgeline.sglang_mm_reserve import SGLangMMReserve, sglang_mm_reserve, sglang_nodes
+from ridgeline.sglang_mm_reserve import (
+    SGLangMMBuffers,
+    SGLangMMReserve,
+    sglang_mm_reserve,
+    sglang_nodes,
+)
 from ridgeline.sglang_nsa import nsa_page_size
 from ridgeline.stages import Stage
 
@@ -40,7 +45,7 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
                 headroom_tokens: int = 0, lora_bytes: float = 0.0) -> KVPool:
     """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
     weights − its LoRA slots (``lora_bytes``: sglang_lora.py, built before the pool is
-    sized) − a multimodal model's embedding cache (v0.5.18+: sglang_mm_reserve.py), in pages
+    sized) − a multimodal model's buffers (sglang_mm_reserve.py), in pages
     of page_size tokens (64 for DeepSeek NSA, as SGLang sets it whatever --page-size says:
     sglang_nsa.py), and a drafter's ``headroom_tokens`` past it
     (sglang_drafter_headroom_tokens; not sized here beside a state pool or windows); a
@@ -107,7 +112,13 @@ def sglang_pool_mm_reserve(dep: Deployment, s: EngineSettings,
     ``s`` (sglang_mm_reserve), the pool and --explain both read it here."""
     return sglang_mm_reserve(dep.model, dep.accelerator, s.engine_version, s.enable_multimodal,
                              sglang_nodes(dep), sglang_requests_given(s), total_bytes,
-                             s.sglang_vlm_cache_size_mb, s.mm_feature_transport)
+                             sglang_mm_buffers(s))
+
+
+def sglang_mm_buffers(s: EngineSettings) -> SGLangMMBuffers:
+    """``s``'s SGLang multimodal buffer settings (the two variables and two flags)."""
+    return SGLangMMBuffers(s.sglang_vlm_cache_size_mb, s.mm_feature_transport,
+                           s.sglang_mm_feature_cache_mb, s.mm_preprocess_cache_size_mb)
 
 
 def sglang_requests_given(s: EngineSettings) -> int | None:

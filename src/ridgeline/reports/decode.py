@@ -814,7 +814,8 @@ def describe_settings(settings: EngineSettings, engine: str,
         if settings.mm_limits is not None else []
     given += [f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
               for name in ("swa_full_tokens_ratio", "backend", "sglang_vlm_cache_size_mb",
-                           "mm_feature_transport")
+                           "mm_feature_transport", "sglang_mm_feature_cache_mb",
+                           "mm_preprocess_cache_size_mb")
               if (value := getattr(settings, name)) is not None]
     # the pool's sizes set rather than left to the engine, and a hybrid's state pool and
     # dtype (sizing_flags.py), each under the engine's own name (SIZE_KNOB_NAMES)

@@ -61,7 +61,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
         rows += [[("− HIP context and TP communicators (RCCL)" if amd else
                    "− CUDA context and TP communicators") + " (x the fraction)",
                   gib(p.non_torch_bytes)]]
-        if p.mm_reserve_bytes:  # v0.5.18+: a multimodal model's embedding cache, feature pool
+        if p.mm_reserve_bytes:  # a multimodal model's embedding cache (v0.5.18+), feature pool
             rows.append(["− multimodal buffers (embedding cache, feature pool)",
                          gib(p.mm_reserve_bytes)])
     else:
