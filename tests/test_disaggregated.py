@@ -247,3 +247,39 @@ def test_the_split_checked_is_the_cheapest_that_holds_from_its_sizes() -> None:
     for x, y in fewer:
         alone = replace(sized, replicas=x + y, prefill_replicas=x)
         assert verify_disaggregated(model, alone, load, slo, alone.gpus) is None, (x, y)
+
+
+def test_a_trtllm_hybrids_split_launches_the_seats_its_state_leaves_room_for() -> None:
+    """TensorRT-LLM to 1.2 holds every seat's Mamba state from start-up: Nemotron-H-56B fp8
+    at the default 2,048 seats wants 876.7 GiB on one H100, so no split on H100s started and
+    none was offered. Its pools now launch at the seats a single pool's replica would
+    (disaggregated.pool_seats, as replica_sizing.state_seats caps them): the pool at that
+    --max_batch_size holds as many of the load's mean requests, and every knob the check
+    tries, the one it launches included, stays within them."""
+    from ridgeline.candidate import replica_deployment
+    from ridgeline.capacity import held_conversations
+    from ridgeline.disaggregated import pool_configs, pool_seats, verify_disaggregated
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.memory import EngineSettings, kv_pool
+
+    model = resolve_model("nemotron-h-56b")
+    load, slo = Load(10.0, "1000", "250"), Slo(2.0, 0.05, 90)
+    found = disaggregated_candidates(model, load, slo, ["h100-sxm"], 64, {}, engine="trtllm")
+    assert found, "no split offered on H100s"
+    c = found[0]
+    dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, 1, c.weights,
+                             c.kv, engine="trtllm")
+    seats = pool_seats(dep, load, None)
+    assert seats is not None and 1 <= seats < 2048 and c.max_num_seqs == seats
+    assert c.pool_knobs == ((seats, None), (seats, None))
+    context = 1250  # the load's mean request, prompt and output
+    settings = EngineSettings(max_model_len=c.max_model_len)
+    assert held_conversations(kv_pool(dep, settings), dep, context) < 1  # the defaults: none
+    held = held_conversations(kv_pool(dep, replace(settings, max_num_seqs=seats)), dep, context)
+    assert held >= seats
+    assert all(knobs[0] is not None and knobs[0] <= seats
+               for knobs, _ in pool_configs(dep, load, c.max_model_len, None, seats))
+    checked = verify_disaggregated(model, c, load, slo, 64, engine="trtllm")
+    assert checked is not None and checked.pool_knobs
+    assert all(knobs[0] is not None and knobs[0] <= seats for knobs in checked.pool_knobs)
+    assert pool_seats(replace(dep, engine="vllm"), load, None) is None  # TensorRT-LLM's alone

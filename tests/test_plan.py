@@ -1169,12 +1169,12 @@ def test_a_trtllm_hybrids_launch_carries_seats_whose_state_fits(
         capsys: pytest.CaptureFixture[str]) -> None:
     """TensorRT-LLM to 1.2 holds every seat's recurrent state from start-up: Nemotron-H-56B fp8
     on one H100 at the default 2,048 seats wants 876.7 GiB. The plan launches such a replica at
-    the most seats whose pool holds as many of the load's mean requests (plan.state_seats),
+    the most seats whose pool holds as many of the load's mean requests (replica_sizing.state_seats),
     and fit, at that launch line's settings, finds it fits; it had launched 2,048 seats."""
     from ridgeline import Deployment, resolve_accelerator
     from ridgeline.capacity import held_conversations
     from ridgeline.memory import EngineSettings, kv_pool
-    from ridgeline.plan import state_seats
+    from ridgeline.replica_sizing import state_seats
 
     load = Load(2.0, "1000", "250")
     dep = Deployment.build(resolve_model("nemotron-h-56b"), resolve_accelerator("h100"),

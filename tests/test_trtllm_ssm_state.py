@@ -61,3 +61,26 @@ def test_fits_mamba_cache_caution_sizes_the_steps_state(
     assert code == 0, err
     caution = next(line for line in out.splitlines() if "recurrent state up front" in line)
     assert f"× {step / MIB:,.1f} MiB" in caution
+
+
+@pytest.mark.parametrize("name", [QWEN35, NEMOTRON_H, "qwen3-next-80b-a3b", "jamba-1.5-mini"])
+def test_the_tensorrt_engine_backend_refuses_a_hybrid_it_builds_no_engine_for(
+        capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """TensorRT-LLM's TensorRT engine backend builds from tensorrt_llm/models, whose recurrent
+    models are pure Mamba and RecurrentGemma: a hybrid is refused in one line naming its
+    architecture and the PyTorch backend that serves it (it had been priced as if built),
+    while the PyTorch backend still prices it and a model without such layers still builds."""
+    from ridgeline.memory import EngineSettings, kv_pool
+    from ridgeline.trtllm_memory import engine_backend_refusal
+    from tests.conftest import refused_line
+
+    model = resolve_model(name)
+    reason = engine_backend_refusal(model)
+    assert model.architecture in reason and "--backend pytorch" in reason
+    line = refused_line(capsys, "fit", name, "--gpu", "h200", "--engine", "trtllm",
+                        "--backend", "tensorrt", "--max-model-len", "8192")
+    assert line.endswith(reason)
+    with pytest.raises(Exception, match="builds no"):
+        kv_pool(_dep(name), EngineSettings(backend="tensorrt"))
+    assert kv_pool(_dep(name), EngineSettings(backend="pytorch")).seat_state_bytes > 0
+    assert engine_backend_refusal(resolve_model("llama-3.1-8b")) == ""

@@ -27,7 +27,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.monotone import longest_holding
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
-from ridgeline.replica_sizing import launch_length, starts_at
+from ridgeline.replica_sizing import launch_length, starts_at, state_seats
 from ridgeline.search_space import ENGINE_KNOBS
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import SimConfig, sim_config
@@ -65,18 +65,21 @@ def pool_transceiver(dep: Deployment, load: Load, max_len: int) -> CacheTranscei
 
 
 
-def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str | None
-                 ) -> list[tuple[Knobs, SimConfig]]:
+def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str | None,
+                 seats: int | None = None) -> list[tuple[Knobs, SimConfig]]:
     """Each engine-knob setting a pool is tried at (``ENGINE_KNOBS``, the single-pool
     search's, with its KV hand-off: ``pool_transceiver``), with the simulated engine it
-    launches; one that does not start at ``max_len``,
+    launches, its seats no more than ``seats`` where given (a TensorRT-LLM hybrid's cap,
+    ``pool_seats``: the default 2,048 and 64 both read as the cap where it is lower);
+    one that does not start at ``max_len``,
     launches the same engine as one before it, or cuts prompts a whole-context engine
     (TensorRT-LLM) would refuse, left out. Fewer seats also free memory for the KV pool
     (vLLM's CUDA graphs and sampler are sized by max_num_seqs): DeepSeek-V3 on 4 x B200 at
     max_model_len 4,096 holds 7,904 tokens at the default 1,024 seats, 32,512 at 64
     (``kv_pool``)."""
     out: list[tuple[Knobs, SimConfig]] = []
-    for seqs, budget in ENGINE_KNOBS:
+    for asked, budget in ENGINE_KNOBS:
+        seqs = asked if seats is None else min(asked or seats, seats)
         settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
                                   engine_version=engine_version,
                                   cache_transceiver=pool_transceiver(dep, load, max_len))
@@ -94,6 +97,18 @@ def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str 
     return out
 
 
+def pool_seats(dep: Deployment, load: Load, engine_version: str | None) -> int | None:
+    """The max_batch_size both pools of a TensorRT-LLM split of a hybrid model launch with,
+    as a single pool's replica would (``replica_sizing.state_seats``): releases to 1.2 hold
+    every seat's recurrent state from start-up, so where the default 2,048 seats leave no
+    room for the load's mean request, the most seats whose pool holds as many (0: not one);
+    None where the defaults start, or under another engine. Nemotron-H-56B fp8 on one H100,
+    1,000 + 250 tokens: 2,048 seats want 876.7 GiB of state, so 49 (46 with a bf16 cache)."""
+    if dep.engine != "trtllm":
+        return None
+    return state_seats(dep, EngineSettings(engine_version=engine_version), load)
+
+
 def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                           max_gpus: int, engine_version: str | None = None,
                           engine: str = "vllm", profile: EngineProfile | None = None
@@ -109,10 +124,12 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     acc = resolve_accelerator(c.accelerator)
     dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine,
                              version=engine_version).with_state_settings(engine_version, None)
-    max_len = c.max_model_len or launch_length(dep, EngineSettings(engine_version=engine_version))
+    seats = c.max_num_seqs  # a hybrid's seat cap under TensorRT-LLM (pool_seats), else None
+    max_len = c.max_model_len or launch_length(
+        dep, EngineSettings(max_num_seqs=seats, engine_version=engine_version))
     if not max_len:
         return None  # no --max-model-len starts it
-    configs = pool_configs(dep, load, max_len, engine_version)
+    configs = pool_configs(dep, load, max_len, engine_version, seats)
     if not configs:
         return None
     profile = profile or profile_for(engine)
@@ -187,7 +204,10 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
         best: Candidate | None = None
         for weights, tp, kv, split in _splits(model, acc, engine, engine_version):
             dep = split.with_state_settings(engine_version, None)  # its state as its pool's
-            settings = EngineSettings(engine_version=engine_version)
+            seats = pool_seats(dep, load, engine_version)  # TensorRT-LLM hybrids: a cap
+            if seats == 0:
+                continue  # not one seat's state and request fit beside the weights
+            settings = EngineSettings(max_num_seqs=seats, engine_version=engine_version)
             max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
             cap = max_batch(dep, isl + osl, replace(
                 settings, max_model_len=max_len,
@@ -211,11 +231,12 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             y = max(1, math.ceil(load.rate_req_s / (lo / (osl * tpot))))
             if (x + y) * tp > max_gpus:
                 continue
-            c = Candidate(acc.id, tp, 1, weights, kv, None, lo, tpot,
+            c = Candidate(acc.id, tp, 1, weights, kv, seats, lo, tpot,
                           prefill_s + transfer_s, lo / (osl * tpot), x + y,
                           prices.get(acc.id), False, profile.source,
                           (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
-                          prefill_replicas=x, max_model_len=max_len)
+                          prefill_replicas=x, max_model_len=max_len,
+                          pool_knobs=((seats, None),) * 2 if seats else ())
             if best is None or c.gpus < best.gpus:
                 best = c
         if best is not None:

@@ -34,11 +34,9 @@ from ridgeline.candidate import (
     replica_deployment,
     weight_choices,
 )
-from ridgeline.capacity import held_conversations, seats_that_fit
 from ridgeline.closest_miss import closest_miss, simulated_miss
 from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
-from ridgeline.deployment import Deployment
 from ridgeline.disaggregated import (
     DISAGGREGATED_CHECKS,
     disaggregated_candidates,
@@ -50,7 +48,7 @@ from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, 
 from ridgeline.errors import InputError
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
-from ridgeline.memory import EngineSettings, kv_pool
+from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.modelopt_algos import checkpoint_refusal
 from ridgeline.plan_cautions import (
@@ -63,7 +61,7 @@ from ridgeline.plan_cautions import (
 from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
 from ridgeline.precision import weight_plan
 from ridgeline.quantization_gates import capability_problem, deployment_problem
-from ridgeline.replica_sizing import covers, launch_length, size_replica
+from ridgeline.replica_sizing import covers, launch_length, size_replica, state_seats
 from ridgeline.search_space import LeftOut, data_parallel_space, left_out, search_space
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_nsa import nsa_no_dp_problem
@@ -73,23 +71,6 @@ from ridgeline.vllm_gpu_floors import gpu_floor_problem
 
 RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's overhead about as much
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
-
-
-def state_seats(dep: Deployment, settings: EngineSettings, load: Load) -> int | None:
-    """The max_batch_size a TensorRT-LLM replica of a hybrid model launches with where its
-    default seats' recurrent state, which releases to 1.2 allocate up front
-    (trtllm_memory.seat_state_bytes), leaves no room for one of the load's mean requests
-    (prompt and output): the most seats whose pool holds as many such requests (0: not one);
-    None where the default seats start (or the model keeps no state). Nemotron-H-56B fp8 on
-    one H100, 1,000 + 250 tokens: 2,048 seats want 876.7 GiB, so about 40."""
-    pool = kv_pool(dep, settings)
-    if not pool.seat_state_bytes:
-        return None
-    mean_in, mean_out = load.means()
-    context = max(1, math.ceil(mean_in + mean_out))
-    if pool.rest_bytes > 0 and held_conversations(pool, dep, context) >= 1:
-        return None
-    return seats_that_fit(dep, settings, context, pool.max_num_seqs)
 
 
 def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],

@@ -22,7 +22,13 @@ from statistics import NormalDist
 from typing import NamedTuple
 
 from ridgeline.attention_span import keys_read
-from ridgeline.capacity import context_refusal, holds_one_at, max_batch
+from ridgeline.capacity import (
+    context_refusal,
+    held_conversations,
+    holds_one_at,
+    max_batch,
+    seats_that_fit,
+)
 from ridgeline.context_length import served_positions
 from ridgeline.cost import (
     Seq,
@@ -57,6 +63,23 @@ def starts_at(dep: Deployment, settings: EngineSettings, max_model_len: int) -> 
     if context_refusal(dep, max_model_len):
         return False
     return holds_one_at(dep, settings, max_model_len)
+
+
+def state_seats(dep: Deployment, settings: EngineSettings, load: Load) -> int | None:
+    """The max_batch_size a TensorRT-LLM replica of a hybrid model launches with where its
+    default seats' recurrent state, which releases to 1.2 allocate up front
+    (trtllm_memory.seat_state_bytes), leaves no room for one of the load's mean requests
+    (prompt and output): the most seats whose pool holds as many such requests (0: not one);
+    None where the default seats start (or the model keeps no state). Nemotron-H-56B fp8 on
+    one H100, 1,000 + 250 tokens: 2,048 seats want 876.7 GiB, so 49 (KV fp8)."""
+    pool = kv_pool(dep, settings)
+    if not pool.seat_state_bytes:
+        return None
+    mean_in, mean_out = load.means()
+    context = max(1, math.ceil(mean_in + mean_out))
+    if pool.rest_bytes > 0 and held_conversations(pool, dep, context) >= 1:
+        return None
+    return seats_that_fit(dep, settings, context, pool.max_num_seqs)
 
 
 def launch_length(dep: Deployment, settings: EngineSettings) -> int:

@@ -22,6 +22,7 @@ from ridgeline.engine_choices import tokens_per_block_problem
 from ridgeline.engine_windows import has_windows
 from ridgeline.errors import InputError
 from ridgeline.kvpool import KVPool
+from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.model import ModelSpec
 from ridgeline.stages import Stage
 from ridgeline.trtllm_transceiver import transfer_buffer_bytes
@@ -43,6 +44,25 @@ def check_backend(name: str) -> str:
         raise InputError(f"unknown TensorRT-LLM backend {name!r} (expected one of "
                          f"{', '.join(BACKENDS)})")
     return name
+
+
+def engine_backend_refusal(model: ModelSpec) -> str:
+    """Why TensorRT-LLM's TensorRT engine backend cannot serve ``model``, or "": it builds an
+    engine from tensorrt_llm/models, whose only models with recurrent layers are pure Mamba
+    and RecurrentGemma (engines.json trtllm ``engine_backend_recurrent``), so a hybrid of
+    Mamba or linear-attention layers beside attention (Nemotron-H's 54 Mamba-2 layers,
+    Qwen3-Next's 36 Gated DeltaNet, Jamba) has no engine to build, in 1.0 as in 1.2; its
+    PyTorch backend serves them, its state priced per seat (``seat_state_bytes``)."""
+    recurrent = model.count(mixer=MAMBA) + model.count(mixer=LINEAR)
+    d = engine_defaults("trtllm")["engine_backend_recurrent"]
+    if not recurrent or model.architecture in d["architectures"]:
+        return ""
+    kind = "Mamba" if model.count(mixer=MAMBA) else "linear-attention"
+    return (f"TensorRT-LLM's TensorRT engine backend (--backend tensorrt) builds no "
+            f"{model.architecture or model.model_type} ({model.name}, {recurrent} {kind} "
+            "layers beside attention): its engine models (tensorrt_llm/models) hold pure "
+            "Mamba and RecurrentGemma only; trtllm-serve serves this hybrid on the PyTorch "
+            "backend (--backend pytorch, the default from v1.0)")
 
 
 def trtllm_ssm_dtype(model: ModelSpec) -> str:
@@ -116,6 +136,7 @@ def lm_head_output_bytes(model: ModelSpec, max_batch_size: int, tensor_parallel_
         * _coefficients()["lm_head_output_bytes"]
 
 
+# no trtllm --engine-version for #12185's pooled state: only 1.3/1.4 rc pre-releases have it
 def seat_state_bytes(dep: Deployment, max_batch_size: int, stage: Stage | None = None) -> float:
     """The recurrent state TensorRT-LLM's Python Mamba cache manager holds on each GPU from
     start-up, in the releases ridgeline models (to 1.2): conv_states and ssm_states are
@@ -148,6 +169,8 @@ def trtllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     forward = tokens * activation_bytes_per_token(dep)
     peak, buffers = forward, 0.0
     engine_backend = (s.backend or default_backend()) == "tensorrt"
+    if engine_backend and (refusal := engine_backend_refusal(dep.model)):
+        raise InputError(refusal)
     block = tokens_per_block(dep, s.block_size, s.backend)  # FlashMLA's 64 over any asked
     context = s.max_model_len or served_positions(dep.model, dep.engine) or 131072
     transfer = 0.0 if s.cache_transceiver is None else \
