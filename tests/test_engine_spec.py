@@ -261,7 +261,8 @@ def test_vllm_refuses_a_speculative_config_naming_neither_model_nor_method(
     assert not vllm_unnamed_drafter_problem("0.10.2", "qwen3_next")
     assert vllm_unnamed_drafter_problem("0.10.1", "qwen3_next")
     assert vllm_unnamed_drafter_problem("0.9.2", "llama")
-    assert not vllm_unnamed_drafter_problem("0.8", "llama")  # before the releases read
+    assert vllm_unnamed_drafter_problem("0.8", "llama")  # 0.8.0-0.8.4 read alike
+    assert not vllm_unnamed_drafter_problem("0.7.3", "llama")  # before the releases read
     named = config.replace("{", '{"method": "mtp", ') if "prompt" not in config \
         else config.replace("{", '{"method": "ngram", ')
     code, _, err = run_cli(capsys, *FIT, "--speculative-config", named)

@@ -295,7 +295,8 @@ REMOVED = {record_flag: record for record in load_data("removed_flags.json")["vl
 LAST_WITH = {"--swap-space": "0.17.1", "--disable-log-requests": "0.11.2",
              "--eplb-window-size": "0.11.2", "--eplb-step-interval": "0.11.2",
              "--eplb-log-balancedness": "0.11.2", "--speculative-model": "0.8.2",
-             "--num-speculative-tokens": "0.8.2"}
+             "--num-speculative-tokens": "0.8.2", "--ngram-prompt-lookup-max": "0.8.2",
+             "--ngram-prompt-lookup-min": "0.8.2"}
 DRAFTER = ("--speculative-model", "[ngram]", "--num-speculative-tokens", "3")
 
 
@@ -303,6 +304,8 @@ def _removed_argv(flag: str, alone: bool = False) -> tuple[str, ...]:
     """A command reading ``flag``; a drafter's flag with its pair, unless ``alone``."""
     if flag in DRAFTER:
         return (*SIM, *(DRAFTER[DRAFTER.index(flag):][:2] if alone else DRAFTER))
+    if flag.startswith("--ngram-prompt-lookup-"):  # the n-gram drafter's window
+        return (*SIM, *(() if alone else DRAFTER), flag, "4")
     record = next(r for r in launch_flags() if flag in r.flags)
     return ("fit", "llama-3.1-8b", "--gpu", "h100", *_given(flag, record.takes_value))
 

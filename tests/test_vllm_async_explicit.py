@@ -159,3 +159,102 @@ def test_the_ray_flag_is_read_not_noted_as_ignored(capsys: pytest.CaptureFixture
     so the launch note no longer lists it among the flags that change nothing."""
     code, _, err = run_cli(capsys, *COMMANDS["fit"], *RAY, "--port", "8000")
     assert code == 0 and "ignored --port 8000" in err and "distributed" not in err
+
+
+ENV = "--vllm-use-ray-v2-executor-backend"
+ENV_RULE = RULE["ray_v2_env"]
+
+
+@pytest.mark.parametrize("version", ["0.19", "0.20", "0.21", "0.25", "0.32", "0.33"])
+def test_the_ray_v2_variable_picks_rays_executor_where_the_release_reads_it(
+        version: str) -> None:
+    """VLLM_USE_RAY_V2_EXECUTOR_BACKEND (0.20-0.32, engines.json ray_v2_env): 1 gives
+    RayExecutorV2, which schedules asynchronously, 0 the old RayDistributedExecutor, which
+    does not; a release outside the window runs its default executor whatever it says."""
+    def overlapped(ray_v2: bool | None) -> bool:
+        s = EngineSettings(engine_version=version, distributed_executor_backend="ray",
+                           ray_v2_executor=ray_v2)
+        return sim_config(DEP, s).async_scheduling
+
+    read = in_releases(version, ENV_RULE)
+    assert overlapped(True) == (overlapped(None) if not read else True)
+    assert overlapped(False) == (overlapped(None) if not read else False)
+    assert bool(vllm_async_conflict(version, "", "V1", 1, "ray", False)) == (not overlapped(False))
+    mp = EngineSettings(engine_version=version, distributed_executor_backend="mp",
+                        ray_v2_executor=False)
+    assert sim_config(DEP, mp).async_scheduling  # it picks ray's executor alone
+
+
+def test_ray_v2_unset_on_0_25_is_asynchronous_and_0_synchronous_with_a_caution(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = (*COMMANDS["simulate"], "--engine-version", "0.25", *RAY)
+    code, out, err = run_cli(capsys, *base)
+    assert code == 0 and "async scheduling on" in out and "async scheduling off" not in err
+    code, out, err = run_cli(capsys, *base, ENV, "0")
+    assert code == 0 and "async scheduling on" not in out
+    assert "VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0" in err and "priced synchronous" in err
+    err = refusal(capsys, *base, ENV, "0", "--async-scheduling")
+    assert "VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0" in err and "vLLM 0.25" in err
+
+
+def test_ray_v2_set_on_0_20_turns_async_scheduling_back_on(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = (*COMMANDS["simulate"], "--engine-version", "0.20", *RAY)
+    default = run_cli(capsys, *base)
+    given = run_cli(capsys, *base, ENV, "1", "--async-scheduling")
+    assert default[0] == given[0] == 0
+    assert "async scheduling on" in given[1] and "async scheduling on" not in default[1]
+    assert "async scheduling off" in default[2] and "async scheduling off" not in given[2]
+
+
+@pytest.mark.parametrize(("argv", "why"), [
+    (("--engine-version", "0.19", *RAY), "does not read it"),
+    (("--engine-version", "0.34", *RAY), "does not read it"),
+    (("--engine-version", "0.25"), "--distributed-executor-backend ray alone")])
+def test_ray_v2_where_it_changes_nothing_is_noted_and_ignored(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], why: str) -> None:
+    plain = run_cli(capsys, *COMMANDS["simulate"], *argv)
+    code, out, err = run_cli(capsys, *COMMANDS["simulate"], *argv, ENV, "0")
+    assert code == plain[0] == 0 and out == plain[1]
+    assert "VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0 ignored" in err and why in err
+
+
+def test_ray_v2_takes_0_or_1_and_is_vllms(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "is 0 or 1" in refusal(capsys, *COMMANDS["fit"], ENV, "2")
+    err = refusal(capsys, *COMMANDS["fit"], "--engine", "sglang", ENV, "1")
+    assert "is vLLM's" in err
+
+
+HYBRID = Deployment.build(resolve_model("Qwen/Qwen3.5-35B-A3B"), resolve_accelerator("h200"),
+                          "bf16")
+HYBRID_SIM = ("simulate", "Qwen/Qwen3.5-35B-A3B", "--gpu", "h200", "--max-model-len", "32k",
+              "--rate", "2", "--num-requests", "20")
+
+
+@pytest.mark.parametrize("version", ["0.15", "0.16", "0.17", "0.28"])
+def test_prefix_caching_of_recurrent_state_is_synchronous_on_0_16_alone(version: str) -> None:
+    """vLLM 0.16's VllmConfig turns async scheduling off where mamba_cache_mode is not 'none'
+    (engines.json mamba_prefix_caching_refused); without prefix caching it stays on."""
+    def overlapped(prefix_caching: bool | None) -> bool:
+        s = EngineSettings(engine_version=version, prefix_caching=prefix_caching)
+        return sim_config(HYBRID, s).async_scheduling
+
+    refused = in_releases(version, RULE["mamba_prefix_caching_refused"])
+    assert overlapped(True) is not refused
+    assert overlapped(False)
+    assert sim_config(DEP, EngineSettings(engine_version=version,
+                                          prefix_caching=True)).async_scheduling  # no state
+
+
+def test_prefix_caching_on_0_16_is_priced_synchronous_and_refused_with_the_flag(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = (*HYBRID_SIM, "--engine-version", "0.16", "--enable-prefix-caching")
+    code, out, err = run_cli(capsys, *base)
+    assert code == 0 and "async scheduling on" not in out
+    assert "vLLM 0.16 turns async scheduling off for prefix caching" in err
+    assert "mamba_cache_mode 'align'" in err
+    err = refusal(capsys, *base, "--async-scheduling")
+    assert "vLLM 0.16 refuses the pair" in err and "prefix caching" in err
+    code, out, err = run_cli(capsys, *HYBRID_SIM, "--engine-version", "0.17",
+                             "--enable-prefix-caching", "--async-scheduling")
+    assert code == 0 and "async scheduling on" in out

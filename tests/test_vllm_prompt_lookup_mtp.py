@@ -1,4 +1,4 @@
-"""vLLM 0.8.5 to 0.10.x read a --speculative-config of prompt_lookup keys without a method as
+"""vLLM 0.8.0 to 0.10.x read a --speculative-config of prompt_lookup keys without a method as
 no drafter named: a target they list (DeepSeek-V3) drafts with its own MTP layers and the
 lookup keys are dropped (SpeculativeConfig.__post_init__); "method": "ngram" stays n-gram."""
 
@@ -19,7 +19,8 @@ MTP = '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'
 @pytest.mark.parametrize(("version", "model_type", "mtp"), [
     ("0.8.5", "deepseek_v3", True), ("0.9.2", "deepseek_v3", True),
     ("0.10.2", "deepseek_v3", True), ("0.10.2", "qwen3_next", True),
-    ("0.9.2", "llama", False), ("0.11", "deepseek_v3", False), ("0.8.4", "deepseek_v3", False)])
+    ("0.9.2", "llama", False), ("0.11", "deepseek_v3", False), ("0.8.4", "deepseek_v3", True),
+    ("0.8.0", "deepseek_v3", True), ("0.8.4", "llama", False)])
 def test_the_releases_that_draft_with_the_targets_mtp_layers(version: str, model_type: str,
                                                              mtp: bool) -> None:
     assert vllm_unnamed_drafts_mtp(version, model_type) is mtp
@@ -33,7 +34,7 @@ def _spec(capsys, config: str, version: str = "0.9.2") -> tuple[dict, str]:
     return json.loads(out)["points"][0]["speculative"], err
 
 
-@pytest.mark.parametrize("version", ["0.8.5", "0.9.2", "0.10.2"])
+@pytest.mark.parametrize("version", ["0.8.2", "0.8.4", "0.8.5", "0.9.2", "0.10.2"])
 def test_prompt_lookup_alone_on_deepseek_v3_is_its_mtp_drafter(capsys, version: str) -> None:
     looked, err = _spec(capsys, LOOKUP_ONLY, version)
     named, _ = _spec(capsys, MTP, version)

@@ -123,6 +123,20 @@ def async_scheduling_switch(g: Any) -> None:
                         "is not modelled, and beside a drafter or pipeline the release "
                         "refuses it with: ngram before 0.33); given, a draft model runs "
                         "asynchronously from 0.16, not 0.28")
+    g.add_argument("--vllm-use-ray-v2-executor-backend", type=_ray_v2_env, metavar="0|1",
+                   help="vLLM: the environment variable VLLM_USE_RAY_V2_EXECUTOR_BACKEND as the "
+                   "server is started with it (not a flag of vLLM's): 0.20-0.32 pick "
+                   "--distributed-executor-backend ray's executor by it, and only RayExecutorV2 "
+                   "(default 0 on 0.20, 1 from 0.21) schedules asynchronously")
+
+
+def _ray_v2_env(text: str) -> bool:
+    """VLLM_USE_RAY_V2_EXECUTOR_BACKEND as vLLM's envs.py reads it, bool(int(value)): 0 or
+    1 here (int() would take ' 2' or '-1' as true too; those are refused)."""
+    if text.strip() not in ("0", "1"):
+        raise argparse.ArgumentTypeError(
+            f"VLLM_USE_RAY_V2_EXECUTOR_BACKEND is 0 or 1, got {text!r}")
+    return text.strip() == "1"
 
 
 def _prefix_caching(g: Any, help_text: str) -> None:
@@ -537,13 +551,19 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
 def say_async_caution(args: argparse.Namespace, dep: Any, settings: Any) -> None:
     """Say where vLLM's default turns async scheduling off for the drafter asked (it warns,
     and ridgeline prices the run synchronous: engine_scheduling.vllm_async_caution), as fit,
-    simulate, decode and prefill read one launch line."""
+    simulate, decode and prefill read one launch line; and where
+    --vllm-use-ray-v2-executor-backend changes nothing (engine_scheduling.ray_v2_env_caution)."""
     if dep.engine != "vllm" or settings is None:
         return
     from ridgeline.cli_load import _say_caution
-    from ridgeline.engine_scheduling import vllm_async_caution
+    from ridgeline.engine_scheduling import ray_v2_env_caution, vllm_async_caution
     from ridgeline.memory import kv_pool
+    from ridgeline.vllm_memory import vllm_accounting
 
+    env = ray_v2_env_caution(vllm_accounting(settings.engine_version).version,
+                             settings.distributed_executor_backend, settings.ray_v2_executor)
+    if env:
+        _say_caution(args, env)
     caution = vllm_async_caution(dep, settings)
     if caution:
         kv_pool(dep, settings)  # the pool's own refusal (a drafter the release lacks) first

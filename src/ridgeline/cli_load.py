@@ -614,7 +614,9 @@ def asked_drafter(args: argparse.Namespace) -> EngineSpec | None:
         return vllm_speculative_config(args.speculative_config)
     if getattr(args, "speculative_model", None) is not None:
         return vllm_speculative_model(args.speculative_model,
-                                      getattr(args, "num_speculative_tokens", None))
+                                      getattr(args, "num_speculative_tokens", None),
+                                      getattr(args, "ngram_prompt_lookup_max", None),
+                                      getattr(args, "ngram_prompt_lookup_min", None))
     return None
 
 
@@ -636,7 +638,9 @@ def asked_drafter_words(args: argparse.Namespace) -> tuple[str, str]:
         spec = vllm_speculative_config(args.speculative_config)
     elif getattr(args, "speculative_model", None) is not None:
         spec = vllm_speculative_model(args.speculative_model,
-                                      getattr(args, "num_speculative_tokens", None))
+                                      getattr(args, "num_speculative_tokens", None),
+                                      getattr(args, "ngram_prompt_lookup_max", None),
+                                      getattr(args, "ngram_prompt_lookup_min", None))
     if spec is not None:
         return spec.method, spec.algorithm
     if not getattr(args, "spec_tokens", 0):
@@ -687,6 +691,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         async_scheduling=not getattr(args, "no_async_scheduling", False),
         async_scheduling_given=getattr(args, "async_scheduling", False),
         distributed_executor_backend=executor_backend(args),
+        ray_v2_executor=getattr(args, "vllm_use_ray_v2_executor_backend", None),
         overlap_schedule=not getattr(args, "disable_overlap_schedule", False),
         overlap_scheduler=not getattr(args, "disable_overlap_scheduler", False),
         enable_chunked_prefill=chunked_prefill_asked(args),

@@ -104,6 +104,7 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         return None if plain else EngineSettings(
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
             async_scheduling_given=explicit, distributed_executor_backend=executor_backend(args),
+            ray_v2_executor=getattr(args, "vllm_use_ray_v2_executor_backend", None),
             draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
             **switches)
     if dep.engine.startswith("llama.cpp"):
@@ -120,6 +121,8 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
                           speculative_decoding=spec, async_scheduling=asynchronous,
                           async_scheduling_given=explicit,
                           distributed_executor_backend=executor_backend(args),
+                          ray_v2_executor=getattr(args, "vllm_use_ray_v2_executor_backend",
+                                                  None),
                           draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
                           max_mamba_cache_size=args.max_mamba_cache_size,
                           mamba_ssm_dtype=args.mamba_ssm_dtype,

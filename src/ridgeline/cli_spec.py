@@ -40,6 +40,10 @@ ENGINE_FLAGS: tuple[tuple[tuple[str, ...], str, Any, str], ...] = (
     (("--speculative-model",), "speculative_model", str, "vllm"),
     (("--num-speculative-tokens",), "num_speculative_tokens",
      _count("draft length", COUNT_EXAMPLES), "vllm"),
+    (("--ngram-prompt-lookup-max",), "ngram_prompt_lookup_max",
+     _count("n-gram length", COUNT_EXAMPLES), "vllm"),
+    (("--ngram-prompt-lookup-min",), "ngram_prompt_lookup_min",
+     _count("n-gram length", COUNT_EXAMPLES), "vllm"),
     (("--speculative-algorithm",), "speculative_algorithm", str, "sglang"),
     (("--speculative-num-steps",), "speculative_num_steps",
      _count("drafter steps", COUNT_EXAMPLES), "sglang"),
@@ -139,6 +143,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     drafts); refused beside ridgeline's own --spec-tokens or --spec-method, or with the other
     engine's."""
     from ridgeline.engine_spec import (
+        legacy_lookup_required,
         sglang_speculative,
         vllm_speculative_config,
         vllm_speculative_model,
@@ -162,17 +167,27 @@ def engine_spec_args(args: argparse.Namespace) -> None:
     owner = owners.pop()
     _check_engine(args, given[0][0], owner)
     if owner == "vllm":
+        version = getattr(args, "engine_version", None)
         if args.speculative_config is not None:
             legacy = next((f for f, _, _ in given if f != "--speculative-config"), None)
             if legacy:
                 raise InputError(f"{legacy} is vLLM's older spelling of --speculative-config: "
                                  "give one")
+            if version is not None and legacy_lookup_required(version):
+                raise InputError(f"vLLM {version} has no --speculative-config (it came in "
+                                 "v0.8.2): give --speculative-model M --num-speculative-tokens "
+                                 "K, or name a later --engine-version")
             spec = _unnamed_drafter(args, vllm_speculative_config(args.speculative_config))
-        elif args.speculative_model is None:
+        elif args.speculative_model is None and args.num_speculative_tokens is None:
+            _lookup_alone(args, given[0][0])
+            return
+        elif args.speculative_model is None and version is None:
             raise InputError("--num-speculative-tokens drafts with --speculative-model M "
                              "(vLLM before 0.8.3); or give --speculative-config")
-        else:
-            spec = vllm_speculative_model(args.speculative_model, args.num_speculative_tokens)
+        else:  # without a model, 0.8.0-0.8.2 read the target's own MTP layers or refuse
+            spec = _unnamed_drafter(args, vllm_speculative_model(
+                args.speculative_model, args.num_speculative_tokens,
+                args.ngram_prompt_lookup_max, args.ngram_prompt_lookup_min, version))
     elif args.speculative_algorithm is None:
         raise InputError(f"{given[0][0]} shapes SGLang's drafter: give --speculative-algorithm")
     else:
@@ -205,6 +220,18 @@ def engine_spec_args(args: argparse.Namespace) -> None:
         setattr(args, dest, None)  # finds ridgeline's own
 
 
+def _lookup_alone(args: argparse.Namespace, flag: str) -> None:
+    """--ngram-prompt-lookup-max or -min with neither --speculative-model nor
+    --num-speculative-tokens: vLLM 0.8.0-0.8.2 build no drafter of it (maybe_create_spec_config
+    and create_speculative_config return None), so a caution, and no drafter."""
+    from ridgeline.cli_load import _say_caution
+
+    _check_engine(args, flag, "vllm")
+    _say_caution(args, f"{flag} ignored: no drafter (vLLM reads it only beside "
+                 "--speculative-model [ngram] and --num-speculative-tokens)")
+    args.ngram_prompt_lookup_max = args.ngram_prompt_lookup_min = None  # read once
+
+
 def _draft_dtype_alone(args: argparse.Namespace) -> None:
     """--speculative-draft-kv-cache-dtype without a drafter: SGLang's parser still checks the
     value (v0.5.18+, its choices), and nothing reads it without --speculative-algorithm (the
@@ -226,7 +253,7 @@ def _unnamed_drafter(args: argparse.Namespace, spec: Any) -> Any:
     checkpoint's MTP layers, or ngram beside prompt_lookup keys), as the release asked reads
     it: refused where it refuses it (engine_spec.vllm_unnamed_drafter_problem); the
     checkpoint's MTP layers, with a caution, where prompt_lookup keys alone meet a target
-    0.8.5 to 0.10.x draft with their own MTP layers (engine_spec.vllm_unnamed_drafts_mtp:
+    0.8.0 to 0.10.x draft with their own MTP layers (engine_spec.vllm_unnamed_drafts_mtp:
     DeepSeek-V3 on 0.9.2 drafts with its MTP layer, not by n-gram lookup)."""
     if not spec.method_inferred or spec.draft_model:
         return spec
@@ -236,15 +263,18 @@ def _unnamed_drafter(args: argparse.Namespace, spec: Any) -> Any:
 
     version = vllm_accounting(getattr(args, "engine_version", None)).version
     model = load_model(args)
-    problem = vllm_unnamed_drafter_problem(version, model.model_type)
+    legacy = getattr(args, "speculative_config", None) is None  # 0.8.0-0.8.2's own flags
+    problem = vllm_unnamed_drafter_problem(version, model.model_type, legacy)
     if problem:
         raise InputError(problem)
     if spec.method != "ngram" or not vllm_unnamed_drafts_mtp(version, model.model_type):
         return spec
-    _say_caution(args, f"vLLM {version} reads {FLAG_WORDS} prompt_lookup keys without a "
-                 f"method as no drafter named: {model.name} ({model.model_type}) drafts with "
-                 "its own MTP layers (deepseek_mtp) and the lookup keys are dropped; priced "
-                 "as mtp (give \"method\": \"ngram\" for n-gram lookup)")
+    keys = "--ngram-prompt-lookup-max/-min without --speculative-model" if legacy else \
+        f"{FLAG_WORDS} prompt_lookup keys without a method"
+    fix = "--speculative-model [ngram]" if legacy else "\"method\": \"ngram\""
+    _say_caution(args, f"vLLM {version} reads {keys} as no drafter named: {model.name} "
+                 f"({model.model_type}) drafts with its own MTP layers (deepseek_mtp) and the "
+                 f"lookup keys are dropped; priced as mtp (give {fix} for n-gram lookup)")
     return replace(spec, method="mtp")
 
 

@@ -75,15 +75,17 @@ def v1_free_queue(engine: str, version: str | None) -> bool:
 
 def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size: int,
                           spec_tokens: int = 0, spec_method: str = "eagle",
-                          runner: str = "") -> bool:
+                          runner: str = "", mamba_cached: bool = False) -> bool:
     """Whether the engine forms its next batch while one runs (engines.json, with sources):
     vLLM from v0.14 unless --no-async-scheduling, with a drafter as its release and ``runner``
     allow (``vllm_async_with_drafter``; --async-scheduling given keeps a draft model from
-    v0.16), and not under --distributed-executor-backend ray on 0.14-0.20
-    (``vllm_executor_async_from``); SGLang from v0.4.0 unless --disable-overlap-schedule,
-    and never with speculative decoding; TensorRT-LLM's PyTorch backend (from v0.20, the
-    newest modelled) unless --disable-overlap-scheduler, speculative decoding with an
-    EAGLE/MTP drafter or a draft model but not n-gram, and never its TensorRT engine backend.
+    v0.16), and not under --distributed-executor-backend ray on 0.14-0.20 (nor on 0.21-0.32
+    with VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0: ``vllm_executor_async_from``), nor on 0.16 where
+    ``mamba_cached`` (prefix caching keeps recurrent state: ``vllm_mamba_prefix_async_off``);
+    SGLang from v0.4.0 unless --disable-overlap-schedule, and never with speculative decoding;
+    TensorRT-LLM's PyTorch backend (from v0.20, the newest modelled) unless
+    --disable-overlap-scheduler, speculative decoding with an EAGLE/MTP drafter or a draft
+    model but not n-gram, and never its TensorRT engine backend.
     None overlaps under pipeline parallelism here (vLLM's and TensorRT-LLM's pipelines keep
     their own micro-batches in flight, sim/pipeline.py; SGLang turns overlap off; vLLM's
     Model Runner V2 keeps one batch more, not modelled: vllm.async_scheduling)."""
@@ -98,9 +100,9 @@ def overlapped_scheduling(engine: str, settings: object, pipeline_parallel_size:
 
         rule = engine_defaults("vllm")["async_scheduling"]
         version = vllm_accounting(s.engine_version).version
-        return s.async_scheduling and parse_version(version) >= parse_version(
-            rule["default_from"]) and not vllm_executor_async_from(
-                version, s.distributed_executor_backend) and (
+        return s.async_scheduling and not mamba_cached and parse_version(
+            version) >= parse_version(rule["default_from"]) and not vllm_executor_async_from(
+                version, s.distributed_executor_backend, s.ray_v2_executor) and (
                 not spec_tokens or vllm_async_with_drafter(
                     version, spec_method, runner, s.async_scheduling_given))
     if engine == "sglang":
@@ -144,7 +146,8 @@ def vllm_async_with_drafter(version: str, spec_method: str, runner: str = "",
 
 
 def vllm_async_conflict(version: str, spec_method: str, runner: str,
-                        pipeline_parallel_size: int, executor_backend: str | None = None) -> str:
+                        pipeline_parallel_size: int, executor_backend: str | None = None,
+                        ray_v2: bool | None = None) -> str:
     """What vLLM ``version`` raises on where --async-scheduling is given explicitly beside a
     --spec-method ``spec_method`` drafter ("" none), a pipeline, or an executor without async
     scheduling, on ``runner`` ("MRV2", "V1"), as engines.json vllm.async_scheduling records it
@@ -154,8 +157,10 @@ def vllm_async_conflict(version: str, spec_method: str, runner: str,
     from ridgeline.datafiles import engine_defaults
     from ridgeline.vllm_memory import in_releases
 
-    if vllm_executor_async_from(version, executor_backend):
-        return f"--distributed-executor-backend {executor_backend}"
+    if vllm_executor_async_from(version, executor_backend, ray_v2):
+        return f"--distributed-executor-backend {executor_backend}" + (
+            f" under VLLM_USE_RAY_V2_EXECUTOR_BACKEND={int(ray_v2)}" if ray_v2 is not None
+            and not vllm_executor_async_from(version, executor_backend) else "")
 
     on_runner = f" on its {runner} model runner" if runner == "V1" and version_from(
         version, "v1_runner_only_from") else ""
@@ -170,18 +175,65 @@ def vllm_async_conflict(version: str, spec_method: str, runner: str,
     return ""
 
 
-def vllm_executor_async_from(version: str, executor_backend: str | None) -> str:
+def vllm_executor_async_from(version: str, executor_backend: str | None,
+                             ray_v2: bool | None = None) -> str:
     """The first release whose ``executor_backend`` (vLLM's --distributed-executor-backend;
     None: its own choice, mp or uni on one node) has async scheduling, where vLLM
     ``version``'s has none, as engines.json vllm.async_scheduling.executors_without_async
     dates it, else "": ray on 0.18 gives "0.21" (RayDistributedExecutor until RayExecutorV2
-    became ray's default), ray on 0.21 and mp on any release ""."""
+    became ray's default), ray on 0.21 and mp on any release "". ``ray_v2``: the
+    VLLM_USE_RAY_V2_EXECUTOR_BACKEND the server starts with (None unset), which 0.20-0.32
+    read (``ray_v2_env``): 1 on 0.20 gives "", 0 on 0.25 "0.33" (the old executor again)."""
     from ridgeline.datafiles import engine_defaults
     from ridgeline.vllm_memory import in_releases
 
     rule = engine_defaults("vllm")["async_scheduling"]
-    return next((r["until"] for r in rule["executors_without_async"]
-                 if r["backend"] == executor_backend and in_releases(version, r)), "")
+    until = next((r["until"] for r in rule["executors_without_async"]
+                  if r["backend"] == executor_backend and in_releases(version, r)), "")
+    env = rule["ray_v2_env"]
+    if executor_backend != "ray" or ray_v2 is None or not in_releases(version, env):
+        return until
+    return "" if ray_v2 else until or str(env["until"])
+
+
+def ray_v2_env_caution(version: str, executor_backend: str | None,
+                       ray_v2: bool | None) -> str:
+    """What to say where VLLM_USE_RAY_V2_EXECUTOR_BACKEND (``ray_v2``, as
+    --vllm-use-ray-v2-executor-backend gives it) changes nothing priced, else "": vLLM
+    ``version`` outside 0.20-0.32 does not read it (engines.json ray_v2_env), and no
+    release reads it without --distributed-executor-backend ray."""
+    if ray_v2 is None:
+        return ""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_memory import in_releases
+
+    env = engine_defaults("vllm")["async_scheduling"]["ray_v2_env"]
+    if not in_releases(version, env):
+        return (f"{env['name']}={int(ray_v2)} ignored: vLLM {version} does not read it "
+                f"(vLLM {env['from']} reads it; {env['until']} dropped it)")
+    if executor_backend != "ray":
+        return (f"{env['name']}={int(ray_v2)} ignored: it picks the executor of "
+                "--distributed-executor-backend ray alone")
+    return ""
+
+
+def vllm_mamba_prefix_async_off(dep: Deployment, s: EngineSettings) -> bool:
+    """Whether vLLM at ``s``'s release has no async scheduling for ``dep``'s model because
+    prefix caching keeps its Mamba or linear-attention state (mamba_cache_mode other than
+    "none", vllm_hybrid.cache_mode), as engines.json vllm.async_scheduling
+    .mamba_prefix_caching_refused dates it: 0.16 alone (its default turns async scheduling
+    off, --async-scheduling raises); Qwen3-Next with --enable-prefix-caching on 0.16: True,
+    on 0.15 or 0.17 False, and without prefix caching (0.16's default for a hybrid) False."""
+    if dep.engine != "vllm":
+        return False
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.vllm_hybrid import cache_mode
+    from ridgeline.vllm_memory import in_releases, vllm_accounting
+
+    version = vllm_accounting(s.engine_version).version
+    rule = engine_defaults("vllm")["async_scheduling"]["mamba_prefix_caching_refused"]
+    return in_releases(version, rule) and cache_mode(dep.model, s.prefix_caching,
+                                                     version) != "none"
 
 
 def version_from(version: str, key: str) -> bool:
@@ -197,10 +249,17 @@ def vllm_async_problem(dep: Deployment, s: EngineSettings) -> str:
     """Why vLLM at EngineSettings ``s``'s release refuses --async-scheduling given beside
     ``s``'s drafter, its executor or Deployment ``dep``'s pipeline (``vllm_async_conflict``),
     or "": vLLM 0.32 raises ValueError at start-up beside an ngram drafter, 0.18 beside
-    --distributed-executor-backend ray, where its default only turns async scheduling off."""
+    --distributed-executor-backend ray, where its default only turns async scheduling off;
+    0.16 beside prefix caching of a hybrid's state (``vllm_mamba_prefix_async_off``)."""
     acc, method, runner = _vllm_run(dep, s)
+    if vllm_mamba_prefix_async_off(dep, s):
+        return (f"--async-scheduling with prefix caching of {dep.model.name}'s recurrent state "
+                f"(mamba_cache_mode {_mode(dep, s)}): vLLM {acc.version} refuses the pair at "
+                "start-up ('async scheduling is not compatible with prefix caching for Mamba "
+                "models'; its default turns async scheduling off there instead): drop "
+                "--async-scheduling or --enable-prefix-caching")
     conflict = vllm_async_conflict(acc.version, method, runner, dep.pipeline_parallel_size,
-                                   s.distributed_executor_backend)
+                                   s.distributed_executor_backend, s.ray_v2_executor)
     if not conflict:
         return ""
     return (f"--async-scheduling with {conflict}: vLLM {acc.version} refuses the pair at "
@@ -212,18 +271,27 @@ def vllm_async_caution(dep: Deployment, s: EngineSettings) -> str:
     """What to say where vLLM at EngineSettings ``s``'s release turns its default async
     scheduling off for ``s``'s drafter, with a warning (``vllm_async_default_off``), or "":
     on 0.32 with an ngram drafter the run is priced synchronous (--async-scheduling refused),
-    on 0.20 with a draft model too (--async-scheduling keeps it on there), and on 0.14-0.20
-    under --distributed-executor-backend ray (``vllm_executor_async_from``: refused there too)."""
+    on 0.20 with a draft model too (--async-scheduling keeps it on there), on 0.14-0.20
+    under --distributed-executor-backend ray (``vllm_executor_async_from``: refused there too;
+    0.21-0.32 too with VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0), and on 0.16 with prefix caching
+    of a hybrid's recurrent state (``vllm_mamba_prefix_async_off``)."""
     if not s.async_scheduling or s.async_scheduling_given:
         return ""
     from ridgeline.vllm_memory import vllm_accounting
 
     version = vllm_accounting(s.engine_version).version
     backend = s.distributed_executor_backend
-    until = vllm_executor_async_from(version, backend)
+    until = vllm_executor_async_from(version, backend, s.ray_v2_executor)
+    env = "" if vllm_executor_async_from(version, backend) \
+        else f" under VLLM_USE_RAY_V2_EXECUTOR_BACKEND={int(bool(s.ray_v2_executor))}"
+    if vllm_mamba_prefix_async_off(dep, s):
+        return (f"vLLM {version} turns async scheduling off for prefix caching of "
+                f"{dep.model.name}'s recurrent state (mamba_cache_mode {_mode(dep, s)}), with a "
+                "warning (--async-scheduling makes it refuse to start): priced synchronous, "
+                "one batch in flight")
     if version_from(version, "default_from") and until:
         return (f"vLLM {version} turns async scheduling off with --distributed-executor-backend "
-                f"{backend}, whose executor has none before {until}, with a warning "
+                f"{backend}{env}, whose executor has none before {until}, with a warning "
                 "(--async-scheduling makes it refuse to start): priced synchronous, one batch "
                 "in flight")
     if s.drafter is None:
@@ -236,6 +304,14 @@ def vllm_async_caution(dep: Deployment, s: EngineSettings) -> str:
         else "makes it refuse to start"
     return (f"vLLM {acc.version} turns async scheduling off with {off}, with a warning "
             f"(--async-scheduling {given}): priced synchronous, one batch in flight")
+
+
+def _mode(dep: Deployment, s: EngineSettings) -> str:
+    """The mamba_cache_mode vLLM at ``s``'s release runs ``dep``'s model in, quoted."""
+    from ridgeline.vllm_hybrid import cache_mode
+    from ridgeline.vllm_memory import vllm_accounting
+
+    return repr(cache_mode(dep.model, s.prefix_caching, vllm_accounting(s.engine_version).version))
 
 
 def _vllm_run(dep: Deployment, s: EngineSettings) -> tuple[VLLMAccounting, str, str]:

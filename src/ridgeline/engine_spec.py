@@ -41,6 +41,8 @@ VLLM_KEYS_READ = ("method", "num_speculative_tokens", "model", "prompt_lookup_ma
 # 'greedy' the default in 0.29.0 to 0.34.0): 'probabilistic' keeps the drafts' logits, which
 # Model Runner V2 holds for every seat (vllm_mrv2_drafter.draft_logits_bytes)
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
+# the drafter names vLLM reads as n-gram lookup ("[ngram]" the 0.4.1-0.8.2 flag's spelling)
+NGRAM_MODELS = ("[ngram]", "ngram")
 VLLM_METHODS = {"ngram": "ngram", "eagle": "eagle", "eagle3": "eagle",
                 "draft_model": "draft-model", "mtp": "mtp"}
 SGLANG_ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle", "NEXTN": "mtp",
@@ -79,9 +81,9 @@ class EngineSpec:
 
 def vllm_speculative_config(text: str) -> EngineSpec:
     """vLLM's --speculative-config JSON. Without a method vLLM infers one: ngram from
-    ``model`` "[ngram]" (read here from the prompt_lookup keys too, which 0.8.5 to 0.10.x
-    read as the target's MTP layers where they take those: vllm_unnamed_drafts_mtp, applied
-    by cli_spec once the model and release are known), from the drafter's name
+    ``model`` "[ngram]" (read here from the prompt_lookup keys too, with no model, which 0.8.0
+    to 0.10.x read as the target's MTP layers where they take those: vllm_unnamed_drafts_mtp,
+    applied by cli_spec once the model and release are known), from the drafter's name
     an EAGLE or EAGLE-3 head or a draft model (``vllm_method_named``), and with no ``model``
     (read here as the checkpoint's own MTP layers) none from 0.11, which refuses it
     (``vllm_unnamed_drafter_problem``); ``method_inferred`` says so, but for model "[ngram]",
@@ -95,10 +97,13 @@ def vllm_speculative_config(text: str) -> EngineSpec:
     if model is not None and not isinstance(model, str):
         raise InputError(f"{FLAG}'s model names the drafter, a string; got {model!r}")
     method = config.get("method")
-    inferred = method is None and model not in ("[ngram]", "ngram")
+    inferred = method is None and model not in NGRAM_MODELS
     if method is None:
-        lookup = "prompt_lookup_max" in config or "prompt_lookup_min" in config
-        method = ("ngram" if model in ("[ngram]", "ngram") or lookup else
+        # the lookup keys mean n-gram lookup only with no model: a model named sets them to 0
+        # (SpeculativeConfig.__post_init__'s else branch, read in 0.8.0-0.8.4 and 0.10.x)
+        lookup = model is None and ("prompt_lookup_max" in config
+                                    or "prompt_lookup_min" in config)
+        method = ("ngram" if model in NGRAM_MODELS or lookup else
                   "mtp" if model is None else vllm_method_named(model))
         if method in ("dflash", "dspark"):
             raise InputError(f"{FLAG}'s model {model!r} names a {method} drafter, as vLLM "
@@ -113,10 +118,31 @@ def vllm_speculative_config(text: str) -> EngineSpec:
     if sample != "" and sample not in DRAFT_SAMPLE_METHODS:
         raise InputError(f"{FLAG}'s draft_sample_method is one of "
                          f"{', '.join(DRAFT_SAMPLE_METHODS)}; got {sample!r}")
+    if _vllm_method(method) == "ngram":
+        _check_lookup(config)
     return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method),
-                      _vllm_method(method), "" if model in (None, "[ngram]", "ngram") else model,
+                      _vllm_method(method), "" if model in (None, *NGRAM_MODELS) else model,
                       draft_tp or 0, "eagle3" if method == "eagle3" else "",
                       method_inferred=inferred, draft_sample_method=sample)
+
+
+def _check_lookup(config: Mapping[str, Any]) -> None:
+    """An n-gram drafter's prompt_lookup_min and prompt_lookup_max as vLLM checks them: each a
+    whole number of at least 1, one unset taking the other's value (5 both unset), the min
+    no more than the max, else ValueError at start-up (SpeculativeConfig.__post_init__ in
+    0.8.2-0.8.4: 'prompt_lookup_min=... must be <= prompt_lookup_max=...'; the same test in
+    0.14.0's config/speculative.py and 0.34.0's v1/worker/gpu/spec_decode/ngram/config.py)."""
+    given = {key: config[key] for key in ("prompt_lookup_min", "prompt_lookup_max")
+             if config.get(key) is not None}
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{FLAG}'s {key} is an n-gram length of at least 1 token; got "
+                             f"{value!r}")
+    least = given.get("prompt_lookup_min", given.get("prompt_lookup_max", 5))
+    most = given.get("prompt_lookup_max", least)
+    if least > most:
+        raise InputError(f"{FLAG}'s prompt_lookup_min ({least}) is above its "
+                         f"prompt_lookup_max ({most}): vLLM refuses to start")
 
 
 def vllm_method_named(model: str) -> str:
@@ -134,13 +160,16 @@ def vllm_method_named(model: str) -> str:
                  if key in name), "draft_model")
 
 
-def vllm_unnamed_drafter_problem(version: str, model_type: str) -> str:
+def vllm_unnamed_drafter_problem(version: str, model_type: str, legacy: bool = False) -> str:
     """Why vLLM ``version`` refuses a --speculative-config naming neither model nor method
     (num_speculative_tokens alone) for a ``model_type`` target, or "": from v0.11 every
-    target ('num_speculative_tokens was provided but without speculative model'); 0.8.5 to
+    target ('num_speculative_tokens was provided but without speculative model'); 0.8.0 to
     0.10.x a target outside their MTP list (deepseek_v3; mimo from 0.9.2; ernie4_5_moe and
     qwen3_next from 0.10.2), which drafts with its own MTP layers (engines.json
-    vllm.speculative_unnamed); releases before 0.8.5, unread, are not refused."""
+    vllm.speculative_unnamed); releases before 0.8.0, unread, are not refused. ``legacy``:
+    said of 0.8.0-0.8.2's --num-speculative-tokens without --speculative-model, which
+    SpeculativeConfig reads alike (0.8.0-0.8.1 maybe_create_spec_config, 0.8.2 the dict it
+    builds of them)."""
     from ridgeline.vllm_memory import parse_version, vllm_data
 
     rule = vllm_data()["speculative_unnamed"]
@@ -151,6 +180,10 @@ def vllm_unnamed_drafter_problem(version: str, model_type: str) -> str:
     takes = rows[-1]["types"]
     why = f"; it takes the target's own MTP layers only for {', '.join(takes)}" if takes \
         else ""
+    if legacy:  # 0.8.0-0.8.2's own flags
+        return (f"vLLM {version} refuses --num-speculative-tokens without --speculative-model "
+                f"(a ValueError at start-up: no speculative model{why}): give "
+                "--speculative-model M, [ngram] for n-gram lookup")
     return (f"vLLM {version} refuses {FLAG} with num_speculative_tokens but neither model nor "
             f"method (a ValueError at start-up: no speculative model{why}): name the drafter, "
             "\"method\": \"mtp\" for the checkpoint's MTP layers or a \"model\"")
@@ -158,8 +191,8 @@ def vllm_unnamed_drafter_problem(version: str, model_type: str) -> str:
 
 def vllm_unnamed_drafts_mtp(version: str, model_type: str) -> bool:
     """Whether vLLM ``version`` drafts with a ``model_type`` target's own MTP layers where
-    --speculative-config names neither model nor method: 0.8.5 to 0.10.x for the types they
-    list (deepseek_v3 from 0.8.5: vllm_unnamed_drafter_problem), prompt_lookup_min and
+    --speculative-config names neither model nor method: 0.8.0 to 0.10.x for the types they
+    list (deepseek_v3 from 0.8.0: vllm_unnamed_drafter_problem), prompt_lookup_min and
     prompt_lookup_max beside num_speculative_tokens included. SpeculativeConfig.__post_init__
     sets the model to the target before it looks at prompt_lookup keys, so with no method
     "ngram" it builds the draft from the target's config, reads its deepseek_mtp model type
@@ -174,10 +207,42 @@ def vllm_unnamed_drafts_mtp(version: str, model_type: str) -> bool:
     return bool(rows) and model_type in rows[-1]["types"]
 
 
-def vllm_speculative_model(model: str, tokens: int | None) -> EngineSpec:
-    """vLLM 0.4.1 to 0.8.2: --speculative-model M (``[ngram]`` for n-gram lookup) and
-    --num-speculative-tokens K, read as the JSON ``{"model": M, "num_speculative_tokens": K}``."""
-    return vllm_speculative_config(json.dumps({"model": model, "num_speculative_tokens": tokens}))
+def vllm_speculative_model(model: str | None, tokens: int | None,
+                           lookup_max: int | None = None, lookup_min: int | None = None,
+                           version: str | None = None) -> EngineSpec:
+    """vLLM 0.4.1 to 0.8.2: --speculative-model M (``[ngram]`` for n-gram lookup),
+    --num-speculative-tokens K and --ngram-prompt-lookup-max/-min, read as the JSON
+    ``{"model": M, "num_speculative_tokens": K, "prompt_lookup_max": ...}`` 0.8.2 builds of
+    them (EngineArgs.create_speculative_config). Before 0.8.2 (``version``; None: as 0.8.2)
+    they went to SpeculativeConfig.maybe_create_spec_config whole, which for ``[ngram]``
+    raises without --ngram-prompt-lookup-max ('ngram_prompt_lookup_max=None must be > 0')
+    and takes the min as 1 where unset (vllm/config.py in the 0.8.0 and 0.8.1 wheels; 0.8.2
+    sets both to 5, or one to the other): --speculative-model [ngram]
+    --num-speculative-tokens 3 --ngram-prompt-lookup-max 4 on 0.8.0 is EngineSpec(3, "ngram")."""
+    config: dict[str, Any] = {"num_speculative_tokens": tokens}
+    if model is not None:
+        config["model"] = model
+    if model in NGRAM_MODELS and version is not None and legacy_lookup_required(version):
+        if lookup_max is None:
+            raise InputError(f"vLLM {version} refuses --speculative-model {model} without "
+                             "--ngram-prompt-lookup-max (a ValueError at start-up: "
+                             "'ngram_prompt_lookup_max=None must be > 0'; 0.8.2 defaults it "
+                             "to 5): give --ngram-prompt-lookup-max N")
+        lookup_min = 1 if lookup_min is None else lookup_min
+    for key, value in (("prompt_lookup_max", lookup_max), ("prompt_lookup_min", lookup_min)):
+        if value is not None:
+            config[key] = value
+    return vllm_speculative_config(json.dumps(config))
+
+
+def legacy_lookup_required(version: str) -> bool:
+    """Whether vLLM ``version`` predates --speculative-config (engines.json
+    vllm.speculative_legacy.config_flag_from, 0.8.2), so its n-gram drafter needs
+    --ngram-prompt-lookup-max: 0.8.1 True, 0.8.2 False."""
+    from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
+
+    first = str(vllm_data()["speculative_legacy"]["config_flag_from"])
+    return parse_version(vllm_accounting(version).version) < parse_version(first)
 
 
 def _vllm_method(method: Any) -> str:

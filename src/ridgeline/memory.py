@@ -112,6 +112,9 @@ class EngineSettings:
     # vLLM --distributed-executor-backend (mp, ray, uni, external_launcher; None: its own
     # choice): ray has no async scheduling on 0.14-0.20 (engine_scheduling.vllm_executor_async_from)
     distributed_executor_backend: str | None = None
+    # vLLM's VLLM_USE_RAY_V2_EXECUTOR_BACKEND as the server starts with it (None unset):
+    # 0.20-0.32 pick ray's executor by it (engines.json vllm.async_scheduling.ray_v2_env)
+    ray_v2_executor: bool | None = None
     overlap_schedule: bool = True  # SGLang (default since v0.4.0): off is --disable-overlap-schedule
     # TensorRT-LLM's PyTorch backend (default since v0.20): off is disable_overlap_scheduler
     overlap_scheduler: bool = True
@@ -326,6 +329,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                         ("--mm-preprocess-cache-size-mb", s.mm_preprocess_cache_size_mb)):
         if value is not None and engine != "sglang":
             raise InputError(f"{flag} is SGLang's; {engine} has no such setting")
+    if s.ray_v2_executor is not None and engine != "vllm":
+        raise InputError("--vllm-use-ray-v2-executor-backend is vLLM's "
+                         f"(VLLM_USE_RAY_V2_EXECUTOR_BACKEND); {engine} has no such setting")
     if engine == "sglang":
         from ridgeline.sglang_mm_reserve import sglang_mm_problem, sglang_nodes
         from ridgeline.sglang_pool import sglang_mm_buffers, sglang_requests_given

@@ -433,7 +433,7 @@ def runs_async(s: EngineSettings, acc: VLLMAccounting, runner: str) -> bool:
     from ridgeline.engine_scheduling import vllm_async_with_drafter, vllm_executor_async_from
 
     return s.async_scheduling and not vllm_executor_async_from(
-        acc.version, s.distributed_executor_backend) and (
+        acc.version, s.distributed_executor_backend, s.ray_v2_executor) and (
         s.drafter is None or vllm_async_with_drafter(
             acc.version, s.drafter.method, runner, s.async_scheduling_given))
 

@@ -12,6 +12,7 @@ from ridgeline.engine_scheduling import (
     long_prefill_threshold,
     overlapped_scheduling,
     v1_free_queue,
+    vllm_mamba_prefix_async_off,
 )
 from ridgeline.errors import InputError
 
@@ -273,7 +274,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      long_prefill_token_threshold=threshold, long_prefill_alone=alone,
                      async_scheduling=overlapped_scheduling(
                          dep.engine, s, dep.pipeline_parallel_size, spec_tokens, spec_method,
-                         vllm_runner(dep, s, spec_method if spec_tokens else "")),
+                         vllm_runner(dep, s, spec_method if spec_tokens else ""),
+                         vllm_mamba_prefix_async_off(dep, s)),
                      **gate)  # type: ignore[arg-type]
 
 
