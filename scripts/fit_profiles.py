@@ -80,7 +80,13 @@ def fit_all(rows: Sequence[Measurement]) -> dict[str, EngineProfile]:
 
 
 def main() -> int:
-    check = "--check" in sys.argv[1:]
+    args = sys.argv[1:]
+    if any(a not in ("--check",) for a in args):  # --help (or a typo) must not rewrite the file
+        print(__doc__.split("\n\n")[1] if "--help" in args or "-h" in args
+              else f"fit_profiles.py: unknown argument {next(a for a in args if a != '--check')!r}"
+              " (only --check)", file=sys.stderr)
+        return 0 if "--help" in args or "-h" in args else 2
+    check = "--check" in args
     result = read_measurement_files(CSVS)
     for error in result.errors:
         print(f"skipped {error}", file=sys.stderr)

@@ -116,14 +116,14 @@ def test_16_bit_weights_take_the_steps_16_bit_rate() -> None:
     assert d.matmul_slowdowns == () and "lm_head" not in d.matmuls_label
 
 
-@pytest.mark.parametrize(("gpu", "batch"), [("apple-m2-max-38c", 19), ("mi100", 80)])
+@pytest.mark.parametrize(("gpu", "batch"), [("apple-m2-max-38c", 19), ("mi100", 81)])
 def test_roofline_reads_a_card_only_llamacpp_serves_as_fit_and_utilization_do(
         capsys: pytest.CaptureFixture[str], gpu: str, batch: int) -> None:
     """Only llama.cpp serves gpt-oss-20b on a Mac or an MI100 (cli_load.default_engine), as
     ggml-org's GGUF: Q8_0 outside the experts. roofline's dense ridge batch is then fit's and
     utilization's for the card; it had read the stored bf16 attention (34 on an M2 Max, 76
     on an MI100, against their 19 and 40), and an MI100 then priced the MXFP4 GGUF at bf16,
-    half its fp16 rate, where llama.cpp runs MXFP4 as its own quants (80; llamacpp_matmul_dtypes).
+    half its fp16 rate, where llama.cpp runs MXFP4 as its own quants (81; llamacpp_matmul_dtypes).
     A checkpoint llama.cpp cannot read is refused
     as fit refuses it, and a tensor-parallel split it does not make is not asked for; side
     by side, the GGUF caution is said once."""

@@ -295,8 +295,8 @@ def test_decodes_cache_short_of_one_sequence_says_how_many_cells_not_only_refuse
         capsys: pytest.CaptureFixture[str]) -> None:
     """Gemma-2-9B bf16 on a 20 GB RTX 4000 Ada at 8,192 tokens: fit's --fit moves 2.58 GiB of
     weights to the host and holds one conversation; with every layer on the GPU decode's
-    cache room holds 7,734 cells, and its reason says so (it had read only "it would refuse
-    to start")."""
+    cache room holds 7,727 cells (7,734 before the GGUF's norms were F32), and its reason says
+    so (it had read only "it would refuse to start")."""
     card = ("gemma-2-9b", "--gpu", "rtx-4000-ada", "--engine", "llama.cpp-cuda")
     code, out, _ = run_cli(capsys, "fit", *card, "--max-model-len", "8192", "--json")
     assert code == 0 and json.loads(out)["conversations"] == 1
@@ -305,7 +305,7 @@ def test_decodes_cache_short_of_one_sequence_says_how_many_cells_not_only_refuse
     (seats,) = decoded["engine_max_batch"]
     assert seats["batch"] == 1 and seats["priced_run_batch"] == 0  # fit's, under --fit
     assert decoded["points"][0]["expected_none_reason"].endswith(
-        "with every layer on the GPU, the 1.98 GiB per GPU left for its cache holds 7,734 cells, "
+        "with every layer on the GPU, the 1.98 GiB per GPU left for its cache holds 7,727 cells, "
         "fewer than one such sequence, so llama-server would fail to allocate it at start-up")
 
 

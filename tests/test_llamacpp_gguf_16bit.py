@@ -2,7 +2,8 @@
 
 convert_hf_to_gguf.py's default --outtype, auto, keeps a bf16 checkpoint bf16 (engines.json
 gguf_16bit, with its source), and every llama.cpp backend ridgeline models multiplies a BF16
-GGUF at bf16: CUDA through cuBLAS at FP32 accumulate, Metal in bfloat tiles. So Llama-3.1-8B's
+GGUF at bf16 on a card with a bf16 rate: CUDA through cuBLAS at FP32 accumulate, Metal in
+bfloat tiles (a T4's is priced at fp32: test_llamacpp_gguf_tensor_types). So Llama-3.1-8B's
 label reads the same on an RTX 4090 and an M2 Max (it had said "matmuls at fp16" on the Mac),
 each priced at its card's bf16 figure (an Apple GPU's one 16-bit rate)."""
 

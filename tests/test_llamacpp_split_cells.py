@@ -234,8 +234,9 @@ def test_a_hybrids_conversations_are_what_that_many_slots_run(
     pipelined split, more than Qwen3-Next's KV cell: leaving the mask out had read q8_0 as
     holding fewer conversations than fp16 (27 < 36). The count the default 4 slots report is
     the most slots a run keeps whole: -np that many runs with every weight on the GPUs, and
-    one more slot shares their cells (-c stays that many conversations' worth) rather than
-    make --fit move weights for it (cli_offload.launch_fitted)."""
+    one more slot shares the cells beside its recurrent state (-c the conversations that
+    still fit: at fp16 26, one fewer, since the GGUF's F32 router took the margin) rather
+    than make --fit move weights for it (cli_offload.launch_fitted)."""
     base = ("fit", "qwen3-next-80b-a3b", "--gpu", "rtx-4090", "--num-gpus", "8", "--engine",
             "llama.cpp", "--max-model-len", "2048", "--json")
 
@@ -247,8 +248,8 @@ def test_a_hybrids_conversations_are_what_that_many_slots_run(
     held = run()["conversations"]
     assert run("-np", str(held))["offload"] is None
     more = run("-np", str(held + 1))
-    assert more["offload"] is None and more["conversations"] == held
-    assert more["llama_server_c"] == held * 2048 <= more["tokens"]
+    assert more["offload"] is None and more["conversations"] <= held
+    assert more["llama_server_c"] == more["conversations"] * 2048 <= more["tokens"]
     if kv == "q8_0":
         assert held >= run_fp16(capsys, base)
 

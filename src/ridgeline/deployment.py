@@ -46,6 +46,8 @@ from ridgeline.quantization import (
 from ridgeline.served_model import (
     latent_attention,
     llamacpp_attention,
+    llamacpp_gguf_dtype,
+    llamacpp_tensor_types,
     llamacpp_weights,
     served_dtype,
 )
@@ -70,6 +72,24 @@ def llamacpp_matmul_dtypes(dtypes: tuple[str, ...]) -> tuple[str, ...]:
     if dtypes and dtypes[0] not in LLAMA_CPP_MATMUL_DTYPES:
         return ("fp16",)
     return tuple(d for d in dtypes if d in LLAMA_CPP_MATMUL_DTYPES) or ("fp16",)
+
+
+# llama.cpp's backends that multiply a BF16 GGUF no faster than fp32 on a card with no bf16 rate
+LLAMACPP_BF16_AT_FP32 = ("llama.cpp-cuda", "llama.cpp-rocm")
+
+
+def llamacpp_bf16_dtypes(dtypes: tuple[str, ...], engine: str,
+                         accelerator: Accelerator) -> tuple[str, ...]:
+    """The dtypes llama.cpp's CUDA or ROCm build multiplies a format led by bf16 at on
+    ``accelerator``: fp32 where the card has no bf16 rate (a T4's 8.1 TFLOP/s, not its fp16
+    65: the BF16 GGUF is not converted for the card, and cuBLAS runs its GEMM on CUDA cores,
+    or, from PR #28846, llama.cpp hands it to F32 cuBLAS; engines.json gguf_16bit
+    matmul_dtype cuda_without_bf16, with its source lines); ``dtypes`` as they are
+    elsewhere, on Vulkan (not traced) and for any format not led by bf16."""
+    if (engine in LLAMACPP_BF16_AT_FP32 and dtypes[:1] == ("bf16",)
+            and "bf16" not in accelerator.peak_flops and "fp32" in accelerator.peak_flops):
+        return ("fp32",)
+    return dtypes
 
 
 # The dtypes a step's activations are kept in between layers. A weight format that runs its
@@ -289,8 +309,13 @@ class Deployment:
                              "backend runs on one device (several Macs over RPC are not "
                              "modelled)")
         plan = weight_plan(model, weights)
+        llamacpp = engine.startswith("llama.cpp")
         if weights is None or is_stored_format(weights):  # the engine's dtype "auto"
-            served_as = {"fp32": "fp16", "bf16": "fp16"} if no_bf16 else {"fp32": "bf16"}
+            # llama.cpp runs the GGUF convert_hf_to_gguf.py wrote at its --outtype auto, which
+            # knows no card: a float32 checkpoint's F16 (llamacpp_gguf_dtype), a bf16 one's
+            # BF16 on a T4 too (its matmuls: llamacpp_bf16_dtypes)
+            served_as = ({"fp32": llamacpp_gguf_dtype(model)} if llamacpp
+                         else {"fp32": "fp16", "bf16": "fp16"} if no_bf16 else {"fp32": "bf16"})
             plan = replace(plan, formats=tuple((c, served_as.get(f, f)) for c, f in plan.formats),
                            label=served_as.get(plan.label, plan.label),
                            base=served_as.get(plan.base, plan.base))
@@ -299,6 +324,8 @@ class Deployment:
             # embeddings and output matrix in that type too, not at the checkpoint's
             plan = replace(plan, formats=tuple((c, plan.label) for c, _ in plan.formats),
                            base=plan.label)
+        if llamacpp:  # the router, norms and biases F32 in any GGUF
+            plan = llamacpp_tensor_types(plan)
         if named and plan.label == "as stored":  # an algorithm the engine has no method for
             from ridgeline.modelopt_algos import checkpoint_refusal
 
@@ -564,7 +591,8 @@ class Deployment:
 
     def _native_dtype(self, dtypes: tuple[str, ...]) -> str:
         if self.engine.startswith("llama.cpp"):
-            dtypes = llamacpp_matmul_dtypes(dtypes)
+            dtypes = llamacpp_bf16_dtypes(llamacpp_matmul_dtypes(dtypes), self.engine,
+                                          self.accelerator)
         return self.accelerator.first_supported(dtypes)
 
     def compute_dtype_of(self, category: str) -> str:
@@ -578,12 +606,14 @@ class Deployment:
         no --dtype to cast to: each tensor's ggml type picks its kernel, so gpt-oss's BF16
         attention beside its MXFP4 experts (--weights stored) runs cuBLAS's bf16 GEMM, 165.2
         TFLOP/s on an RTX 4090, not the fp16-accumulate 330.4 the experts' fp16 step has. Its
-        router is left at the step's: convert_hf_to_gguf.py writes ffn_gate_inp F32 in every
-        GGUF ("some tensor types are always in float32"), which the plan here does not model."""
+        router is priced at the step's: every GGUF keeps ffn_gate_inp F32 (its bytes are fp32's,
+        served_model.llamacpp_tensor_types), which cuBLAS multiplies in TF32 (ggml-cuda
+        common.cuh sets CUBLAS_TF32_TENSOR_OP_MATH), a rate not modelled, on 0.4 % of
+        Qwen3-30B-A3B's active weights."""
         dtypes = self.weights.format_of(category).compute_dtypes
         own, step = self._native_dtype(dtypes), self.compute_dtype
-        if self.engine.startswith("llama.cpp") and category != ROUTER:
-            return own
+        if self.engine.startswith("llama.cpp"):
+            return step if category == ROUTER else own
         return step if step in dtypes and own in ACTIVATION_DTYPES else own
 
     @cached_property

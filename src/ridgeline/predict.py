@@ -279,10 +279,34 @@ def is_gguf(dep: Deployment) -> bool:
 
 def gguf_caution(dep: Deployment) -> str:
     """What to say of vLLM or SGLang serving GGUF weights, or "": no serving profile row
-    measures it, and vLLM's own docs call the path experimental."""
+    measures it, and vLLM's own docs call the path experimental. Under llama.cpp, what to say
+    of a BF16 GGUF on a card with no bf16 rate (bf16_gguf_caution)."""
+    if dep.engine.startswith("llama.cpp"):
+        return bf16_gguf_caution(dep)
     if dep.engine not in GGUF_CAUTION or not is_gguf(dep):
         return ""
     return GGUF_CAUTION[dep.engine].format(label=dep.weights.label)
+
+
+def bf16_gguf_caution(dep: Deployment) -> str:
+    """Why a BF16 GGUF's matmuls are priced at the card's fp32 peak under llama.cpp's CUDA or
+    ROCm build (deployment.llamacpp_bf16_dtypes, with its sources), and the file that runs at
+    its fp16 one; "" where none is. Llama-3.1-8B on a T4: 8.1 TFLOP/s, where F16 runs at 65."""
+    from ridgeline.deployment import llamacpp_bf16_dtypes
+
+    acc = dep.accelerator
+    if "bf16" not in {f for _, f in dep.weights.formats} \
+            or llamacpp_bf16_dtypes(("bf16",), dep.engine, acc) != ("fp32",):
+        return ""
+    fp16 = f", {acc.peak('fp16') / 1e12:,.4g} TFLOP/s" if "fp16" in acc.peak_flops else ""
+    why = ("cuBLAS has no BF16 tensor-core GEMM before Ampere, and llama.cpp PR #28846 hands "
+           "it to F32 cuBLAS" if dep.engine == "llama.cpp-cuda" else
+           "llama.cpp PR #28846 measured hipBLAS's BF16 GEMM below F32's on an MI50 and hands "
+           "it to F32")
+    return (f"{acc.id} has no bf16 rate and the BF16 GGUF is not converted for it: {dep.engine} "
+            f"multiplies it no faster than fp32 ({why}), priced at the fp32 peak, "
+            f"{acc.peak('fp32') / 1e12:,.4g} TFLOP/s; a GGUF converted with --outtype f16 "
+            f"(--weights fp16) runs at the fp16 rate{fp16}")
 
 
 # No row in validation/ measures bitsandbytes weights, and the step-cost model prices a step

@@ -9,6 +9,7 @@ from dataclasses import replace
 from ridgeline.datafiles import load_data
 from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.model import ModelSpec
+from ridgeline.precision import WeightPlan
 
 
 def served_dtype(model: ModelSpec) -> str:
@@ -46,6 +47,16 @@ def llamacpp_gguf_dtype(model: ModelSpec) -> str:
     checkpoint). A file converted before auto was the default is F16: --weights fp16."""
     rule = load_data("engines.json")["llama.cpp"]["gguf_16bit"]["auto_outtype"]
     return str(rule.get(model.dtype, rule["other"]))
+
+
+def llamacpp_tensor_types(plan: WeightPlan) -> WeightPlan:
+    """``plan`` as a GGUF stores it: the tensors convert_hf_to_gguf.py writes F32 whatever
+    --outtype, and llama-quantize leaves so (engines.json gguf_f32, with its source lines: the
+    MoE router, ffn_gate_inp; norms and biases; gpt-oss's per-expert biases), at fp32, every
+    other category as planned. Qwen3-30B-A3B's router, 48 layers × 128 experts × 2,048 =
+    12.6 M weights, is 50.3 MB in its BF16 GGUF, not 25.2."""
+    f32 = set(load_data("engines.json")["llama.cpp"]["gguf_f32"]["categories"])
+    return replace(plan, formats=tuple((c, "fp32" if c in f32 else f) for c, f in plan.formats))
 
 
 def llamacpp_weights(model: ModelSpec) -> str | None:

@@ -47,6 +47,7 @@ from ridgeline.reports.fit_terms import (
     host_cache_unbounded,
     is_llamacpp,
 )
+from ridgeline.served_model import llamacpp_tensor_types
 from ridgeline.sglang_nsa import nsa_served, nsa_stored_cache
 from ridgeline.units import GIB
 from ridgeline.vllm_attention_block import attention_block_problem
@@ -361,6 +362,8 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     if fmt is None:
         return []
     plan = weight_plan(d.model, fmt)
+    if d.engine.startswith("llama.cpp"):  # the router, norms and biases F32, as Deployment's
+        plan = llamacpp_tensor_types(plan)
     if weights_platform_problem(plan, d.accelerator, d.engine, True):
         return []
     name, this = f"{fmt} weights", ""
