@@ -15,10 +15,12 @@ import pytest
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.engines import bundled_twins, profile_for
 from ridgeline.track_record import (
+    AS_FACTOR,
     LEANING,
     MIN_ROWS,
     RecordRow,
     bundled_record,
+    how_far,
     leaning,
     phase_of,
     track_record_caution,
@@ -55,8 +57,41 @@ def twins(engine: str) -> frozenset[str]:
     return frozenset(bundled_twins(profile_for(engine)))
 
 
-def _row(i: int, optimism: float, moe: bool = True, engine: str = "sglang") -> RecordRow:
-    return RecordRow(f"r{i}", "b300", engine, "decode", moe, "deepseek-r1", optimism, "x.csv")
+def _row(i: int, optimism: float, moe: bool = True, engine: str = "sglang",
+         excess_ms: float | None = None) -> RecordRow:
+    return RecordRow(f"r{i}", "b300", engine, "decode", moe, "deepseek-r1", optimism, "x.csv",
+                     excess_ms)
+
+
+def test_a_leaning_of_twice_as_fast_or_more_reads_as_a_factor() -> None:
+    """A caution's "278% faster" reads as 2.8x as readily as the 3.8x it means: from
+    AS_FACTOR on, the median and range are factors; below it, percentages as before."""
+    far = leaning([_row(i, 1.0 + i) for i in range(MIN_ROWS)], "b300",
+                  frozenset({"sglang"}), "decode", True)
+    near = leaning([_row(i, -0.2 + 0.01 * i) for i in range(MIN_ROWS)], "b300",
+                   frozenset({"sglang"}), "decode", True)
+    assert far is not None and near is not None
+    assert far.median_optimism >= AS_FACTOR > near.median_optimism
+    said = how_far(far, "here")
+    assert f"priced {1 + far.median_optimism:.1f}x as fast as measured at the median" in said
+    assert f"({1 + far.low:.1f}x to {1 + far.high:.1f}x; here)" in said
+    assert f"priced {abs(near.median_optimism):.0%} slower than measured" in how_far(near, "here")
+
+
+def test_ttft_rows_give_their_excess_in_ms_and_mixed_rows_do_not() -> None:
+    """Where every row is a TTFT, the caution says the measured times over the priced ones
+    and by how many ms; one row of another metric (no excess recorded) takes that out."""
+    excess = [10.0 * (i + 1) for i in range(MIN_ROWS)]
+    rows = [_row(i, 0.5 + i, excess_ms=ms) for i, ms in enumerate(excess)]
+    found = leaning(rows, "b300", frozenset({"sglang"}), "decode", True)
+    assert found is not None and found.excess_ms == tuple(excess)
+    said = how_far(found, "here")
+    assert f"measured {1 + found.median_optimism:.1f}x the priced time at the median" in said
+    assert (f"{statistics.median(excess):+,.0f} ms over it ({excess[0]:+,.0f} to "
+            f"{excess[-1]:+,.0f} ms; here)") in said
+    mixed = leaning([*rows, _row(MIN_ROWS, 0.5)], "b300", frozenset({"sglang"}), "decode", True)
+    assert mixed is not None and mixed.excess_ms == ()
+    assert "ms over it" not in how_far(mixed, "here")
 
 
 def test_fewer_rows_than_the_minimum_say_nothing_and_the_median_is_the_rows() -> None:
@@ -114,11 +149,11 @@ def test_decode_and_simulate_print_it(capsys: pytest.CaptureFixture[str]) -> Non
 
     main(["decode", "deepseek-r1", "--gpu", "b300", "--num-gpus", "8", "--engine", "sglang",
           "--batch", "1", "--context", "2000"])
-    assert "published decode rows of MoE models under sglang" in capsys.readouterr().out
+    assert "published decode rows of MoE models under SGLang" in capsys.readouterr().out
     main(["simulate", "deepseek-r1", "--gpu", "b300", "--num-gpus", "8", "--engine", "sglang",
           "--concurrency", "4", "--num-requests", "40", "--input-len", "1000",
           "--output-len", "100"])
-    assert "published decode rows of MoE models under sglang" in capsys.readouterr().out
+    assert "published decode rows of MoE models under SGLang" in capsys.readouterr().out
 
 
 def test_plan_says_it_of_its_winner(capsys: pytest.CaptureFixture[str]) -> None:

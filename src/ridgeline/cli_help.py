@@ -16,6 +16,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from ridgeline.engine_names import DISPLAY_NAMES
+
 COMPUTE = "what to compute"
 MODEL = "model and weights"
 ACCELERATOR = "accelerator and parallelism"
@@ -24,7 +26,7 @@ OUTPUT = "output"
 HELP = "help"
 
 # each engine's own flags: the --help-engine value, and the section's title
-ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "llama.cpp": "llama.cpp"}
+ENGINES = {**DISPLAY_NAMES, "llama.cpp": "llama.cpp"}
 
 # a flag's section by its dest; a dest not here goes by the engine its help names first
 # (``section_of``), else to what to compute, where each command's own flags belong

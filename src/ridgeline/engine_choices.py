@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from ridgeline.datafiles import engine_defaults, load_data
-from ridgeline.engine_versions import engine_name, release_before, sized_version
+from ridgeline.engine_names import engine_name
+from ridgeline.engine_versions import release_before, sized_version
 from ridgeline.errors import InputError
 from ridgeline.prefix import BLOCK_SETTINGS
 from ridgeline.vllm_memory import default_block_size, vllm_accounting

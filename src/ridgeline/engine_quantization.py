@@ -21,6 +21,7 @@ from functools import lru_cache
 
 from ridgeline.catalog import normalise
 from ridgeline.datafiles import load_data
+from ridgeline.engine_names import engine_name
 from ridgeline.errors import InputError, shorten
 from ridgeline.hardware import Accelerator
 from ridgeline.model import ModelSpec
@@ -215,7 +216,6 @@ SGLANG_EARLIER_FLOORS = {"modelopt_fp4": ("0.5.13", 100, "FP4 Marlin"),
 SGLANG_MIXED_FP8_BELOW_89_FROM = "0.5.17"
 MIN_CAPABILITY = {"vllm": VLLM_MIN_CAPABILITY, "sglang": SGLANG_MIN_CAPABILITY}
 EARLIER_FLOORS = {"vllm": VLLM_EARLIER_FLOORS, "sglang": SGLANG_EARLIER_FLOORS}
-ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
 # SGLang's names for ridgeline's ModelOpt methods, where they differ (its --quantization modelopt
 # picks modelopt_fp8 or modelopt_fp4 by the checkpoint's quant_algo)
 SGLANG_METHOD_NAMES = {"modelopt": "modelopt_fp8"}
@@ -290,7 +290,7 @@ def capability_shortfall(method: str, acc: Accelerator, engine: str = "vllm",
     able = ", ".join(f.capitalize() for f, (lo, _) in NVIDIA_FAMILY_CAPABILITY.items()
                      if lo >= need)
     when = "at start-up" if engine == "vllm" else "as it loads the model"
-    who = f"{ENGINE_WORDS[engine]} {version}" if version else ENGINE_WORDS[engine]
+    who = f"{engine_name(engine)} {version}" if version else engine_name(engine)
     return (f"needs compute capability {_capability(need)} or more, and the {acc.id} "
             f"({acc.family} family, compute capability {span}) has less: "
             f"{who} refuses it {when} (get_min_capability); name a card of "
@@ -355,7 +355,7 @@ def stored_method_problem(spec: ModelSpec, acc: Accelerator, engine: str | None,
     label = "+".join(sorted(set(spec.stored_format_map.values())))
     name = SGLANG_METHOD_NAMES.get(method, method) if engine == "sglang" else method
     return (f"{spec.name} is stored {label} (quant_method {spec.quant_method}{algo}) and read "
-            f"as stored with {ENGINE_WORDS[engine]}'s {name} method, which {short}")
+            f"as stored with {engine_name(engine)}'s {name} method, which {short}")
 
 
 def sglang_mixed_fp8_problem(spec: ModelSpec, acc: Accelerator, version: str | None) -> str:
@@ -393,9 +393,9 @@ def quantization_engine(method: str, engine: str | None) -> None:
     chosen = engine_method(method)
     if engine in QUANTIZATION_ENGINES:
         if engine not in chosen.engines:
-            names = {"vllm": "vLLM", "sglang": "SGLang"}
-            raise InputError(f"--quantization {chosen.method} is {names[chosen.engines[0]]}'s; "
-                             f"{names[engine]} has no such method: give --engine "
+            raise InputError(f"--quantization {chosen.method} is "
+                             f"{engine_name(chosen.engines[0])}'s; "
+                             f"{engine_name(engine)} has no such method: give --engine "
                              f"{chosen.engines[0]}, or --weights {chosen.format} to size it")
         return
     fmt = chosen.format
@@ -412,8 +412,7 @@ def quantization_engine(method: str, engine: str | None) -> None:
 
 def _engine_names(engines: tuple[str, ...], suffix: str = "") -> str:
     """('vllm', 'sglang') -> "vLLM and SGLang" (with suffix "'s": "vLLM's and SGLang's")."""
-    names = {"vllm": "vLLM", "sglang": "SGLang"}
-    return " and ".join(names.get(e, e) + suffix for e in engines)
+    return " and ".join(engine_name(e) + suffix for e in engines)
 
 
 def dtype_on(dtype: str | None, acc: Accelerator) -> None:

@@ -8,6 +8,7 @@ from functools import cache
 from typing import Any
 
 from ridgeline.datafiles import engine_defaults, load_data
+from ridgeline.engine_names import engine_name
 from ridgeline.errors import InputError
 from ridgeline.sglang_memory import (
     sglang_algorithm_from,
@@ -186,11 +187,6 @@ def release_before(engine: str, version: str | None, since: str | None) -> bool:
     if engine == "sglang":
         return sglang_release(version) < sglang_release(since)
     return not release_reached(version, since)
-
-
-def engine_name(engine: str) -> str:
-    """The engine as its project spells it: vLLM, SGLang, TensorRT-LLM."""
-    return {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get(engine, engine)
 
 
 def speculative_problem(engine: str, version: str | None, draft_method: str,

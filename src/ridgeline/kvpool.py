@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ridgeline.engine_names import engine_name
 from ridgeline.kvgroups import KVGroups
 from ridgeline.llamacpp_split import SplitDevice
 from ridgeline.stages import Stage
@@ -372,8 +373,7 @@ def block_past_pool(pool: KVPool, block: int | None) -> str:
         else pool.pool_bytes - pool.slot_cache_bytes
     if room < pool.page_bytes / block:  # not a token's room: no block fits, and fit says why
         return ""
-    engine = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get(
-        pool.engine, pool.engine)
+    engine = engine_name(pool.engine)
     return (f"--block-size {block:,}: one block is {pool.page_bytes / GIB:,.2f} GiB a GPU, more "
             f"than the whole KV pool ({room / GIB:,.2f} GiB), which holds no block, and "
             f"{engine} does not start so; give a smaller --block-size")

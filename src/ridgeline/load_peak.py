@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from ridgeline.catalog import catalog_model_id
 from ridgeline.datafiles import load_data
+from ridgeline.engine_names import engine_name
 from ridgeline.engine_quantization import EngineMethod, engine_methods
-from ridgeline.engine_versions import engine_name, release_before
+from ridgeline.engine_versions import release_before
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.stages import stage_weight_bytes
 from ridgeline.units import GIB

@@ -22,11 +22,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ridgeline.datafiles import load_data
+from ridgeline.engine_names import DISPLAY_NAMES, engine_name
 
 if TYPE_CHECKING:
     from ridgeline.model import ModelSpec
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 # each engine's refusal, in its own words where it has some
 _REFUSALS = {
     "vllm": "vLLM refuses at start-up ('{refusal}')",
@@ -93,7 +93,7 @@ def refusal(algo: str, engine: str, sidecar: bool) -> str:
     where ``sidecar``), naming the engines that serve it; "" where it serves it, or where the
     engine or algorithm is not one this table covers."""
     row = modelopt_algos().get(algo)
-    if row is None or engine not in ENGINE_NAMES:
+    if row is None or engine not in DISPLAY_NAMES:
         return ""
     serving = row.engines_from(sidecar)
     if engine in serving:
@@ -101,7 +101,7 @@ def refusal(algo: str, engine: str, sidecar: bool) -> str:
     words = _REFUSALS[engine].format(refusal=_VLLM_WORDS[sidecar].format(algo=algo))
     where = " read from hf_quant_config.json" if engine in row.engines else ""
     if serving:
-        others = " and ".join(ENGINE_NAMES[e] for e in serving)
+        others = " and ".join(engine_name(e) for e in serving)
         lever = f"{others} serve{'s' if len(serving) == 1 else ''} it: give --engine {serving[0]}"
     else:
         lever = "write it into config.json's quantization_config, which vLLM reads it from"
@@ -190,7 +190,7 @@ def release_refusal(spec: ModelSpec, engine: str, since: str, version: str,
     words = _LAYER_WORDS if layer_format else _RELEASE_WORDS
     why = words.get((engine, spec.quant_algo), "it has no method for it")
     mixed = layer_format or mixed
-    name = ENGINE_NAMES.get(engine, engine)
+    name = engine_name(engine)
     return (f"{spec.name} is stored in ModelOpt quant_algo {spec.quant_algo}{layers}, which "
             f"{name} {version} does not serve: {why.format(layers=mixed)}; {name} serves it "
             f"from v{since}: name --engine-version {since} or later, or another --engine")
@@ -202,7 +202,7 @@ def dropped_refusal(spec: ModelSpec, engine: str, until: str, version: str | Non
     FP8_PB_WO export under SGLang 0.5.18 or later ('ModelOptFp8Config only supports regular
     FP8 quantization'), which SGLang 0.5.17, vLLM and TensorRT-LLM serve."""
     row = modelopt_algos()[spec.quant_algo]
-    name = ENGINE_NAMES.get(engine, engine)
+    name = engine_name(engine)
     at = f"{name} {version}" if version else f"{name}'s newest release"
     sidecar = _from_sidecar(spec)
     why = _DROPPED_WORDS.get((engine, sidecar), "it has no method for it")

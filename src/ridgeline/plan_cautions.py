@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ridgeline.candidate import Candidate, candidate_deployment
 from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_names import engine_name
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
 from ridgeline.model import ModelSpec
@@ -22,7 +23,6 @@ from ridgeline.serving_load import Load, Slo
 # the row's own card and engine: the gap was seen on that one pair.)
 PROMPT_SHARE_UNCERTAINTY = 1.3
 # the serving engines as their projects write them, for the text
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 
 def borrowed_compute_group(profile: EngineProfile, acc: Accelerator) -> str:
@@ -64,7 +64,7 @@ def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo, engine:
     name = f"{how} p{slo.percentile:.10g} TTFT" if how == "simulated" else f"TTFT's {how}"
     return (f"{acc.id}'s prompt speed borrows the compute share the {profile.engine} profile "
             f"fitted on {reference} cards (none of its own for {accelerator_group(acc)}), "
-            f"which {ENGINE_NAMES.get(engine, engine)} on the {acc.name} may not reach; at "
+            f"which {engine_name(engine)} on the {acc.name} may not reach; at "
             f"{PROMPT_SHARE_UNCERTAINTY:g}x its {name} of {ttft_s * 1e3:,.0f} ms would be "
             f"{ttft_s * PROMPT_SHARE_UNCERTAINTY * 1e3:,.0f} ms, past the "
             f"{slo.ttft_s * 1e3:g} ms SLO (a prompt measured on the card, `ridgeline "
@@ -145,7 +145,7 @@ def streamed_load_note(c: Candidate | None, engine: str, model: ModelSpec,
     peak = sixteen_bit_bytes(dep, pool.weight_bytes, pool.stage)
     if peak <= pool.load_budget_bytes:
         return ""
-    name = ENGINE_NAMES.get(engine, engine)
+    name = engine_name(engine)
     return (f"the launch's --quantization {method.method} loads only on {name} {since} or later, "
             f"which quantizes each weight as it loads; an earlier release loads "
             f"{model.name}'s 16-bit weights first ({peak / GIB:,.1f} GiB per GPU, more than "

@@ -18,8 +18,9 @@ from functools import lru_cache
 from ridgeline.catalog import resolve_model
 from ridgeline.context_length import served_positions
 from ridgeline.deployment import Deployment
+from ridgeline.engine_names import engine_name
 from ridgeline.engine_platforms import LLAMACPP_PLAIN_KV
-from ridgeline.engine_versions import engine_name, modelled_version
+from ridgeline.engine_versions import modelled_version
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.graph_batches import with_cuda_graphs

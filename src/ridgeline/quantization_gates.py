@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
+from ridgeline.engine_names import engine_name
 from ridgeline.engine_platforms import TRTLLM_NO_FP8_FAMILIES
 from ridgeline.engine_quantization import stored_method_problem
 from ridgeline.engine_versions import release_before
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
     from ridgeline.model import ModelSpec
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+GATED_ENGINES = ("vllm", "sglang")  # the engines whose --quantization methods are gated by release
 
 
 @lru_cache(maxsize=1)
@@ -129,7 +130,7 @@ def single_rank_checkpoint(model: ModelSpec, engine: str) -> bool:
     only, so more GPUs are pipeline stages: a pre-quantized bitsandbytes one under vLLM or
     SGLang ('Prequant BitsAndBytes models with TP is not supported. Please try with PP.')."""
     return model.quant_method == "bitsandbytes" and bool(model.stored_format_map) \
-        and engine in ENGINE_NAMES
+        and engine in GATED_ENGINES
 
 
 def bnb_problem(dep: Deployment, version: str | None = None) -> str:
@@ -142,9 +143,9 @@ def bnb_problem(dep: Deployment, version: str | None = None) -> str:
     Quantized on load (-q bitsandbytes) it runs at any TP."""
     spec, engine = dep.model, dep.engine
     bnb = {f for _, f in dep.weights.formats if f.startswith("bnb-")}
-    if not bnb or engine not in ENGINE_NAMES:
+    if not bnb or engine not in GATED_ENGINES:
         return ""
-    row, name = _rows()["bitsandbytes"], ENGINE_NAMES[engine]
+    row, name = _rows()["bitsandbytes"], engine_name(engine)
     asked = f"{name} {version}"
     gap = row["absent"].get(engine)
     if version and gap and not release_before(engine, version, gap[0]) \
@@ -198,12 +199,12 @@ def method_release_problem(method: str, engine: str | None, version: str | None)
 
     key = engine_method(method).method
     row = _rows().get(key)
-    if row is None or key in _GATED_BY_LAYOUT or engine not in ENGINE_NAMES:
+    if row is None or key in _GATED_BY_LAYOUT or engine not in GATED_ENGINES:
         return ""
     since = row.get("since", {}).get(engine)
     if not release_before(engine, version, since):
         return ""
-    return (f"{ENGINE_NAMES[engine]} {version} has no --quantization {method}: {key} came in "
+    return (f"{engine_name(engine)} {version} has no --quantization {method}: {key} came in "
             f"v{since}; name a later --engine-version, or another method")
 
 

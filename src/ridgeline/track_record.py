@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ridgeline.datafiles import load_data
+from ridgeline.engine_names import engine_name
 from ridgeline.metric_divisions import THROUGHPUT_METRICS
 
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ PHASE_METRICS = {"decode": ("decode_tok_s_per_user", *THROUGHPUT_METRICS),
                  "prefill": ("prefill_tok_s", "ttft_ms")}
 MIN_ROWS = 5  # fewer rows on a card say too little to caution on
 LEANING = 0.15  # a median optimism this far from 0 (either way) is worth a caution
+# a median optimism this large (twice as fast, or more) reads as a factor, not a percentage:
+# "278% faster" reads as 2.8x as readily as 3.8x, and the rows' measured times were 3.8x
+AS_FACTOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class RecordRow:
     model: str
     optimism: float
     file: str
+    # a TTFT row's measured minus priced time, ms (None: another metric; the record file
+    # leaves it out there)
+    excess_ms: float | None = None
 
 
 def phase_of(metric: str) -> str | None:
@@ -62,9 +69,11 @@ def record_rows(rows: Sequence[Measurement], predictions: Sequence[Prediction],
         if phase is None or prediction.optimism is None:
             continue
         dep = deployment_for(row)
+        excess = (round(prediction.measured - prediction.predicted, 2)
+                  if row.metric == "ttft_ms" and prediction.predicted is not None else None)
         out.append(RecordRow(row.id, dep.accelerator.id, row_engine(row), phase,
                              dep.model.moe is not None, dep.model.name,
-                             round(prediction.optimism, 4), file))
+                             round(prediction.optimism, 4), file, excess))
     return out
 
 
@@ -83,6 +92,8 @@ class Leaning:
     models: tuple[str, ...]
     engines: tuple[str, ...]
     files: tuple[str, ...]
+    # the rows' measured minus priced times (ms) where every one is a TTFT, else ()
+    excess_ms: tuple[float, ...] = ()
 
 
 def leaning(records: Iterable[RecordRow], accelerator: str, engines: frozenset[str],
@@ -94,9 +105,33 @@ def leaning(records: Iterable[RecordRow], accelerator: str, engines: frozenset[s
     if len(mine) < MIN_ROWS:
         return None
     values = [r.optimism for r in mine]
+    excess = sorted(r.excess_ms for r in mine if r.excess_ms is not None)  # TTFTs alone
     return Leaning(len(mine), statistics.median(values), min(values), max(values),
                    tuple(dict.fromkeys(r.model for r in mine)),
-                   tuple(sorted({r.engine for r in mine})), tuple(sorted({r.file for r in mine})))
+                   tuple(sorted({r.engine for r in mine})), tuple(sorted({r.file for r in mine})),
+                   tuple(excess) if len(excess) == len(mine) else ())
+
+
+def how_far(found: Leaning, where: str) -> str:
+    """The rows' median and range, as the caution words them, ``where`` (the command that
+    scores them) closing the range's parentheses: a percentage (17% slower, -21% to +3%), or
+    a factor where the median is twice as fast or more; where every row is a TTFT, the
+    measured times over the priced ones, and the excess in ms. B200's SGLang MoE TTFTs:
+    measured 3.8x the priced time at the median (2.3x to 9.0x), +99 ms over it (+24 to
+    +289 ms)."""
+    if found.excess_ms:
+        ms = found.excess_ms
+        return (f"are one request's time to first token each, measured "
+                f"{1 + found.median_optimism:.1f}x the priced time at the median "
+                f"({1 + found.low:.1f}x to {1 + found.high:.1f}x), "
+                f"{statistics.median(ms):+,.0f} ms over it ({ms[0]:+,.0f} to {ms[-1]:+,.0f} ms; "
+                f"{where})")
+    if found.median_optimism >= AS_FACTOR:
+        return (f"were priced {1 + found.median_optimism:.1f}x as fast as measured at the median "
+                f"({1 + found.low:.1f}x to {1 + found.high:.1f}x; {where})")
+    way = "faster" if found.median_optimism > 0 else "slower"
+    return (f"were priced {abs(found.median_optimism):.0%} {way} than measured at the median "
+            f"({found.low:+.0%} to {found.high:+.0%}; {where})")
 
 
 def track_record_caution(dep: Deployment, phase: str, profile: EngineProfile) -> str:
@@ -123,12 +158,11 @@ def track_record_caution(dep: Deployment, phase: str, profile: EngineProfile) ->
                     dep.model.moe is not None)
     if found is None or abs(found.median_optimism) < LEANING:
         return ""
-    way = "faster" if found.median_optimism > 0 else "slower"
     models = ", ".join(found.models[:3]) + (f" and {len(found.models) - 3} more"
                                             if len(found.models) > 3 else "")
     kind = "MoE" if dep.model.moe is not None else "dense"
+    where = f"`ridgeline validate {' '.join(found.files)}`"
+    named = ", ".join(map(engine_name, found.engines))
     return (f"on the {dep.accelerator.id}, the {found.rows} published {phase} rows of {kind} "
-            f"models under {', '.join(found.engines)} ({models}) were priced "
-            f"{abs(found.median_optimism):.0%} {way} than measured at the median "
-            f"({found.low:+.0%} to {found.high:+.0%}; `ridgeline validate "
-            f"{' '.join(found.files)}`): read this expectation in that light")
+            f"models under {named} ({models}) {how_far(found, where)}: read "
+            "this expectation in that light")

@@ -17,7 +17,8 @@ from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps, ridge_batch_step
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
-from ridgeline.engine_versions import engine_name, engine_release, sized_version
+from ridgeline.engine_names import engine_name
+from ridgeline.engine_versions import engine_release, sized_version
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, bound_label, decode_floor
@@ -873,7 +874,7 @@ def version_rules(engine: str, version: str) -> str:
     from ridgeline.engine_versions import llamacpp_build
 
     build = llamacpp_build(version) if engine.startswith("llama.cpp") else None
-    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    name = engine_name(engine)
     return f"as {name} {f'b{build}' if build else version.strip()} sizes it"
 
 

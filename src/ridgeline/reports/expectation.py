@@ -32,7 +32,7 @@ from ridgeline.cost import (
 )
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
-from ridgeline.engine_versions import engine_name
+from ridgeline.engine_names import engine_name
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor

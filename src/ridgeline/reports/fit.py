@@ -278,7 +278,7 @@ def _seats_short_words(r: FitReport, target: int, seats: int, context: str) -> s
     but the engine's seats run fewer at once, as the caution below it says (fit_cautions):
     Llama-3.1-8B on an H100, 10,000 conversations in the pool at 32 tokens, vLLM's
     max_num_seqs running 1,024 of them."""
-    from ridgeline.engine_versions import engine_name
+    from ridgeline.engine_names import engine_name
     from ridgeline.reports.utilization import seats_flag
 
     d = r.deployment

@@ -73,7 +73,7 @@ def fit_cautions(r: FitReport) -> list[str]:
                    "gpu_memory_utilization config')")
     if p.runtime_devices > 1:
         n, acc = p.runtime_devices, d.accelerator
-        from ridgeline.engine_versions import engine_name
+        from ridgeline.engine_names import engine_name
 
         out.append(f"{engine_name(p.engine)} runs each {acc.id} card's {n} dies as a GPU of "
                    f"its own ({p.total_bytes / n / GIB:,.2f} GiB), a tensor-parallel rank each "

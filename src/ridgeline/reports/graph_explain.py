@@ -9,10 +9,10 @@ tokens, SGLang's its sequences.
 from __future__ import annotations
 
 from ridgeline.deployment import Deployment
+from ridgeline.engine_names import engine_name
 from ridgeline.explain import Step, q, step
 from ridgeline.graph_batches import TOKENS, captured
 
-ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
 SOURCE = "graph_batches.py: the engine's captured sizes (vllm_graphs.captured_sizes, " \
     "sglang_capture_sizes)"
 
@@ -27,7 +27,7 @@ def graph_line(dep: Deployment, tokens: int, sequences: int, run_tokens: int | N
     capture = captured(dep)
     if capture is None or not tokens or (run_tokens is not None and run_tokens <= tokens):
         return ""
-    engine = ENGINE_WORDS.get(dep.engine, dep.engine)
+    engine = engine_name(dep.engine)
     per_row = tokens // sequences
     by_tokens = capture.unit == TOKENS
     what = (f"batch {sequences:,}" if tokens == sequences or not by_tokens else

@@ -13,7 +13,8 @@ from ridgeline.candidate import Candidate, weights_format
 from ridgeline.context_length import served_positions
 from ridgeline.cost import mean_decode_context
 from ridgeline.datafiles import engine_defaults
-from ridgeline.engine_versions import engine_name, sized_version
+from ridgeline.engine_names import engine_name
+from ridgeline.engine_versions import sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec

@@ -13,7 +13,8 @@ from typing import Any
 
 from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
-from ridgeline.engine_versions import engine_name, sized_version, split_launch_problem
+from ridgeline.engine_names import engine_name
+from ridgeline.engine_versions import sized_version, split_launch_problem
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult

@@ -19,7 +19,8 @@ from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
-from ridgeline.engine_versions import engine_name, engine_release, sized_version
+from ridgeline.engine_names import engine_name
+from ridgeline.engine_versions import engine_release, sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count

@@ -83,9 +83,9 @@ class UtilizationReport:
 
     @property
     def engine_label(self) -> str:
-        from ridgeline.plan_cautions import ENGINE_NAMES
+        from ridgeline.engine_names import DISPLAY_NAMES
 
-        return ENGINE_NAMES.get(self.engine, "llama.cpp")
+        return DISPLAY_NAMES.get(self.engine, "llama.cpp")
 
     @property
     def cautions(self) -> tuple[str, ...]:
