@@ -64,11 +64,15 @@ def test_trtllm_holds_one_mtp_layer_and_caches_one_a_draft_as_the_docstring_says
     assert drafting.kv_bytes_per_token - plain.kv_bytes_per_token == pytest.approx(
         mtp_kv_bytes_per_token(dep, dep.kv_replication, dep.tensor_parallel_size, 3))
     assert drafting.tokens < plain.tokens
-    # MTP runs on the PyTorch backend only: the engine backend's pool is left as it was
+    # MTP runs on the PyTorch backend only: the engine backend builds no DeepseekV3ForCausalLM
+    # at all, and where it builds an MLA model (under DeepSeek-V2's name) its pool is left as
+    # it was
     engine_backend = EngineSettings(backend="tensorrt")
-    assert kv_pool(dep, EngineSettings(backend="tensorrt", draft_mtp=True,
-                                       drafter=EngineSpec(3, "mtp"))) == kv_pool(dep,
-                                                                                 engine_backend)
+    mtp = EngineSettings(backend="tensorrt", draft_mtp=True, drafter=EngineSpec(3, "mtp"))
+    with pytest.raises(InputError, match="builds no DeepseekV3ForCausalLM"):
+        kv_pool(dep, mtp)
+    v2 = replace(dep, model=replace(model, architecture="DeepseekV2ForCausalLM"))
+    assert kv_pool(v2, mtp) == kv_pool(v2, engine_backend)
 
 
 def test_trtllm_with_a_checkpoint_of_more_mtp_layers_holds_one_a_draft() -> None:

@@ -248,3 +248,36 @@ def test_decodes_engine_version_reaches_sglangs_capture_sizes(
     assert "runs as SGLang's captured CUDA-graph batch 100" in graph_line()
     assert "above SGLang's largest captured CUDA-graph batch 96" in graph_line(
         "--engine-version", "0.5.9")
+
+
+@pytest.mark.parametrize(("gpu", "asked"), [("l40s", {"max_cudagraph_capture_size": 4096}),
+                                            ("h100", {"max_cudagraph_capture_size": 16384}),
+                                            ("l40s", {"cudagraph_capture_sizes": (8, 2048, 4096)})])
+def test_vllms_default_token_budget_caps_the_captured_sizes_as_a_given_one_does(
+        gpu: str, asked: dict) -> None:
+    """vLLM takes min(max_num_batched_tokens, max_cudagraph_capture_size) and drops listed
+    sizes past the budget, its default budget too (_set_cudagraph_sizes, 0.29-0.34): on an
+    L40S (vllm serve's 2,048) a cap of 4,096 captures to 2,048, on an H100 (8,192) 16,384
+    to 8,192. The sizes a step pads to are the ones the pool's graph memory counts, and
+    the same as with the default budget given as a flag."""
+    from ridgeline.graph_batches import settings_capture, vllm_default_budget
+    from ridgeline.memory import kv_pool
+    from ridgeline.vllm_graphs import captured_sizes
+
+    d = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator(gpu),
+                         engine="vllm")
+    settings = EngineSettings(**asked)
+    budget = vllm_default_budget(d, settings, None)
+    pool = kv_pool(d, settings)
+    assert budget == pool.profile_tokens
+    capture = settings_capture(d, settings)
+    assert capture is not None and max(capture.sizes) <= budget
+    given = settings_capture(d, EngineSettings(**asked, max_num_batched_tokens=budget))
+    assert capture == given
+    counted = captured_sizes(pool.max_num_seqs, settings.max_cudagraph_capture_size,
+                             pool.profile_tokens, asked=settings.cudagraph_capture_sizes)
+    assert capture.sizes == tuple(counted)
+    # unclamped, the list would run past the budget (the old step list's error)
+    loose = vllm_capture(None, settings.max_cudagraph_capture_size, None,
+                         settings.cudagraph_capture_sizes)
+    assert max(loose.sizes) > budget

@@ -469,6 +469,55 @@ def test_an_architecture_ridgeline_has_not_checked_is_read_with_a_caution(tmp_pa
     assert "carries no vision_config" in stripped.architecture_caution
 
 
+def test_an_unknown_model_type_is_cautioned_with_what_it_was_priced_as() -> None:
+    """A model_type ridgeline does not know is priced from its config's shapes, and the
+    caution says as what: the layers, width, heads and MLP it read."""
+    base = copy.deepcopy(load_data("models/meta-llama--Llama-3.1-8B.json"))
+    base.update(model_type="foobar", architectures=["FooBarForCausalLM"])
+    spec = spec_from_hf_config(base, "foo")
+    caution = spec.architecture_caution
+    attention, mlp = spec.attention, spec.dense_mlp
+    assert attention is not None and mlp is not None
+    assert f"priced from its config's fields as {spec.read_as}" in caution
+    assert spec.read_as.startswith(f"a dense decoder of {spec.num_layers} layers of width "
+                                   f"{spec.hidden_size:,}")
+    assert f"{attention.num_heads} query heads over {attention.num_kv_heads} KV heads" \
+        in spec.read_as and f"a gated MLP of {mlp.intermediate_size:,}" in spec.read_as
+    moe = spec_from_hf_config({**copy.deepcopy(load_data(
+        "models/mistralai--Mixtral-8x7B-v0.1.json")), "model_type": "foomoe"}, "foomoe")
+    assert moe.read_as.startswith("an MoE decoder") and "8 experts, 2 a token" in moe.read_as
+
+
+def test_a_config_listing_no_architectures_is_priced_by_model_type_with_a_caution(
+        tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """architectures [] (or absent) under a known model_type: priced as that model_type's
+    layout, the same parameters, with a caution that the engines pick by architecture; every
+    command that prices it says so (decode, prefill, fit, simulate, plan)."""
+    from tests.conftest import run_cli
+
+    base = copy.deepcopy(load_data("models/meta-llama--Llama-3.1-8B.json"))
+    base["architectures"] = []
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(base))
+    spec = resolve_model(str(path))
+    assert not spec.architectures_named and spec.model_type == "llama"
+    assert "lists no architectures" in spec.architecture_caution
+    assert "priced as a llama model" in spec.architecture_caution
+    assert count_params(spec).total == count_params(resolve_model("llama-3.1-8b")).total
+    del base["architectures"]
+    assert "lists no architectures" in spec_from_hf_config(base, "x").architecture_caution
+    assert resolve_model("llama-3.1-8b").architectures_named
+    load = ("--input-len", "100", "--output-len", "100")
+    for argv in (("decode", "--gpu", "h100"), ("prefill", "--gpu", "h100", "--prompt-len", "1000"),
+                 ("fit", "--gpu", "h100"),
+                 ("simulate", "--gpu", "h100", "--rate", "1", *load, "--num-requests", "20"),
+                 ("plan", "--gpu", "h100", "--max-gpus", "1", "--slo-ttft-ms", "1000",
+                  "--slo-tpot-ms", "50", "--rate", "1", *load)):
+        code, out, err = run_cli(capsys, argv[0], str(path), *argv[1:])
+        assert code == 0, (argv, err)
+        assert "lists no architectures" in out + err, argv
+
+
 def test_a_known_model_type_under_an_unknown_architecture_is_cautioned(tmp_path: Any) -> None:
     """Engines pick their implementation by architecture; ridgeline reads model_type. A name
     of the model_type's own family (Gemma3ForCausalLM for gemma3_text) passes quietly."""

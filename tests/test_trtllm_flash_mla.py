@@ -15,10 +15,12 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
 from ridgeline.disaggregated import pool_transceiver
+from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.plan import PlanResult
 from ridgeline.reports.plan_commands import PlanCommands
 from ridgeline.serving_load import Load
+from ridgeline.trtllm_memory import tokens_per_block
 from ridgeline.yaml_subset import parse_yaml
 from tests.conftest import run_cli
 
@@ -49,9 +51,10 @@ def test_deepseek_v3_on_hopper_pages_in_flash_mlas_blocks_and_elsewhere_in_the_d
     assert blackwell.accelerator.family not in FLASH["families"]
     assert _block(blackwell) == DEFAULT_BLOCK
     assert _block(_dep("llama-3.1-70b", "h100", 2)) == DEFAULT_BLOCK
-    # the TensorRT engine backend has no FlashMLA path
-    engine_backend = EngineSettings(max_model_len=8192, backend="tensorrt")
-    assert _block(hopper, engine_backend) == DEFAULT_BLOCK
+    # the TensorRT engine backend has no FlashMLA path, and builds no DeepseekV3ForCausalLM
+    assert tokens_per_block(hopper, None, "tensorrt") == DEFAULT_BLOCK
+    with pytest.raises(InputError, match="builds no DeepseekV3ForCausalLM"):
+        _block(hopper, EngineSettings(max_model_len=8192, backend="tensorrt"))
     # the same bytes, paged in fewer, larger blocks: the tokens differ by under one block
     pool = kv_pool(hopper, EngineSettings(max_model_len=8192))
     assert pool.page_bytes == pytest.approx(pool.kv_bytes_per_token * FLASH["tokens_per_block"])

@@ -166,3 +166,59 @@ def test_fit_and_simulate_hold_whole_blocks_as_guaranteed_no_evict_reserves_them
                            "--json")
     assert code == 0
     assert json.loads(out)["running_batch"]["max"] == 112
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-r1", "kimi-k2", "glm-4.5",
+                                  "gpt-oss-20b", "llama-4-scout", "gemma-3-4b"])
+def test_the_engine_backend_refuses_an_architecture_its_model_map_lacks(
+        capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """trtllm-build and --backend tensorrt build from tensorrt_llm/models' MODEL_MAP, whose one
+    MLA model is DeepseekV2ForCausalLM: DeepSeek-V3/R1 and Kimi K2 (DeepseekV3ForCausalLM),
+    GLM-4.5, gpt-oss and the multimodal Llama 4 and Gemma 3 are refused in one line naming
+    the architecture and the PyTorch backend (they had been priced as if built), which still
+    prices them."""
+    from ridgeline.datafiles import engine_defaults
+    from ridgeline.trtllm_memory import engine_backend_refusal
+    from tests.conftest import refused_line
+
+    model = resolve_model(name)
+    built = engine_defaults("trtllm")["engine_backend_models"]["architectures"]
+    assert model.architecture not in built
+    reason = engine_backend_refusal(model)
+    assert f"builds no {model.architecture} ({model.name})" in reason
+    assert "--backend pytorch" in reason
+    mla = model.attention is not None and model.attention.mla is not None
+    assert ("DeepseekV2ForCausalLM" in reason) == mla
+    argv = ("fit", name, "--gpu", "h200", "--num-gpus", "8", "--engine", "trtllm",
+            "--max-model-len", "8192")
+    assert refused_line(capsys, *argv, "--backend", "tensorrt").endswith(reason)
+    code, _, err = run_cli(capsys, *argv, "--backend", "pytorch")
+    assert code == 0, err
+
+
+def test_the_engine_backend_builds_what_its_model_map_takes() -> None:
+    """Llama, Mistral, Mixtral, Qwen2/3 (MoE too), Gemma 2, Phi-3, GPT-J and Falcon are in
+    MODEL_MAP: their engine-backend pools are still priced, with the engine's buffers."""
+    from ridgeline.trtllm_memory import engine_backend_refusal
+
+    for name in ("llama-3.1-8b", "mistral-7b", "mixtral-8x7b", "qwen2.5-7b", "qwen3-30b-a3b",
+                 "gemma-2-9b", "phi-4", "gpt-j-6b", "falcon-7b"):
+        assert engine_backend_refusal(resolve_model(name)) == "", name
+    engine = kv_pool(trt("qwen3-30b-a3b", "h200"), EngineSettings(backend="tensorrt"))
+    torch = kv_pool(trt("qwen3-30b-a3b", "h200"), EngineSettings(backend="pytorch"))
+    assert engine.tokens < torch.tokens  # the engine's vocabulary buffers come first
+
+
+def test_a_config_without_architectures_has_no_engine_model_to_pick() -> None:
+    """get_trtllm_model_class reads config.json's architectures[0]: an empty list is refused,
+    pointing at the config and the PyTorch backend."""
+    from dataclasses import replace
+
+    from ridgeline.trtllm_memory import engine_backend_refusal
+
+    model = replace(resolve_model("llama-3.1-8b"), architectures_named=False)
+    reason = engine_backend_refusal(model)
+    assert "lists none" in reason and "--backend pytorch" in reason
+    with pytest.raises(InputError, match="lists none"):
+        kv_pool(Deployment.build(model, resolve_accelerator("h200"), engine="trtllm"),
+                EngineSettings(backend="tensorrt"))

@@ -70,15 +70,38 @@ def test_the_lookup_flags_went_with_the_others_in_0_8_3(
 
 def test_a_min_above_the_max_is_refused_as_vllm_raises(
         capsys: pytest.CaptureFixture[str]) -> None:
-    err = refusal(capsys, *LLAMA, "--engine-version", "0.8.2", *NGRAM,
-                  "--ngram-prompt-lookup-max", "2", "--ngram-prompt-lookup-min", "3")
-    assert "prompt_lookup_min (3)" in err and "prompt_lookup_max (2)" in err
+    for version in ("0.8.0", "0.8.2"):  # the flags given are the ones named
+        err = refusal(capsys, *LLAMA, "--engine-version", version, *NGRAM,
+                      "--ngram-prompt-lookup-max", "2", "--ngram-prompt-lookup-min", "3")
+        assert "--ngram-prompt-lookup-min (3) is above --ngram-prompt-lookup-max (2)" in err
+        assert "--speculative-config" not in err and "prompt_lookup_" not in err
+    err = refusal(capsys, *LLAMA, "--engine-version", "0.9.2", "--speculative-config",
+                  '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 3, '
+                  '"prompt_lookup_max": 2}')
+    assert "--speculative-config's prompt_lookup_min (3) is above its prompt_lookup_max (2)" \
+        in err
     err = refusal(capsys, *LLAMA, "--engine-version", "0.9.2", "--speculative-config",
                   '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 0}')
     assert "prompt_lookup_max is an n-gram length of at least 1" in err
+    err = refusal(capsys, *LLAMA, "--engine-version", "0.8.2", *NGRAM,
+                  "--ngram-prompt-lookup-max", "0")
+    assert "--ngram-prompt-lookup-max is an n-gram length of at least 1" in err
     # one unset takes the other's value, so a min alone is never above the max
     assert vllm_speculative_config('{"method": "ngram", "num_speculative_tokens": 3, '
                                    '"prompt_lookup_min": 6}').method == "ngram"
+
+
+def test_the_older_drafter_flags_are_named_in_their_own_errors(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """0.8.2 builds --speculative-config's JSON of --speculative-model and
+    --num-speculative-tokens: an error names the flags given, not the keys built."""
+    err = refusal(capsys, *LLAMA, "--engine-version", "0.8.2", "--speculative-model", "[ngram]",
+                  "--ngram-prompt-lookup-max", "4")
+    assert "--num-speculative-tokens" in err and "--speculative-config" not in err
+    err = refusal(capsys, *LLAMA, "--engine-version", "0.8.2", "--speculative-model",
+                  "z-lab/Qwen3-8B-DFlash", "--num-speculative-tokens", "3")
+    assert "--speculative-model 'z-lab/Qwen3-8B-DFlash' names a dflash drafter" in err
+    assert "--speculative-config" not in err
 
 
 def test_the_lookup_keys_without_a_model_follow_the_unnamed_rule_on_0_8_0(

@@ -337,7 +337,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  eager_switch_note(engine) if args.enforce_eager else "",
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
-                                 bnb_caution(dep),
+                                 bnb_caution(dep), dep.model.architecture_caution,
                                  deployment_cross_node_caution(dep), dcp_caution(dep),
                                  *data_parallel_cautions(dep, True, dispatched),
                                  "" if overload_rates(result, count, saturated) else warmup_caution(

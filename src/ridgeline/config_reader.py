@@ -142,6 +142,7 @@ class _SpecReader(ConfigFields):
         spec = ModelSpec(
             name=self.name,
             architecture=first_architecture(self.c) or self.model_type,
+            architectures_named=first_architecture(self.c) is not None,
             model_type=self.model_type,
             hidden_size=hidden,
             vocab_size=vocab,

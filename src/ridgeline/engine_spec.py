@@ -47,6 +47,11 @@ VLLM_METHODS = {"ngram": "ngram", "eagle": "eagle", "eagle3": "eagle",
                 "draft_model": "draft-model", "mtp": "mtp"}
 SGLANG_ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle", "NEXTN": "mtp",
                      "STANDALONE": "draft-model"}
+# vLLM 0.4.1-0.8.x's flags for the keys 0.8.2 builds --speculative-config's JSON of
+# (EngineArgs.create_speculative_config): an error names the flag the user gave
+LEGACY_FLAGS = {"model": "--speculative-model", "num_speculative_tokens": "--num-speculative-tokens",
+                "prompt_lookup_max": "--ngram-prompt-lookup-max",
+                "prompt_lookup_min": "--ngram-prompt-lookup-min"}
 TRTLLM_TYPES = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle", "ngram": "ngram",
                 "drafttarget": "draft-model"}
 # the speculative_config fields read: the type, its draft length, where its drafter lies
@@ -79,7 +84,7 @@ class EngineSpec:
     draft_sample_method: str = ""
 
 
-def vllm_speculative_config(text: str) -> EngineSpec:
+def vllm_speculative_config(text: str, flags: Mapping[str, str] | None = None) -> EngineSpec:
     """vLLM's --speculative-config JSON. Without a method vLLM infers one: ngram from
     ``model`` "[ngram]" (read here from the prompt_lookup keys too, with no model, which 0.8.0
     to 0.10.x read as the target's MTP layers where they take those: vllm_unnamed_drafts_mtp,
@@ -87,7 +92,8 @@ def vllm_speculative_config(text: str) -> EngineSpec:
     an EAGLE or EAGLE-3 head or a draft model (``vllm_method_named``), and with no ``model``
     (read here as the checkpoint's own MTP layers) none from 0.11, which refuses it
     (``vllm_unnamed_drafter_problem``); ``method_inferred`` says so, but for model "[ngram]",
-    which vLLM 0.8 to 0.9.x's engine oracle read as ngram."""
+    which vLLM 0.8 to 0.9.x's engine oracle read as ngram. ``flags`` maps a key to the older
+    flag it was given as (LEGACY_FLAGS), for the errors to name."""
     config = json_object(text, FLAG, '{"method": "eagle", "num_speculative_tokens": 3}')
     unread = [key for key in config if key not in VLLM_KEYS_READ]
     if unread:
@@ -106,7 +112,7 @@ def vllm_speculative_config(text: str) -> EngineSpec:
         method = ("ngram" if model in NGRAM_MODELS or lookup else
                   "mtp" if model is None else vllm_method_named(model))
         if method in ("dflash", "dspark"):
-            raise InputError(f"{FLAG}'s model {model!r} names a {method} drafter, as vLLM "
+            raise InputError(f"{_named('model', flags)} {model!r} names a {method} drafter, as vLLM "
                              f"reads its name; {method} is not modelled: ridgeline prices "
                              f"{', '.join(VLLM_METHODS)}")
     draft_tp = config.get("draft_tensor_parallel_size")
@@ -119,14 +125,23 @@ def vllm_speculative_config(text: str) -> EngineSpec:
         raise InputError(f"{FLAG}'s draft_sample_method is one of "
                          f"{', '.join(DRAFT_SAMPLE_METHODS)}; got {sample!r}")
     if _vllm_method(method) == "ngram":
-        _check_lookup(config)
-    return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method),
+        _check_lookup(config, flags)
+    return EngineSpec(_vllm_tokens(config.get("num_speculative_tokens"), method, flags),
                       _vllm_method(method), "" if model in (None, *NGRAM_MODELS) else model,
                       draft_tp or 0, "eagle3" if method == "eagle3" else "",
                       method_inferred=inferred, draft_sample_method=sample)
 
 
-def _check_lookup(config: Mapping[str, Any]) -> None:
+def _named(key: str, flags: Mapping[str, str] | None, its: bool = False) -> str:
+    """How an error names a --speculative-config key: the older flag it was given as
+    (``flags``: --ngram-prompt-lookup-min for prompt_lookup_min), else the key as the JSON's
+    ("--speculative-config's prompt_lookup_min"; ``its``: "its prompt_lookup_max")."""
+    if flags and key in flags:
+        return flags[key]
+    return f"its {key}" if its else f"{FLAG}'s {key}"
+
+
+def _check_lookup(config: Mapping[str, Any], flags: Mapping[str, str] | None = None) -> None:
     """An n-gram drafter's prompt_lookup_min and prompt_lookup_max as vLLM checks them: each a
     whole number of at least 1, one unset taking the other's value (5 both unset), the min
     no more than the max, else ValueError at start-up (SpeculativeConfig.__post_init__ in
@@ -136,13 +151,14 @@ def _check_lookup(config: Mapping[str, Any]) -> None:
              if config.get(key) is not None}
     for key, value in given.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{FLAG}'s {key} is an n-gram length of at least 1 token; got "
-                             f"{value!r}")
+            raise InputError(f"{_named(key, flags)} is an n-gram length of at least 1 token; "
+                             f"got {value!r}")
     least = given.get("prompt_lookup_min", given.get("prompt_lookup_max", 5))
     most = given.get("prompt_lookup_max", least)
     if least > most:
-        raise InputError(f"{FLAG}'s prompt_lookup_min ({least}) is above its "
-                         f"prompt_lookup_max ({most}): vLLM refuses to start")
+        raise InputError(f"{_named('prompt_lookup_min', flags)} ({least}) is above "
+                         f"{_named('prompt_lookup_max', flags, its=True)} ({most}): vLLM "
+                         "refuses to start")
 
 
 def vllm_method_named(model: str) -> str:
@@ -232,7 +248,7 @@ def vllm_speculative_model(model: str | None, tokens: int | None,
     for key, value in (("prompt_lookup_max", lookup_max), ("prompt_lookup_min", lookup_min)):
         if value is not None:
             config[key] = value
-    return vllm_speculative_config(json.dumps(config))
+    return vllm_speculative_config(json.dumps(config), LEGACY_FLAGS)
 
 
 def legacy_lookup_required(version: str) -> bool:
@@ -255,14 +271,17 @@ def _vllm_method(method: Any) -> str:
     return VLLM_METHODS[name]
 
 
-def _vllm_tokens(tokens: Any, method: Any) -> int:
+def _vllm_tokens(tokens: Any, method: Any, flags: Mapping[str, str] | None = None) -> int:
     if tokens is None:
         if _vllm_method(method) == "mtp":
             return 0  # vLLM drafts as many as the checkpoint has MTP layers
+        if flags and "num_speculative_tokens" in flags:
+            raise InputError(f"give {flags['num_speculative_tokens']} K beside "
+                             f"{flags.get('model', FLAG)}: the draft length")
         raise InputError(f"{FLAG}: give num_speculative_tokens, the draft length")
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise InputError(f"{FLAG}'s num_speculative_tokens is a draft length of at least 1 "
-                         f"token; got {tokens!r}")
+        raise InputError(f"{_named('num_speculative_tokens', flags)} is a draft length of at "
+                         f"least 1 token; got {tokens!r}")
     return tokens
 
 

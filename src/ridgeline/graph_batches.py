@@ -185,7 +185,8 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
             multiple = spec_capture_multiple(drafts, acc.version, runner,
                                              dep.tensor_parallel_size, mode)
         return vllm_capture(getattr(settings, "max_num_seqs", None), cap,
-                            getattr(settings, "max_num_batched_tokens", None),
+                            getattr(settings, "max_num_batched_tokens", None)
+                            or vllm_default_budget(dep, settings, version),
                             getattr(settings, "cudagraph_capture_sizes", None),
                             capture_query_len(drafts, version), multiple, version, mode)
     if dep.engine == "sglang":
@@ -198,6 +199,35 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
         return sglang_capture(dep, cap, drafting=drafting,
                               version=getattr(settings, "engine_version", None))
     return None
+
+
+def vllm_default_budget(dep: Deployment, settings: Any, version: str | None) -> int | None:
+    """The max_num_batched_tokens vLLM ``version`` defaults to on ``dep``'s card where
+    --max-num-batched-tokens is not given (vllm_pool.vllm_scheduler_budget over the settings'
+    seats, length, usage and --no-enable-chunked-prefill): it caps the captured sizes as a
+    budget given does, since vLLM takes min(max_num_batched_tokens,
+    max_cudagraph_capture_size) and drops listed sizes past the budget whichever way it was
+    set (vllm/config/vllm.py _set_cudagraph_sizes, read in the 0.29.0 and 0.31.0-0.34.0
+    release sources). An L40S under vllm serve: 2,048, so --max-cudagraph-capture-size 4096
+    captures to 2,048. None for V0, or where vLLM refuses the budget (the pool says so)."""
+    from ridgeline.errors import InputError
+    from ridgeline.memory import EngineSettings
+    from ridgeline.vllm_memory import vllm_accounting
+    from ridgeline.vllm_pool import vllm_scheduler_budget
+
+    acc = vllm_accounting(version)
+    if acc.engine == "V0":
+        return None
+    s = settings if isinstance(settings, EngineSettings) else EngineSettings(
+        max_model_len=getattr(settings, "max_model_len", None),
+        max_num_seqs=getattr(settings, "max_num_seqs", None),
+        usage=getattr(settings, "usage", None) or "serve", engine_version=version,
+        no_chunked_prefill=bool(getattr(settings, "no_chunked_prefill", False)
+                                or getattr(settings, "no_enable_chunked_prefill", False)))
+    try:
+        return vllm_scheduler_budget(dep, s, acc)[1]
+    except InputError:
+        return None
 
 
 @lru_cache(maxsize=256)

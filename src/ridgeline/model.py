@@ -235,6 +235,9 @@ class ModelSpec:
     # otherwise quantizes, its exclusions naming some layers only (DeepSeek's and GLM's first
     # dense layers in bf16): precision.weight_plan sizes those layers' share at the dtype
     unquantized_layers: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # whether config.json lists any architectures: where it does not, ``architecture`` holds
+    # the model_type, and an engine has no class name to pick its implementation by
+    architectures_named: bool = True
 
     @property
     def kv_cache_dtype(self) -> str:
@@ -268,10 +271,20 @@ class ModelSpec:
 
     @property
     def architecture_caution(self) -> str:
-        """A caution where the model_type is not one ridgeline knows, or where its
-        architecture is not one a bundled config names (engines pick the implementation by
-        architecture, ridgeline reads the layout by model_type), or ""."""
+        """A caution where the model_type is not one ridgeline knows, where the config lists
+        no architectures, or where its architecture is not one a bundled config names
+        (engines pick the implementation by architecture, ridgeline reads the layout by
+        model_type), or ""."""
         if self.model_type in KNOWN_MODEL_TYPES:
+            if not self.architectures_named:
+                # vLLM 0.34 (transformers_utils/config.py get_config) fills an empty list
+                # with transformers' base class for the model_type (LlamaModel, which its
+                # registry serves as an embedding model), or warns that it expects
+                # --hf-overrides '{"architectures": [...]}'
+                return (f"{self.name}'s config lists no architectures: it is priced as a "
+                        f"{self.model_type} model, the layout its model_type gives; an engine "
+                        "picks its implementation by architecture (vLLM fills in the base "
+                        "class or asks for --hf-overrides), so name the one it is served as")
             if self.architecture.endswith("ForConditionalGeneration") and not self.vision_params:
                 return (f"{self.name} names the multimodal {self.architecture}, but its config "
                         "carries no vision_config: the vision tower a serving engine loads "
@@ -285,9 +298,34 @@ class ModelSpec:
                     "layout its model_type gives; an engine picks its implementation by "
                     "architecture, and may run it otherwise (or not at all)")
         kind = f"model_type {self.model_type!r}" if self.model_type else "no model_type"
-        return (f"{self.name} has {kind}, which ridgeline has not checked: it is read as a "
-                "decoder of the fields its config gives (RMSNorm, gated MLP), and a part "
-                "those fields do not describe is not counted")
+        named = "" if self.architectures_named else " and lists no architectures"
+        return (f"{self.name} has {kind}{named}, which ridgeline has not checked: it is priced "
+                f"from its config's fields as {self.read_as}; a part those fields do not "
+                "describe (MoE, MLA, windowed or recurrent layers its model_type alone would "
+                "name) is not counted")
+
+    @property
+    def read_as(self) -> str:
+        """The decoder this spec prices, in words: Llama-3.1-8B's config reads as "a dense
+        decoder of 32 layers of width 4,096, 32 query heads over 8 KV heads of 128, RMSNorm,
+        a gated MLP of 14,336"."""
+        kind = "an MoE" if self.is_moe else "a dense"
+        parts = [f"{kind} decoder of {self.num_layers:,} layers of width {self.hidden_size:,}"]
+        a = self.attention
+        if a is not None:
+            parts.append(f"MLA over {a.num_heads} heads" if a.mla else
+                         f"{a.num_heads} query heads over {a.num_kv_heads} KV heads of "
+                         f"{a.head_dim}")
+        windowed = self.count(mixer="sliding") + self.count(mixer="chunked")
+        if windowed:
+            parts.append(f"{windowed} windowed layers")
+        parts.append("LayerNorm" if self.layer_norm else "RMSNorm")
+        if self.moe is not None and self.is_moe:
+            parts.append(f"{self.moe.num_experts} experts, {self.moe.experts_per_token} a token")
+        if self.dense_mlp is not None and self.count(ffn="dense"):
+            gated = "gated" if self.dense_mlp.gated else "two-matrix"
+            parts.append(f"a {gated} MLP of {self.dense_mlp.intermediate_size:,}")
+        return ", ".join(parts)
 
     @property
     def vision_tower_bytes(self) -> float:

@@ -293,7 +293,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                 if why)
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
                                                   win.sim_requests else None),
-                                 slowed,
+                                 model.architecture_caution, slowed,
                                  v0_scheduling_caution(engine, engine_version),
                                  mla_unchunked_caution(win, engine, load, model),
                                  *(next((why for d, why in own if d is win), ())),

@@ -48,21 +48,36 @@ def check_backend(name: str) -> str:
 
 def engine_backend_refusal(model: ModelSpec) -> str:
     """Why TensorRT-LLM's TensorRT engine backend cannot serve ``model``, or "": it builds an
-    engine from tensorrt_llm/models, whose only models with recurrent layers are pure Mamba
-    and RecurrentGemma (engines.json trtllm ``engine_backend_recurrent``), so a hybrid of
-    Mamba or linear-attention layers beside attention (Nemotron-H's 54 Mamba-2 layers,
-    Qwen3-Next's 36 Gated DeltaNet, Jamba) has no engine to build, in 1.0 as in 1.2; its
-    PyTorch backend serves them, its state priced per seat (``seat_state_bytes``)."""
-    recurrent = model.count(mixer=MAMBA) + model.count(mixer=LINEAR)
-    d = engine_defaults("trtllm")["engine_backend_recurrent"]
-    if not recurrent or model.architecture in d["architectures"]:
+    engine only for an architecture tensorrt_llm/models' MODEL_MAP takes (engines.json trtllm
+    ``engine_backend_models``). That map's one MLA model is DeepseekV2ForCausalLM, so
+    DeepSeek-V3/R1 (DeepseekV3ForCausalLM) has no engine to build, nor GLM-4.5, gpt-oss or
+    Llama 4; its recurrent models are pure Mamba and RecurrentGemma, so a hybrid of Mamba or
+    linear-attention layers beside attention (Nemotron-H's 54 Mamba-2 layers, Qwen3-Next's
+    36 Gated DeltaNet, Jamba) has none either. The PyTorch backend serves them all."""
+    if model.architectures_named and \
+            model.architecture in engine_defaults("trtllm")["engine_backend_models"]["architectures"]:
         return ""
-    kind = "Mamba" if model.count(mixer=MAMBA) else "linear-attention"
+    served = ("trtllm-serve serves it on the PyTorch backend (--backend pytorch, the default "
+              "from v1.0)")
+    if not model.architectures_named:
+        return (f"TensorRT-LLM's TensorRT engine backend (--backend tensorrt) picks its engine "
+                f"model by config.json's architectures, and {model.name}'s lists none: name "
+                "one in the config, or serve it on the PyTorch backend (--backend pytorch, the "
+                "default from v1.0)")
+    recurrent = model.count(mixer=MAMBA) + model.count(mixer=LINEAR)
+    if recurrent:
+        kind = "Mamba" if model.count(mixer=MAMBA) else "linear-attention"
+        return (f"TensorRT-LLM's TensorRT engine backend (--backend tensorrt) builds no "
+                f"{model.architecture} ({model.name}, {recurrent} {kind} "
+                "layers beside attention): its engine models (tensorrt_llm/models) hold pure "
+                "Mamba and RecurrentGemma only; trtllm-serve serves this hybrid on the PyTorch "
+                "backend (--backend pytorch, the default from v1.0)")
+    mla = model.attention is not None and model.attention.mla is not None
     return (f"TensorRT-LLM's TensorRT engine backend (--backend tensorrt) builds no "
-            f"{model.architecture or model.model_type} ({model.name}, {recurrent} {kind} "
-            "layers beside attention): its engine models (tensorrt_llm/models) hold pure "
-            "Mamba and RecurrentGemma only; trtllm-serve serves this hybrid on the PyTorch "
-            "backend (--backend pytorch, the default from v1.0)")
+            f"{model.architecture} ({model.name}): its engine models (tensorrt_llm/models "
+            "MODEL_MAP) do not take that architecture"
+            + (" (their one MLA model is DeepseekV2ForCausalLM)" if mla else "")
+            + f"; {served}")
 
 
 def trtllm_ssm_dtype(model: ModelSpec) -> str:

@@ -137,7 +137,7 @@ class PrefillReport:
         shown = self if self.runs else self.at_longest
         runs = shown is not None and shown.runs
         out += [gguf_caution(dep) if runs else "", bnb_caution(dep) if runs else "",
-                offload_caution(dep), *self.more_cautions]
+                offload_caution(dep), dep.model.architecture_caution, *self.more_cautions]
         if shown is not None and runs and shown.expected.calibration:
             out.append(shown.expected.calibration)
         if shown is not None and runs and not shown.expected.compute_fitted:
