@@ -129,7 +129,7 @@ def test_a_share_just_past_a_bound_prints_past_it() -> None:
 
 def test_a_share_past_rated_that_the_engines_ceiling_holds_under_it_is_not_cautioned() -> None:
     """llama.cpp-cuda's nvidia-workstation share, 0.80 × 1.25 = 100.02 % of rated, runs in
-    series with its 3.53 TB/s ceiling: on the slowest card its rows name (an RTX 4000 Ada,
+    series with its 3.67 TB/s ceiling: on the slowest card its rows name (an RTX 4000 Ada,
     360 GB/s) the streams reach 91 %, so "past what the card can move" is not said (it was,
     of the share before the ceiling). A share the ceiling cannot hold under rated is still
     cautioned, at the share reached, with the ceiling named."""
@@ -162,8 +162,8 @@ def test_a_share_past_rated_that_the_engines_ceiling_holds_under_it_is_not_cauti
 
 def test_a_share_in_series_with_a_ceiling_is_one_over_the_sum_of_inverses() -> None:
     """EngineProfile.share_under_ceiling's worked number: llama.cpp-cuda's 1.0 on an RTX
-    A6000 (768 GB/s) under its 3.53 TB/s ceiling reaches 0.82 of rated; no ceiling, 1.0."""
+    A6000 (768 GB/s) under its 3.67 TB/s ceiling reaches 0.827 of rated; no ceiling, 1.0."""
     bundled = bundled_profiles()["llama.cpp-cuda"]
     a6000 = resolve_accelerator("rtx-a6000").memory_bandwidth_bytes_per_s
-    assert bundled.share_under_ceiling(1.0, a6000) == pytest.approx(0.82, abs=0.005)
+    assert bundled.share_under_ceiling(1.0, a6000) == pytest.approx(0.827, abs=0.0005)
     assert replace(bundled, bandwidth_cap_bytes_per_s=None).share_under_ceiling(1.0, a6000) == 1.0

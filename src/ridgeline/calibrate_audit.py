@@ -91,8 +91,10 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
         held = dict(held_parameters(p, prior))  # the bundled profile's values: not fitted
         # (low or high, share %, the ceiling it was held under) → groups
         shares: dict[tuple[str, str, str], list[str]] = {}
+        # the groups its rows are on (fitted_groups); a profile without that count, every
+        # group it holds a multiplier for: a group carried from the priors was not fitted
         fitted_on = [] if "bandwidth share" in held else \
-            sorted(set(p.fitted_groups) | set(p.group_bandwidth)) or [""]
+            sorted(set(p.fitted_groups) or set(p.group_bandwidth)) or [""]
         for group in fitted_on:
             share = p.bandwidth_efficiency * p.group_bandwidth.get(group, 1.0)
             if share < MIN_BANDWIDTH_SHARE:
@@ -130,8 +132,8 @@ def reached_share(p: EngineProfile, share: float, group: str,
     engine's ceiling is in series with ``share`` (EngineProfile.share_under_ceiling), and the
     words that say so ("" without a ceiling, or with no row's card known): a share past 1 the
     ceiling holds under it moves no more than the card can. llama.cpp-cuda's 100.02 % of rated
-    on nvidia-workstation cards, under its 3.53 TB/s ceiling on the slowest its
-    measurements.csv rows name (an RTX 4000 Ada's 360 GB/s): 1 ÷ (1/1.0002 + 0.102) = 91 %."""
+    on nvidia-workstation cards, under its 3.67 TB/s ceiling on the slowest its
+    measurements.csv rows name (an RTX 4000 Ada's 360 GB/s): 1 ÷ (1/1.0002 + 0.098) = 91 %."""
     cap = p.bandwidth_cap_bytes_per_s
     if cap is None:
         return share, ""

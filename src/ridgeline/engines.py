@@ -234,8 +234,8 @@ class EngineProfile:
     def share_under_ceiling(self, share: float, rated_bytes_per_s: float) -> float:
         """``share`` of a card's rated bandwidth in series with the engine's ceiling, as a
         share of that card's rated: 1 ÷ (1/share + rated/ceiling); ``share`` where there is
-        no ceiling. llama.cpp-cuda's 1.0 on a 768 GB/s RTX A6000, under its 3.53 TB/s
-        ceiling: 1 ÷ (1 + 0.218) = 0.82."""
+        no ceiling. llama.cpp-cuda's 1.0 on a 768 GB/s RTX A6000, under its 3.67 TB/s
+        ceiling: 1 ÷ (1 + 0.209) = 0.827."""
         cap = self.bandwidth_cap_bytes_per_s
         return share if cap is None else 1.0 / (1.0 / share + rated_bytes_per_s / cap)
 
