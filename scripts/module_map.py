@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "sglang_lora", "sglang_eplb",
       "lora_slots",
       "trtllm_memory",
-      "trtllm_transceiver", "engine_spec",
+      "trtllm_transceiver", "trtllm_api_fields", "engine_spec",
       "sizing_flags", "vllm_gpu_floors", "quantization_gates")),
     ("Step cost", "a deployment and a batch to a step's time: the one model every figure uses",
      ("data_parallel", "decode_context", "launches", "offload", "cpu_offload*", "lora_step",

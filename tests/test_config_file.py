@@ -13,6 +13,7 @@ import pytest
 
 from ridgeline.cli_config_file import TRTLLM_IGNORED
 from ridgeline.data_parallel import TRTLLM_ATTENTION_DP
+from ridgeline.datafiles import engine_defaults
 from ridgeline.errors import InputError
 from ridgeline.yaml_subset import parse_yaml
 from tests.conftest import run_cli
@@ -21,6 +22,7 @@ FIT = ("fit", "llama-3.1-8b", "--gpu", "h100", "--json")
 TRT = (*FIT, "--engine", "trtllm")
 SIM = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--num-prompts",
        "40", "--concurrency", "8", "--json")
+TRTLLM_DEFAULT_FRACTION = engine_defaults("trtllm")["kv_cache_free_gpu_mem_fraction"]
 
 
 def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -323,21 +325,71 @@ def test_the_trtllm_yaml_wins_over_trtllm_serves_flags(
     assert json.loads(out)["max_num_seqs"] == 64
 
 
-def test_a_kv_cache_config_that_would_drop_the_flags_memory_fraction_is_refused(
+def test_a_kv_cache_config_that_drops_the_flags_memory_fraction_prices_the_default(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The file's kv_cache_config replaces the KvCacheConfig the flags built (1.0 to 1.2), so
+    the flag's fraction gives way to KvCacheConfig's default: the flag at that default (the
+    Llama-3.3-70B guide's 0.9 beside {dtype: fp8}) changes nothing and is said nowhere; another
+    is priced at the default too, with a caution naming it; one out of range is refused as the
+    flag is."""
     path = yaml_file(tmp_path, "kv_cache_config:\n  dtype: fp8\n")
-    err = refusal(capsys, *TRT, "--kv_cache_free_gpu_memory_fraction", "0.8", "--config", path)
-    assert "free_gpu_memory_fraction" in err
-    answer(capsys, *TRT, "--config", path)  # without the flag: the engine's default
+    default = str(TRTLLM_DEFAULT_FRACTION)
+    without = answer(capsys, *TRT, "--config", path)
+    code, out, err = run_cli(capsys, *TRT, "--kv_cache_free_gpu_memory_fraction", default,
+                             "--config", path)
+    assert code == 0 and out == without and "free_gpu_memory_fraction" not in err
+    code, out, err = run_cli(capsys, *TRT, "--kv_cache_free_gpu_memory_fraction=0.8",
+                             "--config", path)
+    assert code == 0 and "0.8 is dropped" in err and "free_gpu_memory_fraction: 0.8" in err
+    said = [c for c in json.loads(out)["cautions"] if "0.8 is dropped" in c]
+    assert said and json.loads(out) | {"cautions": []} == json.loads(without) | {"cautions": []}
+    assert json.loads(out)["conversations"] != json.loads(answer(
+        capsys, *TRT, "--kv_cache_free_gpu_memory_fraction", "0.8", "--kv-dtype",
+        "fp8"))["conversations"]  # the flag alone would have been priced
+    assert "--kv_cache_free_gpu_memory_fraction" in refusal(
+        capsys, *TRT, "--kv_cache_free_gpu_memory_fraction", "7", "--config", path)
 
 
 def test_a_trtllm_option_that_changes_what_is_priced_is_refused_by_name(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = yaml_file(tmp_path, "kv_cache_config:\n  dtype: fp8\nmoe_config:\n"
-                     "  backend: CUTLASS\n")
+                     "  backend: WIDEEP\n")
     assert "moe_config in" in refusal(capsys, *TRT, "--config", path)
     path = yaml_file(tmp_path, "kv_cache_config:\n  host_cache_size: 1000000\n")
     assert "kv_cache_config.host_cache_size" in refusal(capsys, *TRT, "--config", path)
+
+
+def test_a_key_no_llm_api_class_has_is_refused_as_tensorrt_llm_refuses_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """BaseLlmArgs forbids extra keys, so trtllm-serve would not start: not a setting that
+    'changes the memory or the speed', but none at all; a real option ridgeline does not model
+    is still refused as that."""
+    err = refusal(capsys, *TRT, "--config", yaml_file(tmp_path, "bogus_key: 3\n"))
+    assert "bogus_key in" in err and "TensorRT-LLM has no such option" in err
+    err = refusal(capsys, *TRT, "--config", yaml_file(tmp_path, "attn_backend: FLASHINFER\n"))
+    assert "attn_backend in" in err and "no such option" not in err
+
+
+def test_trtllm_options_that_change_only_the_speed_are_dropped_by_fit_and_cautioned_elsewhere(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """enable_autotuner: false, stream_interval and a moe_config naming only its backend (the
+    DGX Spark and deployment guides' files) change no memory: fit prices the same pool and
+    notes each after the report; simulate prices TensorRT-LLM's default speeds and cautions
+    each. At their defaults they are nothing to say."""
+    keys = ("enable_autotuner", "stream_interval", "moe_config.backend")
+    path = yaml_file(tmp_path, "enable_autotuner: false\nstream_interval: 20\n"
+                     "moe_config:\n  backend: TRITON\n")
+    code, out, err = run_cli(capsys, *TRT, "--config", path)
+    assert code == 0 and out == answer(capsys, *TRT)
+    notes = [line for line in err.splitlines() if line.startswith("ridgeline: note: ignored")]
+    assert all(any(key in line for line in notes) for key in keys) and len(notes) == len(keys)
+    cautioned = json.loads(answer(capsys, *SIM, "--config", path))
+    said = [c for c in cautioned["cautions"] if "is not modelled" in c]
+    assert all(any(key in c for c in said) for key in keys)
+    assert cautioned | {"cautions": []} == json.loads(answer(capsys, *SIM)) | {"cautions": []}
+    defaults = yaml_file(tmp_path, "enable_autotuner: true\nstream_interval: 1\n", "d.yml")
+    code, out, err = run_cli(capsys, *TRT, "--config", defaults)
+    assert code == 0 and out == answer(capsys, *TRT) and "note" not in err
 
 
 # three 10,000-token prompts at once, past TensorRT-LLM's default max_num_tokens (8,192)

@@ -68,3 +68,46 @@ def test_a_vllm_release_before_the_oldest_accounting_era_is_refused_naming_it(
     assert code == 2 and f"vLLM {before} is older than any version ridgeline models" in err
     code, out, _ = run_cli(capsys, *FIT, "--engine-version", oldest)
     assert code == 0 and f"vLLM {oldest}" in out
+
+
+# -- TensorRT-LLM: the releases whose defaults are modelled (engines.json trtllm.releases) --
+TRT_FIT = (*FIT, "--engine", "trtllm")
+
+
+def _trt_releases() -> dict[str, str]:
+    from ridgeline.datafiles import engine_defaults
+
+    return dict(engine_defaults("trtllm")["releases"])
+
+
+@pytest.mark.parametrize("version", ["1.0.0rc6", "1.1.0", "v1.2.0rc6", "1.2"])
+def test_a_modelled_tensorrt_llm_release_is_taken_and_named_in_the_header(
+        capsys: pytest.CaptureFixture[str], version: str) -> None:
+    """A recipe's pinned release pastes (it was refused: 'trtllm has none'); its defaults are
+    the ones priced without it, so only the header, naming the release, differs."""
+    code, out, err = run_cli(capsys, *TRT_FIT, "--engine-version", version)
+    assert code == 0, err
+    named = version.lstrip("v")
+    assert f"trtllm {named}," in out
+    code, plain, _ = run_cli(capsys, *TRT_FIT)
+    assert code == 0 and out.replace(f"trtllm {named},", "trtllm,") == plain
+    code, out, _ = run_cli(capsys, *TRT_FIT, "--engine-version", version, "--json")
+    assert code == 0 and json.loads(out)["engine_version"] == named
+
+
+def test_a_tensorrt_llm_release_outside_the_modelled_ones_is_refused_with_the_range(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    releases = _trt_releases()
+    major, minor, _ = parse_version(releases["from"])
+    early = f"{major - 1}.21.0" if not minor else f"{major}.{minor - 1}.0"
+    major, minor, _ = parse_version(releases["until"])
+    late = f"{major}.{minor}.0rc5"
+    span = f"TensorRT-LLM {releases['from']} to {releases['newest']}"
+    for version, why in ((early, "prebuilt TensorRT engine"), (late, "kv_cache_config")):
+        with pytest.raises(InputError, match=span):
+            check_engine_version("trtllm", version)
+        code, out, err = run_cli(capsys, *TRT_FIT, "--engine-version", version)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1
+        assert span in err and why in err
+    code, out, err = run_cli(capsys, *TRT_FIT, "--engine-version", "b5000")
+    assert code == 2 and "a llama.cpp build, not a version of TensorRT-LLM" in err

@@ -550,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2
     try:  # an engine's --config YAML, as its flags (cli_config_file)
-        argv, from_file, file_cautions = with_config_file(argv, parser)
+        argv, from_file, file_cautions, file_notes = with_config_file(argv, parser)
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
     argv, moved = _model_path_as_model(argv)
@@ -611,6 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      input_cautions=vars(args).get("cautions_said", ())))
         if note:
             print(f"ridgeline: note: {note}", file=sys.stderr)
+        for said in file_notes:  # a config file's option fit drops (cli_config_file)
+            print(f"ridgeline: note: {said}", file=sys.stderr)
         if getattr(args, "plot", None):  # after the report: a chart that cannot be drawn
             from ridgeline.plots import save  # (or a missing extra) leaves the report standing
             from ridgeline.reports.charts import chart_for

@@ -13,8 +13,11 @@ trtllm-serve's ``--extra_llm_api_options FILE``, ``--config FILE`` in later rele
 specified by trtllm-serve"): LLM API arguments (llmapi/llm_args.py), merged over the ones the
 flags built by ``llm_args | llm_args_dict`` (llm_utils.update_llm_args_with_extra_dict), so
 the file wins, and a ``kv_cache_config`` in it replaces the flags' whole KvCacheConfig,
---kv_cache_free_gpu_memory_fraction with it. The keys ridgeline models become its flags; the
-command line's own for the same settings are dropped, as the engine drops them.
+--kv_cache_free_gpu_memory_fraction with it (1.0 to 1.2; a later main merges the two). The
+keys ridgeline models become its flags; the command line's own for the same settings are
+dropped, as the engine drops them; a key no LLM API class has is refused as the engine refuses
+it, and one that changes only the speed is dropped with a note (fit) or a caution
+(trtllm_api_fields).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.cli_spellings import refuse_two_keys
@@ -48,7 +52,7 @@ KV_CACHE_FLAGS = {"free_gpu_memory_fraction": "--kv_cache_free_gpu_memory_fracti
 TRTLLM_IGNORED = frozenset({
     "print_iter_log", "return_perf_metrics", "perf_metrics_max_requests",
     "enable_iter_perf_stats", "enable_iter_req_stats", "iter_stats_max_iterations",
-    "request_stats_max_iterations", "stream_interval", "num_postprocess_workers",
+    "request_stats_max_iterations", "num_postprocess_workers",
     "postprocess_tokenizer_dir", "trust_remote_code", "tokenizer", "tokenizer_mode",
     "skip_tokenizer_init", "revision", "reasoning_parser", "tool_parser",
     "guided_decoding_backend", "otlp_traces_endpoint", "gpus_per_node", "log_level"})
@@ -57,7 +61,8 @@ KV_CACHE_IGNORED = frozenset({"event_buffer_max_size", "enable_partial_reuse",
 CUDA_GRAPH_KEYS = frozenset({"enable_padding", "max_batch_size", "batch_sizes"})
 # an option at the value ridgeline already prices is no setting to refuse
 TRTLLM_DEFAULTS = {"max_beam_width": 1, "context_parallel_size": 1,
-                   "enable_chunked_prefill": False, "enable_attention_dp": False}
+                   "enable_chunked_prefill": False, "enable_attention_dp": False,
+                   "enable_autotuner": True, "stream_interval": 1}
 # LLM API options no vLLM flag shares: a file with one is trtllm-serve's
 TRTLLM_KEYS = frozenset({
     "max_batch_size", "max_num_tokens", "max_seq_len", "moe_expert_parallel_size",
@@ -72,16 +77,17 @@ MOVED_FLAGS = ("--model", "--model-path")
 
 
 def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
-                     ) -> tuple[list[str], dict[str, str], list[str]]:
+                     ) -> tuple[list[str], dict[str, str], list[str], list[str]]:
     """``argv`` with its --config / --extra_llm_api_options FILE replaced by the flags the
     file's settings are, as the chosen engine reads them (this module's docstring); each
     launch flag the file gave, to the file and key that gave it ("x.yaml:
     enable-chunked-prefill"), for a refusal only the parsed command can make (launch_note);
-    and the cautions the file calls for (a model the command line's MODEL overrides)."""
+    the cautions the file calls for (a model the command line's MODEL overrides); and the
+    notes said after the report (an option fit drops: it changes only the speed)."""
     argv = list(argv)
     at = [i for i, token in enumerate(argv) if token.split("=", 1)[0] in CONFIG_FLAGS]
     if not at or not argv or argv[0].startswith("-"):
-        return argv, {}, []
+        return argv, {}, [], []
     if len(at) > 1:
         raise InputError("one config file at a time: --config (or --extra_llm_api_options) "
                          "is given more than once")
@@ -102,8 +108,9 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
     settings = read_yaml(path)
     name = shorten_path(path)
     if engine == "trtllm":
-        tokens, dests = trtllm_tokens(settings, name, command, options, rest)
-        return _dropping(rest, dests, options) + tokens, {}, []  # the file wins
+        read = trtllm_tokens(settings, name, command, options, rest)
+        return _dropping(rest, read.dests, options) + read.tokens, {}, list(read.cautions), \
+            list(read.notes)  # the file wins
     model_given = len(rest) > 1 and not rest[1].startswith("-")
     head = 2 if model_given else 1
     cautions = []
@@ -125,7 +132,7 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
                                          for k, v in settings.items()}, options)
     found = (_launch_flag(key, value, name, options) for key, value in settings.items())
     given = {tokens[0]: label for _, tokens, label in filter(None, found)}
-    return rest[:head] + vllm_tokens(settings, options) + rest[head:], given, cautions  # cli wins
+    return rest[:head] + vllm_tokens(settings, options) + rest[head:], given, cautions, []  # cli wins
 
 
 def _same_model(file_model: str, line_model: str) -> bool:
@@ -268,16 +275,32 @@ def vllm_tokens(settings: dict[str, Any], options: dict[str, argparse.Action]) -
     return out
 
 
+@dataclass(frozen=True)
+class TrtllmRead:
+    """What a trtllm-serve YAML is read into: the flags its settings are, the destinations
+    they set (the command line's own for them give way), the cautions it calls for and the
+    notes said after the report."""
+    tokens: list[str]
+    dests: set[str]
+    cautions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 def trtllm_tokens(settings: dict[str, Any], name: str, command: str,
                   options: dict[str, argparse.Action],
-                  given: Sequence[str] = ()) -> tuple[list[str], set[str]]:
-    """The flags a trtllm-serve YAML's settings are, and the destinations they set (the
-    command line's own for them give way). Attention DP is refused (data_parallel.py); an
-    option ridgeline does not model and that changes memory or speed is refused by name;
-    TRTLLM_IGNORED ones change neither. ``given``: the command line's own tokens."""
+                  given: Sequence[str] = ()) -> TrtllmRead:
+    """The flags a trtllm-serve YAML's settings are, and what they set. Attention DP is
+    refused (data_parallel.py); a key no LLM API class has is refused as TensorRT-LLM refuses
+    it; one that changes only the speed (trtllm_api_fields.speed_only) is dropped with fit's
+    note or another command's caution; another option ridgeline does not model and that
+    changes memory or speed is refused by name; TRTLLM_IGNORED ones change neither.
+    ``given``: the command line's own tokens."""
     from ridgeline.data_parallel import TRTLLM_ATTENTION_DP
+    from ridgeline.trtllm_api_fields import speed_only, speed_only_said, unknown_option
 
     tokens: list[str] = []
+    cautions: list[str] = []
+    notes: list[str] = []
 
     def refuse(key: str, why: str = "not modelled by ridgeline, and it changes the memory or "
                "the speed priced") -> InputError:
@@ -292,15 +315,9 @@ def trtllm_tokens(settings: dict[str, Any], name: str, command: str,
 
     if settings.get("enable_attention_dp") is True:
         raise InputError(f"enable_attention_dp: true in {name}: {TRTLLM_ATTENTION_DP}")
-    kv = settings.get("kv_cache_config")
-    fraction = options.get("--kv_cache_free_gpu_memory_fraction")
-    if isinstance(kv, dict) and "free_gpu_memory_fraction" not in kv and fraction is not None \
-            and any(options.get(t.split("=", 1)[0]) is fraction for t in given):
-        raise InputError(f"kv_cache_config in {name} replaces the KvCacheConfig trtllm-serve "
-                         "builds from its flags, so the command line's memory fraction would "
-                         "be dropped for KvCacheConfig's default (0.9): put "
-                         "free_gpu_memory_fraction in the file's kv_cache_config, or drop "
-                         "the flag")
+    dropped = _dropped_fraction(settings.get("kv_cache_config"), name, options, given)
+    if dropped:
+        cautions.append(dropped)
     for key, value in settings.items():
         if key in TRTLLM_IGNORED or TRTLLM_DEFAULTS.get(key, ...) == value:
             continue
@@ -327,11 +344,50 @@ def trtllm_tokens(settings: dict[str, Any], name: str, command: str,
         elif key in ("enable_chunked_prefill", "disable_overlap_scheduler"):
             raise InputError(f"{key} in {name} takes true or false, got "
                              f"{'null' if value is None else repr(value)}")
+        elif unknown_option(key, name):
+            raise InputError(unknown_option(key, name))
+        elif (setting := speed_only(key, value)) is not None:
+            said = speed_only_said(setting, name, command)
+            (notes if command == "fit" else cautions).append(said)
         else:
             raise refuse(key)
     dests = {options[t].dest for t in tokens if t in options}
     dests |= {a.dest for a in options.values() if _set_by_file(a, settings)}
-    return tokens, dests
+    return TrtllmRead(tokens, dests, tuple(cautions), tuple(notes))
+
+
+def _dropped_fraction(kv: Any, name: str, options: dict[str, argparse.Action],
+                      given: Sequence[str]) -> str:
+    """The caution where the file's kv_cache_config, which replaces the KvCacheConfig
+    trtllm-serve builds from its flags (serve.py get_llm_args, then ``llm_args |
+    llm_args_dict`` in update_llm_args_with_extra_dict, 1.0 to 1.2), drops a
+    --kv_cache_free_gpu_memory_fraction that differs from KvCacheConfig's default (0.9,
+    engines.json kv_cache_free_gpu_mem_fraction): priced at the default, as the engine runs;
+    "" where the file sets the fraction itself, no flag is given, or the flag's value is the
+    default (0.9 beside {dtype: fp8}, as TensorRT-LLM's Llama-3.3-70B guide has it)."""
+    from ridgeline.datafiles import engine_defaults
+
+    fraction = options.get("--kv_cache_free_gpu_memory_fraction")
+    if not isinstance(kv, dict) or "free_gpu_memory_fraction" in kv or fraction is None:
+        return ""
+    values = [(token.split("=", 1)[0], token.partition("=")[2] if "=" in token else
+               (given[i + 1] if i + 1 < len(given) else ""))
+              for i, token in enumerate(given)
+              if options.get(token.split("=", 1)[0]) is fraction]
+    if not values:
+        return ""
+    flag, text = values[-1]
+    try:  # the flag's own check (a fraction in range), as the parser would make it
+        value = fraction.type(text) if callable(fraction.type) else float(text)
+    except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
+        raise InputError(f"argument {flag}: {exc}") from None
+    default = float(engine_defaults("trtllm")["kv_cache_free_gpu_mem_fraction"])
+    if value == default:
+        return ""
+    return (f"kv_cache_config in {name} replaces the KvCacheConfig trtllm-serve builds from "
+            f"its flags, so {flag} {text} is dropped for KvCacheConfig's default "
+            f"({default:g}), as TensorRT-LLM 1.0 to 1.2 run it: priced at {default:g}; put "
+            f"free_gpu_memory_fraction: {text} in the file's kv_cache_config to keep it")
 
 
 def _kv_cache_tokens(kv: dict[str, Any], add: Any, refuse: Any) -> None:

@@ -488,18 +488,21 @@ def engine_version_flag(g: Any, rules: str, v0: bool = False) -> None:
     """--engine-version, whose help says what the command takes from the release (``rules``:
     "memory rules to follow") and, with ``v0``, how to name vLLM's V0 engine (fit, simulate,
     decode and prefill)."""
+    from ridgeline.datafiles import engine_defaults
     from ridgeline.engine_versions import release_text
     from ridgeline.sglang_memory import sglang_data
     from ridgeline.vllm_memory import vllm_data
 
     vllm = vllm_data()
+    trt = engine_defaults("trtllm")["releases"]
     default = "the newest modelled" if vllm["default_version"] == vllm["newest_checked"] \
         else f"the newest modelled (vLLM {vllm['default_version']})"
     g.add_argument("--engine-version", metavar="V", type=release_text,
                    help=f"engine version whose {rules}: vLLM 0.1 ... {vllm['newest_checked']}"
                    + (" (add V0 for VLLM_USE_V1=0, up to 0.10)" if v0 else "")
-                   + f", SGLang 0.3 ... {sglang_data()['newest_checked']}, "
-                   f"llama.cpp a build (b9400); default: {default}")
+                   + f", SGLang 0.3 ... {sglang_data()['newest_checked']}, TensorRT-LLM "
+                   f"{trt['from']} ... {trt['newest']} (1.0.0rc6 too; its defaults are one "
+                   f"across them), llama.cpp a build (b9400); default: {default}")
 
 
 def checked_engine_version(version: str | None, engine: str) -> str | None:

@@ -179,8 +179,9 @@ def register(sub: Any) -> None:
                    "(default vllm)")
     p.add_argument("--engine-version", metavar="V", type=release_text,
                    help="that engine's version whose memory accounting and start-up floors "
-                   "size the pools, and whose defaults the launch line carries (vLLM, SGLang; "
-                   "default: newest; the launch line names the release it was sized for)")
+                   "size the pools, and whose defaults the launch line carries (vLLM, SGLang, "
+                   "TensorRT-LLM 1.0 to 1.2; default: newest; the launch line names the "
+                   "release it was sized for)")
     p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
                    help="the engine's profile from `ridgeline calibrate` (default: the bundled "
                    "one) that times each candidate's steps")

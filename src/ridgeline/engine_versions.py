@@ -1,5 +1,5 @@
 """What --engine-version takes: a build for llama.cpp (b9400), a release for vLLM and SGLang
-(0.11), nothing for the other engines."""
+(0.11) and for TensorRT-LLM (1.2.0, 1.0.0rc6: the releases whose defaults are modelled)."""
 
 from __future__ import annotations
 
@@ -89,10 +89,11 @@ def check_version_kind(engine: str, version: str) -> None:
             raise InputError(f"--engine-version {version}: not a llama.cpp build (expected a "
                              "build, as b9400)")
         return
-    if engine not in ("vllm", "sglang"):
-        raise InputError(f"--engine-version models vLLM's and SGLang's versions and llama.cpp's "
-                         f"builds; {engine} has none")
-    expected = "(expected a release, as 0.11 or v0.6.4)"
+    if engine not in ("vllm", "sglang", "trtllm"):
+        raise InputError(f"--engine-version models vLLM's, SGLang's and TensorRT-LLM's "
+                         f"versions and llama.cpp's builds; {engine} has none")
+    expected = "(expected a release, as 1.2.0 or 1.0.0rc6)" if engine == "trtllm" else \
+        "(expected a release, as 0.11 or v0.6.4)"
     if build:
         raise InputError(f"--engine-version {version}: a llama.cpp build, not a version of "
                          f"{engine_name(engine)} {expected}")
@@ -101,6 +102,30 @@ def check_version_kind(engine: str, version: str) -> None:
     except InputError:
         raise InputError(f"--engine-version {version}: not a version of {engine_name(engine)} "
                          f"{expected}") from None
+    if engine == "trtllm":
+        check_trtllm_release(version)
+
+
+def check_trtllm_release(version: str) -> None:
+    """A TensorRT-LLM release whose defaults are modelled (engines.json trtllm.releases: 1.0
+    to 1.2, their release candidates and patches), or a one-line error naming the range and
+    what the release outside it does differently: 0.21.0 ran the prebuilt TensorRT engine by
+    default; 1.3.0rc5 merges a YAML's kv_cache_config into the flags' and pools a hybrid's
+    Mamba state."""
+    from ridgeline.vllm_memory import in_releases
+
+    releases = engine_defaults("trtllm")["releases"]
+    if in_releases(version, releases):
+        return
+    early = parse_version(version) < parse_version(releases["from"])
+    why = (f"before {releases['from']} trtllm-serve ran the prebuilt TensorRT engine by "
+           "default, whose defaults are not these" if early else
+           "later releases merge a YAML's kv_cache_config into the flags' and keep a hybrid's "
+           "Mamba state in the KV pool (PR #12185), which ridgeline does not model")
+    raise InputError(f"--engine-version {version}: ridgeline models TensorRT-LLM "
+                     f"{releases['from']} to {releases['newest']} (their rc and patch "
+                     f"releases too); {why}; name a release in that range, or leave "
+                     f"--engine-version out for {releases['newest']}'s defaults")
 
 
 def release_text(text: str) -> str:

@@ -151,7 +151,8 @@ def lm_head_output_bytes(model: ModelSpec, max_batch_size: int, tensor_parallel_
         * _coefficients()["lm_head_output_bytes"]
 
 
-# no trtllm --engine-version for #12185's pooled state: only 1.3/1.4 rc pre-releases have it
+# #12185's pooled state is not modelled: only 1.3/1.4 rc pre-releases have it, past the
+# releases --engine-version takes for trtllm (engines.json trtllm.releases: 1.0 to 1.2)
 def seat_state_bytes(dep: Deployment, max_batch_size: int, stage: Stage | None = None) -> float:
     """The recurrent state TensorRT-LLM's Python Mamba cache manager holds on each GPU from
     start-up, in the releases ridgeline models (to 1.2): conv_states and ssm_states are
