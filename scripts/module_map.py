@@ -78,7 +78,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("prometheus", "engine_metrics", "engine_pool", "observation", "observe*",
       "device_probes", "torch_model", "measure")),
     ("Edges", "answers as text, --json and --explain; the command line; pictures",
-     ("render", "reports.*", "plots", "page", "launch_flags", "cli*", "__init__",
+     ("render", "reports.*", "plots", "page", "launch_flags", "llamacpp_launch", "cli*", "__init__",
       "__main__")),
 )
 

@@ -287,11 +287,13 @@ def test_every_command_that_takes_max_model_len_takes_the_same_spellings() -> No
 
 
 @pytest.mark.parametrize("flag", ["-c", "--ctx-size"])
-def test_llama_servers_c_is_refused_with_its_per_slot_translation(
+def test_llama_servers_c_is_read_as_its_slots_share(
         capsys: pytest.CaptureFixture[str], flag: str) -> None:
-    err = refused(capsys, "fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--weights", "q4_k_m",
-                  "--engine", "llama.cpp-cuda", flag, "16384")
-    assert "--max-model-len" in err and "--parallel" in err
+    """-c 16384 -np 4: four slots of 4,096 tokens (tests/test_llamacpp_launch.py has more)."""
+    argv = ("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--weights", "q4_k_m", "--engine",
+            "llama.cpp-cuda", "-np", "4", "--json")
+    code, out, err = run_cli(capsys, *argv, flag, "16384")
+    assert code == 0 and out == run_cli(capsys, *argv, "--max-model-len", "4096")[1], err
 
 
 # -- vllm bench serve's load flags on simulate ---------------------------------------------

@@ -53,6 +53,7 @@ from ridgeline.cli_types import (
     _weight_name,
 )
 from ridgeline.errors import InputError, shorten_path, shorten_runs
+from ridgeline.llamacpp_launch import CacheType, CtxSize
 from ridgeline.render import render
 
 Handler = Callable[[argparse.Namespace], Any]
@@ -159,27 +160,23 @@ def seats_flag(g: Any, llamacpp: bool = True) -> None:
                    + ("; llama.cpp slots (-np)" if llamacpp else ""))
 
 
-class _PerSlotContext(argparse.Action):
-    """llama-server's -c/--ctx-size, refused with its translation: -c is the cache all
-    --parallel slots share (each slot gets -c ÷ slots, or up to all of it with a unified
-    cache), so it is not one request's longest length, which --max-model-len is."""
+def _cells(text: str) -> int:
+    """llama-server's -c: its cells, a whole number; 0 is the model's trained context."""
+    from ridgeline.units import parse_count
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        parser.error(f"{option_string} is llama-server's cache for all its --parallel slots "
-                     "together, not one request's length: give --max-model-len, each slot's "
-                     "context (-c ÷ --parallel)")
+    return int(_typed(lambda t: parse_count(t, "llama-server -c"))(text))
 
 
 def max_model_len_option(p: Any, help_text: str) -> None:  # a parser or an argument group
     """--max-model-len as every command that takes it parses it, under each engine's name
     for it (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM --max_seq_len; 32k =
-    32,000, 32K = 32,768); llama.cpp's -c is refused with its translation (_PerSlotContext)."""
+    32,000, 32K = 32,768); llama-server's -c, the cells its -np slots share, is read as
+    -c ÷ -np (llamacpp_launch)."""
     p.add_argument("--max-model-len", "--context-length", "--max-seq-len", "--max_seq_len",
                    dest="max_model_len", type=_positive_count("max model length"), metavar="N",
                    help=help_text)
-    p.add_argument("-c", "--ctx-size", action=_PerSlotContext, metavar="N",
-                   help=argparse.SUPPRESS)
+    p.add_argument("-c", "--ctx-size", dest="ctx_size", action=CtxSize, metavar="N",
+                   type=_cells, help=argparse.SUPPRESS)
 
 
 def _pipeline(p: Any) -> None:  # a parser or an argument group
@@ -227,8 +224,10 @@ def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
                    action=_KvSpelling,
                    help="KV-cache dtype (bf16, fp8, q8_0, …; llama.cpp's -ctk D -ctv D); "
                    "default: the model's dtype (llama.cpp: f16)")
-    p.add_argument("-ctk", "--cache-type-k", "-ctv", "--cache-type-v", action=_CacheTypeFlag,
-                   metavar="D", help=argparse.SUPPRESS)
+    for side in ("k", "v"):  # llama.cpp's K and V cache types: an equal pair is --kv-dtype
+        p.add_argument(f"-ct{side}", f"--cache-type-{side}", dest=f"cache_type_{side}",
+                       action=CacheType, type=_typed(_kv_name), metavar="D",
+                       help=argparse.SUPPRESS)
 
 
 class _KvSpelling(argparse._StoreAction):
@@ -248,17 +247,6 @@ class _KvSpelling(argparse._StoreAction):
                                                                   str(option_string))
         setattr(namespace, self.dest, values)
         namespace.kv_dtype_spelling = option_string
-
-
-class _CacheTypeFlag(argparse.Action):
-    """llama.cpp's -ctk/-ctv (--cache-type-k/-v), refused with their translation: ridgeline
-    sizes K and V at one type, --kv-dtype (argparse had read -ctk as -c with 'tk' attached)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        parser.error(f"{option_string} sets one of llama.cpp's K and V cache types; ridgeline "
-                     f"sizes both at one type: give --kv-dtype {values} (llama.cpp's -ctk "
-                     f"{values} -ctv {values})")
 
 
 class _Spelled(argparse.Action):
@@ -368,12 +356,13 @@ class _Parser(argparse.ArgumentParser):
 
     def _get_option_tuples(self, option_string: str) -> Any:
         """Python before 3.12 matches a single-dash prefix even without allow_abbrev
-        (llama.cpp's -t 8, its threads, read as -tp 8): only a one-letter option with its
-        value attached ('-c8192') is matched, as 3.12 does."""
+        (llama.cpp's -t 8, its threads, read as -tp 8): only a one-letter option with a
+        number attached ('-c8192', '-O3') is matched; llama-server's -cram 0 is not -c 'ram'."""
         tuples = super()._get_option_tuples(option_string)
         if self.allow_abbrev or option_string[1:2] in self.prefix_chars:
             return tuples
-        return [t for t in tuples if t[1] == option_string[:2]]
+        return [t for t in tuples
+                if t[1] == option_string[:2] and option_string[2:3].isdigit()]
 
     def error(self, message: str) -> NoReturn:
         typed = getattr(self, "_typed", [])
@@ -382,6 +371,11 @@ class _Parser(argparse.ArgumentParser):
             # kv --max-model-len 8192: kv's length is --context, which it needs; attention
             # llama-3.1-8b: its model is --model
             command = self.prog.split()[-1]
+            from ridgeline.launch_flags import model_flag_refusal
+
+            named = model_flag_refusal(typed) if "MODEL" in message else ""
+            if named:  # fit -hf ggml-org/gpt-oss-20b-GGUF: llama-server's own model flag
+                self.exit(2, f"ridgeline: error: {shorten_runs(named)}\n")
             bare = [w for i, w in enumerate(typed)
                     if not w.startswith("-") and (i == 0 or not typed[i - 1].startswith("-"))]
             message += taken_as_hint(command, typed) or (
@@ -564,6 +558,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ridgeline.vllm_compilation import dotted_argv
 
     argv = dotted_argv(argv)  # vllm serve's -cc.KEY=VALUE, -O3 (vllm_compilation)
+    from ridgeline.llamacpp_launch import BARE_FLASH_ATTN_NOTE, apply_llamacpp_flags, bare_flash_attn
+
+    argv, bare_fa = bare_flash_attn(argv)  # builds before Sep 2025 took -fa as a switch
     args, extra = parser.parse_known_args(_ep_with_size(_join_negative_values(argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -590,6 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "engine", None) is not None:
             args.engine_asked = args.engine  # a comparison picks each card's llama.cpp build
             args.engine = llamacpp_builds_for(args, args.engine)
+        apply_llamacpp_flags(args)  # llama-server's -c over -np, -ctk X -ctv X
         if getattr(args, "kv_dtype_unmodelled", ""):  # _KvSpelling: not sized by ridgeline
             raise InputError(kv_release_refusal(args) or args.kv_dtype_unmodelled)
         from ridgeline.vllm_compilation import apply_compilation
@@ -606,6 +604,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ridgeline.launch_flags import launch_note
 
         note = launch_note(args, from_file)  # said after the report: stdout is the report alone
+        if bare_fa:
+            note = "; ".join(n for n in (note, BARE_FLASH_ATTN_NOTE) if n)
         report = args.handler(args)
         print(render(report, as_json=args.json, explain=args.explain,
                      input_cautions=vars(args).get("cautions_said", ())))

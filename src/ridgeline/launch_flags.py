@@ -58,6 +58,9 @@ class LaunchFlag:
     # the first vLLM release with the flag (--watchdog-config: 0.33.0), refused where
     # --engine-version names an earlier one; "" where every release modelled has it
     since: str = ""
+    # it names the model the engine loads (llama-server's -hf REPO, -m FILE): refused, saying
+    # to give it as MODEL
+    names_model: bool = False
 
     @property
     def checks_engine(self) -> bool:
@@ -81,7 +84,8 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                             r.get("other_values", ""), tuple(sorted(r.get("types", {}).items())),
                             tuple(sorted((k, (int(lo), int(hi)))
                                          for k, (lo, hi) in r.get("ranges", {}).items())),
-                            tuple(r.get("choices", ())), r.get("since", ""))
+                            tuple(r.get("choices", ())), r.get("since", ""),
+                            bool(r.get("names_model", False)))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -90,6 +94,8 @@ def refusal(record: LaunchFlag, given: str, value: Any = None) -> str | None:
     """The one line refusing ``record`` given as ``given`` (the flag, or a config file's key)
     with ``value``: a flag not modelled, or a value of an ignored one that changes memory
     (--load-format bitsandbytes); None where it is read and ignored."""
+    if record.names_model:  # noted beside MODEL; without it, the parser's error says why
+        return None
     if not record.modelled_away:
         return f"{given} is not modelled: {record.why}"
     if record.json_values and not _json_matches(record.json_values, value):
@@ -198,6 +204,19 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
                             record=record, default=None, help=argparse.SUPPRESS)
 
 
+def model_flag_refusal(typed: list[str]) -> str:
+    """The one line for a launch line whose model is named only by llama-server's own flag
+    (-hf ggml-org/gpt-oss-20b-GGUF, -m model.gguf), where MODEL is missing; "" where none is
+    typed."""
+    for record in launch_flags():
+        for i, word in enumerate(typed):
+            flag, eq, value = word.partition("=")
+            if record.names_model and flag in record.flags:
+                value = value if eq else (typed[i + 1] if i + 1 < len(typed) else "")
+                return f"{flag} {value} names the GGUF llama-server loads; {record.why}"
+    return ""
+
+
 def several_values(argv: list[str]) -> list[str]:
     """A flag that takes several values (vLLM's --served-model-name a b), its values joined
     into one ('--served-model-name=a b') where MODEL came first, as in ``vllm serve MODEL``;
@@ -271,10 +290,12 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
             _removed(args, engines, flag, named) or _added(args, engines, record, named)
         if refused:
             raise InputError(refused)
-    plain = [text for text, record in given if not record.says_why]
+    plain = [text for text, record in given if not record.says_why and not record.names_model]
     parts = ([f"{', '.join(plain)} ({'it changes' if len(plain) == 1 else 'they change'} "
               "neither memory nor speed)"] if plain else []) + \
         [f"{text} ({record.why})" for text, record in given if record.says_why] + \
+        [f"{text} (the GGUF llama-server loads: MODEL names what is priced)"
+         for text, record in given if record.names_model] + \
         ([kept] if kept else [])
     return "ignored " + "; ".join(parts) if parts else ""
 

@@ -1,0 +1,166 @@
+"""A real llama-server line pastes into fit, decode and simulate: -c over -np, -ctk X -ctv X,
+--kv-unified, a bare -fa, its harmless flags noted and dropped, and -hf/-m named as the
+model's (llamacpp_launch.py, data/launch_flags.json)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.context_length import served_positions
+from ridgeline.datafiles import engine_defaults
+from ridgeline.llamacpp_launch import per_slot_context
+from tests.conftest import refused_line, run_cli
+
+LLAMA = ("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+         "--weights", "q4_k_m")
+GPT_OSS = ("fit", "gpt-oss-20b", "--gpu", "l40s", "--engine", "llama.cpp-cuda")
+
+
+def _start_line(out: str) -> list[str]:
+    line = next(line for line in out.splitlines() if line.startswith("start it with:"))
+    return line.removeprefix("start it with: llama-server ").split(" (")[0].split()
+
+
+def _figure(words: list[str], flag: str) -> int:
+    return int(words[words.index(flag) + 1])
+
+
+def test_fits_start_line_pasted_back_gives_the_same_report(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Where every slot holds a conversation, -c is -np × the length asked, and the line
+    pasted back prices the same deployment: the same report, word for word."""
+    code, asked, err = run_cli(capsys, *LLAMA, "--max-model-len", "16000")
+    assert code == 0, err
+    start = _start_line(asked)
+    assert _figure(start, "-c") == 16000 * _figure(start, "-np")
+    code, pasted, err = run_cli(capsys, *LLAMA, *start)
+    assert code == 0 and pasted == asked, err
+
+
+def test_a_start_line_with_idle_slots_pastes_back_as_itself(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """3 conversations of 32,000 tokens fit in the 4 slots' 96,000 cells: pasted back, the
+    same cells and slots, read as -np conversations of -c ÷ -np tokens, start the same line,
+    and the memory table is the same."""
+    code, asked, _ = run_cli(capsys, *LLAMA, "--max-model-len", "32000", "--flash-attn", "off")
+    start = _start_line(asked)
+    cells, slots = _figure(start, "-c"), _figure(start, "-np")
+    code, pasted, err = run_cli(capsys, *LLAMA, *start)
+    assert code == 0, err
+    assert _start_line(pasted) == start
+    length = per_slot_context(cells, slots)
+    assert f"{slots} conversations of {length:,} tokens" in pasted.splitlines()[0]
+    table = [line for line in asked.splitlines() if line.startswith(("−", "=", "memory"))]
+    assert table and all(line in pasted.splitlines() for line in table)
+
+
+@pytest.mark.parametrize("flag", ["-c", "--ctx-size"])
+def test_c_is_the_cells_the_slots_share(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """-c 16384 with no -np: the build's default slots (4), each 4,096 tokens."""
+    slots = int(engine_defaults("llama.cpp-cuda")["n_parallel"])
+    _, per_slot, _ = run_cli(capsys, *LLAMA, "--max-model-len", str(16384 // slots), "--json")
+    code, out, err = run_cli(capsys, *LLAMA, flag, "16384", "--json")
+    assert code == 0 and out == per_slot, err
+    _, two, _ = run_cli(capsys, *LLAMA, "--max-model-len", "8192", "-np", "2", "--json")
+    assert run_cli(capsys, *LLAMA, flag, "16384", "-np", "2", "--kv-unified", "--json")[1] == two
+
+
+def test_c_0_is_the_trained_context_over_the_slots(capsys: pytest.CaptureFixture[str]) -> None:
+    """The gpt-oss guide's -hf ggml-org/gpt-oss-20b-GGUF --ctx-size 0 --jinja -ub 2048 -b 2048:
+    -c 0 is n_ctx_train, shared by the default slots."""
+    trained = served_positions(resolve_model("gpt-oss-20b"), "llama.cpp-cuda")
+    assert trained
+    slots = int(engine_defaults("llama.cpp-cuda")["n_parallel"])
+    tail = ("-ub", "2048", "-b", "2048", "--json")
+    _, ours, _ = run_cli(capsys, *GPT_OSS, "--max-model-len", str(trained // slots), *tail)
+    code, out, err = run_cli(capsys, *GPT_OSS, "-hf", "ggml-org/gpt-oss-20b-GGUF",
+                             "--ctx-size", "0", "--jinja", *tail)
+    assert code == 0 and out == ours, err
+    assert "-hf ggml-org/gpt-oss-20b-GGUF" in err and "--jinja" in err
+
+
+def test_c_beside_max_model_len_or_under_another_engine_is_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    both = refused_line(capsys, *LLAMA, "-c", "8192", "--max-model-len", "2048")
+    assert "-c 8192" in both and "--max-model-len" in both and "give one" in both
+    other = refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm",
+                         "-c", "8192")
+    assert "llama-server" in other and "vllm has none" in other
+
+
+def test_simulate_runs_the_pasted_lines_cells(capsys: pytest.CaptureFixture[str]) -> None:
+    sim = ("simulate", *LLAMA[1:], "--num-requests", "8", "--rate", "2", "--json")
+    _, ours, _ = run_cli(capsys, *sim, "--max-model-len", "24000", "-np", "4")
+    code, out, err = run_cli(capsys, *sim, "-c", "96000", "-np", "4", "--kv-unified",
+                             "-fa", "off")
+    _, off, _ = run_cli(capsys, *sim, "--max-model-len", "24000", "-np", "4", "-fa", "off")
+    assert code == 0 and out == off and out != ours, err
+
+
+@pytest.mark.parametrize("command", ["fit", "decode"])
+def test_an_equal_k_and_v_cache_type_is_the_kv_dtype(capsys: pytest.CaptureFixture[str],
+                                                     command: str) -> None:
+    base = (command, *GPT_OSS[1:], "--max-model-len", "4096", "--json")
+    _, ours, _ = run_cli(capsys, *base, "--kv-dtype", "q8_0")
+    for pair in (("-ctk", "q8_0", "-ctv", "q8_0"),
+                 ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0")):
+        code, out, err = run_cli(capsys, *base, *pair)
+        assert code == 0 and out == ours, err
+
+
+def test_a_mixed_or_half_cache_type_pair_is_refused_naming_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = (*GPT_OSS, "--max-model-len", "4096")
+    mixed = refused_line(capsys, *base, "-ctk", "q8_0", "-ctv", "f16")
+    assert "-ctk q8_0 -ctv f16" in mixed and "K cache q8_0, V cache f16" in mixed
+    half = refused_line(capsys, *base, "-ctk", "q8_0")
+    assert "K cache q8_0, V cache f16" in half  # the other keeps llama.cpp's f16
+    vllm = refused_line(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "-ctk", "fp8", "-ctv",
+                        "fp8")
+    assert "llama.cpp's" in vllm and "--kv-dtype" in vllm
+
+
+def test_harmless_llama_server_flags_are_noted_and_dropped(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-t 8 is llama-server's threads, not -tp 8; --temp no --tp."""
+    base = (*LLAMA, "--max-model-len", "8192", "--json")
+    harmless = ("-t", "8", "--temp", "0.6", "--top-p", "0.95", "--top-k", "20", "--jinja",
+                "--mlock", "--no-mmap", "--cont-batching", "--reasoning-format", "none",
+                "--host", "0.0.0.0", "--port", "8080", "--cache-reuse", "256", "-a", "chat",
+                "--metrics", "-cram", "0")
+    _, ours, _ = run_cli(capsys, *base)
+    code, out, err = run_cli(capsys, *base, *harmless)
+    assert code == 0 and out == ours, err
+    assert len(err.strip().splitlines()) == 1 and "-t 8" in err and "--temp 0.6" in err
+
+
+@pytest.mark.parametrize("flags", [("--swa-full",), ("-md", "draft.gguf"), ("--draft-max", "16"),
+                                   ("-ot", "exps=CPU"), ("-ts", "1,1")])
+def test_flags_that_change_memory_or_speed_say_why(capsys: pytest.CaptureFixture[str],
+                                                   flags: tuple[str, ...]) -> None:
+    said = refused_line(capsys, *LLAMA, "--max-model-len", "8192", *flags)
+    assert f"{flags[0]} is not modelled: " in said and "unrecognized" not in said
+
+
+def test_hf_names_the_model_as_model(capsys: pytest.CaptureFixture[str]) -> None:
+    said = refused_line(capsys, "fit", "--gpu", "l40s", "--engine", "llama.cpp", "-hf",
+                        "ggml-org/gpt-oss-20b-GGUF", "--ctx-size", "0")
+    assert "-hf ggml-org/gpt-oss-20b-GGUF" in said and "MODEL" in said
+    assert "ignored explicit argument" not in said
+    said = refused_line(capsys, "fit", "--gpu", "l40s", "--engine", "llama.cpp", "-m",
+                        "model.gguf")
+    assert "-m model.gguf" in said and "MODEL" in said
+
+
+@pytest.mark.parametrize("where", ["last", "before a flag"])
+def test_a_bare_fa_is_on(capsys: pytest.CaptureFixture[str], where: str) -> None:
+    base = (*LLAMA, "--engine-version", "b5000", "--max-model-len", "8192", "--json")
+    _, on, _ = run_cli(capsys, *base, "-fa", "on")
+    _, off, _ = run_cli(capsys, *base, "-fa", "off")
+    argv = (*base, "-fa") if where == "last" else (*base[:-1], "-fa", "--json")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and out == on and out != off, err
+    assert re.search(r"bare -fa read as -fa on", err)
