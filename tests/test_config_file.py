@@ -257,8 +257,8 @@ def test_a_key_fit_reads_but_decode_does_not_is_refused_naming_the_file_and_key(
 
 
 @pytest.mark.parametrize(("text", "flags", "said"), [
-    ("max-seq-len-to-capture: 8192\n", ("--max-seq-len-to-capture", "8192"),
-     "max-seq-len-to-capture is not modelled"),
+    ("all2all-backend: deepep_low_latency\n", ("--all2all-backend", "deepep_low_latency"),
+     "all2all-backend is not modelled"),
     ("load_format: bitsandbytes\n", ("--load-format", "bitsandbytes"),
      "load_format bitsandbytes is not modelled"),
     ("disable-custom-all-reduce: true\n", ("--disable-custom-all-reduce",),

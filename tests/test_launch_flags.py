@@ -89,14 +89,24 @@ def test_each_harmless_flag_is_read_with_its_value_before_model(
         capsys: pytest.CaptureFixture[str], record: LaunchFlag) -> None:
     """Given before MODEL, a flag that takes a value takes only its own (MODEL stays MODEL) and
     a switch takes none; the numbers are the stripped line's. A flag the run's engine reads as
-    its setting (read_by: vLLM's --distributed-executor-backend) is not noted."""
+    its setting (read_by: vLLM's --distributed-executor-backend) is not noted; one that
+    changes the step time alone (speed_only) is said in decode's caution instead, its numbers
+    still the stripped line's."""
     engine = ("--engine", record.engines[0]) if record.engine_only else ()  # its owner's
     for flag in record.flags:
         given = [flag, json.dumps(dict((k, v[0]) for k, v in record.json_values))] \
             if record.json_values else _given(flag, record.takes_value)
         code, out, err = run_cli(capsys, DECODE[0], *given, *DECODE[1:], *engine, "--json")
         assert code == 0, err
-        assert out == run_cli(capsys, *DECODE, *engine, "--json")[1]
+        stripped = run_cli(capsys, *DECODE, *engine, "--json")[1]
+        if record.speed_only:
+            said = f"{' '.join(given)} is not priced: {record.why}"
+            assert err == f"ridgeline: caution: {said}\n"
+            report, plain = json.loads(out), json.loads(stripped)
+            assert report.pop("cautions") == [said, *plain.pop("cautions")]
+            assert report == plain
+            continue
+        assert out == stripped
         if set(engine[1:] or ["vllm"]) <= set(record.read_by):
             assert "ignored" not in err
         else:
@@ -183,9 +193,31 @@ def test_async_scheduling_is_vllms_default_from_0_14_and_refused_elsewhere(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, *SIM, "--async-scheduling", "--json")[:2] == \
         run_cli(capsys, *SIM, "--json")[:2]
-    assert "before vLLM 0.14" in refused(capsys, *SIM, "--async-scheduling",
-                                         "--engine-version", "0.11")
+    assert "has no --async-scheduling (it came in v0.10.0" in refused(
+        capsys, *SIM, "--async-scheduling", "--engine-version", "0.9.2")
     assert "vLLM's" in refused(capsys, *SIM, "--async-scheduling", "--engine", "sglang")
+
+
+@pytest.mark.parametrize("command", [SIM, DECODE, FIT])
+def test_async_scheduling_opt_in_before_0_14_is_priced_synchronous_with_a_caution(
+        capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    """vLLM 0.10.0-0.13 had --async-scheduling opt-in (the 0.11.2 recipes set it): the run
+    is priced as that release runs without it, and a caution says async scheduling is not
+    priced there; the release before it (0.9.2) stops on the flag."""
+    old = ("--engine-version", "0.11")
+    code, out, err = run_cli(capsys, *command, *old, "--async-scheduling", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    plain = json.loads(run_cli(capsys, *command, *old, "--json")[1])
+    before = plain.pop("cautions")
+    cautions = [c for c in report.pop("cautions") if c not in before]
+    assert report == plain
+    assert len(cautions) == 1 and cautions[0].startswith(
+        "--async-scheduling on vLLM 0.11 (opt-in there; the default from v0.14)")
+    assert "priced synchronous" in cautions[0]
+    if command is SIM:  # 0.10.0 and 0.11.0 refuse it beside a pipeline, as vllm serve does
+        assert "vLLM 0.11 refuses the pair" in refused(
+            capsys, *command, *old, "--async-scheduling", "--pipeline-parallel-size", "2")
 
 
 def _lengths(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str
@@ -283,8 +315,8 @@ def test_decode_and_prefill_read_no_async_scheduling_as_fit_sizes_the_pool_with_
     for command in ("decode", "prefill"):
         assert held(command, "--no-async-scheduling") == synchronous
         assert held(command) == held(command, "--async-scheduling") == fit()
-    assert "before vLLM 0.14" in refused(capsys, *DECODE, "--async-scheduling",
-                                         "--engine-version", "0.11")
+    assert "it came in v0.10.0" in refused(capsys, *DECODE, "--async-scheduling",
+                                           "--engine-version", "0.9.2")
     assert "vLLM's" in refused(capsys, *DECODE, "--no-async-scheduling", "--engine", "sglang")
 
 

@@ -15,6 +15,7 @@ from ridgeline.cli_config_file import (
     MOVED_FLAGS,
     command_options,
     config_file_error,
+    vllm_dashes,
     with_config_file,
 )
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, engine_flag, sizing_flags
@@ -290,14 +291,15 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
 
 def expert_parallel_flags(p: Any) -> None:  # a parser or an argument group
     """A MoE's expert parallelism in each engine's words: vLLM's --enable-expert-parallel
-    switch (--ep alone); SGLang's --ep-size (--expert-parallel-size, --ep N) and trtllm-serve's
+    switch (--ep alone; SGLang's --enable-ep-moe, which sets ep_size = tp_size: engines.json
+    sglang ep_switch); SGLang's --ep-size (--expert-parallel-size, --ep N) and trtllm-serve's
     --ep_size (--moe_expert_parallel_size), which ridgeline reads at 1 or at every GPU the
     experts run on (cli_load.expert_parallel_asked); ``--ep N`` is read as --ep-size N
     (``_ep_with_size``)."""
-    p.add_argument("--enable-expert-parallel", "--ep", dest="expert_parallel",
+    p.add_argument("--enable-expert-parallel", "--ep", "--enable-ep-moe", dest="expert_parallel",
                    action="store_true", help="MoE: each GPU holds whole experts, a share "
                    "of them, instead of a slice of every expert (vLLM's switch; SGLang's "
-                   "--ep-size equal to its --tp-size)")
+                   "--ep-size equal to its --tp-size, which its --enable-ep-moe sets)")
     p.add_argument("--ep-size", "--expert-parallel-size", "--ep_size",
                    "--moe_expert_parallel_size", dest="expert_parallel_size", metavar="N",
                    type=_how_many("expert-parallel size"),
@@ -534,6 +536,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = command_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        from ridgeline.launch_flags import COMMANDS
+
+        if argv and argv[0] in COMMANDS:  # a pasted vllm serve's --max_model_len, as it reads it
+            argv = vllm_dashes(argv, command_options(parser, argv[0]))
         refuse_two_gpu_counts(argv)  # before a --config file's flags join the user's
         if argv and not argv[0].startswith("-"):
             options = command_options(parser, argv[0])
@@ -571,8 +577,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 again = again if eq else (extra[1] if len(extra) > 1 else "")
                 owner.error(f"the model is given twice: {args.model} and {again} by "
                             f"--model-path (or --model) and {flag}; give it once")
-            owner.error(f"the model is given twice: {args.model} by --model-path (or --model) "
-                        f"and {extra[0]} as MODEL; give it once")
+            if not extra[0].startswith("-"):  # an unknown flag is named as one, below
+                owner.error(f"the model is given twice: {args.model} by --model-path (or "
+                            f"--model) and {extra[0]} as MODEL; give it once")
         hint = unrecognized_hint(getattr(args, "command", None) or "", extra, commands.choices)
         owner.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if not getattr(args, "handler", None):

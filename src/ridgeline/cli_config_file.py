@@ -256,11 +256,43 @@ def config_file_error(exc: Exception) -> int:
     return 2
 
 
+def vllm_spelling(flag: str) -> str:
+    """A ``--flag`` as vllm serve's FlexibleArgumentParser.parse_args reads it: underscores
+    before the first '.' become dashes (vllm/utils/argparse_utils.py, the same in the 0.9.2
+    wheel's vllm/utils/__init__.py), so ``--max_model_len`` is ``--max-model-len`` and
+    ``--compilation_config.pass_config.x`` is ``--compilation-config.pass_config.x``."""
+    head, dot, tail = flag.partition(".")
+    return head.replace("_", "-") + dot + tail
+
+
+def vllm_dashes(argv: Sequence[str], options: dict[str, argparse.Action]) -> list[str]:
+    """``argv`` with vllm serve's underscore spellings read as it reads them
+    (``vllm_spelling``: ``--enable_expert_parallel``, ``--max_model_len=8192``), where the
+    run is vLLM's (no --engine, or --engine vllm) and ``options``, the command's flags, have
+    no flag of that spelling themselves: TensorRT-LLM's ``--max_batch_size`` and
+    ``--tp_size`` keep their meaning, and under another engine an underscore spelling stays
+    unrecognized, as that engine's parser leaves it."""
+    engine_given = any(t == "--engine" or t.startswith("--engine=") for t in argv)
+    if engine_given and _engine_named(argv) != "vllm":
+        return list(argv)
+    out: list[str] = []
+    for token in argv:
+        if token == "--":
+            out.extend(argv[len(out):])
+            break
+        flag, eq, value = token.partition("=")
+        dashed = vllm_spelling(flag) if flag.startswith("--") and "_" in flag else flag
+        if dashed != flag and flag not in options and dashed.partition(".")[0] in options:
+            token = dashed + eq + value
+        out.append(token)
+    return out
+
+
 def vllm_tokens(settings: dict[str, Any], options: dict[str, argparse.Action]) -> list[str]:
     """vLLM's load_config_file: ``max_model_len: 8192`` is ["--max-model-len", "8192"]."""
     out: list[str] = []
     for key, value in settings.items():
-        flag = "--" + key.replace("_", "-")  # FlexibleArgumentParser.parse_args' reading
+        flag = vllm_spelling("--" + key)  # FlexibleArgumentParser.parse_args' reading
         if isinstance(value, bool):
             if value:
                 out.append(flag)

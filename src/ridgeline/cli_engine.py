@@ -119,8 +119,8 @@ def async_scheduling_switch(g: Any) -> None:
                         "blocks for one batch in flight, not two")
     switch.add_argument("--async-scheduling", action="store_true",
                         help="vLLM: its default from v0.14, as pasted launch lines spell it "
-                        "(refused for an earlier --engine-version, where it was opt-in and "
-                        "is not modelled, and beside a drafter or pipeline the release "
+                        "(opt-in on 0.10.0-0.13: priced synchronous there, with a caution; "
+                        "refused before 0.10.0, and beside a drafter or pipeline the release "
                         "refuses it with: ngram before 0.33); given, a draft model runs "
                         "asynchronously from 0.16, not 0.28")
     g.add_argument("--vllm-use-ray-v2-executor-backend", type=_ray_v2_env, metavar="0|1",
@@ -559,10 +559,20 @@ def say_async_caution(args: argparse.Namespace, dep: Any, settings: Any) -> None
     if dep.engine != "vllm" or settings is None:
         return
     from ridgeline.cli_load import _say_caution
-    from ridgeline.engine_scheduling import ray_v2_env_caution, vllm_async_caution
+    from ridgeline.engine_scheduling import (
+        ray_v2_env_caution,
+        vllm_async_caution,
+        vllm_opt_in_async_caution,
+    )
     from ridgeline.memory import kv_pool
     from ridgeline.vllm_memory import vllm_accounting
 
+    opt_in = vllm_opt_in_async_caution(settings)
+    if opt_in:
+        from ridgeline.memory import kv_pool
+
+        kv_pool(dep, settings)  # the pair the release refuses (a pipeline, a drafter) first
+        _say_caution(args, opt_in)
     env = ray_v2_env_caution(vllm_accounting(settings.engine_version).version,
                              settings.distributed_executor_backend, settings.ray_v2_executor)
     if env:
@@ -574,18 +584,20 @@ def say_async_caution(args: argparse.Namespace, dep: Any, settings: Any) -> None
 
 
 def async_scheduling_problem(engine: str, version: str | None) -> list[str]:
-    """--async-scheduling where it is not the modelled default: another engine's run, or a
-    vLLM release before the default (engines.json vllm.async_scheduling), where it was opt-in.
-    Beside a drafter or a pipeline the release raises on, the pool refuses it
-    (memory.stage_pools: engine_scheduling.vllm_async_problem)."""
+    """--async-scheduling where no engine run takes it: another engine's run, or a vLLM
+    release before the flag (engines.json vllm.async_scheduling flag_from: 0.9.2 has none);
+    0.10.0-0.13, where it was opt-in, are priced synchronous with a caution
+    (engine_scheduling.vllm_opt_in_async_caution). Beside a drafter or a pipeline the
+    release raises on, the pool refuses it (memory.stage_pools:
+    engine_scheduling.vllm_async_problem)."""
     if engine != "vllm":
         return [f"--async-scheduling is vLLM's; {engine} has no such flag"]
     from ridgeline.datafiles import engine_defaults
     from ridgeline.vllm_memory import parse_version, vllm_accounting
 
-    since = engine_defaults("vllm")["async_scheduling"]["default_from"]
+    since = engine_defaults("vllm")["async_scheduling"]["flag_from"]
     release = vllm_accounting(version).version
     if parse_version(release) < parse_version(since):
-        return [f"--async-scheduling is not modelled before vLLM {since}, where it became the "
-                f"default ({release} schedules synchronously here)"]
+        return [f"vLLM {release} has no --async-scheduling (it came in v{since}, opt-in until "
+                "v0.14 made it the default): drop it, or name a later --engine-version"]
     return []

@@ -101,8 +101,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     spec_args(args)
     if ranks > 1 and args.spec_tokens and not independent_ranks(dep):  # a dense model's
         # ranks are each a plain engine, drafting as one replica drafts
+        given = getattr(args, "spec_given_as", "") or "--spec-tokens"  # the drafter's flags
         raise InputError("speculative decoding with data-parallel attention is not simulated "
-                         "yet: drop --spec-tokens, or simulate without data parallelism")
+                         f"yet: drop {given}, or simulate without data parallelism")
     all_at_once(args)
     check_load_flags(args)
     if args.burstiness is not None and args.arrival != "gamma":

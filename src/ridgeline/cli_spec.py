@@ -210,6 +210,7 @@ def engine_spec_args(args: argparse.Namespace) -> None:
                              f"prediction layers, and {model.name} has none (no "
                              "num_nextn_predict_layers in its config.json)")
     args.spec_tokens, args.spec_method = tokens, spec.method
+    args.spec_given_as = ", ".join(f for f, _, _ in given)  # a refusal names what was typed
     # the drafter named and its GPUs, for its memory (cli_load.drafter)
     args.spec_draft_model, args.spec_draft_tp = spec.draft_model, spec.draft_tensor_parallel_size
     args.spec_draft_kv_dtype = spec.draft_kv_cache_dtype  # SGLang's, for its drafter's note

@@ -267,6 +267,27 @@ def vllm_async_problem(dep: Deployment, s: EngineSettings) -> str:
             "--async-scheduling")
 
 
+def vllm_opt_in_async_caution(s: EngineSettings) -> str:
+    """What to say where --async-scheduling is given on a vLLM release that had it opt-in
+    (v0.10.0 to v0.13: engines.json vllm.async_scheduling flag_from, default_from), or "":
+    ridgeline models async scheduling from 0.14, its default, so ``--engine-version 0.11.2
+    --async-scheduling`` (the 0.11.2 recipes' ``async-scheduling: true``) is priced as
+    0.11.2 runs without it, one batch in flight, and says so."""
+    if not s.async_scheduling_given:
+        return ""
+    from ridgeline.vllm_memory import vllm_accounting
+
+    version = vllm_accounting(s.engine_version).version
+    if version_from(version, "default_from") or not version_from(version, "flag_from"):
+        return ""
+    from ridgeline.datafiles import engine_defaults
+
+    since = engine_defaults("vllm")["async_scheduling"]["default_from"]
+    return (f"--async-scheduling on vLLM {version} (opt-in there; the default from v{since}) "
+            f"is not priced before v{since}: priced synchronous, one batch in flight, so the "
+            "CPU time it would hide behind each step is counted")
+
+
 def vllm_async_caution(dep: Deployment, s: EngineSettings) -> str:
     """What to say where vLLM at EngineSettings ``s``'s release turns its default async
     scheduling off for ``s``'s drafter, with a warning (``vllm_async_default_off``), or "":

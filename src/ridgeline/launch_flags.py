@@ -61,6 +61,10 @@ class LaunchFlag:
     # it names the model the engine loads (llama-server's -hf REPO, -m FILE): refused, saying
     # to give it as MODEL
     names_model: bool = False
+    # it changes the step time alone: fit notes it with its reason; decode, prefill and
+    # simulate price without it, in a caution (``launch_note``)
+    speed_only: bool = False
+    v0_why: str = ""  # what a v1_only flag does on vLLM's V0 engine, where it is refused
 
     @property
     def checks_engine(self) -> bool:
@@ -68,7 +72,7 @@ class LaunchFlag:
 
     @property
     def says_why(self) -> bool:
-        return self.v1_only or self.say_why
+        return self.v1_only or self.say_why or self.speed_only
 
 
 @cache
@@ -85,7 +89,8 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                             tuple(sorted((k, (int(lo), int(hi)))
                                          for k, (lo, hi) in r.get("ranges", {}).items())),
                             tuple(r.get("choices", ())), r.get("since", ""),
-                            bool(r.get("names_model", False)))
+                            bool(r.get("names_model", False)),
+                            bool(r.get("speed_only", False)), r.get("v0_why", ""))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -270,12 +275,14 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
     flag the engine reads as its setting (``read_by``: TensorRT-LLM's --enable_chunked_prefill,
     cli_load.chunked_prefill_asked); an InputError for a flag the vLLM release --engine-version
     names has removed (--swap-space from 0.18.0: data/removed_flags.json) or not yet added
-    (--watchdog-config before 0.33.0: the record's ``since``). ``from_file``:
+    (--watchdog-config before 0.33.0: the record's ``since``). A flag that changes the step
+    time alone (``speed_only``: --stream-interval 20) is named in fit's note, and said in a
+    caution by decode, prefill and simulate, which price the run without it. ``from_file``:
     a flag a config file gave, to its file and key (cli_config_file.with_config_file), which
     the refusal names for the flag."""
     _refuse_removed_own(args, from_file or {})
     given = getattr(args, "launch_flags_ignored", None) or []
-    kept = _chunking_kept(args)
+    kept = "; ".join(filter(None, (_compilation_kept(args), _chunking_kept(args))))
     if not given:
         return f"ignored {kept}" if kept else ""
     engines = _engines(args)
@@ -290,14 +297,35 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
             _removed(args, engines, flag, named) or _added(args, engines, record, named)
         if refused:
             raise InputError(refused)
+    if getattr(args, "command", None) != "fit":  # a step's time is priced: say so
+        from ridgeline.cli_load import _say_caution
+
+        for text, record in given:
+            if record.speed_only:
+                _say_caution(args, f"{text} is not priced: {record.why}")
+        given = [(text, record) for text, record in given if not record.speed_only]
+    speed = [text for text, record in given if record.speed_only]  # fit's, or none
+    given = [(text, record) for text, record in given if not record.speed_only]
     plain = [text for text, record in given if not record.says_why and not record.names_model]
     parts = ([f"{', '.join(plain)} ({'it changes' if len(plain) == 1 else 'they change'} "
               "neither memory nor speed)"] if plain else []) + \
         [f"{text} ({record.why})" for text, record in given if record.says_why] + \
         [f"{text} (the GGUF llama-server loads: MODEL names what is priced)"
          for text, record in given if record.names_model] + \
+        ([f"{', '.join(speed)} ({'it changes' if len(speed) == 1 else 'they change'} the step "
+          "time, not the memory fit sizes)"] if speed else []) + \
         ([kept] if kept else [])
     return "ignored " + "; ".join(parts) if parts else ""
+
+
+def _compilation_kept(args: argparse.Namespace) -> str:
+    """What to say of a vLLM compilation config's keys read and ignored (vllm_compilation:
+    ``-cc.pass_config.fuse_norm_quant=true``, ``custom_ops``), or ""."""
+    flag, keys = getattr(args, "compilation_ignored", None) or ("", ())
+    if not keys:
+        return ""
+    return (f"{flag}'s {', '.join(keys)} (the compiler's fusion passes, its kernel choices or "
+            "where it writes: the profile's memory and the step ridgeline prices are the same)")
 
 
 def _chunking_kept(args: argparse.Namespace) -> str:
@@ -328,7 +356,8 @@ def engine_refusal(record: LaunchFlag, given: str, engines: list[str],
         return f"{given} is {_owners(record.engines)}; {others[0]} has no such flag"
     if record.v1_only and v0_version:
         return (f"{given} is not modelled on vLLM's V0 engine (--engine-version {v0_version}): "
-                "there it decides whether a prompt runs whole; from 0.8 V1 always chunks")
+                + (record.v0_why or "there it decides whether a prompt runs whole; from 0.8 "
+                   "V1 always chunks"))
     return None
 
 

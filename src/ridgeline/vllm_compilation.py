@@ -53,6 +53,9 @@ class CompilationAsked:
     # mode STOCK_TORCH_COMPILE (1): Model Runner V2 sends it to the V1 runner before v0.32
     # (vllm_memory.model_runner, engines.json vllm.mrv2_stock_compile_fallback)
     stock_torch_compile: bool = False
+    # the keys read and ignored (engines.json vllm.compilation_config ignored_keys), which the
+    # run's note names: pass_config, custom_ops, ...
+    ignored: tuple[str, ...] = ()
 
     @property
     def eager(self) -> bool:
@@ -143,7 +146,8 @@ def compilation_asked(parts: list[tuple[str, str]], sizes_flag: list[int] | None
     stock = not enforce_eager and "mode" in config and _compile_mode(config["mode"]) == 1
     return CompilationAsked(sizes, largest if sizes is None else None,
                             None if mode == "FULL_AND_PIECEWISE" else mode,
-                            compiled if compiled == (mode == "NONE") else None, stock)
+                            compiled if compiled == (mode == "NONE") else None, stock,
+                            tuple(k for k in r["ignored_keys"] if k in config))
 
 
 def _level(spelling: str, value: str, version: str, levels: bool) -> int:
@@ -291,6 +295,8 @@ def apply_compilation(args: argparse.Namespace) -> None:
                          f"the listed CUDA-graph sizes (largest "
                          f"{max(found.cudagraph_capture_sizes)}) disagree, and vLLM refuses "
                          "to start: give one")
+    if found.ignored:  # named in the run's note (launch_flags.launch_note)
+        args.compilation_ignored = (given, found.ignored)
     args.cudagraph_capture_sizes = found.cudagraph_capture_sizes
     args.cudagraph_mode = None if found.eager else found.cudagraph_mode
     args.torch_compile = found.torch_compile
