@@ -85,3 +85,31 @@ def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return result
 
     monkeypatch.setattr(planning, "plan", once)
+
+
+@pytest.fixture
+def simulate_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one test, the simulator (``ridgeline.sim.pipeline.run_replica``, as `simulate`
+    calls it) answers a run it made before with that run's result: a test that reads one
+    simulation as --json and as text simulates once. A run is keyed by its deployment,
+    profile, settings and the requests it draws (drawn afresh for the key: a seeded workload
+    draws the same ones each pass), so a different load or seed runs anew. The CLI's parsing,
+    pool sizing and both reports still run on each call."""
+    import ridgeline.sim.pipeline as pipeline
+
+    run = pipeline.run_replica
+    answered: list[tuple[Any, Any]] = []
+
+    def once(dep: Any, profile: Any, config: Any, requests: Any, *args: Any,
+             **kwargs: Any) -> Any:
+        drawn = tuple((r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.prefix_group,
+                       r.prefix_tokens) for r in requests)
+        key = (repr(dep), repr(profile), repr(config), drawn, args, sorted(kwargs.items()))
+        for asked, result in answered:
+            if asked == key:
+                return result
+        result = run(dep, profile, config, requests, *args, **kwargs)
+        answered.append((key, result))
+        return result
+
+    monkeypatch.setattr(pipeline, "run_replica", once)

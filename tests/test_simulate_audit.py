@@ -70,6 +70,7 @@ def test_an_engine_serving_a_tenth_less_than_offered_falls_behind_and_one_with_r
 
 
 @pytest.mark.parametrize("seed", ["0", "1", "2", "3"])
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_a_kv_bound_overload_is_flagged_whatever_the_seed(
         capsys: pytest.CaptureFixture[str], seed: str) -> None:
     """The audit's case: 0.8 req/s of 20,000-token prompts on one H100 (about 0.73 served, a
@@ -114,6 +115,7 @@ def test_an_engine_serving_under_half_of_what_comes_is_hopelessly_behind() -> No
     assert not _queue(0.9).hopelessly_behind(3000.0, True)
 
 
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_a_hopeless_run_stops_early_and_says_what_its_figures_are(
         capsys: pytest.CaptureFixture[str]) -> None:
     """100 req/s of 100,000-token prompts to one H100 (about 0.01 served): it had ended in
@@ -239,6 +241,7 @@ def test_the_json_settings_name_the_version_usage_and_runner_that_sized_the_pool
 
 # -- finding 13: prefix groups as drawn; hits of preempted requests -------------------------------
 
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_the_summary_counts_the_requests_that_follow_one_of_their_group(
         capsys: pytest.CaptureFixture[str]) -> None:
     """5,000 groups for 200 requests: most groups get one request, which has no earlier one
@@ -260,6 +263,7 @@ def test_the_summary_counts_the_requests_that_follow_one_of_their_group(
     assert "each request drawn into one of 5,000 groups" in text
 
 
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_prefix_cache_hits_without_shared_prefixes_are_said_to_be_preempted_requests(
         capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["llama-3.1-8b", "--gpu", "h100", "--rate", "0.8", "--num-requests", "2000",
@@ -304,6 +308,7 @@ def test_shared_prefixes_are_not_said_to_be_cached_with_prefix_caching_off(
     assert "can find" not in line and "prefix caching is off" in line
 
 
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_a_windows_goodput_and_the_runs_rates_each_name_their_span_in_json(
         capsys: pytest.CaptureFixture[str]) -> None:
     """With --window goodput is per second of the window's arrivals, the request rate per

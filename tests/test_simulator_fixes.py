@@ -100,6 +100,7 @@ def _overloaded(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, flo
     return flag
 
 
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_llamacpp_offered_a_seventh_more_than_it_serves_is_overloaded(
         capsys: pytest.CaptureFixture[str]) -> None:
     """1.05 req/s offered, 0.90 served: about 14 % of the arrivals pile up, which the rule of
