@@ -635,8 +635,11 @@ def test_plan_keeps_the_cards_a_checkpoint_runs_on_and_refuses_it_on_none(
             "--slo-tpot-ms", "100", "--gpus")
     old = ("--engine-version", "0.23")
     code, out, err = run_cli(capsys, *argv, "a100,h100", *old)
-    searched = [line for line in out.splitlines() if not line.startswith("left out:")]
+    searched = [line for line in out.splitlines()
+                if not line.startswith(("left out:", "cards compared:"))]
     assert code == 0 and "h100-sxm" in out and not any("a100" in s for s in searched), err
+    cards = next(line for line in out.splitlines() if line.startswith("cards compared:"))
+    assert "a100-sxm-80gb: left out (above)" in cards  # not "no layout fits"
     # the card left out is said, with the method's floor (search_space.left_out)
     said = [line for line in out.splitlines() if line.startswith("left out: a100")]
     assert len(said) == 1 and "modelopt_mixed" in said[0]

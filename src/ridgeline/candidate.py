@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
+from ridgeline.hardware import Accelerator, engine_devices, rented_gpus, resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.quantization_gates import deployment_problem
@@ -95,8 +95,22 @@ class Candidate:
         return self.replicas * self.replica_rate_req_s
 
     @property
+    def rented_gpus(self) -> int:
+        """The GPUs the deployment pays for: its ``gpus`` in whole rental units of the card
+        (``hardware.rented_gpus``: 5 GB200s, rented as 72-GPU racks, pay for 72)."""
+        return rented_gpus(resolve_accelerator(self.accelerator), self.gpus)
+
+    @property
+    def rental_gpus(self) -> int:
+        """The card's rental unit in GPUs (1 where it rents alone; a GB200 rack: 72)."""
+        return resolve_accelerator(self.accelerator).rental_gpus
+
+    @property
     def cost_per_hour(self) -> float | None:
-        return None if self.price_per_gpu_hour is None else self.gpus * self.price_per_gpu_hour
+        """$/h: the GPUs it pays for (``rented_gpus``) × the price per GPU-hour; 15 MI300Xs at
+        $1.85 = $27.75, 5 GB200s (one 72-GPU rack) at $4.54 = $326.88."""
+        return None if self.price_per_gpu_hour is None \
+            else self.rented_gpus * self.price_per_gpu_hour
 
     def cost_per_million_tokens(self, output_tok_s: float) -> float | None:
         return usd_per_million_tokens(self.cost_per_hour, output_tok_s)

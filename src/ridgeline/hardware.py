@@ -8,6 +8,7 @@ file or flags.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -103,6 +104,13 @@ class Accelerator:
     # these parts one operating-system host carries, where not a DGX/HGX board's 8 (a GB200
     # compute tray: 4; parallel.host_gpus); None: not recorded
     host_gpus: int | None = None
+    # the fewest of these parts the priced offer rents at once: a GB200 is rented rack-scale
+    # (an NVL72's 72; Spheron: "There is no GB200 single-GPU rental"), so a plan of 5 pays
+    # for 72; 1 where a part rents alone (``rented_gpus``)
+    rental_gpus: int = 1
+    # the day ``price_per_hour_usd`` was read (ISO, "2026-03-17"); "" where its source gives
+    # none ("list price at time of writing"): said "undated" (``price_source``)
+    price_date: str = ""
 
     def __post_init__(self) -> None:
         require_positive(self.memory_bytes, f"{self.id}: memory")
@@ -280,6 +288,8 @@ class Accelerator:
                                              open_low=True),
             runtime_devices=f.whole("runtime_devices", 1, MAX_RUNTIME_DEVICES, default=1),
             host_gpus=f.whole("host_gpus", 1, MAX_HOST_GPUS) if "host_gpus" in record else None,
+            rental_gpus=f.whole("rental_gpus", 1, MAX_RENTAL_GPUS, default=1),
+            price_date=_iso_date(f.text("price_date", ""), f"{origin}: price_date"),
         )
 
 
@@ -315,12 +325,43 @@ FORMS = ("datacenter", "workstation", "consumer", "soc", "measured")
 # the fields a record's figure_sources may name
 FIGURES = ("memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops", "fp16_accumulate_flops",
            "ecc_visible_bytes", "runtime_total_bytes", "link", "price_per_hour_usd", "tdp_w",
-           "host_gpus")
+           "host_gpus", "rental_gpus")
 MAX_MEMORY_BYTES = 1e15  # a petabyte: past any one accelerator's memory
 MAX_PRICE_USD = 1000.0  # per device-hour
 MAX_TDP_W = 100_000.0  # a whole wafer-scale system draws tens of kW
 MAX_RUNTIME_DEVICES = 8  # devices one part shows the runtime (an MI250: 2)
 MAX_HOST_GPUS = 64  # parts one host carries
+MAX_RENTAL_GPUS = 1024  # parts one rental unit holds (an NVL72 rack: 72)
+
+
+def _iso_date(text: str, where: str) -> str:
+    """A record's date as ISO YYYY-MM-DD ("2026-03-17"), or "" for none; another form refused."""
+    if not text:
+        return ""
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise InputError(f"{where} must be a date as YYYY-MM-DD, got {text[:40]!r}") from None
+    return text
+
+
+def rented_gpus(acc: Accelerator, gpus: int) -> int:
+    """The GPUs a deployment of ``gpus`` pays for: whole rental units of ``rental_gpus``
+    (5 GB200s rented as 72-GPU racks: 72; 80: 144); ``gpus`` where a part rents alone."""
+    unit = acc.rental_gpus
+    return -(-gpus // unit) * unit
+
+
+def price_source(acc: Accelerator) -> str:
+    """Where ``price_per_hour_usd`` comes from: its ``figure_sources`` entry, else the
+    notes' "Price: ..." sentence (MI300X: "Vultr on-demand $/GPU-hour (neocloud; ...)");
+    "" where neither says."""
+    if "price_per_hour_usd" in acc.figure_sources:
+        return acc.figure_sources["price_per_hour_usd"]
+    _, found, rest = acc.notes.partition("Price: ")
+    if not found:
+        return ""
+    return rest.split(". ")[0].rstrip(".")
 
 
 @lru_cache(maxsize=1)

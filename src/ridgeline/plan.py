@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -46,7 +47,7 @@ from ridgeline.engine_platforms import weights_platform_problem
 from ridgeline.engine_scheduling import v0_scheduling_caution
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
 from ridgeline.errors import InputError
-from ridgeline.hardware import resolve_accelerator
+from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
@@ -105,15 +106,89 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
     batch, tpot, ttft, rate, limits = sized
     replicas = max(1, math.ceil(load.rate_req_s / rate * 1.0001))  # past max_gpus too: the
     # plan then says how many the load needs
-    group = accelerator_group(acc)
-    fitted_here = profile.fitted_groups.get(group, 0)
-    calibrated = fitted_here >= MIN_GROUP_ROWS
-    why = (f"the {engine} profile has {fitted_here} fitted row{'s' if fitted_here != 1 else ''} on "
-           f"{group} accelerators ({profile.source})")
+    calibrated, why = calibration(profile, acc, engine)
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
                      calibrated, why, (profile.band_low, profile.band_high),
                      expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits,
                      max_model_len=max_len, data_parallel=ranks)
+
+
+def calibration(profile: EngineProfile, acc: Accelerator, engine: str) -> tuple[bool, str]:
+    """Whether ``profile`` was fitted on rows enough of ``acc``'s card group (MIN_GROUP_ROWS),
+    and the words for it: "the vllm profile has 0 fitted rows on intel-gaudi accelerators
+    (...)" for a Gaudi 3."""
+    group = accelerator_group(acc)
+    fitted_here = profile.fitted_groups.get(group, 0)
+    return fitted_here >= MIN_GROUP_ROWS, (
+        f"the {engine} profile has {fitted_here} fitted row{'s' if fitted_here != 1 else ''} "
+        f"on {group} accelerators ({profile.source})")
+
+
+@dataclass(frozen=True)
+class CardOutcome:
+    """What a plan found of one card it was asked to search: ``status`` "priced" (``best``
+    its first deployment as the plan ranks them: simulated first, each cheapest first),
+    "unpriced" (``best`` the fewest GPUs that meet the SLO), "split" (only split prefill and
+    decode pools; ``best`` the first), "beyond" (``gpus`` GPUs meet it, past --max-gpus),
+    "left out" (the release runs no format of it: the "left out:" line says why) or "none"
+    (no layout fits and meets the SLO on its own)."""
+
+    gpu: str
+    status: str
+    best: Candidate | None = None
+    gpus: int = 0
+
+
+def _card_outcomes(ids: Sequence[str], candidates: Sequence[Candidate],
+                   unpriced: Sequence[Candidate], split: Sequence[Candidate],
+                   sized: Sequence[Candidate], max_gpus: int,
+                   refused: AbstractSet[str] = frozenset()) -> tuple[CardOutcome, ...]:
+    """Each searched card's ``CardOutcome``: an MI300X with 15 replicas that held at $27.75/h
+    "priced", an L40S whose Llama-70B layouts need 80 GPUs under --max-gpus 64 "beyond", a
+    card the release runs no format of (``refused``: search_space.left_out's "every format",
+    an A100 for a modelopt_mixed checkpoint under vLLM 0.23) "left out"."""
+    out = []
+    for gpu in ids:
+        if gpu in refused:
+            out.append(CardOutcome(gpu, "left out"))
+            continue
+        mine = [c for c in candidates if c.accelerator == gpu]
+        if mine:
+            best = min(mine, key=lambda c: (not c.verified, c.cost_per_hour or 0.0, c.gpus))
+            out.append(CardOutcome(gpu, "priced", best, best.gpus))
+            continue
+        free = next((c for c in unpriced if c.accelerator == gpu), None)
+        pools = next((c for c in split if c.accelerator == gpu), None)
+        past = min((c.gpus for c in sized if c.accelerator == gpu and c.gpus > max_gpus),
+                   default=0)
+        if free is not None:
+            out.append(CardOutcome(gpu, "unpriced", free, free.gpus))
+        elif pools is not None:
+            out.append(CardOutcome(gpu, "split", pools, pools.gpus))
+        elif past:
+            out.append(CardOutcome(gpu, "beyond", None, past))
+        else:
+            out.append(CardOutcome(gpu, "none"))
+    return tuple(out)
+
+
+def _row_cautions(c: Candidate, win: Candidate | None, engine: str, profile: EngineProfile,
+                  slo: Slo, model: ModelSpec, engine_version: str | None) -> tuple[str, ...]:
+    """What every row plan prints says of its deployment: its own cautions
+    (``candidate_cautions``), and, on rows other than the winner (whose lines say both
+    apart), its profile's calibration where the card's group is outside it (a Gaudi 3: 0
+    fitted rows) and, where no measured-caution list names it (an unpriced pool), the CDNA3
+    MoE caution (``moe_caution``)."""
+    why = candidate_cautions(c, engine, profile, slo, model, engine_version)
+    if c is win:
+        return why
+    extra = []
+    calibrated, note = calibration(profile, resolve_accelerator(c.accelerator), engine)
+    if not calibrated:  # a split's own flag is unset: read the profile for every row
+        extra.append(f"outside the calibrated range: {note}")
+    if c.price_per_gpu_hour is None and not c.disaggregated:
+        extra.append(moe_caution(model, c, engine))
+    return (*why, *(e for e in extra if e))
 
 
 @dataclass(frozen=True)
@@ -146,6 +221,13 @@ class PlanResult:
     # the cards asked for, or some of their formats, the search left out: the release the
     # pools are sized for refuses them there (search_space.left_out: a V100 under vLLM 0.32)
     left_out: tuple[LeftOut, ...] = ()
+    # every card asked for, in --gpus order, with what the search found of it
+    # (``CardOutcome``): its cheapest deployment, no price, or why it has none
+    cards: tuple[CardOutcome, ...] = ()
+    # each searched card's price per GPU-hour as priced (None: no price), and the cards
+    # whose price a --price gave (the rest: the catalog's)
+    price_table: tuple[tuple[str, float | None], ...] = ()
+    prices_given: tuple[str, ...] = ()
 
     @property
     def winner(self) -> Candidate | None:
@@ -229,10 +311,13 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     if release:
         raise InputError(release)
     prices = dict(prices or {})
-    table = {}
+    table: dict[str, float | None] = {}
+    given = []
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         table[acc.id] = prices.get(acc.id, prices.get(gpu, acc.price_per_hour_usd))
+        if acc.id in prices or gpu in prices:
+            given.append(acc.id)
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus,
                               engine, engine_version))
     sizing = load.for_sizing()
@@ -287,8 +372,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     unpriced_best = tuple(_best_per_gpu(unpriced))
     split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                       c.cost_per_hour or 0.0, c.gpus)))
-    own = tuple((c, why) for c, why in ((c, candidate_cautions(c, engine, profile, slo,
-                                                                   model, engine_version))
+    own = tuple((c, why) for c, why in ((c, _row_cautions(c, win, engine, profile, slo, model,
+                                                            engine_version))
                                         for c in (*candidates, *unpriced_best, *split_sorted))
                 if why)
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
@@ -298,13 +383,18 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                                  mla_unchunked_caution(win, engine, load, model),
                                  *(next((why for d, why in own if d is win), ())),
                                  *data_parallel_winner_cautions(win, engine, model)) if c)
+    dropped = left_out(model, gpus, engine, engine_version, LEFT_OUT_LEVER)
     return PlanResult(load, slo, candidates, unpriced_best, split_sorted,
                       tuple(_pareto(model, feasible, load, engine, profile, engine_version)),
                       len(jobs), mean_out, miss,
                       engine, cautions, engine_version, measured, own,
                       tuple(n for n in (chunked_prefill_note(win, engine, load),
                                         streamed_load_note(win, engine, model, engine_version))
-                            if n), left_out(model, gpus, engine, engine_version, LEFT_OUT_LEVER))
+                            if n), dropped,
+                      _card_outcomes([resolve_accelerator(g).id for g in gpus], candidates,
+                                     unpriced_best, split_sorted, sized, max_gpus,
+                                     {d.gpu for d in dropped if d.what == "every format"}),
+                      tuple(table.items()), tuple(given))
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names

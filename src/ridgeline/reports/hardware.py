@@ -40,7 +40,10 @@ def _record(acc: Accelerator) -> dict[str, Any]:
         "link": {"kind": acc.link_kind, "bytes_per_s_per_direction": acc.link_bytes_per_s,
                  **({} if acc.die_link_bytes_per_s is None else
                     {"die_bytes_per_s_per_direction": acc.die_link_bytes_per_s})},
-        "price_per_hour_usd": acc.price_per_hour_usd, "tdp_w": acc.tdp_w,
+        "price_per_hour_usd": acc.price_per_hour_usd,
+        # the fewest parts the priced offer rents at once (a GB200 rack: 72), and the day
+        # the price was read ("" where its source gives none)
+        "rental_gpus": acc.rental_gpus, "price_date": acc.price_date, "tdp_w": acc.tdp_w,
         "aliases": list(acc.aliases), "sources": list(acc.sources),
         "figure_sources": {JSON_SPELLINGS.get(k, k): v for k, v in acc.figure_sources.items()},
         "notes": acc.notes,
@@ -99,8 +102,10 @@ class HardwareRecord:
                 if a.link_bytes_per_s else "bandwidth not recorded"
             lines.append(f"  link         {a.link_kind}, {per_dir}")
         if a.price_per_hour_usd:
+            rented = f", rented as {a.rental_gpus}-GPU units" if a.rental_gpus > 1 else ""
             lines.append(f"  price        {fmt_usd_per_hour(a.price_per_hour_usd)} per device-hour "
-                         "(a typical on-demand figure; see notes)")
+                         f"(a typical on-demand figure, {a.price_date or 'undated'}{rented}; "
+                         "see notes)")
         if a.aliases:
             lines.append(f"  aliases      {', '.join(a.aliases)}")
         if a.notes:

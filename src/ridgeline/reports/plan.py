@@ -18,12 +18,20 @@ from ridgeline.engine_versions import sized_version
 from ridgeline.explain import Step, q, step
 from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
-from ridgeline.plan import PlanResult
+from ridgeline.plan import CardOutcome, PlanResult
 from ridgeline.plan_cautions import prompt_cap_note
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.reports.launch_commands import multi_node_note
 from ridgeline.reports.plan_commands import PlanCommands
-from ridgeline.reports.plan_lists import PlanLists, itl_part, pct, tpot_ms, usd
+from ridgeline.reports.plan_lists import (
+    PlanLists,
+    break_even_usd,
+    itl_part,
+    pct,
+    rented_words,
+    tpot_ms,
+    usd,
+)
 from ridgeline.reports.split_launch import host_note
 from ridgeline.units import fmt_req_rate, ordinal, plural, share_of_requests
 
@@ -62,6 +70,54 @@ def _agree(n: int, one: str, more: str) -> str:
 def _rate(req_s: float) -> str:
     """A request rate: 2 decimals, or 2 significant figures below 0.1 req/s."""
     return f"{req_s:,.2f}" if req_s >= 0.1 else f"{req_s:.2g}"
+
+
+def price_of(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -> dict[str, Any]:
+    """One card's price as --json gives it: $/GPU-hour as the plan priced it, where the
+    catalog's figure comes from and the day it was read ("undated" where its source gives
+    none), and its rental unit; a --price (``given``) is its own source, undated."""
+    from ridgeline.hardware import price_source, resolve_accelerator
+
+    acc = resolve_accelerator(gpu)
+    catalog = usd_per_gpu_hour is not None and not given
+    return {"usd_per_gpu_hour": usd_per_gpu_hour,
+            "source": (price_source(acc) or "the catalog") if catalog
+            else "--price" if usd_per_gpu_hour is not None else None,
+            "date": (acc.price_date or "undated") if catalog else None,
+            "rental_gpus": acc.rental_gpus}
+
+
+def price_words(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -> str:
+    """A card's price and where it is from, for --explain: "Vultr on-demand ...; undated"."""
+    price = price_of(gpu, usd_per_gpu_hour, given)
+    if price["source"] is None:
+        return "no price"
+    rented = f"; rented as {price['rental_gpus']}-GPU units" if price["rental_gpus"] > 1 else ""
+    dated = f"; {price['date']}" if price["date"] else ""
+    return f"{gpu}: {price['source']}{dated}{rented}"
+
+
+def card_words(card: CardOutcome) -> str:
+    """One searched card as the "cards:" line gives it: "mi300x $27.75/h (15 GPUs at $1.85,
+    simulated)", "gaudi3 no price (18 GPUs)", "l40s: needs 80 GPUs, past --max-gpus"."""
+    c = card.best
+    if card.status == "priced" and c is not None:
+        rented = f", {c.rented_gpus:,} rented" if c.rented_gpus != c.gpus else ""
+        return (f"{card.gpu} ${c.cost_per_hour or 0.0:,.2f}/h ({c.gpus:,} "
+                f"{plural(c.gpus, 'GPU')}{rented} at "
+                f"${c.price_per_gpu_hour or 0.0:,.2f}, "
+                f"{'simulated' if c.verified else 'analytic'})")
+    if card.status == "unpriced":
+        return f"{card.gpu} no price ({card.gpus:,} {plural(card.gpus, 'GPU')}, analytic)"
+    if card.status == "split" and c is not None:
+        return (f"{card.gpu} split pools only ("
+                + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price")
+                + f", {c.gpus:,} {plural(c.gpus, 'GPU')})")
+    if card.status == "beyond":
+        return f"{card.gpu}: needs {card.gpus:,} GPUs, past --max-gpus"
+    if card.status == "left out":
+        return f"{card.gpu}: left out (above)"
+    return f"{card.gpu}: no layout fits and meets the SLO"
 
 
 # what an engine does started at the model's context where its pool holds less (shrunk_note):
@@ -156,7 +212,13 @@ class PlanReport:
                           "as simulate's ITL row")])),) if win.verified else ()),
             step("cost per million output tokens", "$/h ÷ (output tok/s × 3600) × 1e6",
                  q("cost", win.cost_per_million_tokens(tok_s) or 0.0, "$/M tok"),
-                 q("$/h", win.cost_per_hour or 0.0, "", "GPUs × price per GPU-hour"),
+                 q("$/h", win.cost_per_hour or 0.0, "", "GPUs rented × price per GPU-hour"),
+                 q("GPUs rented", win.rented_gpus, "",
+                   f"{win.gpus} GPUs in whole {win.rental_gpus}-GPU rental units"
+                   if win.rental_gpus > 1 else "every GPU rents alone"),
+                 q("price per GPU-hour", win.price_per_gpu_hour or 0.0, "$",
+                   price_words(win.accelerator, win.price_per_gpu_hour,
+                               win.accelerator in result.prices_given)),
                  q("output tok/s", tok_s)),
         )
 
@@ -180,6 +242,11 @@ class PlanReport:
                     slowed_tpot_floor_s=slowed_tpot_floor_s(c)
                     if self.result.unverified_by(c) else None,
                     replica_nodes=c.replica_nodes, cautions=list(self.result.cautions_for(c)),
+                    # the GPUs whole rental units pay for (5 GB200s: a 72-GPU rack), and where
+                    # the price per GPU-hour is from
+                    rented_gpus=c.rented_gpus,
+                    price=price_of(c.accelerator, c.price_per_gpu_hour,
+                                   c.accelerator in self.result.prices_given),
                     # one card a row, as fit's report has: the devices the engine runs it as
                     runtime_devices_per_gpu=engine_devices(
                         self.result.engine, resolve_accelerator(c.accelerator)))
@@ -245,6 +312,16 @@ class PlanReport:
             **self.launch.trtllm_dict(),
             "cheaper_unverified": [self._row(c) for c in self.lists.cheaper_unverified()],
             "runners_up": [self._row(c) for c in self.lists.runners_up()],
+            # what the text says under them where some are analytic (not simulated)
+            "runners_up_note": self.lists.analytic_note()
+            if any(not c.verified for c in self.lists.runners_up()) else None,
+            # every card searched, with its best deployment or why it has none
+            "cards": [{"gpu": k.gpu, "status": k.status, "gpus": k.gpus or None,
+                       "cost_per_hour_usd": k.best.cost_per_hour if k.best else None,
+                       "simulated": k.best.verified if k.best else None,
+                       "price": price_of(k.gpu, dict(r.price_table).get(k.gpu),
+                                         k.gpu in r.prices_given)}
+                      for k in r.cards],
             "unpriced": [self._unpriced_row(c) for c in r.unpriced],
             "disaggregated": [self._split_row(c) for c in r.disaggregated],
             "held_splits": [self._split_row(c) for c in self.lists.held_splits()],
@@ -262,6 +339,12 @@ class PlanReport:
             # the cards asked for, or their formats, the release refuses: left out unsearched
             "left_out": [{"gpu": x.gpu, "what": x.what, "why": x.why} for x in r.left_out],
         }
+
+    def cards_line(self) -> str:
+        """The cards the plan compared, each with its best deployment or why it has none."""
+        return ("cards compared: " + "; ".join(card_words(k) for k in self.result.cards)
+                + "; other cards not searched (--gpus names them, `ridgeline hardware` "
+                "lists them)")
 
     def _slo_dict(self) -> dict[str, Any]:
         """The SLO as --json gives it, seconds: ``itl_s`` only where an ITL SLO was given."""
@@ -353,8 +436,13 @@ class PlanReport:
     def _unpriced_row(self, c: Candidate) -> dict[str, Any]:
         """An unpriced single pool's row with its launch command (and YAML), as the text
         gives them under it."""
+        win = self.result.winner
         row = {**self._row(c), "commands": self.launch.commands(c) or None,
-               "node_commands": self.launch.node_commands(c) or None}
+               "node_commands": self.launch.node_commands(c) or None,
+               # the price per GPU-hour below which it could undercut the winner, a ceiling
+               # (its replicas the analytic count), as the text's "it can win only below"
+               "break_even_usd_per_gpu_hour": break_even_usd(win, c) if win else None,
+               "break_even_note": self.lists.break_even_note(c) if win else None}
         if self.result.engine == "trtllm":
             launch = self.launch.trtllm_launch(c)
             row |= {"config_files": {launch.config_name: launch.config_text}
@@ -376,7 +464,8 @@ class PlanReport:
                     f", steps timed by the profile in {self.profile_file}"
                     if self.profile_file else ""))
         # the cards asked for (or their formats) the release refuses, each its own line
-        left = [f"left out: {x.gpu} ({x.what}): {x.why}" for x in r.left_out]
+        left = [f"left out: {x.gpu} ({x.what}): {x.why}" for x in r.left_out] \
+            + ([self.cards_line()] if r.cards else [])
         win = r.winner
         if win is None:
             splits = self.lists.held_splits()
@@ -413,8 +502,8 @@ class PlanReport:
         per_m = win.cost_per_million_tokens(priced_tok_s)
         lines = [head, *left, "",
                  f"{'cheapest, unverified' if r.winner_unverified else 'winner'}: "
-                 f"{self.lists.label(win)} = {win.gpus} {plural(win.gpus, 'GPU')}, "
-                 f"${win.cost_per_hour:,.2f}/h, "
+                 f"{self.lists.label(win)} = {win.gpus} {plural(win.gpus, 'GPU')}"
+                 f"{rented_words(win)}, ${win.cost_per_hour:,.2f}/h, "
                  f"{usd(per_m)} per million {priced} tokens at this load (the GPUs' hour over "
                  f"the {priced} tokens it serves, idle time included)"]
         if win.verified:  # what the load sees first, then the capacity the search sized with

@@ -42,6 +42,31 @@ def _distinct(cands: Iterable[Candidate], seen: set[tuple[str, int, int, str, bo
     return out
 
 
+def rented_words(c: Candidate) -> str:
+    """Where ``c``'s card rents in units of several GPUs, what it pays for beyond its own:
+    ", rented as 72-GPU units (1 unit, 67 spare)" for 5 GB200s; "" where a card rents alone."""
+    if c.rental_gpus <= 1:
+        return ""
+    units = c.rented_gpus // c.rental_gpus
+    return (f", rented as {c.rental_gpus}-GPU units ({units:,} {plural(units, 'unit')}, "
+            f"{c.rented_gpus - c.gpus:,} spare)")
+
+
+def gpus_cell(c: Candidate) -> str:
+    """A list's GPUs column: "15"; "5 (72 rented)" where whole rental units pay for more."""
+    return f"{c.gpus:,}" + (f" ({c.rented_gpus:,} rented)" if c.rented_gpus != c.gpus else "")
+
+
+def break_even_usd(win: Candidate, c: Candidate) -> float | None:
+    """The price per GPU-hour below which unpriced ``c`` would cost less than ``win``: the
+    winner's $/h over the GPUs ``c`` pays for (``rented_gpus``); $22.70 over 18 Gaudi 3s =
+    $1.26. A ceiling: ``c``'s replicas are the analytic count, which simulation tends to
+    raise (18 analytic Gaudi 3s needed 20). None where the winner has no price."""
+    if win.cost_per_hour is None:
+        return None
+    return win.cost_per_hour / c.rented_gpus
+
+
 def pct(percentile: float) -> str:
     """p90, p99.9: the percentile as asked, not rounded to p100."""
     return f"p{percentile:.10g}"
@@ -112,15 +137,34 @@ class PlanLists:
         out = _distinct(self.result.cheaper_unverified, set())
         return sorted(out[:count], key=lambda c: (c.cost_per_hour or 0.0, c.gpus))
 
-    def _moved(self) -> str:
-        """How far simulation moved the replicas of the candidates it checked."""
+    def moved_span(self) -> tuple[str, int]:
+        """How far simulation moved the replicas of the candidates it checked ("+0% to +33%")
+        and how many it checked; ("", 0) where it checked none."""
         ratios = [c.replicas / c.analytic_replicas for c in self.result.candidates
                   if c.verified and c.analytic_replicas]
         if not ratios:
-            return "the steady-state simulation may add or remove replicas"
+            return "", 0
         low, high = min(ratios) - 1, max(ratios) - 1
-        span = f"{low:+.0%}" if abs(high - low) < 0.005 else f"{low:+.0%} to {high:+.0%}"
-        n = len(ratios)
+        return (f"{low:+.0%}" if abs(high - low) < 0.005 else f"{low:+.0%} to {high:+.0%}",
+                len(ratios))
+
+    def break_even_note(self, c: Candidate) -> str:
+        """Why unpriced ``c``'s break-even price is a ceiling, not a price it wins at."""
+        span, n = self.moved_span()
+        moved = f"; simulation moved the {plural(n, 'priced candidate')} it checked by {span}" \
+            if n else ""
+        return ("a ceiling: its replica count is the analytic one, never simulated, as plan "
+                f"simulates priced pools only{moved}; --price {c.accelerator}=USD has it checked")
+
+    def analytic_note(self) -> str:
+        """What an analytic runner-up's price is: a count no check simulated."""
+        return f"analytic: not simulated; {self._moved()}"
+
+    def _moved(self) -> str:
+        """How far simulation moved the replicas of the candidates it checked."""
+        span, n = self.moved_span()
+        if not n:
+            return "the steady-state simulation may add or remove replicas"
         checked = "the one it checked" if n == 1 else f"the {n} it checked"
         return (f"the steady-state simulation moved the replicas of {checked} by {span}; an "
                 "analytic count sits at the capacity edge, where one more replica is often "
@@ -138,7 +182,7 @@ class PlanLists:
             return tpot_ms(None if no_tpot else floor_s) + (
                 ", past the SLO" if not no_tpot and floor_s > r.slo.tpot_s else "")
 
-        rows = [[self.label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
+        rows = [[self.label(c), gpus_cell(c), f"${c.cost_per_hour:,.2f}",
                  usd(c.cost_per_million_tokens(priced_tok_s)), floor(c),
                  "simulated" if c.verified else "analytic"] for c in cands]
         why = r.unverified_by(cands[0])
@@ -178,7 +222,7 @@ class PlanLists:
         r = self.result
         lines: list[str] = []
         runners = self.runners_up()
-        rows = [[self.label(c), str(c.gpus), f"${c.cost_per_hour:,.2f}",
+        rows = [[self.label(c), gpus_cell(c), f"${c.cost_per_hour:,.2f}",
                  usd(c.cost_per_million_tokens(priced_tok_s)),
                  ("simulated" if c.verified else "analytic")
                  + (", unverified" if r.unverified_by(c) else "")] for c in runners]
@@ -187,7 +231,7 @@ class PlanLists:
                                   "$/M tok" if priced == "output" else "$/M prompt tok",
                                   "checked"])
             if not all(c.verified for c in runners):
-                lines.append(f"  (analytic: not simulated; {self._moved()})")
+                lines.append(f"  ({self.analytic_note()})")
             why = next((r.unverified_by(c) for c in runners if r.unverified_by(c)), "")
             if why:
                 lines.append("  (unverified: " + ("the measured caution above covers these "
@@ -197,10 +241,10 @@ class PlanLists:
             lines += self.caution_lines(runners)
             lines.append("")
         for c in r.unpriced:
-            lines.append(f"{self.label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
-                         "no price: it wins below "
-                         f"${(win.cost_per_hour or 0) / c.gpus:,.2f} per GPU-hour "
-                         f"(--price {c.accelerator}=USD)")
+            lines.append(f"{self.label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}{rented_words(c)}, "
+                         "no price: it can win only below "
+                         f"${break_even_usd(win, c) or 0.0:,.2f} per GPU-hour "
+                         f"({self.break_even_note(c)})")
             lines += [f"  caution: {text}" for text in r.cautions_for(c)]
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
             lines.append("disaggregated pools: the cheapest splits were simulated and none held "
@@ -210,7 +254,8 @@ class PlanLists:
             how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                    f"TPOT {tpot_ms(c.sim_tpot_s)}{itl_part(r.slo, c.sim_itl_s)}" if c.verified
                    else "analytic")
-            lines.append(f"disaggregated, {self.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, {cost} "
+            lines.append(f"disaggregated, {self.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}"
+                         f"{rented_words(c)}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)"
                          + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.3–2.1× "
                             "slower than priced (validation/serving.csv)"
