@@ -17,7 +17,7 @@ from ridgeline.candidate import Candidate
 from ridgeline.catalog import hub_id, model_entries, resolve_model
 from ridgeline.cli import build_parser
 from ridgeline.datafiles import load_data
-from ridgeline.engine_quantization import engine_methods
+from ridgeline.engine_quantization import MODELOPT_EXPORTS, engine_methods
 from ridgeline.reports.launch_commands import command_line
 from tests.conftest import run_cli
 
@@ -38,9 +38,19 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return err
 
 
+def as_served(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` less what tells a checkpoint stored in its format (--weights fp8) from a
+    16-bit one quantized on load (-q fp8): the start-up peak, and the levers' names (the next
+    format is another checkpoint of either)."""
+    kept = {k: v for k, v in report.items() if k not in ("load_peak_bytes_per_gpu",
+                                                          "load_refusal", "levers")}
+    return kept | {"levers": [lever["conversations"] for lever in report["levers"]]}
+
+
 # -- --quantization and --dtype ------------------------------------------------------------
 ONLINE = sorted(m for m, row in engine_methods().items() if row.online)
-FROM_CHECKPOINT = sorted(m for m, row in engine_methods().items() if not row.online)
+FROM_CHECKPOINT = sorted(m for m, row in engine_methods().items()
+                         if not row.online and m not in MODELOPT_EXPORTS)
 
 
 def engine_of(method: str) -> tuple[str, ...]:
@@ -70,8 +80,12 @@ def test_a_method_that_quantizes_on_load_serves_a_16_bit_checkpoint_in_its_forma
         capsys: pytest.CaptureFixture[str], method: str) -> None:
     fmt, engine = engine_methods()[method].format, engine_of(method)
     fit = MOE_FIT if method == "experts_int8" else FIT
-    assert answer(capsys, *fit, *engine, "--quantization", method) \
-        == answer(capsys, *fit, *engine, "--weights", fmt)
+    on_load = answer(capsys, *fit, *engine, "--quantization", method)
+    stored = answer(capsys, *fit, *engine, "--weights", fmt)  # a checkpoint stored in fmt
+    # the same pool and weights; only -q holds the 16-bit share at start-up where the engine
+    # loads it first (SGLang's w8a8_fp8: load_peak.py)
+    assert stored["load_peak_bytes_per_gpu"] is None and stored["load_refusal"] is None
+    assert as_served(on_load) == as_served(stored)
 
 
 @pytest.mark.parametrize("method", FROM_CHECKPOINT)
@@ -87,9 +101,10 @@ def test_a_method_that_needs_its_own_checkpoint_is_refused_on_a_16_bit_one(
 
 def test_vllms_short_q_and_a_hyphenated_method_are_taken(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    fp8 = answer(capsys, *FIT, "--weights", "fp8")
+    fp8 = answer(capsys, *FIT, "-q", "fp8")
     assert answer(capsys, *FIT, "-q", "FP8") == fp8
     assert answer(capsys, *FIT, "--quantization", "PTPC-FP8") == fp8
+    assert as_served(fp8) == as_served(answer(capsys, *FIT, "--weights", "fp8"))
     assert fp8 != answer(capsys, *FIT)
     argv = ("fit", awq_checkpoint(tmp_path), "--gpu", "l4", "--max-model-len", "8k", "--json")
     stored = answer(capsys, *argv)
@@ -206,10 +221,14 @@ def test_a_method_ridgeline_has_no_format_for_is_refused_naming_the_ones_it_read
     assert "aqlm" in err and all(m in err for m in engine_methods())
 
 
-def test_quantization_and_weights_together_are_refused(
+def test_quantization_with_weights_is_a_checkpoint_of_the_method_stored_in_that_format(
         capsys: pytest.CaptureFixture[str]) -> None:
-    assert "not allowed with" in refused(capsys, *FIT, "--quantization", "fp8",
-                                         "--weights", "fp8")
+    """-q modelopt --weights fp8: NVIDIA's FP8 export; a format the method does not read is
+    refused naming the one it does."""
+    assert answer(capsys, *FIT, "--quantization", "modelopt", "--weights", "fp8") \
+        == answer(capsys, *FIT, "--weights", "fp8")
+    err = refused(capsys, *FIT, "--quantization", "awq", "--weights", "fp8")
+    assert "--quantization awq reads" in err and "--weights awq-int4" in err
 
 
 def test_dtype_float16_runs_an_unquantized_checkpoint_in_fp16(
@@ -389,7 +408,7 @@ def test_plans_launch_line_pasted_into_fit_is_taken(
     pasted = answer(capsys, "fit", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100",
                     "--engine", engine, *flags, "--json")
     assert pasted == answer(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2",
-                            "--engine", engine, "--weights", "fp8", "--kv-dtype", "fp8",
+                            "--engine", engine, "-q", "fp8", "--kv-dtype", "fp8",
                             "--max-model-len", "32768", "--max-num-seqs", "64",
                             "--max-num-batched-tokens", "4096",
                             "--gpu-memory-utilization", flags[flags.index(

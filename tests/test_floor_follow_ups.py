@@ -23,7 +23,8 @@ from tests.test_modelopt_sidecar import checkpoint, sidecar
 SLO = ("--rate", "1", "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "2000",
        "--slo-tpot-ms", "100", "--workers", "1")
 V100 = resolve_accelerator("v100").id
-T4_FP8 = ("fit", "llama-3.1-8b", "--gpu", "t4", "--weights", "fp8")
+# the 16-bit checkpoint quantized on load (-q fp8), which vLLM before 0.16 loads at 16 bits first
+T4_FP8 = ("fit", "llama-3.1-8b", "--gpu", "t4", "-q", "fp8")
 
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -148,6 +149,11 @@ def test_fp8_weights_on_a_t4_are_sent_to_a_release_that_fits_them(
     assert code == 0 and out.startswith("fits"), err
     code, out, err = run_cli(capsys, *argv, "--engine-version", "0.14")
     assert code == 0 and out.startswith("DOES NOT FIT") and "16-bit weights" in out, err
+    # a checkpoint stored in fp8 (--weights fp8) loads at 8 bits: 0.14 fits it
+    stored = (*argv[:4], "--weights", "fp8", *argv[6:])
+    assert _named_release(refused_line(capsys, *stored, "--engine-version", "0.13")) == "0.14"
+    code, out, err = run_cli(capsys, *stored, "--engine-version", "0.14")
+    assert code == 0 and out.startswith("fits"), err
 
 
 def test_a_floor_refusal_says_plainly_where_no_release_fits(

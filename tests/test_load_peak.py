@@ -49,13 +49,13 @@ def test_llama3_70b_served_fp8_holds_131_gib_of_bf16_on_one_gpu_at_start_up() ->
 
 def test_sglang_refuses_70b_bf16_quantized_to_fp8_on_one_h100(
         capsys: pytest.CaptureFixture[str]) -> None:
-    report = fit(capsys, "llama-3.1-70b", "h100", "--weights", "fp8", "--engine", "sglang")
+    report = fit(capsys, "llama-3.1-70b", "h100", "-q", "fp8", "--engine", "sglang")
     assert report["verdict"] == "does not fit" and report["conversations"] == 0
     why = report["load_refusal"]
     assert why.startswith("SGLang loads llama-3.1-70b's 16-bit weights before quantizing them")
     assert "131.4 GiB per GPU" in why and "more GPUs" in why
     assert report["load_peak_bytes_per_gpu"] / GIB == pytest.approx(131.4, abs=0.1)
-    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+    code, out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "-q", "fp8",
                            "--engine", "sglang", "--max-model-len", "4096")
     assert code == 0 and out.startswith("DOES NOT FIT: SGLang loads llama-3.1-70b's 16-bit")
 
@@ -64,12 +64,12 @@ def test_vllm_before_0_16_loads_16_bits_first_and_from_0_16_streams(
         capsys: pytest.CaptureFixture[str]) -> None:
     # on an H200 the fp8 weights leave a pool; the 16-bit ones (131.4 GiB) overrun vLLM's
     # 0.9 x 139.8 GiB
-    before = fit(capsys, "llama-3.1-70b", "h200", "--weights", "fp8", "--engine-version", "0.15")
+    before = fit(capsys, "llama-3.1-70b", "h200", "-q", "fp8", "--engine-version", "0.15")
     assert before["verdict"] == "does not fit"
     assert "vLLM 0.15 loads" in before["load_refusal"]
     assert "run vLLM 0.16 or later" in before["load_refusal"]
     for version in ("0.16", "0.32"):
-        after = fit(capsys, "llama-3.1-70b", "h200", "--weights", "fp8",
+        after = fit(capsys, "llama-3.1-70b", "h200", "-q", "fp8",
                     "--engine-version", version)
         assert after["load_refusal"] is None and after["load_peak_bytes_per_gpu"] is None
         assert after["verdict"] != "does not fit" and after["conversations"] > 0
@@ -77,9 +77,9 @@ def test_vllm_before_0_16_loads_16_bits_first_and_from_0_16_streams(
 
 def test_vllm_0_15_refuses_70b_bf16_quantized_to_fp8_on_one_h100(
         capsys: pytest.CaptureFixture[str]) -> None:
-    report = fit(capsys, "llama-3.1-70b", "h100", "--weights", "fp8", "--engine-version", "0.15")
+    report = fit(capsys, "llama-3.1-70b", "h100", "-q", "fp8", "--engine-version", "0.15")
     assert report["verdict"] == "does not fit" and report["load_refusal"]
-    streamed = fit(capsys, "llama-3.1-70b", "h100", "--weights", "fp8",
+    streamed = fit(capsys, "llama-3.1-70b", "h100", "-q", "fp8",
                    "--engine-version", "0.16")
     assert streamed["load_refusal"] is None  # what binds there is the pool, not the load
 
@@ -102,7 +102,7 @@ def test_the_16_bit_checkpoint_at_its_own_precision_has_no_load_peak() -> None:
 
 
 def test_fit_names_the_fp8_checkpoint_of_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
-    report = fit(capsys, "qwen3-235b-a22b", "h200", "--num-gpus", "2", "--weights", "fp8",
+    report = fit(capsys, "qwen3-235b-a22b", "h200", "--num-gpus", "2", "-q", "fp8",
                  "--engine", "sglang")
     assert report["verdict"] == "does not fit"
     assert "a checkpoint stored in fp8 (qwen3-235b-a22b-fp8)" in report["load_refusal"]
@@ -139,3 +139,47 @@ def test_plan_for_vllm_0_15_does_not_serve_llama3_70b_as_fp8_on_one_h100(
     assert (report["winner"]["tensor_parallel_size"], report["winner"]["weights"]) == (1, "fp8")
     assert any("loads only on vLLM 0.16 or later" in c and "131.4 GiB per GPU" in c
                for c in report["notes"])
+
+
+def test_weights_fp8_sizes_a_checkpoint_stored_in_fp8_which_loads_as_stored(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--weights fp8 names an FP8 checkpoint (nvidia/Llama-3.1-70B-Instruct-FP8), which loads at
+    8 bits; only -q fp8 on the 16-bit one holds its 16-bit share first."""
+    for extra in (("--engine", "sglang"), ("--engine-version", "0.15")):
+        on_load = fit(capsys, "llama-3.1-70b", "h200", "-q", "fp8", *extra)
+        stored = fit(capsys, "llama-3.1-70b", "h200", "--weights", "fp8", *extra)
+        assert on_load["load_peak_bytes_per_gpu"] and stored["load_peak_bytes_per_gpu"] is None
+        assert stored["load_refusal"] is None and stored["conversations"] > 0
+    report = fit(capsys, "llama-3.1-70b", "h200", "--engine-version", "0.15", "-q", "fp8")
+    assert "--weights fp8 sizes one" in report["load_refusal"]
+
+
+@pytest.mark.parametrize("flags", [("-q", "modelopt"), ("-q", "modelopt", "--weights", "fp8")])
+def test_modelopt_on_a_catalog_model_is_its_fp8_export_loaded_as_stored(
+        capsys: pytest.CaptureFixture[str], flags: tuple[str, ...]) -> None:
+    """vLLM's Llama-3.3-70B recipe (0.11.2): nvidia/Llama-3.3-70B-Instruct-FP8 with
+    --quantization modelopt on one GPU; it was refused, then sized with a 16-bit load peak."""
+    argv = ("fit", "llama-3.3-70b", "--gpu", "h200", "--engine-version", "0.11.2",
+            "--max-model-len", "4096", "--json", *flags)
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    report = json.loads(out)
+    stored = fit(capsys, "llama-3.3-70b", "h200", "--engine-version", "0.11.2",
+                 "--weights", "fp8")
+    assert report["conversations"] == stored["conversations"] > 0
+    assert report["load_peak_bytes_per_gpu"] is None
+    assert ("ModelOpt fp8 export" in err) == ("--weights" not in flags)
+
+
+def test_fits_fp8_weights_lever_is_quantized_on_load_with_its_peak(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The lever from a 16-bit checkpoint is -q fp8 (no "different checkpoint"): on vLLM 0.15
+    one H200 cannot load the 16-bit weights, so it is not offered; from --weights fp8, the next
+    format is another checkpoint."""
+    argv = ("fit", "llama-3.1-70b", "--gpu", "h200", "--max-model-len", "32768",
+            "--target-concurrency", "64")
+    _, old, _ = run_cli(capsys, *argv, "--engine-version", "0.15")
+    _, new, _ = run_cli(capsys, *argv)
+    assert "  fp8 weights " not in old and "  fp8 weights " in new
+    _, stored, _ = run_cli(capsys, *argv, "--weights", "fp8")
+    assert "(a different checkpoint; this one is fp8)" in stored

@@ -76,21 +76,24 @@ def test_a_bundled_fp8_checkpoint_and_a_16_bit_one(capsys: pytest.CaptureFixture
 
 def test_a_16_bit_checkpoint_served_as_fp8_needs_another_checkpoint_for_int4(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """--weights fp8 quantizes a 16-bit checkpoint on load; no engine makes AWQ on load, so the
+    """-q fp8 quantizes a 16-bit checkpoint on load; no engine makes AWQ on load, so the
     next lever names a different checkpoint as a pre-quantized one's does, and is priced as
-    --weights names it."""
+    --weights names it. --weights fp8 names a checkpoint stored in fp8: its lever says so."""
     from ridgeline.catalog import resolve_model
     from ridgeline.precision import weight_plan
     from ridgeline.reports.fit_levers import ON_LOAD_WEIGHTS
 
     args = ("llama-3.1-70b", *FIT[:2], "--num-gpus", "2", *FIT[4:])
-    served = answer(capsys, "fit", *args, "--weights", "fp8")
+    served = answer(capsys, "fit", *args, "-q", "fp8")
     (lever,) = weight_levers(served)
     smaller = lever["name"].split()[0]
     assert smaller == SMALLER_WEIGHTS["fp8"] and smaller not in ON_LOAD_WEIGHTS
     checkpoint = weight_plan(resolve_model("llama-3.1-70b")).label
     assert lever["name"].endswith(f"(a different checkpoint; this one is {checkpoint}, served "
                                   "as fp8)")
+    (stored,) = weight_levers(answer(capsys, "fit", *args, "--weights", "fp8"))
+    assert stored["name"].endswith("(a different checkpoint; this one is fp8)")
+    assert stored["conversations"] == lever["conversations"]
     # unserved at fp8, the same checkpoint's lever is the flag, quantized on load
     bf16 = answer(capsys, "fit", *args)
     assert [lv["name"] for lv in weight_levers(bf16)] == [f"{SMALLER_WEIGHTS[checkpoint]} weights"]

@@ -238,9 +238,31 @@ def past_trained_context(dep: Deployment, context: int) -> bool:
     n_ctx_train and rejects a longer request (server-context.cpp's load_model, "the slot
     context (…) exceeds the training context of the model (…) - capping", since cd5e3b57;
     still so in b10754, llama.cpp issues #17459 and #22140, PR #22145 closed unmerged), an
-    n_ctx_train the launch's YaRN flags may lift (served_context)."""
+    n_ctx_train the launch's YaRN flags may lift (served_context). vLLM under
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (``Deployment.allow_long_context``) serves past it, with
+    a warning (long_context_caution)."""
+    if dep.allow_long_context and dep.engine == "vllm":
+        return False
     limit = served_context(dep)[0]
     return limit is not None and context > limit
+
+
+def long_context_caution(dep: Deployment, context: int) -> str:
+    """Where VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets vLLM take ``context`` past the model's
+    positions, what vLLM warns of, as a caution; "" otherwise. vLLM's
+    _get_and_verify_max_len: 'VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution.
+    If the model uses relative position encoding (RoPE), positions exceeding
+    derived_max_model_len lead to nan.'"""
+    if not (dep.allow_long_context and dep.engine == "vllm"):
+        return ""
+    limit, label = served_context(dep)
+    if limit is None or context <= limit:
+        return ""
+    return (f"--max-model-len {context:,} is past {dep.model.name}'s {limit:,} positions "
+            f"({label}), taken under VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: memory and speed are "
+            "priced, but positions past the model's limit are unvalidated (vLLM warns that "
+            "RoPE positions past it can give nan, absolute ones a CUDA out-of-bounds error); "
+            "a rope_scaling block (--hf-overrides) stretches the limit instead")
 
 
 def context_refusal(dep: Deployment, context: int) -> str:
@@ -283,8 +305,8 @@ def context_refusal(dep: Deployment, context: int) -> str:
     ours = "" if flag == "--max-model-len" else " (ridgeline's --max-model-len)"
     return (f"{dep.engine} refuses {flag} {context:,}{ours}, past {dep.model.name}'s "
             f"{limit or 0:,} positions ({label})"
-            + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it, for a model not trained that "
-               "long" if dep.engine == "vllm" else
+            + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (--vllm-allow-long-max-model-len 1) "
+               "overrides it, for a model not trained that long" if dep.engine == "vllm" else
                "; SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 lets --context-length past it"
                if dep.engine == "sglang" else ""))
 

@@ -204,19 +204,20 @@ def _engine(p: argparse.ArgumentParser) -> None:
 def _formats(p: argparse.ArgumentParser, dtype: bool = False) -> None:
     """--weights (or the engines' --quantization) and --kv-dtype; with ``dtype``, vLLM's and
     SGLang's --dtype, which the deployment reads (cli_load.build_deployment)."""
-    weights = p.add_mutually_exclusive_group()
+    weights = p  # both given: a checkpoint quantized with the method, stored in FMT
     weights.add_argument("--weights", metavar="FMT", type=_typed(_weight_name),
                          help="weight format (bf16, fp8, awq-int4, nvfp4, mxfp4, q4_k_m, …, or "
                          "the GGUF mixes mxfp4_moe, iq1_s … iq3_m, tq1_0; Unsloth's UD "
-                         "names are refused); default: as the checkpoint stores them")
+                         "names are refused): a checkpoint stored in FMT; default: as the "
+                         "checkpoint stores them")
     weights.add_argument("--quantization", "-q", metavar="METHOD",
                          type=_typed(_quantization_method),
                          help="vLLM's and SGLang's --quantization: fp8 (also ptpc_fp8, "
                          "w8a8_fp8) quantizes a 16-bit checkpoint on load; fbgemm_fp8, "
                          "modelopt, w8a8_int8, modelopt_fp4, modelopt_mixed, mxfp4, awq, gptq (and their "
-                         "_marlin kernels) read a checkpoint of that method, as stored; a "
-                         "mismatch is refused as the engines refuse it (--weights sizes any "
-                         "format)")
+                         "_marlin kernels) read a checkpoint of that method, as stored (modelopt, "
+                         "modelopt_fp4 on a 16-bit model: its ModelOpt export); a mismatch is "
+                         "refused as the engines refuse it (--weights sizes any format)")
     if dtype:
         p.add_argument("--dtype", type=_typed(_engine_dtype), metavar="T",
                        help="vLLM's and SGLang's auto, bfloat16, float16 (half): the type an "

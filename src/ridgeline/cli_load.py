@@ -33,13 +33,31 @@ def load_model(args: argparse.Namespace) -> Any:
             raise InputError(f"--fetch downloads a Hub id's config.json; {args.model} is a "
                              "local file: drop --fetch")
 
-        return fetch_model(args.model)  # with its hf_quant_config.json, where it has one
+        # with its hf_quant_config.json, where it has one
+        return launch_rope(args, fetch_model(args.model))
     model = resolve_model(args.model, fetchable=hasattr(args, "fetch"))
     if gguf:
         from ridgeline.gguf_model import gguf_size_caution
 
         _say_caution(args, gguf_size_caution(Path(args.model).expanduser()))
-    return model
+    return launch_rope(args, model)
+
+
+def launch_rope(args: argparse.Namespace, model: Any) -> Any:
+    """``model`` with the RoPE scaling vLLM's --hf-overrides or JSON --rope-scaling sets
+    (vllm_rope.py), refused under another engine; as loaded where neither is given."""
+    from ridgeline.engines import engine_id
+    from ridgeline.vllm_rope import launch_rope_model
+
+    overrides, scaling = getattr(args, "hf_overrides", None), getattr(args, "rope_scaling", None)
+    json_scaling = scaling if isinstance(scaling, str) and scaling.lstrip().startswith("{") \
+        else None
+    if overrides is None and json_scaling is None:
+        return model
+    engines = [engine_id(e.strip()) for e in str(getattr(args, "engine", None) or "vllm")
+               .split(",")]
+    return launch_rope_model(model, overrides, json_scaling, engines,
+                             getattr(args, "engine_version", None))
 
 
 def _say_caution(args: argparse.Namespace, caution: str) -> None:
@@ -130,7 +148,37 @@ def named_weights(args: argparse.Namespace) -> str | None:
         raise InputError(f"--quantization {method} quantizes some of a model's weights (a MoE's "
                          "experts) and leaves the rest, so it has no one size per weight: give "
                          "--model")
-    return method_format(method) if method else getattr(args, "weights", None)
+    weights = getattr(args, "weights", None)
+    if method and weights:
+        from ridgeline.engine_quantization import method_with_weights
+
+        return method_with_weights(method, weights)
+    return method_format(method) if method else weights
+
+
+def weights_stored(args: argparse.Namespace) -> bool:
+    """Whether the weights are loaded as a checkpoint stores them: all but a 16-bit checkpoint
+    quantized on load by -q alone (-q fp8, ptpc_fp8, w8a8_fp8, bitsandbytes), which holds its
+    16-bit share first where the engine does (load_peak.py). --weights FMT sizes a checkpoint
+    stored in FMT (with or without -q), and -q modelopt a ModelOpt export."""
+    from ridgeline.engine_quantization import engine_method
+
+    method = getattr(args, "quantization", None)
+    return not (method and not getattr(args, "weights", None) and engine_method(method).online)
+
+
+def allow_long_context(args: argparse.Namespace, engine: str | None) -> bool:
+    """--vllm-allow-long-max-model-len (VLLM_ALLOW_LONG_MAX_MODEL_LEN): True where 1 under
+    vLLM; refused under another engine."""
+    allowed = getattr(args, "vllm_allow_long_max_model_len", None)
+    if allowed is None:
+        return False
+    if engine not in (None, "vllm"):
+        raise InputError(f"--vllm-allow-long-max-model-len is vLLM's (its environment "
+                         f"variable VLLM_ALLOW_LONG_MAX_MODEL_LEN); {engine} has "
+                         + ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN, not modelled"
+                            if engine == "sglang" else "none"))
+    return bool(allowed)
 
 
 def served_weights(args: argparse.Namespace, model: Any, acc: Any,
@@ -160,7 +208,16 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
             raise InputError(problem)
         method_on(method, acc, engine, getattr(args, "engine_version", None))
     dtype_on(dtype, acc)
-    weights = quantized_weights(method, model, engine) if method else getattr(args, "weights", None)
+    weights = getattr(args, "weights", None)
+    if method and weights:  # a checkpoint quantized with the method, stored in that format
+        from ridgeline.engine_quantization import method_with_weights
+
+        weights = method_with_weights(method, weights)
+    elif method:
+        from ridgeline.engine_quantization import modelopt_export_note
+
+        weights = quantized_weights(method, model, engine)
+        _say_caution(args, modelopt_export_note(method, model))
     return weights_with_dtype(weights, dtype, model)
 
 
@@ -240,6 +297,12 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
                            data_parallel_size=ranks,
                            decode_context_parallel_size=getattr(
                                args, "decode_context_parallel_size", None) or 1)
+    dep = replace(dep, weights_stored=weights_stored(args),
+                  allow_long_context=allow_long_context(args, engine))
+    if dep.allow_long_context and getattr(args, "max_model_len", None):
+        from ridgeline.capacity import long_context_caution
+
+        _say_caution(args, long_context_caution(dep, args.max_model_len))
     rope = rope_launch(args, engine)
     if rope is not None:
         dep = replace(dep, rope=rope)

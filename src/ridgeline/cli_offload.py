@@ -81,7 +81,8 @@ def _rope(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("llama.cpp RoPE scaling (the trained context that caps a slot)")
     r.add_argument("--rope-scaling", metavar="TYPE", type=_typed(_rope_type),
                    help="none, linear or yarn (default: the GGUF's); yarn at a scale other than "
-                   "the GGUF's lifts n_ctx_train to --yarn-orig-ctx × F (llama.cpp PR #28030)")
+                   "the GGUF's lifts n_ctx_train to --yarn-orig-ctx × F (llama.cpp PR #28030). "
+                   "A JSON object is vLLM's older --rope-scaling (its rope_scaling block)")
     r.add_argument("--rope-scale", dest="rope_freq_scale", metavar="F",
                    type=_rope_factor("--rope-scale", inverse=True),
                    help="RoPE context scaling factor (rope_freq_scale = 1/F)")
@@ -96,12 +97,42 @@ def _rope(p: argparse.ArgumentParser) -> None:
                    "float, bool, str): ARCH.context_length=int:N sets n_ctx_train, the slot "
                    "cap (llama.context_length for Llama and Mistral); other keys are carried "
                    "to the start line, not modelled")
+    v = p.add_argument_group("vLLM context length")
+    v.add_argument("--hf-overrides", metavar="JSON",
+                   help="vLLM: its rope keys (rope_parameters or rope_scaling, rope_theta) set "
+                   "the model's RoPE scaling, so the context vLLM derives (YaRN factor 4 from "
+                   "32,768: 131,072); any other key is refused (edit a copy of config.json)")
+    v.add_argument("--vllm-allow-long-max-model-len", type=_env_switch(LONG_LEN_ENV),
+                   metavar="0|1",
+                   help=f"vLLM: the environment variable {LONG_LEN_ENV} as the server is "
+                   "started with it (not a flag of vLLM's): 1 lets --max-model-len past the "
+                   "model's positions, priced with a caution (the model is not trained there)")
+
+
+LONG_LEN_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+
+
+def _env_switch(name: str) -> Any:
+    """A vLLM environment variable read as its envs.py reads a switch, bool(int(value)): 0 or 1
+    here (int() would take ' 2' or '-1' as true too; those are refused)."""
+    def parse(text: str) -> bool:
+        if text.strip() not in ("0", "1"):
+            raise argparse.ArgumentTypeError(f"{name} is 0 or 1, got {text!r}")
+        return text.strip() == "1"
+
+    return parse
 
 
 def _rope_type(text: str) -> str:
-    """--rope-scaling's value, checked as RopeLaunch checks it."""
+    """--rope-scaling's value, checked as RopeLaunch checks it; a JSON object (vLLM's older
+    --rope-scaling) kept as given, checked where the engine is known (vllm_rope.py)."""
     from ridgeline.llamacpp_rope import RopeLaunch
 
+    if text.lstrip().startswith("{"):
+        from ridgeline.vllm_rope import json_rope_scaling
+
+        json_rope_scaling(text)
+        return text
     return str(RopeLaunch(scaling=text).scaling)
 
 
@@ -132,6 +163,8 @@ def rope_launch(args: argparse.Namespace, engine: str | None) -> Any:
     from ridgeline.llamacpp_rope import RopeLaunch
 
     scaling, scale = getattr(args, "rope_scaling", None), getattr(args, "rope_freq_scale", None)
+    if isinstance(scaling, str) and scaling.lstrip().startswith("{"):
+        scaling = None  # vLLM's JSON block: read into the model (cli_load.load_model)
     orig = getattr(args, "yarn_orig_ctx", None)
     overrides = tuple(o for group in getattr(args, "override_kv", None) or () for o in group)
     if scaling is None and scale is None and orig is None and not overrides:
@@ -139,7 +172,9 @@ def rope_launch(args: argparse.Namespace, engine: str | None) -> Any:
     other = engine or "vllm"
     if not other.startswith("llama.cpp") and (scaling, scale, orig) != (None, None, None):
         raise InputError(f"--rope-scaling, --rope-scale, --rope-freq-scale and --yarn-orig-ctx "
-                         f"are llama.cpp's; for {other} give config.json a rope_scaling block")
+                         f"are llama.cpp's; for {other} give config.json a rope_scaling block"
+                         + (" or --hf-overrides '{\"rope_parameters\": {…}}'"
+                            if other == "vllm" else ""))
     if not other.startswith("llama.cpp"):
         raise InputError(f"--override-kv is llama.cpp's (it rewrites a GGUF's metadata); "
                          f"{other} reads config.json")

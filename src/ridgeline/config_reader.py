@@ -346,40 +346,9 @@ class _SpecReader(ConfigFields):
         )
 
     def _rope_scaling(self) -> RopeScaling | None:
-        """rope_scaling, checked as the engines read it: a JSON object with a type (vLLM
-        refuses one without), a positive factor (1 where absent), and YaRN's original
-        positions as a whole number."""
-        rs = self.c.get("rope_scaling")
-        if rs is None:
-            return None
-        if not isinstance(rs, Mapping):
-            raise InputError(f"{self.name}: rope_scaling must be a JSON object, got "
-                             f"{shorten(repr(rs))}")
-        kind = rs.get("rope_type", rs.get("type"))
-        if not isinstance(kind, str) or not kind:
-            raise InputError(f"{self.name}: rope_scaling has no type or rope_type")
-        if kind not in ROPE_TYPES:  # its stretch of the context is unknown; engines refuse it
-            raise InputError(f"{self.name}: rope_scaling type {shorten(repr(kind))} is not one "
-                             f"engines build (vLLM's: {', '.join(ROPE_TYPES)}; any other it "
-                             "refuses: 'Unknown RoPE scaling type')")
-        factor = rs.get("factor")
-        if factor is None:
-            factor = 1.0
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
-                or not math.isfinite(factor) or factor <= 0:
-            raise InputError(f"{self.name}: rope_scaling's factor must be a positive number, "
-                             f"got {shorten(repr(factor))}")
-        original = ConfigFields({"original_max_position_embeddings":
-                                 rs.get("original_max_position_embeddings")}, self.name,
-                                defaults=False).opt_int("original_max_position_embeddings")
-        if kind == "yarn" and original is None and self.c.get("max_position_embeddings") is None:
-            raise InputError(f"{self.name}: rope_scaling yarn has no "
-                             "original_max_position_embeddings")
-        base = original or self.opt_int("max_position_embeddings") or 1
-        if base * factor > MAX_FIELD:
-            raise InputError(f"{self.name}: rope_scaling's factor {factor:g} stretches "
-                             f"{base:,} positions past {MAX_FIELD:,}")
-        return RopeScaling(kind, float(factor), original)
+        """config.json's rope_scaling, checked as the engines read it (read_rope_scaling)."""
+        return read_rope_scaling(self.c.get("rope_scaling"), self.name,
+                                 self.opt_int("max_position_embeddings"))
 
     def _moe(self) -> MoE:
         experts = self.int_("n_routed_experts", "num_local_experts", "num_experts")
@@ -413,3 +382,39 @@ class _SpecReader(ConfigFields):
             router_bias=self.model_type in ("gpt_oss", "glm4_moe")
             or self.c.get("topk_method") == "noaux_tc",
         )
+
+
+def read_rope_scaling(rs: Any, name: str, max_positions: int | None,
+                      key: str = "rope_scaling") -> RopeScaling | None:
+    """A rope_scaling block (config.json's, or one a launch flag sets: vllm_rope.py), checked
+    as the engines read it: a JSON object with a type (vLLM refuses one without), a positive
+    factor (1 where absent), and YaRN's original positions as a whole number; ``key`` names
+    it in a refusal. Qwen's YaRN block, factor 4 from 32,768: RopeScaling('yarn', 4.0, 32768)."""
+    if rs is None:
+        return None
+    if not isinstance(rs, Mapping):
+        raise InputError(f"{name}: {key} must be a JSON object, got {shorten(repr(rs))}")
+    kind = rs.get("rope_type", rs.get("type"))
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{name}: {key} has no type or rope_type")
+    if kind not in ROPE_TYPES:  # its stretch of the context is unknown; engines refuse it
+        raise InputError(f"{name}: {key} type {shorten(repr(kind))} is not one "
+                         f"engines build (vLLM's: {', '.join(ROPE_TYPES)}; any other it "
+                         "refuses: 'Unknown RoPE scaling type')")
+    factor = rs.get("factor")
+    if factor is None:
+        factor = 1.0
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+            or not math.isfinite(factor) or factor <= 0:
+        raise InputError(f"{name}: {key}'s factor must be a positive number, "
+                         f"got {shorten(repr(factor))}")
+    original = ConfigFields({"original_max_position_embeddings":
+                             rs.get("original_max_position_embeddings")}, name,
+                            defaults=False).opt_int("original_max_position_embeddings")
+    if kind == "yarn" and original is None and max_positions is None:
+        raise InputError(f"{name}: {key} yarn has no original_max_position_embeddings")
+    base = original or max_positions or 1
+    if base * factor > MAX_FIELD:
+        raise InputError(f"{name}: {key}'s factor {factor:g} stretches "
+                         f"{base:,} positions past {MAX_FIELD:,}")
+    return RopeScaling(kind, float(factor), original)

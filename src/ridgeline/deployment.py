@@ -171,6 +171,13 @@ class Deployment:
     # leaves the first ranks (E + N) ÷ R experts that take tokens (parallel
     # .trivial_layout_routed_experts; priced in cost._token_ops); 0 otherwise
     unrouted_redundant_experts: int = 0
+    # --weights FMT (or -q modelopt) on a 16-bit checkpoint: a checkpoint stored in FMT,
+    # loaded as stored, so no 16-bit load peak (load_peak.online_method); False: a 16-bit
+    # one served in FMT is quantized on load (-q fp8, the fp8 a plan launches with -q fp8)
+    weights_stored: bool = False
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (--vllm-allow-long-max-model-len 1): vLLM takes a
+    # max_model_len past the model's positions with a warning (capacity.past_trained_context)
+    allow_long_context: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",

@@ -98,6 +98,38 @@ def method_format(method: str) -> str:
     return engine_method(method).format
 
 
+# the methods that read a ModelOpt export in one format, which NVIDIA publishes of many 16-bit
+# models (nvidia/Llama-3.3-70B-Instruct-FP8, served with --quantization modelopt in vLLM's recipe
+# Llama/Llama3.3-70B.md and InferenceMAX's H200 70B line; nvidia/Llama-3.3-70B-Instruct-FP4,
+# modelopt_fp4): given on a 16-bit catalog model, -q names that export of it, sized as stored
+# in the method's format. modelopt_mixed is left out: its layers' formats are the export's own.
+MODELOPT_EXPORTS = ("modelopt", "modelopt_fp4")
+
+
+def modelopt_export_note(method: str, spec: ModelSpec) -> str:
+    """What -q ``method`` (modelopt, modelopt_fp4) on ``spec``'s 16-bit checkpoint is read as:
+    a ModelOpt export of it in the method's format, loaded as stored; "" for another method or
+    a quantized checkpoint."""
+    chosen = engine_method(method)
+    if chosen.method not in MODELOPT_EXPORTS or spec.stored_format_map:
+        return ""
+    return (f"--quantization {chosen.method} on {spec.name}, a {spec.dtype} checkpoint: sized as "
+            f"a ModelOpt {chosen.format} export of it (such as NVIDIA's nvidia/…-"
+            f"{'FP8' if chosen.format == 'fp8' else 'FP4'} checkpoints), loaded as stored")
+
+
+def method_with_weights(method: str, weights: str) -> str:
+    """--quantization ``method`` with --weights ``weights``: a checkpoint quantized with the
+    method and stored in that format (-q modelopt --weights fp8: NVIDIA's FP8 export), so
+    ``weights``; refused where the method does not read the format."""
+    chosen = engine_method(method)
+    if normalise(weights) in {normalise(r) for r in chosen.reads}:
+        return weights
+    raise InputError(f"--quantization {chosen.method} reads {', '.join(chosen.reads)} "
+                     f"checkpoints, not {weights}: give --weights {chosen.format} with it, or "
+                     "one flag alone")
+
+
 def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -> str:
     """What --quantization ``method`` serves ``spec`` in, or the engines' refusal in one line.
     A 16-bit checkpoint: the method's format where it quantizes on load (fp8), else refused
@@ -113,7 +145,7 @@ def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -
     if problem:
         raise InputError(problem)
     if not stored:
-        if chosen.online:
+        if chosen.online or chosen.method in MODELOPT_EXPORTS:  # the latter: its export
             return chosen.format
         engines = (engine,) if engine in QUANTIZATION_ENGINES else chosen.engines
         online = [m.method for m in engine_methods().values()  # what these engines all have,

@@ -215,7 +215,10 @@ def vllm_default_budget(dep: Deployment, settings: Any, version: str | None) -> 
     from ridgeline.vllm_memory import vllm_accounting
     from ridgeline.vllm_pool import vllm_scheduler_budget
 
-    acc = vllm_accounting(version)
+    try:  # a release no rule covers (a row's "vLLM 1.2.0") is priced at the newest's rules
+        acc = vllm_accounting(version)
+    except InputError:
+        return None
     if acc.engine == "V0":
         return None
     s = settings if isinstance(settings, EngineSettings) else EngineSettings(

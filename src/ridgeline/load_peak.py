@@ -31,9 +31,10 @@ LOADED_AS = "bf16"  # the 16-bit type the engine builds the layers in (fp16: the
 def online_method(dep: Deployment) -> EngineMethod | None:
     """The --quantization METHOD that serves ``dep``'s 16-bit checkpoint in its weight format
     by quantizing it on load (the launch's ``--quantization fp8`` for --weights fp8), or None:
-    a quantized checkpoint (loaded as stored), a format no method quantizes to on load, an
-    engine without the flag."""
-    if dep.model.stored_format_map:
+    a quantized checkpoint (loaded as stored), a checkpoint stored in the weight format
+    (--weights fp8: ``Deployment.weights_stored``), a format no method quantizes to on load,
+    an engine without the flag."""
+    if dep.model.stored_format_map or dep.weights_stored:
         return None
     label = dep.weights.label
     rows = [m for m in engine_methods().values()
@@ -101,7 +102,7 @@ def load_peak_reason(pool: KVPool, dep: Deployment, version: str | None) -> str:
     checkpoint = f"a checkpoint stored in {fmt} ({stored})" if stored \
         else f"a checkpoint stored in {fmt}"
     since = streams_from(method, dep.engine) if method else None
-    fixes = [f"serve {checkpoint}", "spread it over more GPUs"]
+    fixes = [f"serve {checkpoint} (--weights {fmt} sizes one)", "spread it over more GPUs"]
     if since:
         fixes.append(f"run vLLM {since} or later, which quantizes each weight as it loads")
     return (f"{said} loads {dep.model.name}'s 16-bit weights before quantizing them to {fmt} "

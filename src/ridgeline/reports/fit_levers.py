@@ -371,12 +371,16 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
         # llama-server a GGUF file's tensor types: any other is another file (llama-quantize
         # writes one, from a 16-bit GGUF)
         this = stored or current
+    elif d.weights_stored and current != weight_plan(d.model).label:  # --weights fp8: a
+        this = current  # checkpoint stored in fp8, whose next format is another checkpoint
     elif fmt not in ON_LOAD_WEIGHTS:  # a 16-bit checkpoint already quantized on load
-        # (--weights fp8): the next format is no flag either
+        # (-q fp8): the next format is no flag either
         this = f"{weight_plan(d.model).label}, served as {current}"
     if this:
         name += f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is {this})"
-    return [(name, replace(d, weights=plan), context, s)]
+    # a different checkpoint loads as stored; the 16-bit one served smaller is quantized on
+    # load (-q fp8), with the 16-bit load peak where the engine has one (load_peak.py)
+    return [(name, replace(d, weights=plan, weights_stored=bool(this)), context, s)]
 
 
 def stored_weight_format(spec: ModelSpec) -> str:

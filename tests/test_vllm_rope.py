@@ -1,0 +1,115 @@
+"""vLLM's YaRN launch lines, pasted as its docs print them: --hf-overrides' rope keys and the
+older JSON --rope-scaling set the rope_scaling a config.json copy would, and
+--vllm-allow-long-max-model-len takes a length past the positions with a caution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ridgeline.catalog import resolve_model
+from ridgeline.context_length import served_positions
+from ridgeline.datafiles import load_data
+from ridgeline.vllm_rope import launch_rope_model
+from tests.conftest import run_cli
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+# vLLM docs, features/context_extension (rope_parameters), and its v0.10.2 example (rope_scaling)
+DOCS = json.dumps({"rope_parameters": {**YARN, "rope_theta": 1000000}})
+OLDER_DOCS = json.dumps({"rope_theta": 1000000, "rope_scaling": YARN})
+FIT = ("fit", "--gpu", "h100", "--max-model-len", "131072", "--json")
+
+
+def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and not out, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def yarn_copy(tmp_path: Path) -> str:
+    """Qwen3-8B's config.json with Qwen's YaRN block, as its card says to edit it."""
+    config = dict(load_data("models/Qwen--Qwen3-8B.json"))
+    config["rope_scaling"] = YARN
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def held(report: dict[str, Any]) -> tuple[Any, ...]:
+    return report["verdict"], report["conversations"], report["pool_bytes_per_gpu"]
+
+
+@pytest.mark.parametrize("flags", [("--hf-overrides", DOCS), ("--hf-overrides", OLDER_DOCS),
+                                   ("--rope-scaling", json.dumps(YARN))])
+def test_a_pasted_yarn_launch_serves_what_the_edited_config_serves(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: tuple[str, str]) -> None:
+    version = ("--engine-version", "0.9.2") if flags[0] == "--rope-scaling" else ()
+    pasted = answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], *version, *flags)
+    edited = answer(capsys, *FIT[:1], yarn_copy(tmp_path), *FIT[1:], *version)
+    assert pasted["verdict"] != "does not fit" and held(pasted) == held(edited)
+    bare = answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], *version)
+    assert bare["verdict"] == "does not fit" and bare["conversations"] == 0
+
+
+def test_the_override_stretches_the_positions_vllm_derives() -> None:
+    spec = resolve_model("qwen3-8b")
+    stretched = launch_rope_model(spec, DOCS, None, ["vllm"])
+    assert served_positions(stretched, "vllm") == YARN["factor"] * \
+        YARN["original_max_position_embeddings"] > served_positions(spec, "vllm")
+    # rope_theta alone, or rope_type default, leaves no stretch
+    assert launch_rope_model(spec, '{"rope_theta": 5e6}', None, ["vllm"]) == spec
+    plain = launch_rope_model(spec, '{"rope_parameters": {"rope_type": "default"}}', None,
+                              ["vllm"])
+    assert served_positions(plain, "vllm") == served_positions(spec, "vllm")
+
+
+def test_other_override_keys_and_other_engines_are_refused_by_name(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    extra = json.dumps({"rope_scaling": YARN, "max_model_len": 131072})
+    err = refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--hf-overrides", extra)
+    assert "'max_model_len' is not modelled" in err and "rope_parameters" in err
+    err = refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine", "sglang",
+                  "--hf-overrides", DOCS)
+    assert "--hf-overrides is vLLM's" in err
+    err = refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine", "llama.cpp-cuda",
+                  "--rope-scaling", json.dumps(YARN))
+    assert "JSON --rope-scaling is vLLM's" in err
+    # vLLM removed --rope-scaling (PR #28006): a release without it refuses it
+    err = refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine-version", "0.13",
+                  "--rope-scaling", json.dumps(YARN))
+    assert "has no --rope-scaling" in err and "--hf-overrides" in err
+    assert "takes a JSON object" in refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:],
+                                            "--hf-overrides", "yarn")
+    # llama.cpp's word under vLLM names the way vLLM takes it
+    assert "--hf-overrides" in refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:],
+                                       "--rope-scaling", "yarn")
+
+
+def test_allow_long_max_model_len_is_the_advice_made_actionable(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    bare = answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:])
+    assert "--vllm-allow-long-max-model-len 1" in bare["refusal"]
+    code, out, err = run_cli(capsys, *FIT[:1], "qwen3-8b", *FIT[1:],
+                             "--vllm-allow-long-max-model-len", "1")
+    assert code == 0 and "unvalidated" in err and "40,960 positions" in err
+    allowed = json.loads(out)
+    # the same memory as a YaRN stretch of the same length: only the validation differs
+    stretched = answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--hf-overrides", DOCS)
+    assert held(allowed) == held(stretched) and allowed["conversations"] > 0
+    assert any("unvalidated" in c for c in allowed["cautions"])
+    off = answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--vllm-allow-long-max-model-len", "0")
+    assert held(off) == held(bare)
+    assert "is vLLM's" in refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine", "sglang",
+                                  "--vllm-allow-long-max-model-len", "1")
+    assert "0 or 1" in refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:],
+                               "--vllm-allow-long-max-model-len", "yes")
