@@ -14,7 +14,8 @@ from ridgeline.catalog import resolve_model
 from ridgeline.context_length import served_positions
 from ridgeline.datafiles import load_data
 from ridgeline.vllm_rope import launch_rope_model
-from tests.conftest import run_cli
+from tests.conftest import cli_json, run_cli
+from tests.conftest import refused_line as refused
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
 # vLLM docs, features/context_extension (rope_parameters), and its v0.10.2 example (rope_scaling)
@@ -24,16 +25,8 @@ FIT = ("fit", "--gpu", "h100", "--max-model-len", "131072", "--json")
 
 
 def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 0, err
-    return dict(json.loads(out))
-
-
-def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 2 and not out, (argv, out, err)
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    return err
+    """fit's --json answer (FIT carries --json)."""
+    return cli_json(capsys, *(a for a in argv if a != "--json"))
 
 
 def yarn_copy(tmp_path: Path) -> str:
