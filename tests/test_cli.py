@@ -1345,8 +1345,12 @@ def test_decode_sizes_the_pool_with_the_engine_settings_given(
                        "--kv-dtype", "fp8", "--max-model-len", "2000", *tuned, "--json")
     assert code == 0 and json.loads(out)["batch"] == seats["batch"] == 16
     code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
-                       "llama.cpp", "--max-num-seqs", "4")
+                       "llama.cpp", "--gpu-memory-utilization", "0.9")
     assert code == 2 and "sizes a serving engine's pool" in err
+    # under llama.cpp the seats are llama-server's slots (-np), as fit reads them
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
+                       "llama.cpp", "--max-num-seqs", "4", "--json")
+    assert code == 0 and json.loads(out)["engine_max_batch"][0]["batch"] == 4
 
 
 def test_utilization_gives_the_whole_steps_share_beside_the_articles_headline(

@@ -282,12 +282,14 @@ def test_prefix_refuses_the_block_simulate_and_fit_refuse_in_their_words(
 
 def test_decode_refuses_llamacpps_block_beside_its_other_pool_flags(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """--max-num-seqs by the pool it sizes, --block-size in fit's words, on one line."""
+    """--max-total-tokens by the pool it sizes, --block-size in fit's words, on one line
+    (--max-num-seqs is llama-server's -np there, its slots, as fit reads it)."""
     from tests.conftest import refused_line
 
     line = refused_line(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--engine",
-                        "llama.cpp", "--max-num-seqs", "4", "--block-size", "16")
-    assert line.startswith("ridgeline: error: --max-num-seqs sizes a serving engine's pool")
+                        "llama.cpp", "--max-total-tokens", "4096", "--block-size", "16")
+    assert line.startswith("ridgeline: error: --max-total-tokens sizes SGLang's and "
+                           "TensorRT-LLM's pools")
     assert line.endswith("--block-size sizes a serving engine's blocks (vLLM's block_size, "
                          "SGLang's page_size, TensorRT-LLM's tokens_per_block); llama.cpp "
                          "caches single-token cells")

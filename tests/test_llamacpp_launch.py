@@ -1,4 +1,5 @@
-"""A real llama-server line pastes into fit, decode and simulate: -c over -np, -ctk X -ctv X,
+"""A real llama-server line pastes into fit, decode, prefill and simulate: -c over -np (decode
+and prefill: -np's slots as the batch, -c ÷ -np as the context), -ctk X -ctv X,
 --kv-unified, a bare -fa, its harmless flags noted and dropped, and -hf/-m named as the
 model's (llamacpp_launch.py, data/launch_flags.json)."""
 
@@ -55,6 +56,81 @@ def test_a_start_line_with_idle_slots_pastes_back_as_itself(
     assert f"{slots} conversations of {length:,} tokens" in pasted.splitlines()[0]
     table = [line for line in asked.splitlines() if line.startswith(("−", "=", "memory"))]
     assert table and all(line in pasted.splitlines() for line in table)
+
+
+def test_a_start_line_with_idle_slots_says_how_it_reads_back(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Under the -c 96000 -np 4 line where 3 conversations of 32,000 fit: a line saying the
+    paste reads 4 of 24,000 (-c ÷ -np), that llama-server (--kv-unified) serves the 3 as
+    they are, and the flags that price the run again, which give the same report."""
+    code, asked, err = run_cli(capsys, *LLAMA, "--max-model-len", "32000", "--flash-attn", "off")
+    assert code == 0, err
+    start = _start_line(asked)
+    cells, slots = _figure(start, "-c"), _figure(start, "-np")
+    held = int(re.search(r"min\((\d+) conversations", asked).group(1))  # type: ignore[union-attr]
+    assert held < slots  # idle slots: the case the note is for
+    lines = asked.splitlines()
+    note = lines[lines.index(next(line for line in lines if line.startswith("start it")))+ 1]
+    assert note.startswith(f"pasted back, -c {cells} -np {slots} reads as {slots} "
+                           f"conversations of {per_slot_context(cells, slots):,} tokens")
+    assert "--kv-unified" in note and "KV cache is full" in note
+    again = note.split("give ")[-1].removesuffix(" in place of -c").split()
+    assert again == ["--max-model-len", "32000", "-np", str(slots)]
+    code, priced, err = run_cli(capsys, *LLAMA, *again, "--flash-attn", "off")
+    assert code == 0 and priced == asked, err
+
+
+def test_a_start_line_whose_slots_all_hold_one_has_no_read_back_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, *LLAMA, "--max-model-len", "16000")
+    assert code == 0 and "pasted back" not in out, err
+
+
+DECODE = ("decode", *LLAMA[1:])
+
+
+def test_decode_reads_a_llama_server_line_as_its_slots_all_busy(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-c 96000 -np 4 with no --batch or --context: 4 sequences of 24,000 tokens, each in a
+    slot, as fit reads the line; each reading named in the note."""
+    line = ("-c", "96000", "-np", "4", "--kv-unified", "-fa", "off", "--json")
+    code, out, err = run_cli(capsys, *DECODE, *line)
+    assert code == 0, err
+    spelled = ("--max-model-len", "24000", "-np", "4", "--batch", "4", "--context", "24000",
+               "-fa", "off", "--json")
+    assert out == run_cli(capsys, *DECODE, *spelled)[1]
+    assert "batch 4: a sequence in each of -np 4's slots" in err
+    assert "--context 24,000: each slot's conversation, -c 96000 ÷ -np 4" in err
+    fit = run_cli(capsys, *LLAMA, *line)[1]
+    assert '"conversations": 4' in fit.replace("\n", "")
+
+
+def test_np_caps_the_sequences_decode_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """-np 4: at most 4 run, though the pool holds more (a slot per sequence without it); a
+    batch past the slots gets no expectation."""
+    import json
+
+    base = (*DECODE, "--batch", "1,6", "--context", "2000", "--json")
+    free = json.loads(run_cli(capsys, *base)[1])
+    code, out, err = run_cli(capsys, *base, "-np", "4")
+    assert code == 0, err
+    capped = json.loads(out)
+    assert free["engine_max_batch"][0]["batch"] > 4
+    assert capped["engine_max_batch"][0]["batch"] == 4
+    text = run_cli(capsys, *base[:-1], "-np", "4")[1]
+    assert "runs ≤ 4" in text and "capped by -np: its KV pool holds more" in text
+
+
+def test_prefill_reads_np_as_the_prompts_its_slots_take(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("prefill", *LLAMA[1:], "--prompt-len", "8000", "--json")
+    code, out, err = run_cli(capsys, *base, "-c", "96000", "-np", "4")
+    assert code == 0, err
+    assert out == run_cli(capsys, *base, "--max-model-len", "24000", "-np", "4", "--batch",
+                          "4")[1]
+    assert "batch 4: a prompt in each of -np 4's slots" in err
+    text = run_cli(capsys, *base[:-1], "-np", "2", "--batch", "4")[1]
+    assert "its -np 2 runs 2 prompts at once, not 4" in text
 
 
 @pytest.mark.parametrize("flag", ["-c", "--ctx-size"])
@@ -164,3 +240,14 @@ def test_a_bare_fa_is_on(capsys: pytest.CaptureFixture[str], where: str) -> None
     code, out, err = run_cli(capsys, *argv)
     assert code == 0 and out == on and out != off, err
     assert re.search(r"bare -fa read as -fa on", err)
+
+
+def test_a_bare_fa_before_model_leaves_model_as_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fit -fa llama-3.1-8b ...`: -fa on, and llama-3.1-8b the model; a mistyped value after
+    -fa is refused as llama-server refuses it, not taken as MODEL."""
+    rest = (*LLAMA[2:], "--max-model-len", "8192", "--json")
+    _, on, _ = run_cli(capsys, "fit", "llama-3.1-8b", *rest, "-fa", "on")
+    code, out, err = run_cli(capsys, "fit", "-fa", "llama-3.1-8b", *rest)
+    assert code == 0 and out == on, err
+    said = refused_line(capsys, "fit", "llama-3.1-8b", "-fa", "onn", *rest)
+    assert "-fa" in said and "'onn'" in said and "on, off or auto" in said

@@ -429,6 +429,19 @@ def _one_slot(dep: Deployment, context: int, settings: EngineSettings | None) ->
                           fit_target_bytes=settings.fit_target_bytes if settings else None)
 
 
+def _held_in_slots(dep: Deployment, context: int, settings: EngineSettings) -> int:
+    """Conversations of ``context`` tokens the pool of llama-server's -np N slots holds
+    (``settings.max_num_seqs``, each a slot of ``context`` cells: N slots' window caches and
+    logits rows, as `fit -np N` sizes them), under --fit less its margin where ``settings``
+    carries one. llama-3.1-8b q4_k_m on an RTX 4090 at 24,000 tokens, -np 4, under the
+    default --fit: 6 (of which -np 4 runs 4)."""
+    from ridgeline.llamacpp_fit import run_pool
+
+    s = replace(_one_slot(dep, context, settings), max_num_seqs=settings.max_num_seqs)
+    return held_conversations(run_pool(dep, s, s.fit_target_bytes is not None,
+                                       s.fit_target_bytes), dep, context)
+
+
 def _slot_pool(dep: Deployment, context: int, settings: EngineSettings | None) -> KVPool:
     """llama.cpp's pool for one slot of ``context`` cells (``_one_slot``): under --fit the
     card less its margin, as `fit` sizes that run (llamacpp_fit.run_pool), else the whole
@@ -675,12 +688,22 @@ def _slot_seats(dep: Deployment, context: int, slot_tokens: int, enforce_eager: 
                 settings: EngineSettings | None) -> EngineSeats:
     """llama.cpp's sequences of ``context`` tokens in slots of ``slot_tokens`` each (fit's
     --max-model-len: -c ÷ -np): as many as slots that long fit, one sequence a slot; none
-    past the slot, which llama-server does not let a sequence outgrow."""
+    past the slot, which llama-server does not let a sequence outgrow. With -np N
+    (``settings.max_num_seqs``, decode's and prefill's from a pasted line), at most N, in a
+    pool sized for N slots (``seat_limited`` where it holds more)."""
     if context > slot_tokens:
         return EngineSeats(context, 0, slot_tokens, refusal=(
             f"{dep.engine}'s slots of {slot_tokens:,} tokens (--max-model-len, -c ÷ -np) hold "
             f"no sequence of {context:,}"))
-    held = engine_holds(dep, slot_tokens, enforce_eager, settings)
+    held: int | None
+    if settings is not None and settings.max_num_seqs:  # -np N: N run, in a pool sized for N
+        slots, pool = settings.max_num_seqs, _held_in_slots(dep, slot_tokens, settings)
+        if pool:
+            return EngineSeats(context, min(slots, pool), slot_tokens, seat_limited=pool > slots,
+                               seat_limit=slots, pool_held=pool)
+        held = 0
+    else:  # decode's default: a slot per sequence, as many as fit
+        held = engine_holds(dep, slot_tokens, enforce_eager, settings)
     if held != 0:
         return EngineSeats(context, held, slot_tokens)
     return EngineSeats(context, 0, slot_tokens, refusal=context_refusal(dep, slot_tokens),
@@ -699,6 +722,10 @@ def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
     if max_model_len and dep.engine.startswith("llama.cpp"):
         return _slot_seats(dep, context, max_model_len, enforce_eager, settings)
     length = max_model_len or served_positions(dep.model, dep.engine)
+    if dep.engine.startswith("llama.cpp") and settings is not None and settings.max_num_seqs:
+        # -np N without -c: slots of the context asked, as decode gives each sequence
+        return replace(_slot_seats(dep, context, context, enforce_eager, settings),
+                       max_model_len=None)
     if dep.engine not in SERVING_ENGINES or length is None:
         held = engine_holds(dep, context, enforce_eager, settings)
         if held != 0:

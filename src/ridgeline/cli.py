@@ -114,9 +114,9 @@ def llamacpp_batch_flag(g: Any) -> None:
                    "(default 2048); it bounds -ub and how a prompt is cut")
 
 
-def engine_sizes(g: Any, llamacpp: bool = True) -> None:
+def engine_sizes(g: Any, llamacpp: bool = True, slots: bool | None = None) -> None:
     """The pool's and the scheduler's sizes, under each engine's own name for them (with
-    ``llamacpp``, llama.cpp's slots and ubatch too)."""
+    ``llamacpp``, llama.cpp's slots and ubatch too; ``slots``: its slots, -np, alone)."""
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static",
                    "--kv-cache-free-gpu-mem-fraction", "--kv_cache_free_gpu_memory_fraction",
                    "--free_gpu_memory_fraction", "--kv_cache_free_gpu_mem_fraction",
@@ -125,7 +125,7 @@ def engine_sizes(g: Any, llamacpp: bool = True) -> None:
                    help="memory share: vLLM of the card, SGLang static, TRT-LLM of what is "
                    "free (trtllm-serve's --kv_cache_free_gpu_memory_fraction, "
                    "trtllm-bench's --kv_cache_free_gpu_mem_fraction)")
-    seats_flag(g, llamacpp)
+    seats_flag(g, llamacpp if slots is None else slots)
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", "--max-num-tokens",
                    "--max_num_tokens", *(("--ubatch-size", "-ub") if llamacpp else ()),
                    dest="max_num_batched_tokens",
@@ -567,11 +567,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = dotted_argv(argv)  # vllm serve's -cc.KEY=VALUE, -O3 (vllm_compilation)
     from ridgeline.llamacpp_launch import BARE_FLASH_ATTN_NOTE, apply_llamacpp_flags, bare_flash_attn
 
-    argv, bare_fa = bare_flash_attn(argv)  # builds before Sep 2025 took -fa as a switch
+    typed, (argv, bare_fa) = argv, bare_flash_attn(argv)  # builds before Sep 2025: a switch
     args, extra = parser.parse_known_args(_ep_with_size(_join_negative_values(argv)))
     if extra:  # name the command whose --help lists what it takes
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         owner = commands.choices.get(getattr(args, "command", None) or "", parser)
+        from ridgeline.llamacpp_launch import flash_attn_typo
+
+        if flash_attn_typo(typed, extra):  # -fa onn: a value mistyped, not MODEL
+            owner.error(flash_attn_typo(typed, extra))
         if moved and getattr(args, "model", None) is not None:
             flag, eq, again = extra[0].partition("=")
             if flag in MOVED_FLAGS:  # a second --model or --model-path, not a MODEL
@@ -614,6 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = launch_note(args, from_file)  # said after the report: stdout is the report alone
         if bare_fa:
             note = "; ".join(n for n in (note, BARE_FLASH_ATTN_NOTE) if n)
+        # decode's and prefill's batch and context read from -np and -c (llamacpp_launch)
+        note = "; ".join(n for n in (note, *vars(args).get("llamacpp_read", ())) if n)
         report = args.handler(args)
         print(render(report, as_json=args.json, explain=args.explain,
                      input_cautions=vars(args).get("cautions_said", ())))

@@ -39,6 +39,8 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import DecodeComparison, decode_report
 
     _default_context(args)
+    if args.batch is None:  # llama-server's -np N gave N (llamacpp_launch)
+        args.batch = [1]
     spec = _spec_decode(args)
     names = accelerator_names(args)
     if len(names) > 1:  # the same decode on several cards, side by side
@@ -196,8 +198,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("decode", help="decode step: floor and expected time, tok/s per user and total")
     _deployment_flags(p, several=True)
-    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES), default=[1],
-                   help="sequences decoding together; one or a list: 1,8,32,128,296 (default 1)")
+    p.add_argument("--batch", type=_count_list("batch", MAX_BATCH, COUNT_EXAMPLES),
+                   help="sequences decoding together; one or a list: 1,8,32,128,296 (default 1; "
+                   "llama.cpp with -np N: N, its slots)")
     p.add_argument("--context", type=_count_list("context length"),
                    help="tokens already cached per sequence; "
                    f"one or a list (default {DEFAULT_CONTEXT_TOKENS})")

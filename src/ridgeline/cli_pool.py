@@ -55,7 +55,8 @@ def engine_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     """decode's pool settings where any was given (None: the engine's defaults, vLLM's as vllm
     serve sets them, as fit, simulate and plan size it); refused for llama.cpp, which decode
     gives a slot per sequence, but for --engine-version, whose rules (a release's, a build's)
-    size every engine's pool as fit sizes it. vLLM 0.8 to 0.9.x run a draft model on V0."""
+    size every engine's pool as fit sizes it, and -np N, llama-server's slots: at most N run.
+    vLLM 0.8 to 0.9.x run a draft model on V0."""
     from ridgeline.drafter_memory import vllm_draft_settings
     from ridgeline.memory import check_block_fits
 
@@ -87,6 +88,9 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "block_size",
         "usage", "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
         "mamba_ssm_dtype", "max_cudagraph_capture_size") if getattr(args, name) is not None]
+    # llama-server's -np: its slots, which run at most that many (capacity.engine_seats)
+    slots = args.max_num_seqs if dep.engine.startswith("llama.cpp") else None
+    given = [flag for flag in given if not (slots and flag == "--max-num-seqs")]
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
     if switches.get("lora") is not None:  # as fit refuses it: llama.cpp's slots reach no pool
         from ridgeline.lora_slots import check_engine_lora
@@ -97,7 +101,8 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter; and
         # vLLM runs a draft model or ngram on a runner of its own choice, holding buffers for
         # it there (vllm_mrv2_drafter), as it does probabilistic drafts' logits
-        plain = version is None and asynchronous and not switches and not drafts_with_mtp(args) \
+        plain = version is None and asynchronous and not switches and not slots \
+            and not drafts_with_mtp(args) \
             and not (spec and (dep.engine == "sglang" or getattr(args, "spec_draft_model", "")
                                or getattr(args, "spec_method", None) in ("ngram", "draft-model")
                                or getattr(args, "spec_draft_sample", "")))
@@ -105,7 +110,7 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
             engine_version=version, speculative_decoding=spec, async_scheduling=asynchronous,
             async_scheduling_given=explicit, distributed_executor_backend=executor_backend(args),
             ray_v2_executor=getattr(args, "vllm_use_ray_v2_executor_backend", None),
-            draft_mtp=drafts_with_mtp(args), drafter=drafter(args),
+            draft_mtp=drafts_with_mtp(args), drafter=drafter(args), max_num_seqs=slots,
             **switches)
     if dep.engine.startswith("llama.cpp"):
         raise InputError(llamacpp_pool_refusal(given, dep.engine, version, args.block_size))
@@ -196,7 +201,7 @@ def add_pool_flags(p: Any) -> None:
     """decode's and prefill's serving-engine pool settings (the seats a context gets)."""
     g = p.add_argument_group("serving engine's pool (the engine's own names; default: the "
                              "engine's defaults, vLLM's as vllm serve sets them)")
-    engine_sizes(g, llamacpp=False)
+    engine_sizes(g, llamacpp=False, slots=True)  # -np: llama-server's slots; -ub is prefill's
     max_model_len_option(g, "the longest request the engine admits, which its pool must hold "
                          "one of to start (vLLM --max-model-len, SGLang --context-length, "
                          "TensorRT-LLM max_seq_len; default: the model's context, as each "

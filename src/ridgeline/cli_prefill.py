@@ -37,6 +37,8 @@ from ridgeline.side_by_side import run_each
 
 
 def cmd_prefill(args: argparse.Namespace) -> Any:
+    if args.batch is None:  # llama-server's -np N gave N (llamacpp_launch)
+        args.batch = 1
     from ridgeline.capacity import engine_seats
     from ridgeline.floors import prefill_floor
     from ridgeline.reports.expectation import Expectation
@@ -159,8 +161,9 @@ def register(sub: Any) -> None:
     _deployment_flags(p, several=True)
     p.add_argument("--prompt-len", type=_count_list("prompt length"), required=True,
                    help="tokens in each prompt; one or a list: 1000,8000,32000")
-    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH), default=1,
-                   help="prompts prefilled together (default 1)")
+    p.add_argument("--batch", type=_how_many("batch", MAX_BATCH),
+                   help="prompts prefilled together (default 1; llama.cpp with -np N: N, its "
+                   "slots)")
     _engine(p)
     p.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N",
                    type=_positive_count("ubatch size"),

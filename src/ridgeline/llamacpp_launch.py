@@ -5,7 +5,10 @@
   ``-c ÷ -np`` (--max-model-len), ``-c 0`` the model's trained context over the slots;
 - ``-ctk X -ctv X`` (``--cache-type-k/-v``): one KV dtype, --kv-dtype X; a mixed pair is
   refused, as ridgeline sizes K and V at one type;
-- a bare ``-fa``: on, the switch builds before PR #15434 (late August 2025) took.
+- ``-np N`` in decode and prefill: the slots, at most N running; without --batch a batch of
+  N (every slot busy), and without decode's --context each slot's ``-c ÷ -np``;
+- a bare ``-fa`` (last, before a flag, or before MODEL): on, the switch builds before PR
+  #15434 (late August 2025) took.
 
 ``fit llama-3.1-8b --engine llama.cpp -c 96000 -np 4 --kv-unified`` sizes what
 ``--max-model-len 24000 -np 4`` sizes: four slots of 24,000 tokens in 96,000 cells.
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 from typing import Any
 
 from ridgeline.errors import InputError
@@ -38,21 +42,38 @@ def per_slot_context(cells: int, slots: int) -> int:
 
 
 def bare_flash_attn(argv: list[str]) -> tuple[list[str], bool]:
-    """``argv`` with a bare ``-fa`` (no value after it: the last word, or a flag next) read
-    as ``-fa=on``, and whether one was; -fa on|off|auto and its aliases are left as given."""
+    """``argv`` with a bare ``-fa`` read as ``-fa=on``, and whether one was: bare where no
+    value of llama-server's follows (the last word, a flag, or MODEL: ``fit -fa llama-3.1-8b``
+    is -fa on and the model); -fa on|off|auto and its aliases are left as given."""
+    from ridgeline.datafiles import load_data
+
+    # on, off, auto, enabled, disabled, 1, 0, -1 (engine_choices.json, as llama-server reads)
+    values = load_data("engine_choices.json")["flash_attn"]["llama.cpp"]["values"]
     out: list[str] = []
     bare = False
     for i, token in enumerate(argv):
         following = argv[i + 1] if i + 1 < len(argv) else None
-        # a flag next, not a value: "-1" is llama-server's auto (PR #15746), a value
-        flag_next = following is not None and following.startswith("-") \
-            and following.lstrip("-") not in ("1", "0")
-        if token in BARE_FLASH_ATTN and (following is None or flag_next):
+        if token in BARE_FLASH_ATTN and following not in values:
             out.append(f"{token}=on")
             bare = True
         else:
             out.append(token)
     return out, bare
+
+
+def flash_attn_typo(argv: list[str], extra: list[str]) -> str:
+    """The one line for a word after a bare -fa that argparse then found no place for (``fit
+    llama-3.1-8b -fa onn``): read as -fa's value mistyped, the value llama-server refuses
+    (engine_choices.flash_attn_value); "" where no such word is left over."""
+    from ridgeline.engine_choices import flash_attn_value
+
+    for token, following in itertools.pairwise(argv):
+        if token in BARE_FLASH_ATTN and following in extra and not following.startswith("-"):
+            try:
+                flash_attn_value(following)
+            except ValueError as exc:
+                return f"argument {token}: {exc}"
+    return ""
 
 
 def _llamacpp(engine: Any) -> bool:
@@ -66,6 +87,35 @@ def apply_llamacpp_flags(args: argparse.Namespace) -> None:
     --max-model-len."""
     _apply_cache_types(args)
     _apply_ctx_size(args)
+    _apply_slots(args)
+
+
+def _apply_slots(args: argparse.Namespace) -> None:
+    """decode's and prefill's point from a llama-server line: where --batch is absent, -np
+    N's slots all busy (a batch of N, the most it runs); where decode's --context is
+    absent, each slot's conversation -c ÷ -np (fit's length). Each reading said in
+    ``args.llamacpp_read``, the note after the report."""
+    if getattr(args, "command", None) not in ("decode", "prefill") \
+            or not _llamacpp(getattr(args, "engine", None)):
+        return
+    read: list[str] = []
+    slots = getattr(args, "max_num_seqs", None)
+    if slots and getattr(args, "batch", 0) is None:
+        args.batch = [slots] if args.command == "decode" else slots
+        one = "a sequence" if args.command == "decode" else "a prompt"
+        read.append(f"batch {slots:,}: {one} in each of -np {slots:,}'s slots (--batch "
+                    "prices fewer)")
+    cells = getattr(args, "ctx_size", None)
+    if cells is not None and args.command == "decode" and args.context is None:
+        args.context = [args.max_model_len]
+        from ridgeline.datafiles import engine_defaults
+
+        engine = args.engine[0] if isinstance(args.engine, list) else args.engine
+        over = f"-c {cells} ÷ -np {slots}" if slots else \
+            f"-c {cells} ÷ the default {engine_defaults(str(engine))['n_parallel']} slots"
+        read.append(f"--context {args.max_model_len:,}: each slot's conversation, {over} "
+                    "(--context prices another)")
+    args.llamacpp_read = read
 
 
 def _apply_cache_types(args: argparse.Namespace) -> None:

@@ -571,7 +571,7 @@ class DecodeReport:
         runs, or why none."""
         engine = self.expected[0].engine
         slots = ""
-        if engine.startswith("llama.cpp"):
+        if engine.startswith("llama.cpp") and not any(s.seat_limit for s in self.line_seats):
             from ridgeline.datafiles import engine_defaults
 
             default = int(engine_defaults(engine)["n_parallel"])
@@ -605,6 +605,8 @@ class DecodeReport:
         from ridgeline.candidate import ENGINE_KNOB_NAMES
 
         engine = self.expected[0].engine
+        if engine.startswith("llama.cpp"):
+            return "-np"  # llama-server's slots
         return ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[0]
 
 
@@ -857,6 +859,8 @@ def settings_knob(engine: str, name: str) -> str:
     from ridgeline.prefix import BLOCK_SETTINGS
 
     knobs = ENGINE_KNOB_NAMES.get(engine)
+    if engine.startswith("llama.cpp") and name == "max_num_seqs":
+        return "-np"  # llama-server's slots
     if knobs is None:
         return name
     if name in ("max_num_seqs", "max_num_batched_tokens"):

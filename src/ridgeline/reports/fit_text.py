@@ -166,6 +166,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
                      f"the cache; {r.batch} {plural(r.batch, 'conversation')} of "
                      f"{r.context:,} {plural(r.context, 'token')} "
                      f"{'fits' if r.batch == 1 else 'fit'} at once)")
+        lines += _read_back_note(r)
     if r.flash_attention_auto_off:
         lines.append(f"-fa off: llama.cpp's -fa auto turns flash attention off here ('Flash "
                      f"Attention was auto, set to disabled'): {r.flash_attention_auto_off}")
@@ -183,6 +184,31 @@ def fit_text_lines(r: FitReport) -> list[str]:
                                      + (f"{r.target:,}" if r.target else "one") + "; "
                                      + gpus_needed(r)]
     return lines
+
+
+def _read_back_note(r: FitReport) -> list[str]:
+    """The line under the start line where pasting it back reads another length: a -c line is
+    read as -np conversations of -c ÷ -np tokens (llamacpp_launch.per_slot_context), so -c
+    96000 -np 4, where 3 conversations of 32,000 fit, reads as 4 of 24,000. The line stays as
+    it is: under --kv-unified llama.cpp caps a slot at all -c cells, not -c ÷ -np
+    (src/llama-context.cpp: n_ctx_seq = n_ctx), so -np 4 serves the 3 of 32,000, and its
+    fourth slot serves shorter ones; -np 3 would be another deployment (3 slots' outputs and
+    window caches) that llama-server does not need. A fourth conversation as long would fill
+    the cells, and llama-server then fails the requests running (tools/server update_slots:
+    'KV cache is full', every slot released with an error)."""
+    from ridgeline.llamacpp_launch import per_slot_context
+
+    slots, cells = r.pool.max_num_seqs, r.launch_cells
+    if not slots or per_slot_context(cells, slots) == r.context:
+        return []
+    fills = slots > r.batch and cells < (r.batch + 1) * r.context  # one more would not fit
+    more = ("; one more as long fills the cells, and llama-server then fails the requests "
+            "running ('KV cache is full')" if fills else "")
+    return [f"pasted back, -c {cells} -np {slots} reads as {slots} conversations of "
+            f"{per_slot_context(cells, slots):,} tokens (-c ÷ -np); llama-server lets a slot "
+            f"grow to all {cells:,} cells (--kv-unified), so the {r.batch} of {r.context:,} "
+            f"run in it{more}; to price this run again, give --max-model-len {r.context} "
+            f"-np {slots} in place of -c"]
 
 
 def _held_line(r: FitReport) -> str:

@@ -160,6 +160,13 @@ class PrefillReport:
                if self.engine_version else "")
         fit = f"`ridgeline fit{flags}`"
         held = self.pool_batch or 0
+        if held and self.seat is not None and self.seat.seat_limited:  # -np N, max_num_seqs
+            from ridgeline.reports.decode import settings_knob
+
+            knob = settings_knob(e.engine, "max_num_seqs")
+            return (f"its {knob} {self.seat.seat_limit:,} runs {held:,} "
+                    f"{plural(held, 'prompt')} at once, not {f.batch:,} (its KV pool would "
+                    f"hold {self.seat.pool_held or 0:,}; {fit} for the breakdown)")
         if held:
             return (f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} "
                     f"tokens at once, not {f.batch:,} ({fit} for the breakdown)")
