@@ -138,7 +138,14 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     settings = slots_for_target(dep, settings, args.target_concurrency)  # before --fit places
     report = _launched_report(args, dep, settings, check_host=False)  # simulate's -c and -ngl
     check_host_memory_for(report.deployment, report.launch_cells)  # the -c llama-server takes
-    return replace(report, searched=defaulted) if defaulted else report
+    if not defaulted:
+        return report
+    from ridgeline.reports.fit import ridge_context
+    from ridgeline.reports.fit_verdict import UNDER_RIDGE
+
+    return replace(report, searched=defaulted,  # the verdict said to be the full context's
+                   ridge_context=ridge_context(report) if report.verdict == UNDER_RIDGE
+                   else None)
 
 
 def _launched_report(args: argparse.Namespace, dep: Any, settings: Any,

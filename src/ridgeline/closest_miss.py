@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ridgeline.candidate import (
     Candidate,
+    candidate_deployment,
     candidate_label,
     kv_choices,
     parallel_words,
@@ -26,7 +27,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.plan_checks import CheckRun, Missed
 from ridgeline.quantization_gates import single_rank_checkpoint
-from ridgeline.search_space import ENGINE_KNOBS, layouts
+from ridgeline.search_space import ENGINE_KNOBS, layouts, offered
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import fmt_req_rate, plural
 
@@ -41,6 +42,8 @@ def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
     built = False
     for weights in weights_lightest_first(model):
         for kv in reversed(kv_choices(model, engine)):
+            if not offered(acc, weights, kv):  # as the search leaves it out (a TPU's fp8)
+                continue
             try:
                 dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine,
                                          version=version)
@@ -186,17 +189,7 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
             group = f"{tp * pp} x {acc.id} ({parallel_words(tp, pp, engine_devices(engine, acc))})"
             text = f"{group}: {_unloaded_miss(ttft, tpot, slo)}"
             if miss <= 1:
-                itl = "" if slo.itl_s is None else f", ITL {tpot * 1e3:,.1f} ms"
-                text = (f"{group} meets the SLO unloaded (TTFT {ttft * 1e3:,.0f} ms, "
-                        f"TPOT {tpot * 1e3:,.1f} ms{itl}), but no batch sustaining "
-                        f"{fmt_req_rate(load.rate_req_s)} req/s within {max_gpus} "
-                        f"GPU{'s' if max_gpus > 1 else ''} "
-                        "keeps the p"
-                        f"{slo.percentile:g} latencies under it: the load is the miss")
-                if beyond is not None:
-                    text += (f"; it needs about {beyond.gpus:,} GPUs "
-                             f"({candidate_label(model, beyond, engine)}, "
-                             "sized analytically): raise --max-gpus")
+                text = _load_miss(group, ttft, tpot, load, slo, max_gpus)
             # the nearest; of equal misses (all meeting it unloaded), the fewest GPUs
             if best is None or (max(miss, 1.0), tp * pp) < (max(best[0], 1.0), best[1]):
                 best = (miss, tp * pp, text)
@@ -210,4 +203,39 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                     f"launches {model.name} under {engine}: {why}")
         return (f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
                 f"({', '.join(gpus)}) holds {model.name} with room for one request")
+    if beyond is not None and best[0] <= 1:  # the load is the miss: one deployment, priced
+        return _beyond(model, beyond, load, slo, max_gpus, engine, profile, engine_version)
     return best[2]
+
+
+def _load_miss(group: str, ttft_s: float, tpot_s: float, load: Load, slo: Slo,
+               max_gpus: int) -> str:
+    """``group`` meets the SLO unloaded at ``ttft_s`` and ``tpot_s`` (its ITL the TPOT's
+    figure), but the load within ``max_gpus`` misses it."""
+    itl = "" if slo.itl_s is None else f", ITL {tpot_s * 1e3:,.1f} ms"
+    return (f"{group} meets the SLO unloaded (TTFT {ttft_s * 1e3:,.0f} ms, "
+            f"TPOT {tpot_s * 1e3:,.1f} ms{itl}), but no batch sustaining "
+            f"{fmt_req_rate(load.rate_req_s)} req/s within {max_gpus} "
+            f"{plural(max_gpus, 'GPU')} keeps the p{slo.percentile:g} latencies under it: "
+            "the load is the miss")
+
+
+def _beyond(model: ModelSpec, c: Candidate, load: Load, slo: Slo, max_gpus: int, engine: str,
+            profile: EngineProfile, version: str | None) -> str:
+    """Where the load is the miss: ``c``, the fewest GPUs the analytic sizing found past
+    ``max_gpus``, as one deployment, its group's latencies unloaded and its price (98 replicas
+    of 2 x GB200 at 200 req/s: 196 GPUs, paid as three 72-GPU racks), not the nearest group
+    of another card beside it."""
+    dep = candidate_deployment(model, c, engine, version)
+    mean_in, mean_out = load.means()
+    ttft = step_time_s(dep, [Seq(max(1, round(mean_in)), 0)], profile)
+    tpot = step_time_s(dep, decode_batch(1, mean_decode_context(mean_in, mean_out)), profile)
+    group = (f"{c.replica_gpus} x {c.accelerator} "
+             f"({parallel_words(c.tp, c.pp, engine_devices(engine, resolve_accelerator(c.accelerator)))})")
+    rented = "" if c.rented_gpus == c.gpus else \
+        f", paid as {c.rented_gpus:,} in {c.rental_gpus}-GPU units"
+    price = ("no price (pass --price GPU=USD)" if c.cost_per_hour is None
+             else f"${c.cost_per_hour:,.2f}/h")
+    return (_load_miss(group, ttft, tpot, load, slo, max_gpus)
+            + f"; it needs about {c.gpus:,} GPUs ({candidate_label(model, c, engine)}"
+            f"{rented}, {price}, sized analytically, not simulated): raise --max-gpus")

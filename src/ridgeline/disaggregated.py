@@ -28,7 +28,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.monotone import longest_holding
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
 from ridgeline.replica_sizing import launch_length, starts_at, state_seats
-from ridgeline.search_space import ENGINE_KNOBS
+from ridgeline.search_space import ENGINE_KNOBS, offered
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.split_runs import (
@@ -254,6 +254,8 @@ def _splits(model: ModelSpec, acc: Accelerator, engine: str, version: str | None
         built = False
         for tp, kv in ((tp, served_choice(kv, acc)) for tp in (1, 2, 4, 8)
                        for kv in kv_choices(model, engine)):
+            if not offered(acc, weights, kv):  # as the search leaves it out (a TPU's fp8)
+                continue
             try:
                 dep = replica_deployment(model, acc, tp, 1, weights, kv, engine=engine,
                                          version=version)

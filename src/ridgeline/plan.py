@@ -56,6 +56,7 @@ from ridgeline.plan_cautions import (
     candidate_cautions,
     chunked_prefill_note,
     data_parallel_winner_cautions,
+    itl_stall_note,
     mla_unchunked_caution,
     streamed_load_note,
 )
@@ -389,7 +390,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                       len(jobs), mean_out, miss,
                       engine, cautions, engine_version, measured, own,
                       tuple(n for n in (chunked_prefill_note(win, engine, load),
-                                        streamed_load_note(win, engine, model, engine_version))
+                                        streamed_load_note(win, engine, model, engine_version),
+                                        itl_stall_note(win, slo))
                             if n), dropped,
                       _card_outcomes([resolve_accelerator(g).id for g in gpus], candidates,
                                      unpriced_best, split_sorted, sized, max_gpus,

@@ -248,3 +248,25 @@ def prompt_cap_note(engine: str, load: Load, c: Candidate, budget: int | None) -
             f"max_num_tokens'); this load's longest prompt is {longest:,}, so it refuses "
             "none; enable_chunked_prefill: true in the YAML serves longer ones in chunks, "
             "not checked here")
+
+
+# How far past the TPOT SLO the winner's simulated ITL must reach before plan says so unasked:
+# TPOT is each request's mean gap, so a p95 TPOT of 46 ms can hide gaps of 212 ms (a decode
+# step that waits out another request's 2,000-token prompt; Llama-3.1-70B on MI300Xs at 20
+# req/s). Twice the SLO is a stall a streaming reader sees, not the mean's noise.
+ITL_STALL_FACTOR = 2.0
+
+
+def itl_stall_note(win: Candidate | None, slo: Slo) -> str:
+    """Where no ITL SLO was given and the winner's simulated ITL at the SLO's percentile
+    (``Candidate.sim_itl_s``, simulate's ITL row at that percentile) is at least
+    ``ITL_STALL_FACTOR`` × the TPOT SLO: that streaming stalls while TPOT passes (p95 ITL
+    211.6 ms against a 50 ms TPOT SLO, 4.2×); "" elsewhere."""
+    if win is None or not win.verified or slo.itl_s is not None or win.sim_itl_s is None \
+            or not win.sim_itl_s >= ITL_STALL_FACTOR * slo.tpot_s:  # NaN: 1-token outputs
+        return ""
+    return (f"the winner's simulated p{slo.percentile:g} ITL is {win.sim_itl_s * 1e3:,.1f} ms, "
+            f"{win.sim_itl_s / slo.tpot_s:.1f}× the {slo.tpot_s * 1e3:g} ms TPOT SLO: TPOT is "
+            "each request's mean gap between tokens, ITL each gap a streaming user waits "
+            "(here a decode step that shares its batch with other requests' prompts); "
+            "--slo-itl-ms sizes for it, and the check command's simulate prints its ITL row")

@@ -53,13 +53,32 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: s
         node = node_size(acc)
         for weights in (served_choice(w, acc) for w in formats):
             for kv in (served_choice(k, acc) for k in kv_choices(model, engine)):
-                if not _engine_runs(model, acc, weights, kv, engine, version):
+                if not offered(acc, weights, kv) \
+                        or not _engine_runs(model, acc, weights, kv, engine, version):
                     continue
                 for tp, pp in layouts(node, max_gpus,
                                       not single_rank_checkpoint(model, engine)):
                     for knobs in ENGINE_KNOBS:
                         for ep in (False, True) if model.moe and tp > 1 else (False,):
                             yield acc.id, tp, pp, weights, kv, knobs, ep
+
+
+# Vendors whose cards plan offers fp8 on only where the catalog lists an fp8 peak. A TPU
+# without one (v4, v5e, v5p, v6e: fp8 came with v7) has no fp8 path plan can price: vLLM's
+# quantization hardware table (docs, features/quantization/supported_hardware) marks FP8
+# W8A8 and the Marlin FP8 kernels ❌ on Google TPU, and tpu-inference's support matrix marks
+# its quantized KV cache ❓ (vllm-project/tpu-inference#3126: kv_cache_dtype=fp8 on a v5e
+# allocates bf16 while logging fp8, so a pool sized at fp8 would be half the real one). An
+# NVIDIA or AMD card without an fp8 peak (A100) keeps its documented weight-only path.
+FP8_PEAK_ONLY_VENDORS = ("google",)
+
+
+def offered(acc: Accelerator, weights: str, kv: str) -> bool:
+    """Whether plan offers fp8 ``weights`` or an fp8 ``kv`` cache on ``acc``: not on a card of
+    ``FP8_PEAK_ONLY_VENDORS`` whose catalog lists no fp8 peak (a TPU v6e: bf16 and int8);
+    every other pair is the engine's to refuse (``_engine_runs``)."""
+    lacks = acc.vendor in FP8_PEAK_ONLY_VENDORS and not acc.has("fp8")
+    return not (lacks and (weights.startswith("fp8") or kv.startswith("fp8")))
 
 
 # the GPUs a data-parallel rank's attention runs on: one (MLA's cache is whole on every
@@ -85,7 +104,8 @@ def data_parallel_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int,
         acc = resolve_accelerator(gpu)
         for weights in (served_choice(w, acc) for w in formats):
             for kv in (served_choice(k, acc) for k in kv_choices(model, engine)):
-                if not _engine_runs(model, acc, weights, kv, engine, version):
+                if not offered(acc, weights, kv) \
+                        or not _engine_runs(model, acc, weights, kv, engine, version):
                     continue
                 for tp, ranks in data_parallel_layouts(node_size(acc), max_gpus):
                     for knobs in ENGINE_KNOBS:

@@ -166,6 +166,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "engine_era": p.engine_era or None,
         "levers": [vars(lv) for lv in r.levers],
         "longest_context_search": r.searched or None,
+        # --max-model-len not given and the batch under the ridge at the model's context: the
+        # longest context whose batch reaches it (0: none); null otherwise
+        "ridge_context_tokens": r.ridge_context,
         "cautions": r.cautions,
         "start_up_check": None if p.groups is None else {
             "blocks_asked": r.start_blocks, "pool_blocks": p.blocks,

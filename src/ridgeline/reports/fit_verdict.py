@@ -182,10 +182,10 @@ def verdict_line(r: FitReport) -> str:
             headline += f" ({_overflow(p)})"
     elif r.verdict == UNDER_RIDGE and slots:
         headline += (f"; a batch of {r.batch_label()} is under the ridge "
-                     f"({first_whole_batch(r.ridge_batch):,}): bandwidth-bound at any load")
+                     f"({first_whole_batch(r.ridge_batch):,}): {_any_load_words(r)}")
     elif r.verdict == UNDER_RIDGE:
         headline += (f"; the batch they allow ({r.batch_label()}) is under the ridge "
-                     f"({first_whole_batch(r.ridge_batch):,}): bandwidth-bound at any load")
+                     f"({first_whole_batch(r.ridge_batch):,}): {_any_load_words(r)}")
     elif floor is not None:  # the weights' matmuls clear the ridge, the whole step does not
         headline += _memory_bound_words(r, floor)
     elif micro_batches(d) > 1 or d.data_parallel_size > 1:
@@ -197,6 +197,20 @@ def verdict_line(r: FitReport) -> str:
         headline += (" in the weights every token reads; the routed experts stay "
                      "bandwidth-bound (caution below)")
     return headline + _host_weights_words(r)
+
+
+def _any_load_words(r: FitReport) -> str:
+    """The under-the-ridge verdict's close: "bandwidth-bound at any load", and where the
+    context is the model's own, --max-model-len not given (``FitReport.ridge_context``), that
+    this is that context's, with the longest whose batch reaches the ridge: "… at any load at
+    this full 131,072-token context; at 6,656 tokens or fewer (--max-model-len) its batch
+    reaches the ridge"."""
+    words = "bandwidth-bound at any load"
+    if r.ridge_context is None:
+        return words
+    return (f"{words} at this full {r.context:,}-token context; "
+            + (f"at {r.ridge_context:,} tokens or fewer (--max-model-len) its batch reaches "
+               "the ridge" if r.ridge_context else "no shorter context's batch reaches it"))
 
 
 def _experts_under_ridge(r: FitReport) -> bool:

@@ -20,6 +20,9 @@ from ridgeline.render import table
 from ridgeline.serving_load import Slo
 from ridgeline.units import fmt_total_tok_s, plural
 
+# the splits whose pools' launch lines the text prints in full: each further split --json
+# lists gets its one line (its price and check) without them, so the text hides none
+SPLITS_LAUNCHED = 3
 # a split's launch command for each pool by name and the lines its commands need printed
 # beside them (PlanCommands.pool_launch), where printed
 PoolCommands = Callable[[Candidate], tuple[dict[str, str], list[str]]] | None
@@ -249,7 +252,7 @@ class PlanLists:
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
             lines.append("disaggregated pools: the cheapest splits were simulated and none held "
                          "within --max-gpus; those below are analytic only")
-        for c in r.disaggregated[:3]:
+        for i, c in enumerate(r.disaggregated):  # each split --json lists, the first launched
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                    f"TPOT {tpot_ms(c.sim_tpot_s)}{itl_part(r.slo, c.sim_itl_s)}" if c.verified
@@ -261,7 +264,11 @@ class PlanLists:
                             "slower than priced (validation/serving.csv)"
                             if r.unverified_by(c) else "")
                          + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
-            lines += self.pool_lines(c, pool_commands)
+            if i < SPLITS_LAUNCHED:
+                lines += self.pool_lines(c, pool_commands)
+        if any(self.pool_lines(c, pool_commands) for c in r.disaggregated[SPLITS_LAUNCHED:]):
+            lines.append(f"  (launch lines under the first {SPLITS_LAUNCHED} splits only; "
+                         "--json gives every split's pool_commands)")
         # a split carrying the measured caution is no cheaper alternative than a cautioned
         # single pool: its price assumes the same unmeasured speed
         cheaper = [c for c in r.disaggregated if c.verified and not r.unverified_by(c)
@@ -270,7 +277,7 @@ class PlanLists:
         if cheaper:
             c = cheaper[0]
             top = "the unverified cheapest" if r.winner_unverified else "the winner"
-            lines.append(f"  the {c.disaggregated} split costs less than {top} "
+            lines.append(f"  the {c.disaggregated} split of {c.accelerator} costs less than {top} "
                          f"(${c.cost_per_hour:,.2f}/h against ${win.cost_per_hour:,.2f}/h) where "
                          "the engines can hand each prompt's KV cache from node to node "
                          f"({self.handoff_where()}); {top} needs none")
