@@ -242,8 +242,11 @@ def test_observe_cautions_a_given_context_far_under_the_kv_caches_fill(
     assert code == 0 and f"sequences of {held:,} tokens" in out and "caution: --context" not in out
 
 
-def test_decode_help_states_the_batch_it_runs_without_one() -> None:
-    """`decode MODEL --gpu G` runs batch 1; --batch's help gave an example list alone."""
-    decode = _command("decode")
-    assert decode.get_default("batch") == [1]
-    assert "(default 1)" in _help(decode, "--batch")
+def test_decode_help_states_the_batch_it_runs_without_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`decode MODEL --gpu G` runs batch 1; --batch's help gave an example list alone. (The
+    parser's default is unset, so that llama-server's -np N can price its N slots instead.)"""
+    assert "(default 1" in _help(_command("decode"), "--batch")
+    code, out, err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--json")
+    assert code == 0, err
+    assert [p["batch"] for p in json.loads(out)["points"]] == [1]

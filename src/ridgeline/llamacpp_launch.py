@@ -31,16 +31,6 @@ BARE_FLASH_ATTN_NOTE = ("bare -fa read as -fa on (builds before llama.cpp PR #15
                         "August 2025, took it as a switch; later ones take on|off|auto)")
 
 
-def per_slot_context(cells: int, slots: int) -> int:
-    """A slot's conversation in llama-server's ``-c`` cells over its ``-np`` slots: the
-    length at which every slot holds one at once (without --kv-unified, llama.cpp's own cap
-    on a slot, n_ctx_seq = n_ctx / n_seq_max in src/llama-context.cpp; with it, the slots'
-    even share of the cells they pool). -c 96000 -np 4: 24,000 tokens."""
-    if slots < 1:
-        raise InputError(f"-np must be at least 1, got {slots}")
-    return cells // slots
-
-
 def bare_flash_attn(argv: list[str]) -> tuple[list[str], bool]:
     """``argv`` with a bare ``-fa`` read as ``-fa=on``, and whether one was: bare where no
     value of llama-server's follows (the last word, a flag, or MODEL: ``fit -fa llama-3.1-8b``
@@ -160,6 +150,8 @@ def _apply_ctx_size(args: argparse.Namespace) -> None:
     slots = getattr(args, "max_num_seqs", None) or int(engine_defaults(first)["n_parallel"])
     if cells == 0:
         cells = _trained_context(args, first, flag)
+    from ridgeline.llamacpp_pool import per_slot_context
+
     length = per_slot_context(cells, slots)
     if length < 1:
         raise InputError(f"{flag} {cells} over -np {slots} slots leaves each none: give "

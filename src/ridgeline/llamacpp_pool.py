@@ -13,6 +13,7 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import llamacpp_build
 from ridgeline.engine_windows import honours_windows, token_bytes
+from ridgeline.errors import InputError
 from ridgeline.gguf_blocks import gguf_block_count, mtp_cache_blocks, mtp_kv_bytes_per_token
 from ridgeline.kvpool import KVPool
 from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
@@ -179,3 +180,13 @@ def llamacpp_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight
                   slot_bytes_each=each, buffer_bytes_per_cell=per_cell, windows_apart=True,
                   host_cells=most if elsewhere else cells if on_host else 0,
                   split_device=device, context_cells=sized)
+
+
+def per_slot_context(cells: int, slots: int) -> int:
+    """A slot's conversation in llama-server's ``-c`` cells over its ``-np`` slots: the
+    length at which every slot holds one at once (without --kv-unified, llama.cpp's own cap
+    on a slot, n_ctx_seq = n_ctx / n_seq_max in src/llama-context.cpp; with it, the slots'
+    even share of the cells they pool). -c 96000 -np 4: 24,000 tokens."""
+    if slots < 1:
+        raise InputError(f"-np must be at least 1, got {slots}")
+    return cells // slots

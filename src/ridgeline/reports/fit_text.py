@@ -188,7 +188,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
 
 def _read_back_note(r: FitReport) -> list[str]:
     """The line under the start line where pasting it back reads another length: a -c line is
-    read as -np conversations of -c ÷ -np tokens (llamacpp_launch.per_slot_context), so -c
+    read as -np conversations of -c ÷ -np tokens (llamacpp_pool.per_slot_context), so -c
     96000 -np 4, where 3 conversations of 32,000 fit, reads as 4 of 24,000. The line stays as
     it is: under --kv-unified llama.cpp caps a slot at all -c cells, not -c ÷ -np
     (src/llama-context.cpp: n_ctx_seq = n_ctx), so -np 4 serves the 3 of 32,000, and its
@@ -196,7 +196,7 @@ def _read_back_note(r: FitReport) -> list[str]:
     window caches) that llama-server does not need. A fourth conversation as long would fill
     the cells, and llama-server then fails the requests running (tools/server update_slots:
     'KV cache is full', every slot released with an error)."""
-    from ridgeline.llamacpp_launch import per_slot_context
+    from ridgeline.llamacpp_pool import per_slot_context
 
     slots, cells = r.pool.max_num_seqs, r.launch_cells
     if not slots or per_slot_context(cells, slots) == r.context:
