@@ -12,7 +12,7 @@ import pytest
 from ridgeline.catalog import resolve_model
 from ridgeline.context_length import served_positions
 from ridgeline.datafiles import engine_defaults
-from ridgeline.llamacpp_launch import per_slot_context
+from ridgeline.llamacpp_pool import per_slot_context
 from tests.conftest import refused_line, run_cli
 
 LLAMA = ("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
