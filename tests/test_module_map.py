@@ -3,6 +3,7 @@ is what scripts/module_map.py writes from the modules' docstrings today."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from pathlib import Path
 from types import ModuleType
@@ -66,3 +67,46 @@ def test_help_prints_usage_and_writes_nothing(
             script.main()
         assert stop.value.code == code and not out.exists()
     assert "--check" in capsys.readouterr().out
+
+
+def _imported(path: Path, name: str) -> set[str]:
+    """The ridgeline modules ``name`` names in any import, those under TYPE_CHECKING too
+    (mypy follows them), as module_map names modules ("reports.fit")."""
+    package = name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level == 1:
+                base = ".".join(part for part in ("ridgeline", package, base) if part)
+            if base.startswith("ridgeline"):
+                stem = base.removeprefix("ridgeline").strip(".")
+                found |= {f"{stem}.{a.name}".strip(".") for a in node.names} | {stem}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("ridgeline.") for a in node.names
+                      if a.name.startswith("ridgeline.")}
+    return found
+
+
+def _closure(mods: dict[str, Path], start: list[str]) -> set[str]:
+    """Every module ``start`` reaches through its imports (lazy and annotation-only too)."""
+    seen, todo = set(start), list(start)
+    while todo:
+        name = todo.pop()
+        for found in _imported(mods[name], name) if name in mods else ():
+            if found in mods and found not in seen:
+                seen.add(found)
+                todo.append(found)
+    return seen
+
+
+def test_the_package_and_its_simulator_reach_no_command_line_module() -> None:
+    """mypyc type-checks every module `ridgeline` and `ridgeline.sim` reach when it compiles
+    the simulator (scripts/compile_simulator.py): fit's report once imported a helper from
+    the CLI's llamacpp_launch, which pulled in the CLI, plan and its optional `ray` import,
+    and the build failed on a clean install. The library reads no CLI module."""
+    mods = _script().modules()
+    start = ["__init__"] + [name for name in mods if name.startswith("sim.")]
+    reached = _closure(mods, start)
+    assert "reports.fit" in reached and "sim.scheduler" in reached  # the walk walks
+    assert sorted(m for m in reached if m.startswith("cli") or m in ("plan", "torch_model")) == []
