@@ -19,12 +19,12 @@ refused by name.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 from ridgeline.config_reader import read_rope_scaling
 from ridgeline.errors import InputError, shorten
+from ridgeline.flag_json import json_object
 from ridgeline.model import ModelSpec
 
 # the --hf-overrides keys read: the scaling block under either name, and the base frequency,
@@ -33,6 +33,7 @@ ROPE_BLOCKS = ("rope_parameters", "rope_scaling")
 ROPE_KEYS = (*ROPE_BLOCKS, "rope_theta")
 HF_OVERRIDES = "--hf-overrides"
 ROPE_SCALING = "--rope-scaling"
+EXAMPLE = '{"rope_parameters": {"rope_type": "yarn", "factor": 4.0, …}}'  # the docs' form
 # the first release read to refuse vLLM's --rope-scaling: PR #28006 ('Remove deprecated
 # --rope-scaling and --rope-theta', merged 2025-11-04) removed it, and vLLM 0.13.0 stops at
 # 'unrecognized arguments: --rope-scaling={"rope_type":"yarn",…}' (gpustack issue #4236,
@@ -41,22 +42,10 @@ ROPE_SCALING = "--rope-scaling"
 ROPE_SCALING_REMOVED_IN = "0.13"
 
 
-def _json_object(text: str, flag: str) -> dict[str, Any]:
-    """``text`` as the JSON object a flag takes, or a one-line refusal."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"{flag} takes a JSON object, got {shorten(repr(text))} ({exc})") \
-            from None
-    if not isinstance(value, dict):
-        raise InputError(f"{flag} takes a JSON object, got {shorten(repr(text))}")
-    return value
-
-
 def hf_overrides_rope(text: str) -> dict[str, Any]:
     """The RoPE block --hf-overrides ``text`` sets ({} where it sets only rope_theta);
     any key but ROPE_KEYS refused by name, since it changes config.json in ways not read."""
-    value = _json_object(text, HF_OVERRIDES)
+    value = json_object(text, HF_OVERRIDES, EXAMPLE)
     others = [k for k in value if k not in ROPE_KEYS]
     if others:
         raise InputError(f"{HF_OVERRIDES} key{'s' if len(others) > 1 else ''} "
@@ -78,7 +67,7 @@ def hf_overrides_rope(text: str) -> dict[str, Any]:
 def json_rope_scaling(text: str) -> dict[str, Any]:
     """vLLM's --rope-scaling JSON (its releases before --hf-overrides took rope keys), as the
     block it sets."""
-    return _json_object(text, ROPE_SCALING)
+    return json_object(text, ROPE_SCALING, '{"rope_type": "yarn", "factor": 4.0, …}')
 
 
 def with_launch_rope(spec: ModelSpec, block: dict[str, Any], flag: str) -> ModelSpec:
