@@ -12,8 +12,9 @@ enable_trtllm_sampler, enable_mixed_sampler and connector_config), one with samp
 kv_connector_config, and one of 1.2's (custom_tokenizer, sparse_attention_config,
 layer_wise_benchmarks_config); joined with 0.20's PyTorch options ridgeline names elsewhere
 (use_cuda_graph, cuda_graph_batch_sizes), use_torch_sampler (the sampler switch between
-enable_trtllm_sampler and sampler_type, recalled rather than read: kept, so as not to call it
-unknown) and the key trtllm-serve takes out of the file before the LLM API reads it
+enable_trtllm_sampler and sampler_type, which TensorRT-LLM's own tests pass to LLM(...):
+test_generate_with_return_logits, use_torch_sampler=use_torch_sampler) and the key
+trtllm-serve takes out of the file before the LLM API reads it
 (disagg_cluster). A field any of them has is counted, so a key refused as none is in none.
 """
 

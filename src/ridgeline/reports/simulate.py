@@ -309,7 +309,7 @@ class SimulateReport:
                                                   gauges_at(r, g.end_s)[0]]},
                 "burst": None if found is None else {
                     "at_s": found.at_s, "waiting": found.waiting, "arrived": found.arrived,
-                    "cleared_s": found.cleared_s if math.isfinite(found.cleared_s) else None,
+                    "cleared_s": _finite_or_none(found.cleared_s),
                     "mean_service_s": r.rec.mean_service_s}}
 
     def text_lines(self) -> list[str]:
