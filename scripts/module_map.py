@@ -24,7 +24,8 @@ OUT = ROOT / "docs" / "architecture.md"
 # (layer, what it is, its modules): a name ending in "*" takes every module it starts
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Inputs", "reading what the user and the package hand in, and the one error type",
-     ("errors", "units", "engine_names", "datafiles", "userfiles", "records", "yaml_subset", "flag_json")),
+     ("errors", "units", "engine_names", "datafiles", "userfiles", "records", "record_views",
+      "yaml_subset", "flag_json")),
     ("Hardware and models", "accelerators, configs read into ModelSpec, weight formats",
      ("hardware", "model_types", "config_fields", "layouts", "config_reader", "model",
       "params", "modelopt_algos", "exclusion_patterns", "quantization",

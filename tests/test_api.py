@@ -34,8 +34,11 @@ API_DOC = ROOT / "docs" / "api.md"
 
 def test_public_names_are_pinned() -> None:
     assert sorted(ridgeline.__all__) == [
-        "Accelerator", "DecodeFloor", "Deployment", "EngineSettings", "FitReport", "InputError",
-        "KVPool", "ModelSpec", "PrefillFloor", "__version__", "decode_floor", "fit_report",
+        "Accelerator", "CLEARS_RIDGE", "COMPUTE_BOUND", "CacheTransceiver", "DOES_NOT_FIT",
+        "DecodeFloor", "Deployment", "EPLBSettings", "EngineSettings", "EngineSpec",
+        "FitReport", "HOST_LINK_BOUND", "HOST_MEMORY_BOUND", "InputError", "KVPool", "Lever",
+        "LoRASettings", "MEMORY_BOUND", "MMLimits", "ModelSpec", "PrefillFloor",
+        "SGLangLoRASettings", "UNDER_RIDGE", "__version__", "decode_floor", "fit_report",
         "kv_pool", "prefill_floor", "resolve_accelerator", "resolve_model", "ridge_point",
     ]
     for name in ridgeline.__all__:

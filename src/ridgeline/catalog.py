@@ -11,6 +11,7 @@ hf_quant_config.json beside it where config.json has no quantization_config), or
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
@@ -203,10 +204,17 @@ def catalog_model(model_id: str) -> ModelSpec:
     return spec_from_hf_config(load_data(f"models/{entry.file}"), name=entry.id)
 
 
-def resolve_model(name: str, fetchable: bool = True) -> ModelSpec:
-    """A catalog alias, a Hugging Face id in the catalog, a path to a config.json, or a path
-    to a .gguf file (its header read as the model, ``gguf_model.py``).
+def resolve_model(name: str | os.PathLike[str], fetchable: bool = True) -> ModelSpec:
+    """A catalog alias ('llama-3.1-8b': 32 layers of width 4,096, GQA 32 over 8 heads of
+    128), a Hugging Face id in the catalog ('meta-llama/Llama-3.1-8B-Instruct'), a path to a
+    config.json (a str or a pathlib.Path), or a path to a .gguf file (its header read as the
+    model, ``gguf_model.py``). A catalog model is one shared, frozen ModelSpec.
     ``fetchable``: whether the command asking takes --fetch (its hint for an id not bundled)."""
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
+    if not isinstance(name, str):
+        raise InputError(f"model must be a name or a path such as 'llama-3.1-8b', got "
+                         f"{type(name).__name__} {name!r:.40}")
     if not name or not name.strip():
         raise InputError("model name is empty")
     path = Path(name).expanduser()

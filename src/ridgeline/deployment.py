@@ -427,6 +427,18 @@ class Deployment:
         # without the remembered hash: string hashes differ from one process to another
         return {name: value for name, value in self.__dict__.items() if name != "_hash"}
 
+    def __repr__(self) -> str:
+        """The headline, not every field (the ModelSpec's layers run to thousands of
+        characters): Deployment(model='llama-3.1-8b', accelerator='h100-sxm', engine='vllm',
+        weights='as stored', kv='bf16', tensor_parallel_size=1, …)."""
+        parts = [f"model={self.model.name!r}", f"accelerator={self.accelerator.id!r}",
+                 f"engine={self.engine!r}", f"weights={self.weights.label!r}",
+                 f"kv={self.kv.id!r}", f"tensor_parallel_size={self.tensor_parallel_size}",
+                 f"pipeline_parallel_size={self.pipeline_parallel_size}",
+                 f"data_parallel_size={self.data_parallel_size}",
+                 f"expert_parallel={self.expert_parallel}"]
+        return f"Deployment({', '.join(parts)})"
+
     def _fields_hash(self) -> int:
         return hash((self.model, self.accelerator.id, self.weights.label, self.kv.id,
                      self.tensor_parallel_size, self.pipeline_parallel_size,

@@ -21,6 +21,7 @@ from typing import Any
 from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import data_files, load_data
 from ridgeline.errors import InputError, shorten, shorten_path
+from ridgeline.record_views import ReadOnlyDict, headline_repr
 from ridgeline.records import Fields
 from ridgeline.units import GB, GIB, require_positive
 from ridgeline.userfiles import read_text
@@ -113,6 +114,14 @@ class Accelerator:
     price_date: str = ""
 
     def __post_init__(self) -> None:
+        # one record serves every lookup (catalog() is cached): its mappings are read-only,
+        # so a notebook's acc.peak_flops["bf16"] *= 2 cannot change later lookups' figures
+        for name in ("peak_flops", "figure_sources"):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise InputError(f"{self.id}: {name} must be a mapping, got {value!r:.60}")
+            if not isinstance(value, ReadOnlyDict):
+                object.__setattr__(self, name, ReadOnlyDict(value))
         require_positive(self.memory_bytes, f"{self.id}: memory")
         if self.memory_unit not in ("GB", "GiB"):
             raise InputError(f"{self.id}: memory_unit must be GB or GiB, got {self.memory_unit!r}")
@@ -165,6 +174,12 @@ class Accelerator:
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+    def __repr__(self) -> str:
+        """The spec sheet's headline, not its notes and sources: Accelerator(id='h100-sxm',
+        memory_bytes=8.58993e+10, memory_bandwidth_bytes_per_s=3.35e+12, peak_flops={…})."""
+        return headline_repr(self, ("id", "name", "memory_bytes",
+                                    "memory_bandwidth_bytes_per_s", "peak_flops"))
 
     @property
     def one_memory(self) -> bool:
@@ -452,7 +467,13 @@ def catalog_id_named(name: str) -> str | None:
 
 
 def resolve_accelerator(name: str) -> Accelerator:
-    """'H100' -> h100-sxm; unknown or ambiguous names raise with the closest ids."""
+    """A card by its catalog id, alias or marketing name ('H100', 'NVIDIA H100 80GB HBM3'
+    -> h100-sxm: 989.4 TFLOP/s bf16 over 3.35 TB/s, 80 GiB) or a user record's id
+    (register); unknown or ambiguous names raise InputError with the closest ids. The record
+    is shared by every lookup, so its mappings are read-only (ReadOnlyDict)."""
+    if not isinstance(name, str):
+        raise InputError(f"accelerator must be a name such as 'h100', got "
+                         f"{type(name).__name__} {name!r:.40}")
     if not name or not name.strip():
         raise InputError("accelerator name is empty")
     if normalise(name) in _USER:

@@ -7,11 +7,12 @@ binds. Its properties turn what is left into blocks, tokens and vLLM's 'Maximum 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ridgeline.engine_names import engine_name
 from ridgeline.kvgroups import KVGroups
 from ridgeline.llamacpp_split import SplitDevice
+from ridgeline.record_views import headline_repr
 from ridgeline.stages import Stage
 from ridgeline.units import GIB
 from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
@@ -19,10 +20,18 @@ from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
 
 @dataclass(frozen=True)
 class KVPool:
-    """The KV pool of one GPU and everything that was taken before it."""
+    """The KV pool of one GPU and everything that was taken before it (``kv_pool``), in
+    bytes per GPU: the card's ``total_bytes``, less the weights, the profiled activations,
+    CUDA graphs and the rest each engine takes, leaves ``pool_bytes``, paged into ``blocks``
+    of ``block_size`` tokens. Llama-3.1-8B bf16 on one H100 under vLLM 0.34 at
+    max_model_len 8,192: 79.18 GiB, less 14.96 GiB of weights, 1.84 of activations and
+    0.72 of CUDA graphs (and 0.15 outside torch), leaves 59.03 GiB: 7,555 blocks of 64,
+    483,520 tokens at 128 KiB a token. ``tokens`` counts the pool's block slots; the token
+    figure the engine logs, and ``fit`` prints, is ``logged_tokens(max_model_len)``, which
+    differs for windowed and hybrid models."""
 
     engine: str
-    total_bytes: float  # per GPU, as the driver reports it
+    total_bytes: float  # bytes per GPU, as the runtime reports it (device_memory_bytes)
     reserved_fraction: float  # gpu_memory_utilization / mem_fraction_static / …
     weight_bytes: float  # per GPU
     activation_bytes: float
@@ -33,10 +42,12 @@ class KVPool:
     block_size: int
     max_num_seqs: int
     profile_tokens: int
-    groups: KVGroups | None = None  # vLLM V1: the hybrid allocator's groups and page
+    # vLLM V1: the hybrid allocator's groups and page
+    groups: KVGroups | None = field(default=None, repr=False)
     forward_bytes: float = 0.0  # the profiled forward pass's activations (vLLM)
     sampler_bytes: float = 0.0  # the profiled sampler's buffers (vLLM); activations = the larger
-    accounting: VLLMAccounting | None = None  # vLLM: the version whose accounting applies
+    # vLLM: the version whose accounting applies
+    accounting: VLLMAccounting | None = field(default=None, repr=False)
     slot_cache_bytes: float = 0.0  # llama.cpp: window and recurrent caches sized by slots
     slot_bytes_each: float = 0.0  # of those, what one more slot adds (its window and state)
     # llama.cpp: what one more cell of -c adds to the compute buffer (its mask, and scores
@@ -133,6 +144,10 @@ class KVPool:
     # margin, beyond what 1 − the fraction leaves) and the VMM granules it rounds to
     # (vllm_extensible.kept_free_bytes, granule_cut_bytes); 0 where the profile sizes the pool
     kept_free_bytes: float = 0.0
+
+    def __repr__(self) -> str:
+        return headline_repr(self, ("engine", "blocks", "block_size", "tokens", "pool_bytes",
+                                    "weight_bytes", "total_bytes"))
 
     def across_devices(self, n: int) -> KVPool:
         """The pool of a part the runtime lists as ``n`` devices, each a tensor-parallel rank
@@ -305,14 +320,17 @@ class KVPool:
     @property
     def tokens(self) -> int:
         """Tokens of cache the pool holds, counted as vLLM did before v0.24 (blocks ÷ groups ×
-        block_size, so every group counted as growing); llama.cpp's cells."""
+        block_size, so every group counted as growing); llama.cpp's cells. For the figure
+        the engine logs, and ``fit`` prints, read ``logged_tokens(max_model_len)``: the same
+        for a full-attention model (Llama-3.1-8B on an H100: 483,520), not for a windowed or
+        hybrid one (gpt-oss-20b at 8,192 tokens: 1,299,328 here, 1,294,272 logged)."""
         if self.groups is not None:
             return self.groups.reported_tokens(self.blocks)
         return self.blocks * self.block_size
 
     def logged_tokens(self, max_model_len: int) -> int:
-        """The engine's own token figure ("GPU KV cache size"): from vLLM v0.24 its maximum
-        concurrency × max_model_len, before it ``tokens``."""
+        """The engine's own token figure ("GPU KV cache size"), the one ``fit`` prints: from
+        vLLM v0.24 its maximum concurrency × max_model_len, before it ``tokens``."""
         if self.groups is not None and self.accounting is not None \
                 and self.accounting.tokens_from_concurrency:
             return int(self.concurrency(max_model_len) * max_model_len)

@@ -21,7 +21,10 @@ against the engine, sizes each pipeline stage's weights and keeps the stage that
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
@@ -53,6 +56,7 @@ from ridgeline.load_peak import load_peak_bytes
 from ridgeline.lora_slots import AnyLoRA, check_engine_lora
 from ridgeline.offload import gpu_weight_bytes
 from ridgeline.quantization import EXPERTS
+from ridgeline.record_views import given_fields_repr
 from ridgeline.sglang_drafter import sglang_drafter_bytes
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_bytes
 from ridgeline.sglang_memory import sglang_drafter_headroom_tokens, sglang_loads_tower
@@ -61,9 +65,9 @@ from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.stages import Stage, pipeline_stages, stage_weight_bytes
 from ridgeline.trtllm_memory import check_backend, default_backend, trtllm_pool
 from ridgeline.trtllm_transceiver import CacheTransceiver
-from ridgeline.units import GIB
+from ridgeline.units import GIB, require_count, require_fraction, require_whole
 from ridgeline.vllm_eplb import EPLBSettings, check_eplb
-from ridgeline.vllm_lora import lora_bytes
+from ridgeline.vllm_lora import LoRASettings, lora_bytes
 from ridgeline.vllm_memory import parse_version
 from ridgeline.vllm_mm_limits import MMLimits, serves_text_only
 from ridgeline.vllm_pool import vllm_deployment, vllm_pool
@@ -79,13 +83,27 @@ def device_memory_note(acc: Accelerator) -> str:
 
 
 MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")  # SGLang's --mamba-ssm-dtype, 0.5.9
+# EngineSettings' counts: positive whole numbers, kept as ints
+COUNT_FIELDS = ("max_model_len", "max_num_seqs", "server_max_num_seqs",
+                "max_num_batched_tokens", "n_batch", "block_size", "kv_cache_memory_bytes",
+                "max_total_tokens", "max_mamba_cache_size", "max_cudagraph_capture_size")
+# … and its sizes in MiB, which may be 0 (SGLANG_VLM_CACHE_SIZE_MB=0: no embedding cache)
+SIZE_FIELDS = ("sglang_vlm_cache_size_mb", "sglang_mm_feature_cache_mb",
+               "mm_preprocess_cache_size_mb")
 # vLLM's CUDAGraphMode names (engines.json vllm.compilation_config.modes)
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """The memory and batch knobs, in the engine's own words (None: the engine's default)."""
+    """The memory and batch knobs, in the engine's own words (None: the engine's default),
+    for ``kv_pool`` and ``fit_report``: vLLM's names first (``max_model_len``,
+    ``gpu_memory_utilization``, ``max_num_seqs``, ``block_size``), each comment naming the
+    other engines' flag it stands for. EngineSettings(max_model_len=8192) is vllm serve's
+    defaults at --max-model-len 8192: Llama-3.1-8B on one H100 gets 7,555 blocks of 64.
+    Counts are positive whole numbers (8192.0 is read as 8192; 2.5, True, "8192" and 0 raise
+    InputError), fractions are in (0, 1]; the objects a field takes (``drafter``,
+    ``mm_limits``, ``lora``, ``eplb``, ``cache_transceiver``) are exported from ridgeline."""
 
     gpu_memory_utilization: float | None = None  # vLLM; SGLang mem_fraction_static; TRT-LLM
     max_model_len: int | None = None  # kv_cache_free_gpu_mem_fraction; llama.cpp n_ctx
@@ -193,19 +211,30 @@ class EngineSettings:
     fit_target_bytes: float | None = None
 
     def __post_init__(self) -> None:
-        u = self.gpu_memory_utilization
-        if u is not None and not 0 < u <= 1:
-            raise InputError(f"memory fraction must be in (0, 1], got {u}")
-        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
-                     "kv_cache_memory_bytes", "max_total_tokens", "max_mamba_cache_size",
-                     "max_cudagraph_capture_size"):
+        # counts read as decode_floor reads a batch (units.require_count): 8192.0 is 8192;
+        # 2.5, True, "8192", 0 and nan are refused naming the field, and each is kept an int
+        for name in COUNT_FIELDS:
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InputError(f"{name} must be at least 1, got {value}")
-        if self.cudagraph_capture_sizes is not None and (
-                not self.cudagraph_capture_sizes or min(self.cudagraph_capture_sizes) < 1):
-            raise InputError(f"cudagraph_capture_sizes must list sizes of at least 1, got "
-                             f"{list(self.cudagraph_capture_sizes)}")
+            if value is not None:
+                object.__setattr__(self, name, require_count(value, name))
+        for name in SIZE_FIELDS:  # MiB where 0 turns the cache off
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, require_whole(value, name))
+        if self.gpu_memory_utilization is not None:
+            object.__setattr__(self, "gpu_memory_utilization", require_fraction(
+                self.gpu_memory_utilization, "memory fraction"))
+        if self.swa_full_tokens_ratio is not None:
+            object.__setattr__(self, "swa_full_tokens_ratio", require_fraction(
+                self.swa_full_tokens_ratio, "swa_full_tokens_ratio"))
+        if self.cudagraph_capture_sizes is not None:
+            sizes = self.cudagraph_capture_sizes
+            if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable) \
+                    or not tuple(sizes):
+                raise InputError(f"cudagraph_capture_sizes must list sizes of at least 1, got "
+                                 f"{sizes!r}")
+            object.__setattr__(self, "cudagraph_capture_sizes", tuple(
+                require_count(size, "cudagraph_capture_sizes' size") for size in sizes))
         if self.cudagraph_mode is not None and self.cudagraph_mode not in CUDAGRAPH_MODES:
             raise InputError(f"cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)}, "
                              f"got {self.cudagraph_mode!r}")
@@ -215,21 +244,38 @@ class EngineSettings:
                              "switch the step cost reads")
         if self.usage not in ("serve", "offline"):
             raise InputError(f"usage must be serve or offline, got {self.usage!r}")
+        kinds: tuple[tuple[str, tuple[type, ...]], ...] = (
+            ("drafter", (EngineSpec,)), ("mm_limits", (MMLimits,)),
+            ("cache_transceiver", (CacheTransceiver,)),
+            ("lora", (LoRASettings, SGLangLoRASettings)), ("eplb", (EPLBSettings,)))
+        for name, kind in kinds:  # each an object ridgeline exports
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                wants = " or ".join(f"a ridgeline.{k.__name__}" for k in kind)
+                raise InputError(f"{name} must be {wants}, got {type(value).__name__} "
+                                 f"{value!r:.60}")
+        if self.engine_version is not None and not isinstance(self.engine_version, str):
+            raise InputError(f"engine_version must be a release such as '0.11' or 'b9400', "
+                             f"got {type(self.engine_version).__name__} "
+                             f"{self.engine_version!r:.60}")
         if self.engine_version is not None and llamacpp_build(self.engine_version) is None:
             if re.fullmatch(r"\s*[bB]\d*\s*", self.engine_version):
                 raise InputError(f"not a llama.cpp build: {self.engine_version!r} (expected "
                                  "e.g. b9400)")
             parse_version(self.engine_version)
-        if self.fit_target_bytes is not None and self.fit_target_bytes < 0:
-            raise InputError(f"fit_target_bytes must be at least 0, got {self.fit_target_bytes}")
-        r = self.swa_full_tokens_ratio
-        if r is not None and not 0 < r <= 1:
-            raise InputError(f"swa_full_tokens_ratio must be in (0, 1], got {r}")
+        target = self.fit_target_bytes
+        if target is not None and (isinstance(target, bool) or not isinstance(
+                target, numbers.Real) or not 0 <= target < math.inf):
+            raise InputError(f"fit_target_bytes must be a number of bytes of at least 0, got "
+                             f"{target!r}")
         if self.backend is not None:
             check_backend(self.backend)
         if self.mamba_ssm_dtype is not None and self.mamba_ssm_dtype not in MAMBA_SSM_DTYPES:
             raise InputError(f"mamba_ssm_dtype must be one of {', '.join(MAMBA_SSM_DTYPES)}, "
                              f"got {self.mamba_ssm_dtype!r}")
+
+    def __repr__(self) -> str:
+        return given_fields_repr(self)
 
     @property
     def cold_compile(self) -> bool:
@@ -239,6 +285,18 @@ class EngineSettings:
         compiles = self.torch_compile if self.torch_compile is not None \
             else not self.enforce_eager
         return compiles and not self.warm_compile_cache
+
+
+def require_settings(settings: object) -> EngineSettings:
+    """``settings`` where it is an EngineSettings, else an InputError naming what it was
+    (kv_pool(dep, {"max_model_len": 8192}) is refused so, not read as a dict deep inside);
+    None is the engine's defaults, EngineSettings()."""
+    if settings is None:
+        return EngineSettings()
+    if not isinstance(settings, EngineSettings):
+        raise InputError(f"settings must be a ridgeline.EngineSettings (EngineSettings("
+                         f"max_model_len=8192)), got {type(settings).__name__} {settings!r:.60}")
+    return settings
 
 
 def loaded_vision_bytes(dep: Deployment, s: EngineSettings) -> float:
@@ -256,10 +314,13 @@ def loaded_vision_bytes(dep: Deployment, s: EngineSettings) -> float:
 
 def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
             total_bytes: float | None = None) -> KVPool:
-    """The per-GPU KV pool of ``dep.engine`` under ``settings``: of a pipeline, the stage
-    whose pool holds the fewest blocks (every stage sizes its own; the engine keeps the
-    fewest, stages.py); of llama.cpp's layer split, a GPU holding cache before one holding
-    none at the same cells."""
+    """The per-GPU KV pool of ``dep.engine`` under ``settings`` (None: the engine's
+    defaults), its figures in bytes per GPU: of a pipeline, the stage whose pool holds the
+    fewest blocks (every stage sizes its own; the engine keeps the fewest, stages.py); of
+    llama.cpp's layer split, a GPU holding cache before one holding none at the same cells.
+    ``total_bytes``: the device memory in bytes, where not the card's (device_memory_bytes).
+    Llama-3.1-8B on one H100 under vLLM at max_model_len 8,192: 59.03 GiB, 7,555 blocks
+    of 64."""
     pools = stage_pools(dep, settings, total_bytes)
     return min(pools, key=lambda pool: (
         pool.blocks, pool.split_device is not None and not pool.kv_bytes_per_token,
@@ -283,7 +344,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     layer split, each GPU's (llamacpp_split.split_devices); one pool for a deployment
     without a pipeline."""
     engine = dep.engine
-    s = vllm_draft_settings(engine, settings or EngineSettings())  # 0.9.x: a draft model on V0
+    s = vllm_draft_settings(engine, require_settings(settings))  # 0.9.x: a draft model on V0
     if engine.startswith("torch-"):
         raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
                          "engine: it has no KV pool or scheduler to size (use vllm, sglang, "

@@ -246,6 +246,16 @@ class ModelSpec:
         checkpoint_kv.checkpoint_kv_dtype)."""
         return dict(self.engine_kv_cache_dtypes).get("vllm", "")
 
+    def __repr__(self) -> str:
+        """The headline, not the layers one by one: ModelSpec(name='llama-3.1-8b',
+        architecture='LlamaForCausalLM', num_layers=32, hidden_size=4096, …)."""
+        attention = self.attention.kind if self.attention is not None else None
+        return (f"ModelSpec(name={self.name!r}, architecture={self.architecture!r}, "
+                f"model_type={self.model_type!r}, num_layers={self.num_layers}, "
+                f"hidden_size={self.hidden_size}, attention={attention!r}, "
+                f"is_moe={self.is_moe}, max_position_embeddings="
+                f"{self.max_position_embeddings}, dtype={self.dtype!r})")
+
     def __hash__(self) -> int:
         # Cheap and consistent with equality (equal specs share these); the full field
         # hash walks every layer, and specs are dict keys in every cache of the cost model.

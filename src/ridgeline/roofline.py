@@ -16,10 +16,15 @@ from ridgeline.hardware import Accelerator
 from ridgeline.kvcache import kv_replication
 from ridgeline.model import ModelSpec
 from ridgeline.moe import expected_experts_touched
+from ridgeline.units import require_positive
 
 
 def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
-    """FLOP per byte where compute and memory take equal time: 990/3.35 = 296."""
+    """FLOP per byte where compute and memory take equal time: an H100 SXM's 989.4e12 bf16
+    FLOP/s over 3.35e12 B/s is 295.3. Each figure must be a positive, finite number in base
+    units (a zero, a negative, nan or inf raises InputError naming the argument)."""
+    require_positive(peak_flops_per_s, "peak_flops_per_s")
+    require_positive(bandwidth_bytes_per_s, "bandwidth_bytes_per_s")
     return peak_flops_per_s / bandwidth_bytes_per_s
 
 

@@ -36,6 +36,10 @@ from ridgeline.offload import placed_layers
 from ridgeline.params import count_params, layer_params
 from ridgeline.quantization import EMBEDDING, LM_HEAD, OTHER
 
+# what a step's host time waits on (Work.host_bound): the CPU's memory, or the link a
+# prompt copies host-held weights over
+HOST_MEMORY_BOUND = "host memory"
+HOST_LINK_BOUND = "the host link"
 _KV_OPS = ("attention", INDEXER_OP, "recurrent state")
 _WEIGHT_OPS = tuple(op for op in WEIGHT_OPS if op != "lm head")  # its logits are activations
 
@@ -123,7 +127,7 @@ class Work:
     @property
     def host_bound(self) -> str:
         """What the host time waits on: the CPU's memory, or the link a prompt copies over."""
-        return "the host link" if self.link_bytes > self.host_bytes else "host memory"
+        return HOST_LINK_BOUND if self.link_bytes > self.host_bytes else HOST_MEMORY_BOUND
 
 
 def step_work(dep: Deployment, batch: list[Seq]) -> Work:

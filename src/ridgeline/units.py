@@ -129,19 +129,42 @@ def require_count(value: object, what: str) -> int:
     integer (numpy's int64 among them: numbers.Integral) or a whole real (8.0 -> 8); a
     fraction (2000.5 tokens), a bool, zero, a negative or a non-number is refused naming
     ``what``. Reads no numpy: numpy registers its scalars with the numbers ABCs."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(f"{what} must be a whole number, got {value!r}")
-    if isinstance(value, numbers.Integral):
-        count = operator.index(value)
-    elif float(value).is_integer():
-        count = int(float(value))
-    else:
-        raise InputError(f"{what} must be a whole number"
-                         + (" of tokens" if "length" in what or "context" in what else "")
-                         + f", got {value!r}")
+    count = _whole(value, what)
     if count <= 0:
         raise InputError(f"{what} must be positive, got {value!r}")
     return count
+
+
+def require_whole(value: object, what: str) -> int:
+    """A whole number of at least 0 as an int, read as require_count reads a count (a size
+    in MiB where 0 turns a cache off: 256 and 0 pass, 2.5, -1 and True are refused)."""
+    count = _whole(value, what)
+    if count < 0:
+        raise InputError(f"{what} cannot be negative, got {value!r}")
+    return count
+
+
+def _whole(value: object, what: str) -> int:
+    """``value`` as an int where it is a whole number (an integer, or a real such as 8.0)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{what} must be a whole number, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        return operator.index(value)
+    if float(value).is_integer():
+        return int(float(value))
+    raise InputError(f"{what} must be a whole number"
+                     + (" of tokens" if "length" in what or "context" in what else "")
+                     + f", got {value!r}")
+
+
+def require_fraction(value: object, what: str) -> float:
+    """A share in (0, 1] as a float (vLLM's gpu_memory_utilization 0.9): a bool, a
+    non-number, nan, 0 or past 1 is refused naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{what} must be a number, got {value!r}")
+    if not 0 < float(value) <= 1:  # nan fails both comparisons
+        raise InputError(f"{what} must be in (0, 1], got {value}")
+    return float(value)
 
 
 def binary_unit(n_bytes: float) -> tuple[str, float]:

@@ -10,7 +10,7 @@ FitReport holds the figures; its verdict line (fit_verdict), cautions (fit_cauti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ridgeline.capacity import (
@@ -28,9 +28,10 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Step
 from ridgeline.kvpool import block_past_pool
 from ridgeline.llamacpp_fit import run_pool
-from ridgeline.memory import EngineSettings, KVPool
+from ridgeline.memory import EngineSettings, KVPool, require_settings
 from ridgeline.monotone import longest_holding
 from ridgeline.offload import HostOffload
+from ridgeline.record_views import headline_repr
 from ridgeline.reports.fit_cautions import fit_cautions, state_capped_seats
 from ridgeline.reports.fit_json import fit_dict
 from ridgeline.reports.fit_levers import Lever, levers
@@ -55,16 +56,24 @@ from ridgeline.vllm_pool import PoolAdvice, vllm_pool_advice_terms
 
 @dataclass(frozen=True)
 class FitReport:
-    deployment: Deployment
-    settings: EngineSettings
-    pool: KVPool
+    """``fit_report``'s answer: how many conversations of ``context`` tokens the engine's KV
+    pool (``pool``) holds at once, the ``batch`` the engine runs of them, and the
+    ``verdict``: DOES_NOT_FIT, UNDER_RIDGE (fits, but the batch stays under ``ridge_batch``,
+    so decode is bandwidth-bound at any load) or CLEARS_RIDGE. ``levers`` are the changes
+    that would hold more (a shorter context, fp8 weights, more GPUs), each with its own
+    conversations. Llama-3.1-8B on one H100 under vLLM at 8,192 tokens: 59 conversations,
+    "fits, under the ridge" (the ridge batch is 295.3). ``to_dict()`` is fit --json's."""
+
+    deployment: Deployment = field(repr=False)
+    settings: EngineSettings = field(repr=False)
+    pool: KVPool = field(repr=False)
     context: int
     target: int | None
-    conversations: int
+    conversations: int  # held at once by the pool (of every data-parallel rank)
     per_conversation_bytes: float  # per GPU
     ridge_batch: float  # the batch at which the weights every token reads reach the ridge
-    levers: tuple[Lever, ...]
-    steps: tuple[Step, ...]
+    levers: tuple[Lever, ...] = field(repr=False)
+    steps: tuple[Step, ...] = field(repr=False)  # --explain's worked steps
     searched: str = ""  # what longest_context found, when it chose the context
     # llama.cpp's --fit, where it places this deployment (-ngl auto, or the build's default):
     # the host it moves weights to and its --fit-target margin (None: the default), so a
@@ -79,10 +88,15 @@ class FitReport:
     # the full context's, not the card's; None where the context was given or the batch clears
     ridge_context: int | None = None
 
+    def __repr__(self) -> str:
+        return headline_repr(self, ("context", "target", "verdict", "conversations", "batch",
+                                    "ridge_batch"))
+
     @property
     def batch(self) -> int:
         """Sequences that can run at once: the pool, then the engine's seat limit (each
-        data-parallel rank's)."""
+        data-parallel rank's); 59 for the 8B above, its 59 conversations under vLLM's 1,024
+        seats."""
         return min(self.conversations, engine_seat_limit(self.pool, self.deployment))
 
     @property
@@ -95,6 +109,10 @@ class FitReport:
 
     @property
     def verdict(self) -> str:
+        """One of three strings (exported as ridgeline's DOES_NOT_FIT, UNDER_RIDGE and
+        CLEARS_RIDGE): "does not fit" (fewer conversations than the target, or none),
+        "fits, under the ridge" (the batch of a stage is below ``ridge_batch``), or "clears
+        the ridge"."""
         if self.conversations < max(1, self.target or 1) or self.batch < 1:
             return DOES_NOT_FIT  # (a batch of none: the engine would refuse to start)
         return CLEARS_RIDGE if self.stage_batch >= self.ridge_batch else UNDER_RIDGE
@@ -349,7 +367,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = 
     runs are placed by again. Llama-3.1-8B on one H100 under vLLM at 8,192 tokens: 59
     conversations, ``verdict`` "fits, under the ridge" (the ridge batch is 296)."""
     context = require_count(context, "context length")
-    settings = EngineSettings() if settings is None else settings
+    settings = require_settings(settings)
     s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
                          target)
     pool = run_pool(dep, s, fit_host is not None, fit_margin_bytes)

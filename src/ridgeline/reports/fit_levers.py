@@ -64,6 +64,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Lever:
+    """One change fit weighs (FitReport.levers), and what it would hold: ``name`` says the
+    change in words and flags, ``conversations`` and ``batch`` are the fit's under it,
+    ``context`` the tokens a conversation then has (shorter for the context levers).
+    Llama-3.1-8B on one H100 under vLLM at 8,192 tokens, 59 conversations: "fp8 KV cache
+    (--kv-cache-dtype fp8)" holds 118, "2 GPUs (tensor parallel)" 132."""
+
     name: str
     conversations: int
     batch: int
