@@ -47,6 +47,7 @@ from ridgeline.model_types import (
     OUTPUT_GATED_ATTENTION,
     OWN_EXPERT_WIDTH,
     PARALLEL_BLOCK,
+    PARALLEL_HYBRID,
     PER_HEAD_QK_NORM,
     QK_NORM,
     UNGATED_MLP,
@@ -56,6 +57,8 @@ from ridgeline.params import layers_share
 from ridgeline.quantization import checkpoint_algo, checkpoint_method, stored_layout
 from ridgeline.vision_tower import vision_config, vision_item, vision_params
 
+# Granite MoE families whose shared_mlp is the whole FFN where they route to no experts
+GRANITE_SHARED_MLP = frozenset({"granitemoehybrid", "granitemoeshared"})
 # Far above any real model (Llama-3.1-405B has 126 layers); a config that claims more is
 # malformed, and building its layer list would exhaust memory.
 MAX_LAYERS = 10_000
@@ -124,6 +127,10 @@ class _SpecReader(ConfigFields):
         ffns = self._ffns(num_layers, mixers)
         windows = self._windows(mixers)
         layers = tuple(Layer(m, f, w) for m, f, w in zip(mixers, ffns, windows, strict=False))
+        parallel = self.model_type in PARALLEL_HYBRID
+        if parallel:
+            layers = self._parallel_blocks(layers)
+        mixers = [layer.mixer for layer in layers]
         needs_attention = any(m not in (LINEAR, MAMBA, NONE) for m in mixers)
         attention = self._attention(hidden) if needs_attention else None
         moe = self._moe() if MOE in ffns else None
@@ -177,8 +184,22 @@ class _SpecReader(ConfigFields):
             quant_algo=checkpoint_algo(self.c.get("quantization_config")),
             engine_kv_cache_dtypes=engine_checkpoint_kv(self.c.get("quantization_config")),
             stored_formats=(),
+            parallel_hybrid=parallel,
         )
         return _with_stored_layout(spec, self.c.get("quantization_config"))
+
+    def _parallel_blocks(self, layers: tuple[Layer, ...]) -> tuple[Layer, ...]:
+        """A parallel hybrid's layers as two blocks each: the layer's attention with its MLP,
+        then a Mamba-2 block with no MLP (model_types.PARALLEL_HYBRID). Its one input norm and
+        its pre-MLP norm are then one norm a block (_norms_per_layer). A config that names
+        attention in some layers only (attn_layer_indices) is not read so: refused."""
+        named = self.c.get("attn_layer_indices")
+        if named not in (None, []):
+            raise InputError(f"{self.name}: a {self.model_type} model runs attention beside "
+                             "Mamba-2 in every layer; attn_layer_indices "
+                             f"{shorten(repr(named))} is not read (give null)")
+        mamba = Layer(MAMBA, NONE)
+        return tuple(block for layer in layers for block in (layer, mamba))
 
     def _tied(self) -> bool:
         """tie_word_embeddings; where the config leaves it out or sets it to null, the
@@ -190,7 +211,8 @@ class _SpecReader(ConfigFields):
     def _norms_per_layer(self) -> int:
         if self.model_type in FOUR_NORMS:
             return 4
-        if self.model_type == "nemotron_h" or self.model_type in PARALLEL_BLOCK:
+        if self.model_type == "nemotron_h" or self.model_type in PARALLEL_BLOCK \
+                or self.model_type in PARALLEL_HYBRID:
             return 1
         return 2
 
@@ -305,21 +327,8 @@ class _SpecReader(ConfigFields):
         )
 
     def _mamba(self, hidden: int) -> Mamba:
-        if self.c.get("mamba_num_heads") is not None:  # Mamba-2 (Nemotron-H)
-            heads = self.int_("mamba_num_heads")
-            head_dim = self.int_("mamba_head_dim")
-            groups = self.int_("n_groups", default=1)
-            if heads % groups:  # each group's B and C serve heads ÷ groups heads
-                raise InputError(f"{self.name}: mamba_num_heads ({heads}) is not a multiple "
-                                 f"of n_groups ({groups}): each group of B/C states serves a "
-                                 "whole number of heads")
-            return Mamba(
-                version=2, d_inner=heads * head_dim, d_state=self.int_("ssm_state_size"),
-                conv_kernel=self.int_("conv_kernel", default=4), num_heads=heads,
-                head_dim=head_dim, n_groups=groups, dt_rank=0,
-                conv_bias=self.bool_("use_conv_bias", True),
-                proj_bias=self.bool_("mamba_proj_bias"),
-            )
+        if any(self.c.get(k) is not None for k in ("mamba_num_heads", "mamba_n_heads")):
+            return self._mamba2(hidden)
         expand = self.int_("mamba_expand", "expand", default=2)
         d_inner = expand * hidden
         dt_rank = self.c.get("mamba_dt_rank", "auto")
@@ -332,11 +341,53 @@ class _SpecReader(ConfigFields):
             proj_bias=self.bool_("mamba_proj_bias"),
         )
 
+    def _mamba2(self, hidden: int) -> Mamba:
+        """A Mamba-2 mixer under Nemotron-H's names (mamba_num_heads, mamba_head_dim, n_groups,
+        ssm_state_size, conv_kernel) or Granite-4.0-H's and Falcon-H1's (mamba_n_heads,
+        mamba_d_head, mamba_n_groups, mamba_d_state, mamba_d_conv; transformers'
+        GraniteMoeHybridConfig and FalconH1Config, whose d_head "auto" is d_inner ÷ heads, d_inner
+        being mamba_d_ssm or mamba_expand × hidden). Falcon-H1-7B: 24 heads of 128, d_state 256."""
+        heads = self.int_("mamba_num_heads", "mamba_n_heads")
+        d_ssm = self.opt_int("mamba_d_ssm")
+        if self.c.get("mamba_head_dim") is None and self.c.get("mamba_d_head") == "auto":
+            head_dim = (d_ssm or self.int_("mamba_expand", default=2) * hidden) // heads
+        else:
+            head_dim = self.int_("mamba_head_dim", "mamba_d_head")
+        if d_ssm is not None and d_ssm != heads * head_dim:  # FalconH1Config refuses it so
+            raise InputError(f"{self.name}: mamba_d_ssm ({d_ssm}) is not mamba_n_heads × "
+                             f"mamba_d_head ({heads} × {head_dim}): the Mamba-2 heads must "
+                             "tile its width")
+        groups = self.int_("n_groups", "mamba_n_groups", default=1)
+        if heads % groups:  # each group's B and C serve heads ÷ groups heads
+            heads_key, groups_key = (self._named("mamba_num_heads", "mamba_n_heads"),
+                                     self._named("n_groups", "mamba_n_groups"))
+            raise InputError(f"{self.name}: {heads_key} ({heads}) is not a multiple of "
+                             f"{groups_key} ({groups}): each group of B/C states serves a "
+                             "whole number of heads")
+        conv_bias = self._named("use_conv_bias", "mamba_conv_bias")
+        return Mamba(
+            version=2, d_inner=heads * head_dim,
+            d_state=self.int_("ssm_state_size", "mamba_d_state"),
+            conv_kernel=self.int_("conv_kernel", "mamba_d_conv", default=4), num_heads=heads,
+            head_dim=head_dim, n_groups=groups, dt_rank=0,
+            conv_bias=self.bool_(conv_bias, True),
+            proj_bias=self.bool_("mamba_proj_bias"),
+            gated_norm=self.bool_("mamba_rms_norm", self.model_type != "falcon_h1"),
+        )
+
+    def _named(self, *keys: str) -> str:
+        """The first of ``keys`` the config gives (not null), else the first."""
+        return next((k for k in keys if self.c.get(k) is not None), keys[0])
+
     def _dense_mlp(self, hidden: int) -> DenseMLP:
         if self.model_type in ("llama4", "llama4_text"):
             size = self.int_("intermediate_size_mlp")
         elif self.model_type in ("gptj", "falcon", "gpt2"):  # n_inner null: 4 × hidden
             size = self.int_("n_inner", "ffn_hidden_size", default=4 * hidden)
+        elif self.model_type in GRANITE_SHARED_MLP:
+            # no experts (Granite-4.0-H-Micro): the shared_mlp is the layer's one MLP (vLLM
+            # granitemoehybrid.py builds block_sparse_moe only for num_local_experts > 0)
+            size = self.int_("shared_intermediate_size")
         else:
             size = self.int_("intermediate_size", "n_inner", "ffn_hidden_size")
         return DenseMLP(
@@ -363,8 +414,11 @@ class _SpecReader(ConfigFields):
                              "intermediate_size is the dense layers' width)")
         expert_size = self.int_("moe_intermediate_size", "intermediate_size")
         shared_size = self.int_("shared_expert_intermediate_size", default=0, minimum=0)
+        granite_shared = self.int_("shared_intermediate_size", default=0, minimum=0)
         if shared_size:  # Qwen: one shared expert of its own width
             shared, per_shared = 1, shared_size
+        elif granite_shared:  # Granite MoE (Granite-4.0-H): shared_mlp, ungated by a router
+            shared, per_shared = 1, granite_shared  # (vLLM granitemoehybrid.py: 0 is none)
         elif self.model_type in ("llama4", "llama4_text"):
             shared, per_shared = 1, expert_size
         else:

@@ -108,7 +108,8 @@ class LinearAttention:
 
 @dataclass(frozen=True)
 class Mamba:
-    """Mamba (v1, Jamba) or Mamba-2 (Nemotron-H) mixer: conv state + SSM state per sequence."""
+    """Mamba (v1, Jamba) or Mamba-2 (Nemotron-H, Granite-4.0-H, Falcon-H1) mixer: conv state +
+    SSM state per sequence."""
 
     version: int
     d_inner: int
@@ -120,6 +121,9 @@ class Mamba:
     dt_rank: int  # v1 only
     conv_bias: bool
     proj_bias: bool
+    # Mamba-2's gated RMSNorm over d_inner before out_proj: Nemotron-H's and Granite-4.0-H's
+    # always; Falcon-H1's where its config sets mamba_rms_norm (FalconH1Config: False)
+    gated_norm: bool = True
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,10 @@ class ModelSpec:
     # whether config.json lists any architectures: where it does not, ``architecture`` holds
     # the model_type, and an engine has no class name to pick its implementation by
     architectures_named: bool = True
+    # a parallel hybrid (Falcon-H1, model_types.PARALLEL_HYBRID): ``layers`` lists each decoder
+    # layer as two blocks, attention with the MLP and then Mamba-2, so num_layers is twice the
+    # config's num_hidden_layers (decoder_layers)
+    parallel_hybrid: bool = False
 
     @property
     def kv_cache_dtype(self) -> str:
@@ -277,7 +285,14 @@ class ModelSpec:
 
     @property
     def num_layers(self) -> int:
+        """Blocks of one mixer each: a parallel hybrid's decoder layer counts two."""
         return len(self.layers)
+
+    @property
+    def decoder_layers(self) -> int:
+        """The config's num_hidden_layers: Falcon-H1-7B's 44, which num_layers lists as 88
+        blocks (44 attention with the MLP, 44 Mamba-2)."""
+        return self.num_layers // 2 if self.parallel_hybrid else self.num_layers
 
     @property
     def architecture_caution(self) -> str:
@@ -320,7 +335,10 @@ class ModelSpec:
         decoder of 32 layers of width 4,096, 32 query heads over 8 KV heads of 128, RMSNorm,
         a gated MLP of 14,336"."""
         kind = "an MoE" if self.is_moe else "a dense"
-        parts = [f"{kind} decoder of {self.num_layers:,} layers of width {self.hidden_size:,}"]
+        parts = [f"{kind} decoder of {self.num_layers:,} layers of width {self.hidden_size:,}"
+                 if not self.parallel_hybrid else
+                 f"{kind} decoder of {self.decoder_layers:,} layers of width "
+                 f"{self.hidden_size:,}, each attention beside Mamba-2"]
         a = self.attention
         if a is not None:
             parts.append(f"MLA over {a.num_heads} heads" if a.mla else

@@ -38,6 +38,12 @@ QK_NORM = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"
 # Command R+)
 PER_HEAD_QK_NORM = frozenset({"cohere"})
 OUTPUT_GATED_ATTENTION = {"qwen3_next"}
+# Parallel hybrids: every decoder layer runs attention and a Mamba-2 mixer side by side on one
+# input norm, sums them, then runs its MLP (transformers' FalconH1Config: layers_block_type
+# "hybrid" for every layer; vLLM falcon_h1.py FalconH1ParallelHybrid, whose Attention and
+# MambaMixer2 each register a cache layer of their own). Read as two blocks a layer, the
+# attention with the MLP, then the Mamba-2: the layers vLLM's hybrid KV-cache manager groups.
+PARALLEL_HYBRID = frozenset({"falcon_h1"})
 # Architectures whose attention projections always carry biases (GPT-2's Conv1D layers;
 # GPT-NeoX's come from attention_bias, true by default: model_type_defaults.json)
 ATTENTION_BIAS = {"gpt2"}
@@ -75,6 +81,12 @@ ENCODER_TYPES = {
 ENCODER_DECODER_TYPES = {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian",
                          "whisper", "led", "encoder_decoder"}
 RECURRENT_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "rwkv5", "rwkv6", "rwkv7"}
+# Decoders some of whose layers cross-attend to an image's encoder states, a cache per image
+# beside the text's KV (Llama-3.2-Vision: 8 of its 40 text layers, cross_attention_layers):
+# not modelled, and vLLM serves them no more ("MllamaForConditionalGeneration": "0.10.2" in
+# _PREVIOUSLY_SUPPORTED_MODELS, vllm/model_executor/models/registry.py: removed with V0's
+# encoder-decoder runner, PR #24907; V1 never ran it)
+CROSS_ATTENTION_TYPES = {"mllama", "mllama_text_model"}
 # MoE configs whose experts have a width of their own, moe_intermediate_size, beside the dense
 # layers' intermediate_size (transformers' Qwen2Moe/Qwen3Moe/Qwen3Next/Qwen3.5-MoE,
 # DeepseekV2/V3, Glm4Moe config classes; Kimi-K2 ships DeepSeek-V3's, and DeepSeek-V3.2's
@@ -133,6 +145,11 @@ def refuse_non_decoders(name: str, config: Mapping[str, Any], model_type: str,
     if not kinds:  # no model_type: transformers' class name starts with it (BertForMaskedLM)
         architecture = first_architecture(config) or ""
         kinds = _types_named_by(architecture)
+    if kinds & CROSS_ATTENTION_TYPES:
+        raise InputError(f"{name}: model_type {min(kinds & CROSS_ATTENTION_TYPES)!r} "
+                         "(Llama-3.2-Vision) cross-attends to each image's encoder states in "
+                         "its cross_attention_layers, a cache ridgeline does not model; vLLM "
+                         "served MllamaForConditionalGeneration until v0.10.2 and no longer")
     if config.get("is_encoder_decoder") is True or kinds & ENCODER_DECODER_TYPES:
         what = "an encoder-decoder model"
     elif kinds & ENCODER_TYPES:

@@ -94,6 +94,13 @@ class HostOffload:
         if accelerator.one_memory:
             raise InputError(f"{accelerator.id}'s GPU and CPU share one memory: there is no "
                              "host memory to offload to (every layer is already in it)")
+        if model.parallel_hybrid and self.moves_weights(model.num_layers,
+                                                        gguf_block_count(model)):
+            # llama.cpp's blocks are the config's layers; ridgeline's, two a layer
+            raise InputError(f"llama.cpp places {model.name}'s {model.decoder_layers} layers "
+                             "(-ngl, --fit), each attention beside Mamba-2, which ridgeline "
+                             f"lists as {model.num_layers} blocks: a partial offload of a "
+                             "parallel hybrid is not modelled (every layer on the GPU: -ngl -1)")
 
     def moves_weights(self, num_layers: int, blocks: int | None = None) -> bool:
         """Whether any weight stays in host memory (tok_embd aside); ``blocks``: the GGUF's

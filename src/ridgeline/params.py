@@ -244,13 +244,16 @@ def linear_attention_params(la: LinearAttention, hidden: int) -> tuple[int, int]
 
 
 def mamba_params(m: Mamba, hidden: int) -> tuple[int, int]:
-    """Mamba-1 (Jamba) or Mamba-2 (Nemotron-H) mixer: projections, then small vectors."""
+    """Mamba-1 (Jamba) or Mamba-2 (Nemotron-H) mixer: projections, then small vectors.
+    Mamba-2: in_proj h·(2·d_inner + 2·groups·d_state + heads), out_proj d_inner·h; Falcon-H1-7B's
+    3,072·(6,144 + 512 + 24) + 3,072² = 29,958,144 a layer."""
     if m.version == 2:
         conv_dim = m.d_inner + 2 * m.n_groups * m.d_state
         in_proj = hidden * (2 * m.d_inner + 2 * m.n_groups * m.d_state + m.num_heads)
         out_proj = m.d_inner * hidden
         extra = conv_dim * m.conv_kernel + (conv_dim if m.conv_bias else 0)
-        extra += 3 * m.num_heads + m.d_inner  # dt_bias, A_log, D, gated norm
+        extra += 3 * m.num_heads  # dt_bias, A_log, D
+        extra += m.d_inner if m.gated_norm else 0
         return in_proj + out_proj, extra
     in_proj = hidden * 2 * m.d_inner
     x_proj = m.d_inner * (m.dt_rank + 2 * m.d_state)

@@ -44,6 +44,7 @@ class Stage:
     layers: int  # decoder layers on this stage
     kv_share: float = 1.0  # its cache-holding layers over an even split's
     expert_share: float = 1.0  # its MoE layers over an even split's
+    blocks_per_layer: int = 1  # a parallel hybrid's (Falcon-H1's) two: ``layers`` counts blocks
 
     @property
     def first(self) -> bool:
@@ -55,7 +56,8 @@ class Stage:
 
     def describe(self) -> str:
         """'stage 2 of 2 (30 layers and the lm_head)'."""
-        holds = [f"{self.layers} layer{'s' if self.layers != 1 else ''}"]
+        n = self.layers // self.blocks_per_layer
+        holds = [f"{n} layer{'s' if n != 1 else ''}"]
         if self.first:
             holds.append("the embedding")
         if self.last:
@@ -92,11 +94,15 @@ def _share(layers: Sequence[Layer], start: int, count: int, stages: int,
 def pipeline_stages(dep: Deployment) -> tuple[Stage, ...]:
     """The deployment's stages, first to last (one for a deployment without a pipeline)."""
     layers, pp = dep.model.layers, dep.pipeline_parallel_size
+    # the engine splits a parallel hybrid's decoder layers (Falcon-H1's 44), two blocks each
+    blocks = 2 if dep.model.parallel_hybrid else 1
     out, start = [], 0
-    for i, n in enumerate(stage_layers(len(layers), pp, dep.engine)):
+    for i, n in enumerate(blocks * n for n in stage_layers(len(layers) // blocks, pp,
+                                                           dep.engine)):
         out.append(Stage(i, pp, start, n,
                          _share(layers, start, n, pp, lambda layer: layer.mixer != NONE),
-                         _share(layers, start, n, pp, lambda layer: layer.ffn == MOE)))
+                         _share(layers, start, n, pp, lambda layer: layer.ffn == MOE),
+                         blocks))
         start += n
     return tuple(out)
 

@@ -101,17 +101,31 @@ def vision_params(config: ConfigFields, text_hidden: int) -> int:
         raise InputError(f"{config.name}: vision_config must be a JSON object")
     try:
         v = ConfigFields(vision, f"{config.name} vision_config", defaults=False, decoder=False)
-        return llama4_params(v, text_hidden) if is_llama4_tower(v) else vit_params(v, text_hidden)
+        if is_llama4_tower(v):
+            return llama4_params(v, text_hidden)
+        kinds = {config.raw.get("model_type"), v.c.get("model_type")}
+        return vit_params(v, text_hidden, gated=bool(kinds & GATED_VISION_TYPES))
     except MissingField:  # a tower described in a layout not read here: left uncounted
         return 0
 
 
-def vit_params(v: ConfigFields, text_hidden: int) -> int:
+# Vision towers whose blocks run a gated MLP (gate, up, down, each with a bias) under two
+# RMSNorms, their merger's norm an RMSNorm too, rather than fc1/fc2 under LayerNorms:
+# Qwen2.5-VL's (transformers modeling_qwen2_5_vl.py Qwen2_5_VLVisionBlock: Qwen2RMSNorm norm1,
+# norm2 and Qwen2_5_VLMLP(config, bias=True); SGLang qwen2_5_vl.py Qwen2_5_VLMLP, bias=True).
+# Qwen2-VL's, Qwen3-VL's and Qwen3.5's blocks are fc1/fc2 (VisionMlp, Qwen3VLVisionMLP).
+GATED_VISION_TYPES = frozenset({"qwen2_5_vl"})
+
+
+def vit_params(v: ConfigFields, text_hidden: int, gated: bool = False) -> int:
     """A vision transformer's weights: per layer the attention (4 h² and biases), the MLP
-    (2 h i and biases) and two LayerNorms; the patch embedding (channels × temporal patch ×
-    patch² × h), the position table and a final LayerNorm; and the projector into the text
-    model, through a spatial merge of m² patches where there is one (in = h m²: in² + in × out)
-    or straight (h × out). Gemma-3's SigLIP: 423 M (the So400m tower, 428 M); Qwen3.5's: 447 M."""
+    (2 h i and biases; gated, 3 h i) and two LayerNorms (RMSNorms where gated); the patch
+    embedding (channels × temporal patch × patch² × h), the position table and a final norm;
+    the projector into the text model, through a spatial merge of m² patches where there is
+    one (in = h m²: in² + in × out) or straight (h × out); and Qwen3-VL's deepstack mergers,
+    one per deepstack_visual_indexes entry, each a LayerNorm over in and the projector again.
+    Gemma-3's SigLIP: 423 M (the So400m tower, 428 M); Qwen3.5's: 447 M; Qwen2.5-VL-7B's,
+    gated: 677 M (8.29 B with its 7.62 B text model, the card's total)."""
     h = v.int_("embed_dim", "hidden_size")  # Qwen2-VL: embed_dim is the tower's width
     ratio = v.c.get("mlp_ratio")
     inner = v.int_("intermediate_size", default=int(h * ratio) if isinstance(
@@ -125,12 +139,32 @@ def vit_params(v: ConfigFields, text_hidden: int) -> int:
                        default=patches_per_side(v) ** 2 if image else 0, minimum=0)
     merge = v.int_("spatial_merge_size", default=1)
     out = v.int_("out_hidden_size", default=text_hidden)
-    per_layer = 4 * h * h + 4 * h + 2 * h * inner + inner + h + 4 * h
-    embed = channels * temporal * patch * patch * h + h + positions * h + 2 * h
+    norm = h if gated else 2 * h  # an RMSNorm's weight, or a LayerNorm's and its bias
+    mlp = 3 * h * inner + 2 * inner + h if gated else 2 * h * inner + inner + h
+    per_layer = 4 * h * h + 4 * h + mlp + 2 * norm
+    patch_bias = 0 if gated else h  # Qwen2.5-VL's Conv3d patch embedding has no bias
+    embed = channels * temporal * patch * patch * h + patch_bias + positions * h + norm
     width = h * merge * merge
     # straight: Gemma-3's RMSNorm (a weight, no bias) then h × out
     projector = (width * width + width + width * out + out) if merge > 1 else h * out + h
-    return layers * per_layer + embed + projector
+    return layers * per_layer + embed + projector + deepstack_mergers(v) * (
+        2 * width + width * width + width + width * out + out)
+
+
+def deepstack_mergers(v: ConfigFields) -> int:
+    """Qwen3-VL's deepstack mergers: one per layer deepstack_visual_indexes names, each
+    feeding that layer's features to the text model through a merger of its own (a LayerNorm
+    over the h m² merged patches, then in² and in × out with biases: transformers'
+    Qwen3VLVisionPatchMerger(use_postshuffle_norm=True)). Qwen3-VL-30B-A3B's [8, 16, 24]: 3;
+    Qwen3.5's []: 0."""
+    indexes = v.c.get("deepstack_visual_indexes")
+    if indexes is None:
+        return 0
+    if not isinstance(indexes, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in indexes):
+        raise InputError(f"{v.name}: deepstack_visual_indexes must be a list of layer "
+                         f"numbers, got {indexes!r}")
+    return len(indexes)
 
 
 def is_llama4_tower(v: ConfigFields) -> bool:

@@ -239,6 +239,7 @@ def _stage_lines(p: KVPool, d: Deployment) -> list[str]:
     if p.stage is None:
         return []
     layers = [stage.layers for stage in pipeline_stages(d)]
-    return [f"layers per stage {', '.join(map(str, layers))}; each stage sizes its own pool "
+    what = "blocks (attention, Mamba-2: two a layer)" if d.model.parallel_hybrid else "layers"
+    return [f"{what} per stage {', '.join(map(str, layers))}; each stage sizes its own pool "
             "and the engine holds no more than its tightest, so the figures below are those "
             f"of {p.stage.describe()}"]

@@ -59,6 +59,8 @@ class ModelReport:
             "hf_id": self.entry.hf_id if self.entry else None,
             "architecture": s.architecture,
             "num_layers": s.num_layers,
+            # a parallel hybrid's (Falcon-H1's) num_hidden_layers; num_layers counts its blocks
+            **({"decoder_layers": s.decoder_layers} if s.parallel_hybrid else {}),
             "layers_by_mixer": dict(Counter(layer.mixer for layer in s.layers)),
             "layers_by_ffn": dict(Counter(layer.ffn for layer in s.layers)),
             "hidden_size": s.hidden_size,
@@ -120,7 +122,9 @@ class ModelReport:
         s, p = self.spec, self.params
         title = s.name + (f" ({self.entry.hf_id})" if self.entry else "")
         named = s.architecture or "not named (no architectures or model_type in the config)"
-        lines = [title, f"  architecture   {named}, {s.num_layers} layers, "
+        depth = (f"{s.decoder_layers} layers of attention beside Mamba-2 ({s.num_layers} "
+                 "blocks)" if s.parallel_hybrid else f"{s.num_layers} layers")
+        lines = [title, f"  architecture   {named}, {depth}, "
                  f"hidden {s.hidden_size}, vocab {s.vocab_size:,}"]
         mixers = Counter(layer.mixer for layer in s.layers)
         ffns = Counter(layer.ffn for layer in s.layers)
