@@ -91,16 +91,18 @@ def test_api_doc_example_prints_the_clis_figures(capsys: pytest.CaptureFixture[s
                       "--batch", "32", "--context", "2000")["points"][0]
     big = _cli_json(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--engine", "vllm",
                     "--weights", "fp8", "--batch", "32", "--context", "2000")["points"][0]
-    assert big["per_user_tok_s"] is None
+    assert big["per_user_tok_s"] is None and big["floor_per_user_tok_s"] is None
     expected = [
         f"ridge: {roof['ridge_flop_per_byte']:.1f} FLOP/byte, "
         f"batch {roof['points'][0]['batch_to_ridge']:.1f}",
         f"KV pool: {fit['tokens']:,} tokens in {fit['blocks_per_gpu']:,} blocks of "
         f"{fit['block_size']}",
-        f"decode: {small['step_time_s'] * 1e3:.2f} ms a step, {small['per_user_tok_s']:.1f} "
+        f"decode: {small['floor_step_time_s'] * 1e3:.2f} ms a step, "
+        f"{small['floor_per_user_tok_s']:.1f} "
         f"tok/s per user, fits: {small['fits']}",
         f"fit: {fit['verdict']}, {fit['conversations']} conversations of 8,192 tokens",
-        f"70B fp8, batch 32: fits: {big['fits']}, tok/s per user: {big['per_user_tok_s']}",
+        f"70B fp8, batch 32: fits: {big['fits']}, tok/s per user: "
+        f"{big['floor_per_user_tok_s']}",
         f"  {big['expected_none_reason']}",
     ]
     assert printed.getvalue().splitlines() == expected
@@ -206,9 +208,10 @@ def test_a_floor_that_does_not_fit_says_so_as_decode_json_does(
     point = _cli_json(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                       "--batch", "32", "--context", "2000")["points"][0]
     assert (floor.fits, floor.per_user_tok_s_if_fits, floor.aggregate_tok_s_if_fits) == (
-        point["fits"], point["per_user_tok_s"], point["aggregate_tok_s"]) == (False, None, None)
+        point["fits"], point["floor_per_user_tok_s"], point["floor_aggregate_tok_s"]) \
+        == (False, None, None)
     assert floor.does_not_fit == point["expected_none_reason"]
-    assert floor.step_time_s == point["step_time_s"]
+    assert floor.step_time_s == point["floor_step_time_s"]
     assert floor.per_user_tok_s == 1 / floor.step_time_s
     fitting = decode_floor(dep, 1, 2000)
     assert fitting.fits and fitting.does_not_fit == ""

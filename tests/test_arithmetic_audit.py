@@ -44,7 +44,8 @@ def test_decode_quotes_no_vllm_speed_where_its_default_max_model_len_would_not_s
     longest = longest_fit(capsys)
     for point in report["points"]:
         assert point["expected"] is None and point["expected_none_code"] == "engine_runs_none"
-        assert point["per_user_tok_s"] > 0  # the floor still stands
+        assert point["per_user_tok_s"] is None  # no expected speed, as the text gives none
+        assert point["floor_per_user_tok_s"] > 0  # the floor still stands
         assert "would refuse to start at its default max_model_len, the model's 131,072 " \
             "tokens" in point["expected_none_reason"]
         assert f"give --max-model-len ≤ {longest:,}" in point["expected_none_reason"]
@@ -111,7 +112,8 @@ def test_a_single_h100_running_llama_8b_still_gets_its_speed_at_the_default_leng
     point = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100")["points"][0]
     short = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
                      "8192")["points"][0]
-    assert "expected_none_reason" not in point
+    assert point["expected_none_reason"] is None
+    assert point["per_user_tok_s"] == point["expected"]["per_user_tok_s"]
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
                            engine="vllm")
     step_s = step_cost(dep, decode_batch(1, point["context"]), profile_for("vllm")).time_s
@@ -123,14 +125,15 @@ def test_a_single_h100_running_llama_8b_still_gets_its_speed_at_the_default_leng
 def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(
         capsys: pytest.CaptureFixture[str]) -> None:
     report = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
-    assert report["expected"] is None and report["prompt_tok_s"] > 0  # the floor's rate
+    assert report["expected"] is None and report["prompt_tok_s"] is None
+    assert report["floor_prompt_tok_s"] > 0  # the floor's rate
     assert report["expected_none_code"] == "engine_runs_none"
     assert report["max_model_len"] == 131072
     code, out, _ = run(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
     assert code == 0 and f"expected on vLLM {report['engine_version']}: nothing: " \
         f"{report['expected_none_reason']}" in out
     ran = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000", "--max-model-len", "8k")
-    assert ran["expected"]["time_s"] > report["time_s"]  # slower than the floor
+    assert ran["time_s"] == ran["expected"]["time_s"] > report["floor_time_s"]  # over the floor
     assert ran["max_model_len"] == 8000
 
 

@@ -49,13 +49,15 @@ def test_a_point_the_engine_would_not_start_says_its_speeds_are_the_floors(
 
 def test_the_json_marks_a_floor_speed_the_engine_would_not_run(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """decode --json gives a point that fits the floor's speeds even where the engine would
-    not run it, as the text does; ``engine_runs`` says which (the text's "arithmetic only"),
-    and prefill's JSON says it alike."""
+    """decode --json gives a point that fits the floor's speeds (floor_*) even where the engine
+    would not run it, as the text does, and no expected speed; ``engine_runs`` says which (the
+    text's "arithmetic only"), and prefill's JSON says it alike."""
     decode = json.loads(_run(capsys, "decode", *ARTICLE, "--batch", "1", "--context", "2000",
                              "--json"))["points"]
     prefill = json.loads(_run(capsys, "prefill", *ARTICLE, "--prompt-len", "2000", "--json"))
-    assert decode[0]["per_user_tok_s"] is not None and prefill["prompt_tok_s"] is not None
+    assert decode[0]["floor_per_user_tok_s"] is not None \
+        and prefill["floor_prompt_tok_s"] is not None
+    assert decode[0]["per_user_tok_s"] is None and prefill["prompt_tok_s"] is None
     assert decode[0]["engine_runs"] is False and prefill["engine_runs"] is False
     points = json.loads(_run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch",
                              "1,64,2000", "--context", "8k", "--json"))["points"]

@@ -246,7 +246,7 @@ def test_json_carries_the_offload_and_the_deployment_line_says_it(capsys) -> Non
             "--context", "4096", "--max-model-len", "8192", "--json")
     plain = json.loads(run_cli(capsys, *base)[1])
     off = json.loads(run_cli(capsys, *base, "--cpu-offload-gb", "20")[1])
-    assert "cpu_offload" not in plain
+    assert plain["cpu_offload"] is None
     dep = _offloaded(_dep("llama-3.1-70b", "h200"), 20)
     assert off["cpu_offload"]["bytes_per_gpu"] == pytest.approx(offloaded_bytes_per_gpu(dep))
     assert off["cpu_offload"]["max_read_time_s"] == pytest.approx(offload_read_time_s(dep))

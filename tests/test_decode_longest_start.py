@@ -31,7 +31,7 @@ def test_a_refused_start_carries_the_expectation_at_the_length_it_suggests(
     n = longest(refused)
     assert all(p["expected"] is None for p in refused["points"])
     given = run_json(capsys, "decode", *TP2_70B, "--batch", "1,64", "--max-model-len", str(n))
-    assert "at_max_model_len" not in given  # it starts: nothing to suggest
+    assert given["at_max_model_len"] is None  # it starts: nothing to suggest
     at = refused["at_max_model_len"]
     assert at["max_model_len"] == n
     assert [p["expected"] for p in at["points"]] == [p["expected"] for p in given["points"]]

@@ -262,7 +262,9 @@ def test_a_default_fit_set_aside_is_priced_with_every_layer_and_says_so(
         assert line["batch"] == json.loads(out)["conversations"]
     if argv[0] == "prefill":  # its engine_max_batch too, sized under --fit's margin
         assert default.pop("engine_max_batch") == json.loads(out)["conversations"]
-        assert default.pop("priced_run_batch", None) in (None, every_layer["engine_max_batch"])
+        # the -ngl all run the prompt is priced under: the every-layer answer's own count
+        assert default.pop("priced_run_batch") == every_layer.pop("priced_run_batch") \
+            == every_layer["engine_max_batch"]
         assert "--fit-target" in default.pop("settings")
         every_layer.pop("engine_max_batch"), every_layer.pop("settings")
     (extra,) = [c for c in said if c not in kept]

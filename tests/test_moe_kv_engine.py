@@ -213,7 +213,8 @@ def test_kv_json_names_the_deployment_as_fit_does(capsys: pytest.CaptureFixture[
     assert plain["engine"] is None and plain["state_dtypes"]["ssm"] == "bf16"
     assert sglang["state_dtypes"]["ssm"] == "fp32"
     assert sglang["state_bytes_per_sequence"] > plain["state_bytes_per_sequence"]
-    assert "engine" not in run_json(capsys, "kv", "jamba-1.5-mini", "--context", "32k")
+    alone = run_json(capsys, "kv", "jamba-1.5-mini", "--context", "32k")  # no card: no engine
+    assert (alone["engine"], alone["accelerator"]) == (None, None)
 
 
 def test_kv_reads_sglangs_data_parallel_attention_under_engine_sglang(

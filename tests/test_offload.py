@@ -228,7 +228,8 @@ def test_decode_prefill_and_fit_answer_with_offload(capsys: pytest.CaptureFixtur
     assert main(["decode", *base, "--json"]) == 0
     point = json.loads(capsys.readouterr().out)["points"][0]
     assert point["host_time_s"] > point["memory_time_s"] and point["bound"] == "host memory"
-    assert point["expected"]["per_user_tok_s"] < point["per_user_tok_s"]
+    assert point["expected"]["per_user_tok_s"] == point["per_user_tok_s"] \
+        < point["floor_per_user_tok_s"]
     none_on_gpu = [*base[:-3], "0", *base[-2:]]
     assert main(["prefill", *none_on_gpu, "--prompt-len", "1024", "-ub", "512", "--explain"]) == 0
     out = capsys.readouterr().out

@@ -29,7 +29,7 @@ def test_a_refused_start_carries_the_prompt_priced_at_the_length_it_suggests(
     n = longest(refused)
     assert refused["expected"] is None and refused["expected_none_code"] == "engine_runs_none"
     given = run_json(capsys, "prefill", *TP2_70B, "--max-model-len", str(n))
-    assert "at_max_model_len" not in given  # it starts: nothing to suggest
+    assert given["at_max_model_len"] is None  # it starts: nothing to suggest
     at = refused["at_max_model_len"]
     assert at["max_model_len"] == n and at["engine_runs"]
     for key in ("expected", "engine_max_batch", "prompt_steps", "step_budget_tokens"):

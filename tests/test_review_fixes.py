@@ -46,7 +46,7 @@ def _verdicts(capsys: pytest.CaptureFixture[str], case: tuple[str, str, int],
     fit_starts = not report.refused_start and report.pool.blocks > 0
     code, _, sim_err = run_cli(capsys, "simulate", *flags, "--rate", "0.2", "--num-requests",
                                "20")
-    return (decode_runs, fit_starts, code == 0, point.get("expected_none_reason", ""),
+    return (decode_runs, fit_starts, code == 0, point["expected_none_reason"] or "",
             sim_err)
 
 

@@ -85,7 +85,7 @@ def test_decode_counts_an_mtp_drafter_as_fit_holds_it(capsys: pytest.CaptureFixt
     assert drafting["kv_bytes"] - plain["kv_bytes"] == pytest.approx(cache)
     assert drafting["drafter_bytes"] == pytest.approx(weights + cache)
     assert plain["fits"] and not drafting["fits"]
-    assert "drafter_bytes" not in plain
+    assert plain["drafter_bytes"] == 0
     out = _text(capsys, *V3, "--batch", "28", *MTP)
     assert f"the drafter's {(weights + cache) / GB:,.1f} GB of weights and cache included" in out
 

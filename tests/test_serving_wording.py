@@ -391,7 +391,7 @@ def test_a_small_per_user_share_never_prints_as_zero(
     it had printed "each user at 0% of batch 1's speed"."""
     argv = ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "100000", "--context", "10")
     code, data, _ = run_cli(capsys, *argv, "--json")
-    share = json.loads(data)["points"][0]["per_user_vs_batch_1"]
+    share = json.loads(data)["points"][0]["floor_per_user_vs_batch_1"]
     code, out, _ = run_cli(capsys, *argv)
     assert code == 0 and 0 < share < 0.005  # a whole percent rounds it to 0
     shown = out.split("each user at ")[1].split("%")[0]

@@ -31,7 +31,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     from ridgeline.precision import kv_dtype
     from ridgeline.raw_fit import device_fit
     from ridgeline.reports.kv import kv_report
-    from ridgeline.reports.roofline import served_keys
+    from ridgeline.reports.roofline import served_identity
     from ridgeline.served_model import served_dtype, windows_as_full
     from ridgeline.units import GIB
 
@@ -119,11 +119,12 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                                          * dep.devices_per_gpu)
             # the cache the engine keeps on this card (fp16 where it lacks bf16)
             kv = vllm_stored_cache(dep.kv, model) if vllm_flag else dep.kv
-            dep = replace(dep, kv=kv)  # --json's kv_dtype names it (served_keys)
+            dep = replace(dep, kv=kv)  # --json's kv_dtype names it (served_identity)
     report = kv_report(model, args.context, kv, budget, label, replication, engine or "vllm",
                        ranks=1 if dep is None else dep.data_parallel_size,
                        rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)
-    return report if dep is None else replace(report, served=served_keys(dep, engine is not None))
+    return report if dep is None else replace(report,
+                                               identity=served_identity(dep, engine is not None))
 
 
 def register(sub: Any) -> None:

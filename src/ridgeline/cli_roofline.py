@@ -74,7 +74,7 @@ def _matmul_dtype(args: argparse.Namespace, acc: Any) -> str:
 def cmd_roofline(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from ridgeline.reports.roofline import roofline_report, served_keys
+    from ridgeline.reports.roofline import roofline_report, served_identity
 
     names = accelerator_names(args)
     if len(names) > 1:
@@ -98,7 +98,7 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
                                  blend=not args.compute_dtype)  # --compute-dtype: judged at it
         if dep is None:
             return report
-        return replace(report, served=served_keys(dep, served_engine(args) is not None))
+        return replace(report, identity=served_identity(dep, served_engine(args) is not None))
     except InputError as exc:  # a rate the card lacks: name the flags that pick its own
         fixes = _rate_fixes(args, acc, dep)
         if not fixes:
@@ -173,13 +173,13 @@ def cmd_moe(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from ridgeline.reports.moe import moe_report
-    from ridgeline.reports.roofline import served_keys
+    from ridgeline.reports.roofline import served_identity
 
     if not args.gpu and not args.gpu_file and not args.peak_tflops:
         args.gpu = "h100-sxm"  # the article's card
     dep = _served_deployment(args, load_accelerator(args))
     report = moe_report(dep, args.batch)
-    return replace(report, served=served_keys(dep, served_engine(args) is not None))
+    return replace(report, identity=served_identity(dep, served_engine(args) is not None))
 
 
 def register(sub: Any) -> None:

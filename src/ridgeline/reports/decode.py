@@ -18,7 +18,7 @@ from ridgeline.dense_ridge import dense_ridge_steps, ridge_batch_step
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
 from ridgeline.engine_names import engine_name
-from ridgeline.engine_versions import engine_release, sized_version
+from ridgeline.engine_versions import engine_release
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import DecodeFloor, bound_label, decode_floor
@@ -39,6 +39,7 @@ from ridgeline.reports.expectation import (
     no_expectation,
 )
 from ridgeline.reports.graph_explain import graph_step
+from ridgeline.reports.identity import card_price_json, identity_json
 from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
@@ -55,20 +56,20 @@ from ridgeline.units import (
 )
 
 
-def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
-                engine_runs: bool) -> dict[str, Any]:
-    """One point's floor; under pipeline parallelism its work figures (FLOPs, bytes read,
-    intensity) are one ``micro``-batch's trip. ``engine_runs``: whether the engine runs the
-    point; where not, its speeds are the floor's arithmetic only, as the text says."""
+def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None) -> dict[str, Any]:
+    """One point's floor, under ``floor_`` keys where a figure is a time or a speed (the
+    point's own step_time_s and speeds are the engine's expectation, as the text's columns);
+    under pipeline parallelism its work figures (FLOPs, bytes read, intensity) are one
+    ``micro``-batch's trip."""
     return {
-        "batch": f.batch, "context": f.context, "step_time_s": f.step_time_s,
+        "floor_step_time_s": f.step_time_s,
         "micro_batch": micro if micro is not None and micro != f.batch else None,
         # a batch that does not fit has a step's arithmetic, not a speed
-        "per_user_tok_s": f.per_user_tok_s_if_fits,
-        "aggregate_tok_s": f.aggregate_tok_s_if_fits,
-        "engine_runs": engine_runs,
-        "gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
-        "per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
+        "floor_per_user_tok_s": f.per_user_tok_s_if_fits,
+        "floor_aggregate_tok_s": f.aggregate_tok_s_if_fits,
+        # the text's "floor gain": the floor's aggregate over batch 1's, and each user's share
+        "floor_gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
+        "floor_per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
         "bound": f.bound, "flops": f.flops, "weight_bytes_read": f.weight_bytes_read,
         "kv_bytes_read": f.kv_bytes_read, "compute_time_s": f.compute_time_s,
         "memory_time_s": f.memory_time_s, "host_time_s": f.host_time_s,
@@ -308,31 +309,42 @@ class DecodeReport:
         return seat.why_none(engine_name(engine) + mode,
                              f"sequence of {c:,} {plural(c, 'token')}")
 
+    def point_dict(self, f: DecodeFloor, base: DecodeFloor, e: Expectation) -> dict[str, Any]:
+        """One point as --json gives it, every point the same keys: step_time_s and the
+        speeds are the engine's expectation, the text's tok/s columns (null, with the reason,
+        where it would not run the point); the floor's under floor_ keys. Llama-3.1-8B on an
+        H100, batch 1 at 2,000 tokens: 125.8 tok/s a user expected, 219.3 the floor's."""
+        runs = self.engine_runs(f)
+        price = self.deployment.accelerator.price_per_hour_usd
+        expected = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
+                    "aggregate_tok_s": f.batch / e.time_s,
+                    "usd_per_million_output_tokens": usd_per_million_tokens(
+                        None if price is None else price * self.deployment.num_gpus,
+                        f.batch / e.time_s)} if runs else None
+        return {"batch": f.batch, "context": f.context, "engine_runs": runs,
+                "step_time_s": None if expected is None else expected["time_s"],
+                "per_user_tok_s": None if expected is None else expected["per_user_tok_s"],
+                "aggregate_tok_s": None if expected is None else expected["aggregate_tok_s"],
+                "expected_none_reason": self.none_reason(f) or None,
+                "expected_none_code": self.none_code(f) or None,
+                **_floor_dict(f, base, micro_batch(self.deployment, f.batch)),
+                # weight_bytes_read is the busiest GPU's read × the expert-parallel ranks;
+                # null where the GPUs read that between them
+                "weight_bytes_read_in_all": self.weights_read_in_all(f),
+                "expected": expected,
+                "speculative": self._spec_at(f).to_dict() if runs and self.spec else None}
+
     def to_dict(self) -> dict[str, Any]:
-        points = []
-        for (f, b), e in zip(self.floors, self.expected):
-            point = _floor_dict(f, b, micro_batch(self.deployment, f.batch),
-                                self.engine_runs(f))
-            if (in_all := self.weights_read_in_all(f)) is not None:
-                # weight_bytes_read is the busiest GPU's read × the expert-parallel ranks
-                point["weight_bytes_read_in_all"] = in_all
-            price = self.deployment.accelerator.price_per_hour_usd
-            point["expected"] = {**e.to_dict(), "per_user_tok_s": 1 / e.time_s,
-                                 "aggregate_tok_s": f.batch / e.time_s,
-                                 "usd_per_million_output_tokens": usd_per_million_tokens(
-                                     None if price is None else price * self.deployment.num_gpus,
-                                     f.batch / e.time_s)} \
-                if self.engine_runs(f) else None
-            if point["expected"] is None:
-                point["expected_none_reason"] = self.none_reason(f)
-                point["expected_none_code"] = self.none_code(f)
-            elif self.spec:
-                point["speculative"] = self._spec_at(f).to_dict()
-            points.append(point)
-        return {"deployment": deployment_line(self.deployment),
+        points = [self.point_dict(f, b, e) for (f, b), e in zip(self.floors, self.expected)]
+        # the release the pool was sized as, named where none was given too (fit's)
+        return {**identity_json(self.deployment, self.engine_version),
+                **card_price_json(self.deployment),
+                "deployment": deployment_line(self.deployment),
                 "decode_context_parallel_size": self.deployment.decode_context_parallel_size,
-                **cpu_offload_json(self.deployment),
-                "kind": "floor (the article's lower bound) and the engine's calibrated expectation",
+                "cpu_offload": cpu_offload_json(self.deployment).get("cpu_offload"),
+                "kind": "step_time_s, per_user_tok_s, aggregate_tok_s: the engine's calibrated "
+                "expectation, as the text's columns (null where it would not run the point: "
+                "expected_none_reason); floor_*: the article's lower bound",
                 "points": points,
                 "engine_max_batch": [{"context": s.context, "batch": s.held,
                                       "max_model_len": s.max_model_len,
@@ -340,30 +352,26 @@ class DecodeReport:
                                       "pool_holds": s.pool_held, "seat_limit": s.seat_limit,
                                       "settings": json_pool_settings(
                                           self.expected[0].engine, self._line_settings),
-                                      **({"reason": self._none_clause(s)} if s.held == 0
-                                         else {}),
-                                      # the -ngl all run the points are priced under
-                                      **({"priced_run_batch": held}
-                                         if (held := self.priced_held(s.context)) != s.held
-                                         else {})}
+                                      "reason": self._none_clause(s) if s.held == 0 else None,
+                                      # the -ngl all run the points are priced under (llama.cpp
+                                      # where --fit starts another: fit_seats)
+                                      "priced_run_batch": self.priced_held(s.context)}
                                      for s in self.line_seats if s.held is not None],
-                # the release the pool was sized as, named where none was given too (fit's)
-                "engine_version": sized_version(self.deployment.engine, self.engine_version),
-                **self._longest_dict(),
+                "at_max_model_len": self._longest_dict(),
                 "cautions": list(self.cautions)}
 
-    def _longest_dict(self) -> dict[str, Any]:
-        """at_longest's points' expectations and max batch, under ``at_max_model_len``."""
+    def _longest_dict(self) -> dict[str, Any] | None:
+        """at_longest's points' expectations and max batch, ``at_max_model_len``'s value
+        (null where the engine starts at its max_model_len)."""
         r = self.at_longest
         if r is None:
-            return {}
+            return None
         whole = r.to_dict()
-        keys = ("batch", "context", "engine_runs", "expected", "expected_none_reason",
-                "expected_none_code")
-        return {"at_max_model_len": {
-            "max_model_len": r.started_at,
-            "points": [{k: point[k] for k in keys if k in point} for point in whole["points"]],
-            "engine_max_batch": whole["engine_max_batch"]}}
+        keys = ("batch", "context", "engine_runs", "step_time_s", "per_user_tok_s",
+                "aggregate_tok_s", "expected", "expected_none_reason", "expected_none_code")
+        return {"max_model_len": r.started_at,
+                "points": [{k: point[k] for k in keys} for point in whole["points"]],
+                "engine_max_batch": whole["engine_max_batch"]}
 
     def text_lines(self) -> list[str]:
         unfit = [f for f, _ in self.floors if not f.fit.fits]

@@ -44,6 +44,7 @@ from ridgeline.llamacpp_batching import (
     prefill_calls,
     prefill_time_s,
 )
+from ridgeline.raw_fit import FitCheck
 from ridgeline.reports.graph_explain import graph_step
 from ridgeline.reports.profile_story import (
     matmul_qs,
@@ -52,7 +53,6 @@ from ridgeline.reports.profile_story import (
     overhead_q,
     share_qs,
 )
-from ridgeline.roofline import first_whole_batch
 from ridgeline.units import GB
 
 
@@ -411,10 +411,22 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
     return {"fits": f.fit.fits, "weight_bytes": f.fit.weight_bytes, "kv_bytes": f.fit.kv_bytes,
             "needed_bytes": f.fit.needed_bytes,  # the text's "N GB of weights and KV cache"
             "capacity_bytes": f.fit.capacity_bytes, "shortfall_bytes": f.fit.shortfall_bytes,
-            # a drafter's weights and cache, counted in weight_bytes and kv_bytes (decode's)
-            **({"drafter_bytes": f.fit.drafter_bytes} if f.fit.drafter_bytes else {}),
-            **({"fit_rank": {"data_parallel_ranks": rank.ranks, "sequences": rank.sequences,
-                             "gpus": rank.gpus}} if rank else {})}
+            # a drafter's weights and cache, counted in weight_bytes and kv_bytes (decode's;
+            # 0 without one), and the busiest data-parallel rank the bytes are of (null: none)
+            "drafter_bytes": f.fit.drafter_bytes,
+            "fit_rank": {"data_parallel_ranks": rank.ranks, "sequences": rank.sequences,
+                         "gpus": rank.gpus} if rank else None}
+
+
+def weights_fit_dict(check: FitCheck | None) -> dict[str, Any]:
+    """roofline's and moe's memory check: whether the weights alone load (they ask no context,
+    so no cache is counted: not decode's ``fits``, which counts the batch's cache too), the
+    bytes on the GPUs, the memory they find and what is missing; all null without a model.
+    Llama-3.1-70B bf16 on one H100: 141.1 GB of weights against 85.0 GB, short by 56.1 GB."""
+    return {"weights_fit": None if check is None else check.fits,
+            "weight_bytes": None if check is None else check.weight_bytes,
+            "capacity_bytes": None if check is None else check.capacity_bytes,
+            "shortfall_bytes": None if check is None else check.shortfall_bytes}
 
 
 def context_caution(dep: Deployment, tokens: int) -> str:
@@ -463,10 +475,6 @@ class ByCard:
         return len({r.deployment.engine for r in self.reports}) > 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"accelerators": [
-            {"accelerator": r.deployment.accelerator.id, "engine": r.deployment.engine,
-             "price_per_device_hour_usd": r.deployment.accelerator.price_per_hour_usd,
-             "ridge_flop_per_byte": r.deployment.dense_ridge_flop_per_byte,
-             # the batch the decode table's column gives: ⌈ridge × bytes per weight ÷ 2⌉
-             "ridge_batch": first_whole_batch(r.deployment.dense_ridge_batch),
-             **r.to_dict()} for r in self.reports]}
+        """Each card's own JSON, which names its card, engine and catalog price as the one-card
+        answer does (reports.identity)."""
+        return {"accelerators": [r.to_dict() for r in self.reports]}

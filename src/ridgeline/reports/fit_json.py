@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ridgeline.candidate import weights_format
 from ridgeline.capacity import context_refusal
 from ridgeline.cpu_offload import cpu_offload_json
-from ridgeline.engine_versions import sized_version
 from ridgeline.load_peak import load_peak_reason
+from ridgeline.reports.fit_levers import more_gpus
 from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
 from ridgeline.reports.fit_terms import cache_all_on_host, host_cache_unbounded, is_llamacpp
+from ridgeline.reports.fit_verdict import DOES_NOT_FIT, VERDICT_CODES
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
+from ridgeline.reports.identity import identity_json
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings
 from ridgeline.units import GIB
@@ -28,26 +29,21 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
     p = r.pool
     refusal = context_refusal(r.deployment, r.context)
     dcp = r.deployment.decode_context_parallel_size
+    # the release whose rules sized the pool: vLLM's accounting names its own
+    version = r.settings.engine_version if p.accounting is None else p.accounting.version
+    more = more_gpus(r)
     out = {
+        **identity_json(r.deployment, version),
         "admission_blocks": p.admission_blocks(r.context),
-        "model": r.deployment.model.name, "accelerator": r.deployment.accelerator.id,
-        # the --weights choice ("as stored" for a quantized checkpoint), the formats it names
-        # and the cache's dtype, under simulate's and plan's names
-        "weights": r.deployment.weights.label,
-        "weights_format": weights_format(r.deployment.model, r.deployment.weights.label),
-        "kv_dtype": r.deployment.kv.id,
-        "num_gpus": r.deployment.num_gpus,
         # a GPU is a card, as --num-gpus counts it; where the engine runs it as several
         # devices (vLLM on an MI250: 2 dies, a tensor-parallel rank each) every *_per_gpu
         # figure adds its devices'
         "runtime_devices_per_gpu": p.runtime_devices,
-        "tensor_parallel_size": r.deployment.tensor_parallel_size,
-        "pipeline_parallel_size": r.deployment.pipeline_parallel_size,
         "decode_context_parallel_size": dcp,
         "binding_stage": None if p.stage is None else {
             "index": p.stage.index, "layers": p.stage.layers,
             "describe": p.stage.describe()},
-        "engine": p.engine, "context": r.context,
+        "context": r.context,
         "memory_bytes_per_gpu": p.total_bytes, "reserved_fraction": p.reserved_fraction,
         "reserved_bytes_per_gpu": p.reserved_bytes,
         # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
@@ -81,7 +77,10 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         # no host's RAM reaches; the RAM, not given, bounds them (fit_terms)
         "host_cache_unbounded": host_cache_unbounded(p, r.deployment),
         "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
-        "batch_to_ridge": r.ridge_batch, "verdict": r.verdict,
+        "batch_to_ridge": r.ridge_batch,
+        # the verdict: whether the deployment fits, its code and its prose (fit_verdict)
+        "fits": r.verdict != DOES_NOT_FIT, "verdict_code": VERDICT_CODES[r.verdict],
+        "verdict": r.verdict,
         # the text's "(the ridge N)": the first whole batch at or past batch_to_ridge
         "first_whole_batch_to_ridge": first_whole_batch(r.ridge_batch),
         "stage_batch": r.stage_batch,  # under pipeline parallelism: a micro-batch
@@ -158,13 +157,14 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
                     "compile_bytes": p.compile_bytes,
                     # vLLM v0.19+: a sparse layer's indexer logits beside the hidden states
                     "indexer_bytes": p.indexer_bytes},
-        "engine_version": sized_version(p.engine, r.settings.engine_version)
-        if p.accounting is None else p.accounting.version,
         "model_runner": p.runner or None,  # vLLM: V0, V1 or MRV2 (Model Runner V2)
         # TensorRT-LLM: the backend that sized it; SGLang: its default rule's era
         "backend": (r.settings.backend or "pytorch") if p.engine == "trtllm" else None,
         "engine_era": p.engine_era or None,
         "levers": [vars(lv) for lv in r.levers],
+        # where it does not fit and no lever alone holds the target: the fewest GPUs of this
+        # card that do (the text's "none alone is enough; 4 GPUs … hold 3"), null else
+        "gpus_needed": None if more is None else more.to_dict(),
         "longest_context_search": r.searched or None,
         # --max-model-len not given and the batch under the ridge at the model's context: the
         # longest context whose batch reaches it (0: none); null otherwise

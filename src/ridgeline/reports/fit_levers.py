@@ -15,6 +15,7 @@ from ridgeline.capacity import (
     conversations,
     engine_seat_limit,
     held_conversations,
+    past_trained_context,
     seats_that_fit,
 )
 from ridgeline.data_parallel import layout_label
@@ -47,6 +48,7 @@ from ridgeline.reports.fit_terms import (
     host_cache_unbounded,
     is_llamacpp,
 )
+from ridgeline.reports.fit_verdict import DOES_NOT_FIT
 from ridgeline.served_model import llamacpp_tensor_types
 from ridgeline.sglang_nsa import nsa_served, nsa_stored_cache
 from ridgeline.units import GIB
@@ -505,9 +507,42 @@ def _llamacpp_build(s: EngineSettings) -> int | None:
 MOST_GPUS = 64  # how far gpus_needed looks
 
 
-def gpus_needed(r: FitReport) -> str:
+@dataclass(frozen=True)
+class MoreGpus:
+    """gpus_needed's answer: the deployment that holds the target, or none within reach
+    (``num_gpus`` None), with the sentence the text gives."""
+
+    text: str
+    accelerator: str
+    num_gpus: int | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    conversations: int | None = None  # what it holds at this context and format
+
+    def to_dict(self) -> dict[str, object]:
+        """--json's ``gpus_needed``: the found deployment's figures, null where none is."""
+        return {"found": self.num_gpus is not None, **vars(self)}
+
+
+def more_gpus(r: FitReport) -> MoreGpus | None:
+    """gpus_needed where the text gives it: a deployment that does not fit (at a context the
+    model was trained for) and no lever alone holds the target; None else."""
+    if r.verdict != DOES_NOT_FIT or past_trained_context(r.deployment, r.context) \
+            or any(lv.conversations >= max(1, r.target or 1) for lv in r.levers):
+        return None
+    return gpus_needed(r)
+
+
+def _found(d: Deployment, held: int, text: str) -> MoreGpus:
+    return MoreGpus(text, d.accelerator.id, d.num_gpus, d.tensor_parallel_size,
+                    d.pipeline_parallel_size, d.data_parallel_size, held)
+
+
+def gpus_needed(r: FitReport) -> MoreGpus:
     """The fewest GPUs of this card that hold the target at this context and format, doubling
-    tensor parallelism within a node and pipeline stages past it."""
+    tensor parallelism within a node and pipeline stages past it: Llama-3.1-70B bf16 at its
+    131,072 tokens under vLLM, where one H100 holds none, 4 GPUs (tensor parallel) hold 3."""
     d, target = r.deployment, max(1, r.target or 1)
     if d.data_parallel_size > 1:
         return _ranks_needed(r)
@@ -536,13 +571,13 @@ def gpus_needed(r: FitReport) -> str:
             continue
         if held >= target:
             layout = ", ".join(more.layout_parts) if more.pipeline_parallel_size > 1 else ""
-            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ("
-                    f"{_split_words(more, layout)}) hold {held:,} at this context and weight "
-                    "format")
+            return _found(more, held, f"{more.num_gpus} GPUs of {d.accelerator.id} ("
+                          f"{_split_words(more, layout)}) hold {held:,} at this context and "
+                          "weight format")
     return _none_hold(d, target)
 
 
-def _larger_mac(r: FitReport) -> str:
+def _larger_mac(r: FitReport) -> MoreGpus:
     """gpus_needed on Apple silicon, where llama.cpp's Metal backend runs one device and
     several Macs over RPC are not modelled: the Mac of the catalog with the least memory
     that holds the target at this context and format (at one size, the faster), as fit
@@ -566,16 +601,17 @@ def _larger_mac(r: FitReport) -> str:
         except InputError:  # a format this chip's kernels refuse
             continue
         if held >= target:
-            return (lead + f"a Mac with more memory: {a.id} ({a.memory_gib:,.0f} GiB) holds "
-                    f"{held:,} at this context and weight format")
+            return _found(bigger, held, lead + f"a Mac with more memory: {a.id} "
+                          f"({a.memory_gib:,.0f} GiB) holds {held:,} at this context and "
+                          "weight format")
     most = max((a for a in catalog().values() if a.vendor == "apple"),
                key=lambda a: a.memory_bytes)
-    return (lead + f"not even the catalog's largest Mac, {most.id} ({most.memory_gib:,.0f} "
-            f"GiB), holds {wanted} at this context and weight format: a smaller format and a "
-            "shorter context")
+    return MoreGpus(lead + f"not even the catalog's largest Mac, {most.id} "
+                    f"({most.memory_gib:,.0f} GiB), holds {wanted} at this context and weight "
+                    "format: a smaller format and a shorter context", d.accelerator.id)
 
 
-def _ranks_needed(r: FitReport) -> str:
+def _ranks_needed(r: FitReport) -> MoreGpus:
     """gpus_needed for data-parallel attention: the fewest ranks (doubling) that hold the
     target."""
     d, target = r.deployment, max(1, r.target or 1)
@@ -588,18 +624,21 @@ def _ranks_needed(r: FitReport) -> str:
                                                             max_model_len=r.context)),
                                       more, r.context)
         except InputError as exc:  # a server-wide count too few for this many ranks
-            return f"not {more.num_gpus} GPUs of {d.accelerator.id} as {ranks} ranks: {exc}"
+            return MoreGpus(f"not {more.num_gpus} GPUs of {d.accelerator.id} as {ranks} "
+                            f"ranks: {exc}", d.accelerator.id)
         if held >= target:
-            return (f"{more.num_gpus} GPUs of {d.accelerator.id} ({_dies_layout(more)}) hold "
-                    f"{held:,} at this context and weight format")
+            return _found(more, held, f"{more.num_gpus} GPUs of {d.accelerator.id} "
+                          f"({_dies_layout(more)}) hold {held:,} at this context and weight "
+                          "format")
     return _none_hold(d, target)
 
 
-def _none_hold(d: Deployment, target: int) -> str:
+def _none_hold(d: Deployment, target: int) -> MoreGpus:
     """gpus_needed's answer when no count up to MOST_GPUS holds ``target`` conversations."""
     wanted = "one conversation" if target == 1 else f"{target:,}"
-    return (f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {wanted} at this context "
-            "and weight format: a larger card, a smaller format and a shorter context together")
+    return MoreGpus(f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {wanted} at this "
+                    "context and weight format: a larger card, a smaller format and a shorter "
+                    "context together", d.accelerator.id)
 
 
 FULLER_BUDGET = 0.95  # a fraction vLLM users run at where nothing else shares the card

@@ -20,7 +20,7 @@ from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
 from ridgeline.render import table
 from ridgeline.reports.fit_budget import budget_rows
-from ridgeline.reports.fit_levers import gpus_needed
+from ridgeline.reports.fit_levers import more_gpus
 from ridgeline.reports.fit_offload import fit_target_flag, offload_flags, offload_lines
 from ridgeline.reports.fit_ranks import pool_ranks_note, seats_ranks_note
 from ridgeline.reports.fit_state import (
@@ -41,7 +41,7 @@ from ridgeline.reports.fit_terms import (
     seats_name,
     sglang_pool_words,
 )
-from ridgeline.reports.fit_verdict import DOES_NOT_FIT, logged_concurrency_line, verdict_line
+from ridgeline.reports.fit_verdict import logged_concurrency_line, verdict_line
 from ridgeline.stages import pipeline_stages
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_hybrid import ssm_state_dtype, ssm_state_dtype_why
@@ -177,12 +177,11 @@ def fit_text_lines(r: FitReport) -> list[str]:
         lines += [f"  {lv.name:<{width}} {lv.conversations:>8,} "
                   f"{plural(lv.conversations, 'conversation')}, batch {lv.batch:,}"
                   for lv in r.levers]
-    if r.verdict == DOES_NOT_FIT and not past_trained_context(d, r.context) \
-            and all(lv.conversations < max(1, r.target or 1) for lv in r.levers):
-        lines += ["", "levers: none alone is enough; " + gpus_needed(r)] \
+    if (needed := more_gpus(r)) is not None:
+        lines += ["", "levers: none alone is enough; " + needed.text] \
             if not r.levers else ["  none alone holds "
                                      + (f"{r.target:,}" if r.target else "one") + "; "
-                                     + gpus_needed(r)]
+                                     + needed.text]
     return lines
 
 

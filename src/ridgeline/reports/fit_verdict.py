@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 DOES_NOT_FIT = "does not fit"
 UNDER_RIDGE = "fits, under the ridge"
 CLEARS_RIDGE = "clears the ridge"
+# each verdict's code, for a program (--json's verdict_code beside the prose verdict)
+VERDICT_CODES = {DOES_NOT_FIT: "does_not_fit", UNDER_RIDGE: "fits_under_ridge",
+                 CLEARS_RIDGE: "clears_ridge"}
 
 
 def verdict_line(r: FitReport) -> str:

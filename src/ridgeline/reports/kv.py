@@ -25,6 +25,7 @@ from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, LINEAR, MAMBA, SL
 from ridgeline.model import ModelSpec
 from ridgeline.precision import KVDtype
 from ridgeline.render import table
+from ridgeline.reports.identity import IDENTITY_KEYS
 from ridgeline.units import (
     GB,
     GIB,
@@ -143,10 +144,10 @@ class KVReport:
     architecture_caution: str = ""  # a model_type ridgeline has not checked
     ranks: int = 1  # data-parallel ranks, each holding its own conversations in its memory
     rank_gpus: int = 1  # the GPUs one sequence's cache is spread over (one rank's)
-    # with a card, the deployment as --json names it, roofline's and fit's keys
-    # (reports.roofline's served_keys): the engine (None on vLLM's card where --engine was
-    # not given: the checkpoint as stored), the weights and the KV dtype
-    served: tuple[tuple[str, str | None], ...] = ()
+    # with a card, the deployment as --json names it, every answer's keys
+    # (reports.roofline's served_identity: the engine None on vLLM's card where --engine was
+    # not given, the checkpoint as stored); without one, those keys null but model, kv_dtype
+    identity: tuple[tuple[str, Any], ...] = ()
 
     @property
     def cautions(self) -> list[str]:
@@ -185,6 +186,7 @@ class KVReport:
     def to_dict(self) -> dict[str, Any]:
         f = self.footprint
         return {
+            **dict.fromkeys(IDENTITY_KEYS), **dict(self.identity),
             "model": self.model, "kv_dtype": self.kv_dtype, "context": self.context,
             "bytes_per_token": f.bytes_per_token_growing,
             "bytes_per_token_naive": f.bytes_per_token_naive,
@@ -206,7 +208,7 @@ class KVReport:
             "fits": None if self.conversations is None else self.conversations > 0,
             "shortfall_bytes": self.shortfall_bytes,
             "bytes_per_token_now": self.bytes_per_token_now,
-            "cautions": self.cautions, **dict(self.served),
+            "cautions": self.cautions,
         }
 
     def verdict(self) -> str:

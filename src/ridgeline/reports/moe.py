@@ -14,8 +14,9 @@ from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched, routed_fraction
 from ridgeline.quantization import ROUTED
-from ridgeline.raw_fit import device_fit
+from ridgeline.raw_fit import FitCheck, device_fit
 from ridgeline.render import table
+from ridgeline.reports.expectation import weights_fit_dict
 from ridgeline.roofline import (
     expert_intensity,
     expert_ridge_batch,
@@ -61,10 +62,11 @@ class MoEReport:
     article_bf16_batch_to_ridge: float | None = None
     article_bf16_ridge: float = 0.0  # the 16-bit ridge that batch is reckoned against
     num_gpus: int = 1  # the deployment's: the table's weights read are all its GPUs' together
-    # the deployment as --json names it, roofline's and fit's keys (reports.roofline's
-    # served_keys): the engine (None on vLLM's card where --engine was not given: the
-    # checkpoint as stored), the weights and the KV dtype
-    served: tuple[tuple[str, str | None], ...] = ()
+    # the deployment as --json names it, every answer's keys (reports.roofline's
+    # served_identity: the engine None on vLLM's card where --engine was not given, the
+    # checkpoint as stored)
+    identity: tuple[tuple[str, Any], ...] = ()
+    weights_check: FitCheck | None = None  # the weights against the GPUs' memory
 
     @property
     def article_intensity_per_batch(self) -> float:
@@ -74,13 +76,14 @@ class MoEReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items()
-                if k not in ("rows", "steps", "fit", "served")}
+                if k not in ("rows", "steps", "fit", "identity", "weights_check")}
         data["ridge_flop_per_byte"] = data.pop("ridge")
         data["article_bf16_ridge_flop_per_byte"] = data.pop("article_bf16_ridge")
         data["rows"] = [dict(vars(r)) for r in self.rows]
-        data["weights_fit"] = not self.fit
+        # whether the weights alone load, and by how much they miss (roofline's keys)
+        data.update(weights_fit_dict(self.weights_check))
         data["article_intensity_per_batch"] = self.article_intensity_per_batch
-        return {**data, **dict(self.served)}
+        return {**dict(self.identity), **data}
 
     def text_lines(self) -> list[str]:
         lines = [
@@ -166,7 +169,8 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
                        None if bpw == 2.0 else expert_ridge_batch(
                            dep.accelerator, sixteen, 2.0, moe.routed_fraction),
                        ridge_point(dep.accelerator.peak(sixteen),
-                                   dep.accelerator.memory_bandwidth_bytes_per_s), dep.num_gpus)
+                                   dep.accelerator.memory_bandwidth_bytes_per_s), dep.num_gpus,
+                       weights_check=fits)
     return replace(report, steps=steps + _header_steps(dep, report, sixteen))
 
 

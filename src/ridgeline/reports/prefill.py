@@ -20,7 +20,7 @@ from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.engine_names import engine_name
-from ridgeline.engine_versions import engine_release, sized_version
+from ridgeline.engine_versions import engine_release
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count
@@ -38,6 +38,7 @@ from ridgeline.reports.expectation import (
     floor_heading_end,
     no_expectation,
 )
+from ridgeline.reports.identity import card_price_json, identity_json
 from ridgeline.roofline import ridge_point
 from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.units import plural
@@ -293,36 +294,42 @@ class PrefillReport:
                 f"{r.pool_batch or 0:,} {plural(r.pool_batch or 0, 'prompt')} of "
                 f"{f.prompt_len:,} tokens at once")
 
-    def _longest_dict(self) -> dict[str, Any]:
-        """at_longest's expectation, pool and budget, under ``at_max_model_len``."""
+    def _longest_dict(self) -> dict[str, Any] | None:
+        """at_longest's expectation, pool and budget, ``at_max_model_len``'s value (null where
+        the engine starts at its max_model_len)."""
         r = self.at_longest
         if r is None:
-            return {}
+            return None
         whole = r.to_dict()
-        keys = ("engine_runs", "expected", "expected_none_reason", "expected_none_code",
-                "engine_max_batch", "prompt_steps", "step_budget_tokens")
-        return {"at_max_model_len": {"max_model_len": r.started_at,
-                                     **{k: whole[k] for k in keys if k in whole}}}
+        keys = ("engine_runs", "time_s", "prompt_tok_s", "expected", "expected_none_reason",
+                "expected_none_code", "engine_max_batch", "prompt_steps", "step_budget_tokens")
+        return {"max_model_len": r.started_at, **{k: whole[k] for k in keys}}
 
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
-        return {"deployment": deployment_line(self.deployment),
-                **cpu_offload_json(self.deployment),
-                "kind": "floor (the article's lower bound: time_s, prompt_tok_s) and the "
-                "engine's calibrated expectation (expected)", "prompt_len": f.prompt_len,
-                "batch": f.batch, "time_s": f.time_s,
+        expected = {**self.expected.to_dict(), "prompt_tok_s": f.batch * f.prompt_len
+                    / self.expected.time_s} if self.runs else None
+        # the ridge the text's intensity line sets the prompt against: card_price_json's
+        return {**identity_json(self.deployment, self.engine_version),
+                **card_price_json(self.deployment),
+                "deployment": deployment_line(self.deployment),
+                "cpu_offload": cpu_offload_json(self.deployment).get("cpu_offload"),
+                "kind": "time_s (the TTFT), prompt_tok_s: the engine's calibrated expectation, "
+                "as the text's 'expected' line (null where it would not run the prompts: "
+                "expected_none_reason); floor_*: the article's lower bound",
+                "prompt_len": f.prompt_len, "batch": f.batch, "engine_runs": self.runs,
+                "time_s": None if expected is None else expected["time_s"],
                 # prompt tokens per second, tok_s as decode and simulate spell a rate of tokens
-                "prompt_tok_s": f.tokens_per_s if f.fit.fits else None,
-                "engine_runs": self.runs,  # false: prompt_tok_s is the floor's arithmetic only
+                "prompt_tok_s": None if expected is None else expected["prompt_tok_s"],
+                "expected_none_reason": self.none_reason or None,
+                "expected_none_code": self.none_code or None,
+                "floor_time_s": f.time_s,
+                # the floor's rate where it fits: a deployment that does not has no speed
+                "floor_prompt_tok_s": f.tokens_per_s if f.fit.fits else None,
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
-                # the ridge the text's intensity line sets the prompt against
-                "ridge_flop_per_byte": self.deployment.dense_ridge_flop_per_byte,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
-                "expected": {**self.expected.to_dict(), "prompt_tok_s": f.batch * f.prompt_len
-                             / self.expected.time_s} if self.runs else None,
-                **({} if self.runs else {"expected_none_reason": self.none_reason,
-                                         "expected_none_code": self.none_code}),
+                "expected": expected,
                 "step_budget_tokens": None if self.step_budget is None else self.step_budget[0],
                 # whether a prompt past the budget runs in chunks (TensorRT-LLM: only with its
                 # enable_chunked_prefill), or whole
@@ -336,12 +343,10 @@ class PrefillReport:
                 "settings": None if self.seat is None else json_pool_settings(
                     self.expected.engine, self.fit_pool_settings if self.fit_seat
                     else self.pool_settings),
-                # the -ngl all run the prompt is priced under, where it holds another count
-                **({"priced_run_batch": self.seat.held} if self.fit_seat and self.seat
-                   and self.seat.held != self.fit_seat.held else {}),
-                # the release the pool was sized as, named where none was given too (fit's)
-                "engine_version": sized_version(self.deployment.engine, self.engine_version),
-                **self._longest_dict(),
+                # the prompts the run priced holds (llama.cpp's -ngl all, where --fit starts
+                # another: engine_max_batch is then --fit's); null without a memory model
+                "priced_run_batch": None if self.seat is None else self.seat.held,
+                "at_max_model_len": self._longest_dict(),
                 "cautions": self.cautions, **fit_dict(f)}
 
     def text_lines(self) -> list[str]:
@@ -477,8 +482,11 @@ class PrefillSeries:
                      for r in self.reports for st in r.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"deployment": deployment_line(self.deployment),
-                **cpu_offload_json(self.deployment),
+        first = self.reports[0]
+        return {**identity_json(self.deployment, first.engine_version),
+                **card_price_json(self.deployment),
+                "deployment": deployment_line(self.deployment),
+                "cpu_offload": cpu_offload_json(self.deployment).get("cpu_offload"),
                 "prompts": [r.to_dict() for r in self.reports]}
 
     def text_lines(self) -> list[str]:

@@ -13,8 +13,10 @@ from ridgeline.explain import Step, q, step
 from ridgeline.hardware import CUSTOM_SOURCE, Accelerator
 from ridgeline.layouts import LINEAR, MAMBA
 from ridgeline.moe import article_tokens_per_expert, expected_experts_touched
-from ridgeline.raw_fit import device_fit
+from ridgeline.raw_fit import FitCheck, device_fit
 from ridgeline.render import table
+from ridgeline.reports.expectation import weights_fit_dict
+from ridgeline.reports.identity import card_identity_json, identity_json
 from ridgeline.roofline import (
     OperatingPoint,
     arithmetic_share,
@@ -59,9 +61,10 @@ class RooflineReport:
     # (Deployment.peak_at), and why where it is not the catalog's; 0: the catalog's
     engine_peak_flops_per_s: float = 0.0
     peak_note: str = ""
-    # --model's deployment as --json names it, as fit's --json does (served_keys): the engine
-    # (None where none was named: the checkpoint as stored), the weights and the KV dtype
-    served: tuple[tuple[str, str | None], ...] = ()
+    # --model's deployment as --json names it, every answer's keys (reports.identity; the
+    # engine None where none was named: the checkpoint as stored); (): the card alone's
+    identity: tuple[tuple[str, Any], ...] = ()
+    weights_check: FitCheck | None = None  # --model's weights against the GPUs' memory
 
     @property
     def peak_flops_per_s(self) -> float:
@@ -90,17 +93,21 @@ class RooflineReport:
     def to_dict(self) -> dict[str, Any]:
         a = self.accelerator
         return {
-            "accelerator": a.id, "compute_dtype": a.resolve_dtype(self.compute_dtype),
+            **(dict(self.identity) if self.identity
+               else card_identity_json(a, self.num_gpus)),
+            "price_per_device_hour_usd": a.price_per_hour_usd,
+            "compute_dtype": a.resolve_dtype(self.compute_dtype),
             "peak_flops_per_s": self.peak_flops_per_s,
             "memory_bandwidth_bytes_per_s": a.memory_bandwidth_bytes_per_s,
             "ridge_flop_per_byte": self.ridge,
             "llama_cpp_cuda_ridge_flop_per_byte": self.llamacpp_ridge, "batch": self.batch,
-            "prompt_len": self.prompt_len, "model": self.model, **dict(self.served),
+            "prompt_len": self.prompt_len,
             "points": [{**{("intensity_flop_per_byte" if k == "intensity" else k): v
                            for k, v in vars(p).items()},
                         "whole_batch_to_ridge": None if p.batch_to_ridge is None
                         else first_whole_batch(p.batch_to_ridge)} for p in self.points],
-            "weights_fit": None if self.model is None else not self.fit,  # no model: none
+            # whether --model's weights alone load, and by how much they miss (null: no model)
+            **weights_fit_dict(self.weights_check),
             "intensity_per_token_flop_per_byte": self.intensity_per_token,
             "attention_ridge_flop_per_byte": self.attention_ridge,
             "expert_ridge_flop_per_byte": self.expert_ridge,
@@ -317,17 +324,13 @@ def _state_point(dep: Deployment, batch: int, acc: Accelerator,
           f"{dep.engine} keeps them in" + (f", one GPU's share at TP{tp}" if tp > 1 else "")))
 
 
-def served_keys(dep: Deployment, engine_named: bool) -> tuple[tuple[str, str | None], ...]:
-    """roofline --json's names for --model's deployment, fit's --json's keys: the engine
-    (None where --engine was not given and vLLM's card reads the checkpoint as stored), the
-    weights, their format and the KV dtype. gpt-oss-20b on an H100: 'llama.cpp-cuda',
-    'mxfp4_moe' … under --engine llama.cpp (ridge batch 158), None, 'as stored' … without."""
-    from ridgeline.candidate import weights_format
-
-    return (("engine", dep.engine if engine_named else None),
-            ("weights", dep.weights.label),
-            ("weights_format", weights_format(dep.model, dep.weights.label)),
-            ("kv_dtype", dep.kv.id))
+def served_identity(dep: Deployment, engine_named: bool) -> tuple[tuple[str, Any], ...]:
+    """roofline's, kv's and moe's --json names for --model's deployment (reports.identity):
+    the engine None where --engine was not given and vLLM's card reads the checkpoint as
+    stored, and no release, since none of them sizes an engine's pool. gpt-oss-20b on an
+    H100: 'llama.cpp-cuda', 'mxfp4_moe' … under --engine llama.cpp (ridge batch 158), None,
+    'as stored' … without."""
+    return tuple(identity_json(dep, engine_named=engine_named, pool_sized=False).items())
 
 
 def roofline_report(
@@ -493,9 +496,10 @@ def roofline_report(
     steps += [s for p in points for s in _point_steps(p, acc, intensity)]
     steps += notes_steps
     overflow = ""
-    if dep is not None and not (fits := device_fit(dep)).fits:
-        overflow = (f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): the "
-                    "points below are arithmetic only")
+    check = None if dep is None else device_fit(dep)
+    if dep is not None and check is not None and not check.fits:
+        overflow = (f"{check.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): "
+                    "the points below are arithmetic only")
     caution = served_context_caution(dep.model, prompt_len, dep.engine) \
         if dep is not None else ""
     return RooflineReport(acc, compute_dtype, batch, prompt_len,
@@ -506,7 +510,8 @@ def roofline_report(
                           dep is not None and dep.engine.startswith("llama.cpp")
                           and dep.pipeline_parallel_size > 1,
                           0.0 if dep is None else dep.peak_at(compute_dtype),
-                          "" if dep is None else dep.peak_note_at(compute_dtype))
+                          "" if dep is None else dep.peak_note_at(compute_dtype),
+                          weights_check=check)
 
 
 def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None

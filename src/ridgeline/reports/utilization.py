@@ -16,6 +16,7 @@ from ridgeline.hardware import Accelerator
 from ridgeline.moe import expected_experts_touched
 from ridgeline.parallel import cross_node_caution, deployment_cross_node_caution
 from ridgeline.reports.expectation import context_caution
+from ridgeline.reports.identity import card_identity_json, identity_json
 from ridgeline.roofline import (
     arithmetic_share,
     batch_for_intensity,
@@ -80,6 +81,9 @@ class UtilizationReport:
     # is left unpriced (no host bandwidth)
     host_weight_bytes: float = 0.0
     placement: str = ""
+    # the deployment as --json names it (reports.identity): with --model its keys, the
+    # engine's pool sized at its default release; without, the card's and the engine's
+    identity: tuple[tuple[str, Any], ...] = ()
 
     @property
     def engine_label(self) -> str:
@@ -129,7 +133,9 @@ class UtilizationReport:
 
     def to_dict(self) -> dict[str, Any]:
         over = self.over_pool
-        return {"accelerator": self.accelerator.id, "running": self.running,
+        return {**(dict(self.identity) if self.identity else card_identity_json(
+                    self.accelerator, self.num_gpus, self.engine)),
+                "running": self.running,
                 "stage_batch": self.stage_batch,
                 "data_parallel_size": self.data_parallel_size,
                 "ridge_flop_per_byte": self.ridge,
@@ -139,7 +145,7 @@ class UtilizationReport:
                 "fraction_of_arithmetic": None if over else self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
                 "kv_batch_limit": self.kv_batch_limit, "context": self.context,
-                "model": self.model, "experts": None if over else self.experts or None,
+                "experts": None if over else self.experts or None,
                 **({"moe": dict(self.expert_figures)}
                    if self.expert_figures and not over else {}),
                 "refusal": self.refusal or None,
@@ -487,7 +493,10 @@ def utilization_report(
                                deployment_cross_node_caution(dep) if dep is not None
                                else cross_node_caution(tensor_parallel_size, 1, acc, engine), engine,
                                fit_free, dep.num_gpus if dep is not None else 1, dense_peak,
-                               peak_dtypes, ranks, per_rank if ranks > 1 else 0)
+                               peak_dtypes, ranks, per_rank if ranks > 1 else 0,
+                               identity=tuple((card_identity_json(
+                                   acc, tensor_parallel_size, engine) if dep is None
+                                   else identity_json(dep)).items()))
     if hosted is None:
         return report
     return replace(report, host_weight_bytes=hosted.host_weight_bytes,
