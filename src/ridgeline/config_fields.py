@@ -25,6 +25,60 @@ class MissingField(InputError):
     malformed: a reader that leaves a layout it cannot read uncounted catches this alone."""
 
 
+class _ReadFields(dict[str, Any]):
+    """A config's fields that remember each key looked up (``get``, ``[]``, ``in``), so that
+    what no reader asked for can be named (``ConfigFields.unread``)."""
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        super().__init__(fields)
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
+
+
+# Keys every transformers config carries that size nothing: the library's own bookkeeping
+# and generation defaults (PretrainedConfig), and flags of numerics, not of shapes
+_BOOKKEEPING = frozenset({
+    "architectures", "transformers_version", "torch_dtype", "dtype", "model_type", "auto_map",
+    "use_cache", "return_dict", "output_attentions", "output_hidden_states", "torchscript",
+    "is_decoder", "tie_encoder_decoder", "use_bfloat16", "pretraining_tp", "id2label",
+    "label2id", "task_specific_params", "max_length", "min_length", "num_beams",
+    "num_beam_groups", "num_return_sequences", "no_repeat_ngram_size", "top_k",
+    "chunk_size_feed_forward", "scale_attn_weights", "attention_softmax_in_fp32",
+    "scale_attention_softmax_in_fp32", "use_return_dict", "use_flash_attn", "tokenizer_class",
+    "norm_topk_prob",
+})
+# Name parts of keys that tune numerics, training or positions, never a tensor's shape (RoPE
+# has no weights: Llama 4's and SmolLM3's no_rope_layers leave every layer's size alone)
+_NUMERICS_PARTS = ("dropout", "pdrop", "eps", "epsilon", "initializer", "init_", "token_id",
+                   "token_index", "scale", "temperature", "theta", "clip", "rope", "rotary")
+
+
+def sizing_looking(key: str, value: Any) -> bool:
+    """Whether an unread config key may size something: a whole number, a true flag, or a
+    non-empty list or object, under a name that is not bookkeeping (architectures,
+    transformers_version, *_token_id, torch_dtype, dropout, epsilon...). StarCoder's
+    multi_query: true is; its layer_norm_epsilon and activation_function are not."""
+    if key.startswith("_") or key in _BOOKKEEPING or any(p in key for p in _NUMERICS_PARTS):
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value > 0
+    return isinstance(value, (list, Mapping)) and bool(value)
+
+
 class ConfigFields:
     """Reads one config; nested ``text_config`` overrides the top level."""
 
@@ -41,7 +95,8 @@ class ConfigFields:
             outer_type = merged.get("model_type")
             merged.update(text)
             merged["outer_model_type"] = outer_type
-        self.c = merged
+        self.given = tuple(merged)  # the config's own keys, before any default
+        self.c = _ReadFields(merged)
         if decoder:  # model_type is a name, as every other field has its type
             for kind in (config.get("model_type"), merged.get("model_type")):
                 if kind is not None and not isinstance(kind, str):
@@ -60,6 +115,12 @@ class ConfigFields:
                                 str(config.get("model_type") or ""))
         for key, value in (model_type_defaults(self.model_type) if defaults else {}).items():
             self.c.setdefault(key, value)
+
+    def unread(self) -> tuple[str, ...]:
+        """The config's own keys no reader has looked up so far that may size something
+        (``sizing_looking``), in the config's order."""
+        return tuple(k for k in self.given if k not in self.c.read
+                     and sizing_looking(k, dict.get(self.c, k)))
 
     def int_(self, *keys: str, default: int | None = None, minimum: int = 1,
              maximum: int = MAX_FIELD) -> int:

@@ -20,6 +20,7 @@ from ridgeline.datafiles import model_type_defaults
 from ridgeline.errors import InputError, shorten
 from ridgeline.layouts import (
     CHUNKED,
+    FULL,
     LINEAR,
     MAMBA,
     MOE,
@@ -43,6 +44,7 @@ from ridgeline.model_types import (
     ATTENTION_BIAS,
     FOUR_NORMS,
     LAYER_NORM,
+    LEARNED_POSITIONS,
     MLP_BIAS,
     OUTPUT_GATED_ATTENTION,
     OWN_EXPERT_WIDTH,
@@ -126,6 +128,11 @@ class _SpecReader(ConfigFields):
         mixers = self._mixers(num_layers)
         ffns = self._ffns(num_layers, mixers)
         windows = self._windows(mixers)
+        unfilled = self._unfilled_window(mixers, windows)
+        unfilled_layers = tuple(i for i, m in enumerate(mixers) if m == SLIDING and unfilled)
+        if unfilled:  # a window the context never fills: full attention (_unfilled_window)
+            windows = [None if m == SLIDING else w for m, w in zip(mixers, windows, strict=True)]
+            mixers = [FULL if m == SLIDING else m for m in mixers]
         layers = tuple(Layer(m, f, w) for m, f, w in zip(mixers, ffns, windows, strict=False))
         parallel = self.model_type in PARALLEL_HYBRID
         if parallel:
@@ -178,15 +185,18 @@ class _SpecReader(ConfigFields):
             vision_config=vision_config(self),
             vision_item=vision_item(self),
             learned_positions=self.int_("n_positions", "max_position_embeddings")
-            if self.model_type == "gpt2" else 0,
+            if self.model_type in LEARNED_POSITIONS else 0,
             model_max_length=self.opt_int("model_max_length"),
+            unfilled_window_tokens=unfilled,
+            unfilled_window_layers=unfilled_layers,
             quant_method=checkpoint_method(self.c.get("quantization_config")),
             quant_algo=checkpoint_algo(self.c.get("quantization_config")),
             engine_kv_cache_dtypes=engine_checkpoint_kv(self.c.get("quantization_config")),
             stored_formats=(),
             parallel_hybrid=parallel,
         )
-        return _with_stored_layout(spec, self.c.get("quantization_config"))
+        spec = _with_stored_layout(spec, self.c.get("quantization_config"))
+        return replace(spec, unread_keys=self.unread())
 
     def _parallel_blocks(self, layers: tuple[Layer, ...]) -> tuple[Layer, ...]:
         """A parallel hybrid's layers as two blocks each: the layer's attention with its MLP,
@@ -239,12 +249,35 @@ class _SpecReader(ConfigFields):
                 windows.append(None)
         return windows
 
+    def _unfilled_window(self, mixers: list[str], windows: list[int | None]) -> int:
+        """The sliding window no context of this model fills, or 0: one at or past the
+        longest context the config gives (max_position_embeddings, model_max_length, either
+        stretched by rope_scaling's factor). Phi-4-mini's sliding_window 262,144 against its
+        131,072 positions: its layers attend to, and cache, every token, as full attention
+        does (llama.cpp turned the Phi family's windows off for this, one "equal to the
+        context size - so technically there is no SWA": ggml-org/llama.cpp#13676)."""
+        sliding = {w for m, w in zip(mixers, windows, strict=True) if m == SLIDING and w}
+        positions = self.opt_int("max_position_embeddings", "n_positions",
+                                 "max_sequence_length")
+        if len(sliding) != 1 or positions is None:
+            return 0
+        rope = self._rope_scaling()
+        factor = max(1.0, rope.factor) if rope else 1.0
+        longest = max(positions, self.opt_int("model_max_length") or 0,
+                      int(max(positions, rope.original_positions or 0) * factor) if rope
+                      else 0)
+        window = sliding.pop()
+        return window if window >= longest else 0
+
     def _attention(self, hidden: int) -> Attention:
         heads = self.int_("num_attention_heads", "n_head", "num_heads")
         if self.model_type == "falcon" and self.c.get("num_kv_heads") is None:
             multi_query = self.bool_("multi_query", True)
             new_arch = self.bool_("new_decoder_architecture")
             kv_heads = 1 if multi_query and not new_arch else heads
+        elif self.model_type == "gpt_bigcode":  # StarCoder: one K/V head where multi_query
+            # (vLLM's gpt_bigcode.py: total_num_kv_heads = 1; else one per query head)
+            kv_heads = 1 if self.bool_("multi_query", True) else heads
         else:
             kv_heads = self.int_("num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads)
         if kv_heads > heads:
@@ -349,6 +382,10 @@ class _SpecReader(ConfigFields):
         being mamba_d_ssm or mamba_expand × hidden). Falcon-H1-7B: 24 heads of 128, d_state 256."""
         heads = self.int_("mamba_num_heads", "mamba_n_heads")
         d_ssm = self.opt_int("mamba_d_ssm")
+        # mamba_d_ssm, where given, is the width (FalconH1Config reads mamba_expand only
+        # without it); mamba_chunk_size is the scan kernel's chunk, no tensor's shape
+        for known in ("mamba_expand", "mamba_chunk_size"):
+            self.c.get(known)
         if self.c.get("mamba_head_dim") is None and self.c.get("mamba_d_head") == "auto":
             head_dim = (d_ssm or self.int_("mamba_expand", default=2) * hidden) // heads
         else:
@@ -382,7 +419,7 @@ class _SpecReader(ConfigFields):
     def _dense_mlp(self, hidden: int) -> DenseMLP:
         if self.model_type in ("llama4", "llama4_text"):
             size = self.int_("intermediate_size_mlp")
-        elif self.model_type in ("gptj", "falcon", "gpt2"):  # n_inner null: 4 × hidden
+        elif self.model_type in ("gptj", "falcon", "gpt2", "gpt_bigcode"):  # n_inner null: 4 h
             size = self.int_("n_inner", "ffn_hidden_size", default=4 * hidden)
         elif self.model_type in GRANITE_SHARED_MLP:
             # no experts (Granite-4.0-H-Micro): the shared_mlp is the layer's one MLP (vLLM

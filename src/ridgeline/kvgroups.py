@@ -104,11 +104,23 @@ def _layer_kind(layer: Layer) -> tuple[str, int] | None:
     return None
 
 
+def _layer_kinds(model: ModelSpec) -> list[tuple[str, int] | None]:
+    """Each layer's cache type (``_layer_kind``), a sliding window the context never fills
+    (ModelSpec.unfilled_window_tokens) kept as vLLM keeps it: its layers attend as full ones,
+    but vLLM registers them under the config's sliding_window (a SlidingWindowSpec, the
+    model-level window of cache_config.sliding_window), a window group whose request holds
+    min(window − 1 + max_num_batched_tokens, max_model_len) tokens and a block more, every
+    token it has (Phi-4-mini's 262,144 at max_model_len 32,768: 513 blocks of 64, not 512)."""
+    unfilled = set(model.unfilled_window_layers)
+    return [("window", model.unfilled_window_tokens) if i in unfilled else _layer_kind(layer)
+            for i, layer in enumerate(model.layers)]
+
+
 def cache_kinds(model: ModelSpec) -> set[tuple[str, int]]:
-    """The cache types a model's layers form groups by (``_layer_kind``): more than one is
+    """The cache types a model's layers form groups by (``_layer_kinds``): more than one is
     the hybrid vLLM's hybrid KV cache manager keeps apart (full attention beside windows or
     recurrent state)."""
-    return {kind for layer in model.layers if (kind := _layer_kind(layer)) is not None}
+    return {kind for kind in _layer_kinds(model) if kind is not None}
 
 
 def stage_group_layers(dep: Deployment, per_group: int, start: int, count: int) -> int:
@@ -119,8 +131,7 @@ def stage_group_layers(dep: Deployment, per_group: int, start: int, count: int) 
     PP4: nine layers a stage, five of one kind, so five layers a page, not 4.5."""
     seen: dict[tuple[str, int], int] = {}
     held: dict[tuple[tuple[str, int], int], int] = {}
-    for index, layer in enumerate(dep.model.layers):
-        kind = _layer_kind(layer)
+    for index, kind in enumerate(_layer_kinds(dep.model)):
         if kind is None:
             continue
         group = (kind, seen.get(kind, 0) // per_group)
@@ -138,8 +149,7 @@ def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1,
     model = dep.model
     types: dict[tuple[str, int], int] = {}
     state_bytes = 0.0
-    for layer in model.layers:
-        key = _layer_kind(layer)
+    for layer, key in zip(model.layers, _layer_kinds(model), strict=True):
         if key is None:
             continue
         if key[0] == "state":

@@ -95,7 +95,8 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
         rope = _no_rope_layers(c, n, name)
         return [CHUNKED if uses_rope else FULL for uses_rope in rope]
     if "use_sliding_window" in c:  # Qwen2/3: layers from max_window_layers on, when enabled
-        if not c.get("use_sliding_window") or c.get("sliding_window") is None:
+        window, _ = c.get("sliding_window"), c.get("max_window_layers")  # moot when not
+        if not c.get("use_sliding_window") or window is None:
             return [FULL] * n
         first = _int(c, "max_window_layers", name, 0)
         return [SLIDING if i >= first else FULL for i in range(n)]
@@ -105,6 +106,12 @@ def mixer_kinds(c: Mapping[str, Any], model_type: str, n: int, name: str) -> lis
 
 
 EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
+# The MoE sizes config_reader reads as one value for every MoE layer; a config that gives one
+# a layer (Hunyuan-A13B's moe_topk, moe_intermediate_size, num_shared_expert: 32 entries each)
+_MOE_SIZE_KEYS = frozenset({*EXPERT_COUNT_KEYS, "num_experts_per_tok", "experts_per_token",
+                            "moe_topk", "moe_intermediate_size", "n_shared_experts",
+                            "num_shared_experts", "num_shared_expert",
+                            "shared_expert_intermediate_size"})
 # architectures whose every checkpoint routes to experts: an expert count of 0 is a broken config
 _MOE_TYPES = {"mixtral", "gpt_oss", "qwen3_next", "deepseek_v2", "deepseek_v3", "deepseek_v32",
               "kimi_k2", "llama4", "llama4_text", "dbrx", "jamba", "olmoe", "phimoe", "granitemoe"}
@@ -120,8 +127,10 @@ def ffn_kinds(
     """The feed-forward block of each layer: dense, moe or none."""
     if c.get("hybrid_override_pattern") is not None:
         return [_PATTERN[ch][1] for ch in str(c["hybrid_override_pattern"])]
+    _refuse_moe_lists(c, name)
     experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
     if (not experts or experts is True) and routes_to_experts(model_type):
+        _refuse_unread_expert_count(c, model_type, name)
         given = next((f"{k} is {c[k]!r}" for k in EXPERT_COUNT_KEYS if k in c), "")
         raise InputError(f"{name}: a {model_type} model routes each token to experts, but "
                          f"{given or 'the config gives no expert count'} "
@@ -151,6 +160,32 @@ def ffn_kinds(
             MOE if i not in dense_only and (i + 1) % step == 0 else DENSE for i in range(n)
         ]
     return [MOE] * n  # Mixtral, gpt-oss: every layer
+
+
+def _refuse_moe_lists(c: Mapping[str, Any], name: str) -> None:
+    """A config that gives its MoE sizes one a layer (Hunyuan-A13B's moe_topk [8, 8, …]) is
+    refused by name: per-layer MoE lists are not read."""
+    lists = [k for k, v in c.items() if k in _MOE_SIZE_KEYS and isinstance(v, list)]
+    if lists:
+        named = lists[0] if len(lists) == 1 else f"{', '.join(lists[:-1])} and {lists[-1]}"
+        raise InputError(f"{name}: {named} {'is a list' if len(lists) == 1 else 'are lists'}, "
+                         "one entry a layer: per-layer MoE lists are not read (ridgeline "
+                         "sizes every MoE layer by one value of each)")
+
+
+def _refuse_unread_expert_count(c: Mapping[str, Any], model_type: str, name: str) -> None:
+    """A MoE config that counts its experts under a key ridgeline does not read (ERNIE-4.5's
+    moe_num_experts, beside its moe_k and moe_layer_start_index) is refused naming that key."""
+    other = [k for k, v in c.items() if k.endswith("num_experts") and k not in EXPERT_COUNT_KEYS
+             and v not in (None, False, 0, [])]
+    if not other:
+        return
+    more = [k for k in c if k.startswith("moe_") and k not in (*other,
+            "moe_intermediate_size")][:3]
+    nor = f", nor {', '.join(more)}" if more else ""
+    raise InputError(f"{name}: a {model_type} model routes each token to experts, and its "
+                     f"config counts them in {other[0]}, which ridgeline does not read (it "
+                     f"reads {', '.join(EXPERT_COUNT_KEYS)}){nor}")
 
 
 def _pattern_field(c: Mapping[str, Any]) -> Any:

@@ -239,6 +239,14 @@ class ModelSpec:
     # otherwise quantizes, its exclusions naming some layers only (DeepSeek's and GLM's first
     # dense layers in bf16): precision.weight_plan sizes those layers' share at the dtype
     unquantized_layers: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # a sliding_window at or past the model's longest context, which no sequence fills, and
+    # the layers it named: read as full attention (Phi-4-mini's 262,144 over its 131,072
+    # positions; config_reader._unfilled_window), 0 and () where none
+    unfilled_window_tokens: int = 0
+    unfilled_window_layers: tuple[int, ...] = ()
+    # the config's keys that may size something and that no reader looked up
+    # (config_fields.sizing_looking): named in the caution for a model_type not checked
+    unread_keys: tuple[str, ...] = ()
     # whether config.json lists any architectures: where it does not, ``architecture`` holds
     # the model_type, and an engine has no class name to pick its implementation by
     architectures_named: bool = True
@@ -325,9 +333,27 @@ class ModelSpec:
         kind = f"model_type {self.model_type!r}" if self.model_type else "no model_type"
         named = "" if self.architectures_named else " and lists no architectures"
         return (f"{self.name} has {kind}{named}, which ridgeline has not checked: it is priced "
-                f"from its config's fields as {self.read_as}; a part those fields do not "
-                "describe (MoE, MLA, windowed or recurrent layers its model_type alone would "
-                "name) is not counted")
+                f"from its config's fields as {self.read_as}; " + (
+                    f"it leaves unread {_listed(self.unread_keys)}, and any part "
+                    f"{'they describe' if len(self.unread_keys) > 1 else 'it describes'} is "
+                    "not counted" if self.unread_keys else
+                    "a part those fields do not describe (MoE, MLA, windowed or recurrent "
+                    "layers its model_type alone would name) is not counted"))
+
+    @property
+    def unfilled_window_note(self) -> str:
+        """What became of a sliding_window no context fills, or "": Phi-4-mini's 262,144 over
+        its 131,072 positions, its 32 layers priced as full attention."""
+        if not self.unfilled_window_tokens:
+            return ""
+        n = len(self.unfilled_window_layers)
+        positions = self.max_position_embeddings or 0
+        layers = f"{n} windowed layers are" if n != 1 else "1 windowed layer is"
+        return (f"{self.name}'s sliding_window {self.unfilled_window_tokens:,} is at or past "
+                f"its {positions:,} positions, so no window ever fills: its {layers} priced "
+                "as full attention, every token kept (llama.cpp turned the Phi family's "
+                "windows off for such a window, ggml-org/llama.cpp#13676); vLLM still pages "
+                "them as a window group, which holds every token of a request and a block more")
 
     @property
     def read_as(self) -> str:
@@ -371,3 +397,18 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.moe is not None and self.count(ffn="moe") > 0
+
+
+# the unread keys a caution names before it counts the rest
+_LISTED_KEYS = 6
+
+
+def _listed(keys: tuple[str, ...]) -> str:
+    """The first few of ``keys``, then a count: Falcon-H1's nine mamba_* keys as "its
+    config's keys mamba_d_conv, mamba_d_head, …, mamba_n_groups and 3 more"."""
+    shown = list(keys[:_LISTED_KEYS])
+    more = len(keys) - len(shown)
+    if more:
+        shown.append(f"{more} more")
+    words = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return f"its config's key{'s' if len(keys) > 1 else ''} {words}"

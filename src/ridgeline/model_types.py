@@ -16,12 +16,14 @@ from ridgeline.datafiles import data_files, load_data
 from ridgeline.errors import InputError
 
 # Architectures whose MLP is two matrices (up, down) rather than gated SwiGLU/GeGLU (three).
-UNGATED_MLP = {"gptj", "falcon", "nemotron_h", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
+# GPTBigCode (StarCoder): c_fc and c_proj with a GELU between (vLLM's gpt_bigcode.py GPTBigMLP)
+UNGATED_MLP = {"gptj", "falcon", "nemotron_h", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2",
+               "gpt_bigcode"}
 # Architectures normalised with LayerNorm (weight + bias) rather than RMSNorm (weight only).
 # Cohere's and Cohere2's LayerNorm centres like one but carries no bias (transformers
 # CohereLayerNorm, Cohere2LayerNorm: a weight only), so each counts as RMSNorm's h a norm and
 # is not listed.
-LAYER_NORM = {"gptj", "falcon", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2"}
+LAYER_NORM = {"gptj", "falcon", "gpt2", "gpt_neox", "opt", "bloom", "starcoder2", "gpt_bigcode"}
 # Architectures whose attention and MLP both read one input norm and add to the residual
 # together: one norm a layer (GPT-J, Falcon; Cohere's and Cohere2's decoder layers have only
 # their input_layernorm)
@@ -45,10 +47,15 @@ OUTPUT_GATED_ATTENTION = {"qwen3_next"}
 # attention with the MLP, then the Mamba-2: the layers vLLM's hybrid KV-cache manager groups.
 PARALLEL_HYBRID = frozenset({"falcon_h1"})
 # Architectures whose attention projections always carry biases (GPT-2's Conv1D layers;
-# GPT-NeoX's come from attention_bias, true by default: model_type_defaults.json)
-ATTENTION_BIAS = {"gpt2"}
+# GPTBigCode's c_attn and c_proj, bias=True in vLLM's gpt_bigcode.py; GPT-NeoX's come from
+# attention_bias, true by default: model_type_defaults.json)
+ATTENTION_BIAS = {"gpt2", "gpt_bigcode"}
+# Architectures that add a learned position table (wpe, n_positions rows) to the token
+# embedding: GPT-2 and GPTBigCode (vLLM's gpt_bigcode.py: nn.Embedding(max_position_embeddings,
+# hidden))
+LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode"})
 # Architectures whose two-matrix MLP always carries biases (nn.Linear's, Conv1D's)
-MLP_BIAS = {"gptj", "gpt2", "gpt_neox"}
+MLP_BIAS = {"gptj", "gpt2", "gpt_neox", "gpt_bigcode"}
 # Not read field by field: OPT (ffn_dim, a position table offset by 2, a projection when
 # word_embed_proj_dim differs) and BLOOM (ALiBi, an FFN of 4 × hidden named by no field, an
 # embedding LayerNorm); left out of the checked set so a readable one carries the caution
@@ -62,13 +69,18 @@ _UNCHECKED_UNGATED = {"opt", "bloom"}
 # (params.indexer_params): 671,877,944,064, the tensors of deepseek-ai/DeepSeek-V3.2's 163
 # safetensors files, 685,396,921,376 elements in all, less their 41,591,584 fp8 block scales
 # and the 13,477,385,728 of its MTP module (layer 61, with its embedding and head copies), as
-# a listing of the checkpoint's tensors gives them (code index id 62736905881)); any other is
-# read as a decoder of the fields it has, with a caution
+# a listing of the checkpoint's tensors gives them (code index id 62736905881); StarCoder's
+# GPTBigCode, multi-query, tied: StarCoderBase-15B 15,517,456,384 and StarCoderBase-1B
+# 1,137,207,296, the counts a MultiPL-T training-cost script records (code index id
+# 69542685706)); any other is read as a decoder of the fields it has, with a caution
 KNOWN_MODEL_TYPES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma2", "gemma3",
     "gemma3_text", "phi3", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "gpt_oss",
     "gptj", "falcon", "jamba", "nemotron_h", "llama4", "llama4_text", "cohere", "cohere2",
+    # checked against their cards: Falcon-H1-7B 7.586B (card 7.59B), Granite-4.0-H-Small
+    # 32.21B (IBM's 32B; 32.19B counted from the checkpoint's tensors)
+    "falcon_h1", "granitemoehybrid",
     *(UNGATED_MLP - _UNCHECKED_UNGATED),
 }
 # model_types that are not decoder-only LLMs (transformers' names, "-" read as "_"): refused

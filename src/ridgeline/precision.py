@@ -249,10 +249,11 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
     """Formats per category: as the checkpoint stores them, or one format the user names.
 
     A "linear" format covers the linear layers; embeddings, lm_head, norms and routers
-    stay at the checkpoint dtype. A GGUF mix ("all") covers every tensor, because its
-    bits per weight is a file average that already includes them.
+    stay at the dtype the engine loads the checkpoint in (unquantized_dtype). A GGUF mix
+    ("all") covers every tensor, because its bits per weight is a file average that already
+    includes them.
     """
-    base = spec.dtype if spec.dtype in weight_formats() else "bf16"
+    base = unquantized_dtype(spec, weights)
     chosen: Mapping[str, str]
     shares: tuple[tuple[str, float], ...] = ()
     if weights is None or is_stored_format(weights):
@@ -272,6 +273,22 @@ def weight_plan(spec: ModelSpec, weights: str | None = None) -> WeightPlan:
         chosen = dict.fromkeys(covered, fmt.id)
         label = fmt.id
     return WeightPlan(tuple((c, chosen.get(c, base)) for c in CATEGORIES), label, shares, base)
+
+
+def unquantized_dtype(spec: ModelSpec, weights: str | None = None) -> str:
+    """The dtype of the tensors ``weights`` leaves unquantized (embedding, lm_head, norms,
+    router): the checkpoint's own, but a float32 checkpoint's at 16 bits where a format is
+    named, since the engine loads it with --dtype auto (vLLM's _resolve_auto_dtype downcasts
+    float32 to the platform's first dtype, bf16 from compute capability 8.0, fp16 before:
+    platforms/cuda.py supported_dtypes; the same 2 B). --weights fp32 or fp16 names the
+    dtype itself; as stored, the checkpoint's dtype stays (the deployment serves it).
+    OLMo-2-7B, fp32, at fp8: its embedding and lm_head, 0.41 B weights each, at 2 B, 7.56 GiB
+    of weights, not 9.09 GiB at 4 B."""
+    base = spec.dtype if spec.dtype in weight_formats() else "bf16"
+    if base != "fp32" or weights is None or is_stored_format(weights):
+        return base
+    named = normalise(weights)
+    return named if named in ("fp32", "fp16") else "bf16"
 
 
 def experts_mix_problem(spec: ModelSpec, mix: WeightMix, flag: str = "--weights") -> str:

@@ -116,6 +116,7 @@ class ModelReport:
             "vision_params_not_counted": s.vision_params,
             "max_position_embeddings": s.max_position_embeddings,
             "cautions": [s.architecture_caution] if s.architecture_caution else [],
+            "notes": [s.unfilled_window_note] if s.unfilled_window_note else [],
         }
 
     def text_lines(self) -> list[str]:
@@ -212,6 +213,8 @@ class ModelReport:
             dtypes = f"; {self.state_dtypes.label()}" if self.state_dtypes else ""
             lines.append(f"  state per seq  {fmt_binary_bytes(kv.state_bytes)} constant "
                          f"(linear-attention / SSM layers{dtypes})")
+        if s.unfilled_window_note:
+            lines.append(f"note: {s.unfilled_window_note}")
         if s.architecture_caution:
             lines.append(f"caution: {s.architecture_caution}")
         return lines
