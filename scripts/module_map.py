@@ -62,7 +62,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "engine's limits the simulator and the speculative step read from it",
      ("vllm_pool", "sglang_pool", "llamacpp_memory", "llamacpp_pool", "llamacpp_fit",
       "drafter_memory", "draft_model_memory", "vllm_mrv2_drafter", "sglang_drafter",
-      "load_peak", "memory", "monotone", "capacity",
+      "load_peak", "memory", "monotone", "capacity", "engine_runs",
       "llamacpp_fit_run", "floor_release",
       "engine_scheduling",
       "chunked_prefill", "sim.config", "sim.timer", "spec_decode", "step_share")),

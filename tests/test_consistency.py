@@ -110,7 +110,10 @@ def test_16_bit_weights_take_the_steps_16_bit_rate() -> None:
     AWQ step on an MI100 runs at fp16 (184.6 TFLOP/s, twice its bf16), and the bf16 LM head
     with it, as vLLM casts it to the model's --dtype."""
     mi100 = resolve_accelerator("mi100")
-    d = Deployment.build(resolve_model("llama-3.1-8b"), mi100, "awq-int4")
+    # no vLLM runs on an MI100 (Deployment.build with no engine there is llama.cpp-rocm's,
+    # which reads no AWQ): the H100's layout, with no engine named, on the MI100's rates
+    d = replace(Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
+                                 "awq-int4"), accelerator=mi100)
     assert d.weights.format_of(LM_HEAD).id == "bf16"
     assert d.compute_dtype == d.compute_dtype_of(LM_HEAD) == "fp16"
     assert d.matmul_slowdowns == () and "lm_head" not in d.matmuls_label

@@ -109,7 +109,7 @@ def test_a_bf16_gguf_on_a_card_without_bf16_multiplies_at_fp32(card: str, engine
     assert gguf.compute_dtype == gguf.dense_dtype_label == "fp32"
     assert gguf.peak_flops_per_s == acc.peak_flops["fp32"]
     if engine == "llama.cpp-cuda":
-        vllm = Deployment.build(spec, acc, engine="vllm")
+        vllm = Deployment.build(spec, acc, engine="vllm", engine_version="0.19")  # Volta: to 0.19
         assert (vllm.weights.label, vllm.compute_dtype) == ("fp16", "fp16")
         assert gguf.peak_flops_per_s < vllm.peak_flops_per_s / 7
 

@@ -396,7 +396,7 @@ def test_decode_and_fit_count_a_slot_at_what_one_more_slot_adds() -> None:
     dep = Deployment.build(resolve_model("gemma-3-4b"), resolve_accelerator("l40s"), None,
                            None, 2, engine="llama.cpp-cuda")
     held = engine_holds(dep, 8000)
-    report = fit_report(dep, 8000, EngineSettings())
+    report = fit_report(dep, 8000, EngineSettings(), fit_host=None)  # -ngl all, as decode's
     lever = next(lv for lv in report.levers if "-np" in lv.name)
     assert held is not None and held >= 200 and lever.conversations == held
     assert lever.name.startswith(f"{held} slots (-np {held} ")

@@ -29,8 +29,13 @@ def fit(capsys: pytest.CaptureFixture[str], model: str, gpu: str, *extra: str) -
 
 
 def served(model: str, gpu: str, weights: str | None, gpus: int, engine: str) -> Deployment:
-    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), weights, None, gpus,
-                            1, engine)
+    """The checkpoint as stored (None, or a plan's "as stored"), or its 16-bit weights served
+    in fp8 as a plan launches them: -q fp8, quantized on load (Deployment.build's
+    ``quantization``; ``weights`` would be a checkpoint stored in fp8)."""
+    method = "fp8" if weights == "fp8" else None
+    stored = None if method or weights == "as stored" else weights
+    return Deployment.build(resolve_model(model), resolve_accelerator(gpu), stored, None, gpus,
+                            1, engine, quantization=method)
 
 
 def test_llama3_70b_served_fp8_holds_131_gib_of_bf16_on_one_gpu_at_start_up() -> None:

@@ -312,8 +312,9 @@ def test_levers_stay_on_what_the_hardware_runs() -> None:
     """No fp8 weights on a V100 (vLLM needs Turing's Marlin or Ada's fp8; its wheels carry
     Volta kernels through 0.19: vllm_gpu_floors), no second GPU in a Mac; fp8 weights on a
     T4 run weight-only through Marlin."""
-    names = {lv.name for lv in fit_report(dep("llama-3.1-8b", "v100-sxm-32gb"), 32768,
-                                          EngineSettings(engine_version="0.19"),
+    volta = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("v100-sxm-32gb"),
+                             engine="vllm", engine_version="0.19")
+    names = {lv.name for lv in fit_report(volta, 32768, EngineSettings(engine_version="0.19"),
                                           target=8).levers}
     assert not any("fp8 weights" in n for n in names) and "2 GPUs (tensor parallel)" in names
     assert any("fp8 weights" in lv.name for lv in fit_report(

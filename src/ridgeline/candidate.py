@@ -214,8 +214,11 @@ def replica_build(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weight
     """The replica as ``Deployment.build`` makes it ("as stored": the checkpoint's formats),
     before ``deployment_problem`` is asked."""
     w = None if weights == "as stored" else weights
-    return Deployment.build(model, acc, w, kv, c_tp * pp, pp, engine, expert_parallel,
-                            data_parallel_size=data_parallel_size)
+    # a plan launches a 16-bit checkpoint in a smaller format with -q (its commands): quantized
+    # on load, not a checkpoint stored so
+    return replace(Deployment.laid_out(model, acc, w, kv, c_tp * pp, pp, engine,
+                                       expert_parallel, data_parallel_size=data_parallel_size),
+                   weights_stored=False)
 
 
 def candidate_deployment(model: ModelSpec, c: Candidate, engine: str,

@@ -379,7 +379,7 @@ def _model_block(args: argparse.Namespace, engine: str, version: str | None) -> 
     from ridgeline.memory import EngineSettings, kv_pool
 
     model = load_model(args)
-    dep = Deployment.build(model, resolve_accelerator(args.gpu), engine=engine)
+    dep = Deployment.laid_out(model, resolve_accelerator(args.gpu), engine=engine)
     pool = kv_pool(dep, EngineSettings(block_size=args.block_size, engine_version=version))
     return pool.block_size, model.name
 

@@ -128,7 +128,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
         from ridgeline.llamacpp_fit import context_story
 
         run = fitted_context_run(args, dep, settings)  # no placement: every layer as given
-        host = {} if run.unplaced else fit_host(args, run.deployment)
+        host = {"fit_host": None} if run.unplaced else fit_host(args, run.deployment)
         return replace(fit_report(run.deployment, run.context, settings, None, **host),
                        searched=context_story(run.deployment, run.context, bool(run.unplaced)),
                        fit_note=run.caution())
@@ -160,7 +160,7 @@ def _launched_report(args: argparse.Namespace, dep: Any, settings: Any,
 
     run = launch_fitted_run(args, dep, settings, args.target_concurrency,
                             check_host=check_host, priced=False)
-    host = {} if run.unplaced else fit_host(args, run.deployment)
+    host = {"fit_host": None} if run.unplaced else fit_host(args, run.deployment)
     report = fit_report(run.deployment, args.max_model_len, settings,
                         args.target_concurrency, **host)
     return replace(report, fit_note=run.caution()) if run.unplaced else report
@@ -257,7 +257,7 @@ def _compare_engines(args: argparse.Namespace, model: Any, acc: Any, engines: li
         dep = build_deployment(args, model, acc, engine)
         if args.max_model_len is not None and engine.startswith("llama.cpp"):
             return _launched_report(args, dep, settings)
-        return fit_report(dep, args.max_model_len, settings, args.target_concurrency)
+        return fit_report(dep, args.max_model_len, settings, args.target_concurrency, None)
 
     reports, not_run = run_each(engines, at_defaults)
     return FitComparison(tuple(reports), not_run=not_run)

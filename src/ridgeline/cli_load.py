@@ -158,13 +158,10 @@ def named_weights(args: argparse.Namespace) -> str | None:
 
 def weights_stored(args: argparse.Namespace) -> bool:
     """Whether the weights are loaded as a checkpoint stores them: all but a 16-bit checkpoint
-    quantized on load by -q alone (-q fp8, ptpc_fp8, w8a8_fp8, bitsandbytes), which holds its
-    16-bit share first where the engine does (load_peak.py). --weights FMT sizes a checkpoint
-    stored in FMT (with or without -q), and -q modelopt a ModelOpt export."""
-    from ridgeline.engine_quantization import engine_method
+    quantized on load by -q alone (engine_quantization.loaded_as_stored)."""
+    from ridgeline.engine_quantization import loaded_as_stored
 
-    method = getattr(args, "quantization", None)
-    return not (method and not getattr(args, "weights", None) and engine_method(method).online)
+    return loaded_as_stored(getattr(args, "quantization", None), getattr(args, "weights", None))
 
 
 def allow_long_context(args: argparse.Namespace, engine: str | None) -> bool:
@@ -187,36 +184,20 @@ def served_weights(args: argparse.Namespace, model: Any, acc: Any,
     checkpoint is quantized so; refused where vLLM and SGLang refuse it), then --dtype's type
     for an unquantized checkpoint (bfloat16 refused on a card without it). None under
     llama.cpp is the GGUF it runs the checkpoint as (build_deployment says which)."""
-    from ridgeline.engine_quantization import (
-        dtype_on,
-        method_on,
-        quantization_engine,
-        quantized_weights,
-        weights_with_dtype,
-    )
+    from ridgeline.engine_quantization import dtype_on, method_weights, weights_with_dtype
 
     method, dtype = getattr(args, "quantization", None), getattr(args, "dtype", None)
     if dtype not in (None, "auto") and (engine or "").startswith("llama.cpp"):
         raise InputError(f"--dtype {dtype} is vLLM's and SGLang's; llama.cpp runs the GGUF's "
                          "own types (--weights)")
-    if method:
-        from ridgeline.quantization_gates import method_release_problem
-
-        quantization_engine(method, engine)
-        problem = method_release_problem(method, engine, getattr(args, "engine_version", None))
-        if problem:
-            raise InputError(problem)
-        method_on(method, acc, engine, getattr(args, "engine_version", None))
-    dtype_on(dtype, acc)
     weights = getattr(args, "weights", None)
-    if method and weights:  # a checkpoint quantized with the method, stored in that format
-        from ridgeline.engine_quantization import method_with_weights
-
-        weights = method_with_weights(method, weights)
-    elif method:
+    if method:
+        weights = method_weights(method, weights, model, acc, engine,
+                                 getattr(args, "engine_version", None))
+    dtype_on(dtype, acc)
+    if method and not getattr(args, "weights", None):
         from ridgeline.engine_quantization import modelopt_export_note
 
-        weights = quantized_weights(method, model, engine)
         _say_caution(args, modelopt_export_note(method, model))
     return weights_with_dtype(weights, dtype, model)
 
@@ -288,7 +269,8 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     ep = expert_parallel_asked(args, gpus * ranks,
                                expert_parallel or bool(getattr(args, "expert_parallel", False)))
     weights = served_weights(args, model, acc, engine)
-    dep = Deployment.build(model, acc, weights,
+    # laid out here, its gates asked below with the release and a floor's way out
+    dep = Deployment.laid_out(model, acc, weights,
                            getattr(args, "kv_dtype", None), gpus * pp, pp, engine=engine,
                            expert_parallel=ep,
                            flash_attention=flash_attention(args, engine or "vllm"),
@@ -566,30 +548,17 @@ def _vendor(args: argparse.Namespace) -> str:
 
 
 def default_engine(args: argparse.Namespace) -> str:
-    """The engine when none is named: llama.cpp's Metal build on Apple silicon (vLLM has no
-    Metal backend), its ROCm build on the AMD GPUs vLLM's ROCm build leaves out (Vega 20,
-    MI100, RDNA2), its CUDA build on the NVIDIA GPUs the vLLM release (--engine-version, else
-    the newest modelled) has no kernels for (a V100 from 0.20: vllm_gpu_floors), vLLM
-    elsewhere. Of the first card --gpu names; a comparison gives each card its own
-    (``one_card``)."""
-    from ridgeline.engine_platforms import VLLM_NO_ROCM_FAMILIES
-    from ridgeline.engine_versions import llamacpp_build
-    from ridgeline.vllm_gpu_floors import floor_problem
+    """The engine when none is named: engine_platforms.default_engine for the first card
+    --gpu names, at --engine-version (llama.cpp-metal on Apple silicon, llama.cpp-rocm on the
+    AMD GPUs vLLM's ROCm build leaves out, llama.cpp-cuda on the NVIDIA GPUs the vLLM release
+    has no kernels for, vLLM elsewhere); vLLM where no card is named. A comparison gives each
+    card its own (``one_card``)."""
+    from ridgeline.engine_platforms import default_engine as card_default
 
     acc = _named_accelerator(args)
     if acc is None:
         return "vllm"
-    if acc.vendor == "apple":
-        return "llama.cpp-metal"
-    if acc.vendor == "amd" and acc.family in VLLM_NO_ROCM_FAMILIES:
-        return "llama.cpp-rocm"
-    version = getattr(args, "engine_version", None)
-    release = None if version is None or llamacpp_build(version) is not None else version
-    try:
-        refused = floor_problem("engine", acc, release)
-    except InputError:  # a version no release is spelt as: --engine-version refuses it later
-        refused = ""
-    return "llama.cpp-cuda" if refused else "vllm"
+    return card_default(acc, getattr(args, "engine_version", None))
 
 
 def llamacpp_builds_for(args: argparse.Namespace, asked: Any) -> Any:

@@ -565,9 +565,10 @@ def no_fit_ctx(args: argparse.Namespace) -> None:
 def fit_host(args: argparse.Namespace, dep: Any) -> dict[str, Any]:
     """fit_report's ``fit_host`` and ``fit_margin_bytes``: the host llama.cpp's --fit moves
     weights to and its margin, where --fit places ``dep`` (-ngl auto, or the build's
-    default), so a lever's run is placed again as `fit` places that run; else none."""
+    default), so a lever's run is placed again as `fit` places that run; else none (every
+    layer as placed, not fit_report's default)."""
     if not auto_layers(args, dep.engine):
-        return {}
+        return {"fit_host": None}
     return {"fit_host": _host_template(args, dep), "fit_margin_bytes": margin_bytes(args)}
 
 

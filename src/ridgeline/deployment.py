@@ -14,9 +14,11 @@ from ridgeline.engine_platforms import (
     flash_attention_unsupported,
     kv_platform_problem,
     quantized_v_problem,
+    vllm_free_engine,
     weights_platform_problem,
 )
-from ridgeline.engines import ENGINES, engine_id
+from ridgeline.engine_quantization import loaded_as_stored, method_weights
+from ridgeline.engines import ENGINES, engine_id, llamacpp_build
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, engine_devices
 from ridgeline.kvcache import kv_replication
@@ -118,6 +120,23 @@ def cache_matmul_dtypes(kv_id: str) -> tuple[str, ...]:
     return ("bf16", "fp16")
 
 
+# Deployment.build's arguments that take one of ridgeline's objects, and the call that makes it
+_MADE_BY = {"model": (ModelSpec, "a ModelSpec from resolve_model"),
+            "accelerator": (Accelerator, "an Accelerator from resolve_accelerator")}
+
+
+def _check_types(**given: object) -> None:
+    """InputError naming an argument of Deployment.build given the wrong kind of value, before
+    an attribute error deep inside: 'model must be a ModelSpec from resolve_model, got str'
+    (the name 'llama-3.1-8b' where the model belongs); a name (engine, weights, kv,
+    quantization) must be a str or None."""
+    for name, value in given.items():
+        kind, words = _MADE_BY.get(name, (str, "a name (a str) or None"))
+        if not isinstance(value, kind) and not (kind is str and value is None):
+            raise InputError(f"{name} must be {words}, got {type(value).__name__}"
+                             + (f" {value!r}" if isinstance(value, (str, int, float)) else ""))
+
+
 @dataclass(frozen=True)
 class Deployment:
     """A model served on ``tensor_parallel_size`` × ``pipeline_parallel_size`` accelerators
@@ -197,6 +216,7 @@ class Deployment:
         flash_attention: bool | None = True,
         offload: HostOffload | None = None, split_mode: str | None = None,
         data_parallel_size: int = 1, decode_context_parallel_size: int = 1,
+        quantization: str | None = None, engine_version: str | None = None,
     ) -> Deployment:
         """Weights default to the checkpoint's stored formats (under a named llama.cpp, to the
         GGUF it runs the checkpoint as: served_model.llamacpp_weights); KV to the model's dtype,
@@ -204,11 +224,22 @@ class Deployment:
         quantization_config asks for, as that engine's auto reads it
         (ModelSpec.engine_kv_cache_dtypes).
 
-        ``num_gpus`` accelerators: ``pipeline_parallel_size`` stages of tensor-parallel groups.
+        ``weights`` is --weights: a checkpoint stored in that format (``weights_stored``, no
+        16-bit load peak); ``quantization`` is -q/--quantization METHOD, a 16-bit checkpoint
+        quantized on load (-q fp8), or with ``weights`` a checkpoint the method reads
+        (engine_quantization.method_weights, which refuses what the engine refuses).
+
+        ``num_gpus`` accelerators in all: ``pipeline_parallel_size`` stages of num_gpus ÷ PP
+        tensor-parallel GPUs (the CLI's --num-gpus is one stage's).
         ``engine`` None: no engine named (the article's arithmetic), costed as vLLM and any
-        cache format taken; a named engine must have the KV cache format asked for. It is
-        read as --engine reads it (engines.engine_id: 'vLLM' is vllm, 'tensorrt-llm' trtllm);
-        an unknown one ('vlm') is refused naming the nearest.
+        cache format taken, except on a card no vLLM release runs, which is costed under its
+        llama.cpp build, as the CLI's default engine (engine_platforms.vllm_free_engine: an
+        M2 Max's llama.cpp-metal). A named engine is read as --engine reads it
+        (engines.engine_id: 'vLLM' is vllm, 'tensorrt-llm' trtllm; 'llama.cpp' the card's
+        build: llama.cpp-metal on a Mac); an unknown one ('vlm') is refused naming the
+        nearest; it must have the KV cache format asked for, and the layout must pass the
+        gates the CLI asks of it at ``engine_version`` (None: the newest modelled):
+        quantization_gates.deployment_problem (vLLM 0.34 on a V100, its fp8 cache on a T4).
         ``offload``: llama.cpp's split of the weights between the GPUs and host memory.
         ``split_mode``: llama.cpp's -sm. Its default, ``layer``, makes each GPU a stage of whole
         layers run one after the other; ``tensor`` splits each layer (tensor parallel);
@@ -223,14 +254,54 @@ class Deployment:
         where it has none is refused: the op would run on the CPU, which is not priced.
         Where auto resolves off, ``flash_attention_auto_off`` keeps why (fit says it).
         """
+        dep = cls.laid_out(model, accelerator, weights, kv, num_gpus, pipeline_parallel_size,
+                           engine, expert_parallel, flash_attention, offload, split_mode,
+                           data_parallel_size, decode_context_parallel_size, quantization,
+                           engine_version)
+        if engine is not None or dep.engine != "vllm":  # a named engine's own gates
+            from ridgeline.quantization_gates import deployment_problem
+
+            problem = deployment_problem(dep, engine_version)
+            if problem:
+                raise InputError(problem)
+        return dep
+
+    @classmethod
+    def laid_out(
+        cls, model: ModelSpec, accelerator: Accelerator, weights: str | None = None,
+        kv: str | None = None, num_gpus: int = 1, pipeline_parallel_size: int = 1,
+        engine: str | None = None, expert_parallel: bool = False,
+        flash_attention: bool | None = True,
+        offload: HostOffload | None = None, split_mode: str | None = None,
+        data_parallel_size: int = 1, decode_context_parallel_size: int = 1,
+        quantization: str | None = None, engine_version: str | None = None,
+    ) -> Deployment:
+        """``build``'s deployment before quantization_gates.deployment_problem is asked: for a
+        caller that asks it itself, at its own release and in its own words (the CLI's
+        build_deployment, with a floor's way out to a release; the planner's candidates)."""
+        _check_types(model=model, accelerator=accelerator, weights=weights, kv=kv,
+                     engine=engine, quantization=quantization)
         # any whole number (numpy's int64, 2.0) is that many, as decode_floor's batch is
         num_gpus = require_count(num_gpus, "number of GPUs")
         pipeline_parallel_size = require_count(pipeline_parallel_size, "pipeline_parallel_size")
         data_parallel_size = require_count(data_parallel_size, "data_parallel_size")
         decode_context_parallel_size = require_count(decode_context_parallel_size,
                                                      "decode_context_parallel_size")
+        if engine is None:  # a card no vLLM runs: its llama.cpp build, as the CLI's default
+            engine = vllm_free_engine(accelerator)
+        else:  # 'llama.cpp': the card's build (Metal on a Mac, ROCm on AMD), as --engine's
+            engine = llamacpp_build(engine, accelerator.vendor or "")
         named = engine is not None
         engine = engine_id(engine) if engine is not None else "vllm"  # 'vLLM': vllm
+        if named and engine_version is not None:
+            from ridgeline.engine_versions import check_version_kind
+
+            check_version_kind(engine, engine_version)  # before any rule reads it
+        # --weights FMT: a checkpoint stored in FMT; -q METHOD alone: quantized on load
+        stored = loaded_as_stored(quantization, weights) if weights or quantization else False
+        if quantization is not None:
+            weights = method_weights(quantization, weights, model, accelerator,
+                                     engine if named else None, engine_version)
         if named and weights is None and engine.startswith("llama.cpp"):
             weights = llamacpp_weights(model)  # gpt-oss: its GGUF, not the safetensors
         no_kernel = flash_attention_unsupported(model, engine) if named else ""
@@ -372,7 +443,8 @@ class Deployment:
             model = latent_attention(model)
         dep = cls(model, accelerator, plan, cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
-                  engine, flash_attention, flash_attention_auto_off=auto_off)
+                  engine, flash_attention, flash_attention_auto_off=auto_off,
+                  weights_stored=stored)
         if data_parallel_size != 1:
             from ridgeline.data_parallel import data_parallel_problem
 

@@ -87,6 +87,39 @@ def engine_floor_problem(engine: str, accelerator: Accelerator,
             f"{'or ' if len(ways) > 1 else ''}{ways[-1]}")
 
 
+def vllm_free_engine(accelerator: Accelerator) -> str | None:
+    """The engine of a card no vLLM release runs on, whatever the release: llama.cpp's Metal
+    build on Apple silicon (vLLM has no Metal backend), its ROCm build on the AMD GPUs vLLM's
+    ROCm build leaves out (Vega 20, MI100, RDNA2: VLLM_NO_ROCM_FAMILIES); None elsewhere.
+    An M2 Max: llama.cpp-metal; an MI100: llama.cpp-rocm; an H100: None."""
+    if accelerator.vendor == "apple":
+        return "llama.cpp-metal"
+    if accelerator.vendor == "amd" and accelerator.family in VLLM_NO_ROCM_FAMILIES:
+        return "llama.cpp-rocm"
+    return None
+
+
+def default_engine(accelerator: Accelerator, version: str | None = None) -> str:
+    """The engine a command that names none runs on ``accelerator``: ``vllm_free_engine``'s
+    where vLLM never runs; llama.cpp's CUDA build on the NVIDIA GPUs the vLLM release
+    (``version``, --engine-version as typed; a llama.cpp build's number or None: the newest
+    modelled) has no kernels for (a V100 from 0.20: vllm_gpu_floors); vLLM elsewhere.
+    A V100: llama.cpp-cuda, or vllm with version 0.19; an H100: vllm."""
+    from ridgeline.engine_versions import llamacpp_build
+    from ridgeline.errors import InputError
+    from ridgeline.vllm_gpu_floors import floor_problem
+
+    only = vllm_free_engine(accelerator)
+    if only is not None:
+        return only
+    release = None if version is None or llamacpp_build(version) is not None else version
+    try:
+        refused = floor_problem("engine", accelerator, release)
+    except InputError:  # a version no release is spelt as: --engine-version refuses it later
+        refused = ""
+    return "llama.cpp-cuda" if refused else "vllm"
+
+
 def engine_platform_problem(engine: str, accelerator: Accelerator) -> str:
     """Why ``engine`` does not run on this accelerator's vendor, or "" (records without a
     catalog vendor, as measured or custom ones, are taken at their word)."""

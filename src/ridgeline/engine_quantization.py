@@ -130,6 +130,35 @@ def method_with_weights(method: str, weights: str) -> str:
                      "one flag alone")
 
 
+def method_weights(method: str, weights: str | None, spec: ModelSpec, acc: Accelerator,
+                   engine: str | None, version: str | None = None) -> str:
+    """What --quantization ``method`` (with --weights ``weights``, where given) serves ``spec``
+    in on ``acc`` under ``engine`` at ``version`` (None: the newest modelled), each refusal
+    the engine's as one line: an engine without the method or the flag, a release before it
+    (quantization_gates.method_release_problem), a card below its compute capability
+    (method_on), a checkpoint it does not read (quantized_weights, method_with_weights).
+    Llama-3.1-8B's bf16 checkpoint under -q fp8 on an H100: fp8, quantized on load."""
+    from ridgeline.quantization_gates import method_release_problem
+
+    quantization_engine(method, engine)
+    problem = method_release_problem(method, engine, version)
+    if problem:
+        raise InputError(problem)
+    method_on(method, acc, engine, version)
+    if weights:  # a checkpoint quantized with the method, stored in that format
+        return method_with_weights(method, weights)
+    return quantized_weights(method, spec, engine)
+
+
+def loaded_as_stored(method: str | None, weights: str | None) -> bool:
+    """Whether the weights load as a checkpoint stores them (Deployment.weights_stored): all
+    but a 16-bit checkpoint quantized on load by -q alone (fp8, ptpc_fp8, w8a8_fp8,
+    bitsandbytes), which holds its 16-bit share first where the engine does (load_peak.py).
+    --weights FMT sizes a checkpoint stored in FMT (with or without -q), -q modelopt a
+    ModelOpt export: True; -q fp8 alone: False."""
+    return not (method and not weights and engine_method(method).online)
+
+
 def quantized_weights(method: str, spec: ModelSpec, engine: str | None = None) -> str:
     """What --quantization ``method`` serves ``spec`` in, or the engines' refusal in one line.
     A 16-bit checkpoint: the method's format where it quantizes on load (fp8), else refused

@@ -10,6 +10,8 @@ overhead. N GPUs in tensor parallel split FLOPs, bytes and memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ridgeline.attention_span import keys_read
 from ridgeline.cost import INDEXER_OP, Seq, decode_batch, decode_kv_tokens, served_footprint
@@ -35,6 +37,7 @@ from ridgeline.quantization import ROUTED
 from ridgeline.raw_fit import FitCheck, batch_fit
 from ridgeline.record_views import headline_repr
 from ridgeline.sparse_attention import sparse_latents_read, sparse_topk
+from ridgeline.stages import micro_batch, micro_batches
 from ridgeline.step_work import (
     HOST_LINK_BOUND,
     HOST_MEMORY_BOUND,
@@ -44,6 +47,9 @@ from ridgeline.step_work import (
     step_work,
 )
 from ridgeline.units import GB, fmt_decimal_bytes, plural, require_count
+
+if TYPE_CHECKING:
+    from ridgeline.capacity import EngineSeats
 
 # What a floor's ``bound`` says binds it, the four strings it takes: its FLOPs at peak, its
 # bytes at the GPUs' bandwidth, or (weights in host memory, llama.cpp's offload) the host's
@@ -126,6 +132,8 @@ class _Floor:
     steps: tuple[Step, ...] = field(repr=False)  # --explain's worked steps
     host_time_s: float = 0.0
     host_bound: str = HOST_MEMORY_BOUND
+    # the deployment it was priced on, for the engine's check (engine_runs); None: built by hand
+    deployment: Deployment | None = field(default=None, repr=False, compare=False)
 
     @property
     def time_s(self) -> float:
@@ -145,6 +153,43 @@ class _Floor:
         """Why the point cannot run, as decode says it ("does not fit: … short by 8.6 GB"),
         or "" where it fits (FitCheck.does_not_fit)."""
         return self.fit.does_not_fit
+
+    @cached_property
+    def engine_seat(self) -> EngineSeats | None:
+        """What the deployment's engine, started at its defaults (its default length, the
+        model's context; vllm serve's pool), runs of this point's context
+        (engine_runs.default_seat); None for a floor built without a deployment."""
+        from ridgeline.engine_runs import default_seat
+
+        dep = self.deployment
+        return None if dep is None else default_seat(dep, self._context_tokens)
+
+    @property
+    def _context_tokens(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def _sequences(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def engine_runs(self) -> bool:
+        """Whether the engine, started at its defaults, runs this point: it fits, and the
+        engine admits its context and seats its batch (engine_runs.seated), as the CLI's
+        --json ``engine_runs`` says. Llama-2-7B (4,096 positions) under vLLM on an H100 at
+        8,000 tokens fits in memory, but vLLM refuses the length: False, so its ``_if_fits``
+        speeds are memory's answer only. With no engine named, vLLM's check."""
+        from ridgeline.engine_runs import seated
+
+        return seated(self.fits, self.engine_seat, self._sequences)
+
+    @property
+    def engine_none_code(self) -> str:
+        """Why not, for a program, as --json's expected_none_code: does_not_fit,
+        over_engine_pool or engine_runs_none; "" where it runs."""
+        from ridgeline.engine_runs import none_code
+
+        return none_code(self.fits, self.engine_seat, self._sequences)
 
     @property
     def bound(self) -> str:
@@ -177,6 +222,26 @@ class DecodeFloor(_Floor):
     def __repr__(self) -> str:
         return headline_repr(self, ("batch", "context", "step_time_s", "bound",
                                     "per_user_tok_s", "aggregate_tok_s", "fits"))
+
+    @property
+    def _context_tokens(self) -> int:
+        return self.context
+
+    @property
+    def _sequences(self) -> int:
+        return self.batch
+
+    @property
+    def engine_none_reason(self) -> str:
+        """Why the engine, started at its defaults, does not run this step, in decode's words
+        (--json's expected_none_reason: 'vllm refuses --max-model-len 8,000, past
+        llama-2-7b's 4,096 positions …'); "" where it runs."""
+        from ridgeline.engine_runs import decode_none_reason
+
+        seat, dep = self.engine_seat, self.deployment
+        if seat is None or dep is None:
+            return "" if self.fits else self.does_not_fit
+        return decode_none_reason(self.fit, seat, self.batch, self.context, dep.engine)
 
     @property
     def step_time_s(self) -> float:
@@ -267,7 +332,37 @@ def _mixed_compute_step(dep: Deployment, work: Work, compute_s: float, rank: str
 
 def decode_floor(dep: Deployment, batch: int, context: int,
                  explain: bool = True) -> DecodeFloor:
-    """One decode step for ``batch`` sequences, each with ``context`` tokens cached;
+    """One decode step for ``batch`` sequences, each with ``context`` tokens cached
+    (``trip_floor``); under a serving engine's pipeline parallelism the batch runs as
+    micro-batches, one in each stage, so a token's step is one micro-batch's trip through
+    every stage (the floor of ⌈batch ÷ PP⌉ sequences) while the memory check is the whole
+    batch's and ``aggregate_tok_s`` the whole batch over the trip, as decode prices it:
+    Llama-3.1-70B in bf16 on 2 stages of 2 H100s, batch 32 at 2,000 tokens, a trip of 16
+    steps in 22.3 ms, not the whole batch's 23.9.
+    ``batch`` and ``context`` are whole numbers (an int, numpy's int64 or 8.0); a fraction
+    is refused."""
+    batch = require_count(batch, "batch")
+    context = require_count(context, "context length")
+    micro = micro_batch(dep, batch)
+    trip = trip_floor(dep, micro, context, explain, fit_batch=batch)
+    if micro == batch:
+        return trip
+    return replace(trip, batch=batch, steps=() if not explain else (
+        step("micro-batch", "⌈batch ÷ pipeline stages⌉: each stage multiplies one at a time, "
+             "the others in flight in the other stages; the steps below are one "
+             "micro-batch's trip through every stage", q("micro-batch", micro),
+             q("batch", batch), q("stages", micro_batches(dep))),
+        *(st for st in trip.steps if st.label != "aggregate speed"),
+        step("aggregate speed", "batch ÷ a micro-batch's trip (every stage busy with one)",
+             q("aggregate", batch / trip.step_time_s, "tok/s"), q("batch", batch),
+             q("trip", trip.step_time_s * 1e3, "ms"))))
+
+
+def trip_floor(dep: Deployment, batch: int, context: int, explain: bool = True,
+               fit_batch: int | None = None) -> DecodeFloor:
+    """One pass of ``batch`` sequences, each with ``context`` tokens cached, through every
+    stage (decode_floor's step, but for pipeline parallelism's micro-batches; its memory
+    check ``fit_batch``'s, the whole batch's, where given);
     ``explain`` False leaves its --explain steps out (the same figures, no words: the page
     prices 11 batches at 5 contexts for each of its hundreds of combinations and shows none).
     Llama-3.1-70B, fp8 weights, on one H100: batch 1 at 2,000 tokens steps in 21.3 ms (47
@@ -278,15 +373,17 @@ def decode_floor(dep: Deployment, batch: int, context: int,
     is refused."""
     batch = require_count(batch, "batch")
     context = require_count(context, "context length")
+    fit_batch = batch if fit_batch is None else fit_batch
     footprint = served_footprint(dep, context)  # states as the step reads them
     work = step_work(dep, decode_batch(batch, context))
     compute_s = work.paced_flops / dep.peak_flops_per_s
     memory_s = work.gpu_bytes / dep.bandwidth_bytes_per_s
-    fit = batch_fit(dep, batch, footprint.stored_bytes(dep.kv_replication))
+    fit = batch_fit(dep, fit_batch, footprint.stored_bytes(dep.kv_replication))
     floor = DecodeFloor(batch, context, work.flops, work.weight_bytes, work.kv_bytes,
                         work.other_bytes, work.lora_bytes, compute_time_s=compute_s,
                         memory_time_s=memory_s, fit=fit, steps=(),
-                        host_time_s=work.host_time_s, host_bound=work.host_bound)
+                        host_time_s=work.host_time_s, host_bound=work.host_bound,
+                        deployment=dep)
     if not explain:
         return floor
     acc = dep.accelerator
@@ -358,6 +455,25 @@ class PrefillFloor(_Floor):
     def __repr__(self) -> str:
         return headline_repr(self, ("prompt_len", "batch", "time_s", "bound", "tokens_per_s",
                                     "fits"))
+
+    @property
+    def _context_tokens(self) -> int:
+        return self.prompt_len
+
+    @property
+    def _sequences(self) -> int:
+        return self.batch
+
+    @property
+    def engine_none_reason(self) -> str:
+        """Why the engine, started at its defaults, does not run these prompts at once, in
+        prefill's words (--json's expected_none_reason); "" where it runs."""
+        from ridgeline.engine_runs import prefill_none_reason
+
+        seat, dep = self.engine_seat, self.deployment
+        if dep is None:
+            return "" if self.fits else self.does_not_fit
+        return prefill_none_reason(self.fit, seat, self.batch, self.prompt_len, dep.engine)
 
     @property
     def tokens_per_s(self) -> float:
@@ -493,7 +609,8 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     )
     return PrefillFloor(prompt_len, batch, work.flops, work.bytes, work.weight_bytes,
                         compute_time_s=compute_s, memory_time_s=memory_s, fit=fit,
-                        steps=steps, host_time_s=work.host_time_s, host_bound=work.host_bound)
+                        steps=steps, host_time_s=work.host_time_s, host_bound=work.host_bound,
+                        deployment=dep)
 
 
 def _stages_peak_note(dep: Deployment, stages: float) -> str:

@@ -91,6 +91,23 @@ def fit_on_for(version: str | None) -> bool:
     return build is not None and fit_on_by_default(build)
 
 
+def default_fit_host(dep: Deployment, version: str | None = None) -> HostOffload | None:
+    """The host llama-server's own --fit places ``dep``'s weights for, where it starts with
+    it though no placement is given (cli_offload.fit_by_default): a llama.cpp build with --fit
+    on by default (``fit_on_for(version)``: b7437 on, None the newest modelled), split by layer
+    (-sm tensor, ``dep``'s tensor parallelism, starts with --fit off), with no weights placed
+    by flags (-ngl N, --n-cpu-moe: ``dep.offload``); None otherwise. The host is the one no
+    flag describes: every layer's slot on the GPU to start from, no bandwidth rated. Its
+    margin (--fit-target's default, 1 GiB a device) is what fit keeps free: Llama-3.1-8B
+    under llama.cpp on an H100 at 8,192 tokens holds 63 conversations with it, 64 without."""
+    from ridgeline.offload import HostOffload, every_layer_ngl
+
+    if not dep.engine.startswith("llama.cpp") or dep.tensor_parallel_size > 1 \
+            or dep.offload is not None or not fit_on_for(version):
+        return None
+    return HostOffload(every_layer_ngl(dep.model), 0, 0.0, None, True, None)
+
+
 def fit_hint(version: str | None) -> str:
     """What moves weights to the host where the whole model does not fit, for llama.cpp
     ``version`` (a build; None: the newest modelled): its default --fit, priced once the

@@ -55,9 +55,9 @@ def _deployment(model_id: str, gpu: str, count: int, weights: str, kv: str,
     ``version`` refuses to start, the newest modelled where None, as fit refuses it,
     deployment_problem: vLLM 0.32 on a V100, its fp8 cache on a T4, a ModelOpt FP8 export
     under SGLang on an A100); its recurrent states at the dtype ``version`` keeps."""
-    dep = Deployment.build(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
-                           None if weights == DEFAULT_WEIGHTS_ENTRY else weights, kv, count,
-                           engine=engine).with_state_settings(version, None)
+    dep = Deployment.laid_out(resolve_model(model_id, fetchable=False), resolve_accelerator(gpu),
+                              None if weights == DEFAULT_WEIGHTS_ENTRY else weights, kv,
+                              count, engine=engine).with_state_settings(version, None)
     problem = deployment_problem(dep, version)
     if problem:
         raise InputError(problem)

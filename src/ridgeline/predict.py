@@ -118,8 +118,8 @@ def deployment_for(row: Measurement) -> Deployment:
         # and on where it ran a quantized V cache, which starts with flash attention alone
         flash = not engine.startswith("llama.cpp") or (
             kv is not None and kv_dtype(kv).id not in LLAMACPP_PLAIN_KV)
-    dep = Deployment.build(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
-                           flash_attention=flash, offload=row.offload())
+    dep = Deployment.laid_out(model, acc, weights_arg, kv, row.num_gpus, pp, engine,
+                              flash_attention=flash, offload=row.offload())
     # the state's dtype as the run kept it: a vLLM row's release (Nemotron-H's SSM state fp16
     # before v0.20, fp32 from it), where ridgeline models it (modelled_version; else the
     # defaults, as a row naming none), and an SGLang run's --mamba-ssm-dtype

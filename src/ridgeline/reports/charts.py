@@ -41,7 +41,7 @@ def _(report: DecodeReport) -> Chart:
     floor stops where weights and KV outgrow the memory, the expectation where the engine's
     pool runs out of seats (no speed is drawn for a batch that cannot run)."""
     from ridgeline.engines import profile_for
-    from ridgeline.reports.decode import pipelined_floor
+    from ridgeline.floors import decode_floor
     from ridgeline.stages import micro_batch
 
     dep = report.deployment
@@ -51,7 +51,7 @@ def _(report: DecodeReport) -> Chart:
     seats = dict(report.pool_batch).get(context)
     batches = sorted(set(BATCHES) | {f.batch for f, _ in report.floors if f.context == context}
                      | ({seats} if seats else set()))  # the last batch the engine runs, drawn
-    floors = [pipelined_floor(dep, b, context) for b in batches]
+    floors = [decode_floor(dep, b, context) for b in batches]
     fits = [f.fit.fits for f in floors]
     runs = [ok and (seats is None or b <= seats) for b, ok in zip(batches, fits)]
     expected = [step_cost(dep, decode_batch(micro_batch(dep, b), context), profile).time_s

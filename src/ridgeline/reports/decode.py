@@ -18,6 +18,13 @@ from ridgeline.dense_ridge import dense_ridge_steps, ridge_batch_step
 from ridgeline.deployment import Deployment
 from ridgeline.drafter_memory import drafter_rank_bytes
 from ridgeline.engine_names import engine_name
+from ridgeline.engine_runs import (
+    decode_none_reason,
+    no_sequence_clause,
+    none_code,
+    seated,
+    seats_knob,
+)
 from ridgeline.engine_versions import engine_release
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Step, q, step
@@ -225,9 +232,12 @@ class DecodeReport:
                           "verify step's CUDA graph")
 
     def engine_runs(self, f: DecodeFloor) -> bool:
-        """Whether the engine can run this point: it fits, and the KV pool seats the batch."""
-        seats = dict(self.pool_batch)
-        return f.fit.fits and (f.context not in seats or f.batch <= seats[f.context])
+        """Whether the engine can run this point: it fits, and the KV pool seats the batch
+        (engine_runs.seated, as DecodeFloor.engine_runs asks it at the defaults)."""
+        return seated(f.fit.fits, self._seat_or_none(f.context), f.batch)
+
+    def _seat_or_none(self, context: int) -> EngineSeats | None:
+        return next((s for s in self.seats if s.context == context), None)
 
     @property
     def priced(self) -> bool:
@@ -271,43 +281,21 @@ class DecodeReport:
 
     def none_reason(self, f: DecodeFloor) -> str:
         """Why the engine gives this point no expectation, as the text says it (and the JSON
-        carries it); "" where it runs."""
+        carries it); "" where it runs (engine_runs.decode_none_reason)."""
         if self.engine_runs(f):
             return ""
-        if not f.fits:
-            return f.does_not_fit
-        seat, engine = self._seat(f.context), self.expected[0].engine
-        if seat.held:
-            return (f"{engine_name(engine)} cannot run a batch of {f.batch:,} at {f.context:,} "
-                    f"{plural(f.context, 'token')} of context: "
-                    + (f"its {self._seats_knob()} lets at most {seat.held:,} "
-                       f"{plural(seat.held, 'sequence')} run at once (its KV pool would hold "
-                       "more)" if seat.seat_limited else
-                       f"its KV pool runs at most {seat.held:,} "
-                       f"{plural(seat.held, 'sequence')}")
-                    + ", so no step of that size happens")
-        return self._none_clause(seat)
+        return decode_none_reason(f.fit, self._seat(f.context), f.batch, f.context,
+                                  self.expected[0].engine, not self.pool_settings)
 
     def none_code(self, f: DecodeFloor) -> str:
         """none_reason's kind, for a program: does_not_fit, over_engine_pool (a batch past
         the seats) or engine_runs_none (no sequence of this context: a refusal to start, a
-        length refused); "" where it runs."""
-        if self.engine_runs(f):
-            return ""
-        if not f.fit.fits:
-            return "does_not_fit"
-        return "over_engine_pool" if self._seat(f.context).held else "engine_runs_none"
+        length refused); "" where it runs (engine_runs.none_code)."""
+        return none_code(f.fit.fits, self._seat_or_none(f.context), f.batch)
 
     def _none_clause(self, seat: EngineSeats) -> str:
         """Why the engine runs no sequence of this context, naming the settings' mode."""
-        engine = self.expected[0].engine
-        # the offline class sizes its pool otherwise than vllm serve (its larger step budget
-        # profiles a larger activation peak): a refusal names the mode it was judged in
-        mode = (" (as vllm serve sizes its pool; --usage offline for the offline LLM class's)"
-                if engine == "vllm" and not self.pool_settings else "")
-        c = seat.context
-        return seat.why_none(engine_name(engine) + mode,
-                             f"sequence of {c:,} {plural(c, 'token')}")
+        return no_sequence_clause(seat, self.expected[0].engine, not self.pool_settings)
 
     def point_dict(self, f: DecodeFloor, base: DecodeFloor, e: Expectation) -> dict[str, Any]:
         """One point as --json gives it, every point the same keys: step_time_s and the
@@ -610,12 +598,7 @@ class DecodeReport:
 
     def _seats_knob(self) -> str:
         """The engine's own name for its cap on running sequences: vLLM's max_num_seqs."""
-        from ridgeline.candidate import ENGINE_KNOB_NAMES
-
-        engine = self.expected[0].engine
-        if engine.startswith("llama.cpp"):
-            return "-np"  # llama-server's slots
-        return ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[0]
+        return seats_knob(self.expected[0].engine)
 
 
 def speed_note(model: ModelSpec, contexts: list[int], more: list[str]) -> str:
@@ -689,7 +672,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     for context in contexts:
         base = decode_floor(dep, 1, context)
         for b in batches:
-            floor = pipelined_floor(dep, b, context)
+            floor = decode_floor(dep, b, context)  # micro-batched under PP
             floors.append((replace(floor, fit=served(floor.fit, b, context)), base))
             expected.append(Expectation.of(dep, decode_batch(micro_batch(dep, b), context),
                                            profile))
@@ -895,28 +878,6 @@ def _memory_only(headline: str, engine: str) -> str:
     the point: said to be the memory's alone, not the engine's ('fits' would read as 'runs')."""
     return headline.replace("fits: ", "fits in memory only: ", 1) \
         + f"; {engine} would not run it (above)"
-
-
-def pipelined_floor(dep: Deployment, batch: int, context: int) -> DecodeFloor:
-    """A decode step of ``batch`` sequences; under a serving engine's pipeline parallelism
-    the batch runs as micro-batches, one in each stage, so a token's step is one
-    micro-batch's trip through every stage (the floor of ⌈batch ÷ PP⌉ sequences) while the
-    memory check is the whole batch's, against the memory the engine finds on the GPUs
-    (raw_fit.device_fit), as fit's."""
-    micro = micro_batch(dep, batch)
-    whole = decode_floor(dep, batch, context)
-    if micro == batch:
-        return whole
-    trip = decode_floor(dep, micro, context)
-    steps = [st for st in trip.steps if st.label != "aggregate speed"]
-    return replace(trip, batch=batch, fit=whole.fit, steps=(
-        step("micro-batch", "⌈batch ÷ pipeline stages⌉: each stage multiplies one at a time, "
-             "the others in flight in the other stages; the steps below are one "
-             "micro-batch's trip through every stage", q("micro-batch", micro),
-             q("batch", batch), q("stages", micro_batches(dep))), *steps,
-        step("aggregate speed", "batch ÷ a micro-batch's trip (every stage busy with one)",
-             q("aggregate", batch / trip.step_time_s, "tok/s"), q("batch", batch),
-             q("trip", trip.step_time_s * 1e3, "ms"))))
 
 
 def micro_batch_caution(dep: Deployment, batches: list[int] | None = None) -> str:

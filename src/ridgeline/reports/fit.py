@@ -11,7 +11,7 @@ FitReport holds the figures; its verdict line (fit_verdict), cautions (fit_cauti
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final, Literal
 
 from ridgeline.capacity import (
     admission_gate,
@@ -330,7 +330,7 @@ def unplaced_report(r: FitReport) -> FitReport | None:
         fit_placement(r.deployment, r.settings, r.context, max(1, r.target or 1), r.fit_host,
                       r.fit_margin_bytes)
     except FitFailed as failed:
-        whole = fit_report(r.deployment, r.context, r.settings, r.target)
+        whole = fit_report(r.deployment, r.context, r.settings, r.target, None)
         return replace(whole, fit_note=unplaced_caution(str(failed)))
     return None
 
@@ -358,16 +358,29 @@ def ridge_context(r: FitReport) -> int:
     return longest_holding(clears, 1, r.context) if clears(1) else 0
 
 
+# fit_report's fit_host left out: llama-server's own --fit where the build starts with it
+BUILD_DEFAULT: Final = "build default"
+
+
 def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = None,
-               target: int | None = None, fit_host: HostOffload | None = None,
+               target: int | None = None,
+               fit_host: HostOffload | Literal["build default"] | None = BUILD_DEFAULT,
                fit_margin_bytes: float | None = None) -> FitReport:
     """The report for ``dep`` at ``context`` tokens a conversation, under ``settings`` (None:
     the engine's defaults, max_model_len ``context``); ``fit_host`` (and ``fit_margin_bytes``)
     where llama.cpp's --fit places the deployment (cli_offload.fit_host), which its levers'
-    runs are placed by again. Llama-3.1-8B on one H100 under vLLM at 8,192 tokens: 59
-    conversations, ``verdict`` "fits, under the ridge" (the ridge batch is 296)."""
+    runs are placed by again: left out, the build's default as `fit` starts it with no
+    placement flags (llamacpp_fit.default_fit_host at ``settings.engine_version``: --fit on,
+    its margin kept free, from b7437); None, every layer as placed (-ngl all). A deployment
+    whose weights --fit would move to the host is placed by `fit` (-ngl auto), not here.
+    Llama-3.1-8B on one H100 under vLLM at 8,192 tokens: 59 conversations, ``verdict``
+    "fits, under the ridge" (the ridge batch is 296); under llama.cpp, 63 (64 with -ngl all)."""
     context = require_count(context, "context length")
     settings = require_settings(settings)
+    if isinstance(fit_host, str):
+        from ridgeline.llamacpp_fit import default_fit_host
+
+        fit_host = default_fit_host(dep, settings.engine_version)
     s = slots_for_target(dep, replace(settings, max_model_len=settings.max_model_len or context),
                          target)
     pool = run_pool(dep, s, fit_host is not None, fit_margin_bytes)

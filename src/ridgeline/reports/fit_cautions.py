@@ -188,7 +188,7 @@ def kv_bound_caution(r: FitReport) -> str:
     at the full context, stays memory-bound (the cache is private: batching never amortises
     it): Llama-3.1-8B on an H100 at 1,000 tokens, 444 conversations read 58.3 GB of cache
     beside 15.0 GB of weights a step, 22.3 ms of memory against 7.0 of arithmetic. The
-    floor is decode's (``pipelined_floor``: under PP, a micro-batch's trip)."""
+    floor is decode's (``decode_floor``: under PP, a micro-batch's trip)."""
     d, b, s = r.deployment, r.batch, r.settings
     floor = memory_bound_floor(r)
     if floor is None:

@@ -292,13 +292,13 @@ def logged_concurrency_line(r: FitReport) -> str | None:
 def memory_bound_floor(r: FitReport) -> DecodeFloor | None:
     """Where the batch clears the ridge in the weights every token reads but the whole step,
     every cache read at the full context, stays memory-bound: decode's floor of that step
-    (``pipelined_floor``: under PP, a micro-batch's trip); else None. Qwen3-235B-A22B on 8
+    (``decode_floor``: under PP, a micro-batch's trip); else None. Qwen3-235B-A22B on 8
     H200s at 4,000 tokens: 385 conversations, 27.8 ms of memory against 2.8 of arithmetic."""
-    from ridgeline.reports.decode import pipelined_floor
+    from ridgeline.floors import decode_floor
 
     if r.verdict != CLEARS_RIDGE:
         return None
-    floor = pipelined_floor(r.deployment, r.batch, r.context)
+    floor = decode_floor(r.deployment, r.batch, r.context)
     return floor if floor.bound == "memory bandwidth" else None
 
 

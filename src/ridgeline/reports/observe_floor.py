@@ -13,7 +13,6 @@ from ridgeline.errors import InputError
 from ridgeline.floors import decode_floor
 from ridgeline.observation import Observation
 from ridgeline.reports.observe_latency import ObservedLatency
-from ridgeline.stages import micro_batch
 
 # a bench latency under this fraction of the floor is no deployment's but a unit's: seconds
 # written under an _ms name read 1,000× small, and no weight format or GPU count described
@@ -111,8 +110,8 @@ class ObservedFloor(ObservedLatency):
         if b < 0.5 and not self.obs.latency_ms.get("itl", {}).get("mean"):
             return None
         try:
-            floor = decode_floor(self.deployment, micro_batch(self.deployment, max(1, round(b))),
-                                 self.context)
+            # under PP a micro-batch's trip, as decode_floor prices the batch
+            floor = decode_floor(self.deployment, max(1, round(b)), self.context)
         except InputError:
             return None
         return floor.step_time_s * 1e3 / self.floor_tokens_per_step
@@ -179,13 +178,13 @@ class ObservedFloor(ObservedLatency):
         out = []
         for name in LIGHTER_WEIGHTS["llama.cpp" if llamacpp else "other"]:
             try:
-                lighter = Deployment.build(
+                lighter = Deployment.laid_out(
                     d.model, d.accelerator, name, d.kv.id, d.num_gpus,
                     1 if llamacpp else d.pipeline_parallel_size, d.engine, d.expert_parallel,
                     d.flash_attention,
                     split_mode="tensor" if llamacpp and d.tensor_parallel_size > 1 else None
                 ).with_state_settings(d.state_engine_version, d.mamba_ssm_dtype)  # as ``d``'s
-                floor = decode_floor(lighter, micro_batch(lighter, b), self.context)
+                floor = decode_floor(lighter, b, self.context)
             except InputError:
                 continue
             ms = floor.step_time_s * 1e3 / self.floor_tokens_per_step  # as floor_itl_ms

@@ -20,6 +20,13 @@ from ridgeline.decode_context import dcp_caution
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
 from ridgeline.engine_names import engine_name
+from ridgeline.engine_runs import (
+    DOES_NOT_FIT,
+    ENGINE_RUNS_NONE,
+    OVER_ENGINE_POOL,
+    prefill_none_reason,
+    seated,
+)
 from ridgeline.engine_versions import engine_release
 from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
@@ -46,9 +53,8 @@ from ridgeline.units import plural
 
 def engine_runs(floor: PrefillFloor, seat: EngineSeats | None) -> bool:
     """Whether the engine runs this prefill at once: it fits, and the serving engine's pool
-    holds the batch's prompts (as decode asks of its batch)."""
-    held = None if seat is None else seat.held  # None: no memory model to ask
-    return floor.fit.fits and (held is None or held >= floor.batch)
+    holds the batch's prompts (as decode asks of its batch: engine_runs.seated)."""
+    return seated(floor.fit.fits, seat, floor.batch)
 
 
 @dataclass(frozen=True)
@@ -151,29 +157,13 @@ class PrefillReport:
     def none_reason(self) -> str:
         """Why the engine gives no expectation, as the text says it (and the JSON carries
         it); "" where it runs."""
-        f, e = self.floor, self.expected
-        if self.runs:
-            return ""
-        if not f.fit.fits:
-            return "does not fit: " + f.fit.headline().removeprefix("DOES NOT FIT: ")
+        e = self.expected
         flags = (" --usage offline" if e.engine == "vllm" and self.usage == "offline" else "") \
             + (f" --engine-version {shlex.quote(self.engine_version)}"
                if self.engine_version else "")
-        fit = f"`ridgeline fit{flags}`"
-        held = self.pool_batch or 0
-        if held and self.seat is not None and self.seat.seat_limited:  # -np N, max_num_seqs
-            from ridgeline.reports.decode import settings_knob
-
-            knob = settings_knob(e.engine, "max_num_seqs")
-            return (f"its {knob} {self.seat.seat_limit:,} runs {held:,} "
-                    f"{plural(held, 'prompt')} at once, not {f.batch:,} (its KV pool would "
-                    f"hold {self.seat.pool_held or 0:,}; {fit} for the breakdown)")
-        if held:
-            return (f"its KV pool holds {held:,} {plural(held, 'prompt')} of {f.prompt_len:,} "
-                    f"tokens at once, not {f.batch:,} ({fit} for the breakdown)")
-        assert self.seat is not None  # (a pool that holds none has a memory model)
-        return (self.seat.why_none(e.engine, f"{f.prompt_len:,}-token prompt")
-                + f" ({fit} for the breakdown)")
+        return prefill_none_reason(self.floor.fit, self.seat, self.floor.batch,
+                                   self.floor.prompt_len, e.engine, f"`ridgeline fit{flags}`",
+                                   self.pool_batch)
 
     @property
     def short_why(self) -> str:
@@ -189,8 +179,8 @@ class PrefillReport:
     def none_code(self) -> str:
         """none_reason's kind, for a program: does_not_fit, over_engine_pool or
         engine_runs_none; "" where it runs."""
-        return "" if self.runs else "does_not_fit" if not self.floor.fit.fits else \
-            "over_engine_pool" if self.pool_batch else "engine_runs_none"
+        return "" if self.runs else DOES_NOT_FIT if not self.floor.fit.fits else \
+            OVER_ENGINE_POOL if self.pool_batch else ENGINE_RUNS_NONE
 
     @property
     def ubatch_note(self) -> str:

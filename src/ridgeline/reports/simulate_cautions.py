@@ -36,7 +36,8 @@ def pool_levers(dep: Deployment, settings: Any, context: int, pointed: bool = Fa
 
     pointer = "" if pointed else " (see `ridgeline fit`)"
     try:
-        found = fit_report(dep, context, replace(settings, max_model_len=context), 1).levers
+        found = fit_report(dep, context, replace(settings, max_model_len=context), 1,
+                           None).levers
     except InputError:
         return pointer
     if requests_fixed:  # a lever that shortens the context would refuse those requests
