@@ -45,6 +45,18 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out.out, out.err
 
 
+def same_answer(out: str, other: str) -> bool:
+    """Whether two --json answers are the same but for their ``notes`` (the launch line's flags
+    read and ignored, which --json keeps as stderr says them): what a flag that changes
+    nothing leaves."""
+    import json
+
+    mine, theirs = json.loads(out), json.loads(other)
+    mine.pop("notes", None)
+    theirs.pop("notes", None)
+    return bool(mine == theirs)
+
+
 def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     """One command's --json object, the command having exited 0 (its stderr shown if not)."""
     import json

@@ -380,13 +380,16 @@ def test_trtllm_options_that_change_only_the_speed_are_dropped_by_fit_and_cautio
     path = yaml_file(tmp_path, "enable_autotuner: false\nstream_interval: 20\n"
                      "moe_config:\n  backend: TRITON\n")
     code, out, err = run_cli(capsys, *TRT, "--config", path)
-    assert code == 0 and out == answer(capsys, *TRT)
+    assert code == 0 and json.loads(out) | {"notes": []} == json.loads(answer(capsys, *TRT))
     notes = [line for line in err.splitlines() if line.startswith("ridgeline: note: ignored")]
     assert all(any(key in line for line in notes) for key in keys) and len(notes) == len(keys)
+    assert json.loads(out)["notes"] == [n.removeprefix("ridgeline: note: ") for n in notes]
     cautioned = json.loads(answer(capsys, *SIM, "--config", path))
     said = [c for c in cautioned["cautions"] if "is not modelled" in c]
     assert all(any(key in c for c in said) for key in keys)
-    assert cautioned | {"cautions": []} == json.loads(answer(capsys, *SIM)) | {"cautions": []}
+    # the notes said on stderr are in the JSON's notes too
+    assert cautioned | {"cautions": [], "notes": []} == \
+        json.loads(answer(capsys, *SIM)) | {"cautions": [], "notes": []}
     defaults = yaml_file(tmp_path, "enable_autotuner: true\nstream_interval: 1\n", "d.yml")
     code, out, err = run_cli(capsys, *TRT, "--config", defaults)
     assert code == 0 and out == answer(capsys, *TRT) and "note" not in err

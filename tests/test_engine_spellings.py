@@ -329,7 +329,7 @@ def test_vllm_bench_serves_names_for_the_load_are_simulates(
 
 
 def _without_load(report: dict[str, Any]) -> dict[str, Any]:
-    settings = {k: v for k, v in report["settings"].items() if k != "load"}
+    settings = {k: v for k, v in report["settings"].items() if k not in ("load", "workload")}
     return {**report, "settings": settings}
 
 

@@ -44,7 +44,7 @@ def test_observe_cautions_an_engine_the_metric_names_contradict(
             and f"{family}'s metrics" in line]
     assert code == 0 and len(said) == 1 and "sglang's pool" in said[0]
     data = json.loads(run_cli(capsys, *OBSERVE, "--engine", "sglang", "--json")[1])
-    assert said[0] in data["cautions"] and data["engine"] == "sglang"
+    assert said[0].removeprefix("caution: ") in data["cautions"] and data["engine"] == "sglang"
     for flags in ([], ["--engine", "vllm"]):
         code, out, _ = run_cli(capsys, *OBSERVE, *flags)
         assert code == 0 and "'s metrics, but" not in out

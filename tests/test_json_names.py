@@ -54,6 +54,10 @@ def test_fit_page_and_roofline_name_the_batch_to_the_ridge_alike(
     # the whole batch, as fit names it; page's --json had only the fraction its --explain rounds
     assert page["first_whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"] \
         == roof["whole_batch_to_ridge"]
+    # the page's own data names the fraction as they do: no ridge_batch that is not whole
+    opening = "|".join(str(v) for v in page["page"]["start"])
+    assert page["page"]["combos"][opening]["batch_to_ridge"] == fit["batch_to_ridge"]
+    assert not any("ridge_batch" in c for c in page["page"]["combos"].values())
 
 
 def test_prefill_names_its_rate_of_tokens_tok_s_as_decode_does(

@@ -1148,7 +1148,7 @@ def test_tensorrt_llms_prometheus_page_is_read(tmp_path: Path,
     assert main(base) == 0
     assert json.loads(capsys.readouterr().out)["predicted_itl_ms"] == data["predicted_itl_ms"]
     assert main([*base, "--engine", "vllm"]) == 0
-    assert any(c.startswith("caution: the source carries trtllm's metrics, but vllm's pool")
+    assert any(c.startswith("the source carries trtllm's metrics, but vllm's pool")
                for c in json.loads(capsys.readouterr().out)["cautions"])
     bare = tmp_path / "bare.prom"  # TensorRT-LLM 1.1: request latencies only
     bare.write_text('trtllm_request_success_total{finished_reason="stop"} 3\n')

@@ -155,10 +155,15 @@ def test_metrics_of_another_model_get_a_caution_naming_both(
     assert code == 0 and len(caution) == 1
     assert "'meta-llama/Llama-3.1-8B-Instruct'" in caution[0]
     assert "llama-3.1-405b (meta-llama/Llama-3.1-405B)" in caution[0]
+    code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-405b", "--gpu", "h100",
+                           "--json")  # the same caution leads --json's one list, unprefixed
+    assert json.loads(out)["cautions"][0] == caution[0].removeprefix("caution: ")
     code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-8b", "--gpu", "h100",
                            "--json")
     data = json.loads(out)
-    assert data["caution"] is None
+    assert "caution" not in data
+    assert not any(c.startswith("caution") or "labels its metrics" in c
+                   for c in data["cautions"])
     assert data["model_names"] == ["meta-llama/Llama-3.1-8B-Instruct"]
 
 

@@ -34,7 +34,7 @@ def test_page_data_come_from_the_python_model() -> None:
     assert two["ridge"] == pytest.approx(dep.dense_ridge_flop_per_byte)
     assert 989.4e12 / 3.35e12 < two["ridge"] < 1978.9e12 / 3.35e12
     # the ridge batch is a batch: ridge × bytes per weight ÷ 2, not the ridge in FLOP/byte
-    assert two["ridge_batch"] == pytest.approx(two["ridge"] * two["bpw"] / 2)
+    assert two["batch_to_ridge"] == pytest.approx(two["ridge"] * two["bpw"] / 2)
     assert one["fits"][ci][bi] is False  # the article's 32 users do not fit one H100
     assert one["agg_exp"][ci][bi] is None and one["user_floor"][ci][bi] is None  # no speed
     assert two["fits"][ci][bi] is True
@@ -302,7 +302,7 @@ def test_a_llama_cpp_pages_stored_entry_is_fits_stored_weights(
     for entry, flags in ((DEFAULT_WEIGHTS_ENTRY, []), (stored, ["--weights", stored])):
         assert main(["fit", *argv, *flags]) == 0
         fits[entry] = json.loads(capsys.readouterr().out)["batch_to_ridge"]
-        assert combos[f"gpt-oss-20b|h100|1|{entry}|f16"]["ridge_batch"] \
+        assert combos[f"gpt-oss-20b|h100|1|{entry}|f16"]["batch_to_ridge"] \
             == pytest.approx(fits[entry])
     assert round(fits[stored], 1) == 296.0 and round(fits[DEFAULT_WEIGHTS_ENTRY], 1) == 157.8
 

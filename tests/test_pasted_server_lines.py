@@ -18,7 +18,11 @@ FIT = ("fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192")
 def _ok(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, str]:
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
-    return json.loads(out), err
+    data = json.loads(out)
+    # its notes are stderr's, which each test reads there
+    assert data.pop("notes") == [line.removeprefix("ridgeline: note: ") for line in
+                                 err.splitlines() if line.startswith("ridgeline: note: ")]
+    return data, err
 
 
 def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -53,9 +53,9 @@ from ridgeline.cli_types import (
     _typed,
     _weight_name,
 )
-from ridgeline.errors import InputError, shorten_path, shorten_runs
+from ridgeline.errors import DoesNotFit, InputError, shorten_path, shorten_runs
 from ridgeline.llamacpp_launch import CacheType, CtxSize
-from ridgeline.render import render
+from ridgeline.render import refusal_json, render
 
 Handler = Callable[[argparse.Namespace], Any]
 
@@ -590,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
+    notes: list[str] = []  # said on stderr after the report, and kept in its JSON's notes
     try:
         for caution in file_cautions:  # said before the report, kept for its JSON
             _say_caution(args, caution)
@@ -615,17 +616,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         refuse_bad_outputs(args)
         from ridgeline.launch_flags import launch_note
 
-        note = launch_note(args, from_file)  # said after the report: stdout is the report alone
-        if bare_fa:
-            note = "; ".join(n for n in (note, BARE_FLASH_ATTN_NOTE) if n)
-        # decode's and prefill's batch and context read from -np and -c (llamacpp_launch)
-        note = "; ".join(n for n in (note, *vars(args).get("llamacpp_read", ())) if n)
+        # the flags read and ignored, the bare -fa's reading, and decode's and prefill's batch
+        # and context read from -np and -c (llamacpp_launch); then a config file's options
+        # fit drops (cli_config_file)
+        note = "; ".join(n for n in (launch_note(args, from_file),
+                                     BARE_FLASH_ATTN_NOTE if bare_fa else "",
+                                     *vars(args).get("llamacpp_read", ())) if n)
+        notes = [n for n in (note, *file_notes) if n]
         report = args.handler(args)
         print(render(report, as_json=args.json, explain=args.explain,
-                     input_cautions=vars(args).get("cautions_said", ())))
-        if note:
-            print(f"ridgeline: note: {note}", file=sys.stderr)
-        for said in file_notes:  # a config file's option fit drops (cli_config_file)
+                     input_cautions=vars(args).get("cautions_said", ()), notes=notes))
+        for said in notes:  # stderr too: stdout is the report alone
             print(f"ridgeline: note: {said}", file=sys.stderr)
         if getattr(args, "plot", None):  # after the report: a chart that cannot be drawn
             from ridgeline.plots import save  # (or a missing extra) leaves the report standing
@@ -641,7 +642,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(report, "exit_status", 0):  # the report stands, and its answer is no
             return int(report.exit_status)  # (plan: no deployment meets the SLO): exit 1
     except (InputError, ValueError) as exc:
-        print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
+        message = shorten_runs(str(exc))
+        if isinstance(exc, DoesNotFit) and getattr(args, "json", False):  # an answer: said
+            print(refusal_json(exc, message, vars(args).get("cautions_said", ()), notes))
+        print(f"ridgeline: error: {message}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

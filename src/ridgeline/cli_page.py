@@ -18,7 +18,7 @@ from ridgeline.cli_types import (
     _typed,
     _weight_name,
 )
-from ridgeline.errors import InputError
+from ridgeline.errors import DoesNotFit, InputError
 from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY
 from ridgeline.units import COUNT_EXAMPLES
 
@@ -84,7 +84,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
             raise InputError(f"nothing the page can price: none of the "
                              f"{len(data['combos'])} deployments runs a conversation with "
                              "every layer on the GPU at any of the page's contexts; " + hosted)
-        raise InputError(f"does not fit: none of the {len(data['combos'])} deployments holds "
+        raise DoesNotFit(f"does not fit: none of the {len(data['combos'])} deployments holds "
                          "one conversation at any of the page's contexts (more or larger GPUs, "
                          "or a smaller weight format)")
     if output is not None:

@@ -50,8 +50,8 @@ from ridgeline.cli_types import (
     _typed,
 )
 from ridgeline.data_parallel import independent_ranks
-from ridgeline.errors import InputError
-from ridgeline.sim.workload import MAX_RATE
+from ridgeline.errors import DoesNotFit, EveryRequestRefused, InputError
+from ridgeline.sim.workload import MAX_RATE, LoadAsked
 from ridgeline.units import COUNT_EXAMPLES
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
@@ -152,7 +152,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
         pool_too_small = not context_refusal(dep, config.max_model_len) \
             and too_small_pool(dep, settings)  # no length rescues it: say what would
-        raise InputError(refusal + (pool_levers(dep, settings, config.max_model_len,
+        raise DoesNotFit(refusal + (pool_levers(dep, settings, config.max_model_len,
                                                 pointed="`ridgeline fit" in refusal)
                                     if pool_too_small else ""))
     if args.trace and args.rate is not None:
@@ -168,6 +168,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         trace_span_s = requests[-1].arrival_s - requests[0].arrival_s
         count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)" + (
             f", {cap_clause(args.concurrency)}" if capped else "")
+        asked = LoadAsked(count, "trace", max_concurrency=args.concurrency if capped else None,
+                          trace=args.trace)
     else:
         if args.rate is None and args.concurrency is None:
             raise InputError("give --rate R (requests/s), --concurrency C, or --trace FILE")
@@ -176,6 +178,13 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                             args.arrival, args.burstiness, args.prefix_groups, args.prefix_len,
                             args.seed)
         count = args.num_requests
+        asked = LoadAsked(
+            count, "at_once" if getattr(args, "sent_at_once", False) else
+            "closed_loop" if args.rate is None else args.arrival,
+            rate_req_s=args.rate, input_len_spec=args.input_len, output_len_spec=args.output_len,
+            burstiness=args.burstiness if args.rate is not None and args.arrival == "gamma"
+            else None, max_concurrency=args.concurrency, seed=args.seed,
+            prefix_groups=args.prefix_groups or 0, prefix_len=args.prefix_len or 0)
         load = (f"{args.num_requests:,} {plural(args.num_requests, 'request')}, input "
                 f"{args.input_len}, output "
                 f"{args.output_len}, " + ("all sent at time 0 (--rate inf)"
@@ -211,7 +220,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     shared = (f"where {engine} shares one pool among its batches in flight" if engine != "vllm"
               else f"as vLLM {args.engine_version}'s V0 virtual engines each hold 1/{pp}")
     if lane.num_blocks < 1:
-        raise InputError(f"does not fit: a pipeline lane's share of the KV pool (1/{pp} of "
+        raise DoesNotFit(f"does not fit: a pipeline lane's share of the KV pool (1/{pp} of "
                          f"{config.num_blocks:,} blocks) holds no block (see `ridgeline fit`)")
     result = run_replica(dep, profile, config, requests if args.trace else
                          CountedRequests(requests, count), args.engine_version,
@@ -222,7 +231,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if result.rejected and not result.completed:  # nothing ran: no latency to report
         reason, n = max(result.rec.rejected.items(), key=lambda item: item[1])
         first = result.rec.rejected_first.get(reason)
-        raise InputError(f"the engine refused every request ({n:,} of {result.rejected:,}: "
+        raise EveryRequestRefused(f"the engine refused every request ({n:,} of {result.rejected:,}: "
                          f"{reason}" + (f"; first: {first}" if first else "") + ")"
                          + (f"; each of the {pp} pipeline lanes is simulated with 1/{pp} of "
                             f"the {config.num_blocks:,} blocks, {shared} (`ridgeline fit` "
@@ -367,7 +376,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           if pool.accounting is None else pool.accounting.version,
                           usage=settings.usage if engine == "vllm" else None,
                           model_runner=pool.runner or None, saturated_req_s=saturated,
-                          dispatch=dispatched)
+                          dispatch=dispatched, load_asked=asked)
 
 
 def _request_rate(text: str) -> float:

@@ -1,4 +1,5 @@
-"""The one error type a user sees: a one-line message, exit code 2 at the CLI."""
+"""The error types a user sees: bad input (a one-line message, exit code 2 at the CLI) and a
+"does not fit" that is an answer (the same line and exit code; under --json, a JSON object)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,23 @@ class InputError(ValueError):
 
     The message names the problem in one line; the CLI prints it and exits with code 2.
     """
+
+
+class DoesNotFit(InputError):
+    """Not bad input but the answer no: the deployment asked about cannot run what was asked
+    (its weights overflow the card, its engine would refuse to start), so a command that
+    needs it running (simulate, utilization, amdahl) has nothing to measure. Exit code 2 as
+    for bad input, but under --json stdout carries it as ``{"fits": false, "error": {"code":
+    ``code``, "message": …}}`` (render.refusal_json), so a script can tell it from a typo."""
+
+    code = "does_not_fit"
+
+
+class EveryRequestRefused(DoesNotFit):
+    """The deployment runs, but its engine refused every request of the load (each past
+    max_model_len, or more than its pool): no latency to report."""
+
+    code = "refused_every_request"
 
 
 def shorten(text: str, limit: int = 80) -> str:

@@ -39,7 +39,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
-from ridgeline.errors import InputError
+from ridgeline.errors import DoesNotFit, InputError
 from ridgeline.hardware import device_memory_bytes
 from ridgeline.llamacpp_rope import loaded_n_ctx_train
 from ridgeline.monotone import longest_holding
@@ -124,7 +124,7 @@ def fit_hint(version: str | None) -> str:
 SET_ASIDE_LEAD = "answered with every layer on the GPU"
 
 
-class FitFailed(InputError):
+class FitFailed(DoesNotFit):
     """--fit finds no placement: the GPU cannot hold even what stays on it."""
 
 

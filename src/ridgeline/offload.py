@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.datafiles import load_data
-from ridgeline.errors import InputError
+from ridgeline.errors import DoesNotFit, InputError
 from ridgeline.gguf_blocks import gguf_block_count, mtp_blocks
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.params import layer_params
@@ -246,7 +246,7 @@ def check_host_memory(dep: Deployment, cache_bytes: float = 0.0, cells: int = 0)
     if weights + cache_bytes > o.host_memory_bytes:
         held = f"{weights / GIB:,.1f} GiB of weights" + (
             f" and {cache_bytes / GIB:,.1f} GiB of KV cache ({cells:,} cells)" if cells else "")
-        raise InputError(f"does not fit: {held} stay in host memory, more than the host's "
+        raise DoesNotFit(f"does not fit: {held} stay in host memory, more than the host's "
                          f"{o.host_memory_bytes / GIB:,.1f} GiB")
 
 def gpu_weight_bytes(dep: Deployment) -> float:

@@ -94,7 +94,7 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     ridge = ridge_point(peak, bw)
     out: dict[str, Any] = {
         "peak": peak, "bw": bw, "ridge": ridge, "bpw": bpw,
-        "ridge_batch": dep.dense_ridge_batch,
+        "batch_to_ridge": dep.dense_ridge_batch,  # a fraction: roofline's and fit's name
         "w_int": [weight_intensity(b, bpw) for b in BATCHES],
         # decode attention after each context's tokens: one figure for most models, rising
         # with the context for a sparse one's indexer (cost.decode_attention_intensity_at)
@@ -252,9 +252,9 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
              q("bandwidth", opening["bw"] / 1e12, "TB/s", "the catalog, × TP")),
         step("batch to reach it", "⌈ridge × bytes per weight ÷ 2 FLOP per weight per token⌉: "
              "the first whole batch at or past it",
-             q("batch", first_whole_batch(opening["ridge_batch"]), "tokens"),
+             q("batch", first_whole_batch(opening["batch_to_ridge"]), "tokens"),
              q("ridge", opening["ridge"], "FLOP/byte"), q("bytes per weight", opening["bpw"], "B"),
-             q("ridge × bytes per weight ÷ 2", opening["ridge_batch"])),
+             q("ridge × bytes per weight ÷ 2", opening["batch_to_ridge"])),
         _conversations_step(dep, data["contexts"][at], opening["conversations"][at], version),
     )
 
@@ -318,9 +318,10 @@ def opening_facts(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
                          # what the picker shows for it: under llama.cpp, which GGUF
                          "weights_shown": weights_shown(model, weights, opening["engine"]),
                          "kv": kv}),
-            ("ridge_flop_per_byte", opening["ridge"]), ("batch_to_ridge", opening["ridge_batch"]),
+            ("ridge_flop_per_byte", opening["ridge"]),
+            ("batch_to_ridge", opening["batch_to_ridge"]),
             # --explain's "batch to reach it" (fit's key): the first whole batch at or past it
-            ("first_whole_batch_to_ridge", first_whole_batch(opening["ridge_batch"])))
+            ("first_whole_batch_to_ridge", first_whole_batch(opening["batch_to_ridge"])))
 
 
 _CONTROLS = """
@@ -352,14 +353,14 @@ FMT_SHARE_JS = """function fmtShare(share, places) {
 """
 
 # The KV chart's data, series and notes for one combination ``c`` (its ``conversations``,
-# ``kv_gib`` and ``ridge_batch`` at each of ``contexts``). Its y axis is a log scale, which has
+# ``kv_gib`` and ``batch_to_ridge`` at each of ``contexts``). Its y axis is a log scale, which has
 # no 0: a context whose pool holds no conversation gets no point on the count's line, and,
 # where there is one, a marker of its own at the chart's floor (half its least figure), which
 # the legend reads "none" and a note names, rather than a count drawn at some small number.
 KV_CHART_JS = """function kvChart(c, contexts) {
   const none = contexts.filter((x, i) => !(c.conversations[i] > 0));
   const data = [contexts, c.conversations.map(v => v > 0 ? v : null), c.kv_gib,
-                contexts.map(() => c.ridge_batch)];
+                contexts.map(() => c.batch_to_ridge)];
   const series = [{name: "conversations that fit (engine pool)", style: "line"},
                   {name: "GiB per conversation", style: "line"},
                   {name: "ridge batch", style: "dashed"}];

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ridgeline import __version__
+from ridgeline.errors import DoesNotFit
 from ridgeline.explain import Step
 from ridgeline.reports import Report
 
@@ -23,15 +25,32 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _stamped(data: dict[str, Any], input_cautions: Sequence[str],
+             notes: Sequence[str]) -> dict[str, Any]:
+    """Every --json object as it leaves: ``ridgeline_version`` first (the one place it is
+    added), the command line's own cautions put first among the report's ``cautions``, and
+    its notes (the flags read and ignored, said on stderr too) first among ``notes``, a list
+    on every object but a card record (docs/json.md)."""
+    out: dict[str, Any] = {"ridgeline_version": __version__, **data}
+    if input_cautions:
+        out["cautions"] = [*input_cautions, *(data.get("cautions") or [])]
+    own = data.get("notes")
+    if not isinstance(own, str):  # a card record's notes (hardware NAME) stay its own string,
+        out["notes"] = [*notes, *(own or [])]  # as --gpu-file reads the record back
+    return out
+
+
 def render(report: Report, as_json: bool = False, explain: bool = False,
-           input_cautions: Sequence[str] = ()) -> str:
+           input_cautions: Sequence[str] = (), notes: Sequence[str] = ()) -> str:
     """The report as text or one JSON object. ``input_cautions``: what the command line's own
     reading cautioned (a card resized by --gpu-memory-gib), said on stderr for text and put
-    first among the JSON's cautions, so a reader of either learns it."""
+    first among the JSON's cautions, so a reader of either learns it; ``notes``: the
+    launch-line notes (cli.main says them on stderr after the report), kept in the JSON's
+    ``notes`` too."""
     if as_json:
         data = report.to_dict()
-        if input_cautions and isinstance(data, dict):
-            data["cautions"] = [*input_cautions, *(data.get("cautions") or [])]
+        if isinstance(data, dict):
+            data = _stamped(data, input_cautions, notes)
         if explain:
             own = _own_explain(report)
             data["explain"] = own() if own else _step_dicts(report)
@@ -46,6 +65,17 @@ def render(report: Report, as_json: bool = False, explain: bool = False,
         if not detail:  # a listing or a file written: no arithmetic of its own to show
             lines.append("  no worked steps for this output: each figure above says where it comes from")
     return "\n".join(lines)
+
+
+def refusal_json(refusal: DoesNotFit, message: str, input_cautions: Sequence[str] = (),
+                 notes: Sequence[str] = ()) -> str:
+    """Under --json, a refusal that is an answer (simulate's, utilization's or amdahl's
+    "does not fit", simulate's "the engine refused every request") as the one object every
+    such answer has: ``{"fits": false, "error": {"code": "does_not_fit", "message": …}}``,
+    stamped as every report is. Bad input prints no JSON (exit 2, one stderr line)."""
+    data = {"fits": False, "error": {"code": refusal.code, "message": message},
+            "cautions": []}
+    return json.dumps(_clean(_stamped(data, input_cautions, notes)), indent=2)
 
 
 def _own_explain(report: Report) -> Any:

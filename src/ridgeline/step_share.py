@@ -11,7 +11,7 @@ from ridgeline.amdahl import FractionSource
 from ridgeline.cost import decode_batch, step_cost
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.errors import InputError
+from ridgeline.errors import DoesNotFit, InputError
 from ridgeline.floors import decode_floor
 
 # The operator groups a user names (--op) and the step_cost operators each adds up.
@@ -51,12 +51,12 @@ def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
 def decode_share(dep: Deployment, op: str, batch: int, context: int, profile: EngineProfile,
                  profile_file: str | None = None, op_defaulted: bool = False) -> FractionSource:
     """The share of the decode step that ``op``'s operators take, with the times behind it.
-    A step that cannot run has no share to speed up: InputError names why."""
+    A step that cannot run has no share to speed up: DoesNotFit names why."""
     if op not in OP_GROUPS:
         raise InputError(f"unknown operator group {op!r} (one of {', '.join(OP_GROUPS)})")
     refusal = decode_refusal(dep, batch, context)
-    if refusal:
-        raise InputError(refusal)
+    if refusal:  # an answer, not bad input: --json says it
+        raise DoesNotFit(refusal)
     cost = step_cost(dep, decode_batch(batch, context), profile)
     # the group's operators this step has (a dense model has no experts, one GPU no all-reduce),
     # so that --explain's sum names only what it adds; the whole group where it has none

@@ -113,8 +113,9 @@ class ObserveReport(ObserveVerdict):
             "gap_not_comparable": self.not_comparable if self.gaps() else None,
             "floor_itl_ms": self.floor_itl_ms, "queued_readings": list(self.queued),
             "likely_weights": [name for name, _ in self.lighter_weights],
-            "cautions": self.cross_checks(), "notes": o.notes,
-            "model_names": o.model_names, "caution": self.model_caution,
+            # the model caution (the metrics name another model) first, as the text says it
+            "cautions": [c for c in (self.model_caution, *self.cross_checks()) if c],
+            "notes": o.notes, "model_names": o.model_names,
         }
 
     def text_lines(self) -> list[str]:
@@ -246,7 +247,7 @@ class ObserveReport(ObserveVerdict):
                          f"{predicted / implied - 1:+.0%} ({gaps['generation_tok_s']:+.0%} in "
                          "tok/s)")
             lines.append(line)
-        lines += self.cross_checks()
+        lines += [f"caution: {c}" for c in self.cross_checks()]
         lines += [f"note: {n}" for n in o.notes]
         return lines
 
@@ -294,7 +295,8 @@ class ObserveReport(ObserveVerdict):
     def cross_checks(self) -> list[str]:
         """What the measured figures say against each other and against the floor: a latency
         under decode's floor (the deployment is not what the server runs), and an ITL that
-        batch ÷ generation rate contradicts."""
+        batch ÷ generation rate contradicts. Each without the text's "caution: " prefix, as
+        every command's --json ``cautions`` are."""
         out = []
         o, d = self.obs, self.deployment
         if o.engine_family and not d.engine.startswith(o.engine_family):
@@ -309,13 +311,13 @@ class ObserveReport(ObserveVerdict):
             fix = (f"{o.engine_family} does not run on {d.accelerator.id}: is --gpu the "
                    "server's card?" if elsewhere else
                    "leave --engine out to size the engine the metrics name")
-            out.append(f"caution: the source carries {o.engine_family}'s metrics, but "
+            out.append(f"the source carries {o.engine_family}'s metrics, but "
                        f"{d.engine}'s pool, seats and step size the figures here: they are not "
                        f"the server's unless it runs {d.engine} ({fix})")
         apart = self.rates_apart
         if apart is not None and apart > RATES_APART:
             itl, implied, o = self.obs.latency_ms["itl"]["mean"], self.rate_itl_ms, self.obs
-            out.append(f"caution: the ITL histogram's {itl:,.1f} ms and the running batch over "
+            out.append(f"the ITL histogram's {itl:,.1f} ms and the running batch over "
                        f"the generation rate ({self.batch:,.1f} ÷ {o.generation_tok_s:,.0f} "
                        f"tok/s = {implied:,.1f} ms) disagree {apart:,.1f}×: the gauge is read "
                        "at each scrape, the counter and the histogram over the window, so a "
@@ -324,7 +326,7 @@ class ObserveReport(ObserveVerdict):
                        "against the histogram, which times the tokens themselves")
         if self.unheld_mean is not None:
             mean, held = self.unheld_mean
-            out.append(f"caution: at the counters' mean of {mean:,} tokens a request, the KV "
+            out.append(f"at the counters' mean of {mean:,} tokens a request, the KV "
                        f"pool modelled for {d.model.name} on {d.gpus_label} with "
                        f"{d.weights.label} weights holds only {held:,} of the "
                        f"{self.batch or 0.0:,.1f} running: the server does not run what is "
@@ -335,14 +337,14 @@ class ObserveReport(ObserveVerdict):
         served_kv = self.cache_dtype_apart
         if served_kv is not None:
             fp8 = served_kv.lower() in VLLM_FP8_CACHE_DTYPES  # a name --kv-dtype refuses
-            out.append(f"caution: the engine's cache_config_info says cache_dtype={served_kv}, "
+            out.append(f"the engine's cache_config_info says cache_dtype={served_kv}, "
                        f"not the KV {d.kv.id} described: give --kv-dtype as the server runs it "
                        + ("(fp8, its size) " if fp8 else "")
                        + f"({auto_words(served_kv, d.model)}), or each step's KV reads are "
                        "priced at another dtype than the server's")
         over = self.rate_over_peak
         if over is not None:
-            out.append(f"caution: the source counts {server_computed_tok_s(o):,.0f} tokens a "
+            out.append(f"the source counts {server_computed_tok_s(o):,.0f} tokens a "
                        "second computed" + (f" by its {o.engines} engines together"
                                             if o.engines > 1 else "")
                        + " (prompt tokens less the prefix cache's, and generated), "
@@ -360,7 +362,7 @@ class ObserveReport(ObserveVerdict):
                 ("--kv-cache-memory-bytes", s.kv_cache_memory_bytes)) if value is not None]
             others = [flag for flag in ("--gpu-memory-utilization", "--kv-cache-memory-bytes")
                       if not any(x.startswith(flag) for x in scraped)] + ["--engine-version"]
-            out.append(f"caution: the engine reports a pool of {reported.shown}, "
+            out.append(f"the engine reports a pool of {reported.shown}, "
                        f"{abs(share):.0%} {'more' if share > 0 else 'less'} than the "
                        f"{modelled.shown} modelled for {d.model.name} on {d.gpus_label} as "
                        f"described (weights {d.weights.label}, KV {d.kv.id}, {d.engine}'s "
@@ -373,7 +375,7 @@ class ObserveReport(ObserveVerdict):
                        "described")
         if self.fill_over_given is not None:
             held, how = self.fill_over_given
-            out.append(f"caution: --context {self.context:,} is under the KV cache's fill: "
+            out.append(f"--context {self.context:,} is under the KV cache's fill: "
                        f"{held:,} tokens a running request ({how}), {held / self.context:,.1f}× "
                        "it; the pool, the wall and the prediction above are priced at "
                        "--context: give the server's context, or leave --context out to read "
@@ -381,25 +383,25 @@ class ObserveReport(ObserveVerdict):
                        "described, whose pool fills otherwise)")
         if self.fill_over_mean is not None:
             held, how = self.fill_over_mean
-            out.append(f"caution: the KV cache's fill gives {held:,} tokens a running request "
+            out.append(f"the KV cache's fill gives {held:,} tokens a running request "
                        f"({how}), {held / self.context:,.1f}× the counters' mean of "
                        f"{self.context:,}, which the figures above use: a modelled pool's fill "
                        "is only as good as the deployment described (--context "
                        f"{held} prices the fill's, if the description is the server's)")
         drafted = self.spec_step
         if drafted is not None and self.tokens_per_step_over == "drafted steps":
-            out.append(f"caution: the {self.tokens_per_step:,.2f} tokens a step the predicted "
+            out.append(f"the {self.tokens_per_step:,.2f} tokens a step the predicted "
                        "ITL divides by are the source's acceptance length, which counts only the "
                        "steps that drafted: a step that proposed none (an n-gram drafter without "
                        "a match, a request near max_model_len) keeps 1 token and is not in it, "
                        "so where such steps are many the prediction reads low")
         remark = self.preemption_remark
         if remark is not None:
-            out.append(f"caution: {remark}")
+            out.append(f"{remark}")
         if self.unit_suspect:
             measured, floor = self.measured_itl_ms, self.floor_itl_ms
             assert measured is not None and floor is not None
-            out.append(f"caution: the mean time between tokens reads {measured:,.3g} ms, under "
+            out.append(f"the mean time between tokens reads {measured:,.3g} ms, under "
                        f"a hundredth of the {floor:,.1f} ms floor of this batch on "
                        f"{d.gpus_label}: no deployment is that much faster than described, so "
                        "the result's *_itl_ms and *_tpot_ms values are likely seconds (× 1,000: "
@@ -409,7 +411,7 @@ class ObserveReport(ObserveVerdict):
             measured, floor = self.measured_itl_ms, self.floor_itl_ms
             assert measured is not None and floor is not None
             lighter = self.lighter_weights
-            out.append(f"caution: the measured {measured:,.1f} ms a token is under the "
+            out.append(f"the measured {measured:,.1f} ms a token is under the "
                        f"{floor:,.1f} ms floor of this batch at {self.context:,} tokens on "
                        f"{d.gpus_label} with {d.weights.label} weights (every byte at the "
                        "card's rated bandwidth, no overhead): the server does not run what is "

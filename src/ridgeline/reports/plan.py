@@ -33,6 +33,7 @@ from ridgeline.reports.plan_lists import (
     usd,
 )
 from ridgeline.reports.split_launch import host_note
+from ridgeline.sim.workload import fixed_tokens
 from ridgeline.units import fmt_req_rate, ordinal, plural, share_of_requests
 
 # --json's names for Candidate.rate_limits (req/s; null: no limit)
@@ -298,8 +299,14 @@ class PlanReport:
             # named, as simulate's and fit's --json name it
             "model": self.model.name, "engine": r.engine,
             "engine_version": sized_version(r.engine, r.engine_version),
-            "rate_req_s": r.load.rate_req_s, "input_len": r.load.input_len,
-            "output_len": r.load.output_len, "slo": self._slo_dict(), "searched": r.searched,
+            # each length a number where it is one (1000, 2k), null for a distribution or a
+            # trace; its spec as given beside it (simulate's settings.workload alike)
+            "rate_req_s": r.load.rate_req_s,
+            "input_len": None if r.load.trace else fixed_tokens(r.load.input_len),
+            "input_len_spec": r.load.input_len,
+            "output_len": None if r.load.trace else fixed_tokens(r.load.output_len),
+            "output_len_spec": r.load.output_len,
+            "slo": self._slo_dict(), "searched": r.searched,
             "profile_file": self.profile_file or None,
             "verdict": self.verdict,
             "winner": self._row(win) if win else None,

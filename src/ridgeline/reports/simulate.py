@@ -30,6 +30,7 @@ from ridgeline.serving_load import SLO_PERCENTILE, itl_kept
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import ClientWaits, SimResult
 from ridgeline.sim.overload import BURST_READ, burst, growth
+from ridgeline.sim.workload import LoadAsked
 from ridgeline.units import plural
 
 
@@ -139,6 +140,7 @@ class SimulateReport:
     # running batch may pass (``batch_past_fit``); None: not read
     fit_conversations: int | None = None
     context_asked: bool = False  # --max-model-len given: the batch past fit's count is told
+    load_asked: LoadAsked | None = None  # ``load`` in numbers (settings.workload)
 
     def to_dict(self) -> dict[str, Any]:
         r, d = self.result, self.deployment
@@ -167,6 +169,8 @@ class SimulateReport:
                          "engine_version": self.engine_version, "usage": self.usage,
                          "model_runner": self.model_runner, "weights": d.weights.label,
                          "kv_dtype": d.kv.id, "load": self.load,
+                         "workload": None if self.load_asked is None else
+                         self.load_asked.to_dict(),
                          "expert_parallel": d.expert_parallel, "pipeline_lanes": self.lanes,
                          "micro_batches_in_flight": self.micro_batches,
                          "split": ("layer" if d.pipeline_parallel_size > 1 else "tensor")

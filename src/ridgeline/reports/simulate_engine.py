@@ -33,7 +33,14 @@ def _ranks_together(rank: SimConfig, ranks: int, engine: str) -> str:
 
 
 def _policy(c: SimConfig) -> str:
-    """How the simulated engine admits and schedules, as its own docs name it."""
+    """How the simulated engine admits and schedules, as its own docs name it; the engine
+    line's last clause and --json's ``capacity_policy``, one string for both. llama-server
+    adds every generating slot's sampled token to the batch first, then prompts up to -b
+    (update_slots, "first, add sampled tokens from any ongoing sequences"), and never
+    preempts (simulate_cautions.full_cache_caution: the simulator recomputes instead)."""
+    if c.ubatch_tokens:  # llama.cpp (sim.config: -ub set only for llama-server)
+        return ("decodes first, then prompts, up to -b tokens a step; a full cache preempts "
+                "the newest, where llama-server would fail requests (llama.cpp)")
     if c.reserve_full:
         return "GUARANTEED_NO_EVICT" + (", chunked prefill (enable_chunked_prefill)"
                                         if c.chunked_prefill else
@@ -60,8 +67,8 @@ def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:
             "counts them all; ITL is per streamed chunk)") if c.spec_tokens else ""
     if c.ubatch_tokens:
         return (f"engine: {c.num_blocks:,} KV cells, {c.max_num_seqs:,} slots (-np), batch "
-                f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub)"
-                + spec)
+                f"{c.max_num_batched_tokens:,} (-b) run as ubatches of {c.ubatch_tokens:,} (-ub); "
+                f"{_policy(c)}" + spec)
     cap = (f", long_prefill_token_threshold {c.long_prefill_token_threshold:,}"
            + ("" if c.long_prefill_alone else " (not for a request alone)")
            ) if c.long_prefill_token_threshold else ""

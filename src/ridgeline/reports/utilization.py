@@ -10,7 +10,7 @@ from typing import Any
 from ridgeline.dense_ridge import dense_ridge_steps, engine_ridge_step
 from ridgeline.deployment import Deployment
 from ridgeline.engine_metrics import running_metric
-from ridgeline.errors import InputError
+from ridgeline.errors import DoesNotFit
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import Accelerator
 from ridgeline.moe import expected_experts_touched
@@ -337,7 +337,7 @@ def utilization_report(
         held_dep = dep if hosted is None else hosted.deployment
         pool = decode_pool(held_dep, context)
         if pool.rest_bytes < 0:  # nothing runs: no batch to read against the ridge
-            raise InputError(f"does not fit: {dep.model.name}'s weights "
+            raise DoesNotFit(f"does not fit: {dep.model.name}'s weights "
                              f"({pool.weight_bytes / GIB:,.1f} GiB per GPU) and {engine}'s "
                              f"start-up overheads overflow {dep.num_gpus} x {acc.id} "
                              "(see `ridgeline fit`)")
@@ -371,7 +371,7 @@ def utilization_report(
                                 f"{limit:,}: {held_apart_words(engine)} (`ridgeline fit`)"),)
         if limit == 0:  # the engine runs no conversation this long: no batch to read
             why = refusal or f"one {context:,}-token conversation is more than its pool"
-            raise InputError(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
+            raise DoesNotFit(f"does not fit: {engine}'s KV pool for {dep.model.name} on "
                              f"{dep.num_gpus} x {acc.id} holds 0 conversations of {context:,} "
                              f"tokens: {why}" + ("" if "`ridgeline fit`" in why else
                                                  " (`ridgeline fit` for the levers)"))

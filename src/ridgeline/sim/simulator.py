@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from ridgeline.cost import Seq, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
-from ridgeline.errors import InputError
+from ridgeline.errors import DoesNotFit, InputError
 from ridgeline.llamacpp_batching import pipelined_s, pipelined_stages, split_ubatches
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.config import (
@@ -34,7 +34,7 @@ from ridgeline.sim.timer import StepTimer, drafter_timer, step_timer
 class Simulator:
     def __init__(self, dep: Deployment, profile: EngineProfile, config: SimConfig) -> None:
         if config.num_blocks < 1:
-            raise InputError("does not fit: the KV pool holds no block")
+            raise DoesNotFit("does not fit: the KV pool holds no block")
         check_spec(config.spec_tokens, config.spec_acceptance, config.spec_draft_cost)
         if config.token_ratio and not config.prefill_first:
             raise InputError("SGLang's admission estimate (token_ratio) goes with its "

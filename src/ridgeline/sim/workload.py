@@ -286,6 +286,53 @@ class Workload:
                              f"got {self.prefix_len:,}")
 
 
+def fixed_tokens(spec: str) -> int | None:
+    """A length spec's tokens where it is one number ("512"; "2k": 2,000), else None (a
+    distribution, a file): what --json gives as ``input_len`` beside the spec itself."""
+    text = str(spec).strip()
+    if ":" in text:
+        return None
+    try:
+        return parse_count(text, "a length")
+    except InputError:
+        return None
+
+
+@dataclass(frozen=True)
+class LoadAsked:
+    """The load a simulation was asked for, in numbers (simulate --json's
+    ``settings.workload``; ``settings.load`` says it in words). ``arrival``: poisson, gamma or
+    constant at ``rate_req_s``; "at_once" (--rate inf: every request at time 0); "closed_loop"
+    (--concurrency alone: each user sends again when answered); "trace" (replayed from
+    ``trace``, its lengths its own). 50 requests of 512 in, 128 out, poisson at 4/s, seed 3:
+    input_len 512, input_len_spec "512", rate_req_s 4.0."""
+
+    num_requests: int
+    arrival: str
+    rate_req_s: float | None = None
+    input_len_spec: str | None = None
+    output_len_spec: str | None = None
+    burstiness: float | None = None  # gamma's shape; None for the other processes
+    max_concurrency: int | None = None
+    seed: int | None = None  # None: a trace's requests are not drawn
+    prefix_groups: int = 0
+    prefix_len: int = 0
+    trace: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """Its fields, with each length as a number where its spec is one (else null)."""
+        return {"num_requests": self.num_requests, "arrival": self.arrival,
+                "rate_req_s": self.rate_req_s, "burstiness": self.burstiness,
+                "max_concurrency": self.max_concurrency,
+                "input_len": None if self.input_len_spec is None else
+                fixed_tokens(self.input_len_spec), "input_len_spec": self.input_len_spec,
+                "output_len": None if self.output_len_spec is None else
+                fixed_tokens(self.output_len_spec),
+                "output_len_spec": self.output_len_spec, "seed": self.seed,
+                "prefix_groups": self.prefix_groups, "prefix_len": self.prefix_len,
+                "trace": self.trace}
+
+
 _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _PLAIN = (("arrival_s", "arrival_time", "timestamp", "time", "TIMESTAMP"),
           ("prompt_tokens", "input_tokens", "input_len", "ContextTokens"),
