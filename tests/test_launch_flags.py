@@ -330,7 +330,8 @@ LAST_WITH = {"--swap-space": "0.17.1", "--disable-log-requests": "0.11.2",
              "--eplb-window-size": "0.11.2", "--eplb-step-interval": "0.11.2",
              "--eplb-log-balancedness": "0.11.2", "--speculative-model": "0.8.2",
              "--num-speculative-tokens": "0.8.2", "--ngram-prompt-lookup-max": "0.8.2",
-             "--ngram-prompt-lookup-min": "0.8.2"}
+             "--ngram-prompt-lookup-min": "0.8.2", "--max-seq-len-to-capture": "0.10.2",
+             "--max_seq_len_to_capture": "0.10.2"}
 DRAFTER = ("--speculative-model", "[ngram]", "--num-speculative-tokens", "3")
 
 

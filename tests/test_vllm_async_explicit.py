@@ -75,12 +75,30 @@ def test_a_draft_model_is_refused_on_0_15_and_kept_asynchronous_from_0_16(
                       spec_tokens=3, spec_method="draft-model").async_scheduling
 
 
-def test_a_pipeline_is_refused_with_the_flag_on_0_14_alone(
-        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("version", ["0.10.0", "0.11", "0.11.1", "0.12", "0.13", "0.14"])
+def test_a_pipeline_is_refused_with_the_flag_from_0_10_to_0_14(
+        capsys: pytest.CaptureFixture[str], version: str) -> None:
+    """Every release from 0.10.0 (the flag's first) to 0.14 raises on the pair, the opt-in
+    0.12 and 0.13 too (VllmConfig.__post_init__: 'Async scheduling is not yet compatible with
+    pipeline_parallel_size > 1.'); 0.15 runs it."""
     pipeline = ("--pipeline-parallel-size", "2", "--async-scheduling")
-    err = refusal(capsys, *COMMANDS["simulate"], "--engine-version", "0.14", *pipeline)
-    assert "pipeline parallelism" in err and "vLLM 0.14" in err
+    err = refusal(capsys, *COMMANDS["simulate"], "--engine-version", version, *pipeline)
+    assert "pipeline parallelism" in err and f"vLLM {version} " in err
+    assert ("opt-in there, off by default" in err) == (version != "0.14")
     assert run_cli(capsys, *COMMANDS["simulate"], "--engine-version", "0.15", *pipeline)[0] == 0
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.12", "0.13"])
+def test_an_eagle_head_takes_the_opt_in_flag_from_0_11_1_and_an_ngram_drafter_does_not(
+        version: str) -> None:
+    """0.11.1-0.13's explicit branch refuses only drafters outside EagleModelTypes; 0.11.0's
+    arg_utils.py refused any drafter beside the flag."""
+    for runner in ("V1", "MRV2"):
+        assert not vllm_async_conflict(version, "eagle", runner, 1)
+        assert not vllm_async_conflict(version, "mtp", runner, 1)
+        assert vllm_async_conflict(version, "ngram", runner, 1)
+        assert vllm_async_conflict(version, "draft-model", runner, 1)
+    assert vllm_async_conflict("0.11.0", "eagle", "V1", 1)
 
 
 @pytest.mark.parametrize("version", ["0.14", "0.15", "0.16", "0.24", "0.28", "0.32", "0.33",

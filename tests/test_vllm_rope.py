@@ -77,10 +77,14 @@ def test_other_override_keys_and_other_engines_are_refused_by_name(
     err = refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine", "llama.cpp-cuda",
                   "--rope-scaling", json.dumps(YARN))
     assert "JSON --rope-scaling is vLLM's" in err
-    # vLLM removed --rope-scaling (PR #28006): a release without it refuses it
-    err = refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine-version", "0.13",
-                  "--rope-scaling", json.dumps(YARN))
-    assert "has no --rope-scaling" in err and "--hf-overrides" in err
+    # vLLM removed --rope-scaling (PR #28006): 0.11.1's arg_utils.py has it no more, 0.11.0's
+    # still does (with a deprecation warning)
+    for version in ("0.11.1", "0.12", "0.13"):
+        err = refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine-version", version,
+                      "--rope-scaling", json.dumps(YARN))
+        assert f"vLLM {version} has no --rope-scaling" in err and "--hf-overrides" in err
+    assert answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--engine-version", "0.11.0",
+                  "--rope-scaling", json.dumps(YARN))["verdict"] != "does not fit"
     assert "takes a JSON object" in refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:],
                                             "--hf-overrides", "yarn")
     # llama.cpp's word under vLLM names the way vLLM takes it

@@ -262,9 +262,10 @@ def vllm_async_problem(dep: Deployment, s: EngineSettings) -> str:
                                    s.distributed_executor_backend, s.ray_v2_executor)
     if not conflict:
         return ""
+    default = "its default turns async scheduling off there instead" if version_from(
+        acc.version, "default_from") else "async scheduling is opt-in there, off by default"
     return (f"--async-scheduling with {conflict}: vLLM {acc.version} refuses the pair at "
-            "start-up (its default turns async scheduling off there instead): drop "
-            "--async-scheduling")
+            f"start-up ({default}): drop --async-scheduling")
 
 
 def vllm_opt_in_async_caution(s: EngineSettings) -> str:

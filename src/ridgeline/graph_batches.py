@@ -120,7 +120,7 @@ def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None =
                  max_num_batched_tokens: int | None = None,
                  asked: tuple[int, ...] | None = None, query_len: int = 1,
                  multiple: int = 1, version: str | None = None,
-                 mode: str | None = None) -> GraphCapture:
+                 mode: str | None = None, sm100: bool = False) -> GraphCapture:
     """vLLM V1's decode graphs: vllm_graphs.captured_sizes, the one list its graph memory
     counts too. That is the sizes a compilation config lists (``asked``), or else
     capture_size_list up to capture_cap: --max-cudagraph-capture-size, or min(2 ×
@@ -129,13 +129,15 @@ def vllm_capture(max_num_seqs: int | None = None, max_capture_size: int | None =
     Drafting, each size is rounded up to ``multiple`` (spec_capture_multiple: 1 + the drafts
     from v0.11.1 on the V1 runner), as vLLM's adjust_cudagraph_sizes_for_spec_decode does;
     ``mode`` FULL_DECODE_ONLY keeps only the decode sizes. Every default of max_num_seqs and
-    of the token budget gives a cap of 512."""
+    of the token budget gives a cap of 512, or 1,024 on an SM 10.x card (``sm100``: a B200)
+    from v0.28, whose v0.34 decodes pad to its own decode grid (vllm_graphs.split_grids)."""
     from ridgeline.datafiles import engine_defaults
     from ridgeline.vllm_graphs import captured_sizes
 
     seqs = max_num_seqs or int(engine_defaults("vllm")["max_num_seqs"])
     return GraphCapture(tuple(captured_sizes(seqs, max_capture_size, max_num_batched_tokens,
-                                             query_len, multiple, version, asked, mode)))
+                                             query_len, multiple, version, asked, mode,
+                                             sm100)))
 
 
 def sglang_capture(dep: Deployment, cuda_graph_max_bs: int | None = None,
@@ -169,7 +171,7 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
     drafter = drafter or getattr(settings, "drafter", None)
     drafts = drafter.tokens if drafter else getattr(settings, "spec_tokens", 0) or 0
     if dep.engine == "vllm":
-        from ridgeline.vllm_graphs import capture_query_len, spec_capture_multiple
+        from ridgeline.vllm_graphs import capture_query_len, sm100_card, spec_capture_multiple
         from ridgeline.vllm_memory import model_runner, vllm_accounting
 
         # a drafter's verify step runs 1 + its drafts a request, which vLLM's cap counts and,
@@ -188,7 +190,8 @@ def settings_capture(dep: Deployment, settings: Any, drafter: EngineSpec | None 
                             getattr(settings, "max_num_batched_tokens", None)
                             or vllm_default_budget(dep, settings, version),
                             getattr(settings, "cudagraph_capture_sizes", None),
-                            capture_query_len(drafts, version), multiple, version, mode)
+                            capture_query_len(drafts, version), multiple, version, mode,
+                            sm100_card(dep.accelerator))
     if dep.engine == "sglang":
         listed = getattr(settings, "cudagraph_capture_sizes", None)
         if listed:  # --cuda-graph-bs: the sizes themselves, its largest the cap (0.5.3+)

@@ -42,6 +42,7 @@ from ridgeline.vllm_graphs import (
     captured_sizes,
     cuda_graph_bytes,
     largest_full_decode,
+    sm100_card,
     spec_capture_multiple,
 )
 from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
@@ -462,7 +463,7 @@ def full_decode_tokens(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
     multiple = graph_multiple(dep, s, acc, pool.runner)
     sizes = captured_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens,
                            query, multiple, acc.version, s.cudagraph_capture_sizes,
-                           s.cudagraph_mode)
+                           s.cudagraph_mode, sm100_card(dep.accelerator))
     return largest_full_decode(pool.max_num_seqs, sizes, max(query, multiple), s.cudagraph_mode)
 
 

@@ -34,12 +34,15 @@ ROPE_KEYS = (*ROPE_BLOCKS, "rope_theta")
 HF_OVERRIDES = "--hf-overrides"
 ROPE_SCALING = "--rope-scaling"
 EXAMPLE = '{"rope_parameters": {"rope_type": "yarn", "factor": 4.0, …}}'  # the docs' form
-# the first release read to refuse vLLM's --rope-scaling: PR #28006 ('Remove deprecated
-# --rope-scaling and --rope-theta', merged 2025-11-04) removed it, and vLLM 0.13.0 stops at
-# 'unrecognized arguments: --rope-scaling={"rope_type":"yarn",…}' (gpustack issue #4236,
-# its answer: use --hf-overrides '{"rope_scaling": {…}}'). 0.11.1 and 0.12 were not read, so
-# they are taken to have it, as a line naming no release is.
-ROPE_SCALING_REMOVED_IN = "0.13"
+# the first release without vLLM's --rope-scaling: PR #28006 ('Remove deprecated
+# --rope-scaling and --rope-theta', merged 2025-11-04) removed it. Read in the release wheels:
+# vllm/engine/arg_utils.py of 0.11.0 registers model_group.add_argument("--rope-scaling", ...)
+# (line 541; vllm/config/model.py line 403 warns "`--rope-scaling` will be removed in a future
+# release", moving it into hf_overrides), while 0.11.1's, 0.12.0's and 0.13.0's have neither
+# the flag nor EngineArgs.rope_scaling, so their vllm serve stops at 'unrecognized
+# arguments' (as gpustack issue #4236 saw on 0.13.0; its answer: --hf-overrides
+# '{"rope_scaling": {…}}').
+ROPE_SCALING_REMOVED_IN = "0.11.1"
 
 
 def hf_overrides_rope(text: str) -> dict[str, Any]:
@@ -103,8 +106,8 @@ def launch_rope_model(spec: ModelSpec, hf_overrides: str | None, rope_scaling: s
         raise InputError(f"{what}; for {', '.join(others)} give config.json a rope_scaling "
                          "block (a copy, as MODEL)")
     if flag == ROPE_SCALING and _removed_at(version):
-        raise InputError(f"vLLM {version} has no {ROPE_SCALING}: it was removed by PR #28006 "
-                         f"(refused from {ROPE_SCALING_REMOVED_IN} at the latest); give "
+        raise InputError(f"vLLM {version} has no {ROPE_SCALING}: it was removed in "
+                         f"v{ROPE_SCALING_REMOVED_IN} (PR #28006); give "
                          f"{HF_OVERRIDES} '{{\"rope_scaling\": {{…}}}}' with the same block, or "
                          "name an earlier --engine-version")
     block = hf_overrides_rope(text) if flag == HF_OVERRIDES else json_rope_scaling(text)

@@ -39,8 +39,12 @@ from ridgeline.units import GIB, MIB, plural
 from ridgeline.vllm_eplb import replicas_note
 from ridgeline.vllm_graphs import (
     capture_cap,
+    capture_ceiling,
     capture_sizes,
     listed_sizes,
+    sm100_card,
+    split_grids,
+    splits,
 )
 from ridgeline.vllm_hybrid import ssm_state_dtype, ssm_state_dtype_why
 from ridgeline.vllm_memory import indexer_decode_logits_bytes
@@ -268,12 +272,16 @@ def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[
     return tuple(out)
 
 
-def _captured(dep: Deployment, pool: KVPool, s: EngineSettings) -> int:
-    """How many batch sizes vLLM captures for this pool's seats, drafts and token budget."""
+def _captured(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
+    """How many batch sizes vLLM captures for this pool's seats, drafts and token budget, as
+    the graph memory counts them (vllm_graphs.capture_sizes: 51, or 59 for v0.34's split
+    grids on a B200)."""
     version = pool.accounting.version if pool.accounting else None
-    return capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size, pool.profile_tokens,
-                         _query_len(pool, s), _multiple(dep, pool, s), version,
-                         s.cudagraph_capture_sizes, s.cudagraph_mode)
+    counted = capture_sizes(pool.max_num_seqs, s.max_cudagraph_capture_size,
+                            pool.profile_tokens, _query_len(pool, s), _multiple(dep, pool, s),
+                            version, s.cudagraph_capture_sizes, s.cudagraph_mode,
+                            sm100_card(dep.accelerator))
+    return f"{counted:g}"
 
 
 def _graph_logits_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
@@ -317,22 +325,36 @@ def _capture_note(dep: Deployment, pool: KVPool, s: EngineSettings) -> str:
         listed = listed_sizes(s.cudagraph_capture_sizes, pool.profile_tokens)
         return (f" (the compilation config's cudagraph_capture_sizes: {len(listed)} sizes to "
                 f"{listed[-1]:,}{rounded}" + (f"; {mode})" if mode else ")"))
-    cap = _capture_note_cap(pool, s, query, rounded)
+    version = pool.accounting.version if pool.accounting else None
+    if splits(version, sm100_card(dep.accelerator), s.max_cudagraph_capture_size,
+              s.cudagraph_capture_sizes, s.cudagraph_mode, query, multiple):
+        prefill, decode = split_grids(pool.max_num_seqs, pool.profile_tokens)
+        return (f" (vLLM v0.34+ on an SM 10.x card: {len(prefill)} prefill graphs to "
+                f"{prefill[-1]:,} tokens and {len(decode)} decode graphs to {decode[-1]:,} "
+                "requests, one graph a size, so half as many sizes)")
+    cap = _capture_note_cap(pool, s, query, rounded, capture_ceiling(
+        version, sm100_card(dep.accelerator)))
     if not mode:
         return cap
     return f" ({cap[2:-1]}; {mode})" if cap else f" ({mode})"
 
 
-def _capture_note_cap(pool: KVPool, s: EngineSettings, query: int, rounded: str) -> str:
-    """What caps vLLM's own list of captured sizes, in words, or "" (_capture_note)."""
-    cap = capture_cap(pool.max_num_seqs, s.max_cudagraph_capture_size, query_len=query)
+def _capture_note_cap(pool: KVPool, s: EngineSettings, query: int, rounded: str,
+                      ceiling: int = 512) -> str:
+    """What caps vLLM's own list of captured sizes, in words, or "" (_capture_note);
+    ``ceiling``: the default cap's most (vllm_graphs.capture_ceiling: a B200's 1,024)."""
+    cap = capture_cap(pool.max_num_seqs, s.max_cudagraph_capture_size, query_len=query,
+                      ceiling=ceiling)
     if pool.profile_tokens < cap:
         return f" (to the token budget, max_num_batched_tokens {pool.profile_tokens:,}{rounded})"
     if s.max_cudagraph_capture_size:
         return f" (to --max-cudagraph-capture-size {cap:,}{rounded})"
     if query > 1:
         return (f" (to min(2 × {pool.max_num_seqs:,} seats × {query} tokens a decode step, "
-                f"512) = {cap:,}: vLLM v0.13+ scales its cap by 1 + the drafts{rounded})")
+                f"{ceiling:,}) = {cap:,}: vLLM v0.13+ scales its cap by 1 + the drafts{rounded})")
+    if ceiling != 512 and cap == ceiling:
+        return (f" (to {cap:,}: vLLM v0.28+ caps its default at 1,024 on an SM 10.x card, 512 "
+                f"elsewhere{rounded})")
     return f" ({rounded[2:]})" if rounded else ""
 
 
