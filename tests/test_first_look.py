@@ -233,7 +233,7 @@ def test_observe_cautions_a_given_context_far_under_the_kv_caches_fill(
     held = round(statistics.fmean(usage) * got["pool_tokens_modelled"]
                  / statistics.fmean(running))
     assert held == 10_746 and got["context"] == 4_000  # 9,948 under vLLM 0.32's pool
-    caution = next(c for c in got["cautions"] if c.startswith("caution: --context"))
+    caution = next(c for c in got["cautions"] if c.startswith("--context"))
     assert f"--context 4,000 is under the KV cache's fill: {held:,} tokens a running request" \
         in caution and f"{held / 4000:,.1f}× it" in caution
     code, out, _ = run_cli(capsys, *argv, "--context", "9000")

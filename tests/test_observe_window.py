@@ -337,7 +337,7 @@ def test_a_pool_that_cannot_hold_the_batch_sets_no_percentage_either(
     assert code == 0 and data["gap"] == {}
     assert data["gap_not_comparable"].startswith("the pool modelled for the deployment "
                                                  "described cannot hold the running batch")
-    assert any(c.startswith("caution: at the counters' mean of") for c in data["cautions"])
+    assert any(c.startswith("at the counters' mean of") for c in data["cautions"])
 
 
 # -- benchmark results -----------------------------------------------------------------------

@@ -129,7 +129,9 @@ CARD_KEYS = ("accelerator", "engine", "price_per_device_hour_usd", "ridge_flop_p
 def _without_card(entry: dict[str, object]) -> dict[str, object]:
     """A card's entry less what names the card (a comparison's row adds them; fit's own JSON
     has them too)."""
-    return {k: v for k, v in entry.items() if k not in CARD_KEYS}
+    # ridgeline_version and notes stamp the whole answer, not a card's row
+    return {k: v for k, v in entry.items()
+            if k not in CARD_KEYS and k not in ("ridgeline_version", "notes")}
 
 
 # the same question on a Mac and an H100, with no --engine named
