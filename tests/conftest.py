@@ -125,3 +125,16 @@ def simulate_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return result
 
     monkeypatch.setattr(pipeline, "run_replica", once)
+
+
+def config_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, config: Any) -> str:
+    """`ridgeline model` on ``config`` written as a config.json: exit 2, one line, no
+    traceback; the line."""
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), "utf-8")
+    code, out, err = run_cli(capsys, "model", str(path))
+    assert code == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err

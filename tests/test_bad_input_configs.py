@@ -6,7 +6,6 @@ the checkpoint handed in as its config.json."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from ridgeline.catalog import load_data, model_entry
 from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.errors import InputError
-from tests.conftest import run_cli
+from tests.conftest import config_refused as refused
 
 
 def config_of(alias: str, **changes: Any) -> dict[str, Any]:
@@ -23,15 +22,6 @@ def config_of(alias: str, **changes: Any) -> dict[str, Any]:
     return {**copy.deepcopy(load_data(f"models/{model_entry(alias).file}")), **changes}
 
 
-def refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, config: Any) -> str:
-    """`ridgeline model` on ``config`` written as a config.json: exit 2, one line, no
-    traceback; the line."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config), "utf-8")
-    code, out, err = run_cli(capsys, "model", str(path))
-    assert code == 2, (out, err)
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    return err
 
 
 # -- rope_scaling's type --------------------------------------------------------------------

@@ -7,7 +7,6 @@ moe_num_experts, Hunyuan's per-layer lists), one line, exit 2."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 from ridgeline.config_fields import sizing_looking
 from ridgeline.config_reader import spec_from_hf_config
-from tests.conftest import run_cli
+from tests.conftest import config_refused as refused
 
 
 def decoder(model_type: str, **extra: Any) -> dict[str, Any]:
@@ -66,13 +65,6 @@ def test_sizing_looking(key: str, value: Any, looks: bool) -> None:
     assert sizing_looking(key, value) is looks
 
 
-def refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, config: dict[str, Any]) -> str:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config), "utf-8")
-    code, out, err = run_cli(capsys, "model", str(path))
-    assert code == 2, (out, err)
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    return err
 
 
 def test_ernie_expert_count_under_its_own_key_is_named(
