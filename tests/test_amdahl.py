@@ -218,9 +218,10 @@ def test_explain_shows_the_share_as_a_division_of_step_cost_times(
     data = json.loads(out)
     source = data["source"]
     share = next(s for s in data["explain"] if s["label"] == "the part's share")
-    times = [float(i["value"]) for i in share["inputs"] if i["unit"] == "ms"]
-    assert times == [float(f"{source['part_time_s'] * 1e3:.5g}"),
-                     float(f"{source['step_time_s'] * 1e3:.5g}")]
+    # the times as numbers, unrounded (the text shows them to 5 digits)
+    times = [i["value"] for i in share["inputs"] if i["unit"] == "ms"]
+    assert times == [pytest.approx(source["part_time_s"] * 1e3),
+                     pytest.approx(source["step_time_s"] * 1e3)]
     assert share["result"]["value"] == source["fraction"]
 
 

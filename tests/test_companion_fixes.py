@@ -66,7 +66,8 @@ def test_llama4_chunked_layers_reread_from_their_chunks_start(
     code, out, _ = run_cli(capsys, "attention", "--model", "llama-4-scout", "--context", "64K",
                            "--explain")
     assert code == 0
-    assert f"keys read per head, chunk 8,192 = {chunk_keys:,} keys  [36 layers" in out
+    assert f"keys read per head, chunk 8,192 = {chunk_keys:,} keys  [a layer" in out
+    assert "attention layers, chunk 8,192 = 36" in out
 
 
 # --- utilization: --compute-dtype beside --model, and uneven micro-batches ---

@@ -18,7 +18,7 @@ def _matmuls(capsys: pytest.CaptureFixture[str], engine: str) -> dict:
     code, out, err = run_cli(capsys, "simulate", *RUN, "--engine", engine, "--explain", "--json")
     assert code == 0, err
     (found,) = [i for s in json.loads(out)["explain"] for i in s["inputs"]
-                if i["name"] == "weight matmuls"]
+                if i["name"] == "weight-matmul launches"]
     return found
 
 

@@ -83,14 +83,14 @@ def test_step_cost_charges_the_models_matmuls() -> None:
 def test_explain_shows_the_matmuls_behind_the_fixed_cost(
         capsys: pytest.CaptureFixture[str]) -> None:
     """decode --explain writes the overhead as its parts: per step, layers × per layer and
-    weight matmuls × per matmul, and the parts add up to the overhead it prints."""
+    weight-matmul launches × per matmul, and the parts add up to the overhead it prints."""
     from ridgeline.cli import main
 
     assert main(["decode", "deepseek-r1", "--gpu", "b200", "--num-gpus", "8", "--weights",
                  "fp8", "--batch", "1", "--context", "1000", "--explain"]) == 0
     out = capsys.readouterr().out
     block = out.split("engine overhead:")[1].split("=> overhead")[0]
-    assert "weight matmuls = 601" in block and "layers = 61" in block
+    assert "weight-matmul launches = 601" in block and "layers = 61" in block
     profile = profile_for("vllm")
     shown = float(out.split("engine overhead:")[1].split("=> overhead = ")[1].split()[0])
     assert shown == pytest.approx(profile.overhead_s(61, False, 601) * 1e3, rel=1e-3)

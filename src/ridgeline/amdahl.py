@@ -68,11 +68,11 @@ class FractionSource:
                   + pool_at_context_note(self.engine)),) if self.engine in SERVING_ENGINES \
             else ()
         # a digit more in the times than in P (shown to 4), so that their division gives P as
-        # shown: the times as text to 5 significant digits (the JSON's source has them whole)
+        # shown: the text shows the times to 5 significant digits, the JSON has them whole
         out = [step("the part's share", f"P = time in {part} ÷ decode step time (step_cost)",
                     q("P", share_shown(self.fraction)),
-                    q(f"time in {part}", f"{self.part_time_s * 1e3:.5g}", "ms"),
-                    q("decode step time", f"{self.step_time_s * 1e3:.5g}", "ms"), *pool)]
+                    q(f"time in {part}", self.part_time_s * 1e3, "ms", digits=5),
+                    q("decode step time", self.step_time_s * 1e3, "ms", digits=5), *pool)]
         if self.overhead_time_s and self.step_time_s:
             out.append(step("the engine's fixed costs' share", "fixed costs (per step, layer "
                             "and weight matmul: in no operator group) ÷ decode step time",

@@ -20,7 +20,7 @@ from ridgeline.kvcache import cached_tokens
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED
 from ridgeline.model import ModelSpec
 from ridgeline.sparse_attention import INDEXER_LOGIT_BYTES, sparse_topk
-from ridgeline.units import GB, fmt_decimal_bytes, indefinite, plural, require_positive
+from ridgeline.units import GB, fmt_decimal_bytes, indefinite, require_positive
 
 # Q, K, V and O in bf16 whatever the scores are kept in (an eager fp32 softmax upcasts the
 # scores alone)
@@ -242,17 +242,19 @@ def attention_memory(spec: ModelSpec, context: int, bytes_per_element: float = 2
              q("d_v", v, "", "config.json"),
              q("activation bytes", ACTIVATION_BYTES, "B", "Q, K, V and O in bf16")),
         step("tiled traffic, K and V re-read per query tile (the worst case)",
-             "Σ over attention layers of S·heads·(d_qk + d_v) × activation bytes (Q, O) + "
-             "heads × keys read × (d_qk + d_v) × activation bytes; keys read = Σ over the "
+             "Σ over the kinds of attention layer of layers × (S·heads·(d_qk + d_v) × "
+             "activation bytes (Q, O) + heads × keys read × (d_qk + d_v) × activation bytes); "
+             "keys read = Σ over the "
              "T = ⌈S ÷ tile rows⌉ query tiles of the keys each tile's rows see under the "
              "causal mask = tile rows·T·(T − 1)/2 + S for full attention, less the keys "
              "before a window or chunk",
              q("total", worst / GB, "GB"), q("S", context, "tokens"),
              q("query tile rows", QUERY_TILE_ROWS, "", "a FlashAttention-2 query block"),
              q("query tiles", tiles),
-             *(q(f"keys read per head, {kind}", keys, "keys",
-                 f"{n} {plural(n, 'layer')}; {keys / tiles:,.0f} a tile of the {context:,}")
-               for kind, (n, keys) in keys_read.items()),
+             *(quantity for kind, (n, keys) in keys_read.items() for quantity in (
+                 q(f"attention layers, {kind}", n),
+                 q(f"keys read per head, {kind}", keys, "keys",
+                   f"a layer; {keys / tiles:,.0f} a tile of the {context:,}"))),
              q("heads", h, "", "num_attention_heads"), q("d_qk", qk, "", "config.json"),
              q("d_v", v, "", "config.json"),
              q("activation bytes", ACTIVATION_BYTES, "B", "Q, K, V and O in bf16")),

@@ -6,7 +6,7 @@ utilization, simulate and the planner all give alike."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from ridgeline.context_length import positions_label, served_positions
@@ -442,6 +442,22 @@ def _held_in_slots(dep: Deployment, context: int, settings: EngineSettings) -> i
                                        s.fit_target_bytes), dep, context)
 
 
+def slot_search_terms(dep: Deployment, context: int, settings: EngineSettings | None,
+                      held: int) -> EngineSeats:
+    """llama.cpp's ``held`` sequences of ``context`` tokens, a slot each (llamacpp_slots),
+    with the two counts that make ``held`` the most: the pool of ``held`` slots holds at
+    least ``held`` conversations, the pool of one slot more fewer than its slots
+    (llama-3.1-8b q4_k_m on an H100 at 2,000 tokens under the default --fit: 297 slots
+    hold 297, 298 hold 297)."""
+    def holds(slots: int) -> int:
+        return _held_in_slots(dep, context, replace(settings or EngineSettings(),
+                                                    max_num_seqs=slots))
+
+    return EngineSeats(context, held, slots_pool_held=holds(held),
+                       more_slots_pool_held=holds(held + 1)
+                       if held < MAX_LLAMACPP_SLOTS else None)
+
+
 def _slot_pool(dep: Deployment, context: int, settings: EngineSettings | None) -> KVPool:
     """llama.cpp's pool for one slot of ``context`` cells (``_one_slot``): under --fit the
     card less its margin, as `fit` sizes that run (llamacpp_fit.run_pool), else the whole
@@ -655,6 +671,10 @@ class EngineSeats:
     # a serving engine that runs some: held = min(seat_limit, pool_held), max_batch's terms
     seat_limit: int | None = None
     pool_held: int | None = None
+    # llama.cpp given a slot per sequence (llamacpp_slots): the conversations the pool of
+    # ``held`` slots holds (at least ``held``) and of one slot more (fewer than that slot count)
+    slots_pool_held: int | None = field(default=None, compare=False)
+    more_slots_pool_held: int | None = field(default=None, compare=False)
 
     @property
     def start_refused(self) -> bool:
@@ -704,7 +724,10 @@ def _slot_seats(dep: Deployment, context: int, slot_tokens: int, enforce_eager: 
         held = 0
     else:  # decode's default: a slot per sequence, as many as fit
         held = engine_holds(dep, slot_tokens, enforce_eager, settings)
-    if held != 0:
+    if held:
+        return replace(slot_search_terms(dep, slot_tokens, settings, held),
+                       context=context, max_model_len=slot_tokens)
+    if held is None:
         return EngineSeats(context, held, slot_tokens)
     return EngineSeats(context, 0, slot_tokens, refusal=context_refusal(dep, slot_tokens),
                        none_reason=engine_none_reason(dep, slot_tokens, enforce_eager, settings))
@@ -728,6 +751,8 @@ def engine_seats(dep: Deployment, context: int, enforce_eager: bool = False,
                        max_model_len=None)
     if dep.engine not in SERVING_ENGINES or length is None:
         held = engine_holds(dep, context, enforce_eager, settings)
+        if held and dep.engine.startswith("llama.cpp"):
+            return slot_search_terms(dep, context, settings, held)
         if held != 0:
             return EngineSeats(context, held)
         return EngineSeats(context, 0, refusal=context_refusal(dep, context),

@@ -41,6 +41,20 @@ class LinesReport:
     def text_lines(self) -> list[str]:
         return [*self.lines, *self.notes]
 
+    def explain_step_dicts(self) -> list[dict[str, Any]]:
+        """The --json explain of results that print their own text (evalstats, prefix): each
+        result's Steps (evalstats_steps), as every command's, each naming its result
+        ("point": "wilson_interval_a") where there are several; none for amdahl's, whose
+        ``steps`` render as every command's."""
+        from ridgeline.evalstats_steps import result_steps
+        from ridgeline.explain import step_dict
+
+        if self.steps:
+            return []
+        several = len(self.results) > 1
+        return [{"point": key, **step_dict(s)} if several else step_dict(s)
+                for key, result in self.results for s in result_steps(result)]
+
     def explain_lines(self) -> list[str]:
         if len(self.results) == 1:
             return list(self.results[0][1].explain_lines())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ridgeline.explain import Step, q, step
-from ridgeline.roofline import first_whole_batch, ridge_point, ridge_step
+from ridgeline.roofline import RIDGE_BATCH_DIGITS, first_whole_batch, ridge_point, ridge_step
 
 if TYPE_CHECKING:
     from ridgeline.deployment import Deployment
@@ -37,11 +37,11 @@ def dense_ridge_steps(dep: Deployment) -> tuple[Step, ...]:
              for category, n, dtype in dep.dense_matmuls]
     total = sum(n for _, n, _ in dep.dense_matmuls)
     return (
-        step("dense matmuls' blended peak", "Σ weights ÷ Σ (weights ÷ peak at their dtype): "
-             "each weight does 2 FLOP a token at its category's rate, so the matmuls together "
-             "take batch × Σ 2 × weights ÷ peak",
+        step("dense matmuls' blended peak", "2 FLOP × Σ weights ÷ one token's matmuls, "
+             "Σ 2 FLOP × weights ÷ peak at their dtype: each weight does 2 FLOP a token at its "
+             "category's rate, so the matmuls together take batch × Σ 2 × weights ÷ peak",
              q("blended peak", peak / 1e12, "TFLOP/s", acc.source_of("peak_flops")),
-             q("Σ weights", total / 1e9, "B", "the matmuls every token runs"),
+             q("Σ weights", total / 1e9, "B weights", "the matmuls every token runs"),
              q("one token's matmuls", 2 * total / peak * 1e6, "µs",
                "Σ 2 FLOP × weights ÷ peak, over the categories below"),
              *parts),
@@ -69,4 +69,4 @@ def ridge_batch_step(dep: Deployment) -> Step:
                 q("bytes per weight", dep.bytes_per_weight_split[0], "B",
                   f"{dep.weights.label}; all but the routed experts and the input embedding"
                   if dep.model.moe else f"{dep.weights.label}; {dep.params_read_note}"),
-                q("ridge × bytes per weight ÷ 2", f"{ridge_batch:,.2f}"))
+                q("ridge × bytes per weight ÷ 2", ridge_batch, digits=RIDGE_BATCH_DIGITS))

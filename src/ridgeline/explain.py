@@ -6,7 +6,8 @@ is "one division you can repeat".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -15,9 +16,16 @@ class Quantity:
     value: float | str
     unit: str
     source: str = ""
+    # where the text needs more than shown_number's four significant digits for the step's
+    # division to repeat from it (amdahl's times, to 5: 6.7275 ÷ 14.607 = 0.4606), the digits
+    # it shows; the JSON keeps the value whole, a number (step_dict leaves this out)
+    digits: int = field(default=0, compare=False)
 
     def show(self) -> str:
         shown = self.value if isinstance(self.value, str) else shown_number(self.value)
+        if self.digits and not isinstance(self.value, str) \
+                and "e" not in (more := f"{self.value:,.{self.digits}g}"):
+            shown = more
         text = f"{self.name} = {shown} {self.unit}".rstrip()
         return f"{text}  [{self.source}]" if self.source else text
 
@@ -36,12 +44,26 @@ class Step:
         return out
 
 
+def quantity_dict(quantity: Quantity) -> dict[str, Any]:
+    """A quantity as --json gives it: name, value (a number wherever it is one), unit, source."""
+    return {"name": quantity.name, "value": quantity.value, "unit": quantity.unit,
+            "source": quantity.source}
+
+
+def step_dict(s: Step) -> dict[str, Any]:
+    """A step as --json's ``explain`` gives it: {label, formula, inputs, result}."""
+    return {"label": s.label, "formula": s.formula,
+            "inputs": [quantity_dict(i) for i in s.inputs], "result": quantity_dict(s.result)}
+
+
 def step(label: str, formula: str, result: Quantity, *inputs: Quantity) -> Step:
     return Step(label, formula, tuple(inputs), result)
 
 
-def q(name: str, value: float | str, unit: str = "", source: str = "") -> Quantity:
-    return Quantity(name, value if isinstance(value, str) else float(value), unit, source)
+def q(name: str, value: float | str, unit: str = "", source: str = "", digits: int = 0
+      ) -> Quantity:
+    return Quantity(name, value if isinstance(value, str) else float(value), unit, source,
+                    digits)
 
 
 # the most significant digits a figure that is not whole gets to show it is not (past them,

@@ -146,6 +146,17 @@ class FitCheck:
                          "its weights and cache, which the engine holds beside the model's"),)
                       if self.drafter_bytes else ()))
 
+    def shortfall_step(self) -> Step:
+        """The headline's "short by": what the weights and cache need past the capacity (roofline
+        and moe: the weights alone, Llama-3.1-70B bf16 on one H100: 141.1 − 85.0 = 56.1 GB)."""
+        return step("short by", "weights" + (" + KV cache" if self.kv_bytes else "")
+                    + " − capacity: the memory missing",
+                    q("shortfall", self.shortfall_bytes / GB, "GB"),
+                    q("weights", self.weight_bytes / GB, "GB"),
+                    *((q("KV cache", self.kv_bytes / GB, "GB"),) if self.kv_bytes else ()),
+                    q("capacity", self.capacity_bytes / GB, "GB",
+                      "the memory an engine finds on the GPUs (the runtime's total)"))
+
     @property
     def _drafter_note(self) -> str:
         return (f"the drafter's {self.drafter_bytes / GB:,.1f} GB of weights and cache "

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 from ridgeline import __version__
 from ridgeline.errors import DoesNotFit
-from ridgeline.explain import Step
+from ridgeline.explain import Step, step_dict
 from ridgeline.reports import Report
 
 
@@ -53,7 +52,8 @@ def render(report: Report, as_json: bool = False, explain: bool = False,
             data = _stamped(data, input_cautions, notes)
         if explain:
             own = _own_explain(report)
-            data["explain"] = own() if own else _step_dicts(report)
+            stepped = getattr(report, "explain_step_dicts", None)
+            data["explain"] = (stepped() if stepped else own()) if own else _step_dicts(report)
         return json.dumps(_clean(data), indent=2)
     lines = report.text_lines()
     if explain:
@@ -105,8 +105,8 @@ def _step_dicts(report: Report) -> list[dict[str, Any]]:
     several ("point": "batch 32 at 2,000 tokens of context")."""
     groups = _groups(report)
     if not groups:
-        return [asdict(s) for s in report.steps]
-    return [{"point": heading, **asdict(s)} for heading, steps in groups for s in steps]
+        return [step_dict(s) for s in report.steps]
+    return [{"point": heading, **step_dict(s)} for heading, steps in groups for s in steps]
 
 
 def table(rows: list[list[str]], header: list[str], left: int = 1) -> list[str]:

@@ -158,6 +158,11 @@ def ridge_step(acc: Accelerator, dtype: str, peak_flops_per_s: float | None = No
     )
 
 
+# the significant digits --explain shows a fractional ridge batch to, so that ⌈it⌉ repeats
+# from the text where four would round across a whole number (1,000.4 shows as "1,000")
+RIDGE_BATCH_DIGITS = 6
+
+
 def first_whole_batch(batch: float) -> int:
     """The first whole batch at or past a fractional one (295.3 on an H100: 296 reaches the
     ridge, 295 stops at 99.9 %)."""

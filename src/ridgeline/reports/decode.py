@@ -211,6 +211,9 @@ class DecodeReport:
         """The sequences the engine's pool runs at this point's context, as the text's "runs
         at most N sequences" line gives them: min(the pool's conversations, the seats)."""
         seat = next((s for s in self.seats if s.context == f.context), None)
+        slots = next((s for s in self.line_seats if s.context == f.context), None)
+        if slots is not None and slots.held and slots.slots_pool_held is not None:
+            return (_slot_search_step(slots, self._seats_knob()),)
         if seat is None or not seat.held or seat.seat_limit is None or seat.pool_held is None:
             return ()
         return (step(f"sequences the engine runs at {f.context:,} tokens",
@@ -599,6 +602,26 @@ class DecodeReport:
     def _seats_knob(self) -> str:
         """The engine's own name for its cap on running sequences: vLLM's max_num_seqs."""
         return seats_knob(self.expected[0].engine)
+
+
+def _slot_search_step(seat: EngineSeats, knob: str) -> Step:
+    """llama.cpp's "runs at most N sequences", a slot each: the most slots N whose pool holds
+    N conversations, shown by the pool of N slots (at least N) and of N + 1 (fewer than
+    N + 1): llama-3.1-8b q4_k_m on an H100 at 2,000 tokens, 297 (297 slots hold 297, 298
+    hold 297)."""
+    n, cells = seat.held or 0, seat.max_model_len or seat.context  # a slot's cells
+    more = seat.more_slots_pool_held
+    return step(f"sequences the engine runs at {seat.context:,} tokens",
+                f"min({knob} N, conversations the KV pool of N slots holds), N the most slots "
+                "whose pool holds N (each slot adds its cache and logits row; at N + 1 the "
+                "pool holds fewer than N + 1)",
+                q("sequences", n),
+                q(f"{knob} N", n, "", "a slot per sequence, as many as hold one"),
+                q("pool of N slots holds", seat.slots_pool_held or 0, "conversations",
+                  f"-np {n:,}, -c {n:,} × {cells:,}"),
+                *([q("pool of N + 1 slots holds", more, "conversations",
+                     f"-np {n + 1:,}, -c {n + 1:,} × {cells:,}")]
+                  if more is not None else []))
 
 
 def speed_note(model: ModelSpec, contexts: list[int], more: list[str]) -> str:

@@ -111,7 +111,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
     return (llamacpp_pool_step(dep, pool, s) if is_llamacpp(pool) else
             _set_pool_step(dep, pool, s) if pool.set_pool_bytes else
             step(f"static pool {per_gpu(pool)}" if static else f"KV pool {per_gpu(pool)}",
-                 "(total × reserved fraction − weights − activations − non-torch "
+                 _floored(pool, "(total × reserved fraction − weights − activations − non-torch "
                  "− graphs" + (" − runtime buffers" if pool.engine_buffers else "")
                  + (" − every seat's Mamba state" if pool.seat_state_bytes else "")
                  + (" − KV transfer buffer" if pool.transfer_buffer_bytes
@@ -133,7 +133,7 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                  + " − activations − non-torch − graphs"
                  + (" − sampler state" if pool.seat_buffer_bytes else "")
                  + (" − drafter buffers" if pool.drafter_buffer_bytes else "")
-                 + (" − kept free after warm-up" if pool.kept_free_bytes else ""),
+                 + (" − kept free after warm-up" if pool.kept_free_bytes else "")),
                  q("static pool" if static else "pool", pool.pool_bytes / GIB, "GiB"),
                  q("total", pool.total_bytes / GIB, "GiB",
                    device_memory_note(dep.accelerator)),
@@ -213,6 +213,14 @@ def pool_step(dep: Deployment, pool: KVPool, s: EngineSettings) -> Step:
                       "kv_cache_free_gpu_mem_fraction: TensorRT-LLM's share of the memory free "
                       "after the engine loads")] if pool.free_fraction_of_rest != 1 else []),
                  accounting_quantity(pool)))
+
+
+def _floored(pool: KVPool, formula: str) -> str:
+    """The pool's formula, as max(0, …) where what it leaves is negative and the pool is
+    none (Qwen3-Next-80B's bf16 weights on one H200: 139.8 − 148.4 − … = −15.29 GiB, pool 0)."""
+    after = pool.transfer_buffer_bytes if pool.transfer_after_fraction else 0.0
+    return f"max(0, {formula})" if pool.rest_bytes * pool.free_fraction_of_rest - after < 0 \
+        else formula
 
 
 def state_pool_steps(dep: Deployment, pool: KVPool, s: EngineSettings) -> tuple[Step, ...]:

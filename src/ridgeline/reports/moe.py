@@ -171,7 +171,8 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
                        ridge_point(dep.accelerator.peak(sixteen),
                                    dep.accelerator.memory_bandwidth_bytes_per_s), dep.num_gpus,
                        weights_check=fits)
-    return replace(report, steps=steps + _header_steps(dep, report, sixteen))
+    return replace(report, steps=(() if fits.fits else (fits.shortfall_step(),)) + steps
+                   + _header_steps(dep, report, sixteen))
 
 
 def _header_steps(dep: Deployment, r: MoEReport, sixteen: str) -> tuple[Step, ...]:

@@ -62,7 +62,7 @@ def matmul_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
               "trtllm": "TensorRT-LLM's, not counted apart"}
     other = others.get(dep.engine, f"{dep.engine}'s, not counted apart")
     stand_in = "" if dep.engine == "vllm" else f", standing in for {other}"
-    return [q("weight matmuls", deployment_matmuls(dep), "",
+    return [q("weight-matmul launches", deployment_matmuls(dep), "",
               f"per pass, as vLLM's model files launch them{stand_in}{folded} (launches.py)"),
             overhead_q("per matmul", profile.matmul_overhead_s, f"{profile.engine} profile")]
 
@@ -81,5 +81,5 @@ def moe_layer_qs(profile: EngineProfile, dep: Deployment) -> list[Quantity]:
 def overhead_formula(profile: EngineProfile) -> str:
     """The fixed costs' formula, as --explain writes it."""
     return "per step + layers × per layer" + (
-        " + weight matmuls × per matmul" if profile.matmul_overhead_s else "") + (
+        " + weight-matmul launches × per matmul" if profile.matmul_overhead_s else "") + (
         " + MoE layers × per MoE layer" if profile.moe_layer_overhead_s else "")

@@ -18,6 +18,7 @@ from ridgeline.render import table
 from ridgeline.reports.expectation import weights_fit_dict
 from ridgeline.reports.identity import card_identity_json, identity_json
 from ridgeline.roofline import (
+    RIDGE_BATCH_DIGITS,
     OperatingPoint,
     arithmetic_share,
     batch_for_intensity,
@@ -446,7 +447,7 @@ def roofline_report(
                   "batch at or past it", q("batch", first_whole_batch(to_ridge)),
                   q("ridge", dense_ridge, "FLOP/byte", *blended_from),
                   q("bytes per weight", bytes_per_weight, "B"),
-                  q("ridge × bytes per weight ÷ 2", f"{to_ridge:,.2f}")),
+                  q("ridge × bytes per weight ÷ 2", to_ridge, digits=RIDGE_BATCH_DIGITS)),
              step("share of the arithmetic in use", "min(1, intensity ÷ ridge)",
                   q("fraction", arithmetic_share(batch, bytes_per_weight, dense_ridge)),
                   q("intensity", w, "FLOP/byte", "the weight-matrix intensity above"),
@@ -479,7 +480,8 @@ def roofline_report(
             q("batch", first_whole_batch(expert_ridge)),
             q("ridge", expert_ridge_at, "FLOP/byte", f"the experts' matmuls at {expert_dtype}"),
             q("bytes per expert weight", expert_bpw, "B"), q("k/E", moe.routed_fraction),
-            q("(ridge × bytes per expert weight ÷ 2) ÷ (k/E)", f"{expert_ridge:,.2f}")))
+            q("(ridge × bytes per expert weight ÷ 2) ÷ (k/E)", expert_ridge,
+              digits=RIDGE_BATCH_DIGITS)))
         points.append(point(
             "MoE experts (prefill)", expert_intensity(prompt_len, dep.model, expert_bpw),
             expert_dtype, expert_ridge, "the prompt's tokens spread over the experts: each "
@@ -500,6 +502,7 @@ def roofline_report(
     if dep is not None and check is not None and not check.fits:
         overflow = (f"{check.headline()} (the weights alone, on {dep.num_gpus} x {acc.id}): "
                     "the points below are arithmetic only")
+        steps.insert(0, check.shortfall_step())
     caution = served_context_caution(dep.model, prompt_len, dep.engine) \
         if dep is not None else ""
     return RooflineReport(acc, compute_dtype, batch, prompt_len,

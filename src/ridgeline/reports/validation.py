@@ -257,7 +257,7 @@ def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
                         "over the rows, minimised by Nelder–Mead"))
         steps.append(step(
             f"{engine} profile",
-            "step time = per step + layers × per layer (+ weight matmuls × per matmul, + MoE "
+            "step time = per step + layers × per layer (+ weight-matmul launches × per matmul, + MoE "
             "layers × per MoE layer) + Σ over "
             "operators max(FLOPs ÷ (peak × compute share), bytes ÷ (bandwidth × bandwidth "
             "share)) + collectives",
