@@ -58,6 +58,18 @@ SWAPPED = ("vllm:num_requests_swapped",)
 # DP case" — on every engine's series), SGLang's max_total_num_tokens
 CACHE_CONFIG = "vllm:cache_config_info"
 POOL_TOKENS = ("sglang:max_total_num_tokens",)
+# TensorRT-LLM's pool as its KV cache manager sized it: trtllm_cache_config_info, with vLLM's
+# label names num_gpu_blocks and block_size (TRT-LLM PR #12545's config-info gauges, and #12564
+# as kubernetes-sigs/gateway-api-inference-extension #2713 and #2739 read it), else its
+# iteration stats' max blocks × tokens per block (tensorrt_llm/metrics/collector.py, commit
+# 050f80d: kv_cache_max_blocks, kv_cache_tokens_per_block)
+TRTLLM_CACHE_CONFIG = "trtllm_cache_config_info"
+TRTLLM_MAX_BLOCKS = "trtllm_kv_cache_max_blocks"
+TRTLLM_TOKENS_PER_BLOCK = "trtllm_kv_cache_tokens_per_block"
+# the requests its scheduler paused at the last iteration (inflight batching stats'
+# numPausedRequests: under the MAX_UTILIZATION policy, evicted for want of KV blocks), a gauge:
+# no count over a window, as vLLM's preemption counter gives
+TRTLLM_PAUSED = "trtllm_num_paused_requests"
 # SGLang's mean accepted length a verify step over its last logging interval: 0 without a
 # drafter (scheduler_metrics_mixin.py: 'if self.spec_algorithm.is_none(): spec_accept_length
 # = 0'), above 0 once a drafter's step has run — the sign a drafter serves

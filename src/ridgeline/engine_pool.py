@@ -97,7 +97,8 @@ def reported_pool(obs: Observation, dep: Deployment) -> EnginePool | None:
             return None
         return EnginePool(int(obs.pool_tokens))
     blocks = int(obs.pool_tokens // size)
-    if obs.swapped:  # V0 (it swaps; V1 does not): one block table for every layer
+    # V0 (it swaps; V1 does not), TensorRT-LLM: one block table for every layer
+    if obs.swapped or obs.engine_family == "trtllm":
         return EnginePool(blocks * size, blocks, size)
     try:
         modelled = kv_pool(dep, EngineSettings()).groups

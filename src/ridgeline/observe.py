@@ -14,6 +14,7 @@ from pathlib import Path
 from ridgeline.errors import InputError, shorten
 from ridgeline.observation import Observation
 from ridgeline.observe_bench import from_bench
+from ridgeline.observe_foreign import refuse_foreign
 from ridgeline.observe_log import STATS_HINT, from_log
 from ridgeline.observe_metrics import from_scrapes
 from ridgeline.prometheus import MIN_SCRAPE_GAP_S, Scrape, parse_scrape, split_scrapes
@@ -155,6 +156,8 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
     if compressed is not None:
         raise InputError(f"{source} is {compressed}-compressed: decompress it first")
     text = data.decode("utf-8-sig", errors="replace")
+    if not STATS_HINT.search(text) or text.lstrip()[:1] == "{":
+        refuse_foreign(text, source)  # a JSON-wrapped log, an error body, another engine's log
     head = text.lstrip()[:1]
     if head in ("{", "[") and not (head == "[" and STATS_HINT.search(text)):
         return from_bench(text, source)  # a log may start "[Gloo] Rank 0 is connected…"

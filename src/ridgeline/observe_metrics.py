@@ -32,7 +32,10 @@ slots' summed generation time, whose increase per generated token is the mean ti
 slot's tokens (it has no latency histograms);
 TensorRT-LLM (trtllm-serve's /prometheus/metrics) ``trtllm_num_requests_running``,
 ``trtllm_num_requests_waiting``, ``trtllm_kv_cache_utilization`` (iteration stats),
-``trtllm_prompt_tokens_total``, ``trtllm_generation_tokens_total``,
+``trtllm_cache_config_info`` (the pool: num_gpu_blocks × block_size; else
+``trtllm_kv_cache_max_blocks`` × ``trtllm_kv_cache_tokens_per_block``),
+``trtllm_num_paused_requests`` (noted), ``trtllm_prompt_tokens_total``,
+``trtllm_generation_tokens_total``,
 ``trtllm_request_success_total``, ``trtllm_prompt_cached_tokens_total``, histograms
 ``trtllm_time_to_first_token_seconds``, ``trtllm_time_per_output_token_seconds`` (one per
 request), ``trtllm_e2e_request_latency_seconds``.
@@ -84,6 +87,10 @@ from ridgeline.engine_metrics import (
     SPEC_DRAFT_TOKENS,
     SPEC_DRAFTS,
     SWAPPED,
+    TRTLLM_CACHE_CONFIG,
+    TRTLLM_MAX_BLOCKS,
+    TRTLLM_PAUSED,
+    TRTLLM_TOKENS_PER_BLOCK,
     TTFT,
     WAITING,
     WAITING_BY_REASON,
@@ -125,9 +132,11 @@ from ridgeline.vllm_cache_dtype import names_cache_dtype
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
-    (RUNNING + WAITING + SWAPPED + (WAITING_BY_REASON,), 0.0, MAX_REQUESTS, REQUESTS_RANGE),
+    (RUNNING + WAITING + SWAPPED + (WAITING_BY_REASON, TRTLLM_PAUSED), 0.0, MAX_REQUESTS,
+     REQUESTS_RANGE),
     (KV_USAGE, 0.0, 1.0, FRACTION_RANGE),
-    ((LLAMACPP_KV_TOKENS, *POOL_TOKENS), 0.0, MAX_TOKENS,
+    ((LLAMACPP_KV_TOKENS, *POOL_TOKENS, TRTLLM_MAX_BLOCKS, TRTLLM_TOKENS_PER_BLOCK), 0.0,
+     MAX_TOKENS,
      f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (RESTART_SIGNS + _HISTOGRAMS, 0.0, MAX_COUNT, COUNTER_RANGE),
     ((PROCESS_START,), 0.0, MAX_UNIX_S, f"unix seconds, 0 to {MAX_UNIX_S:g}"),
@@ -246,6 +255,14 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                              "use from iteration stats, with enable_iter_perf_stats: true among "
                              "its LLM API options (TensorRT-LLM 1.1 exported request latencies "
                              "only)")
+        bare = _unprefixed_trtllm(scrapes[-1])
+        if bare:
+            raise InputError(f"{source}: TensorRT-LLM's page without the trtllm_ prefix "
+                             f"({', '.join(bare[:3])}: trtllm-serve 1.0 to 1.2, "
+                             "tensorrt_llm/metrics/collector.py): it exports request latencies "
+                             "only, no running requests or KV use; a release that exports "
+                             "trtllm_num_requests_running (with enable_iter_perf_stats: true) "
+                             "gives observe a batch")
         raise InputError(f"{source}: no running-requests metric ({' or '.join(RUNNING)}); "
                          f"found {', '.join(found[:6])}, …")
     if _gauge(scrapes[-1], KV_USAGE, obs.engine_family) is None:
@@ -271,9 +288,16 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         if obs.engine_family in ("sglang", "llama.cpp", "trtllm") and (
                 (not live and prompt_rate is not None)
                 or (not decoding and generation_rate is not None)):
-            obs.notes.append(f"{obs.engine_family} adds a request's tokens to its counters when "
-                             "it finishes: over a window shorter than its requests the token "
-                             "rates read low (0 if none finished), and high when several do")
+            # llama.cpp's server_metrics (tools/server): on_prompt_eval adds a prompt's tokens
+            # once the prompt is evaluated, on_prediction the generated ones at slot release
+            obs.notes.append(
+                "llama-server adds a request's prompt tokens to its counters once the prompt is "
+                "evaluated, its generated tokens when it finishes: over a window shorter than "
+                "its requests the generation rate reads low (0 if none finished), and high "
+                "when several do" if obs.engine_family == "llama.cpp" else
+                f"{obs.engine_family} adds a request's tokens to its counters when it "
+                "finishes: over a window shorter than its requests the token rates read low "
+                "(0 if none finished), and high when several do")
         if live and prompt_rate is not None:
             obs.notes.append(f"prompt tok/s: the prompt tokens SGLang computed ({REALTIME_TOKENS}"
                              f", mode {' or '.join(PREFILL_MODES)}), its prefix-cache hits left "
@@ -288,8 +312,14 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
         obs.preemptions = window_increase(scrapes, PREEMPTIONS, obs, restarts)  # all engines'
         if obs.preemptions is None and not series_present(scrapes, PREEMPTIONS) \
                 and obs.engine_family != "llama.cpp":  # it preempts none
+            paused = max((v for s in scrapes for v in _gauge_by_core(
+                s, (TRTLLM_PAUSED,), obs.engine_family).values()), default=None)
             obs.notes.append(f"no preemption counter ({' or '.join(PREEMPTIONS)}): SGLang's "
-                             "appears at its first retraction; TensorRT-LLM exports none")
+                             "appears at its first retraction; TensorRT-LLM exports none"
+                             + ("" if not paused else
+                                f", but {TRTLLM_PAUSED} read up to {paused:,.0f} requests "
+                                "paused at an iteration (evicted for want of KV blocks): "
+                                "the pool preempts"))
     else:
         live = False
         lifetime = counter_total(last, PREEMPTIONS)
@@ -532,6 +562,23 @@ def _tokens_per_itl_reading(generated: float | None,
     return tokens, how
 
 
+# TensorRT-LLM's metric names before they took the trtllm_ prefix (trtllm-serve 1.0 to 1.2:
+# collector.py at commit 89fd9b7; a page as vllm-project/aibrix #2004 quotes it,
+# 'e2e_request_latency_seconds{engine_type=...}'): its per-request histograms and counter
+_UNPREFIXED_TRTLLM = ("request_success_total", "time_to_first_token_seconds_count",
+                      "time_per_output_token_seconds_count", "e2e_request_latency_seconds_count",
+                      "request_queue_time_seconds_count")
+
+
+def _unprefixed_trtllm(scrape: Scrape) -> list[str]:
+    """TensorRT-LLM's unprefixed names the scrape holds where they are its (an
+    engine_type="trtllm" label, or two of them together), else []."""
+    present = [n for n in _UNPREFIXED_TRTLLM if n in scrape.samples]
+    labelled = any(labels.get("engine_type") == "trtllm"
+                   for n in present for labels, _ in scrape.samples[n])
+    return present if labelled or len(present) >= 2 else []
+
+
 def _per_step(scrapes: list[Scrape], modes: tuple[str, ...]) -> bool:
     """Whether every scrape has a series of SGLang's per-step token counter in one of
     ``modes``."""
@@ -694,14 +741,14 @@ def _read_pool(scrape: Scrape, obs: Observation) -> None:
     over 2 engines are 10,000 each. A size that gives no pool (None before the engine has
     profiled it, 0, NaN, a label left out) or a cache_dtype naming no cache is noted, one line
     each: the check it feeds is skipped, not failed."""
+    if obs.engine_family == "trtllm":
+        _read_trtllm_pool(scrape, obs)
+        return
     for labels, _ in scrape.samples.get(CACHE_CONFIG, [])[:1]:
         _read_cache_dtype(labels.get("cache_dtype"), obs)
         _read_memory_labels(labels, obs)
         raw = {key: labels.get(key) for key in ("num_gpu_blocks", "block_size")}
-        try:
-            blocks, size = int(raw["num_gpu_blocks"] or ""), int(raw["block_size"] or "")
-        except ValueError:  # "None" before the engine has profiled its pool, "nan", ""
-            blocks = size = 0
+        blocks, size = _blocks_and_size(raw)
         k = obs.engines
         if 0 < blocks <= MAX_TOKENS and 0 < size <= 4096 and blocks // k:
             if k > 1:
@@ -723,6 +770,42 @@ def _read_pool(scrape: Scrape, obs: Observation) -> None:
         obs.notes.append(f"{POOL_TOKENS[0]} is {min(values):g}: no pool size read: the "
                          "modelled pool sizes the batch, and the reported pool's check "
                          "against it is skipped")
+
+
+def _blocks_and_size(raw: dict[str, str | None]) -> tuple[int, int]:
+    """A cache_config_info's num_gpu_blocks and block_size labels as numbers; (0, 0) where
+    either is not a whole number ("None" before the engine has profiled its pool, "nan", "")."""
+    try:
+        return int(raw["num_gpu_blocks"] or ""), int(raw["block_size"] or "")
+    except ValueError:
+        return 0, 0
+
+
+def _read_trtllm_pool(scrape: Scrape, obs: Observation) -> None:
+    """TensorRT-LLM's pool as its KV cache manager sized it (engine_metrics
+    TRTLLM_CACHE_CONFIG): trtllm_cache_config_info's num_gpu_blocks × block_size, else
+    trtllm_kv_cache_max_blocks × trtllm_kv_cache_tokens_per_block (2,000 blocks of 32:
+    64,000 tokens), read as vLLM's cache_config_info is: blocks of the block size, whole
+    blocks a sequence. A size that gives no pool is noted, and the pool modelled."""
+    for labels, _ in scrape.samples.get(TRTLLM_CACHE_CONFIG, [])[:1]:
+        raw = {key: labels.get(key) for key in ("num_gpu_blocks", "block_size")}
+        blocks, size = _blocks_and_size(raw)
+        what = TRTLLM_CACHE_CONFIG + ": " + ", ".join(
+            f"{key}={value!r}" if value is not None else f"no {key}" for key, value in raw.items())
+        break
+    else:
+        blocks_read = _gauge(scrape, (TRTLLM_MAX_BLOCKS,), obs.engine_family)
+        size_read = _gauge(scrape, (TRTLLM_TOKENS_PER_BLOCK,), obs.engine_family)
+        if blocks_read is None and size_read is None:
+            return
+        blocks, size = (int(v) if v is not None and v == int(v) else 0
+                        for v in (blocks_read, size_read))
+        what = f"{TRTLLM_MAX_BLOCKS} {blocks_read}, {TRTLLM_TOKENS_PER_BLOCK} {size_read}"
+    if 0 < blocks <= MAX_TOKENS and 0 < size <= 4096:
+        obs.pool_tokens, obs.pool_block_size = float(blocks * size), size
+        return
+    obs.notes.append(f"{what}: no pool size read: the modelled pool sizes the batch, and the "
+                     "reported pool's check against it is skipped")
 
 
 def _read_memory_labels(labels: dict[str, str], obs: Observation) -> None:

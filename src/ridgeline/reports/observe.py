@@ -297,7 +297,7 @@ class ObserveReport(ObserveVerdict):
         under decode's floor (the deployment is not what the server runs), and an ITL that
         batch ÷ generation rate contradicts. Each without the text's "caution: " prefix, as
         every command's --json ``cautions`` are."""
-        out = []
+        out = [c for c in (self.weights_caution, self.pinned_caution) if c is not None]
         o, d = self.obs, self.deployment
         if o.engine_family and not d.engine.startswith(o.engine_family):
             # the metric names say which engine exported them (observe_metrics); the pool,
@@ -362,6 +362,8 @@ class ObserveReport(ObserveVerdict):
                 ("--kv-cache-memory-bytes", s.kv_cache_memory_bytes)) if value is not None]
             others = [flag for flag in ("--gpu-memory-utilization", "--kv-cache-memory-bytes")
                       if not any(x.startswith(flag) for x in scraped)] + ["--engine-version"]
+            if d.engine == "trtllm":  # its memory share is of the free memory, in its own name
+                others = ["--kv_cache_free_gpu_memory_fraction", "--engine-version"]
             out.append(f"the engine reports a pool of {reported.shown}, "
                        f"{abs(share):.0%} {'more' if share > 0 else 'less'} than the "
                        f"{modelled.shown} modelled for {d.model.name} on {d.gpus_label} as "

@@ -175,6 +175,34 @@ class ObservedWall(ObservedFloor):
         return NEITHER
 
     @property
+    def pinned_batch(self) -> int | None:
+        """The running count where it reads one whole value at every reading (two or more)
+        while requests wait at every one, under NEAR_FULL of the seats modelled and with the
+        pool not full: the mark of a seat cap the server was started with (vLLM's
+        --max-num-seqs 256: running 256 and 256, waiting 50 and 60, KV 40 %), which the seats
+        modelled (1,024) do not know. None elsewhere."""
+        running = self.obs.running
+        n, of = self.queued
+        if len(running) < 2 or n < of or of < 2 or self.wall not in (NEITHER, LATENCY):
+            return None
+        pinned = running[0]
+        if pinned < 2 or pinned != int(pinned) or any(r != pinned for r in running):
+            return None
+        return int(pinned) if pinned < NEAR_FULL * self.seats else None
+
+    @property
+    def pinned_caution(self) -> str | None:
+        """The caution ``pinned_batch`` gives, naming the flag to describe the cap with."""
+        pinned = self.pinned_batch
+        if pinned is None:
+            return None
+        flag = self.knob_flags[0]
+        return (f"the running batch read {pinned:,} at every reading while requests waited at "
+                f"every one: a batch pinned at one count with a queue behind it is a seat cap, "
+                f"not the {self.seats:,} seats modelled; if the server runs {flag} {pinned:,}, "
+                f"give {flag} {pinned:,} and the wall reads the seats")
+
+    @property
     def peak_running(self) -> float:
         o = self.obs  # one engine's seats: the busiest data-parallel engine's batch
         return max(o.busiest_running or o.running) if o.running else self.batch or 0.0
@@ -261,7 +289,11 @@ class ObservedWall(ObservedFloor):
                     f"{busiest}{shown} of the {self.pool_batch:,} sequences {holds}")
             n, of = self.queued
             queue = ""
-            if n and self.queue_persists:
+            if n and self.pinned_batch is not None:
+                queue = (f"requests waited in {n} of {of} readings beside a batch pinned at "
+                         f"{self.pinned_batch:,} (a seat cap the description lacks: the "
+                         "caution below); ")
+            elif n and self.queue_persists:
                 queue = (f"requests waited in {n} of {of} readings, but the seats ({running}), "
                          f"the steps' token budget (about {used:,} of {self.step_budget:,} "
                          "tokens a step) and the pool had room: prompts queued for a step as "
