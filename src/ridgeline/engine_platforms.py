@@ -87,6 +87,17 @@ def engine_floor_problem(engine: str, accelerator: Accelerator,
             f"{'or ' if len(ways) > 1 else ''}{ways[-1]}")
 
 
+def vulkan_caution(engine: str, accelerator: Accelerator) -> str:
+    """Why llama.cpp's Vulkan build on this card is uncertain, or "": an Instinct part
+    (VULKAN_UNCHECKED_FAMILIES: an MI300X) is compute-only, with no Vulkan driver of AMD's."""
+    if engine != "llama.cpp-vulkan" or accelerator.family not in VULKAN_UNCHECKED_FAMILIES:
+        return ""
+    return (f"{engine} on {accelerator.id} ({accelerator.family}) is unchecked: Instinct parts "
+            "are compute-only and AMD's Vulkan driver (AMDVLK) lists Radeon parts only, so "
+            "a Vulkan device there rests on Mesa's RADV; --engine llama.cpp-rocm runs it "
+            "through ROCm")
+
+
 def vllm_free_engine(accelerator: Accelerator) -> str | None:
     """The engine of a card no vLLM release runs on, whatever the release: llama.cpp's Metal
     build on Apple silicon (vLLM has no Metal backend), its ROCm build on the AMD GPUs vLLM's
@@ -174,6 +185,21 @@ NO_MARLIN_FAMILIES = ("pascal", "volta")
 NO_MARLIN_MXFP4_FAMILIES = ("turing",)
 MARLIN_ONLY_PREFIXES = ("awq", "nvfp4", "mxfp4")
 NO_VULKAN_FAMILIES = ("tpu", "gaudi")  # accelerators without a Vulkan driver
+# AMD's Instinct parts from CDNA on: compute-only, their graphics blocks gone, and AMD's own
+# Vulkan driver (AMDVLK) lists Radeon parts only; whether Mesa's RADV runs llama.cpp's compute
+# shaders on them is unread (no source either way), so it is cautioned, not refused
+VULKAN_UNCHECKED_FAMILIES = ("cdna", "cdna2", "cdna3", "cdna4")
+# Vendors whose cards run fp8 only where the catalog lists an fp8 peak. A TPU without one (v4,
+# v5e, v5p, v6e: fp8 came with v7) has no fp8 path ridgeline can price: vLLM's quantization
+# hardware table (docs, features/quantization/supported_hardware) marks FP8 W8A8 and the Marlin
+# FP8 kernels ❌ on Google TPU, and tpu-inference's support matrix marks its quantized KV cache
+# ❓ (vllm-project/tpu-inference#3126: kv_cache_dtype=fp8 on a v5e logs fp8 and allocates bf16,
+# 'GPU KV cache size: 415,872 tokens' under auto and fp8 alike, so a pool sized at fp8 would be
+# twice the real one). tpu-inference loads fp8 checkpoints (tpu_inference/layers/common/
+# quant_methods.py FP8), how it runs them on a card without fp8 units is unread: fit, decode,
+# kv, page and plan all refuse fp8 weights and an fp8 cache there alike. An NVIDIA or AMD card
+# without an fp8 peak (A100) keeps its documented weight-only path.
+FP8_PEAK_ONLY_VENDORS = ("google",)
 FP8_FORMATS = ("fp8", "fp8-block")
 # compressed-tensors W4A8-FP8 (compressed_tensors_schemes.py): vLLM's _is_fp8_w4a8_sm90 matches
 # compute capability 9.0 exactly, the CUTLASS W4A8 kernel's; the hopper family is SM 9.0
@@ -288,12 +314,45 @@ def weights_platform_problem(plan: WeightPlan, accelerator: Accelerator, engine:
                 f"({accelerator.family or accelerator.vendor}): vLLM serves compressed-tensors "
                 "W4A8-FP8 on compute capability 9.0 only (Hopper: CompressedTensorsW4A8Fp8, "
                 "the CUTLASS W4A8 kernel); try --weights awq-int4 or fp8")
+    if formats & set(FP8_FORMATS) and fp8_unpriced(accelerator):
+        return (f"{engine} runs no fp8 weights ridgeline can price on {accelerator.id} "
+                f"({accelerator.family}, no fp8 units): vLLM's quantization hardware table "
+                "marks FP8 ❌ on Google TPU, and how tpu-inference runs an fp8 checkpoint there "
+                f"is unread; try --weights {sixteen_bit(accelerator)}")
     if formats & set(FP8_FORMATS) and accelerator.family in NO_FP8_FAMILIES:
         needs = ("an AMD GPU with fp8 matrix instructions: MI300-class (CDNA3) or newer, or "
                  "RDNA4" if accelerator.vendor == "amd" else
                  "compute capability 7.5+ (weight-only through Marlin; W8A8 from 8.9)")
         return (f"{engine} runs no fp8 weights on {accelerator.id} ({accelerator.family}): fp8 "
                 f"needs {needs}; try --weights {sixteen_bit(accelerator)}")
+    return ""
+
+
+def fp8_unpriced(accelerator: Accelerator) -> bool:
+    """Whether ``accelerator`` is of a vendor whose fp8 ridgeline prices only on an fp8 peak
+    (FP8_PEAK_ONLY_VENDORS) and its catalog record lists none: a TPU v6e (bf16 and int8) yes,
+    an A100 (weight-only fp8 through Marlin) or a Gaudi 3 (an fp8 peak) no."""
+    return accelerator.vendor in FP8_PEAK_ONLY_VENDORS and not accelerator.has("fp8")
+
+
+def fp8_kv_problem(cache: KVDtype, accelerator: Accelerator, engine: str) -> str:
+    """Why ``engine`` (vLLM or SGLang) keeps no fp8 KV cache on this card, or "": a TPU without
+    fp8 units allocates bf16 under --kv-cache-dtype fp8 (``fp8_unpriced``), and vLLM's Triton
+    attention on an AMD card without fp8 (NO_FP8_FAMILIES: MI250X, W7900) stops on its fp8e4nv
+    cache ('type fp8e4nv not supported in this architecture. The supported fp8 dtypes are
+    ('fp8e5',)', vllm-project/vllm#13147 on an RDNA3 card; CDNA2 lacks fp8 the same way)."""
+    if not cache.id.startswith("fp8") or engine.startswith("llama.cpp") or engine == "trtllm":
+        return ""
+    if fp8_unpriced(accelerator):
+        return (f"{engine} keeps no fp8 KV cache on {accelerator.id} ({accelerator.family}, no "
+                "fp8 units): tpu-inference takes --kv-cache-dtype fp8 and still allocates bf16 "
+                "(vllm-project/tpu-inference#3126), so the pool does not grow; give "
+                "--kv-dtype bf16")
+    if accelerator.vendor == "amd" and accelerator.family in NO_FP8_FAMILIES:
+        return (f"{engine} keeps no fp8 KV cache on {accelerator.id} ({accelerator.family}, no "
+                "fp8 units): vLLM's Triton attention stops on the fp8e4nv cache ('type fp8e4nv not "
+                "supported in this architecture', vllm-project/vllm#13147); give --kv-dtype "
+                f"{sixteen_bit(accelerator)}")
     return ""
 
 
@@ -320,6 +379,9 @@ def kv_platform_problem(cache: KVDtype, accelerator: Accelerator, engine: str,
         return (f"TensorRT-LLM keeps no fp8 KV cache before compute capability 8.9 "
                 f"(Ada, Hopper, Blackwell), not on {accelerator.id} "
                 f"({accelerator.family})" + (lever or f"; try --kv-dtype int8 or {sixteen_bit(accelerator)}"))
+    fp8 = fp8_kv_problem(cache, accelerator, engine)
+    if fp8:
+        return fp8
     if engine == "trtllm" and cache.id == "fp4" and accelerator.family \
             and accelerator.family not in NVFP4_FAMILIES:
         return (f"TensorRT-LLM keeps an NVFP4 KV cache on Blackwell only, not on "
@@ -332,6 +394,10 @@ def kv_kept_nowhere_problem(cache: KVDtype, accelerator: Accelerator) -> str:
     engines keep it (formats.json ``engines``), or "": ``kv`` with no --engine sizes the
     cache as written, but not one no engine could hold there (TensorRT-LLM's NVFP4 cache on
     an H100: the refusal fit gives under --engine trtllm)."""
+    if accelerator.vendor in ("google", "amd"):  # vLLM's and SGLang's fp8 alike, no llama.cpp's
+        fp8 = fp8_kv_problem(cache, accelerator, "vllm")
+        if fp8:
+            return fp8.replace("vllm keeps no", "no engine keeps an", 1)
     if not cache.engines:
         return ""
     problems = [kv_platform_problem(cache, accelerator, engine) for engine in cache.engines]

@@ -53,6 +53,10 @@ BANDWIDTH_RANGE = (1e8, 1e14)
 FLOPS_RANGE = (1e9, 1e17)
 
 
+# the families whose devices are not called GPUs (Accelerator.device_noun)
+DEVICE_NOUNS = {"tpu": "chip", "gaudi": "HPU"}
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """One accelerator's spec sheet, SI inside (``resolve_accelerator`` reads the catalog by
@@ -219,6 +223,13 @@ class Accelerator:
 
     def has(self, dtype: str) -> bool:
         return dtype in self.peak_flops
+
+    @property
+    def device_noun(self) -> str:
+        """What the vendor and its runtime call one device, for the lines that count them:
+        a TPU's "chip" (Google's docs price and count chips), a Gaudi's "HPU" (Habana's
+        runtime, torch's 'hpu' device), else "GPU"."""
+        return DEVICE_NOUNS.get(self.family, "GPU")
 
     def resolve_dtype(self, dtype: str) -> str:
         """The dtype a matmul of ``dtype`` actually runs at here: bf16 on a T4 (Turing, no bf16

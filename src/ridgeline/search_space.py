@@ -17,7 +17,7 @@ from ridgeline.candidate import (
     weight_choices,
 )
 from ridgeline.data_parallel import DATA_PARALLEL_ENGINES
-from ridgeline.engine_platforms import engine_floor_problem
+from ridgeline.engine_platforms import engine_floor_problem, fp8_unpriced
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, resolve_accelerator
 from ridgeline.model import ModelSpec
@@ -63,21 +63,14 @@ def search_space(model: ModelSpec, gpus: Sequence[str], max_gpus: int, engine: s
                             yield acc.id, tp, pp, weights, kv, knobs, ep
 
 
-# Vendors whose cards plan offers fp8 on only where the catalog lists an fp8 peak. A TPU
-# without one (v4, v5e, v5p, v6e: fp8 came with v7) has no fp8 path plan can price: vLLM's
-# quantization hardware table (docs, features/quantization/supported_hardware) marks FP8
-# W8A8 and the Marlin FP8 kernels ❌ on Google TPU, and tpu-inference's support matrix marks
-# its quantized KV cache ❓ (vllm-project/tpu-inference#3126: kv_cache_dtype=fp8 on a v5e
-# allocates bf16 while logging fp8, so a pool sized at fp8 would be half the real one). An
-# NVIDIA or AMD card without an fp8 peak (A100) keeps its documented weight-only path.
-FP8_PEAK_ONLY_VENDORS = ("google",)
 
 
 def offered(acc: Accelerator, weights: str, kv: str) -> bool:
     """Whether plan offers fp8 ``weights`` or an fp8 ``kv`` cache on ``acc``: not on a card of
-    ``FP8_PEAK_ONLY_VENDORS`` whose catalog lists no fp8 peak (a TPU v6e: bf16 and int8);
-    every other pair is the engine's to refuse (``_engine_runs``)."""
-    lacks = acc.vendor in FP8_PEAK_ONLY_VENDORS and not acc.has("fp8")
+    engine_platforms.FP8_PEAK_ONLY_VENDORS whose catalog lists no fp8 peak (a TPU v6e: bf16
+    and int8; ``fp8_unpriced``, the rule fit, decode, kv and page share); every other pair is
+    the engine's to refuse (``_engine_runs``)."""
+    lacks = fp8_unpriced(acc)
     return not (lacks and (weights.startswith("fp8") or kv.startswith("fp8")))
 
 

@@ -150,15 +150,43 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("extensible_kv_cache", False)))
 
 
-def default_block_size(acc: VLLMAccounting, vendor: str) -> int:
+def default_block_size(acc: VLLMAccounting, vendor: str, family: str = "",
+                       max_model_len: int = 0, max_num_seqs: int = 0) -> int:
     """The tokens per KV block vLLM ``acc.version`` takes where --block-size is not given, on
     a card of ``vendor``: 16, then 64 from v0.34 (CacheConfig.DEFAULT_BLOCK_SIZE), which every
     NVIDIA attention backend takes; on ROCm ("amd") its first backend, ROCM_ATTN, keeps 16 for
     its native kernel (engines.json vllm.rocm_default_block_size): 0.34 on an H100 64, on an
-    MI300X 16. An MLA cache's is vllm_mla_block.py's. The pool and prefix matching share it."""
+    MI300X 16. On a Gaudi (``family`` "gaudi") vllm-gaudi's 128 (hpu_default_block_size); on a
+    TPU ("google") the page tpu-inference picks for ``max_model_len`` and ``max_num_seqs``
+    (``tpu_page_size``: 256 at 8,192 tokens). An MLA cache's is vllm_mla_block.py's. The pool
+    and prefix matching share it."""
     if vendor == "amd":
         return min(acc.block_size, int(vllm_data()["rocm_default_block_size"]["block_size"]))
+    if family == "gaudi":
+        return int(vllm_data()["hpu_default_block_size"]["block_size"])
+    if vendor == "google" and max_model_len > 0:
+        return tpu_page_size(max_model_len, max_num_seqs)
     return acc.block_size
+
+
+def tpu_page_size(max_model_len: int, max_num_seqs: int) -> int:
+    """The KV block tpu-inference's Pallas backend takes where --block-size is not given
+    (engines.json vllm.tpu_page_size): 16 past 8,192 tokens of context, else the context's
+    next power of two over 16 pages, within [16, 256]; raised to the smallest power of two
+    whose block tables for ``max_num_seqs`` requests fit half of the 1 MiB SMEM. Llama at
+    8,192 tokens and 256 seats: 256; at 32,768: 64 (the SMEM floor, 32,768 / 512 pages)."""
+    rule = vllm_data()["tpu_page_size"]
+    if max_model_len > rule["long_context_tokens"]:
+        page = int(rule["long_context_block"])
+    else:
+        power = 1 << max(max_model_len - 1, 0).bit_length()
+        page = min(max(power // rule["pages_per_context"], rule["min_block"]), rule["max_block"])
+    if max_num_seqs > 0:
+        pages_per_request = rule["smem_table_bytes"] // max_num_seqs \
+            // rule["block_table_entry_bytes"]
+        least = -(-max_model_len // max(pages_per_request, 1))
+        page = max(page, 1 << max(least - 1, 0).bit_length())
+    return page
 
 
 def one_pool(engine: str, version: str | None = None) -> bool:

@@ -386,7 +386,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         paged = replace(paged, model=replace(paged.model, state_dtype=state_dtype))
     # from v0.20 a hybrid's attention block grows in steps of the block size asked
     # (--block-size), not of 16 (Platform._align_hybrid_block_size, PR #37467)
-    default_block = vllm_default_block_size(dep, acc)
+    default_block = vllm_default_block_size(dep, acc, s.max_model_len or served_positions(
+        dep.model, "vllm") or 0, seqs)
     steps = max(KERNEL_BLOCK_ALIGNMENT, s.block_size or default_block) \
         if parse_version(acc.version) >= HYBRID_ALIGN_ASKED else KERNEL_BLOCK_ALIGNMENT
     block = s.block_size or default_block
@@ -564,11 +565,14 @@ def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: boo
     return state_blocks(dep.model, prefix_caching, acc.version, acc.linear_state_blocks)
 
 
-def vllm_default_block_size(dep: Deployment, acc: VLLMAccounting) -> int:
+def vllm_default_block_size(dep: Deployment, acc: VLLMAccounting, max_model_len: int = 0,
+                            max_num_seqs: int = 0) -> int:
     """The tokens per KV block vLLM ``acc.version`` takes for ``dep`` where --block-size is not
     given (vllm_memory.default_block_size, by the card's vendor: 0.34 on an H100 64, on an
-    MI300X 16). An MLA cache's is vllm_mla_block.py's."""
-    return default_block_size(acc, dep.accelerator.vendor)
+    MI300X 16, on a Gaudi 3 128, on a TPU v6e at 8,192 tokens 256). An MLA cache's is
+    vllm_mla_block.py's."""
+    return default_block_size(acc, dep.accelerator.vendor, dep.accelerator.family,
+                              max_model_len, max_num_seqs)
 
 
 def vllm_block_size_problem(block: int, version: str | None = None) -> str:

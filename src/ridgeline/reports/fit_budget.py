@@ -10,7 +10,14 @@ from collections.abc import Callable
 from ridgeline.memory import EngineSettings, KVPool
 from ridgeline.model import ModelSpec
 from ridgeline.reports.fit_state import fixed_state_size, state_per_request_bytes, state_pool_note
-from ridgeline.reports.fit_terms import cache_all_on_host, cap_flag, is_llamacpp, per_gpu
+from ridgeline.reports.fit_terms import (
+    CUDA_WORDS,
+    cache_all_on_host,
+    cap_flag,
+    is_llamacpp,
+    per_gpu,
+    runtime_words,
+)
 from ridgeline.units import GIB, MIB, plural
 
 TRANSFER_ROW = "KV transfer buffer (cache_transceiver_config)"
@@ -31,17 +38,20 @@ def reserved_share(p: KVPool) -> str:
 
 
 def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
-                vendor: str | None = None, *, flash_attention: bool) -> list[list[str]]:
+                vendor: str | None = None, *, flash_attention: bool, family: str = "",
+                device: str = "GPU") -> list[list[str]]:
     """Memory per GPU, then each thing the engine takes before the cache, in its order
     (``model``: whose SGLang state pool, where SGLang set it by the model; ``vendor``: the
-    card's, whose runtime names the rows: ROCm's HIP context, RCCL and HIP graphs on AMD;
+    card's, and ``family``, whose runtime names the rows: ROCm's HIP context, RCCL and HIP
+    graphs on AMD, a TPU's XLA runtime, a Gaudi's HPU graphs (fit_terms.runtime_words);
+    ``device``: the card's noun, "memory per chip" on a TPU;
     ``flash_attention``: the deployment's llama.cpp -fa, which names its compute buffer)."""
     def gib(value: float) -> str:
         return f"{value / GIB:,.2f} GiB"
 
-    amd = vendor == "amd"
-    per = per_gpu(p)
-    graphs = "HIP graphs" if amd else "CUDA graphs"
+    words = runtime_words(vendor, family)
+    per = per_gpu(p, device)
+    graphs = words.graphs
 
     rows = [[f"memory {per}", gib(p.total_bytes)]]
     if is_llamacpp(p):
@@ -58,8 +68,9 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                  [weights_label(p, s, gib), gib(p.weight_bytes)]]
         if p.lora_bytes and s.lora is not None:  # SGLang's LoRA slots, before the pool
             rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
-        rows += [[("− HIP context and TP communicators (RCCL)" if amd else
-                   "− CUDA context and TP communicators") + " (x the fraction)",
+        rows += [[f"− {words.context} and TP communicators"
+                  + ("" if words == CUDA_WORDS else f" ({words.collectives})")
+                  + " (x the fraction)",
                   gib(p.non_torch_bytes)]]
         if p.mm_reserve_bytes:  # a multimodal model's embedding cache (v0.5.18+), feature pool
             rows.append(["− multimodal buffers (embedding cache, feature pool)",
@@ -71,8 +82,8 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
         if p.lora_bytes and s.lora is not None:  # vLLM --enable-lora, loaded with the weights
             rows.append([f"− LoRA adapters ({s.lora.describe()})", gib(p.lora_bytes)])
         rows += [[f"− {peak_label(p)}", gib(p.activation_bytes)],
-                 ["− non-torch (HIP context, RCCL)" if amd else
-                  "− non-torch (CUDA context, NCCL)", gib(p.non_torch_bytes)],
+                 [f"− non-torch ({words.context}, {words.collectives})",
+                  gib(p.non_torch_bytes)],
                  [f"− {graphs}" + ("" if p.cuda_graph_bytes or p.accounting is None
                                    else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
         if p.seat_buffer_bytes:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ridgeline.capacity import engine_seat_limit
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.datafiles import engine_defaults
+from ridgeline.engine_platforms import vulkan_caution
 from ridgeline.engine_windows import trtllm_window_caution
 from ridgeline.parallel import deployment_cross_node_caution
 from ridgeline.reports.fit_ranks import each_rank_note
@@ -81,9 +82,12 @@ def fit_cautions(r: FitReport) -> list[str]:
                    f"{d.tensor_parallel_size} x {acc.id}): its defaults are such a device's, "
                    "each profiles, captures its graphs and keeps its sampler state, and the "
                    f"rows above add the {n}")
+    if vulkan_caution(p.engine, d.accelerator):
+        out.append(vulkan_caution(p.engine, d.accelerator))
     if d.accelerator.vendor in NON_CUDA_VENDORS and not is_llamacpp(p):
         out.append(f"{p.engine} on {d.accelerator.id} is sized with the CUDA accounting "
-                   "(a CUDA context, CUDA graphs); no start-up log of its "
+                   "(a CUDA context, CUDA graphs, under the runtime's own names above); no "
+                   "start-up log of its "
                    f"{d.accelerator.vendor} backend checks it: read the pool as approximate"
                    + ("; vLLM cannot query a TPU's memory, so it takes a small GPU's "
                       f"{p.max_num_seqs:,} seats and {p.profile_tokens:,}-token budget"

@@ -142,6 +142,11 @@ def _offload_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSetti
     return levers
 
 
+def more_devices(d: Deployment) -> str:
+    """Twice the deployment's devices, in the card's noun: "2 GPUs", "4 chips" (a TPU)."""
+    return f"{2 * d.num_gpus} {d.accelerator.device_noun}s"
+
+
 def levers(r: FitReport) -> list[Lever]:
     d, s = r.deployment, r.settings
     if host_cache_unbounded(r.pool, d):  # each count would be the GPU mask's; the headline
@@ -179,13 +184,13 @@ def levers(r: FitReport) -> list[Lever]:
         more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
             if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
             else replace(d, tensor_parallel_size=doubled)
-        options.append((f"{2 * d.num_gpus} GPUs ("
+        options.append((f"{more_devices(d)} ("
                         f"{'layer split' if more.pipeline_parallel_size > 1 else '-sm tensor'})",
                         more, r.context, s))
     elif d.offload is None and doubled <= node_size(d.accelerator) \
             and not deployment_problem(replace(d, tensor_parallel_size=doubled), s.engine_version):
         wider = replace(d, tensor_parallel_size=doubled)
-        options.append((f"{2 * d.num_gpus} GPUs ({_split_words(wider)})", wider, r.context, s))
+        options.append((f"{more_devices(d)} ({_split_words(wider)})", wider, r.context, s))
     elif d.offload is None and 2 * d.pipeline_parallel_size <= d.model.num_layers \
             and not deployment_problem(replace(d, pipeline_parallel_size=2 *
                                                d.pipeline_parallel_size), s.engine_version):
@@ -193,7 +198,7 @@ def levers(r: FitReport) -> list[Lever]:
         # ranks (a pre-quantized bitsandbytes checkpoint: 'Please try with pipeline
         # parallelism'): more pipeline stages, as vLLM's docs advise
         more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
-        options.append((f"{2 * d.num_gpus} GPUs ({_split_words(more)})", more, r.context, s))
+        options.append((f"{more_devices(d)} ({_split_words(more)})", more, r.context, s))
     options += _dp_attention_lever(d, r.context, s)
     within = tp_within_node(d.tensor_parallel_size, d.pipeline_parallel_size,
                             node_size(d.accelerator))
@@ -432,10 +437,10 @@ def _rank_levers(d: Deployment, context: int, s: EngineSettings
     node, tp = node_size(d.accelerator), d.tensor_parallel_size
     out = []
     more = replace(d, data_parallel_size=2 * d.data_parallel_size)
-    out.append((f"{2 * d.num_gpus} GPUs ({_ranks_label(more)})", more, context, s))
+    out.append((f"{more_devices(d)} ({_ranks_label(more)})", more, context, s))
     wider = replace(d, tensor_parallel_size=2 * tp)
     if 2 * tp <= node and not deployment_problem(wider, s.engine_version):
-        out.append((f"{2 * d.num_gpus} GPUs ({_ranks_label(wider)})", wider, context, s))
+        out.append((f"{more_devices(d)} ({_ranks_label(wider)})", wider, context, s))
     within = tp_within_node(tp, d.data_parallel_size, node)
     if within is not None and not deployment_problem(
             replace(d, tensor_parallel_size=within[0]), s.engine_version):

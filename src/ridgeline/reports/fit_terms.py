@@ -4,6 +4,7 @@ or a context length (engines.json ``cli``), and whether the pool is llama.cpp's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ridgeline.datafiles import engine_defaults
@@ -25,10 +26,34 @@ def cap_flag(p: KVPool) -> str:
     return "kv_cache_config.max_tokens" if p.engine == "trtllm" else "--max-total-tokens"
 
 
-def per_gpu(p: KVPool) -> str:
+def per_gpu(p: KVPool, device: str = "GPU") -> str:
     """What a row's "per GPU" counts: a card, or where the runtime lists the card as several
-    devices (an MI250's two GCDs under vLLM), the card with its devices' figures added."""
-    return "per GPU" + dies_added(p.runtime_devices)
+    devices (an MI250's two GCDs under vLLM), the card with its devices' figures added;
+    ``device`` the card's noun (Accelerator.device_noun: a TPU's "per chip")."""
+    return f"per {device}" + dies_added(p.runtime_devices)
+
+
+@dataclass(frozen=True)
+class RuntimeWords:
+    """What a card's runtime calls the memory fit's rows name: its context, its collectives
+    library and its captured graphs ("CUDA context", "NCCL", "CUDA graphs" on NVIDIA)."""
+
+    context: str
+    collectives: str
+    graphs: str
+
+
+# ROCm's on AMD; a TPU's XLA runtime (PJRT) over ICI; a Gaudi's HPU runtime, HCCL and HPU graphs
+RUNTIME_WORDS = {"amd": RuntimeWords("HIP context", "RCCL", "HIP graphs"),
+                 "tpu": RuntimeWords("XLA/PJRT runtime", "ICI collectives", "XLA graphs"),
+                 "gaudi": RuntimeWords("HPU runtime", "HCCL", "HPU graphs")}
+CUDA_WORDS = RuntimeWords("CUDA context", "NCCL", "CUDA graphs")
+
+
+def runtime_words(vendor: str | None, family: str = "") -> RuntimeWords:
+    """The runtime's words for a card of ``vendor`` and ``family``: an MI300X's "HIP context",
+    "RCCL", "HIP graphs"; a TPU's and a Gaudi's their own; NVIDIA's (and any other's) CUDA's."""
+    return RUNTIME_WORDS.get(family) or RUNTIME_WORDS.get(vendor or "") or CUDA_WORDS
 
 
 def sglang_pool_words(pages: int, page_size: int) -> str:

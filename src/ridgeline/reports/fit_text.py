@@ -67,7 +67,8 @@ def fit_text_lines(r: FitReport) -> list[str]:
              f"{d.weights.label}, KV {d.kv.id}{cpu_offload_note(d)}",
              *offload_lines(d, r.launch_cells), *_stage_lines(p, d), ""]
     lines += table(budget_rows(p, r.settings, d.model, vendor=d.accelerator.vendor,
-                               flash_attention=d.flash_attention), ["", ""])[1:]
+                               flash_attention=d.flash_attention, family=d.accelerator.family,
+                               device=d.accelerator.device_noun), ["", ""])[1:]
     held = f"holds {p.logged_tokens(r.context):,} tokens in {p.blocks:,} " \
         f"{plural(p.blocks, 'block')} of {p.block_size:,}"
     if logs_concurrency_tokens(p, r.context):
@@ -124,7 +125,7 @@ def fit_text_lines(r: FitReport) -> list[str]:
                  f"blocks free (scheduler_reserve_full_isl), and one decoding holds "
                  f"{decoding:,}: 1 + ({p.blocks:,} − {admission:,}) ÷ {decoding:,} = "
                  f"{1 + (p.blocks - admission) // decoding:,} at once")
-    takes = f"{conversation_size(r.per_conversation_bytes)} {per_gpu(p)}"
+    takes = f"{conversation_size(r.per_conversation_bytes)} {per_gpu(p, d.accelerator.device_noun)}"
     if cache_all_on_host(p):  # -ngl 0: none of it on the GPU
         from ridgeline.llamacpp_pool import host_cache_bytes
 

@@ -66,10 +66,16 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         cut = sglang_vision_cut(model, version) if model else SGLangVisionCut()
         fraction = sglang_flag_fraction(rule, cut)
     parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
+    # a family whose fp8 runs another way (a Gaudi's through INC, its calibration file named
+    # by QUANT_CONFIG: engines.json cli.families)
+    own = f.get("families", {}).get(resolve_accelerator(c.accelerator).family, {})
+    fp8 = c.kv == "fp8" or c.weights == "fp8"
     if c.kv == "fp8":
-        parts += [f["kv_dtype"], f["kv_fp8"]]
+        parts += [f["kv_dtype"], own.get("kv_fp8", f["kv_fp8"])]
     if c.weights == "fp8":
-        parts += [f["quantization"], "fp8"]
+        parts += [f["quantization"], own.get("weights_fp8", "fp8")]
+    if fp8 and "env" in own:
+        parts.insert(0, own["env"])
     many = f.get("multi_node", {})
     if node is not None:
         parts += [many["nnodes"], str(c.replica_nodes), many["node_rank"], str(node),
@@ -79,6 +85,14 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     elif c.replica_nodes > 1 and "ray" in many:  # a release before the launch per node
         parts.append(many["ray"])
     return " ".join(parts)
+
+
+def family_fp8_note(engine: str, c: Candidate) -> str:
+    """What the launch line of ``c`` needs beside it where its card's family runs fp8 another
+    way (engines.json cli.families: a Gaudi's INC calibration file, QUANT_CONFIG), or ""."""
+    cli = engine_defaults(engine).get("cli", {})
+    own = cli.get("families", {}).get(resolve_accelerator(c.accelerator).family, {})
+    return str(own.get("note", "")) if "fp8" in (c.kv, c.weights) else ""
 
 
 def ep_flags(cli: dict[str, Any], tp: int, version: str | None) -> list[str]:

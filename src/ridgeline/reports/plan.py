@@ -26,11 +26,13 @@ from ridgeline.reports.plan_commands import PlanCommands
 from ridgeline.reports.plan_lists import (
     PlanLists,
     break_even_usd,
+    devices,
     itl_part,
     pct,
     rented_words,
     tpot_ms,
     usd,
+    vendor_of,
 )
 from ridgeline.reports.split_launch import host_note
 from ridgeline.sim.workload import fixed_tokens
@@ -104,16 +106,15 @@ def card_words(card: CardOutcome) -> str:
     c = card.best
     if card.status == "priced" and c is not None:
         rented = f", {c.rented_gpus:,} rented" if c.rented_gpus != c.gpus else ""
-        return (f"{card.gpu} ${c.cost_per_hour or 0.0:,.2f}/h ({c.gpus:,} "
-                f"{plural(c.gpus, 'GPU')}{rented} at "
-                f"${c.price_per_gpu_hour or 0.0:,.2f}, "
+        return (f"{card.gpu} ${c.cost_per_hour or 0.0:,.2f}/h "
+                f"({devices(c.gpus, card.gpu)}{rented} at ${c.price_per_gpu_hour or 0.0:,.2f}, "
                 f"{'simulated' if c.verified else 'analytic'})")
     if card.status == "unpriced":
-        return f"{card.gpu} no price ({card.gpus:,} {plural(card.gpus, 'GPU')}, analytic)"
+        return f"{card.gpu} no price ({devices(card.gpus, card.gpu)}, analytic)"
     if card.status == "split" and c is not None:
         return (f"{card.gpu} split pools only ("
                 + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price")
-                + f", {c.gpus:,} {plural(c.gpus, 'GPU')})")
+                + f", {devices(c.gpus, card.gpu)})")
     if card.status == "beyond":
         return f"{card.gpu}: needs {card.gpus:,} GPUs, past --max-gpus"
     if card.status == "left out":
@@ -272,7 +273,9 @@ class PlanReport:
                "router_command": router or None,
                # what the commands' host placeholders and the router are, as the text says
                "router_note": host_note(self.result.engine, c.prefill_replicas,
-                                        c.replicas - c.prefill_replicas) if router else None,
+                                        c.replicas - c.prefill_replicas,
+                                        vendor_of(c.accelerator))
+               if router else None,
                # why the named --engine-version gets no commands, the text's "no launch" line
                "launch_problem": launch.split_problem() or None}
         if self.result.engine == "trtllm":
@@ -491,7 +494,7 @@ class PlanReport:
                 if splits:
                     lines.append("split prefill and decode pools also held:")
             for c in splits:
-                lines.append(f"  {self.lists.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}, "
+                lines.append(f"  {self.lists.label(c)}: {devices(c.gpus, c.accelerator)}, "
                              + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
                                 else "no price")
                              + f" (simulated: {pct(r.slo.percentile)} TTFT "
@@ -509,7 +512,7 @@ class PlanReport:
         per_m = win.cost_per_million_tokens(priced_tok_s)
         lines = [head, *left, "",
                  f"{'cheapest, unverified' if r.winner_unverified else 'winner'}: "
-                 f"{self.lists.label(win)} = {win.gpus} {plural(win.gpus, 'GPU')}"
+                 f"{self.lists.label(win)} = {devices(win.gpus, win.accelerator)}"
                  f"{rented_words(win)}, ${win.cost_per_hour:,.2f}/h, "
                  f"{usd(per_m)} per million {priced} tokens at this load (the GPUs' hour over "
                  f"the {priced} tokens it serves, idle time included)"]
@@ -541,7 +544,7 @@ class PlanReport:
         if r.winner_unverified and splits:  # no single pool without the caution held; a split did
             c = splits[0]
             lines.append(f"  split prefill and decode pools without the caution held in "
-                         f"simulation: {self.lists.label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}, "
+                         f"simulation: {self.lists.label(c)} = {devices(c.gpus, c.accelerator)}, "
                          + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
                             else "no price")
                          + " (listed below), where the engines can hand each prompt's KV cache "

@@ -18,7 +18,7 @@ from ridgeline.engine_versions import sized_version, split_launch_problem
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
-from ridgeline.reports.launch_commands import command_line, node_commands
+from ridgeline.reports.launch_commands import command_line, family_fp8_note, node_commands
 from ridgeline.reports.split_launch import (
     host_note,
     pool_command,
@@ -165,9 +165,11 @@ class PlanCommands:
         return "" if sized is None else f"sized for {engine_name(r.engine)} {sized}"
 
     def command_note(self) -> str:
-        """What the winner's command needs beside it (trtllm-serve's FP8 checkpoint), or ""."""
+        """What the winner's command needs beside it (trtllm-serve's FP8 checkpoint, a
+        Gaudi's INC calibration file: launch_commands.family_fp8_note), or ""."""
         if self.result.engine != "trtllm":
-            return ""
+            win = self.result.winner
+            return family_fp8_note(self.result.engine, win) if win is not None else ""
         launch = self.trtllm_launch()
         return launch.note if launch.command else ""
 
@@ -200,7 +202,8 @@ class PlanCommands:
                                        c.max_model_len or self.max_len, r.engine_version,
                                        model=self.model)
             if command:
-                out[name] = pool_command(r.engine, name, command, count)
+                out[name] = pool_command(r.engine, name, command, count,
+                                         resolve_accelerator(c.accelerator).vendor)
         return out
 
     def split_problem(self) -> str:
@@ -215,7 +218,8 @@ class PlanCommands:
         if not self.pool_commands(c):
             return ""
         return router_command(self.result.engine, c.prefill_replicas,
-                              c.replicas - c.prefill_replicas)
+                              c.replicas - c.prefill_replicas,
+                              resolve_accelerator(c.accelerator).vendor)
 
     def _pool_trtllm(self, c: Candidate, role: str) -> TrtllmLaunch:
         """trtllm-serve's launch of a split's ``role`` pool: its YAML with the role's
@@ -262,7 +266,8 @@ class PlanCommands:
         router = self.router_command(c)
         sized = self.sized_for()
         notes = [self.pool_note(c), host_note(self.result.engine, c.prefill_replicas,
-                                              c.replicas - c.prefill_replicas),
+                                              c.replicas - c.prefill_replicas,
+                                              resolve_accelerator(c.accelerator).vendor),
                  f"each pool's launch line {sized}" if sized else ""]
         extra = [*(line for name, text in self.pool_files(c).items()
                    for line in (f"in {name}:", *(f"  {t}" for t in text.splitlines()))),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ridgeline.candidate import Candidate, weights_name
 from ridgeline.cost import mean_decode_context
 from ridgeline.engine_versions import split_launch_problem
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
@@ -26,6 +27,22 @@ SPLITS_LAUNCHED = 3
 # a split's launch command for each pool by name and the lines its commands need printed
 # beside them (PlanCommands.pool_launch), where printed
 PoolCommands = Callable[[Candidate], tuple[dict[str, str], list[str]]] | None
+
+
+def device_noun(gpu: str) -> str:
+    """What card ``gpu``'s devices are called where plan counts them (Accelerator.device_noun):
+    "GPU", a TPU's "chip", a Gaudi's "HPU"."""
+    return resolve_accelerator(gpu).device_noun
+
+
+def vendor_of(gpu: str) -> str:
+    """Card ``gpu``'s vendor, whose platform may launch a split its own way (split_launch)."""
+    return resolve_accelerator(gpu).vendor
+
+
+def devices(n: int, gpu: str) -> str:
+    """``n`` devices of card ``gpu`` in words: "2 GPUs", "1 chip" (a TPU), "4 HPUs"."""
+    return f"{n:,} {plural(n, device_noun(gpu))}"
 
 
 def _shape(c: Candidate) -> tuple[str, int, int, str, bool, int]:
@@ -244,7 +261,7 @@ class PlanLists:
             lines += self.caution_lines(runners)
             lines.append("")
         for c in r.unpriced:
-            lines.append(f"{self.label(c)} = {c.gpus} {plural(c.gpus, 'GPU')}{rented_words(c)}, "
+            lines.append(f"{self.label(c)} = {devices(c.gpus, c.accelerator)}{rented_words(c)}, "
                          "no price: it can win only below "
                          f"${break_even_usd(win, c) or 0.0:,.2f} per GPU-hour "
                          f"({self.break_even_note(c)})")
@@ -257,7 +274,7 @@ class PlanLists:
             how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
                    f"TPOT {tpot_ms(c.sim_tpot_s)}{itl_part(r.slo, c.sim_itl_s)}" if c.verified
                    else "analytic")
-            lines.append(f"disaggregated, {self.label(c)}: {c.gpus} {plural(c.gpus, 'GPU')}"
+            lines.append(f"disaggregated, {self.label(c)}: {devices(c.gpus, c.accelerator)}"
                          f"{rented_words(c)}, {cost} "
                          f"({how}; KV hand-off over a 400 Gb/s link)"
                          + (", unverified: CDNA3's FP8 and MXFP4 MoE paths have measured 1.3–2.1× "

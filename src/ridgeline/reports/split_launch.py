@@ -25,11 +25,14 @@ HOSTS = {"prefill": "PREFILL_HOST", "decode": "DECODE_HOST"}  # a replica's node
 ROLES = ("prefill", "decode")
 
 
-def split_settings(engine: str) -> dict[str, Any]:
+def split_settings(engine: str, vendor: str = "") -> dict[str, Any]:
     """The engine's disaggregated launch (engines.json cli.disaggregated), {} for an engine
-    without one (llama.cpp)."""
+    without one (llama.cpp); on a card of ``vendor`` whose backend takes another connector,
+    that platform's settings over it (vLLM on a TPU: tpu-inference's TPUConnector, producer
+    and consumer, as tpu-inference refuses the NixlConnector)."""
     found: dict[str, Any] = engine_defaults(engine).get("cli", {}).get("disaggregated", {})
-    return found
+    platform = found.get("platforms", {}).get(vendor, {})
+    return {**found, **platform} if platform else found
 
 
 def hosts(role: str, replicas: int) -> list[str]:
@@ -51,23 +54,29 @@ def port(engine: str, role: str) -> str:
     return str(flags[flags.index("--port") + 1])
 
 
-def pool_command(engine: str, role: str, command: str, replicas: int) -> str:
+def pool_command(engine: str, role: str, command: str, replicas: int,
+                 vendor: str = "") -> str:
     """``command`` (a pool's replica, as a single pool launches it) made that pool's part of
     the split: its port (and bind address where the engine binds localhost by default), the
     KV connector and role flags, and for vLLM the NIXL side channel's address on a node apart
-    (VLLM_NIXL_SIDE_CHANNEL_HOST, which defaults to localhost)."""
-    d = split_settings(engine)
+    (VLLM_NIXL_SIDE_CHANNEL_HOST, which defaults to localhost; on a TPU tpu-inference's
+    TPUConnector, kv_producer or kv_consumer by ``role``, with VLLM_HOST_IP)."""
+    d = split_settings(engine, vendor)
     if not d or not command:
         return command
-    flags = [*d["pool_flags"][role], *d.get("connector", [])]
+    connector = d["connector_by_role"][role] if "connector_by_role" in d \
+        else d.get("connector", [])
+    flags = [*d["pool_flags"][role], *connector]
     env = f"{d['host_env']}={replica_host(role, replicas)} " if "host_env" in d else ""
     return env + command + " " + " ".join(shlex.quote(f) for f in flags)
 
 
-def router_command(engine: str, prefill_replicas: int, decode_replicas: int) -> str:
+def router_command(engine: str, prefill_replicas: int, decode_replicas: int,
+                   vendor: str = "") -> str:
     """The router in front of the pools, which takes each request and hands it from a prefill
-    replica to a decode replica; "" for an engine without a disaggregated launch."""
-    d = split_settings(engine)
+    replica to a decode replica (on a card of ``vendor``, its platform's: split_settings);
+    "" for an engine without a disaggregated launch."""
+    d = split_settings(engine, vendor)
     if not d:
         return ""
     each = {"prefill": hosts("prefill", prefill_replicas),
@@ -114,10 +123,11 @@ def role_config(engine: str, role: str, longest_prompt: int,
     return str(d["config_files"][role]), config
 
 
-def host_note(engine: str, prefill_replicas: int, decode_replicas: int) -> str:
+def host_note(engine: str, prefill_replicas: int, decode_replicas: int,
+              vendor: str = "") -> str:
     """What the placeholders stand for and what the router is, in one line; "" for an
     engine without a disaggregated launch."""
-    d = split_settings(engine)
+    d = split_settings(engine, vendor)
     if not d:
         return ""
     named = [HOSTS[r] if n == 1 else f"{replica_host(r, n)} (i = 1 … {n})"
