@@ -2,7 +2,7 @@
 model_type ridgeline has not checked lists the sizing-looking keys no reader looked up
 (Falcon-H1's mamba_d_ssm, Granite-4.0-H's shared_intermediate_size, Llama-3.2-Vision's
 cross_attention_layers), not bookkeeping (architectures, *_token_id, torch_dtype); and a MoE
-config whose experts ridgeline cannot read is refused naming the keys (ERNIE-4.5's
+config whose experts ridgeline cannot read is refused naming the keys (ERNIE-4.5-VL's
 moe_num_experts, Hunyuan's per-layer lists), one line, exit 2."""
 
 from __future__ import annotations
@@ -67,10 +67,12 @@ def test_sizing_looking(key: str, value: Any, looks: bool) -> None:
 
 
 
-def test_ernie_expert_count_under_its_own_key_is_named(
+def test_an_expert_count_under_an_unread_key_is_named(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    config = decoder("ernie4_5_moe", moe_num_experts=64, moe_k=6, moe_layer_start_index=1,
-                     moe_intermediate_size=1536)
+    """ERNIE-4.5-VL's moe_num_experts, one a modality (ernie4_5_moe's own is read:
+    test_config_ernie_moe.py)."""
+    config = decoder("ernie4_5_moe_vl", moe_num_experts=[64, 64], moe_k=6,
+                     moe_layer_start_index=[1, 1])
     err = refused(capsys, tmp_path, config)
     assert "counts them in moe_num_experts, which ridgeline does not read" in err
     assert "moe_k, moe_layer_start_index" in err
@@ -78,8 +80,11 @@ def test_ernie_expert_count_under_its_own_key_is_named(
 
 def test_per_layer_moe_lists_are_refused_as_such(capsys: pytest.CaptureFixture[str],
                                                  tmp_path: Path) -> None:
-    config = decoder("hunyuan_v1_moe", num_experts=64, moe_topk=[8] * 4,
-                     moe_intermediate_size=[3072] * 4, num_shared_expert=[1] * 4)
+    """Lists whose entries differ (one entry alike in every layer reads as that entry:
+    test_config_hunyuan_moe.py)."""
+    config = decoder("hunyuan_v1_moe", num_experts=64, moe_topk=[8, 8, 8, 4],
+                     moe_intermediate_size=[3072, 3072, 1536, 3072],
+                     num_shared_expert=[1, 1, 1, 0])
     err = refused(capsys, tmp_path, config)
     assert "moe_topk, moe_intermediate_size and num_shared_expert are lists" in err
     assert "per-layer MoE lists are not read" in err

@@ -20,7 +20,9 @@ from ridgeline.datafiles import model_type_defaults
 from ridgeline.errors import InputError, shorten
 from ridgeline.layouts import (
     CHUNKED,
+    ERNIE_MOE_TYPES,
     FULL,
+    HUNYUAN_TYPES,
     LINEAR,
     MAMBA,
     MOE,
@@ -28,6 +30,7 @@ from ridgeline.layouts import (
     SLIDING,
     ffn_kinds,
     mixer_kinds,
+    uniform_moe_lists,
 )
 from ridgeline.model import (
     MLA,
@@ -125,6 +128,8 @@ class _SpecReader(ConfigFields):
         hidden = self.int_("hidden_size", "n_embd", "d_model")
         num_layers = self.int_("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
         vocab = self.int_("vocab_size", "padded_vocab_size")
+        self.c.update(uniform_moe_lists(self.c, self.model_type, num_layers))
+        self._refuse_cross_layer_attention()
         mixers = self._mixers(num_layers)
         ffns = self._ffns(num_layers, mixers)
         windows = self._windows(mixers)
@@ -197,6 +202,16 @@ class _SpecReader(ConfigFields):
         )
         spec = _with_stored_layout(spec, self.c.get("quantization_config"))
         return replace(spec, unread_keys=self.unread())
+
+    def _refuse_cross_layer_attention(self) -> None:
+        """Hunyuan's use_cla: a layer of each cla_share_factor computes K and V and the rest
+        reuse them (vLLM's hunyuan_v1.py HunYuanCrossAttention), fewer cached layers than
+        ridgeline counts; refused where it shares (Hunyuan-A13B's use_cla is false)."""
+        if self.model_type in HUNYUAN_TYPES and self.bool_("use_cla") \
+                and self.int_("cla_share_factor", default=1) > 1:
+            raise InputError(f"{self.name}: use_cla shares each layer's K and V with the next "
+                             f"{self.int_('cla_share_factor') - 1} (cross-layer attention), "
+                             "a cache ridgeline does not model")
 
     def _parallel_blocks(self, layers: tuple[Layer, ...]) -> tuple[Layer, ...]:
         """A parallel hybrid's layers as two blocks each: the layer's attention with its MLP,
@@ -327,7 +342,7 @@ class _SpecReader(ConfigFields):
         )
         bias = self.model_type in ATTENTION_BIAS or self.bool_("attention_bias") \
             or self.bool_("bias")
-        qkv_bias = bias or self.model_type == "qwen2"
+        qkv_bias = bias or self.model_type == "qwen2" or self._ernie_bias()
         o_bias = bias and self.model_type not in ("glm4_moe", "qwen2")
         return Attention(
             num_heads=heads,
@@ -430,8 +445,14 @@ class _SpecReader(ConfigFields):
         return DenseMLP(
             intermediate_size=size,
             gated=self.model_type not in UNGATED_MLP,
-            bias=self.model_type in MLP_BIAS or self.bool_("mlp_bias"),
+            bias=self.model_type in MLP_BIAS or self.bool_("mlp_bias") or self._ernie_bias(),
         )
+
+    def _ernie_bias(self) -> bool:
+        """ERNIE-4.5's use_bias: biases on q, k, v and the dense layers' MLP, none on o_proj
+        or the experts (vLLM's ernie45_moe.py: qkv_bias and the dense Ernie4_5_MoeMLP read
+        it; o_proj, FusedMoE and the shared experts take no bias). False in its configs."""
+        return self.model_type in ERNIE_MOE_TYPES and self.bool_("use_bias")
 
     def _rope_scaling(self) -> RopeScaling | None:
         """config.json's rope_scaling, checked as the engines read it (read_rope_scaling)."""
@@ -439,8 +460,10 @@ class _SpecReader(ConfigFields):
                                  self.opt_int("max_position_embeddings"))
 
     def _moe(self) -> MoE:
-        experts = self.int_("n_routed_experts", "num_local_experts", "num_experts")
-        per_token = self.int_("num_experts_per_tok", "experts_per_token", "moe_topk")
+        # ERNIE-4.5 counts them in moe_num_experts, moe_k a token (layouts.ERNIE_MOE_TYPES)
+        experts = self.int_("n_routed_experts", "num_local_experts", "num_experts",
+                            "moe_num_experts")
+        per_token = self.int_("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k")
         if per_token > experts:
             raise InputError(
                 f"{self.name}: num_experts_per_tok ({per_token}) exceeds the {experts} experts"
@@ -458,8 +481,15 @@ class _SpecReader(ConfigFields):
             shared, per_shared = 1, granite_shared  # (vLLM granitemoehybrid.py: 0 is none)
         elif self.model_type in ("llama4", "llama4_text"):
             shared, per_shared = 1, expert_size
-        else:
-            shared = self.int_("n_shared_experts", "num_shared_experts", default=0, minimum=0)
+        elif self.model_type in HUNYUAN_TYPES:  # vLLM hunyuan_v1.py: where use_mixed_mlp_moe,
+            # one shared_mlp of intermediate_size × num_shared_expert, the dense width
+            mixed = self.bool_("use_mixed_mlp_moe")
+            shared = self.int_("num_shared_expert", default=1, minimum=0) if mixed else 0
+            per_shared = self.int_("intermediate_size")
+        else:  # ERNIE-4.5's moe_num_shared_experts: vLLM builds them as one MLP of
+            # moe_intermediate_size × that many (ernie45_moe.py), the same weights and FLOPs
+            shared = self.int_("n_shared_experts", "num_shared_experts",
+                               "moe_num_shared_experts", default=0, minimum=0)
             per_shared = expert_size
         return MoE(
             num_experts=experts,
@@ -469,8 +499,9 @@ class _SpecReader(ConfigFields):
             shared_intermediate_size=per_shared if shared else 0,
             shared_gate=bool(shared_size),
             expert_bias=self.model_type == "gpt_oss",
-            # gpt-oss: router bias; DeepSeek-V3/Kimi-K2/GLM-4.5: e_score_correction_bias
-            router_bias=self.model_type in ("gpt_oss", "glm4_moe")
+            # gpt-oss: router bias; DeepSeek-V3/Kimi-K2/GLM-4.5: e_score_correction_bias, as
+            # ERNIE-4.5 (vLLM's ernie45_moe.py gives every MoE layer's gate one, unasked)
+            router_bias=self.model_type in ("gpt_oss", "glm4_moe", *ERNIE_MOE_TYPES)
             or self.c.get("topk_method") == "noaux_tc",
         )
 

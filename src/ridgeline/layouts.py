@@ -112,6 +112,16 @@ _MOE_SIZE_KEYS = frozenset({*EXPERT_COUNT_KEYS, "num_experts_per_tok", "experts_
                             "moe_topk", "moe_intermediate_size", "n_shared_experts",
                             "num_shared_experts", "num_shared_expert",
                             "shared_expert_intermediate_size"})
+# ERNIE-4.5's text MoE: experts counted in moe_num_experts, moe_k of them a token, routed in
+# the layers from moe_layer_start_index to moe_layer_end_index (transformers'
+# Ernie4_5_MoeConfig, whose attribute_map reads num_experts as moe_num_experts; vLLM's
+# model_executor/models/ernie45_moe.py). Its VL sibling, a list of each (text, vision), is not.
+ERNIE_MOE_TYPES = frozenset({"ernie4_5_moe"})
+# Tencent Hunyuan's families (transformers' HunYuanMoEV1Config, HunYuanDenseV1Config; vLLM's
+# model_executor/models/hunyuan_v1.py): MoE sizes given one a layer (moe_topk,
+# moe_intermediate_size, num_shared_expert), every layer MoE where num_experts > 1
+# (hunyuan_v1.py _is_moe), dense of intermediate_size otherwise
+HUNYUAN_TYPES = frozenset({"hunyuan_v1_moe", "hunyuan_v1_dense"})
 # architectures whose every checkpoint routes to experts: an expert count of 0 is a broken config
 _MOE_TYPES = {"mixtral", "gpt_oss", "qwen3_next", "deepseek_v2", "deepseek_v3", "deepseek_v32",
               "kimi_k2", "llama4", "llama4_text", "dbrx", "jamba", "olmoe", "phimoe", "granitemoe"}
@@ -128,6 +138,11 @@ def ffn_kinds(
     if c.get("hybrid_override_pattern") is not None:
         return [_PATTERN[ch][1] for ch in str(c["hybrid_override_pattern"])]
     _refuse_moe_lists(c, name)
+    if model_type in HUNYUAN_TYPES and c.get("num_experts") == 1:  # vLLM: _is_moe is > 1
+        return [DENSE] * n
+    if model_type in ERNIE_MOE_TYPES and any(c.get(k) is not None
+                                             for k in ("moe_num_experts", "num_experts")):
+        return _ernie_moe_layers(c, n, name)
     experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
     if (not experts or experts is True) and routes_to_experts(model_type):
         _refuse_unread_expert_count(c, model_type, name)
@@ -160,6 +175,46 @@ def ffn_kinds(
             MOE if i not in dense_only and (i + 1) % step == 0 else DENSE for i in range(n)
         ]
     return [MOE] * n  # Mixtral, gpt-oss: every layer
+
+
+def _ernie_moe_layers(c: Mapping[str, Any], n: int, name: str) -> list[str]:
+    """ERNIE-4.5's layers: layer i routes to experts where moe_layer_start_index ≤ i ≤
+    moe_layer_end_index and (i + 1) % moe_layer_interval == 0 (vLLM's ernie45_moe.py
+    Ernie4_5_MoeDecoderLayer; transformers' Ernie4_5_MoeDecoderLayer alike), the rest run the
+    dense MLP of intermediate_size. An end of -1, null or absent is the last layer
+    (Ernie4_5_MoeConfig: num_hidden_layers - 1 for -1, its default). ERNIE-4.5-21B-A3B, start
+    1 of 28 layers: layer 0 dense, 27 MoE; -300B-A47B, start 3 of 54: 3 dense, 51 MoE. An
+    interval other than 1 is refused: SGLang's ernie4.py picks (i - start) % interval == 0,
+    vLLM (i + 1) % interval == 0, and the two lay such a model out differently."""
+    # a whole number of experts (the VL sibling's list, one a modality, is not read); the
+    # config may name it num_experts, which Ernie4_5_MoeConfig's attribute_map reads so
+    _int(c, "num_experts" if c.get("moe_num_experts") is None else "moe_num_experts", name,
+         minimum=1)
+    start = _int(c, "moe_layer_start_index", name, 1)
+    end_given = c.get("moe_layer_end_index")
+    end = n - 1 if end_given in (None, -1) else _int(c, "moe_layer_end_index", name)
+    interval = _int(c, "moe_layer_interval", name, 1, minimum=1)
+    if interval != 1:
+        raise InputError(f"{name}: moe_layer_interval {interval} is not read: engines place "
+                         "an ERNIE-4.5 model's MoE layers differently for any interval but 1 "
+                         "(vLLM where (i + 1) % interval == 0, SGLang where (i - "
+                         "moe_layer_start_index) % interval == 0)")
+    if start > min(end, n - 1):
+        raise InputError(f"{name}: moe_layer_start_index {start} is past moe_layer_end_index "
+                         f"{min(end, n - 1)}: no layer routes to experts (vLLM refuses it: "
+                         "'No Ernie4_5_MoeMoE layer found')")
+    return [MOE if start <= i <= end else DENSE for i in range(n)]
+
+
+def uniform_moe_lists(c: Mapping[str, Any], model_type: str, n: int) -> dict[str, int]:
+    """A Hunyuan config's per-layer MoE lists whose entries are one whole number, one entry a
+    layer, each as that number: Hunyuan-A13B's moe_topk [8] × 32 reads as 8, its
+    moe_intermediate_size [3072] × 32 as 3072 (vLLM's hunyuan_v1.py takes entry layer_id of
+    each). A list whose entries differ, or of another length, is left to _refuse_moe_lists."""
+    if model_type not in HUNYUAN_TYPES:
+        return {}
+    return {k: v[0] for k, v in c.items() if k in _MOE_SIZE_KEYS and isinstance(v, list)
+            and len(v) == n and all(type(e) is int for e in v) and len(set(v)) == 1}
 
 
 def _refuse_moe_lists(c: Mapping[str, Any], name: str) -> None:

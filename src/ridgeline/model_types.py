@@ -81,6 +81,9 @@ KNOWN_MODEL_TYPES = {
     # checked against their cards: Falcon-H1-7B 7.586B (card 7.59B), Granite-4.0-H-Small
     # 32.21B (IBM's 32B; 32.19B counted from the checkpoint's tensors)
     "falcon_h1", "granitemoehybrid",
+    # ERNIE-4.5-21B-A3B: 21,825,437,888, the Hub's safetensors total for
+    # baidu/ERNIE-4.5-21B-A3B-Thinking (code index id 43094890567), 3.09B active
+    "ernie4_5_moe",
     *(UNGATED_MLP - _UNCHECKED_UNGATED),
 }
 # model_types that are not decoder-only LLMs (transformers' names, "-" read as "_"): refused
@@ -101,13 +104,13 @@ RECURRENT_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "rwkv5", "rwkv6", 
 CROSS_ATTENTION_TYPES = {"mllama", "mllama_text_model"}
 # MoE configs whose experts have a width of their own, moe_intermediate_size, beside the dense
 # layers' intermediate_size (transformers' Qwen2Moe/Qwen3Moe/Qwen3Next/Qwen3.5-MoE,
-# DeepseekV2/V3, Glm4Moe config classes; Kimi-K2 ships DeepSeek-V3's, and DeepSeek-V3.2's
-# config.json has V3's fields). Mixtral, gpt-oss, Llama 4, Jamba and others size their experts
-# by intermediate_size itself.
+# DeepseekV2/V3, Glm4Moe, Ernie4_5_Moe config classes; Kimi-K2 ships DeepSeek-V3's, and
+# DeepSeek-V3.2's config.json has V3's fields). Mixtral, gpt-oss, Llama 4, Jamba and others
+# size their experts by intermediate_size itself.
 OWN_EXPERT_WIDTH = frozenset({
     "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe",
     "qwen3_vl_moe_text", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe",
-    "glm4v_moe"})
+    "glm4v_moe", "ernie4_5_moe"})
 
 
 @cache
