@@ -1269,7 +1269,7 @@ def test_a_scrape_without_an_itl_histogram_is_not_told_it_is_a_log(
     assert main(["observe", str(source), "--model", "qwen3-8b", "--gpu", "h100",
                  "--emit-measurements", str(out), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["kind"] == "metrics" and "mean" not in data["latency_ms"].get("itl", {})
+    assert data["kind"] == "metrics" and "mean" not in (data["latency_ms"] or {}).get("itl", {})
     (note,) = [n for n in data["notes"] if n.startswith("--emit-measurements wrote nothing")]
     assert "a log does not" not in note
     assert "the source gives none: no ITL histogram that grew between its scrapes" in note

@@ -754,7 +754,7 @@ def test_an_unpriced_answer_lists_its_single_pools_before_the_splits_and_names_t
 def test_pareto_points_name_the_kv_format_their_figures_assume() -> None:
     result = _h100_plan()
     kv = {c.kv for c in result.candidates}
-    assert all(any(f", KV {k}, b" in label for k in kv) for _, _, label in result.pareto)
+    assert all(any(f", KV {k}, b" in p.label for k in kv) for p in result.pareto)
 
 
 def test_plan_explain_shows_the_analytic_and_the_simulated_replica_counts(

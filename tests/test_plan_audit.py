@@ -328,7 +328,7 @@ def test_the_pareto_frontier_holds_the_batch_that_meets_the_slo() -> None:
               key=lambda c: c.batch)
     assert tp1.batch & (tp1.batch - 1)  # not a power of two: the doubling alone misses it
     label = f"h100-sxm TP1 fp8, KV fp8, b{tp1.batch}"
-    assert any(p == label for *_, p in result.pareto)
+    assert any(p.label == label for p in result.pareto)
 
 
 def test_the_frontiers_slo_batch_reads_faster_than_the_slo_and_the_table_says_why() -> None:
@@ -341,7 +341,7 @@ def test_the_frontiers_slo_batch_reads_faster_than_the_slo_and_the_table_says_wh
     tp1 = max((c for c in result.candidates if (c.tp, c.weights, c.kv) == (1, "fp8", "fp8")),
               key=lambda c: c.batch)
     label = f"h100-sxm TP1 fp8, KV fp8, b{tp1.batch}"
-    per_user = next(b for _, b, p in result.pareto if p == label)
+    per_user = next(p.tok_s_per_user for p in result.pareto if p.label == label)
     assert per_user > 1 / slo.tpot_s
     lines = PlanLists(LLAMA_8B, result).pareto_lines()
     assert any("a decode step alone" in line and "prompts sharing the steps" in line
@@ -477,7 +477,7 @@ def test_where_every_check_within_max_gpus_misses_the_closest_miss_is_the_neares
     missed: list = []  # (candidate, its check run), every check that missed
     named = planner.simulated_miss
 
-    def seen(model: object, runs: list, *rest: object) -> str:
+    def seen(model: object, runs: list, *rest: object) -> object:
         missed.extend(runs)
         return named(model, runs, *rest)
 
@@ -508,6 +508,8 @@ def test_a_simulated_miss_of_one_token_outputs_speaks_of_ttft_alone() -> None:
                   (1.0, 1.0))
     slo = Slo(1.0, 0.05, 99)
     near, far = (CheckRun(False, ttft, math.nan, 1600, 0, (1.0, 9.0)) for ttft in (1.8, 2.5))
-    text = simulated_miss(LLAMA_70B, [(c, far), (c, near)], slo, 2, "vllm")
+    miss = simulated_miss(LLAMA_70B, [(c, far), (c, near)], slo, 2, "vllm")
+    assert miss is not None
+    text = miss.text
     assert text.endswith("came nearest in simulation: p99 TTFT 1,800 ms, TPOT n/a "
                          "(1-token outputs): TTFT misses its 1,000 ms SLO")

@@ -139,7 +139,9 @@ def test_the_nearest_simulated_miss_names_the_itl_that_missed() -> None:
                   (1.0, 1.0))
     near, far = (CheckRun(False, 0.1, 0.03, 1600, 0, (1.0, 9.0), itl_s=slo.itl_s * f)
                  for f in (1.2, 1.5))
-    text = simulated_miss(MODEL, [(c, far), (c, near)], slo, 1, "vllm")
+    miss = simulated_miss(MODEL, [(c, far), (c, near)], slo, 1, "vllm")
+    assert miss is not None
+    text = miss.text
     assert text.endswith(
         f"p90 TTFT {near.ttft_s * 1e3:,.0f} ms, TPOT {near.tpot_s * 1e3:,.1f} ms, ITL "
         f"{near.itl_s * 1e3:,.1f} ms: ITL misses its {slo.itl_s * 1e3:g} ms SLO; TTFT and TPOT "

@@ -108,6 +108,19 @@ class ModelEntry:
         return (self.hf_id, *(v.hf_id for v in self.variants))
 
 
+_PARAM_SCALES = {"M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def card_params(label: str | None) -> int | None:
+    """A model card's parameter label as a count, for --json: "70.6B" → 70,600,000,000,
+    "1T" → 10^12 (decimal, so 8.03B is 8,030,000,000 exactly); None stays None."""
+    if label is None:
+        return None
+    number, scale = label[:-1], _PARAM_SCALES[label[-1]]
+    whole, _, frac = number.partition(".")
+    return int(whole) * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
+
+
 @dataclass(frozen=True)
 class UnbundledRepo:
     """A Hugging Face repo with no config here, the bundled entry ``closest`` to it, and what

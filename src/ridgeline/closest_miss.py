@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from ridgeline.candidate import (
     Candidate,
@@ -30,6 +32,50 @@ from ridgeline.quantization_gates import single_rank_checkpoint
 from ridgeline.search_space import ENGINE_KNOBS, layouts, offered
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import fmt_req_rate, plural
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A NO DEPLOYMENT's closest miss: the sentence the text prints (``text``) and, for --json,
+    the group it names with its latencies. ``kind``: ``unloaded`` (a lone request misses),
+    ``load`` (it meets the SLO unloaded, the load within --max-gpus is the miss),
+    ``simulated`` (its check missed; the latencies at the SLO's percentile), or
+    ``does_not_fit`` / ``does_not_launch`` (no group: its keys None). Llama-3.1-70B on 2 x
+    l40s (TP2), TTFT 274 ms and TPOT 61.7 ms unloaded against SLOs of 200 ms and 10 ms: kind
+    unloaded, missed ("TTFT", "TPOT")."""
+
+    text: str
+    kind: str
+    accelerator: str | None = None
+    num_gpus: int | None = None  # one replica's group: TP × PP (× data-parallel ranks)
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None  # None: 1-token outputs have none
+    itl_s: float | None = None  # None: no ITL SLO given (or 1-token outputs)
+    missed: tuple[str, ...] = ()  # the latencies past their SLOs: TTFT, TPOT, ITL
+    gpus_needed: int | None = None  # the load's miss: the fewest GPUs, past --max-gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        """--json's ``closest_miss_figures``: every field but the sentence."""
+        data = asdict(self)
+        del data["text"]
+        data["missed"] = list(self.missed)
+        return data
+
+
+def _group_miss(text: str, kind: str, acc: str, tp: int, pp: int, ttft_s: float,
+                tpot_s: float, itl_s: float, slo: Slo, gpus_needed: int | None = None,
+                data_parallel: int = 1) -> Miss:
+    """A miss that names a TP``tp`` × PP``pp`` group of ``acc`` (``data_parallel`` such ranks a
+    replica): its latencies (NaN, 1-token outputs, as None; the ITL only under an ITL SLO)
+    and which of them miss ``slo``."""
+    def seconds(v: float) -> float | None:
+        return None if math.isnan(v) else v
+
+    return Miss(text, kind, acc, tp * pp * data_parallel, tp, pp, ttft_s, seconds(tpot_s),
+                None if slo.itl_s is None else seconds(itl_s),
+                tuple(_over(_latencies(slo, ttft_s, tpot_s, itl_s), slo)), gpus_needed)
 
 
 def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
@@ -109,6 +155,12 @@ def _and(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+def _over(latencies_s: dict[str, float], slo: Slo) -> list[str]:
+    """The latencies past their SLOs, by name (NaN, 1-token outputs' TPOT, is none)."""
+    limits = _limits_s(slo)
+    return [name for name, v in latencies_s.items() if not math.isnan(v) and v > limits[name]]
+
+
 def _which_misses(latencies_s: dict[str, float], slo: Slo) -> str:
     """Which latencies miss their SLOs, as a tail to their figures: ": TPOT misses its 1 ms
     SLO; TTFT is within its 10 ms", ", past both SLOs (10 ms and 1 ms)", ": TPOT and ITL miss
@@ -116,7 +168,7 @@ def _which_misses(latencies_s: dict[str, float], slo: Slo) -> str:
     1-token outputs, is left out)."""
     limits = _limits_s(slo)
     named = [name for name, v in latencies_s.items() if not math.isnan(v)]
-    over = [name for name in named if latencies_s[name] > limits[name]]
+    over = _over(latencies_s, slo)
     within = [name for name in named if name not in over]
 
     def ms(names: list[str]) -> str:
@@ -135,18 +187,18 @@ def _which_misses(latencies_s: dict[str, float], slo: Slo) -> str:
 
 
 def simulated_miss(model: ModelSpec, missed: Missed, slo: Slo,
-                   max_gpus: int, engine: str) -> str:
+                   max_gpus: int, engine: str) -> Miss | None:
     """Where the analytic sizing found deployments within ``max_gpus`` but each one's check
     missed at every count it could run: the nearest, the least of its simulated TTFT ÷ its
     SLO and TPOT ÷ its SLO (and ITL ÷ its SLO, where given: the worst of them), at the most
-    replicas it ran, and which latency missed; "" where none was simulated. (A p99 TTFT SLO
+    replicas it ran, and which latency missed; None where none was simulated. (A p99 TTFT SLO
     of 30 ms for Llama-3.1-8B at 10 req/s on two H100s: the queue's wait puts each layout's
     p99 past it.)"""
     def worse(run: CheckRun) -> float:
         return _worst_ratio(_latencies(slo, run.ttft_s, run.tpot_s, run.itl_s), slo)
 
     if not missed:
-        return ""
+        return None
     c, run = min(missed, key=lambda seen: worse(seen[1]))  # of equal misses, the first checked
     no_tpot = math.isnan(run.tpot_s)  # 1-token outputs: a TTFT alone
     tpot = "n/a (1-token outputs)" if no_tpot else f"{run.tpot_s * 1e3:,.1f} ms"
@@ -155,14 +207,16 @@ def simulated_miss(model: ModelSpec, missed: Missed, slo: Slo,
     why = _which_misses(_latencies(slo, run.ttft_s, run.tpot_s, run.itl_s), slo)
     why = why or (", within the SLO, but the run missed: its queue grew, or the engine "
                   "refused requests")
-    return (f"{candidate_label(model, c, engine)}, as many replicas as --max-gpus "
+    text = (f"{candidate_label(model, c, engine)}, as many replicas as --max-gpus "
             f"{max_gpus} allows, came nearest in simulation: p{slo.percentile:g} TTFT "
             f"{run.ttft_s * 1e3:,.0f} ms, TPOT {tpot}{itl}{why}")
+    return _group_miss(text, "simulated", c.accelerator, c.tp, c.pp, run.ttft_s, run.tpot_s,
+                       run.itl_s, slo, data_parallel=c.data_parallel)
 
 
 def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
-                 beyond: Candidate | None = None, engine_version: str | None = None) -> str:
+                 beyond: Candidate | None = None, engine_version: str | None = None) -> Miss:
     """The group nearest the SLO unloaded (the least of TTFT ÷ its SLO and TPOT ÷ its SLO, the
     worse of the two, or of the three with an ITL SLO's ITL ÷ it), over every card and every
     layout of the search that holds the model; where one meets it unloaded the load is the
@@ -172,7 +226,7 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     the dtype that release keeps them in (Nemotron-H's fp16 before vLLM 0.20)."""
     mean_in, mean_out = load.means()
     context = round(mean_in + mean_out)
-    best: tuple[float, int, str] | None = None  # (miss, GPUs, text)
+    best: tuple[float, int, Miss] | None = None  # (miss, GPUs, the miss)
     profile = profile or profile_for(engine)
     any_built = False
     for gpu in gpus:
@@ -187,22 +241,25 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
             # unloaded, a request's every gap is one decode step: its ITL is the TPOT's figure
             miss = _worst_ratio(_latencies(slo, ttft, tpot, tpot), slo)
             group = f"{tp * pp} x {acc.id} ({parallel_words(tp, pp, engine_devices(engine, acc))})"
-            text = f"{group}: {_unloaded_miss(ttft, tpot, slo)}"
+            found = _group_miss(f"{group}: {_unloaded_miss(ttft, tpot, slo)}", "unloaded",
+                                acc.id, tp, pp, ttft, tpot, tpot, slo)
             if miss <= 1:
-                text = _load_miss(group, ttft, tpot, load, slo, max_gpus)
+                found = _group_miss(_load_miss(group, ttft, tpot, load, slo, max_gpus), "load",
+                                    acc.id, tp, pp, ttft, tpot, tpot, slo)
             # the nearest; of equal misses (all meeting it unloaded), the fewest GPUs
             if best is None or (max(miss, 1.0), tp * pp) < (max(best[0], 1.0), best[1]):
-                best = (miss, tp * pp, text)
+                best = (miss, tp * pp, found)
     if best is None:
         widest = max((tp * pp for gpu in gpus for tp, pp in
                       layouts(node_size(resolve_accelerator(gpu)), max_gpus,
                               not single_rank_checkpoint(model, engine))), default=1)
         if not any_built:  # no layout launches at all: a split, not memory, is the miss
             why = _first_refusal(model, gpus, engine, engine_version)
-            return (f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
-                    f"launches {model.name} under {engine}: {why}")
-        return (f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
-                f"({', '.join(gpus)}) holds {model.name} with room for one request")
+            return Miss(f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
+                        f"launches {model.name} under {engine}: {why}", "does_not_launch")
+        return Miss(f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
+                    f"({', '.join(gpus)}) holds {model.name} with room for one request",
+                    "does_not_fit")
     if beyond is not None and best[0] <= 1:  # the load is the miss: one deployment, priced
         return _beyond(model, beyond, load, slo, max_gpus, engine, profile, engine_version)
     return best[2]
@@ -221,7 +278,7 @@ def _load_miss(group: str, ttft_s: float, tpot_s: float, load: Load, slo: Slo,
 
 
 def _beyond(model: ModelSpec, c: Candidate, load: Load, slo: Slo, max_gpus: int, engine: str,
-            profile: EngineProfile, version: str | None) -> str:
+            profile: EngineProfile, version: str | None) -> Miss:
     """Where the load is the miss: ``c``, the fewest GPUs the analytic sizing found past
     ``max_gpus``, as one deployment, its group's latencies unloaded and its price (98 replicas
     of 2 x GB200 at 200 req/s: 196 GPUs, paid as three 72-GPU racks), not the nearest group
@@ -236,6 +293,8 @@ def _beyond(model: ModelSpec, c: Candidate, load: Load, slo: Slo, max_gpus: int,
         f", paid as {c.rented_gpus:,} in {c.rental_gpus}-GPU units"
     price = ("no price (pass --price GPU=USD)" if c.cost_per_hour is None
              else f"${c.cost_per_hour:,.2f}/h")
-    return (_load_miss(group, ttft, tpot, load, slo, max_gpus)
+    text = (_load_miss(group, ttft, tpot, load, slo, max_gpus)
             + f"; it needs about {c.gpus:,} GPUs ({candidate_label(model, c, engine)}"
             f"{rented}, {price}, sized analytically, not simulated): raise --max-gpus")
+    return _group_miss(text, "load", c.accelerator, c.tp, c.pp, ttft, tpot, tpot, slo, c.gpus,
+                       c.data_parallel)

@@ -315,7 +315,9 @@ class Accelerator:
             runtime_devices=f.whole("runtime_devices", 1, MAX_RUNTIME_DEVICES, default=1),
             host_gpus=f.whole("host_gpus", 1, MAX_HOST_GPUS) if "host_gpus" in record else None,
             rental_gpus=f.whole("rental_gpus", 1, MAX_RENTAL_GPUS, default=1),
-            price_date=_iso_date(f.text("price_date", ""), f"{origin}: price_date"),
+            # null as `hardware --json` writes an undated price, or absent
+            price_date=_iso_date(f.text("price_date", "") if record.get("price_date") is not None
+                                 else "", f"{origin}: price_date"),
         )
 
 

@@ -330,3 +330,22 @@ def host_link_bytes_per_s(acc: Accelerator, given: float | None = None) -> float
         return HOST_LINK_BY_FAMILY[acc.family]
     raise InputError(f"{acc.id} records no PCIe link to its host: give --host-link-gbs "
                      "(e.g. 25 for PCIe 4.0 x16)")
+
+
+def offload_json(dep: Deployment) -> dict[str, Any] | None:
+    """--json's ``offload`` object for llama.cpp's layers in host memory (-ngl, --n-cpu-moe,
+    --fit), None without a split: the placement in words (the text's deployment line) and as
+    keys, the weights on the host, the host memory's bandwidth (None: not given) and the
+    host-to-GPU link. Qwen3-30B-A3B q4_k_m on an RTX 4090 at -ngl 30: 29 of 48 layers on
+    the GPU, the output layer too, host memory 76.8 GB/s."""
+    o = dep.offload
+    if o is None:
+        return None
+    n, blocks = dep.model.num_layers, gguf_block_count(dep.model)
+    return {"placement": o.describe(dep.model), "gpu_layers": o.gpu_layers,
+            "layers_on_gpu": o.repeating_on_gpu(n, blocks), "num_layers": n,
+            "output_on_gpu": o.output_on_gpu(n, blocks),
+            "cpu_expert_layers": o.cpu_expert_layers, "experts_last": o.experts_last,
+            "chosen_by_fit": o.chosen_by_fit, "host_weight_bytes": host_weight_bytes(dep),
+            "host_bandwidth_bytes_per_s": o.host_bandwidth_bytes_per_s or None,
+            "link_bytes_per_s": link_bytes_per_s(dep)}

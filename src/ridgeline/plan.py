@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ridgeline.candidate import (
     Candidate,
@@ -35,7 +35,7 @@ from ridgeline.candidate import (
     replica_deployment,
     weight_choices,
 )
-from ridgeline.closest_miss import closest_miss, simulated_miss
+from ridgeline.closest_miss import Miss, closest_miss, simulated_miss
 from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
 from ridgeline.disaggregated import (
@@ -192,6 +192,23 @@ def _row_cautions(c: Candidate, win: Candidate | None, engine: str, profile: Eng
     return (*why, *(e for e in extra if e))
 
 
+class ParetoPoint(NamedTuple):
+    """A point of the Pareto frontier: its speeds, the label the text prints ("h100-sxm TP8
+    fp8, KV fp8, b1") and what that label names, as --json's keys."""
+
+    tok_s_per_gpu: float
+    tok_s_per_user: float
+    label: str
+    accelerator: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_size: int
+    expert_parallel: bool
+    weights: str
+    kv_dtype: str
+    batch: int  # sequences a replica decodes at once
+
+
 @dataclass(frozen=True)
 class PlanResult:
     load: Load
@@ -201,7 +218,7 @@ class PlanResult:
     candidates: tuple[Candidate, ...]
     unpriced: tuple[Candidate, ...]
     disaggregated: tuple[Candidate, ...]
-    pareto: tuple[tuple[float, float, str], ...]  # (tok/s per GPU, tok/s per user, label)
+    pareto: tuple[ParetoPoint, ...]
     searched: int
     mean_output_tokens: float
     closest_miss: str
@@ -229,6 +246,8 @@ class PlanResult:
     # whose price a --price gave (the rest: the catalog's)
     price_table: tuple[tuple[str, float | None], ...] = ()
     prices_given: tuple[str, ...] = ()
+    # ``closest_miss``'s group and latencies as figures (closest_miss.Miss); None with a winner
+    closest_miss_figures: Miss | None = None
 
     @property
     def winner(self) -> Candidate | None:
@@ -349,7 +368,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     verified, rest = verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
                                      engine, profile, runs, missed)
     _, mean_out = load.means()
-    miss = "" if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
+    miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                             beyond, engine_version)
     split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine,
                                      profile)
@@ -387,7 +406,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     dropped = left_out(model, gpus, engine, engine_version, LEFT_OUT_LEVER)
     return PlanResult(load, slo, candidates, unpriced_best, split_sorted,
                       tuple(_pareto(model, feasible, load, engine, profile, engine_version)),
-                      len(jobs), mean_out, miss,
+                      len(jobs), mean_out, miss.text if miss else "",
                       engine, cautions, engine_version, measured, own,
                       tuple(n for n in (chunked_prefill_note(win, engine, load),
                                         streamed_load_note(win, engine, model, engine_version),
@@ -396,7 +415,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                       _card_outcomes([resolve_accelerator(g).id for g in gpus], candidates,
                                      unpriced_best, split_sorted, sized, max_gpus,
                                      {d.gpu for d in dropped if d.what == "every format"}),
-                      tuple(table.items()), tuple(given))
+                      tuple(table.items()), tuple(given), miss)
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names
@@ -487,7 +506,7 @@ def _best_per_gpu(cands: list[Candidate]) -> list[Candidate]:
 
 def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
             engine: str = "vllm", profile: EngineProfile | None = None,
-            engine_version: str | None = None) -> list[tuple[float, float, str]]:
+            engine_version: str | None = None) -> list[ParetoPoint]:
     """Non-dominated (tok/s per GPU, tok/s per user) points over batch, per configuration,
     each step priced with the states ``engine_version`` keeps (as the search sized them)."""
     mean_in, mean_out = load.means()
@@ -506,8 +525,10 @@ def _pareto(model: ModelSpec, feasible: list[Candidate], load: Load,
         for b in batches:  # 1, 2, 4, … and the batch that meets the SLO
             # a pipeline's batch runs as micro-batches: a token's step is one's trip
             t = step_time_s(dep, decode_batch(micro_batch(dep, b), ctx), profile)
-            points.append((b / t / dep.num_gpus, 1 / t, f"{c.accelerator} "
-                           f"{c.parallel_for(engine)} {c.weights}, KV {c.kv}, b{b}"))
+            points.append(ParetoPoint(b / t / dep.num_gpus, 1 / t, f"{c.accelerator} "
+                                      f"{c.parallel_for(engine)} {c.weights}, KV {c.kv}, b{b}",
+                                      c.accelerator, c.tp, c.pp, c.data_parallel,
+                                      c.expert_parallel, c.weights, c.kv, b))
     points.sort(key=lambda p: (-p[1], -p[0]))
     frontier, best = [], -1.0
     for p in points:

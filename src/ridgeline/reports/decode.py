@@ -32,6 +32,7 @@ from ridgeline.floors import DecodeFloor, bound_label, decode_floor
 from ridgeline.layouts import ATTENTION_MIXERS, CHUNKED, FULL, SLIDING, WINDOW_MIXERS
 from ridgeline.memory import EngineSettings, loaded_vision_bytes
 from ridgeline.model import Layer, ModelSpec
+from ridgeline.offload import offload_json
 from ridgeline.parallel import deployment_cross_node_caution
 from ridgeline.raw_fit import FitCheck, as_served
 from ridgeline.render import table
@@ -333,6 +334,8 @@ class DecodeReport:
                 "deployment": deployment_line(self.deployment),
                 "decode_context_parallel_size": self.deployment.decode_context_parallel_size,
                 "cpu_offload": cpu_offload_json(self.deployment).get("cpu_offload"),
+                # llama.cpp's layers in host memory (-ngl, --n-cpu-moe), or null
+                "offload": offload_json(self.deployment),
                 "kind": "step_time_s, per_user_tok_s, aggregate_tok_s: the engine's calibrated "
                 "expectation, as the text's columns (null where it would not run the point: "
                 "expected_none_reason); floor_*: the article's lower bound",

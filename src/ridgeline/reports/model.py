@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ridgeline.catalog import ModelEntry, model_entries
+from ridgeline.catalog import ModelEntry, card_params, model_entries
 from ridgeline.ds_mla_cache import vllm_stored_cache
 from ridgeline.explain import Step, q, step
 from ridgeline.kvcache import (
@@ -92,8 +92,13 @@ class ModelReport:
             "params_active": self.params.active,
             "params_active_without_embedding": self.params.active - self.params.embedding,
             "params_by_category": {k: v for k, v in self.params.by_category.items() if v},
-            "card_total_params": self.entry.card_total_params if self.entry else None,
-            "card_active_params": self.entry.card_active_params if self.entry else None,
+            # the model card's figures as counts, and as the card writes them ("70.6B")
+            "card_total_params": card_params(self.entry.card_total_params)
+            if self.entry else None,
+            "card_total_params_label": self.entry.card_total_params if self.entry else None,
+            "card_active_params": card_params(self.entry.card_active_params)
+            if self.entry else None,
+            "card_active_params_label": self.entry.card_active_params if self.entry else None,
             "stored_formats": {c: f for c, f in s.stored_format_map.items()
                                if self.params.by_category.get(c)},  # categories it has
             "checkpoint_dtype": s.dtype,  # of the tensors the stored formats leave as they are
@@ -396,8 +401,11 @@ class ModelList:
 
     def to_dict(self) -> dict[str, Any]:
         return {"models": [{"id": e.id, "hf_id": e.hf_id, "architecture": s.architecture,
-                            "kind": _kind(s), "card_total_params": e.card_total_params,
-                            "card_active_params": e.card_active_params}
+                            "kind": _kind(s),
+                            "card_total_params": card_params(e.card_total_params),
+                            "card_total_params_label": e.card_total_params,
+                            "card_active_params": card_params(e.card_active_params),
+                            "card_active_params_label": e.card_active_params}
                            for e, s in zip(self.entries, self.specs)]}
 
     def text_lines(self) -> list[str]:

@@ -74,9 +74,12 @@ class ObserveReport(ObserveVerdict):
             "model": d.model.name, "accelerator": d.accelerator.id, "num_gpus": d.num_gpus,
             "engine": d.engine,
             "running": stats(o.running), "waiting": stats(o.waiting),
-            "kv_usage": stats(o.kv_usage), "preemptions": o.preemptions,
+            "kv_usage": stats(o.kv_usage),
+            # a count (the counter's increase, whole); null where the source has none
+            "preemptions": None if o.preemptions is None else round(o.preemptions),
             "prompt_tok_s": o.prompt_tok_s, "generation_tok_s": o.generation_tok_s,
-            "latency_ms": o.latency_ms, "engines": o.engines, "swapped": stats(o.swapped),
+            # null where the source has no latencies
+            "latency_ms": o.latency_ms or None, "engines": o.engines, "swapped": stats(o.swapped),
             # the busiest data-parallel engine's running at each reading: what fills its pool
             "busiest_engine_running": stats(o.busiest_running),
             "cached_prompt_share": o.cached_prompt_share,
@@ -109,7 +112,7 @@ class ObserveReport(ObserveVerdict):
             "tokens_per_step": self.tokens_per_step,
             "tokens_per_step_over": self.tokens_per_step_over,
             "speculative": None if self.spec_step is None else self.spec_step.to_dict(),
-            "gap": {} if self.not_comparable else self.gaps(),
+            "gap": {} if self.not_comparable else self.gap_dict(),
             "gap_not_comparable": self.not_comparable if self.gaps() else None,
             "floor_itl_ms": self.floor_itl_ms, "queued_readings": list(self.queued),
             "likely_weights": [name for name, _ in self.lighter_weights],
@@ -117,6 +120,16 @@ class ObserveReport(ObserveVerdict):
             "cautions": [c for c in (self.model_caution, *self.cross_checks()) if c],
             "notes": o.notes, "model_names": o.model_names,
         }
+
+    def gap_dict(self) -> dict[str, float]:
+        """``gaps`` as --json gives them, with the text's "implies 40.9 ms a token: -26%"
+        beside the generation rate's: the ITL that rate implies at the batch
+        (``rate_itl_ms``) and the prediction against it (``rate_itl``, predicted ÷ implied −
+        1), where the text prints them."""
+        gaps, implied, predicted = self.gaps(), self.rate_itl_ms, self.predicted_itl_ms
+        if "generation_tok_s" in gaps and "itl" not in gaps and implied and predicted:
+            gaps |= {"rate_itl_ms": implied, "rate_itl": predicted / implied - 1}
+        return gaps
 
     def text_lines(self) -> list[str]:
         o, d = self.obs, self.deployment

@@ -77,8 +77,8 @@ def _rate(req_s: float) -> str:
 
 def price_of(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -> dict[str, Any]:
     """One card's price as --json gives it: $/GPU-hour as the plan priced it, where the
-    catalog's figure comes from and the day it was read ("undated" where its source gives
-    none), and its rental unit; a --price (``given``) is its own source, undated."""
+    catalog's figure comes from and the day it was read (null where its source gives none,
+    as for a --price, ``given``, its own source), and its rental unit."""
     from ridgeline.hardware import price_source, resolve_accelerator
 
     acc = resolve_accelerator(gpu)
@@ -86,7 +86,7 @@ def price_of(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -> d
     return {"usd_per_gpu_hour": usd_per_gpu_hour,
             "source": (price_source(acc) or "the catalog") if catalog
             else "--price" if usd_per_gpu_hour is not None else None,
-            "date": (acc.price_date or "undated") if catalog else None,
+            "date": (acc.price_date or None) if catalog else None,
             "rental_gpus": acc.rental_gpus}
 
 
@@ -96,7 +96,8 @@ def price_words(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -
     if price["source"] is None:
         return "no price"
     rented = f"; rented as {price['rental_gpus']}-GPU units" if price["rental_gpus"] > 1 else ""
-    dated = f"; {price['date']}" if price["date"] else ""
+    dated = f"; {price['date'] or 'undated'}" if price["usd_per_gpu_hour"] is not None and \
+        price["source"] != "--price" else ""
     return f"{gpu}: {price['source']}{dated}{rented}"
 
 
@@ -252,6 +253,7 @@ class PlanReport:
                     # one card a row, as fit's report has: the devices the engine runs it as
                     runtime_devices_per_gpu=engine_devices(
                         self.result.engine, resolve_accelerator(c.accelerator)))
+        data["disaggregated"] = c.disaggregated or None  # "2P1D"; null for one pool
         if self.result.engine != "trtllm":  # TensorRT-LLM's launch setting (its YAML's):
             # vLLM V1 chunks every long prompt and SGLang by chunked_prefill_size, no flag
             # the launch line sets, so null there
@@ -335,14 +337,18 @@ class PlanReport:
             "unpriced": [self._unpriced_row(c) for c in r.unpriced],
             "disaggregated": [self._split_row(c) for c in r.disaggregated],
             "held_splits": [self._split_row(c) for c in self.lists.held_splits()],
-            "pareto": [{"tok_s_per_gpu": a, "tok_s_per_user": b, "point": p}
-                       for a, b, p in r.pareto],
+            # each point's label as the text prints it, and what it names as keys
+            "pareto": [{"point": p.label, **{k: v for k, v in p._asdict().items()
+                                             if k != "label"}} for p in r.pareto],
             # a GPU is a card in every count and per-GPU figure, as --num-gpus counts it;
             # the cards the engine runs as several devices (vLLM: an MI250's 2 dies), by name,
             # as the search spans cards; each row's own count is its runtime_devices_per_gpu
             "runtime_devices_per_gpu": self.lists.dies_per_card(),
             "pareto_context_tokens": mean_decode_context(*r.load.means()),
             "closest_miss": r.closest_miss or None,
+            # the group it names and its latencies as keys (closest_miss.Miss), or null
+            "closest_miss_figures": r.closest_miss_figures.to_dict()
+            if r.closest_miss_figures else None,
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
             "notes": list(r.notes),

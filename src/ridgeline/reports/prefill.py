@@ -32,6 +32,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.floors import PrefillFloor, bound_label
 from ridgeline.gguf_blocks import gguf_block_count
 from ridgeline.llamacpp_batching import llamacpp_n_ubatch, pipelined_stages
+from ridgeline.offload import offload_json
 from ridgeline.parallel import deployment_cross_node_caution
 from ridgeline.render import table
 from ridgeline.reports.decode import json_pool_settings
@@ -304,6 +305,8 @@ class PrefillReport:
                 **card_price_json(self.deployment),
                 "deployment": deployment_line(self.deployment),
                 "cpu_offload": cpu_offload_json(self.deployment).get("cpu_offload"),
+                # llama.cpp's layers in host memory (-ngl, --n-cpu-moe), or null
+                "offload": offload_json(self.deployment),
                 "kind": "time_s (the TTFT), prompt_tok_s: the engine's calibrated expectation, "
                 "as the text's 'expected' line (null where it would not run the prompts: "
                 "expected_none_reason); floor_*: the article's lower bound",
@@ -477,6 +480,8 @@ class PrefillSeries:
                 **card_price_json(self.deployment),
                 "deployment": deployment_line(self.deployment),
                 "cpu_offload": cpu_offload_json(self.deployment).get("cpu_offload"),
+                # llama.cpp's layers in host memory (-ngl, --n-cpu-moe), or null
+                "offload": offload_json(self.deployment),
                 "prompts": [r.to_dict() for r in self.reports]}
 
     def text_lines(self) -> list[str]:
