@@ -346,9 +346,12 @@ def test_explain_carries_the_blocks_the_shortfall_and_each_lever() -> None:
     assert blocks.result.value == report.pool.blocks
     short = steps["shortfall per GPU"]
     assert short.result.value * GIB == pytest.approx(report.shortfall_bytes)
-    levers = steps["levers"]
-    assert {i.name: i.value for i in levers.inputs} == {
-        lv.name: lv.conversations for lv in report.levers}
+    assert report.levers
+    for lv in report.levers:
+        lever = steps[f"lever, {lv.name}"]
+        assert lever.result.value == lv.batch
+        assert {i.name: i.value for i in lever.inputs} == {"conversations": lv.conversations,
+                                                           "seats": lv.seats}
 
 
 def test_the_fit_lever_is_what_ngl_auto_places_for_the_targets_slots(

@@ -440,7 +440,8 @@ def test_simulate_explains_percentiles_goodput_and_the_step_time_model(
                  "--explain"]) == 0
     data = json.loads(capsys.readouterr().out)
     steps = {s["label"]: s for s in data["explain"]}
-    assert set(steps) == {"TTFT percentiles", "TPOT percentiles", "request rate", "goodput",
+    assert set(steps) == {"TTFT percentiles", "TPOT percentiles", "TTFT p90", "TTFT p99",
+                          "TPOT p90", "TPOT p99", "request rate", "goodput",
                           "step time", "output token rate", "output token rate per GPU",
                           "total token rate", "TTFT mean", "TPOT mean", "ITL mean",
                           "end-to-end mean", "queueing mean", "running batch, mean"}

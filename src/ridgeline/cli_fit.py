@@ -141,11 +141,14 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     if not defaulted:
         return report
     from ridgeline.reports.fit import ridge_context
+    from ridgeline.reports.fit_headline_steps import ridge_context_step
     from ridgeline.reports.fit_verdict import UNDER_RIDGE
 
-    return replace(report, searched=defaulted,  # the verdict said to be the full context's
-                   ridge_context=ridge_context(report) if report.verdict == UNDER_RIDGE
-                   else None)
+    report = replace(report, searched=defaulted,  # the verdict said to be the full context's
+                     ridge_context=ridge_context(report) if report.verdict == UNDER_RIDGE
+                     else None)
+    shown = ridge_context_step(report)
+    return report if shown is None else replace(report, steps=(*report.steps, shown))
 
 
 def _launched_report(args: argparse.Namespace, dep: Any, settings: Any,

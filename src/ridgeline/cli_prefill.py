@@ -49,6 +49,7 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         engine_runs,
         with_fit_seat,
     )
+    from ridgeline.reports.refusal_steps import refusal_steps
 
     def one(a: argparse.Namespace) -> list[PrefillReport]:
         from dataclasses import replace
@@ -128,7 +129,10 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             # the refusal suggests, as decode prices its points there
             longest = suggested_max_model_len(() if out.seat is None else (out.seat,), length)
             if longest:
-                out = replace(out, at_longest=priced(n, longest))
+                base = pool_settings or EngineSettings()
+                out = replace(out, at_longest=priced(n, longest), refusal_working=refusal_steps(
+                    placed, replace(base, enforce_eager=a.enforce_eager or base.enforce_eager),
+                    longest, [n]))
             if fitted is None:
                 return out
             i = a.prompt_len.index(n)

@@ -48,6 +48,7 @@ from ridgeline.reports.expectation import (
 )
 from ridgeline.reports.graph_explain import graph_step
 from ridgeline.reports.identity import card_price_json, identity_json
+from ridgeline.reports.refusal_steps import refusal_steps
 from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.spec_decode import SpecDecode, SpecStep, spec_step
@@ -106,6 +107,9 @@ class DecodeReport:
     # where the engine refuses to start at its max_model_len (start_refused): the same points
     # at the longest --max-model-len that starts, which the refusal suggests (at_longest_start)
     at_longest: DecodeReport | None = field(default=None, compare=False)
+    # its working: the longest --max-model-len that starts, and at it each context's pool
+    # (refusal_steps.py), heading at_longest's first block
+    refusal_working: tuple[Step, ...] = field(default=(), compare=False)
 
     @property
     def line_seats(self) -> tuple[EngineSeats, ...]:
@@ -137,10 +141,14 @@ class DecodeReport:
         r = self.at_longest
         if r is None or r.started_at is None:
             return ()
-        return tuple((f"at --max-model-len {r.started_at:,}, batch {f.batch:,} at "
-                      f"{f.context:,} {plural(f.context, 'token')} of context",
-                      e.steps + expected_speed_steps(e, f.batch) + r._seat_steps(f))
-                     for (f, _), e in zip(r.floors, r.expected) if r.engine_runs(f))
+        groups = tuple((f"at --max-model-len {r.started_at:,}, batch {f.batch:,} at "
+                        f"{f.context:,} {plural(f.context, 'token')} of context",
+                        e.steps + expected_speed_steps(e, f.batch) + r._seat_steps(f))
+                       for (f, _), e in zip(r.floors, r.expected) if r.engine_runs(f))
+        if not groups or not self.refusal_working:
+            return groups
+        (heading, first), rest = groups[0], groups[1:]
+        return ((heading, self.refusal_working + first), *rest)
 
     @property
     def started_at(self) -> int | None:
@@ -737,10 +745,14 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     longest = suggested_max_model_len(seats, max_model_len)
     at_longest = decode_report(dep, batches, contexts, profile, enforce_eager, settings,
                                longest, spec) if longest else None
+    start = () if not longest else refusal_steps(
+        dep, replace(settings or EngineSettings(),
+                     enforce_eager=enforce_eager or (settings or EngineSettings()).enforce_eager),
+        longest, contexts)
     return DecodeReport(dep, tuple(floors), tuple(expected), seats,
                         tuple(c for c in cautions if c), profile, described, steps,
                         engine_version=(settings or EngineSettings()).engine_version,
-                        at_longest=at_longest)
+                        at_longest=at_longest, refusal_working=start)
 
 
 def with_fit_seats(report: DecodeReport, fit_seats: tuple[EngineSeats, ...],

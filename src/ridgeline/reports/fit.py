@@ -33,6 +33,7 @@ from ridgeline.monotone import longest_holding
 from ridgeline.offload import HostOffload
 from ridgeline.record_views import headline_repr
 from ridgeline.reports.fit_cautions import fit_cautions, state_capped_seats
+from ridgeline.reports.fit_headline_steps import profiled_pool_steps
 from ridgeline.reports.fit_json import fit_dict
 from ridgeline.reports.fit_levers import Lever, levers
 from ridgeline.reports.fit_ranks import rank_steps
@@ -408,4 +409,4 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = 
     report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps,
                        fit_host=fit_host, fit_margin_bytes=fit_margin_bytes)
     report = replace(report, levers=tuple(levers(report)))
-    return replace(report, steps=(*steps, *held_steps(report)))
+    return replace(report, steps=(*steps, *held_steps(report), *profiled_pool_steps(report)))

@@ -68,7 +68,8 @@ if TYPE_CHECKING:
 class Lever:
     """One change fit weighs (FitReport.levers), and what it would hold: ``name`` says the
     change in words and flags, ``conversations`` and ``batch`` are the fit's under it,
-    ``context`` the tokens a conversation then has (shorter for the context levers).
+    ``context`` the tokens a conversation then has (shorter for the context levers),
+    ``seats`` the engine's seat limit then (max_num_seqs; batch = min(conversations, seats)).
     Llama-3.1-8B on one H100 under vLLM at 8,192 tokens, 59 conversations: "fp8 KV cache
     (--kv-cache-dtype fp8)" holds 118, "2 GPUs (tensor parallel)" 132."""
 
@@ -77,6 +78,7 @@ class Lever:
     batch: int
     context: int = 0  # the context the lever's conversations are of: shorter for the
     # context levers (half the context, the longest that holds the target)
+    seats: int = 0  # the engine's seat limit under the change: batch = min(conversations, it)
 
 
 # the next smaller format: 16-bit to fp8 (which vLLM and SGLang quantize on load), any 8-bit
@@ -272,7 +274,8 @@ def levers(r: FitReport) -> list[Lever]:
                 raise
             continue
         n = held_conversations(pool, dep, context)
-        lever = Lever(name, n, min(n, engine_seat_limit(pool, dep)), context)
+        seats = engine_seat_limit(pool, dep)
+        lever = Lever(name, n, min(n, seats), context, seats)
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers

@@ -16,6 +16,7 @@ from ridgeline.capacity import (
 )
 from ridgeline.decode_context import dcp_log_line
 from ridgeline.deployment import Deployment
+from ridgeline.engine_runs import seats_knob
 from ridgeline.engine_windows import has_windows
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.layouts import LINEAR, MAMBA
@@ -35,7 +36,7 @@ from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_lora import SGLangLoRASettings
 from ridgeline.sglang_memory import sglang_data
-from ridgeline.units import GIB, MIB, plural
+from ridgeline.units import GIB, MIB
 from ridgeline.vllm_eplb import replicas_note
 from ridgeline.vllm_graphs import (
     capture_cap,
@@ -646,12 +647,13 @@ def held_steps(r: FitReport) -> tuple[Step, ...]:
         out.append(step("llama-server -c", "the cells --fit placed for" if placed else
                         "batch × context: every running conversation its whole context",
                         q("-c", r.launch_cells), q("batch", r.batch), q("context", r.context)))
-    if r.levers:
-        out.append(step("levers", "this fit re-run with one change each: conversations held "
-                        "(the engine's start-up check included), batch = min(them, seats)",
-                        q("levers", len(r.levers)),
-                        *(q(lv.name, lv.conversations, plural(lv.conversations, "conversation"))
-                          for lv in r.levers)))
+    out += [step(f"lever, {lv.name}", "min(conversations, seats): this fit re-run with the "
+                 "one change, its conversations held (the engine's start-up check included)",
+                 q("batch", lv.batch),
+                 q("conversations", lv.conversations, "", f"of {lv.context:,} tokens"
+                   if lv.context else ""),
+                 q("seats", lv.seats, "", f"the engine's {seats_knob(p.engine)} under the change"))
+            for lv in r.levers]
     return tuple(out)
 
 

@@ -82,6 +82,9 @@ class PrefillReport:
     # where the engine refuses to start at its max_model_len (EngineSeats.start_refused): the
     # same prompt at the --max-model-len the refusal suggests (capacity.suggested_max_model_len)
     at_longest: PrefillReport | None = field(default=None, compare=False)
+    # its working: the longest --max-model-len that starts, and the conversations of this
+    # prompt its pool holds there (refusal_steps.py), heading at_longest's block
+    refusal_working: tuple[Step, ...] = field(default=(), compare=False)
 
     @property
     def chunks(self) -> bool:
@@ -229,7 +232,7 @@ class PrefillReport:
         r = self.at_longest
         if not self.step_groups or r is None:
             return self._own_steps
-        return self._own_steps + tuple(
+        return self._own_steps + self.refusal_working + tuple(
             replace(st, label=f"at --max-model-len {r.started_at:,}: {st.label}")
             for st in r._expected_steps)
 
@@ -244,7 +247,8 @@ class PrefillReport:
         f = self.floor
         prompts = f"{f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
         return ((prompts, self._own_steps),
-                (f"at --max-model-len {r.started_at:,}, {prompts}", r._expected_steps))
+                (f"at --max-model-len {r.started_at:,}, {prompts}",
+                 self.refusal_working + r._expected_steps))
 
     @property
     def _own_steps(self) -> tuple[Step, ...]:

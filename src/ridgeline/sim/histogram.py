@@ -138,6 +138,17 @@ class Histogram:
         fraction = position - below
         return low if not fraction else low + fraction * (self._sample(below + 1) - low)
 
+    def reading(self, q: float) -> tuple[float, float, float]:
+        """What ``percentile(q)`` reads, for --explain: the position (q/100 × (n − 1), within
+        the samples), the sample at its floor and the one after (the last sample: itself),
+        so that percentile = low + (position − ⌊position⌋) × (next − low). Of 10 samples
+        1 … 10 s, p90: (8.1, 9, 10), 9.1 s. NaNs: no sample."""
+        if not self.total:
+            return math.nan, math.nan, math.nan
+        position = min(max(linear_position(q, self.total), 0.0), max(self.total - 1, 0.0))
+        below = math.floor(position)
+        return position, self._sample(below), self._sample(below + 1)
+
     def _sample(self, rank: int) -> float:
         """The sample at 0-based ``rank`` in sorted order, to its bin: the first bin whose
         running count passes it (the first and the last sample exact)."""
