@@ -138,3 +138,30 @@ def config_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, config: A
     assert code == 2, (out, err)
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     return err
+
+
+def explained(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, list[dict]]:
+    """A command's --json --explain answer and its steps."""
+    import json
+
+    code, out, err = run_cli(capsys, *argv, "--json", "--explain")
+    assert code == 0, err
+    data = json.loads(out)
+    return data, data["explain"]
+
+
+def explain_by_label(steps: list[dict], label: str) -> dict:
+    """The one --explain step of ``label``."""
+    (found,) = [s for s in steps if s["label"] == label]
+    return found
+
+
+def explain_inputs(s: dict) -> dict[str, float]:
+    """An --explain step's inputs by name, in base units."""
+    return {i["name"]: i["value"] for i in s["inputs"]}
+
+
+def explain_result(s: dict) -> float:
+    """An --explain step's result, in base units."""
+    return float(s["result"]["value"])
+

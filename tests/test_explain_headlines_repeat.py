@@ -6,36 +6,18 @@ operators, simulate's p90 and p99 readings."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import explain_by_label as by_label
+from tests.conftest import explain_inputs as ins
+from tests.conftest import explain_result as res
+from tests.conftest import explained
 
 GIB, MIB = 2**30, 2**20
 README_DECODE = ("decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype",
                  "bf16", "--batch", "1,32", "--context", "2000")
-
-
-def explained(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, list[dict]]:
-    code, out, err = run_cli(capsys, *argv, "--json", "--explain")
-    assert code == 0, err
-    data = json.loads(out)
-    return data, data["explain"]
-
-
-def by_label(steps: list[dict], label: str) -> dict:
-    (found,) = [s for s in steps if s["label"] == label]
-    return found
-
-
-def ins(s: dict) -> dict[str, float]:
-    return {i["name"]: i["value"] for i in s["inputs"]}
-
-
-def res(s: dict) -> float:
-    return float(s["result"]["value"])
 
 
 def _pool_tokens(pool_gib: float, block_mib: float, block_size: float) -> float:

@@ -6,34 +6,16 @@ the step's own inputs, redoes the formula as worded, and compares with its resul
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import explain_by_label as by_label
+from tests.conftest import explain_inputs as ins
+from tests.conftest import explain_result as res
+from tests.conftest import explained, run_cli
 
 GB, GIB = 1e9, 2**30
-
-
-def explained(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, list[dict]]:
-    code, out, err = run_cli(capsys, *argv, "--json", "--explain")
-    assert code == 0, err
-    data = json.loads(out)
-    return data, data["explain"]
-
-
-def by_label(steps: list[dict], label: str) -> dict:
-    (found,) = [s for s in steps if s["label"] == label]
-    return found
-
-
-def ins(s: dict) -> dict[str, float]:
-    return {i["name"]: i["value"] for i in s["inputs"]}
-
-
-def res(s: dict) -> float:
-    return float(s["result"]["value"])
 
 
 def test_the_blended_peak_is_two_flop_a_weight_over_one_tokens_matmuls(
