@@ -214,7 +214,7 @@ def test_a_name_where_an_object_belongs_is_refused_naming_the_call() -> None:
             ((LLAMA_8B, "h100"), "accelerator must be an Accelerator from "
                                  "resolve_accelerator, got str 'h100'"),
             ((LLAMA_8B, h100, None, {"dtype": "fp8"}), "kv must be a name (a str) or None, "
-                                                       "got dict")):
+                                                       "got dict {'dtype': 'fp8'}")):
         with pytest.raises(InputError) as refused:
             Deployment.build(*given)  # type: ignore[arg-type]
         assert str(refused.value) == said

@@ -19,7 +19,7 @@ from ridgeline.engine_platforms import (
 )
 from ridgeline.engine_quantization import loaded_as_stored, method_weights
 from ridgeline.engines import ENGINES, engine_id, llamacpp_build
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, wrong_kind
 from ridgeline.hardware import Accelerator, engine_devices
 from ridgeline.kvcache import kv_replication
 from ridgeline.llamacpp_rope import RopeLaunch
@@ -133,8 +133,7 @@ def _check_types(**given: object) -> None:
     for name, value in given.items():
         kind, words = _MADE_BY.get(name, (str, "a name (a str) or None"))
         if not isinstance(value, kind) and not (kind is str and value is None):
-            raise InputError(f"{name} must be {words}, got {type(value).__name__}"
-                             + (f" {value!r}" if isinstance(value, (str, int, float)) else ""))
+            raise wrong_kind(value, name, words)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,14 @@ class EveryRequestRefused(DoesNotFit):
     code = "refused_every_request"
 
 
+def wrong_kind(value: object, name: str, wants: str) -> InputError:
+    """The refusal of a library argument of the wrong kind, in the one form all take (raise
+    it): Deployment.build("llama-3.1-8b", h100) says "model must be a ModelSpec from
+    resolve_model, got str 'llama-3.1-8b'", not an AttributeError from deep inside."""
+    return InputError(f"{name} must be {wants}, got {type(value).__name__} "
+                      f"{shorten(repr(value), 60)}")
+
+
 def shorten(text: str, limit: int = 80) -> str:
     """A value echoed in an error, cut to ``limit`` characters (a 5,000-character name, a
     400-digit number) so that the message stays one readable line."""

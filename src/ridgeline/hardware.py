@@ -20,7 +20,7 @@ from typing import Any
 
 from ridgeline.catalog import normalise, resolve_name
 from ridgeline.datafiles import data_files, load_data
-from ridgeline.errors import InputError, shorten, shorten_path
+from ridgeline.errors import InputError, shorten, shorten_path, wrong_kind
 from ridgeline.record_views import ReadOnlyDict, headline_repr
 from ridgeline.records import Fields
 from ridgeline.units import GB, GIB, require_positive
@@ -485,8 +485,7 @@ def resolve_accelerator(name: str) -> Accelerator:
     (register); unknown or ambiguous names raise InputError with the closest ids. The record
     is shared by every lookup, so its mappings are read-only (ReadOnlyDict)."""
     if not isinstance(name, str):
-        raise InputError(f"accelerator must be a name such as 'h100', got "
-                         f"{type(name).__name__} {name!r:.40}")
+        raise wrong_kind(name, "accelerator", "a name such as 'h100'")
     if not name or not name.strip():
         raise InputError("accelerator name is empty")
     if normalise(name) in _USER:

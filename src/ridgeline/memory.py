@@ -40,7 +40,7 @@ from ridgeline.engine_versions import (
     speculative_problem,
 )
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, wrong_kind
 from ridgeline.expert_ranks import ep_rank_experts
 from ridgeline.hardware import Accelerator, device_memory_bytes
 from ridgeline.kvcache import kv_footprint
@@ -251,13 +251,11 @@ class EngineSettings:
         for name, kind in kinds:  # each an object ridgeline exports
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
-                wants = " or ".join(f"a ridgeline.{k.__name__}" for k in kind)
-                raise InputError(f"{name} must be {wants}, got {type(value).__name__} "
-                                 f"{value!r:.60}")
+                raise wrong_kind(value, name,
+                                 " or ".join(f"a ridgeline.{k.__name__}" for k in kind))
         if self.engine_version is not None and not isinstance(self.engine_version, str):
-            raise InputError(f"engine_version must be a release such as '0.11' or 'b9400', "
-                             f"got {type(self.engine_version).__name__} "
-                             f"{self.engine_version!r:.60}")
+            raise wrong_kind(self.engine_version, "engine_version",
+                             "a release such as '0.11' or 'b9400'")
         if self.engine_version is not None and llamacpp_build(self.engine_version) is None:
             if re.fullmatch(r"\s*[bB]\d*\s*", self.engine_version):
                 raise InputError(f"not a llama.cpp build: {self.engine_version!r} (expected "
@@ -294,8 +292,8 @@ def require_settings(settings: object) -> EngineSettings:
     if settings is None:
         return EngineSettings()
     if not isinstance(settings, EngineSettings):
-        raise InputError(f"settings must be a ridgeline.EngineSettings (EngineSettings("
-                         f"max_model_len=8192)), got {type(settings).__name__} {settings!r:.60}")
+        raise wrong_kind(settings, "settings",
+                         "a ridgeline.EngineSettings (EngineSettings(max_model_len=8192))")
     return settings
 
 
