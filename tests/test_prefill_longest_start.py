@@ -80,3 +80,19 @@ def test_explain_gives_the_suggested_lengths_expectation_as_priced(
     code, out, _ = run_cli(capsys, "prefill", *TP2_70B[:-1], "1100,2000", "--json", "--explain")
     labels = [s["label"] for s in json.loads(out)["explain"]]
     assert f"1,100-token prompt: at --max-model-len {n:,}: expected prompt throughput" in labels
+
+
+def test_explain_gives_no_throughput_to_prompts_that_do_not_fit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A prompt whose weights and cache overflow the card runs at no speed: --explain keeps
+    the arithmetic of its time but no throughput step (floor_prompt_tok_s is null), as
+    decode's does for a batch that does not fit; a prompt that fits keeps its throughput."""
+    for model, fits in (("llama-3.1-70b", False), ("llama-3.1-8b", True)):
+        code, out, err = run_cli(capsys, "prefill", model, "--gpu", "h100",
+                                 "--prompt-len", "4000", "--json", "--explain")
+        assert code == 0, err
+        data = json.loads(out)
+        assert data["fits"] is fits
+        speeds = [s for s in data["explain"] if s["result"]["unit"] == "tok/s"]
+        assert bool(speeds) is fits and (data["floor_prompt_tok_s"] is not None) is fits
+        assert any(s["label"] == "prefill time" for s in data["explain"])

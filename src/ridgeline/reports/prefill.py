@@ -256,7 +256,10 @@ class PrefillReport:
         # the ridge the intensity line sets it against: the dense weights' dtype's, or their
         # dtypes' blend (dense_ridge_steps)
         ridge = dense_ridge_steps(dep) if dep.dense_blended else (_ridge_step(dep),)
-        return (*f.steps, *ridge, f.fit.explain_step(), *self._expected_steps)
+        # a batch that does not fit runs at no speed: its step's arithmetic without the
+        # throughput it would give (as decode's --explain), --json's floor_prompt_tok_s null
+        own = f.steps if f.fit.fits else tuple(s for s in f.steps if s.result.unit != "tok/s")
+        return (*own, *ridge, f.fit.explain_step(), *self._expected_steps)
 
     @property
     def _expected_steps(self) -> tuple[Step, ...]:
