@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ridgeline import Deployment, decode_floor, prefill_floor, resolve_accelerator, resolve_model
@@ -89,8 +91,12 @@ def test_explain_names_what_the_weights_read_add_up_from() -> None:
     assert floor.weight_bytes_read + floor.kv_bytes_read + floor.activation_bytes \
         == pytest.approx(float(memory["bytes"]) * 1e9)
     prefill = _explained(prefill_floor(dep, 4000).steps, "bytes")
-    assert "69.5 B params" in str(next(i.source for s in prefill_floor(dep, 4000).steps
-                                       if s.label == "bytes" for i in s.inputs
-                                       if i.name == "weights read"))
+    source = str(next(i.source for s in prefill_floor(dep, 4000).steps
+                      if s.label == "bytes" for i in s.inputs if i.name == "weights read"))
+    params, per_weight = re.fullmatch(r"([\d.]+) B params \(.*\) × ([\d.]+) bytes a weight on "
+                                      r"average \(fp8\)", source).groups()  # type: ignore[union-attr]
+    # the source's two figures repeat the step's product to its printed digits (70.56 GB)
+    assert float(params) * float(per_weight) == pytest.approx(float(prefill["weights read"]),
+                                                              abs=0.005)
     assert sum(float(prefill[k]) for k in ("weights read", "KV traffic", "activations")) \
         == pytest.approx(float(prefill["bytes"]), rel=1e-6)

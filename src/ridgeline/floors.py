@@ -851,8 +851,10 @@ def _weights_read_source(dep: Deployment, work: Work) -> str:
     """How the weights a step read add up: every weight once, or the experts' share."""
     every = dep.params_a_step_reads * dep.bytes_per_weight
     if abs(work.weight_bytes - dep.tp_copies_bytes - every) <= 1e-3 * every:
-        return (f"{dep.params_a_step_reads / 1e9:,.4g} B params ({dep.params_read_note}) "
-                f"× {dep.bytes_per_weight:.4g} B average ({dep.weights.label})"
+        # five digits each, so the product repeats to the step's four (69.52 × 1.0149 =
+        # 70.56 GB; at four, 69.5 × 1.015 gave 70.54); "bytes" spelt out beside "B params"
+        return (f"{dep.params_a_step_reads / 1e9:,.5g} B params ({dep.params_read_note}) "
+                f"× {dep.bytes_per_weight:.5g} bytes a weight on average ({dep.weights.label})"
                 + (f" + {dep.tp_copies_bytes / GB:,.3g} GB the TP ranks each keep whole"
                    if dep.tp_copies_bytes else ""))
     return "Σ params × bytes per weight; of the routed experts, those the tokens touch"

@@ -237,7 +237,10 @@ def _row_steps(dep: Deployment, r: MoERow, touched_too: bool) -> tuple[Step, ...
         step(f"batch {b:,}: weights read per step", "dense weights + routed experts × share "
              "touched + the copies every tensor-parallel rank keeps whole",
              q("weights read", r.weight_bytes_read / GB, "GB"),
-             q("dense weights", dep.non_expert_bytes_read / GB, "GB"),
+             q("dense weights", dep.non_expert_bytes_read / GB, "GB",
+               "every weight but the routed experts and the input embedding (a lookup of a "
+               "few rows), at their bytes each: attention, any shared experts, routers, norms, "
+               "the LM head"),
              q("routed experts", dep.expert_bytes / GB, "GB"),
              q("share touched", share, "", "experts touched ÷ E"),
              q("TP copies", dep.tp_copies_bytes / GB, "GB")),
