@@ -518,7 +518,7 @@ def test_memory_gib_refusal_calls_the_budget_what_kv_counts_it_as(
     assert code == 0, err
     report = json.loads(out)
     assert report["budget_bytes"] == 10 * 2**30 and "for the cache alone" in report["budget"]
-    assert report["conversations_that_fit"] == 10 * 2**30 // report["bytes_per_sequence"]
+    assert report["conversations"] == 10 * 2**30 // report["bytes_per_sequence"]
     code, _, err = run(capsys, "kv", "llama-3.1-8b", "--memory-gib", "10", "--context", "4096",
                        "--num-gpus", "2")
     assert code == 2 and "for the cache alone" in err and "weights" not in err
@@ -601,7 +601,7 @@ def test_decode_compares_accelerators_side_by_side(capsys: pytest.CaptureFixture
     code, text, _ = run(capsys, *argv, "--gpu", "h100,h200,b200")
     assert code == 0 and "does not fit" in text and "2 x b200" in text
     # the price column: the catalog's device-hour price for two cards over an hour's tokens
-    price, tok_s = cards[1]["price_per_device_hour_usd"], cards[1]["points"][1]["expected"][
+    price, tok_s = cards[1]["price_per_gpu_hour_usd"], cards[1]["points"][1]["expected"][
         "aggregate_tok_s"]
     assert f"${2 * price / (tok_s * 3600) * 1e6:,.2f}" in text
     code, _, err = run(capsys, *argv, "--gpu", "h100,h100")
@@ -762,7 +762,7 @@ def test_utilization_compares_with_the_engines_pool(capsys: pytest.CaptureFixtur
             "--context", "4000", "--json"]
     code, out, _ = run(capsys, *argv, "--running", "8")
     assert code == 0
-    limit = json.loads(out)["kv_batch_limit"]
+    limit = json.loads(out)["conversations"]
     _code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
                        "--context", "4000", "--json")
     decode_limit = json.loads(out)["engine_max_batch"][0]["batch"]
@@ -983,7 +983,7 @@ def test_kv_json_never_gives_a_negative_budget(capsys: pytest.CaptureFixture[str
     code, out, _ = run(capsys, "kv", "llama-2-70b", "--gpu", "h100", "--context", "4096",
                        "--json")
     data = json.loads(out)
-    assert code == 0 and data["budget_bytes"] == 0 and data["conversations_that_fit"] == 0
+    assert code == 0 and data["budget_bytes"] == 0 and data["conversations"] == 0
     assert data["weights_overflow_bytes"] / 1e9 == pytest.approx(52.93, abs=0.01)
 
 
@@ -1569,7 +1569,7 @@ def test_kv_and_decode_count_a_cards_memory_alike(
     a Mac): Qwen2.5-72B at 32K did not fit for kv and fit for decode. The largest batch kv
     says fits, decode fits too, and one more does not."""
     assert main(["kv", model, "--gpu", gpu, "--context", context, *argv, "--json"]) == 0
-    held = json.loads(capsys.readouterr().out)["conversations_that_fit"]
+    held = json.loads(capsys.readouterr().out)["conversations"]
     assert held >= 1
     for batch, fits in ((held, True), (held + 1, False)):
         assert main(["decode", model, "--gpu", gpu, "--context", context, *argv,

@@ -121,7 +121,7 @@ def test_kv_sizes_nemotron_h_state_in_fp32_as_fit_does(
     assert code == 0 and data["state_bytes_per_sequence"] == NEMOTRON_FP32_STATE
     assert data["state_dtypes"]["ssm"] == "fp32" and data["state_dtypes"]["conv"] == "bf16"
     fits = int(40 * GIB // (NEMOTRON_KV_8K + NEMOTRON_FP32_STATE))
-    assert data["conversations_that_fit"] == fits == 34
+    assert data["conversations"] == fits == 34
     code, out, _ = run_cli(capsys, *argv, "--explain")
     assert "bf16 cache, SSM state fp32, conv state bf16" in out
     assert f"{NEMOTRON_FP32_STATE / MIB:.1f} MiB" in out

@@ -44,7 +44,7 @@ def test_utilization_reads_an_moe_batch_as_roofline_and_fit_do(
     assert util["fraction_of_arithmetic"] == pytest.approx(dense["fraction_of_peak"])
     assert util["bytes_per_weight"] == pytest.approx(2.0, rel=0.01)
     experts = next(p for p in roof["points"] if p["name"] == "MoE expert layers")
-    assert f"near batch {experts['whole_batch_to_ridge']:,}" in util["experts"]  # 2,510.4: 2,511
+    assert f"near batch {experts['first_whole_batch_to_ridge']:,}" in util["experts"]  # 2,510.4: 2,511
     fit = run_json(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
                    "--max-model-len", "8192")
     assert fit["verdict"] == "fits, under the ridge" and fit["batch"] < fit["batch_to_ridge"]
@@ -135,8 +135,8 @@ def test_roofline_reads_a_card_only_llamacpp_serves_as_fit_and_utilization_do(
     fit = run_json(capsys, "fit", "gpt-oss-20b", "--gpu", gpu, "--max-model-len", "4096")
     util = run_json(capsys, "utilization", "--gpu", gpu, "--model", "gpt-oss-20b",
                     "--running", "8")
-    assert dense["whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"] \
-        == util["ridge_batch"] == batch
+    assert dense["first_whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"] \
+        == util["first_whole_batch_to_ridge"] == batch
     if gpu == "mi100":
         assert main(["roofline", "--gpu", gpu, "--num-gpus", "8", "--model", "deepseek-r1"]) == 2
         assert "not a GGUF tensor type" in capsys.readouterr().err
@@ -541,7 +541,7 @@ def test_kv_caches_a_float32_checkpoint_as_the_engine_serves_it(
     assert kv["bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == model["kv_bytes_per_token_bf16"]
     plain = run_json(capsys, "kv", "llama-3.1-8b", "--context", "8000", "--gpu", "h100")
     # (79.18 GiB the runtime reports − 16.1 GB of weights) ÷ 1.05 GB a conversation
-    assert kv["conversations_that_fit"] == plain["conversations_that_fit"] == 65
+    assert kv["conversations"] == plain["conversations"] == 65
 
 
 @pytest.mark.parametrize("command", [["decode", "--batch", "16"], ["prefill", "--prompt-len", "2000"]])
@@ -740,7 +740,7 @@ def test_the_experts_ridge_batch_is_roofline_moe_rows_in_fit_utilization_and_moe
     argv = ("--gpu", "h200")
     roof = run_json(capsys, "roofline", "--model", "qwen3.6-35b-a3b-nvfp4", *argv)
     row = next(p for p in roof["points"] if p["name"] == "MoE expert layers")
-    whole = row["whole_batch_to_ridge"]
+    whole = row["first_whole_batch_to_ridge"]
     assert round(row["batch_to_ridge"]) != whole  # the case that told them apart
     fit = run_json(capsys, "fit", "qwen3.6-35b-a3b-nvfp4", *argv, "--max-model-len", "32000")
     assert fit["expert_batch_to_ridge"] == pytest.approx(row["batch_to_ridge"])
@@ -766,14 +766,14 @@ def test_observe_counts_a_llama_server_pool_as_utilization_and_decode_do(
     dep = ("--model", "gpt-oss-20b", "--gpu", "rtx4090", "--engine", "llama.cpp")
     util = run_json(capsys, "utilization", *dep, "--running", "14", "--context", "32000")
     decode = run_json(capsys, "decode", *dep, "--context", "32000")
-    held = util["kv_batch_limit"]
+    held = util["conversations"]
     assert held == decode["engine_max_batch"][0]["batch"] >= 14
     seen = run_json(capsys, "observe", *dep, str(metrics), "--context", "32000")
-    assert seen["pool_batch"] == held
+    assert seen["engine_max_batch"] == held
     assert "more than the" not in seen["wall"]
     given = run_json(capsys, "observe", *dep, str(metrics), "--context", "32000",
                      "--max-num-seqs", "4")  # -np 4 given: four slots, as stated
-    assert given["pool_batch"] == 4
+    assert given["engine_max_batch"] == 4
 
 
 def test_decode_takes_llama_cpps_max_model_len_as_fit_does(

@@ -262,7 +262,7 @@ def test_kv_holds_each_ranks_conversations_in_its_own_memory(
     assert code == 0
     kv = json.loads(out)
     per, budget = kv["bytes_per_sequence"], kv["budget_bytes"]
-    assert kv["conversations_that_fit"] == 8 * int(budget / 8 // per) == 168
+    assert kv["conversations"] == 8 * int(budget / 8 // per) == 168
     assert int(budget // per) == 175  # the pooled count it no longer gives
 
 
@@ -279,7 +279,7 @@ def test_decode_fits_a_batch_where_its_busiest_rank_holds_its_share(
                            "--context", "32000", "--json")
     assert code == 0
     kv = json.loads(out)
-    held, per = kv["conversations_that_fit"], kv["bytes_per_sequence"]
+    held, per = kv["conversations"], kv["bytes_per_sequence"]
     assert (held + 1) * per <= kv["budget_bytes"]  # pooled, one more would have fit
     dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
                            data_parallel_size=8)

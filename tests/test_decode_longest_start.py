@@ -88,7 +88,7 @@ def test_the_card_table_explains_its_cost_and_ridge_batch_columns(
             == pytest.approx(point["expected"]["usd_per_million_output_tokens"])
         ridge = steps[f"{name}: ridge batch"]
         inputs = {i["name"]: i["value"] for i in ridge["inputs"]}
-        assert card["ridge_batch"] == ridge["result"]["value"] == first_whole_batch(
+        assert card["first_whole_batch_to_ridge"] == ridge["result"]["value"] == first_whole_batch(
             card["ridge_flop_per_byte"] * inputs["bytes per weight"] / 2)
     code, text, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h200,mi300x",
                             "--batch", "64", "--context", "4096")
@@ -97,4 +97,4 @@ def test_the_card_table_explains_its_cost_and_ridge_batch_columns(
         e = card["points"][0]["expected"]
         row = next(line for line in text.splitlines() if card["accelerator"] in line)
         assert f"{e['low_s'] * 1e3:,.1f}–{e['high_s'] * 1e3:,.1f}" in row
-        assert f" {card['ridge_batch']:,} " in row
+        assert f" {card['first_whole_batch_to_ridge']:,} " in row

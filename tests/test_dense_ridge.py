@@ -125,23 +125,23 @@ def test_every_command_reads_the_blended_ridge_batch(capsys: pytest.CaptureFixtu
     assert fit["first_whole_batch_to_ridge"] == whole
     roof = run_json(capsys, "roofline", *base, "--model", QWEN36, "--batch", "64")
     dense = [p for p in roof["points"] if "dense" in p["name"]]
-    assert [p["whole_batch_to_ridge"] for p in dense] == [whole, whole]
+    assert [p["first_whole_batch_to_ridge"] for p in dense] == [whole, whole]
     assert dense[0]["dtype"] == "fp8+bf16"
     assert dense[0]["peak_flops_per_s"] == d.dense_peak_flops_per_s
     assert dense[0]["fraction_of_peak"] == pytest.approx(64 / d.dense_ridge_batch)
     assert roof["ridge_flop_per_byte"] == pytest.approx(206.1, abs=0.1)  # the card's, at bf16
     util = run_json(capsys, "utilization", *base, "--model", QWEN36, "--running", "64")
-    assert util["ridge_batch"] == whole
+    assert util["first_whole_batch_to_ridge"] == whole
     assert util["fraction_of_arithmetic"] == pytest.approx(64 / d.dense_ridge_batch)
     metrics = tmp_path / "metrics.txt"
     metrics.write_text("vllm:num_requests_running 64\n", "utf-8")
     obs = run_json(capsys, "observe", str(metrics), "--model", QWEN36, *base)
-    assert obs["ridge_batch"] == whole
+    assert obs["first_whole_batch_to_ridge"] == whole
     page = run_json(capsys, "page", QWEN36, *base, "--counts", "1")
     assert page["first_whole_batch_to_ridge"] == whole
     assert page["ridge_flop_per_byte"] == pytest.approx(d.dense_ridge_flop_per_byte)
     bf16 = run_json(capsys, "roofline", *base, "--model", QWEN36, "--compute-dtype", "bf16")
-    assert bf16["points"][0]["whole_batch_to_ridge"] == 90  # judged at the dtype asked for
+    assert bf16["points"][0]["first_whole_batch_to_ridge"] == 90  # judged at the dtype asked for
     assert main(["fit", QWEN36, *base, "--max-model-len", "8192", "--explain"]) == 0
     out = capsys.readouterr().out
     assert f"the ridge ({whole})" in out

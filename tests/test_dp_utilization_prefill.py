@@ -49,10 +49,10 @@ def test_utilization_under_dp_attention_counts_as_fit_and_decode(
                    "--batch", "64")
     util = _json(capsys, "utilization", "--model", "deepseek-v3", *layout, "--context",
                  "8192", "--running", "64")
-    assert util["kv_batch_limit"] == fit["conversations"] \
+    assert util["conversations"] == fit["conversations"] \
         == decode["engine_max_batch"][0]["batch"]
     assert util["data_parallel_size"] == 8
-    assert util["ridge_batch"] == fit["first_whole_batch_to_ridge"]
+    assert util["first_whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"]
     # each rank multiplies its own share by its own copy of the dense weights, as fit's
     # stage batch (⌈64 ÷ 8⌉ = 8)
     dep = _dsv3_dp(layout[layout.index("--engine") + 1])
@@ -135,7 +135,7 @@ def test_utilization_and_page_count_fits_llamacpp_run_with_weights_on_the_host(
     assert hosted.host_weight_bytes == pytest.approx(fit["offload"]["host_weight_bytes"])
     util = _json(capsys, "utilization", "--model", "qwen3-next-80b-a3b", *line,
                  "--context", "32768", "--running", "1")
-    assert util["kv_batch_limit"] == hosted.held == fit["conversations"]
+    assert util["conversations"] == hosted.held == fit["conversations"]
     assert util["fit_host_weight_bytes"] == hosted.host_weight_bytes
     code, _, err = run_cli(capsys, "page", "qwen3-next-80b-a3b", "--gpu", "l40s", "--engine",
                            "llama.cpp", "--weights", "q4_k_m", "--counts", "1", "--json")

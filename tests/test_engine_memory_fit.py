@@ -69,7 +69,7 @@ def test_kv_holds_no_r1_conversation_on_8_h100s_as_fit_says(
         capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run(capsys, "kv", "deepseek-v3", "--context", "4000", *R1_ON_8_H100, "--json")
     data = json.loads(out)
-    assert code == 0 and data["conversations_that_fit"] == 0 and data["fits"] is False
+    assert code == 0 and data["conversations"] == 0 and data["fits"] is False
     assert data["weights_overflow_bytes"] == pytest.approx(
         device_fit(r1(), 0.0).weight_bytes - 8 * device_memory_bytes(resolve_accelerator("h100")))
     fit = fit_report(Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h100"),
@@ -78,7 +78,7 @@ def test_kv_holds_no_r1_conversation_on_8_h100s_as_fit_says(
     # on 8 H200s both hold some; kv's raw count, before the engine's overheads, is the larger
     code, out = run(capsys, "kv", "deepseek-v3", "--context", "4000", "--gpu", "h200",
                     "--num-gpus", "8", "--json")
-    raw = json.loads(out)["conversations_that_fit"]
+    raw = json.loads(out)["conversations"]
     on_h200 = fit_report(r1("h200"), 4000, EngineSettings())
     assert raw >= on_h200.conversations > 0
 

@@ -63,7 +63,7 @@ def test_utilization_sizes_the_chosen_engines_pool(
                            engine=engine)
     pool = kv_pool(dep, EngineSettings(max_model_len=8000))
     report = json.loads(answer(capsys, *UTILIZATION, "--engine", engine, "--json"))
-    assert report["kv_batch_limit"] == held_conversations(pool, dep, 8000) > 8
+    assert report["conversations"] == held_conversations(pool, dep, 8000) > 8
 
 
 def test_utilization_defaults_to_vllm_and_to_llamacpp_on_a_mac(

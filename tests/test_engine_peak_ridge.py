@@ -53,7 +53,7 @@ def test_qwen25_7b_q4_k_m_on_a_4090_under_llamacpp_reaches_the_ridge_at_100_ever
     use = run_json(capsys, "utilization", "--model", "qwen2.5-7b", *flags, "--running", "60",
                    "--context", "4000")
     assert use["ridge_flop_per_byte"] == pytest.approx(ridge)
-    assert use["ridge_batch"] == 100 == roof["points"][0]["whole_batch_to_ridge"]
+    assert use["first_whole_batch_to_ridge"] == 100 == roof["points"][0]["first_whole_batch_to_ridge"]
     # 60 running uses 60 ÷ 99.2 of the arithmetic, not all of it
     assert use["fraction_of_arithmetic"] == pytest.approx(60 / batch)
     page = run_json(capsys, "page", "qwen2.5-7b", "--gpu", "rtx-4090", "--counts", "1",

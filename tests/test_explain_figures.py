@@ -11,6 +11,7 @@ import math
 import pytest
 
 from ridgeline.explain import shown_number
+from ridgeline.units import GB
 from tests.conftest import run_cli
 
 GIB = 2**30
@@ -87,11 +88,11 @@ def test_every_row_of_the_model_weights_table_is_a_sum_over_its_categories(
     """DeepSeek-V3: each format's size is its categories' bytes summed, as the table prints
     it; the MLA cache per token names its bytes per element, at bf16 and at fp8."""
     data, steps = explained(capsys, "model", "deepseek-v3")
-    for label, gb in data["weight_gb"].items():
+    for label, nbytes in data["weight_bytes"].items():
         if "B/param" in label:
             continue
         step = steps[f"weights in {label}"]
-        assert res(step) == pytest.approx(sum(ins(step).values())) == pytest.approx(gb)
+        assert res(step) == pytest.approx(sum(ins(step).values())) == pytest.approx(nbytes / GB)
     for dtype, key in (("bf16", "kv_bytes_per_token_bf16"), ("fp8", "kv_bytes_per_token_fp8")):
         kv = ins(steps[f"KV bytes per token ({dtype})"])
         assert res(steps[f"KV bytes per token ({dtype})"]) == pytest.approx(
@@ -150,7 +151,7 @@ def test_kv_explains_its_table_rows_and_each_gpus_share(
         == pytest.approx(data["bytes_per_sequence_per_gpu"] / 1e9)
     fit = ins(steps["conversations that fit"])
     assert res(steps["conversations that fit"]) == math.floor(
-        fit["budget"] / fit["bytes per sequence"]) == data["conversations_that_fit"]
+        fit["budget"] / fit["bytes per sequence"]) == data["conversations"]
 
 
 def test_roofline_explains_every_rows_rate_and_share_of_peak(
@@ -186,10 +187,10 @@ def test_utilization_names_the_pool_behind_its_conversations_and_the_ridge_batch
                             "--running", "64")
     c = ins(steps["conversations the pool holds"])
     assert res(steps["conversations the pool holds"]) == math.floor(
-        c["pool"] / c["per conversation"]) == data["kv_batch_limit"]
+        c["pool"] / c["per conversation"]) == data["conversations"]
     r = ins(steps["ridge batch"])
     assert res(steps["ridge batch"]) == math.ceil(r["ridge"] * r["bytes per weight"] / 2) \
-        == data["ridge_batch"]
+        == data["first_whole_batch_to_ridge"]
 
 
 def test_moe_explains_every_column_of_every_row(capsys: pytest.CaptureFixture[str]) -> None:
@@ -320,7 +321,7 @@ def test_decode_explains_its_share_of_batch_1_and_the_sequences_the_pool_runs(
     (seats,) = data["engine_max_batch"]
     runs = steps["sequences the engine runs at 4,096 tokens"]
     assert res(runs) == min(ins(runs)["pool holds"], ins(runs)["max_running_requests"]) \
-        == seats["batch"] == min(seats["pool_holds"], seats["seat_limit"])
+        == seats["batch"] == min(seats["conversations"], seats["max_num_seqs"])
 
 
 def test_moe_header_figures_are_steps(capsys: pytest.CaptureFixture[str]) -> None:
@@ -379,7 +380,7 @@ def test_roofline_notes_figures_are_steps(capsys: pytest.CaptureFixture[str]) ->
     assert res(steps["MoE rows' batch to ridge"]) == whole
     for point in data["points"]:
         if point["name"].startswith("MoE"):
-            assert point["whole_batch_to_ridge"] == whole
+            assert point["first_whole_batch_to_ridge"] == whole
 
 
 def test_kv_state_row_is_the_state_steps_figure_in_the_tables_unit(
@@ -629,7 +630,7 @@ def test_utilizations_conversations_divide_in_whole_blocks(
     sources = {i["name"]: i["source"] for i in held["inputs"]}
     divided = _blocks(sources["pool"]) // _blocks(sources["per conversation"])
     assert ins(held)["pool ÷ one conversation"] == divided
-    assert res(held) == data["kv_batch_limit"] == divided - 1
+    assert res(held) == data["conversations"] == divided - 1
 
 
 def test_utilization_names_the_division_where_the_engine_holds_fewer(
@@ -642,7 +643,7 @@ def test_utilization_names_the_division_where_the_engine_holds_fewer(
     held = steps["conversations the pool holds"]
     i = ins(held)
     assert i["pool ÷ one conversation"] == math.floor(i["pool"] / i["per conversation"]) == 25
-    assert res(held) == data["kv_batch_limit"] == 23 < i["pool ÷ one conversation"]
+    assert res(held) == data["conversations"] == 23 < i["pool ÷ one conversation"]
 
 
 @pytest.mark.parametrize("model, extra", [

@@ -51,7 +51,7 @@ def test_decodes_longest_start_and_its_pool_have_steps(
     assert res(s) == at["max_model_len"]
     held = by_label(steps, "conversations the KV pool holds at 2,000 tokens")
     _check_held(held)
-    assert res(held) == at["engine_max_batch"][0]["pool_holds"]
+    assert res(held) == at["engine_max_batch"][0]["conversations"]
     seats = by_label(steps, "sequences the engine runs at 2,000 tokens")
     assert ins(seats)["pool holds"] == res(held)
 

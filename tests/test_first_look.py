@@ -77,14 +77,14 @@ def test_observe_json_names_the_deployment_ridge_batch_and_pool_its_text_names(
     ridge = h100.peak_flops["bf16"] / h100.memory_bandwidth_bytes_per_s  # 295.3
     assert got["ridge_flop_per_byte"] == pytest.approx(ridge)
     # bf16 weights: 2 FLOP × batch ÷ 2 B reaches the ridge at batch = ridge, the first whole 296
-    assert got["ridge_batch"] == math.ceil(ridge) == 296
-    assert f"a ridge batch of {got['ridge_batch']:,}" in text and " on 1 x h100-sxm" in text
+    assert got["first_whole_batch_to_ridge"] == math.ceil(ridge) == 296
+    assert f"a ridge batch of {got['first_whole_batch_to_ridge']:,}" in text and " on 1 x h100-sxm" in text
     blocks, tokens, context = (got["pool_blocks_modelled"], got["pool_tokens_modelled"],
                                got["context"])
     block = tokens // blocks  # vLLM's block_size: 64 from v0.34
     assert tokens == blocks * block and block == 64
     a_sequence = math.ceil(context / block)
-    assert got["pool_batch"] == blocks // a_sequence
+    assert got["engine_max_batch"] == blocks // a_sequence
     assert f"{blocks:,} blocks ÷ {a_sequence:,} a sequence" in text
 
 

@@ -153,9 +153,9 @@ def test_one_card_carries_what_each_of_several_does(
     several = cli_json(capsys, *argv, "--gpu", "h100,h200")["accelerators"]
     # ridgeline_version and notes stamp the whole answer, not each card
     assert set(several[0]) == set(one) - {"ridgeline_version", "notes"}
-    for key in ("accelerator", "engine", "price_per_device_hour_usd", "ridge_batch"):
+    for key in ("accelerator", "engine", "price_per_gpu_hour_usd", "first_whole_batch_to_ridge"):
         assert one[key] == several[0][key]
-    assert one["price_per_device_hour_usd"] is not None
+    assert one["price_per_gpu_hour_usd"] is not None
 
 
 def test_fit_says_whether_it_fits_as_a_bool_and_a_code(

@@ -136,17 +136,17 @@ def test_an_undated_card_price_is_null_and_reads_back(
 # -- observe --------------------------------------------------------------------------------
 def test_observe_gives_the_rate_s_implied_itl_and_its_gap_as_keys(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """A vLLM log with no ITL histogram: "implies 40.9 ms a token: -26%" is gap.rate_itl_ms
+    """A vLLM log with no ITL histogram: "implies 40.9 ms a token: -26%" is gap.rate_itl_s
     and gap.rate_itl; no latencies is null, not {}; its preemptions are a whole count."""
     argv = ("observe", str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
             "--gpu", "h100")
     data, text = _answer(capsys, *argv)
     gap = data["gap"]
     assert "itl" not in gap
-    assert (f"implies {gap['rate_itl_ms']:,.1f} ms a token: {gap['rate_itl']:+.0%} "
-            f"({gap['generation_tok_s']:+.0%} in tok/s)") in text
-    assert gap["rate_itl"] == pytest.approx(data["predicted_itl_ms"] / gap["rate_itl_ms"] - 1)
-    assert data["latency_ms"] is None
+    assert (f"implies {gap['rate_itl_s'] * 1e3:,.1f} ms a token: {gap['rate_itl']:+.0%} "
+            f"({gap['output_tok_s']:+.0%} in tok/s)") in text
+    assert gap["rate_itl"] == pytest.approx(data["predicted_itl_s"] / gap["rate_itl_s"] - 1)
+    assert data["latency_s"] is None
     assert isinstance(data["preemptions"], int)
     assert f"preemptions {data['preemptions']:,}" in text
 
@@ -156,7 +156,7 @@ def test_observe_with_a_measured_itl_gives_no_rate_gap(
     data = cli_json(capsys, "observe", str(FIXTURES / "vllm_bench.json"), "--model",
                     "llama-3.1-8b", "--gpu", "h100")
     assert "itl" in data["gap"] and "rate_itl" not in data["gap"]
-    assert data["latency_ms"]["itl"]["mean"] > 0
+    assert data["latency_s"]["itl"]["mean"] > 0
 
 
 # -- model ----------------------------------------------------------------------------------

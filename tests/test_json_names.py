@@ -50,10 +50,10 @@ def test_fit_page_and_roofline_name_the_batch_to_the_ridge_alike(
         assert "ridge_batch" not in data
         assert data["batch_to_ridge"] == pytest.approx(roof["batch_to_ridge"])
     assert "expert_ridge_batch" not in fit and fit["expert_batch_to_ridge"] is None  # dense
-    assert roof["whole_batch_to_ridge"] == first_whole_batch(fit["batch_to_ridge"])
+    assert roof["first_whole_batch_to_ridge"] == first_whole_batch(fit["batch_to_ridge"])
     # the whole batch, as fit names it; page's --json had only the fraction its --explain rounds
     assert page["first_whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"] \
-        == roof["whole_batch_to_ridge"]
+        == roof["first_whole_batch_to_ridge"]
     # the page's own data names the fraction as they do: no ridge_batch that is not whole
     opening = "|".join(str(v) for v in page["page"]["start"])
     assert page["page"]["combos"][opening]["batch_to_ridge"] == fit["batch_to_ridge"]
@@ -104,9 +104,9 @@ def test_fp8_compute_without_a_model_prices_one_byte_weights(
     bf16 = weights_point(run_json(capsys, "roofline", "--gpu", "h100"))
     assert fp8["batch_to_ridge"] == pytest.approx(batch_for_intensity(
         ridge_point(h100.peak("fp8"), bw), weight_format("fp8").bytes_per_weight))
-    assert bf16["whole_batch_to_ridge"] == first_whole_batch(batch_for_intensity(
+    assert bf16["first_whole_batch_to_ridge"] == first_whole_batch(batch_for_intensity(
         ridge_point(h100.peak("bf16"), bw), weight_format("bf16").bytes_per_weight)) == 296
-    assert fp8["whole_batch_to_ridge"] == bf16["whole_batch_to_ridge"]
+    assert fp8["first_whole_batch_to_ridge"] == bf16["first_whole_batch_to_ridge"]
     assert "fp8 weights, 1 B each" in fp8["note"]
     # --weights still names the weights: bf16 weights priced at 2 bytes against the fp8 peak
     named = weights_point(run_json(capsys, "roofline", "--gpu", "h100", "--compute-dtype",
@@ -152,3 +152,93 @@ def test_hardware_shows_the_total_every_fit_counts_where_no_log_pins_it(
     h100 = run_json(capsys, "hardware", "h100")
     assert h100["device_memory_bytes"] == h100["runtime_total_bytes"]
     assert "  usable  " not in run_cli(capsys, "hardware", "h100")[1]
+
+
+# -- one concept, one name across the commands (docs/json.md, "Changes an integrator must know")
+L8_8K = ("llama-3.1-8b", "--gpu", "h100")
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_the_pools_conversations_and_the_engines_batch_have_one_name_in_every_command(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an H100 at 8,192 tokens under vLLM: fit's pool holds 59 conversations;
+    decode, prefill, utilization, simulate and observe give the same count as `conversations`
+    (were pool_holds, kv_batch_limit, fit_conversations, pool_sequences) and the batch the
+    engine runs as `engine_max_batch` (observe's was pool_batch), and the ridge's whole batch
+    as `first_whole_batch_to_ridge` (was ridge_batch / whole_batch_to_ridge)."""
+    fit = run_json(capsys, "fit", *L8_8K, "--max-model-len", "8192")
+    (decode,) = run_json(capsys, "decode", *L8_8K, "--context", "8192", "--max-model-len",
+                         "8192", "--batch", "1")["engine_max_batch"]
+    prefill = run_json(capsys, "prefill", *L8_8K, "--prompt-len", "8192", "--max-model-len",
+                       "8192")
+    util = run_json(capsys, "utilization", "--gpu", "h100", "--running", "8", "--model",
+                    "llama-3.1-8b", "--context", "8192")
+    sim = run_json(capsys, "simulate", *L8_8K, "--rate", "2", "--num-requests", "10",
+                   "--max-model-len", "8192")
+    seen = run_json(capsys, "observe", str(FIXTURES / "vllm_metrics.txt"), "--model",
+                    "llama-3.1-8b", "--gpu", "h100", "--context", "8192")
+    held = fit["conversations"]
+    assert held > 0
+    assert decode["conversations"] == util["conversations"] == sim["conversations"] \
+        == seen["conversations"] == held
+    # the engine's batch: min(conversations, seats), fit's batch
+    assert decode["batch"] == prefill["engine_max_batch"] == seen["engine_max_batch"] \
+        == min(held, fit["max_num_seqs"]) == fit["batch"]
+    assert decode["max_num_seqs"] == fit["max_num_seqs"]
+    assert seen["engine_max_batch_capped_by"] == "pool"
+    assert "conversations" in run_json(capsys, "kv", *L8_8K, "--context", "8192")
+    ridge = fit["first_whole_batch_to_ridge"]
+    roof = weights_point(run_json(capsys, "roofline", "--gpu", "h100", "--model",
+                                  "llama-3.1-8b"))
+    for data in (prefill, util, seen, roof):
+        assert data["first_whole_batch_to_ridge"] == ridge
+    old = {"conversations_that_fit", "kv_batch_limit", "fit_conversations", "pool_sequences",
+           "pool_batch", "pool_holds", "seat_limit", "ridge_batch", "whole_batch_to_ridge",
+           "price_per_device_hour_usd"}
+    for data in (fit, decode, prefill, util, sim, seen, roof):
+        assert not old & set(data)
+
+
+def test_every_latency_in_json_is_in_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    """observe read vllm bench serve's milliseconds as latency_ms; its JSON now gives seconds
+    under latency_s (mean TTFT 180.2 ms: 0.1802 s), as simulate's ttft_s; simulate's SLOs, given
+    in ms, read back in seconds; the predicted ITL is the text's ms ÷ 1,000."""
+    bench = json.loads((FIXTURES / "vllm_bench.json").read_text())
+    seen = run_json(capsys, "observe", str(FIXTURES / "vllm_bench.json"), "--model",
+                    "llama-3.1-8b", "--gpu", "h100")
+    assert "latency_ms" not in seen and "predicted_itl_ms" not in seen
+    for kind, key in (("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2el")):
+        assert seen["latency_s"][kind]["mean"] == pytest.approx(bench[f"mean_{key}_ms"] / 1e3)
+    assert seen["gap"]["itl"] == pytest.approx(
+        seen["predicted_itl_s"] / seen["latency_s"]["itl"]["mean"] - 1)
+    assert seen["floor_itl_s"] < seen["predicted_itl_s"] < 1  # seconds, not ms
+    sim = run_json(capsys, "simulate", *L8_8K, "--rate", "2", "--num-requests", "10",
+                   "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--slo-itl-ms", "60")
+    settings = sim["settings"]
+    assert (settings["slo_ttft_s"], settings["slo_tpot_s"], settings["slo_itl_s"]) == \
+        pytest.approx((0.5, 0.05, 0.06))
+    assert settings["slo_itl_s"] == sim["itl_slo"]["slo_itl_s"]
+    assert not [k for k in settings if k.endswith("_ms")]
+
+
+def test_sizes_are_bytes_and_rates_take_the_decode_and_simulate_names(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fit's pool over every card and model's weights per format were GiB and GB (pool_gib_total,
+    weight_gb); they are bytes now. plan's Pareto points and observe's generation rate take
+    decode's per_user_tok_s and simulate's output_tok_s names."""
+    fit = run_json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "2",
+                   "--max-model-len", "8k")
+    assert fit["pool_bytes_total"] == pytest.approx(2 * fit["pool_bytes_per_gpu"])
+    model = run_json(capsys, "model", "llama-3.1-8b")
+    assert model["weight_bytes"]["bf16"] == pytest.approx(2 * model["params_total"], rel=1e-9)
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+                    "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
+                    "--slo-tpot-ms", "100")
+    point = plan["pareto"][0]
+    assert point["output_tok_s_per_gpu"] == pytest.approx(
+        point["batch"] * point["per_user_tok_s"] / point["tensor_parallel_size"]
+        / point["pipeline_parallel_size"] / point["data_parallel_size"])
+    log = run_json(capsys, "observe", str(FIXTURES / "vllm_server.log"), "--model",
+                   "llama-3.1-8b", "--gpu", "h100")
+    assert log["output_tok_s"] > 0 and "generation_tok_s" not in log
+    assert "output_tok_s" in log["gap"] and "generation_tok_s" not in log["gap"]

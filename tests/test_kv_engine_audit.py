@@ -57,7 +57,7 @@ def test_kv_under_an_engine_without_mistrals_window_keeps_every_token_as_fit_doe
     per_sequence = mistral_bytes_per_token() * 32000  # 3.906 GiB: every token, every layer
     assert report["bytes_per_sequence"] == per_sequence
     assert [row["kind"] for row in report["layer_kinds"]] == ["full attention"]
-    assert report["conversations_that_fit"] == math.floor(report["budget_bytes"] / per_sequence)
+    assert report["conversations"] == math.floor(report["budget_bytes"] / per_sequence)
     pool = ran(capsys, "fit", "mistral-7b", "--gpu", "h100", "--engine", engine,
                "--max-model-len", "32000", "--json")
     assert pool["per_conversation_bytes_per_gpu"] == per_sequence

@@ -95,7 +95,7 @@ def test_kv_says_does_not_fit_where_the_weights_fit_but_no_conversation_does(
         "DOES NOT FIT: one 131,072-token conversation needs 42.9 GB")
     assert main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["fits"] is False and data["conversations_that_fit"] == 0
+    assert data["fits"] is False and data["conversations"] == 0
     assert data["shortfall_bytes"] == pytest.approx(
         data["bytes_per_sequence"] - data["budget_bytes"])
     runtime = 2 * device_memory_bytes(resolve_accelerator("h100"))  # fit's memory per GPU

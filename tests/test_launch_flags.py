@@ -280,10 +280,10 @@ def test_mtp_is_priced_as_eagle_where_the_checkpoint_has_mtp_layers(
         mtp, plain = json.loads(out), json.loads(eagle[1])
         # the same steps and times; only the pool holds the MTP layer too (drafter_memory)
         assert mtp["settings"]["num_blocks"] < plain["settings"]["num_blocks"]
-        assert mtp["fit_conversations"] <= plain["fit_conversations"]
+        assert mtp["conversations"] <= plain["conversations"]
         for report in (mtp, plain):
             del report["settings"]["num_blocks"], report["time_series"]
-            del report["fit_conversations"]
+            del report["conversations"]
             report["cautions"] = [c for c in report["cautions"]
                                   if "drafter's weights and cache" not in c]
         assert mtp == plain

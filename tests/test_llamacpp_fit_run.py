@@ -45,7 +45,7 @@ def test_utilization_counts_the_run_fit_places_with_weights_on_the_host(
     decode = _json(capsys, "decode", model, *line, "--context", context)
     util = _json(capsys, "utilization", "--model", model, *line, "--context", context,
                  "--running", "1")
-    assert util["kv_batch_limit"] == fit["conversations"] \
+    assert util["conversations"] == fit["conversations"] \
         == decode["engine_max_batch"][0]["batch"] >= 1
     assert util["fit_host_weight_bytes"] == pytest.approx(fit["offload"]["host_weight_bytes"],
                                                           rel=1e-12)

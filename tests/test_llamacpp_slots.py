@@ -173,7 +173,7 @@ def test_utilization_counts_fits_run_where_ngl_all_holds_none(
     assert fitted["conversations"] == decoded["engine_max_batch"][0]["batch"] > 0
     util = _json(capsys, "utilization", "--model", "glm-4.5", *flags, "--context", "4096",
                  "--running", "1")
-    assert util["kv_batch_limit"] == fitted["conversations"]
+    assert util["conversations"] == fitted["conversations"]
     hosted = fitted["offload"]["host_weight_bytes"]  # --fit's run of one, as fit prints it
     assert util["fit_host_weight_bytes"] == pytest.approx(hosted, rel=1e-12)
     assert util["step_fraction_of_peak"] is None

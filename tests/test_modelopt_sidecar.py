@@ -100,7 +100,8 @@ def test_the_sidecar_shrinks_the_weights_and_doubles_the_cache_fit_sizes(
     with_file = fit_json(capsys, str(checkpoint(tmp_path, sidecar("FP8", "FP8"))), "vllm")
     without = fit_json(capsys, str(checkpoint(tmp_path, None, "plain")), "vllm")
     assert (with_file["kv_dtype"], without["kv_dtype"]) == ("fp8", "bf16")
-    assert with_file["pool_gib_total"] - without["pool_gib_total"] == pytest.approx(6.5, abs=0.05)
+    assert (with_file["pool_bytes_total"] - without["pool_bytes_total"]) / 2**30 == pytest.approx(
+        6.5, abs=0.05)
 
 
 def test_the_model_text_says_where_the_quantization_was_read(

@@ -69,7 +69,7 @@ def test_moe_under_an_engine_is_the_deployment_roofline_and_fit_read(
         dep.peak_at(dep.expert_compute_dtype), acc.memory_bandwidth_bytes_per_s))
     assert moe["article_batch_to_ridge"] == pytest.approx(dep.expert_ridge_batch)
     row = next(p for p in roof["points"] if p["name"] == "MoE expert layers")
-    assert row["whole_batch_to_ridge"] == math.ceil(moe["article_batch_to_ridge"])
+    assert row["first_whole_batch_to_ridge"] == math.ceil(moe["article_batch_to_ridge"])
     assert moe["weight_bytes_total"] == pytest.approx(dep.weight_bytes)
     for r in moe["rows"]:
         assert r["weight_bytes_read"] == pytest.approx(weight_bytes_read(dep, r["batch"]))
@@ -188,14 +188,14 @@ def test_kv_under_llamacpp_caches_mistral_windows_as_full_attention_in_f16(
     assert (llamacpp["kv_dtype"], llamacpp["engine"]) == ("fp16", "llama.cpp-cuda")
     assert llamacpp["bytes_per_sequence"] == pytest.approx(per_sequence)
     room = device_fit(Deployment.build(model, acc, engine="llama.cpp-cuda")).kv_room_bytes
-    assert llamacpp["conversations_that_fit"] == math.floor(room / per_sequence)
+    assert llamacpp["conversations"] == math.floor(room / per_sequence)
     window = min(layer.window_tokens or 32000 for layer in model.layers)
     assert window < 32000
     assert vllm["engine"] is None
     assert vllm["bytes_per_sequence"] == pytest.approx(per_sequence * window / 32000)
-    assert vllm["conversations_that_fit"] > llamacpp["conversations_that_fit"]
+    assert vllm["conversations"] > llamacpp["conversations"]
     # docs/fit.md's figures: 131 conversations with vLLM's window, 16 under llama.cpp
-    assert (vllm["conversations_that_fit"], llamacpp["conversations_that_fit"]) == (131, 16)
+    assert (vllm["conversations"], llamacpp["conversations"]) == (131, 16)
 
 
 def test_kv_json_names_the_deployment_as_fit_does(capsys: pytest.CaptureFixture[str]) -> None:
@@ -229,7 +229,7 @@ def test_kv_reads_sglangs_data_parallel_attention_under_engine_sglang(
     room = device_fit(dep).kv_room_bytes
     assert kv["engine"] == "sglang"
     assert kv["budget_bytes"] == pytest.approx(room)
-    assert kv["conversations_that_fit"] == 8 * math.floor(room / 8 / kv["bytes_per_sequence"])
+    assert kv["conversations"] == 8 * math.floor(room / 8 / kv["bytes_per_sequence"])
 
 
 def test_kv_under_trtllm_keeps_nemotron_h_ssm_state_at_its_torch_dtype_not_vllms_fp32(

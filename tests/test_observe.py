@@ -1144,9 +1144,9 @@ def test_tensorrt_llms_prometheus_page_is_read(tmp_path: Path,
     base = ["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100", "--json"]
     assert main([*base, "--engine", "trtllm"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["predicted_itl_ms"] > 0 and "itl" in data["gap"]
+    assert data["predicted_itl_s"] > 0 and "itl" in data["gap"]
     assert main(base) == 0
-    assert json.loads(capsys.readouterr().out)["predicted_itl_ms"] == data["predicted_itl_ms"]
+    assert json.loads(capsys.readouterr().out)["predicted_itl_s"] == data["predicted_itl_s"]
     assert main([*base, "--engine", "vllm"]) == 0
     assert any(c.startswith("the source carries trtllm's metrics, but vllm's pool")
                for c in json.loads(capsys.readouterr().out)["cautions"])
@@ -1269,7 +1269,7 @@ def test_a_scrape_without_an_itl_histogram_is_not_told_it_is_a_log(
     assert main(["observe", str(source), "--model", "qwen3-8b", "--gpu", "h100",
                  "--emit-measurements", str(out), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["kind"] == "metrics" and "mean" not in (data["latency_ms"] or {}).get("itl", {})
+    assert data["kind"] == "metrics" and "mean" not in (data["latency_s"] or {}).get("itl", {})
     (note,) = [n for n in data["notes"] if n.startswith("--emit-measurements wrote nothing")]
     assert "a log does not" not in note
     assert "the source gives none: no ITL histogram that grew between its scrapes" in note
@@ -1300,8 +1300,8 @@ def test_llama_servers_batch_names_its_slots_not_the_pool_as_the_cap(
     assert main([*argv, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     held = d["pool_tokens_modelled"] // d["context"]  # llama.cpp's cells: one a token
-    assert d["pool_batch"] == slots < held == d["pool_sequences"]
-    assert d["pool_batch_capped_by"] == "seats"
+    assert d["engine_max_batch"] == slots < held == d["conversations"]
+    assert d["engine_max_batch_capped_by"] == "seats"
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "the KV pool allows" not in out
@@ -1312,10 +1312,10 @@ def test_llama_servers_batch_names_its_slots_not_the_pool_as_the_cap(
     u = json.loads(capsys.readouterr().out)
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
                            weights="q4_k_m", engine="llama.cpp-cuda")
-    assert u["pool_batch"] == decode_held(dep, u["context"]) > slots
-    assert u["pool_batch_capped_by"] == "pool"
+    assert u["engine_max_batch"] == decode_held(dep, u["context"]) > slots
+    assert u["engine_max_batch_capped_by"] == "pool"
     # where the pool is the cap, the line still says so
     assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
                  "--gpu", "h100", "--json"]) == 0
     v = json.loads(capsys.readouterr().out)
-    assert v["pool_batch_capped_by"] == "pool" and v["pool_batch"] == v["pool_sequences"]
+    assert v["engine_max_batch_capped_by"] == "pool" and v["engine_max_batch"] == v["conversations"]

@@ -72,7 +72,7 @@ def test_a_log_without_mean_lengths_prices_the_prompt_work_its_rates_imply(
     assert f"implies {implied:,.1f} ms a token: {predicted / implied - 1:+.0%}" in out
     code, out, _ = observe(capsys, str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
                            "--gpu", "h100", "--json")
-    gap = json.loads(out)["gap"]["generation_tok_s"]
+    gap = json.loads(out)["gap"]["output_tok_s"]
     assert gap == pytest.approx(obs.batch / (predicted / 1e3) / obs.generation_tok_s - 1)
     assert "itl" not in json.loads(out)["gap"]
 

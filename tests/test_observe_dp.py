@@ -176,7 +176,7 @@ def test_a_single_scrape_sets_no_gap(capsys: pytest.CaptureFixture[str], tmp_pat
     assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["gap"] == {} and data["predicted_itl_ms"] > 0
+    assert data["gap"] == {} and data["predicted_itl_s"] > 0
 
 
 def test_swapped_requests_are_the_capacity_wall(tmp_path: Path,

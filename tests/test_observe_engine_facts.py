@@ -66,7 +66,7 @@ def test_a_dp_servers_num_gpu_blocks_is_its_engines_sum_read_per_engine(
     assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
                  "--context", "4096", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["pool_tokens_reported"] == 160_000 and data["pool_batch"] == 39
+    assert data["pool_tokens_reported"] == 160_000 and data["engine_max_batch"] == 39
 
 
 # -- F2: KV-cache groups ----------------------------------------------------------------

@@ -126,8 +126,8 @@ def test_a_deployment_whose_pool_holds_no_sequence_gets_no_prediction_and_no_gpu
     code, out, _ = observe(capsys, str(VLLM), "--model", "llama-3.1-405b", "--gpu", "h100",
                            "--json")
     data = json.loads(out)
-    assert data["wall"] == "does not fit" and data["pool_batch"] == 0
-    assert data["predicted_itl_ms"] is None and data["gap"] == {}
+    assert data["wall"] == "does not fit" and data["engine_max_batch"] == 0
+    assert data["predicted_itl_s"] is None and data["gap"] == {}
 
 
 def test_a_context_past_the_models_positions_is_refused_as_such_not_blamed_on_the_pool(
@@ -143,7 +143,7 @@ def test_a_context_past_the_models_positions_is_refused_as_such_not_blamed_on_th
     assert "KV pool holds no sequence" not in out
     code, out, _ = observe(capsys, *args, "--json")
     data = json.loads(out)
-    assert data["pool_batch"] == 0 and "8,192 positions" in data["refusal"]
+    assert data["engine_max_batch"] == 0 and "8,192 positions" in data["refusal"]
     code, out, _ = observe(capsys, *args[:-1], "8000", "--json")  # within them: it fits
     assert json.loads(out)["refusal"] is None
 
@@ -219,12 +219,12 @@ def test_a_reported_pool_does_not_hide_weights_that_cannot_load(
     code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-70b", "--gpu", "h100",
                            "--json")
     data = json.loads(out)
-    assert data["fits"] is False and data["pool_batch"] == 0
-    assert data["predicted_itl_ms"] is None and data["gap"] == {}
+    assert data["fits"] is False and data["engine_max_batch"] == 0
+    assert data["predicted_itl_s"] is None and data["gap"] == {}
     code, out, _ = observe(capsys, str(path), "--model", "llama-3.1-70b", "--gpu", "h100",
                            "--num-gpus", "4", "--json")
     data = json.loads(out)
-    assert data["fits"] is True and data["predicted_itl_ms"] > 0 and "itl" in data["gap"]
+    assert data["fits"] is True and data["predicted_itl_s"] > 0 and "itl" in data["gap"]
 
 
 def test_polling_faster_than_saved_scrapes_may_be_is_refused(

@@ -62,8 +62,8 @@ def test_observe_sizes_a_vllm_pool_at_the_release_fit_sizes_it_at(
         given = ("--engine-version", version) if version else ()
         observed = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, *given)
         fitted = cli_json(capsys, "fit", *L8, "--max-model-len", "4000", *given)
-        assert observed["pool_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
-        batches[version] = observed["pool_batch"]
+        assert observed["engine_max_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+        batches[version] = observed["engine_max_batch"]
     assert batches["0.9.1"] != batches[None]
 
 
@@ -74,14 +74,14 @@ def test_the_logs_own_launch_is_used_and_named(
     flagged = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, "--engine-version", "0.9.1",
                        "--max-num-seqs", "48")
     plain = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT)
-    assert stated["pool_batch"] == flagged["pool_batch"] == 48 < plain["pool_batch"]
+    assert stated["engine_max_batch"] == flagged["engine_max_batch"] == 48 < plain["engine_max_batch"]
     assert any("0.9.1" in n and "start-up lines" in n for n in stated["notes"])
     assert any("48" in n and "start-up lines" in n for n in stated["notes"])
     assert any("48" in n and "--max-num-seqs" in n for n in flagged["notes"])
     # the same values given again are no contradiction
     again = cli_json(capsys, "observe", source, *L8, *CONTEXT, "--engine-version", "0.9.1",
                      "--max-num-seqs", "48")
-    assert again["pool_batch"] == stated["pool_batch"]
+    assert again["engine_max_batch"] == stated["engine_max_batch"]
 
 
 @pytest.mark.parametrize(("flag", "value", "stated"), [
@@ -106,7 +106,7 @@ def test_observe_seats_an_sglang_server_at_its_max_running_requests(
                       "--max-running-requests", "16")
     fitted = cli_json(capsys, "fit", *L8, "--engine", "sglang", "--max-model-len", "4000",
                       "--max-running-requests", "16")
-    assert seated["pool_batch"] == fitted["max_num_seqs"] == 16 < plain["pool_batch"]
+    assert seated["engine_max_batch"] == fitted["max_num_seqs"] == 16 < plain["engine_max_batch"]
 
 
 def test_observe_refuses_a_drafter_older_than_the_release_given(
@@ -137,11 +137,11 @@ def test_a_log_of_vllms_v0_engine_is_sized_as_fit_sizes_that_release_on_v0(
     fitted = cli_json(capsys, "fit", *L8, "--max-model-len", "4000", "--engine-version",
                       "0.9.1 V0")
     on_v1 = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, "--engine-version", "0.9.1")
-    assert stated["pool_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
-    assert stated["pool_batch"] != on_v1["pool_batch"]
+    assert stated["engine_max_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+    assert stated["engine_max_batch"] != on_v1["engine_max_batch"]
     for given in ("0.9.1 V0", "0.9.1", "v0.9.1"):
         flagged = cli_json(capsys, "observe", source, *L8, *CONTEXT, "--engine-version", given)
-        assert flagged["pool_batch"] == stated["pool_batch"]
+        assert flagged["engine_max_batch"] == stated["engine_max_batch"]
     err = refused(capsys, "observe", source, *L8, "--engine-version", "0.9.1 V1")
     assert "--engine-version" in err
 
@@ -152,7 +152,7 @@ def test_a_release_spelt_otherwise_than_the_log_states_it_is_no_contradiction(
     for given in ("v0.9.0", "0.9"):
         flagged = cli_json(capsys, "observe", launch_log(tmp_path, "0.9.0", 32), *L8,
                            *CONTEXT, "--engine-version", given)
-        assert flagged["pool_batch"] == stated["pool_batch"]
+        assert flagged["engine_max_batch"] == stated["engine_max_batch"]
 
 
 def test_seats_the_running_batch_outgrew_are_refused_for_vllm(
@@ -188,4 +188,4 @@ def test_a_context_read_off_the_fill_uses_the_pool_that_then_allows_the_sequence
     assert f"modelled pool of {pool:,} tokens" in data["context_source"]
     fitted = cli_json(capsys, "fit", *L8, "--max-model-len", str(data["context"]),
                       "--engine-version", "0.5")
-    assert data["pool_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+    assert data["engine_max_batch"] == min(fitted["batch"], fitted["max_num_seqs"])

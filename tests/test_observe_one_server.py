@@ -104,7 +104,7 @@ def test_a_process_start_that_moves_later_is_still_a_restart(
                        page(T0 + 90, 360_000, 90_000, 360, T0 + 30), extra=("--json",))
     assert code == 0
     obs = json.loads(out)
-    assert obs["generation_tok_s"] == pytest.approx((90_000 - 60_000) / 30)
+    assert obs["output_tok_s"] == pytest.approx((90_000 - 60_000) / 30)
     assert any("the server restarted" in n for n in obs["notes"])
 
 
@@ -136,7 +136,7 @@ def test_a_restart_reads_the_scrapes_after_it(
     assert code == 0
     obs = json.loads(out)
     assert obs["duration_s"] == 30
-    assert obs["generation_tok_s"] == pytest.approx(4 * 250)
+    assert obs["output_tok_s"] == pytest.approx(4 * 250)
     assert obs["prompt_tok_s"] == pytest.approx(4 * 1000)
     assert any(n.startswith("the server restarted between the scrapes 30 s and 60 s into the "
                             "window (process_start_time_seconds moved later): read the 2 "
@@ -154,7 +154,7 @@ def test_a_restart_with_one_scrape_after_it_reads_the_scrapes_before_it(
     assert code == 0
     obs = json.loads(out)
     assert obs["duration_s"] == 60
-    assert obs["generation_tok_s"] == pytest.approx(8 * 250)
+    assert obs["output_tok_s"] == pytest.approx(8 * 250)
     assert any("between the scrapes 60 s and 90 s" in n and "fewer than 2 scrapes after it: "
                "read the 3 scrapes before it (0 s to 60 s)" in n for n in obs["notes"])
     assert read_source(str(tmp_path / "scrapes.prom")).gpu_memory_utilization == 0.9
@@ -184,7 +184,7 @@ def test_two_restarts_read_the_latest_run_of_two_scrapes(
     code, out, _ = run(tmp_path, capsys, *first, again, extra=("--json",))
     assert code == 0
     obs = json.loads(out)
-    assert obs["duration_s"] == 30 and obs["generation_tok_s"] == pytest.approx(4 * 250)
+    assert obs["duration_s"] == 30 and obs["output_tok_s"] == pytest.approx(4 * 250)
     assert any("between the scrapes 90 s and 120 s" in n and "(one of 2 restarts in the "
                "window)" in n and "read the 2 scrapes before it (60 s to 90 s)" in n
                for n in obs["notes"])

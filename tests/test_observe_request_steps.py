@@ -113,9 +113,9 @@ def test_a_half_drafted_windows_prediction_divides_its_verify_step_by_all_steps(
         acceptance_for_tokens(3, obs.spec_tokens_per_step))
     assert report["tokens_per_step"] == pytest.approx(every)
     assert report["tokens_per_step_over"] == "all decode steps"
-    assert report["predicted_itl_ms"] == pytest.approx(report["predicted_step_ms"] / every)
+    assert report["predicted_itl_s"] == pytest.approx(report["predicted_step_s"] / every)
     assert report["gap"]["itl"] == pytest.approx(
-        report["predicted_itl_ms"] / obs.latency_ms["itl"]["mean"] - 1)
+        report["predicted_itl_s"] * 1e3 / obs.latency_ms["itl"]["mean"] - 1)
     assert not any(CAUTION in c for c in report["cautions"])
     code, out, _ = run_cli(capsys, "observe", str(path), *L8, "--spec-tokens", "3")
     assert code == 0 and f"{every:,.2f} tokens a request over all decode steps" in out
@@ -203,8 +203,8 @@ def test_a_logs_throughputs_give_the_tokens_of_all_steps(
         tokens_per_request_step(gen, accepted)) == pytest.approx(gen / (gen - accepted))
     report = observe_json(capsys, str(path), *L8, "--spec-tokens", "3")
     assert report["tokens_per_step_over"] == "all decode steps"
-    assert report["predicted_itl_ms"] == pytest.approx(
-        report["predicted_step_ms"] / obs.spec_tokens_per_request_step)
+    assert report["predicted_itl_s"] * 1e3 == pytest.approx(
+        report["predicted_step_s"] * 1e3 / obs.spec_tokens_per_request_step)
 
 
 def test_a_log_without_accepted_throughputs_keeps_the_acceptance_length_with_a_caution(
@@ -255,9 +255,9 @@ def test_a_benchs_accepted_tokens_give_the_tokens_of_all_steps(
     report = observe_json(capsys, str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
                           "--spec-tokens", "3")
     assert report["tokens_per_step_over"] == "all decode steps"
-    assert report["predicted_itl_ms"] == pytest.approx(report["predicted_step_ms"] / every)
+    assert report["predicted_itl_s"] == pytest.approx(report["predicted_step_s"] / every)
     assert report["gap"]["itl"] == pytest.approx(
-        report["predicted_itl_ms"] / bench["mean_tpot_ms"] - 1)
+        report["predicted_itl_s"] * 1e3 / bench["mean_tpot_ms"] - 1)
     path.write_text(json.dumps({**run, "spec_decode_num_drafts": 80_000}))
     crowded = read_source(str(path))
     assert crowded.spec_tokens_per_request_step is None

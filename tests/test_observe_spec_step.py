@@ -126,25 +126,25 @@ def test_a_drafted_sglang_step_is_priced_as_decodes_verify_step(
     plain = observe_json(capsys, source, *L8)  # the gauge alone: no draft length to price
     spec = SpecDecode(3, acceptance_for_tokens(3, 2.5), SPEC_DRAFT_COST)
     verify = spec_step(l8_sglang(), spec, RUNNING, 4000, profile_for("sglang"))
-    assert drafted["predicted_step_ms"] == pytest.approx(verify.step_s * 1e3)
-    assert drafted["predicted_itl_ms"] == pytest.approx(verify.step_s * 1e3 / 2.5)
+    assert drafted["predicted_step_s"] == pytest.approx(verify.step_s)
+    assert drafted["predicted_itl_s"] == pytest.approx(verify.step_s / 2.5)
     assert drafted["tokens_per_step"] == pytest.approx(spec.tokens_per_step) \
         == pytest.approx(2.5)
     assert drafted["speculative"]["spec_acceptance"] == pytest.approx(spec.acceptance)
     plain_ms = step_time_s(l8_sglang(), decode_batch(RUNNING, 4000),
                            profile_for("sglang")) * 1e3
-    assert plain["predicted_itl_ms"] == pytest.approx(plain_ms) \
-        == pytest.approx(plain["predicted_step_ms"])
+    assert plain["predicted_itl_s"] * 1e3 == pytest.approx(plain_ms) \
+        == pytest.approx(plain["predicted_step_s"] * 1e3)
     assert plain["speculative"] is None and plain["tokens_per_step"] == 1
     measured = ITL_S * 1e3
-    assert drafted["gap"]["itl"] == pytest.approx(drafted["predicted_itl_ms"] / measured - 1)
+    assert drafted["gap"]["itl"] == pytest.approx(drafted["predicted_itl_s"] * 1e3 / measured - 1)
     assert drafted["gap"]["itl"] < plain_ms / measured - 1  # what plain pricing would say
     # a token's floor is the step's over the tokens it keeps, so 6 ms is no longer under it,
     # priced or not: the gauge's 2.5 tokens a step are a drafter's, its flags given or not
     floor_ms = decode_floor(l8_sglang(), RUNNING, 4000).step_time_s * 1e3
-    assert drafted["floor_itl_ms"] == pytest.approx(floor_ms / 2.5) \
-        == pytest.approx(plain["floor_itl_ms"])
-    assert drafted["floor_itl_ms"] < measured < floor_ms
+    assert drafted["floor_itl_s"] * 1e3 == pytest.approx(floor_ms / 2.5) \
+        == pytest.approx(plain["floor_itl_s"] * 1e3)
+    assert drafted["floor_itl_s"] * 1e3 < measured < floor_ms
     assert not plain["likely_weights"]  # no lighter format blamed for the drafter's speed
     # a plain step against a drafting server's token: no percentage, the drafter the reason
     assert plain["gap"] == {} and "drafts are not priced" in plain["gap_not_comparable"]
@@ -157,7 +157,7 @@ def test_without_an_acceptance_length_the_drafters_step_stays_plain_and_a_note_s
     source = sglang_scrapes(tmp_path, None)
     drafted = observe_json(capsys, source, *L8, *EAGLE3)
     plain = observe_json(capsys, source, *L8)
-    assert drafted["predicted_itl_ms"] == pytest.approx(plain["predicted_itl_ms"])
+    assert drafted["predicted_itl_s"] == pytest.approx(plain["predicted_itl_s"])
     assert drafted["speculative"] is None and drafted["tokens_per_step"] == 1
     assert any(note.startswith("drafts are not priced") for note in drafted["notes"])
     assert not any("drafts are not priced" in note for note in plain["notes"])
@@ -175,10 +175,10 @@ def test_a_vllm_bench_with_an_acceptance_length_prices_its_verify_step(
     drafted = observe_json(capsys, *base, "--spec-tokens", "2")
     plain = observe_json(capsys, *base)
     assert drafted["tokens_per_step"] == pytest.approx(2.2)
-    assert drafted["predicted_itl_ms"] == pytest.approx(drafted["predicted_step_ms"] / 2.2)
+    assert drafted["predicted_itl_s"] == pytest.approx(drafted["predicted_step_s"] / 2.2)
     assert drafted["prompts_per_step"] == pytest.approx(plain["prompts_per_step"] * 2.2)
     assert drafted["gap"]["itl"] == pytest.approx(
-        drafted["predicted_itl_ms"] / bench["mean_tpot_ms"] - 1)
+        drafted["predicted_itl_s"] * 1e3 / bench["mean_tpot_ms"] - 1)
     assert any("drafts are not priced" in note for note in plain["notes"])
 
 
@@ -214,8 +214,8 @@ def test_spec_draft_cost_prices_observes_verify_step_as_decode_does(
     costly = observe_json(capsys, source, *L8, *EAGLE3, "--spec-draft-cost", "0.2")
     spec = SpecDecode(3, acceptance_for_tokens(3, 2.5), 0.2)
     verify = spec_step(l8_sglang(), spec, RUNNING, 4000, profile_for("sglang"))
-    assert costly["predicted_step_ms"] == pytest.approx(verify.step_s * 1e3)
-    assert costly["predicted_step_ms"] > default["predicted_step_ms"]
+    assert costly["predicted_step_s"] == pytest.approx(verify.step_s)
+    assert costly["predicted_step_s"] > default["predicted_step_s"]
     assert costly["speculative"]["spec_draft_cost"] == 0.2
     assert default["speculative"]["spec_draft_cost"] == SPEC_DRAFT_COST
 

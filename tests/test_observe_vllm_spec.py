@@ -152,8 +152,8 @@ def test_a_drafted_vllm_step_is_priced_as_decodes_verify_step(
     plain = observe_json(capsys, str(SPEC_METRICS), *L8)
     spec = SpecDecode(3, acceptance_for_tokens(3, kept), SPEC_DRAFT_COST)
     verify = spec_step(l8_vllm(), spec, RUNNING, 4000, profile_for("vllm"))
-    assert drafted["predicted_step_ms"] == pytest.approx(verify.step_s * 1e3)
-    assert drafted["predicted_itl_ms"] == pytest.approx(verify.step_s * 1e3 / kept)
+    assert drafted["predicted_step_s"] == pytest.approx(verify.step_s)
+    assert drafted["predicted_itl_s"] == pytest.approx(verify.step_s / kept)
     assert drafted["tokens_per_step"] == pytest.approx(kept)
     assert drafted["speculative"]["spec_acceptance"] == pytest.approx(spec.acceptance)
     assert plain["speculative"] is None and plain["tokens_per_step"] == 1
@@ -181,7 +181,7 @@ def test_the_logs_spec_lines_are_weighted_by_their_drafts(
     assert report["tokens_per_step"] == pytest.approx(obs.spec_tokens_per_decode_step)
     assert report["speculative"]["spec_acceptance"] == pytest.approx(
         acceptance_for_tokens(3, obs.spec_tokens_per_step))
-    assert report["predicted_itl_ms"] == pytest.approx(report["predicted_step_ms"]
+    assert report["predicted_itl_s"] == pytest.approx(report["predicted_step_s"]
                                                        / obs.spec_tokens_per_decode_step)
 
 
@@ -249,13 +249,13 @@ def test_an_unpriced_drafter_divides_the_floor_by_the_tokens_a_step_keeps(
     assert plain["speculative"] is None
     measured = read_source(str(SPEC_METRICS)).latency_ms["itl"]["mean"]
     assert step_floor_ms / kept < measured < step_floor_ms  # a token's floor, a step's
-    assert plain["floor_itl_ms"] == pytest.approx(step_floor_ms / kept)
+    assert plain["floor_itl_s"] * 1e3 == pytest.approx(step_floor_ms / kept)
     assert not plain["likely_weights"]
     assert not any("under the" in c and "floor" in c for c in plain["cautions"])
     # nor a percentage between a plain step and a drafting server's token (16.3 against 6.0)
     assert plain["gap"] == {} and "drafts are not priced" in plain["gap_not_comparable"]
     priced = observe_json(capsys, str(SPEC_METRICS), *L8, "--spec-tokens", "3")
-    assert priced["gap"]["itl"] == pytest.approx(priced["predicted_itl_ms"] / measured - 1)
+    assert priced["gap"]["itl"] == pytest.approx(priced["predicted_itl_s"] * 1e3 / measured - 1)
     counters_left_out = "\n".join(
         line for line in SPEC_METRICS.read_text().splitlines()
         if not any(name.removesuffix("_total") in line for name in SPEC_COUNTERS)) + "\n"
@@ -263,7 +263,7 @@ def test_an_unpriced_drafter_divides_the_floor_by_the_tokens_a_step_keeps(
     path.write_text(counters_left_out)
     flagged = observe_json(capsys, str(path), *L8, "--spec-tokens", "3")
     assert flagged["speculative"] is None  # no acceptance read: the step priced plain
-    assert flagged["floor_itl_ms"] == pytest.approx(step_floor_ms / (3 + 1))
+    assert flagged["floor_itl_s"] * 1e3 == pytest.approx(step_floor_ms / (3 + 1))
 
 
 def test_an_ngram_drafters_itl_is_divided_by_the_tokens_a_reading_covered() -> None:
@@ -306,9 +306,9 @@ def test_an_ngram_drafters_token_is_its_verify_step_over_the_tokens_of_all_its_s
     assert drafted["speculative"]["spec_acceptance"] == pytest.approx(spec.acceptance)
     assert drafted["tokens_per_step"] == pytest.approx(every)
     assert drafted["tokens_per_step_over"] == "all decode steps"
-    assert drafted["predicted_itl_ms"] == pytest.approx(verify.step_s * 1e3 / every)
+    assert drafted["predicted_itl_s"] == pytest.approx(verify.step_s / every)
     measured = step_ms(text) / tokens_per_itl_reading(text)
-    assert drafted["gap"]["itl"] == pytest.approx(drafted["predicted_itl_ms"] / measured - 1)
+    assert drafted["gap"]["itl"] == pytest.approx(drafted["predicted_itl_s"] * 1e3 / measured - 1)
     assert not any("acceptance length, which counts only" in c for c in drafted["cautions"])
 
 

@@ -309,8 +309,8 @@ def test_a_misdescribed_deployment_gets_no_percentage_against_its_prediction(
     data = json.loads(out)
     assert data["gap"] == {} and data["gap_not_comparable"].startswith(
         "the measurement is under the floor of the deployment described")
-    assert data["predicted_itl_ms"] == pytest.approx(report.predicted_itl_ms)
-    assert data["latency_ms"]["itl"]["mean"] == pytest.approx(20.0)
+    assert data["predicted_itl_s"] * 1e3 == pytest.approx(report.predicted_itl_ms)
+    assert data["latency_s"]["itl"]["mean"] == pytest.approx(20.0 / 1e3)
     rows = tmp_path / "rows.csv"
     code, out, _ = observe(capsys, *argv, "--emit-measurements", str(rows))
     assert code == 0 and not rows.exists() and "wrote nothing" in out

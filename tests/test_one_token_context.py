@@ -24,7 +24,7 @@ def test_kv_at_one_token_says_token_not_tokens(capsys: pytest.CaptureFixture[str
     fit = re.search(r"conversations of 1 token that fit: ([\d,]+)", out)
     assert fit is not None
     json_out = run(capsys, "kv", "llama-3.1-8b", "--gpu", "h100", "--context", "1", "--json")
-    assert int(fit.group(1).replace(",", "")) == json.loads(json_out)["conversations_that_fit"]
+    assert int(fit.group(1).replace(",", "")) == json.loads(json_out)["conversations"]
 
 
 def test_kv_at_two_tokens_keeps_the_plural(capsys: pytest.CaptureFixture[str]) -> None:

@@ -341,7 +341,7 @@ def test_the_frontiers_slo_batch_reads_faster_than_the_slo_and_the_table_says_wh
     tp1 = max((c for c in result.candidates if (c.tp, c.weights, c.kv) == (1, "fp8", "fp8")),
               key=lambda c: c.batch)
     label = f"h100-sxm TP1 fp8, KV fp8, b{tp1.batch}"
-    per_user = next(p.tok_s_per_user for p in result.pareto if p.label == label)
+    per_user = next(p.per_user_tok_s for p in result.pareto if p.label == label)
     assert per_user > 1 / slo.tpot_s
     lines = PlanLists(LLAMA_8B, result).pareto_lines()
     assert any("a decode step alone" in line and "prompts sharing the steps" in line

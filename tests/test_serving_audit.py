@@ -79,7 +79,7 @@ def test_an_emitted_decode_row_says_how_much_its_prompt_tokens_slow_it(
     note = next(n for n in report["notes"] if n.startswith("wrote 1 row"))
     dep, profile = h100("llama-3.1-8b"), profile_for("vllm")
     alone_ms = step_time_s(dep, decode_batch(32, report["context"]), profile) * 1e3
-    mixed_ms = report["predicted_itl_ms"]
+    mixed_ms = report["predicted_itl_s"] * 1e3
     each = report["prompts_per_step"]  # 1,000-token prompts, each in a step of its own
     assert report["prompt_step_tokens"] == [1000] and each and mixed_ms > alone_ms
     assert (round(mixed_ms, 1), round(alone_ms, 1), round(1 / each)) == (11.4, 10.9, 50)
@@ -127,8 +127,8 @@ def test_the_pages_batch_to_the_ridge_is_roofline_s_whole_batch(
     data = page_explain(capsys, tmp_path, "llama-3.1-8b", "--gpu", "h100", "--counts", "1")
     step = next(s for s in data["explain"] if s["label"] == "batch to reach it")
     roof = run_json(capsys, "roofline", "--gpu", "h100")
-    weights = next(p for p in roof["points"] if p["whole_batch_to_ridge"] is not None)
-    assert step["result"]["value"] == weights["whole_batch_to_ridge"] \
+    weights = next(p for p in roof["points"] if p["first_whole_batch_to_ridge"] is not None)
+    assert step["result"]["value"] == weights["first_whole_batch_to_ridge"] \
         == first_whole_batch(data["batch_to_ridge"])
 
 
@@ -210,15 +210,15 @@ def test_utilization_gives_no_share_for_a_batch_the_pool_cannot_hold(
     argv = ["utilization", "--gpu", "h100", "--running", "200", "--model", "llama-3.1-8b",
             "--context", "8K"]
     data = run_json(capsys, *argv, "--explain")
-    assert data["over_pool"] and data["kv_batch_limit"] < data["running"]
+    assert data["over_pool"] and data["conversations"] < data["running"]
     assert data["fraction_of_arithmetic"] is None and data["step_fraction_of_peak"] is None
     # the ridge, and the pool count the verdict names
     assert [s["label"] for s in data["explain"]] == ["ridge point", "conversations the pool holds"]
-    assert data["explain"][1]["result"]["value"] == data["kv_batch_limit"]
+    assert data["explain"][1]["result"]["value"] == data["conversations"]
     code, out, _ = run_cli(capsys, *argv)
     first = out.splitlines()[0]
     assert code == 0 and first.startswith("DOES NOT RUN AT ONCE: 200 running")
-    assert f"the {data['kv_batch_limit']} conversations the pool holds" in first
+    assert f"the {data['conversations']} conversations the pool holds" in first
     assert "% of the arithmetic" not in out and "peak busy at its floor" not in out
 
 
@@ -226,7 +226,7 @@ def test_utilization_within_the_pool_still_gives_its_share(
         capsys: pytest.CaptureFixture[str]) -> None:
     data = run_json(capsys, "utilization", "--gpu", "h100", "--running", "8", "--model",
                     "llama-3.1-8b", "--context", "8K")
-    assert not data["over_pool"] and data["running"] <= data["kv_batch_limit"]
+    assert not data["over_pool"] and data["running"] <= data["conversations"]
     assert data["fraction_of_arithmetic"] == pytest.approx(
         arithmetic_share(8, 2.0, data["ridge_flop_per_byte"]))
     assert data["step_fraction_of_peak"] is not None

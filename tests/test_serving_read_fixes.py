@@ -59,7 +59,7 @@ def test_utilization_past_a_llama_cpp_pool_says_what_llama_server_does_not_preem
     llama = _ok(capsys, *flags, "--gpu", "rtx-4090", "--engine", "llama.cpp",
                 "--weights", "q4_k_m").splitlines()[0]
     held = json.loads(_ok(capsys, *flags, "--gpu", "rtx-4090", "--engine", "llama.cpp",
-                          "--weights", "q4_k_m", "--json"))["kv_batch_limit"]
+                          "--weights", "q4_k_m", "--json"))["conversations"]
     assert "expect preemption" not in llama and "does not preempt" in llama
     assert f"at most {held:,} conversations of 8,192 tokens at once" in llama \
         and "wait in its queue" in llama and "-c ÷ -np" not in llama

@@ -122,8 +122,8 @@ def _alone_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, obj
     return data
 
 
-CARD_KEYS = ("accelerator", "engine", "price_per_device_hour_usd", "ridge_flop_per_byte",
-             "ridge_batch")
+CARD_KEYS = ("accelerator", "engine", "price_per_gpu_hour_usd", "ridge_flop_per_byte",
+             "first_whole_batch_to_ridge")
 
 
 def _without_card(entry: dict[str, object]) -> dict[str, object]:

@@ -38,7 +38,7 @@ def test_the_itl_slo_is_the_runs_itl_at_the_percentile_judged_as_plan_does(
         assert verdict["percentile"] == p and verdict["itl_s"] == pytest.approx(itl_s)
         assert verdict["met"] is itl_kept(verdict["itl_s"], limit_s)
         assert verdict["met"] is (limit_s > itl_s)
-        assert data["settings"]["slo_itl_ms"] == pytest.approx(limit_s * 1e3)
+        assert data["settings"]["slo_itl_s"] == pytest.approx(limit_s)
         # goodput is per request: an ITL SLO alone gives none, and leaves the rest as it was
         assert data["goodput_req_s"] is None and data["itl_s"] == base["itl_s"]
 
@@ -56,7 +56,7 @@ def test_text_and_explain_name_the_itl_slo(capsys: pytest.CaptureFixture[str]) -
 
 def test_without_the_flag_nothing_names_an_itl_slo(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--slo-ttft-ms", "500")
-    assert "itl_slo" not in data and "slo_itl_ms" not in data["settings"]
+    assert "itl_slo" not in data and "slo_itl_s" not in data["settings"]
     code, out, _ = run_cli(capsys, *SIM, "--slo-ttft-ms", "500", "--explain")
     assert code == 0 and "ITL SLO" not in out
 

@@ -182,7 +182,7 @@ def test_observe_and_utilization_size_a_pipelines_pool(capsys: pytest.CaptureFix
             "h100", "--num-gpus", "4", "--json"]
     _, flat, _ = run_cli(capsys, *base)
     code, staged, _ = run_cli(capsys, *base, "-pp", "2")
-    assert code == 0 and json.loads(staged)["pool_batch"] > json.loads(flat)["pool_batch"]
+    assert code == 0 and json.loads(staged)["engine_max_batch"] > json.loads(flat)["engine_max_batch"]
     code, _, err = run_cli(capsys, "utilization", "--gpu", "h100", "--running", "8", "-pp", "2")
     assert code == 2 and "splits the running batch over a model's layer stages" in err
     code, _, err = run_cli(capsys, "utilization", "--gpu", "h100", "--running", "8", "--context",

@@ -196,8 +196,8 @@ class ParetoPoint(NamedTuple):
     """A point of the Pareto frontier: its speeds, the label the text prints ("h100-sxm TP8
     fp8, KV fp8, b1") and what that label names, as --json's keys."""
 
-    tok_s_per_gpu: float
-    tok_s_per_user: float
+    output_tok_s_per_gpu: float  # simulate's name for the output rate a GPU
+    per_user_tok_s: float  # decode's name for one user's rate
     label: str
     accelerator: str
     tensor_parallel_size: int

@@ -350,8 +350,10 @@ class DecodeReport:
                 "points": points,
                 "engine_max_batch": [{"context": s.context, "batch": s.held,
                                       "max_model_len": s.max_model_len,
-                                      # batch = min(pool_holds, seat_limit) where it runs
-                                      "pool_holds": s.pool_held, "seat_limit": s.seat_limit,
+                                      # batch = min(conversations, max_num_seqs) where it
+                                      # runs: the pool's count and the seats, fit's names
+                                      "conversations": s.pool_held,
+                                      "max_num_seqs": s.seat_limit,
                                       "settings": json_pool_settings(
                                           self.expected[0].engine, self._line_settings),
                                       "reason": self._none_clause(s) if s.held == 0 else None,

@@ -17,7 +17,6 @@ from ridgeline.reports.fit_weights import vision_bytes_in_pool
 from ridgeline.reports.identity import identity_json
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings
-from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_json
 
 if TYPE_CHECKING:
@@ -55,8 +54,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         if not p.set_pool_bytes else p.pool_bytes,
         "over_budget_bytes_per_gpu": over_budget_bytes(p),
         # SGLang's hybrids: the static pool their state pool is carved from (state_pool)
-        "pool_bytes_per_gpu": p.pool_bytes, "pool_gib_total": p.pool_bytes
-        * r.deployment.num_gpus / GIB,
+        "pool_bytes_per_gpu": p.pool_bytes, "pool_bytes_total": p.pool_bytes
+        * r.deployment.num_gpus,
         # the engine's own token figure, as its start-up log gives it (vLLM v0.24+: maximum
         # concurrency × max_model_len, which, for a max_model_len off the block size, is not
         # the slots below: Llama-3.1-8B on an H100 at 17 tokens, 237,787 logged in 447,600)

@@ -59,7 +59,8 @@ def card_price_json(dep: Deployment) -> dict[str, Any]:
     catalog price per device-hour (null where the catalog has none; an H100's $2.99, Lambda's
     list price), and its dense ridge with the first whole batch that reaches it (Llama-3.1-8B
     bf16 on an H100: 295.3 FLOP/byte, batch 296)."""
-    return {"price_per_device_hour_usd": dep.accelerator.price_per_hour_usd,
+    return {"price_per_gpu_hour_usd": dep.accelerator.price_per_hour_usd,  # plan's name
             "ridge_flop_per_byte": dep.dense_ridge_flop_per_byte,
-            # the batch the decode table's column gives: ⌈ridge × bytes per weight ÷ 2⌉
-            "ridge_batch": first_whole_batch(dep.dense_ridge_batch)}
+            # the batch the decode table's column gives: ⌈ridge × bytes per weight ÷ 2⌉,
+            # under fit's and page's name
+            "first_whole_batch_to_ridge": first_whole_batch(dep.dense_ridge_batch)}

@@ -204,7 +204,7 @@ class KVReport:
             "weights_overflow_bytes": None if self.budget_bytes is None
             else max(0.0, -self.budget_bytes),
             "budget": self.budget_label,
-            "conversations_that_fit": self.conversations,
+            "conversations": self.conversations,
             "fits": None if self.conversations is None else self.conversations > 0,
             "shortfall_bytes": self.shortfall_bytes,
             "bytes_per_token_now": self.bytes_per_token_now,

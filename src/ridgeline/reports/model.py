@@ -109,7 +109,8 @@ class ModelReport:
             "quantization_file": s.quantization_file or None,
             # {engine: KV dtype} its --kv-cache-dtype auto serves, as the checkpoint asks
             "checkpoint_kv_cache_dtypes": dict(s.engine_kv_cache_dtypes),
-            "weight_gb": self.weight_gb,
+            # per weight format, in bytes as every other size in --json (the text's GB × 1e9)
+            "weight_bytes": {label: gb * GB for label, gb in self.weight_gb.items()},
             "kv_bytes_per_token_bf16": self.kv_bf16.bytes_per_token_growing,
             "kv_bytes_per_token_bf16_naive": self.kv_bf16.bytes_per_token_naive,
             "kv_bytes_per_token_fp8": self.kv_fp8.bytes_per_token_growing,

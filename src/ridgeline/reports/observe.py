@@ -23,7 +23,7 @@ from ridgeline.engine_pool import (
 from ridgeline.engines import EngineProfile
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.memory import EngineSettings
-from ridgeline.observation import Observation, stats
+from ridgeline.observation import Observation, latencies_s, seconds, stats
 from ridgeline.render import table
 from ridgeline.reports.observe_drafts import unpriced_drafts_note, verify_step
 from ridgeline.reports.observe_floor import (
@@ -77,9 +77,11 @@ class ObserveReport(ObserveVerdict):
             "kv_usage": stats(o.kv_usage),
             # a count (the counter's increase, whole); null where the source has none
             "preemptions": None if o.preemptions is None else round(o.preemptions),
-            "prompt_tok_s": o.prompt_tok_s, "generation_tok_s": o.generation_tok_s,
-            # null where the source has no latencies
-            "latency_ms": o.latency_ms or None, "engines": o.engines, "swapped": stats(o.swapped),
+            # the generated tokens a second under simulate's name for them
+            "prompt_tok_s": o.prompt_tok_s, "output_tok_s": o.generation_tok_s,
+            # in seconds, as every other command's latencies; null where the source has none
+            "latency_s": latencies_s(o.latency_ms) or None, "engines": o.engines,
+            "swapped": stats(o.swapped),
             # the busiest data-parallel engine's running at each reading: what fills its pool
             "busiest_engine_running": stats(o.busiest_running),
             "cached_prompt_share": o.cached_prompt_share,
@@ -94,27 +96,29 @@ class ObserveReport(ObserveVerdict):
                                    for step in self.prompt_steps],
             "batch": self.batch, "stage_batch": self.stage_batch,
             "ridge_flop_per_byte": self.ridge,
-            "ridge_batch": first_whole_batch(batch_for_intensity(
+            "first_whole_batch_to_ridge": first_whole_batch(batch_for_intensity(
                 self.ridge, d.bytes_per_weight_split[0])),
             "fits": self.fits,
             # why the engine serves no sequence of the context at all (past the model's
             # positions), as the text's does-not-fit line says; None where it would
             "refusal": None if self.fits else context_refusal(d, self.context) or None,
-            "fraction_of_arithmetic": self.fraction, "pool_batch": self.pool_batch,
-            # what caps pool_batch: "seats" (max_num_seqs, max_running_requests, llama-server's
-            # slots) or "pool"; and the sequences of the context the pool alone holds
-            "pool_batch_capped_by": "seats" if self.seat_capped else "pool",
-            "pool_sequences": self.pool_sequences,
+            # the sequences of the context the engine runs at once, prefill's and decode's
+            # engine_max_batch; what caps it: "seats" (max_num_seqs, max_running_requests,
+            # llama-server's slots) or "pool"; and the conversations of the context the pool
+            # alone holds, as fit, kv, utilization, decode and simulate name them
+            "fraction_of_arithmetic": self.fraction, "engine_max_batch": self.pool_batch,
+            "engine_max_batch_capped_by": "seats" if self.seat_capped else "pool",
+            "conversations": self.pool_sequences,
             "context": self.context, "context_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
-            "predicted_itl_ms": self.predicted_itl_ms,
-            "predicted_step_ms": self.predicted_step_ms,
+            "predicted_itl_s": seconds(self.predicted_itl_ms),
+            "predicted_step_s": seconds(self.predicted_step_ms),
             "tokens_per_step": self.tokens_per_step,
             "tokens_per_step_over": self.tokens_per_step_over,
             "speculative": None if self.spec_step is None else self.spec_step.to_dict(),
             "gap": {} if self.not_comparable else self.gap_dict(),
             "gap_not_comparable": self.not_comparable if self.gaps() else None,
-            "floor_itl_ms": self.floor_itl_ms, "queued_readings": list(self.queued),
+            "floor_itl_s": seconds(self.floor_itl_ms), "queued_readings": list(self.queued),
             "likely_weights": [name for name, _ in self.lighter_weights],
             # the model caution (the metrics name another model) first, as the text says it
             "cautions": [c for c in (self.model_caution, *self.cross_checks()) if c],
@@ -122,14 +126,15 @@ class ObserveReport(ObserveVerdict):
         }
 
     def gap_dict(self) -> dict[str, float]:
-        """``gaps`` as --json gives them, with the text's "implies 40.9 ms a token: -26%"
-        beside the generation rate's: the ITL that rate implies at the batch
-        (``rate_itl_ms``) and the prediction against it (``rate_itl``, predicted ÷ implied −
-        1), where the text prints them."""
+        """``gaps`` as --json gives them (the generation rate's under ``output_tok_s``, the
+        top level's name), with the text's "implies 40.9 ms a token: -26%" beside it: the ITL
+        that rate implies at the batch (``rate_itl_s``, 0.0409) and the prediction against it
+        (``rate_itl``, predicted ÷ implied − 1), where the text prints them."""
         gaps, implied, predicted = self.gaps(), self.rate_itl_ms, self.predicted_itl_ms
+        out = {"output_tok_s" if k == "generation_tok_s" else k: v for k, v in gaps.items()}
         if "generation_tok_s" in gaps and "itl" not in gaps and implied and predicted:
-            gaps |= {"rate_itl_ms": implied, "rate_itl": predicted / implied - 1}
-        return gaps
+            out |= {"rate_itl_s": implied / 1e3, "rate_itl": predicted / implied - 1}
+        return out
 
     def text_lines(self) -> list[str]:
         o, d = self.obs, self.deployment

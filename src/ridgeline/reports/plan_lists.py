@@ -340,7 +340,7 @@ class PlanLists:
                 "half the output, a response's mean), each configuration at batches 1, 2, "
                 f"4, … and the batch that meets the SLO{dies}:",
                 f"  {'tok/s/GPU':>9}  {'tok/s/user':>10}  configuration, batch",
-                *(f"  {fmt_total_tok_s(p.tok_s_per_gpu):>9}  {p.tok_s_per_user:>10,.1f}  {p.label}"
+                *(f"  {fmt_total_tok_s(p.output_tok_s_per_gpu):>9}  {p.per_user_tok_s:>10,.1f}  {p.label}"
                   for p in shown),
                 # a point is a pure decode step; the SLO's batch was sized with the load's
                 # prompts in its steps (or at the pool's or seats' limit), so its per-user

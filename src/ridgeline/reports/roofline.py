@@ -96,7 +96,7 @@ class RooflineReport:
         return {
             **(dict(self.identity) if self.identity
                else card_identity_json(a, self.num_gpus)),
-            "price_per_device_hour_usd": a.price_per_hour_usd,
+            "price_per_gpu_hour_usd": a.price_per_hour_usd,
             "compute_dtype": a.resolve_dtype(self.compute_dtype),
             "peak_flops_per_s": self.peak_flops_per_s,
             "memory_bandwidth_bytes_per_s": a.memory_bandwidth_bytes_per_s,
@@ -105,7 +105,7 @@ class RooflineReport:
             "prompt_len": self.prompt_len,
             "points": [{**{("intensity_flop_per_byte" if k == "intensity" else k): v
                            for k, v in vars(p).items()},
-                        "whole_batch_to_ridge": None if p.batch_to_ridge is None
+                        "first_whole_batch_to_ridge": None if p.batch_to_ridge is None
                         else first_whole_batch(p.batch_to_ridge)} for p in self.points],
             # whether --model's weights alone load, and by how much they miss (null: no model)
             **weights_fit_dict(self.weights_check),

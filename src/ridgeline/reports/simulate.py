@@ -202,10 +202,9 @@ class SimulateReport:
                          "max_model_len": c.max_model_len, "prefix_caching": c.prefix_caching,
                          "spec_tokens": c.spec_tokens,  # no drafter: no acceptance to give
                          "spec_acceptance": c.spec_acceptance if c.spec_tokens else None,
-                         "slo_ttft_ms": None if self.slo_ttft_s is None else self.slo_ttft_s * 1e3,
-                         "slo_tpot_ms": None if self.slo_tpot_s is None else self.slo_tpot_s * 1e3,
-                         **({} if self.slo_itl_s is None else
-                            {"slo_itl_ms": self.slo_itl_s * 1e3})},
+                         # in seconds, as every latency in --json (the flags take ms)
+                         "slo_ttft_s": self.slo_ttft_s, "slo_tpot_s": self.slo_tpot_s,
+                         **({} if self.slo_itl_s is None else {"slo_itl_s": self.slo_itl_s})},
             "requests": self.requests, "completed": r.completed, "rejected": r.rejected,
             "rejected_reasons": dict(r.rec.rejected),
             "rejected_first": dict(r.rec.rejected_first),
@@ -280,9 +279,9 @@ class SimulateReport:
                               "reading": r.rec.stop_reading, "reason": _why_stopped(r)}
             if r.rec.stopped_early else None,
             "running_batch": r.running_batch, "preemptions": r.preemptions,
-            # fit's conversations of max_model_len tokens at once, which the running batch
-            # may pass (shorter requests, admitted on their prompt): not a cap
-            "fit_conversations": self.fit_conversations,
+            # fit's conversations of max_model_len tokens at once, under fit's name, which the
+            # running batch may pass (shorter requests, admitted on their prompt): not a cap
+            "conversations": self.fit_conversations,
             "prefix_cache_hit_blocks": r.prefix_hit_blocks,
             "prefix_cache_hit_blocks_readmitted": r.rec.readmit_hit_blocks,
             "time_series": [{"t_s": t, "running": n, "waiting": w, "kv_usage": u,

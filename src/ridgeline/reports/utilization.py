@@ -140,11 +140,12 @@ class UtilizationReport:
                 "data_parallel_size": self.data_parallel_size,
                 "ridge_flop_per_byte": self.ridge,
                 # the text's "ridge batch of N": the first whole batch at or past it
-                "ridge_batch": first_whole_batch(batch_for_intensity(self.ridge,
-                                                                     self.bytes_per_weight)),
+                "first_whole_batch_to_ridge": first_whole_batch(batch_for_intensity(
+                    self.ridge, self.bytes_per_weight)),
                 "fraction_of_arithmetic": None if over else self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
-                "kv_batch_limit": self.kv_batch_limit, "context": self.context,
+                # conversations of context the pool holds, the seats aside, as fit and kv name them
+                "conversations": self.kv_batch_limit, "context": self.context,
                 "experts": None if over else self.experts or None,
                 **({"moe": dict(self.expert_figures)}
                    if self.expert_figures and not over else {}),
