@@ -146,6 +146,11 @@ def test_a_window_in_a_run_cut_short_does_not_keep_up(
     assert out["stopped_early"] is not None and out["keeps_up"] is False
     code, _, err = run_cli(capsys, "simulate", *argv, "--window", "500,1500")
     assert code == 2 and "fell hopelessly behind" in err and "lower --rate" in err
+    # an answer about the load, not bad input: under --json, the refusal object says so
+    code, out, err = run_cli(capsys, "simulate", *argv, "--window", "500,1500", "--json")
+    answer = json.loads(out)
+    assert code == 2 and answer["fits"] is False and answer["error"]["code"] == "fell_behind"
+    assert answer["error"]["message"] in err
 
 
 def test_stopping_early_changes_no_run_that_keeps_up() -> None:

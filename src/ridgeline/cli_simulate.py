@@ -50,7 +50,7 @@ from ridgeline.cli_types import (
     _typed,
 )
 from ridgeline.data_parallel import independent_ranks
-from ridgeline.errors import DoesNotFit, EveryRequestRefused, InputError
+from ridgeline.errors import DoesNotFit, EveryRequestRefused, FellBehind, InputError
 from ridgeline.sim.workload import MAX_RATE, LoadAsked
 from ridgeline.units import COUNT_EXAMPLES
 
@@ -238,7 +238,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                             "sizes that pool)" if split else ""))
     if args.window and result.completed and not result.rec.windowed \
             and result.rec.stopped_early:
-        raise InputError(f"the engine fell hopelessly behind, finishing "
+        raise FellBehind(f"the engine fell hopelessly behind, finishing "
                          f"{result.completed:,} requests in {result.duration_s:,.0f} s while "
                          f"{round(result.rec.arrivals.total):,} arrived, and the run stopped "
                          "early, before any request arriving in --window "

@@ -30,6 +30,14 @@ class EveryRequestRefused(DoesNotFit):
     code = "refused_every_request"
 
 
+class FellBehind(DoesNotFit):
+    """The deployment runs, but fell so far behind the load offered that the simulation
+    stopped before any request arriving in --window finished: no latency to report there
+    (simulate's answer, not bad input: a lower rate or more replicas is the lever)."""
+
+    code = "fell_behind"
+
+
 def wrong_kind(value: object, name: str, wants: str) -> InputError:
     """The refusal of a library argument of the wrong kind, in the one form all take (raise
     it): Deployment.build("llama-3.1-8b", h100) says "model must be a ModelSpec from
