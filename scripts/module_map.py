@@ -77,7 +77,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "plan")),
     ("Observe and measure", "a live engine's readings; a real GPU's timings",
      ("prometheus", "engine_metrics", "engine_pool", "observation", "observe*",
-      "device_probes", "torch_model", "measure")),
+      "device_probes", "torch_model", "measure", "measure_plan")),
     ("Edges", "answers as text, --json and --explain; the command line; pictures",
      ("render", "reports.*", "plots", "page", "launch_flags", "llamacpp_launch", "cli*", "__init__",
       "__main__")),

@@ -274,12 +274,13 @@ def test_fp8_weights_run_through_scaled_matmuls_and_say_so_in_the_rows(tmp_path:
 def test_fp8_is_refused_off_a_gpu_before_anything_is_built(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A CPU's torch._scaled_mm is a reference loop (a 1B model's decode step took over a
-    minute) and only an sm_89+ GPU gets an fp8 probe: --fp8 elsewhere is one line, exit 2,
+    minute) and only an fp8 GPU gets an fp8 probe: --fp8 elsewhere is one line, exit 2,
     before PyTorch is imported (so without it too); an MoE model is refused as not built."""
     config, rows = tiny_config(tmp_path), tmp_path / "rows.csv"
     for device in ("cpu", "mps"):
         refused(["measure", "--model", config, "--fp8", "--device", device, "-o", str(rows)],
-                f"--fp8 needs an sm_89+ GPU (--device cuda): on {device} ", capsys)
+                f"--fp8 needs an fp8 GPU (--device cuda: an sm_89+ NVIDIA or an AMD MI300+): "
+                f"on {device} ", capsys)
     moe = tmp_path / "moe.json"
     moe.write_text(json.dumps({**TINY, "model_type": "mixtral", "num_local_experts": 4,
                                "num_experts_per_tok": 2}))
@@ -342,7 +343,7 @@ def test_a_probe_below_one_unit_keeps_three_figures() -> None:
 
 def stand_in_measure(device: str, quick: bool, model: str, dtype: str | None,
                      gpu_id: str | None, batches: Any, contexts: Any, probes: bool,
-                     fp8: bool) -> Any:
+                     fp8: bool, sink: Any = None) -> Any:
     """The minutes of measuring stood in for (no PyTorch): the probes ``probe_device`` runs
     for the device and dtype, named as it names them, and rows from measure's own builders."""
     from functools import partial

@@ -34,57 +34,93 @@ def _torch_device(text: str) -> str:
 
 
 def _check_fp8_device(device: str) -> None:
-    """--fp8 is measured on a CUDA device only (sm_89+, checked once torch can ask the card).
-    A CPU's torch._scaled_mm is a reference loop: 0.024-0.030 GFLOP/s on a 2-core Xeon VM
+    """--fp8 is measured on a GPU only (an sm_89+ NVIDIA, an AMD MI300+: which one, and its
+    e4m3, is asked of the card once torch can: device_probes.fp8_format). A CPU's
+    torch._scaled_mm is a reference loop: 0.024-0.030 GFLOP/s on a 2-core Xeon VM
     (torch 2.13.0+cpu, 2026-12-05), so one decode step of Llama-3.2-1B's 0.97 B linear
-    weights (1.95 GFLOP) takes 70-80 s and its 64-token prefill over an hour. And only an
-    sm_89+ GPU is given an fp8 probe (device_probes.probe_device), so anywhere else the
+    weights (1.95 GFLOP) takes 70-80 s and its 64-token prefill over an hour. And only such
+    a GPU is given an fp8 probe (device_probes.probe_device), so anywhere else the
     rows' record has no fp8 peak and `validate` prices none of them."""
     if device.startswith("cuda"):
         return
     slow = ("; a CPU's torch._scaled_mm is a reference loop (over a minute for one decode step "
             "of a 1B model)" if device == "cpu" else "")
-    raise InputError(f"--fp8 needs an sm_89+ GPU (--device cuda): on {device} no fp8 peak is "
-                     f"probed, so no row could be priced{slow}")
+    raise InputError(f"--fp8 needs an fp8 GPU (--device cuda: an sm_89+ NVIDIA or an AMD "
+                     f"MI300+): on {device} no fp8 peak is probed, so no row could be "
+                     f"priced{slow}")
 
 
 def cmd_measure(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from ridgeline.catalog import resolve_model
-    from ridgeline.measure import (
-        accelerator_record,
-        earlier_record,
-        measure,
-        record_path,
-        write_record,
-        write_rows,
-    )
-    from ridgeline.reports.measure import MeasureReport
+    from ridgeline.measure import RowsWriter, card_rows_path, record_path
     from ridgeline.torch_model import check_buildable
 
     # what can be refused before minutes of measuring: the model, and whether it is built
-    check_buildable(resolve_model(args.model, fetchable=False), args.fp8)
+    spec = resolve_model(args.model, fetchable=False)
+    check_buildable(spec, args.fp8)
     if args.fp8:
         _check_fp8_device(args.device)
     if args.gpu_id is not None:  # the rule a --gpu-file record's id meets (check_record_id)
         from ridgeline.hardware import check_record_id
 
         check_record_id(args.gpu_id, "--gpu-id")
-    if args.rated_gpu:
+    rated = card = None
+    if args.card or args.rated_gpu:
         from ridgeline.hardware import resolve_accelerator
 
-        resolve_accelerator(args.rated_gpu)
+        card = resolve_accelerator(args.card) if args.card else None
+        rated = resolve_accelerator(args.rated_gpu) if args.rated_gpu else card
     if args.skip_probes and args.memory_gib:
         raise InputError("--memory-gib sizes the device record, which --skip-probes does not "
                          "write")
     out = Path(args.output).expanduser()
     record = record_path(out)
-    _check_measure_output(args.output, out, None if args.skip_probes else record)
-    result = measure(args.device, args.quick, args.model, args.dtype, args.gpu_id,
-                     tuple(args.batches or ()), tuple(args.contexts or ()), not args.skip_probes,
-                     args.fp8)
-    write_rows(result.rows, out)
+    card_path = card_rows_path(out, card.id) if card else None
+    _check_measure_output(args.output, out, None if args.skip_probes else record, card_path)
+    if args.dry_run:
+        return _dry_run(args, spec, card)
+    writer = RowsWriter(out, card.id if card else "", card_path)
+    try:
+        result = _measure(args, writer)
+    finally:
+        writer.close()
+    writer.finish(result.rows)
+    return _report(args, result, out, record, card, card_path, rated)
+
+
+def _measure(args: argparse.Namespace, writer: Any) -> Any:
+    """The minutes of measuring, each row written as it is measured: where they stop (a
+    crash, Ctrl-C, a refusal after some points) the rows timed so far stay in -o, and
+    stderr says how many."""
+    import sys
+
+    from ridgeline.measure import measure
+
+    try:
+        return measure(args.device, args.quick, args.model, args.dtype, args.gpu_id,
+                       tuple(args.batches or ()), tuple(args.contexts or ()),
+                       not args.skip_probes, args.fp8, sink=writer.add)
+    except InputError as exc:
+        if writer.written:
+            raise InputError(f"{exc} (the {writer.written} rows measured before it are in "
+                             f"{args.output})") from None
+        raise
+    except BaseException:
+        if writer.written:
+            print(f"ridgeline: measuring stopped; the {writer.written} rows measured before "
+                  f"it are in {args.output}", file=sys.stderr)
+        raise
+
+
+def _report(args: argparse.Namespace, result: Any, out: Path, record: Path, card: Any,
+            card_path: Path | None, rated: Any) -> Any:
+    """The device record beside the rows, and the answer: what was measured and written,
+    and the validate to run next."""
+    from ridgeline.measure import accelerator_record, earlier_record, write_record
+    from ridgeline.reports.measure import MeasureReport
+
     written: dict[str, Any] | None = None
     if result.probes:
         memory = args.memory_gib * 2**30 if args.memory_gib else result.memory_bytes
@@ -93,31 +129,56 @@ def cmd_measure(args: argparse.Namespace) -> Any:
                              f"--memory-gib (the rows are written, to {args.output})")
         written = accelerator_record(result, memory)
         write_record(written, record)
-    rated = None
-    if args.rated_gpu:
-        from ridgeline.hardware import resolve_accelerator
-
-        rated = resolve_accelerator(args.rated_gpu)
-    # the next step: the rows against the record of the device they name (this run's, or,
-    # without probes, an earlier run's of the same id); none where no such record is known
+    # the rows against the record of the device they name (this run's, or, without probes,
+    # an earlier run's of the same id); none where no such record is known
     earlier = None if written else earlier_record(out, result.gpu_id)
     named = record if written else earlier
     validate = (f"ridgeline validate {shlex.quote(args.output)} --gpu-file "
                 f"{shlex.quote(str(named))}" if named else "")
+    # with --card, the same rows as the catalog card's: against its spec sheet, the one the
+    # bundled torch profiles were fitted on
+    card_validate = f"ridgeline validate {shlex.quote(str(card_path))}" if card_path else ""
     return MeasureReport(args.device, result, args.output, written, str(record),
-                         bool(args.memory_gib), rated, validate, str(earlier or ""))
+                         bool(args.memory_gib), rated, validate, str(earlier or ""),
+                         card_id=card.id if card else "",
+                         card_rows_path=str(card_path or ""), card_command=card_validate)
 
 
-def _check_measure_output(output: str, out: Path, record: Path | None) -> None:
+def _dry_run(args: argparse.Namespace, spec: Any, card: Any) -> Any:
+    """--dry-run: the plan, from the flags alone (no PyTorch, no device)."""
+    from ridgeline.device_probes import host_ram_bytes
+    from ridgeline.measure_plan import plan_measure
+    from ridgeline.reports.measure import MeasurePlanReport
+
+    if args.memory_gib:
+        memory, source = args.memory_gib * 2**30, "--memory-gib"
+    elif card is not None:
+        memory, source = card.memory_bytes, f"{card.id}'s spec sheet"
+    elif args.device == "cpu":
+        memory, source = host_ram_bytes(), "this machine's RAM"
+    else:
+        memory, source = None, ""
+    plan = plan_measure(spec, args.device, args.dtype, args.quick,
+                        tuple(args.batches or ()) or None, tuple(args.contexts or ()) or None,
+                        not args.skip_probes, args.fp8, card, memory, source)
+    return MeasurePlanReport(plan, args.quick, args.output)
+
+
+def _check_measure_output(output: str, out: Path, record: Path | None,
+                          card_rows: Path | None = None) -> None:
     """Before minutes of measuring (the CSV's folder checked with every output, before any
-    command: cli_output_files): neither the CSV nor the device record beside it (``record``;
-    None with --skip-probes) is a file this command did not write (a measurements file or a
-    catalog record would be lost)."""
+    command: cli_output_files): neither the CSV, the device record beside it (``record``;
+    None with --skip-probes) nor --card's copy of the rows (``card_rows``) is a file this
+    command did not write (a measurements file or a catalog record would be lost)."""
     from ridgeline.measure import measured_record, wrote_rows
 
     if out.exists() and not wrote_rows(out):
         raise InputError(f"-o {output} exists and is not rows `ridgeline measure` wrote: not "
                          "overwriting it (remove it or choose another name)")
+    if card_rows is not None and card_rows.exists() and not wrote_rows(card_rows):
+        raise InputError(f"{card_rows} (--card's copy of the rows, beside -o {output}) exists "
+                         "and is not rows `ridgeline measure` wrote: not overwriting it "
+                         "(remove it or choose another name)")
     if record is not None and record.exists() and measured_record(record) is None:
         raise InputError(f"{record} (the device record beside -o {output}) exists and is not "
                          "one `ridgeline measure` wrote: not overwriting it (remove it or "
@@ -151,9 +212,18 @@ def register(sub: Any) -> None:
     p.add_argument("--memory-gib", type=_positive_float("memory GiB", *MEMORY_GIB_RANGE),
                    help="device memory to record (default: what CUDA or Metal reports, or "
                    "the machine's RAM on a CPU)")
+    p.add_argument("--card", type=_typed(_accelerator_name),
+                   help="the catalog accelerator this device is (h100, h200): the rows are "
+                   "also written naming it (rows.h200-sxm.csv), which validate scores against "
+                   "its spec sheet, the one the bundled torch profiles were fitted on; its "
+                   "rated figures are printed beside the probes unless --rated-gpu names "
+                   "another")
     p.add_argument("--rated-gpu", type=_typed(_accelerator_name),
                    help="catalog accelerator whose rated bandwidth and dense matmul peaks are "
                    "printed beside the probes, with the share each reached")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the grid, what it will skip and a floor on its time (with "
+                   "--card), touching no device and importing no PyTorch")
     p.add_argument("-o", "--output", required=True, metavar="rows.csv",
                    type=_not_empty("output path"),
                    help="measurements CSV to write (validation/README.md's format)")

@@ -3,12 +3,14 @@
 ``timed_s`` is the one timer (warm-up, synchronisation, CUDA events where there is CUDA, the
 median of repeats); ``graph_replay`` captures a step in a CUDA graph. The probes: a large
 device-to-device copy and a read-only reduction (bandwidth), and dense matmuls per dtype over
-square and skinny decode-shaped (M = batch) problems, fp8 through torch._scaled_mm on sm_89+.
+square and skinny decode-shaped (M = batch) problems, fp8 through torch._scaled_mm on sm_89+
+(and AMD MI300+: fp8_format).
 torch is passed in: this module imports nothing heavy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
@@ -31,7 +33,39 @@ class Probe:
 
 # the catalog's compute dtype of each torch dtype a matmul probe runs (its name's first word)
 PROBE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                "float8_e4m3fn": "fp8"}
+                "float8_e4m3fn": "fp8", "float8_e4m3fnuz": "fp8"}
+
+
+def device_context(torch: Any, device: Any) -> Any:
+    """What makes ``device`` current while it is measured: torch.cuda.device(cuda:N), so the
+    stream an event records on, what synchronize() waits for and the stream a graph captures
+    are N's (each uses the current device, cuda:0 unless set); nothing to set elsewhere."""
+    if device.type == "cuda":
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
+def fp8_format(torch: Any, device: Any) -> tuple[str | None, str]:
+    """The e4m3 dtype torch._scaled_mm takes on this GPU, as torch names it, and ""; or None
+    and why not ("needs …"). NVIDIA: float8_e4m3fn from sm_89 (Ada, Hopper, Blackwell).
+    AMD (a ROCm torch: torch.version.hip set; its get_device_capability gives gfx9.x, which
+    would pass an sm_89 test): MI300's gfx94x takes float8_e4m3fnuz (no negative zero,
+    exponent bias 8), MI350's gfx950 and RDNA4's gfx120x the OCP float8_e4m3fn, as torch's
+    own tests pick them (torch/testing/_internal/common_cuda.py,
+    evaluate_platform_supports_fp8: gfx94, gfx120 from ROCm 6.3, gfx95 from 6.5; its fp8
+    tests' e4m3_type is fnuz under HIP; TransformerEngine's benchmarks take fnuz on gfx94
+    only)."""
+    if getattr(getattr(torch, "version", None), "hip", None):
+        arch = str(torch.cuda.get_device_properties(device).gcnArchName).split(":")[0]
+        if arch.startswith("gfx94"):
+            return "float8_e4m3fnuz", ""
+        if arch.startswith(("gfx95", "gfx120")):
+            return "float8_e4m3fn", ""
+        return None, (f"needs an AMD MI300 (gfx94x), MI350 (gfx950) or RDNA4 (gfx120x) "
+                      f"GPU; this one is {arch}")
+    if torch.cuda.get_device_capability(device) >= (8, 9):
+        return "float8_e4m3fn", ""
+    return None, "needs an sm_89+ NVIDIA GPU (Ada, Hopper, Blackwell)"
 
 
 def _sync(torch: Any, device: Any) -> Callable[[], None]:
@@ -96,16 +130,18 @@ def matmul_probes(torch: Any, device: Any, dtypes: list[str], big: int,
     return out
 
 
-def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...]) -> list[Probe]:
+def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...],
+                      fp8: str = "float8_e4m3fn") -> list[Probe]:
     """e4m3 × e4m3 → bf16 with per-tensor scales (torch._scaled_mm, what fp8 serving
-    kernels run), square and skinny. cuBLASLt wants every dimension a multiple of 16, so
-    the skinny shapes start at M = 16."""
-    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
-        return [Probe("float8_e4m3fn matmul", 0.0, "unsupported: this torch has no fp8")]
+    kernels run), square and skinny; ``fp8`` the e4m3 dtype this GPU takes (fp8_format).
+    cuBLASLt wants every dimension a multiple of 16, so the skinny shapes start at M = 16."""
+    if not hasattr(torch, fp8) or not hasattr(torch, "_scaled_mm"):
+        return [Probe(f"{fp8} matmul", 0.0, "unsupported: this torch has no fp8")]
     one = torch.tensor(1.0, device=device)
+    kind = getattr(torch, fp8)
 
     def operand(rows: int) -> Any:
-        return torch.randn(rows, big, device=device).to(torch.float8_e4m3fn)
+        return torch.randn(rows, big, device=device).to(kind)
 
     def run(a: Any, b: Any) -> Any:
         return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
@@ -114,11 +150,11 @@ def fp8_matmul_probes(torch: Any, device: Any, big: int, batches: tuple[int, ...
         b = operand(big).t()  # the second operand column-major, as _scaled_mm requires
         seconds = timed_s(torch, device, partial(run, operand(big), b))
     except (RuntimeError, TypeError) as exc:
-        return [Probe("float8_e4m3fn matmul", 0.0, f"unsupported: {exc}")]
-    out = [Probe(f"float8_e4m3fn matmul {big}³", 2 * big**3 / seconds, "square, bf16 out")]
+        return [Probe(f"{fp8} matmul", 0.0, f"unsupported: {exc}")]
+    out = [Probe(f"{fp8} matmul {big}³", 2 * big**3 / seconds, "square, bf16 out")]
     for m in batches:
         seconds = timed_s(torch, device, partial(run, operand(m), b))
-        out.append(Probe(f"float8_e4m3fn matmul M={m}", 2 * m * big * big / seconds,
+        out.append(Probe(f"{fp8} matmul M={m}", 2 * m * big * big / seconds,
                          f"{m}x{big} @ {big}x{big}, bf16 out"))
     return out
 
@@ -237,15 +273,21 @@ def _read_text(path: str) -> str:
         return ""
 
 
+def host_ram_bytes() -> float | None:
+    """This machine's RAM (None where the system does not say)."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def device_memory_bytes(torch: Any, device: Any) -> float:
     """Memory the grid may use: what CUDA reports free, else the machine's RAM."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return float(free)
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return float("inf")
+    ram = host_ram_bytes()
+    return float("inf") if ram is None else ram
 
 
 def device_total_bytes(torch: Any, device: Any) -> float | None:
@@ -256,7 +298,7 @@ def device_total_bytes(torch: Any, device: Any) -> float | None:
             return float(torch.cuda.mem_get_info(device)[1])
         if device.type == "mps":
             return float(torch.mps.recommended_max_memory())
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        return host_ram_bytes()
     except (RuntimeError, AttributeError, ValueError, OSError):
         return None
 
@@ -286,8 +328,10 @@ def probe_device(torch: Any, dev: Any, quick: bool, skipped: list[str],
         probes += matmul_probes(torch, dev, dtypes, 1024, ())
     big = 2048 if dev.type == "cpu" else (4096 if quick else 8192)
     probes += matmul_probes(torch, dev, dtypes, big, (1, 8, 64))
-    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9):
-        probes += fp8_matmul_probes(torch, dev, big, (16, 64, 256))
+    fp8, why = fp8_format(torch, dev) if dev.type == "cuda" else (
+        None, "needs a GPU: an sm_89+ NVIDIA or an AMD MI300+")
+    if fp8 is not None:
+        probes += fp8_matmul_probes(torch, dev, big, (16, 64, 256), fp8)
     else:
-        skipped.append("fp8 matmul: needs an sm_89+ GPU (Ada, Hopper, Blackwell)")
+        skipped.append(f"fp8 matmul: {why}")
     return probes

@@ -3,7 +3,9 @@
 Plain eager PyTorch: GQA attention over a preallocated KV cache (sliding and chunked layers
 read at most their window, and prefill a window at a time), gated or plain MLPs, MoE with
 top-k routing that runs only the experts a batch picks, an LM head. No weights are
-downloaded: the values are random, the shapes are the model's. MLA, linear-attention and
+downloaded: the values are random, the shapes are the model's. No norms, no rotary embedding
+(fewer kernels a layer than a real model: docs/measure.md says what that does to eager
+steps). MLA, linear-attention and
 Mamba layers are not built (the caller gets a clear error). torch is imported here only,
 and only when this module is used.
 """
@@ -17,7 +19,9 @@ from ridgeline.errors import InputError
 from ridgeline.layouts import ATTENTION_MIXERS, MOE
 from ridgeline.model import ModelSpec
 
-TORCH_EXTRA = "pip install 'ridgeline[measure]'"
+# docs/measure.md's install lines: ridgeline is installed from its checkout (no package of
+# that name on PyPI is ours), so the extra is named there, or torch alone
+TORCH_EXTRA = "pip install -e '.[measure]' in ridgeline's checkout, or pip install torch"
 
 
 def import_torch() -> Any:
@@ -68,17 +72,21 @@ class RandomModel:
     grouped: bool = False  # experts through torch._grouped_mm (else one matmul each)
     fp8: bool = False  # attention and MLP weights in e4m3, run by torch._scaled_mm (W8A8)
     one: Any = None  # the per-tensor scale of the fp8 matmuls
+    fp8_dtype: Any = None  # the e4m3 torch dtype (float8_e4m3fn; fnuz on an MI300)
 
     @classmethod
     def build(cls, spec: ModelSpec, device: str = "cpu", dtype: str = "float32",
-              seed: int = 0, fp8: bool = False) -> RandomModel:
-        """``fp8``: the linear layers' weights in float8 e4m3, as an FP8 checkpoint's, and
-        their inputs cast to it (per-tensor scales of 1); the LM head, the embeddings, the
-        activations between layers and the KV cache stay in ``dtype``."""
+              seed: int = 0, fp8: bool = False,
+              fp8_dtype: str = "float8_e4m3fn") -> RandomModel:
+        """``fp8``: the linear layers' weights in float8 e4m3 (``fp8_dtype``, as
+        device_probes.fp8_format names it for the GPU: float8_e4m3fnuz on an MI300), as an
+        FP8 checkpoint's, and their inputs cast to it (per-tensor scales of 1); the LM head,
+        the embeddings, the activations between layers and the KV cache stay in ``dtype``."""
         check_buildable(spec, fp8)
         torch = import_torch()
-        if fp8 and not hasattr(torch, "float8_e4m3fn"):
-            raise InputError("fp8 weights need a PyTorch with float8 (2.1+)")
+        if fp8 and not hasattr(torch, fp8_dtype):
+            raise InputError(f"fp8 weights need a PyTorch with {fp8_dtype} (2.1+)")
+        e4m3 = getattr(torch, fp8_dtype) if fp8 else None
         torch.manual_seed(seed)
         dev, dt = torch.device(device), getattr(torch, dtype)
         att = spec.attention
@@ -90,7 +98,7 @@ class RandomModel:
 
         def linear(rows: int, cols: int) -> Any:
             weight = w(rows, cols)
-            return weight.to(torch.float8_e4m3fn) if fp8 else weight
+            return weight.to(e4m3) if fp8 else weight
 
         layers = []
         for layer in spec.layers:
@@ -114,7 +122,7 @@ class RandomModel:
             layers.append(p)
         grouped = any("up" in p for p in layers) and grouped_mm_runs(torch, dev, dt)
         return cls(spec, torch, dev, dt, layers, w(spec.vocab_size, h), w(spec.vocab_size, h),
-                   grouped, fp8, torch.tensor(1.0, device=dev))
+                   grouped, fp8, torch.tensor(1.0, device=dev), e4m3)
 
     def kv_cache(self, batch: int, context: int) -> list[tuple[Any, Any]]:
         """Random cached K and V per layer, [batch, kv heads, slots, head_dim], with one
@@ -282,6 +290,6 @@ class RandomModel:
         pad = -rows % 16 if self.device.type == "cuda" else 0
         if pad:
             flat = torch.nn.functional.pad(flat, (0, 0, 0, pad))
-        out = torch._scaled_mm(flat.to(torch.float8_e4m3fn), weight.t(), scale_a=self.one,
+        out = torch._scaled_mm(flat.to(self.fp8_dtype), weight.t(), scale_a=self.one,
                                scale_b=self.one, out_dtype=self.dtype)
         return out[:rows].reshape(*x.shape[:-1], weight.shape[0])
