@@ -162,7 +162,8 @@ def test_the_pages_share_of_the_arithmetic_stays_on_its_side_of_a_bound() -> Non
 def test_the_pages_kv_chart_marks_a_context_that_holds_no_conversation_apart() -> None:
     """Llama-3.1-8B on one L4 holds conversations up to 8,192 tokens and none past: its KV
     chart's count line stops there (a log scale has no 0, and the page once drew 0 as 0.1, a
-    count), a marker of its own sits at the floor, under every figure drawn, reading "none",
+    count), a marker of its own sits at the floor, under every count drawn on its axis (the
+    GiB per conversation have an axis of their own: "count / GiB" read as a ratio), reading "none",
     and a note names the contexts. Where every context holds one, no marker and no note."""
     data = page_data(["llama-3.1-8b"], ["l4", "h100-sxm"], [1], ["as stored"], ["bf16"])
     script = (KV_CHART_JS + "const D = " + json.dumps(data) + ";\nconsole.log(JSON.stringify("
@@ -179,7 +180,9 @@ def test_the_pages_kv_chart_marks_a_context_that_holds_no_conversation_apart() -
         marker = chart["data"][4]
         assert chart["series"][3]["text"] == "none"
         assert [c for c, y in zip(data["contexts"], marker) if y is not None] == none
-        drawn = [v for row in chart["data"][1:4] for v in row if v]
+        # under every figure on its own axis, the left one's (the GiB have their own, y2)
+        assert [s.get("y2", False) for s in chart["series"][:3]] == [False, True, False]
+        drawn = [v for row in (chart["data"][1], chart["data"][3]) for v in row if v]
         assert max(y for y in marker if y is not None) < min(drawn)
         assert f"{none[-1]:,} tokens" in chart["notes"][-1]
     assert any(0 in c["conversations"] for c in data["combos"].values())  # the L4's

@@ -410,6 +410,23 @@ def decode_held(dep: Deployment, context: int, engine_version: str | None = None
     return held_conversations(decode_pool(dep, context, engine_version), dep, context)
 
 
+def decode_seats(dep: Deployment, context: int, engine_version: str | None = None
+                 ) -> EngineSeats:
+    """What ``dep``'s engine runs of ``context`` tokens under decode's defaults
+    (decode_pool_settings) at ``engine_version``, as engine_seats gives it to decode: the
+    count decode_held gives with what caps it (a serving engine's seats, max_num_seqs, or
+    its pool), and, where it runs none, why (a length past the model's positions, weights
+    past the card). A serving engine started at max_model_len = ``context``; llama.cpp a
+    slot each, less the margin its default --fit keeps free. The page's reasons: vLLM 0.6
+    runs 256 of Llama-3.1-8B's 512-token conversations on an H100, its max_num_seqs, where
+    its pool would hold 876."""
+    settings = decode_pool_settings(dep, context, engine_version)
+    if dep.engine.startswith("llama.cpp"):  # engine_holds gives each its slot of ``context``
+        return engine_seats(dep, context,
+                            settings=replace(settings, max_num_seqs=None, max_model_len=None))
+    return engine_seats(dep, context, settings=settings, max_model_len=context)
+
+
 def held_apart_words(engine: str) -> str:
     """Why ``engine``'s count (decode_held) is not its pool ÷ one conversation, as the page's
     and utilization's steps say it: llama.cpp sizes each slot's window and state cache and

@@ -17,9 +17,12 @@ from ridgeline.errors import InputError
 FEW_ROWS = 12
 
 
-def _register_gpu_files(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+def _register_gpu_files(args: argparse.Namespace,
+                        clash: str = "rows naming it would take one of them"
+                        ) -> tuple[dict[str, str], dict[str, str]]:
     """Register each --gpu-file's record, by its id and aliases; its path by the record's
-    id, and each alias left to the catalog (hardware.register) with what it is there."""
+    id, and each alias left to the catalog (hardware.register) with what it is there.
+    ``clash``: what two records of one id would do, as the refusal says it."""
     from ridgeline.catalog import normalise
     from ridgeline.hardware import load_accelerator_file, register
 
@@ -31,7 +34,7 @@ def _register_gpu_files(args: argparse.Namespace) -> tuple[dict[str, str], dict[
         key = normalise(record.id)  # 'LAB-card' and 'lab-card' name one record
         if key in seen:
             raise InputError(f"--gpu-file {path} and {seen[key]} both hold the id "
-                             f"{record.id!r}: rows naming it would take one of them")
+                             f"{record.id!r}: {clash}")
         seen[key] = path
         for alias, catalog_id in register(record):
             shadowed[normalise(alias)] = (f"the catalog's {catalog_id} and an alias of "

@@ -27,6 +27,7 @@ def cmd_page(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from ridgeline.catalog import resolve_model
+    from ridgeline.cli_data import _register_gpu_files
     from ridgeline.page import (
         DEFAULT_GPUS,
         fit_runs_note,
@@ -46,7 +47,13 @@ def cmd_page(args: argparse.Namespace) -> Any:
     models = [args.model] if args.model else ["llama-3.1-70b", "llama-3.1-8b", "gpt-oss-120b"]
     for m in models:  # an unknown name said as itself, not as "no combination computes"
         resolve_model(m, fetchable=False)
-    gpus = [g.strip() for g in args.gpus.split(",")] if args.gpus else list(DEFAULT_GPUS)
+    # each --gpu-file's record offered by its id, as validate and calibrate register theirs;
+    # beside --gpu's cards where both are given, alone where --gpu is not
+    files = list(_register_gpu_files(args, "the picker would offer one card twice")[0]) \
+        if args.gpu_file else []
+    gpus = [g.strip() for g in args.gpus.split(",")] if args.gpus else \
+        [] if files else list(DEFAULT_GPUS)
+    gpus += files
     counts = list(args.counts or _default_counts(gpus))
     defaulted = args.engine is None
     if defaulted:
@@ -204,6 +211,11 @@ def register(sub: Any) -> None:
     # plan's spelling of its candidate cards, read as --gpu; --help shows the one
     p.add_argument("--gpus", dest="gpus", type=_name_list(_accelerator_name),
                    help=argparse.SUPPRESS)
+    p.add_argument("--gpu-file", action="append", metavar="FILE",
+                   type=_not_empty("accelerator file path"),
+                   help="an accelerator record in JSON (a probed one from `ridgeline measure`, "
+                   "`hardware --json`'s form), offered by its id beside --gpu's cards, or alone "
+                   "where --gpu is not given; repeatable")
     p.add_argument("--counts", type=_count_list("accelerator count", examples=COUNT_EXAMPLES),
                    help="accelerator counts to offer (default 1,2,4,8; 1 where every card is "
                    "Apple silicon, which runs as one device)")

@@ -60,15 +60,24 @@ def decode_none_reason(fit: FitCheck, seat: EngineSeats, batch: int, context: in
         return ""
     if not fit.fits:
         return fit.does_not_fit
-    knob = seats_knob(engine)
     if seat.held:
         return (f"{engine_name(engine)} cannot run a batch of {batch:,} at {context:,} "
-                f"{plural(context, 'token')} of context: "
-                + (f"its {knob} lets at most {seat.held:,} {plural(seat.held, 'sequence')} "
-                   "run at once (its KV pool would hold more)" if seat.seat_limited else
-                   f"its KV pool runs at most {seat.held:,} {plural(seat.held, 'sequence')}")
-                + ", so no step of that size happens")
+                f"{plural(context, 'token')} of context: {seats_clause(seat, engine)}, so no "
+                "step of that size happens")
     return no_sequence_clause(seat, engine, defaults)
+
+
+def seats_clause(seat: EngineSeats, engine: str) -> str:
+    """What caps the batch ``engine`` runs at ``seat``'s context, where it runs some: its
+    seats (vLLM 0.6 at 512 tokens: 'its max_num_seqs lets at most 256 sequences run at once
+    (its KV pool would hold more)') or its pool ('its KV pool runs at most 236 sequences');
+    "" where it runs none (no_sequence_clause says why) or has no memory model."""
+    if not seat.held:
+        return ""
+    if seat.seat_limited:
+        return (f"its {seats_knob(engine)} lets at most {seat.held:,} "
+                f"{plural(seat.held, 'sequence')} run at once (its KV pool would hold more)")
+    return f"its KV pool runs at most {seat.held:,} {plural(seat.held, 'sequence')}"
 
 
 def no_sequence_clause(seat: EngineSeats, engine: str, defaults: bool = True) -> str:

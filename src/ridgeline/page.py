@@ -13,9 +13,11 @@ from typing import Any
 
 from ridgeline.capacity import (
     SERVING_ENGINES,
+    EngineSeats,
     conversation_bytes,
     decode_held,
     decode_pool,
+    decode_seats,
     held_apart_words,
     pool_at_context_note,
 )
@@ -23,16 +25,26 @@ from ridgeline.catalog import resolve_model
 from ridgeline.cost import decode_attention_intensity_at, decode_batch, step_time_s
 from ridgeline.dense_ridge import dense_ridge_steps
 from ridgeline.deployment import Deployment
-from ridgeline.engine_versions import sized_version
+from ridgeline.engine_runs import (
+    DOES_NOT_FIT,
+    OVER_ENGINE_POOL,
+    decode_none_reason,
+    no_sequence_clause,
+    none_code,
+    seated,
+    seats_clause,
+)
+from ridgeline.engine_versions import engine_release, sized_version
 from ridgeline.engines import EngineProfile, engine_id, llamacpp_build, profile_for
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, step
-from ridgeline.floors import decode_floor
+from ridgeline.floors import DecodeFloor, decode_floor
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.kvcache import kv_footprint
 from ridgeline.llamacpp_fit_run import HostedRun, default_fit_run
 from ridgeline.plots import html_page
 from ridgeline.precision import is_stored_format, kv_dtype
+from ridgeline.predict import shared_profile_caution
 from ridgeline.quantization_gates import deployment_problem
 from ridgeline.roofline import (
     first_whole_batch,
@@ -103,7 +115,17 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         "engine": engine,
         "user_floor": [], "user_exp": [], "agg_floor": [], "agg_exp": [], "fits": [],
         "agg_low": [], "agg_high": [],
-        "kv_gib": [], "conversations": [],
+        "kv_gib": [], "conversations": [], "why": [], "no_speed": [],
+        # decode's cautions on the expectation at each batch: a profile fitted on few rows of
+        # this card's group, or at smaller batches (llama.cpp-metal's at batch 1 alone)
+        "caution": ["; ".join(filter(None, (profile.calibration_caution(dep.accelerator),
+                                            profile.batch_range_caution(dep.accelerator, b),
+                                            shared_profile_caution(profile))))
+                    or None for b in BATCHES],
+        # the engine and the release its pool was sized as, as decode's "expected on" names
+        # it ('vLLM 0.6'); the roofline's TFLOP/s are the tensor-parallel group's together
+        "engine_shown": engine_release(engine, version, named=True),
+        "tp": dep.tensor_parallel_size,
     }
     hosted_gib: list[float | None] = []  # llama.cpp: weights its default --fit keeps on the host
     for c in CONTEXTS:
@@ -112,15 +134,21 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         # layers read at a bandwidth the page is not given
         hosted = _hosted(dep, c, version)
         hosted_gib.append(None if hosted is None else hosted.host_weight_bytes / GIB)
-        pool = decode_pool(dep, c, version)
         # a batch runs where the engine starts, its pool holds it and its seats seat it; one
         # that does not gets no speed (null: a gap in the charts), as decode gives it none
         held = decode_held(dep, c, version) if hosted is None else hosted.held  # llama.cpp: a slot each
-        seated = [decode_floor(dep, b, c, explain=False)
-                  if hosted is None and b <= min(held, _seats(dep, pool.max_num_seqs, held))
-                  else None for b in BATCHES]
-        floors = [f if f and f.fit.fits else None for f in seated]
+        # what the engine seats of this context, and where none or no more, why, as decode
+        # says it (capacity.decode_seats; llama.cpp's --fit run with host weights: its words)
+        seat = decode_seats(dep, c, version) if hosted is None else None
+        every: list[DecodeFloor | None] = [decode_floor(dep, b, c, explain=False)
+                                           if seat is not None else None for b in BATCHES]
+        floors = [f if f is not None and seated(f.fit.fits, seat, b) else None
+                  for f, b in zip(every, BATCHES)]
         runs = [f is not None for f in floors]
+        out["why"].append([None] * len(BATCHES) if seat is None else [
+            None if ok or f is None else _why_not(f, seat, dep.engine)
+            for f, ok in zip(every, runs)])
+        out["no_speed"].append(_no_speed_note(every, runs, seat, dep.engine))
         expected = [step_time_s(dep, decode_batch(b, c), profile) if ok else None
                     for b, ok in zip(BATCHES, runs)]
         out["user_floor"].append([f.per_user_tok_s if f else None for f in floors])
@@ -139,6 +167,40 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
     if any(g is not None for g in hosted_gib):  # runs the page counts but cannot price
         out["fit_host_gib"] = hosted_gib
     return out
+
+
+def _why_not(floor: DecodeFloor, seat: EngineSeats, engine: str) -> str:
+    """Why ``engine`` runs no decode step of ``floor``'s batch at its context, in decode's
+    words: where it runs no sequence of this context whatever the batch, why (vLLM refuses
+    Qwen3-8B's 131,072 tokens, past its 40,960 positions; Llama-3.1-70B's 131 GiB of weights
+    outgrow an H100's 79 GiB), as decode's pool line says it; else decode's
+    expected_none_reason (engine_runs.decode_none_reason): the batch outgrows the memory, or
+    runs past its seats (vLLM 0.6's max_num_seqs, 256) or its pool."""
+    if seat.held == 0:
+        return no_sequence_clause(seat, engine, defaults=False)
+    return decode_none_reason(floor.fit, seat, floor.batch, floor.context, engine)
+
+
+def _no_speed_note(floors: Sequence[DecodeFloor | None], runs: Sequence[bool],
+                   seat: EngineSeats | None, engine: str) -> str:
+    """The tokens/s chart's note on the batches drawn without a speed at one context, by
+    cause (engine_runs.none_code): none of this context (why), past the memory, past the
+    engine's seats or pool (seats_clause); "" where every batch runs, or llama.cpp's --fit
+    runs it with weights on the host (the page's script says so)."""
+    if seat is None:
+        return ""
+    if seat.held == 0:
+        return "no batch runs (no speed): " + no_sequence_clause(seat, engine, defaults=False)
+    causes: dict[str, list[int]] = {}
+    for f, ok in zip(floors, runs):
+        if f is not None and not ok:
+            causes.setdefault(none_code(f.fit.fits, seat, f.batch), []).append(f.batch)
+    words = {DOES_NOT_FIT: "weights and their cache outgrow the memory (the summary gives "
+                           "each batch's figures)",
+             OVER_ENGINE_POOL: seats_clause(seat, engine)}
+    return "; ".join(f"no speed at batch {', '.join(f'{b:,}' for b in batches)}: "
+                     f"{words.get(code, code)}" for code, batches in causes.items()) \
+        or "every batch runs at this context"
 
 
 def _hosted(dep: Deployment, context: int, version: str | None = None) -> HostedRun | None:
@@ -218,10 +280,40 @@ def page_data(models: Sequence[str], gpus: Sequence[str], counts: Sequence[int],
                 w: weights_shown(m, w, engine) for w in weights
                 if weights_shown(m, w, engine) != w})},
             "contexts": list(CONTEXTS), "combos": combos, "left_out": why,
+            # each combination's reasons, notes and cautions, as indices into one list of
+            # their words (most recur across combinations: the page stays small)
+            "texts": _interned(combos),
             # the release a run without --engine-version is priced as prices the same
             "engine_version": sized_version(engine_id(engine), version),
             "start": start.split("|"),
             "start_batch": START_BATCH, "start_context": START_CONTEXT}
+
+
+def _interned(combos: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Replace each combination's words (``why`` per context and batch, ``no_speed`` per
+    context, ``caution`` per batch) by their index in one list, returned; a null or "" is
+    null. The default page's 9,794 reasons, notes and cautions are 2,088 texts: 0.3 MB of
+    JSON, not 1.3 MB."""
+    texts: dict[str, int] = {}
+
+    def index(text: str | None) -> int | None:
+        return None if not text else texts.setdefault(text, len(texts))
+
+    for combo in combos.values():
+        combo["why"] = [[index(t) for t in row] for row in combo["why"]]
+        combo["no_speed"] = [index(t) for t in combo["no_speed"]]
+        combo["caution"] = [index(t) for t in combo["caution"]]
+    return list(texts)
+
+
+def point_words(data: Mapping[str, Any], key: str, context_index: int,
+                batch_index: int) -> tuple[str, str]:
+    """What the page says of one point besides its numbers: why the engine gives it no
+    speed ("" where it runs), and decode's caution on its expectation ("" where none)."""
+    combo, texts = data["combos"][key], data["texts"]
+    why = combo["why"][context_index][batch_index]
+    caution = combo["caution"][batch_index]
+    return ("" if why is None else texts[why], "" if caution is None else texts[caution])
 
 
 def _opening(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -257,13 +349,6 @@ def opening_steps(data: Mapping[str, Any]) -> tuple[Step, ...]:
              q("ridge × bytes per weight ÷ 2", opening["batch_to_ridge"])),
         _conversations_step(dep, data["contexts"][at], opening["conversations"][at], version),
     )
-
-
-def _seats(dep: Deployment, max_num_seqs: int, held: int) -> int:
-    """The sequences the engine seats at once: a serving engine's max_num_seqs; llama.cpp
-    gives each a slot (-np), as decode prices it, so its pool alone caps the batch, not
-    llama-server's default 4 slots."""
-    return held if dep.engine.startswith("llama.cpp") else max_num_seqs
 
 
 def _conversations_step(dep: Deployment, context: int, held: int,
@@ -328,12 +413,14 @@ _CONTROLS = """
 <div id="controls">
 <label>model <select id="model"></select></label>
 <label>accelerator <select id="gpu"></select></label>
-<label>count <select id="count"></select></label>
+<label>number of accelerators <select id="count"></select></label>
 <label>weights <select id="weights"></select></label>
 <label>KV <select id="kv"></select></label><br><br>
 <label>batch <input id="batch" type="range" min="0" step="1"> <b id="batchv"></b></label>
-<label>context <input id="context" type="range" min="0" step="1"> <b id="contextv"></b></label>
-</div><p id="summary" class="note"></p>
+<label>context <input id="context" type="range" min="0" step="1"> <b id="contextv"></b>
+tokens</label>
+</div><p id="summary" class="note" aria-live="polite"></p><p id="caution" class="note"></p>
+<p id="engine" class="note"></p>
 """
 
 # units.fmt_share in the page's script: a share to ``places`` decimals, or as many more as keep
@@ -353,20 +440,21 @@ FMT_SHARE_JS = """function fmtShare(share, places) {
 """
 
 # The KV chart's data, series and notes for one combination ``c`` (its ``conversations``,
-# ``kv_gib`` and ``batch_to_ridge`` at each of ``contexts``). Its y axis is a log scale, which has
+# ``kv_gib`` and ``batch_to_ridge`` at each of ``contexts``): conversations and the ridge batch
+# on the left axis, GiB on a right one of its own (``y2``). Its y axes are log scales, which have
 # no 0: a context whose pool holds no conversation gets no point on the count's line, and,
-# where there is one, a marker of its own at the chart's floor (half its least figure), which
+# where there is one, a marker of its own at the left axis's floor (half its least count), which
 # the legend reads "none" and a note names, rather than a count drawn at some small number.
 KV_CHART_JS = """function kvChart(c, contexts) {
   const none = contexts.filter((x, i) => !(c.conversations[i] > 0));
   const data = [contexts, c.conversations.map(v => v > 0 ? v : null), c.kv_gib,
                 contexts.map(() => c.batch_to_ridge)];
   const series = [{name: "conversations that fit (engine pool)", style: "line"},
-                  {name: "GiB per conversation", style: "line"},
+                  {name: "GiB per conversation", style: "line", y2: true},
                   {name: "ridge batch", style: "dashed"}];
   const notes = ["each context's pool is the engine's started at that max_model_len"];
   if (none.length) {
-    const floor = Math.min(...data.slice(1).flat().filter(v => v > 0)) / 2;
+    const floor = Math.min(...[data[1], data[3]].flat().filter(v => v > 0)) / 2;
     data.push(c.conversations.map(v => v > 0 ? null : floor));
     series.push({name: "no conversation fits", style: "points", text: "none"});
     notes.push("no conversation fits at " + none.map(x => x.toLocaleString()).join(", ") +
@@ -397,6 +485,11 @@ function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecisi
   const b = D.batches[bi], ctx = D.contexts[ci];
   document.getElementById("batchv").textContent = b;
   document.getElementById("contextv").textContent = ctx.toLocaleString();
+  // a screen reader reads the batch and the context, not the sliders' positions
+  bs.setAttribute("aria-valuetext", "batch " + b);
+  cs.setAttribute("aria-valuetext", ctx.toLocaleString() + " tokens of context");
+  document.getElementById("caution").textContent = "";
+  document.getElementById("engine").textContent = "";
   if (!c) { document.getElementById("summary").textContent = "not computable: "
              + (D.left_out[key] || "this combination"); return; }
   const xs = []; for (let e = -1; e <= 5; e += 0.05) xs.push(Math.pow(10, e));
@@ -410,32 +503,39 @@ function fmt(x) { return x >= 100 ? Math.round(x).toLocaleString() : x.toPrecisi
     data.push(allx.map(v => v === x ? Math.min(c.peak, x * c.bw) / 1e12 : null)); }
   const bx = D.batches;
   const fits = c.fits[ci];
+  const text = i => i == null ? "" : D.texts[i];
   const charts = [
     {title: "roofline: ridge " + fmt(c.ridge) + " FLOP/byte", x: "FLOP per byte",
-     y: "TFLOP/s", logx: true, logy: true, data, series, notes: []},
+     y: c.tp > 1 ? "TFLOP/s, the " + c.tp + " GPUs' total (TP " + c.tp + ")" : "TFLOP/s",
+     logx: true, logy: true, data, series, notes: []},
     {title: "tokens/s against batch at " + ctx.toLocaleString() + " tokens of context",
-     x: "batch", y: "tokens/s", logx: true, logy: true,
+     x: "batch", y: "tokens/s", logx: true, logy: true, xrange: [bx[0], bx[bx.length - 1]],
      data: [bx, c.agg_floor[ci], c.agg_exp[ci],
             c.agg_low[ci], c.agg_high[ci], c.user_floor[ci],
             c.user_exp[ci]],
      series: [{name: "aggregate floor", style: "dashed"},
-              {name: "aggregate expected (" + c.engine + ")", style: "line"},
+              {name: "aggregate expected (" + c.engine_shown + ")", style: "line"},
               {name: "band low", style: "dashed"}, {name: "band high", style: "dashed"},
               {name: "per user floor", style: "dashed"}, {name: "per user expected", style: "line"}],
-     notes: ["batches the engine's pool cannot run (no speed): "
-             + (bx.filter((v, i) => !fits[i]).join(", ") || "none"),
-             "the engine started at max_model_len " + ctx.toLocaleString() + ", this context"]},
+     notes: [text(c.no_speed[ci]),
+             c.engine_shown + " started at max_model_len " + ctx.toLocaleString() +
+             ", this context"].filter(n => n)},
     Object.assign({title: "KV cache: conversations that fit, and GiB each", x: "context tokens",
-                   y: "count / GiB", logx: true, logy: true}, kvChart(c, D.contexts))];
+                   y: "conversations", y2: "GiB per conversation", logx: true, logy: true},
+                  kvChart(c, D.contexts))];
   drawAll(charts);
   const i = bi;
+  document.getElementById("engine").textContent = "engine: " + c.engine_shown +
+    ", started at max_model_len = the context";
+  if (fits[i] && c.caution[i] != null)
+    document.getElementById("caution").textContent = "caution: " + text(c.caution[i]);
   document.getElementById("summary").textContent = fits[i] ?
     "batch " + b + " at " + ctx.toLocaleString() + " tokens: " + fmt(c.user_exp[ci][i]) +
     " tok/s per user, " + fmt(c.agg_exp[ci][i]) + " in total (floor " + fmt(c.agg_floor[ci][i]) +
-    "); weight intensity " + fmt(c.w_int[i]) + " of a ridge of " + fmt(c.ridge) + " = " +
+    "); weight intensity " + fmt(c.w_int[i]) + " FLOP/byte of a ridge of " + fmt(c.ridge) +
+    " FLOP/byte = " +
     fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1) + " of the arithmetic" :
-    "batch " + b + " at " + ctx.toLocaleString() + " tokens: DOES NOT FIT: the " + c.engine +
-    " pool holds " + c.conversations[ci].toLocaleString() + " conversations of this length";
+    "batch " + b + " at " + ctx.toLocaleString() + " tokens: no speed: " + text(c.why[ci][i]);
 }
 update();
 """
@@ -449,8 +549,8 @@ def _hosted_script() -> str:
     for before, after in (
             ("  const fits = c.fits[ci];\n",
              "  const fits = c.fits[ci];\n" + _HOSTED_WORDS),
-            ('", this context"]},',
-             '", this context"]\n            .concat(hosted ? [hosted] : [])},'),
+            ('", this context"].filter(n => n)},',
+             '", this context"]\n            .concat(hosted ? [hosted] : []).filter(n => n)},'),
             ('fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1) + " of the arithmetic" :\n',
              'fmtShare(Math.min(1, c.w_int[i] / c.ridge), 1) + " of the arithmetic" :\n'
              '    hosted ? "batch " + b + " at " + ctx.toLocaleString() + " tokens: " +\n'

@@ -138,7 +138,7 @@ def html_page(title: str, charts: list[Chart], extra_script: str = "",
     """A self-contained page: uPlot inlined, charts as JSON; opens offline."""
     payload = json.dumps([_aligned(c) for c in charts])
     return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{_escape(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{_escape(title)}</title>
 <style>{_vendor("uPlot.min.css")}
 body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
 .chart {{ margin: 1em 0 2em; }} .note {{ font-size: 0.85em; color: #555; }}
@@ -152,9 +152,16 @@ const COLORS = ["#1f77b4","#d62728","#2ca02c","#ff7f0e","#9467bd","#8c564b","#e3
 function draw(spec, el) {{
   el.innerHTML = "";
   const opts = {{ title: spec.title, width: Math.min(900, window.innerWidth - 60), height: 380,
-    scales: {{ x: {{ time: false, distr: spec.logx ? 3 : 1 }}, y: {{ distr: spec.logy ? 3 : 1 }} }},
-    axes: [{{ label: spec.x }}, {{ label: spec.y }}],
+    // ``xrange``: the x axis drawn over these bounds, not rounded out to the next decade;
+    // ``y2``: a second y axis, on the right, for the series marked ``y2`` (another unit)
+    scales: {{ x: {{ time: false, distr: spec.logx ? 3 : 1,
+                     ...(spec.xrange ? {{ range: () => spec.xrange }} : {{}}) }},
+               y: {{ distr: spec.logy ? 3 : 1 }},
+               ...(spec.y2 ? {{ y2: {{ distr: spec.logy ? 3 : 1 }} }} : {{}}) }},
+    axes: [{{ label: spec.x }}, {{ label: spec.y }}].concat(spec.y2 ?
+      [{{ scale: "y2", side: 1, label: spec.y2, grid: {{ show: false }} }}] : []),
     series: [{{}}].concat(spec.series.map((s, i) => ({{ label: s.name,
+      ...(s.y2 ? {{ scale: "y2" }} : {{}}),
       stroke: COLORS[i % COLORS.length], width: s.style === "points" ? 0 : 2,
       dash: s.style === "dashed" ? [6, 4] : undefined, spanGaps: true,
       points: {{ show: s.style === "points", size: 7 }},
