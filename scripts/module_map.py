@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "precision",
       "ds_mla_cache", "vision_tower",
       "kvcache", "gguf_*", "catalog", "hub", "context_length", "served_model",
-      "tensor_parallel", "engine_platforms", "engine_quantization")),
+      "tensor_parallel", "engine_platforms", "engine_quantization", "mxfp4_matmul")),
     ("Formulas", "the article's divisions: ridge points, cache bytes, routing, statistics",
      ("explain", "roofline", "moe", "expert_ranks", "attention_span", "sparse_attention",
       "attention_memory", "amdahl",

@@ -53,23 +53,41 @@ def test_utilization_reads_an_moe_batch_as_roofline_and_fit_do(
     assert full["fraction_of_arithmetic"] < 1.0  # under the ridge, as fit says
 
 
-def test_bf16_weights_in_an_fp4_step_keep_the_bf16_rate() -> None:
-    """gpt-oss as stored on a B200: the MXFP4 experts may run at the fp4 peak, its bf16
-    attention cannot. The ridge batch fit judges by is the bf16 one (281), and the prefill
-    floor counts the attention projections at 2,250 TFLOP/s, not 9,000."""
+def test_bf16_weights_in_an_fp8_step_keep_the_bf16_rate() -> None:
+    """gpt-oss as stored on a B200 under SGLang: its MoE kernel quantizes the activations to
+    MXFP8, so the MXFP4 experts run at the fp8 peak; its bf16 attention cannot. The ridge
+    batch fit judges by is the bf16 one (281), and the prefill floor counts the attention
+    projections at 2,250 TFLOP/s, not 4,500."""
     b200 = resolve_accelerator("b200")
-    d = Deployment.build(resolve_model("gpt-oss-120b"), b200)
+    d = Deployment.build(resolve_model("gpt-oss-120b"), b200, engine="sglang")
     assert (d.compute_dtype, d.dense_compute_dtype, d.expert_compute_dtype) == \
-        ("fp4", "bf16", "fp4")
-    assert d.compute_dtype_of(ATTENTION) == "bf16" and d.compute_dtype_of(EXPERTS) == "fp4"
-    assert dict(d.matmul_slowdowns)[ATTENTION] == pytest.approx(b200.peak("fp4")
+        ("fp8", "bf16", "fp8")
+    assert d.compute_dtype_of(ATTENTION) == "bf16" and d.compute_dtype_of(EXPERTS) == "fp8"
+    assert dict(d.matmul_slowdowns)[ATTENTION] == pytest.approx(b200.peak("fp8")
                                                                 / b200.peak("bf16"))
-    assert d.matmuls_label.startswith("fp4 (") and "attention" in d.matmuls_label
+    assert d.matmuls_label.startswith("fp8 (") and "attention" in d.matmuls_label
     floor = prefill_floor(d, 8000)
-    everything_at_fp4 = floor.flops / (b200.peak("fp4") * d.tensor_parallel_size)
-    assert floor.compute_time_s > 1.3 * everything_at_fp4
-    bf16 = prefill_floor(Deployment.build(resolve_model("gpt-oss-120b"), b200, "bf16"), 8000)
-    assert floor.compute_time_s < bf16.compute_time_s  # the experts still gain from fp4
+    everything_at_fp8 = floor.flops / (b200.peak("fp8") * d.tensor_parallel_size)
+    assert floor.compute_time_s > 1.2 * everything_at_fp8
+    bf16 = prefill_floor(Deployment.build(resolve_model("gpt-oss-120b"), b200, "bf16",
+                                          engine="sglang"), 8000)
+    assert floor.compute_time_s < bf16.compute_time_s  # the experts still gain from fp8
+
+
+@pytest.mark.parametrize("gpu", ["b200", "mi355x", "h200"])
+def test_vllm_runs_gpt_oss_mxfp4_experts_at_bf16_on_any_card(gpu: str) -> None:
+    """vLLM's default MXFP4 MoE backends for gpt-oss all take bf16 activations
+    (engines.json vllm.mxfp4_moe_matmul: FlashInfer's TRT-LLM MXFP4xBF16 kernel on a B200,
+    AITER's W4A16 on an MI355X, Triton on an H200), so a card's fp4 peak never prices the
+    experts: the whole prefill floor runs at the bf16 peak."""
+    acc = resolve_accelerator(gpu)
+    d = Deployment.build(resolve_model("gpt-oss-120b"), acc)
+    assert d.engine == "vllm"
+    assert (d.compute_dtype, d.expert_compute_dtype, d.dense_compute_dtype) == \
+        ("bf16", "bf16", "bf16")
+    assert not d.matmul_slowdowns and d.matmuls_label.startswith("bf16")
+    floor = prefill_floor(d, 8000)
+    assert floor.compute_time_s >= floor.flops / (acc.peak("bf16") * d.tensor_parallel_size)
 
 
 @pytest.mark.parametrize("gpu", ["h200", "b200", "rtx-5090"])

@@ -100,23 +100,26 @@ def test_gpt_oss_under_llamacpp_reads_its_gguf_q8_0_dense_weights_not_the_stored
         == pytest.approx(saved - biases)
 
 
-def test_llamacpp_on_a_b200_runs_gpt_oss_experts_at_bf16_so_its_ridge_is_a_quarter(
+def test_on_a_b200_gpt_oss_experts_reach_the_bf16_ridge_under_vllm_and_llamacpp(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The stored MXFP4 experts meet a B200's fp4 ridge; llama.cpp multiplies them at bf16,
-    whose peak is a quarter of fp4's on the card (the catalog's records), so the ridge and the
-    batch that reaches it are a quarter of the stored reading's."""
+    """No engine multiplies gpt-oss's MXFP4 experts at a B200's fp4 peak: vLLM (the card's
+    default) and llama.cpp at bf16, SGLang at fp8 (MXFP8 activations), whose peak is twice
+    bf16's on the card (the catalog's records), so its ridge and the batch that reaches it
+    are twice theirs."""
     args = ("moe", "gpt-oss-120b", "--gpu", "b200")
     stored, gguf = run_json(capsys, *args), run_json(capsys, *args, "--engine", "llama.cpp")
+    sglang = run_json(capsys, *args, "--engine", "sglang")
     acc = resolve_accelerator("b200")
     bandwidth = acc.memory_bandwidth_bytes_per_s
-    assert stored["ridge_flop_per_byte"] == pytest.approx(ridge_point(acc.peak("fp4"), bandwidth))
-    assert gguf["ridge_flop_per_byte"] == pytest.approx(ridge_point(acc.peak("bf16"), bandwidth))
-    ratio = acc.peak("bf16") / acc.peak("fp4")
-    assert gguf["article_batch_to_ridge"] == pytest.approx(stored["article_batch_to_ridge"]
-                                                           * ratio)
-    # docs/fit.md's figures: near 9,563 as stored, near 2,391 under llama.cpp
-    assert (math.ceil(stored["article_batch_to_ridge"]),
-            math.ceil(gguf["article_batch_to_ridge"])) == (9563, 2391)
+    assert stored["ridge_flop_per_byte"] == pytest.approx(ridge_point(acc.peak("bf16"), bandwidth))
+    assert gguf["ridge_flop_per_byte"] == pytest.approx(stored["ridge_flop_per_byte"])
+    assert sglang["ridge_flop_per_byte"] == pytest.approx(ridge_point(acc.peak("fp8"), bandwidth))
+    ratio = acc.peak("fp8") / acc.peak("bf16")
+    assert sglang["article_batch_to_ridge"] == pytest.approx(stored["article_batch_to_ridge"]
+                                                             * ratio)
+    # docs/fit.md's figures: near 2,391 under vLLM and llama.cpp, near 4,782 under SGLang
+    assert (math.ceil(stored["article_batch_to_ridge"]), math.ceil(gguf["article_batch_to_ridge"]),
+            math.ceil(sglang["article_batch_to_ridge"])) == (2391, 2391, 4782)
 
 
 def test_moe_without_engine_defaults_by_the_card_as_roofline_does(

@@ -75,11 +75,14 @@ def test_the_mxfp4_moe_gguf_is_the_size_llama_bench_reports(model: str, logged_g
 
 def test_llama_cpp_counts_its_matmuls_at_16_bits_where_others_use_fp4_units() -> None:
     """llama.cpp's MMQ multiplies on int8 tensor cores or dequantizes to fp16; a Blackwell's
-    fp4 units are not its rate (native MXFP4 only from PR #17906)."""
+    fp4 units are not its rate (native MXFP4 only from PR #17906). vLLM's W4A4 NVFP4 GEMM
+    uses them; its gpt-oss MoE kernel does not (bf16 activations: mxfp4_matmul)."""
     from ridgeline import Deployment, resolve_accelerator
 
     spec, gb10 = resolve_model("gpt-oss-20b"), resolve_accelerator("dgx-spark-gb10")
-    assert Deployment.build(spec, gb10, engine="vllm").compute_dtype == "fp4"
+    nvfp4 = Deployment.build(resolve_model("llama-3.1-8b"), gb10, "nvfp4", engine="vllm")
+    assert nvfp4.compute_dtype == "fp4"
+    assert Deployment.build(spec, gb10, engine="vllm").compute_dtype == "bf16"
     assert Deployment.build(spec, gb10, engine="llama.cpp-cuda").compute_dtype in ("bf16", "fp16")
 
 

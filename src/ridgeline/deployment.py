@@ -29,8 +29,9 @@ from ridgeline.offload import HostOffload, check_host_memory
 from ridgeline.params import count_params, layer_params, rank_params
 from ridgeline.precision import (
     KVDtype,
+    WeightFormat,
     WeightPlan,
-    compute_dtype_for,
+    compute_format_for,
     is_stored_format,
     kv_dtype,
     weight_bytes,
@@ -677,7 +678,21 @@ class Deployment:
         llama.cpp multiplies quantized weights on int8 tensor cores (MMQ, PR #7676) or
         dequantized to fp16, never fp8/fp4 units (native MXFP4 came experimentally in PR
         #17906, Dec 2025), so its matmuls are counted at the 16-bit rate."""
-        return self._native_dtype(compute_dtype_for(self.weights))
+        return self._native_dtype(self.format_dtypes(compute_format_for(self.weights)))
+
+    def format_dtypes(self, fmt: WeightFormat) -> tuple[str, ...]:
+        """The dtypes, best first, this engine multiplies weights of ``fmt`` at: the format's
+        own, except the experts of a checkpoint whose quant_method is "mxfp4" (gpt-oss), which
+        each serving engine's default MoE kernel multiplies at its activations' dtype
+        (mxfp4_matmul): gpt-oss on a B200 under vLLM, bf16's 2,250 TFLOP/s, not fp4's 9,000;
+        under SGLang, fp8's 4,500. Other MXFP4 weights (compressed-tensors' and Quark's W4A4
+        checkpoints, --weights mxfp4 on a 16-bit one), whose kernels are not traced, keep
+        the format's fp4."""
+        if fmt.id == "mxfp4" and self.model.quant_method == "mxfp4":
+            from ridgeline.mxfp4_matmul import mxfp4_moe_matmul_dtypes
+
+            return mxfp4_moe_matmul_dtypes(self.engine, self.accelerator) or fmt.compute_dtypes
+        return fmt.compute_dtypes
 
     def _native_dtype(self, dtypes: tuple[str, ...]) -> str:
         if self.engine.startswith("llama.cpp"):
@@ -690,9 +705,10 @@ class Deployment:
         format that quantizes its activations to a narrow dtype this card runs (W8A8 fp8 or
         int8, W4A4 fp4) runs at that, faster or slower than the step's; any other runs at
         the step's 16-bit dtype where its format can (the engine casts its activations to
-        the model's --dtype), else at its own. gpt-oss on a B200: fp4 for the MXFP4 experts,
-        bf16 for the bf16 attention weights; nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200 or a
-        B200: bf16 for the W4A16 experts (the step's), fp8 for the fp8 attention. llama.cpp has
+        the model's --dtype), else at its own. gpt-oss on a B200 under SGLang: fp8 for the
+        MXFP4 experts (MXFP8 activations: format_dtypes), bf16 for the bf16 attention;
+        nvidia/Qwen3.6-35B-A3B-NVFP4 on an H200 or a B200: bf16 for the W4A16 experts (the
+        step's), fp8 for the fp8 attention. llama.cpp has
         no --dtype to cast to: each tensor's ggml type picks its kernel, so gpt-oss's BF16
         attention beside its MXFP4 experts (--weights stored) runs cuBLAS's bf16 GEMM, 165.2
         TFLOP/s on an RTX 4090, not the fp16-accumulate 330.4 the experts' fp16 step has. Its
@@ -700,7 +716,7 @@ class Deployment:
         served_model.llamacpp_tensor_types), which cuBLAS multiplies in TF32 (ggml-cuda
         common.cuh sets CUBLAS_TF32_TENSOR_OP_MATH), a rate not modelled, on 0.4 % of
         Qwen3-30B-A3B's active weights."""
-        dtypes = self.weights.format_of(category).compute_dtypes
+        dtypes = self.format_dtypes(self.weights.format_of(category))
         own, step = self._native_dtype(dtypes), self.compute_dtype
         if self.engine.startswith("llama.cpp"):
             return step if category == ROUTER else own
@@ -754,8 +770,8 @@ class Deployment:
     @property
     def dense_ridge_flop_per_byte(self) -> float:
         """The ridge a step's dense weights are judged by: one stage's peak for their matmuls
-        (dense_peak_flops_per_s) ÷ its bandwidth (gpt-oss on a B200: bf16's 281, not its
-        experts' fp4 1,125; Qwen3.6-35B-A3B-NVFP4 on an H200: 1,479 ÷ 4.8 = 308, blended)."""
+        (dense_peak_flops_per_s) ÷ its bandwidth (gpt-oss on a B200 under SGLang: bf16's 281,
+        not its experts' fp8 562; Qwen3.6-35B-A3B-NVFP4 on an H200: 1,479 ÷ 4.8 = 308, blended)."""
         from ridgeline.roofline import ridge_point
 
         return ridge_point(self.dense_peak_flops_per_s,
@@ -799,7 +815,7 @@ class Deployment:
         category = max(dense, key=lambda c: params[c])
         # the step's dtype where that category's format runs at it, not a faster dtype its
         # activations are quantized to (nvidia/Qwen3.6-35B-A3B-NVFP4's fp8 attention: bf16)
-        dtypes = self.weights.format_of(category).compute_dtypes
+        dtypes = self.format_dtypes(self.weights.format_of(category))
         return self.compute_dtype if self.compute_dtype in dtypes \
             else self.compute_dtype_of(category)
 
@@ -870,7 +886,7 @@ class Deployment:
     def matmul_slowdowns(self) -> tuple[tuple[str, float], ...]:
         """(category, factor) for the weight categories whose matmuls run at another rate
         than the step's compute dtype: peak at the step's dtype ÷ peak at theirs (gpt-oss's
-        attention on a B200: fp4 ÷ bf16 = 4; Qwen3.6-35B-A3B-NVFP4's fp8 attention in its
+        attention on a B200 under SGLang: fp8 ÷ bf16 = 2; Qwen3.6-35B-A3B-NVFP4's fp8 attention in its
         bf16 step on an H200: bf16 ÷ fp8 = 0.5, below 1 where theirs is the faster)."""
         step = self.compute_dtype
         out = []

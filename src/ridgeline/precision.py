@@ -320,11 +320,17 @@ def weight_bytes_at(params: float, bytes_per_param: float) -> float:
     return params * bytes_per_param
 
 
-def compute_dtype_for(plan: WeightPlan) -> tuple[str, ...]:
-    """Matmul dtypes of the format holding most of the linear weights, best first."""
+def compute_format_for(plan: WeightPlan) -> WeightFormat:
+    """The narrowest format among the linear weights (lm_head aside), the one whose matmul
+    dtype the step takes: gpt-oss as stored, its experts' mxfp4."""
     linear = [c for c in LINEAR_CATEGORIES if c != LM_HEAD]
     fmt = plan.format_of(linear[0])
     for category in linear:
         if plan.format_of(category).bits_per_weight < fmt.bits_per_weight:
             fmt = plan.format_of(category)
-    return fmt.compute_dtypes
+    return fmt
+
+
+def compute_dtype_for(plan: WeightPlan) -> tuple[str, ...]:
+    """Matmul dtypes of the format holding most of the linear weights, best first."""
+    return compute_format_for(plan).compute_dtypes
