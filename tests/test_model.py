@@ -50,6 +50,35 @@ def test_total_params_equal_the_independent_recount(model_id: str) -> None:
     assert count_params(resolve_model(model_id)).total == entry.reference_total_params
 
 
+@pytest.mark.parametrize("model_id", [e.id for e in ENTRIES if e.hf_reported_total_params])
+def test_the_hub_s_total_is_kept_apart_from_the_card_s_words(model_id: str) -> None:
+    """phi-4's card says "14B"; the Hub's 14.7B is the safetensors recount rounded, so it sits
+    under hf_reported_total_params, rounds the independent recount (SOURCES.md's) to its last
+    digit, and is never what the card figure or its "exact" check stands on."""
+    entry = model_entry(model_id)
+    assert entry.hf_reported_total_params is not None and entry.reference_total_params
+    hub, half_digit = card_figure(entry.hf_reported_total_params)
+    assert abs(entry.reference_total_params - hub) <= half_digit
+    assert entry.card_kind == "size-class"
+    assert entry.card_total_params != entry.hf_reported_total_params
+
+
+def test_model_prints_the_card_s_own_figure_not_the_hub_s(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`ridgeline model phi-4` printed "(card: 14.7B)", the Hub's count, where the card says 14B;
+    the listing's "parameters (card)" column likewise."""
+    from tests.conftest import run_cli
+
+    for entry in (e for e in ENTRIES if e.hf_reported_total_params):
+        code, out, _ = run_cli(capsys, "model", entry.id)
+        assert code == 0
+        assert f"(card: {entry.card_total_params})" in out
+        assert f"(card: {entry.hf_reported_total_params}" not in out
+    code, out, _ = run_cli(capsys, "model")
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.strip()}
+    assert all(rows[e.id] == e.card_total_params for e in ENTRIES if e.hf_reported_total_params)
+
+
 @pytest.mark.parametrize("model_id", [e.id for e in ENTRIES if e.card_active_params])
 def test_active_params_match_the_card(model_id: str) -> None:
     entry = model_entry(model_id)

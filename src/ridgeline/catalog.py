@@ -97,6 +97,9 @@ class ModelEntry:
     card_source: str
     card_kind: str  # exact | size-class
     reference_total_params: int | None = None
+    # the Hub's safetensors total as written ("8.03B"), kept apart where the card names only a
+    # size class ("8B"): a rounded recount, never shown as the card's figure
+    hf_reported_total_params: str | None = None
     reference_active_params: int | None = None
     reference_source: str | None = None
     card_active_convention: str = "with-embedding"
@@ -112,8 +115,8 @@ _PARAM_SCALES = {"M": 10**6, "B": 10**9, "T": 10**12}
 
 
 def card_params(label: str | None) -> int | None:
-    """A model card's parameter label as a count, for --json: "70.6B" → 70,600,000,000,
-    "1T" → 10^12 (decimal, so 8.03B is 8,030,000,000 exactly); None stays None."""
+    """A model card's parameter label as a count, for --json: "72.7B" → 72,700,000,000,
+    "1T" → 10^12 (decimal, so 7.61B is 7,610,000,000 exactly); None stays None."""
     if label is None:
         return None
     number, scale = label[:-1], _PARAM_SCALES[label[-1]]

@@ -92,7 +92,7 @@ class ModelReport:
             "params_active": self.params.active,
             "params_active_without_embedding": self.params.active - self.params.embedding,
             "params_by_category": {k: v for k, v in self.params.by_category.items() if v},
-            # the model card's figures as counts, and as the card writes them ("70.6B")
+            # the model card's figures as counts, and as the card writes them ("72.7B")
             "card_total_params": card_params(self.entry.card_total_params)
             if self.entry else None,
             "card_total_params_label": self.entry.card_total_params if self.entry else None,
