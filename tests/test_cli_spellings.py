@@ -1,5 +1,6 @@
 """One flag under two of its spellings with two values is refused, on the command line and
-in a config file; the same value twice, or a command-line value over a file's, still runs."""
+in a config file, and so is one spelling given twice with two values; the same value twice,
+a flag that collects its values, or a command-line value over a file's, still runs."""
 
 from __future__ import annotations
 
@@ -48,11 +49,43 @@ def test_two_spellings_compare_as_the_flag_reads_them(
     assert "--kv-cache-dtype bf16" in said
 
 
-def test_the_same_spelling_twice_keeps_the_last_as_argparse_does(
+@pytest.mark.parametrize("argv", [
+    ("roofline", "--gpu", "h100", "--gpu", "a100"),
+    ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8", "--batch", "16"),
+    ("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--engine", "sglang"),
+    ("fit", "llama-3.1-8b", "--gpu", "h100", "--weights", "fp8", "--weights=bf16"),
+    ("fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "4096", "--max-model-len",
+     "8192"),
+    ("simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--rate", "4"),
+])
+def test_the_same_spelling_twice_with_different_values_is_refused(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """argparse would keep the last and drop the first without a word (roofline would show
+    the A100 alone, where --gpu h100,a100 was meant)."""
+    flag = next(word.partition("=")[0] for word in argv[::-1] if word.startswith("--"))
+    said = _refused(capsys, *argv)
+    assert f"{flag} is given twice with different values" in said and "give it once" in said
+
+
+def test_the_same_value_twice_runs_and_a_second_card_is_offered_side_by_side(
         capsys: pytest.CaptureFixture[str]) -> None:
     base = ("fit", "llama-3.1-8b", "--gpu", "h100", "--json")
-    twice = _json(capsys, *base, "--max-model-len", "4096", "--max-model-len", "8192")
+    twice = _json(capsys, *base, "--max-model-len", "8192", "--max-model-len", "8192")
     assert twice == _json(capsys, *base, "--max-model-len", "8192")
+    card = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--gpu", "H100", "--json")
+    assert card == _json(capsys, *base)
+    said = _refused(capsys, "roofline", "--gpu", "h100", "--gpu", "a100")
+    assert said.rstrip().endswith("for both side by side, --gpu h100,a100")
+
+
+def test_a_flag_that_collects_its_values_is_repeated_as_it_should_be(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--override-kv appends: two keys are two overrides, not one flag given twice."""
+    code, out, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                             "llama.cpp", "--max-model-len", "8192", "--override-kv",
+                             "llama.context_length=int:8192", "--override-kv",
+                             "llama.block_count=int:32")
+    assert code == 0 and "fits" in out and not err
 
 
 def test_a_config_file_setting_one_flag_under_two_keys_is_refused(
@@ -80,19 +113,23 @@ def test_the_command_line_still_overrides_a_config_files_value(
                          "--max-model-len", "8192", "--json")
 
 
-def test_each_spellings_last_value_is_compared_as_argparse_keeps_it(
+def test_every_value_given_is_compared_with_the_first(
         capsys: pytest.CaptureFixture[str]) -> None:
     """--max-model-len 8k --context-length 8k --max-model-len 4k would run at 4k, the 8k
-    typed under --context-length dropped without a word; a spelling repeated to agree with the
-    other runs, for the GPU count as for any flag."""
+    typed first dropped without a word; a spelling repeated to agree with the others runs,
+    and one repeated to change its mind is refused, for the GPU count as for any flag."""
     base = ("fit", "llama-3.1-8b", "--gpu", "h100", "--json")
     said = _refused(capsys, *base, "--max-model-len", "8k", "--context-length", "8k",
                     "--max-model-len", "4k")
-    assert "--max-model-len 4k" in said and "--context-length 8k" in said
-    agreed = _json(capsys, *base, "--max-model-len", "4k", "--max-model-len", "8k",
-                   "--context-length", "8k")
+    assert "--max-model-len is given twice with different values, 8k and 4k" in said
+    agreed = _json(capsys, *base, "--max-model-len", "8k", "--context-length", "8k",
+                   "--max-model-len", "8000")
     assert agreed == _json(capsys, *base, "--max-model-len", "8k")
-    tp4 = _json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "8", "--tp", "4",
+    said = _refused(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "8", "--tp", "4",
+                    "--num-gpus", "4", "--json")
+    assert "--tp (the GPUs in a tensor-parallel group) is given twice with different values, "\
+        "8 and 4" in said
+    tp4 = _json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--tp", "4",
                 "--num-gpus", "4", "--json")
     assert tp4 == _json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--json")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -611,6 +612,50 @@ def test_tensor_infos_llama_cpp_refuses_are_refused_by_name(
         _refusal(capsys, narrow)
 
 
+def test_ffn_tensors_of_the_wrong_shape_are_refused_as_attention_ones_are(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An ffn_up 4× as wide as feed_forward_length, or an ffn_down not its transpose, is not
+    the model the metadata states: llama.cpp stops at 'wrong shape', and its weights would be
+    priced at the metadata's width."""
+    wide = _small_llama(tmp_path / "wide.gguf", {"feed_forward_length": 256})
+    assert "'blk.0.ffn_up.weight' is 256 × 1024, not 256 × 256" in _refusal(capsys, wide)
+    down = _small_llama(tmp_path / "down.gguf",
+                        tensors=[("blk.0.ffn_down.weight", (256, 1024), "Q8_0"),
+                                 ("blk.1.ffn_down.weight", (1024, 256), "Q8_0")])
+    assert "'blk.0.ffn_down.weight' is 256 × 1024, not 1,024 × 256" in _refusal(capsys, down)
+
+
+def test_a_gguf_with_no_tensors_is_refused_as_vocab_only(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A header whose metadata states a whole model but which lists no tensor (a vocab-only
+    file) is no weights to price: refused, not read as 'stored as fp16'."""
+    real = write_gguf
+    monkeypatch.setattr(sys.modules[__name__], "write_gguf",
+                        lambda path, metadata, tensors: real(path, metadata, []))
+    err = _refusal(capsys, llama_8b_q4_k_m(tmp_path / "vocab.gguf"))
+    assert "vocab: the file holds no tensors" in err and "vocab-only" in err
+
+
+def test_a_block_missing_a_tensor_the_others_hold_is_refused_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3.1-8B with its last block cut out, or one block without its attn_k: llama.cpp
+    stops at the first 'missing tensor', so the file is refused naming it."""
+    real = write_gguf
+
+    def without(prefix: str) -> Path:
+        monkeypatch.setattr(sys.modules[__name__], "write_gguf", lambda path, metadata, tensors:
+                            real(path, metadata, [t for t in tensors
+                                                  if not t[0].startswith(prefix)]))
+        return llama_8b_q4_k_m(tmp_path / f"{prefix}gguf")
+
+    assert "block 31 has no tensor 'blk.31.attn_norm.weight'" in _refusal(capsys,
+                                                                          without("blk.31."))
+    assert "no tensor 'blk.7.attn_k.weight'" in _refusal(capsys, without("blk.7.attn_k."))
+    assert "no tensor 'blk.3.ffn_down.weight'" in _refusal(capsys, without("blk.3.ffn_down."))
+
+
 # DeepSeek-V3's keys as convert_hf_to_gguf.py wrote them before llama.cpp's MLA cache
 # (ggml-org/llama.cpp#12801): key_length/value_length the heads' own 192/128, head_count_kv
 # the config's 128, no key_length_mla/value_length_mla
@@ -624,7 +669,8 @@ for _key in ("attention__key_length_mla", "attention__value_length_mla"):
 def _deepseek(path: Path, keys: dict[str, int], blocks: tuple[str, ...] = ()) -> Path:
     tensors = [("token_embd.weight", (7168, 129280), "Q8_0"),
                ("output.weight", (7168, 129280), "Q8_0"),
-               *((f"blk.0.{name}.weight", (512, 4096), "Q8_0") for name in blocks)]
+               *((f"blk.{i}.{name}.weight", (512, 4096), "Q8_0")
+                 for i in range(keys["block_count"]) for name in blocks)]  # every block's
     return write_gguf(path, [("general.architecture", STRING, "deepseek2"),
                              *_arch_keys("deepseek2", **keys)], tensors)
 

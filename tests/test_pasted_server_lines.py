@@ -45,8 +45,10 @@ def test_vllm_underscore_spellings_read_as_vllm_serve_reads_them(
     """vllm serve's FlexibleArgumentParser turns a flag's underscores into dashes: the
     recipes' --enable_expert_parallel and --max_model_len=8192 size what the dashed flags
     size, with no note."""
-    model = ("fit", "qwen3-30b-a3b", "--gpu", "h100", "--max-model-len", "8192",
-             "--tensor-parallel-size", "2")
+    # the case's own length, where it sets one: a flag given twice with two values is refused
+    length = () if any("max_model_len" in word for word in underscored) else (
+        "--max-model-len", "8192")
+    model = ("fit", "qwen3-30b-a3b", "--gpu", "h100", *length, "--tensor-parallel-size", "2")
     pasted, err = _ok(capsys, *model, *underscored)
     assert pasted == _ok(capsys, *model, *dashed)[0]
     assert "ignored" not in err and "unrecognized" not in err

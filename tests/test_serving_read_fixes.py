@@ -55,11 +55,11 @@ def test_an_expert_parallel_decode_says_its_weight_read_is_the_busiest_gpus_and_
 # -- 2: llama-server queues; it does not preempt ----------------------------------------------
 def test_utilization_past_a_llama_cpp_pool_says_what_llama_server_does_not_preemption(
         capsys: pytest.CaptureFixture[str]) -> None:
-    flags = ("utilization", "--model", "llama-3.1-8b", "--running", "400", "--context", "8K")
-    llama = _ok(capsys, *flags, "--gpu", "rtx-4090", "--engine", "llama.cpp",
+    flags = ("utilization", "--model", "llama-3.1-8b", "--context", "8K")
+    llama = _ok(capsys, *flags, "--running", "400", "--gpu", "rtx-4090", "--engine", "llama.cpp",
                 "--weights", "q4_k_m").splitlines()[0]
-    held = json.loads(_ok(capsys, *flags, "--gpu", "rtx-4090", "--engine", "llama.cpp",
-                          "--weights", "q4_k_m", "--json"))["conversations"]
+    held = json.loads(_ok(capsys, *flags, "--running", "400", "--gpu", "rtx-4090", "--engine",
+                          "llama.cpp", "--weights", "q4_k_m", "--json"))["conversations"]
     assert "expect preemption" not in llama and "does not preempt" in llama
     assert f"at most {held:,} conversations of 8,192 tokens at once" in llama \
         and "wait in its queue" in llama and "-c ÷ -np" not in llama

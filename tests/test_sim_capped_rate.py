@@ -12,11 +12,13 @@ import pytest
 
 from tests.conftest import run_cli
 
-SIM = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "200", "--json")
+UNSIZED = ("simulate", "llama-3.1-8b", "--gpu", "h100")  # --num-prompts: 200, or the test's
+SIM = (*UNSIZED, "--num-prompts", "200", "--json")
 
 
 def simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    code, out, err = run_cli(capsys, *SIM, *argv)
+    size = () if "--num-prompts" in argv else ("--num-prompts", "200")  # a flag given once
+    code, out, err = run_cli(capsys, *UNSIZED, *size, *argv, "--json")
     assert code == 0, err
     return dict(json.loads(out))
 
@@ -79,7 +81,7 @@ def test_a_cap_that_holds_the_load_back_says_so(capsys: pytest.CaptureFixture[st
     assert client["waiting_at_last_arrival"] > 100 and client["wait_max_s"] > client["wait_mean_s"]
     assert client["offered_req_s"] > 1.5 * held["request_rate_req_s"]
     assert held["keeps_up"] is False
-    code, out, _ = run_cli(capsys, *SIM[:-1], "--request-rate", "60", "--max-concurrency", "64",
+    code, out, _ = run_cli(capsys, *UNSIZED, "--request-rate", "60", "--max-concurrency", "64",
                            "--num-prompts", "600")
     assert code == 0 and "HELD BACK BY THE CAP" in out and "waited for a seat" in out
     light = simulate(capsys, "--request-rate", "10", "--max-concurrency", "64")

@@ -218,7 +218,7 @@ def test_a_pool_that_only_the_default_length_overruns_still_asks_for_a_length(
 # -- finding 10: fit's engine-version cautions, and the version in --json ------------------------
 
 @pytest.mark.parametrize("engine", [["--engine-version", "0.99"],
-                                    ["--engine", "sglang", "--engine-version", "0.32"]])
+                                    ["--engine", "sglang", "--engine-version", "0.6"]])
 def test_simulate_cautions_an_engine_version_as_fit_does(
         capsys: pytest.CaptureFixture[str], engine: list[str]) -> None:
     base = ["llama-3.1-8b", "--gpu", "h100", *engine]

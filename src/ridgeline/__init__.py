@@ -33,7 +33,8 @@ from ridgeline.step_work import HOST_LINK_BOUND, HOST_MEMORY_BOUND
 
 if TYPE_CHECKING:
     from ridgeline.engine_spec import EngineSpec
-    from ridgeline.memory import EngineSettings, KVPool, kv_pool
+    from ridgeline.memory import EngineSettings, KVPool
+    from ridgeline.memory import served_kv_pool as kv_pool
     from ridgeline.reports.fit import FitReport, fit_report
     from ridgeline.reports.fit_levers import Lever
     from ridgeline.reports.fit_verdict import CLEARS_RIDGE, DOES_NOT_FIT, UNDER_RIDGE
@@ -45,12 +46,13 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-# name -> the module that defines it, imported when the name is first read (PEP 562): the
-# engines' pool rules and the fit report add some 70 modules a plain import does not need
+# name -> the module that defines it ("module:name" where it is named otherwise there),
+# imported when the name is first read (PEP 562): the engines' pool rules and the fit report
+# add some 70 modules a plain import does not need
 _LAZY = {
     "EngineSettings": "ridgeline.memory",
     "KVPool": "ridgeline.memory",
-    "kv_pool": "ridgeline.memory",
+    "kv_pool": "ridgeline.memory:served_kv_pool",  # kv_pool, refusing a length it refuses
     "FitReport": "ridgeline.reports.fit",
     "fit_report": "ridgeline.reports.fit",
     # fit's verdicts (FitReport.verdict) and levers (FitReport.levers)
@@ -106,7 +108,8 @@ def __getattr__(name: str) -> object:
     """A lazily exported name (``_LAZY``), imported once and kept."""
     if name not in _LAZY:
         raise AttributeError(f"module 'ridgeline' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name]), name)
+    module, _, defined = _LAZY[name].partition(":")
+    value = getattr(import_module(module), defined or name)
     globals()[name] = value
     return value
 

@@ -267,7 +267,8 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     pp = pipeline_size(args, engine)
     gpus, ranks = data_parallel_layout(args, model, engine, acc)
     ep = expert_parallel_asked(args, gpus * ranks,
-                               expert_parallel or bool(getattr(args, "expert_parallel", False)))
+                               expert_parallel or bool(getattr(args, "expert_parallel", False)),
+                               model.name if model.moe is None else "")
     weights = served_weights(args, model, acc, engine)
     # laid out here, its gates asked below with the release and a floor's way out
     dep = Deployment.laid_out(model, acc, weights,
@@ -420,21 +421,30 @@ def data_parallel_layout(args: argparse.Namespace, model: Any, engine: str | Non
     return gpus, ranks
 
 
-def expert_parallel_asked(args: argparse.Namespace, expert_ranks: int, switch: bool) -> bool:
+def expert_parallel_asked(args: argparse.Namespace, expert_ranks: int, switch: bool,
+                          dense: str = "") -> bool:
     """Whether the flags ask for expert parallelism: vLLM's --enable-expert-parallel
     (``switch``), or SGLang's --ep-size / trtllm-serve's --ep_size N. ridgeline models the
     experts sliced over a stage's ``expert_ranks`` GPUs (TP × data-parallel ranks; N = 1, the
     engines' default) or whole, spread over all of them (N = ``expert_ranks``: SGLang's usual
     --ep-size equal to --tp-size); N between, groups of experts each tensor-parallel inside
-    (moe_tp_size = TP ÷ N), is refused."""
+    (moe_tp_size = TP ÷ N), is refused; so is any N past 1 for a ``dense`` model (its name),
+    which has no experts to spread, as --enable-expert-parallel is refused for it."""
     size = getattr(args, "expert_parallel_size", None)
     if size is None:
         return switch
     if size == 1 and switch:
         raise InputError("--ep-size 1 keeps every expert sliced over the GPUs, and "
                          "--enable-expert-parallel spreads them whole: give one")
+    if size > 1 and dense:
+        raise InputError(f"--ep-size {size:,} spreads a MoE's experts: {dense} is dense")
     if size in (1, expert_ranks):
         return bool(size > 1)
+    if expert_ranks == 1:
+        raise InputError(f"--ep-size {size:,}: the experts run on 1 GPU, so their one group "
+                         "is --ep-size 1 (the default); spreading them over "
+                         f"{size:,} takes --num-gpus {size:,} (--tp-size), --ep-size equal "
+                         "to it")
     raise InputError(f"--ep-size {size}: ridgeline models a MoE's experts sliced over the "
                      f"{expert_ranks:,} {plural(expert_ranks, 'GPU')} that run them (--ep-size "
                      f"1, the default) or whole, spread over all of them (--ep-size "

@@ -32,6 +32,7 @@ def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
     typed, and the refusal says so). For llama.cpp, as fit takes it, each slot's context (-c
     ÷ -np, what llama-server's -c is cut into): the pool gives each sequence a slot that long."""
     from ridgeline.capacity import SERVING_ENGINES
+    from ridgeline.context_length import past_length_refusal
 
     length = args.max_model_len
     if length is None:
@@ -44,10 +45,9 @@ def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
                          f"is past --max-model-len {length:,}: {dep.engine} admits no longer "
                          f"request; give a {flag} of at most {length:,}, or a --max-model-len "
                          f"of at least {max(contexts):,}")
-    if max(contexts) > length:
-        raise InputError(f"{flag} {max(contexts):,} is past --max-model-len {length:,}: "
-                         f"{dep.engine} admits no longer request; give a --max-model-len of at "
-                         f"least {max(contexts):,}")
+    problem = past_length_refusal(max(contexts), length, dep.engine, flag)
+    if problem:
+        raise InputError(problem)
     return int(length)
 
 

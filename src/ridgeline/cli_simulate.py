@@ -166,7 +166,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         requests: Any = read_trace(args.trace)
         # the trace's own span, read before a capped run moves a held request's time to its send
         trace_span_s = requests[-1].arrival_s - requests[0].arrival_s
-        count, load = len(requests), f"trace {args.trace} ({len(requests):,} requests)" + (
+        count, load = len(requests), (f"trace {args.trace} ({len(requests):,} "
+                                      f"{plural(len(requests), 'request')})") + (
             f", {cap_clause(args.concurrency)}" if capped else "")
         asked = LoadAsked(count, "trace", max_concurrency=args.concurrency if capped else None,
                           trace=args.trace)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ridgeline.cli_types import _count, _plain_float, _share, _typed
 from ridgeline.errors import InputError
-from ridgeline.units import COUNT_EXAMPLES
+from ridgeline.units import COUNT_EXAMPLES, parse_count
 
 SPEC_ACCEPTANCE, SPEC_DRAFT_COST = 0.7, 0.05  # the speculative-decoding defaults
 # An n-gram drafter runs no model: vLLM's NgramProposer matches the request's own tokens on
@@ -64,9 +64,20 @@ ENGINE_HELP = {
 }
 
 
+def _draft_length(text: str) -> int:
+    """--spec-tokens K: a draft of at least 1 token, as -sc's num_speculative_tokens is
+    (engine_spec.py); 0 is refused, not read as no drafter (leave the flag out for that)."""
+    tokens = parse_count(text, "draft length", COUNT_EXAMPLES)
+    if tokens < 1:
+        raise InputError(f"a draft of at least 1 token, got {tokens} (as -sc's "
+                         "num_speculative_tokens; leave --spec-tokens out to run without "
+                         "speculative decoding)")
+    return tokens
+
+
 def spec_flags(g: Any, pricing: bool = True) -> None:  # a parser or an argument group
     """The flags; ``pricing`` False (fit) leaves out the acceptance and the drafter's cost."""
-    g.add_argument("--spec-tokens", type=_count("draft length"), default=0,
+    g.add_argument("--spec-tokens", type=_typed(_draft_length), default=0,
                    help="speculative decoding: draft length")
     for flags, dest, kind, _ in ENGINE_FLAGS:
         g.add_argument(*flags, dest=dest, type=kind, metavar=dest.split("_")[-1].upper(),

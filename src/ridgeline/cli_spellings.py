@@ -4,9 +4,12 @@ Every engine names a setting its own way, and ridgeline takes each name (--gpu a
 --kv-dtype and --kv-cache-dtype, --max-num-seqs and --max_batch_size). argparse keeps the
 last value given and says nothing, so ``plan --gpu h100 --gpus h200`` would plan for the
 H200 alone, and a config file with both ``tp: 8`` and ``tensor_parallel_size: 4`` would be
-read at whichever key came last. Both are refused here, naming the two spellings; the same
-spelling given twice stays argparse's (the last wins, as every shell tool), and a config
-file's value under the command line's stays overridden, as vllm serve overrides it.
+read at whichever key came last. Both are refused here, naming the two spellings, and so is
+one spelling given twice with different values (``roofline --gpu h100 --gpu a100`` would
+show the A100 alone, where ``--gpu h100,a100`` was meant): a flag that stores one value
+takes one; the same value twice passes, a flag that collects (``--override-kv``, action
+append) is repeated as it should be, and a config file's value under the command line's
+stays overridden, as vllm serve overrides it.
 
 A flag a command does not take, where it takes the figure under another name (``kv
 --max-model-len``: kv's --context) or another command takes that flag, is named so in the
@@ -41,9 +44,9 @@ def refuse_two_gpu_counts(argv: Sequence[str]) -> None:
     without a word, though the user may mean 8 GPUs in all at TP4. A --config file's value
     is not the user's typing: the command line overrides it, as vllm serve does. Values are
     compared as the flag reads them (``--tp 4 --num-gpus 4.0`` is one count); one it cannot
-    read, or a flag without one, is left for the flag's own error. Each spelling's last value
-    is compared (``--tp 8 --tp 4 --num-gpus 4`` is TP4, as argparse reads it)."""
-    given: dict[str, tuple[str, int]] = {}  # each spelling's last, as argparse keeps it
+    read, or a flag without one, is left for the flag's own error. One spelling given twice
+    is compared too (``--num-gpus 8 --num-gpus 4`` is refused, ``--tp 4 --tp 4`` passes)."""
+    given: list[tuple[str, str, int]] = []  # (spelling, value, count) in the order typed
     for i, token in enumerate(argv):
         flag, eq, value = token.partition("=")
         if flag in NUM_GPUS_FLAGS:
@@ -51,15 +54,22 @@ def refuse_two_gpu_counts(argv: Sequence[str]) -> None:
                 value = argv[i + 1] if i + 1 < len(argv) else ""
             count = _gpu_count(value)
             if count is not None:
-                given[flag] = (value, count)
-    spellings = list(given.items())
-    for flag, (value, count) in spellings[1:]:
-        first, (said, kept) = spellings[0]
+                given.append((flag, value, count))
+    for flag, value, count in given[1:]:
+        first, said, kept = given[0]
         if count != kept:
-            raise InputError(f"{first} {said} and {flag} {value} are one flag "
-                             "(the GPUs in a tensor-parallel group): give it once; for more "
-                             "GPUs than one group, add --data-parallel-size or "
-                             "--pipeline-parallel-size")
+            lead = _twice(first, said, flag, value, " (the GPUs in a tensor-parallel group)")
+            raise InputError(f"{lead}: give it once; for more GPUs than one group, add "
+                             "--data-parallel-size or --pipeline-parallel-size")
+
+
+def _twice(first: str, said: str, flag: str, value: str, what: str = "") -> str:
+    """The two values a refusal names: '--tp 8 and --num-gpus 4 are one flag' (``what``
+    says what it sets), or, under one spelling, '--num-gpus is given twice with different
+    values, 8 and 4'."""
+    if first == flag:
+        return f"{flag}{what} is given twice with different values, {said} and {value}"
+    return f"{first} {said} and {flag} {value} are one flag{what}"
 
 
 def _gpu_count(value: str) -> int | None:
@@ -76,12 +86,12 @@ def refuse_two_spellings(argv: Sequence[str], options: Mapping[str, argparse.Act
     """InputError where one of the command's one-value flags is given under two of its
     spellings with values it reads differently (``--gpu h100 --gpus h200``; ``--max-model-len
     8k --context-length 8000`` read alike, and pass, as do ``--kv-dtype FP8 --kv-cache-dtype
-    fp8``). Each spelling's last value is compared, as argparse keeps a spelling's last:
-    ``--max-model-len 4k --max-model-len 8k --context-length 8k`` passes, and ``--max-model-len
-    8k --context-length 8k --max-model-len 4k`` does not. ``options``: the command's flags, each
-    spelling to its action. The GPU count has its own refusal (refuse_two_gpu_counts); a
-    launch flag ridgeline only notes (launch_flags.py) is left to its note."""
-    given: dict[str, dict[str, tuple[str, Any]]] = {}  # dest: spelling: (its last value, read)
+    fp8``), or under one spelling twice (``--gpu h100 --gpu a100``; ``--batch 8 --batch 8``
+    passes): every value given is compared with the first. ``options``: the command's flags,
+    each spelling to its action; one that collects its values (action append) is not
+    compared. The GPU count has its own refusal (refuse_two_gpu_counts); a launch flag
+    ridgeline only notes (launch_flags.py) is left to its note."""
+    given: dict[str, list[tuple[str, str, Any]]] = {}  # dest: (spelling, value, read) each
     for i, token in enumerate(argv):
         if token == "--":
             break
@@ -95,13 +105,20 @@ def refuse_two_spellings(argv: Sequence[str], options: Mapping[str, argparse.Act
             value = argv[i + 1]
         read = _read(action, value)
         if read is not _UNREAD:
-            given.setdefault(action.dest, {})[flag] = (value, _compared(action.dest, read))
-    for spellings in given.values():
-        (flag, (value, read)), *others = spellings.items()
-        for other, (said, other_read) in others:
-            if other_read != read:
-                raise InputError(f"{flag} {value} and {other} {said} are one flag, given "
-                                 "twice with different values: give it once")
+            given.setdefault(action.dest, []).append((flag, value,
+                                                      _compared(action.dest, read)))
+    for dest, (first, *others) in given.items():
+        flag, value, read = first
+        for other, said, other_read in others:
+            if other_read == read:
+                continue
+            lead = _twice(flag, value, other, said)
+            if flag != other:
+                lead += ", given twice with different values"
+            joined = f"{value},{said}"
+            both = (f"; for both side by side, {flag} {joined}" if dest in ("gpu", "gpus")
+                    and _read(options[flag], joined) is not _UNREAD else "")
+            raise InputError(f"{lead}: give it once{both}")
 
 
 def refuse_two_keys(settings: Mapping[str, Any], name: str,
@@ -153,7 +170,7 @@ def _compared(dest: str, read: Any) -> Any:
     h100-sxm`` are one card), a KV dtype without case (the catalog reads ``FP8`` as fp8), a
     --speculative-config as the JSON it parses to (spacing aside)."""
     try:
-        if dest == "gpus":
+        if dest in ("gpus", "gpu"):
             from ridgeline.hardware import resolve_accelerator
 
             return tuple(resolve_accelerator(name.strip()) for name in str(read).split(","))

@@ -18,6 +18,7 @@ from ridgeline.units import (
     parse_count_list,
     require_positive,
 )
+from ridgeline.units import MAX_BATCH as MAX_BATCH  # the library's cap on a batch, --batch's too
 
 
 def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -32,7 +33,6 @@ def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-MAX_BATCH = 10**6  # sequences in one step: far beyond any engine's max_num_seqs
 # data-parallel ranks: past any deployment (the largest published run DP attention over
 # hundreds); simulate keeps one scheduler a rank, 10,000 of them ~4 s, 100,000 minutes
 MAX_DP_RANKS = 10_000
@@ -114,9 +114,9 @@ def _share(what: str) -> Callable[[str], float]:
 
 def _percentile(text: str) -> float:
     """A percentile in percent, as simulate and plan read it: from 1 to below 100 (0.9 would
-    be p0.9, not p90)."""
-    value = _positive_float("percentile")(text)
-    if not 1 <= value < 100:
+    be p0.9, not p90); 0, a negative, nan and inf get that range, not "must be positive"."""
+    value = _plain_float(text, "a percentile in percent, from 1 to below 100 (90 for p90)")
+    if not 1 <= value < 100:  # nan fails it too
         raise InputError(f"a percentile in percent, from 1 to below 100 (90 for p90), got "
                          f"{value:g}")
     return value

@@ -122,3 +122,16 @@ def trained_context_caution(model: str, limit: int | None, tokens: int,
     return (f"{tokens:,} tokens exceed {model}'s {limit:,}-token context "
             f"({label}): engines refuse a longer max_model_len, and the model "
             "was not trained for it")
+
+
+def past_length_refusal(context: int, max_model_len: int | None, engine: str,
+                        what: str = "--context", length: str = "--max-model-len") -> str:
+    """Why ``engine`` runs no ``context``-token request under ``max_model_len`` (None: none
+    set, the model's), or "": it admits none longer. decode and prefill refuse their
+    --context and --prompt-len so, fit_report its ``context`` (``what`` and ``length`` are
+    the names the caller was given them by): 'context 8,192 is past max_model_len 4,096:
+    vllm admits no longer request; give a max_model_len of at least 8,192'."""
+    if max_model_len is None or context <= max_model_len:
+        return ""
+    return (f"{what} {context:,} is past {length} {max_model_len:,}: {engine} admits no "
+            f"longer request; give a {length} of at least {context:,}")

@@ -123,7 +123,18 @@ def cache_matmul_dtypes(kv_id: str) -> tuple[str, ...]:
 
 # Deployment.build's arguments that take one of ridgeline's objects, and the call that makes it
 _MADE_BY = {"model": (ModelSpec, "a ModelSpec from resolve_model"),
-            "accelerator": (Accelerator, "an Accelerator from resolve_accelerator")}
+            "accelerator": (Accelerator, "an Accelerator from resolve_accelerator"),
+            "engine_version": (str, "a release such as '0.11' or 'b9400', or None")}
+
+
+def require_deployment(dep: object) -> Deployment:
+    """``dep`` where it is a Deployment, else the one-line refusal of its kind
+    (decode_floor("llama-3.1-8b", 1, 1) says "dep must be a ridgeline.Deployment from
+    Deployment.build, got str 'llama-3.1-8b'", not an AttributeError from deep inside):
+    the library's calls that take one ask it first."""
+    if not isinstance(dep, Deployment):
+        raise wrong_kind(dep, "dep", "a ridgeline.Deployment from Deployment.build")
+    return dep
 
 
 def _check_types(**given: object) -> None:
@@ -280,7 +291,7 @@ class Deployment:
         caller that asks it itself, at its own release and in its own words (the CLI's
         build_deployment, with a floor's way out to a release; the planner's candidates)."""
         _check_types(model=model, accelerator=accelerator, weights=weights, kv=kv,
-                     engine=engine, quantization=quantization)
+                     engine=engine, quantization=quantization, engine_version=engine_version)
         # any whole number (numpy's int64, 2.0) is that many, as decode_floor's batch is
         num_gpus = require_count(num_gpus, "number of GPUs")
         pipeline_parallel_size = require_count(pipeline_parallel_size, "pipeline_parallel_size")

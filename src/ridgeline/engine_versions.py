@@ -187,6 +187,20 @@ def expert_parallel_problem(engine: str, version: str | None) -> str:
             "(leave --enable-expert-parallel out, or name a later --engine-version)")
 
 
+PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)
+
+
+def pipeline_parallel_problem(engine: str, version: str | None, stages: int) -> str:
+    """Why ``engine`` at ``version`` cannot run ``stages`` pipeline stages, or "" (no
+    version: the newest modelled; one stage: no pipeline): vLLM's --pipeline-parallel-size
+    came in v0.5.1 (PR #4412), so 0.4 refuses PP 2 and runs PP 1."""
+    if engine != "vllm" or stages <= 1 or not version \
+            or parse_version(version) >= PIPELINE_FROM:
+        return ""
+    return (f"vLLM {version} has no pipeline parallelism: it came in v0.5.1 (PR #4412; "
+            "vLLM #6054)")
+
+
 def split_launch_problem(engine: str, version: str | None) -> str:
     """Why ``engine`` at ``version`` cannot run a split's printed launch, or "" (no version:
     the newest modelled; an engine without the check): vLLM's NixlConnector and its proxy came

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ridgeline.attention_span import keys_read
 from ridgeline.cost import INDEXER_OP, Seq, decode_batch, decode_kv_tokens, served_footprint
-from ridgeline.deployment import Deployment
+from ridgeline.deployment import Deployment, require_deployment
 from ridgeline.expert_ranks import (
     busiest_rank_physical_experts,
     busiest_rank_routed_experts,
@@ -46,7 +46,7 @@ from ridgeline.step_work import (
     matmul_weights_per_token,
     step_work,
 )
-from ridgeline.units import GB, fmt_decimal_bytes, plural, require_count
+from ridgeline.units import GB, fmt_decimal_bytes, plural, require_batch, require_count
 
 if TYPE_CHECKING:
     from ridgeline.capacity import EngineSeats
@@ -340,8 +340,10 @@ def decode_floor(dep: Deployment, batch: int, context: int,
     Llama-3.1-70B in bf16 on 2 stages of 2 H100s, batch 32 at 2,000 tokens, a trip of 16
     steps in 22.3 ms, not the whole batch's 23.9.
     ``batch`` and ``context`` are whole numbers (an int, numpy's int64 or 8.0); a fraction
-    is refused."""
-    batch = require_count(batch, "batch")
+    is refused, and so is a batch past MAX_BATCH (--batch's cap) or a ``dep`` that is no
+    Deployment."""
+    dep = require_deployment(dep)
+    batch = require_batch(batch)
     context = require_count(context, "context length")
     micro = micro_batch(dep, batch)
     trip = trip_floor(dep, micro, context, explain, fit_batch=batch)
@@ -526,8 +528,9 @@ def prefill_floor(dep: Deployment, prompt_len: int, batch: int = 1,
     stage apart: with k of them over pp stages, pp·k ÷ (k + pp − 1) of the GPUs are busy on
     average; over one it does not pipeline, one. Llama-3.1-8B bf16 on one H100, one prompt
     of 2,048 tokens: 29.7 TFLOP at 989.4 TFLOP/s, a 30.0 ms floor, compute-bound."""
+    dep = require_deployment(dep)
     prompt_len = require_count(prompt_len, "prompt length")
-    batch = require_count(batch, "batch")
+    batch = require_batch(batch)  # at most MAX_BATCH, as --batch: the list below is built
     footprint = served_footprint(dep, prompt_len)  # states as the step reads them
     work = step_work(dep, [Seq(prompt_len, 0)] * batch)
     stages = busy_stages(dep, prompt_len * batch, ubatch, chunk_tokens, n_batch)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -293,7 +293,15 @@ def check_tensors(header: GgufHeader, config: Mapping[str, Any], name: str,
     type's blocks; llama_model_loader refuses a tensor of a block past block_count ("wrong
     number of tensors") and one whose shape is not the one hparams give ("tensor '%s' has
     wrong shape; expected …"): token_embd/output rows of embedding_length, and attn_q/attn_k/
-    attn_v of embedding_length × heads × head size, which ridgeline's sizes rest on."""
+    attn_v of embedding_length × heads × head size, and the dense FFN's ffn_gate/ffn_up of
+    embedding_length × feed_forward_length (Phi-3's fused ffn_up twice that) and ffn_down the
+    transpose, which ridgeline's sizes rest on. A file with no tensors (a vocab-only GGUF)
+    and a block without a tensor the others hold (missing_block_tensor) are refused too:
+    llama_model_loader stops at the first 'missing tensor'."""
+    if not header.tensors:
+        raise InputError(f"{name}: the file holds no tensors, only metadata (a vocab-only "
+                         "GGUF, as convert_hf_to_gguf.py --vocab-only writes): no weights to "
+                         "price, and llama.cpp loads no model from it")
     types = ggml_types()
     hidden, layers = config["hidden_size"], config["num_hidden_layers"]
     heads, kv_heads, head_dim = (config["num_attention_heads"], config["num_key_value_heads"],
@@ -330,6 +338,56 @@ def check_tensors(header: GgufHeader, config: Mapping[str, Any], name: str,
             raise InputError(f"{label} is {' × '.join(map(str, t.dims))}, not {hidden:,} × "
                              f"{width:,} (embedding_length × heads × head size): the file is "
                              "not the model its metadata states")
+        ffn = _ffn_shape(part, hidden, config)
+        if ffn and t.name.endswith(".weight") and t.dims[:2] != ffn:
+            raise InputError(f"{label} is {' × '.join(map(str, t.dims))}, not "
+                             f"{' × '.join(f'{d:,}' for d in ffn)} (embedding_length and "
+                             "feed_forward_length): the file is not the model its metadata "
+                             "states")
+    missing = missing_block_tensor(header.tensors, layers)
+    if missing:
+        raise InputError(f"{name}: block {missing.split('.')[1]} has no tensor {missing!r}, "
+                         "which the other blocks hold; llama.cpp refuses the file ('missing "
+                         "tensor')")
+
+
+def _ffn_shape(part: str, hidden: int, config: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The shape llama.cpp creates a dense FFN tensor with (src/llama-model.cpp,
+    load_tensors): ffn_gate and ffn_up {n_embd, n_ff}, ffn_down {n_ff, n_embd}; Phi-3's
+    fused gate-and-up ffn_up {n_embd, 2 × n_ff}. None for another tensor, or where the GGUF
+    states no feed_forward_length. Llama-3.1-8B: ffn_up 4,096 × 14,336."""
+    ff = config.get("intermediate_size")
+    if not ff or part not in ("ffn_gate", "ffn_up", "ffn_down"):
+        return None
+    if part == "ffn_down":
+        return ff, hidden
+    return hidden, 2 * ff if part == "ffn_up" and config["model_type"] == "phi3" else ff
+
+
+def missing_block_tensor(tensors: Iterable[TensorInfo], layers: int) -> str:
+    """The first tensor a block of the ``layers`` lacks, or "": every block holds each
+    attention tensor any block holds (blk.N.attn_*: their set is the same in every layer of
+    the architectures read here) and, where any holds one, a down projection (ffn_down,
+    dense or of the experts: DeepSeek's dense leading blocks and its MoE ones differ beyond
+    it). Llama-3.1-8B with blk.31 cut out: 'blk.31.attn_norm.weight'."""
+    held: dict[int, set[str]] = {i: set() for i in range(layers)}
+    attention: dict[str, None] = {}  # in the file's order
+    for t in tensors:
+        parts = t.name.split(".", 2)
+        if parts[0] != "blk" or len(parts) < 3 or not parts[1].isdigit() \
+                or int(parts[1]) >= layers:
+            continue
+        held[int(parts[1])].add(parts[2])
+        if parts[2].startswith("attn_"):
+            attention.setdefault(parts[2])
+    down = any(s.startswith("ffn_down") for suffixes in held.values() for s in suffixes)
+    for block, suffixes in held.items():
+        lacking = [s for s in attention if s not in suffixes]
+        if down and not any(s.startswith("ffn_down") for s in suffixes):
+            lacking.append("ffn_down.weight")
+        if lacking:
+            return f"blk.{block}.{lacking[0]}"
+    return ""
 
 
 def _deepseek_fields(m: _Meta, names: set[str], mla: bool) -> dict[str, Any]:

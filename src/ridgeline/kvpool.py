@@ -14,7 +14,7 @@ from ridgeline.kvgroups import KVGroups
 from ridgeline.llamacpp_split import SplitDevice
 from ridgeline.record_views import headline_repr
 from ridgeline.stages import Stage
-from ridgeline.units import GIB
+from ridgeline.units import GIB, require_count
 from ridgeline.vllm_memory import VLLMAccounting, parse_version, vllm_data
 
 
@@ -330,7 +330,9 @@ class KVPool:
 
     def logged_tokens(self, max_model_len: int) -> int:
         """The engine's own token figure ("GPU KV cache size"), the one ``fit`` prints: from
-        vLLM v0.24 its maximum concurrency × max_model_len, before it ``tokens``."""
+        vLLM v0.24 its maximum concurrency × max_model_len, before it ``tokens``.
+        ``max_model_len`` is a positive whole number (0, -5, nan and '8192' are refused)."""
+        max_model_len = require_count(max_model_len, "max_model_len")
         if self.groups is not None and self.accounting is not None \
                 and self.accounting.tokens_from_concurrency:
             return int(self.concurrency(max_model_len) * max_model_len)

@@ -17,6 +17,7 @@ from typing import Any
 from ridgeline.engines import engine_id, llamacpp_build, names_plain_llamacpp
 from ridgeline.errors import InputError, shorten
 from ridgeline.offload import HostOffload
+from ridgeline.units import MAX_BATCH
 from ridgeline.userfiles import read_text, refuse_a_column_twice
 
 COLUMNS = ("id", "model", "weights_dtype", "kv_dtype", "gpu", "num_gpus", "tp", "batch",
@@ -33,7 +34,6 @@ KV_METRICS = ("kv_cache_tokens", "kv_cache_gib", "gpu_blocks", "max_concurrency"
 # billion would have the cost model build a billion sequences before saying anything.
 MAX_VALUE = 1e15
 MIN_VALUE = 1e-9  # below it a figure is a unit slip, and its error's ratio overflows
-MAX_BATCH = 1_000_000
 MAX_TOKENS = 100_000_000  # input_len, output_len, context_len
 MAX_GPUS = 100_000
 _NUMBER = r"[0-9][0-9.]*(?:[eE][+-]?[0-9]+)?"  # '0.9.1' taken whole, to be refused

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
-from ridgeline.deployment import Deployment
+from ridgeline.deployment import Deployment, require_deployment
 from ridgeline.drafter_memory import drafter_bytes, vllm_draft_settings, with_mtp_cache
 from ridgeline.engine_platforms import flash_attention_kv_problem
 from ridgeline.engine_spec import EngineSpec
@@ -37,10 +37,11 @@ from ridgeline.engine_versions import (
     check_version_kind,
     expert_parallel_problem,
     llamacpp_build,
+    pipeline_parallel_problem,
     speculative_problem,
 )
 from ridgeline.engine_windows import has_windows, honours_windows, token_bytes
-from ridgeline.errors import InputError, wrong_kind
+from ridgeline.errors import DoesNotFit, InputError, wrong_kind
 from ridgeline.expert_ranks import ep_rank_experts
 from ridgeline.hardware import Accelerator, device_memory_bytes
 from ridgeline.kvcache import kv_footprint
@@ -325,6 +326,24 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
         pool.rest_bytes))
 
 
+def served_kv_pool(dep: Deployment, settings: EngineSettings | None = None,
+                   total_bytes: float | None = None) -> KVPool:
+    """``ridgeline.kv_pool``: kv_pool, but a max_model_len the engine refuses outright is
+    not sized: DoesNotFit with the reason fit's DOES NOT FIT headline gives for it
+    (capacity.context_refusal): Llama-3.1-8B under vLLM at max_model_len 1,000,000, past its
+    131,072 positions, 'vllm refuses --max-model-len 1,000,000, past llama-3.1-8b's 131,072
+    positions …', where kv_pool, which fit prices the pool behind that verdict with, sizes
+    it."""
+    s = require_settings(settings)
+    if s.max_model_len is not None:
+        from ridgeline.capacity import context_refusal
+
+        refusal = context_refusal(require_deployment(dep), s.max_model_len)
+        if refusal:
+            raise DoesNotFit(refusal)
+    return kv_pool(dep, s, total_bytes)
+
+
 def check_block_fits(dep: Deployment, settings: EngineSettings | None) -> None:
     """Refuse the --block-size asked where one block is more than ``dep``'s pool holds
     (kvpool.block_past_pool), as fit, simulate, decode and prefill do for the deployment
@@ -341,7 +360,7 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     """The pool each pipeline stage of a serving engine sizes, first to last; of llama.cpp's
     layer split, each GPU's (llamacpp_split.split_devices); one pool for a deployment
     without a pipeline."""
-    engine = dep.engine
+    engine = require_deployment(dep).engine
     s = vllm_draft_settings(engine, require_settings(settings))  # 0.9.x: a draft model on V0
     if engine.startswith("torch-"):
         raise InputError(f"{engine} is `ridgeline measure`'s PyTorch harness, not a serving "
@@ -421,10 +440,9 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
                          "has no such setting (vLLM V1 and SGLang chunk a prompt regardless)")
     if not s.overlap_schedule and s.engine_version is not None:
         check_overlap_flag(s.engine_version)
-    if engine == "vllm" and dep.pipeline_parallel_size > 1 and s.engine_version \
-            and parse_version(s.engine_version) < PIPELINE_FROM:
-        raise InputError(f"vLLM {s.engine_version} has no pipeline parallelism: it came in "
-                         "v0.5.1 (PR #4412; vLLM #6054)")
+    problem = pipeline_parallel_problem(engine, s.engine_version, dep.pipeline_parallel_size)
+    if problem:
+        raise InputError(problem)
     if s.warm_compile_cache and engine != "vllm":
         raise InputError(f"--warm-compile-cache is vLLM's; {engine} has no such setting")
     if s.kv_cache_memory_bytes is not None and engine != "vllm":
@@ -515,9 +533,6 @@ def _with_replicas(dep: Deployment, pool: KVPool, redundant_experts: int,
         return pool
     extra = ep_extra_bytes(dep, share, redundant_experts) - ep_extra_bytes(dep, share)
     return replace(pool, redundant_expert_bytes=extra)
-
-
-PIPELINE_FROM = (0, 5, 1)  # vLLM's first release with --pipeline-parallel-size (PR #4412)
 
 
 def _stage_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_bytes: float,

@@ -65,7 +65,12 @@ def from_bench(text: str, source: str) -> Observation:
             return _bench_field(data, key, source, high, what)
 
         obs.generation_tok_s = field("output_throughput", MAX_COUNT, "tokens per second")
-        obs.client_concurrency = field("max_concurrency", MAX_COUNT, "requests") or None
+        cap = field("max_concurrency", MAX_COUNT, "requests")
+        if cap == 0:  # not 'no cap': vllm bench serve writes null for that
+            raise InputError(f"{source}: max_concurrency is 0, a cap under which no request "
+                             "runs (a run without a cap writes null)")
+        obs.client_concurrency = cap or None
+        _check_offered_rate(data.get("request_rate"), source)
         obs.duration_s = field("duration", MAX_BENCH_S, "seconds")
         if obs.duration_s == 0:
             raise InputError(f"{source}: duration is 0; a benchmark lasts some seconds")
@@ -370,6 +375,19 @@ def _genai_stat(data: dict[str, Any], stem: str, key: str, source: str, high: fl
         raise InputError(f"{source}: {stem}.{key} must be a number ({what}), got "
                          f"{shorten(repr(entry[key]))}")
     return checked(number, source, f"{stem}.{key}", 0.0, high, f"{what}, 0 to {high:g}")
+
+
+def _check_offered_rate(value: object, source: str) -> None:
+    """The run's --request-rate as vllm bench serve and SGLang's bench_serving write it: a
+    positive number of requests per second, or "inf" (every request at once; JSON's
+    Infinity reads so too), or absent; anything else (-3, 0, "fast") is refused naming it.
+    It is not read further: the run's own request_throughput is what was served."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("inf", "infinity")):
+        return
+    number = _num(value)
+    if number is None or number <= 0:
+        raise InputError(f"{source}: request_rate must be a positive number of requests per "
+                         f"second or \"inf\", got {value!r}")
 
 
 def _bench_field(data: dict[str, Any], key: str, source: str, high: float,

@@ -16,7 +16,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.engine_names import engine_name
 from ridgeline.engine_platforms import TRTLLM_NO_FP8_FAMILIES
 from ridgeline.engine_quantization import stored_method_problem
-from ridgeline.engine_versions import release_before
+from ridgeline.engine_versions import pipeline_parallel_problem, release_before
 from ridgeline.modelopt_algos import (
     checkpoint_refusal,
     dropped_refusal,
@@ -52,12 +52,15 @@ def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     the card's (capability_problem), or vLLM ``version`` runs nothing, no fp8 weights or no
     fp8 KV cache on the card (vllm_gpu_floors: fp8 KV on a T4 from 0.24, anything on a V100
     from 0.20), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
-    as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem)."""
+    as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem), or vLLM
+    ``version`` has no pipeline stages (before 0.5.1: engine_versions.PIPELINE_FROM), so that
+    fit's PP lever is skipped on vLLM 0.4 rather than refusing the report."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
             or modelopt_problem(dep, version) or kv_override_problem(dep)
             or bnb_problem(dep, version) or experts_int8_problem(dep, version)
             or capability_problem(dep, version) or gpu_floor_problem(dep, version)
-            or nsa_layout_problem(dep, version))
+            or nsa_layout_problem(dep, version)
+            or pipeline_parallel_problem(dep.engine, version, dep.pipeline_parallel_size))
 
 
 def modelopt_problem(dep: Deployment, version: str | None = None) -> str:

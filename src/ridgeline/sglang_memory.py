@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.datafiles import load_data
+from ridgeline.datafiles import engine_defaults, load_data
 from ridgeline.deployment import Deployment
 from ridgeline.ds_mla_cache import sparse_latent
 from ridgeline.errors import InputError
@@ -58,6 +58,11 @@ def sglang_era(version: str | None) -> str:
     if wanted[0] > parse_version(newest)[0]:
         raise InputError(f"SGLang {version} is no release ridgeline knows of (the newest "
                          f"modelled is {newest}; later 0.x releases follow its rules)")
+    if wanted[0] == parse_version(newest)[0] and wanted[1] > parse_version(newest)[1] + 1:
+        raise InputError(f"SGLang {version} is no release SGLang has had: ridgeline models "
+                         f"{d['legacy_fraction']['from']} to {newest}, and takes the next "
+                         f"minor ({_next_minor(newest)}) at {newest}'s rules"
+                         + _version_hint(wanted, newest, d))
     if wanted < sglang_release(d["legacy_fraction"]["from"]):
         raise InputError(f"SGLang {version} is older than any version ridgeline models (its "
                          f"memory defaults are read from {d['legacy_fraction']['from']} on)")
@@ -66,6 +71,29 @@ def sglang_era(version: str | None) -> str:
     if wanted < sglang_release(d["tier_reserve"]["before"]):
         return TIER_RESERVE
     return RESERVED_MIB
+
+
+def _next_minor(newest: str) -> str:
+    """The minor release after ``newest``'s: '0.5.23' → '0.6', which sglang_era still takes,
+    priced by the newest's rules."""
+    major, minor = parse_version(newest)[:2]
+    return f"{major}.{minor + 1}"
+
+
+def _version_hint(wanted: tuple[int, ...], newest: str, d: dict[str, Any]) -> str:
+    """What a two-digit minor SGLang never had most likely meant: '0.34' → 0.3.4, its digits
+    split, where that is a release modelled; and vLLM's own 0.34, where vLLM has had it
+    (vLLM's minors run past 10, SGLang's stop at 0.5). "" where neither."""
+    major, minor = wanted[:2]
+    split = f"{major}.{minor // 10}.{minor % 10}"
+    said = []
+    if minor >= 10 and wanted[2] == 0 and sglang_release(str(d["legacy_fraction"]["from"])) \
+            <= sglang_release(split) <= sglang_release(newest):
+        said.append(f"did you mean {split}?")
+    vllm_newest = str(engine_defaults("vllm")["default_version"])
+    if parse_version(f"{major}.{minor}") <= parse_version(vllm_newest):
+        said.append(f"{major}.{minor} is a vLLM release: --engine vllm")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 @dataclass(frozen=True)

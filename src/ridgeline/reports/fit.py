@@ -21,10 +21,11 @@ from ridgeline.capacity import (
     refuses_to_start,
     served_context,
 )
+from ridgeline.context_length import past_length_refusal
 from ridgeline.datafiles import engine_defaults
 from ridgeline.dense_ridge import dense_ridge_steps, ridge_batch_step
-from ridgeline.deployment import Deployment
-from ridgeline.errors import InputError
+from ridgeline.deployment import Deployment, require_deployment
+from ridgeline.errors import InputError, wrong_kind
 from ridgeline.explain import Step
 from ridgeline.kvpool import block_past_pool
 from ridgeline.llamacpp_fit import run_pool
@@ -363,6 +364,17 @@ def ridge_context(r: FitReport) -> int:
 BUILD_DEFAULT: Final = "build default"
 
 
+def _fit_host_kind(fit_host: object) -> HostOffload | Literal["build default"] | None:
+    """fit_report's ``fit_host`` where it is one it takes (a HostOffload, BUILD_DEFAULT or
+    None), else the refusal of its kind: fit_host=5 or "yes" are not read as --fit on."""
+    if fit_host is None or isinstance(fit_host, HostOffload):
+        return fit_host
+    if fit_host == BUILD_DEFAULT:
+        return BUILD_DEFAULT
+    raise wrong_kind(fit_host, "fit_host", f"a HostOffload (llama.cpp's --fit placement), "
+                     f"{BUILD_DEFAULT!r} (the build's default) or None (-ngl all)")
+
+
 def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = None,
                target: int | None = None,
                fit_host: HostOffload | Literal["build default"] | None = BUILD_DEFAULT,
@@ -376,8 +388,14 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = 
     whose weights --fit would move to the host is placed by `fit` (-ngl auto), not here.
     Llama-3.1-8B on one H100 under vLLM at 8,192 tokens: 59 conversations, ``verdict``
     "fits, under the ridge" (the ridge batch is 296); under llama.cpp, 63 (64 with -ngl all)."""
+    dep = require_deployment(dep)
     context = require_count(context, "context length")
     settings = require_settings(settings)
+    problem = past_length_refusal(context, settings.max_model_len, dep.engine, "context",
+                                  "max_model_len")  # as decode refuses --context past it
+    if problem:
+        raise InputError(problem)
+    fit_host = _fit_host_kind(fit_host)
     if isinstance(fit_host, str):
         from ridgeline.llamacpp_fit import default_fit_host
 

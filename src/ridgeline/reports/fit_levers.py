@@ -7,8 +7,9 @@ does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ridgeline.candidate import parallel_words
 from ridgeline.capacity import (
@@ -27,7 +28,7 @@ from ridgeline.engine_platforms import (
     kv_platform_problem,
     weights_platform_problem,
 )
-from ridgeline.engine_versions import llamacpp_build, sized_version
+from ridgeline.engine_versions import llamacpp_build, pipeline_parallel_problem, sized_version
 from ridgeline.errors import InputError
 from ridgeline.hardware import engine_devices
 from ridgeline.llamacpp_fit import run_pool
@@ -181,7 +182,7 @@ def levers(r: FitReport) -> list[Lever]:
                                            and not d.accelerator.link_kind):
         pass  # one GPU per machine (a Mac, a Strix Halo box) and no link: no second to add
     elif d.data_parallel_size > 1:
-        options += _rank_levers(d, r.context, s)
+        options += _offered(_rank_levers, d, r.context, s)
     elif gguf and d.offload is None:  # llama.cpp's default split: more stages of layers
         more = replace(d, pipeline_parallel_size=d.pipeline_parallel_size * 2) \
             if d.pipeline_parallel_size > 1 or d.tensor_parallel_size == 1 \
@@ -201,7 +202,7 @@ def levers(r: FitReport) -> list[Lever]:
         # parallelism'): more pipeline stages, as vLLM's docs advise
         more = replace(d, pipeline_parallel_size=2 * d.pipeline_parallel_size)
         options.append((f"{more_devices(d)} ({_split_words(more)})", more, r.context, s))
-    options += _dp_attention_lever(d, r.context, s)
+    options += _offered(_dp_attention_lever, d, r.context, s)
     within = tp_within_node(d.tensor_parallel_size, d.pipeline_parallel_size,
                             node_size(d.accelerator))
     if d.data_parallel_size > 1:
@@ -218,31 +219,31 @@ def levers(r: FitReport) -> list[Lever]:
     if halved is not None:
         options.append((f"half the context ({r.context // 2:,} tokens"
                         f"{_moved_words(d, halved)})", halved, half, s))
-    options += _smaller_weights_lever(d, r.context, s, gguf)
+    options += _offered(_smaller_weights_lever, d, r.context, s, gguf)
     if fa_runs and not d.flash_attention:
         options.append(("flash attention (-fa on)", replace(d, flash_attention=True), r.context, s))
     if gguf:
-        options += _slots_lever(r)
+        options += _offered(_slots_lever, r)
     if r.pool.seat_state_bytes:
-        options += state_seats_lever(r)
+        options += _offered(state_seats_lever, r)
     elif r.pool.engine_buffers:
-        options += _seats_lever(r)
-    options += _more_seats_lever(r)
+        options += _offered(_seats_lever, r)
+    options += _offered(_more_seats_lever, r)
     if d.engine == "vllm" and not r.pool.set_pool_bytes:
-        options += _budget_levers(r)
-    options += prefix_caching_lever(r)
-    options += _dcp_lever(r)
-    options += _state_slots_lever(r)
-    options += state_pool_size_lever(r)
-    options += _pool_flag_levers(r)
-    options += _longest_context_lever(r)
+        options += _offered(_budget_levers, r)
+    options += _offered(prefix_caching_lever, r)
+    options += _offered(_dcp_lever, r)
+    options += _offered(_state_slots_lever, r)
+    options += _offered(state_pool_size_lever, r)
+    options += _offered(_pool_flag_levers, r)
+    options += _offered(_longest_context_lever, r)
     if gguf and d.offload is None and d.tensor_parallel_size == 1 \
             and not d.accelerator.one_memory:
-        options += _offload_lever(r)
+        options += _offered(_offload_lever, r)
     if d.cpu_offload is not None:  # vLLM's --cpu-offload-gb: more of it, where none is held
         from ridgeline.reports.fit_offload import cpu_offload_lever
 
-        options += cpu_offload_lever(r)
+        options += _offered(cpu_offload_lever, r)
     levers = []
     for name, dep, context, settings in options:
         settings = _draft_tp_follows(d, dep, settings)
@@ -267,11 +268,9 @@ def levers(r: FitReport) -> list[Lever]:
                             r.fit_host is not None, r.fit_margin_bytes)
         except InputError:  # -dcp the release refuses (with an fp8 MLA cache before 0.25),
             # or more data-parallel ranks than SGLang's server-wide --max-running-requests or
-            # --max-mamba-cache-size has requests for (rank_settings): no way out, and no
-            # refusal of the layout the user gave
-            if dep.decode_context_parallel_size == 1 \
-                    and dep.data_parallel_size == r.deployment.data_parallel_size:
-                raise
+            # --max-mamba-cache-size has requests for (rank_settings): no way out. The
+            # user's own layout was sized above, so a refusal here is the lever's alone and
+            # never the report's
             continue
         n = held_conversations(pool, dep, context)
         seats = engine_seat_limit(pool, dep)
@@ -279,6 +278,17 @@ def levers(r: FitReport) -> list[Lever]:
         if lever.batch and (lever.conversations > r.conversations or lever.batch > r.batch):
             levers.append(lever)  # one that gains nothing, or runs nothing, is no way out
     return levers
+
+
+def _offered(builder: Callable[..., list[tuple[str, Deployment, int, EngineSettings]]],
+             *args: Any) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """A lever builder's options, or none where sizing one is refused (an InputError from a
+    pool it prices): the user's own layout was sized already, so a refusal there is the
+    lever's alone and never aborts the report, as the lever loop skips a priced one."""
+    try:
+        return builder(*args)
+    except InputError:
+        return []
 
 
 def _slots_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
@@ -568,6 +578,11 @@ def gpus_needed(r: FitReport) -> MoreGpus:
                 r.settings.engine_version):
             pp *= 2
         else:
+            staged = pipeline_parallel_problem(d.engine, r.settings.engine_version, 2 * pp)
+            if staged and tp >= node:  # vLLM 0.4: a node's GPUs are the most it runs
+                return MoreGpus(f"not {tp * pp} GPUs of {d.accelerator.id} hold "
+                                f"{_wanted(target)} at this context and weight format, and "
+                                f"more would need pipeline stages: {staged}", d.accelerator.id)
             break
         more = replace(d, tensor_parallel_size=tp, pipeline_parallel_size=pp)
         try:
@@ -641,12 +656,16 @@ def _ranks_needed(r: FitReport) -> MoreGpus:
     return _none_hold(d, target)
 
 
+def _wanted(target: int) -> str:
+    """The target as gpus_needed's sentences name it: 'one conversation', '12'."""
+    return "one conversation" if target == 1 else f"{target:,}"
+
+
 def _none_hold(d: Deployment, target: int) -> MoreGpus:
     """gpus_needed's answer when no count up to MOST_GPUS holds ``target`` conversations."""
-    wanted = "one conversation" if target == 1 else f"{target:,}"
-    return MoreGpus(f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {wanted} at this "
-                    "context and weight format: a larger card, a smaller format and a shorter "
-                    "context together", d.accelerator.id)
+    return MoreGpus(f"not even {MOST_GPUS} GPUs of {d.accelerator.id} hold {_wanted(target)} "
+                    "at this context and weight format: a larger card, a smaller format and a "
+                    "shorter context together", d.accelerator.id)
 
 
 FULLER_BUDGET = 0.95  # a fraction vLLM users run at where nothing else shares the card
