@@ -48,6 +48,9 @@ def test_a_value_of_the_engines_type_is_read_and_ignored(
     engine = next(e for e in ENGINE_NAMES if e in record.engines)
     low, high = dict(record.ranges).get(flag, (-1, 8000))  # a port: -1 is refused (below)
     values = ["8000", "0", str(low), str(high)] + (["4.5", "1e3"] if kind == "float" else [])
+    if record.default_value:  # read at its default alone (--watermark 0), in any spelling
+        values = [record.default_value, "0.0", "0e3"] if kind == "float" else [
+            record.default_value]
     for value in values:
         code, _, err = run_cli(capsys, *_argv("fit", flag, value, engine))
         assert code == 0, (flag, value, err)

@@ -38,10 +38,15 @@ CHOICES = {flag: record.choices[0] for record in launch_flags() if record.choice
            for flag in record.flags}
 
 
+DEFAULTS = {flag: record.default_value for record in launch_flags() if record.default_value
+            for flag in record.flags}
+
+
 def _given(flag: str, takes_value: bool) -> list[str]:
-    """The flag, with a value of the type the engines parse it as (--port 1, --host x), or
-    one of its choices where the engines' parser has a list (--uvicorn-log-level critical)."""
-    value = "1" if flag in NUMBERS else CHOICES.get(flag, "x")
+    """The flag, with a value of the type the engines parse it as (--port 1, --host x), one
+    of its choices where the engines' parser has a list (--uvicorn-log-level critical), or the
+    one value it is ignored at (--watermark 0)."""
+    value = DEFAULTS.get(flag) or ("1" if flag in NUMBERS else CHOICES.get(flag, "x"))
     return [flag, value] if takes_value else [flag]
 
 
@@ -391,3 +396,20 @@ def test_another_engines_release_does_not_refuse_a_vllm_removal(
     code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang",
                            "--engine-version", "0.5.3", "--disable-log-requests")
     assert code == 0 and "ignored --disable-log-requests" in err
+
+
+def test_vllms_watermark_and_adaptive_threshold_are_read_at_their_defaults_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's --watermark (SchedulerConfig.watermark, 0.0: off) and
+    --long-prefill-token-threshold-adaptive (off by default, from 0.31.0), which the simulator's
+    scheduler does not model: at their defaults a pasted line runs, the numbers the stripped
+    line's; otherwise refused in one line naming the flag."""
+    stripped = run_cli(capsys, *SIM, "--json")[1]
+    for given in (["--watermark", "0"], ["--watermark", "0.0"],
+                  ["--no-long-prefill-token-threshold-adaptive"]):
+        code, out, err = run_cli(capsys, *SIM, *given, "--json")
+        assert code == 0 and same_answer(out, stripped)
+        assert err.startswith(f"ridgeline: note: ignored {' '.join(given)} ")
+    for given in (["--watermark", "0.01"], ["--long-prefill-token-threshold-adaptive"]):
+        err = refused(capsys, *SIM, *given)
+        assert err.startswith(f"ridgeline: error: {' '.join(given)} is not modelled: ")

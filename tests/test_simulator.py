@@ -1303,8 +1303,9 @@ def test_vllm_v0_19_admits_a_prompt_only_with_its_whole_blocks_free() -> None:
 def test_sim_config_charges_the_window_groups_admission_room() -> None:
     """Gemma-3-27B at 32K on an H100: one full group and six window groups of 1,024 tokens; a
     32K prompt's gate asks each window group cdiv(1,023 + the tokens in flight, block) + 1
-    blocks where decoding holds 1,024 ÷ block + 1 (65 of 16; 17 of 64 from v0.34); v0.19 asked
-    the whole prompt of each, and v0.18 asked nothing more than the first chunk."""
+    blocks, a short one its own blocks (the window groups grow with a request: none is in its
+    own charge); v0.19 asked the whole prompt of each, and v0.18 asked nothing more than the
+    first chunk."""
     from ridgeline.memory import EngineSettings, kv_pool
 
     dep = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"))
@@ -1313,10 +1314,9 @@ def test_sim_config_charges_the_window_groups_admission_room() -> None:
     assert config.whole_prompt_gate and config.gate_full_groups == 1
     flight = pool.window_budget_tokens
     b = config.block_size
-    assert config.admission_extra(32_768) == \
-        6 * (-(-(1023 + flight) // b) + 1) - 6 * (1024 // b + 1)
-    assert config.admission_extra(100) == 0  # a short prompt: its windows hold it all
+    assert config.admission_extra(32_768) == 6 * (-(-(1023 + flight) // b) + 1)
+    assert config.admission_extra(100) == 6 * -(-100 // b)  # a short prompt: its own blocks
     old = sim_config(dep, EngineSettings(max_model_len=32_768, engine_version="0.19"))
-    assert old.admission_extra(32_768) == 6 * 2048 - 6 * 65
+    assert old.admission_extra(32_768) == 6 * 2048
     assert sim_config(dep, EngineSettings(max_model_len=32_768, engine_version="0.18")) \
         .admission_extra(32_768) is None

@@ -369,4 +369,4 @@ def v0_scheduling_caution(engine: str, version: str | None) -> str:
         return ""
     return (f"vLLM {version} schedules with its V0 engine (prompts before decodes; V1 became "
             "the default in 0.8.0): the pool is sized by its rules, the steps are scheduled by "
-            "V1's (one token budget, decodes first)")
+            "V1's (one token budget, running requests first in admission order)")

@@ -65,6 +65,9 @@ class LaunchFlag:
     # simulate price without it, in a caution (``launch_note``)
     speed_only: bool = False
     v0_why: str = ""  # what a v1_only flag does on vLLM's V0 engine, where it is refused
+    # the one value it is ignored at, the engine's default (vLLM's --watermark 0): any other
+    # refused for other_values; "" where every value is ignored
+    default_value: str = ""
 
     @property
     def checks_engine(self) -> bool:
@@ -90,7 +93,8 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                                          for k, (lo, hi) in r.get("ranges", {}).items())),
                             tuple(r.get("choices", ())), r.get("since", ""),
                             bool(r.get("names_model", False)),
-                            bool(r.get("speed_only", False)), r.get("v0_why", ""))
+                            bool(r.get("speed_only", False)), r.get("v0_why", ""),
+                            r.get("default_value", ""))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -104,6 +108,8 @@ def refusal(record: LaunchFlag, given: str, value: Any = None) -> str | None:
     if not record.modelled_away:
         return f"{given} is not modelled: {record.why}"
     if record.json_values and not _json_matches(record.json_values, value):
+        return f"{given} {value} is not modelled: {record.other_values}"
+    if record.default_value and not _is_default(record.default_value, value):
         return f"{given} {value} is not modelled: {record.other_values}"
     why = dict(record.refused_values).get(str(value).lower())
     return f"{given} {value} is not modelled: {why}" if why else None
@@ -160,6 +166,15 @@ def choice_problem(record: LaunchFlag, given: str, value: Any) -> str | None:
         return None
     return (f"{given} {shorten(repr(str(value)))} is no choice of {_owners(record.engines)}: "
             f"it takes {', '.join(record.choices)}")
+
+
+def _is_default(default: str, value: Any) -> bool:
+    """Whether ``value`` is the flag's ``default``: as numbers where both read as one (0.0 and
+    0 for --watermark's 0), else as given."""
+    try:
+        return float(str(value)) == float(default)
+    except ValueError:
+        return str(value) == default
 
 
 def _json_matches(wanted: tuple[tuple[str, tuple[str, ...]], ...], value: Any) -> bool:

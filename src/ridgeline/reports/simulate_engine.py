@@ -52,9 +52,10 @@ def _policy(c: SimConfig) -> str:
     if c.prefill_first:
         return "prefill first, no mixed chunk (SGLang)"
     if not c.chunked_prefill:  # vLLM --no-enable-chunked-prefill (sim.config.runs_whole_asked)
-        return ("one token budget, decodes first, each prompt whole (no chunked prefill), "
-                "preempt the newest (vLLM V1)")
-    return "one token budget, decodes first, preempt the newest (vLLM V1)"
+        return ("one token budget, running requests first in admission order, each prompt "
+                "whole (no chunked prefill), preempt the newest (vLLM V1)")
+    return "one token budget, running requests first in admission order, preempt the newest " \
+        "(vLLM V1)"
 
 
 def _engine_line(c: SimConfig, engine: str, overlapped: bool) -> str:

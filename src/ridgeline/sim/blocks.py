@@ -22,6 +22,16 @@ own after a preemption, a prefix group's) keeps them all, uncapped, and a reques
 freed blocks past its window publishes none of them when preempted, so it recomputes the
 whole of its tokens (vLLM keeps freed blocks cached and finds a window's worth again).
 
+Hybrids (``window_groups``: full attention beside sliding windows, one full group): the table
+is the full group's, and each window group holds, beside it, the blocks of its own window of
+the request's tokens, min(ceil(tokens ÷ block_size), its window's cap) — growing with the
+request as vLLM's SlidingWindowManager allocates cdiv(num_tokens, block_size) less the blocks
+remove_skipped_blocks freed (get_num_blocks_to_allocate, v0.29 and v0.34 alike), and given
+back after each step down to what the next token needs (``trim``). These blocks are the
+request's own (``Request.window_held``): never cached nor shared (conservative where vLLM
+would find a shared prefix's window blocks cached). Gemma-3-27B (six window groups of 1,024
+tokens, blocks of 64): a 512 + 128-token request holds 10 + 6 × 10 = 70 blocks, not 10 + 6 × 17.
+
 The cached prefix of a waiting request is asked for every step it waits at the queue's head
 (could it start?), and is remembered between asks (``CachedPrefix``). A key entering or
 leaving the cache, or the evictable list, marks only the prefixes it could change: a shared
@@ -58,7 +68,8 @@ class CachedPrefix:
 class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True,
                  overhead_blocks: int = 0, lru: bool = False, window_tokens: int = 0,
-                 gate_cap_blocks: int = 0) -> None:
+                 gate_cap_blocks: int = 0,
+                 window_groups: tuple[tuple[int, int], ...] = ()) -> None:
         self.total = num_blocks
         self.block_size = block_size
         self.overhead = overhead_blocks  # blocks every request holds besides its tokens
@@ -66,6 +77,8 @@ class BlockPool:
         self.lru = lru  # one queue for free and cached blocks (vLLM V1), else free ones first
         self.window = window_tokens  # a windowed request holds its last window (0: all)
         self.gate_cap = gate_cap_blocks  # vLLM v0.20+'s gate: a window's room (0: uncapped)
+        # a hybrid's window groups, (window tokens, groups), each growing beside the table
+        self.window_groups = window_groups
         self.free = num_blocks  # blocks holding nothing …
         self._fresh = num_blocks  # … of them at the queue's head (never used; without lru, all)
         self._freed: deque[list[int]] = deque()  # … the rest (lru): [stamp, blocks] runs
@@ -91,16 +104,44 @@ class BlockPool:
         """Share of the pool held by requests (vllm:kv_cache_usage_perc)."""
         return self.held / self.total if self.total else 0.0
 
-    def blocks_for(self, tokens: int) -> int:
-        """Blocks a request caching ``tokens`` tokens holds: its tokens' blocks, plus the
-        fixed overhead (window groups, recurrent states) once it holds anything."""
+    def table_blocks(self, tokens: int) -> int:
+        """Blocks of the table a request caching ``tokens`` tokens holds: its tokens' blocks,
+        plus the fixed overhead (recurrent states; a hybrid's window groups where they are
+        charged whole) once it holds anything."""
         return -(-tokens // self.block_size) + (self.overhead if tokens > 0 else 0)
 
-    def cap_blocks(self, new: int) -> int:
+    def blocks_for(self, tokens: int, new: int = 1) -> int:
+        """Blocks a request caching ``tokens`` tokens holds while it computes the last ``new``
+        (by default one, a decode's): its table's, and a hybrid's window groups'."""
+        return self.table_blocks(tokens) + self.window_blocks(tokens, new)
+
+    def window_cap(self, window: int, new: int) -> int:
         """The most blocks a request attending through a ``window``-token window holds while
         it computes ``new`` tokens: ceil((c + new) ÷ bs) − floor((c − window + 1) ÷ bs) peaks at
-        ceil((new + window − 2) ÷ bs) + 1 (a decode's, new 1: kvgroups.decode_blocks')."""
-        return -(-(max(new, 1) + self.window - 2) // self.block_size) + 1
+        ceil((new + window − 2) ÷ bs) + 1 (a decode's, new 1: kvgroups.decode_blocks'). 1,024
+        tokens in blocks of 64: 17 for a decode, 33 for a 1,024-token chunk."""
+        return -(-(max(new, 1) + window - 2) // self.block_size) + 1
+
+    def cap_blocks(self, new: int) -> int:
+        """``window_cap`` of the window a window-only model's table is capped at."""
+        return self.window_cap(self.window, new)
+
+    def window_blocks(self, tokens: int, new: int = 1) -> int:
+        """Blocks a hybrid's window groups hold for a request caching ``tokens`` tokens while
+        it computes the last ``new``: each group its tokens' blocks, at most its window's cap
+        (``window_cap``); 0 without window groups. Gemma-3-27B's six groups of 1,024 tokens in
+        blocks of 64: 60 for 640 tokens, 6 × 17 = 102 once a decode passes its window."""
+        if not self.window_groups or tokens <= 0:
+            return 0
+        own = -(-tokens // self.block_size)
+        return sum(groups * min(own, self.window_cap(window, new))
+                   for window, groups in self.window_groups)
+
+    def window_growing(self, tokens: int) -> bool:
+        """Whether a decoding request caching ``tokens`` tokens has a window group still under
+        its cap, which takes a block with its table's next one."""
+        own = -(-tokens // self.block_size)
+        return any(own < self.window_cap(window, 1) for window, _ in self.window_groups)
 
     def windowed(self, r: Request) -> bool:
         """Whether r's blocks stop at its window: a window is set and r holds no cached
@@ -113,17 +154,38 @@ class BlockPool:
         ``blocks_for``, or for a windowed request at most ``cap_blocks(new)`` of its tokens'."""
         if self.window and tokens > 0 and self.windowed(r):
             return min(-(-tokens // self.block_size), self.cap_blocks(new)) + self.overhead
-        return self.blocks_for(tokens)
+        return self.blocks_for(tokens, new)
+
+    def need(self, r: Request, tokens: int, new: int) -> int:
+        """Blocks r must take to cache ``tokens`` tokens while it computes the last ``new``
+        (0: it holds them): a hybrid's table and window groups each short of what they need
+        (neither lends the other its surplus), else ``held_for`` less what r holds."""
+        if self.window_groups and tokens > 0:
+            table = self.table_blocks(tokens) - (r.blocks_held - r.window_held)
+            return max(table, 0) + max(self.window_blocks(tokens, new) - r.window_held, 0)
+        return max(self.held_for(r, tokens, new) - r.blocks_held, 0)
 
     def trim(self, r: Request) -> None:
         """After a step: a windowed r gives back the blocks its window has passed, down to
         what its next token needs (vLLM frees them at its next allocate_slots), onto the
-        free queue's tail."""
-        if not self.window or r.num_computed <= 0:
+        free queue's tail; a hybrid's window groups theirs."""
+        if r.num_computed <= 0:
+            return
+        if self.window_groups:
+            surplus = r.window_held - self.window_blocks(r.num_computed, 1)
+            if surplus > 0:
+                r.window_held -= surplus
+                self._give_back(r, surplus)
+            return
+        if not self.window:
             return
         surplus = r.blocks_held - self.held_for(r, r.num_computed, 1)
         if surplus <= 0 or not self.windowed(r):
             return
+        self._give_back(r, surplus)
+
+    def _give_back(self, r: Request, surplus: int) -> None:
+        """``surplus`` of r's private blocks go back, onto the free queue's tail."""
         self._stamp += 1
         if self.lru:
             self._freed.append([self._stamp, surplus])
@@ -260,9 +322,9 @@ class BlockPool:
         if self.window and not cached and self.windowed(r):
             need = self.held_for(r, computed + new, new)
         else:
-            need = self.blocks_for(computed + new) - cached - len(r.shared)
-        if whole is not None:
-            own = self.blocks_for(r.known_tokens)
+            need = self.blocks_for(computed + new, new) - cached - len(r.shared)
+        if whole is not None:  # (``whole`` counts a hybrid's window groups)
+            own = self.table_blocks(r.known_tokens)
             if self.gate_cap and r.known_tokens > 0:  # v0.20+: a window's room, not the prompt
                 own = min(-(-r.known_tokens // self.block_size), self.gate_cap) + self.overhead
             need = max(need, own - cached - len(r.shared) + whole)
@@ -270,13 +332,16 @@ class BlockPool:
 
     def grow(self, r: Request, tokens: int) -> bool:
         """Give r the blocks to cache ``tokens`` tokens; False (and no change) if it cannot."""
-        need = self.held_for(r, tokens, tokens - r.num_computed) - r.blocks_held
+        new = tokens - r.num_computed
+        need = self.need(r, tokens, new)
         if need <= 0:
             return True
         if need > self.available:
             return False
         self.take(need)
         r.private_blocks += need
+        if self.window_groups:
+            r.window_held = max(r.window_held, self.window_blocks(tokens, new))
         return True
 
     def register(self, r: Request, upto_tokens: int | None = None) -> None:
@@ -289,7 +354,7 @@ class BlockPool:
             upto_tokens = min(r.num_computed, r.prefix_tokens)
         for index in range(len(r.shared), upto_tokens // self.block_size):
             key = self.key(r, index)
-            if key in self.refs or r.private_blocks == 0:
+            if key in self.refs or r.private_blocks == r.window_held:
                 break  # another request published it first: r keeps its private copy
             self.refs[key] = 1
             self._changed(key)
@@ -317,7 +382,7 @@ class BlockPool:
                 self._fresh += r.private_blocks
         self.free += r.private_blocks
         self.held -= r.private_blocks
-        r.private_blocks = 0
+        r.private_blocks = r.window_held = 0
         for key in reversed(r.shared):  # tail first: the tail is evicted first, so what
             self.refs[key] -= 1  # survives is still a prefix (vLLM frees in reverse order)
             if self.refs[key] == 0:

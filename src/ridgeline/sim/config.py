@@ -123,6 +123,10 @@ class SimConfig:
     # the whole prompt (a window's room with a step's tokens), 0: the whole prompt's
     window_cap_tokens: int = 0
     window_gate_blocks: int = 0
+    # vLLM V1, a hybrid with one full-attention group: its window groups, (window tokens,
+    # groups), each holding a request's blocks of its window beside the table, growing with
+    # the request (sim/blocks.py); () where they are a fixed charge in ``overhead_blocks``
+    window_groups: tuple[tuple[int, int], ...] = ()
     # vLLM V1: a request's full prefix blocks enter the prefix cache when they are scheduled,
     # not when computed (SGLang, TensorRT-LLM, llama.cpp: after the step; SchedulerConfig)
     cache_on_schedule: bool = True
@@ -147,14 +151,22 @@ class SimConfig:
 
     def admission_extra(self, prompt_tokens: int) -> int | None:
         """Blocks of this table the gate asks beyond a request's own for a prompt of
-        ``prompt_tokens`` tokens (None: no gate)."""
+        ``prompt_tokens`` tokens (None: no gate): each window group's cdiv(prompt, block
+        size), from v0.20 at most its admission cap, cdiv(min(window − 1 + the tokens in
+        flight, max_model_len), block size) + 1 (get_num_blocks_to_allocate with
+        apply_admission_cap, SlidingWindowSpec.max_admission_blocks_per_request, v0.34).
+        Gemma-3-27B on an H100 (six groups of 1,024 tokens, blocks of 64, two batches of 8,192
+        tokens in flight): 6 × 8 = 48 for a 512-token prompt, 6 × 273 = 1,638 for a
+        32,000-token one."""
         if not self.whole_prompt_gate:
             return None
         bs, need = self.block_size, 0
         for window, groups in self.gate_windows:
-            tokens = prompt_tokens if not self.gate_in_flight \
-                else min(window - 1 + self.gate_in_flight, prompt_tokens)
-            need += groups * (-(-tokens // bs) + (1 if self.gate_in_flight else 0))
+            blocks = -(-prompt_tokens // bs)
+            if self.gate_in_flight:
+                room = min(window - 1 + self.gate_in_flight, self.max_model_len)
+                blocks = min(blocks, -(-room // bs) + 1)
+            need += groups * blocks
         return max(0, -(-(need - self.gate_fixed_blocks) // self.gate_full_groups))
 
 
@@ -203,18 +215,25 @@ def sim_config(dep: Deployment, settings: object | None = None,
         default=131072)
     pool = kv_pool(dep, s)
     blocks, block_size, overhead, window = pool.blocks, pool.block_size, 0, 0
+    window_groups: tuple[tuple[int, int], ...] = ()
     g = pool.groups
     if g is not None and (g.windows or g.states):
-        # The simulator grows one block table; vLLM's other groups become a fixed charge
-        # per request in units of that table's blocks: a window group's blocks once its
-        # window is full (charged from the start: conservative for short requests), a
-        # state group's one page. A model with no full attention grows one table for its
-        # window groups, capped in vLLM at the window (the largest, where they differ) as
-        # its SlidingWindowManager frees the blocks the window passed (``window_cap``;
-        # elsewhere uncapped, conservative past the window); a state-only model holds one
-        # block per request.
+        # The simulator grows one block table; vLLM's other groups are counted per request
+        # in units of that table's blocks: a state group's one page, a fixed charge; a
+        # window group's blocks of its window of the request's tokens, growing with it
+        # beside the table, where there is one full group of the table's block size
+        # (``window_groups``, vLLM V1's SlidingWindowManager: sim/blocks.py; Gemma-3,
+        # gpt-oss, Cohere2), else its blocks once its window is full, charged from the
+        # start (conservative for short requests). A model with no full attention grows one
+        # table for its window groups, capped in vLLM at the window (the largest, where they
+        # differ) as its SlidingWindowManager frees the blocks the window passed
+        # (``window_cap``; elsewhere uncapped, conservative past the window); a state-only
+        # model holds one block per request.
         fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size)
-        if g.full:
+        if g.full == 1 and g.windows and g.block_size == block_size and dep.engine == "vllm" \
+                and pool.accounting is not None and pool.accounting.engine != "V0":
+            window_groups, overhead = g.windows, g.states * g.state_blocks
+        elif g.full:
             blocks, overhead = blocks // g.full, -(-fixed // g.full)
         elif g.windows:
             growing = sum(n for _, n in g.windows)
@@ -235,8 +254,8 @@ def sim_config(dep: Deployment, settings: object | None = None,
     admission = pool.admission_blocks(max_len)  # vLLM v0.19+: its whole-prompt gate
     if admission is not None and g is not None and g.full and g.block_size == block_size:
         capped = admission == pool.request_blocks(max_len)  # v0.20+: a window's own room
-        fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size) \
-            - g.states * g.state_blocks
+        fixed = 0 if window_groups else g.decode_blocks(max_len) \
+            - g.full * -(-max_len // g.block_size) - g.states * g.state_blocks
         gate = {"whole_prompt_gate": True, "gate_windows": g.windows,
                 "gate_in_flight": pool.window_budget_tokens if capped else 0,
                 "gate_full_groups": g.full, "gate_fixed_blocks": fixed}
@@ -258,7 +277,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      max_num_batched_tokens=budget, max_model_len=max_len,
                      ubatch_tokens=ubatch,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
-                     window_cap_tokens=window,
+                     window_cap_tokens=window, window_groups=window_groups,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      spec_lookahead_tokens=spec_lookahead_tokens(dep.engine, spec_method,
                                                                  spec_tokens),

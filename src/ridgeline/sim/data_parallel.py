@@ -247,6 +247,7 @@ class DataParallelSimulator:
                 finished += rank.apply(batch, dt, rec)
             else:  # an idle rank joins the step with a dummy pass
                 rank.now_s += dt
+                rank.stepped(rank.now_s - dt)
             if retiring:
                 rank._release(retiring)
         self.now_s += dt
@@ -283,9 +284,11 @@ class DataParallelSimulator:
             for r in running:
                 c = r.num_computed
                 if not r.num_generated or r.prompt_tokens + r.num_generated - c != 1 \
-                        or r.last_token_s != now_s or r.blocks_held != pool.blocks_for(c):
+                        or r.last_token_s != now_s or r.blocks_held != pool.blocks_for(c) \
+                        or (pool.window_groups and pool.window_growing(c)):
                     # a prompt (its chunks take a budget's tokens a step at most), or a
-                    # decode that sat out a step
+                    # decode that sat out a step (or whose window groups still grow: more
+                    # than a block at a time)
                     self._prompt_steps = -(-(r.prompt_tokens - c) // budget) \
                         if not r.num_generated else 0
                     return None
@@ -320,6 +323,7 @@ class DataParallelSimulator:
         j = 0
         over = False
         usage = self.usage  # the pools' usage after each step is the next one's at its start
+        dt = 0.0
         try:
             while j < steps:
                 if any(len(lane.needs.get(-j % lane.block_size, ())) > lane.pool.available
@@ -350,7 +354,7 @@ class DataParallelSimulator:
                 if run.next_arrival_s <= self.now_s:
                     break
         finally:
-            self._written(lanes, j)
+            self._written(lanes, j, dt)
         if j:
             self._bulk_misses = 0
         else:
@@ -371,14 +375,15 @@ class DataParallelSimulator:
         self._bulk_misses = min(self._bulk_misses + 1, 4)
         self._bulk_next = self.steps + (1 << self._bulk_misses) - 1
 
-    def _written(self, lanes: list[Lane], steps: int) -> None:
-        """A run of ``steps`` lock-step decode steps over: each rank's clock, step count and
-        decodes' counters brought up to date."""
+    def _written(self, lanes: list[Lane], steps: int, last_s: float) -> None:
+        """A run of ``steps`` lock-step decode steps over, the last ``last_s`` long: each
+        rank's clock, step count and decodes' counters brought up to date."""
         if not steps:
             return
         self.bulk_steps += steps
         for rank in self.ranks:
             rank.now_s = self.now_s  # as each step sets it, and adds the step's time
+            rank.stepped(self.now_s - last_s)
         for lane in lanes:
             lane.rank.steps += steps
             for r in lane.rank.scheduler.running:

@@ -22,7 +22,10 @@ decode steps may not cross one either.
 A windowed member (vLLM, no full attention: ``BlockPool.held_for``) stops taking blocks once
 it holds ``cap`` of them: from the step its cache passes (cap − 1)·block_size tokens it
 leaves the residues (a heap of those steps, which a run may not cross either), and holds
-min(ceil((base + g) / block_size), cap) blocks.
+min(ceil((base + g) / block_size), cap) blocks. A hybrid's window groups (``window_caps``,
+BlockPool.window_blocks) take a block each with the table's next one until they hold their
+window's cap: a member's residue counts the blocks it takes at a boundary (its weight), and
+the heap of cap steps carries what each window's groups stop taking there.
 """
 
 from __future__ import annotations
@@ -30,13 +33,25 @@ from __future__ import annotations
 import heapq
 
 from ridgeline.attention_span import Chunk, Span
+from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.request import Request
+
+
+def window_caps(pool: BlockPool) -> tuple[tuple[int, int], ...]:
+    """A hybrid's window groups as a decode sees them, (its blocks' cap, groups), one entry per
+    cap: Gemma-3-27B's six groups of 1,024 tokens in blocks of 64, ((17, 6),)."""
+    caps: dict[int, int] = {}
+    for window, groups in pool.window_groups:
+        cap = pool.window_cap(window, 1)
+        caps[cap] = caps.get(cap, 0) + groups
+    return tuple(sorted(caps.items()))
 
 
 class DecodeSet:
     def __init__(self, block_size: int, overhead_blocks: int = 0,
                  windows: tuple[int, ...] = (), clip_tokens: int = 1 << 62,
-                 cap_blocks: int = 0, chunks: tuple[Chunk, ...] = ()) -> None:
+                 cap_blocks: int = 0, chunks: tuple[Chunk, ...] = (),
+                 window_caps: tuple[tuple[int, int], ...] = ()) -> None:
         self.joins = 0  # numbers each joining: a heap entry is live while its number is
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
@@ -44,6 +59,7 @@ class DecodeSet:
         self.chunks = chunks  # and the chunks of its chunked ones
         self.clip = clip_tokens  # the most of a member's remaining output ``held`` counts
         self.cap = cap_blocks  # the most blocks a windowed member holds (0: none is capped)
+        self.window_caps = window_caps  # a hybrid's window groups: (their cap, groups)
         self.step_end_s = 0.0  # when the latest step ended: every member's latest token
         self._reset()
 
@@ -51,9 +67,10 @@ class DecodeSet:
         self.count = 0
         self.counted = 0  # … of them, requests whose chunks the ITL keeps (``Request.counted``)
         self.base_sum = 0  # Σ (cached tokens − g) over members
-        self.residues = [0] * self.block_size  # members by base mod block_size …
-        self.growing = 0  # … all of them, the members still taking blocks
-        self.caps: list[tuple[int, int, Request]] = []  # (step it stops, join, request) heap
+        self.residues = [0] * self.block_size  # blocks members take, by base mod block_size …
+        self.growing = 0  # … all of them: the blocks the members still growing take
+        # (step it stops, join, blocks it stops taking there, request) heap
+        self.caps: list[tuple[int, int, int, Request]] = []
         self.finishes: list[tuple[int, int, Request]] = []  # (last step, join, request) heap
         self.members: dict[int, Request] = {}
         self.under = {w: [0, 0] for w in self.windows}  # members under window w: count, Σ base
@@ -85,11 +102,16 @@ class DecodeSet:
             self.clipped[1] += end
             heapq.heappush(self.unclips, (end - self.clip, join, r))
         r.decode_window = windowed and self.cap > 0
-        if self.growing_at(r, g):
-            self.residues[base % self.block_size] += 1
-            self.growing += 1
+        weight = self.weight_at(r, g)
+        if weight:
+            self.residues[base % self.block_size] += weight
+            self.growing += weight
             if r.decode_window and self._cap_step(r) <= end:  # (one that finishes first
-                heapq.heappush(self.caps, (self._cap_step(r), join, r))  # never gets there)
+                heapq.heappush(self.caps, (self._cap_step(r), join, 1, r))  # never gets there)
+            for cap, groups in self.window_caps:
+                step = self._step_at(r, cap)
+                if g < step <= end:
+                    heapq.heappush(self.caps, (step, join, groups, r))
         for w in self.windows:
             fills = w - 1 - base  # from this step on it reads the whole window
             if g < fills:
@@ -105,11 +127,25 @@ class DecodeSet:
 
     def _cap_step(self, r: Request) -> int:
         """The step from which windowed r takes no block: its cache past (cap − 1) blocks."""
-        return (self.cap - 1) * self.block_size - r.decode_base + 1
+        return self._step_at(r, self.cap)
+
+    def _step_at(self, r: Request, cap: int) -> int:
+        """The step from which member r's cache is past (cap − 1) blocks."""
+        return (cap - 1) * self.block_size - r.decode_base + 1
 
     def growing_at(self, r: Request, g: int) -> bool:
         """Whether member r still takes a block when its last one fills, at step g."""
         return not r.decode_window or g < self._cap_step(r)
+
+    def weight_at(self, r: Request, g: int) -> int:
+        """The blocks member r takes when its last one fills, at step g: its table's one
+        (none for a windowed member at its cap) and one for each hybrid window group still
+        under its cap."""
+        weight = 1 if self.growing_at(r, g) else 0
+        for cap, groups in self.window_caps:
+            if g < self._step_at(r, cap):
+                weight += groups
+        return weight
 
     def held(self, g: int) -> int:
         """Σ min(remaining output, clip) over the members at step g (SGLang's estimate of the
@@ -156,10 +192,10 @@ class DecodeSet:
         by step g take no more blocks."""
         caps = self.caps
         while caps and caps[0][0] <= g:
-            _, join, r = heapq.heappop(caps)
+            _, join, blocks, r = heapq.heappop(caps)
             if self._live(r, join):
-                self.residues[r.decode_base % self.block_size] -= 1
-                self.growing -= 1
+                self.residues[r.decode_base % self.block_size] -= blocks
+                self.growing -= blocks
         for w, heap in self.fills.items():
             under = self.under[w]
             while heap and heap[0][0] <= g:
@@ -202,9 +238,12 @@ class DecodeSet:
         if g > r.decode_from:  # it has had a token from each step since it joined
             r.last_token_s = self.step_end_s
         blocks = -(-r.num_computed // self.block_size)
+        window = sum(groups * min(blocks, cap) for cap, groups in self.window_caps) \
+            if r.num_computed > 0 else 0
         if r.decode_window and blocks > self.cap:
             blocks = self.cap
-        r.private_blocks = blocks + self.overhead - len(r.shared)
+        r.window_held = window
+        r.private_blocks = blocks + self.overhead + window - len(r.shared)
 
     def sync_all(self, g: int) -> None:
         for r in self.members.values():
@@ -237,9 +276,10 @@ class DecodeSet:
         self.counted -= r.counted
         base = r.decode_base
         self.base_sum -= base
-        if self.growing_at(r, g):
-            self.residues[base % self.block_size] -= 1
-            self.growing -= 1
+        weight = self.weight_at(r, g)
+        if weight:
+            self.residues[base % self.block_size] -= weight
+            self.growing -= weight
         end = r.output_tokens - r.decode_gen
         self.end_sum -= end
         if r.decode_clipped:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ridgeline.attention_span import Chunk, decode_keys
 from ridgeline.cost import Seq, batch_shape
 from ridgeline.llamacpp_batching import pipelined_s, split_ubatches
-from ridgeline.sim.decodes import DecodeSet
+from ridgeline.sim.decodes import DecodeSet, window_caps
 from ridgeline.sim.metrics import Recorder
 from ridgeline.sim.request import Request
 from ridgeline.sim.scheduler import Scheduled
@@ -49,7 +49,8 @@ class FastPath:
                                  tuple(w for w in spans if isinstance(w, int)),
                                  CLIP_TOKENS,
                                  sim.pool.cap_blocks(1) if sim.pool.window else 0,
-                                 tuple(w for w in spans if isinstance(w, Chunk)))
+                                 tuple(w for w in spans if isinstance(w, Chunk)),
+                                 window_caps(sim.pool))
         self.in_bulk = False  # the running decodes live in self.decodes
         self.g = 0  # decode steps taken in bulk
         self._line = (0.0, 0.0)  # the step-time line of a run of decode steps: (first, slope)
@@ -83,7 +84,8 @@ class FastPath:
         partial = None
         for i, r in enumerate(running):
             decoding = r.num_generated and r.to_compute == 1 \
-                and r.blocks_held == self.pool.held_for(r, r.num_computed, 1)
+                and r.blocks_held == self.pool.held_for(r, r.num_computed, 1) \
+                and r.window_held == self.pool.window_blocks(r.num_computed)
             if not decoding:
                 if i != len(running) - 1:
                     return False
@@ -129,7 +131,7 @@ class FastPath:
                 return self._bulk_decode(k, rec)
         need = dset.blocks_next_step(g)
         n = min(partial.to_compute, budget - count) if partial is not None else 0
-        grow = pool.held_for(partial, partial.num_computed + n, n) - partial.blocks_held \
+        grow = pool.need(partial, partial.num_computed + n, n) \
             if partial is not None and n > 0 else 0
         preempted = False
         if partial is None and need > pool.available and s.retract_for_decode():  # SGLang
@@ -170,6 +172,7 @@ class FastPath:
                                      for part in later], sim.ubatch_stages)
         sim.now_s += dt
         sim.steps += 1
+        sim.stepped(sim.now_s - dt)
         self.g = g = g + 1
         dset.step_end_s = sim.now_s
         self._decode_gaps(dt, count, rec, sim.now_s)  # before _publish syncs their tokens
@@ -187,8 +190,7 @@ class FastPath:
         partial = self._partial
         n = min(partial.to_compute, budget) if partial is not None else 0
         if partial is not None:
-            if pool.held_for(partial, partial.num_computed + n, n) - partial.blocks_held \
-                    > pool.available:
+            if pool.need(partial, partial.num_computed + n, n) > pool.available:
                 return None  # a shortage: the plain step preempts
             pool.grow(partial, partial.num_computed + n)
             s.cache_scheduled(partial, n)
@@ -199,6 +201,7 @@ class FastPath:
         dt = self.sim.passes_s([Seq(c.tokens, c.context) for c in chunks])
         self.sim.now_s += dt
         self.sim.steps += 1
+        self.sim.stepped(self.sim.now_s - dt)
         if self.decodes.count:
             self._stall_s += dt
         done = self._chunks_done(chunks, rec)
@@ -295,10 +298,10 @@ class FastPath:
             r = running[i]
             if r is partial:
                 n = min(r.to_compute, budget - i)  # the decodes before it took a token each
-                need = pool.held_for(r, r.num_computed + n, n) - r.blocks_held if n > 0 else 0
-            else:  # (a windowed member at its cap takes none)
-                need = 1 if (r.decode_base + g) % bs == 0 \
-                    and self.decodes.growing_at(r, g) else 0
+                need = pool.need(r, r.num_computed + n, n) if n > 0 else 0
+            else:  # (a windowed member at its cap takes none; a hybrid's window groups one
+                # each while under theirs)
+                need = self.decodes.weight_at(r, g) if (r.decode_base + g) % bs == 0 else 0
             while need > pool.available:
                 victim = running[-1]
                 if victim is partial:
@@ -336,7 +339,7 @@ class FastPath:
         dset, g = self.decodes, self.g
         k = min(dset.next_change() - g, MAX_FAST_STEPS)
         available = self._run_blocks()
-        if dset.count * ((k - 1) // dset.block_size + 1) > available:  # else surely enough
+        if dset.growing * ((k - 1) // dset.block_size + 1) > available:  # else surely enough
             while k > 1 and dset.blocks_over(g, k) > available:
                 k //= 2
         if k <= 1:
@@ -381,6 +384,7 @@ class FastPath:
             rec.itl_line(t0, t_last, k, dset.counted)
         self.sim.now_s += k * (t0 + t_last) / 2
         self.sim.steps += k
+        self.sim.stepped(self.sim.now_s - t_last)
         self.g = g + k
         dset.step_end_s = self.sim.now_s
         if self._unpublished:

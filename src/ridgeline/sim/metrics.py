@@ -3,7 +3,12 @@
 Definitions (one place, used by every report):
 - TTFT: first token time − arrival, the first token time the end of the engine step that
   made it. The engine alone: no HTTP server, tokenizer, engine-core IPC or detokenizer, which
-  a client's TTFT (`vllm bench serve`) also holds. Queueing delay: first scheduled − arrival.
+  a client's TTFT (`vllm bench serve`) also holds. Queueing delay, as vLLM reports it
+  (vllm:request_queue_time_seconds: its first SCHEDULED event less its QUEUED one,
+  v1/metrics/stats.py): from when the engine took the request into its waiting queue to when
+  the batch that first scheduled it was formed (``Request.queue_time_s``). Neither holds the
+  step the engine was running when it arrived, which TTFT does; under async scheduling a
+  batch is formed as the step before it begins (``Simulator.formed_s``).
 - TPOT: (finish − first token) ÷ (output tokens − 1), per request (undefined for 1 token).
 - ITL: the gap between a request's successive streamed chunks (what a streaming client sees,
   as `vllm bench serve` times it: one ITL per chunk, a preemption's stall one long gap). A
@@ -168,6 +173,9 @@ class Recorder:
         # the later arrivals waited against the earlier (``queue_trend``)
         self.finished_by_arrival = Histogram()
         self.queued_by_arrival = Histogram()
+        # the longest a counted completed request waited from its arrival to its first step:
+        # with every request sent at t = 0, the last one's start (overload.saturated_req_s)
+        self.longest_wait_s = -math.inf
         self.service_s = 0.0  # the completed requests' time from first scheduled to finish
         # when the running batch first stopped growing, a request left waiting, and what
         # stopped it (sim.scheduler's FULL_*): the end of the step that found it full
@@ -241,7 +249,9 @@ class Recorder:
         self.windowed += 1
         self.hist["ttft"].add(ttft)
         self.hist["e2e"].add(e2e)
-        self.hist["queue"].add(r.first_scheduled_s - r.arrival_s)
+        self.hist["queue"].add(r.queue_time_s)
+        if r.first_scheduled_s - r.arrival_s > self.longest_wait_s:
+            self.longest_wait_s = r.first_scheduled_s - r.arrival_s
         if r.num_generated > 1:
             self.hist["tpot"].add(tpot)
         if self.stop_past is not None:
@@ -541,6 +551,7 @@ class Recorder:
         self.closed_loop = self.closed_loop or other.closed_loop
         self.stop_reading = self.stop_reading or other.stop_reading
         self.running_request_s += other.running_request_s  # lanes side by side: summed
+        self.longest_wait_s = max(self.longest_wait_s, other.longest_wait_s)
         for name in ("output_tokens", "completed", "good", "prompt_tokens", "grouped",
                      "grouped_prompt_tokens", "shared_prefix_tokens", "finished_in_window",
                      "windowed", "windowed_rejected", "over_budget_prompts",

@@ -186,7 +186,7 @@ def saturated_req_s(dep: Deployment, profile: EngineProfile, config: SimConfig,
         return 0.0
     replay = [Request(i, 0.0, *lengths[i % len(lengths)]) for i in range(SATURATION_REQUESTS)]
     result = run_replica(dep, profile, config, replay, version)
-    return best_rate(result.rec.departures, result.rec.hist["queue"].high)
+    return best_rate(result.rec.departures, result.rec.longest_wait_s)
 
 
 def best_rate(departures: Histogram, started_s: float) -> float:

@@ -28,9 +28,15 @@ class Request:
     status: str = WAITING
     num_computed: int = 0  # tokens whose KV is in the cache
     num_generated: int = 0
-    private_blocks: int = 0  # blocks this request alone holds
+    private_blocks: int = 0  # blocks this request alone holds …
+    window_held: int = 0  # … of them, a hybrid's window groups' (sim/blocks.py)
     shared: list[tuple[int, int]] = field(default_factory=list)  # prefix-cache keys it holds
-    first_scheduled_s: float = -1.0
+    first_scheduled_s: float = -1.0  # the start of the first step that ran it …
+    # … and, as vLLM's request stats time it, when the engine took it into its waiting queue
+    # (EngineCoreEventType.QUEUED) and when the batch that first scheduled it was formed
+    # (SCHEDULED): ``Simulator.formed_s``
+    queued_s: float = -1.0
+    scheduled_s: float = -1.0
     first_token_s: float = -1.0
     finish_s: float = -1.0
     last_token_s: float = -1.0  # when its latest token came out (a step's end)
@@ -54,6 +60,17 @@ class Request:
         """When the request came to the client: its arrival, or before a capped loop held
         it for a seat (``came_s``), arrival_s being the send, where its clock starts."""
         return self.came_s if self.came_s >= 0 else self.arrival_s
+
+    @property
+    def queue_time_s(self) -> float:
+        """Its queueing delay as vLLM reports it (vllm:request_queue_time_seconds, v1/metrics/
+        stats.py: the first SCHEDULED event's time less the QUEUED one's): from when the
+        engine took it in to when the batch that first scheduled it was formed; where it
+        never passed through the engine's arrival (a request built by hand), first scheduled
+        − arrival."""
+        if self.queued_s < 0 or self.scheduled_s < 0:
+            return self.first_scheduled_s - self.arrival_s
+        return self.scheduled_s - self.queued_s
 
     @property
     def known_tokens(self) -> int:

@@ -62,6 +62,10 @@ def _no_gate(prompt_tokens: int) -> int | None:
     return None
 
 
+def _at_once(now_s: float) -> float:
+    return now_s
+
+
 @dataclass
 class SchedulerConfig:
     max_num_seqs: int
@@ -134,6 +138,8 @@ class Scheduler:
         # what first stopped the batch growing (FULL_KV, FULL_SEATS, FULL_BUDGET), "" until
         # then: set once, the step's end read by the run's loop (``Recorder.batch_filled``)
         self.full = ""
+        # when the batch scheduled at a time was formed (``Simulator.formed_s``): then, here
+        self.formed_at: Callable[[float], float] = _at_once
 
     @property
     def seats_taken(self) -> int:
@@ -344,7 +350,7 @@ class Scheduler:
         spec, lookahead = self.config.spec_tokens, self.config.lookahead_tokens
         max_len, cap = self.config.max_model_len, self.long_prefill_cap()
         preempted = False
-        running, held_for = self.running, self.pool.held_for
+        running, need = self.running, self.pool.need
         publish = self.config.cache_on_schedule  # (``cache_scheduled``: prefix groups only)
         i = 0
         while i < len(running) and budget > 0:
@@ -366,7 +372,7 @@ class Scheduler:
             if max_len:  # vLLM: positions up to max_model_len − 1, slots up to max_model_len
                 n = min(n, max(1, max_len - 1 - r.num_computed))
                 slots = min(r.num_computed + n + lookahead, max_len)
-            if held_for(r, slots, slots - r.num_computed) <= r.private_blocks + len(r.shared):
+            if need(r, slots, slots - r.num_computed) <= 0:
                 if publish and r.prefix_group >= 0:
                     self.cache_scheduled(r, n)
                 out.append(Scheduled(r, n, r.num_computed))  # its blocks have room
@@ -411,6 +417,7 @@ class Scheduler:
             r.status = RUNNING
             if r.first_scheduled_s < 0:
                 r.first_scheduled_s = now_s
+                r.scheduled_s = max(self.formed_at(now_s), r.queued_s)
             self.running.append(r)
             self.reserved_blocks += self.reservation(r)
             out.append(Scheduled(r, n, r.num_computed))

@@ -44,7 +44,8 @@ class Simulator:
         self.config = config
         self.pool = BlockPool(config.num_blocks, config.block_size, config.prefix_caching,
                               config.overhead_blocks, config.lru_free_queue,
-                              config.window_cap_tokens, config.window_gate_blocks)
+                              config.window_cap_tokens, config.window_gate_blocks,
+                              config.window_groups)
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
@@ -67,6 +68,7 @@ class Simulator:
         # read a step late: its seat and blocks held (``retiring``) to the next step's end
         self.lagged = config.async_scheduling
         self.retiring: list[Request] = []
+        self._step_s = (-1.0, -1.0)  # the latest step's start and end (``formed_s``)
         self.timer = step_timer(dep, profile)
         self.drafter = drafter_timer(dep, profile, self.timer)
         # llama.cpp: the stages a step's ubatches (one llama_decode call) overlap over, as
@@ -80,6 +82,7 @@ class Simulator:
         self.scheduler.sync = self.fast.sync
         self.scheduler.leaving = self.fast.leaving
         self.scheduler.decoding_held = self.fast.decoding_held
+        self.scheduler.formed_at = self.formed_s
         # the fast path runs a prompt's chunks at the whole budget: with a threshold on
         # them, every step is the plain one
         self._bulk = config.fast_path and not config.spec_tokens \
@@ -103,8 +106,10 @@ class Simulator:
         if self.config.positions_capped:  # vLLM: no slot past max_model_len
             slots = min(slots, self.config.max_model_len)
         # a verify step caches its drafts too (and lookahead); TensorRT-LLM admits a request
-        # only with its whole life reserved, the never-fed last token's slot included
-        need = max(self.pool.blocks_for(slots), self.scheduler.reservation(r))
+        # only with its whole life reserved, the never-fed last token's slot included; a
+        # hybrid's window groups hold a prompt chunk's tokens beside their window
+        chunk = min(r.prompt_tokens, self.config.max_num_batched_tokens)
+        need = max(self.pool.blocks_for(slots, chunk), self.scheduler.reservation(r))
         if need > self.pool.total:
             return (f"needs more KV blocks than its pool's {self.pool.total:,}",
                     f"request {r.id}, {need:,} blocks")
@@ -205,9 +210,24 @@ class Simulator:
         if not self.config.chunked_prefill and r.prompt_tokens > \
                 self.config.max_num_batched_tokens:  # the engine would need chunked prefill
             rec.over_budget_prompts += 1
+        r.queued_s = max(self.formed_s(self.now_s), r.arrival_s)
         self.scheduler.add(r)
         self._note_queue(rec)
         return True
+
+    def stepped(self, start_s: float) -> None:
+        """A step ran from ``start_s`` to now (``formed_s`` reads it)."""
+        self._step_s = (start_s, self.now_s)
+
+    def formed_s(self, now_s: float) -> float:
+        """When the batch scheduled to run from ``now_s`` was formed, as the engine stamps a
+        request taken in, or scheduled, then (vLLM's QUEUED and SCHEDULED events): now, or
+        under async scheduling, on an engine busy through the step that ends now, as that
+        step began (vLLM's step_with_batch_queue schedules batch k+1 as batch k starts, and
+        takes in new requests between the two; a request arriving during step k is taken in
+        and scheduled as step k+1 begins, and runs in step k + 2)."""
+        start_s, end_s = self._step_s
+        return start_s if self.lagged and end_s == now_s else now_s
 
     def _note_queue(self, rec: Recorder) -> None:
         """The queue an arrival joined, and the room the running batch had then
@@ -326,6 +346,7 @@ class Simulator:
         started_s = self.now_s
         self.now_s += dt
         self.steps += 1
+        self.stepped(started_s)
         finished: list[Request] = []
         spec = self.config.spec_tokens
         streamed = 0  # requests whose token(s) came out a step after their last ones
