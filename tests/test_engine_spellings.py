@@ -534,7 +534,7 @@ def test_dtype_in_ridgelines_spelling_names_the_engines_one(
     (("fit", "llama-3.2-1b", "--gpu", "h100", "--context", "8192"),
      "fit takes the conversation's length as --max-model-len"),
     (("plan", "llama-3.2-1b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
-      "--kv-cache-dtype", "fp8"), "plan takes no --kv-cache-dtype: it searches"),
+      "-q", "fp8"), "plan takes no -q: it searches"),
     (("plan", "llama-3.2-1b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
       "-tp", "2"), "plan takes no -tp: it searches"),
     (("page", "--kv-dtype", "fp8", "--json"), "page takes its KV dtypes as --kv-dtypes"),
@@ -545,7 +545,7 @@ def test_dtype_in_ridgelines_spelling_names_the_engines_one(
 ])
 def test_a_flag_the_command_spells_otherwise_is_named_in_the_refusal(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str) -> None:
-    """kv --max-model-len 8192 said only that --context is required; plan --kv-cache-dtype,
+    """kv --max-model-len 8192 said only that --context is required; plan -q,
     simulate --prompt-len, roofline --context only 'unrecognized arguments'."""
     err = refused(capsys, *argv)
     assert said in err and f"(see `ridgeline {argv[0]} --help`)" in err

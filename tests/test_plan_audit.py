@@ -63,14 +63,24 @@ def test_the_sampled_length_refused_more_than_a_p99_9_slo_spares_and_the_context
     assert load.refused_share(served_positions(LLAMA_8B, "vllm")) == 0
 
 
-def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    out = _run(capsys, "llama-3.1-70b", "--rate", "0.3", "--input-len", "lognormal:8000,0.8",
-               "--output-len", "200", "--slo-ttft-ms", "20000", "--slo-tpot-ms", "150",
-               "--gpus", "l40s", "--max-gpus", "8")  # the winner's 8 GPUs: no wider search
-    length = int(re.search(r"vllm serve .* --max-model-len (\d+)", out).group(1))  # type: ignore[union-attr]
-    assert length < served_positions(LLAMA_70B, "vllm")
-    share = Load(0.3, "lognormal:8000,0.8", "200").refused_share(length)
+def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses() -> None:
+    """70B on L40Ss at 0.3 req/s of 8,000-token prompts: 4 × TP2 launches shorter than the
+    model's context. At its $14.89 the full-context 2 × TP4 has more headroom and now wins
+    (the rank order among one price); the shorter launch, printed as the answer, says what it
+    refuses."""
+    from dataclasses import replace
+
+    from ridgeline.reports.plan import PlanReport
+
+    load = Load(0.3, "lognormal:8000,0.8", "200")
+    result = plan(LLAMA_70B, load, Slo(20.0, 0.15), ["l40s"], max_gpus=8, workers=1)
+    shrunk = next(c for c in result.candidates
+                  if c.verified and c.max_model_len < served_positions(LLAMA_70B, "vllm"))
+    length = shrunk.max_model_len
+    out = "\n".join(PlanReport(LLAMA_70B, "meta-llama/Llama-3.1-70B", replace(
+        result, candidates=(shrunk,)), length, load.refused_share(length)).text_lines())
+    assert f"--max-model-len {length} " in out
+    share = load.refused_share(length)
     assert share > 0
     assert f"--max-model-len {length:,}: the longest its KV pool starts with" in out
     refused = share_of_requests(share, "this load's")
@@ -274,15 +284,24 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
 
 @pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """gpt-oss-20b at 10 req/s within 6 GPUs: no single pool without the caution (the L40Ss)
-    holds, so the MI300X stays first, unverified; an L40S split held in simulation, which --json names
-    (``held_splits``) and the text says beside the caution."""
+    holds, so the MI300X stays first, unverified; an L40S split held in simulation. Its
+    pools, a hybrid's under vLLM's NixlConnector, are ones `fit` refuses (the capacity
+    planner's audit, session 61), so it is no held split; where the connector were modelled,
+    --json names it (``held_splits``) and the text says it beside the caution."""
+    import ridgeline.reports.plan_lists as plan_lists
+
     args = ("gpt-oss-20b", "--rate", "10", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "15",
             "--gpus", "mi300x,l40s", "--max-gpus", "6")
     data = json.loads(_run(capsys, *args, "--json"))
     assert data["verdict"] == "cheapest unverified" and data["winner_unverified"] is True
     assert data["cheaper_unverified"] == []  # nothing ranks before the cheapest
+    assert data["held_splits"] == []
+    split = next(r for r in data["disaggregated"] if r["verified"] and not r["unverified"])
+    assert any("`ridgeline fit` refuses their commands" in c for c in split["cautions"])
+    monkeypatch.setattr(plan_lists, "split_connector_caution", lambda *args: "")
+    data = json.loads(_run(capsys, *args, "--json"))
     held = data["held_splits"]
     assert held and all(r["verified"] and not r["unverified"] and r["accelerator"] == "l40s"
                         for r in held)

@@ -12,11 +12,13 @@ from ridgeline.cli_types import (
     _accelerator_name,
     _count,
     _how_many,
+    _kv_name,
     _name_list,
     _not_empty,
     _percentile,
     _positive_float,
     _typed,
+    _weight_name,
 )
 from ridgeline.context_length import served_positions
 from ridgeline.errors import InputError, shorten
@@ -40,6 +42,7 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     )
     from ridgeline.hardware import MAX_PRICE_USD, resolve_accelerator
     from ridgeline.plan import DEFAULT_GPUS, LEFT_OUT_LEVER, plan
+    from ridgeline.plan_constraints import PlanConstraints
     from ridgeline.replica_sizing import DEFAULT_CONTEXT
     from ridgeline.reports.plan import PlanReport
     from ridgeline.serving_load import Load, Slo
@@ -97,10 +100,11 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         from ridgeline.engine_versions import check_engine_version
 
         check_engine_version(args.engine, args.engine_version)
+    constraints = PlanConstraints.parse(args.weights, args.kv_dtype, args.min_context)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor, engine_version=args.engine_version,
                   engine=args.engine, profile=load_profile(args),
-                  data_parallel=not args.no_dp)
+                  data_parallel=not args.no_dp, constraints=constraints)
     from ridgeline.catalog import hub_id, model_entries
 
     # the launch serves the repo named (an instruct variant), else the catalog entry's
@@ -166,6 +170,18 @@ def register(sub: Any) -> None:
                    help=argparse.SUPPRESS)
     p.add_argument("--max-gpus", type=_how_many("max GPUs"), default=64,
                    help="GPUs in all replicas together (default 64)")
+    p.add_argument("--weights", metavar="FMT[,FMT]", type=_name_list(_weight_name),
+                   help="the weight formats allowed, comma-separated, as decode spells them "
+                   "(bf16, fp8; auto: a quantized checkpoint as stored); default: every one "
+                   "plan searches")
+    p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", metavar="D[,D]",
+                   type=_name_list(_kv_name),
+                   help="the KV-cache dtypes allowed, comma-separated (bf16, fp8); default: "
+                   "every one plan searches")
+    p.add_argument("--min-context", metavar="TOKENS", type=_how_many("--min-context"),
+                   help="the shortest --max-model-len a launch may start with: every "
+                   "deployment serves prompts and outputs this long (default: as the load "
+                   "needs)")
     p.add_argument("--price", action="append", metavar="GPU=USD",
                    help="price per GPU-hour, repeatable (default: the catalog's)")
     p.add_argument("--workers", type=_how_many("workers", MAX_WORKERS), default=2,

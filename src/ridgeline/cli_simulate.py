@@ -275,6 +275,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.lora_slots import step_caution as lora_step_caution
     from ridgeline.offload import offload_caution
     from ridgeline.parallel import deployment_cross_node_caution
+    from ridgeline.plan_cautions import extensible_shortfall_caution
     from ridgeline.predict import (
         bnb_caution,
         cdna3_moe_caution,
@@ -330,12 +331,18 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     v0 = v0_scheduling_caution(engine, args.engine_version)
     dispatched = dispatch_label(engine) if dep.data_parallel_size > 1 else ""
     pool = kv_pool(dep, settings)
+    # plan's caution of its rows, of this run: its largest batch at its mean request
+    extensible = extensible_shortfall_caution(
+        dep, replace(settings, max_model_len=config.max_model_len),
+        max(1, round((result.rec.prompt_tokens + result.rec.output_tokens)
+                     / max(1, result.completed))),
+        result.rec.running_max, "this run held at once") if result.completed else ""
     lora: tuple[str, ...] = (lora_step_caution(settings.lora),) \
         if settings.lora is not None else ()
     lora += (eplb_step_caution(settings.eplb),) if settings.eplb is not None else ()
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  set_aside, *lora,
-                                 v0, *version_cautions(settings, pool),
+                                 v0, *version_cautions(settings, pool), extensible,
                                  full_cache_caution(engine, result.preemptions),
                                  uncapped_window_caution(dep, pool, config,
                                                          result.rec.running_max,

@@ -186,12 +186,12 @@ def _compared(dest: str, read: Any) -> Any:
 _LENGTH_FLAGS = ("--max-model-len", "--context-length", "--max-seq-len", "--max_seq_len")
 _PROMPT_FLAGS = ("--input-len", "--random-input-len")
 # flags plan does not take because it searches their values itself (search_space.py)
-_SEARCHED_BY_PLAN = ("--weights", "--quantization", "-q", "--kv-dtype", "--kv-cache-dtype",
-                     *NUM_GPUS_FLAGS, "--pipeline-parallel-size", "-pp", "--max-num-seqs",
-                     "--max-num-batched-tokens", "--enable-expert-parallel")
-_PLAN_SEARCHES = ("plan takes no {flag}: it searches the weight formats, KV dtypes (bf16, fp8), "
-                  "layouts and engine settings itself; `ridgeline fit` or `simulate` sizes one "
-                  "deployment")
+_SEARCHED_BY_PLAN = ("--quantization", "-q", *NUM_GPUS_FLAGS, "--pipeline-parallel-size",
+                     "-pp", "--max-num-seqs", "--max-num-batched-tokens",
+                     "--enable-expert-parallel")
+_PLAN_SEARCHES = ("plan takes no {flag}: it searches the layouts and engine settings itself "
+                  "(--weights and --kv-dtype narrow its formats, --min-context its launch "
+                  "length); `ridgeline fit` or `simulate` sizes one deployment")
 # {command: {a flag it does not take: what to say of it, the flag it takes for that figure}}
 _TAKEN_AS: dict[str, dict[str, str]] = {
     **{command: {flag: f"{{command}} takes {{flag}}'s figure as --context ({what})"

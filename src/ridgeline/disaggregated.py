@@ -5,7 +5,7 @@ inter-node link; the cheapest checked by simulating both pools."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -27,6 +27,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.monotone import longest_holding
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
+from ridgeline.plan_cautions import calibration
 from ridgeline.replica_sizing import launch_length, starts_at, state_seats
 from ridgeline.search_space import ENGINE_KNOBS, offered
 from ridgeline.serving_load import Load, Slo
@@ -145,9 +146,14 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         if runs.held(x, y):
             x, y, held = cheapest_held(runs, x0, y0, x, y)
             ttft, tpot, itl, p_knobs, d_knobs = min(held, key=lambda h: h[0])  # stable: defaults first
+            # the decode pool's check (its TPOT's): its requests and arrival window
+            work, window = load.steady(y, load.means()[1] * c.tpot_s,
+                                       percentile=slo.percentile)
             return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
                            verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot, sim_itl_s=itl,
-                           pool_knobs=(p_knobs, d_knobs))
+                           pool_knobs=(p_knobs, d_knobs), analytic_replicas=x0 + y0,
+                           sim_requests=len(work),
+                           sim_window_s=window if math.isfinite(window[0]) else None)
         # no pair held: grow as the best setting of each pool says (the prefill pool's steady
         # one of the shortest TTFT, the decode pool's within TPOT of the shortest first step)
         prefills, decodes = runs.prefills[x], runs.decodes[y]
@@ -186,13 +192,15 @@ def _decode_step_within(dep: Deployment, profile: EngineProfile, context: int,
 
 def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
                    prices: dict[str, float | None], engine_version: str | None = None,
-                   engine: str = "vllm", profile: EngineProfile | None = None
+                   engine: str = "vllm", profile: EngineProfile | None = None,
+                   admits: Callable[[str, str, int], bool] | None = None
                    ) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
     (and an ITL SLO: a decode pool's gap is its decode step, so its step keeps the lower)
     (none for a load of one output token per request: there is no decode to split off), each
     card with the lightest weights its engine runs there (fp8, weight-only on a card without
-    fp8 units) and either cache format."""
+    fp8 units) and either cache format; ``admits``: whether a pool of (weights, KV dtype,
+    --max-model-len) is allowed (plan_constraints.PlanConstraints.admits; None: every one)."""
     mean_in, mean_out = load.means()
     if mean_out < 2:
         return []
@@ -209,6 +217,8 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                 continue  # not one seat's state and request fit beside the weights
             settings = EngineSettings(max_num_seqs=seats, engine_version=engine_version)
             max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
+            if admits is not None and not admits(weights, kv, max_len):
+                continue
             cap = max_batch(dep, isl + osl, replace(
                 settings, max_model_len=max_len,
                 cache_transceiver=pool_transceiver(dep, load, max_len))) if max_len else 0
@@ -233,7 +243,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                 continue
             c = Candidate(acc.id, tp, 1, weights, kv, seats, lo, tpot,
                           prefill_s + transfer_s, lo / (osl * tpot), x + y,
-                          prices.get(acc.id), False, profile.source,
+                          prices.get(acc.id), *calibration(profile, acc, engine),
                           (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
                           prefill_replicas=x, max_model_len=max_len,
                           pool_knobs=((seats, None),) * 2 if seats else ())

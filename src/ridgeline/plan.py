@@ -45,22 +45,26 @@ from ridgeline.disaggregated import (
 )
 from ridgeline.engine_platforms import weights_platform_problem
 from ridgeline.engine_scheduling import v0_scheduling_caution
-from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group, profile_for
+from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator, resolve_accelerator
+from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.modelopt_algos import checkpoint_refusal
 from ridgeline.plan_cautions import (
+    calibration,
     candidate_cautions,
     chunked_prefill_note,
     data_parallel_winner_cautions,
+    extensible_kv_caution,
     itl_stall_note,
     mla_unchunked_caution,
+    split_connector_caution,
     streamed_load_note,
 )
 from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
+from ridgeline.plan_constraints import NO_CONSTRAINTS, PlanConstraints
 from ridgeline.precision import weight_plan
 from ridgeline.quantization_gates import capability_problem, deployment_problem
 from ridgeline.replica_sizing import covers, launch_length, size_replica, state_seats
@@ -114,24 +118,14 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
                      max_model_len=max_len, data_parallel=ranks)
 
 
-def calibration(profile: EngineProfile, acc: Accelerator, engine: str) -> tuple[bool, str]:
-    """Whether ``profile`` was fitted on rows enough of ``acc``'s card group (MIN_GROUP_ROWS),
-    and the words for it: "the vllm profile has 0 fitted rows on intel-gaudi accelerators
-    (...)" for a Gaudi 3."""
-    group = accelerator_group(acc)
-    fitted_here = profile.fitted_groups.get(group, 0)
-    return fitted_here >= MIN_GROUP_ROWS, (
-        f"the {engine} profile has {fitted_here} fitted row{'s' if fitted_here != 1 else ''} "
-        f"on {group} accelerators ({profile.source})")
-
-
 @dataclass(frozen=True)
 class CardOutcome:
     """What a plan found of one card it was asked to search: ``status`` "priced" (``best``
     its first deployment as the plan ranks them: simulated first, each cheapest first),
     "unpriced" (``best`` the fewest GPUs that meet the SLO), "split" (only split prefill and
     decode pools; ``best`` the first), "beyond" (``gpus`` GPUs meet it, past --max-gpus),
-    "left out" (the release runs no format of it: the "left out:" line says why) or "none"
+    "left out" (the release runs no format of it: the "left out:" line says why), "missed"
+    (layouts fit and were sized within --max-gpus, but none held in simulation) or "none"
     (no layout fits and meets the SLO on its own)."""
 
     gpu: str
@@ -168,19 +162,25 @@ def _card_outcomes(ids: Sequence[str], candidates: Sequence[Candidate],
             out.append(CardOutcome(gpu, "split", pools, pools.gpus))
         elif past:
             out.append(CardOutcome(gpu, "beyond", None, past))
+        elif any(c.accelerator == gpu and c.gpus <= max_gpus for c in sized):
+            out.append(CardOutcome(gpu, "missed"))
         else:
             out.append(CardOutcome(gpu, "none"))
     return tuple(out)
 
 
 def _row_cautions(c: Candidate, win: Candidate | None, engine: str, profile: EngineProfile,
-                  slo: Slo, model: ModelSpec, engine_version: str | None) -> tuple[str, ...]:
+                  slo: Slo, model: ModelSpec, engine_version: str | None,
+                  load: Load) -> tuple[str, ...]:
     """What every row plan prints says of its deployment: its own cautions
-    (``candidate_cautions``), and, on rows other than the winner (whose lines say both
+    (``candidate_cautions``; vLLM 0.34's unchecked extensible KV cache where 0.33's rules hold
+    less than its batch, ``extensible_kv_caution``), and, on rows other than the winner (whose lines say both
     apart), its profile's calibration where the card's group is outside it (a Gaudi 3: 0
     fitted rows) and, where no measured-caution list names it (an unpriced pool), the CDNA3
     MoE caution (``moe_caution``)."""
     why = candidate_cautions(c, engine, profile, slo, model, engine_version)
+    extensible = extensible_kv_caution(c, engine, model, load, engine_version)
+    why = (*why, extensible) if extensible else why
     if c is win:
         return why
     extra = []
@@ -248,6 +248,13 @@ class PlanResult:
     prices_given: tuple[str, ...] = ()
     # ``closest_miss``'s group and latencies as figures (closest_miss.Miss); None with a winner
     closest_miss_figures: Miss | None = None
+    # the formats and launch length the deployments had to keep (--weights, --kv-dtype,
+    # --min-context)
+    constraints: PlanConstraints = NO_CONSTRAINTS
+    # where the winner's decode batch is past its profile's fitted range on its card
+    # (EngineProfile.batch_range_caution), the first candidate within it (simulated first,
+    # each cheapest first), else None
+    in_range: Candidate | None = None
 
     @property
     def winner(self) -> Candidate | None:
@@ -289,22 +296,24 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
          verify: int = 16, executor: str = "process",
          engine_version: str | None = None, engine: str = "vllm",
-         profile: EngineProfile | None = None, data_parallel: bool = True) -> PlanResult:
+         profile: EngineProfile | None = None, data_parallel: bool = True,
+         constraints: PlanConstraints = NO_CONSTRAINTS) -> PlanResult:
     """The cheapest deployment of ``model`` meeting ``slo`` for ``load``, each replica's pool
     sized by ``engine``'s memory rules (vLLM, SGLang or TensorRT-LLM) at ``engine_version``
     (default: the newest modelled), its steps timed by ``profile`` (default: the engine's
     bundled one; `calibrate` writes a user's). ``data_parallel``: a MoE's data-parallel
-    attention layouts searched too (``data_parallel_space``). Its simulations share their
-    step timers (``SharedTimers``)."""
+    attention layouts searched too (``data_parallel_space``). ``constraints``: the weight
+    formats, KV dtypes and shortest launch length allowed (``PlanConstraints``: any). Its
+    simulations share their step timers (``SharedTimers``)."""
     with SharedTimers():
         return _plan(model, load, slo, gpus, max_gpus, prices, workers, verify, executor,
-                     engine_version, engine, profile, data_parallel)
+                     engine_version, engine, profile, data_parallel, constraints)
 
 
 def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
           prices: dict[str, float] | None, workers: int, verify: int, executor: str,
           engine_version: str | None, engine: str, profile: EngineProfile | None,
-          data_parallel: bool) -> PlanResult:
+          data_parallel: bool, constraints: PlanConstraints) -> PlanResult:
     profile = profile or profile_for(engine)
     if load.rate_req_s <= 0:
         raise InputError("the request rate must be positive")
@@ -330,6 +339,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         "" if data_parallel else nsa_no_dp_problem(model, gpus, engine, engine_version))
     if release:
         raise InputError(release)
+    constraints = constraints.for_model([fmt for _, fmt in model.stored_formats])
+    constraints.check(weight_choices(model), kv_choices(model, engine), limit or 0, model.name)
     prices = dict(prices or {})
     table: dict[str, float | None] = {}
     given = []
@@ -342,13 +353,14 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                               engine, engine_version))
     sizing = load.for_sizing()
     jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, table[g], engine_version,
-             engine, profile, 1) for g, tp, pp, w, kv, knobs, ep in space]
+             engine, profile, 1) for g, tp, pp, w, kv, knobs, ep in space
+            if constraints.admits_formats(w, kv)]
     if data_parallel:  # pipeline 1, the experts spread whole over every rank's GPUs
         jobs += [(model, g, tp, 1, w, kv, knobs, True, sizing, slo, table[g], engine_version,
                   engine, profile, ranks)
                  for g, tp, w, kv, knobs, ranks in data_parallel_space(
                      model, [resolve_accelerator(g).id for g in gpus], max_gpus, engine,
-                     engine_version)]
+                     engine_version) if constraints.admits_formats(w, kv)]
     if executor == "ray":
         found = _ray_map(jobs)
     elif workers > 1 and len(jobs) > 16:
@@ -356,7 +368,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
             found = list(pool.map(_evaluate, jobs, chunksize=8))
     else:
         found = [_evaluate(j) for j in jobs]
-    sized = _covering([c for c in found if c is not None], load, slo)
+    sized = _covering([c for c in found if c is not None
+                       and constraints.admits(c.weights, c.kv, c.max_model_len)], load, slo)
     feasible = [c for c in sized if c.gpus <= max_gpus]
     beyond = min((c for c in sized if c.gpus > max_gpus), default=None,
                  key=lambda c: (c.gpus, *cheapest(c)))  # the fewest GPUs, then as plans rank
@@ -371,7 +384,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                             beyond, engine_version)
     split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine,
-                                     profile)
+                                     profile, constraints.admits)
     checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
                                     profile)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
@@ -383,7 +396,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     measured = tuple((c, why) for c, why in ((c, moe_caution(model, c, engine))
                                             for c in (*candidates, *split)) if why)
     win = candidates[0] if candidates else None
-    if not (win or unpriced or miss or any(c.verified for c in split)):
+    if not (win or unpriced or miss or any(c.verified and not split_connector_caution(
+            c, engine, model) for c in split)):
         # sized within max_gpus, but every check missed: the nearest simulated (where no
         # check ran, every launch refused, the nearest unloaded)
         miss = simulated_miss(model, missed, slo, max_gpus, engine) or closest_miss(
@@ -393,7 +407,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                       c.cost_per_hour or 0.0, c.gpus)))
     own = tuple((c, why) for c, why in ((c, _row_cautions(c, win, engine, profile, slo, model,
-                                                            engine_version))
+                                                            engine_version, load))
                                         for c in (*candidates, *unpriced_best, *split_sorted))
                 if why)
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
@@ -404,6 +418,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                                  *(next((why for d, why in own if d is win), ())),
                                  *data_parallel_winner_cautions(win, engine, model)) if c)
     dropped = left_out(model, gpus, engine, engine_version, LEFT_OUT_LEVER)
+    in_range = _cheapest_in_range(win, candidates, profile)
     return PlanResult(load, slo, candidates, unpriced_best, split_sorted,
                       tuple(_pareto(model, feasible, load, engine, profile, engine_version)),
                       len(jobs), mean_out, miss.text if miss else "",
@@ -415,7 +430,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                       _card_outcomes([resolve_accelerator(g).id for g in gpus], candidates,
                                      unpriced_best, split_sorted, sized, max_gpus,
                                      {d.gpu for d in dropped if d.what == "every format"}),
-                      tuple(table.items()), tuple(given), miss)
+                      tuple(table.items()), tuple(given), miss, constraints, in_range)
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names
@@ -459,6 +474,19 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
             continue
         return deployment_problem(dep, version)
     return below
+
+
+def _cheapest_in_range(win: Candidate | None, candidates: Sequence[Candidate],
+                       profile: EngineProfile) -> Candidate | None:
+    """Where ``win``'s decode batch is priced past the largest its profile was fitted on for
+    its card's group (``batch_range_caution``: an MI300X at batch 466 against Instinct rows
+    up to 16), the first of ``candidates`` (simulated first, each cheapest first) priced
+    within its own card's range, else None."""
+    if win is None or not profile.batch_range_caution(resolve_accelerator(win.accelerator),
+                                                      win.batch):
+        return None
+    return next((c for c in candidates if c is not win and not profile.batch_range_caution(
+        resolve_accelerator(c.accelerator), c.batch)), None)
 
 
 def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from ridgeline.candidate import Candidate, candidate_deployment
 from ridgeline.datafiles import engine_defaults
+from ridgeline.deployment import Deployment
 from ridgeline.engine_names import engine_name
 from ridgeline.engines import MIN_GROUP_ROWS, EngineProfile, accelerator_group
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
+from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import cross_node_caution
 from ridgeline.serving_load import Load, Slo
@@ -171,15 +173,17 @@ def split_connector_caution(c: Candidate, engine: str, model: ModelSpec) -> str:
 
 def data_parallel_winner_cautions(c: Candidate | None, engine: str,
                                   model: ModelSpec) -> tuple[str, ...]:
-    """What a data-parallel attention winner's check assumed, as simulate says it
-    (data_parallel_cautions, its arrivals dealt as ``engine`` deals them), or ()."""
+    """What a data-parallel attention winner's check assumed, as its printed simulate check
+    says it (data_parallel_cautions of a stepping run, its arrivals dealt as ``engine`` deals
+    them: a MoE's exchange between the ranks priced as the engine's default backend
+    included), or ()."""
     if c is None or c.data_parallel == 1:
         return ()
     from ridgeline.data_parallel import data_parallel_cautions
     from ridgeline.sim.data_parallel import dispatch_label
 
     # no version: these sentences read the layout, never the state dtype
-    return data_parallel_cautions(candidate_deployment(model, c, engine), False,
+    return data_parallel_cautions(candidate_deployment(model, c, engine), True,
                                   dispatch_label(engine))
 
 
@@ -270,3 +274,75 @@ def itl_stall_note(win: Candidate | None, slo: Slo) -> str:
             "each request's mean gap between tokens, ITL each gap a streaming user waits "
             "(here a decode step that shares its batch with other requests' prompts); "
             "--slo-itl-ms sizes for it, and the check command's simulate prints its ITL row")
+
+
+
+def extensible_kv_caution(c: Candidate, engine: str, model: ModelSpec, load: Load,
+                          engine_version: str | None = None) -> str:
+    """``extensible_shortfall_caution`` of ``c``'s replica as its launch and check start it,
+    against the batch the plan counts on (every lane's), for the load's mean request; "" for
+    another engine or a split's pools. Llama-3.1-70B on one H100 at fp8, KV fp8,
+    --max-model-len 34,560: 0.33's rules give 1.64 GiB per GPU and would not start at that
+    length, against the batch of 17 the plan counts on."""
+    from ridgeline.memory import EngineSettings
+
+    if engine != "vllm" or c.disaggregated or not c.max_model_len:
+        return ""
+    dep = candidate_deployment(model, c, engine, engine_version)
+    settings = EngineSettings(max_num_seqs=c.max_num_seqs,
+                              max_num_batched_tokens=c.max_num_batched_tokens,
+                              engine_version=engine_version, max_model_len=c.max_model_len)
+    mean_in, mean_out = load.means()
+    request = max(1, round(mean_in)) + max(1, round(mean_out))  # as the sizing counts them
+    return extensible_shortfall_caution(dep, settings, request,
+                                        c.batch * c.pp * c.data_parallel,
+                                        "a replica's batch counts on here")
+
+
+def extensible_shortfall_caution(dep: Deployment, settings: EngineSettings,
+                                 request_tokens: int, counted: int, what: str) -> str:
+    """Where vLLM 0.34+'s extensible KV cache sizes ``dep``'s pool at ``settings`` (no start-up
+    log has checked it) and 0.33's rules (--no-enable-extensible-kv-cache: the profile sizes
+    it) hold fewer requests of ``request_tokens`` than the ``counted`` ``what`` names (no more
+    than the extensible pool holds: DeepSeek-V3's analytic 4 × 240 at 24,000 tokens is past
+    either pool, which the checks' runs never reach), fit's
+    caution (vllm_extensible.extensible_caution, as `ridgeline fit` says it of the same
+    launch) with that shortfall; else "". Plan says it of its rows (``extensible_kv_caution``),
+    simulate of its run's largest batch."""
+    from dataclasses import replace
+
+    from ridgeline.capacity import held_conversations
+    from ridgeline.memory import kv_pool
+    from ridgeline.reports.fit_terms import per_gpu
+    from ridgeline.units import GIB, plural
+    from ridgeline.vllm_extensible import extensible_caution
+
+    length = settings.max_model_len
+    if dep.engine != "vllm" or not length:
+        return ""
+    pool = kv_pool(dep, settings)
+    if not pool.kept_free_bytes or pool.accounting is None:  # the profile sizes it
+        return ""
+    profiled = kv_pool(dep, replace(settings, extensible_kv_cache=False))
+    held = held_conversations(profiled, dep, request_tokens, length)
+    # no more than the extensible pool itself holds: past it the batch is its pool's
+    counted = min(counted, held_conversations(pool, dep, request_tokens, length))
+    if held >= counted:
+        return ""
+    return (extensible_caution(pool.accounting.version, profiled.pool_bytes / GIB,
+                               held_conversations(profiled, dep, length), length,
+                               per_gpu(profiled))
+            + f"; they hold {held:,} {plural(held, 'request')} of {request_tokens:,} tokens, "
+            f"fewer than the {counted:,} {what}, so the pool may hold less, or the engine not start, as vLLM "
+            f"{pool.accounting.version} sizes it: a start-up log's KV cache line settles it")
+
+
+def calibration(profile: EngineProfile, acc: Accelerator, engine: str) -> tuple[bool, str]:
+    """Whether ``profile`` was fitted on rows enough of ``acc``'s card group (MIN_GROUP_ROWS),
+    and the words for it: "the vllm profile has 0 fitted rows on intel-gaudi accelerators
+    (...)" for a Gaudi 3."""
+    group = accelerator_group(acc)
+    fitted_here = profile.fitted_groups.get(group, 0)
+    return fitted_here >= MIN_GROUP_ROWS, (
+        f"the {engine} profile has {fitted_here} fitted row{'s' if fitted_here != 1 else ''} "
+        f"on {group} accelerators ({profile.source})")

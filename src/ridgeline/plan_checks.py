@@ -35,7 +35,12 @@ def simulated_first(cands: list[Candidate]) -> list[Candidate]:
     return sorted(cands, key=lambda c: (not c.verified, *cheapest(c)))
 
 
-def cheapest(c: Candidate) -> tuple[float, int, int, bool, float]:
+# the order candidates rank in (``cheapest``): $/h, GPUs, nodes a replica spans, TP across
+# nodes, minus the analytic capacity
+Rank = tuple[float, int, int, bool, float]
+
+
+def cheapest(c: Candidate) -> Rank:
     """The order candidates rank in: cheapest, then fewest GPUs, then, at the same price
     and count, the fewest nodes a replica spans and tensor parallelism kept inside a node (a
     serving engineer's choice: one launch a replica, all-reduces on NVLink; TP8 × PP2
@@ -105,12 +110,13 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
     those that held at no count are added to ``missed`` (``verify``)."""
     verified: list[tuple[int, Candidate]] = []  # each with its place in ``priced``
     best, shrink = math.inf, 1.0  # shrink: the lowest simulated / analytic replicas seen
+    best_rank: Rank | None = None  # the first that held as ``cheapest`` ranks them
     moved: dict[Layout, float] = {}  # per layout, the lowest simulated / analytic replicas
     left = list(range(len(priced)))  # the places of those not checked, cheapest first
     runs = {} if runs is None else runs
     spent = 0  # checks that ran the simulator; each pass takes one place off ``left``
     while spent < limit:
-        i = likeliest(priced, left, moved, shrink, best)
+        i = likeliest(priced, left, moved, shrink, best, best_rank)
         if i is None:
             break
         left.remove(i)
@@ -123,6 +129,7 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
             continue  # (another max_num_seqs may hold at a few replicas)
         verified.append((i, checked))
         best = min(best, checked.cost_per_hour or 0.0)
+        best_rank = min(best_rank or cheapest(checked), cheapest(checked))
         shrink = min(shrink, resize(moved, checked))
     # at one price, as the search ranked them: the order they were checked in leaves no trace
     verified.sort(key=lambda held: (*cheapest(held[1]), held[0]))
@@ -139,15 +146,32 @@ def simulated(runs: CheckRuns, made: int) -> bool:
 
 
 def likeliest(cands: Sequence[Candidate], left: list[int], moved: dict[Layout, float],
-              shrink: float, best: float) -> int | None:
+              shrink: float, best: float, best_rank: Rank | None = None) -> int | None:
     """Of the places ``left`` in ``cands`` (cheapest first), the one to check next: of those
     whose analytic price, shrunk by ``shrink``, is lower than ``best`` (the cheapest that
-    held), the cheapest once re-sized by its layout's checks (``resized_cost``), the first
-    left at one price; None where none is. Both searches, ``verify_cheapest`` and
-    ``measured_slowdown``'s for a deployment without a caution, check in this order."""
+    held), or that tie it and may outrank it (``outranks``: ``best_rank`` the first that
+    held as ``cheapest`` ranks it), the cheapest once re-sized by its layout's checks
+    (``resized_cost``), the first left at one price; None where none is. Both searches,
+    ``verify_cheapest`` and ``measured_slowdown``'s for a deployment without a caution, check
+    in this order."""
     open_ = [(resized_cost(cands[i], moved, shrink), k, i) for k, i in enumerate(left)
-             if (cands[i].cost_per_hour or 0.0) * shrink < best]
+             if (cands[i].cost_per_hour or 0.0) * shrink < best
+             or outranks(cands[i], best, best_rank, moved)]
     return min(open_)[2] if open_ else None
+
+
+def outranks(c: Candidate, best: float, best_rank: Rank | None,
+             moved: dict[Layout, float]) -> bool:
+    """Whether unchecked ``c`` costs what the cheapest that held costs (``best``) and, at its
+    analytic count, ranks before it in ``cheapest``'s order (fewer GPUs or nodes, or more
+    headroom), its layout not yet checked (``moved``: a knob variant of a layout that held
+    says little new). Llama-3.1-70B at 1 req/s on H100s: TP1 sizes at one $2.99 replica and
+    holds at two, $5.98; TP2 sizes at one replica of 2 GPUs, $5.98, with 4.52 req/s of
+    capacity against TP1's 2 × 1.16 = 2.32, so it is checked too and, holding at one, wins."""
+    if best_rank is None or _layout(c) in moved:
+        return False
+    rank = cheapest(c)
+    return math.isclose(rank[0], best, rel_tol=1e-9) and rank[1:] < best_rank[1:]
 
 
 def resize(moved: dict[Layout, float], held: Candidate) -> float:

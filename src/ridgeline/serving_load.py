@@ -20,6 +20,7 @@ from ridgeline.sim.workload import MIN_RATE, Workload, length_sampler, read_trac
 # caught (with 400, a 10 % overload of a short-lived load passed: plan audit, 2026-11-30) …
 SIM_REQUESTS = 1600
 MAX_SIM_REQUESTS = 6000  # … and up to this many, to reach the steady state
+SHARE_RATE_DIGITS = 6  # a replica's share of the rate, significant digits (Load.share_rate)
 TAIL_REQUESTS = 10  # requests past the SLO's percentile, the fewest to rest it on
 # … and, at a percentile past p99.4, enough for TAIL_REQUESTS past it, up to this many: at
 # p99.9 1,600 requests put 1.6 past it, the slowest of them deciding (an 8 GPU answer where
@@ -136,6 +137,12 @@ class Load:
         return Load(self.rate_req_s, str(max(1, round(mean_in))), str(max(1, round(mean_out))),
                     self.seed)
 
+    def share_rate(self, replicas: int) -> float:
+        """One of ``replicas`` replicas' rate, req/s, to SHARE_RATE_DIGITS significant digits,
+        so that a check's printed command (`plan`'s `--rate`) reads short and reruns the very
+        run: 5 req/s over 3 replicas is 1.66667, not 1.6666666666666667."""
+        return float(f"{self.rate_req_s / replicas:.{SHARE_RATE_DIGITS}g}")
+
     def share(self, replicas: int, first_token_only: bool = False,
               count: int = SIM_REQUESTS, first: int = 0) -> Iterator[Request]:
         """What one of ``replicas`` replicas receives: its share of the synthetic load, or
@@ -144,7 +151,7 @@ class Load:
         if not self.trace:
             return iter(Workload(count, self.input_len,
                                  "1" if first_token_only else self.output_len,
-                                 self.rate_req_s / replicas, seed=self.seed))
+                                 self.share_rate(replicas), seed=self.seed))
         rows = self.trace[::replicas][first:first + count]
         return (Request(i, t, p, 1 if first_token_only else o)
                 for i, (t, p, o) in enumerate(rows, start=first))
@@ -173,7 +180,7 @@ class Load:
         TAIL_REQUESTS past ``percentile`` (tail_requests), and the arrival window whose
         latencies count: past the warm-up, and (set from the requests' own arrivals) ending
         before the last of them, so that it holds no drain."""
-        rate = self.rate_req_s / replicas
+        rate = self.share_rate(replicas)
         life = max(lifetime_s, 1e-3)
         count = int(min(MAX_SIM_REQUESTS, max(SIM_REQUESTS, math.ceil(rate * STEADY_SPANS * life))))
         count = max(count, tail_requests(percentile))

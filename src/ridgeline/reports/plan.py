@@ -101,6 +101,27 @@ def price_words(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -
     return f"{gpu}: {price['source']}{dated}{rented}"
 
 
+def _release_span(engine: str) -> str:
+    """Where no one release sized the pools (TensorRT-LLM, whose modelled defaults are
+    unchanged across its releases: engines.json ``trtllm.releases``), the span they come
+    from, for the header: " 1.0–1.2"; "" where none is recorded."""
+    releases = engine_defaults(engine).get("releases") or {}
+    first, newest = releases.get("from"), releases.get("newest")
+    return f" {first}–{newest} (its defaults unchanged across them)" if first and newest else ""
+
+
+def short_source(source: str) -> str:
+    """A price's source cut to its first clause for the "prices:" line: before its first
+    parenthesis or semicolon, a quoted title and a restated "$4.54/GPU-hour" dropped; the H200's
+    "$4.54/GPU-hour on-demand, Spheron, 'NVIDIA H200 vs …' (spheron.network/blog, …)" reads
+    "on-demand, Spheron"."""
+    import re
+
+    cut = re.split(r" \(|;", source, maxsplit=1)[0]
+    cut = re.sub(r",? '[^']*'", "", cut)
+    return re.sub(r"^\$[\d.,]+/GPU-hour ", "", cut).strip() or source
+
+
 def card_words(card: CardOutcome) -> str:
     """One searched card as the "cards:" line gives it: "mi300x $27.75/h (15 GPUs at $1.85,
     simulated)", "gaudi3 no price (18 GPUs)", "l40s: needs 80 GPUs, past --max-gpus"."""
@@ -115,11 +136,14 @@ def card_words(card: CardOutcome) -> str:
     if card.status == "split" and c is not None:
         return (f"{card.gpu} split pools only ("
                 + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price")
-                + f", {devices(c.gpus, card.gpu)})")
+                + f", {devices(c.gpus, card.gpu)}"
+                + (", simulated)" if c.verified else ", analytic only: not simulated)"))
     if card.status == "beyond":
         return f"{card.gpu}: needs {card.gpus:,} GPUs, past --max-gpus"
     if card.status == "left out":
         return f"{card.gpu}: left out (above)"
+    if card.status == "missed":
+        return f"{card.gpu}: layouts fit, none held in simulation within --max-gpus"
     return f"{card.gpu}: no layout fits and meets the SLO"
 
 
@@ -254,6 +278,11 @@ class PlanReport:
                     runtime_devices_per_gpu=engine_devices(
                         self.result.engine, resolve_accelerator(c.accelerator)))
         data["disaggregated"] = c.disaggregated or None  # "2P1D"; null for one pool
+        # the analytic count where a check moved it from there; null on a row not simulated,
+        # whose ``replicas`` is the analytic count
+        data["analytic_replicas"] = c.analytic_replicas or None
+        if not c.verified:  # no check: no requests or window of one
+            data["sim_requests"] = data["sim_window_s"] = None
         if self.result.engine != "trtllm":  # TensorRT-LLM's launch setting (its YAML's):
             # vLLM V1 chunks every long prompt and SGLang by chunked_prefill_size, no flag
             # the launch line sets, so null there
@@ -312,6 +341,8 @@ class PlanReport:
             "output_len": None if r.load.trace else fixed_tokens(r.load.output_len),
             "output_len_spec": r.load.output_len,
             "slo": self._slo_dict(), "searched": r.searched,
+            # --weights, --kv-dtype and --min-context as the search kept them (null: any)
+            "constraints": r.constraints.to_dict(),
             "profile_file": self.profile_file or None,
             "verdict": self.verdict,
             "winner": self._row(win) if win else None,
@@ -351,10 +382,55 @@ class PlanReport:
             if r.closest_miss_figures else None,
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
+            # where the winner's batch is past its profile's fitted range: the first
+            # deployment within it, as the text's "within the profile's fitted batch range"
+            "in_range": self._row(r.in_range) if r.in_range else None,
             "notes": list(r.notes),
             # the cards asked for, or their formats, the release refuses: left out unsearched
             "left_out": [{"gpu": x.gpu, "what": x.what, "why": x.why} for x in r.left_out],
         }
+
+    def prices_line(self) -> str:
+        """Each searched card's price per GPU-hour, where it is from (its source's first
+        clause, ``short_source``) and the day it was read, as --explain gives the winner's in
+        full (``price_of``): "prices: mi300x $1.85 (Vultr on-demand $/GPU-hour; undated);
+        h100-sxm $2.99 (…)"; a card left out whole (no format the release runs) not."""
+        r = self.result
+        given = set(r.prices_given)
+        dropped = {k.gpu for k in r.cards if k.status == "left out"}  # searched no format
+
+        def one(gpu: str, usd_h: float | None) -> str:
+            price = price_of(gpu, usd_h, gpu in given)
+            if price["source"] is None:
+                return f"{gpu} no price"
+            dated = "" if price["source"] == "--price" else f"; {price['date'] or 'undated'}"
+            return f"{gpu} ${usd_h:,.2f} ({short_source(price['source'])}{dated})"
+
+        return ("prices per GPU-hour: " + "; ".join(one(g, p) for g, p in r.price_table
+                                                    if g not in dropped)
+                + " (--explain or --json: each source in full)")
+
+    def constraint_words(self) -> str:
+        """What --weights, --kv-dtype and --min-context held the search to, for the header:
+        "; only weights bf16, KV bf16, launches of 131,072 tokens or more"; "" for none."""
+        k = self.result.constraints
+        parts = [*([f"weights {', '.join(k.weights)}"] if k.weights else []),
+                 *([f"KV {', '.join(k.kv_dtypes)}"] if k.kv_dtypes else []),
+                 *([f"launches of {k.min_context:,} tokens or more"] if k.min_context else [])]
+        return f"; only {', '.join(parts)}" if parts else ""
+
+    def in_range_line(self) -> str:
+        """Where the winner's decode batch is priced past its profile's fitted range, the
+        first deployment priced within its own card's range (``PlanResult.in_range``), as the
+        CDNA3 MoE caution names the cheapest without it; "" where none is needed or found."""
+        r, c = self.result, self.result.in_range
+        if c is None or r.winner is None:
+            return ""
+        return (f"  within the profile's fitted batch range: {self.lists.label(c)} = "
+                f"{devices(c.gpus, c.accelerator)}, "
+                + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price")
+                + f" ({'simulated' if c.verified else 'analytic'}, batch {c.batch:,}), the "
+                "cheapest whose price rests on batches the profile was fitted on")
 
     def cards_line(self) -> str:
         """The cards the plan compared, each with its best deployment or why it has none."""
@@ -474,14 +550,16 @@ class PlanReport:
                 f"TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
                 f"TPOT ≤ {slo.tpot_s * 1e3:g} ms"
                 + ("" if slo.itl_s is None else f", ITL ≤ {slo.itl_s * 1e3:g} ms")
+                + self.constraint_words()
                 + f"; {r.searched} configurations searched, "
                 f"pools sized as {engine_name(r.engine)}"
-                + (f" {sized}" if sized else "") + " sizes them" + (
+                + (f" {sized}" if sized else _release_span(r.engine)) + " sizes them" + (
                     f", steps timed by the profile in {self.profile_file}"
                     if self.profile_file else ""))
         # the cards asked for (or their formats) the release refuses, each its own line
         left = [f"left out: {x.gpu} ({x.what}): {x.why}" for x in r.left_out] \
-            + ([self.cards_line()] if r.cards else [])
+            + ([self.cards_line()] if r.cards else []) \
+            + ([self.prices_line()] if r.price_table else [])
         win = r.winner
         if win is None:
             splits = self.lists.held_splits()
@@ -536,6 +614,7 @@ class PlanReport:
                      + ("; the search sized with it, the simulation decides" if win.verified
                         else ""))
         lines += [f"  caution: {c}" for c in r.cautions]
+        lines += [line for line in (self.in_range_line(),) if line]
         lines += [f"  note: {n}" for n in r.notes]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")

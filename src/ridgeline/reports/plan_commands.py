@@ -71,7 +71,7 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
         parts.append("--enable_chunked_prefill")
     parts += ["--max-model-len", str(max_len)]
     parts += ["--trace", load.trace_path] if load.trace else [
-        "--rate", _exact(load.rate_req_s / c.replicas), "--num-requests", str(c.sim_requests),
+        "--rate", _exact(load.share_rate(c.replicas)), "--num-requests", str(c.sim_requests),
         "--input-len", load.input_len, "--output-len", load.output_len, "--seed", str(load.seed)]
     parts += ["--window", f"{_exact(max(low, 0.0))},{_exact(high)}",
               "--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3),

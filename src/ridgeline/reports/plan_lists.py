@@ -16,7 +16,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
-from ridgeline.plan_cautions import prompt_cap_note
+from ridgeline.plan_cautions import prompt_cap_note, split_connector_caution
 from ridgeline.render import table
 from ridgeline.serving_load import Slo
 from ridgeline.units import fmt_total_tok_s, plural
@@ -133,10 +133,12 @@ class PlanLists:
         return {a: n for a, n in devices.items() if n > 1}
 
     def held_splits(self) -> list[Candidate]:
-        """The disaggregated splits that held in simulation with no measured caution: an
-        answer where no single pool meets the SLO."""
+        """The disaggregated splits that held in simulation with no measured caution, and
+        whose pools `fit` models (``split_connector_caution``: a hybrid's pools under vLLM's
+        NixlConnector, which fit refuses): an answer where no single pool meets the SLO."""
         r = self.result
-        return [c for c in r.disaggregated if c.verified and not r.unverified_by(c)]
+        return [c for c in r.disaggregated if c.verified and not r.unverified_by(c)
+                and not split_connector_caution(c, r.engine, self.model)]
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
         """The next cheapest deployments that differ from the winner, from each other and from
@@ -268,7 +270,7 @@ class PlanLists:
             lines += [f"  caution: {text}" for text in r.cautions_for(c)]
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
             lines.append("disaggregated pools: the cheapest splits were simulated and none held "
-                         "within --max-gpus; those below are analytic only")
+                         "within --max-gpus; those below were not simulated (analytic only)")
         for i, c in enumerate(r.disaggregated):  # each split --json lists, the first launched
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
@@ -281,6 +283,12 @@ class PlanLists:
                             "slower than priced (validation/serving.csv)"
                             if r.unverified_by(c) else "")
                          + "".join(f"; caution: {text}" for text in r.cautions_for(c)))
+            if not c.verified and c.cost_per_hour is not None and win.cost_per_hour is not None \
+                    and c.cost_per_hour < win.cost_per_hour:
+                lines.append(f"  not checked in simulation: it costs less than the winner "
+                             f"(${c.cost_per_hour:,.2f}/h against ${win.cost_per_hour:,.2f}/h) "
+                             "at its analytic count, past the splits the checks reached; "
+                             "`ridgeline simulate` each pool before counting on it")
             if i < SPLITS_LAUNCHED:
                 lines += self.pool_lines(c, pool_commands)
         if any(self.pool_lines(c, pool_commands) for c in r.disaggregated[SPLITS_LAUNCHED:]):

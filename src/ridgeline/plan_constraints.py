@@ -1,0 +1,102 @@
+"""What a plan's deployments must keep, as a product states it: the weight formats and KV
+dtypes it allows (`plan --weights fp8,bf16 --kv-dtype bf16`: a team that forbids an fp8
+cache for quality) and the context every launch must serve (`--min-context 131072`: a
+promised 128k window). The search sizes only what they admit (``PlanConstraints.admits``);
+none given, it searches every format and launch length, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ridgeline.errors import InputError
+from ridgeline.precision import is_stored_format, kv_dtype, weight_format
+
+STORED = "as stored"  # plan's weights choice for a quantized checkpoint (candidate.weight_choices)
+SIXTEEN_BIT = {"fp16": "bf16"}  # one 16-bit choice: bf16 is fp16 where a card lacks bf16
+
+
+def _weights_id(name: str) -> str:
+    """A --weights spelling as plan's choices name it: "FP8" fp8, "bfloat16" bf16, "auto"
+    (or "stored") the checkpoint as stored."""
+    if is_stored_format(name) or name.strip().lower() == STORED:
+        return STORED
+    fmt = weight_format(name).id
+    return SIXTEEN_BIT.get(fmt, fmt)
+
+
+def _kv_id(name: str) -> str:
+    """A --kv-dtype spelling as plan's choices name it: "fp8_e4m3" fp8, "auto" bf16."""
+    dtype = kv_dtype(name).id
+    return SIXTEEN_BIT.get(dtype, dtype)
+
+
+@dataclass(frozen=True)
+class PlanConstraints:
+    """The formats and launch length a plan's deployments must keep: ``weights`` and
+    ``kv_dtypes`` the allowed ones as plan names them (() any), ``min_context`` the shortest
+    --max-model-len a launch may start with (0 any)."""
+
+    weights: tuple[str, ...] = ()
+    kv_dtypes: tuple[str, ...] = ()
+    min_context: int = 0
+
+    @classmethod
+    def parse(cls, weights: str | None, kv_dtypes: str | None,
+              min_context: int | None) -> PlanConstraints:
+        """From the flags as typed (comma lists, decode's spellings): "fp8,BF16", "FP8"."""
+        def names(text: str | None, read: Any) -> tuple[str, ...]:
+            parts = [p.strip() for p in (text or "").split(",") if p.strip()]
+            return tuple(dict.fromkeys(read(p) for p in parts))
+
+        return cls(names(weights, _weights_id), names(kv_dtypes, _kv_id), min_context or 0)
+
+    def for_model(self, stored_formats: Sequence[str]) -> PlanConstraints:
+        """The constraints with a quantized checkpoint's own formats (gpt-oss-120b's mxfp4)
+        named as plan names serving it: as stored."""
+        if not stored_formats:
+            return self
+        stored = {_weights_id(f) for f in stored_formats}
+        return replace(self, weights=tuple(dict.fromkeys(
+            STORED if w in stored else w for w in self.weights)))
+
+    def admits_formats(self, weights: str, kv: str) -> bool:
+        """Whether a candidate of ``weights`` and ``kv`` (plan's names, a card's fp16 for bf16
+        included) is allowed."""
+        return (not self.weights or SIXTEEN_BIT.get(weights, weights) in self.weights) and (
+            not self.kv_dtypes or SIXTEEN_BIT.get(kv, kv) in self.kv_dtypes)
+
+    def admits(self, weights: str, kv: str, max_model_len: int) -> bool:
+        """``admits_formats``, and a launch at ``max_model_len`` (0: the model's context,
+        unset) no shorter than ``min_context``."""
+        return self.admits_formats(weights, kv) and (
+            not self.min_context or not max_model_len or max_model_len >= self.min_context)
+
+    def check(self, searched_weights: Sequence[str], searched_kv: Sequence[str],
+              context: int, model_name: str) -> None:
+        """Refuse (InputError) a format plan does not search for this model, or a
+        --min-context past its context: Llama-3.1-8B's plan searches bf16 and fp8 weights,
+        so --weights int4 is refused, naming them."""
+        weights = {SIXTEEN_BIT.get(w, w) for w in searched_weights}
+        kvs = {SIXTEEN_BIT.get(k, k) for k in searched_kv}
+        for flag, asked, searched in (("--weights", self.weights, weights),
+                                      ("--kv-dtype", self.kv_dtypes, kvs)):
+            missing = [a for a in asked if a not in searched]
+            if missing:
+                raise InputError(f"plan {flag} {','.join(missing)}: plan searches "
+                                 f"{', '.join(sorted(searched))} for {model_name}; give "
+                                 f"those, or size it with `ridgeline fit {flag} "
+                                 f"{missing[0]}`")
+        if context and self.min_context > context:
+            raise InputError(f"--min-context {self.min_context:,} is past {model_name}'s "
+                             f"{context:,}-token context")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As --json echoes them: null where not given."""
+        return {"weights": list(self.weights) or None, "kv_dtypes": list(self.kv_dtypes) or None,
+                "min_context": self.min_context or None}
+
+
+NO_CONSTRAINTS = PlanConstraints()  # every format and launch length
