@@ -165,3 +165,24 @@ def explain_result(s: dict) -> float:
     """An --explain step's result, in base units."""
     return float(s["result"]["value"])
 
+
+
+def sim_workloads(most_requests: int) -> Any:
+    """A hypothesis strategy of small simulator loads (1 to ``most_requests`` requests):
+    fixed, uniform and log-normal prompts, one-token to Zipf outputs, a slow, a fast and an
+    all-at-once rate, and a third of them with 3 shared 100-token prefixes."""
+    from dataclasses import replace
+
+    from hypothesis import strategies as st
+
+    from ridgeline.sim.workload import Workload
+
+    return st.builds(
+        Workload,
+        num_requests=st.integers(1, most_requests),
+        input_len=st.sampled_from(["64", "uniform:1,700", "lognormal:200,1.0"]),
+        output_len=st.sampled_from(["1", "uniform:1,300", "zipf:1.1,400"]),
+        rate=st.sampled_from([2.0, 50.0, float("inf")]),
+        seed=st.integers(0, 10_000),
+    ).flatmap(lambda w: st.sampled_from([(0, 0), (0, 0), (3, 100)]).map(
+        lambda prefix: replace(w, prefix_groups=prefix[0], prefix_len=prefix[1])))

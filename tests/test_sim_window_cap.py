@@ -20,6 +20,7 @@ from ridgeline.sim.config import SimConfig, sim_config, window_cap
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
+from tests.conftest import sim_workloads
 
 MISTRAL = Deployment.build(resolve_model("mistral-7b"), resolve_accelerator("h100"), "bf16")
 PROFILE = profile_for("vllm")
@@ -47,15 +48,7 @@ def check_capped(sim: Simulator) -> None:
             assert (r.blocks_held - pool.overhead) * pool.block_size >= r.num_computed
 
 
-workloads = st.builds(
-    Workload,
-    num_requests=st.integers(1, 50),
-    input_len=st.sampled_from(["64", "uniform:1,700", "lognormal:200,1.0"]),
-    output_len=st.sampled_from(["1", "uniform:1,300", "zipf:1.1,400"]),
-    rate=st.sampled_from([2.0, 50.0, float("inf")]),
-    seed=st.integers(0, 10_000),
-).flatmap(lambda w: st.sampled_from([(0, 0), (0, 0), (3, 100)]).map(
-    lambda prefix: replace(w, prefix_groups=prefix[0], prefix_len=prefix[1])))
+workloads = sim_workloads(50)
 
 
 @settings(max_examples=50, deadline=None)
