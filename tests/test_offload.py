@@ -249,9 +249,10 @@ def test_fit_offers_partial_offload_when_the_weights_crowd_out_the_cache(
     lever = next(lv for lv in report["levers"] if lv["name"].startswith("-ngl "))
     assert lever["conversations"] >= 1
     ngl = int(lever["name"].split()[1])
-    assert main([*argv, "-ngl", str(ngl), "--host-bandwidth-gbs", "76.8"]) == 0
+    lever_argv = argv[:-2]  # the same command with the lever's -ngl for --fit off's "all"
+    assert main([*lever_argv, "-ngl", str(ngl), "--host-bandwidth-gbs", "76.8"]) == 0
     assert json.loads(capsys.readouterr().out)["conversations"] >= 1
-    assert main([*argv, "-ngl", str(ngl + 1), "--host-bandwidth-gbs", "76.8"]) == 0
+    assert main([*lever_argv, "-ngl", str(ngl + 1), "--host-bandwidth-gbs", "76.8"]) == 0
     assert json.loads(capsys.readouterr().out)["conversations"] == 0  # the most layers that fit
 
 

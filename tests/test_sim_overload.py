@@ -223,7 +223,8 @@ def test_a_pipelines_burst_is_read_by_its_queue_too(capsys: pytest.CaptureFixtur
     assert out["settings"]["micro_batches_in_flight"] == 2
     assert out["overloaded"]["waiting_at_last_arrival"] == 300 - 1
     assert out["stopped_early"] is None and out["completed"] == 300
-    assert not out["cautions"]
+    # no warm-up caution; vLLM 0.34's unchecked pool is cautioned where 0.33's rules hold fewer
+    assert not [c for c in out["cautions"] if "extensible KV cache" not in c]
 
 
 def test_a_hopeless_burst_stops_early_in_pipeline_lanes(
