@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "lora_slots",
       "trtllm_memory",
       "trtllm_transceiver", "trtllm_api_fields", "engine_spec",
-      "sizing_flags", "vllm_gpu_floors", "quantization_gates")),
+      "sizing_flags", "vllm_gpu_floors", "release_features", "quantization_gates")),
     ("Step cost", "a deployment and a batch to a step's time: the one model every figure uses",
      ("data_parallel", "decode_context", "launches", "offload", "cpu_offload*", "lora_step",
       "lora_collectives", "cost", "llamacpp_batching", "step_work", "floors", "raw_fit")),

@@ -165,8 +165,8 @@ def test_fit_prints_the_bigger_pool_and_the_host_link_caution(capsys) -> None:
 
 @pytest.mark.parametrize("argv", [
     ("decode", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--cpu-offload-gb", "4"),
-    ("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--engine-version", "0.4",
-     "--cpu-offload-gb", "4"),
+    ("fit", "llama-3-8b", "--gpu", "h100", "--engine", "vllm", "--engine-version", "0.4",
+     "--cpu-offload-gb", "4"),  # Llama 3 (3.1's rope came in vLLM 0.5.3.post1)
     ("decode", "llama-3.1-8b", "--gpu", "h100", "--cpu-offload-gb", "-1"),
     ("plan", "llama-3.1-8b", "--gpu", "h100", "--cpu-offload-gb", "4", "--slo-ttft-ms", "500",
      "--slo-tpot-ms", "50"),

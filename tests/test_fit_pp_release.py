@@ -12,8 +12,9 @@ import pytest
 from ridgeline.engine_versions import pipeline_parallel_problem
 from tests.conftest import run_cli
 
-LLAMA_405B = ("fit", "llama-3.1-405b", "--gpu", "h100", "--num-gpus", "8",
-              "--max-model-len", "8192", "--json")
+# models vLLM 0.4 and 0.5 load (Llama 3.1's rope type came in 0.5.3.post1), on cards whose
+# eight GPUs leave more GPUs a pipeline-stage lever
+LLAMA_70B = ("fit", "llama-2-70b", "--gpu", "a100-40gb", "--num-gpus", "8", "--json")
 
 
 def test_vllm_0_4_runs_one_stage_and_refuses_two() -> None:
@@ -24,8 +25,8 @@ def test_vllm_0_4_runs_one_stage_and_refuses_two() -> None:
 
 
 @pytest.mark.parametrize("argv", [
-    (*LLAMA_405B, "--engine-version", "0.4"),
-    ("fit", "qwen3-235b-a22b", "--gpu", "h100", "--num-gpus", "8", "--engine-version", "0.5",
+    (*LLAMA_70B, "--engine-version", "0.4"),
+    ("fit", "mixtral-8x22b", "--gpu", "a100-40gb", "--num-gpus", "8", "--engine-version", "0.5",
      "--json"),
 ])
 def test_tp8_on_a_release_without_stages_gets_its_report(
@@ -39,16 +40,18 @@ def test_tp8_on_a_release_without_stages_gets_its_report(
 
 def test_more_gpus_names_the_missing_stages_rather_than_64_gpus(
         capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, *LLAMA_405B[:-1], "--engine-version", "0.4")
+    # eight T4s cannot load Llama-2-70B's fp16 weights: more GPUs would need stages
+    on_t4 = [("t4" if arg == "a100-40gb" else arg) for arg in LLAMA_70B[:-1]]
+    code, out, _ = run_cli(capsys, *on_t4, "--engine-version", "0.4")
     assert code == 0
     assert pipeline_parallel_problem("vllm", "0.4", 2) in out
-    code, later, _ = run_cli(capsys, *LLAMA_405B, "--engine-version", "0.5.1")
+    code, later, _ = run_cli(capsys, *LLAMA_70B, "--engine-version", "0.5.1")
     assert code == 0
     assert any("PP2" in str(lever["name"]) for lever in json.loads(later)["levers"])
 
 
 def test_the_users_own_stages_are_still_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "-pp", "2",
+    code, _, err = run_cli(capsys, "fit", "llama-2-7b", "--gpu", "h100", "-pp", "2",
                            "--engine-version", "0.4")
     assert code == 2 and pipeline_parallel_problem("vllm", "0.4", 2) in err
 

@@ -298,7 +298,7 @@ def test_cautions_reach_the_json_as_they_reach_the_text(
     for argv, words in (
             (["fit", "qwen3-30b-a3b", "--gpu", "mi300x", "--max-model-len", "4096",
               "--target-concurrency", "200"], "reach the ridge only near batch"),
-            (["fit", "llama-3.1-70b", "--gpu", "a100-sxm-80gb", "--num-gpus", "4",
+            (["fit", "llama-2-70b", "--gpu", "a100-sxm-80gb", "--num-gpus", "4",
               "--max-model-len", "4096", "--engine-version", "0.2.5"], "record_stream")):
         assert main(argv) == 0
         text = capsys.readouterr().out

@@ -180,12 +180,13 @@ def test_a_context_read_off_the_fill_uses_the_pool_that_then_allows_the_sequence
     7,729 a request), the sequences against one at 7,729 (28,041 blocks, 448,656 tokens):
     one line quoted both, "57 sequences". The fill now reads the pool the sequences divide:
     9,972 tokens a request, 44 sequences."""
-    data = cli_json(capsys, "observe", VLLM_LOG, *L8, "--engine-version", "0.5")
+    # 0.5.3: the first 0.5 release that loads Llama 3.1's rope_scaling (0.5.3.post1, read as 0.5.3)
+    data = cli_json(capsys, "observe", VLLM_LOG, *L8, "--engine-version", "0.5.3")
     pool = data["pool_tokens_modelled"]
     kv, running = data["kv_usage"]["mean"], data["running"]["mean"]
     assert data["pool_tokens_reported"] is None and "KV cache's fill" in data["context_source"]
     assert data["context"] == round(kv * pool / running)
     assert f"modelled pool of {pool:,} tokens" in data["context_source"]
     fitted = cli_json(capsys, "fit", *L8, "--max-model-len", str(data["context"]),
-                      "--engine-version", "0.5")
+                      "--engine-version", "0.5.3")
     assert data["engine_max_batch"] == min(fitted["batch"], fitted["max_num_seqs"])

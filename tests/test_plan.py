@@ -1024,7 +1024,8 @@ def test_prompt_lengths_are_priced_in_slices_that_keep_their_mean() -> None:
 def test_an_engine_version_without_pipeline_parallelism_drops_those_shapes() -> None:
     """vLLM 0.4 had no pipeline parallelism (it came in 0.5.1): plan searches its TP shapes
     and leaves out the TP × PP ones it would otherwise try, rather than refusing the run."""
-    result = plan(resolve_model("llama-3.1-70b"), Load(4.0, "1000", "200"), Slo(1.0, 0.05),
+    # Llama 3: vLLM 0.4 cannot load 3.1 (its rope_scaling came in 0.5.3.post1)
+    result = plan(resolve_model("llama-3-70b"), Load(4.0, "1000", "200"), Slo(1.0, 0.05),
                   gpus=["h100-sxm"], max_gpus=16, workers=1, engine_version="0.4.0")
     assert result.winner is not None
     assert all(c.pp == 1 for c in (result.winner, *result.candidates))
@@ -1130,7 +1131,8 @@ def test_a_local_config_launches_from_its_folder_and_a_v0_version_is_cautioned(
     from ridgeline.catalog import model_entry
     from ridgeline.datafiles import load_data
 
-    config = load_data(f"models/{model_entry('qwen3-8b').file}")
+    # Qwen2.5: vLLM 0.6.3 has no Qwen3ForCausalLM (it came in 0.8.4)
+    config = load_data(f"models/{model_entry('qwen2.5-7b').file}")
     (tmp_path / "config.json").write_text(json.dumps(config), "utf-8")
     assert main(["plan", str(tmp_path / "config.json"), "--rate", "2", "--slo-ttft-ms", "1000",
                  "--slo-tpot-ms", "50", "--gpus", "h100", "--engine-version", "0.6.3"]) == 0

@@ -121,20 +121,23 @@ def test_vllm_runs_bitsandbytes_from_0_5_and_on_several_gpus_from_0_6_2(
     """0.5.4-0.6.1.post2's verify_with_parallel_config: 'BitAndBytes quantization with TP or PP
     is not supported yet'; gone in 0.6.2 (PR #8434)."""
     vllm = ("--engine", "vllm", "--engine-version")
-    assert "PR #4776" in refused(capsys, *FIT_DENSE, *vllm, "0.4.3")
-    answer(capsys, *FIT_DENSE, *vllm, BNB["since"]["vllm"])
+    # Llama 3: releases before 0.5.3.post1 cannot load 3.1's rope_scaling
+    dense = ("fit", "llama-3-8b", *FIT_DENSE[2:])
+    assert "PR #4776" in refused(capsys, *dense, *vllm, "0.4.3")
+    answer(capsys, *dense, *vllm, BNB["since"]["vllm"])
     for layout in (("--num-gpus", "2"), ("--pipeline-parallel-size", "2")):
-        assert "one GPU only" in refused(capsys, *FIT_DENSE, *vllm, "0.6.1.post2", *layout)
-        answer(capsys, *FIT_DENSE, *vllm, BNB["multi_gpu_since"]["vllm"], *layout)
+        assert "one GPU only" in refused(capsys, *dense, *vllm, "0.6.1.post2", *layout)
+        answer(capsys, *dense, *vllm, BNB["multi_gpu_since"]["vllm"], *layout)
     # and fit offers no second GPU where the release runs on one
-    on_l4 = (*FIT_DENSE[:2], "--gpu", "l4", *FIT_DENSE[4:])
+    on_l4 = (*dense[:2], "--gpu", "l4", *dense[4:])
     assert "2 GPUs (tensor parallel)" in lever_names(answer(capsys, *on_l4))
     one = lever_names(answer(capsys, *on_l4, *vllm, "0.6.1"))
     assert not any(n.startswith("2 GPUs") for n in one)
 
 
 def test_experts_int8_came_in_vllm_0_5_5(capsys: pytest.CaptureFixture[str]) -> None:
-    moe = ("fit", "qwen3-30b-a3b", "--gpu", "h100", "--max-model-len", "8k", "--json",
+    # Mixtral: vLLM 0.5.4 has no Qwen3MoeForCausalLM (it came in 0.8.4)
+    moe = ("fit", "mixtral-8x7b", "--gpu", "h100", "--max-model-len", "8k", "--json",
            "-q", "experts_int8", "--engine-version")
     since = ROWS["experts_int8"]["since"]["vllm"]
     assert "ExpertsInt8Config came in" in refused(capsys, *moe, "0.5.4")

@@ -27,6 +27,7 @@ from ridgeline.modelopt_algos import (
     served_until,
 )
 from ridgeline.quantization import EXPERTS
+from ridgeline.release_features import release_feature_problem
 from ridgeline.sglang_nsa import nsa_layout_problem
 from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.vllm_gpu_floors import gpu_floor_problem
@@ -52,10 +53,13 @@ def deployment_problem(dep: Deployment, version: str | None = None) -> str:
     the card's (capability_problem), or vLLM ``version`` runs nothing, no fp8 weights or no
     fp8 KV cache on the card (vllm_gpu_floors: fp8 KV on a T4 from 0.24, anything on a V100
     from 0.20), or SGLang ``version`` lays a DeepSeek Sparse Attention model out
-    as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem), or vLLM
+    as one-GPU ranks whatever the layout (sglang_nsa.nsa_layout_problem), or the release
+    came before the card's vendor, the model's architecture, a weight format or the KV dtype
+    it asks for (release_features.release_feature_problem: vLLM 0.1 has no fp8), or vLLM
     ``version`` has no pipeline stages (before 0.5.1: engine_versions.PIPELINE_FROM), so that
     fit's PP lever is skipped on vLLM 0.4 rather than refusing the report."""
     return (tensor_parallel_problem(dep.model, dep.tensor_parallel_size)
+            or release_feature_problem(dep, version)
             or modelopt_problem(dep, version) or kv_override_problem(dep)
             or bnb_problem(dep, version) or experts_int8_problem(dep, version)
             or capability_problem(dep, version) or gpu_floor_problem(dep, version)

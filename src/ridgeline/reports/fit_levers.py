@@ -157,7 +157,7 @@ def levers(r: FitReport) -> list[Lever]:
     gguf = is_llamacpp(r.pool)
     options: list[tuple[str, Deployment, int, EngineSettings]] = []
     small_kv = ("q8_0", "q8_0 KV cache (-ctk q8_0 -ctv q8_0)") if gguf else (
-        "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool)})")
+        "fp8", f"fp8 KV cache ({fp8_kv_words(r.pool, s.engine_version)})")
     # vLLM and SGLang keep DeepSeek-V3.2's fp8 cache in fp8_ds_mla's records (ds_mla_cache.py,
     # sglang_nsa.py)
     small_cache = kv_dtype(small_kv[0])

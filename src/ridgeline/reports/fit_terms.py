@@ -128,17 +128,20 @@ def _cli(p: KVPool) -> dict[str, str]:
     return cli
 
 
-def fp8_kv_words(p: KVPool) -> str:
-    """How the engine is told to keep an fp8 KV cache: vLLM's --kv-cache-dtype fp8, SGLang's
-    --kv-cache-dtype fp8_e4m3; TensorRT-LLM's is no flag but kv_cache_config's dtype in the
-    YAML trtllm-serve reads with --config (its PyTorch backend), which ridgeline's --config
-    reads too (cli_config_file), or the prebuilt engine's quantization (the TensorRT engine
-    backend)."""
+def fp8_kv_words(p: KVPool, version: str | None = None) -> str:
+    """How the engine at ``version`` (None: the newest modelled) is told to keep an fp8 KV
+    cache: vLLM's --kv-cache-dtype fp8 (fp8_e5m2 before 0.4.1), SGLang's --kv-cache-dtype
+    fp8_e4m3 (fp8_e5m2 before 0.4.2: launch_commands.kv_fp8_word); TensorRT-LLM's is no
+    flag but kv_cache_config's dtype in the YAML trtllm-serve reads with --config (its PyTorch
+    backend), which ridgeline's --config reads too (cli_config_file), or the prebuilt
+    engine's quantization (the TensorRT engine backend)."""
     cli = _cli(p)
     if "kv_fp8_config" in cli:
         return (f"a TensorRT engine built with {cli['kv_fp8_engine']}" if p.engine_buffers
                 else f"--config FILE with {cli['kv_fp8_config']}")
-    return f"{cli['kv_dtype']} {cli['kv_fp8']}"
+    from ridgeline.reports.launch_commands import kv_fp8_word
+
+    return f"{cli['kv_dtype']} {kv_fp8_word(cli, version)}"
 
 
 def context_lever(p: KVPool, context: int, target: int) -> str:

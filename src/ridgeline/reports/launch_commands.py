@@ -38,7 +38,7 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     f = engine_defaults(engine)["cli"]
     # vLLM makes each device the runtime lists a rank: an MI250's two GCDs, TP2 a board
     # (SGLang's --tp-size is every GPU of a data-parallel replica: engine_tp)
-    parts = [f["launch"], model_id, f["tp"], str(c.engine_tp(engine))]
+    parts = [launch_words(f, version), model_id, f["tp"], str(c.engine_tp(engine))]
     if c.pp > 1:
         parts += [f["pp"], str(c.pp)]
     if c.data_parallel > 1:  # vLLM's ranks of --tensor-parallel-size; SGLang's switch too
@@ -65,13 +65,15 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
                                       prefill=prefill)
         cut = sglang_vision_cut(model, version) if model else SGLangVisionCut()
         fraction = sglang_flag_fraction(rule, cut)
-    parts += [f["memory"], str(fraction), f["max_len"], str(max_len)]
+    parts += [f["memory"], str(fraction)]
+    if not _before(version, f.get("launch_before", {}).get("max_len_since")):
+        parts += [f["max_len"], str(max_len)]
     # a family whose fp8 runs another way (a Gaudi's through INC, its calibration file named
     # by QUANT_CONFIG: engines.json cli.families)
     own = f.get("families", {}).get(resolve_accelerator(c.accelerator).family, {})
     fp8 = c.kv == "fp8" or c.weights == "fp8"
     if c.kv == "fp8":
-        parts += [f["kv_dtype"], own.get("kv_fp8", f["kv_fp8"])]
+        parts += [f["kv_dtype"], own.get("kv_fp8", kv_fp8_word(f, version))]
     if c.weights == "fp8":
         parts += [f["quantization"], own.get("weights_fp8", "fp8")]
     if fp8 and "env" in own:
@@ -85,6 +87,26 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     elif c.replica_nodes > 1 and "ray" in many:  # a release before the launch per node
         parts.append(many["ray"])
     return " ".join(parts)
+
+
+def _before(version: str | None, release: str | None) -> bool:
+    """Whether ``version`` is named and comes before ``release`` (vLLM's order, which both
+    engines' x.y.z share; a .postN is read as its base release)."""
+    return bool(version and release) and parse_version(str(version)) < parse_version(str(release))
+
+
+def launch_words(cli: dict[str, Any], version: str | None) -> str:
+    """How ``version`` starts the server (engines.json cli.launch_before): 'vllm serve' from
+    vLLM 0.5.2, before it 'python -m vllm.entrypoints.openai.api_server --model'."""
+    before = cli.get("launch_before", {})
+    return str(before["launch"] if _before(version, before.get("before")) else cli["launch"])
+
+
+def kv_fp8_word(cli: dict[str, Any], version: str | None) -> str:
+    """--kv-cache-dtype's fp8 value at ``version`` (engines.json cli.kv_fp8_before):
+    vLLM's 'fp8' from 0.4.1, 'fp8_e5m2' before it; SGLang's 'fp8_e4m3' from 0.4.2."""
+    before = cli.get("kv_fp8_before", {})
+    return str(before["value"] if _before(version, before.get("before")) else cli["kv_fp8"])
 
 
 def family_fp8_note(engine: str, c: Candidate) -> str:
