@@ -16,7 +16,7 @@ from ridgeline.reports.fit import FitReport, fit_report
 from ridgeline.reports.fit_verdict import logged_concurrency_line
 
 LOG = re.compile(r'vLLM will log "Maximum concurrency for ([\d,]+) tokens per request: '
-                 r'([\d.]+)x": ([\d,]+) blocks ÷ ([\d,]+), the most one request holds; '
+                 r'([\d.]+)x": ([\d,]+) blocks ÷ ([\d,]+), the most vLLM lets one request hold; '
                  r"([\d,]+) run at once")
 
 

@@ -11,14 +11,15 @@ layer type:
   one page size. With recurrent layers the attention block grows (in steps of 16 tokens)
   until one layer's page holds a whole state, and the state is padded to that page
   (vllm/model_executor/models/config.py, HybridAttentionMambaModelConfig);
-- a request holds, per full-attention group, a block per ``block_size`` tokens; per
-  window group, the blocks covering its window (and, while a prefill chunk runs, the
-  chunk): at most ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷
-  block_size) + 1 (v0.26 under async scheduling: two chunks in flight, the caller's
-  ``budget_tokens``); per state group, however long the request, one block without
-  prefix caching, and with it in mamba_cache_mode "align" two (the running state and the
-  last block-aligned one), three for Mamba-2 layers from v0.32 (a prefill checkpoint:
-  MambaSpec.max_memory_usage_bytes, 2 + num_prefill_checkpoint_blocks; vllm_hybrid.py);
+- a request holds, per full-attention group, a block per ``block_size`` tokens; per window
+  group, its own tokens' blocks while it is shorter than the window, then the blocks
+  covering its window (and, while a prefill chunk runs, the chunk): at most
+  ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷ block_size) + 1 (v0.26
+  under async scheduling: two chunks in flight, the caller's ``budget_tokens``); per state
+  group, however long the request, one block without prefix caching, and with it in
+  mamba_cache_mode "align" two (the running state and the last block-aligned one), three
+  for Mamba-2 layers from v0.32 (a prefill checkpoint: MambaSpec.max_memory_usage_bytes, 2
+  + num_prefill_checkpoint_blocks; vllm_hybrid.py);
 - the pool has ``memory ÷ page`` blocks; vLLM's "Maximum concurrency" is the blocks ÷ those
   one max_model_len request holds, summed over the groups
   (get_max_concurrency_for_kv_cache_config), and it reports ``blocks ÷ groups × block_size``
@@ -78,13 +79,35 @@ class KVGroups:
         attention = self.full + sum(g for _, g in self.windows)
         return attention * -(-tokens // self.block_size) + self.states * self.state_blocks
 
-    def decode_blocks(self, tokens: int) -> int:
-        """Blocks a request of ``tokens`` tokens holds while it decodes: its window groups
-        have freed what fell out of their windows and hold no prefill chunk."""
+    def capped_prompt_blocks(self, tokens: int, budget_tokens: int) -> int:
+        """Blocks vLLM v0.20+'s admission gate charges a prompt of ``tokens`` tokens: each
+        attention group cdiv(tokens, block_size), a window group at most its admission cap,
+        cdiv(min(window − 1 + budget_tokens, max_model_len), block_size) + 1
+        (get_num_blocks_to_allocate with apply_admission_cap; the cap is the start-up
+        check's, SlidingWindowSpec.max_admission_blocks_per_request, v0.29 and v0.34 alike;
+        a prompt is no longer than max_model_len, so the cap binds only past window − 1 +
+        budget_tokens). Gemma-3-27B (one full and six 1,024-token window groups, blocks of
+        64) at 512 tokens: 8 + 6 × 8 = 56, not the start-up check's 8 + 6 × 9 = 62."""
         bs = self.block_size
-        n = self.full * -(-tokens // bs)
+        own = -(-tokens // bs)
+        n = self.full * own
         for window, groups in self.windows:
-            n += groups * (-(-min(window - 1, tokens) // bs) + 1)
+            n += groups * min(own, -(-(window - 1 + budget_tokens) // bs) + 1)
+        return n + self.states * self.state_blocks
+
+    def decode_blocks(self, tokens: int) -> int:
+        """Blocks a request of ``tokens`` tokens holds while it decodes: a window group its
+        tokens' blocks, cdiv(tokens, block_size), until the window's cap, cdiv(window − 1,
+        block_size) + 1 (vLLM's SlidingWindowManager allocates cdiv(num_tokens, block_size)
+        less the blocks remove_skipped_blocks freed, none while the request is inside its
+        window; v0.29 and v0.34 alike), no prefill chunk; sim/blocks.py's window_blocks.
+        Gemma-3-27B (one full and six 1,024-token window groups, blocks of 64): 8 + 6 × 8 =
+        56 at 512 tokens, 128 + 6 × 17 = 230 at 8,192."""
+        bs = self.block_size
+        own = -(-tokens // bs)
+        n = self.full * own
+        for window, groups in self.windows:
+            n += groups * min(own, -(-(window - 1) // bs) + 1)
         return n + self.states * self.state_blocks
 
     def reported_tokens(self, blocks: int) -> int:

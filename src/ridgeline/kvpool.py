@@ -354,8 +354,22 @@ class KVPool:
     def admission_blocks(self, prompt_tokens: int) -> int | None:
         """Free blocks vLLM's admission gate asks before it admits a prompt of
         ``prompt_tokens`` tokens (scheduler_reserve_full_isl, on from v0.19): v0.19's charged
-        every window group the whole prompt, later ones what the start-up check charges; None
+        every window group the whole prompt, later ones its prompt's blocks up to the start-up
+        check's charge (KVGroups.capped_prompt_blocks: Gemma-3-27B at 512 tokens, 56); None
         where no such gate runs (other engines, vLLM before v0.19, no KV-cache groups)."""
+        rule = self.admission_rule
+        if rule is None or self.groups is None:
+            return None
+        if rule == "whole":
+            return self.groups.whole_prompt_blocks(prompt_tokens)
+        return self.groups.capped_prompt_blocks(prompt_tokens, self.window_budget_tokens)
+
+    @property
+    def admission_rule(self) -> str | None:
+        """Which admission gate vLLM runs (scheduler_reserve_full_isl): "whole" (v0.19, every
+        window group charged the whole prompt), "capped" (v0.20+, a window group at most its
+        admission cap), None where none runs (other engines, vLLM before v0.19, V0, no
+        KV-cache groups)."""
         a = self.accounting
         if self.engine != "vllm" or self.groups is None or a is None or a.engine == "V0":
             return None
@@ -363,9 +377,8 @@ class KVPool:
         version = parse_version(a.version)
         if version < parse_version(str(rule["from"])):
             return None
-        if version < parse_version(str(rule["windows_capped_from"])):
-            return self.groups.whole_prompt_blocks(prompt_tokens)
-        return self.request_blocks(prompt_tokens)
+        return "whole" if version < parse_version(str(rule["windows_capped_from"])) \
+            else "capped"
 
     def concurrency(self, max_model_len: int) -> float:
         """Full-length sequences that fit (vLLM's 'Maximum concurrency'): tokens ÷

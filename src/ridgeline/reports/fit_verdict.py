@@ -285,7 +285,7 @@ def logged_concurrency_line(r: FitReport) -> str | None:
         why = f"{only}the prompt being admitted needs {free} free and {why}"
     rank = " on each rank" if d.data_parallel_size > 1 else ""
     return (f'vLLM will log "Maximum concurrency for {r.context:,} tokens per request: '
-            f'{logged:.2f}x": {p.blocks:,} blocks ÷ {charged:,}, the most one request holds; '
+            f'{logged:.2f}x": {p.blocks:,} blocks ÷ {charged:,}, the most vLLM lets one request hold; '
             f"{held:,} run at once{rank}, as {why}")
 
 

@@ -253,7 +253,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
     gate: dict[str, object] = {}
     admission = pool.admission_blocks(max_len)  # vLLM v0.19+: its whole-prompt gate
     if admission is not None and g is not None and g.full and g.block_size == block_size:
-        capped = admission == pool.request_blocks(max_len)  # v0.20+: a window's own room
+        capped = pool.admission_rule == "capped"  # v0.20+: a window's own room
         fixed = 0 if window_groups else g.decode_blocks(max_len) \
             - g.full * -(-max_len // g.block_size) - g.states * g.state_blocks
         gate = {"whole_prompt_gate": True, "gate_windows": g.windows,
@@ -261,7 +261,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
                 "gate_full_groups": g.full, "gate_fixed_blocks": fixed}
     elif admission is not None:  # windows alone: the whole prompt (v0.19), or a window's
         gate = {"whole_prompt_gate": True}  # room (v0.20+, where the table is capped)
-        if window and admission == pool.request_blocks(max_len):
+        if window and pool.admission_rule == "capped":
             gate["window_gate_blocks"] = -(-(window - 1 + pool.window_budget_tokens)
                                            // block_size) + 1
     budget, ubatch = pool.profile_tokens, 0
