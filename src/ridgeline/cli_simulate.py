@@ -53,6 +53,7 @@ from ridgeline.data_parallel import independent_ranks
 from ridgeline.errors import DoesNotFit, EveryRequestRefused, FellBehind, InputError
 from ridgeline.sim.workload import MAX_RATE, LoadAsked
 from ridgeline.units import COUNT_EXAMPLES
+from ridgeline.vllm_mla_cache import per_head_caution
 
 MAX_REQUESTS = 10_000_000  # a simulation that finishes: about 10 minutes at 10 million
 
@@ -356,6 +357,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  eager_caution(dep) if args.enforce_eager else "",
                                  offload_caution(dep), cdna3_moe_caution(dep), gguf_caution(dep),
                                  bnb_caution(dep), dep.model.architecture_caution,
+                                 per_head_caution(dep.model),
                                  deployment_cross_node_caution(dep), dcp_caution(dep),
                                  *data_parallel_cautions(dep, True, dispatched),
                                  "" if overload_rates(result, count, saturated) else warmup_caution(

@@ -452,6 +452,10 @@ class Deployment:
             model = llamacpp_attention(model)
         elif named:  # kv, roofline and moe keep the GGUF's own (llama.cpp's) cache
             model = latent_attention(model)
+        if named and engine == "vllm" and engine_version is not None:
+            from ridgeline.vllm_mla_cache import vllm_cache_model  # it reads engine_versions
+
+            model = vllm_cache_model(model, engine_version, plan)  # MLA per head before 0.7.1
         dep = cls(model, accelerator, plan, cache,
                   num_gpus // pipeline_parallel_size, pipeline_parallel_size, expert_parallel,
                   engine, flash_attention, flash_attention_auto_off=auto_off,
@@ -537,8 +541,15 @@ class Deployment:
         (``state_engine_version``, ``mamba_ssm_dtype``), so the step and the fit line size the
         states as the pool does under the same settings (cost.served_state_model); each kept
         only where the engine reads it (vLLM its version, SGLang its flag), so no other
-        deployment changes identity or step-cost cache entry."""
-        return replace(self,
+        deployment changes identity or step-cost cache entry. Under a vLLM release before
+        its MLA cache the model's MLA is cached per head, as that release keeps it
+        (vllm_mla_cache: DeepSeek-V3 at 0.7.0, 128 heads × (192 K + 192 V) a token and layer)."""
+        model = self.model
+        if self.engine == "vllm":
+            from ridgeline.vllm_mla_cache import vllm_cache_model  # it reads engine_versions
+
+            model = vllm_cache_model(model, engine_version, self.weights)
+        return replace(self, model=model,
                        state_engine_version=engine_version if self.engine == "vllm" else None,
                        mamba_ssm_dtype=mamba_ssm_dtype if self.engine == "sglang" else None)
 

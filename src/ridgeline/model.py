@@ -29,6 +29,10 @@ class MLA:
     # are cached, as llama.cpp runs a DeepSeek GGUF written without key_length_mla (before
     # its MLA cache, ggml-org/llama.cpp#12801; gguf_model._deepseek_fields)
     latent_cached: bool = True
+    # True: cached per head as vLLM before its MLA cache (0.7.1) runs it, each V padded to K's
+    # width in the Attention's v_head_dim (vllm_mla_cache.per_head_model), which a later
+    # release's deployment of it undoes (vllm_mla_cache.vllm_cache_model)
+    vllm_heads: bool = False
     # DeepSeek Sparse Attention (DeepSeek-V3.2): the tokens its indexer keeps for each query;
     # vLLM runs such a model on its sparse MLA backends, as it tells one by this field
     # (is_v32 = hasattr(hf_config, "index_topk"), vllm/model_executor/models/config.py)

@@ -63,6 +63,7 @@ from ridgeline.units import (
     plural,
     usd_per_million_tokens,
 )
+from ridgeline.vllm_mla_cache import per_head_caution
 
 
 def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None) -> dict[str, Any]:
@@ -731,6 +732,7 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
                 cdna3_moe_caution(dep), gguf_caution(dep), bnb_caution(dep),
                 shared_profile_caution(profile),
                 offload_caution(dep), split_caution(dep), dep.model.architecture_caution,
+                per_head_caution(dep.model),
                 micro_batch_caution(dep, batches), deployment_caution(dep),
                 *data_parallel_cautions(dep, stepping=True), expected[0].calibration,
                 profile.batch_range_caution(dep.accelerator, max(batches)),

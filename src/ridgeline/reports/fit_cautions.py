@@ -26,6 +26,7 @@ from ridgeline.vllm_eplb import eplb_step_caution
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_lora import lora_graph_caution
 from ridgeline.vllm_mla_block import mla_block_size
+from ridgeline.vllm_mla_cache import per_head_caution
 from ridgeline.vllm_pool import indexer_eager_shortfall, served_length
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def fit_cautions(r: FitReport) -> list[str]:
 
     d = r.deployment
     out = [c for c in (r.fit_note, context_caution(d, r.context), d.model.architecture_caution,
+                       per_head_caution(d.model),
                        cpu_offload_caution(d),
                        deployment_cross_node_caution(d),
                        *data_parallel_cautions(d, stepping=False))

@@ -50,6 +50,7 @@ from ridgeline.reports.identity import card_price_json, identity_json
 from ridgeline.roofline import ridge_point
 from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.units import plural
+from ridgeline.vllm_mla_cache import per_head_caution
 
 
 def engine_runs(floor: PrefillFloor, seat: EngineSeats | None) -> bool:
@@ -148,7 +149,8 @@ class PrefillReport:
         shown = self if self.runs else self.at_longest
         runs = shown is not None and shown.runs
         out += [gguf_caution(dep) if runs else "", bnb_caution(dep) if runs else "",
-                offload_caution(dep), dep.model.architecture_caution, *self.more_cautions]
+                offload_caution(dep), dep.model.architecture_caution,
+                per_head_caution(dep.model), *self.more_cautions]
         if shown is not None and runs and shown.expected.calibration:
             out.append(shown.expected.calibration)
         if shown is not None and runs and not shown.expected.compute_fitted:
