@@ -186,3 +186,15 @@ def sim_workloads(most_requests: int) -> Any:
         seed=st.integers(0, 10_000),
     ).flatmap(lambda w: st.sampled_from([(0, 0), (0, 0), (3, 100)]).map(
         lambda prefix: replace(w, prefix_groups=prefix[0], prefix_len=prefix[1])))
+
+
+def same_run_both_paths(run: Any) -> None:
+    """``run(fast)`` → (simulator, result) on the fast path and the plain step: the same
+    completions, refusals and preemptions, the run's time within half a percent, and every
+    block given back at the end."""
+    fast_sim, fast = run(True)
+    slow_sim, slow = run(False)
+    assert fast.completed == slow.completed and fast.rejected == slow.rejected
+    assert fast.preemptions == slow.preemptions
+    assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)
+    assert fast_sim.pool.held == slow_sim.pool.held == 0

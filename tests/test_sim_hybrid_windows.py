@@ -20,7 +20,7 @@ from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
-from tests.conftest import sim_workloads
+from tests.conftest import same_run_both_paths, sim_workloads
 
 GEMMA = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"), "bf16")
 PROFILE = profile_for("vllm")
@@ -126,9 +126,4 @@ def test_fast_path_and_step_loop_grow_window_groups_alike(
         sim = Simulator(GEMMA, PROFILE, config)
         return sim, sim.run(iter(workload), after_step=check_hybrid)
 
-    fast_sim, fast = run(True)
-    slow_sim, slow = run(False)
-    assert fast.completed == slow.completed and fast.rejected == slow.rejected  # type: ignore[attr-defined]
-    assert fast.preemptions == slow.preemptions  # type: ignore[attr-defined]
-    assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)  # type: ignore[attr-defined]
-    assert fast_sim.pool.held == slow_sim.pool.held == 0
+    same_run_both_paths(run)

@@ -20,7 +20,7 @@ from ridgeline.sim.config import SimConfig, sim_config, window_cap
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
-from tests.conftest import sim_workloads
+from tests.conftest import same_run_both_paths, sim_workloads
 
 MISTRAL = Deployment.build(resolve_model("mistral-7b"), resolve_accelerator("h100"), "bf16")
 PROFILE = profile_for("vllm")
@@ -66,12 +66,7 @@ def test_fast_path_and_step_loop_cap_alike(workload: Workload, blocks: int, wind
                                                         overhead=overhead))
         return sim, sim.run(iter(workload), after_step=check_capped)
 
-    fast_sim, fast = run(True)
-    slow_sim, slow = run(False)
-    assert fast.completed == slow.completed and fast.rejected == slow.rejected  # type: ignore[attr-defined]
-    assert fast.preemptions == slow.preemptions  # type: ignore[attr-defined]
-    assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)  # type: ignore[attr-defined]
-    assert fast_sim.pool.held == slow_sim.pool.held == 0
+    same_run_both_paths(run)
 
 
 def test_a_decoding_request_holds_its_window_and_gives_back_the_rest() -> None:
