@@ -150,8 +150,8 @@ def test_a_run_that_stops_mid_grid_keeps_the_rows_it_timed(
 
     monkeypatch.setattr(m, "measure", failing_after(2, error))
     rows = tmp_path / "rows.csv"
-    assert main(["measure", "--model", tiny_config(tmp_path), "--card", "h200", "-o",
-                 str(rows)]) == code
+    assert main(["measure", "--device", "cuda", "--model", tiny_config(tmp_path), "--card",
+                 "h200", "-o", str(rows)]) == code
     err = capsys.readouterr().err
     assert f"the 2 rows measured before it are in {rows}" in err
     kept = list(csv.DictReader(rows.open()))
@@ -351,3 +351,23 @@ def test_without_torch_the_hint_is_the_install_line_the_docs_give(
     docs = (ROOT / "docs" / "measure.md").read_text()
     assert "pip install -e '.[measure]'" in TORCH_EXTRA
     assert "pip install -e '.[measure]'" in docs and "ridgeline[measure]" not in TORCH_EXTRA
+
+
+@pytest.mark.parametrize(("device", "card", "words"), [
+    ("cpu", "h100", "--device cpu measures no catalog card"),
+    ("mps", "h100", "--card h100-sxm is an NVIDIA card, but --device mps measures an Apple"),
+    ("cuda:1", "apple-m3-max-40c", "measures an NVIDIA or an AMD card"),
+])
+def test_a_card_of_another_kind_of_device_is_refused(
+        device: str, card: str, words: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--card prices the rows against a catalog card's spec sheet: a CPU's rows are no
+    card's, an H100 is not measured under mps, an Apple card not under cuda (before any
+    device is touched: under --dry-run too); a matching pair is planned."""
+    rows = str(tmp_path / "rows.csv")
+    refused(["measure", "--dry-run", "--device", device, "--card", card, "-o", rows], words,
+            capsys)
+    for ok_device, ok_card in (("cuda", "mi300x"), ("mps", "apple-m3-max-40c")):
+        assert main(["measure", "--dry-run", "--device", ok_device, "--card", ok_card,
+                     "-o", rows]) == 0
+        capsys.readouterr()

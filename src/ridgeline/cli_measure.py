@@ -50,6 +50,27 @@ def _check_fp8_device(device: str) -> None:
                      f"priced{slow}")
 
 
+# the catalog vendors whose cards each --device runs on (no catalog record is a CPU)
+CARD_VENDORS = {"cuda": ("nvidia", "amd"), "mps": ("apple",), "cpu": ()}
+
+
+def _check_card_device(device: str, card_id: str, vendor: str) -> None:
+    """--card names the catalog card this device is: rows measured on a CPU are no card's
+    (the catalog has no CPU), an Apple card is measured under --device mps, an NVIDIA or AMD
+    one under cuda (ROCm's torch answers to cuda too); any other pairing is refused."""
+    vendors = CARD_VENDORS[device.split(":")[0]]
+    if vendor not in vendors:
+        runs = (" or ".join(f"{VENDOR_WORDS.get(v, v)}" for v in vendors) + " card"
+                if vendors else "no catalog card (the catalog has no CPU)")
+        raise InputError(f"--card {card_id} is {VENDOR_WORDS.get(vendor, vendor)} card, but "
+                         f"--device {device} measures {runs}: the rows would be priced "
+                         "against another device's spec sheet")
+
+
+VENDOR_WORDS = {"nvidia": "an NVIDIA", "amd": "an AMD", "apple": "an Apple",
+                "google": "a Google", "intel": "an Intel"}
+
+
 def cmd_measure(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
@@ -72,6 +93,8 @@ def cmd_measure(args: argparse.Namespace) -> Any:
 
         card = resolve_accelerator(args.card) if args.card else None
         rated = resolve_accelerator(args.rated_gpu) if args.rated_gpu else card
+    if card is not None:
+        _check_card_device(args.device, card.id, card.vendor)
     if args.skip_probes and args.memory_gib:
         raise InputError("--memory-gib sizes the device record, which --skip-probes does not "
                          "write")
