@@ -6,7 +6,8 @@ import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.floors import prefill_floor
-from ridgeline.mxfp4_matmul import blackwell_generation, mxfp4_moe_matmul_dtypes
+from ridgeline.hardware import blackwell_generation
+from ridgeline.mxfp4_matmul import mxfp4_moe_matmul_dtypes
 
 
 @pytest.mark.parametrize(("gpu", "generation"), [

@@ -479,6 +479,19 @@ def catalog_id_named(name: str) -> str | None:
         return None
 
 
+# the RTX Blackwells' forms, compute capability 12.x (RTX PRO 6000, RTX 5090, DGX Spark's GB10)
+SM12X_FORMS = ("consumer", "workstation", "soc")
+
+
+def blackwell_generation(acc: Accelerator) -> str | None:
+    """'sm100' for NVIDIA's data-centre Blackwells (B200 and GB200 are SM 10.0, B300 SM 10.3:
+    vLLM's is_device_capability_family(100)), 'sm12x' for the RTX ones (workstation,
+    consumer or SoC), None for any other card. The one place the two are told apart."""
+    if acc.vendor != "nvidia" or acc.family != "blackwell":
+        return None
+    return "sm12x" if "RTX" in acc.name or acc.form in SM12X_FORMS else "sm100"
+
+
 def resolve_accelerator(name: str) -> Accelerator:
     """A card by its catalog id, alias or marketing name ('H100', 'NVIDIA H100 80GB HBM3'
     -> h100-sxm: 989.4 TFLOP/s bf16 over 3.35 TB/s, 80 GiB) or a user record's id

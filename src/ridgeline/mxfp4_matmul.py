@@ -7,18 +7,7 @@ every card; SGLang and TensorRT-LLM quantize them to MXFP8 on Blackwell, the FP8
 from __future__ import annotations
 
 from ridgeline.datafiles import engine_defaults
-from ridgeline.hardware import Accelerator
-
-# The RTX Blackwells' forms: compute capability 12.x (RTX PRO 6000, RTX 5090, DGX Spark's GB10)
-SM12X_FORMS = ("consumer", "workstation", "soc")
-
-
-def blackwell_generation(acc: Accelerator) -> str | None:
-    """'sm100' for NVIDIA's data-centre Blackwells (B200 and GB200 are SM 10.0, B300 SM 10.3),
-    'sm12x' for the RTX ones (workstation, consumer or SoC), None for any other card."""
-    if acc.vendor != "nvidia" or acc.family != "blackwell":
-        return None
-    return "sm12x" if "RTX" in acc.name or acc.form in SM12X_FORMS else "sm100"
+from ridgeline.hardware import Accelerator, blackwell_generation
 
 
 def mxfp4_moe_matmul_dtypes(engine: str, acc: Accelerator) -> tuple[str, ...] | None:

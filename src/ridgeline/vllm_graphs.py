@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import Accelerator, blackwell_generation
 from ridgeline.stages import Stage
 from ridgeline.units import MIB
 from ridgeline.vllm_memory import (
@@ -52,8 +52,7 @@ def sm100_card(acc: Accelerator) -> bool:
     ``is_device_capability_family(100)`` names: NVIDIA's data-centre Blackwells (B200 and
     GB200 are SM 10.0, B300 SM 10.3), not the SM 12.x ones (an RTX card, workstation,
     consumer or SoC: RTX PRO 6000, RTX 5090, DGX Spark's GB10), as vllm_mxfp4 tells them."""
-    return acc.vendor == "nvidia" and acc.family == "blackwell" and "RTX" not in acc.name \
-        and acc.form not in ("consumer", "workstation", "soc")
+    return blackwell_generation(acc) == "sm100"
 
 
 def capture_ceiling(version: str | None = None, sm100: bool = False) -> int:

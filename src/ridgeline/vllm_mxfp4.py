@@ -5,7 +5,7 @@ checkpoint's, which vLLM's pool counts among the weights (vllm_pool.py)."""
 from __future__ import annotations
 
 from ridgeline.deployment import Deployment
-from ridgeline.hardware import Accelerator
+from ridgeline.hardware import Accelerator, blackwell_generation
 from ridgeline.quantization import EXPERTS
 from ridgeline.stages import Stage
 from ridgeline.vllm_memory import parse_version, vllm_data
@@ -64,8 +64,7 @@ def mxfp4_kernel(acc: Accelerator, version: tuple[int, ...]) -> str | None:
         return "triton-hopper" if version >= HOPPER_TRITON_FROM else "marlin"
     if acc.family != "blackwell":
         return None
-    sm12x = "RTX" in acc.name or acc.form in ("consumer", "workstation", "soc")
-    if not sm12x:
+    if blackwell_generation(acc) == "sm100":
         return "flashinfer"
     return "marlin" if version >= SM12X_MARLIN_FROM else None
 
