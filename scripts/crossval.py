@@ -178,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "file: metric"), ""]
         shared = [p for p in preds if file_of[p.id] == CSVS[0].name]
         lines += ["Targets (median |error|), on every row and on the shared set alone "
-                  f"(`{CSVS[0].name}`, the published measurements the issue names):", "",
+                  f"(`{CSVS[0].name}`, the copy of the shared published measurements):",
+                  "",
                   *_targets(preds, by_id, shared), ""]
         if missing:
             lines.append(f"{len(missing)} rows without a prediction: "

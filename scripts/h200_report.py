@@ -302,7 +302,7 @@ def main() -> int:
 HEADER = """# ridgeline against a measured H200
 
 Written by `python scripts/h200_report.py` from `validation/h200/`: rows from `ridgeline
-measure` on an NVIDIA H200 lent to a session on 2026-11-29 (`bash scripts/gpu_session.sh`; each
+measure` on an NVIDIA H200 on 2026-11-29 (`bash scripts/gpu_session.sh`; each
 run's log beside its rows). The models are built with random weights in bf16, nothing
 downloaded. Decode steps are timed eager (PyTorch launches each op) and replayed from a CUDA
 graph (what serving engines run for decode); prefill is eager. Times are per step: a decode step

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 SERVING = ("decode", "prefill", "fit", "simulate")
 CORE = ("--gpu", "--num-gpus", "--max-model-len", "--weights", "--kv-dtype", "--engine",
@@ -103,3 +105,62 @@ def test_the_help_flags_leave_the_parse_as_it_was() -> None:
     assert not any("help" in name for name in vars(args))
     added = {s for a in parser._actions if section_of(a) == HELP for s in a.option_strings}
     assert added == {"-h", "--help", "--help-all", "--help-engine"}
+
+
+# an example that names the reader's own file, server or device, and what stands in for it
+# here: a bundled file of that kind, or nothing (the example is parsed, not run)
+_STAND_INS = {"vllm-server.log": "tests/fixtures/vllm_server.log",
+              "./my-model/config.json": "src/ridgeline/data/models/EleutherAI--gpt-j-6b.json",
+              "http://localhost:8000/metrics": None, "rows.h100-sxm.csv": None}
+
+
+def _examples() -> list[tuple[str, str]]:
+    from ridgeline.cli_help import EXAMPLES
+
+    return [(command, line) for command, lines in EXAMPLES.items() for line in lines]
+
+
+def test_every_command_ends_its_help_with_what_it_answers_and_an_example(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`ridgeline decode --help` had no line saying what decode answers and no example; each
+    command's help now opens with the line `ridgeline --help` lists it by and ends with an
+    example of its own."""
+    from ridgeline.cli_help import EXAMPLES
+
+    assert set(EXAMPLES) == set(_commands())
+    _, top, _ = run_cli(capsys, "--help")  # which ends saying where the examples are
+    assert "`ridgeline COMMAND --help` gives a command's flags, with examples" in top
+    assert f"  {EXAMPLES['decode'][0]}" in top.splitlines()
+    for command in _commands():
+        _, out, _ = run_cli(capsys, command, "--help")
+        lines = out.splitlines()
+        assert " ".join(lines[2].split()) in " ".join(top.split())  # the line it is listed by
+        assert lines[lines.index("examples:") + 1] == f"  {EXAMPLES[command][0]}"
+
+
+@pytest.mark.parametrize(("command", "line"), _examples())
+def test_each_example_in_a_help_runs(capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                     command: str, line: str) -> None:
+    """Each example parses as the command it ends; it runs to an answer (exit 0) where it
+    needs nothing of the reader's, or with a bundled file of the kind it names, and a
+    measurement only as --dry-run."""
+    argv = shlex.split(line)[1:]
+    assert argv[0] == command
+    stand_ins = [_STAND_INS[w] for w in argv if w in _STAND_INS]
+    argv = [str(ROOT / _STAND_INS[w]) if _STAND_INS.get(w) else w for w in argv]
+    assert _commands()[command].parse_args(argv[1:]) is not None
+    if None in stand_ins or (command == "measure" and "--dry-run" not in argv):
+        return
+    monkeypatch.chdir(tmp_path if command == "page" else ROOT)  # page writes its -o here
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and out, err
+
+
+def test_page_help_names_the_cards_it_offers_by_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """page's --gpu said nothing of the six cards it offers without one."""
+    from ridgeline.page import DEFAULT_GPUS
+
+    _, out, _ = run_cli(capsys, "page", "--help")
+    assert f"(default: {', '.join(DEFAULT_GPUS)})" in " ".join(out.split())

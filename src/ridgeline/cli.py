@@ -68,7 +68,8 @@ def _output(p: argparse.ArgumentParser, plot: bool = False) -> None:
                    help="show each formula with its inputs and their sources")
     if plot:
         p.add_argument("--plot", metavar="FILE", type=_not_empty("plot path"),
-                       help="also draw it: .png/.svg (needs ridgeline[plot]) or .html")
+                       help="also draw it: .png/.svg (needs matplotlib: the checkout's [plot] "
+                            "extra) or .html")
 
 
 def _model(p: argparse.ArgumentParser, optional: bool = False) -> None:
@@ -432,6 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ridgeline",
         description="LLM serving arithmetic from a config.json and a spec sheet.",
+        epilog="`ridgeline COMMAND --help` gives a command's flags, with examples. First try:\n"
+               "  ridgeline decode llama-3.1-70b --gpu h100 --weights fp8 --batch 1,32 "
+               "--context 2000",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the example on a line
     )
     parser.add_argument("--version", action="version", version=f"ridgeline {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -468,6 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in sub.choices.values():  # every flag is added: the sections can be told
         add_help_flags(command)
+    for listed in sub._choices_actions:  # `ridgeline CMD --help` opens with what it answers,
+        sub.choices[listed.dest].description = listed.help  # the line `ridgeline --help` gives
     return parser
 
 

@@ -64,6 +64,49 @@ _SECTION_OF = {dest: section for section, dests in _SECTIONS.items() for dest in
 _OPENING_ENGINE = re.compile(r"(vLLM|SGLang|TensorRT-LLM|llama\.cpp)\b")  # "SGLang: …"
 _ENGINE_KEYS = {title: key for key, title in ENGINES.items()}
 
+# each command's examples, printed at the end of its --help; tests/test_cli_help.py parses
+# every one and runs those that need no file, server or device of the reader's own
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "hardware": ("ridgeline hardware", "ridgeline hardware h100,mi300x --explain"),
+    "model": ("ridgeline model llama-3.1-70b",
+              "ridgeline model ./my-model/config.json --json"),
+    "roofline": ("ridgeline roofline --gpu h100,a100,l40s",
+                 "ridgeline roofline --gpu h100 --model llama-3.1-70b --batch 32"),
+    "moe": ("ridgeline moe qwen3.6-35b-a3b --gpu h100 --batch 1,32,200",),
+    "kv": ("ridgeline kv llama-3.1-70b --context 128K --gpu h100 --num-gpus 2",
+           "ridgeline kv llama-3.1-8b --context 32k --memory-gib 40"),
+    "decode": ("ridgeline decode llama-3.1-70b --gpu h100 --weights fp8 --batch 1,32 "
+               "--context 2000",
+               "ridgeline decode llama-3.1-8b --gpu h100,mi300x --batch 1,64 --context 8k "
+               "--max-model-len 8192"),
+    "prefill": ("ridgeline prefill llama-3.1-8b --gpu h100 --prompt-len 1000,8000",),
+    "utilization": ("ridgeline utilization --gpu h100 --running 8 --model llama-3.1-8b "
+                    "--context 8k",),
+    "fit": ("ridgeline fit llama-3.1-8b --gpu h100 --max-model-len 8192",
+            "ridgeline fit llama-3.1-70b --gpu h100 --num-gpus 2 --target-concurrency 32"),
+    "simulate": ("ridgeline simulate llama-3.1-8b --gpu h100 --rate 4",
+                 "ridgeline simulate llama-3.1-8b --gpu h100 --concurrency 64 "
+                 "--slo-ttft-ms 500 --slo-tpot-ms 50"),
+    "plan": ("ridgeline plan llama-3.1-8b --rate 10 --slo-ttft-ms 500 --slo-tpot-ms 50 "
+             "--gpus h100",),
+    "observe": ("ridgeline observe http://localhost:8000/metrics --model llama-3.1-8b "
+                "--gpu h100 --duration 60s",
+                "ridgeline observe vllm-server.log --model llama-3.1-8b --gpu h100"),
+    "page": ("ridgeline page llama-3.1-8b --gpu h100 -o roofline.html",),
+    "measure": ("ridgeline measure --device cuda --quick --card h100 -o rows.csv --dry-run",
+                "ridgeline measure --device cuda --quick --card h100 -o rows.csv"),
+    "validate": ("ridgeline validate rows.h100-sxm.csv",
+                 "ridgeline validate validation/measurements.csv --explain"),
+    "calibrate": ("ridgeline calibrate rows.h100-sxm.csv -o my-profile.json",),
+    "amdahl": ("ridgeline amdahl --fraction 0.18 --speedup 2",
+               "ridgeline amdahl --model llama-3.1-70b --gpu h100 --num-gpus 8 --op attention "
+               "--batch 32 --context 32k --speedup 2"),
+    "evalstats": ("ridgeline evalstats --pct-a 39.02 --pct-b 47.56 --n 164",
+                  "ridgeline evalstats --discordant 15,2"),
+    "prefix": ("ridgeline prefix --tokens-a 1,2,3,4,5 --tokens-b 1,2,3,4,6 --block-size 2",),
+    "attention": ("ridgeline attention --model llama-3.1-8b --context 64K",),
+}
+
 # a help longer than this many flags is summarized (decode, prefill, fit, simulate: ~100
 # each); plan's 28 (105 lines) and the rest are printed whole
 SUMMARIZED_ABOVE_FLAGS = 50
@@ -188,6 +231,9 @@ def command_help(parser: argparse.ArgumentParser, engine: str | None = None,
         ending = _Formatter(parser.prog)
         ending.add_text(parser.epilog)
         text = text.rstrip("\n") + "\n\n" + ending.format_help()
+    examples = EXAMPLES.get(parser.prog.split()[-1], ())
+    if examples:  # as typed: one command a line, not rewrapped
+        text = text.rstrip("\n") + "\n\nexamples:\n" + "".join(f"  {e}\n" for e in examples)
     return text
 
 

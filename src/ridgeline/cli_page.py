@@ -207,7 +207,8 @@ def register(sub: Any) -> None:
     p.add_argument("model", nargs="?", metavar="MODEL",
                    help="catalog model (default: llama-3.1-70b, llama-3.1-8b, gpt-oss-120b)")
     p.add_argument("--gpu", dest="gpus", metavar="GPU", type=_name_list(_accelerator_name),
-                   help="accelerators to offer, comma-separated")
+                   help="accelerators to offer, comma-separated (default: h100-sxm, "
+                   "h200-sxm, b200, a100-sxm-80gb, l40s, mi300x)")
     # plan's spelling of its candidate cards, read as --gpu; --help shows the one
     p.add_argument("--gpus", dest="gpus", type=_name_list(_accelerator_name),
                    help=argparse.SUPPRESS)

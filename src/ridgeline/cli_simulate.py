@@ -570,10 +570,11 @@ def register(sub: Any) -> None:
                    type=_how_many("number of requests", MAX_REQUESTS),
                    help="requests to run (default 1000, as vllm bench serve's)")
     w.add_argument("--input-len", "--random-input-len", type=_not_empty("--input-len"),
-                   help="512 (default; vllm bench serve's random dataset: 1024), uniform:a,b, "
-                   "normal:mean,sd, lognormal:median,sigma, zipf:s,max, file:PATH")
+                   help="prompt tokens: 512 (default; vllm bench serve's random dataset: "
+                   "1024), uniform:a,b, normal:mean,sd, lognormal:median,sigma, zipf:s,max, "
+                   "file:PATH")
     w.add_argument("--output-len", "--random-output-len", type=_not_empty("--output-len"),
-                   help="as --input-len (default 128)")
+                   help="output tokens, drawn as --input-len's (default 128)")
     w.add_argument("--random-range-ratio", type=_typed(_range_ratio), metavar="R",
                    help="vllm bench serve's: each plain --input-len/--output-len L drawn "
                    "uniform on whole tokens in [floor(L(1 − R)), ceil(L(1 + R))] (an output "

@@ -505,12 +505,13 @@ def _covering(cands: list[Candidate], load: Load, slo: Slo) -> list[Candidate]:
 
 
 def _ray_map(jobs: list[tuple[Any, ...]]) -> list[Candidate | None]:
-    """Evaluate candidates on a Ray cluster (``pip install 'ridgeline[ray]'``): the one at
+    """Evaluate candidates on a Ray cluster (the checkout's ``ray`` extra): the one at
     ``RAY_ADDRESS``, or one started on this machine; one task per chunk of candidates."""
     try:
         import ray
     except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'ridgeline[ray]'") from None
+        raise InputError("--executor ray needs Ray: pip install -e '.[ray]' in ridgeline's "
+                         "checkout, or pip install ray") from None
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"))
     remote = ray.remote(_evaluate_chunk)

@@ -14,7 +14,8 @@ from typing import Any
 
 from ridgeline.errors import InputError
 
-PLOT_EXTRA = "pip install 'ridgeline[plot]'"
+# the checkout's extra: no `ridgeline` on PyPI is this project
+PLOT_EXTRA = "pip install -e '.[plot]' in ridgeline's checkout, or pip install matplotlib"
 
 
 @dataclass(frozen=True)

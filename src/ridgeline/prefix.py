@@ -25,7 +25,8 @@ DEFAULT_BLOCK_SIZE = 16  # prefix_reuse's block where none is given: vLLM's befo
 # reuse (kv_cache_config.enable_block_reuse) works in tokens_per_block (llm_args.py
 # KvCacheConfig, default 32)
 BLOCK_SETTINGS = {"vllm": "block_size", "sglang": "page_size", "trtllm": "tokens_per_block"}
-TOKENIZE_EXTRA = "ridgeline[tokenize]"
+# the checkout's extra: no `ridgeline` on PyPI is this project
+TOKENIZE_EXTRA = "pip install -e '.[tokenize]' in ridgeline's checkout"
 
 
 @dataclass(frozen=True)
@@ -143,15 +144,14 @@ def tokenize(text: str, tokenizer_name: str, add_special_tokens: bool = True) ->
         return list(tiktoken.get_encoding(tokenizer_name).encode_ordinary(text))
     if tiktoken is None and tokenizer_name in TIKTOKEN_ENCODINGS:
         raise InputError(f"cannot tokenize with {tokenizer_name!r}: it is a tiktoken encoding, "
-                         f"and tiktoken is not installed. Install the extra: pip install "
-                         f"'{TOKENIZE_EXTRA}' (or pip install tiktoken), or pass token ids "
-                         "directly")
+                         f"and tiktoken is not installed. Install the extra: {TOKENIZE_EXTRA}"
+                         " (or pip install tiktoken), or pass token ids directly")
     transformers = _optional_module("transformers")
     if transformers is None:
         found = "tiktoken is installed but has no such encoding; " if tiktoken else ""
         raise InputError(
             f"cannot tokenize with {tokenizer_name!r}: {found}Hugging Face tokenizers need"
-            f" transformers. Install the extra: pip install '{TOKENIZE_EXTRA}'"
+            f" transformers. Install the extra: {TOKENIZE_EXTRA}"
             " (or pip install transformers / tiktoken), or pass token ids directly"
         )
     try:
