@@ -159,8 +159,8 @@ def test_json_names_the_step_the_fraction_came_from_as_the_text_does(
     assert source["model"] == "llama-3.1-70b" and source["op"] == "attention"
     assert source["batch"] == 32 and not source["given"]
     first = text.splitlines()[0]
-    for shown in (source["model"], source["gpu"], f"batch {source['batch']}",
-                  f"context {source['context']:,}", f"{source['engine']} profile",
+    for shown in (source["model"], source["accelerator"], f"batch {source['batch']}",
+                  f"context {source['context_len']:,}", f"{source['engine']} profile",
                   f"{source['fraction']:.1%}"):
         assert shown in first
     assert source["part_time_s"] / source["step_time_s"] == pytest.approx(source["fraction"])
@@ -200,7 +200,7 @@ def test_a_step_flag_beside_a_given_fraction_is_refused_not_ignored(
 def test_the_step_defaults_still_apply_with_a_model(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = _cli(capsys, "--model", "llama-3.1-8b", "--gpu", "h100", "--json")
     source = json.loads(out)["source"]
-    assert (source["op"], source["engine"], source["batch"], source["context"],
+    assert (source["op"], source["engine"], source["batch"], source["context_len"],
             source["num_gpus"]) == ("attention", "vllm", 1, 2000, 1)
 
 

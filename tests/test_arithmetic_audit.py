@@ -28,7 +28,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 def longest_fit(capsys: pytest.CaptureFixture[str], *usage: str) -> int:
     """The longest context `fit --target-concurrency 1` finds for 70B bf16 on 2 x H100."""
-    return int(run_json(capsys, "fit", *TP2_70B, "--target-concurrency", "1", *usage)["context"])
+    return int(run_json(capsys, "fit", *TP2_70B, "--target-concurrency", "1", *usage)["max_model_len"])
 
 
 # --- finding 3: the start-up check at the max_model_len in force -------------------------
@@ -116,7 +116,7 @@ def test_a_single_h100_running_llama_8b_still_gets_its_speed_at_the_default_leng
     assert point["per_user_tok_s"] == point["expected"]["per_user_tok_s"]
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"),
                            engine="vllm")
-    step_s = step_cost(dep, decode_batch(1, point["context"]), profile_for("vllm")).time_s
+    step_s = step_cost(dep, decode_batch(1, point["context_len"]), profile_for("vllm")).time_s
     assert point["expected"]["time_s"] == pytest.approx(step_s, rel=1e-12)
     assert point["expected"]["per_user_tok_s"] == pytest.approx(1 / step_s, rel=1e-12)
     assert point["expected"] == short["expected"]

@@ -142,7 +142,7 @@ def test_the_audits_32k_prompt_in_512_token_chunks_takes_what_simulate_times(
     assert prefill["expected"]["time_s"] == pytest.approx(
         serving_prefill_time_s(dep, profile, prefill_steps(32_000, 1, 512)))
     assert prefill["prompt_steps"] == math.ceil(32_000 / 512)
-    assert prefill["step_budget_tokens"] == 512
+    assert prefill["max_num_batched_tokens"] == 512
     one_pass = step_time_s(dep, [Seq(32_000, 0)], profile)
     assert prefill["expected"]["time_s"] > 1.2 * one_pass
 
@@ -169,7 +169,7 @@ def test_vllm_chunks_at_its_default_budget_for_the_card_and_usage(
     other = vllm_batch_defaults(dep, "serve" if usage == "offline" else "offline")
     flags = ["--usage", usage] if usage == "offline" else []
     report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", *flags)
-    assert report["step_budget_tokens"] == budget
+    assert report["max_num_batched_tokens"] == budget
     assert report["prompt_steps"] == math.ceil(32_000 / budget) > 1
     assert report["expected"]["time_s"] == pytest.approx(
         serving_prefill_time_s(dep, profile, prefill_steps(32_000, 1, budget)))
@@ -211,7 +211,7 @@ def test_a_batch_of_prompts_fills_the_budget_first_come_first_served(
     32,000 tokens past the budget."""
     report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000", "--batch", "8")
     dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
-    budget = report["step_budget_tokens"]
+    budget = report["max_num_batched_tokens"]
     assert budget == vllm_batch_defaults(dep, "serve")["max_num_batched_tokens"]
     assert report["prompt_steps"] == math.ceil(8 * 4_000 / budget) == 4
     assert report["expected"]["time_s"] == pytest.approx(
@@ -224,7 +224,7 @@ def test_tensorrt_llm_past_max_num_tokens_is_chunked_with_a_caution(
     it is priced in chunks as simulate runs it, and cautioned as simulate cautions it."""
     report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", "--engine",
                       "trtllm")
-    budget = report["step_budget_tokens"]
+    budget = report["max_num_batched_tokens"]
     assert report["prompt_steps"] == math.ceil(32_000 / budget) > 1
     assert any("TensorRT-LLM runs a context whole" in c for c in report["cautions"])
     within = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000", "--engine",
@@ -242,8 +242,8 @@ def test_tensorrt_llm_with_chunked_prefill_prices_its_steps_as_vllm_at_the_same_
     whole = run_json(capsys, *argv, "--engine", "trtllm")
     chunked = run_json(capsys, *argv, "--engine", "trtllm", "--enable_chunked_prefill")
     vllm = run_json(capsys, *argv, "--max-num-batched-tokens", "8192")
-    budget = chunked["step_budget_tokens"]
-    assert budget == whole["step_budget_tokens"] == vllm["step_budget_tokens"] == 8192
+    budget = chunked["max_num_batched_tokens"]
+    assert budget == whole["max_num_batched_tokens"] == vllm["max_num_batched_tokens"] == 8192
     assert whole["prompt_steps"] == len(prefill_steps(5_000, 5, budget, chunked=False)) == 5
     assert chunked["prompt_steps"] == vllm["prompt_steps"] == math.ceil(5 * 5_000 / budget)
     dep = deployment("llama-3.1-8b", engine="trtllm")
@@ -325,7 +325,7 @@ def test_llama_cpp_keeps_its_ubatches(capsys: pytest.CaptureFixture[str]) -> Non
     """llama.cpp's prompt passes are its ubatches (-ub), not a serving engine's budget."""
     report = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "rtx-4090", "--weights",
                       "q4_k_m", "--engine", "llama.cpp-cuda", "--prompt-len", "4000")
-    assert report["step_budget_tokens"] is None
+    assert report["max_num_batched_tokens"] is None
     assert report["prompt_steps"] == math.ceil(4_000 / 512)
 
 
@@ -349,7 +349,7 @@ def test_a_deployment_that_does_not_fit_counts_no_prompt_steps(
     argv = ("prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "20000",
             "--max-num-batched-tokens", "2048")
     report = run_json(capsys, *argv)
-    assert report["expected"] is None and report["step_budget_tokens"] == 2048
+    assert report["expected"] is None and report["max_num_batched_tokens"] == 2048
     assert report["prompt_steps"] is None
     report = run_json(capsys, *argv, "--num-gpus", "4")
     assert report["expected"] is not None and report["prompt_steps"] == math.ceil(20_000 / 2048)

@@ -112,7 +112,7 @@ def test_decode_table_mode_shows_every_batch_and_context(capsys: pytest.CaptureF
                        "--batch", "1,8,32,128,296", "--context", "2000,8000", "--json")
     points = json.loads(out)["points"]
     assert len(points) == 10
-    by_context = [p for p in points if p["context"] == 2000 and p["fits"]]
+    by_context = [p for p in points if p["context_len"] == 2000 and p["fits"]]
     totals = [p["floor_aggregate_tok_s"] for p in by_context]
     users = [p["floor_per_user_tok_s"] for p in by_context]
     assert totals == sorted(totals) and users == sorted(users, reverse=True)
@@ -662,12 +662,12 @@ def test_fit_without_a_length_finds_the_longest_context_for_the_target(
                        "--target-concurrency", "32", "--json")
     assert code == 0
     found = json.loads(out)
-    assert found["conversations"] >= 32 and 32_000 < found["context"] < 131_072
-    assert found["longest_context_search"].endswith(f"{found['context']:,} tokens")
+    assert found["conversations"] >= 32 and 32_000 < found["max_model_len"] < 131_072
+    assert found["longest_context_search"].endswith(f"{found['max_model_len']:,} tokens")
     # neither a length nor a target: the model's trained context, as vllm serve defaults it
     code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--json")
     default = json.loads(out)
-    assert code == 0 and default["context"] == 131_072
+    assert code == 0 and default["max_model_len"] == 131_072
     assert default["longest_context_search"].startswith("--max-model-len not given: 131,072")
     for argv, message in ((["--gpu", "h100,h200", "--target-concurrency", "4"], "one deployment"),
                           (["--gpu", "h100", "--engine", "vllm,sglang", "--target-concurrency",
@@ -687,7 +687,7 @@ def test_fit_defaults_to_the_context_each_engine_derives_from_a_yarn_config(
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     code, out, _ = run(capsys, "fit", str(path), "--gpu", "h100", "--json")
-    assert code == 0 and json.loads(out)["context"] == 131_072
+    assert code == 0 and json.loads(out)["max_model_len"] == 131_072
     code, out, _ = run(capsys, "fit", str(path), "--gpu", "h100", "--engine", "sglang")
     assert code == 0 and out.startswith("--max-model-len not given: 40,960")
     code, out, _ = run(capsys, "fit", str(path), "--gpu", "h100", "--engine", "sglang",
@@ -799,7 +799,7 @@ def test_fit_cautions_on_context_and_seats(capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "100",
                        "--target-concurrency", "2000", "--json")
     report = json.loads(out)
-    assert report["conversations"] >= 2000 and report["batch"] == report["max_num_seqs"]
+    assert report["conversations"] >= 2000 and report["engine_max_batch"] == report["max_num_seqs"]
     assert any("run at once" in c for c in report["cautions"])
 
 
@@ -1174,7 +1174,7 @@ def test_decode_says_llamacpps_batch_needs_a_slot_per_sequence(
     assert pool["settings"] == "one slot per sequence (-np), --fit-target 1,024 MiB left free"
     assert pool["batch"] > 4
     fit = json.loads(run(capsys, "fit", *argv, "--max-model-len", "2000", "--json")[1])
-    assert fit["batch"] == 4
+    assert fit["engine_max_batch"] == 4
 
 
 def test_card_comparisons_say_which_card_cannot_hold_the_weights(
@@ -1344,7 +1344,7 @@ def test_decode_sizes_the_pool_with_the_engine_settings_given(
     assert "max_num_seqs 16" in seats["settings"]
     code, out, _ = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                        "--kv-dtype", "fp8", "--max-model-len", "2000", *tuned, "--json")
-    assert code == 0 and json.loads(out)["batch"] == seats["batch"] == 16
+    assert code == 0 and json.loads(out)["engine_max_batch"] == seats["batch"] == 16
     code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
                        "llama.cpp", "--gpu-memory-utilization", "0.9")
     assert code == 2 and "sizes a serving engine's pool" in err

@@ -156,7 +156,7 @@ def test_vllms_command_line_wins_over_its_config_file(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = yaml_file(tmp_path, "max-model-len: 32768\n")
     later = answer(capsys, *FIT, "--config", path, "--max-model-len", "8192")
-    assert json.loads(later)["context"] == 8192
+    assert json.loads(later)["max_model_len"] == 8192
     assert later == answer(capsys, *FIT, "--max-model-len", "8192")
 
 
@@ -166,7 +166,7 @@ def test_a_vllm_config_files_model_gives_way_to_the_positional_one(
     args.model = args.model_tag); without MODEL on the command line, the file's is served."""
     path = yaml_file(tmp_path, "model: qwen3-8b\nmax-model-len: 8192\n")
     served = json.loads(answer(capsys, *FIT, "--config", path))
-    assert served["model"] == "llama-3.1-8b" and served["context"] == 8192
+    assert served["model"] == "llama-3.1-8b" and served["max_model_len"] == 8192
     alone = json.loads(answer(capsys, "fit", "--gpu", "h100", "--json", "--config", path))
     assert alone["model"] == "qwen3-8b"
 

@@ -47,9 +47,9 @@ def test_utilization_reads_an_moe_batch_as_roofline_and_fit_do(
     assert f"near batch {experts['first_whole_batch_to_ridge']:,}" in util["experts"]  # 2,510.4: 2,511
     fit = run_json(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
                    "--max-model-len", "8192")
-    assert fit["verdict"] == "fits, under the ridge" and fit["batch"] < fit["batch_to_ridge"]
+    assert fit["verdict"] == "fits, under the ridge" and fit["engine_max_batch"] < fit["batch_to_ridge"]
     full = run_json(capsys, "utilization", "--gpu", "h100", "--num-gpus", "2", "--running",
-                    str(fit["batch"]), "--model", "gpt-oss-120b", "--context", "8192")
+                    str(fit["engine_max_batch"]), "--model", "gpt-oss-120b", "--context", "8192")
     assert full["fraction_of_arithmetic"] < 1.0  # under the ridge, as fit says
 
 
@@ -201,14 +201,14 @@ def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
     defaults, as decode and fit ask; 54 before v0.34): one more gets no TTFT, fewer do."""
     fit = run_json(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192")
     over = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "8192",
-                    "--batch", str(fit["batch"] + 1))
-    assert over["expected"] is None and over["engine_max_batch"] == fit["batch"] == 59
+                    "--batch", str(fit["engine_max_batch"] + 1))
+    assert over["expected"] is None and over["engine_max_batch"] == fit["engine_max_batch"] == 59
     under = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
-                     "8192", "--batch", str(fit["batch"] - 4))
+                     "8192", "--batch", str(fit["engine_max_batch"] - 4))
     assert under["expected"] is not None
     dec = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
                    "--context", "8192")
-    assert dec["engine_max_batch"][0]["batch"] == fit["batch"]
+    assert dec["engine_max_batch"][0]["batch"] == fit["engine_max_batch"]
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                  "--prompt-len", "8", "--usage", "offline", "--engine-version", "0.33"]) == 0
     out = capsys.readouterr().out
@@ -235,11 +235,11 @@ def test_prefill_chunks_a_long_prompt_as_simulate_does_without_a_flag(
     sim = run_json(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--input-len", "32000",
                    "--output-len", "1", "--num-requests", "1", "--rate", "1")
     assert sim["settings"]["usage"] == "serve"
-    assert pre["step_budget_tokens"] == sim["settings"]["max_num_batched_tokens"]
+    assert pre["max_num_batched_tokens"] == sim["settings"]["max_num_batched_tokens"]
     assert pre["expected"]["time_s"] == pytest.approx(sim["ttft_s"]["mean"], rel=1e-6)
     batch = run_json(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
                      "32000", "--usage", "offline")
-    assert batch["step_budget_tokens"] > pre["step_budget_tokens"]
+    assert batch["max_num_batched_tokens"] > pre["max_num_batched_tokens"]
 
 
 def test_llama_cpp_attends_over_every_token_of_a_gguf_it_gives_no_window(
@@ -590,7 +590,7 @@ def test_simulate_runs_a_llama_cpp_layer_split_as_one_batch_as_decode_times_it(
     flags = ["mixtral-8x7b", "--gpu", "rtx-4090", "--num-gpus", "8", "--engine", "llama.cpp"]
     sim = run_json(capsys, "simulate", *flags, "--concurrency", "4", "--input-len", "256",
                    "--output-len", "64", "--num-requests", "8", "--max-model-len", "2048")
-    assert sim["running_batch"]["max"] == 4
+    assert sim["running"]["max"] == 4
     four = run_json(capsys, "decode", *flags, "--batch", "4", "--context", "288")["points"][0]
     one = run_json(capsys, "decode", *flags, "--batch", "1", "--context", "288")["points"][0]
     assert sim["tpot_s"]["mean"] == pytest.approx(four["expected"]["time_s"], rel=0.02)
@@ -667,7 +667,7 @@ def test_fit_simulate_and_decode_hold_a_trtllm_hybrids_state_for_every_seat(
     assert fit["verdict"] == "does not fit" and fit["conversations"] == 0
     assert fit["taken_bytes_per_gpu"]["seat_state"] == pool.seat_state_bytes
     lever = next(lv for lv in fit["levers"] if lv["name"] == f"--max_batch_size {seats}")
-    assert lever["batch"] == seats
+    assert lever["engine_max_batch"] == seats
     _, text, _ = run_cli(capsys, "fit", *flags)
     assert f"every one of --max_batch_size {pool.max_num_seqs:,} seats" in text.splitlines()[0]
     code, _, err = run_cli(capsys, "simulate", *flags, "--num-requests", "4")
@@ -676,7 +676,7 @@ def test_fit_simulate_and_decode_hold_a_trtllm_hybrids_state_for_every_seat(
                    "4096", "--output-len", "4096", "--concurrency", "40", "--num-requests",
                    "40", "--ignore-eos")
     assert sim["settings"]["overhead_blocks_per_request"] == 0
-    assert sim["running_batch"]["max"] == min(lever["conversations"], seats)
+    assert sim["running"]["max"] == min(lever["conversations"], seats)
     _, out, _ = run_cli(capsys, "decode", *flags, "--batch", "1", "--context", "4000")
     assert "reserves Mamba state for every one of --max_batch_size 2,048 seats" in out
 
@@ -724,12 +724,12 @@ def test_simulate_holds_a_window_only_models_window_as_fit_counts(
             "--num-requests", "30"]
     sim = run_json(capsys, "simulate", *flags, *load)
     grown = sim["settings"]["num_blocks"] // (32768 // b)
-    assert grown + 1 < sim["running_batch"]["max"] == 30 < fit["conversations"]
+    assert grown + 1 < sim["running"]["max"] == 30 < fit["conversations"]
     assert sim["preemptions"] == 0
     assert not [c for c in sim["cautions"] if "sliding windows" in c]
     v0 = run_json(capsys, "simulate", *flags, "--engine-version", "0.6", *load)
     v0_fit = run_json(capsys, "fit", *flags, "--engine-version", "0.6")
-    assert v0["running_batch"]["max"] <= grown + 1 < v0_fit["conversations"]
+    assert v0["running"]["max"] <= grown + 1 < v0_fit["conversations"]
     said = [c for c in v0["cautions"] if "sliding windows" in c]
     assert len(said) == 1 and f"holds {v0_fit['conversations']:,} conversations" in said[0]
 
@@ -806,7 +806,7 @@ def test_decode_takes_llama_cpps_max_model_len_as_fit_does(
     decode = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048",
                       "--max-model-len", "32768")
     seats = decode["engine_max_batch"][0]
-    assert seats["context"] == 2048 and seats["batch"] == fit["conversations"]
+    assert seats["context_len"] == 2048 and seats["batch"] == fit["conversations"]
     assert "--max-model-len 32,768" in seats["settings"]
     short = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048")
     assert short["engine_max_batch"][0]["batch"] > seats["batch"]  # slots of 2,048 each

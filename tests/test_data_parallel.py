@@ -290,8 +290,8 @@ def test_decode_fits_a_batch_where_its_busiest_rank_holds_its_share(
         point = json.loads(out)["points"][0]
         assert point["fits"] is fits
         busiest = fit_report(dep, 32_000, EngineSettings(), target=batch).rank_target
-        assert point["fit_rank"] == {"data_parallel_ranks": 8, "sequences": busiest,
-                                     "gpus": 1}
+        assert point["fit_rank"] == {"data_parallel_size": 8, "sequences": busiest,
+                                     "gpus_per_rank": 1}
         assert point["capacity_bytes"] * 8 == pytest.approx(kv["budget_bytes"]
                                                             + point["weight_bytes"] * 8)
     code, text, _ = run_cli(capsys, "decode", "deepseek-v3", "--gpu", "h200", "-dp", "8",

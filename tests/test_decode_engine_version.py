@@ -45,7 +45,7 @@ def test_decode_and_prefill_size_the_pool_fit_sizes_at_a_version(
     decode = _json(capsys, "decode", MODEL, *SIZED, "--context", str(CONTEXT), *asked)
     prefill = _json(capsys, "prefill", MODEL, *SIZED, "--prompt-len", str(CONTEXT), *asked)
     expected = _library_batch(engine, version)
-    assert fit["batch"] == expected
+    assert fit["engine_max_batch"] == expected
     assert decode["engine_max_batch"][0]["batch"] == expected
     assert prefill["engine_max_batch"] == expected
 

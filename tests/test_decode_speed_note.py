@@ -112,5 +112,5 @@ def test_llama4_note_says_its_chunked_layers_read_their_own_chunk(
             f"{chunked[0].window_tokens:,}-token attention chunk") in note
     code, out, err = run_cli(capsys, "decode", *argv, "--json")
     assert code == 0, err
-    floor = {p["context"]: p["floor_step_time_s"] for p in json.loads(out)["points"]}
+    floor = {p["context_len"]: p["floor_step_time_s"] for p in json.loads(out)["points"]}
     assert floor[8200] < floor[4000]

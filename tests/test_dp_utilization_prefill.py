@@ -116,7 +116,7 @@ def test_prefill_steps_under_dp_are_each_ranks_under_its_budget(
     # SGLang: --chunked-prefill-size the server's, ÷ --dp-size on each rank
     sg = _json(capsys, "prefill", "deepseek-v3", *SGLANG_DP, "--prompt-len", "8192")
     rank = rank_budget_tokens("sglang", 8192, 8)
-    assert sg["step_budget_tokens"] == rank
+    assert sg["max_num_batched_tokens"] == rank
     assert sg["prompt_steps"] == len(prefill_steps(8192, 1, rank, True))
 
 

@@ -105,7 +105,7 @@ def test_fit_decode_and_simulate_agree_on_sglangs_drafter_seats(
     fitted = json.loads(out)
     cap = sglang_speculative_requests("eagle")
     assert fitted["conversations"] > cap  # the pool holds more; the default binds
-    assert fitted["max_num_seqs"] == fitted["batch"] == cap
+    assert fitted["max_num_seqs"] == fitted["engine_max_batch"] == cap
     code, out, err = run_cli(capsys, "fit", *L8, *spec, "--target-concurrency",
                              str(fitted["conversations"]))
     assert code == 0, err
@@ -121,7 +121,7 @@ def test_fit_decode_and_simulate_agree_on_sglangs_drafter_seats(
     assert code == 0, err
     simulated = json.loads(out)
     assert simulated["settings"]["max_num_seqs"] == cap
-    assert simulated["running_batch"]["max"] <= cap
+    assert simulated["running"]["max"] <= cap
 
 
 # -- vLLM: the default capture cap counts the drafts from v0.13 ----------------------------

@@ -60,7 +60,7 @@ def test_plan_leaves_a_v100_out_beside_a_card_the_engine_runs_on(
     assert code == 0, err
     shown = json.loads(out)
     (left,) = shown["left_out"]
-    assert left["gpu"].startswith("v100") and left["what"] == "every format"
+    assert left["accelerator"].startswith("v100") and left["what"] == "every format"
     assert shown["winner"]["accelerator"].startswith("a100")
     alone = refused_line(capsys, "plan", "llama-3.1-8b", "--engine", engine, *PLAN,
                          "--gpus", "v100")
@@ -89,7 +89,7 @@ def test_plans_refusal_names_a_way_out_plan_can_follow(
     code, out, err = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN, "--gpus", gpu, *way[2:4],
                              "--json")
     assert code == 0, err
-    assert json.loads(out)["winner"]["accelerator"] == left["gpu"]
+    assert json.loads(out)["winner"]["accelerator"] == left["accelerator"]
 
 
 def test_trtllm_on_an_amd_card_names_an_engine_that_runs_there(

@@ -189,7 +189,7 @@ def test_fit_with_an_mtp_drafter_holds_fewer_conversations_as_its_pool_is_comput
     assert plain["model_runner"] == ngram["model_runner"] == "MRV2"
     seats = ngram["max_num_seqs"]
     assert ngram["taken_bytes_per_gpu"]["drafter_buffers"] >= \
-        ngram_token_table_bytes(seats, ngram["context"]) > 0 == plain["taken_bytes_per_gpu"][
+        ngram_token_table_bytes(seats, ngram["max_model_len"]) > 0 == plain["taken_bytes_per_gpu"][
             "drafter_buffers"]
     code, out, err = run_cli(capsys, *FIT, "--spec-tokens", "3")
     assert code == 0 and "caution: the eagle drafter's weights" in err

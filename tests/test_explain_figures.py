@@ -610,7 +610,7 @@ def test_simulate_explains_its_mean_column_and_running_batch(
             == pytest.approx(data[key]["mean"] * 1e3)
     b = ins(steps["running batch, mean"])
     assert res(steps["running batch, mean"]) == pytest.approx(
-        b["request-seconds running"] / b["span"]) == pytest.approx(data["running_batch"]["mean"])
+        b["request-seconds running"] / b["span"]) == pytest.approx(data["running"]["mean"])
 
 
 def _blocks(source: str) -> int:

@@ -109,8 +109,8 @@ def test_each_lever_ends_in_its_batch(capsys: pytest.CaptureFixture[str]) -> Non
     for lever in data["levers"]:
         s = by_label(steps, f"lever, {lever['name']}")
         got = ins(s)
-        assert res(s) == min(got["conversations"], got["seats"]) == lever["batch"]
-        assert (got["conversations"], got["seats"]) == (lever["conversations"], lever["seats"])
+        assert res(s) == min(got["conversations"], got["seats"]) == lever["engine_max_batch"]
+        assert (got["conversations"], got["seats"]) == (lever["conversations"], lever["max_num_seqs"])
 
 
 @pytest.mark.parametrize("argv", [README_DECODE,

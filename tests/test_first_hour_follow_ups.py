@@ -68,7 +68,7 @@ def test_decode_names_its_default_context_where_none_was_typed(
 
 def test_decode_still_prices_its_default_context(capsys: pytest.CaptureFixture[str]) -> None:
     report = _json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100")
-    assert [p["context"] for p in report["points"]] == [DEFAULT_CONTEXT_TOKENS]
+    assert [p["context_len"] for p in report["points"]] == [DEFAULT_CONTEXT_TOKENS]
 
 
 def test_the_engines_table_gives_a_short_conversation_in_its_own_unit(

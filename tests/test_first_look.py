@@ -80,7 +80,7 @@ def test_observe_json_names_the_deployment_ridge_batch_and_pool_its_text_names(
     assert got["first_whole_batch_to_ridge"] == math.ceil(ridge) == 296
     assert f"a ridge batch of {got['first_whole_batch_to_ridge']:,}" in text and " on 1 x h100-sxm" in text
     blocks, tokens, context = (got["pool_blocks_modelled"], got["pool_tokens_modelled"],
-                               got["context"])
+                               got["context_len"])
     block = tokens // blocks  # vLLM's block_size: 64 from v0.34
     assert tokens == blocks * block and block == 64
     a_sequence = math.ceil(context / block)
@@ -232,7 +232,7 @@ def test_observe_cautions_a_given_context_far_under_the_kv_caches_fill(
     got = json.loads(out)
     held = round(statistics.fmean(usage) * got["pool_tokens_modelled"]
                  / statistics.fmean(running))
-    assert held == 10_746 and got["context"] == 4_000  # 9,948 under vLLM 0.32's pool
+    assert held == 10_746 and got["context_len"] == 4_000  # 9,948 under vLLM 0.32's pool
     caution = next(c for c in got["cautions"] if c.startswith("--context"))
     assert f"--context 4,000 is under the KV cache's fill: {held:,} tokens a running request" \
         in caution and f"{held / 4000:,.1f}× it" in caution

@@ -57,10 +57,10 @@ def test_observe_cautions_a_modelled_fill_far_over_the_counters_mean_it_keeps(
     FILL_OVER_MEAN × the mean. The counters' mean is kept (the pool is modelled, not
     reported), and a caution names both figures and which was used."""
     data = json.loads(run_cli(capsys, *OBSERVE, "--json")[1])
-    assert data["pool_tokens_reported"] is None and data["context_source"].startswith("mean")
+    assert data["pool_tokens_reported"] is None and data["context_len_source"].startswith("mean")
     fill = round(data["kv_usage"]["mean"] * data["pool_tokens_modelled"]
                  / data["running"]["mean"])
-    context = data["context"]
+    context = data["context_len"]
     assert fill > FILL_OVER_MEAN * context
     said = [c for c in data["cautions"] if "KV cache's fill" in c]
     assert len(said) == 1

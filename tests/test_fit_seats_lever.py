@@ -23,14 +23,14 @@ def fit_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
 def test_a_seat_capped_batch_is_offered_the_seats_its_pool_holds(
         capsys: pytest.CaptureFixture[str], engine: str) -> None:
     capped = fit_json(capsys, "--engine", engine, "--max-num-seqs", "2")
-    assert capped["batch"] == 2 < capped["conversations"]
+    assert capped["engine_max_batch"] == 2 < capped["conversations"]
     [lever] = [v for v in capped["levers"] if v["name"].startswith(FLAGS[engine])]
     seats = int(lever["name"].split()[-1].replace(",", ""))
     # the seats' own memory (vLLM's graph sizes, sampler rows) moves the pool a little, so
     # the seats are the most it holds: one more and it holds fewer than they
-    assert lever["batch"] == seats <= lever["conversations"] and seats > 2
+    assert lever["engine_max_batch"] == seats <= lever["conversations"] and seats > 2
     rerun = fit_json(capsys, "--engine", engine, "--max-num-seqs", str(seats))
-    assert rerun["batch"] == seats  # the lever is what fit then says
+    assert rerun["engine_max_batch"] == seats  # the lever is what fit then says
     assert rerun["conversations"] == lever["conversations"]
     more = fit_json(capsys, "--engine", engine, "--max-num-seqs", str(seats + 1))
     assert more["conversations"] < seats + 1
@@ -38,7 +38,7 @@ def test_a_seat_capped_batch_is_offered_the_seats_its_pool_holds(
 
 def test_a_pool_capped_batch_gets_no_seats_lever(capsys: pytest.CaptureFixture[str]) -> None:
     plain = fit_json(capsys)
-    assert plain["batch"] == plain["conversations"]
+    assert plain["engine_max_batch"] == plain["conversations"]
     assert not [v for v in plain["levers"] if v["name"].startswith("--max-num-seqs")]
 
 
@@ -60,7 +60,7 @@ def test_no_seats_lever_past_what_the_engine_starts_with(
         assert main(["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
                      "--max-model-len", str(context), "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
-        assert report["batch"] == report["max_num_seqs"] < report["conversations"]
+        assert report["engine_max_batch"] == report["max_num_seqs"] < report["conversations"]
         found[context] = report["conversations"], [
             int(lever["name"].split()[-1].replace(",", "")) for lever in report["levers"]
             if lever["name"].startswith("--max-num-seqs")]

@@ -36,7 +36,8 @@ def test_vllm_hybrid_is_offered_prefix_caching_off_at_the_count_fit_gives_with_i
     off = lever(plain, "--no-enable-prefix-caching")
     assert "not 3" in off["name"] and "prefix-cache hits" in off["name"]
     rerun = fit_json(capsys, *NEMOTRON, "--no-enable-prefix-caching")
-    assert (off["conversations"], off["batch"]) == (rerun["conversations"], rerun["batch"])
+    assert ((off["conversations"], off["engine_max_batch"])
+            == (rerun["conversations"], rerun["engine_max_batch"]))
     assert off["conversations"] > plain["conversations"]
 
 
@@ -63,10 +64,11 @@ def test_sglang_hybrid_is_offered_the_state_pool_its_kv_cache_can_run(
     flag = int(sized["name"].split()[1])
     assert flag % 3 == 0 and flag < plain["state_pool"]["slots"]
     rerun = fit_json(capsys, *QWEN_NEXT, "--max-mamba-cache-size", str(flag))
-    assert (sized["conversations"], sized["batch"]) == (rerun["conversations"], rerun["batch"])
-    assert sized["batch"] == flag // 3 > plain["batch"]
+    assert ((sized["conversations"], sized["engine_max_batch"])
+            == (rerun["conversations"], rerun["engine_max_batch"]))
+    assert sized["engine_max_batch"] == flag // 3 > plain["engine_max_batch"]
     more = fit_json(capsys, *QWEN_NEXT, "--max-mamba-cache-size", str(flag + 3))
-    assert more["batch"] <= sized["batch"]
+    assert more["engine_max_batch"] <= sized["engine_max_batch"]
     # at the lever's size the pool is already right: no lever again
     assert not [v for v in rerun["levers"] if v["name"].startswith("--max-mamba-cache-size")]
 
@@ -81,8 +83,9 @@ def test_sglang_state_lever_under_data_parallel_attention_is_the_servers_flag(
     flag = int(sized["name"].split()[1])
     assert flag % (3 * 4) == 0
     rerun = fit_json(capsys, *dp, "--max-mamba-cache-size", str(flag))
-    assert (sized["conversations"], sized["batch"]) == (rerun["conversations"], rerun["batch"])
-    assert sized["batch"] > plain["batch"]
+    assert ((sized["conversations"], sized["engine_max_batch"])
+            == (rerun["conversations"], rerun["engine_max_batch"]))
+    assert sized["engine_max_batch"] > plain["engine_max_batch"]
 
 
 def test_dense_data_parallel_ranks_are_called_replicas_not_attention(

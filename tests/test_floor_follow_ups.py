@@ -44,7 +44,7 @@ def test_plan_says_it_left_out_a_v100_the_newest_vllm_runs_nothing_on(
         capsys: pytest.CaptureFixture[str]) -> None:
     """One line, naming the 0.20 floor and both ways out; --json gives the same entry."""
     left = plan_json(capsys, "--gpus", "v100,a100")["left_out"]
-    assert [(x["gpu"], x["what"]) for x in left] == [(V100, "every format")]
+    assert [(x["accelerator"], x["what"]) for x in left] == [(V100, "every format")]
     why = left[0]["why"]
     assert f"does not run on the {V100}" in why and "below 0.20" in why
     assert "--engine llama.cpp-cuda to fit, decode or simulate" in why
@@ -57,7 +57,7 @@ def test_plan_says_it_left_out_a_v100_the_newest_vllm_runs_nothing_on(
 def test_plan_under_0_19_keeps_the_v100_and_leaves_out_only_its_fp8_cache(
         capsys: pytest.CaptureFixture[str]) -> None:
     left = plan_json(capsys, "--gpus", "v100,a100", "--engine-version", "0.19")["left_out"]
-    assert [(x["gpu"], x["what"]) for x in left] == [(V100, "KV fp8")]
+    assert [(x["accelerator"], x["what"]) for x in left] == [(V100, "KV fp8")]
     assert "keeps no fp8 KV cache" in left[0]["why"]
 
 
@@ -66,7 +66,7 @@ def test_plan_on_a_t4_names_the_releases_that_keep_its_fp8_cache(
         capsys: pytest.CaptureFixture[str]) -> None:
     """plan takes no --kv-dtype: its way out is a release alone."""
     left = plan_json(capsys, "--gpus", "t4")["left_out"]
-    assert [(x["gpu"], x["what"]) for x in left] == [("t4", "KV fp8")]
+    assert [(x["accelerator"], x["what"]) for x in left] == [("t4", "KV fp8")]
     assert left[0]["why"].endswith("give an --engine-version from 0.12 and below 0.24")
     assert "--kv-dtype" not in left[0]["why"]
 
@@ -188,5 +188,5 @@ def test_plan_says_it_left_out_an_a100_sglang_serves_no_modelopt_fp8_export_on(
     assert code == 0, err
     left = json.loads(out)["left_out"]
     acc = resolve_accelerator("a100")
-    assert [(x["gpu"], x["what"]) for x in left] == [(acc.id, "every format")]
+    assert [(x["accelerator"], x["what"]) for x in left] == [(acc.id, "every format")]
     assert "SGLang" in left[0]["why"] and acc.id in left[0]["why"]

@@ -175,12 +175,12 @@ def test_simulate_json_gives_its_load_in_numbers(capsys: pytest.CaptureFixture[s
     assert code == 0 and settings["load"].startswith("30 requests, input 512")
     assert (load["num_requests"], load["rate_req_s"], load["arrival"], load["seed"]) == \
         (30, 4.0, "poisson", 3)
-    assert (load["input_len"], load["input_len_spec"]) == (512, "512")
+    assert (load["prompt_len"], load["prompt_len_spec"]) == (512, "512")
     assert (load["output_len"], load["output_len_spec"]) == (None, "lognormal:100,0.5")
     code, out, _ = run_cli(capsys, *SIM[:4], "--concurrency", "8", "--num-requests", "20",
                            "--input-len", "2k", "--json")
     load = json.loads(out)["settings"]["workload"]
-    assert (load["arrival"], load["rate_req_s"], load["max_concurrency"], load["input_len"]) \
+    assert (load["arrival"], load["rate_req_s"], load["max_concurrency"], load["prompt_len"]) \
         == ("closed_loop", None, 8, 2000)
 
 
@@ -190,7 +190,7 @@ def test_plan_json_gives_plain_lengths_as_numbers(capsys: pytest.CaptureFixture[
                            "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100", "--json")
     data = json.loads(out)
     assert code == 0
-    assert (data["input_len"], data["input_len_spec"]) == (1000, "1k")
+    assert (data["prompt_len"], data["prompt_len_spec"]) == (1000, "1k")
     assert (data["output_len"], data["output_len_spec"]) == (None, "uniform:50,150")
 
 

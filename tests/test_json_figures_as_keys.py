@@ -118,7 +118,7 @@ def test_plan_rows_and_prices_spell_absent_as_null(capsys: pytest.CaptureFixture
     assert all(r["disaggregated"] is None for r in data["runners_up"])
     assert all(r["label"].startswith(f"{r['disaggregated']} pools of ")
                for r in data["disaggregated"])
-    dates = {c["gpu"]: c["price"]["date"] for c in data["cards"]}
+    dates = {c["accelerator"]: c["price"]["date"] for c in data["cards"]}
     assert dates["l40s"] is None and dates["h200-sxm"]
 
 

@@ -183,7 +183,7 @@ def test_the_pools_conversations_and_the_engines_batch_have_one_name_in_every_co
         == seen["conversations"] == held
     # the engine's batch: min(conversations, seats), fit's batch
     assert decode["batch"] == prefill["engine_max_batch"] == seen["engine_max_batch"] \
-        == min(held, fit["max_num_seqs"]) == fit["batch"]
+        == min(held, fit["max_num_seqs"]) == fit["engine_max_batch"]
     assert decode["max_num_seqs"] == fit["max_num_seqs"]
     assert seen["engine_max_batch_capped_by"] == "pool"
     assert "conversations" in run_json(capsys, "kv", *L8_8K, "--context", "8192")
@@ -242,3 +242,95 @@ def test_sizes_are_bytes_and_rates_take_the_decode_and_simulate_names(
                    "llama-3.1-8b", "--gpu", "h100")
     assert log["output_tok_s"] > 0 and "generation_tok_s" not in log
     assert "output_tok_s" in log["gap"] and "generation_tok_s" not in log["gap"]
+
+
+# -- the rest of one name per concept (docs/json.md's 2026-12-06 entry)
+def _keys(data: Any) -> set[str]:
+    """Every key at any depth of a --json answer (lists' items too)."""
+    if isinstance(data, dict):
+        return set(data) | {k for v in data.values() for k in _keys(v)}
+    if isinstance(data, list):
+        return {k for v in data for k in _keys(v)}
+    return set()
+
+
+def test_the_running_batch_and_the_prompt_have_one_name_in_every_command(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """simulate called the running batch running_batch where observe and utilization call it
+    running (vLLM's num_requests_running), and plan and simulate called the prompt input_len
+    where prefill and roofline call it prompt_len: each now has the one name, whichever flag
+    feeds it (--input-len, --prompt-len, --running)."""
+    sim = run_json(capsys, "simulate", *L8_8K, "--rate", "4", "--num-requests", "40",
+                   "--input-len", "700", "--output-len", "64")
+    seen = run_json(capsys, "observe", str(FIXTURES / "vllm_metrics.txt"), "--model",
+                    "llama-3.1-8b", "--gpu", "h100")
+    util = run_json(capsys, "utilization", "--gpu", "h100", "--running", "24")
+    for data in (sim, seen):  # a distribution: over the steps, over the readings
+        assert 0 < data["running"]["mean"] <= data["running"]["max"]
+    # the sampled series never passes the steps' peak, and names its gauge alike
+    assert 0 < max(p["running"] for p in sim["time_series"]) <= sim["running"]["max"]
+    assert util["running"] == 24
+    prefill = run_json(capsys, "prefill", *L8_8K, "--prompt-len", "700")
+    roof = run_json(capsys, "roofline", "--gpu", "h100", "--prompt-len", "700")
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+                    "--input-len", "700", "--output-len", "64", "--slo-ttft-ms", "1000",
+                    "--slo-tpot-ms", "100")
+    load = sim["settings"]["workload"]
+    assert prefill["prompt_len"] == roof["prompt_len"] == plan["prompt_len"] \
+        == load["prompt_len"] == 700
+    assert plan["prompt_len_spec"] == load["prompt_len_spec"] == "700"
+    # the completed requests' mean prompt is the length asked (one fixed number)
+    assert sim["prompt_tokens_mean"] == load["prompt_len"]
+    for data in (sim, seen, util, prefill, roof, plan):
+        assert not {"running_batch", "input_len", "input_len_spec"} & _keys(data)
+
+
+def test_lengths_batches_cards_and_budgets_have_one_name_in_every_command(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fit's context was its max_model_len and its batch every other command's
+    engine_max_batch; a conversation's length is context_len wherever one is asked; plan's
+    gpus/gpu, observe's engines and prefill's step_budget_tokens take the names the other
+    commands give those counts (num_gpus, accelerator, data_parallel_size,
+    max_num_batched_tokens)."""
+    fit = run_json(capsys, "fit", *L8_8K, "--max-model-len", "8192", "--target-concurrency", "64")
+    assert fit["max_model_len"] == 8192 and fit["target_concurrency"] == 64
+    assert fit["engine_max_batch"] == min(fit["conversations"], fit["max_num_seqs"])
+    assert fit["levers"]
+    for lever in fit["levers"]:
+        assert lever["engine_max_batch"] == min(lever["conversations"], lever["max_num_seqs"])
+        assert 0 < lever["max_model_len"] <= fit["max_model_len"]
+    decode = run_json(capsys, "decode", *L8_8K, "--context", "4096", "--batch", "1")
+    kv = run_json(capsys, "kv", *L8_8K, "--context", "4096")
+    util = run_json(capsys, "utilization", "--gpu", "h100", "--running", "8", "--model",
+                    "llama-3.1-8b", "--context", "4096")
+    seen = run_json(capsys, "observe", str(FIXTURES / "vllm_metrics.txt"), "--model",
+                    "llama-3.1-8b", "--gpu", "h100", "--context", "4096")
+    attention = run_json(capsys, "attention", "--model", "llama-3.1-8b", "--context", "4096")
+    amdahl = run_json(capsys, "amdahl", "--model", "llama-3.1-8b", "--gpu", "h100",
+                      "--context", "4096", "--speedup", "2")["source"]
+    assert decode["points"][0]["context_len"] == decode["engine_max_batch"][0]["context_len"] \
+        == kv["context_len"] == util["context_len"] == seen["context_len"] \
+        == attention["context_len"] == amdahl["context_len"] == 4096
+    assert seen["context_len_source"] == "given"
+    assert amdahl["accelerator"] == fit["accelerator"] == decode["accelerator"]
+    # observe's engines reported: one here, as utilization's ranks without -dp
+    assert seen["data_parallel_size"] == util["data_parallel_size"] == 1
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+                    "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
+                    "--slo-tpot-ms", "100")
+    win = plan["winner"]
+    assert win["num_gpus"] == win["replicas"] * win["tensor_parallel_size"] \
+        * win["pipeline_parallel_size"] * win["data_parallel_size"]
+    (card,) = plan["cards"]
+    assert card["accelerator"] == win["accelerator"] and card["num_gpus"] == win["num_gpus"]
+    assert card["price"]["price_per_gpu_hour_usd"] == win["price_per_gpu_hour_usd"] \
+        == resolve_accelerator("h100").price_per_hour_usd
+    prefill = run_json(capsys, "prefill", *L8_8K, "--prompt-len", "8192", "--max-model-len",
+                       "8192")
+    sim = run_json(capsys, "simulate", *L8_8K, "--rate", "2", "--num-requests", "10",
+                   "--max-model-len", "8192")
+    assert prefill["max_num_batched_tokens"] == sim["settings"]["max_num_batched_tokens"]
+    old = {"context", "context_source", "target", "seats", "gpus", "gpu", "engines",
+           "usd_per_gpu_hour", "step_budget_tokens", "data_parallel_ranks"}
+    for data in (fit, decode, kv, util, seen, attention, amdahl, plan, prefill):
+        assert not old & _keys(data), old & _keys(data)

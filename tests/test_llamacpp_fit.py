@@ -289,7 +289,7 @@ def test_fit_and_simulate_take_llama_servers_defaults(capsys: pytest.CaptureFixt
     assert "-c 0 under --fit" in report["longest_context_search"]
     code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", *base, "--concurrency", "2",
                            "--num-requests", "8")
-    assert code == 0 and f"-c {report['context']:,}" in out
+    assert code == 0 and f"-c {report['max_model_len']:,}" in out
 
 
 @pytest.mark.parametrize("argv", [
@@ -619,8 +619,8 @@ def test_the_slots_lever_is_what_fit_says_with_that_many_slots(
     code, out, _ = run_cli(capsys, *argv, "-np", str(n))
     assert code == 0
     pulled = json.loads(out)
-    assert (slots[0]["conversations"], slots[0]["batch"]) == (pulled["conversations"],
-                                                             pulled["batch"])
+    assert (slots[0]["conversations"], slots[0]["engine_max_batch"]) == (pulled["conversations"],
+                                                             pulled["engine_max_batch"])
     code, text, _ = run_cli(capsys, *argv[:-1], "-np", str(n))
     assert code == 0
     assert ("GiB of weights on the host" in slots[0]["name"]) == (

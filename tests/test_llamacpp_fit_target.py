@@ -106,12 +106,12 @@ def test_the_half_context_lever_is_the_run_fit_prints_at_that_context(
     for target in ("8000", "16000"):
         d = fit_json(capsys, "--fit-target", target)
         rerun = fit_json(capsys, "--fit-target", target, "--max-model-len",
-                         str(d["context"] // 2))
+                         str(d["max_model_len"] // 2))
         half = [lv for lv in d["levers"] if lv["name"].startswith("half the context")]
         assert (rerun["conversations"] > d["conversations"]) == (target == "8000")
         if rerun["conversations"] > d["conversations"]:
-            assert [(lv["conversations"], lv["batch"]) for lv in half] == \
-                [(rerun["conversations"], rerun["batch"])]
+            assert [(lv["conversations"], lv["engine_max_batch"]) for lv in half] == \
+                [(rerun["conversations"], rerun["engine_max_batch"])]
         else:  # at 16000 MiB no layer-kept slot fits: -c 2048 holds the one it did at 4096
             assert half == []
 

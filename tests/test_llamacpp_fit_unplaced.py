@@ -49,13 +49,13 @@ def test_c0_where_fit_finds_no_placement_runs_every_layer_at_the_fit_ctx_floor(
     c0 = _fit(capsys, *typed)
     given = _fit(capsys, "--max-model-len", str(floor))
     every = _fit(capsys, "--max-model-len", str(floor), "-ngl", "all")
-    assert c0["context"] == floor
+    assert c0["max_model_len"] == floor
     assert c0["conversations"] == given["conversations"] == every["conversations"] >= 1
     assert c0["tokens"] == every["tokens"]  # no margin left free
     assert _unplaced(c0) == _unplaced(given)
     assert "leaves -c there" in c0["longest_context_search"]
     wider = _fit(capsys, "--fit-ctx", str(2 * floor))  # a higher floor is where -c stays
-    assert wider["context"] == unplaced_context(dep, 2 * floor)
+    assert wider["max_model_len"] == unplaced_context(dep, 2 * floor)
 
 
 def test_longest_context_on_one_memory_is_the_longest_llama_server_loads(
@@ -64,7 +64,7 @@ def test_longest_context_on_one_memory_is_the_longest_llama_server_loads(
     and llama-server loads every layer, so one conversation fits up to the whole card's cells
     (the search had stopped at the margin's); one token more fits under no flag."""
     found = _fit(capsys, "--target-concurrency", "1")
-    length = found["context"]
+    length = found["max_model_len"]
     margin = _fit(capsys, "--max-model-len", "1024")  # --fit places it: the margin kept free
     assert not any("finds no placement" in c for c in margin["cautions"])
     assert margin["tokens"] < length == _fit(capsys, "--max-model-len", "1024",
@@ -94,7 +94,7 @@ def test_fit_chart_draws_the_batch_fit_answers_at_each_context(
     trained = resolve_model("mixtral-8x7b").max_position_embeddings
     checked = [c for c in CONTEXTS if c <= trained]
     for context in checked:
-        assert drawn[float(context)] == _fit(capsys, "--max-model-len", str(context))["batch"]
+        assert drawn[float(context)] == _fit(capsys, "--max-model-len", str(context))["engine_max_batch"]
     assert drawn[2048.0] < drawn[512.0]  # the slot cap (4) no longer hides the margin
 
 
@@ -112,5 +112,5 @@ def test_simulate_runs_c0_where_fit_finds_no_placement_as_fit_answers_it(
     assert code == 0, err
     sim = json.loads(out)
     assert sim["settings"]["offload"] is None
-    assert sim["settings"]["num_blocks"] == c0["context"]
+    assert sim["settings"]["num_blocks"] == c0["max_model_len"]
     assert _unplaced(c0) in sim["cautions"]

@@ -213,17 +213,17 @@ def test_where_window_caches_for_four_slots_leave_no_room_fewer_slots_are_a_leve
                            "--max-model-len", "8192", "--json")
     report = json.loads(out)
     assert code == 0 and report["conversations"] == 0
-    assert {"name": "1 slot (-np 1)", "conversations": 1, "batch": 1,
-            "context": 8192, "seats": 1} in report["levers"]
+    assert {"name": "1 slot (-np 1)", "conversations": 1, "engine_max_batch": 1,
+            "max_model_len": 8192, "max_num_seqs": 1} in report["levers"]
     code, out, _ = run_cli(capsys, "decode", "gemma-2-9b", "--gpu", "apple-m1-pro-14c",
                            "--batch", "1", "--context", "8192", "--json")
     assert code == 0 and json.loads(out)["engine_max_batch"][0]["batch"] == 1
     code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "apple-m3-pro-14c",
                            "--max-model-len", "8192", "--json")
     report = json.loads(out)
-    assert report["batch"] == 1
-    assert {"name": "2 slots (-np 2)", "conversations": 2, "batch": 2,
-            "context": 8192, "seats": 2} in report["levers"]
+    assert report["engine_max_batch"] == 1
+    assert {"name": "2 slots (-np 2)", "conversations": 2, "engine_max_batch": 2,
+            "max_model_len": 8192, "max_num_seqs": 2} in report["levers"]
 
 
 @settings(max_examples=60, deadline=None)

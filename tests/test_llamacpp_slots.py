@@ -61,7 +61,7 @@ def test_decode_and_fit_name_one_slot_count(capsys: pytest.CaptureFixture[str], 
     fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
     held = decoded["engine_max_batch"][0]["batch"]
     lever = next(lv for lv in fitted["levers"] if "-np" in lv["name"])
-    assert lever["conversations"] == lever["batch"] == held > 0
+    assert lever["conversations"] == lever["engine_max_batch"] == held > 0
     assert lever["name"].startswith(f"{held} slot")
     assert f"(-np {held}" in lever["name"]
 
@@ -112,7 +112,7 @@ def test_decode_max_batch_is_fits_where_only_fit_places_the_model(
     fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
     decoded = _json(capsys, "decode", *flags, "--batch", "1", "--context", "4096")
     line = decoded["engine_max_batch"][0]
-    assert line["batch"] == fitted["batch"] == fitted["conversations"] > 0
+    assert line["batch"] == fitted["engine_max_batch"] == fitted["conversations"] > 0
     assert line["priced_run_batch"] == 0
     assert decoded["points"][0]["expected_none_code"] == "does_not_fit"
     assert any(c.startswith("at 4,096 tokens (8 x a100-sxm-80gb) -ngl all's run holds no sequence; "

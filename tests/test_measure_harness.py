@@ -277,8 +277,8 @@ def test_a_dry_run_touches_no_device_and_imports_no_torch(
     skips = plans["h100"]["skipped"]
 
     def skipped(p: dict[str, Any]) -> bool:
-        said = (f"prefill of {p['context']:,} tokens" if p["kind"] == "prefill" else
-                f"batch {p['batch']} x context {p['context']}:")
+        said = (f"prefill of {p['context_len']:,} tokens" if p["kind"] == "prefill" else
+                f"batch {p['batch']} x context {p['context_len']}:")
         return any(s.startswith(said) for s in skips)
 
     assert plans["h100"]["points"] == [p for p in plans[None]["points"] if not skipped(p)]
@@ -316,7 +316,7 @@ def test_a_dry_run_lists_the_rows_a_run_writes_and_the_skips_it_makes(
     assert main([*argv, "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     assert [(r["batch"], r["context_len"] - (r["metric"] != "prefill_tok_s"))
-            for r in run["rows"]] == [(p["batch"], p["context"]) for p in plan["points"]]
+            for r in run["rows"]] == [(p["batch"], p["context_len"]) for p in plan["points"]]
     assert run["skipped"] == plan["skipped"] and plan["skipped"]
 
 

@@ -365,7 +365,8 @@ def test_the_fit_lever_is_what_ngl_auto_places_for_the_targets_slots(
                  if lv["name"].startswith("llama.cpp --fit"))
     assert main([*argv, "-ngl", "auto", "--host-bandwidth-gbs", "76.8"]) == 0
     placed = json.loads(capsys.readouterr().out)
-    assert (placed["conversations"], placed["batch"]) == (lever["conversations"], lever["batch"])
+    assert (placed["conversations"], placed["engine_max_batch"]) == \
+        (lever["conversations"], lever["engine_max_batch"])
     assert placed["max_num_seqs"] == 32 and placed["llama_server_c"] == 32 * 8192
 
 
@@ -640,7 +641,7 @@ def test_a_batch_past_the_ridge_says_when_the_whole_step_stays_memory_bound(
     argv = ["llama-3.1-8b", "--gpu", "h100", "--max-model-len", "1000"]
     assert main(["fit", *argv, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    batch = report["batch"]
+    batch = report["engine_max_batch"]
     assert report["verdict"] == "clears the ridge"
     said = [c for c in report["cautions"] if "the whole step does not" in c]
     flags = f"--batch {batch} --context 1000 --max-model-len 1000 --usage serve"
@@ -655,7 +656,7 @@ def test_a_batch_past_the_ridge_says_when_the_whole_step_stays_memory_bound(
     piped = json.loads(capsys.readouterr().out)
     trip = next(c for c in piped["cautions"] if "the whole step does not" in c)
     assert main(["decode", "llama-3.1-8b", "--gpu", "h100", "--num-gpus", "2", "-pp", "2",
-                 "--batch", str(piped["batch"]), "--context", "1000", "--json"]) == 0
+                 "--batch", str(piped["engine_max_batch"]), "--context", "1000", "--json"]) == 0
     point = json.loads(capsys.readouterr().out)["points"][0]
     assert f"read {point['kv_bytes_read'] / 1e9:,.1f} GB of KV cache" in trip
     assert f"micro-batch of {point['micro_batch']:,} conversations" in trip

@@ -217,7 +217,7 @@ def test_a_bench_result_and_emitted_measurements_feed_calibrate(
                  "--gpu", "h100", "--emit-measurements", str(rows), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["batch"] == pytest.approx(2091.5 * 0.028, rel=0.01)  # Little's law
-    assert data["context"] == 64 + 128  # mean prompt + half the mean output
+    assert data["context_len"] == 64 + 128  # mean prompt + half the mean output
     assert main(["validate", str(rows), "--json"]) == 0
     validated = json.loads(capsys.readouterr().out)
     assert validated["rows"][0]["measured"] == pytest.approx(1e3 / 28.0, rel=0.01)
@@ -408,10 +408,10 @@ def test_without_lengths_the_context_is_read_off_the_kv_fill(
                    EngineSettings())
     mean = sum(obs.kv_usage) / len(obs.kv_usage) * pool.tokens / (
         sum(obs.running) / len(obs.running))
-    assert report["context"] == round(mean) and "KV cache's fill" in report["context_source"]
+    assert report["context_len"] == round(mean) and "KV cache's fill" in report["context_len_source"]
     assert main(["observe", log, "--model", "llama-3.1-8b", "--gpu", "h100", "--context",
                  "4000", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["context_source"] == "given"
+    assert json.loads(capsys.readouterr().out)["context_len_source"] == "given"
 
 
 def _vllm_engines(kv: tuple[float, float], running: tuple[int, int]) -> str:
@@ -1299,20 +1299,20 @@ def test_llama_servers_batch_names_its_slots_not_the_pool_as_the_cap(
     argv = [*base, "--max-num-seqs", str(slots)]
     assert main([*argv, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    held = d["pool_tokens_modelled"] // d["context"]  # llama.cpp's cells: one a token
+    held = d["pool_tokens_modelled"] // d["context_len"]  # llama.cpp's cells: one a token
     assert d["engine_max_batch"] == slots < held == d["conversations"]
     assert d["engine_max_batch_capped_by"] == "seats"
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "the KV pool allows" not in out
-    assert (f"{slots} sequences of {d['context']:,} tokens (assumed: pass --context) run "
+    assert (f"{slots} sequences of {d['context_len']:,} tokens (assumed: pass --context) run "
             f"at once, capped by llama-server's slots (-np {slots}): the KV pool holds "
             f"{held:,}") in out
     assert main([*base, "--json"]) == 0  # no -np given: a slot each, as many as the pool holds
     u = json.loads(capsys.readouterr().out)
     dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("rtx-4090"),
                            weights="q4_k_m", engine="llama.cpp-cuda")
-    assert u["engine_max_batch"] == decode_held(dep, u["context"]) > slots
+    assert u["engine_max_batch"] == decode_held(dep, u["context_len"]) > slots
     assert u["engine_max_batch_capped_by"] == "pool"
     # where the pool is the cap, the line still says so
     assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",

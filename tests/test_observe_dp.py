@@ -135,7 +135,7 @@ def test_preemptions_are_the_engines_total(capsys: pytest.CaptureFixture[str],
     assert main(["observe", str(path), "--model", "llama-3.1-8b", "--gpu", "h100",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["preemptions"] == 1 and data["engines"] == 2 and data["wall"] == "capacity"
+    assert data["preemptions"] == 1 and data["data_parallel_size"] == 2 and data["wall"] == "capacity"
 
 
 def prefix_load(hits: float) -> str:

@@ -77,10 +77,10 @@ def test_observe_and_fit_agree_on_a_drafters_seats_from_its_flags(
                              "--json")
     assert code == 0, err
     observed = json.loads(out)
-    assert observed["engine_max_batch"] == fitted["batch"] == fitted["max_num_seqs"]
+    assert observed["engine_max_batch"] == fitted["engine_max_batch"] == fitted["max_num_seqs"]
     code, out, err = run_cli(capsys, "observe", source, *L8, "--context", "4000", "--json")
     assert code == 0, err
-    assert json.loads(out)["engine_max_batch"] > fitted["batch"]  # without the flags: the tokens'
+    assert json.loads(out)["engine_max_batch"] > fitted["engine_max_batch"]  # without the flags: the tokens'
 
 
 def test_observes_modelled_pool_holds_the_drafters_reserve_as_fits_does(

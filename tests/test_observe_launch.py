@@ -62,7 +62,7 @@ def test_observe_sizes_a_vllm_pool_at_the_release_fit_sizes_it_at(
         given = ("--engine-version", version) if version else ()
         observed = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, *given)
         fitted = cli_json(capsys, "fit", *L8, "--max-model-len", "4000", *given)
-        assert observed["engine_max_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+        assert observed["engine_max_batch"] == min(fitted["engine_max_batch"], fitted["max_num_seqs"])
         batches[version] = observed["engine_max_batch"]
     assert batches["0.9.1"] != batches[None]
 
@@ -137,7 +137,7 @@ def test_a_log_of_vllms_v0_engine_is_sized_as_fit_sizes_that_release_on_v0(
     fitted = cli_json(capsys, "fit", *L8, "--max-model-len", "4000", "--engine-version",
                       "0.9.1 V0")
     on_v1 = cli_json(capsys, "observe", VLLM_LOG, *L8, *CONTEXT, "--engine-version", "0.9.1")
-    assert stated["engine_max_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+    assert stated["engine_max_batch"] == min(fitted["engine_max_batch"], fitted["max_num_seqs"])
     assert stated["engine_max_batch"] != on_v1["engine_max_batch"]
     for given in ("0.9.1 V0", "0.9.1", "v0.9.1"):
         flagged = cli_json(capsys, "observe", source, *L8, *CONTEXT, "--engine-version", given)
@@ -184,9 +184,9 @@ def test_a_context_read_off_the_fill_uses_the_pool_that_then_allows_the_sequence
     data = cli_json(capsys, "observe", VLLM_LOG, *L8, "--engine-version", "0.5.3")
     pool = data["pool_tokens_modelled"]
     kv, running = data["kv_usage"]["mean"], data["running"]["mean"]
-    assert data["pool_tokens_reported"] is None and "KV cache's fill" in data["context_source"]
-    assert data["context"] == round(kv * pool / running)
-    assert f"modelled pool of {pool:,} tokens" in data["context_source"]
-    fitted = cli_json(capsys, "fit", *L8, "--max-model-len", str(data["context"]),
+    assert data["pool_tokens_reported"] is None and "KV cache's fill" in data["context_len_source"]
+    assert data["context_len"] == round(kv * pool / running)
+    assert f"modelled pool of {pool:,} tokens" in data["context_len_source"]
+    fitted = cli_json(capsys, "fit", *L8, "--max-model-len", str(data["context_len"]),
                       "--engine-version", "0.5.3")
-    assert data["engine_max_batch"] == min(fitted["batch"], fitted["max_num_seqs"])
+    assert data["engine_max_batch"] == min(fitted["engine_max_batch"], fitted["max_num_seqs"])

@@ -69,7 +69,7 @@ def test_tensorrt_llms_stated_pool_is_read_as_the_reported_pool(
     assert apart and "--kv_cache_free_gpu_memory_fraction" in apart[0]
     assert not any("--context" in c and "prices the fill" in c for c in data["cautions"])
     held = 0.98 * data["pool_tokens_reported"] / 61
-    assert data["context"] <= 2 * held  # the fill's context, or the counters' near it
+    assert data["context_len"] <= 2 * held  # the fill's context, or the counters' near it
     assert any("trtllm_num_paused_requests read up to 3" in n for n in data["notes"])
 
 

@@ -241,7 +241,7 @@ def test_a_compute_bound_overload_says_so_in_tokens(
     out, text = _simulate(capsys, *COMPUTE_BOUND_RUN, "--num-requests", requests)
     flag = out["overloaded"]
     assert out["batch_filled"]["found"] == "estimated" and flag["limit"] == COMPUTE_BOUND
-    assert out["running_batch"]["max"] < 2048
+    assert out["running"]["max"] < 2048
     best = max(flag["served_req_s"], flag["saturated_req_s"] or 0.0)
     tokens = flag["tokens_per_request"]
     assert tokens == 32 + 64

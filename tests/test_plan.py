@@ -114,7 +114,7 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
     win = data["winner"]
     assert win["usd_per_million_output_tokens"] > 0
     # dollars named as hardware's price_per_hour_usd and decode's usd_per_million_... are
-    assert win["cost_per_hour_usd"] == pytest.approx(win["gpus"] * win["price_per_gpu_hour_usd"])
+    assert win["cost_per_hour_usd"] == pytest.approx(win["num_gpus"] * win["price_per_gpu_hour_usd"])
     assert not {"cost_per_hour", "price_per_gpu_hour", "cost_per_million_output_tokens"} & set(win)
     # the frontier says at what context its decode figures hold: the default 1,000 in, 250 out
     assert data["pareto_context_tokens"] == 1000 + 250 // 2

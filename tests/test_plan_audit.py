@@ -308,7 +308,7 @@ def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
     assert held == [r for r in data["disaggregated"] if r["verified"] and not r["unverified"]]
     text = _run(capsys, *args)
     assert (f"  split prefill and decode pools without the caution held in simulation: "
-            f"{held[0]['label']} = {held[0]['gpus']} GPUs, ${held[0]['cost_per_hour_usd']:,.2f}/h"
+            f"{held[0]['label']} = {held[0]['num_gpus']} GPUs, ${held[0]['cost_per_hour_usd']:,.2f}/h"
             in text)
 
 

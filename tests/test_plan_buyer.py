@@ -60,7 +60,7 @@ def test_the_winner_line_says_the_units_and_spare_gpus(capsys: pytest.CaptureFix
     win = data["winner"]
     unit = resolve_accelerator("gb200").rental_gpus
     assert win["rented_gpus"] == unit and win["price"]["rental_gpus"] == unit
-    assert f"rented as {unit}-GPU units (1 unit, {unit - win['gpus']} spare)" in out
+    assert f"rented as {unit}-GPU units (1 unit, {unit - win['num_gpus']} spare)" in out
     assert win["cost_per_hour_usd"] == pytest.approx(unit * win["price_per_gpu_hour_usd"])
 
 
@@ -73,7 +73,7 @@ def test_break_even_is_a_ceiling_over_the_gpus_it_pays_for() -> None:
     assert ceiling == pytest.approx((win.cost_per_hour or 0) / gaudi.rented_gpus)
     report = _report(result)
     row = next(r for r in report.to_dict()["unpriced"] if r["accelerator"] == "gaudi3")
-    assert row["break_even_usd_per_gpu_hour"] == pytest.approx(ceiling)
+    assert row["break_even_price_per_gpu_hour_usd"] == pytest.approx(ceiling)
     assert row["break_even_note"].startswith("a ceiling")
     text = "\n".join(report.text_lines())
     assert f"it can win only below ${ceiling:,.2f} per GPU-hour (a ceiling" in text
@@ -112,7 +112,7 @@ def test_one_line_names_every_card_compared() -> None:
     for k in result.cards:
         assert k.gpu in line
     cards = _report(result).to_dict()["cards"]
-    assert [c["gpu"] for c in cards] == [k.gpu for k in result.cards]
+    assert [c["accelerator"] for c in cards] == [k.gpu for k in result.cards]
 
 
 def test_a_card_past_max_gpus_says_how_many_it_needs() -> None:
@@ -124,16 +124,16 @@ def test_a_card_past_max_gpus_says_how_many_it_needs() -> None:
 
 def test_prices_carry_their_source_and_date(capsys: pytest.CaptureFixture[str]) -> None:
     data = cli_json(capsys, *PLAN, "--gpus", "l40s,h200", "--json")
-    by_card = {c["gpu"]: c["price"] for c in data["cards"]}
+    by_card = {c["accelerator"]: c["price"] for c in data["cards"]}
     for gpu, price in by_card.items():
         acc = resolve_accelerator(gpu)
-        assert price["usd_per_gpu_hour"] == acc.price_per_hour_usd
+        assert price["price_per_gpu_hour_usd"] == acc.price_per_hour_usd
         assert price["source"] == price_source(acc)
         assert price["date"] == (acc.price_date or None)
     assert by_card["l40s"]["date"] is None  # undated: null, as every absent value
     assert by_card["h200-sxm"]["date"] == resolve_accelerator("h200").price_date != ""
     given = cli_json(capsys, *PLAN, "--gpus", "l40s", "--price", "l40s=1.5", "--json")
-    assert given["winner"]["price"] == {"usd_per_gpu_hour": 1.5, "source": "--price",
+    assert given["winner"]["price"] == {"price_per_gpu_hour_usd": 1.5, "source": "--price",
                                         "date": None, "rental_gpus": 1}
     code, out, _ = run_cli(capsys, *PLAN, "--gpus", "l40s", "--explain")
     assert code == 0

@@ -125,11 +125,11 @@ def test_fit_at_the_models_full_context_says_so_and_where_the_batch_reaches_the_
     the ridge, which fit at that --max-model-len clears and one token longer does not."""
     data = cli_json(capsys, *FIT, "--json")
     ridge = data["ridge_context_tokens"]
-    assert 0 < ridge < data["context"]
+    assert 0 < ridge < data["max_model_len"]
     code, out, _ = run_cli(capsys, *FIT)
     headline = out.splitlines()[1]  # under the "--max-model-len not given" line
     assert code == 0 and headline.startswith("fits, under the ridge") and (
-        f"at any load at this full {data['context']:,}-token context; "
+        f"at any load at this full {data['max_model_len']:,}-token context; "
         f"at {ridge:,} tokens or fewer") in headline
     at, past = (cli_json(capsys, *FIT, "--max-model-len", str(n), "--json")
                 for n in (ridge, ridge + 1))

@@ -98,7 +98,7 @@ def test_plans_sglang_launch_line_is_one_fit_says_fits(
                            *flags, "--json")
     assert code == 0
     fitted = json.loads(out)
-    assert fitted["context"] == length and fitted["conversations"] >= 1
+    assert fitted["max_model_len"] == length and fitted["conversations"] >= 1
     assert not fitted["verdict"].startswith("DOES NOT FIT")
     at_context = [*flags[:flags.index("--context-length")], "--context-length", "163840"]
     code, out, _ = run_cli(capsys, "fit", "deepseek-v3", "--gpu", "b200", "--engine", "sglang",

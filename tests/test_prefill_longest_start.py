@@ -32,7 +32,7 @@ def test_a_refused_start_carries_the_prompt_priced_at_the_length_it_suggests(
     assert given["at_max_model_len"] is None  # it starts: nothing to suggest
     at = refused["at_max_model_len"]
     assert at["max_model_len"] == n and at["engine_runs"]
-    for key in ("expected", "engine_max_batch", "prompt_steps", "step_budget_tokens"):
+    for key in ("expected", "engine_max_batch", "prompt_steps", "max_num_batched_tokens"):
         assert at[key] == given[key], key
     assert at["expected"]["prompt_tok_s"] > 0
     many = run_json(capsys, "prefill", *TP2_70B, "--batch", "64")["at_max_model_len"]

@@ -46,8 +46,8 @@ def test_an_8_bit_checkpoints_smaller_weights_are_a_different_checkpoint(
     assert "a different checkpoint" in lever["name"]
     # priced as that checkpoint: what `--weights` sizes for it
     what_if = answer(capsys, "fit", path, *FIT, "--weights", smaller)
-    assert (lever["conversations"], lever["batch"]) == (what_if["conversations"],
-                                                        what_if["batch"])
+    assert (lever["conversations"], lever["engine_max_batch"]) == (what_if["conversations"],
+                                                        what_if["engine_max_batch"])
     # the same lever where --weights names the checkpoint's own format
     own = lever["name"].split("this one is ")[1].rstrip(")")
     assert SMALLER_WEIGHTS[own] == smaller
@@ -99,8 +99,8 @@ def test_a_16_bit_checkpoint_served_as_fp8_needs_another_checkpoint_for_int4(
     assert [lv["name"] for lv in weight_levers(bf16)] == [f"{SMALLER_WEIGHTS[checkpoint]} weights"]
     assert SMALLER_WEIGHTS[checkpoint] in ON_LOAD_WEIGHTS
     what_if = answer(capsys, "fit", *args, "--weights", smaller)
-    assert (lever["conversations"], lever["batch"]) == (what_if["conversations"],
-                                                        what_if["batch"])
+    assert (lever["conversations"], lever["engine_max_batch"]) == (what_if["conversations"],
+                                                        what_if["engine_max_batch"])
 
 
 @pytest.mark.parametrize("served", ["bf16", "q8_0"])
@@ -118,5 +118,5 @@ def test_llamacpps_smaller_weights_are_always_a_different_gguf_file(
                 if lv["name"].startswith(f"{smaller} ")]  # not -ngl's weights on the host
     assert lever["name"] == f"{smaller} weights (a different GGUF file; this one is {served})"
     what_if = answer(capsys, *args[:-2], smaller, "--json")
-    assert (lever["conversations"], lever["batch"]) == (what_if["conversations"],
-                                                        what_if["batch"])
+    assert (lever["conversations"], lever["engine_max_batch"]) == (what_if["conversations"],
+                                                        what_if["engine_max_batch"])

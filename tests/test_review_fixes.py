@@ -222,7 +222,7 @@ def test_trtllm_says_it_trims_max_seq_len_to_its_pool(capsys: pytest.CaptureFixt
 
     base = ["llama-3.1-70b", "--gpu", "h100", "--num-gpus", "2", "--engine", "trtllm"]
     assert main(["fit", *base, "--target-concurrency", "1", "--json"]) == 0
-    longest = json.loads(capsys.readouterr().out)["context"]
+    longest = json.loads(capsys.readouterr().out)["max_model_len"]
     for argv in (["decode", *base, "--batch", "1", "--context", "1100"],
                  ["prefill", *base, "--prompt-len", "1000"]):
         assert main([*argv, "--json"]) == 0

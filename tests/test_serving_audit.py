@@ -78,7 +78,7 @@ def test_an_emitted_decode_row_says_how_much_its_prompt_tokens_slow_it(
                       "h100", "--emit-measurements", str(rows))
     note = next(n for n in report["notes"] if n.startswith("wrote 1 row"))
     dep, profile = h100("llama-3.1-8b"), profile_for("vllm")
-    alone_ms = step_time_s(dep, decode_batch(32, report["context"]), profile) * 1e3
+    alone_ms = step_time_s(dep, decode_batch(32, report["context_len"]), profile) * 1e3
     mixed_ms = report["predicted_itl_s"] * 1e3
     each = report["prompts_per_step"]  # 1,000-token prompts, each in a step of its own
     assert report["prompt_step_tokens"] == [1000] and each and mixed_ms > alone_ms

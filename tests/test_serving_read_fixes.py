@@ -145,8 +145,8 @@ def test_utilization_with_a_model_defaults_the_context_as_decode_does(
     flags = ("utilization", "--gpu", "h100", "--model", "llama-3.1-8b", "--running", "64",
              "--json")
     defaulted = json.loads(_ok(capsys, *flags))
-    decode_context = _point(capsys, "llama-3.1-8b", "--gpu", "h100")["context"]
-    assert defaulted["context"] == decode_context == DEFAULT_CONTEXT_TOKENS
+    decode_context = _point(capsys, "llama-3.1-8b", "--gpu", "h100")["context_len"]
+    assert defaulted["context_len"] == decode_context == DEFAULT_CONTEXT_TOKENS
     assert defaulted == json.loads(_ok(capsys, *flags, "--context", str(decode_context)))
 
 

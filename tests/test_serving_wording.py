@@ -180,7 +180,7 @@ def test_a_batch_past_max_num_seqs_blames_the_seat_limit_not_the_pool(
     code, out, err = run_cli(capsys, "fit", *settings, "--max-model-len", "4k", "--json")
     assert code == 0, err
     fit = json.loads(out)
-    assert fit["batch"] == 16 < fit["conversations"]
+    assert fit["engine_max_batch"] == 16 < fit["conversations"]
     _, out, _ = run_cli(capsys, "decode", *settings, "--batch", "32", "--context", "4k",
                         "--json")
     reason = json.loads(out)["points"][0]["expected_none_reason"]
@@ -192,7 +192,7 @@ def test_a_batch_past_max_num_seqs_blames_the_seat_limit_not_the_pool(
                         "--json")
     _, free, _ = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "32",
                          "--context", "4k")
-    held = json.loads(out)["batch"]
+    held = json.loads(out)["engine_max_batch"]
     assert f"KV pool (vllm serve's defaults) runs at most {held} " in free
     assert "capped by" not in free
 

@@ -69,7 +69,7 @@ def test_sglangs_auto_cache_is_bf16_on_hopper_and_656_byte_fp8_records_on_blackw
     data = sglang_fit(tmp_path, capsys, gpu)
     assert data["kv_dtype"] == cache
     assert data["per_conversation_bytes_per_gpu"] == per_token_bytes(latent_bytes) \
-        * data["context"]
+        * data["max_model_len"]
 
 
 def test_sglangs_fp8_e4m3_is_kept_in_656_byte_records_and_fp8_e5m2_refused(
@@ -77,7 +77,7 @@ def test_sglangs_fp8_e4m3_is_kept_in_656_byte_records_and_fp8_e5m2_refused(
     data = sglang_fit(tmp_path, capsys, "h200", "--kv-cache-dtype", "fp8_e4m3")
     assert data["kv_dtype"] == "fp8_ds_mla"
     record = fp8_ds_mla_bytes(v32_config()["kv_lora_rank"], v32_config()["qk_rope_head_dim"])
-    assert data["per_conversation_bytes_per_gpu"] == per_token_bytes(record) * data["context"]
+    assert data["per_conversation_bytes_per_gpu"] == per_token_bytes(record) * data["max_model_len"]
     # bf16's fp8 lever is priced in the same records: the flag's own run
     bf16 = sglang_fit(tmp_path, capsys, "h200")
     lever = next(x for x in bf16["levers"] if x["name"].startswith("fp8 KV cache"))
@@ -127,7 +127,7 @@ def test_docs_fit_md_quotes_the_forced_layouts_pool_as_fit_sizes_it(
     plain = cli_json(capsys, *args, "--engine-version", FORCED["before"])
     text = " ".join((Path(__file__).parents[1] / "docs" / "fit.md").read_text().split())
     assert (f"{forced['tokens']:,} tokens on each rank, {forced['conversations']} "
-            f"conversations of {forced['context']:,} where plain TP8 holds "
+            f"conversations of {forced['max_model_len']:,} where plain TP8 holds "
             f"{plain['conversations']}") in text
 
 

@@ -426,7 +426,7 @@ def test_an_overrun_state_pool_shows_the_requests_sglang_was_asked(
     the request pool it asked for (min(2,048, 512 slots // 1) = 512), before it halves the
     tokens, so max_running_requests reads 512 (the flag's 600 where given), not 1."""
     r = fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6")
-    assert r["max_num_seqs"] == 512 and r["batch"] == 0 and r["tokens"] == 0
+    assert r["max_num_seqs"] == 512 and r["engine_max_batch"] == 0 and r["tokens"] == 0
     assert fit_json(capsys, NEMOTRON_H, 8, "8k", "0.5.6", "--max-running-requests",
                     "600")["max_num_seqs"] == 600
     text = fit_text(capsys, NEMOTRON_H, 8, "8k", "0.5.6")
@@ -527,7 +527,7 @@ def test_a_carved_pool_of_no_slots_runs_no_request(capsys: pytest.CaptureFixture
     assert isinstance(state, dict) and state["slots"] == 0
     assert state["static_pool_bytes_per_gpu"] * 0.9 / 1.9 < state["bytes_per_request_per_gpu"]
     assert r["tokens"] > 2048  # the KV cache alone would hold a conversation
-    assert (r["max_num_seqs"], r["conversations"], r["batch"], r["verdict"]) \
+    assert (r["max_num_seqs"], r["conversations"], r["engine_max_batch"], r["verdict"]) \
         == (0, 0, 0, "does not fit")
     head = fit_text(capsys, "qwen3.5-35b-a3b", 1, "2048", None, "--mem-fraction-static",
                     "0.8333").splitlines()[0]
@@ -562,7 +562,7 @@ def test_when_the_state_pool_caps_the_running_requests_the_flag_cannot_raise_the
     assert fit_json(capsys, QWEN3_NEXT, 4, "4k", V059, "--target-concurrency", "300",
                     "--max-running-requests", "300")["max_num_seqs"] == 233
     assert fit_json(capsys, QWEN3_NEXT, 4, "4k", V059, "--target-concurrency", "300",
-                    "--no-prefix-caching")["batch"] >= 300
+                    "--no-prefix-caching")["engine_max_batch"] >= 300
 
 
 def test_jambas_mamba1_layers_keep_the_radix_cache_in_the_releases_that_drop_nemotrons(

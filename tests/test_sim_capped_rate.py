@@ -29,8 +29,8 @@ def test_the_cap_bounds_the_running_batch(capsys: pytest.CaptureFixture[str]) ->
     free = simulate(capsys, "--request-rate", "40")
     capped = simulate(capsys, "--request-rate", "40", "--max-concurrency", "4")
     closed = simulate(capsys, "--request-rate", "inf", "--max-concurrency", "4")
-    assert free["running_batch"]["max"] > 16
-    assert capped["running_batch"]["max"] == 4 == closed["running_batch"]["max"]
+    assert free["running"]["max"] > 16
+    assert capped["running"]["max"] == 4 == closed["running"]["max"]
     assert capped["request_rate_req_s"] == pytest.approx(closed["request_rate_req_s"], rel=0.03)
     assert capped["request_rate_req_s"] < 0.25 * free["request_rate_req_s"]
     assert "at most 4 in flight" in capped["settings"]["load"]
@@ -140,7 +140,7 @@ def test_a_bursty_trace_under_a_cap_reports_the_client_waits(
     trace = write_trace(tmp_path / "burst.csv", [i / 1000 for i in range(200)], 500, 100)
     held = trace_run(capsys, trace, "--max-concurrency", "4")
     client = held["client_cap"]
-    assert held["running_batch"]["max"] == 4
+    assert held["running"]["max"] == 4
     assert client["waited"] == 200 - 4 and client["held_back"]
     assert 0 < client["wait_mean_s"] < client["wait_max_s"] <= held["duration_s"]
     once = write_trace(tmp_path / "once.csv", [5.0] * 60, 300, 30)

@@ -67,7 +67,7 @@ def test_dp8_runs_as_many_32k_requests_at_once_as_fit_holds_and_tp8_far_fewer(
         code, out, _ = run_cli(capsys, "fit", *flags, "--json")
         assert code == 0
         held[name] = (json.loads(out)["conversations"],
-                      simulate_json(capsys, *flags, *load)["running_batch"]["max"])
+                      simulate_json(capsys, *flags, *load)["running"]["max"])
     # each run's most requests at once is what fit holds at 32K (its requests a little
     # shorter, 31,200 tokens at most: a block's rounding may seat one more)
     for fit_holds, ran in held.values():

@@ -93,7 +93,7 @@ def test_gemma_runs_the_batch_its_requests_hold(capsys: pytest.CaptureFixture[st
     assert at_end == 7 * cdiv(639, 64)
     main(main_args)
     out = json.loads(capsys.readouterr().out)
-    assert out["running_batch"]["max"] >= config.num_blocks // at_end
+    assert out["running"]["max"] >= config.num_blocks // at_end
 
 
 def check_hybrid(sim: Simulator) -> None:

@@ -43,7 +43,7 @@ def test_a_lone_request_takes_prefills_ttft_and_decodes_batch_1_tpot(
     sim = run_json(capsys, "simulate", *dep, "--rate", "0.01", "--arrival", "constant",
                    "--num-requests", "2", "--input-len", str(PROMPT_TOKENS),
                    "--output-len", str(OUTPUT_TOKENS), "--export", str(export))
-    assert sim["completed"] == 2 and sim["running_batch"]["max"] == 1
+    assert sim["completed"] == 2 and sim["running"]["max"] == 1
     rows = json.loads(export.read_text())
     prefill = run_json(capsys, "prefill", *dep, "--prompt-len", str(PROMPT_TOKENS))
     decode = run_json(capsys, "decode", *dep, "--batch", "1", "--context", str(MID_CONTEXT))

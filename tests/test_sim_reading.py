@@ -148,7 +148,7 @@ def test_a_running_batch_past_fits_count_says_why(capsys: pytest.CaptureFixture[
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
     data = json.loads(out)
-    peak = data["running_batch"]["max"]
+    peak = data["running"]["max"]
     assert data["conversations"] == held == 3 and abs(peak - 48) <= 4
     code, out, err = run_cli(capsys, *argv)
     line = next(line for line in out.splitlines() if "`fit` counts at once" in line)
@@ -159,7 +159,7 @@ def test_a_running_batch_past_fits_count_says_why(capsys: pytest.CaptureFixture[
              "300", "--max-model-len", "2048")
     code, out, err = run_cli(capsys, *short, "--json")
     data = json.loads(out)
-    assert data["running_batch"]["max"] <= data["conversations"] \
+    assert data["running"]["max"] <= data["conversations"] \
         == _fit_conversations(capsys, "2048")
     code, out, err = run_cli(capsys, *short)
     assert code == 0 and "`fit` counts at once" not in out
@@ -176,7 +176,7 @@ def test_a_default_context_past_fits_count_is_told_only_where_the_run_preempted(
                              "20", "--num-requests", "300", "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["running_batch"]["max"] > data["conversations"] and not data["preemptions"]
+    assert data["running"]["max"] > data["conversations"] and not data["preemptions"]
     code, out, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate",
                              "20", "--num-requests", "300")
     assert code == 0 and "peaked at" not in out and "`fit` counts at once" not in out
@@ -184,7 +184,7 @@ def test_a_default_context_past_fits_count_is_told_only_where_the_run_preempted(
             "200", "--input-len", "2000", "--output-len", "4000")
     code, out, err = run_cli(capsys, *argv, "--json")
     data = json.loads(out)
-    peak, held, preempted = (data["running_batch"]["max"], data["conversations"],
+    peak, held, preempted = (data["running"]["max"], data["conversations"],
                              data["preemptions"])
     assert peak > held and preempted > 0
     code, out, err = run_cli(capsys, *argv)

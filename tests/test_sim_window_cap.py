@@ -122,6 +122,6 @@ def test_mistral_runs_as_many_as_fit_counts(capsys: pytest.CaptureFixture[str]) 
           "--concurrency", "128", "--input-len", "16000", "--output-len", "4000",
           "--num-requests", "250", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert out["running_batch"]["max"] == 117
+    assert out["running"]["max"] == 117
     assert out["preemptions"] == 0
     assert not any("sliding windows" in c for c in out["cautions"])

@@ -1193,9 +1193,9 @@ def test_the_running_batch_is_littles_law(capsys: pytest.CaptureFixture[str],
     on_engine_s = d["completed"] * (d["e2e_s"]["mean"] - d["queue_s"]["mean"])
     first = min(p["t_s"] for p in d["time_series"])
     littles = on_engine_s / (d["duration_s"] - first)
-    assert littles * 0.95 < d["running_batch"]["mean"] <= littles * 1.001
+    assert littles * 0.95 < d["running"]["mean"] <= littles * 1.001
     if load[0] == "--concurrency":
-        assert d["running_batch"]["max"] == 8 and d["running_batch"]["mean"] > 7.6
+        assert d["running"]["max"] == 8 and d["running"]["mean"] > 7.6
 
 
 def test_the_json_export_is_strict_json_and_speculation_is_named(

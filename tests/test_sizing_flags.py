@@ -207,7 +207,7 @@ def test_a_tp_launch_whose_state_pool_no_dp_lever_can_divide_still_gets_its_answ
     code, out, err = run_cli(capsys, *FIT_NEXT, "--max-mamba-cache-size", "3", "--json")
     assert code == 0, err
     report = json.loads(out)
-    assert report["data_parallel"] is None and report["batch"] == 1  # 3 slots // 3 a request
+    assert report["data_parallel"] is None and report["engine_max_batch"] == 1  # 3 slots // 3 a request
     assert not any("DP attention" in lever["name"] for lever in report["levers"])
     # the DP lever is still offered where the count divides over the ranks
     code, out, err = run_cli(capsys, *FIT_NEXT, "--max-mamba-cache-size", "256", "--json")

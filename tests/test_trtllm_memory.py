@@ -73,7 +73,7 @@ def test_fewer_seats_free_the_buffers_and_fit_offers_them(capsys: pytest.Capture
     assert report["taken_bytes_per_gpu"]["seat_buffers"] > 4 * GIB
     seats = [lv for lv in report["levers"] if "--max_batch_size" in lv["name"]]
     assert seats and seats[0]["conversations"] > held
-    assert int(seats[0]["name"].split()[0].replace(",", "")) >= seats[0]["batch"]
+    assert int(seats[0]["name"].split()[0].replace(",", "")) >= seats[0]["engine_max_batch"]
 
 
 def test_backend_is_tensorrt_llms_alone(capsys: pytest.CaptureFixture[str]) -> None:
@@ -165,7 +165,7 @@ def test_fit_and_simulate_hold_whole_blocks_as_guaranteed_no_evict_reserves_them
                            "--num-requests", "120", "--input-len", "4000", "--output-len", "97",
                            "--json")
     assert code == 0
-    assert json.loads(out)["running_batch"]["max"] == 112
+    assert json.loads(out)["running"]["max"] == 112
 
 
 @pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-r1", "kimi-k2", "glm-4.5",

@@ -81,7 +81,7 @@ def test_prefill_past_32k_chunks_at_v0s_budget_for_the_release(
         capsys: pytest.CaptureFixture[str], version: str) -> None:
     out, text = _prefill(capsys, "llama-3.1-8b", version, LONG, "--max-model-len", str(LONG))
     tokens = v0_chunk_tokens(version)
-    assert out["step_budget_tokens"] == tokens
+    assert out["max_num_batched_tokens"] == tokens
     assert out["prompt_steps"] == math.ceil(LONG / tokens)
     assert (f"in {out['prompt_steps']:,} steps of at most {tokens:,} tokens (vLLM {version}'s "
             "default max_num_batched_tokens with its V0 engine's chunked prefill, on past 32K "
@@ -99,7 +99,7 @@ def test_prefill_on_v0_at_the_default_context_is_chunked_whatever_the_usage(
     serve, _ = _prefill(capsys, "llama-3.1-8b", "0.6", LONG)
     offline, _ = _prefill(capsys, "llama-3.1-8b", "0.6", LONG, "--usage", "offline")
     assert serve["max_model_len"] > V0_CHUNKED_ABOVE  # the model's 128K
-    assert serve["step_budget_tokens"] == offline["step_budget_tokens"] \
+    assert serve["max_num_batched_tokens"] == offline["max_num_batched_tokens"] \
         == v0_chunk_tokens("0.6")
 
 
@@ -110,7 +110,7 @@ def test_prefill_runs_a_multimodal_models_prompts_whole_on_v0_past_32k(
     assert "multimodal" in reason
     out, text = _prefill(capsys, model, V0, 30_000, "--max-model-len", str(LONG),
                          "--batch", "2")
-    assert out["step_budget_tokens"] == LONG
+    assert out["max_num_batched_tokens"] == LONG
     assert (f"(vLLM {V0}'s default max_num_batched_tokens: max_model_len, as it runs a prompt "
             "whole on its V0 engine past 32K tokens of context too, chunked prefill left off "
             f"{reason}; the same for vllm serve and --usage offline)") in text
@@ -123,7 +123,7 @@ def test_prefill_at_a_32k_or_shorter_max_model_len_runs_a_v0_prompt_in_one_step(
     out, _ = _prefill(capsys, "llama-3.1-8b", "0.6.4", 20_000, "--max-model-len", str(length))
     pool = kv_pool(_dep("llama-3.1-8b"), EngineSettings(max_model_len=length,
                                                         engine_version="0.6.4"))
-    assert out["step_budget_tokens"] == pool.profile_tokens == length
+    assert out["max_num_batched_tokens"] == pool.profile_tokens == length
     assert out["prompt_steps"] == 1
 
 

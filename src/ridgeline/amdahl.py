@@ -9,7 +9,7 @@ Source: G. Amdahl, "Validity of the single processor approach...", AFIPS 1967.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ridgeline.errors import InputError
 from ridgeline.explain import Step, q, shown_number, step
@@ -40,6 +40,12 @@ class FractionSource:
     step_time_s: float | None = None
     # the engine's fixed costs (per step, layer and weight matmul): in no operator group
     overhead_time_s: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        """amdahl --json's ``source``: the fields under every command's names, the card as
+        ``accelerator`` ("h100-sxm") and the conversation's length as ``context_len`` (2000)."""
+        names = {"gpu": "accelerator", "context": "context_len"}
+        return {names.get(k, k): v for k, v in asdict(self).items()}
 
     def text(self) -> str:
         if self.given:

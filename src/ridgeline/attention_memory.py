@@ -135,7 +135,10 @@ class AttentionMemoryReport:
     indexer_logit_bytes: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
-        out = {k: v for k, v in vars(self).items() if k not in ("steps", "caution")}
+        """--json's object: the fields, the sequence's length as ``context_len`` (every
+        command's name for a conversation's length: 8000), the caution in ``cautions``."""
+        out = {"context_len" if k == "context" else k: v for k, v in vars(self).items()
+               if k not in ("steps", "caution")}
         return {**out, "cautions": [self.caution] if self.caution else []}
 
     def text_lines(self) -> list[str]:

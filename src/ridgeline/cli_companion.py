@@ -33,7 +33,9 @@ class LinesReport:
         assert len(set(keys)) == len(keys), f"a repeated key drops a result from --json: {keys}"
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {key: asdict(result) for key, result in self.results}
+        # a result that names its keys for --json (amdahl's source) gives them itself
+        out: dict[str, Any] = {key: result.to_dict() if hasattr(result, "to_dict")
+                               else asdict(result) for key, result in self.results}
         if self.notes:
             out["notes"] = list(self.notes)
         return out

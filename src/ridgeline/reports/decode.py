@@ -322,7 +322,8 @@ class DecodeReport:
                     "usd_per_million_output_tokens": usd_per_million_tokens(
                         None if price is None else price * self.deployment.num_gpus,
                         f.batch / e.time_s)} if runs else None
-        return {"batch": f.batch, "context": f.context, "engine_runs": runs,
+        # the conversation's length as context_len, every command's name for it
+        return {"batch": f.batch, "context_len": f.context, "engine_runs": runs,
                 "step_time_s": None if expected is None else expected["time_s"],
                 "per_user_tok_s": None if expected is None else expected["per_user_tok_s"],
                 "aggregate_tok_s": None if expected is None else expected["aggregate_tok_s"],
@@ -349,7 +350,7 @@ class DecodeReport:
                 "expectation, as the text's columns (null where it would not run the point: "
                 "expected_none_reason); floor_*: the article's lower bound",
                 "points": points,
-                "engine_max_batch": [{"context": s.context, "batch": s.held,
+                "engine_max_batch": [{"context_len": s.context, "batch": s.held,
                                       "max_model_len": s.max_model_len,
                                       # batch = min(conversations, max_num_seqs) where it
                                       # runs: the pool's count and the seats, fit's names
@@ -372,7 +373,7 @@ class DecodeReport:
         if r is None:
             return None
         whole = r.to_dict()
-        keys = ("batch", "context", "engine_runs", "step_time_s", "per_user_tok_s",
+        keys = ("batch", "context_len", "engine_runs", "step_time_s", "per_user_tok_s",
                 "aggregate_tok_s", "expected", "expected_none_reason", "expected_none_code")
         return {"max_model_len": r.started_at,
                 "points": [{k: point[k] for k in keys} for point in whole["points"]],

@@ -443,8 +443,10 @@ def fit_dict(f: DecodeFloor | PrefillFloor) -> dict[str, Any]:
             # a drafter's weights and cache, counted in weight_bytes and kv_bytes (decode's;
             # 0 without one), and the busiest data-parallel rank the bytes are of (null: none)
             "drafter_bytes": f.fit.drafter_bytes,
-            "fit_rank": {"data_parallel_ranks": rank.ranks, "sequences": rank.sequences,
-                         "gpus": rank.gpus} if rank else None}
+            # the ranks under every command's data_parallel_size, a rank's GPUs under fit's
+            # data_parallel.gpus_per_rank
+            "fit_rank": {"data_parallel_size": rank.ranks, "sequences": rank.sequences,
+                         "gpus_per_rank": rank.gpus} if rank else None}
 
 
 def weights_fit_dict(check: FitCheck | None) -> dict[str, Any]:

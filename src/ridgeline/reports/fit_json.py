@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ridgeline.capacity import context_refusal
 from ridgeline.cpu_offload import cpu_offload_json
 from ridgeline.load_peak import load_peak_reason
-from ridgeline.reports.fit_levers import more_gpus
+from ridgeline.reports.fit_levers import Lever, more_gpus
 from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
@@ -42,7 +42,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "binding_stage": None if p.stage is None else {
             "index": p.stage.index, "layers": p.stage.layers,
             "describe": p.stage.describe()},
-        "context": r.context,
+        # the launch limit, --max-model-len, under its own name (the conversations below
+        # are of this length; other commands' context_len is a conversation's length)
+        "max_model_len": r.context,
         "memory_bytes_per_gpu": p.total_bytes, "reserved_fraction": p.reserved_fraction,
         "reserved_bytes_per_gpu": p.reserved_bytes,
         # TensorRT-LLM: the pool is this share of what is left (kv_cache_free_gpu_mem_fraction)
@@ -75,7 +77,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         # -ngl 0 without --host-memory-gib: the conversations are the GPU mask's count, which
         # no host's RAM reaches; the RAM, not given, bounds them (fit_terms)
         "host_cache_unbounded": host_cache_unbounded(p, r.deployment),
-        "max_num_seqs": p.max_num_seqs, "batch": r.batch, "target": r.target,
+        # the batch it runs, min(conversations, max_num_seqs), under decode's, prefill's and
+        # observe's name; --target-concurrency under its flag's name
+        "max_num_seqs": p.max_num_seqs, "engine_max_batch": r.batch, "target_concurrency": r.target,
         "batch_to_ridge": r.ridge_batch,
         # the verdict: whether the deployment fits, its code and its prose (fit_verdict)
         "fits": r.verdict != DOES_NOT_FIT, "verdict_code": VERDICT_CODES[r.verdict],
@@ -160,7 +164,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         # TensorRT-LLM: the backend that sized it; SGLang: its default rule's era
         "backend": (r.settings.backend or "pytorch") if p.engine == "trtllm" else None,
         "engine_era": p.engine_era or None,
-        "levers": [vars(lv) for lv in r.levers],
+        "levers": [lever_dict(lv) for lv in r.levers],
         # where it does not fit and no lever alone holds the target: the fewest GPUs of this
         # card that do (the text's "none alone is enough; 4 GPUs … hold 3"), null else
         "gpus_needed": None if more is None else more.to_dict(),
@@ -194,3 +198,14 @@ def over_budget_bytes(p: KVPool) -> float:
     they fit: Llama-3.1-70B bf16 on one H100 under vLLM at 8,192 tokens, 63.74 GiB (a pool
     set by --kv-cache-memory-bytes overruns the card by this and the pool together)."""
     return max(0.0, -p.rest_bytes)
+
+
+def lever_dict(lever: Lever) -> dict[str, Any]:
+    """One lever as --json gives it, under fit's top-level names: its conversations, the
+    batch the engine runs under it (``engine_max_batch``, min(conversations, seats)), the
+    launch limit it is at (``max_model_len``: half the context's is 4,096 for fit's 8,192)
+    and the engine's seats under it (``max_num_seqs``). Llama-3.1-8B on an H100 at 8,192
+    tokens under vLLM: "fp8 KV cache (--kv-cache-dtype fp8)" 118 conversations, batch 118."""
+    return {"name": lever.name, "conversations": lever.conversations,
+            "engine_max_batch": lever.batch, "max_model_len": lever.context,
+            "max_num_seqs": lever.seats}

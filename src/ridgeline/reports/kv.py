@@ -187,7 +187,7 @@ class KVReport:
         f = self.footprint
         return {
             **dict.fromkeys(IDENTITY_KEYS), **dict(self.identity),
-            "model": self.model, "kv_dtype": self.kv_dtype, "context": self.context,
+            "model": self.model, "kv_dtype": self.kv_dtype, "context_len": self.context,
             "bytes_per_token": f.bytes_per_token_growing,
             "bytes_per_token_naive": f.bytes_per_token_naive,
             "windowed_bytes_per_sequence": f.windowed_bytes,

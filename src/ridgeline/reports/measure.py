@@ -227,8 +227,9 @@ class MeasurePlanReport:
         plan = self.plan
         return {"dry_run": True, "torch_device": plan.device, "model": plan.model,
                 "dtype": plan.dtype, "fp8": plan.fp8, "probes": plan.probes,
+                # each point's length as the CSV's context_len column and every command's
                 "points": [{"kind": "prefill" if p.prefill else "decode", "batch": p.batch,
-                            "context": p.context,
+                            "context_len": p.context,
                             "engines": ["torch-eager"] + (["torch-cudagraph"] if plan.graphs
                                                           and not p.prefill else [])}
                            for p in plan.points],

@@ -80,7 +80,9 @@ class ObserveReport(ObserveVerdict):
             # the generated tokens a second under simulate's name for them
             "prompt_tok_s": o.prompt_tok_s, "output_tok_s": o.generation_tok_s,
             # in seconds, as every other command's latencies; null where the source has none
-            "latency_s": latencies_s(o.latency_ms) or None, "engines": o.engines,
+            # the data-parallel engines the source reports (vLLM's "engine" label, SGLang's
+            # DP-attention ranks) under utilization's and plan's name for that count
+            "latency_s": latencies_s(o.latency_ms) or None, "data_parallel_size": o.engines,
             "swapped": stats(o.swapped),
             # the busiest data-parallel engine's running at each reading: what fills its pool
             "busiest_engine_running": stats(o.busiest_running),
@@ -109,7 +111,8 @@ class ObserveReport(ObserveVerdict):
             "fraction_of_arithmetic": self.fraction, "engine_max_batch": self.pool_batch,
             "engine_max_batch_capped_by": "seats" if self.seat_capped else "pool",
             "conversations": self.pool_sequences,
-            "context": self.context, "context_source": self.context_source,
+            # the conversation's length the pool is read at, every command's context_len
+            "context_len": self.context, "context_len_source": self.context_source,
             "wall": self.wall, "lever": self.lever,
             "predicted_itl_s": seconds(self.predicted_itl_ms),
             "predicted_step_s": seconds(self.predicted_step_ms),

@@ -78,12 +78,13 @@ def _rate(req_s: float) -> str:
 def price_of(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -> dict[str, Any]:
     """One card's price as --json gives it: $/GPU-hour as the plan priced it, where the
     catalog's figure comes from and the day it was read (null where its source gives none,
-    as for a --price, ``given``, its own source), and its rental unit."""
+    as for a --price, ``given``, its own source), and its rental unit; the price under
+    ``price_per_gpu_hour_usd``, the name every row and command gives it."""
     from ridgeline.hardware import price_source, resolve_accelerator
 
     acc = resolve_accelerator(gpu)
     catalog = usd_per_gpu_hour is not None and not given
-    return {"usd_per_gpu_hour": usd_per_gpu_hour,
+    return {"price_per_gpu_hour_usd": usd_per_gpu_hour,
             "source": (price_source(acc) or "the catalog") if catalog
             else "--price" if usd_per_gpu_hour is not None else None,
             "date": (acc.price_date or None) if catalog else None,
@@ -96,7 +97,7 @@ def price_words(gpu: str, usd_per_gpu_hour: float | None, given: bool = False) -
     if price["source"] is None:
         return "no price"
     rented = f"; rented as {price['rental_gpus']}-GPU units" if price["rental_gpus"] > 1 else ""
-    dated = f"; {price['date'] or 'undated'}" if price["usd_per_gpu_hour"] is not None and \
+    dated = f"; {price['date'] or 'undated'}" if price["price_per_gpu_hour_usd"] is not None and \
         price["source"] != "--price" else ""
     return f"{gpu}: {price['source']}{dated}{rented}"
 
@@ -259,7 +260,8 @@ class PlanReport:
         # prices in US dollars, named as hardware's price_per_hour_usd and decode's
         # usd_per_million_output_tokens name them
         data["price_per_gpu_hour_usd"] = data.pop("price_per_gpu_hour")
-        data.update(label=self.lists.label(c), gpus=c.gpus, cost_per_hour_usd=c.cost_per_hour,
+        # the GPUs in all (every replica's), under every command's num_gpus
+        data.update(label=self.lists.label(c), num_gpus=c.gpus, cost_per_hour_usd=c.cost_per_hour,
                     usd_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()),
                     usd_per_million_prompt_tokens=c.cost_per_million_tokens(
                         self._priced()[1]) if self._priced()[0] == "prompt" else None,
@@ -334,10 +336,11 @@ class PlanReport:
             "model": self.model.name, "engine": r.engine,
             "engine_version": sized_version(r.engine, r.engine_version),
             # each length a number where it is one (1000, 2k), null for a distribution or a
-            # trace; its spec as given beside it (simulate's settings.workload alike)
+            # trace; its spec as given beside it (simulate's settings.workload alike); the
+            # prompt (--input-len) under prefill's name for it, prompt_len
             "rate_req_s": r.load.rate_req_s,
-            "input_len": None if r.load.trace else fixed_tokens(r.load.input_len),
-            "input_len_spec": r.load.input_len,
+            "prompt_len": None if r.load.trace else fixed_tokens(r.load.input_len),
+            "prompt_len_spec": r.load.input_len,
             "output_len": None if r.load.trace else fixed_tokens(r.load.output_len),
             "output_len_spec": r.load.output_len,
             "slo": self._slo_dict(), "searched": r.searched,
@@ -359,7 +362,8 @@ class PlanReport:
             "runners_up_note": self.lists.analytic_note()
             if any(not c.verified for c in self.lists.runners_up()) else None,
             # every card searched, with its best deployment or why it has none
-            "cards": [{"gpu": k.gpu, "status": k.status, "gpus": k.gpus or None,
+            # (the card as every command's accelerator, its GPUs as their num_gpus)
+            "cards": [{"accelerator": k.gpu, "status": k.status, "num_gpus": k.gpus or None,
                        "cost_per_hour_usd": k.best.cost_per_hour if k.best else None,
                        "simulated": k.best.verified if k.best else None,
                        "price": price_of(k.gpu, dict(r.price_table).get(k.gpu),
@@ -387,7 +391,8 @@ class PlanReport:
             "in_range": self._row(r.in_range) if r.in_range else None,
             "notes": list(r.notes),
             # the cards asked for, or their formats, the release refuses: left out unsearched
-            "left_out": [{"gpu": x.gpu, "what": x.what, "why": x.why} for x in r.left_out],
+            "left_out": [{"accelerator": x.gpu, "what": x.what, "why": x.why}
+                         for x in r.left_out],
         }
 
     def prices_line(self) -> str:
@@ -533,7 +538,7 @@ class PlanReport:
                "node_commands": self.launch.node_commands(c) or None,
                # the price per GPU-hour below which it could undercut the winner, a ceiling
                # (its replicas the analytic count), as the text's "it can win only below"
-               "break_even_usd_per_gpu_hour": break_even_usd(win, c) if win else None,
+               "break_even_price_per_gpu_hour_usd": break_even_usd(win, c) if win else None,
                "break_even_note": self.lists.break_even_note(c) if win else None}
         if self.result.engine == "trtllm":
             launch = self.launch.trtllm_launch(c)

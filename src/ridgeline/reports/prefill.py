@@ -302,7 +302,7 @@ class PrefillReport:
             return None
         whole = r.to_dict()
         keys = ("engine_runs", "time_s", "prompt_tok_s", "expected", "expected_none_reason",
-                "expected_none_code", "engine_max_batch", "prompt_steps", "step_budget_tokens")
+                "expected_none_code", "engine_max_batch", "prompt_steps", "max_num_batched_tokens")
         return {"max_model_len": r.started_at, **{k: whole[k] for k in keys}}
 
     def to_dict(self) -> dict[str, Any]:
@@ -332,7 +332,9 @@ class PrefillReport:
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
                 "expected": expected,
-                "step_budget_tokens": None if self.step_budget is None else self.step_budget[0],
+                # the engine's tokens a step, under simulate's and plan's name (vLLM's flag's)
+                "max_num_batched_tokens": None if self.step_budget is None
+                else self.step_budget[0],
                 # whether a prompt past the budget runs in chunks (TensorRT-LLM: only with its
                 # enable_chunked_prefill), or whole
                 "chunked_prefill": self.chunks,

@@ -278,7 +278,9 @@ class SimulateReport:
                               "unfinished": self.requests - r.completed - r.rejected,
                               "reading": r.rec.stop_reading, "reason": _why_stopped(r)}
             if r.rec.stopped_early else None,
-            "running_batch": r.running_batch, "preemptions": r.preemptions,
+            # the requests in the running batch (mean, max), under observe's and utilization's
+            # name, vLLM's own (its num_requests_running gauge)
+            "running": r.running_batch, "preemptions": r.preemptions,
             # fit's conversations of max_model_len tokens at once, under fit's name, which the
             # running batch may pass (shorter requests, admitted on their prompt): not a cap
             "conversations": self.fit_conversations,

@@ -145,7 +145,7 @@ class UtilizationReport:
                 "fraction_of_arithmetic": None if over else self.fraction_of_arithmetic,
                 "bytes_per_weight": self.bytes_per_weight,
                 # conversations of context the pool holds, the seats aside, as fit and kv name them
-                "conversations": self.kv_batch_limit, "context": self.context,
+                "conversations": self.kv_batch_limit, "context_len": self.context,
                 "experts": None if over else self.experts or None,
                 **({"moe": dict(self.expert_figures)}
                    if self.expert_figures and not over else {}),

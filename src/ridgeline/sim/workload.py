@@ -305,7 +305,8 @@ class LoadAsked:
     constant at ``rate_req_s``; "at_once" (--rate inf: every request at time 0); "closed_loop"
     (--concurrency alone: each user sends again when answered); "trace" (replayed from
     ``trace``, its lengths its own). 50 requests of 512 in, 128 out, poisson at 4/s, seed 3:
-    input_len 512, input_len_spec "512", rate_req_s 4.0."""
+    prompt_len 512, prompt_len_spec "512", rate_req_s 4.0 (the prompt under prefill's and
+    roofline's name for it, prompt_len, whichever flag gave it: --input-len here)."""
 
     num_requests: int
     arrival: str
@@ -320,12 +321,13 @@ class LoadAsked:
     trace: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        """Its fields, with each length as a number where its spec is one (else null)."""
+        """Its fields, with each length as a number where its spec is one (else null); the
+        prompt's as ``prompt_len``, every command's --json name for it."""
         return {"num_requests": self.num_requests, "arrival": self.arrival,
                 "rate_req_s": self.rate_req_s, "burstiness": self.burstiness,
                 "max_concurrency": self.max_concurrency,
-                "input_len": None if self.input_len_spec is None else
-                fixed_tokens(self.input_len_spec), "input_len_spec": self.input_len_spec,
+                "prompt_len": None if self.input_len_spec is None else
+                fixed_tokens(self.input_len_spec), "prompt_len_spec": self.input_len_spec,
                 "output_len": None if self.output_len_spec is None else
                 fixed_tokens(self.output_len_spec),
                 "output_len_spec": self.output_len_spec, "seed": self.seed,
