@@ -336,7 +336,7 @@ def test_a_billionfold_slowdown_is_the_least_read_and_stays_finite(
     part gives 1 / (0.5 + 0.5e9) = 2e-9 end to end, shown as such, not 0.00x."""
     need = required_part_speedup(0.5, 1e-9)
     assert need.required_part_speedup == pytest.approx(0.5 / (1e9 - 0.5))
-    assert "2e+09x slower" in need.verdict
+    assert "2,000,000,000x slower" in need.verdict
     code, out, _ = _cli(capsys, "--fraction", "0.5", "--speedup", "1e-9")
     assert code == 0 and f"-> {1 / (0.5 + 0.5 / 1e-9):.3g}x end to end" in out
 
@@ -449,3 +449,18 @@ def test_the_libraries_explain_lines_keep_g_and_s_off_1x_as_the_verdict_does() -
     share = speedup_ceiling(0.9999999999)
     p = re.search(r"1 - ([\d.]+)\)", "\n".join(explain_lines(share)))
     assert p and float(p.group(1)) < 1.0
+
+
+def test_a_ceiling_in_the_millions_reads_whole_with_separators(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A 99.9999 % share: its ceiling, 1 ÷ (1 − P), printed 1000000.00x, the part's
+    1e6 on it 1e+06x and the end-to-end 500000.25x; each now reads as a whole number with
+    separators, on the same side of 1x and of the target as the figure."""
+    code, out, err = run_cli(capsys, "amdahl", "--fraction", "0.999999", "--speedup",
+                             "1000000", "--target", "200000")
+    assert code == 0, err
+    ceiling = speedup_ceiling(0.999999).ceiling_speedup
+    gain = end_to_end_speedup(0.999999, 1e6).end_to_end_speedup
+    assert f"ceiling if the part took no time: {ceiling:,.0f}x" in out
+    assert f"1,000,000x on the part -> {gain:,.0f}x end to end" in out
+    assert "e+" not in out and ".00x" not in out

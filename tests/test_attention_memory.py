@@ -166,3 +166,13 @@ def test_a_prompt_past_the_models_positions_is_cautioned_as_kv_decode_and_prefil
     assert all(len(s) == 1 for s in said) and len(set.union(*said)) == 1, said
     code, _, err = run_cli(capsys, "attention", "--model", "llama-3.1-8b", "--context", "2t")
     assert code == 2 and err.count("\n") == 1, err
+
+
+def test_a_ratio_under_ten_keeps_its_decimal() -> None:
+    """At a 1-token prompt the naive path moves 1.06 MB against the tiled 655 kB: 1.6x,
+    which a whole number would print as 2x (and Gemma-3-27B's 1.3x as 1x)."""
+    for name in ("llama-3.1-8b", "gemma-3-27b"):
+        report = attention_memory(resolve_model(name), 1)
+        ratio = report.total_naive_bytes / report.total_tiled_bytes
+        assert 1 < ratio < 10
+        assert f"naive ÷ tiled        {ratio:.1f}x" in "\n".join(report.text_lines())

@@ -207,3 +207,18 @@ def test_a_bench_mean_latency_of_0_beside_percentiles_above_it_is_refused(
     path.write_text(json.dumps({**data, **{k: 0 for k in data if k.endswith("_ttft_ms")}}))
     code, out, _ = run_cli(capsys, *OBSERVE, str(path))
     assert code == 0 and "ttft_ms is 0 throughout" in out
+
+
+def test_a_binary_file_given_as_a_config_is_named_as_no_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A binary file where a config.json belongs (a safetensors shard, /bin/ls) was refused as
+    "'utf-8' codec can't decode byte 0x80 in position 0: invalid start byte"; by every command
+    that reads a model, it is now said to be no text, at the byte that shows it."""
+    shard = tmp_path / "model.safetensors"
+    shard.write_bytes(b"\x80\x01\x02 not json")
+    for argv in (("model", str(shard)), ("moe", str(shard)),
+                 ("kv", str(shard), "--context", "1"),
+                 ("attention", "--model", str(shard), "--context", "1")):
+        line = refused(capsys, *argv)
+        assert "is not a text file (byte 0x80 at offset 0 is no UTF-8)" in line
+        assert "codec" not in line

@@ -562,3 +562,35 @@ def test_a_benchmark_of_millions_prints_its_counts_with_thousands_separators(
     code, out, err = run_cli(capsys, "evalstats", "--pct-a", "39.02", "--pct-b", "41.5",
                              "--n", str(n), "--discordant", "120000,150000")
     assert code == 2 and "b - c = 120,000 - 150,000 = -30,000 items" in err
+
+
+def test_discordant_counts_with_the_scores_size_a_paired_benchmark_at_their_share(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """39.02 % vs 41.46 % of 164 with b, c = 10, 14: the models disagree on 24 of the 164
+    items, and a paired benchmark at that discordance is Connor's size for it, the same
+    --discordance 24/164 gives, far under the unpaired one."""
+    code, out, err = _cli(capsys, "--pct-a", "39.02", "--pct-b", "41.46", "--n", "164",
+                          "--discordant", "10,14", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    expected = items_needed_paired(68 / 164 - 64 / 164, 24 / 164)
+    assert data["paired_items_needed"]["num_items"] == expected.num_items
+    assert expected.num_items < data["unpaired_items_needed"]["num_items"]
+    code, out, err = _cli(capsys, "--pct-a", "39.02", "--pct-b", "41.46", "--n", "164",
+                          "--discordant", "10,14")
+    assert f"disagreeing (--discordant's 24 of 164): {expected.num_items:,}" in out
+
+
+def test_a_narrow_wilson_interval_keeps_the_digits_that_tell_its_ends_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """50 % of a billion items: the interval is ±0.00003, which three decimals would print
+    as [0.500, 0.500]."""
+    code, out, err = _cli(capsys, "--pct-a", "50", "--pct-b", "60", "--n", "1000000000")
+    assert code == 0, err
+    w = wilson_interval(500_000_000, 1_000_000_000)
+    low, high = out.split("A [")[1].split("]")[0].split(", ")
+    assert low != high
+    assert float(low) == pytest.approx(w.low, abs=1e-6)
+    assert float(high) == pytest.approx(w.high, abs=1e-6)

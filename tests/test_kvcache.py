@@ -195,3 +195,20 @@ def test_kv_names_the_copies_of_the_cache_kind_it_has(
     assert "×8: the MLA latent is not split by head: every tensor-parallel rank keeps all" in out
     assert "TP copies = 8  [the MLA latent is not split by head" in out
     assert "KV heads copied" not in out
+
+
+def test_a_budget_given_for_the_cache_alone_is_not_called_the_room_beside_the_weights(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """kv --memory-gib 1 at 128K: one conversation's 17.2 GB against the 1 GiB given, which
+    the verdict called "the memory beside the weights" though no weights were counted; on a
+    card it still is."""
+    from ridgeline.cli import main
+
+    assert main(["kv", "llama-3.1-8b", "--context", "131072", "--memory-gib", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("DOES NOT FIT: one 131,072-token conversation needs 17.2 GB, "
+                            f"the budget given holds {GIB / 1e9:,.1f} GB")
+    assert "weights" not in first
+    assert main(["kv", "llama-3.1-70b", "--context", "131072", "--gpu", "h100",
+                 "--num-gpus", "2"]) == 0
+    assert "the memory beside the weights holds" in capsys.readouterr().out.splitlines()[0]

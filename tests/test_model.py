@@ -697,3 +697,31 @@ def test_the_classmethod_reads_a_config_as_the_reader_does() -> None:
     assert ModelSpec.from_hf_config(config, "m") == spec_from_hf_config(config, "m")
     with pytest.raises(InputError, match="config must be a JSON object"):
         ModelSpec.from_hf_config([1, 2], "bad")
+
+
+@pytest.mark.parametrize("model_id", ["llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b"])
+def test_the_weights_table_gives_its_smallest_size_three_figures(
+        model_id: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.2-1B's awq-int4 and mxfp4 weights differ by 11 MB: to one decimal both read
+    1.0 GB; to the decimals that give its smallest size, 0.618 GB, three figures, they part.
+    A 70B model's sizes keep their one decimal (35.3 GB)."""
+    from ridgeline.cli import main
+
+    assert main(["model", model_id, "--json"]) == 0
+    sizes = json.loads(capsys.readouterr().out)["weight_bytes"]
+    assert main(["model", model_id]) == 0
+    printed = dict(re.findall(r"^  (\S+(?: B/param \(all\))?) +([\d,.]+) GB$",
+                              capsys.readouterr().out, re.M))
+    assert printed.keys() == sizes.keys()
+    smallest = min(sizes.values())
+    shown = printed[min(sizes, key=lambda k: sizes[k])]
+    assert len(shown.replace(",", "").replace(".", "").lstrip("0")) >= 3
+    for label, n_bytes in sizes.items():
+        places = len(printed[label].split(".")[1])
+        assert float(printed[label].replace(",", "")) == pytest.approx(n_bytes / 1e9,
+                                                                      abs=0.51 * 10**-places)
+    if smallest > 10e9:
+        assert all(len(p.split(".")[1]) == 1 for p in printed.values())
+    if model_id == "llama-3.2-1b":
+        assert round(sizes["awq-int4"] / 1e9, 1) == round(sizes["mxfp4"] / 1e9, 1)
+        assert printed["awq-int4"] != printed["mxfp4"]

@@ -197,3 +197,20 @@ def test_roofline_without_a_model_says_nothing_of_the_weights_fitting(
     code, out, _ = run_cli(capsys, "roofline", "--gpu", "h100", "--model", "llama-3.1-405b",
                            "--json")
     assert code == 0 and json.loads(out)["weights_fit"] is False
+
+
+def test_the_refusal_of_a_model_without_a_card_names_blocks_the_cards_give(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """prefix --model without --gpu named FlashMLA's 64 on Hopper and CUTLASS MLA's 128 on a
+    B200, though vLLM 0.34 runs DeepSeek-V3 on a B200 in blocks of 64 (FlashInfer MLA); the
+    blocks it names now are the ones prefix uses on those cards."""
+    line = refused_line(capsys, "prefix", "--tokens-a", IDS, "--tokens-b", IDS,
+                        "--model", "deepseek-v3")
+    assert "CUTLASS MLA's 128 on a B200 before vLLM 0.15" in line
+    assert "64 tokens on NVIDIA GPUs, 16 on ROCm" in line
+    assert reuse(capsys, "--model", "deepseek-v3", "--gpu", "b200",
+                 "--engine-version", "0.14")["prefix_reuse"]["block_size"] == 128
+    assert reuse(capsys, "--model", "deepseek-v3", "--gpu", "b200",
+                 "--engine-version", "0.15")["prefix_reuse"]["block_size"] == 64
+    assert reuse(capsys, "--model", "llama-3.1-8b", "--gpu", "h100")["prefix_reuse"]["block_size"] == 64
+    assert reuse(capsys, "--model", "llama-3.1-8b", "--gpu", "mi300x")["prefix_reuse"]["block_size"] == 16

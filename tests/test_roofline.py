@@ -296,3 +296,66 @@ def test_without_a_model_decode_attention_runs_at_the_caches_dtype_not_the_weigh
     assert bare["peak_flops_per_s"] == modelled["peak_flops_per_s"]
     assert bare["fraction_of_peak"] == pytest.approx(
         float(bare["attainable_flops_per_s"]) / float(bare["peak_flops_per_s"]))
+
+
+def test_a_share_far_under_the_ridge_is_not_printed_as_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A custom card whose ridge is 100,000 FLOP/byte: batch 1 keeps 0.001 % of it busy, a
+    share --json gives and the table used to print as 0.0 %; a share short of the ridge
+    (an A100 at batch 153, 154 reaching it) still never reads 100.0 %."""
+    custom = ["roofline", "--peak-tflops", "10000", "--bandwidth-gbs", "100"]
+    assert main([*custom, "--json"]) == 0
+    share = json.loads(capsys.readouterr().out)["points"][0]["fraction_of_peak"]
+    assert 0 < share < 0.0005
+    assert main(custom) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("weight matrices (decode)"))
+    assert f"{share:.3%}" in row and "0.0%" not in row.split()
+    assert main(["roofline", "--gpu", "a100", "--batch", "153", "--json"]) == 0
+    near = json.loads(capsys.readouterr().out)["points"][0]["fraction_of_peak"]
+    assert 0.999 < near < 1
+    assert main(["roofline", "--gpu", "a100", "--batch", "153"]) == 0
+    assert "100.0%" not in capsys.readouterr().out.split("prefill")[0]
+
+
+def test_a_one_token_prompt_is_one_token(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["roofline", "--gpu", "h100", "--prompt-len", "1"]) == 0
+    assert "prompt 1 token\n" in capsys.readouterr().out
+
+
+def test_moe_table_gives_tokens_per_expert_three_figures_and_batches_separators(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """B·k/E at batch 1 of Qwen3-Next's 10 of 512 experts is 0.0195 and of Kimi-K2's 8 of
+    384 0.0208: two decimals printed both as 0.02; Mixtral's batch 100,000 read 100000 and
+    its 25,000 tokens an expert 25,000.00."""
+    def rows(model: str, batches: str) -> dict[str, list[str]]:
+        assert main(["moe", model, "--batch", batches, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert main(["moe", model, "--batch", batches]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        table = lines[next(i for i, line in enumerate(lines) if line.startswith("batch ")) + 1:]
+        printed = {line.split()[0]: line.split() for line in table[:len(data["rows"])]}
+        for r in data["rows"]:
+            shown = printed[f"{r['batch']:,}"][2]
+            per_expert = r["batch"] * data["experts_per_token"] / data["num_experts"]
+            assert float(shown.replace(",", "")) == pytest.approx(per_expert, rel=0.005)
+        return printed
+
+    assert rows("qwen3-next-80b-a3b", "1")["1"][2] != rows("kimi-k2", "1")["1"][2]
+    big = rows("mixtral-8x7b", "1,100000")["100,000"]
+    assert big[2] == "25,000"
+
+
+def test_an_intensity_given_far_under_the_ridge_reads_as_given_not_as_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--intensity 0.001 on an H100 attains 0.00335 TFLOP/s: its row read 0.0 FLOP/byte and
+    0.0 TFLOP/s; side by side, --intensity 100000 was headed 'TFLOP/s at 1e+05 FLOP/byte'."""
+    assert main(["roofline", "--gpu", "h100", "--intensity", "0.001", "--json"]) == 0
+    given = json.loads(capsys.readouterr().out)["points"][-1]
+    assert main(["roofline", "--gpu", "h100", "--intensity", "0.001"]) == 0
+    row = capsys.readouterr().out.splitlines()
+    line = next(r for r in row if r.startswith("the intensity you gave"))
+    assert line.split()[4:6] == [f"{given['intensity_flop_per_byte']:.2g}",
+                                 f"{given['attainable_flops_per_s'] / 1e12:.2g}"]
+    assert main(["roofline", "--gpu", "h100,l40s", "--intensity", "100000"]) == 0
+    assert "TFLOP/s at 100,000 FLOP/byte" in capsys.readouterr().out

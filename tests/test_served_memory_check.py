@@ -90,10 +90,12 @@ def test_decode_counts_an_mtp_drafter_as_fit_holds_it(capsys: pytest.CaptureFixt
     assert f"the drafter's {(weights + cache) / GB:,.1f} GB of weights and cache included" in out
 
 
-def test_a_hybrid_mtp_drafter_fit_leaves_out_is_left_out_of_decode_too(
+def test_a_hybrid_mtp_drafter_is_counted_in_decode_as_fit_holds_it(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Qwen3-Next's MTP layer joins vLLM's grouped pages, which fit does not size (and says
-    so): decode's check adds nothing fit does not, and both say it is left out."""
+    """Qwen3-Next's MTP layer, full attention, joins vLLM's full-attention group (13 layers a
+    group beside 36 linear-attention ones, still 1 full and 3 state groups): fit's pool holds
+    its weights and a layer's more cache a token, and decode's check counts the same, with no
+    caution that it is left out."""
     args = ("qwen3-next-80b-a3b", "--gpu", "h100", "--num-gpus", "4", "--max-model-len",
             "32768", "--context", "32000", "--batch", "32")
     plain = _json(capsys, "decode", *args)["points"][0]
@@ -101,8 +103,17 @@ def test_a_hybrid_mtp_drafter_fit_leaves_out_is_left_out_of_decode_too(
                              "qwen3_next_mtp", "--spec-tokens", "2")
     assert code == 0, err
     drafting = json.loads(out)["points"][0]
-    assert drafting["weight_bytes"] == plain["weight_bytes"]
-    assert "MTP layers' (1) weights and cache are not in this pool" in err
+    dep = Deployment.build(resolve_model("qwen3-next-80b-a3b"), resolve_accelerator("h100"),
+                           num_gpus=4)
+    pool = kv_pool(dep, EngineSettings(max_model_len=32768, draft_mtp=True,
+                                       drafter=EngineSpec(2, "mtp")))
+    assert pool.drafter_weight_bytes > 0
+    assert drafting["weight_bytes"] - plain["weight_bytes"] == pytest.approx(
+        pool.drafter_weight_bytes * 4)
+    cache = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element) \
+        * dep.kv_replication * 32 * 32000
+    assert drafting["kv_bytes"] - plain["kv_bytes"] == pytest.approx(cache)
+    assert "not in this pool" not in err
 
 
 def test_a_deployment_that_does_not_fit_names_the_tower_it_would_also_load(

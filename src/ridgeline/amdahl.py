@@ -297,7 +297,15 @@ def truthful(x: float, marks: tuple[float, ...], kind: str = "g", digits: int = 
     """``x`` to ``digits`` digits (significant for kind "g", decimals for "f"), more where
     fewer would print it on, or past, one of ``marks`` it is not (a speedup's 1, a ceiling, a
     target); where no decimals do, significant digits (a 1e-298 % share): a part that must get
-    1.0000000002x faster reads so, not "1x faster"; 1.65 reads "1.65"."""
+    1.0000000002x faster reads so, not "1x faster"; 1.65 reads "1.65". From 1,000 up, whole
+    with separators where that keeps its sides ("g": rounded to its digits first): a
+    99.9999 % share's ceiling reads 1,000,000, not 1000000.00 or 1e+06; a 1,999,999,999x
+    slowdown budget to 3 digits 2,000,000,000."""
+    if math.isfinite(x) and abs(x) >= 1000:
+        near = float(f"{x:.{digits}g}") if kind == "g" else x
+        whole = f"{near:,.0f}"
+        if all(_side(float(whole.replace(",", "")), m) == _side(x, m) for m in marks):
+            return whole
     for form in dict.fromkeys((kind, "g")):
         for shown in range(digits if form == kind else 3, 18):
             text = format(x, f".{shown}{form}")

@@ -159,7 +159,7 @@ class AttentionMemoryReport:
             f"re-read from HBM by each of the {self.num_heads} query heads for every "
             f"{QUERY_TILE_ROWS}-row query tile, up to the causal diagonal (a kernel that "
             "shares them across a KV head's group reads ÷ the group)",
-            f"  naive ÷ tiled        {self.total_naive_bytes / self.total_tiled_bytes:,.0f}x",
+            f"  naive ÷ tiled        {self.ratio_text()}",
             *([f"  {self.windowed_layers} of the layers attend within a {self._span()}: an "
                "unfused kernel still writes S×S and masks it; a tiled one skips the tiles "
                f"outside the {self._span()}"]
@@ -171,6 +171,13 @@ class AttentionMemoryReport:
               if self.index_topk is not None else []),
             *([f"caution: {self.caution}"] if self.caution else []),
         ]
+
+    def ratio_text(self) -> str:
+        """Naive ÷ tiled traffic, whole from 10x up and to one decimal below, where a whole
+        number would hide the most of it (Llama-3.1-8B at a 1-token prompt: 1.06 MB ÷
+        655 kB = 1.6x, not 2x; at 8,192 tokens 104x)."""
+        ratio = self.total_naive_bytes / self.total_tiled_bytes
+        return f"{ratio:,.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
 
     def _span(self) -> str:
         """What the windowed layers attend within: a sliding window, their own chunk, or

@@ -25,7 +25,7 @@ from ridgeline.datafiles import load_data
 from ridgeline.errors import InputError, shorten
 from ridgeline.model import ModelSpec
 from ridgeline.modelopt_sidecar import spec_from_disk
-from ridgeline.userfiles import json_object, read_text
+from ridgeline.userfiles import CompressedFileError, json_object, read_text
 
 
 def normalise(name: str) -> str:
@@ -303,7 +303,13 @@ def read_config_file(path: Path) -> Mapping[str, Any]:
         raise InputError(f"no such config file: {shorten(str(path))}")
     try:
         text = read_text(path)
-    except (OSError, UnicodeDecodeError) as exc:
+    except CompressedFileError as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    except UnicodeDecodeError as exc:  # a binary file: /bin/ls, a .safetensors shard
+        raise InputError(f"{shorten(str(path))} is not a text file (byte {exc.object[exc.start]:#04x} "
+                         f"at offset {exc.start:,} is no UTF-8): give a model's config.json"
+                         ) from None
+    except OSError as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
     return parse_config_text(text, str(path))
 

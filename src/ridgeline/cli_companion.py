@@ -215,8 +215,8 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         wb = ev.wilson_interval(b2.nearest_count, n, 1 - alpha)
         test = ev.two_proportion_z_test(a.nearest_count, n, b2.nearest_count, n, alpha)
         results += [named(wa, "_a"), named(wb, "_b"), named(test)]
-        lines.append(f"Wilson {(1 - alpha) * 100:.6g}%: A [{wa.low:.3f}, {wa.high:.3f}], "
-                     f"B [{wb.low:.3f}, {wb.high:.3f}]")
+        lines.append(f"Wilson {(1 - alpha) * 100:.6g}%: A {_interval_text(wa.low, wa.high)}, "
+                     f"B {_interval_text(wb.low, wb.high)}")
         lines += _unpaired_test_lines(test, results)
         # a benchmark to come is sized for the scores' gap: where each percentage is k/N for
         # one whole k alone (39.02 % and 42.07 % of 164: 64 and 69), the counts are the scores
@@ -249,11 +249,43 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
                 results.append(named(paired))
                 lines.append(f"  paired, with {args.discordance:.0%} of items disagreeing: "
                              f"{paired.num_items:,}")
+            elif args.discordant:
+                lines += _observed_paired_lines(pa, pb, n, args.discordant, alpha, power,
+                                                results)
     if not results:
         raise InputError("give --pct-a A --pct-b B --n N, or --discordant B,C")
     # the note reads the Wilson intervals: shown only where they are
     overlap = (ev.overlapping_intervals_note(alpha),) if scores else ()
     return LinesReport(tuple(results), tuple(lines), (*notes, *overlap))
+
+
+def _interval_text(low: float, high: float) -> str:
+    """An interval to 3 decimals, or as many more as its width needs to show two digits:
+    39.02 % of 164 reads [0.319, 0.467]; 50 % of a billion items, ±0.00003, reads
+    [0.499969, 0.500031], not [0.500, 0.500]."""
+    width = high - low
+    places = 3 if width <= 0 else max(3, 1 - math.floor(math.log10(width)))
+    return f"[{low:.{places}f}, {high:.{places}f}]"
+
+
+def _observed_paired_lines(pa: float, pb: float, n: int, discordant: tuple[int, int],
+                           alpha: float, power: float,
+                           results: list[tuple[str, Any]]) -> list[str]:
+    """The paired size at the discordance --discordant measured, (b + c) ÷ N, where no
+    --discordance is given: 39.02 % vs 41.46 % of 164 with b, c = 10, 14 disagree on 24 of
+    164 items (14.6 %), so a paired benchmark needs 1,929 items against the unpaired 6,345.
+    None where the scores, read as percentages, leave that share impossible."""
+    from ridgeline import evalstats as ev
+
+    b, c = discordant
+    observed = (b + c) / n
+    if not abs(pa - pb) <= observed <= ev.max_discordance(pa, pb):
+        return []
+    paired = ev.items_needed_paired(abs(pa - pb), observed, alpha, power,
+                                    proportions=(pa, pb))
+    results.append(named(paired))
+    return [f"  paired, with {observed:.1%} of items disagreeing (--discordant's {b + c:,} of "
+            f"{n:,}): {paired.num_items:,}"]
 
 
 def _unpaired_test_lines(test: Any, results: list[tuple[str, Any]]) -> list[str]:
@@ -386,9 +418,10 @@ def _model_block(args: argparse.Namespace, engine: str, version: str | None) -> 
     in on --gpu, as its KV pool is sized (kv_pool: an MLA kernel's block, a hybrid's grown
     one, or the one asked): DeepSeek-V3 on an H100 under TensorRT-LLM, FlashMLA's 64."""
     if not args.gpu:
-        raise InputError("--model needs --gpu: the block a model's kernel runs in depends on "
-                         "the card (an MLA cache: FlashMLA's 64 on Hopper, CUTLASS MLA's 128 "
-                         "on a B200)")
+        raise InputError("--model needs --gpu: the block a model's cache runs in depends on "
+                         "the card (vLLM's default is 64 tokens on NVIDIA GPUs, 16 on ROCm; "
+                         "DeepSeek-V3's MLA cache ran in CUTLASS MLA's 128 on a B200 before "
+                         "vLLM 0.15)")
     from ridgeline.cli_load import load_model
     from ridgeline.deployment import Deployment
     from ridgeline.hardware import resolve_accelerator

@@ -123,8 +123,9 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     report = kv_report(model, args.context, kv, budget, label, replication, engine or "vllm",
                        ranks=1 if dep is None else dep.data_parallel_size,
                        rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)
-    return report if dep is None else replace(report,
-                                               identity=served_identity(dep, engine is not None))
+    if dep is None:
+        return replace(report, cache_alone=args.memory_gib is not None)
+    return replace(report, identity=served_identity(dep, engine is not None))
 
 
 def register(sub: Any) -> None:

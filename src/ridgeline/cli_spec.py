@@ -405,7 +405,8 @@ def _drafter_left_out(args: argparse.Namespace, model: Any, engine: str, method:
         if engine == "trtllm" and backend == "tensorrt":
             return "TensorRT-LLM runs MTP on its PyTorch backend only"
         if engine == "vllm":
-            return "a hybrid's MTP layer joins vLLM's grouped pages, not sized here"
+            return ("a hybrid's MTP layer is sized only beside full attention and recurrent "
+                    "layers it does not regroup")
         if engine == "trtllm":
             return "a hybrid's MTP layer joins TensorRT-LLM's layer mask, not sized here"
         return f"{engine}'s drafter memory is not modelled"

@@ -961,9 +961,10 @@ def served_footprint(dep: Deployment, context: int) -> KVFootprint:
 
 def state_work(dep: Deployment, layer: Layer, shape: BatchShape) -> tuple[float, float]:
     """Linear-attention / SSM recurrence: read and write each sequence's state once, at the
-    dtypes the engine keeps it in."""
+    dtypes the engine keeps it in, each rank its share (a single Mamba-2 group on every rank:
+    kvcache.state_elements)."""
     model, fixed = served_state(dep)
-    state = state_bytes_per_sequence(model, layer, fixed) / dep.tensor_parallel_size
+    state = state_bytes_per_sequence(model, layer, fixed, dep.tensor_parallel_size)
     # 2 FLOP per state byte a token: an fp32 element's 8, a bf16 one's 4, near the 5-7 a
     # recurrence does per element (GDN: decay, Sᵀk, the k⊗v update and Sᵀq; Mamba2: decay,
     # B·x update, C·h readout; each a multiply or a multiply-add)

@@ -21,10 +21,11 @@ row-parallel over the tensor-parallel GPUs (modeling_deepseekv3.py DeepseekV3MTP
 drafting 3 on 8 GPUs: one layer's weights, three layers more cache a token (64/61).
 
 Counted for vLLM and TensorRT-LLM on a model of full-attention layers alone (DeepSeek-V3,
-GLM-4.5, MiMo); a hybrid's MTP layer (Qwen3-Next) joins vLLM's grouped pages and TensorRT-LLM's
-layer mask, which are not sized here. SGLang loads them as a draft worker of their own, after
-its pool is sized before v0.5.14 (sglang_memory.py's reserve), before it from v0.5.14
-(sglang_drafter.py).
+GLM-4.5, MiMo), and for vLLM on a hybrid whose MTP layer, full attention, joins its full
+group without reshaping the groups (Qwen3-Next, Qwen3.5: a page 13/12 and 11/10 as large);
+a hybrid's MTP layer joins TensorRT-LLM's layer mask, which is not sized here. SGLang loads
+them as a draft worker of their own, after its pool is sized before v0.5.14 (sglang_memory.py's
+reserve), before it from v0.5.14 (sglang_drafter.py).
 """
 
 from __future__ import annotations
@@ -49,14 +50,27 @@ if TYPE_CHECKING:
 def mtp_counted(engine: str, model: ModelSpec, backend: str | None = None) -> bool:
     """Whether the pool counts ``model``'s MTP drafter: vLLM's, or TensorRT-LLM's PyTorch
     backend's (``backend``; MTP has no TensorRT engine path: MTPDecodingConfig
-    supports_backend), of a model whose every layer is full attention, with MTP layers."""
+    supports_backend), of a model whose every layer is full attention, with MTP layers; and
+    vLLM's on a hybrid whose MTP layers (full attention: Qwen3-Next's, Qwen3.5's) widen its
+    groups without changing them (kvgroups.full_layers_keep_groups), its page growing by
+    them as a full-attention model's does."""
     if engine == "trtllm":
         from ridgeline.trtllm_memory import default_backend
 
         if (backend or default_backend()) != "pytorch":
             return False
-    return engine in ("vllm", "trtllm") and model.mtp_layers > 0 \
-        and model.attention is not None and all(layer.mixer == FULL for layer in model.layers)
+    if model.mtp_layers <= 0 or model.attention is None:
+        return False
+    if all(layer.mixer == FULL for layer in model.layers):
+        return engine in ("vllm", "trtllm")
+    from ridgeline.kvgroups import full_layers_keep_groups
+    from ridgeline.layouts import LINEAR, MAMBA
+
+    # recurrent layers beside full attention alone: a window model's MTP layer may be a
+    # window layer, not read here
+    mixers = {layer.mixer for layer in model.layers}
+    return engine == "vllm" and mixers <= {FULL, LINEAR, MAMBA} and len(mixers) > 1 \
+        and full_layers_keep_groups(model, model.mtp_layers)
 
 
 def mtp_held_layers(engine: str, model: ModelSpec, drafts: int) -> int:

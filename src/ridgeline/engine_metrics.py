@@ -28,6 +28,10 @@ PROMPT_TOKENS = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total",
 GENERATION_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
                      "llamacpp:tokens_predicted_total", "trtllm_generation_tokens_total")
 GENERATION_SECONDS = ("llamacpp:tokens_predicted_seconds_total",)
+# llama-server's llama_decode() calls, one a step of its slots (tools/server
+# server_metrics::on_decoded: n_decode_total++), whatever finished: the one counter of it that
+# moves at every step
+LLAMACPP_DECODES = "llamacpp:n_decode_total"
 # SGLang's scheduler counts tokens as each step runs them, by mode; its prompt_tokens_total and
 # generation_tokens_total move only when a request finishes (metrics/collector.py)
 REALTIME_TOKENS = "sglang:realtime_tokens_total"

@@ -65,24 +65,52 @@ def attention_kv_bytes_per_token(spec: ModelSpec, kv_bytes_per_element: float) -
 LLAMACPP_STATE_BYTES = 4.0
 
 
-def state_elements(spec: ModelSpec, layer: Layer) -> tuple[int, int]:
-    """(conv state, SSM state) elements of one linear-attention or Mamba layer, per sequence;
-    (0, 0) for any other layer.
+def _rank_share(total: int, tensor_parallel_size: int) -> float:
+    """One rank's share of ``total`` channels or heads: a whole number where the ranks divide
+    it (vLLM's divide() asserts they do; tensor_parallel.py refuses a size that does not)."""
+    whole, rest = divmod(total, tensor_parallel_size)
+    return whole if not rest else total / tensor_parallel_size
+
+
+def extra_state_groups(n_groups: int, tensor_parallel_size: int) -> int:
+    """Mamba-2 groups vLLM adds so that every rank holds the groups its heads read: none where
+    the ranks divide the groups, else ranks − groups (MambaStateShapeCalculator.
+    extra_groups_for_head_shards, vllm/model_executor/layers/mamba/mamba_utils.py, v0.10–main;
+    only a single group is split otherwise, tensor_parallel.py). Granite-4.0-H's one group at
+    TP4: 3 more, every rank keeping the whole group."""
+    return 0 if n_groups % tensor_parallel_size == 0 else tensor_parallel_size - n_groups
+
+
+def state_elements(spec: ModelSpec, layer: Layer, tensor_parallel_size: int = 1,
+                   speculative_tokens: int = 0) -> tuple[float, float]:
+    """(conv state, SSM state) elements of one linear-attention or Mamba layer, per sequence,
+    on one of ``tensor_parallel_size`` ranks; (0, 0) for any other layer.
 
     Gated DeltaNet: conv state (2·key_dim + value_dim)·(kernel−1) + S state nv·dk·dv.
     Mamba-2: conv (d_inner + 2·groups·d_state)·(kernel−1) + SSM heads·head_dim·d_state;
     Nemotron-H-56B: 3·(16,384 + 2·8·256) = 61,440 and 256·64·256 = 4,194,304.
+    Split over the ranks as vLLM's MambaStateShapeCalculator shapes them: each rank its share
+    of the conv channels and of the heads, a Mamba-2 layer's groups first padded to the ranks
+    (``extra_state_groups``); and with ``speculative_tokens`` drafts a step, a Gated DeltaNet or
+    Mamba-2 conv state keeps that many more columns (kernel − 1 + num_spec:
+    gated_delta_net_state_shape, mamba2_state_shape). Qwen3-Next at TP4 with 2 MTP drafts:
+    8,192 ÷ 4 × 5 = 10,240 conv elements a rank, not 6,144.
     """
+    tp = tensor_parallel_size
     if layer.mixer == LINEAR and spec.linear_attention:
         la = spec.linear_attention
-        return ((2 * la.key_dim + la.value_dim) * (la.conv_kernel - 1),
-                la.num_value_heads * la.key_head_dim * la.value_head_dim)
+        return (_rank_share(2 * la.key_dim + la.value_dim, tp)
+                * (la.conv_kernel - 1 + speculative_tokens),
+                _rank_share(la.num_value_heads, tp) * la.key_head_dim * la.value_head_dim)
     if layer.mixer == MAMBA and spec.mamba:
         m = spec.mamba
         if m.version == 2:
-            return ((m.d_inner + 2 * m.n_groups * m.d_state) * (m.conv_kernel - 1),
-                    m.num_heads * m.head_dim * m.d_state)
-        return m.d_inner * (m.conv_kernel - 1), m.d_inner * m.d_state
+            groups = m.n_groups + extra_state_groups(m.n_groups, tp)
+            return (_rank_share(m.d_inner + 2 * groups * m.d_state, tp)
+                    * (m.conv_kernel - 1 + speculative_tokens),
+                    _rank_share(m.num_heads, tp) * m.head_dim * m.d_state)
+        return (_rank_share(m.d_inner, tp) * (m.conv_kernel - 1),
+                _rank_share(m.d_inner, tp) * m.d_state)
     return 0, 0
 
 
@@ -96,12 +124,14 @@ def state_bytes_per_element(spec: ModelSpec, element_bytes: float | None = None
 
 
 def state_bytes_per_sequence(spec: ModelSpec, layer: Layer,
-                             element_bytes: float | None = None) -> float:
-    """Constant recurrent state of one linear-attention or Mamba layer, per sequence: conv
+                             element_bytes: float | None = None, tensor_parallel_size: int = 1,
+                             speculative_tokens: int = 0) -> float:
+    """Constant recurrent state of one linear-attention or Mamba layer, per sequence (on one of
+    ``tensor_parallel_size`` ranks, with ``speculative_tokens`` drafts a step): conv
     elements × conv bytes + SSM elements × SSM bytes (state_elements, state_bytes_per_element).
     Nemotron-H-56B with its SSM state in fp32: 61,440 × 2 + 4,194,304 × 4 = 16,900,096 B.
     """
-    conv_elems, ssm_elems = state_elements(spec, layer)
+    conv_elems, ssm_elems = state_elements(spec, layer, tensor_parallel_size, speculative_tokens)
     conv, state = state_bytes_per_element(spec, element_bytes)
     return conv_elems * conv + ssm_elems * state
 

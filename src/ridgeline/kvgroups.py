@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import attention_kv_bytes_per_token, state_bytes_per_sequence
-from ridgeline.layouts import FULL, LINEAR, MAMBA, WINDOW_MIXERS
+from ridgeline.layouts import CHUNKED, FULL, LINEAR, MAMBA, WINDOW_MIXERS
 from ridgeline.model import Layer, ModelSpec
 
 KERNEL_BLOCK_ALIGNMENT = 16  # attention blocks grow for Mamba pages in steps of 16 tokens
@@ -53,12 +53,14 @@ class KVGroups:
     windows: tuple[tuple[int, int], ...]  # (window or chunk tokens, groups)
     states: int  # groups of recurrent-state layers
     state_blocks: int = 1  # blocks each state group holds per request (vllm_hybrid.py)
+    draft_blocks: int = 0  # of them, one a draft token (vllm_pool.draft_state_blocks)
     # what sets a hybrid's block: one recurrent layer's state (conv + SSM, at the dtypes vLLM
     # keeps them in) per sequence per GPU, one attention layer's bytes per token per GPU, and
     # the step the block grows in; 0 where nothing grew it (no state, or no attention)
     state_layer_bytes: float = 0.0
     attention_token_bytes: float = 0.0
     alignment: int = 0
+    chunks: tuple[int, ...] = ()  # the windows that are attention chunks (Llama 4's 8,192)
 
     @property
     def count(self) -> int:
@@ -70,8 +72,21 @@ class KVGroups:
         bs = self.block_size
         n = self.full * -(-tokens // bs)
         for window, groups in self.windows:
-            n += groups * (-(-min(window - 1 + budget_tokens, tokens) // bs) + 1)
+            n += groups * self.window_cap_blocks(window, budget_tokens, tokens)
         return n + self.states * self.state_blocks
+
+    def window_cap_blocks(self, window: int, budget_tokens: int, tokens: int) -> int:
+        """The most blocks one request of ``tokens`` tokens holds in a group of ``window``:
+        a sliding window cdiv(min(window − 1 + budget_tokens, tokens), block_size) + 1, a block
+        more for a window that starts mid-block (SlidingWindowSpec); an attention chunk
+        cdiv(min(chunk + budget_tokens, tokens), block_size), its chunks starting on a block
+        (ChunkedLocalAttentionSpec.max_memory_usage_bytes, v0.10 to main, where
+        max_admission_blocks_per_request shares it). Llama-4 Scout's 8,192-token chunks at
+        4,000 tokens in blocks of 64: 63, not a sliding window's 64."""
+        bs = self.block_size
+        if window in self.chunks:
+            return -(-min(window + budget_tokens, tokens) // bs)
+        return -(-min(window - 1 + budget_tokens, tokens) // bs) + 1
 
     def whole_prompt_blocks(self, tokens: int) -> int:
         """Blocks vLLM v0.19's admission gate charged a prompt of ``tokens`` tokens: every
@@ -91,8 +106,9 @@ class KVGroups:
         bs = self.block_size
         own = -(-tokens // bs)
         n = self.full * own
-        for window, groups in self.windows:
-            n += groups * min(own, -(-(window - 1 + budget_tokens) // bs) + 1)
+        for window, groups in self.windows:  # the cap binds only past the window's room
+            n += groups * min(own, self.window_cap_blocks(window, budget_tokens,
+                                                          window + budget_tokens))
         return n + self.states * self.state_blocks
 
     def decode_blocks(self, tokens: int) -> int:
@@ -121,7 +137,7 @@ def _layer_kind(layer: Layer) -> tuple[str, int] | None:
     if layer.mixer == FULL:
         return (FULL, 0)
     if layer.mixer in WINDOW_MIXERS and layer.window_tokens:
-        return ("window", layer.window_tokens)
+        return ("chunk" if layer.mixer == CHUNKED else "window", layer.window_tokens)
     if layer.mixer in (LINEAR, MAMBA):
         return ("state", 0)
     return None
@@ -146,6 +162,33 @@ def cache_kinds(model: ModelSpec) -> set[tuple[str, int]]:
     return {kind for kind in _layer_kinds(model) if kind is not None}
 
 
+def group_counts(types: dict[tuple[str, int], int]) -> tuple[int, dict[tuple[str, int], int]]:
+    """vLLM's cut of layers, ``types`` of them of each cache type, into groups of equal layer
+    count: the smallest type's count, or the largest's when it is under 1.5× the smallest,
+    and how many groups each type fills (the last one padded)."""
+    fewest, most = min(types.values()), max(types.values())
+    per_group = most if most < PAD_TO_LARGEST * fewest else fewest
+    return per_group, {key: -(-n // per_group) for key, n in types.items()}
+
+
+def full_layers_keep_groups(model: ModelSpec, more_full: int) -> bool:
+    """Whether ``more_full`` more full-attention layers (an MTP drafter's, which vLLM pages
+    with the target's) leave ``model``'s groups as they are but for the full layers' own,
+    each group one layer wider: Qwen3-Next's 12 + 1 full layers beside 36 linear-attention
+    ones, groups of 13 and still one full and three state groups, so its page grows by
+    13/12 as a full-attention model's does."""
+    types: dict[tuple[str, int], int] = {}
+    for kind in _layer_kinds(model):
+        if kind is not None:
+            types[kind] = types.get(kind, 0) + 1
+    full = types.get((FULL, 0), 0)
+    if not full:
+        return False
+    per_group, groups = group_counts(types)
+    grown_per, grown = group_counts({**types, (FULL, 0): full + more_full})
+    return per_group == full and grown_per == full + more_full and grown == groups
+
+
 def stage_group_layers(dep: Deployment, per_group: int, start: int, count: int) -> int:
     """The most layers of one KV-cache group on the pipeline stage holding layers
     [start, start + count): vLLM forms the groups over the whole model, each type's layers
@@ -165,32 +208,33 @@ def stage_group_layers(dep: Deployment, per_group: int, start: int, count: int) 
 
 
 def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1,
-                   alignment: int = KERNEL_BLOCK_ALIGNMENT) -> KVGroups | None:
+                   alignment: int = KERNEL_BLOCK_ALIGNMENT,
+                   speculative_tokens: int = 0) -> KVGroups | None:
     """The groups vLLM V1 forms for ``dep``, each state group holding ``state_blocks`` blocks
-    per request, a hybrid's attention block grown in steps of ``alignment`` tokens until its
-    page holds a state; None for a model with no cache at all."""
+    per request and one more a draft token (``speculative_tokens``: MambaSpec's
+    num_speculative_blocks), a hybrid's attention block grown in steps of ``alignment``
+    tokens until its page holds a state (one rank's, as vLLM shapes it with those drafts:
+    kvcache.state_elements); None for a model with no cache at all."""
     model = dep.model
+    tp = dep.tensor_parallel_size
     types: dict[tuple[str, int], int] = {}
-    state_bytes = 0.0
+    state_rank = 0.0  # one recurrent layer's state per sequence on one TP rank
     for layer, key in zip(model.layers, _layer_kinds(model), strict=True):
         if key is None:
             continue
         if key[0] == "state":
-            state_bytes = max(state_bytes, state_bytes_per_sequence(model, layer))
+            state_rank = max(state_rank, state_bytes_per_sequence(
+                model, layer, tensor_parallel_size=tp, speculative_tokens=speculative_tokens))
         types[key] = types.get(key, 0) + 1
     if not types:
         return None
-    tp = dep.tensor_parallel_size
     per_token_rank = attention_kv_bytes_per_token(model, dep.kv.bytes_per_element) \
         * dep.kv_replication / tp  # one attention layer, one token, one TP rank
-    state_rank = state_bytes / tp
     attention = any(kind != "state" for kind, _ in types)
     if state_rank and attention and per_token_rank:
         step = alignment * per_token_rank
         block_size = max(block_size, alignment * int(-(-state_rank // step)))
-    fewest, most = min(types.values()), max(types.values())
-    per_group = most if most < PAD_TO_LARGEST * fewest else fewest
-    groups = {key: -(-n // per_group) for key, n in types.items()}
+    per_group, groups = group_counts(types)
     layer_page_rank = block_size * per_token_rank if attention else state_rank
     pp = dep.pipeline_parallel_size  # a GPU holds 1/pp of the layers: page per GPU
     return KVGroups(
@@ -198,10 +242,13 @@ def vllm_kv_groups(dep: Deployment, block_size: int, state_blocks: int = 1,
         layers_per_group=per_group,
         page_bytes=per_group * layer_page_rank / pp,
         full=groups.get((FULL, 0), 0),
-        windows=tuple(sorted((w, g) for (kind, w), g in groups.items() if kind == "window")),
+        windows=tuple(sorted((w, g) for (kind, w), g in groups.items()
+                             if kind in ("window", "chunk"))),
         states=groups.get(("state", 0), 0),
-        state_blocks=state_blocks,
+        state_blocks=state_blocks + (speculative_tokens if state_rank else 0),
+        draft_blocks=speculative_tokens if state_rank else 0,
         state_layer_bytes=state_rank if attention and per_token_rank else 0.0,
         attention_token_bytes=per_token_rank if state_rank else 0.0,
         alignment=alignment if state_rank and attention and per_token_rank else 0,
+        chunks=tuple(sorted(w for kind, w in groups if kind == "chunk")),
     )

@@ -93,6 +93,14 @@ class Observation:
     # release, and the seats (max_num_seqs) where given; None where it does not say
     engine_version: str | None = None
     max_num_seqs: int | None = None
+    # the window, in seconds, over which a token counter the engine moves at every step
+    # (vLLM's prompt and generation counters; SGLang's realtime_tokens_total) did not move
+    # while every reading ran requests: a hung engine, or a page that no longer changes.
+    # None where the counters moved, or move only as requests finish
+    stalled_s: float | None = None
+    # data-parallel engines ('engine 1') whose generation counter stood still over that
+    # window while each ran requests at every reading, the others' moving: one engine hung
+    stalled_engines: list[str] = field(default_factory=list)
 
     @property
     def spec_tokens_per_decode_step(self) -> float | None:

@@ -6,6 +6,7 @@ Network reads are bounded in size and time; only this module and hub.py touch th
 
 from __future__ import annotations
 
+import codecs
 import re
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
     deadline = time.monotonic() + timeout_s
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            encoding = (response.headers.get("Content-Encoding") or "").strip().lower()
             chunks, size = [], 0
             while True:
                 if time.monotonic() > deadline:
@@ -60,7 +62,34 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
         raise InputError(f"cannot read {url} ({exc})") from None
     except (http.client.HTTPException, ValueError) as exc:  # a bad port, a broken IPv6 host
         raise InputError(f"{shorten(url)} is not a URL ridgeline can fetch ({exc})") from None
-    return b"".join(chunks).decode("utf-8-sig", errors="replace")
+    body = b"".join(chunks)
+    if encoding in ("gzip", "x-gzip") or compression_of(body) == "gzip":
+        body = gunzipped(body, url)
+    elif encoding not in ("", "identity"):
+        raise InputError(f"{url} answered in Content-Encoding {shorten(encoding)}, which "
+                         "ridgeline does not read (it asks for none): is a proxy between?")
+    return body.decode("utf-8-sig", errors="replace")
+
+
+def gunzipped(body: bytes, url: str) -> bytes:
+    """A gzip-encoded answer, inflated to at most MAX_BYTES: a proxy that compresses
+    whatever the client asks (prometheus_client's own /metrics compresses only where the
+    request accepts gzip, and urllib asks for none). Read as text, its bytes held no sample
+    and were refused as "not a metrics page"."""
+    import zlib
+
+    inflater = zlib.decompressobj(wbits=31)  # the gzip wrapper
+    try:
+        data = inflater.decompress(body, MAX_BYTES + 1)
+    except zlib.error as exc:
+        raise InputError(f"{url}: its gzip-encoded answer does not inflate ({exc})") from None
+    if len(data) > MAX_BYTES or inflater.unconsumed_tail:
+        raise InputError(f"{url}: the response is larger than {MAX_BYTES >> 20} MiB once "
+                         "inflated")
+    if not inflater.eof:
+        raise InputError(f"{url}: its gzip-encoded answer stops before the gzip stream ends "
+                         "(cut short)")
+    return data
 
 
 def poll(url: str, duration_s: float, interval_s: float,
@@ -141,6 +170,16 @@ def refuse_other_scheme(source: str) -> None:
                          "file")
 
 
+def decoded(data: bytes) -> str:
+    """A saved file's text: UTF-16 where it starts with UTF-16's byte-order mark (Windows
+    PowerShell 5.1's ``>`` and Out-File write UTF-16LE with one: `curl.exe …/metrics >
+    scrape.txt`, PowerShell's about_Redirection), else UTF-8, its BOM dropped. Read as UTF-8,
+    such a scrape's every other byte is 0, and no line of it a sample."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
 def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) -> Observation:
     refuse_other_scheme(source)
     if is_url(source):
@@ -155,7 +194,7 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
     compressed = compression_of(data)
     if compressed is not None:
         raise InputError(f"{source} is {compressed}-compressed: decompress it first")
-    text = data.decode("utf-8-sig", errors="replace")
+    text = decoded(data)
     if not STATS_HINT.search(text) or text.lstrip()[:1] == "{":
         refuse_foreign(text, source)  # a JSON-wrapped log, an error body, another engine's log
     head = text.lstrip()[:1]

@@ -61,6 +61,13 @@ def _refuse_json(record: dict[str, Any], text: str, source: str) -> None:
         raise InputError(f"{source} is a Docker json-file log (the server's output inside each "
                          "line's 'log' field): give the plain log (`docker logs CONTAINER > "
                          "FILE`) or the engine's /metrics")
+    data = record.get("data")
+    if record.get("status") in ("success", "error") and isinstance(data, dict) \
+            and "resultType" in data:  # a Prometheus server's /api/v1/query answer
+        raise InputError(f"{source} is a Prometheus server's query answer (its HTTP API's "
+                         f"'{data['resultType']}' result), not the engine's own page: save the "
+                         "engine's /metrics (curl http://HOST:PORT/metrics), or point observe "
+                         "at that URL")
     error = record.get("error")
     if isinstance(error, dict) or "detail" in record or record.get("object") == "error":
         body = error if isinstance(error, dict) else record

@@ -69,6 +69,7 @@ from ridgeline.engine_metrics import (
     GENERATION_TOKENS,
     ITL,
     KV_USAGE,
+    LLAMACPP_DECODES,
     LLAMACPP_KV_TOKENS,
     MAX_ACCEPT_LENGTH,
     POOL_TOKENS,
@@ -112,10 +113,13 @@ from ridgeline.observe_window import (
     CORE_LABELS,
     RANK_LABELS,
     RESTART_SIGNS,
+    SERVER_CORE,
     SHARE_LABEL,
     Restarts,
+    core_name,
     core_of,
     core_values,
+    counter_by_core,
     counter_total,
     find_restarts,
     histogram_window,
@@ -129,6 +133,11 @@ from ridgeline.prometheus import MAX_UNIX_S, Histogram, Scrape
 from ridgeline.spec_decode import FEWER_STEPS, drafted_rows, tokens_per_request_step
 from ridgeline.vllm_cache_dtype import names_cache_dtype
 
+# a window this long in which a counter moved at every step stands still while requests run
+# is no pause between steps: vLLM's engine steps take milliseconds to a second or two (a
+# prefill chunk of max_num_batched_tokens), and it counts a request's prompt and first token
+# at its first output (vllm/v1/metrics/stats.py IterationStats.update_from_output)
+STALL_WINDOW_S = 10.0
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
@@ -138,7 +147,7 @@ _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
     ((LLAMACPP_KV_TOKENS, *POOL_TOKENS, TRTLLM_MAX_BLOCKS, TRTLLM_TOKENS_PER_BLOCK), 0.0,
      MAX_TOKENS,
      f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
-    (RESTART_SIGNS + _HISTOGRAMS, 0.0, MAX_COUNT, COUNTER_RANGE),
+    (RESTART_SIGNS + _HISTOGRAMS + (LLAMACPP_DECODES,), 0.0, MAX_COUNT, COUNTER_RANGE),
     ((PROCESS_START,), 0.0, MAX_UNIX_S, f"unix seconds, 0 to {MAX_UNIX_S:g}"),
     (SPEC_ACCEPT_LENGTH, 0.0, MAX_ACCEPT_LENGTH,
      f"a verify step's accepted tokens, 0 to {MAX_ACCEPT_LENGTH:g}"),
@@ -309,6 +318,19 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                                  "rate")
         obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
         obs.generation_tok_s = None if generation_rate is None else generation_rate / k
+        if obs.engine_family == "llama.cpp":  # its token counters move as requests finish
+            steps = window_increase(scrapes, (LLAMACPP_DECODES,), obs, restarts) \
+                if series_present(scrapes, (LLAMACPP_DECODES,)) else None
+            still = steps == 0
+        else:
+            still = (obs.engine_family == "vllm" or (live and decoding)) \
+                and generation_rate == 0 and not prompt_rate
+        if still and obs.running and min(obs.running) > 0 \
+                and last.time_s - first.time_s >= STALL_WINDOW_S:
+            obs.stalled_s = last.time_s - first.time_s
+        elif k > 1 and obs.engine_family == "vllm" and not restarts \
+                and last.time_s - first.time_s >= STALL_WINDOW_S:
+            obs.stalled_engines = _stalled_cores(scrapes)
         obs.preemptions = window_increase(scrapes, PREEMPTIONS, obs, restarts)  # all engines'
         if obs.preemptions is None and not series_present(scrapes, PREEMPTIONS) \
                 and obs.engine_family != "llama.cpp":  # it preempts none
@@ -363,6 +385,20 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
     _read_lengths(scrapes, obs, timed, restarts)
     _read_vllm_drafts(scrapes, obs, timed, restarts, histograms)
     return obs
+
+
+def _stalled_cores(scrapes: list[Scrape]) -> list[str]:
+    """The data-parallel engines ('engine 1') whose vLLM generation counter reads the same
+    at the window's first and last scrape while the engine ran requests at every reading
+    (STALL_WINDOW_S: the counter moves at every step of the engine's): engine 1 at 30
+    running and 48,000 tokens throughout, beside engine 0 moving, is one hung engine that
+    the mean batch and rates of the two hide."""
+    first = counter_by_core(scrapes[0], GENERATION_TOKENS) or {}
+    last = counter_by_core(scrapes[-1], GENERATION_TOKENS) or {}
+    running = [_gauge_by_core(s, RUNNING, "vllm") for s in scrapes]
+    return [core_name(core) for core, was in first.items()
+            if core != SERVER_CORE and last.get(core) == was
+            and all(r.get(core, 0.0) > 0 for r in running)]
 
 
 def _read_sglang_accept_length(scrapes: list[Scrape], obs: Observation) -> None:

@@ -397,7 +397,8 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     # counts blocks of N × block_size tokens at the page a rank's block_size costs it
     # (dep.kv_replication already ÷ N; decode_context.py)
     block *= dep.decode_context_parallel_size
-    groups = vllm_kv_groups(paged, block, align_state_blocks(dep, acc, s.prefix_caching), steps)
+    groups = vllm_kv_groups(paged, block, align_state_blocks(dep, acc, s.prefix_caching), steps,
+                            draft_state_blocks(dep, s))
     block = groups.block_size if groups else block
     weight_bytes += mxfp4_padding_bytes(dep, stage, acc.version)
     if groups is not None and stage is not None:  # a block holds this stage's largest group
@@ -563,6 +564,20 @@ def align_state_blocks(dep: Deployment, acc: VLLMAccounting, prefix_caching: boo
     mamba_cache_mode "align" (three for Mamba-2 from v0.32), else one — "all" mode, a state
     per block, is not modelled."""
     return state_blocks(dep.model, prefix_caching, acc.version, acc.linear_state_blocks)
+
+
+def draft_state_blocks(dep: Deployment, s: EngineSettings) -> int:
+    """More state blocks a hybrid's request holds in each state group with a drafter: one a
+    draft token, vLLM's MambaSpec num_speculative_blocks = num_speculative_tokens, its
+    max_memory_usage_bytes page × (1 + them) without prefix caching and × (2 + them) in
+    "align" (vllm/model_executor/layers/mamba/abstract.py get_kv_cache_spec and
+    vllm/v1/kv_cache_interface.py, from Qwen3-Next's MTP in v0.10.2 to main; main's
+    cache_config.use_replayssm, not modelled, drops them); 0 without one. Qwen3.5-35B-A3B with
+    3 MTP drafts on an H100 at 4K: 3 state groups × (2 + 3) + 4 attention blocks = 19 blocks
+    a request, not 10. An MTP drafter given no length drafts one a layer (model.mtp_layers)."""
+    if s.drafter is None:
+        return 0
+    return s.drafter.tokens or dep.model.mtp_layers
 
 
 def vllm_default_block_size(dep: Deployment, acc: VLLMAccounting, max_model_len: int = 0,

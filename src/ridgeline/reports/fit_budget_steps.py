@@ -8,6 +8,7 @@ from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import honours_windows, sglang_swa_ratio
 from ridgeline.explain import Quantity, Step, q, step
+from ridgeline.kvgroups import KVGroups
 from ridgeline.layouts import DENSE, MOE
 from ridgeline.llamacpp_memory import buffer_terms
 from ridgeline.llamacpp_pool import llamacpp_outputs, window_mask_cells
@@ -16,6 +17,18 @@ from ridgeline.reports.fit_budget import fit_target_words
 from ridgeline.reports.fit_weights import weights_note
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_memory import indexer_logits_bytes, indexer_query_bytes, mrv2_warmup_copies
+
+
+def state_blocks_rule(g: KVGroups) -> str:
+    """The state blocks a hybrid's request holds in each state group, and why: two in prefix
+    caching's align mode, and one more a draft token ("3 state blocks a request (1 without
+    prefix caching, 2 for the drafts)")."""
+    if not g.draft_blocks:
+        return f"{g.state_blocks} state blocks a request (prefix caching, align mode)"
+    kept = g.state_blocks - g.draft_blocks
+    mode = "without prefix caching" if kept == 1 else "in prefix caching's align mode"
+    return f"{g.state_blocks} state blocks a request ({kept} {mode}, {g.draft_blocks} for " \
+        "the drafts)"
 
 
 def accounting_quantity(p: KVPool) -> Quantity:
@@ -41,8 +54,7 @@ def accounting_quantity(p: KVPool) -> Quantity:
         if p.drafter_buffer_bytes:
             rules.append("its drafter's buffers counted in the budget (vllm.mrv2_drafter)")
         if p.groups is not None and p.groups.states and p.groups.state_blocks > 1:
-            rules.append(f"{p.groups.state_blocks} state blocks a request (prefix caching, "
-                         "align mode)")
+            rules.append(state_blocks_rule(p.groups))
         return q("accounting", f"vLLM {a.version}", "",
                  "; ".join(rules) + f" (engines.json memory_versions, era {a.era}+, and "
                  "vllm.mrv2, each with its source)")
@@ -63,7 +75,7 @@ def accounting_quantity(p: KVPool) -> Quantity:
         if g is not None and g.windows and p.in_flight_batches > 1:
             rules.append(f"window groups sized for {p.in_flight_batches} batches in flight")
         if g is not None and g.states and g.state_blocks > 1:
-            rules.append(f"{g.state_blocks} state blocks a request (prefix caching, align mode)")
+            rules.append(state_blocks_rule(g))
         if a.tokens_from_concurrency:
             rules.append("tokens logged as maximum concurrency × max_model_len")
         return q("accounting", f"vLLM {a.version}", "",

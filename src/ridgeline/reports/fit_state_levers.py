@@ -18,7 +18,7 @@ from ridgeline.sglang_hybrid import sglang_cache_size_honoured, sglang_slots_per
 from ridgeline.sizing_flags import check_sizing_flags
 from ridgeline.units import plural
 from ridgeline.vllm_memory import vllm_accounting
-from ridgeline.vllm_pool import align_state_blocks
+from ridgeline.vllm_pool import align_state_blocks, draft_state_blocks
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
@@ -38,7 +38,9 @@ def prefix_caching_lever(r: FitReport) -> list[tuple[str, Deployment, int, Engin
     blocks = align_state_blocks(d, vllm_accounting(s.engine_version), s.prefix_caching)
     if blocks <= 1:  # no state groups, or "all" mode (a state per block, not modelled)
         return []
-    return [(f"--no-enable-prefix-caching (1 state block a request, not {blocks}; no "
+    drafts = draft_state_blocks(d, s)  # a block a draft token either way
+    held = f"{1 + drafts} state blocks" if drafts else "1 state block"
+    return [(f"--no-enable-prefix-caching ({held} a request, not {blocks + drafts}; no "
              "prefix-cache hits)", d, r.context, replace(s, prefix_caching=False))]
 
 

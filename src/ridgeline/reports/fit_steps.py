@@ -466,9 +466,12 @@ def state_blocks_note(pool: KVPool) -> str:
     g = pool.groups
     if g is None or not g.states:
         return ""
-    why = "one a group, whatever the length" if g.state_blocks == 1 else \
+    kept = g.state_blocks - g.draft_blocks
+    why = "one a group, whatever the length" if kept == 1 else \
         "prefix caching's mamba_cache_mode 'align': the running state, the last " \
-        "block-aligned one" + (", a Mamba-2 prefill checkpoint" if g.state_blocks > 2 else "")
+        "block-aligned one" + (", a Mamba-2 prefill checkpoint" if kept > 2 else "")
+    if g.draft_blocks:  # MambaSpec.num_speculative_blocks (vllm_pool.draft_state_blocks)
+        why += f", and {g.draft_blocks} more, one a draft token"
     return f", {g.states} × {g.state_blocks} of them recurrent state ({why})"
 
 

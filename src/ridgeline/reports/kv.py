@@ -148,6 +148,7 @@ class KVReport:
     # (reports.roofline's served_identity: the engine None on vLLM's card where --engine was
     # not given, the checkpoint as stored); without one, those keys null but model, kv_dtype
     identity: tuple[tuple[str, Any], ...] = ()
+    cache_alone: bool = False  # the budget is --memory-gib's, for the cache alone: no weights
 
     @property
     def cautions(self) -> list[str]:
@@ -212,18 +213,21 @@ class KVReport:
         }
 
     def verdict(self) -> str:
-        """DOES NOT FIT and by how much, where the card was given and not one conversation
-        fits (the weights alone overflowing it, or one conversation's cache the memory beside
-        them); empty where one fits or no card was named."""
+        """DOES NOT FIT and by how much, where a card or --memory-gib was given and not one
+        conversation fits (the weights alone overflowing the card, or one conversation's cache
+        the memory beside them, or the budget given for the cache alone); empty where one fits
+        or no budget was named."""
         if self.budget_bytes is None:
             return ""
         if self.budget_bytes < 0:
             return (f"DOES NOT FIT: the weights alone exceed the memory by "
                     f"{-self.budget_bytes / 1e9:,.1f} GB")
         if not self.conversations:
+            room = ("the budget given holds" if self.cache_alone else
+                    "the memory beside the weights holds")
             return (f"DOES NOT FIT: one {self.context:,}-token conversation needs "
-                    f"{self.bytes_per_sequence / 1e9:,.1f} GB, the memory beside the "
-                    f"weights holds {self.budget_bytes / 1e9:,.1f} GB: short by "
+                    f"{self.bytes_per_sequence / 1e9:,.1f} GB, {room} "
+                    f"{self.budget_bytes / 1e9:,.1f} GB: short by "
                     f"{(self.shortfall_bytes or 0.0) / 1e9:,.1f} GB")
         return ""
 

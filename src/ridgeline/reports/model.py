@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,7 +197,8 @@ class ModelReport:
                          "has no quantization_config)")
         if s.engine_kv_cache_dtypes:
             lines.append(f"  checkpoint KV  {_checkpoint_kv_label(s.engine_kv_cache_dtypes)}")
-        rows = [[label, f"{gb:,.1f} GB"] for label, gb in self.weight_gb.items()]
+        places = size_places(self.weight_gb.values())
+        rows = [[label, f"{gb:,.{places}f} GB"] for label, gb in self.weight_gb.items()]
         lines += ["", *("  " + r for r in table(rows, ["weights in", "size"]))]
         kv, kv8 = self.kv_bf16, self.kv_fp8
         lines.append("")
@@ -432,3 +435,11 @@ def model_list() -> ModelList:
 
     entries = tuple(sorted(model_entries(), key=lambda e: e.id))
     return ModelList(entries, tuple(catalog_model(e.id) for e in entries))
+
+
+def size_places(sizes_gb: Iterable[float]) -> int:
+    """Decimals that give the table's smallest size three figures, one at least: a 70B
+    model's 35.3 GB at 0.5 B/param keeps one; Llama-3.2-1B's 0.618 GB takes three, where one
+    would print its awq-int4 and mxfp4 sizes (1.031 and 1.042 GB) both as 1.0."""
+    smallest = min((gb for gb in sizes_gb if gb > 0), default=10.0)
+    return max(1, 2 - math.floor(math.log10(smallest)))

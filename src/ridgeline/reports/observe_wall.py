@@ -20,6 +20,9 @@ NEITHER = "neither"
 CLIENT = "the client's cap"  # a benchmark run at --max-concurrency: the batch is the client's
 RIDGE = "the ridge"
 NO_FIT = "does not fit"
+# requests ran at every reading while the tokens the engine counts at every step stood still
+# (Observation.stalled_s): no batch is being served to set against the pool or the ridge
+STALLED = "stalled"
 # a source with no running batch (a bench without ITL or latencies), or one read from an ITL
 # whose unit is in doubt (ObservedFloor.unit_suspect)
 UNKNOWN = "unknown"
@@ -149,6 +152,8 @@ class ObservedWall(ObservedFloor):
         if not self.fits:
             return NO_FIT
         o = self.obs
+        if o.stalled_s is not None:
+            return STALLED
         readings = self.readings
         swapped = max(o.swapped) if o.swapped else 0.0
         peak = self.kv_peak
@@ -159,7 +164,7 @@ class ObservedWall(ObservedFloor):
                 return CAPACITY
             if self.deployment.engine.startswith("llama.cpp"):
                 return SLOTS
-            if self.queue_cause != "room":
+            if self.queue_cause != "room" or self.pinned_count is not None:
                 return LATENCY
         if self.batch is None or self.unit_suspect:
             return UNKNOWN
@@ -181,9 +186,16 @@ class ObservedWall(ObservedFloor):
         pool not full: the mark of a seat cap the server was started with (vLLM's
         --max-num-seqs 256: running 256 and 256, waiting 50 and 60, KV 40 %), which the seats
         modelled (1,024) do not know. None elsewhere."""
+        return self.pinned_count if self.wall == LATENCY else None
+
+    @property
+    def pinned_count(self) -> int | None:
+        """``pinned_batch``'s readings alone, before the wall is read (which a queue behind
+        a pinned batch makes the latency wall, its lever the seats: a queue the pool, the
+        seats modelled and the step's budget all have room for waits on a cap they lack)."""
         running = self.obs.running
         n, of = self.queued
-        if len(running) < 2 or n < of or of < 2 or self.wall not in (NEITHER, LATENCY):
+        if len(running) < 2 or n < of or of < 2:
             return None
         pinned = running[0]
         if pinned < 2 or pinned != int(pinned) or any(r != pinned for r in running):
@@ -201,6 +213,27 @@ class ObservedWall(ObservedFloor):
                 f"every one: a batch pinned at one count with a queue behind it is a seat cap, "
                 f"not the {self.seats:,} seats modelled; if the server runs {flag} {pinned:,}, "
                 f"give {flag} {pinned:,} and the wall reads the seats")
+
+    @property
+    def stalled_lever(self) -> str:
+        """What a window without a token says (Observation.stalled_s): 32 requests running at
+        every reading of 60 s in which vLLM counted no token is an engine that took no step
+        (a stuck collective, a dead worker), or a page that stopped changing; not a wall of
+        the pool, the seats or the ridge, nor a lever of theirs."""
+        o = self.obs
+        low = min(o.running) if o.running else 0.0
+        counters = {"vllm": "vLLM's prompt and generation tokens",
+                    "llama.cpp": "llama-server's llama_decode() calls (llamacpp:n_decode_total)"
+                    }.get(o.engine_family or "", "SGLang's realtime_tokens_total")
+        # vLLM counts a prompt's tokens at its first output: chunks of one long enough to
+        # outlast the window move nothing; SGLang's and llama-server's move at each chunk
+        prefill = ("; a prompt whose prefill outlasts the window, run alone, is the one load "
+                   "that does this" if o.engine_family == "vllm" else "")
+        return (f"{low:,.0f} or more requests ran at every reading, but {counters}, which move "
+                f"at every engine step, did not move in {o.stalled_s or 0.0:,.0f} s: the "
+                "engine took no step (hung: a stuck collective or a dead worker; see its log "
+                "and /health), or the page no longer changes (a cached or frozen exporter)"
+                + prefill)
 
     @property
     def peak_running(self) -> float:
@@ -261,6 +294,12 @@ class ObservedWall(ObservedFloor):
         used = round(self.batch or 0.0) + self.prompt_tokens_per_step
         if self.wall == LATENCY:
             cause = self.queue_cause
+            if cause == "room" and self.pinned_batch is not None:
+                return (f"requests wait while the pool, the {self.seats:,} seats modelled and "
+                        f"the steps' token budget (about {used:,} of {self.step_budget:,} "
+                        f"tokens a step) have room, beside a batch pinned at "
+                        f"{self.pinned_batch:,}: a seat cap the description lacks (the caution "
+                        f"below) holds them; raise {seats_flag}")
             if cause == "seats":
                 return (f"requests wait while the pool has room and the batch fills its seats "
                         f"({running}): raise {seats_flag}")
@@ -289,11 +328,7 @@ class ObservedWall(ObservedFloor):
                     f"{busiest}{shown} of the {self.pool_batch:,} sequences {holds}")
             n, of = self.queued
             queue = ""
-            if n and self.pinned_batch is not None:
-                queue = (f"requests waited in {n} of {of} readings beside a batch pinned at "
-                         f"{self.pinned_batch:,} (a seat cap the description lacks: the "
-                         "caution below); ")
-            elif n and self.queue_persists:
+            if n and self.queue_persists:
                 queue = (f"requests waited in {n} of {of} readings, but the seats ({running}), "
                          f"the steps' token budget (about {used:,} of {self.step_budget:,} "
                          "tokens a step) and the pool had room: prompts queued for a step as "
@@ -315,6 +350,8 @@ class ObservedWall(ObservedFloor):
                            if o.finished_requests else "")
                         + f", though the readings saw it at most {peak:.0%} full; "
                         + LEVERS[CAPACITY].removeprefix("the KV pool is full: "))
+        if self.wall == STALLED:
+            return self.stalled_lever
         if self.wall == UNKNOWN:
             unknown = UNIT_DOUBT if self.unit_suspect else LEVERS[UNKNOWN]
             return unknown + (f"; the benchmark client held at most {cap:,.0f} requests in "

@@ -33,6 +33,7 @@ from ridgeline.roofline import (
 )
 from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.sparse_attention import sparse_topk
+from ridgeline.units import fmt_share, plural
 
 ARTICLE_GQA_GROUP = 8  # "eight of them, on the models in this series"
 
@@ -135,11 +136,11 @@ class RooflineReport:
                 f"{fast * a.memory_bandwidth_bytes_per_s / 1e12:,.1f} TFLOP/s here: its "
                 f"ridge is at {fast:,.0f} FLOP/byte"]),
             f"batch {self.batch:,}" + (f", model {self.model}" if self.model else "")
-            + f", prompt {self.prompt_len:,} tokens", "",
+            + f", prompt {self.prompt_len:,} {plural(self.prompt_len, 'token')}", "",
         ]
         # a part whose matmuls run at another dtype (attention at the cache's) is a share of
         # that dtype's peak, said so
-        rows = [[p.name, f"{p.intensity:,.1f}", f"{p.attainable_flops_per_s / 1e12:,.1f}",
+        rows = [[p.name, tenths(p.intensity), tenths(p.attainable_flops_per_s / 1e12),
                  share_text(p.fraction_of_peak) + (f" of {p.dtype}" if p.dtype and p.dtype != dtype
                                                 else ""),
                  "-" if p.batch_to_ridge is None else whole_batch(p.batch_to_ridge)]
@@ -182,11 +183,11 @@ class RooflineComparison:
                          "-" if weights.batch_to_ridge is None
                          else whole_batch(weights.batch_to_ridge),
                          *([] if at is None else ["-" if point is None else
-                           f"{point.attainable_flops_per_s / 1e12:,.1f} "
+                           f"{tenths(point.attainable_flops_per_s / 1e12)} "
                            f"({share_text(point.fraction_of_peak)})"])])
-        given_head = [] if at is None else [f"TFLOP/s at {at:,.4g} FLOP/byte"]
+        given_head = [] if at is None else [f"TFLOP/s at {figure(at)} FLOP/byte"]
         given_note = [] if at is None else [
-            f"TFLOP/s at {at:,.4g} FLOP/byte: what --intensity attains on each card, "
+            f"TFLOP/s at {figure(at)} FLOP/byte: what --intensity attains on each card, "
             "min(peak, intensity × bandwidth), and its share of the peak"]
         return [f"ridge = peak FLOP/s ÷ bandwidth; decode at batch {first.batch:,}"
                 + (f", model {first.model}" if first.model else ""), "",
@@ -534,12 +535,25 @@ def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None
                  q("attainable", p.attainable_flops_per_s / 1e12, "TFLOP/s"), peak))
 
 
+def figure(x: float) -> str:
+    """A figure given on the command line as it reads, not in exponent form: --intensity
+    100000 is 100,000 FLOP/byte (not 1e+05); 0.5 stays 0.5."""
+    return f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:,.4g}"
+
+
+def tenths(x: float) -> str:
+    """A table's FLOP/byte or TFLOP/s to one decimal, or two figures where one decimal would
+    print a figure that is not zero as 0.0: --intensity 0.001 on an H100 attains 0.00335
+    TFLOP/s, 0.0034."""
+    return f"{x:.2g}" if 0 < abs(x) < 0.05 else f"{x:,.1f}"
+
+
 def whole_batch(batch: float) -> str:
     return f"{first_whole_batch(batch):,}"
 
 
 def share_text(fraction: float) -> str:
-    """A share of peak as a percentage that never reads 100.0 % short of the ridge (an A100
-    at batch 153 keeps 99.99 % busy: 99.9 %, since 154 is the batch that reaches it)."""
-    text = f"{fraction:.1%}"
-    return "99.9%" if fraction < 1 and text == "100.0%" else text
+    """A share of peak to one decimal, with as many more as keep it off 0.0 % and 100.0 %
+    where it is neither (fmt_share): an A100 at batch 153 keeps 99.99 % busy, short of the
+    ridge 154 reaches; batch 1 against a ridge of 100,000 FLOP/byte is 0.001 %, not 0.0 %."""
+    return fmt_share(fraction, 1)
