@@ -65,8 +65,8 @@ def test_a_run_that_can_only_miss_stops_and_would_have_missed_whole(pp: int) -> 
 
 def _candidate(load: Load, slo: Slo, seqs: int | None, budget: int | None) -> Candidate:
     """Llama-3.1-405B at fp8 on one A100 node, sized as the search sizes it."""
-    c = _evaluate((LLAMA_405B, A100.id, 8, 1, "fp8", "bf16", (seqs, budget), False, load, slo,
-                   A100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1))
+    c = _evaluate((LLAMA_405B, A100, 8, 1, "fp8", "bf16", (seqs, budget), False, load, slo,
+                   A100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, 0))
     assert c is not None
     return c
 
@@ -150,9 +150,9 @@ def test_the_winner_is_no_dearer_than_a_candidate_that_holds_in_simulation() -> 
     load = Load(20.0, "lognormal:2000,0.8", "lognormal:300,0.5")
     slo = Slo(0.8, 0.04, 99)
     result = plan(LLAMA_8B, load, slo, ["a100"], workers=1, verify=5)
-    tp8 = _evaluate((LLAMA_8B, A100.id, 8, 1, "bf16", "bf16", (None, None), False,
+    tp8 = _evaluate((LLAMA_8B, A100, 8, 1, "bf16", "bf16", (None, None), False,
                      load.for_sizing(), slo, A100.price_per_hour_usd, None, "vllm",
-                     profile_for("vllm"), 1))
+                     profile_for("vllm"), 1, 0))
     assert tp8 is not None
     held = verify(LLAMA_8B, tp8, load, slo, 64)
     assert held is not None and held.cost_per_hour is not None
@@ -217,8 +217,8 @@ def test_a_check_that_misses_tries_the_most_replicas_max_gpus_allows(
     that count misses too, keeps it and its run as the check's miss."""
     load, slo = Load(20, "1000", "250"), Slo(0.5, 0.04)
     h100 = resolve_accelerator("h100")
-    c = _evaluate((LLAMA_8B, h100.id, 1, 1, "fp8", "fp8", (None, None), False, load, slo,
-                   h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1))
+    c = _evaluate((LLAMA_8B, h100, 1, 1, "fp8", "fp8", (None, None), False, load, slo,
+                   h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, 0))
     assert c is not None
     c = replace(c, replicas=8)
     steady = Load.steady
@@ -269,9 +269,9 @@ def test_of_two_deployments_at_one_price_the_one_with_more_headroom_wins() -> No
 def test_the_rank_key_puts_headroom_after_price_gpus_and_nodes() -> None:
     """``cheapest``: at one price, GPU count and node span, the higher capacity (replicas ×
     one replica's analytic rate) first; a cheaper one first whatever its headroom."""
-    base = _evaluate((LLAMA_8B, A100.id, 1, 1, "bf16", "bf16", (None, None), False,
+    base = _evaluate((LLAMA_8B, A100, 1, 1, "bf16", "bf16", (None, None), False,
                       Load(4.0, "1000", "250").for_sizing(), SLO, A100.price_per_hour_usd,
-                      None, "vllm", profile_for("vllm"), 1))
+                      None, "vllm", profile_for("vllm"), 1, 0))
     assert base is not None
     more = replace(base, replica_rate_req_s=base.replica_rate_req_s * 1.25)
     dearer = replace(more, price_per_gpu_hour=(base.price_per_gpu_hour or 0.0) + 1.0)

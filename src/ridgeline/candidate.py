@@ -65,6 +65,9 @@ class Candidate:
     # xPyD: each pool's (max_num_seqs, max_num_batched_tokens) as its check held, the prefill
     # pool's then the decode pool's (None: the engine's default); () where not simulated
     pool_knobs: tuple[tuple[int | None, int | None], ...] = ()
+    # fit at the launch's --max-model-len (replica_sizing.pool_at_launch): the pool's tokens,
+    # the conversations of that length it holds, the engine's seats; () where not sized so
+    pool_at_launch: tuple[int, int, int] | tuple[()] = ()
 
     @property
     def gpus(self) -> int:

@@ -169,14 +169,16 @@ def _cells(text: str) -> int:
     return int(_typed(lambda t: parse_count(t, "llama-server -c"))(text))
 
 
-def max_model_len_option(p: Any, help_text: str) -> None:  # a parser or an argument group
+def max_model_len_option(p: Any, help_text: str, cells: bool = True) -> None:  # or a group
     """--max-model-len as every command that takes it parses it, under each engine's name
     for it (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM --max_seq_len; 32k =
     32,000, 32K = 32,768); llama-server's -c, the cells its -np slots share, is read as
-    -c ÷ -np (llamacpp_launch)."""
+    -c ÷ -np (llamacpp_launch), where ``cells`` (plan sizes no llama.cpp: not there)."""
     p.add_argument("--max-model-len", "--context-length", "--max-seq-len", "--max_seq_len",
                    dest="max_model_len", type=_positive_count("max model length"), metavar="N",
                    help=help_text)
+    if not cells:
+        return
     p.add_argument("-c", "--ctx-size", dest="ctx_size", action=CtxSize, metavar="N",
                    type=_cells, help=argparse.SUPPRESS)
 
@@ -269,11 +271,12 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
     --enable-dp-attention over its --tp-size GPUs; and the experts' --enable-expert-parallel.
     A command that takes the flags only to refuse them (``refuse_data_parallel``) says why in
     their help (``refused``)."""
-    refused = f"; {refused}" if refused else ""
     p.add_argument("--data-parallel-size", "-dp", "--dp-size", "--dp", dest="data_parallel_size",
                    metavar="N", type=_how_many("data-parallel size", MAX_DP_RANKS),
                    action=_Spelled,
-                   help="data-parallel attention: N ranks, each with its own requests and KV "
+                   # a refused flag's help says only that: its meaning is another command's
+                   help=f"data-parallel attention ranks (vLLM, SGLang): {refused}" if refused else
+                   "data-parallel attention: N ranks, each with its own requests and KV "
                    "pool and its own copy of the attention weights, a MoE's experts spread over "
                    "all of them. vLLM --data-parallel-size (-dp): N ranks of --num-gpus "
                    "(--tensor-parallel-size) GPUs each"
@@ -281,12 +284,11 @@ def data_parallel_flags(p: Any, sglang: bool = True, expert_parallel: bool = Tru
                       "--num-gpus (its --tp-size) GPUs in all, attention over --num-gpus ÷ N "
                       "(its --dp-size alone runs whole replicas: size one with --num-gpus)"
                       if sglang else "; SGLang's --dp-size is not read here (its replicas: "
-                      "size one with --num-gpus)")
-                   + refused)
+                      "size one with --num-gpus)"))
     if sglang:
         p.add_argument("--enable-dp-attention", action="store_true",
                        help="SGLang: attention data-parallel over --dp-size ranks (MoE models)"
-                       + refused)
+                       + (f"; {refused}" if refused else ""))
     if expert_parallel:
         expert_parallel_flags(p)
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ridgeline.cli import _model, _output, data_parallel_flags, refuse_data_parallel
+from ridgeline.cli import (
+    _model,
+    _output,
+    data_parallel_flags,
+    max_model_len_option,
+    refuse_data_parallel,
+)
 from ridgeline.cli_load import load_model, load_profile
 from ridgeline.cli_offload import NotSearched
 from ridgeline.cli_types import (
@@ -21,12 +27,15 @@ from ridgeline.cli_types import (
     _weight_name,
 )
 from ridgeline.context_length import served_positions
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError, shorten, shorten_path
 from ridgeline.sim.workload import MAX_RATE
 from ridgeline.units import COUNT_EXAMPLES
 
 PLAN_ENGINES = ("vllm", "sglang", "trtllm")  # the CUDA-graph serving engines plan sizes for
 MAX_WORKERS = 256  # processes plan may start on this machine (--executor ray: the cluster's)
+# --max-cost-per-hour-usd's bound: past any deployment priced (64 GPUs at the most a GPU-hour
+# may cost, hardware.MAX_PRICE_USD, are $64,000/h), so a typed 1e300 or inf is refused
+MAX_CEILING_USD_H = 10_000_000.0
 # plan pins no layout (no --tensor-parallel-size either): it searches a MoE's data-parallel
 # attention layouts beside tensor parallelism
 DATA_PARALLEL_REFUSED = ("it searches a MoE's data-parallel attention layouts itself, as it "
@@ -49,9 +58,12 @@ def cmd_plan(args: argparse.Namespace) -> Any:
 
     refuse_data_parallel(args, "plan", DATA_PARALLEL_REFUSED)
     model = load_model(args)
+    records = _gpu_file_records(args)  # each --gpu-file's record id: its path
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
-        else [g for g in DEFAULT_GPUS  # the defaults the engine runs on (TRT-LLM: no AMD)
-              if not engine_platform_problem(args.engine, resolve_accelerator(g))]
+        else [] if records else [  # a record alone: plan on it; the defaults otherwise
+            g for g in DEFAULT_GPUS  # the defaults the engine runs on (TRT-LLM: no AMD)
+            if not engine_platform_problem(args.engine, resolve_accelerator(g))]
+    gpus += list(records)
     cards = [resolve_accelerator(g) for g in gpus]
     ids = [acc.id for acc in cards]
     if len(set(ids)) < len(ids):
@@ -88,6 +100,12 @@ def cmd_plan(args: argparse.Namespace) -> Any:
             raise InputError(f"--price names {card} twice ({prices[card]:g} and {price:g}): "
                              "give one")
         prices[card] = price
+    for record_id, path in records.items():  # a user's card: priced by its file or --price
+        if record_id not in prices and resolve_accelerator(record_id).price_per_hour_usd is None:
+            raise InputError(f"--gpu-file {shorten_path(path)}: {record_id} has no price, and "
+                             "plan ranks deployments by price: add \"price_per_hour_usd\" "
+                             f"(USD per GPU-hour) to the record, or give --price "
+                             f"{record_id}=USD")
     given = [flag for flag, value in (("--input-len", args.input_len),
                                       ("--output-len", args.output_len)) if value is not None]
     if args.trace and given:
@@ -100,7 +118,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         from ridgeline.engine_versions import check_engine_version
 
         check_engine_version(args.engine, args.engine_version)
-    constraints = PlanConstraints.parse(args.weights, args.kv_dtype, args.min_context)
+    constraints = PlanConstraints.parse(args.weights, args.kv_dtype, args.min_context,
+                                        args.max_model_len, args.max_cost_per_hour_usd)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor, engine_version=args.engine_version,
                   engine=args.engine, profile=load_profile(args),
@@ -117,9 +136,19 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         hf = str(Path(hf).parent)
     win = result.winner  # its launch's --max-model-len, else the model's context
     max_len = win.max_model_len if win and win.max_model_len else \
-        served_positions(model, args.engine) or DEFAULT_CONTEXT
+        args.max_model_len or served_positions(model, args.engine) or DEFAULT_CONTEXT
     return PlanReport(model, hf, result, max_len, load.refused_share(max_len),
                       args.model, bool(args.fetch), args.profile or "")
+
+
+def _gpu_file_records(args: argparse.Namespace) -> dict[str, str]:
+    """Each --gpu-file's card record registered by its id, as page, validate and calibrate
+    register theirs (one record per file, read as `fit --gpu-file` reads it): {id: path}."""
+    if not args.gpu_file:
+        return {}
+    from ridgeline.cli_data import _register_gpu_files
+
+    return _register_gpu_files(args, "plan would search one card twice")[0]
 
 
 def register(sub: Any) -> None:
@@ -168,8 +197,17 @@ def register(sub: Any) -> None:
     # every other command's spelling, read as --gpus; --help shows the one
     p.add_argument("--gpu", dest="gpus", type=_name_list(_accelerator_name),
                    help=argparse.SUPPRESS)
+    p.add_argument("--gpu-file", action="append", metavar="FILE",
+                   type=_not_empty("accelerator file path"),
+                   help="your own card record (as `fit --gpu-file` reads it), searched beside "
+                   "--gpus's cards; repeatable; priced by its price_per_hour_usd or --price")
     p.add_argument("--max-gpus", type=_how_many("max GPUs"), default=64,
                    help="GPUs in all replicas together (default 64)")
+    p.add_argument("--max-cost-per-hour-usd", "--max-usd-per-hour", dest="max_cost_per_hour_usd",
+                   metavar="USD", type=_positive_float("--max-cost-per-hour-usd",
+                                                       most=MAX_CEILING_USD_H),
+                   help="the most a deployment may cost an hour, all its GPUs together; "
+                   "dearer ones are dropped (none left: the cheapest that meets the SLO, exit 1)")
     p.add_argument("--weights", metavar="FMT[,FMT]", type=_name_list(_weight_name),
                    help="the weight formats allowed, comma-separated, as decode spells them "
                    "(bf16, fp8; auto: a quantized checkpoint as stored); default: every one "
@@ -182,6 +220,11 @@ def register(sub: Any) -> None:
                    help="the shortest --max-model-len a launch may start with: every "
                    "deployment serves prompts and outputs this long (default: as the load "
                    "needs)")
+    max_model_len_option(p, "the max_model_len every launch starts with (vLLM's --max-model-len, "
+                         "SGLang's --context-length, TensorRT-LLM's --max_seq_len), each pool "
+                         "sized as `fit --max-model-len` sizes it (default: the model's context, "
+                         "or the longest its pool starts with)",
+                         cells=False)
     p.add_argument("--price", action="append", metavar="GPU=USD",
                    help="price per GPU-hour, repeatable (default: the catalog's)")
     p.add_argument("--workers", type=_how_many("workers", MAX_WORKERS), default=2,

@@ -190,8 +190,9 @@ _SEARCHED_BY_PLAN = ("--quantization", "-q", *NUM_GPUS_FLAGS, "--pipeline-parall
                      "-pp", "--max-num-seqs", "--max-num-batched-tokens",
                      "--enable-expert-parallel")
 _PLAN_SEARCHES = ("plan takes no {flag}: it searches the layouts and engine settings itself "
-                  "(--weights and --kv-dtype narrow its formats, --min-context its launch "
-                  "length); `ridgeline fit` or `simulate` sizes one deployment")
+                  "(--weights and --kv-dtype narrow its formats, --min-context or "
+                  "--max-model-len its launch length); `ridgeline fit` or `simulate` sizes one "
+                  "deployment")
 # {command: {a flag it does not take: what to say of it, the flag it takes for that figure}}
 _TAKEN_AS: dict[str, dict[str, str]] = {
     **{command: {flag: f"{{command}} takes {{flag}}'s figure as --context ({what})"

@@ -39,7 +39,8 @@ class Miss:
     """A NO DEPLOYMENT's closest miss: the sentence the text prints (``text``) and, for --json,
     the group it names with its latencies. ``kind``: ``unloaded`` (a lone request misses),
     ``load`` (it meets the SLO unloaded, the load within --max-gpus is the miss),
-    ``simulated`` (its check missed; the latencies at the SLO's percentile), or
+    ``simulated`` (its check missed; the latencies at the SLO's percentile),
+    ``over_ceiling`` (it meets the SLO, above --max-cost-per-hour-usd: ``ceiling_miss``), or
     ``does_not_fit`` / ``does_not_launch`` (no group: its keys None). Llama-3.1-70B on 2 x
     l40s (TP2), TTFT 274 ms and TPOT 61.7 ms unloaded against SLOs of 200 ms and 10 ms: kind
     unloaded, missed ("TTFT", "TPOT")."""
@@ -212,6 +213,26 @@ def simulated_miss(model: ModelSpec, missed: Missed, slo: Slo,
             f"{run.ttft_s * 1e3:,.0f} ms, TPOT {tpot}{itl}{why}")
     return _group_miss(text, "simulated", c.accelerator, c.tp, c.pp, run.ttft_s, run.tpot_s,
                        run.itl_s, slo, data_parallel=c.data_parallel)
+
+
+def ceiling_miss(model: ModelSpec, c: Candidate, ceiling_usd_h: float, slo: Slo,
+                 engine: str) -> Miss:
+    """Where --max-cost-per-hour-usd left no deployment that meets the SLO: ``c``, the
+    cheapest above it that does, with its price and latencies (simulated where its check
+    held, else the analytic sizing's), kind ``over_ceiling``, nothing missed but the price:
+    Llama-3.1-70B at 10 req/s under a $9/h ceiling, 5 x MI300X at $9.25/h."""
+    gpus = f"{c.gpus:,} {'GPU' if c.gpus == 1 else 'GPUs'}"
+    ttft, tpot = (c.sim_ttft_s, c.sim_tpot_s) if c.verified else (c.ttft_floor_s, c.tpot_s)
+    seen = (f"simulated: p{slo.percentile:g} TTFT {(ttft or 0.0) * 1e3:,.0f} ms, TPOT "
+            + ("n/a (1-token outputs)" if tpot is None or math.isnan(tpot)
+               else f"{tpot * 1e3:,.1f} ms") if c.verified else "analytic: not simulated")
+    text = (f"the cheapest that meets the SLO is {candidate_label(model, c, engine)} = {gpus} "
+            f"at ${c.cost_per_hour or 0.0:,.2f}/h, over the ${ceiling_usd_h:,.2f}/h ceiling "
+            f"(--max-cost-per-hour-usd) ({seen})")
+    return Miss(text, "over_ceiling", c.accelerator, c.replica_gpus, c.tp, c.pp,
+                ttft, None if tpot is None or math.isnan(tpot) else tpot,
+                None if slo.itl_s is None or c.sim_itl_s is None or math.isnan(c.sim_itl_s)
+                else c.sim_itl_s)
 
 
 def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],

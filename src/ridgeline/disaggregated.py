@@ -28,7 +28,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.monotone import longest_holding
 from ridgeline.parallel import INTER_NODE_BYTES_PER_S
 from ridgeline.plan_cautions import calibration
-from ridgeline.replica_sizing import launch_length, starts_at, state_seats
+from ridgeline.replica_sizing import launch_at, launch_length, starts_at, state_seats
 from ridgeline.search_space import ENGINE_KNOBS, offered
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import SimConfig, sim_config
@@ -193,14 +193,16 @@ def _decode_step_within(dep: Deployment, profile: EngineProfile, context: int,
 def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
                    prices: dict[str, float | None], engine_version: str | None = None,
                    engine: str = "vllm", profile: EngineProfile | None = None,
-                   admits: Callable[[str, str, int], bool] | None = None
-                   ) -> list[Candidate]:
+                   admits: Callable[[str, str, int], bool] | None = None,
+                   max_model_len: int = 0) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
     (and an ITL SLO: a decode pool's gap is its decode step, so its step keeps the lower)
     (none for a load of one output token per request: there is no decode to split off), each
     card with the lightest weights its engine runs there (fp8, weight-only on a card without
     fp8 units) and either cache format; ``admits``: whether a pool of (weights, KV dtype,
-    --max-model-len) is allowed (plan_constraints.PlanConstraints.admits; None: every one)."""
+    --max-model-len) is allowed (plan_constraints.PlanConstraints.admits; None: every one);
+    ``max_model_len``: the length every pool launches at (`plan --max-model-len`; 0: each
+    pool's own, ``launch_at``)."""
     mean_in, mean_out = load.means()
     if mean_out < 2:
         return []
@@ -216,7 +218,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             if seats == 0:
                 continue  # not one seat's state and request fit beside the weights
             settings = EngineSettings(max_num_seqs=seats, engine_version=engine_version)
-            max_len = launch_length(dep, settings)  # each pool's launch, as a replica's
+            max_len = launch_at(dep, settings, max_model_len)  # each pool's, as a replica's
             if admits is not None and not admits(weights, kv, max_len):
                 continue
             cap = max_batch(dep, isl + osl, replace(

@@ -35,7 +35,7 @@ from ridgeline.candidate import (
     replica_deployment,
     weight_choices,
 )
-from ridgeline.closest_miss import Miss, closest_miss, simulated_miss
+from ridgeline.closest_miss import Miss, ceiling_miss, closest_miss, simulated_miss
 from ridgeline.context_length import served_positions
 from ridgeline.cost import decode_batch, mean_decode_context, step_time_s
 from ridgeline.disaggregated import (
@@ -47,7 +47,7 @@ from ridgeline.engine_platforms import weights_platform_problem
 from ridgeline.engine_scheduling import v0_scheduling_caution
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
-from ridgeline.hardware import resolve_accelerator
+from ridgeline.hardware import Accelerator, catalog_id_named, register, resolve_accelerator
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
 from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
@@ -67,7 +67,13 @@ from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
 from ridgeline.plan_constraints import NO_CONSTRAINTS, PlanConstraints
 from ridgeline.precision import weight_plan
 from ridgeline.quantization_gates import capability_problem, deployment_problem
-from ridgeline.replica_sizing import covers, launch_length, size_replica, state_seats
+from ridgeline.replica_sizing import (
+    covers,
+    launch_at,
+    pool_at_launch,
+    size_replica,
+    state_seats,
+)
 from ridgeline.search_space import LeftOut, data_parallel_space, left_out, search_space
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_nsa import nsa_no_dp_problem
@@ -79,14 +85,27 @@ RAY_CHUNK = 8  # candidates per Ray task: each takes milliseconds, a task's over
 DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
 
 
-def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, int | None],
-                          bool, Load, Slo, float | None, str | None, str, EngineProfile, int]
-              ) -> Candidate | None:
+Job = tuple[ModelSpec, Accelerator, int, int, str, str, tuple[int | None, int | None], bool,
+            Load, Slo, float | None, str | None, str, EngineProfile, int, int]
+
+
+def _worker_card(acc: Accelerator) -> Accelerator:
+    """The card a job sizes on, the record itself: a user's (``--gpu-file``), which a worker
+    process or a Ray task has not read, registered there too, so that what looks a card up
+    by its id downstream finds the record the command read."""
+    if catalog_id_named(acc.id) is None:
+        register(acc)
+    return acc
+
+
+def _evaluate(args: Job) -> Candidate | None:
     """One candidate replica sized (``size_replica``), or None where it cannot run or meet
-    the SLO; the last field the data-parallel attention ranks (1: none)."""
-    (model, gpu, tp, pp, weights, kv, (seqs, budget), ep, load, slo, price, version,
-     engine, profile, ranks) = args
-    acc = resolve_accelerator(gpu)
+    the SLO; the card is its record (``_worker_card``), the last two fields the
+    data-parallel attention ranks (1: none) and the --max-model-len every launch is fixed
+    at (0: the planner's own, ``launch_at``)."""
+    (model, card, tp, pp, weights, kv, (seqs, budget), ep, load, slo, price, version,
+     engine, profile, ranks, fixed_len) = args
+    acc = _worker_card(card)
     try:
         dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine,
                                  version=version, data_parallel_size=ranks)
@@ -100,7 +119,7 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
             return None  # not one seat's state and request fit beside the weights
         settings = replace(settings, max_num_seqs=seqs)
     try:
-        max_len = launch_length(dep, settings)
+        max_len = launch_at(dep, settings, fixed_len)
     except InputError:  # a shape this engine version cannot launch (vLLM's PP before 0.5.1)
         return None
     if not max_len:
@@ -115,7 +134,8 @@ def _evaluate(args: tuple[ModelSpec, str, int, int, str, str, tuple[int | None, 
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
                      calibrated, why, (profile.band_low, profile.band_high),
                      expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits,
-                     max_model_len=max_len, data_parallel=ranks)
+                     max_model_len=max_len, data_parallel=ranks,
+                     pool_at_launch=pool_at_launch(dep, settings, max_len))
 
 
 @dataclass(frozen=True)
@@ -123,7 +143,9 @@ class CardOutcome:
     """What a plan found of one card it was asked to search: ``status`` "priced" (``best``
     its first deployment as the plan ranks them: simulated first, each cheapest first),
     "unpriced" (``best`` the fewest GPUs that meet the SLO), "split" (only split prefill and
-    decode pools; ``best`` the first), "beyond" (``gpus`` GPUs meet it, past --max-gpus),
+    decode pools; ``best`` the first), "over ceiling" (each deployment that meets it costs
+    more than --max-cost-per-hour-usd; ``best`` the cheapest), "beyond" (``gpus`` GPUs meet
+    it, past --max-gpus),
     "left out" (the release runs no format of it: the "left out:" line says why), "missed"
     (layouts fit and were sized within --max-gpus, but none held in simulation) or "none"
     (no layout fits and meets the SLO on its own)."""
@@ -137,11 +159,14 @@ class CardOutcome:
 def _card_outcomes(ids: Sequence[str], candidates: Sequence[Candidate],
                    unpriced: Sequence[Candidate], split: Sequence[Candidate],
                    sized: Sequence[Candidate], max_gpus: int,
-                   refused: AbstractSet[str] = frozenset()) -> tuple[CardOutcome, ...]:
+                   refused: AbstractSet[str] = frozenset(),
+                   over: Sequence[Candidate] = ()) -> tuple[CardOutcome, ...]:
     """Each searched card's ``CardOutcome``: an MI300X with 15 replicas that held at $27.75/h
     "priced", an L40S whose Llama-70B layouts need 80 GPUs under --max-gpus 64 "beyond", a
     card the release runs no format of (``refused``: search_space.left_out's "every format",
-    an A100 for a modelopt_mixed checkpoint under vLLM 0.23) "left out"."""
+    an A100 for a modelopt_mixed checkpoint under vLLM 0.23) "left out", one whose every
+    deployment costs more than --max-cost-per-hour-usd (``over``) "over ceiling", ``best``
+    its cheapest."""
     out = []
     for gpu in ids:
         if gpu in refused:
@@ -151,6 +176,10 @@ def _card_outcomes(ids: Sequence[str], candidates: Sequence[Candidate],
         if mine:
             best = min(mine, key=lambda c: (not c.verified, c.cost_per_hour or 0.0, c.gpus))
             out.append(CardOutcome(gpu, "priced", best, best.gpus))
+            continue
+        dear = min((c for c in over if c.accelerator == gpu), default=None, key=cheapest)
+        if dear is not None:
+            out.append(CardOutcome(gpu, "over ceiling", dear, dear.gpus))
             continue
         free = next((c for c in unpriced if c.accelerator == gpu), None)
         pools = next((c for c in split if c.accelerator == gpu), None)
@@ -248,13 +277,16 @@ class PlanResult:
     prices_given: tuple[str, ...] = ()
     # ``closest_miss``'s group and latencies as figures (closest_miss.Miss); None with a winner
     closest_miss_figures: Miss | None = None
-    # the formats and launch length the deployments had to keep (--weights, --kv-dtype,
-    # --min-context)
+    # the formats, launch length and price the deployments had to keep (--weights,
+    # --kv-dtype, --min-context, --max-model-len, --max-cost-per-hour-usd)
     constraints: PlanConstraints = NO_CONSTRAINTS
     # where the winner's decode batch is past its profile's fitted range on its card
     # (EngineProfile.batch_range_caution), the first candidate within it (simulated first,
     # each cheapest first), else None
     in_range: Candidate | None = None
+    # where --max-cost-per-hour-usd left no deployment that meets the SLO, the cheapest one
+    # that does above it (simulated where a check reached it), else None
+    over_ceiling: Candidate | None = None
 
     @property
     def winner(self) -> Candidate | None:
@@ -303,8 +335,12 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     (default: the newest modelled), its steps timed by ``profile`` (default: the engine's
     bundled one; `calibrate` writes a user's). ``data_parallel``: a MoE's data-parallel
     attention layouts searched too (``data_parallel_space``). ``constraints``: the weight
-    formats, KV dtypes and shortest launch length allowed (``PlanConstraints``: any). Its
-    simulations share their step timers (``SharedTimers``)."""
+    formats, KV dtypes and shortest launch length allowed, the one length every launch
+    starts with and the most a deployment may cost an hour (``PlanConstraints``: any; a
+    deployment past the ceiling is dropped, and where none is left ``over_ceiling`` names
+    the cheapest that meets the SLO). A user's card record (``--gpu-file``) is registered
+    (``hardware.register``) before its id is named in ``gpus``; the candidate workers receive
+    the record itself. Its simulations share their step timers (``SharedTimers``)."""
     with SharedTimers():
         return _plan(model, load, slo, gpus, max_gpus, prices, workers, verify, executor,
                      engine_version, engine, profile, data_parallel, constraints)
@@ -335,6 +371,9 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                          "more, and every request of this load asks for 1: none streams a "
                          "chunk after its first token, so there is no inter-token gap to "
                          "hold; drop --slo-itl-ms (the TTFT SLO is this load's latency)")
+    long_len = constraints.length_refusal(load, slo)  # requests past --max-model-len
+    if long_len:
+        raise InputError(long_len)
     release = _release_refusal(model, gpus, engine, engine_version) or (
         "" if data_parallel else nsa_no_dp_problem(model, gpus, engine, engine_version))
     if release:
@@ -352,12 +391,16 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     space = list(search_space(model, [resolve_accelerator(g).id for g in gpus], max_gpus,
                               engine, engine_version))
     sizing = load.for_sizing()
-    jobs = [(model, g, tp, pp, w, kv, knobs, ep, sizing, slo, table[g], engine_version,
-             engine, profile, 1) for g, tp, pp, w, kv, knobs, ep in space
-            if constraints.admits_formats(w, kv)]
+    fixed = constraints.max_model_len  # --max-model-len: every launch's (0: the planner's)
+    # each job carries the card's record, not its id: a --gpu-file's is not registered in a
+    # worker process or a Ray task (``_worker_card``)
+    jobs: list[Job] = [(model, resolve_accelerator(g), tp, pp, w, kv, knobs, ep, sizing, slo,
+                        table[g], engine_version, engine, profile, 1, fixed)
+                       for g, tp, pp, w, kv, knobs, ep in space
+                       if constraints.admits_formats(w, kv)]
     if data_parallel:  # pipeline 1, the experts spread whole over every rank's GPUs
-        jobs += [(model, g, tp, 1, w, kv, knobs, True, sizing, slo, table[g], engine_version,
-                  engine, profile, ranks)
+        jobs += [(model, resolve_accelerator(g), tp, 1, w, kv, knobs, True, sizing, slo,
+                  table[g], engine_version, engine, profile, ranks, fixed)
                  for g, tp, w, kv, knobs, ranks in data_parallel_space(
                      model, [resolve_accelerator(g).id for g in gpus], max_gpus, engine,
                      engine_version) if constraints.admits_formats(w, kv)]
@@ -374,6 +417,10 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     beyond = min((c for c in sized if c.gpus > max_gpus), default=None,
                  key=lambda c: (c.gpus, *cheapest(c)))  # the fewest GPUs, then as plans rank
     priced = sorted((c for c in feasible if c.cost_per_hour is not None), key=cheapest)
+    # --max-cost-per-hour-usd: the checks go to the deployments within it (a check that adds
+    # replicas can still push one past it: dropped after)
+    over = [c for c in priced if not constraints.within_price(c.cost_per_hour)]
+    priced = [c for c in priced if constraints.within_price(c.cost_per_hour)]
     unpriced = sorted((c for c in feasible if c.cost_per_hour is None),
                       key=lambda c: (c.gpus, *cheapest(c)))  # of one count, as priced ones rank
     runs: CheckRuns = {}  # the checks' runs, each made once
@@ -383,19 +430,27 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     _, mean_out = load.means()
     miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                             beyond, engine_version)
-    split = disaggregated_candidates(model, load, slo, gpus, max_gpus, table, engine_version, engine,
-                                     profile, constraints.admits)
+    split = [c for c in disaggregated_candidates(
+        model, load, slo, gpus, max_gpus, table, engine_version, engine, profile,
+        constraints.admits, fixed) if constraints.within_price(c.cost_per_hour)]
     checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
                                     profile)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
-    split = _covering(split, load, slo)
+    split = [c for c in _covering(split, load, slo) if constraints.within_price(c.cost_per_hour)]
     candidates = tuple(verified + rest)
     slowed, candidates = measured_slowdown(model, candidates, load, slo, max_gpus,
                                            engine_version, engine, profile, runs)
+    over += [c for c in candidates if not constraints.within_price(c.cost_per_hour)]
+    candidates = tuple(c for c in candidates if constraints.within_price(c.cost_per_hour))
+    dearer = None if candidates or not over else _cheapest_over(
+        model, over, load, slo, max_gpus, verify, engine_version, engine, profile, runs)
     measured = tuple((c, why) for c, why in ((c, moe_caution(model, c, engine))
                                             for c in (*candidates, *split)) if why)
     win = candidates[0] if candidates else None
+    if dearer is not None and not (unpriced or split):  # the ceiling is the miss
+        miss = ceiling_miss(model, dearer, constraints.max_cost_per_hour_usd or 0.0, slo,
+                            engine)
     if not (win or unpriced or miss or any(c.verified and not split_connector_caution(
             c, engine, model) for c in split)):
         # sized within max_gpus, but every check missed: the nearest simulated (where no
@@ -429,8 +484,10 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                             if n), dropped,
                       _card_outcomes([resolve_accelerator(g).id for g in gpus], candidates,
                                      unpriced_best, split_sorted, sized, max_gpus,
-                                     {d.gpu for d in dropped if d.what == "every format"}),
-                      tuple(table.items()), tuple(given), miss, constraints, in_range)
+                                     {d.gpu for d in dropped if d.what == "every format"},
+                                     over),
+                      tuple(table.items()), tuple(given), miss, constraints, in_range,
+                      dearer)
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names
@@ -474,6 +531,17 @@ def _release_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
             continue
         return deployment_problem(dep, version)
     return below
+
+
+def _cheapest_over(model: ModelSpec, over: list[Candidate], load: Load, slo: Slo,
+                   max_gpus: int, verify: int, engine_version: str | None, engine: str,
+                   profile: EngineProfile, runs: CheckRuns) -> Candidate | None:
+    """Where --max-cost-per-hour-usd left no deployment, the cheapest above it that meets the
+    SLO, checked as the plan checks its winner (``verify_cheapest``, reusing ``runs``): the
+    first that held, else the cheapest analytic one; None where none is left."""
+    held, rest = verify_cheapest(model, sorted(over, key=cheapest), load, slo, max_gpus,
+                                 verify, engine_version, engine, profile, runs, [])
+    return next(iter(held + rest), None)
 
 
 def _cheapest_in_range(win: Candidate | None, candidates: Sequence[Candidate],

@@ -1,8 +1,12 @@
 """What a plan's deployments must keep, as a product states it: the weight formats and KV
 dtypes it allows (`plan --weights fp8,bf16 --kv-dtype bf16`: a team that forbids an fp8
 cache for quality) and the context every launch must serve (`--min-context 131072`: a
-promised 128k window). The search sizes only what they admit (``PlanConstraints.admits``);
-none given, it searches every format and launch length, as before.
+promised 128k window), or the one length every launch starts with (`--max-model-len 8192`,
+the engine's limit as `vllm serve --max-model-len` takes it, each pool sized there as `fit
+--max-model-len 8192` sizes it), and the most a deployment may cost an hour, all its GPUs
+together (`--max-cost-per-hour-usd 20`). The search sizes only what they admit
+(``PlanConstraints.admits``); none given, it searches every format and launch length, as
+before.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from ridgeline.errors import InputError
 from ridgeline.precision import is_stored_format, kv_dtype, weight_format
+from ridgeline.serving_load import Load, Slo
 
 STORED = "as stored"  # plan's weights choice for a quantized checkpoint (candidate.weight_choices)
 SIXTEEN_BIT = {"fp16": "bf16"}  # one 16-bit choice: bf16 is fp16 where a card lacks bf16
@@ -35,23 +40,29 @@ def _kv_id(name: str) -> str:
 
 @dataclass(frozen=True)
 class PlanConstraints:
-    """The formats and launch length a plan's deployments must keep: ``weights`` and
+    """The formats, launch length and price a plan's deployments must keep: ``weights`` and
     ``kv_dtypes`` the allowed ones as plan names them (() any), ``min_context`` the shortest
-    --max-model-len a launch may start with (0 any)."""
+    --max-model-len a launch may start with (0 any), ``max_model_len`` the one it starts
+    with (0: the planner's own, ``replica_sizing.launch_length``), ``max_cost_per_hour_usd``
+    the most a deployment's GPUs may cost an hour together (None: no ceiling)."""
 
     weights: tuple[str, ...] = ()
     kv_dtypes: tuple[str, ...] = ()
     min_context: int = 0
+    max_model_len: int = 0
+    max_cost_per_hour_usd: float | None = None
 
     @classmethod
     def parse(cls, weights: str | None, kv_dtypes: str | None,
-              min_context: int | None) -> PlanConstraints:
+              min_context: int | None, max_model_len: int | None = None,
+              max_cost_per_hour_usd: float | None = None) -> PlanConstraints:
         """From the flags as typed (comma lists, decode's spellings): "fp8,BF16", "FP8"."""
         def names(text: str | None, read: Any) -> tuple[str, ...]:
             parts = [p.strip() for p in (text or "").split(",") if p.strip()]
             return tuple(dict.fromkeys(read(p) for p in parts))
 
-        return cls(names(weights, _weights_id), names(kv_dtypes, _kv_id), min_context or 0)
+        return cls(names(weights, _weights_id), names(kv_dtypes, _kv_id), min_context or 0,
+                   max_model_len or 0, max_cost_per_hour_usd)
 
     def for_model(self, stored_formats: Sequence[str]) -> PlanConstraints:
         """The constraints with a quantized checkpoint's own formats (gpt-oss-120b's mxfp4)
@@ -70,9 +81,39 @@ class PlanConstraints:
 
     def admits(self, weights: str, kv: str, max_model_len: int) -> bool:
         """``admits_formats``, and a launch at ``max_model_len`` (0: the model's context,
-        unset) no shorter than ``min_context``."""
+        unset) no shorter than ``min_context`` and, where --max-model-len fixed it, at it."""
         return self.admits_formats(weights, kv) and (
-            not self.min_context or not max_model_len or max_model_len >= self.min_context)
+            not self.min_context or not max_model_len or max_model_len >= self.min_context
+        ) and (not self.max_model_len or not max_model_len
+               or max_model_len == self.max_model_len)
+
+    def within_price(self, cost_per_hour_usd: float | None) -> bool:
+        """Whether a deployment costing ``cost_per_hour_usd`` (all its GPUs; None: no price)
+        is within --max-cost-per-hour-usd; an unpriced one is not judged (kept)."""
+        return (self.max_cost_per_hour_usd is None or cost_per_hour_usd is None
+                or cost_per_hour_usd <= self.max_cost_per_hour_usd)
+
+    def length_refusal(self, load: Load, slo: Slo) -> str:
+        """Why --max-model-len refuses more of ``load`` than ``slo``'s percentile spares (a
+        refused request is a miss), naming the request and the length, or "": 10,000-token
+        prompts with 250-token answers at --max-model-len 8,192 are each 10,250 tokens, all
+        refused."""
+        limit = self.max_model_len
+        if not limit:
+            return ""
+        refused = load.refused_share(limit)
+        spare = (100 - slo.percentile) / 100
+        if refused <= spare:
+            return ""
+        longest = load.longest_request()
+        if refused >= 1.0 and longest == load.shortest_request():
+            return (f"each request of this load is {longest:,} tokens (input + output), "
+                    f"longer than --max-model-len {limit:,}: the engine refuses it; give "
+                    f"--max-model-len {longest:,} or more, or a shorter load")
+        return (f"{refused:.1%} of this load's requests are longer than --max-model-len "
+                f"{limit:,} (the longest {longest:,} tokens, input + output): the engine "
+                f"refuses them, more than a p{slo.percentile:.10g} SLO lets miss "
+                f"({100 - slo.percentile:.10g} %); give a longer --max-model-len")
 
     def check(self, searched_weights: Sequence[str], searched_kv: Sequence[str],
               context: int, model_name: str) -> None:
@@ -92,11 +133,19 @@ class PlanConstraints:
         if context and self.min_context > context:
             raise InputError(f"--min-context {self.min_context:,} is past {model_name}'s "
                              f"{context:,}-token context")
+        if context and self.max_model_len > context:  # as fit and the engines refuse it
+            raise InputError(f"--max-model-len {self.max_model_len:,} is past {model_name}'s "
+                             f"{context:,}-token context")
+        if self.max_model_len and self.min_context > self.max_model_len:
+            raise InputError(f"--max-model-len {self.max_model_len:,} is shorter than "
+                             f"--min-context {self.min_context:,}: give one of them")
 
     def to_dict(self) -> dict[str, Any]:
         """As --json echoes them: null where not given."""
         return {"weights": list(self.weights) or None, "kv_dtypes": list(self.kv_dtypes) or None,
-                "min_context": self.min_context or None}
+                "min_context": self.min_context or None,
+                "max_model_len": self.max_model_len or None,
+                "max_cost_per_hour_usd": self.max_cost_per_hour_usd}
 
 
 NO_CONSTRAINTS = PlanConstraints()  # every format and launch length

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from ridgeline.attention_span import keys_read
 from ridgeline.capacity import (
     context_refusal,
+    engine_seat_limit,
     held_conversations,
     holds_one_at,
     max_batch,
@@ -96,6 +97,30 @@ def launch_length(dep: Deployment, settings: EngineSettings) -> int:
     steps = longest_holding(lambda k: k == 0 or starts_at(dep, settings, k * MODEL_LEN_STEP),
                             0, (context - 1) // MODEL_LEN_STEP)
     return steps * MODEL_LEN_STEP
+
+
+def launch_at(dep: Deployment, settings: EngineSettings, fixed: int = 0) -> int:
+    """The --max-model-len a replica launches with where `plan --max-model-len` fixes it at
+    ``fixed``: that length where the pool started at it holds one such request (``starts_at``,
+    fit's verdict at `fit --max-model-len`), else 0 (it does not launch there); none fixed
+    (0), the planner's own (``launch_length``). Llama-3.1-70B in fp8 on one H100 starts at
+    no length worth serving: at 8,192 it does."""
+    if not fixed:
+        return launch_length(dep, settings)
+    return fixed if starts_at(dep, settings, fixed) else 0
+
+
+def pool_at_launch(dep: Deployment, settings: EngineSettings, max_model_len: int
+                   ) -> tuple[int, int, int]:
+    """What `fit --max-model-len L` reports of a replica launched at ``max_model_len`` under
+    ``settings`` (its knobs), by fit's own functions: the pool's tokens as the engine logs
+    them (``KVPool.logged_tokens``), the conversations of that length it holds
+    (``held_conversations``) and the engine's seats (``engine_seat_limit``). Llama-3.1-8B in
+    fp8 with an fp8 cache on one H100 under vLLM 0.34 at 8,192: 1,073,600 tokens, 131
+    conversations, 1,024 seats."""
+    pool = kv_pool(dep, replace(settings, max_model_len=max_model_len))
+    return (pool.logged_tokens(max_model_len), held_conversations(pool, dep, max_model_len),
+            engine_seat_limit(pool, dep))
 
 
 def covers(load: Load, slo: Slo, max_model_len: int) -> bool:

@@ -123,6 +123,16 @@ class Load:
         totals = _totals(self)
         return (len(totals) - bisect_right(totals, max_model_len)) / len(totals)
 
+    def longest_request(self) -> int:
+        """The longest request's tokens, prompt and output, of those ``refused_share`` reads
+        (a trace's own; of a drawn load, its tail draws): 1,000 + 250 tokens each, 1,250."""
+        return _totals(self)[-1]
+
+    def shortest_request(self) -> int:
+        """The shortest of the same requests (``longest_request``): equal to it where every
+        request is one length."""
+        return _totals(self)[0]
+
     def longest_prompt(self, max_model_len: int) -> int:
         """The longest prompt of the requests an engine started at ``max_model_len`` serves
         (prompt and output within it): of a trace, its own; of a drawn load, the 2,000 the

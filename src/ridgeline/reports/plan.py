@@ -139,6 +139,9 @@ def card_words(card: CardOutcome) -> str:
                 + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price")
                 + f", {devices(c.gpus, card.gpu)}"
                 + (", simulated)" if c.verified else ", analytic only: not simulated)"))
+    if card.status == "over ceiling" and c is not None:
+        return (f"{card.gpu}: ${c.cost_per_hour or 0.0:,.2f}/h at the least "
+                f"({devices(c.gpus, card.gpu)}), past --max-cost-per-hour-usd")
     if card.status == "beyond":
         return f"{card.gpu}: needs {card.gpus:,} GPUs, past --max-gpus"
     if card.status == "left out":
@@ -260,6 +263,13 @@ class PlanReport:
         # prices in US dollars, named as hardware's price_per_hour_usd and decode's
         # usd_per_million_output_tokens name them
         data["price_per_gpu_hour_usd"] = data.pop("price_per_gpu_hour")
+        # fit at the launch's --max-model-len, under fit's keys (its engine_max_batch:
+        # min(conversations, seats)); null where not sized so (a split's pools)
+        tokens, held, seats = c.pool_at_launch or (None, None, None)
+        del data["pool_at_launch"]
+        data["pool"] = None if tokens is None else {
+            "max_model_len": c.max_model_len, "tokens": tokens, "conversations": held,
+            "max_num_seqs": seats, "engine_max_batch": min(held or 0, seats or 0)}
         # the GPUs in all (every replica's), under every command's num_gpus
         data.update(label=self.lists.label(c), num_gpus=c.gpus, cost_per_hour_usd=c.cost_per_hour,
                     usd_per_million_output_tokens=c.cost_per_million_tokens(self._tok_s()),
@@ -389,6 +399,8 @@ class PlanReport:
             # where the winner's batch is past its profile's fitted range: the first
             # deployment within it, as the text's "within the profile's fitted batch range"
             "in_range": self._row(r.in_range) if r.in_range else None,
+            # --max-cost-per-hour-usd left none: the cheapest that meets the SLO above it
+            "over_ceiling": self._row(r.over_ceiling) if r.over_ceiling else None,
             "notes": list(r.notes),
             # the cards asked for, or their formats, the release refuses: left out unsearched
             "left_out": [{"accelerator": x.gpu, "what": x.what, "why": x.why}
@@ -416,12 +428,17 @@ class PlanReport:
                 + " (--explain or --json: each source in full)")
 
     def constraint_words(self) -> str:
-        """What --weights, --kv-dtype and --min-context held the search to, for the header:
-        "; only weights bf16, KV bf16, launches of 131,072 tokens or more"; "" for none."""
+        """What --weights, --kv-dtype, --min-context, --max-model-len and
+        --max-cost-per-hour-usd held the search to, for the header: "; only weights bf16, KV
+        bf16, launches of 131,072 tokens or more"; "" for none."""
         k = self.result.constraints
         parts = [*([f"weights {', '.join(k.weights)}"] if k.weights else []),
                  *([f"KV {', '.join(k.kv_dtypes)}"] if k.kv_dtypes else []),
-                 *([f"launches of {k.min_context:,} tokens or more"] if k.min_context else [])]
+                 *([f"launches of {k.min_context:,} tokens or more"] if k.min_context else []),
+                 *([f"launches at --max-model-len {k.max_model_len:,}"]
+                   if k.max_model_len else []),
+                 *([f"deployments within ${k.max_cost_per_hour_usd:,.2f}/h"]
+                   if k.max_cost_per_hour_usd is not None else [])]
         return f"; only {', '.join(parts)}" if parts else ""
 
     def in_range_line(self) -> str:
@@ -477,6 +494,12 @@ class PlanReport:
         "". vLLM would not start longer; SGLang and TensorRT-LLM would, but serve no request
         past their pool (capacity.holds_one_at), so the line launches them at what it holds."""
         context = served_positions(self.model, self.result.engine) or DEFAULT_CONTEXT
+        if c.max_model_len and c.max_model_len == self.result.constraints.max_model_len:
+            if not c.refused_share:  # the length asked: no word of the pool's longest
+                return ""
+            refused = share_of_requests(c.refused_share, "this load's")
+            return (f"--max-model-len {c.max_model_len:,} (as given) refuses {refused} (those "
+                    "longer), each a miss")
         if not c.max_model_len or c.max_model_len >= context:
             return ""
         engine = self.result.engine
@@ -571,6 +594,8 @@ class PlanReport:
             lines = [head, *left, "", "NO PRICED DEPLOYMENT within the limits meets this SLO."
                      if r.unpriced else "NO SINGLE-POOL DEPLOYMENT within the limits meets "
                      "this SLO; split prefill and decode pools do:" if splits
+                     else f"NO DEPLOYMENT within ${r.constraints.max_cost_per_hour_usd:,.2f}/h "
+                     "meets this SLO (--max-cost-per-hour-usd)." if r.over_ceiling
                      else "NO DEPLOYMENT within the limits meets this SLO."]
             if r.unpriced:  # the single pools first, and the splits said to be splits
                 release = self.launch.release_note()
