@@ -289,7 +289,7 @@ def test_a_calibration_on_few_rows_says_its_figures_are_in_sample(
                                 for b, v in ((1, 120), (4, 110), (16, 95), (64, 60))))
     out_file = tmp_path / "p.json"
     code, out, _ = run(capsys, "calibrate", str(path), "-o", str(out_file))
-    assert code == 0 and "(in sample)" in out
+    assert code == 0 and "(in sample: how far it bends to them)" in out
     assert "vllm: fitted on 4 rows: the 'after' column is how far the profile bends" in out
     code, out, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "8",
                          "--context", "2000", "--profile", str(out_file))

@@ -296,10 +296,20 @@ def fit_profiles(rows: Sequence[Measurement], engines: Iterable[str] | None = No
         if progress is not None:  # the kernels' owners first
             n = sum(row_engine(r) == name for r in performance)
             progress(f"fitting {name} on {n} {plural(n, 'row')} ({i} of {len(names)})")
-        fitted[name] = fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")),
-                                        strict=True, held_matmul_s=_bundled_matmul_s(name),
-                                        prior=(priors or {}).get(name))
+        fitted[name] = calibrate_engine(rows, name, fitted, priors)
     return {name: fitted[name] for name in names}
+
+
+def calibrate_engine(rows: Sequence[Measurement], name: str,
+                     fitted: Mapping[str, EngineProfile],
+                     priors: Mapping[str, EngineProfile] | None = None) -> EngineProfile:
+    """One engine's profile as `calibrate` fits it (fit_profiles): at least as many rows as
+    parameters, the bundled cost per weight matmul kept where the rows cannot pin one, the
+    compute share of the engine whose kernels it replays (``fitted``, by engine) where its
+    own rows have no prompt, ``priors`` where the rows pin nothing."""
+    return fit_same_kernels(rows, name, fitted.get(SAME_KERNELS.get(name, "")), strict=True,
+                            held_matmul_s=_bundled_matmul_s(name),
+                            prior=(priors or {}).get(name))
 
 
 def _bundled_matmul_s(engine: str) -> float:

@@ -136,7 +136,7 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline, why_past_roofline
     from ridgeline.predict import row_engine
     from ridgeline.reports.validation import ValidationReport, prediction_steps
-    from ridgeline.scoring import validate
+    from ridgeline.scoring import fitted_row_ids, validate
     from ridgeline.unit_slips import slipped_rows
 
     records, shadowed = _register_gpu_files(args)
@@ -173,7 +173,8 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     elif profiles:
         notes += _profile_notes(args.profile, profiles, performance_rows(result.rows))
     return ValidationReport(result.rows, tuple(predictions), result.errors, not args.summary,
-                            steps, args.strict, notes, tuple(slips.items()))
+                            steps, args.strict, notes, tuple(slips.items()),
+                            fitted_row_ids(result.rows, profiles))
 
 
 def _refuse_unreadable_fit(engine: str, profile: Any, files: str) -> None:
@@ -195,7 +196,9 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
 
     from ridgeline.calibrate import fit_profiles
     from ridgeline.calibrate_audit import coverage, fit_cautions
+    from ridgeline.calibrate_folds import held_out
     from ridgeline.calibrate_held import held_parameters
+    from ridgeline.calibrate_moves import prediction_shift, profile_moves
     from ridgeline.engines import bundled_profiles, engine_id
     from ridgeline.measurements import performance_rows, read_measurement_files
     from ridgeline.past_roofline import beyond_roofline, refuse_past_roofline, why_past_roofline
@@ -205,7 +208,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         prediction_steps,
         profile_steps,
     )
-    from ridgeline.scoring import error_stats, validate
+    from ridgeline.scoring import error_stats, fitted_row_ids, validate
     from ridgeline.unit_slips import slipped_rows
     from ridgeline.units import plural
 
@@ -252,8 +255,10 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
         if missing:
             raise InputError(f"{files}: no rows of {', '.join(missing)} (its engines: "
                              f"{', '.join(held)})")
-    profiles = fit_profiles(rows, engines,
-                            lambda line: print(f"calibrate: {line}", file=sys.stderr, flush=True),
+    def progress(line: str) -> None:
+        print(f"calibrate: {line}", file=sys.stderr, flush=True)
+
+    profiles = fit_profiles(rows, engines, progress,
                             priors=bundled_profiles())  # where the rows pin nothing, as bundled
     if not profiles:
         raise InputError(f"{files}: no throughput or latency rows to fit")
@@ -276,6 +281,18 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     before = by_metric(bundled)
     refitted = validate(scored, profiles)
     after = by_metric(refitted)
+    # each fitted row predicted by its engine refitted without it: the error on a new row
+    folds = held_out(rows, profiles, bundled_profiles(), progress)
+    held_stats = by_metric([p for h in folds for p in h.predictions])
+    base = bundled_profiles()
+    moves = {e: profile_moves(p, base[e], rows) for e, p in profiles.items() if e in base}
+    shifts = {}
+    for e, p in profiles.items():  # the rows it was fitted on, as the bundled and it price them
+        ids = set(p.fitted_ids)
+        mine = [i for i, r in enumerate(scored) if r.id in ids]
+        shift = prediction_shift([bundled[i] for i in mine], [refitted[i] for i in mine])
+        if shift is not None:
+            shifts[e] = shift
     far = [p for p in bundled if p.predicted is not None and p.error is not None
            and not 0.2 <= p.predicted / p.measured <= 5]
     cautions = [f"{len(far)} {plural(len(far), 'row')} read more than 5× off the bundled "
@@ -310,9 +327,18 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
                  and s.median_abs_error > worse[s.group].median_abs_error]
     few = {e: p.fitted_rows for e, p in profiles.items() if p.fitted_rows < FEW_ROWS}
     cautions += [f"{engine}: fitted on {n} {plural(n, 'row')}: the 'after' column is how far "
-                 "the profile bends to its own rows, not its error on new ones; hold some rows "
-                 "out of the file and score them with `ridgeline validate --profile`"
+                 "the profile bends to its own rows, not its error on new ones (the 'held out' "
+                 "column's); measure more, or score rows it never saw with "
+                 "`ridgeline validate --profile`"
                  for engine, n in few.items()]
+    seen = fitted_row_ids(scored)  # rows the bundled profile was fitted on: its 'before' too
+    cautions += [f"{len(seen)} of these rows are among those the bundled profiles were fitted "
+                 "on: the 'before' figures are in sample too"] if seen else []
+    cautions += [f"{s.group}: held out, this profile misses its rows by {s.median_abs_error:.1%}"
+                 f" (median) against the bundled profile's {worse[s.group].median_abs_error:.1%}"
+                 ": on rows it has not seen it would do no better than the bundled one; keep "
+                 "that, or measure more" for s in held_stats if s.group in worse
+                 and s.median_abs_error >= worse[s.group].median_abs_error]
     cautions += fit_cautions(profiles, rows, bundled_profiles())
     cautions += _unnamed_gpu_files(records, result.rows)
     # --explain: each profile's formula and coefficients, then every row through it
@@ -321,7 +347,9 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     return CalibrationReport(profiles, before, after, args.output, steps=steps,
                              unreadable=tuple(result.errors), skipped=skipped,
                              cautions=tuple(cautions),
-                             coverage={e: coverage(rows, p) for e, p in profiles.items()})
+                             coverage={e: coverage(rows, p) for e, p in profiles.items()},
+                             held_out=folds, held_out_stats=held_stats, moves=moves,
+                             shifts=shifts)
 
 
 def _measurement_files(p: argparse.ArgumentParser, together: str) -> None:

@@ -317,6 +317,27 @@ def _other_separator(header: Sequence[str]) -> str:
     return ""
 
 
+def _refuse_unclosed_quote(raw: dict[Any, Any], text: str, path: str | Path, start: int,
+                           end: int) -> None:
+    """Refuse a row whose quote is never closed: the csv module reads everything after it, to
+    the file's end, as that one field, so the rows below would vanish unread. A row that
+    spans lines and ends the file is read again strictly, which fails only there: a
+    notes field opened with '"' on line 2 of 3 swallows line 3."""
+    if end == start or end < text.count("\n") + (not text.endswith("\n")):
+        return  # one line, or not the file's last row: its quotes closed
+    try:
+        for _ in csv.reader(io.StringIO(text, newline=""), strict=True):
+            pass
+    except csv.Error as exc:
+        if "unexpected end of data" not in str(exc):
+            return  # a stray quote elsewhere, which the lenient read takes as a character
+        cell = next((k for k, v in raw.items() if isinstance(v, str) and "\n" in v), None)
+        raise InputError(f"{path}, line {start}: a quote opened in "
+                         f"{'its ' + repr(cell) + ' cell' if cell else 'this row'} is never "
+                         f"closed, so lines {start}–{end} would read as one row (the rows under "
+                         "it lost): close the quote, or drop it") from None
+
+
 def read_measurements(path: str | Path) -> ReadResult:
     """All rows of a measurements CSV; a file that is not one, or that gives an id twice (which
     of the two is the measurement?), raises InputError."""
@@ -348,8 +369,11 @@ def read_measurements(path: str | Path) -> ReadResult:
     rows: list[Measurement] = []
     errors: list[str] = []
     seen: dict[str, int] = {}  # id: line
+    start = 2  # the line the row being read starts on
     for raw in _rows(reader, path):
         number = reader.line_num
+        _refuse_unclosed_quote(raw, text, path, start, number)
+        start = number + 1
         row_id = (raw.get("id") or f"line {number}").strip()
         if row_id in seen:
             raise InputError(f"{path}: id {row_id!r} is on lines {seen[row_id]} and {number}; "

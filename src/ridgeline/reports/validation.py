@@ -8,12 +8,14 @@ from functools import partial
 from typing import Any
 
 from ridgeline.calibrate_audit import Coverage
+from ridgeline.calibrate_folds import HeldOut
 from ridgeline.calibrate_held import ALL_SIDES, held_parameters
+from ridgeline.calibrate_moves import Move, Shift
 from ridgeline.calibrate_objective import HUBER_DELTA
 from ridgeline.calibrate_space import GROUP_PRIOR
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_cost
 from ridgeline.deployment import Deployment
-from ridgeline.engines import EngineProfile, bundled_profiles, profile_for
+from ridgeline.engines import EngineProfile, accelerator_group, bundled_profiles, profile_for
 from ridgeline.errors import InputError
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.hardware import resolve_accelerator
@@ -32,13 +34,21 @@ from ridgeline.metric_divisions import (
 from ridgeline.outlier_rows import PAST_ERROR, OutlierRow, outlier_rows
 from ridgeline.predict import Prediction, deployment_for, kv_row_settings, row_profile
 from ridgeline.render import table
-from ridgeline.scoring import ErrorStats, error_stats
+from ridgeline.scoring import CLOSE_ERRORS, ErrorStats, error_stats
 from ridgeline.units import fmt_share, plural
 
 COMPUTE_SHARE = ALL_SIDES["compute_efficiency"]  # held_parameters' name for it
 # the summary tables' signed column: Prediction.optimism, a time's error turned into its rate's
 # (60.72 ms predicted, 95 measured: error −36.1 %, bias +56.4 %), so its header says so
 BIAS_HEADER = "median bias (as a rate)"
+# the summary tables' columns: the median, the tails (p90 and the worst row), the shares of
+# rows within 10 % and 25 %, the signed median
+STATS_HEADERS = ["rows", "median |err|", "p90 |err|", "worst |err|",
+                 *(f"≤{close:.0%}" for close in CLOSE_ERRORS), BIAS_HEADER]
+# validate's summary tables: (the column each groups its rows by, its title)
+SUMMARY_TABLES = (("metric", "metric"), ("fit", "metric: in or out of its profile's fit"),
+                  ("engine", "engine"), ("family", "accelerator group"),
+                  ("gpu", "accelerator"))
 # how metric_divisions turns step times into each metric (its docstring has the definitions)
 METRIC_FORMULAS = {
     "decode_tok_s_per_user": "1 ÷ decode step time, the batch's caches midway through the "
@@ -310,9 +320,19 @@ def _card(name: str) -> str:
         return name
 
 
+def _family(name: str) -> str:
+    """The group a row's accelerator is in (engines.accelerator_group: nvidia-datacenter,
+    apple, amd-radeon, …; its own name where no card resolves)."""
+    try:
+        return accelerator_group(resolve_accelerator(name))
+    except InputError:
+        return name
+
+
 def _stats_rows(stats: Sequence[ErrorStats]) -> list[list[str]]:
     return [[s.group, str(s.rows), f"{s.median_abs_error:.1%}", f"{s.p90_abs_error:.1%}",
-             f"{s.median_bias:+.1%}"] for s in stats]
+             f"{s.max_abs_error:.1%}", f"{s.within_10_percent:.0%}",
+             f"{s.within_25_percent:.0%}", f"{s.median_bias:+.1%}"] for s in stats]
 
 
 @dataclass(frozen=True)
@@ -327,6 +347,8 @@ class ValidationReport:
     # (row id, the slip it looks like) for each row far off in the direction of a unit slip
     # (unit_slips.py): scored, in the tables, and named under them even with --summary
     slips: tuple[tuple[str, str], ...] = ()
+    # the ids of the rows their profile was fitted on (scoring.fitted_row_ids): in sample
+    in_sample: frozenset[str] = frozenset()
 
     @property
     def failure(self) -> str:
@@ -342,7 +364,36 @@ class ValidationReport:
         lookup = {r.id: r for r in self.rows}
         if column == "gpu":  # one card, however a row names it (h100, 'NVIDIA H100 80GB HBM3')
             return error_stats(self.predictions, lambda p: _card(lookup[p.id].gpu))
+        if column == "family":
+            return error_stats(self.predictions, lambda p: _family(lookup[p.id].gpu))
+        if column == "fit":  # the rows its profile was fitted on apart from the others
+            return error_stats(self.predictions, lambda p: f"{p.metric}: " + (
+                "in sample" if p.id in self.in_sample else "out of sample"))
         return error_stats(self.predictions, lambda p: str(getattr(lookup[p.id], column)))
+
+    def _sample_counts(self) -> tuple[int, int]:
+        """(scored rows their profile was fitted on, scored rows)."""
+        scored = [p for p in self.predictions if p.error is not None]
+        return sum(1 for p in scored if p.id in self.in_sample), len(scored)
+
+    def _tables(self) -> tuple[tuple[str, str], ...]:
+        """The summary tables shown: in or out of the fit apart only where the rows mix."""
+        inside, scored = self._sample_counts()
+        return tuple(t for t in SUMMARY_TABLES if t[0] != "fit" or 0 < inside < scored)
+
+    def _sample_line(self) -> str:
+        """How many scored rows are in sample (their profile was fitted on them), said so
+        that no in-sample figure reads as the error on a new row."""
+        inside, scored = self._sample_counts()
+        whose = "their profile (or a term fitted beside it) was fitted on"
+        if not inside:
+            return f"out of sample: no scored row is among those {whose}"
+        how = ("their errors say how far the fit bends to them, not how far off a new row "
+               "would be (the bundled profiles' held-out errors: docs/accuracy.md)")
+        if inside == scored:
+            return f"in sample: all {scored:,} scored rows are among those {whose}: {how}"
+        return (f"in sample: {inside:,} of the {scored:,} scored rows are among those {whose}, "
+                f"apart in the second table: {how}")
 
     @property
     def outliers(self) -> tuple[OutlierRow, ...]:
@@ -405,11 +456,15 @@ class ValidationReport:
                       "measured": p.measured,
                       "predicted": p.predicted, "low": p.low, "high": p.high,
                       "error": p.error, "reason": p.reason or None,
-                      "caveat": p.caveat or None, "priced_batch": p.batch}
+                      "caveat": p.caveat or None, "priced_batch": p.batch,
+                      "in_sample": p.id in self.in_sample}
                      for p in shown],
             "rows_left_out": len(self.predictions) - len(shown),  # --summary's scored rows
             "summary": {column: [vars(s) for s in self._by(column)]
-                        for column in ("metric", "engine", "gpu")},
+                        for column, _ in SUMMARY_TABLES},
+            # how many scored rows their profile was fitted on (rows' in_sample)
+            "in_sample_rows": sum(1 for p in self.predictions
+                                  if p.error is not None and p.id in self.in_sample),
             "read_errors": list(self.read_errors),
             "notes": list(self.notes),
             # rows that look written in another unit, scored and in the summary
@@ -458,9 +513,8 @@ class ValidationReport:
                              "notes give, or unexplained:")
                 lines += [f"  {o.id}: {o.reason}" for o in unmarked.values()]
                 lines.append("")
-        for column, title in (("metric", "metric"), ("engine", "engine"), ("gpu", "accelerator")):
-            lines += table(_stats_rows(self._by(column)),
-                           [title, "rows", "median |err|", "p90 |err|", BIAS_HEADER])
+        for column, title in self._tables():
+            lines += table(_stats_rows(self._by(column)), [title, *STATS_HEADERS])
             lines.append("")
         lines.append("error = predicted ÷ measured − 1 (a time's + is slower); bias, as a rate "
                      "(a time's measured ÷ predicted − 1, so its sign is the opposite of its "
@@ -477,6 +531,7 @@ class ValidationReport:
                      f"{len(self.read_errors)} unreadable")
         if not self.show_rows:  # --summary: the rows' caveats are not shown, the slips are
             lines += [f"  far off: {row_id}: {words}" for row_id, words in self.slips]
+        lines.append(self._sample_line())
         lines += self._outlier_lines(outliers)
         lines += [f"  unreadable: {e}" for e in self.read_errors]
         lines += [f"note: {n}" for n in self.notes]
@@ -503,6 +558,12 @@ class CalibrationReport:
     skipped: tuple[str, ...] = ()  # rows left out of the fit, with why (past the roofline)
     cautions: tuple[str, ...] = ()
     coverage: Mapping[str, Coverage] = field(default_factory=dict)  # by engine
+    # each engine's rows predicted by it refitted without them (calibrate_folds), by metric
+    held_out: tuple[HeldOut, ...] = ()
+    held_out_stats: tuple[ErrorStats, ...] = ()
+    # by engine: what moved from the bundled profile, and its predictions of the rows with it
+    moves: Mapping[str, tuple[Move, ...]] = field(default_factory=dict)
+    shifts: Mapping[str, Shift] = field(default_factory=dict)
 
     def held(self, engine: str) -> tuple[tuple[str, str], ...]:
         """(parameter, why) for each of the engine's parameters the fit held at the bundled
@@ -516,6 +577,15 @@ class CalibrationReport:
                          for e in self.profiles},
                 "coverage": {e: c.to_dict() for e, c in self.coverage.items()},
                 "before": [vars(s) for s in self.before], "after": [vars(s) for s in self.after],
+                # each engine's rows predicted without them (folds: 0 where not run, reason)
+                "held_out": [vars(s) for s in self.held_out_stats],
+                "held_out_runs": [{"engine": h.engine, "folds": h.folds,
+                                   "rows": len(h.predictions), "unscored": list(h.unscored),
+                                   "reason": h.reason or None} for h in self.held_out],
+                # by engine: each value that moved from the bundled profile (shares 0–1, costs
+                # in s), and the new predictions ÷ the bundled ones as speeds
+                "moved": {e: [vars(m) for m in moves] for e, moves in self.moves.items()},
+                "prediction_shift": {e: vars(s) for e, s in self.shifts.items()},
                 "unreadable": list(self.unreadable), "skipped": list(self.skipped),
                 "cautions": list(self.cautions)}
 
@@ -552,12 +622,25 @@ class CalibrationReport:
                 held.setdefault(why, []).append(name)
             lines += [f"    held at the bundled profile's ({why}): {', '.join(names)}"
                       for why, names in held.items()]
+            moves = self.moves.get(engine, ())
+            if moves:
+                lines.append("    moved from the bundled profile: "
+                             + ", ".join(m.shown for m in moves))
+            if engine in self.shifts:
+                lines.append(f"    {self.shifts[engine].shown}")
         lines.append("")
         before = {s.group: s for s in self.before}
+        unseen = {s.group: s for s in self.held_out_stats}
         rows = [[s.group, str(s.rows), f"{before[s.group].median_abs_error:.1%}"
-                 if s.group in before else "-", f"{s.median_abs_error:.1%}"] for s in self.after]
-        lines += table(rows, ["metric", "rows", "before (bundled)", "after (this profile)"])
-        lines.append("median |error| over the rows the profile was fitted on (in sample)")
+                 if s.group in before else "-", f"{s.median_abs_error:.1%}",
+                 f"{unseen[s.group].median_abs_error:.1%} ({unseen[s.group].rows})"
+                 if s.group in unseen else "-"] for s in self.after]
+        lines += table(rows, ["metric", "rows", "before (bundled)", "after (this profile)",
+                              "held out (rows)"])
+        lines.append("median |error|: before and after over the rows the profile was fitted on "
+                     "(in sample: how far it bends to them); held out, each row predicted by "
+                     "the profile refitted without it (its error on a row it has not seen)")
+        lines += [f"  {h.shown}" for h in self.held_out]
         lines += [f"  unreadable: {e}" for e in self.unreadable]
         lines += [f"  left out: {e}" for e in self.skipped]
         lines += [f"caution: {c}" for c in self.cautions]
