@@ -10,6 +10,7 @@ FitReport holds the figures; its verdict line (fit_verdict), cautions (fit_cauti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
@@ -271,14 +272,14 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int,
     no room for is judged as llama-server loads it (``unplaced_report``)."""
     limit = served_context(dep)[0] or 1 << 20
 
-    def report_at(context: int) -> FitReport:
-        report = fit_report(dep, context, settings, target, fit_host, fit_margin_bytes)
+    def report_at(context: int, report_for: Callable[..., FitReport] = fit_report) -> FitReport:
+        report = report_for(dep, context, settings, target, fit_host, fit_margin_bytes)
         if fit_host is None or not dep.accelerator.one_memory or report.conversations >= target:
             return report
         return unplaced_report(report) or report
 
-    def holds(context: int) -> bool:
-        return report_at(context).conversations >= target
+    def holds(context: int) -> bool:  # the conversations alone: no levers sized
+        return report_at(context, counted_report).conversations >= target
 
     if not holds(1):
         short = report_at(min(SHORTEST_CONTEXT, limit))
@@ -354,8 +355,8 @@ def ridge_context(r: FitReport) -> int:
     more); 0 where none does. Llama-3.1-70B fp8, KV fp8, on one MI300X: 5 conversations of
     131,072 tokens are under the ridge (247); 296 of 2,500 clear it."""
     def clears(context: int) -> bool:
-        return fit_report(r.deployment, context, replace(r.settings, max_model_len=context),
-                          r.target, r.fit_host, r.fit_margin_bytes).verdict == CLEARS_RIDGE
+        return counted_report(r.deployment, context, replace(r.settings, max_model_len=context),
+                              r.target, r.fit_host, r.fit_margin_bytes).verdict == CLEARS_RIDGE
 
     return longest_holding(clears, 1, r.context) if clears(1) else 0
 
@@ -388,6 +389,23 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = 
     whose weights --fit would move to the host is placed by `fit` (-ngl auto), not here.
     Llama-3.1-8B on one H100 under vLLM at 8,192 tokens: 59 conversations, ``verdict``
     "fits, under the ridge" (the ridge batch is 296); under llama.cpp, 63 (64 with -ngl all)."""
+    report = counted_report(dep, context, settings, target, fit_host, fit_margin_bytes,
+                            worked=True)
+    report = replace(report, levers=tuple(levers(report)))
+    return replace(report, steps=(*report.steps, *held_steps(report),
+                                  *profiled_pool_steps(report)))
+
+
+def counted_report(dep: Deployment, context: int, settings: EngineSettings | None = None,
+                   target: int | None = None,
+                   fit_host: HostOffload | Literal["build default"] | None = BUILD_DEFAULT,
+                   fit_margin_bytes: float | None = None, worked: bool = False) -> FitReport:
+    """``fit_report`` without its levers: the pool, the conversations it holds and so the
+    verdict, all a search over contexts reads (``ridge_context``, ``longest_context``), at a
+    fraction of the cost (the levers size a pool for each change they try); with ``worked``,
+    the worked steps of the pool and the ridge too (fit_report's, before the levers'), else
+    none. The same refusals as fit_report's. Llama-3.1-8B on one H100 under vLLM at 8,192
+    tokens: 59 conversations, no levers."""
     dep = require_deployment(dep)
     context = require_count(context, "context length")
     settings = require_settings(settings)
@@ -413,7 +431,7 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = 
     dep.attention_compute_dtype  # noqa: B018 (raises, naming the peaks the record has)
     ridge_batch = dep.dense_ridge_batch
     ranks = dep.data_parallel_size
-    steps = (
+    steps = () if not worked else (
         *stage_steps(dep, s, pool),
         *reserved_steps(dep, pool, s),
         pool_step(dep, pool, s),
@@ -424,7 +442,5 @@ def fit_report(dep: Deployment, context: int, settings: EngineSettings | None = 
         *dense_ridge_steps(dep),
         ridge_batch_step(dep),
     )
-    report = FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps,
-                       fit_host=fit_host, fit_margin_bytes=fit_margin_bytes)
-    report = replace(report, levers=tuple(levers(report)))
-    return replace(report, steps=(*steps, *held_steps(report), *profiled_pool_steps(report)))
+    return FitReport(dep, s, pool, context, target, n, per_seq, ridge_batch, (), steps,
+                     fit_host=fit_host, fit_margin_bytes=fit_margin_bytes)

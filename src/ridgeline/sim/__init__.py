@@ -8,7 +8,6 @@ of each source it was built from, and importing warns if a source has changed si
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -30,6 +29,8 @@ def stale_modules() -> list[str]:
         stamp = json.loads((_HERE / "native.json").read_text())
     except (OSError, ValueError):
         return []
+    import hashlib  # only for a compiled build: its import (OpenSSL's) costs every command ~3 ms
+
     return sorted(m for m, digest in stamp.items()
                   if (src := _HERE / f"{m}.py").exists()
                   and hashlib.sha256(src.read_bytes()).hexdigest() != digest)
