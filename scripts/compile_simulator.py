@@ -91,7 +91,8 @@ def compile_simulator(src: Path, quiet: bool = True) -> list[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--src", default=str(Path(__file__).resolve().parent.parent / "src"))
+    parser.add_argument("--src", default=str(Path(__file__).resolve().parent.parent / "src"),
+                        help="the source tree holding ridgeline/ (default: this checkout's src)")
     parser.add_argument("--clean", action="store_true", help="remove the compiled modules")
     args = parser.parse_args()
     src = Path(args.src)

@@ -240,6 +240,9 @@ def moe_growth(say: Callable[[str], None], rows: list[Measurement]) -> None:
 def main() -> int:
     if sys.argv[1:2] == ["--predict"]:
         return write_predictions(sys.argv[2] if len(sys.argv) > 2 else "")
+    if sys.argv[1:]:  # --help, or a word it does not take: the usage, not a rewritten report
+        print(__doc__.strip(), file=sys.stdout if sys.argv[1] in ("-h", "--help") else sys.stderr)
+        return 0 if sys.argv[1] in ("-h", "--help") else 2
     runs = load_runs()
     rows = [r for _, run_rows, _ in runs for r in run_rows]
     moe = [r for r in rows if resolve_model(r.model).moe is not None]

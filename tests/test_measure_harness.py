@@ -16,6 +16,7 @@ import pytest
 
 from ridgeline.cli import main
 from ridgeline.errors import InputError
+from ridgeline.measure import card_rows_path
 from tests.test_measure import (
     TINY,
     needs_torch,
@@ -272,6 +273,9 @@ def test_a_dry_run_touches_no_device_and_imports_no_torch(
     assert same[0]["points"] == same[1]["points"]
     assert same[0]["floor_s"] > same[1]["floor_s"] > 0
     assert plans[None]["floor_s"] is None and plans[None]["memory_bytes"] is None
+    # the two files a run with --card writes: -o, and the rows again naming the card
+    assert plans["h200"]["would_write_card"] == str(card_rows_path(rows, "h200-sxm"))
+    assert plans[None]["would_write_card"] is None
     assert plans[None]["skipped"] == []  # only the device can say
     assert plans["h100"]["skipped"]  # its 80 GB cannot hold batch 256 at 32,768 tokens
     skips = plans["h100"]["skipped"]

@@ -103,7 +103,7 @@ def cmd_measure(args: argparse.Namespace) -> Any:
     card_path = card_rows_path(out, card.id) if card else None
     _check_measure_output(args.output, out, None if args.skip_probes else record, card_path)
     if args.dry_run:
-        return _dry_run(args, spec, card)
+        return _dry_run(args, spec, card, card_path)
     writer = RowsWriter(out, card.id if card else "", card_path)
     try:
         result = _measure(args, writer)
@@ -167,7 +167,7 @@ def _report(args: argparse.Namespace, result: Any, out: Path, record: Path, card
                          card_rows_path=str(card_path or ""), card_command=card_validate)
 
 
-def _dry_run(args: argparse.Namespace, spec: Any, card: Any) -> Any:
+def _dry_run(args: argparse.Namespace, spec: Any, card: Any, card_path: Path | None) -> Any:
     """--dry-run: the plan, from the flags alone (no PyTorch, no device)."""
     from ridgeline.device_probes import host_ram_bytes
     from ridgeline.measure_plan import plan_measure
@@ -184,7 +184,7 @@ def _dry_run(args: argparse.Namespace, spec: Any, card: Any) -> Any:
     plan = plan_measure(spec, args.device, args.dtype, args.quick,
                         tuple(args.batches or ()) or None, tuple(args.contexts or ()) or None,
                         not args.skip_probes, args.fp8, card, memory, source)
-    return MeasurePlanReport(plan, args.quick, args.output)
+    return MeasurePlanReport(plan, args.quick, args.output, str(card_path or ""))
 
 
 def _check_measure_output(output: str, out: Path, record: Path | None,

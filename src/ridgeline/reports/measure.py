@@ -180,6 +180,7 @@ class MeasurePlanReport:
     plan: MeasurePlan
     quick: bool
     rows_path: str
+    card_rows_path: str = ""  # --card: where the rows are written again, naming the card
 
     def _probe_words(self) -> str:
         if not self.plan.probes:
@@ -217,10 +218,14 @@ class MeasurePlanReport:
             lines.append(f"  time: the {plan.steps:,} model steps' floor at {plan.card}'s rated "
                          f"figures is {plan.floor_s:,.2f} s; the probes, the model's random "
                          "weights, the caches and the runtime's start-up add to it")
-        else:
-            lines.append(f"  time: {plan.steps:,} model steps (--card prices their floor)")
+        else:  # a CPU is no catalog card (--card is refused there): no rated figures
+            why = ("no floor: no catalog card is a CPU" if plan.device == "cpu" else
+                   "--card prices their floor")
+            lines.append(f"  time: {plan.steps:,} model steps ({why})")
+        card = (f", and as the catalog's {plan.card} to {self.card_rows_path}"
+                if self.card_rows_path else "")
         lines.append(f"would write {len(decode) * (2 if plan.graphs else 1) + len(prefill)} "
-                     f"rows to {self.rows_path}")
+                     f"rows to {self.rows_path}{card}")
         return lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,4 +242,5 @@ class MeasurePlanReport:
                 "memory_from": plan.memory_from or None,
                 "weights_bytes": plan.weights_bytes, "model_steps": plan.steps,
                 "floor_s": plan.floor_s, "floor_card": plan.card or None,
-                "wrote": None, "would_write": self.rows_path}
+                "wrote": None, "would_write": self.rows_path,
+                "would_write_card": self.card_rows_path or None}
