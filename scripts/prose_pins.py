@@ -9,12 +9,11 @@ pinned by an HTML comment next to it, which Markdown does not show:
 After the `|` come one or more checks, `;` between them. `PATH = VALUE` reads the command's
 JSON: PATH is keys and list indices joined by dots (`engines.0.conversations`), VALUE a number
 as the prose writes it, the JSON figure rounded to the digits written (`8.6` holds for
-8.5612; `33,760` for 33760), a unit after it scaling the JSON's seconds, bytes or fraction
-(`33.11 ms`, `59.03 GiB`, `70.6 GB`, `14.8 %`), or a word compared as it stands (`true`,
-`vllm`). A pin fails where the figure moved, the field is gone or the command fails. A
-command without `--json` takes
-`contains "TEXT"` on what it prints, stderr included, so a refusal's words can be pinned
-too. Identical commands run once, side by side.
+8.5612; `33,760` for 33760), a unit after it scaling the JSON's seconds, bytes, bytes per
+second or fraction (`33.11 ms`, `59.3 µs`, `59.03 GiB`, `70.6 GB`, `3.7 TB/s`, `14.8 %`), or
+a word compared as it stands (`true`, `vllm`). A pin fails where the figure moved, the field
+is gone or the command fails. A command without `--json` takes `contains "TEXT"` on what it
+prints, stderr included, so a refusal's words can be pinned too. Identical commands run once, side by side.
 
     python scripts/prose_pins.py             check every pin in README.md and docs/*.md
     python scripts/prose_pins.py FILE...     check the pins of these files only
@@ -40,7 +39,7 @@ PIN = re.compile(r"<!--\s*pin:(.*?)-->", re.S)
 CHECK = re.compile(r'\s*(contains\s+"[^"]*"|[^;\s][^;]*)')
 NUMBER = re.compile(r"-?[\d,]*\d(\.\d+)?")
 # a unit after the number scales the JSON's SI figure to the prose's: 33.11 ms for 0.03311 s
-UNITS = {"ms": 1e3, "GiB": 2.0**-30, "GB": 1e-9, "%": 1e2}
+UNITS = {"ms": 1e3, "µs": 1e6, "GiB": 2.0**-30, "GB": 1e-9, "TB/s": 1e-12, "%": 1e2}
 
 
 @dataclass(frozen=True)

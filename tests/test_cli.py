@@ -52,6 +52,7 @@ COMMANDS = [
     ["fit", "llama-3.1-8b", "--gpu", "l40s", "--max-model-len", "8k", "--engine", "trtllm",
      "--kv-cache-free-gpu-mem-fraction", "0.95"],
     ["validate", str(MEASUREMENTS), "--summary"],
+    ["profile", "--engine", "llama.cpp-cuda", "--gpu", "rtx-4090"],
 ]
 
 

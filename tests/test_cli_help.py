@@ -111,7 +111,8 @@ def test_the_help_flags_leave_the_parse_as_it_was() -> None:
 # here: a bundled file of that kind, or nothing (the example is parsed, not run)
 _STAND_INS = {"vllm-server.log": "tests/fixtures/vllm_server.log",
               "./my-model/config.json": "src/ridgeline/data/models/EleutherAI--gpt-j-6b.json",
-              "http://localhost:8000/metrics": None, "rows.h100-sxm.csv": None}
+              "http://localhost:8000/metrics": None, "rows.h100-sxm.csv": None,
+              "my-profile.json": None}  # calibrate's output (test_profile_command reads one)
 
 
 def _examples() -> list[tuple[str, str]]:

@@ -77,6 +77,7 @@ RUNS = [
     ("page", ["page", "llama-3.1-8b", "--gpu", "h100", "--counts", "1"]),
     ("validate", ["validate", OFFLOAD]),
     ("calibrate", ["calibrate", OFFLOAD]),
+    ("profile", ["profile"]), ("profile", ["profile", "--engine", "vllm", "--gpu", "mi300x"]),
     ("amdahl", ["amdahl", "--fraction", "0.3", "--speedup", "2", "--target", "1.2"]),
     ("amdahl", ["amdahl", "--model", "llama-3.1-8b", "--gpu", "h100", "--speedup", "2"]),
     ("evalstats", ["evalstats", "--pct-a", "40", "--pct-b", "47", "--n", "164"]),

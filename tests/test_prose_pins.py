@@ -81,6 +81,8 @@ def test_a_figure_reads_as_the_prose_rounds_it() -> None:
     assert agrees(step_s, "21.26 ms") and agrees(step_s, "21 ms") and agrees(step_s, "21.3 ms") \
         and not agrees(step_s, "21.2 ms") and not agrees(step_s, "21.26")
     assert agrees(63382113976.0, "59.03 GiB") and agrees(70555009024.0, "70.6 GB")
+    assert agrees(5.927e-05, "59.3 µs") and not agrees(5.927e-05, "59.2 µs")
+    assert agrees(3674648093445.6, "3.7 TB/s") and not agrees(3674648093445.6, "3.6 TB/s")
     assert agrees(33760, "33,760") and not agrees(33761, "33,760")
     assert agrees(True, "true") and agrees("vllm", "vllm") and not agrees(1, "vllm")
 

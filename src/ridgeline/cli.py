@@ -455,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
         cli_page,
         cli_plan,
         cli_prefill,
+        cli_profile,
         cli_roofline,
         cli_simulate,
         cli_utilization,
@@ -463,7 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     # the order `ridgeline --help` lists the commands in
     for module in (cli_catalog, cli_roofline, cli_kv, cli_decode, cli_prefill, cli_utilization,
-                   cli_fit, cli_simulate, cli_plan, cli_observe, cli_page, cli_measure, cli_data):
+                   cli_fit, cli_simulate, cli_plan, cli_observe, cli_page, cli_measure, cli_data,
+                   cli_profile):
         module.register(sub)
 
     add_companion_commands(sub, _output, _typed)

@@ -98,6 +98,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "validate": ("ridgeline validate rows.h100-sxm.csv",
                  "ridgeline validate validation/measurements.csv --explain"),
     "calibrate": ("ridgeline calibrate rows.h100-sxm.csv -o my-profile.json",),
+    "profile": ("ridgeline profile --engine llama.cpp-cuda",
+                "ridgeline profile --engine vllm --gpu mi300x --json",
+                "ridgeline profile --profile my-profile.json"),
     "amdahl": ("ridgeline amdahl --fraction 0.18 --speedup 2",
                "ridgeline amdahl --model llama-3.1-70b --gpu h100 --num-gpus 8 --op attention "
                "--batch 32 --context 32k --speedup 2"),

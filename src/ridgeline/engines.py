@@ -256,6 +256,11 @@ class EngineProfile:
         multiplier prices its decode (a Radeon VII: amd-instinct's, where the fit saw it)."""
         return self._stand_in(bandwidth_group(acc))
 
+    def group_stand_in(self, group: str) -> str:
+        """The group whose multipliers a card of ``group`` takes (stand_in_group's rule on a
+        group's name): the bundled vllm profile's amd-radeon cards take amd-instinct's."""
+        return self._stand_in(group)
+
     def _stand_in(self, group: str) -> str:
         """stand_in_group's rule on a group."""
         if group in self.group_bandwidth or group in self.group_compute \
