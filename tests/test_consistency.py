@@ -305,7 +305,7 @@ def test_fit_sizes_chunked_attention_in_full_where_vllm_caches_it_so(
     new = run_json(capsys, *argv)
     assert old["conversations"] < new["conversations"]
     assert main([*argv, "--engine-version", "0.13", "--explain"]) == 0
-    assert "chunked-attention layers cached in full" in capsys.readouterr().out
+    assert "window and chunked layers cached in full" in capsys.readouterr().out
     assert not any("PR #21761" in c for c in old["cautions"] + new["cautions"])
 
 

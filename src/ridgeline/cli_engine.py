@@ -173,10 +173,48 @@ def _vllm_memory_switches(g: Any) -> None:
                             action="store_const", const=False,
                             help="vLLM v0.34+: size the pool from the profile's estimate, as "
                             "0.33 did (gpu_memory_utilization unset is 0.92)")
+    hybrid_manager_flags(g)
     g.add_argument("--warm-compile-cache", action="store_true",
                    help="vLLM v0.25.1+ (Model Runner V2): torch.compile's cache from an earlier "
                    "start is found, so the profile carries no cold compile (about 1 GiB more "
                    "pool); default: a first start, as in a fresh container")
+
+
+def hybrid_manager_flags(g: Any) -> None:
+    """vLLM's hybrid KV-cache manager switch, as vllm serve spells it, and the environment
+    variable that turns it off for chunked local attention (vllm_hybrid.manager_off_reason),
+    which fit, simulate, decode and prefill read: off, a model mixing full attention with
+    sliding windows or attention chunks caches every layer in full."""
+    switch = g.add_mutually_exclusive_group()
+    switch.add_argument("--disable-hybrid-kv-cache-manager",
+                        dest="disable_hybrid_kv_cache_manager", action="store_const",
+                        const=True, help="vLLM v0.9.1+: one cache type for every layer, window "
+                        "and chunked layers (Gemma 3, gpt-oss, Llama 4) cached in full as "
+                        "full attention; refused for a Mamba or linear-attention hybrid, "
+                        "which vLLM then will not start")
+    switch.add_argument("--no-disable-hybrid-kv-cache-manager",
+                        "--enable-hybrid-kv-cache-manager",
+                        dest="disable_hybrid_kv_cache_manager", action="store_const",
+                        const=False, help="vLLM: the manager asked for (v0.33+ also spelt "
+                        "--enable-...); v0.13+ stops where its own rules turn it off (Llama 4 "
+                        "with VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0), so that is "
+                        "refused; earlier releases read it as their default")
+    g.add_argument("--vllm-allow-chunked-local-attn-with-hybrid-kv-cache",
+                   type=_chunked_env, metavar="0|1",
+                   help="vLLM: the environment variable "
+                   "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as the server is "
+                   "started with it (not a flag of vLLM's; v0.10.1+, default 0 to v0.13, 1 "
+                   "from v0.14): 0 runs a chunked-attention model (Llama 4) without the hybrid "
+                   "manager, every layer cached in full; 1 pages its chunks")
+
+
+def _chunked_env(text: str) -> bool:
+    """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as vLLM's envs.py reads it,
+    bool(int(value)): 0 or 1 here."""
+    if text.strip() not in ("0", "1"):
+        raise argparse.ArgumentTypeError(
+            f"VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 0 or 1, got {text!r}")
+    return text.strip() == "1"
 
 
 def mm_limit_flags(g: Any) -> None:
@@ -555,7 +593,8 @@ def say_async_caution(args: argparse.Namespace, dep: Any, settings: Any) -> None
     """Say where vLLM's default turns async scheduling off for the drafter asked (it warns,
     and ridgeline prices the run synchronous: engine_scheduling.vllm_async_caution), as fit,
     simulate, decode and prefill read one launch line; and where
-    --vllm-use-ray-v2-executor-backend changes nothing (engine_scheduling.ray_v2_env_caution)."""
+    --vllm-use-ray-v2-executor-backend changes nothing (engine_scheduling.ray_v2_env_caution),
+    or --vllm-allow-chunked-local-attn-with-hybrid-kv-cache (vllm_hybrid.chunked_env_caution)."""
     if dep.engine != "vllm" or settings is None:
         return
     from ridgeline.cli_load import _say_caution
@@ -577,6 +616,12 @@ def say_async_caution(args: argparse.Namespace, dep: Any, settings: Any) -> None
                              settings.distributed_executor_backend, settings.ray_v2_executor)
     if env:
         _say_caution(args, env)
+    from ridgeline.vllm_hybrid import chunked_env_caution
+
+    chunked = chunked_env_caution(dep.model, vllm_accounting(settings.engine_version).version,
+                                  settings.allow_chunked_local_attn_hybrid)
+    if chunked:
+        _say_caution(args, chunked)
     caution = vllm_async_caution(dep, settings)
     if caution:
         kv_pool(dep, settings)  # the pool's own refusal (a drafter the release lacks) first

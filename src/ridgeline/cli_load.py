@@ -739,6 +739,9 @@ def engine_settings(args: argparse.Namespace) -> Any:
         enable_chunked_prefill=chunked_prefill_asked(args),
         no_chunked_prefill=getattr(args, "no_enable_chunked_prefill", False),
         extensible_kv_cache=getattr(args, "extensible_kv_cache", None),
+        disable_hybrid_kv_cache_manager=getattr(args, "disable_hybrid_kv_cache_manager", None),
+        allow_chunked_local_attn_hybrid=getattr(
+            args, "vllm_allow_chunked_local_attn_with_hybrid_kv_cache", None),
         prefix_caching=getattr(args, "prefix_caching", None),
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
         draft_mtp=drafts_with_mtp(args), drafter=drafter(args),

@@ -159,7 +159,9 @@ def pool_switch_settings(args: argparse.Namespace) -> dict[str, Any]:
     given = {name: getattr(args, name, None) for name in (
         "prefix_caching", "swa_full_tokens_ratio", "backend", "extensible_kv_cache",
         "sglang_vlm_cache_size_mb", "mm_feature_transport", "sglang_mm_feature_cache_mb",
-        "mm_preprocess_cache_size_mb")}
+        "mm_preprocess_cache_size_mb", "disable_hybrid_kv_cache_manager")}
+    given["allow_chunked_local_attn_hybrid"] = getattr(  # the env var, as fit reads it
+        args, "vllm_allow_chunked_local_attn_with_hybrid_kv_cache", None)
     given |= {name: True for name in ("language_model_only", "enable_multimodal",
                                       "warm_compile_cache") if getattr(args, name, False)}
     if getattr(args, "no_enable_chunked_prefill", False):  # vLLM: each prompt whole

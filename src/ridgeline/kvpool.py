@@ -60,6 +60,9 @@ class KVPool:
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
     in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
     windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full
+    # vLLM: why its hybrid KV-cache manager was off where that cached windows or chunks in
+    # full ("--disable-hybrid-kv-cache-manager", "VLLM_ALLOW_CHUNKED_…=0 …"); "" otherwise
+    hybrid_manager_off: str = ""
     stage: Stage | None = None  # pipeline parallel: the stage whose pool binds (stages.py)
     split_device: SplitDevice | None = None  # llama.cpp -sm layer: the GPU whose cells bind
     encoder_bytes: float = 0.0  # vLLM: the vision tower's profiled peak (encoder_profile)

@@ -181,6 +181,13 @@ class EngineSettings:
     # vLLM v0.34+ --[no-]enable-extensible-kv-cache: None is its default (on, on CUDA and ROCm:
     # the pool measured after warm-up, vllm_extensible.py); False sizes it from the profile
     extensible_kv_cache: bool | None = None
+    # vLLM --disable-hybrid-kv-cache-manager (True) or --no-disable-hybrid-kv-cache-manager
+    # (False; v0.33+ also --enable-hybrid-kv-cache-manager); None: vLLM decides. Off, a model
+    # mixing full attention with windows or chunks caches every layer in full (vllm_hybrid)
+    disable_hybrid_kv_cache_manager: bool | None = None
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as the server starts with it (None:
+    # the release's default, 0 on v0.10.1-v0.13, 1 from v0.14): 0 caches Llama 4 in full
+    allow_chunked_local_attn_hybrid: bool | None = None
     # SGLang --max-total-tokens, TensorRT-LLM kv_cache_config.max_tokens: a cap on the pool's
     # tokens; each engine keeps the smaller of it and what its memory rule leaves
     max_total_tokens: int | None = None
@@ -410,6 +417,13 @@ def stage_pools(dep: Deployment, settings: EngineSettings | None = None,
     if s.ray_v2_executor is not None and engine != "vllm":
         raise InputError("--vllm-use-ray-v2-executor-backend is vLLM's "
                          f"(VLLM_USE_RAY_V2_EXECUTOR_BACKEND); {engine} has no such setting")
+    if s.disable_hybrid_kv_cache_manager is not None and engine != "vllm":
+        raise InputError(f"--{'' if s.disable_hybrid_kv_cache_manager else 'no-'}disable-"
+                         f"hybrid-kv-cache-manager is vLLM's; {engine} has no such setting")
+    if s.allow_chunked_local_attn_hybrid is not None and engine != "vllm":
+        raise InputError("--vllm-allow-chunked-local-attn-with-hybrid-kv-cache is vLLM's "
+                         "(VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE); "
+                         f"{engine} has no such setting")
     if engine == "sglang":
         from ridgeline.sglang_mm_reserve import sglang_mm_problem, sglang_nodes
         from ridgeline.sglang_pool import sglang_mm_buffers, sglang_requests_given

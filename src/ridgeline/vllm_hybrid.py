@@ -106,11 +106,105 @@ def ssm_state_dtype_why(model: ModelSpec, version: str) -> str:
     return "the checkpoint's dtype: mamba_ssm_cache_dtype 'auto'"
 
 
+def _chunked(model: ModelSpec) -> bool:
+    """Whether the model has chunked local attention (Llama 4's attention_chunk_size)."""
+    return any(layer.mixer == CHUNKED for layer in model.layers)
+
+
+def chunked_env_default(version: str) -> bool:
+    """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as vLLM ``version`` reads it when
+    unset: "0" from v0.10.1 to v0.13, "1" from v0.14 (engines.json chunked_local_hybrid)."""
+    rule = dict(vllm_data()["chunked_local_hybrid"])
+    return parse_version(version) >= parse_version(str(rule["paged_again_from"]))
+
+
+def manager_off_reason(model: ModelSpec, version: str, disable: bool | None = None,
+                       allow_chunked: bool | None = None, drafter_method: str = "") -> str:
+    """Why vLLM ``version`` runs ``model`` without its hybrid KV-cache manager, or "" where
+    the manager runs: ``disable`` is --disable-hybrid-kv-cache-manager (True), its negation
+    (False) or neither (None); ``allow_chunked`` is
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as the server is started with it (None:
+    the release's default). vLLM's VllmConfig turns the manager off itself for chunked local
+    attention beside an EAGLE or MTP drafter (v0.10.0+) and, from v0.10.1, where the variable
+    is 0: Llama-4-Scout on v0.11 for "...=0 (its default, v0.10.1 to v0.13)", on v0.11 with
+    the variable at 1 for ""."""
+    if disable:
+        return "--disable-hybrid-kv-cache-manager"
+    if not _chunked(model):
+        return ""
+    rule = dict(vllm_data()["chunked_local_hybrid"])
+    v = parse_version(version)
+    if drafter_method in rule["eagle_methods"] \
+            and v >= parse_version(str(rule["eagle_off_from"])):
+        return "an EAGLE or MTP drafter beside chunked local attention"
+    if v < parse_version(str(rule["env_from"])):
+        return ""
+    if allow_chunked is None:
+        return "" if chunked_env_default(version) else \
+            f"{rule['env']}=0 (its default, v{rule['full_from']} to v0.13)"
+    return "" if allow_chunked else f"{rule['env']}=0"
+
+
+def unifies_without_manager(model: ModelSpec) -> bool:
+    """Whether vLLM can cache ``model`` as one cache type without the hybrid manager
+    (unify_hybrid_kv_cache_specs): sliding windows and attention chunks become full
+    attention where full attention is present; any other mix, recurrent state beside
+    attention (Qwen3-Next, Jamba), does not, and vLLM stops at start-up."""
+    from ridgeline.kvgroups import cache_kinds
+
+    kinds = cache_kinds(model)
+    if any(kind == "full" for kind, _ in kinds):
+        kinds = {k for k in kinds if k[0] not in ("window", "chunk")}
+    return len(kinds) <= 1
+
+
+def manager_problem(model: ModelSpec, version: str, disable: bool | None = None,
+                    allow_chunked: bool | None = None, drafter_method: str = "") -> str:
+    """Why vLLM ``version`` will not start ``model`` as asked of its hybrid KV-cache manager,
+    or "": the flag before v0.9.1; from v0.13 --no-disable-hybrid-kv-cache-manager where vLLM's
+    own rules turn the manager off (a ValueError); the manager off for a model whose cache
+    types do not unify (recurrent state beside attention: a ValueError at start-up)."""
+    rule = dict(vllm_data()["hybrid_kv_cache_manager_flag"])
+    v = parse_version(version)
+    spelled = "--disable-hybrid-kv-cache-manager" if disable \
+        else "--no-disable-hybrid-kv-cache-manager"
+    if disable is not None and v < parse_version(str(rule["from"])):
+        return f"vLLM {version} has no {spelled}: it came in v{rule['from']}"
+    own = manager_off_reason(model, version, None, allow_chunked, drafter_method)
+    if disable is False and own and v >= parse_version(str(rule["enable_checked_from"])):
+        env = dict(vllm_data()["chunked_local_hybrid"])["env"]
+        fix = " or start it with --vllm-allow-chunked-local-attn-with-hybrid-kv-cache 1" \
+            if own.startswith(env) else ""
+        return (f"vLLM {version} refuses {spelled} for {model.name}: {own} turns the "
+                f"hybrid KV-cache manager off, and vLLM stops ('explicitly enabled but is not "
+                f"supported'); drop the flag{fix}")
+    why = manager_off_reason(model, version, disable, allow_chunked, drafter_method)
+    if why and not unifies_without_manager(model):
+        return (f"vLLM {version} cannot start {model.name} without the hybrid KV-cache "
+                f"manager ({why}): its recurrent state and its attention do not unify to "
+                "one cache type (unify_hybrid_kv_cache_specs raises ValueError); drop "
+                "--disable-hybrid-kv-cache-manager")
+    return ""
+
+
+def chunked_env_caution(model: ModelSpec, version: str, allow_chunked: bool | None) -> str:
+    """What to say where VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (``allow_chunked``,
+    as --vllm-allow-chunked-local-attn-with-hybrid-kv-cache gives it) changes nothing, else
+    "": a release before v0.10.1 does not read it, and it reads only a model with chunked
+    local attention (Llama 4)."""
+    if allow_chunked is None:
+        return ""
+    rule = dict(vllm_data()["chunked_local_hybrid"])
+    said = f"{rule['env']}={int(allow_chunked)} ignored"
+    if parse_version(version) < parse_version(str(rule["env_from"])):
+        return f"{said}: vLLM {version} does not read it (v{rule['env_from']} does)"
+    if not _chunked(model):
+        return f"{said}: {model.name} has no chunked local attention, which it is read for"
+    return ""
+
+
 def chunked_in_full(model: ModelSpec, version: str) -> bool:
     """Whether vLLM ``version`` caches a chunked-local-attention model (Llama 4) in full,
     its hybrid KV-cache manager disabled by VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE's
     default of "0" (v0.10.1 to v0.13)."""
-    rule = dict(vllm_data()["chunked_local_hybrid"])
-    v = parse_version(version)
-    return any(layer.mixer == CHUNKED for layer in model.layers) \
-        and parse_version(str(rule["full_from"])) <= v < parse_version(str(rule["paged_again_from"]))
+    return bool(manager_off_reason(model, version))

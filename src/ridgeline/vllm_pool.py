@@ -45,7 +45,12 @@ from ridgeline.vllm_graphs import (
     sm100_card,
     spec_capture_multiple,
 )
-from ridgeline.vllm_hybrid import chunked_in_full, ssm_state_dtype, state_blocks
+from ridgeline.vllm_hybrid import (
+    manager_off_reason,
+    manager_problem,
+    ssm_state_dtype,
+    state_blocks,
+)
 from ridgeline.vllm_memory import (
     VLLMAccounting,
     activation_bytes_per_token,
@@ -375,9 +380,15 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
         kept_free = kept_free_bytes(total_bytes, fraction, start_context_bytes(dep),
                                     sizing_margin_bytes(transient, dep.accelerator.vendor)) \
             + granule_cut_bytes(stage.layers if stage is not None else len(dep.model.layers))
-    paged = dep  # before the hybrid allocator, a model mixing windows and full attention
-    kinds = {layer.mixer for layer in dep.model.layers}  # cached every layer in full
-    if (not acc.hybrid_allocator or chunked_in_full(dep.model, acc.version)) \
+    manager = (dep.model, acc.version, s.disable_hybrid_kv_cache_manager,
+               s.allow_chunked_local_attn_hybrid, method)
+    problem = manager_problem(*manager)
+    if problem:  # the manager asked on or off where vLLM will not start
+        raise InputError(problem)
+    manager_off = manager_off_reason(*manager) if acc.hybrid_allocator else ""
+    paged = dep  # before the hybrid allocator, or with it off, a model mixing windows and
+    kinds = {layer.mixer for layer in dep.model.layers}  # full attention caches all in full
+    if (not acc.hybrid_allocator or manager_off) \
             and FULL in kinds and kinds & set(WINDOW_MIXERS):
         paged = replace(dep, model=windows_as_full(dep.model))
     windows_in_full = paged is not dep  # before the state dtype below replaces it too
@@ -409,7 +420,9 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                   graphs, 1.0, kv_bytes_per_token, block, seqs, tokens, groups, forward, sampler,
                   acc, in_flight_batches=acc.in_flight_batches if runs_async(s, acc, runner)
                   else 1,
-                  windows_in_full=windows_in_full, stage=stage, encoder_bytes=encoder,
+                  windows_in_full=windows_in_full,
+                  hybrid_manager_off=manager_off if windows_in_full else "", stage=stage,
+                  encoder_bytes=encoder,
                   encoder_held_bytes=held, encoder_images=images,
                   encoder_images_per_prompt=per_prompt if images else 0,
                   image_limit=s.mm_limits.count("image") if s.mm_limits else None,

@@ -31,6 +31,19 @@ def state_blocks_rule(g: KVGroups) -> str:
         "the drafts)"
 
 
+def manager_off_rule(why: str) -> str:
+    """The accounting rule for a window or chunk model vLLM cached in full because its hybrid
+    KV-cache manager was off, and ``why`` (KVPool.hybrid_manager_off): Llama-4-Scout on v0.11,
+    "window and chunked layers cached in full (the hybrid KV-cache manager off:
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 (its default, v0.10.1 to v0.13); =1,
+    --vllm-allow-chunked-local-attn-with-hybrid-kv-cache 1, pages them)"."""
+    env = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+    fix = "; =1, --vllm-allow-chunked-local-attn-with-hybrid-kv-cache 1, pages them" \
+        if why.startswith(env) else ""
+    return f"window and chunked layers cached in full (the hybrid KV-cache manager off: " \
+        f"{why}{fix})"
+
+
 def accounting_quantity(p: KVPool) -> Quantity:
     """Whose memory rule sized the pool, with its source."""
     a = p.accounting
@@ -53,6 +66,8 @@ def accounting_quantity(p: KVPool) -> Quantity:
             rules.insert(1, "the forward cut by a slot a dummy request beside a draft model")
         if p.drafter_buffer_bytes:
             rules.append("its drafter's buffers counted in the budget (vllm.mrv2_drafter)")
+        if p.hybrid_manager_off:
+            rules.append(manager_off_rule(p.hybrid_manager_off))
         if p.groups is not None and p.groups.states and p.groups.state_blocks > 1:
             rules.append(state_blocks_rule(p.groups))
         return q("accounting", f"vLLM {a.version}", "",
@@ -65,10 +80,8 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  "the CUDA-graph estimate taken from the budget" if a.graphs_in_budget
                  else "CUDA graphs captured after sizing"]
         g = p.groups
-        if p.windows_in_full and a.hybrid_allocator:  # the manager there, off for chunks
-            rules.append("chunked-attention layers cached in full (the hybrid KV-cache manager "
-                         "off for chunked attention by default, v0.10.1 to v0.13: "
-                         "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 pages them)")
+        if p.windows_in_full and a.hybrid_allocator:  # the manager there, but off
+            rules.append(manager_off_rule(p.hybrid_manager_off))
         elif p.windows_in_full:
             rules.append("window layers cached in full beside full attention (the hybrid "
                          "KV-cache manager came in v0.10)")

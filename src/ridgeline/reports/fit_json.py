@@ -180,6 +180,9 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             "state_blocks_per_request": p.groups.state_blocks},
         "vision_tower_bytes_per_gpu": vision_bytes_in_pool(r.deployment, p),
         "drafter_weight_bytes_per_gpu": p.drafter_weight_bytes,
+        # vLLM: why its hybrid KV-cache manager was off where that cached window or chunked
+        # layers in full (--disable-hybrid-kv-cache-manager, VLLM_ALLOW_CHUNKED_…=0), or null
+        "hybrid_kv_cache_manager_off": p.hybrid_manager_off or None,
         "kv_cache_groups": None if p.groups is None else {
             "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
             "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],
