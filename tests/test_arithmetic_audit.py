@@ -50,7 +50,7 @@ def test_decode_quotes_no_vllm_speed_where_its_default_max_model_len_would_not_s
             "tokens" in point["expected_none_reason"]
         assert f"give --max-model-len ≤ {longest:,}" in point["expected_none_reason"]
     (seats,) = report["engine_max_batch"]
-    assert seats["batch"] == 0 and seats["max_model_len"] == 131072
+    assert seats["engine_max_batch"] == 0 and seats["max_model_len"] == 131072
     code, out, _ = run(capsys, "decode", *TP2_70B, "--batch", "1,64", "--context", "1100")
     assert code == 0 and "won't start" in out and report["points"][0]["expected_none_reason"] in out
 
@@ -76,7 +76,7 @@ def test_max_model_len_at_the_longest_starts_and_one_token_more_does_not(
     assert at["points"][1]["expected"] is None  # 64 past the seats
     assert at["points"][1]["expected_none_code"] == "over_engine_pool"
     fit = run_json(capsys, "fit", *TP2_70B, "--max-model-len", "1100")
-    assert at["engine_max_batch"][0]["batch"] == fit["conversations"] == 37  # vLLM 0.34
+    assert at["engine_max_batch"][0]["engine_max_batch"] == fit["conversations"] == 37  # vLLM 0.34
     past = run_json(capsys, "decode", *TP2_70B, "--context", "1100", "--max-model-len",
                     str(longest + 1))
     assert past["points"][0]["expected"] is None

@@ -766,7 +766,7 @@ def test_utilization_compares_with_the_engines_pool(capsys: pytest.CaptureFixtur
     limit = json.loads(out)["conversations"]
     _code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
                        "--context", "4000", "--json")
-    decode_limit = json.loads(out)["engine_max_batch"][0]["batch"]
+    decode_limit = json.loads(out)["engine_max_batch"][0]["engine_max_batch"]
     assert limit >= decode_limit > 0  # the same pool; decode's also caps at the seats
 
 
@@ -1173,7 +1173,7 @@ def test_decode_says_llamacpps_batch_needs_a_slot_per_sequence(
     data = json.loads(run(capsys, "decode", *argv, "--context", "2000", "--json")[1])
     (pool,) = data["engine_max_batch"]
     assert pool["settings"] == "one slot per sequence (-np), --fit-target 1,024 MiB left free"
-    assert pool["batch"] > 4
+    assert pool["engine_max_batch"] > 4
     fit = json.loads(run(capsys, "fit", *argv, "--max-model-len", "2000", "--json")[1])
     assert fit["engine_max_batch"] == 4
 
@@ -1345,14 +1345,14 @@ def test_decode_sizes_the_pool_with_the_engine_settings_given(
     assert "max_num_seqs 16" in seats["settings"]
     code, out, _ = run(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                        "--kv-dtype", "fp8", "--max-model-len", "2000", *tuned, "--json")
-    assert code == 0 and json.loads(out)["engine_max_batch"] == seats["batch"] == 16
+    assert code == 0 and json.loads(out)["engine_max_batch"] == seats["engine_max_batch"] == 16
     code, _, err = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
                        "llama.cpp", "--gpu-memory-utilization", "0.9")
     assert code == 2 and "sizes a serving engine's pool" in err
     # under llama.cpp the seats are llama-server's slots (-np), as fit reads them
     code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine",
                        "llama.cpp", "--max-num-seqs", "4", "--json")
-    assert code == 0 and json.loads(out)["engine_max_batch"][0]["batch"] == 4
+    assert code == 0 and json.loads(out)["engine_max_batch"][0]["engine_max_batch"] == 4
 
 
 def test_utilization_gives_the_whole_steps_share_beside_the_articles_headline(

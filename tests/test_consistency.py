@@ -208,7 +208,7 @@ def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
     assert under["expected"] is not None
     dec = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
                    "--context", "8192")
-    assert dec["engine_max_batch"][0]["batch"] == fit["engine_max_batch"]
+    assert dec["engine_max_batch"][0]["engine_max_batch"] == fit["engine_max_batch"]
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                  "--prompt-len", "8", "--usage", "offline", "--engine-version", "0.33"]) == 0
     out = capsys.readouterr().out
@@ -286,7 +286,7 @@ def test_decode_gives_no_speed_where_vllm_would_refuse_to_start(
     engine time, as fit says DOES NOT FIT."""
     dec = run_json(capsys, "decode", "gemma-3-27b", "--gpu", "h100", "--batch", "1",
                    "--context", "131072", "--engine-version", "0.33")
-    assert dec["engine_max_batch"][0]["batch"] == 0 and dec["points"][0]["expected"] is None
+    assert dec["engine_max_batch"][0]["engine_max_batch"] == 0 and dec["points"][0]["expected"] is None
     fit = run_json(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "131072",
                    "--usage", "offline", "--engine-version", "0.33")
     check = fit["start_up_check"]
@@ -785,7 +785,7 @@ def test_observe_counts_a_llama_server_pool_as_utilization_and_decode_do(
     util = run_json(capsys, "utilization", *dep, "--running", "14", "--context", "32000")
     decode = run_json(capsys, "decode", *dep, "--context", "32000")
     held = util["conversations"]
-    assert held == decode["engine_max_batch"][0]["batch"] >= 14
+    assert held == decode["engine_max_batch"][0]["engine_max_batch"] >= 14
     seen = run_json(capsys, "observe", *dep, str(metrics), "--context", "32000")
     assert seen["engine_max_batch"] == held
     assert "more than the" not in seen["wall"]
@@ -806,10 +806,10 @@ def test_decode_takes_llama_cpps_max_model_len_as_fit_does(
     decode = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048",
                       "--max-model-len", "32768")
     seats = decode["engine_max_batch"][0]
-    assert seats["context_len"] == 2048 and seats["batch"] == fit["conversations"]
+    assert seats["context_len"] == 2048 and seats["engine_max_batch"] == fit["conversations"]
     assert "--max-model-len 32,768" in seats["settings"]
     short = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048")
-    assert short["engine_max_batch"][0]["batch"] > seats["batch"]  # slots of 2,048 each
+    assert short["engine_max_batch"][0]["engine_max_batch"] > seats["engine_max_batch"]  # slots of 2,048 each
     prefill = run_json(capsys, "prefill", *base, "--prompt-len", "2048", "--max-model-len",
                        "32768")
     assert prefill["max_model_len"] == 32768

@@ -151,7 +151,7 @@ def test_fit_cli_reports_every_ranks_tokens(capsys: pytest.CaptureFixture[str]) 
     assert code == 0
     report = json.loads(out)
     dp = report["data_parallel"]
-    assert dp["size"] == 8 and dp["expert_ranks"] == 8 and dp["gpus_per_rank"] == 1
+    assert dp["data_parallel_size"] == 8 and dp["expert_ranks"] == 8 and dp["gpus_per_rank"] == 1
     dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"),
                            data_parallel_size=8, expert_parallel=True)
     pool = kv_pool(dep, EngineSettings(max_model_len=32_000))  # one rank's, built apart
@@ -382,6 +382,7 @@ def test_sglang_most_running_requests_under_dp_attention_is_the_servers_flag() -
         .conversations < 40
     state = over.to_dict()["state_pool"]
     assert state["per"] == "data-parallel rank" and state["most_running_requests"] == most
+    assert state["data_parallel_size"] == dep.data_parallel_size == 4
     assert state["slots_all_ranks"] == 4 * state["slots"]
 
 

@@ -46,7 +46,7 @@ def test_decode_and_prefill_size_the_pool_fit_sizes_at_a_version(
     prefill = _json(capsys, "prefill", MODEL, *SIZED, "--prompt-len", str(CONTEXT), *asked)
     expected = _library_batch(engine, version)
     assert fit["engine_max_batch"] == expected
-    assert decode["engine_max_batch"][0]["batch"] == expected
+    assert decode["engine_max_batch"][0]["engine_max_batch"] == expected
     assert prefill["engine_max_batch"] == expected
 
 
@@ -58,9 +58,9 @@ def test_an_older_vllm_sizes_decodes_pool_by_its_own_rule(
     old = _json(capsys, "decode", MODEL, *SIZED, "--context", str(CONTEXT),
                 "--engine-version", "0.10")["engine_max_batch"][0]
     new = _json(capsys, "decode", MODEL, *SIZED, "--context", str(CONTEXT))["engine_max_batch"][0]
-    assert old["batch"] == _library_batch("vllm", "0.10")
-    assert new["batch"] == _library_batch("vllm", None)
-    assert old["batch"] != new["batch"]
+    assert old["engine_max_batch"] == _library_batch("vllm", "0.10")
+    assert new["engine_max_batch"] == _library_batch("vllm", None)
+    assert old["engine_max_batch"] != new["engine_max_batch"]
     assert "as vLLM 0.10 sizes it" in old["settings"] and "vLLM" not in new["settings"]
 
 

@@ -49,7 +49,7 @@ def test_the_text_keeps_the_verdict_and_marks_the_suggested_length(
     assert code == 0 and out.count("won't start") == 2
     table = out.split(f"at --max-model-len {n:,} (the longest vLLM starts at)", 1)[1]
     assert f"{ms:,.2f}" in table.splitlines()[2]  # the batch-1 row, priced at that length
-    held = given["engine_max_batch"][0]["batch"]
+    held = given["engine_max_batch"][0]["engine_max_batch"]
     assert f"runs ≤ {held:,}" in table  # batch 64 past its seats there
     code, one, _ = run_cli(capsys, "decode", *TP2_70B, "--batch", "1")
     assert code == 0 and f"expected at --max-model-len {n:,}: {ms:,.2f} ms per step" in one

@@ -50,7 +50,7 @@ def test_utilization_under_dp_attention_counts_as_fit_and_decode(
     util = _json(capsys, "utilization", "--model", "deepseek-v3", *layout, "--context",
                  "8192", "--running", "64")
     assert util["conversations"] == fit["conversations"] \
-        == decode["engine_max_batch"][0]["batch"]
+        == decode["engine_max_batch"][0]["engine_max_batch"]
     assert util["data_parallel_size"] == 8
     assert util["first_whole_batch_to_ridge"] == fit["first_whole_batch_to_ridge"]
     # each rank multiplies its own share by its own copy of the dense weights, as fit's

@@ -187,7 +187,7 @@ def test_fit_holds_a_draft_model_vllm_reads_and_names_one_it_cannot(
     code, out, err = run_cli(capsys, "decode", *L70[:-3], "--batch", "1", "--context", "32000",
                              "--max-model-len", "32k", "--json", "--speculative-config", DRAFT_1B)
     assert code == 0, err
-    assert json.loads(out)["engine_max_batch"][0]["batch"] == counted["conversations"]
+    assert json.loads(out)["engine_max_batch"][0]["engine_max_batch"] == counted["conversations"]
     unknown = '{"method": "eagle3", "model": "someone/EAGLE3-head", "num_speculative_tokens": 3}'
     left_out, err = fit(capsys, *L70, "--speculative-config", unknown)
     assert "the eagle drafter's (someone/EAGLE3-head) weights and cache are not in this pool" \

@@ -115,7 +115,7 @@ def test_fit_decode_and_simulate_agree_on_sglangs_drafter_seats(
                              "--batch", "1", "--context", "4000", "--max-model-len", "4k",
                              "--json")
     assert code == 0, err
-    assert json.loads(out)["engine_max_batch"][0]["batch"] == cap
+    assert json.loads(out)["engine_max_batch"][0]["engine_max_batch"] == cap
     code, out, err = run_cli(capsys, "simulate", *L8, *spec, "--concurrency", "64",
                              "--num-requests", "100", "--seed", "1", "--json")
     assert code == 0, err

@@ -93,7 +93,7 @@ def test_sglangs_tp_alias_is_its_tp_size(capsys: pytest.CaptureFixture[str]) -> 
     card = fit(capsys, "--engine", "sglang", "--tp", "8", "--dp", "8", "--enable-dp-attention")
     assert card == fit(capsys, "--engine", "sglang", "--tp-size", "8", "--dp-size", "8",
                        "--enable-dp-attention")
-    assert card["data_parallel"]["size"] == 8
+    assert card["data_parallel"]["data_parallel_size"] == 8
 
 
 def test_vllms_short_tp_is_its_tensor_parallel_size(capsys: pytest.CaptureFixture[str]) -> None:

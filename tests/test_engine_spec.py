@@ -204,8 +204,8 @@ def test_decode_holds_the_mtp_drafter_in_its_pool_as_fit_does(
     at_32k = ("decode", *V3, "--batch", "1", "--context", "32768", "--json",
               "-dcp", "8", "--max-model-len", "32768")
     fit_32k = ("fit", *V3, "-dcp", "8", "--max-model-len", "32768", "--json")
-    plain = json.loads(ok(capsys, *at_32k))["engine_max_batch"][0]["batch"]
-    drafting = json.loads(ok(capsys, *at_32k, *VLLM_MTP2))["engine_max_batch"][0]["batch"]
+    plain = json.loads(ok(capsys, *at_32k))["engine_max_batch"][0]["engine_max_batch"]
+    drafting = json.loads(ok(capsys, *at_32k, *VLLM_MTP2))["engine_max_batch"][0]["engine_max_batch"]
     assert drafting < plain
     assert plain == json.loads(ok(capsys, *fit_32k))["conversations"]
     assert drafting == json.loads(ok(capsys, *fit_32k, *VLLM_MTP2))["conversations"]

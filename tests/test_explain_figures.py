@@ -321,7 +321,7 @@ def test_decode_explains_its_share_of_batch_1_and_the_sequences_the_pool_runs(
     (seats,) = data["engine_max_batch"]
     runs = steps["sequences the engine runs at 4,096 tokens"]
     assert res(runs) == min(ins(runs)["pool holds"], ins(runs)["max_running_requests"]) \
-        == seats["batch"] == min(seats["conversations"], seats["max_num_seqs"])
+        == seats["engine_max_batch"] == min(seats["conversations"], seats["max_num_seqs"])
 
 
 def test_moe_header_figures_are_steps(capsys: pytest.CaptureFixture[str]) -> None:

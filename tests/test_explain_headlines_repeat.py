@@ -74,7 +74,7 @@ def test_fits_ridge_context_has_a_step(capsys: pytest.CaptureFixture[str],
     s = by_label(steps, "longest context whose batch reaches the ridge")
     got = ins(s)
     assert res(s) == got["pool blocks"] // got["ridge batch"] * got["block size"]
-    assert res(s) == data["ridge_context_tokens"]
+    assert res(s) == data["ridge_max_model_len"]
     assert got["pool blocks"] == res(by_label(steps, "blocks the pool holds"))
     assert got["ridge batch"] == res(by_label(steps, "ridge batch"))
 

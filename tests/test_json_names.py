@@ -182,7 +182,7 @@ def test_the_pools_conversations_and_the_engines_batch_have_one_name_in_every_co
     assert decode["conversations"] == util["conversations"] == sim["conversations"] \
         == seen["conversations"] == held
     # the engine's batch: min(conversations, seats), fit's batch
-    assert decode["batch"] == prefill["engine_max_batch"] == seen["engine_max_batch"] \
+    assert decode["engine_max_batch"] == prefill["engine_max_batch"] == seen["engine_max_batch"] \
         == min(held, fit["max_num_seqs"]) == fit["engine_max_batch"]
     assert decode["max_num_seqs"] == fit["max_num_seqs"]
     assert seen["engine_max_batch_capped_by"] == "pool"
@@ -334,3 +334,45 @@ def test_lengths_batches_cards_and_budgets_have_one_name_in_every_command(
            "usd_per_gpu_hour", "step_budget_tokens", "data_parallel_ranks"}
     for data in (fit, decode, kv, util, seen, attention, amdahl, plan, prefill):
         assert not old & _keys(data), old & _keys(data)
+
+
+def test_the_last_pairs_take_the_name_of_their_concept(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """decode's per-context engine batch, fit's and simulate's data-parallel ranks, plan's
+    floor on the launch length and its Pareto context, fit's ridge launch length and SGLang's
+    pool in tokens take the names the other commands give those figures; observe's priced
+    batch stays `batch` (its running gauge's mean here)."""
+    fit = run_json(capsys, "fit", *L8_8K, "--max-model-len", "8192")
+    (seats,) = run_json(capsys, "decode", *L8_8K, "--context", "8192", "--max-model-len",
+                        "8192", "--batch", "1")["engine_max_batch"]
+    assert seats["engine_max_batch"] == fit["engine_max_batch"] \
+        == min(seats["conversations"], seats["max_num_seqs"])
+    assert "batch" not in seats
+    ranks = run_json(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--data-parallel-size",
+                     "8", "--enable-expert-parallel", "--max-model-len", "32k")
+    assert ranks["data_parallel"]["data_parallel_size"] == 8 \
+        == ranks["num_gpus"] // ranks["data_parallel"]["gpus_per_rank"]
+    # fit's ridge length: the longest --max-model-len at which fit clears the ridge
+    mi300x = ("llama-3.1-70b", "--gpu", "mi300x", "--weights", "fp8", "--kv-dtype", "fp8")
+    ridge = run_json(capsys, "fit", *mi300x)["ridge_max_model_len"]
+    assert ridge > 0
+    at, past = (run_json(capsys, "fit", *mi300x, "--max-model-len", str(n))["verdict"]
+                for n in (ridge, ridge + 1))
+    assert at == "clears the ridge" != past
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+                    "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
+                    "--slo-tpot-ms", "100", "--min-context", "16384")
+    assert plan["constraints"]["min_max_model_len"] == 16384 <= plan["winner"]["max_model_len"]
+    assert plan["pareto_context_len"] == 500 + 100 // 2  # the prompt and half the output
+    sglang = run_json(capsys, "fit", *L8_8K, "--engine", "sglang")
+    sim = run_json(capsys, "simulate", *L8_8K, "--engine", "sglang", "--rate", "2",
+                   "--num-requests", "10")["settings"]
+    assert sim["tokens"] == sglang["tokens"] == sim["num_blocks"] * sim["block_size"]
+    seen = run_json(capsys, "observe", str(FIXTURES / "vllm_metrics.txt"), "--model",
+                    "llama-3.1-8b", "--gpu", "h100", "--context", "4096")
+    assert seen["batch"] == pytest.approx(seen["running"]["mean"])
+    old = {"min_context", "ridge_context_tokens", "pareto_context_tokens",
+           "max_total_num_tokens", "data_parallel_ranks"}
+    for data in (fit, seats, ranks, plan, sglang, sim, seen):
+        assert not old & _keys(data), old & _keys(data)
+    assert "size" not in ranks["data_parallel"]

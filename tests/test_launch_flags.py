@@ -310,7 +310,7 @@ def test_decode_and_prefill_read_no_async_scheduling_as_fit_sizes_the_pool_with_
         code, out, err = run_cli(capsys, command, *base, *where, "28000", *extra, "--json")
         assert code == 0 and "ignored" not in err, err
         found = json.loads(out)["engine_max_batch"]
-        return int(found[0]["batch"] if command == "decode" else found)
+        return int(found[0]["engine_max_batch"] if command == "decode" else found)
 
     def fit(*extra: str) -> int:
         code, out, err = run_cli(capsys, "fit", *base, *extra, "--json")

@@ -140,7 +140,7 @@ def test_decode_and_prefill_leave_the_fit_target_free_as_fit_does(
         code, out, _ = run_cli(capsys, command, *card, *length, *flags, "--json")
         assert code == 0
         report = json.loads(out)
-        return int(report["engine_max_batch"][0]["batch"] if command == "decode"
+        return int(report["engine_max_batch"][0]["engine_max_batch"] if command == "decode"
                    else report["engine_max_batch"])
 
     code, out, _ = run_cli(capsys, "fit", *card, "--max-model-len", "8192", "--json")
@@ -259,7 +259,7 @@ def test_a_default_fit_set_aside_is_priced_with_every_layer_and_says_so(
     if argv[0] == "decode":  # its max-batch line is llama-server's under --fit, fit's count
         (line,) = default.pop("engine_max_batch")
         every_layer.pop("engine_max_batch")
-        assert line["batch"] == json.loads(out)["conversations"]
+        assert line["engine_max_batch"] == json.loads(out)["conversations"]
     if argv[0] == "prefill":  # its engine_max_batch too, sized under --fit's margin
         assert default.pop("engine_max_batch") == json.loads(out)["conversations"]
         # the -ngl all run the prompt is priced under: the every-layer answer's own count
@@ -287,7 +287,7 @@ def test_decodes_weights_too_big_for_the_card_are_said_to_be_every_layers_not_th
     code, out, _ = run_cli(capsys, "decode", *gpu, "--batch", "1", "--context", "8192", "--json")
     decoded = json.loads(out)
     (seats,) = decoded["engine_max_batch"]
-    assert seats["batch"] == 1 and seats["priced_run_batch"] == 0
+    assert seats["engine_max_batch"] == 1 and seats["priced_run_batch"] == 0
     assert decoded["points"][0]["expected_none_code"] == "does_not_fit"
     assert any(c.startswith("answered with every layer on the GPU") for c in decoded["cautions"])
     assert any("-ngl all's run holds no sequence" in c for c in decoded["cautions"])
@@ -305,7 +305,7 @@ def test_decodes_cache_short_of_one_sequence_says_how_many_cells_not_only_refuse
     code, out, _ = run_cli(capsys, "decode", *card, "--batch", "1", "--context", "8192", "--json")
     decoded = json.loads(out)
     (seats,) = decoded["engine_max_batch"]
-    assert seats["batch"] == 1 and seats["priced_run_batch"] == 0  # fit's, under --fit
+    assert seats["engine_max_batch"] == 1 and seats["priced_run_batch"] == 0  # fit's, under --fit
     assert decoded["points"][0]["expected_none_reason"].endswith(
         "with every layer on the GPU, the 1.98 GiB per GPU left for its cache holds 7,727 cells, "
         "fewer than one such sequence, so llama-server would fail to allocate it at start-up")
@@ -448,7 +448,7 @@ def test_where_the_default_fit_finds_no_placement_llama_server_loads_every_layer
         code, out, _ = run_cli(capsys, *argv)
         assert code == 0 and said in json.loads(out)["cautions"]
     code, out, _ = run_cli(capsys, "decode", *UNPLACED, "--context", "90000", "--json")
-    assert json.loads(out)["engine_max_batch"][0]["batch"] == 1
+    assert json.loads(out)["engine_max_batch"][0]["engine_max_batch"] == 1
 
 
 def _default_and_every_layer(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]

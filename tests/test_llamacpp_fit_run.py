@@ -46,7 +46,7 @@ def test_utilization_counts_the_run_fit_places_with_weights_on_the_host(
     util = _json(capsys, "utilization", "--model", model, *line, "--context", context,
                  "--running", "1")
     assert util["conversations"] == fit["conversations"] \
-        == decode["engine_max_batch"][0]["batch"] >= 1
+        == decode["engine_max_batch"][0]["engine_max_batch"] >= 1
     assert util["fit_host_weight_bytes"] == pytest.approx(fit["offload"]["host_weight_bytes"],
                                                           rel=1e-12)
     assert util["fit_placement"] == fit["offload"]["placement"]

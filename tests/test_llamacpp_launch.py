@@ -115,8 +115,8 @@ def test_np_caps_the_sequences_decode_runs(capsys: pytest.CaptureFixture[str]) -
     code, out, err = run_cli(capsys, *base, "-np", "4")
     assert code == 0, err
     capped = json.loads(out)
-    assert free["engine_max_batch"][0]["batch"] > 4
-    assert capped["engine_max_batch"][0]["batch"] == 4
+    assert free["engine_max_batch"][0]["engine_max_batch"] > 4
+    assert capped["engine_max_batch"][0]["engine_max_batch"] == 4
     text = run_cli(capsys, *base[:-1], "-np", "4")[1]
     assert "runs ≤ 4" in text and "capped by -np: its KV pool holds more" in text
 

@@ -217,7 +217,7 @@ def test_where_window_caches_for_four_slots_leave_no_room_fewer_slots_are_a_leve
             "max_model_len": 8192, "max_num_seqs": 1} in report["levers"]
     code, out, _ = run_cli(capsys, "decode", "gemma-2-9b", "--gpu", "apple-m1-pro-14c",
                            "--batch", "1", "--context", "8192", "--json")
-    assert code == 0 and json.loads(out)["engine_max_batch"][0]["batch"] == 1
+    assert code == 0 and json.loads(out)["engine_max_batch"][0]["engine_max_batch"] == 1
     code, out, _ = run_cli(capsys, "fit", "gemma-2-9b", "--gpu", "apple-m3-pro-14c",
                            "--max-model-len", "8192", "--json")
     report = json.loads(out)

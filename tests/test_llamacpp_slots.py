@@ -59,7 +59,7 @@ def test_decode_and_fit_name_one_slot_count(capsys: pytest.CaptureFixture[str], 
     flags = ("--model", model, "--gpu", card, "--engine", "llama.cpp")
     decoded = _json(capsys, "decode", *flags, "--context", "4096")
     fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
-    held = decoded["engine_max_batch"][0]["batch"]
+    held = decoded["engine_max_batch"][0]["engine_max_batch"]
     lever = next(lv for lv in fitted["levers"] if "-np" in lv["name"])
     assert lever["conversations"] == lever["engine_max_batch"] == held > 0
     assert lever["name"].startswith(f"{held} slot")
@@ -86,7 +86,7 @@ def test_decode_max_batch_does_not_move_with_the_batches_asked(
     flags = ("--model", "gemma-2-9b", "--gpu", "a100-sxm-80gb", "--engine", "llama.cpp")
     decoded = _json(capsys, "decode", *flags, "--batch", batches, "--context", "4096")
     line = decoded["engine_max_batch"][0]
-    assert line["batch"] == lever
+    assert line["engine_max_batch"] == lever
     assert "--fit-target 1,024 MiB" in line["settings"]
     fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
     assert any(lv["name"].startswith(f"{lever} slots (-np {lever}")
@@ -112,11 +112,11 @@ def test_decode_max_batch_is_fits_where_only_fit_places_the_model(
     fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
     decoded = _json(capsys, "decode", *flags, "--batch", "1", "--context", "4096")
     line = decoded["engine_max_batch"][0]
-    assert line["batch"] == fitted["engine_max_batch"] == fitted["conversations"] > 0
+    assert line["engine_max_batch"] == fitted["engine_max_batch"] == fitted["conversations"] > 0
     assert line["priced_run_batch"] == 0
     assert decoded["points"][0]["expected_none_code"] == "does_not_fit"
     assert any(c.startswith("at 4,096 tokens (8 x a100-sxm-80gb) -ngl all's run holds no sequence; "
-                            f"llama-server's default --fit runs {line['batch']}")
+                            f"llama-server's default --fit runs {line['engine_max_batch']}")
                for c in decoded["cautions"])
 
 
@@ -135,7 +135,7 @@ def test_prefill_max_batch_is_decodes_whatever_the_batch_asked(
     flags = ("--model", "gemma-2-9b", "--gpu", "a100-sxm-80gb", "--engine", "llama.cpp")
     pre = _json(capsys, "prefill", *flags, "--batch", batch, "--prompt-len", "4096")
     decoded = _json(capsys, "decode", *flags, "--batch", "1", "--context", "4096")
-    assert pre["engine_max_batch"] == lever == decoded["engine_max_batch"][0]["batch"]
+    assert pre["engine_max_batch"] == lever == decoded["engine_max_batch"][0]["engine_max_batch"]
     assert "--fit-target 1,024 MiB" in pre["settings"]
     if batch != "1":
         assert pre["priced_run_batch"] == priced
@@ -170,7 +170,7 @@ def test_utilization_counts_fits_run_where_ngl_all_holds_none(
     flags = ("--gpu", "a100-sxm-80gb", "--num-gpus", "8", "--engine", "llama.cpp")
     fitted = _json(capsys, "fit", "glm-4.5", *flags, "--max-model-len", "4096")
     decoded = _json(capsys, "decode", "glm-4.5", *flags, "--batch", "1", "--context", "4096")
-    assert fitted["conversations"] == decoded["engine_max_batch"][0]["batch"] > 0
+    assert fitted["conversations"] == decoded["engine_max_batch"][0]["engine_max_batch"] > 0
     util = _json(capsys, "utilization", "--model", "glm-4.5", *flags, "--context", "4096",
                  "--running", "1")
     assert util["conversations"] == fitted["conversations"]

@@ -52,7 +52,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 def _seats(capsys: pytest.CaptureFixture[str], *argv: str) -> int:
     """decode's seats at its one context (a list of them), or prefill's (one number)."""
     held = _json(capsys, *argv)["engine_max_batch"]
-    return int(held if isinstance(held, int) else held[0]["batch"])
+    return int(held if isinstance(held, int) else held[0]["engine_max_batch"])
 
 
 def test_every_engine_flag_one_command_takes_the_other_three_take() -> None:

@@ -484,7 +484,7 @@ def test_a_llama_cpp_page_runs_the_batches_decode_prices(
     point = decoded["points"][0]
     assert combo["fits"][ci][bi] is True
     assert combo["agg_exp"][ci][bi] == pytest.approx(point["expected"]["aggregate_tok_s"])
-    assert combo["conversations"][ci] == decoded["engine_max_batch"][0]["batch"]
+    assert combo["conversations"][ci] == decoded["engine_max_batch"][0]["engine_max_batch"]
 
 
 def test_a_llama_cpp_page_explains_the_margin_its_pool_leaves_free(

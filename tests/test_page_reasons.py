@@ -51,8 +51,8 @@ def test_a_batch_past_the_engines_seats_says_so(capsys: pytest.CaptureFixture[st
     assert point_words(data, key, ci, bi)[0] == point["expected_none_reason"]
     note = data["texts"][combo["no_speed"][ci]]
     seat = decoded["engine_max_batch"][0]
-    assert seat["max_num_seqs"] == seat["batch"] < seat["conversations"]
-    assert f"at most {seat['batch']:,} sequences" in note and "max_num_seqs" in note
+    assert seat["max_num_seqs"] == seat["engine_max_batch"] < seat["conversations"]
+    assert f"at most {seat['engine_max_batch']:,} sequences" in note and "max_num_seqs" in note
     assert combo["engine_shown"] == "vLLM 0.6"
 
 

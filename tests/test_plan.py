@@ -117,7 +117,7 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
     assert win["cost_per_hour_usd"] == pytest.approx(win["num_gpus"] * win["price_per_gpu_hour_usd"])
     assert not {"cost_per_hour", "price_per_gpu_hour", "cost_per_million_output_tokens"} & set(win)
     # the frontier says at what context its decode figures hold: the default 1,000 in, 250 out
-    assert data["pareto_context_tokens"] == 1000 + 250 // 2
+    assert data["pareto_context_len"] == 1000 + 250 // 2
 
 
 def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture[str]) -> None:

@@ -124,7 +124,7 @@ def test_fit_at_the_models_full_context_says_so_and_where_the_batch_reaches_the_
     is said to be the model's full context's, with the longest context whose batch reaches
     the ridge, which fit at that --max-model-len clears and one token longer does not."""
     data = cli_json(capsys, *FIT, "--json")
-    ridge = data["ridge_context_tokens"]
+    ridge = data["ridge_max_model_len"]
     assert 0 < ridge < data["max_model_len"]
     code, out, _ = run_cli(capsys, *FIT)
     headline = out.splitlines()[1]  # under the "--max-model-len not given" line
@@ -133,7 +133,7 @@ def test_fit_at_the_models_full_context_says_so_and_where_the_batch_reaches_the_
         f"at {ridge:,} tokens or fewer") in headline
     at, past = (cli_json(capsys, *FIT, "--max-model-len", str(n), "--json")
                 for n in (ridge, ridge + 1))
-    assert at["ridge_context_tokens"] is None and past["ridge_context_tokens"] is None
+    assert at["ridge_max_model_len"] is None and past["ridge_max_model_len"] is None
     code, out_at, _ = run_cli(capsys, *FIT, "--max-model-len", str(ridge))
     assert out_at.startswith("clears the ridge")
     code, out_past, _ = run_cli(capsys, *FIT, "--max-model-len", str(ridge + 1))

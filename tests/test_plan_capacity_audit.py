@@ -131,7 +131,7 @@ def test_constraints_narrow_the_search_and_name_themselves(
     assert code == 0, err
     data = json.loads(out)
     assert data["constraints"] == {"weights": ["bf16"], "kv_dtypes": ["fp8", "bf16"],
-                                   "min_context": 100000, "max_model_len": None,
+                                   "min_max_model_len": 100000, "max_model_len": None,
                                    "max_cost_per_hour_usd": None}
     rows = [data["winner"], *data["runners_up"], *data["disaggregated"]]
     assert all(r["weights"] == "bf16" and r["kv_dtype"] in ("fp8", "bf16")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,14 @@ import pytest
 
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
-from ridgeline.hardware import Accelerator, catalog_id_named, load_accelerator_file
-from ridgeline.plan import _evaluate
+from ridgeline.errors import InputError
+from ridgeline.hardware import (
+    Accelerator,
+    catalog_id_named,
+    load_accelerator_file,
+    resolve_accelerator,
+)
+from ridgeline.plan import _evaluate, plan
 from ridgeline.serving_load import Load, Slo
 from tests.conftest import cli_json, refused_line, run_cli
 
@@ -80,6 +87,25 @@ def test_a_layout_whose_pool_holds_no_request_of_the_length_is_left_out(
                     "--kv-dtype", win["kv_dtype"])
     assert all(r["tensor_parallel_size"] * r["pipeline_parallel_size"] > 1 for r in _rows(data))
     assert all(r["pool"]["conversations"] >= 1 for r in (data["winner"], *data["runners_up"]))
+
+
+def test_the_closest_miss_judges_each_group_at_the_max_model_len(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Within one H100, Llama-3.1-70B plans at its own length; at --max-model-len 65,536 no
+    format's pool holds one request (fit: 0 conversations at each), so the closest miss is
+    that no group fits at that length, not TP1's latencies or the load (as it said when it
+    judged each group at the load's mean length)."""
+    one = ["--gpus", "h100", "--max-gpus", "1", *LOAD_70B]
+    assert cli_json(capsys, "plan", "llama-3.1-70b", *one)["winner"]["num_gpus"] == 1
+    for weights in ("fp8", "bf16"):
+        fit = cli_json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", weights,
+                       "--kv-dtype", "fp8", "--max-num-seqs", "1", "--max-model-len", "65536")
+        assert fit["conversations"] == 0
+    code, out, _ = run_cli(capsys, "plan", "llama-3.1-70b", *one, "--max-model-len",
+                             "65536", "--json")
+    miss = json.loads(out)["closest_miss_figures"]
+    assert code == 1 and miss["kind"] == "does_not_fit" and miss["accelerator"] is None
+    assert "at --max-model-len 65,536" in json.loads(out)["closest_miss"]
 
 
 def test_a_request_longer_than_the_max_model_len_is_refused_naming_both(
@@ -215,3 +241,26 @@ def test_a_worker_sizes_the_record_it_receives_not_an_id(capsys: pytest.CaptureF
     here = _evaluate(job)
     assert remote is not None and remote == here
     assert remote.accelerator == "lab-h100-spawn" and remote.max_model_len == 8192
+
+
+def test_the_plan_api_takes_a_card_record_as_a_card() -> None:
+    """A library caller hands `plan` the record itself, registering nothing: the H100's
+    figures under an id of its own at $2.00 a GPU-hour plan as the catalog's H100 priced at
+    $2.00; the catalog's own record stands for its id; the catalog's id on other figures is
+    refused, as `hardware.check_record_id` refuses it to a --gpu-file."""
+    model, load, slo = resolve_model("llama-3.1-8b"), Load(40.0, "1000", "250"), Slo(1.0, 0.03)
+    h100 = resolve_accelerator("h100")
+    mine = replace(h100, id="api-h100-s62", aliases=(), price_per_hour_usd=2.0)
+    assert catalog_id_named(mine.id) is None
+    ours = plan(model, load, slo, ["h100"], prices={"h100-sxm": 2.0}, workers=1)
+    theirs = plan(model, load, slo, [mine], workers=1)
+    win, twin = theirs.winner, ours.winner
+    assert win is not None and twin is not None
+    assert win.accelerator == mine.id and [c.gpu for c in theirs.cards] == [mine.id]
+    assert (win.tp, win.pp, win.replicas, win.weights, win.kv, win.batch) == \
+        (twin.tp, twin.pp, twin.replicas, twin.weights, twin.kv, twin.batch)
+    assert win.cost_per_hour == pytest.approx(twin.cost_per_hour)
+    assert plan(model, load, slo, [h100], workers=1, verify=1).winner == \
+        plan(model, load, slo, ["h100-sxm"], workers=1, verify=1).winner
+    with pytest.raises(InputError, match="catalog's id"):
+        plan(model, load, slo, [replace(h100, price_per_hour_usd=2.0)], workers=1)

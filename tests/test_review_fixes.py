@@ -83,7 +83,7 @@ def test_trtllm_runs_what_its_trimmed_max_seq_len_holds_and_no_longer(
     code, out, _ = run_cli(capsys, "decode", *_flags(*SERVE_70B, "trtllm"), "--context",
                            "1100", "--json")
     (seats,) = json.loads(out)["engine_max_batch"]
-    assert code == 0 and 0 < seats["batch"] <= pool.tokens // 1100
+    assert code == 0 and 0 < seats["engine_max_batch"] <= pool.tokens // 1100
 
 
 def test_decode_says_a_start_up_refusal_once_for_many_contexts(
@@ -210,7 +210,7 @@ def test_utilization_on_llama_cpp_says_slots_as_decode_does_not_max_model_len(
             " this context") in out
     _, decoded, _ = run_cli(capsys, "decode", "llama-3.1-8b", *deployment, "--context", "8K",
                             "--json")
-    held = json.loads(decoded)["engine_max_batch"][0]["batch"]
+    held = json.loads(decoded)["engine_max_batch"][0]["engine_max_batch"]
     assert f"holds {held:,} conversations of 8,192 tokens" in out
 
 

@@ -94,7 +94,7 @@ def test_sglang_0_5_3_to_0_5_5_runs_deepseek_v32_with_dp_attention_over_every_gp
     forced = sglang_fit(tmp_path, capsys, "h200", "--engine-version", INSIDE, *flags)
     asked = sglang_fit(tmp_path, capsys, "h200", "--engine-version", INSIDE, "--dp-size",
                        "8", "--enable-dp-attention")
-    assert forced["data_parallel"]["size"] == 8 and forced["tensor_parallel_size"] == 1
+    assert forced["data_parallel"]["data_parallel_size"] == 8 and forced["tensor_parallel_size"] == 1
     for key in ("tokens", "conversations", "pool_bytes_per_gpu", "block_size"):
         assert forced[key] == asked[key]
     assert any("dp_size = tp_size = 8" in c for c in forced["cautions"])

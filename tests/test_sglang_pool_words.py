@@ -51,8 +51,8 @@ def test_sglang_simulate_gives_fits_token_count_in_its_words_and_json(
     report = _json(capsys, "simulate", *LLAMA_8B, "--engine", "sglang", *SIM)
     settings = report["settings"]
     # a field added beside the ones kept: num_blocks and block_size stay
-    assert settings["max_total_num_tokens"] == settings["num_blocks"] * settings["block_size"]
-    assert settings["max_total_num_tokens"] == fit["tokens"]
+    assert settings["tokens"] == settings["num_blocks"] * settings["block_size"]
+    assert settings["tokens"] == fit["tokens"]
     engine_line = _text(capsys, "simulate", *LLAMA_8B, "--engine", "sglang", *SIM
                         ).splitlines()[1]
     assert engine_line.startswith(f"engine: {fit['tokens']:,} tokens (SGLang's "
@@ -66,7 +66,7 @@ def test_vllm_keeps_its_blocks_and_has_no_sglang_field(
     text = _text(capsys, "fit", *LLAMA_8B)
     assert f"in {fit['blocks_per_gpu']:,} blocks of {fit['block_size']};" in text
     report = _json(capsys, "simulate", *LLAMA_8B, *SIM)
-    assert "max_total_num_tokens" not in report["settings"]
+    assert "tokens" not in report["settings"]
     engine_line = _text(capsys, "simulate", *LLAMA_8B, *SIM).splitlines()[1]
     assert engine_line.startswith(f"engine: {report['settings']['num_blocks']:,} KV blocks of "
                                   f"{report['settings']['block_size']}, max_num_seqs")

@@ -145,7 +145,7 @@ def test_sglang_ranks_take_the_servers_chunk_divided(capsys: pytest.CaptureFixtu
         == config.max_num_batched_tokens
     report = simulate_json(capsys, *SGLANG_DP8, "--rate", "4", "--num-requests", "40")
     dp = report["settings"]["data_parallel"]
-    assert dp["size"] == 8 and dp["expert_ranks"] == 8 and "round_robin" in dp["dispatch"]
+    assert dp["data_parallel_size"] == 8 and dp["expert_ranks"] == 8 and "round_robin" in dp["dispatch"]
     assert dp["per_rank"]["max_num_batched_tokens"] == config.max_num_batched_tokens // 8
     assert report["completed"] == 40
 
@@ -170,7 +170,7 @@ def test_the_json_keeps_one_ranks_settings_and_adds_every_ranks(
     report = simulate_json(capsys, *DP8, "--rate", "4", "--num-requests", "40")
     settings = report["settings"]
     dp = settings["data_parallel"]
-    assert settings["num_gpus"] == dp["size"] == 8
+    assert settings["num_gpus"] == dp["data_parallel_size"] == 8
     for key in ("num_blocks", "max_num_seqs", "max_num_batched_tokens"):
         assert settings[key] == dp["per_rank"][key]
         assert dp[f"{key}_all_ranks"] == 8 * settings[key]

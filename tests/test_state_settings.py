@@ -211,9 +211,9 @@ def test_decodes_settings_text_names_the_ssm_dtype_it_sized_the_pool_with(
     dep = Deployment.build(resolve_model(NEXT), resolve_accelerator("h200"), num_gpus=TP,
                            engine="sglang")
     for held, dtype in ((given, flag), (default, None)):
-        assert held["batch"] == max_batch(dep.with_state_settings(None, dtype), 30_000,
+        assert held["engine_max_batch"] == max_batch(dep.with_state_settings(None, dtype), 30_000,
                                           EngineSettings(mamba_ssm_dtype=dtype))
-    assert given["batch"] >= default["batch"]
+    assert given["engine_max_batch"] >= default["engine_max_batch"]
 
 
 # -- validate: a vLLM row's state at the release it ran --------------------------------------

@@ -37,7 +37,7 @@ def _dep(model: str) -> Deployment:
 def _decode_batch(capsys: pytest.CaptureFixture[str], *extra: str) -> int:
     out = _json(capsys, "decode", "llama-3.1-8b", "--gpu", GPU, "--engine-version", V0,
                 "--context", str(LONG), "--max-model-len", str(LONG), *extra)
-    batch: int = out["engine_max_batch"][0]["batch"]
+    batch: int = out["engine_max_batch"][0]["engine_max_batch"]
     return batch
 
 

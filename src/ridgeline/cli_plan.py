@@ -206,8 +206,8 @@ def register(sub: Any) -> None:
     p.add_argument("--max-cost-per-hour-usd", "--max-usd-per-hour", dest="max_cost_per_hour_usd",
                    metavar="USD", type=_positive_float("--max-cost-per-hour-usd",
                                                        most=MAX_CEILING_USD_H),
-                   help="the most a deployment may cost an hour, all its GPUs together; "
-                   "dearer ones are dropped (none left: the cheapest that meets the SLO, exit 1)")
+                   help="most a deployment may cost an hour, all GPUs: dearer ones dropped "
+                   "(the Pareto frontier keeps them; none left: the cheapest, exit 1)")
     p.add_argument("--weights", metavar="FMT[,FMT]", type=_name_list(_weight_name),
                    help="the weight formats allowed, comma-separated, as decode spells them "
                    "(bf16, fp8; auto: a quantized checkpoint as stored); default: every one "

@@ -29,6 +29,7 @@ from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.plan_checks import CheckRun, Missed
 from ridgeline.quantization_gates import single_rank_checkpoint
+from ridgeline.replica_sizing import starts_at
 from ridgeline.search_space import ENGINE_KNOBS, layouts, offered
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import fmt_req_rate, plural
@@ -80,12 +81,17 @@ def _group_miss(text: str, kind: str, acc: str, tp: int, pp: int, ttft_s: float,
 
 
 def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
-             engine: str, version: str | None = None) -> tuple[bool, Deployment | None]:
+             engine: str, version: str | None = None,
+             max_model_len: int = 0) -> tuple[bool, Deployment | None]:
     """(whether any TP``tp`` × PP``pp`` group of ``acc`` builds, the first the search could launch
     whose pool holds one request of ``context`` tokens or None): the lightest weights first,
     then the search's other formats, fp8 KV first, each with the search's
     engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one); built,
-    sized and its states kept as ``version`` does them, as the search's replicas are."""
+    sized and its states kept as ``version`` does them, as the search's replicas are. Where
+    `plan --max-model-len` fixed every launch at ``max_model_len``, a group holds only where
+    the pool started there holds one request that long (``starts_at``, the search's own
+    test): Llama-3.1-70B in fp8 on one H100 holds a 1,250-token request, but started at
+    65,536 it holds none."""
     built = False
     for weights in weights_lightest_first(model):
         for kv in reversed(kv_choices(model, engine)):
@@ -98,13 +104,15 @@ def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
                 continue
             built = True
             for seqs, tokens in ENGINE_KNOBS:
-                settings = EngineSettings(max_model_len=context, max_num_seqs=seqs,
-                                          max_num_batched_tokens=tokens, engine_version=version)
+                settings = EngineSettings(max_model_len=max_model_len or context,
+                                          max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                                          engine_version=version)
                 try:
-                    held = max_batch(dep, context, settings)
+                    held = (starts_at(dep, settings, max_model_len) if max_model_len
+                            else max_batch(dep, context, settings) >= 1)
                 except InputError:  # a shape this release cannot launch (vLLM's PP before 0.5.1)
                     break
-                if held >= 1:
+                if held:
                     return True, dep
     return built, None
 
@@ -237,14 +245,17 @@ def ceiling_miss(model: ModelSpec, c: Candidate, ceiling_usd_h: float, slo: Slo,
 
 def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
-                 beyond: Candidate | None = None, engine_version: str | None = None) -> Miss:
+                 beyond: Candidate | None = None, engine_version: str | None = None,
+                 max_model_len: int = 0) -> Miss:
     """The group nearest the SLO unloaded (the least of TTFT ÷ its SLO and TPOT ÷ its SLO, the
     worse of the two, or of the three with an ITL SLO's ITL ÷ it), over every card and every
     layout of the search that holds the model; where one meets it unloaded the load is the
     miss, and ``beyond``, the fewest GPUs the analytic sizing found past ``max_gpus``, says
     how many it needs. Each group is built,
     sized and priced at ``engine_version`` as the search's replicas are: a hybrid's states at
-    the dtype that release keeps them in (Nemotron-H's fp16 before vLLM 0.20)."""
+    the dtype that release keeps them in (Nemotron-H's fp16 before vLLM 0.20), and where
+    `plan --max-model-len` fixed every launch at ``max_model_len`` (0: none), judged started
+    there as the search judges its replicas (``_holding``)."""
     mean_in, mean_out = load.means()
     context = round(mean_in + mean_out)
     best: tuple[float, int, Miss] | None = None  # (miss, GPUs, the miss)
@@ -253,7 +264,8 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
     for gpu in gpus:
         acc = resolve_accelerator(gpu)
         for tp, pp in layouts(node_size(acc), max_gpus, not single_rank_checkpoint(model, engine)):
-            built, dep = _holding(model, acc, tp, pp, context, engine, engine_version)
+            built, dep = _holding(model, acc, tp, pp, context, engine, engine_version,
+                                  max_model_len)
             any_built = any_built or built
             if dep is None:
                 continue  # no such split, or none holds one request
@@ -278,8 +290,10 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
             why = _first_refusal(model, gpus, engine, engine_version)
             return Miss(f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
                         f"launches {model.name} under {engine}: {why}", "does_not_launch")
+        at = "" if not max_model_len else \
+            f" at --max-model-len {max_model_len:,} (fit: 0 conversations of that length)"
         return Miss(f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
-                    f"({', '.join(gpus)}) holds {model.name} with room for one request",
+                    f"({', '.join(gpus)}) holds {model.name} with room for one request{at}",
                     "does_not_fit")
     if beyond is not None and best[0] <= 1:  # the load is the miss: one deployment, priced
         return _beyond(model, beyond, load, slo, max_gpus, engine, profile, engine_version)

@@ -324,7 +324,8 @@ class PlanResult:
 
 
 
-def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_GPUS,
+def plan(model: ModelSpec, load: Load, slo: Slo,
+         gpus: Sequence[str | Accelerator] = DEFAULT_GPUS,
          max_gpus: int = 64, prices: dict[str, float] | None = None, workers: int = 2,
          verify: int = 16, executor: str = "process",
          engine_version: str | None = None, engine: str = "vllm",
@@ -338,12 +339,36 @@ def plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str] = DEFAULT_G
     formats, KV dtypes and shortest launch length allowed, the one length every launch
     starts with and the most a deployment may cost an hour (``PlanConstraints``: any; a
     deployment past the ceiling is dropped, and where none is left ``over_ceiling`` names
-    the cheapest that meets the SLO). A user's card record (``--gpu-file``) is registered
-    (``hardware.register``) before its id is named in ``gpus``; the candidate workers receive
-    the record itself. Its simulations share their step timers (``SharedTimers``)."""
+    the cheapest that meets the SLO). ``gpus`` names cards (a catalog id, alias or a
+    registered record's id) or gives their ``Accelerator`` records, a user's own (``--gpu-file``,
+    ``hardware.load_accelerator_file``) registered here (``_card_ids``); the candidate workers
+    receive the record itself. Its simulations share their step timers (``SharedTimers``)."""
+    ids = _card_ids(gpus)
     with SharedTimers():
-        return _plan(model, load, slo, gpus, max_gpus, prices, workers, verify, executor,
+        return _plan(model, load, slo, ids, max_gpus, prices, workers, verify, executor,
                      engine_version, engine, profile, data_parallel, constraints)
+
+
+def _card_ids(gpus: Sequence[str | Accelerator]) -> tuple[str, ...]:
+    """``gpus`` as names: a record's id, a user's record registered first (``hardware.register``,
+    as `plan --gpu-file` does) so that what looks a card up by id finds it; a catalog card's
+    record as its id. A record under a catalog id whose figures differ from the catalog's
+    (``dataclasses.replace`` of the H100 at another price) is refused: its rows would be read
+    as the catalog's card (``hardware.check_record_id``); a price belongs in ``prices``."""
+    ids = []
+    for g in gpus:
+        if not isinstance(g, Accelerator):
+            ids.append(g)
+            continue
+        taken = catalog_id_named(g.id)
+        if taken is None:
+            register(g)
+        elif resolve_accelerator(taken) != g:
+            raise InputError(f"the record {g.id!r} has the catalog's id ({taken}) but other "
+                             f"figures: give it an id of its own (e.g. my-{taken}), or its "
+                             "price in prices")
+        ids.append(g.id)
+    return tuple(ids)
 
 
 def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus: int,
@@ -429,7 +454,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                                      engine, profile, runs, missed)
     _, mean_out = load.means()
     miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
-                                            beyond, engine_version)
+                                            beyond, engine_version, fixed)
     split = [c for c in disaggregated_candidates(
         model, load, slo, gpus, max_gpus, table, engine_version, engine, profile,
         constraints.admits, fixed) if constraints.within_price(c.cost_per_hour)]
@@ -456,7 +481,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         # sized within max_gpus, but every check missed: the nearest simulated (where no
         # check ran, every launch refused, the nearest unloaded)
         miss = simulated_miss(model, missed, slo, max_gpus, engine) or closest_miss(
-            model, load, slo, gpus, max_gpus, engine, profile, beyond, engine_version)
+            model, load, slo, gpus, max_gpus, engine, profile, beyond, engine_version, fixed)
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     unpriced_best = tuple(_best_per_gpu(unpriced))
     split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,

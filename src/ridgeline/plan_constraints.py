@@ -143,7 +143,7 @@ class PlanConstraints:
     def to_dict(self) -> dict[str, Any]:
         """As --json echoes them: null where not given."""
         return {"weights": list(self.weights) or None, "kv_dtypes": list(self.kv_dtypes) or None,
-                "min_context": self.min_context or None,
+                "min_max_model_len": self.min_context or None,
                 "max_model_len": self.max_model_len or None,
                 "max_cost_per_hour_usd": self.max_cost_per_hour_usd}
 

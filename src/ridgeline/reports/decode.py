@@ -350,9 +350,9 @@ class DecodeReport:
                 "expectation, as the text's columns (null where it would not run the point: "
                 "expected_none_reason); floor_*: the article's lower bound",
                 "points": points,
-                "engine_max_batch": [{"context_len": s.context, "batch": s.held,
+                "engine_max_batch": [{"context_len": s.context, "engine_max_batch": s.held,
                                       "max_model_len": s.max_model_len,
-                                      # batch = min(conversations, max_num_seqs) where it
+                                      # min(conversations, max_num_seqs) where it
                                       # runs: the pool's count and the seats, fit's names
                                       "conversations": s.pool_held,
                                       "max_num_seqs": s.seat_limit,

@@ -171,7 +171,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "longest_context_search": r.searched or None,
         # --max-model-len not given and the batch under the ridge at the model's context: the
         # longest context whose batch reaches it (0: none); null otherwise
-        "ridge_context_tokens": r.ridge_context,
+        "ridge_max_model_len": r.ridge_context,
         "cautions": r.cautions,
         "start_up_check": None if p.groups is None else {
             "blocks_asked": r.start_blocks, "pool_blocks": p.blocks,

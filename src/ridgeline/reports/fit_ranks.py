@@ -55,7 +55,7 @@ def ranks_dict(r: FitReport) -> dict[str, Any]:
     if d.data_parallel_size == 1:
         return {"data_parallel": None}
     return {"data_parallel": {
-        "size": d.data_parallel_size, "gpus_per_rank": d.rank_gpus,
+        "data_parallel_size": d.data_parallel_size, "gpus_per_rank": d.rank_gpus,
         "expert_parallel": d.expert_parallel, "expert_ranks": d.expert_ranks,
         "tokens_all_ranks": p.logged_tokens(r.context) * d.data_parallel_size,
         "conversations_per_rank": r.conversations // d.data_parallel_size,

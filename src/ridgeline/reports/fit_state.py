@@ -184,7 +184,7 @@ def _ranks_state(r: FitReport) -> dict[str, Any]:
     ranks = r.deployment.data_parallel_size
     if ranks == 1:
         return {}
-    return {"data_parallel_ranks": ranks, "per": "data-parallel rank",
+    return {"data_parallel_size": ranks, "per": "data-parallel rank",
             "slots_all_ranks": r.pool.state_slots * ranks,
             "most_running_requests": most_running_requests(r)
             if r.pool.state_pool_fixed else None}

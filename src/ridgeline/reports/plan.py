@@ -389,7 +389,7 @@ class PlanReport:
             # the cards the engine runs as several devices (vLLM: an MI250's 2 dies), by name,
             # as the search spans cards; each row's own count is its runtime_devices_per_gpu
             "runtime_devices_per_gpu": self.lists.dies_per_card(),
-            "pareto_context_tokens": mean_decode_context(*r.load.means()),
+            "pareto_context_len": mean_decode_context(*r.load.means()),
             "closest_miss": r.closest_miss or None,
             # the group it names and its latencies as keys (closest_miss.Miss), or null
             "closest_miss_figures": r.closest_miss_figures.to_dict()

@@ -156,7 +156,7 @@ class SimulateReport:
         # data_parallel adds every rank's together
         blocks, seqs, budget = all_ranks(self.config, d.data_parallel_size)
         ranks = {"data_parallel": {
-            "size": d.data_parallel_size, "gpus_per_rank": d.rank_gpus,
+            "data_parallel_size": d.data_parallel_size, "gpus_per_rank": d.rank_gpus,
             "expert_ranks": d.expert_ranks, "dispatch": self.dispatch,
             "per_rank": {"num_blocks": self.config.num_blocks,
                          "max_num_seqs": self.config.max_num_seqs,
@@ -186,8 +186,9 @@ class SimulateReport:
                          "decode_context_parallel_size": d.decode_context_parallel_size,
                          # the scheduler's block; each -dcp rank holds its own share of it
                          "num_blocks": c.num_blocks, "block_size": c.block_size,
-                         # SGLang's own figure for its pool (its start-up log's)
-                         **({"max_total_num_tokens": c.num_blocks * c.block_size}
+                         # SGLang's pool in tokens, its start-up log's max_total_num_tokens,
+                         # under fit's name for that figure
+                         **({"tokens": c.num_blocks * c.block_size}
                             if d.engine == "sglang" else {}),
                          "block_size_per_dcp_rank":
                              c.block_size // d.decode_context_parallel_size,
