@@ -9,6 +9,7 @@ Source: G. Amdahl, "Validity of the single processor approach...", AFIPS 1967.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ridgeline.errors import InputError
@@ -300,18 +301,31 @@ def truthful(x: float, marks: tuple[float, ...], kind: str = "g", digits: int = 
     1.0000000002x faster reads so, not "1x faster"; 1.65 reads "1.65". From 1,000 up, whole
     with separators where that keeps its sides ("g": rounded to its digits first): a
     99.9999 % share's ceiling reads 1,000,000, not 1000000.00 or 1e+06; a 1,999,999,999x
-    slowdown budget to 3 digits 2,000,000,000."""
-    if math.isfinite(x) and abs(x) >= 1000:
-        near = float(f"{x:.{digits}g}") if kind == "g" else x
-        whole = f"{near:,.0f}"
-        if all(_side(float(whole.replace(",", "")), m) == _side(x, m) for m in marks):
-            return whole
+    slowdown budget to 3 digits 2,000,000,000. A figure and a mark that would print alike
+    take more digits: a ceiling of 999,999.99997 beside a target of 1,000,000.3 reads
+    999,999.99997 (their sides kept and told apart); from 1,000 up, with separators."""
+    def whole(v: float) -> str:
+        return f"{float(f'{v:.{digits}g}') if kind == 'g' else v:,.0f}"
+
+    if math.isfinite(x) and abs(x) >= 1000 and _kept(whole, x, marks):
+        return whole(x)
     for form in dict.fromkeys((kind, "g")):
         for shown in range(digits if form == kind else 3, 18):
-            text = format(x, f".{shown}{form}")
-            if all(_side(float(text), m) == _side(x, m) for m in marks):
-                return text
+            def text(v: float, spec: str = f",.{shown}{form}") -> str:
+                return format(v, spec)
+            if _kept(text, x, marks):
+                return text(x)
     return repr(x)
+
+
+def _kept(shown: Callable[[float], str], x: float, marks: tuple[float, ...]) -> bool:
+    """Whether ``x`` printed by ``shown`` stays on its side of each mark and reads apart from
+    the mark printed alike (a target of 1,000,000.3 and a ceiling of 999,999.99997 both
+    whole would read 1,000,000 twice, each on its right side)."""
+    text = shown(x)
+    value = float(text.replace(",", ""))
+    return all(_side(value, m) == _side(x, m) and (m == x or shown(m) != text)
+               for m in marks)
 
 
 def explained(x: float, marks: tuple[float, ...]) -> float | str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ridgeline.amdahl import FractionSource
@@ -377,16 +377,16 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     setting = BLOCK_SETTINGS[engine]
     unit = "page" if setting == "page_size" else "block"
     source = "as given" if args.block_size else block_source(engine, version, card, vendor)
-    block = args.block_size or default
+    block, reason = args.block_size or default, ""
     if args.model:  # the block the model's kernel or state forces, as fit's pool takes it
-        forced, name = _model_block(args, engine, version)
+        forced, name, reason = _model_block(args, engine, version)
         if forced != block:
             source = (f"{name}'s on {card}, as `ridgeline fit` sizes its pool"
                       + (f", not the {block} asked" if args.block_size else ""))
         else:
             source += f", {name}'s too"
         block = forced
-    r = prefix_reuse(a, b, block, setting, source)
+    r = replace(prefix_reuse(a, b, block, setting, source), block_reason=reason)
     common, reused = r.common_prefix_tokens, r.tokens_reused
     lines = (f"common prefix {common} {plural(common, 'token')}; with {setting} "
              f"{r.block_size} ({source}): {r.full_blocks_reused} full "
@@ -413,10 +413,13 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     return LinesReport((named(r),), lines, tuple(notes))
 
 
-def _model_block(args: argparse.Namespace, engine: str, version: str | None) -> tuple[int, str]:
-    """(tokens per block, model name) that ``engine`` at ``version`` caches --model's prompts
-    in on --gpu, as its KV pool is sized (kv_pool: an MLA kernel's block, a hybrid's grown
-    one, or the one asked): DeepSeek-V3 on an H100 under TensorRT-LLM, FlashMLA's 64."""
+def _model_block(args: argparse.Namespace, engine: str,
+                 version: str | None) -> tuple[int, str, str]:
+    """(tokens per block, model name, why the model's set-up chose it or "") that ``engine``
+    at ``version`` caches --model's prompts in on --gpu, as its KV pool is sized (kv_pool: an
+    MLA kernel's block, a hybrid's grown one, or the one asked): DeepSeek-V3 on an H100 under
+    TensorRT-LLM, FlashMLA's 64; on a B200 under SGLang 0.5.23, trtllm_mla's 64
+    (sglang_page.sglang_page_size, the reason)."""
     if not args.gpu:
         raise InputError("--model needs --gpu: the block a model's cache runs in depends on "
                          "the card (vLLM's default is 64 tokens on NVIDIA GPUs, 16 on ROCm; "
@@ -426,11 +429,13 @@ def _model_block(args: argparse.Namespace, engine: str, version: str | None) -> 
     from ridgeline.deployment import Deployment
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings, kv_pool
+    from ridgeline.sglang_page import sglang_page_size
 
     model = load_model(args)
     dep = Deployment.laid_out(model, resolve_accelerator(args.gpu), engine=engine)
     pool = kv_pool(dep, EngineSettings(block_size=args.block_size, engine_version=version))
-    return pool.block_size, model.name
+    reason = sglang_page_size(dep, version, args.block_size)[1] if engine == "sglang" else ""
+    return pool.block_size, model.name, reason
 
 
 def _prefix_card(gpu: str | None, engine: str) -> tuple[str, str]:

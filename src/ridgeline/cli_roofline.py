@@ -141,6 +141,7 @@ def _rate_fixes(args: argparse.Namespace, acc: Any, dep: Any) -> str:
     that pick rates it has, as a clause to the refusal; "" where it has them. Decode
     attention multiplies the cache at the cache's dtype, whatever --compute-dtype says."""
     from ridgeline.deployment import cache_matmul_dtypes
+    from ridgeline.hardware import compute_dtype_fix
     from ridgeline.precision import kv_dtype
 
     def runs(dtypes: tuple[str, ...]) -> bool:
@@ -155,9 +156,9 @@ def _rate_fixes(args: argparse.Namespace, acc: Any, dep: Any) -> str:
         matmul = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     except InputError:
         matmul = None
-    rates = [d for d in ROOFLINE_DTYPES if d in acc.peak_flops]
+    rates = compute_dtype_fix(acc, ROOFLINE_DTYPES)  # utilization's refusal words it so too
     if (matmul is None or not runs((matmul,))) and rates:
-        fixes.append(f"--compute-dtype {' or '.join(rates)}")
+        fixes.append(rates)
     kv_id = dep.kv.id if dep else (kv_dtype(args.kv_dtype).id if args.kv_dtype else "bf16")
     fits = [k for k in ("bf16", "fp16", "fp8", "fp32") if runs(cache_matmul_dtypes(k))]
     if not runs(cache_matmul_dtypes(kv_id)) and fits:

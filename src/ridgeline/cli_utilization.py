@@ -12,7 +12,10 @@ from ridgeline.cli_load import load_accelerator, load_deployment
 from ridgeline.cli_roofline import _element_bytes, _matmul_dtype
 from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS, _count, _not_empty, _positive_count
 from ridgeline.errors import InputError
+from ridgeline.hardware import compute_dtype_fix
 from ridgeline.units import COUNT_EXAMPLES
+
+UTILIZATION_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4")  # its --compute-dtype
 
 
 def cmd_utilization(args: argparse.Namespace) -> Any:
@@ -45,6 +48,12 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
                          f"{dep.model.name}'s matmuls at the dtype its weights are served in "
                          f"({dep.dense_compute_dtype}, weights {dep.weights.label}); serve it "
                          f"quantized with --weights {formats} instead")
+    if args.compute_dtype and not acc.has(args.compute_dtype):  # as roofline refuses it
+        try:
+            acc.resolve_dtype(args.compute_dtype)  # a fallback it runs at is no refusal
+        except InputError as exc:
+            fix = compute_dtype_fix(acc, UTILIZATION_DTYPES)
+            raise InputError(f"{exc}; give {fix}" if fix else str(exc)) from None
     bpw = 2.0 if dep else _element_bytes(args)[0]
     dtype = args.compute_dtype or (dep.dense_compute_dtype if dep else _matmul_dtype(args, acc))
     context = (args.context or DEFAULT_CONTEXT_TOKENS) if dep else None  # decode's default
@@ -64,7 +73,7 @@ def register(sub: Any) -> None:
                    "trtllm_num_requests_running, llamacpp:requests_processing; with "
                    "data-parallel attention the server's, every rank's gauge summed (decode's "
                    "--batch)")
-    p.add_argument("--compute-dtype", choices=["bf16", "fp16", "fp8", "int8", "fp4"],
+    p.add_argument("--compute-dtype", choices=UTILIZATION_DTYPES,
                    help="the peak the ridge divides (default: the weights' matmul dtype)")
     p.add_argument("--model", type=_not_empty("model name"),
                    help="compare with the batch this model's KV budget allows")

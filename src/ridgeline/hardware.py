@@ -12,7 +12,7 @@ import datetime
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -490,6 +490,16 @@ def blackwell_generation(acc: Accelerator) -> str | None:
     if acc.vendor != "nvidia" or acc.family != "blackwell":
         return None
     return "sm12x" if "RTX" in acc.name or acc.form in SM12X_FORMS else "sm100"
+
+
+def compute_dtype_fix(acc: Accelerator, offered: Sequence[str]) -> str:
+    """The --compute-dtype values a command offers (``offered``, in its order) that ``acc``
+    has a peak for, as the clause its refusal of a missing rate ends with; "" where it has
+    none of them. roofline's and utilization's refusals share it: an A100 asked for fp8
+    under roofline: '--compute-dtype fp32 or tf32 or bf16 or fp16 or int8'; under
+    utilization (bf16, fp16, fp8, int8, fp4): '--compute-dtype bf16 or fp16 or int8'."""
+    rates = [d for d in offered if d in acc.peak_flops]
+    return f"--compute-dtype {' or '.join(rates)}" if rates else ""
 
 
 def resolve_accelerator(name: str) -> Accelerator:

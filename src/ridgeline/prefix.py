@@ -46,6 +46,8 @@ class PrefixReuse:
     block_setting: str = "block_size"
     # whose block it is: "vLLM 0.34's default on NVIDIA GPUs", "as given" (engine_choices.engine_block_size)
     block_source: str = ""
+    # why the model's set-up chose the block, where it did ("": as asked, or the default)
+    block_reason: str = ""
 
     def explain_lines(self) -> list[str]:
         bs, common, n_b = self.block_size, self.common_prefix_tokens, self.prompt_b_tokens
@@ -57,6 +59,7 @@ class PrefixReuse:
             f"{'token' if bs == 1 else 'tokens'}"
             + (f" ({self.block_source})" if self.block_source else "")
             + " are cached and matched;",
+            *([f"  why {bs}: {self.block_reason}"] if self.block_reason else []),
             f"  the hit must leave B's last token to compute: at most {n_b} - 1 = {n_b - 1}",
             f"full {unit} reused = floor(min({common}, {n_b - 1}) / {bs})"
             f" = {self.full_blocks_reused}",

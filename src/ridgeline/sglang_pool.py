@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ridgeline.context_length import served_positions
-from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_windows import has_windows
 from ridgeline.kvpool import KVPool
@@ -33,7 +32,7 @@ from ridgeline.sglang_mm_reserve import (
     sglang_mm_reserve,
     sglang_nodes,
 )
-from ridgeline.sglang_nsa import nsa_page_size
+from ridgeline.sglang_page import sglang_page_size
 from ridgeline.stages import Stage
 
 if TYPE_CHECKING:
@@ -46,12 +45,11 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     """SGLang: mem_fraction_static × (the card − what its distributed start-up takes) − the
     weights − its LoRA slots (``lora_bytes``: sglang_lora.py, built before the pool is
     sized) − a multimodal model's buffers (sglang_mm_reserve.py), in pages
-    of page_size tokens (64 for DeepSeek NSA, as SGLang sets it whatever --page-size says:
-    sglang_nsa.py), and a drafter's ``headroom_tokens`` past it
+    of page_size tokens (64 for DeepSeek NSA whatever --page-size says, 64 for DeepSeek-V3's
+    trtllm_mla on a B200 from 0.5.3.post2: sglang_page.py), and a drafter's ``headroom_tokens`` past it
     (sglang_drafter_headroom_tokens; not sized here beside a state pool or windows); a
     hybrid's state pool carved out first (sglang_state_pool), then max_running_requests from
     the tokens left (sglang_own_requests)."""
-    d = engine_defaults("sglang")
     rule, cut = sglang_rule(dep, s, total_bytes)
     tokens = rule.chunked_prefill_size
     fraction = sglang_fraction(rule, cut, s.gpu_memory_utilization)
@@ -60,7 +58,7 @@ def sglang_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_b
     # its fraction to what its distributed start-up leaves
     pool = KVPool("sglang", total_bytes, fraction, weight_bytes, 0.0,
                   fraction * sglang_startup_bytes(dep), 0.0, 1.0, kv_bytes_per_token,
-                  nsa_page_size(dep) or s.block_size or int(d["page_size"]), 1, tokens,
+                  sglang_page_size(dep, s.engine_version, s.block_size)[0], 1, tokens,
                   windows_apart=has_windows(dep), stage=stage, engine_era=rule.era,
                   token_cap=s.max_total_tokens or 0, lora_bytes=lora_bytes,
                   mm_reserve_bytes=sglang_pool_mm_reserve(dep, s, total_bytes).mib * 2**20)

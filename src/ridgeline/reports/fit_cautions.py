@@ -19,7 +19,7 @@ from ridgeline.reports.fit_verdict import CLEARS_RIDGE, memory_bound_floor
 from ridgeline.reports.simulate_cautions import version_cautions
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_targets_caution
-from ridgeline.sglang_nsa import nsa_page_size
+from ridgeline.sglang_page import sglang_page_size
 from ridgeline.stages import micro_batch
 from ridgeline.units import GIB
 from ridgeline.vllm_eplb import eplb_step_caution
@@ -117,11 +117,10 @@ def fit_cautions(r: FitReport) -> list[str]:
         block, why = mla_block_size(d, p.accounting.version, asked)
         if block != asked:  # the MLA kernel overwrote the --block-size given
             out.append(why)
-    page = nsa_page_size(d) if p.engine == "sglang" else None
-    if asked and page and asked != page:  # SGLang's NSA set-up overwrote --page-size
-        out.append(f"SGLang pages {d.model.name}, a DeepSeek Sparse Attention model, in "
-                   f"{page}-token pages whatever --page-size says ('Setting page size to "
-                   f"{page} for DeepSeek NSA'), not the {asked} asked")
+    if asked and p.engine == "sglang":  # the model's set-up overwrote --page-size
+        page, why = sglang_page_size(d, r.settings.engine_version, asked)
+        if page != asked:
+            out.append(why)
     out += version_cautions(r.settings, p)
     if p.engine == "vllm" and p.kept_free_bytes and p.accounting is not None:
         out.append(profiled_range_caution(r))

@@ -36,6 +36,7 @@ from ridgeline.reports.fit_weights import weights_note
 from ridgeline.sglang_hybrid import sglang_state_dtypes, sglang_state_ratio
 from ridgeline.sglang_lora import SGLangLoRASettings
 from ridgeline.sglang_memory import sglang_data
+from ridgeline.sglang_page import sglang_page_size
 from ridgeline.units import GIB, MIB
 from ridgeline.vllm_eplb import replicas_note
 from ridgeline.vllm_graphs import (
@@ -494,6 +495,8 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                       f"{pool.block_size} tokens × KV bytes per token {per_gpu(pool)}"),
                     q("page size", pool.block_size), q("context", context, "tokens"))
     gate = None if past_trained_context(dep, context) else admission_gate(pool, context)
+    page_why = sglang_page_size(dep, s.engine_version, s.block_size)[1] \
+        if pool.engine == "sglang" else ""
     if gate is not None:  # vLLM v0.19+: the prompt being admitted needs its windows' room free
         admission, decoding = gate
         return step("conversations", "min(floor(pool blocks ÷ blocks a decoding conversation "
@@ -540,7 +543,8 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                      f" MiB across vLLM's {pool.groups.count} KV-cache groups"
                      + state_blocks_note(pool) if pool.groups and pool.groups.count > 1 else "")
                   + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)
-                     else "")))
+                     else "")
+                  + (f"; pages of {pool.block_size}: {page_why}" if page_why else "")))
 
 
 def start_steps(pool: KVPool, dep: Deployment, context: int) -> tuple[Step, ...]:

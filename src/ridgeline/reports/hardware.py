@@ -140,11 +140,16 @@ def _counted_line(a: Accelerator) -> list[str]:
     """Where no log pins the runtime's total, the figure every fit starts from instead, and
     why (kv's budget said "25.4 GB as the runtime reports it" of an RTX 4090, a figure its
     record never showed): a discrete card's 98.5 % of what the driver shows, Apple's Metal
-    working set. RTX 4090: 24 GiB × 0.985 = 23.64 GiB."""
+    working set. RTX 4090: 24 GiB × 0.985 = 23.64 GiB. Where its sources cite a log's total that
+    the record leaves unpinned (figure_sources.runtime_total_bytes: an L40S's 44.42 GiB), it
+    says so and why, not that no log pins one."""
     if a.runtime_total_bytes:
         return []
+    cited = a.figure_sources.get("runtime_total_bytes")  # a log's total, left unpinned
     why = ("Metal's recommendedMaxWorkingSetSize, the share of the RAM the GPU may wire"
            if a.vendor == "apple" else
+           f"{VISIBLE_MEMORY_FRACTION:.1%} of the memory: the driver keeps the rest; the "
+           f"runtime total is {cited}" if cited else
            f"{VISIBLE_MEMORY_FRACTION:.1%} of the memory: the driver keeps the rest, and no "
            "log in the record pins this card's runtime total")
     return [f"  usable       {device_memory_bytes(a) / GIB:.2f} GiB, what fit and kv size "

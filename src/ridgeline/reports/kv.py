@@ -270,8 +270,9 @@ class KVReport:
                          + (f" ({self.ranks} data-parallel ranks of "
                             f"{(self.conversations or 0) // self.ranks:,}, each in its own "
                             "memory)" if self.ranks > 1 else "")
-                         + " (raw memory, before any engine's overheads; "
-                         "`ridgeline fit` sizes an engine's KV pool)")
+                         + " (raw memory and each conversation's exact bytes, before any "
+                         "engine's overheads or its whole blocks; `ridgeline fit` sizes an "
+                         "engine's KV pool and counts its blocks)")
         return lines + [f"caution: {c}" for c in self.cautions]
 
 
