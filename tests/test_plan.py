@@ -1106,7 +1106,7 @@ def test_the_closest_miss_looks_at_the_layouts_the_search_tried(
 def test_the_rate_a_replica_is_sized_at_says_which_limit_binds(
         capsys: pytest.CaptureFixture[str]) -> None:
     """32k-token prompts on one H100: the batch's TPOT allows more than the prompts' queue
-    within the TTFT SLO; --explain lists the three limits, and the rate is their least (it
+    within the TTFT SLO; --explain lists the four limits, and the rate is their least (it
     showed batch ÷ (output × TPOT) alone, a sum whose inputs did not give its result)."""
     assert main(["plan", "llama-3.1-8b", "--rate", "2", "--input-len", "32000",
                  "--output-len", "50", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "100",
@@ -1117,7 +1117,7 @@ def test_the_rate_a_replica_is_sized_at_says_which_limit_binds(
     tpot_rate = shown["batch"] / (shown["output tokens (mean)"] * shown["TPOT"] / 1e3)
     assert shown["batch ÷ (output × TPOT)"] == pytest.approx(tpot_rate, rel=1e-3)
     limits = [shown["batch ÷ (output × TPOT)"], shown["the step's token budget"],
-              shown["the prompts' queue"]]
+              shown["the prompts' queue"], shown["the KV pool"]]
     assert rate["result"]["value"] == pytest.approx(min(limits)) and min(limits) < tpot_rate
     # reports.plan._binding's worked number: the queue allows 1.08 req/s a replica, and binds
     # (1.22 when each prompt was priced as one step, not in chunks of the budget)

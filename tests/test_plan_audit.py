@@ -323,7 +323,7 @@ def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits
     win = data["winner"]
     stored = {fmt for _, fmt in resolve_model("gpt-oss-120b").stored_formats}
     assert win["weights"] == "as stored" and win["weights_format"] == "+".join(sorted(stored))
-    assert set(win["rate_limits"]) == {"tpot_at_batch", "token_budget", "prompt_queue"}
+    assert set(win["rate_limits"]) == {"tpot_at_batch", "token_budget", "prompt_queue", "kv_pool"}
     assert win["replica_rate_req_s"] == pytest.approx(min(win["rate_limits"].values()))
     text = _run(capsys, *args)
     assert "pools sized as vLLM 0.17.0 sizes them" in text

@@ -5,7 +5,8 @@ percentile (B decodes, and the prompts that arrive while a request decodes, both
 Poisson spread; ``size_replica``) meets the SLO and fits the KV pool and the token budget,
 and the rate it sustains, capped by the prompt and output tokens a step's budget takes and
 by the prompts' queue within the TTFT SLO (``prompt_queue_load``: every drawn prompt at its
-own length, prefilled in chunks beside the batch's decodes, ``ChunkedPrefill``). What cannot
+own length, prefilled in chunks beside the batch's decodes, ``ChunkedPrefill``) and by the KV
+pool's room for arriving prompts (``pool_limit_req_s``). What cannot
 fit or cannot meet the SLO on its own sizes to None, which prunes it from the search. An ITL
 SLO caps the batch where a gap at its percentile, a decode step or one carrying a prompt's
 chunk, passes it, and prunes where a lone decode step does; the simulated checks judge it.
@@ -44,6 +45,7 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.memory import EngineSettings, kv_pool
 from ridgeline.monotone import longest_holding
+from ridgeline.pool_blocking import POOL_CELLS, PoolLoad, pool_rate_req_s
 from ridgeline.serving_load import Load, Slo
 
 MODEL_LEN_STEP = 256  # a --max-model-len shrunk below the model's context: a multiple of this
@@ -133,10 +135,11 @@ class ReplicaSizing(NamedTuple):
     batch: int
     tpot_s: float  # mean, at that batch
     ttft_floor_s: float
-    rate_req_s: float  # the least of the three limits
-    # req/s within the TPOT SLO at that batch, through the step's token budget, and with the
-    # prompts' queue keeping the TTFT SLO (inf: no TPOT to keep)
-    limits: tuple[float, float, float]
+    rate_req_s: float  # the least of the four limits
+    # req/s within the TPOT SLO at that batch, through the step's token budget, with the
+    # prompts' queue keeping the TTFT SLO (inf: no TPOT to keep), and with the KV pool turning
+    # few enough arrivals away for it (``pool_limit_req_s``)
+    limits: tuple[float, float, float, float]
 
 
 PROMPT_QUANTILES = 16  # prompt lengths the decodes' share of the prompts is priced at
@@ -310,7 +313,10 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     with it when they overlap), not a mixed step's margin. The rate follows from the mean TPOT, capped
     by the prompt and output tokens a step's budget takes and by the prompts' queue within
     the TTFT SLO (``prompt_queue_load``: every drawn prompt at its own length, prefilled in
-    chunks of the budget the batch's decodes leave, beside them: ``ChunkedPrefill``); a
+    chunks of the budget the batch's decodes leave, beside them: ``ChunkedPrefill``) and by
+    the KV pool, which turns few enough arrivals away at it (``pool_limit_req_s``, priced
+    again at the smaller batch a pool that binds leaves: Llama-3.1-70B fp8 on one H100 at
+    lognormal 1,000 / 250-token requests, 0.55 req/s where the batch's TPOT allows 0.94); a
     load of one output token per request (no TPOT) is sized by the budget's cap alone.
     The pool is the one started at ``max_model_len`` (default: ``launch_length``), its
     batch counted in sequences of the load's mean length. Data-parallel attention's ranks
@@ -362,7 +368,7 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     ctx = mean_decode_context(isl, osl)
     if mean_out < 2:  # one output token each: no TPOT to keep, the prompts are the load
         return ReplicaSizing(lanes, step_s(decode_batch(1, ctx)), ttft_floor,
-                             most_rate, (math.inf, most_rate, math.inf))
+                             most_rate, (math.inf, most_rate, math.inf, math.inf))
     if slo.itl_s is not None and step_s(decode_batch(1, ctx)) > slo.itl_s:
         return None  # a lone request's every gap is one decode step: past the ITL SLO unloaded
     # B decodes and the B·in/out prompt tokens that keep B requests flowing share the budget:
@@ -437,8 +443,45 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     if queue <= 0:  # more prompts than the percentile spares outlast the TTFT SLO alone
         return None
     held = sum(q * n for _, q, n in prefills) / sum(n for *_, n in prefills)  # a prompt's mean
-    limits = (lanes * lo / (osl * mean), most_rate, lanes * queue / held)
+    pool = pool_limit_req_s(dep, settings, load, ttft_floor, mean, 1 - slo.percentile / 100)
+    # where the pool binds, its requests decode in a smaller batch than ``lo``, each step
+    # quicker, each request held for less: priced once more at that batch (Little's law)
+    in_flight = math.ceil(pool / lanes * (ttft_floor + osl * mean))
+    if in_flight < lo:
+        pool = pool_limit_req_s(dep, settings, load, ttft_floor,
+                                tpot(max(1, in_flight), at_percentile=False),
+                                1 - slo.percentile / 100)
+    limits = (lanes * lo / (osl * mean), most_rate, lanes * queue / held, pool)
     return ReplicaSizing(lanes * lo, mean, ttft_floor, min(limits), limits)
+
+
+def pool_limit_req_s(dep: Deployment, settings: EngineSettings, load: Load, ttft_s: float,
+                     tpot_s: float, tail: float) -> float:
+    """The replica's rate at which its KV pool, as the simulator runs it (``sim_config``,
+    a pipeline lane's or a data-parallel rank's), turns few enough arrivals away for the
+    TTFT SLO's ``tail`` (``pool_blocking.pool_rate_req_s``): each of the load's requests
+    that the launch (``settings.max_model_len``) serves held for ``ttft_s`` and its output
+    × ``tpot_s``; the pool's lanes (data-parallel ranks, a pipeline's lanes where each has a
+    pool of its own) each take their share. Llama-3.1-70B fp8 on one H100 at lognormal
+    1,000 / 250-token requests, p90, as ``size_replica`` prices it (at the batch the pool
+    leaves): 0.55 req/s, where the batch's TPOT alone allows 0.94."""
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.pipeline import lane_config
+    from ridgeline.vllm_memory import one_pool
+
+    pp = dep.pipeline_parallel_size
+    config = lane_config(sim_config(dep, settings), pp, dep.engine, settings.engine_version)
+    if config.num_blocks < 1:
+        return 0.0
+    served = [(p, o) for p, o in load.samples() if p + o <= config.max_model_len]
+    if not served:
+        return 0.0
+    cell_blocks = max(1, math.ceil(config.num_blocks / POOL_CELLS))
+    held = PoolLoad(served, ttft_s, tpot_s, config.block_size, cell_blocks,
+                    config.overhead_blocks, config.reserve_full)
+    lanes = dep.data_parallel_size * (1 if pp <= 1 or one_pool(dep.engine, settings.engine_version)
+                                      else pp)
+    return lanes * pool_rate_req_s(held, config.num_blocks // cell_blocks, tail)
 
 
 def prompt_queue_load(prompts: Sequence[tuple[float, float, int]], slo_s: float,

@@ -39,7 +39,7 @@ from ridgeline.sim.workload import fixed_tokens
 from ridgeline.units import fmt_req_rate, ordinal, plural, share_of_requests
 
 # --json's names for Candidate.rate_limits (req/s; null: no limit)
-RATE_LIMIT_KEYS = ("tpot_at_batch", "token_budget", "prompt_queue")
+RATE_LIMIT_KEYS = ("tpot_at_batch", "token_budget", "prompt_queue", "kv_pool")
 # a row's fields under fit's --json names where they mean the same (vLLM's flags' words);
 # gpus (all replicas'), batch (the analytic one a replica runs within the SLO) and
 # max_model_len (fit's context) keep plan's, which say something else or say it so
@@ -51,15 +51,20 @@ NOT_SIMULATED = ("every cheaper candidate the simulation budget reached missed t
                  "and the SLO may be out of reach")
 
 
+# what each of Candidate.rate_limits past the first (the batch's TPOT) is, where it binds
+BINDING_NAMES = ("the step's token budget", "the prompts' queue within the TTFT SLO",
+                 "the KV pool's room for arriving prompts within the TTFT SLO")
+
+
 def _binding(c: Candidate) -> str:
     """What caps a replica's analytic rate where it is not its batch over the TPOT: the
-    step's token budget or the prompts' queue (a batch of 3 at 34 ms a token serves 1.76
-    req/s of 50-token outputs; the queue of 32k-token prompts allows 1.08)."""
-    if len(c.rate_limits) != 3 or c.replica_rate_req_s >= c.rate_limits[0] \
+    step's token budget, the prompts' queue or the KV pool (a batch of 3 at 34 ms a token
+    serves 1.76 req/s of 50-token outputs; the queue of 32k-token prompts allows 1.08)."""
+    if len(c.rate_limits) != len(RATE_LIMIT_KEYS) or c.replica_rate_req_s >= c.rate_limits[0] \
             or not math.isfinite(c.rate_limits[0]):
         return ""  # the TPOT's bound binds, or a load of 1-token outputs has none (inf)
-    name = "the step's token budget" if c.rate_limits[1] <= c.rate_limits[2] \
-        else "the prompts' queue within the TTFT SLO"
+    rest = c.rate_limits[1:]
+    name = BINDING_NAMES[rest.index(min(rest))]
     return (f"; capped by {name}, under the {c.rate_limits[0]:,.2f} req/s its batch's TPOT "
             "allows")
 
@@ -210,15 +215,18 @@ class PlanReport:
         if win is None:
             return ()
         mean_out, tok_s = result.mean_output_tokens, self._tok_s()
-        limits = win.rate_limits or (win.replica_rate_req_s, math.inf, math.inf)
+        limits = win.rate_limits or (win.replica_rate_req_s, math.inf, math.inf, math.inf)
         capped = [q(name, value, "req/s", why) for name, value, why in (
             ("the step's token budget", limits[1], "prompt and output tokens a step takes"),
             ("the prompts' queue", limits[2], "each prompt's wait and its prefill, chunked "
-             "beside the decodes, within the TTFT SLO at its percentile"))
+             "beside the decodes, within the TTFT SLO at its percentile"),
+            ("the KV pool", limits[3] if len(limits) > 3 else math.inf,
+             "arrivals whose prompt finds no room beside the requests in flight, at most "
+             "half the SLO's tail"))
             if math.isfinite(value)]
         return (
             step("one replica's rate", "min(batch ÷ (output tokens × TPOT at that batch), the "
-                 "step's token budget, the prompts' queue)" if capped else
+                 "step's token budget, the prompts' queue, the KV pool)" if capped else
                  "batch ÷ (output tokens × TPOT at that batch)",
                  q("rate", win.replica_rate_req_s, "req/s"), q("batch", win.batch),
                  q("output tokens (mean)", mean_out),
