@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "graph_batches", "vllm_hybrid", "vllm_compilation", "vllm_eplb", "vllm_eplb_weights",
       "lora_shapes", "vllm_lora",
       "vllm_mm_limits", "vllm_mla_block", "vllm_mla_cache", "vllm_extensible", "vllm_attention_block",
-      "vllm_mxfp4", "vllm_cache_dtype", "vllm_rope",
+      "vllm_mxfp4", "vllm_cache_dtype", "vllm_rope", "vllm_metric_releases",
       "vllm_v0_chunking", "sglang_memory", "sglang_mm_reserve", "sglang_nsa", "sglang_page", "sglang_hybrid",
       "sglang_lora", "sglang_eplb",
       "lora_slots",

@@ -262,7 +262,8 @@ def test_counter_resets_mid_window_are_reported_not_garbled() -> None:
     obs = read_source_text(text)
     assert obs.generation_tok_s == pytest.approx((31000 - 30000) / 10)
     assert obs.duration_s == 10
-    assert any("restarted between the scrapes 10 s and 20 s" in n
+    assert any("restarted 15 s into the window (process_start_time_seconds 900 → 1,015), "
+               "between the scrapes 10 s and 20 s" in n
                and "read the 2 scrapes before it" in n for n in obs.notes)
 
 

@@ -125,7 +125,7 @@ def test_a_restart_reads_the_drafts_of_the_run_after_it(tmp_path: Path) -> None:
     obs = read_source(str(path))
     assert obs.spec_tokens_per_step == pytest.approx(1 + (4500 - 3000) / (1600 - 1000))
     assert obs.duration_s == 10
-    assert any("restarted between the scrapes 0 s and 10 s" in note
+    assert any("between the scrapes 0 s and 10 s" in note
                and "read the 2 scrapes after it" in note for note in obs.notes)
 
 

@@ -247,7 +247,9 @@ def test_a_process_start_that_moves_is_a_restart_though_no_counter_fell(
     obs = read_source(str(window(tmp_path, before + after, later)))
     assert obs.generation_tok_s == pytest.approx((320_000 - 200_000) / 60)
     (note,) = [n for n in obs.notes if "restarted" in n]
-    assert "(process_start_time_seconds moved later)" in note
+    assert note.startswith("the server restarted 30 s into the window "
+                           "(process_start_time_seconds 500 → 1,030), between the scrapes 0 s "
+                           "and 60 s into the window: read the 2 scrapes after it")
     same = after.replace("process_start_time_seconds 1030", "process_start_time_seconds 500")
     assert read_source(str(window(tmp_path, before, same))).generation_tok_s == \
         pytest.approx(50_000 / 60)

@@ -219,6 +219,8 @@ def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
     args.engine_version = checked_engine_version(
         _stated_or_given(obs, "--engine-version", given, stated,
                          "the engine's release"), engine)
+    if args.engine_version is None and engine == "vllm":
+        args.engine_version = inferred_release(obs)
     if past := past_read(engine, args.engine_version):  # fit's caution, as a note
         obs.notes.append(past)
     stated_seats = obs.max_num_seqs if ours else None
@@ -230,6 +232,38 @@ def launched(args: argparse.Namespace, obs: Any, engine: str) -> None:
                                          stated_seats, "the seats")
     if stated_seats is None:  # the flag's seats, against what the source shows running
         _refuse_seats_below_batch(args, obs, engine)
+
+
+def inferred_release(obs: Any) -> str | None:
+    """The vLLM release to size the pool at where neither the source nor --engine-version
+    states one and the page carries no vllm:cache_config_info (which gives the pool itself):
+    the newest its metric names allow (vllm_metric_releases: a page with
+    vllm:gpu_cache_usage_perc is 0.11 or earlier, sized as 0.11: utilization 0.9 and blocks
+    of 16, where 0.34's 1.0 modelled 11 % more pool on an H100), with a note naming the
+    range and the names; None, sized as the newest release modelled, where no name caps it,
+    the names contradict each other, or the cap is no release ridgeline models."""
+    found = obs.vllm_releases
+    if found is None or obs.engine_family != "vllm" or obs.cache_config_read:
+        return None
+    if not found.consistent:
+        obs.notes.append(f"the page's metric names bound vLLM's release both ways at once "
+                         f"({found.reasons()}): not one release's names, so no release is "
+                         "inferred; sized as the newest release modelled")
+        return None
+    if found.newest is None:
+        return None
+    try:
+        version = checked_engine_version(found.newest, "vllm")
+    except InputError as exc:
+        obs.notes.append(f"the page's metric names put vLLM at {found.text()}, which is not "
+                         f"modelled ({exc}): sized as the newest release modelled")
+        return None
+    obs.engine_version_inferred = version
+    obs.notes.append(f"vLLM's release inferred from the page's metric names: {found.text()} "
+                     f"({found.reasons()}); with no vllm:cache_config_info and no "
+                     f"--engine-version the pool is sized at {version}, the newest they "
+                     "allow (--engine-version gives the server's own)")
+    return version
 
 
 def past_read(engine: str, version: str | None) -> str:

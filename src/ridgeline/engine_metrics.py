@@ -36,6 +36,16 @@ LLAMACPP_DECODES = "llamacpp:n_decode_total"
 # generation_tokens_total move only when a request finishes (metrics/collector.py)
 REALTIME_TOKENS = "sglang:realtime_tokens_total"
 PREFILL_MODES = ("prefill_compute", "prefill")  # computed prompt tokens, not cache hits
+# SGLang's generated tokens a second of one scheduler (a DP rank), a gauge: its tokens over
+# the last decode_log_interval decode steps (default 40) ÷ the time they took, set at each
+# such tick (scheduler_components/metrics_reporter.py: 'last_gen_throughput =
+# num_generated_tokens / gap_latency'; the gauge 'The generation throughput (token/s)',
+# multiprocess_mode "mostrecent", observability/metrics_collector.py; metrics/collector.py in
+# earlier releases; read in the 0.5.23 wheel). A reading is the rate just before its scrape,
+# a window's readings the scrapes after the first (as SPEC_ACCEPT_LENGTH's). From 0.5.23 it
+# decays to 0 past 30 s without a tick (GEN_THROUGHPUT_STALENESS_SECONDS); earlier releases
+# hold the last tick's rate while no decode runs
+GEN_THROUGHPUT = "sglang:gen_throughput"
 # prompt tokens served from the prefix cache, which the prompt counters above include, the
 # first present read: vLLM's prompt_tokens_cached (each prompt's once); its prefix_cache_hits
 # (older: gpu_prefix_cache_hits, deprecated in 0.9.2, gone in 0.12; vllm/v1/metrics/loggers.py),

@@ -8,6 +8,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from ridgeline.errors import InputError
+from ridgeline.vllm_metric_releases import ReleaseRange
 
 MAX_REQUESTS = 10_000_000  # running or waiting: far past any engine's max_num_seqs
 MAX_COUNT = 1e18  # a counter or a histogram series: tokens, requests, seconds
@@ -30,6 +31,9 @@ class Observation:
     preemptions: float | None = None
     prompt_tok_s: float | None = None
     generation_tok_s: float | None = None
+    # SGLang's gen_throughput gauge over the window: its readings after the first scrape,
+    # averaged (each engine's); None for other engines, or where a scrape lacks it
+    gen_throughput_tok_s: float | None = None
     latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # ttft/itl/e2e
     mean_prompt_tokens: float | None = None
     mean_output_tokens: float | None = None
@@ -93,6 +97,12 @@ class Observation:
     # release, and the seats (max_num_seqs) where given; None where it does not say
     engine_version: str | None = None
     max_num_seqs: int | None = None
+    # vLLM's releases its page's metric names allow (vllm_metric_releases), None where no
+    # name bounds them; whether the page carried vllm:cache_config_info (the pool read from
+    # it: the release need not be inferred); the release sized from the range where it was
+    vllm_releases: ReleaseRange | None = None
+    cache_config_read: bool = False
+    engine_version_inferred: str | None = None
     # the window, in seconds, over which a token counter the engine moves at every step
     # (vLLM's prompt and generation counters; SGLang's realtime_tokens_total) did not move
     # while every reading ran requests: a hung engine, or a page that no longer changes.

@@ -64,31 +64,42 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
         raise InputError(f"{shorten(url)} is not a URL ridgeline can fetch ({exc})") from None
     body = b"".join(chunks)
     if encoding in ("gzip", "x-gzip") or compression_of(body) == "gzip":
-        body = gunzipped(body, url)
+        body = gunzipped(body, f"{url}: its gzip-encoded answer", f"{url}: the response")
     elif encoding not in ("", "identity"):
         raise InputError(f"{url} answered in Content-Encoding {shorten(encoding)}, which "
                          "ridgeline does not read (it asks for none): is a proxy between?")
     return body.decode("utf-8-sig", errors="replace")
 
 
-def gunzipped(body: bytes, url: str) -> bytes:
-    """A gzip-encoded answer, inflated to at most MAX_BYTES: a proxy that compresses
-    whatever the client asks (prometheus_client's own /metrics compresses only where the
-    request accepts gzip, and urllib asks for none). Read as text, its bytes held no sample
-    and were refused as "not a metrics page"."""
+def gunzipped(body: bytes, what: str, whole: str) -> bytes:
+    """gzip bytes inflated to at most MAX_BYTES, every member of them (``gzip -c a b`` writes
+    two): a proxy's gzip-encoded answer (prometheus_client's own /metrics compresses only
+    where the request accepts gzip, and urllib asks for none), or a scrape saved as
+    ``scrape.txt.gz`` (``curl -H 'Accept-Encoding: gzip'``, a log shipper's rotation). Read as
+    text, their bytes held no sample and were refused as "not a metrics page". ``what`` names
+    the gzip data in a refusal, ``whole`` what is past the cap: a 16 MiB answer inflates from
+    a few hundred KiB, so the cap is on what it inflates to."""
     import zlib
 
-    inflater = zlib.decompressobj(wbits=31)  # the gzip wrapper
-    try:
-        data = inflater.decompress(body, MAX_BYTES + 1)
-    except zlib.error as exc:
-        raise InputError(f"{url}: its gzip-encoded answer does not inflate ({exc})") from None
-    if len(data) > MAX_BYTES or inflater.unconsumed_tail:
-        raise InputError(f"{url}: the response is larger than {MAX_BYTES >> 20} MiB once "
-                         "inflated")
-    if not inflater.eof:
-        raise InputError(f"{url}: its gzip-encoded answer stops before the gzip stream ends "
-                         "(cut short)")
+    data, rest = b"", body
+    while rest:
+        inflater = zlib.decompressobj(wbits=31)  # the gzip wrapper, one member
+        try:
+            data += inflater.decompress(rest, MAX_BYTES + 1 - len(data))
+        except zlib.error as exc:
+            raise InputError(f"{what} does not inflate ({exc})") from None
+        if len(data) > MAX_BYTES or inflater.unconsumed_tail:
+            raise InputError(f"{whole} is larger than {MAX_BYTES >> 20} MiB once inflated")
+        if not inflater.eof:
+            raise InputError(f"{what} stops before the gzip stream ends (cut short: "
+                             f"{len(body):,} bytes)")
+        rest = inflater.unused_data
+        if rest.strip(b"\0"):  # another member, or bytes after the stream that are none
+            if compression_of(rest) != "gzip":
+                raise InputError(f"{what} has {len(rest):,} bytes after its gzip stream that "
+                                 "are not gzip: not one gzip file")
+        else:
+            rest = b""
     return data
 
 
@@ -191,7 +202,10 @@ def read_source(source: str, duration_s: float = 60.0, interval_s: float = 1.0) 
         raise InputError(f"no such file: {source}") from None
     except OSError as exc:
         raise InputError(f"cannot read {source} ({exc})") from None
-    compressed = compression_of(data)
+    compressed = compression_of(data)  # by its first bytes, whatever the file is named
+    if compressed == "gzip":
+        data = gunzipped(data, f"{source} (gzip)", source)
+        compressed = compression_of(data)
     if compressed is not None:
         raise InputError(f"{source} is {compressed}-compressed: decompress it first")
     text = decoded(data)

@@ -22,7 +22,8 @@ SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_us
 ``sglang:max_total_num_tokens``, ``sglang:spec_accept_length`` (above 0: a drafter
 serves), ``sglang:realtime_tokens_total`` (per step, by mode;
 else ``sglang:prompt_tokens_total`` and ``sglang:generation_tokens_total``, which move when a
-request finishes), ``sglang:time_to_first_token_seconds``,
+request finishes; ``sglang:gen_throughput``, a gauge of the last 40 decode steps' rate, is
+the rate where no counter gives one, else a cross-check), ``sglang:time_to_first_token_seconds``,
 ``sglang:inter_token_latency_seconds``, ``sglang:e2e_request_latency_seconds``;
 llama-server (``--metrics``) ``llamacpp:requests_processing``, ``llamacpp:requests_deferred``,
 ``llamacpp:kv_cache_usage_ratio`` and ``llamacpp:kv_cache_tokens`` (older builds: the ratio is
@@ -65,6 +66,7 @@ from ridgeline.engine_metrics import (
     CACHED_PROMPT_TOKENS,
     COMPUTED_SOURCE,
     E2E,
+    GEN_THROUGHPUT,
     GENERATION_SECONDS,
     GENERATION_TOKENS,
     ITL,
@@ -132,12 +134,17 @@ from ridgeline.observe_window import (
 from ridgeline.prometheus import MAX_UNIX_S, Histogram, Scrape
 from ridgeline.spec_decode import FEWER_STEPS, drafted_rows, tokens_per_request_step
 from ridgeline.vllm_cache_dtype import names_cache_dtype
+from ridgeline.vllm_metric_releases import page_names, release_range
 
 # a window this long in which a counter moved at every step stands still while requests run
 # is no pause between steps: vLLM's engine steps take milliseconds to a second or two (a
 # prefill chunk of max_num_batched_tokens), and it counts a request's prompt and first token
 # at its first output (vllm/v1/metrics/stats.py IterationStats.update_from_output)
 STALL_WINDOW_S = 10.0
+# SGLang's gen_throughput gauge and its token counters may differ this much (of the larger)
+# before a note says so: a reading covers 40 decode steps, a second or so, and a batch's rate
+# moves by this much as requests join and leave it
+GEN_THROUGHPUT_SLACK = 0.25
 _HISTOGRAMS = tuple(f"{n}{part}" for n in TTFT + ITL + E2E for part in ("_bucket", "_sum",
                                                                           "_count"))
 _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
@@ -149,6 +156,7 @@ _LIMITS: tuple[tuple[tuple[str, ...], float, float, str], ...] = (
      f"a number of KV cells, 0 to {MAX_TOKENS:g}"),
     (RESTART_SIGNS + _HISTOGRAMS + (LLAMACPP_DECODES,), 0.0, MAX_COUNT, COUNTER_RANGE),
     ((PROCESS_START,), 0.0, MAX_UNIX_S, f"unix seconds, 0 to {MAX_UNIX_S:g}"),
+    ((GEN_THROUGHPUT,), 0.0, MAX_TOKENS, f"tokens a second, 0 to {MAX_TOKENS:g}"),
     (SPEC_ACCEPT_LENGTH, 0.0, MAX_ACCEPT_LENGTH,
      f"a verify step's accepted tokens, 0 to {MAX_ACCEPT_LENGTH:g}"),
 )
@@ -240,6 +248,10 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.core_pressure += [(kv.get(core), waiting.get(core, 0.0))
                                   for core in dict.fromkeys([*kv, *waiting])]
     _read_pool(scrapes[-1], obs)
+    if obs.engine_family == "vllm":
+        obs.cache_config_read = any(CACHE_CONFIG in s.samples for s in scrapes)
+        obs.vllm_releases = release_range(set().union(*(page_names(s.samples)
+                                                        for s in scrapes)))
     accepted = [v for s in scrapes for v in _gauge_by_core(s, SPEC_ACCEPT_LENGTH,
                                                           obs.engine_family).values()]
     if accepted:
@@ -311,13 +323,17 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
             obs.notes.append(f"prompt tok/s: the prompt tokens SGLang computed ({REALTIME_TOKENS}"
                              f", mode {' or '.join(PREFILL_MODES)}), its prefix-cache hits left "
                              "out (vLLM's prompt rate counts them, beside their share)")
+        gauge = _gen_throughput(scrapes, obs) if obs.engine_family == "sglang" else None
         for rate, what, names in ((prompt_rate, "prompt", PROMPT_TOKENS),
-                                  (generation_rate, "generation", GENERATION_TOKENS)):
+                                  (generation_rate if gauge is None else gauge, "generation",
+                                   GENERATION_TOKENS)):
             if rate is None and not series_present(scrapes, names):  # else noted as missing
                 obs.notes.append(f"no {what}-token counter ({' or '.join(names)}): no {what} "
                                  "rate")
         obs.prompt_tok_s = None if prompt_rate is None else prompt_rate / k
         obs.generation_tok_s = None if generation_rate is None else generation_rate / k
+        if gauge is not None:
+            _weigh_gen_throughput(obs, gauge, per_step=decoding)
         if obs.engine_family == "llama.cpp":  # its token counters move as requests finish
             steps = window_increase(scrapes, (LLAMACPP_DECODES,), obs, restarts) \
                 if series_present(scrapes, (LLAMACPP_DECODES,)) else None
@@ -399,6 +415,46 @@ def _stalled_cores(scrapes: list[Scrape]) -> list[str]:
     return [core_name(core) for core, was in first.items()
             if core != SERVER_CORE and last.get(core) == was
             and all(r.get(core, 0.0) > 0 for r in running)]
+
+
+def _gen_throughput(scrapes: list[Scrape], obs: Observation) -> float | None:
+    """SGLang's generated tokens a second of one scheduler (engine_metrics GEN_THROUGHPUT),
+    its readings inside the window (the scrapes after the first: each is the rate over the
+    decode steps just before its scrape, so the first one's ended as the window began)
+    averaged over the readings and the DP ranks; kept in obs.gen_throughput_tok_s. None
+    where a scrape after the first lacks it: a window figure is never read off part of it."""
+    readings = [_gauge(s, (GEN_THROUGHPUT,), "sglang") for s in scrapes[1:]]
+    if not readings or None in readings:
+        return None
+    obs.gen_throughput_tok_s = statistics.fmean(r for r in readings if r is not None)
+    return obs.gen_throughput_tok_s
+
+
+def _weigh_gen_throughput(obs: Observation, gauge: float, per_step: bool) -> None:
+    """SGLang's gauge against its counters' generation rate (each engine's): the rate where
+    no counter gives one (1,500 tok/s from readings 1,400 and 1,600), else a note where the
+    two are more than GEN_THROUGHPUT_SLACK apart, saying which to trust: its
+    generation_tokens_total moves only when a request finishes (a window of a few long
+    requests reads 0, or several finishing at once far too high), realtime_tokens_total at
+    every step as the gauge does (then they differ only by the stretches they cover)."""
+    how = (f"{GEN_THROUGHPUT}, the mean of its readings after the first scrape (each the rate "
+           "over the decode steps just before it)")
+    counted = obs.generation_tok_s
+    if counted is None:
+        obs.generation_tok_s = gauge
+        obs.notes.append(f"generation tok/s: {how}, as no generation-token counter gives a "
+                         "window figure")
+        return
+    if abs(gauge - counted) <= GEN_THROUGHPUT_SLACK * max(gauge, counted):
+        return
+    obs.notes.append(
+        f"{how} reads {gauge:,.0f} tok/s, the token counters {counted:,.0f}: " + (
+            f"both count tokens as the steps run ({REALTIME_TOKENS}), so the gauge's readings, "
+            "each of a short stretch before a scrape, miss how the rate moved between them"
+            if per_step else
+            f"{GENERATION_TOKENS[1]} moves only when a request finishes, so over this window "
+            "the gauge's per-step rate is the closer to what the batch generated (the figures "
+            "above use the counters)"))
 
 
 def _read_sglang_accept_length(scrapes: list[Scrape], obs: Observation) -> None:

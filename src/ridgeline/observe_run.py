@@ -20,6 +20,7 @@ from ridgeline.observe_window import (
     core_of,
     find_restarts,
     moved_starts,
+    starts_by_core,
     window_at,
 )
 from ridgeline.prometheus import Scrape
@@ -52,6 +53,28 @@ def server_restarts(scrapes: list[Scrape], restarts: Restarts) -> dict[int, str]
     return found
 
 
+def restarted_at(scrapes: list[Scrape], i: int, why: str) -> str:
+    """When the server restarted between scrapes ``i`` and ``i + 1`` and what said so
+    (``why``), as the words after "the server restarted": the time its own PROCESS_START
+    gives where that moved ('10 s into the window (process_start_time_seconds 1,764,900,000
+    → 1,764,900,110), between the scrapes 0 s and 30 s into the window'), else the interval
+    and ``why``. vLLM exports PROCESS_START from prometheus_client's default registry (its
+    process collector) with one API server, none under --api-server-count > 1 (a
+    multiprocess registry: vllm/v1/metrics/prometheus.py get_prometheus_registry,
+    vllm/entrypoints/cli/serve.py, 0.34.0); SGLang never (engine_metrics.PROCESS_START): its
+    restarts show only by counters that fall."""
+    between = window_at(scrapes, i)
+    was = starts_by_core(scrapes[i]).get(SERVER_CORE)
+    start = starts_by_core(scrapes[i + 1]).get(SERVER_CORE)
+    if was is None or start is None or SERVER_CORE not in moved_starts(scrapes[i],
+                                                                        scrapes[i + 1]):
+        return f"{between} ({why})"
+    into = start - (scrapes[0].time_s or 0.0)
+    fell = why.removesuffix(f"{PROCESS_START} moved later").removesuffix("; ")
+    return (f"{into:,.0f} s into the window ({PROCESS_START} {was:,.0f} → {start:,.0f}), "
+            f"{between}" + (f" ({fell})" if fell else ""))
+
+
 def one_run(scrapes: list[Scrape]) -> tuple[list[Scrape], str | None]:
     """The scrapes of one run of the server, and a note saying which were kept where it
     restarted: the scrapes after its last restart where two or more follow it, else the run
@@ -68,7 +91,7 @@ def one_run(scrapes: list[Scrape]) -> tuple[list[Scrape], str | None]:
     if kept is None:
         last = max(cuts)
         raise InputError(
-            f"the server restarted {window_at(scrapes, last)} ({cuts[last]}){others}, and no "
+            f"the server restarted {restarted_at(scrapes, last, cuts[last])}{others}, and no "
             f"run of it has {MIN_RUN_SCRAPES} scrapes to give a rate (counted across a "
             "restart, a rate takes in the unseen time before it and mixes two runs): scrape "
             f"it {MIN_RUN_SCRAPES} times or more after the restart")
@@ -76,12 +99,12 @@ def one_run(scrapes: list[Scrape]) -> tuple[list[Scrape], str | None]:
     span = f"{times[first]:,.0f} s to {times[end - 1]:,.0f} s"
     if end == len(scrapes):
         at = first - 1
-        note = (f"the server restarted {window_at(scrapes, at)} ({cuts[at]}){others}: read "
+        note = (f"the server restarted {restarted_at(scrapes, at, cuts[at])}{others}: read "
                 f"the {end - first} scrapes after it ({span}), not counted across it (the "
                 "unseen time before the restart, and a run perhaps of other settings)")
     else:
         at = end - 1
-        note = (f"the server restarted {window_at(scrapes, at)} ({cuts[at]}){others}, with "
+        note = (f"the server restarted {restarted_at(scrapes, at, cuts[at])}{others}, with "
                 f"fewer than {MIN_RUN_SCRAPES} scrapes after it: read the {end - first} "
                 f"scrapes before it ({span}), not counted across it")
     return scrapes[first:end], note

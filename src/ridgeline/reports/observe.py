@@ -82,6 +82,13 @@ class ObserveReport(ObserveVerdict):
             "preemptions": None if o.preemptions is None else round(o.preemptions),
             # the generated tokens a second under simulate's name for them
             "prompt_tok_s": o.prompt_tok_s, "output_tok_s": o.generation_tok_s,
+            # SGLang's sglang:gen_throughput over the window (each engine's); null elsewhere
+            "gen_throughput_tok_s": o.gen_throughput_tok_s,
+            # vLLM's releases the page's metric names allow ("0.10.2 to 0.11"), and the one
+            # the pool was sized at from them (no cache_config_info, no --engine-version)
+            "engine_version_range": None if o.vllm_releases is None
+            else o.vllm_releases.text(),
+            "engine_version_inferred": o.engine_version_inferred,
             # in seconds, as every other command's latencies; null where the source has none
             # the data-parallel engines the source reports (vLLM's "engine" label, SGLang's
             # DP-attention ranks) under utilization's and plan's name for that count
@@ -167,8 +174,11 @@ class ObserveReport(ObserveVerdict):
                 o.prompt_tok_s * o.engines) + (f" ({cached:.0%} from the prefix cache)"
                                                if cached else ""))
         if o.generation_tok_s is not None:
+            gauge = o.gen_throughput_tok_s  # SGLang's own, shown where it is not the rate
             rates.append(f"generation {o.generation_tok_s:,.0f} tok/s" + each.format(
-                o.generation_tok_s * o.engines))
+                o.generation_tok_s * o.engines) + (
+                f" (its gen_throughput gauge {gauge:,.0f})"
+                if gauge is not None and gauge != o.generation_tok_s else ""))
         if o.preemptions is not None:
             rates.append(f"preemptions {o.preemptions:,.0f}" + (" (all engines)"
                                                                  if o.engines > 1 else ""))
