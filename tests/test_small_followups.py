@@ -1,6 +1,7 @@
 """Follow-ups to the audit of the small commands: the L40S's usable-memory line said no log
 pins its runtime total though its own sources cite one; kv's exact bytes and fit's whole
-blocks disagreed on one conversation without saying so; a count typed 1e9 was refused;
+blocks disagreed on one conversation without saying so (a count typed 1e9 stays refused,
+as the engines' int flags refuse it);
 utilization's missing-rate refusal named no dtype to give, roofline's did; amdahl printed a
 target and a ceiling 0.4 apart both as 1,000,000x."""
 
@@ -47,23 +48,11 @@ def test_kv_and_fit_say_exact_bytes_and_whole_blocks(capsys: pytest.CaptureFixtu
     assert per == pytest.approx(exact * blocks * block / 2000, abs=1e-3) and per > exact
 
 
-@pytest.mark.parametrize(("text", "value"), [("1e9", 10**9), ("2e3", 2000), ("2.5E3", 2500),
-                                              ("1e+3", 1000)])
-def test_counts_in_exponent_notation(text: str, value: int) -> None:
-    assert parse_count(text) == value
-
-
-@pytest.mark.parametrize("text", ["1.5e0", "1e-3", "1e30"])
-def test_exponent_counts_that_are_not_whole_or_too_big(text: str) -> None:
-    with pytest.raises(InputError):
+@pytest.mark.parametrize("text", ["1e9", "2e3", "1.5e0"])
+def test_counts_in_exponent_notation_are_refused(text: str) -> None:
+    # the engines' own int flags refuse '1e3' (argparse's int()), so a count mirrors them
+    with pytest.raises(InputError, match="whole number"):
         parse_count(text)
-
-
-def test_cli_takes_1e9_items(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "evalstats", "--n", "1e9", "--pct-a", "50", "--pct-b", "50")
-    assert code == 0 and "1,000,000,000" in out
-    code, _, err = run_cli(capsys, "roofline", "--gpu", "h100", "--batch", "1.5e0")
-    assert code == 2 and "whole number" in err
 
 
 def test_utilization_refusal_names_the_dtypes_to_give(capsys: pytest.CaptureFixture[str]) -> None:

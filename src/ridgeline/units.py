@@ -27,8 +27,6 @@ TERA = 1e12
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _COUNT_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtKMGT]?)\s*$")  # ASCII digits only
-# a count in exponent notation, as Python and a spreadsheet write 1,000,000,000: 1e9, 2.5E3
-_EXPONENT_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{1,3})\s*$")
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _SIZE_FACTORS = {
     "b": 1, "kb": KB, "mb": MB, "gb": GB, "tb": TB,
@@ -47,16 +45,12 @@ def parse_count(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES,
     shows ``examples`` of the quantity (a batch is not written 128K). ``positive``: the
     count must be at least 1, so a negative one is refused as 0 is ("must be positive"),
     not as if 0 were allowed."""
-    exponent = _EXPONENT_RE.match(str(text))
-    if exponent:
-        return _exponent_count(exponent.group(1), text, what)
     match = _COUNT_RE.match(str(text))
-    if not match and (_COUNT_RE.match(str(text).strip().removeprefix("-"))
-                      or _EXPONENT_RE.match(str(text).strip().removeprefix("-"))):
+    if not match and _COUNT_RE.match(str(text).strip().removeprefix("-")):
         raise InputError(f"{what} {'must be positive' if positive else 'cannot be negative'}"
                          f", got {text!r}")
     if not match and "," in str(text) and all(
-            _COUNT_RE.match(part) or _EXPONENT_RE.match(part) for part in str(text).split(",")):
+            _COUNT_RE.match(part) for part in str(text).split(",")):
         raise InputError(f"{what} takes one whole number, not a list; got {text!r}")
     if not match:
         raise InputError(f"{what} must be a whole number such as {examples}, got {text!r}")
@@ -69,20 +63,6 @@ def parse_count(text: str, what: str = "count", examples: str = TOKEN_EXAMPLES,
     if value > MAX_COUNT:
         raise InputError(f"{what} must be at most {count_as_typed(MAX_COUNT)}, got {text!r}")
     if value != int(value):
-        raise InputError(f"{what} must be a whole number, got {text!r}")
-    return int(value)
-
-
-def _exponent_count(number: str, text: str, what: str) -> int:
-    """A count written with an exponent, read exactly (decimal.Decimal, not a float that would
-    round 1.0000000000000001e3 to 1,000): '1e9' → 1,000,000,000, '2.5e3' → 2,500; a value
-    that is not whole ('1.5e0') or past MAX_COUNT is refused as parse_count refuses it."""
-    from decimal import Decimal
-
-    value = Decimal(number)
-    if value > MAX_COUNT:
-        raise InputError(f"{what} must be at most {count_as_typed(MAX_COUNT)}, got {text!r}")
-    if value != value.to_integral_value():
         raise InputError(f"{what} must be a whole number, got {text!r}")
     return int(value)
 
