@@ -41,17 +41,21 @@ BATCHES=${BATCHES:-}  # the first model's grid, when not measure's default
 CONTEXTS=${CONTEXTS:-}
 FLAGS=${FLAGS:-}  # more measure flags for every model, e.g. --fp8
 # --card: the catalog card the rows name, as runs 1-3 and the predictions do; its catalog id
-# (`ridgeline hardware` lists them), not an alias: measure names the copies by the id
+# (`ridgeline hardware` lists them; an alias is read as its id, measure naming the copies by it)
 GPU_ID=${GPU_ID-h200-sxm}
-# the id measure writes under: a catalog id is refused (hardware.check_record_id), which its
-# probed record would shadow; --card's copies name GPU_ID instead
-MEASURED_ID=${MEASURED_ID:-measured-${GPU_ID:-$DEVICE}}
 DRY_RUN=${DRY_RUN:-}  # non-empty: the plans only, then stop
 PYTHON=${PYTHON:-python3}
 # further models: name and grid (batches/contexts), steps only
 EXTRA=${EXTRA-"gemma-3-27b:1,8,32,64:2048,8192,32768 qwen3-32b:1,8,32,64:512,4096"}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if [ -n "$GPU_ID" ]; then  # an alias (h200) read as its catalog id (h200-sxm), the copies' name
+  GPU_ID=$("$PYTHON" -m ridgeline hardware "$GPU_ID" --json |
+           "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["id"])') || exit 1
+fi
+# the id measure writes under: a catalog id is refused (hardware.check_record_id), which its
+# probed record would shadow; --card's copies name GPU_ID instead
+MEASURED_ID=${MEASURED_ID:-measured-${GPU_ID:-$DEVICE}}
 measure() {  # ridgeline measure on DEVICE as MEASURED_ID, as GPU_ID's card, with FLAGS
   "$PYTHON" -m ridgeline measure --device "$DEVICE" --gpu-id "$MEASURED_ID" \
     ${GPU_ID:+--card "$GPU_ID"} $FLAGS "$@"

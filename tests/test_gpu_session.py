@@ -62,6 +62,7 @@ def run_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 @pytest.mark.skipif(shutil.which("bash") is None, reason="the script is bash")
 @pytest.mark.parametrize(("device", "card", "verdict"), [
     ("cuda", "h200-sxm", "validate-catalog.json"),  # a GPU session: measure --card
+    ("cuda", "h200", "validate-catalog.json"),  # an alias: read as its catalog id, h200-sxm
     ("cpu", "", "validate-probed.json"),  # the CPU rehearsal: no catalog card is a CPU
 ])
 def test_every_validate_the_session_prints_runs_against_the_named_record(
@@ -73,6 +74,7 @@ def test_every_validate_the_session_prints_runs_against_the_named_record(
     alone (its spec sheet), never a record no row names; the end validates every model's
     card copy (on a CPU, no card: its own rows against its probed record)."""
     done, out = run_session(tmp_path, monkeypatch, DEVICE=device, GPU_ID=card)
+    card = resolve_accelerator(card).id if card else card  # the files name the catalog id
     log = (out / "log.txt").read_text()
     assert done.returncode == 0, log
     assert log.count("dry run (nothing measured") == 2  # each model's plan, before measuring
