@@ -86,8 +86,10 @@ def instant_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @contextmanager
-def serve(respond: Callable[[int], tuple[int, str, bytes]]) -> Iterator[str]:
-    """A metrics server on 127.0.0.1; respond(call number) -> (status, content type, body)."""
+def serve(respond: Callable[[int], tuple[int, str, bytes]],
+          headers: dict[str, str] | None = None) -> Iterator[str]:
+    """A metrics server on 127.0.0.1; respond(call number) -> (status, content type, body),
+    each answer with ``headers`` too (a Content-Encoding a proxy adds)."""
     calls = {"n": 0}
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -96,6 +98,8 @@ def serve(respond: Callable[[int], tuple[int, str, bytes]]) -> Iterator[str]:
             calls["n"] += 1
             self.send_response(status)
             self.send_header("Content-Type", kind)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,22 +17,12 @@ from ridgeline.errors import InputError
 from ridgeline.observe import MAX_BYTES, fetch, read_source
 from ridgeline.observe_metrics import STALL_WINDOW_S
 from tests.conftest import run_cli
+from tests.test_observe import serve
+from tests.test_observe_page_forms import vllm_scrape
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 BASE = ("--model", "llama-3.1-8b", "--gpu", "h100")
-
-
-def vllm_scrape(t: float, running: float, waiting: float, generated: float,
-                kv: float = 0.5) -> str:
-    m = f'engine="0",model_name="{MODEL}"'
-    return (f"# scrape_time {t}\n"
-            f"vllm:num_requests_running{{{m}}} {running}\n"
-            f"vllm:num_requests_waiting{{{m}}} {waiting}\n"
-            f"vllm:kv_cache_usage_perc{{{m}}} {kv}\n"
-            f"vllm:prompt_tokens_total{{{m}}} {4 * generated}\n"
-            f"vllm:generation_tokens_total{{{m}}} {generated}\n"
-            f'vllm:request_success_total{{{m},finished_reason="stop"}} {generated / 256}\n')
 
 
 def sglang_scrape(t: float, running: float, generated: float, realtime: bool) -> str:
@@ -183,7 +170,8 @@ def test_a_pinned_batch_with_a_queue_is_the_seats_latency_wall(
     the wall is latency and its lever raises the seats — it read "neither … it runs all it
     is sent … send more load" beside a caution naming the seat cap."""
     path = tmp_path / "pinned.prom"
-    path.write_text(vllm_scrape(1000, 256, 40, 500_000) + vllm_scrape(1030, 256, 40, 545_000))
+    path.write_text(vllm_scrape(1000, 256, 40, 500_000, kv=0.5)
+                    + vllm_scrape(1030, 256, 40, 545_000, kv=0.5))
     data = observe_json(capsys, path)
     assert [c for c in data["cautions"] if "--max-num-seqs 256" in c]
     assert data["wall"] == "latency"
@@ -216,30 +204,11 @@ def test_a_prometheus_query_answer_is_refused_for_what_it_is(tmp_path: Path) -> 
         read_source(str(path))
 
 
-@contextlib.contextmanager
-def encoded_server(body: bytes, encoding: str) -> Iterator[str]:
+def encoded_server(body: bytes, encoding: str) -> contextlib.AbstractContextManager[str]:
     """A /metrics on 127.0.0.1 that answers ``body`` under Content-Encoding ``encoding``,
     whatever the request accepts (as a compressing proxy may)."""
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Encoding", encoding)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serve(lambda _: (200, "text/plain; version=0.0.4", body),
+                 {"Content-Encoding": encoding})
 
 
 def test_a_gzip_encoded_answer_is_inflated_and_other_encodings_refused() -> None:
