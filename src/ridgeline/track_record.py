@@ -117,7 +117,7 @@ def how_far(found: Leaning, where: str) -> str:
     scores them) closing the range's parentheses: a percentage (17% slower, -21% to +3%), or
     a factor where the median is twice as fast or more; where every row is a TTFT, the
     measured times over the priced ones, and the excess in ms. B200's SGLang MoE TTFTs:
-    measured 3.8x the priced time at the median (2.3x to 9.0x), +99 ms over it (+24 to
+    measured 3.7x the priced time at the median (2.6x to 9.0x), +105 ms over it (+24 to
     +289 ms)."""
     if found.excess_ms:
         ms = found.excess_ms
