@@ -218,6 +218,43 @@ def test_a_batch_of_prompts_fills_the_budget_first_come_first_served(
         serving_prefill_time_s(dep, profile, prefill_steps(4_000, 8, budget)))
 
 
+@pytest.mark.parametrize(("prompt", "batch"), [(2_000, 16), (20_000, 3)])
+def test_several_prompts_over_several_steps_say_whose_ttft_the_expectation_is(
+        capsys: pytest.CaptureFixture[str], prompt: int, batch: int) -> None:
+    """16 prompts of 2,000 tokens at vllm serve's 8,192 a step take 4 steps: the expectation,
+    their sum, is when the last prompt gets its first token; the first prompt's comes at the
+    end of the step its last chunk runs in (the first here; the third for 20,000-token
+    prompts). The text had called the sum "= TTFT", as if every prompt waited for it."""
+    report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", str(prompt),
+                      "--batch", str(batch))
+    dep, profile = deployment("llama-3.1-8b"), profile_for("vllm")
+    budget = report["max_num_batched_tokens"]
+    steps = prefill_steps(prompt, batch, budget)
+    first_s = sum(step_time_s(dep, s, profile) for s in steps[:math.ceil(prompt / budget)])
+    assert first_s < report["expected"]["time_s"] == pytest.approx(
+        serving_prefill_time_s(dep, profile, steps))
+    code, out, err = run_cli(capsys, "prefill", *EIGHT_B, "--prompt-len", str(prompt),
+                             "--batch", str(batch))
+    assert code == 0, err
+    assert (f"{report['expected']['time_s'] * 1e3:,.1f} ms" in out
+            and f"= the last prompt's TTFT (the first's: {first_s * 1e3:,.1f} ms)" in out)
+    # a table of several lengths (or cards) says it in a note, each row's first prompt
+    code, out, err = run_cli(capsys, "prefill", *EIGHT_B, "--prompt-len", f"{prompt},500",
+                             "--batch", str(batch))
+    assert code == 0, err
+    assert (f"expected TTFT: the last of the {batch} prompts' (they run over several steps); "
+            f"the first prompt's: {prompt:,}: {first_s * 1e3:,.1f} ms") in out
+
+
+def test_one_prompt_or_one_step_is_everyones_ttft(capsys: pytest.CaptureFixture[str]) -> None:
+    """A prompt alone over 13 steps, or 4 prompts in one step, end together: '= TTFT'."""
+    for prompt, batch in ((100_000, 1), (2_000, 4)):
+        code, out, err = run_cli(capsys, "prefill", *EIGHT_B, "--prompt-len", str(prompt),
+                                 "--batch", str(batch))
+        assert code == 0, err
+        assert ") = TTFT, " in out and "the last prompt's" not in out
+
+
 def test_tensorrt_llm_past_max_num_tokens_is_chunked_with_a_caution(
         capsys: pytest.CaptureFixture[str]) -> None:
     """TensorRT-LLM runs a context whole; a prompt past its max_num_tokens would not run, so

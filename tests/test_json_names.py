@@ -141,17 +141,41 @@ def test_hardware_shows_the_total_every_fit_counts_where_no_log_pins_it(
         capsys: pytest.CaptureFixture[str], gpu: str) -> None:
     """kv's budget read "25.4 GB as the runtime reports it" of an RTX 4090 whose record
     showed only its 24 GiB; hardware now gives that figure, in text and --json, and says
-    where it comes from. A card whose runtime total is logged (H100) keeps that line."""
+    where it comes from, and kv says the same (usable, no runtime total logged; an Apple
+    card's, Metal's working set), no longer the runtime's. A card whose runtime total is
+    logged (H100) keeps both lines."""
     record = run_json(capsys, "hardware", gpu)
     counted = record["device_memory_bytes"]
     assert record["runtime_total_bytes"] is None and counted < record["memory_bytes"]
     budget = run_json(capsys, "kv", "llama-3.2-1b", "--context", "1k", "--gpu", gpu)["budget"]
-    assert f"({counted / 1e9:.1f} GB as the runtime reports it)" in budget
+    basis = ("Metal's working set" if gpu.startswith("apple") else
+             "98.5% of the memory the driver shows, no log pinning the runtime's total")
+    assert f"({counted / 1e9:.1f} GB usable: {basis})" in budget
+    assert "as the runtime reports it" not in budget
     code, out, err = run_cli(capsys, "hardware", gpu)
     assert code == 0 and f"usable       {counted / 2**30:.2f} GiB, what fit" in out, err
     h100 = run_json(capsys, "hardware", "h100")
     assert h100["device_memory_bytes"] == h100["runtime_total_bytes"]
     assert "  usable  " not in run_cli(capsys, "hardware", "h100")[1]
+    h100_budget = run_json(capsys, "kv", "llama-3.2-1b", "--context", "1k", "--gpu", "h100")
+    assert (f"({h100['runtime_total_bytes'] / 1e9:.1f} GB as the runtime reports it)"
+            in h100_budget["budget"])
+
+
+@pytest.mark.parametrize(("gpu", "basis"), [
+    ("h100", "(the runtime's total)"),
+    ("rtx-4090", "(98.5% of the memory the driver shows, no log pinning the runtime's total)"),
+])
+def test_a_shortfall_names_where_its_capacity_came_from(
+        capsys: pytest.CaptureFixture[str], gpu: str, basis: str) -> None:
+    """roofline's --explain "short by" step called every card's capacity "the runtime's
+    total", an RTX 4090's 98.5 % estimate included; it now says which it is, as hardware
+    does (Llama-3.1-70B at bf16 overruns both cards)."""
+    code, out, err = run_cli(capsys, "roofline", "--gpu", gpu, "--model", "llama-3.1-70b",
+                             "--explain")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.strip().startswith("capacity ="))
+    assert line.endswith(f"[the memory an engine finds on the GPUs {basis}]")
 
 
 # -- one concept, one name across the commands (docs/json.md, "Changes an integrator must know")

@@ -100,7 +100,9 @@ def cmd_kv(args: argparse.Namespace) -> Any:
             room = device_fit(dep)
             budget = room.kv_room_bytes
             label = (f"{dep.num_gpus} x {dep.accelerator.id} ({room.capacity_bytes / 1e9:,.1f} "
-                     f"GB as the runtime reports it) − {room.weight_bytes / 1e9:,.1f} GB of "
+                     + ("GB as the runtime reports it" if dep.accelerator.runtime_total_bytes
+                        else f"GB usable: {room.capacity_basis}")
+                     + f") − {room.weight_bytes / 1e9:,.1f} GB of "
                      f"weights ({dep.weights.label}"
                      + (f", as {dep.engine} holds them" if engine is not None else "")
                      + (f": {dep.weight_bytes / 1e9:,.1f} GB, and "

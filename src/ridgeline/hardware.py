@@ -685,6 +685,18 @@ def device_memory_bytes(acc: Accelerator) -> float:
     return acc.visible_memory_bytes * VISIBLE_MEMORY_FRACTION
 
 
+def device_memory_basis(acc: Accelerator) -> str:
+    """Where device_memory_bytes came from, in a few words, so that a figure the catalog
+    pins (H100: 79.18 GiB, "the runtime's total") is never worded as one it estimates (RTX
+    4090: 24 GiB × 0.985, which kv had called "as the runtime reports it")."""
+    if acc.runtime_total_bytes:
+        return "the runtime's total"
+    if acc.vendor == "apple":
+        return "Metal's working set"
+    return (f"{VISIBLE_MEMORY_FRACTION:.1%} of the memory the driver shows, no log pinning "
+            "the runtime's total")
+
+
 def runtime_device(acc: Accelerator) -> Accelerator:
     """One of the devices the runtime lists for ``acc``: ``acc`` itself, or for a part shown
     as several (``runtime_devices``) an equal share of its memory, bandwidth and peaks, as

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from ridgeline.cost import served_footprint
 from ridgeline.deployment import Deployment
 from ridgeline.explain import Step, q, step
-from ridgeline.hardware import device_memory_bytes
+from ridgeline.hardware import device_memory_basis, device_memory_bytes
 from ridgeline.offload import gpu_attention_share, gpu_weight_bytes
 from ridgeline.units import GB, plural
 
@@ -69,7 +69,7 @@ def device_fit(dep: Deployment, kv_stored: float = 0.0) -> FitCheck:
     tower = 0.0 if dep.engine.startswith("llama.cpp") else dep.model.vision_tower_bytes
     return FitCheck(gpu_weight_bytes(dep), kv_stored * gpu_attention_share(dep),
                     device_memory_bytes(dep.accelerator) * dep.num_gpus, tower,
-                    dep.kv_replication)
+                    dep.kv_replication, capacity_basis=device_memory_basis(dep.accelerator))
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,8 @@ class FitCheck:
     rank: RankShare | None = None
     # a drafter's weights and cache (as_served), counted in weight_bytes and kv_bytes
     drafter_bytes: float = 0.0
+    # where capacity_bytes came from (hardware.device_memory_basis)
+    capacity_basis: str = "the runtime's total"
 
     @property
     def needed_bytes(self) -> float:
@@ -155,7 +157,7 @@ class FitCheck:
                     q("weights", self.weight_bytes / GB, "GB"),
                     *((q("KV cache", self.kv_bytes / GB, "GB"),) if self.kv_bytes else ()),
                     q("capacity", self.capacity_bytes / GB, "GB",
-                      "the memory an engine finds on the GPUs (the runtime's total)"))
+                      f"the memory an engine finds on the GPUs ({self.capacity_basis})"))
 
     @property
     def _drafter_note(self) -> str:

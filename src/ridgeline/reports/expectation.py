@@ -145,6 +145,9 @@ class Expectation:
     compute_fitted: bool = True  # a compute-bound row set the profile's compute efficiency
     calibration: str = ""  # where the profile saw too few rows on this class of card
     prompt_steps: int = 1  # a prefill's passes over the weights: steps, or llama.cpp ubatches
+    # several prompts over several steps: when the first prompt's last step ends, its TTFT
+    # (time_s is the last prompt's); None where all end together or it is not priced apart
+    first_time_s: float | None = None
 
     @classmethod
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
@@ -240,9 +243,13 @@ class Expectation:
                      *_step_times(steps, trips))
         low, slow, band = band_edges(profile, t, prefill_floor(dep, prompt, batch,
                                                               chunk_tokens=tokens).time_s)
+        # the first prompt (a rank's first, under data-parallel attention) ends in the step
+        # its last chunk runs in: the first whole; chunked, the ⌈prompt ÷ budget⌉-th
+        first_step = -(-prompt // tokens) if chunked else 1
+        first = sum(trips[:first_step]) if stages == 1 and first_step < len(steps) else None
         return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
                    profile.compute_fitted, profile.calibration_caution(dep.accelerator),
-                   len(steps))
+                   len(steps), first)
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "time_s": self.time_s, "low_s": self.low_s,

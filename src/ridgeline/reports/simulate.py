@@ -64,10 +64,13 @@ def _finite_or_none(x: float) -> float | None:
 def _offered_past_served(o: Overload) -> str:
     """The overload in tokens and its growth, as a clause ending "; " ("" where no request
     completed, or it serves as fast as they come): offered tok/s past served, the requests in
-    the engine growing by the difference, TTFT with them; where no step found its batch full
-    (``COMPUTE_BOUND``), said to be its steps' time, not its memory or seats. Llama-3.2-1B on
-    an L4 at 300 req/s of 32 / 64 tokens, --max-num-seqs 2048: "offered 28,327 tok/s (prompt
-    + output) > served 22,560 tok/s, so the requests in the engine grow by ~60.1 req/s …"."""
+    the engine growing by the difference, TTFT with them where they queue (where the running
+    batch took them on, its steps slow instead, and the clause after says when TTFT follows:
+    Llama-3.1-8B on an H100 at 20 req/s of 2,000 / 300 tokens held TTFT at p99 0.25 s beside
+    "TTFT grows without bound"); where no step found its batch full (``COMPUTE_BOUND``), said
+    to be its steps' time, not its memory or seats. Llama-3.2-1B on an L4 at 300 req/s of 32
+    / 64 tokens, --max-num-seqs 2048: "offered 28,327 tok/s (prompt + output) > served 22,560
+    tok/s, so the requests in the engine grow by ~60.1 req/s …"."""
     if not (math.isfinite(o.tokens_per_request) and o.backlog_req_s > 0):
         return ""
     bound = ("compute-bound: no step found its KV cache, its seats or its token budget full, "
@@ -75,8 +78,9 @@ def _offered_past_served(o: Overload) -> str:
              if o.limit == COMPUTE_BOUND else "")
     return (f"offered {o.offered_tok_s:,.0f} tok/s (prompt + output) > served "
             f"{o.served_tok_s:,.0f} tok/s, so the requests in the engine grow by "
-            f"~{o.backlog_req_s:,.1f} req/s for as long as they arrive and TTFT grows without "
-            f"bound; {bound}")
+            f"~{o.backlog_req_s:,.1f} req/s for as long as they arrive"
+            + (" and TTFT grows without bound" if o.grew == "queue" else "")
+            + f"; {bound}")
 
 
 def _ms(x: float) -> str:
@@ -448,7 +452,7 @@ class SimulateReport:
                  "the running batch takes on the excess, each step slower as it grows, until "
                  + ("its steps' token budget, its seats or its pool stop it"
                     if o.limit == COMPUTE_BOUND else "its pool is full")
-                 + " and the queue grows")
+                 + " and the queue grows, TTFT with it, without bound")
         return (f"OVERLOADED: requests arrive at {o.offered_req_s:,.2f} req/s and the engine "
                 f"serves about {o.served_req_s:,.2f} req/s, busy throughout{most}: "
                 + _offered_past_served(o)
