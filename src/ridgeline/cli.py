@@ -370,6 +370,16 @@ class _Parser(argparse.ArgumentParser):
         return [t for t in tuples
                 if t[1] == option_string[:2] and option_string[2:3].isdigit()]
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        """A flag's value written '--' (--batch=--) is refused: Python before 3.13 drops the
+        '--' and hands the flag an empty list past its type check, which met the arithmetic
+        as a list ("max() arg is an empty sequence", an internal error)."""
+        if action.option_strings and "--" in arg_strings and action.nargs not in (
+                argparse.PARSER, argparse.REMAINDER):
+            raise argparse.ArgumentError(action, "expected a value, got '--' (which ends "
+                                                 "the flags)")
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str) -> NoReturn:
         typed = getattr(self, "_typed", [])
         message = one_spelling(message, typed)

@@ -251,6 +251,10 @@ def host_offload(args: argparse.Namespace, model: Any, engine: str | None) -> An
     if ngl == ALL_LAYERS and not (engine or "vllm").startswith("llama.cpp"):
         raise InputError(f"-ngl is llama.cpp's; {engine or 'vllm'} keeps every weight on the "
                          "GPU without it")
+    if ngl == AUTO_LAYERS and not (engine or "vllm").startswith("llama.cpp"):
+        # every command's refusal (simulate's went on, every weight on the GPU, exit 0)
+        raise InputError(f"-ngl auto is llama.cpp's --fit; {engine or 'vllm'} keeps every "
+                         "weight on the GPU")
     every_expert = getattr(args, "cpu_moe", False)
     fit = auto_layers(args, engine)
     if getattr(args, "fit_target_mib", None) is not None and not fit:

@@ -264,7 +264,7 @@ def unrecognized_hint(command: str, extra: Sequence[str],
     flag itself (``roofline --context``: decode's, prefill's, …), else nothing."""
     if command not in commands:  # `ridgeline --foo`: no command to name one for
         return ""
-    flags = [word.partition("=")[0] for word in extra if word.startswith("-")]
+    flags = [word.partition("=")[0] for word in extra if word.startswith("-") and word != "--"]
     if "--model" in commands[command]._option_string_actions:
         named = model_as_flag_hint(command, [w for w in extra if not w.startswith("-")])
         if named:  # roofline llama-3.1-8b: roofline's model is --model
@@ -272,6 +272,10 @@ def unrecognized_hint(command: str, extra: Sequence[str],
     if not flags:
         return ""
     flag = flags[0]
+    if flag in commands[command]._option_string_actions:  # decode -- MODEL --gpu h100: said
+        # to be "a flag of `hardware`, …, not of `decode`"
+        return (f"; `{command}` takes {flag}, but not after a bare '--', which ends the "
+                "flags: drop the '--'")
     taken = taken_as_hint(command, flags[:1])
     if taken:
         return taken

@@ -97,11 +97,13 @@ class ConfigFields:
             merged["outer_model_type"] = outer_type
         self.given = tuple(merged)  # the config's own keys, before any default
         self.c = _ReadFields(merged)
-        if decoder:  # model_type is a name, as every other field has its type
-            for kind in (config.get("model_type"), merged.get("model_type")):
-                if kind is not None and not isinstance(kind, str):
-                    raise InputError(f"{name}: model_type must be a string, got "
-                                     f"{shorten(repr(kind))}")
+        # model_type is a name, as every other field has its type: a vision_config's too
+        # (its [] met a set of names as an internal error)
+        for kind in (config.get("model_type"), merged.get("model_type")):
+            if kind is not None and not isinstance(kind, str):
+                raise InputError(f"{name}: model_type must be a string, got "
+                                 f"{shorten(repr(kind))}")
+        if decoder:
             for classes in (config.get("architectures"), merged.get("architectures")):
                 # a list of class names, as transformers writes it: a bare string would be
                 # read as no architecture, and an encoder named by it not refused

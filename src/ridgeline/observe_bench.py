@@ -69,6 +69,9 @@ def from_bench(text: str, source: str) -> Observation:
         if cap == 0:  # not 'no cap': vllm bench serve writes null for that
             raise InputError(f"{source}: max_concurrency is 0, a cap under which no request "
                              "runs (a run without a cap writes null)")
+        if cap is not None and cap != round(cap):  # 0.5 was read as a batch of 0.5
+            raise InputError(f"{source}: max_concurrency is {cap:g}; a cap on the requests "
+                             "in flight is a whole number")
         obs.client_concurrency = cap or None
         _check_offered_rate(data.get("request_rate"), source)
         obs.duration_s = field("duration", MAX_BENCH_S, "seconds")
@@ -89,9 +92,13 @@ def from_bench(text: str, source: str) -> Observation:
         if done:
             for attr, key in (("mean_prompt_tokens", "total_input_tokens"),
                               ("mean_output_tokens", "total_output_tokens")):
-                setattr(obs, attr, checked((field(key, MAX_COUNT, "tokens") or 0) / done,
-                                           source, f"{key} ÷ completed", 0.0, MAX_TOKENS,
-                                           REQUEST_TOKENS_RANGE))
+                tokens = field(key, MAX_COUNT, "tokens")
+                if tokens is None:  # not written: the length unknown, not 0 tokens (read as
+                    continue  # 0, a missing total_input_tokens made the context the outputs')
+                if tokens != round(tokens):
+                    raise InputError(f"{source}: {key} is {tokens:g}; tokens are counted whole")
+                setattr(obs, attr, checked(tokens / done, source, f"{key} ÷ completed", 0.0,
+                                           MAX_TOKENS, REQUEST_TOKENS_RANGE))
         for key, stems in _BENCH_KEYS.items():
             stem = next((st for st in stems if f"mean_{st}" in data or f"median_{st}" in data),
                         stems[0])

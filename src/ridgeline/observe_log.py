@@ -77,14 +77,16 @@ _MAX_CONCURRENCY = re.compile(
 # from PR #15902 (Apr 2025: v0.8.3-0.8.4 by merge dates), whose drafts are not counted. Read
 # by field, not by position.
 SPEC_LINE = re.compile(r"SpecDecoding metrics: (?P<body>[^\n]*)")
-_SPEC_MEAN = re.compile(rf"Mean acceptance length: (?P<mean>{_NUM})")
+# the mean and the throughput read as whatever word stands there, then as a number: a NaN
+# or 'inf' there had the line read as one without them (an older vLLM's), without a word
+_SPEC_MEAN = re.compile(r"Mean acceptance length: (?P<mean>[^,\s]+)")
 _SPEC_ACCEPTED = re.compile(rf"\bAccepted: (?P<n>{_INT}) tokens")
 _SPEC_DRAFTED = re.compile(rf"\bDrafted: (?P<n>{_INT}) tokens")
 # the interval's accepted tokens over the seconds since the drafter's line was last logged
 # (SpecDecodingLogging.log; PR #24127, Sep 2025): the same seconds as the stats line's
 # generation throughput logged just before it (LoggingStatLogger.log), where the interval
 # before also drafted
-_SPEC_ACCEPTED_RATE = re.compile(rf"Accepted throughput: (?P<rate>{_NUM}) tokens/s")
+_SPEC_ACCEPTED_RATE = re.compile(r"Accepted throughput: (?P<rate>[^,\s]+) tokens/s")
 
 
 def _log_number(match: re.Match[str], group: str, field: str, source: str, text: str) -> float:

@@ -7,7 +7,8 @@ Anything past that subset (anchors, aliases, tags, multi-line strings, tabs in t
 indentation, lists of mappings, several documents) is refused with the line it is on, as
 are the plain words YAML 1.1 reads as booleans (yes, no, on, off), which PyYAML, the
 engines' reader, would turn into true or false where a reader of YAML 1.2 keeps the word.
-``cfg.yaml:3: ...`` names the file and line."""
+``cfg.yaml:3: ...`` names the file and line. A file that is one JSON object, over one line
+or many, is the mapping it writes (YAML's flow style; ``_json_mapping``)."""
 
 from __future__ import annotations
 
@@ -270,6 +271,8 @@ def _strip_comment(text: str) -> str:
 def parse_yaml(text: str, name: str = "<yaml>") -> dict[str, Any]:
     """The mapping a config file's ``text`` holds (``name`` in errors): ``kv_cache_config:``
     over an indented ``dtype: fp8`` reads as {"kv_cache_config": {"dtype": "fp8"}}."""
+    if text.lstrip().startswith("{"):  # one JSON object, which YAML reads as the mapping it
+        return _json_mapping(text, name)  # is: its first key had been read as '{"max-model-len"'
     lines: list[_Line] = []
     for number, raw in enumerate(text.splitlines(), 1):
         body = raw.lstrip(" ")
@@ -297,6 +300,29 @@ def parse_yaml(text: str, name: str = "<yaml>") -> dict[str, Any]:
     if reader.at < len(lines):  # a line indented less than the first
         raise reader.fail(lines[reader.at].number, "unexpected indentation")
     return out
+
+
+def _json_mapping(text: str, name: str) -> dict[str, Any]:
+    """A config file written as one JSON object, over one line or many ({"max-model-len":
+    8192}), as the engines' YAML reader takes it (JSON is YAML's flow style); a file that
+    opens a brace and is no JSON object is refused, naming where it stops reading."""
+    import json
+
+    def no_constant(word: str) -> Any:
+        raise InputError(f"{name}: {word} is not a value a setting takes")
+
+    try:
+        value = json.loads(text, parse_constant=no_constant)
+    except InputError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}:{exc.lineno}: opens with '{{' but is not a JSON object "
+                         f"({exc.msg}): write one, or 'key: value' lines") from None
+    except RecursionError:
+        raise InputError(f"{name}: nested too deeply to be a config file") from None
+    if not isinstance(value, dict):  # '{' opens an object, or fails above
+        raise InputError(f"{name}: the file must be a mapping of settings")
+    return value
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
