@@ -33,7 +33,7 @@ def conversation_bytes(pool: KVPool, dep: Deployment, context: int) -> float:
     """One conversation's cache on one GPU as the engine holds it: vLLM's blocks of every
     group (windows, padded states and layers), else the bytes themselves."""
     if pool.groups is not None:
-        return pool.groups.decode_blocks(context) * pool.page_bytes
+        return pool.groups.peak_decode_blocks(context) * pool.page_bytes
     if pool.windows_apart and pool.kv_bytes_per_token:  # windows sized apart (slots, ratio)
         return pool.kv_bytes_per_token * context
     if pool.host_cells:  # -ngl left every growing layer, and its cache, on the host
@@ -89,14 +89,17 @@ def admission_gate(pool: KVPool, context: int) -> tuple[int, int] | None:
     admission = pool.admission_blocks(context)
     if admission is None or pool.groups is None:
         return None
-    decoding = pool.groups.decode_blocks(context)
+    decoding = pool.groups.peak_decode_blocks(context)
     return (admission, decoding) if admission > decoding else None
 
 
 def conversations(pool: KVPool, dep: Deployment, context: int) -> int:
-    """Conversations of ``context`` tokens the pool holds at once, decoding."""
+    """Conversations of ``context`` tokens the pool holds at once, decoding: each charged the
+    most it holds on its way to ``context`` (a chunk group its whole chunk, though past a
+    chunk boundary vLLM has freed the chunk before), so conversations growing together to
+    ``context`` fit at every step and the count never rises with the context."""
     if pool.groups is not None:
-        held = pool.blocks // pool.groups.decode_blocks(context)
+        held = pool.blocks // pool.groups.peak_decode_blocks(context)
         gate = admission_gate(pool, context)
         if gate is not None:  # the last admitted finds the others decoding
             admission, decoding = gate

@@ -32,7 +32,7 @@ class EnginePool:
         if self.blocks is None:
             return self.tokens // context
         if self.groups is not None:
-            return self.blocks // self.groups.decode_blocks(context)
+            return self.blocks // self.groups.peak_decode_blocks(context)
         return self.blocks // math.ceil(context / self.block_size)
 
     def block_division(self, context: int) -> str:
@@ -41,7 +41,7 @@ class EnginePool:
         9,325 tokens: 47, not the 48 its tokens ÷ the context make); "" for a token count."""
         if self.blocks is None or self.block_size < 2:
             return ""
-        need = self.groups.decode_blocks(context) if self.groups is not None \
+        need = self.groups.peak_decode_blocks(context) if self.groups is not None \
             else math.ceil(context / self.block_size)
         return (f"in whole blocks of {self.block_size}: {self.blocks:,} blocks ÷ {need:,} a "
                 "sequence" + (f" over its {self.groups.count} KV-cache groups"
@@ -49,17 +49,20 @@ class EnginePool:
 
     def tokens_held(self, share: float) -> int | None:
         """The tokens a request holds when it holds ``share`` of the pool: of a pool of
-        several groups, the longest context whose decode_blocks fit its share of the blocks;
-        None where no full-attention group grows with the context (a window's stops)."""
+        several groups, the longest context whose decode_blocks fit its share of the blocks
+        (peak_decode_blocks, monotone: an attention chunk's group charged a whole chunk, as
+        the blocks alone do not tell where in its chunk a request is); None where no
+        full-attention group grows with the context (a window's stops)."""
         if self.groups is None or self.blocks is None:
             return max(1, round(share * self.tokens))
         if not self.groups.full:
             return None
         held = share * self.blocks
-        low, high = 0, int(held) * self.groups.block_size + 1  # decode_blocks(high) > held
+        low, high = 0, int(held) * self.groups.block_size + 1  # its blocks(high) > held
         while high - low > 1:
             mid = (low + high) // 2
-            low, high = (mid, high) if self.groups.decode_blocks(mid) <= held else (low, mid)
+            low, high = (mid, high) if self.groups.peak_decode_blocks(mid) <= held \
+                else (low, mid)
         return max(1, low)
 
     @property

@@ -15,7 +15,9 @@ layer type:
   group, its own tokens' blocks while it is shorter than the window, then the blocks
   covering its window (and, while a prefill chunk runs, the chunk): at most
   ceil(min(window − 1 + max_num_batched_tokens, max_model_len) ÷ block_size) + 1 (v0.26
-  under async scheduling: two chunks in flight, the caller's ``budget_tokens``); per state
+  under async scheduling: two chunks in flight, the caller's ``budget_tokens``); per
+  attention-chunk group (Llama 4), the blocks from the start of the chunk its next token is
+  in (``chunk_blocks``: a whole chunk's at most, one block just past a boundary); per state
   group, however long the request, one block without prefix caching, and with it in
   mamba_cache_mode "align" two (the running state and the last block-aligned one), three
   for Mamba-2 layers from v0.32 (a prefill checkpoint: MambaSpec.max_memory_usage_bytes, 2
@@ -116,19 +118,53 @@ class KVGroups:
         tokens' blocks, cdiv(tokens, block_size), until the window's cap, cdiv(window − 1,
         block_size) + 1 (vLLM's SlidingWindowManager allocates cdiv(num_tokens, block_size)
         less the blocks remove_skipped_blocks freed, none while the request is inside its
-        window; v0.29 and v0.34 alike), no prefill chunk; sim/blocks.py's window_blocks.
-        Gemma-3-27B (one full and six 1,024-token window groups, blocks of 64): 8 + 6 × 8 =
-        56 at 512 tokens, 128 + 6 × 17 = 230 at 8,192."""
+        window; v0.29 and v0.34 alike), no prefill chunk; a chunk group the blocks of its
+        current chunk (``chunk_blocks``), fewer again after each chunk boundary;
+        sim/blocks.py's window_blocks. Gemma-3-27B (one full and six 1,024-token window
+        groups, blocks of 64): 8 + 6 × 8 = 56 at 512 tokens, 128 + 6 × 17 = 230 at 8,192."""
         bs = self.block_size
         own = -(-tokens // bs)
         n = self.full * own
         for window, groups in self.windows:
-            n += groups * min(own, -(-(window - 1) // bs) + 1)
+            held = chunk_blocks(tokens, 1, window, bs) if window in self.chunks \
+                else min(own, -(-(window - 1) // bs) + 1)
+            n += groups * held
+        return n + self.states * self.state_blocks
+
+    def peak_decode_blocks(self, tokens: int) -> int:
+        """A bound on the blocks a request holds while it decodes up to ``tokens`` tokens:
+        its ``decode_blocks`` but for a chunk group, charged its most, a whole chunk's,
+        min(cdiv(tokens, block_size), chunk ÷ block_size) (a block more where a chunk starts
+        mid-block). Monotone in ``tokens``, as a fixed charge or a search wants it.
+        Llama-4-Scout (one full and three 8,192-token chunk groups, blocks of 16) at 100,000
+        tokens: 6,250 + 3 × 512 = 7,786, where it holds 6,250 + 3 × 106 = 6,568."""
+        bs = self.block_size
+        own = -(-tokens // bs)
+        n = self.full * own
+        for window, groups in self.windows:
+            cap = (window // bs if window % bs == 0 else -(-(window - 1) // bs) + 1) \
+                if window in self.chunks else -(-(window - 1) // bs) + 1
+            n += groups * min(own, cap)
         return n + self.states * self.state_blocks
 
     def reported_tokens(self, blocks: int) -> int:
         """vLLM's logged "GPU KV cache size": blocks ÷ groups × block_size."""
         return blocks // self.count * self.block_size if self.count else 0
+
+
+def chunk_blocks(tokens: int, new: int, chunk_tokens: int, block_size: int) -> int:
+    """Blocks a chunked-local-attention group (Llama 4's attention_chunk_size) holds for a
+    request caching ``tokens`` tokens while it computes the last ``new``: cdiv(tokens,
+    block_size) − ⌊⌊(tokens − new) ÷ chunk⌋ · chunk ÷ block_size⌋, the blocks wholly before
+    the chunk of its first new token freed (vLLM's ChunkedLocalAttentionManager,
+    vllm/v1/core/single_type_kv_cache_manager.py: remove_skipped_blocks before each
+    allocate_slots, v0.10.0 to v0.34.0; ``new`` 0: what it keeps between steps).
+    Llama-4-Scout's 8,192-token chunks in blocks of 16, decoding at 100,000 tokens: 6,250 −
+    6,144 = 106 (a sliding window of 8,192 would hold 513)."""
+    if tokens <= 0:
+        return 0
+    start = max(tokens - new, 0) // chunk_tokens * chunk_tokens
+    return -(-tokens // block_size) - start // block_size
 
 
 def _layer_kind(layer: Layer) -> tuple[str, int] | None:

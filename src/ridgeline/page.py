@@ -362,7 +362,7 @@ def _conversations_step(dep: Deployment, context: int, held: int,
     pool = decode_pool(run, context, version)
     per_conversation = conversation_bytes(pool, run, context)
     division = int(pool.kv_cache_bytes // per_conversation) if per_conversation else 0
-    blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0
+    blocks = pool.groups.peak_decode_blocks(context) if pool.groups is not None else 0
     return step(
         f"conversations of {context:,} tokens the pool holds",
         f"⌊the {dep.engine} KV pool per GPU, "

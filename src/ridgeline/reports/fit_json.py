@@ -187,7 +187,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             "layers_per_group": p.groups.layers_per_group, "full": p.groups.full,
             "windows": [{"tokens": w, "groups": g} for w, g in p.groups.windows],
             "states": p.groups.states, "page_bytes_per_gpu": p.groups.page_bytes,
-            "blocks_per_conversation": p.groups.decode_blocks(r.context)},
+            "blocks_per_conversation": p.groups.peak_decode_blocks(r.context)},
     }
     out.update(ranks_dict(r))  # data-parallel attention: every rank's figures
     if p.state_request_bytes:  # SGLang's hybrid: only where there is a state pool

@@ -539,7 +539,7 @@ def conversations_step(dep: Deployment, pool: KVPool, s: EngineSettings, context
                   + (f"; {reserved_blocks(pool, context):,} whole blocks of {pool.block_size}, "
                      "as GUARANTEED_NO_EVICT reserves them" if reserved_blocks(pool, context)
                      else "")
-                  + (f"; {pool.groups.decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
+                  + (f"; {pool.groups.peak_decode_blocks(context)} blocks of {pool.page_bytes / 2**20:,.2f}"
                      f" MiB across vLLM's {pool.groups.count} KV-cache groups"
                      + state_blocks_note(pool) if pool.groups and pool.groups.count > 1 else "")
                   + (f"; {window_rule(dep, s)}" if pool.windows_apart and has_windows(dep)

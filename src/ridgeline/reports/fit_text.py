@@ -253,7 +253,7 @@ def whole_blocks_note(p: KVPool, context: int) -> str:
     the bytes themselves. Llama-3.1-70B at TP2, 2,000 tokens under vLLM 0.34: " (32 whole
     blocks of 64 tokens, 2,048 slots)", 0.312 GiB where kv's exact bytes are 0.305 GiB."""
     if p.groups is not None:
-        blocks = p.groups.decode_blocks(context)
+        blocks = p.groups.peak_decode_blocks(context)
         across = f" across {p.groups.count} KV-cache groups" if p.groups.count > 1 else \
             f", {blocks * p.block_size:,} slots"
         return f" ({blocks:,} whole blocks of {p.block_size} tokens{across})"

@@ -276,7 +276,7 @@ def logged_concurrency_line(r: FitReport) -> str | None:
     logged = p.concurrency(r.context)
     if held == int(logged):
         return None
-    charged, decoding = p.request_blocks(r.context), p.groups.decode_blocks(r.context)
+    charged, decoding = p.request_blocks(r.context), p.groups.peak_decode_blocks(r.context)
     gate = admission_gate(p, r.context)
     why = f"a decoding request holds {decoding:,} blocks"
     if gate is not None:

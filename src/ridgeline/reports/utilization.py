@@ -351,7 +351,7 @@ def utilization_report(
         # in blocks too, where the pool is paged: whole blocks divide without the GiB
         # figures' rounding (gpt-oss-120b on an MI300X: 104.6 ÷ 0.07361 reads 1,421, the
         # blocks 1,420)
-        blocks = pool.groups.decode_blocks(context) if pool.groups is not None else 0
+        blocks = pool.groups.peak_decode_blocks(context) if pool.groups is not None else 0
         per_conversation = conversation_bytes(pool, held_dep, context)
         pool_operands = (q("pool", pool.pool_bytes / GIB, "GiB", "per GPU, at the engine's "
                            "defaults" + (f": {pool.blocks:,} blocks of {pool.block_size:,} "

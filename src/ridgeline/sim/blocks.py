@@ -31,6 +31,14 @@ back after each step down to what the next token needs (``trim``). These blocks 
 request's own (``Request.window_held``): never cached nor shared (conservative where vLLM
 would find a shared prefix's window blocks cached). Gemma-3-27B (six window groups of 1,024
 tokens, blocks of 64): a 512 + 128-token request holds 10 + 6 × 10 = 70 blocks, not 10 + 6 × 17.
+A group of attention chunks (``chunk_sizes``, Llama 4's 8,192 tokens) holds instead the blocks
+from the start of the chunk its first new token is in (kvgroups.chunk_blocks, vLLM's
+ChunkedLocalAttentionManager), growing with the table's and given back, all but what the next
+token needs, when the request crosses into a new chunk: Llama-4-Scout's three chunk groups in
+blocks of 16 hold 3 × 512 blocks just before 98,304 tokens and 3 × 106 at 100,000, where a
+sliding window of 8,192 would keep 3 × 513. The summed decodes (sim/decodes.py) follow it,
+handing a member's chunk back here at the chunk's end (``give_back``), where a chunk is a whole
+number of blocks; one that is not runs every step the plain way (``bulk_decodes``).
 
 The cached prefix of a waiting request is asked for every step it waits at the queue's head
 (could it start?), and is remembered between asks (``CachedPrefix``). A key entering or
@@ -45,6 +53,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import OrderedDict, deque
 
+from ridgeline.kvgroups import chunk_blocks
 from ridgeline.sim.request import Request
 
 
@@ -69,7 +78,8 @@ class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True,
                  overhead_blocks: int = 0, lru: bool = False, window_tokens: int = 0,
                  gate_cap_blocks: int = 0,
-                 window_groups: tuple[tuple[int, int], ...] = ()) -> None:
+                 window_groups: tuple[tuple[int, int], ...] = (),
+                 chunk_sizes: tuple[int, ...] = ()) -> None:
         self.total = num_blocks
         self.block_size = block_size
         self.overhead = overhead_blocks  # blocks every request holds besides its tokens
@@ -79,6 +89,7 @@ class BlockPool:
         self.gate_cap = gate_cap_blocks  # vLLM v0.20+'s gate: a window's room (0: uncapped)
         # a hybrid's window groups, (window tokens, groups), each growing beside the table
         self.window_groups = window_groups
+        self.chunk_sizes = chunk_sizes  # … of them, attention chunks (kvgroups.chunk_blocks)
         self.free = num_blocks  # blocks holding nothing …
         self._fresh = num_blocks  # … of them at the queue's head (never used; without lru, all)
         self._freed: deque[list[int]] = deque()  # … the rest (lru): [stamp, blocks] runs
@@ -115,6 +126,16 @@ class BlockPool:
         (by default one, a decode's): its table's, and a hybrid's window groups'."""
         return self.table_blocks(tokens) + self.window_blocks(tokens, new)
 
+    def peak_blocks_for(self, tokens: int, new: int = 1) -> int:
+        """A bound on the blocks a request caching up to ``tokens`` tokens, ``new`` at a step,
+        holds at any step: ``blocks_for``, a chunk group charged as a window of its chunk's
+        size would hold, never less than its chunk (``window_cap``)."""
+        if not self.chunk_sizes:
+            return self.blocks_for(tokens, new)
+        own = -(-tokens // self.block_size) if tokens > 0 else 0
+        return self.table_blocks(tokens) + sum(
+            groups * min(own, self.window_cap(window, new)) for window, groups in self.window_groups)
+
     def window_cap(self, window: int, new: int) -> int:
         """The most blocks a request attending through a ``window``-token window holds while
         it computes ``new`` tokens: ceil((c + new) ÷ bs) − floor((c − window + 1) ÷ bs) peaks at
@@ -128,20 +149,33 @@ class BlockPool:
 
     def window_blocks(self, tokens: int, new: int = 1) -> int:
         """Blocks a hybrid's window groups hold for a request caching ``tokens`` tokens while
-        it computes the last ``new``: each group its tokens' blocks, at most its window's cap
-        (``window_cap``); 0 without window groups. Gemma-3-27B's six groups of 1,024 tokens in
-        blocks of 64: 60 for 640 tokens, 6 × 17 = 102 once a decode passes its window."""
+        it computes the last ``new`` (0: what it keeps between steps): each group its tokens'
+        blocks, at most its window's cap (``window_cap``), a chunk group those of its current
+        chunk (kvgroups.chunk_blocks); 0 without window groups. Gemma-3-27B's six groups of
+        1,024 tokens in blocks of 64: 60 for 640 tokens, 6 × 17 = 102 once a decode passes
+        its window."""
         if not self.window_groups or tokens <= 0:
             return 0
         own = -(-tokens // self.block_size)
-        return sum(groups * min(own, self.window_cap(window, new))
+        return sum(groups * (chunk_blocks(tokens, new, window, self.block_size)
+                             if window in self.chunk_sizes
+                             else min(own, self.window_cap(window, new)))
                    for window, groups in self.window_groups)
+
+    @property
+    def bulk_decodes(self) -> bool:
+        """Whether the summed decodes (sim/decodes.py) hold what this pool's requests hold:
+        not with an attention chunk that starts mid-block (its blocks would fall back by a
+        chunk's share of a block)."""
+        return all(size % self.block_size == 0 for size in self.chunk_sizes)
 
     def window_growing(self, tokens: int) -> bool:
         """Whether a decoding request caching ``tokens`` tokens has a window group still under
-        its cap, which takes a block with its table's next one."""
+        its cap, which takes a block with its table's next one (a chunk group always may: it
+        grows with the table until its chunk ends)."""
         own = -(-tokens // self.block_size)
-        return any(own < self.window_cap(window, 1) for window, _ in self.window_groups)
+        return bool(self.chunk_sizes) or any(own < self.window_cap(window, 1)
+                                             for window, _ in self.window_groups)
 
     def windowed(self, r: Request) -> bool:
         """Whether r's blocks stop at its window: a window is set and r holds no cached
@@ -172,7 +206,7 @@ class BlockPool:
         if r.num_computed <= 0:
             return
         if self.window_groups:
-            surplus = r.window_held - self.window_blocks(r.num_computed, 1)
+            surplus = r.window_held - self.window_blocks(r.num_computed, 0)
             if surplus > 0:
                 r.window_held -= surplus
                 self._give_back(r, surplus)
@@ -186,6 +220,12 @@ class BlockPool:
 
     def _give_back(self, r: Request, surplus: int) -> None:
         """``surplus`` of r's private blocks go back, onto the free queue's tail."""
+        self.give_back(surplus)
+        r.private_blocks -= surplus
+
+    def give_back(self, surplus: int) -> None:
+        """``surplus`` private blocks go back, onto the free queue's tail (the summed decodes'
+        chunk groups at a chunk's start, their members' counters written later)."""
         self._stamp += 1
         if self.lru:
             self._freed.append([self._stamp, surplus])
@@ -194,7 +234,6 @@ class BlockPool:
             self._fresh += surplus
         self.free += surplus
         self.held -= surplus
-        r.private_blocks -= surplus
 
     def trimmed(self, r: Request) -> bool:
         """Whether windowed r has freed blocks past its window (its leading blocks are gone)."""

@@ -114,6 +114,7 @@ class SimConfig:
     # (0: v0.19, which charged a window group the whole prompt), over the full groups
     whole_prompt_gate: bool = False
     gate_windows: tuple[tuple[int, int], ...] = ()
+    gate_chunks: tuple[int, ...] = ()  # … of them, attention chunks (no block more)
     gate_in_flight: int = 0
     gate_full_groups: int = 1
     gate_fixed_blocks: int = 0  # the window groups' blocks the fixed charge already counts
@@ -127,6 +128,9 @@ class SimConfig:
     # groups), each holding a request's blocks of its window beside the table, growing with
     # the request (sim/blocks.py); () where they are a fixed charge in ``overhead_blocks``
     window_groups: tuple[tuple[int, int], ...] = ()
+    # … of them, the attention chunks (Llama 4's 8,192): a chunk group holds the blocks of
+    # the request's current chunk, freed at each chunk boundary (kvgroups.chunk_blocks)
+    window_chunks: tuple[int, ...] = ()
     # vLLM V1: a request's full prefix blocks enter the prefix cache when they are scheduled,
     # not when computed (SGLang, TensorRT-LLM, llama.cpp: after the step; SchedulerConfig)
     cache_on_schedule: bool = True
@@ -154,7 +158,9 @@ class SimConfig:
         ``prompt_tokens`` tokens (None: no gate): each window group's cdiv(prompt, block
         size), from v0.20 at most its admission cap, cdiv(min(window − 1 + the tokens in
         flight, max_model_len), block size) + 1 (get_num_blocks_to_allocate with
-        apply_admission_cap, SlidingWindowSpec.max_admission_blocks_per_request, v0.34).
+        apply_admission_cap, SlidingWindowSpec.max_admission_blocks_per_request, v0.34); an
+        attention chunk's cdiv(min(chunk + the tokens in flight, max_model_len), block size)
+        (ChunkedLocalAttentionSpec's, KVGroups.window_cap_blocks).
         Gemma-3-27B on an H100 (six groups of 1,024 tokens, blocks of 64, two batches of 8,192
         tokens in flight): 6 × 8 = 48 for a 512-token prompt, 6 × 273 = 1,638 for a
         32,000-token one."""
@@ -163,7 +169,10 @@ class SimConfig:
         bs, need = self.block_size, 0
         for window, groups in self.gate_windows:
             blocks = -(-prompt_tokens // bs)
-            if self.gate_in_flight:
+            if self.gate_in_flight and window in self.gate_chunks:
+                blocks = min(blocks, -(-min(window + self.gate_in_flight,
+                                            self.max_model_len) // bs))
+            elif self.gate_in_flight:
                 room = min(window - 1 + self.gate_in_flight, self.max_model_len)
                 blocks = min(blocks, -(-room // bs) + 1)
             need += groups * blocks
@@ -216,6 +225,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
     pool = kv_pool(dep, s)
     blocks, block_size, overhead, window = pool.blocks, pool.block_size, 0, 0
     window_groups: tuple[tuple[int, int], ...] = ()
+    window_chunks: tuple[int, ...] = ()
     g = pool.groups
     if g is not None and (g.windows or g.states):
         # The simulator grows one block table; vLLM's other groups are counted per request
@@ -224,15 +234,17 @@ def sim_config(dep: Deployment, settings: object | None = None,
         # beside the table, where there is one full group of the table's block size
         # (``window_groups``, vLLM V1's SlidingWindowManager: sim/blocks.py; Gemma-3,
         # gpt-oss, Cohere2), else its blocks once its window is full, charged from the
-        # start (conservative for short requests). A model with no full attention grows one
+        # start (conservative for short requests; an attention chunk's group at its most, a
+        # whole chunk's: peak_decode_blocks). A model with no full attention grows one
         # table for its window groups, capped in vLLM at the window (the largest, where they
         # differ) as its SlidingWindowManager frees the blocks the window passed
         # (``window_cap``; elsewhere uncapped, conservative past the window); a state-only
         # model holds one block per request.
-        fixed = g.decode_blocks(max_len) - g.full * -(-max_len // g.block_size)
+        fixed = g.peak_decode_blocks(max_len) - g.full * -(-max_len // g.block_size)
         if g.full == 1 and g.windows and g.block_size == block_size and dep.engine == "vllm" \
                 and pool.accounting is not None and pool.accounting.engine != "V0":
             window_groups, overhead = g.windows, g.states * g.state_blocks
+            window_chunks = g.chunks
         elif g.full:
             blocks, overhead = blocks // g.full, -(-fixed // g.full)
         elif g.windows:
@@ -254,9 +266,9 @@ def sim_config(dep: Deployment, settings: object | None = None,
     admission = pool.admission_blocks(max_len)  # vLLM v0.19+: its whole-prompt gate
     if admission is not None and g is not None and g.full and g.block_size == block_size:
         capped = pool.admission_rule == "capped"  # v0.20+: a window's own room
-        fixed = 0 if window_groups else g.decode_blocks(max_len) \
+        fixed = 0 if window_groups else g.peak_decode_blocks(max_len) \
             - g.full * -(-max_len // g.block_size) - g.states * g.state_blocks
-        gate = {"whole_prompt_gate": True, "gate_windows": g.windows,
+        gate = {"whole_prompt_gate": True, "gate_windows": g.windows, "gate_chunks": g.chunks,
                 "gate_in_flight": pool.window_budget_tokens if capped else 0,
                 "gate_full_groups": g.full, "gate_fixed_blocks": fixed}
     elif admission is not None:  # windows alone: the whole prompt (v0.19), or a window's
@@ -278,6 +290,7 @@ def sim_config(dep: Deployment, settings: object | None = None,
                      ubatch_tokens=ubatch,
                      prefix_caching=prefix_caching, spec_tokens=spec_tokens,
                      window_cap_tokens=window, window_groups=window_groups,
+                     window_chunks=window_chunks,
                      spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                      spec_lookahead_tokens=spec_lookahead_tokens(dep.engine, spec_method,
                                                                  spec_tokens),

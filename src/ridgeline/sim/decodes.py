@@ -25,7 +25,11 @@ leaves the residues (a heap of those steps, which a run may not cross either), a
 min(ceil((base + g) / block_size), cap) blocks. A hybrid's window groups (``window_caps``,
 BlockPool.window_blocks) take a block each with the table's next one until they hold their
 window's cap: a member's residue counts the blocks it takes at a boundary (its weight), and
-the heap of cap steps carries what each window's groups stop taking there.
+the heap of cap steps carries what each window's groups stop taking there. A hybrid's
+attention-chunk groups (``chunk_groups``, Llama 4; chunks a whole number of blocks) take a
+block each with the table's next one, never capped, and at the step a member's cache reaches
+the start of its next chunk give back the chunk's blocks (``fill_windows`` returns them to the
+caller, for the pool), as BlockPool.trim does.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def window_caps(pool: BlockPool) -> tuple[tuple[int, int], ...]:
     cap: Gemma-3-27B's six groups of 1,024 tokens in blocks of 64, ((17, 6),)."""
     caps: dict[int, int] = {}
     for window, groups in pool.window_groups:
+        if window in pool.chunk_sizes:
+            continue  # its blocks fall back at each chunk: ``chunk_groups``
         cap = pool.window_cap(window, 1)
         caps[cap] = caps.get(cap, 0) + groups
     return tuple(sorted(caps.items()))
@@ -51,7 +57,8 @@ class DecodeSet:
     def __init__(self, block_size: int, overhead_blocks: int = 0,
                  windows: tuple[int, ...] = (), clip_tokens: int = 1 << 62,
                  cap_blocks: int = 0, chunks: tuple[Chunk, ...] = (),
-                 window_caps: tuple[tuple[int, int], ...] = ()) -> None:
+                 window_caps: tuple[tuple[int, int], ...] = (),
+                 chunk_groups: tuple[tuple[int, int], ...] = ()) -> None:
         self.joins = 0  # numbers each joining: a heap entry is live while its number is
         self.block_size = block_size
         self.overhead = overhead_blocks  # fixed blocks per request (see BlockPool)
@@ -60,6 +67,8 @@ class DecodeSet:
         self.clip = clip_tokens  # the most of a member's remaining output ``held`` counts
         self.cap = cap_blocks  # the most blocks a windowed member holds (0: none is capped)
         self.window_caps = window_caps  # a hybrid's window groups: (their cap, groups)
+        self.chunk_groups = chunk_groups  # … its chunk groups: (chunk tokens, groups)
+        self.chunk_weight = sum(groups for _, groups in chunk_groups)
         self.step_end_s = 0.0  # when the latest step ended: every member's latest token
         self._reset()
 
@@ -78,6 +87,10 @@ class DecodeSet:
         self.offsets = {c: 0 for c in self.chunks}  # Σ (base − the first token of its chunk) …
         self.crossings: dict[Chunk, list[tuple[int, int, Request]]] = {
             c: [] for c in self.chunks}  # … and the steps members start their next chunk
+        # the steps a member's cache reaches its next chunk of a chunk group, where the group
+        # gives back the chunk's blocks
+        self.releases: dict[int, list[tuple[int, int, Request]]] = {
+            size: [] for size, _ in self.chunk_groups}
         self.end_sum = 0  # Σ finish step (output − gen) over members: remaining = end − g …
         self.clipped = [0, 0]  # … members with more than ``clip`` to go: count, Σ end …
         self.unclips: list[tuple[int, int, Request]] = []  # … and the step each comes under
@@ -124,6 +137,9 @@ class DecodeSet:
             start = (base + g) // size * size  # the first token of its chunk
             self.offsets[c] += base - start
             heapq.heappush(self.crossings[c], (start + size - base, join, r))
+        for size, _ in self.chunk_groups:  # its cache at the next chunk's start
+            heapq.heappush(self.releases[size], ((base + g) // size * size + size - base,
+                                                 join, r))
 
     def _cap_step(self, r: Request) -> int:
         """The step from which windowed r takes no block: its cache past (cap − 1) blocks."""
@@ -141,7 +157,7 @@ class DecodeSet:
         """The blocks member r takes when its last one fills, at step g: its table's one
         (none for a windowed member at its cap) and one for each hybrid window group still
         under its cap."""
-        weight = 1 if self.growing_at(r, g) else 0
+        weight = (1 if self.growing_at(r, g) else 0) + self.chunk_weight
         for cap, groups in self.window_caps:
             if g < self._step_at(r, cap):
                 weight += groups
@@ -176,20 +192,22 @@ class DecodeSet:
     def next_change(self) -> int:
         """The next step a member finishes, fills a window or starts a chunk (entries may be
         stale: early)."""
-        if not self.windows and not self.caps and not self.chunks:
+        if not self.windows and not self.caps and not self.chunks and not self.chunk_groups:
             return self.finishes[0][0] if self.finishes else 1 << 62
         tops = [heap[0][0] for heap in self.fills.values() if heap]
         tops += [heap[0][0] for heap in self.crossings.values() if heap]
+        tops += [heap[0][0] for heap in self.releases.values() if heap]
         if self.caps:
             tops.append(self.caps[0][0])
         if self.finishes:
             tops.append(self.finishes[0][0])
         return min(tops, default=1 << 62)
 
-    def fill_windows(self, g: int) -> None:
+    def fill_windows(self, g: int) -> int:
         """Members whose window is full by step g read the whole window from now on; members
         whose next chunk starts by step g read from its start; windowed members at their cap
-        by step g take no more blocks."""
+        by step g take no more blocks. Returns the blocks chunk groups give back, their
+        members' caches at a chunk's start by step g (a whole chunk's a group)."""
         caps = self.caps
         while caps and caps[0][0] <= g:
             _, join, blocks, r = heapq.heappop(caps)
@@ -210,6 +228,15 @@ class DecodeSet:
                 if self._live(r, join):
                     self.offsets[c] -= size
                     heapq.heappush(crossings, (step + size, join, r))
+        freed = 0
+        for (size, groups), releases in zip(self.chunk_groups, self.releases.values(),
+                                            strict=True):
+            while releases and releases[0][0] <= g:
+                step, join, r = heapq.heappop(releases)
+                if self._live(r, join):
+                    freed += groups * (size // self.block_size)
+                    heapq.heappush(releases, (step + size, join, r))
+        return freed
 
     def blocks_over(self, g: int, k: int) -> int:
         """New blocks the members take in steps g … g+k−1. A member holds
@@ -240,6 +267,8 @@ class DecodeSet:
         blocks = -(-r.num_computed // self.block_size)
         window = sum(groups * min(blocks, cap) for cap, groups in self.window_caps) \
             if r.num_computed > 0 else 0
+        for size, groups in self.chunk_groups:  # its current chunk's (none at its start)
+            window += groups * (blocks - r.num_computed // size * size // self.block_size)
         if r.decode_window and blocks > self.cap:
             blocks = self.cap
         r.window_held = window

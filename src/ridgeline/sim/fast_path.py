@@ -50,7 +50,9 @@ class FastPath:
                                  CLIP_TOKENS,
                                  sim.pool.cap_blocks(1) if sim.pool.window else 0,
                                  tuple(w for w in spans if isinstance(w, Chunk)),
-                                 window_caps(sim.pool))
+                                 window_caps(sim.pool),
+                                 tuple((w, n) for w, n in sim.pool.window_groups
+                                       if w in sim.pool.chunk_sizes))
         self.in_bulk = False  # the running decodes live in self.decodes
         self.g = 0  # decode steps taken in bulk
         self._line = (0.0, 0.0)  # the step-time line of a run of decode steps: (first, slope)
@@ -85,7 +87,7 @@ class FastPath:
         for i, r in enumerate(running):
             decoding = r.num_generated and r.to_compute == 1 \
                 and r.blocks_held == self.pool.held_for(r, r.num_computed, 1) \
-                and r.window_held == self.pool.window_blocks(r.num_computed)
+                and r.window_held == self.pool.window_blocks(r.num_computed, 0)
             if not decoding:
                 if i != len(running) - 1:
                     return False
@@ -262,8 +264,11 @@ class FastPath:
 
     def _close_step(self) -> list[Request]:
         """Finish the members that are done (their windows filled first, as of this step)."""
-        if self.decodes.windows or self.decodes.caps or self.decodes.chunks:
-            self.decodes.fill_windows(self.g)
+        dset = self.decodes
+        if dset.windows or dset.caps or dset.chunks or dset.chunk_groups:
+            freed = dset.fill_windows(self.g)
+            if freed:  # chunk groups at a chunk's start: BlockPool.trim's, in bulk
+                self.pool.give_back(freed)
         done = self.decodes.pop_finished(self.g)
         return [self.sim.finish(r) for r in done]
 

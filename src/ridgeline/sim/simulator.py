@@ -45,7 +45,7 @@ class Simulator:
         self.pool = BlockPool(config.num_blocks, config.block_size, config.prefix_caching,
                               config.overhead_blocks, config.lru_free_queue,
                               config.window_cap_tokens, config.window_gate_blocks,
-                              config.window_groups)
+                              config.window_groups, config.window_chunks)
         self.scheduler = Scheduler(SchedulerConfig(config.max_num_seqs,
                                                    config.max_num_batched_tokens,
                                                    config.spec_tokens, config.reserve_full,
@@ -84,9 +84,10 @@ class Simulator:
         self.scheduler.decoding_held = self.fast.decoding_held
         self.scheduler.formed_at = self.formed_s
         # the fast path runs a prompt's chunks at the whole budget: with a threshold on
-        # them, every step is the plain one
+        # them, every step is the plain one; so too with attention-chunk groups, whose
+        # blocks the summed decodes do not follow (BlockPool.bulk_decodes)
         self._bulk = config.fast_path and not config.spec_tokens \
-            and not config.long_prefill_token_threshold
+            and not config.long_prefill_token_threshold and self.pool.bulk_decodes
         # a step runs as one pass (no llama.cpp ubatches) on one data-parallel rank: its time
         # is the timer's for the step's shape (``_time``)
         self._one_pass = not config.ubatch_tokens and dep.data_parallel_size == 1
@@ -109,7 +110,7 @@ class Simulator:
         # only with its whole life reserved, the never-fed last token's slot included; a
         # hybrid's window groups hold a prompt chunk's tokens beside their window
         chunk = min(r.prompt_tokens, self.config.max_num_batched_tokens)
-        need = max(self.pool.blocks_for(slots, chunk), self.scheduler.reservation(r))
+        need = max(self.pool.peak_blocks_for(slots, chunk), self.scheduler.reservation(r))
         if need > self.pool.total:
             return (f"needs more KV blocks than its pool's {self.pool.total:,}",
                     f"request {r.id}, {need:,} blocks")
