@@ -24,7 +24,6 @@ from ridgeline.plan_cautions import (
     calibration,
     data_parallel_winner_cautions,
     extensible_kv_caution,
-    split_connector_caution,
 )
 from ridgeline.reports.plan import card_words
 from ridgeline.reports.plan_commands import check_line
@@ -182,7 +181,8 @@ def _result(**fields: Any) -> PlanResult:
 
 def test_splits_read_as_what_they_are() -> None:
     """A split cheaper than the winner that no check reached says so on its own line; a
-    hybrid's split under vLLM's NixlConnector, which fit refuses, is no held split; a card
+    hybrid's split under vLLM's NixlConnector is a held split, its pools sized beside the
+    connector (disaggregated.pool_connector); a card
     whose layouts fit but missed every check says so, not "no layout fits"; a split-only
     card whose split is analytic says so."""
     win = replace(_sized(1, 2, 1.0), verified=True)
@@ -194,8 +194,7 @@ def test_splits_read_as_what_they_are() -> None:
                for x in lines)
     oss = resolve_model("gpt-oss-120b")
     held = replace(cheap, verified=True, weights="as stored")
-    assert split_connector_caution(held, "vllm", oss)
-    assert PlanLists(oss, _result(disaggregated=(held,))).held_splits() == []
+    assert PlanLists(oss, _result(disaggregated=(held,))).held_splits() == [held]
     assert PlanLists(LLAMA_8B, _result(disaggregated=(held,))).held_splits() == [held]
     a100 = replace(_sized(1, 1, 1.0), accelerator="a100-sxm-80gb")
     (missed,) = _card_outcomes(["a100-sxm-80gb"], [], [], [], [a100], 1)

@@ -112,16 +112,27 @@ def test_a_pasted_pool_command_is_read_by_fit_and_simulate(
     assert same_answer(out, run_cli(capsys, "simulate", *plain, *where, *load)[1])
 
 
-def test_another_connector_or_a_hybrid_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    """LMCache's connector keeps a cache tier of its own; gpt-oss's sliding-window layers lose
-    vLLM's hybrid KV cache manager to a connector: neither is priced, so both are refused."""
+def test_another_connector_is_refused_and_a_hybrid_is_sized_by_release(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """LMCache's connector keeps a cache tier of its own: not priced, so refused. gpt-oss's
+    sliding-window layers lose vLLM's hybrid KV cache manager to the NixlConnector on v0.11
+    (every layer cached in full: half the conversations of 32K, its window and full layers
+    half and half); v0.23 and later keep it."""
     lmcache = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})
     nixl = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
-    for argv in (("fit", MODEL_ID, "--gpu", "h100", "--kv-transfer-config", lmcache),
-                 ("fit", "gpt-oss-120b", "--gpu", "h100", "--kv-transfer-config", nixl)):
-        code, out, err = run_cli(capsys, *argv)
-        assert code == 2 and not out and len(err.strip().splitlines()) == 1
-        assert "--kv-transfer-config" in err and "not modelled" in err
+    code, out, err = run_cli(capsys, "fit", MODEL_ID, "--gpu", "h100", "--kv-transfer-config",
+                             lmcache)
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "--kv-transfer-config" in err and "not modelled" in err
+    oss = ("fit", "gpt-oss-20b", "--gpu", "h100", "--max-model-len", "32768", "--json")
+    held = {}
+    for version in ("0.11", "0.34"):
+        for extra in ((), ("--kv-transfer-config", nixl)):
+            code, out, err = run_cli(capsys, *oss, "--engine-version", version, *extra)
+            assert code == 0, err
+            held[version, bool(extra)] = json.loads(out)["conversations"]
+    assert 0 < held["0.11", True] < held["0.11", False]
+    assert held["0.34", True] == held["0.34", False]
 
 
 def test_a_pasted_trtllm_pool_is_priced_with_its_transfer_buffer(
@@ -139,16 +150,16 @@ def test_a_pasted_trtllm_pool_is_priced_with_its_transfer_buffer(
     assert "− KV transfer buffer (cache_transceiver_config)" in out
 
 
-@pytest.mark.parametrize("engine, model_id, cautioned", [
-    ("vllm", "gpt-oss-20b", True),  # sliding windows beside full attention: a hybrid
-    ("vllm", MODEL_ID, False),  # one cache kind
-    ("sglang", "gpt-oss-20b", False),  # no NixlConnector in its commands
+@pytest.mark.parametrize("engine, model_id", [
+    ("vllm", "gpt-oss-20b"),  # sliding windows beside full attention: a hybrid
+    ("vllm", MODEL_ID),  # one cache kind
 ])
-def test_a_vllm_split_of_a_hybrid_says_its_commands_are_not_the_pools_priced(
-        engine: str, model_id: str, cautioned: bool) -> None:
-    """The pools' commands carry vLLM's NixlConnector, which fit refuses for a hybrid (test
-    above: vLLM may turn its hybrid KV cache manager off): the split's own cautions, which the
-    plan prints on its line and in --json, say so, where the pasted command cannot be read."""
+def test_a_vllm_split_of_a_hybrid_is_priced_as_fit_reads_its_commands(
+        capsys: pytest.CaptureFixture[str], engine: str, model_id: str) -> None:
+    """The pools' commands carry vLLM's NixlConnector, which fit reads (test above: on v0.9.1
+    to v0.22 vLLM turns a hybrid's KV cache manager off beside it) as plan sizes the pools
+    (disaggregated.pool_connector): no caution on the split, and fit takes the pasted
+    decode command."""
     from dataclasses import replace
 
     from ridgeline.engines import profile_for
@@ -158,13 +169,12 @@ def test_a_vllm_split_of_a_hybrid_says_its_commands_are_not_the_pools_priced(
     model = resolve_model(model_id)
     split = replace(_split(), weights="as stored")
     said = candidate_cautions(split, engine, profile_for(engine), Slo(1.0, 0.05), model)
-    assert any("NixlConnector" in why for why in said) == cautioned
-    single = replace(split, disaggregated="", prefill_replicas=0)
-    assert not any("NixlConnector" in why for why in candidate_cautions(
-        single, engine, profile_for(engine), Slo(1.0, 0.05), model))
-    if cautioned:  # the command it names is the one fit refuses
-        command = _launch(engine).pool_commands(_split())["decode"]
-        assert "--kv-transfer-config" in command
+    assert not any("NixlConnector" in why for why in said)
+    command = _launch(engine).pool_commands(_split())["decode"]
+    assert "--kv-transfer-config" in command
+    pasted = _pasted(engine, command.replace(MODEL_ID, model_id))
+    code, _, err = run_cli(capsys, "fit", *pasted, "--gpu", "h100", "--engine-version", "0.11")
+    assert code == 0, err
 
 
 # The release before each engine's first with the printed hand-off, and that release

@@ -193,12 +193,17 @@ def hybrid_manager_flags(g: Any) -> None:
                         "full attention; refused for a Mamba or linear-attention hybrid, "
                         "which vLLM then will not start")
     switch.add_argument("--no-disable-hybrid-kv-cache-manager",
-                        "--enable-hybrid-kv-cache-manager",
                         dest="disable_hybrid_kv_cache_manager", action="store_const",
-                        const=False, help="vLLM: the manager asked for (v0.33+ also spelt "
-                        "--enable-...); v0.13+ stops where its own rules turn it off (Llama 4 "
-                        "with VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0), so that is "
-                        "refused; earlier releases read it as their default")
+                        const=False, help="vLLM v0.9.1+: the manager asked for; v0.13+ stops "
+                        "where its own rules turn it off (Llama 4 with "
+                        "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0), so that is "
+                        "refused; earlier releases read it as their default, and turn it off "
+                        "beside --kv-transfer-config all the same")
+    switch.add_argument("--enable-hybrid-kv-cache-manager", nargs=0, action=_EnableSpelling,
+                        dest="disable_hybrid_kv_cache_manager",
+                        help="vLLM v0.33+: --no-disable-hybrid-kv-cache-manager's other "
+                        "spelling, refused for an earlier --engine-version, as its vllm serve "
+                        "stops on it")
     g.add_argument("--vllm-allow-chunked-local-attn-with-hybrid-kv-cache",
                    type=_chunked_env, metavar="0|1",
                    help="vLLM: the environment variable "
@@ -206,6 +211,37 @@ def hybrid_manager_flags(g: Any) -> None:
                    "started with it (not a flag of vLLM's; v0.10.1+, default 0 to v0.13, 1 "
                    "from v0.14): 0 runs a chunked-attention model (Llama 4) without the hybrid "
                    "manager, every layer cached in full; 1 pages its chunks")
+
+
+ENABLE_HYBRID_MANAGER = "--enable-hybrid-kv-cache-manager"
+
+
+class _EnableSpelling(argparse.Action):
+    """--enable-hybrid-kv-cache-manager: the manager asked for, as
+    --no-disable-hybrid-kv-cache-manager, its spelling kept (``hybrid_manager_enable_spelt``)
+    for the releases that lack it (enable_spelling_problem)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, False)
+        namespace.hybrid_manager_enable_spelt = True
+
+
+def enable_spelling_problem(args: argparse.Namespace, engine: str, version: str | None) -> str:
+    """Why vLLM ``version`` will not take --enable-hybrid-kv-cache-manager, or "": the
+    spelling came with EnableDisableAction in v0.33.0 (engines.json
+    hybrid_kv_cache_manager_flag.enable_spelling_from); 0.32 and earlier stop on it
+    ('unrecognized arguments'). No version: the pasted line is taken from a release with it."""
+    if not getattr(args, "hybrid_manager_enable_spelt", False) or engine != "vllm" \
+            or version is None:
+        return ""
+    from ridgeline.vllm_memory import parse_version, vllm_data
+
+    since = str(vllm_data()["hybrid_kv_cache_manager_flag"]["enable_spelling_from"])
+    if parse_version(version) >= parse_version(since):
+        return ""
+    return (f"vLLM {version} has no {ENABLE_HYBRID_MANAGER}: it came in v{since}; write "
+            "--no-disable-hybrid-kv-cache-manager, or name that --engine-version or a later one")
 
 
 def _chunked_env(text: str) -> bool:
@@ -585,6 +621,7 @@ def check_engine_flags(args: argparse.Namespace, engine: str) -> None:
     if getattr(args, "extensible_kv_cache", None) is not None and engine != "vllm":
         problems.append(f"--{'' if args.extensible_kv_cache else 'no-'}enable-extensible-kv-"
                         f"cache is vLLM's; {engine} has no such flag")
+    problems.append(enable_spelling_problem(args, engine, args.engine_version))
     if any(problems):
         raise InputError("; ".join(p for p in problems if p))
 

@@ -315,11 +315,6 @@ def build_deployment(args: argparse.Namespace, model: Any, acc: Any, engine: str
     problem = deployment_problem(dep, getattr(args, "engine_version", None))
     if problem:
         raise InputError(_floor_refusal(args, dep) or problem)
-    from ridgeline.launch_flags import connector_problem
-
-    problem = connector_problem(args, model, engine)
-    if problem:
-        raise InputError(problem)
     from ridgeline.cpu_offload import cpu_offload_from_args, host_memory_problem, runner_problem
 
     cpu = cpu_offload_from_args(args, engine, ranks)
@@ -721,6 +716,7 @@ def llamacpp_n_batch_asked(args: argparse.Namespace) -> int | None:
 
 
 def engine_settings(args: argparse.Namespace) -> Any:
+    from ridgeline.launch_flags import kv_connector_given
     from ridgeline.memory import EngineSettings
 
     return EngineSettings(
@@ -742,6 +738,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         disable_hybrid_kv_cache_manager=getattr(args, "disable_hybrid_kv_cache_manager", None),
         allow_chunked_local_attn_hybrid=getattr(
             args, "vllm_allow_chunked_local_attn_with_hybrid_kv_cache", None),
+        kv_connector=kv_connector_given(args),
         prefix_caching=getattr(args, "prefix_caching", None),
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
         draft_mtp=drafts_with_mtp(args), drafter=drafter(args),

@@ -14,6 +14,7 @@ from ridgeline.cli_engine import (
     cache_transceiver,
     checked_engine_version,
     decode_context_flag,
+    enable_spelling_problem,
     engine_version_flag,
     eplb_settings,
     lora_settings,
@@ -23,6 +24,7 @@ from ridgeline.cli_engine import (
 )
 from ridgeline.cli_load import drafter, drafts_with_mtp, executor_backend
 from ridgeline.errors import InputError
+from ridgeline.launch_flags import kv_connector_given
 
 
 def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
@@ -72,6 +74,9 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     from ridgeline.memory import EngineSettings
 
     version = pool_engine_version(args, dep)
+    spelling = enable_spelling_problem(args, dep.engine, version)
+    if spelling:  # --enable-hybrid-kv-cache-manager before v0.33
+        raise InputError(spelling)
     spec = drafts_asked(args)
     if getattr(args, "async_scheduling", False):  # vLLM's default from 0.14, as fit reads it
         problem = async_scheduling_problem(dep.engine, version)
@@ -92,6 +97,9 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     slots = args.max_num_seqs if dep.engine.startswith("llama.cpp") else None
     given = [flag for flag in given if not (slots and flag == "--max-num-seqs")]
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
+    # --kv-transfer-config's connector: it changes the pool only on a release before v0.23,
+    # which --engine-version names (no version: the newest, whose NixlConnector keeps it)
+    switches["kv_connector"] = kv_connector_given(args)
     if switches.get("lora") is not None:  # as fit refuses it: llama.cpp's slots reach no pool
         from ridgeline.lora_slots import check_engine_lora
 
@@ -101,7 +109,8 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter; and
         # vLLM runs a draft model or ngram on a runner of its own choice, holding buffers for
         # it there (vllm_mrv2_drafter), as it does probabilistic drafts' logits
-        plain = version is None and asynchronous and not switches and not slots \
+        plain = version is None and asynchronous and not switches.keys() - {"kv_connector"} \
+            and not slots \
             and not drafts_with_mtp(args) \
             and not (spec and (dep.engine == "sglang" or getattr(args, "spec_draft_model", "")
                                or getattr(args, "spec_method", None) in ("ngram", "draft-model")

@@ -4,6 +4,7 @@ inter-node link; the cheapest checked by simulating both pools."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ from ridgeline.candidate import (
 )
 from ridgeline.capacity import max_batch
 from ridgeline.cost import Seq, decode_batch, mean_decode_context, step_time_s
+from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
@@ -66,6 +68,18 @@ def pool_transceiver(dep: Deployment, load: Load, max_len: int) -> CacheTranscei
 
 
 
+def pool_connector(dep: Deployment) -> str:
+    """The KV connector a vLLM split's pools launch with (engines.json cli.disaggregated:
+    the NixlConnector, as split_launch prints it), with which their pools are sized: v0.9.1
+    to v0.22 turn the hybrid KV-cache manager off beside it (vllm_hybrid.connector_off_reason),
+    so Gemma 3 caches its window layers in full and a recurrent hybrid does not start. "" for
+    another engine, and on a TPU, whose tpu-inference connector rules are not read."""
+    if dep.engine != "vllm" or dep.accelerator.vendor == "google":
+        return ""
+    flags = engine_defaults("vllm")["cli"]["disaggregated"]["connector"]
+    return str(json.loads(flags[flags.index("--kv-transfer-config") + 1])["kv_connector"])
+
+
 def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str | None,
                  seats: int | None = None) -> list[tuple[Knobs, SimConfig]]:
     """Each engine-knob setting a pool is tried at (``ENGINE_KNOBS``, the single-pool
@@ -83,7 +97,8 @@ def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str 
         seqs = asked if seats is None else min(asked or seats, seats)
         settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
                                   engine_version=engine_version,
-                                  cache_transceiver=pool_transceiver(dep, load, max_len))
+                                  cache_transceiver=pool_transceiver(dep, load, max_len),
+                                  kv_connector=pool_connector(dep))
         try:  # an old vLLM refuses a token budget under --max-model-len without chunking
             if not starts_at(dep, settings, max_len):
                 continue
@@ -127,7 +142,8 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                              version=engine_version).with_state_settings(engine_version, None)
     seats = c.max_num_seqs  # a hybrid's seat cap under TensorRT-LLM (pool_seats), else None
     max_len = c.max_model_len or launch_length(
-        dep, EngineSettings(max_num_seqs=seats, engine_version=engine_version))
+        dep, EngineSettings(max_num_seqs=seats, engine_version=engine_version,
+                            kv_connector=pool_connector(dep)))
     if not max_len:
         return None  # no --max-model-len starts it
     configs = pool_configs(dep, load, max_len, engine_version, seats)
@@ -217,8 +233,12 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             seats = pool_seats(dep, load, engine_version)  # TensorRT-LLM hybrids: a cap
             if seats == 0:
                 continue  # not one seat's state and request fit beside the weights
-            settings = EngineSettings(max_num_seqs=seats, engine_version=engine_version)
-            max_len = launch_at(dep, settings, max_model_len)  # each pool's, as a replica's
+            settings = EngineSettings(max_num_seqs=seats, engine_version=engine_version,
+                                      kv_connector=pool_connector(dep))
+            try:  # each pool's, as a replica's
+                max_len = launch_at(dep, settings, max_model_len)
+            except InputError:  # vLLM will not start it beside the connector (a recurrent
+                continue  # hybrid without its hybrid KV-cache manager, v0.9.1-v0.22)
             if admits is not None and not admits(weights, kv, max_len):
                 continue
             cap = max_batch(dep, isl + osl, replace(

@@ -1,6 +1,6 @@
 """How vLLM V1 pages the KV cache: layers in groups of one cache type and equal page size.
 
-vLLM's hybrid KV-cache manager (vllm/v1/core/kv_cache_utils.py, v0.10–v0.11; design doc
+vLLM's hybrid KV-cache manager (vllm/v1/core/kv_cache_utils.py, v0.9.1–v0.11; design doc
 docs/design/hybrid_kv_cache_manager.md) keeps one pool of equal-sized blocks for every
 layer type:
 - layers are sorted by cache type — full attention, each sliding window or chunk size,

@@ -59,7 +59,7 @@ class KVPool:
     context_cells: int = 0  # llama.cpp: the -c cells its compute buffer is sized at
     windows_apart: bool = False  # llama.cpp, SGLang: a conversation costs tokens x context
     in_flight_batches: int = 1  # vLLM v0.26+ under async scheduling: window groups keep 2
-    windows_in_full: bool = False  # vLLM before v0.10: a window+full model cached in full
+    windows_in_full: bool = False  # vLLM before v0.9.1: a window+full model cached in full
     # vLLM: why its hybrid KV-cache manager was off where that cached windows or chunks in
     # full ("--disable-hybrid-kv-cache-manager", "VLLM_ALLOW_CHUNKED_…=0 …"); "" otherwise
     hybrid_manager_off: str = ""

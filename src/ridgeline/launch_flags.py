@@ -447,20 +447,14 @@ def _on_v0(args: argparse.Namespace) -> bool:
     return bool(vllm_accounting(version).engine == "V0")
 
 
-def connector_problem(args: argparse.Namespace, model: Any, engine: str | None) -> str:
-    """Why vLLM's --kv-transfer-config (NixlConnector, ignored for the rest) is refused for
-    ``model``: a hybrid (full attention beside sliding windows or recurrent state), whose
-    hybrid KV cache manager vLLM turns off when a connector is set, unless the release knows
-    the connector supports it (vllm/config/vllm.py: "Turning off hybrid kv cache manager
-    because `--kv-transfer-config` is set"; later releases ask
-    KVConnectorFactory.supports_hma_config first), which changes the pool; "" otherwise."""
-    from ridgeline.kvgroups import cache_kinds
-
-    given = [text for text, record in getattr(args, "launch_flags_ignored", None) or []
-             if "--kv-transfer-config" in record.flags]
-    if not given or (engine or "vllm") != "vllm" or len(cache_kinds(model)) < 2:
-        return ""
-    return (f"{given[0].split()[0]} is not modelled for {model.name}: with a KV connector vLLM "
-            "may turn its hybrid KV cache manager off (by release and connector), which "
-            "changes the pool of a model with sliding-window or recurrent layers beside full "
-            "attention")
+def kv_connector_given(args: argparse.Namespace) -> str:
+    """The kv_connector of vLLM's --kv-transfer-config as given on a pasted launch line (the
+    NixlConnector, the one value read: launch_flags.json ``json_values``), "" where none
+    was: with it vLLM v0.9.1-v0.22 turn the hybrid KV cache manager off, which the pool of a
+    model with sliding-window, chunked or recurrent layers beside full attention then shows
+    (vllm_hybrid.connector_off_reason)."""
+    for text, record in getattr(args, "launch_flags_ignored", None) or []:
+        if "--kv-transfer-config" in record.flags:
+            found = json.loads(text.split(None, 1)[1])  # checked as JSON when it was read
+            return str(found.get("kv_connector", ""))
+    return ""

@@ -188,6 +188,10 @@ class EngineSettings:
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as the server starts with it (None:
     # the release's default, 0 on v0.10.1-v0.13, 1 from v0.14): 0 caches Llama 4 in full
     allow_chunked_local_attn_hybrid: bool | None = None
+    # vLLM --kv-transfer-config's kv_connector (NixlConnector, as a prefill/decode split's
+    # pools run it; "": none): with it v0.9.1-v0.22 turn the hybrid KV-cache manager off
+    # (vllm_hybrid.connector_off_reason)
+    kv_connector: str = ""
     # SGLang --max-total-tokens, TensorRT-LLM kv_cache_config.max_tokens: a cap on the pool's
     # tokens; each engine keeps the smaller of it and what its memory rule leaves
     max_total_tokens: int | None = None

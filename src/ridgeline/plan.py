@@ -60,7 +60,6 @@ from ridgeline.plan_cautions import (
     extensible_kv_caution,
     itl_stall_note,
     mla_unchunked_caution,
-    split_connector_caution,
     streamed_load_note,
 )
 from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
@@ -476,8 +475,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     if dearer is not None and not (unpriced or split):  # the ceiling is the miss
         miss = ceiling_miss(model, dearer, constraints.max_cost_per_hour_usd or 0.0, slo,
                             engine)
-    if not (win or unpriced or miss or any(c.verified and not split_connector_caution(
-            c, engine, model) for c in split)):
+    if not (win or unpriced or miss or any(c.verified for c in split)):
         # sized within max_gpus, but every check missed: the nearest simulated (where no
         # check ran, every launch refused, the nearest unloaded)
         miss = simulated_miss(model, missed, slo, max_gpus, engine) or closest_miss(

@@ -94,7 +94,6 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
                                  profile.batch_range_caution(acc, c.batch),
                                  track_record_caution(dep, "prefill", profile),
                                  track_record_caution(dep, "decode", profile),
-                                 split_connector_caution(c, engine, model),
                                  launch_trim_caution(c, engine, model, engine_version)) if why)
 
 
@@ -153,22 +152,6 @@ def streamed_load_note(c: Candidate | None, engine: str, model: ModelSpec,
             f"{model.name}'s 16-bit weights first ({peak / GIB:,.1f} GiB per GPU, more than "
             f"the {pool.load_budget_bytes / GIB:,.1f} GiB it loads into) and runs out of "
             "memory: give --engine-version to plan for an earlier one")
-
-
-def split_connector_caution(c: Candidate, engine: str, model: ModelSpec) -> str:
-    """A vLLM split of a hybrid (full attention beside sliding windows or recurrent state):
-    its pool commands carry the NixlConnector (split_launch), with which vLLM may turn the
-    hybrid KV cache manager off, by release and connector (launch_flags.connector_problem,
-    which `ridgeline fit` refuses them with); the pools here are sized with it on. ""
-    elsewhere."""
-    from ridgeline.kvgroups import cache_kinds
-
-    if not c.disaggregated or engine != "vllm" or len(cache_kinds(model)) < 2:
-        return ""
-    return (f"the split's pools hand each prompt's KV cache over with vLLM's NixlConnector "
-            f"(--kv-transfer-config), with which vLLM may turn {model.name}'s hybrid KV cache "
-            "manager off (by release and connector); the pools are sized here with it on, so "
-            "`ridgeline fit` refuses their commands")
 
 
 def data_parallel_winner_cautions(c: Candidate | None, engine: str,

@@ -97,11 +97,11 @@ def latent_attention(model: ModelSpec) -> ModelSpec:
     return replace(model, attention=replace(att, mla=replace(att.mla, latent_cached=True)))
 
 
-def windows_as_full(model: ModelSpec) -> ModelSpec:
-    """The model with its sliding-window and chunked layers cached, and attended, as full
-    attention (an engine that does not keep windows apart)."""
-    if not any(layer.mixer in WINDOW_MIXERS for layer in model.layers):
+def windows_as_full(model: ModelSpec, mixers: tuple[str, ...] = WINDOW_MIXERS) -> ModelSpec:
+    """The model with its sliding-window and chunked layers (those of ``mixers``) cached, and
+    attended, as full attention (an engine that does not keep windows apart)."""
+    if not any(layer.mixer in mixers for layer in model.layers):
         return model
     return replace(model, layers=tuple(
-        replace(layer, mixer=FULL, window_tokens=None) if layer.mixer in WINDOW_MIXERS else layer
+        replace(layer, mixer=FULL, window_tokens=None) if layer.mixer in mixers else layer
         for layer in model.layers))

@@ -14,6 +14,11 @@ attention. vLLM long kept prefix caching off for them by default (engines.json
 
 "all" mode is not modelled: its block size rounds to the Mamba chunk and each state group
 counts a block per block of tokens at start-up, so ``fit`` says so where it applies.
+
+It also says when vLLM runs a model without its hybrid KV-cache manager (on by default from
+v0.9.1, chunks paged from v0.10.0): asked off, chunked attention beside the variable or a
+drafter, and a KV connector (--kv-transfer-config, v0.9.1-v0.22: engines.json
+kv_transfer_hybrid), and what vLLM then will not start.
 """
 
 from __future__ import annotations
@@ -118,18 +123,67 @@ def chunked_env_default(version: str) -> bool:
     return parse_version(version) >= parse_version(str(rule["paged_again_from"]))
 
 
+def chunks_paged(version: str) -> bool:
+    """Whether vLLM ``version``'s hybrid KV-cache manager pages attention chunks apart
+    (ChunkedLocalAttentionSpec, v0.10.0+; engines.json chunked_local_hybrid.paged_from):
+    0.9.1 and 0.9.2 page sliding windows only, and cache Llama 4's chunked layers in full."""
+    rule = dict(vllm_data()["chunked_local_hybrid"])
+    return parse_version(version) >= parse_version(str(rule["paged_from"]))
+
+
+def _connector_rule() -> dict[str, Any]:
+    return dict(vllm_data()["kv_transfer_hybrid"])
+
+
+def connector_supports_manager(connector: str, version: str) -> bool:
+    """Whether vLLM ``version``'s KV connector ``connector`` runs beside the hybrid KV-cache
+    manager (SupportsHMA: NixlConnector from v0.18; engines.json kv_transfer_hybrid)."""
+    since = _connector_rule()["hma_connectors"].get(connector)
+    return since is not None and parse_version(version) >= parse_version(str(since))
+
+
+def connector_off_reason(connector: str, version: str, disable: bool | None = None) -> str:
+    """Why --kv-transfer-config naming ``connector`` turns vLLM ``version``'s hybrid KV-cache
+    manager off, or "": v0.9.1-v0.12 always; v0.13-v0.22 unless the manager is asked for
+    (``disable`` False); from v0.23 only for a connector without HMA support. NixlConnector
+    on v0.11: "--kv-transfer-config (NixlConnector; v0.9.1 to v0.12 turn the manager off
+    with any connector)"; on v0.23: ""."""
+    if not connector:
+        return ""
+    rule, v = _connector_rule(), parse_version(version)
+    if v < parse_version(str(rule["off_from"])):
+        return ""
+    if v < parse_version(str(rule["explicit_on_from"])):
+        return (f"--kv-transfer-config ({connector}; v{rule['off_from']} to v0.12 turn the "
+                "manager off with any connector)")
+    if disable is False:
+        return ""
+    if v < parse_version(str(rule["connector_checked_from"])):
+        return (f"--kv-transfer-config ({connector}; v{rule['explicit_on_from']} to v0.22 turn "
+                "the manager off with a connector unless --no-disable-hybrid-kv-cache-manager "
+                "is given)")
+    if connector_supports_manager(connector, version):
+        return ""
+    return f"--kv-transfer-config ({connector}, which does not support the manager)"
+
+
 def manager_off_reason(model: ModelSpec, version: str, disable: bool | None = None,
-                       allow_chunked: bool | None = None, drafter_method: str = "") -> str:
+                       allow_chunked: bool | None = None, drafter_method: str = "",
+                       connector: str = "") -> str:
     """Why vLLM ``version`` runs ``model`` without its hybrid KV-cache manager, or "" where
     the manager runs: ``disable`` is --disable-hybrid-kv-cache-manager (True), its negation
     (False) or neither (None); ``allow_chunked`` is
     VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as the server is started with it (None:
-    the release's default). vLLM's VllmConfig turns the manager off itself for chunked local
+    the release's default); ``connector`` the KV connector --kv-transfer-config names
+    (connector_off_reason). vLLM's VllmConfig turns the manager off itself for chunked local
     attention beside an EAGLE or MTP drafter (v0.10.0+) and, from v0.10.1, where the variable
     is 0: Llama-4-Scout on v0.11 for "...=0 (its default, v0.10.1 to v0.13)", on v0.11 with
     the variable at 1 for ""."""
     if disable:
         return "--disable-hybrid-kv-cache-manager"
+    by_connector = connector_off_reason(connector, version, disable)
+    if by_connector:
+        return by_connector
     if not _chunked(model):
         return ""
     rule = dict(vllm_data()["chunked_local_hybrid"])
@@ -159,17 +213,28 @@ def unifies_without_manager(model: ModelSpec) -> bool:
 
 
 def manager_problem(model: ModelSpec, version: str, disable: bool | None = None,
-                    allow_chunked: bool | None = None, drafter_method: str = "") -> str:
+                    allow_chunked: bool | None = None, drafter_method: str = "",
+                    connector: str = "") -> str:
     """Why vLLM ``version`` will not start ``model`` as asked of its hybrid KV-cache manager,
     or "": the flag before v0.9.1; from v0.13 --no-disable-hybrid-kv-cache-manager where vLLM's
-    own rules turn the manager off (a ValueError); the manager off for a model whose cache
-    types do not unify (recurrent state beside attention: a ValueError at start-up)."""
+    own rules turn the manager off (a ValueError), or beside a KV ``connector`` without HMA
+    support (NixlConnector before v0.18: the connector factory's ValueError, whatever the
+    model); the manager off for a model whose cache types do not unify (recurrent state
+    beside attention: a ValueError at start-up)."""
     rule = dict(vllm_data()["hybrid_kv_cache_manager_flag"])
     v = parse_version(version)
     spelled = "--disable-hybrid-kv-cache-manager" if disable \
         else "--no-disable-hybrid-kv-cache-manager"
     if disable is not None and v < parse_version(str(rule["from"])):
         return f"vLLM {version} has no {spelled}: it came in v{rule['from']}"
+    if disable is False and connector and v >= parse_version(str(rule["enable_checked_from"])) \
+            and not connector_supports_manager(connector, version):
+        since = _connector_rule()["hma_connectors"].get(connector)
+        return (f"vLLM {version} stops with {spelled} beside --kv-transfer-config's "
+                f"{connector}, which does not support the hybrid KV-cache manager"
+                + (f" before v{since}" if since else "") + " ('does not support HMA but HMA "
+                "is enabled'); drop the flag, so vLLM turns the manager off"
+                + (f", or name --engine-version {since} or later" if since else ""))
     own = manager_off_reason(model, version, None, allow_chunked, drafter_method)
     if disable is False and own and v >= parse_version(str(rule["enable_checked_from"])):
         env = dict(vllm_data()["chunked_local_hybrid"])["env"]
@@ -178,13 +243,27 @@ def manager_problem(model: ModelSpec, version: str, disable: bool | None = None,
         return (f"vLLM {version} refuses {spelled} for {model.name}: {own} turns the "
                 f"hybrid KV-cache manager off, and vLLM stops ('explicitly enabled but is not "
                 f"supported'); drop the flag{fix}")
-    why = manager_off_reason(model, version, disable, allow_chunked, drafter_method)
+    why = manager_off_reason(model, version, disable, allow_chunked, drafter_method, connector)
     if why and not unifies_without_manager(model):
+        fix = "drop --disable-hybrid-kv-cache-manager" if disable else _connector_fix(connector)
         return (f"vLLM {version} cannot start {model.name} without the hybrid KV-cache "
                 f"manager ({why}): its recurrent state and its attention do not unify to "
-                "one cache type (unify_hybrid_kv_cache_specs raises ValueError); drop "
-                "--disable-hybrid-kv-cache-manager")
+                f"one cache type (unify_hybrid_kv_cache_specs raises ValueError); {fix}")
     return ""
+
+
+def _connector_fix(connector: str) -> str:
+    """How a hybrid with recurrent state runs beside ``connector`` after all: NixlConnector
+    keeps the manager from v0.18 when asked, from v0.23 by default."""
+    rule = _connector_rule()
+    since = rule["hma_connectors"].get(connector)
+    if not since:
+        return "serve it without --kv-transfer-config"
+    later = max(str(since), str(rule["explicit_on_from"]), key=parse_version)
+    return (f"serve it without --kv-transfer-config, or name --engine-version "
+            f"{later} or later with --no-disable-hybrid-kv-cache-manager "
+            f"({rule['connector_checked_from']} or later keeps the manager for {connector} "
+            "by default)")
 
 
 def chunked_env_caution(model: ModelSpec, version: str, allow_chunked: bool | None) -> str:

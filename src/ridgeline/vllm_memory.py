@@ -92,7 +92,7 @@ class VLLMAccounting:
     tokens_from_concurrency: bool = False  # logs "GPU KV cache size" as concurrency × length
     in_flight_batches: int = 1  # batches a window group keeps blocks for (async scheduling)
     linear_state_blocks: int = 1  # state blocks a linear-attention group holds per request
-    hybrid_allocator: bool = False  # v0.10+: window layers paged apart, holding their window
+    hybrid_allocator: bool = False  # V1 v0.9.1+: window layers paged apart, holding their window
     gpu_memory_utilization: float = 0.9  # its default (0.92 from v0.20)
     mrv2_default: str = ""  # Model Runner V2 the default: "dense" (v0.25.1+), "all" (v0.29+)
     mrv2_allowlist: tuple[str, ...] = ()  # MoE/hybrid architectures on MRV2 before v0.29
@@ -137,7 +137,7 @@ def vllm_accounting(version: str | None = None) -> VLLMAccounting:
                           bool(era.get("tokens_from_concurrency", False)),
                           int(era.get("in_flight_batches", 1)),
                           int(era.get("linear_state_blocks", 1)),
-                          bool(era.get("hybrid_allocator", False)),
+                          bool(era.get("hybrid_allocator", False)) and engine == "V1",
                           float(era.get("gpu_memory_utilization",
                                         data["gpu_memory_utilization"])),
                           str(era.get("mrv2_default", "")),

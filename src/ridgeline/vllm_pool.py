@@ -22,7 +22,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, device_memory_bytes, engine_devices, runtime_device
 from ridgeline.kvgroups import KERNEL_BLOCK_ALIGNMENT, stage_group_layers, vllm_kv_groups
 from ridgeline.kvpool import KVPool
-from ridgeline.layouts import FULL, WINDOW_MIXERS
+from ridgeline.layouts import CHUNKED, FULL, WINDOW_MIXERS
 from ridgeline.served_model import windows_as_full
 from ridgeline.stages import Stage
 from ridgeline.units import GIB, MIB
@@ -46,6 +46,7 @@ from ridgeline.vllm_graphs import (
     spec_capture_multiple,
 )
 from ridgeline.vllm_hybrid import (
+    chunks_paged,
     manager_off_reason,
     manager_problem,
     ssm_state_dtype,
@@ -381,7 +382,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                                     sizing_margin_bytes(transient, dep.accelerator.vendor)) \
             + granule_cut_bytes(stage.layers if stage is not None else len(dep.model.layers))
     manager = (dep.model, acc.version, s.disable_hybrid_kv_cache_manager,
-               s.allow_chunked_local_attn_hybrid, method)
+               s.allow_chunked_local_attn_hybrid, method, s.kv_connector)
     problem = manager_problem(*manager)
     if problem:  # the manager asked on or off where vLLM will not start
         raise InputError(problem)
@@ -391,6 +392,9 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     if (not acc.hybrid_allocator or manager_off) \
             and FULL in kinds and kinds & set(WINDOW_MIXERS):
         paged = replace(dep, model=windows_as_full(dep.model))
+    elif FULL in kinds and CHUNKED in kinds and not chunks_paged(acc.version):
+        # 0.9.1-0.9.2: the manager pages sliding windows only, a chunked layer full attention
+        paged = replace(dep, model=windows_as_full(dep.model, (CHUNKED,)))
     windows_in_full = paged is not dep  # before the state dtype below replaces it too
     state_dtype = ssm_state_dtype(dep.model, acc.version)
     if state_dtype != dep.model.state_dtype:  # Nemotron-H: vLLM's own SSM cache dtype

@@ -80,11 +80,15 @@ def accounting_quantity(p: KVPool) -> Quantity:
                  "the CUDA-graph estimate taken from the budget" if a.graphs_in_budget
                  else "CUDA graphs captured after sizing"]
         g = p.groups
-        if p.windows_in_full and a.hybrid_allocator:  # the manager there, but off
+        if p.windows_in_full and p.hybrid_manager_off:  # the manager there, but off
             rules.append(manager_off_rule(p.hybrid_manager_off))
+        elif p.windows_in_full and a.hybrid_allocator:  # 0.9.1-0.9.2: windows paged only
+            rules.append("chunked layers cached in full beside full attention (the hybrid "
+                         "KV-cache manager pages attention chunks from v0.10.0)")
         elif p.windows_in_full:
-            rules.append("window layers cached in full beside full attention (the hybrid "
-                         "KV-cache manager came in v0.10)")
+            rules.append("window layers cached in full beside full attention (" + (
+                "the V0 engine has no hybrid KV-cache manager)" if a.engine == "V0" else
+                "the hybrid KV-cache manager came in v0.9.1)"))
         if g is not None and g.windows and p.in_flight_batches > 1:
             rules.append(f"window groups sized for {p.in_flight_batches} batches in flight")
         if g is not None and g.states and g.state_blocks > 1:

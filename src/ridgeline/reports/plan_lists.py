@@ -16,7 +16,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.measured_slowdown import MEASURED_SLOWDOWN_LOW, slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
-from ridgeline.plan_cautions import prompt_cap_note, split_connector_caution
+from ridgeline.plan_cautions import prompt_cap_note
 from ridgeline.render import table
 from ridgeline.serving_load import Slo
 from ridgeline.units import fmt_total_tok_s, plural
@@ -133,12 +133,11 @@ class PlanLists:
         return {a: n for a, n in devices.items() if n > 1}
 
     def held_splits(self) -> list[Candidate]:
-        """The disaggregated splits that held in simulation with no measured caution, and
-        whose pools `fit` models (``split_connector_caution``: a hybrid's pools under vLLM's
-        NixlConnector, which fit refuses): an answer where no single pool meets the SLO."""
+        """The disaggregated splits that held in simulation with no measured caution (a
+        hybrid's pools under vLLM's NixlConnector sized as the release runs them beside it:
+        disaggregated.pool_connector): an answer where no single pool meets the SLO."""
         r = self.result
-        return [c for c in r.disaggregated if c.verified and not r.unverified_by(c)
-                and not split_connector_caution(c, r.engine, self.model)]
+        return [c for c in r.disaggregated if c.verified and not r.unverified_by(c)]
 
     def runners_up(self, count: int = 5) -> list[Candidate]:
         """The next cheapest deployments that differ from the winner, from each other and from
