@@ -1130,3 +1130,52 @@ def test_a_profiles_cost_per_moe_layer_round_trips_and_a_negative_one_is_refused
     assert EngineProfile.from_dict(older).moe_layer_overhead_s == 0.0  # before it was fitted
     with pytest.raises(InputError, match="moe_layer_overhead_s"):
         EngineProfile.from_dict({**routed.to_dict(), "moe_layer_overhead_s": -1e-6})
+
+
+def test_the_fits_objective_reads_each_rows_figure_as_predict_gives_it() -> None:
+    """The fit's objective prices each row through predict.predicted_value (no band, caveat
+    or reason: a fit asks it of every row under hundreds of trial profiles): its figure is
+    predict's to the bit, under the bundled profiles and a trial one, for decode, throughput,
+    eager and KV rows and for rows with none (a model not bundled, a batch that does not fit)."""
+    import math
+
+    from ridgeline.calibrate_objective import HUBER_DELTA as D
+    from ridgeline.calibrate_objective import Objective, member_table
+    from ridgeline.calibrate_space import ParameterSpace
+    from ridgeline.predict import predicted_value
+
+    kv = read_measurements(LOWBATCH.parent / "kvlogs.csv").rows[:8]
+    rows = [*read_measurements(LOWBATCH).rows, *read_measurements(EAGER).rows, *kv]
+    unknown = replace(rows[0], id="x-unknown", model="no-such-model")
+    crowded = replace(rows[0], id="x-crowded", batch=100_000, context_len=128_000)
+    trial = {"vllm": replace(profile_for("vllm"), bandwidth_efficiency=0.5, layer_overhead_s=3e-5)}
+    for row in [*rows, unknown, crowded]:
+        for profiles in (None, trial):
+            assert predicted_value(row, profiles) == predict(row, profiles).predicted, row.id
+    assert predicted_value(unknown) is None and predicted_value(crowded) is None
+    # and the loss is the mean Huber loss of those figures' log ratios, as predict reads them
+    vllm = [r for r in performance_rows(rows) if r.engine == "vllm"]
+    space = ParameterSpace(replace(profile_for("vllm"), group_bandwidth={}, group_compute={}),
+                           (), (), False, False)
+    x = space.start()
+    table = member_table(space.profile(x), {"vllm"})
+    logs = [math.log(p.predicted / p.measured) for p in (predict(r, table) for r in vllm)
+            if p.predicted is not None]
+    huber = [0.5 * a * a if a <= D else D * (a - 0.5 * D) for a in map(abs, logs)]
+    assert Objective(vllm, frozenset({"vllm"})).loss(space, x) == pytest.approx(
+        sum(huber) / len(vllm) + space.penalty(x, len(vllm)), rel=1e-12)
+
+
+def test_a_rows_hash_is_remembered_and_a_pickled_copy_hashes_afresh() -> None:
+    """Measurement.__hash__ is remembered on the row, as Deployment's (the fit looks each row
+    up in the prediction's caches under every trial profile): its fields' hash, an equal row
+    built afresh hashes alike, a changed one apart, and a pickled copy carries none."""
+    import pickle
+
+    row = read_measurements(LOWBATCH).rows[0]
+    fresh = replace(row)
+    assert "_hash" not in vars(fresh) and hash(row) == hash(fresh) and "_hash" in vars(row)
+    sent = pickle.loads(pickle.dumps(row))
+    assert "_hash" not in vars(sent) and sent == row and hash(sent) == hash(row)
+    other = replace(row, value=row.value * 2)
+    assert other != row and hash(other) != hash(row)

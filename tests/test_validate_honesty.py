@@ -77,6 +77,11 @@ def test_validate_keeps_the_rows_its_profile_was_fitted_on_apart(
     code, out, _ = run_cli(capsys, "validate", str(path))
     assert f"in sample: {len(fitted)} of the {len(data['rows'])} scored rows" in out
     assert "metric: in or out of its profile's fit" in out
+    # the rows' table marks each row as --json's in_sample does, in its last column
+    lines = out.splitlines()
+    assert lines[0].split()[-1] == "fit" and lines[len(data["rows"]) + 1].startswith("fit: in")
+    marks = {line.split()[0]: line.split()[-1] for line in lines[1:len(data["rows"]) + 1]}
+    assert marks == {r["id"]: "in" if r["in_sample"] else "out" for r in data["rows"]}
 
 
 def test_validate_on_a_users_own_rows_says_none_is_in_sample(
@@ -85,6 +90,22 @@ def test_validate_on_a_users_own_rows_says_none_is_in_sample(
     assert code == 0 and "out of sample: no scored row is among those their profile " \
         "(or a term fitted beside it) was fitted on" in out
     assert "in or out of its profile's fit" not in out  # one kind of row: no split to show
+    assert out.splitlines()[0].split()[-1] == "error"  # nor a 'fit' column in the rows' table
+
+
+def test_validate_on_rows_all_in_sample_says_so_under_the_table_not_row_by_row(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The rows' 'fit' column shows only where in- and out-of-sample rows mix, as the 'fit'
+    table does: where every row is in sample, the line under the tables says so for all."""
+    published = _bundled_rows(2)
+    path = tmp_path / "published.csv"
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, COLUMNS)
+        writer.writeheader()
+        writer.writerows(published)
+    code, out, _ = run_cli(capsys, "validate", str(path))
+    assert code == 0 and out.splitlines()[0].split()[-1] == "error"
+    assert f"in sample: all {len(published)} scored rows are among those" in out
 
 
 def test_validate_summary_gives_the_worst_row_and_the_shares_within_10_and_25_percent(

@@ -8,9 +8,11 @@ predicted by the engine refitted, as `calibrate` fits it (calibrate.calibrate_en
 other row: five such rows (tests/test_validate_honesty.py's) read 5.3 % TTFT error in sample,
 10.4 % held out, and 14.0 % and 18.4 % in output throughput. A fold whose remaining rows are
 too few to fit is left unscored, and counted (four rows: none held out). Past
-HELD_OUT_MAX_ROWS rows an engine is not held out here (k refits of lowbatch.csv's 54 rows
-took calibrate from 8 s to 29 s on a loaded machine): scripts/crossval.py holds the bundled
-data out by card and by source.
+HELD_OUT_MAX_ROWS rows an engine is not held out here (lowbatch.csv's 54 rows are 15 refits
+beside calibrate's 3 fits: they took it from 8 s to 29 s on a loaded machine, 5.5 s of CPU
+time, 3.8 s since the fit's objective reads a row's figure alone, predict.predicted_value,
+and prices each step's profile-free terms once, cost._step_plan; the same figures to the bit):
+scripts/crossval.py holds the bundled data out by card and by source.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from ridgeline.calibrate_space import ParameterSpace
 from ridgeline.engines import EngineProfile, has_fused_projections, has_tiled_experts, prices_moe_layers
 from ridgeline.measurements import Measurement
 from ridgeline.nelder_mead import minimise
-from ridgeline.predict import predict
+from ridgeline.predict import predicted_value
 
 CAP_START_SHARE = 2.0  # a ceiling's fit starts at this multiple of the fastest card's bandwidth
 UNPACK_START_OPS = 20.0  # the unpacking fit starts at this many operations per weight
@@ -60,10 +60,10 @@ class Objective:
         table = member_table(profile, self.members)
         total = 0.0
         for row in self.rows:
-            p = predict(row, table)
-            if p.predicted is None:
+            predicted = predicted_value(row, table)
+            if predicted is None:
                 continue
-            total += _huber(math.log(p.predicted / p.measured))
+            total += _huber(math.log(predicted / row.value))
         return total / len(self.rows) + within.penalty(x, len(self.rows))
 
 
@@ -71,7 +71,7 @@ def member_table(profile: EngineProfile, members: Iterable[str]) -> dict[str, En
     """``profile`` for each engine of ``members``, named for it, as the bundled profiles are
     given (scripts/fit_profiles.py): a rule keyed by the engine's name (vLLM's
     moe_prompt_expert_slowdown) reaches its own rows in the fit as it will when bundled."""
-    return {m: replace(profile, engine=m) for m in members}
+    return {m: profile if profile.engine == m else replace(profile, engine=m) for m in members}
 
 
 def kept_if_better(objective: Objective, narrow: ParameterSpace, best: list[float],

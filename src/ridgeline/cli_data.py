@@ -359,25 +359,33 @@ def _measurement_files(p: argparse.ArgumentParser, together: str) -> None:
                    help=f"CSVs in the format of validation/README.md ({together} together)")
     p.add_argument("--gpu-file", action="append", metavar="FILE",
                    type=_not_empty("accelerator file path"),
-                   help="accelerator records the rows refer to (e.g. from `measure`)")
+                   help="accelerator records the rows refer to (e.g. from `measure`; "
+                   "repeatable)")
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("validate", help="predict every row of measurements CSVs, with errors")
     _measurement_files(p, "scored")
     p.add_argument("--profile", metavar="FILE", type=_not_empty("profile path"),
-                   help="engine profiles from `ridgeline calibrate`")
+                   help="engine profiles from `ridgeline calibrate` (rows of an engine it "
+                   "does not hold: the bundled profiles)")
     p.add_argument("--summary", action="store_true",
-                   help="only the error tables (--json: the rows without a prediction, and "
-                   "how many scored rows it leaves out)")
+                   help="the error tables without the rows' table; rows with no prediction, "
+                   "unit slips and rows past 100 %% error still named under them (--json: "
+                   "rows only those with no prediction, rows_left_out how many scored rows "
+                   "it leaves out)")
     p.add_argument("--strict", action="store_true",
-                   help="exit 2 when a row is unreadable or has no prediction (for CI)")
+                   help="after the report, exit 2 when a row is unreadable or has no "
+                   "prediction (for CI)")
     _output(p, plot=True)
     p.set_defaults(handler=cmd_validate)
 
-    p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements")
+    p = sub.add_parser("calibrate", help="fit engine profiles to your own measurements, "
+                       "scored on them before, after and held out")
     _measurement_files(p, "fitted")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="profile JSON to write",
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="profile JSON to write; an existing profile file keeps its other "
+                   "engines' profiles beside this run's (any other file is not overwritten)",
                    type=_not_empty("output path"))
     p.add_argument("--engine", action="append", type=_typed(_engine_name),
                    help="fit only this engine (repeatable)")

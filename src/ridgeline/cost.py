@@ -433,9 +433,14 @@ def graph_mode(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEA
     ungraphed and unpadded. On vLLM's defaults a decode of 33 is priced as 40 rows of matmuls,
     graphed, and a decode of 600 as 600 rows, ungraphed. The floor (``IDEAL``) is no engine's:
     it pads nothing."""
+    return _graph_mode(dep, shape, profile.engine == IDEAL.engine)
+
+
+def _graph_mode(dep: Deployment, shape: BatchShape, floor: bool) -> tuple[bool, BatchShape]:
+    """graph_mode, on whether the profile is the floor's: all it reads of one."""
     if shape.tokens > shape.sequences and not shape.verify:
         return True, shape
-    if profile.engine == IDEAL.engine:
+    if floor:
         return False, shape
     run = graph_tokens(dep, shape.tokens, shape.sequences)
     if run is None:
@@ -445,12 +450,11 @@ def graph_mode(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEA
 
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
-    ungraphed, priced = graph_mode(dep, shape, profile)
-    terms = _remembered_terms(dep, priced)
+    ungraphed, terms, work, link_s = _step_plan(dep, shape, profile.engine == IDEAL.engine)
     rate = StepRates(dep, profile, experts_prompt(shape))
-    total = sum(count * rate.op_time_s(name, flops, nbytes, _columns(terms, name))
-                for name, flops, nbytes, count in terms.work)
-    total += sum(t for _, t in terms.link)
+    total = sum(count * rate.op_time_s(name, flops, nbytes, columns)
+                for name, flops, nbytes, count, columns in work)
+    total += link_s
     total += sum(count * t for _, _, _, count, t, _ in _host_ops(dep, terms, rate))
     return total + profile.overhead_s(terms.layers, ungraphed, terms.matmuls, terms.moe_layers)
 
@@ -529,6 +533,21 @@ def _remembered_shape(dep: Deployment, batch: tuple[Seq, ...]) -> BatchShape:
 @lru_cache(maxsize=16384)
 def _remembered_terms(dep: Deployment, shape: BatchShape) -> StepTerms:
     return step_terms(dep, shape)
+
+
+@lru_cache(maxsize=16384)
+def _step_plan(dep: Deployment, shape: BatchShape, floor: bool
+               ) -> tuple[bool, StepTerms, tuple[tuple[str, float, float, int, int], ...], float]:
+    """What shape_time_s prices whatever the profile's values: whether the step runs
+    ungraphed and its terms at the shape it is priced at (graph_mode, which reads only
+    whether the profile is the floor's), each operator's work with its matmul's columns, and
+    its collectives' link time. A fit prices one shape under hundreds of trial profiles: this
+    is done once."""
+    ungraphed, priced = _graph_mode(dep, shape, floor)
+    terms = _remembered_terms(dep, priced)
+    work = tuple((name, flops, nbytes, count, _columns(terms, name))
+                 for name, flops, nbytes, count in terms.work)
+    return ungraphed, terms, work, sum(t for _, t in terms.link)
 
 
 @lru_cache(maxsize=65536)
@@ -627,15 +646,15 @@ class StepRates:
         the engine unpacks, its weights' unpacking if longer (2 FLOPs per weight per column:
         the weights one column multiplies, each unpacked once per step); the routed experts' on
         a prompt step, the engine's slowdown times it (moe_prompt_expert_slowdown)."""
-        compute = flops / self.flops_rate(op)
+        compute = flops / self.op_flops_per_s.get(op, self.flops_per_s)  # flops_rate's
         if op == "experts":
             compute *= self.expert_slowdown
-        if op == "experts" and self.moe is not None and self.expert_tile \
-                and columns > MATVEC_TOKENS:
-            moe = self.moe
-            touched = expected_experts_touched(moe.num_experts, moe.experts_per_token, columns)
-            compute *= expert_tile_waste(columns * moe.experts_per_token / touched,
-                                         self.expert_tile)
+            if self.moe is not None and self.expert_tile and columns > MATVEC_TOKENS:
+                moe = self.moe
+                touched = expected_experts_touched(moe.num_experts, moe.experts_per_token,
+                                                   columns)
+                compute *= expert_tile_waste(columns * moe.experts_per_token / touched,
+                                             self.expert_tile)
         unpack = self.unpack_s_per_weight.get(op)
         return max(compute, flops / (2 * columns) * unpack) if unpack else compute
 

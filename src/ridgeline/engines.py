@@ -45,6 +45,7 @@ def accelerator_group(acc: Accelerator) -> str:
     return _group(acc.vendor, acc.form, acc.family, acc.id)
 
 
+@lru_cache(maxsize=1024)  # a fit asks it of each step's card under every trial profile
 def _group(vendor: str, form: str, family: str, ident: str) -> str:
     """accelerator_group's rule, on the record fields it reads."""
     if vendor == "measured":

@@ -9,7 +9,7 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,20 @@ class Measurement:
     source: str
     notes: str
 
+    def __hash__(self) -> int:
+        """Remembered on the instance, as Deployment's: a fit looks each row up in the
+        prediction's caches (predict.deployment_for and the rest) under every trial profile,
+        and its fields never change. A copy sent to another process hashes afresh there."""
+        remembered: int | None = self.__dict__.get("_hash")
+        if remembered is None:
+            remembered = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", remembered)
+        return remembered
+
+    def __getstate__(self) -> dict[str, object]:
+        # without the remembered hash: string hashes differ from one process to another
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
     @property
     def source_key(self) -> str:
         return self.source.split()[0] if self.source else ""
@@ -133,8 +147,7 @@ class Measurement:
         'ITL'): per request (latency − TTFT) ÷ (output − 1), so the steps in which the engine
         prefilled the other requests count in it, as they do in the gaps between tokens."""
         return self.metric == "decode_tok_s_per_user" and (self.batch or 1) > 1 \
-            and (self.input_len or 0) > 0 \
-            and re.search(r"(?<![a-z])(?:tpot|itl)(?![a-z])", self.notes, re.I) is not None
+            and (self.input_len or 0) > 0 and _notes_name_tpot(self.notes)
 
     def flash_attention(self) -> bool | None:
         """Whether the notes say the run used flash attention ('fa=1', 'flash_attn 1',
@@ -418,3 +431,9 @@ def read_measurement_files(paths: Sequence[str | Path]) -> ReadResult:
             where[row.id] = str(path)
             rows.append(row)
     return ReadResult(tuple(rows), tuple(errors))
+
+
+@lru_cache(maxsize=4096)  # a fit asks it of each decode row under every trial profile
+def _notes_name_tpot(notes: str) -> bool:
+    """Whether a row's notes name a TPOT or an inter-token latency (Measurement.serving_tpot)."""
+    return re.search(r"(?<![a-z])(?:tpot|itl)(?![a-z])", notes, re.I) is not None

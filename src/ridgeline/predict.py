@@ -166,6 +166,19 @@ def predict(row: Measurement, profiles: Mapping[str, EngineProfile] | None = Non
                       batch=priced_decode_batch(row, dep))
 
 
+def predicted_value(row: Measurement,
+                    profiles: Mapping[str, EngineProfile] | None = None) -> float | None:
+    """predict's figure alone, None where it has none: no band, caveat or reason (the fit's
+    objective prices every row under each of hundreds of trial profiles, and reads only it)."""
+    try:
+        dep = deployment_for(row)
+        if row.metric not in KV_METRICS and _does_not_fit(row):
+            return None
+        return _predict_value(row, dep, row_profile(row, dep, profiles))
+    except InputError:
+        return None
+
+
 def row_profile(row: Measurement, dep: Deployment,
                 profiles: Mapping[str, EngineProfile] | None = None) -> EngineProfile:
     """The profile a row is priced on: its engine's (``profiles``: a user's, by engine), its

@@ -484,12 +484,20 @@ class ValidationReport:
         outliers = self.outliers
         unmarked = {o.id: o for o in outliers if o.source != "caveat"}  # no * of their own
         if self.show_rows:
+            # in or out of the fit, a column where the rows mix (as the 'fit' table): where
+            # all or none are in sample, the count under the tables says so for every row
+            mixed = any(t[0] == "fit" for t in self._tables())
             rows = [[p.id, p.metric, figure(p.measured),
                      "-" if p.predicted is None else figure(p.predicted),
                      "- †" if p.error is None else f"{p.error:+.1%}" + (
-                         " *" if p.caveat else " !" if p.id in unmarked else "")]
+                         " *" if p.caveat else " !" if p.id in unmarked else ""),
+                     *([_fit_mark(p, self.in_sample)] if mixed else [])]
                     for p in self.predictions]
-            lines += [*table(rows, ["id", "metric", "measured", "predicted", "error"]), ""]
+            lines += table(rows, ["id", "metric", "measured", "predicted", "error",
+                                  *(["fit"] if mixed else [])])
+            if mixed:
+                lines.append(FIT_LEGEND)
+            lines.append("")
             reasons: dict[str, list[str]] = {}  # under the table: a reason in it would widen it
             for p in self.predictions:
                 if p.error is None:
@@ -539,6 +547,18 @@ class ValidationReport:
             lines += [f"  no prediction: {p.id}: {p.reason}" for p in self.predictions
                       if p.predicted is None]
         return lines
+
+
+# the rows' table's 'fit' column, under it (as narrow as the table: ids set its width)
+FIT_LEGEND = "fit: in = its profile (or a term fitted beside it) was fitted on the row; out = not"
+
+
+def _fit_mark(p: Prediction, in_sample: frozenset[str]) -> str:
+    """A scored row's 'fit' cell: ``in`` where its profile was fitted on it, else ``out``
+    ("" for a row with no prediction, which no fit took)."""
+    if p.error is None:
+        return ""
+    return "in" if p.id in in_sample else "out"
 
 
 def _some(ids: list[str], shown: int = 3) -> str:
