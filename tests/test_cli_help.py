@@ -6,13 +6,14 @@ keeps the core a line each, each engine's own flags folded to a line, and --help
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, cli_json, run_cli
 
 SERVING = ("decode", "prefill", "fit", "simulate")
 CORE = ("--gpu", "--num-gpus", "--max-model-len", "--weights", "--kv-dtype", "--engine",
@@ -37,8 +38,9 @@ def test_the_summary_fits_a_screen_and_names_the_core_flags(
     code, out, _ = run_cli(capsys, command, "--help")
     _, whole, _ = run_cli(capsys, command, "--help-all")
     assert code == 0 and len(out.splitlines()) < 120
-    if command in SERVING:  # the usage a line, not a flag list; the summary a sixth of it all
-        assert out.splitlines()[0].endswith("[options]") and out.splitlines()[1] == ""
+    if command in SERVING:  # the usage a few lines, not a flag list; the summary a sixth
+        usage = out.split("\n\n")[0]  # of it all
+        assert usage.endswith("[options]") and len(usage.splitlines()) <= 3
         assert len(out.splitlines()) * 4 < len(whole.splitlines())
         assert set(CORE) <= _flags(out)
     own = {"decode": ("--batch", "--context"), "prefill": ("--prompt-len", "--batch"),
@@ -135,7 +137,8 @@ def test_every_command_ends_its_help_with_what_it_answers_and_an_example(
     for command in _commands():
         _, out, _ = run_cli(capsys, command, "--help")
         lines = out.splitlines()
-        assert " ".join(lines[2].split()) in " ".join(top.split())  # the line it is listed by
+        described = out.split("\n\n")[1]  # past the usage, the line it is listed by
+        assert " ".join(described.split()) in " ".join(top.split())
         assert lines[lines.index("examples:") + 1] == f"  {EXAMPLES[command][0]}"
 
 
@@ -165,3 +168,54 @@ def test_page_help_names_the_cards_it_offers_by_default(
 
     _, out, _ = run_cli(capsys, "page", "--help")
     assert f"(default: {', '.join(DEFAULT_GPUS)})" in " ".join(out.split())
+
+
+# what else a run needs of each command whose usage gives the ways to name an accelerator,
+# and what stands for each value there (FILE: a card record written by the test)
+_NEEDS_A_CARD = {"roofline": [], "decode": ["llama-3.1-8b"],
+                 "prefill": ["llama-3.1-8b", "--prompt-len", "1000"],
+                 "utilization": ["--running", "8"],
+                 "fit": ["llama-3.1-8b", "--max-model-len", "8192"],
+                 "simulate": ["llama-3.1-8b", "--rate", "1", "--num-requests", "20"],
+                 "observe": ["tests/fixtures/vllm_server.log", "--model", "llama-3.1-8b"]}
+_VALUES = {"NAME": "h100", "TFLOPS": "900", "GB/S": "3000", "GIB": "80"}
+
+
+def _usage(capsys: pytest.CaptureFixture[str], command: str) -> str:
+    """A command's usage, its wrapped lines joined."""
+    return " ".join(run_cli(capsys, command, "--help")[1].split("\n\n")[0].split())
+
+
+def test_the_usage_names_every_way_to_give_an_accelerator(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Usage said `--gpu NAME` where --gpu-file or a custom card's figures serve as well; a
+    command that requires a card now gives the three ways, a custom card's memory where the
+    command requires a model; plan's usage gives its load as --rate or --trace."""
+    shown = {c for c in _commands() if "(--gpu NAME | " in _usage(capsys, c)}
+    assert shown == set(_NEEDS_A_CARD)
+    assert "(--gpu NAME | --gpu-file FILE | --peak-tflops TFLOPS --bandwidth-gbs GB/S " \
+        "--gpu-memory-gib GIB)" in _usage(capsys, "decode")
+    assert "(--gpu NAME | --gpu-file FILE | --peak-tflops TFLOPS --bandwidth-gbs GB/S)" \
+        in _usage(capsys, "roofline")
+    assert "(--rate RATE | --trace FILE)" in _usage(capsys, "plan")
+
+
+@pytest.mark.parametrize("command", sorted(_NEEDS_A_CARD))
+def test_each_way_the_usage_gives_an_accelerator_runs(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        command: str) -> None:
+    """Each alternative of the usage's accelerator choice, its values filled in, runs the
+    command to an answer (exit 0)."""
+    record = cli_json(capsys, "hardware", "h100")
+    record.update(id="usage-h100", aliases=[])
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(record))
+    found = re.search(r"\((--gpu NAME [^)]*)\)", _usage(capsys, command))
+    assert found is not None
+    ways = [way.split() for way in found.group(1).split(" | ")]
+    assert [way[0] for way in ways] == ["--gpu", "--gpu-file", "--peak-tflops"]
+    monkeypatch.chdir(ROOT)
+    for way in ways:
+        argv = [str(path) if w == "FILE" else _VALUES.get(w, w) for w in way]
+        code, out, err = run_cli(capsys, command, *_NEEDS_A_CARD[command], *argv)
+        assert code == 0 and out, (way, err)

@@ -131,7 +131,9 @@ def test_constraints_narrow_the_search_and_name_themselves(
     data = json.loads(out)
     assert data["constraints"] == {"weights": ["bf16"], "kv_dtypes": ["fp8", "bf16"],
                                    "min_max_model_len": 100000, "max_model_len": None,
-                                   "max_cost_per_hour_usd": None}
+                                   "max_cost_per_hour_usd": None,
+                                   "disable_hybrid_kv_cache_manager": None,
+                                   "vllm_allow_chunked_local_attn_with_hybrid_kv_cache": None}
     rows = [data["winner"], *data["runners_up"], *data["disaggregated"]]
     assert all(r["weights"] == "bf16" and r["kv_dtype"] in ("fp8", "bf16")
                and r["max_model_len"] >= 100000 for r in rows)

@@ -16,6 +16,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings
 from ridgeline.plan import _evaluate, plan
 from ridgeline.plan_checks import CheckRuns, verify
+from ridgeline.plan_constraints import NO_CONSTRAINTS
 from ridgeline.reports.plan import PlanReport
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config
@@ -66,7 +67,7 @@ def test_a_run_that_can_only_miss_stops_and_would_have_missed_whole(pp: int) -> 
 def _candidate(load: Load, slo: Slo, seqs: int | None, budget: int | None) -> Candidate:
     """Llama-3.1-405B at fp8 on one A100 node, sized as the search sizes it."""
     c = _evaluate((LLAMA_405B, A100, 8, 1, "fp8", "bf16", (seqs, budget), False, load, slo,
-                   A100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, 0))
+                   A100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, NO_CONSTRAINTS))
     assert c is not None
     return c
 
@@ -152,7 +153,7 @@ def test_the_winner_is_no_dearer_than_a_candidate_that_holds_in_simulation() -> 
     result = plan(LLAMA_8B, load, slo, ["a100"], workers=1, verify=5)
     tp8 = _evaluate((LLAMA_8B, A100, 8, 1, "bf16", "bf16", (None, None), False,
                      load.for_sizing(), slo, A100.price_per_hour_usd, None, "vllm",
-                     profile_for("vllm"), 1, 0))
+                     profile_for("vllm"), 1, NO_CONSTRAINTS))
     assert tp8 is not None
     held = verify(LLAMA_8B, tp8, load, slo, 64)
     assert held is not None and held.cost_per_hour is not None
@@ -218,7 +219,7 @@ def test_a_check_that_misses_tries_the_most_replicas_max_gpus_allows(
     load, slo = Load(20, "1000", "250"), Slo(0.5, 0.04)
     h100 = resolve_accelerator("h100")
     c = _evaluate((LLAMA_8B, h100, 1, 1, "fp8", "fp8", (None, None), False, load, slo,
-                   h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, 0))
+                   h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, NO_CONSTRAINTS))
     assert c is not None
     c = replace(c, replicas=8)
     steady = Load.steady
@@ -271,7 +272,7 @@ def test_the_rank_key_puts_headroom_after_price_gpus_and_nodes() -> None:
     one replica's analytic rate) first; a cheaper one first whatever its headroom."""
     base = _evaluate((LLAMA_8B, A100, 1, 1, "bf16", "bf16", (None, None), False,
                       Load(4.0, "1000", "250").for_sizing(), SLO, A100.price_per_hour_usd,
-                      None, "vllm", profile_for("vllm"), 1, 0))
+                      None, "vllm", profile_for("vllm"), 1, NO_CONSTRAINTS))
     assert base is not None
     more = replace(base, replica_rate_req_s=base.replica_rate_req_s * 1.25)
     dearer = replace(more, price_per_gpu_hour=(base.price_per_gpu_hour or 0.0) + 1.0)

@@ -24,6 +24,7 @@ from ridgeline.hardware import (
     resolve_accelerator,
 )
 from ridgeline.plan import _evaluate, plan
+from ridgeline.plan_constraints import PlanConstraints
 from ridgeline.serving_load import Load, Slo
 from tests.conftest import cli_json, refused_line, run_cli
 
@@ -235,7 +236,7 @@ def test_a_worker_sizes_the_record_it_receives_not_an_id(capsys: pytest.CaptureF
     assert isinstance(record, Accelerator) and catalog_id_named(record.id) is None
     job = (resolve_model("llama-3.1-8b"), record, 1, 1, "fp8", "fp8", (None, None), False,
            Load(40.0, "1000", "250"), Slo(1.0, 0.03), 2.0, None, "vllm", profile_for("vllm"),
-           1, 8192)
+           1, PlanConstraints(max_model_len=8192))
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         remote = pool.submit(_evaluate, job).result()
     here = _evaluate(job)

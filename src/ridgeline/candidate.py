@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, engine_devices, rented_gpus, resolve_accelerator
+from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.quantization_gates import deployment_problem
@@ -68,6 +69,21 @@ class Candidate:
     # fit at the launch's --max-model-len (replica_sizing.pool_at_launch): the pool's tokens,
     # the conversations of that length it holds, the engine's seats; () where not sized so
     pool_at_launch: tuple[int, int, int] | tuple[()] = ()
+    # vLLM's hybrid KV-cache manager switches its launch runs with, as `plan` was given them
+    # (--disable-hybrid-kv-cache-manager or its negation, and
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE); None: vLLM's default
+    disable_hybrid_kv_cache_manager: bool | None = None
+    allow_chunked_local_attn_hybrid: bool | None = None
+
+    def engine_settings(self, version: str | None = None) -> EngineSettings:
+        """The settings its replica's pool is sized with, as `fit` takes them: its engine
+        knobs (max_num_seqs, max_num_batched_tokens; None: the engine's default) at
+        ``version``, and the hybrid KV-cache manager switches it launches with."""
+        return EngineSettings(max_num_seqs=self.max_num_seqs,
+                              max_num_batched_tokens=self.max_num_batched_tokens,
+                              engine_version=version,
+                              disable_hybrid_kv_cache_manager=self.disable_hybrid_kv_cache_manager,
+                              allow_chunked_local_attn_hybrid=self.allow_chunked_local_attn_hybrid)
 
     @property
     def gpus(self) -> int:

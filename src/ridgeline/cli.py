@@ -92,12 +92,13 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True, several: bool = Fals
                    ("; several, comma-separated, side by side" if several else ""))
     g.add_argument("--gpu-file", metavar="FILE", type=_not_empty("accelerator file path"),
                    help="an accelerator record in JSON")
-    g.add_argument("--peak-tflops", type=_positive_float("peak TFLOP/s"),
+    g.add_argument("--peak-tflops", type=_positive_float("peak TFLOP/s"), metavar="TFLOPS",
                    help="custom accelerator: dense peak TFLOP/s, read as its bf16 (16-bit) "
                    "matmul rate (with --bandwidth-gbs)")
-    g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"),
+    g.add_argument("--bandwidth-gbs", type=_positive_float("bandwidth GB/s"), metavar="GB/S",
                    help="custom accelerator: memory bandwidth in GB/s")
-    g.add_argument("--gpu-memory-gib", type=_positive_float("GPU memory GiB", *MEMORY_GIB_RANGE),
+    g.add_argument("--gpu-memory-gib", metavar="GIB",
+                   type=_positive_float("GPU memory GiB", *MEMORY_GIB_RANGE),
                    help="memory in GiB: a smaller configuration of --gpu (a 32 GB M1 Max; at "
                    "most the catalog's size), or a custom accelerator's (needed with a model)")
     g.add_argument(*NUM_GPUS_FLAGS, dest="num_gpus", default=1,

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from ridgeline.cli_usage import short_usage, shown_actions
 from ridgeline.engine_names import DISPLAY_NAMES
 
 COMPUTE = "what to compute"
@@ -113,8 +114,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 }
 
 # a help longer than this many flags is summarized (decode, prefill, fit, simulate: ~100
-# each); plan's 28 (105 lines) and the rest are printed whole
+# each); one longer than FOLDED_ABOVE_FLAGS keeps every common flag in full but folds each
+# engine's own flags to a line (plan's 34: vLLM's hybrid KV-cache manager switches); the
+# rest (observe's 29) are printed whole
 SUMMARIZED_ABOVE_FLAGS = 50
+FOLDED_ABOVE_FLAGS = 30
 
 
 def section_of(action: argparse.Action) -> str:
@@ -128,36 +132,21 @@ def section_of(action: argparse.Action) -> str:
     return _ENGINE_KEYS[opening.group(1)] if opening else COMPUTE
 
 
-def shown_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """The flags and arguments a help lists: all but the hidden ones (a pasted launch line's
-    no-ops, llama.cpp's -c refused with its translation)."""
-    return [a for a in parser._actions if a.help != argparse.SUPPRESS]
-
-
 def summarized(parser: argparse.ArgumentParser) -> bool:
     """Whether a command's --help is a summary: one of more than SUMMARIZED_ABOVE_FLAGS flags
     (decode's 101, 53 of them one engine's own), not counting the help flags."""
-    return sum(section_of(a) != HELP for a in shown_actions(parser)) > SUMMARIZED_ABOVE_FLAGS
+    return _flag_count(parser) > SUMMARIZED_ABOVE_FLAGS
 
 
-def short_usage(parser: argparse.ArgumentParser) -> str:
-    """'ridgeline decode MODEL --gpu NAME [options]': the positionals, the options a run
-    needs (argparse's required ones, and --gpu where the command requires an accelerator),
-    the rest left to the sections below."""
-    formatter = argparse.HelpFormatter(parser.prog)
-    words = [parser.prog]
-    for action in shown_actions(parser):
-        if not action.option_strings:
-            words.append(formatter._format_args(
-                action, formatter._get_default_metavar_for_positional(action)))
-    for action in shown_actions(parser):
-        needed = action.required or (action.dest == "gpu"
-                                     and parser.get_default("gpu_required") is True)
-        if action.option_strings and needed:
-            value = formatter._format_args(
-                action, formatter._get_default_metavar_for_optional(action))
-            words.append(f"{action.option_strings[0]} {value}")
-    return " ".join([*words, "[options]"])
+def folds_engines(parser: argparse.ArgumentParser) -> bool:
+    """Whether a command's --help folds each engine's own flags to a line: a summary's, or
+    one of more than FOLDED_ABOVE_FLAGS flags (plan's 34), its common flags in full."""
+    return _flag_count(parser) > FOLDED_ABOVE_FLAGS
+
+
+def _flag_count(parser: argparse.ArgumentParser) -> int:
+    """The flags and arguments a help lists, but the help flags."""
+    return sum(section_of(a) != HELP for a in shown_actions(parser))
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -203,13 +192,15 @@ class _Formatter(argparse.HelpFormatter):
 
 def _engine_line(key: str, actions: list[argparse.Action]) -> str:
     """'  vLLM (26 flags): --help-engine vllm', the line an engine's own flags fold to."""
-    return f"  {ENGINES[key]} ({len(actions)} flags): --help-engine {key}"
+    return f"  {ENGINES[key]} ({len(actions)} flag{'' if len(actions) == 1 else 's'}): " \
+        f"--help-engine {key}"
 
 
 def command_help(parser: argparse.ArgumentParser, engine: str | None = None,
                  everything: bool = False) -> str:
     """A command's help, by section: where it is ``summarized``, the common sections a line a
-    flag and each engine's own flags folded to one line, but ``engine``'s, in full; with
+    flag and each engine's own flags folded to one line, but ``engine``'s, in full (where it
+    ``folds_engines`` alone, plan's, the common sections in full and the engines folded); with
     ``everything`` (--help-all) or a short help, every flag in full. decode: 480 lines in
     argparse's own help, 75 summarized, 431 in full."""
     sections: dict[str, list[argparse.Action]] = {}
@@ -217,10 +208,11 @@ def command_help(parser: argparse.ArgumentParser, engine: str | None = None,
         sections.setdefault(section_of(action), []).append(action)
     common = [COMPUTE, MODEL, ACCELERATOR, ENGINE]
     summary = not everything and summarized(parser)
-    folded = [k for k in ENGINES if k in sections and k != engine] if summary else []
+    folded = [k for k in ENGINES if k in sections and k != engine] \
+        if not everything and folds_engines(parser) else []
     brief = [a for k in (*common, OUTPUT) for a in sections.get(k, ())] if summary else []
     formatter = _Formatter(parser.prog, brief)
-    formatter.add_usage(short_usage(parser), [], [])
+    formatter.add_usage(short_usage(parser, formatter._width), [], [])
     formatter.add_text(parser.description)
     for key in (*common, *[k for k in ENGINES if k not in folded], OUTPUT, HELP):
         if sections.get(key):
@@ -270,19 +262,21 @@ class _HelpEngine(argparse.Action):
 
 def add_help_flags(parser: argparse.ArgumentParser) -> None:
     """--help-all, and where the command takes an engine's own flags, --help-engine; where
-    the help is ``summarized``, -h (argparse's own) said to be the summary."""
-    summary = summarized(parser)
-    if summary:
-        for action in parser._actions:
-            if isinstance(action, argparse._HelpAction):
-                action.help = "this summary: a line a flag, each engine's own flags folded"
+    the help is ``summarized``, -h (argparse's own) said to be the summary, and where it
+    ``folds_engines``, to fold them."""
+    summary, folds = summarized(parser), folds_engines(parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) and folds:
+            action.help = ("this summary: a line a flag, each engine's own flags folded"
+                           if summary else "this help, each engine's own flags folded")
     engines = [k for k in ENGINES if any(section_of(a) == k for a in shown_actions(parser))]
     parser.add_argument("--help-all", action=_HelpAll,
-                        help="every flag and every spelling of it, in full" if summary else
+                        help="every flag and every spelling of it, in full" if folds else
                         "as --help, which is whole here")
     if engines:
         parser.add_argument("--help-engine", action=_HelpEngine, metavar="ENGINE",
                             choices=engines,
                             help=("the summary, with one engine's own flags in full: "
-                                  if summary else "as --help, which is whole here: ")
+                                  if summary else "one engine's own flags in full: "
+                                  if folds else "as --help, which is whole here: ")
                             + ", ".join(engines))

@@ -12,10 +12,10 @@ from ridgeline.cli import (
     max_model_len_option,
     refuse_data_parallel,
 )
+from ridgeline.cli_engine import hybrid_manager_flags
 from ridgeline.cli_load import load_model, load_profile
 from ridgeline.cli_offload import NotSearched
 from ridgeline.cli_types import (
-    _accelerator_name,
     _count,
     _how_many,
     _kv_name,
@@ -59,15 +59,16 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     refuse_data_parallel(args, "plan", DATA_PARALLEL_REFUSED)
     model = load_model(args)
     records = _gpu_file_records(args)  # each --gpu-file's record id: its path
-    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus \
+    gpus = _named_cards(args.gpus, records) if args.gpus \
         else [] if records else [  # a record alone: plan on it; the defaults otherwise
             g for g in DEFAULT_GPUS  # the defaults the engine runs on (TRT-LLM: no AMD)
             if not engine_platform_problem(args.engine, resolve_accelerator(g))]
-    gpus += list(records)
-    cards = [resolve_accelerator(g) for g in gpus]
-    ids = [acc.id for acc in cards]
+    ids = [resolve_accelerator(g).id for g in gpus]
     if len(set(ids)) < len(ids):
         raise InputError("an accelerator is named twice in --gpus")
+    gpus += [r for r in records if r not in ids]  # a record --gpus names keeps its place
+    cards = [resolve_accelerator(g) for g in gpus]
+    ids = [acc.id for acc in cards]
     problems = [engine_platform_problem(args.engine, acc) for acc in cards]
     for acc, problem in zip(cards, problems):  # plan sizes serving engines: none runs on Metal
         if not problem:
@@ -118,8 +119,10 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         from ridgeline.engine_versions import check_engine_version
 
         check_engine_version(args.engine, args.engine_version)
-    constraints = PlanConstraints.parse(args.weights, args.kv_dtype, args.min_context,
-                                        args.max_model_len, args.max_cost_per_hour_usd)
+    constraints = PlanConstraints.parse(  # the hybrid manager's switches read as fit reads them
+        args.weights, args.kv_dtype, args.min_context, args.max_model_len,
+        args.max_cost_per_hour_usd, args.disable_hybrid_kv_cache_manager,
+        args.vllm_allow_chunked_local_attn_with_hybrid_kv_cache)
     result = plan(model, load, slo, gpus, args.max_gpus, prices, workers=args.workers,
                   executor=args.executor, engine_version=args.engine_version,
                   engine=args.engine, profile=load_profile(args),
@@ -139,6 +142,23 @@ def cmd_plan(args: argparse.Namespace) -> Any:
         args.max_model_len or served_positions(model, args.engine) or DEFAULT_CONTEXT
     return PlanReport(model, hf, result, max_len, load.refused_share(max_len),
                       args.model, bool(args.fetch), args.profile or "")
+
+
+def _named_cards(names: str, records: dict[str, str]) -> list[str]:
+    """--gpus's cards, each a catalog card or a --gpu-file record's id (registered first, so
+    `--gpus h100,lab-h100 --gpu-file lab.json` orders the record beside the catalog's card);
+    a name that is neither refused in a line naming the records beside the catalog's."""
+    from ridgeline.hardware import resolve_accelerator
+
+    cards = [g.strip() for g in names.split(",") if g.strip()]
+    for name in cards:
+        try:
+            resolve_accelerator(name)
+        except InputError as unknown:
+            mine = (f"; the --gpu-file records: {', '.join(records)}" if records else
+                    "; a card of your own: --gpu-file FILE")
+            raise InputError(f"--gpus: {unknown}{mine}") from None
+    return cards
 
 
 def _gpu_file_records(args: argparse.Namespace) -> dict[str, str]:
@@ -189,13 +209,14 @@ def register(sub: Any) -> None:
                    "prefill's stall shows here before it moves the TPOT)")
     p.add_argument("--percentile", type=_typed(_percentile), default=90.0,
                    help="the SLO's percentile, in percent (default 90: p90)")
-    p.add_argument("--gpus", type=_name_list(_accelerator_name),
+    p.add_argument("--gpus", type=_name_list(str.strip),  # read after --gpu-file's records
                    help="candidate accelerators, comma-separated "
                    "(default h100-sxm,h200-sxm,b200,mi300x,l40s); a card, or a format of one, "
                    "the engine's release refuses (vLLM from 0.20 on a V100, its fp8 cache on a "
-                   "T4 from 0.24) is left out, a 'left out:' line (--json left_out) saying why")
+                   "T4 from 0.24) is left out, a 'left out:' line (--json left_out) saying why; "
+                   "--gpu-file records' ids too")
     # every other command's spelling, read as --gpus; --help shows the one
-    p.add_argument("--gpu", dest="gpus", type=_name_list(_accelerator_name),
+    p.add_argument("--gpu", dest="gpus", type=_name_list(str.strip),
                    help=argparse.SUPPRESS)
     p.add_argument("--gpu-file", action="append", metavar="FILE",
                    type=_not_empty("accelerator file path"),
@@ -251,5 +272,6 @@ def register(sub: Any) -> None:
                    "--ep-size), each rank its own requests' cache, within one node")
     data_parallel_flags(p, expert_parallel=False,
                         refused="plan searches the layouts itself (--no-dp: none); refused here")
+    hybrid_manager_flags(p)  # fit's: every vLLM pool sized and launched with them
     _output(p, plot=True)
     p.set_defaults(handler=cmd_plan)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ridgeline.candidate import (
@@ -24,10 +24,10 @@ from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, engine_devices, resolve_accelerator
-from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import node_size
 from ridgeline.plan_checks import CheckRun, Missed
+from ridgeline.plan_constraints import NO_CONSTRAINTS, PlanConstraints
 from ridgeline.quantization_gates import single_rank_checkpoint
 from ridgeline.replica_sizing import starts_at
 from ridgeline.search_space import ENGINE_KNOBS, layouts, offered
@@ -80,53 +80,75 @@ def _group_miss(text: str, kind: str, acc: str, tp: int, pp: int, ttft_s: float,
                 tuple(_over(_latencies(slo, ttft_s, tpot_s, itl_s), slo)), gpus_needed)
 
 
+def _formats(model: ModelSpec, engine: str,
+             constraints: PlanConstraints) -> list[tuple[str, str]]:
+    """The (weights, KV dtype) pairs the search sizes ``model`` in that ``constraints`` admit
+    (--weights, --kv-dtype): the lightest weights first, fp8 KV first."""
+    return [(weights, kv) for weights in weights_lightest_first(model)
+            for kv in reversed(kv_choices(model, engine))
+            if constraints.admits_formats(weights, kv)]
+
+
+def _launch_length(context: int, constraints: PlanConstraints) -> int:
+    """The --max-model-len a group must start at to count as holding: --max-model-len's,
+    else a request of ``context`` tokens at --min-context at least (0: neither given, the
+    pool need only hold the request)."""
+    if constraints.max_model_len:
+        return constraints.max_model_len
+    return max(context, constraints.min_context) if constraints.min_context else 0
+
+
 def _holding(model: ModelSpec, acc: Accelerator, tp: int, pp: int, context: int,
              engine: str, version: str | None = None,
-             max_model_len: int = 0) -> tuple[bool, Deployment | None]:
+             constraints: PlanConstraints = NO_CONSTRAINTS) -> tuple[bool, Deployment | None]:
     """(whether any TP``tp`` × PP``pp`` group of ``acc`` builds, the first the search could launch
-    whose pool holds one request of ``context`` tokens or None): the lightest weights first,
-    then the search's other formats, fp8 KV first, each with the search's
-    engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one); built,
+    whose pool holds one request of ``context`` tokens or None): of the formats
+    ``constraints`` admit (--weights, --kv-dtype), the lightest weights first, then the
+    others, fp8 KV first, each with the search's
+    engine knobs (vLLM's default 1,024 seats can leave no pool where 64 leave one) and
+    launch switches (``PlanConstraints.launch_settings``); built,
     sized and its states kept as ``version`` does them, as the search's replicas are. Where
-    `plan --max-model-len` fixed every launch at ``max_model_len``, a group holds only where
-    the pool started there holds one request that long (``starts_at``, the search's own
-    test): Llama-3.1-70B in fp8 on one H100 holds a 1,250-token request, but started at
-    65,536 it holds none."""
+    `plan --max-model-len` fixed every launch, or --min-context set the shortest, a group
+    holds only where the pool started at that length (``_launch_length``) holds one request
+    that long (``starts_at``, the search's own test): Llama-3.1-70B in fp8 on one H100 holds
+    a 1,250-token request, but started at 65,536 it holds none."""
     built = False
-    for weights in weights_lightest_first(model):
-        for kv in reversed(kv_choices(model, engine)):
-            if not offered(acc, weights, kv):  # as the search leaves it out (a TPU's fp8)
-                continue
+    length = _launch_length(context, constraints)
+    switches = constraints.launch_settings  # the hybrid manager's, as every launch's
+    for weights, kv in _formats(model, engine, constraints):
+        if not offered(acc, weights, kv):  # as the search leaves it out (a TPU's fp8)
+            continue
+        try:
+            dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine,
+                                     version=version)
+        except InputError:
+            continue
+        built = True
+        for seqs, tokens in ENGINE_KNOBS:
+            settings = replace(switches, max_model_len=length or context, max_num_seqs=seqs,
+                               max_num_batched_tokens=tokens, engine_version=version)
             try:
-                dep = replica_deployment(model, acc, tp, pp, weights, kv, engine=engine,
-                                         version=version)
-            except InputError:
-                continue
-            built = True
-            for seqs, tokens in ENGINE_KNOBS:
-                settings = EngineSettings(max_model_len=max_model_len or context,
-                                          max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                                          engine_version=version)
-                try:
-                    held = (starts_at(dep, settings, max_model_len) if max_model_len
-                            else max_batch(dep, context, settings) >= 1)
-                except InputError:  # a shape this release cannot launch (vLLM's PP before 0.5.1)
-                    break
-                if held:
-                    return True, dep
+                held = (starts_at(dep, settings, length) if length
+                        else max_batch(dep, context, settings) >= 1)
+            except InputError:  # a shape this release cannot launch (vLLM's PP before 0.5.1)
+                break
+            if held:
+                return True, dep
     return built, None
 
 
 def _first_refusal(model: ModelSpec, gpus: Sequence[str], engine: str,
-                   version: str | None = None) -> str:
-    """Why one GPU of the first card cannot launch ``model`` under ``engine`` at ``version``:
-    the build's own one-line refusal (an MI250's two GCDs split falcon-7b's 71 heads at TP2
-    under vLLM)."""
+                   version: str | None = None,
+                   constraints: PlanConstraints = NO_CONSTRAINTS) -> str:
+    """Why one GPU of the first card cannot launch ``model`` under ``engine`` at ``version``
+    in the lightest weights and the first KV dtype ``constraints`` admit: the build's own
+    one-line refusal (an MI250's two GCDs split falcon-7b's 71 heads at TP2 under vLLM)."""
+    weights = next(w for w in weights_lightest_first(model)
+                   if any(constraints.admits_formats(w, kv) for kv in kv_choices(model, engine)))
+    kv = next(k for k in kv_choices(model, engine) if constraints.admits_formats(weights, k))
     try:
-        replica_deployment(model, resolve_accelerator(gpus[0]), 1, 1,
-                           weights_lightest_first(model)[0], kv_choices(model, engine)[0],
-                           engine=engine,
-                           version=version)
+        replica_deployment(model, resolve_accelerator(gpus[0]), 1, 1, weights, kv,
+                           engine=engine, version=version)
     except InputError as e:
         return str(e)
     return "every layout's build refuses it"
@@ -246,16 +268,19 @@ def ceiling_miss(model: ModelSpec, c: Candidate, ceiling_usd_h: float, slo: Slo,
 def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                  max_gpus: int, engine: str = "vllm", profile: EngineProfile | None = None,
                  beyond: Candidate | None = None, engine_version: str | None = None,
-                 max_model_len: int = 0) -> Miss:
+                 constraints: PlanConstraints = NO_CONSTRAINTS) -> Miss:
     """The group nearest the SLO unloaded (the least of TTFT ÷ its SLO and TPOT ÷ its SLO, the
     worse of the two, or of the three with an ITL SLO's ITL ÷ it), over every card and every
     layout of the search that holds the model; where one meets it unloaded the load is the
     miss, and ``beyond``, the fewest GPUs the analytic sizing found past ``max_gpus``, says
     how many it needs. Each group is built,
     sized and priced at ``engine_version`` as the search's replicas are: a hybrid's states at
-    the dtype that release keeps them in (Nemotron-H's fp16 before vLLM 0.20), and where
-    `plan --max-model-len` fixed every launch at ``max_model_len`` (0: none), judged started
-    there as the search judges its replicas (``_holding``)."""
+    the dtype that release keeps them in (Nemotron-H's fp16 before vLLM 0.20), under the
+    search's ``constraints``: only the formats --weights and --kv-dtype admit, and where
+    `plan --max-model-len` fixed every launch, or --min-context set the shortest, judged
+    started there as the search judges its replicas (``_holding``). Llama-3.1-70B within one
+    H100 misses nearest on it in fp8 weights; under --weights bf16, or --min-context 100,000,
+    no group within it fits."""
     mean_in, mean_out = load.means()
     context = round(mean_in + mean_out)
     best: tuple[float, int, Miss] | None = None  # (miss, GPUs, the miss)
@@ -265,7 +290,7 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
         acc = resolve_accelerator(gpu)
         for tp, pp in layouts(node_size(acc), max_gpus, not single_rank_checkpoint(model, engine)):
             built, dep = _holding(model, acc, tp, pp, context, engine, engine_version,
-                                  max_model_len)
+                                  constraints)
             any_built = any_built or built
             if dep is None:
                 continue  # no such split, or none holds one request
@@ -287,17 +312,35 @@ def closest_miss(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str],
                       layouts(node_size(resolve_accelerator(gpu)), max_gpus,
                               not single_rank_checkpoint(model, engine))), default=1)
         if not any_built:  # no layout launches at all: a split, not memory, is the miss
-            why = _first_refusal(model, gpus, engine, engine_version)
+            why = _first_refusal(model, gpus, engine, engine_version, constraints)
             return Miss(f"no group of up to {widest} {plural(widest, 'GPU')} ({', '.join(gpus)}) "
-                        f"launches {model.name} under {engine}: {why}", "does_not_launch")
-        at = "" if not max_model_len else \
-            f" at --max-model-len {max_model_len:,} (fit: 0 conversations of that length)"
+                        f"launches {model.name}{_kept(constraints)} under {engine}: {why}",
+                        "does_not_launch")
         return Miss(f"does not fit: no group of up to {widest} {plural(widest, 'GPU')} "
-                    f"({', '.join(gpus)}) holds {model.name} with room for one request{at}",
-                    "does_not_fit")
+                    f"({', '.join(gpus)}) holds {model.name}{_kept(constraints)} with room for "
+                    f"one request{_started(constraints)}", "does_not_fit")
     if beyond is not None and best[0] <= 1:  # the load is the miss: one deployment, priced
         return _beyond(model, beyond, load, slo, max_gpus, engine, profile, engine_version)
     return best[2]
+
+
+def _kept(constraints: PlanConstraints) -> str:
+    """The formats --weights and --kv-dtype kept the search to, as a miss says them
+    (" in bf16 weights, KV bf16"), or ""."""
+    kept = [f"{'/'.join(constraints.weights)} weights"] if constraints.weights else []
+    kept += [f"KV {'/'.join(constraints.kv_dtypes)}"] if constraints.kv_dtypes else []
+    return f" in {', '.join(kept)}" if kept else ""
+
+
+def _started(constraints: PlanConstraints) -> str:
+    """Where a launch had to start (--max-model-len, --min-context), as a miss says it, or
+    ""."""
+    if constraints.max_model_len:
+        return (f" at --max-model-len {constraints.max_model_len:,} (fit: 0 conversations of "
+                "that length)")
+    if constraints.min_context:
+        return f" at --min-context {constraints.min_context:,} or longer"
+    return ""
 
 
 def _load_miss(group: str, ttft_s: float, tpot_s: float, load: Load, slo: Slo,

@@ -81,7 +81,8 @@ def pool_connector(dep: Deployment) -> str:
 
 
 def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str | None,
-                 seats: int | None = None) -> list[tuple[Knobs, SimConfig]]:
+                 seats: int | None = None, switches: EngineSettings | None = None
+                 ) -> list[tuple[Knobs, SimConfig]]:
     """Each engine-knob setting a pool is tried at (``ENGINE_KNOBS``, the single-pool
     search's, with its KV hand-off: ``pool_transceiver``), with the simulated engine it
     launches, its seats no more than ``seats`` where given (a TensorRT-LLM hybrid's cap,
@@ -91,14 +92,15 @@ def pool_configs(dep: Deployment, load: Load, max_len: int, engine_version: str 
     (TensorRT-LLM) would refuse, left out. Fewer seats also free memory for the KV pool
     (vLLM's CUDA graphs and sampler are sized by max_num_seqs): DeepSeek-V3 on 4 x B200 at
     max_model_len 4,096 holds 7,904 tokens at the default 1,024 seats, 32,512 at 64
-    (``kv_pool``)."""
+    (``kv_pool``). ``switches``: the launch's other settings (the hybrid KV-cache manager's,
+    ``Candidate.engine_settings``; None: the engine's defaults)."""
     out: list[tuple[Knobs, SimConfig]] = []
     for asked, budget in ENGINE_KNOBS:
         seqs = asked if seats is None else min(asked or seats, seats)
-        settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
-                                  engine_version=engine_version,
-                                  cache_transceiver=pool_transceiver(dep, load, max_len),
-                                  kv_connector=pool_connector(dep))
+        settings = replace(switches or EngineSettings(), max_num_seqs=seqs,
+                           max_num_batched_tokens=budget, engine_version=engine_version,
+                           cache_transceiver=pool_transceiver(dep, load, max_len),
+                           kv_connector=pool_connector(dep))
         try:  # an old vLLM refuses a token budget under --max-model-len without chunking
             if not starts_at(dep, settings, max_len):
                 continue
@@ -141,12 +143,12 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     dep = replica_deployment(model, acc, c.tp, 1, c.weights, c.kv, engine=engine,
                              version=engine_version).with_state_settings(engine_version, None)
     seats = c.max_num_seqs  # a hybrid's seat cap under TensorRT-LLM (pool_seats), else None
-    max_len = c.max_model_len or launch_length(
-        dep, EngineSettings(max_num_seqs=seats, engine_version=engine_version,
-                            kv_connector=pool_connector(dep)))
+    switches = replace(c.engine_settings(engine_version),  # its seats and launch switches
+                       kv_connector=pool_connector(dep))
+    max_len = c.max_model_len or launch_length(dep, switches)
     if not max_len:
         return None  # no --max-model-len starts it
-    configs = pool_configs(dep, load, max_len, engine_version, seats)
+    configs = pool_configs(dep, load, max_len, engine_version, seats, switches)
     if not configs:
         return None
     profile = profile or profile_for(engine)
@@ -210,7 +212,8 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                    prices: dict[str, float | None], engine_version: str | None = None,
                    engine: str = "vllm", profile: EngineProfile | None = None,
                    admits: Callable[[str, str, int], bool] | None = None,
-                   max_model_len: int = 0) -> list[Candidate]:
+                   max_model_len: int = 0, switches: EngineSettings | None = None
+                   ) -> list[Candidate]:
     """xPyD: x prefill replicas sized for the prompt rate, y decode replicas for TPOT alone
     (and an ITL SLO: a decode pool's gap is its decode step, so its step keeps the lower)
     (none for a load of one output token per request: there is no decode to split off), each
@@ -218,7 +221,10 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
     fp8 units) and either cache format; ``admits``: whether a pool of (weights, KV dtype,
     --max-model-len) is allowed (plan_constraints.PlanConstraints.admits; None: every one);
     ``max_model_len``: the length every pool launches at (`plan --max-model-len`; 0: each
-    pool's own, ``launch_at``)."""
+    pool's own, ``launch_at``); ``switches``: the settings every pool launches with beside
+    its knobs (PlanConstraints.launch_settings: vLLM's hybrid KV-cache manager switches;
+    None: the engine's defaults)."""
+    switches = switches or EngineSettings()
     mean_in, mean_out = load.means()
     if mean_out < 2:
         return []
@@ -233,8 +239,8 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             seats = pool_seats(dep, load, engine_version)  # TensorRT-LLM hybrids: a cap
             if seats == 0:
                 continue  # not one seat's state and request fit beside the weights
-            settings = EngineSettings(max_num_seqs=seats, engine_version=engine_version,
-                                      kv_connector=pool_connector(dep))
+            settings = replace(switches, max_num_seqs=seats, engine_version=engine_version,
+                               kv_connector=pool_connector(dep))
             try:  # each pool's, as a replica's
                 max_len = launch_at(dep, settings, max_model_len)
             except InputError:  # vLLM will not start it beside the connector (a recurrent
@@ -268,7 +274,9 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
                           prices.get(acc.id), *calibration(profile, acc, engine),
                           (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
                           prefill_replicas=x, max_model_len=max_len,
-                          pool_knobs=((seats, None),) * 2 if seats else ())
+                          pool_knobs=((seats, None),) * 2 if seats else (),
+                          disable_hybrid_kv_cache_manager=switches.disable_hybrid_kv_cache_manager,
+                          allow_chunked_local_attn_hybrid=switches.allow_chunked_local_attn_hybrid)
             if best is None or c.gpus < best.gpus:
                 best = c
         if best is not None:

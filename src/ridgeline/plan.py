@@ -49,7 +49,6 @@ from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, catalog_id_named, register, resolve_accelerator
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
-from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.modelopt_algos import checkpoint_refusal
 from ridgeline.plan_cautions import (
@@ -85,7 +84,7 @@ DEFAULT_GPUS = ("h100-sxm", "h200-sxm", "b200", "mi300x", "l40s")
 
 
 Job = tuple[ModelSpec, Accelerator, int, int, str, str, tuple[int | None, int | None], bool,
-            Load, Slo, float | None, str | None, str, EngineProfile, int, int]
+            Load, Slo, float | None, str | None, str, EngineProfile, int, PlanConstraints]
 
 
 def _worker_card(acc: Accelerator) -> Accelerator:
@@ -100,18 +99,22 @@ def _worker_card(acc: Accelerator) -> Accelerator:
 def _evaluate(args: Job) -> Candidate | None:
     """One candidate replica sized (``size_replica``), or None where it cannot run or meet
     the SLO; the card is its record (``_worker_card``), the last two fields the
-    data-parallel attention ranks (1: none) and the --max-model-len every launch is fixed
-    at (0: the planner's own, ``launch_at``)."""
+    data-parallel attention ranks (1: none) and the plan's constraints, of which a replica
+    reads the --max-model-len every launch is fixed at (0: the planner's own,
+    ``launch_at``) and the launch's hybrid KV-cache manager switches
+    (``PlanConstraints.launch_settings``)."""
     (model, card, tp, pp, weights, kv, (seqs, budget), ep, load, slo, price, version,
-     engine, profile, ranks, fixed_len) = args
+     engine, profile, ranks, constraints) = args
+    fixed_len = constraints.max_model_len
     acc = _worker_card(card)
     try:
         dep = replica_deployment(model, acc, tp, pp, weights, kv, ep, engine=engine,
                                  version=version, data_parallel_size=ranks)
     except InputError:
         return None
-    settings = EngineSettings(max_num_seqs=seqs, max_num_batched_tokens=budget,
-                              engine_version=version)
+    switches = constraints.launch_settings
+    settings = replace(switches, max_num_seqs=seqs, max_num_batched_tokens=budget,
+                       engine_version=version)
     if seqs is None and engine == "trtllm":
         seqs = state_seats(dep, settings, load)
         if seqs == 0:
@@ -123,7 +126,7 @@ def _evaluate(args: Job) -> Candidate | None:
         return None
     if not max_len:
         return None  # no --max-model-len starts it
-    sized = size_replica(dep, profile, load, slo, seqs, budget, version, max_len)
+    sized = size_replica(dep, profile, load, slo, seqs, budget, version, max_len, switches)
     if sized is None:
         return None
     batch, tpot, ttft, rate, limits = sized
@@ -134,7 +137,9 @@ def _evaluate(args: Job) -> Candidate | None:
                      calibrated, why, (profile.band_low, profile.band_high),
                      expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits,
                      max_model_len=max_len, data_parallel=ranks,
-                     pool_at_launch=pool_at_launch(dep, settings, max_len))
+                     pool_at_launch=pool_at_launch(dep, settings, max_len),
+                     disable_hybrid_kv_cache_manager=switches.disable_hybrid_kv_cache_manager,
+                     allow_chunked_local_attn_hybrid=switches.allow_chunked_local_attn_hybrid)
 
 
 @dataclass(frozen=True)
@@ -336,12 +341,14 @@ def plan(model: ModelSpec, load: Load, slo: Slo,
     bundled one; `calibrate` writes a user's). ``data_parallel``: a MoE's data-parallel
     attention layouts searched too (``data_parallel_space``). ``constraints``: the weight
     formats, KV dtypes and shortest launch length allowed, the one length every launch
-    starts with and the most a deployment may cost an hour (``PlanConstraints``: any; a
+    starts with, the most a deployment may cost an hour (``PlanConstraints``: any; a
     deployment past the ceiling is dropped, and where none is left ``over_ceiling`` names
-    the cheapest that meets the SLO). ``gpus`` names cards (a catalog id, alias or a
-    registered record's id) or gives their ``Accelerator`` records, a user's own (``--gpu-file``,
-    ``hardware.load_accelerator_file``) registered here (``_card_ids``); the candidate workers
-    receive the record itself. Its simulations share their step timers (``SharedTimers``)."""
+    the cheapest that meets the SLO) and vLLM's hybrid KV-cache manager switches every pool
+    is sized and launched with (``PlanConstraints.launch_settings``). ``gpus`` names cards
+    (a catalog id, alias or a registered record's id) or gives their ``Accelerator``
+    records, a user's own (``--gpu-file``, ``hardware.load_accelerator_file``) registered
+    here (``_card_ids``); the candidate workers receive the record itself. Its simulations
+    share their step timers (``SharedTimers``)."""
     ids = _card_ids(gpus)
     with SharedTimers():
         return _plan(model, load, slo, ids, max_gpus, prices, workers, verify, executor,
@@ -399,7 +406,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     if long_len:
         raise InputError(long_len)
     release = _release_refusal(model, gpus, engine, engine_version) or (
-        "" if data_parallel else nsa_no_dp_problem(model, gpus, engine, engine_version))
+        "" if data_parallel else nsa_no_dp_problem(model, gpus, engine, engine_version)) or \
+        constraints.switch_problem(model, engine, engine_version)  # the switches vLLM refuses
     if release:
         raise InputError(release)
     constraints = constraints.for_model([fmt for _, fmt in model.stored_formats])
@@ -419,12 +427,12 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     # each job carries the card's record, not its id: a --gpu-file's is not registered in a
     # worker process or a Ray task (``_worker_card``)
     jobs: list[Job] = [(model, resolve_accelerator(g), tp, pp, w, kv, knobs, ep, sizing, slo,
-                        table[g], engine_version, engine, profile, 1, fixed)
+                        table[g], engine_version, engine, profile, 1, constraints)
                        for g, tp, pp, w, kv, knobs, ep in space
                        if constraints.admits_formats(w, kv)]
     if data_parallel:  # pipeline 1, the experts spread whole over every rank's GPUs
         jobs += [(model, resolve_accelerator(g), tp, 1, w, kv, knobs, True, sizing, slo,
-                  table[g], engine_version, engine, profile, ranks, fixed)
+                  table[g], engine_version, engine, profile, ranks, constraints)
                  for g, tp, w, kv, knobs, ranks in data_parallel_space(
                      model, [resolve_accelerator(g).id for g in gpus], max_gpus, engine,
                      engine_version) if constraints.admits_formats(w, kv)]
@@ -453,10 +461,11 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                                      engine, profile, runs, missed)
     _, mean_out = load.means()
     miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
-                                            beyond, engine_version, fixed)
+                                            beyond, engine_version, constraints)
     split = [c for c in disaggregated_candidates(
         model, load, slo, gpus, max_gpus, table, engine_version, engine, profile,
-        constraints.admits, fixed) if constraints.within_price(c.cost_per_hour)]
+        constraints.admits, fixed, constraints.launch_settings)
+        if constraints.within_price(c.cost_per_hour)]
     checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
                                     profile)
                for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
@@ -479,7 +488,8 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         # sized within max_gpus, but every check missed: the nearest simulated (where no
         # check ran, every launch refused, the nearest unloaded)
         miss = simulated_miss(model, missed, slo, max_gpus, engine) or closest_miss(
-            model, load, slo, gpus, max_gpus, engine, profile, beyond, engine_version, fixed)
+            model, load, slo, gpus, max_gpus, engine, profile, beyond, engine_version,
+            constraints)
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
     unpriced_best = tuple(_best_per_gpu(unpriced))
     split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
@@ -491,6 +501,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
                                                   win.sim_requests else None),
                                  model.architecture_caution, slowed,
+                                 constraints.switch_caution(model, engine, engine_version),
                                  v0_scheduling_caution(engine, engine_version),
                                  mla_unchunked_caution(win, engine, load, model),
                                  *(next((why for d, why in own if d is win), ())),

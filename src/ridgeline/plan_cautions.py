@@ -5,6 +5,8 @@ largest the profile was fitted on for the card's group."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ridgeline.candidate import Candidate, candidate_deployment
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
@@ -106,16 +108,11 @@ def launch_trim_caution(c: Candidate, engine: str, model: ModelSpec,
     no longer than the pool holds (replica_sizing.starts_at, fit's verdict), so this guards a
     candidate built otherwise: DeepSeek-V3 on 4 x B200 under SGLang at chunked_prefill_size
     2048 started at 163,840 is capped at the 141,088 tokens its pool holds."""
-    from dataclasses import replace
-
     from ridgeline.capacity import start_trim_caution
-    from ridgeline.memory import EngineSettings
 
     if engine not in ("sglang", "trtllm") or c.disaggregated or not c.max_model_len:
         return ""
-    settings = EngineSettings(max_num_seqs=c.max_num_seqs,
-                              max_num_batched_tokens=c.max_num_batched_tokens,
-                              engine_version=engine_version)
+    settings = c.engine_settings(engine_version)
     dep = candidate_deployment(model, c, engine, engine_version)
     return start_trim_caution(dep, replace(settings, max_model_len=c.max_model_len),
                               c.max_model_len)
@@ -131,7 +128,7 @@ def streamed_load_note(c: Candidate | None, engine: str, model: ModelSpec,
     in fp8 on one H100: 131.4 GiB at 16 bits against vLLM's 72.8 GiB. "" where the 16-bit
     weights fit too, or no such method serves it."""
     from ridgeline.load_peak import online_method, sixteen_bit_bytes, streams_from
-    from ridgeline.memory import EngineSettings, kv_pool
+    from ridgeline.memory import kv_pool
     from ridgeline.units import GIB
 
     if c is None or c.disaggregated or engine_version is not None:  # a release named
@@ -141,8 +138,7 @@ def streamed_load_note(c: Candidate | None, engine: str, model: ModelSpec,
     if method is None or not streams_from(method, engine):
         return ""
     since = streams_from(method, engine)
-    pool = kv_pool(dep, EngineSettings(max_num_seqs=c.max_num_seqs,
-                                       max_num_batched_tokens=c.max_num_batched_tokens))
+    pool = kv_pool(dep, c.engine_settings())
     peak = sixteen_bit_bytes(dep, pool.weight_bytes, pool.stage)
     if peak <= pool.load_budget_bytes:
         return ""
@@ -267,14 +263,10 @@ def extensible_kv_caution(c: Candidate, engine: str, model: ModelSpec, load: Loa
     another engine or a split's pools. Llama-3.1-70B on one H100 at fp8, KV fp8,
     --max-model-len 34,560: 0.33's rules give 1.64 GiB per GPU and would not start at that
     length, against the batch of 17 the plan counts on."""
-    from ridgeline.memory import EngineSettings
-
     if engine != "vllm" or c.disaggregated or not c.max_model_len:
         return ""
     dep = candidate_deployment(model, c, engine, engine_version)
-    settings = EngineSettings(max_num_seqs=c.max_num_seqs,
-                              max_num_batched_tokens=c.max_num_batched_tokens,
-                              engine_version=engine_version, max_model_len=c.max_model_len)
+    settings = replace(c.engine_settings(engine_version), max_model_len=c.max_model_len)
     mean_in, mean_out = load.means()
     request = max(1, round(mean_in)) + max(1, round(mean_out))  # as the sizing counts them
     return extensible_shortfall_caution(dep, settings, request,
@@ -292,8 +284,6 @@ def extensible_shortfall_caution(dep: Deployment, settings: EngineSettings,
     caution (vllm_extensible.extensible_caution, as `ridgeline fit` says it of the same
     launch) with that shortfall; else "". Plan says it of its rows (``extensible_kv_caution``),
     simulate of its run's largest batch."""
-    from dataclasses import replace
-
     from ridgeline.capacity import held_conversations
     from ridgeline.memory import kv_pool
     from ridgeline.reports.fit_terms import per_gpu

@@ -17,7 +17,6 @@ from typing import NamedTuple
 from ridgeline.candidate import Candidate, candidate_deployment
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
-from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.replica_sizing import covers, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
@@ -214,9 +213,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     launch plan prints then turns it on. A check that holds at no count within ``max_gpus``
     adds ``c`` at the most replicas it ran, with that count's run that missed, to ``missed``."""
     dep = candidate_deployment(model, c, engine, engine_version)
-    settings = EngineSettings(max_num_seqs=c.max_num_seqs,
-                              max_num_batched_tokens=c.max_num_batched_tokens,
-                              engine_version=engine_version)
+    settings = c.engine_settings(engine_version)  # its knobs and launch switches
     max_len = c.max_model_len or launch_length(dep, settings)
     if not max_len or not starts_at(dep, settings, max_len) or not covers(load, slo, max_len):
         return None  # the launch command's --max-model-len would not start, or refuses the load

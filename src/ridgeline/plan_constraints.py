@@ -4,7 +4,10 @@ cache for quality) and the context every launch must serve (`--min-context 13107
 promised 128k window), or the one length every launch starts with (`--max-model-len 8192`,
 the engine's limit as `vllm serve --max-model-len` takes it, each pool sized there as `fit
 --max-model-len 8192` sizes it), and the most a deployment may cost an hour, all its GPUs
-together (`--max-cost-per-hour-usd 20`). The search sizes only what they admit
+together (`--max-cost-per-hour-usd 20`), and vLLM's hybrid KV-cache manager switches every
+launch runs with (`--disable-hybrid-kv-cache-manager`, its negation, and
+VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE), each pool sized with them as `fit` sizes
+it (``launch_settings``). The search sizes only what they admit
 (``PlanConstraints.admits``); none given, it searches every format and launch length, as
 before.
 """
@@ -16,6 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ridgeline.errors import InputError
+from ridgeline.memory import EngineSettings
+from ridgeline.model import ModelSpec
 from ridgeline.precision import is_stored_format, kv_dtype, weight_format
 from ridgeline.serving_load import Load, Slo
 
@@ -44,25 +49,73 @@ class PlanConstraints:
     ``kv_dtypes`` the allowed ones as plan names them (() any), ``min_context`` the shortest
     --max-model-len a launch may start with (0 any), ``max_model_len`` the one it starts
     with (0: the planner's own, ``replica_sizing.launch_length``), ``max_cost_per_hour_usd``
-    the most a deployment's GPUs may cost an hour together (None: no ceiling)."""
+    the most a deployment's GPUs may cost an hour together (None: no ceiling);
+    ``disable_hybrid_kv_cache_manager`` and ``allow_chunked_local_attn_hybrid`` vLLM's
+    hybrid KV-cache manager switches, in EngineSettings' names (None: vLLM's default)."""
 
     weights: tuple[str, ...] = ()
     kv_dtypes: tuple[str, ...] = ()
     min_context: int = 0
     max_model_len: int = 0
     max_cost_per_hour_usd: float | None = None
+    disable_hybrid_kv_cache_manager: bool | None = None
+    allow_chunked_local_attn_hybrid: bool | None = None
 
     @classmethod
     def parse(cls, weights: str | None, kv_dtypes: str | None,
               min_context: int | None, max_model_len: int | None = None,
-              max_cost_per_hour_usd: float | None = None) -> PlanConstraints:
+              max_cost_per_hour_usd: float | None = None,
+              disable_hybrid_kv_cache_manager: bool | None = None,
+              allow_chunked_local_attn_hybrid: bool | None = None) -> PlanConstraints:
         """From the flags as typed (comma lists, decode's spellings): "fp8,BF16", "FP8"."""
         def names(text: str | None, read: Any) -> tuple[str, ...]:
             parts = [p.strip() for p in (text or "").split(",") if p.strip()]
             return tuple(dict.fromkeys(read(p) for p in parts))
 
         return cls(names(weights, _weights_id), names(kv_dtypes, _kv_id), min_context or 0,
-                   max_model_len or 0, max_cost_per_hour_usd)
+                   max_model_len or 0, max_cost_per_hour_usd, disable_hybrid_kv_cache_manager,
+                   allow_chunked_local_attn_hybrid)
+
+    @property
+    def launch_settings(self) -> EngineSettings:
+        """The engine settings every launch runs with beside the knobs the search tries
+        (max_num_seqs, max_num_batched_tokens, the version): the hybrid KV-cache manager
+        switches, as `fit` reads them (cli_load.engine_settings); none given, the engine's
+        defaults, EngineSettings()."""
+        return EngineSettings(
+            disable_hybrid_kv_cache_manager=self.disable_hybrid_kv_cache_manager,
+            allow_chunked_local_attn_hybrid=self.allow_chunked_local_attn_hybrid)
+
+    def switch_problem(self, model: ModelSpec, engine: str, version: str | None) -> str:
+        """Why ``engine`` at ``version`` will not start ``model`` with the hybrid KV-cache
+        manager switches given, or "" (as `fit` refuses them): they are vLLM's; the flag
+        before vLLM 0.9.1; the manager off for a recurrent hybrid, whose cache types do not
+        unify (vllm_hybrid.manager_problem)."""
+        switched = (self.disable_hybrid_kv_cache_manager, self.allow_chunked_local_attn_hybrid)
+        if switched == (None, None):
+            return ""
+        if engine != "vllm":
+            flag = ("--vllm-allow-chunked-local-attn-with-hybrid-kv-cache"
+                    if self.disable_hybrid_kv_cache_manager is None else
+                    f"--{'' if self.disable_hybrid_kv_cache_manager else 'no-'}disable-"
+                    "hybrid-kv-cache-manager")
+            return f"{flag} is vLLM's; {engine} has no such setting"
+        from ridgeline.vllm_hybrid import manager_problem
+        from ridgeline.vllm_memory import vllm_accounting
+
+        return manager_problem(model, vllm_accounting(version).version, *switched)
+
+    def switch_caution(self, model: ModelSpec, engine: str, version: str | None) -> str:
+        """What to say where --vllm-allow-chunked-local-attn-with-hybrid-kv-cache changes
+        nothing (a model without chunked attention, a release that does not read it), as
+        `fit` says it (vllm_hybrid.chunked_env_caution), or ""."""
+        if engine != "vllm" or self.allow_chunked_local_attn_hybrid is None:
+            return ""
+        from ridgeline.vllm_hybrid import chunked_env_caution
+        from ridgeline.vllm_memory import vllm_accounting
+
+        return chunked_env_caution(model, vllm_accounting(version).version,
+                                   self.allow_chunked_local_attn_hybrid)
 
     def for_model(self, stored_formats: Sequence[str]) -> PlanConstraints:
         """The constraints with a quantized checkpoint's own formats (gpt-oss-120b's mxfp4)
@@ -145,7 +198,10 @@ class PlanConstraints:
         return {"weights": list(self.weights) or None, "kv_dtypes": list(self.kv_dtypes) or None,
                 "min_max_model_len": self.min_context or None,
                 "max_model_len": self.max_model_len or None,
-                "max_cost_per_hour_usd": self.max_cost_per_hour_usd}
+                "max_cost_per_hour_usd": self.max_cost_per_hour_usd,
+                "disable_hybrid_kv_cache_manager": self.disable_hybrid_kv_cache_manager,
+                "vllm_allow_chunked_local_attn_with_hybrid_kv_cache":
+                    self.allow_chunked_local_attn_hybrid}
 
 
 NO_CONSTRAINTS = PlanConstraints()  # every format and launch length

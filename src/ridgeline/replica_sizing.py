@@ -294,8 +294,8 @@ def prompt_prefills_s(prefill: ChunkedPrefill, groups: Sequence[tuple[float, int
 
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                  max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
-                 engine_version: str | None = None, max_model_len: int | None = None
-                 ) -> ReplicaSizing | None:
+                 engine_version: str | None = None, max_model_len: int | None = None,
+                 switches: EngineSettings | None = None) -> ReplicaSizing | None:
     """(batch, mean TPOT, TTFT floor, sustainable rate, its three limits) of one replica, or
     None if it cannot.
 
@@ -327,13 +327,15 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     steps carry another prompt's chunk (b × chunks ÷ output of them) than the percentile
     spares, else such a step (at p99, 1,000-token prompts and 250-token answers each in one
     chunk: a batch of 2 at most before every gap past p99 is a mixed step's). At a batch of
-    1 it caps no further: the checks decide below it."""
+    1 it caps no further: the checks decide below it. ``switches``: the launch's settings
+    beside those knobs (`plan --disable-hybrid-kv-cache-manager`:
+    PlanConstraints.launch_settings; None: the engine's defaults)."""
     mean_in, mean_out = load.means()
     isl, osl = max(1, round(mean_in)), max(1, round(mean_out))
     cv2, outs, quantiles = drawn_lengths(load)
-    settings = EngineSettings(max_num_seqs=max_num_seqs,
-                              max_num_batched_tokens=max_num_batched_tokens,
-                              engine_version=engine_version)
+    settings = replace(switches or EngineSettings(), max_num_seqs=max_num_seqs,
+                       max_num_batched_tokens=max_num_batched_tokens,
+                       engine_version=engine_version)
     launch = launch_length(dep, settings) if max_model_len is None else max_model_len
     if not launch or (max_model_len is None and not covers(load, slo, launch)):
         return None

@@ -24,7 +24,7 @@ from ridgeline.sglang_memory import (
     sglang_vision_cut,
 )
 from ridgeline.vllm_extensible import launch_fraction
-from ridgeline.vllm_memory import parse_version, vllm_accounting
+from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
 
 
 def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
@@ -78,6 +78,10 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
         parts += [f["quantization"], own.get("weights_fp8", "fp8")]
     if fp8 and "env" in own:
         parts.insert(0, own["env"])
+    if engine == "vllm":  # the hybrid KV-cache manager as the plan sized the pool with it
+        env, switches = hybrid_manager_words(c.disable_hybrid_kv_cache_manager,
+                                             c.allow_chunked_local_attn_hybrid)
+        parts = [*env, *parts, *switches]
     many = f.get("multi_node", {})
     if node is not None:
         parts += [many["nnodes"], str(c.replica_nodes), many["node_rank"], str(node),
@@ -87,6 +91,19 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     elif c.replica_nodes > 1 and "ray" in many:  # a release before the launch per node
         parts.append(many["ray"])
     return " ".join(parts)
+
+
+def hybrid_manager_words(disable: bool | None, allow_chunked: bool | None
+                         ) -> tuple[list[str], list[str]]:
+    """vLLM's hybrid KV-cache manager as a launch asks for it: the environment variable
+    before the command (``allow_chunked``: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0)
+    and the flag after it (``disable``: --disable-hybrid-kv-cache-manager, or
+    --no-disable-hybrid-kv-cache-manager), each where given; ([], []) where neither is."""
+    env = [] if allow_chunked is None else [
+        f"{dict(vllm_data()['chunked_local_hybrid'])['env']}={int(allow_chunked)}"]
+    flag = [] if disable is None else [
+        f"--{'' if disable else 'no-'}disable-hybrid-kv-cache-manager"]
+    return env, flag
 
 
 def _before(version: str | None, release: str | None) -> bool:

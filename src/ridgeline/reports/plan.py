@@ -275,6 +275,8 @@ class PlanReport:
         # min(conversations, seats)); null where not sized so (a split's pools)
         tokens, held, seats = c.pool_at_launch or (None, None, None)
         del data["pool_at_launch"]
+        for switch in ("disable_hybrid_kv_cache_manager", "allow_chunked_local_attn_hybrid"):
+            del data[switch]  # every row's the same: constraints echoes them once
         data["pool"] = None if tokens is None else {
             "max_model_len": c.max_model_len, "tokens": tokens, "conversations": held,
             "max_num_seqs": seats, "engine_max_batch": min(held or 0, seats or 0)}
@@ -436,17 +438,24 @@ class PlanReport:
                 + " (--explain or --json: each source in full)")
 
     def constraint_words(self) -> str:
-        """What --weights, --kv-dtype, --min-context, --max-model-len and
-        --max-cost-per-hour-usd held the search to, for the header: "; only weights bf16, KV
-        bf16, launches of 131,072 tokens or more"; "" for none."""
+        """What --weights, --kv-dtype, --min-context, --max-model-len,
+        --max-cost-per-hour-usd and vLLM's hybrid KV-cache manager switches held the search
+        to, for the header: "; only weights bf16, KV bf16, launches of 131,072 tokens or
+        more"; "; only launches with --disable-hybrid-kv-cache-manager"; "" for none."""
+        from ridgeline.reports.launch_commands import hybrid_manager_words
+
         k = self.result.constraints
+        switched = [w for words in hybrid_manager_words(k.disable_hybrid_kv_cache_manager,
+                                                        k.allow_chunked_local_attn_hybrid)
+                    for w in words]
         parts = [*([f"weights {', '.join(k.weights)}"] if k.weights else []),
                  *([f"KV {', '.join(k.kv_dtypes)}"] if k.kv_dtypes else []),
                  *([f"launches of {k.min_context:,} tokens or more"] if k.min_context else []),
                  *([f"launches at --max-model-len {k.max_model_len:,}"]
                    if k.max_model_len else []),
                  *([f"deployments within ${k.max_cost_per_hour_usd:,.2f}/h"]
-                   if k.max_cost_per_hour_usd is not None else [])]
+                   if k.max_cost_per_hour_usd is not None else []),
+                 *([f"launches with {' '.join(switched)}"] if switched else [])]
         return f"; only {', '.join(parts)}" if parts else ""
 
     def in_range_line(self) -> str:

@@ -18,7 +18,12 @@ from ridgeline.engine_versions import sized_version, split_launch_problem
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.model import ModelSpec
 from ridgeline.plan import PlanResult
-from ridgeline.reports.launch_commands import command_line, family_fp8_note, node_commands
+from ridgeline.reports.launch_commands import (
+    command_line,
+    family_fp8_note,
+    hybrid_manager_words,
+    node_commands,
+)
 from ridgeline.reports.split_launch import (
     host_note,
     pool_command,
@@ -69,6 +74,11 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
         parts += ["--max-num-batched-tokens", str(c.max_num_batched_tokens)]
     if c.enable_chunked_prefill:  # TensorRT-LLM's, as the launch's YAML sets it
         parts.append("--enable_chunked_prefill")
+    _, switches = hybrid_manager_words(c.disable_hybrid_kv_cache_manager, None)  # simulate's
+    parts += switches
+    if c.allow_chunked_local_attn_hybrid is not None:  # the launch's environment variable
+        parts += ["--vllm-allow-chunked-local-attn-with-hybrid-kv-cache",
+                  str(int(c.allow_chunked_local_attn_hybrid))]
     parts += ["--max-model-len", str(max_len)]
     parts += ["--trace", load.trace_path] if load.trace else [
         "--rate", _exact(load.share_rate(c.replicas)), "--num-requests", str(c.sim_requests),
