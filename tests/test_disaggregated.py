@@ -79,6 +79,31 @@ def test_a_latency_summed_with_itself_thrice_is_carried_in_quantiles() -> None:
     assert chained_percentile_s((wait,), 90) == pytest.approx(0.2)
 
 
+def test_a_pairs_ttft_read_again_is_the_chained_percentile() -> None:
+    """PoolRuns carries a prefill run's TTFTs and the hand-off summed once and keeps each
+    pair's TTFT: Llama-3.1-8B's 1P1D on one H100 each, read twice, is the chained percentile
+    of the three distributions, to the bit."""
+    from ridgeline.candidate import replica_deployment
+    from ridgeline.disaggregated import handoff_s, pool_configs
+    from ridgeline.engines import profile_for
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.split_runs import PoolRuns
+
+    load, slo = Load(4.0, "lognormal:800,0.6", "lognormal:200,0.6"), Slo(0.5, 0.05, 90)
+    model = resolve_model("llama-3.1-8b")
+    sized = next(c for c in disaggregated_candidates(model, load, slo, ["h100-sxm"], 8,
+                                                     {"h100-sxm": 2.99}))
+    dep = replica_deployment(model, resolve_accelerator("h100-sxm"), sized.tp, 1,
+                             sized.weights, sized.kv)
+    transfers = [handoff_s(dep, p) for p in (200, 800, 3000)]
+    runs = PoolRuns(dep, profile_for("vllm"), pool_configs(dep, load, sized.max_model_len,
+                                                           None), load, slo, sized, transfers)
+    (_, p), (_, d) = runs.prefill(1, 0), runs.decode(1, 0)
+    chained = chained_percentile_s((runs.grids[id(p)], transfers, runs.grids[id(d)]), 90)
+    assert runs.ttft_s(p, d) == chained and runs.ttft_s(p, d) == chained
+    assert chained > max(transfers)  # the waits are summed, not only the hand-off
+
+
 # DeepSeek-V3's 8,000-token prompts on B200s: TP4 pools whose KV pool holds four such
 # conversations at vLLM's default 1,024 seats (the previous session's 1P3D at p90 TTFT 1.5 s)
 LONG = Load(2.0, "8000", "250")

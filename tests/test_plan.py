@@ -178,6 +178,15 @@ def test_ray_executor_finds_what_the_process_pool_finds() -> None:
     assert on_ray.candidates == local.candidates and on_ray.winner is not None
 
 
+def test_the_worker_pool_plans_what_one_process_plans() -> None:
+    """With two workers the candidates are sized in the worker processes while the plan's own
+    process runs both disaggregated checks; the plan is the one a single process makes, sizing
+    first, the checked splits included."""
+    local = plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], verify=1, workers=1)
+    assert sum(c.verified for c in local.disaggregated) == 2  # both checks ran and held
+    assert plan(MODEL, LOAD, SLO, ["h100-sxm", "l40s"], verify=1, workers=2) == local
+
+
 def test_a_pipeline_stage_keeps_its_own_micro_batch_in_flight() -> None:
     from ridgeline import Deployment, resolve_accelerator
     from ridgeline.engines import profile_for

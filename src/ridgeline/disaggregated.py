@@ -38,7 +38,6 @@ from ridgeline.split_runs import (
     GRID,
     Knobs,
     PoolRuns,
-    chained_percentile_s,
     cheapest_held,
     decode_holds,
 )
@@ -181,9 +180,7 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         decode = min(within, key=lambda r: r.latency_s_at("ttft", slo.percentile))
         first = prefill.latency_s_at("ttft", slo.percentile)
         joined = decode.latency_s_at("ttft", slo.percentile)
-        ttft_ok = prefill.rec.held_steady and chained_percentile_s(
-            (runs.grids[id(prefill)], transfers, runs.grids[id(decode)]),
-            slo.percentile) <= slo.ttft_s
+        ttft_ok = prefill.rec.held_steady and runs.ttft_s(prefill, decode) <= slo.ttft_s
         decode_ok = decode_holds(decode, slo)
         grow_x = not ttft_ok and (not first < joined or not prefill.rec.held_steady)
         grow_y = not decode_ok or (not ttft_ok and not joined <= first)

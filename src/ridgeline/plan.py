@@ -11,7 +11,8 @@ replica keeps one micro-batch per stage in flight (``sim/lanes.py``); a MoE's da
 attention replica runs one scheduler and pool a rank, the ranks stepping together
 (``sim/data_parallel.py``).
 Disaggregated prefill/decode pools (xPyD) are sized analytically, the KV hand-off priced over
-the inter-node link, and the cheapest simulated pool by pool.
+the inter-node link, and the cheapest simulated pool by pool, in the plan's own process
+while the worker processes size the candidates.
 What is searched is ``search_space``'s; the simulated checks ``plan_checks``'s; a winner
 the CDNA3 MoE caution covers gives way as ``measured_slowdown`` says; where nothing meets
 the SLO, ``closest_miss`` names the nearest group.
@@ -21,9 +22,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -436,13 +438,25 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                  for g, tp, w, kv, knobs, ranks in data_parallel_space(
                      model, [resolve_accelerator(g).id for g in gpus], max_gpus, engine,
                      engine_version) if constraints.admits_formats(w, kv)]
-    if executor == "ray":
-        found = _ray_map(jobs)
-    elif workers > 1 and len(jobs) > 16:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            found = list(pool.map(_evaluate, jobs, chunksize=8))
-    else:
-        found = [_evaluate(j) for j in jobs]
+    split = [c for c in disaggregated_candidates(
+        model, load, slo, gpus, max_gpus, table, engine_version, engine, profile,
+        constraints.admits, fixed, constraints.launch_settings)
+        if constraints.within_price(c.cost_per_hour)]
+    pool = ProcessPoolExecutor(max_workers=workers) if executor != "ray" and workers > 1 \
+        and len(jobs) > 16 else None
+    with pool or nullcontext():
+        if executor == "ray":
+            sized_by: Iterator[Candidate | None] = iter(_ray_map(jobs))
+        elif pool is not None:  # every job handed to the workers at once
+            sized_by = pool.map(_evaluate, jobs, chunksize=8)
+        else:
+            sized_by = map(_evaluate, jobs)
+        # the disaggregated checks in this process while the workers size the candidates: here
+        # they share the step timers of the co-located checks (``SharedTimers``), which a
+        # worker process would compute again (None: no size within max_gpus holds)
+        checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
+                                        profile) for c in split[:DISAGGREGATED_CHECKS]]
+        found = list(sized_by)
     sized = _covering([c for c in found if c is not None
                        and constraints.admits(c.weights, c.kv, c.max_model_len)], load, slo)
     feasible = [c for c in sized if c.gpus <= max_gpus]
@@ -462,13 +476,6 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     _, mean_out = load.means()
     miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                             beyond, engine_version, constraints)
-    split = [c for c in disaggregated_candidates(
-        model, load, slo, gpus, max_gpus, table, engine_version, engine, profile,
-        constraints.admits, fixed, constraints.launch_settings)
-        if constraints.within_price(c.cost_per_hour)]
-    checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
-                                    profile)
-               for c in split[:DISAGGREGATED_CHECKS]]  # None: no size within max_gpus holds
     split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
     split = [c for c in _covering(split, load, slo) if constraints.within_price(c.cost_per_hour)]
     candidates = tuple(verified + rest)

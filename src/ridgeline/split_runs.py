@@ -59,9 +59,15 @@ def chained_percentile_s(parts: Sequence[Sequence[float]], percentile: float) ->
     a p90 sum of 1.2 s."""
     total: Sequence[float] = sorted(parts[0])
     for part in parts[1:-1]:  # each partial sum carried back to GRID quantiles
-        total = quantile_grid(partial(sorted_percentile, _sums(total, part)))
+        total = carried(total, part)
     ordered = _sums(total, parts[-1]) if len(parts) > 1 else total
     return sorted_percentile(ordered, percentile)
+
+
+def carried(total: Sequence[float], part: Sequence[float]) -> list[float]:
+    """The sum of ``total`` (ascending) and ``part``, equal-weight values each, carried back
+    to GRID quantiles (``quantile_grid``): ``chained_percentile_s``'s partial sum."""
+    return quantile_grid(partial(sorted_percentile, _sums(total, part)))
 
 
 def run_pool(dep: Deployment, profile: EngineProfile, config: SimConfig,
@@ -98,6 +104,10 @@ class PoolRuns:
         self.prefills: dict[int, list[tuple[Knobs, SimResult]]] = {}
         self.decodes: dict[int, list[tuple[Knobs, SimResult]]] = {}
         self.grids: dict[int, list[float]] = {}  # each run's TTFTs, read once
+        # a prefill run's TTFTs and the hand-off summed (``carried``), and each pair's TTFT,
+        # each computed once: a run is paired again as the search goes
+        self.handed: dict[int, list[float]] = {}
+        self.ttfts: dict[tuple[int, int], float] = {}
         self.checked: dict[tuple[int, int], list[Held]] = {}
 
     def prefill(self, x: int, k: int) -> tuple[Knobs, SimResult]:
@@ -136,8 +146,7 @@ class PoolRuns:
             for (p_knobs, p), (d_knobs, d) in pairs:
                 if not (p.rec.held_steady and decode_holds(d, self.slo)):
                     continue
-                ttft = chained_percentile_s((self.grids[id(p)], self.transfers,
-                                             self.grids[id(d)]), self.slo.percentile)
+                ttft = self.ttft_s(p, d)
                 if ttft <= self.slo.ttft_s:
                     held.append((ttft, d.latency_s_at("tpot", self.slo.percentile),
                                  d.itl_s_at(self.slo.percentile), p_knobs, d_knobs))
@@ -148,9 +157,15 @@ class PoolRuns:
 
     def ttft_s(self, p: SimResult, d: SimResult) -> float:
         """The SLO's percentile of a request's TTFT through prefill run ``p`` and decode run
-        ``d`` (``chained_percentile_s``)."""
-        return chained_percentile_s((self.grids[id(p)], self.transfers, self.grids[id(d)]),
-                                    self.slo.percentile)
+        ``d`` (``chained_percentile_s``, the prefill run's part of the sum carried once)."""
+        pair = (id(p), id(d))
+        if pair not in self.ttfts:
+            head = self.handed.get(id(p))
+            if head is None:
+                head = self.handed[id(p)] = carried(sorted(self.grids[id(p)]), self.transfers)
+            self.ttfts[pair] = sorted_percentile(_sums(head, self.grids[id(d)]),
+                                                 self.slo.percentile)
+        return self.ttfts[pair]
 
     def prefill_may_hold(self, x: int, fastest: Sequence[SimResult]) -> bool:
         """Whether x prefill replicas, steady, keep the TTFT SLO beside ``fastest`` (the
