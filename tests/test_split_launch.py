@@ -157,7 +157,7 @@ def test_a_pasted_trtllm_pool_is_priced_with_its_transfer_buffer(
 def test_a_vllm_split_of_a_hybrid_is_priced_as_fit_reads_its_commands(
         capsys: pytest.CaptureFixture[str], engine: str, model_id: str) -> None:
     """The pools' commands carry vLLM's NixlConnector, which fit reads (test above: on v0.9.1
-    to v0.22 vLLM turns a hybrid's KV cache manager off beside it) as plan sizes the pools
+    to v0.21 vLLM turns a hybrid's KV cache manager off beside it) as plan sizes the pools
     (disaggregated.pool_connector): no caution on the split, and fit takes the pasted
     decode command."""
     from dataclasses import replace

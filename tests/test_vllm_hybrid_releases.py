@@ -1,7 +1,7 @@
 """vLLM's hybrid KV-cache manager by release: on by default from v0.9.1 (attention chunks
 paged from v0.10.0), V1 only; its --enable-… spelling from v0.33; and --kv-transfer-config,
-which turns it off on v0.9.1-v0.22 (v0.13-v0.22 unless asked for; NixlConnector keeps it
-from v0.23), as fit reads a pasted pool command and plan sizes a split's pools
+which turns it off on v0.9.1-v0.21 (v0.13-v0.21 unless asked for; NixlConnector keeps it
+from v0.22), as fit reads a pasted pool command and plan sizes a split's pools
 (vllm_hybrid.connector_off_reason, disaggregated.pool_connector)."""
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ def test_scout_chunks_are_cached_in_full_until_v0_10_0() -> None:
 @pytest.mark.parametrize(("version", "disable", "off"), [
     ("0.9.0", None, False),  # no manager to turn off (the windows in full anyway)
     ("0.9.1", None, True), ("0.12", False, True),  # any connector, whatever is asked
-    ("0.13", None, True), ("0.22.1", None, True),  # off unless asked for
-    ("0.18", False, False), ("0.22.1", False, False),  # asked for, beside a SupportsHMA one
+    ("0.13", None, True), ("0.21", None, True),  # off unless asked for
+    ("0.18", False, False), ("0.21", False, False),  # asked for, beside a SupportsHMA one
+    ("0.22", None, False), ("0.22.1", None, False),  # v0.22: kept where supports_hma
     ("0.23", None, False), ("0.34", None, False),  # NixlConnector supports it: kept
 ])
 def test_a_connector_turns_the_manager_off_by_release(version: str, disable: bool | None,

@@ -196,9 +196,10 @@ def hybrid_manager_flags(g: Any) -> None:
                         dest="disable_hybrid_kv_cache_manager", action="store_const",
                         const=False, help="vLLM v0.9.1+: the manager asked for; v0.13+ stops "
                         "where its own rules turn it off (Llama 4 with "
-                        "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0), so that is "
-                        "refused; earlier releases read it as their default, and turn it off "
-                        "beside --kv-transfer-config all the same")
+                        "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0; "
+                        "--kv-events-config on v0.13-v0.19), so that is refused; earlier "
+                        "releases read it as their default, and turn it off beside "
+                        "--kv-transfer-config or --kv-events-config all the same")
     switch.add_argument("--enable-hybrid-kv-cache-manager", nargs=0, action=_EnableSpelling,
                         dest="disable_hybrid_kv_cache_manager",
                         help="vLLM v0.33+: --no-disable-hybrid-kv-cache-manager's other "

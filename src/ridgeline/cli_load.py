@@ -716,7 +716,7 @@ def llamacpp_n_batch_asked(args: argparse.Namespace) -> int | None:
 
 
 def engine_settings(args: argparse.Namespace) -> Any:
-    from ridgeline.launch_flags import kv_connector_given
+    from ridgeline.launch_flags import kv_connector_given, kv_events_given
     from ridgeline.memory import EngineSettings
 
     return EngineSettings(
@@ -738,7 +738,7 @@ def engine_settings(args: argparse.Namespace) -> Any:
         disable_hybrid_kv_cache_manager=getattr(args, "disable_hybrid_kv_cache_manager", None),
         allow_chunked_local_attn_hybrid=getattr(
             args, "vllm_allow_chunked_local_attn_with_hybrid_kv_cache", None),
-        kv_connector=kv_connector_given(args),
+        kv_connector=kv_connector_given(args), kv_events=kv_events_given(args),
         prefix_caching=getattr(args, "prefix_caching", None),
         speculative_decoding=bool(getattr(args, "spec_tokens", 0)),
         draft_mtp=drafts_with_mtp(args), drafter=drafter(args),

@@ -24,7 +24,7 @@ from ridgeline.cli_engine import (
 )
 from ridgeline.cli_load import drafter, drafts_with_mtp, executor_backend
 from ridgeline.errors import InputError
-from ridgeline.launch_flags import kv_connector_given
+from ridgeline.launch_flags import kv_connector_given, kv_events_given
 
 
 def pool_max_model_len(args: argparse.Namespace, dep: Any, contexts: list[int],
@@ -97,9 +97,11 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
     slots = args.max_num_seqs if dep.engine.startswith("llama.cpp") else None
     given = [flag for flag in given if not (slots and flag == "--max-num-seqs")]
     switches = pool_switch_settings(args)  # fit's and simulate's, as they size the pool
-    # --kv-transfer-config's connector: it changes the pool only on a release before v0.23,
-    # which --engine-version names (no version: the newest, whose NixlConnector keeps it)
+    # --kv-transfer-config's connector and --kv-events-config: they change the pool only on
+    # a release before v0.22 (v0.20), which --engine-version names (no version: the newest,
+    # which keeps the manager beside them)
     switches["kv_connector"] = kv_connector_given(args)
+    switches["kv_events"] = kv_events_given(args)
     if switches.get("lora") is not None:  # as fit refuses it: llama.cpp's slots reach no pool
         from ridgeline.lora_slots import check_engine_lora
 
@@ -109,7 +111,7 @@ def _given_pool_settings(args: argparse.Namespace, dep: Any) -> Any:
         # so are a separate drafter's vLLM reads, and SGLang's reserve for any drafter; and
         # vLLM runs a draft model or ngram on a runner of its own choice, holding buffers for
         # it there (vllm_mrv2_drafter), as it does probabilistic drafts' logits
-        plain = version is None and asynchronous and not switches.keys() - {"kv_connector"} \
+        plain = version is None and asynchronous and not switches.keys() - {"kv_connector", "kv_events"} \
             and not slots \
             and not drafts_with_mtp(args) \
             and not (spec and (dep.engine == "sglang" or getattr(args, "spec_draft_model", "")

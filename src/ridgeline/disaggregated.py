@@ -70,7 +70,7 @@ def pool_transceiver(dep: Deployment, load: Load, max_len: int) -> CacheTranscei
 def pool_connector(dep: Deployment) -> str:
     """The KV connector a vLLM split's pools launch with (engines.json cli.disaggregated:
     the NixlConnector, as split_launch prints it), with which their pools are sized: v0.9.1
-    to v0.22 turn the hybrid KV-cache manager off beside it (vllm_hybrid.connector_off_reason),
+    to v0.21 turn the hybrid KV-cache manager off beside it (vllm_hybrid.connector_off_reason),
     so Gemma 3 caches its window layers in full and a recurrent hybrid does not start. "" for
     another engine, and on a TPU, whose tpu-inference connector rules are not read."""
     if dep.engine != "vllm" or dep.accelerator.vendor == "google":
@@ -241,7 +241,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             try:  # each pool's, as a replica's
                 max_len = launch_at(dep, settings, max_model_len)
             except InputError:  # vLLM will not start it beside the connector (a recurrent
-                continue  # hybrid without its hybrid KV-cache manager, v0.9.1-v0.22)
+                continue  # hybrid without its hybrid KV-cache manager, v0.9.1-v0.21)
             if admits is not None and not admits(weights, kv, max_len):
                 continue
             cap = max_batch(dep, isl + osl, replace(

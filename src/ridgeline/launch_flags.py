@@ -448,13 +448,21 @@ def _on_v0(args: argparse.Namespace) -> bool:
 
 
 def kv_connector_given(args: argparse.Namespace) -> str:
-    """The kv_connector of vLLM's --kv-transfer-config as given on a pasted launch line (the
-    NixlConnector, the one value read: launch_flags.json ``json_values``), "" where none
-    was: with it vLLM v0.9.1-v0.22 turn the hybrid KV cache manager off, which the pool of a
-    model with sliding-window, chunked or recurrent layers beside full attention then shows
-    (vllm_hybrid.connector_off_reason)."""
+    """The kv_connector of vLLM's --kv-transfer-config as given on a pasted launch line
+    (NixlConnector or MooncakeConnector, the values read: launch_flags.json ``json_values``),
+    "" where none was: with it vLLM v0.9.1-v0.21 turn the hybrid KV cache manager off, which
+    the pool of a model with sliding-window, chunked or recurrent layers beside full
+    attention then shows (vllm_hybrid.connector_off_reason)."""
     for text, record in getattr(args, "launch_flags_ignored", None) or []:
         if "--kv-transfer-config" in record.flags:
             found = json.loads(text.split(None, 1)[1])  # checked as JSON when it was read
             return str(found.get("kv_connector", ""))
     return ""
+
+
+def kv_events_given(args: argparse.Namespace) -> bool:
+    """Whether vLLM's --kv-events-config is on a pasted launch line, whatever its value: vLLM
+    v0.9.1-v0.19 then turn the hybrid KV cache manager off (its check is 'kv_events_config
+    is not None'; vllm_hybrid.events_off_reason)."""
+    return any("--kv-events-config" in record.flags
+               for _, record in getattr(args, "launch_flags_ignored", None) or [])

@@ -189,9 +189,12 @@ class EngineSettings:
     # the release's default, 0 on v0.10.1-v0.13, 1 from v0.14): 0 caches Llama 4 in full
     allow_chunked_local_attn_hybrid: bool | None = None
     # vLLM --kv-transfer-config's kv_connector (NixlConnector, as a prefill/decode split's
-    # pools run it; "": none): with it v0.9.1-v0.22 turn the hybrid KV-cache manager off
-    # (vllm_hybrid.connector_off_reason)
+    # pools run it, or MooncakeConnector; "": none): with it v0.9.1-v0.21 turn the hybrid
+    # KV-cache manager off (vllm_hybrid.connector_off_reason)
     kv_connector: str = ""
+    # vLLM --kv-events-config given (any value): v0.9.1-v0.19 then turn the hybrid KV-cache
+    # manager off (vllm_hybrid.events_off_reason)
+    kv_events: bool = False
     # SGLang --max-total-tokens, TensorRT-LLM kv_cache_config.max_tokens: a cap on the pool's
     # tokens; each engine keeps the smaller of it and what its memory rule leaves
     max_total_tokens: int | None = None

@@ -17,8 +17,9 @@ counts a block per block of tokens at start-up, so ``fit`` says so where it appl
 
 It also says when vLLM runs a model without its hybrid KV-cache manager (on by default from
 v0.9.1, chunks paged from v0.10.0): asked off, chunked attention beside the variable or a
-drafter, and a KV connector (--kv-transfer-config, v0.9.1-v0.22: engines.json
-kv_transfer_hybrid), and what vLLM then will not start.
+drafter, a KV connector (--kv-transfer-config, v0.9.1-v0.21: engines.json
+kv_transfer_hybrid) and KV-cache events (--kv-events-config, v0.9.1-v0.19: kv_events_hybrid),
+and what vLLM then will not start.
 """
 
 from __future__ import annotations
@@ -137,17 +138,37 @@ def _connector_rule() -> dict[str, Any]:
 
 def connector_supports_manager(connector: str, version: str) -> bool:
     """Whether vLLM ``version``'s KV connector ``connector`` runs beside the hybrid KV-cache
-    manager (SupportsHMA: NixlConnector from v0.18; engines.json kv_transfer_hybrid)."""
+    manager (SupportsHMA: NixlConnector from v0.18, MooncakeConnector from v0.20; engines.json
+    kv_transfer_hybrid)."""
     since = _connector_rule()["hma_connectors"].get(connector)
     return since is not None and parse_version(version) >= parse_version(str(since))
 
 
+def connector_problem(connector: str, version: str) -> str:
+    """Why vLLM ``version`` has no KV connector ``connector``, or "": MooncakeConnector, the
+    V1 one, is registered from v0.13 (engines.json kv_transfer_hybrid.connectors_from)."""
+    since = _connector_rule()["connectors_from"].get(connector)
+    if since is None or parse_version(version) >= parse_version(str(since)):
+        return ""
+    return (f"vLLM {version} has no V1 {connector} (--kv-transfer-config): it came in "
+            f"v{since}; name that --engine-version or a later one")
+
+
+def manager_release(connector: str) -> str:
+    """The first vLLM release that keeps the hybrid KV-cache manager on by default beside
+    ``connector`` (its SupportsHMA release, v0.22 at the earliest), or "" where none does."""
+    rule = _connector_rule()
+    since = rule["hma_connectors"].get(connector)
+    return max(str(since), str(rule["connector_checked_from"]), key=parse_version) \
+        if since else ""
+
+
 def connector_off_reason(connector: str, version: str, disable: bool | None = None) -> str:
     """Why --kv-transfer-config naming ``connector`` turns vLLM ``version``'s hybrid KV-cache
-    manager off, or "": v0.9.1-v0.12 always; v0.13-v0.22 unless the manager is asked for
-    (``disable`` False); from v0.23 only for a connector without HMA support. NixlConnector
+    manager off, or "": v0.9.1-v0.12 always; v0.13-v0.21 unless the manager is asked for
+    (``disable`` False); from v0.22 only for a connector without HMA support. NixlConnector
     on v0.11: "--kv-transfer-config (NixlConnector; v0.9.1 to v0.12 turn the manager off
-    with any connector)"; on v0.23: ""."""
+    with any connector)"; on v0.22: ""."""
     if not connector:
         return ""
     rule, v = _connector_rule(), parse_version(version)
@@ -159,7 +180,7 @@ def connector_off_reason(connector: str, version: str, disable: bool | None = No
     if disable is False:
         return ""
     if v < parse_version(str(rule["connector_checked_from"])):
-        return (f"--kv-transfer-config ({connector}; v{rule['explicit_on_from']} to v0.22 turn "
+        return (f"--kv-transfer-config ({connector}; v{rule['explicit_on_from']} to v0.21 turn "
                 "the manager off with a connector unless --no-disable-hybrid-kv-cache-manager "
                 "is given)")
     if connector_supports_manager(connector, version):
@@ -167,15 +188,33 @@ def connector_off_reason(connector: str, version: str, disable: bool | None = No
     return f"--kv-transfer-config ({connector}, which does not support the manager)"
 
 
+def _events_rule() -> dict[str, Any]:
+    return dict(vllm_data()["kv_events_hybrid"])
+
+
+def events_off_reason(version: str, disable: bool | None = None) -> str:
+    """Why --kv-events-config turns vLLM ``version``'s hybrid KV-cache manager off, or "":
+    v0.9.1-v0.12 whatever the flags say, v0.13-v0.19 as vLLM's own reason (so an explicit
+    ``disable`` False is refused: manager_problem), from v0.20 never (engines.json
+    kv_events_hybrid). v0.11: "--kv-events-config (v0.9.1 to v0.19 turn the manager off
+    beside KV-cache events)"."""
+    rule, v = _events_rule(), parse_version(version)
+    if not parse_version(str(rule["off_from"])) <= v < parse_version(str(rule["on_from"])):
+        return ""
+    return (f"--kv-events-config (v{rule['off_from']} to v0.19 turn the manager off beside "
+            "KV-cache events)")
+
+
 def manager_off_reason(model: ModelSpec, version: str, disable: bool | None = None,
                        allow_chunked: bool | None = None, drafter_method: str = "",
-                       connector: str = "") -> str:
+                       connector: str = "", kv_events: bool = False) -> str:
     """Why vLLM ``version`` runs ``model`` without its hybrid KV-cache manager, or "" where
     the manager runs: ``disable`` is --disable-hybrid-kv-cache-manager (True), its negation
     (False) or neither (None); ``allow_chunked`` is
     VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE as the server is started with it (None:
     the release's default); ``connector`` the KV connector --kv-transfer-config names
-    (connector_off_reason). vLLM's VllmConfig turns the manager off itself for chunked local
+    (connector_off_reason); ``kv_events`` whether --kv-events-config is given
+    (events_off_reason). vLLM's VllmConfig turns the manager off itself for chunked local
     attention beside an EAGLE or MTP drafter (v0.10.0+) and, from v0.10.1, where the variable
     is 0: Llama-4-Scout on v0.11 for "...=0 (its default, v0.10.1 to v0.13)", on v0.11 with
     the variable at 1 for ""."""
@@ -184,6 +223,8 @@ def manager_off_reason(model: ModelSpec, version: str, disable: bool | None = No
     by_connector = connector_off_reason(connector, version, disable)
     if by_connector:
         return by_connector
+    if kv_events and events_off_reason(version):
+        return events_off_reason(version)
     if not _chunked(model):
         return ""
     rule = dict(vllm_data()["chunked_local_hybrid"])
@@ -214,15 +255,20 @@ def unifies_without_manager(model: ModelSpec) -> bool:
 
 def manager_problem(model: ModelSpec, version: str, disable: bool | None = None,
                     allow_chunked: bool | None = None, drafter_method: str = "",
-                    connector: str = "") -> str:
+                    connector: str = "", kv_events: bool = False) -> str:
     """Why vLLM ``version`` will not start ``model`` as asked of its hybrid KV-cache manager,
     or "": the flag before v0.9.1; from v0.13 --no-disable-hybrid-kv-cache-manager where vLLM's
     own rules turn the manager off (a ValueError), or beside a KV ``connector`` without HMA
     support (NixlConnector before v0.18: the connector factory's ValueError, whatever the
-    model); the manager off for a model whose cache types do not unify (recurrent state
-    beside attention: a ValueError at start-up)."""
+    model) or KV-cache events (``kv_events``, v0.13-v0.19: vLLM's own reason, whatever the
+    model); a ``connector`` the release does not have (connector_problem); the manager off
+    for a model whose cache types do not unify (recurrent state beside attention: a
+    ValueError at start-up)."""
     rule = dict(vllm_data()["hybrid_kv_cache_manager_flag"])
     v = parse_version(version)
+    missing = connector_problem(connector, version) if connector else ""
+    if missing:
+        return missing
     spelled = "--disable-hybrid-kv-cache-manager" if disable \
         else "--no-disable-hybrid-kv-cache-manager"
     if disable is not None and v < parse_version(str(rule["from"])):
@@ -235,17 +281,21 @@ def manager_problem(model: ModelSpec, version: str, disable: bool | None = None,
                 + (f" before v{since}" if since else "") + " ('does not support HMA but HMA "
                 "is enabled'); drop the flag, so vLLM turns the manager off"
                 + (f", or name --engine-version {since} or later" if since else ""))
-    own = manager_off_reason(model, version, None, allow_chunked, drafter_method)
+    own = manager_off_reason(model, version, None, allow_chunked, drafter_method, "", kv_events)
     if disable is False and own and v >= parse_version(str(rule["enable_checked_from"])):
         env = dict(vllm_data()["chunked_local_hybrid"])["env"]
         fix = " or start it with --vllm-allow-chunked-local-attn-with-hybrid-kv-cache 1" \
-            if own.startswith(env) else ""
+            if own.startswith(env) else (f", or drop --kv-events-config, or name --engine-version "
+                                         f"{_events_rule()['on_from']} or later"
+                                         if own.startswith("--kv-events-config") else "")
         return (f"vLLM {version} refuses {spelled} for {model.name}: {own} turns the "
                 f"hybrid KV-cache manager off, and vLLM stops ('explicitly enabled but is not "
                 f"supported'); drop the flag{fix}")
-    why = manager_off_reason(model, version, disable, allow_chunked, drafter_method, connector)
+    why = manager_off_reason(model, version, disable, allow_chunked, drafter_method, connector,
+                             kv_events)
     if why and not unifies_without_manager(model):
-        fix = "drop --disable-hybrid-kv-cache-manager" if disable else _connector_fix(connector)
+        fix = "drop --disable-hybrid-kv-cache-manager" if disable else \
+            _events_fix() if why.startswith("--kv-events-config") else _connector_fix(connector)
         return (f"vLLM {version} cannot start {model.name} without the hybrid KV-cache "
                 f"manager ({why}): its recurrent state and its attention do not unify to "
                 f"one cache type (unify_hybrid_kv_cache_specs raises ValueError); {fix}")
@@ -254,16 +304,23 @@ def manager_problem(model: ModelSpec, version: str, disable: bool | None = None,
 
 def _connector_fix(connector: str) -> str:
     """How a hybrid with recurrent state runs beside ``connector`` after all: NixlConnector
-    keeps the manager from v0.18 when asked, from v0.23 by default."""
+    keeps the manager from v0.18 when asked, from v0.22 by default."""
     rule = _connector_rule()
     since = rule["hma_connectors"].get(connector)
     if not since:
         return "serve it without --kv-transfer-config"
     later = max(str(since), str(rule["explicit_on_from"]), key=parse_version)
-    return (f"serve it without --kv-transfer-config, or name --engine-version "
-            f"{later} or later with --no-disable-hybrid-kv-cache-manager "
-            f"({rule['connector_checked_from']} or later keeps the manager for {connector} "
-            "by default)")
+    asked = f"{later} or later with --no-disable-hybrid-kv-cache-manager (" \
+        if parse_version(later) < parse_version(manager_release(connector)) else ""
+    return (f"serve it without --kv-transfer-config, or name --engine-version {asked}"
+            f"{manager_release(connector)} or later keeps the manager for {connector} by "
+            f"default{')' if asked else ''}")
+
+
+def _events_fix() -> str:
+    """How a hybrid with recurrent state runs beside KV-cache events after all."""
+    return (f"serve it without --kv-events-config, or name --engine-version "
+            f"{_events_rule()['on_from']} or later, which keeps the manager beside them")
 
 
 def chunked_env_caution(model: ModelSpec, version: str, allow_chunked: bool | None) -> str:

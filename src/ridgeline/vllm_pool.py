@@ -382,7 +382,7 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
                                     sizing_margin_bytes(transient, dep.accelerator.vendor)) \
             + granule_cut_bytes(stage.layers if stage is not None else len(dep.model.layers))
     manager = (dep.model, acc.version, s.disable_hybrid_kv_cache_manager,
-               s.allow_chunked_local_attn_hybrid, method, s.kv_connector)
+               s.allow_chunked_local_attn_hybrid, method, s.kv_connector, s.kv_events)
     problem = manager_problem(*manager)
     if problem:  # the manager asked on or off where vLLM will not start
         raise InputError(problem)
