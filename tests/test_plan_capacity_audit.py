@@ -24,7 +24,9 @@ from ridgeline.plan_cautions import (
     calibration,
     data_parallel_winner_cautions,
     extensible_kv_caution,
+    needs_release,
 )
+from ridgeline.replica_sizing import launch_length
 from ridgeline.reports.plan import card_words
 from ridgeline.reports.plan_commands import check_line
 from ridgeline.reports.plan_lists import PlanLists
@@ -102,7 +104,7 @@ def test_70b_at_one_request_a_second_picks_tp2_and_cautions_the_tp1_row(
                                str(tp1["max_num_seqs"]), "--max-model-len",
                                str(tp1["max_model_len"]))
     fit_words = next(line for line in fit_out.splitlines() if "extensible KV" in line)
-    assert said[0].split("; they hold")[0] in fit_words
+    assert said[0].startswith(fit_words.removeprefix("caution: "))
     c = Candidate(H100.id, 1, 1, "fp8", "fp8", tp1["max_num_seqs"], tp1["batch"], 0.04, 0.3,
                   1.16, 2, 2.99, True, "", (0.8, 1.2), max_model_len=tp1["max_model_len"])
     load = Load(1.0, "lognormal:1000,0.8", "lognormal:250,0.8")
@@ -264,3 +266,79 @@ def test_unsimulated_rows_leave_analytic_replicas_null(
     rows = [*data["runners_up"], *data["disaggregated"]]
     assert all(r["analytic_replicas"] is None for r in rows if not r["verified"])
     assert all(r["sim_requests"] is None for r in rows if not r["verified"])
+
+
+def _caution_row(max_model_len: int) -> Candidate:
+    """The audit's TP1 row of Llama-3.1-70B (fp8, KV fp8, 64 seats) at ``max_model_len``."""
+    return Candidate(H100.id, 1, 1, "fp8", "fp8", 64, 17, 0.04, 0.3, 0.86, 1, 2.99, True, "",
+                     (0.8, 1.2), max_model_len=max_model_len)
+
+
+def test_the_extensible_caution_names_the_release_the_row_needs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A row whose pool only vLLM 0.34's extensible KV cache makes says what the release
+    before it does with the same launch, by that release's own accounting (`fit
+    --engine-version 0.33`: it does not start at the row's length), and that the row needs
+    0.34 or later; where 0.33 does start, it says what that pool holds instead."""
+    load = Load(0.3, "lognormal:1000,0.8", "lognormal:250,0.8")
+    words = extensible_kv_caution(_caution_row(34_560), "vllm", LLAMA_70B, load)
+    code, fit_out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights",
+                               "fp8", "--kv-dtype", "fp8", "--max-num-seqs", "64",
+                               "--max-model-len", "34560", "--engine-version", "0.33",
+                               "--json")
+    prior = json.loads(fit_out)
+    assert prior["conversations"] == 0  # vLLM 0.33 does not start this launch
+    assert "so it needs vLLM 0.34 or later" in words
+    assert (f"vLLM 0.33 sizes {prior['pool_bytes_per_gpu'] / 2**30:,.2f} GiB per GPU and does not "
+            "start at --max-model-len 34,560") in words
+    # a shorter launch that 0.33 starts: its pool's requests, fewer than the batch counted
+    code, fit_out, _ = run_cli(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights",
+                               "fp8", "--kv-dtype", "fp8", "--max-num-seqs", "64",
+                               "--max-model-len", "8192", "--engine-version", "0.33", "--json")
+    assert code == 0
+    assert json.loads(fit_out)["conversations"] > 0  # 0.33 starts at 8,192
+    shorter = extensible_kv_caution(_caution_row(8_192), "vllm", LLAMA_70B, load)
+    assert "does not start" not in shorter
+    assert "so it needs vLLM 0.34 or later, its extensible KV cache on: vLLM 0.33 sizes " \
+        "1.64 GiB per GPU and holds 6 requests of 1,720 tokens" in shorter
+
+
+def test_a_row_launched_short_of_the_context_says_the_length_is_its_own() -> None:
+    """The audit's L4/A10G/L40S plan: the winner launched at 131,072 while an A10G row's
+    caution spoke of 55,808 tokens, each row's launch being the longest its own pool starts
+    at. The caution now says so where the length is the planner's (``launch_length``), and
+    not of a length `plan --max-model-len` fixed shorter."""
+    load = Load(0.3, "lognormal:1000,0.8", "lognormal:250,0.8")
+    row = _caution_row(34_560)
+    dep = candidate_deployment(LLAMA_70B, row, "vllm", None)
+    assert launch_length(dep, replace(row.engine_settings(), max_model_len=None)) == 34_560
+    own = extensible_kv_caution(row, "vllm", LLAMA_70B, load)
+    assert ("0 conversations of 34,560 tokens (this row's own --max-model-len: the longest "
+            "its pool starts at, short of llama-3.1-70b's 131,072)") in own
+    fixed = extensible_kv_caution(_caution_row(32_768), "vllm", LLAMA_70B, load)
+    assert "32,768 tokens" in fixed and "this row's own" not in fixed
+
+
+def test_a_winner_that_needs_the_newer_release_says_so_beside_its_launch_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B at 0.3 req/s wins on one H100 at --max-model-len 34,560, a pool only
+    vLLM 0.34's extensible KV cache makes: the launch line's header names the release it
+    needs, as its caution says, and the length the caution names is the launch line's."""
+    code, out, err = run_cli(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", "--rate",
+                             "0.3", *LOAD_70B[2:])
+    assert code == 0, err
+    lines = out.splitlines()
+    caution = next(line for line in lines if "extensible KV cache is unchecked" in line)
+    assert "so it needs vLLM 0.34 or later" in caution
+    header = next(i for i, line in enumerate(lines) if line.startswith("run it with"))
+    assert "needs vLLM 0.34 or later: see the caution" in lines[header]
+    launch = lines[header + 1]
+    length = int(launch.split("--max-model-len ")[1].split()[0])
+    assert f"of {length:,} tokens" in caution and f"--max-model-len {length:,}" in caution
+
+
+def test_needs_release_reads_the_caution_it_repeats() -> None:
+    """The header's words come from a caution that says them, and only from one."""
+    assert needs_release(("a caution of something else",)) == ""
+    said = "...; so it needs vLLM 0.34 or later, its extensible KV cache on: ..."
+    assert needs_release(("other", said)) == "needs vLLM 0.34 or later: see the caution"

@@ -5,6 +5,7 @@ largest the profile was fitted on for the card's group."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ridgeline.candidate import Candidate, candidate_deployment
@@ -260,35 +261,75 @@ def extensible_kv_caution(c: Candidate, engine: str, model: ModelSpec, load: Loa
                           engine_version: str | None = None) -> str:
     """``extensible_shortfall_caution`` of ``c``'s replica as its launch and check start it,
     against the batch the plan counts on (every lane's), for the load's mean request; "" for
-    another engine or a split's pools. Llama-3.1-70B on one H100 at fp8, KV fp8,
-    --max-model-len 34,560: 0.33's rules give 1.64 GiB per GPU and would not start at that
-    length, against the batch of 17 the plan counts on."""
+    another engine or a split's pools. Where the row launches short of the model's context
+    (its pool holds no longer request), the caution says the length is the row's own, so that
+    it reads beside another row's longer launch line. Llama-3.1-70B on one H100 at fp8, KV
+    fp8, --max-model-len 34,560: 0.33's rules give 1.64 GiB per GPU and would not start at
+    that length, against the batch of 17 the plan counts on."""
+    from ridgeline.replica_sizing import launch_length, model_context
+
     if engine != "vllm" or c.disaggregated or not c.max_model_len:
         return ""
     dep = candidate_deployment(model, c, engine, engine_version)
     settings = replace(c.engine_settings(engine_version), max_model_len=c.max_model_len)
     mean_in, mean_out = load.means()
     request = max(1, round(mean_in)) + max(1, round(mean_out))  # as the sizing counts them
+    context = model_context(dep)
+
+    def own() -> str:  # read only where the caution is said: launch_length searches
+        return f"this row's own --max-model-len: the longest its pool starts at, short of " \
+            f"{model.name}'s {context:,}" if c.max_model_len < context \
+            and launch_length(dep, settings) == c.max_model_len else ""
+
     return extensible_shortfall_caution(dep, settings, request,
                                         c.batch * c.pp * c.data_parallel,
-                                        "a replica's batch counts on here")
+                                        "a replica's batch counts on here", own)
+
+
+def release_before(version: str) -> str:
+    """The minor release before ``version``: "0.33" before "0.34"."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return f"{major}.{minor - 1}"
+
+
+NEEDS_RELEASE = "so it needs vLLM {} or later"  # the caution's words a launch header repeats
+
+
+def needs_release(cautions: tuple[str, ...]) -> str:
+    """The release a row's extensible-KV caution says its launch or batch needs, as its
+    launch line's header repeats it ("needs vLLM 0.34 or later: see the caution"); ""
+    where none says so."""
+    head, _, tail = NEEDS_RELEASE.partition("{}")
+    said = next((c for c in cautions if head in c), "")
+    if not said:
+        return ""
+    release = said.split(head, 1)[1].split(tail, 1)[0]
+    return f"needs vLLM {release} or later: see the caution"
 
 
 def extensible_shortfall_caution(dep: Deployment, settings: EngineSettings,
-                                 request_tokens: int, counted: int, what: str) -> str:
+                                 request_tokens: int, counted: int, what: str,
+                                 length_note: Callable[[], str] | None = None) -> str:
     """Where vLLM 0.34+'s extensible KV cache sizes ``dep``'s pool at ``settings`` (no start-up
     log has checked it) and 0.33's rules (--no-enable-extensible-kv-cache: the profile sizes
     it) hold fewer requests of ``request_tokens`` than the ``counted`` ``what`` names (no more
     than the extensible pool holds: DeepSeek-V3's analytic 4 × 240 at 24,000 tokens is past
     either pool, which the checks' runs never reach), fit's
     caution (vllm_extensible.extensible_caution, as `ridgeline fit` says it of the same
-    launch) with that shortfall; else "". Plan says it of its rows (``extensible_kv_caution``),
-    simulate of its run's largest batch."""
+    launch) with that shortfall, and the release it therefore needs: what the release before
+    the extensible cache (0.33, its own accounting at its default fraction) holds, or that it
+    does not start at that length; else "". ``length_note``: what the length is, said beside
+    it ("this row's own --max-model-len: ..."; "": nothing), read only where the caution is
+    said. Plan says it of its rows
+    (``extensible_kv_caution``), simulate of its run's largest batch. DeepSeek-V3 on 4 x B200,
+    KV fp8, at 163,840: 14.46 GiB per GPU here, 2.39 under 0.33's rules, and vLLM 0.33
+    itself (1.44 GiB) does not start."""
     from ridgeline.capacity import held_conversations
+    from ridgeline.errors import InputError
     from ridgeline.memory import kv_pool
     from ridgeline.reports.fit_terms import per_gpu
     from ridgeline.units import GIB, plural
-    from ridgeline.vllm_extensible import extensible_caution
+    from ridgeline.vllm_extensible import extensible_caution, extensible_rule
 
     length = settings.max_model_len
     if dep.engine != "vllm" or not length:
@@ -302,12 +343,32 @@ def extensible_shortfall_caution(dep: Deployment, settings: EngineSettings,
     counted = min(counted, held_conversations(pool, dep, request_tokens, length))
     if held >= counted:
         return ""
-    return (extensible_caution(pool.accounting.version, profiled.pool_bytes / GIB,
+    version = pool.accounting.version
+    words = extensible_caution(version, profiled.pool_bytes / GIB,
                                held_conversations(profiled, dep, length), length,
                                per_gpu(profiled))
-            + f"; they hold {held:,} {plural(held, 'request')} of {request_tokens:,} tokens, "
-            f"fewer than the {counted:,} {what}, so the pool may hold less, or the engine not start, as vLLM "
-            f"{pool.accounting.version} sizes it: a start-up log's KV cache line settles it")
+    note = length_note() if length_note is not None else ""
+    if note:
+        words += f" ({note})"
+    words += (f"; they hold {held:,} {plural(held, 'request')} of {request_tokens:,} tokens, "
+              f"fewer than the {counted:,} {what}")
+    since = str(extensible_rule()["from"])
+    before = release_before(since)
+    try:  # the release before, as it sizes the same launch at its own default fraction
+        prior = kv_pool(dep, replace(settings, engine_version=before, extensible_kv_cache=None,
+                                     gpu_memory_utilization=None))
+    except InputError:  # a setting that release does not take: no figure to give
+        prior = None
+    if prior is not None:
+        prior_held = held_conversations(prior, dep, request_tokens, length)
+        outcome = f"does not start at --max-model-len {length:,}" \
+            if not held_conversations(prior, dep, length) else \
+            f"holds {prior_held:,} {plural(prior_held, 'request')} of {request_tokens:,} tokens"
+        sized = f"vLLM {before} sizes {prior.pool_bytes / GIB:,.2f} GiB {per_gpu(prior)} and " \
+            f"{outcome}"
+        words += f"; {sized}" if prior_held >= counted else \
+            f"; {NEEDS_RELEASE.format(since)}, its extensible KV cache on: {sized}"
+    return words + f"; a start-up log's KV cache line checks vLLM {version}'s figure"
 
 
 def calibration(profile: EngineProfile, acc: Accelerator, engine: str) -> tuple[bool, str]:

@@ -19,7 +19,7 @@ from ridgeline.explain import Step, q, step
 from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import CardOutcome, PlanResult
-from ridgeline.plan_cautions import prompt_cap_note
+from ridgeline.plan_cautions import needs_release, prompt_cap_note
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.reports.launch_commands import multi_node_note
 from ridgeline.reports.plan_commands import PlanCommands
@@ -691,7 +691,7 @@ class PlanReport:
         commands = self.launch.commands()
         nodes = self.launch.node_commands().get(r.engine, [])
         shrunk = self.shrunk_note(win)
-        spans = "; ".join(filter(None, [self.launch.release_note(),
+        spans = "; ".join(filter(None, [self.launch.release_note(), needs_release(r.cautions),
                                         multi_node_note(r.engine, win, r.engine_version),
                                         self.launch.command_note()]))
         launch = [f"  node {i}: {c}" for i, c in enumerate(nodes)] if nodes \
