@@ -130,8 +130,8 @@ def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(
     assert report["expected_none_code"] == "engine_runs_none"
     assert report["max_model_len"] == 131072
     code, out, _ = run(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
-    assert code == 0 and f"expected on vLLM {report['engine_version']}: nothing: " \
-        f"{report['expected_none_reason']}" in out
+    assert code == 0 and out.splitlines()[0] == f"DOES NOT FIT on vLLM " \
+        f"{report['engine_version']}: {report['expected_none_reason']}"
     ran = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000", "--max-model-len", "8k")
     assert ran["time_s"] == ran["expected"]["time_s"] > report["floor_time_s"]  # over the floor
     assert ran["max_model_len"] == 8000
@@ -237,8 +237,8 @@ def test_every_null_expectation_carries_the_texts_reason(
     (point,) = report["points"]
     assert point["expected"] is None and point["expected_none_code"] == "over_engine_pool"
     code, out, _ = run(capsys, *argv)
-    assert code == 0 and f"expected on vLLM {report['engine_version']}: nothing: " \
-        f"{point['expected_none_reason']}" in out
+    assert code == 0 and out.splitlines()[0] == f"DOES NOT RUN AT ONCE on vLLM " \
+        f"{report['engine_version']}: {point['expected_none_reason']}"
     assert "runs at most 236 sequences" in point["expected_none_reason"]  # vllm serve's pool
     unfit = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "2000",
                      "--context", "2048")["points"][0]

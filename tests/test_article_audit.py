@@ -27,10 +27,11 @@ def _explain(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict]:
     return json.loads(_run(capsys, *argv, "--json", "--explain"))["explain"]
 
 
-def test_a_point_the_engine_would_not_start_says_its_speeds_are_the_floors(
+def test_a_point_the_engine_would_not_start_leads_with_the_refusal_and_gives_no_speed(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Batch 1 at 2,000 tokens fits the H100 but vLLM would not start: decode says its
-    figures are arithmetic only, as prefill says it of the same deployment."""
+    """Batch 1 at 2,000 tokens fits the H100 but vLLM would not start: decode leads with that
+    verdict, as a deployment that does not fit leads with its DOES NOT FIT, and gives the
+    floor's step as arithmetic only, no tok/s; prefill says it alike of the same deployment."""
     decode = _run(capsys, "decode", *ARTICLE, "--batch", "1", "--context", "2000")
     prefill = _run(capsys, "prefill", *ARTICLE, "--prompt-len", "2000")
     # the release a run without --engine-version is priced as, the engine as vLLM spells it
@@ -38,10 +39,12 @@ def test_a_point_the_engine_would_not_start_says_its_speeds_are_the_floors(
     assert f"expected on {on}: nothing" in decode and "  fits in memory only: " in decode
     assert "  fits: " not in decode  # 'fits' alone would read as 'runs', beside a refusal
     qualifier = "(arithmetic only: vLLM would not run this)"
-    assert qualifier in decode.splitlines()[1] and qualifier in prefill
-    per_user = next(line for line in decode.splitlines() if line.startswith("  per user"))
-    assert "the floor's" in per_user and "vLLM would not run it" in per_user
-    assert "the floor's; vLLM would not run it" in prefill
+    assert qualifier in decode.splitlines()[2] and qualifier in prefill
+    assert decode.startswith(f"DOES NOT FIT on {on}: ") and prefill.startswith(
+        f"DOES NOT FIT on {on}: ")
+    assert "  per user" not in decode and "  aggregate" not in decode
+    assert "  tok/s      none: vLLM would not run it (first line)" in decode
+    assert "  throughput none: vLLM would not run it (first line)" in prefill
     runs = _run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
                 "--context", "2000")
     assert "arithmetic only" not in runs and "the floor's" not in runs

@@ -217,10 +217,11 @@ def test_prefill_gives_no_engine_time_where_the_engine_cannot_hold_the_prompts(
     # vLLM (v0.11.1+) profiles 1,024 seats × 8 = 8,192 tokens, not 16,384, and a pool is left
     assert "would refuse to start at its default max_model_len" in out
     assert "give --max-model-len ≤ 8 " in out
-    # the floor's time and rate are the article's arithmetic, as decode's floor gives its
-    # speed here; the rate says the engine would not run it
+    # the floor's time is the article's arithmetic, as decode's floor gives its step here;
+    # no rate: the engine would not run it, which the first line says
     assert "(arithmetic only: vLLM would not run this)" in out and "21.1 ms" in out
-    assert "379 prompt tok/s (the floor's; vLLM would not run it)" in out
+    assert out.startswith("DOES NOT FIT on vLLM 0.33: ") and "379 prompt tok/s" not in out
+    assert "  throughput none: vLLM would not run it (first line)" in out
     assert main(["prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len", "4000"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("DOES NOT FIT") and "prompt tok/s" not in out

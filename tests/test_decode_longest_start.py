@@ -53,7 +53,8 @@ def test_the_text_keeps_the_verdict_and_marks_the_suggested_length(
     assert f"runs ≤ {held:,}" in table  # batch 64 past its seats there
     code, one, _ = run_cli(capsys, "decode", *TP2_70B, "--batch", "1")
     assert code == 0 and f"expected at --max-model-len {n:,}: {ms:,.2f} ms per step" in one
-    assert "expected on vLLM 0.34: nothing: " in one  # the verdict stays
+    assert one.startswith("DOES NOT FIT on vLLM 0.34: ")  # the verdict stays, and leads
+    assert "expected on vLLM 0.34: nothing (first line)" in one
 
 
 def test_explain_gives_the_suggested_lengths_expectation_as_priced(

@@ -61,8 +61,8 @@ def test_decode_points_speeds_are_the_text_columns(capsys: pytest.CaptureFixture
 
 def test_a_point_the_engine_will_not_run_has_no_speed_but_its_floor(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B fp8 on one H100 at its 131,072 tokens: vLLM won't start, the text gives
-    no expected speed, only the floor's, said to be the floor's; the JSON nulls the speeds
+    """Llama-3.1-70B fp8 on one H100 at its 131,072 tokens: vLLM won't start, the text leads
+    with that verdict and gives no speed, only the floor's step; the JSON nulls the speeds
     and keeps the floor's under floor_ keys, with the text's reason."""
     argv = ("decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--batch", "1",
             "--context", "2000")
@@ -70,9 +70,10 @@ def test_a_point_the_engine_will_not_run_has_no_speed_but_its_floor(
     p = cli_json(capsys, *argv)["points"][0]
     assert (p["step_time_s"], p["per_user_tok_s"], p["aggregate_tok_s"]) == (None, None, None)
     assert not p["engine_runs"] and p["expected"] is None
-    floor = re.search(r"per user\s+([\d,.]+) tok/s .*the floor's", text)
-    assert floor is not None and f"{p['floor_per_user_tok_s']:,.1f}" == floor.group(1)
-    assert f"nothing: {p['expected_none_reason']}" in text
+    floor = re.search(r"step\s+([\d,.]+) ms", text)
+    assert floor is not None and f"{p['floor_step_time_s'] * 1e3:,.2f}" == floor.group(1)
+    assert "  tok/s      none: vLLM would not run it (first line)" in text
+    assert text.startswith(f"DOES NOT FIT on vLLM 0.34: {p['expected_none_reason']}")
 
 
 def test_decode_points_carry_the_same_keys(capsys: pytest.CaptureFixture[str]) -> None:

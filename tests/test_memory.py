@@ -604,13 +604,14 @@ def test_a_pool_overflowed_by_the_graphs_names_them_not_the_profiling_pass(
 
 def test_prefill_gives_a_throughput_where_decode_gives_one(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """A deployment that fits the card but that vLLM would not start: decode prints its
-    floor's speed, and so does prefill, saying the engine would not run it; one that does not
-    fit has none, in the text and in --json alike (the JSON had carried 6,960 tok/s)."""
+    """A deployment that fits the card but that vLLM would not start: prefill, as decode,
+    leads with the refusal and gives no throughput; one that does not fit has none, in the
+    text and in --json alike (the JSON had carried 6,960 tok/s)."""
     from tests.conftest import run_cli
     _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
                         "--prompt-len", "8")
-    assert "prompt tok/s (the floor's; vLLM would not run it)" in out
+    assert out.startswith("DOES NOT FIT on vLLM ")
+    assert "  throughput none: vLLM would not run it (first line)" in out
     _, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--prompt-len",
                         "4000", "--json")
     assert json.loads(out)["prompt_tok_s"] is None and json.loads(out)["fits"] is False

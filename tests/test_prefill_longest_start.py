@@ -47,7 +47,8 @@ def test_the_text_keeps_the_verdict_and_names_the_suggested_length(
     ms, held = given["expected"]["time_s"] * 1e3, given["engine_max_batch"]
     said = f"expected at --max-model-len {n:,}: {ms:,.1f} ms"
     code, out, _ = run_cli(capsys, "prefill", *TP2_70B)
-    assert code == 0 and "expected on vLLM 0.34: nothing: " in out  # the verdict stays
+    assert code == 0 and out.startswith("DOES NOT FIT on vLLM 0.34: ")  # the verdict leads
+    assert "expected on vLLM 0.34: nothing (first line)" in out
     line = next(x for x in out.splitlines() if x.startswith(said))
     assert f"its pool holds {held:,} prompts of 1,100 tokens" in line
     code, out, _ = run_cli(capsys, "prefill", *TP2_70B[:-1], "1100,2000")

@@ -60,6 +60,7 @@ from ridgeline.model_types import (
 )
 from ridgeline.params import layers_share
 from ridgeline.quantization import checkpoint_algo, checkpoint_method, stored_layout
+from ridgeline.units import plural
 from ridgeline.vision_tower import vision_config, vision_item, vision_params
 
 # Granite MoE families whose shared_mlp is the whole FFN where they route to no experts
@@ -245,7 +246,8 @@ class _SpecReader(ConfigFields):
         mixers = mixer_kinds(self.c, self.model_type, num_layers, self.name)
         if len(mixers) != num_layers:
             raise InputError(
-                f"{self.name}: the layer pattern describes {len(mixers)} layers "
+                f"{self.name}: the layer pattern describes {len(mixers)} "
+                f"{plural(len(mixers), 'layer')} "
                 f"but num_hidden_layers is {num_layers}"
             )
         return mixers

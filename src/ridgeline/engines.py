@@ -15,7 +15,6 @@ llama.cpp's MoE prompts, the tile width its expert matmuls waste on thin experts
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
@@ -23,10 +22,10 @@ from typing import Any
 
 from ridgeline.catalog import nearest_spelling, normalise
 from ridgeline.datafiles import engine_defaults, load_data
-from ridgeline.errors import InputError, shorten
+from ridgeline.errors import InputError, shorten, shorten_path
 from ridgeline.hardware import FORMS, VENDORS, Accelerator, catalog
 from ridgeline.records import Fields
-from ridgeline.userfiles import read_text
+from ridgeline.userfiles import json_loads, read_text
 
 ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp-cuda", "llama.cpp-metal", "llama.cpp-vulkan",
            "llama.cpp-rocm", "torch-eager", "torch-cudagraph")
@@ -558,7 +557,7 @@ def chosen_profile(engine: str, path: str | None = None) -> EngineProfile:
 def load_profile_file(path: str) -> dict[str, EngineProfile]:
     """A user's calibrated profiles (``ridgeline calibrate -o``), keyed by engine."""
     try:
-        data = json.loads(read_text(path, what="a profile JSON file"))
+        data = json_loads(read_text(path, what="a profile JSON file"), shorten_path(path))
     except FileNotFoundError:
         raise InputError(f"no such profile file: {path}") from None
     except InputError:  # a folder, or past the size bound: said whole

@@ -9,7 +9,6 @@ file or flags.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -24,7 +23,7 @@ from ridgeline.errors import InputError, shorten, shorten_path, wrong_kind
 from ridgeline.record_views import ReadOnlyDict, headline_repr
 from ridgeline.records import Fields
 from ridgeline.units import GB, GIB, require_positive
-from ridgeline.userfiles import read_text
+from ridgeline.userfiles import json_loads, read_text
 
 COMPUTE_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4", "int4")
 # When a dtype is missing, the next one a kernel would fall back to.
@@ -574,7 +573,7 @@ def load_accelerator_file(path: str) -> Accelerator:
     file = Path(path).expanduser()
     try:
         text = read_text(file, what="an accelerator JSON file")
-        data = json.loads(text) if text.strip() else None
+        data = json_loads(text, shorten_path(path)) if text.strip() else None
     except FileNotFoundError:
         raise InputError(f"no such accelerator file: {path}") from None
     except InputError:  # a folder, or past the size bound: said whole

@@ -53,7 +53,8 @@ class LaunchFlag:
     # the bounds a number spelling's value must lie in, inclusive, where the engines refuse
     # any other (a port: 0-65535); data/launch_flags.json _sources.ranges
     ranges: tuple[tuple[str, tuple[int, int]], ...] = ()
-    # the values the engines' parsers take for it, where every release has one list
+    # the values the engines' parsers take for it, where every release has one list (or,
+    # ``choices_any_release``, the values any release read takes, where the list moves)
     choices: tuple[str, ...] = ()
     # the first vLLM release with the flag (--watchdog-config: 0.33.0), refused where
     # --engine-version names an earlier one; "" where every release modelled has it
@@ -68,6 +69,10 @@ class LaunchFlag:
     # the one value it is ignored at, the engine's default (vLLM's --watermark 0): any other
     # refused for other_values; "" where every value is ignored
     default_value: str = ""
+    choices_any_release: bool = False
+    # per engine, the least value it starts with (vLLM's --stream-interval: 1), where its
+    # parser reads a smaller one but its config refuses it; data/launch_flags.json minimums
+    minimums: tuple[tuple[str, int], ...] = ()
 
     @property
     def checks_engine(self) -> bool:
@@ -94,7 +99,9 @@ def launch_flags() -> tuple[LaunchFlag, ...]:
                             tuple(r.get("choices", ())), r.get("since", ""),
                             bool(r.get("names_model", False)),
                             bool(r.get("speed_only", False)), r.get("v0_why", ""),
-                            r.get("default_value", ""))
+                            r.get("default_value", ""),
+                            bool(r.get("choices_any_release", False)),
+                            tuple(sorted((k, int(v)) for k, v in r.get("minimums", {}).items())))
                  for key, ignored in (("ignored", True), ("not_modelled", False))
                  for r in data[key])
 
@@ -164,8 +171,25 @@ def choice_problem(record: LaunchFlag, given: str, value: Any) -> str | None:
     None where it is one, or the flag takes any string."""
     if not record.choices or str(value) in record.choices:
         return None
+    which = ", in one release or another," if record.choices_any_release else ""
     return (f"{given} {shorten(repr(str(value)))} is no choice of {_owners(record.engines)}: "
-            f"it takes {', '.join(record.choices)}")
+            f"it takes{which} {', '.join(record.choices)}")
+
+
+def minimum_problem(record: LaunchFlag, given: str, value: str,
+                    engines: list[str]) -> str | None:
+    """The one line refusing a number below the least an engine of the run starts with
+    (vLLM's --stream-interval 0: its SchedulerConfig's ge=1 stops vllm serve, though argparse
+    read the int; SGLang keeps no bound), or None."""
+    try:
+        number = int(value.strip())
+    except ValueError:  # not a whole number: type_problem's to refuse
+        return None
+    for engine, least in record.minimums:
+        if engine in engines and number < least:
+            return (f"{given} {number} is out of range: {_owners((engine,))} config takes "
+                    f"{least} or more, and its server stops at start-up on less")
+    return None
 
 
 def _is_default(default: str, value: Any) -> bool:
@@ -309,7 +333,8 @@ def launch_note(args: argparse.Namespace, from_file: dict[str, str] | None = Non
             else None
         named = (from_file or {}).get(flag, flag)
         refused = engine_refusal(record, named, engines, v0) or \
-            _removed(args, engines, flag, named) or _added(args, engines, record, named)
+            _removed(args, engines, flag, named) or _added(args, engines, record, named) or \
+            minimum_problem(record, named, text.partition(" ")[2], engines)
         if refused:
             raise InputError(refused)
     if getattr(args, "command", None) != "fit":  # a step's time is priced: say so

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from typing import Any
 
@@ -19,6 +18,7 @@ from ridgeline.observation import (
     checked,
 )
 from ridgeline.spec_decode import FEWER_STEPS, drafted_rows, tokens_per_request_step
+from ridgeline.userfiles import json_loads
 
 # vllm bench serve's names; SGLang's bench_serving names end-to-end e2e_latency_ms
 _BENCH_KEYS = {"ttft": ("ttft_ms",), "itl": ("itl_ms",), "tpot": ("tpot_ms",),
@@ -41,11 +41,11 @@ def from_bench(text: str, source: str) -> Observation:
     """`vllm bench serve --save-result`, SGLang bench_serving, or genai-perf/aiperf JSON."""
     runs = 1
     try:
-        data: Any = json.loads(text)
+        data: Any = json_loads(text, source)
     except ValueError:  # not JSON, or a number past Python's 4,300 digits
         lines = [ln for ln in text.splitlines() if ln.strip()]
         try:  # SGLang, and vllm bench serve --append-result, add one JSON object per run
-            data = json.loads(lines[-1])
+            data = json_loads(lines[-1], source)
         except (ValueError, IndexError):
             raise InputError(f"{source} is not a benchmark result JSON, nor a log with vLLM's "
                              "stats lines") from None
@@ -97,6 +97,9 @@ def from_bench(text: str, source: str) -> Observation:
                     continue  # 0, a missing total_input_tokens made the context the outputs')
                 if tokens != round(tokens):
                     raise InputError(f"{source}: {key} is {tokens:g}; tokens are counted whole")
+                if tokens == 0 and key == "total_input_tokens":  # read as prompts of 0 tokens
+                    raise InputError(f"{source}: total_input_tokens is 0 over {done:,.0f} "
+                                     "completed requests; a prompt holds one token at least")
                 setattr(obs, attr, checked(tokens / done, source, f"{key} ÷ completed", 0.0,
                                            MAX_TOKENS, REQUEST_TOKENS_RANGE))
         for key, stems in _BENCH_KEYS.items():

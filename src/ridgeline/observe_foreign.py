@@ -6,11 +6,11 @@ benchmark keys, no Prometheus samples)."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from ridgeline.errors import InputError, shorten
+from ridgeline.userfiles import json_loads
 
 # the benchmark results from_bench reads: a JSON object with any of these is left to it
 _BENCH_KEYS = ("output_throughput", "time_to_first_token", "request_throughput")
@@ -30,7 +30,7 @@ def refuse_foreign(text: str, source: str) -> None:
     """Refuse ``text`` where it is a kind of file observe does not read and the readers would
     misname it: a JSON-wrapped log, an HTTP error body, an SGLang or llama-server log. Returns
     where it is none of these (the readers then say what they find)."""
-    record = _first_json_object(text)
+    record = _first_json_object(text, source)
     if record is not None and not any(key in record for key in _BENCH_KEYS):
         _refuse_json(record, text, source)
     if _SGLANG_LOG.search(text):
@@ -43,12 +43,15 @@ def refuse_foreign(text: str, source: str) -> None:
                          "started with --metrics), two scrapes some seconds apart")
 
 
-def _first_json_object(text: str) -> dict[str, Any] | None:
+def _first_json_object(text: str, source: str) -> dict[str, Any] | None:
     """The file's JSON object: the whole file's, else its first line's (JSON lines); None
-    where neither is an object."""
+    where neither is an object; an InputError naming ``source`` where it is nested too
+    deeply to read (userfiles.json_loads)."""
     for chunk in (text, next((ln for ln in text.splitlines() if ln.strip()), "")):
         try:
-            data = json.loads(chunk)
+            data = json_loads(chunk, source)
+        except InputError:
+            raise
         except ValueError:
             continue
         return data if isinstance(data, dict) else None

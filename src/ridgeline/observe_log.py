@@ -327,6 +327,8 @@ def _read_request_steps(obs: Observation, generated_tok_s: float,
 # dict's repr) or the older "args: Namespace(…, max_num_seqs=64, …)". A dev build's suffix
 # (0.9.2.dev12+g…) is left off: its release is what ridgeline models.
 _LOG_VERSION = re.compile(r"(?:vLLM API server version |LLM engine \(v)(\d+\.\d+(?:\.\d+)?)")
+# the same lines' word wherever it stands, to name one that is no release ("version abc")
+_LOG_VERSION_WORD = re.compile(r"(?:vLLM API server version |LLM engine \(v)([^\s)]*)")
 _LOG_MAX_NUM_SEQS = re.compile(r"'max_num_seqs': (\d+)|\bmax_num_seqs=(\d+)")
 # V0's engine line on a release whose default was V1 ("Initializing a V0 LLM engine (v0.9.1)",
 # VLLM_USE_V1=0): its pool is V0's, so the release is stated as "0.9.1 V0"
@@ -337,6 +339,12 @@ def _read_launch(text: str, source: str, obs: Observation) -> None:
     """The release and the seats the log's start-up lines state, each where it states one
     (several different, as from restarts of other launches: neither)."""
     versions = {m[1] for m in _LOG_VERSION.finditer(text)}
+    junk = sorted({m[1] for m in _LOG_VERSION_WORD.finditer(text)
+                   if not _LOG_VERSION.match(m[0])})
+    if junk:  # read as no version stated: said, not passed over
+        obs.notes.append(f"{source} states vLLM's version as "
+                         f"{', '.join(shorten(repr(w)) for w in junk)}, not a release number "
+                         "(such as 0.9.1): that line is left unread")
     if len(versions) == 1:
         obs.engine_version = versions.pop() + (" V0" if _LOG_V0_ENGINE.search(text) else "")
     seats = {int(checked(float(m[1] or m[2]), source, "max_num_seqs", 1, MAX_REQUESTS,

@@ -83,6 +83,16 @@ def refuse_a_column_twice(names: Iterable[str], path: str | Path) -> None:
         seen.add(name)
 
 
+def json_loads(text: str, origin: str) -> Any:
+    """json.loads, with a file nested past Python's stack (30,000 brackets deep) refused in one
+    line naming ``origin`` (json sets no depth of its own; RecursionError would name no file);
+    json's other errors raised as it raises them, for the caller's words."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InputError(f"{origin} is nested too deeply to be a file ridgeline reads") from None
+
+
 def json_object(text: str, origin: str, what: str) -> dict[str, Any]:
     """``text`` read as one JSON object, or a one-line InputError naming ``origin``: empty
     (json's "Expecting value (line 1, column 1)" would not say so), not JSON, a number past
@@ -90,7 +100,9 @@ def json_object(text: str, origin: str, what: str) -> dict[str, Any]:
     if not text.strip():
         raise InputError(f"{origin} is empty: {what} is one JSON object")
     try:
-        value = json.loads(text)  # accepts the bare Infinity HF writes (Nemotron-H)
+        value = json_loads(text, origin)  # takes the bare Infinity HF writes (Nemotron-H)
+    except InputError:  # nested too deeply: said as it is
+        raise
     except json.JSONDecodeError as exc:
         raise InputError(f"{origin} is not valid JSON: {exc.msg} (line {exc.lineno}, column "
                          f"{exc.colno})") from None

@@ -418,29 +418,26 @@ class DecodeReport:
             ]
             if not f.fit.fits:  # a step's arithmetic, but no speed: the batch cannot run
                 return [*lines, "  tok/s      none: the batch does not fit in memory",
-                        *([f"  gain       {f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x "
-                           "batch 1's output, each user at "
-                           f"{fmt_share(f.per_user_tok_s / base.per_user_tok_s)} of batch 1's speed "
-                           "(the steps' ratio)"] if f.batch > 1 else []),
+                        *self._gain_line(f, base),
                         *no_expectation(self.deployment, e.engine, self.cautions),
                         *self._pool_lines()]
-            lines += [
-                f"  per user   {f.per_user_tok_s:,.1f} tok/s "
-                f"({fmt_share(f.per_user_tok_s / base.per_user_tok_s)} of batch 1"
-                + ("" if runs else f"; the floor's: {engine_name(e.engine)} would not run it")
-                + ")",
-                f"  aggregate  {fmt_total_tok_s(f.aggregate_tok_s)} tok/s "
-                f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1"
-                + ("" if runs else "; the floor's") + ")",
-            ]
-            if not runs:
-                held = self._seat(f.context).held  # none: the line says why, and not again
-                return [*lines, f"expected on {self._priced_as}: nothing: "
-                        f"{self.none_reason(f)}"
-                        + ("" if held else f" ({self._fit_hint()} for the breakdown)"),
-                        "  " + _memory_only(f.fit.headline(), engine_name(e.engine)),
+            if not runs:  # as a batch that does not fit: the verdict leads, and no speed
+                held = self._seat(f.context).held  # none: the verdict says why, and not again
+                engine = engine_name(e.engine)
+                return [self._refusal_headline(f), *lines,
+                        f"  tok/s      none: {engine} would not run "
+                        + ("this batch at once" if held else "it") + " (first line)",
+                        *self._gain_line(f, base),
+                        f"expected on {self._priced_as}: nothing (first line)",
+                        "  " + _memory_only(f.fit.headline(), engine),
                         *self._longest_point_line(),
                         *self._pool_lines(None if held else f.context)]
+            lines += [
+                f"  per user   {f.per_user_tok_s:,.1f} tok/s "
+                f"({fmt_share(f.per_user_tok_s / base.per_user_tok_s)} of batch 1)",
+                f"  aggregate  {fmt_total_tok_s(f.aggregate_tok_s)} tok/s "
+                f"({f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1)",
+            ]
             lines += [
                 f"expected on {self._priced_as}: {e.time_s * 1e3:,.2f} ms per step "
                 f"({e.low_s * 1e3:,.2f}–{e.high_s * 1e3:,.2f}), {1 / e.time_s:,.1f} tok/s per "
@@ -474,6 +471,26 @@ class DecodeReport:
         lines += self._spec_lines()
         return [*lines, *self._seat_lines(), *self._longest_table(),
                 *(f"caution: {c}" for c in self.shown_cautions)]
+
+    def _refusal_headline(self, f: DecodeFloor) -> str:
+        """The verdict a point that fits the memory but that the engine would not run leads
+        with, as fit's DOES NOT FIT leads: the engine's refusal (Llama-3.1-8B at 200,000
+        tokens: 'DOES NOT FIT on vLLM 0.34: vllm refuses --max-model-len 200,000, past …'),
+        or, where it runs fewer of this context at once, that the batch does not run at once
+        (as utilization's DOES NOT RUN AT ONCE)."""
+        held = self._seat(f.context).held
+        verdict = "DOES NOT RUN AT ONCE" if held else "DOES NOT FIT"
+        return (f"{verdict} on {self._priced_as}: {self.none_reason(f)}"
+                + ("" if held else f" ({self._fit_hint()} for the breakdown)"))
+
+    @staticmethod
+    def _gain_line(f: DecodeFloor, base: DecodeFloor) -> list[str]:
+        """A batch's floor gain over batch 1 where it runs at no speed: the steps' ratio."""
+        if f.batch == 1:
+            return []
+        return [f"  gain       {f.aggregate_tok_s / base.aggregate_tok_s:,.1f}x batch 1's "
+                f"output, each user at {fmt_share(f.per_user_tok_s / base.per_user_tok_s)} of "
+                "batch 1's speed (the steps' ratio)"]
 
     def _longest_point_line(self) -> list[str]:
         """One point's expectation at the --max-model-len its refusal suggests (at_longest),

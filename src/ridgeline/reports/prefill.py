@@ -362,16 +362,21 @@ class PrefillReport:
             ridge += f" at the dense matmuls' {dep.dense_dtype_label} blend"
         elif dep.compute_dtype != dep.dense_compute_dtype:  # gpt-oss: bf16 attention, fp4 experts
             ridge += f" at {dep.dense_compute_dtype}, {step_ridge:,.0f} at {dep.compute_dtype}"
-        lines = [] if f.fit.fits else [f.fit.headline()]
+        # the verdict leads where it does not run: fit's DOES NOT FIT where the memory or the
+        # engine refuses the prompt (as decode says it), DOES NOT RUN AT ONCE past its pool
+        on = engine_release(e.engine, self.engine_version, named=True)
+        lines = [f.fit.headline()] if not f.fit.fits else [] if self.runs else [
+            f"{'DOES NOT RUN AT ONCE' if self.none_code == OVER_ENGINE_POOL else 'DOES NOT FIT'}"
+            f" on {on}: {self.none_reason}"]
         lines += [
             deployment_line(self.deployment),
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
             + floor_heading_end(self.runs, f.fit.fits, self.fit_runs, e.engine),
             f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
-            # a deployment that does not fit gets no throughput, as decode gives it none; one
-            # that fits but an engine would not start has its floor's, as decode's floor does
-            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" + (
-                "" if self.runs else f" (the floor's; {engine_name(e.engine)} would not run it)")
+            # a deployment that does not fit gets no throughput, as decode gives it none; nor
+            # does one that fits but that the engine would not run (the first line says why)
+            f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" if self.runs else
+            f"  throughput none: {engine_name(e.engine)} would not run it (first line)"
             if f.fit.fits else "  throughput none: it does not run",
             f"  intensity  {f.weight_intensity_flop_per_byte:,.0f} FLOP per byte of weights, "
             f"{f.intensity_flop_per_byte:,.0f} over all bytes ({ridge})",
@@ -381,9 +386,8 @@ class PrefillReport:
         if not f.fit.fits:
             return [*lines, *no_expectation(self.deployment, e.engine, self.cautions)]
         # the release the pool and the step budget were sized as, as fit's header names it
-        on = engine_release(e.engine, self.engine_version, named=True)
         if not self.runs:
-            return [*lines, f"expected on {on}: nothing: {self.none_reason}",
+            return [*lines, f"expected on {on}: nothing (first line)",
                     *([self.longest_line] if self.longest_line else [])]
         return [*lines,
                 f"expected on {on}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"

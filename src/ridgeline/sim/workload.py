@@ -28,7 +28,7 @@ from pathlib import Path
 from ridgeline.errors import InputError, shorten
 from ridgeline.sim.request import Request
 from ridgeline.units import fmt_share, parse_count
-from ridgeline.userfiles import read_text, refuse_a_column_twice
+from ridgeline.userfiles import json_loads, read_text, refuse_a_column_twice
 
 Sampler = Callable[[random.Random], int]
 
@@ -362,7 +362,9 @@ def read_trace(path: str) -> list[Request]:
         if not text.strip():
             raise InputError(f"{path} is empty: a .json trace is an array of rows")
         try:
-            data = json.loads(text)
+            data = json_loads(text, str(path))
+        except InputError:  # nested too deeply: said as it is
+            raise
         except ValueError as exc:
             raise InputError(f"{path}: not JSON ({shorten(str(exc))})") from None
         if not isinstance(data, list):
@@ -373,9 +375,11 @@ def read_trace(path: str) -> list[Request]:
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    rows.append((number, json.loads(line)))
+                    rows.append((number, json_loads(line, f"{path}, line {number}")))
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+                except InputError:  # nested too deeply: said as it is
+                    raise
                 except ValueError as exc:  # a number past 4,300 digits
                     raise InputError(f"{path}, line {number}: {shorten(str(exc))}") from None
     else:
