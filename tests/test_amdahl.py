@@ -464,3 +464,30 @@ def test_a_ceiling_in_the_millions_reads_whole_with_separators(
     assert f"ceiling if the part took no time: {ceiling:,.0f}x" in out
     assert f"1,000,000x on the part -> {gain:,.0f}x end to end" in out
     assert "e+" not in out and ".00x" not in out
+
+
+@pytest.mark.parametrize(("fraction", "speedup"), [("0.5", "0.5"), ("0.18", "0.25"),
+                                                  ("1", "0.1")])
+def test_a_slower_part_is_read_and_called_a_slowdown(
+        capsys: pytest.CaptureFixture[str], fraction: str, speedup: str) -> None:
+    """--speedup 0.5 is a fair question (a slower kernel, a slower link): Amdahl's division
+    holds for S < 1. It was printed "0.5x on the part -> 0.67x end to end", a speedup's
+    words for a slowdown; now each figure below 1x also says how many times slower it is,
+    1 ÷ the figure --json gives."""
+    code, out, err = _cli(capsys, "--fraction", fraction, "--speedup", speedup, "--json")
+    assert code == 0, err
+    gain = json.loads(out)["end_to_end_speedup"]
+    assert gain["end_to_end_speedup"] < 1  # a slower part slows the step
+    line = _cli(capsys, "--fraction", fraction, "--speedup", speedup)[1].splitlines()[1]
+    slower = re.fullmatch(r"  \S+x on the part \(([\d.,]+)x slower\) -> \S+x end to end "
+                          r"\(([\d.,]+)x slower\)", line)
+    assert slower, line
+    part, whole = (float(x.replace(",", "")) for x in slower.groups())
+    assert math.isclose(part, 1 / float(speedup), rel_tol=5e-3)
+    assert math.isclose(whole, 1 / gain["end_to_end_speedup"], rel_tol=5e-3)
+    assert whole <= part  # the rest of the step dilutes it
+
+
+def test_a_faster_part_says_nothing_of_slowing(capsys: pytest.CaptureFixture[str]) -> None:
+    for speedup in ("1", "2"):
+        assert "slower" not in _cli(capsys, "--fraction", "0.5", "--speedup", speedup)[1]

@@ -526,7 +526,8 @@ def test_dtype_in_ridgelines_spelling_names_the_engines_one(
     (("kv", "llama-3.2-1b", "--gpu", "h100", "--max-model-len", "8192"),
      "kv takes --max-model-len's figure as --context"),
     (("utilization", "--gpu", "h100", "--running", "8", "--model", "llama-3.2-1b",
-      "--max-model-len=8192"), "utilization takes --max-model-len's figure as --context"),
+      "--max-model-len=8192"), "utilization takes no --max-model-len (a ceiling, not the length "
+                               "each request holds); its --context is the tokens each running"),
     (("prefill", "llama-3.2-1b", "--gpu", "h100", "--input-len", "100"),
      "prefill takes --input-len's figure as --prompt-len"),
     (("simulate", "llama-3.2-1b", "--gpu", "h100", "--rate", "1", "--prompt-len", "100"),
@@ -549,6 +550,25 @@ def test_a_flag_the_command_spells_otherwise_is_named_in_the_refusal(
     simulate --prompt-len, roofline --context only 'unrecognized arguments'."""
     err = refused(capsys, *argv)
     assert said in err and f"(see `ridgeline {argv[0]} --help`)" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ("observe", "tests/fixtures/vllm_metrics.txt", "--model", "llama-3.1-70b", "--gpu", "h100",
+     "--max-model-len", "8192"),
+    ("utilization", "--gpu", "h100", "--running", "8", "--model", "llama-3.2-1b",
+     "--context-length", "8192"),
+    ("amdahl", "--model", "llama-3.2-1b", "--gpu", "h100", "--max-seq-len", "8192")])
+def test_a_max_model_len_is_not_offered_as_a_typical_length(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    """observe said "takes --max-model-len's figure as --context (the typical tokens per
+    sequence)": a launch's max_model_len is a ceiling, and pasted as the typical length it
+    prices every running request at the longest. The hint says the flag is not taken, and
+    what --context is instead."""
+    err = refused(capsys, *argv)
+    flag = argv[-2]
+    assert f"{argv[0]} takes no {flag} (a ceiling" in err
+    assert "figure as --context" not in err and "its --context is the" in err
+    assert "--context" in run_cli(capsys, argv[0], "--help")[1]  # the flag named exists
 
 
 def test_a_flag_no_command_takes_is_refused_as_before(capsys: pytest.CaptureFixture[str]) -> None:

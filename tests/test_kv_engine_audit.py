@@ -113,3 +113,36 @@ def test_a_cache_the_engine_does_not_keep_is_not_offered_under_kv_dtype(
         ran(capsys, *fit, "--kv-dtype", cache, "--json")  # each cache it names is taken
     assert refused(capsys, *fit, "--kv-dtype", value).startswith(
         f"ridgeline: error: {engine} has no {value} KV cache")
+
+
+def test_kv_and_fit_say_why_sglangs_window_pool_charges_more_than_the_windows_kept(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-120b at 131,072 tokens on one H100 under SGLang: kv counted 4 conversations of
+    4.504 GiB (windows kept at 128 tokens, raw memory) where fit counts 0 of 8.100 GiB, which
+    read as a contradiction. SGLang sizes its window layers' pool at --swa-full-tokens-ratio
+    of the full pool's tokens, so each token is charged 36 KiB + 0.8 × 36 KiB: kv's caution
+    and fit's pool line both say so, and kv's caution gives fit's per-conversation size."""
+    spec = load_data("engines.json")["sglang"]["hybrid_swa"]
+    assert "GptOssForCausalLM" in spec["architectures"]
+    ratio = float(spec["swa_full_tokens_ratio"])
+    kv = json.loads(run_cli(capsys, "kv", "gpt-oss-120b", "--context", "131072", "--gpu",
+                            "h100", "--engine", "sglang", "--json")[1])
+    fit = json.loads(run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--max-model-len",
+                             "131072", "--engine", "sglang", "--json")[1])
+    full, window = (row for row in kv["layer_kinds"])
+    assert window["tokens_kept"] < 131072  # kv keeps the window: its count is the raw one
+    charged = full["bytes_per_token"] + ratio * window["bytes_per_token"]
+    assert math.isclose(fit["per_conversation_bytes_per_gpu"], charged * 131072, rel_tol=1e-9)
+    assert fit["per_conversation_bytes_per_gpu"] > kv["bytes_per_sequence"]
+    said = [c for c in kv["cautions"] if "hybrid-SWA pool" in c]
+    assert len(said) == 1
+    assert f"takes {fit['per_conversation_bytes_per_gpu'] / 2**30:,.3f} GiB of SGLang's pool" \
+        in said[0] and f"--swa-full-tokens-ratio {ratio:g}" in said[0]
+    text = run_cli(capsys, "fit", "gpt-oss-120b", "--gpu", "h100", "--max-model-len", "131072",
+                   "--engine", "sglang")[1]
+    pool_line = next(line for line in text.splitlines() if line.startswith("holds "))
+    assert f"--swa-full-tokens-ratio {ratio:g} of the full layers' tokens" in pool_line
+    # vLLM keeps only the windows in its pool: neither says it
+    assert not any("hybrid-SWA" in c for c in json.loads(run_cli(
+        capsys, "kv", "gpt-oss-120b", "--context", "131072", "--gpu", "h100", "--engine",
+        "vllm", "--json")[1])["cautions"])

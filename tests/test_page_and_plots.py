@@ -335,6 +335,35 @@ def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:
     assert column[data[0].index(16)] == pytest.approx(floor)
 
 
+@pytest.mark.parametrize(("argv", "context"), [
+    (("gpt-oss-120b", "--context", "100000"), 100_000),
+    (("mistral-7b", "--context", "20000", "--gpu", "h100", "--engine", "sglang"), 20_000)])
+def test_a_kv_plot_marks_the_context_asked_on_its_curve(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
+        context: int) -> None:
+    """kv --plot drew the sweep (512 … 131,072) without the context asked: 100,000 tokens
+    sat between two points, unmarked. Now the asked context is a point of the curve and a
+    marked point of its own, at the report's one-copy figure (--json's bytes_per_sequence
+    where no tensor parallelism copies it), named in the legend. Under SGLang, Mistral-7B's
+    window layers keep every token (engine_windows), and the curve follows the report."""
+    assert main(["kv", *argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    html = tmp_path / "kv.html"
+    assert main(["kv", *argv, "--plot", str(html)]) == 0
+    chart = json.loads(html.read_text().split("const CHARTS = ", 1)[1].split(";\n", 1)[0])[0]
+    data, series = chart["data"], chart["series"]
+    marks = [i for i, s in enumerate(series) if s["style"] == "mark"]
+    assert len(marks) == 1
+    mark = series[marks[0]]
+    gib = report["bytes_per_sequence"] / 2**30
+    assert mark["name"] == f"asked: {context:,} tokens, {gib:,.3f} GiB"
+    row = data[0].index(context)
+    assert data[1 + marks[0]][row] == pytest.approx(gib)
+    curve = data[1 + [s["name"] for s in series].index("KV per conversation (GiB)")]
+    assert curve[row] == pytest.approx(gib)  # the mark sits on the curve
+    assert sum(y is not None for y in data[1 + marks[0]]) == 1
+
+
 def test_a_decode_plot_draws_no_speed_for_a_batch_that_cannot_run(tmp_path: Path) -> None:
     """Llama-3.1-8B on an H100 at 2,000 tokens: the engine's pool seats 220 sequences and the
     memory 256 at most, so the expectation stops before batch 256 and the floor before 512;

@@ -70,6 +70,28 @@ def test_no_target_given_is_not_called_a_target_of_one(
     assert "0 conversations of 2,000 tokens against a target of 2; " in out.splitlines()[0]
 
 
+def test_a_target_that_is_met_is_named_in_the_headline(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-405B fp8 on 8 H100s at 8,192 tokens: a target of 32 read "fits, under the
+    ridge: 47 conversations …" without the target (a failing one says "against a target of
+    64"). The headline now says it is met, with the count --json gives; where vLLM's seats
+    (--max-num-seqs) run fewer than the target at once, it says held, not met."""
+    argv = ["fit", "llama-3.1-405b", "--gpu", "h100", "--num-gpus", "8", "--weights", "fp8",
+            "--max-model-len", "8192"]
+    report = json.loads(run_cli(capsys, *argv, "--target-concurrency", "32", "--json")[1])
+    held = report["conversations"]
+    assert held >= 32 and report["verdict_code"] != "does_not_fit"
+    head = run_cli(capsys, *argv, "--target-concurrency", "32")[1].splitlines()[0]
+    assert f": {held:,} conversations of 8,192 tokens (target 32 met); " in head
+    head = run_cli(capsys, *argv, "--target-concurrency", str(held + 1))[1].splitlines()[0]
+    assert head.startswith("DOES NOT FIT") and "met" not in head
+    assert f"against a target of {held + 1:,}" in head
+    head = run_cli(capsys, *argv, "--target-concurrency", "32",
+                   "--max-num-seqs", "16")[1].splitlines()[0]
+    assert "(target 32 held, but the seats run fewer at once)" in head and " met" not in head
+    assert "target" not in run_cli(capsys, *argv)[1].splitlines()[0]
+
+
 def test_no_gpu_count_holds_one_conversation_says_one_conversation(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-405B at 128K on RTX 3060s: no count of them holds even one, and the lever

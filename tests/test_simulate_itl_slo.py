@@ -87,3 +87,36 @@ def test_plans_check_command_reads_the_checks_itl_and_verdict_back(
     assert code == 0, err
     verdict = json.loads(out)["itl_slo"]
     assert verdict["itl_s"] == pytest.approx(win.sim_itl_s, rel=1e-9) and verdict["met"]
+
+
+PREEMPTING = ("simulate", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8",
+              "--input-len", "2048", "--output-len", "500", "--max-model-len", "4096")
+
+
+@pytest.mark.parametrize(("rate", "requests"), [("5", "200"), ("0.1", "100")])
+def test_an_itl_mean_past_its_p99_says_why(capsys: pytest.CaptureFixture[str], rate: str,
+                                           requests: str) -> None:
+    """Llama-3.1-70B fp8 on one H100 with 188 blocks at 5 req/s: ITL mean 38.0 ms against a
+    p99 of 34.5 ms, unexplained, read as a misprint. The few preempted requests' gaps (each a
+    wait to be readmitted and a recompute) carry the mean past 99 of every 100, and a line
+    under the table says so, naming the preemptions; at 0.1 req/s nothing is preempted, the
+    mean stays under the p99, and no line is printed."""
+    argv = (*PREEMPTING, "--rate", rate, "--num-requests", requests)
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    run = json.loads(out)
+    itl, preempted = run["itl_s"], run["preemptions"]
+    text = run_cli(capsys, *argv)[1]
+    said = [line for line in text.splitlines() if "ITL's mean" in line]
+    if rate == "0.1":
+        assert preempted == 0 and itl["mean"] <= itl["p99"] and not said
+        return
+    assert preempted > 0 and itl["mean"] > itl["p99"]
+    assert said == [f"  (ITL's mean, {itl['mean'] * 1e3:,.1f} ms, is above its p99, "
+                    f"{itl['p99'] * 1e3:,.1f} ms: fewer than 1 in 100 gaps are far longer than "
+                    f"the rest, those of the {preempted:,} preemptions, each a preempted "
+                    "request's wait to be readmitted and the recompute of its tokens before its "
+                    "next one)"]
+    table = text.splitlines()
+    assert table.index(said[0]) == next(i for i, line in enumerate(table)
+                                        if line.startswith("queueing")) + 1

@@ -294,6 +294,16 @@ def required_part_speedup(fraction: float, target_speedup: float) -> RequiredPar
     )
 
 
+def slower_words(speedup: float) -> str:
+    """A speedup below 1 as the slowdown it is, for a line that prints it as "0.5x": " (2x
+    slower)"; else "". A slower part is a fair question (a dequantizing kernel, PCIe in place
+    of NVLink): Amdahl's division holds for S < 1, and its end-to-end figure is a slowdown
+    too, 0.5x on half the step giving 0.67x, 1.5x slower."""
+    if speedup >= 1.0:
+        return ""
+    return f" ({truthful(1.0 / speedup, (1.0,))}x slower)"
+
+
 def truthful(x: float, marks: tuple[float, ...], kind: str = "g", digits: int = 3) -> str:
     """``x`` to ``digits`` digits (significant for kind "g", decimals for "f"), more where
     fewer would print it on, or past, one of ``marks`` it is not (a speedup's 1, a ceiling, a

@@ -82,6 +82,7 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
     from ridgeline.amdahl import (
         end_to_end_speedup,
         required_part_speedup,
+        slower_words,
         speedup_ceiling,
         truthful,
     )
@@ -122,8 +123,8 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
         steps += gain.explain_steps()
         times = gain.end_to_end_speedup
         shown = truthful(times, (1.0,), "f", 2) if times >= 0.01 else f"{times:.3g}"  # not 0.00
-        lines.append(f"  {truthful(args.speedup, (1.0,), 'g', 6)}x on the part -> {shown}x "
-                     "end to end")
+        lines.append(f"  {truthful(args.speedup, (1.0,), 'g', 6)}x on the part"
+                     f"{slower_words(args.speedup)} -> {shown}x end to end{slower_words(times)}")
     ceiling = speedup_ceiling(fraction)
     results.append(named(ceiling))
     steps += ceiling.explain_steps(args.target)  # on its side of the target, as its line is
@@ -585,7 +586,8 @@ def add_companion_commands(
     p.add_argument("--fraction", type=_share("fraction"),
                    help="share of the time the part takes, 0–1")
     p.add_argument("--speedup", type=typed(_speedup("speedup", _positive_float)),
-                   help="how much faster the part gets")
+                   help="how much faster the part gets (below 1, a slowdown: 0.5 is "
+                   "twice as slow)")
     p.add_argument("--target", type=typed(_speedup("target speedup", _positive_float)),
                    help="end-to-end speedup wanted")
     p.add_argument("--model", type=_not_empty("model name"),

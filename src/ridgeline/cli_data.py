@@ -371,7 +371,7 @@ def register(sub: Any) -> None:
                    "does not hold: the bundled profiles)")
     p.add_argument("--summary", action="store_true",
                    help="the error tables without the rows' table; rows with no prediction, "
-                   "unit slips and rows past 100 %% error still named under them (--json: "
+                   "unit slips and rows off by over 2× either way still named under them (--json: "
                    "rows only those with no prediction, rows_left_out how many scored rows "
                    "it leaves out)")
     p.add_argument("--strict", action="store_true",

@@ -26,7 +26,7 @@ def cmd_kv(args: argparse.Namespace) -> Any:
     from ridgeline.ds_mla_cache import packed_cache_problem, vllm_stored_cache
     from ridgeline.engine_choices import KV_CACHE_DTYPE_FLAG
     from ridgeline.engine_platforms import kv_kept_nowhere_problem
-    from ridgeline.engine_windows import honours_windows
+    from ridgeline.engine_windows import honours_windows, sglang_window_pool_caution
     from ridgeline.kvcache import kv_replication
     from ridgeline.precision import kv_dtype
     from ridgeline.raw_fit import device_fit
@@ -127,7 +127,8 @@ def cmd_kv(args: argparse.Namespace) -> Any:
                        rank_gpus=1 if dep is None else dep.num_gpus // dep.data_parallel_size)
     if dep is None:
         return replace(report, cache_alone=args.memory_gib is not None)
-    return replace(report, identity=served_identity(dep, engine is not None))
+    return replace(report, identity=served_identity(dep, engine is not None),
+                   engine_pool_caution=sglang_window_pool_caution(dep, args.context))
 
 
 def register(sub: Any) -> None:

@@ -195,12 +195,17 @@ _PLAN_SEARCHES = ("plan takes no {flag}: it searches the layouts and engine sett
                   "deployment")
 # {command: {a flag it does not take: what to say of it, the flag it takes for that figure}}
 _TAKEN_AS: dict[str, dict[str, str]] = {
-    **{command: {flag: f"{{command}} takes {{flag}}'s figure as --context ({what})"
+    "kv": dict.fromkeys(_LENGTH_FLAGS, "kv takes {flag}'s figure as --context (the tokens each "
+                        "conversation holds)"),
+    # a max_model_len is a ceiling: as a typical length it prices every request at the longest
+    **{command: {flag: f"{{command}} takes no {{flag}} (a ceiling, not the length each request "
+                       f"holds); its --context is {what}"
                  for flag in _LENGTH_FLAGS}
-       for command, what in (("kv", "the tokens each conversation holds"),
-                             ("utilization", "the tokens each running request holds"),
-                             ("amdahl", "the tokens cached per sequence"),
-                             ("observe", "the typical tokens per sequence"))},
+       for command, what in (("utilization", "the tokens each running request holds (default "
+                                             "2000)"),
+                             ("amdahl", "the tokens cached per sequence (default 2000)"),
+                             ("observe", "the typical tokens per sequence (default: from the "
+                                         "source, else 2000)"))},
     **{command: {flag: "{command} takes {flag}'s figure as --prompt-len (the prompt's tokens)"
                  for flag in _PROMPT_FLAGS}
        for command in ("prefill", "roofline")},

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ridgeline.datafiles import load_data
 from ridgeline.deployment import Deployment
 from ridgeline.kvcache import attention_kv_bytes_per_token, kv_footprint
-from ridgeline.layouts import WINDOW_MIXERS
+from ridgeline.layouts import FULL, WINDOW_MIXERS
 from ridgeline.vllm_memory import parse_version
 
 
@@ -95,3 +95,51 @@ def token_bytes(dep: Deployment, swa_ratio: float | None = None,
     else:
         per_token = footprint.bytes_per_token_growing
     return per_token * dep.kv_replication / dep.rank_gpus
+
+
+def sglang_window_pool_words(dep: Deployment, swa_ratio: float | None = None,
+                             engine_version: str | None = None) -> str:
+    """Where SGLang keeps ``dep``'s window layers in its hybrid-SWA pool, what that pool
+    charges a token (``token_bytes``) and why it is more than the window's bytes: the window
+    layers' pool holds ``swa_ratio`` (0.8) of the full pool's tokens, whatever the window;
+    else "". gpt-oss-120b on one H100: "36 KiB for the 18 full layers + 0.8 × 36 KiB for the
+    18 window layers = 64.8 KiB a token"."""
+    if dep.engine != "sglang" or not has_windows(dep) \
+            or not honours_windows(dep, engine_version):
+        return ""
+    from ridgeline.units import fmt_binary_bytes
+
+    ratio = sglang_swa_ratio() if swa_ratio is None else swa_ratio
+    footprint = kv_footprint(dep.model, 1, dep.kv.bytes_per_element)
+    windowed = [layer for layer in dep.model.layers if layer.mixer in WINDOW_MIXERS]
+    full_layers = sum(1 for layer in dep.model.layers if layer.mixer == FULL)
+    scale = dep.kv_replication / dep.rank_gpus  # one GPU's share, as token_bytes counts it
+    window_bytes = attention_kv_bytes_per_token(dep.model, dep.kv.bytes_per_element) \
+        * len(windowed) * scale
+    sizes = sorted({layer.window_tokens for layer in windowed if layer.window_tokens})
+    window = f" {'/'.join(f'{n:,}' for n in sizes)}-token" if sizes else ""
+    return (f"SGLang's hybrid-SWA pool holds its window layers at --swa-full-tokens-ratio "
+            f"{ratio:g} of the full layers' tokens, not at their{window} window: "
+            f"{fmt_binary_bytes(footprint.bytes_per_token_growing * scale)} for the "
+            f"{full_layers} full layers + {ratio:g} × {fmt_binary_bytes(window_bytes)} for "
+            f"the {len(windowed)} window layers = "
+            f"{fmt_binary_bytes(token_bytes(dep, swa_ratio, engine_version))} a token"
+            + (" per GPU" if dep.rank_gpus > 1 else ""))
+
+
+def sglang_window_pool_caution(dep: Deployment, context: int) -> str:
+    """kv's caution where SGLang's hybrid-SWA pool charges a conversation more than the
+    windows kept (``sglang_window_pool_words``), so that kv's raw count and fit's pool read
+    as two counts, not a contradiction: gpt-oss-120b at 131,072 tokens on one H100, 4.504
+    GiB kept, 8.100 GiB of SGLang's pool. Else ""."""
+    words = sglang_window_pool_words(dep)
+    if not words:
+        return ""
+    from ridgeline.units import GIB
+
+    each = token_bytes(dep) * context / GIB
+    return (f"{words}; so a conversation of {context:,} tokens takes {each:,.3f} GiB of "
+            "SGLang's pool" + (" per GPU" if dep.rank_gpus > 1 else "")
+            + ", a pool of what mem_fraction_static leaves beside the weights: "
+            "`ridgeline fit --engine sglang` counts the conversations it holds, this count "
+            "the raw memory")

@@ -23,7 +23,7 @@ class Series:
     name: str
     x: tuple[float, ...]
     y: tuple[float, ...]
-    style: str = "line"  # line | points | dashed
+    style: str = "line"  # line | points | dashed | mark (a point asked for, drawn over the rest)
     group: str = ""  # points of one colour group (engine, accelerator)
 
 
@@ -69,6 +69,11 @@ def save(chart: Chart, path: str) -> str:
     for s in chart.series:
         if s.style == "points":
             ax.scatter(s.x, s.y, s=14, label=s.name)
+        elif s.style == "mark":  # a ringed point and a dotted line at its x, over the curves
+            ax.scatter(s.x, s.y, s=70, facecolors="none", edgecolors="black", linewidths=1.5,
+                       zorder=3, label=s.name)
+            for x in s.x:
+                ax.axvline(x, color="black", linestyle=":", linewidth=0.8, zorder=0)
         else:
             ax.plot(s.x, s.y, "--" if s.style == "dashed" else "-", label=s.name)
     if chart.log_x:
@@ -163,9 +168,11 @@ function draw(spec, el) {{
       [{{ scale: "y2", side: 1, label: spec.y2, grid: {{ show: false }} }}] : []),
     series: [{{}}].concat(spec.series.map((s, i) => ({{ label: s.name,
       ...(s.y2 ? {{ scale: "y2" }} : {{}}),
-      stroke: COLORS[i % COLORS.length], width: s.style === "points" ? 0 : 2,
+      stroke: s.style === "mark" ? "#000" : COLORS[i % COLORS.length],
+      width: s.style === "points" || s.style === "mark" ? 0 : 2,
       dash: s.style === "dashed" ? [6, 4] : undefined, spanGaps: true,
-      points: {{ show: s.style === "points", size: 7 }},
+      points: {{ show: s.style === "points" || s.style === "mark",
+                 size: s.style === "mark" ? 11 : 7 }},
       // a series with ``text`` reads it in the legend, not its y (a marker placed, not a value)
       ...(s.text ? {{ value: (u, v) => v == null ? "--" : s.text }} : {{}}) }}))) }};
   new uPlot(opts, spec.data, el);

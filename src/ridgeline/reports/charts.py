@@ -93,16 +93,25 @@ def _(report: DecodeReport) -> Chart:
 
 @chart_for.register
 def _(report: KVReport) -> Chart:
+    """One conversation's cache against its length, over the sweep and the context asked,
+    which is marked: its point is the report's own one-copy figure (the text's "per
+    sequence" less tensor parallelism's copies), on the curve."""
     from ridgeline.catalog import resolve_model
 
-    spec = resolve_model(report.model)
-    per = report.footprint.bytes_per_element
-    xs = tuple(float(c) for c in CONTEXTS)
-    right = tuple(kv_footprint(spec, c, per).bytes_per_sequence / 2**30 for c in CONTEXTS)
-    naive = tuple(kv_footprint(spec, 1, per).bytes_per_token_naive * c / 2**30 for c in CONTEXTS)
+    spec = report.spec or resolve_model(report.model)
+    per, states = report.footprint.bytes_per_element, report.state_element_bytes
+    contexts = sorted(set(CONTEXTS) | {report.context})
+    xs = tuple(float(c) for c in contexts)
+    right = tuple(kv_footprint(spec, c, per, states).bytes_per_sequence / 2**30
+                  for c in contexts)
+    naive = tuple(kv_footprint(spec, 1, per, states).bytes_per_token_naive * c / 2**30
+                  for c in contexts)
+    asked = report.footprint.bytes_per_sequence / 2**30
     series = [Series("KV per conversation (GiB)", xs, right)]
     if naive != right:
         series.append(Series("naive all-layers figure (GiB)", xs, naive, "dashed"))
+    series.append(Series(f"asked: {report.context:,} tokens, {asked:,.3f} GiB",
+                         (float(report.context),), (asked,), "mark"))
     return Chart(f"{report.model}: KV cache per conversation ({report.kv_dtype})", "context tokens",
                  "GiB", tuple(series), log_x=True, log_y=True)
 

@@ -16,6 +16,7 @@ from ridgeline.capacity import (
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.engine_versions import engine_release
+from ridgeline.engine_windows import sglang_window_pool_words
 from ridgeline.llamacpp_fit import placed_by_fit
 from ridgeline.llamacpp_tensor import tensor_split_launch
 from ridgeline.memory import KVPool
@@ -132,6 +133,10 @@ def fit_text_lines(r: FitReport) -> list[str]:
         from ridgeline.llamacpp_pool import host_cache_bytes
 
         takes = f"{host_cache_bytes(d, r.context) / GIB:,.3f} GiB of host memory"
+    windows = sglang_window_pool_words(d, r.settings.swa_full_tokens_ratio,
+                                       r.settings.engine_version)
+    if windows:  # more than kv's windows kept: say why
+        takes += f": {windows}"
     lines += ["", f"{held}{pool_ranks_note(d, p, r.context)}; one conversation of "
               f"{r.context:,} {plural(r.context, 'token')} takes {takes}{slot}{gated}",
               _held_line(r)]

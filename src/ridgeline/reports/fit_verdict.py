@@ -47,12 +47,12 @@ def verdict_line(r: FitReport) -> str:
     verdict = r.verdict.upper() if r.verdict == DOES_NOT_FIT else r.verdict
     headline = (f"{verdict}: {r.conversations:,} "
                 f"{plural(r.conversations, 'conversation')} of {r.context:,} "
-                f"{plural(r.context, 'token')}")
+                f"{plural(r.context, 'token')}{_target_met(r)}")
     slots = r.verdict != DOES_NOT_FIT and is_llamacpp(p) and r.batch < r.conversations
     if slots:  # the slots bind: lead with what the printed llama-server command runs
         headline = (f"{r.verdict}: the memory holds {r.conversations:,} "
                     f"{plural(r.conversations, 'conversation')} of {r.context:,} "
-                    f"{plural(r.context, 'token')}, the llama-server command below runs "
+                    f"{plural(r.context, 'token')}{_target_met(r)}, the llama-server command below runs "
                     f"{r.batch:,} at once (-np {p.max_num_seqs:,})")
     if slots and host_cache_unbounded(p, d):  # -ngl 0, no --host-memory-gib: the RAM decides
         from ridgeline.llamacpp_pool import host_cache_bytes
@@ -328,6 +328,17 @@ def _against(r: FitReport) -> str:
     """' against a target of 32' where the user gave one; else nothing (the headline then
     says what fails without a target of one nobody set)."""
     return f" against a target of {r.target:,}" if r.target else ""
+
+
+def _target_met(r: FitReport) -> str:
+    """' (target 32 met)' where a target was given and the deployment fits it (the failing
+    headline says ' against a target of 64'); where the seats run fewer at once than that,
+    ' (target 3 held, but the seats run fewer at once)'; else nothing."""
+    if not r.target or r.verdict == DOES_NOT_FIT or r.searched:  # a search's line names it
+        return ""
+    if r.batch >= r.target:
+        return f" (target {r.target:,} met)"
+    return f" (target {r.target:,} held, but the seats run fewer at once)"
 
 
 def _overflow(p: KVPool) -> str:

@@ -4,7 +4,7 @@ sequence, and how many fit (on a card, as its engine keeps them)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.context_length import served_context_caution
@@ -149,10 +149,17 @@ class KVReport:
     # not given, the checkpoint as stored); without one, those keys null but model, kv_dtype
     identity: tuple[tuple[str, Any], ...] = ()
     cache_alone: bool = False  # the budget is --memory-gib's, for the cache alone: no weights
+    engine_pool_caution: str = ""  # where the engine's pool charges a token more than kept here
+    # the model as counted here (its states at the engine's dtypes, every token in every window
+    # layer where the engine keeps no window), so that --plot's curve is this report's at
+    # every context; its states' element bytes as kv_footprint takes them
+    spec: ModelSpec | None = field(default=None, repr=False, compare=False)
+    state_element_bytes: float | None = field(default=None, repr=False, compare=False)
 
     @property
     def cautions(self) -> list[str]:
-        return [c for c in (self.context_caution, self.architecture_caution) if c]
+        return [c for c in (self.context_caution, self.architecture_caution,
+                            self.engine_pool_caution) if c]
 
     @property
     def bytes_per_sequence(self) -> float:
@@ -404,7 +411,7 @@ def kv_report(
                     budget_label, replication, tuple(steps),
                     served_context_caution(spec, context, engine),
                     now, dtypes if states_step else None, spec.architecture_caution, ranks,
-                    rank_gpus)
+                    rank_gpus, spec=spec, state_element_bytes=dtypes.element_bytes)
 
 
 def _row_steps(r: LayerKindRow, per_layer: float) -> tuple[Step, Step]:

@@ -13,7 +13,7 @@ from ridgeline.engine_versions import engine_release
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.render import table
 from ridgeline.reports.profile_story import matmul_qs, overhead_formula, overhead_q, share_qs
-from ridgeline.reports.simulate_cautions import batch_past_fit
+from ridgeline.reports.simulate_cautions import batch_past_fit, itl_mean_past_p99
 from ridgeline.reports.simulate_engine import _engine_line, _policy, _ranks_together, all_ranks
 from ridgeline.reports.simulate_overload import (
     COMPUTE_BOUND,
@@ -355,6 +355,9 @@ class SimulateReport:
             rows.append([label, _ms(p["mean"]), _ms(p["p50"]), _ms(p["p90"]), _ms(p["p95"]),
                          _ms(p["p99"])])
         lines += table(rows, ["ms", "mean", "p50", "p90", "p95", "p99"])
+        skewed = itl_mean_past_p99(r.percentiles("itl"), r.preemptions)
+        if skewed:  # a mean past the p99 reads as a misprint unless said
+            lines.append(skewed)
         batch = r.running_batch
         lines += [
             "",

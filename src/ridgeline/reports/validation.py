@@ -31,12 +31,14 @@ from ridgeline.metric_divisions import (
     step_token_budget,
     throughput_division,
 )
-from ridgeline.outlier_rows import PAST_ERROR, OutlierRow, outlier_rows
+from ridgeline.outlier_rows import FAR_FACTOR, OutlierRow, outlier_rows
 from ridgeline.predict import Prediction, deployment_for, kv_row_settings, row_profile
 from ridgeline.render import table
 from ridgeline.scoring import CLOSE_ERRORS, ErrorStats, error_stats
 from ridgeline.units import fmt_share, plural
 
+# a marked row, as the text names it: predicted ÷ measured past FAR_FACTOR or under its inverse
+FAR = f"off by over {FAR_FACTOR:g}×"
 COMPUTE_SHARE = ALL_SIDES["compute_efficiency"]  # held_parameters' name for it
 # the summary tables' signed column: Prediction.optimism, a time's error turned into its rate's
 # (60.72 ms predicted, 95 measured: error −36.1 %, bias +56.4 %), so its header says so
@@ -397,7 +399,8 @@ class ValidationReport:
 
     @property
     def outliers(self) -> tuple[OutlierRow, ...]:
-        """The scored rows past PAST_ERROR, each with its reason (outlier_rows)."""
+        """The scored rows off by over FAR_FACTOR either way, each with its reason
+        (outlier_rows)."""
         return outlier_rows(self.rows, self.predictions)
 
     def _without_explained(self, column: str) -> list[tuple[ErrorStats, ErrorStats | None]]:
@@ -414,7 +417,7 @@ class ValidationReport:
         return [(s, without.get(s.group)) for s in self._by(column) if s.group in touched]
 
     def _outlier_lines(self, outliers: tuple[OutlierRow, ...]) -> list[str]:
-        """Under the count of scored rows: how many are past PAST_ERROR, that the medians keep
+        """Under the count of scored rows: how many are off by over FAR_FACTOR, that the medians keep
         them, and the medians without the explained ones (labelled); under --summary each such
         row and its reason, the rows' table not shown."""
         if not outliers:
@@ -424,11 +427,12 @@ class ValidationReport:
         for o in outliers:
             by[o.source] += 1
         explained = by["caveat"] + by["notes"]
-        lines = [f"{n} {plural(n, 'row')} past {PAST_ERROR:.0%} error, in every median and p90 "
+        lines = [f"{n} {plural(n, 'row')} {FAR} (predicted over twice or under half the "
+                 "measured: error past +100 % or under −50 %), in every median and p90 "
                  f"above ({by['caveat']} with a caveat, {by['notes']} explained by the row's "
                  f"notes, {by['']} unexplained)"]
         if not self.show_rows:
-            lines += [f"  past {PAST_ERROR:.0%}: {o.id} {o.error:+.1%}: "
+            lines += [f"  {FAR}: {o.id} {o.error:+.1%} ({o.factor_words}): "
                       + ("caveat (shown without --summary)" if o.source == "caveat" else o.reason)
                       for o in outliers]
         if explained:
@@ -469,10 +473,10 @@ class ValidationReport:
             "notes": list(self.notes),
             # rows that look written in another unit, scored and in the summary
             "unit_slips": [{"id": row_id, "slip": words} for row_id, words in self.slips],
-            # rows past 100 % error (in every summary figure above) and why: "caveat", "notes"
-            # (a phrase of the row's notes, quoted) or null (unexplained)
-            "past_100_percent": [{"id": o.id, "error": o.error, "reason": o.reason,
-                                  "explained_by": o.source or None} for o in self.outliers],
+            # rows off by over 2× either way (in every summary figure above) and why:
+            # "caveat", "notes" (a phrase of the row's notes, quoted) or null (unexplained)
+            "off_by_over_2x": [{"id": o.id, "error": o.error, "reason": o.reason,
+                                "explained_by": o.source or None} for o in self.outliers],
             # the summary's groups that hold an explained one, figured without those rows
             "summary_without_explained": {
                 column: [vars(b) for _, b in self._without_explained(column) if b]
@@ -517,8 +521,8 @@ class ValidationReport:
                           f"{caveat}" for caveat, ids in caveats.items()]
                 lines.append("")
             if unmarked:
-                lines.append(f"! past {PAST_ERROR:.0%} error with no caveat: the reason the row's "
-                             "notes give, or unexplained:")
+                lines.append(f"! {FAR} with no caveat: the reason the row's notes give, or "
+                             "unexplained:")
                 lines += [f"  {o.id}: {o.reason}" for o in unmarked.values()]
                 lines.append("")
         for column, title in self._tables():
