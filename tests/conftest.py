@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from ridgeline.sim.simulator import Simulator
 
 # The suite's property tests draw the same examples on every run (CI stays green or red for
 # the code, not the draw); `pytest --hypothesis-profile=explore` draws fresh ones, and a
@@ -198,3 +201,13 @@ def same_run_both_paths(run: Any) -> None:
     assert fast.preemptions == slow.preemptions
     assert fast.duration_s == pytest.approx(slow.duration_s, rel=0.005)
     assert fast_sim.pool.held == slow_sim.pool.held == 0
+
+
+def check_balance(sim: Simulator) -> None:
+    """The pool's blocks all accounted for: held, free or evictable, and the held ones the
+    running and retiring requests' own plus the shared (prefix) blocks still referenced."""
+    pool, s = sim.pool, sim.scheduler
+    assert pool.held + pool.free + len(pool.evictable) == pool.total
+    held = sum(r.private_blocks for r in s.running + sim.retiring) + sum(
+        1 for n in pool.refs.values() if n > 0)
+    assert held == pool.held

@@ -20,7 +20,7 @@ from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.request import Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.workload import Workload
-from tests.conftest import same_run_both_paths, sim_workloads
+from tests.conftest import check_balance, same_run_both_paths, sim_workloads
 
 GEMMA = Deployment.build(resolve_model("gemma-3-27b"), resolve_accelerator("h100"), "bf16")
 PROFILE = profile_for("vllm")
@@ -97,11 +97,8 @@ def test_gemma_runs_the_batch_its_requests_hold(capsys: pytest.CaptureFixture[st
 
 
 def check_hybrid(sim: Simulator) -> None:
+    check_balance(sim)
     pool, s = sim.pool, sim.scheduler
-    assert pool.held + pool.free + len(pool.evictable) == pool.total
-    held = sum(r.private_blocks for r in s.running + sim.retiring) + sum(
-        1 for n in pool.refs.values() if n > 0)
-    assert held == pool.held
     budget = sim.config.max_num_batched_tokens
     for r in s.running:  # never past a chunk's peak, and what its cache needs
         assert r.window_held <= pool.window_blocks(r.num_computed + budget, budget)
