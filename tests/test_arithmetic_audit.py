@@ -45,7 +45,8 @@ def test_decode_quotes_no_vllm_speed_where_its_default_max_model_len_would_not_s
     for point in report["points"]:
         assert point["expected"] is None and point["expected_none_code"] == "engine_runs_none"
         assert point["per_user_tok_s"] is None  # no expected speed, as the text gives none
-        assert point["floor_per_user_tok_s"] > 0  # the floor still stands
+        # the floor's step stands, as arithmetic; no speed, floor's or expected, as the text
+        assert point["floor_step_time_s"] > 0 and point["floor_per_user_tok_s"] is None
         assert "would refuse to start at its default max_model_len, the model's 131,072 " \
             "tokens" in point["expected_none_reason"]
         assert f"give --max-model-len ≤ {longest:,}" in point["expected_none_reason"]
@@ -126,7 +127,8 @@ def test_prefill_quotes_no_ttft_where_vllm_would_not_start_and_says_so_in_json(
         capsys: pytest.CaptureFixture[str]) -> None:
     report = run_json(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")
     assert report["expected"] is None and report["prompt_tok_s"] is None
-    assert report["floor_prompt_tok_s"] > 0  # the floor's rate
+    # the floor's time stands, as arithmetic; no rate where vLLM would not start
+    assert report["floor_time_s"] > 0 and report["floor_prompt_tok_s"] is None
     assert report["expected_none_code"] == "engine_runs_none"
     assert report["max_model_len"] == 131072
     code, out, _ = run(capsys, "prefill", *TP2_70B, "--prompt-len", "2000")

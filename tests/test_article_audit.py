@@ -50,16 +50,20 @@ def test_a_point_the_engine_would_not_start_leads_with_the_refusal_and_gives_no_
     assert "arithmetic only" not in runs and "the floor's" not in runs
 
 
-def test_the_json_marks_a_floor_speed_the_engine_would_not_run(
+def test_the_json_gives_no_floor_speed_the_engine_would_not_run(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """decode --json gives a point that fits the floor's speeds (floor_*) even where the engine
-    would not run it, as the text does, and no expected speed; ``engine_runs`` says which (the
-    text's "arithmetic only"), and prefill's JSON says it alike."""
+    """decode --json gives a point that fits but that the engine would not run (vLLM would not
+    start at its default max_model_len) no speed, floor's or expected, as the text prints
+    "tok/s none"; the floor's step time stays, ``engine_runs`` says why not (the text's
+    "arithmetic only"), and prefill's JSON says it alike."""
     decode = json.loads(_run(capsys, "decode", *ARTICLE, "--batch", "1", "--context", "2000",
                              "--json"))["points"]
     prefill = json.loads(_run(capsys, "prefill", *ARTICLE, "--prompt-len", "2000", "--json"))
-    assert decode[0]["floor_per_user_tok_s"] is not None \
-        and prefill["floor_prompt_tok_s"] is not None
+    assert decode[0]["fits"] and prefill["fits"]
+    assert decode[0]["floor_per_user_tok_s"] is None \
+        and decode[0]["floor_aggregate_tok_s"] is None and prefill["floor_prompt_tok_s"] is None
+    assert decode[0]["floor_step_time_s"] > 0 and prefill["floor_time_s"] > 0
+    assert decode[0]["expected_none_reason"] and prefill["expected_none_reason"]
     assert decode[0]["per_user_tok_s"] is None and prefill["prompt_tok_s"] is None
     assert decode[0]["engine_runs"] is False and prefill["engine_runs"] is False
     points = json.loads(_run(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch",

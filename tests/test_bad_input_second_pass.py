@@ -42,6 +42,11 @@ def test_a_point_the_engine_refuses_leads_with_the_verdict_and_prints_no_speed(
     report = _json(capsys, *argv)
     point = report["points"][0] if "points" in report else report
     assert point["engine_runs"] is False and point["fits"] is True
+    # the JSON gives no speed either, the floor's neither, as a point that does not fit
+    # gives none; the reason stands beside it
+    floors = ("floor_per_user_tok_s", "floor_aggregate_tok_s") if argv[0] == "decode" \
+        else ("floor_prompt_tok_s",)
+    assert [point[k] for k in floors] == [None] * len(floors) and point["expected_none_reason"]
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
     lines = out.splitlines()
@@ -56,6 +61,21 @@ def test_a_point_the_engine_refuses_leads_with_the_verdict_and_prints_no_speed(
     speed = "  tok/s      none: " if argv[0] == "decode" else "  throughput none: "
     assert any(line.startswith(speed + "vLLM would not run") for line in lines)
     assert f"expected on vLLM {report['engine_version']}: nothing (first line)" in out
+
+
+def test_a_table_gives_floor_speeds_only_where_the_engine_runs_the_point(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Six points, one each of runs, runs ≤ 60 (seats), does not fit and too long (past the
+    positions): the floor's speeds are null exactly where engine_runs is false, each such
+    point with its reason, and its step time kept."""
+    points = _json(capsys, "decode", *L8, "--context", "8k,200000",
+                   "--batch", "1,64,2000")["points"]
+    codes = {p["expected_none_code"] for p in points}
+    assert {None, "over_engine_pool", "does_not_fit", "engine_runs_none"} <= codes
+    for p in points:
+        assert (p["floor_per_user_tok_s"] is None) is (p["floor_aggregate_tok_s"] is None) \
+            is (not p["engine_runs"]) is bool(p["expected_none_reason"])
+        assert p["floor_step_time_s"] > 0
 
 
 def test_the_refusal_is_said_as_a_deployment_that_does_not_fit_says_its_own(
@@ -141,6 +161,37 @@ def test_a_bound_from_a_config_file_names_the_file(
     config.write_text("stream-interval: 0\n")
     code, _, err = _fit(capsys, "--config", str(config))
     assert code == 2 and f"{config}: stream-interval 0 is out of range" in err
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("scheduling-policy: nan\n", "scheduling-policy 'nan' is no choice of vLLM's"),
+    ("kv-cache-dtype: fp7\n", "kv-cache-dtype: unknown KV-cache dtype 'fp7'"),
+    ("max-num-seqs: -3\n", "max-num-seqs: max_num_seqs must be positive"),
+])
+def test_a_choice_refused_from_a_config_file_names_the_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, said: str) -> None:
+    """A value the parser refuses names the file and key it came from, as a bound does; the
+    same value typed on the command line names the flag alone."""
+    config = tmp_path / "serve.yaml"
+    config.write_text(text)
+    code, _, err = _fit(capsys, "--config", str(config))
+    assert code == 2 and f"error: {config}: {said}" in err and len(err.splitlines()) == 1
+    key, _, value = text.strip().partition(": ")
+    code, _, err = _fit(capsys, f"--{key}", value)
+    assert code == 2 and str(config) not in err and f"--{key}" in err
+
+
+def test_a_choice_refused_on_the_line_beside_a_file_names_the_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The file and the command line both give --scheduling-policy: the error names
+    whichever value it refuses, the file's (read first) or the line's."""
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("scheduling-policy: fcfs\n")
+    bad.write_text("scheduling-policy: nan\n")
+    code, _, err = _fit(capsys, "--config", str(good), "--scheduling-policy", "xx")
+    assert code == 2 and "error: --scheduling-policy 'xx' is no choice" in err
+    code, _, err = _fit(capsys, "--config", str(bad), "--scheduling-policy", "fcfs")
+    assert code == 2 and f"error: {bad}: scheduling-policy 'nan' is no choice" in err
 
 
 def test_every_checked_list_and_bound_is_sourced_in_the_data() -> None:

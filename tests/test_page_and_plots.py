@@ -337,15 +337,19 @@ def test_plots_carry_the_models_numbers(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("argv", "context"), [
     (("gpt-oss-120b", "--context", "100000"), 100_000),
-    (("mistral-7b", "--context", "20000", "--gpu", "h100", "--engine", "sglang"), 20_000)])
+    (("mistral-7b", "--context", "20000", "--gpu", "h100", "--engine", "sglang"), 20_000),
+    # MLA's latent on each of 8 tensor-parallel ranks: the text's per sequence is 8 copies
+    (("deepseek-v3", "--context", "32768", "--gpu", "h200", "--num-gpus", "8"), 32_768)])
 def test_a_kv_plot_marks_the_context_asked_on_its_curve(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
         context: int) -> None:
     """kv --plot drew the sweep (512 … 131,072) without the context asked: 100,000 tokens
     sat between two points, unmarked. Now the asked context is a point of the curve and a
-    marked point of its own, at the report's one-copy figure (--json's bytes_per_sequence
-    where no tensor parallelism copies it), named in the legend. Under SGLang, Mistral-7B's
-    window layers keep every token (engine_windows), and the curve follows the report."""
+    marked point of its own, at the text's per-sequence figure (--json's bytes_per_sequence),
+    named in the legend. Under SGLang, Mistral-7B's window layers keep every token
+    (engine_windows), and the curve follows the report. Where tensor parallelism copies the
+    cache (DeepSeek-V3's latent on 8 H200s, ×8), the curve drew one copy, an eighth of the
+    text's figure: it now draws the copies, and its legend says so."""
     assert main(["kv", *argv, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     html = tmp_path / "kv.html"
@@ -359,8 +363,15 @@ def test_a_kv_plot_marks_the_context_asked_on_its_curve(
     assert mark["name"] == f"asked: {context:,} tokens, {gib:,.3f} GiB"
     row = data[0].index(context)
     assert data[1 + marks[0]][row] == pytest.approx(gib)
-    curve = data[1 + [s["name"] for s in series].index("KV per conversation (GiB)")]
+    copies = report["tp_replication"]
+    name = "KV per conversation (GiB)" if copies == 1 else \
+        f"KV per conversation, over {report['num_gpus']} GPUs with the latent's copies " \
+        f"×{copies:g} (GiB)"
+    curve = data[1 + [s["name"] for s in series].index(name)]
     assert curve[row] == pytest.approx(gib)  # the mark sits on the curve
+    if copies != 1:  # each GPU's copy, as the text's "on each GPU", is the curve's share
+        assert report["bytes_per_sequence_per_gpu"] * report["num_gpus"] \
+            == pytest.approx(gib * 2**30)
     assert sum(y is not None for y in data[1 + marks[0]]) == 1
 
 

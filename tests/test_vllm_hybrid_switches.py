@@ -163,19 +163,41 @@ def test_fit_levers_lead_back_to_the_manager(capsys: pytest.CaptureFixture[str])
     assert not any(name.startswith(("without --kv", "--engine-version")) for name in plain)
 
 
-def test_no_manager_lever_where_the_model_turns_it_off(capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    """Llama-4-Scout on v0.11 runs without the manager for its chunked attention (the
-    environment variable's default), not for a flag beside it: no lever drops a flag or
-    names a release for it, and fit answers."""
+def scout_fit(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
     code, out, err = run_cli(capsys, "fit", "llama-4-scout", "--gpu", "h100", "--num-gpus",
-                             "4", "--max-model-len", "131072", "--engine-version", "0.11",
-                             "--json")
+                             "4", "--max-model-len", "131072", "--json", *extra)
     assert code == 0, err
-    run = json.loads(out)
-    assert run["hybrid_kv_cache_manager_off"].startswith("VLLM_ALLOW_CHUNKED")
-    assert not any(name.startswith(("without --kv", "--engine-version"))
-                   for name in levers_of(run))
+    return dict(json.loads(out))
+
+
+def test_scout_on_0_11_gets_the_chunked_variable_as_a_lever(capsys: pytest.CaptureFixture[str]
+                                                             ) -> None:
+    """Llama-4-Scout on v0.11 runs without the manager for its chunked attention (the
+    environment variable's default "0"), not for a flag beside it: no lever drops a flag,
+    but the variable at 1 and v0.14 (whose default is 1) are levers, each holding what fit
+    holds when asked so (2 conversations at 131,072 on 4 H100s; 7 with the manager)."""
+    run = scout_fit(capsys, "--engine-version", "0.11")
+    assert str(run["hybrid_kv_cache_manager_off"]).startswith("VLLM_ALLOW_CHUNKED")
+    levers = levers_of(run)
+    assert not any(name.startswith("without --kv") for name in levers)
+    allowed = scout_fit(capsys, "--engine-version", "0.11",
+                        "--vllm-allow-chunked-local-attn-with-hybrid-kv-cache", "1")
+    assert allowed["hybrid_kv_cache_manager_off"] is None
+    assert levers["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1"] \
+        == allowed["conversations"] > run["conversations"]
+    assert levers["--engine-version 0.14"] \
+        == scout_fit(capsys, "--engine-version", "0.14")["conversations"]
+
+
+def test_no_chunked_lever_where_the_user_set_the_variable(capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """The variable set to 0 by the user, or the manager on (v0.14's default), leaves no
+    lever for it: the first is their choice, the second gains nothing."""
+    for extra in (("--engine-version", "0.11",
+                   "--vllm-allow-chunked-local-attn-with-hybrid-kv-cache", "0"),
+                  ("--engine-version", "0.14")):
+        assert not any(name.startswith(("VLLM_ALLOW", "--engine-version"))
+                       for name in levers_of(scout_fit(capsys, *extra)))
 
 
 def test_decode_sizes_the_pool_beside_kv_events(capsys: pytest.CaptureFixture[str]) -> None:

@@ -405,6 +405,7 @@ class _Parser(argparse.ArgumentParser):
                                     list(commands.choices))
         elif " invalid choice: " in message:  # plan --engine sglng: sglang
             message += self._choice_hint(message)
+        message = file_named(message, getattr(self, "file_flags", {}))
         self.exit(2, f"ridgeline: error: {shorten_runs(message)} (see `{self.prog} --help`)\n")
 
     def _choice_hint(self, message: str) -> str:
@@ -429,6 +430,22 @@ class _Parser(argparse.ArgumentParser):
                 near = nearest_spelling(flag, list(flags))
                 return f"; {flag}: did you mean {near}?" if near else ""
         return ""
+
+
+def file_named(message: str, file_flags: dict[str, tuple[str, str]]) -> str:
+    """A refusal of a flag's value that a --config file gave, said as the file's key: "argument
+    --kv-cache-dtype: unknown …" → "serve.yaml: kv-cache-dtype: unknown …", "--scheduling-policy
+    'nan' is no choice …" → "serve.yaml: scheduling-policy 'nan' is no choice …" (as a bound
+    from the file is named: launch_flags.launch_note). ``file_flags``: each flag the file
+    gave, to its label and, where the command line gives the flag too, the file's value,
+    which the message must quote to be the file's; any other message as it is."""
+    found = re.match(r"(?:argument )?(-{1,2}[\w.-]+)(?=[: ])", message)
+    if found is None or found.group(1) not in file_flags:
+        return message
+    label, value = file_flags[found.group(1)]
+    if value and repr(value) not in message:  # the command line's value, not the file's
+        return message
+    return label + message[found.end():]
 
 
 def one_spelling(message: str, typed: Sequence[str]) -> str:
@@ -555,6 +572,24 @@ def command_parser() -> argparse.ArgumentParser:
     return _PARSERS[0]
 
 
+def _note_file_flags(parser: argparse.ArgumentParser, from_file: dict[str, str],
+                     line: Sequence[str], argv: Sequence[str]) -> None:
+    """Tell each command's parser which flags a --config file gave, so that its error names
+    the file and key for a value it refuses (_Parser.error). A flag the command line gives
+    too is read twice, the file's value first (``argv``: the file's flags come before the
+    line's): the error is the file's only where it quotes the file's value. The parser is
+    reused across calls (command_parser): each call sets it afresh, empty without a file."""
+    typed = {word.partition("=")[0] for word in line if word.startswith("-")}
+    marks: dict[str, tuple[str, str]] = {}
+    for flag, label in from_file.items():
+        at = argv.index(flag) if flag in argv else -1
+        value = argv[at + 1] if flag in typed and 0 <= at < len(argv) - 1 else ""
+        marks[flag] = (label, value)
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for sub in commands.choices.values():
+        sub.file_flags = marks
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -572,10 +607,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"ridgeline: error: {shorten_runs(str(exc))}", file=sys.stderr)
         return 2
+    line = argv
     try:  # an engine's --config YAML, as its flags (cli_config_file)
         argv, from_file, file_cautions, file_notes = with_config_file(argv, parser)
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
+    _note_file_flags(parser, from_file, line, argv)
     argv, moved = _model_path_as_model(argv)
     from ridgeline.launch_flags import several_values
 

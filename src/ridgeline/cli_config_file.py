@@ -80,8 +80,9 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
                      ) -> tuple[list[str], dict[str, str], list[str], list[str]]:
     """``argv`` with its --config / --extra_llm_api_options FILE replaced by the flags the
     file's settings are, as the chosen engine reads them (this module's docstring); each
-    launch flag the file gave, to the file and key that gave it ("x.yaml:
-    enable-chunked-prefill"), for a refusal only the parsed command can make (launch_note);
+    flag the file gave, to the file and key that gave it ("x.yaml: enable-chunked-prefill"),
+    for a refusal of its value, by the parser (cli._Parser.error: a choice it does not
+    take) or by the parsed command (launch_note);
     the cautions the file calls for (a model the command line's MODEL overrides); and the
     notes said after the report (an option fit drops: it changes only the speed)."""
     argv = list(argv)
@@ -131,7 +132,8 @@ def with_config_file(argv: Sequence[str], parser: argparse.ArgumentParser
         refuse_two_keys(settings, name, {k: vllm_tokens({k: v}, options)
                                          for k, v in settings.items()}, options)
     found = (_launch_flag(key, value, name, options) for key, value in settings.items())
-    given = {tokens[0]: label for _, tokens, label in filter(None, found)}
+    given = {**file_labels(settings, name, options),
+             **{tokens[0]: label for _, tokens, label in filter(None, found)}}
     return rest[:head] + vllm_tokens(settings, options) + rest[head:], given, cautions, []  # cli wins
 
 
@@ -191,6 +193,15 @@ def _check_vllm_keys(settings: dict[str, Any], name: str, command: str,
                              "trtllm to read it as TensorRT-LLM's options")
         raise InputError(f"{key} in {name}: `ridgeline {command}` takes no {flag} (see "
                          f"`ridgeline {command} --help`)")
+
+
+def file_labels(settings: dict[str, Any], name: str, options: dict[str, argparse.Action]
+                ) -> dict[str, str]:
+    """Each flag a file's key becomes, to the file and key a refusal names for it:
+    {"--scheduling-policy": "serve.yaml: scheduling-policy"}, so that a value the parser
+    refuses is said to be the file's (cli._Parser.error), not the command line's."""
+    return {tokens[0]: f"{name}: {key}" for key, value in settings.items()
+            if (tokens := vllm_tokens({key: value}, options))}
 
 
 def _check_value(key: str, value: Any, name: str, action: argparse.Action | None) -> None:

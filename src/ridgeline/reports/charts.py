@@ -94,20 +94,25 @@ def _(report: DecodeReport) -> Chart:
 @chart_for.register
 def _(report: KVReport) -> Chart:
     """One conversation's cache against its length, over the sweep and the context asked,
-    which is marked: its point is the report's own one-copy figure (the text's "per
-    sequence" less tensor parallelism's copies), on the curve."""
+    which is marked on the curve. Each figure is the text's "per sequence": summed over the
+    tensor-parallel ranks, with the copies they keep where they outnumber the KV heads (MLA's
+    latent on every rank: KVFootprint.stored_bytes at the report's replication), and the
+    legend says so; one GPU, or no copies, draws the one cache."""
     from ridgeline.catalog import resolve_model
 
     spec = report.spec or resolve_model(report.model)
-    per, states = report.footprint.bytes_per_element, report.state_element_bytes
+    per, states, copies = report.footprint.bytes_per_element, report.state_element_bytes, \
+        report.replication
     contexts = sorted(set(CONTEXTS) | {report.context})
     xs = tuple(float(c) for c in contexts)
-    right = tuple(kv_footprint(spec, c, per, states).bytes_per_sequence / 2**30
+    right = tuple(kv_footprint(spec, c, per, states).stored_bytes(copies) / 2**30
                   for c in contexts)
-    naive = tuple(kv_footprint(spec, 1, per, states).bytes_per_token_naive * c / 2**30
+    naive = tuple(kv_footprint(spec, 1, per, states).bytes_per_token_naive * c * copies / 2**30
                   for c in contexts)
-    asked = report.footprint.bytes_per_sequence / 2**30
-    series = [Series("KV per conversation (GiB)", xs, right)]
+    asked = report.bytes_per_sequence / 2**30
+    over = f", over {report.rank_gpus} GPUs with {report.copied} copies ×{copies:g}" \
+        if copies != 1 else ""
+    series = [Series(f"KV per conversation{over} (GiB)", xs, right)]
     if naive != right:
         series.append(Series("naive all-layers figure (GiB)", xs, naive, "dashed"))
     series.append(Series(f"asked: {report.context:,} tokens, {asked:,.3f} GiB",

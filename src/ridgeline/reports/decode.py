@@ -66,17 +66,20 @@ from ridgeline.units import (
 from ridgeline.vllm_mla_cache import per_head_caution
 
 
-def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None) -> dict[str, Any]:
+def _floor_dict(f: DecodeFloor, base: DecodeFloor, micro: int | None,
+                runs: bool) -> dict[str, Any]:
     """One point's floor, under ``floor_`` keys where a figure is a time or a speed (the
     point's own step_time_s and speeds are the engine's expectation, as the text's columns);
     under pipeline parallelism its work figures (FLOPs, bytes read, intensity) are one
-    ``micro``-batch's trip."""
+    ``micro``-batch's trip. Where the engine does not run the point (``runs`` False: it does
+    not fit, or the engine refuses its length or will not run the batch at once) the floor's
+    speeds are null, as the text prints none; its step time stays, the what-if arithmetic."""
     return {
         "floor_step_time_s": f.step_time_s,
         "micro_batch": micro if micro is not None and micro != f.batch else None,
-        # a batch that does not fit has a step's arithmetic, not a speed
-        "floor_per_user_tok_s": f.per_user_tok_s_if_fits,
-        "floor_aggregate_tok_s": f.aggregate_tok_s_if_fits,
+        # a point the engine does not run has a step's arithmetic, not a speed
+        "floor_per_user_tok_s": f.per_user_tok_s_if_fits if runs else None,
+        "floor_aggregate_tok_s": f.aggregate_tok_s_if_fits if runs else None,
         # the text's "floor gain": the floor's aggregate over batch 1's, and each user's share
         "floor_gain_over_batch_1": f.aggregate_tok_s / base.aggregate_tok_s,
         "floor_per_user_vs_batch_1": f.per_user_tok_s / base.per_user_tok_s,
@@ -329,7 +332,7 @@ class DecodeReport:
                 "aggregate_tok_s": None if expected is None else expected["aggregate_tok_s"],
                 "expected_none_reason": self.none_reason(f) or None,
                 "expected_none_code": self.none_code(f) or None,
-                **_floor_dict(f, base, micro_batch(self.deployment, f.batch)),
+                **_floor_dict(f, base, micro_batch(self.deployment, f.batch), runs),
                 # weight_bytes_read is the busiest GPU's read × the expert-parallel ranks;
                 # null where the GPUs read that between them
                 "weight_bytes_read_in_all": self.weights_read_in_all(f),

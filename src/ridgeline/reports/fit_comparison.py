@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ridgeline.explain import Step
 from ridgeline.render import table
 from ridgeline.reports.fit_terms import conversation_size
+from ridgeline.reports.fit_verdict import target_words
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_extensible import profiled_split
@@ -54,7 +55,7 @@ class FitComparison:
                  f"{r.pool.logged_tokens(r.context) * r.deployment.data_parallel_size:,}",
                  # a short conversation in its own unit, as the one-engine text
                  conversation_size(r.per_conversation_bytes, gib=""), f"{r.conversations:,}",
-                 f"{r.batch:,}", r.verdict] for r in self.reports]
+                 f"{r.batch:,}", f"{r.verdict}{target_words(r)}"] for r in self.reports]
         target = f", against a target of {first.target:,}" if first.target else ""
         of = f"conversations of {first.context:,} {plural(first.context, 'token')}"
         weights = weights_by_engine([r.deployment for r in self.reports])

@@ -40,7 +40,7 @@ from ridgeline.offload import host_weight_bytes
 from ridgeline.parallel import node_size, tp_within_node
 from ridgeline.precision import kv_dtype, weight_bytes_by_category, weight_plan
 from ridgeline.quantization_gates import deployment_problem
-from ridgeline.reports.fit_manager_levers import manager_levers
+from ridgeline.reports.fit_manager_levers import chunked_levers, manager_levers
 from ridgeline.reports.fit_state import most_rank_requests
 from ridgeline.reports.fit_state_levers import prefix_caching_lever, state_pool_size_lever
 from ridgeline.reports.fit_terms import (
@@ -234,6 +234,7 @@ def levers(r: FitReport) -> list[Lever]:
         options += _offered(_budget_levers, r)
     options += _offered(prefix_caching_lever, r)
     options += _offered(manager_levers, r)
+    options += _offered(chunked_levers, r)
     options += _offered(_dcp_lever, r)
     options += _offered(_state_slots_lever, r)
     options += _offered(state_pool_size_lever, r)

@@ -5,7 +5,11 @@ with sliding windows or chunks caches every layer in full; each lever re-runs th
 the manager on: the flag dropped, --no-disable-hybrid-kv-cache-manager where the release
 keeps it on when asked (NixlConnector v0.18-v0.21), or the first release that keeps it on
 by default (vllm_hybrid.manager_release; v0.20 for events). Gemma-3-27B on an H100 at 32K
-with NixlConnector on v0.11: none, 3 without the connector, 4 on v0.22."""
+with NixlConnector on v0.11: none, 3 without the connector, 4 on v0.22. Also where the
+manager is off for Llama 4's chunked local attention by the default of
+VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE ("0", v0.10.1-v0.13): the variable at 1,
+or v0.14, whose default is 1 (chunked_levers). Llama-4-Scout on 4 H100s at 131,072 tokens
+on v0.11: 2 conversations, 7 with the variable at 1."""
 
 from __future__ import annotations
 
@@ -24,6 +28,25 @@ from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
 
 if TYPE_CHECKING:
     from ridgeline.reports.fit import FitReport
+
+
+def chunked_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
+    """The ways back to the hybrid KV-cache manager where vLLM v0.10.1-v0.13 turns it off for
+    a model with chunked local attention (Llama 4) by VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_
+    KV_CACHE's default "0": the variable at 1 (fit's --vllm-allow-chunked-local-attn-with-
+    hybrid-kv-cache 1), or the release whose default is "1" (engines.json chunked_local_hybrid
+    .paged_again_from, v0.14). None where the user set the variable or disabled the manager
+    (their choice), or where it is off for another reason (an EAGLE drafter, a connector)."""
+    d, s = r.deployment, r.settings
+    rule = dict(vllm_data()["chunked_local_hybrid"])
+    if d.engine != "vllm" or s.disable_hybrid_kv_cache_manager \
+            or s.allow_chunked_local_attn_hybrid is not None \
+            or not r.pool.hybrid_manager_off.startswith(f"{rule['env']}="):
+        return []
+    return [(f"{rule['env']}=1 (the hybrid manager on)", d, r.context,
+             replace(s, allow_chunked_local_attn_hybrid=True)),
+            (f"--engine-version {rule['paged_again_from']} (the variable's default is 1)",
+             d, r.context, replace(s, engine_version=str(rule["paged_again_from"])))]
 
 
 def manager_levers(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:

@@ -170,7 +170,7 @@ class KVReport:
         return tp_copies_words(any(r.kind == MLA_LATENT for r in self.rows))
 
     @property
-    def _copied(self) -> str:
+    def copied(self) -> str:
         """What tensor parallelism copies: MLA's one latent (no KV heads to copy), else the
         KV heads the ranks outnumber."""
         return "the latent's" if any(r.kind == MLA_LATENT for r in self.rows) \
@@ -262,7 +262,7 @@ class KVReport:
         over = "a data-parallel rank's " if self.ranks > 1 else ""
         lines.append(f"per sequence at {self.context:,}: {_sequence_bytes(self.bytes_per_sequence)}"
                      + (f" over {over}{n} GPUs" if n > 1 else "")
-                     + (f", incl. {self._copied} replication ×{self.replication:g}"
+                     + (f", incl. {self.copied} replication ×{self.replication:g}"
                         if self.replication != 1 else ""))
         if n > 1:  # the total is every GPU's share added up, copies included: say one GPU's
             lines.append(f"  {_sequence_bytes(self.bytes_per_sequence / n)} on each GPU"

@@ -327,8 +327,9 @@ class PrefillReport:
                 "expected_none_reason": self.none_reason or None,
                 "expected_none_code": self.none_code or None,
                 "floor_time_s": f.time_s,
-                # the floor's rate where it fits: a deployment that does not has no speed
-                "floor_prompt_tok_s": f.tokens_per_s if f.fit.fits else None,
+                # the floor's rate where the engine runs the prompts: one that does not fit,
+                # or that the engine refuses, has no speed (the text prints none)
+                "floor_prompt_tok_s": f.tokens_per_s if self.runs else None,
                 "bound": f.bound, "flops": f.flops, "bytes_moved": f.bytes_moved,
                 "intensity_flop_per_byte": f.intensity_flop_per_byte,
                 "weight_intensity_flop_per_byte": f.weight_intensity_flop_per_byte,
