@@ -18,6 +18,7 @@ import pytest
 from ridgeline.candidate import Candidate
 from ridgeline.catalog import resolve_model
 from ridgeline.datafiles import engine_defaults
+from ridgeline.disaggregated import split_connector
 from ridgeline.plan import PlanResult
 from ridgeline.reports.launch_commands import command_line
 from ridgeline.reports.plan_commands import PlanCommands
@@ -95,17 +96,24 @@ def test_sglangs_pools_carry_their_mode_and_backend_and_the_router_their_urls() 
 def test_a_pasted_pool_command_is_read_by_fit_and_simulate(
         capsys: pytest.CaptureFixture[str], engine: str, role: str) -> None:
     """The pool's own flags (its port, the connector and role) change neither its memory
-    nor its steps: fit and simulate note them and answer as for the command without them."""
+    nor its steps, but for vLLM 0.34's NixlConnector keeping the extensible KV cache off on
+    an H100 host without an IMEX channel: fit and simulate note them and answer as for the
+    command without them (and, on vLLM, with --no-enable-extensible-kv-cache)."""
     command = _launch(engine).pool_commands(_split())[role]
     pasted = _pasted(engine, command)
     plain = _pasted(engine, command_line(engine, MODEL_ID, _split().pool(role == "prefill"),
-                                         16384, model=resolve_model(MODEL_ID)))
+                                         16384, model=resolve_model(MODEL_ID),
+                                         connector=split_connector(engine, "nvidia")))
+    plain += ["--no-enable-extensible-kv-cache"] if engine == "vllm" else []
     where = ("--gpu", "h100", "--engine", engine, "--json")
     code, out, err = run_cli(capsys, "fit", *pasted, *where)
     assert code == 0, err
+    fit = json.loads(out)
     assert same_answer(out, run_cli(capsys, "fit", *plain, *where)[1])
     assert "note: ignored" in err and ("--kv-transfer-config" in err or
                                        f"--disaggregation-mode {role}" in err)
+    if engine == "vllm":  # the launch line's fraction is the one its pool is sized at
+        assert _flag(command, "--gpu-memory-utilization") == [str(fit["reserved_fraction"])]
     load = ("--rate", "1", "--num-requests", "12", "--input-len", "500", "--output-len", "20")
     code, out, err = run_cli(capsys, "simulate", *pasted, *where, *load)
     assert code == 0, err
@@ -117,7 +125,10 @@ def test_another_connector_is_refused_and_a_hybrid_is_sized_by_release(
     """LMCache's connector keeps a cache tier of its own: not priced, so refused. gpt-oss's
     sliding-window layers lose vLLM's hybrid KV cache manager to the NixlConnector on v0.11
     (every layer cached in full: half the conversations of 32K, its window and full layers
-    half and half); v0.23 and later keep it."""
+    half and half); v0.23 and later keep it. On v0.34 the connector keeps the extensible KV
+    cache off (an H100 host without an IMEX channel): the pool is the one sized with
+    --no-enable-extensible-kv-cache, and with --enable-extensible-kv-cache the one without
+    the connector."""
     lmcache = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})
     nixl = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
     code, out, err = run_cli(capsys, "fit", MODEL_ID, "--gpu", "h100", "--kv-transfer-config",
@@ -132,7 +143,12 @@ def test_another_connector_is_refused_and_a_hybrid_is_sized_by_release(
             assert code == 0, err
             held[version, bool(extra)] = json.loads(out)["conversations"]
     assert 0 < held["0.11", True] < held["0.11", False]
-    assert held["0.34", True] == held["0.34", False]
+    assert held["0.34", True] < held["0.34", False]
+    for flag, alone in (("--no-enable-extensible-kv-cache", ()), ("--enable-extensible-kv-cache",
+                                                                  ("--kv-transfer-config", nixl))):
+        code, out, err = run_cli(capsys, *oss, "--engine-version", "0.34", flag, *alone)
+        assert code == 0, err
+        assert json.loads(out)["conversations"] == held["0.34", not flag.startswith("--enable")]
 
 
 def test_a_pasted_trtllm_pool_is_priced_with_its_transfer_buffer(
@@ -158,18 +174,19 @@ def test_a_vllm_split_of_a_hybrid_is_priced_as_fit_reads_its_commands(
         capsys: pytest.CaptureFixture[str], engine: str, model_id: str) -> None:
     """The pools' commands carry vLLM's NixlConnector, which fit reads (test above: on v0.9.1
     to v0.21 vLLM turns a hybrid's KV cache manager off beside it) as plan sizes the pools
-    (disaggregated.pool_connector): no caution on the split, and fit takes the pasted
-    decode command."""
+    (disaggregated.pool_connector): no caution on the split but vLLM 0.34's sizing beside it
+    (plan_cautions.split_extensible_caution), and fit takes the pasted decode command."""
     from dataclasses import replace
 
     from ridgeline.engines import profile_for
-    from ridgeline.plan_cautions import candidate_cautions
+    from ridgeline.plan_cautions import candidate_cautions, split_extensible_caution
     from ridgeline.serving_load import Slo
 
     model = resolve_model(model_id)
     split = replace(_split(), weights="as stored")
     said = candidate_cautions(split, engine, profile_for(engine), Slo(1.0, 0.05), model)
-    assert not any("NixlConnector" in why for why in said)
+    assert [why for why in said if "NixlConnector" in why] \
+        == [split_extensible_caution(split, engine, None)]
     command = _launch(engine).pool_commands(_split())["decode"]
     assert "--kv-transfer-config" in command
     pasted = _pasted(engine, command.replace(MODEL_ID, model_id))

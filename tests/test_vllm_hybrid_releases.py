@@ -17,6 +17,7 @@ from ridgeline.errors import InputError
 from ridgeline.memory import EngineSettings, KVPool, kv_pool
 from ridgeline.serving_load import Load, Slo
 from ridgeline.vllm_hybrid import connector_off_reason, manager_problem
+from ridgeline.vllm_memory import vllm_accounting
 from tests.conftest import run_cli
 
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
@@ -72,7 +73,10 @@ def test_a_connector_turns_the_manager_off_by_release(version: str, disable: boo
     assert bool(connector_off_reason("NixlConnector", version, disable)) is off
     pool = gemma_pool(version, kv_connector="NixlConnector",
                       disable_hybrid_kv_cache_manager=disable)
-    plain = gemma_pool(version, disable_hybrid_kv_cache_manager=disable)
+    # from v0.34 the connector also keeps the extensible KV cache off (an NVIDIA host without
+    # an IMEX channel: test_split_extensible), as the switch does
+    own = {"extensible_kv_cache": False} if vllm_accounting(version).extensible_kv_cache else {}
+    plain = gemma_pool(version, disable_hybrid_kv_cache_manager=disable, **own)
     if off:  # sized as with the manager switched off by hand
         assert pool.windows_in_full and pool.hybrid_manager_off.startswith("--kv-transfer")
         assert pool.blocks == gemma_pool(version, disable_hybrid_kv_cache_manager=True).blocks

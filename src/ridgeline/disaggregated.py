@@ -73,7 +73,12 @@ def pool_connector(dep: Deployment) -> str:
     to v0.21 turn the hybrid KV-cache manager off beside it (vllm_hybrid.connector_off_reason),
     so Gemma 3 caches its window layers in full and a recurrent hybrid does not start. "" for
     another engine, and on a TPU, whose tpu-inference connector rules are not read."""
-    if dep.engine != "vllm" or dep.accelerator.vendor == "google":
+    return split_connector(dep.engine, dep.accelerator.vendor)
+
+
+def split_connector(engine: str, vendor: str) -> str:
+    """``pool_connector`` by engine and card vendor: "NixlConnector" for vLLM off a TPU."""
+    if engine != "vllm" or vendor == "google":
         return ""
     flags = engine_defaults("vllm")["cli"]["disaggregated"]["connector"]
     return str(json.loads(flags[flags.index("--kv-transfer-config") + 1])["kv_connector"])

@@ -97,7 +97,33 @@ def candidate_cautions(c: Candidate, engine: str, profile: EngineProfile,
                                  profile.batch_range_caution(acc, c.batch),
                                  track_record_caution(dep, "prefill", profile),
                                  track_record_caution(dep, "decode", profile),
-                                 launch_trim_caution(c, engine, model, engine_version)) if why)
+                                 launch_trim_caution(c, engine, model, engine_version),
+                                 split_extensible_caution(c, engine, engine_version)) if why)
+
+
+def split_extensible_caution(c: Candidate, engine: str, engine_version: str | None) -> str:
+    """What a vLLM split on NVIDIA cards says of its pools' sizing where the release has the
+    extensible KV cache (v0.34): its NixlConnector keeps that off on a host without an IMEX
+    channel, which ridgeline assumes (vllm_extensible.connector_keeps_off), so the pools are
+    sized from the profile at the release's default fraction, as the launch lines write it;
+    on a host with one the cache stays on, its pool measured within the same fraction. ""
+    elsewhere (on AMD the connector always keeps it off: nothing depends on the host)."""
+    from ridgeline.disaggregated import split_connector
+    from ridgeline.vllm_extensible import connector_keeps_off, connector_unsupported
+    from ridgeline.vllm_memory import vllm_accounting
+
+    vendor = resolve_accelerator(c.accelerator).vendor
+    connector = split_connector(engine, vendor)
+    if not c.disaggregated or not connector or connector_unsupported(connector, vendor) \
+            or not connector_keeps_off(connector, vendor):
+        return ""
+    acc = vllm_accounting(engine_version)
+    if not acc.extensible_kv_cache:
+        return ""
+    fraction = f"{acc.gpu_memory_utilization:g}"
+    return (f"pools sized with vLLM {acc.version}'s extensible KV cache off, at {fraction}, as "
+            f"its {connector} leaves it on a host without an IMEX channel (most; with one it "
+            f"stays on, measured within the same {fraction})")
 
 
 def launch_trim_caution(c: Candidate, engine: str, model: ModelSpec,
@@ -329,7 +355,7 @@ def extensible_shortfall_caution(dep: Deployment, settings: EngineSettings,
     from ridgeline.memory import kv_pool
     from ridgeline.reports.fit_terms import per_gpu
     from ridgeline.units import GIB, plural
-    from ridgeline.vllm_extensible import extensible_caution, extensible_rule
+    from ridgeline.vllm_extensible import extensible_caution, extensible_rule, profiled_settings
 
     length = settings.max_model_len
     if dep.engine != "vllm" or not length:
@@ -337,7 +363,7 @@ def extensible_shortfall_caution(dep: Deployment, settings: EngineSettings,
     pool = kv_pool(dep, settings)
     if not pool.kept_free_bytes or pool.accounting is None:  # the profile sizes it
         return ""
-    profiled = kv_pool(dep, replace(settings, extensible_kv_cache=False))
+    profiled = kv_pool(dep, profiled_settings(settings))
     held = held_conversations(profiled, dep, request_tokens, length)
     # no more than the extensible pool itself holds: past it the batch is its pool's
     counted = min(counted, held_conversations(pool, dep, request_tokens, length))

@@ -56,16 +56,62 @@ def extensible_problem(dep: Deployment, s: EngineSettings, acc: VLLMAccounting) 
         return (f"--enable-extensible-kv-cache with --kv-cache-memory-bytes: vLLM {acc.version} "
                 "sizes the extensible cache from measured memory, which a set pool overrides, "
                 "and stops; give one of them")
+    why = connector_unsupported(s.kv_connector, dep.accelerator.vendor)
+    if why:
+        return (f"--enable-extensible-kv-cache with {s.kv_connector}: vLLM {acc.version} "
+                f"stops, as {why}")
     return ""
+
+
+def connector_unsupported(connector: str, vendor: str) -> str:
+    """Why vLLM 0.34 cannot run the extensible KV cache beside ``connector`` on a ``vendor``
+    card, or "" (config/vllm.py _resolve_extensible_kv_cache, by the connector's
+    kv_cache_access: engines.json ``connector_access``): one that shares the cache through
+    legacy CUDA IPC (LMCacheMPConnector) anywhere, and on ROCm one that registers it with UCX
+    or RDMA (NixlConnector, MooncakeConnector)."""
+    access = extensible_rule()["connector_access"].get(connector, [])
+    if "legacy_ipc" in access:
+        return f"{connector} shares the KV cache through legacy CUDA IPC"
+    if vendor == "amd" and access:
+        return f"on ROCm, UCX and RDMA cannot yet register the driver-mapped memory {connector} needs"
+    return ""
+
+
+def connector_keeps_off(connector: str, vendor: str) -> bool:
+    """Whether vLLM 0.34 leaves the extensible KV cache off beside ``connector`` on a
+    ``vendor`` card when --[no-]enable-extensible-kv-cache is not given, on the common host:
+    where it is unsupported (``connector_unsupported``), and on NVIDIA beside a connector that
+    exports the cache as FABRIC handles (NixlConnector), which needs an IMEX channel that
+    hosts outside multi-node NVLink systems lack (with one it stays on: ridgeline cannot see
+    the host, and sizes for the host without)."""
+    if connector_unsupported(connector, vendor):
+        return True
+    return vendor == "nvidia" and "exports_fabric" in \
+        extensible_rule()["connector_access"].get(connector, [])
 
 
 def extensible_sizing(dep: Deployment, s: EngineSettings, acc: VLLMAccounting) -> bool:
     """Whether vLLM ``acc.version`` sizes ``dep``'s pool with the extensible KV cache: its
-    default from v0.34 on an NVIDIA or AMD card, unless --no-enable-extensible-kv-cache or
-    --kv-cache-memory-bytes turns it off (then the profile sizes it, as in 0.33)."""
+    default from v0.34 on an NVIDIA or AMD card, unless --no-enable-extensible-kv-cache,
+    --kv-cache-memory-bytes or the KV connector (``connector_keeps_off``: a split's
+    NixlConnector, unless --enable-extensible-kv-cache is given on NVIDIA) turns it off (then
+    the profile sizes it, as in 0.33)."""
+    vendor = dep.accelerator.vendor
     return acc.extensible_kv_cache and s.extensible_kv_cache is not False \
-        and s.kv_cache_memory_bytes is None \
-        and dep.accelerator.vendor in extensible_rule()["vendors"]
+        and s.kv_cache_memory_bytes is None and vendor in extensible_rule()["vendors"] \
+        and not (s.extensible_kv_cache is None and connector_keeps_off(s.kv_connector, vendor))
+
+
+def profiled_settings(s: EngineSettings) -> EngineSettings:
+    """``s`` with the extensible KV cache switched off, as 0.33's rules size the same run
+    (--no-enable-extensible-kv-cache), for the comparisons fit and plan give: a whole-card
+    --gpu-memory-utilization, which those rules refuse at start-up
+    (``startup_budget_problem``), read as unset (the release's default, 0.92)."""
+    from dataclasses import replace
+
+    asked = s.gpu_memory_utilization
+    return replace(s, extensible_kv_cache=False,
+                   gpu_memory_utilization=None if asked is not None and asked >= 1.0 else asked)
 
 
 def extensible_fraction() -> float:
@@ -81,6 +127,36 @@ def start_context_bytes(dep: Deployment) -> float:
     rule = extensible_rule()
     key = "start_context_tp_gib" if dep.tensor_parallel_size > 1 else "start_context_gib"
     return float(rule[key]) * GIB
+
+
+STARTUP_CHECK_FROM = "0.9.2"  # the oldest wheel read with request_memory's check (V1 gpu_worker)
+
+
+def startup_budget_problem(dep: Deployment, s: EngineSettings, acc: VLLMAccounting,
+                           extensible: bool) -> str:
+    """Why vLLM ``acc.version`` stops at start-up at the --gpu-memory-utilization ``s`` gives,
+    or "": where the profile sizes the pool (not ``extensible``), its worker refuses a budget,
+    total × the fraction, past the memory free at its start-up snapshot ('Free memory on
+    device … on startup is less than desired GPU memory utilization': V1 gpu_worker.py
+    init_device in the 0.9.2 and 0.10.0 wheels, v1/worker/utils.py request_memory in 0.34.0's,
+    skipped there under the extensible cache). The CUDA context alone holds memory before that
+    snapshot (``start_context_bytes``), so 1.0 always stops; below it the context is an
+    estimate, and nothing is refused. NVIDIA and AMD cards (the GPU worker's) only."""
+    asked = s.gpu_memory_utilization
+    if asked is None or asked < 1.0 or extensible or acc.engine != "V1" \
+            or parse_version(acc.version) < parse_version(STARTUP_CHECK_FROM) \
+            or dep.accelerator.vendor not in extensible_rule()["vendors"]:
+        return ""
+    if acc.extensible_kv_cache and connector_keeps_off(s.kv_connector, dep.accelerator.vendor) \
+            and s.extensible_kv_cache is None and s.kv_cache_memory_bytes is None:
+        sizing = (f"beside {s.kv_connector} vLLM {acc.version} keeps its extensible KV cache "
+                  "off (without an IMEX channel on NVIDIA) and sizes the pool from its profile")
+    else:
+        sizing = f"vLLM {acc.version} sizes the pool from its profile"
+    return (f"--gpu-memory-utilization {asked}: {sizing}, and stops at start-up: it asks "
+            f"the whole {dep.accelerator.id}, more than is free once the CUDA context holds "
+            "its share ('Free memory on device … is less than desired GPU memory "
+            f"utilization'); give less, as its default {acc.gpu_memory_utilization:g}")
 
 
 def sizing_margin_bytes(transient_peak_bytes: float, vendor: str) -> float:
@@ -146,9 +222,12 @@ def profiled_split(caution: str) -> tuple[str, str] | None:
     return words + given, figures
 
 
-def launch_fraction(acc: VLLMAccounting, vendor: str) -> float:
+def launch_fraction(acc: VLLMAccounting, vendor: str, connector: str = "") -> float:
     """The gpu_memory_utilization vLLM ``acc.version`` takes unset on a ``vendor`` card, which
     a launch line writes out so that its pool is the one sized: 1.0 where the extensible KV
-    cache sizes it (v0.34+, NVIDIA and AMD), else the release's default (0.92 from v0.20)."""
-    measured = acc.extensible_kv_cache and vendor in extensible_rule()["vendors"]
+    cache sizes it (v0.34+, NVIDIA and AMD), else the release's default (0.92 from v0.20),
+    as beside a ``connector`` that keeps the cache off (``connector_keeps_off``: a split's
+    NixlConnector; at 1.0 vLLM would refuse to start, request_memory)."""
+    measured = acc.extensible_kv_cache and vendor in extensible_rule()["vendors"] \
+        and not connector_keeps_off(connector, vendor)
     return extensible_fraction() if measured else acc.gpu_memory_utilization

@@ -36,6 +36,7 @@ from ridgeline.vllm_extensible import (
     prompt_logprob_step_bytes,
     sizing_margin_bytes,
     start_context_bytes,
+    startup_budget_problem,
 )
 from ridgeline.vllm_graphs import (
     capture_query_len,
@@ -311,6 +312,9 @@ def vllm_pool(dep: Deployment, s: EngineSettings, total_bytes: float, weight_byt
     if problem:  # --enable-extensible-kv-cache where vLLM has or takes none
         raise InputError(problem)
     extensible = extensible_sizing(dep, s, acc)  # v0.34+: measured after warm-up
+    problem = startup_budget_problem(dep, s, acc, extensible)
+    if problem:  # --gpu-memory-utilization 1.0 where the profile sizes the pool
+        raise InputError(problem)
     fraction = s.gpu_memory_utilization or (extensible_fraction() if extensible
                                             else acc.gpu_memory_utilization)
     if s.kv_cache_memory_bytes is not None:

@@ -218,15 +218,14 @@ def profiled_range_caution(r: FitReport) -> str:
     rules make of the same run (--no-enable-extensible-kv-cache: the pool the profile sizes,
     and the conversations it holds), so that the line gives the range
     (vllm_extensible.extensible_caution)."""
-    from dataclasses import replace
 
     from ridgeline.capacity import held_conversations
     from ridgeline.memory import kv_pool
     from ridgeline.reports.fit_terms import per_gpu
-    from ridgeline.vllm_extensible import extensible_caution
+    from ridgeline.vllm_extensible import extensible_caution, profiled_settings
 
     d, p = r.deployment, r.pool
-    profiled = kv_pool(d, replace(r.settings, extensible_kv_cache=False))
+    profiled = kv_pool(d, profiled_settings(r.settings))
     return extensible_caution(p.accounting.version if p.accounting else "",
                               profiled.pool_bytes / GIB,
                               held_conversations(profiled, d, r.context), r.context,

@@ -45,11 +45,12 @@ def profiled_pool_steps(r: FitReport) -> tuple[Step, ...]:
     make of this run, the caution's figures: its pool step and its conversations.
     Llama-3.1-8B on an H100 at 131,072 tokens: 79.18 × 0.92 − 14.96 − … = 54.64 GiB, 3."""
     from ridgeline.reports.fit_steps import conversations_step, pool_step
+    from ridgeline.vllm_extensible import profiled_settings
 
     d, p = r.deployment, r.pool
     if p.engine != "vllm" or not p.kept_free_bytes or p.accounting is None:
         return ()
-    s = replace(r.settings, extensible_kv_cache=False)
+    s = profiled_settings(r.settings)
     profiled = kv_pool(d, s)
     n = held_conversations(profiled, d, r.context)
     rules = "under 0.33's rules (--no-enable-extensible-kv-cache)"

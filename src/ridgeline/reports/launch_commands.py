@@ -29,10 +29,12 @@ from ridgeline.vllm_memory import parse_version, vllm_accounting, vllm_data
 
 def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
                  version: str | None = None, node: int | None = None,
-                 model: ModelSpec | None = None) -> str:
+                 model: ModelSpec | None = None, connector: str = "") -> str:
     """The launch command for a candidate, in the engine's own flags (engines.json), with the
-    memory share ``version`` (default: the newest modelled) sized it at; for a replica over
-    several nodes, the one ``node`` (0, the head, serving; 1, …) runs (``node_commands``)."""
+    memory share ``version`` (default: the newest modelled) sized it at, beside the KV
+    ``connector`` a split's pool adds (which can turn vLLM 0.34's extensible KV cache off);
+    for a replica over several nodes, the one ``node`` (0, the head, serving; 1, …) runs
+    (``node_commands``)."""
     if engine == "trtllm":  # its PyTorch backend's command; its YAML: trtllm_launch
         return trtllm_launch(model_id, c, max_len, model).command
     f = engine_defaults(engine)["cli"]
@@ -52,9 +54,10 @@ def command_line(engine: str, model_id: str, c: Candidate, max_len: int,
     if c.max_num_batched_tokens:
         parts += [f["max_num_batched_tokens"], str(c.max_num_batched_tokens)]
     if engine == "vllm":  # the version's own default, so the plan's pool is the one used:
-        # 1.0 where v0.34+ sizes it after warm-up on the card (vllm_extensible.py)
+        # 1.0 where v0.34+ sizes it after warm-up on the card (vllm_extensible.py), not
+        # beside a split's NixlConnector, which keeps that off
         fraction = launch_fraction(vllm_accounting(version),
-                                   resolve_accelerator(c.accelerator).vendor)
+                                   resolve_accelerator(c.accelerator).vendor, connector)
     else:  # SGLang's own rule for this card, written out so the plan's pool is the one used
         # (read off nvidia-smi's memory, and cut for ``model``'s vision tower where SGLang does)
         acc = resolve_accelerator(c.accelerator)

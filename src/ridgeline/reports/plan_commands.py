@@ -13,6 +13,7 @@ from typing import Any
 
 from ridgeline.candidate import Candidate
 from ridgeline.datafiles import engine_defaults
+from ridgeline.disaggregated import split_connector
 from ridgeline.engine_names import engine_name
 from ridgeline.engine_versions import sized_version, split_launch_problem
 from ridgeline.hardware import resolve_accelerator
@@ -203,6 +204,7 @@ class PlanCommands:
             return {}
         r = self.result
         out = {}
+        vendor = resolve_accelerator(c.accelerator).vendor
         for name, pool in (("prefill", c.pool(True)), ("decode", c.pool(False))):
             count = pool.replicas
             if r.engine == "trtllm":
@@ -210,10 +212,10 @@ class PlanCommands:
             else:
                 command = command_line(r.engine, self.model_id, pool,
                                        c.max_model_len or self.max_len, r.engine_version,
-                                       model=self.model)
+                                       model=self.model,
+                                       connector=split_connector(r.engine, vendor))
             if command:
-                out[name] = pool_command(r.engine, name, command, count,
-                                         resolve_accelerator(c.accelerator).vendor)
+                out[name] = pool_command(r.engine, name, command, count, vendor)
         return out
 
     def split_problem(self) -> str:
