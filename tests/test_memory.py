@@ -667,3 +667,24 @@ def test_a_batch_past_the_ridge_says_when_the_whole_step_stays_memory_bound(
     short = json.loads(capsys.readouterr().out)
     assert short["verdict"] == "clears the ridge"
     assert not any("the whole step does not" in c for c in short["cautions"])
+
+
+def test_a_pool_is_sized_once_per_deployment_and_settings() -> None:
+    """kv_pool remembers a pool per (deployment, settings): equal records (built apart) read
+    the same pool, the one sizing them afresh gives; other settings size their own; and a
+    dict for settings is still refused by name, not hashed."""
+    from dataclasses import replace
+
+    from ridgeline.memory import _sized_pool
+
+    dep = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100-sxm"))
+    settings = EngineSettings(max_model_len=8192)
+    pool = kv_pool(dep, settings)
+    again = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100-sxm"))
+    assert kv_pool(again, replace(settings)) is pool
+    assert pool == _sized_pool(dep, settings, None)
+    shorter = kv_pool(dep, replace(settings, max_model_len=4096))
+    assert shorter == _sized_pool(dep, replace(settings, max_model_len=4096), None)
+    assert shorter.max_num_seqs == pool.max_num_seqs and shorter is not pool
+    with pytest.raises(InputError, match="settings"):
+        kv_pool(dep, {"max_model_len": 8192})  # type: ignore[arg-type]

@@ -128,3 +128,39 @@ def test_a_replica_whose_pool_holds_many_requests_is_not_capped_by_it() -> None:
                          Slo(1.0, 0.05), None)
     assert sized is not None
     assert sized.rate_req_s == min(sized.limits[:3]) < sized.limits[3]
+
+
+def test_a_requests_weight_is_split_between_the_cells_around_it() -> None:
+    """PoolLoad's distributions against the rule its docstring states, built by hand: one
+    request of a 100-token prompt and 40 outputs, blocks of 16 tokens, cells of 2 blocks,
+    its prompt's 7 blocks at 3.5 cells (half in cell 3, half in 4), held for its TTFT there
+    and its 1 s of decode read at 3 points (two a 32-token cell its 40 outputs span, plus
+    one): 106.7, 120 and 133.3 tokens, 7, 8 and 9 blocks, at 3.5, 4 and 4.5 cells, a third
+    each; the same request with GUARANTEED_NO_EVICT holds its whole 9 blocks (4.5 cells)
+    all its life."""
+    load = PoolLoad([(100, 40)], ttft_s=0.5, tpot_s=0.025, block_tokens=16, cell_blocks=2)
+    assert load.prompt == [0.0, 0.0, 0.0, 0.5, 0.5]
+    life = 0.5 + 40 * 0.025
+    third = 1.0 / 3
+    assert load.held == pytest.approx([0, 0, 0, (0.25 + third / 2) / life,
+                                       (0.25 + third / 2 + third + third / 2) / life,
+                                       third / 2 / life])
+    assert load.lifetime_s == pytest.approx(life)
+    whole = PoolLoad([(100, 40)], 0.5, 0.025, 16, 2, reserve_whole=True)
+    assert whole.prompt == whole.held == [0.0, 0.0, 0.0, 0.0, 0.5, 0.5]
+
+
+def test_the_served_requests_pool_load_is_built_once_per_input() -> None:
+    """replica_sizing.served_pool_load: the requests a launch serves, the same record read
+    again for the same input (a candidate priced twice), its figures PoolLoad's own; a
+    launch too short for any request has none."""
+    from ridgeline.replica_sizing import served_pool_load
+
+    args = (LOAD, 4096, 0.2, 0.04, 16, 3, 0, False)
+    first = served_pool_load(*args)
+    assert first is not None and served_pool_load(*args) is first
+    served = [(p, o) for p, o in LOAD.samples() if p + o <= 4096]
+    fresh = PoolLoad(served, 0.2, 0.04, 16, 3)
+    assert (first.held, first.prompt, first.lifetime_s) == (
+        fresh.held, fresh.prompt, fresh.lifetime_s)
+    assert served_pool_load(LOAD, 1, 0.2, 0.04, 16, 3, 0, False) is None

@@ -26,6 +26,7 @@ import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ridgeline.cpu_offload import stage_offloaded_bytes_per_gpu
 from ridgeline.datafiles import engine_defaults
@@ -333,11 +334,34 @@ def kv_pool(dep: Deployment, settings: EngineSettings | None = None,
     llama.cpp's layer split, a GPU holding cache before one holding none at the same cells.
     ``total_bytes``: the device memory in bytes, where not the card's (device_memory_bytes).
     Llama-3.1-8B on one H100 under vLLM at max_model_len 8,192: 59.03 GiB, 7,555 blocks
-    of 64."""
+    of 64. Remembered (``_remembered_pool``) where the deployment and settings are the frozen
+    records (a planner sizes each candidate's pool half a dozen times)."""
+    if isinstance(dep, Deployment) and (settings is None or isinstance(
+            settings, EngineSettings)) and (total_bytes is None or isinstance(
+                total_bytes, (int, float))):
+        try:
+            hash((dep, settings, total_bytes))
+        except TypeError:  # a field given as an unhashable value: sized, not remembered
+            return _sized_pool(dep, settings, total_bytes)
+        return _remembered_pool(dep, settings, total_bytes)
+    return _sized_pool(dep, settings, total_bytes)
+
+
+def _sized_pool(dep: Deployment, settings: EngineSettings | None,
+                total_bytes: float | None) -> KVPool:
+    """``kv_pool`` computed: the stage whose pool holds the fewest blocks."""
     pools = stage_pools(dep, settings, total_bytes)
     return min(pools, key=lambda pool: (
         pool.blocks, pool.split_device is not None and not pool.kv_bytes_per_token,
         pool.rest_bytes))
+
+
+@lru_cache(maxsize=4096)
+def _remembered_pool(dep: Deployment, settings: EngineSettings | None,
+                     total_bytes: float | None) -> KVPool:
+    """``_sized_pool``, once per (deployment, settings, memory): each is a frozen record, and
+    so is the pool (an error raised is not remembered: it is raised again)."""
+    return _sized_pool(dep, settings, total_bytes)
 
 
 def served_kv_pool(dep: Deployment, settings: EngineSettings | None = None,

@@ -475,15 +475,29 @@ def pool_limit_req_s(dep: Deployment, settings: EngineSettings, load: Load, ttft
     config = lane_config(sim_config(dep, settings), pp, dep.engine, settings.engine_version)
     if config.num_blocks < 1:
         return 0.0
-    served = [(p, o) for p, o in load.samples() if p + o <= config.max_model_len]
-    if not served:
-        return 0.0
     cell_blocks = max(1, math.ceil(config.num_blocks / POOL_CELLS))
-    held = PoolLoad(served, ttft_s, tpot_s, config.block_size, cell_blocks,
-                    config.overhead_blocks, config.reserve_full)
+    held = served_pool_load(load, config.max_model_len, ttft_s, tpot_s, config.block_size,
+                            cell_blocks, config.overhead_blocks, config.reserve_full)
+    if held is None:
+        return 0.0
     lanes = dep.data_parallel_size * (1 if pp <= 1 or one_pool(dep.engine, settings.engine_version)
                                       else pp)
     return lanes * pool_rate_req_s(held, config.num_blocks // cell_blocks, tail)
+
+
+@lru_cache(maxsize=256)
+def served_pool_load(load: Load, max_model_len: int, ttft_s: float, tpot_s: float,
+                     block_tokens: int, cell_blocks: int, overhead_blocks: int,
+                     reserve_whole: bool) -> PoolLoad | None:
+    """The ``PoolLoad`` of the load's drawn requests a launch at ``max_model_len`` serves
+    (None: not one), once per distinct input: a candidate's second pricing, and another
+    candidate's pool of the same geometry and times, read it again (a PoolLoad is not
+    changed once built)."""
+    served = [(p, o) for p, o in load.samples() if p + o <= max_model_len]
+    if not served:
+        return None
+    return PoolLoad(served, ttft_s, tpot_s, block_tokens, cell_blocks, overhead_blocks,
+                    reserve_whole)
 
 
 def prompt_queue_load(prompts: Sequence[tuple[float, float, int]], slo_s: float,
