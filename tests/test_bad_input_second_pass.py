@@ -8,21 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ridgeline.launch_flags import launch_flags
-from tests.conftest import run_cli
+from tests.conftest import cli_json, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 L8 = ("llama-3.1-8b", "--gpu", "h100")
-
-
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
-    code, out, err = run_cli(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 # --- 1. a point the engine refuses: the verdict leads, and no throughput is printed -------
@@ -39,7 +32,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 ])
 def test_a_point_the_engine_refuses_leads_with_the_verdict_and_prints_no_speed(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], verdict: str) -> None:
-    report = _json(capsys, *argv)
+    report = cli_json(capsys, *argv)
     point = report["points"][0] if "points" in report else report
     assert point["engine_runs"] is False and point["fits"] is True
     # the JSON gives no speed either, the floor's neither, as a point that does not fit
@@ -68,7 +61,7 @@ def test_a_table_gives_floor_speeds_only_where_the_engine_runs_the_point(
     """Six points, one each of runs, runs ≤ 60 (seats), does not fit and too long (past the
     positions): the floor's speeds are null exactly where engine_runs is false, each such
     point with its reason, and its step time kept."""
-    points = _json(capsys, "decode", *L8, "--context", "8k,200000",
+    points = cli_json(capsys, "decode", *L8, "--context", "8k,200000",
                    "--batch", "1,64,2000")["points"]
     codes = {p["expected_none_code"] for p in points}
     assert {None, "over_engine_pool", "does_not_fit", "engine_runs_none"} <= codes
@@ -232,13 +225,13 @@ def test_a_log_whose_vllm_version_is_no_release_says_so(
     log = tmp_path / "vllm.log"
     log.write_text(f"INFO 11-29 11:59:00 [api_server.py:1090] vLLM API server version {word}\n"
                    + (FIXTURES / "vllm_server.log").read_text())
-    report = _json(capsys, "observe", str(log), "--model", "llama-3.1-8b", "--gpu", "h100")
+    report = cli_json(capsys, "observe", str(log), "--model", "llama-3.1-8b", "--gpu", "h100")
     said = [n for n in report["notes"] if "states vLLM's version as" in n]
     assert len(said) == 1 and repr(word) in said[0] and "not a release number" in said[0]
     plain = tmp_path / "plain.log"
     plain.write_text("INFO 11-29 11:59:00 [api_server.py:1090] vLLM API server version "
                      "0.9.2.dev12+gabc\n" + (FIXTURES / "vllm_server.log").read_text())
-    report = _json(capsys, "observe", str(plain), "--model", "llama-3.1-8b", "--gpu", "h100")
+    report = cli_json(capsys, "observe", str(plain), "--model", "llama-3.1-8b", "--gpu", "h100")
     assert not any("states vLLM's version" in n for n in report["notes"])
 
 

@@ -12,20 +12,14 @@ import pytest
 from ridgeline.engines import bundled_profiles
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.reports.profile import TERMS, priced, term_text
-from tests.conftest import run_cli
-
-
-def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code, out, err = run_cli(capsys, "profile", *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from tests.conftest import cli_json, run_cli
 
 
 def test_each_term_is_the_bundled_profiles_own_value_in_its_unit(
         capsys: pytest.CaptureFixture[str]) -> None:
     """llama.cpp-cuda's cost per MoE layer (59.3 µs) and ceiling (3.67 TB/s) as decode uses them."""
     cuda = bundled_profiles()["llama.cpp-cuda"]
-    data = _json(capsys, "--engine", "llama.cpp-cuda")
+    data = cli_json(capsys, "profile", "--engine", "llama.cpp-cuda")
     assert data["origin"] == "bundled" and data["accelerator"] is None
     (shown,) = data["profiles"]
     assert shown["engine"] == "llama.cpp-cuda" and shown["fitted_rows"] == cuda.fitted_rows
@@ -43,7 +37,7 @@ def test_each_term_is_the_bundled_profiles_own_value_in_its_unit(
 
 
 def test_without_engine_every_bundled_profile_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
-    data = _json(capsys)
+    data = cli_json(capsys, "profile")
     assert {p["engine"] for p in data["profiles"]} == set(bundled_profiles())
 
 
@@ -52,7 +46,7 @@ def test_a_group_without_rows_takes_its_vendors_best_covered_groups_shares(
     """The bundled vllm profile saw Instinct and NVIDIA datacenter rows: a Radeon takes the
     Instinct cards' shares, and the command says so on the card as decode prices it."""
     vllm = bundled_profiles()["vllm"]
-    data = _json(capsys, "--engine", "vllm", "--gpu", "rx-7900-xtx")
+    data = cli_json(capsys, "profile", "--engine", "vllm", "--gpu", "rx-7900-xtx")
     groups = data["profiles"][0]["groups"]
     assert set(groups) == set(vllm.fitted_groups)
     for name, group in groups.items():
@@ -72,7 +66,7 @@ def test_a_cards_reached_bandwidth_is_its_share_under_the_ceiling(
     share alone gives, the ceiling in series."""
     cuda = bundled_profiles()["llama.cpp-cuda"]
     pcie = resolve_accelerator("h100-pcie")
-    data = _json(capsys, "--engine", "llama.cpp", "--gpu", "h100-pcie")
+    data = cli_json(capsys, "profile", "--engine", "llama.cpp", "--gpu", "h100-pcie")
     card = data["profiles"][0]["on_accelerator"]
     rated = pcie.memory_bandwidth_bytes_per_s
     assert card["reached_bandwidth_bytes_per_s"] == pytest.approx(cuda.bandwidth_for(pcie) * rated)
@@ -87,7 +81,7 @@ def test_a_calibrated_file_is_shown_as_written(capsys: pytest.CaptureFixture[str
                    source="fitted on 12 rows (mine)")
     path = tmp_path / "my-profile.json"
     path.write_text(json.dumps({"engines": {"sglang": mine.to_dict()}}), "utf-8")
-    data = _json(capsys, "--profile", str(path))
+    data = cli_json(capsys, "profile", "--profile", str(path))
     (shown,) = data["profiles"]
     assert data["origin"] == str(path) and shown["source"] == mine.source
     assert shown["terms"]["layer_overhead_s"]["value"] == mine.layer_overhead_s
