@@ -12,6 +12,7 @@ from ridgeline.cli_engine import lora_settings
 from ridgeline.cli_load import (
     accelerator_names,
     card_id,
+    check_cards,
     load_deployment,
     load_model,
     load_profile,
@@ -39,6 +40,7 @@ def cmd_decode(args: argparse.Namespace) -> Any:
     from ridgeline.reports.decode import DecodeComparison, decode_report
 
     _default_context(args)
+    check_cards(args)  # an unknown card refused before an MTP drafter loads the model
     if args.batch is None:  # llama-server's -np N gave N (llamacpp_launch)
         args.batch = [1]
     spec = _spec_decode(args)

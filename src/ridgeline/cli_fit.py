@@ -26,6 +26,7 @@ from ridgeline.cli_load import (
     build_deployment,
     card_engines,
     card_id,
+    check_cards,
     engine_settings,
     load_accelerator,
     load_model,
@@ -62,6 +63,7 @@ def cmd_fit(args: argparse.Namespace) -> Any:
     from ridgeline.llamacpp_pool import check_host_memory_for
     from ridgeline.reports.fit import fit_report, longest_context, slots_for_target
 
+    check_cards(args)  # an unknown card refused before the model loads (a --fetch download)
     model = load_model(args)
     spec_drafter(args, model, [engine_id(n.strip()) for n in args.engine.split(",")])
     defaulted = ""

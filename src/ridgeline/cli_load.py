@@ -496,6 +496,21 @@ def accelerator_names(args: argparse.Namespace) -> list[str]:
     return names
 
 
+def check_cards(args: argparse.Namespace) -> None:
+    """The cards --gpu names (one, or several side by side) or --gpu-file holds, read before
+    the model loads, so that an unknown one is refused before a --fetch download, in the one
+    line load_accelerator gives it later. A custom card (--peak-tflops, --bandwidth-gbs) is
+    left to load_accelerator, which reads the model's memory flag beside it."""
+    from ridgeline.hardware import resolve_accelerator
+
+    names = accelerator_names(args)  # several: each resolved, one named twice refused
+    if getattr(args, "gpu_file", None):
+        load_accelerator(args)  # the record, or the flags that clash with it; no caution said
+    elif len(names) == 1 and names[0] and not (getattr(args, "peak_tflops", None)
+                                               or getattr(args, "bandwidth_gbs", None)):
+        resolve_accelerator(names[0])
+
+
 def one_card(args: argparse.Namespace, name: str) -> argparse.Namespace:
     """The arguments with --gpu narrowed to one of the cards a comparison names: with no
     --engine, that card's own default engine (llama.cpp-metal on an M2 Max beside vllm on an

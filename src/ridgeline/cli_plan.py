@@ -57,7 +57,6 @@ def cmd_plan(args: argparse.Namespace) -> Any:
     from ridgeline.serving_load import Load, Slo
 
     refuse_data_parallel(args, "plan", DATA_PARALLEL_REFUSED)
-    model = load_model(args)
     records = _gpu_file_records(args)  # each --gpu-file's record id: its path
     gpus = _named_cards(args.gpus, records) if args.gpus \
         else [] if records else [  # a record alone: plan on it; the defaults otherwise
@@ -107,6 +106,8 @@ def cmd_plan(args: argparse.Namespace) -> Any:
                              "plan ranks deployments by price: add \"price_per_hour_usd\" "
                              f"(USD per GPU-hour) to the record, or give --price "
                              f"{record_id}=USD")
+    # the model loads (a --fetch download) once the cards it is planned on are read
+    model = load_model(args)
     given = [flag for flag, value in (("--input-len", args.input_len),
                                       ("--output-len", args.output_len)) if value is not None]
     if args.trace and given:

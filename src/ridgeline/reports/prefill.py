@@ -47,6 +47,7 @@ from ridgeline.reports.expectation import (
     no_expectation,
 )
 from ridgeline.reports.identity import card_price_json, identity_json
+from ridgeline.reports.refusal_steps import engine_check_step
 from ridgeline.roofline import ridge_point
 from ridgeline.side_by_side import NotRun, not_run_dict
 from ridgeline.units import plural
@@ -258,10 +259,14 @@ class PrefillReport:
         # the ridge the intensity line sets it against: the dense weights' dtype's, or their
         # dtypes' blend (dense_ridge_steps)
         ridge = dense_ridge_steps(dep) if dep.dense_blended else (_ridge_step(dep),)
-        # a batch that does not fit runs at no speed: its step's arithmetic without the
-        # throughput it would give (as decode's --explain), --json's floor_prompt_tok_s null
-        own = f.steps if f.fit.fits else tuple(s for s in f.steps if s.result.unit != "tok/s")
-        return (*own, *ridge, f.fit.explain_step(), *self._expected_steps)
+        # prompts the engine does not run (they do not fit, or it refuses them) run at no
+        # speed: the step's arithmetic without the throughput it would give (as decode's
+        # --explain), --json's floor_prompt_tok_s null; where they fit, the engine's refusal
+        own = f.steps if self.runs else tuple(s for s in f.steps if s.result.unit != "tok/s")
+        why = () if self.runs or not f.fit.fits else (engine_check_step(
+            engine_name(self.expected.engine), f.batch, self.pool_batch or 0, "prompts",
+            self.none_reason),)
+        return (*own, *ridge, f.fit.explain_step(), *why, *self._expected_steps)
 
     @property
     def _expected_steps(self) -> tuple[Step, ...]:

@@ -1,6 +1,7 @@
 """--explain's working behind a serving engine's start-up refusal: the longest --max-model-len
 that starts ("give --max-model-len ≤ 12,032"), and the conversations its pool holds there
-("pool holds = 5"), which decode and prefill print beside the refusal."""
+("pool holds = 5"), which decode and prefill print beside the refusal; and the engine check a
+refused point's working gives in place of the speed it does not run at."""
 
 from __future__ import annotations
 
@@ -89,3 +90,16 @@ def refusal_steps(dep: Deployment, settings: EngineSettings, longest: int,
     steps = (longest_start_step(dep, settings, longest),
              *(pool_holds_step(dep, settings, longest, c) for c in contexts if c <= longest))
     return tuple(s for s in steps if s is not None)
+
+
+def engine_check_step(engine: str, asked: int, held: int, what: str, reason: str) -> Step:
+    """Why a point that fits the memory gets no speed: the ``asked`` sequences (or prompts,
+    ``what``) against the ``held`` the ``engine`` runs at once at its length, beside the
+    memory check, with the reason the text's first line gives. Llama-3.1-70B fp8 (KV bf16)
+    on an H100 under vllm serve, batch 1 at 2,000 tokens: 1 asked, 0 run (vLLM won't start
+    at the model's 131,072 tokens), so it does not run."""
+    return step("engine check", f"{what} asked, at most the {what} {engine} runs at once at "
+                "this length: more, so it does not run",
+                q(f"{engine} runs it", "no", "", reason),
+                q(f"{what} asked", asked),
+                q(f"{what} {engine} runs at once", held))
