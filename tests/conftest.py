@@ -4,6 +4,7 @@ for a test that reads it as text and as JSON (plan_once)."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,16 +80,10 @@ def refused_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Within one test, ``ridgeline.plan.plan`` answers a question it was asked before with
-    its first answer: a test that reads one plan both as text and as --json searches and
-    simulates once. (A plan is a function of its arguments: the same ones give the same
-    result, its loads drawn from their own seeds.) The CLI's parsing and both reports still
-    run on each call."""
-    import ridgeline.plan as planning
-
-    search = planning.plan
+def _remembering(search: Any) -> Any:
+    """``search`` answering a question it was asked before (the same arguments) with its
+    first answer. A plan is a function of its arguments: the same ones give the same result,
+    its loads drawn from their own seeds, and a PlanResult is frozen."""
     answered: list[tuple[tuple[Any, ...], dict[str, Any], Any]] = []
 
     def once(*args: Any, **kwargs: Any) -> Any:
@@ -99,7 +94,28 @@ def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
         answered.append((args, kwargs, result))
         return result
 
-    monkeypatch.setattr(planning, "plan", once)
+    return once
+
+
+@pytest.fixture
+def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one test, ``ridgeline.plan.plan`` answers a question it was asked before with
+    its first answer: a test that reads one plan both as text and as --json searches and
+    simulates once. The CLI's parsing and both reports still run on each call."""
+    import ridgeline.plan as planning
+
+    monkeypatch.setattr(planning, "plan", _remembering(planning.plan))
+
+
+@pytest.fixture(scope="module")
+def plan_shared() -> Iterator[None]:
+    """As plan_once, for a module's tests together: the tests that read one plan (as text and
+    as --json) search and simulate it once between them."""
+    import ridgeline.plan as planning
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planning, "plan", _remembering(planning.plan))
+        yield
 
 
 @pytest.fixture
@@ -211,3 +227,16 @@ def check_balance(sim: Simulator) -> None:
     held = sum(r.private_blocks for r in s.running + sim.retiring) + sum(
         1 for n in pool.refs.values() if n > 0)
     assert held == pool.held
+
+
+@pytest.fixture
+def unsimulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ridgeline.plan.plan`` with its rows left unsimulated (``verify=0``), for a test that
+    reads what the search settles before any check runs: the cards searched and left out, the
+    layouts priced, the launch lines, the card the cheapest row is on. (With ``plan_once``,
+    list it after: the unsimulated question is the one remembered.)"""
+    import functools
+
+    import ridgeline.plan as planning
+
+    monkeypatch.setattr(planning, "plan", functools.partial(planning.plan, verify=0))

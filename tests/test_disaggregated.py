@@ -61,7 +61,8 @@ def test_plan_says_when_a_split_undercuts_the_winner(
 
     code, out, _ = run_cli(capsys, "plan", "llama-3.1-70b", "--rate", "10", "--input-len",
                            "lognormal:1000,0.8", "--output-len", "lognormal:250,0.8",
-                           "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--gpus", "mi300x")
+                           "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--gpus", "mi300x",
+                           "--max-gpus", "8", "--workers", "1")  # one node: 5 GPUs win
     assert code == 0
     win = float(out.split("winner: ")[1].split("$")[1].split("/h")[0])
     splits = [line for line in out.splitlines() if line.startswith("disaggregated, ")

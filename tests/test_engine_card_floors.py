@@ -16,7 +16,13 @@ from ridgeline.engine_quantization import NVIDIA_FAMILY_CAPABILITY
 from ridgeline.hardware import catalog
 from tests.conftest import refused_line, run_cli
 
-PLAN = ("--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100")
+# up to 2 GPUs, one process: which cards a floor leaves out, and the card the winner is on, are
+# the same at any group size
+PLAN = ("--rate", "2", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--max-gpus", "2",
+        "--workers", "1")
+
+
+pytestmark = pytest.mark.usefixtures("unsimulated")  # every test here reads the search alone
 
 
 @pytest.mark.parametrize(("engine", "floor"), [("sglang", 75), ("trtllm", 80)])

@@ -266,6 +266,7 @@ def test_expert_parallelism_is_refused_on_a_release_before_the_engine_had_it(
         assert code == 0, err  # the first release with it runs it; the one before, without
 
 
+@pytest.mark.usefixtures("unsimulated")
 @pytest.mark.parametrize("engine", sorted(EP_RELEASES))
 def test_plan_searches_no_expert_parallel_layout_on_a_release_without_it(
         capsys: pytest.CaptureFixture[str], engine: str) -> None:
@@ -275,7 +276,8 @@ def test_plan_searches_no_expert_parallel_layout_on_a_release_without_it(
     def expert_parallel(version: str) -> tuple[int, str]:
         code, out, err = run_cli(capsys, "plan", "mixtral-8x7b", "--rate", "5", "--slo-ttft-ms",
                                  "2000", "--slo-tpot-ms", "50", "--gpus", "h100", "--max-gpus",
-                                 "4", "--engine", engine, "--engine-version", version, "--json")
+                                 "4", "--engine", engine, "--engine-version", version,
+                                 "--workers", "1", "--json")
         assert code == 0, err
         plan = json.loads(out)
         rows = [plan["winner"], *(row for key in ("runners_up", "cheaper_unverified",

@@ -383,7 +383,7 @@ def test_a_repo_whose_config_differs_is_not_taken_for_its_base(
     assert "closest:" in err and "qwen2.5-32b" in err
 
 
-@pytest.mark.usefixtures("plan_once")  # the spellings ask one question: one search
+@pytest.mark.usefixtures("plan_once", "unsimulated")  # the spellings ask one question
 def test_plans_launch_line_serves_the_repo_named(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("plan", "{}", "--rate", "1", "--input-len", "500", "--output-len", "100",
             "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--gpus", "h200", "--max-gpus", "2")
@@ -665,13 +665,14 @@ def test_capability_floors_are_vllms_per_method_and_nvidias_per_family() -> None
     assert not short("fp8", "t4") and not short("modelopt_mixed", "mi300x")
 
 
+@pytest.mark.usefixtures("unsimulated")
 def test_plan_keeps_the_cards_a_checkpoint_runs_on_and_refuses_it_on_none(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A card below modelopt_mixed's compute capability (vLLM 0.23: 8.9) drops out of the
     plan, first or not; with no other card the plan is refused in one line. The newest
     release (7.5) keeps the A100, the cheapest."""
     argv = ("plan", "qwen3.6-35b-a3b", "--rate", "2", "--slo-ttft-ms", "2000",
-            "--slo-tpot-ms", "100", "--gpus")
+            "--slo-tpot-ms", "100", "--max-gpus", "2", "--workers", "1", "--gpus")
     old = ("--engine-version", "0.23")
     code, out, err = run_cli(capsys, *argv, "a100,h100", *old)
     searched = [line for line in out.splitlines()

@@ -20,8 +20,10 @@ from ridgeline.vllm_memory import vllm_accounting
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, sidecar
 
+# up to 2 GPUs: what left out a card or a format, and the release a launch is sized for, are the
+# same at any group size
 SLO = ("--rate", "1", "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "2000",
-       "--slo-tpot-ms", "100", "--workers", "1")
+       "--slo-tpot-ms", "100", "--workers", "1", "--max-gpus", "2")
 V100 = resolve_accelerator("v100").id
 # the 16-bit checkpoint quantized on load (-q fp8), which vLLM before 0.16 loads at 16 bits first
 T4_FP8 = ("fit", "llama-3.1-8b", "--gpu", "t4", "-q", "fp8")
@@ -39,7 +41,7 @@ def plan_text(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
     return out.splitlines()
 
 
-@pytest.mark.usefixtures("plan_once")
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 def test_plan_says_it_left_out_a_v100_the_newest_vllm_runs_nothing_on(
         capsys: pytest.CaptureFixture[str]) -> None:
     """One line, naming the 0.20 floor and both ways out; --json gives the same entry."""
@@ -53,7 +55,7 @@ def test_plan_says_it_left_out_a_v100_the_newest_vllm_runs_nothing_on(
     assert said == [f"left out: {V100} (every format): {why}"]
 
 
-@pytest.mark.usefixtures("plan_once")
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 def test_plan_under_0_19_keeps_the_v100_and_leaves_out_only_its_fp8_cache(
         capsys: pytest.CaptureFixture[str]) -> None:
     left = plan_json(capsys, "--gpus", "v100,a100", "--engine-version", "0.19")["left_out"]
@@ -61,7 +63,7 @@ def test_plan_under_0_19_keeps_the_v100_and_leaves_out_only_its_fp8_cache(
     assert "keeps no fp8 KV cache" in left[0]["why"]
 
 
-@pytest.mark.usefixtures("plan_once")
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 def test_plan_on_a_t4_names_the_releases_that_keep_its_fp8_cache(
         capsys: pytest.CaptureFixture[str]) -> None:
     """plan takes no --kv-dtype: its way out is a release alone."""
@@ -71,7 +73,7 @@ def test_plan_on_a_t4_names_the_releases_that_keep_its_fp8_cache(
     assert "--kv-dtype" not in left[0]["why"]
 
 
-@pytest.mark.usefixtures("plan_once")
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 def test_plan_prints_no_left_out_line_where_it_searched_every_card(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert plan_json(capsys, "--gpus", "a100,h100")["left_out"] == []
@@ -79,7 +81,7 @@ def test_plan_prints_no_left_out_line_where_it_searched_every_card(
                 if line.startswith("left out")]
 
 
-@pytest.mark.usefixtures("plan_once")
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 @pytest.mark.parametrize("version", [None, "0.19"])
 def test_plans_launch_line_names_the_release_it_was_sized_for(
         capsys: pytest.CaptureFixture[str], version: str | None) -> None:
@@ -178,6 +180,7 @@ def test_a_floor_whose_every_release_fits_keeps_its_span(
     assert code == 0 and out.startswith("fits"), err
 
 
+@pytest.mark.usefixtures("unsimulated")
 def test_plan_says_it_left_out_an_a100_sglang_serves_no_modelopt_fp8_export_on(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The export is plan's one weight format: the A100 is left out whole, with SGLang's

@@ -39,6 +39,9 @@ def _answer(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict[str, A
 
 
 # -- plan -----------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("plan_shared")
 def test_plans_closest_miss_gives_its_group_and_latencies_as_keys(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-70B on at most 2 L40S, SLOs of 200 ms and 10 ms: NO DEPLOYMENT, and the
@@ -58,6 +61,7 @@ def test_plans_closest_miss_gives_its_group_and_latencies_as_keys(
     assert figures["gpus_needed"] is None
 
 
+@pytest.mark.usefixtures("plan_shared")
 def test_a_winning_plan_has_no_closest_miss_figures(capsys: pytest.CaptureFixture[str]) -> None:
     data = cli_json(capsys, *PLAN)
     assert data["winner"] is not None
@@ -100,6 +104,7 @@ def test_a_simulated_miss_names_the_itl_that_missed_as_a_key() -> None:
     assert miss.missed == ("ITL",) and f"ITL {near.itl_s * 1e3:,.1f} ms" in miss.text
 
 
+@pytest.mark.usefixtures("plan_shared")
 def test_pareto_points_name_what_their_label_says(capsys: pytest.CaptureFixture[str]) -> None:
     """Each point's card, TP, formats and batch are keys, each in the label the text prints."""
     data, text = _answer(capsys, *PLAN)
@@ -111,6 +116,7 @@ def test_pareto_points_name_what_their_label_says(capsys: pytest.CaptureFixture[
         assert p["pipeline_parallel_size"] == 1 and p["data_parallel_size"] == 1
 
 
+@pytest.mark.usefixtures("plan_shared")
 def test_plan_rows_and_prices_spell_absent_as_null(capsys: pytest.CaptureFixture[str]) -> None:
     """A single-pool row's split is null (a split row's "1P1D"); an undated price is null."""
     data = cli_json(capsys, *PLAN)

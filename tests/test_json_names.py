@@ -180,6 +180,8 @@ def test_a_shortfall_names_where_its_capacity_came_from(
 
 # -- one concept, one name across the commands (docs/json.md, "Changes an integrator must know")
 L8_8K = ("llama-3.1-8b", "--gpu", "h100")
+# plan up to 2 GPUs, in one process: its keys' names are the same at any group size
+NARROW = ("--max-gpus", "2", "--workers", "1")
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -255,7 +257,7 @@ def test_sizes_are_bytes_and_rates_take_the_decode_and_simulate_names(
     assert fit["pool_bytes_total"] == pytest.approx(2 * fit["pool_bytes_per_gpu"])
     model = run_json(capsys, "model", "llama-3.1-8b")
     assert model["weight_bytes"]["bf16"] == pytest.approx(2 * model["params_total"], rel=1e-9)
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
                     "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
                     "--slo-tpot-ms", "100")
     point = plan["pareto"][0]
@@ -296,7 +298,7 @@ def test_the_running_batch_and_the_prompt_have_one_name_in_every_command(
     assert util["running"] == 24
     prefill = run_json(capsys, "prefill", *L8_8K, "--prompt-len", "700")
     roof = run_json(capsys, "roofline", "--gpu", "h100", "--prompt-len", "700")
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
                     "--input-len", "700", "--output-len", "64", "--slo-ttft-ms", "1000",
                     "--slo-tpot-ms", "100")
     load = sim["settings"]["workload"]
@@ -339,7 +341,7 @@ def test_lengths_batches_cards_and_budgets_have_one_name_in_every_command(
     assert amdahl["accelerator"] == fit["accelerator"] == decode["accelerator"]
     # observe's engines reported: one here, as utilization's ranks without -dp
     assert seen["data_parallel_size"] == util["data_parallel_size"] == 1
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
                     "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
                     "--slo-tpot-ms", "100")
     win = plan["winner"]
@@ -383,7 +385,7 @@ def test_the_last_pairs_take_the_name_of_their_concept(
     at, past = (run_json(capsys, "fit", *mi300x, "--max-model-len", str(n))["verdict"]
                 for n in (ridge, ridge + 1))
     assert at == "clears the ridge" != past
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
+    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
                     "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
                     "--slo-tpot-ms", "100", "--min-context", "16384")
     assert plan["constraints"]["min_max_model_len"] == 16384 <= plan["winner"]["max_model_len"]

@@ -11,7 +11,6 @@ it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,8 @@ from ridgeline.engine_quantization import (
 )
 from ridgeline.hardware import resolve_accelerator
 from ridgeline.modelopt_algos import layers_served_since, served_since, served_until
+from ridgeline.plan import plan
+from ridgeline.serving_load import Load, Slo
 from tests.conftest import refused_line, run_cli
 from tests.test_modelopt_sidecar import checkpoint, sidecar
 
@@ -52,14 +53,16 @@ def runs_on(method: str, gpu: str, engine: str, version: str | None = None) -> b
 
 
 
-def planned_cards(capsys: pytest.CaptureFixture[str], engine: str, *flags: str) -> set[str]:
-    """The cards of plan's winner and runners-up for Qwen3.6-35B-A3B-NVFP4 over A100s and
-    H100s under ``engine``."""
-    code, out, err = run_cli(capsys, "plan", "qwen3.6-35b-a3b", "--engine", engine, *PLAN,
-                             "--gpus", "a100,h100", "--json", *flags)
-    assert code == 0, err
-    shown = json.loads(out)
-    return {c["accelerator"] for c in (shown["winner"], *shown["runners_up"])}
+def planned_cards(model: str, engine: str, version: str | None = None) -> set[str]:
+    """The cards of every deployment plan sizes for ``model`` (Qwen3.6-35B-A3B-NVFP4, or a
+    checkpoint's folder) over A100s and H100s under ``engine`` at ``version``, at PLAN's load
+    and SLO: the search's own rows up to 2 GPUs, unsimulated (verify=0: a check re-sizes a
+    row, it adds no card the search left out; a card's floor leaves it out at any count)."""
+    result = plan(resolve_model(model), Load(2.0, "1000", "250"), Slo(2.0, 0.1),
+                  ["a100", "h100"], max_gpus=2, workers=1, verify=0, engine=engine,
+                  engine_version=version)
+    return {c.accelerator for c in result.candidates}
+
 
 @pytest.mark.parametrize(("algo", "method"), [("FP8", "modelopt"), ("FP8_PB_WO", "modelopt"),
                                               ("NVFP4", "modelopt_fp4")])
@@ -100,12 +103,7 @@ def test_sglang_plan_skips_the_a100_for_a_modelopt_fp8_export_and_refuses_it_alo
     """Before, the A100 won (the cheapest card); now the H100 does, and an A100-only plan is
     refused with SGLang's reason."""
     folder = str(checkpoint(tmp_path, sidecar("FP8")))
-    code, out, err = run_cli(capsys, "plan", folder, "--engine", "sglang", *PLAN,
-                             "--gpus", "a100,h100", "--json")
-    assert code == 0, err
-    shown = json.loads(out)
-    cards = {c["accelerator"] for c in (shown["winner"], *shown["runners_up"])}
-    assert cards == {resolve_accelerator("h100").id}
+    assert planned_cards(folder, "sglang") == {resolve_accelerator("h100").id}
     line = refused_line(capsys, "plan", folder, "--engine", "sglang", *PLAN, "--gpus", "a100")
     assert "SGLang" in line and "a100-sxm-80gb" in line
 
@@ -184,14 +182,10 @@ def test_sglang_runs_qwen3_6s_fp8_layers_below_8_9_from_0_5_17_only(
     assert fits(capsys, model, "a100", "sglang")
 
 
-def test_sglang_plan_of_qwen3_6_keeps_the_a100_from_0_5_17_and_leaves_it_out_before(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    def cards(*flags: str) -> set[str]:
-        return planned_cards(capsys, "sglang", *flags)
-
+def test_sglang_plan_of_qwen3_6_keeps_the_a100_from_0_5_17_and_leaves_it_out_before() -> None:
     a100 = resolve_accelerator("a100").id
-    assert a100 in cards()
-    assert a100 not in cards("--engine-version", "0.5.16")
+    assert a100 in planned_cards("qwen3.6-35b-a3b", "sglang")
+    assert a100 not in planned_cards("qwen3.6-35b-a3b", "sglang", "0.5.16")
 
 
 def test_the_floors_differ_only_where_vllm_has_a_fallback() -> None:
@@ -265,12 +259,9 @@ def test_vllm_serves_qwen3_6_on_an_a100_from_0_24_and_names_that_release_before(
 
 def test_vllm_plan_of_qwen3_6_keeps_the_a100_from_0_24_and_leaves_it_out_before(
         capsys: pytest.CaptureFixture[str]) -> None:
-    def cards(*flags: str) -> set[str]:
-        return planned_cards(capsys, "vllm", *flags)
-
     a100, older = resolve_accelerator("a100").id, release_before_lowering("modelopt_mixed")
-    assert a100 in cards()
-    assert a100 not in cards("--engine-version", older)
+    assert a100 in planned_cards("qwen3.6-35b-a3b", "vllm")
+    assert a100 not in planned_cards("qwen3.6-35b-a3b", "vllm", older)
     line = refused_line(capsys, "plan", "qwen3.6-35b-a3b", "--engine", "vllm", *PLAN,
                         "--gpus", "a100", "--engine-version", older)
     assert f"vLLM {older}" in line and "a100-sxm-80gb" in line

@@ -41,6 +41,9 @@ H100 = resolve_accelerator("h100")
 SLO = Slo(0.5, 0.03)
 LOAD_70B = ["--rate", "1", "--input-len", "lognormal:1000,0.8", "--output-len",
             "lognormal:250,0.8", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50"]
+# the plans here within 2 GPUs, in one process: each claim is of rows of 1 or 2 GPUs (the
+# audit's 2 x TP1 against 1 x TP2), which a search up to 64 GPUs ranks the same
+NARROW = ("--max-gpus", "2", "--workers", "1")
 
 
 def _sized(tp: int, replicas: int, rate: float) -> Candidate:
@@ -87,7 +90,7 @@ def test_70b_at_one_request_a_second_picks_tp2_and_cautions_the_tp1_row(
     0.33's rules would not start. TP2 wins; the TP1 row carries fit's extensible-KV caution,
     and so does TP1's own simulate check."""
     code, out, err = run_cli(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", *LOAD_70B,
-                             "--json")
+                             *NARROW, "--json")
     assert code == 0, err
     data = json.loads(out)
     win = data["winner"]
@@ -119,6 +122,7 @@ def test_70b_at_one_request_a_second_picks_tp2_and_cautions_the_tp1_row(
     assert "extensible KV cache is unchecked" in sim_out
 
 
+@pytest.mark.usefixtures("unsimulated")
 def test_constraints_narrow_the_search_and_name_themselves(
         capsys: pytest.CaptureFixture[str]) -> None:
     """--weights, --kv-dtype (decode's spellings, comma lists) and --min-context were refused
@@ -127,7 +131,7 @@ def test_constraints_narrow_the_search_and_name_themselves(
     header names the releases its defaults span."""
     argv = ["plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "1", "--slo-ttft-ms", "1000",
             "--slo-tpot-ms", "50", "--weights", "BF16", "--kv-dtype", "fp8_e4m3,bf16",
-            "--min-context", "100000"]
+            "--min-context", "100000", *NARROW]
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
     data = json.loads(out)
@@ -150,13 +154,14 @@ def test_constraints_narrow_the_search_and_name_themselves(
     assert code == 2 and err.count("\n") == 1 and "plan searches bf16, fp8" in err
 
 
+@pytest.mark.usefixtures("unsimulated")
 def test_the_prices_line_names_every_searched_cards_source(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The default text named no price's source; now one line names each searched card's
     price, source and date (undated where the catalog gives none), a --price as such."""
     code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpus", "h100,mi300x",
                              "--rate", "1", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50",
-                             "--price", "h100=2.5")
+                             "--price", "h100=2.5", *NARROW)
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("prices per GPU-hour:"))
     assert "h100-sxm $2.50 (--price)" in line
@@ -259,7 +264,7 @@ def test_unsimulated_rows_leave_analytic_replicas_null(
     """--json gave analytic_replicas 0 on a row no check reached (its analytic count is its
     replicas); now null there, the count where a check moved from it."""
     code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "1",
-                             "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--json")
+                             "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", *NARROW, "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["winner"]["analytic_replicas"] >= 1
@@ -325,7 +330,7 @@ def test_a_winner_that_needs_the_newer_release_says_so_beside_its_launch_line(
     vLLM 0.34's extensible KV cache makes: the launch line's header names the release it
     needs, as its caution says, and the length the caution names is the launch line's."""
     code, out, err = run_cli(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", "--rate",
-                             "0.3", *LOAD_70B[2:])
+                             "0.3", *LOAD_70B[2:], *NARROW)
     assert code == 0, err
     lines = out.splitlines()
     caution = next(line for line in lines if "extensible KV cache is unchecked" in line)

@@ -28,6 +28,11 @@ PLAN = ("plan", "deepseek-v3", "--engine", "sglang", "--rate", "2", "--slo-ttft-
         "--slo-tpot-ms", "100", "--gpus", "b200", "--max-gpus", "4", "--workers", "1")
 
 
+# the tests reading PLAN search it once (plan_shared), its rows left unsimulated: each
+# row's launch length is the search's, which a check keeps
+pytestmark = pytest.mark.usefixtures("plan_shared", "unsimulated")
+
+
 def _fit_flags(launch: str) -> list[str]:
     """The SGLang launch line's own flags, as `fit` takes them (less its model path)."""
     words = shlex.split(launch)

@@ -9,7 +9,6 @@ all 8 GPUs in every release, and sized fp8_e4m3 as a 576-byte latent."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,10 @@ from ridgeline import resolve_model
 from ridgeline.candidate import replica_deployment
 from ridgeline.datafiles import load_data
 from ridgeline.hardware import resolve_accelerator
+from ridgeline.plan import plan
+from ridgeline.serving_load import Load, Slo
 from ridgeline.sglang_nsa import nsa_layout_problem
-from tests.conftest import refused_line, run_cli
+from tests.conftest import refused_line
 from tests.test_ds_mla_cache import (
     cli_json,
     fp8_ds_mla_bytes,
@@ -131,20 +132,18 @@ def test_docs_fit_md_quotes_the_forced_layouts_pool_as_fit_sizes_it(
             f"{plain['conversations']}") in text
 
 
-def test_plan_under_a_forcing_release_launches_only_one_gpu_ranks(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_under_a_forcing_release_launches_only_one_gpu_ranks(tmp_path: Path) -> None:
     """Before: plan under SGLang 0.5.4 proposed 'TP8' (and 'attention DP4 × TP2', and TP8
-    disaggregated pools), priced as plain TP, which that release launches as DP8 × TP1."""
+    disaggregated pools), priced as plain TP, which that release launches as DP8 × TP1. Every
+    layout the search sizes is read, unsimulated (verify=0: the layouts are the search's, and
+    a check adds replicas, never a wider rank)."""
     path = write(tmp_path, v32_config())
-    code, out, err = run_cli(capsys, "plan", path, "--engine", "sglang", "--engine-version",
-                             INSIDE, "--gpus", "h200", "--rate", "2", "--input-len", "2000",
-                             "--output-len", "500", "--slo-ttft-ms", "3000", "--slo-tpot-ms",
-                             "100", "--max-gpus", "16", "--workers", "1", "--json")
-    assert code == 0, err
-    plan = json.loads(out)
-    for c in [plan["winner"], *plan["runners_up"], *plan["disaggregated"]]:
-        assert c["tensor_parallel_size"] == 1 and c["pipeline_parallel_size"] == 1, c["label"]
-    assert plan["winner"]["data_parallel_size"] == 8
+    result = plan(resolve_model(path), Load(2.0, "2000", "500"), Slo(3.0, 0.1), ["h200"],
+                  max_gpus=16, workers=1, verify=0, engine="sglang", engine_version=INSIDE)
+    assert result.candidates
+    for c in [*result.candidates, *result.disaggregated]:
+        assert c.tp == 1 and c.pp == 1, c
+    assert result.winner is not None and result.winner.data_parallel == 8
     # the release past the rule searches plain TP again
     dep = replica_deployment(resolve_model(path), resolve_accelerator("h200"), 8, 1,
                              "as stored", "bf16", engine="sglang", version=FORCED["before"])

@@ -152,7 +152,7 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms",
                              "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
-                             "trtllm", "--workers", "1", "--json")
+                             "trtllm", "--workers", "1", "--max-gpus", "2", "--json")
     assert code == 0, err
     data = json.loads(out)
     win = data["winner"]
@@ -183,7 +183,7 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     assert "--enable_chunked_prefill" not in data["check_command"]
     code, text, _ = run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms",
                             "1000", "--slo-tpot-ms", "50", "--gpus", "h100", "--engine",
-                            "trtllm", "--workers", "1")
+                            "trtllm", "--workers", "1", "--max-gpus", "2")
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("run it with"))  # "(FP8_…)"
     assert lines[at + 1] == f"  {command}"
@@ -199,7 +199,7 @@ def test_plans_trtllm_line_turns_chunked_prefill_on_where_the_loads_prompts_outr
     whole-context caution, and the line and YAML pasted after `fit` are the replica."""
     argv = ("plan", "llama-3.1-8b", "--rate", "2", "--input-len", "12000", "--output-len",
             "100", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "100", "--gpus", "h100",
-            "--engine", "trtllm", "--workers", "1")
+            "--engine", "trtllm", "--workers", "1", "--max-gpus", "2")  # its winner's 1 GPU
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 0, err
     data = json.loads(out)

@@ -22,8 +22,10 @@ from ridgeline.vllm_gpu_floors import _releases_running, floor_problem, gpu_floo
 from ridgeline.vllm_memory import parse_version
 from tests.conftest import refused_line, run_cli
 
+# up to 2 GPUs, in one process: the formats a release runs on a card are the same at any count
 PLAN_T4 = ("plan", "llama-3.1-8b", "--gpus", "t4", "--rate", "1", "--input-len", "500",
-           "--output-len", "100", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100")
+           "--output-len", "100", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100",
+           "--max-gpus", "2", "--workers", "1")
 RELEASES = ("0.11", "0.12", "0.13", "0.14", "0.19", "0.20", "0.23", "0.24", "0.32")
 
 
@@ -118,6 +120,7 @@ def test_fit_refuses_an_fp8_cache_on_a_t4_and_names_the_releases_that_keep_one(
     assert code == 0 and out.startswith("fits"), err
 
 
+@pytest.mark.usefixtures("unsimulated")
 def test_plan_on_a_t4_serves_what_vllm_runs_there(capsys: pytest.CaptureFixture[str]) -> None:
     """No fp8 cache under 0.32, and 16-bit as fp16 (no bf16 matmuls on Turing)."""
     code, out, err = run_cli(capsys, *PLAN_T4, "--json")
@@ -130,6 +133,7 @@ def test_plan_on_a_t4_serves_what_vllm_runs_there(capsys: pytest.CaptureFixture[
     assert served_choice("bf16", resolve_accelerator("a100-sxm-80gb")) == "bf16"
 
 
+@pytest.mark.usefixtures("unsimulated")
 def test_plan_on_a_v100_is_refused_under_the_newest_release_and_runs_under_0_19(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The refusal names the releases that run, not llama.cpp, which plan does not size;
