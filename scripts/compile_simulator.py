@@ -51,8 +51,12 @@ def clean(src: Path) -> list[Path]:
     return removed
 
 
-def compile_simulator(src: Path, quiet: bool = True) -> list[Path]:
-    """Build the extension modules in place under ``src``; return the files written."""
+def compile_simulator(src: Path, quiet: bool = True, opt_level: str = "3") -> list[Path]:
+    """Build the extension modules in place under ``src``; return the files written.
+
+    ``opt_level`` is the C compiler's optimisation level ("0" to "3"): the build and the
+    wheel hook use "3"; a lower level builds faster, runs slower, and computes the same.
+    """
     from mypyc.build import mypycify
     from setuptools import Distribution
     from setuptools.command.build_ext import build_ext
@@ -69,7 +73,7 @@ def compile_simulator(src: Path, quiet: bool = True) -> list[Path]:
             if quiet:
                 sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (restored below)
             try:
-                extensions = mypycify(paths, opt_level="3", group_name=GROUP,
+                extensions = mypycify(paths, opt_level=opt_level, group_name=GROUP,
                                       target_dir=str(Path(tmp) / "c"))
                 cmd = build_ext(Distribution({"name": "ridgeline", "ext_modules": extensions}))
                 cmd.inplace = True

@@ -15,13 +15,15 @@ import sys
 import sysconfig
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CASES = [  # dense; sliding windows + preemption; Mamba hybrid TP2; speculative decoding;
-    # shared prefixes with a small pool; closed loop
+CASES = [  # dense; sliding windows (no longer preempting: the SGLang case preempts); Mamba
+    # hybrid TP2; speculative decoding; shared prefixes with a small pool; closed loop; SGLang
+    # saturated, preempting
     ["llama-3.1-8b", "--gpu", "h100", "--rate", "8", "--num-requests", "1500",
      "--input-len", "lognormal:1000,0.8", "--output-len", "lognormal:250,0.8"],
     ["gemma-3-27b", "--gpu", "h100", "--rate", "12", "--num-requests", "600",
@@ -74,9 +76,29 @@ def _script() -> ModuleType:
     return module
 
 
-def _simulate(src: Path, args: list[str]) -> dict[str, object]:
+# Each build runs every case in one process (a process each had cost more than the runs):
+# ``simulate ... --json`` through the CLI's main, and which build ridgeline.sim is.
+RUN_CASES = """import io, json, sys
+from contextlib import redirect_stdout
+import ridgeline.sim
+from ridgeline.cli import main
+reports = []
+for args in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["simulate", *args, "--json"])
+    reports.append(json.loads(out.getvalue()) if code == 0 else {"exit": code})
+print(json.dumps({"build": ridgeline.sim.build(), "reports": reports}))
+"""
+# The C compiler's optimisation level of the test's build: "0" builds in about half the
+# time of the wheel's "3" (scripts/compile_simulator.py), and the program computes the same.
+TEST_OPT_LEVEL = "0"
+
+
+def _simulate_cases(src: Path) -> dict[str, Any]:
+    """Every case of CASES simulated by the package under ``src``: its build and reports."""
     env = dict(os.environ, PYTHONPATH=str(src))
-    out = subprocess.run([sys.executable, "-m", "ridgeline.cli", "simulate", *args, "--json"],
+    out = subprocess.run([sys.executable, "-c", RUN_CASES, json.dumps(CASES)],
                          capture_output=True, text=True, env=env, check=True, cwd=src).stdout
     return json.loads(out)  # type: ignore[no-any-return]
 
@@ -90,30 +112,50 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     ignore = shutil.ignore_patterns("*.so", "*.pyd", "native.json", "__pycache__")
     for where in (pure, native):
         shutil.copytree(ROOT / "src" / "ridgeline", where / "ridgeline", ignore=ignore)
-    written = _script().compile_simulator(native)
+    written = _script().compile_simulator(native, opt_level=TEST_OPT_LEVEL)
     assert any(p.name.startswith("simulator.") and p.suffix in (".so", ".pyd") for p in written)
     return pure, native
 
 
-def _which_build(src: Path) -> str:
-    env = dict(os.environ, PYTHONPATH=str(src))
-    return subprocess.run([sys.executable, "-c", "import ridgeline.sim as s; print(s.build())"],
-                          capture_output=True, text=True, env=env, check=True,
-                          cwd=src).stdout.strip()
-
-
-def test_the_compiled_build_is_the_one_imported(builds: tuple[Path, Path]) -> None:
+@pytest.fixture(scope="module")
+def simulated(builds: tuple[Path, Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """CASES simulated by the (pure, compiled) builds."""
     pure, native = builds
-    assert (_which_build(pure), _which_build(native)) == ("python", "compiled")
+    return _simulate_cases(pure), _simulate_cases(native)
 
 
-@pytest.mark.parametrize("args", CASES, ids=lambda a: f"{a[0]}-{a[4]}")
-def test_compiled_and_python_simulators_report_the_same(builds: tuple[Path, Path],
-                                                        args: list[str]) -> None:
-    pure, native = builds
-    expected, got = _simulate(pure, args), _simulate(native, args)
-    assert expected["completed"] > 0  # type: ignore[operator]
+def test_the_compiled_build_is_the_one_imported(
+        simulated: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    pure, native = simulated
+    assert (pure["build"], native["build"]) == ("python", "compiled")
+
+
+@pytest.mark.parametrize("case", range(len(CASES)),
+                         ids=[f"{a[0]}-{a[4]}" for a in CASES])
+def test_compiled_and_python_simulators_report_the_same(
+        simulated: tuple[dict[str, Any], dict[str, Any]], case: int) -> None:
+    expected, got = (run["reports"][case] for run in simulated)
+    assert expected.get("completed", 0) > 0, expected
     assert got == expected
+
+
+def test_the_cases_take_the_paths_they_are_named_for(
+        simulated: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """The paths the comparisons are there for are taken (read from the pure build's
+    reports): prefix-cache hits, speculative decoding, a closed loop, a saturated SGLang
+    run that preempts."""
+    reports = simulated[0]["reports"]
+
+    def report(flag: str) -> dict[str, Any]:
+        [case] = [i for i, args in enumerate(CASES) if flag in args]
+        return reports[case]  # type: ignore[no-any-return]
+
+    assert report("--prefix-groups")["prefix_cache_hit_blocks"] > 0
+    assert report("--spec-tokens")["settings"]["spec_tokens"] == 3
+    assert report("--concurrency")["settings"]["workload"]["max_concurrency"] == 40
+    sglang = report("--engine")
+    assert sglang["settings"]["engine"] == "sglang"
+    assert sglang["preemptions"] > 0 and sglang["overloaded"]
 
 
 def test_a_source_edited_after_compiling_is_reported(builds: tuple[Path, Path]) -> None:

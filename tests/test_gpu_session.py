@@ -5,6 +5,7 @@ record of the device the rows name; rows that do not validate together exit 1.""
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import os
 import shlex
@@ -19,18 +20,20 @@ import pytest
 import ridgeline
 from ridgeline.cli import main
 from ridgeline.hardware import resolve_accelerator
-from tests.test_measure import TINY
+from tests.test_measure import TINY, stand_in_measure
 
 ROOT = Path(__file__).resolve().parent.parent
-# the python the script runs: `-m ridgeline` with measure stood in for, the rest as python
+# the python the script runs: `-m ridgeline` with measure stood in for, the rest as python;
+# test_measure's stand-in written into it (importing that module would import pytest in each
+# of the session's processes, a fifth of their time)
 STAND_IN = f"""import os, sys
 args = sys.argv[1:]
 if args[:2] != ["-m", "ridgeline"]:
     os.execv(sys.executable, [sys.executable, *args])
-sys.path.insert(0, {str(ROOT)!r})
+from typing import Any
 from ridgeline import measure
 from ridgeline.cli import main
-from tests.test_measure import stand_in_measure
+{inspect.getsource(stand_in_measure)}
 measure.measure = stand_in_measure
 sys.exit(main(args[2:]))
 """
@@ -61,8 +64,9 @@ def run_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="the script is bash")
 @pytest.mark.parametrize(("device", "card", "verdict"), [
-    ("cuda", "h200-sxm", "validate-catalog.json"),  # a GPU session: measure --card
-    ("cuda", "h200", "validate-catalog.json"),  # an alias: read as its catalog id, h200-sxm
+    # a GPU session (measure --card) named by an alias, read as its catalog id, h200-sxm (the
+    # catalog id itself, the script's default, runs in the last test below)
+    ("cuda", "h200", "validate-catalog.json"),
     ("cpu", "", "validate-probed.json"),  # the CPU rehearsal: no catalog card is a CPU
 ])
 def test_every_validate_the_session_prints_runs_against_the_named_record(

@@ -4,15 +4,14 @@ burst the engine works through long after it ended; and the line says what grew.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ridgeline import Deployment, resolve_accelerator, resolve_model
-from ridgeline.cli import main
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
 from ridgeline.reports.simulate_overload import COMPUTE_BOUND, overload_rates
@@ -32,7 +31,7 @@ from ridgeline.sim.overload import (
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.scheduler import FULL_KV
 from ridgeline.sim.workload import Workload
-from tests.test_sim_overload import _late_burst
+from tests.test_sim_overload import _late_burst, simulate_both
 
 DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
 # the pool these runs' figures were read at: vLLM 0.32's (0.34 sizes a larger one after warm-up)
@@ -46,25 +45,29 @@ def _work(n: int, rate: float, seed: int, **arrivals: Any) -> Workload:
     return Workload(n, *SHORT, rate=rate, seed=seed, **arrivals)
 
 
+@cache  # a run two readings ask of is run once (SimResult is only read)
 def _run(work: Workload) -> SimResult:
     return run_replica(DEP, profile_for("vllm"), sim_config(DEP, POOL), work, stop_when_behind=True)
+
+
+@cache
+def _saturated(work: Workload) -> float:
+    """The batch-full replay's rate (saturated_req_s) of ``work`` on DEP under POOL."""
+    return saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP, POOL), work)
 
 
 def _verdict(work: Workload) -> str:
     """What simulate reads of the run: its own readings, else (where requests backed up) the
     batch-full replay's; "" for none."""
     r = _run(work)
-    saturated = None if r.rec.overloaded() or not backing_up(r.rec) else saturated_req_s(
-        DEP, profile_for("vllm"), sim_config(DEP, POOL), work)
+    saturated = None if r.rec.overloaded() or not backing_up(r.rec) else _saturated(work)
     flag = overload_rates(r, work.num_requests, saturated)
     return "" if flag is None else flag.reading
 
 
-def _simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict[str, Any], str]:
-    assert main(["simulate", *argv, "--json"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
-    assert main(["simulate", *argv]) == 0
-    return out, capsys.readouterr().out
+def _simulate(*argv: str) -> tuple[dict[str, Any], str]:
+    """simulate's --json and text for ARGV, from one run (simulate_both)."""
+    return simulate_both(*argv)
 
 
 def test_the_batch_full_rate_is_within_its_slack_under_what_a_long_overloaded_run_serves() -> None:
@@ -73,7 +76,7 @@ def test_the_batch_full_rate_is_within_its_slack_under_what_a_long_overloaded_ru
     Of 1,000 / 300 tokens: 16.7. (Before the serving profile's refit, 8917c5a: 43.2, 43.6 and
     16.6; before a batch ran as its captured CUDA-graph size's matmul rows, graph_batches.py:
     43.7, 44.2 and 16.6.)"""
-    saturated = saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP, POOL), _work(2000, 46.0, 2))
+    saturated = _saturated(_work(2000, 46.0, 2))
     assert saturated == pytest.approx(43.46, abs=0.01)
     chat = Workload(765, "1000", "300", rate=17.0)  # a long run offered more serves a little more
     assert saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP, POOL), chat) == \
@@ -85,8 +88,7 @@ def test_the_batch_full_rate_is_within_its_slack_under_what_a_long_overloaded_ru
     assert (1 - SATURATION_SLACK) * served < saturated < served
 
 
-def test_a_sustained_overload_the_batch_takes_on_is_overloaded(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_sustained_overload_the_batch_takes_on_is_overloaded() -> None:
     """46 req/s offered to one H100 serving 44.3: only 7 wait when the last arrives, and past
     the fill the shortfall is under the noise its own readings ask, so it had passed. Its
     requests in the engine grew by 163 of the 1,012 arriving over the second half, beyond
@@ -96,7 +98,7 @@ def test_a_sustained_overload_the_batch_takes_on_is_overloaded(
     g = growth(rec)
     assert g is not None and g.arrived == 1012 and g.grown == pytest.approx(163.2, abs=1)
     assert grows(rec) is not None and not rec.overloaded()
-    out, text = _simulate(capsys, *AT_46)
+    out, text = _simulate(*AT_46)
     flag = out["overloaded"]
     assert flag["reading"] == "capacity" and flag["grew"] == "batch"
     assert flag["offered_req_s"] > (1 + SATURATION_SLACK) * flag["saturated_req_s"]
@@ -154,16 +156,16 @@ def test_a_batch_still_filling_near_capacity_is_not_overloaded() -> None:
     rec = _run(work).rec
     g = grows(rec)
     assert g is not None and g.grown == pytest.approx(140, abs=1) and g.arrived == 527
-    assert offered_req_s(rec) < saturated_req_s(DEP, profile_for("vllm"), sim_config(DEP, POOL), work)
+    assert offered_req_s(rec) < _saturated(work)
     assert _verdict(work) == ""
 
 
 def test_a_burst_worked_through_long_after_it_ended_is_overloaded(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path) -> None:
     """The burst to 8 seats: its last request finds 1,992 waiting, a queue the engine works
     through until 1,097 s, 250 times a request's 4.4 s of service, at 1.82 req/s; the late
     arrivals find none, and it had read no verdict (p99 end-to-end 1,093 s)."""
-    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--trace",
+    out, text = _simulate("llama-3.1-8b", "--gpu", "h100", "--trace",
                           _late_burst(tmp_path), "--max-num-seqs", "8")
     assert out["stopped_early"] is None and out["completed"] == 2050
     flag = out["overloaded"]
@@ -194,10 +196,10 @@ def test_a_queue_wandering_near_capacity_is_no_burst() -> None:
     assert burst(rec) is None and not rec.overloaded()
 
 
-def test_a_queue_that_grows_is_worded_as_one(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_queue_that_grows_is_worded_as_one() -> None:
     """990 chat requests at 22 req/s to an engine serving about 17: 135 wait when the last
     arrives; the line says the queue grows, not the batch."""
-    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "22",
+    out, text = _simulate("llama-3.1-8b", "--gpu", "h100", "--rate", "22",
                           "--num-requests", "990", "--input-len", "1000", "--output-len", "300")
     flag = out["overloaded"]
     assert flag["grew"] == "queue" and flag["waiting_at_last_arrival"] >= OVERLOAD_BACKLOG
@@ -206,12 +208,11 @@ def test_a_queue_that_grows_is_worded_as_one(capsys: pytest.CaptureFixture[str])
     assert "the running batch takes on the excess" not in line
 
 
-def test_the_batch_full_rate_is_called_a_ceiling_only_where_it_is_one(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_batch_full_rate_is_called_a_ceiling_only_where_it_is_one() -> None:
     """30 req/s of 100 / 1,000 tokens to one H100: the run serves 12.44 req/s over its time,
     its drain included, and the replay with the batch full 12.33; the line had called the
     lower one "at most" beside the higher."""
-    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "30",
+    out, text = _simulate("llama-3.1-8b", "--gpu", "h100", "--rate", "30",
                           "--num-requests", "1000", "--input-len", "100", "--output-len", "1000")
     flag = out["overloaded"]
     line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
@@ -230,15 +231,14 @@ COMPUTE_BOUND_RUN = ["llama-3.2-1b", "--gpu", "l4", "--rate", "300", "--input-le
 
 
 @pytest.mark.parametrize("requests", ["2000", "20000"])
-def test_a_compute_bound_overload_says_so_in_tokens(
-        capsys: pytest.CaptureFixture[str], requests: str) -> None:
+def test_a_compute_bound_overload_says_so_in_tokens(requests: str) -> None:
     """Llama-3.2-1B on an L4 offered 300 req/s of 32 / 64 tokens with 2,048 seats: no step
     found the KV cache, the seats or the token budget full, yet it serves about 235 req/s,
     so the requests in the engine grow by ~60 req/s. The line had counted "once the batch had
     filled at ~16.6 s (an estimate …)", a fill that never came, and said the batch grows
     "until its pool is full"; it now gives the offered and served tok/s, the growth, and
     that the bound is compute, and --json the same."""
-    out, text = _simulate(capsys, *COMPUTE_BOUND_RUN, "--num-requests", requests)
+    out, text = _simulate(*COMPUTE_BOUND_RUN, "--num-requests", requests)
     flag = out["overloaded"]
     assert out["batch_filled"]["found"] == "estimated" and flag["limit"] == COMPUTE_BOUND
     assert out["running"]["max"] < 2048
@@ -265,15 +265,14 @@ def test_a_compute_bound_overload_says_so_in_tokens(
         assert "req/s for as long as they arrive and TTFT grows without bound" in line
         assert f"from ~{flag['past_fill_s'][0]:,.1f} s on" in line
         # a longer run's TTFT is the longer: the queue's growth, not a steady state
-        short = _simulate(capsys, *COMPUTE_BOUND_RUN, "--num-requests", "5000")[0]
+        short = _simulate(*COMPUTE_BOUND_RUN, "--num-requests", "5000")[0]
         assert out["ttft_s"]["p50"] > 5 * short["ttft_s"]["p50"]
 
 
-def test_an_overload_its_pool_bounds_is_not_called_compute_bound(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_overload_its_pool_bounds_is_not_called_compute_bound() -> None:
     """990 chat requests at 22 req/s to one H100 fill its KV cache: the limit is the fill's,
     and the line gives the tokens offered past those served without the compute words."""
-    out, text = _simulate(capsys, "llama-3.1-8b", "--gpu", "h100", "--rate", "22",
+    out, text = _simulate("llama-3.1-8b", "--gpu", "h100", "--rate", "22",
                           "--num-requests", "990", "--input-len", "1000", "--output-len", "300")
     flag = out["overloaded"]
     assert out["batch_filled"]["by"] == flag["limit"] == FULL_KV

@@ -7,8 +7,11 @@ an estimate (FILL_LIFETIMES mean service times in), said to be one."""
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,6 @@ from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.run import CHECK_STEPS
 from ridgeline.sim.scheduler import FULL_KV, FULL_SEATS
 from ridgeline.sim.workload import Workload
-from tests.conftest import run_cli
 
 DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
 # the pool these runs' figures were read at: vLLM 0.32's (0.34 sizes a larger one after warm-up)
@@ -49,6 +51,7 @@ HOPELESS = ["llama-3.1-8b", "--gpu", "h100", "--input-len", "100000", "--output-
             "--max-model-len", "131072"]  # about 0.01 req/s served, four at a time
 
 
+@cache  # a run two tests read is run once (SimResult is only read)
 def _run(n: int, rate: float, seed: int, lengths: tuple[str, str] = CHAT,
          **arrivals: Any) -> SimResult:
     work = Workload(n, *lengths, rate=rate, seed=seed, **arrivals)
@@ -67,6 +70,36 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     assert main(["simulate", *argv, "--json"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
+
+
+@cache
+def _both(*argv: str) -> tuple[str, str]:
+    import ridgeline.cli as cli
+
+    reports: list[tuple[Any, dict[str, Any]]] = []
+    rendered = cli.render
+
+    def spy(report: Any, **how: Any) -> str:
+        reports.append((report, how))
+        return rendered(report, **how)
+
+    cli.render = spy  # type: ignore[assignment]
+    try:
+        with redirect_stdout(io.StringIO()) as out, redirect_stderr(io.StringIO()):
+            assert cli.main(["simulate", *argv, "--json"]) == 0
+    finally:
+        cli.render = rendered  # type: ignore[assignment]
+    [(report, how)] = reports
+    return out.getvalue(), rendered(report, **{**how, "as_json": False}) + "\n"
+
+
+def simulate_both(*argv: str) -> tuple[dict[str, Any], str]:
+    """``simulate ARGV`` run once in-process, in its two outputs: what --json prints and the
+    text printed without it (the same report rendered both ways: ``render`` reads only the
+    report, and simulate's handler reads no --json). Run once per module for the tests
+    that read the same run."""
+    out, text = _both(*argv)
+    return json.loads(out), text
 
 
 def test_the_noise_bar_is_the_larger_of_five_percent_and_two_and_a_half_deviations() -> None:
@@ -103,8 +136,7 @@ def test_a_burst_over_what_the_engine_serves_is_overloaded_by_its_queue_and_its_
     assert longer.falls_behind() is not None and longer.overloaded()
 
 
-def test_the_fill_a_run_saw_is_the_one_its_verdict_and_json_give(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_fill_a_run_saw_is_the_one_its_verdict_and_json_give() -> None:
     """DeepSeek-V3 on eight H200s, 10 req/s of 2,000 + 1,000 tokens for 300 s: its KV cache is
     full from about 38 s, hundreds waiting behind it, but FILL_LIFETIMES mean service times
     had put the fill at 246 s, and OVERLOADED read only the last minute of arrivals as the
@@ -113,7 +145,7 @@ def test_the_fill_a_run_saw_is_the_one_its_verdict_and_json_give(
     argv = ["deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--rate", "10",
             "--num-requests", "3000", "--input-len", "2000", "--output-len", "1000",
             "--max-model-len", "8192"]
-    out = _json(capsys, *argv)
+    out, text = simulate_both(*argv)
     fill, points = out["batch_filled"], out["time_series"]
     assert fill["found"] == "observed" and fill["by"] == FULL_KV
     assert out["overloaded"]["past_fill_s"][0] == fill["at_s"]
@@ -121,8 +153,6 @@ def test_the_fill_a_run_saw_is_the_one_its_verdict_and_json_give(
     first_preempted = min(p["t_s"] for p in points if p["preemptions"])
     assert fill["at_s"] <= first_full < fill["at_s"] + 1 and fill["at_s"] <= first_preempted
     assert fill["at_s"] < 0.2 * out["duration_s"]
-    code, text, _ = run_cli(capsys, "simulate", *argv)
-    assert code == 0
     assert f"once the batch had filled at {fill['at_s']:,.1f} s (KV cache full), up to the " \
         "last arrival" in text
 
@@ -189,28 +219,24 @@ def test_a_burst_the_engine_keeps_up_with_is_not_overloaded_by_a_batch_still_fil
     assert not longer.overloaded() and longer.falls_behind() is None
 
 
-def test_a_hopeless_burst_stops_early_and_is_overloaded(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_hopeless_burst_stops_early_and_is_overloaded() -> None:
     """5,000 requests in 0.05 s, each 100,000 tokens in and 10,000 out: the engine starts the
     first as it comes and every other waits. It had run all 12.5 million steps with no
     OVERLOADED (no gauge sample before the last arrival) and a warm-up caution; 200,000 had
     ended at the step cap. Now both stop at the first check, the queue saying why."""
     for n in (5000, 200_000):
-        out = _json(capsys, *HOPELESS, "--rate", "100000", "--num-requests", str(n))
+        out = simulate_both(*HOPELESS, "--rate", "100000", "--num-requests", str(n))[0]
         stop, flag = out["stopped_early"], out["overloaded"]
         assert stop is not None and CHECK_STEPS <= stop["steps"] < 2 * CHECK_STEPS
         assert flag is not None and flag["waiting_at_last_arrival"] == n - 1
         assert not any("warm" in c or "lighter" in c for c in out["cautions"])
         assert stop["reading"] == "queue"
         assert flag["reading"] == "stopped_early" and flag["grew"] == "queue"
-    code, text, _ = run_cli(capsys, "simulate", *HOPELESS, "--rate", "100000",
-                            "--num-requests", "5000")
-    assert code == 0
+    out, text = simulate_both(*HOPELESS, "--rate", "100000", "--num-requests", "5000")
     reason = ("when the last of its 5,000 requests arrived, 4,999 were still waiting to start, "
               "so the rest of the run would only work through that queue")
     assert reason in text
-    assert _json(capsys, *HOPELESS, "--rate", "100000", "--num-requests",
-                 "5000")["stopped_early"]["reason"] == reason
+    assert out["stopped_early"]["reason"] == reason
 
 
 def test_a_pipelines_burst_is_read_by_its_queue_too(capsys: pytest.CaptureFixture[str]) -> None:
@@ -236,14 +262,11 @@ def test_a_hopeless_burst_stops_early_in_pipeline_lanes(
     assert out["overloaded"]["waiting_at_last_arrival"] > 0.9 * 5000
 
 
-def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill() -> None:
     """100 req/s of the same requests arrive for 2,000 s, past the fill: the cut and its
     words are the flows'."""
-    code, text, _ = run_cli(capsys, "simulate", *HOPELESS, "--rate", "100",
-                            "--num-requests", "200000")
-    assert code == 0 and "STOPPED EARLY" in text
-    out = _json(capsys, *HOPELESS, "--rate", "100", "--num-requests", "200000")
+    out, text = simulate_both(*HOPELESS, "--rate", "100", "--num-requests", "200000")
+    assert "STOPPED EARLY" in text
     stop, fill = out["stopped_early"], out["batch_filled"]
     assert stop["reading"] == "flows" and stop["reason"] in text
     assert fill["found"] == "observed" and fill["by"] == FULL_KV

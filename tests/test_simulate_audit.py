@@ -135,6 +135,7 @@ def test_a_hopeless_run_stops_early_and_says_what_its_figures_are(
     assert "over the run until it stopped early" in text
 
 
+@pytest.mark.usefixtures("simulate_once")  # one run for the late window's text and --json
 def test_a_window_in_a_run_cut_short_does_not_keep_up(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The fill is read from every completed request, a window's or not, so a windowed run

@@ -834,6 +834,7 @@ def test_a_window_over_a_batch_still_filling_keeps_up(
     assert f"({grew:,} more, past the {rec.keep_up_slack:,.0f} that a count" in line
 
 
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_a_batch_that_grows_because_the_engine_is_overloaded_does_not_keep_up(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A small model on a large card, with seats to spare, takes an overload into its running
@@ -852,6 +853,7 @@ def test_a_batch_that_grows_because_the_engine_is_overloaded_does_not_keep_up(
     assert "IT DOES NOT KEEP UP" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("simulate_once")  # one run for its --json and its text
 def test_a_run_the_engine_falls_behind_says_it_is_overloaded(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Without a window too: 100 req/s offered to one H100 (about 20 served) is OVERLOADED,
