@@ -80,31 +80,16 @@ def refused_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return lines[0]
 
 
-def _remembering(search: Any) -> Any:
-    """``search`` answering a question it was asked before (the same arguments) with its
-    first answer. A plan is a function of its arguments: the same ones give the same result,
-    its loads drawn from their own seeds, and a PlanResult is frozen."""
-    answered: list[tuple[tuple[Any, ...], dict[str, Any], Any]] = []
-
-    def once(*args: Any, **kwargs: Any) -> Any:
-        for asked, named, result in answered:
-            if asked == args and named == kwargs:
-                return result
-        result = search(*args, **kwargs)
-        answered.append((args, kwargs, result))
-        return result
-
-    return once
-
-
 @pytest.fixture
 def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Within one test, ``ridgeline.plan.plan`` answers a question it was asked before with
     its first answer: a test that reads one plan both as text and as --json searches and
-    simulates once. The CLI's parsing and both reports still run on each call."""
+    simulates once (tests/plan_memo.py: what makes two questions the same). The CLI's parsing
+    and both reports still run on each call."""
     import ridgeline.plan as planning
+    from tests.plan_memo import PlanMemo
 
-    monkeypatch.setattr(planning, "plan", _remembering(planning.plan))
+    monkeypatch.setattr(planning, "plan", PlanMemo(planning.plan))
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +97,10 @@ def plan_shared() -> Iterator[None]:
     """As plan_once, for a module's tests together: the tests that read one plan (as text and
     as --json) search and simulate it once between them."""
     import ridgeline.plan as planning
+    from tests.plan_memo import PlanMemo
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(planning, "plan", _remembering(planning.plan))
+        patch.setattr(planning, "plan", PlanMemo(planning.plan))
         yield
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
-from dataclasses import replace
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,16 @@ def _subset(tmp_path: Path, engine: str, limit: int) -> Path:
     return path
 
 
+@pytest.fixture
+def fit_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`calibrate` without its held-out folds: each is a refit of its own (calibrate_folds, five
+    beside the fit on 30 rows), for a test whose claims are about the fit and the report
+    around it (test_validate_honesty.py pins the folds)."""
+    from ridgeline import calibrate_folds
+
+    monkeypatch.setattr(calibrate_folds, "HELD_OUT_MAX_ROWS", 0)
+
+
 def test_a_profile_fitted_on_a_file_reduces_that_files_error(tmp_path: Path) -> None:
     path = _subset(tmp_path, "llama.cpp-metal", 40)
     rows = read_measurements(path).rows
@@ -70,6 +82,7 @@ def test_a_profile_fitted_on_a_file_reduces_that_files_error(tmp_path: Path) -> 
     assert fitted.band_low <= 1 <= fitted.band_high
 
 
+@pytest.mark.usefixtures("fit_only")
 def test_calibrate_writes_a_profile_that_validate_takes(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     path = _subset(tmp_path, "llama.cpp-metal", 30)
@@ -334,6 +347,7 @@ def test_validate_explain_shows_the_decode_step_a_decode_speed_divides(
         assert inputs["division"]["value"].startswith(f"{sequences} ÷ {step_ms:.4g} ms = ")
 
 
+@pytest.mark.usefixtures("fit_only")
 def test_a_gpu_file_no_row_names_is_said_to_be_unused_by_validate_and_calibrate(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """validation/h200's record is `measure`'s own id, and its rows were renamed h200-sxm: the
@@ -438,14 +452,49 @@ def test_the_summary_reads_one_card_once_and_one_bias_for_times_and_rates(
                                              by_id[r["id"]]["model"])
 
 
+@dataclass(frozen=True)
+class Calibrated:
+    """One `calibrate` run: what it printed, and the profile file it wrote."""
+
+    out: str
+    err: str
+    profile: Path
+
+
+def _calibrate(argv: list[str], profile: Path) -> Calibrated:
+    """`calibrate` with ``argv`` writing ``profile``, its output kept (for a module's fixture,
+    where capsys is not to hand)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["calibrate", *argv, "-o", str(profile)])
+    assert code == 0, err.getvalue()
+    return Calibrated(out.getvalue(), err.getvalue(), profile)
+
+
+@pytest.fixture(scope="module")
+def lowbatch_vllm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Calibrated]:
+    """`calibrate lowbatch.csv --engine vllm`, run once as --json --explain and once as
+    --explain's text (the plain report, then the steps) for the tests that read it: each run
+    fits the same profile. Without its held-out folds (fit_only): no test here reads them."""
+    from ridgeline import calibrate_folds
+
+    folder = tmp_path_factory.mktemp("lowbatch-vllm")
+    argv = [str(LOWBATCH), "--engine", "vllm", "--explain"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(calibrate_folds, "HELD_OUT_MAX_ROWS", 0)
+        return {"json": _calibrate([*argv, "--json"], folder / "json.json"),
+                "text": _calibrate(argv, folder / "text.json")}
+
+
 def test_a_profile_fitted_on_decode_alone_says_its_compute_is_the_prior(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        lowbatch_vllm: dict[str, Calibrated], capsys: pytest.CaptureFixture[str]) -> None:
     """lowbatch.csv's vLLM rows are all decode at batch ≤ 16: memory-bound, silent about
     compute. calibrate says the compute efficiency it prints was held near its prior, the
     profile records it, and a prefill priced with it carries a caution."""
-    out = tmp_path / "decode-only.json"
-    assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o", str(out)]) == 0
-    assert "(held near its prior: no prefill or TTFT row to fit it)" in capsys.readouterr().out
+    run = lowbatch_vllm["text"]
+    out = run.profile
+    report = run.out.split("How each number was computed:")[0]  # the plain report
+    assert "(held near its prior: no prefill or TTFT row to fit it)" in report
     assert json.loads(out.read_text())["engines"]["vllm"]["compute_rows"] == 0
     assert main(["prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "4000",
                  "--profile", str(out)]) == 0
@@ -710,25 +759,21 @@ def test_a_profiles_sources_read_in_order_with_runs_joined() -> None:
 
 
 def test_calibrate_scores_only_the_engines_it_refitted(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        lowbatch_vllm: dict[str, Calibrated]) -> None:
     """--engine vllm on a file of vLLM, SGLang and TensorRT-LLM rows: the before/after table
     counts the vLLM rows alone (the others' predictions did not change)."""
     vllm_rows = sum(r["engine"] == "vllm" for r in csv.DictReader(LOWBATCH.open()))
-    assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o",
-                 str(tmp_path / "p.json"), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(lowbatch_vllm["json"].out)
     assert 0 < sum(s["rows"] for s in report["before"]) == vllm_rows
 
 
 def test_calibrate_explain_shows_each_profile_and_every_row_through_it(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        lowbatch_vllm: dict[str, Calibrated]) -> None:
     """--explain: per engine, the step-time formula with the coefficients written to the
     profile (each saying whether fitted or held), then each fitted row predicted by it."""
-    out = tmp_path / "p.json"
-    assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o", str(out), "--json",
-                 "--explain"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    written = json.loads(out.read_text())["engines"]["vllm"]
+    run = lowbatch_vllm["json"]
+    report = json.loads(run.out)
+    written = json.loads(run.profile.read_text())["engines"]["vllm"]
     profile, *rows = report["explain"]
     assert profile["label"] == "vllm profile"
     shown = {i["name"]: i for i in profile["inputs"]}
@@ -745,9 +790,7 @@ def test_calibrate_explain_shows_each_profile_and_every_row_through_it(
         if r["formula"] == METRIC_FORMULAS[after["group"]])
     assert len(errors) == after["rows"]
     assert errors[len(errors) // 2] == pytest.approx(after["median_abs_error"], abs=0.03)
-    assert main(["calibrate", str(LOWBATCH), "--engine", "vllm", "-o", str(out),
-                 "--explain"]) == 0
-    text = capsys.readouterr().out
+    text = lowbatch_vllm["text"].out
     assert "no worked steps" not in text and "vllm profile: step time = per step" in text
 
 
@@ -795,16 +838,17 @@ def test_a_fit_finds_the_cost_per_matmul_its_rows_were_made_with() -> None:
 
 
 def test_a_fit_finds_the_expert_tile_its_rows_were_made_with() -> None:
-    """llama.cpp's ROCm prompt rows of at most 4,096 tokens (14 of MoE models among them),
-    their values set by a profile whose expert matmuls run in 96-column tiles: the fit
-    recovers about 96. The same rows labelled vLLM, whose grouped MoE kernels are not
-    llama.cpp's, are fitted none."""
+    """llama.cpp's ROCm prompt rows of at most 512 tokens (MoE models among them), their
+    values set by a profile whose expert matmuls run in 96-column tiles: the fit recovers
+    about 96. The same rows labelled vLLM, whose grouped MoE kernels are not llama.cpp's, are
+    fitted none."""
     from ridgeline.calibrate_rows import shows_expert_prompts
 
-    # the prompts; the three MoE prompts of 8k-32k tokens are left out: their 16-64 ubatches
-    # run their experts at the 512 columns the shorter prompts' do, each a step the fit prices
+    # the prompts of one 512-token ubatch: a longer prompt runs its experts at the 512
+    # columns these do, in more steps the fit prices alike (35 rows of the 62 up to 4,096
+    # tokens; the fit on all 62 took 3× the time to find the same width)
     rows = [r for r in read_measurements(ROCM).rows if r.engine == "llama.cpp-rocm"
-            and r.metric == "prefill_tok_s" and (r.input_len or 0) <= 4096]
+            and r.metric == "prefill_tok_s" and (r.input_len or 0) <= 512]
     assert shows_expert_prompts(rows)
     made = replace(profile_for("llama.cpp-rocm"), expert_tile_tokens=96.0)
     synthetic = [replace(r, value=predict(r, {"llama.cpp-rocm": made}).predicted) for r in rows]
@@ -934,12 +978,13 @@ def test_a_decode_only_calibration_leaves_prompts_as_bundled(
         assert after == pytest.approx(before, rel=0.2)
 
 
+@pytest.mark.usefixtures("fit_only")
 def test_calibrate_names_the_rows_it_cannot_predict(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A row of a model not bundled and one of an unknown card cannot steer the fit: the
     report names each with what to do, and --strict writes nothing (the fit had dropped them
     without a word, the progress line counting them in)."""
-    path = _subset(tmp_path, "llama.cpp-cuda", 40)
+    path = _subset(tmp_path, "llama.cpp-cuda", 16)
     lines = path.read_text(encoding="utf-8").splitlines()
     header = lines[0].split(",")
     model, gpu = header.index("model"), header.index("gpu")
@@ -973,19 +1018,20 @@ def test_validate_summary_still_names_the_rows_without_a_prediction(
     assert "each named above" in captured.err
 
 
+@pytest.mark.usefixtures("fit_only")
 def test_calibrate_keeps_other_engines_flags_unit_slips_and_widens_a_thin_band(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A second calibration into the same file keeps the first's engines (and says so); rows
     read 20× slow are named as a possible unit slip; a profile fitted on a handful of rows
     keeps at least the bundled profile's band."""
     out = tmp_path / "p.json"
-    first = _subset(tmp_path, "trtllm", 30)
+    first = _subset(tmp_path, "trtllm", 12)
     assert main(["calibrate", str(first), "-o", str(out)]) == 0
     capsys.readouterr()
     second = tmp_path / "cuda.csv"
     with MEASUREMENTS.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        rows = [r for r in reader if r["engine"] == "llama.cpp-cuda"][:40]
+        rows = [r for r in reader if r["engine"] == "llama.cpp-cuda"][:16]
         fields = reader.fieldnames
     assert fields is not None
     for r in rows[:3]:  # three rows' values a twentieth of what they were: a unit slipped

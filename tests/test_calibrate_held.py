@@ -198,10 +198,14 @@ def test_a_profiles_record_of_what_it_held_round_trips_and_an_older_file_still_l
 
 
 def test_calibrate_cautions_a_bandwidth_share_fitted_at_100_percent_like_the_bundled_one(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`measure`'s torch-eager rows on an H200 fit the bandwidth share at its 100 % clamp, where
     the bundled profile has it: calibrate had said it held (for no reason given) and kept its
     caution back. Now it is fitted, and cautioned."""
+    from ridgeline import calibrate_folds
+
+    # the fit and its cautions, without the held-out folds' refits (test_validate_honesty's)
+    monkeypatch.setattr(calibrate_folds, "HELD_OUT_MAX_ROWS", 0)
     out = tmp_path / "p.json"
     code, text, _ = run_cli(capsys, "calibrate", str(H200), "--gpu-file",
                             str(H200.with_suffix(".accelerator.json")), "-o", str(out), "--json")

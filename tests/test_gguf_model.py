@@ -58,16 +58,20 @@ def write_gguf(path: Path, metadata: list[tuple[str, int, Any]],
     The data is left a hole (the file is extended, never written), so an 8B model's file
     takes the header's bytes on disk."""
     alignment = next((v for k, _, v in metadata if k == "general.alignment"), 32)
-    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata))
+    # the header's pieces joined once: a vocabulary's worth of bytes grown tensor by tensor
+    # was copied whole at each of them
+    parts = [b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata))]
     for key, kind, value in metadata:
-        out += _string(key) + struct.pack("<I", kind) + _value(kind, value)
+        parts.append(_string(key) + struct.pack("<I", kind) + _value(kind, value))
     offset = 0
     for name, dims, kind in tensors:
-        out += _string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
-        out += struct.pack("<IQ", TYPE_IDS[kind], offset)
+        parts.append(_string(name) + struct.pack("<I", len(dims))
+                     + struct.pack(f"<{len(dims)}Q", *dims)
+                     + struct.pack("<IQ", TYPE_IDS[kind], offset))
         info = TensorInfo(name, dims, TYPE_IDS[kind], offset)
         size = tensor_bytes(info) if info.ggml_type in ggml_types() else 0  # no size: refused
         offset += size + -size % alignment
+    out = b"".join(parts)
     with path.open("wb") as f:
         f.write(out)
         if tensors:

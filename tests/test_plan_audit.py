@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
+import ridgeline.plan as planning
 from ridgeline.candidate import replica_deployment
 from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
@@ -24,8 +24,17 @@ from ridgeline.plan import PlanResult, plan
 from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import fmt_req_rate, share_of_requests, usd_per_million_tokens
+from tests.plan_memo import PlanMemo
 
 LLAMA_8B, LLAMA_70B = resolve_model("llama-3.1-8b"), resolve_model("llama-3.1-70b")
+# this module's searches, each question once, the CLI's among them; a test that spies on
+# what the search calls calls ``plan`` itself
+PLANS = PlanMemo()
+
+
+@pytest.fixture(autouse=True)
+def _one_search_per_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "plan", PLANS)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -73,7 +82,7 @@ def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses() -> None:
     from ridgeline.reports.plan import PlanReport
 
     load = Load(0.3, "lognormal:8000,0.8", "200")
-    result = plan(LLAMA_70B, load, Slo(20.0, 0.15), ["l40s"], max_gpus=8, workers=1)
+    result = PLANS(LLAMA_70B, load, Slo(20.0, 0.15), ["l40s"], max_gpus=8, workers=1)
     shrunk = next(c for c in result.candidates
                   if c.verified and c.max_model_len < served_positions(LLAMA_70B, "vllm"))
     length = shrunk.max_model_len
@@ -93,7 +102,7 @@ def test_a_shrunk_launch_that_refuses_nothing_says_so_without_calling_requests_m
     says it refuses none, not "none of this load's requests (those longer), each a miss"."""
     out = _run(capsys, "llama-3.1-70b", "--rate", "0.3", "--input-len", "8000",
                "--output-len", "200", "--slo-ttft-ms", "20000", "--slo-tpot-ms", "150",
-               "--gpus", "l40s")
+               "--gpus", "l40s", "--max-gpus", "8")
     length = int(re.search(r"vllm serve .* --max-model-len (\d+)", out).group(1))  # type: ignore[union-attr]
     assert length < served_positions(LLAMA_70B, "vllm")
     assert Load(0.3, "8000", "200").refused_share(length) == 0
@@ -106,7 +115,7 @@ def test_a_shrunk_launch_that_refuses_nothing_says_so_without_calling_requests_m
 def test_the_closest_miss_is_the_nearest_layout_not_the_widest() -> None:
     """A 3 ms TPOT no card keeps: 8 x B200 at TP8 comes nearer than TP16 over two nodes."""
     load = Load(10, "1000", "250")
-    result = plan(LLAMA_70B, load, Slo(1.0, 0.003), gpus=["b200"], workers=1)
+    result = PLANS(LLAMA_70B, load, Slo(1.0, 0.003), gpus=["b200"], workers=1)
     assert result.winner is None
     found = re.match(r"(\d+) x b200 \(TP(\d+)\): TTFT ≥ [\d,]+ ms, TPOT ≥ ([\d.]+) ms",
                      result.closest_miss)
@@ -120,13 +129,14 @@ def test_the_closest_miss_is_the_nearest_layout_not_the_widest() -> None:
 
 def test_a_load_past_max_gpus_says_how_many_gpus_it_needs() -> None:
     load, slo = Load(3000, "1000", "250"), Slo(0.5, 0.04)
-    result = plan(LLAMA_8B, load, slo, gpus=["h100-sxm"], workers=1)
+    result = PLANS(LLAMA_8B, load, slo, gpus=["h100-sxm"], workers=1)
     assert result.winner is None and "the load is the miss" in result.closest_miss
     found = re.search(r"needs about ([\d,]+) GPUs .*raise --max-gpus", result.closest_miss)
     assert found, result.closest_miss
     needed = int(found.group(1).replace(",", ""))
     assert needed > 64
-    enough = plan(LLAMA_8B, load, slo, gpus=["h100-sxm"], max_gpus=needed, workers=1, verify=0)
+    enough = PLANS(LLAMA_8B, load, slo, gpus=["h100-sxm"], max_gpus=needed, workers=1,
+                   verify=0)
     assert min(c.gpus for c in enough.candidates) == needed
 
 
@@ -152,13 +162,14 @@ def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it
     # plan_checks.cheapest: an fp8 cache) reads 18.5 ms, whose slowed floor keeps the SLO
     model, slo = resolve_model("gpt-oss-120b"), Slo(2.0, 0.025)
     load = Load(10, "1000", "250")
-    alone = plan(model, load, slo, gpus=["mi300x"], workers=1)
+    alone = PLANS(model, load, slo, gpus=["mi300x"], max_gpus=2, workers=1)
     cautioned = alone.winner
     assert cautioned is not None and cautioned.sim_tpot_s is not None and alone.winner_unverified
     assert cautioned.sim_tpot_s * MEASURED_SLOWDOWN_LOW > slo.tpot_s
     assert any("is unverified" in c and "no deployment without this caution meets the SLO" in c
                for c in alone.cautions)
-    both = plan(model, load, slo, gpus=["mi300x", "h100-sxm"], workers=1)
+    # --max-gpus 2: the question the test of the cheaper cautioned list asks, as `plan` asks it
+    both = PLANS(model, load, slo, gpus=["mi300x", "h100"], max_gpus=2, workers=1)
     assert both.winner is not None and both.winner.accelerator == "h100-sxm"
     assert not both.winner_unverified
     assert both.winner.verified and both.winner.sim_tpot_s <= slo.tpot_s  # type: ignore[operator]
@@ -167,7 +178,6 @@ def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it
     assert "ranked first" in note
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_winner(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ("gpt-oss-120b", "--rate", "5", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
@@ -181,7 +191,6 @@ def test_a_cautioned_cheapest_with_no_alternative_is_printed_unverified_not_as_w
     assert data["winner_unverified"] is True and data["winner"]["unverified"]
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_from_runners_up(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The cheapest (MI300X) gives way to an H100 without the caution: the deployments cheaper
@@ -211,7 +220,6 @@ def test_after_a_demotion_the_cheaper_cautioned_deployments_are_listed_apart_fro
     assert row and f"{demoted['slowed_tpot_floor_s'] * 1e3:,.1f} ms, past the SLO" in row.group()
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_cautioned_cheapest_whose_slowed_floor_keeps_the_slo_still_gives_way(
         capsys: pytest.CaptureFixture[str]) -> None:
     """At 5 req/s and a 40 ms TPOT the MI300X's simulated p90 × 1.4 (31.5 ms) keeps the SLO,
@@ -242,8 +250,8 @@ def test_the_winner_is_the_cheapest_without_the_caution_that_holds_not_the_first
     at $7.40/h, hold as one replica. The search for the winner goes on past the first that
     holds while a candidate's analytic price is below it (it had stopped at the first)."""
     model = resolve_model("mixtral-8x7b")
-    result = plan(model, Load(10, "1000", "250"), Slo(1.0, 0.03), gpus=["mi300x", "h100-sxm"],
-                  max_gpus=4, workers=1)
+    result = PLANS(model, Load(10, "1000", "250"), Slo(1.0, 0.03), gpus=["mi300x", "h100-sxm"],
+                   max_gpus=4, workers=1)
     win = result.winner
     assert win is not None and win.verified and not result.winner_unverified
     held = [c for c in result.candidates if c.verified and not result.unverified_by(c)]
@@ -282,7 +290,6 @@ def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
     assert result.winner_unverified
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
         capsys: pytest.CaptureFixture[str]) -> None:
     """gpt-oss-20b at 10 req/s within 6 GPUs: no single pool without the caution (the L40Ss)
@@ -311,11 +318,10 @@ def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
 
 
 # -- 9. --json names -----------------------------------------------------------------------
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
-            "--gpus", "h100", "--engine-version", "0.17.0")
+            "--gpus", "h100", "--max-gpus", "8", "--engine-version", "0.17.0")
     data = json.loads(_run(capsys, *args, "--json"))
     assert (data["engine"], data["engine_version"]) == ("vllm", "0.17.0")
     win = data["winner"]
@@ -332,11 +338,11 @@ def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits
 FRONTIER_SLO = Slo(0.5, 0.04)
 
 
-@lru_cache(maxsize=1)
 def _frontier_plan() -> PlanResult:
-    """Llama 8B at 10 req/s on H100s, searched once for the two tests of its frontier (a plan
-    is a function of its arguments, and a PlanResult is frozen)."""
-    return plan(LLAMA_8B, Load(10, "1000", "250"), FRONTIER_SLO, gpus=["h100-sxm"], workers=1)
+    """Llama 8B at 10 req/s on H100s within 8 (a point on the frontier of more layouts is on
+    the frontier of fewer), searched once for the two tests of its frontier."""
+    return PLANS(LLAMA_8B, Load(10, "1000", "250"), FRONTIER_SLO, gpus=["h100-sxm"], max_gpus=8,
+                 workers=1)
 
 
 def test_the_pareto_frontier_holds_the_batch_that_meets_the_slo() -> None:
@@ -392,7 +398,6 @@ def test_a_check_at_p99_9_holds_ten_requests_past_its_percentile() -> None:
             assert counted * (1 - percentile / 100) >= 0.5 * TAIL_REQUESTS
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_split_on_cdna3_carries_the_measured_caution_and_is_not_offered_as_cheaper(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The MI300X 1P1D split prices the same MXFP4 MoE path the caution demoted the single
@@ -425,7 +430,6 @@ def test_a_cautioned_cheapest_says_how_many_alternatives_were_simulated(
     assert "within the search" not in note and data["winner_unverified"] is True
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
         capsys: pytest.CaptureFixture[str]) -> None:
     """20,000-token prompts under an 8 ms TPOT: no single H100 pool within 8 GPUs holds, a
@@ -446,14 +450,13 @@ def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
     assert listed == [r["label"] for r in held]  # the text names the JSON's splits, all of them
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_tiny_share_longer_than_the_context_reads_as_one_in_so_many_requests(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A lognormal tail past llama-3.1-8b's 131,072 tokens: 3e-05 of the requests, which
     printed as "3.0e-05 of the requests"; it reads "about 1 in 33,000 requests"."""
     argv = ["llama-3.1-8b", "--rate", "2", "--input-len", "lognormal:2000,1", "--output-len",
             "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--percentile", "99",
-            "--gpus", "h100-sxm"]
+            "--gpus", "h100-sxm", "--max-gpus", "8"]
     assert main(["plan", *argv, "--json", "--workers", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert 0 < data["refused_share"] < 1e-3
@@ -464,7 +467,6 @@ def test_a_tiny_share_longer_than_the_context_reads_as_one_in_so_many_requests(
     assert line.startswith("  about 1 in ")
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_a_trace_dealt_to_two_replicas_says_in_json_what_its_check_replayed(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A trace at 30 req/s needs two H100s: simulate --trace cannot rerun one replica's

@@ -5,32 +5,41 @@ deployment's cautions, one line naming the cards compared, and each price with i
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import pytest
 
+import ridgeline.plan as planning
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, price_source, rented_gpus, resolve_accelerator
 from ridgeline.measured_slowdown import moe_caution
-from ridgeline.plan import PlanResult, calibration, plan
+from ridgeline.plan import PlanResult, calibration
 from ridgeline.reports.plan import PlanReport
 from ridgeline.reports.plan_lists import break_even_usd
 from ridgeline.serving_load import Load, Slo
 from tests.conftest import cli_json, run_cli
+from tests.plan_memo import PlanMemo
 
 MODEL = resolve_model("llama-3.1-8b")
 LOAD = Load(5.0, "1000", "200")
 SLO = Slo(1.0, 0.05, 90)
 GPUS = ("h100", "gb200", "gaudi3", "l40s")
+# one card serves it: the CLI's searches within one GPU (a GB200 rented whole all the same)
 PLAN = ("plan", "llama-3.1-8b", "--rate", "5", "--input-len", "1000", "--output-len", "200",
-        "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--workers", "1")
+        "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--max-gpus", "1", "--workers", "1")
+# this module's searches, each question once (`plan`'s among them)
+PLANS = PlanMemo()
 
 
-@lru_cache(maxsize=1)
+@pytest.fixture(autouse=True)
+def _one_search_per_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "plan", PLANS)
+
+
 def _mixed() -> PlanResult:
-    return plan(MODEL, LOAD, SLO, GPUS, workers=1)
+    """The four cards within 8 GPUs, room for split pools, searched once."""
+    return PLANS(MODEL, LOAD, SLO, GPUS, 8, workers=1)
 
 
 def _report(result: PlanResult) -> PlanReport:
@@ -96,8 +105,8 @@ def test_every_listed_row_carries_its_calibration_caution() -> None:
 
 def test_an_unpriced_cdna3_moe_row_carries_the_measured_caution() -> None:
     model = resolve_model("Qwen/Qwen3-30B-A3B")
-    result = plan(model, Load(1.0, "500", "100"), Slo(2.0, 0.1, 90), ("mi325x", "l40s"),
-                  workers=1, data_parallel=False)
+    result = PLANS(model, Load(1.0, "500", "100"), Slo(2.0, 0.1, 90), ("mi325x", "l40s"), 1,
+                   workers=1, data_parallel=False)  # one card of either holds it
     row = next(c for c in result.unpriced if c.accelerator == "mi325x")
     why = moe_caution(model, row, "vllm")
     assert why and why in result.cautions_for(row)
@@ -116,7 +125,7 @@ def test_one_line_names_every_card_compared() -> None:
 
 
 def test_a_card_past_max_gpus_says_how_many_it_needs() -> None:
-    result = plan(MODEL, Load(100.0, "1000", "200"), SLO, ("l40s",), max_gpus=2, workers=1)
+    result = PLANS(MODEL, Load(100.0, "1000", "200"), SLO, ("l40s",), max_gpus=2, workers=1)
     l40s = result.cards[0]
     assert l40s.status == "beyond" and l40s.gpus > 2
     assert f"l40s: needs {l40s.gpus:,} GPUs, past --max-gpus" in _report(result).cards_line()
@@ -135,7 +144,7 @@ def test_prices_carry_their_source_and_date(capsys: pytest.CaptureFixture[str]) 
     given = cli_json(capsys, *PLAN, "--gpus", "l40s", "--price", "l40s=1.5", "--json")
     assert given["winner"]["price"] == {"price_per_gpu_hour_usd": 1.5, "source": "--price",
                                         "date": None, "rental_gpus": 1}
-    code, out, _ = run_cli(capsys, *PLAN, "--gpus", "l40s", "--explain")
+    code, out, _ = run_cli(capsys, *PLAN, "--gpus", "l40s,h200", "--explain")  # its search
     assert code == 0
     assert f"l40s: {price_source(resolve_accelerator('l40s'))}; undated" in out
 

@@ -10,15 +10,26 @@ from dataclasses import replace
 
 import pytest
 
+import ridgeline.plan as planning
 from ridgeline.plan_cautions import ITL_STALL_FACTOR, itl_stall_note
 from ridgeline.serving_load import Slo
 from tests.conftest import cli_json, run_cli
+from tests.plan_memo import PlanMemo
+
+# this module's searches, each question once (`plan`'s among them)
+PLANS = PlanMemo()
+
+
+@pytest.fixture(autouse=True)
+def _one_search_per_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "plan", PLANS)
+
 
 # Llama-3.1-8B on L40Ss, 4,000-token prompts at 4 req/s: the winner's p90 TPOT holds 40 ms
 # while one gap in ten waits out another request's prompt
 STALL = ("plan", "llama-3.1-8b", "--rate", "4", "--input-len", "4000", "--output-len", "250",
          "--slo-ttft-ms", "1000", "--slo-tpot-ms", "40", "--percentile", "90",
-         "--gpus", "l40s", "--workers", "1")
+         "--gpus", "l40s", "--max-gpus", "8", "--workers", "1")
 
 
 def test_a_winner_whose_itl_stalls_past_its_tpot_slo_says_so(
@@ -46,11 +57,10 @@ def test_an_itl_within_the_factor_or_unmeasured_gets_no_note(
     """The same plan's winner read against a TPOT SLO its ITL is within ITL_STALL_FACTOR of,
     or with no ITL (1-token outputs), says nothing."""
     from ridgeline.catalog import resolve_model
-    from ridgeline.plan import plan
     from ridgeline.serving_load import Load
 
-    result = plan(resolve_model("llama-3.1-8b"), Load(4.0, "4000", "250"),
-                  Slo(1.0, 0.04, 90), ("l40s",), workers=1)
+    result = PLANS(resolve_model("llama-3.1-8b"), Load(4.0, "4000", "250"),
+                   Slo(1.0, 0.04, 90), ("l40s",), 8, workers=1)  # STALL's search
     win = result.winner
     assert win is not None and win.sim_itl_s is not None
     assert itl_stall_note(win, result.slo) in result.notes
@@ -68,11 +78,10 @@ def test_a_failed_plans_closest_line_is_one_deployment_priced() -> None:
     import re
 
     from ridgeline.catalog import resolve_model
-    from ridgeline.plan import plan
     from ridgeline.serving_load import Load
 
     model, load, slo = resolve_model("llama-3.1-8b"), Load(3000, "1000", "250"), Slo(0.5, 0.04)
-    result = plan(model, load, slo, gpus=["l40s", "h100-sxm"], workers=1)
+    result = PLANS(model, load, slo, gpus=["l40s", "h100-sxm"], workers=1)
     miss = result.closest_miss
     assert result.winner is None and "the load is the miss" in miss
     found = re.search(r"needs about ([\d,]+) GPUs \(([\d,]+) replicas of 1 x (\S+) .*"
@@ -83,7 +92,7 @@ def test_a_failed_plans_closest_line_is_one_deployment_priced() -> None:
     other = ({"l40s", "h100-sxm"} - {card}).pop()
     assert other not in miss
     needed = int(found.group(1).replace(",", ""))
-    enough = plan(model, load, slo, gpus=[card], max_gpus=needed, workers=1, verify=0)
+    enough = PLANS(model, load, slo, gpus=[card], max_gpus=needed, workers=1, verify=0)
     fewest = min(enough.candidates, key=lambda c: c.gpus)
     assert fewest.gpus == needed and fewest.cost_per_hour is not None
     assert float(found.group(4).replace(",", "")) == pytest.approx(fewest.cost_per_hour,
@@ -92,7 +101,7 @@ def test_a_failed_plans_closest_line_is_one_deployment_priced() -> None:
 
 SPLITS = ("plan", "llama-3.1-8b", "--rate", "5", "--input-len", "1000", "--output-len", "200",
           "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--gpus", "h100,b200,mi300x,l40s",
-          "--workers", "1")
+          "--max-gpus", "8", "--workers", "1")
 
 
 def test_the_text_lists_every_split_the_json_lists(capsys: pytest.CaptureFixture[str]) -> None:

@@ -251,7 +251,7 @@ def test_of_two_deployments_at_one_price_the_one_with_more_headroom_wins() -> No
 
     load = Load(20.0, "1024", "256")
     slo = Slo(0.5, 0.04, 90)
-    result = plan(LLAMA_8B, load, slo, ["h100-sxm"], workers=1)
+    result = plan(LLAMA_8B, load, slo, ["h100-sxm"], 1, workers=1)  # each format on one card
     win = result.winner
     assert win is not None and win.verified and win.cost_per_hour is not None
     rivals = [c for c in result.candidates

@@ -10,10 +10,20 @@ import shlex
 
 import pytest
 
+import ridgeline.plan as planning
 from tests.conftest import run_cli
+from tests.plan_memo import PlanMemo
 
-SLO = ["--slo-ttft-ms", "5000", "--slo-tpot-ms", "50", "--gpus", "h100-sxm"]
+# one card serves each load here: the search within one GPU
+SLO = ["--slo-ttft-ms", "5000", "--slo-tpot-ms", "50", "--gpus", "h100-sxm", "--max-gpus", "1"]
 LONG_PROMPTS = ["--rate", "1", "--input-len", "12000", "--output-len", "200"]
+# this module's searches, each question once (`plan`'s among them)
+PLANS = PlanMemo()
+
+
+@pytest.fixture(autouse=True)
+def _one_search_per_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "plan", PLANS)
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -58,10 +68,9 @@ def test_trtllm_winner_gives_the_chunked_prefill_its_yaml_sets(
 
 
 UNPRICED = ["llama-3.1-8b", "--rate", "5", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50",
-            "--gpus", "a100-pcie-40gb"]
+            "--gpus", "a100-pcie-40gb", "--max-gpus", "1"]
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
 def test_an_unpriced_single_pool_gets_its_figures_and_the_launch_a_price_would_give(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Only unpriced cards: the single pool had one line, no figures and no command, where

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import ridgeline.plan as planning
 from ridgeline.catalog import resolve_model
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
@@ -23,14 +24,26 @@ from ridgeline.hardware import (
     load_accelerator_file,
     resolve_accelerator,
 )
-from ridgeline.plan import _evaluate, plan
+from ridgeline.plan import _evaluate
 from ridgeline.plan_constraints import PlanConstraints
 from ridgeline.serving_load import Load, Slo
 from tests.conftest import cli_json, refused_line, run_cli
+from tests.plan_memo import PlanMemo
 
 SLO_8B = ["--slo-ttft-ms", "1000", "--slo-tpot-ms", "30"]
-LOAD_8B = ["--rate", "40", *SLO_8B]  # two H100s, six L40Ss: cards of different prices
+# two H100s, six L40Ss: cards of different prices, each within 8 GPUs
+LOAD_8B = ["--rate", "40", "--max-gpus", "8", *SLO_8B]
+# a card of one's own beside the catalog's H100: two of them hold it
+ON_H100 = ["--rate", "40", "--max-gpus", "2", *SLO_8B]
 LOAD_70B = ["--rate", "1", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100"]
+ONE_H100 = ["--gpus", "h100", "--max-gpus", "1", *LOAD_70B]  # one H100 holds it
+# this module's searches, each question once (`plan`'s among them)
+PLANS = PlanMemo()
+
+
+@pytest.fixture(autouse=True)
+def _one_search_per_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "plan", PLANS)
 
 
 def _rows(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -43,8 +56,8 @@ def test_plan_at_a_max_model_len_sizes_each_pool_as_fit_does_there(
     """Llama-3.1-70B on one H100 launched at the longest its pool starts with (34,560);
     --max-model-len 8192 launches every row at 8,192, and the winner's pool, conversations and
     seats are fit's at 8,192 for the same layout and knobs; its launch and check carry it."""
-    free = cli_json(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", *LOAD_70B)
-    data = cli_json(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", *LOAD_70B,
+    free = cli_json(capsys, "plan", "llama-3.1-70b", *ONE_H100)
+    data = cli_json(capsys, "plan", "llama-3.1-70b", *ONE_H100,
                     "--max-model-len", "8192")
     assert free["winner"]["max_model_len"] != 8192
     assert data["constraints"]["max_model_len"] == 8192 == data["max_model_len"]
@@ -62,7 +75,7 @@ def test_plan_at_a_max_model_len_sizes_each_pool_as_fit_does_there(
                                                 "max_num_seqs", "engine_max_batch")}
     assert "--max-model-len 8192 " in data["commands"]["vllm"]
     assert "--max-model-len 8192 " in data["check_command"]
-    code, text, err = run_cli(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", *LOAD_70B,
+    code, text, err = run_cli(capsys, "plan", "llama-3.1-70b", *ONE_H100,
                               "--max-model-len", "8192")
     assert code == 0, err
     assert "only launches at --max-model-len 8,192" in text.splitlines()[0]
@@ -73,7 +86,7 @@ def test_a_layout_whose_pool_holds_no_request_of_the_length_is_left_out(
         capsys: pytest.CaptureFixture[str]) -> None:
     """At the longest length one fp8 H100's pool starts with (its fewest seats), TP1
     launches; one step longer it does not (fit: no conversation), so every row is wider."""
-    free = cli_json(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", *LOAD_70B)
+    free = cli_json(capsys, "plan", "llama-3.1-70b", *ONE_H100)
     longest = free["winner"]["max_model_len"]
     assert free["winner"]["tensor_parallel_size"] == 1
     past = longest + 256  # replica_sizing.MODEL_LEN_STEP
@@ -83,8 +96,8 @@ def test_a_layout_whose_pool_holds_no_request_of_the_length_is_left_out(
                    str(past), *(("--max-num-seqs", str(win["max_num_seqs"]))
                                 if win["max_num_seqs"] else ()))
     assert fit["conversations"] == 0
-    data = cli_json(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", *LOAD_70B,
-                    "--max-model-len", str(past), "--weights", win["weights_format"],
+    data = cli_json(capsys, "plan", "llama-3.1-70b", "--gpus", "h100", "--max-gpus", "2",
+                    *LOAD_70B, "--max-model-len", str(past), "--weights", win["weights_format"],
                     "--kv-dtype", win["kv_dtype"])
     assert all(r["tensor_parallel_size"] * r["pipeline_parallel_size"] > 1 for r in _rows(data))
     assert all(r["pool"]["conversations"] >= 1 for r in (data["winner"], *data["runners_up"]))
@@ -96,7 +109,7 @@ def test_the_closest_miss_judges_each_group_at_the_max_model_len(
     format's pool holds one request (fit: 0 conversations at each), so the closest miss is
     that no group fits at that length, not TP1's latencies or the load (as it said when it
     judged each group at the load's mean length)."""
-    one = ["--gpus", "h100", "--max-gpus", "1", *LOAD_70B]
+    one = ONE_H100
     assert cli_json(capsys, "plan", "llama-3.1-70b", *one)["winner"]["num_gpus"] == 1
     for weights in ("fp8", "bf16"):
         fit = cli_json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--weights", weights,
@@ -199,9 +212,9 @@ def test_a_gpu_file_card_is_planned_and_priced(capsys: pytest.CaptureFixture[str
     it lays out the catalog's H100 at --price h100=2, and prices it at its own record's price;
     a record without a price is refused, naming the key and --price, and --price prices it."""
     path = _record(capsys, tmp_path, "lab-h100-s62", 2.0)
-    mine = cli_json(capsys, "plan", "llama-3.1-8b", "--gpu-file", str(path), *LOAD_8B)
+    mine = cli_json(capsys, "plan", "llama-3.1-8b", "--gpu-file", str(path), *ON_H100)
     ours = cli_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--price", "h100=2",
-                    *LOAD_8B)
+                    *ON_H100)
     win, twin = mine["winner"], ours["winner"]
     assert win["accelerator"] == "lab-h100-s62"
     assert win["label"] == twin["label"].replace("h100-sxm", "lab-h100-s62")
@@ -209,13 +222,13 @@ def test_a_gpu_file_card_is_planned_and_priced(capsys: pytest.CaptureFixture[str
         twin["cost_per_hour_usd"]
     assert [c["accelerator"] for c in mine["cards"]] == ["lab-h100-s62"]  # alone without --gpus
     beside = cli_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--gpu-file",
-                      str(path), *LOAD_8B)
+                      str(path), *ON_H100)
     assert [c["accelerator"] for c in beside["cards"]] == ["h100-sxm", "lab-h100-s62"]
     unpriced = _record(capsys, tmp_path, "lab-free-s62", None)
-    line = refused_line(capsys, "plan", "llama-3.1-8b", "--gpu-file", str(unpriced), *LOAD_8B)
+    line = refused_line(capsys, "plan", "llama-3.1-8b", "--gpu-file", str(unpriced), *ON_H100)
     assert "price_per_hour_usd" in line and "--price lab-free-s62=USD" in line
     priced = cli_json(capsys, "plan", "llama-3.1-8b", "--gpu-file", str(unpriced), "--price",
-                      "lab-free-s62=1.5", *LOAD_8B)
+                      "lab-free-s62=1.5", *ON_H100)
     assert priced["winner"]["price"]["price_per_gpu_hour_usd"] == 1.5
 
 
@@ -253,15 +266,16 @@ def test_the_plan_api_takes_a_card_record_as_a_card() -> None:
     h100 = resolve_accelerator("h100")
     mine = replace(h100, id="api-h100-s62", aliases=(), price_per_hour_usd=2.0)
     assert catalog_id_named(mine.id) is None
-    ours = plan(model, load, slo, ["h100"], prices={"h100-sxm": 2.0}, workers=1)
-    theirs = plan(model, load, slo, [mine], workers=1)
+    # within 2 GPUs, as the --gpu-file test asks: its H100 at $2.00 is this one
+    ours = PLANS(model, load, slo, ["h100"], 2, prices={"h100-sxm": 2.0}, workers=1)
+    theirs = PLANS(model, load, slo, [mine], 2, workers=1)
     win, twin = theirs.winner, ours.winner
     assert win is not None and twin is not None
     assert win.accelerator == mine.id and [c.gpu for c in theirs.cards] == [mine.id]
     assert (win.tp, win.pp, win.replicas, win.weights, win.kv, win.batch) == \
         (twin.tp, twin.pp, twin.replicas, twin.weights, twin.kv, twin.batch)
     assert win.cost_per_hour == pytest.approx(twin.cost_per_hour)
-    assert plan(model, load, slo, [h100], workers=1, verify=1).winner == \
-        plan(model, load, slo, ["h100-sxm"], workers=1, verify=1).winner
+    assert PLANS(model, load, slo, [h100], 2, workers=1, verify=1).winner == \
+        PLANS(model, load, slo, ["h100-sxm"], 2, workers=1, verify=1).winner
     with pytest.raises(InputError, match="catalog's id"):
-        plan(model, load, slo, [replace(h100, price_per_hour_usd=2.0)], workers=1)
+        PLANS(model, load, slo, [replace(h100, price_per_hour_usd=2.0)], 2, workers=1)
