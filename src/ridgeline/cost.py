@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import groupby
 from typing import NamedTuple
 
 from ridgeline.attention_span import (
@@ -184,11 +185,7 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
     With data-parallel attention the batch is dealt over the ranks, one sequence each in
     turn, and the step is the first rank's, the busiest (⌈B ÷ N⌉ sequences), its experts
     on every rank's tokens, a prompt step's where any rank's are (``experts_prompt``)."""
-    if not batch:
-        raise InputError("a step needs at least one sequence")
-    if any(s.new_tokens < 1 or s.context_tokens < 0 for s in batch):
-        bad = next(s for s in batch if s.new_tokens < 1 or s.context_tokens < 0)
-        raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {bad}")
+    _check_step(batch)
     ranks = dep.data_parallel_size
     rank = batch[::ranks] if ranks > 1 else batch
     shape = rank_shape(attention_windows(dep), [s.context_tokens for s in rank if s.new_tokens == 1],
@@ -197,6 +194,39 @@ def batch_shape(dep: Deployment, batch: Sequence[Seq]) -> BatchShape:
         return shape
     return shape._replace(all_tokens=sum(s.new_tokens for s in batch),
                           any_rank_prompt=any(s.new_tokens > 1 for s in batch))
+
+
+def _check_step(batch: Sequence[Seq]) -> None:
+    """Refuse an empty step, or a sequence of no new token or of negative cached ones."""
+    if not batch:
+        raise InputError("a step needs at least one sequence")
+    bad = next((s for s in batch if s.new_tokens < 1 or s.context_tokens < 0), None)
+    if bad is not None:
+        raise InputError(f"a sequence needs ≥1 new token and ≥0 cached ones, got {bad}")
+
+
+SeqRuns = tuple[tuple[Seq, int], ...]  # a batch as (sequence, how many in a row), in order
+
+
+def seq_runs(batch: Sequence[Seq]) -> SeqRuns:
+    """``batch`` as runs of equal sequences: a decode batch of 300 at one context is one."""
+    return tuple((seq, len(list(same))) for seq, same in groupby(batch))
+
+
+def runs_shape(dep: Deployment, runs: SeqRuns) -> BatchShape:
+    """batch_shape of the batch ``runs`` spells, each run visited once where no data-parallel
+    ranks deal its sequences apart (the same decodes and chunks, in the same order)."""
+    if dep.data_parallel_size > 1:
+        return batch_shape(dep, [seq for seq, count in runs for _ in range(count)])
+    _check_step([seq for seq, _ in runs])
+    decodes: list[int] = []
+    chunks: list[Seq] = []
+    for seq, count in runs:
+        if seq.new_tokens == 1:
+            decodes += [seq.context_tokens] * count
+        else:
+            chunks += [seq] * count
+    return rank_shape(attention_windows(dep), decodes, chunks)
 
 
 def experts_prompt(shape: BatchShape) -> bool:
@@ -526,8 +556,8 @@ def _host_ops(dep: Deployment, terms: StepTerms, rate: StepRates, share: float |
 # shape and its terms depend on the deployment and the batch alone, so they are remembered
 # apart from the profile, and only the rates and the overhead are priced again.
 @lru_cache(maxsize=4096)
-def _remembered_shape(dep: Deployment, batch: tuple[Seq, ...]) -> BatchShape:
-    return batch_shape(dep, batch)
+def _remembered_shape(dep: Deployment, runs: SeqRuns) -> BatchShape:
+    return runs_shape(dep, runs)
 
 
 @lru_cache(maxsize=16384)
@@ -551,13 +581,16 @@ def _step_plan(dep: Deployment, shape: BatchShape, floor: bool
 
 
 @lru_cache(maxsize=65536)
-def _cached_time(dep: Deployment, shape: BatchShape, profile: EngineProfile) -> float:
-    return shape_time_s(dep, shape, profile)
+def _cached_time(dep: Deployment, runs: SeqRuns, profile: EngineProfile) -> float:
+    return shape_time_s(dep, _remembered_shape(dep, runs), profile)
 
 
 def step_time_s(dep: Deployment, batch: Sequence[Seq], profile: EngineProfile = IDEAL) -> float:
-    """step_cost(...).time_s without building the per-operator breakdown (the fit's inner loop)."""
-    return _cached_time(dep, _remembered_shape(dep, tuple(batch)), profile)
+    """step_cost(...).time_s without building the per-operator breakdown (the fit's inner loop).
+    Remembered by the batch's runs of equal sequences (``seq_runs``): a planner's decode
+    batch of hundreds at one context is hashed, compared and reduced once, not once a
+    sequence."""
+    return _cached_time(dep, seq_runs(batch), profile)
 
 
 # the weight category each weight matmul multiplies by (the LM head: the embedding when tied)

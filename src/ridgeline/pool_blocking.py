@@ -56,6 +56,7 @@ class PoolLoad:
         size = math.ceil(longest / block_tokens) // cell_blocks + overhead_blocks + 3
         held, prompt = [0.0] * size, [0.0] * size
         total_s = 0.0
+        ceil = math.ceil
         # each weight split between the two cells around its place (``_add``, written out:
         # the same operations, a call fewer for each of a few thousand)
         for p, o in requests:
@@ -77,11 +78,12 @@ class PoolLoad:
             held[low] += ttft_s - ttft_s * frac
             held[low + 1] += ttft_s * frac
             # its decode read at points across it, two a cell it spans (DECODE_POINTS at most)
-            points = min(DECODE_POINTS, 1 + int(2 * o / per_cell))
+            points = 1 + int(2 * o / per_cell)
+            if points > DECODE_POINTS:
+                points = DECODE_POINTS
             weight = decode_s / points
             for k in range(points):
-                tokens = p + o * (k + 0.5) / points
-                cells = math.ceil(tokens / block_tokens) / cell_blocks + fixed
+                cells = ceil((p + o * (k + 0.5) / points) / block_tokens) / cell_blocks + fixed
                 low = int(cells)
                 frac = cells - low
                 held[low] += weight - weight * frac
@@ -131,11 +133,12 @@ def blocked_share(in_flight: float, held: Sequence[float], prompt: Sequence[floa
         room = pool_cells - m * held_mean - prompt_mean
         return 1 - NormalDist().cdf(room / math.sqrt(max(variance, 1e-12)))
     g = [math.exp(-m * (1 - held[0]))]
-    weighted = [j * f for j, f in enumerate(held)]  # j·f(j)
+    weighted = [j * f for j, f in enumerate(held)][1:]  # j·f(j), j = 1 on
     for s in range(1, pool_cells + 1):
-        top = min(s, len(weighted) - 1)
-        # Σ_{j=1..top} j·f(j)·g(s − j): g read backwards from s − 1
-        g.append(m / s * sum(map(mul, weighted[1:top + 1], reversed(g[s - top:s]))))
+        top = min(s, len(weighted))
+        # Σ_{j=1..top} j·f(j)·g(s − j): g read backwards from s − 1 (its top values end the
+        # products: the weights need no slice of their own)
+        g.append(m / s * sum(map(mul, weighted, reversed(g[s - top:s]))))
     fits, cumulative = 0.0, [0.0] * (pool_cells + 2)
     for s, x in enumerate(g):
         cumulative[s + 1] = cumulative[s] + x  # P(S ≤ s) = cumulative[s + 1]

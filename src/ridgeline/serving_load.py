@@ -269,33 +269,55 @@ def _inward(low: float, high: float) -> tuple[float, float]:
 TAIL_DRAWS = 100_000  # requests drawn to read a length's refused share: to 1 in 100,000
 
 
-@lru_cache(maxsize=8)
 def _totals(load: Load) -> tuple[int, ...]:
     """Prompt + output of every request of a trace, or of TAIL_DRAWS drawn from the load (a
     stream of their own, apart from the sizing's and the checks' draws), sorted."""
-    if load.trace:
-        return tuple(sorted(p + o for _, p, o in load.trace))
-    rng = random.Random(f"{load.seed}:lengths")
-    draw_in, draw_out = length_sampler(load.input_len, "input length"), length_sampler(
-        load.output_len, "output length")
-    return tuple(sorted(draw_in(rng) + draw_out(rng) for _ in range(TAIL_DRAWS)))
+    return _drawn_totals(load.trace, load.input_len, load.output_len, load.seed)
+
+
+def _means(load: Load) -> tuple[float, float]:
+    """Load.means, summed once per load (the planner asks for them per candidate)."""
+    return _drawn_means(load.trace, load.input_len, load.output_len, load.seed)
+
+
+def _samples(load: Load) -> tuple[tuple[int, int], ...]:
+    return _drawn_samples(load.trace, load.input_len, load.output_len, load.seed)
+
+
+# The draws below depend on the lengths and the seed alone, not the rate: remembered by
+# those, a plan at another rate (the closest miss's, a test's next) reads them again.
+Trace = tuple[tuple[float, int, int], ...]
+
+
+@lru_cache(maxsize=8)
+def _drawn_totals(trace: Trace, input_len: str, output_len: str, seed: int
+                  ) -> tuple[int, ...]:
+    if trace:
+        return tuple(sorted(p + o for _, p, o in trace))
+    rng = random.Random(f"{seed}:lengths")
+    draw_in, draw_out = length_sampler(input_len, "input length"), length_sampler(
+        output_len, "output length")
+    totals = [draw_in(rng) + draw_out(rng) for _ in range(TAIL_DRAWS)]
+    totals.sort()
+    return tuple(totals)
 
 
 @lru_cache(maxsize=32)
-def _means(load: Load) -> tuple[float, float]:
-    """Load.means, summed once per load (the planner asks for them per candidate)."""
-    drawn = _samples(load)
+def _drawn_means(trace: Trace, input_len: str, output_len: str, seed: int
+                 ) -> tuple[float, float]:
+    drawn = _drawn_samples(trace, input_len, output_len, seed)
     n = len(drawn)
     return sum(p for p, _ in drawn) / n, sum(o for _, o in drawn) / n
 
 
 @lru_cache(maxsize=32)
-def _samples(load: Load) -> tuple[tuple[int, int], ...]:
-    if load.trace:
-        return tuple((p, o) for _, p, o in load.trace)
-    rng = random.Random(load.seed)
-    draw_in, draw_out = length_sampler(load.input_len, "input length"), length_sampler(
-        load.output_len, "output length")
+def _drawn_samples(trace: Trace, input_len: str, output_len: str, seed: int
+                   ) -> tuple[tuple[int, int], ...]:
+    if trace:
+        return tuple((p, o) for _, p, o in trace)
+    rng = random.Random(seed)
+    draw_in, draw_out = length_sampler(input_len, "input length"), length_sampler(
+        output_len, "output length")
     n = 2000
     prompts = [draw_in(rng) for _ in range(n)]
     return tuple(zip(prompts, [draw_out(rng) for _ in range(n)]))

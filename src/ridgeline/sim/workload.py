@@ -160,8 +160,11 @@ class _LogNormal:
         self.mu, self.sigma = mu, sigma
 
     def __call__(self, rng: random.Random) -> int:
-        x = min(rng.normalvariate(self.mu, self.sigma), _LOG_MAX)
-        return min(MAX_LENGTH_TOKENS, max(1, round(math.exp(x))))
+        # min(x, _LOG_MAX), then the token count clipped to 1 .. MAX_LENGTH_TOKENS, written
+        # as comparisons: a plan's refused share draws 200,000 of these
+        x = rng.normalvariate(self.mu, self.sigma)
+        n = round(math.exp(x if x <= _LOG_MAX else _LOG_MAX))
+        return n if 1 <= n <= MAX_LENGTH_TOKENS else (1 if n < 1 else MAX_LENGTH_TOKENS)
 
 
 _LOG_MAX = math.log(MAX_LENGTH_TOKENS)
