@@ -1,6 +1,7 @@
-"""Two mends. --explain at a point the engine refuses (a vLLM that would not start, a batch
-past its pool) gives the step's arithmetic and why it is refused, but no tok/s step, as the
-table and --json give it no speed. And an unknown card (--gpu, --gpus, --gpu-file) is refused
+"""Two mends. --explain at a point that fits the memory but the engine refuses (a vLLM that
+would not start, a batch past its pool) keeps the floor's arithmetic, the article's figures
+among them, and says why the engine does not run it, in an engine check beside the memory
+check (the table and --json give it no speed). And an unknown card (--gpu, --gpus, --gpu-file) is refused
 before the model loads, so before a --fetch download."""
 
 from __future__ import annotations
@@ -27,15 +28,19 @@ def own_block(steps: list[dict], point: str) -> list[dict]:
     return [s for s in steps if s.get("point", point) == point]
 
 
-def test_decode_explain_at_a_start_vllm_refuses_gives_why_and_no_speed(
+def test_decode_explain_at_a_start_vllm_refuses_says_why_beside_the_floor(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The table says "won't start" and --json nulls the speeds: --explain agrees, with the
-    engine's refusal as a step beside the memory check, and no per-user or aggregate speed."""
+    """The table says "won't start" and --json nulls the speeds: --explain keeps the floor's
+    per-user speed (the article's 47 tok/s) and puts the engine's refusal beside the memory
+    check."""
     data, steps = explained(capsys, "decode", *REFUSED_70B, "--batch", "1", "--context", "2000")
     point = data["points"][0]
     assert not point["engine_runs"] and point["floor_per_user_tok_s"] is None
     mine = own_block(steps, "batch 1 at 2,000 tokens of context")
-    assert speed_steps(mine) == []
+    assert "per-user speed" in speed_steps(mine)
+    assert not [label for label in speed_steps(mine) if label.startswith("expected")]
+    labels = [s["label"] for s in mine]
+    assert labels.index("engine check") == labels.index("memory check") + 1
     check = explain_by_label(mine, "engine check")
     assert check["result"]["value"] == "no"
     assert check["result"]["source"] == point["expected_none_reason"]
@@ -56,11 +61,10 @@ def test_decode_explain_where_it_starts_keeps_the_speeds(
     assert not [s for s in steps if s["label"] == "engine check"]
 
 
-def test_decode_explain_past_the_pool_names_the_seats_and_gives_no_speed(
+def test_decode_explain_past_the_pool_names_the_seats_and_no_expected_speed(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Batch 8 where the pool runs 5 ("runs ≤ 5" in the table): the seats' step, then the
-    engine check naming 8 against them; the gain over batch 1 as the steps' ratio, not as an
-    aggregate speed."""
+    """Batch 8 where the pool runs 5 ("runs ≤ 5" in the table): the floor's gain over batch 1,
+    the seats' step, then the engine check naming 8 against them; no expected speed."""
     data, steps = explained(capsys, "decode", *REFUSED_70B, "--batch", "1,8", "--context",
                             "2000", "--max-model-len", STARTS_AT)
     one, eight = data["points"]
@@ -69,7 +73,8 @@ def test_decode_explain_past_the_pool_names_the_seats_and_gives_no_speed(
     held = data["engine_max_batch"][0]["engine_max_batch"]
     assert 1 <= held < 8
     mine = own_block(steps, "batch 8 at 2,000 tokens of context")
-    assert speed_steps(mine) == []
+    assert not [label for label in speed_steps(mine) if label.startswith("expected")]
+    assert [s["label"] for s in mine][-1] == "engine check"
     check = explain_by_label(mine, "engine check")
     assert explain_inputs(check) == {"sequences asked": 8, "sequences vLLM runs at once": held}
     assert check["result"]["source"] == eight["expected_none_reason"]
@@ -79,7 +84,7 @@ def test_decode_explain_past_the_pool_names_the_seats_and_gives_no_speed(
     assert speed_steps(own_block(steps, "batch 1 at 2,000 tokens of context"))
 
 
-def test_decode_explain_text_prints_no_floor_speed_for_a_refused_start(
+def test_decode_explain_text_prints_the_floor_and_the_engine_check_for_a_refused_start(
         capsys: pytest.CaptureFixture[str]) -> None:
     from tests.conftest import run_cli
 
@@ -89,19 +94,20 @@ def test_decode_explain_text_prints_no_floor_speed_for_a_refused_start(
     working = out.split("How each number was computed:", 1)[1]
     refused = working.split("  batch 32 at", 1)[0]  # batch 1's block: vLLM won't start
     assert "won't start" in out
-    assert "per-user speed: 1 ÷ step time" not in refused
-    assert "aggregate speed" not in refused
-    assert "engine check:" in refused
+    assert "=> per user = 47.03 tok/s" in refused  # the article's figure, the floor's
+    assert "expected" not in refused
+    assert "engine check:" in refused and "vLLM runs it = no" in refused
 
 
-def test_prefill_explain_at_a_start_vllm_refuses_gives_why_and_no_throughput(
+def test_prefill_explain_at_a_start_vllm_refuses_says_why_beside_the_floor(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """prefill's table and --json give no prompt tok/s where vLLM would not start: nor does
-    --explain's own block, which says why; the block at the length that starts keeps it."""
+    """prefill's table and --json give no prompt tok/s where vLLM would not start: --explain's
+    own block keeps the floor's throughput and says why the engine does not run it; the
+    expected throughput is priced at the length that starts."""
     data, steps = explained(capsys, "prefill", *REFUSED_70B, "--prompt-len", "2000")
     assert not data["engine_runs"] and data["floor_prompt_tok_s"] is None
     mine = own_block(steps, "1 x 2,000-token prompt")
-    assert speed_steps(mine) == []
+    assert speed_steps(mine) == ["throughput"]
     check = explain_by_label(mine, "engine check")
     assert check["result"]["source"] == data["expected_none_reason"]
     assert explain_inputs(check) == {"prompts asked": 1, "prompts vLLM runs at once": 0}

@@ -189,28 +189,24 @@ class DecodeReport:
     def _point_steps(self, f: DecodeFloor, base: DecodeFloor, e: Expectation
                      ) -> tuple[Step, ...]:
         """One point's working: its floor, its gain over batch 1 at the same context, and the
-        engine's expectation where the engine runs it. A point it does not run (it does not
-        fit, or the engine refuses it) gets the step's arithmetic and why, but no speed, as
-        the table and --json give it none."""
+        engine's expectation where the engine runs it. A point that does not fit the memory
+        gets the step's arithmetic without the speeds it would give; one that fits but the
+        engine does not run (a start it refuses, a batch past its pool) keeps the floor's
+        speeds, the article's arithmetic, and an engine check saying it does not run there."""
         seats = self._seat_steps(f)
-        if not self.engine_runs(f):  # the step's arithmetic, without the speeds it would give
+        if not f.fit.fits:  # the step's arithmetic, without the speeds it would give
             share = step("per-user speed as a share of batch 1's", "batch 1's step ÷ this step, "
                          "at the same context (the per-user speeds' ratio; neither runs as a "
                          "speed)", q("share", f.per_user_tok_s / base.per_user_tok_s),
                          q("batch 1's step", base.step_time_s * 1e3, "ms"),
                          q("step", f.step_time_s * 1e3, "ms"))
-            # the memory refuses it, else the engine: its count at this context, and why
-            why = (f.fit.explain_step(),) if not f.fit.fits else (
-                f.fit.explain_step(), *seats, engine_check_step(
-                    engine_name(e.engine), f.batch, self._seat(f.context).held or 0,
-                    "sequences", self.none_reason(f)))
-            return tuple(s for s in f.steps if s.result.unit != "tok/s") + why + (
+            return tuple(s for s in f.steps if s.result.unit != "tok/s") + (f.fit.explain_step(),) + (
                 () if f.batch == 1 else (share, step(
                     "gain over batch 1", "batch × batch 1's step ÷ this step, at the same "
                     "context (the output's ratio; neither runs as a speed)",
                     q("gain", f.aggregate_tok_s / base.aggregate_tok_s, "x"),
                     q("batch", f.batch), q("batch 1's step", base.step_time_s * 1e3, "ms"),
-                    q("step", f.step_time_s * 1e3, "ms")))) + (() if f.fit.fits else seats)
+                    q("step", f.step_time_s * 1e3, "ms")))) + seats
         share = step("per-user speed as a share of batch 1's", "per-user speed ÷ batch 1's, at the same "
                      "context (the floor's)", q("share", f.per_user_tok_s / base.per_user_tok_s),
                      q("per user", f.per_user_tok_s, "tok/s", f"batch {f.batch:,}"),
@@ -222,6 +218,10 @@ class DecodeReport:
             q("batch 1", base.aggregate_tok_s, "tok/s",
               f"one sequence at the same {f.context:,}-token context: 1 ÷ "
               f"{base.step_time_s * 1e3:,.4g} ms")),)
+        if not self.engine_runs(f):  # the floor's arithmetic stands; the engine says no
+            return f.steps + gain + (f.fit.explain_step(), *seats, engine_check_step(
+                engine_name(e.engine), f.batch, self._seat(f.context).held or 0, "sequences",
+                self.none_reason(f)))
         return f.steps + gain + (f.fit.explain_step(),) + e.steps + expected_speed_steps(e, f.batch) \
             + self._verify_graph_steps(f) + seats
 

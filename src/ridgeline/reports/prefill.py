@@ -259,10 +259,11 @@ class PrefillReport:
         # the ridge the intensity line sets it against: the dense weights' dtype's, or their
         # dtypes' blend (dense_ridge_steps)
         ridge = dense_ridge_steps(dep) if dep.dense_blended else (_ridge_step(dep),)
-        # prompts the engine does not run (they do not fit, or it refuses them) run at no
-        # speed: the step's arithmetic without the throughput it would give (as decode's
-        # --explain), --json's floor_prompt_tok_s null; where they fit, the engine's refusal
-        own = f.steps if self.runs else tuple(s for s in f.steps if s.result.unit != "tok/s")
+        # prompts that do not fit run at no speed: the step's arithmetic without the
+        # throughput it would give (as decode's --explain), --json's floor_prompt_tok_s null;
+        # prompts that fit but the engine does not run keep the floor's arithmetic, with an
+        # engine check saying it does not run them
+        own = f.steps if f.fit.fits else tuple(s for s in f.steps if s.result.unit != "tok/s")
         why = () if self.runs or not f.fit.fits else (engine_check_step(
             engine_name(self.expected.engine), f.batch, self.pool_batch or 0, "prompts",
             self.none_reason),)

@@ -1,7 +1,7 @@
 """--explain's working behind a serving engine's start-up refusal: the longest --max-model-len
 that starts ("give --max-model-len ≤ 12,032"), and the conversations its pool holds there
 ("pool holds = 5"), which decode and prefill print beside the refusal; and the engine check a
-refused point's working gives in place of the speed it does not run at."""
+refused point's working gives beside the floor's arithmetic."""
 
 from __future__ import annotations
 
@@ -93,13 +93,15 @@ def refusal_steps(dep: Deployment, settings: EngineSettings, longest: int,
 
 
 def engine_check_step(engine: str, asked: int, held: int, what: str, reason: str) -> Step:
-    """Why a point that fits the memory gets no speed: the ``asked`` sequences (or prompts,
+    """Why a point that fits the memory is not run: the ``asked`` sequences (or prompts,
     ``what``) against the ``held`` the ``engine`` runs at once at its length, beside the
-    memory check, with the reason the text's first line gives. Llama-3.1-70B fp8 (KV bf16)
+    memory check, with the reason the text's first line gives (the floor's speeds above it
+    are the arithmetic's, which the table and --json leave out there). Llama-3.1-70B fp8 (KV bf16)
     on an H100 under vllm serve, batch 1 at 2,000 tokens: 1 asked, 0 run (vLLM won't start
     at the model's 131,072 tokens), so it does not run."""
     return step("engine check", f"{what} asked, at most the {what} {engine} runs at once at "
-                "this length: more, so it does not run",
+                "this length: more, so it does not run (the floor's speeds above are the "
+                "arithmetic's alone)",
                 q(f"{engine} runs it", "no", "", reason),
                 q(f"{what} asked", asked),
                 q(f"{what} {engine} runs at once", held))
