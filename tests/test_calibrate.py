@@ -215,7 +215,10 @@ def test_a_fit_without_compute_rows_keeps_compute_efficiency_near_its_start() ->
     (to ~7 % on the low-batch rows) to absorb other costs and wreck every prefill."""
     from ridgeline.calibrate import SERVING_ENGINES
 
-    rows = read_measurements(LOWBATCH).rows
+    # every other row (27 of 54, all three engines, decode only): the fit on all 54 kept the
+    # efficiency at 0.51, on these at 0.49, in a third of the time
+    rows = read_measurements(LOWBATCH).rows[::2]
+    assert {r.engine for r in rows} == {"vllm", "sglang", "trtllm"}
     start = EngineProfile("start", 0.8, 0.5, 3e-4, 5e-6)
     fitted = fit_engine(rows, "vllm", start, family=SERVING_ENGINES)
     assert 0.35 < fitted.compute_efficiency < 0.7
@@ -546,8 +549,11 @@ def test_a_fit_finds_the_ceiling_its_rows_were_made_with() -> None:
 
     from ridgeline.hardware import resolve_accelerator
 
-    rows = _decode_rows(("rtx-4090", "h100-pcie", "a100-sxm-80gb", "rtx-3090", "dgx-spark-gb10",
-                         "rtx-a6000"))
+    fast = ("rtx-4090", "h100-pcie", "a100-sxm-80gb")  # at least half the fastest's bandwidth
+    every = _decode_rows((*fast, "rtx-3090", "dgx-spark-gb10", "rtx-a6000"))
+    # every fast-card row (where a ceiling bites) and a third of the slow cards' (20 of 32):
+    # the fit finds the same ceiling (1.5004 against 1.4990 TB/s on all 32), in half the time
+    rows = [r for r in every if r.gpu in fast] + [r for r in every if r.gpu not in fast][::3]
     gpus = {r.gpu for r in rows}
     assert len(rows) >= 12 and len(gpus) >= 4, gpus
     truth = EngineProfile("llama.cpp-cuda", 0.85, 0.5, 1e-3, 2e-5,
@@ -825,9 +831,13 @@ def test_a_fit_finds_the_cost_per_matmul_its_rows_were_made_with() -> None:
     graphs run each projection apart, the same rows are fitted no such cost."""
     from ridgeline.calibrate_rows import shows_matmuls
 
+    # every other row (27 of 54; Llamas, DeepSeek-R1, Qwen3-Next and gpt-oss among them): the
+    # fit recovers the same 10 µs as on all 54, in half the time
     rows = [r for r in read_measurements(LOWBATCH).rows
-            if r.engine in ("vllm", "sglang", "trtllm")]
+            if r.engine in ("vllm", "sglang", "trtllm")][::2]
     assert shows_matmuls(rows)
+    assert {"deepseek-ai/DeepSeek-R1", "Qwen/Qwen3-Next-80B-A3B-Thinking",
+            "openai/gpt-oss-120b", "meta-llama/Meta-Llama-3-8B"} <= {r.model for r in rows}
     made = EngineProfile("vllm", 0.7, 0.5, 2e-4, 2e-5, matmul_overhead_s=1e-5)
     synthetic = [replace(r, engine="vllm", value=predict(replace(r, engine="vllm"),
                                                          {"vllm": made}).predicted)
@@ -1136,7 +1146,9 @@ def test_a_fit_finds_the_cost_per_moe_layer_its_rows_were_made_with() -> None:
         return [r for r in read_measurements(path).rows
                 if r.engine == "llama.cpp-cuda" and r.metric == "decode_tok_s_per_user"]
 
-    rows = decode(CUDA) + decode(MEASUREMENTS)[:16]  # MoE rows mostly, then dense ones
+    # a third of cuda.csv's (MoE rows mostly), then eight dense ones: 21 rows that recover
+    # 60 µs as the 53 rows of all cuda.csv's and 16 dense did, in under half the time
+    rows = decode(CUDA)[::3] + decode(MEASUREMENTS)[:8]
     assert shows_moe_layers(rows)
     made = replace(profile_for("llama.cpp-cuda"), layer_overhead_s=5e-5,
                    moe_layer_overhead_s=6e-5)

@@ -7,6 +7,7 @@ import json
 import struct
 import sys
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,20 @@ def _string(text: str) -> bytes:
     return struct.pack("<Q", len(data)) + data
 
 
+@lru_cache(maxsize=8)
+def _strings(items: tuple[str, ...]) -> bytes:
+    """A vocabulary's strings, encoded once per module: most files here carry one of the same
+    few token lists, and encoding 128k strings at each file was most of the writer's time."""
+    return b"".join(_string(v) for v in items)
+
+
 def _value(kind: int, value: Any) -> bytes:
     if kind == STRING:
         return _string(value)
     if kind == ARRAY:
         item_kind, items = value
+        if item_kind == STRING and isinstance(items, tuple):
+            return struct.pack("<IQ", item_kind, len(items)) + _strings(items)
         return struct.pack("<IQ", item_kind, len(items)) + b"".join(
             _value(item_kind, v) for v in items)
     return struct.pack({UINT32: "<I", FLOAT32: "<f", BOOL: "<?", UINT64: "<Q"}[kind], value)
@@ -79,6 +89,12 @@ def write_gguf(path: Path, metadata: list[tuple[str, int, Any]],
     return path
 
 
+@lru_cache(maxsize=8)
+def _tokens(pattern: str, vocab: int) -> tuple[str, ...]:
+    """``vocab`` token strings, ``pattern`` formatted with each one's index."""
+    return tuple(pattern.format(i) for i in range(vocab))
+
+
 def _arch_keys(arch: str, **fields: int) -> list[tuple[str, int, Any]]:
     return [(f"{arch}.{k.replace('__', '.')}", UINT32, v) for k, v in fields.items()]
 
@@ -109,7 +125,7 @@ def llama_8b_q4_k_m(path: Path, retype: dict[str, str] | None = None) -> Path:
                             attention__head_count=32, attention__head_count_kv=8,
                             rope__dimension_count=128),
                 ("llama.rope.freq_base", FLOAT32, 500000.0),
-                ("tokenizer.ggml.tokens", ARRAY, (STRING, [f"t{i}" for i in range(vocab)]))]
+                ("tokenizer.ggml.tokens", ARRAY, (STRING, _tokens("t{}", vocab)))]
     retyped = [(n, d, next((t for end, t in (retype or {}).items() if n.endswith(end)), k))
                for n, d, k in tensors]
     return write_gguf(path, metadata, retyped)
@@ -147,7 +163,7 @@ def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
                             attention__key_length=128, attention__value_length=128,
                             expert_count=experts, expert_used_count=8,
                             expert_feed_forward_length=expert_ffn),
-                ("tokenizer.ggml.tokens", ARRAY, (STRING, ["x"] * vocab)),
+                ("tokenizer.ggml.tokens", ARRAY, (STRING, _tokens("x", vocab))),
                 ("tokenizer.ggml.add_bos_token", BOOL, False), *(extra or [])]
     return write_gguf(path, metadata, tensors[part], version=2)
 
@@ -469,7 +485,7 @@ def _retyped(path: Path, type_of: Any) -> Path:
     metadata = [(k, STRING if isinstance(v, str) else UINT32, v)
                 for k, v in header.metadata.items() if k.startswith(("general.", "llama."))
                 and not isinstance(v, float)]
-    metadata.append(("tokenizer.ggml.tokens", ARRAY, (STRING, ["t"] * 128256)))
+    metadata.append(("tokenizer.ggml.tokens", ARRAY, (STRING, _tokens("t", 128256))))
     return write_gguf(path, metadata, tensors)
 
 
@@ -554,7 +570,7 @@ def _small_llama(path: Path, keys: dict[str, Any] | None = None,
     for key, value in fields.items():
         kind = ARRAY if isinstance(value, tuple) else UINT32
         metadata.append((f"llama.{key.replace('__', '.')}", kind, value))
-    metadata.append(("tokenizer.ggml.tokens", ARRAY, (STRING, ["x"] * vocab)))
+    metadata.append(("tokenizer.ggml.tokens", ARRAY, (STRING, _tokens("x", vocab))))
     return write_gguf(path, metadata, own + (tensors or []))
 
 
