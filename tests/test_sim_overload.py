@@ -274,6 +274,21 @@ def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill() -> None:
         "half as many requests left" in text
 
 
+def test_a_hopeless_run_stops_early_and_says_what_its_figures_are() -> None:
+    """The audit's case, the run above (100 req/s of 100,000-token prompts to one H100, about
+    0.01 served): it had ended in `stopped after 50,000,000 steps`; now it stops at the first
+    check, saying so."""
+    out, text = simulate_both(*HOPELESS, "--rate", "100", "--num-requests", "200000")
+    stop = out["stopped_early"]
+    assert stop is not None and CHECK_STEPS <= stop["steps"] < 2 * CHECK_STEPS
+    assert stop["unfinished"] == 200_000 - out["completed"] - out["rejected"] > 100_000
+    assert out["overloaded"]["served_req_s"] < 0.5 * out["overloaded"]["offered_req_s"]
+    assert out["keeps_up"] is None  # no window
+    assert f"STOPPED EARLY at {stop['at_s']:,.0f} s simulated ({stop['steps']:,} steps)" in text
+    assert f"{stop['unfinished']:,} of the 200,000 requests did not finish here" in text
+    assert "over the run until it stopped early" in text
+
+
 def _late_burst(tmp_path: Path) -> str:
     """A trace: 2,000 requests of 1,000 / 500 tokens in the first second, then 50 over
     5,000-6,000 s."""
