@@ -123,9 +123,10 @@ def plan_winner(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any
 def test_plan_does_not_serve_qwen3_235b_bf16_as_fp8_on_two_h200s_under_sglang(
         capsys: pytest.CaptureFixture[str]) -> None:
     # 235 GB of bf16 a GPU at TP2 on 141 GB cards: it picked 2 x H200 with --quantization fp8
+    # (within 4 GPUs: the pair it picked and the four that load it; no split pools to check)
     winner = plan_winner(capsys, "qwen3-235b-a22b", "--rate", "4", "--slo-ttft-ms", "3000",
                          "--slo-tpot-ms", "60", "--gpus", "h200", "--engine", "sglang",
-                         "--input-len", "2000", "--output-len", "500")
+                         "--input-len", "2000", "--output-len", "500", "--max-gpus", "4")
     gpus = winner["tensor_parallel_size"] * winner["pipeline_parallel_size"] \
         * winner["data_parallel_size"]
     assert winner["weights"] != "fp8" or gpus >= 4
@@ -133,10 +134,12 @@ def test_plan_does_not_serve_qwen3_235b_bf16_as_fp8_on_two_h200s_under_sglang(
     assert not kv_pool(dep, EngineSettings(max_model_len=4096)).load_overflow
 
 
+@pytest.mark.usefixtures("unsimulated")  # the layouts the search admits
 def test_plan_for_vllm_0_15_does_not_serve_llama3_70b_as_fp8_on_one_h100(
         capsys: pytest.CaptureFixture[str]) -> None:
+    # within 2 GPUs: one H100 and the TP2 pair 0.15 falls back to (no split pools to check)
     argv = ("llama-3.1-70b", "--rate", "0.5", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "100",
-            "--gpus", "h100", "--input-len", "500", "--output-len", "200")
+            "--gpus", "h100", "--max-gpus", "2", "--input-len", "500", "--output-len", "200")
     old = plan_winner(capsys, *argv, "--engine-version", "0.15")
     assert (old["tensor_parallel_size"], old["weights"]) != (1, "fp8")
     # the newest vLLM streams the quantization, so one H100 loads; plan says which release

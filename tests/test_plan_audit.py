@@ -96,6 +96,7 @@ def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses() -> None:
     assert f"it refuses {refused} (those longer)" in out
 
 
+@pytest.mark.usefixtures("unsimulated")  # the launch length the search settles
 def test_a_shrunk_launch_that_refuses_nothing_says_so_without_calling_requests_misses(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Fixed 8,000-token prompts under a 47,104-token launch: none is longer, so the note
@@ -450,6 +451,7 @@ def test_where_only_split_pools_hold_plan_names_them_and_exits_0(
     assert listed == [r["label"] for r in held]  # the text names the JSON's splits, all of them
 
 
+@pytest.mark.usefixtures("unsimulated")  # the context and its refused share, as searched
 def test_a_tiny_share_longer_than_the_context_reads_as_one_in_so_many_requests(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A lognormal tail past llama-3.1-8b's 131,072 tokens: 3e-05 of the requests, which

@@ -206,6 +206,7 @@ def _record(capsys: pytest.CaptureFixture[str], tmp_path: Path, ident: str,
     return path
 
 
+@pytest.mark.usefixtures("unsimulated")  # the layouts, prices and launches the search settles
 def test_a_gpu_file_card_is_planned_and_priced(capsys: pytest.CaptureFixture[str],
                                                tmp_path: Path) -> None:
     """An H100's figures under a record of one's own at $2.00 a GPU-hour: plan lays it out as
@@ -266,9 +267,10 @@ def test_the_plan_api_takes_a_card_record_as_a_card() -> None:
     h100 = resolve_accelerator("h100")
     mine = replace(h100, id="api-h100-s62", aliases=(), price_per_hour_usd=2.0)
     assert catalog_id_named(mine.id) is None
-    # within 2 GPUs, as the --gpu-file test asks: its H100 at $2.00 is this one
-    ours = PLANS(model, load, slo, ["h100"], 2, prices={"h100-sxm": 2.0}, workers=1)
-    theirs = PLANS(model, load, slo, [mine], 2, workers=1)
+    # within 2 GPUs and unsimulated (verify=0: the layout and price the search settles), as
+    # the --gpu-file test asks: its H100 at $2.00 is this one
+    ours = PLANS(model, load, slo, ["h100"], 2, prices={"h100-sxm": 2.0}, workers=1, verify=0)
+    theirs = PLANS(model, load, slo, [mine], 2, workers=1, verify=0)
     win, twin = theirs.winner, ours.winner
     assert win is not None and twin is not None
     assert win.accelerator == mine.id and [c.gpu for c in theirs.cards] == [mine.id]
