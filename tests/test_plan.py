@@ -31,6 +31,22 @@ def _load_plan(*gpus: str) -> PlanResult:
     return plan(MODEL, LOAD, SLO, list(gpus), workers=1)
 
 
+def _leave_splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plan`` with its split prefill and decode pools left unchecked (None: no size held),
+    for a test whose claim is about the co-located candidates: the splits share neither their
+    ranking nor their budget of checks, and their simulations cost as much as those checks.
+    (Not around ``_load_plan``: its plan keeps its checked splits for the tests that read
+    them.)"""
+    import ridgeline.plan as planning
+
+    monkeypatch.setattr(planning, "verify_disaggregated", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    _leave_splits_unchecked(monkeypatch)
+
+
 def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
     result = _load_plan(*CARDS)
     win = result.winner
@@ -41,6 +57,7 @@ def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
     assert costs == sorted(costs)  # type: ignore[type-var]
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the co-located checks' budget
 def test_no_unsimulated_candidate_is_cheaper_than_the_winner() -> None:
     # Candidates are simulated until none is left whose analytic price, shrunk as much as
     # simulation shrank any checked one, could beat the best simulated one.
@@ -58,9 +75,10 @@ def test_no_unsimulated_candidate_is_cheaper_than_the_winner() -> None:
     assert sum(c.verified for c in capped.candidates) <= 1
 
 
-def test_a_price_override_changes_the_ranking() -> None:
+def test_a_price_override_changes_the_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
     base = _load_plan(*CARDS)
     assert base.winner is not None
+    _leave_splits_unchecked(monkeypatch)  # the claim is the co-located winner's card
     loser = "l40s" if base.winner.accelerator == "h100-sxm" else "h100-sxm"
     cheap = plan(MODEL, LOAD, SLO, CARDS, prices={loser: 0.01}, workers=1)
     assert cheap.winner is not None and cheap.winner.accelerator == loser
@@ -515,12 +533,11 @@ def test_latencies_outside_the_window_are_not_counted() -> None:
     assert rec.hist["ttft"].mean == pytest.approx(0.2)
 
 
-def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("splits_unchecked")  # the winner is one pool's, whatever they hold
+def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> None:
     """Fewer replicas than the analytic count are tried too: the check finds the edge."""
     from dataclasses import replace
 
-    import ridgeline.plan as planning
     from ridgeline.candidate import replica_deployment
     from ridgeline.engines import profile_for
     from ridgeline.hardware import resolve_accelerator
@@ -530,9 +547,6 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state(
     from ridgeline.sim.simulator import Simulator
 
     load, slo = Load(60.0, "lognormal:1000,0.8", "lognormal:300,0.8"), Slo(1.0, 0.05, 90)
-    # the split pools go unchecked (None: no size held): the winner is one pool's, whatever
-    # they hold, and at 60 req/s their simulations cost as much as its own check
-    monkeypatch.setattr(planning, "verify_disaggregated", lambda *args, **kwargs: None)
     win = plan(MODEL, load, slo, ["h100-sxm"], workers=1).winner
     assert win is not None and win.verified and win.analytic_replicas
     dep = replica_deployment(MODEL, resolve_accelerator(win.accelerator), win.tp, win.pp, win.weights,
@@ -724,6 +738,7 @@ def test_one_token_outputs_state_no_tpot_in_json(capsys: pytest.CaptureFixture[s
     assert code == 0 and json.loads(capsys.readouterr().out)["winner"]["tpot_s"] is None
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the co-located candidates
 def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
     """Long prompts on L40S: a replica whose pool cannot hold the launch's --max-model-len is
     not a candidate, analytic or simulated."""
@@ -784,6 +799,7 @@ def test_pareto_points_name_the_kv_format_their_figures_assume() -> None:
     assert all(any(f", KV {k}, b" in p.label for k in kv) for p in result.pareto)
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the winner's counts
 def test_plan_explain_shows_the_analytic_and_the_simulated_replica_counts(
         capsys: pytest.CaptureFixture[str]) -> None:
     """At 4 req/s of 4,000-token prompts one MI300X replica's analytic rate (about 4.05 req/s,
@@ -1134,6 +1150,7 @@ def test_the_closest_miss_looks_at_the_layouts_the_search_tried(
     assert "no group of up to 4 GPUs (l40s) holds llama-3.1-405b" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # one replica's sizing
 def test_the_rate_a_replica_is_sized_at_says_which_limit_binds(
         capsys: pytest.CaptureFixture[str]) -> None:
     """32k-token prompts on one H100: the batch's TPOT allows more than the prompts' queue
@@ -1141,7 +1158,8 @@ def test_the_rate_a_replica_is_sized_at_says_which_limit_binds(
     showed batch ÷ (output × TPOT) alone, a sum whose inputs did not give its result)."""
     assert main(["plan", "llama-3.1-8b", "--rate", "2", "--input-len", "32000",
                  "--output-len", "50", "--slo-ttft-ms", "5000", "--slo-tpot-ms", "100",
-                 "--gpus", "h100", "--workers", "1", "--json", "--explain"]) == 0
+                 "--gpus", "h100", "--workers", "1", "--json", "--explain",
+                 "--max-gpus", "2"]) == 0  # up to the winner's two one-card replicas
     data = json.loads(capsys.readouterr().out)
     rate = next(s for s in data["explain"] if s["label"] == "one replica's rate")
     shown = {i["name"]: i["value"] for i in rate["inputs"]}

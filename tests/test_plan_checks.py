@@ -29,6 +29,16 @@ A100 = resolve_accelerator("a100")
 SLO = Slo(0.5, 0.03)
 
 
+@pytest.fixture
+def splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plan`` with its split prefill and decode pools left unchecked (None: no size held),
+    for a test whose claim is about the co-located candidates: the splits share neither their
+    ranking nor their budget of checks, and their simulations cost as much as those checks."""
+    import ridgeline.plan as planning
+
+    monkeypatch.setattr(planning, "verify_disaggregated", lambda *args, **kwargs: None)
+
+
 def _run(pp: int, rate: float, stop: bool) -> SimResult:
     """Llama-3.1-8B on an H100 (or two, a pipeline's stages) at ``rate`` req/s, 500 requests
     read past the first 50 and before the last 50, as plan reads a check; ``stop``: stopping
@@ -142,6 +152,7 @@ def test_the_budget_goes_first_to_a_layout_whose_checks_have_not_priced_it_up(
     assert not rest and len(verified) == 5  # a budget that reaches them checks them all
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the budget is the co-located checks'
 def test_the_winner_is_no_dearer_than_a_candidate_that_holds_in_simulation() -> None:
     """Llama-3.1-8B on A100s at 20 req/s of 2,000-token prompts, p99 TTFT 800 ms and TPOT
     40 ms (a reviewer's plan, on A100s alone and with a budget of five checks): TP4 sizes
