@@ -349,8 +349,13 @@ def plan(model: ModelSpec, load: Load, slo: Slo,
     is sized and launched with (``PlanConstraints.launch_settings``). ``gpus`` names cards
     (a catalog id, alias or a registered record's id) or gives their ``Accelerator``
     records, a user's own (``--gpu-file``, ``hardware.load_accelerator_file``) registered
-    here (``_card_ids``); the candidate workers receive the record itself. Its simulations
-    share their step timers (``SharedTimers``)."""
+    here (``_card_ids``); the candidate workers receive the record itself. ``verify``: the
+    most single-pool candidates simulated (``verify_cheapest``); the rest are listed analytic
+    (``Candidate.verified`` False). A positive ``verify`` also simulates the
+    ``DISAGGREGATED_CHECKS`` cheapest split pools (a budget of their own); ``verify=0``
+    simulates none, single pool or split: every split is listed as ``disaggregated`` rows
+    with ``verified`` False, as the splits past those checked are (the text's "analytic
+    only: not simulated"). Its simulations share their step timers (``SharedTimers``)."""
     ids = _card_ids(gpus)
     with SharedTimers():
         return _plan(model, load, slo, ids, max_gpus, prices, workers, verify, executor,
@@ -442,6 +447,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         model, load, slo, gpus, max_gpus, table, engine_version, engine, profile,
         constraints.admits, fixed, constraints.launch_settings)
         if constraints.within_price(c.cost_per_hour)]
+    split_checks = DISAGGREGATED_CHECKS if verify > 0 else 0  # the splits simulated
     pool = ProcessPoolExecutor(max_workers=workers) if executor != "ray" and workers > 1 \
         and len(jobs) > 16 else None
     with pool or nullcontext():
@@ -454,8 +460,9 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         # the disaggregated checks in this process while the workers size the candidates: here
         # they share the step timers of the co-located checks (``SharedTimers``), which a
         # worker process would compute again (None: no size within max_gpus holds)
+        # (verify=0: none, each split left analytic, as the single pools are: ``plan``)
         checked = [verify_disaggregated(model, c, load, slo, max_gpus, engine_version, engine,
-                                        profile) for c in split[:DISAGGREGATED_CHECKS]]
+                                        profile) for c in split[:split_checks]]
         found = list(sized_by)
     sized = _covering([c for c in found if c is not None
                        and constraints.admits(c.weights, c.kv, c.max_model_len)], load, slo)
@@ -476,7 +483,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
     _, mean_out = load.means()
     miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                             beyond, engine_version, constraints)
-    split = [c for c in checked if c is not None] + split[DISAGGREGATED_CHECKS:]
+    split = [c for c in checked if c is not None] + split[split_checks:]
     split = [c for c in _covering(split, load, slo) if constraints.within_price(c.cost_per_hour)]
     candidates = tuple(verified + rest)
     slowed, candidates = measured_slowdown(model, candidates, load, slo, max_gpus,
