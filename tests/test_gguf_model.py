@@ -198,6 +198,28 @@ def test_the_token_list_is_counted_not_kept(tmp_path: Path) -> None:
     assert header.version == 3 and len(header.tensors) == 4 + 32 * 9
 
 
+def test_a_file_cut_inside_the_skipped_token_list_is_refused(tmp_path: Path) -> None:
+    """The skipped token list is stepped over string by string, each by its length: a file
+    cut inside it is refused as cut short, and a string whose length runs past the limit as
+    corrupt, as when the strings were read."""
+    from ridgeline.errors import InputError
+    from ridgeline.gguf_reader import MAX_STRING_BYTES
+
+    with llama_8b_q4_k_m(tmp_path / "l.gguf").open("rb") as f:
+        whole = f.read(4 * 2**20)  # the header (the weights are a hole of gigabytes)
+    at = whole.index(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 4 + 4 + 8
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole[:at + 1000])  # some of the 128,256 strings, then nothing
+    with pytest.raises(InputError, match="cut short"):
+        read_gguf_header(cut)
+    long = tmp_path / "long.gguf"  # the 100th string's length past the limit
+    hundredth = at + sum(8 + len(f"t{i}") for i in range(99))
+    long.write_bytes(whole[:hundredth] + struct.pack("<Q", MAX_STRING_BYTES + 1)
+                     + whole[hundredth + 8:])
+    with pytest.raises(InputError, match=r"string.s length .* is past"):
+        read_gguf_header(long)
+
+
 def test_the_tensor_types_are_the_stored_formats(tmp_path: Path) -> None:
     """Q4_K_M's Q6_K output is q6_k; its Q4_K attention with Q6_K attn_v in half the layers
     is a Q4_K family format; a Q8_0 file is q8_0 throughout; the bytes follow the blocks."""

@@ -195,7 +195,19 @@ class _Reader:
                 raise InputError(f"{self.origin}: the GGUF header is cut short (truncated file)")
             self.f.seek(here + size)
             return
-        for _ in range(length):  # strings and nested arrays: each one's length, then past it
+        if item_type == STRING:  # each string's length, then a seek past its bytes, undecoded
+            here = self.f.tell()
+            end = self.f.seek(0, 2)
+            self.f.seek(here)
+            for _ in range(length):
+                size = self.count("a string's length", MAX_STRING_BYTES)
+                here = self.f.tell() + size
+                if here > end:
+                    raise InputError(f"{self.origin}: the GGUF header is cut short (truncated "
+                                     "file)")
+                self.f.seek(here)
+            return
+        for _ in range(length):  # nested arrays: each one's length, then past it
             self.value(item_type, key, depth)
 
     def tensor(self) -> TensorInfo:
