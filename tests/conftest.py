@@ -226,3 +226,19 @@ def unsimulated(monkeypatch: pytest.MonkeyPatch) -> None:
     import ridgeline.plan as planning
 
     monkeypatch.setattr(planning, "plan", functools.partial(planning.plan, verify=0))
+
+
+def leave_splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plan`` with its split prefill and decode pools left unchecked (None: no size held),
+    for a test whose claim is about the co-located candidates: the splits share neither
+    their budget of checks nor, where a single pool holds, the winner, and their simulations
+    cost as much as those checks."""
+    import ridgeline.plan as planning
+
+    monkeypatch.setattr(planning, "verify_disaggregated", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As leave_splits_unchecked, for a whole test."""
+    leave_splits_unchecked(monkeypatch)

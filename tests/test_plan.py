@@ -16,6 +16,7 @@ from ridgeline.errors import InputError
 from ridgeline.plan import PlanResult, plan
 from ridgeline.serving_load import Load, Slo
 from ridgeline.vllm_extensible import extensible_fraction
+from tests.conftest import leave_splits_unchecked
 
 MODEL = resolve_model("llama-3.1-8b")
 LOAD = Load(4.0, "lognormal:800,0.6", "lognormal:200,0.6")
@@ -29,22 +30,6 @@ def _load_plan(*gpus: str) -> PlanResult:
     """The module's load planned on ``gpus`` in one process, searched once for every test
     that reads it (a plan is a function of its arguments, and a PlanResult is frozen)."""
     return plan(MODEL, LOAD, SLO, list(gpus), workers=1)
-
-
-def _leave_splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``plan`` with its split prefill and decode pools left unchecked (None: no size held),
-    for a test whose claim is about the co-located candidates: the splits share neither their
-    ranking nor their budget of checks, and their simulations cost as much as those checks.
-    (Not around ``_load_plan``: its plan keeps its checked splits for the tests that read
-    them.)"""
-    import ridgeline.plan as planning
-
-    monkeypatch.setattr(planning, "verify_disaggregated", lambda *args, **kwargs: None)
-
-
-@pytest.fixture
-def splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
-    _leave_splits_unchecked(monkeypatch)
 
 
 def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
@@ -78,7 +63,9 @@ def test_no_unsimulated_candidate_is_cheaper_than_the_winner() -> None:
 def test_a_price_override_changes_the_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
     base = _load_plan(*CARDS)
     assert base.winner is not None
-    _leave_splits_unchecked(monkeypatch)  # the claim is the co-located winner's card
+    # after _load_plan (whose checked splits other tests read): the claim is the co-located
+    # winner's card
+    leave_splits_unchecked(monkeypatch)
     loser = "l40s" if base.winner.accelerator == "h100-sxm" else "h100-sxm"
     cheap = plan(MODEL, LOAD, SLO, CARDS, prices={loser: 0.01}, workers=1)
     assert cheap.winner is not None and cheap.winner.accelerator == loser

@@ -29,16 +29,6 @@ A100 = resolve_accelerator("a100")
 SLO = Slo(0.5, 0.03)
 
 
-@pytest.fixture
-def splits_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``plan`` with its split prefill and decode pools left unchecked (None: no size held),
-    for a test whose claim is about the co-located candidates: the splits share neither their
-    ranking nor their budget of checks, and their simulations cost as much as those checks."""
-    import ridgeline.plan as planning
-
-    monkeypatch.setattr(planning, "verify_disaggregated", lambda *args, **kwargs: None)
-
-
 def _run(pp: int, rate: float, stop: bool) -> SimResult:
     """Llama-3.1-8B on an H100 (or two, a pipeline's stages) at ``rate`` req/s, 500 requests
     read past the first 50 and before the last 50, as plan reads a check; ``stop``: stopping
