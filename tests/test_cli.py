@@ -14,7 +14,7 @@ from ridgeline.cli import main
 from ridgeline.hardware import catalog
 from ridgeline.tensor_parallel import tensor_parallel_problem
 from ridgeline.vllm_memory import vllm_data
-from tests.conftest import MEASUREMENTS, ROOT, run_cli
+from tests.conftest import LOWBATCH, MEASUREMENTS, ROOT, run_cli
 
 ARTICLE = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--kv-dtype", "bf16",
            "--batch", "32", "--context", "2000"]
@@ -51,7 +51,7 @@ COMMANDS = [
     ["fit", "llama-3.1-8b", "--gpu", "a100", "--max-model-len", "8k", "--engine", "sglang"],
     ["fit", "llama-3.1-8b", "--gpu", "l40s", "--max-model-len", "8k", "--engine", "trtllm",
      "--kv-cache-free-gpu-mem-fraction", "0.95"],
-    ["validate", str(MEASUREMENTS), "--summary"],
+    ["validate", str(LOWBATCH), "--summary"],  # each rendering of a validate: a short file
     ["profile", "--engine", "llama.cpp-cuda", "--gpu", "rtx-4090"],
 ]
 

@@ -48,19 +48,19 @@ def _chunks(work: list[Request], window: tuple[float, float]) -> int:
 
 @pytest.mark.parametrize(("pp", "fast"), [(1, True), (1, False), (2, True)])
 def test_the_itl_counts_the_windowed_requests_chunks_alone(pp: int, fast: bool) -> None:
-    work = _work(8.0)
+    work = _work(8.0, 200)  # 60 requests each side of an 80-request window
     window = (work[60].arrival_s, work[-60].arrival_s)
     windowed = _run(work, window, pp, fast)
     assert windowed.rec.hist["itl"].total == _chunks(work, window)
-    whole = _run(_work(8.0), None, pp, fast)  # no window: every request's, as before
+    whole = _run(_work(8.0, 200), None, pp, fast)  # no window: every request's, as before
     assert whole.rec.hist["itl"].total == _chunks(work, (-math.inf, math.inf))
     assert windowed.rec.hist["itl"].total < whole.rec.hist["itl"].total
 
 
 def test_the_fast_path_and_the_plain_steps_read_one_windowed_itl() -> None:
-    work = _work(12.0)
+    work = _work(12.0, 240)  # 80 requests each side of an 80-request window
     window = (work[80].arrival_s, work[-80].arrival_s)
-    fast, plain = _run(_work(12.0), window), _run(work, window, fast=False)
+    fast, plain = _run(_work(12.0, 240), window), _run(work, window, fast=False)
     assert fast.rec.hist["itl"].counts == plain.rec.hist["itl"].counts  # bin by bin
     # the mean's sum, added line by line or step by step, rounds apart (as without a window)
     assert fast.percentiles("itl")["mean"] == pytest.approx(plain.percentiles("itl")["mean"])

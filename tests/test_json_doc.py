@@ -23,6 +23,10 @@ OFFLOAD = str(ROOT / "validation" / "offload.csv")
 FIXTURES = ROOT / "tests" / "fixtures"
 SIM = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--input-len", "256",
        "--output-len", "32", "--num-requests", "20"]
+# the plan whose keys are checked, and whose lengths are read as numbers: one search
+# (plan_shared) for both
+PLAN = ["plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2", "--input-len", "1k",
+        "--output-len", "uniform:50,150", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100"]
 
 
 def doc_tables() -> dict[str, set[str]]:
@@ -68,8 +72,7 @@ RUNS = [
     ("simulate", SIM),
     ("simulate", [*SIM, "--num-gpus", "2", "--pipeline-parallel-size", "2", "--engine",
                   "sglang", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--slo-itl-ms", "50"]),
-    ("plan", ["plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2", "--input-len", "500",
-              "--output-len", "100", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100"]),
+    ("plan", PLAN),
     ("observe", ["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
                  "--gpu", "h100"]),
     ("observe", ["observe", str(FIXTURES / "vllm_server.log"), "--model", "llama-3.1-8b",
@@ -116,7 +119,7 @@ def _answer(capsys: pytest.CaptureFixture[str], argv: list[str],
                          ids=[" ".join(argv[:2]) + f"#{i}" for i, (_, argv) in enumerate(RUNS)])
 def test_every_top_level_key_a_command_prints_is_in_docs_json(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str,
-        argv: list[str]) -> None:
+        argv: list[str], plan_shared: None) -> None:
     code, data = _answer(capsys, argv, tmp_path)
     assert code == 0
     tables = doc_tables()
@@ -185,10 +188,9 @@ def test_simulate_json_gives_its_load_in_numbers(capsys: pytest.CaptureFixture[s
         == ("closed_loop", None, 8, 2000)
 
 
-def test_plan_json_gives_plain_lengths_as_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", "--rate", "2",
-                           "--input-len", "1k", "--output-len", "uniform:50,150",
-                           "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100", "--json")
+def test_plan_json_gives_plain_lengths_as_numbers(capsys: pytest.CaptureFixture[str],
+                                                  plan_shared: None) -> None:
+    code, out, _ = run_cli(capsys, *PLAN, "--json")
     data = json.loads(out)
     assert code == 0
     assert (data["prompt_len"], data["prompt_len_spec"]) == (1000, "1k")

@@ -182,6 +182,10 @@ def test_a_shortfall_names_where_its_capacity_came_from(
 L8_8K = ("llama-3.1-8b", "--gpu", "h100")
 # plan up to 2 GPUs, in one process: its keys' names are the same at any group size
 NARROW = ("--max-gpus", "2", "--workers", "1")
+# the one plan the tests below read, each for its own names: searched once (plan_shared)
+PLAN = ("plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2", "--input-len", "500",
+        "--output-len", "100", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "100",
+        "--min-context", "16384")
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -248,7 +252,7 @@ def test_every_latency_in_json_is_in_seconds(capsys: pytest.CaptureFixture[str])
 
 
 def test_sizes_are_bytes_and_rates_take_the_decode_and_simulate_names(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], plan_shared: None) -> None:
     """fit's pool over every card and model's weights per format were GiB and GB (pool_gib_total,
     weight_gb); they are bytes now. plan's Pareto points and observe's generation rate take
     decode's per_user_tok_s and simulate's output_tok_s names."""
@@ -257,9 +261,7 @@ def test_sizes_are_bytes_and_rates_take_the_decode_and_simulate_names(
     assert fit["pool_bytes_total"] == pytest.approx(2 * fit["pool_bytes_per_gpu"])
     model = run_json(capsys, "model", "llama-3.1-8b")
     assert model["weight_bytes"]["bf16"] == pytest.approx(2 * model["params_total"], rel=1e-9)
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
-                    "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
-                    "--slo-tpot-ms", "100")
+    plan = run_json(capsys, *PLAN)
     point = plan["pareto"][0]
     assert point["output_tok_s_per_gpu"] == pytest.approx(
         point["batch"] * point["per_user_tok_s"] / point["tensor_parallel_size"]
@@ -281,13 +283,13 @@ def _keys(data: Any) -> set[str]:
 
 
 def test_the_running_batch_and_the_prompt_have_one_name_in_every_command(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], plan_shared: None) -> None:
     """simulate called the running batch running_batch where observe and utilization call it
     running (vLLM's num_requests_running), and plan and simulate called the prompt input_len
     where prefill and roofline call it prompt_len: each now has the one name, whichever flag
     feeds it (--input-len, --prompt-len, --running)."""
     sim = run_json(capsys, "simulate", *L8_8K, "--rate", "4", "--num-requests", "40",
-                   "--input-len", "700", "--output-len", "64")
+                   "--input-len", "500", "--output-len", "64")
     seen = run_json(capsys, "observe", str(FIXTURES / "vllm_metrics.txt"), "--model",
                     "llama-3.1-8b", "--gpu", "h100")
     util = run_json(capsys, "utilization", "--gpu", "h100", "--running", "24")
@@ -296,15 +298,13 @@ def test_the_running_batch_and_the_prompt_have_one_name_in_every_command(
     # the sampled series never passes the steps' peak, and names its gauge alike
     assert 0 < max(p["running"] for p in sim["time_series"]) <= sim["running"]["max"]
     assert util["running"] == 24
-    prefill = run_json(capsys, "prefill", *L8_8K, "--prompt-len", "700")
-    roof = run_json(capsys, "roofline", "--gpu", "h100", "--prompt-len", "700")
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
-                    "--input-len", "700", "--output-len", "64", "--slo-ttft-ms", "1000",
-                    "--slo-tpot-ms", "100")
+    prefill = run_json(capsys, "prefill", *L8_8K, "--prompt-len", "500")
+    roof = run_json(capsys, "roofline", "--gpu", "h100", "--prompt-len", "500")
+    plan = run_json(capsys, *PLAN)
     load = sim["settings"]["workload"]
     assert prefill["prompt_len"] == roof["prompt_len"] == plan["prompt_len"] \
-        == load["prompt_len"] == 700
-    assert plan["prompt_len_spec"] == load["prompt_len_spec"] == "700"
+        == load["prompt_len"] == 500
+    assert plan["prompt_len_spec"] == load["prompt_len_spec"] == "500"
     # the completed requests' mean prompt is the length asked (one fixed number)
     assert sim["prompt_tokens_mean"] == load["prompt_len"]
     for data in (sim, seen, util, prefill, roof, plan):
@@ -312,7 +312,7 @@ def test_the_running_batch_and_the_prompt_have_one_name_in_every_command(
 
 
 def test_lengths_batches_cards_and_budgets_have_one_name_in_every_command(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], plan_shared: None) -> None:
     """fit's context was its max_model_len and its batch every other command's
     engine_max_batch; a conversation's length is context_len wherever one is asked; plan's
     gpus/gpu, observe's engines and prefill's step_budget_tokens take the names the other
@@ -341,9 +341,7 @@ def test_lengths_batches_cards_and_budgets_have_one_name_in_every_command(
     assert amdahl["accelerator"] == fit["accelerator"] == decode["accelerator"]
     # observe's engines reported: one here, as utilization's ranks without -dp
     assert seen["data_parallel_size"] == util["data_parallel_size"] == 1
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
-                    "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
-                    "--slo-tpot-ms", "100")
+    plan = run_json(capsys, *PLAN)
     win = plan["winner"]
     assert win["num_gpus"] == win["replicas"] * win["tensor_parallel_size"] \
         * win["pipeline_parallel_size"] * win["data_parallel_size"]
@@ -363,7 +361,7 @@ def test_lengths_batches_cards_and_budgets_have_one_name_in_every_command(
 
 
 def test_the_last_pairs_take_the_name_of_their_concept(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], plan_shared: None) -> None:
     """decode's per-context engine batch, fit's and simulate's data-parallel ranks, plan's
     floor on the launch length and its Pareto context, fit's ridge launch length and SGLang's
     pool in tokens take the names the other commands give those figures; observe's priced
@@ -385,9 +383,7 @@ def test_the_last_pairs_take_the_name_of_their_concept(
     at, past = (run_json(capsys, "fit", *mi300x, "--max-model-len", str(n))["verdict"]
                 for n in (ridge, ridge + 1))
     assert at == "clears the ridge" != past
-    plan = run_json(capsys, "plan", "llama-3.1-8b", "--gpus", "h100", *NARROW, "--rate", "2",
-                    "--input-len", "500", "--output-len", "100", "--slo-ttft-ms", "1000",
-                    "--slo-tpot-ms", "100", "--min-context", "16384")
+    plan = run_json(capsys, *PLAN)
     assert plan["constraints"]["min_max_model_len"] == 16384 <= plan["winner"]["max_model_len"]
     assert plan["pareto_context_len"] == 500 + 100 // 2  # the prompt and half the output
     sglang = run_json(capsys, "fit", *L8_8K, "--engine", "sglang")

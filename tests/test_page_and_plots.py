@@ -18,7 +18,7 @@ from ridgeline.page import BATCHES, CONTEXTS, FMT_SHARE_JS, KV_CHART_JS, page_da
 from ridgeline.plots import Chart, Series, html_page, save
 from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY, LLAMACPP_STORED_GGUF, llamacpp_weights
 from ridgeline.units import fmt_share
-from tests.conftest import MEASUREMENTS
+from tests.conftest import LOWBATCH, SERVING
 
 
 def test_page_data_come_from_the_python_model() -> None:
@@ -100,7 +100,7 @@ def test_every_answer_can_be_drawn(tmp_path: Path, suffix: str,
         ["kv", "gpt-oss-120b", "--context", "8k"],
         ["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2", "--max-model-len", "8k"],
         ["moe", "qwen3-30b-a3b"],
-        ["validate", str(MEASUREMENTS), "--summary"],
+        ["validate", str(LOWBATCH), "--summary"],  # tok/s rows to draw, fewer than the whole set
         ["simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--num-requests", "40"],
     ]
     for i, argv in enumerate(commands):
@@ -502,10 +502,11 @@ def test_page_json_prints_the_pages_data_and_writes_html_only_where_asked(
 
 
 def test_a_llama_cpp_page_offers_llama_cpps_own_formats(tmp_path: Path) -> None:
-    """Its defaults are GGUF weights and llama.cpp's cache types (it has no fp8 cache)."""
+    """Its defaults are GGUF weights and llama.cpp's cache types (it has no fp8 cache); the
+    formats offered are the same at any count (one card here)."""
     out = tmp_path / "p.html"
-    assert main(["page", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp", "-o",
-                 str(out)]) == 0
+    assert main(["page", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp",
+                 "--counts", "1", "-o", str(out)]) == 0
     assert "q4_k_m" in out.read_text() and "q8_0" in out.read_text()
 
 
@@ -542,11 +543,12 @@ def test_a_llama_cpp_page_explains_the_margin_its_pool_leaves_free(
 def test_validate_plot_says_how_many_rows_it_leaves_out_for_their_units(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The chart draws tok/s against tok/s; the published file's TTFTs, per-GPU throughputs
-    and KV capacities were left off it without a word."""
+    and KV capacities were left off it without a word (the serving rows: per-GPU throughputs
+    beside tok/s)."""
     from ridgeline.measurements import UNITS
 
     path = tmp_path / "v.html"
-    assert main(["validate", str(MEASUREMENTS), "--json", "--plot", str(path)]) == 0
+    assert main(["validate", str(SERVING), "--json", "--plot", str(path)]) == 0
     captured = capsys.readouterr()
     rows = json.loads(captured.out)["rows"]
     other = sum(r["predicted"] is not None and UNITS[r["metric"]] != "tok/s" for r in rows)

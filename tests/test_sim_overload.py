@@ -262,10 +262,15 @@ def test_a_hopeless_burst_stops_early_in_pipeline_lanes(
     assert out["overloaded"]["waiting_at_last_arrival"] > 0.9 * 5000
 
 
+# the audit's run was 200,000 requests at 100 req/s; at 20 req/s they arrive for as long
+# (2,000 s), past the first check as they were, with a fifth of the arrivals to draw
+STILL_ARRIVING = ("--rate", "20", "--num-requests", "40000")
+
+
 def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill() -> None:
-    """100 req/s of the same requests arrive for 2,000 s, past the fill: the cut and its
+    """20 req/s of the same requests arrive for 2,000 s, past the fill: the cut and its
     words are the flows'."""
-    out, text = simulate_both(*HOPELESS, "--rate", "100", "--num-requests", "200000")
+    out, text = simulate_both(*HOPELESS, *STILL_ARRIVING)
     assert "STOPPED EARLY" in text
     stop, fill = out["stopped_early"], out["batch_filled"]
     assert stop["reading"] == "flows" and stop["reason"] in text
@@ -275,17 +280,17 @@ def test_a_hopeless_run_is_still_cut_by_its_flows_past_the_fill() -> None:
 
 
 def test_a_hopeless_run_stops_early_and_says_what_its_figures_are() -> None:
-    """The audit's case, the run above (100 req/s of 100,000-token prompts to one H100, about
-    0.01 served): it had ended in `stopped after 50,000,000 steps`; now it stops at the first
-    check, saying so."""
-    out, text = simulate_both(*HOPELESS, "--rate", "100", "--num-requests", "200000")
+    """The audit's case, the run above (20 req/s of 100,000-token prompts to one H100, about
+    0.01 served; the audit's 100 req/s had ended in `stopped after 50,000,000 steps`): it
+    stops at the first check, saying so."""
+    out, text = simulate_both(*HOPELESS, *STILL_ARRIVING)
     stop = out["stopped_early"]
     assert stop is not None and CHECK_STEPS <= stop["steps"] < 2 * CHECK_STEPS
-    assert stop["unfinished"] == 200_000 - out["completed"] - out["rejected"] > 100_000
+    assert stop["unfinished"] == 40_000 - out["completed"] - out["rejected"] > 20_000
     assert out["overloaded"]["served_req_s"] < 0.5 * out["overloaded"]["offered_req_s"]
     assert out["keeps_up"] is None  # no window
     assert f"STOPPED EARLY at {stop['at_s']:,.0f} s simulated ({stop['steps']:,} steps)" in text
-    assert f"{stop['unfinished']:,} of the 200,000 requests did not finish here" in text
+    assert f"{stop['unfinished']:,} of the 40,000 requests did not finish here" in text
     assert "over the run until it stopped early" in text
 
 

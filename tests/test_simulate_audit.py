@@ -121,11 +121,11 @@ def test_a_window_in_a_run_cut_short_does_not_keep_up(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The fill is read from every completed request, a window's or not, so a windowed run
     is cut short too; a window none of whose requests finished by then is an error naming
-    the cause, not 'no completed request arrived in it'. 10 req/s of 100,000-token prompts
+    the cause, not 'no completed request arrived in it'. 5 req/s of 100,000-token prompts
     for 2,000 s (about 0.01 served): cut at the first check, past the fill, by its flows, as
-    the 100 req/s run of test_sim_overload's hopeless tests is, with a tenth of the arrivals
+    the 20 req/s run of test_sim_overload's hopeless tests is, with a quarter of the arrivals
     to simulate."""
-    argv = ["llama-3.1-8b", "--gpu", "h100", "--rate", "10", "--num-requests", "20000",
+    argv = ["llama-3.1-8b", "--gpu", "h100", "--rate", "5", "--num-requests", "10000",
             "--input-len", "100000", "--output-len", "10000", "--max-model-len", "131072"]
     out = _simulate(capsys, *argv, "--window", "0,1500")
     assert out["stopped_early"] is not None and out["keeps_up"] is False
