@@ -34,6 +34,7 @@ NAMES = [name for name, _ in CHECK.CASES]
 @pytest.mark.parametrize("name", ["vllm dp4 x2gpu, closed loop 24",
                                   "vllm dp4 x2gpu, capped open loop",
                                   "vllm dp8, prefix groups",
+                                  "vllm dp8, 2 seats a rank",
                                   "sglang dp2, closed loop 16",
                                   "sglang dp8, 4k/1k at 2/s"])
 def test_lock_step_decode_runs_give_the_plain_steps_figures_to_the_last_digit(

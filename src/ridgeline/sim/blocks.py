@@ -369,6 +369,14 @@ class BlockPool:
             need = max(need, own - cached - len(r.shared) + whole)
         return need + reserved <= self.available - reused
 
+    def next_block_each(self, requests: list[Request]) -> None:
+        """Each of ``requests``, decodes whose last block is full, takes its table's next one:
+        ``grow`` by one token on a pool without windows, the blocks handed out in their order
+        (the caller checked they are available)."""
+        self.take(len(requests))
+        for r in requests:
+            r.private_blocks += 1
+
     def grow(self, r: Request, tokens: int) -> bool:
         """Give r the blocks to cache ``tokens`` tokens; False (and no change) if it cannot."""
         new = tokens - r.num_computed

@@ -28,9 +28,13 @@ possible (a rank's queue empty, or its seats full), no block short, no finish re
 each rank's count and summed context (integers, so the shape is the plain step's exactly),
 the blocks the decodes cross into taken in the order the plain step takes them, the gauges,
 ITL and step records written step by step as the plain step writes them, and the requests'
-counters written back once at the run's end. Full attention only (a window caps each
-decode's keys: the plain step). The same figures to the last digit; checked against the plain
-step (``fast_path=False``) in the tests.
+counters written back once at the run's end; a queue's head left waiting read as the plain
+step reads it (``Scheduler.note_full_beside``). Full attention only (a window caps each
+decode's keys: the plain step). In a plain step, a rank whose batch can only be its running
+decodes (another rank's prompt chunk ends the run: 8 steps of each 16,000-token prompt at a
+budget of 2,048) takes them without the scheduler's walk (``Scheduler.decodes_only``), priced
+from their count and summed context (``StepTimer.rank_decode_times``). The same figures to
+the last digit; checked against the plain step (``fast_path=False``) in the tests.
 """
 
 from __future__ import annotations
@@ -143,7 +147,8 @@ class DataParallelSimulator:
         self.dealt = [0] * len(self.ranks)  # arrivals each rank was given
         # runs of lock-step decode steps taken without scheduling (``_bulk_decode``)
         self.bulk = config.fast_path and self.timer.full_attention \
-            and not config.spec_lookahead_tokens
+            and not config.spec_lookahead_tokens and not self.ranks[0].pool.window \
+            and not self.ranks[0].pool.window_groups  # (a table's blocks alone: every pool's)
         self.bulk_steps = 0  # steps taken so
         self._bulk_misses = 0  # consecutive tries that found a step that is not one …
         self._bulk_next = 0  # … and the step count before which not to try again
@@ -224,26 +229,33 @@ class DataParallelSimulator:
         to run, as ``Simulator._advance``), every rank's batch advances by ``step_s``, an idle
         rank running its dummy pass meanwhile; returns who finished."""
         batches: list[list[Scheduled]] = []
+        # each rank's batch where it is its running decodes alone (``_schedule``): them and
+        # their contexts' sum, its ``batches`` entry left empty
+        decoding: list[tuple[list[Request], int] | None] = []
         held: list[list[Request]] = []
         for rank in self.ranks:
             rank.now_s = self.now_s
             retiring, rank.retiring = rank.retiring, []
-            batch = self._schedule(rank)
-            if not batch and retiring:
+            batch, decodes = self._schedule(rank)
+            if not batch and decodes is None and retiring:
                 rank._release(retiring)
                 retiring = []
-                batch = self._schedule(rank)
-            if not batch and (rank.scheduler.running or rank.scheduler.waiting):
+                batch, decodes = self._schedule(rank)
+            if not batch and decodes is None and (rank.scheduler.running
+                                                  or rank.scheduler.waiting):
                 raise InputError("the engine cannot schedule: a request needs more blocks "
                                  "than its rank's pool frees")  # guarded by _reject_reason
             batches.append(batch)
+            decoding.append(decodes)
             held.append(retiring)
-        if not any(batches):
+        if not any(batches) and not any(decoding):
             raise InputError("the engine cannot schedule: nothing to run")
-        dt = self.step_s(batches)
+        dt = self.step_s(batches, decoding)
         finished: list[Request] = []
-        for rank, batch, retiring in zip(self.ranks, batches, held):
-            if batch:
+        for rank, batch, decodes, retiring in zip(self.ranks, batches, decoding, held):
+            if decodes is not None:
+                finished += rank.apply_decodes(decodes[0], dt, rec)
+            elif batch:
                 finished += rank.apply(batch, dt, rec)
             else:  # an idle rank joins the step with a dummy pass
                 rank.now_s += dt
@@ -279,16 +291,16 @@ class DataParallelSimulator:
                                   or (not cfg.prefill_first and len(running) >= budget)):
                 return None  # the queue's head might start: the plain step asks each step
             pool = rank.pool
-            bs = pool.block_size
+            bs, overhead = pool.block_size, pool.overhead
             lane = Lane(rank)
             for r in running:
                 c = r.num_computed
                 if not r.num_generated or r.prompt_tokens + r.num_generated - c != 1 \
-                        or r.last_token_s != now_s or r.blocks_held != pool.blocks_for(c) \
-                        or (pool.window_groups and pool.window_growing(c)):
+                        or r.last_token_s != now_s \
+                        or r.private_blocks + len(r.shared) != -(-c // bs) + overhead:
                     # a prompt (its chunks take a budget's tokens a step at most), or a
-                    # decode that sat out a step (or whose window groups still grow: more
-                    # than a block at a time)
+                    # decode that sat out a step, or holds other than its table's blocks
+                    # (``BlockPool.blocks_for``, no windows; c > 0)
                     self._prompt_steps = -(-(r.prompt_tokens - c) // budget) \
                         if not r.num_generated else 0
                     return None
@@ -319,39 +331,56 @@ class DataParallelSimulator:
         running = sum(lane.count for lane in lanes)
         waiting = sum(len(rank.scheduler.waiting) for rank in self.ranks)
         preempted = s.preemptions
-        timer = self.timer
+        bs = lanes[0].block_size  # (every rank's pool alike)
+        # the blocks taken at step j: the lanes' decodes of residue −j mod bs, lane by lane
+        takes: dict[int, list[tuple[Lane, list[Request]]]] = {}
+        for lane in lanes:
+            for residue, needs in lane.needs.items():
+                takes.setdefault(-residue % bs, []).append((lane, needs))
+        # each lane's step time by its summed context, and the lanes' ITL weights
+        times = [(self.timer.rank_decode_times(lane.count, running), lane.context, lane.count)
+                 for lane in lanes]
+        counted = [lane.counted for lane in lanes if lane.counted]
+        ratios = [lane.rank.scheduler for lane in lanes if lane.rank.config.token_ratio]
+        arrival_s = run.next_arrival_s  # (nothing arrives nor is held during the run)
         j = 0
         over = False
         usage = self.usage  # the pools' usage after each step is the next one's at its start
         dt = 0.0
         try:
             while j < steps:
-                if any(len(lane.needs.get(-j % lane.block_size, ())) > lane.pool.available
-                       for lane in lanes):
-                    break  # a rank short of blocks preempts: the plain step
+                take = takes.get(j % bs)
+                if take is not None:
+                    if any(len(needs) > lane.pool.available for lane, needs in take):
+                        break  # a rank short of blocks preempts: the plain step
+                    for lane, needs in take:  # one block each, in running order
+                        lane.pool.next_block_each(needs)
+                if not j:  # the queues' heads left waiting, read as each step reads them
+                    for lane in lanes:
+                        lane.rank.scheduler.note_full_beside(lane.count)
                 start_s, start_usage = self.now_s, usage
-                slowest = 0.0
-                for lane in lanes:
-                    needs = lane.needs.get(-j % lane.block_size)
-                    if needs:
-                        for r in needs:  # one block each, in running order
-                            lane.pool.grow(r, r.num_computed + j + 1)
-                    slowest = max(slowest, timer.rank_decode_time_s(
-                        lane.count, lane.context + j * lane.count, running))
-                    lane.rank.scheduler.after_step(lane.rank.config.prefill_first, False)
-                dt = slowest
-                for lane in lanes:
-                    rec.itl(dt, lane.counted)
+                dt = 0.0
+                for time_s, context, count in times:
+                    t = time_s(context + j * count)
+                    if t > dt:
+                        dt = t
+                for scheduler in ratios:
+                    scheduler.after_step(True, False)  # (SGLang's: prefill-first)
+                if counted:
+                    rec.itl_weights(dt, counted)
                 self.now_s += dt
                 self.steps += 1
                 j += 1
-                usage = self.usage
+                if take is not None:
+                    usage = self.usage
                 rec.ran(start_s, self.now_s, 1, running, waiting, start_usage, preempted)
                 rec.sample(self.now_s, running, waiting, usage, preempted)
+                if j == 1 and not rec.fill_reason:  # every rank's batch full: seen now
+                    rec.batch_filled(self.now_s, s.full)
                 if run.over_steps():
                     over = True
                     break
-                if run.next_arrival_s <= self.now_s:
+                if arrival_s <= self.now_s:
                     break
         finally:
             self._written(lanes, j, dt)
@@ -391,29 +420,48 @@ class DataParallelSimulator:
                 r.num_generated += steps
                 r.last_token_s = self.now_s
 
-    def _schedule(self, rank: Simulator) -> list[Scheduled]:
+    def _schedule(self, rank: Simulator) -> tuple[list[Scheduled],
+                                                  tuple[list[Request], int] | None]:
+        """The rank's batch; or, where it is its running decodes alone, taken so where nothing
+        else can run (``Scheduler.decodes_only``, the fast path: a rank's step beside
+        another's prompt chunk), none and those decodes with their contexts' sum."""
         s = rank.scheduler
-        return s.schedule(rank.now_s) if s.running or s.waiting else []
+        if not s.running and not s.waiting:
+            return [], None
+        if self.bulk and not s.waiting:
+            decodes = s.decodes_only()
+            if decodes is not None:
+                return [], decodes
+        return s.schedule(rank.now_s), None
 
-    def step_s(self, batches: list[list[Scheduled]]) -> float:
+    def step_s(self, batches: list[list[Scheduled]],
+               decoding: list[tuple[list[Request], int] | None] | None = None) -> float:
         """The ranks' step together: the slowest rank's time, each rank's attention and own
         weights on its own batch, the gathered layers and the exchange on every rank's
         tokens (cost.step_terms, decode's data-parallel pricing), the experts a prompt
         step's on every rank where any rank has a prompt chunk (cost.experts_prompt). Eight
-        ranks of one decode each are decode's batch of 8 on DP8."""
+        ranks of one decode each are decode's batch of 8 on DP8. ``decoding``: the ranks
+        whose batch is decodes alone (``_schedule``), priced from their count and summed
+        context (``StepTimer.rank_decode_times``: the same terms, full attention)."""
         every = sum(b.tokens for batch in batches for b in batch)
         any_prompt = any(b.tokens != 1 for batch in batches for b in batch)
+        if decoding is not None:
+            every += sum(len(decodes[0]) for decodes in decoding if decodes is not None)
         slowest = 0.0
-        for batch in batches:
+        for i, batch in enumerate(batches):
+            decodes = decoding[i] if decoding is not None else None
+            if decodes is not None:
+                times = self.timer.rank_decode_times(len(decodes[0]), every, any_prompt)
+                slowest = max(slowest, times(decodes[1]))
+                continue
             if not batch:
                 continue
-            decodes = [b.context for b in batch if b.tokens == 1]
+            decode_contexts = [b.context for b in batch if b.tokens == 1]
             chunks = [Seq(b.tokens, b.context) for b in batch if b.tokens != 1]
-            shape = rank_shape(self.timer.windows, decodes, chunks)._replace(
+            shape = rank_shape(self.timer.windows, decode_contexts, chunks)._replace(
                 all_tokens=every, any_rank_prompt=any_prompt)
             slowest = max(slowest, self.timer.time_s(shape))
         return slowest
-
 
 
 class Lane:

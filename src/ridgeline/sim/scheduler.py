@@ -392,6 +392,39 @@ class Scheduler:
             i += 1
         return out, budget, preempted
 
+    def decodes_only(self) -> tuple[list[Request], int] | None:
+        """``schedule``'s batch, where nobody waits and every running request decodes, on
+        vLLM's steps (no drafts, lookahead or prefill-first) over a pool without windows:
+        each running request's one token, the blocks it crosses into taken in running order,
+        without ``_run_running``'s asks of each. Returns the requests (each ``Scheduled(r, 1,
+        r.num_computed)``) and their contexts' sum; None where one is not a decode, the budget
+        leaves some out, or the pool is short (``schedule`` preempts): nothing changed then.
+        A data-parallel rank's step beside another rank's prompt chunk (sim/data_parallel.py)."""
+        running, cfg, pool = self.running, self.config, self.pool
+        if self.waiting or len(running) > cfg.max_num_batched_tokens or cfg.prefill_first \
+                or cfg.spec_tokens or cfg.lookahead_tokens or pool.window or pool.window_groups:
+            return None
+        max_len, bs, overhead = cfg.max_model_len, pool.block_size, pool.overhead
+        short: list[tuple[Request, int]] = []  # (a decode crossing into a block, its slots)
+        blocks = context = 0
+        for r in running:
+            c = r.num_computed
+            if r.prompt_tokens + r.num_generated - c != 1 or not r.num_generated \
+                    or (r.prefix_group >= 0 and c < r.prefix_tokens):  # (``cache_scheduled``)
+                return None
+            context += c
+            slots = min(c + 1, max_len) if max_len else c + 1  # (``_run_running``'s cap)
+            # ``BlockPool.need``: its table's blocks (``table_blocks``, slots > 0) less its own
+            need = -(-slots // bs) + overhead - r.private_blocks - len(r.shared)
+            if need > 0:
+                blocks += need
+                short.append((r, slots))
+        if blocks > pool.available:
+            return None
+        for r, slots in short:  # in running order, as the walk takes them
+            pool.grow(r, slots)
+        return list(running), context
+
     def admit_waiting(self, budget: int, now_s: float, out: list[Scheduled]) -> int:
         """Admit waiting requests first come, first served while budget, seats and blocks
         last; append them to ``out`` and return the budget left. A request that cannot get
@@ -425,6 +458,22 @@ class Scheduler:
         if self.waiting and not self.full:
             self.full = self.why_full(min(budget, cap) if cap else budget)
         return budget
+
+    def note_full_beside(self, decodes: int) -> None:
+        """Where a step of ``decodes`` running decodes alone leaves the queue's head waiting
+        (no seat, or the batch full), ``full`` as that step's ``schedule`` reads it, once:
+        ``head_ready``'s reading of the whole budget (prefill-first), or ``admit_waiting``'s of
+        what the decodes left. A data-parallel run of lock-step decode steps takes them
+        without scheduling (sim/data_parallel.py)."""
+        if not self.waiting or self.full:
+            return
+        budget = self.config.max_num_batched_tokens
+        if self.config.prefill_first:
+            self.full = self.why_full(budget)
+            return
+        budget -= decodes
+        cap = self.long_prefill_cap()
+        self.full = self.why_full(min(budget, cap) if cap else budget)
 
     def why_full(self, budget: int) -> str:
         """Why the waiting queue's head did not start with ``budget`` tokens left in the

@@ -377,6 +377,32 @@ class Simulator:
             rec.itl(dt, streamed)
         return finished
 
+    def apply_decodes(self, decodes: list[Request], dt: float, rec: Recorder) -> list[Request]:
+        """``apply`` of ``Scheduler.decodes_only``'s batch (each running request's one token,
+        no drafts, a pool without windows: nothing to trim), its steps written out."""
+        started_s = self.now_s
+        self.now_s = now_s = started_s + dt
+        self.steps += 1
+        self.stepped(started_s)
+        finished: list[Request] = []
+        streamed = 0
+        pool = self.pool
+        for r in decodes:
+            r.num_computed += 1
+            if r.last_token_s == started_s:
+                streamed += r.counted
+            else:
+                self.gap(r, rec)
+            r.num_generated += 1  # (``_credit``'s)
+            r.last_token_s = now_s
+            if r.prefix_group >= 0:
+                pool.register(r)
+            if r.num_generated >= r.output_tokens:
+                finished.append(self.finish(r))
+        if streamed:
+            rec.itl(dt, streamed)
+        return finished
+
     def _credit(self, r: Request, gained: int, finished: list[Request]) -> None:
         """``gained`` tokens out for ``r`` now: its full blocks published to the prefix cache
         (a shared prefix's), and ``r`` finished (into ``finished``) once its output is done."""

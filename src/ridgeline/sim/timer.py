@@ -6,7 +6,7 @@ contexts; this keeps what does not depend on them per token and row count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from ridgeline.attention_span import Span, layer_span
@@ -89,8 +89,8 @@ class StepTimer:
         self.full_attention = all(w is None for w in self.windows)
         self._attention_layers = sum(n for _, n in self._attention)
         self._decode_base: dict[int, float] = {}
-        # a data-parallel rank's decode step: (its decodes, every rank's) -> context-free time
-        self._rank_decode_base: dict[tuple[int, int], float] = {}
+        # a data-parallel rank's decode step: (its decodes, every rank's) -> its time by context
+        self._rank_decode: dict[tuple[int, int, bool], Callable[[int], float]] = {}
         # every attention layer of one kind, full attention: a decode step's time is
         # decode_time_s's, its context-free part remembered (``rows_time_s``)
         self._one_full = self.windows == (None,) and [w for w, _ in self._attention] == [None]
@@ -234,23 +234,46 @@ class StepTimer:
         cached contexts sum to ``decode_context`` (full attention), every rank's step decodes
         alone, ``all_tokens`` of them: the shape rank_shape gives the rank's rows, the same
         integers summed, so the same time to the last digit."""
-        keys = float(decode_context + decodes)
+        return self.rank_decode_times(decodes, all_tokens)(decode_context)
+
+    def rank_decode_times(self, decodes: int, all_tokens: int, any_rank_prompt: bool = False
+                          ) -> Callable[[int], float]:
+        """``rank_decode_time_s`` of ``decodes`` and ``all_tokens`` as a function of the summed
+        context, what does not depend on it read once: a run of lock-step decode steps
+        (sim/data_parallel.py) asks each busy rank's every step. any_rank_prompt: another
+        rank's batch has a prompt chunk (the shape's ``any_rank_prompt``)."""
+        key = (decodes, all_tokens, any_rank_prompt)
+        times = self._rank_decode.get(key)
+        if times is None:
+            times = self._rank_decode[key] = self._rank_decode_times(*key)
+        return times
+
+    def _rank_decode_times(self, decodes: int, all_tokens: int, any_rank_prompt: bool
+                           ) -> Callable[[int], float]:
         if self._exact:
-            return self.time_s(shape_of(self.windows, decodes, lambda _: keys, ())._replace(
-                all_tokens=all_tokens, any_rank_prompt=False))
+            def exact_s(decode_context: int) -> float:
+                keys = float(decode_context + decodes)
+                return self.time_s(shape_of(self.windows, decodes, lambda _: keys, ())._replace(
+                    all_tokens=all_tokens, any_rank_prompt=any_rank_prompt))
+            return exact_s
         # time_s's terms for that shape, summed in its order, the context-free part remembered
-        total = self._rank_decode_base.get((decodes, all_tokens))
-        if total is None:
-            total = self._rank_decode_base[(decodes, all_tokens)] = self._context_free(
-                decodes, decodes, None, all_tokens, False)
-        if self._attention:
+        base = self._context_free(decodes, decodes, None, all_tokens, any_rank_prompt)
+        if not self._attention:
+            return lambda decode_context: base
+        rates, pa, w = self._rates, self._pa, self._w
+        tokens = self._mode(decodes, decodes, None)[1]
+        counts = [count for _, count in self._attention]  # (full attention: each reads the load)
+
+        def time_s(decode_context: int) -> float:
+            keys = float(decode_context + decodes)
             load = AttentionLoad(None, keys, 0.0, decode_kv_tokens(keys, decodes))
-            flops, nbytes = attention_flops_bytes(self._rates, load,
-                                                  self._mode(decodes, decodes, None)[1])
-            term = max(flops / self._pa, nbytes / self._w)
-            for _, count in self._attention:  # (full attention: every kind reads the load)
+            flops, nbytes = attention_flops_bytes(rates, load, tokens)
+            term = max(flops / pa, nbytes / w)
+            total = base
+            for count in counts:
                 total += count * term
-        return total
+            return total
+        return time_s
 
     def keys_time_s(self, decodes: int, keys: Mapping[Span, float],
                     chunks: Sequence[Seq] = ()) -> float:
