@@ -31,10 +31,22 @@ MODULES = ("blocks", "config", "data_parallel", "decodes", "fast_path", "histogr
            "time_series", "timer", "token_ratio", "workload")
 GROUP = "ridgeline.sim.native"  # the shared library: ridgeline/sim/native__mypyc.*.so
 STAMP = "native.json"
+# GCC's -Wmisleading-indentation (in -Wall) looks up the source line of every if/else/loop
+# body to compare columns; on mypyc's one 10 MB C file those look-ups took 21 of GCC 12's 34 s
+# at -O0 (-ftime-report: "parser function body"). A warning only: the object code is the same
+# without it (``objcopy --strip-debug`` then ``cmp``). GCC ignores a -Wno- flag it does not
+# know, and mypyc passes Clang -Wno-unknown-warning-option.
+FAST_PARSE_FLAGS = ["-Wno-misleading-indentation"]
 
 
 def source_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def c_flags(mypyc_flags: list[str]) -> list[str]:
+    """mypyc's C compiler flags for an extension, plus FAST_PARSE_FLAGS where they are GCC's or
+    Clang's (mypyc gives those "-Werror"; MSVC's start with "/" and stay as they are)."""
+    return [*mypyc_flags, *FAST_PARSE_FLAGS] if "-Werror" in mypyc_flags else list(mypyc_flags)
 
 
 def compiled_files(src: Path) -> list[Path]:
@@ -51,11 +63,13 @@ def clean(src: Path) -> list[Path]:
     return removed
 
 
-def compile_simulator(src: Path, quiet: bool = True, opt_level: str = "3") -> list[Path]:
+def compile_simulator(src: Path, quiet: bool = True, opt_level: str = "3",
+                      debug_level: str = "1") -> list[Path]:
     """Build the extension modules in place under ``src``; return the files written.
 
     ``opt_level`` is the C compiler's optimisation level ("0" to "3"): the build and the
     wheel hook use "3"; a lower level builds faster, runs slower, and computes the same.
+    ``debug_level`` is its debug-information level (mypyc's default "1"; "0" writes none).
     """
     from mypyc.build import mypycify
     from setuptools import Distribution
@@ -73,8 +87,10 @@ def compile_simulator(src: Path, quiet: bool = True, opt_level: str = "3") -> li
             if quiet:
                 sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (restored below)
             try:
-                extensions = mypycify(paths, opt_level=opt_level, group_name=GROUP,
-                                      target_dir=str(Path(tmp) / "c"))
+                extensions = mypycify(paths, opt_level=opt_level, debug_level=debug_level,
+                                      group_name=GROUP, target_dir=str(Path(tmp) / "c"))
+                for ext in extensions:
+                    ext.extra_compile_args = c_flags(ext.extra_compile_args)
                 cmd = build_ext(Distribution({"name": "ridgeline", "ext_modules": extensions}))
                 cmd.inplace = True
                 cmd.build_temp = str(Path(tmp) / "temp")
