@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ridgeline.deployment import Deployment
 from ridgeline.errors import InputError
@@ -227,11 +228,13 @@ def replica_deployment(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, w
     return dep
 
 
+@lru_cache(maxsize=1024)
 def replica_build(model: ModelSpec, acc: Accelerator, c_tp: int, pp: int, weights: str,
                   kv: str, expert_parallel: bool = False, engine: str = "vllm",
                   data_parallel_size: int = 1) -> Deployment:
     """The replica as ``Deployment.build`` makes it ("as stored": the checkpoint's formats),
-    before ``deployment_problem`` is asked."""
+    before ``deployment_problem`` is asked; built once per layout (a plan's knobs and its
+    rows' cautions ask for the same replica again, and a Deployment is not changed)."""
     w = None if weights == "as stored" else weights
     # a plan launches a 16-bit checkpoint in a smaller format with -q (its commands): quantized
     # on load, not a checkpoint stored so

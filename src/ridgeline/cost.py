@@ -481,7 +481,7 @@ def _graph_mode(dep: Deployment, shape: BatchShape, floor: bool) -> tuple[bool, 
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     ungraphed, terms, work, link_s = _step_plan(dep, shape, profile.engine == IDEAL.engine)
-    rate = StepRates(dep, profile, experts_prompt(shape))
+    rate = _step_rates(dep, profile, experts_prompt(shape))
     total = sum(count * rate.op_time_s(name, flops, nbytes, columns)
                 for name, flops, nbytes, count, columns in work)
     total += link_s
@@ -695,6 +695,13 @@ class StepRates:
         """Per-rank work (the caller has already divided by the TP degree): the longer of its
         arithmetic and its memory traffic. columns: the tokens (the LM head: the rows)."""
         return max(self.compute_s(op, flops, columns), nbytes / self.bytes_per_s)
+
+
+@lru_cache(maxsize=1024)
+def _step_rates(dep: Deployment, profile: EngineProfile, prompt: bool) -> StepRates:
+    """StepRates, built once per deployment, profile and kind of step: the planner prices
+    thousands of steps on a few hundred deployments (StepRates is read, never changed)."""
+    return StepRates(dep, profile, prompt)
 
 
 @lru_cache(maxsize=256)

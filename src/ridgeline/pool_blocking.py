@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from operator import mul
 from statistics import NormalDist
 
@@ -50,55 +51,102 @@ class PoolLoad:
     def __init__(self, requests: Sequence[tuple[int, int]], ttft_s: float, tpot_s: float,
                  block_tokens: int, cell_blocks: int, overhead_blocks: int = 0,
                  reserve_whole: bool = False) -> None:
+        layout = _layout(tuple(requests), block_tokens)
         per_cell = block_tokens * cell_blocks  # tokens a cell holds (in whole blocks)
         fixed = overhead_blocks / cell_blocks
-        longest = max((p + o for p, o in requests), default=0)
-        size = math.ceil(longest / block_tokens) // cell_blocks + overhead_blocks + 3
+        size = math.ceil(layout.longest / block_tokens) // cell_blocks + overhead_blocks + 3
         held, prompt = [0.0] * size, [0.0] * size
+        # a request's blocks b at b ÷ cell_blocks + fixed cells, each weight w split between
+        # the two cells around its place, w − w·frac below and w·frac above; by block count,
+        # for every block a request reaches, the lower cell, the fraction past it and a
+        # prompt's split (each request's additions in its order: the sums to the last bit)
+        cells = [b / cell_blocks + fixed for b in range(layout.top_block + 1)]
+        low_of = [int(c) for c in cells]
+        frac_of = [c - low for c, low in zip(cells, low_of)]
+        prompt_low = [1.0 - 1.0 * f for f in frac_of]
+        prompt_high = [1.0 * f for f in frac_of]
         total_s = 0.0
-        ceil = math.ceil
-        # each weight split between the two cells around its place (``_add``, written out:
-        # the same operations, a call fewer for each of a few thousand)
-        for p, o in requests:
-            decode_s = o * tpot_s
-            life_s = ttft_s + decode_s
-            total_s += life_s
-            whole = -(-(p + o) // block_tokens) / cell_blocks + fixed
-            start = -(-p // block_tokens) / cell_blocks + fixed
-            cells = whole if reserve_whole else start
-            low = int(cells)
-            frac = cells - low
-            prompt[low] += 1.0 - 1.0 * frac
-            prompt[low + 1] += 1.0 * frac
-            if reserve_whole:
-                _add(held, whole, life_s)
-                continue
-            low = int(start)
-            frac = start - low
-            held[low] += ttft_s - ttft_s * frac
-            held[low + 1] += ttft_s * frac
-            # its decode read at points across it, two a cell it spans (DECODE_POINTS at most)
-            points = 1 + int(2 * o / per_cell)
-            if points > DECODE_POINTS:
-                points = DECODE_POINTS
-            weight = decode_s / points
-            for k in range(points):
-                cells = ceil((p + o * (k + 0.5) / points) / block_tokens) / cell_blocks + fixed
-                low = int(cells)
-                frac = cells - low
-                held[low] += weight - weight * frac
-                held[low + 1] += weight * frac
+        if reserve_whole:
+            for b, o in zip(layout.whole_blocks, layout.outputs):
+                low = low_of[b]
+                prompt[low] += prompt_low[b]
+                prompt[low + 1] += prompt_high[b]
+                life_s = ttft_s + o * tpot_s
+                total_s += life_s
+                frac = frac_of[b]
+                held[low] += life_s - life_s * frac
+                held[low + 1] += life_s * frac
+        else:
+            # the prompt's hold: ttft_s at its blocks, split as a prompt's is
+            ttft_low = [ttft_s - ttft_s * f for f in frac_of]
+            ttft_high = [ttft_s * f for f in frac_of]
+            # its decode read at points across it, two a cell it spans (DECODE_POINTS at most):
+            # one each where no output spans half a cell
+            single = 2 * layout.longest_output < per_cell
+            starts = layout.start_blocks
+            reads = [d for d, in layout.decode_blocks(1)] if single else starts
+            most = 1 if single else min(DECODE_POINTS, 1 + int(2 * layout.longest_output
+                                                                / per_cell))
+            by_points = [layout.decode_blocks(n) for n in range(1, most + 1)]
+            for r, (b, o) in enumerate(zip(starts, layout.outputs)):
+                low = low_of[b]
+                prompt[low] += prompt_low[b]
+                prompt[low + 1] += prompt_high[b]
+                held[low] += ttft_low[b]
+                held[low + 1] += ttft_high[b]
+                decode_s = o * tpot_s
+                total_s += ttft_s + decode_s
+                if single:
+                    b = reads[r]
+                    low = low_of[b]
+                    frac = frac_of[b]
+                    held[low] += decode_s - decode_s * frac
+                    held[low + 1] += decode_s * frac
+                    continue
+                points = min(DECODE_POINTS, 1 + int(2 * o / per_cell))
+                weight = decode_s / points
+                for b in by_points[points - 1][r]:
+                    low = low_of[b]
+                    frac = frac_of[b]
+                    held[low] += weight - weight * frac
+                    held[low + 1] += weight * frac
         self.held = _normalised(held)
         self.prompt = _normalised(prompt)
-        self.lifetime_s = total_s / max(1, len(requests))
+        self.lifetime_s = total_s / max(1, len(layout.outputs))
 
 
-def _add(dist: list[float], cells: float, weight: float) -> None:
-    """``weight`` at ``cells`` (a fraction), split between the two cells around it."""
-    low = int(cells)
-    frac = cells - low
-    dist[low] += weight - weight * frac
-    dist[low + 1] += weight * frac
+class _Layout:
+    """What ``PoolLoad`` reads of its requests whatever the pool's cells and the times, in
+    blocks of ``block_tokens``: each request's prompt and whole length in blocks, its output,
+    and, for a decode read at P points, the blocks each point reaches; the same load's
+    requests are laid out once for every candidate pool (``_layout``)."""
+
+    def __init__(self, requests: tuple[tuple[int, int], ...], block_tokens: int) -> None:
+        self.requests, self.block_tokens = requests, block_tokens
+        self.start_blocks = [-(-p // block_tokens) for p, _ in requests]
+        self.whole_blocks = [-(-(p + o) // block_tokens) for p, o in requests]
+        self.outputs = [o for _, o in requests]
+        self.longest = max((p + o for p, o in requests), default=0)
+        self.longest_output = max(self.outputs, default=0)
+        self.top_block = max(self.whole_blocks, default=0)
+        self._decode: dict[int, list[tuple[int, ...]]] = {}
+
+    def decode_blocks(self, points: int) -> list[tuple[int, ...]]:
+        """Each request's blocks at ``points`` points of its decode, point k at
+        prompt + output × (k + ½) ÷ points tokens."""
+        known = self._decode.get(points)
+        if known is None:
+            ceil, tokens = math.ceil, self.block_tokens
+            known = self._decode[points] = [
+                tuple(ceil((p + o * (k + 0.5) / points) / tokens) for k in range(points))
+                for p, o in self.requests]
+        return known
+
+
+@lru_cache(maxsize=8)
+def _layout(requests: tuple[tuple[int, int], ...], block_tokens: int) -> _Layout:
+    """The requests' ``_Layout`` in blocks of ``block_tokens``, once per load and block size."""
+    return _Layout(requests, block_tokens)
 
 
 def _normalised(dist: list[float]) -> list[float]:
@@ -133,12 +181,16 @@ def blocked_share(in_flight: float, held: Sequence[float], prompt: Sequence[floa
         room = pool_cells - m * held_mean - prompt_mean
         return 1 - NormalDist().cdf(room / math.sqrt(max(variance, 1e-12)))
     g = [math.exp(-m * (1 - held[0]))]
+    if m == 0:  # nothing in flight: S is 0 (each term below m ÷ s × a sum, 0)
+        g += [0.0] * pool_cells
     weighted = [j * f for j, f in enumerate(held)][1:]  # j·f(j), j = 1 on
-    for s in range(1, pool_cells + 1):
-        top = min(s, len(weighted))
-        # Σ_{j=1..top} j·f(j)·g(s − j): g read backwards from s − 1 (its top values end the
-        # products: the weights need no slice of their own)
-        g.append(m / s * sum(map(mul, weighted, reversed(g[s - top:s]))))
+    back = g[::-1]  # g(s − 1), g(s − 2), …, g(0): g read backwards
+    for s in range(len(g), pool_cells + 1):
+        # Σ_{j=1..top} j·f(j)·g(s − j), top = min(s, len(weighted)): the products end with
+        # the shorter of the two
+        x = m / s * sum(map(mul, weighted, back))
+        g.append(x)
+        back.insert(0, x)
     fits, cumulative = 0.0, [0.0] * (pool_cells + 2)
     for s, x in enumerate(g):
         cumulative[s + 1] = cumulative[s] + x  # P(S ≤ s) = cumulative[s + 1]

@@ -292,6 +292,24 @@ def prompt_prefills_s(prefill: ChunkedPrefill, groups: Sequence[tuple[float, int
     return out
 
 
+@lru_cache(maxsize=256)
+def chunked_prefills_s(dep: Deployment, profile: EngineProfile, budget: int, decodes: int,
+                       decode_context: int, groups: tuple[tuple[float, int], ...]
+                       ) -> tuple[tuple[float, float, int], ...]:
+    """``prompt_prefills_s`` of the ``ChunkedPrefill`` beside ``decodes`` decodes, once per
+    replica shape: candidates that differ in a knob the prefills do not read (max_num_seqs,
+    where their batches come out alike) price the same prompts."""
+    return tuple(prompt_prefills_s(ChunkedPrefill(dep, profile, budget, decodes,
+                                                  decode_context), groups))
+
+
+@lru_cache(maxsize=256)
+def queue_load(prompts: tuple[tuple[float, float, int], ...], slo_s: float,
+               tail: float) -> float:
+    """``prompt_queue_load``, once per distinct prompts' prefills and SLO."""
+    return prompt_queue_load(prompts, slo_s, tail)
+
+
 def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
                  max_num_seqs: int | None, max_num_batched_tokens: int | None = None,
                  engine_version: str | None = None, max_model_len: int | None = None,
@@ -439,9 +457,9 @@ def size_replica(dep: Deployment, profile: EngineProfile, load: Load, slo: Slo,
     mean = tpot(lo, at_percentile=False)
     # every prompt of the load at its own length, prefilled as the engine runs it: in chunks
     # of the budget the batch's decodes leave, beside them (SGLang: alone, the decodes wait)
-    prefills = prompt_prefills_s(ChunkedPrefill(dep, profile, budget, 0 if alone else lo, ctx),
-                                 length_groups(load))
-    queue = prompt_queue_load(prefills, slo.ttft_s, 1 - slo.percentile / 100)
+    prefills = chunked_prefills_s(dep, profile, budget, 0 if alone else lo, ctx,
+                                  length_groups(load))
+    queue = queue_load(prefills, slo.ttft_s, 1 - slo.percentile / 100)
     if queue <= 0:  # more prompts than the percentile spares outlast the TTFT SLO alone
         return None
     held = sum(q * n for _, q, n in prefills) / sum(n for *_, n in prefills)  # a prompt's mean
@@ -493,11 +511,18 @@ def served_pool_load(load: Load, max_model_len: int, ttft_s: float, tpot_s: floa
     (None: not one), once per distinct input: a candidate's second pricing, and another
     candidate's pool of the same geometry and times, read it again (a PoolLoad is not
     changed once built)."""
-    served = [(p, o) for p, o in load.samples() if p + o <= max_model_len]
+    served = served_requests(load, max_model_len)
     if not served:
         return None
     return PoolLoad(served, ttft_s, tpot_s, block_tokens, cell_blocks, overhead_blocks,
                     reserve_whole)
+
+
+@lru_cache(maxsize=16)
+def served_requests(load: Load, max_model_len: int) -> tuple[tuple[int, int], ...]:
+    """The load's drawn (prompt, output) requests a launch at ``max_model_len`` serves, in
+    their drawn order: one tuple for every candidate launched at that length."""
+    return tuple((p, o) for p, o in load.samples() if p + o <= max_model_len)
 
 
 def prompt_queue_load(prompts: Sequence[tuple[float, float, int]], slo_s: float,

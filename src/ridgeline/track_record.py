@@ -112,6 +112,26 @@ def leaning(records: Iterable[RecordRow], accelerator: str, engines: frozenset[s
                    tuple(excess) if len(excess) == len(mine) else ())
 
 
+@lru_cache(maxsize=256)
+def record_leaning(profile: EngineProfile, accelerator: str, phase: str,
+                   moe: bool) -> Leaning | None:
+    """``leaning`` of the bundled record's rows on ``accelerator`` of every engine ``profile``
+    prices (engines.bundled_twins; a MoE's prompt rows only of the twins whose routed experts
+    are priced as its engine's), once per profile, card, phase and model kind: a plan asks
+    it of every row it prints, two phases each. None where no engine is left."""
+    from ridgeline.engines import bundled_twins, moe_prompt_expert_slowdown
+
+    engines = frozenset(bundled_twins(profile))
+    if phase == "prefill" and moe:
+        # a twin whose MoE prompt steps are priced by another rule (vLLM's fused-MoE
+        # slowdown) was not priced as this engine is: its rows do not speak for it
+        own = moe_prompt_expert_slowdown(profile.engine)
+        engines = frozenset(e for e in engines if moe_prompt_expert_slowdown(e) == own)
+    if not engines:
+        return None
+    return leaning(bundled_record(), accelerator, engines, phase, moe)
+
+
 def how_far(found: Leaning, where: str) -> str:
     """The rows' median and range, as the caution words them, ``where`` (the command that
     scores them) closing the range's parentheses: a percentage (17% slower, -21% to +3%), or
@@ -141,21 +161,11 @@ def track_record_caution(dep: Deployment, phase: str, profile: EngineProfile) ->
     the twins whose routed experts are priced as this engine's (moe_prompt_expert_slowdown).
     DeepSeek-R1 decode on B300 under SGLang: the 10 rows came out 17 % slower than measured at
     the median. Nothing where the CDNA3 MoE caution already speaks for the card."""
-    from ridgeline.engines import bundled_twins, moe_prompt_expert_slowdown
     from ridgeline.predict import cdna3_moe_caution
 
     if cdna3_moe_caution(dep):
         return ""
-    engines = frozenset(bundled_twins(profile))
-    if phase == "prefill" and dep.model.moe is not None:
-        # a twin whose MoE prompt steps are priced by another rule (vLLM's fused-MoE
-        # slowdown) was not priced as this engine is: its rows do not speak for it
-        own = moe_prompt_expert_slowdown(profile.engine)
-        engines = frozenset(e for e in engines if moe_prompt_expert_slowdown(e) == own)
-    if not engines:
-        return ""
-    found = leaning(bundled_record(), dep.accelerator.id, engines, phase,
-                    dep.model.moe is not None)
+    found = record_leaning(profile, dep.accelerator.id, phase, dep.model.moe is not None)
     if found is None or abs(found.median_optimism) < LEANING:
         return ""
     models = ", ".join(found.models[:3]) + (f" and {len(found.models) - 3} more"
