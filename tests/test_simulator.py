@@ -19,7 +19,7 @@ from ridgeline.errors import InputError
 from ridgeline.sim.blocks import BlockPool
 from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.decodes import DecodeSet
-from ridgeline.sim.histogram import Histogram
+from ridgeline.sim.histogram import Histogram, bin_index
 from ridgeline.sim.request import FINISHED, Request
 from ridgeline.sim.scheduler import Scheduler, SchedulerConfig
 from ridgeline.sim.simulator import Simulator
@@ -202,6 +202,17 @@ def test_a_line_of_samples_lands_in_the_bins_one_at_a_time_would(
     moved = sum(abs(line.counts.get(i, 0) - one_by_one.counts.get(i, 0))
                 for i in set(line.counts) | set(one_by_one.counts))
     assert moved <= 2 * weight  # at most a sample on a bin edge rounds the other way
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(st.floats(0.0, 1e-6), st.floats(1e-7, 1e4),
+                       st.sampled_from([0.0, 1e-7, 1e-3, 0.05, 1.0])))
+def test_a_sample_lands_in_the_bin_the_slo_checks_read(value: float) -> None:
+    """Histogram.add bins inline (its hot path): the bin it counts a sample in is
+    bin_index's, by which the recorder compares a latency with its SLO (``_count_miss``)."""
+    h = Histogram()
+    h.add(value, 3.0)
+    assert h.counts == {bin_index(value): 3.0}
 
 
 def test_a_percentile_never_leaves_the_samples_range() -> None:

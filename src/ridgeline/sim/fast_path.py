@@ -142,7 +142,7 @@ class FastPath:
             preempted = self._preempt_for_step() or preempted  # someone must give up its blocks
             count, partial = dset.count, self._partial
             n = min(partial.to_compute, budget - count) if partial is not None else 0
-        else:
+        elif need:
             pool.take(need)
         chunks: list[Scheduled] = []
         if partial is not None and n > 0:
@@ -155,6 +155,30 @@ class FastPath:
         if not count and not chunks:  # nothing to run: no step, no time (``ran_nothing``)
             self.ran_nothing = True
             return None
+        if chunks or cfg.ubatch_tokens:
+            dt = self._step_time_s(chunks, count)
+        elif self.timer.full_attention:  # the decodes alone (most steps): as _step_time_s
+            dt = self.timer.bulk_time_s(count, dset.context(g))  # times them, no lists built
+        else:
+            dt = self.timer.keys_time_s(count, dset.keys(g))
+        sim.now_s += dt
+        sim.steps += 1
+        sim.stepped(sim.now_s - dt)
+        self.g = g = g + 1
+        dset.step_end_s = sim.now_s
+        self._decode_gaps(dt, count, rec, sim.now_s)  # before _publish syncs their tokens
+        if self._unpublished:
+            self._publish()
+        if not chunks:  # (what _chunks_done leaves for none)
+            self._partial = None
+            return self._close_step()
+        done = self._chunks_done(chunks, rec)
+        closed = self._close_step()
+        return closed + [sim.finish(r) for r in done]
+
+    def _step_time_s(self, chunks: list[Scheduled], count: int) -> float:
+        """The time of a step of the ``count`` decodes (at ``self.g``) and ``chunks``."""
+        cfg, dset, g = self.config, self.decodes, self.g
         pieces = [Seq(c.tokens, c.context) for c in chunks]
         later: list[list[Seq]] = []
         if cfg.ubatch_tokens:  # llama.cpp: the decodes lead the first ubatch, prompts follow
@@ -171,18 +195,8 @@ class FastPath:
             dt = self.timer.keys_time_s(count + len(ones), keys, prefills)
         if later:  # llama.cpp's further ubatches, pipelined as Simulator.passes_s runs them
             dt = pipelined_s([dt] + [self.timer.time_s(batch_shape(self.dep, part))
-                                     for part in later], sim.ubatch_stages)
-        sim.now_s += dt
-        sim.steps += 1
-        sim.stepped(sim.now_s - dt)
-        self.g = g = g + 1
-        dset.step_end_s = sim.now_s
-        self._decode_gaps(dt, count, rec, sim.now_s)  # before _publish syncs their tokens
-        if self._unpublished:
-            self._publish()
-        done = self._chunks_done(chunks, rec)
-        closed = self._close_step()
-        return closed + [sim.finish(r) for r in done]
+                                     for part in later], self.sim.ubatch_stages)
+        return dt
 
     def _prefill_step(self, rec: Recorder) -> list[Request] | None:
         """prefill_first: a step of prompts alone (the one being chunked, then new requests),
@@ -216,6 +230,10 @@ class FastPath:
         """The gaps a decode step of ``count`` members ending at ``end_s`` closes: this step,
         and for the members that waited through prompt steps (prefill_first) those too —
         since its last token for one that joined meanwhile."""
+        if not self._stall_joiners and not self._stall_s:  # most steps: just this one's gap
+            if self.decodes.counted:
+                rec.itl(dt, self.decodes.counted)
+            return
         members = self.decodes.members
         joiners = [r for r in self._stall_joiners if members.get(r.id) is r]
         stayed = self.decodes.counted - sum(r.counted for r in joiners)  # the window's
@@ -269,8 +287,10 @@ class FastPath:
             freed = dset.fill_windows(self.g)
             if freed:  # chunk groups at a chunk's start: BlockPool.trim's, in bulk
                 self.pool.give_back(freed)
-        done = self.decodes.pop_finished(self.g)
-        return [self.sim.finish(r) for r in done]
+        finishes = dset.finishes
+        if not finishes or finishes[0][0] > self.g:  # (most steps: nobody's last token)
+            return []
+        return [self.sim.finish(r) for r in dset.pop_finished(self.g)]
 
     def _publish(self) -> None:
         """Like the plain step, and before the step's prefill chunks publish theirs (the

@@ -15,6 +15,7 @@ _LOW = 1e-7  # seconds
 
 
 _LOG_LOW = math.log10(_LOW)
+_log10 = math.log10  # (a module global: one lookup, not two, in ``Histogram.add``)
 
 
 def linear_position(q: float, count: float) -> float:
@@ -60,9 +61,9 @@ class Histogram:
         self.high = -math.inf
 
     def add(self, value: float, weight: float = 1.0) -> None:
-        # comparisons for min/max: a few adds per request and step, the simulator's most
-        # frequent call (calling bin_index rather than writing it out costs 0.4 % of a run)
-        index = bin_index(value)
+        # comparisons for min/max, and bin_index written out: a few adds per request and
+        # step, the simulator's most frequent call (4.5 million in the plan tests)
+        index = int((_log10(value) - _LOG_LOW) * _BINS_PER_DECADE) if value > _LOW else 0
         counts = self.counts
         counts[index] = counts.get(index, 0.0) + weight
         self.total += weight

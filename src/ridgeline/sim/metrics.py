@@ -633,7 +633,8 @@ class Recorder:
         self.series.add(t, running, waiting, usage, preemptions)
         self.gauge = running
         self._gauge_from(t, running)
-        self.running_max = max(self.running_max, running)
+        if running > self.running_max:
+            self.running_max = running
         if not waiting:
             self._arrived_when_empty = self.arrivals.total
             if self._peak_open:

@@ -129,6 +129,8 @@ class Run:
         step's end, one step later than the synchronous loop takes it (an idle engine forms
         its batch at once). docs/simulate.md's 8 req/s example: about one decode step more TTFT."""
         sim, pending = self.sim, self.pending
+        if not self.held and (pending is None or pending.arrival_s > sim.now_s):
+            return  # most steps: nothing held and nobody due (the reads below change nothing)
         formed = self.busy(held=False)  # a batch formed as the last step began
         busy = formed or self.busy()  # … or one to form now, of those held for it
         held, self.held = self.held, []

@@ -430,6 +430,8 @@ class Scheduler:
         last; append them to ``out`` and return the budget left. A request that cannot get
         its blocks is not touched: its cached prefix keeps its place in the eviction order
         (vLLM's allocate_slots checks before it claims cached blocks)."""
+        if not self.waiting:  # most steps: nobody waits, nothing to admit or explain
+            return budget
         prefilling = sum(held_for_output(x.request) for x in out  # the step's prompts
                          if not (x.request.num_generated and x.request.to_compute <= 1)) \
             if self.config.token_ratio else 0

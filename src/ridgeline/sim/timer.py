@@ -88,7 +88,7 @@ class StepTimer:
         self._topk = sparse_topk(dep.model)  # a sparse layer attends to its window's load
         self.full_attention = all(w is None for w in self.windows)
         self._attention_layers = sum(n for _, n in self._attention)
-        self._decode_base: dict[int, float] = {}
+        self._decode_base: dict[int, tuple[float, int]] = {}
         # a data-parallel rank's decode step: (its decodes, every rank's) -> its time by context
         self._rank_decode: dict[tuple[int, int, bool], Callable[[int], float]] = {}
         # every attention layer of one kind, full attention: a decode step's time is
@@ -212,13 +212,14 @@ class StepTimer:
         context-free part remembered per batch size."""
         if self._exact:
             return self.bulk_time_s(decodes, decode_context)
-        base = self._decode_base.get(decodes)
-        if base is None:
-            base = self._decode_base[decodes] = self._context_free(decodes, decodes)
+        remembered = self._decode_base.get(decodes)
+        if remembered is None:  # (the context-free time, the tokens its matmuls run)
+            remembered = self._decode_base[decodes] = (self._context_free(decodes, decodes),
+                                                       self._mode(decodes, decodes, None)[1])
+        base, tokens = remembered
         keys = float(decode_context + decodes)
         load = AttentionLoad(None, keys, 0.0, decode_kv_tokens(keys, decodes))
-        flops, nbytes = attention_flops_bytes(self._rates, load,
-                                              self._mode(decodes, decodes, None)[1])
+        flops, nbytes = attention_flops_bytes(self._rates, load, tokens)
         return base + self._attention_layers * max(flops / self._pa, nbytes / self._w)
 
     def rows_time_s(self, decodes: list[int], chunks: Sequence[Seq]) -> float:
