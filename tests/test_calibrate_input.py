@@ -19,6 +19,16 @@ ROW = {"id": "r1", "model": "llama-3.1-8b", "weights_dtype": "bf16", "kv_dtype":
        "value": "50", "unit": "tok/s", "engine": "vllm", "source": "x", "notes": "y"}
 
 
+@pytest.fixture
+def fit_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`calibrate` without its held-out folds (each a refit of its own), for a test whose
+    claims are about what is refused, left out or written (test_validate_honesty.py pins the
+    folds)."""
+    from ridgeline import calibrate_folds
+
+    monkeypatch.setattr(calibrate_folds, "HELD_OUT_MAX_ROWS", 0)
+
+
 def line(**changes: str) -> str:
     return ",".join({**ROW, **changes}[c] for c in COLUMNS)
 
@@ -158,6 +168,7 @@ def test_calibrate_needs_as_many_rows_as_the_fit_has_parameters(
     assert not out.exists()
 
 
+@pytest.mark.usefixtures("fit_only")
 def test_calibrate_offers_engine_only_where_the_rows_hold_another_engine(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Too few rows of the one engine a file holds: the refusal had also said "or name the
@@ -188,6 +199,7 @@ def test_calibrate_refuses_to_write_over_its_input(
     assert path.read_text() == before
 
 
+@pytest.mark.usefixtures("fit_only")
 def test_calibrate_refuses_to_overwrite_a_file_that_is_not_a_profile(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = csv_file(tmp_path, *(line(id=f"r{i}", batch=str(2 ** i)) for i in range(6)))
@@ -234,6 +246,7 @@ def test_a_file_of_only_unreadable_rows_says_when_it_names_only_the_first_three(
     assert code == 2 and "…" not in err  # all three named: nothing left out
 
 
+@pytest.mark.usefixtures("fit_only")
 def test_calibrate_leaves_out_rows_past_the_roofline_and_names_unreadable_ones(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3.1-8B at batch 1 on an H100 reads 16 GB a token: at most ~210 tok/s. A row of 240
@@ -346,6 +359,7 @@ def test_calibrate_says_one_row_not_one_rows(tmp_path: Path,
     assert "fitting vllm on 1 row (1 of 1)" in err  # … and the progress line counts it right
 
 
+@pytest.mark.usefixtures("fit_only")
 @pytest.mark.parametrize(("ttft_ms", "why"), [
     ("0.5", "a TTFT under a millisecond: seconds written as ms?"),
     ("5", "is the card right? was the prompt served from a prefix cache?")])

@@ -28,6 +28,8 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(out)
 
 
+# a claim about the question asked (its cards), not the checks: the search unsimulated, once
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 def test_plans_gpu_beside_gpus_naming_other_cards_is_refused_by_both_names(
         capsys: pytest.CaptureFixture[str]) -> None:
     said = _refused(capsys, *PLAN, "--gpu", "h100", "--gpus", "h200")
@@ -134,6 +136,8 @@ def test_every_value_given_is_compared_with_the_first(
     assert tp4 == _json(capsys, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--json")
 
 
+# a claim about the question asked (its cards), not the checks: the search unsimulated, once
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 def test_one_value_under_each_spelling_is_not_two_values(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The flag keeps the name as typed and reads it later: the card's catalog record, a KV

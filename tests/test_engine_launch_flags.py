@@ -276,7 +276,7 @@ def test_plan_searches_no_expert_parallel_layout_on_a_release_without_it(
     def expert_parallel(version: str) -> tuple[int, str]:
         code, out, err = run_cli(capsys, "plan", "mixtral-8x7b", "--rate", "5", "--slo-ttft-ms",
                                  "2000", "--slo-tpot-ms", "50", "--gpus", "h100", "--max-gpus",
-                                 "4", "--engine", engine, "--engine-version", version,
+                                 "2", "--engine", engine, "--engine-version", version,
                                  "--workers", "1", "--json")
         assert code == 0, err
         plan = json.loads(out)

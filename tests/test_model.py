@@ -517,6 +517,8 @@ def test_an_unknown_model_type_is_cautioned_with_what_it_was_priced_as() -> None
     assert moe.read_as.startswith("an MoE decoder") and "8 experts, 2 a token" in moe.read_as
 
 
+# plan's caution is the model's, whatever its checks find (plan.py): the search unsimulated
+@pytest.mark.usefixtures("unsimulated")
 def test_a_config_listing_no_architectures_is_priced_by_model_type_with_a_caution(
         tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """architectures [] (or absent) under a known model_type: priced as that model_type's

@@ -147,7 +147,9 @@ def test_a_layout_trtllm_serve_cannot_be_told_gets_a_line_and_no_command() -> No
     assert command_line("trtllm", "Qwen/Qwen3-30B-A3B", c, 4096, model=QWEN_MOE) == ""
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
+# one search for its text and --json; its claims are the co-located winner's line (split
+# pools' checks left out: they are not it)
+@pytest.mark.usefixtures("splits_unchecked", "plan_once")
 def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--rate", "5", "--slo-ttft-ms",
@@ -190,7 +192,9 @@ def test_plan_prints_the_winners_trtllm_serve_line_at_its_batch_and_tp(
     assert "not modelled" not in text
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
+# one search for its text and --json; its claims are the co-located winner's line (split
+# pools' checks left out: they are not it)
+@pytest.mark.usefixtures("splits_unchecked", "plan_once")
 def test_plans_trtllm_line_turns_chunked_prefill_on_where_the_loads_prompts_outrun_it(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """12,000-token prompts outrun the winner's --max_num_tokens: TensorRT-LLM runs a context
