@@ -61,7 +61,8 @@ def test_plans_closest_miss_gives_its_group_and_latencies_as_keys(
     assert figures["gpus_needed"] is None
 
 
-@pytest.mark.usefixtures("plan_shared")
+# PLAN unsimulated (its rows as the search settles them), once for the three tests reading it
+@pytest.mark.usefixtures("plan_shared", "unsimulated")
 def test_a_winning_plan_has_no_closest_miss_figures(capsys: pytest.CaptureFixture[str]) -> None:
     data = cli_json(capsys, *PLAN)
     assert data["winner"] is not None
@@ -104,7 +105,7 @@ def test_a_simulated_miss_names_the_itl_that_missed_as_a_key() -> None:
     assert miss.missed == ("ITL",) and f"ITL {near.itl_s * 1e3:,.1f} ms" in miss.text
 
 
-@pytest.mark.usefixtures("plan_shared")
+@pytest.mark.usefixtures("plan_shared", "unsimulated")  # PLAN, as the first reader asks it
 def test_pareto_points_name_what_their_label_says(capsys: pytest.CaptureFixture[str]) -> None:
     """Each point's card, TP, formats and batch are keys, each in the label the text prints."""
     data, text = _answer(capsys, *PLAN)
@@ -116,7 +117,7 @@ def test_pareto_points_name_what_their_label_says(capsys: pytest.CaptureFixture[
         assert p["pipeline_parallel_size"] == 1 and p["data_parallel_size"] == 1
 
 
-@pytest.mark.usefixtures("plan_shared")
+@pytest.mark.usefixtures("plan_shared", "unsimulated")  # PLAN, as the first reader asks it
 def test_plan_rows_and_prices_spell_absent_as_null(capsys: pytest.CaptureFixture[str]) -> None:
     """A single-pool row's split is null (a split row's "1P1D"); an undated price is null."""
     data = cli_json(capsys, *PLAN)

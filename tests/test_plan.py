@@ -16,7 +16,6 @@ from ridgeline.errors import InputError
 from ridgeline.plan import PlanResult, plan
 from ridgeline.serving_load import Load, Slo
 from ridgeline.vllm_extensible import extensible_fraction
-from tests.conftest import leave_splits_unchecked
 
 MODEL = resolve_model("llama-3.1-8b")
 LOAD = Load(4.0, "lognormal:800,0.6", "lognormal:200,0.6")
@@ -30,6 +29,14 @@ def _load_plan(*gpus: str) -> PlanResult:
     """The module's load planned on ``gpus`` in one process, searched once for every test
     that reads it (a plan is a function of its arguments, and a PlanResult is frozen)."""
     return plan(MODEL, LOAD, SLO, list(gpus), workers=1)
+
+
+@cache
+def _searched(*gpus: str) -> PlanResult:
+    """As _load_plan, its rows left unsimulated (``verify=0``), for the tests that read what
+    the search settles before any check: the Pareto frontier (drawn from every candidate
+    sized, ``plan._pareto``), the formats searched, the card the cheapest row is on."""
+    return plan(MODEL, LOAD, SLO, list(gpus), workers=1, verify=0)
 
 
 def test_the_winner_is_the_cheapest_and_its_simulation_meets_the_slo() -> None:
@@ -60,14 +67,13 @@ def test_no_unsimulated_candidate_is_cheaper_than_the_winner() -> None:
     assert sum(c.verified for c in capped.candidates) <= 1
 
 
-def test_a_price_override_changes_the_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_price_override_changes_the_ranking() -> None:
     base = _load_plan(*CARDS)
     assert base.winner is not None
-    # after _load_plan (whose checked splits other tests read): the claim is the co-located
-    # winner's card
-    leave_splits_unchecked(monkeypatch)
+    # the ranking the search settles before any check: the price enters it there (a check
+    # changes a candidate's replicas, not its card's price)
     loser = "l40s" if base.winner.accelerator == "h100-sxm" else "h100-sxm"
-    cheap = plan(MODEL, LOAD, SLO, CARDS, prices={loser: 0.01}, workers=1)
+    cheap = plan(MODEL, LOAD, SLO, CARDS, prices={loser: 0.01}, workers=1, verify=0)
     assert cheap.winner is not None and cheap.winner.accelerator == loser
 
 
@@ -105,7 +111,7 @@ def test_a_plan_no_deployment_meets_exits_1_after_printing_its_answer(
 
 
 def test_the_pareto_frontier_is_non_dominated() -> None:
-    frontier = _load_plan("h100-sxm").pareto
+    frontier = _searched("h100-sxm").pareto
     assert len(frontier) >= 3
     for a in frontier:
         assert not any(b[0] > a[0] and b[1] > a[1] for b in frontier)
@@ -129,6 +135,7 @@ def test_plan_cli_prints_engine_commands_with_real_flags(capsys: pytest.CaptureF
     assert data["pareto_context_len"] == 1000 + 250 // 2
 
 
+@pytest.mark.usefixtures("unsimulated")  # each engine's launch line, as the search sizes it
 def test_plan_sizes_pools_as_the_named_engine_does(capsys: pytest.CaptureFixture[str]) -> None:
     from ridgeline.candidate import replica_deployment
     from ridgeline.capacity import max_batch
@@ -371,7 +378,7 @@ def test_a_winner_off_the_fitted_accelerators_says_how_few_rows_it_rests_on() ->
     rows = profile_for("vllm").fitted_groups.get(accelerator_group(resolve_accelerator("tpu-v5p")),
                                                  0)
     assert f"has {rows} fitted row" in win.calibration_note
-    h100 = _load_plan("h100-sxm").winner
+    h100 = _searched("h100-sxm").winner
     assert h100 is not None and h100.calibrated
 
 
@@ -534,7 +541,8 @@ def test_the_winner_has_the_fewest_replicas_that_hold_in_the_steady_state() -> N
     from ridgeline.sim.simulator import Simulator
 
     load, slo = Load(60.0, "lognormal:1000,0.8", "lognormal:300,0.8"), Slo(1.0, 0.05, 90)
-    win = plan(MODEL, load, slo, ["h100-sxm"], workers=1).winner
+    # within the three GPUs the full search's winner takes (three one-card replicas)
+    win = plan(MODEL, load, slo, ["h100-sxm"], workers=1, max_gpus=3).winner
     assert win is not None and win.verified and win.analytic_replicas
     dep = replica_deployment(MODEL, resolve_accelerator(win.accelerator), win.tp, win.pp, win.weights,
                       win.kv, win.expert_parallel, engine="vllm")
@@ -669,6 +677,7 @@ def test_prompts_with_one_output_token_are_sized_by_prefill() -> None:
     assert win.sim_tpot_s is not None and win.sim_tpot_s != win.sim_tpot_s  # NaN: no TPOT
 
 
+@pytest.mark.usefixtures("unsimulated")  # the cards searched
 def test_the_default_accelerators_are_those_the_engine_runs_on(
         capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["plan", "llama-3.1-8b", "--rate", "2", "--input-len", "1000", "--output-len",
@@ -701,8 +710,9 @@ def test_a_winner_no_simulation_reached_says_so(capsys: pytest.CaptureFixture[st
     # nor are the split pools checked (None: no size held): not this claim's answer, and at
     # 20 req/s their simulations were most of its time
     monkeypatch.setattr(planning, "verify_disaggregated", lambda *args, **kwargs: None)
+    # within 8 GPUs: the cheapest remaining (2 × TP4) is the whole search's
     result = plan(MODEL, Load(20.0, "lognormal:2000,1.0", "lognormal:300,0.8"),
-                  Slo(0.25, 0.012, 99), ["h100-sxm"], workers=1, verify=1)
+                  Slo(0.25, 0.012, 99), ["h100-sxm"], workers=1, verify=1, max_gpus=8)
     assert len(checked) == 1
     if result.winner is None:
         pytest.skip("no candidate sized: nothing to show")
@@ -725,17 +735,18 @@ def test_one_token_outputs_state_no_tpot_in_json(capsys: pytest.CaptureFixture[s
     assert code == 0 and json.loads(capsys.readouterr().out)["winner"]["tpot_s"] is None
 
 
-@pytest.mark.usefixtures("splits_unchecked")  # the co-located candidates
 def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
     """Long prompts on L40S: a replica whose pool cannot hold the launch's --max-model-len is
-    not a candidate, analytic or simulated."""
+    not a candidate, analytic or simulated. (Every candidate the search sizes, unsimulated:
+    a check changes a candidate's replicas and figures, not its launch, so the simulated
+    rows are among these.)"""
     from ridgeline.candidate import replica_deployment
     from ridgeline.capacity import refuses_to_start
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.memory import EngineSettings, kv_pool
 
     model, load = resolve_model("llama-3.1-70b"), Load(0.3, "lognormal:8000,0.8", "200")
-    result = plan(model, load, Slo(20.0, 0.15), gpus=["l40s"], workers=1)
+    result = plan(model, load, Slo(20.0, 0.15), gpus=["l40s"], workers=1, verify=0)
     assert result.candidates
     for c in result.candidates:
         dep = replica_deployment(model, resolve_accelerator(c.accelerator), c.tp, c.pp, c.weights,
@@ -745,6 +756,7 @@ def test_no_candidate_has_a_launch_vllm_would_refuse() -> None:
         assert not refuses_to_start(kv_pool(dep, settings), dep, c.max_model_len), c.label
 
 
+@pytest.mark.usefixtures("unsimulated")  # unpriced rows are priced by no check
 def test_a_plan_met_only_by_unpriced_cards_says_no_priced_deployment(
         capsys: pytest.CaptureFixture[str]) -> None:
     from ridgeline.cli import main
@@ -781,7 +793,7 @@ def test_an_unpriced_answer_lists_its_single_pools_before_the_splits_and_names_t
 
 
 def test_pareto_points_name_the_kv_format_their_figures_assume() -> None:
-    result = _load_plan("h100-sxm")
+    result = _searched("h100-sxm")
     kv = {c.kv for c in result.candidates}
     assert all(any(f", KV {k}, b" in p.label for k in kv) for p in result.pareto)
 
@@ -830,6 +842,13 @@ def test_a_check_that_cannot_keep_up_with_its_arrivals_fails_however_its_window_
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["winner"]["verified"]
     monkeypatch.setattr(Recorder, "keeps_up", property(lambda self: False))
+    # a budget of one check: the cheapest candidate's, which now reads as failing (every
+    # check past it would read so too, each simulating every count within --max-gpus)
+    import functools
+
+    import ridgeline.plan as planning
+
+    monkeypatch.setattr(planning, "plan", functools.partial(planning.plan, verify=1))
     main(argv)
     assert not (json.loads(capsys.readouterr().out).get("winner") or {}).get("verified")
 
@@ -1008,10 +1027,13 @@ def test_a_cdna3_moe_winner_carries_the_measured_gap() -> None:
     # slower than priced, and the plan that picks that card says so
     # (one card a replica: the caution follows the winner's card, and one of either holds it)
     moe = resolve_model("gpt-oss-120b")
-    on_amd = plan(moe, Load(1.0, "500", "200"), SLO, ["mi300x"], max_gpus=1, workers=1)
+    # unsimulated: the caution is the winner's card's, whatever its check reads
+    on_amd = plan(moe, Load(1.0, "500", "200"), SLO, ["mi300x"], max_gpus=1, workers=1,
+                  verify=0)
     assert on_amd.winner is not None and on_amd.winner.accelerator == "mi300x"
     assert any("CDNA3" in c for c in on_amd.cautions)
-    on_nvidia = plan(moe, Load(1.0, "500", "200"), SLO, ["h200-sxm"], max_gpus=1, workers=1)
+    on_nvidia = plan(moe, Load(1.0, "500", "200"), SLO, ["h200-sxm"], max_gpus=1, workers=1,
+                     verify=0)
     assert not any("CDNA3" in c for c in on_nvidia.cautions)
 
 
@@ -1060,7 +1082,8 @@ def test_an_engine_version_without_pipeline_parallelism_drops_those_shapes() -> 
     and leaves out the TP × PP ones it would otherwise try, rather than refusing the run."""
     # Llama 3: vLLM 0.4 cannot load 3.1 (its rope_scaling came in 0.5.3.post1)
     result = plan(resolve_model("llama-3-70b"), Load(4.0, "1000", "200"), Slo(1.0, 0.05),
-                  gpus=["h100-sxm"], max_gpus=16, workers=1, engine_version="0.4.0")
+                  gpus=["h100-sxm"], max_gpus=16, workers=1, engine_version="0.4.0",
+                  verify=0)  # the shapes searched, before any check
     assert result.winner is not None
     assert all(c.pp == 1 for c in (result.winner, *result.candidates))
 
@@ -1079,7 +1102,8 @@ def _slow_profile(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
+# one search for its text and --json; the winner is a single pool's, whatever the splits hold
+@pytest.mark.usefixtures("plan_once", "splits_unchecked")
 def test_plan_and_page_take_a_calibrated_profile(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`calibrate` exists to size deployments: plan times its candidates with the user's
@@ -1225,7 +1249,7 @@ def test_a_trtllm_hybrids_launch_carries_seats_whose_state_fits(
     held = held_conversations(kv_pool(dep, EngineSettings(max_num_seqs=seats)), dep, 1250)
     assert held >= seats
     result = plan(resolve_model("nemotron-h-56b"), load, Slo(2.0, 0.05, 90), ["h100-sxm"],
-                  max_gpus=2, workers=1, engine="trtllm")
+                  max_gpus=2, workers=1, engine="trtllm", verify=0)  # the launch it sizes
     win = result.winner
     assert win is not None and win.max_num_seqs is not None and win.max_num_seqs < 2048
     code, out, _ = run_fit(capsys, win)
@@ -1242,6 +1266,7 @@ def run_fit(capsys: pytest.CaptureFixture[str], win: Any) -> tuple[int, str, str
     return code, captured.out, captured.err
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the single-pool winner's launch and check
 def test_a_trtllm_launch_under_its_max_seq_len_says_longer_prompts_are_refused(
         capsys: pytest.CaptureFixture[str]) -> None:
     """trtllm-serve with enable_chunked_prefill off refuses a prompt past --max_num_tokens

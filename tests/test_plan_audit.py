@@ -72,17 +72,19 @@ def test_the_sampled_length_refused_more_than_a_p99_9_slo_spares_and_the_context
     assert load.refused_share(served_positions(LLAMA_8B, "vllm")) == 0
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the single pools' launches
 def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses() -> None:
     """70B on L40Ss at 0.3 req/s of 8,000-token prompts: 4 × TP2 launches shorter than the
     model's context. At its $14.89 the full-context 2 × TP4 has more headroom and now wins
     (the rank order among one price); the shorter launch, printed as the answer, says what it
-    refuses."""
+    refuses. (The split pools left unchecked: the search itself, not the memo's, as the
+    stand-in asks.)"""
     from dataclasses import replace
 
     from ridgeline.reports.plan import PlanReport
 
     load = Load(0.3, "lognormal:8000,0.8", "200")
-    result = PLANS(LLAMA_70B, load, Slo(20.0, 0.15), ["l40s"], max_gpus=8, workers=1)
+    result = plan(LLAMA_70B, load, Slo(20.0, 0.15), ["l40s"], max_gpus=8, workers=1)
     shrunk = next(c for c in result.candidates
                   if c.verified and c.max_model_len < served_positions(LLAMA_70B, "vllm"))
     length = shrunk.max_model_len
@@ -244,6 +246,7 @@ def test_a_cautioned_cheapest_whose_slowed_floor_keeps_the_slo_still_gives_way(
     assert "past the SLO" not in row.group()
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the single pools' checks (the search itself)
 def test_the_winner_is_the_cheapest_without_the_caution_that_holds_not_the_first_checked(
         ) -> None:
     """Mixtral-8x7B at 10 req/s within 4 GPUs: the H100 pair at TP2 (fp8), $5.98/h analytic,
@@ -251,8 +254,8 @@ def test_the_winner_is_the_cheapest_without_the_caution_that_holds_not_the_first
     at $7.40/h, hold as one replica. The search for the winner goes on past the first that
     holds while a candidate's analytic price is below it (it had stopped at the first)."""
     model = resolve_model("mixtral-8x7b")
-    result = PLANS(model, Load(10, "1000", "250"), Slo(1.0, 0.03), gpus=["mi300x", "h100-sxm"],
-                   max_gpus=4, workers=1)
+    result = plan(model, Load(10, "1000", "250"), Slo(1.0, 0.03), gpus=["mi300x", "h100-sxm"],
+                  max_gpus=4, workers=1)
     win = result.winner
     assert win is not None and win.verified and not result.winner_unverified
     held = [c for c in result.candidates if c.verified and not result.unverified_by(c)]

@@ -150,6 +150,7 @@ def test_fit_at_the_models_full_context_says_so_and_where_the_batch_reaches_the_
         "bandwidth-bound at any load")
 
 
+@pytest.mark.usefixtures("unsimulated")  # the formats searched, split and launched
 def test_plan_offers_no_fp8_on_a_tpu_whose_catalog_lists_none(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A TPU v6e (bf16 and int8 peaks only) was planned at --quantization fp8 with an fp8

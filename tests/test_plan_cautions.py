@@ -200,7 +200,8 @@ def test_the_prompt_speed_caution_names_the_rows_own_card_and_engine() -> None:
     assert f"vLLM on the {resolve_accelerator('mi300x').name}" in vllm and "SGLang" not in vllm
 
 
-@pytest.mark.usefixtures("plan_once")  # one search for its text and --json
+# one search for its text and --json, unsimulated: no check prices an unpriced row
+@pytest.mark.usefixtures("plan_once", "unsimulated")
 def test_an_unpriced_rows_caution_is_printed_under_the_list(
         capsys: pytest.CaptureFixture[str]) -> None:
     """An MI325X has no catalog price: 4,000-token prompts within a 220 ms TTFT leave it

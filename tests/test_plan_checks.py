@@ -16,7 +16,7 @@ from ridgeline.hardware import resolve_accelerator
 from ridgeline.memory import EngineSettings
 from ridgeline.plan import _evaluate, plan
 from ridgeline.plan_checks import CheckRuns, verify
-from ridgeline.plan_constraints import NO_CONSTRAINTS
+from ridgeline.plan_constraints import NO_CONSTRAINTS, PlanConstraints
 from ridgeline.reports.plan import PlanReport
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.config import sim_config
@@ -145,13 +145,17 @@ def test_the_budget_goes_first_to_a_layout_whose_checks_have_not_priced_it_up(
 @pytest.mark.usefixtures("splits_unchecked")  # the budget is the co-located checks'
 def test_the_winner_is_no_dearer_than_a_candidate_that_holds_in_simulation() -> None:
     """Llama-3.1-8B on A100s at 20 req/s of 2,000-token prompts, p99 TTFT 800 ms and TPOT
-    40 ms (a reviewer's plan, on A100s alone and with a budget of five checks): TP4 sizes
-    analytically at 3 replicas, 12 GPUs, and needs 6 in simulation in each of its formats
-    and knobs; TP8 sizes at 2, 16 GPUs, and holds at 2. The plan had spent its budget on
-    TP4's variants and named 24 GPUs the cheapest."""
+    40 ms (a reviewer's plan, on A100s alone): TP4 sizes analytically at 3 replicas, 12
+    GPUs, and needs 6 in simulation in each of its formats and knobs; TP8 sizes at 2, 16
+    GPUs, and holds at 2. The plan had spent its budget on TP4's variants and named 24 GPUs
+    the cheapest. (bf16 weights and cache alone, with a budget of two checks: the first TP4
+    check doubles its layout's count, and the second goes to TP8, where in price order it
+    went to a TP4 knob variant; the reviewer's five checks reached TP8 past TP4's four
+    formats.)"""
     load = Load(20.0, "lognormal:2000,0.8", "lognormal:300,0.5")
     slo = Slo(0.8, 0.04, 99)
-    result = plan(LLAMA_8B, load, slo, ["a100"], workers=1, verify=5)
+    result = plan(LLAMA_8B, load, slo, ["a100"], workers=1, verify=2,
+                  constraints=PlanConstraints(weights=("bf16",), kv_dtypes=("bf16",)))
     tp8 = _evaluate((LLAMA_8B, A100, 8, 1, "bf16", "bf16", (None, None), False,
                      load.for_sizing(), slo, A100.price_per_hour_usd, None, "vllm",
                      profile_for("vllm"), 1, NO_CONSTRAINTS))

@@ -5,6 +5,7 @@ modelled where none is named), and enable_chunked_prefill only where it is a lau
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 
@@ -41,10 +42,13 @@ def _checked(capsys: pytest.CaptureFixture[str], plan: dict) -> dict:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_plan_names_the_release_that_sized_it_as_its_check_does(
-        capsys: pytest.CaptureFixture[str], engine: str) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        engine: str) -> None:
     plan = _json(capsys, "plan", "llama-3.1-8b", "--rate", "5", *SLO, "--engine", engine)
     assert plan["engine_version"] is not None
     assert plan["engine_version"] == _checked(capsys, plan)["settings"]["engine_version"]
+    # a release named is named back, as the search reads it (unsimulated: verify=0)
+    monkeypatch.setattr(planning, "plan", functools.partial(PLANS, verify=0))
     named = _json(capsys, "plan", "llama-3.1-8b", "--rate", "5", *SLO, "--engine", engine,
                   "--engine-version", "0.5.2" if engine == "sglang" else "0.17.0")
     assert named["engine_version"] == ("0.5.2" if engine == "sglang" else "0.17.0")
