@@ -9,6 +9,7 @@ import pytest
 import ridgeline.split_runs as split_runs
 from ridgeline.catalog import resolve_model
 from ridgeline.plan import plan
+from ridgeline.reports.plan import PlanReport
 from ridgeline.serving_load import Load, Slo
 from ridgeline.sim.simulator import Simulator
 
@@ -46,12 +47,17 @@ def test_verify_zero_runs_no_split_simulation_and_lists_the_splits_analytic(
     assert all(c.analytic_replicas == 0 and c.sim_ttft_s is None
                for c in result.disaggregated)
     assert not any(c.verified for c in result.candidates)
+    # the text says none was simulated (it had said the cheapest were, and none held)
+    assert result.splits_simulated == 0
+    text = "\n".join(PlanReport(MODEL, "meta-llama/Llama-3.1-8B", result, 4096).text_lines())
+    assert "disaggregated pools: none simulated (analytic only)" in text
+    assert "splits were simulated" not in text
 
 
 def test_the_default_budget_still_simulates_the_cheapest_splits(
         monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _counting(monkeypatch)
     result = plan(MODEL, LOAD, SLO, ["h100-sxm"], workers=1)
-    assert calls["pools"] > 0
+    assert calls["pools"] > 0 and result.splits_simulated > 0
     split = result.disaggregated[0]
     assert split.verified and split.sim_ttft_s is not None and split.sim_ttft_s <= SLO.ttft_s

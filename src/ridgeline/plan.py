@@ -293,6 +293,9 @@ class PlanResult:
     # where --max-cost-per-hour-usd left no deployment that meets the SLO, the cheapest one
     # that does above it (simulated where a check reached it), else None
     over_ceiling: Candidate | None = None
+    # how many of the cheapest split pools were simulated (``DISAGGREGATED_CHECKS``; 0 where
+    # ``plan`` ran with verify=0: every split in ``disaggregated`` analytic)
+    splits_simulated: int = 0
 
     @property
     def winner(self) -> Candidate | None:
@@ -535,7 +538,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                                      {d.gpu for d in dropped if d.what == "every format"},
                                      over),
                       tuple(table.items()), tuple(given), miss, constraints, in_range,
-                      dearer)
+                      dearer, len(checked))
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names

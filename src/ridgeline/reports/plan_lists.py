@@ -269,7 +269,9 @@ class PlanLists:
             lines += [f"  caution: {text}" for text in r.cautions_for(c)]
         if r.disaggregated and not any(c.verified for c in r.disaggregated):
             lines.append("disaggregated pools: the cheapest splits were simulated and none held "
-                         "within --max-gpus; those below were not simulated (analytic only)")
+                         "within --max-gpus; those below were not simulated (analytic only)"
+                         if r.splits_simulated else
+                         "disaggregated pools: none simulated (analytic only)")
         for i, c in enumerate(r.disaggregated):  # each split --json lists, the first launched
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
             how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
