@@ -481,7 +481,9 @@ def _graph_mode(dep: Deployment, shape: BatchShape, floor: bool) -> tuple[bool, 
 def shape_time_s(dep: Deployment, shape: BatchShape, profile: EngineProfile = IDEAL) -> float:
     """The time of a step of this shape: step_cost's total, without the breakdown."""
     ungraphed, terms, work, link_s = _step_plan(dep, shape, profile.engine == IDEAL.engine)
-    rate = _step_rates(dep, profile, experts_prompt(shape))
+    prompt = experts_prompt(shape)
+    rate = _step_rates(dep, profile, prompt, moe_prompt_expert_slowdown(profile.engine)
+                       if prompt and dep.model.moe is not None else 1.0)
     total = sum(count * rate.op_time_s(name, flops, nbytes, columns)
                 for name, flops, nbytes, count, columns in work)
     total += link_s
@@ -698,9 +700,13 @@ class StepRates:
 
 
 @lru_cache(maxsize=1024)
-def _step_rates(dep: Deployment, profile: EngineProfile, prompt: bool) -> StepRates:
-    """StepRates, built once per deployment, profile and kind of step: the planner prices
-    thousands of steps on a few hundred deployments (StepRates is read, never changed)."""
+def _step_rates(dep: Deployment, profile: EngineProfile, prompt: bool,
+                expert_slowdown: float) -> StepRates:
+    """StepRates, built once per deployment, profile, kind of step and the experts' prompt
+    slowdown it reads (moe_prompt_expert_slowdown: scripts/fit_moe_prompt_slowdown.py prices
+    the rows with it set to 1, and a rate remembered from another value would be stale): the
+    planner prices thousands of steps on a few hundred deployments (StepRates is read, never
+    changed)."""
     return StepRates(dep, profile, prompt)
 
 
