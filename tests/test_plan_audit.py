@@ -24,6 +24,7 @@ from ridgeline.plan import PlanResult, plan
 from ridgeline.replica_sizing import MODEL_LEN_STEP, launch_length, starts_at
 from ridgeline.serving_load import Load, Slo
 from ridgeline.units import fmt_req_rate, share_of_requests, usd_per_million_tokens
+from tests.conftest import leave_splits_unchecked
 from tests.plan_memo import PlanMemo
 
 LLAMA_8B, LLAMA_70B = resolve_model("llama-3.1-8b"), resolve_model("llama-3.1-70b")
@@ -72,21 +73,20 @@ def test_the_sampled_length_refused_more_than_a_p99_9_slo_spares_and_the_context
     assert load.refused_share(served_positions(LLAMA_8B, "vllm")) == 0
 
 
-@pytest.mark.usefixtures("splits_unchecked")  # the single pools' launches
 def test_a_shrunk_launch_prints_the_share_of_the_load_it_refuses() -> None:
     """70B on L40Ss at 0.3 req/s of 8,000-token prompts: 4 × TP2 launches shorter than the
     model's context. At its $14.89 the full-context 2 × TP4 has more headroom and now wins
     (the rank order among one price); the shorter launch, printed as the answer, says what it
-    refuses. (The split pools left unchecked: the search itself, not the memo's, as the
-    stand-in asks.)"""
+    refuses. (Read unsimulated: the launch length is the search's, settled before any check;
+    the search itself, not the memo's, as the stand-in asks.)"""
     from dataclasses import replace
 
     from ridgeline.reports.plan import PlanReport
 
     load = Load(0.3, "lognormal:8000,0.8", "200")
-    result = plan(LLAMA_70B, load, Slo(20.0, 0.15), ["l40s"], max_gpus=8, workers=1)
+    result = plan(LLAMA_70B, load, Slo(20.0, 0.15), ["l40s"], max_gpus=8, workers=1, verify=0)
     shrunk = next(c for c in result.candidates
-                  if c.verified and c.max_model_len < served_positions(LLAMA_70B, "vllm"))
+                  if c.max_model_len < served_positions(LLAMA_70B, "vllm"))
     length = shrunk.max_model_len
     out = "\n".join(PlanReport(LLAMA_70B, "meta-llama/Llama-3.1-70B", replace(
         result, candidates=(shrunk,)), length, load.refused_share(length)).text_lines())
@@ -165,7 +165,9 @@ def test_a_cautioned_winner_whose_slowed_tpot_misses_gives_way_to_one_without_it
     # plan_checks.cheapest: an fp8 cache) reads 18.5 ms, whose slowed floor keeps the SLO
     model, slo = resolve_model("gpt-oss-120b"), Slo(2.0, 0.025)
     load = Load(10, "1000", "250")
-    alone = PLANS(model, load, slo, gpus=["mi300x"], max_gpus=2, workers=1)
+    with pytest.MonkeyPatch.context() as patch:  # alone: the single MI300X pools' checks
+        leave_splits_unchecked(patch)
+        alone = PLANS(model, load, slo, gpus=["mi300x"], max_gpus=2, workers=1)
     cautioned = alone.winner
     assert cautioned is not None and cautioned.sim_tpot_s is not None and alone.winner_unverified
     assert cautioned.sim_tpot_s * MEASURED_SLOWDOWN_LOW > slo.tpot_s
@@ -268,6 +270,7 @@ def test_the_winner_is_the_cheapest_without_the_caution_that_holds_not_the_first
                if (c.cost_per_hour or 0.0) < (win.cost_per_hour or 0.0))
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the single pools' checks (the search itself)
 def test_a_candidate_the_search_for_an_alternative_saw_miss_leaves_the_list(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """gpt-oss-20b at 15 req/s within 4 GPUs: two L40S pairs miss in simulation, and more
@@ -322,6 +325,7 @@ def test_a_cautioned_cheapest_names_the_split_that_held_without_the_caution(
 
 
 # -- 9. --json names -----------------------------------------------------------------------
+@pytest.mark.usefixtures("unsimulated")  # the names and rate limits the search settles
 def test_json_names_the_engine_its_version_the_stored_format_and_the_rate_limits(
         capsys: pytest.CaptureFixture[str]) -> None:
     args = ("gpt-oss-120b", "--rate", "10", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "30",
@@ -344,9 +348,10 @@ FRONTIER_SLO = Slo(0.5, 0.04)
 
 def _frontier_plan() -> PlanResult:
     """Llama 8B at 10 req/s on H100s within 8 (a point on the frontier of more layouts is on
-    the frontier of fewer), searched once for the two tests of its frontier."""
+    the frontier of fewer), searched once for the two tests of its frontier; unsimulated, as
+    the frontier is drawn from the analytic rows (``plan`` sizes the batch before any check)."""
     return PLANS(LLAMA_8B, Load(10, "1000", "250"), FRONTIER_SLO, gpus=["h100-sxm"], max_gpus=8,
-                 workers=1)
+                 workers=1, verify=0)
 
 
 def test_the_pareto_frontier_holds_the_batch_that_meets_the_slo() -> None:
@@ -419,6 +424,7 @@ def test_a_split_on_cdna3_carries_the_measured_caution_and_is_not_offered_as_che
                      re.M)
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the single-pool alternatives' checks
 def test_a_cautioned_cheapest_says_how_many_alternatives_were_simulated(
         capsys: pytest.CaptureFixture[str]) -> None:
     """With A100s beside the MI300X, the deployments without the caution exist and were
@@ -489,6 +495,7 @@ def test_a_trace_dealt_to_two_replicas_says_in_json_what_its_check_replayed(
     assert f"({note})" in _run(capsys, *args).splitlines()
 
 
+@pytest.mark.usefixtures("splits_unchecked")  # the single pools' checks and their misses
 def test_where_every_check_within_max_gpus_misses_the_closest_miss_is_the_nearest_simulated(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A p99 TTFT of 30 ms at 10 req/s within two H100s: the analytic sizing finds

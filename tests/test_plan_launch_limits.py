@@ -5,6 +5,7 @@ card record of one's own (--gpu-file), which the candidate workers receive whole
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -56,7 +57,9 @@ def test_plan_at_a_max_model_len_sizes_each_pool_as_fit_does_there(
     """Llama-3.1-70B on one H100 launched at the longest its pool starts with (34,560);
     --max-model-len 8192 launches every row at 8,192, and the winner's pool, conversations and
     seats are fit's at 8,192 for the same layout and knobs; its launch and check carry it."""
-    free = cli_json(capsys, "plan", "llama-3.1-70b", *ONE_H100)
+    with pytest.MonkeyPatch.context() as patch:  # the free length, as the search settles it
+        patch.setattr(planning, "plan", functools.partial(planning.plan, verify=0))
+        free = cli_json(capsys, "plan", "llama-3.1-70b", *ONE_H100)
     data = cli_json(capsys, "plan", "llama-3.1-70b", *ONE_H100,
                     "--max-model-len", "8192")
     assert free["winner"]["max_model_len"] != 8192
@@ -82,6 +85,7 @@ def test_plan_at_a_max_model_len_sizes_each_pool_as_fit_does_there(
     assert "the longest its KV pool starts with" not in text  # the length was given
 
 
+@pytest.mark.usefixtures("unsimulated")  # the pools and launch lengths the search sizes
 def test_a_layout_whose_pool_holds_no_request_of_the_length_is_left_out(
         capsys: pytest.CaptureFixture[str]) -> None:
     """At the longest length one fp8 H100's pool starts with (its fewest seats), TP1
@@ -103,6 +107,7 @@ def test_a_layout_whose_pool_holds_no_request_of_the_length_is_left_out(
     assert all(r["pool"]["conversations"] >= 1 for r in (data["winner"], *data["runners_up"]))
 
 
+@pytest.mark.usefixtures("unsimulated")  # the pools and launch lengths the search sizes
 def test_the_closest_miss_judges_each_group_at_the_max_model_len(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Within one H100, Llama-3.1-70B plans at its own length; at --max-model-len 65,536 no
