@@ -207,8 +207,11 @@ def test_calibrate_cautions_a_bandwidth_share_fitted_at_100_percent_like_the_bun
     # the fit and its cautions, without the held-out folds' refits (test_validate_honesty's)
     monkeypatch.setattr(calibrate_folds, "HELD_OUT_MAX_ROWS", 0)
     out = tmp_path / "p.json"
+    # torch-eager alone: its fit reads no other engine's (torch-cudagraph's reads its compute
+    # share, calibrate.SAME_KERNELS, not the reverse), so the file's other engine is not fitted
     code, text, _ = run_cli(capsys, "calibrate", str(H200), "--gpu-file",
-                            str(H200.with_suffix(".accelerator.json")), "-o", str(out), "--json")
+                            str(H200.with_suffix(".accelerator.json")), "-o", str(out), "--json",
+                            "--engine", "torch-eager")
     assert code == 0
     report = json.loads(text)
     eager = report["profiles"]["torch-eager"]

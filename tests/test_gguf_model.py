@@ -89,6 +89,11 @@ def write_gguf(path: Path, metadata: list[tuple[str, int, Any]],
     return path
 
 
+# a vocabulary for the claims not about it: reading a header walks its token list string by
+# string, 128,256 of them in Llama-3.1-8B's
+SMALL_VOCAB = 512
+
+
 @lru_cache(maxsize=8)
 def _tokens(pattern: str, vocab: int) -> tuple[str, ...]:
     """``vocab`` token strings, ``pattern`` formatted with each one's index."""
@@ -99,11 +104,13 @@ def _arch_keys(arch: str, **fields: int) -> list[tuple[str, int, Any]]:
     return [(f"{arch}.{k.replace('__', '.')}", UINT32, v) for k, v in fields.items()]
 
 
-def llama_8b_q4_k_m(path: Path, retype: dict[str, str] | None = None) -> Path:
+def llama_8b_q4_k_m(path: Path, retype: dict[str, str] | None = None,
+                    vocab: int = 128256) -> Path:
     """Llama-3.1-8B's shapes as llama.cpp's converter writes them, with Q4_K_M's tensor types
     (Q6_K output, attn_v and ffn_down Q6_K in half the layers, norms F32); ``retype``: another
-    type for the tensors whose name ends so ("ffn_up.weight": "IQ1_S")."""
-    hidden, ffn, kv, vocab, layers = 4096, 14336, 1024, 128256, 32
+    type for the tensors whose name ends so ("ffn_up.weight": "IQ1_S"); ``vocab`` tokens (a
+    claim not about the vocabulary takes SMALL_VOCAB: every read skips the token list)."""
+    hidden, ffn, kv, layers = 4096, 14336, 1024, 32
     tensors: list[tuple[str, tuple[int, ...], str]] = [
         ("token_embd.weight", (hidden, vocab), "Q4_K"), ("output_norm.weight", (hidden,), "F32"),
         ("output.weight", (hidden, vocab), "Q6_K"), ("rope_freqs.weight", (64,), "F32")]
@@ -133,11 +140,11 @@ def llama_8b_q4_k_m(path: Path, retype: dict[str, str] | None = None) -> Path:
 
 def qwen3_30b_a3b(path: Path, extra: list[tuple[str, int, Any]] | None = None,
                   part: slice = slice(None), alignment: int = 32,
-                  alignment_type: int = UINT32) -> Path:
+                  alignment_type: int = UINT32, vocab: int = 151936) -> Path:
     """Qwen3-30B-A3B's shapes, Q8_0 throughout but F32 norms and router; ``extra`` keys and
     only the ``part`` of the tensors, for a split file's first part; general.alignment
-    ``alignment``, stored as ``alignment_type``."""
-    hidden, layers, experts, expert_ffn, vocab = 2048, 48, 128, 768, 151936
+    ``alignment``, stored as ``alignment_type``; ``vocab`` tokens (as llama_8b_q4_k_m's)."""
+    hidden, layers, experts, expert_ffn = 2048, 48, 128, 768
     q_dim, kv_dim = 32 * 128, 4 * 128
     tensors: list[tuple[str, tuple[int, ...], str]] = [
         ("token_embd.weight", (hidden, vocab), "Q8_0"), ("output_norm.weight", (hidden,), "F32"),
@@ -406,8 +413,9 @@ def _split_qwen(folder: Path, name: str = "Qwen3-30B-A3B-Q8_0") -> list[Path]:
     """gguf-split's layout: the metadata and the first tensors in part 1, the rest in part 2
     with only the split keys."""
     keys = [("split.no", UINT32, 0), ("split.count", UINT32, 2)]
-    first = qwen3_30b_a3b(folder / f"{name}-00001-of-00002.gguf", keys, slice(0, 200))
-    whole = read_gguf_header(qwen3_30b_a3b(folder / "whole.gguf"))
+    first = qwen3_30b_a3b(folder / f"{name}-00001-of-00002.gguf", keys, slice(0, 200),
+                          vocab=SMALL_VOCAB)
+    whole = read_gguf_header(qwen3_30b_a3b(folder / "whole.gguf", vocab=SMALL_VOCAB))
     rest = [(t.name, t.dims, {v: k for k, v in TYPE_IDS.items()}[t.ggml_type])
             for t in whole.tensors[200:]]
     second = write_gguf(folder / f"{name}-00002-of-00002.gguf",
@@ -456,7 +464,7 @@ def test_a_gguf_cut_short_of_its_tensor_data_is_refused_naming_the_tensor(
     llama.cpp stops at the first tensor past the end ("data is not within the file bounds"),
     and so does ridgeline, in one line with the file's bytes and the bytes it needs; the
     same file whole loads."""
-    path = llama_8b_q4_k_m(tmp_path / "Llama-3.1-8B-Q4_K_M.gguf")
+    path = llama_8b_q4_k_m(tmp_path / "Llama-3.1-8B-Q4_K_M.gguf", vocab=SMALL_VOCAB)
     assert run_cli(capsys, "model", str(path))[0] == 0
     size = path.stat().st_size // 2
     first, needed = _cut_at(path, size)
@@ -484,17 +492,19 @@ def test_the_tensor_data_starts_at_the_header_padded_to_the_alignment(
     header, so a file one byte short of its last tensor is refused, though the header plus
     the tensors' bytes, unpadded, would still fit; an alignment no power of 2 is refused, as
     gguf_init_from_file refuses it."""
-    path = qwen3_30b_a3b(tmp_path / "aligned.gguf", alignment=4096)
+    path = qwen3_30b_a3b(tmp_path / "aligned.gguf", alignment=4096, vocab=SMALL_VOCAB)
     header = read_gguf_header(path)
-    plain = read_gguf_header(qwen3_30b_a3b(tmp_path / "plain.gguf"))  # the same header, at 32
+    # the same header, at 32
+    plain = read_gguf_header(qwen3_30b_a3b(tmp_path / "plain.gguf", vocab=SMALL_VOCAB))
     assert header.data_offset_bytes % 4096 == 0
     assert plain.data_offset_bytes % 32 == 0 and plain.data_offset_bytes != header.data_offset_bytes
     assert spec_from_gguf(path).name == "aligned"
     cut, _ = _cut_at(path, path.stat().st_size - 1)
     assert f"'{cut}' is the first past the end" in _refusal(capsys, path)
-    odd = qwen3_30b_a3b(tmp_path / "odd.gguf", alignment=48)
+    odd = qwen3_30b_a3b(tmp_path / "odd.gguf", alignment=48, vocab=SMALL_VOCAB)
     assert "general.alignment 48 is not a power of 2" in _refusal(capsys, odd)
-    wide = qwen3_30b_a3b(tmp_path / "wide.gguf", alignment=32, alignment_type=UINT64)
+    wide = qwen3_30b_a3b(tmp_path / "wide.gguf", alignment=32, alignment_type=UINT64,
+                         vocab=SMALL_VOCAB)
     assert f"general.alignment is of GGUF type {UINT64}, not uint32" in _refusal(capsys, wide)
 
 
@@ -538,7 +548,7 @@ def test_a_pure_block_type_is_that_block_not_a_file_type() -> None:
 def test_a_split_part_numbered_past_its_count_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("m-00001-of-00000.gguf", "m-00003-of-00002.gguf"):
-        llama_8b_q4_k_m(tmp_path / name)
+        llama_8b_q4_k_m(tmp_path / name, vocab=SMALL_VOCAB)
         assert "no part of a split GGUF" in _refusal(capsys, tmp_path / name)
 
 
@@ -558,7 +568,8 @@ def test_a_category_mixing_tensor_types_is_cautioned(tmp_path: Path,
     Q4_K_M file gets none."""
     mixed = llama_8b_q4_k_m(tmp_path / "UD-IQ1_S.gguf", {"ffn_gate.weight": "IQ1_S",
                                                          "ffn_up.weight": "IQ1_S",
-                                                         "ffn_down.weight": "Q4_K"})
+                                                         "ffn_down.weight": "Q4_K"},
+                            vocab=SMALL_VOCAB)
     caution = gguf_size_caution(mixed)
     exact = sum(gguf_weight_bytes(read_gguf_header(mixed)).values())
     assert "mlp" in caution and "attention" not in caution
@@ -568,7 +579,7 @@ def test_a_category_mixing_tensor_types_is_cautioned(tmp_path: Path,
     assert weight_bytes(spec, weight_plan(spec)) < 0.9 * exact  # the gap the caution names
     code, _, err = run_cli(capsys, "model", str(mixed))
     assert code == 0 and err.count("caution:") == 1 and "mix types" in err
-    assert gguf_size_caution(llama_8b_q4_k_m(tmp_path / "plain.gguf")) == ""
+    assert gguf_size_caution(llama_8b_q4_k_m(tmp_path / "plain.gguf", vocab=SMALL_VOCAB)) == ""
 
 
 def _small_llama(path: Path, keys: dict[str, Any] | None = None,
@@ -675,7 +686,7 @@ def test_a_gguf_with_no_tensors_is_refused_as_vocab_only(
     real = write_gguf
     monkeypatch.setattr(sys.modules[__name__], "write_gguf",
                         lambda path, metadata, tensors: real(path, metadata, []))
-    err = _refusal(capsys, llama_8b_q4_k_m(tmp_path / "vocab.gguf"))
+    err = _refusal(capsys, llama_8b_q4_k_m(tmp_path / "vocab.gguf", vocab=SMALL_VOCAB))
     assert "vocab: the file holds no tensors" in err and "vocab-only" in err
 
 
@@ -690,7 +701,7 @@ def test_a_block_missing_a_tensor_the_others_hold_is_refused_naming_it(
         monkeypatch.setattr(sys.modules[__name__], "write_gguf", lambda path, metadata, tensors:
                             real(path, metadata, [t for t in tensors
                                                   if not t[0].startswith(prefix)]))
-        return llama_8b_q4_k_m(tmp_path / f"{prefix}gguf")
+        return llama_8b_q4_k_m(tmp_path / f"{prefix}gguf", vocab=SMALL_VOCAB)
 
     assert "block 31 has no tensor 'blk.31.attn_norm.weight'" in _refusal(capsys,
                                                                           without("blk.31."))

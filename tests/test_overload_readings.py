@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +30,7 @@ from ridgeline.sim.overload import (
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.scheduler import FULL_KV
 from ridgeline.sim.workload import Workload
-from tests.test_sim_overload import _late_burst, simulate_both
+from tests.test_sim_overload import late_burst_simulated, simulate_both
 
 DEP = Deployment.build(resolve_model("llama-3.1-8b"), resolve_accelerator("h100"), "bf16")
 # the pool these runs' figures were read at: vLLM 0.32's (0.34 sizes a larger one after warm-up)
@@ -160,13 +159,11 @@ def test_a_batch_still_filling_near_capacity_is_not_overloaded() -> None:
     assert _verdict(work) == ""
 
 
-def test_a_burst_worked_through_long_after_it_ended_is_overloaded(
-        tmp_path: Path) -> None:
+def test_a_burst_worked_through_long_after_it_ended_is_overloaded() -> None:
     """The burst to 8 seats: its last request finds 1,992 waiting, a queue the engine works
     through until 1,097 s, 250 times a request's 4.4 s of service, at 1.82 req/s; the late
     arrivals find none, and it had read no verdict (p99 end-to-end 1,093 s)."""
-    out, text = _simulate("llama-3.1-8b", "--gpu", "h100", "--trace",
-                          _late_burst(tmp_path), "--max-num-seqs", "8")
+    out, text = late_burst_simulated()  # test_sim_overload's run, where it ran here
     assert out["stopped_early"] is None and out["completed"] == 2050
     flag = out["overloaded"]
     assert flag["reading"] == "burst" and flag["grew"] == "queue"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from functools import cache
@@ -73,7 +74,8 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 
 
 @cache
-def _both(*argv: str) -> tuple[str, str]:
+def _both(*argv: str) -> tuple[str, str, Any]:
+    """What ``simulate ARGV --json`` prints, the same report's text, and the report."""
     import ridgeline.cli as cli
 
     reports: list[tuple[Any, dict[str, Any]]] = []
@@ -90,7 +92,7 @@ def _both(*argv: str) -> tuple[str, str]:
     finally:
         cli.render = rendered  # type: ignore[assignment]
     [(report, how)] = reports
-    return out.getvalue(), rendered(report, **{**how, "as_json": False}) + "\n"
+    return out.getvalue(), rendered(report, **{**how, "as_json": False}) + "\n", report
 
 
 def simulate_both(*argv: str) -> tuple[dict[str, Any], str]:
@@ -98,7 +100,7 @@ def simulate_both(*argv: str) -> tuple[dict[str, Any], str]:
     text printed without it (the same report rendered both ways: ``render`` reads only the
     report, and simulate's handler reads no --json). Run once per module for the tests
     that read the same run."""
-    out, text = _both(*argv)
+    out, text, _ = _both(*argv)
     return json.loads(out), text
 
 
@@ -304,16 +306,23 @@ def _late_burst(tmp_path: Path) -> str:
     return str(trace)
 
 
-def test_a_burst_is_not_cut_short_while_requests_are_still_to_come(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@cache
+def late_burst_simulated() -> tuple[dict[str, Any], str]:
+    """simulate_both of the late burst (``_late_burst``) to 8 seats: one run a process for the
+    tests here and in test_overload_readings.py that read it."""
+    with tempfile.TemporaryDirectory() as folder:
+        return simulate_both("llama-3.1-8b", "--gpu", "h100", "--trace",
+                             _late_burst(Path(folder)), "--max-num-seqs", "8")
+
+
+def test_a_burst_is_not_cut_short_while_requests_are_still_to_come() -> None:
     """2,000 requests in the first second to 8 seats, then 50 over 5,000-6,000 s: at the first
     check nearly all that came wait, but the queue drains (by about 1,100 s) long before the
     late ones come. It had been cut at 50,000 steps with 793 done, "the rest of the run would
     only lengthen that queue"; it runs to the end, and its last arrival finds no queue (the
     burst is still OVERLOADED, by its own queue: ``test_a_burst_worked_through_long_after_it
     _ended_is_overloaded``)."""
-    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "--trace", _late_burst(tmp_path),
-                "--max-num-seqs", "8")
+    out = late_burst_simulated()[0]
     assert out["stopped_early"] is None and out["completed"] == 2050
     assert out["steps"] > CHECK_STEPS
     assert out["overloaded"]["waiting_at_last_arrival"] < OVERLOAD_BACKLOG
@@ -333,20 +342,21 @@ def test_a_running_batch_that_takes_on_the_excess_is_overloaded() -> None:
     assert _growth_in_a_lifetime(r) > r.rec.batch_room_at_arrival
 
 
-def test_a_bursty_overload_whose_pool_fills_late_is_read_by_its_batch_full_rate(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bursty_overload_whose_pool_fills_late_is_read_by_its_batch_full_rate() -> None:
     """Gamma arrivals (burstiness 0.02) at 57 req/s of the same chats: the pool fills under
     5 s before the last arrival, too few arrivals past it for the flows to tell from noise.
     The estimated fill (FILL_LIFETIMES mean service times, 30 s) had read OVERLOADED from the
     flows by counting the batch still filling as a backlog; the batch-full rate (the run's
-    requests sent at once) reads it now."""
-    r = _run(2000, 57.0, 0, ("512", "128"), arrival="gamma", burstiness=0.02)
-    rec = r.rec
+    requests sent at once) reads it now. One run, read from the report simulate rendered (it
+    had been run a second time, as _run runs it, for the recorder)."""
+    printed, _, report = _both("llama-3.1-8b", "--gpu", "h100", "--engine-version", "0.32",
+                               "--rate", "57", "--arrival", "gamma", "--burstiness", "0.02",
+                               "--seed", "0", "--num-requests", "2000", "--input-len", "512",
+                               "--output-len", "128")
+    out, rec = json.loads(printed), report.result.rec
+    assert report.result.completed == out["completed"]  # the report is the run printed
     assert rec.fill_reason == FULL_KV and _estimated_fill_s(rec) < rec.filled_s
     assert rec.arrived_s[1] - rec.filled_s < 5 and rec.falls_behind() is None
-    out = _json(capsys, "llama-3.1-8b", "--gpu", "h100", "--engine-version", "0.32",
-                "--rate", "57", "--arrival", "gamma", "--burstiness", "0.02", "--seed", "0",
-                "--num-requests", "2000", "--input-len", "512", "--output-len", "128")
     assert out["batch_filled"] == {"at_s": rec.filled_s, "found": "observed", "by": FULL_KV}
     assert out["overloaded"]["reading"] == CAPACITY_READ
 
