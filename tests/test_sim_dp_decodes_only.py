@@ -1,6 +1,6 @@
 """A data-parallel rank's step of running decodes alone, taken without the scheduler's walk
-(``Scheduler.decodes_only``, priced by ``StepTimer.rank_decode_times``, recorded by
-``Histogram.add_weights``): each the same as what it stands in for, to the last digit."""
+(``Scheduler.decodes_only``, priced by ``StepTimer.rank_decode_times``): each the same as
+what it stands in for, to the last digit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.data_parallel import DataParallelSimulator
-from ridgeline.sim.histogram import Histogram
 from ridgeline.sim.request import RUNNING, Request
 from ridgeline.sim.simulator import Simulator
 from ridgeline.sim.timer import StepTimer
@@ -113,16 +112,3 @@ def test_another_ranks_prompt_prices_a_decode_ranks_experts_as_a_prompt_steps() 
     every = 6 + 2048
     assert timer.rank_decode_times(6, every, True)(9000) \
         > timer.rank_decode_times(6, every)(9000)
-
-
-def test_weights_added_at_once_leave_the_histogram_as_one_add_each() -> None:
-    each, once = Histogram(), Histogram()
-    for h in (each, once):
-        h.add(0.031, 2.0)
-    for w in (3, 1, 7):
-        each.add(0.0417, w)
-    once.add_weights(0.0417, [3, 1, 7])
-    assert (once.counts, once.total, once.sum, once.low, once.high) == \
-        (each.counts, each.total, each.sum, each.low, each.high)
-    once.add_weights(9.0, [])
-    assert once.high == each.high  # nothing added, nothing moved

@@ -337,7 +337,7 @@ class DataParallelSimulator:
         for lane in lanes:
             for residue, needs in lane.needs.items():
                 takes.setdefault(-residue % bs, []).append((lane, needs))
-        # each lane's step time by its summed context, and the lanes' ITL weights
+        # each lane's step time by its summed context; the busy lanes' streamed chunks (ITL)
         times = [(self.timer.rank_decode_times(lane.count, running), lane.context, lane.count)
                  for lane in lanes]
         counted = [lane.counted for lane in lanes if lane.counted]
@@ -366,8 +366,8 @@ class DataParallelSimulator:
                         dt = t
                 for scheduler in ratios:
                     scheduler.after_step(True, False)  # (SGLang's: prefill-first)
-                if counted:
-                    rec.itl_weights(dt, counted)
+                for chunks in counted:  # each busy rank's streamed chunks
+                    rec.itl(dt, chunks)
                 self.now_s += dt
                 self.steps += 1
                 j += 1

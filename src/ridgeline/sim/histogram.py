@@ -73,23 +73,6 @@ class Histogram:
         if value > self.high:
             self.high = value
 
-    def add_weights(self, value: float, weights: Sequence[float]) -> None:
-        """``add(value, w)`` for each of ``weights`` in order, the value binned once (the
-        data-parallel ranks' chunks of one lock-step decode step, a weight a rank)."""
-        index = bin_index(value)
-        counts = self.counts
-        total, summed = self.total, self.sum
-        for weight in weights:
-            counts[index] = counts.get(index, 0.0) + weight
-            total += weight
-            summed += value * weight
-        self.total, self.sum = total, summed
-        if weights:
-            if value < self.low:
-                self.low = value
-            if value > self.high:
-                self.high = value
-
     def add_each(self, values: list[float]) -> None:
         """Each of ``values`` at weight 1, in order: what as many ``add`` calls leave, a run
         of equal values binned once (a pipeline's micro-batch streams its rows' tokens

@@ -27,7 +27,6 @@ sorted samples, between the two either side; ``Histogram.percentile``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from ridgeline.engines import EngineProfile
 from ridgeline.sim.histogram import Histogram, bin_index, bin_top, linear_position
@@ -589,14 +588,6 @@ class Recorder:
             self.hist["itl"].add(seconds, chunks)
             if self.itl_stop_past is not None:
                 self._count_itl_misses(chunks if self._past_itl(seconds) else 0)
-
-    def itl_weights(self, seconds: float, chunks: Sequence[float]) -> None:
-        """``itl(seconds, c)`` for each of ``chunks`` in order, none of them 0: the busy
-        data-parallel ranks' streamed chunks of one lock-step decode step."""
-        self.hist["itl"].add_weights(seconds, chunks)
-        if self.itl_stop_past is not None:
-            for c in chunks:
-                self._count_itl_misses(c if self._past_itl(seconds) else 0)
 
     def itl_each(self, gaps_s: list[float]) -> None:
         """One streamed chunk for each of ``gaps_s`` (seconds after its request's last, the
