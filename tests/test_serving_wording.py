@@ -169,9 +169,22 @@ def test_no_gpu_count_holds_one_conversation_says_one_conversation(
 
 def test_a_table_with_one_point_out_agrees_in_number(
         capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B at fp8 on one H100: 40,000 tokens are past the memory, and vLLM would
+    not start for the 2,000 either (its pool at the default max_model_len holds less than one
+    such sequence): the first line says neither prompt runs, then the memory's shortfall;
+    the lines under the table point to it rather than repeat it. With one prompt
+    past the memory (Llama-3.1-8B at 800,000 tokens), the count agrees in number with one."""
     code, out, _ = run_cli(capsys, "prefill", "llama-3.1-70b", "--gpu", "h100", "--weights",
                            "fp8", "--prompt-len", "2000,40000")
-    assert code == 0 and out.startswith("1 of 2 prompts does not fit; the longest, 40,000")
+    first = out.splitlines()[0]
+    assert code == 0 and first.startswith("DOES NOT FIT on vLLM 0.34 for any of the 2 prompts: "
+                                          "vllm would refuse to start at its default")
+    assert "; and 40,000 tokens does not fit in memory: 72.7 GB of weights + " in first
+    assert "2,000 tokens: the first line's refusal" in out
+    assert out.count("would refuse to start") == 1
+    code, out, _ = run_cli(capsys, "prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",
+                           "2000,800000")
+    assert code == 0 and out.startswith("1 of 2 prompts does not fit; the longest, 800,000")
 
 
 def test_llamacpps_headline_counts_what_its_printed_command_runs(
@@ -195,13 +208,19 @@ def test_llamacpps_headline_counts_what_its_printed_command_runs(
 def test_decode_says_its_fit_judges_the_memory_not_the_engine(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The README's first example: batch 1 fits the H100's memory but vLLM would refuse to
-    start. The table's column and the single point's line say they judge the memory alone."""
+    start. The table's first line leads with the refusal (neither point runs), then batch 32's
+    memory shortfall; the column and the single point's line say they judge the memory alone."""
     argv = ["decode", "llama-3.1-70b", "--gpu", "h100", "--weights", "fp8", "--context",
             "2000"]
     code, out, _ = run_cli(capsys, *argv, "--batch", "1,32")
     lines = out.splitlines()
-    assert code == 0 and lines[0].startswith("1 of 2 points does not fit; ")
+    assert code == 0 and lines[0].startswith("DOES NOT FIT on vLLM 0.34 at any of the 2 points: ")
+    assert "would refuse to start" in lines[0]
+    assert "; and batch 32 at 2,000 tokens does not fit in memory: " in lines[0]
     assert lines[2].endswith("bound  fits in memory")
+    _, one, _ = run_cli(capsys, *argv, "--batch", "1")  # the refusal, as the point alone says it
+    assert one.splitlines()[0].split(" (`ridgeline fit`")[0].removeprefix(
+        "DOES NOT FIT on vLLM 0.34: ") in lines[0]
     code, out, _ = run_cli(capsys, *argv, "--batch", "1")
     fit = next(line for line in out.splitlines() if "73.3 GB of weights and KV cache" in line)
     assert fit.startswith("  fits in memory only: ") and "vLLM would not run it" in fit
@@ -256,6 +275,27 @@ def test_a_decode_table_none_of_whose_points_fits_says_so_not_only_of_its_worst(
                         "300,400", "--context", "8k")
     assert big.startswith("DOES NOT FIT at any of the 2 points; the worst, batch 400 at ")
     assert "weights alone" not in big.splitlines()[0]
+
+
+def test_a_decode_table_counts_the_points_the_engine_refuses_as_not_running(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an H100 at 8,000 tokens: batch 62 fits the memory but vLLM's pool runs
+    at most 60 such sequences; batch 66 is past the memory. The first line counts both, the
+    pool's refusal first, rather than '1 of 3 points does not fit' as if batch 62 ran."""
+    argv = ["decode", "llama-3.1-8b", "--gpu", "h100", "--context", "8000", "--batch"]
+    code, out, _ = run_cli(capsys, *argv, "1,62,66", "--json")
+    points = json.loads(out)["points"]
+    assert code == 0 and [p["engine_runs"] for p in points] == [True, False, False]
+    assert points[1]["fits"] and not points[2]["fits"]
+    _, text, _ = run_cli(capsys, *argv, "1,62,66")
+    first = text.splitlines()[0]
+    assert first.startswith("2 of 3 points do not run on vLLM 0.34: vLLM cannot run a batch of "
+                            "62 at 8,000 tokens of context")
+    assert first.endswith("; and batch 66 at 8,000 tokens does not fit in memory: 16.1 GB of "
+                          "weights + 69.2 GB of KV cache = 85.3 GB > 85.0 GB of memory, short by "
+                          "0.2 GB")
+    _, none, _ = run_cli(capsys, *argv, "62,66")
+    assert none.startswith("DOES NOT RUN on vLLM 0.34 at any of the 2 points: ")
 
 
 def test_a_batch_past_max_num_seqs_blames_the_seat_limit_not_the_pool(

@@ -518,14 +518,46 @@ class PrefillSeries:
                 "offload": offload_json(self.deployment),
                 "prompts": [r.to_dict() for r in self.reports]}
 
+    def _headline(self) -> tuple[list[str], bool]:
+        """The table's first line where a prompt does not run, and whether it gives the
+        engine's refusal (then the lines under the table do not repeat it): the prompts the
+        engine refuses though they fit the memory counted with those past the memory, as
+        decode's table counts its points (Llama-3.1-70B at fp8 on one H100, prompts of 2,000
+        and 8,000: 'DOES NOT FIT on vLLM 0.34 for any of the 2 prompts: vllm would refuse to
+        start …')."""
+        n = len(self.reports)
+        unfit = [r.floor for r in self.reports if not r.floor.fit.fits]
+        refused = [r for r in self.reports if r.floor.fit.fits and not r.runs]
+        longest = unfit[-1] if unfit else None
+        if not refused:
+            return ([] if longest is None else [
+                f"{len(unfit)} of {n} prompts {'does' if len(unfit) == 1 else 'do'} not fit; "
+                f"the longest, {longest.prompt_len:,} tokens: "
+                + longest.fit.headline().removeprefix("DOES NOT FIT: ")]), False
+        first = refused[0]
+        on = engine_release(first.expected.engine, first.engine_version, named=True)
+        out = len(unfit) + len(refused)
+        if out == n:
+            verdict = ("DOES NOT RUN" if any(r.none_code == OVER_ENGINE_POOL for r in refused)
+                       else "DOES NOT FIT")
+            lead = f"{verdict} on {on} for any of the {n} prompts"
+        else:
+            lead = f"{out} of {n} prompts {'does' if out == 1 else 'do'} not run on {on}"
+        reasons = set(r.none_reason for r in refused)
+        said = len(reasons) == 1
+        why = first.none_reason if said else \
+            f"the engine refuses {len(refused)} that fit the memory (under the table)"
+        if longest is None:
+            return [f"{lead}: {why}"], said
+        where = f"{longest.prompt_len:,} tokens"
+        return [f"{lead}: {why}; " + (f"the longest of the {len(unfit)} past the memory, "
+                                      f"{where}: " if len(unfit) > 1 else
+                                      f"and {where} does not fit in memory: ")
+                + longest.fit.headline().removeprefix("DOES NOT FIT: ")], said
+
     def text_lines(self) -> list[str]:
         dep, e0 = self.deployment, self.reports[0].expected
-        unfit = [r.floor for r in self.reports if not r.floor.fit.fits]
-        lines = [] if not unfit else [
-            f"{len(unfit)} of {len(self.reports)} prompts "
-            f"{'does' if len(unfit) == 1 else 'do'} not fit; the longest, "
-            f"{unfit[-1].prompt_len:,} tokens: "
-            + unfit[-1].fit.headline().removeprefix("DOES NOT FIT: ")]
+        lines, said = self._headline()
         rows = []
         for r in self.reports:
             f, e = r.floor, r.expected
@@ -546,7 +578,8 @@ class PrefillSeries:
                   f"FLOP/byte: per byte of weights (ridge "
                   f"{dep.dense_ridge_flop_per_byte:,.0f}); a prompt alone for its breakdown",
                   *(line for r in self.reports if r.floor.fit.fits and not r.runs
-                    for line in (f"{r.floor.prompt_len:,} tokens: {r.none_reason}",
+                    for line in (f"{r.floor.prompt_len:,} tokens: "
+                                 + ("the first line's refusal" if said else r.none_reason),
                                  *([f"  {r.longest_line}"] if r.longest_line else []))),
                   *(f"note: {n}" for n in dict.fromkeys(r.ubatch_note for r in self.reports
                                                           if r.ubatch_note)),
