@@ -382,6 +382,30 @@ def test_a_ttft_past_its_roofline_gets_one_reason_in_validate_and_calibrate(
     assert f"({why})" in text and "speculative" not in text
 
 
+@pytest.mark.usefixtures("fit_only")
+def test_the_roofline_figure_a_row_is_set_against_carries_its_unit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A TTFT past its roofline (5 ms for a 1,024-token prompt, flagged) and one a hundred
+    times past it (0.05 ms, unreadable), and a decode rate as far past: each message gives the
+    roofline's figure in the row's unit ("the roofline's 30.84 ms", "222.8 tok/s"); they had
+    printed a bare 30.84 (an audit found)."""
+    rows = [line(id=f"r{i}", batch=str(2 ** i), value=str(v))
+            for i, v in enumerate((120, 115, 105, 95, 80, 60))]
+    ttft = {"batch": "1", "input_len": "1024", "output_len": "1", "context_len": "1024",
+            "metric": "ttft_ms", "unit": "ms"}
+    path = csv_file(tmp_path, *rows, line(id="t", value="5", **ttft),
+                    line(id="u", value="0.05", **ttft), line(id="d", batch="1", value="1e6"))
+    figure = r"the roofline's [\d,.]+(e[+-]\d+)? "
+    code, text, _ = run(capsys, "validate", str(path))
+    assert code == 0
+    assert re.search(rf"t: measured past {figure}ms: ", text)
+    assert re.search(rf"unreadable: u: 0.05 ms is [\d,]+× faster than {figure}ms for ", text)
+    assert re.search(rf"unreadable: d: 1e\+06 tok/s is [\d,]+× faster than {figure}tok/s for ",
+                     text)
+    code, text, _ = run(capsys, "calibrate", str(path), "-o", str(tmp_path / "p.json"))
+    assert code == 0 and re.search(rf"left out: t: 5 ms is past {figure}ms for ", text)
+
+
 def test_validate_says_which_rows_a_profile_priced_and_which_it_was_fitted_on(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`validate --profile` printed the same tables with or without the profile, and nothing

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ridgeline.cli import main
+from ridgeline.cli_measure import FP8_GPUS
 from ridgeline.config_reader import spec_from_hf_config
 from ridgeline.errors import InputError
 
@@ -279,14 +280,36 @@ def test_fp8_is_refused_off_a_gpu_before_anything_is_built(
     config, rows = tiny_config(tmp_path), tmp_path / "rows.csv"
     for device in ("cpu", "mps"):
         refused(["measure", "--model", config, "--fp8", "--device", device, "-o", str(rows)],
-                f"--fp8 needs an fp8 GPU (--device cuda: an sm_89+ NVIDIA or an AMD MI300+): "
-                f"on {device} ", capsys)
+                f"--fp8 needs an fp8 GPU (--device cuda: {FP8_GPUS}): on {device} ", capsys)
     moe = tmp_path / "moe.json"
     moe.write_text(json.dumps({**TINY, "model_type": "mixtral", "num_local_experts": 4,
                                "num_experts_per_tok": 2}))
     refused(["measure", "--model", str(moe), "--fp8", "--device", "cuda", "-o", str(rows)],
             "dense models only", capsys)
     assert not rows.exists()
+
+
+@pytest.mark.parametrize("card", ["a100", "v100", "t4", "mi250x"])
+def test_fp8_with_a_card_that_has_no_fp8_matmuls_is_refused_dry_run_included(
+        card: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An A100, V100, T4 or MI250X has no fp8 peak in the catalog: the dry run had promised
+    ten fp8 rows for it (an audit found), which the run could never write. One line, exit 2,
+    the help naming the same GPUs as the refusal; a card with fp8 (an MI300X) is planned."""
+    from ridgeline.hardware import resolve_accelerator
+
+    rows = tmp_path / "rows.csv"
+    acc = resolve_accelerator(card)
+    assert not acc.has("fp8")
+    for dry in (["--dry-run"], []):
+        refused(["measure", *dry, "--device", "cuda", "--card", card, "--fp8", "--quick",
+                 "-o", str(rows)], f"--fp8: {acc.id} has no fp8 matmuls", capsys)
+    assert not rows.exists()
+    assert main(["measure", "--dry-run", "--device", "cuda", "--card", "mi300x", "--fp8",
+                 "--quick", "-o", str(rows)]) == 0
+    assert "fp8 linear weights" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["measure", "--help"])
+    assert " ".join(FP8_GPUS.split()) in " ".join(capsys.readouterr().out.split())
 
 
 @needs_torch
@@ -435,6 +458,23 @@ def test_the_device_record_lands_beside_the_rows_whatever_their_name(
         "config.json", "rows", "rows.accelerator.json", "x.v2", "x.v2/rows",
         "x.v2/rows.accelerator.json"]
     assert main(next_step(capsys.readouterr().out)) == 0
+
+
+@pytest.mark.parametrize("name", ["x.json", "rows.txt", "rows.html"])
+def test_an_output_named_for_another_format_is_refused_dry_run_included(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-o x.json had been given CSV rows (a dry run promised them; an audit found), where
+    page's -o and validate's --plot refuse a suffix not theirs. One line, exit 2, nothing
+    written; the names the test above keeps (no suffix, run.2024, RUN.CSV) still plan."""
+    for dry in (["--dry-run"], []):
+        refused(["measure", *dry, "--device", "cpu", "-o", str(tmp_path / name)],
+                f"-o takes a .csv file (the rows are CSV), got {str(tmp_path / name)!r}",
+                capsys)
+    assert list(tmp_path.iterdir()) == []
+    for kept in ("RUN.CSV", "rows", "run.2024"):
+        assert main(["measure", "--dry-run", "--device", "cpu", "-o",
+                     str(tmp_path / kept)]) == 0
+        capsys.readouterr()
 
 
 def test_measure_overwrites_only_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

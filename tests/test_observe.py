@@ -179,6 +179,34 @@ def test_an_idle_engine_hits_neither_wall(capsys: pytest.CaptureFixture[str]) ->
     assert "measured 18.0 ms" not in out
 
 
+def test_a_page_without_a_waiting_gauge_does_not_claim_an_empty_queue(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The idle fixture with its vllm:num_requests_waiting series dropped (a relabelling that
+    loses it): the queue was never read, so the wall may not say "no limit from the queue: it
+    runs all it is sent" (an audit found it did, with no note), as the missing KV gauge gets a
+    note of its own."""
+    page = tmp_path / "nowait.txt"
+    page.write_text("".join(line for line in (FIXTURES / "vllm_metrics.txt").read_text()
+                            .splitlines(keepends=True) if "num_requests_waiting" not in line))
+    assert main(["observe", str(page), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert "no limit from the pool or the queue" not in out
+    assert "wall: neither, the queue unknown — no limit from the pool (8 of the" in out
+    assert "a queue for the seats or the steps' token budget would go unseen" in out
+    assert "note: no waiting-requests metric (vllm:num_requests_waiting" in out
+    assert main(["observe", str(page), "--model", "llama-3.1-8b", "--gpu", "h100",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["wall"] != "neither" and "queue unknown" in data["wall"]
+    assert any("the queue is unknown" in note for note in data["notes"])
+    # the same page with its gauge kept is read as before
+    assert main(["observe", str(FIXTURES / "vllm_metrics.txt"), "--model", "llama-3.1-8b",
+                 "--gpu", "h100", "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert kept["wall"] == "neither"
+    assert not any("waiting-requests" in note for note in kept["notes"])
+
+
 def test_waiting_with_room_in_the_pool_is_the_latency_wall() -> None:
     from ridgeline.cli import build_parser
 
@@ -830,6 +858,29 @@ def test_a_scrape_or_log_that_cannot_be_read_whole_is_refused(
     path = tmp_path / "in.txt"
     path.write_text(text)
     with pytest.raises(InputError, match=re.escape(message)):
+        read_source(str(path))
+
+
+def test_a_page_whose_only_samples_are_malformed_names_the_first_of_them(
+        tmp_path: Path) -> None:
+    """A label set left unclosed is named, whether or not the page has any good sample: a
+    page of nothing else had been called "not a metrics page" (an audit found). A file of no
+    sample-shaped line at all is still no metrics page."""
+    broken = 'vllm:num_requests_running{model_name="x" 24'
+    path = tmp_path / "bad.txt"
+    path.write_text(f"# HELP x\n{broken}\nvllm:num_requests_waiting{{model_name=\"x\"}} \n")
+    with pytest.raises(InputError) as alone:
+        read_source(str(path))
+    path.write_text(RUN + 'vllm:kv_cache_usage_perc{model_name="m"} 0.5 junk\n')
+    with pytest.raises(InputError) as inside:
+        read_source(str(path))
+    said = f"{broken!r} is not a Prometheus sample (name{{labels}} value [timestamp])"
+    assert said in str(alone.value) and "not a metrics page" not in str(alone.value)
+    # worded as a malformed line inside a good page is
+    assert str(inside.value).endswith("is not a Prometheus sample (name{labels} value "
+                                      "[timestamp])")
+    path.write_text("hello world\nthis is prose\n")
+    with pytest.raises(InputError, match="this is not a metrics page"):
         read_source(str(path))
 
 

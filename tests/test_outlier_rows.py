@@ -66,6 +66,7 @@ def test_each_row_off_by_over_2x_is_marked_with_its_reason(
         f" → {statistics.median(kept):.1%}" in text
     assert [(o["id"], o["explained_by"]) for o in report["off_by_over_2x"]] == [
         ("old", "notes"), ("odd", None)]
+    assert "  without the 1 explained by their notes (the 1 unexplained kept), median" in text
     # --summary shows no rows' table: each row off by over 2× is named with its reason
     code, text, _ = run(capsys, "validate", str(path), "--summary")
     assert f"  off by over 2×: old {errors['old']:+.1%} ({factor_words(errors['old'])}): " \
@@ -129,3 +130,23 @@ def test_a_row_measured_at_nine_times_its_priced_time_is_marked(
     _, text, _ = run(capsys, "validate", str(path), "--summary")
     assert f"  off by over 2×: slow {errors['slow']:+.1%} (1/9.0 of the measurement): " \
         f"{UNEXPLAINED}" in text.splitlines()
+
+
+def test_the_rows_left_out_of_the_medians_are_named_as_the_count_names_them(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """measurements.csv has 3 rows off by over 2×: one with a caveat (its unit slip), none
+    explained by notes. The line that leaves it out had read "without the 1 explained" right
+    after "0 explained by the row's notes" (an audit found it)."""
+    from tests.conftest import MEASUREMENTS
+
+    code, out, _ = run(capsys, "validate", str(MEASUREMENTS), "--json")
+    sources = [o["explained_by"] for o in json.loads(out)["off_by_over_2x"]]
+    caveats, notes = sources.count("caveat"), sources.count("notes")
+    assert code == 0 and caveats and not notes
+    code, text, _ = run(capsys, "validate", str(MEASUREMENTS), "--summary")
+    unexplained = sources.count(None)
+    assert f"({caveats} with a caveat, 0 explained by the row's notes, {unexplained} " \
+        "unexplained)" in text
+    assert f"  without the {caveats} with a caveat (the {unexplained} unexplained kept), " \
+        "median |err| and p90 |err|:" in text
+    assert "explained (the" not in text

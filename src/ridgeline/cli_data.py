@@ -157,7 +157,8 @@ def cmd_validate(args: argparse.Namespace) -> Any:
     past = {r.id: (r, floor) for r, floor in beyond_roofline(result.rows)}
     predictions = [p if p.id not in past else replace(
         p, caveat="; ".join(c for c in (p.caveat, f"measured past the roofline's "
-                                       f"{past[p.id][1]:,.4g}: {why_past_roofline(past[p.id][0])}"
+                                       f"{past[p.id][1]:,.4g} {past[p.id][0].unit}: "
+                                       f"{why_past_roofline(past[p.id][0])}"
                                        " (calibrate leaves it out)") if c))
         for p in predictions]
     if all(p.predicted is None for p in predictions):  # a --gpu-file no row names first
@@ -222,7 +223,7 @@ def cmd_calibrate(args: argparse.Namespace) -> Any:
     beyond = beyond_roofline(result.rows)
     dropped = {id(r) for r, _ in beyond}
     rows = [r for r in result.rows if id(r) not in dropped]
-    skipped = tuple(f"{r.id}: {r.value:,.4g} {r.unit} is past the roofline's {floor:,.4g} for "
+    skipped = tuple(f"{r.id}: {r.value:,.4g} {r.unit} is past the roofline's {floor:,.4g} {r.unit} for "
                     f"{r.model} on {r.num_gpus} x {r.gpu} ({why_past_roofline(r)})"
                     for r, floor in beyond)
     if not rows:

@@ -33,6 +33,11 @@ def _torch_device(text: str) -> str:
     return text.strip()
 
 
+# the GPUs whose torch._scaled_mm runs fp8 e4m3 (device_probes.fp8_format): the help, the
+# refusals and the probe's own check say the same
+FP8_GPUS = "an sm_89+ NVIDIA (Ada, Hopper, Blackwell) or an AMD MI300, MI350 or RDNA4"
+
+
 def _check_fp8_device(device: str) -> None:
     """--fp8 is measured on a GPU only (an sm_89+ NVIDIA, an AMD MI300+: which one, and its
     e4m3, is asked of the card once torch can: device_probes.fp8_format). A CPU's
@@ -45,9 +50,19 @@ def _check_fp8_device(device: str) -> None:
         return
     slow = ("; a CPU's torch._scaled_mm is a reference loop (over a minute for one decode step "
             "of a 1B model)" if device == "cpu" else "")
-    raise InputError(f"--fp8 needs an fp8 GPU (--device cuda: an sm_89+ NVIDIA or an AMD "
-                     f"MI300+): on {device} no fp8 peak is probed, so no row could be "
-                     f"priced{slow}")
+    raise InputError(f"--fp8 needs an fp8 GPU (--device cuda: {FP8_GPUS}): on {device} no "
+                     f"fp8 peak is probed, so no row could be priced{slow}")
+
+
+def _check_fp8_card(card: Any) -> None:
+    """--fp8 with a --card whose catalog record has no fp8 peak (an A100, a V100, a T4, an
+    MI250): the card has no fp8 matmuls, so the run would stop at its first fp8 matmul and no
+    row the dry run lists could be written, nor priced against that spec sheet."""
+    if card.has("fp8"):
+        return
+    peaks = ", ".join(d for d in card.peak_flops)
+    raise InputError(f"--fp8: {card.id} has no fp8 matmuls (its catalog peaks: {peaks}); "
+                     f"--fp8 needs {FP8_GPUS}")
 
 
 # the catalog vendors whose cards each --device runs on (no catalog record is a CPU)
@@ -95,6 +110,8 @@ def cmd_measure(args: argparse.Namespace) -> Any:
         rated = resolve_accelerator(args.rated_gpu) if args.rated_gpu else card
     if card is not None:
         _check_card_device(args.device, card.id, card.vendor)
+        if args.fp8:
+            _check_fp8_card(card)
     if args.skip_probes and args.memory_gib:
         raise InputError("--memory-gib sizes the device record, which --skip-probes does not "
                          "write")
@@ -195,6 +212,11 @@ def _check_measure_output(output: str, out: Path, record: Path | None,
     command did not write (a measurements file or a catalog record would be lost)."""
     from ridgeline.measure import measured_record, wrote_rows
 
+    # the rows are CSV: a suffix that names another format (x.json, rows.txt) is refused, as
+    # page's -o and validate's --plot refuse theirs; a name without one, or whose last dot
+    # opens a number rather than a format (run.2024), is taken as it is (record_path)
+    if out.suffix[1:].isalpha() and out.suffix.lower() != ".csv":
+        raise InputError(f"-o takes a .csv file (the rows are CSV), got {output!r}")
     if out.exists() and not wrote_rows(out):
         raise InputError(f"-o {output} exists and is not rows `ridgeline measure` wrote: not "
                          "overwriting it (remove it or choose another name)")
@@ -220,7 +242,8 @@ def register(sub: Any) -> None:
                    help="contexts in tokens (default 512,2048,8192,32768; 128,512 quick)")
     p.add_argument("--fp8", action="store_true",
                    help="linear weights in fp8 e4m3, run by torch._scaled_mm (W8A8, as an FP8 "
-                   "checkpoint; an sm_89+ GPU only); the LM head and the cache stay in --dtype")
+                   f"checkpoint; on {FP8_GPUS} only); the LM head and the cache stay in "
+                   "--dtype")
     p.add_argument("--skip-probes", action="store_true",
                    help="only the model's steps (no bandwidth or matmul probes, no device record)")
     p.add_argument("--model", default="llama-3.2-1b",

@@ -28,6 +28,9 @@ class Observation:
     running: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     kv_usage: list[float] = field(default_factory=list)  # 0–1
+    # a /metrics page with no waiting-requests gauge at any scrape: the queue was never read,
+    # so an empty ``waiting`` is no empty queue
+    queue_unread: bool = False
     preemptions: float | None = None
     prompt_tok_s: float | None = None
     generation_tok_s: float | None = None

@@ -288,6 +288,10 @@ def from_scrapes(scrapes: list[Scrape], source: str) -> Observation:
                          f"found {', '.join(found[:6])}, …")
     if _gauge(scrapes[-1], KV_USAGE, obs.engine_family) is None:
         obs.notes.append(f"no KV-usage metric ({', '.join(KV_USAGE)})")
+    if not obs.waiting:
+        obs.queue_unread = True
+        obs.notes.append(f"no waiting-requests metric ({', '.join(WAITING)}): the queue is "
+                         "unknown (a scrape or relabelling that drops it hides any queue)")
     first, last = scrapes[0], scrapes[-1]
     timed = first.time_s is not None and last.time_s is not None and last.time_s > first.time_s
     restarts: Restarts = {}

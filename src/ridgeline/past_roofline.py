@@ -73,7 +73,7 @@ def refuse_past_roofline(result: ReadResult) -> ReadResult:
         return result
     errors = tuple(
         f"{row.id}: {row.value:,.4g} {row.unit} is {times_past(row, floor):,.0f}× faster than "
-        f"the roofline's {floor:,.4g} for {row.model} on {row.num_gpus} x {row.gpu}; nothing "
+        f"the roofline's {floor:,.4g} {row.unit} for {row.model} on {row.num_gpus} x {row.gpu}; nothing "
         f"real runs {UNREADABLE_PAST_ROOFLINE:g}× past its roofline, speculative decoding "
         "included (a unit slip? a typo?)" for row, floor in impossible.values())
     return ReadResult(tuple(r for r in result.rows if r.id not in impossible),

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ridgeline.errors import InputError
+from ridgeline.errors import InputError, shorten
 
 # A sample's value as Go's strconv.ParseFloat reads it (Prometheus' own parser): decimal or
 # exponent forms, and Inf, Infinity and NaN in any case, signed or not.
@@ -31,6 +31,8 @@ _SCRAPE_WORD = re.compile(r"^#\s*scrape_time\b")
 MAX_LATENCY_S = 1e7  # a request's latency: under four months, as for a bench result
 MIN_SCRAPE_GAP_S = 1.0  # Prometheus scrapes every 10-60 s; under a second a rate is noise
 MAX_UNIX_S = 1e11  # past the year 5000: a timestamp in milliseconds
+# a metric name and the brace that opens its labels: a line meant as a sample, however broken
+_MEANT_SAMPLE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\{")
 MAX_UNREAD_KEPT = 64  # lines that are not samples, kept for the caller to name
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
@@ -195,6 +197,12 @@ def parse_scrape(text: str, time_s: float | None = None) -> Scrape:
         value = float(match.group("value"))
         samples.setdefault(match.group("name"), []).append((labels, value))
     if not samples:
+        # a line that opens as a sample does (a metric name, then its label set) was meant as
+        # one: named, as a page's other samples would name it, not "not a metrics page"
+        meant = next((line for line in unread if _MEANT_SAMPLE.match(line)), None)
+        if meant is not None:
+            raise InputError(f"{shorten(meant)!r} is not a Prometheus sample (name{{labels}} "
+                             "value [timestamp])")
         raise InputError("no Prometheus samples found: this is not a metrics page")
     if bad > len(samples) * 4:
         raise InputError(f"{bad} lines are not Prometheus samples: this is not a metrics page")

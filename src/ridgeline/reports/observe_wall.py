@@ -17,6 +17,9 @@ CAPACITY = "capacity"
 LATENCY = "latency"
 SLOTS = "slots"  # llama-server's: requests wait for a free slot (-np), not for the pool
 NEITHER = "neither"
+# neither the pool nor the ridge, on a page with no waiting-requests gauge: a queue on the
+# seats or the step's token budget (the latency wall) cannot be ruled out
+QUEUE_UNKNOWN = "neither, the queue unknown"
 CLIENT = "the client's cap"  # a benchmark run at --max-concurrency: the batch is the client's
 RIDGE = "the ridge"
 NO_FIT = "does not fit"
@@ -177,7 +180,7 @@ class ObservedWall(ObservedFloor):
             return CLIENT
         if (self.fraction or 0.0) >= 1.0:  # nothing waits, and the batch reads past the ridge
             return RIDGE
-        return NEITHER
+        return QUEUE_UNKNOWN if o.queue_unread else NEITHER
 
     @property
     def pinned_batch(self) -> int | None:
@@ -312,7 +315,7 @@ class ObservedWall(ObservedFloor):
                     f"steps' token budget ({budget_flag}, {self.step_budget:,} here) is what "
                     "is left to hold them, but this source gives no prompt rate over a window "
                     "to say how full it runs")
-        if self.wall == NEITHER:  # the engine runs all it is sent: below the ridge, load is cheap
+        if self.wall in (NEITHER, QUEUE_UNKNOWN):  # under the ridge, load is cheap
             # each engine's pool is the one sized: the busiest engine's batch is what fills it
             b = self.obs.busiest_batch or 0.0
             shown = f"{b:,.1f}" if 0 < b < 0.5 else f"{b:,.0f}"  # a bench's 0.3 is not 0
@@ -326,6 +329,13 @@ class ObservedWall(ObservedFloor):
             held = (f"{busiest}{b:,.0f} running, more than the {self.pool_batch:,} sequences "
                     f"of {self.context:,} tokens {holds}: {over}" if b > self.pool_batch else
                     f"{busiest}{shown} of the {self.pool_batch:,} sequences {holds}")
+            ridge = (f"under the ridge (reached at batch {first_whole_batch(self.ridge_batch):,}), "
+                     "where each added sequence shares the weights' read")
+            if self.wall == QUEUE_UNKNOWN:
+                return (f"no limit from the pool ({held}), and the batch is {ridge}; but the "
+                        "page has no waiting-requests metric, so a queue for the seats or the "
+                        "steps' token budget would go unseen: if none waits, it runs all it is "
+                        "sent — send more load, or serve it on fewer GPUs or replicas")
             n, of = self.queued
             queue = ""
             if n and self.queue_persists:
@@ -337,9 +347,7 @@ class ObservedWall(ObservedFloor):
                 queue = (f"requests waited in only {n} of {of} readings, too few to be a wall "
                          "(a prompt that arrived between steps); ")
             return (f"{queue}no limit from the pool or the queue: it runs all it is sent ({held}), "
-                    f"under the ridge (reached at batch {first_whole_batch(self.ridge_batch):,}), "
-                    "where each added sequence shares the weights' read — send more load, or "
-                    "serve it on fewer GPUs or replicas")
+                    f"{ridge} — send more load, or serve it on fewer GPUs or replicas")
         cap = self.obs.client_concurrency or 0.0
         if self.wall == CAPACITY:
             peak, o = self.kv_peak, self.obs

@@ -436,13 +436,17 @@ class ValidationReport:
                       + ("caveat (shown without --summary)" if o.source == "caveat" else o.reason)
                       for o in outliers]
         if explained:
-            lines.append(f"  without the {explained} explained (the {by['']} unexplained kept), "
+            # the rows left out named as the count above names them: a caveat is no note
+            left = " and ".join(words for count, words in (
+                (by["caveat"], f"the {by['caveat']} with a caveat"),
+                (by["notes"], f"the {by['notes']} explained by their notes")) if count)
+            lines.append(f"  without {left} (the {by['']} unexplained kept), "
                          "median |err| and p90 |err|:")
             for column in ("metric", "engine", "gpu"):
                 lines += [f"    {a.group}: " + (
                     f"{a.median_abs_error:.1%} → {b.median_abs_error:.1%}, {a.p90_abs_error:.1%}"
                     f" → {b.p90_abs_error:.1%} ({b.rows} of {a.rows} rows)" if b else
-                    f"all {a.rows} explained") for a, b in self._without_explained(column)]
+                    f"all {a.rows} left out") for a, b in self._without_explained(column)]
         return lines
 
     def to_dict(self) -> dict[str, Any]:
