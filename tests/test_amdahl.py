@@ -491,3 +491,17 @@ def test_a_slower_part_is_read_and_called_a_slowdown(
 def test_a_faster_part_says_nothing_of_slowing(capsys: pytest.CaptureFixture[str]) -> None:
     for speedup in ("1", "2"):
         assert "slower" not in _cli(capsys, "--fraction", "0.5", "--speedup", speedup)[1]
+
+
+def test_amdahl_says_does_not_fit_alike_and_names_the_weights_where_the_pool_holds_none(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-3.1-70b on one H100 said DOES NOT FIT, llama-3.1-8b on a TPU v5e 'does not fit:
+    vllm's KV pool runs 0 of batch 1', where its weights leave the pool nothing."""
+    code, _, over = run_cli(capsys, "amdahl", "--model", "llama-3.1-70b", "--gpu", "h100",
+                            "--speedup", "2")
+    assert code == 2 and over.startswith("ridgeline: error: does not fit: 141.1 GB of weights")
+    code, _, none = run_cli(capsys, "amdahl", "--model", "llama-3.1-8b", "--gpu", "tpu-v5e",
+                            "--speedup", "2")
+    assert code == 2 and len(none.strip().splitlines()) == 1
+    assert "KV pool holds no sequence of 2,000 tokens" in none and "GB of weights" in none
+    assert "runs 0 of batch" not in none

@@ -594,3 +594,18 @@ def test_a_narrow_wilson_interval_keeps_the_digits_that_tell_its_ends_apart(
     assert low != high
     assert float(low) == pytest.approx(w.low, abs=1e-6)
     assert float(high) == pytest.approx(w.high, abs=1e-6)
+
+
+@pytest.mark.parametrize(("alpha", "level"), [("0.05", "95"), ("0.0000001", "99.99999"),
+                                              ("1e-12", "99.9999999999")])
+def test_evalstats_names_the_level_it_computed_not_100_percent(
+        capsys: pytest.CaptureFixture[str], alpha: str, level: str) -> None:
+    """At alpha 1e-7 the intervals were labelled 'Wilson 100%', a level no interval short of
+    [0, 1] has."""
+    from ridgeline.evalstats import confidence_percent
+
+    assert confidence_percent(float(alpha)) == level
+    assert 100 - float(level) == pytest.approx(float(alpha) * 100)
+    code, out, _ = run_cli(capsys, "evalstats", "--pct-a", "39.02", "--pct-b", "47.56", "--n",
+                           "164", "--alpha", alpha)
+    assert code == 0 and f"Wilson {level}%:" in out and "Wilson 100%" not in out

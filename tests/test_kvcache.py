@@ -12,6 +12,7 @@ from ridgeline.errors import InputError
 from ridgeline.hardware import device_memory_bytes, resolve_accelerator
 from ridgeline.kvcache import conversations_that_fit, kv_footprint, kv_replication
 from ridgeline.units import GIB, KIB
+from tests.conftest import run_cli
 
 
 def test_llama_3_1_70b_caches_320_kib_per_token_in_bf16() -> None:
@@ -212,3 +213,32 @@ def test_a_budget_given_for_the_cache_alone_is_not_called_the_room_beside_the_we
     assert main(["kv", "llama-3.1-70b", "--context", "131072", "--gpu", "h100",
                  "--num-gpus", "2"]) == 0
     assert "the memory beside the weights holds" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_kv_leads_with_the_refusal_for_a_context_past_the_model(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """200,000 tokens on llama-3.1-8b (131,072 positions) printed '2 fit' with the caution
+    last; engines refuse that max_model_len, so line 1 says so and the count is arithmetic."""
+    base = ["kv", "llama-3.1-8b", "--gpu", "h100", "--context"]
+    code, out, _ = run_cli(capsys, *base, "200k")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("DOES NOT FIT: 200,000 tokens exceed")
+    assert "131,072" in lines[0] and "arithmetic only" in lines[0]
+    assert not any(line.startswith("caution: 200,000") for line in lines)  # said once
+    assert any("arithmetic only" in line for line in lines if line.startswith("conversations"))
+    assert not any(" that fit:" in line for line in lines)
+    code, out, _ = run_cli(capsys, *base, "200k", "--json")
+    data = json.loads(out)
+    assert data["conversations"] > 0 and data["fits"] is False and data["context_refused"]
+    # within the model's context the count is a fit, as before
+    code, out, _ = run_cli(capsys, *base, "100k", "--json")
+    data = json.loads(out)
+    assert data["fits"] is True and data["context_refused"] is False
+
+
+def test_kv_says_the_memory_shortfall_after_the_context_refusal(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_cli(capsys, "kv", "llama-3.1-70b", "--gpu", "h100", "--context", "200k")
+    first, second = out.splitlines()[:2]
+    assert first.startswith("DOES NOT FIT: 200,000 tokens exceed")
+    assert second.startswith("nor does the memory hold one: the weights alone exceed")

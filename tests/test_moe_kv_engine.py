@@ -253,3 +253,27 @@ def test_kv_under_trtllm_keeps_nemotron_h_ssm_state_at_its_torch_dtype_not_vllms
     assert trtllm["state_bytes_per_sequence"] == pytest.approx(sum(
         state_bytes_per_sequence(served, layer, None) for layer in served.layers))
     assert trtllm["state_bytes_per_sequence"] < vllm["state_bytes_per_sequence"]
+
+
+def test_moe_says_the_tp_copies_between_its_two_weight_totals(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on 8 H100s: the fit line's 681.1 GB and the footer's 673.2 GB differ by the
+    8.0 GB every tensor-parallel rank keeps whole; both lines now say it."""
+    code, out, _ = run_cli(capsys, "moe", "deepseek-v3", "--gpu", "h100", "--num-gpus", "8",
+                           "--batch", "1,64", "--json")
+    data = json.loads(out)
+    stored, on_gpus = data["weight_bytes_total"], data["weight_bytes"]
+    copies = (on_gpus - stored) / 1e9
+    assert copies > 1
+    code, out, _ = run_cli(capsys, "moe", "deepseek-v3", "--gpu", "h100", "--num-gpus", "8",
+                           "--batch", "1,64")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("DOES NOT FIT")
+    said = f"{copies:,.1f} GB of copies every tensor-parallel rank keeps whole"
+    assert f"{stored / 1e9:,.1f} GB as stored + {said}" in lines[0]
+    assert f"{on_gpus / 1e9:,.1f} GB on the GPUs with the {said}" in lines[-1]
+    # one GPU: no copies, no clause
+    _, out, _ = run_cli(capsys, "moe", "qwen3-30b-a3b", "--gpu", "h100", "--batch", "1")
+    assert "tensor-parallel" not in out
+
+

@@ -120,7 +120,7 @@ def test_a_model_in_the_engines_own_block_says_so(capsys: pytest.CaptureFixture[
     got = reuse(capsys, "--model", "llama-3.1-8b", "--gpu", "h100")
     assert got["prefix_reuse"]["block_size"] == pool_block("h100")
     assert got["prefix_reuse"]["block_source"] == \
-        f"{block_source('vllm', None, 'h100-sxm')}, llama-3.1-8b's too"
+        f"{block_source('vllm', None, 'h100-sxm')}; llama-3.1-8b's cache on h100-sxm runs in it"
     assert got["notes"] == []
 
 
@@ -214,3 +214,42 @@ def test_the_refusal_of_a_model_without_a_card_names_blocks_the_cards_give(
                  "--engine-version", "0.15")["prefix_reuse"]["block_size"] == 64
     assert reuse(capsys, "--model", "llama-3.1-8b", "--gpu", "h100")["prefix_reuse"]["block_size"] == 64
     assert reuse(capsys, "--model", "llama-3.1-8b", "--gpu", "mi300x")["prefix_reuse"]["block_size"] == 16
+
+
+PREFIX = ["prefix", "--tokens-a", "1,2,3", "--tokens-b", "1,2,3"]
+
+
+def test_prefix_says_a_vllm_release_past_the_newest_read_is_read_at_its_rules(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.99 was labelled as if its default were known; now the newest read (0.34) is
+    named as the rules it is read at, as SGLang's next minor is, and a patch of it is not."""
+    from ridgeline.vllm_memory import vllm_data
+
+    newest = str(vllm_data()["newest_checked"])
+    code, out, _ = run_cli(capsys, *PREFIX, "--engine-version", "0.99")
+    assert code == 0
+    assert f"vLLM {newest}'s default on NVIDIA GPUs, the newest release read, taken for 0.99" \
+        in out.splitlines()[0]
+    assert any(line.startswith(f"vLLM 0.99 is newer than the newest release ridgeline has "
+                               f"read ({newest})") for line in out.splitlines())
+    code, out, _ = run_cli(capsys, *PREFIX, "--engine-version", f"{newest}.1")
+    assert code == 0 and "newer than" not in out and "taken for" not in out
+
+
+@pytest.mark.parametrize(("version", "runs"), [("0.10", False), ("0.9.2", False),
+                                               ("0.11", True), ("0.17", True)])
+def test_vllm_takes_a_256_token_block_from_0_11(
+        capsys: pytest.CaptureFixture[str], version: str, runs: bool) -> None:
+    """vLLM 0.9-0.10's BlockSize Literal stops at 128 (their API docs), 0.11.1's lists 256."""
+    code, _, err = run_cli(capsys, *PREFIX, "--engine-version", version, "--block-size", "256")
+    assert (code == 0) == runs
+    if not runs:
+        assert "one of 1, 8, 16, 32, 64, 128;" in err and "256 from v0.11.0" in err
+
+
+def test_prefix_says_the_models_cache_runs_in_the_block_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """'(as given, llama-3.1-8b's too)' read as if the model forced the block."""
+    code, out, _ = run_cli(capsys, *PREFIX, "--model", "llama-3.1-8b", "--gpu", "h100",
+                           "--block-size", "128")
+    assert code == 0 and "(as given; llama-3.1-8b's cache on h100-sxm runs in it)" in out

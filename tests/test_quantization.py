@@ -132,11 +132,23 @@ def test_compressed_tensors_defaults_are_read_as_compressed_tensors_infers_them(
     # no strategy with a positive group_size: 'group'; no symmetric: true
     assert stored_formats(ct_int4(group_size=32), "x") == \
         stored_formats(ct_int4(strategy="group", group_size=32, symmetric=True), "x")
-    # one scale per row is fewer scales than one per 128 weights: read as group 128
-    assert stored_formats(ct_int4(strategy="channel"), "x") == \
-        stored_formats(ct_int4(group_size=128), "x")
+    # no strategy with group_size -1: 'channel', one scale a row, as GPTQ's -1 reads
     assert stored_formats(ct_int4(group_size=-1, symmetric=False), "x") == \
-        stored_formats(ct_int4(group_size=128, symmetric=False), "x")
+        stored_formats({"quant_method": "gptq", "bits": 4, "group_size": -1}, "x")
+
+
+@pytest.mark.parametrize("qc", [
+    {"quant_method": "gptq", "bits": 4, "group_size": -1},
+    {"quant_method": "awq", "bits": 4, "group_size": -1},
+    ct_int4(strategy="channel"),
+])
+def test_per_channel_int4_pays_one_scale_a_row_not_one_a_128(qc: dict[str, object]) -> None:
+    """group_size -1 (one group a row) had been priced as group 128, 4.156 bits a weight: a
+    70B's 1.3 GB too many. A row's scale (and zero) spread over its 4,096 or more inputs is
+    under 0.005 bits a weight, so the format sits within that of the bare 4 bits, below g128."""
+    fmt = weight_formats()[stored_formats(qc, "x")["mlp"]]
+    g128 = weight_formats()["gptq-int4"].bits_per_weight
+    assert 4 < fmt.bits_per_weight <= 4 + 20 / 4096 < g128
 
 
 @pytest.mark.parametrize(("weights", "message"), [

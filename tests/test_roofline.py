@@ -17,6 +17,7 @@ from ridgeline.roofline import (
     expert_intensity,
     weight_intensity,
 )
+from tests.conftest import run_cli
 
 
 def test_attainable_flops_is_the_ramp_then_the_roof() -> None:
@@ -359,3 +360,43 @@ def test_an_intensity_given_far_under_the_ridge_reads_as_given_not_as_zero(
                                  f"{given['attainable_flops_per_s'] / 1e12:.2g}"]
     assert main(["roofline", "--gpu", "h100,l40s", "--intensity", "100000"]) == 0
     assert "TFLOP/s at 100,000 FLOP/byte" in capsys.readouterr().out
+
+
+def test_roofline_refuses_fp8_matmuls_on_a_bf16_checkpoint(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-3.1-70b's bf16 weights at --compute-dtype fp8 were a W16A8 step no engine runs
+    (ridge batch 591, twice the fp8 step's 296): refused, pointing to --weights fp8."""
+    base = ["roofline", "--gpu", "h100", "--model", "llama-3.1-70b", "--batch", "32"]
+    code, out, err = run_cli(capsys, *base, "--compute-dtype", "fp8")
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "--weights fp8" in err and "bf16" in err
+    # quantized to fp8, the fp8 step reaches the ridge at the batch the model-free one does
+    code, out, _ = run_cli(capsys, *base, "--compute-dtype", "fp8", "--weights", "fp8",
+                           "--json")
+    assert code == 0
+    served = json.loads(out)["points"][0]["first_whole_batch_to_ridge"]
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "h100", "--compute-dtype", "fp8",
+                           "--json")
+    bare = json.loads(out)["points"][0]["first_whole_batch_to_ridge"]
+    assert served == pytest.approx(bare, rel=0.03)  # 300 (a bf16 LM head) against 296
+
+
+@pytest.mark.parametrize("argv", [
+    ["--model", "deepseek-v3", "--compute-dtype", "fp8"],  # its own fp8 weights
+    ["--model", "deepseek-v3", "--compute-dtype", "bf16"],  # fp8 weights dequantized: W8A16
+    ["--model", "llama-3.1-8b", "--weights", "awq-int4", "--compute-dtype", "fp8"],  # W4A8
+])
+def test_roofline_takes_a_compute_dtype_no_narrower_than_the_weights(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "h100", *argv)
+    assert code == 0 and "ridge at" in out
+
+
+def test_roofline_keeps_the_digits_of_weights_a_hair_over_two_bytes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's bf16 GGUF (f32 norms) reads 2.0001 B a weight: 'the batch × 1' hid why the
+    4,000-token prompt's intensity is 3,999.9."""
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", "apple-m4-max-40c", "--model",
+                           "llama-3.1-8b")
+    assert code == 0 and "× 1," not in out
+    assert "the prompt length × 0.99996, at 2.0001-byte weights" in out

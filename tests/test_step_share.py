@@ -53,7 +53,7 @@ def test_a_batch_the_pool_holds_is_no_refusal_and_one_past_it_is() -> None:
     pool = decode_refusal(dep, 16, 32_000)  # the cache fits the card; vLLM 0.34's pool runs 15
     assert pool is not None and pool.startswith("does not fit: vllm's KV pool runs 15 of batch 16")
     card = decode_refusal(dep, 100_000, 2_000)
-    assert card is not None and card.startswith("DOES NOT FIT") and "short by" in card
+    assert card is not None and card.startswith("does not fit: ") and "short by" in card
     with pytest.raises(InputError, match="KV pool runs 15"):
         decode_share(dep, "attention", 16, 32_000, VLLM)
 

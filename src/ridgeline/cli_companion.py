@@ -216,7 +216,7 @@ def cmd_evalstats(args: argparse.Namespace) -> LinesReport:
         wb = ev.wilson_interval(b2.nearest_count, n, 1 - alpha)
         test = ev.two_proportion_z_test(a.nearest_count, n, b2.nearest_count, n, alpha)
         results += [named(wa, "_a"), named(wb, "_b"), named(test)]
-        lines.append(f"Wilson {(1 - alpha) * 100:.6g}%: A {_interval_text(wa.low, wa.high)}, "
+        lines.append(f"Wilson {ev.confidence_percent(alpha)}%: A {_interval_text(wa.low, wa.high)}, "
                      f"B {_interval_text(wb.low, wb.high)}")
         lines += _unpaired_test_lines(test, results)
         # a benchmark to come is sized for the scores' gap: where each percentage is k/N for
@@ -351,7 +351,12 @@ def _count_notes(a: PercentageCount, b: PercentageCount) -> list[str]:
 
 def cmd_prefix(args: argparse.Namespace) -> LinesReport:
     from ridgeline.cli_engine import checked_engine_version
-    from ridgeline.engine_choices import block_size_refusal, block_source, engine_block_size
+    from ridgeline.engine_choices import (
+        block_size_refusal,
+        block_source,
+        engine_block_size,
+        vllm_newer_than_read,
+    )
     from ridgeline.engines import engine_id
     from ridgeline.prefix import BLOCK_SETTINGS, prefix_reuse, tokenize
 
@@ -385,7 +390,7 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
             source = (f"{name}'s on {card}, as `ridgeline fit` sizes its pool"
                       + (f", not the {block} asked" if args.block_size else ""))
         else:
-            source += f", {name}'s too"
+            source += f"; {name}'s cache on {card} runs in it"  # the model forces no other
         block = forced
     r = replace(prefix_reuse(a, b, block, setting, source), block_reason=reason)
     common, reused = r.common_prefix_tokens, r.tokens_reused
@@ -396,6 +401,11 @@ def cmd_prefix(args: argparse.Namespace) -> LinesReport:
              f"({r.fraction_of_b_reused:.1%} of prompt B), {r.tokens_to_recompute} recomputed",)
     partial = min(common, r.prompt_b_tokens - 1) - reused
     notes = []
+    newest = vllm_newer_than_read(version) if engine == "vllm" else ""
+    if newest:  # as SGLang's next minor is taken at its newest's rules, and said so
+        notes.append(f"vLLM {version} is newer than the newest release ridgeline has read "
+                     f"({newest}): read at {newest}'s rules, its default block size may have "
+                     "moved")
     if engine == "trtllm" and partial > 0:
         notes.append(f"TensorRT-LLM also reuses a block matched in part by default "
                      f"(kv_cache_config.enable_partial_reuse), up to {partial} more "

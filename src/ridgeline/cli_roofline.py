@@ -87,6 +87,8 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
     _engine_without_model(args)
     acc = load_accelerator(args)
     dep = _served_deployment(args, acc) if args.model else None
+    if dep is not None and args.compute_dtype:
+        _weights_run_at(args.compute_dtype, dep)
     bpw, kvb, weights_from = (2.0, 2.0, "") if dep else _element_bytes(args)
     try:
         dtype = args.compute_dtype or (dep.dense_compute_dtype if dep
@@ -104,6 +106,33 @@ def cmd_roofline(args: argparse.Namespace) -> Any:
         if not fixes:
             raise
         raise InputError(f"{exc}{fixes}") from None
+
+
+def _weights_run_at(dtype: str, dep: Any) -> None:
+    """--compute-dtype narrower than --model's weights is refused: no engine multiplies
+    2-byte weights at fp8 (a W16A8 step); vLLM quantizes the checkpoint first (-q fp8), and
+    then each weight reads 1 byte, so llama-3.1-70b's bf16 at --compute-dtype fp8 would put
+    the H100's ridge at batch 591 where the fp8 step it names reaches it at 296. Narrower
+    weights than the dtype (int4 at fp8, W4A8) pass; so does a wider dtype (bf16 of fp8)."""
+    from ridgeline.params import count_params
+    from ridgeline.precision import weight_format
+    from ridgeline.quantization import LINEAR_CATEGORIES
+
+    own = weight_format(_WEIGHTS_AT.get(dtype, dtype))  # the weights a step at dtype reads
+    if own.bits_per_weight >= 16:
+        return
+    params = count_params(dep.model).by_category
+    wide = {c: dep.weights.format_of(c) for c in LINEAR_CATEGORIES if params.get(c)}
+    wide = {c: f for c, f in wide.items() if dtype not in f.compute_dtypes
+            and int(f.bits_per_weight) > int(own.bits_per_weight)}
+    if wide:
+        formats = " and ".join(sorted({f.id for f in wide.values()}))
+        online = " (vLLM's -q fp8 quantizes them at load)" if own.id == "fp8" else ""
+        raise InputError(
+            f"--compute-dtype {dtype} multiplies {own.id} weights, and {dep.model.name}'s "
+            f"{' and '.join(c.replace('_', ' ') for c in wide)} weights are {formats}: no engine runs "
+            f"{dtype} matmuls on them unquantized; add --weights {own.id}{online}, or leave "
+            "--compute-dtype out for their own dtype")
 
 
 def _served_deployment(args: argparse.Namespace, acc: Any) -> Any:

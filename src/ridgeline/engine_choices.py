@@ -115,13 +115,21 @@ def block_size_problem(engine: str, version: str | None, block: int) -> str:
     gt=0). An engine without a list here is not checked."""
     row = load_data("engine_choices.json")["block_size"].get(engine)
     release = sized_version(engine, version)
-    if row is None or release is None or block in row["choices"] \
-            or not release_before(engine, release, row["choices_until"]):
+    if row is None or release is None or not release_before(engine, release,
+                                                            row["choices_until"]):
+        return ""
+    # a choice a later release added (vLLM's 256, from 0.11.0) is none of an earlier one's
+    choices = [c for c in row["choices"]
+               if not release_before(engine, release, row.get("choices_from", {}).get(str(c)))]
+    if block in choices:
         return ""
     said = f"{engine_name(engine)} {release}" + ("" if version is not None
                                                  else " (the default --engine-version)")
-    return (f"{said}'s --block-size is one of {', '.join(map(str, row['choices']))}; got "
-            f"{block} (from v{row['choices_until']}, any block of 1 token or more)")
+    added = [f"{c} from v{row['choices_from'][str(c)]}" for c in row["choices"]
+             if c not in choices]
+    return (f"{said}'s --block-size is one of {', '.join(map(str, choices))}; got "
+            f"{block} ({''.join(a + '; ' for a in added)}from v{row['choices_until']}, any "
+            "block of 1 token or more)")
 
 
 def tokens_per_block_problem(block: int) -> str:
@@ -174,7 +182,23 @@ def block_source(engine: str, version: str | None = None, card: str = "",
     if engine != "vllm":
         return f"{engine_name(engine)}'s default"
     where = card or ("ROCm" if vendor == "amd" else "NVIDIA GPUs")
-    return f"vLLM {vllm_accounting(version).version}'s default on {where}"
+    asked = vllm_accounting(version).version
+    newest = vllm_newer_than_read(asked)
+    if newest:  # no default of a release ridgeline has not read: the newest read's, said so
+        return f"vLLM {newest}'s default on {where}, the newest release read, taken for {asked}"
+    return f"vLLM {asked}'s default on {where}"
+
+
+def vllm_newer_than_read(version: str | None) -> str:
+    """The newest vLLM release ridgeline has read (engines.json newest_checked, 0.34) where
+    ``version`` is a later minor one (0.99, which vllm_accounting prices at 0.34's rules),
+    else "" (0.34.1, a patch of it, is read as it)."""
+    from ridgeline.vllm_memory import parse_version, vllm_data
+
+    newest = str(vllm_data()["newest_checked"])
+    if version is None or parse_version(version)[:2] <= parse_version(newest)[:2]:
+        return ""
+    return newest
 
 
 def flash_attn_value(text: str) -> str:

@@ -15,9 +15,20 @@ from decimal import Decimal, InvalidOperation
 from ridgeline.errors import InputError
 
 
+def confidence_percent(alpha: float) -> str:
+    """The level 1 − alpha as a percentage, to six figures where they say it (0.05: "95",
+    1/3: "66.6667"), else to every digit alpha was given in (1e-7: "99.99999", not the
+    "100" six figures round it to, an interval no finite sample gives)."""
+    text = f"{(1 - alpha) * 100:.6g}"
+    if float(text) < 100:
+        return text
+    exact = Decimal(100) - Decimal(repr(alpha)) * 100
+    return format(exact.normalize(), "f")
+
+
 def overlapping_intervals_note(alpha: float = 0.05) -> str:
     """Why overlapping intervals at level 1 − alpha settle nothing, at the level asked."""
-    return OVERLAPPING_INTERVALS_NOTE.replace("95%", f"{(1 - alpha) * 100:g}%").replace(
+    return OVERLAPPING_INTERVALS_NOTE.replace("95%", f"{confidence_percent(alpha)}%").replace(
         "at 0.05", f"at {alpha:g}")
 
 

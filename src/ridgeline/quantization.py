@@ -232,8 +232,10 @@ def _uniform_format(method: str, qc: Mapping[str, Any], origin: str) -> str:
         if group == 0 or group < -1:
             raise InputError(f"{origin}: quantization_config.group_size is {group}: a group "
                              "holds some weights (-1: one group per row)")
-        if group == 128 or group == -1:  # -1: one group per row, the scales are negligible
+        if group == 128:
             return f"{method}-int4"
+        if group == -1:  # one group a row: one scale and zero an output row, not one a 128
+            return f"{method}-int4-channel"
         known = {("gptq", 32), ("gptq", 64), ("awq", 64)}  # formats.json ids
         if (method, group) in known:
             return f"{method}-int4-g{group}"
@@ -440,7 +442,7 @@ def _compressed_int4(weights: Mapping[str, Any], origin: str) -> str:
     and symmetric (absent: true), as compressed-tensors' quant_args.py infers them. The
     pack-quantized layout (compressors/quantized_compressors/pack_quantized.py) packs eight
     values an int32 and, for an asymmetric group or channel scheme only, the zero points too.
-    One scale per row (channel) is fewer scales than one per 128 weights: read as group 128."""
+    One scale per row (channel): int4-channel-sym, or GPTQ's per-row bits asymmetric."""
     group = _whole(weights, origin, "group_size")
     strategy = str(weights.get("strategy") or (
         "tensor" if group is None else "group" if group > 0 else "channel")).lower()
@@ -453,8 +455,8 @@ def _compressed_int4(weights: Mapping[str, Any], origin: str) -> str:
         raise InputError(f"{origin}: compressed-tensors int4 with {shorten(str(scale_dtype))} "
                          "scales is not supported (bfloat16 or float16 only)")
     if strategy == "channel":
-        group = 128
-    elif strategy != "group":
+        return "int4-channel-sym" if symmetric else "gptq-int4-channel"
+    if strategy != "group":
         raise InputError(f"{origin}: compressed-tensors int4 with strategy {strategy!r} is not "
                          "supported (vLLM's W4A16 takes 'group' or 'channel')")
     if group is None or group <= 0:

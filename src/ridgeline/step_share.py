@@ -31,8 +31,8 @@ def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
     from ridgeline.capacity import context_refusal, engine_seats  # the engines' memory: heavy
 
     fit = decode_floor(dep, batch, context).fit
-    if not fit.fits:
-        return f"{fit.headline()} (batch {batch:,}, context {context:,})"
+    if not fit.fits:  # in the words of the pool's refusals below: "does not fit: ..."
+        return f"{fit.does_not_fit} (batch {batch:,}, context {context:,})"
     seats = engine_seats(dep, context, max_model_len=context)
     held = seats.held
     if held is None or held >= batch:
@@ -42,6 +42,10 @@ def decode_refusal(dep: Deployment, batch: int, context: int) -> str | None:
         return (f"does not run: {dep.engine}'s {knob} lets at most {held:,} sequences run at "
                 f"once, fewer than batch {batch:,} (its KV pool would hold more at {context:,} "
                 "tokens of context; `ridgeline fit` for the breakdown)")
+    if held == 0 and not context_refusal(dep, context):  # the weights fit the card, not the pool
+        return (f"does not fit: {dep.engine}'s KV pool holds no sequence of {context:,} tokens: "
+                f"the {fit.weight_bytes / 1e9:,.1f} GB of weights and what the engine reserves "
+                "beside them leave it no room (`ridgeline fit` for the breakdown)")
     return "does not fit: " + (
         context_refusal(dep, context)
         or f"{dep.engine}'s KV pool runs {held:,} of batch {batch:,} at {context:,} tokens "

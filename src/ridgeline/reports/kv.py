@@ -162,6 +162,12 @@ class KVReport:
                             self.engine_pool_caution) if c]
 
     @property
+    def context_refused(self) -> bool:
+        """A budget was named and the context is past the one engines serve the model at:
+        no engine starts with it, so the count is the memory's arithmetic, not a fit."""
+        return self.budget_bytes is not None and bool(self.context_caution)
+
+    @property
     def bytes_per_sequence(self) -> float:
         return self.footprint.stored_bytes(self.replication)
 
@@ -213,19 +219,32 @@ class KVReport:
             else max(0.0, -self.budget_bytes),
             "budget": self.budget_label,
             "conversations": self.conversations,
-            "fits": None if self.conversations is None else self.conversations > 0,
+            "fits": None if self.conversations is None
+            else self.conversations > 0 and not self.context_refused,
+            "context_refused": self.context_refused,
             "shortfall_bytes": self.shortfall_bytes,
             "bytes_per_token_now": self.bytes_per_token_now,
             "cautions": self.cautions,
         }
 
     def verdict(self) -> str:
-        """DOES NOT FIT and by how much, where a card or --memory-gib was given and not one
+        """DOES NOT FIT, where a card or --memory-gib was given: first for a context engines
+        refuse (llama-3.1-8b at 200,000 tokens, past its 131,072: the count below is the
+        memory's arithmetic only), then by how much the memory falls short where not one
         conversation fits (the weights alone overflowing the card, or one conversation's cache
         the memory beside them, or the budget given for the cache alone); empty where one fits
         or no budget was named."""
         if self.budget_bytes is None:
             return ""
+        if self.context_refused:
+            memory = self._memory_verdict()
+            return (f"DOES NOT FIT: {self.context_caution}; the count below is the memory's "
+                    "arithmetic only" + (memory.replace("DOES NOT FIT:", "\nnor does the "
+                                                        "memory hold one:", 1)))
+        return self._memory_verdict()
+
+    def _memory_verdict(self) -> str:
+        assert self.budget_bytes is not None
         if self.budget_bytes < 0:
             return (f"DOES NOT FIT: the weights alone exceed the memory by "
                     f"{-self.budget_bytes / 1e9:,.1f} GB")
@@ -243,7 +262,7 @@ class KVReport:
         state = f", {self.state_dtypes.label()}" if self.state_dtypes else ""
         tokens = plural(self.context, "token")
         verdict = self.verdict()  # on line 1, as fit's, decode's and roofline's
-        lines = [verdict] if verdict else []
+        lines = verdict.splitlines()
         lines += [f"{self.model}, {self.kv_dtype} cache{state}, {self.context:,} {tokens} of "
                   "context", ""]
         rows = [[r.kind, str(r.layers), fmt_binary_bytes(r.bytes_per_token),
@@ -272,7 +291,9 @@ class KVReport:
                             if self.replication != 1 else ""))
         if self.budget_bytes is not None:
             lines.append(f"budget: {self.budget_label}")
-            lines.append(f"conversations of {self.context:,} {tokens} that fit: "
+            held = " the memory holds (arithmetic only: engines refuse this context)" \
+                if self.context_refused else " that fit"
+            lines.append(f"conversations of {self.context:,} {tokens}{held}: "
                          f"{self.conversations:,}"
                          + (f" ({self.ranks} data-parallel ranks of "
                             f"{(self.conversations or 0) // self.ranks:,}, each in its own "
@@ -280,7 +301,8 @@ class KVReport:
                          + " (raw memory and each conversation's exact bytes, before any "
                          "engine's overheads or its whole blocks; `ridgeline fit` sizes an "
                          "engine's KV pool and counts its blocks)")
-        return lines + [f"caution: {c}" for c in self.cautions]
+        said = self.context_caution if self.context_refused else ""  # on line 1 already
+        return lines + [f"caution: {c}" for c in self.cautions if c != said]
 
 
 _NAMES = {FULL: "full attention", SLIDING: "sliding window", CHUNKED: "chunked attention",

@@ -67,6 +67,12 @@ class MoEReport:
     # checkpoint as stored)
     identity: tuple[tuple[str, Any], ...] = ()
     weights_check: FitCheck | None = None  # the weights against the GPUs' memory
+    copies: str = ""  # the GPUs' weights beyond weight_bytes_total (TP copies), in words
+
+    @property
+    def gpu_weight_bytes(self) -> float:
+        """The weights the GPUs hold together, TP copies included (the fit line's)."""
+        return self.weights_check.weight_bytes if self.weights_check else self.weight_bytes_total
 
     @property
     def article_intensity_per_batch(self) -> float:
@@ -76,7 +82,7 @@ class MoEReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in vars(self).items()
-                if k not in ("rows", "steps", "fit", "identity", "weights_check")}
+                if k not in ("rows", "steps", "fit", "identity", "weights_check", "copies")}
         data["ridge_flop_per_byte"] = data.pop("ridge")
         data["article_bf16_ridge_flop_per_byte"] = data.pop("article_bf16_ridge")
         data["rows"] = [dict(vars(r)) for r in self.rows]
@@ -116,8 +122,10 @@ class MoEReport:
         lines += [
             "",
             f"MoE cuts traffic, not capacity: all {self.weight_bytes_total / GB:,.1f} GB of "
-            f"weights stay in memory ({self.expert_bytes / GB:,.1f} GB of it experts), because "
-            "the router can send the next token to any expert.",
+            f"weights stay in memory ({self.expert_bytes / GB:,.1f} GB of it experts"
+            + (f"; {self.gpu_weight_bytes / GB:,.1f} GB on the GPUs with the {self.copies}"
+               if self.copies else "")
+            + "), because the router can send the next token to any expert.",
         ]
         return lines
 
@@ -160,9 +168,11 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
     )
     fits = device_fit(dep)
     sixteen = dep.accelerator.first_supported(("bf16", "fp16"))
+    copies = _copies_words(dep)
     overflow = "" if fits.fits else (
-        f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {dep.accelerator.id}): the "
-        "figures below are arithmetic only")
+        f"{fits.headline()} (the weights alone, on {dep.num_gpus} x {dep.accelerator.id}"
+        + (f": {dep.weight_bytes / GB:,.1f} GB as stored + {copies}" if copies else "")
+        + "): the figures below are arithmetic only")
     report = MoEReport(spec.name, dep.accelerator.id, moe.num_experts, moe.experts_per_token,
                        moe.num_shared_experts, moe.routed_fraction, ridge, article_batch, better,
                        dep.weight_bytes, dep.expert_bytes, bpw, rows,
@@ -171,9 +181,19 @@ def moe_report(dep: Deployment, batches: list[int] | None = None) -> MoEReport:
                            dep.accelerator, sixteen, 2.0, moe.routed_fraction),
                        ridge_point(dep.accelerator.peak(sixteen),
                                    dep.accelerator.memory_bandwidth_bytes_per_s), dep.num_gpus,
-                       weights_check=fits)
+                       weights_check=fits, copies=copies)
     return replace(report, steps=(() if fits.fits else (fits.shortfall_step(),)) + steps
                    + _header_steps(dep, report, sixteen))
+
+
+def _copies_words(dep: Deployment) -> str:
+    """The weights the GPUs hold beyond the checkpoint's, as `kv`'s budget line says them, or
+    "" under 0.05 GB (moe takes no data parallelism): DeepSeek-V3 on 8 H100s at TP8 holds
+    673.2 GB as stored and 8.0 GB of what every tensor-parallel rank keeps whole, 681.1 GB
+    against the memory."""
+    if dep.tp_copies_bytes < 0.05e9:  # shown as 0.1 GB or more
+        return ""
+    return f"{dep.tp_copies_bytes / GB:,.1f} GB of copies every tensor-parallel rank keeps whole"
 
 
 def _header_steps(dep: Deployment, r: MoEReport, sixteen: str) -> tuple[Step, ...]:

@@ -216,7 +216,10 @@ def _times_tokens(what: str, bytes_per_weight: float) -> str:
     ratio = intensity_per_token(bytes_per_weight)
     if abs(ratio - 1.0) < 1e-9:
         return f"{what} itself, at 2-byte weights"
-    return f"{what} × {ratio:.3g}, at {bytes_per_weight:.3g}-byte weights"
+    # a hair off 2 bytes (a GGUF's bf16 with f32 norms, 2.0001) keeps the digits that show it:
+    # "× 1" would not say why 4,000 prompt tokens read 3,999.9
+    digits = 3 if f"{ratio:.3g}" != "1" else 5
+    return f"{what} × {ratio:.{digits}g}, at {bytes_per_weight:.{digits}g}-byte weights"
 
 
 def _attention_step(dep: Deployment, intensity: float, kv_bytes: float) -> Step:
