@@ -274,7 +274,7 @@ def disaggregated_candidates(model: ModelSpec, load: Load, slo: Slo, gpus: Seque
             c = Candidate(acc.id, tp, 1, weights, kv, seats, lo, tpot,
                           prefill_s + transfer_s, lo / (osl * tpot), x + y,
                           prices.get(acc.id), *calibration(profile, acc, engine),
-                          (profile.band_low, profile.band_high), disaggregated=f"{x}P{y}D",
+                          profile.band_on(acc), disaggregated=f"{x}P{y}D",
                           prefill_replicas=x, max_model_len=max_len,
                           pool_knobs=((seats, None),) * 2 if seats else (),
                           disable_hybrid_kv_cache_manager=switches.disable_hybrid_kv_cache_manager,

@@ -192,6 +192,16 @@ class EngineProfile:
                 f"and this prices the {acc.id} at batch {batch:,}, past that "
                 f"range{edge} (a measurement at this batch, `ridgeline calibrate`, settles it)")
 
+    def band_on(self, acc: Accelerator) -> tuple[float, float]:
+        """The measured ÷ predicted rates an expectation on ``acc`` is banded by: the fit's
+        (band_low .. band_high), widened UNSEEN_GROUP_BAND times each way where the fit saw
+        too few rows on the card's group (calibration_caution), its efficiencies then another
+        group's. The bundled llama.cpp-vulkan profile's 0.71 .. 1.35 on an RTX 4090 (no GeForce
+        row) reads 0.24 .. 4.05."""
+        if not self.calibration_caution(acc):
+            return self.band_low, self.band_high
+        return self.band_low / UNSEEN_GROUP_BAND, self.band_high * UNSEEN_GROUP_BAND
+
     def band_s(self, time_s: float) -> tuple[float, float]:
         """A predicted time's band: measured ÷ predicted rates ran band_low..band_high in the
         fit, so the time runs time ÷ band_high .. time ÷ band_low."""
@@ -405,6 +415,11 @@ def _share_story(base: float, groups: Mapping[str, float], group: str,
 
 
 MIN_GROUP_ROWS = 8  # a group gets its own multiplier only with this many rows
+# How many times wider each way an expectation's band reads where the profile saw fewer than
+# MIN_GROUP_ROWS rows on the card's group: such rows held out miss by 2-12x, not the fit's
+# p10/p90 (docs/accuracy.md: llama.cpp-vulkan's 5 rows held out by source, median 115 %;
+# an MI300X's prompts 12x and a Radeon 8060S's 4-5x with no like card to learn from).
+UNSEEN_GROUP_BAND = 3.0
 MAX_OVERHEAD_S = 10.0  # a fixed cost per step or layer past this is not an engine's
 MAX_MULTIPLIER = 100.0  # a group's efficiency multiplier, a band's upper edge
 # the least share of a rated figure a profile's efficiency, multiplier or band edge may be:

@@ -155,8 +155,9 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         out["agg_floor"].append([f.aggregate_tok_s if f else None for f in floors])
         out["user_exp"].append([1 / t if t else None for t in expected])
         out["agg_exp"].append([b / t if t else None for b, t in zip(BATCHES, expected)])
-        # the band as decode gives it: the time's band (profile.band_s), as tokens/s
-        bands = [profile.band_s(t) if t else None for t in expected]
+        # the band as decode gives it: the time's band (profile.band_on the card), as tokens/s
+        slowest, fastest = profile.band_on(dep.accelerator)
+        bands = [(t / fastest, t / slowest) if t else None for t in expected]
         out["agg_low"].append([b / band[1] if band else None for b, band in zip(BATCHES, bands)])
         out["agg_high"].append([b / band[0] if band else None
                                 for b, band in zip(BATCHES, bands)])

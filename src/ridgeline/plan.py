@@ -136,7 +136,7 @@ def _evaluate(args: Job) -> Candidate | None:
     # plan then says how many the load needs
     calibrated, why = calibration(profile, acc, engine)
     return Candidate(acc.id, tp, pp, weights, kv, seqs, batch, tpot, ttft, rate, replicas, price,
-                     calibrated, why, (profile.band_low, profile.band_high),
+                     calibrated, why, profile.band_on(acc),
                      expert_parallel=ep, max_num_batched_tokens=budget, rate_limits=limits,
                      max_model_len=max_len, data_parallel=ranks,
                      pool_at_launch=pool_at_launch(dep, settings, max_len),

@@ -33,10 +33,11 @@ from ridgeline.cost import (
 from ridgeline.cpu_offload import cpu_offload_note
 from ridgeline.deployment import Deployment
 from ridgeline.engine_names import engine_name
-from ridgeline.engines import EngineProfile
+from ridgeline.engines import UNSEEN_GROUP_BAND, EngineProfile
 from ridgeline.explain import Quantity, Step, q, step
 from ridgeline.floors import DecodeFloor, PrefillFloor, floor_time_s, prefill_floor
 from ridgeline.graph_batches import captured
+from ridgeline.hardware import Accelerator
 from ridgeline.llamacpp_batching import (
     llamacpp_n_batch,
     llamacpp_n_ubatch,
@@ -153,7 +154,7 @@ class Expectation:
     def of(cls, dep: Deployment, batch: list[Seq], profile: EngineProfile) -> Expectation:
         cost = step_cost(dep, batch, profile)
         t = cost.time_s
-        low, slow, band = band_edges(profile, t, floor_time_s(dep, batch))
+        low, slow, band = band_edges(profile, t, floor_time_s(dep, batch), dep.accelerator)
         return cls(profile.engine, t, low, slow, profile.source,
                    (*_expectation_steps(dep, batch, profile, cost), *band),
                    profile.compute_fitted, profile.calibration_caution(dep.accelerator))
@@ -193,7 +194,7 @@ class Expectation:
                        f"⌈{prompt:,} ÷ {ubatch}⌉"),
                      *_ubatch_times(dep, profile, parts))
         floor = prefill_floor(dep, prompt, batch, ubatch, n_batch=n_batch).time_s
-        low, slow, band = band_edges(profile, t, floor)
+        low, slow, band = band_edges(profile, t, floor, dep.accelerator)
         return cls(profile.engine, t, low, slow, profile.source, (*head, total, *band),
                    profile.compute_fitted, profile.calibration_caution(dep.accelerator),
                    ubatches)
@@ -242,7 +243,8 @@ class Expectation:
                        f"⌈{own} ÷ ⌊{tokens:,} ÷ {prompt:,}⌋⌉: whole prompts a step"),
                      *_step_times(steps, trips))
         low, slow, band = band_edges(profile, t, prefill_floor(dep, prompt, batch,
-                                                              chunk_tokens=tokens).time_s)
+                                                              chunk_tokens=tokens).time_s,
+                                     dep.accelerator)
         # the first prompt (a rank's first, under data-parallel attention) ends in the step
         # its last chunk runs in: the first whole; chunked, the ⌈prompt ÷ budget⌉-th
         first_step = -(-prompt // tokens) if chunked else 1
@@ -290,27 +292,34 @@ def _ubatch_times(dep: Deployment, profile: EngineProfile,
                  for t in times)
 
 
-def band_edges(profile: EngineProfile, time_s: float, floor_s: float
-               ) -> tuple[float, float, tuple[Step, ...]]:
+def band_edges(profile: EngineProfile, time_s: float, floor_s: float,
+               acc: Accelerator | None = None) -> tuple[float, float, tuple[Step, ...]]:
     """The band around an expected time, its fast and slow edges and the two steps that give
     them: the profile's fit saw measured ÷ predicted rates from band_low to band_high
     (EngineProfile.band_s), so the time runs time ÷ band_high .. time ÷ band_low, the fast
     edge held between the floor (no engine beats it) and the expectation itself. A profile's
     default band, 0.8 .. 1.25 (EngineProfile), puts a 10 ms step at 8–12.5 ms; the bundled
-    vllm profile's fitted 0.822 .. 1.129, at 8.86–12.16 ms."""
-    fast, slow = profile.band_s(time_s)
+    vllm profile's fitted 0.822 .. 1.129, at 8.86–12.16 ms. On ``acc`` where the fit saw too
+    few of its group's rows, the rates are EngineProfile.band_on's, UNSEEN_GROUP_BAND wider."""
+    slowest, fastest = (profile.band_low, profile.band_high) if acc is None else \
+        profile.band_on(acc)
+    widened = (slowest, fastest) != (profile.band_low, profile.band_high)
+    fast, slow = time_s / fastest, time_s / slowest
     low = min(time_s, max(fast, floor_s))
     src = f"{profile.engine} profile: measured ÷ predicted rates in its fit"
+    wide = (f" × {UNSEEN_GROUP_BAND:g}: it saw too few rows on this card's group, whose "
+            "efficiencies it borrows" if widened else "")
     edge = ("max(expected ÷ fastest rate, floor), at most expected: no engine beats the floor"
             if fast < floor_s or fast > time_s else "expected ÷ fastest rate")
     return low, slow, (
         step("band, fast edge", edge, q("fast edge", low * 1e3, "ms"),
              q("expected", time_s * 1e3, "ms"),
-             q("fastest rate", profile.band_high, "", f"{src}, its band_high"),
+             q("fastest rate", fastest, "", f"{src}, its band_high{wide}"),
              *([q("floor", floor_s * 1e3, "ms")] if fast < floor_s else [])),
         step("band, slow edge", "expected ÷ slowest rate", q("slow edge", slow * 1e3, "ms"),
              q("expected", time_s * 1e3, "ms"),
-             q("slowest rate", profile.band_low, "", f"{src}, its band_low")))
+             q("slowest rate", slowest, "", f"{src}, its band_low"
+               + (wide.replace(" × ", " ÷ ", 1) if widened else ""))))
 
 
 def expected_speed_steps(e: Expectation, batch: int) -> tuple[Step, ...]:

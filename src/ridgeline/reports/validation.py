@@ -331,6 +331,21 @@ def _family(name: str) -> str:
         return name
 
 
+# the summary tables that split a group's KV-capacity rows from its speed rows: the memory
+# model's 1–2 % would otherwise set an engine's median, read as its speed's
+KIND_SPLIT = ("engine", "family", "gpu")
+KV_GROUP = ": KV capacity"  # a capacity row's group, after the engine's or card's name
+
+
+def _group(row: Measurement, column: str) -> str:
+    """The summary group a row falls in under ``column``: the card by its catalog id
+    (h100, 'NVIDIA H100 80GB HBM3' alike), the accelerator group, or the column's value; an
+    engine's or card's KV-capacity rows apart, as 'vllm: KV capacity'."""
+    name = (_card(row.gpu) if column == "gpu" else _family(row.gpu) if column == "family"
+            else str(getattr(row, column)))
+    return name + KV_GROUP if column in KIND_SPLIT and row.metric in KV_METRICS else name
+
+
 def _stats_rows(stats: Sequence[ErrorStats]) -> list[list[str]]:
     return [[s.group, str(s.rows), f"{s.median_abs_error:.1%}", f"{s.p90_abs_error:.1%}",
              f"{s.max_abs_error:.1%}", f"{s.within_10_percent:.0%}",
@@ -364,14 +379,10 @@ class ValidationReport:
 
     def _by(self, column: str) -> list[ErrorStats]:
         lookup = {r.id: r for r in self.rows}
-        if column == "gpu":  # one card, however a row names it (h100, 'NVIDIA H100 80GB HBM3')
-            return error_stats(self.predictions, lambda p: _card(lookup[p.id].gpu))
-        if column == "family":
-            return error_stats(self.predictions, lambda p: _family(lookup[p.id].gpu))
         if column == "fit":  # the rows its profile was fitted on apart from the others
             return error_stats(self.predictions, lambda p: f"{p.metric}: " + (
                 "in sample" if p.id in self.in_sample else "out of sample"))
-        return error_stats(self.predictions, lambda p: str(getattr(lookup[p.id], column)))
+        return error_stats(self.predictions, lambda p: _group(lookup[p.id], column))
 
     def _sample_counts(self) -> tuple[int, int]:
         """(scored rows their profile was fitted on, scored rows)."""
@@ -412,8 +423,7 @@ class ValidationReport:
         kept = [p for p in self.predictions if p.id not in explained]
         without = {s.group: s for s in ValidationReport(self.rows, tuple(kept), ())._by(column)}
         lookup = {r.id: r for r in self.rows}
-        touched = {_card(lookup[i].gpu) if column == "gpu" else str(getattr(lookup[i], column))
-                   for i in explained}
+        touched = {_group(lookup[i], column) for i in explained}
         return [(s, without.get(s.group)) for s in self._by(column) if s.group in touched]
 
     def _outlier_lines(self, outliers: tuple[OutlierRow, ...]) -> list[str]:
@@ -536,6 +546,10 @@ class ValidationReport:
                      "(a time's measured ÷ predicted − 1, so its sign is the opposite of its "
                      "error's): + where the prediction promises more than measured (faster, or "
                      "more capacity)")
+        if any(p.error is not None and p.metric in KV_METRICS for p in self.predictions):
+            lines.append(f"'{KV_GROUP[2:]}' after an engine, group or card: its KV-capacity "
+                         "rows (the memory model's pool, no step time), apart from its speed "
+                         "rows")
         unpredicted = sum(1 for p in self.predictions if p.predicted is None)
         scored = len(self.predictions) - unpredicted
         slips = len(self.slips)
