@@ -400,22 +400,23 @@ LONG = ("simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--ra
         "--num-requests", "3", "--input-len", "10000", "--output-len", "5", "--json")
 
 
-def test_trtllm_chunked_prefill_in_the_yaml_is_its_flag_and_lifts_the_whole_context_caution(
+def test_trtllm_chunked_prefill_in_the_yaml_is_its_flag_and_lifts_the_whole_context_refusal(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """enable_chunked_prefill: true runs the prompts past max_num_tokens in chunks as the
-    engine then would, so simulate's caution that it would not run them goes; the file's
+    engine then would, where without it the engine refuses them (exit 2); the file's
     key is the command line's switch, in either spelling, and its false wins over it."""
     on = yaml_file(tmp_path, "enable_chunked_prefill: true\n")
     chunked = json.loads(answer(capsys, *LONG, "--extra_llm_api_options", on))
     assert chunked == json.loads(answer(capsys, *LONG, "--enable_chunked_prefill")) \
         == json.loads(answer(capsys, *LONG, "--enable-chunked-prefill"))
-    whole = json.loads(answer(capsys, *LONG))
-    assert [c for c in whole["cautions"] if "enable_chunked_prefill is off" in c]
+    text = LONG[:-1]  # the refusal in its one line
+    whole = refusal(capsys, *text)  # off, the engine refuses every one of them
+    assert "enable_chunked_prefill is off" in whole and chunked["completed"] == 3
     assert not [c for c in chunked["cautions"] if "enable_chunked_prefill is off" in c]
     assert "chunked prefill" in chunked["settings"]["capacity_policy"]
     off = yaml_file(tmp_path, "enable_chunked_prefill: false\n", "off.yaml")
-    assert json.loads(answer(capsys, *LONG, "--enable_chunked_prefill", "--config", off)) \
-        == whole == json.loads(answer(capsys, *LONG, "--config", off))
+    assert refusal(capsys, *text, "--enable_chunked_prefill", "--config", off) \
+        == whole == refusal(capsys, *text, "--config", off)
 
 
 def test_trtllm_chunked_prefill_changes_nothing_a_pool_holds(

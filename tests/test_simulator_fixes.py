@@ -289,16 +289,32 @@ def test_trtllm_whole_contexts_keep_the_fast_path_equal_to_the_step_loop() -> No
     assert fast.rec.over_budget_prompts == slow.rec.over_budget_prompts > 0
 
 
-def test_a_trtllm_prompt_past_max_num_tokens_is_cautioned(
+def test_a_trtllm_prompt_past_max_num_tokens_is_refused_as_the_engine_refuses_it(
         capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorRT-LLM, enable_chunked_prefill off, refuses a prompt past max_num_tokens ("The
+    sum of prompt length …, query length (0) should not exceed max_num_tokens"): three such
+    prompts are every request, so simulate answers "does not run" (exit 2), not latencies of
+    a chunked engine; beside shorter prompts they are counted rejected, with the remedy."""
+    code, out, err = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                             "trtllm", "--rate", "1", "--num-requests", "3", "--input-len",
+                             "10000", "--output-len", "5")
+    assert code == 2 and "refused every request" in err and "max_num_tokens 8,192" in err
+    assert "--enable_chunked_prefill" in err and len(err.strip().splitlines()) == 1
+    code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--engine",
+                           "trtllm", "--rate", "1", "--num-requests", "20", "--input-len",
+                           "uniform:6000,10000", "--output-len", "5", "--json")
+    report = json.loads(out)
+    over = report["rejected"]
+    assert code == 0 and 0 < over < 20 and report["completed"] == 20 - over
+    assert "contexts whole" in report["settings"]["capacity_policy"]
+    assert [n for reason, n in report["rejected_reasons"].items()
+            if "max_num_tokens 8,192" in reason] == [over]
+    assert any(c.startswith(f"{over} prompts longer than max_num_tokens 8,192") and
+               "refuses them" in c for c in report["cautions"])
     code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--engine",
                            "trtllm", "--rate", "1", "--num-requests", "3", "--input-len",
-                           "10000", "--output-len", "5", "--json")
-    report = json.loads(out)
-    assert code == 0 and report["completed"] == 3
-    assert "contexts whole" in report["settings"]["capacity_policy"]
-    assert any(c.startswith("3 prompts longer than max_num_tokens 8,192")
-               for c in report["cautions"])
+                           "10000", "--output-len", "5", "--enable_chunked_prefill", "--json")
+    assert code == 0 and json.loads(out)["completed"] == 3  # chunked: it runs them
     code, out, _ = run_cli(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--rate", "1",
                            "--num-requests", "3", "--input-len", "10000", "--output-len", "5",
                            "--json")

@@ -91,7 +91,8 @@ def test_a_chunked_trtllm_line_read_back_simulates_as_the_check_ran(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The line and its YAML with enable_chunked_prefill pasted after `ridgeline simulate`
     run the replica as ridgeline's own flags with --enable_chunked_prefill do: its prompts
-    past max_num_tokens chunked with no caution, where the same line without it cautions."""
+    past max_num_tokens chunked with no caution, where the same line without it refuses
+    them, as TensorRT-LLM does (exit 2: every prompt is past it)."""
     c = _replica(tokens=2048, chunked=True)
     launch = trtllm_launch("meta-llama/Llama-3.1-8B", c, 8192, LLAMA)
     config = tmp_path / launch.config_name
@@ -109,7 +110,9 @@ def test_a_chunked_trtllm_line_read_back_simulates_as_the_check_ran(
     assert pasted == simulate(*_own_flags("meta-llama/Llama-3.1-8B", c, 8192))[0]
     assert not said
     whole = replace(c, enable_chunked_prefill=False)
-    assert simulate(*_own_flags("meta-llama/Llama-3.1-8B", whole, 8192))[1]
+    code, _, err = run_cli(capsys, "simulate", *_own_flags("meta-llama/Llama-3.1-8B", whole,
+                                                            8192), *load[:-1])
+    assert code == 2 and "enable_chunked_prefill is off" in err
 
 
 def test_an_fp8_kv_cache_puts_the_memory_fraction_in_the_yaml_beside_it() -> None:

@@ -236,17 +236,18 @@ def test_a_fixed_length_reads_as_the_other_counts_do() -> None:
 
 def test_a_trace_slower_than_the_rate_floor_is_refused_as_that_rate_is(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """plan takes a trace's mean rate as its load: two requests 10^9 s apart are 10^-9 req/s,
+    """plan takes a trace's mean rate as its load: two requests 10^8 s apart are 10^-8 req/s,
     which --rate refuses (under MIN_RATE); the trace had been planned, at $8 billion per
-    million tokens (the GPU's hour over almost no output)."""
+    million tokens (the GPU's hour over almost no output). (10^9 s reads as a unix time
+    beside a 0, refused as a mixed clock: test_trace_clocks.)"""
     from ridgeline.serving_load import Load
     from ridgeline.sim.workload import MIN_RATE
 
-    span_s = 1e9
+    span_s = 1e8
     assert 1 / span_s < MIN_RATE
     trace = tmp_path / "t.csv"
-    trace.write_text(HEADER + f"0,500,100\n{span_s:g},500,100\n")
-    with pytest.raises(InputError, match=r"t\.csv: 2 requests over 1,000,000,000 s are 1e-09"):
+    trace.write_text(HEADER + f"0,500,100\n{span_s:.0f},500,100\n")
+    with pytest.raises(InputError, match=r"t\.csv: 2 requests over 100,000,000 s are 1e-08"):
         Load.from_trace(str(trace))
     assert main(["plan", "llama-3.1-8b", "--trace", str(trace), "--slo-ttft-ms", "500",
                  "--slo-tpot-ms", "50", "--gpus", "h100", "--workers", "1"]) == 2

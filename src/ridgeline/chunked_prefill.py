@@ -250,12 +250,19 @@ def whole_context_reason(turned_off: bool = False) -> str:
 
 
 def over_budget_caution(prompts: int, budget_tokens: int, remedy: str,
-                        turned_off: bool = False) -> str:
+                        turned_off: bool = False, refused: bool = False) -> str:
     """What to say of ``prompts`` that outran TensorRT-LLM's step budget (max_num_tokens,
     ``budget_tokens``), which the simulator chunked though the engine, enable_chunked_prefill
     off, runs a context whole: simulate's caution, with its ``remedy`` (``turned_off``: asked
     for, and turned off again for an MLA model, mla_unchunked_caution). (plan turns it on
-    instead: plan_checks.verify.)"""
+    instead: plan_checks.verify.) ``refused``: the simulator refused them, as the engine
+    does (SimConfig.refuse_past_budget), and the caution gives the remedy."""
+    if refused:
+        return (f"{prompts:,} {plural(prompts, 'prompt')} longer than max_num_tokens "
+                f"{budget_tokens:,}: TensorRT-LLM runs a context whole "
+                f"({whole_context_reason(turned_off)}) and refuses "
+                + ("it, so it is" if prompts == 1 else "them, so they are")
+                + f" counted rejected here ({remedy})")
     return (f"{prompts:,} {plural(prompts, 'prompt')} longer than max_num_tokens "
             f"{budget_tokens:,}: TensorRT-LLM runs a context whole "
             f"({whole_context_reason(turned_off)}) and would not run these; they are "

@@ -68,6 +68,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.engines import engine_id
     from ridgeline.memory import check_block_fits, kv_pool
     from ridgeline.reports.simulate import SimulateReport
+    from ridgeline.reports.simulate_cautions import whole_context_caution
     from ridgeline.sim.config import (
         llamacpp_context,
         sim_config,
@@ -99,7 +100,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.expert_parallel and dep.engine_expert_ranks < 2:
         raise InputError(one_rank_refusal(dep.engine))
     ranks = dep.data_parallel_size
-    spec_args(args)
+    acceptance_given = getattr(args, "spec_acceptance", None) is not None  # (spec_args fills
+    spec_args(args)  # in its default)
     if ranks > 1 and args.spec_tokens and not independent_ranks(dep):  # a dense model's
         # ranks are each a plain engine, drafting as one replica drafts
         given = getattr(args, "spec_given_as", "") or "--spec-tokens"  # the drafter's flags
@@ -140,6 +142,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                         long_prefill_tokens=args.long_prefill_token_threshold or None)
     if args.ignore_eos:
         config = replace(config, ignore_eos=True)
+    # a prompt past the budget of an engine that runs contexts whole: refused, as the engine
+    # refuses it (TensorRT-LLM's "should not exceed max_num_tokens"), not chunked
+    config = replace(config, refuse_past_budget=True)
     refusal = start_refusal(dep, settings, config, None if story else cells)
     if refusal and not args.trace:  # its 'give --max-model-len ≤ N' may refuse every request
         refusal = requests_past_start(dep, settings, args) or refusal
@@ -167,6 +172,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         requests: Any = read_trace(args.trace)
         # the trace's own span, read before a capped run moves a held request's time to its send
         trace_span_s = requests[-1].arrival_s - requests[0].arrival_s
+        if len(requests) > 1:  # plan's floor on a trace's rate, shared
+            from ridgeline.serving_load import check_trace_rate
+
+            check_trace_rate(args.trace, len(requests), trace_span_s)
         count, load = len(requests), (f"trace {args.trace} ({len(requests):,} "
                                       f"{plural(len(requests), 'request')})") + (
             f", {cap_clause(args.concurrency)}" if capped else "")
@@ -237,7 +246,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                          f"{reason}" + (f"; first: {first}" if first else "") + ")"
                          + (f"; each of the {pp} pipeline lanes is simulated with 1/{pp} of "
                             f"the {config.num_blocks:,} blocks, {shared} (`ridgeline fit` "
-                            "sizes that pool)" if split else ""))
+                            "sizes that pool)" if split else "")
+                         + (f"; {over}" if (over := whole_context_caution(
+                             config, result.rec.over_budget_prompts,
+                             settings.enable_chunked_prefill)) else ""))
     if args.window and result.completed and not result.rec.windowed \
             and result.rec.stopped_early:
         raise FellBehind(f"the engine fell hopelessly behind, finishing "
@@ -287,15 +299,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from ridgeline.reports.expectation import context_caution
     from ridgeline.reports.simulate_cautions import (
         full_cache_caution,
+        spec_acceptance_caution,
         uncapped_window_caution,
         version_cautions,
         warmup_caution,
-        whole_context_caution,
     )
     from ridgeline.reports.simulate_overload import overload_rates
     from ridgeline.serving_load import tail_caution
     from ridgeline.sim.data_parallel import dispatch_label
-    from ridgeline.sim.overload import backing_up, saturated_req_s
+    from ridgeline.sim.overload import backing_up, budget_gain, saturated_req_s
     from ridgeline.track_record import track_record_caution
     from ridgeline.vllm_eplb import eplb_step_caution
 
@@ -305,6 +317,10 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     saturated = saturated_req_s(dep, profile, config, requests, args.engine_version) \
         if not args.concurrency and not result.rec.overloaded() and backing_up(result.rec) \
         else None
+    # steps that ran the whole token budget with requests waiting: whether a larger budget
+    # computes more a second (the budget holding an overload back, not the GPU)
+    gain = budget_gain(dep, profile, config.max_num_batched_tokens) \
+        if result.rec.budget_full_steps and not result.rec.fill_observed else None
 
     span: float | None
     if (args.concurrency and not capped_rate(args)) or args.window:  # a closed loop holds its
@@ -343,6 +359,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     lora += (eplb_step_caution(settings.eplb),) if settings.eplb is not None else ()
     cautions = tuple(c for c in (context_caution(dep, config.max_model_len), split_pool, lockstep,
                                  set_aside, *lora,
+                                 spec_acceptance_caution(args.spec_method or "eagle",
+                                                         args.spec_acceptance, not args.trace)
+                                 if args.spec_tokens and not acceptance_given else "",
                                  v0, *version_cautions(settings, pool), extensible,
                                  full_cache_caution(engine, result.preemptions),
                                  uncapped_window_caution(dep, pool, config,
@@ -360,7 +379,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                  per_head_caution(dep.model),
                                  deployment_cross_node_caution(dep), dcp_caution(dep),
                                  *data_parallel_cautions(dep, True, dispatched),
-                                 "" if overload_rates(result, count, saturated) else warmup_caution(
+                                 "" if overload_rates(result, count, saturated, gain) else warmup_caution(
                                      span, result.percentiles("e2e")["mean"], args.rate,
                                      sent_span_s),
                                  profile.calibration_caution(dep.accelerator),
@@ -386,6 +405,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                           if pool.accounting is None else pool.accounting.version,
                           usage=settings.usage if engine == "vllm" else None,
                           model_runner=pool.runner or None, saturated_req_s=saturated,
+                          budget_gain=gain,
                           dispatch=dispatched, load_asked=asked)
 
 

@@ -92,7 +92,9 @@ def spec_flags(g: Any, pricing: bool = True) -> None:  # a parser or an argument
     if not pricing:
         return
     g.add_argument("--spec-acceptance", type=_share("draft acceptance rate"),
-                   help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE})")
+                   help=f"chance each draft token is accepted (default {SPEC_ACCEPTANCE}, "
+                   "assumed, not measured: give your drafter's; an ngram drafter accepts about "
+                   "none on random-token prompts)")
     draft_cost_flag(g)
 
 

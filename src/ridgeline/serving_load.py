@@ -72,6 +72,19 @@ class Slo:
         return itl_kept(itl_s, self.itl_s)
 
 
+def check_trace_rate(path: str, requests: int, span_s: float) -> float:
+    """A trace's mean rate, (requests − 1) ÷ its arrivals' span, refused under MIN_RATE as
+    --rate refuses it (plan's sizing would price a near-idle card; simulate's rates would read
+    0.00): 2 requests over 1,700,000,002 s are 5.88e-10 req/s. inf where they span no time."""
+    rate = (requests - 1) / span_s if span_s > 0 else math.inf
+    if rate < MIN_RATE:
+        digits = next(d for d in range(3, 18) if f"{rate:.{d}g}" != f"{MIN_RATE:.{d}g}")
+        raise InputError(f"{path}: {requests:,} requests over {span_s:,.0f} s are "
+                         f"{rate:.{digits}g} req/s, under the {MIN_RATE:g} req/s a load may have "
+                         "(the floor --rate keeps)")
+    return rate
+
+
 @dataclass(frozen=True)
 class Load:
     rate_req_s: float
@@ -94,11 +107,7 @@ class Load:
                              f"burst with no rate to plan for (a trace must span at least "
                              f"{MIN_TRACE_SPAN_S:g} s); `ridgeline simulate --trace` replays it, "
                              "or plan for --rate")
-        rate = (len(rows) - 1) / span
-        if rate < MIN_RATE:  # as --rate refuses it: the sizing would price a near-idle card
-            raise InputError(f"{path}: {len(rows):,} requests over {span:,.0f} s are "
-                             f"{rate:.3g} req/s, under the {MIN_RATE:g} req/s a load may have (the "
-                             "floor --rate keeps)")
+        rate = check_trace_rate(path, len(rows), span)
         load = cls(rate, path, path, seed, rows)
         mean_in, mean_out = load.means()
         return replace(load, input_len=f"{path} (mean {mean_in:,.0f})",

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.candidate import ENGINE_KNOB_NAMES
 from ridgeline.cpu_offload import cpu_offload_json, cpu_offload_note
 from ridgeline.data_parallel import independent_ranks
 from ridgeline.deployment import Deployment
@@ -31,6 +32,7 @@ from ridgeline.sim.config import SimConfig
 from ridgeline.sim.histogram import Histogram
 from ridgeline.sim.metrics import ClientWaits, SimResult
 from ridgeline.sim.overload import BURST_READ, burst, growth
+from ridgeline.sim.scheduler import FULL_BUDGET
 from ridgeline.sim.workload import LoadAsked
 from ridgeline.units import plural
 
@@ -61,7 +63,33 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _offered_past_served(o: Overload) -> str:
+def _bound_clause(o: Overload, budget_tokens: int, engine: str) -> str:
+    """What bounds an overload whose batch never filled, as a clause ending "; " ("" where
+    it filled): the token budget (``FULL_BUDGET``: most steps ran it whole, and a larger one
+    computes more a second), else its steps' time, said with how many steps the budget
+    filled where any did (a compute-bound step only lengthens with a larger budget)."""
+    if o.limit not in (COMPUTE_BOUND, FULL_BUDGET) or (o.limit == FULL_BUDGET
+                                                      and o.budget_gain is None):
+        return ""
+    knob = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[1]
+    share = f"{o.budget_full_share:.0%}" if o.budget_full_share < 0.995 else ">99%"
+    full = (f"{share} of its steps ran their whole {budget_tokens:,}-token budget (decodes and "
+            "prompt chunks) with requests still waiting")
+    gain = "" if o.budget_gain is None else \
+        f"a step of twice the budget computes {o.budget_gain:.2f}× the tokens a second"
+    if o.limit == FULL_BUDGET:
+        return (f"token-budget-bound: {full}, and {gain}, so the budget, not its KV cache, "
+                f"its seats or the GPU's compute, sets what it serves: raise "
+                f"--max-num-batched-tokens (the engine's {knob}); ")
+    if o.budget_full_share > 0 and o.budget_gain is not None:
+        return (f"compute-bound: {full}, but {gain}, so a larger budget would lengthen its "
+                "steps about as much: its steps are too slow for the arrivals rather than its "
+                "memory short; ")
+    return ("compute-bound: no step found its KV cache, its seats or its token budget full, "
+            "its steps too slow for the arrivals rather than its memory short; ")
+
+
+def _offered_past_served(o: Overload, budget_tokens: int, engine: str) -> str:
     """The overload in tokens and its growth, as a clause ending "; " ("" where no request
     completed, or it serves as fast as they come): offered tok/s past served, the requests in
     the engine growing by the difference, TTFT with them where they queue (where the running
@@ -73,9 +101,7 @@ def _offered_past_served(o: Overload) -> str:
     tok/s, so the requests in the engine grow by ~60.1 req/s …"."""
     if not (math.isfinite(o.tokens_per_request) and o.backlog_req_s > 0):
         return ""
-    bound = ("compute-bound: no step found its KV cache, its seats or its token budget full, "
-             "its steps too slow for the arrivals rather than its memory short; "
-             if o.limit == COMPUTE_BOUND else "")
+    bound = _bound_clause(o, budget_tokens, engine)
     return (f"offered {o.offered_tok_s:,.0f} tok/s (prompt + output) > served "
             f"{o.served_tok_s:,.0f} tok/s, so the requests in the engine grow by "
             f"~{o.backlog_req_s:,.1f} req/s for as long as they arrive"
@@ -139,6 +165,7 @@ class SimulateReport:
     usage: str | None = None  # vLLM's usage context: serve (vllm serve) or offline (LLM class)
     model_runner: str | None = None  # vLLM's: V0, V1 or MRV2 (Model Runner V2)
     saturated_req_s: float | None = None  # the most it serves of these requests, batch full
+    budget_gain: float | None = None  # twice the token budget's tokens a second over its own
     dispatch: str = ""  # data-parallel attention: how arrivals are dealt over the ranks
     slo_itl_s: float | None = None  # --slo-itl-ms: the run's ITL at the percentile, plan's way
     # fit's count: conversations of max_model_len tokens at once (all ranks), which the
@@ -458,7 +485,8 @@ class SimulateReport:
                  + " and the queue grows, TTFT with it, without bound")
         return (f"OVERLOADED: requests arrive at {o.offered_req_s:,.2f} req/s and the engine "
                 f"serves about {o.served_req_s:,.2f} req/s, busy throughout{most}: "
-                + _offered_past_served(o)
+                + _offered_past_served(o, (self.engine_config or self.config)
+                                       .max_num_batched_tokens, self.deployment.engine)
                 + (f"{'; '.join(evidence)} ({waiting})" if evidence else waiting)
                 + f"; {grows}, so the latencies above grow with the run's length, not towards "
                 "a steady state: lower the rate, or add replicas (`ridgeline plan` sizes them)")
@@ -506,7 +534,8 @@ class SimulateReport:
 
     @property
     def overloaded(self) -> Overload | None:
-        return overload_rates(self.result, self.requests, self.saturated_req_s)
+        return overload_rates(self.result, self.requests, self.saturated_req_s,
+                              self.budget_gain)
 
     @property
     def _has_slo(self) -> bool:

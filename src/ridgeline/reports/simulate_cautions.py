@@ -121,13 +121,17 @@ def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = Fal
     """What to say where prompts outran the step's whole token budget of an engine that runs
     contexts whole (TensorRT-LLM, enable_chunked_prefill off by default), or "" (``asked``:
     enable_chunked_prefill was given and the engine turned it off again, so only a larger
-    budget runs them: chunked_prefill.mla_unchunked_caution)."""
+    budget runs them: chunked_prefill.mla_unchunked_caution). Refused where the config
+    refuses them (``SimConfig.refuse_past_budget``, simulate's), else chunked."""
     if config.chunked_prefill or not over_budget:
         return ""
+    refused = config.refuse_past_budget
+    run = "in chunks" if refused else "so"
     return over_budget_caution(over_budget, config.max_num_batched_tokens,
                                "give --max-num-tokens past the longest prompt" if asked else
-                               "give --enable_chunked_prefill to run them so, or "
-                               "--max-num-tokens past the longest prompt", turned_off=asked)
+                               f"give --enable_chunked_prefill to run them {run}, or "
+                               "--max-num-tokens past the longest prompt", turned_off=asked,
+                               refused=refused)
 
 
 def uncapped_window_caution(dep: Deployment, pool: Any, config: SimConfig,
@@ -200,9 +204,12 @@ def itl_mean_past_p99(itl_s: dict[str, float], preemptions: int) -> str:
     longer than the rest, and carry the mean past 99 of every 100. Under a pool that
     preempts, those are the preempted requests' gaps: each spans the wait to be readmitted
     and the recompute of its tokens. Llama-3.1-70B fp8 on one H100 at 5 req/s of 2,048 +
-    500 with --max-model-len 4096: mean 38.1 ms, p99 34.5 ms, 357 preemptions. Else ""."""
+    500 with --max-model-len 4096: mean 38.1 ms, p99 34.5 ms, 357 preemptions. Else "", and
+    where the two print alike at the table's 0.1 ms (mean 8.02 ms beside p99 7.95 ms: every
+    gap about 8 ms, nothing to explain)."""
     mean, p99 = itl_s["mean"], itl_s["p99"]
-    if math.isnan(mean) or math.isnan(p99) or mean <= p99:
+    if math.isnan(mean) or math.isnan(p99) or mean <= p99 \
+            or f"{mean * 1e3:,.1f}" == f"{p99 * 1e3:,.1f}":
         return ""
     why = (f"those of the {preemptions:,} {plural(preemptions, 'preemption')}, each a "
            "preempted request's wait to be readmitted and the recompute of its tokens before "
@@ -210,3 +217,28 @@ def itl_mean_past_p99(itl_s: dict[str, float], preemptions: int) -> str:
            "and they pull the mean past 99 of every 100")
     return (f"  (ITL's mean, {mean * 1e3:,.1f} ms, is above its p99, {p99 * 1e3:,.1f} ms: "
             f"fewer than 1 in 100 gaps are far longer than the rest, {why})")
+
+
+def spec_acceptance_caution(method: str, acceptance: float, synthetic: bool) -> str:
+    """What to say where speculative decoding's acceptance was not given (--spec-acceptance),
+    its default read as if measured: every step's streamed tokens, TPOT with them, rest on it.
+    An n-gram (prompt-lookup) drafter proposes only text already in the prompt, so its
+    acceptance is the load's, not the drafter's: on ``synthetic`` prompts (random tokens, as
+    vllm bench serve's random dataset), which repeat nothing, about none are accepted."""
+    measured = ("give --spec-acceptance, the rate measured on your traffic (vLLM's "
+                "vllm:spec_decode_num_accepted_tokens_total ÷ "
+                "vllm:spec_decode_num_draft_tokens_total)")
+    if method != "ngram":
+        return (f"speculative decoding's acceptance, {acceptance:g} a draft token, is assumed, "
+                f"not measured: the {method} drafter's depends on the model and the traffic, "
+                f"and TPOT scales with the tokens a step streams; {measured}")
+    if synthetic:
+        return (f"n-gram drafting's acceptance, {acceptance:g} a draft token, is assumed, not "
+                "measured, and this load's prompts cannot earn it: the drafter proposes only "
+                "tokens that repeat text already in the prompt, and these synthetic prompts "
+                "(random tokens, as vllm bench serve's random dataset) repeat nothing, so it "
+                "would accept about none and TPOT would be the plain engine's or slower; "
+                f"--spec-acceptance 0 reads this load, or {measured}")
+    return (f"n-gram drafting's acceptance, {acceptance:g} a draft token, is assumed, not "
+            "measured: the drafter proposes only tokens that repeat text already in the prompt, "
+            "and how much this trace's outputs repeat their prompts is not in it; " + measured)

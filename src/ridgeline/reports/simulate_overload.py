@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 from ridgeline.sim.metrics import (
     FILL_LIFETIMES,
     FLOWS_CUT,
-    OVERLOAD_BACKLOG,
     QUEUE_CUT,
     Recorder,
     SimResult,
@@ -23,6 +22,8 @@ from ridgeline.sim.overload import (
     CAPACITY_READ,
     STOPPED_READ,
     Burst,
+    backlog_floor,
+    budget_bound,
     growth,
     overload_reading,
 )
@@ -44,6 +45,10 @@ class Overload(NamedTuple):
     saturated_req_s: float | None  # the most it serves, its batch full, where that was read
     tokens_per_request: float  # the completed requests' mean prompt + output (nan: none)
     limit: str  # what held the batch: the fill's (sim.scheduler FULL_*), or COMPUTE_BOUND
+    budget_full_share: float = 0.0  # of its steps, those that ran the whole token budget
+    # with requests waiting (``Recorder.budget_full_steps``) …
+    budget_gain: float | None = None  # … and twice the budget's tokens a second against the
+    # budget's (sim.overload.budget_gain; None: not read)
 
     @property
     def best_served_req_s(self) -> float:
@@ -69,8 +74,8 @@ class Overload(NamedTuple):
         return max(0.0, self.offered_req_s - self.best_served_req_s)
 
 
-def overload_rates(r: SimResult, requests: int,
-                   saturated_req_s: float | None = None) -> Overload | None:
+def overload_rates(r: SimResult, requests: int, saturated_req_s: float | None = None,
+                   budget_gain: float | None = None) -> Overload | None:
     """Offered req/s, req/s the engine served, requests still waiting when the last arrived,
     and the reading, where the engine fell behind the arrivals (``overload_reading``: a queue
     beyond the noise of the arrivals' count, or fewer leaving than arriving past the batch's
@@ -78,8 +83,12 @@ def overload_rates(r: SimResult, requests: int,
     offered rate past ``saturated_req_s``, the most it serves with its batch full; a burst's
     long queue); else None. A burst that ends before the batch has filled is read by its
     queue alone. A run cut short offers the requests that had arrived by its end. What grew
-    is the queue where 20 or more waited when the last arrived (or the reading is of a queue),
-    else the running batch, whose steps slow as it grows."""
+    is the queue where 20 or more waited when the last arrived (in a short run,
+    ``backlog_floor``), or the reading is of a queue,
+    else the running batch, whose steps slow as it grows. What held it: the batch's fill
+    (its pool, its seats, its running requests' budget), else the token budget where most
+    steps ran it whole with requests waiting and a larger one computes more a second
+    (``budget_bound``, ``budget_gain`` read by the caller), else its steps' time."""
     if r.rec.stopped_early:
         requests = round(r.rec.arrivals.total)
     first, last = r.rec.arrived_s
@@ -90,7 +99,7 @@ def overload_rates(r: SimResult, requests: int,
     if not reading:
         return None
     waiting = r.rec.waiting_at_arrival
-    grew = "queue" if waiting >= OVERLOAD_BACKLOG or reading in (
+    grew = "queue" if waiting >= backlog_floor(r.rec.arrivals.total) or reading in (
         STOPPED_READ, QUEUE_CUT, BURST_READ) else "batch"
     # what it serves: its completions over the run, busy throughout (the requests started by
     # the last arrival, over the arrivals' span, counted the batch's first filling as service:
@@ -98,9 +107,11 @@ def overload_rates(r: SimResult, requests: int,
     rec = r.rec
     tokens = (rec.prompt_tokens + rec.output_tokens) / rec.completed if rec.completed \
         else math.nan
+    limit = rec.fill_reason if rec.fill_observed else FULL_BUDGET \
+        if budget_bound(r.steps, rec.budget_full_steps, budget_gain) else COMPUTE_BOUND
     return Overload((requests - 1) / span, r.request_rate_req_s, waiting, reading, grew,
-                    saturated_req_s if reading == CAPACITY_READ else None, tokens,
-                    rec.fill_reason if rec.fill_observed else COMPUTE_BOUND)
+                    saturated_req_s if reading == CAPACITY_READ else None, tokens, limit,
+                    rec.budget_full_steps / r.steps if r.steps else 0.0, budget_gain)
 
 
 def gauges_at(r: SimResult, t: float) -> tuple[int, int]:
@@ -141,6 +152,12 @@ def burst_line(r: SimResult, b: Burst) -> str:
 SHORT_QUEUE_S = 0.05  # a mean queueing under this prints as 0.0 s: no ratio is read to it
 
 
+def distinct_places(a: float, b: float, most: int = 4) -> int:
+    """The decimal places, from one, at which a and b print apart (at most ``most``): 0.24
+    and 0.17 s, alike at one place ("0.2 s, 1.4× the 0.2 s"), apart at two."""
+    return next((d for d in range(1, most) if f"{a:,.{d}f}" != f"{b:,.{d}f}"), most)
+
+
 def backlog_evidence(r: SimResult) -> str:
     """How the queue grew, as a clause: of the requests arriving past the batch's filling,
     how many had left by the last arrival, and how much longer the later ones queued than
@@ -156,8 +173,10 @@ def backlog_evidence(r: SimResult) -> str:
     trend = r.rec.queue_trend(start, last)
     if trend is not None and trend[1] > trend[0]:
         early, late = trend
-        text += (f"; those arriving in the second half of that time queued a mean {late:,.1f} s"
-                 + (f", {late / early:,.1f}× the {early:,.1f} s of those in the first"
+        places = distinct_places(late, early) if early >= SHORT_QUEUE_S else 1
+        text += (f"; those arriving in the second half of that time queued a mean "
+                 f"{late:,.{places}f} s"
+                 + (f", {late / early:,.1f}× the {early:,.{places}f} s of those in the first"
                     if early >= SHORT_QUEUE_S else
                     f", where those in the first queued under {SHORT_QUEUE_S:g} s"))
     return text

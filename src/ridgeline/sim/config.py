@@ -139,6 +139,12 @@ class SimConfig:
     lru_free_queue: bool = True
     # TensorRT-LLM's default is off (enable_chunked_prefill): contexts run whole
     chunked_prefill: bool = True
+    # without chunked prefill, refuse a prompt longer than the step's whole token budget, as
+    # TensorRT-LLM's LLM API refuses it ("The sum of prompt length (…), query length (0)
+    # should not exceed max_num_tokens (…)", llmapi/llm.py _check_arguments): simulate's
+    # runs; False chunks it as if chunked prefill were on (plan's first check reads how many
+    # there were, and checks again with it on)
+    refuse_past_budget: bool = False
     # vLLM V1: a running request's positions and slots end at max_model_len (a verify step's
     # drafts and the lookahead cut short near it: SchedulerConfig.max_model_len)
     positions_capped: bool = False

@@ -152,6 +152,8 @@ class FastPath:
         if not preempted and not cfg.prefill_first:  # as the plain step: a step that
             s.admit_waiting(budget - count - n, sim.now_s, chunks)  # preempted admits nobody
         s.after_step(not chunks, preempted)  # SGLang's new_token_ratio: decays, or resets
+        if s.waiting and count + sum(c.tokens for c in chunks) >= budget:  # the whole budget
+            rec.budget_full_steps += 1  # taken, a request waiting (``Scheduler.budget_full``)
         if not count and not chunks:  # nothing to run: no step, no time (``ran_nothing``)
             self.ran_nothing = True
             return None
@@ -214,6 +216,8 @@ class FastPath:
         s.admit_waiting(budget - n, self.sim.now_s, chunks)
         if not chunks:
             return None
+        if s.budget_full(chunks):  # (the plain step's count, ``Recorder.budget_full_steps``)
+            rec.budget_full_steps += 1
         dt = self.sim.passes_s([Seq(c.tokens, c.context) for c in chunks])
         self.sim.now_s += dt
         self.sim.steps += 1

@@ -209,6 +209,11 @@ class Recorder:
         # without chunked prefill (TensorRT-LLM's default): prompts longer than the step's
         # whole token budget, which that engine cannot run (the simulator chunks them)
         self.over_budget_prompts = 0
+        # steps whose scheduled tokens (decodes and prompt chunks) took the whole token budget
+        # while a request still waited (``Scheduler.note_budget``): admission held by the
+        # budget, not the pool or seats (simulate's OVERLOADED names it; a data-parallel run's
+        # lock-step ranks do not count them)
+        self.budget_full_steps = 0
         # a run that asks only whether its SLO holds at a percentile (plan's checks) stops
         # once more than this many of the window's requests passed the TTFT SLO, or the
         # TPOT's (``missed``): the percentile then passes it too (``misses_settling``)
@@ -554,7 +559,7 @@ class Recorder:
         self.longest_wait_s = max(self.longest_wait_s, other.longest_wait_s)
         for name in ("output_tokens", "completed", "good", "prompt_tokens", "grouped",
                      "grouped_prompt_tokens", "shared_prefix_tokens", "finished_in_window",
-                     "windowed", "windowed_rejected", "over_budget_prompts",
+                     "windowed", "windowed_rejected", "over_budget_prompts", "budget_full_steps",
                      "grouped_arrived", "prefix_followers", "readmit_hit_blocks",
                      "service_s", "waiting_at_arrival", "batch_room_at_arrival"):
             setattr(self, name, getattr(self, name) + getattr(other, name))

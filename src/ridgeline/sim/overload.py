@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
 
+from ridgeline.cost import Seq
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.sim.config import SimConfig
@@ -37,6 +38,7 @@ from ridgeline.sim.metrics import (
 )
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.request import Request
+from ridgeline.sim.timer import step_timer
 
 # the readings (``overload_reading``), besides the recorder's queue and flows: a run cut
 # short; arrivals past what the engine serves with its batch full; a burst's long queue
@@ -53,6 +55,18 @@ SATURATION_SLACK = 0.03  # an offered rate past the batch-full one by more outpa
 # many mean service times to clear
 BURST_SHARE = 0.5
 BURST_LIFETIMES = 10
+# the token budget held an overload back (``budget_bound``): at least this share of its steps
+# ran the whole budget with requests waiting (``Recorder.budget_full_steps``), and a step of
+# twice the budget computes at least BUDGET_GAIN times the tokens a second (``budget_gain``):
+# a larger budget serves more, where a compute-bound step only lengthens with it (Llama-3.1-8B
+# on one H100: 10 tokens a step 2.0×, 8,192 about 1.0×)
+# a short run backed up where this many Poisson deviations of its arrivals waited as the
+# last came (``backing_up``): a gate to the batch-full replay, not the verdict; its arrivals
+# outpaced the engine only past ``outpaced``'s OVERLOAD_DEVIATIONS (a healthy run's offered
+# rate reads 2.4 times its true one over 20 arrivals about once in 100,000 draws)
+GATE_DEVIATIONS = 2.0
+BUDGET_FULL_SHARE = 0.5
+BUDGET_GAIN = 1.25
 
 
 @dataclass(frozen=True)
@@ -109,13 +123,25 @@ def grows(rec: Recorder) -> Growth | None:
     return g
 
 
+def backlog_floor(arrived: float, deviations: float = OVERLOAD_DEVIATIONS) -> float:
+    """The fewest requests that read as a backlog of ``arrived``: OVERLOAD_BACKLOG, or in a
+    run too short for that many (under 64 arrivals) ``deviations`` Poisson deviations of the
+    count, as many as the noise of so few arrivals leaves beyond doubt: of 30, 13.7. Without
+    it a run of ~30 requests could never be called overloaded, however far behind (30
+    requests of 50,000 tokens at 1 req/s to one H100, which serves 0.32)."""
+    return min(OVERLOAD_BACKLOG, deviations * math.sqrt(max(arrived, 0.0)))
+
+
 def backing_up(rec: Recorder) -> bool:
     """Whether requests backed up in the engine: they grew beyond noise over the latter half
     of the arrivals (``grows``), or OVERLOAD_BACKLOG were waiting to start when the last came
     (its batch full: 5,000 requests at 48 req/s, seed 5, the batch at its pool's edge and the
     queue swinging, grew by 40 of the 2,442 arriving over that half, within noise, and left
-    194 waiting)."""
-    return rec.waiting_at_arrival >= OVERLOAD_BACKLOG or grows(rec) is not None
+    194 waiting); in a short run, ``backlog_floor`` at GATE_DEVIATIONS waiting (a gate to
+    the batch-full rate's reading, whose own bar, ``outpaced``'s unserved count, is the
+    stricter: 20 requests at 1 req/s of 50,000 tokens, 11 waiting of 20, 8.9 the gate)."""
+    return rec.waiting_at_arrival >= backlog_floor(rec.arrivals.total, GATE_DEVIATIONS) \
+        or grows(rec) is not None
 
 
 def offered_req_s(rec: Recorder) -> float:
@@ -127,12 +153,14 @@ def offered_req_s(rec: Recorder) -> float:
 def outpaced(rec: Recorder, saturated: float) -> bool:
     """Whether the arrivals came faster than the engine serves with its batch full
     (``saturated`` req/s, ``saturated_req_s``) by more than SATURATION_SLACK, enough to leave
-    OVERLOAD_BACKLOG unserved over their span, while requests backed up (``backing_up``).
-    The 46 req/s run, 46.36 offered: 43.46 served at most."""
+    OVERLOAD_BACKLOG unserved over their span (a short run's ``backlog_floor``), while
+    requests backed up (``backing_up``). The 46 req/s run, 46.36 offered: 43.46 served at
+    most. 30 requests of 50,000 tokens at 1 req/s: 0.33 at most, 19.4 unserved over 29 s."""
     first, last = rec.arrived_s
     offered = offered_req_s(rec)
     return saturated > 0 and offered > (1 + SATURATION_SLACK) * saturated \
-        and (offered - saturated) * (last - first) >= OVERLOAD_BACKLOG and backing_up(rec)
+        and (offered - saturated) * (last - first) >= backlog_floor(rec.arrivals.total) \
+        and backing_up(rec)
 
 
 def burst(rec: Recorder) -> Burst | None:
@@ -171,6 +199,26 @@ def overload_reading(rec: Recorder, saturated: float | None = None) -> str:
     if saturated is not None and outpaced(rec, saturated):
         return CAPACITY_READ
     return BURST_READ if burst(rec) is not None else ""
+
+
+def budget_gain(dep: Deployment, profile: EngineProfile, budget_tokens: int) -> float:
+    """How many times the prompt tokens a second a step of twice the token budget computes
+    against a step of the budget: 2·t(B) ÷ t(2B), one chunk from an empty context, on the
+    simulator's step timer. Near 2 where a step of B tokens is bound by reading the weights
+    (Llama-3.1-8B on one H100, B = 10: twice the tokens in about the same time), near 1 where
+    it is compute-bound (B = 8,192)."""
+    timer = step_timer(dep, profile)
+    one = timer.rows_time_s([], [Seq(budget_tokens, 0)])
+    two = timer.rows_time_s([], [Seq(2 * budget_tokens, 0)])
+    return 2 * one / two if two > 0 else 1.0
+
+
+def budget_bound(steps: int, budget_full_steps: int, gain: float | None) -> bool:
+    """Whether the token budget held the engine back: BUDGET_FULL_SHARE of its ``steps`` ran
+    it whole with requests waiting, and twice the budget computes BUDGET_GAIN times the tokens
+    a second (``budget_gain``; None: not read)."""
+    return gain is not None and steps > 0 and budget_full_steps >= BUDGET_FULL_SHARE * steps \
+        and gain >= BUDGET_GAIN
 
 
 def saturated_req_s(dep: Deployment, profile: EngineProfile, config: SimConfig,

@@ -105,6 +105,8 @@ class PipelineSimulator(Simulator):
             room = len(self.in_flight) < self.stages
             if room and (s.running or s.waiting) and not (self.all_in_flight and not s.waiting):
                 batch = s.schedule(self.now_s)
+                if s.waiting and s.budget_full(batch):
+                    rec.budget_full_steps += 1
                 if batch:
                     self._launch(batch)
                     self._hook(run)

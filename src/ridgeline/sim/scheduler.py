@@ -342,6 +342,14 @@ class Scheduler:
         self.after_step(decoded, preempted)
         return out
 
+    def budget_full(self, batch: list[Scheduled]) -> bool:
+        """Whether ``batch`` took the step's whole token budget, decodes and prompt chunks
+        together, with a request still waiting: the budget, not the pool or the seats, held
+        it back this step (10 tokens a step, four decodes and a 512-token prompt's 6-token
+        chunk, the next prompt waiting)."""
+        return bool(self.waiting) and bool(batch) \
+            and sum(b.tokens for b in batch) >= self.config.max_num_batched_tokens
+
     def _run_running(self, budget: int, only: str | None) -> tuple[list[Scheduled], int, bool]:
         """The running requests in order, each its tokens within the budget, preempting the
         newest while the pool is short; ``only`` a prefill or a decode step's. Returns the

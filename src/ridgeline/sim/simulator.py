@@ -211,6 +211,16 @@ class Simulator:
         if not self.config.chunked_prefill and r.prompt_tokens > \
                 self.config.max_num_batched_tokens:  # the engine would need chunked prefill
             rec.over_budget_prompts += 1
+            if self.config.refuse_past_budget:  # … and refuses it (SimConfig)
+                budget = self.config.max_num_batched_tokens
+                r.status, r.reason = REJECTED, (
+                    f"prompt longer than max_num_tokens {budget:,}, which TensorRT-LLM refuses "
+                    "while it runs contexts whole (\"should not exceed max_num_tokens\")"
+                    if self.dep.engine == "trtllm" else
+                    f"prompt longer than the step's token budget {budget:,}, chunked prefill off")
+                rec.reject(r, f"request {r.id}, {r.prompt_tokens:,} prompt tokens")
+                self._note_queue(rec)
+                return False
         r.queued_s = max(self.formed_s(self.now_s), r.arrival_s)
         self.scheduler.add(r)
         self._note_queue(rec)
@@ -285,6 +295,8 @@ class Simulator:
             if fast.ran_nothing:  # as the plain step's empty batch: nothing scheduled again
                 return None
         batch = self.scheduler.schedule(self.now_s)
+        if self.scheduler.waiting and self.scheduler.budget_full(batch):
+            rec.budget_full_steps += 1
         return self._step(batch, rec) if batch else None
 
     # -- one step -------------------------------------------------------------------------

@@ -37,6 +37,9 @@ MAX_LOGNORMAL_SIGMA = 10.0  # e^10 ≈ 22,000× per standard deviation; real loa
 MAX_ZIPF_EXPONENT = 100.0  # past this every draw is 1
 MIN_RATE = 1e-6  # requests per second: one in ~12 days; slower, and the times lose precision
 MAX_RATE = 1e6  # requests per second: past any fleet's (plan at 1e300 priced 1e296 GPUs)
+# a trace's time past this many seconds is a unix time (2001-09-09): no trace timed from its
+# start runs 31 years (``_one_clock``)
+UNIX_TIMES_FROM_S = 1e9
 MAX_ARRIVAL_S = 1e11  # the year 5000 in unix seconds; float seconds stay exact to 1e-5 s
 BURSTINESS = (0.01, 100.0)  # gamma shape: gaps' coefficient of variation 10 down to 0.1
 # the length specs' names, as ``name:parameters`` (a fixed length has none)
@@ -407,6 +410,7 @@ def read_trace(path: str) -> list[Request]:
                          f"got {type(rows[0][1]).__name__}")
     columns = [_column(rows[0][1], names, path) for names in _PLAIN]
     out = []
+    lines: dict[float, int] = {}  # the first line of each arrival time (``_one_clock``)
     first_date: tuple[int, bool] | None = None  # the first row's line, and a date?
     for number, row in rows:
         try:
@@ -430,9 +434,23 @@ def read_trace(path: str) -> list[Request]:
         except ValueError as exc:
             raise InputError(f"{path}, line {number}: {exc}") from None
         out.append((t, p, o))
+        lines.setdefault(t, number)
     out.sort(key=lambda row: row[0])  # stable: rows at one instant keep the file's order
+    if first_date is not None and not first_date[1]:
+        _one_clock(out[0][0], out[-1][0], lines, path)
     start = out[0][0]
     return [Request(i, t - start, p, o) for i, (t, p, o) in enumerate(out)]
+
+
+def _one_clock(first_s: float, last_s: float, lines: dict[float, int], path: str) -> None:
+    """Refuse arrivals in seconds that mix a clock from the trace's start with unix times: the
+    earliest under UNIX_TIMES_FROM_S, the latest past it, a gap no recording has (a row at 0
+    before 1700000002: 54 years, replayed as 0.00 req/s)."""
+    if first_s < UNIX_TIMES_FROM_S <= last_s:
+        raise InputError(f"{path}, line {lines[last_s]}: arrival {last_s:.10g} s reads as a unix "
+                         f"time, but line {lines[first_s]}'s {first_s:.10g} s as seconds from the "
+                         "start: unix times mixed with seconds? (a trace writes every time one "
+                         "way)")
 
 
 def _trace_tokens(value: object, name: str) -> int:
