@@ -49,8 +49,9 @@ def test_no_seats_lever_past_what_the_engine_starts_with(
     seats cap a pool of tens of thousands of conversations; vLLM refuses more seats than its
     step's tokens (max_num_batched_tokens 8,192), so no lever offers them, and fit answers
     (it had stopped on that refusal: 'must be at least --max-num-seqs (47,142)'). At 16
-    tokens the pool holds more than 8,192 conversations: no seats lever; at 256 it holds
-    fewer, and the lever offers them, within the budget."""
+    tokens the pool holds more than 8,192 conversations, but not once as many seats take
+    their sampler rows: the lever offers the most seats all held, within the budget; at 256
+    it holds fewer, and the lever offers them, within the budget."""
     assert main(["fit", "gpt-oss-120b", "--gpu", "h100", "--num-gpus", "2",
                  "--target-concurrency", "32", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["conversations"] >= 32
@@ -64,7 +65,8 @@ def test_no_seats_lever_past_what_the_engine_starts_with(
         found[context] = report["conversations"], [
             int(lever["name"].split()[-1].replace(",", "")) for lever in report["levers"]
             if lever["name"].startswith("--max-num-seqs")]
-    assert found[16][0] > budget and found[16][1] == []
+    held, (seats,) = found[16]
+    assert held > budget > seats
     held, (seats,) = found[256]
     assert held < budget and seats <= held
 
@@ -84,3 +86,24 @@ def test_more_seats_than_the_smaller_budget_lever_leave_it_out(
         assert report["max_num_seqs"] == seats
         offered = any(v["name"] == smaller for v in report["levers"])
         assert offered is (seats <= SMALLER_PROFILE_TOKENS)
+
+
+def test_the_seats_lever_at_a_short_context_is_the_most_seats_all_held(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an H100 at 64 tokens: the default 1,024 seats cap a pool of about
+    7,600 conversations, and each seat's sampler rows shrink the pool, so the lever's count
+    is where seats and conversations held cross. One step of seats := held stopped at 4,673
+    seats beside 5,951 conversations (seats still the cap); the lever now gives the most
+    seats whose conversations all fit, and fit given one more seat holds fewer than them."""
+    base = ["fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "64", "--json"]
+    assert main(base) == 0
+    report = json.loads(capsys.readouterr().out)
+    [lever] = [v for v in report["levers"] if v["name"].startswith("--max-num-seqs")]
+    seats = int(lever["name"].split()[-1].replace(",", ""))
+    assert lever["engine_max_batch"] == seats <= lever["conversations"]
+    assert main([*base, "--max-num-seqs", str(seats)]) == 0
+    rerun = json.loads(capsys.readouterr().out)
+    assert rerun["engine_max_batch"] == seats == lever["engine_max_batch"]
+    assert main([*base, "--max-num-seqs", str(seats + 1)]) == 0
+    more = json.loads(capsys.readouterr().out)
+    assert more["conversations"] < seats + 1  # one more seat is no longer all held

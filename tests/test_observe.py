@@ -1155,7 +1155,7 @@ def test_a_pipelines_explain_reproduces_its_fraction_with_the_micro_batch(
             "h100", "--num-gpus", "2", "-pp", "2"]
     assert main([*argv, "--explain"]) == 0
     out = capsys.readouterr().out
-    assert "(2 × ⌈batch ÷ 2 micro-batches⌉ ÷ bytes per weight) ÷ ridge" in out
+    assert "min(1, (2 × ⌈batch ÷ 2 micro-batches⌉ ÷ bytes per weight) ÷ ridge)" in out
     assert "micro-batch = 4" in out
     assert "each of 2 pipeline stages multiplying a micro-batch of 4" in out
     assert main([*argv, "--json"]) == 0

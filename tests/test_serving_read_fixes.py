@@ -173,4 +173,4 @@ def test_batch_and_prompt_counts_print_with_separators_beside_the_context(
     roof = _ok(capsys, "roofline", "--gpu", "h100", "--batch", "100000", "--prompt-len", "4000")
     assert "batch 100,000, prompt 4,000 tokens" in roof
     util = _ok(capsys, "utilization", "--gpu", "h100", "--running", "2000")
-    assert util.startswith("2,000 running against a ridge batch of")
+    assert util.startswith("2,000 running is past the ridge batch of")

@@ -178,7 +178,7 @@ def test_a_table_with_one_point_out_agrees_in_number(
                            "fp8", "--prompt-len", "2000,40000")
     first = out.splitlines()[0]
     assert code == 0 and first.startswith("DOES NOT FIT on vLLM 0.34 for any of the 2 prompts: "
-                                          "vllm would refuse to start at its default")
+                                          "vLLM would refuse to start at its default")
     assert "; and 40,000 tokens does not fit in memory: 72.7 GB of weights + " in first
     assert "2,000 tokens: the first line's refusal" in out
     assert out.count("would refuse to start") == 1

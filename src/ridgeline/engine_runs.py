@@ -123,5 +123,5 @@ def prefill_none_reason(fit: FitCheck, seat: EngineSeats | None, batch: int, pro
         return (f"its KV pool holds {held:,} {plural(held, 'prompt')} of {prompt_len:,} tokens "
                 f"at once, not {batch:,} ({fit_command} for the breakdown)")
     assert seat is not None  # (a pool that holds none has a memory model)
-    return (seat.why_none(engine, f"{prompt_len:,}-token prompt")
+    return (seat.why_none(engine_name(engine), f"{prompt_len:,}-token prompt")
             + f" ({fit_command} for the breakdown)")

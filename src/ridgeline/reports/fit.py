@@ -283,7 +283,8 @@ def longest_context(dep: Deployment, settings: EngineSettings, target: int,
 
     if not holds(1):
         short = report_at(min(SHORTEST_CONTEXT, limit))
-        return replace(short, searched=f"no context holds {target:,} conversations at once; "
+        return replace(short, searched=f"no context holds {target:,} "
+                       f"{plural(target, 'conversation')} at once; "
                        f"at {short.context:,} tokens:")
     low = longest_holding(holds, 1, limit)
     report = report_at(low)

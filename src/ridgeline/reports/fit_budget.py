@@ -27,14 +27,16 @@ def reserved_share(p: KVPool) -> str:
     """The budget's reserved row's words for the share of memory the engine lets itself use,
     under the engine's own setting: 'gpu_memory_utilization 0.92' (vLLM), 'mem_fraction_static
     0.88' (SGLang); TensorRT-LLM reserves it all, its fraction taken of what is left (below).
-    A whole share keeps its decimal ('1.0'), as a launch flag is written."""
+    A whole share keeps its decimal ('1.0'), as a launch flag is written; a derived one
+    (SGLang's default after its vision-tower cut, 0.835 × 0.9248) reads to four places, as
+    its --explain and a plan's --mem-fraction-static write it ('0.7722')."""
     if p.engine == "trtllm":
         return "all of it; its fraction is of what is left"
     from ridgeline.reports.decode import settings_knob
 
     share = p.reserved_fraction
     return f"{settings_knob(p.engine, 'gpu_memory_utilization')} " \
-        + (f"{share:.1f}" if share == int(share) else f"{share:g}")
+        + (f"{share:.1f}" if share == int(share) else f"{round(share, 4):g}")
 
 
 def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
@@ -85,6 +87,7 @@ def budget_rows(p: KVPool, s: EngineSettings, model: ModelSpec | None = None,
                  [f"− non-torch ({words.context}, {words.collectives})",
                   gib(p.non_torch_bytes)],
                  [f"− {graphs}" + ("" if p.cuda_graph_bytes or p.accounting is None
+                                   else " (none: --enforce-eager)" if s.enforce_eager
                                    else " (captured after sizing)"), gib(p.cuda_graph_bytes)]]
         if p.seat_buffer_bytes:
             seats = f"{p.max_num_seqs:,} {plural(p.max_num_seqs, 'seat')} × vocab"

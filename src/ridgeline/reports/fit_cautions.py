@@ -84,6 +84,7 @@ def fit_cautions(r: FitReport) -> list[str]:
                    f"{d.tensor_parallel_size} x {acc.id}): its defaults are such a device's, "
                    "each profiles, captures its graphs and keeps its sampler state, and the "
                    f"rows above add the {n}")
+    out += [c for c in (custom_card_caution(r),) if c]
     if vulkan_caution(p.engine, d.accelerator):
         out.append(vulkan_caution(p.engine, d.accelerator))
     if d.accelerator.vendor in NON_CUDA_VENDORS and not is_llamacpp(p):
@@ -230,3 +231,35 @@ def profiled_range_caution(r: FitReport) -> str:
                               profiled.pool_bytes / GIB,
                               held_conversations(profiled, d, r.context), r.context,
                               per_gpu(profiled))
+
+
+def custom_card_caution(r: FitReport) -> str:
+    """Why a card described by --peak-tflops/--bandwidth-gbs/--gpu-memory-gib holds fewer
+    conversations than the catalog card it copies, or "": the engine sees 98.5 % of the GiB
+    given (hardware.device_memory_bytes: no log pins its runtime total; an 80 GiB H100's is
+    79.18), and, having no vendor, it is not taken for a CUDA or ROCm card, on which alone
+    vLLM 0.34 runs its extensible KV cache (config/vllm.py), so vLLM sizes it by 0.33's
+    rules at gpu_memory_utilization 0.92."""
+    from ridgeline.engine_names import engine_name
+    from ridgeline.hardware import CUSTOM_SOURCE, VISIBLE_MEMORY_FRACTION
+
+    acc, p = r.deployment.accelerator, r.pool
+    if acc.sources != (CUSTOM_SOURCE,) or acc.vendor:
+        return ""
+    parts = []
+    if p.total_bytes < acc.memory_bytes * (1 - 1e-9):  # the runtime's share, estimated
+        parts.append(f"{engine_name(p.engine)} is given {p.total_bytes / GIB:,.2f} GiB of the "
+                     f"{acc.memory_size:g} GiB typed ({VISIBLE_MEMORY_FRACTION:.1%}: what the "
+                     "runtime leaves of a discrete card where no start-up log pins its total; "
+                     "a --gpu-file record's runtime_total_bytes sets it)")
+    s = r.settings
+    if p.engine == "vllm" and p.accounting is not None and p.accounting.extensible_kv_cache \
+            and not p.kept_free_bytes and s.extensible_kv_cache is not False \
+            and s.kv_cache_memory_bytes is None:
+        parts.append("with no vendor it is not taken for a CUDA or ROCm card, the only ones "
+                     f"vLLM {p.accounting.version} runs its extensible KV cache on, so its "
+                     "pool is sized by 0.33's rules (--no-enable-extensible-kv-cache) at "
+                     f"gpu_memory_utilization {p.reserved_fraction:g}; a --gpu-file record "
+                     "with \"vendor\": \"nvidia\" or \"amd\" gets the extensible cache "
+                     "(`ridgeline hardware h100 --json` is one to edit)")
+    return "custom accelerator: " + "; ".join(parts) if parts else ""

@@ -750,25 +750,28 @@ SHORTEST_CONTEXT_SHARE = 16  # a context lever shorter than 1/16 of the ask is n
 
 def _more_seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSettings]]:
     """Where the seats, not the pool, cap the batch (--max-num-seqs 1 beside a pool of 55
-    conversations): as many seats as the conversations that then fit, in the engine's own
-    flag (utilization.seats_flag); more seats can take memory (vLLM's sampler rows and
-    graph sizes, TensorRT-LLM's engine buffers), so the count is settled against the pool
-    they leave. llama-server's slots have their own lever."""
+    conversations): the most seats whose conversations all fit, in the engine's own flag
+    (utilization.seats_flag). More seats can take memory (vLLM's sampler rows and graph
+    sizes, TensorRT-LLM's engine buffers), so the conversations held fall as seats rise; the
+    count is where the two cross, found by bisection between the seats it has and the
+    conversations they leave (llama-3.1-8b on an H100 at 64 tokens: 5,558 seats, all of
+    them held, not the 4,673 that one step of seats := held gave). llama-server's slots have
+    their own lever."""
     from ridgeline.reports.utilization import seats_flag
 
     if is_llamacpp(r.pool) or r.batch >= r.conversations \
             or r.batch < engine_seat_limit(r.pool, r.deployment):
         return []
-    seats = r.conversations
-    for _ in range(4):  # more seats may leave fewer conversations: settle the count
+
+    def holds(seats: int) -> bool:
         s = replace(r.settings, max_num_seqs=seats, max_model_len=r.context)
         try:
-            held = held_conversations(kv_pool(r.deployment, s), r.deployment, r.context)
+            return held_conversations(kv_pool(r.deployment, s), r.deployment,
+                                      r.context) >= seats
         except InputError:  # more seats than the engine starts with (vLLM: past its step's
-            return []  # tokens, max_num_batched_tokens): no lever in that flag alone
-        if held >= seats or held <= r.batch:
-            break
-        seats = held
+            return False  # tokens, max_num_batched_tokens): that flag alone does not give them
+
+    seats = longest_holding(holds, r.batch, r.conversations)  # the batch's seats hold
     if seats <= r.batch:
         return []
     flag = seats_flag(r.deployment.engine).split("/")[0]

@@ -261,7 +261,7 @@ def whole_blocks_note(p: KVPool, context: int) -> str:
         blocks = p.groups.peak_decode_blocks(context)
         across = f" across {p.groups.count} KV-cache groups" if p.groups.count > 1 else \
             f", {blocks * p.block_size:,} slots"
-        return f" ({blocks:,} whole blocks of {p.block_size} tokens{across})"
+        return f" ({blocks:,} whole {plural(blocks, 'block')} of {p.block_size} tokens{across})"
     blocks = reserved_blocks(p, context)
-    return f" ({blocks:,} whole blocks of {p.block_size} tokens, {blocks * p.block_size:,} " \
-        "slots)" if blocks else ""
+    return f" ({blocks:,} whole {plural(blocks, 'block')} of {p.block_size} tokens, " \
+        f"{blocks * p.block_size:,} {plural(blocks * p.block_size, 'slot')})" if blocks else ""

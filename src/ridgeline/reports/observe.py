@@ -646,8 +646,9 @@ def observe_report(obs: Observation, dep: Deployment, profile: EngineProfile,
         stages = micro_batches(dep)
         steps = (*dense_ridge_steps(dep),
                  step("share of the arithmetic in use",
-                      "(2 × batch ÷ bytes per weight) ÷ ridge" if stages == 1 else
-                      f"(2 × ⌈batch ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ ridge",
+                      "min(1, (2 × batch ÷ bytes per weight) ÷ ridge)" if stages == 1 else
+                      f"min(1, (2 × ⌈batch ÷ {stages} micro-batches⌉ ÷ bytes per weight) ÷ "
+                      "ridge)",
                       q("fraction", report.fraction or 0.0),
                       q("batch", b, "", obs.batch_source),
                       *([q("micro-batch", report.stage_batch or 0, "",

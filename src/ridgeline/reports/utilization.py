@@ -24,6 +24,7 @@ from ridgeline.roofline import (
     first_whole_batch,
     ridge_point,
     ridge_step,
+    weight_intensity,
 )
 from ridgeline.stages import micro_batches, split_batch
 from ridgeline.units import GIB, MIB, fmt_share, plural
@@ -125,6 +126,13 @@ class UtilizationReport:
         return arithmetic_share(self.stage_batch, self.bytes_per_weight, self.ridge)
 
     @property
+    def times_ridge(self) -> float:
+        """The stage batch's weight intensity ÷ the ridge, uncapped: past 1 the weight matmuls
+        are compute-bound and the share stops at 100 % (1,000 running at bf16 on an H100:
+        1,000 ÷ 295.3 = 3.39)."""
+        return weight_intensity(self.stage_batch, self.bytes_per_weight) / self.ridge
+
+    @property
     def over_pool(self) -> bool:
         """The running batch is more than the engine's pool holds at this context: no batch
         the engine runs at once, so no share of the arithmetic to give for it."""
@@ -143,6 +151,10 @@ class UtilizationReport:
                 "first_whole_batch_to_ridge": first_whole_batch(batch_for_intensity(
                     self.ridge, self.bytes_per_weight)),
                 "fraction_of_arithmetic": None if over else self.fraction_of_arithmetic,
+                # the weight intensity ÷ the ridge before the share's cap at 1: past 1 the
+                # weight matmuls are compute-bound
+                "times_ridge": None if over else self.times_ridge,
+                "past_ridge": None if over else self.times_ridge > 1,
                 "bytes_per_weight": self.bytes_per_weight,
                 # conversations of context the pool holds, the seats aside, as fit and kv name them
                 "conversations": self.kv_batch_limit, "context_len": self.context,
@@ -242,12 +254,22 @@ class UtilizationReport:
         whose = "the card's" if cards == 1 else f"the {cards} cards'"
         if ranks > 1:
             whose = f"each data-parallel rank's {whose.removeprefix('the ')}"
+        ridge_batch = first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight))
+        if self.times_ridge > 1:  # the share is capped: say the matmuls are compute-bound
+            matmuls = ("the matmuls of the weights every token reads" if self.experts
+                       else "the weight matmuls")
+            headline = (f"{self.running:,} running is past the ridge batch of {ridge_batch:,} "
+                        f"({self.ridge:,.0f} FLOP per byte) on {self.accelerator.id}, "
+                        f"{self.times_ridge:,.2f}× the ridge: {matmuls} are compute-bound "
+                        f"there, {fmt_share(self.fraction_of_arithmetic, 1)} of the arithmetic "
+                        "you are billed for")
+        else:
+            headline = (f"{self.running:,} running against a ridge batch of {ridge_batch:,} "
+                        f"({self.ridge:,.0f} FLOP per byte) on {self.accelerator.id}: "
+                        f"{fmt_share(self.fraction_of_arithmetic, 1)} of the arithmetic you are "
+                        "billed for")
         lines = [
-            f"{self.running:,} running against a ridge batch of "
-            f"{first_whole_batch(batch_for_intensity(self.ridge, self.bytes_per_weight)):,} "
-            f"({self.ridge:,.0f} FLOP per byte) on {self.accelerator.id}: "
-            f"{fmt_share(self.fraction_of_arithmetic, 1)} of the arithmetic you are billed for"
-            + billed_scope(bool(self.experts)) + self._batch_split_words,
+            headline + billed_scope(bool(self.experts)) + self._batch_split_words,
             *([f"  {self.experts}"] if self.experts else []),
             *([f"  the whole step, its KV reads included, keeps "
                f"{fmt_share(self.step_fraction_of_peak, 1)} "
@@ -398,9 +420,10 @@ def utilization_report(
     dealt = "" if ranks == 1 else f" ÷ {ranks} data-parallel ranks"
     steps: tuple[Step, ...] = (*ridge_steps,
              step(WEIGHTS_SHARE_LABEL,
-                  "(2 × running ÷ bytes per weight) ÷ ridge" if stages == 1 and ranks == 1
-                  else f"(2 × ⌈running{f' ÷ {stages} micro-batches' if stages > 1 else ''}"
-                  f"{dealt}⌉ ÷ bytes per weight) ÷ ridge",
+                  "min(1, (2 × running ÷ bytes per weight) ÷ ridge)" if stages == 1
+                  and ranks == 1
+                  else f"min(1, (2 × ⌈running{f' ÷ {stages} micro-batches' if stages > 1 else ''}"
+                  f"{dealt}⌉ ÷ bytes per weight) ÷ ridge)",
                   q("fraction", arithmetic_share(per_rank, bytes_per_weight, ridge)),
                   q("running", running, "", "--running (read it from "
                     f"{running_metric(engine)}" + (", every rank's summed" if ranks > 1
@@ -415,6 +438,13 @@ def utilization_report(
                   "past it", q("batch", first_whole_batch(batch_for_intensity(
                       ridge, bytes_per_weight))),
                   q("ridge", ridge, "FLOP/byte"), q("bytes per weight", bytes_per_weight, "B")))
+    times = weight_intensity(per_rank, bytes_per_weight) / ridge
+    if times > 1:  # the share above stops at 1: how far past the ridge the batch is
+        steps += (step("times the ridge", "(2 × the batch each weight read serves ÷ bytes per "
+                       "weight) ÷ ridge, uncapped: past 1 the weight matmuls are compute-bound",
+                       q("times", times), q("batch", per_rank),
+                       q("ridge", ridge, "FLOP/byte"),
+                       q("bytes per weight", bytes_per_weight, "B")),)
     experts = ""
     expert_figures: dict[str, float] | None = None
     if dep is not None and dep.model.moe is not None:
@@ -434,7 +464,8 @@ def utilization_report(
                    f"{fmt_share(min(1.0, share), 1)} of their arithmetic (they reach the "
                    f"ridge near batch {first_whole_batch(expert_batch):,})")  # roofline's MoE row's
         steps += (step("the routed experts' share of their arithmetic",
-                       "(batch × picks ÷ experts touched) × 2 FLOP ÷ bytes per weight ÷ ridge",
+                       "min(1, (batch × picks ÷ experts touched) × 2 FLOP ÷ bytes per weight "
+                       "÷ ridge)",
                        q("share", min(1.0, share)), q("batch", per_stage),
                        q("picks", moe.experts_per_token, "", "num_experts_per_tok"),
                        q("experts touched", touched, f"of {moe.num_experts}",
