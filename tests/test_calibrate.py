@@ -503,12 +503,12 @@ def lowbatch_vllm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Calibra
 def test_a_profile_fitted_on_decode_alone_says_its_compute_is_the_prior(
         lowbatch_vllm: dict[str, Calibrated], capsys: pytest.CaptureFixture[str]) -> None:
     """lowbatch.csv's vLLM rows are all decode at batch ≤ 16: memory-bound, silent about
-    compute. calibrate says the compute efficiency it prints was held near its prior, the
-    profile records it, and a prefill priced with it carries a caution."""
+    compute. calibrate says the compute efficiency it prints was held at the bundled
+    profile's, the profile records it, and a prefill priced with it carries a caution."""
     run = lowbatch_vllm["text"]
     out = run.profile
     report = run.out.split("How each number was computed:")[0]  # the plain report
-    assert "(held near its prior: no prefill or TTFT row to fit it)" in report
+    assert "(held at the bundled profile's: no prefill or TTFT row to fit it)" in report
     assert json.loads(out.read_text())["engines"]["vllm"]["compute_rows"] == 0
     assert main(["prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len", "4000",
                  "--profile", str(out)]) == 0
@@ -999,8 +999,9 @@ def test_a_decode_only_calibration_leaves_prompts_as_bundled(
     assert main(["calibrate", str(path), "-o", str(out)]) == 0
     fitted = EngineProfile.from_dict(json.loads(out.read_text())["engines"]["vllm"])
     assert fitted.prefill_layer_overhead_s == bundled.prefill_layer_overhead_s
-    assert fitted.compute_efficiency == pytest.approx(bundled.compute_efficiency, rel=0.1)
-    assert "held near" in fitted.source
+    assert fitted.compute_efficiency == bundled.compute_efficiency
+    assert "its compute share and cost per layer of a prompt step held at the bundled " \
+           "profile's" in fitted.source
     capsys.readouterr()
     for prompt in ("128", "2048"):
         main(["prefill", "llama-3.1-8b-instruct", "--gpu", "h100", "--prompt-len", prompt,

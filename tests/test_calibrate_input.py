@@ -158,13 +158,14 @@ def test_calibrate_with_no_predictable_row_writes_nothing(
 
 def test_calibrate_needs_as_many_rows_as_the_fit_has_parameters(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Bandwidth and compute efficiency, a per-step and a per-layer overhead: four numbers that
-    one row leaves free (it used to be reproduced exactly, with a band of 1.00–1.00)."""
+    """The bandwidth share, a per-step and a per-layer overhead (two decode rows, no prompt:
+    the compute share is held at the bundled one): three numbers that two rows leave free (one
+    row used to be reproduced exactly, with a band of 1.00–1.00)."""
     path = csv_file(tmp_path, line(), line(id="r2", batch="16", value="45"))
     out = tmp_path / "p.json"
     code, _, err = run(capsys, "calibrate", str(path), "-o", str(out))
     assert code == 2 and "engine vllm: 2 predictable throughput or latency rows" in err
-    assert "fit sets 4 parameters: it needs at least 4 (measure more)" in err
+    assert "fit sets 3 parameters: it needs at least 3 (measure more)" in err
     assert not out.exists()
 
 

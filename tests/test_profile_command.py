@@ -110,3 +110,53 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tm
     code, out, err = run_cli(capsys, "profile", *argv)
     assert code == 2 and not out
     assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+@pytest.mark.parametrize(("engine", "gpu"), [("trtllm", "mi300x"), ("vllm", "apple-m2-max-30c"),
+                                             ("llama.cpp-metal", "h100")])
+def test_an_engine_on_a_card_it_does_not_run_on_is_refused_as_decode_refuses_it(
+        capsys: pytest.CaptureFixture[str], engine: str, gpu: str) -> None:
+    """profile --gpu had priced TensorRT-LLM's shares on an MI300X, which decode refuses: now
+    the same one-line refusal, and without --engine the card's line says so for that engine."""
+    code, out, decode_err = run_cli(capsys, "decode", "llama-3.1-8b", "--gpu", gpu,
+                                    "--engine", engine)
+    assert code == 2
+    code, out, err = run_cli(capsys, "profile", "--engine", engine, "--gpu", gpu)
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert err == decode_err
+    data = cli_json(capsys, "profile", "--gpu", gpu)
+    views = {v["engine"]: v for v in data["profiles"]}
+    reason = err.strip().removeprefix("ridgeline: error: ")
+    assert views[engine]["refused_on_accelerator"] == reason
+    assert views[engine]["on_accelerator"] is None
+    runs = [v for v in views.values() if v["refused_on_accelerator"] is None]
+    assert runs and all(v["on_accelerator"] is not None for v in runs)
+    code, out, _ = run_cli(capsys, "profile", "--gpu", gpu)
+    assert code == 0 and f"  not on this card: {reason}" in out
+
+
+def test_a_calibrated_profile_names_what_it_held_in_words_and_each_cost_plainly(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A calibration of offload rows fitted 4,954 µs a step: profile printed "4.95e+03 µs",
+    listed the held terms by field name (kquant_ops_per_weight among them, which it also said
+    it does not price), and said "1 prompt ... rows". Now the cost reads as calibrate prints
+    it, the held terms by the names the rest of the output uses, only those it prices, and
+    an unpriced prompt-step layer cost says what a prompt step pays instead."""
+    from ridgeline.calibrate_held import ALL_SIDES
+
+    cuda = bundled_profiles()["llama.cpp-cuda"]
+    held = ("bandwidth_cap_bytes_per_s", "kquant_ops_per_weight", "prefill_layer_overhead_s")
+    mine = replace(cuda, step_overhead_s=4.9536e-3, held=held, compute_rows=1,
+                   source="fitted on 4 rows (mine)")
+    assert mine.kquant_ops_per_weight == 0 and mine.prefill_layer_overhead_s is None
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"engines": {"llama.cpp-cuda": mine.to_dict()}}), "utf-8")
+    code, out, _ = run_cli(capsys, "profile", "--profile", str(path))
+    assert code == 0 and "e+0" not in out
+    step_line = next(line for line in out.splitlines() if "cost per step" in line)
+    assert f"{mine.step_overhead_s * 1e6:,.0f} µs" in step_line  # calibrate's "4,954 µs/step"
+    held_line = next(line for line in out.splitlines() if "held at the prior's value" in line)
+    assert held_line.endswith(f": {ALL_SIDES['bandwidth_cap_bytes_per_s']}")
+    unpriced = out.split("not priced: ")[1].splitlines()[0]
+    assert "cost per layer of a prompt step (a prompt step pays the cost per layer)" in unpriced
+    assert "1 prompt (prefill/TTFT) row set the compute share" in out

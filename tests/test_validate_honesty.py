@@ -209,11 +209,13 @@ def test_calibrate_says_how_far_the_profile_moved_from_the_bundled_one(
 
 def test_calibrate_on_as_many_rows_as_parameters_holds_none_out(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Four rows fit four parameters exactly; a fold of three cannot be fitted, so no row is
-    held out, and the report says so rather than print an in-sample figure as one."""
-    path = _own_file(tmp_path, OWN[:4])
+    """Three decode rows fit three parameters exactly (the bandwidth share and the costs per
+    step and per layer; the compute share stands at the bundled one, no prompt row pinning
+    it); a fold of two cannot be fitted, so no row is held out, and the report says so rather
+    than print an in-sample figure as one."""
+    path = _own_file(tmp_path, OWN[:3])
     code, out, _ = run_cli(capsys, "calibrate", str(path), "-o", str(tmp_path / "p.json"))
-    assert code == 0 and "vllm: not held out: each of its 4 folds leaves too few rows" in out
+    assert code == 0 and "vllm: not held out: each of its 3 folds leaves too few rows" in out
     table = [line for line in out.splitlines() if line.startswith("decode_tok_s_per_user")]
     assert table and table[0].split()[-1] == "-"
 

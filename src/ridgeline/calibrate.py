@@ -73,7 +73,8 @@ def fit_engine(rows: Sequence[Measurement], engine: str,
     counts as held, with a prior or without (`calibrate` passes the bundled one's).
     prior: the profile whose values stand where the rows cannot pin them (`calibrate` passes
     the bundled one): with no decode or throughput rows, all of DECODE_SIDE; with no prompt
-    rows, PROMPT_SIDE (the compute share held near it, the rest at it); with no
+    rows, PROMPT_SIDE, the compute share with it (the bundled fit pulls that towards its
+    start: calibrate_space.COMPUTE_PRIOR_ROWS); with no
     time-to-first-token rows, its prompt steps' own cost per layer; and each structural term
     (ceiling, unpacking, tile width, dequantization, costs per matmul and per MoE layer) the
     rows cannot show. The profile records which (EngineProfile.held), and its source says
@@ -128,7 +129,11 @@ def _space(mine: Sequence[Measurement], key: str, start: EngineProfile,
         given = frozenset(values)
     if has_fused_projections(key) and (prior is not None or held_matmul_s):
         given |= {"matmul_overhead_s"}  # the start's (held_matmul_s), where not fitted
+    # with no prompt row, the compute share stands at the prior's, as calibrate says it does
+    # (a soft pull had let 18 throughputs move vLLM's from 56 % to 33 %: COMPUTE_PRIOR_ROWS);
+    # the bundled fit, with no prior, pulls it towards its start instead
     space = ParameterSpace(start, bw, cg, dequant, prefill, compute_prior=not compute_rows,
+                           compute=bool(compute_rows) or prior is None,
                            decode_side=decode_side or prior is None)
     return space, given
 

@@ -1,20 +1,25 @@
 """Whether a fitted profile is safe beyond its rows: what those rows span, and the cautions.
 
 coverage says which models, cards and deployments a profile was fitted on; fit_cautions warns
-of a fit on one deployment or one model, of a bandwidth share no serving engine runs at, and
-of no fixed cost a step (none of them said of a value held at the bundled profile's).
+of a fit on one deployment or one model, of a bandwidth share no serving engine runs at (the
+share a stream reaches, under the engine's ceiling where it has one), of no fixed cost a step,
+and of fixed costs ten times the bundled ones or more, naming the rows that pull them
+(far_cost_caution; none of them said of a value held at the bundled profile's).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from ridgeline.calibrate_held import held_parameters
+from ridgeline.calibrate_held import ALL_SIDES, held_parameters
 from ridgeline.calibrate_rows import rated_bytes_per_s, row_deployment, row_group
 from ridgeline.engines import EngineProfile
 from ridgeline.measurements import Measurement
-from ridgeline.units import fmt_share
+from ridgeline.predict import predicted_value
+from ridgeline.units import fmt_share, plural
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ def coverage(rows: Sequence[Measurement], profile: EngineProfile) -> Coverage:
 # every card the bundled profiles were fitted on (58 % for vLLM, SGLang and TensorRT-LLM
 # together, 74–94 % for llama.cpp's CUDA, ROCm and Metal builds)
 MIN_BANDWIDTH_SHARE = 0.5
+FULL_SHARE = 0.999  # a reached share at least this: all of rated, at the fit's 100 % clamp
 NO_FIXED_COST_S = 1e-9  # a step's fixed cost under this is none
 
 
@@ -72,8 +78,9 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                  bundled: Mapping[str, EngineProfile] | None = None) -> list[str]:
     """What makes a fitted profile unsafe to use beyond its rows: a fit on one deployment
     or one model, a bandwidth share no serving engine runs at (under MIN_BANDWIDTH_SHARE of
-    rated, or over all of it, on a card group the rows are on), and no fixed cost a step
-    (neither said of a value held at the bundled profile's: held_parameters)."""
+    rated, or all of it reached, on a card group the rows are on), no fixed cost a step
+    (neither said of a value held at the bundled profile's: held_parameters), and fixed
+    costs far from the bundled ones (far_cost_caution)."""
     out = []
     for engine, p in profiles.items():
         cover, prior = coverage(rows, p), (bundled or {}).get(engine)
@@ -100,15 +107,24 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
             if share < MIN_BANDWIDTH_SHARE:
                 shares.setdefault(("low", fmt_share(share, bounds=(MIN_BANDWIDTH_SHARE,)), ""),
                                   []).append(group)
-            elif p.bandwidth_efficiency < 0.999:  # ≥ 0.999: cmd_calibrate's
-                reached, ceiling = reached_share(p, share, group, rows)
-                if reached > 1.0:
-                    shares.setdefault(("high", fmt_share(reached, bounds=(1.0,)), ceiling),
-                                      []).append(group)
+                continue
+            # judged by what a stream reaches: a share of 100 % in series with a ceiling
+            # reaches less (llama.cpp-cuda's bundled 100 % on GeForce cards, 78.5 % on a 4090)
+            reached, ceiling = reached_share(p, share, group, rows)
+            if reached > 1.0:
+                shares.setdefault(("high", fmt_share(reached, bounds=(1.0,)), ceiling),
+                                  []).append(group)
+            elif reached >= FULL_SHARE:
+                shares.setdefault(("full", "100 %", ceiling), []).append(group)
         for (side, pct, ceiling), groups in shares.items():  # pct on its side of the bound: 100.02%
             where = f" on {' and '.join(groups)} cards" if any(groups) else ""
             bundled_share = f" (the bundled {engine} profile: {bundled_shares(prior, groups)})" \
                 if prior is not None else ""
+            if side == "full":
+                out.append(f"{engine}: bandwidth efficiency fitted at 100 % of rated{where}"
+                           f"{ceiling}, every byte the card is rated for{bundled_share}: are "
+                           "the rows from a faster card than they name?")
+                continue
             out.append(f"{engine}: bandwidth fitted at {pct} of rated{where}{ceiling}, " + (
                 f"under {MIN_BANDWIDTH_SHARE:.0%}{bundled_share}: the rows may have run "
                 "another deployment than they name (card, weights, GPUs), or work the model "
@@ -122,7 +138,91 @@ def fit_cautions(profiles: Mapping[str, EngineProfile], rows: Sequence[Measureme
                        "matmul), which every engine pays (scheduling, kernel launches): the rows "
                        "cannot tell it from the bandwidth share — add rows at batch 1 and at "
                        "large batches")
+        if prior is not None:
+            out += far_cost_caution(engine, p, prior, rows)
     return out
+
+
+# a fixed cost fitted this many times the bundled profile's (or, beside one, under its
+# FAR_COST-th), and this far from it: 0.1 → 2 µs a layer prices next to nothing
+FAR_COST = 10.0
+FAR_COST_MIN_S = 10e-6
+PRICED_S = 0.5e-6  # a bundled cost under this prices nothing (a fit's 5e-12 s): no ratio
+# a row the fit reads this much closer (|ln(predicted ÷ measured)|) than the bundled costs
+# would, the rest of the fit kept: one of the rows that pull those costs
+PULLING = 0.05
+FIXED_COSTS = ("step_overhead_s", "layer_overhead_s", "prefill_layer_overhead_s",
+               "matmul_overhead_s", "moe_layer_overhead_s")
+
+
+def far_costs(p: EngineProfile, prior: EngineProfile) -> dict[str, tuple[float, float]]:
+    """Each fixed cost (seconds, by field) ``p`` fitted FAR_COST times ``prior``'s or more,
+    at least FAR_COST_MIN_S over it, and beside one such, each under its FAR_COST-th (the
+    fit's trade: offload.csv's cost per layer 55.1 → 0.0 µs as its cost per step rose):
+    (bundled, fitted). A cost the bundled profile does not price (under PRICED_S, or None) is
+    a new term, not a move; one fallen alone makes steps cheaper, which the fit's other
+    cautions judge (no fixed cost a step)."""
+    up, down = {}, {}
+    for name in FIXED_COSTS:
+        bundled, fitted = getattr(prior, name), getattr(p, name)
+        if bundled is None or bundled < PRICED_S or fitted is None \
+                or abs(fitted - bundled) < FAR_COST_MIN_S:
+            continue
+        if fitted >= bundled * FAR_COST:
+            up[name] = (bundled, fitted)
+        elif fitted <= bundled / FAR_COST:
+            down[name] = (bundled, fitted)
+    return {name: moved for name in FIXED_COSTS
+            if (moved := up.get(name) or (down.get(name) if up else None)) is not None}
+
+
+def pulling_rows(engine: str, p: EngineProfile, restored: EngineProfile,
+                 rows: Sequence[Measurement]) -> list[str]:
+    """The ids of ``p``'s fitted rows that ``restored`` (``p`` with some values set back to
+    the bundled profile's) reads at least PULLING worse, the most pulled first."""
+    ids = set(p.fitted_ids)
+    pulls = []
+    for r in rows:
+        if r.id not in ids or r.value <= 0:
+            continue
+        fitted = predicted_value(r, {engine: p})
+        bundled = predicted_value(r, {engine: restored})
+        if fitted and bundled:
+            pull = abs(math.log(bundled / r.value)) - abs(math.log(fitted / r.value))
+            if pull >= PULLING:
+                pulls.append((-pull, r.id))
+    return [row_id for _, row_id in sorted(pulls)]
+
+
+def far_cost_caution(engine: str, p: EngineProfile, prior: EngineProfile,
+                     rows: Sequence[Measurement]) -> list[str]:
+    """A caution where the fit moved fixed costs FAR_COST times from the bundled profile's,
+    naming the rows that pull them (pulling_rows): every step priced with the profile pays
+    them, another model's and card's too. validation/offload.csv's 14 llama.cpp-cuda rows fit
+    4,953.6 µs a step against 12.0, pulled by its one decode of Qwen3-30B-A3B with experts in
+    host memory (--n-cpu-moe 36), which the bundled costs read 32 % fast and the fitted 19 %;
+    with them, Llama-3.2-1B's decode on an RTX 4090 ran 2.6× slower than bundled."""
+    far = far_costs(p, prior)
+    if not far:
+        return []
+    moved = ", ".join(f"{ALL_SIDES[name]} {b * 1e6:,.1f} → {f * 1e6:,.1f} µs ("
+                      + (f"×{f / b:,.0f}" if f > b else f"÷{b / f:,.0f}" if f >= 0.05e-6
+                         else "to 0") + ")" for name, (b, f) in far.items())
+    back: dict[str, Any] = {name: bundled for name, (bundled, _) in far.items()}
+    pulled = pulling_rows(engine, p, replace(p, **back), rows)
+    named = ", ".join(pulled[:3]) + (f" and {len(pulled) - 3} more" if len(pulled) > 3 else "")
+    costs, them = plural(len(far), "cost"), "it" if len(far) == 1 else "them"
+    one = len(pulled) == 1
+    steps = "prompt step" if set(far) == {"prefill_layer_overhead_s"} else "step"
+    return [f"{engine}: {moved} from the bundled profile: every {steps} this profile prices "
+            f"pays {them}, another model's and card's too; " + (
+                f"pulled by {named} (read worse with the bundled {costs}): is "
+                f"{'its' if one else 'their'} time spent on what the model does not price a "
+                "step (weights streamed from host memory, a busy card)? leave "
+                f"{'it' if one else 'them'} out, or keep this profile to "
+                f"{'its' if one else 'their'} deployments"
+                if pulled else f"no row reads much worse with the bundled {costs}: the rows "
+                f"cannot pin {them}; keep the bundled profile for other deployments")]
 
 
 def reached_share(p: EngineProfile, share: float, group: str,

@@ -6,7 +6,9 @@ on an H100 fit its TTFT to 0.0 %. Here an engine's fitted rows are dealt into k 
 (k = min(rows, MAX_FOLDS); row i of the file's order to fold i mod k), and each fold's rows are
 predicted by the engine refitted, as `calibrate` fits it (calibrate.calibrate_engine), on every
 other row: five such rows (tests/test_validate_honesty.py's) read 5.3 % TTFT error in sample,
-10.4 % held out, and 14.0 % and 18.4 % in output throughput. A fold whose remaining rows are
+29.8 % held out (the fold without it has no prompt row: the compute share stands at the
+bundled profile's, as it does in any calibration of rows without one), and 14.0 % and 18.4 %
+in output throughput. A fold whose remaining rows are
 too few to fit is left unscored, and counted (four rows: none held out). Past
 HELD_OUT_MAX_ROWS rows an engine is not held out here (lowbatch.csv's 54 rows are 15 refits
 beside calibrate's 3 fits: they took it from 8 s to 29 s on a loaded machine, 5.5 s of CPU
@@ -25,6 +27,7 @@ from ridgeline.engines import EngineProfile
 from ridgeline.errors import InputError
 from ridgeline.measurements import Measurement
 from ridgeline.predict import Prediction, predict
+from ridgeline.units import plural
 
 # the most rows an engine is held out on fold by fold: each fold is a fit of its own
 HELD_OUT_MAX_ROWS = 40
@@ -52,7 +55,8 @@ class HeldOut:
             f"in {self.folds} folds"
         left = (f"; {len(self.unscored)} unscored, their fold leaving too few rows to fit"
                 if self.unscored else "")
-        return f"{self.engine}: {n} rows held out {way}, each refitted without it{left}"
+        return (f"{self.engine}: {n} {plural(n, 'row')} held out {way}, each refitted "
+                f"without it{left}")
 
 
 def held_out(rows: Sequence[Measurement], profiles: Mapping[str, EngineProfile],

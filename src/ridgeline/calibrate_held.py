@@ -11,6 +11,7 @@ back from a calibrated profile, and held_notes words that reading for the profil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -50,8 +51,7 @@ def values_at_prior(prior: EngineProfile, rows: Sequence[Measurement], key: str,
                     dequant: bool) -> dict[str, Any]:
     """``prior``'s value, by field, for each parameter ``rows`` cannot pin (DECODE_SIDE
     without a row of decode steps, PROMPT_SIDE without a prompt row, and each structural term
-    where the rows cannot show it), to start the fit at; the compute share is then held near
-    the prior's (the fit's penalty), not at it."""
+    where the rows cannot show it), to hold there (the fit's start for what it fits)."""
     held: dict[str, Any] = {}
     if all(r.metric in PROMPT_METRICS for r in rows):
         held.update((name, getattr(prior, name)) for name in DECODE_SIDE)
@@ -76,11 +76,9 @@ def values_at_prior(prior: EngineProfile, rows: Sequence[Measurement], key: str,
 def held_fields(space: ParameterSpace, given: Collection[str]) -> tuple[str, ...]:
     """The fields a fit in ``space`` held, in ALL_SIDES' order: each of ``given`` (set before
     the fit: values_at_prior, and the cost per weight matmul fit_engine is given) that the
-    space does not fit, and the compute share, given, where the space pulls it towards the
-    prior's (no prompt rows)."""
+    space does not fit (the compute share among them where no prompt row fits it)."""
     fitted = space.fitted_fields
-    return tuple(name for name in ALL_SIDES if name in given and (
-        name not in fitted or (name == "compute_efficiency" and space.compute_prior)))
+    return tuple(name for name in ALL_SIDES if name in given and name not in fitted)
 
 
 NO_DECODE_ROWS = "no decode or throughput rows: a prompt step's time is its arithmetic"
@@ -118,11 +116,13 @@ def held_notes(profile: EngineProfile, prior: EngineProfile | None) -> str:
     for why, names in by_why.items():
         if why == NO_DECODE_ROWS:
             notes.append(f"its {_listed(names)} held at the bundled profile's ({why})")
-        elif why == NO_PROMPT_ROWS:  # the compute share pulled towards the prior's, not at it
+        elif why == NO_PROMPT_ROWS:  # the compute share at the prior's, or pulled towards it
+            near = [name for name in names if name == "compute_efficiency"
+                    and not compute_at_prior(profile, prior)]
             parts = [f"its {ALL_SIDES[name]} held near "
                      + (f"{prior.compute_efficiency:.3g}" if prior else "the fit's start")
-                     for name in names if name == "compute_efficiency"]
-            rest = [name for name in names if name != "compute_efficiency"]
+                     for name in near]
+            rest = [name for name in names if name not in near]
             if rest:
                 parts.append(f"its {_listed(rest)} {'at' if parts else 'held at'} the bundled "
                              "profile's")
@@ -131,6 +131,21 @@ def held_notes(profile: EngineProfile, prior: EngineProfile | None) -> str:
             notes += [f"its {ALL_SIDES[name]} held at {_shown(name, getattr(profile, name))} "
                       f"(the bundled profile's: {why})" for name in names]
     return "".join(f"; {note}" for note in notes)
+
+
+def compute_at_prior(profile: EngineProfile, prior: EngineProfile | None) -> bool:
+    """Whether ``profile``'s compute share is ``prior``'s (a calibration with no prompt row
+    holds it there; the bundled fit, ``prior`` itself, pulled its own towards its start, and
+    profiles calibrated before 2026-12-06 towards the prior's)."""
+    return prior is not None and profile != prior and math.isclose(
+        profile.compute_efficiency, prior.compute_efficiency, rel_tol=1e-9)
+
+
+def compute_hold(profile: EngineProfile, prior: EngineProfile | None) -> str:
+    """How a compute share no prompt row fitted stands, in words: "held at the bundled
+    profile's", or "held near its prior" (pulled towards it: compute_at_prior)."""
+    return "held at the bundled profile's" if compute_at_prior(profile, prior) \
+        else "held near its prior"
 
 
 def _listed(names: Sequence[str]) -> str:
@@ -144,9 +159,10 @@ def held_parameters(profile: EngineProfile, prior: EngineProfile | None
                     ) -> tuple[tuple[str, str], ...]:
     """(parameter, why) for each parameter of a calibrated ``profile`` that prices something
     and that its fit held, its rows unable to pin it (EngineProfile.held); the compute share
-    first where no prompt row fitted it (held near the prior's, not at it). A profile that does
-    not record what it held (written before it was recorded) is read against ``prior``: each
-    value equal to the prior's counts as held, a fitted one that landed on it too."""
+    first where no prompt row fitted it (at the prior's; a profile calibrated before
+    2026-12-06 held it near the prior's, pulled by its rows: compute_at_prior). A profile that
+    does not record what it held (written before it was recorded) is read against ``prior``:
+    each value equal to the prior's counts as held, a fitted one that landed on it too."""
     return tuple((ALL_SIDES[name], why) for name, why in _held(profile, prior))
 
 

@@ -72,7 +72,11 @@ def profile_moves(fitted: EngineProfile, bundled: EngineProfile,
     moves += [Move(what, b, f, False) for what, b, f in (
         ("cost per step", bundled.step_overhead_s, fitted.step_overhead_s),
         ("cost per layer", bundled.layer_overhead_s, fitted.layer_overhead_s),
-        ("cost per layer of a prompt step", bundled.per_layer_s(True), fitted.per_layer_s(True)),
+        # a prompt step's own, where either profile has one (else it is the cost per layer's)
+        *((("cost per layer of a prompt step", bundled.per_layer_s(True),
+             fitted.per_layer_s(True)),)
+          if (bundled.prefill_layer_overhead_s, fitted.prefill_layer_overhead_s) != (None, None)
+          else ()),
         ("cost per weight matmul", bundled.matmul_overhead_s, fitted.matmul_overhead_s),
         ("cost per MoE layer", bundled.moe_layer_overhead_s, fitted.moe_layer_overhead_s))]
     return tuple(m for m in moves if abs(m.fitted - m.bundled) >= max(

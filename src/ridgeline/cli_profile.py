@@ -14,6 +14,7 @@ from ridgeline.errors import InputError
 
 
 def cmd_profile(args: argparse.Namespace) -> Any:
+    from ridgeline.engine_platforms import engine_platform_problem
     from ridgeline.engines import ENGINES, bundled_profiles, engine_id, load_profile_file
     from ridgeline.hardware import resolve_accelerator
     from ridgeline.reports.profile import profile_report
@@ -30,6 +31,10 @@ def cmd_profile(args: argparse.Namespace) -> Any:
     else:  # the order `--engine` lists them in
         chosen = {e: profiles[e] for e in sorted(profiles, key=ENGINES.index)}
     acc = None if args.gpu is None else resolve_accelerator(args.gpu)
+    if acc is not None and args.engine is not None:  # refused as decode refuses the pair
+        problem = engine_platform_problem(key, acc)
+        if problem:
+            raise InputError(problem)
     steps = profile_steps(chosen) if args.explain else ()
     return profile_report(origin, tuple(chosen.values()), acc, steps)
 

@@ -137,9 +137,10 @@ class EngineProfile:
     # each a kernel that waits on the one before it, where a dense FFN runs four or five
     moe_layer_overhead_s: float = 0.0
     # the fields a calibration held at its prior's value rather than fitted, its rows unable
-    # to pin them (calibrate_held; the compute share: held near it); its source words this
-    # record. (): nothing held (a fit with no prior holds nothing at one, bar a cost per
-    # weight matmul it is given); None: not recorded (a profile written before)
+    # to pin them (calibrate_held; a profile written before 2026-12-06 held the compute share
+    # near it, pulled by its rows: compute_at_prior); its source words this record.
+    # (): nothing held (a fit with no prior holds nothing at one, bar a cost per weight
+    # matmul it is given); None: not recorded (a profile written before)
     held: tuple[str, ...] | None = None
     # per accelerator group, the largest decode batch the fit priced its rows at (prefill and
     # TTFT rows apart; Prediction.batch: a serving throughput naming no batch at its pool's

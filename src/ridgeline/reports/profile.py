@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.calibrate_held import held_parameters
+from ridgeline.engine_platforms import engine_platform_problem
 from ridgeline.engines import EngineProfile, accelerator_group, bandwidth_group
 from ridgeline.explain import Step
 from ridgeline.hardware import Accelerator
 from ridgeline.render import table
 from ridgeline.reports.profile_story import NOTHING_S
+from ridgeline.units import plural
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,12 @@ def percent(fraction: float) -> str:
 
 
 def term_text(value: float, unit: str) -> str:
-    """A term as the text prints it: 5.93e-05 s → "59.3 µs", 3.67e12 B/s → "3.67 TB/s",
-    0.58 fraction → "58.1 %"; a fixed cost under 0.1 µs reads "0 µs" (fitted to nothing)."""
+    """A term as the text prints it: 5.93e-05 s → "59.3 µs", 4.95e-3 s → "4,954 µs" (whole
+    from 1,000 µs, as calibrate prints it), 3.67e12 B/s → "3.67 TB/s", 0.58 fraction →
+    "58.1 %"; a fixed cost under 0.1 µs reads "0 µs" (fitted to nothing)."""
     if unit == "s":
-        return "0 µs" if value < NOTHING_S else f"{value * 1e6:.3g} µs"
+        us = value * 1e6
+        return "0 µs" if value < NOTHING_S else f"{us:,.0f} µs" if us >= 1e3 else f"{us:.3g} µs"
     if unit == "B/s":
         return f"{value / 1e12:.3g} TB/s"
     if unit == "fraction":
@@ -138,6 +143,7 @@ class ProfileView:
     profile: EngineProfile
     groups: tuple[GroupShares, ...]
     on_card: OnCard | None
+    refused: str = ""  # why the engine does not run on --gpu's card, as decode refuses it
 
     def to_dict(self) -> dict[str, Any]:
         p = self.profile
@@ -154,6 +160,7 @@ class ProfileView:
                                  "fitted_max_batch": g.fitted_max_batch,
                                  "max_batch_optimism": g.max_batch_optimism}
                        for g in self.groups},
+            "refused_on_accelerator": self.refused or None,
             "on_accelerator": None if card is None else {
                 "accelerator": card.accelerator.id, "group": card.group,
                 "bandwidth_group": bandwidth_group(card.accelerator),
@@ -166,12 +173,15 @@ class ProfileView:
     def text_lines(self) -> list[str]:
         p = self.profile
         prompt = "" if p.compute_rows is None else \
-            f"; {p.compute_rows:,} prompt (prefill/TTFT) rows set the compute share" \
-            if p.compute_rows else "; no prompt rows: the compute share is its prior's"
+            f"; {p.compute_rows:,} prompt (prefill/TTFT) {plural(p.compute_rows, 'row')} set " \
+            "the compute share" if p.compute_rows else \
+            "; no prompt rows: the compute share is its prior's"
         lines = [f"{p.engine}: {p.source}{prompt}"]
-        if p.held:
+        # its record, as calibrate words it: the held terms that price something, by name
+        held = [name for name, _ in held_parameters(p, None)] if p.held else []
+        if held:
             lines.append(f"  held at the prior's value (its rows could not pin them): "
-                         f"{', '.join(p.held)}")
+                         f"{', '.join(held)}")
         rows = [[t.name, term_text(getattr(p, t.field), t.unit),
                  t.meaning + ("; fitted to nothing" if t.unit == "s"
                               and getattr(p, t.field) < NOTHING_S else "")]
@@ -182,7 +192,10 @@ class ProfileView:
         value_w = max(len(r[1]) for r in rows)
         lines += [f"  {name.ljust(name_w)}  {value.rjust(value_w)}  {meaning}"
                   for name, value, meaning in rows]
-        unpriced = [t.name for t in TERMS if not priced(p, t)]
+        # a prompt step with no cost per layer of its own pays the decode steps' (per_layer_s)
+        unpriced = [t.name + (" (a prompt step pays the cost per layer)"
+                              if t.field == "prefill_layer_overhead_s" else "")
+                    for t in TERMS if not priced(p, t)]
         if unpriced:
             lines.append(f"  not priced: {', '.join(unpriced)}")
         if self.groups:
@@ -196,6 +209,8 @@ class ProfileView:
             lines += ["    " + line for line in
                       table(grows, ["group", "rows", "bandwidth share", "compute share",
                                     "largest decode batch", "shares"], left=1)]
+        if self.refused:
+            lines.append(f"  not on this card: {self.refused}")
         card = self.on_card
         if card is not None:
             acc = card.accelerator
@@ -235,7 +250,11 @@ class ProfileReport:
 def profile_report(origin: str, profiles: tuple[EngineProfile, ...],
                    acc: Accelerator | None = None,
                    steps: tuple[Step, ...] = ()) -> ProfileReport:
-    """The report of these profiles (and, with ``acc``, their shares on that card)."""
-    return ProfileReport(origin, tuple(ProfileView(p, group_shares(p),
-                                                   None if acc is None else OnCard.of(p, acc))
-                                       for p in profiles), steps)
+    """The report of these profiles (and, with ``acc``, their shares on that card, or why an
+    engine does not run on it: engine_platform_problem, decode's refusal)."""
+    views = []
+    for p in profiles:
+        refused = "" if acc is None else engine_platform_problem(p.engine, acc)
+        on_card = None if acc is None or refused else OnCard.of(p, acc)
+        views.append(ProfileView(p, group_shares(p), on_card, refused))
+    return ProfileReport(origin, tuple(views), steps)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ridgeline.calibrate_audit import Coverage
 from ridgeline.calibrate_folds import HeldOut
-from ridgeline.calibrate_held import ALL_SIDES, held_parameters
+from ridgeline.calibrate_held import ALL_SIDES, compute_hold, held_parameters
 from ridgeline.calibrate_moves import Move, Shift
 from ridgeline.calibrate_objective import HUBER_DELTA
 from ridgeline.calibrate_space import GROUP_PRIOR
@@ -237,9 +237,10 @@ def profile_steps(profiles: Mapping[str, EngineProfile]) -> tuple[Step, ...]:
     objective, and each coefficient with where it came from (fitted, or held)."""
     steps = []
     for engine, p in profiles.items():
-        held = dict(held_parameters(p, bundled_profiles().get(engine)))
+        prior = bundled_profiles().get(engine)
+        held = dict(held_parameters(p, prior))
         source = partial(_source, held)
-        compute = "fitted" if p.compute_fitted else "held near the bundled profile's: no prompt rows"
+        compute = "fitted" if p.compute_fitted else f"{compute_hold(p, prior)}: no prompt rows"
         inputs = [
             q("rows fitted", p.fitted_rows, "", ", ".join(f"{g} {n}" for g, n in
                                                      p.fitted_groups.items())),
@@ -607,10 +608,14 @@ class CalibrationReport:
     moves: Mapping[str, tuple[Move, ...]] = field(default_factory=dict)
     shifts: Mapping[str, Shift] = field(default_factory=dict)
 
+    def prior(self, engine: str) -> EngineProfile | None:
+        """The bundled profile ``engine``'s fit stood on where its rows pinned nothing."""
+        return bundled_profiles().get(engine)
+
     def held(self, engine: str) -> tuple[tuple[str, str], ...]:
         """(parameter, why) for each of the engine's parameters the fit held at the bundled
         profile's, its rows unable to pin it."""
-        return held_parameters(self.profiles[engine], bundled_profiles().get(engine))
+        return held_parameters(self.profiles[engine], self.prior(engine))
 
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output,
@@ -640,8 +645,8 @@ class CalibrationReport:
                 if groups else ""
             lines.append(f"  {engine}: bandwidth {p.bandwidth_efficiency:.0%}{base}, compute "
                          f"{p.compute_efficiency:.0%}"
-                         + ("" if p.compute_fitted else " (held near its prior: no prefill or "
-                            "TTFT row to fit it)")
+                         + ("" if p.compute_fitted else f" ({compute_hold(p, self.prior(engine))}"
+                            ": no prefill or TTFT row to fit it)")
                          + f", {p.step_overhead_s * 1e6:,.0f} µs/step, "
                          f"{p.layer_overhead_s * 1e6:,.1f} µs/layer"
                          + (f" ({p.prefill_layer_overhead_s * 1e6:,.1f} µs/layer in a prefill step)"
