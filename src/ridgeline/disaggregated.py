@@ -168,13 +168,15 @@ def verify_disaggregated(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         if runs.held(x, y):
             x, y, held = cheapest_held(runs, x0, y0, x, y)
             ttft, tpot, itl, p_knobs, d_knobs = min(held, key=lambda h: h[0])  # stable: defaults first
-            # the decode pool's check (its TPOT's): its requests and arrival window
+            # the decode pool's check (its TPOT's): its requests (a trace's counted ones,
+            # its stretch's lead and trail apart) and arrival window
             work, window = load.steady(y, load.means()[1] * c.tpot_s,
                                        percentile=slo.percentile)
             return replace(c, replicas=x + y, prefill_replicas=x, disaggregated=f"{x}P{y}D",
                            verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot, sim_itl_s=itl,
                            pool_knobs=(p_knobs, d_knobs), analytic_replicas=x0 + y0,
-                           sim_requests=len(work),
+                           sim_requests=sum(window[0] <= r.arrival_s <= window[1]
+                                            for r in work) if load.trace else len(work),
                            sim_window_s=window if math.isfinite(window[0]) else None)
         # no pair held: grow as the best setting of each pool says (the prefill pool's steady
         # one of the shortest TTFT, the decode pool's within TPOT of the shortest first step)

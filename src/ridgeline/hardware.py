@@ -112,6 +112,10 @@ class Accelerator:
     # (an NVL72's 72; Spheron: "There is no GB200 single-GPU rental"), so a plan of 5 pays
     # for 72; 1 where a part rents alone (``rented_gpus``)
     rental_gpus: int = 1
+    # the GPUs of the offer ``price_per_hour_usd`` is read from, where it is recorded (AWS
+    # g6e.xlarge: 1 L40S a VM), so that plan can say a replica needing more in one host is
+    # priced at a rate no offer of that size was read at; None: not recorded
+    price_offer_gpus: int | None = None
     # the day ``price_per_hour_usd`` was read (ISO, "2026-03-17"); "" where its source gives
     # none ("list price at time of writing"): said "undated" (``price_source``)
     price_date: str = ""
@@ -314,6 +318,8 @@ class Accelerator:
             runtime_devices=f.whole("runtime_devices", 1, MAX_RUNTIME_DEVICES, default=1),
             host_gpus=f.whole("host_gpus", 1, MAX_HOST_GPUS) if "host_gpus" in record else None,
             rental_gpus=f.whole("rental_gpus", 1, MAX_RENTAL_GPUS, default=1),
+            price_offer_gpus=f.whole("price_offer_gpus", 1, MAX_RENTAL_GPUS)
+            if record.get("price_offer_gpus") is not None else None,  # null: --json's None
             # null as `hardware --json` writes an undated price, or absent
             price_date=_iso_date(f.text("price_date", "") if record.get("price_date") is not None
                                  else "", f"{origin}: price_date"),
@@ -352,7 +358,7 @@ FORMS = ("datacenter", "workstation", "consumer", "soc", "measured")
 # the fields a record's figure_sources may name
 FIGURES = ("memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops", "fp16_accumulate_flops",
            "ecc_visible_bytes", "runtime_total_bytes", "link", "price_per_hour_usd", "tdp_w",
-           "host_gpus", "rental_gpus")
+           "host_gpus", "rental_gpus", "price_offer_gpus")
 MAX_MEMORY_BYTES = 1e15  # a petabyte: past any one accelerator's memory
 MAX_PRICE_USD = 1000.0  # per device-hour
 MAX_TDP_W = 100_000.0  # a whole wafer-scale system draws tens of kW

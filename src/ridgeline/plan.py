@@ -50,6 +50,7 @@ from ridgeline.engine_scheduling import v0_scheduling_caution
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.errors import InputError
 from ridgeline.hardware import Accelerator, catalog_id_named, register, resolve_accelerator
+from ridgeline.host_pricing import shared_host_caution
 from ridgeline.measured_slowdown import measured_slowdown, moe_caution
 from ridgeline.model import ModelSpec
 from ridgeline.modelopt_algos import checkpoint_refusal
@@ -64,7 +65,9 @@ from ridgeline.plan_cautions import (
     streamed_load_note,
 )
 from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
+from ridgeline.plan_checks import verify as verify_one  # ``verify``: plan's check budget
 from ridgeline.plan_constraints import NO_CONSTRAINTS, PlanConstraints
+from ridgeline.plan_precision import precision_note
 from ridgeline.precision import weight_plan
 from ridgeline.quantization_gates import capability_problem, deployment_problem
 from ridgeline.replica_sizing import (
@@ -206,7 +209,7 @@ def _card_outcomes(ids: Sequence[str], candidates: Sequence[Candidate],
 
 def _row_cautions(c: Candidate, win: Candidate | None, engine: str, profile: EngineProfile,
                   slo: Slo, model: ModelSpec, engine_version: str | None,
-                  load: Load) -> tuple[str, ...]:
+                  load: Load, given: Sequence[str] = ()) -> tuple[str, ...]:
     """What every row plan prints says of its deployment: its own cautions
     (``candidate_cautions``; vLLM 0.34's unchecked extensible KV cache where 0.33's rules hold
     less than its batch, ``extensible_kv_caution``), and, on rows other than the winner (whose lines say both
@@ -216,6 +219,8 @@ def _row_cautions(c: Candidate, win: Candidate | None, engine: str, profile: Eng
     why = candidate_cautions(c, engine, profile, slo, model, engine_version)
     extensible = extensible_kv_caution(c, engine, model, load, engine_version)
     why = (*why, extensible) if extensible else why
+    host = shared_host_caution(c, c.accelerator in given)  # a TP replica priced a GPU alone
+    why = (*why, host) if host else why
     if c is win:
         return why
     extra = []
@@ -508,11 +513,16 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
             model, load, slo, gpus, max_gpus, engine, profile, beyond, engine_version,
             constraints)
     note = load.transient(win.ttft_floor_s + mean_out * win.tpot_s) if win else ""
+
+    def check(c: Candidate) -> Candidate | None:
+        """``c`` simulated as the winner was (precision_note's same-price alternative)."""
+        return verify_one(model, c, load, slo, max_gpus, engine_version, engine, profile, runs)
+
     unpriced_best = tuple(_best_per_gpu(unpriced))
     split_sorted = tuple(sorted(split, key=lambda c: (not c.verified, c.cost_per_hour is None,
                                                       c.cost_per_hour or 0.0, c.gpus)))
     own = tuple((c, why) for c, why in ((c, _row_cautions(c, win, engine, profile, slo, model,
-                                                            engine_version, load))
+                                                            engine_version, load, given))
                                         for c in (*candidates, *unpriced_best, *split_sorted))
                 if why)
     cautions = tuple(c for c in (note, load.thin(slo.percentile, win.sim_requests if win and
@@ -531,7 +541,9 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                       engine, cautions, engine_version, measured, own,
                       tuple(n for n in (chunked_prefill_note(win, engine, load),
                                         streamed_load_note(win, engine, model, engine_version),
-                                        itl_stall_note(win, slo))
+                                        itl_stall_note(win, slo),
+                                        precision_note(win, candidates, slo.percentile,
+                                                       check if verify > 0 else None))
                             if n), dropped,
                       _card_outcomes([resolve_accelerator(g).id for g in gpus], candidates,
                                      unpriced_best, split_sorted, sized, max_gpus,

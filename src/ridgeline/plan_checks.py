@@ -247,7 +247,11 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
             held = not result.rec.missed and ttft <= slo.ttft_s and (
                 math.isnan(tpot) or tpot <= slo.tpot_s) and slo.itl_ok(itl) \
                 and result.rec.held_steady  # a queue that grows misses the SLO, given time
-            runs[key] = CheckRun(held, ttft, tpot, len(work), work[0].id if load.trace else 0,
+            # of a trace, the requests counted (a stretch's, its lead and trail apart)
+            counted = [r for r in work if window[0] <= r.arrival_s <= window[1]] \
+                if load.trace else work
+            runs[key] = CheckRun(held, ttft, tpot, len(counted),
+                                 counted[0].id if load.trace else 0,
                                  window, result.rec.over_budget_prompts, itl)
         return runs[key]
 

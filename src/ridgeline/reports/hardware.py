@@ -41,9 +41,11 @@ def _record(acc: Accelerator) -> dict[str, Any]:
                  **({} if acc.die_link_bytes_per_s is None else
                     {"die_bytes_per_s_per_direction": acc.die_link_bytes_per_s})},
         "price_per_hour_usd": acc.price_per_hour_usd,
-        # the fewest parts the priced offer rents at once (a GB200 rack: 72), and the day
-        # the price was read (null where its source gives none; --gpu-file reads it back)
-        "rental_gpus": acc.rental_gpus, "price_date": acc.price_date or None, "tdp_w": acc.tdp_w,
+        # the fewest parts the priced offer rents at once (a GB200 rack: 72), the GPUs of
+        # that offer (null: not recorded), and the day the price was read (null where its
+        # source gives none; --gpu-file reads it back)
+        "rental_gpus": acc.rental_gpus, "price_offer_gpus": acc.price_offer_gpus,
+        "price_date": acc.price_date or None, "tdp_w": acc.tdp_w,
         "aliases": list(acc.aliases), "sources": list(acc.sources),
         "figure_sources": {JSON_SPELLINGS.get(k, k): v for k, v in acc.figure_sources.items()},
         "notes": acc.notes,

@@ -15,7 +15,7 @@ from ridgeline.cost import mean_decode_context
 from ridgeline.datafiles import engine_defaults
 from ridgeline.engine_names import engine_name
 from ridgeline.engine_versions import sized_version
-from ridgeline.explain import Step, q, step
+from ridgeline.explain import Step, q, shown_number, step
 from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import CardOutcome, PlanResult
@@ -27,6 +27,7 @@ from ridgeline.reports.plan_lists import (
     PlanLists,
     break_even_usd,
     devices,
+    gpu_hour_price,
     itl_part,
     pct,
     rented_words,
@@ -128,6 +129,19 @@ def short_source(source: str) -> str:
     return re.sub(r"^\$[\d.,]+/GPU-hour ", "", cut).strip() or source
 
 
+def _rents_alone(c: Candidate) -> str:
+    """The GPUs-rented line's source where a GPU is paid for alone: "every GPU rents alone",
+    or, where the price's offer holds fewer GPUs than the replica's tensor-parallel group
+    (``host_pricing``), that each is counted at that offer's rate."""
+    from ridgeline.hardware import resolve_accelerator
+
+    offer = resolve_accelerator(c.accelerator).price_offer_gpus
+    if offer is None or c.tp <= offer:
+        return "every GPU rents alone"
+    return (f"each counted at the {offer}-GPU offer's rate, though a TP{c.tp} replica's "
+            "GPUs share one host (see the caution)")
+
+
 def card_words(card: CardOutcome) -> str:
     """One searched card as the "cards:" line gives it: "mi300x $27.75/h (15 GPUs at $1.85,
     simulated)", "gaudi3 no price (18 GPUs)", "l40s: needs 80 GPUs, past --max-gpus"."""
@@ -135,7 +149,7 @@ def card_words(card: CardOutcome) -> str:
     if card.status == "priced" and c is not None:
         rented = f", {c.rented_gpus:,} rented" if c.rented_gpus != c.gpus else ""
         return (f"{card.gpu} ${c.cost_per_hour or 0.0:,.2f}/h "
-                f"({devices(c.gpus, card.gpu)}{rented} at ${c.price_per_gpu_hour or 0.0:,.2f}, "
+                f"({devices(c.gpus, card.gpu)}{rented} at {gpu_hour_price(c.price_per_gpu_hour or 0.0)}, "
                 f"{'simulated' if c.verified else 'analytic'})")
     if card.status == "unpriced":
         return f"{card.gpu} no price ({devices(card.gpus, card.gpu)}, analytic)"
@@ -254,12 +268,26 @@ class PlanReport:
                  q("$/h", win.cost_per_hour or 0.0, "", "GPUs rented × price per GPU-hour"),
                  q("GPUs rented", win.rented_gpus, "",
                    f"{win.gpus} GPUs in whole {win.rental_gpus}-GPU rental units"
-                   if win.rental_gpus > 1 else "every GPU rents alone"),
+                   if win.rental_gpus > 1 else _rents_alone(win)),
                  q("price per GPU-hour", win.price_per_gpu_hour or 0.0, "$",
                    price_words(win.accelerator, win.price_per_gpu_hour,
                                win.accelerator in result.prices_given)),
-                 q("output tok/s", tok_s)),
+                 q("output tok/s", tok_s, "", self._tok_s_source())),
         )
+
+    def _tok_s_source(self) -> str:
+        """Where --explain's output tok/s comes from, to reproduce it: the mean output of the
+        requests the sizing reads (``Load.samples``: a trace's own, or 2,000 drawn with the
+        load's seed) × the rate; "250 output tokens × 10 req/s" for one length."""
+        load, mean_out = self.result.load, self.result.mean_output_tokens
+        rate = f"{shown_number(load.rate_req_s)} req/s"
+        if load.trace:
+            return (f"mean output {shown_number(mean_out)} tokens of the trace's "
+                    f"{len(load.trace):,} requests × {rate}, its requests per second")
+        if fixed_tokens(load.output_len) is not None:
+            return f"{shown_number(mean_out)} output tokens × {rate}"
+        return (f"mean output {shown_number(mean_out)} tokens of the {len(load.samples()):,} "
+                f"requests the sizing draws (seed {load.seed}) × {rate}")
 
     def _row(self, c: Candidate) -> dict[str, Any]:
         from ridgeline.hardware import engine_devices, resolve_accelerator
@@ -431,7 +459,7 @@ class PlanReport:
             if price["source"] is None:
                 return f"{gpu} no price"
             dated = "" if price["source"] == "--price" else f"; {price['date'] or 'undated'}"
-            return f"{gpu} ${usd_h:,.2f} ({short_source(price['source'])}{dated})"
+            return f"{gpu} {gpu_hour_price(usd_h or 0.0)} ({short_source(price['source'])}{dated})"
 
         return ("prices per GPU-hour: " + "; ".join(one(g, p) for g, p in r.price_table
                                                     if g not in dropped)
@@ -540,8 +568,7 @@ class PlanReport:
         (every 2nd request of the trace for two replicas, or its heaviest stretch: simulate
         --trace replays a whole file); "" where it gets one or was not checked on a trace."""
         r = self.result
-        if self.launch.check_command(c) or not (c.verified and r.load.trace
-                                                 and c.sim_window_s is not None):
+        if self.launch.check_command(c) or not (c.verified and r.load.trace):
             return ""
         share = -(-len(r.load.trace) // c.replicas)
         dealt = "the trace's requests" if c.replicas == 1 else \
@@ -653,7 +680,9 @@ class PlanReport:
                          f"TPOT {tpot_ms(win.sim_tpot_s)}{itl_part(slo, win.sim_itl_s)}"
                          + (f" ({win.sim_requests:,} requests, the latencies of those arriving "
                             f"{win.sim_window_s[0]:,.1f}–{win.sim_window_s[1]:,.1f} s)"
-                            if win.sim_window_s else f" ({win.sim_requests:,} requests)"))
+                            if win.sim_window_s else f" ({win.sim_requests:,} requests, "
+                            "every one's latency counted: a recorded trace has no warm-up to "
+                            "drop)"))
         lines.append(f"  analytic capacity of a replica: {win.replica_rate_req_s:,.2f} req/s at "
                      f"batch {win.batch}, mean TPOT "
                      f"{tpot_ms(win.tpot_s if r.mean_output_tokens >= 2 else None)} (expected; "

@@ -46,14 +46,13 @@ def _exact(x: float) -> str:
 def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version: str | None,
                c: Candidate, max_len: int, fetched: bool = False, profile_file: str = "") -> str:
     """The `ridgeline simulate` command that reruns a candidate's check (one replica's share
-    of the load, the same requests and seed, its steady window, its pipeline lanes), or ""
-    where simulate cannot (a trace dealt to several replicas or cut short, split pools, an
-    unchecked candidate)."""
-    if not c.verified or c.sim_window_s is None or c.disaggregated:
+    of the load, the same requests and seed, its steady window, its pipeline lanes; a trace
+    replayed whole, every request counted, with no window), or "" where simulate cannot (a
+    trace dealt to several replicas or cut short, split pools, an unchecked candidate)."""
+    if not c.verified or c.disaggregated or (c.sim_window_s is None and not load.trace):
         return ""
     if load.trace and (c.replicas > 1 or c.sim_requests != len(load.trace)):
         return ""
-    low, high = c.sim_window_s
     parts = [model_arg, *(["--fetch"] if fetched else []), "--gpu", c.accelerator,
              "--num-gpus", str(c.tp * (c.data_parallel if engine == "sglang" else 1)),
              *(["--pipeline-parallel-size", str(c.pp)] if c.pp > 1 else [])]
@@ -84,8 +83,10 @@ def check_line(model_arg: str, load: Load, slo: Slo, engine: str, engine_version
     parts += ["--trace", load.trace_path] if load.trace else [
         "--rate", _exact(load.share_rate(c.replicas)), "--num-requests", str(c.sim_requests),
         "--input-len", load.input_len, "--output-len", load.output_len, "--seed", str(load.seed)]
-    parts += ["--window", f"{_exact(max(low, 0.0))},{_exact(high)}",
-              "--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3),
+    if c.sim_window_s is not None:
+        low, high = c.sim_window_s
+        parts += ["--window", f"{_exact(max(low, 0.0))},{_exact(high)}"]
+    parts += ["--slo-ttft-ms", _exact(slo.ttft_s * 1e3), "--slo-tpot-ms", _exact(slo.tpot_s * 1e3),
               "--percentile", _exact(slo.percentile),
               *([] if slo.itl_s is None else ["--slo-itl-ms", _exact(slo.itl_s * 1e3)])]
     return "ridgeline simulate " + " ".join(shlex.quote(p) for p in parts)

@@ -112,6 +112,15 @@ def usd(dollars: float | None) -> str:
         else f"${dollars:,.0f}"
 
 
+def gpu_hour_price(dollars: float) -> str:
+    """A price per GPU-hour at the precision the products of it use: $2.99, but $1.861 (an
+    L40S's), where cents alone read 6 × $1.86 = $11.16 beside the $11.17 it makes."""
+    cents = f"{dollars:,.2f}"
+    if float(cents.replace(",", "")) == dollars:
+        return f"${cents}"
+    return "$" + f"{dollars:,.4f}".rstrip("0")
+
+
 @dataclass(frozen=True)
 class PlanLists:
     """The lists under a plan's ``result`` for ``model``, each deployment named by ``label``."""
