@@ -336,15 +336,20 @@ def test_tensorrt_llm_runs_an_mla_model_whole_outside_sm_90_100_103_120(
 def test_simulate_cautions_that_tensorrt_llm_turned_chunked_prefill_off_for_mla(
         capsys: pytest.CaptureFixture[str]) -> None:
     """DeepSeek-V3 on L40Ss with --enable_chunked_prefill: the engine runs contexts whole, so
-    12,000-token prompts past max_num_tokens are cautioned with the one remedy left (a larger
-    budget), and a caution says TensorRT-LLM turned the option off."""
-    data = run_json(capsys, "simulate", "deepseek-v3", "--gpu", "l40s", "--num-gpus", "16",
-                    "--engine", "trtllm", "--enable_chunked_prefill", "--rate", "0.5",
-                    "--num-requests", "10", "--input-len", "12000", "--output-len", "20")
+    the prompts past max_num_tokens (4,000 to 12,000 tokens drawn) are refused, cautioned with
+    the one remedy left (a larger budget), and a caution says TensorRT-LLM turned the option
+    off; where every prompt is past it, the run is refused in one line saying why."""
+    argv = ["simulate", "deepseek-v3", "--gpu", "l40s", "--num-gpus", "16", "--engine",
+            "trtllm", "--enable_chunked_prefill", "--rate", "0.5", "--num-requests", "10",
+            "--output-len", "20", "--input-len"]
+    data = run_json(capsys, *argv, "uniform:4000,12000")
     said = [c for c in data["cautions"] if "turns enable_chunked_prefill off" in c]
     assert len(said) == 1 and "l40s" in said[0]
     over = [c for c in data["cautions"] if "longer than max_num_tokens" in c]
     assert len(over) == 1 and "--enable_chunked_prefill" not in over[0]
+    assert 0 < data["completed"] < 10
+    code, _, err = run_cli(capsys, *argv, "12000")
+    assert code == 2 and err.count("\n") == 1 and "is off for this MLA model" in err
 
 
 def test_several_cards_say_which_expectations_count_several_steps(

@@ -99,7 +99,7 @@ def test_every_fits_judgement_on_r1_on_8_h100s_says_it_does_not(
 
 def test_amdahl_refuses_r1_on_8_h100s_on_its_memory(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run(capsys, "amdahl", "--model", "deepseek-r1", *R1_ON_8_H100, "--speedup", "2")
-    assert code == 2 and "DOES NOT FIT: 681.1 GB of weights" in out
+    assert code == 2 and "does not fit: 681.1 GB of weights" in out
 
 
 def test_a_deployment_well_inside_memory_keeps_its_speed(
