@@ -1202,6 +1202,16 @@ def test_a_local_config_launches_from_its_folder_and_a_v0_version_is_cautioned(
     out = capsys.readouterr().out
     assert f"vllm serve {tmp_path} --tensor-parallel-size" in out
     assert "vLLM 0.6.3 schedules with its V0 engine" in out
+    assert "save the file there as config.json" not in out
+    # a file named otherwise: the folder served holds no config.json the engine would read
+    (tmp_path / "config.json").rename(tmp_path / "qwen.json")
+    assert main(["plan", str(tmp_path / "qwen.json"), "--rate", "2", "--slo-ttft-ms", "1000",
+                 "--slo-tpot-ms", "50", "--gpus", "h100", "--max-gpus", "1", "--workers", "1",
+                 "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert f"the launch commands serve {tmp_path}, qwen.json's folder: an engine reads a " \
+        "model folder's config.json beside its weights, so save the file there as " \
+        "config.json (or give the folder, or the Hub id)" in notes
 
 
 def test_plan_takes_gpu_as_every_other_command_spells_it(

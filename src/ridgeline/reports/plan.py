@@ -191,6 +191,21 @@ class PlanReport:
     def _tok_s(self) -> float:
         return self.result.load.rate_req_s * self.result.mean_output_tokens
 
+    @property
+    def notes(self) -> list[str]:
+        """The plan's notes, and where MODEL was a config file not named config.json, that the
+        launch commands' folder (an engine loads a folder's config.json and weights) would not
+        read it: `plan ./cfg_ok.json` prints `vllm serve .`, which looks for ./config.json."""
+        from pathlib import Path
+
+        notes = list(self.result.notes)
+        name = Path(self.model_arg).name
+        if name.lower().endswith(".json") and name != "config.json" and not self.fetched:
+            notes.append(f"the launch commands serve {self.model_id}, {name}'s folder: an engine "
+                         "reads a model folder's config.json beside its weights, so save the "
+                         "file there as config.json (or give the folder, or the Hub id)")
+        return notes
+
     def _priced(self) -> tuple[str, float]:
         """The tokens a million of which the text prices, and their rate: the output's, or
         the prompts' for a load of one output token per request (its work is the prefill)."""
@@ -439,7 +454,7 @@ class PlanReport:
             "in_range": self._row(r.in_range) if r.in_range else None,
             # --max-cost-per-hour-usd left none: the cheapest that meets the SLO above it
             "over_ceiling": self._row(r.over_ceiling) if r.over_ceiling else None,
-            "notes": list(r.notes),
+            "notes": self.notes,
             # the cards asked for, or their formats, the release refuses: left out unsearched
             "left_out": [{"accelerator": x.gpu, "what": x.what, "why": x.why}
                          for x in r.left_out],
@@ -691,7 +706,7 @@ class PlanReport:
                         else ""))
         lines += [f"  caution: {c}" for c in r.cautions]
         lines += [line for line in (self.in_range_line(),) if line]
-        lines += [f"  note: {n}" for n in r.notes]
+        lines += [f"  note: {n}" for n in self.notes]
         if not win.calibrated:
             lines.append(f"  outside the calibrated range: {win.calibration_note}")
         if self.refused_share and not self.shrunk_note(win):
