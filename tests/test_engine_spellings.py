@@ -346,6 +346,18 @@ def test_request_rate_inf_sends_every_request_at_time_0(
     assert capped == answer(capsys, *SIM, "--concurrency", "8", "--num-requests", "80")
 
 
+def test_burstiness_alone_asks_for_gamma_arrivals_as_vllm_bench_serve_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A pasted `vllm bench serve --request-rate 8 --burstiness 0.5` (whose arrivals are gamma
+    at any burstiness) runs the gamma load `--arrival gamma --burstiness 0.5` runs, and the
+    header names the burstiness, which Poisson's would not have."""
+    load = ("--request-rate", "8", "--num-prompts", "40", "--burstiness", "0.5")
+    pasted = answer(capsys, *SIM, *load)
+    assert pasted == answer(capsys, *SIM, *load, "--arrival", "gamma")
+    assert pasted != answer(capsys, *SIM, "--request-rate", "8", "--num-prompts", "40")
+    assert "gamma arrivals at 8/s (burstiness 0.5)" in pasted["settings"]["load"]
+
+
 @pytest.mark.parametrize("argv", [("--request-rate", "inf", "--arrival", "gamma"),
                                   ("--request-rate", "inf", "--max-concurrency", "4",
                                    "--burstiness", "2"),

@@ -60,7 +60,7 @@ def test_a_capped_rate_keeps_its_arrival_process(capsys: pytest.CaptureFixture[s
     loop); the lanes of a pipeline that splits its pool refuse the pair in one line."""
     gamma = simulate(capsys, "--request-rate", "10", "--max-concurrency", "8", "--arrival",
                      "gamma", "--burstiness", "0.5")
-    assert "gamma arrivals at 10/s, at most 8 in flight" in gamma["settings"]["load"]
+    assert "gamma arrivals at 10/s (burstiness 0.5), at most 8 in flight" in gamma["settings"]["load"]
     code, _, err = run_cli(capsys, *SIM, "--request-rate", "inf", "--max-concurrency", "8",
                            "--arrival", "gamma")
     assert code == 2 and "drop --arrival" in err

@@ -110,7 +110,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     all_at_once(args)
     check_load_flags(args)
     if args.burstiness is not None and args.arrival != "gamma":
-        raise InputError("--burstiness shapes gamma arrivals: give --arrival gamma")
+        raise InputError(f"--burstiness shapes gamma arrivals, not --arrival {args.arrival}'s: "
+                         "drop one (--burstiness alone gives gamma arrivals)")
     args.burstiness = 1.0 if args.burstiness is None else args.burstiness
     check_engine_flags(args, engine)
     settings: Any = vllm_draft_settings(engine, engine_settings(args))  # 0.9.x: draft on V0
@@ -200,11 +201,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 f"{args.input_len}, output "
                 f"{args.output_len}, " + ("all sent at time 0 (--rate inf)"
                                           if getattr(args, "sent_at_once", False) else
-                                          f"{args.arrival} arrivals at {args.rate:g}/s, "
-                                          f"{cap_clause(args.concurrency)}" if capped else
+                                          f"{args.arrival} arrivals at {args.rate:g}/s"
+                                          + (f" (burstiness {args.burstiness:g})"
+                                             if args.arrival == "gamma" else "")
+                                          + f", {cap_clause(args.concurrency)}" if capped else
                                           f"concurrency {args.concurrency}"
                                           if args.concurrency else
-                                          f"{args.arrival} arrivals at {args.rate:g}/s"))
+                                          f"{args.arrival} arrivals at {args.rate:g}/s")
+                + (f" (burstiness {args.burstiness:g})"
+                   if args.arrival == "gamma" and args.rate is not None and not capped else ""))
         if args.prefix_groups:
             fixed = args.input_len.strip()
             if fixed.isdigit() and args.prefix_len >= int(fixed):  # the whole prompt but one
@@ -506,7 +511,9 @@ def check_load_flags(args: argparse.Namespace) -> None:
     if args.random_range_ratio:  # 0 draws the lengths given, as vllm bench serve's default
         args.input_len = ranged(args.input_len, args.random_range_ratio, "--input-len")
         args.output_len = ranged(args.output_len, args.random_range_ratio, "--output-len")
-    args.arrival = args.arrival or "poisson"
+    # --burstiness alone asks for gamma arrivals, as vllm bench serve's --burstiness does
+    # (its arrivals are gamma at every burstiness; Poisson is its burstiness 1)
+    args.arrival = args.arrival or ("gamma" if args.burstiness is not None else "poisson")
 
 
 def _dataset_name(text: str) -> str:
@@ -608,8 +615,9 @@ def register(sub: Any) -> None:
     w.add_argument("--arrival", choices=["poisson", "gamma", "constant"],
                    help="open-loop arrivals (default poisson)")
     w.add_argument("--burstiness", type=_positive_float("burstiness"),
-                   help="gamma arrivals' shape, as vllm bench serve's: below 1 burstier "
-                   "than Poisson (gaps' coefficient of variation 1/√burstiness)")
+                   help="gamma arrivals' shape, as vllm bench serve's (given alone, the "
+                   "arrivals are gamma): below 1 burstier than Poisson (gaps' coefficient "
+                   "of variation 1/√burstiness)")
     w.add_argument("--prefix-groups", type=_count("prefix groups", COUNT_EXAMPLES), default=0,
                    help="requests share one of this many prompt prefixes")
     w.add_argument("--prefix-len", type=_count("prefix length"), default=0,
