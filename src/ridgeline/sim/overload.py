@@ -55,16 +55,16 @@ SATURATION_SLACK = 0.03  # an offered rate past the batch-full one by more outpa
 # many mean service times to clear
 BURST_SHARE = 0.5
 BURST_LIFETIMES = 10
-# the token budget held an overload back (``budget_bound``): at least this share of its steps
-# ran the whole budget with requests waiting (``Recorder.budget_full_steps``), and a step of
-# twice the budget computes at least BUDGET_GAIN times the tokens a second (``budget_gain``):
-# a larger budget serves more, where a compute-bound step only lengthens with it (Llama-3.1-8B
-# on one H100: 10 tokens a step 2.0×, 8,192 about 1.0×)
 # a short run backed up where this many Poisson deviations of its arrivals waited as the
 # last came (``backing_up``): a gate to the batch-full replay, not the verdict; its arrivals
 # outpaced the engine only past ``outpaced``'s OVERLOAD_DEVIATIONS (a healthy run's offered
 # rate reads 2.4 times its true one over 20 arrivals about once in 100,000 draws)
 GATE_DEVIATIONS = 2.0
+# the token budget held an overload back (``budget_bound``): at least this share of its steps
+# ran the whole budget with requests waiting (``Recorder.budget_full_steps``), and a step of
+# twice the budget computes at least BUDGET_GAIN times the tokens a second (``budget_gain``):
+# a larger budget serves more, where a compute-bound step only lengthens with it (Llama-3.1-8B
+# on one H100: 10 tokens a step 2.0×, 8,192 about 1.0×)
 BUDGET_FULL_SHARE = 0.5
 BUDGET_GAIN = 1.25
 
