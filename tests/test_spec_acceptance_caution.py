@@ -48,3 +48,18 @@ def test_the_acceptance_the_caution_points_to_reads_the_plain_engines_tpot(
     none = _report(capsys, *RUN, "--spec-method", "ngram", "--spec-acceptance", "0")
     assumed = _report(capsys, *RUN, "--spec-method", "ngram")
     assert none["tpot_s"]["p50"] >= 0.95 * plain > 2 * assumed["tpot_s"]["p50"]
+
+
+def test_decode_says_its_speculative_figures_rest_on_an_assumed_acceptance(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """decode prices the same drafter at the same 0.7 (its speculative tok/s rest on it): it
+    says so where --spec-acceptance is not given, and not where it is; an n-gram drafter is
+    told its acceptance is the traffic's, on every card of a comparison once."""
+    argv = ("decode", "llama-3.1-8b", "--batch", "1", "--context", "2000", "--spec-tokens", "3",
+            "--json")
+    assumed = _said(_report(capsys, *argv, "--gpu", "h100"))
+    assert len(assumed) == 1 and "the eagle drafter's depends on the model" in assumed[0]
+    assert _said(_report(capsys, *argv, "--gpu", "h100", "--spec-acceptance", "0.6")) == []
+    code, text, _ = run_cli(capsys, *argv[:-1], "--gpu", "h100,a100", "--spec-method", "ngram")
+    lines = [line for line in text.splitlines() if "acceptance, 0.7 a draft token" in line]
+    assert code == 0 and len(lines) == 1 and "the traffic's, not the drafter's" in lines[0]

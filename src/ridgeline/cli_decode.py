@@ -53,21 +53,22 @@ def cmd_decode(args: argparse.Namespace) -> Any:
             card = one_card(args, name)
             run = _decode_deployment(card)
             one = run.deployment
-            return _fit_seats(card, run, _placed_once(args, run, decode_report(
-                one, args.batch, args.context, load_profile(card), args.enforce_eager,
-                fit_settings(engine_pool_settings(args, one), run),
-                _max_model_len(args, one), spec)))
+            return _acceptance_caution(args, _fit_seats(card, run, _placed_once(
+                args, run, decode_report(one, args.batch, args.context, load_profile(card),
+                                         args.enforce_eager,
+                                         fit_settings(engine_pool_settings(args, one), run),
+                                         _max_model_len(args, one), spec))))
 
         reports, not_run = run_each(names, on, card_id)
         return _drafter_caution(args, DecodeComparison(tuple(reports), not_run))
     run = _decode_deployment(args)
     dep = run.deployment
-    return _drafter_caution(args, _eplb_caution(args, _lora_caution(args, _fit_seats(
-        args, run, _placed_once(
+    return _drafter_caution(args, _acceptance_caution(args, _eplb_caution(
+        args, _lora_caution(args, _fit_seats(args, run, _placed_once(
             args, run, decode_report(dep, args.batch, args.context, load_profile(args),
                                      args.enforce_eager,
                                      fit_settings(engine_pool_settings(args, dep), run),
-                                     _max_model_len(args, dep), spec))))))
+                                     _max_model_len(args, dep), spec)))))))
 
 
 def _default_context(args: argparse.Namespace) -> None:
@@ -106,6 +107,19 @@ def _eplb_caution(args: argparse.Namespace, report: Any) -> Any:
     from dataclasses import replace
 
     return replace(report, cautions=(*report.cautions, note))
+
+
+def _acceptance_caution(args: argparse.Namespace, report: Any) -> Any:
+    """``report`` with the line an assumed acceptance adds (no --spec-acceptance): the
+    speculative figures rest on it, as simulate says (spec_acceptance_caution)."""
+    if not args.spec_tokens or not getattr(args, "spec_acceptance_assumed", False):
+        return report
+    from dataclasses import replace
+
+    from ridgeline.reports.simulate_cautions import spec_acceptance_caution
+
+    return replace(report, cautions=(*report.cautions, spec_acceptance_caution(
+        args.spec_method or "eagle", args.spec_acceptance, synthetic=False)))
 
 
 def _spec_decode(args: argparse.Namespace) -> Any:

@@ -138,6 +138,8 @@ def spec_args(args: argparse.Namespace) -> None:
         args.spec_draft_cost = default if args.spec_draft_cost is None else \
             check_draft_cost(args.spec_draft_cost)
     if hasattr(args, "spec_acceptance"):  # fit and observe: none (observe reads the source's)
+        # the default is an assumption a report says it is (spec_acceptance_caution)
+        args.spec_acceptance_assumed = args.spec_acceptance is None
         args.spec_acceptance = SPEC_ACCEPTANCE if args.spec_acceptance is None else \
             args.spec_acceptance
 

@@ -241,4 +241,5 @@ def spec_acceptance_caution(method: str, acceptance: float, synthetic: bool) -> 
                 f"--spec-acceptance 0 reads this load, or {measured}")
     return (f"n-gram drafting's acceptance, {acceptance:g} a draft token, is assumed, not "
             "measured: the drafter proposes only tokens that repeat text already in the prompt, "
-            "and how much this trace's outputs repeat their prompts is not in it; " + measured)
+            "and how much the outputs repeat their prompts is the traffic's, not the "
+            "drafter's; " + measured)
