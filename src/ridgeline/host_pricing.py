@@ -5,8 +5,8 @@ A card's price per GPU-hour is
 one offer's (``Accelerator.price_offer_gpus``: AWS g6e.xlarge, one L40S a VM); a replica of
 TP2 needs its two GPUs in one host, since its all-reduces run over that host's PCIe or NVLink,
 and plan prices it as two of those GPUs at the one-GPU rate, a pair no single-GPU VM rents:
-AWS's smallest L40S host of two or more is g6e.12xlarge, four of them (plan audit,
-2026-12-06: "1 replica of 2 x l40s (TP2) ... $3.72/h" priced as two g6e.xlarge)."""
+AWS's smallest L40S host of two or more is g6e.12xlarge, four of them ("1 replica of 2 x
+l40s (TP2) ... $3.72/h" was two g6e.xlarge's price)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
 """What a plan says where its winner quantizes (fp8 weights, an fp8 KV cache) and a
 candidate keeping more bits costs the same: a note naming it and the flag that keeps it.
 
-``cheapest`` breaks a tie in price on headroom,
-and quantization moves headroom, not the bill. Llama-3.1-8B at 10 req/s on one H100: fp8
-weights and cache win at $2.99/h, bf16 weights with the same cache sizing at the same
-$2.99/h (plan audit, 2026-12-06: the answer turned on online fp8 quantization with no word
-that the model's own weights would do at the same price). The winner stays; the note names
-the alternative and the flag that keeps it, since accuracy is the team's call, not a
-latency figure's."""
+``cheapest`` breaks a tie in price on headroom, and quantization moves headroom, not the
+bill. Llama-3.1-8B at 10 req/s on one H100: fp8 weights and cache win at $2.99/h, bf16
+weights with the same cache sizing at the same $2.99/h (the answer had turned on online fp8
+quantization with no word that the model's own weights would do at the same price). The
+winner stays; the note names the alternative and the flag that keeps it, since accuracy is
+the team's call, not a latency figure's."""
 
 from __future__ import annotations
 

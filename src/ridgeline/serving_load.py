@@ -217,12 +217,11 @@ class Load:
         ``count`` requests in a row (``heaviest``), every one of them counted. A recorded
         trace has no warm-up to drop: its opening seconds are real traffic, and a window
         past two lifetimes dropped the 150-request burst a trace opened with, passing a
-        deployment whose p90 TTFT over the whole file was 8.2 s against 500 ms (plan audit,
-        2026-12-06). The window is (-inf, inf) where the share is replayed whole, as
-        `simulate --trace` replays it; a stretch is run with the share's requests of
-        WARMUP_SPANS lifetimes before it and one after (uncounted), so that its first and
-        last requests meet the engine as the trace loads it, not an empty one, and its
-        window is its own arrivals."""
+        deployment whose p90 TTFT over the whole file was 8.2 s against 500 ms. The window
+        is (-inf, inf) where the share is replayed whole, as `simulate --trace` replays it; a
+        stretch is run with the share's requests of WARMUP_SPANS lifetimes before it and one
+        after (uncounted), so that its first and last requests meet the engine as the trace
+        loads it, not an empty one, and its window is its own arrivals."""
         rows = self.trace[::replicas]
         count = min(count, len(rows))
         first = self.heaviest(replicas, count)
