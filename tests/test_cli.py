@@ -13,6 +13,7 @@ from ridgeline.catalog import all_model_ids, resolve_model
 from ridgeline.cli import main
 from ridgeline.hardware import catalog
 from ridgeline.tensor_parallel import tensor_parallel_problem
+from ridgeline.units import latency_figure
 from ridgeline.vllm_memory import vllm_data
 from tests.conftest import LOWBATCH, MEASUREMENTS, ROOT, run_cli
 
@@ -1499,6 +1500,28 @@ def test_an_moe_that_clears_the_ridge_says_its_experts_do_not(
     assert "but the MoE step stays memory-bound there" in head
     assert "and the routed experts stay under their ridge" in head
     assert f"caution: MoE: the routed experts see B × {8 / 256:.3f} tokens each" in out
+
+
+def test_a_prefill_table_whose_band_reaches_100_s_reads_every_row_in_seconds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-70B fp8 on one H200, 4 prompts of 100,000 tokens: expected ~98 s, its band's
+    slow edge past 100 s, so the table's floors, TTFTs and bands are all in seconds (the
+    4,000-token row too), and --json keeps its seconds."""
+    argv = ["prefill", "llama-3.1-70b", "--gpu", "h200", "--weights", "fp8", "--kv-dtype", "fp8",
+            "--prompt-len", "4k,100k", "--batch", "4"]
+    code, out, _ = run(capsys, *argv, "--json")
+    prompts = json.loads(out)["prompts"]
+    assert code == 0 and prompts[1]["expected"]["high_s"] >= 100
+    code, text, _ = run(capsys, *argv)
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("prompt "))
+    assert "floor s  expected TTFT s" in lines[head]
+    for p, row in zip(prompts, lines[head + 1:head + 3], strict=True):
+        e = p["expected"]
+        band = f"{latency_figure(e['low_s'], 's')}–{latency_figure(e['high_s'], 's')}"
+        assert row.split()[1:4] == [latency_figure(p["floor_time_s"], "s"),
+                                    latency_figure(e["time_s"], "s"), band]
+        assert abs(float(row.split()[2].replace(",", "")) - e["time_s"]) < 0.01  # not ms
 
 
 def test_prefill_sizes_the_pool_with_the_engine_settings_given(

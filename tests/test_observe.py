@@ -255,6 +255,26 @@ def test_a_bench_result_and_emitted_measurements_feed_calibrate(
     assert validated["rows"][0]["measured"] == pytest.approx(1e3 / 28.0, rel=0.01)
 
 
+def test_a_bench_of_a_server_hours_behind_reads_its_ttft_in_seconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bench against an overloaded server: TTFTs of 38 and 76 minutes read 2,302.7 s and
+    4,565.6 s, each figure of that line in seconds; the ITL line, all under 100 s, keeps ms."""
+    bench = json.loads((FIXTURES / "vllm_bench.json").read_text())
+    bench |= {"mean_ttft_ms": 2_302_675.7, "median_ttft_ms": 2_304_093.0,
+              "p99_ttft_ms": 4_565_622.5}
+    source = tmp_path / "bench.json"
+    source.write_text(json.dumps(bench))
+    assert main(["observe", str(source), "--model", "llama-3.1-8b", "--gpu", "h100"]) == 0
+    text = capsys.readouterr().out
+    ttft = next(line for line in text.splitlines() if line.startswith("TTFT "))
+    assert ttft.split(None, 1)[1] == ", ".join(
+        f"{k} {bench[f'{name}_ttft_ms'] / 1e3:,.1f} s"
+        for k, name in (("mean", "mean"), ("p50", "median"), ("p99", "p99")))
+    itl = next(line for line in text.splitlines() if line.startswith("ITL/TPOT "))
+    assert f"mean {bench['mean_itl_ms']:,.1f} ms" in itl and " s," not in itl
+
+
 def test_a_mixed_load_is_not_emitted_as_a_decode_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

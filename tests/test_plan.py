@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from ridgeline.candidate import Candidate
 from ridgeline.catalog import resolve_model
 from ridgeline.cli import main
+from ridgeline.closest_miss import simulated_miss
 from ridgeline.errors import InputError
 from ridgeline.plan import PlanResult, plan
+from ridgeline.plan_checks import CheckRun
 from ridgeline.serving_load import Load, Slo
 from ridgeline.vllm_extensible import extensible_fraction
 
@@ -91,6 +94,20 @@ def test_an_impossible_slo_is_answered_with_the_closest_miss() -> None:
     capped = plan(resolve_model("llama-3.1-70b"), Load(50, "4000", "500"), Slo(0.01, 0.002),
                   ["h100-sxm"], max_gpus=2, workers=1)
     assert capped.closest_miss.startswith("2 x h100-sxm")
+
+
+def test_a_closest_miss_of_minutes_reads_in_seconds_beside_its_slo_in_ms() -> None:
+    """A check whose queue ran away: a p90 TTFT of 4,144.8 s is no longer written as
+    4,144,766 ms, and the SLO it misses, given in ms, stays in ms beside it."""
+    slo = Slo(1.0, 0.05, 90)
+    c = Candidate("l4", 1, 1, "bf16", "bf16", None, 16, 0.02, 0.05, 1.0, 1, 0.8, True, "",
+                  (1.0, 1.0))
+    run = CheckRun(False, 4144.7658, 0.1126, 1171, 0, (1.0, 9.0))
+    miss = simulated_miss(resolve_model("llama-3.1-8b"), [(c, run)], slo, 1, "vllm")
+    assert miss is not None and miss.missed == ("TTFT", "TPOT")
+    assert f"p90 TTFT {run.ttft_s:,.1f} s, TPOT {run.tpot_s * 1e3:,.1f} ms" in miss.text
+    assert f"{slo.ttft_s * 1e3:,g} ms and {slo.tpot_s * 1e3:,g} ms" in miss.text
+    assert f"{run.ttft_s * 1e3:,.0f}" not in miss.text
 
 
 @pytest.mark.usefixtures("plan_once")  # one search for its text and --json

@@ -14,6 +14,7 @@ from ridgeline import Deployment, resolve_accelerator, resolve_model
 from ridgeline.cli import main
 from ridgeline.engines import profile_for
 from ridgeline.errors import InputError
+from ridgeline.reports.simulate import latency_table
 from ridgeline.sim.config import sim_config
 from ridgeline.sim.metrics import Recorder
 from ridgeline.sim.pipeline import run_replica
@@ -318,3 +319,37 @@ def test_a_windows_goodput_and_the_runs_rates_each_name_their_span_in_json(
     whole = _simulate(capsys, *argv)  # no window: both over the simulated time
     assert whole["goodput_over"] == whole["rates_over"] == "simulated_time"
     assert whole["goodput_over_s"] == whole["rates_over_s"] == whole["duration_s"]
+
+
+def test_the_latency_table_reads_seconds_once_an_entry_reaches_100_s() -> None:
+    """One unit for the whole table, named in its corner: a TTFT just under 100 s keeps it in
+    ms; one just over puts every row, TPOT too, in seconds (not 100,010.0 ms)."""
+    tpot = {"mean": 0.0985, "p50": 0.0928, "p90": 0.1126, "p95": 0.1565, "p99": 0.1601}
+    under = latency_table({"TTFT": {**tpot, "p99": 99.99}, "TPOT": tpot})
+    over = latency_table({"TTFT": {**tpot, "p99": 100.04}, "TPOT": tpot})
+    assert under[0].split()[0] == "ms" and under[1].split()[-1] == "99,990.0"
+    assert under[2].split()[1:] == [f"{x * 1e3:.1f}" for x in tpot.values()]
+    assert over[0].split()[0] == "s" and over[1].split()[-1] == "100.0"
+    assert over[2].split()[1:] == [f"{x:.4f}" for x in tpot.values()]  # 0.1 ms kept
+
+
+def test_an_overloaded_runs_hour_long_latencies_read_in_seconds_and_json_keeps_seconds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3.1-8B on an L4 at 20 req/s of 2,000 / 500 tokens: TTFTs of ~25 minutes, once
+    printed as 1,410,9xx.x ms. The text's table and its --percentile line read seconds; --json
+    keeps its ttft_s in seconds under the same names as any run's."""
+    argv = ("llama-3.1-8b", "--gpu", "l4", "--rate", "20", "--num-requests", "400",
+            "--input-len", "2000", "--output-len", "500", "--max-model-len", "4096")
+    out = _simulate(capsys, *argv)
+    ttft = out["ttft_s"]
+    assert set(ttft) == {"mean", "p50", "p90", "p95", "p99"} and ttft["p99"] > 100
+    code, text, _ = run_cli(capsys, "simulate", *argv, "--percentile", "90", "--slo-ttft-ms",
+                            "1000", "--slo-tpot-ms", "200")
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[-5:] == [
+        "mean", "p50", "p90", "p95", "p99"])
+    assert code == 0 and lines[head].split()[0] == "s"
+    assert lines[head + 1].split()[1:] == [f"{ttft[k]:,.1f}" for k in
+                                           ("mean", "p50", "p90", "p95", "p99")]
+    assert f"p90: TTFT {ttft['p90']:,.1f} s, TPOT {out['tpot_s']['p90'] * 1e3:,.1f} ms" in text
+    assert " ms" not in lines[head + 1] and f"{ttft['p90'] * 1e3:,.1f}" not in text

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ridgeline.errors import InputError
 from ridgeline.units import (
     GIB,
+    LATENCY_SECONDS_FROM_S,
     MAX_COUNT,
+    fmt_latency,
+    fmt_latency_limit,
     fmt_share,
     fmt_total_tok_s,
+    latency_figure,
+    latency_unit,
     ordinal,
     parse_bytes,
     parse_count,
@@ -203,3 +210,37 @@ def test_a_share_within_a_millionth_of_a_percent_of_a_bound_says_which_side(
 def test_a_share_of_minus_zero_reads_0_percent() -> None:
     assert fmt_share(-0.0) == fmt_share(0.0) == "0%"
     assert fmt_share(-1e-9, bounds=(0.9,)) == "0%"
+
+
+def test_a_latency_reads_in_ms_below_100_s_and_in_seconds_from_there() -> None:
+    """4,144,765.8 ms is counted on fingers; 4,144.8 s is read. A caller's ms format (TTFT
+    whole, TPOT to 0.1 ms) holds below the switch, seconds to 0.1 s from it."""
+    assert fmt_latency(0.0432) == "43.2 ms" and fmt_latency(0.0432, ",.0f") == "43 ms"
+    assert fmt_latency(LATENCY_SECONDS_FROM_S - 0.01) == "99,990.0 ms"
+    assert fmt_latency(LATENCY_SECONDS_FROM_S) == "100.0 s"
+    assert fmt_latency(4144.7658) == fmt_latency(4144.7658, ",.0f") == "4,144.8 s"
+
+
+def test_an_slo_limit_keeps_the_ms_it_was_typed_in_until_100_s() -> None:
+    """--slo-ttft-ms 1000 reads '1000 ms' as before; 300000 reads '300 s'; set against a
+    latency in seconds each side says its unit."""
+    assert fmt_latency_limit(1.0) == "1000 ms" and fmt_latency_limit(0.0125) == "12.5 ms"
+    assert fmt_latency_limit(300.0) == "300 s"
+    assert f"{fmt_latency(4144.7658)} > {fmt_latency_limit(1.0)}" == "4,144.8 s > 1000 ms"
+
+
+def test_a_latency_table_switches_to_seconds_only_when_an_entry_reaches_100_s() -> None:
+    assert latency_unit([0.0085, LATENCY_SECONDS_FROM_S - 1e-6]) == "ms"
+    assert latency_unit([0.0085, LATENCY_SECONDS_FROM_S]) == "s"
+    assert latency_unit([0.0085, math.nan, math.inf]) == "ms"  # none measured, or never
+    assert latency_unit([]) == "ms"
+
+
+def test_a_table_in_seconds_keeps_the_digits_its_ms_figures_had() -> None:
+    """Tenths of a second from 100 s, four significant figures from 1 s, and below 1 s the
+    0.1 ms the ms table shows: 98.5 ms reads 0.0985, not 0.1."""
+    assert [latency_figure(x, "s") for x in (2302.6757, 12.3456, 1.23449, 0.0985)] == [
+        "2,302.7", "12.35", "1.234", "0.0985"]
+    for x in (0.0985, 0.4683, 0.00812):
+        assert f"{float(latency_figure(x, 's')) * 1e3:.1f}" == latency_figure(x, "ms")
+    assert latency_figure(math.nan, "s") == latency_figure(math.nan, "ms") == "-"

@@ -32,7 +32,7 @@ from ridgeline.quantization_gates import single_rank_checkpoint
 from ridgeline.replica_sizing import starts_at
 from ridgeline.search_space import ENGINE_KNOBS, layouts, offered
 from ridgeline.serving_load import Load, Slo
-from ridgeline.units import fmt_req_rate, plural
+from ridgeline.units import fmt_latency, fmt_req_rate, plural
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,9 @@ def _unloaded_miss(ttft_s: float, tpot_s: float, slo: Slo) -> str:
     even unloaded: TPOT misses its 1 ms SLO; TTFT is within its 10 ms", not both as if both
     missed. An ITL SLO's ITL unloaded is the TPOT's figure: a lone request's every gap is
     one decode step."""
-    itl = "" if slo.itl_s is None else f", ITL ≥ {tpot_s * 1e3:,.1f} ms"
-    text = f"TTFT ≥ {ttft_s * 1e3:,.0f} ms, TPOT ≥ {tpot_s * 1e3:,.1f} ms{itl} even unloaded"
+    itl = "" if slo.itl_s is None else f", ITL ≥ {fmt_latency(tpot_s)}"
+    text = (f"TTFT ≥ {fmt_latency(ttft_s, ',.0f')}, TPOT ≥ {fmt_latency(tpot_s)}{itl} even "
+            "unloaded")
     return text + _which_misses(_latencies(slo, ttft_s, tpot_s, tpot_s), slo)
 
 
@@ -203,7 +204,7 @@ def _which_misses(latencies_s: dict[str, float], slo: Slo) -> str:
     within = [name for name in named if name not in over]
 
     def ms(names: list[str]) -> str:
-        return _and([f"{limits[name] * 1e3:,g} ms" for name in names])
+        return _and([fmt_latency(limits[name], ",g", ",g") for name in names])
 
     if not over:
         return ""
@@ -232,15 +233,15 @@ def simulated_miss(model: ModelSpec, missed: Missed, slo: Slo,
         return None
     c, run = min(missed, key=lambda seen: worse(seen[1]))  # of equal misses, the first checked
     no_tpot = math.isnan(run.tpot_s)  # 1-token outputs: a TTFT alone
-    tpot = "n/a (1-token outputs)" if no_tpot else f"{run.tpot_s * 1e3:,.1f} ms"
+    tpot = "n/a (1-token outputs)" if no_tpot else fmt_latency(run.tpot_s)
     itl = "" if slo.itl_s is None else ", ITL " + (
-        "n/a (1-token outputs)" if math.isnan(run.itl_s) else f"{run.itl_s * 1e3:,.1f} ms")
+        "n/a (1-token outputs)" if math.isnan(run.itl_s) else fmt_latency(run.itl_s))
     why = _which_misses(_latencies(slo, run.ttft_s, run.tpot_s, run.itl_s), slo)
     why = why or (", within the SLO, but the run missed: its queue grew, or the engine "
                   "refused requests")
     text = (f"{candidate_label(model, c, engine)}, as many replicas as --max-gpus "
             f"{max_gpus} allows, came nearest in simulation: p{slo.percentile:g} TTFT "
-            f"{run.ttft_s * 1e3:,.0f} ms, TPOT {tpot}{itl}{why}")
+            f"{fmt_latency(run.ttft_s, ',.0f')}, TPOT {tpot}{itl}{why}")
     return _group_miss(text, "simulated", c.accelerator, c.tp, c.pp, run.ttft_s, run.tpot_s,
                        run.itl_s, slo, data_parallel=c.data_parallel)
 
@@ -253,9 +254,9 @@ def ceiling_miss(model: ModelSpec, c: Candidate, ceiling_usd_h: float, slo: Slo,
     Llama-3.1-70B at 10 req/s under a $9/h ceiling, 5 x MI300X at $9.25/h."""
     gpus = f"{c.gpus:,} {'GPU' if c.gpus == 1 else 'GPUs'}"
     ttft, tpot = (c.sim_ttft_s, c.sim_tpot_s) if c.verified else (c.ttft_floor_s, c.tpot_s)
-    seen = (f"simulated: p{slo.percentile:g} TTFT {(ttft or 0.0) * 1e3:,.0f} ms, TPOT "
+    seen = (f"simulated: p{slo.percentile:g} TTFT {fmt_latency(ttft or 0.0, ',.0f')}, TPOT "
             + ("n/a (1-token outputs)" if tpot is None or math.isnan(tpot)
-               else f"{tpot * 1e3:,.1f} ms") if c.verified else "analytic: not simulated")
+               else fmt_latency(tpot)) if c.verified else "analytic: not simulated")
     text = (f"the cheapest that meets the SLO is {candidate_label(model, c, engine)} = {gpus} "
             f"at ${c.cost_per_hour or 0.0:,.2f}/h, over the ${ceiling_usd_h:,.2f}/h ceiling "
             f"(--max-cost-per-hour-usd) ({seen})")
@@ -347,9 +348,9 @@ def _load_miss(group: str, ttft_s: float, tpot_s: float, load: Load, slo: Slo,
                max_gpus: int) -> str:
     """``group`` meets the SLO unloaded at ``ttft_s`` and ``tpot_s`` (its ITL the TPOT's
     figure), but the load within ``max_gpus`` misses it."""
-    itl = "" if slo.itl_s is None else f", ITL {tpot_s * 1e3:,.1f} ms"
-    return (f"{group} meets the SLO unloaded (TTFT {ttft_s * 1e3:,.0f} ms, "
-            f"TPOT {tpot_s * 1e3:,.1f} ms{itl}), but no batch sustaining "
+    itl = "" if slo.itl_s is None else f", ITL {fmt_latency(tpot_s)}"
+    return (f"{group} meets the SLO unloaded (TTFT {fmt_latency(ttft_s, ',.0f')}, "
+            f"TPOT {fmt_latency(tpot_s)}{itl}), but no batch sustaining "
             f"{fmt_req_rate(load.rate_req_s)} req/s within {max_gpus} "
             f"{plural(max_gpus, 'GPU')} keeps the p{slo.percentile:g} latencies under it: "
             "the load is the miss")

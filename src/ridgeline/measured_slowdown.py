@@ -21,7 +21,7 @@ from ridgeline.plan_checks import (
     verify,
 )
 from ridgeline.serving_load import Load, Slo
-from ridgeline.units import plural
+from ridgeline.units import fmt_latency, fmt_latency_limit, plural
 
 # A bound on the TPOT a winner on CDNA3's FP8 and MXFP4 MoE paths keeps, from the slowdowns
 # validation/serving.csv measured there (predict.CDNA3_MOE_CAUTION): gpt-oss-120b on one MI300X
@@ -109,10 +109,11 @@ def measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load:
     text = (f"the cheapest deployment, {candidate_label(model, win, engine)}, is unverified: "
             f"{caution}. At the "
             f"measured slowdown's low end ({MEASURED_SLOWDOWN_LOW:g}×) its {how} TPOT of "
-            f"{floor / MEASURED_SLOWDOWN_LOW * 1e3:,.1f} ms would be at least "
-            f"{floor * 1e3:,.1f} ms, "
-            + (f"past the {slo.tpot_s * 1e3:g} ms SLO" if misses else
-               f"within the {slo.tpot_s * 1e3:g} ms SLO before the slower steps' queueing, "
+            f"{fmt_latency(floor / MEASURED_SLOWDOWN_LOW)} would be at least "
+            f"{fmt_latency(floor)}, "
+            + (f"past the {fmt_latency_limit(slo.tpot_s)} SLO" if misses else
+               f"within the {fmt_latency_limit(slo.tpot_s)} SLO before the slower steps' "
+               "queueing, "
                "which was not simulated"))
     if alternative is None:  # none held, so none re-sized its layout: tried cheapest first
         tried = len(checks)
@@ -127,9 +128,10 @@ def measured_slowdown(model: ModelSpec, candidates: tuple[Candidate, ...], load:
         return text + "; " + why, (win, *(c for c in kept[1:] if c is not None))
     text += (f"; the cheapest without it: {candidate_label(model, alternative, engine)} = {alternative.gpus} "
              f"{plural(alternative.gpus, 'GPU')}, ${alternative.cost_per_hour or 0.0:,.2f}/h, "
-             f"simulated p{slo.percentile:g} TTFT {(alternative.sim_ttft_s or 0) * 1e3:,.0f} ms, "
-             f"TPOT {(alternative.sim_tpot_s or 0) * 1e3:,.1f} ms"
-             + ("" if slo.itl_s is None else f", ITL {(alternative.sim_itl_s or 0) * 1e3:,.1f} ms")
+             f"simulated p{slo.percentile:g} TTFT "
+             f"{fmt_latency(alternative.sim_ttft_s or 0, ',.0f')}, "
+             f"TPOT {fmt_latency(alternative.sim_tpot_s or 0)}"
+             + ("" if slo.itl_s is None else f", ITL {fmt_latency(alternative.sim_itl_s or 0)}")
              + ", ranked first")
     others = [c for c in kept if c is not None and c is not alternative]
     return text, (alternative, *simulated_first(others))

@@ -18,6 +18,7 @@ from ridgeline.memory import EngineSettings
 from ridgeline.model import ModelSpec
 from ridgeline.parallel import cross_node_caution
 from ridgeline.serving_load import Load, Slo
+from ridgeline.units import fmt_latency, fmt_latency_limit
 
 # How much slower a card's prompts may run than priced where its compute share is another
 # group's. An MI300X's dense bf16 peak is 1.32x an H100's (1,307 against 989 TFLOP/s), so the
@@ -70,9 +71,9 @@ def prompt_share_caution(c: Candidate, profile: EngineProfile, slo: Slo, engine:
     return (f"{acc.id}'s prompt speed borrows the compute share the {profile.engine} profile "
             f"fitted on {reference} cards (none of its own for {accelerator_group(acc)}), "
             f"which {engine_name(engine)} on the {acc.name} may not reach; at "
-            f"{PROMPT_SHARE_UNCERTAINTY:g}x its {name} of {ttft_s * 1e3:,.0f} ms would be "
-            f"{ttft_s * PROMPT_SHARE_UNCERTAINTY * 1e3:,.0f} ms, past the "
-            f"{slo.ttft_s * 1e3:g} ms SLO (a prompt measured on the card, `ridgeline "
+            f"{PROMPT_SHARE_UNCERTAINTY:g}x its {name} of {fmt_latency(ttft_s, ',.0f')} would "
+            f"be {fmt_latency(ttft_s * PROMPT_SHARE_UNCERTAINTY, ',.0f')}, past the "
+            f"{fmt_latency_limit(slo.ttft_s)} SLO (a prompt measured on the card, `ridgeline "
             "calibrate`, settles it)")
 
 
@@ -275,8 +276,9 @@ def itl_stall_note(win: Candidate | None, slo: Slo) -> str:
     if win is None or not win.verified or slo.itl_s is not None or win.sim_itl_s is None \
             or not win.sim_itl_s >= ITL_STALL_FACTOR * slo.tpot_s:  # NaN: 1-token outputs
         return ""
-    return (f"the winner's simulated p{slo.percentile:g} ITL is {win.sim_itl_s * 1e3:,.1f} ms, "
-            f"{win.sim_itl_s / slo.tpot_s:.1f}× the {slo.tpot_s * 1e3:g} ms TPOT SLO: TPOT is "
+    return (f"the winner's simulated p{slo.percentile:g} ITL is {fmt_latency(win.sim_itl_s)}, "
+            f"{win.sim_itl_s / slo.tpot_s:.1f}× the {fmt_latency_limit(slo.tpot_s)} TPOT SLO: "
+            "TPOT is "
             "each request's mean gap between tokens, ITL each gap a streaming user waits "
             "(here a decode step that shares its batch with other requests' prompts); "
             "--slo-itl-ms sizes for it, and the check command's simulate prints its ITL row")

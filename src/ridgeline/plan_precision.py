@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from ridgeline.candidate import Candidate
 from ridgeline.errors import InputError
 from ridgeline.precision import is_stored_format, kv_dtype, weight_format
+from ridgeline.units import fmt_latency
 
 
 def _bits(c: Candidate) -> tuple[float, float] | None:
@@ -54,8 +55,8 @@ def precision_note(win: Candidate | None, candidates: Sequence[Candidate], perce
         [f"--kv-dtype {alt.kv}"] if bits[1] > own[1] else [])
     if alt.verified:
         held = (f"{meet} the SLO too at the same ${alt.cost_per_hour:,.2f}/h ({alt.label}, "
-                f"simulated: p{percentile:g} TTFT {(alt.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT "
-                f"{(alt.sim_tpot_s or 0) * 1e3:,.1f} ms)")
+                f"simulated: p{percentile:g} TTFT {fmt_latency(alt.sim_ttft_s or 0, ',.0f')}, "
+                f"TPOT {fmt_latency(alt.sim_tpot_s or 0)})")
     else:
         held = (f"{meet.replace('meet', 'size')} at the same ${alt.cost_per_hour:,.2f}/h too "
                 f"({alt.label}, analytic, not simulated)")

@@ -12,6 +12,7 @@ import math
 import numbers
 import operator
 import re
+from collections.abc import Iterable
 
 from ridgeline.errors import InputError, shorten
 
@@ -294,3 +295,44 @@ def indefinite(n: int) -> str:
     prompt, an 11-layer model, a 1,024-token window."""
     lead = int(f"{abs(n):,}".split(",")[0])
     return "an" if lead in (8, 11, 18) or 80 <= lead <= 89 or 800 <= lead <= 899 else "a"
+
+
+# A latency reads in seconds from here on: 100,000 ms is six figures to count, 100.0 s three
+LATENCY_SECONDS_FROM_S = 100.0
+
+
+def fmt_latency(seconds: float, ms: str = ",.1f", s: str = ",.1f") -> str:
+    """A latency with its unit, as a sentence writes it: in ms as ``ms`` formats it below
+    LATENCY_SECONDS_FROM_S, in seconds as ``s`` formats it from there on: 0.0432 -> '43.2 ms',
+    4144.766 -> '4,144.8 s' (not '4,144,765.8 ms'). Two latencies set against each other
+    each carry their own unit ('4,144.8 s > 1000 ms')."""
+    if seconds >= LATENCY_SECONDS_FROM_S:  # nan and -inf read in ms, as before
+        return f"{seconds:{s}} s"
+    return f"{seconds * 1e3:{ms}} ms"
+
+
+def fmt_latency_limit(seconds: float) -> str:
+    """An SLO's limit (given in ms) as fmt_latency writes it, to the digits typed: 1.0 ->
+    '1000 ms', 0.0125 -> '12.5 ms', 300.0 -> '300 s'."""
+    return fmt_latency(seconds, "g", ",g")
+
+
+def latency_unit(latencies_s: Iterable[float]) -> str:
+    """The one unit a table of latencies reads in: "s" where its largest finite entry
+    reaches LATENCY_SECONDS_FROM_S, else "ms" (a TTFT of 4,144.8 s beside a TPOT of 0.1126 s,
+    rather than units mixed by row)."""
+    finite = [x for x in latencies_s if math.isfinite(x)]
+    return "s" if finite and max(finite) >= LATENCY_SECONDS_FROM_S else "ms"
+
+
+def latency_figure(seconds: float, unit: str) -> str:
+    """A latency in a table's unit (latency_unit), without it: in ms to 0.1 ms ('98.5'); in
+    seconds to 0.1 s from 100 s on ('2,302.7'), four significant figures from 1 s ('12.35',
+    '1.234') and 0.1 ms below ('0.0985'), the digits the ms table gave those; '-' for nan."""
+    if math.isnan(seconds):
+        return "-"
+    if unit == "ms":
+        return f"{seconds * 1e3:,.1f}"
+    places = 1 if abs(seconds) >= 100 else 2 if abs(seconds) >= 10 else 3 \
+        if abs(seconds) >= 1 else 4
+    return f"{seconds:,.{places}f}"

@@ -38,7 +38,7 @@ from ridgeline.reports.utilization import billed_scope
 from ridgeline.roofline import batch_for_intensity, first_whole_batch
 from ridgeline.spec_decode import SpecDecode
 from ridgeline.stages import micro_batches
-from ridgeline.units import GIB, fmt_share
+from ridgeline.units import GIB, fmt_share, latency_figure, latency_unit
 from ridgeline.vllm_cache_dtype import VLLM_FP8_CACHE_DTYPES, auto_words
 
 # the most an emitted decode row's prompt steps may slow it (ridgeline's mean step against its
@@ -185,10 +185,13 @@ class ObserveReport(ObserveVerdict):
         if rates:
             lines.append(", ".join(rates))
         for key, label in (("ttft", "TTFT"), ("itl", "ITL/TPOT"), ("e2e", "end-to-end")):
-            v = o.latency_ms.get(key)
-            if v:
-                lines.append(f"{label:<11} " + ", ".join(f"{k} {_ms(x)} ms" for k, x in v.items()
-                                                          if k != "count"))
+            read = o.latency_ms.get(key)
+            v = {k: x for k, x in (read or {}).items() if k != "count"}
+            if read:  # a line's figures in one unit, seconds where one reaches 100 s
+                unit = latency_unit(x / 1e3 for x in v.values())
+                lines.append(f"{label:<11} " + ", ".join(
+                    f"{k} {_ms(x) if unit == 'ms' else latency_figure(x / 1e3, unit)} {unit}"
+                    for k, x in v.items()))
         b, frac = self.batch, self.fraction
         lines.append("")
         if b is None or frac is None:  # (the fraction is None only without a batch)

@@ -37,7 +37,14 @@ from ridgeline.reports.plan_lists import (
 )
 from ridgeline.reports.split_launch import host_note
 from ridgeline.sim.workload import fixed_tokens
-from ridgeline.units import fmt_req_rate, ordinal, plural, share_of_requests
+from ridgeline.units import (
+    fmt_latency,
+    fmt_latency_limit,
+    fmt_req_rate,
+    ordinal,
+    plural,
+    share_of_requests,
+)
 
 # --json's names for Candidate.rate_limits (req/s; null: no limit)
 RATE_LIMIT_KEYS = ("tpot_at_batch", "token_budget", "prompt_queue", "kv_pool")
@@ -634,9 +641,9 @@ class PlanReport:
         sized = sized_version(r.engine, r.engine_version)  # the newest modelled, unnamed
         head = (f"{self.model.name} at {fmt_req_rate(r.load.rate_req_s)} req/s (input "
                 f"{r.load.input_len}, output {r.load.output_len}); SLO {pct(slo.percentile)} "
-                f"TTFT ≤ {slo.ttft_s * 1e3:g} ms, "
-                f"TPOT ≤ {slo.tpot_s * 1e3:g} ms"
-                + ("" if slo.itl_s is None else f", ITL ≤ {slo.itl_s * 1e3:g} ms")
+                f"TTFT ≤ {fmt_latency_limit(slo.ttft_s)}, "
+                f"TPOT ≤ {fmt_latency_limit(slo.tpot_s)}"
+                + ("" if slo.itl_s is None else f", ITL ≤ {fmt_latency_limit(slo.itl_s)}")
                 + self.constraint_words()
                 + f"; {r.searched} configurations searched, "
                 f"pools sized as {engine_name(r.engine)}"
@@ -671,7 +678,8 @@ class PlanReport:
                              + (f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None
                                 else "no price")
                              + f" (simulated: {pct(r.slo.percentile)} TTFT "
-                             f"{(c.sim_ttft_s or 0) * 1e3:,.0f} ms, TPOT {tpot_ms(c.sim_tpot_s)}"
+                             f"{fmt_latency(c.sim_ttft_s or 0, ',.0f')}, "
+                             f"TPOT {tpot_ms(c.sim_tpot_s)}"
                              f"{itl_part(r.slo, c.sim_itl_s)}; "
                              "KV hand-off over a 400 Gb/s link, where the engines can pass each "
                              f"prompt's KV cache from node to node: {self.lists.handoff_where()})"
@@ -691,7 +699,7 @@ class PlanReport:
                  f"the {priced} tokens it serves, idle time included)"]
         if win.verified:  # what the load sees first, then the capacity the search sized with
             lines.append(f"  simulated at {_rate(r.load.rate_req_s / win.replicas)} req/s per replica: "
-                         f"{pct(slo.percentile)} TTFT {(win.sim_ttft_s or 0) * 1e3:,.0f} ms, "
+                         f"{pct(slo.percentile)} TTFT {fmt_latency(win.sim_ttft_s or 0, ',.0f')}, "
                          f"TPOT {tpot_ms(win.sim_tpot_s)}{itl_part(slo, win.sim_itl_s)}"
                          + (f" ({win.sim_requests:,} requests, the latencies of those arriving "
                             f"{win.sim_window_s[0]:,.1f}–{win.sim_window_s[1]:,.1f} s)"

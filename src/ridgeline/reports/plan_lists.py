@@ -19,7 +19,7 @@ from ridgeline.plan import PlanResult
 from ridgeline.plan_cautions import prompt_cap_note
 from ridgeline.render import table
 from ridgeline.serving_load import Slo
-from ridgeline.units import fmt_total_tok_s, plural
+from ridgeline.units import fmt_latency, fmt_total_tok_s, plural
 
 # the splits whose pools' launch lines the text prints in full: each further split --json
 # lists gets its one line (its price and check) without them, so the text hides none
@@ -95,7 +95,7 @@ def pct(percentile: float) -> str:
 def tpot_ms(tpot_s: float | None) -> str:
     if tpot_s is None or math.isnan(tpot_s):
         return "n/a (1-token outputs)"
-    return f"{tpot_s * 1e3:,.1f} ms"
+    return fmt_latency(tpot_s)
 
 
 def itl_part(slo: Slo, itl_s: float | None) -> str:
@@ -283,7 +283,8 @@ class PlanLists:
                          "disaggregated pools: none simulated (analytic only)")
         for i, c in enumerate(r.disaggregated):  # each split --json lists, the first launched
             cost = f"${c.cost_per_hour:,.2f}/h" if c.cost_per_hour is not None else "no price"
-            how = (f"simulated: {pct(r.slo.percentile)} TTFT {(c.sim_ttft_s or 0) * 1e3:,.0f} ms, "
+            how = (f"simulated: {pct(r.slo.percentile)} TTFT "
+                   f"{fmt_latency(c.sim_ttft_s or 0, ',.0f')}, "
                    f"TPOT {tpot_ms(c.sim_tpot_s)}{itl_part(r.slo, c.sim_itl_s)}" if c.verified
                    else "analytic")
             lines.append(f"disaggregated, {self.label(c)}: {devices(c.gpus, c.accelerator)}"

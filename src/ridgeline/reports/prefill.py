@@ -50,7 +50,7 @@ from ridgeline.reports.identity import card_price_json, identity_json
 from ridgeline.reports.refusal_steps import engine_check_step
 from ridgeline.roofline import ridge_point
 from ridgeline.side_by_side import NotRun, not_run_dict
-from ridgeline.units import plural
+from ridgeline.units import fmt_latency, latency_figure, latency_unit, plural
 from ridgeline.vllm_mla_cache import per_head_caution
 
 
@@ -295,9 +295,8 @@ class PrefillReport:
         if not r.runs:
             return f"{at}: nothing: {r.none_reason}"
         e, f = r.expected, r.floor
-        return (f"{at}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–{e.high_s * 1e3:,.1f}) "
-                f"{ttft_words(e)}, {f.batch * f.prompt_len / e.time_s:,.0f} prompt tok/s; its "
-                "pool holds "
+        return (f"{at}: {band_words(e)} {ttft_words(e)}, "
+                f"{f.batch * f.prompt_len / e.time_s:,.0f} prompt tok/s; its pool holds "
                 f"{r.pool_batch or 0:,} {plural(r.pool_batch or 0, 'prompt')} of "
                 f"{f.prompt_len:,} tokens at once")
 
@@ -379,7 +378,7 @@ class PrefillReport:
             deployment_line(self.deployment),
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
             + floor_heading_end(self.runs, f.fit.fits, self.fit_runs, e.engine),
-            f"  time       {f.time_s * 1e3:,.1f} ms (bound by {f.bound}) = TTFT floor",
+            f"  time       {fmt_latency(f.time_s)} (bound by {f.bound}) = TTFT floor",
             # a deployment that does not fit gets no throughput, as decode gives it none; nor
             # does one that fits but that the engine would not run (the first line says why)
             f"  throughput {f.tokens_per_s:,.0f} prompt tok/s" if self.runs else
@@ -397,8 +396,7 @@ class PrefillReport:
             return [*lines, f"expected on {on}: nothing (first line)",
                     *([self.longest_line] if self.longest_line else [])]
         return [*lines,
-                f"expected on {on}: {e.time_s * 1e3:,.1f} ms ({e.low_s * 1e3:,.1f}–"
-                f"{e.high_s * 1e3:,.1f}) {ttft_words(e)}, "
+                f"expected on {on}: {band_words(e)} {ttft_words(e)}, "
                 f"{f.batch * f.prompt_len / e.time_s:,.0f} prompt tok/s  [{e.source}]"]
 
 
@@ -409,7 +407,15 @@ def ttft_words(e: Expectation) -> str:
     where '= TTFT' had read as every prompt's)."""
     if e.first_time_s is None or e.first_time_s >= e.time_s:
         return "= TTFT"
-    return f"= the last prompt's TTFT (the first's: {e.first_time_s * 1e3:,.1f} ms)"
+    return f"= the last prompt's TTFT (the first's: {fmt_latency(e.first_time_s)})"
+
+
+def band_words(e: Expectation) -> str:
+    """An expected prefill and its band in one unit, seconds where the band reaches 100 s:
+    '456.3 ms (405.8–554.8)', '259.9 s (231.2–316.1)'."""
+    unit = latency_unit((e.time_s, e.low_s, e.high_s))
+    return (f"{latency_figure(e.time_s, unit)} {unit} ({latency_figure(e.low_s, unit)}–"
+            f"{latency_figure(e.high_s, unit)})")
 
 
 def _ridge_step(dep: Deployment) -> Step:
@@ -445,14 +451,15 @@ class PrefillComparison(ByCard):
         prompts = list(dict.fromkeys(r.floor.prompt_len for r in self.reports))
         several = len(prompts) > 1
         rows = []
+        unit = _table_unit(self.reports)
         for r in self.reports:
             f, e = r.floor, r.expected
             tokens = f.batch * f.prompt_len
             rows.append([r.deployment.gpus_label,
                          *([r.deployment.engine] if self.engine_per_card else []),
                          *([f"{f.prompt_len:,}"] if several else []),
-                         f"{f.time_s * 1e3:,.1f}",
-                         f"{e.time_s * 1e3:,.1f}" if r.runs else r.short_why,
+                         latency_figure(f.time_s, unit),
+                         latency_figure(e.time_s, unit) if r.runs else r.short_why,
                          f"{tokens / e.time_s:,.0f}" if r.runs else "",
                          f"{r.deployment.dense_ridge_flop_per_byte:,.0f}", bound_label(f.bound)])
         from ridgeline.offload import placement_lines
@@ -464,8 +471,8 @@ class PrefillComparison(ByCard):
                 + (" (each card its own)" if self.engine_per_card else "")
                 + ", one row per accelerator" + (" and prompt" if several else ""), "",
                 *table(rows, ["accelerator", *(["engine"] if self.engine_per_card else []),
-                              *(["prompt"] if several else []), "floor ms",
-                              "expected TTFT ms", "prompt tok/s", "ridge", "bound"]),
+                              *(["prompt"] if several else []), f"floor {unit}",
+                              f"expected TTFT {unit}", "prompt tok/s", "ridge", "bound"]),
                 *(e.line for e in self.not_run),
                 *placement_lines([r.deployment for r in self.reports]),
                 *(f"{r.deployment.gpus_label}" + (f", {r.floor.prompt_len:,} tokens"
@@ -559,18 +566,20 @@ class PrefillSeries:
         dep, e0 = self.deployment, self.reports[0].expected
         lines, said = self._headline()
         rows = []
+        unit = _table_unit(self.reports)
         for r in self.reports:
             f, e = r.floor, r.expected
             tokens = f.batch * f.prompt_len
-            rows.append([f"{f.prompt_len:,}", f"{f.time_s * 1e3:,.1f}",
-                         *([f"{e.time_s * 1e3:,.1f}", f"{e.low_s * 1e3:,.1f}–"
-                            f"{e.high_s * 1e3:,.1f}", f"{tokens / e.time_s:,.0f}"] if r.runs
+            rows.append([f"{f.prompt_len:,}", latency_figure(f.time_s, unit),
+                         *([latency_figure(e.time_s, unit), latency_figure(e.low_s, unit) + "–"
+                            + latency_figure(e.high_s, unit), f"{tokens / e.time_s:,.0f}"]
+                           if r.runs
                            else [r.short_why, "", ""]),
                          f"{f.weight_intensity_flop_per_byte:,.0f}", bound_label(f.bound),
                          "yes" if f.fit.fits else "NO"])
         batch = self.reports[0].floor.batch
         lines += [deployment_line(dep),
-                  *table(rows, ["prompt", "floor ms", "expected TTFT ms", "band",
+                  *table(rows, ["prompt", f"floor {unit}", f"expected TTFT {unit}", "band",
                                 "prompt tok/s", "FLOP/byte", "bound", "fits in memory"]),
                   f"{batch} x each prompt; floor: the article's lower bound on time to first "
                   f"token; expected: step_cost with the {e0.engine} profile [{e0.source}]; "
@@ -589,11 +598,19 @@ class PrefillSeries:
         return lines
 
 
+def _table_unit(reports: tuple[PrefillReport, ...]) -> str:
+    """The one unit a table of prompts' floors and expected TTFTs (their bands too) reads
+    in: seconds where one reaches 100 s (a 128k prompt on an L4), else ms."""
+    return latency_unit(t for r in reports for t in (
+        r.floor.time_s, *((r.expected.time_s, r.expected.low_s, r.expected.high_s)
+                          if r.runs else ())))
+
+
 def first_prompt_lines(reports: tuple[PrefillReport, ...], several_cards: bool) -> list[str]:
     """A table's note where an expected TTFT is the last of several prompts' (ttft_words):
     whose it is and the first prompt's beside it, per row (card and prompt length)."""
     rows = [(f"{r.deployment.gpus_label} at " if several_cards else "")
-            + f"{r.floor.prompt_len:,}: {r.expected.first_time_s * 1e3:,.1f} ms"
+            + f"{r.floor.prompt_len:,}: {fmt_latency(r.expected.first_time_s)}"
             for r in reports if r.runs and r.expected.first_time_s is not None
             and r.expected.first_time_s < r.expected.time_s]
     if not rows:

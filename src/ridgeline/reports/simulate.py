@@ -34,7 +34,13 @@ from ridgeline.sim.metrics import ClientWaits, SimResult
 from ridgeline.sim.overload import BURST_READ, burst, growth
 from ridgeline.sim.scheduler import FULL_BUDGET
 from ridgeline.sim.workload import LoadAsked
-from ridgeline.units import plural
+from ridgeline.units import (
+    fmt_latency,
+    fmt_latency_limit,
+    latency_figure,
+    latency_unit,
+    plural,
+)
 
 
 def _client_lines(client: ClientWaits, served_req_s: float) -> list[str]:
@@ -109,8 +115,14 @@ def _offered_past_served(o: Overload, budget_tokens: int, engine: str) -> str:
             + f"; {bound}")
 
 
-def _ms(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x * 1e3:,.1f}"
+def latency_table(rows: dict[str, dict[str, float]],
+                  columns: tuple[str, ...] = ("mean", "p50", "p90", "p95", "p99")) -> list[str]:
+    """The latencies' table, each row's ``columns`` (seconds) in one unit named in its
+    corner: ms, or seconds where an entry reaches 100 s (an overloaded run's TTFT of
+    4,144.8 s beside a TPOT of 0.1126 s, not 4,144,765.8 ms), never a unit per row."""
+    unit = latency_unit(row[k] for row in rows.values() for k in columns)
+    return table([[label, *(latency_figure(row[k], unit) for k in columns)]
+                  for label, row in rows.items()], [unit, *columns])
 
 
 def run_seconds(x: float) -> str:
@@ -125,7 +137,7 @@ def _ms_or_never(x: float) -> str:
     "none" where no request has one (TPOT of 1-token outputs)."""
     if math.isnan(x):
         return "none (no request had a second token)"
-    return "never (too many rejected)" if math.isinf(x) else f"{_ms(x)} ms"
+    return "never (too many rejected)" if math.isinf(x) else fmt_latency(x)
 
 
 def _share(n: int, total: int) -> str:
@@ -375,13 +387,9 @@ class SimulateReport:
                     + _ranks_together(c, d.data_parallel_size, d.engine)
                     if d.data_parallel_size > 1 else ""),
                  ""]
-        rows = []
-        for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"),
-                            ("e2e", "end-to-end"), ("queue", "queueing")):
-            p = r.percentiles(name)
-            rows.append([label, _ms(p["mean"]), _ms(p["p50"]), _ms(p["p90"]), _ms(p["p95"]),
-                         _ms(p["p99"])])
-        lines += table(rows, ["ms", "mean", "p50", "p90", "p95", "p99"])
+        lines += latency_table({label: r.percentiles(name) for name, label in (
+            ("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "end-to-end"),
+            ("queue", "queueing"))})
         skewed = itl_mean_past_p99(r.percentiles("itl"), r.preemptions)
         if skewed:  # a mean past the p99 reads as a misprint unless said
             lines.append(skewed)
@@ -524,9 +532,10 @@ class SimulateReport:
         if v["itl_s"] is None:
             return (f"ITL SLO: not measured: none of {whose} requests streamed a chunk after "
                     "its first token (1-token outputs have no inter-token gap), so the "
-                    f"{self.slo_itl_s * 1e3:g} ms ITL SLO is neither met nor missed")
-        reading = f"{_ms(v['itl_s'])} ms " + ("≤" if v["met"] else ">") + \
-            f" {self.slo_itl_s * 1e3:g} ms"
+                    f"{fmt_latency_limit(self.slo_itl_s)} ITL SLO is neither met nor "
+                    "missed")
+        reading = fmt_latency(v["itl_s"]) + (" ≤ " if v["met"] else " > ") + \
+            fmt_latency_limit(self.slo_itl_s)
         return (f"ITL SLO: p{v['percentile']:.10g} ITL {reading}: "
                 + ("met" if v["met"] else "MISSED")
                 + f" (over the {v['chunks']:,.0f} streamed chunks of {whose} requests, as plan "

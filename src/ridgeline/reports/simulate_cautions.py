@@ -15,7 +15,7 @@ from ridgeline.chunked_prefill import over_budget_caution
 from ridgeline.deployment import Deployment
 from ridgeline.sim.config import SimConfig
 from ridgeline.sim.metrics import STEADY_LIFETIMES
-from ridgeline.units import GIB, MIB, plural
+from ridgeline.units import GIB, MIB, fmt_latency, plural
 
 MOST_SUGGESTED = 10_000_000  # a --num-requests past this is no advice
 
@@ -205,17 +205,17 @@ def itl_mean_past_p99(itl_s: dict[str, float], preemptions: int) -> str:
     preempts, those are the preempted requests' gaps: each spans the wait to be readmitted
     and the recompute of its tokens. Llama-3.1-70B fp8 on one H100 at 5 req/s of 2,048 +
     500 with --max-model-len 4096: mean 38.1 ms, p99 34.5 ms, 357 preemptions. Else "", and
-    where the two print alike at the table's 0.1 ms (mean 8.02 ms beside p99 7.95 ms: every
-    gap about 8 ms, nothing to explain)."""
+    where the two print alike, to 0.1 ms (0.1 s from 100 s: fmt_latency) (mean 8.02 ms beside
+    p99 7.95 ms: every gap about 8 ms, nothing to explain)."""
     mean, p99 = itl_s["mean"], itl_s["p99"]
     if math.isnan(mean) or math.isnan(p99) or mean <= p99 \
-            or f"{mean * 1e3:,.1f}" == f"{p99 * 1e3:,.1f}":
+            or fmt_latency(mean) == fmt_latency(p99):
         return ""
     why = (f"those of the {preemptions:,} {plural(preemptions, 'preemption')}, each a "
            "preempted request's wait to be readmitted and the recompute of its tokens before "
            "its next one" if preemptions else
            "and they pull the mean past 99 of every 100")
-    return (f"  (ITL's mean, {mean * 1e3:,.1f} ms, is above its p99, {p99 * 1e3:,.1f} ms: "
+    return (f"  (ITL's mean, {fmt_latency(mean)}, is above its p99, {fmt_latency(p99)}: "
             f"fewer than 1 in 100 gaps are far longer than the rest, {why})")
 
 
