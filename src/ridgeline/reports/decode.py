@@ -48,6 +48,7 @@ from ridgeline.reports.expectation import (
 )
 from ridgeline.reports.graph_explain import graph_step
 from ridgeline.reports.identity import card_price_json, identity_json
+from ridgeline.reports.refusal_headline import DECODE, Row, refusal_headline
 from ridgeline.reports.refusal_steps import engine_check_step, refusal_steps
 from ridgeline.roofline import first_whole_batch
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
@@ -388,7 +389,7 @@ class DecodeReport:
                 "engine_max_batch": whole["engine_max_batch"]}
 
     def text_lines(self) -> list[str]:
-        lines = self._list_headline()
+        lines = self._headline()
         lines.append(deployment_line(self.deployment))
         if len(self.floors) == 1:
             f, base = self.floors[0]
@@ -416,7 +417,7 @@ class DecodeReport:
             if not runs:  # as a batch that does not fit: the verdict leads, and no speed
                 held = self._seat(f.context).held  # none: the verdict says why, and not again
                 engine = engine_name(e.engine)
-                return [self._refusal_headline(f), *lines,
+                return [*lines,
                         f"  tok/s      none: {engine} would not run "
                         + ("this batch at once" if held else "it") + " (first line)",
                         *self._gain_line(f, base),
@@ -466,67 +467,23 @@ class DecodeReport:
         return [*lines, *(s for s in self._seat_lines() if s not in head),
                 *self._longest_table(), *(f"caution: {c}" for c in self.shown_cautions)]
 
-    def _list_headline(self) -> list[str]:
-        """The first line where some point does not run: the memory's verdict, the worst
-        point's shortfall, and where the engine refuses points that fit the memory, its
-        refusal first (the README's Llama-3.1-70B at fp8 on one H100: batch 1 fits but vLLM
-        would not start, batch 32 does not fit either: 'DOES NOT FIT on vLLM 0.34 at any of
-        the 2 points: … would refuse to start …; batch 32 at 2,000 tokens does not fit in
-        memory either: …')."""
-        unfit = [f for f, _ in self.floors if not f.fit.fits]
-        refused = [f for f, _ in self.floors if f.fit.fits and not self.engine_runs(f)]
-        worst = max(unfit, key=lambda f: f.fit.shortfall_bytes) if unfit else None
-        n = len(self.floors)
-        if refused and n > 1:
-            return [self._refused_headline(refused, worst, len(unfit))]
-        if worst is None:
-            return []
-        shortfall = worst.fit.headline().removeprefix("DOES NOT FIT: ")
-        if len(unfit) < n:  # some points run: say which do not, first
-            return [f"{len(unfit)} of {n} points {'does' if len(unfit) == 1 else 'do'} not "
-                    f"fit; the worst, batch {worst.batch:,} at {worst.context:,} tokens: "
-                    + shortfall]
-        if n > 1:  # none runs: say so, not just the worst point
-            alone = (f"; the weights alone, {worst.fit.weight_bytes / GB:,.1f} GB, exceed "
-                     "the memory at any batch" if worst.fit.kv_room_bytes < 0 else "")
-            return [f"DOES NOT FIT at any of the {n} points; the worst, batch {worst.batch:,} "
-                    f"at {worst.context:,} tokens: {shortfall}{alone}"]
-        return [worst.fit.headline()]
+    def _headline(self) -> list[str]:
+        """The first line where some point does not run (refusal_headline, in decode's
+        words): the README's Llama-3.1-70B at fp8 on one H100, batch 1 fits but vLLM would
+        not start, batch 32 does not fit either: 'DOES NOT FIT on vLLM 0.34 at any of the 2
+        points: … would refuse to start …; and batch 32 at 2,000 tokens does not fit in
+        memory: …'."""
+        line = refusal_headline([self._row(f) for f, _ in self.floors], self._priced_as,
+                                DECODE, f"({self._fit_hint()} for the breakdown)")
+        return [line] if line else []
 
-    def _refused_headline(self, refused: list[DecodeFloor], worst: DecodeFloor | None,
-                          unfit: int) -> str:
-        """A table's first line where the engine refuses points that fit the memory: how many
-        points do not run, the engine's reason (once where every refused point has the same:
-        a refusal to start at the default max_model_len), then the worst memory shortfall."""
-        n, out = len(self.floors), len(refused) + unfit
-        reasons = list(dict.fromkeys(self.none_reason(f) for f in refused))
-        none_held = all(not self._seat(f.context).held for f in refused)
-        if out == n:
-            lead = (f"{'DOES NOT FIT' if none_held else 'DOES NOT RUN'} on {self._priced_as} "
-                    f"at any of the {n} points")
-        else:
-            lead = f"{out} of {n} points {'does' if out == 1 else 'do'} not run on {self._priced_as}"
-        why = reasons[0] + (f" ({self._fit_hint()} for the breakdown)" if none_held else "")
-        if len(reasons) > 1:
-            why += f"; the engine refuses {len(reasons) - 1} more (the table)"
-        if worst is None:
-            return f"{lead}: {why}"
-        shortfall = worst.fit.headline().removeprefix("DOES NOT FIT: ")
-        where = f"batch {worst.batch:,} at {worst.context:,} tokens"
-        return f"{lead}: {why}; " + (f"the worst of the {unfit} past the memory, {where}: "
-                                     if unfit > 1 else f"and {where} does not fit in memory: "
-                                     ) + shortfall
-
-    def _refusal_headline(self, f: DecodeFloor) -> str:
-        """The verdict a point that fits the memory but that the engine would not run leads
-        with, as fit's DOES NOT FIT leads: the engine's refusal (Llama-3.1-8B at 200,000
-        tokens: 'DOES NOT FIT on vLLM 0.34: vllm refuses --max-model-len 200,000, past …'),
-        or, where it runs fewer of this context at once, that the batch does not run at once
-        (as utilization's DOES NOT RUN AT ONCE)."""
-        held = self._seat(f.context).held
-        verdict = "DOES NOT RUN AT ONCE" if held else "DOES NOT FIT"
-        return (f"{verdict} on {self._priced_as}: {self.none_reason(f)}"
-                + ("" if held else f" ({self._fit_hint()} for the breakdown)"))
+    def _row(self, f: DecodeFloor) -> Row:
+        """A point as the first line counts it, ranked past the memory by its shortfall."""
+        runs = self.engine_runs(f)
+        refused = f.fit.fits and not runs
+        return Row(f"batch {f.batch:,} at {f.context:,} tokens", f.fit, runs,
+                   f.fit.shortfall_bytes, self.none_reason(f) if refused else "",
+                   refused and bool(self._seat(f.context).held))
 
     @staticmethod
     def _gain_line(f: DecodeFloor, base: DecodeFloor) -> list[str]:

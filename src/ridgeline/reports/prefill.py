@@ -47,6 +47,7 @@ from ridgeline.reports.expectation import (
     no_expectation,
 )
 from ridgeline.reports.identity import card_price_json, identity_json
+from ridgeline.reports.refusal_headline import PREFILL, Row, refusal_headline
 from ridgeline.reports.refusal_steps import engine_check_step
 from ridgeline.roofline import ridge_point
 from ridgeline.side_by_side import NotRun, not_run_dict
@@ -188,6 +189,15 @@ class PrefillReport:
         engine_runs_none; "" where it runs."""
         return "" if self.runs else DOES_NOT_FIT if not self.floor.fit.fits else \
             OVER_ENGINE_POOL if self.pool_batch else ENGINE_RUNS_NONE
+
+    @property
+    def headline_row(self) -> Row:
+        """The prompt as a first line counts it (refusal_headline), ranked past the memory by
+        its length: a table names its longest."""
+        f = self.floor
+        refused = f.fit.fits and not self.runs
+        return Row(f"{f.prompt_len:,} tokens", f.fit, self.runs, f.prompt_len,
+                   self.none_reason if refused else "", self.none_code == OVER_ENGINE_POOL)
 
     @property
     def ubatch_note(self) -> str:
@@ -371,9 +381,7 @@ class PrefillReport:
         # the verdict leads where it does not run: fit's DOES NOT FIT where the memory or the
         # engine refuses the prompt (as decode says it), DOES NOT RUN AT ONCE past its pool
         on = engine_release(e.engine, self.engine_version, named=True)
-        lines = [f.fit.headline()] if not f.fit.fits else [] if self.runs else [
-            f"{'DOES NOT RUN AT ONCE' if self.none_code == OVER_ENGINE_POOL else 'DOES NOT FIT'}"
-            f" on {on}: {self.none_reason}"]
+        lines = [line] if (line := refusal_headline([self.headline_row], on, PREFILL)) else []
         lines += [
             deployment_line(self.deployment),
             f"prefill floor, {f.batch} x {f.prompt_len:,}-token {plural(f.batch, 'prompt')}"
@@ -526,41 +534,16 @@ class PrefillSeries:
                 "prompts": [r.to_dict() for r in self.reports]}
 
     def _headline(self) -> tuple[list[str], bool]:
-        """The table's first line where a prompt does not run, and whether it gives the
-        engine's refusal (then the lines under the table do not repeat it): the prompts the
-        engine refuses though they fit the memory counted with those past the memory, as
-        decode's table counts its points (Llama-3.1-70B at fp8 on one H100, prompts of 2,000
-        and 8,000: 'DOES NOT FIT on vLLM 0.34 for any of the 2 prompts: vllm would refuse to
-        start …')."""
-        n = len(self.reports)
-        unfit = [r.floor for r in self.reports if not r.floor.fit.fits]
-        refused = [r for r in self.reports if r.floor.fit.fits and not r.runs]
-        longest = unfit[-1] if unfit else None
-        if not refused:
-            return ([] if longest is None else [
-                f"{len(unfit)} of {n} prompts {'does' if len(unfit) == 1 else 'do'} not fit; "
-                f"the longest, {longest.prompt_len:,} tokens: "
-                + longest.fit.headline().removeprefix("DOES NOT FIT: ")]), False
-        first = refused[0]
+        """The table's first line where a prompt does not run (refusal_headline, in prefill's
+        words), and whether it gives the engine's refusal (then the lines under the table do
+        not repeat it): Llama-3.1-70B at fp8 on one H100, prompts of 2,000 and 40,000: 'DOES
+        NOT FIT on vLLM 0.34 for any of the 2 prompts: vLLM would refuse to start …; and
+        40,000 tokens does not fit in memory: …'."""
+        first = self.reports[0]  # one deployment: its engine and release are every row's
         on = engine_release(first.expected.engine, first.engine_version, named=True)
-        out = len(unfit) + len(refused)
-        if out == n:
-            verdict = ("DOES NOT RUN" if any(r.none_code == OVER_ENGINE_POOL for r in refused)
-                       else "DOES NOT FIT")
-            lead = f"{verdict} on {on} for any of the {n} prompts"
-        else:
-            lead = f"{out} of {n} prompts {'does' if out == 1 else 'do'} not run on {on}"
-        reasons = set(r.none_reason for r in refused)
-        said = len(reasons) == 1
-        why = first.none_reason if said else \
-            f"the engine refuses {len(refused)} that fit the memory (under the table)"
-        if longest is None:
-            return [f"{lead}: {why}"], said
-        where = f"{longest.prompt_len:,} tokens"
-        return [f"{lead}: {why}; " + (f"the longest of the {len(unfit)} past the memory, "
-                                      f"{where}: " if len(unfit) > 1 else
-                                      f"and {where} does not fit in memory: ")
-                + longest.fit.headline().removeprefix("DOES NOT FIT: ")], said
+        line = refusal_headline([r.headline_row for r in self.reports], on, PREFILL)
+        said = len({r.none_reason for r in self.reports if r.floor.fit.fits and not r.runs}) == 1
+        return ([line] if line else []), said
 
     def text_lines(self) -> list[str]:
         dep, e0 = self.deployment, self.reports[0].expected
