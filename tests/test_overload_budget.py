@@ -47,6 +47,29 @@ def test_twice_a_small_budget_computes_twice_the_tokens_and_a_large_one_no_more(
     assert large < BUDGET_GAIN <= small
 
 
+def test_a_run_of_decode_steps_that_fill_the_budget_counts_them_as_the_plain_steps_do() -> None:
+    """A 4-token budget, 20 + 400-token requests at 40/s to one H100: most steps are four
+    decodes, the budget whole, the queue waiting. The fast path's runs of decode steps
+    (sim/fast_path.py) counted none of them budget-full (298 of 2,125 steps against the
+    plain steps' 1,700): the same count either way now, and most steps."""
+    from dataclasses import replace
+
+    from ridgeline.memory import EngineSettings
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.simulator import Simulator
+    from ridgeline.sim.workload import Workload
+
+    config = sim_config(DEP, EngineSettings(max_model_len=4096, max_num_batched_tokens=4))
+    counts = []
+    for fast in (True, False):
+        sim = Simulator(DEP, profile_for("vllm"), replace(config, fast_path=fast))
+        result = sim.run(iter(Workload(20, "20", "400", 40.0, seed=3)))
+        assert (sim.bulk_steps > result.steps / 2) is fast  # most steps in runs
+        counts.append((result.rec.budget_full_steps, result.steps))
+    assert counts[0] == counts[1]
+    assert counts[0][0] > 0.5 * counts[0][1]
+
+
 def test_a_ten_token_budget_overload_names_the_budget_and_its_flag() -> None:
     """10 tokens a step, 512-token prompts at 4 req/s: the engine serves about 1.4 req/s,
     nearly every step its whole budget with prompts waiting. It had said "compute-bound: no
@@ -99,3 +122,92 @@ def test_a_short_run_under_capacity_is_not_overloaded() -> None:
     out, text = simulate_both(*LONG_PROMPTS[:4], "0.3", *LONG_PROMPTS[5:], "--num-requests",
                               "30")
     assert out["overloaded"] is None and "OVERLOADED" not in text
+
+
+# -- data-parallel ranks: the same rule, rank by rank ----------------------------------------
+
+QWEN = ["qwen3-30b-a3b", "--gpu", "h100", "--input-len", "1000", "--output-len", "100"]
+LLAMA = ["llama-3.1-8b", "--gpu", "h100", "--input-len", "512", "--output-len", "128"]
+DP2 = ["--num-gpus", "1", "--data-parallel-size", "2"]
+
+
+@pytest.mark.parametrize(("one", "ranks"), [
+    # a MoE's ranks step together (sim/data_parallel.py): they counted no budget-full step
+    # and blamed compute; the budget's gain read one rank's chunk beside idle ranks
+    ([*QWEN, "--num-requests", "300", "--rate", "6", "--max-num-batched-tokens", "64"],
+     [*QWEN, *DP2, "--enable-expert-parallel", "--num-requests", "600", "--rate", "12",
+      "--max-num-batched-tokens", "64"]),
+    # a dense model's ranks step each on its own clock (sim/independent_ranks.py)
+    ([*LLAMA, "--num-requests", "40", "--rate", "4", "--max-num-batched-tokens", "10"],
+     [*LLAMA, *DP2, "--num-requests", "80", "--rate", "8", "--max-num-batched-tokens", "10"]),
+])
+def test_two_ranks_held_by_their_budget_name_it_as_one_rank_at_half_the_rate_does(
+        one: list[str], ranks: list[str]) -> None:
+    """One rank offered half the rate names its token budget; two such ranks offered the
+    whole rate name it too, with the same advice, the share read over the ranks' steps."""
+    alone, alone_text = simulate_both(*one)
+    both, text = simulate_both(*ranks)
+    assert alone["overloaded"]["limit"] == FULL_BUDGET
+    assert both["overloaded"]["limit"] == FULL_BUDGET
+    for words in (alone_text, text):
+        line = next(x for x in words.splitlines() if x.startswith("OVERLOADED"))
+        assert "token-budget-bound" in line and "raise --max-num-batched-tokens" in line
+        assert "compute-bound" not in line
+    assert "of its ranks' steps ran their whole" in line  # (the two ranks' line)
+
+
+def test_two_lock_step_ranks_held_by_their_compute_do_not_name_the_budget() -> None:
+    """Qwen3-30B-A3B on DP2 with expert parallelism, a 2,048-token budget, 3,000-token
+    prompts at 40 req/s: most ranks' steps run the budget whole with requests waiting, but a
+    step of 4,096 tokens a rank computes about no more a second: compute-bound."""
+    out, text = simulate_both("qwen3-30b-a3b", "--gpu", "h100", *DP2,
+                              "--enable-expert-parallel", "--max-num-batched-tokens", "2048",
+                              "--rate", "40", "--num-requests", "600", "--input-len", "3000",
+                              "--output-len", "100")
+    assert out["overloaded"]["limit"] == COMPUTE_BOUND
+    line = next(x for x in text.splitlines() if x.startswith("OVERLOADED"))
+    assert "compute-bound" in line and "of its ranks' steps ran their whole 2,048" in line
+    assert "token-budget-bound" not in line
+
+
+def test_lock_step_ranks_budget_gain_prices_every_rank_running_its_budget() -> None:
+    """Under data parallelism a MoE's step takes every rank's tokens through the experts, and
+    an engine its budget holds back has every rank's batch at its budget: the gain is of such
+    a step (the simulator's, ``DataParallelSimulator.step_s``), not of one rank's chunk beside
+    idle ranks. Qwen3-30B-A3B on DP2 with expert parallelism at 512 tokens a rank: 1.15,
+    under BUDGET_GAIN, where the lone chunk read 1.35, over it."""
+    from ridgeline.memory import EngineSettings
+    from ridgeline.sim.config import sim_config
+    from ridgeline.sim.data_parallel import DataParallelSimulator
+    from ridgeline.sim.scheduler import Scheduled
+
+    dep = Deployment.build(resolve_model("qwen3-30b-a3b"), resolve_accelerator("h100"),
+                           engine="vllm", expert_parallel=True, data_parallel_size=2)
+    profile = profile_for("vllm")
+    sim = DataParallelSimulator(dep, profile, sim_config(dep, EngineSettings()))
+
+    def step_s(tokens: int, busy: int) -> float:  # ``busy`` ranks each a chunk of ``tokens``
+        chunks = [[Scheduled(Request(i, 0.0, tokens, 1), tokens, 0)] if i < busy else []
+                  for i in range(2)]
+        return sim.step_s(chunks)
+
+    gain = budget_gain(dep, profile, 512)
+    assert gain == pytest.approx(2 * step_s(512, 2) / step_s(1024, 2), rel=1e-12)
+    lone = 2 * step_s(512, 1) / step_s(1024, 1)
+    assert gain < BUDGET_GAIN < lone
+
+
+def test_sglang_ranks_budget_gain_is_of_a_ranks_share_of_the_servers_chunk() -> None:
+    """SGLang divides --chunked-prefill-size over its DP-attention ranks (8,192 over 8:
+    1,024 each): the gain is of a rank's share. Qwen3-30B-A3B on DP2 with expert
+    parallelism, --chunked-prefill-size 1,024: 512 a rank, 1.15, as vLLM's ranks at 512
+    each (the engines' exchanges differ by a few parts in a thousand), not 1.07 at 1,024."""
+    model, gpu = resolve_model("qwen3-30b-a3b"), resolve_accelerator("h100")
+    sglang = Deployment.build(model, gpu, engine="sglang", expert_parallel=True,
+                              data_parallel_size=2)
+    vllm = Deployment.build(model, gpu, engine="vllm", expert_parallel=True,
+                            data_parallel_size=2)
+    profile = profile_for("vllm")  # the same profile: the budgets and exchanges differ
+    server = budget_gain(sglang, profile, 1024)
+    assert server == pytest.approx(budget_gain(vllm, profile, 512), rel=0.01)
+    assert server > budget_gain(vllm, profile, 1024) * 1.05

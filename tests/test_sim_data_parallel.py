@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -25,7 +26,7 @@ from ridgeline.cost import (
 from ridgeline.engines import profile_for
 from ridgeline.memory import EngineSettings
 from ridgeline.reports.simulate_engine import all_ranks
-from ridgeline.sim.config import sim_config
+from ridgeline.sim.config import SimConfig, sim_config
 from ridgeline.sim.data_parallel import DataParallelSimulator, dispatch_method, rank_config
 from ridgeline.sim.pipeline import run_replica
 from ridgeline.sim.scheduler import Scheduled
@@ -295,3 +296,47 @@ def test_a_dense_model_and_a_moe_without_data_parallelism_are_priced_as_before()
     decodes = decode_batch(64, 1500)
     assert not batch_shape(qwen, [Seq(2048, 0), *decodes]).any_rank_prompt
     assert op_time_s(qwen, decodes, "experts") == op_time_s(qwen, decodes, "experts", False)
+
+
+# -- what the ranks' one recorder reads of them together --------------------------------------
+
+def qwen_dp2(**settings: int) -> tuple[Deployment, SimConfig]:
+    dep = Deployment.build(resolve_model("qwen3-30b-a3b"), resolve_accelerator("h100"),
+                           engine="vllm", expert_parallel=True, data_parallel_size=2)
+    return dep, sim_config(dep, EngineSettings(max_model_len=4096, **settings))
+
+
+def test_an_arrivals_queue_is_every_ranks_not_the_one_it_was_dealt_to() -> None:
+    """Ten requests at once to two lock-step ranks: each rank holds five, the deployment
+    ten waiting as the last arrives (``Recorder.waiting_at_arrival``, the overload readings'
+    queue), as the independent ranks read it. It read the last rank's five."""
+    from ridgeline.sim.metrics import Recorder
+    from ridgeline.sim.request import Request
+
+    dep, config = qwen_dp2()
+    sim = DataParallelSimulator(dep, profile_for("vllm"), config)
+    rec = Recorder(dep.num_gpus)
+    for i in range(10):
+        assert sim.arrive(Request(i, 0.0, 500, 50), rec)
+    assert [len(rank.scheduler.waiting) for rank in sim.ranks] == [5, 5]
+    assert rec.waiting_at_arrival == len(sim.scheduler.waiting) == 10
+
+
+def test_lock_step_ranks_count_their_budget_full_steps_alike_either_path() -> None:
+    """Two lock-step ranks under a 4-token budget, 20 + 400-token requests at 40/s: each
+    rank's steps run the budget whole with requests waiting, counted rank by rank over the
+    ranks' own steps (``SimResult.rank_steps``: each busy rank's, where ``steps`` counts each
+    lock-step once); a run of decode steps taken without scheduling (four decodes a rank, the
+    budget's all, the queue waiting) counts them as its plain steps do."""
+    dep, config = qwen_dp2(max_num_batched_tokens=4)
+    counts = []
+    for fast in (True, False):
+        sim = DataParallelSimulator(dep, profile_for("vllm"), replace(config, fast_path=fast))
+        result = sim.run(iter(Workload(40, "20", "400", 40.0, seed=3)))
+        assert result.rank_steps == sum(rank.steps for rank in sim.ranks) > result.steps
+        assert (sim.bulk_steps > result.steps / 2) is fast  # most steps in runs
+        counts.append((result.rec.budget_full_steps, result.rank_steps, result.steps,
+                       result.duration_s))
+    assert counts[0] == counts[1]
+    full, rank_steps, _, _ = counts[0]
+    assert full > 0.5 * rank_steps

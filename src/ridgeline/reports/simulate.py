@@ -69,17 +69,19 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _bound_clause(o: Overload, budget_tokens: int, engine: str) -> str:
+def _bound_clause(o: Overload, budget_tokens: int, engine: str, ranks: int = 1) -> str:
     """What bounds an overload whose batch never filled, as a clause ending "; " ("" where
     it filled): the token budget (``FULL_BUDGET``: most steps ran it whole, and a larger one
     computes more a second), else its steps' time, said with how many steps the budget
-    filled where any did (a compute-bound step only lengthens with a larger budget)."""
+    filled where any did (a compute-bound step only lengthens with a larger budget). Under
+    data parallelism (``ranks``), of the ranks' steps, each at a rank's ``budget_tokens``."""
     if o.limit not in (COMPUTE_BOUND, FULL_BUDGET) or (o.limit == FULL_BUDGET
                                                       and o.budget_gain is None):
         return ""
     knob = ENGINE_KNOB_NAMES.get(engine, ENGINE_KNOB_NAMES["vllm"])[1]
     share = f"{o.budget_full_share:.0%}" if o.budget_full_share < 0.995 else ">99%"
-    full = (f"{share} of its steps ran their whole {budget_tokens:,}-token budget (decodes and "
+    steps = "its ranks' steps" if ranks > 1 else "its steps"
+    full = (f"{share} of {steps} ran their whole {budget_tokens:,}-token budget (decodes and "
             "prompt chunks) with requests still waiting")
     gain = "" if o.budget_gain is None else \
         f"a step of twice the budget computes {o.budget_gain:.2f}× the tokens a second"
@@ -95,7 +97,7 @@ def _bound_clause(o: Overload, budget_tokens: int, engine: str) -> str:
             "its steps too slow for the arrivals rather than its memory short; ")
 
 
-def _offered_past_served(o: Overload, budget_tokens: int, engine: str) -> str:
+def _offered_past_served(o: Overload, budget_tokens: int, engine: str, ranks: int = 1) -> str:
     """The overload in tokens and its growth, as a clause ending "; " ("" where no request
     completed, or it serves as fast as they come): offered tok/s past served, the requests in
     the engine growing by the difference, TTFT with them where they queue (where the running
@@ -107,7 +109,7 @@ def _offered_past_served(o: Overload, budget_tokens: int, engine: str) -> str:
     tok/s, so the requests in the engine grow by ~60.1 req/s …"."""
     if not (math.isfinite(o.tokens_per_request) and o.backlog_req_s > 0):
         return ""
-    bound = _bound_clause(o, budget_tokens, engine)
+    bound = _bound_clause(o, budget_tokens, engine, ranks)
     return (f"offered {o.offered_tok_s:,.0f} tok/s (prompt + output) > served "
             f"{o.served_tok_s:,.0f} tok/s, so the requests in the engine grow by "
             f"~{o.backlog_req_s:,.1f} req/s for as long as they arrive"
@@ -493,8 +495,8 @@ class SimulateReport:
                  + " and the queue grows, TTFT with it, without bound")
         return (f"OVERLOADED: requests arrive at {o.offered_req_s:,.2f} req/s and the engine "
                 f"serves about {o.served_req_s:,.2f} req/s, busy throughout{most}: "
-                + _offered_past_served(o, (self.engine_config or self.config)
-                                       .max_num_batched_tokens, self.deployment.engine)
+                + _offered_past_served(o, self._rank_budget_tokens, self.deployment.engine,
+                                       self.deployment.data_parallel_size)
                 + (f"{'; '.join(evidence)} ({waiting})" if evidence else waiting)
                 + f"; {grows}, so the latencies above grow with the run's length, not towards "
                 "a steady state: lower the rate, or add replicas (`ridgeline plan` sizes them)")
@@ -545,6 +547,15 @@ class SimulateReport:
     def overloaded(self) -> Overload | None:
         return overload_rates(self.result, self.requests, self.saturated_req_s,
                               self.budget_gain)
+
+    @property
+    def _rank_budget_tokens(self) -> int:
+        """The token budget one scheduler's step runs under: the engine's (a pipeline lane's
+        is its engine's whole), or a data-parallel rank's (``config``, sim.data_parallel.
+        rank_config: SGLang's the server's over the ranks)."""
+        if self.deployment.data_parallel_size > 1:
+            return self.config.max_num_batched_tokens
+        return (self.engine_config or self.config).max_num_batched_tokens
 
     @property
     def _has_slo(self) -> bool:

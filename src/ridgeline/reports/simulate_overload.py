@@ -107,11 +107,13 @@ def overload_rates(r: SimResult, requests: int, saturated_req_s: float | None = 
     rec = r.rec
     tokens = (rec.prompt_tokens + rec.output_tokens) / rec.completed if rec.completed \
         else math.nan
+    # the budget-full share is of the steps each scheduler formed (data-parallel ranks' each)
+    steps = r.rank_steps
     limit = rec.fill_reason if rec.fill_observed else FULL_BUDGET \
-        if budget_bound(r.steps, rec.budget_full_steps, budget_gain) else COMPUTE_BOUND
+        if budget_bound(steps, rec.budget_full_steps, budget_gain) else COMPUTE_BOUND
     return Overload((requests - 1) / span, r.request_rate_req_s, waiting, reading, grew,
                     saturated_req_s if reading == CAPACITY_READ else None, tokens, limit,
-                    rec.budget_full_steps / r.steps if r.steps else 0.0, budget_gain)
+                    rec.budget_full_steps / steps if steps else 0.0, budget_gain)
 
 
 def gauges_at(r: SimResult, t: float) -> tuple[int, int]:

@@ -17,6 +17,12 @@ What the engines do, read in their source:
   gathers every rank's batch, ``get_idle_batch`` for a rank with none), so a step lasts as
   long as its slowest rank's.
 
+The ranks keep one recorder, read as one engine's: an arrival's queue is every rank's
+(``AllRanks.queue_room``, as the overload readings take it); a step that ran a rank's whole
+token budget with requests waiting counts rank by rank (``Recorder.budget_full_steps``), a
+share of the ranks' own steps (``AllRanks.rank_steps``, ``SimResult.rank_steps``), as a
+dense model's independent ranks count theirs.
+
 The step's time is decode's pricing of a data-parallel step (cost.step_terms): each rank's
 attention and own weights on its own batch, the gathered layers and the exchange on every
 rank's tokens; the step is the slowest rank's such time. A rank that is idle adds nothing.
@@ -110,6 +116,20 @@ class AllRanks:
     def preemptions(self) -> int:
         return sum(rank.scheduler.preemptions for rank in self.ranks)
 
+    def queue_room(self) -> tuple[int, float]:
+        """The queue an arrival joined and the room the running batches had, every rank's
+        summed (``Simulator.queue_room``): the overload readings (``Recorder.queued``) are
+        the deployment's, not the one rank's the arrival was dealt to."""
+        rooms = [rank.queue_room() for rank in self.ranks]
+        return sum(w for w, _ in rooms), sum(room for _, room in rooms)
+
+    @property
+    def rank_steps(self) -> int:
+        """The steps the ranks' schedulers formed a batch for, summed (a lock-step rank's
+        dummy pass is none): what ``Recorder.budget_full_steps``, counted rank by rank, is a
+        share of."""
+        return sum(rank.steps for rank in self.ranks)
+
     @property
     def full(self) -> str:
         """What stopped the ranks' batches growing (``Scheduler.full``), once every rank's
@@ -138,6 +158,8 @@ class DataParallelSimulator:
         self.ranks = [Simulator(dep, profile, self.config)
                       for _ in range(dep.data_parallel_size)]
         self.scheduler = AllRanks(self.ranks)
+        for rank in self.ranks:  # an arrival's queue read over every rank (``queue_room``)
+            rank.queue_reader = self.scheduler.queue_room
         self.timer = step_timer(dep, profile)
         self.method = dispatch_method(dep.engine)
         self.now_s = 0.0
@@ -216,7 +238,7 @@ class DataParallelSimulator:
                 break
         rec.readmit_hit_blocks = sum(rank.pool.own_hits for rank in self.ranks)
         return rec.result(self.now_s, s.preemptions, sum(rank.pool.hits for rank in self.ranks),
-                          self.steps, self.now_s - run.idle_s, self.profile)
+                          self.steps, self.now_s - run.idle_s, self.profile, s.rank_steps)
 
     @property
     def usage(self) -> float:
@@ -236,11 +258,11 @@ class DataParallelSimulator:
         for rank in self.ranks:
             rank.now_s = self.now_s
             retiring, rank.retiring = rank.retiring, []
-            batch, decodes = self._schedule(rank)
+            batch, decodes = self._schedule(rank, rec)
             if not batch and decodes is None and retiring:
                 rank._release(retiring)
                 retiring = []
-                batch, decodes = self._schedule(rank)
+                batch, decodes = self._schedule(rank, rec)
             if not batch and decodes is None and (rank.scheduler.running
                                                   or rank.scheduler.waiting):
                 raise InputError("the engine cannot schedule: a request needs more blocks "
@@ -331,6 +353,10 @@ class DataParallelSimulator:
         running = sum(lane.count for lane in lanes)
         waiting = sum(len(rank.scheduler.waiting) for rank in self.ranks)
         preempted = s.preemptions
+        # the lanes whose decodes take the whole budget with a request waiting: each step of
+        # theirs budget-full, as the plain step counts it (``_schedule``)
+        budget_full = sum(1 for lane in lanes if lane.rank.scheduler.waiting
+                          and lane.count >= lane.rank.config.max_num_batched_tokens)
         bs = lanes[0].block_size  # (every rank's pool alike)
         # the blocks taken at step j: the lanes' decodes of residue −j mod bs, lane by lane
         takes: dict[int, list[tuple[Lane, list[Request]]]] = {}
@@ -375,6 +401,7 @@ class DataParallelSimulator:
                     usage = self.usage
                 rec.ran(start_s, self.now_s, 1, running, waiting, start_usage, preempted)
                 rec.sample(self.now_s, running, waiting, usage, preempted)
+                rec.budget_full_steps += budget_full
                 if j == 1 and not rec.fill_reason:  # every rank's batch full: seen now
                     rec.batch_filled(self.now_s, s.full)
                 if run.over_steps():
@@ -420,19 +447,24 @@ class DataParallelSimulator:
                 r.num_generated += steps
                 r.last_token_s = self.now_s
 
-    def _schedule(self, rank: Simulator) -> tuple[list[Scheduled],
-                                                  tuple[list[Request], int] | None]:
+    def _schedule(self, rank: Simulator, rec: Recorder
+                  ) -> tuple[list[Scheduled], tuple[list[Request], int] | None]:
         """The rank's batch; or, where it is its running decodes alone, taken so where nothing
         else can run (``Scheduler.decodes_only``, the fast path: a rank's step beside
-        another's prompt chunk), none and those decodes with their contexts' sum."""
+        another's prompt chunk), none and those decodes with their contexts' sum. A batch
+        that took the rank's whole token budget with a request still waiting on it counts
+        (``Recorder.budget_full_steps``), rank by rank, as one engine's step does."""
         s = rank.scheduler
         if not s.running and not s.waiting:
             return [], None
         if self.bulk and not s.waiting:
             decodes = s.decodes_only()
             if decodes is not None:
-                return [], decodes
-        return s.schedule(rank.now_s), None
+                return [], decodes  # (nobody waits: not budget-full)
+        batch = s.schedule(rank.now_s)
+        if s.waiting and s.budget_full(batch):
+            rec.budget_full_steps += 1
+        return batch, None
 
     def step_s(self, batches: list[list[Scheduled]],
                decoding: list[tuple[list[Request], int] | None] | None = None) -> float:

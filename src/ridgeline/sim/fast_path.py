@@ -405,6 +405,9 @@ class FastPath:
         self.pool.take(dset.blocks_over(g, k))
         if self.config.token_ratio:
             self.scheduler.ratio.decay(k)
+        if self.scheduler.waiting and dset.count >= self.config.max_num_batched_tokens:
+            rec.budget_full_steps += k  # the decodes take the budget whole, a request
+            # waiting: each step budget-full, as the plain step counts it
         if self._stall_s or self._stall_joiners:  # the first step's gap holds the prompt
             # steps the decodes waited through
             self._decode_gaps(t0, dset.count, rec, self.sim.now_s + t0)

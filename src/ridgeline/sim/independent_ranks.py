@@ -101,8 +101,8 @@ class IndependentRanksSimulator:
         alone = replace(dep, data_parallel_size=1)
         self.ranks = [RankClock(Simulator(alone, profile, rank)) for _ in range(n)]
         self.scheduler = AllRanks([r.sim for r in self.ranks])
-        for r in self.ranks:  # an arrival's queue read over every rank (``queue_room``)
-            r.sim.queue_reader = self.queue_room
+        for r in self.ranks:  # an arrival's queue read over every rank (``AllRanks.queue_room``)
+            r.sim.queue_reader = self.scheduler.queue_room
         # the run's step cap (``Run.over_steps``) counts every rank's steps: each rank its own
         self.config = replace(rank, max_steps=config.max_steps * n)
         self.method = dispatch_method(dep.engine)
@@ -152,13 +152,6 @@ class IndependentRanksSimulator:
             return sim.arrive(r, rec)
         finally:
             sim.now_s = clock
-
-    def queue_room(self) -> tuple[int, float]:
-        """The queue an arrival joined and the room the running batches had, every rank's
-        summed (``Simulator.queue_room``): the overload readings (``Recorder.queued``) are
-        the deployment's, not the one rank's the arrival was dealt to."""
-        rooms = [r.sim.queue_room() for r in self.ranks]
-        return sum(w for w, _ in rooms), sum(room for _, room in rooms)
 
     def _holds(self, rank: RankClock) -> bool:
         """Async scheduling: whether an arrival now waits a step on ``rank`` — it had work

@@ -210,9 +210,9 @@ class Recorder:
         # whole token budget, which that engine cannot run (the simulator chunks them)
         self.over_budget_prompts = 0
         # steps whose scheduled tokens (decodes and prompt chunks) took the whole token budget
-        # while a request still waited (``Scheduler.note_budget``): admission held by the
-        # budget, not the pool or seats (simulate's OVERLOADED names it; a data-parallel run's
-        # lock-step ranks do not count them)
+        # while a request still waited (``Scheduler.budget_full``): admission held by the
+        # budget, not the pool or seats (simulate's OVERLOADED names it); data-parallel ranks'
+        # counted rank by rank, a share of ``SimResult.rank_steps``
         self.budget_full_steps = 0
         # a run that asks only whether its SLO holds at a percentile (plan's checks) stops
         # once more than this many of the window's requests passed the TTFT SLO, or the
@@ -664,8 +664,10 @@ class Recorder:
             self.series.add(start_s, self.gauge, waiting, usage, preemptions)
 
     def result(self, end_s: float, preemptions: int, prefix_hits: int, steps: int,
-               busy_s: float = math.nan, profile: EngineProfile | None = None) -> SimResult:
-        return SimResult(self, end_s, preemptions, prefix_hits, steps, busy_s, profile)
+               busy_s: float = math.nan, profile: EngineProfile | None = None,
+               rank_steps: int | None = None) -> SimResult:
+        return SimResult(self, end_s, preemptions, prefix_hits, steps, busy_s, profile,
+                         rank_steps)
 
 
 def run_recorder(num_gpus: int, slo: tuple[float | None, ...], keep_rows: bool,
@@ -690,12 +692,15 @@ class SimResult:
 
     def __init__(self, rec: Recorder, end_s: float, preemptions: int, prefix_hits: int,
                  steps: int, busy_s: float = math.nan,
-                 profile: EngineProfile | None = None) -> None:
+                 profile: EngineProfile | None = None, rank_steps: int | None = None) -> None:
         self.rec = rec
         self.duration_s = end_s
         self.preemptions = preemptions
         self.prefix_hit_blocks = prefix_hits
         self.steps = steps
+        # the steps a scheduler formed a batch for: ``steps``, but where data-parallel ranks
+        # step together, each busy rank's summed (a lock-step counts once in ``steps``)
+        self.rank_steps = steps if rank_steps is None else rank_steps
         self.busy_s = busy_s  # simulated time with a step running (the rest: idle, no request)
         self.profile = profile  # the engine profile the step times came from
 

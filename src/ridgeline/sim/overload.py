@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 
-from ridgeline.cost import Seq
+from ridgeline.cost import Seq, rank_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
 from ridgeline.sim.config import SimConfig
@@ -206,10 +206,27 @@ def budget_gain(dep: Deployment, profile: EngineProfile, budget_tokens: int) -> 
     against a step of the budget: 2·t(B) ÷ t(2B), one chunk from an empty context, on the
     simulator's step timer. Near 2 where a step of B tokens is bound by reading the weights
     (Llama-3.1-8B on one H100, B = 10: twice the tokens in about the same time), near 1 where
-    it is compute-bound (B = 8,192)."""
+    it is compute-bound (B = 8,192). Under data parallelism, of one rank's step at its own
+    budget (``rank_budget_tokens``: SGLang's the server's over the ranks): a dense model's
+    rank alone, an engine of its own (sim/independent_ranks.py); a MoE's ranks each running
+    such a chunk together, the experts on every rank's tokens (sim/data_parallel.py), as the
+    ranks of an engine its budget holds back all fill theirs (Qwen3-30B-A3B on two H100s,
+    DP2 with expert parallelism, B = 512: 1.15, where one rank's chunk beside idle ones
+    reads 1.35)."""
+    from ridgeline.data_parallel import independent_ranks, rank_budget_tokens
+
+    ranks = dep.data_parallel_size
+    budget_tokens = rank_budget_tokens(dep.engine, budget_tokens, ranks)
+    if independent_ranks(dep):
+        dep, ranks = replace(dep, data_parallel_size=1), 1
     timer = step_timer(dep, profile)
-    one = timer.rows_time_s([], [Seq(budget_tokens, 0)])
-    two = timer.rows_time_s([], [Seq(2 * budget_tokens, 0)])
+
+    def step_s(tokens: int) -> float:
+        shape = rank_shape(timer.windows, [], [Seq(tokens, 0)])
+        return timer.time_s(shape if ranks == 1 else shape._replace(
+            all_tokens=ranks * tokens, any_rank_prompt=True))
+
+    one, two = step_s(budget_tokens), step_s(2 * budget_tokens)
     return 2 * one / two if two > 0 else 1.0
 
 
