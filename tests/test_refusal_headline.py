@@ -91,7 +91,7 @@ def test_two_reasons_decode_names_the_first_and_prefill_counts_the_rows() -> Non
 def test_memory_only_names_the_largest_row_past_it_whatever_the_order() -> None:
     """No refusal: how many do not fit, and the largest (decode's worst shortfall, prefill's
     longest prompt) however the rows were listed; where none fits, decode leads with DOES NOT
-    FIT and says the weights alone are past the memory, prefill counts them."""
+    FIT, decode's and prefill's alike, and says where the weights alone are past the memory."""
     small, big, runs = _row(32, 21.0), _row(64, 42.0), _row(1, 0.7)
     for rows in ([runs, big, small], [runs, small, big]):
         assert refusal_headline(rows, ON, DECODE) == (
@@ -104,7 +104,9 @@ def test_memory_only_names_the_largest_row_past_it_whatever_the_order() -> None:
         f"{_shortfall(heavy[1])}; the weights alone, 141.1 GB, exceed the memory at any batch")
     assert refusal_headline([small, big], ON, DECODE).endswith(_shortfall(big))  # room: no claim
     assert refusal_headline(heavy, ON, PREFILL) == (
-        f"2 of 2 prompts do not fit; the longest, {heavy[1].where}: {_shortfall(heavy[1])}")
+        f"DOES NOT FIT for any of the 2 prompts; the longest, {heavy[1].where}: "
+        f"{_shortfall(heavy[1])}; the weights alone, 141.1 GB, exceed the memory whatever the "
+        "prompt")
 
 
 def test_a_prefill_table_names_its_longest_prompt_past_the_memory_in_any_order(
@@ -116,4 +118,4 @@ def test_a_prefill_table_names_its_longest_prompt_past_the_memory_in_any_order(
     code, reversed_, _ = run_cli(capsys, *argv, "8000,2000")
     first = reversed_.splitlines()[0]
     assert code == 0 and first == ordered.splitlines()[0]
-    assert first.startswith("2 of 2 prompts do not fit; the longest, 8,000 tokens: ")
+    assert first.startswith("DOES NOT FIT for any of the 2 prompts; the longest, 8,000 tokens: ")

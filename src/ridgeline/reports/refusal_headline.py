@@ -6,7 +6,8 @@ shortfall past the memory. Decode counts batch × context points, prefill prompt
 Llama-3.1-70B at fp8 on one H100, batch 1 and 32 at 2,000 tokens: 'DOES NOT FIT on vLLM 0.34
 at any of the 2 points: vLLM … would refuse to start …; and batch 32 at 2,000 tokens does not
 fit in memory: 72.7 GB of weights + …'. Wording holds each report's nouns, and the two clauses
-the reports still say differently.
+the reports still say differently: where the engine's reasons differ, decode names the first and
+counts the rest, prefill counts the rows (its reasons carry each prompt's length).
 """
 
 from __future__ import annotations
@@ -37,22 +38,21 @@ class Row:
 
 @dataclass(frozen=True)
 class Wording:
-    """How a report names its rows, and the two clauses decode and prefill say differently."""
+    """How a report names its rows, and the clause decode and prefill say differently."""
 
     noun: str  # one row: "point", "prompt"
     any_of: str  # "at any of" (the 2 points), "for any of" (the 2 prompts)
     worst: str  # the row past the memory the line names: "worst", "longest"
-    # where no row fits the memory: decode leads 'DOES NOT FIT at any of the 2 points' (and
-    # says where the weights alone are past it); prefill counts '2 of 2 prompts do not fit'
-    none_fit_leads: bool
+    # where the weights alone are past the memory: 'at any batch', 'whatever the prompt'
+    whatever: str
     # the engine's reasons where they differ: decode names the first and counts the rest
     # ('; the engine refuses 1 more (the table)'); prefill only counts the rows ('the engine
     # refuses 2 that fit the memory (under the table)')
     names_first_reason: bool
 
 
-DECODE = Wording("point", "at any of", "worst", none_fit_leads=True, names_first_reason=True)
-PREFILL = Wording("prompt", "for any of", "longest", none_fit_leads=False,
+DECODE = Wording("point", "at any of", "worst", "at any batch", names_first_reason=True)
+PREFILL = Wording("prompt", "for any of", "longest", "whatever the prompt",
                   names_first_reason=False)
 
 
@@ -73,9 +73,9 @@ def refusal_headline(rows: Sequence[Row], on: str, words: Wording, hint: str = "
         return ""
     worst = max(unfit, key=lambda r: r.size)
     n, out = len(rows), len(unfit)
-    if out == n and words.none_fit_leads:  # none runs: say so, not just the worst row
+    if out == n:  # none runs: say so, not just the worst row
         alone = (f"; the weights alone, {worst.fit.weight_bytes / GB:,.1f} GB, exceed the "
-                 "memory at any batch" if worst.fit.kv_room_bytes < 0 else "")
+                 f"memory {words.whatever}" if worst.fit.kv_room_bytes < 0 else "")
         return (f"DOES NOT FIT {words.any_of} the {n} {words.noun}s; the {words.worst}, "
                 f"{worst.where}: {_shortfall(worst)}{alone}")
     return (f"{_count(out, n, words.noun)} not fit; the {words.worst}, {worst.where}: "
