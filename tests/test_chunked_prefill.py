@@ -19,8 +19,10 @@ from ridgeline.chunked_prefill import (
     mla_unchunked_caution,
     prefill_steps,
     prompt_steps_beside,
+    refuses_whole_prompt,
     serving_prefill_time_s,
     steady_step_time_s,
+    whole_prompt_refusal,
 )
 from ridgeline.cost import Seq, decode_batch, step_time_s
 from ridgeline.deployment import Deployment
@@ -255,18 +257,69 @@ def test_one_prompt_or_one_step_is_everyones_ttft(capsys: pytest.CaptureFixture[
         assert ") = TTFT, " in out and "the last prompt's" not in out
 
 
-def test_tensorrt_llm_past_max_num_tokens_is_chunked_with_a_caution(
+def test_a_prompt_past_a_whole_context_budget_is_refused_and_only_then() -> None:
+    """The one rule simulate, prefill, fit and plan read: a prompt longer than the whole
+    budget of an engine that runs contexts whole is refused; one at the budget runs, and an
+    engine that chunks refuses none."""
+    assert refuses_whole_prompt(8_193, 8_192, chunked=False)
+    assert not refuses_whole_prompt(8_192, 8_192, chunked=False)
+    assert not refuses_whole_prompt(32_000, 8_192, chunked=True)
+    assert "should not exceed max_num_tokens" in whole_prompt_refusal("trtllm", 8_192)
+
+
+def test_tensorrt_llm_prefill_refuses_a_prompt_past_max_num_tokens_as_simulate_does(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """TensorRT-LLM runs a context whole; a prompt past its max_num_tokens would not run, so
-    it is priced in chunks as simulate runs it, and cautioned as simulate cautions it."""
-    report = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "32000", "--engine",
-                      "trtllm")
+    """TensorRT-LLM runs a context whole (enable_chunked_prefill off by default) and refuses a
+    32,000-token prompt past its max_num_tokens 8,192, as simulate refuses it: prefill leads
+    with DOES NOT RUN, gives no expectation of its own, and prices the run
+    --enable_chunked_prefill makes, which is that run's prefill and simulate's TTFT; a prompt
+    within the budget runs as before."""
+    argv = ("prefill", *EIGHT_B, "--prompt-len", "32000", "--engine", "trtllm")
+    report = run_json(capsys, *argv)
     budget = report["max_num_batched_tokens"]
-    assert report["prompt_steps"] == math.ceil(32_000 / budget) > 1
-    assert any("TensorRT-LLM runs a context whole" in c for c in report["cautions"])
+    assert refuses_whole_prompt(32_000, budget, chunked=False)
+    assert not report["engine_runs"] and report["time_s"] is None
+    assert report["expected_none_code"] == "over_max_num_tokens"
+    assert f"max_num_tokens {budget:,}" in report["expected_none_reason"]
+    assert not any("as if it were on" in c for c in report["cautions"])
+    chunked = run_json(capsys, *argv, "--enable_chunked_prefill")
+    alternative = report["with_enable_chunked_prefill"]
+    assert chunked["engine_runs"] and chunked["with_enable_chunked_prefill"] is None
+    assert alternative["time_s"] == pytest.approx(chunked["time_s"])
+    assert alternative["prompt_steps"] == chunked["prompt_steps"] == math.ceil(32_000 / budget)
+    sim = ("simulate", *EIGHT_B, "--engine", "trtllm", "--concurrency", "1", "--num-requests",
+           "1", "--input-len", "32000", "--output-len", "2")
+    code, _, err = run_cli(capsys, *sim)
+    assert code == 2 and f"longer than max_num_tokens {budget:,}" in err
+    ran = run_json(capsys, *sim, "--enable_chunked_prefill")
+    assert ran["ttft_s"]["p50"] == pytest.approx(alternative["time_s"], rel=1e-6)
+    code, out, _ = run_cli(capsys, *argv)
+    first, last = out.splitlines()[0], out.splitlines()[-1]
+    assert code == 0 and first.startswith("DOES NOT RUN on TensorRT-LLM") and "simulate" in first
+    assert f"with --enable_chunked_prefill: {chunked['time_s'] * 1e3:,.1f} ms" in last
     within = run_json(capsys, "prefill", *EIGHT_B, "--prompt-len", "4000", "--engine",
                       "trtllm")
-    assert not any("runs a context whole" in c for c in within["cautions"])
+    assert within["engine_runs"] and within["with_enable_chunked_prefill"] is None
+
+
+def test_tensorrt_llm_fit_cautions_that_prompts_past_max_num_tokens_are_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fit at a max_model_len of 16,384 under TensorRT-LLM's max_num_tokens 8,192, chunked
+    prefill off: a caution says the prompts between are refused, naming both levers with their
+    numbers and the conversations the pool holds at the raised budget (fit's own count there);
+    none with --enable_chunked_prefill, at a length within the budget, or under vLLM."""
+    argv = ("fit", *EIGHT_B, "--engine", "trtllm", "--max-model-len", "16384")
+    said = [c for c in run_json(capsys, *argv)["cautions"] if "max_num_tokens" in c]
+    raised = run_json(capsys, *argv, "--max-num-tokens", "16384")
+    assert len(said) == 1 and "max_num_tokens 8,192" in said[0]
+    assert "--enable_chunked_prefill" in said[0] and "--max-num-tokens 16,384" in said[0]
+    assert f"holds {raised['conversations']:,} conversations" in said[0]
+    for other in (("--enable_chunked_prefill",), ("--max-num-tokens", "16384")):
+        assert not [c for c in run_json(capsys, *argv, *other)["cautions"]
+                    if "max_num_tokens" in c]
+    short = run_json(capsys, "fit", *EIGHT_B, "--engine", "trtllm", "--max-model-len", "8192")
+    vllm = run_json(capsys, "fit", *EIGHT_B, "--max-model-len", "16384")
+    assert not [c for r in (short, vllm) for c in r["cautions"] if "max_num_tokens" in c]
 
 
 def test_tensorrt_llm_with_chunked_prefill_prices_its_steps_as_vllm_at_the_same_budget(

@@ -421,9 +421,14 @@ def test_trtllm_chunked_prefill_in_the_yaml_is_its_flag_and_lifts_the_whole_cont
 
 def test_trtllm_chunked_prefill_changes_nothing_a_pool_holds(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """It schedules the steps; the pool trtllm-serve sizes at max_num_tokens is the same."""
+    """It schedules the steps; the pool trtllm-serve sizes at max_num_tokens is the same, and
+    only the caution that prompts past max_num_tokens are refused goes (fit_cautions)."""
     on = yaml_file(tmp_path, "enable_chunked_prefill: true\n")
-    assert answer(capsys, *TRT, "--config", on) == answer(capsys, *TRT)
+    chunked, whole = json.loads(answer(capsys, *TRT, "--config", on)), json.loads(answer(capsys, *TRT))
+    refused = [c for c in whole["cautions"] if "longer than max_num_tokens" in c]
+    assert len(refused) == 1 and chunked["cautions"] == [c for c in whole["cautions"]
+                                                         if c not in refused]
+    assert {**chunked, "cautions": []} == {**whole, "cautions": []}
 
 
 def test_trtllm_options_that_change_nothing_priced_are_ignored(

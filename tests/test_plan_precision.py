@@ -52,3 +52,14 @@ def test_the_note_takes_only_same_price_rows_keeping_more_bits() -> None:
     # checked, it needed a second replica: the winner won on price after all
     assert precision_note(win, [win, mixed], 90,
                           check=lambda c: replace(c, replicas=2, verified=True)) == ""
+
+
+def test_the_alternative_is_labelled_in_the_engines_own_knob_names() -> None:
+    """Under TensorRT-LLM the alternative's step budget is its max_num_tokens, as the plan's
+    lists label the winner, not vLLM's max_num_batched_tokens; vLLM's keeps its own."""
+    win = _row("fp8", "fp8", verified=True)
+    alt = replace(_row("bf16", "fp8", verified=True), max_num_batched_tokens=2048)
+    trtllm = precision_note(win, [win, alt], 90, engine="trtllm")
+    assert alt.label_for("trtllm") in trtllm and "max_num_tokens 2048" in trtllm
+    assert "max_num_batched_tokens" not in trtllm
+    assert "max_num_batched_tokens 2048" in precision_note(win, [win, alt], 90)

@@ -83,6 +83,26 @@ def mla_unchunked_caution(dep: Deployment, enable_chunked_prefill: bool) -> str:
             "SM90/SM100/SM103/SM120\")")
 
 
+def refuses_whole_prompt(prompt_tokens: int, budget_tokens: int, chunked: bool) -> bool:
+    """Whether an engine that runs a context whole (``chunked`` False: TensorRT-LLM with
+    enable_chunked_prefill off, its default, ``chunks_prefill``) refuses a prompt: one longer
+    than its step's whole token budget, which no step could take (TensorRT-LLM's LLM API:
+    "The sum of prompt length (…), query length (0) should not exceed max_num_tokens (…)",
+    llmapi/llm.py _check_arguments). `simulate` refuses it on arrival, `prefill` leads with
+    the refusal, `fit` cautions where its max_model_len admits one: a 16,000-token prompt at
+    max_num_tokens 8,192 is refused; 8,192 runs in one step."""
+    return not chunked and prompt_tokens > budget_tokens
+
+
+def whole_prompt_refusal(engine: str, budget_tokens: int) -> str:
+    """Why ``refuses_whole_prompt`` refuses, as a rejected request's reason (simulate's
+    summary counts requests by it): TensorRT-LLM's words, else a step budget's."""
+    if engine == "trtllm":
+        return (f"prompt longer than max_num_tokens {budget_tokens:,}, which TensorRT-LLM "
+                "refuses while it runs contexts whole (\"should not exceed max_num_tokens\")")
+    return f"prompt longer than the step's token budget {budget_tokens:,}, chunked prefill off"
+
+
 def splits_a_prompt(prompt: int, batch: int, budget_tokens: int) -> bool:
     """Whether chunked steps (``prefill_steps``) cut some prompt between two steps: one longer
     than the budget, or, with several, a step boundary landing inside one (``batch`` prompts

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 DOES_NOT_FIT = "does_not_fit"  # the weights and the batch's cache outgrow the memory
 OVER_ENGINE_POOL = "over_engine_pool"  # the engine runs some of this context, not the batch
 ENGINE_RUNS_NONE = "engine_runs_none"  # none: a length refused, a start refused, no room
+# a prompt past the step's whole token budget of an engine that runs contexts whole
+# (TensorRT-LLM, enable_chunked_prefill off: chunked_prefill.refuses_whole_prompt)
+OVER_MAX_NUM_TOKENS = "over_max_num_tokens"
 
 
 def seated(fits: bool, seat: EngineSeats | None, batch: int) -> bool:

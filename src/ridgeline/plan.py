@@ -543,7 +543,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                                         streamed_load_note(win, engine, model, engine_version),
                                         itl_stall_note(win, slo),
                                         precision_note(win, candidates, slo.percentile,
-                                                       check if verify > 0 else None))
+                                                       check if verify > 0 else None, engine))
                             if n), dropped,
                       _card_outcomes([resolve_accelerator(g).id for g in gpus], candidates,
                                      unpriced_best, split_sorted, sized, max_gpus,

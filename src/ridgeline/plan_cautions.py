@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ridgeline.candidate import Candidate, candidate_deployment
+from ridgeline.chunked_prefill import refuses_whole_prompt
 from ridgeline.datafiles import engine_defaults
 from ridgeline.deployment import Deployment
 from ridgeline.engine_names import engine_name
@@ -250,7 +251,7 @@ def prompt_cap_note(engine: str, load: Load, c: Candidate, budget: int | None) -
     if engine != "trtllm" or c.enable_chunked_prefill or not c.max_model_len:
         return ""
     budget = budget or int(engine_defaults("trtllm")["max_num_tokens"])
-    if c.max_model_len <= budget:
+    if not refuses_whole_prompt(c.max_model_len, budget, chunked=False):  # none it admits
         return ""
     longest = load.longest_prompt(c.max_model_len)
     return (f"--max_num_tokens {budget:,} with enable_chunked_prefill off, as checked: "

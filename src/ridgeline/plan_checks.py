@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ridgeline.candidate import Candidate, candidate_deployment
+from ridgeline.chunked_prefill import refuses_whole_prompt
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile, profile_for
 from ridgeline.model import ModelSpec
@@ -219,8 +220,10 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
         return None  # the launch command's --max-model-len would not start, or refuses the load
     settings = replace(settings, max_model_len=max_len)
     engine_config = sim_config(dep, settings)
-    if not engine_config.chunked_prefill and engine == "trtllm" and (
-            chunked or load.longest_prompt(max_len) > engine_config.max_num_batched_tokens):
+    whole = not engine_config.chunked_prefill
+    if engine == "trtllm" and ((chunked and whole) or refuses_whole_prompt(
+            load.longest_prompt(max_len), engine_config.max_num_batched_tokens,
+            engine_config.chunked_prefill)):
         settings = replace(settings, enable_chunked_prefill=True)
         engine_config = sim_config(dep, settings)
     config = lane_config(engine_config, c.pp, engine, engine_version)

@@ -31,12 +31,15 @@ def _bits(c: Candidate) -> tuple[float, float] | None:
 
 
 def precision_note(win: Candidate | None, candidates: Sequence[Candidate], percentile: float,
-                   check: Callable[[Candidate], Candidate | None] | None = None) -> str:
+                   check: Callable[[Candidate], Candidate | None] | None = None,
+                   engine: str = "vllm") -> str:
     """Where another candidate costs what ``win`` costs, on as many GPUs, and keeps at least
     its bits in weights and KV cache, more in one: the one keeping the most (a simulated one
     first), and how to ask for it; "" elsewhere. One not simulated is checked with ``check``
     (``plan_checks.verify``) where given, and named only where it holds at the same price;
-    without ``check`` (a plan asked to simulate nothing) it is named as analytic."""
+    without ``check`` (a plan asked to simulate nothing) it is named as analytic. It is
+    labelled in ``engine``'s names for its knobs, as the plan's lists label it (TensorRT-LLM's
+    max_num_tokens 2048, not vLLM's max_num_batched_tokens)."""
     alt = _alternative(win, candidates)
     if win is None or alt is None:
         return ""
@@ -54,12 +57,12 @@ def precision_note(win: Candidate | None, candidates: Sequence[Candidate], perce
     flags = ([f"--weights {alt.weights}"] if bits[0] > own[0] else []) + (
         [f"--kv-dtype {alt.kv}"] if bits[1] > own[1] else [])
     if alt.verified:
-        held = (f"{meet} the SLO too at the same ${alt.cost_per_hour:,.2f}/h ({alt.label}, "
-                f"simulated: p{percentile:g} TTFT {fmt_latency(alt.sim_ttft_s or 0, ',.0f')}, "
-                f"TPOT {fmt_latency(alt.sim_tpot_s or 0)})")
+        held = (f"{meet} the SLO too at the same ${alt.cost_per_hour:,.2f}/h "
+                f"({alt.label_for(engine)}, simulated: p{percentile:g} TTFT "
+                f"{fmt_latency(alt.sim_ttft_s or 0, ',.0f')}, TPOT {fmt_latency(alt.sim_tpot_s or 0)})")
     else:
         held = (f"{meet.replace('meet', 'size')} at the same ${alt.cost_per_hour:,.2f}/h too "
-                f"({alt.label}, analytic, not simulated)")
+                f"({alt.label_for(engine)}, analytic, not simulated)")
     return (f"{' and '.join(kept)} {held}: the winner's {win.weights} weights, KV {win.kv} "
             "won the tie on headroom, not on price; quantizing may move accuracy, and "
             f"{' '.join(flags)} keeps the higher precision")

@@ -4,9 +4,11 @@ past what was checked), and a batch that clears the ridge in its weights but not
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ridgeline.capacity import engine_seat_limit
+from ridgeline.chunked_prefill import whole_context_reason
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.datafiles import engine_defaults
 from ridgeline.engine_platforms import vulkan_caution
@@ -21,7 +23,7 @@ from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_lora import SGLangLoRASettings, sglang_lora_targets_caution
 from ridgeline.sglang_page import sglang_page_size
 from ridgeline.stages import micro_batch
-from ridgeline.units import GIB
+from ridgeline.units import GIB, plural
 from ridgeline.vllm_eplb import eplb_step_caution
 from ridgeline.vllm_hybrid import cache_mode
 from ridgeline.vllm_lora import lora_graph_caution
@@ -148,8 +150,39 @@ def fit_cautions(r: FitReport) -> list[str]:
         out += [c for c in (sglang_lora_targets_caution(r.settings.lora),) if c]
     if r.settings.eplb is not None:  # vLLM --enable-eplb: its balance is not priced
         out.append(eplb_step_caution(r.settings.eplb))
-    out += [c for c in (indexer_eager_caution(r),) if c]
+    out += [c for c in (indexer_eager_caution(r), whole_prompt_caution(r)) if c]
     return out
+
+
+def whole_prompt_caution(r: FitReport) -> str:
+    """TensorRT-LLM, running a context whole (enable_chunked_prefill off, its default), at a
+    max_model_len past its max_num_tokens: the prompts between the two are refused, as
+    `simulate` refuses them (chunked_prefill.refuses_whole_prompt, asked of the longest prompt
+    the length admits), with the two levers that serve them and what the second leaves: the
+    pool at --max-num-tokens of the length, whose activations profile grows with it.
+    Llama-3.3-70B fp8 on 2 x H100 at 16,384: prompts past 8,192 refused; at
+    --max-num-tokens 16,384 the pool still holds 15 conversations."""
+    from ridgeline.capacity import held_conversations
+    from ridgeline.chunked_prefill import chunks_prefill, refuses_whole_prompt
+    from ridgeline.memory import kv_pool
+
+    d, s, p = r.deployment, r.settings, r.pool
+    length = s.max_model_len or r.context
+    chunked = chunks_prefill(d, s.enable_chunked_prefill)
+    if d.engine != "trtllm" or not refuses_whole_prompt(length, p.profile_tokens, chunked):
+        return ""
+    raised = replace(s, max_num_batched_tokens=length)
+    held = held_conversations(kv_pool(d, raised), d, r.context, length)
+    # given, enable_chunked_prefill was turned off again (an MLA model on an Ampere or Ada card)
+    turned_off = s.enable_chunked_prefill
+    return (f"TensorRT-LLM refuses a prompt longer than max_num_tokens {p.profile_tokens:,} "
+            f"while it runs a context whole ({whole_context_reason(turned_off)}: \"should not "
+            f"exceed max_num_tokens\"), though max_model_len {length:,} admits it, as "
+            "`simulate` refuses it: "
+            + ("" if turned_off else "--enable_chunked_prefill runs such prompts in chunks, or ")
+            + f"--max-num-tokens {length:,} runs them whole (its activations profile grows with "
+            f"it: the pool then holds {held:,} {plural(held, 'conversation')} of "
+            f"{r.context:,} tokens)")
 
 
 def indexer_eager_caution(r: FitReport) -> str:

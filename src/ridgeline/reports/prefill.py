@@ -11,6 +11,7 @@ from ridgeline.capacity import EngineSeats
 from ridgeline.chunked_prefill import (
     chunks_prefill,
     mla_unchunked_caution,
+    refuses_whole_prompt,
     splits_a_prompt,
     whole_context_reason,
 )
@@ -24,6 +25,7 @@ from ridgeline.engine_runs import (
     DOES_NOT_FIT,
     ENGINE_RUNS_NONE,
     OVER_ENGINE_POOL,
+    OVER_MAX_NUM_TOKENS,
     prefill_none_reason,
     seated,
 )
@@ -102,7 +104,30 @@ class PrefillReport:
 
     @property
     def runs(self) -> bool:
-        return engine_runs(self.floor, self.seat)
+        return engine_runs(self.floor, self.seat) and not self.refuses_prompt
+
+    @property
+    def refuses_prompt(self) -> bool:
+        """Whether the engine, its pool seating the prompts, refuses each as longer than its
+        step's whole token budget while it runs contexts whole, as `simulate` refuses it
+        (chunked_prefill.refuses_whole_prompt): TensorRT-LLM, enable_chunked_prefill off, a
+        16,000-token prompt at max_num_tokens 8,192."""
+        budget = self.step_budget
+        return budget is not None and engine_runs(self.floor, self.seat) \
+            and refuses_whole_prompt(self.floor.prompt_len, budget[0], self.chunks)
+
+    @property
+    def chunked_alternative(self) -> bool:
+        """Where the engine refuses the prompt (``refuses_prompt``) and its
+        enable_chunked_prefill would run it (not an MLA model it turns it off for): the
+        expectation, priced in chunks, is then that run's, said as such."""
+        return self.refuses_prompt and chunks_prefill(self.deployment, True)
+
+    @property
+    def priced(self) -> bool:
+        """Whether an expectation is shown: the engine runs the prompts, or would with
+        --enable_chunked_prefill (``chunked_alternative``)."""
+        return self.runs or self.chunked_alternative
 
     @property
     def fit_runs(self) -> bool:
@@ -132,24 +157,13 @@ class PrefillReport:
         out.append(deployment_cross_node_caution(dep))
         out.append(dcp_caution(dep))
         out.extend(data_parallel_cautions(dep, stepping=True, prompts=True))
-        budget = self.step_budget
-        if budget is not None and not self.chunks and self.runs \
-                and self.floor.prompt_len > budget[0]:
-            out.append(f"a {self.floor.prompt_len:,}-token prompt is longer than max_num_tokens "
-                       f"{budget[0]:,}: TensorRT-LLM runs a context whole "
-                       f"({whole_context_reason(self.enable_chunked_prefill)}) and would not "
-                       "run it; it is "
-                       "priced in chunks here as if it were on, as `simulate` runs it (or give "
-                       + ("" if self.enable_chunked_prefill else
-                          "--enable_chunked_prefill to run it so, or ")
-                       + "--max-num-tokens past the prompt)")
         out.append(mla_unchunked_caution(dep, self.enable_chunked_prefill))
         from ridgeline.offload import offload_caution
         from ridgeline.predict import bnb_caution, gguf_caution
 
         # the expectation printed: this run's, else the one at the suggested --max-model-len
-        shown = self if self.runs else self.at_longest
-        runs = shown is not None and shown.runs
+        shown = self if self.priced else self.at_longest
+        runs = shown is not None and shown.priced
         out += [gguf_caution(dep) if runs else "", bnb_caution(dep) if runs else "",
                 offload_caution(dep), dep.model.architecture_caution,
                 per_head_caution(dep.model), *self.more_cautions]
@@ -166,6 +180,8 @@ class PrefillReport:
         """Why the engine gives no expectation, as the text says it (and the JSON carries
         it); "" where it runs."""
         e = self.expected
+        if self.refuses_prompt:
+            return self.refusal
         flags = (" --usage offline" if e.engine == "vllm" and self.usage == "offline" else "") \
             + (f" --engine-version {shlex.quote(self.engine_version)}"
                if self.engine_version else "")
@@ -174,13 +190,33 @@ class PrefillReport:
                                    self.pool_batch)
 
     @property
+    def refusal(self) -> str:
+        """What the engine says of a prompt it refuses (``refuses_prompt``), and the levers
+        that run it: TensorRT-LLM at max_num_tokens 8,192, a 16,000-token prompt: refused, as
+        `simulate` refuses it; --enable_chunked_prefill runs it in chunks (the text's expected
+        line prices that run), or --max-num-tokens 16,000 runs it whole."""
+        n, (tokens, source) = self.floor.prompt_len, self.step_budget or (0, "")
+        engine = engine_name(self.expected.engine)
+        turned_off = self.enable_chunked_prefill and not self.chunked_alternative
+        return (f"a {n:,}-token prompt is longer than max_num_tokens {tokens:,} ({source}), "
+                f"which {engine} refuses while it runs a context whole "
+                f"({whole_context_reason(turned_off)}: \"should not exceed max_num_tokens\"), "
+                "as `simulate` refuses it: "
+                + ("--enable_chunked_prefill runs it in chunks, or "
+                   if self.chunked_alternative else "")
+                + f"--max-num-tokens {n:,} runs it whole")
+
+    @property
     def short_why(self) -> str:
         """A table's word for a prompt the engine does not run."""
         if not self.floor.fit.fits:
             return "does not fit"
         if self.seat is not None and self.seat.start_refused:
             return "won't start"
-        # a prompt past what the engine admits (the model's positions, --max-model-len)
+        if self.refuses_prompt:
+            return "too long"
+        # a prompt past what the engine admits (the model's positions, --max-model-len, a
+        # whole context's max_num_tokens)
         return "too long" if self.seat is not None and self.seat.refusal else "pool too small"
 
     @property
@@ -188,6 +224,7 @@ class PrefillReport:
         """none_reason's kind, for a program: does_not_fit, over_engine_pool or
         engine_runs_none; "" where it runs."""
         return "" if self.runs else DOES_NOT_FIT if not self.floor.fit.fits else \
+            OVER_MAX_NUM_TOKENS if self.refuses_prompt else \
             OVER_ENGINE_POOL if self.pool_batch else ENGINE_RUNS_NONE
 
     @property
@@ -197,7 +234,8 @@ class PrefillReport:
         f = self.floor
         refused = f.fit.fits and not self.runs
         return Row(f"{f.prompt_len:,} tokens", f.fit, self.runs, f.prompt_len,
-                   self.none_reason if refused else "", self.none_code == OVER_ENGINE_POOL)
+                   self.none_reason if refused else "", self.none_code == OVER_ENGINE_POOL,
+                   self.none_code == OVER_MAX_NUM_TOKENS)
 
     @property
     def ubatch_note(self) -> str:
@@ -275,17 +313,21 @@ class PrefillReport:
         # engine check saying it does not run them
         own = f.steps if f.fit.fits else tuple(s for s in f.steps if s.result.unit != "tok/s")
         why = () if self.runs or not f.fit.fits else (engine_check_step(
-            engine_name(self.expected.engine), f.batch, self.pool_batch or 0, "prompts",
-            self.none_reason),)
+            engine_name(self.expected.engine), f.batch,
+            0 if self.refuses_prompt else self.pool_batch or 0, "prompts", self.none_reason),)
         return (*own, *ridge, f.fit.explain_step(), *why, *self._expected_steps)
 
     @property
     def _expected_steps(self) -> tuple[Step, ...]:
         """The expectation's working and its prompt speed, where the engine runs the prompts."""
-        if not self.runs:
+        if not self.priced:
             return ()
-        return (*self.expected.steps, expected_prompt_speed_step(
+        steps = (*self.expected.steps, expected_prompt_speed_step(
             self.expected, self.floor.batch, self.floor.prompt_len))
+        if self.runs:
+            return steps
+        return tuple(replace(st, label=f"with --enable_chunked_prefill: {st.label}")
+                     for st in steps)
 
     @property
     def started_at(self) -> int | None:
@@ -320,6 +362,17 @@ class PrefillReport:
         keys = ("engine_runs", "time_s", "prompt_tok_s", "expected", "expected_none_reason",
                 "expected_none_code", "engine_max_batch", "prompt_steps", "max_num_batched_tokens")
         return {"max_model_len": r.started_at, **{k: whole[k] for k in keys}}
+
+    def _chunked_dict(self) -> dict[str, Any] | None:
+        """The expectation with --enable_chunked_prefill where the engine refuses the prompt
+        without it (``chunked_alternative``), as the text's 'with --enable_chunked_prefill'
+        gives it; None elsewhere."""
+        if not self.chunked_alternative:
+            return None
+        e, f = self.expected, self.floor
+        rate = f.batch * f.prompt_len / e.time_s
+        return {"time_s": e.time_s, "prompt_tok_s": rate, "prompt_steps": e.prompt_steps,
+                "expected": {**e.to_dict(), "prompt_tok_s": rate}}
 
     def to_dict(self) -> dict[str, Any]:
         f = self.floor
@@ -368,6 +421,9 @@ class PrefillReport:
                 # another: engine_max_batch is then --fit's); null without a memory model
                 "priced_run_batch": None if self.seat is None else self.seat.held,
                 "at_max_model_len": self._longest_dict(),
+                # where the engine refuses the prompt (expected_none_code over_max_num_tokens)
+                # and --enable_chunked_prefill would run it: that run's expectation, else null
+                "with_enable_chunked_prefill": self._chunked_dict(),
                 "cautions": self.cautions, **fit_dict(f)}
 
     def text_lines(self) -> list[str]:
@@ -401,11 +457,20 @@ class PrefillReport:
             return [*lines, *no_expectation(self.deployment, e.engine, self.cautions)]
         # the release the pool and the step budget were sized as, as fit's header names it
         if not self.runs:
-            return [*lines, f"expected on {on}: nothing (first line)",
+            return [*lines, f"expected on {on}: nothing (first line)"
+                    + (f"; with --enable_chunked_prefill: {self._expected_words}, in "
+                       f"{e.prompt_steps:,} steps of at most {(self.step_budget or (0,))[0]:,} "
+                       f"tokens  [{e.source}]" if self.chunked_alternative else ""),
                     *([self.longest_line] if self.longest_line else [])]
-        return [*lines,
-                f"expected on {on}: {band_words(e)} {ttft_words(e)}, "
-                f"{f.batch * f.prompt_len / e.time_s:,.0f} prompt tok/s  [{e.source}]"]
+        return [*lines, f"expected on {on}: {self._expected_words}  [{e.source}]"]
+
+    @property
+    def _expected_words(self) -> str:
+        """The expectation's time, band and prompt speed: '1,442.5 ms (1,282.8–1,754.0) =
+        TTFT, 11,092 prompt tok/s'."""
+        e, f = self.expected, self.floor
+        return (f"{band_words(e)} {ttft_words(e)}, "
+                f"{f.batch * f.prompt_len / e.time_s:,.0f} prompt tok/s")
 
 
 def ttft_words(e: Expectation) -> str:

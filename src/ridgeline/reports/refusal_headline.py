@@ -34,6 +34,9 @@ class Row:
     size: float
     reason: str = ""  # why the engine does not run it where it fits the memory
     held: bool = False  # the engine runs some of this length at once, only not this many
+    # the engine refuses this row itself, not its launch (TensorRT-LLM's prompt past
+    # max_num_tokens, chunked prefill off): it DOES NOT RUN, though a shorter one would
+    turned_away: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,12 @@ def point_refusal(row: Row, on: str, hint: str = "") -> str:
     as fit's DOES NOT FIT leads: the engine's refusal (Llama-3.1-8B at 200,000 tokens: 'DOES
     NOT FIT on vLLM 0.34: vllm refuses --max-model-len 200,000, past …'), or, where it runs
     fewer of this length at once, that the batch does not run at once (as utilization's DOES
-    NOT RUN AT ONCE), ``hint`` after a refusal to run any."""
-    verdict = "DOES NOT RUN AT ONCE" if row.held else "DOES NOT FIT"
-    return f"{verdict} on {on}: {row.reason}" + ("" if row.held or not hint else f" {hint}")
+    NOT RUN AT ONCE), or, where the engine turns the row itself away, DOES NOT RUN (TensorRT-LLM
+    and a prompt past max_num_tokens), ``hint`` after a refusal to start."""
+    verdict = "DOES NOT RUN AT ONCE" if row.held else "DOES NOT RUN" if row.turned_away else \
+        "DOES NOT FIT"
+    return f"{verdict} on {on}: {row.reason}" + (
+        "" if row.held or row.turned_away or not hint else f" {hint}")
 
 
 def _refused_headline(n: int, unfit: list[Row], refused: list[Row], on: str, words: Wording,
@@ -99,7 +105,7 @@ def _refused_headline(n: int, unfit: list[Row], refused: list[Row], on: str, wor
     default max_model_len), then the worst memory shortfall."""
     out = len(refused) + len(unfit)
     reasons = list(dict.fromkeys(r.reason for r in refused))
-    none_held = not any(r.held for r in refused)
+    none_held = not any(r.held or r.turned_away for r in refused)
     if out == n:
         lead = (f"{'DOES NOT FIT' if none_held else 'DOES NOT RUN'} on {on} {words.any_of} "
                 f"the {n} {words.noun}s")

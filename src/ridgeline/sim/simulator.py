@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ridgeline.chunked_prefill import refuses_whole_prompt, whole_prompt_refusal
 from ridgeline.cost import Seq, batch_shape
 from ridgeline.deployment import Deployment
 from ridgeline.engines import EngineProfile
@@ -208,16 +209,11 @@ class Simulator:
             rec.reject(r, detail)
             self._note_queue(rec)
             return False
-        if not self.config.chunked_prefill and r.prompt_tokens > \
-                self.config.max_num_batched_tokens:  # the engine would need chunked prefill
-            rec.over_budget_prompts += 1
+        budget = self.config.max_num_batched_tokens
+        if refuses_whole_prompt(r.prompt_tokens, budget, self.config.chunked_prefill):
+            rec.over_budget_prompts += 1  # the engine would need chunked prefill
             if self.config.refuse_past_budget:  # … and refuses it (SimConfig)
-                budget = self.config.max_num_batched_tokens
-                r.status, r.reason = REJECTED, (
-                    f"prompt longer than max_num_tokens {budget:,}, which TensorRT-LLM refuses "
-                    "while it runs contexts whole (\"should not exceed max_num_tokens\")"
-                    if self.dep.engine == "trtllm" else
-                    f"prompt longer than the step's token budget {budget:,}, chunked prefill off")
+                r.status, r.reason = REJECTED, whole_prompt_refusal(self.dep.engine, budget)
                 rec.reject(r, f"request {r.id}, {r.prompt_tokens:,} prompt tokens")
                 self._note_queue(rec)
                 return False
