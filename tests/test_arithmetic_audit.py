@@ -227,6 +227,36 @@ def test_on_a_moe_prompt_the_shared_profile_caution_says_vllm_prices_the_experts
     assert not any("prices" in c and "share one calibrated" in c for c in dense["cautions"])
 
 
+def test_where_the_engines_launch_different_matmuls_the_shared_profile_caution_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on 8 H200s at batch 1: SGLang folds the shared expert into the routed
+    experts' matmuls, so it launches fewer a forward pass than vLLM and its step is faster on
+    the one profile; its caution said the step times "are the same on each". It now names
+    each engine's launches; a dense model's, the same on each, still reads the same."""
+    from ridgeline.catalog import resolve_model
+    from ridgeline.deployment import Deployment
+    from ridgeline.engine_names import engine_name
+    from ridgeline.hardware import resolve_accelerator
+    from ridgeline.launches import engine_matmuls
+
+    base = ["decode", "deepseek-v3", "--gpu", "h200", "--num-gpus", "8", "--max-model-len",
+            "32768", "--batch", "1", "--context", "32768"]
+    sglang = run_json(capsys, *base, "--engine", "sglang")
+    vllm = run_json(capsys, *base, "--engine", "vllm")
+    assert sglang["points"][0]["expected"]["time_s"] < vllm["points"][0]["expected"]["time_s"]
+    dep = Deployment.build(resolve_model("deepseek-v3"), resolve_accelerator("h200"), num_gpus=8)
+    counts = {e: engine_matmuls(dep, e) for e in ("sglang", "vllm")}
+    assert counts["sglang"] < counts["vllm"]
+    shared = next(c for c in sglang["cautions"] if "share one calibrated step-cost" in c)
+    assert "the same on each but for the weight matmuls each launches" in shared
+    for engine, n in counts.items():
+        assert f"{engine_name(engine)} {n:,}" in shared
+    dense = run_json(capsys, "decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "1",
+                     "--context", "1000", "--engine", "sglang")
+    said = next(c for c in dense["cautions"] if "share one calibrated step-cost" in c)
+    assert "so these step times are the same on each:" in said
+
+
 # --- finding 12: a reason wherever expected is null ---------------------------------------
 
 

@@ -219,3 +219,16 @@ def test_each_way_the_usage_gives_an_accelerator_runs(
         argv = [str(path) if w == "FILE" else _VALUES.get(w, w) for w in way]
         code, out, err = run_cli(capsys, command, *_NEEDS_A_CARD[command], *argv)
         assert code == 0 and out, (way, err)
+
+
+def test_help_engine_takes_every_engine_where_the_command_owns_no_flag_of_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """kv's own flags are SGLang's alone, and `kv --help-engine vllm` was refused ("invalid
+    choice: 'vllm' (choose from 'sglang')") though `kv --engine vllm` runs: it now prints the
+    help, saying kv has no vLLM flags of its own."""
+    code, out, err = run_cli(capsys, "kv", "--help-engine", "vllm")
+    assert code == 0, err
+    assert "kv takes no flags of vLLM's own" in out
+    assert out.startswith(run_cli(capsys, "kv", "--help")[1].split("\n\nexamples:")[0])
+    code, out, _ = run_cli(capsys, "kv", "--help-engine", "sglang")
+    assert code == 0 and "takes no flags of" not in out

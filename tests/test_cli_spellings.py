@@ -180,3 +180,14 @@ def test_sglangs_ep_with_a_size_is_one_flag_with_ep_size(
     assert agreed == _json(capsys, *base, "--ep-size", "8")
     switch = ("fit", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--json")
     assert _json(capsys, *switch, "--ep", "--ep-size", "8") == _json(capsys, *switch, "--ep")
+
+
+def test_models_is_model_as_hardware_is_the_cards(capsys: pytest.CaptureFixture[str]) -> None:
+    """`ridgeline models` was refused ("did you mean model?") beside `hardware`, a plural in
+    all but form: it is now the same command, the bundled list or one model."""
+    for rest in ([], ["qwen3-32b"]):
+        code, listed, err = run_cli(capsys, "model", *rest, "--json")
+        assert code == 0, err
+        code, again, err = run_cli(capsys, "models", *rest, "--json")
+        assert code == 0, err
+        assert json.loads(again) == json.loads(listed)

@@ -536,14 +536,14 @@ def test_dtype_in_ridgelines_spelling_names_the_engines_one(
 # -- a flag the command spells otherwise --------------------------------------------------
 @pytest.mark.parametrize(("argv", "said"), [
     (("kv", "llama-3.2-1b", "--gpu", "h100", "--max-model-len", "8192"),
-     "kv takes --max-model-len's figure as --context"),
+     "kv takes no --max-model-len: give the same figure as --context"),
     (("utilization", "--gpu", "h100", "--running", "8", "--model", "llama-3.2-1b",
       "--max-model-len=8192"), "utilization takes no --max-model-len (a ceiling, not the length "
                                "each request holds); its --context is the tokens each running"),
     (("prefill", "llama-3.2-1b", "--gpu", "h100", "--input-len", "100"),
-     "prefill takes --input-len's figure as --prompt-len"),
+     "prefill takes no --input-len: give the same figure as --prompt-len"),
     (("simulate", "llama-3.2-1b", "--gpu", "h100", "--rate", "1", "--prompt-len", "100"),
-     "simulate takes --prompt-len's figure as --input-len"),
+     "simulate takes no --prompt-len: give the same figure as --input-len"),
     (("fit", "llama-3.2-1b", "--gpu", "h100", "--context", "8192"),
      "fit takes the conversation's length as --max-model-len"),
     (("plan", "llama-3.2-1b", "--rate", "1", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
@@ -589,15 +589,14 @@ def test_a_flag_no_command_takes_is_refused_as_before(capsys: pytest.CaptureFixt
 
 
 @pytest.mark.parametrize("argv", [
-    ("roofline", "llama-3.2-1b", "--gpu", "h100"),
-    ("utilization", "llama-3.2-1b", "--gpu", "h100", "--running", "8"),
     ("attention", "llama-3.2-1b", "--context", "64k"),
     ("observe", "http://localhost:8000", "llama-3.2-1b", "--gpu", "h100"),
 ])
 def test_a_model_given_first_to_a_command_that_takes_it_as_a_flag_is_pointed_there(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
-    """decode, fit, kv … take MODEL first; roofline, utilization, amdahl, attention and observe
-    take --model, and a model typed first was 'unrecognized' or '--model is required'."""
+    """decode, fit, kv … take MODEL first; amdahl, attention and observe take --model, and a
+    model typed first was 'unrecognized' or '--model is required'. (roofline and utilization
+    take it first too: tests/test_cli_model_arg.py.)"""
     assert f"{argv[0]} takes the model as --model llama-3.2-1b" in refused(capsys, *argv)
     assert "takes the model" not in refused(capsys, "roofline", "--gpu", "h100", "8")
 

@@ -284,3 +284,39 @@ def test_the_rank_key_puts_headroom_after_price_gpus_and_nodes() -> None:
     assert more.capacity_req_s == more.replicas * more.replica_rate_req_s > base.capacity_req_s
     assert sorted([base, more], key=plan_checks.cheapest) == [more, base]
     assert sorted([dearer, base], key=plan_checks.cheapest) == [base, dearer]
+
+
+def test_a_count_that_held_on_the_first_draw_alone_is_kept_as_a_second_draw_miss(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer one-GPU replicas hold on the load's requests, but the second draw (seed 1) is
+    overloaded under nine: the check climbs to nine, and each count it turned down on the
+    second draw alone is kept, with both runs, where the plan can name the cheapest; the runs
+    are the check's own, none made for it."""
+    load, slo = Load(20, "1000", "250"), Slo(0.5, 0.04)
+    h100 = resolve_accelerator("h100")
+    c = _evaluate((LLAMA_8B, h100, 1, 1, "fp8", "fp8", (None, None), False, load, slo,
+                   h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, NO_CONSTRAINTS))
+    assert c is not None
+    c = replace(c, replicas=8)
+    steady = Load.steady
+
+    def second_draw_overloaded(self: Load, replicas: int, lifetime_s: float,
+                               first_token_only: bool = False, percentile: float = 0.0) -> Any:
+        if self.seed == plan_checks.CONFIRM_DRAW and replicas < 9:
+            self = replace(self, rate_req_s=self.rate_req_s * 50)
+        return steady(self, replicas, lifetime_s, first_token_only, percentile)
+
+    monkeypatch.setattr(Load, "steady", second_draw_overloaded)
+    edges: plan_checks.SecondDraws = []
+    runs: CheckRuns = {}
+    checked = verify(LLAMA_8B, c, load, slo, 16, runs=runs, edges=edges)
+    assert checked is not None and checked.replicas == 9
+    counts = [e.candidate.replicas for e in edges]
+    assert counts == list(range(counts[0], 9)) and counts[0] < 8
+    assert all(e.first.held and not e.second.held for e in edges)
+    assert all(e.first in runs.values() and e.second in runs.values() for e in edges)
+    # the plan names the cheapest where it is cheaper than the winner, and none where none is
+    fewest = edges[0]
+    assert plan_checks.second_draw_miss(edges, checked) is fewest
+    assert plan_checks.second_draw_miss(edges, replace(checked, replicas=counts[0])) is None
+    assert plan_checks.second_draw_miss(edges, None) is fewest

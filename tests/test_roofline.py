@@ -400,3 +400,29 @@ def test_roofline_keeps_the_digits_of_weights_a_hair_over_two_bytes(
                            "llama-3.1-8b")
     assert code == 0 and "× 1," not in out
     assert "the prompt length × 0.99996, at 2.0001-byte weights" in out
+
+
+@pytest.mark.parametrize(("model", "gpu", "count", "weights"), [
+    ("llama-3.3-70b", "h100", "2", "fp8"), ("deepseek-v3", "h200", "8", None)])
+def test_the_header_ridge_says_it_is_one_dtypes_where_the_weight_rows_use_a_blend(
+        capsys: pytest.CaptureFixture[str], model: str, gpu: str, count: str,
+        weights: str | None) -> None:
+    """Llama-3.3-70B in fp8 on 2 H100s: the header's ridge, 591, is fp8's alone, while the
+    weight rows (and utilization and prefill) use the fp8+bf16 blend's, 582; the header
+    said 591 with no word of which. It now names the blend's ridge beside it, and --json
+    gives it; a card alone, with no blend, gets no such line."""
+    args = ["roofline", model, "--gpu", gpu, "--num-gpus", count,
+            *(["--weights", weights] if weights else [])]
+    code, out, _ = run_cli(capsys, *args, "--json")
+    assert code == 0
+    data = json.loads(out)
+    blend = data["dense_ridge_flop_per_byte"]
+    assert blend is not None and round(blend) != round(data["ridge_flop_per_byte"])
+    weights_row = data["points"][0]
+    assert weights_row["dtype"] == "fp8+bf16"
+    code, text, _ = run_cli(capsys, *args)
+    assert f"ridge at {data['ridge_flop_per_byte']:,.0f} FLOP/byte" in text
+    assert ("that ridge is fp8's alone; the " in text
+            and f"run at fp8+bf16, whose ridge, {blend:,.0f} FLOP/byte" in text)
+    code, out, _ = run_cli(capsys, "roofline", "--gpu", gpu, "--json")
+    assert json.loads(out)["dense_ridge_flop_per_byte"] is None

@@ -25,9 +25,11 @@ from ridgeline.cli_load import (
     kv_release_refusal,
     llamacpp_builds_for,
 )
+from ridgeline.cli_model_arg import model_flag_moved, model_word_moved
 from ridgeline.cli_offload import _split_mode
 from ridgeline.cli_output_files import refuse_bad_outputs
 from ridgeline.cli_spellings import (
+    COMMAND_ALIASES,
     NUM_GPUS_FLAGS,
     command_hint,
     model_as_flag_hint,
@@ -74,7 +76,8 @@ def _output(p: argparse.ArgumentParser, plot: bool = False) -> None:
 
 def _model(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument("model", metavar="MODEL", nargs="?" if optional else None,
-                   help="catalog alias (llama-3.1-70b), HF id, or path to a config.json"
+                   help="catalog alias (llama-3.1-70b), HF id, or path to a config.json (or "
+                   "as --model NAME)"
                    + ("; none: list the bundled models" if optional else ""))
     p.add_argument("--fetch", action="store_true",
                    help="download MODEL's config.json from the Hugging Face Hub")
@@ -538,26 +541,6 @@ def _ep_with_size(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def _model_path_as_model(argv: Sequence[str]) -> tuple[list[str], bool]:
-    """SGLang's --model-path X (and vllm serve's older --model X), pasted into a command that
-    takes MODEL first, as that MODEL: ``fit --model-path deepseek-ai/DeepSeek-V3 --tp 8``;
-    and whether one was moved."""
-    from ridgeline.launch_flags import COMMANDS
-
-    out = list(argv)
-    if not out or out[0] not in COMMANDS:
-        return out, False
-    for i, token in enumerate(out):
-        flag, _, value = token.partition("=")
-        if flag in MOVED_FLAGS:
-            if not value and i + 1 < len(out):
-                value = out.pop(i + 1)
-            out.pop(i)
-            out.insert(1, value)
-            return out, True
-    return out, False
-
-
 _PARSERS: list[argparse.ArgumentParser] = []  # the one main() reuses (``command_parser``)
 
 
@@ -593,11 +576,14 @@ def _note_file_flags(parser: argparse.ArgumentParser, from_file: dict[str, str],
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMAND_ALIASES:  # `ridgeline models`: `model`
+        argv[0] = COMMAND_ALIASES[argv[0]]
     try:
         from ridgeline.launch_flags import COMMANDS
 
         if argv and argv[0] in COMMANDS:  # a pasted vllm serve's --max_model_len, as it reads it
             argv = vllm_dashes(argv, command_options(parser, argv[0]))
+        argv = model_word_moved(argv)  # roofline MODEL: its --model
         refuse_two_gpu_counts(argv)  # before a --config file's flags join the user's
         if argv and not argv[0].startswith("-"):
             options = command_options(parser, argv[0])
@@ -613,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ValueError, OSError) as exc:
         return config_file_error(exc)
     _note_file_flags(parser, from_file, line, argv)
-    argv, moved = _model_path_as_model(argv)
+    argv, moved = model_flag_moved(argv, parser)
     from ridgeline.launch_flags import several_values
 
     try:

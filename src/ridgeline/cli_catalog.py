@@ -64,7 +64,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_hardware)
 
     p = sub.add_parser("model", help="layers, attention geometry, experts, params, bytes "
-                       "(no MODEL: the bundled models)")
+                       "(no MODEL: the bundled models; `models` is the same command)")
     _model(p, optional=True)
     _output(p)
     p.set_defaults(handler=cmd_model)

@@ -228,6 +228,10 @@ def command_help(parser: argparse.ArgumentParser, engine: str | None = None,
         ending = _Formatter(parser.prog)
         ending.add_text(parser.epilog)
         text = text.rstrip("\n") + "\n\n" + ending.format_help()
+    if engine is not None and engine not in sections:  # kv --help-engine vllm
+        command = parser.prog.split()[-1]
+        text = (text.rstrip("\n") + f"\n\n{command} takes no flags of {ENGINES[engine]}'s own: "
+                f"its --engine {engine} is sized by the common flags above\n")
     examples = EXAMPLES.get(parser.prog.split()[-1], ())
     if examples:  # as typed: one command a line, not rewrapped
         text = text.rstrip("\n") + "\n\nexamples:\n" + "".join(f"  {e}\n" for e in examples)
@@ -273,10 +277,11 @@ def add_help_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--help-all", action=_HelpAll,
                         help="every flag and every spelling of it, in full" if folds else
                         "as --help, which is whole here")
-    if engines:
+    if engines:  # every engine, as every --engine takes them: one of them may own no flag
+        # here (kv's own flags are SGLang's alone), which its help then says
         parser.add_argument("--help-engine", action=_HelpEngine, metavar="ENGINE",
-                            choices=engines,
+                            choices=list(ENGINES),
                             help=("the summary, with one engine's own flags in full: "
                                   if summary else "one engine's own flags in full: "
                                   if folds else "as --help, which is whole here: ")
-                            + ", ".join(engines))
+                            + ", ".join(ENGINES))

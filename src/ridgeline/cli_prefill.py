@@ -87,7 +87,8 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
             and len(a.prompt_len) > 1
         trim = start_trim_caution(placed, pool_settings or EngineSettings(),
                                   length)
-        notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None),
+        notes = tuple(filter(None, (shared_profile_caution(profile, placed.model.moe is not None,
+                                                           placed),
                                     trim, _lora_step_note(a), eplb_step_note(a), run.caution(),
                                     track_record_caution(placed, "prefill", profile), (
             f"-ngl auto placed the weights once, for the longest prompt asked "

@@ -227,7 +227,8 @@ def register(sub: Any) -> None:
     p.add_argument("--intensity", type=_positive_float("intensity", 1e-3, 1e9),
                    help="also show the attainable FLOP/s at this many FLOP per byte")
     p.add_argument("--model", type=_not_empty("model name"),
-                   help="place this model's attention and experts on the roofline")
+                   help="place this model's attention and experts on the roofline (or give "
+                   "it first, as MODEL)")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     engine_flag(p, "with --model: the engine whose reading of the checkpoint is placed, as fit "
                 f"reads it (llama.cpp: the GGUF it runs) ({ENGINE_DEFAULT}): {ENGINE_NAMES}")

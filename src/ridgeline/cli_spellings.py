@@ -195,8 +195,8 @@ _PLAN_SEARCHES = ("plan takes no {flag}: it searches the layouts and engine sett
                   "deployment")
 # {command: {a flag it does not take: what to say of it, the flag it takes for that figure}}
 _TAKEN_AS: dict[str, dict[str, str]] = {
-    "kv": dict.fromkeys(_LENGTH_FLAGS, "kv takes {flag}'s figure as --context (the tokens each "
-                        "conversation holds)"),
+    "kv": dict.fromkeys(_LENGTH_FLAGS, "kv takes no {flag}: give the same figure as --context "
+                        "(the tokens each conversation holds)"),
     # a max_model_len is a ceiling: as a typical length it prices every request at the longest
     **{command: {flag: f"{{command}} takes no {{flag}} (a ceiling, not the length each request "
                        f"holds); its --context is {what}"
@@ -206,19 +206,20 @@ _TAKEN_AS: dict[str, dict[str, str]] = {
                              ("amdahl", "the tokens cached per sequence (default 2000)"),
                              ("observe", "the typical tokens per sequence (default: from the "
                                          "source, else 2000)"))},
-    **{command: {flag: "{command} takes {flag}'s figure as --prompt-len (the prompt's tokens)"
+    **{command: {flag: "{command} takes no {flag}: give the same figure as --prompt-len (the "
+                       "prompt's tokens)"
                  for flag in _PROMPT_FLAGS}
        for command in ("prefill", "roofline")},
     "fit": {"--context": "fit takes the conversation's length as --max-model-len (the longest "
                          "request the pool must hold)"},
-    "simulate": {"--prompt-len": "simulate takes --prompt-len's figure as --input-len (each "
-                                 "request's prompt tokens)"},
+    "simulate": {"--prompt-len": "simulate takes no --prompt-len: give the same figure as "
+                                 "--input-len (each request's prompt tokens)"},
     "page": {**dict.fromkeys(("--kv-dtype", "--kv-cache-dtype"), "page takes its KV dtypes "
                              "as --kv-dtypes (those its picker offers, comma-separated)"),
              **dict.fromkeys(NUM_GPUS_FLAGS, "page takes its GPU counts as --counts (those its "
                              "picker offers, comma-separated)")},
-    "plan": {"--prompt-len": "plan takes --prompt-len's figure as --input-len (each request's "
-                             "prompt tokens)",
+    "plan": {"--prompt-len": "plan takes no --prompt-len: give the same figure as --input-len "
+                             "(each request's prompt tokens)",
              **dict.fromkeys(_SEARCHED_BY_PLAN, _PLAN_SEARCHES)},
 }
 
@@ -230,6 +231,11 @@ _COMMAND_WORDS = {**dict.fromkeys(("gpu", "gpus", "accelerator", "accelerators",
                   "models": "model", "sim": "simulate"}
 
 
+# the commands taken under a second name: `models` lists the bundled models, as `hardware`
+# (a plural in all but form) lists the cards
+COMMAND_ALIASES = {"models": "model"}
+
+
 def command_hint(typed: str, commands: Sequence[str]) -> str:
     """"; did you mean hardware?" for a command no one has, where ``typed`` is a slip from one
     of ``commands`` (rooflne: roofline) or a word for what one answers (gpus: hardware), else
@@ -239,7 +245,8 @@ def command_hint(typed: str, commands: Sequence[str]) -> str:
 
 
 def taken_as_hint(command: str, typed: Sequence[str]) -> str:
-    """"; kv takes --max-model-len's figure as --context (…)" for the first flag in ``typed``
+    """"; kv takes no --max-model-len: give the same figure as --context (…)" for the first
+    flag in ``typed``
     that ``command`` takes under another name (_TAKEN_AS), else ""."""
     for word in typed:
         flag = word.partition("=")[0]

@@ -76,7 +76,8 @@ def register(sub: Any) -> None:
     p.add_argument("--compute-dtype", choices=UTILIZATION_DTYPES,
                    help="the peak the ridge divides (default: the weights' matmul dtype)")
     p.add_argument("--model", type=_not_empty("model name"),
-                   help="compare with the batch this model's KV budget allows")
+                   help="compare with the batch this model's KV budget allows (or give it "
+                   "first, as MODEL)")
     p.add_argument("--fetch", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--context", type=_positive_count("context length"),
                    help="with --model: tokens each running request holds (default "

@@ -123,16 +123,17 @@ _FUSED_SHARED_FAMILIES = {"ampere", "ada", "hopper", "blackwell", "cdna3", "cdna
 _OVERLAPPED_SHARED_MODELS = ("deepseek_v3", "deepseek_v32")
 
 
-def fuses_shared_expert(dep: Deployment) -> bool:
-    """Whether the deployment's engine keeps the model's shared expert's launches off the
-    step's critical path: SGLang folds it into the routed experts' grouped matmuls (its
-    default for DeepSeek-V3/R1 and GLM-4.5), TensorRT-LLM runs it on a stream of its own
-    (DeepSeek-V3/R1)."""
+def fuses_shared_expert(dep: Deployment, engine: str | None = None) -> bool:
+    """Whether the deployment's engine (or ``engine``, on the same model and card) keeps the
+    model's shared expert's launches off the step's critical path: SGLang folds it into the
+    routed experts' grouped matmuls (its default for DeepSeek-V3/R1 and GLM-4.5), TensorRT-LLM
+    runs it on a stream of its own (DeepSeek-V3/R1)."""
+    engine = engine or dep.engine
     moe = dep.model.moe
-    if dep.engine == "trtllm" and moe is not None and moe.num_shared_experts \
+    if engine == "trtllm" and moe is not None and moe.num_shared_experts \
             and dep.model.model_type in _OVERLAPPED_SHARED_MODELS:
         return True
-    if dep.engine != "sglang" or moe is None or moe.num_shared_experts != 1 \
+    if engine != "sglang" or moe is None or moe.num_shared_experts != 1 \
             or dep.model.model_type not in _FUSED_SHARED_MODELS:
         return False
     experts = _FUSED_SHARED_MODELS[dep.model.model_type]
@@ -141,6 +142,13 @@ def fuses_shared_expert(dep: Deployment) -> bool:
     acc = dep.accelerator
     return acc.family in _FUSED_SHARED_FAMILIES and not (
         dep.expert_parallel and acc.vendor == "nvidia")
+
+
+def engine_matmuls(dep: Deployment, engine: str) -> int:
+    """The weight matmuls one forward pass launches where ``engine`` writes ``dep``'s model on
+    its card (``fuses_shared_expert``), its LoRA launches aside: DeepSeek-V3 on H200s, 601
+    under vLLM and 485 under SGLang, which folds the shared expert in."""
+    return step_matmuls(dep.model, fuses_shared_expert(dep, engine))
 
 
 def deployment_matmuls(dep: Deployment) -> int:

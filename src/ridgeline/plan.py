@@ -64,7 +64,15 @@ from ridgeline.plan_cautions import (
     mla_unchunked_caution,
     streamed_load_note,
 )
-from ridgeline.plan_checks import CheckRuns, Missed, cheapest, verify_cheapest
+from ridgeline.plan_checks import (
+    CheckRuns,
+    Missed,
+    SecondDraw,
+    SecondDraws,
+    cheapest,
+    second_draw_miss,
+    verify_cheapest,
+)
 from ridgeline.plan_checks import verify as verify_one  # ``verify``: plan's check budget
 from ridgeline.plan_constraints import NO_CONSTRAINTS, PlanConstraints
 from ridgeline.plan_precision import precision_note
@@ -301,6 +309,10 @@ class PlanResult:
     # how many of the cheapest split pools were simulated (``DISAGGREGATED_CHECKS``; 0 where
     # ``plan`` ran with verify=0: every split in ``disaggregated`` analytic)
     splits_simulated: int = 0
+    # the cheapest count of a deployment cheaper than the winner (any, with none) that held on
+    # the load's requests but missed on the second draw the checks also ask for
+    # (plan_checks.second_draw_miss), else None: plan's check command, rerun on it, holds
+    second_draw: SecondDraw | None = None
 
     @property
     def winner(self) -> Candidate | None:
@@ -486,8 +498,9 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                       key=lambda c: (c.gpus, *cheapest(c)))  # of one count, as priced ones rank
     runs: CheckRuns = {}  # the checks' runs, each made once
     missed: Missed = []  # the checks that held at no count within max_gpus
+    edges: SecondDraws = []  # the counts that held on the first draw alone
     verified, rest = verify_cheapest(model, priced, load, slo, max_gpus, verify, engine_version,
-                                     engine, profile, runs, missed)
+                                     engine, profile, runs, missed, edges)
     _, mean_out = load.means()
     miss = None if feasible else closest_miss(model, load, slo, gpus, max_gpus, engine, profile,
                                             beyond, engine_version, constraints)
@@ -550,7 +563,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
                                      {d.gpu for d in dropped if d.what == "every format"},
                                      over),
                       tuple(table.items()), tuple(given), miss, constraints, in_range,
-                      dearer, len(checked))
+                      dearer, len(checked), second_draw_miss(edges, win))
 
 
 # plan's way out of a card vLLM's release runs nothing on: plan sizes no llama.cpp, so it names

@@ -91,11 +91,37 @@ CheckRuns = dict[tuple[Deployment, SimConfig, float, int, int], CheckRun]
 Missed = list[tuple[Candidate, CheckRun]]
 
 
+class SecondDraw(NamedTuple):
+    """A count that held on the load's requests but missed on ``CONFIRM_DRAW``'s other draw
+    of them, so the check went on to more replicas (or, at the most within max_gpus, missed):
+    ``candidate`` at that count, its first draw's run and its second's. Qwen3-32B at 0.5 req/s
+    on one TP4 A100-40GB replica: p90 TPOT 58.3 ms on seed 0, 60.0 ms on seed 1, against a
+    60 ms SLO."""
+
+    candidate: Candidate
+    first: CheckRun
+    second: CheckRun
+
+
+# every such count the checks met (``verify``'s ``edges``), in the order met
+SecondDraws = list[SecondDraw]
+
+
+def second_draw_miss(edges: SecondDraws, win: Candidate | None) -> SecondDraw | None:
+    """Of ``edges``, the cheapest that costs less than ``win`` (any, where there is no winner
+    or it has no price), fewest GPUs first at one price; None where there is none: the
+    deployment an engineer who reran plan's check command on it would find holding."""
+    limit = math.inf if win is None or win.cost_per_hour is None else win.cost_per_hour
+    cheaper = [e for e in edges if e.candidate.cost_per_hour is not None
+               and e.candidate.cost_per_hour < limit]
+    return min(cheaper, key=lambda e: cheapest(e.candidate), default=None)
+
+
 def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: Slo,
                     max_gpus: int, limit: int, engine_version: str | None = None,
                     engine: str = "vllm", profile: EngineProfile | None = None,
-                    runs: CheckRuns | None = None,
-                    missed: Missed | None = None) -> tuple[list[Candidate], list[Candidate]]:
+                    runs: CheckRuns | None = None, missed: Missed | None = None,
+                    edges: SecondDraws | None = None) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate candidates until none is left whose analytic price, shrunk as much as
     simulation has shrunk any checked so far, is lower than the cheapest that held, or
     ``limit`` checks that ran the simulator are spent (a check answered wholly from the runs
@@ -107,7 +133,8 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
     re-sizes none. At one price the verified rank as the search ranked them, whatever order
     they were checked in.
     Returns the verified ones, cheapest first, and those left unsimulated, cheapest first;
-    those that held at no count are added to ``missed`` (``verify``)."""
+    those that held at no count are added to ``missed``, and the counts that held on the
+    first draw alone to ``edges`` (``verify``)."""
     verified: list[tuple[int, Candidate]] = []  # each with its place in ``priced``
     best, shrink = math.inf, 1.0  # shrink: the lowest simulated / analytic replicas seen
     best_rank: Rank | None = None  # the first that held as ``cheapest`` ranks them
@@ -123,7 +150,7 @@ def verify_cheapest(model: ModelSpec, priced: list[Candidate], load: Load, slo: 
         c = priced[i]
         made = len(runs)
         checked = verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs,
-                         missed=missed)
+                         missed=missed, edges=edges)
         spent += simulated(runs, made)
         if checked is None:  # no count within max_gpus held: that says little of a variant's
             continue  # (another max_num_seqs may hold at a few replicas)
@@ -204,7 +231,8 @@ def _layout(c: Candidate) -> Layout:
 def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
            max_gpus: int, engine_version: str | None = None, engine: str = "vllm",
            profile: EngineProfile | None = None, runs: CheckRuns | None = None,
-           chunked: bool = False, missed: Missed | None = None) -> Candidate | None:
+           chunked: bool = False, missed: Missed | None = None,
+           edges: SecondDraws | None = None) -> Candidate | None:
     """Simulate one replica at its share of the rate; add replicas until the SLO holds.
     ``runs``: the runs already made for this load, SLO, profile and version (``CheckRuns``),
     which another candidate's knobs may repeat (on an A100 vLLM's default token budget is
@@ -212,7 +240,9 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     a context whole by default, is checked with enable_chunked_prefill on where the load
     holds a prompt longer than max_num_tokens (``chunked``: one its check drew), as the
     launch plan prints then turns it on. A check that holds at no count within ``max_gpus``
-    adds ``c`` at the most replicas it ran, with that count's run that missed, to ``missed``."""
+    adds ``c`` at the most replicas it ran, with that count's run that missed, to ``missed``;
+    a count that held on the first draw but not the second is added to ``edges``
+    (``SecondDraw``), read from the runs made: it costs no run."""
     dep = candidate_deployment(model, c, engine, engine_version)
     settings = c.engine_settings(engine_version)  # its knobs and launch switches
     max_len = c.max_model_len or launch_length(dep, settings)
@@ -271,6 +301,7 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
                            if first.held and not load.trace else first))
         return None
 
+    met = len(edges) if edges is not None else 0  # ``edges`` before this check's
     low, high = 0, c.replicas  # the most replicas known to miss, a count to try
     most = max_gpus // c.replica_gpus  # the most replicas within max_gpus
     while not holds(high):  # too few: grow by a quarter, to the most, until the SLO holds
@@ -288,6 +319,11 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     # between stretches of one long run): another draw of the requests must hold too. A
     # trace has one draw.
     while not (holds(high) and (bool(load.trace) or holds(high, CONFIRM_DRAW))):
+        if edges is not None and holds(high):  # the second draw alone missed
+            edges.append(SecondDraw(replace(c, replicas=high, max_model_len=max_len,
+                                            enable_chunked_prefill=engine == "trtllm"
+                                            and engine_config.chunked_prefill),
+                                    run(high), run(high, CONFIRM_DRAW)))
         if high >= most:
             return miss(high)
         high += 1
@@ -296,8 +332,10 @@ def verify(model: ModelSpec, c: Candidate, load: Load, slo: Slo,
     # past max_num_tokens, the draws missed; checked once so (an MLA model outside SM
     # 90/100/103/120 stays whole: chunked_prefill.trtllm_mla_unchunked)
     if (over or confirm_over) and engine == "trtllm" and not chunked:
+        if edges is not None:  # this pass's counts: the chunked one's replace them
+            del edges[met:]
         return verify(model, c, load, slo, max_gpus, engine_version, engine, profile, runs,
-                      chunked=True, missed=missed)
+                      chunked=True, missed=missed, edges=edges)
     return replace(c, enable_chunked_prefill=engine == "trtllm" and engine_config.chunked_prefill,
                    replicas=high, verified=True, sim_ttft_s=ttft, sim_tpot_s=tpot,
                    sim_itl_s=itl,

@@ -365,13 +365,19 @@ def bnb_caution(dep: Deployment) -> str:
                                                           if moe else "")
 
 
-def shared_profile_caution(profile: EngineProfile, moe_prompt: bool = False) -> str:
+def shared_profile_caution(profile: EngineProfile, moe_prompt: bool = False,
+                           dep: Deployment | None = None) -> str:
     """For an engine other than vLLM priced on a profile it shares with others (the bundled
     serving profile, fitted on TensorRT-LLM's, vLLM's and SGLang's rows together): that its
     step times are theirs, so comparing engines compares pools and scheduling; else "".
     ``moe_prompt``: the steps carry a MoE's prompt tokens, which a twin with its own
-    moe_prompt_expert_slowdown (vLLM's 4.9) prices slower, so those are not the same."""
+    moe_prompt_expert_slowdown (vLLM's 4.9) prices slower, so those are not the same.
+    ``dep``: the deployment timed, where the engines write its model with different numbers
+    of matmul launches (``launches.engine_matmuls``: DeepSeek-V3's shared expert, folded in by
+    SGLang, 485 against vLLM's 601), each priced the profile's launch overhead, so those
+    steps differ too."""
     from ridgeline.engines import bundled_twins, moe_prompt_expert_slowdown
+    from ridgeline.launches import engine_matmuls
 
     if profile.engine == "vllm":
         return ""
@@ -381,10 +387,18 @@ def shared_profile_caution(profile: EngineProfile, moe_prompt: bool = False) -> 
     own = moe_prompt_expert_slowdown(profile.engine)
     slower = [f"{engine_name(e)} prices {moe_prompt_expert_slowdown(e):g}x slower" for e in twins
               if moe_prompt and moe_prompt_expert_slowdown(e) != own]
-    same = ("so these step times are the same on each" if not slower else
-            "so these step times are the same on each but for the routed experts' arithmetic "
-            f"on a prompt, which {', '.join(slower)} (engines.json "
-            "moe_prompt_expert_slowdown: its fused MoE kernels)")
+    launches = {e: engine_matmuls(dep, e) for e in twins} if dep is not None else {}
+    differ = [("the routed experts' arithmetic on a prompt, which " + ", ".join(slower)
+               + " (engines.json moe_prompt_expert_slowdown: its fused MoE kernels)")
+              if slower else "",
+              ("the weight matmuls each launches in a forward pass, "
+               + ", ".join(f"{engine_name(e)} {n:,}" for e, n in launches.items())
+               + f" (each launch priced the profile's {profile.matmul_overhead_s * 1e6:.2f} µs; "
+               "the fewer fold a shared expert in, or run it on a stream of their own)")
+              if len(set(launches.values())) > 1 else ""]
+    differ = [d for d in differ if d]
+    same = ("so these step times are the same on each" if not differ else
+            "so these step times are the same on each but for " + " and for ".join(differ))
     return (f"{', '.join(engine_name(e) for e in twins)} share one calibrated step-cost "
             f"profile, fitted on their rows together, {same}: "
             "the engines differ in their KV pools and scheduling (`ridgeline fit`, `ridgeline "

@@ -6,7 +6,7 @@ plan_lists.py's."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ridgeline.candidate import Candidate, weights_format
@@ -20,9 +20,10 @@ from ridgeline.measured_slowdown import slowed_tpot_floor_s
 from ridgeline.model import ModelSpec
 from ridgeline.plan import CardOutcome, PlanResult
 from ridgeline.plan_cautions import needs_release, prompt_cap_note
+from ridgeline.plan_checks import CONFIRM_DRAW, CheckRun
 from ridgeline.replica_sizing import DEFAULT_CONTEXT
 from ridgeline.reports.launch_commands import multi_node_note
-from ridgeline.reports.plan_commands import PlanCommands
+from ridgeline.reports.plan_commands import PlanCommands, check_line
 from ridgeline.reports.plan_lists import (
     PlanLists,
     break_even_usd,
@@ -35,6 +36,7 @@ from ridgeline.reports.plan_lists import (
     usd,
     vendor_of,
 )
+from ridgeline.reports.plan_second_draw import drawn, second_draw_dict, second_draw_lines
 from ridgeline.reports.split_launch import host_note
 from ridgeline.sim.workload import fixed_tokens
 from ridgeline.units import (
@@ -454,6 +456,9 @@ class PlanReport:
             # the group it names and its latencies as keys (closest_miss.Miss), or null
             "closest_miss_figures": r.closest_miss_figures.to_dict()
             if r.closest_miss_figures else None,
+            # a deployment cheaper than the winner (any, with none) that held on the load's
+            # requests but missed on the checks' second draw of them, or null
+            "second_draw_miss": self.second_draw_dict(),
             "max_model_len": self.max_len, "refused_share": self.refused_share,
             "cautions": [*r.cautions, *([NOT_SIMULATED] if win and not win.verified else [])],
             # where the winner's batch is past its profile's fitted range: the first
@@ -600,6 +605,38 @@ class PlanReport:
             f"{ordinal(c.sim_first + 1)} of {share:,} on")
         return f"its check replayed {dealt}, {held}: simulate --trace replays a whole file"
 
+    def _draw_command(self, run: CheckRun, seed: int) -> str:
+        """The simulate command that reruns the second-draw miss's check on the draw of
+        ``seed`` (``run`` its run there), or ""."""
+        r, edge = self.result, self.result.second_draw
+        assert edge is not None
+        c = drawn(edge, run)
+        return check_line(self.model_arg or self.model_id, replace(r.load, seed=seed), r.slo,
+                          r.engine, r.engine_version, c, c.max_model_len or self.max_len,
+                          self.fetched, self.profile_file)
+
+    def second_draw_lines(self) -> list[str]:
+        """The cheaper deployment the checks turned down on the second draw alone
+        (``PlanResult.second_draw``), and the command for that draw, or []."""
+        r, edge = self.result, self.result.second_draw
+        if edge is None:
+            return []
+        win = r.winner
+        seed = r.load.seed
+        return second_draw_lines(edge, self.lists.label(edge.candidate), seed, r.slo,
+                                 self._draw_command(edge.second, seed + CONFIRM_DRAW),
+                                 win.cost_per_hour if win else None)
+
+    def second_draw_dict(self) -> dict[str, Any] | None:
+        """--json's ``second_draw_miss`` (plan_second_draw.second_draw_dict), or None."""
+        r, edge = self.result, self.result.second_draw
+        if edge is None:
+            return None
+        seed = r.load.seed
+        return second_draw_dict(edge, self.lists.label(edge.candidate), seed, r.slo,
+                                self._draw_command(edge.first, seed),
+                                self._draw_command(edge.second, seed + CONFIRM_DRAW))
+
     def _unpriced_lines(self, c: Candidate) -> list[str]:
         """An unpriced single pool's figures as the search sized it (analytic: plan
         simulates the priced pools only, the cheapest first) and its launch command."""
@@ -688,7 +725,7 @@ class PlanReport:
                     c, self.launch.pool_launch)]
             if r.closest_miss:
                 lines.append(f"closest: {r.closest_miss}")
-            return lines
+            return lines + self.second_draw_lines()
         priced, priced_tok_s = self._priced()
         per_m = win.cost_per_million_tokens(priced_tok_s)
         lines = [head, *left, "",
@@ -724,6 +761,7 @@ class PlanReport:
         if not win.verified:
             lines.append(f"  NOT SIMULATED: {NOT_SIMULATED}")
         lines += self._unsimulated_lines(win)
+        lines += self.second_draw_lines()
         splits = self.lists.held_splits()
         if r.winner_unverified and splits:  # no single pool without the caution held; a split did
             c = splits[0]

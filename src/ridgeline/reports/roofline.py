@@ -67,6 +67,10 @@ class RooflineReport:
     # engine None where none was named: the checkpoint as stored); (): the card alone's
     identity: tuple[tuple[str, Any], ...] = ()
     weights_check: FitCheck | None = None  # --model's weights against the GPUs' memory
+    # where the dense weights' matmuls run at a blend of dtypes (fp8 projections beside a
+    # bf16 one), the blend's label, its ridge (which their rows use, and the header's is not)
+    # and their rows' name ("dense weight matrices" on a MoE)
+    dense_blend: tuple[str, float, str] | None = None
 
     @property
     def peak_flops_per_s(self) -> float:
@@ -113,6 +117,9 @@ class RooflineReport:
             "intensity_per_token_flop_per_byte": self.intensity_per_token,
             "attention_ridge_flop_per_byte": self.attention_ridge,
             "expert_ridge_flop_per_byte": self.expert_ridge,
+            # the dense weights' blended ridge where their matmuls mix dtypes, else null
+            "dense_ridge_flop_per_byte": None if self.dense_blend is None
+            else self.dense_blend[1],
             "cautions": [self.caution] if self.caution else [],
         }
 
@@ -131,6 +138,10 @@ class RooflineReport:
                "peak and bandwidth: the same ridge)" if self.layer_split else
                " (tensor parallelism adds peak and bandwidth alike: the same ridge)"),
             *([f"  {self.peak_note}"] if self.peak_note else []),
+            *([] if self.dense_blend is None else [
+                f"  that ridge is {dtype}'s alone; the {self.dense_blend[2]}' matmuls run at "
+                f"{self.dense_blend[0]}, whose ridge, {self.dense_blend[1]:,.0f} FLOP/byte, their "
+                "rows below use (as `utilization` and `prefill` quote it)"]),
             *([] if (fast := self.llamacpp_ridge) is None else [
                 f"  llama.cpp's CUDA build multiplies fp16 with fp16 accumulation, "
                 f"{fast * a.memory_bandwidth_bytes_per_s / 1e12:,.1f} TFLOP/s here: its "
@@ -518,7 +529,10 @@ def roofline_report(
                           and dep.pipeline_parallel_size > 1,
                           0.0 if dep is None else dep.peak_at(compute_dtype),
                           "" if dep is None else dep.peak_note_at(compute_dtype),
-                          weights_check=check)
+                          weights_check=check,
+                          dense_blend=None if dense_peak is None
+                          or round(dense_ridge) == round(ridge)
+                          else (dense_dtype, dense_ridge, dense))
 
 
 def _point_steps(p: OperatingPoint, acc: Accelerator, given: float | None
