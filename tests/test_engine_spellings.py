@@ -165,6 +165,8 @@ def test_a_method_the_checkpoints_own_does_not_match_is_refused_as_the_engines_r
         err = refused(capsys, *argv, "-q", method)
         assert "does not match" in err and "leave out --quantization" in err
         fmt = engine_methods()[method].format
+        if (model, fmt) == ("qwen3-235b-a22b-fp8", "fp8"):
+            continue  # fp8 names that checkpoint itself (names_stored_checkpoint)
         assert answer(capsys, *argv, "--weights", fmt) != answer(capsys, *argv)
     # the Marlin kernels are awq's for an AWQ checkpoint, gptq's for a GPTQ one
     assert "does not match" in refused(capsys, "fit", awq_checkpoint(tmp_path), "--gpu", "l4",
@@ -207,12 +209,39 @@ def test_dtype_bfloat16_is_refused_on_a_card_without_bf16(
 def test_a_checkpoint_stored_in_the_methods_format_is_served_as_stored(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Qwen3-235B-A22B-FP8 stores block-wise FP8 (8.002 bits); vLLM's --quantization fp8
-    loads it so, where ridgeline's --weights fp8 (per-tensor, 8.0) would re-read it."""
+    loads it so (Fp8Config reads its weight_block_size), and so does --weights fp8, which had
+    priced a per-tensor checkpoint (8.0 bits) as the header said "weights fp8". A format
+    only another checkpoint holds stays that checkpoint's."""
     argv = ("fit", "qwen3-235b-a22b-fp8", "--gpu", "h200", "--num-gpus", "4",
             "--max-model-len", "32k", "--json")
     stored = answer(capsys, *argv)
     assert answer(capsys, *argv, "--quantization", "fp8") == stored
-    assert answer(capsys, *argv, "--weights", "fp8") != stored
+    assert answer(capsys, *argv, "--weights", "fp8") == stored
+    assert answer(capsys, *argv, "--weights", "FP8", "--quantization", "fp8") == stored
+    other = answer(capsys, *argv, "--weights", "awq-int4")
+    assert other["weights"] == "awq-int4" and other["taken_bytes_per_gpu"]["weights"] \
+        < stored["taken_bytes_per_gpu"]["weights"]
+
+
+def test_fp8_names_the_checkpoint_only_where_the_fp8_method_loads_it_as_stored() -> None:
+    """names_stored_checkpoint: DeepSeek-V3's fp8-block under vLLM, SGLang or no engine named;
+    not a 16-bit checkpoint (fp8 quantizes it on load), not another format or width, not an
+    engine without the method (TensorRT-LLM quantizes beforehand)."""
+    from ridgeline.deployment import Deployment
+    from ridgeline.engine_quantization import names_stored_checkpoint
+    from ridgeline.hardware import resolve_accelerator
+
+    deepseek = resolve_model("deepseek-v3")
+    assert all(names_stored_checkpoint(w, deepseek, e) for w in ("fp8", "FP8", "e4m3")
+               for e in (None, "vllm", "sglang"))
+    assert not any(names_stored_checkpoint(w, deepseek) for w in ("int8", "awq-int4", "bf16",
+                                                                  "auto", "nvfp4"))
+    assert not names_stored_checkpoint("fp8", deepseek, "trtllm")
+    assert not names_stored_checkpoint("fp8", resolve_model("llama-3.1-8b"))
+    h200 = resolve_accelerator("h200")
+    as_fp8 = Deployment.build(deepseek, h200, "fp8", None, 8)
+    assert as_fp8.weights == Deployment.build(deepseek, h200, None, None, 8).weights
+    assert as_fp8.weights.label == "as stored"
 
 
 def test_a_method_ridgeline_has_no_format_for_is_refused_naming_the_ones_it_reads(

@@ -110,3 +110,83 @@ def test_allow_long_max_model_len_is_the_advice_made_actionable(
                                   "--vllm-allow-long-max-model-len", "1")
     assert "0 or 1" in refused(capsys, *FIT[:1], "qwen3-8b", *FIT[1:],
                                "--vllm-allow-long-max-model-len", "yes")
+
+
+# one deployment each command sizes past Qwen3-32B's 40,960 positions, at 50,000 tokens
+PAST = {
+    "fit": ("fit", "qwen3-32b", "--gpu", "a100-sxm-40gb", "--num-gpus", "4",
+            "--max-model-len", "50000"),
+    "decode": ("decode", "qwen3-32b", "--gpu", "a100-sxm-40gb", "--num-gpus", "4",
+               "--batch", "1", "--context", "50000"),
+    "prefill": ("prefill", "qwen3-32b", "--gpu", "a100-sxm-40gb", "--num-gpus", "4",
+                "--prompt-len", "50000"),
+    "simulate": ("simulate", "qwen3-32b", "--gpu", "a100-sxm-40gb", "--num-gpus", "4",
+                 "--max-model-len", "50000", "--rate", "1", "--num-requests", "4"),
+    "utilization": ("utilization", "--model", "qwen3-32b", "--gpu", "a100-sxm-40gb",
+                    "--num-gpus", "4", "--running", "1", "--context", "50000"),
+    "amdahl": ("amdahl", "--model", "qwen3-32b", "--gpu", "a100-sxm-40gb", "--num-gpus", "4",
+               "--context", "50000", "--speedup", "2"),
+}
+
+
+def command_flags(command: str) -> set[str]:
+    """Every option string ``command``'s parser takes."""
+    import argparse
+
+    from ridgeline.cli import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {o for action in sub.choices[command]._actions for o in action.option_strings}
+
+
+@pytest.mark.parametrize("command", sorted(PAST))
+def test_a_refusal_past_the_positions_advises_only_flags_its_command_takes(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """utilization's refusal had advised --vllm-allow-long-max-model-len, which it refused as
+    `decode`'s, `prefill`'s, `fit`'s and `simulate`'s; amdahl's alike. Every flag the refusal
+    names, but the engine's own it says the engine refuses, is one the command takes, and
+    each advised way out, given, is taken."""
+    import re
+
+    _, out, err = run_cli(capsys, *PAST[command])
+    said = out + err
+    assert "40,960 positions" in said
+    advised = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", said)) - set(
+        re.findall(r"refuses (--[a-z][a-z0-9-]+)", said))
+    assert {"--hf-overrides", "--vllm-allow-long-max-model-len"} <= advised
+    assert advised <= command_flags(command), advised - command_flags(command)
+    for way_out in (("--hf-overrides", json.dumps({"rope_scaling": YARN})),
+                    ("--vllm-allow-long-max-model-len", "1")):
+        _, out, err = run_cli(capsys, *PAST[command], *way_out)
+        assert "40,960 positions (max_position_embeddings); --hf" not in out + err
+
+
+def test_utilization_reads_a_yarn_deployment_as_fit_sizes_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-32B served at 131,072 with its card's YaRN: utilization had no way to read a
+    request of 50,000 tokens on it."""
+    override = ("--hf-overrides", json.dumps({"rope_scaling": YARN}))
+    running = cli_json(capsys, *PAST["utilization"], *override)
+    sized = cli_json(capsys, *PAST["fit"], *override)
+    assert running["refusal"] is None and running["conversations"] == sized["conversations"] > 0
+    assert "give --model" in refused(capsys, "utilization", "--gpu", "h100", "--running", "1",
+                                     *override)
+
+
+def test_a_refusal_past_the_positions_names_the_cards_yarn_before_the_unsafe_override(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3's card ('Processing Long Texts') documents YaRN, factor 4 over 32,768, for 131,072
+    tokens: the refusal names that override, pasteable, ahead of VLLM_ALLOW_LONG_MAX_MODEL_LEN;
+    a model whose card documents none, or a length past what it reaches, gets the latter
+    alone."""
+    import re
+
+    refusal = answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:])["refusal"]
+    pasted = re.search(r"--hf-overrides '([^']+)'", refusal)
+    assert pasted and refusal.index("--hf-overrides") < refusal.index("VLLM_ALLOW_LONG")
+    served = answer(capsys, *FIT[:1], "qwen3-8b", *FIT[1:], "--hf-overrides", pasted[1])
+    assert served["refusal"] is None and served["conversations"] > 0
+    for model, length in (("qwen3-8b", "200000"), ("llama-3.1-8b", "200000")):
+        refusal = answer(capsys, "fit", model, "--gpu", "h100", "--max-model-len",
+                         length)["refusal"]
+        assert "VLLM_ALLOW_LONG" in refusal and "--hf-overrides" not in refusal

@@ -306,10 +306,15 @@ def context_refusal(dep: Deployment, context: int) -> str:
     # trtllm-serve's --max_seq_len), and ridgeline's, which the user changes, where they differ
     flag = engine_defaults(dep.engine).get("cli", {}).get("max_len", "--max-model-len")
     ours = "" if flag == "--max-model-len" else " (ridgeline's --max-model-len)"
+    # a rope scaling the model's card documents first (Qwen3's YaRN), then the unsafe override
+    from ridgeline.vllm_rope import card_rope_advice
+
+    card = card_rope_advice(dep.model, context) if dep.engine == "vllm" else ""
     return (f"{dep.engine} refuses {flag} {context:,}{ours}, past {dep.model.name}'s "
-            f"{limit or 0:,} positions ({label})"
-            + ("; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (--vllm-allow-long-max-model-len 1) "
-               "overrides it, for a model not trained that long" if dep.engine == "vllm" else
+            f"{limit or 0:,} positions ({label})" + (f"; {card}" if card else "")
+            + (f"; {'else ' if card else ''}VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+               "(--vllm-allow-long-max-model-len 1) overrides it, for a model not trained that "
+               "long" if dep.engine == "vllm" else
                "; SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 lets --context-length past it"
                if dep.engine == "sglang" else ""))
 

@@ -104,6 +104,10 @@ class ModelEntry:
     reference_source: str | None = None
     card_active_convention: str = "with-embedding"
     variants: tuple[ModelVariant, ...] = ()
+    # the rope_scaling block the card documents past the native context (Qwen3's YaRN), as
+    # (key, value) pairs, and where the card says so
+    card_rope_scaling: tuple[tuple[str, Any], ...] = ()
+    card_rope_source: str | None = None
 
     @property
     def hf_ids(self) -> tuple[str, ...]:
@@ -152,7 +156,9 @@ def unbundled_repo(name: str) -> UnbundledRepo | None:
 @lru_cache(maxsize=1)
 def model_entries() -> tuple[ModelEntry, ...]:
     return tuple(ModelEntry(**{**row, "variants": tuple(ModelVariant(**v) for v in
-                                                        row.get("variants", ()))})
+                                                        row.get("variants", ())),
+                               "card_rope_scaling": tuple(
+                                   row.get("card_rope_scaling", {}).items())})
                  for row in load_data("models/index.json")["models"])
 
 

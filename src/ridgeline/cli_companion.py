@@ -94,7 +94,8 @@ def cmd_amdahl(args: argparse.Namespace) -> LinesReport:
                              "pass one")
         stray = [f"--{name.replace('_', '-')}" for name in (
             "gpu", "num_gpus", "weights", "kv_dtype", "engine", "profile", "op", "batch",
-            "context") if getattr(args, name) is not None] + (["--fetch"] if args.fetch else [])
+            "context", "hf_overrides", "vllm_allow_long_max_model_len")
+            if getattr(args, name) is not None] + (["--fetch"] if args.fetch else [])
         if stray:
             verb = "applies" if len(stray) == 1 else "apply"
             raise InputError(f"{', '.join(stray)} {verb} only with --model (the share from a "
@@ -579,6 +580,7 @@ def add_companion_commands(
     typed: Callable[[Callable[[str], Any]], Callable[[str], Any]],
 ) -> None:
     from ridgeline.cli_engine import engine_flag, engine_version_flag
+    from ridgeline.cli_offload import vllm_context_flags
     from ridgeline.cli_types import (
         MAX_BATCH,
         _engine_name,
@@ -630,6 +632,7 @@ def add_companion_commands(
                    help="with --model: weight format (default: as stored)")
     p.add_argument("--kv-dtype", type=typed(_kv_name),
                    help="with --model: KV-cache dtype (default: the model's dtype, as decode's)")
+    vllm_context_flags(p)  # with --model: a --context past its positions, as decode serves it
     output(p)
     p.set_defaults(handler=cmd_amdahl)
 

@@ -97,6 +97,12 @@ def _rope(p: argparse.ArgumentParser) -> None:
                    "float, bool, str): ARCH.context_length=int:N sets n_ctx_train, the slot "
                    "cap (llama.context_length for Llama and Mistral); other keys are carried "
                    "to the start line, not modelled")
+    vllm_context_flags(p)
+
+
+def vllm_context_flags(p: argparse.ArgumentParser) -> None:
+    """vLLM's rope override and its long-context switch: the context a deployment is served
+    at past max_position_embeddings (fit, decode, prefill, simulate, utilization, amdahl)."""
     v = p.add_argument_group("vLLM context length")
     v.add_argument("--hf-overrides", metavar="JSON",
                    help="vLLM: its rope keys (rope_parameters or rope_scaling, rope_theta) set "

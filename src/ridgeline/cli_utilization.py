@@ -9,6 +9,7 @@ from typing import Any
 from ridgeline.cli import _formats, _gpu, _output, _pipeline, data_parallel_flags
 from ridgeline.cli_engine import ENGINE_DEFAULT, ENGINE_NAMES, decode_context_flag, engine_flag
 from ridgeline.cli_load import load_accelerator, load_deployment
+from ridgeline.cli_offload import vllm_context_flags
 from ridgeline.cli_roofline import _element_bytes, _matmul_dtype
 from ridgeline.cli_types import DEFAULT_CONTEXT_TOKENS, _count, _not_empty, _positive_count
 from ridgeline.errors import InputError
@@ -34,6 +35,10 @@ def cmd_utilization(args: argparse.Namespace) -> Any:
                          "layer stages: give --model")
     if dep is None and (args.kv_dtype or args.context):
         raise InputError("--kv-dtype and --context size a model's KV pool: give --model")
+    if dep is None and (args.hf_overrides is not None
+                        or args.vllm_allow_long_max_model_len is not None):
+        raise InputError("--hf-overrides and --vllm-allow-long-max-model-len set the context "
+                         "a model is served at: give --model")
     if dep is None and (args.decode_context_parallel_size or args.expert_parallel
                         or args.expert_parallel_size or args.data_parallel_size
                         or args.enable_dp_attention):
@@ -86,6 +91,7 @@ def register(sub: Any) -> None:
                 f"gauge the advice names ({ENGINE_DEFAULT}): {ENGINE_NAMES}")
     data_parallel_flags(p)  # the deployment fit and decode size, as fit's launch line says it
     decode_context_flag(p)
+    vllm_context_flags(p)  # a context past the model's positions, as fit and decode serve it
     _formats(p)
     _output(p)
     p.set_defaults(handler=cmd_utilization)

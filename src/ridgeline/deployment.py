@@ -17,7 +17,12 @@ from ridgeline.engine_platforms import (
     vllm_free_engine,
     weights_platform_problem,
 )
-from ridgeline.engine_quantization import loaded_as_stored, method_weights
+from ridgeline.engine_quantization import (
+    engine_method,
+    loaded_as_stored,
+    method_weights,
+    names_stored_checkpoint,
+)
 from ridgeline.engines import ENGINES, engine_id, llamacpp_build
 from ridgeline.errors import InputError, wrong_kind
 from ridgeline.hardware import Accelerator, engine_devices
@@ -313,6 +318,10 @@ class Deployment:
         if quantization is not None:
             weights = method_weights(quantization, weights, model, accelerator,
                                      engine if named else None, engine_version)
+        if weights is not None and names_stored_checkpoint(
+                weights, model, engine if named else None) and (
+                quantization is None or engine_method(quantization).serves_as_stored(model)):
+            weights = "auto"  # fp8 on an FP8 checkpoint: the engine loads it as it is stored
         if named and weights is None and engine.startswith("llama.cpp"):
             weights = llamacpp_weights(model)  # gpt-oss: its GGUF, not the safetensors
         no_kernel = flash_attention_unsupported(model, engine) if named else ""

@@ -29,6 +29,7 @@ from ridgeline.precision import (
     experts_mix_problem,
     is_stored_format,
     weight_format,
+    weight_formats,
     weight_mixes,
 )
 
@@ -148,6 +149,26 @@ def method_weights(method: str, weights: str | None, spec: ModelSpec, acc: Accel
     if weights:  # a checkpoint quantized with the method, stored in that format
         return method_with_weights(method, weights)
     return quantized_weights(method, spec, engine)
+
+
+def names_stored_checkpoint(weights: str, spec: ModelSpec, engine: str | None = None) -> bool:
+    """Whether --weights ``weights`` names ``spec``'s checkpoint as stored: the format a
+    method of ``engine``'s (None: vLLM's or SGLang's) quantizes a 16-bit checkpoint to on
+    load, where that method loads this checkpoint as it is instead, at the same width. vLLM's
+    Fp8Config.from_config reads an FP8 checkpoint's quant_method and weight_block_size
+    (vllm/model_executor/layers/quantization/fp8.py) and loads its weights with their own
+    scales, re-quantizing none: DeepSeek-V3 (fp8-block, quant_method fp8) at --weights fp8 is
+    the checkpoint, 8.002 bits a weight, not a per-tensor one at 8.0. A name of another width
+    (bnb-nf4 on a bnb-int8 checkpoint), or one only a checkpoint of its own holds (awq-int4),
+    sizes that other checkpoint."""
+    stored = set(spec.stored_format_map.values())
+    if not stored or is_stored_format(weights) or normalise(weights) in weight_mixes():
+        return False
+    named, formats = weight_format(weights), weight_formats()
+    width = int(named.bits_per_weight)
+    return all(s in formats and int(formats[s].bits_per_weight) == width for s in stored) \
+        and any(m.online and m.format == named.id and m.serves_as_stored(spec)
+                and (engine is None or engine in m.engines) for m in engine_methods().values())
 
 
 def loaded_as_stored(method: str | None, weights: str | None) -> bool:

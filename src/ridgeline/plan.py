@@ -437,7 +437,7 @@ def _plan(model: ModelSpec, load: Load, slo: Slo, gpus: Sequence[str], max_gpus:
         constraints.switch_problem(model, engine, engine_version)  # the switches vLLM refuses
     if release:
         raise InputError(release)
-    constraints = constraints.for_model([fmt for _, fmt in model.stored_formats])
+    constraints = constraints.for_model(model, engine)
     constraints.check(weight_choices(model), kv_choices(model, engine), limit or 0, model.name)
     prices = dict(prices or {})
     table: dict[str, float | None] = {}

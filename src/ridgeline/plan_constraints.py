@@ -117,14 +117,19 @@ class PlanConstraints:
         return chunked_env_caution(model, vllm_accounting(version).version,
                                    self.allow_chunked_local_attn_hybrid)
 
-    def for_model(self, stored_formats: Sequence[str]) -> PlanConstraints:
-        """The constraints with a quantized checkpoint's own formats (gpt-oss-120b's mxfp4)
+    def for_model(self, model: ModelSpec, engine: str | None = None) -> PlanConstraints:
+        """The constraints with a quantized checkpoint's own formats (gpt-oss-120b's mxfp4),
+        and the name ``engine``'s --quantization gives them where it loads the checkpoint as
+        stored (DeepSeek-V3's fp8-block as fp8: engine_quantization.names_stored_checkpoint),
         named as plan names serving it: as stored."""
-        if not stored_formats:
+        from ridgeline.engine_quantization import names_stored_checkpoint
+
+        stored = {_weights_id(fmt) for _, fmt in model.stored_formats}
+        if not stored:
             return self
-        stored = {_weights_id(f) for f in stored_formats}
         return replace(self, weights=tuple(dict.fromkeys(
-            STORED if w in stored else w for w in self.weights)))
+            STORED if w in stored or (w != STORED and names_stored_checkpoint(w, model, engine))
+            else w for w in self.weights)))
 
     def admits_formats(self, weights: str, kv: str) -> bool:
         """Whether a candidate of ``weights`` and ``kv`` (plan's names, a card's fp16 for bf16
@@ -179,10 +184,12 @@ class PlanConstraints:
                                       ("--kv-dtype", self.kv_dtypes, kvs)):
             missing = [a for a in asked if a not in searched]
             if missing:
+                # each as the flag takes it: "as stored" is --weights auto
+                typed = " or ".join(sorted("auto" if s == STORED else s for s in searched))
                 raise InputError(f"plan {flag} {','.join(missing)}: plan searches "
                                  f"{', '.join(sorted(searched))} for {model_name}; give "
-                                 f"those, or size it with `ridgeline fit {flag} "
-                                 f"{missing[0]}`")
+                                 f"{flag} {typed} (or leave it out), or size {missing[0]} "
+                                 f"with `ridgeline fit {flag} {missing[0]}`")
         if context and self.min_context > context:
             raise InputError(f"--min-context {self.min_context:,} is past {model_name}'s "
                              f"{context:,}-token context")

@@ -19,6 +19,7 @@ refused by name.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +33,7 @@ from ridgeline.model import ModelSpec
 ROPE_BLOCKS = ("rope_parameters", "rope_scaling")
 ROPE_KEYS = (*ROPE_BLOCKS, "rope_theta")
 HF_OVERRIDES = "--hf-overrides"
+ROPE_NAMES = {"yarn": "YaRN"}  # a rope_type as its paper spells it, for a message
 ROPE_SCALING = "--rope-scaling"
 EXAMPLE = '{"rope_parameters": {"rope_type": "yarn", "factor": 4.0, …}}'  # the docs' form
 # the first release without vLLM's --rope-scaling: PR #28006 ('Remove deprecated
@@ -84,6 +86,28 @@ def with_launch_rope(spec: ModelSpec, block: dict[str, Any], flag: str) -> Model
     found = read_rope_scaling(block, flag, spec.max_position_embeddings,
                               key="its rope block")
     return replace(spec, rope_scaling=found)
+
+
+def card_rope_advice(spec: ModelSpec, context: int) -> str:
+    """The --hf-overrides that lets vLLM serve ``context`` tokens with the rope scaling
+    ``spec``'s model card documents (the catalog's card_rope_scaling: Qwen3-32B's YaRN, factor
+    4 over 32,768, serves 131,072 where its 40,960 positions refuse 50,000), or "" where the
+    card documents none, the launch's own scaling already reaches as far, or the card's does
+    not reach ``context``."""
+    from ridgeline.catalog import catalog_model_id, model_entry
+    from ridgeline.context_length import served_positions
+
+    model_id = catalog_model_id(spec.name)
+    block = dict(model_entry(model_id).card_rope_scaling) if model_id else {}
+    if not block:
+        return ""
+    scaled = served_positions(with_launch_rope(spec, block, HF_OVERRIDES), "vllm") or 0
+    if scaled < context or scaled <= (served_positions(spec, "vllm") or 0):
+        return ""
+    override = json.dumps({"rope_scaling": block}, separators=(",", ":"))
+    kind = str(block.get("rope_type", block.get("type", "rope")))
+    return (f"{HF_OVERRIDES} '{override}' (the {ROPE_NAMES.get(kind, kind)} scaling "
+            f"{spec.name}'s model card documents, to {scaled:,} positions) serves it")
 
 
 def launch_rope_model(spec: ModelSpec, hf_overrides: str | None, rope_scaling: str | None,
