@@ -107,3 +107,26 @@ def test_the_seats_lever_at_a_short_context_is_the_most_seats_all_held(
     assert main([*base, "--max-num-seqs", str(seats + 1)]) == 0
     more = json.loads(capsys.readouterr().out)
     assert more["conversations"] < seats + 1  # one more seat is no longer all held
+
+
+def test_a_data_parallel_seats_lever_gives_each_ranks_flag_that_the_pools_hold(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on 8 H200s, DP8 with expert parallelism, at 4,096 tokens with
+    --max-num-seqs 16: the flag is each rank's, so the lever's value × 8 must be held when
+    fit runs with it (not the pool's all-rank count as a rank's value), and a target past the
+    seats is met only with values from its share of a rank to the lever's."""
+    argv = ["fit", "deepseek-v3", "--gpu", "h200", "-dp", "8", "--enable-expert-parallel",
+            "--max-model-len", "4096", "--json"]
+
+    def run(*extra: str) -> dict:
+        assert main([*argv, *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    capped = run("--max-num-seqs", "16", "--target-concurrency", "200")
+    [lever] = [v for v in capped["levers"] if v["name"].startswith("--max-num-seqs")]
+    each = int(lever["name"].split()[-1].replace(",", ""))
+    raised = run("--max-num-seqs", str(each))
+    assert raised["engine_max_batch"] == each * 8 <= raised["conversations"]
+    assert capped["target_met"] is False
+    assert capped["target_met_with"] == {"flag": "--max-num-seqs", "min_value": -(-200 // 8),
+                                         "max_value": each}

@@ -190,4 +190,5 @@ def test_fits_fp8_weights_lever_is_quantized_on_load_with_its_peak(
     _, new, _ = run_cli(capsys, *argv)
     assert "  fp8 weights " not in old and "  fp8 weights " in new
     _, stored, _ = run_cli(capsys, *argv, "--weights", "fp8")
-    assert "(a different checkpoint; this one is fp8)" in stored
+    assert ("(a different checkpoint; this one is bf16 in the catalog, sized as stored in fp8 "
+            "by --weights fp8)") in stored

@@ -89,10 +89,12 @@ def test_a_16_bit_checkpoint_served_as_fp8_needs_another_checkpoint_for_int4(
     smaller = lever["name"].split()[0]
     assert smaller == SMALLER_WEIGHTS["fp8"] and smaller not in ON_LOAD_WEIGHTS
     checkpoint = weight_plan(resolve_model("llama-3.1-70b")).label
-    assert lever["name"].endswith(f"(a different checkpoint; this one is {checkpoint}, served "
-                                  "as fp8)")
+    assert lever["name"].endswith(f"(a different checkpoint; this one is {checkpoint}, "
+                                  "quantized to fp8 on load)")
     (stored,) = weight_levers(answer(capsys, "fit", *args, "--weights", "fp8"))
-    assert stored["name"].endswith("(a different checkpoint; this one is fp8)")
+    # the catalog's checkpoint is 16-bit; --weights fp8 sizes one stored in fp8
+    assert stored["name"].endswith(f"(a different checkpoint; this one is {checkpoint} in the "
+                                   "catalog, sized as stored in fp8 by --weights fp8)")
     assert stored["conversations"] == lever["conversations"]
     # unserved at fp8, the same checkpoint's lever is the flag, quantized on load
     bf16 = answer(capsys, "fit", *args)

@@ -86,10 +86,11 @@ def test_a_target_that_is_met_is_named_in_the_headline(
     head = run_cli(capsys, *argv, "--target-concurrency", str(held + 1))[1].splitlines()[0]
     assert head.startswith("DOES NOT FIT") and "met" not in head
     assert f"against a target of {held + 1:,}" in head
-    head = run_cli(capsys, *argv, "--target-concurrency", "32",
-                   "--max-num-seqs", "16")[1].splitlines()[0]
-    assert "(target 32 held, but --max-num-seqs 16 runs 16 at once; " in head
-    assert " met" not in head
+    seated = [*argv, "--target-concurrency", "32", "--max-num-seqs", "16"]
+    head = run_cli(capsys, *seated)[1].splitlines()[0]
+    held = json.loads(run_cli(capsys, *seated, "--json")[1])["conversations"]
+    assert f": 16 at once (max_num_seqs 16); the pool holds {held:,} conversations" in head
+    assert "; target 32 met only with --max-num-seqs " in head and "held" not in head
     assert "target" not in run_cli(capsys, *argv)[1].splitlines()[0]
 
 
@@ -124,9 +125,47 @@ def test_seats_short_of_a_held_target_fit_and_name_the_seats_lever(
     name, batch = next(iter(raised.items()))
     seats = name.split(f"{flag} ")[1].split()[0]
     head = run_cli(capsys, *base)[1].splitlines()[0]
-    assert (f"(target 8 held, but {flag} {run['engine_max_batch']} runs "
-            f"{run['engine_max_batch']} at once; {flag} {seats} runs {batch}") in head
+    # not "held": the target is met only with the seats lever, named in the verdict itself
+    said = f"{flag} 8" + (f" to {seats}" if int(seats.replace(",", "")) > 8 else "")
+    assert f"; target 8 met only with {said}; " in head
+    assert "held" not in head and f"{run['engine_max_batch']} at once" in head
     assert batch >= 8 and not head.startswith("DOES NOT FIT")
+    assert run["target_met"] is False and run["seats_bind"]
+    assert run["target_met_with"] == {"flag": flag, "min_value": 8,
+                                      "max_value": int(seats.replace(",", ""))}
+
+
+def test_a_headline_leads_with_what_runs_at_once_where_the_seats_bind(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-32B on 4 A100-40GBs at 1,024 tokens: the pool holds 310, vLLM's max_num_seqs 256
+    runs 256, as decode and utilization say. The headline leads with the 256 and its seats,
+    then the pool; the ridge is judged at that batch. A target of 300 is met only with the
+    seats lever, which the headline names as the condition and --json gives."""
+    argv = ["fit", "qwen3-32b", "--gpu", "a100-sxm-40gb", "--num-gpus", "4",
+            "--max-model-len", "1024"]
+    run = json.loads(run_cli(capsys, *argv, "--json")[1])
+    batch, held = run["engine_max_batch"], run["conversations"]
+    assert batch == run["max_num_seqs"] < held and run["seats_bind"]
+    assert run["target_met"] is None and run["target_met_with"] is None
+    head = run_cli(capsys, *argv)[1].splitlines()[0]
+    assert head.startswith(f"{run['verdict']}: {batch:,} at once (max_num_seqs {batch:,}); "
+                           f"the pool holds {held:,} conversations of 1,024 tokens; ")
+    assert f"at a batch of {batch:,}," in head and run["stage_batch"] == batch
+    target = (batch + held) // 2  # the pool holds it, the seats run fewer
+    aimed = json.loads(run_cli(capsys, *argv, "--target-concurrency", str(target),
+                               "--json")[1])
+    seats = aimed["target_met_with"]
+    assert aimed["target_met"] is False and seats["min_value"] == target < seats["max_value"]
+    head = run_cli(capsys, *argv, "--target-concurrency", str(target))[1].splitlines()[0]
+    assert (f"the pool holds {held:,} conversations of 1,024 tokens; target {target:,} met "
+            f"only with --max-num-seqs {target:,} to {seats['max_value']:,}; ") in head
+    assert "held" not in head
+    for value in (seats["min_value"], seats["max_value"]):  # each end of the range runs it
+        raised = json.loads(run_cli(capsys, *argv, "--target-concurrency", str(target),
+                                    "--max-num-seqs", str(value), "--json")[1])
+        assert raised["target_met"] is True and raised["engine_max_batch"] >= target
+    met = json.loads(run_cli(capsys, *argv, "--target-concurrency", str(batch), "--json")[1])
+    assert met["target_met"] is True and met["target_met_with"] is None
 
 
 def test_the_side_by_side_table_names_a_met_target_as_the_headline_does(
@@ -152,9 +191,18 @@ def test_the_side_by_side_table_names_a_met_target_as_the_headline_does(
     assert headline("h200") == " (target 32 met)"
     rows = verdicts("--max-num-seqs", "16")
     for gpu in ("h100", "h200"):
-        said = headline(gpu, "--max-num-seqs", "16")
-        assert "held, but --max-num-seqs 16 runs 16 at once" in said
-        assert rows[f"2 x {gpu}-sxm"].endswith(f"fits, under the ridge{said}")
+        run = json.loads(run_cli(capsys, *argv, "--gpu", gpu, "--max-num-seqs", "16",
+                                 "--json")[1])
+        most = run["target_met_with"]["max_value"]
+        batch = next(lv["engine_max_batch"] for lv in run["levers"]
+                     if lv["name"] == f"--max-num-seqs {most:,}")
+        # the table: not met as launched, with the lever the headline names as its condition
+        assert rows[f"2 x {gpu}-sxm"].endswith(
+            "fits, under the ridge (target 32 not met as launched: --max-num-seqs 16 runs 16 "
+            f"at once; --max-num-seqs {most:,} runs {batch:,})")
+        head = run_cli(capsys, *argv, "--gpu", gpu, "--max-num-seqs", "16")[1].splitlines()[0]
+        said = "--max-num-seqs 32" + (f" to {most:,}" if most > 32 else "")
+        assert f"; target 32 met only with {said}; " in head
 
 
 def test_no_gpu_count_holds_one_conversation_says_one_conversation(
@@ -454,10 +502,10 @@ def test_a_headline_past_the_weights_ridge_names_what_keeps_the_step_on_memory(
                            "--engine-version", "0.32")
     head = out.splitlines()[0]
     assert code == 0 and head == (
-        "clears the ridge: 346 conversations of 2,000 tokens; the weights' matmuls clear the "
-        "ridge (209) at a batch of 256, but the step stays memory-bound there: the KV cache "
-        "reads, private to each conversation, add 7.0 ms (31.4 ms memory vs 30.7 ms "
-        "arithmetic; caution below)")
+        "clears the ridge: 256 at once (max_num_seqs 256); the pool holds 346 conversations "
+        "of 2,000 tokens; the weights' matmuls clear the ridge (209) at a batch of 256, but "
+        "the step stays memory-bound there: the KV cache reads, private to each conversation, "
+        "add 7.0 ms (31.4 ms memory vs 30.7 ms arithmetic; caution below)")
     kv = re.search(r"read ([\d.]+) GB of KV cache beside", out)
     assert kv, out
     bandwidth = resolve_accelerator("a10").memory_bandwidth_bytes_per_s

@@ -355,10 +355,30 @@ def test_fits_json_and_advice_say_what_a_gpu_and_the_flag_count_on_an_mi250x(
     assert data["vllm_advice"]["kv_cache_memory_bytes_device"] == int(advice[1])
     assert advice[1] < board.total_bytes / dies
     text = run_cli(capsys, *args)[1]
-    assert f"({advice[1] / GIB:,.2f} GiB) fills the die" in text
+    (line,) = [x for x in text.splitlines() if x.startswith("vLLM's start-up advice")]
+    assert f"({advice[1] / GIB:,.2f} GiB) " in line and "fills the die" in line
     h100 = json.loads(run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--json")[1])
     assert h100["runtime_devices_per_gpu"] == 1
     assert "fills the card" in run_cli(capsys, "fit", "llama-3.1-8b", "--gpu", "h100")[1]
+
+
+def test_vllms_start_up_advice_says_one_figure_once_where_its_two_agree(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """At 0.34's gpu_memory_utilization 1.0 the memory requested is the card, so vLLM's two
+    --kv-cache-memory-bytes figures are one: said once. At 0.9 they differ: both said."""
+    from tests.conftest import run_cli
+
+    args = ("fit", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192")
+    for extra, same in (((), True), (("--gpu-memory-utilization", "0.9"), False)):
+        advice = json.loads(run_cli(capsys, *args, *extra, "--json")[1])["vllm_advice"]
+        asked, card = advice["kv_cache_memory_bytes_requested"], \
+            advice["kv_cache_memory_bytes_device"]
+        assert (asked == card) is same
+        (line,) = [x for x in run_cli(capsys, *args, *extra)[1].splitlines()
+                   if x.startswith("vLLM's start-up advice")]
+        assert str(asked) in line and str(card) in line and "fills the card" in line
+        assert line.count(str(card)) == 1
+        assert ("fits the memory requested and fills the card" in line) is same
 
 
 def test_cpu_offload_on_an_mi250x_is_the_flags_gib_on_each_die(

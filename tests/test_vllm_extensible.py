@@ -147,6 +147,28 @@ def test_fit_names_the_term_and_cautions_its_calibration(
     assert "kept free after warm-up" in out and "extensible KV cache" in out
 
 
+def test_the_033_caution_at_no_conversation_says_vllm_would_refuse_to_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma-3-27B on one H100 at 131,072 tokens: 0.34's extensible cache holds one, 0.33's
+    rules none, which is no slow service but a refusal at start-up: the caution says so with
+    the blocks that run's own start-up check asks of its pool; where 0.33's rules hold some
+    (8,192 tokens), no such words."""
+    argv = ("fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "131072")
+    out = run_cli(capsys, *argv)[1]
+    (caution,) = [line for line in out.splitlines() if "extensible KV cache is unchecked" in line]
+    older = json.loads(run_cli(capsys, *argv, "--no-enable-extensible-kv-cache", "--json")[1])
+    check = older["start_up_check"]
+    assert older["conversations"] == 0 and not check["starts"]
+    v033 = json.loads(run_cli(capsys, *argv, "--engine-version", "0.33", "--json")[1])
+    assert v033["conversations"] == 0 and not v033["start_up_check"]["starts"]
+    assert caution.endswith(
+        "0 conversations of 131,072 tokens: under them vLLM 0.33 would refuse to start at "
+        "131,072 tokens, its pool short of one such request "
+        f"({check['blocks_asked']:,} blocks asked of its {check['pool_blocks']:,})")
+    short = run_cli(capsys, "fit", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "8192")[1]
+    assert "extensible KV cache is unchecked" in short and "refuse to start" not in short
+
+
 def test_a_comparison_says_the_caution_once_with_each_cards_profiled_figures(
         capsys: pytest.CaptureFixture[str]) -> None:
     """fit across cards: one line, 'caution (each)', naming each card's pool and conversations

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import engine_seat_limit
+from ridgeline.capacity import engine_seat_limit, refuses_to_start
 from ridgeline.chunked_prefill import whole_context_reason
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.datafiles import engine_defaults
@@ -32,6 +32,7 @@ from ridgeline.vllm_mla_cache import per_head_caution
 from ridgeline.vllm_pool import indexer_eager_shortfall, served_length
 
 if TYPE_CHECKING:
+    from ridgeline.kvpool import KVPool
     from ridgeline.reports.fit import FitReport
 
 NON_CUDA_VENDORS = ("google", "intel")  # TPU (JAX/XLA) and Gaudi backends: no CUDA graphs
@@ -260,10 +261,39 @@ def profiled_range_caution(r: FitReport) -> str:
 
     d, p = r.deployment, r.pool
     profiled = kv_pool(d, profiled_settings(r.settings))
-    return extensible_caution(p.accounting.version if p.accounting else "",
-                              profiled.pool_bytes / GIB,
-                              held_conversations(profiled, d, r.context), r.context,
-                              per_gpu(profiled))
+    held = held_conversations(profiled, d, r.context)
+    words = extensible_caution(p.accounting.version if p.accounting else "",
+                               profiled.pool_bytes / GIB, held, r.context, per_gpu(profiled))
+    return words + (profiled_refusal_words(r, profiled) if not held else "")
+
+
+def profiled_refusal_words(r: FitReport, profiled: KVPool) -> str:
+    """After the 0.33 figures where they hold no conversation: what vLLM does at start-up
+    with that pool, which is no slow service but none; the release before the extensible
+    cache (0.33) is sized at its own defaults too, as plan's caution sizes it, and named
+    where it refuses as well. Gemma-3-27B on one H100 at 131,072 tokens: 15.45 GiB, 3,164
+    blocks where one request asks 3,686, so vLLM 0.33 refuses to start."""
+    from dataclasses import replace
+
+    from ridgeline.errors import InputError
+    from ridgeline.memory import kv_pool
+    from ridgeline.plan_cautions import release_before
+    from ridgeline.vllm_extensible import extensible_rule
+
+    d = r.deployment
+    if not refuses_to_start(profiled, d, r.context):
+        return f": under them vLLM starts but runs no {r.context:,}-token conversation"
+    before = release_before(str(extensible_rule()["from"]))
+    try:  # the release before, at its own defaults (a setting it does not take: unnamed)
+        prior = kv_pool(d, replace(r.settings, engine_version=before, extensible_kv_cache=None,
+                                   gpu_memory_utilization=None))
+        who = f"vLLM {before}" if refuses_to_start(prior, d, r.context) else ""
+    except InputError:
+        who = ""
+    asked = profiled.request_blocks(r.context) if profiled.groups is not None else None
+    return (f": under them {who or 'vLLM'} would refuse to start at {r.context:,} tokens, "
+            "its pool short of one such request"
+            + (f" ({asked:,} blocks asked of its {profiled.blocks:,})" if asked else ""))
 
 
 def custom_card_caution(r: FitReport) -> str:

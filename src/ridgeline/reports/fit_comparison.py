@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ridgeline.explain import Step
 from ridgeline.render import table
+from ridgeline.reports.fit_target import target_words
 from ridgeline.reports.fit_terms import conversation_size
-from ridgeline.reports.fit_verdict import target_words
 from ridgeline.side_by_side import NotRun, not_run_dict, weights_by_engine
 from ridgeline.units import GIB, plural
 from ridgeline.vllm_extensible import profiled_split

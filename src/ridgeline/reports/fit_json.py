@@ -11,6 +11,7 @@ from ridgeline.reports.fit_levers import Lever, more_gpus
 from ridgeline.reports.fit_offload import host_bytes, host_cache, host_kv_share
 from ridgeline.reports.fit_ranks import ranks_dict
 from ridgeline.reports.fit_state import state_pool_dict
+from ridgeline.reports.fit_target import least_seats, seats_bind, target_met, target_met_with
 from ridgeline.reports.fit_terms import cache_all_on_host, host_cache_unbounded, is_llamacpp
 from ridgeline.reports.fit_verdict import DOES_NOT_FIT, VERDICT_CODES
 from ridgeline.reports.fit_weights import vision_bytes_in_pool
@@ -31,6 +32,7 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
     # the release whose rules sized the pool: vLLM's accounting names its own
     version = r.settings.engine_version if p.accounting is None else p.accounting.version
     more = more_gpus(r)
+    lever = target_met_with(r)
     out = {
         **identity_json(r.deployment, version),
         "admission_blocks": p.admission_blocks(r.context),
@@ -80,6 +82,16 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         # the batch it runs, min(conversations, max_num_seqs), under decode's, prefill's and
         # observe's name; --target-concurrency under its flag's name
         "max_num_seqs": p.max_num_seqs, "engine_max_batch": r.batch, "target_concurrency": r.target,
+        # the seats, not the pool, cap what runs at once (engine_max_batch < conversations):
+        # the text's headline then leads with engine_max_batch
+        "seats_bind": seats_bind(r),
+        # the target run at once as launched (null: no target); where the pool holds it but
+        # the seats run fewer, the flag's values that run it, from the target's seats to the
+        # most whose conversations all fit (each data-parallel rank's), the text's "met only
+        # with --max-num-seqs 300 to 309", else null; fits stays true there: a flag, not
+        # the memory, stands between the launch and the target
+        "target_met": target_met(r), "target_met_with": None if lever is None else {
+            "flag": lever.flag, "min_value": least_seats(r), "max_value": lever.seats},
         "batch_to_ridge": r.ridge_batch,
         # the verdict: whether the deployment fits, its code and its prose (fit_verdict)
         "fits": r.verdict != DOES_NOT_FIT, "verdict_code": VERDICT_CODES[r.verdict],

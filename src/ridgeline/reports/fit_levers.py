@@ -396,15 +396,18 @@ def _smaller_weights_lever(d: Deployment, context: int, s: EngineSettings, gguf:
     if weights_platform_problem(plan, d.accelerator, d.engine, True):
         return []
     name, this = f"{fmt} weights", ""
+    sixteen = weight_plan(d.model).label  # the catalog config's own 16-bit type
     if stored or gguf:  # no flag turns a quantized checkpoint into another format, nor
         # llama-server a GGUF file's tensor types: any other is another file (llama-quantize
         # writes one, from a 16-bit GGUF)
         this = stored or current
-    elif d.weights_stored and current != weight_plan(d.model).label:  # --weights fp8: a
-        this = current  # checkpoint stored in fp8, whose next format is another checkpoint
+    elif d.weights_stored and current != sixteen:  # --weights fp8 on a 16-bit config: a
+        # checkpoint stored in fp8 (cli --weights: no 16-bit load peak), whose next format is
+        # another checkpoint; the catalog's own is 16-bit, which the words say
+        this = f"{sixteen} in the catalog, sized as stored in {current} by --weights {current}"
     elif fmt not in ON_LOAD_WEIGHTS:  # a 16-bit checkpoint already quantized on load
         # (-q fp8): the next format is no flag either
-        this = f"{weight_plan(d.model).label}, served as {current}"
+        this = f"{sixteen}, quantized to {current} on load"
     if this:
         name += f" (a different {'GGUF file' if gguf else 'checkpoint'}; this one is {this})"
     # a different checkpoint loads as stored; the 16-bit one served smaller is quantized on
@@ -755,24 +758,29 @@ def _more_seats_lever(r: FitReport) -> list[tuple[str, Deployment, int, EngineSe
     sizes, TensorRT-LLM's engine buffers), so the conversations held fall as seats rise; the
     count is where the two cross, found by bisection between the seats it has and the
     conversations they leave (llama-3.1-8b on an H100 at 64 tokens: 5,558 seats, all of
-    them held, not the 4,673 that one step of seats := held gave). llama-server's slots have
-    their own lever."""
+    them held, not the 4,673 that one step of seats := held gave). Under data-parallel
+    attention the flag is each rank's, its seats × ranks held (DeepSeek-V3 on 8 H200s, DP8,
+    at 4,096 tokens with --max-num-seqs 16: 150 a rank, not the 1,128 all ranks hold).
+    llama-server's slots have their own lever."""
     from ridgeline.reports.utilization import seats_flag
 
     if is_llamacpp(r.pool) or r.batch >= r.conversations \
             or r.batch < engine_seat_limit(r.pool, r.deployment):
         return []
 
+    ranks = r.deployment.data_parallel_size  # the flag is each rank's, the pool every rank's
+
     def holds(seats: int) -> bool:
         s = replace(r.settings, max_num_seqs=seats, max_model_len=r.context)
         try:
             return held_conversations(kv_pool(r.deployment, s), r.deployment,
-                                      r.context) >= seats
+                                      r.context) >= seats * ranks
         except InputError:  # more seats than the engine starts with (vLLM: past its step's
             return False  # tokens, max_num_batched_tokens): that flag alone does not give them
 
-    seats = longest_holding(holds, r.batch, r.conversations)  # the batch's seats hold
-    if seats <= r.batch:
+    # the batch's seats hold
+    seats = longest_holding(holds, r.pool.max_num_seqs, r.conversations // ranks)
+    if seats <= r.pool.max_num_seqs:
         return []
     flag = seats_flag(r.deployment.engine).split("/")[0]
     return [(f"{flag} {seats:,}", r.deployment, r.context,

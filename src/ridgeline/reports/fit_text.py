@@ -148,9 +148,13 @@ def fit_text_lines(r: FitReport) -> list[str]:
     if r.advice is not None:
         fit_requested, fill_card = r.advice  # the flag is per device: a die of an MI250
         device = "card" if p.runtime_devices == 1 else "die"
+        # one figure where the two agree (gpu_memory_utilization 1.0 requests the card)
+        said = f"fits the memory requested and fills the {device}" \
+            if int(fit_requested) == int(fill_card) else \
+            (f"fits the memory requested, {int(fill_card)} ({fill_card / GIB:,.2f} GiB) "
+             f"fills the {device}")
         lines.append(f"vLLM's start-up advice: --kv-cache-memory-bytes {int(fit_requested)} "
-                     f"({fit_requested / GIB:,.2f} GiB) fits the memory requested, "
-                     f"{int(fill_card)} ({fill_card / GIB:,.2f} GiB) fills the {device}"
+                     f"({fit_requested / GIB:,.2f} GiB) {said}"
                      + (f" (each of the {p.runtime_devices} dies of a {d.accelerator.id} takes "
                         "the flag)" if p.runtime_devices > 1 else ""))
     if is_llamacpp(p) and r.batch:

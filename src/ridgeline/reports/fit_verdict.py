@@ -19,6 +19,12 @@ from ridgeline.reports.fit_state import (
     state_overrun,
     state_overrun_reason,
 )
+from ridgeline.reports.fit_target import (
+    seats_bind,
+    seats_first_words,
+    target_clause,
+    target_words,
+)
 from ridgeline.reports.fit_terms import cap_flag, host_cache_unbounded, is_llamacpp, per_gpu
 from ridgeline.roofline import first_whole_batch
 from ridgeline.sglang_hybrid import sglang_slots_per_request, sglang_state_ratio
@@ -48,12 +54,15 @@ def verdict_line(r: FitReport) -> str:
     headline = (f"{verdict}: {r.conversations:,} "
                 f"{plural(r.conversations, 'conversation')} of {r.context:,} "
                 f"{plural(r.context, 'token')}{target_words(r)}")
-    slots = r.verdict != DOES_NOT_FIT and is_llamacpp(p) and r.batch < r.conversations
+    if r.verdict != DOES_NOT_FIT and seats_bind(r) and not is_llamacpp(p):
+        # the seats bind: lead with what the launch runs at once, then what the pool holds
+        headline = f"{r.verdict}: {seats_first_words(r)}"
+    slots = r.verdict != DOES_NOT_FIT and is_llamacpp(p) and seats_bind(r)
     if slots:  # the slots bind: lead with what the printed llama-server command runs
         headline = (f"{r.verdict}: the memory holds {r.conversations:,} "
                     f"{plural(r.conversations, 'conversation')} of {r.context:,} "
-                    f"{plural(r.context, 'token')}{target_words(r)}, the llama-server command below runs "
-                    f"{r.batch:,} at once (-np {p.max_num_seqs:,})")
+                    f"{plural(r.context, 'token')}, the llama-server command below runs "
+                    f"{r.batch:,} at once (-np {p.max_num_seqs:,}){target_clause(r)}")
     if slots and host_cache_unbounded(p, d):  # -ngl 0, no --host-memory-gib: the RAM decides
         from ridgeline.llamacpp_pool import host_cache_bytes
 
@@ -328,44 +337,6 @@ def _against(r: FitReport) -> str:
     """' against a target of 32' where the user gave one; else nothing (the headline then
     says what fails without a target of one nobody set)."""
     return f" against a target of {r.target:,}" if r.target else ""
-
-
-def target_words(r: FitReport) -> str:
-    """' (target 32 met)' where a target was given and the deployment runs it at once (the
-    failing headline says ' against a target of 64'); where the memory holds it but the
-    seats run fewer at once, a tuning knob and not a DOES NOT FIT, the seats and what raising
-    them runs (the seats lever's own figures): ' (target 32 held, but --max-num-seqs 16 runs
-    16 at once; --max-num-seqs 32 runs 32)'; else nothing. fit's headline and its
-    side-by-side table both say it."""
-    if not r.target or r.verdict == DOES_NOT_FIT or r.searched:  # a search's line names it
-        return ""
-    if r.batch >= r.target:
-        return f" (target {r.target:,} met)"
-    return f" (target {r.target:,} held, but {_seats_short(r)})"
-
-
-def _seats_short(r: FitReport) -> str:
-    """The seats that run fewer than the target at once, and the lever that raises them:
-    '--max-num-seqs 16 runs 16 at once; --max-num-seqs 32 runs 32' (llama.cpp: '-np 2 runs 2
-    at once; -np 32 runs 32'); without that lever (more seats than the engine starts with),
-    the first half alone; where SGLang's state pool sets the seats, which its flag cannot
-    raise, that (the caution below says what does)."""
-    from ridgeline.capacity import engine_seat_limit
-    from ridgeline.reports.fit_cautions import state_capped_seats
-    from ridgeline.reports.utilization import seats_flag
-
-    flag = seats_flag(r.deployment.engine).split("/")[0]
-    seats = engine_seat_limit(r.pool, r.deployment)
-    if state_capped_seats(r):
-        return f"the state pool's slots run {r.batch:,} at once, which {flag} cannot raise"
-    said = f"{flag} {seats:,} runs {r.batch:,} at once"
-    raised = [lever for lever in r.levers if lever.seats > seats and lever.batch > r.batch
-              and lever.context == r.context
-              and (lever.name.startswith(f"{flag} ") or f"({flag} " in lever.name)]
-    if raised:
-        best = max(raised, key=lambda lever: lever.batch)
-        said += f"; {flag} {best.seats:,} runs {best.batch:,}"
-    return said
 
 
 def _overflow(p: KVPool) -> str:
