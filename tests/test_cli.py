@@ -1173,19 +1173,20 @@ def test_a_measurement_row_naming_llama_cpp_runs_its_cards_build() -> None:
     assert row_engine(row) == "llama.cpp-rocm"
 
 
-def test_decode_says_llamacpps_batch_needs_a_slot_per_sequence(
+def test_decode_runs_llamacpps_default_slots_as_fit_does_and_names_what_the_pool_holds(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """fit and observe run llama-server's default 4 slots; decode's larger batch is what the
-    cache holds given -np slots, and says so."""
+    """fit, observe and decode run llama-server's default 4 slots; decode names the larger
+    batch the cache holds given a slot per sequence, which --parallel N raises it to."""
     argv = ["llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp"]
     code, out, _ = run(capsys, "decode", *argv, "--context", "2000")
-    assert code == 0 and "given a slot each (-np; llama-server's default runs 4)" in out
     data = json.loads(run(capsys, "decode", *argv, "--context", "2000", "--json")[1])
     (pool,) = data["engine_max_batch"]
     assert pool["settings"] == "one slot per sequence (-np), --fit-target 1,024 MiB left free"
-    assert pool["engine_max_batch"] > 4
+    assert pool["conversations"] > 4
+    assert code == 0 and (f"capped by llama-server's default 4 slots (-np): its KV pool holds "
+                          f"{pool['conversations']:,}, a slot each (--parallel N raises it") in out
     fit = json.loads(run(capsys, "fit", *argv, "--max-model-len", "2000", "--json")[1])
-    assert fit["engine_max_batch"] == 4
+    assert fit["engine_max_batch"] == pool["engine_max_batch"] == 4
 
 
 def test_card_comparisons_say_which_card_cannot_hold_the_weights(

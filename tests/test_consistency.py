@@ -785,8 +785,8 @@ def test_observe_counts_a_llama_server_pool_as_utilization_and_decode_do(
     dep = ("--model", "gpt-oss-20b", "--gpu", "rtx4090", "--engine", "llama.cpp")
     util = run_json(capsys, "utilization", *dep, "--running", "14", "--context", "32000")
     decode = run_json(capsys, "decode", *dep, "--context", "32000")
-    held = util["conversations"]
-    assert held == decode["engine_max_batch"][0]["engine_max_batch"] >= 14
+    held = util["conversations"]  # decode's pool count (its default 4 slots run)
+    assert held == decode["engine_max_batch"][0]["conversations"] >= 14
     seen = run_json(capsys, "observe", *dep, str(metrics), "--context", "32000")
     assert seen["engine_max_batch"] == held
     assert "more than the" not in seen["wall"]
@@ -807,10 +807,11 @@ def test_decode_takes_llama_cpps_max_model_len_as_fit_does(
     decode = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048",
                       "--max-model-len", "32768")
     seats = decode["engine_max_batch"][0]
-    assert seats["context_len"] == 2048 and seats["engine_max_batch"] == fit["conversations"]
+    # the slots the pool holds (the default 4 of them run)
+    assert seats["context_len"] == 2048 and seats["conversations"] == fit["conversations"]
     assert "--max-model-len 32,768" in seats["settings"]
     short = run_json(capsys, "decode", *base, "--batch", "4", "--context", "2048")
-    assert short["engine_max_batch"][0]["engine_max_batch"] > seats["engine_max_batch"]  # slots of 2,048 each
+    assert short["engine_max_batch"][0]["conversations"] > seats["conversations"]  # slots of 2,048 each
     prefill = run_json(capsys, "prefill", *base, "--prompt-len", "2048", "--max-model-len",
                        "32768")
     assert prefill["max_model_len"] == 32768

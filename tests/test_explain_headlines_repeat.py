@@ -118,7 +118,7 @@ def test_each_lever_ends_in_its_batch(capsys: pytest.CaptureFixture[str]) -> Non
                                    "--context", "2000"),
                                   ("decode", "llama-3.1-8b", "--gpu", "h100", "--batch", "64",
                                    "--context", "3000", "--engine", "llama.cpp", "--weights",
-                                   "q4_k_m"),
+                                   "q4_k_m", "--parallel", "64"),
                                   ("decode", "llama-3.1-70b", "--gpu", "h100", "--num-gpus", "4",
                                    "--batch", "16"),
                                   ("prefill", "llama-3.1-8b", "--gpu", "h100", "--prompt-len",

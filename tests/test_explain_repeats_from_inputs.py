@@ -87,7 +87,11 @@ def test_llamacpps_sequences_have_a_step(capsys: pytest.CaptureFixture[str]) -> 
     n = got["-np N"]
     assert res(s) == min(n, got["pool of N slots holds"])
     assert got["pool of N slots holds"] >= n > got["pool of N + 1 slots holds"] - 1
-    assert res(s) == data["engine_max_batch"][0]["engine_max_batch"]
+    assert res(s) == data["engine_max_batch"][0]["conversations"]
+    # of which llama-server's default slots run 4
+    runs = by_label(steps, "sequences llama-server runs at 2,000 tokens")
+    assert res(runs) == min(res(s), ins(runs)["default -np"])
+    assert res(runs) == data["engine_max_batch"][0]["engine_max_batch"]
 
 
 def _every_step_is_an_object(steps: list[dict]) -> None:

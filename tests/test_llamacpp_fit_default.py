@@ -140,8 +140,9 @@ def test_decode_and_prefill_leave_the_fit_target_free_as_fit_does(
         code, out, _ = run_cli(capsys, command, *card, *length, *flags, "--json")
         assert code == 0
         report = json.loads(out)
-        return int(report["engine_max_batch"][0]["engine_max_batch"] if command == "decode"
-                   else report["engine_max_batch"])
+        line = report["engine_max_batch"][0] if command == "decode" else report
+        # the slots the pool holds, a sequence each (llama-server's default 4 cap the batch)
+        return int(line["conversations"] or line["engine_max_batch"])
 
     code, out, _ = run_cli(capsys, "fit", *card, "--max-model-len", "8192", "--json")
     assert code == 0

@@ -43,9 +43,9 @@ def test_fits_start_line_pasted_back_gives_the_same_report(
 
 def test_a_start_line_with_idle_slots_pastes_back_as_itself(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """3 conversations of 32,000 tokens fit in the 4 slots' 96,000 cells: pasted back, the
-    same cells and slots, read as -np conversations of -c ÷ -np tokens, start the same line,
-    and the memory table is the same."""
+    """3 conversations of 32,000 tokens fit in 96,000 cells, started with -np 3: pasted back,
+    the same cells and slots, read as -np conversations of -c ÷ -np tokens, start the same
+    line, and the memory table is the same."""
     code, asked, _ = run_cli(capsys, *LLAMA, "--max-model-len", "32000", "--flash-attn", "off")
     start = _start_line(asked)
     cells, slots = _figure(start, "-c"), _figure(start, "-np")
@@ -58,12 +58,40 @@ def test_a_start_line_with_idle_slots_pastes_back_as_itself(
     assert table and all(line in pasted.splitlines() for line in table)
 
 
+def test_a_start_line_where_fewer_than_the_default_slots_fit_starts_that_many(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Where -c holds fewer conversations of --max-model-len than llama-server's default 4
+    slots (and -np is not given), the start line gives -np N, N the conversations that fit,
+    and -c N × the length, saying why: the default slots would admit one more as long, which
+    fills the cells and fails the requests running. It reads back as itself (no read-back
+    line), and the JSON carries the same -np; -np 4 given keeps 4."""
+    import json
+
+    flags = ("--max-model-len", "32000", "--flash-attn", "off")
+    code, out, err = run_cli(capsys, *LLAMA, *flags)
+    assert code == 0, err
+    held = int(re.search(r"min\((\d+) conversations", out).group(1))  # type: ignore[union-attr]
+    default = int(engine_defaults("llama.cpp-cuda")["n_parallel"])
+    assert 0 < held < default  # the case the rule is for
+    start = _start_line(out)
+    assert _figure(start, "-np") == held and _figure(start, "-c") == held * 32000
+    line = next(line for line in out.splitlines() if line.startswith("start it with:"))
+    assert f"llama-server's default {default} slots would admit one more as long" in line
+    assert "KV cache is full" in line and "pasted back" not in out
+    report = json.loads(run_cli(capsys, *LLAMA, *flags, "--json")[1])
+    assert report["llama_server_np"] == held and report["llama_server_c"] == held * 32000
+    code, given, err = run_cli(capsys, *LLAMA, *flags, "-np", str(default))
+    assert code == 0 and _figure(_start_line(given), "-np") == default, err
+
+
 def test_a_start_line_with_idle_slots_says_how_it_reads_back(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Under the -c 96000 -np 4 line where 3 conversations of 32,000 fit: a line saying the
-    paste reads 4 of 24,000 (-c ÷ -np), that llama-server (--kv-unified) serves the 3 as
-    they are, and the flags that price the run again, which give the same report."""
-    code, asked, err = run_cli(capsys, *LLAMA, "--max-model-len", "32000", "--flash-attn", "off")
+    """Under the -c 96000 -np 4 line (-np 4 given) where 3 conversations of 32,000 fit: a
+    line saying the paste reads 4 of 24,000 (-c ÷ -np), that llama-server (--kv-unified)
+    serves the 3 as they are, and the flags that price the run again, which give the same
+    report."""
+    code, asked, err = run_cli(capsys, *LLAMA, "--max-model-len", "32000", "--flash-attn", "off",
+                               "-np", "4")
     assert code == 0, err
     start = _start_line(asked)
     cells, slots = _figure(start, "-c"), _figure(start, "-np")
@@ -106,19 +134,49 @@ def test_decode_reads_a_llama_server_line_as_its_slots_all_busy(
 
 
 def test_np_caps_the_sequences_decode_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """-np 4: at most 4 run, though the pool holds more (a slot per sequence without it); a
-    batch past the slots gets no expectation."""
+    """-np 4: at most 4 run, though the pool holds more; a batch past the slots gets no
+    expectation. -np 8 runs the 6."""
     import json
 
     base = (*DECODE, "--batch", "1,6", "--context", "2000", "--json")
-    free = json.loads(run_cli(capsys, *base)[1])
     code, out, err = run_cli(capsys, *base, "-np", "4")
     assert code == 0, err
     capped = json.loads(out)
-    assert free["engine_max_batch"][0]["engine_max_batch"] > 4
     assert capped["engine_max_batch"][0]["engine_max_batch"] == 4
+    assert capped["engine_max_batch"][0]["conversations"] > 4
     text = run_cli(capsys, *base[:-1], "-np", "4")[1]
     assert "runs ≤ 4" in text and "capped by -np: its KV pool holds more" in text
+    raised = json.loads(run_cli(capsys, *base, "-np", "8")[1])
+    assert [p["engine_runs"] for p in raised["points"]] == [True, True]
+
+
+def test_decode_caps_a_batch_at_llama_servers_default_slots_as_vllms_at_max_num_seqs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without -np, llama-server runs its default 4 slots (engines.json n_parallel), so a
+    batch past them reads "runs ≤ 4" and gets no expectation, as a vLLM batch past
+    max_num_seqs does; the line names the default and --parallel N, which raises it up to
+    the slots the pool holds (the count without the cap), and --parallel 6 prices the 6."""
+    import json
+
+    default = int(engine_defaults("llama.cpp-cuda")["n_parallel"])
+    base = (*DECODE, "--batch", f"1,{default + 2}", "--context", "2000")
+    code, text, err = run_cli(capsys, *base)
+    assert code == 0, err
+    report = json.loads(run_cli(capsys, *base, "--json")[1])
+    (line,) = report["engine_max_batch"]
+    assert line["engine_max_batch"] == line["max_num_seqs"] == default
+    holds = line["conversations"]
+    assert holds > default + 2
+    assert [p["engine_runs"] for p in report["points"]] == [True, False]
+    assert report["points"][1]["expected_none_code"] == "over_engine_pool"
+    assert f"runs ≤ {default}" in text
+    assert (f"capped by llama-server's default {default} slots (-np): its KV pool holds "
+            f"{holds:,}, a slot each (--parallel N raises it, up to {holds:,})") in text
+    raised = json.loads(run_cli(capsys, *base, "--parallel", str(default + 2), "--json")[1])
+    assert [p["engine_runs"] for p in raised["points"]] == [True, True]
+    prefill = json.loads(run_cli(capsys, "prefill", *LLAMA[1:], "--prompt-len", "2000",
+                                 "--batch", str(default + 2), "--json")[1])
+    assert prefill["engine_max_batch"] == default and not prefill["engine_runs"]
 
 
 def test_prefill_reads_np_as_the_prompts_its_slots_take(

@@ -59,7 +59,8 @@ def test_decode_and_fit_name_one_slot_count(capsys: pytest.CaptureFixture[str], 
     flags = ("--model", model, "--gpu", card, "--engine", "llama.cpp")
     decoded = _json(capsys, "decode", *flags, "--context", "4096")
     fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
-    held = decoded["engine_max_batch"][0]["engine_max_batch"]
+    line = decoded["engine_max_batch"][0]
+    held = line["conversations"] or line["engine_max_batch"]  # past the default 4: the pool's
     lever = next(lv for lv in fitted["levers"] if "-np" in lv["name"])
     assert lever["conversations"] == lever["engine_max_batch"] == held > 0
     assert lever["name"].startswith(f"{held} slot")
@@ -77,8 +78,9 @@ def test_decode_max_batch_does_not_move_with_the_batches_asked(
     """The engine's max batch is one fact about the card and context: gemma-2-9b on an
     A100-80GB at 4,096 tokens read 45 for --batch 1 and 46 for --batch 46 or 1,64, where a
     batch asked needs --fit to move weights and the answer's run is -ngl all's (no 1,024 MiB
-    margin). The line gives llama-server's run under its default --fit, fit's -np lever,
-    whatever the list; a priced row past it says so."""
+    margin). The line gives llama-server's run under its default --fit, fit's -np lever, as
+    the slots its pool holds (its default 4 running), whatever the list; with --parallel 46 a
+    priced row past the count says so."""
     dep = _gemma_a100()
     lever = llamacpp_slots(dep, 4096, EngineSettings(), True, default_fit_target_bytes())
     priced = llamacpp_slots(dep, 4096, EngineSettings(), False)  # -ngl all's, no margin
@@ -86,17 +88,22 @@ def test_decode_max_batch_does_not_move_with_the_batches_asked(
     flags = ("--model", "gemma-2-9b", "--gpu", "a100-sxm-80gb", "--engine", "llama.cpp")
     decoded = _json(capsys, "decode", *flags, "--batch", batches, "--context", "4096")
     line = decoded["engine_max_batch"][0]
-    assert line["engine_max_batch"] == lever
+    assert line["conversations"] == lever and line["engine_max_batch"] == line["max_num_seqs"]
     assert "--fit-target 1,024 MiB" in line["settings"]
     fitted = _json(capsys, "fit", *flags, "--max-model-len", "4096")
     assert any(lv["name"].startswith(f"{lever} slots (-np {lever}")
                for lv in fitted["levers"])
     code, out, _ = run_cli(capsys, "decode", *flags, "--batch", batches, "--context", "4096")
-    assert code == 0 and f"runs at most {lever:,} sequences at 4,096" in out
-    if batches == "46":  # priced as before, past the line's count, and said so
-        assert line["priced_run_batch"] == priced
-        assert decoded["points"][0]["expected"] is not None
-        assert (f"batch 46 at 4,096 tokens (1 x a100-sxm-80gb) is past the {lever} sequences "
+    assert code == 0 and f"its KV pool holds {lever:,}, a slot each" in out
+    if batches == "46":  # -np 46: priced as before, past the line's count, and said so
+        code, out, _ = run_cli(capsys, "decode", *flags, "--batch", batches, "--context",
+                               "4096", "--parallel", "46")
+        raised = _json(capsys, "decode", *flags, "--batch", batches, "--context", "4096",
+                       "--parallel", "46")
+        held = raised["engine_max_batch"][0]["engine_max_batch"]
+        assert held < 46 and raised["points"][0]["expected"] is not None
+        assert raised["engine_max_batch"][0]["priced_run_batch"] == 46
+        assert (f"batch 46 at 4,096 tokens (1 x a100-sxm-80gb) is past the {held} sequences "
                 "llama-server runs under --fit") in out
 
 
@@ -135,15 +142,18 @@ def test_prefill_max_batch_is_decodes_whatever_the_batch_asked(
     flags = ("--model", "gemma-2-9b", "--gpu", "a100-sxm-80gb", "--engine", "llama.cpp")
     pre = _json(capsys, "prefill", *flags, "--batch", batch, "--prompt-len", "4096")
     decoded = _json(capsys, "decode", *flags, "--batch", "1", "--context", "4096")
-    assert pre["engine_max_batch"] == lever == decoded["engine_max_batch"][0]["engine_max_batch"]
+    line = decoded["engine_max_batch"][0]
+    assert pre["engine_max_batch"] == line["engine_max_batch"]  # the default 4 slots
+    assert pre["conversations"] == lever == line["conversations"]
     assert "--fit-target 1,024 MiB" in pre["settings"]
-    if batch != "1":
+    if batch == "46":  # -np 46: still priced (-ngl all's run holds 46), past the count
+        pre = _json(capsys, "prefill", *flags, "--batch", batch, "--prompt-len", "4096",
+                    "--parallel", "46")
         assert pre["priced_run_batch"] == priced
-    if batch == "46":  # still priced (-ngl all's run holds 46), past the count, said so
         assert pre["engine_runs"] and pre["expected"] is not None
         assert any(c.startswith(f"batch 46 at 4,096 tokens (1 x a100-sxm-80gb) is past the "
-                                f"{lever} sequences llama-server runs under --fit")
-                   for c in pre["cautions"])
+                                f"{pre['engine_max_batch']} sequences llama-server runs under "
+                                "--fit") for c in pre["cautions"])
 
 
 def test_prefill_max_batch_is_fits_where_only_fit_places_the_model(

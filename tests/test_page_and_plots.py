@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 
 from ridgeline.cli import main
-from ridgeline.page import BATCHES, CONTEXTS, FMT_SHARE_JS, KV_CHART_JS, page_data, page_html
+from ridgeline.page import (
+    BATCHES,
+    CONTEXTS,
+    FMT_SHARE_JS,
+    KV_CHART_JS,
+    page_data,
+    page_html,
+    point_words,
+)
 from ridgeline.plots import Chart, Series, html_page, save
 from ridgeline.served_model import DEFAULT_WEIGHTS_ENTRY, LLAMACPP_STORED_GGUF, llamacpp_weights
 from ridgeline.units import fmt_share
@@ -513,19 +521,25 @@ def test_a_llama_cpp_page_offers_llama_cpps_own_formats(tmp_path: Path) -> None:
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "gpt-oss-20b"])
 def test_a_llama_cpp_page_runs_the_batches_decode_prices(
         capsys: pytest.CaptureFixture[str], model: str) -> None:
-    """Decode gives llama.cpp a slot per sequence: batch 8 of Llama-3.1-8B at 512 tokens on a
-    4090 runs at 968 tok/s there, and the page drew no speed for it (llama-server's default 4
-    slots); gpt-oss-20b's pool was sized for 4 slots of windows, 764 conversations to 637."""
+    """The page prices llama.cpp's batches as decode does: batch 4 of Llama-3.1-8B at 512
+    tokens on a 4090 at decode's speed, batch 8 past llama-server's default 4 slots with no
+    speed in either (decode's words say why, and --parallel raises them); its conversations
+    are the slots the pool holds a sequence each, decode's count (gpt-oss-20b's pool was
+    sized for 4 slots of windows, 764 conversations to 637)."""
     data = page_data([model], ["rtx-4090"], [1], ["q4_k_m"], ["f16"], engine="llama.cpp")
     combo = data["combos"][f"{model}|rtx-4090|1|q4_k_m|f16"]
-    ci, bi = CONTEXTS.index(512), BATCHES.index(8)
+    ci = CONTEXTS.index(512)
     assert main(["decode", model, "--gpu", "rtx-4090", "--engine", "llama.cpp", "--weights",
-                 "q4_k_m", "--batch", "8", "--context", "512", "--json"]) == 0
+                 "q4_k_m", "--batch", "4,8", "--context", "512", "--json"]) == 0
     decoded = json.loads(capsys.readouterr().out)
-    point = decoded["points"][0]
-    assert combo["fits"][ci][bi] is True
-    assert combo["agg_exp"][ci][bi] == pytest.approx(point["expected"]["aggregate_tok_s"])
-    assert combo["conversations"][ci] == decoded["engine_max_batch"][0]["engine_max_batch"]
+    four, eight = decoded["points"]
+    assert combo["fits"][ci][BATCHES.index(4)] is True and four["expected"] is not None
+    assert combo["agg_exp"][ci][BATCHES.index(4)] == pytest.approx(
+        four["expected"]["aggregate_tok_s"])
+    assert combo["fits"][ci][BATCHES.index(8)] is False and eight["expected"] is None
+    key = f"{model}|rtx-4090|1|q4_k_m|f16"
+    assert "--parallel N raises it" in point_words(data, key, ci, BATCHES.index(8))[0]
+    assert combo["conversations"][ci] == decoded["engine_max_batch"][0]["conversations"]
 
 
 def test_a_llama_cpp_page_explains_the_margin_its_pool_leaves_free(

@@ -210,7 +210,7 @@ def test_utilization_on_llama_cpp_says_slots_as_decode_does_not_max_model_len(
             " this context") in out
     _, decoded, _ = run_cli(capsys, "decode", "llama-3.1-8b", *deployment, "--context", "8K",
                             "--json")
-    held = json.loads(decoded)["engine_max_batch"][0]["engine_max_batch"]
+    held = json.loads(decoded)["engine_max_batch"][0]["conversations"]  # a slot each
     assert f"holds {held:,} conversations of 8,192 tokens" in out
 
 

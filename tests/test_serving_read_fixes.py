@@ -69,8 +69,8 @@ def test_utilization_past_a_llama_cpp_pool_says_what_llama_server_does_not_preem
 
 def test_llama_cpp_utilization_past_its_pool_counts_conversations_as_fit_does(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Llama-3.1-70B q4_k_m on an RTX 4090 at 4K: fit starts -np 4 --kv-unified, its 4 slots
-    sharing the cache that holds 1 conversation; utilization's refusal said "at most 1 slot of
+    """Llama-3.1-70B q4_k_m on an RTX 4090 at 4K: fit starts --kv-unified with one slot (-np
+    1) for the cache that holds 1 conversation; utilization's refusal said "at most 1 slot of
     4,096 tokens fit (-c ÷ -np each)", a cache cut per slot that fit's command does not start."""
     model = ("--weights", "q4_k_m", "--gpu", "rtx-4090", "--engine", "llama.cpp")
     fit = json.loads(_ok(capsys, "fit", "llama-3.1-70b", *model, "--max-model-len", "4K",
@@ -78,7 +78,8 @@ def test_llama_cpp_utilization_past_its_pool_counts_conversations_as_fit_does(
     text = _ok(capsys, "fit", "llama-3.1-70b", *model, "--max-model-len", "4K")
     start = next(line for line in text.splitlines() if line.startswith("start it with"))
     held = fit["conversations"]
-    assert "--kv-unified" in start and f"; {held} conversation of 4,096 tokens fits" in start
+    assert f"-np {held} --kv-unified" in start
+    assert f"as {held} conversation of 4,096 tokens fits at once" in start
     util = _ok(capsys, "utilization", "--model", "llama-3.1-70b", *model, "--running", "8",
                "--context", "4K").splitlines()[0]
     assert f"at most {held} conversation of 4,096 tokens at once" in util

@@ -221,6 +221,43 @@ def test_llamacpp_running_out_of_cells_is_cautioned_not_passed_as_preemption(
     assert not any("does not preempt" in c for c in json.loads(out)["cautions"])
 
 
+def test_llamacpps_full_cache_caution_names_the_slots_that_fit_where_max_model_len_was_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-model-len 32,000 where memory holds 3 such conversations: -c is 3 × 32,000 and
+    the default 4 slots outgrow it. The caution names --parallel 3 (fit's -np), not
+    --max-model-len, already given; --parallel 3 runs the same requests without a
+    preemption, at most 3 at once."""
+    argv = ("simulate", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llama.cpp-cuda",
+            "--weights", "q4_k_m", "--max-model-len", "32000", "--flash-attn", "off",
+            "--concurrency", "4", "--num-requests", "4", "--input-len", "30000",
+            "--output-len", "100", "--json")
+    code, out, err = run_cli(capsys, *argv)
+    report = json.loads(out)
+    cells = report["settings"]["num_blocks"] * report["settings"]["block_size"]
+    fits = cells // 32000
+    assert code == 0 and report["preemptions"] > 0 and 0 < fits < 4, err
+    (caution,) = [c for c in report["cautions"] if "llama-server does not preempt" in c]
+    assert f"give fewer slots, --parallel {fits} (as `ridgeline fit` starts it)" in caution
+    assert "(--max-model-len, which sizes -c" not in caution
+    fit = json.loads(run_cli(capsys, "fit", *argv[1:12], "--json")[1])
+    assert fit["llama_server_np"] == fits
+    code, out, err = run_cli(capsys, *argv, "--parallel", str(fits))
+    fewer = json.loads(out)
+    assert code == 0 and fewer["preemptions"] == 0, err
+    assert fewer["running"]["max"] == fits
+
+
+def test_llamacpps_full_cache_caution_without_max_model_len_says_both_remedies() -> None:
+    """Without --max-model-len (the -c it sized unknown) the caution gives both ways out."""
+    from ridgeline.reports.simulate_cautions import full_cache_caution
+
+    said = full_cache_caution("llama.cpp-cuda", 2)
+    assert "--max-model-len × slots) or fewer slots (--parallel)" in said
+    assert "--parallel 3" in full_cache_caution("llama.cpp-cuda", 2, 32000, 96000, 4)
+    assert "--parallel)" in full_cache_caution("llama.cpp-cuda", 2, 32000, 128000, 4)
+    assert full_cache_caution("vllm", 2, 32000, 96000, 4) == ""
+
+
 # -- 4. TensorRT-LLM runs a context whole by default ----------------------------------------
 
 def test_trtllm_waits_to_run_a_context_whole_where_vllm_chunks_it() -> None:

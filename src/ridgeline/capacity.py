@@ -700,6 +700,9 @@ class EngineSeats:
     # ``held`` slots holds (at least ``held``) and of one slot more (fewer than that slot count)
     slots_pool_held: int | None = field(default=None, compare=False)
     more_slots_pool_held: int | None = field(default=None, compare=False)
+    # llama.cpp with -np not given: ``seat_limit`` is llama-server's default slots
+    # (default_slots), ``pool_held`` the slots the pool would hold a sequence each
+    default_slots: bool = False
 
     @property
     def start_refused(self) -> bool:
@@ -718,6 +721,31 @@ class EngineSeats:
             return start_refusal_clause(engine, self.max_model_len or 0, self.defaulted,
                                         self.longest)
         return f"{engine} cannot hold one {one} beside these weights: {self.none_reason}"
+
+
+def default_slots(seat: EngineSeats, engine: str) -> EngineSeats:
+    """``seat`` as llama-server runs it where -np was not given (``seat_limit`` unset: a slot
+    a sequence, llamacpp_slots): at most its default 4 slots, as vLLM's rows stop at
+    max_num_seqs. llama.cpp PR #16736 ('By default, start the server using 4 slots and
+    unified KV cache'), PR #17997 ('-np, --parallel N ... default: -1, -1 = auto'; engines.json
+    n_parallel). ``pool_held`` keeps the slots the pool holds, which --parallel N raises the
+    cap to: gpt-oss-20b on an RTX 4090 at 8,192 tokens runs 4, its pool holding 57."""
+    if not engine.startswith("llama.cpp") or seat.seat_limit is not None or not seat.held:
+        return seat
+    default = int(engine_defaults(engine)["n_parallel"])
+    if seat.held <= default:
+        return seat
+    return replace(seat, held=default, seat_limited=True, seat_limit=default,
+                   pool_held=seat.held, default_slots=True)
+
+
+def slots_placed_for(engine: str, max_num_seqs: int | None, batch: int) -> int:
+    """The sequences of ``batch`` llama-server runs at once, which its --fit places the
+    weights for: at most -np (``max_num_seqs``), else its default 4 slots (default_slots);
+    another engine's whole ``batch``. gpt-oss-20b decode at batch 8 without -np: 4."""
+    if not engine.startswith("llama.cpp"):
+        return batch
+    return min(batch, max_num_seqs or int(engine_defaults(engine)["n_parallel"]))
 
 
 def suggested_max_model_len(seats: Iterable[EngineSeats], max_model_len: int | None) -> int:

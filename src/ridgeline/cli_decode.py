@@ -195,10 +195,13 @@ def _decode_deployment(args: argparse.Namespace) -> FitRun:
     dep = replace(load_deployment(args), engine=engine_id(args.engine))
     no_fit_ctx(args)
     # llama.cpp's slots are --max-model-len long where it is given (fit's -c ÷ -np), so
-    # --fit places the weights for that many cells a sequence
+    # --fit places the weights for that many cells a sequence, for the slots that run
+    from ridgeline.capacity import slots_placed_for
+
     return fitted_run(args, dep, _placement_settings(args, dep), _slot_cells(args, dep,
                                                                              args.context),
-                      max(args.batch))
+                      slots_placed_for(dep.engine, getattr(args, "max_num_seqs", None),
+                                       max(args.batch)))
 
 
 def _slot_cells(args: argparse.Namespace, dep: Any, contexts: list[int]) -> int:

@@ -39,7 +39,7 @@ from ridgeline.side_by_side import run_each
 def cmd_prefill(args: argparse.Namespace) -> Any:
     if args.batch is None:  # llama-server's -np N gave N (llamacpp_launch)
         args.batch = 1
-    from ridgeline.capacity import engine_seats
+    from ridgeline.capacity import default_slots, engine_seats, slots_placed_for
     from ridgeline.floors import prefill_floor
     from ridgeline.reports.expectation import Expectation
     from ridgeline.reports.prefill import (
@@ -67,7 +67,9 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
         no_fit_ctx(a)
         placing = EngineSettings(max_num_batched_tokens=a.ubatch_size, n_batch=a.n_batch,
                                  engine_version=pool_engine_version(a, dep))
-        run = fitted_run(a, dep, placing, max(a.prompt_len), a.batch)
+        # --fit places for the prompts that run at once: -np's, else the default slots'
+        run = fitted_run(a, dep, placing, max(a.prompt_len),
+                         slots_placed_for(dep.engine, getattr(a, "max_num_seqs", None), a.batch))
         placed = run.deployment
         if a.ubatch_size and not placed.engine.startswith("llama.cpp"):
             raise InputError(f"--ubatch-size is llama.cpp's -ub; {placed.engine} runs a prompt "
@@ -114,7 +116,9 @@ def cmd_prefill(args: argparse.Namespace) -> Any:
                                           started) if pool_settings or started else ""
             floor = prefill_floor(placed, n, a.batch, ubatch,
                                   budget[0] if budget else None, a.n_batch)
-            seat = engine_seats(placed, n, a.enforce_eager, pool_settings, started)
+            # llama.cpp without -np: llama-server's default slots cap the prompts, as decode's
+            seat = default_slots(engine_seats(placed, n, a.enforce_eager, pool_settings,
+                                              started), placed.engine)
             # the steps are priced where the engine runs the prompts (a prompt past every
             # pool would be millions of steps, for an expectation nobody is shown)
             expected = Expectation.of_prefill(placed, n, a.batch, profile, ubatch,

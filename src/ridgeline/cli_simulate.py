@@ -368,7 +368,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                                                          args.spec_acceptance, not args.trace)
                                  if args.spec_tokens and not acceptance_given else "",
                                  v0, *version_cautions(settings, pool), extensible,
-                                 full_cache_caution(engine, result.preemptions),
+                                 full_cache_caution(
+                                     engine, result.preemptions,
+                                     config.max_model_len if args.max_model_len is not None
+                                     else None, config.num_blocks * config.block_size,
+                                     config.max_num_seqs),
                                  uncapped_window_caution(dep, pool, config,
                                                          result.rec.running_max,
                                                          result.preemptions,

@@ -77,6 +77,10 @@ def seats_clause(seat: EngineSeats, engine: str) -> str:
     "" where it runs none (no_sequence_clause says why) or has no memory model."""
     if not seat.held:
         return ""
+    if seat.default_slots:  # llama-server's default -np, a knob the user did not turn
+        return (f"llama-server's default {seat.held:,} slots (-np) let at most {seat.held:,} "
+                f"{plural(seat.held, 'sequence')} run at once (its KV pool would hold "
+                f"{seat.pool_held or 0:,}, a slot each: --parallel N raises it)")
     if seat.seat_limited:
         return (f"its {seats_knob(engine)} lets at most {seat.held:,} "
                 f"{plural(seat.held, 'sequence')} run at once (its KV pool would hold more)")
@@ -117,6 +121,11 @@ def prefill_none_reason(fit: FitCheck, seat: EngineSeats | None, batch: int, pro
     if held is None:
         held = seat.held if seat is not None else None
     held = held or 0
+    if held and seat is not None and seat.default_slots:  # -np not given
+        return (f"llama-server's default {seat.seat_limit:,} slots (-np) run {held:,} "
+                f"{plural(held, 'prompt')} at once, not {batch:,} (its KV pool would hold "
+                f"{seat.pool_held or 0:,}, a slot each: --parallel N raises it; {fit_command} "
+                "for the breakdown)")
     if held and seat is not None and seat.seat_limited:  # -np N, max_num_seqs
         knob = seats_knob(engine)
         return (f"its {knob} {seat.seat_limit:,} runs {held:,} {plural(held, 'prompt')} at "

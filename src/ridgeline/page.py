@@ -18,6 +18,7 @@ from ridgeline.capacity import (
     decode_held,
     decode_pool,
     decode_seats,
+    default_slots,
     held_apart_words,
     pool_at_context_note,
 )
@@ -139,7 +140,9 @@ def _combo(model_id: str, gpu: str, count: int, weights: str, kv: str,
         held = decode_held(dep, c, version) if hosted is None else hosted.held  # llama.cpp: a slot each
         # what the engine seats of this context, and where none or no more, why, as decode
         # says it (capacity.decode_seats; llama.cpp's --fit run with host weights: its words)
-        seat = decode_seats(dep, c, version) if hosted is None else None
+        # (llama.cpp: at most llama-server's default 4 slots run, as decode runs them)
+        seat = default_slots(decode_seats(dep, c, version), dep.engine) \
+            if hosted is None else None
         every: list[DecodeFloor | None] = [decode_floor(dep, b, c, explain=False)
                                            if seat is not None else None for b in BATCHES]
         floors = [f if f is not None and seated(f.fit.fits, seat, b) else None

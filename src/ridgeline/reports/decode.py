@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ridgeline.capacity import EngineSeats
+from ridgeline.capacity import EngineSeats, default_slots
 from ridgeline.cost import (
     decode_batch,
 )
@@ -231,6 +231,15 @@ class DecodeReport:
         at most N sequences" line gives them: min(the pool's conversations, the seats)."""
         seat = next((s for s in self.seats if s.context == f.context), None)
         slots = next((s for s in self.line_seats if s.context == f.context), None)
+        if slots is not None and slots.default_slots:  # the slots the pool holds, then 4
+            return (_slot_search_step(replace(slots, held=slots.pool_held),
+                                      self._seats_knob()),
+                    step(f"sequences llama-server runs at {f.context:,} tokens",
+                         "min(slots the pool holds a sequence each, its default -np)",
+                         q("sequences", slots.held or 0),
+                         q("slots the pool holds", slots.pool_held or 0),
+                         q("default -np", slots.seat_limit or 0, "",
+                           "llama-server's -np auto (PR #16736); --parallel N raises it")))
         if slots is not None and slots.held and slots.slots_pool_held is not None:
             return (_slot_search_step(slots, self._seats_knob()),)
         if seat is None or not seat.held or seat.seat_limit is None or seat.pool_held is None:
@@ -604,7 +613,8 @@ class DecodeReport:
         runs, or why none."""
         engine = self.expected[0].engine
         slots = ""
-        if engine.startswith("llama.cpp") and not any(s.seat_limit for s in self.line_seats):
+        if engine.startswith("llama.cpp") and not any(s.seat_limit and not s.default_slots
+                                                      for s in self.line_seats):
             from ridgeline.datafiles import engine_defaults
 
             default = int(engine_defaults(engine)["n_parallel"])
@@ -617,10 +627,18 @@ class DecodeReport:
         # where max_num_seqs, not the pool, caps the batch, the line says so of the engine
         capped = pool.replace("'s KV pool", "", 1)
         knob = f", capped by {self._seats_knob()}: its KV pool holds more"
+
+        def capped_by(s: EngineSeats) -> str:
+            if s.default_slots:  # the slot each would be more: the default -np caps it
+                return (f", capped by llama-server's default {s.held:,} slots (-np): its KV "
+                        f"pool holds {s.pool_held or 0:,}, a slot each (--parallel N raises "
+                        f"it, up to {s.pool_held or 0:,})")
+            return (slots + knob) if s.seat_limited else slots
+
         return list(dict.fromkeys(
             f"{capped if s.seat_limited else pool} runs at most {s.held:,} "
             f"{plural(s.held, 'sequence')} at {s.context:,} "
-            f"{plural(s.context, 'token')} of context{slots}{knob if s.seat_limited else ''} "
+            f"{plural(s.context, 'token')} of context{capped_by(s)} "
             f"({fit} for the breakdown)"
             if s.held else f"{self._none_clause(s)} ({fit} for the breakdown)"
             for s in self.line_seats if s.held is not None and (s.held or s.context != said)))
@@ -723,8 +741,9 @@ def decode_report(dep: Deployment, batches: list[int], contexts: list[int],
     from ridgeline.capacity import engine_seats, suggested_max_model_len
 
     floors, expected = [], []
-    seats = tuple(engine_seats(dep, c, enforce_eager, settings, max_model_len)
-                  for c in contexts)
+    # llama.cpp without -np: llama-server's default slots cap the batch (default_slots)
+    seats = tuple(default_slots(engine_seats(dep, c, enforce_eager, settings, max_model_len),
+                                dep.engine) for c in contexts)
     served = _served_fit(dep, settings or EngineSettings(), spec is not None)
     for context in contexts:
         base = decode_floor(dep, 1, context)
@@ -793,6 +812,7 @@ def with_fit_seats(report: DecodeReport, fit_seats: tuple[EngineSeats, ...],
     run is llama-server's where --fit finds no placement for the largest point (it loads every
     layer as given), not -ngl all's typed."""
     notes = []
+    fit_seats = tuple(default_slots(s, report.deployment.engine) for s in fit_seats)
     for seat, host in zip(fit_seats, host_bytes):
         c = seat.context
         past = [f.batch for f, _ in report.floors

@@ -246,6 +246,20 @@ class FitReport:
         return o.fit_cells if o is not None and o.fit_cells else max(1, self.batch) * self.context
 
     @property
+    def launch_slots(self) -> int:
+        """The -np llama-server is started with: the pool's slots (-np given, or raised to the
+        target), save where -np was not given and -c holds fewer conversations of the context
+        than llama-server's default 4 slots (its -np auto, 4 slots sharing a unified cache:
+        llama.cpp PR #16736, PR #17997): then one slot for each that fits, as a fourth slot
+        would admit a conversation whose cells are not there and llama-server then fails the
+        requests running ('KV cache is full'). gpt-oss-20b on an L4 at 131,072 tokens: -c
+        393216 -np 3, where the default 4 would fill the cells."""
+        slots = self.pool.max_num_seqs
+        if self.settings.max_num_seqs or not 0 < self.batch < slots:
+            return slots
+        return self.batch if self.launch_cells < (self.batch + 1) * self.context else slots
+
+    @property
     def flash_attention_auto_off(self) -> str:
         """Why llama.cpp's -fa auto resolved to off (Deployment.build kept the words of
         engine_platforms.flash_attention_unsupported), or "": where it resolved on, or where

@@ -161,6 +161,8 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
             # the flag is per device: the whole card, or one die of an MI250
             "kv_cache_memory_bytes_device": int(r.advice[1])},
         "llama_server_c": r.launch_cells if is_llamacpp(p) and r.batch else None,
+        # the -np of the start line: the conversations that fit where fewer than the default
+        "llama_server_np": r.launch_slots if is_llamacpp(p) and r.batch else None,
         "flash_attn": r.deployment.flash_attention if is_llamacpp(p) else None,
         # why -fa auto resolved to off, where it did (not where --flash-attn off was given)
         "flash_attn_auto_off": r.flash_attention_auto_off or None,

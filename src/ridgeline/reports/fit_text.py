@@ -173,11 +173,15 @@ def fit_text_lines(r: FitReport) -> list[str]:
             offload_flags(d),
             fit_target_flag(r),
             d.rope.flags() if d.rope is not None else ""))
+        slots = r.launch_slots
+        held = (f"{r.batch} {plural(r.batch, 'conversation')} of {r.context:,} "
+                f"{plural(r.context, 'token')} {'fits' if r.batch == 1 else 'fit'} at once")
+        why = (f"{slots} slots share the cache; {held}" if slots == p.max_num_seqs else
+               f"{slots} {plural(slots, 'slot')}, as {held}: llama-server's default "
+               f"{p.max_num_seqs} slots would admit one more as long, which fills the cells, "
+               "and then fail the requests running ('KV cache is full')")
         lines.append(f"start it with: llama-server -c {r.launch_cells} "
-                     f"-np {p.max_num_seqs} --kv-unified{flags} ({p.max_num_seqs} slots share "
-                     f"the cache; {r.batch} {plural(r.batch, 'conversation')} of "
-                     f"{r.context:,} {plural(r.context, 'token')} "
-                     f"{'fits' if r.batch == 1 else 'fit'} at once)")
+                     f"-np {slots} --kv-unified{flags} ({why})")
         lines += _read_back_note(r)
     if r.flash_attention_auto_off:
         lines.append(f"-fa off: llama.cpp's -fa auto turns flash attention off here ('Flash "
@@ -200,16 +204,15 @@ def fit_text_lines(r: FitReport) -> list[str]:
 def _read_back_note(r: FitReport) -> list[str]:
     """The line under the start line where pasting it back reads another length: a -c line is
     read as -np conversations of -c ÷ -np tokens (llamacpp_pool.per_slot_context), so -c
-    96000 -np 4, where 3 conversations of 32,000 fit, reads as 4 of 24,000. The line stays as
-    it is: under --kv-unified llama.cpp caps a slot at all -c cells, not -c ÷ -np
-    (src/llama-context.cpp: n_ctx_seq = n_ctx), so -np 4 serves the 3 of 32,000, and its
-    fourth slot serves shorter ones; -np 3 would be another deployment (3 slots' outputs and
-    window caches) that llama-server does not need. A fourth conversation as long would fill
-    the cells, and llama-server then fails the requests running (tools/server update_slots:
-    'KV cache is full', every slot released with an error)."""
+    96000 -np 4 (-np given), where 3 conversations of 32,000 fit, reads as 4 of 24,000. Under
+    --kv-unified llama.cpp caps a slot at all -c cells, not -c ÷ -np (src/llama-context.cpp:
+    n_ctx_seq = n_ctx), so -np 4 serves the 3 of 32,000; a fourth conversation as long would
+    fill the cells, and llama-server then fails the requests running (tools/server
+    update_slots: 'KV cache is full', every slot released with an error). Where -np was not
+    given the line starts -np 3 instead (FitReport.launch_slots), which reads back as it is."""
     from ridgeline.llamacpp_pool import per_slot_context
 
-    slots, cells = r.pool.max_num_seqs, r.launch_cells
+    slots, cells = r.launch_slots, r.launch_cells
     if not slots or per_slot_context(cells, slots) == r.context:
         return []
     fills = slots > r.batch and cells < (r.batch + 1) * r.context  # one more would not fit

@@ -103,6 +103,13 @@ class PrefillReport:
         return None if seat is None else seat.held
 
     @property
+    def pool_conversations(self) -> int | None:
+        """The prompts the pool alone holds where counted apart from the seats that cap
+        ``pool_batch`` (max_num_seqs; llama.cpp's -np, given or its default 4), else None."""
+        seat = self.fit_seat or self.seat
+        return None if seat is None else seat.pool_held
+
+    @property
     def runs(self) -> bool:
         return engine_runs(self.floor, self.seat) and not self.refuses_prompt
 
@@ -412,6 +419,9 @@ class PrefillReport:
                 # else): null beside a null expectation, not a stub 1 under a smaller budget
                 "prompt_steps": self.expected.prompt_steps if self.runs else None,
                 "engine_max_batch": self.pool_batch,
+                # the prompts the pool alone holds, before the seats (max_num_seqs; llama.cpp's
+                # -np, given or its default 4) cap engine_max_batch: decode's key
+                "conversations": self.pool_conversations,
                 "max_model_len": None if self.seat is None else self.seat.max_model_len,
                 # as decode's engine_max_batch[].settings: the version's rules named there too
                 "settings": None if self.seat is None else json_pool_settings(
@@ -675,9 +685,11 @@ def with_fit_seat(report: PrefillReport, seat: EngineSeats, described: str,
     prompts, 45 whether --batch is 1 or 64, where -ngl all's run holds 46. The prompt stays
     priced as it was; decode's cautions say where the batch is past the count, or -ngl all
     holds none but --fit runs some (reports.decode.fit_seat_notes)."""
+    from ridgeline.capacity import default_slots
     from ridgeline.reports.decode import fit_seat_notes
 
     f = report.floor
+    seat = default_slots(seat, report.deployment.engine)  # -np not given: the default slots
     priced = 0 if report.seat is None else report.seat.held or 0
     past = [f.batch] if f.batch > (seat.held or 0) and report.runs else []
     notes = fit_seat_notes(report.deployment, seat, priced, past, host_bytes, described,

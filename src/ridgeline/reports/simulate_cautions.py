@@ -101,20 +101,30 @@ def warmup_caution(span_s: float | None, mean_e2e_s: float, rate: float | None,
             f"and draining, so the latencies read lighter than the steady state{more}")
 
 
-def full_cache_caution(engine: str, preemptions: int) -> str:
+def full_cache_caution(engine: str, preemptions: int, max_model_len: int | None = None,
+                       cells: int = 0, slots: int = 0) -> str:
     """What to say where llama.cpp's cache ran out mid-run, or "". llama-server does not
     preempt: with no free cells it clears idle slots' cached prompts, halves its batch down
     to one token, then fails every request in the batch ("Context size has been exceeded",
-    tools/server/server-context.cpp); the simulator recomputes them as vLLM would."""
+    tools/server/server-context.cpp); the simulator recomputes them as vLLM would. Where
+    --max-model-len was given (``max_model_len``) and the -c ``cells`` hold fewer of its
+    conversations than the ``slots`` (memory capped -c: sim.config.llamacpp_context), the
+    remedy is those fewer slots, named: gpt-oss-20b on an L4 at 131,072 tokens, -c 393,216
+    and 4 slots, --parallel 3 (fit's -np)."""
     if not engine.startswith("llama.cpp") or not preemptions:
         return ""
+    held = cells // max_model_len if max_model_len else 0
+    remedy = ("give -c room for every slot's longest request (--max-model-len, which sizes -c "
+              "as --max-model-len × slots) or fewer slots (--parallel)") \
+        if not 0 < held < slots else (
+            f"give fewer slots, --parallel {held} (as `ridgeline fit` starts it): the memory "
+            f"holds {held} {plural(held, 'conversation')} of --max-model-len "
+            f"{max_model_len:,}, so -c is {cells:,} cells, not room for all {slots} slots")
     return (f"llama-server does not preempt: where its cache (-c cells) ran out here it would "
             f"halve its batch down to one token and then fail the requests in it with "
             f"\"Context size has been exceeded\"; here {preemptions:,} "
             f"{plural(preemptions, 'preemption')} recomputed them as vLLM would, so these "
-            "latencies are of requests llama-server would have answered with errors: give "
-            "-c room for every slot's longest request (--max-model-len, which sizes -c as "
-            "--max-model-len × slots) or fewer slots (--parallel)")
+            f"latencies are of requests llama-server would have answered with errors: {remedy}")
 
 
 def whole_context_caution(config: SimConfig, over_budget: int, asked: bool = False) -> str:
