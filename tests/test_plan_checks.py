@@ -216,17 +216,23 @@ def test_a_check_answered_from_runs_already_made_costs_no_budget(
     assert checked == priced and not rest and len(runs) == 1
 
 
-def test_a_check_that_misses_tries_the_most_replicas_max_gpus_allows(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grown by a quarter, a check of 8 one-GPU replicas jumped to 10 and, past a --max-gpus
-    of 9, gave up without running the 9 that hold; it now runs the most allowed, and where
-    that count misses too, keeps it and its run as the check's miss."""
+def _eight_one_gpu_replicas() -> tuple[Load, Slo, Candidate]:
+    """Llama-3.1-8B at 20 req/s (1000 / 250 tokens) on one-H100 fp8 replicas, as 8 of them:
+    the candidate the replica checks below climb from."""
     load, slo = Load(20, "1000", "250"), Slo(0.5, 0.04)
     h100 = resolve_accelerator("h100")
     c = _evaluate((LLAMA_8B, h100, 1, 1, "fp8", "fp8", (None, None), False, load, slo,
                    h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, NO_CONSTRAINTS))
     assert c is not None
-    c = replace(c, replicas=8)
+    return load, slo, replace(c, replicas=8)
+
+
+def test_a_check_that_misses_tries_the_most_replicas_max_gpus_allows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grown by a quarter, a check of 8 one-GPU replicas jumped to 10 and, past a --max-gpus
+    of 9, gave up without running the 9 that hold; it now runs the most allowed, and where
+    that count misses too, keeps it and its run as the check's miss."""
+    load, slo, c = _eight_one_gpu_replicas()
     steady = Load.steady
 
     def overloaded_under_nine(self: Load, replicas: int, lifetime_s: float,
@@ -292,12 +298,7 @@ def test_a_count_that_held_on_the_first_draw_alone_is_kept_as_a_second_draw_miss
     overloaded under nine: the check climbs to nine, and each count it turned down on the
     second draw alone is kept, with both runs, where the plan can name the cheapest; the runs
     are the check's own, none made for it."""
-    load, slo = Load(20, "1000", "250"), Slo(0.5, 0.04)
-    h100 = resolve_accelerator("h100")
-    c = _evaluate((LLAMA_8B, h100, 1, 1, "fp8", "fp8", (None, None), False, load, slo,
-                   h100.price_per_hour_usd, None, "vllm", profile_for("vllm"), 1, NO_CONSTRAINTS))
-    assert c is not None
-    c = replace(c, replicas=8)
+    load, slo, c = _eight_one_gpu_replicas()
     steady = Load.steady
 
     def second_draw_overloaded(self: Load, replicas: int, lifetime_s: float,
