@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ridgeline.capacity import engine_seat_limit, refuses_to_start
-from ridgeline.chunked_prefill import whole_context_reason
+from ridgeline.capacity import engine_seat_limit, held_conversations, refuses_to_start
+from ridgeline.chunked_prefill import chunks_prefill, refuses_whole_prompt, whole_context_reason
 from ridgeline.data_parallel import data_parallel_cautions
 from ridgeline.datafiles import engine_defaults
 from ridgeline.engine_platforms import vulkan_caution
@@ -163,8 +163,6 @@ def whole_prompt_caution(r: FitReport) -> str:
     pool at --max-num-tokens of the length, whose activations profile grows with it.
     Llama-3.3-70B fp8 on 2 x H100 at 16,384: prompts past 8,192 refused; at
     --max-num-tokens 16,384 the pool still holds 15 conversations."""
-    from ridgeline.capacity import held_conversations
-    from ridgeline.chunked_prefill import chunks_prefill, refuses_whole_prompt
     from ridgeline.memory import kv_pool
 
     d, s, p = r.deployment, r.settings, r.pool
@@ -254,7 +252,6 @@ def profiled_range_caution(r: FitReport) -> str:
     and the conversations it holds), so that the line gives the range
     (vllm_extensible.extensible_caution)."""
 
-    from ridgeline.capacity import held_conversations
     from ridgeline.memory import kv_pool
     from ridgeline.reports.fit_terms import per_gpu
     from ridgeline.vllm_extensible import extensible_caution, profiled_settings
@@ -273,8 +270,6 @@ def profiled_refusal_words(r: FitReport, profiled: KVPool) -> str:
     cache (0.33) is sized at its own defaults too, as plan's caution sizes it, and named
     where it refuses as well. Gemma-3-27B on one H100 at 131,072 tokens: 15.45 GiB, 3,164
     blocks where one request asks 3,686, so vLLM 0.33 refuses to start."""
-    from dataclasses import replace
-
     from ridgeline.errors import InputError
     from ridgeline.memory import kv_pool
     from ridgeline.plan_cautions import release_before
